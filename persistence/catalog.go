@@ -1,0 +1,104 @@
+package persistence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/lowwater/lowwater/wal"
+)
+
+// Catalog is the durable store of pchannel consume checkpoints.
+//
+// Implementations are safe for concurrent use and honour the context of
+// every call: a deadline bounds the call, so a hung store costs the caller
+// one attempt, not its goroutine.
+type Catalog interface {
+	// Load returns the stored checkpoint of pchannel, or (nil, nil) when
+	// nothing is stored. A record that cannot be decoded gives an error
+	// wrapping ErrCorruptRecord; it is never silently treated as absent.
+	Load(ctx context.Context, pchannel string) (wal.MessageID, error)
+
+	// Save stores checkpoint for pchannel. When it returns nil the value is
+	// durable. Saving the value already stored succeeds, so that a retry of a
+	// save whose first attempt committed does not fail. A value below the
+	// stored one is refused with a *StoredAheadError (errors.Is
+	// ErrStoredAhead) and nothing is written: the store never goes backward.
+	Save(ctx context.Context, pchannel string, checkpoint wal.MessageID) error
+
+	// LoadAll returns every stored checkpoint in one read, keyed by pchannel,
+	// so that a node recovering many pchannels pays one round trip. A corrupt
+	// record fails the whole call with ErrCorruptRecord naming the pchannel.
+	LoadAll(ctx context.Context) (map[string]wal.MessageID, error)
+
+	// Close releases the store. Calls after Close fail with ErrClosed.
+	Close() error
+}
+
+var (
+	// ErrStoredAhead is returned by Save when the stored checkpoint is above
+	// the one offered: another writer got ahead. Retrying cannot succeed.
+	ErrStoredAhead = errors.New("persistence: stored checkpoint is ahead")
+	// ErrCorruptRecord is returned when a stored record cannot be decoded:
+	// bad checksum, unknown version, unknown WAL, or undecodable ID bytes.
+	ErrCorruptRecord = errors.New("persistence: corrupt checkpoint record")
+	// ErrFenced is returned when the writer no longer owns the pchannel: a
+	// newer owner term is stored, or the writer's ownership ended.
+	ErrFenced = errors.New("persistence: writer does not own the pchannel")
+	// ErrClosed is returned by calls on a closed catalog.
+	ErrClosed = errors.New("persistence: catalog closed")
+	// ErrInvalidArgument is returned for an empty pchannel name or a nil or
+	// unknown-WAL checkpoint; nothing is written.
+	ErrInvalidArgument = errors.New("persistence: invalid argument")
+)
+
+// StoredAheadError carries the value that won, so that the writer can adopt
+// it instead of retrying.
+type StoredAheadError struct {
+	PChannel  string
+	Stored    wal.MessageID
+	Attempted wal.MessageID
+}
+
+func (e *StoredAheadError) Error() string {
+	return fmt.Sprintf("persistence: pchannel %q: stored checkpoint %s is ahead of %s",
+		e.PChannel, wal.String(e.Stored), wal.String(e.Attempted))
+}
+
+// Is makes errors.Is(err, ErrStoredAhead) hold.
+func (e *StoredAheadError) Is(target error) bool { return target == ErrStoredAhead }
+
+// CorruptRecordError names the pchannel whose record could not be decoded.
+type CorruptRecordError struct {
+	PChannel string
+	Err      error
+}
+
+func (e *CorruptRecordError) Error() string {
+	return fmt.Sprintf("persistence: pchannel %q: corrupt checkpoint record: %v", e.PChannel, e.Err)
+}
+
+// Is makes errors.Is(err, ErrCorruptRecord) hold.
+func (e *CorruptRecordError) Is(target error) bool { return target == ErrCorruptRecord }
+
+// Unwrap exposes the decoding error.
+func (e *CorruptRecordError) Unwrap() error { return e.Err }
+
+// checkSaveArgs validates Save's arguments the same way in every catalog.
+func checkSaveArgs(pchannel string, checkpoint wal.MessageID) error {
+	if pchannel == "" {
+		return fmt.Errorf("%w: empty pchannel name", ErrInvalidArgument)
+	}
+	if checkpoint == nil {
+		return fmt.Errorf("%w: nil checkpoint for %q", ErrInvalidArgument, pchannel)
+	}
+	if err := wal.Check(checkpoint.WALName(), checkpoint); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidArgument, err)
+	}
+	return nil
+}
+
+// CheckSaveArgs is checkSaveArgs for catalogs outside this package.
+func CheckSaveArgs(pchannel string, checkpoint wal.MessageID) error {
+	return checkSaveArgs(pchannel, checkpoint)
+}

@@ -1,0 +1,192 @@
+package wal
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strconv"
+)
+
+// KafkaID is a Kafka partition offset.
+type KafkaID int64
+
+// RocksMQID is a RocksMQ message offset.
+type RocksMQID int64
+
+// PulsarID is a Pulsar message position. The partition is carried so that a
+// consumer can seek with it, but it is not part of the order: one pchannel is
+// one partition, and Pulsar orders a partition by (ledger, entry, batch).
+type PulsarID struct {
+	LedgerID   int64
+	EntryID    int64
+	BatchIndex int32
+	Partition  int32
+}
+
+// WoodpeckerID is a Woodpecker log position: a segment and an entry in it.
+type WoodpeckerID struct {
+	SegmentID int64
+	EntryID   int64
+}
+
+var (
+	_ MessageID = KafkaID(0)
+	_ MessageID = RocksMQID(0)
+	_ MessageID = PulsarID{}
+	_ MessageID = WoodpeckerID{}
+)
+
+func (KafkaID) WALName() string { return Kafka }
+func (id KafkaID) LT(o MessageID) bool {
+	v, ok := o.(KafkaID)
+	return ok && id < v
+}
+func (id KafkaID) LTE(o MessageID) bool {
+	v, ok := o.(KafkaID)
+	return ok && id <= v
+}
+func (id KafkaID) EQ(o MessageID) bool {
+	v, ok := o.(KafkaID)
+	return ok && id == v
+}
+func (id KafkaID) Marshal() []byte { return binary.BigEndian.AppendUint64(nil, uint64(id)) }
+func (id KafkaID) String() string  { return "kafka:" + strconv.FormatInt(int64(id), 10) }
+
+func (RocksMQID) WALName() string { return RocksMQ }
+func (id RocksMQID) LT(o MessageID) bool {
+	v, ok := o.(RocksMQID)
+	return ok && id < v
+}
+func (id RocksMQID) LTE(o MessageID) bool {
+	v, ok := o.(RocksMQID)
+	return ok && id <= v
+}
+func (id RocksMQID) EQ(o MessageID) bool {
+	v, ok := o.(RocksMQID)
+	return ok && id == v
+}
+func (id RocksMQID) Marshal() []byte { return binary.BigEndian.AppendUint64(nil, uint64(id)) }
+func (id RocksMQID) String() string  { return "rocksmq:" + strconv.FormatInt(int64(id), 10) }
+
+func (PulsarID) WALName() string { return Pulsar }
+
+// cmp orders by (ledger, entry, batch index); the partition is ignored.
+func (id PulsarID) cmp(v PulsarID) int {
+	switch {
+	case id.LedgerID != v.LedgerID:
+		return cmpInt(id.LedgerID, v.LedgerID)
+	case id.EntryID != v.EntryID:
+		return cmpInt(id.EntryID, v.EntryID)
+	default:
+		return cmpInt(int64(id.BatchIndex), int64(v.BatchIndex))
+	}
+}
+func (id PulsarID) LT(o MessageID) bool {
+	v, ok := o.(PulsarID)
+	return ok && id.cmp(v) < 0
+}
+func (id PulsarID) LTE(o MessageID) bool {
+	v, ok := o.(PulsarID)
+	return ok && id.cmp(v) <= 0
+}
+func (id PulsarID) EQ(o MessageID) bool {
+	v, ok := o.(PulsarID)
+	return ok && id.cmp(v) == 0
+}
+func (id PulsarID) Marshal() []byte {
+	b := make([]byte, 0, pulsarSize)
+	b = binary.BigEndian.AppendUint64(b, uint64(id.LedgerID))
+	b = binary.BigEndian.AppendUint64(b, uint64(id.EntryID))
+	b = binary.BigEndian.AppendUint32(b, uint32(id.BatchIndex))
+	return binary.BigEndian.AppendUint32(b, uint32(id.Partition))
+}
+func (id PulsarID) String() string {
+	return fmt.Sprintf("pulsar:%d:%d:%d@%d", id.LedgerID, id.EntryID, id.BatchIndex, id.Partition)
+}
+
+func (WoodpeckerID) WALName() string { return Woodpecker }
+func (id WoodpeckerID) cmp(v WoodpeckerID) int {
+	if id.SegmentID != v.SegmentID {
+		return cmpInt(id.SegmentID, v.SegmentID)
+	}
+	return cmpInt(id.EntryID, v.EntryID)
+}
+func (id WoodpeckerID) LT(o MessageID) bool {
+	v, ok := o.(WoodpeckerID)
+	return ok && id.cmp(v) < 0
+}
+func (id WoodpeckerID) LTE(o MessageID) bool {
+	v, ok := o.(WoodpeckerID)
+	return ok && id.cmp(v) <= 0
+}
+func (id WoodpeckerID) EQ(o MessageID) bool {
+	v, ok := o.(WoodpeckerID)
+	return ok && id.cmp(v) == 0
+}
+func (id WoodpeckerID) Marshal() []byte {
+	b := make([]byte, 0, woodpeckerSize)
+	b = binary.BigEndian.AppendUint64(b, uint64(id.SegmentID))
+	return binary.BigEndian.AppendUint64(b, uint64(id.EntryID))
+}
+func (id WoodpeckerID) String() string {
+	return fmt.Sprintf("woodpecker:%d:%d", id.SegmentID, id.EntryID)
+}
+
+const (
+	offsetSize     = 8
+	pulsarSize     = 24
+	woodpeckerSize = 16
+)
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	default:
+		return 0
+	}
+}
+
+func wantLen(wal string, b []byte, n int) error {
+	if len(b) != n {
+		return fmt.Errorf("%w: %s ID is %d bytes, got %d", ErrCorruptID, wal, n, len(b))
+	}
+	return nil
+}
+
+func unmarshalKafka(b []byte) (MessageID, error) {
+	if err := wantLen(Kafka, b, offsetSize); err != nil {
+		return nil, err
+	}
+	return KafkaID(binary.BigEndian.Uint64(b)), nil
+}
+
+func unmarshalRocksMQ(b []byte) (MessageID, error) {
+	if err := wantLen(RocksMQ, b, offsetSize); err != nil {
+		return nil, err
+	}
+	return RocksMQID(binary.BigEndian.Uint64(b)), nil
+}
+
+func unmarshalPulsar(b []byte) (MessageID, error) {
+	if err := wantLen(Pulsar, b, pulsarSize); err != nil {
+		return nil, err
+	}
+	return PulsarID{
+		LedgerID:   int64(binary.BigEndian.Uint64(b[0:8])),
+		EntryID:    int64(binary.BigEndian.Uint64(b[8:16])),
+		BatchIndex: int32(binary.BigEndian.Uint32(b[16:20])),
+		Partition:  int32(binary.BigEndian.Uint32(b[20:24])),
+	}, nil
+}
+
+func unmarshalWoodpecker(b []byte) (MessageID, error) {
+	if err := wantLen(Woodpecker, b, woodpeckerSize); err != nil {
+		return nil, err
+	}
+	return WoodpeckerID{
+		SegmentID: int64(binary.BigEndian.Uint64(b[0:8])),
+		EntryID:   int64(binary.BigEndian.Uint64(b[8:16])),
+	}, nil
+}
