@@ -84,8 +84,9 @@ func (e *CorruptRecordError) Is(target error) bool { return target == ErrCorrupt
 // Unwrap exposes the decoding error.
 func (e *CorruptRecordError) Unwrap() error { return e.Err }
 
-// checkSaveArgs validates Save's arguments the same way in every catalog.
-func checkSaveArgs(pchannel string, checkpoint wal.MessageID) error {
+// CheckSaveArgs validates Save's arguments the same way in every catalog,
+// including those outside this package.
+func CheckSaveArgs(pchannel string, checkpoint wal.MessageID) error {
 	if pchannel == "" {
 		return fmt.Errorf("%w: empty pchannel name", ErrInvalidArgument)
 	}
@@ -98,7 +99,3 @@ func checkSaveArgs(pchannel string, checkpoint wal.MessageID) error {
 	return nil
 }
 
-// CheckSaveArgs is checkSaveArgs for catalogs outside this package.
-func CheckSaveArgs(pchannel string, checkpoint wal.MessageID) error {
-	return checkSaveArgs(pchannel, checkpoint)
-}
