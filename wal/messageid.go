@@ -80,15 +80,38 @@ func Unmarshal(walName string, b []byte) (MessageID, error) {
 // this package decodes for it, so that comparing it with other IDs of that
 // WAL is meaningful.
 func Check(walName string, id MessageID) error {
+	c, err := NewChecker(walName)
+	if err != nil {
+		return err
+	}
+	return c.Check(id)
+}
+
+// Checker is Check bound to one WAL, for hot paths: it looks the WAL up once.
+type Checker struct {
+	walName string
+	idType  reflect.Type
+}
+
+// NewChecker returns a Checker for the named WAL.
+func NewChecker(walName string) (Checker, error) {
 	c, ok := codecs[walName]
 	if !ok {
-		return fmt.Errorf("%w: %q", ErrUnknownWAL, walName)
+		return Checker{}, fmt.Errorf("%w: %q", ErrUnknownWAL, walName)
 	}
+	return Checker{walName: walName, idType: c.idType}, nil
+}
+
+// WALName returns the name of the WAL the checker accepts.
+func (c Checker) WALName() string { return c.walName }
+
+// Check returns nil when id is a non-nil ID of the checker's WAL.
+func (c Checker) Check(id MessageID) error {
 	if id == nil {
-		return fmt.Errorf("%w: nil ID for %q", ErrWALMismatch, walName)
+		return fmt.Errorf("%w: nil ID for %q", ErrWALMismatch, c.walName)
 	}
-	if reflect.TypeOf(id) != c.idType || id.WALName() != walName {
-		return fmt.Errorf("%w: %s ID %s where %s was expected", ErrWALMismatch, id.WALName(), id, walName)
+	if reflect.TypeOf(id) != c.idType {
+		return fmt.Errorf("%w: %s ID %s where %s was expected", ErrWALMismatch, id.WALName(), id, c.walName)
 	}
 	return nil
 }

@@ -1,0 +1,82 @@
+package actors
+
+import (
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/lowwater/lowwater/wal"
+)
+
+// Messages between the PChannel actor, its persister and their goroutines.
+// They are unexported: the protocol for users is package messages.
+
+// loaded carries the result of one recovery read back to the mailbox.
+type loaded struct {
+	checkpoint wal.MessageID
+	err        error
+}
+
+// retryRecovery fires when the recovery backoff has elapsed.
+type retryRecovery struct{}
+
+// drainRequested is posted right before a PoisonPill, so that the actor
+// knows its coming stop is graceful (see drainingMailbox).
+type drainRequested struct{}
+
+// restartPersister fires when a crashed persister's restart delay elapsed.
+type restartPersister struct{ pid *actor.PID }
+
+// persisterStarted asks the parent for what a fresh persister must know.
+type persisterStarted struct{}
+
+// persisterSync answers persisterStarted: the floor and the goal.
+type persisterSync struct {
+	persisted wal.MessageID
+	minimum   wal.MessageID
+}
+
+// persisterStatus keeps the parent's view of the persister current, for
+// GetState and for the Stopped event.
+type persisterStatus struct {
+	persisted wal.MessageID
+	inFlight  bool
+	fenced    bool
+}
+
+// saveDone carries the outcome of one catalog save back to the mailbox.
+type saveDone struct {
+	from     *persister // the incarnation that started it
+	value    wal.MessageID
+	err      error
+	panicked any
+	latency  time.Duration
+}
+
+// retryDue fires when a retry or throttle timer elapsed; seq tells a timer
+// that is still wanted from one that was superseded.
+type retryDue struct{ seq uint64 }
+
+// flushRequest asks the persister, during a graceful stop, to save the
+// pending value now and answer with a flushResult once nothing is pending.
+type flushRequest struct{}
+
+type flushResult struct{ persisted wal.MessageID }
+
+// drainingMailbox is the default unbounded mailbox, plus one thing:
+// protoactor handles PoisonPill itself and the actor only sees Stopping,
+// exactly as for a hard Stop. Posting drainRequested just before the pill
+// lets the actor tell the two apart, at the cost of one type check per
+// message and no allocation.
+type drainingMailbox struct{ actor.Mailbox }
+
+func newDrainingMailbox() actor.Mailbox {
+	return drainingMailbox{actor.Unbounded()()}
+}
+
+func (m drainingMailbox) PostUserMessage(msg any) {
+	if _, ok := actor.UnwrapEnvelopeMessage(msg).(*actor.PoisonPill); ok {
+		m.Mailbox.PostUserMessage(drainRequested{})
+	}
+	m.Mailbox.PostUserMessage(msg)
+}

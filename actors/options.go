@@ -1,0 +1,154 @@
+package actors
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/lowwater/lowwater/internal/saveplan"
+	"github.com/lowwater/lowwater/internal/tracker"
+	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/wal"
+)
+
+// Option configures a PChannel actor.
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+// Backoff paces retries of failed saves and failed recoveries; see
+// DefaultBackoff.
+type Backoff = saveplan.Backoff
+
+// DefaultBackoff waits 100 ms, then ×1.5 per failure up to 10 s, with 20 %
+// jitter that never goes below the first interval nor above the cap. It
+// never gives up.
+var DefaultBackoff = saveplan.DefaultBackoff
+
+// Defaults of the options below.
+const (
+	DefaultSaveTimeout      = 5 * time.Second
+	DefaultStopFlushTimeout = 3 * time.Second
+)
+
+// ErrInvalidOption is returned by NewProps for a configuration that cannot
+// work; nothing is spawned.
+var ErrInvalidOption = errors.New("lowwater: invalid option")
+
+type config struct {
+	pchannel    string
+	walName     string
+	catalog     persistence.Catalog
+	vchannels   map[string]wal.MessageID
+	logger      *zap.Logger
+	backoff     Backoff
+	saveTimeout time.Duration
+	flushTime   time.Duration
+	minInterval time.Duration
+	errs        []error
+}
+
+// WithVChannels sets the vchannels tracked from the start, as recovered
+// from the WAL's own metadata. Their minimum is the start message ID when
+// the catalog holds no checkpoint.
+func WithVChannels(checkpoints map[string]wal.MessageID) Option {
+	return optionFunc(func(c *config) { c.vchannels = maps.Clone(checkpoints) })
+}
+
+// WithLogger sets the logger; the default is zap.NewNop. lowwater never
+// logs through a global logger.
+func WithLogger(l *zap.Logger) Option {
+	return optionFunc(func(c *config) {
+		if l == nil {
+			c.errs = append(c.errs, errors.New("nil logger"))
+			return
+		}
+		c.logger = l
+	})
+}
+
+// WithBackoff sets the retry schedule of saves and recovery.
+func WithBackoff(b Backoff) Option {
+	return optionFunc(func(c *config) { c.backoff = b })
+}
+
+// WithSaveTimeout bounds each catalog call (save or recovery read), so that
+// a hung store or an etcd leader change costs one attempt, not the actor.
+func WithSaveTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.saveTimeout = d })
+}
+
+// WithStopFlushTimeout bounds how long a graceful stop (Poison) waits for
+// the pending checkpoint to be saved.
+func WithStopFlushTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.flushTime = d })
+}
+
+// WithMinSaveInterval spaces successful saves by at least d, trading
+// freshness of the stored checkpoint for catalog load. 0 (the default)
+// saves as soon as the previous save returns.
+func WithMinSaveInterval(d time.Duration) Option {
+	return optionFunc(func(c *config) { c.minInterval = d })
+}
+
+func newConfig(pchannel, walName string, catalog persistence.Catalog, opts []Option) (*config, error) {
+	c := &config{
+		pchannel:    pchannel,
+		walName:     walName,
+		catalog:     catalog,
+		logger:      zap.NewNop(),
+		backoff:     DefaultBackoff,
+		saveTimeout: DefaultSaveTimeout,
+		flushTime:   DefaultStopFlushTimeout,
+	}
+	for _, o := range opts {
+		o.apply(c)
+	}
+	errs := c.errs
+	if pchannel == "" {
+		errs = append(errs, errors.New("empty pchannel name"))
+	}
+	if catalog == nil {
+		errs = append(errs, errors.New("nil catalog"))
+	}
+	if err := c.backoff.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.saveTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("save timeout %v is not positive", c.saveTimeout))
+	}
+	if c.flushTime <= 0 {
+		errs = append(errs, fmt.Errorf("stop flush timeout %v is not positive", c.flushTime))
+	}
+	if c.minInterval < 0 {
+		errs = append(errs, fmt.Errorf("min save interval %v is negative", c.minInterval))
+	}
+	if _, err := c.newTracker(); err != nil {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%w: pchannel %q: %w", ErrInvalidOption, pchannel, errors.Join(errs...))
+	}
+	c.logger = c.logger.With(zap.String("pchannel", pchannel))
+	return c, nil
+}
+
+// newTracker builds the tracker holding the vchannels given at spawn; a
+// restart of the actor rebuilds from the same input.
+func (c *config) newTracker() (*tracker.Tracker, error) {
+	t, err := tracker.New(c.walName)
+	if err != nil {
+		return nil, err
+	}
+	for name, cp := range c.vchannels {
+		if _, err := t.Add(name, cp); err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
+}

@@ -1,0 +1,360 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/eventstream"
+	"github.com/cenkalti/backoff/v4"
+	"go.uber.org/zap"
+
+	"github.com/lowwater/lowwater/internal/tracker"
+	"github.com/lowwater/lowwater/messages"
+	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/wal"
+)
+
+// NewProps returns the Props of the actor that keeps the checkpoint of one
+// pchannel of the named WAL, saved to catalog. Spawn it wherever the
+// caller's actor tree wants it; spawning never blocks on the catalog.
+//
+// An invalid option is an error here, never a panic later.
+func NewProps(pchannel, walName string, catalog persistence.Catalog, opts ...Option) (*actor.Props, error) {
+	cfg, err := newConfig(pchannel, walName, catalog, opts)
+	if err != nil {
+		return nil, err
+	}
+	return actor.PropsFromProducer(
+		func() actor.Actor { return newPChannel(cfg) },
+		actor.WithMailbox(newDrainingMailbox),
+	), nil
+}
+
+// pchannel owns one pchannel's vchannel checkpoints. Only its mailbox
+// goroutine touches its fields.
+type pchannel struct {
+	cfg     *config
+	tracker *tracker.Tracker
+	// spawnMinimum is the minimum of the vchannels given at spawn: the start
+	// message ID when the catalog holds nothing (semantics 7).
+	spawnMinimum wal.MessageID
+
+	recovered bool
+	start     wal.MessageID
+	// persisted is the parent's view of the floor: read at recovery, then
+	// raised by the persister's reports. Invariant: it never decreases.
+	persisted wal.MessageID
+	saving    bool
+	fenced    bool
+
+	recovery  recovery
+	persister *actor.PID
+	// restarts counts persister crashes; restartTimer delays the next one.
+	restarts     int
+	restartTimer *time.Timer
+	supervisor   actor.Supervisor
+
+	graceful bool
+	stopping bool
+
+	self   *actor.PID
+	events *eventstream.EventStream
+}
+
+// recovery is the state of reading the stored checkpoint.
+type recovery struct {
+	attempt int
+	backoff backoff.BackOff
+	timer   *time.Timer
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+func newPChannel(cfg *config) *pchannel {
+	t, _ := cfg.newTracker() // validated by newConfig
+	return &pchannel{cfg: cfg, tracker: t, spawnMinimum: t.Minimum()}
+}
+
+// Receive is one type switch: commands first (the hot path), then the
+// persister's reports, then lifecycle.
+func (p *pchannel) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *messages.UpdateCheckpoint:
+		from := p.tracker.Minimum()
+		advanced, err := p.tracker.Update(m.VChannel, m.Checkpoint)
+		p.applied(ctx, m, from, advanced, err)
+	case *messages.UpdateBatch:
+		p.updateBatch(ctx, m)
+	case *messages.AddVChannel:
+		from := p.tracker.Minimum()
+		advanced, err := p.tracker.Add(m.VChannel, m.Checkpoint)
+		if err == nil {
+			p.publish(&messages.VChannelAdded{Header: p.header(), VChannel: m.VChannel, Checkpoint: m.Checkpoint})
+			p.cfg.logger.Info("vchannel added", zap.String("vchannel", m.VChannel), zap.Stringer("checkpoint", m.Checkpoint))
+		}
+		p.applied(ctx, m, from, advanced, err)
+	case *messages.DropVChannel:
+		from := p.tracker.Minimum()
+		advanced, err := p.tracker.Drop(m.VChannel)
+		if err == nil {
+			p.publish(&messages.VChannelDropped{Header: p.header(), VChannel: m.VChannel})
+			p.cfg.logger.Info("vchannel dropped", zap.String("vchannel", m.VChannel))
+		}
+		p.applied(ctx, m, from, advanced, err)
+	case *messages.GetState:
+		ctx.Respond(p.state(m.WithVChannels))
+
+	case *persisterStatus:
+		p.raiseFloor(m.persisted)
+		p.saving, p.fenced = m.inFlight, m.fenced
+	case *persisterStarted:
+		ctx.Respond(&persisterSync{persisted: p.persisted, minimum: p.tracker.Minimum()})
+	case *restartPersister:
+		if !p.stopping {
+			p.supervisor.RestartChildren(m.pid)
+		}
+
+	case *loaded:
+		p.onLoaded(ctx, m)
+	case *retryRecovery:
+		p.load(ctx)
+	case *actor.Started:
+		p.self, p.events = ctx.Self(), ctx.ActorSystem().EventStream
+		p.recovery.backoff = p.cfg.backoff.New()
+		p.load(ctx)
+	case drainRequested:
+		p.graceful = true
+	case *actor.Stopping:
+		p.stop(ctx)
+	case *actor.Stopped:
+		p.publishStopped(ctx)
+	case *actor.Restarting:
+		// A panic in this actor is a bug; its supervisor restarts it from
+		// the vchannels given at spawn. Leave no goroutine behind.
+		p.stop(ctx)
+	}
+}
+
+// applied finishes a single command: reply, events, persister.
+func (p *pchannel) applied(ctx actor.Context, cmd messages.Command, from wal.MessageID, advanced bool, err error) {
+	if err != nil {
+		p.reject(ctx, cmd, err)
+		if ctx.Sender() != nil {
+			ctx.Respond(err)
+		}
+		return
+	}
+	if advanced {
+		p.advanced(ctx, from)
+	}
+	if ctx.Sender() != nil {
+		ctx.Respond(nil)
+	}
+}
+
+func (p *pchannel) updateBatch(ctx actor.Context, m *messages.UpdateBatch) {
+	from := p.tracker.Minimum()
+	var rejected []messages.Rejection
+	for i, u := range m.Updates {
+		if _, err := p.tracker.Update(u.VChannel, u.Checkpoint); err != nil {
+			rejected = append(rejected, messages.Rejection{Index: i, VChannel: u.VChannel, Err: err})
+			p.reject(ctx, m, err)
+		}
+	}
+	// Updates only raise checkpoints, so the minimum rose within the batch
+	// exactly when it ends above where it began: one event, one save.
+	if wal.Less(from, p.tracker.Minimum()) {
+		p.advanced(ctx, from)
+	}
+	if ctx.Sender() == nil {
+		return
+	}
+	if rejected != nil {
+		ctx.Respond(&messages.BatchError{Rejected: rejected})
+		return
+	}
+	ctx.Respond(nil)
+}
+
+func (p *pchannel) reject(ctx actor.Context, cmd messages.Command, err error) {
+	p.publish(&messages.CommandRejected{Header: p.header(), Command: cmd, Err: err})
+	p.cfg.logger.Warn("command rejected", zap.String("command", fmt.Sprintf("%T", cmd)), zap.Error(err))
+}
+
+// advanced publishes the new minimum and hands the same message to the
+// persister, which coalesces: only the latest minimum is ever pending.
+func (p *pchannel) advanced(ctx actor.Context, from wal.MessageID) {
+	ev := &messages.MinimumAdvanced{Header: p.header(), From: from, To: p.tracker.Minimum()}
+	p.publish(ev)
+	if p.persister != nil && !p.fenced {
+		ctx.Send(p.persister, ev)
+	}
+}
+
+func (p *pchannel) state(withVChannels bool) *messages.State {
+	s := &messages.State{
+		PChannel:       p.cfg.pchannel,
+		WALName:        p.cfg.walName,
+		StartMessageID: p.start,
+		Minimum:        p.tracker.Minimum(),
+		Persisted:      p.persisted,
+		VChannels:      p.tracker.Len(),
+		Recovered:      p.recovered,
+		SaveInFlight:   p.saving,
+	}
+	if withVChannels {
+		s.Checkpoints = p.tracker.Checkpoints()
+	}
+	return s
+}
+
+// load reads the stored checkpoint off the mailbox goroutine; the result
+// comes back as a loaded message. A panicking catalog counts as a failed
+// read, not a crash.
+func (p *pchannel) load(ctx actor.Context) {
+	if p.stopping {
+		return
+	}
+	p.recovery.attempt++
+	c, cancel := context.WithTimeout(context.Background(), p.cfg.saveTimeout)
+	done := make(chan struct{})
+	p.recovery.cancel, p.recovery.done = cancel, done
+	root, self, catalog, name := ctx.ActorSystem().Root, ctx.Self(), p.cfg.catalog, p.cfg.pchannel
+	go func() {
+		defer close(done)
+		defer cancel()
+		id, err := loadRecovering(c, catalog, name)
+		root.Send(self, &loaded{checkpoint: id, err: err})
+	}()
+}
+
+func loadRecovering(ctx context.Context, catalog persistence.Catalog, pchannel string) (id wal.MessageID, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("lowwater: catalog panicked in Load: %v", r)
+		}
+	}()
+	return catalog.Load(ctx, pchannel)
+}
+
+func (p *pchannel) onLoaded(ctx actor.Context, m *loaded) {
+	p.recovery.cancel, p.recovery.done = nil, nil
+	if p.stopping || p.recovered {
+		return
+	}
+	err := m.err
+	if err == nil && m.checkpoint != nil {
+		if werr := wal.Check(p.cfg.walName, m.checkpoint); werr != nil {
+			// A record of another WAL is as unusable as a corrupt one.
+			err = &persistence.CorruptRecordError{PChannel: p.cfg.pchannel, Err: werr}
+		}
+	}
+	if err != nil {
+		wait := p.recovery.backoff.NextBackOff()
+		p.publish(&messages.RecoveryFailed{Header: p.header(), Err: err, Attempt: p.recovery.attempt, NextRetry: wait})
+		log := p.cfg.logger.Warn
+		if errors.Is(err, persistence.ErrCorruptRecord) {
+			// Never start from nothing over a record we cannot read: that
+			// could regress the stored checkpoint. An operator must repair
+			// or delete it; until then we retry at the backoff's pace.
+			log = p.cfg.logger.Error
+		}
+		log("recovery failed", zap.Int("attempt", p.recovery.attempt), zap.Duration("nextRetry", wait), zap.Error(err))
+		root, self := ctx.ActorSystem().Root, ctx.Self()
+		p.recovery.timer = time.AfterFunc(wait, func() { root.Send(self, &retryRecovery{}) })
+		return
+	}
+	p.recovered = true
+	p.persisted = m.checkpoint
+	p.start = m.checkpoint
+	if p.start == nil {
+		p.start = p.spawnMinimum
+	}
+	p.publish(&messages.Recovered{Header: p.header(), StartMessageID: p.start, FromCatalog: m.checkpoint != nil, Attempts: p.recovery.attempt})
+	p.cfg.logger.Info("recovered", zap.Stringer("start", stringer{p.start}), zap.Bool("fromCatalog", m.checkpoint != nil), zap.Int("attempts", p.recovery.attempt))
+	pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newPersister(p.cfg) }), "persister")
+	if err != nil {
+		// Only a duplicate name fails, and this actor spawns one persister.
+		p.cfg.logger.Error("cannot spawn persister", zap.Error(err))
+		return
+	}
+	p.persister = pid
+}
+
+// HandleFailure makes the pchannel its persister's supervisor: a crash
+// (say, a panic inside a catalog) restarts the persister after a growing
+// delay. The new persister asks for the floor and the minimum, so nothing
+// is lost: both live here, not in the persister.
+func (p *pchannel) HandleFailure(system *actor.ActorSystem, supervisor actor.Supervisor, child *actor.PID, rs *actor.RestartStatistics, reason, _ any) {
+	rs.Fail()
+	p.supervisor = supervisor
+	p.restarts++
+	p.saving = false
+	delay := restartDelay(p.cfg.backoff, rs.NumberOfFailures(time.Minute))
+	p.publish(&messages.PersisterRestarted{Header: p.header(), Reason: reason, Restarts: p.restarts})
+	p.cfg.logger.Error("persister crashed; restarting", zap.Any("reason", reason), zap.Duration("delay", delay), zap.Int("restarts", p.restarts))
+	root, self := system.Root, p.self
+	p.restartTimer = time.AfterFunc(delay, func() { root.Send(self, &restartPersister{pid: child}) })
+}
+
+// restartDelay grows with recent crashes like the save backoff, without
+// jitter: Initial × Multiplier^(n-1), capped at Max.
+func restartDelay(b Backoff, failures int) time.Duration {
+	d := float64(b.Initial) * math.Pow(b.Multiplier, float64(max(failures-1, 0)))
+	return time.Duration(min(d, float64(b.Max)))
+}
+
+// stop ends whatever runs off the mailbox. A graceful stop first gives the
+// persister up to the flush timeout to save the pending minimum; this is
+// the one bounded wait in a handler, and the mailbox is closing anyway.
+func (p *pchannel) stop(ctx actor.Context) {
+	p.stopping = true
+	stopTimer(p.restartTimer)
+	stopTimer(p.recovery.timer)
+	if p.recovery.cancel != nil {
+		p.recovery.cancel()
+		<-p.recovery.done
+	}
+	if !p.graceful || p.persister == nil || p.fenced {
+		return
+	}
+	res, err := ctx.RequestFuture(p.persister, &flushRequest{}, p.cfg.flushTime).Result()
+	if r, ok := res.(*flushResult); ok && err == nil {
+		p.raiseFloor(r.persisted)
+	}
+}
+
+func (p *pchannel) publishStopped(ctx actor.Context) {
+	ev := &messages.Stopped{Header: p.header(), Graceful: p.graceful, LastPersisted: p.persisted, Flushed: true}
+	if min := p.tracker.Minimum(); !p.fenced && wal.Less(p.persisted, min) {
+		ev.Flushed, ev.Dropped = false, min
+	}
+	p.publish(ev)
+	p.cfg.logger.Info("stopped", zap.Bool("graceful", ev.Graceful), zap.Stringer("persisted", stringer{ev.LastPersisted}),
+		zap.Bool("flushed", ev.Flushed), zap.Stringer("dropped", stringer{ev.Dropped}))
+}
+
+func (p *pchannel) raiseFloor(v wal.MessageID) {
+	if wal.Less(p.persisted, v) {
+		p.persisted = v
+	}
+}
+
+func (p *pchannel) header() messages.Header { return messages.NewHeader(p.cfg.pchannel) }
+
+func (p *pchannel) publish(ev messages.Event) { p.events.Publish(ev) }
+
+func stopTimer(t *time.Timer) {
+	if t != nil {
+		t.Stop()
+	}
+}
+
+// stringer formats a possibly nil ID for zap.
+type stringer struct{ id wal.MessageID }
+
+func (s stringer) String() string { return wal.String(s.id) }

@@ -1,0 +1,70 @@
+package saveplan
+
+import (
+	"errors"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+)
+
+// Backoff paces retries of failed saves and failed recoveries.
+type Backoff struct {
+	// Initial is the first wait; no retry comes sooner.
+	Initial time.Duration
+	// Max caps every wait, jitter included.
+	Max time.Duration
+	// Multiplier grows the wait after each failure.
+	Multiplier float64
+	// Jitter spreads waits by up to this fraction, so that pchannels failing
+	// together do not retry together. 0 disables it.
+	Jitter float64
+}
+
+// DefaultBackoff is the reference's schedule (100 ms, ×1.5, 10 s cap) with
+// 20 % jitter, and it never gives up.
+var DefaultBackoff = Backoff{Initial: 100 * time.Millisecond, Max: 10 * time.Second, Multiplier: 1.5, Jitter: 0.2}
+
+// ErrInvalidBackoff reports a Backoff that would hot-loop or never wait.
+var ErrInvalidBackoff = errors.New("lowwater: invalid backoff")
+
+// Validate reports a schedule that cannot work.
+func (b Backoff) Validate() error {
+	switch {
+	case b.Initial <= 0:
+		return errors.Join(ErrInvalidBackoff, errors.New("initial interval must be positive"))
+	case b.Max < b.Initial:
+		return errors.Join(ErrInvalidBackoff, errors.New("max interval below initial"))
+	case b.Multiplier < 1:
+		return errors.Join(ErrInvalidBackoff, errors.New("multiplier below 1"))
+	case b.Jitter < 0 || b.Jitter >= 1:
+		return errors.Join(ErrInvalidBackoff, errors.New("jitter outside [0, 1)"))
+	}
+	return nil
+}
+
+// New returns a cenkalti ExponentialBackOff that keeps the promises the
+// reference broke: MaxElapsedTime is 0, so it never returns Stop; and since
+// the library's jitter is symmetric around the current interval, the centre
+// is shifted so that no wait falls below Initial nor rises above Max.
+func (b Backoff) New() backoff.BackOff {
+	lift := 1 / (1 - b.Jitter)
+	e := backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(time.Duration(float64(b.Initial)*lift)),
+		backoff.WithMaxInterval(time.Duration(float64(b.Max)/(1+b.Jitter))),
+		backoff.WithMultiplier(b.Multiplier),
+		backoff.WithRandomizationFactor(b.Jitter),
+		backoff.WithMaxElapsedTime(0),
+	)
+	e.Reset()
+	return &bounded{ExponentialBackOff: e, min: b.Initial, max: b.Max}
+}
+
+// bounded clamps the library's float rounding to the promised range.
+type bounded struct {
+	*backoff.ExponentialBackOff
+	min, max time.Duration
+}
+
+func (b *bounded) NextBackOff() time.Duration {
+	return min(max(b.ExponentialBackOff.NextBackOff(), b.min), b.max)
+}

@@ -1,0 +1,156 @@
+// Package saveplan decides when the persister saves, and what.
+//
+// It is the persister actor's pure core, as raft.go is etcd's: inputs are
+// method calls (a new minimum, a save's outcome, a timer), outputs are Steps
+// (start a save of this value; arm a timer). It starts no goroutine, does no
+// I/O and reads no clock, so every schedule can be tested step by step.
+package saveplan
+
+import (
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+
+	"github.com/lowwater/lowwater/wal"
+)
+
+// Step is what the caller must do next. The zero Step means nothing.
+type Step struct {
+	// Save, when non-nil, asks for a save of this value to start now.
+	Save wal.MessageID
+	// Wait, when positive, asks for a timer; call TimerFired when it fires.
+	Wait time.Duration
+}
+
+// Plan holds O(1) state however long the catalog is down: the last value
+// acknowledged, the latest minimum offered, and the one save in flight.
+// Intermediate minima are never queued, only replaced.
+type Plan struct {
+	// persisted is the last value the catalog acknowledged (or the floor
+	// read at recovery). Invariant: it never decreases.
+	persisted wal.MessageID
+	// target is the latest minimum offered; saving it is the goal.
+	target wal.MessageID
+	// inFlight is the value being saved, nil when none.
+	// Invariant: inFlight == nil || persisted < inFlight.
+	inFlight wal.MessageID
+	// attempt counts attempts since the last success.
+	attempt int
+	// waiting is true while a retry or throttle timer is armed; no save
+	// starts before it fires.
+	waiting bool
+	// fenced is true once the catalog said another owner holds the
+	// pchannel: no save will ever start again.
+	fenced bool
+
+	backoff     backoff.BackOff
+	minInterval time.Duration
+}
+
+// New returns a plan whose floor is persisted: nothing at or below it is
+// ever saved. b paces retries; minInterval, if positive, spaces successes.
+func New(persisted wal.MessageID, b backoff.BackOff, minInterval time.Duration) *Plan {
+	b.Reset()
+	return &Plan{persisted: persisted, backoff: b, minInterval: minInterval}
+}
+
+// Persisted returns the last acknowledged value.
+func (p *Plan) Persisted() wal.MessageID { return p.persisted }
+
+// Target returns the latest minimum offered.
+func (p *Plan) Target() wal.MessageID { return p.target }
+
+// InFlight returns the value being saved, or nil.
+func (p *Plan) InFlight() wal.MessageID { return p.inFlight }
+
+// Attempt returns the number of attempts since the last success.
+func (p *Plan) Attempt() int { return p.attempt }
+
+// Fenced reports whether saving has stopped for good.
+func (p *Plan) Fenced() bool { return p.fenced }
+
+// Pending reports whether the latest minimum is above what is persisted.
+func (p *Plan) Pending() bool { return !p.fenced && wal.Less(p.persisted, p.target) }
+
+// Settled reports whether nothing is in flight and nothing is pending: the
+// moment a graceful stop is waiting for.
+func (p *Plan) Settled() bool { return p.inFlight == nil && !p.Pending() }
+
+// Offer records a new minimum. The latest one replaces any earlier one, so
+// a retry always saves the newest value, not the one that failed.
+func (p *Plan) Offer(minimum wal.MessageID) Step {
+	p.target = minimum
+	return p.next()
+}
+
+// Succeeded records that the save in flight was acknowledged.
+func (p *Plan) Succeeded() Step {
+	p.raiseFloor(p.inFlight)
+	p.inFlight = nil
+	p.attempt = 0
+	p.backoff.Reset()
+	if p.minInterval > 0 {
+		p.waiting = true
+		return Step{Wait: p.minInterval}
+	}
+	return p.next()
+}
+
+// Failed records that the save in flight failed and may succeed later: it
+// asks for a retry after the next backoff interval.
+func (p *Plan) Failed() Step {
+	p.inFlight = nil
+	p.waiting = true
+	wait := p.backoff.NextBackOff()
+	if wait == backoff.Stop || wait <= 0 {
+		// A BackOff that gives up must not leave the checkpoint unsaved
+		// forever; lowwater's never does, this guards a custom one.
+		wait = time.Second
+	}
+	return Step{Wait: wait}
+}
+
+// Adopt records that the catalog holds stored, at or above the value in
+// flight: another writer got ahead. Retrying the same value cannot succeed,
+// so the floor rises to stored and only a higher minimum is saved.
+func (p *Plan) Adopt(stored wal.MessageID) Step {
+	p.raiseFloor(stored)
+	p.inFlight = nil
+	p.attempt = 0
+	p.backoff.Reset()
+	return p.next()
+}
+
+// Fence records that this writer lost the pchannel: no save starts again.
+func (p *Plan) Fence() {
+	p.inFlight = nil
+	p.fenced = true
+}
+
+// TimerFired records that the timer asked for by a Step fired.
+func (p *Plan) TimerFired() Step {
+	p.waiting = false
+	return p.next()
+}
+
+// Hurry cuts a retry or throttle wait short, for a graceful stop that has
+// little time left: the pending value is tried now.
+func (p *Plan) Hurry() Step {
+	p.waiting = false
+	return p.next()
+}
+
+func (p *Plan) next() Step {
+	if p.inFlight != nil || p.waiting || !p.Pending() {
+		return Step{}
+	}
+	p.inFlight = p.target
+	p.attempt++
+	return Step{Save: p.inFlight}
+}
+
+func (p *Plan) raiseFloor(v wal.MessageID) {
+	if wal.Less(p.persisted, v) {
+		p.persisted = v
+	}
+}

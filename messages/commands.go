@@ -1,0 +1,75 @@
+package messages
+
+import "github.com/lowwater/lowwater/wal"
+
+// Command is implemented by the messages that change a pchannel's state.
+// Sent with RequestFuture, a command is answered with nil or an error;
+// sent with Send, it is applied the same way and a rejection is only
+// published (CommandRejected) and logged.
+type Command interface{ command() }
+
+// AddVChannel starts tracking a vchannel at a checkpoint. It may lower the
+// pchannel's minimum; the persisted checkpoint never follows it down.
+type AddVChannel struct {
+	VChannel   string
+	Checkpoint wal.MessageID
+}
+
+// UpdateCheckpoint moves a vchannel's checkpoint forward. An equal
+// checkpoint is accepted and changes nothing; a lower one is rejected.
+type UpdateCheckpoint struct {
+	VChannel   string
+	Checkpoint wal.MessageID
+}
+
+// DropVChannel stops tracking a vchannel.
+type DropVChannel struct {
+	VChannel string
+}
+
+// UpdateBatch applies many updates in order in one message: one mailbox
+// hop and one reply for all of them. Rejected entries do not stop the
+// others; the reply is nil or a *BatchError listing the rejected ones.
+type UpdateBatch struct {
+	Updates []VChannelCheckpoint
+}
+
+// VChannelCheckpoint is one entry of an UpdateBatch.
+type VChannelCheckpoint struct {
+	VChannel   string
+	Checkpoint wal.MessageID
+}
+
+func (*AddVChannel) command()      {}
+func (*UpdateCheckpoint) command() {}
+func (*DropVChannel) command()     {}
+func (*UpdateBatch) command()      {}
+
+// GetState asks a pchannel for a snapshot of its state; the reply is a
+// *State. It is answered during recovery too.
+type GetState struct {
+	// WithVChannels asks for a copy of every vchannel's checkpoint, which
+	// costs O(vchannels); leave it false for monitoring.
+	WithVChannels bool
+}
+
+// State is the reply to GetState.
+type State struct {
+	PChannel string
+	WALName  string
+	// StartMessageID is where consumption restarts: the stored checkpoint,
+	// or the minimum of the vchannels given at spawn. Nil until Recovered.
+	StartMessageID wal.MessageID
+	// Minimum is the low-water mark over live vchannels, nil when none.
+	Minimum wal.MessageID
+	// Persisted is the last checkpoint the catalog acknowledged (or read at
+	// recovery); nil when none.
+	Persisted wal.MessageID
+	VChannels int
+	// Checkpoints is set only when GetState.WithVChannels was.
+	Checkpoints map[string]wal.MessageID
+	// Recovered is false while the stored checkpoint is still being read.
+	Recovered bool
+	// SaveInFlight is true while the persister awaits the catalog.
+	SaveInFlight bool
+}

@@ -1,0 +1,20 @@
+// Package messages is lowwater's protocol: the commands a pchannel actor
+// takes, the replies it gives, the errors it rejects with and the events it
+// publishes. It holds types only, so that callers depend on the protocol and
+// not on the actors.
+//
+//	message            reply (RequestFuture)         events
+//	AddVChannel        nil | error                   VChannelAdded, MinimumAdvanced?, CommandRejected
+//	UpdateCheckpoint   nil | error                   MinimumAdvanced?, CommandRejected
+//	UpdateBatch        nil | *BatchError             MinimumAdvanced?, CommandRejected per entry
+//	DropVChannel       nil | error                   VChannelDropped, MinimumAdvanced?, CommandRejected
+//	GetState           *State                        -
+//
+// Errors: ErrVChannelExists, ErrVChannelNotFound, ErrCheckpointRollback,
+// ErrNilCheckpoint, ErrEmptyVChannel, ErrWALMismatch; errors.Is works on
+// every reply, including each entry of a *BatchError.
+//
+// Lifecycle events: Recovered, RecoveryFailed, CheckpointPersisted,
+// PersistFailed, PersisterRestarted, Stopped. Every event embeds Header
+// (pchannel name and time).
+package messages

@@ -1,0 +1,63 @@
+package messages
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/lowwater/lowwater/wal"
+)
+
+// Errors a command can be rejected with. A rejected command changes nothing.
+var (
+	// ErrVChannelExists rejects an Add of a vchannel that is already tracked.
+	ErrVChannelExists = errors.New("lowwater: vchannel already exists")
+	// ErrVChannelNotFound rejects an Update or Drop of an untracked vchannel.
+	ErrVChannelNotFound = errors.New("lowwater: vchannel not found")
+	// ErrCheckpointRollback rejects an Update below the vchannel's checkpoint.
+	ErrCheckpointRollback = errors.New("lowwater: checkpoint rollback")
+	// ErrNilCheckpoint rejects a command that carries no checkpoint.
+	ErrNilCheckpoint = errors.New("lowwater: nil checkpoint")
+	// ErrEmptyVChannel rejects a command that names no vchannel.
+	ErrEmptyVChannel = errors.New("lowwater: empty vchannel name")
+	// ErrWALMismatch rejects a checkpoint of another WAL than the pchannel's.
+	// It is the same value as wal.ErrWALMismatch.
+	ErrWALMismatch = wal.ErrWALMismatch
+)
+
+// Rejection is one entry of an UpdateBatch that was not applied.
+type Rejection struct {
+	// Index is the entry's position in UpdateBatch.Updates.
+	Index    int
+	VChannel string
+	Err      error
+}
+
+// BatchError is the reply to an UpdateBatch of which some entries were
+// rejected; the others were applied, in order. errors.Is matches any of the
+// entries' errors.
+type BatchError struct {
+	Rejected []Rejection
+}
+
+func (e *BatchError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "lowwater: %d update(s) rejected:", len(e.Rejected))
+	for i, r := range e.Rejected {
+		if i == 3 {
+			fmt.Fprintf(&b, " and %d more", len(e.Rejected)-i)
+			break
+		}
+		fmt.Fprintf(&b, " [%d] %s: %v;", r.Index, r.VChannel, r.Err)
+	}
+	return b.String()
+}
+
+// Unwrap returns each rejected entry's error, for errors.Is and errors.As.
+func (e *BatchError) Unwrap() []error {
+	errs := make([]error, len(e.Rejected))
+	for i, r := range e.Rejected {
+		errs[i] = r.Err
+	}
+	return errs
+}

@@ -1,0 +1,118 @@
+package messages
+
+import (
+	"time"
+
+	"github.com/lowwater/lowwater/wal"
+)
+
+// Event is implemented by everything a pchannel publishes on the actor
+// system's EventStream. Subscribers run on the publishing actor's goroutine:
+// they must be quick and must not block.
+type Event interface {
+	EventHeader() Header
+}
+
+// Header names the pchannel an event is about and when it happened.
+type Header struct {
+	PChannel string
+	At       time.Time
+}
+
+// EventHeader returns h; it makes every event an Event.
+func (h Header) EventHeader() Header { return h }
+
+// NewHeader stamps an event for pchannel now.
+func NewHeader(pchannel string) Header { return Header{PChannel: pchannel, At: time.Now()} }
+
+// Recovered: the stored checkpoint was read; commands were applied all
+// along, and saving starts now.
+type Recovered struct {
+	Header
+	// StartMessageID is where consumption restarts (nil: the beginning).
+	StartMessageID wal.MessageID
+	// FromCatalog is true when StartMessageID is the stored checkpoint,
+	// false when it is the minimum of the vchannels given at spawn.
+	FromCatalog bool
+	// Attempts is the number of catalog reads it took.
+	Attempts int
+}
+
+// RecoveryFailed: reading the stored checkpoint failed; it is retried after
+// NextRetry. A corrupt or foreign record fails this way until repaired.
+type RecoveryFailed struct {
+	Header
+	Err       error
+	Attempt   int
+	NextRetry time.Duration
+}
+
+// VChannelAdded: an AddVChannel was applied.
+type VChannelAdded struct {
+	Header
+	VChannel   string
+	Checkpoint wal.MessageID
+}
+
+// VChannelDropped: a DropVChannel was applied.
+type VChannelDropped struct {
+	Header
+	VChannel string
+}
+
+// CommandRejected: a command was refused and changed nothing. For an
+// UpdateBatch there is one event per rejected entry, with Command the batch.
+type CommandRejected struct {
+	Header
+	Command Command
+	Err     error
+}
+
+// MinimumAdvanced: the low-water mark strictly rose. The PChannel actor
+// publishes it and hands the same value to its persister, which saves To
+// if it is above what is persisted.
+type MinimumAdvanced struct {
+	Header
+	// From is nil when the pchannel had no vchannel.
+	From wal.MessageID
+	To   wal.MessageID
+}
+
+// CheckpointPersisted: the catalog acknowledged Value; it is durable.
+type CheckpointPersisted struct {
+	Header
+	Value wal.MessageID
+	// Attempts is the number of saves it took since the previous success.
+	Attempts int
+	// Latency is the duration of the successful catalog call.
+	Latency time.Duration
+}
+
+// PersistFailed: a save failed. Unless Err is permanent (fenced), the
+// latest minimum is saved again after NextRetry.
+type PersistFailed struct {
+	Header
+	Value     wal.MessageID
+	Attempt   int
+	Err       error
+	NextRetry time.Duration
+}
+
+// PersisterRestarted: the persister panicked (Reason) and was restarted; it
+// resumes from the parent's minimum and persisted checkpoint.
+type PersisterRestarted struct {
+	Header
+	Reason   any
+	Restarts int
+}
+
+// Stopped: the pchannel actor stopped. Graceful tells a Poison from a Stop.
+type Stopped struct {
+	Header
+	Graceful      bool
+	LastPersisted wal.MessageID
+	// Flushed is true when nothing was left unsaved; Dropped is the minimum
+	// that was above LastPersisted and could not be saved in time, if any.
+	Flushed bool
+	Dropped wal.MessageID
+}
