@@ -111,7 +111,9 @@ func (c Checker) Check(id MessageID) error {
 		return fmt.Errorf("%w: nil ID for %q", ErrWALMismatch, c.walName)
 	}
 	if reflect.TypeOf(id) != c.idType {
-		return fmt.Errorf("%w: %s ID %s where %s was expected", ErrWALMismatch, id.WALName(), id, c.walName)
+		// Format the type only: a foreign implementation's methods may
+		// panic (a typed nil pointer, say), and bad input must not.
+		return fmt.Errorf("%w: %T where a %s ID was expected", ErrWALMismatch, id, c.walName)
 	}
 	return nil
 }
