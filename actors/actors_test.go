@@ -1,0 +1,145 @@
+package actors
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	"go.uber.org/zap"
+
+	"github.com/lowwater/lowwater/messages"
+	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/wal"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestNewPropsRejectsInvalidOptions(t *testing.T) {
+	cat := persistence.NewMemory()
+	for name, tc := range map[string]struct {
+		pchannel, wal string
+		catalog       persistence.Catalog
+		opts          []Option
+	}{
+		"empty pchannel":      {"", wal.Kafka, cat, nil},
+		"unknown WAL":         {"p", "nope", cat, nil},
+		"nil catalog":         {"p", wal.Kafka, nil, nil},
+		"nil logger":          {"p", wal.Kafka, cat, []Option{WithLogger(nil)}},
+		"zero save timeout":   {"p", wal.Kafka, cat, []Option{WithSaveTimeout(0)}},
+		"zero flush timeout":  {"p", wal.Kafka, cat, []Option{WithStopFlushTimeout(0)}},
+		"negative interval":   {"p", wal.Kafka, cat, []Option{WithMinSaveInterval(-time.Second)}},
+		"hot-looping backoff": {"p", wal.Kafka, cat, []Option{WithBackoff(Backoff{Multiplier: 1.5, Max: time.Second})}},
+		"foreign vchannel ID": {"p", wal.Kafka, cat, []Option{WithVChannels(map[string]wal.MessageID{"v": wal.PulsarID{}})}},
+		"nil vchannel ID":     {"p", wal.Kafka, cat, []Option{WithVChannels(map[string]wal.MessageID{"v": nil})}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			props, err := NewProps(tc.pchannel, tc.wal, tc.catalog, tc.opts...)
+			require.ErrorIs(t, err, ErrInvalidOption)
+			require.Nil(t, props)
+		})
+	}
+	props, err := NewProps("p", wal.Kafka, cat, WithLogger(zap.NewNop()), WithMinSaveInterval(time.Second))
+	require.NoError(t, err)
+	require.NotNil(t, props)
+}
+
+func TestRestartDelayGrowsToCap(t *testing.T) {
+	b := Backoff{Initial: 100 * time.Millisecond, Max: time.Second, Multiplier: 2}
+	for failures, want := range []time.Duration{100, 100, 200, 400, 800, 1000, 1000} {
+		require.Equal(t, want*time.Millisecond, restartDelay(b, failures), "after %d failures", failures)
+	}
+}
+
+// recorder is an invoker that records what a mailbox delivers.
+type recorder struct{ got chan any }
+
+func (r recorder) InvokeSystemMessage(any)  {}
+func (r recorder) InvokeUserMessage(m any)  { r.got <- m }
+func (r recorder) EscalateFailure(any, any) {}
+
+func TestDrainingMailboxAnnouncesPoisonPill(t *testing.T) {
+	mb := newDrainingMailbox()
+	r := recorder{got: make(chan any, 4)}
+	mb.RegisterHandlers(r, actor.NewSynchronizedDispatcher(10))
+	mb.Start()
+	update := &messages.UpdateCheckpoint{VChannel: "v", Checkpoint: wal.KafkaID(1)}
+	mb.PostUserMessage(update)
+	mb.PostUserMessage(&actor.PoisonPill{})
+	require.Equal(t, []any{update, drainRequested{}, &actor.PoisonPill{}}, []any{<-r.got, <-r.got, <-r.got})
+}
+
+// BenchmarkUpdate is one UpdateCheckpoint through the PChannel actor, with
+// 1000 vchannels: a Root.Send and the mailbox hop, no reply. Messages are
+// built before the timer so that the figure is the actor's cost.
+func BenchmarkUpdate(b *testing.B) {
+	const vchannels = 1000
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(zap.NewNop())))
+	defer sys.Shutdown()
+	initial := make(map[string]wal.MessageID, vchannels)
+	names := make([]string, vchannels)
+	for i := range names {
+		names[i] = fmt.Sprintf("v%d", i)
+		initial[names[i]] = wal.KafkaID(0)
+	}
+	cat := persistence.NewMemory()
+	defer cat.Close()
+	props, err := NewProps("bench", wal.Kafka, cat, WithVChannels(initial))
+	require.NoError(b, err)
+	pid := sys.Root.Spawn(props)
+	defer func() { require.NoError(b, sys.Root.PoisonFuture(pid).Wait()) }()
+
+	msgs := make([]*messages.UpdateCheckpoint, b.N)
+	for i := range msgs {
+		msgs[i] = &messages.UpdateCheckpoint{VChannel: names[i%vchannels], Checkpoint: wal.KafkaID(int64(i/vchannels + 1))}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for _, m := range msgs {
+		sys.Root.Send(pid, m)
+	}
+	st, err := GetState(sys.Root, pid, false, time.Minute)
+	b.StopTimer()
+	require.NoError(b, err)
+	require.Equal(b, vchannels, st.VChannels)
+}
+
+// BenchmarkUpdateBatch is UpdateBatch of 64 updates; ns/op is per update.
+func BenchmarkUpdateBatch(b *testing.B) {
+	const vchannels, batch = 1000, 64
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(zap.NewNop())))
+	defer sys.Shutdown()
+	initial := make(map[string]wal.MessageID, vchannels)
+	names := make([]string, vchannels)
+	for i := range names {
+		names[i] = fmt.Sprintf("v%d", i)
+		initial[names[i]] = wal.KafkaID(0)
+	}
+	cat := persistence.NewMemory()
+	defer cat.Close()
+	props, err := NewProps("bench", wal.Kafka, cat, WithVChannels(initial))
+	require.NoError(b, err)
+	pid := sys.Root.Spawn(props)
+	defer func() { require.NoError(b, sys.Root.PoisonFuture(pid).Wait()) }()
+
+	n := (b.N + batch - 1) / batch
+	msgs := make([]*messages.UpdateBatch, n)
+	for j := range msgs {
+		u := make([]messages.VChannelCheckpoint, batch)
+		for k := range u {
+			i := j*batch + k
+			u[k] = messages.VChannelCheckpoint{VChannel: names[i%vchannels], Checkpoint: wal.KafkaID(int64(i/vchannels + 1))}
+		}
+		msgs[j] = &messages.UpdateBatch{Updates: u}
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for _, m := range msgs {
+		sys.Root.Send(pid, m)
+	}
+	_, err = GetState(sys.Root, pid, false, time.Minute)
+	b.StopTimer()
+	require.NoError(b, err)
+}
