@@ -1,0 +1,55 @@
+package actors_test
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"go.uber.org/zap"
+
+	"github.com/lowwater/lowwater/actors"
+	"github.com/lowwater/lowwater/messages"
+	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/wal"
+)
+
+// Spawn a pchannel, move its vchannels forward, watch the low-water mark
+// reach the catalog, and stop gracefully.
+func Example() {
+	logger := zap.NewNop()
+	system := actor.NewActorSystem(actor.WithLoggerFactory(actors.LoggerFactory(logger)))
+	catalog := persistence.NewMemory()
+
+	persisted := make(chan wal.MessageID, 16)
+	sub := system.EventStream.Subscribe(func(ev any) {
+		if p, ok := ev.(*messages.CheckpointPersisted); ok {
+			persisted <- p.Value // handlers run on the actor's goroutine: be quick
+		}
+	})
+
+	props, err := actors.NewProps("orders-dml-0", wal.Kafka, catalog,
+		actors.WithLogger(logger),
+		actors.WithVChannels(map[string]wal.MessageID{
+			"orders-shard-a": wal.KafkaID(100),
+			"orders-shard-b": wal.KafkaID(120),
+		}))
+	if err != nil {
+		panic(err)
+	}
+	pchannel := system.Root.Spawn(props)
+
+	fmt.Println(<-persisted) // the minimum at spawn
+	system.Root.Send(pchannel, &messages.UpdateCheckpoint{VChannel: "orders-shard-a", Checkpoint: wal.KafkaID(130)})
+	fmt.Println(<-persisted) // shard-b is now the slowest
+
+	err = actors.Request(system.Root, pchannel, &messages.UpdateCheckpoint{VChannel: "orders-shard-b", Checkpoint: wal.KafkaID(1)}, time.Second)
+	fmt.Println(err)
+
+	_ = system.Root.PoisonFuture(pchannel).Wait() // flushes what is pending
+	system.EventStream.Unsubscribe(sub)
+	system.Shutdown()
+	// Output:
+	// kafka:100
+	// kafka:120
+	// lowwater: checkpoint rollback: vchannel "orders-shard-b" from kafka:120 to kafka:1
+}
