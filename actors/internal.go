@@ -17,6 +17,9 @@ type loaded struct {
 	err        error
 }
 
+// ownershipLost fires when the ownership context ends.
+type ownershipLost struct{ cause error }
+
 // retryRecovery fires when the recovery backoff has elapsed.
 type retryRecovery struct{}
 

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -50,6 +51,8 @@ type config struct {
 	saveTimeout time.Duration
 	flushTime   time.Duration
 	minInterval time.Duration
+	ownership   context.Context
+	preloaded   *wal.MessageID
 	errs        []error
 }
 
@@ -94,6 +97,29 @@ func WithStopFlushTimeout(d time.Duration) Option {
 // saves as soon as the previous save returns.
 func WithMinSaveInterval(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.minInterval = d })
+}
+
+// WithOwnership ties the actor to an ownership of its pchannel, such as an
+// etcd session's context: when ctx ends, the actor publishes OwnershipLost,
+// stops saving and stops, leaving the pchannel to its next owner. A save
+// refused with persistence.ErrFenced ends it the same way. The watch costs
+// no goroutine (context.AfterFunc) when ctx comes from context.WithCancel.
+func WithOwnership(ctx context.Context) Option {
+	return optionFunc(func(c *config) {
+		if ctx == nil {
+			c.errs = append(c.errs, errors.New("nil ownership context"))
+			return
+		}
+		c.ownership = ctx
+	})
+}
+
+// WithPreloaded tells the actor what the catalog holds for its pchannel
+// (nil: nothing), read beforehand with one LoadAll for many pchannels, so
+// that recovery needs no read of its own. The value is validated like a
+// stored record: one of another WAL fails recovery.
+func WithPreloaded(checkpoint wal.MessageID) Option {
+	return optionFunc(func(c *config) { c.preloaded = &checkpoint })
 }
 
 func newConfig(pchannel, walName string, catalog persistence.Catalog, opts []Option) (*config, error) {

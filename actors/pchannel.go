@@ -60,6 +60,8 @@ type pchannel struct {
 
 	graceful bool
 	stopping bool
+	// unwatch ends the ownership watch, if any.
+	unwatch func() bool
 
 	self   *actor.PID
 	events *eventstream.EventStream
@@ -110,7 +112,12 @@ func (p *pchannel) Receive(ctx actor.Context) {
 
 	case *persisterStatus:
 		p.raiseFloor(m.persisted)
-		p.saving, p.fenced = m.inFlight, m.fenced
+		p.saving = m.inFlight
+		if m.fenced {
+			p.loseOwnership(ctx, persistence.ErrFenced)
+		}
+	case *ownershipLost:
+		p.loseOwnership(ctx, m.cause)
 	case *persisterStarted:
 		ctx.Respond(&persisterSync{persisted: p.persisted, minimum: p.tracker.Minimum()})
 	case *restartPersister:
@@ -125,6 +132,15 @@ func (p *pchannel) Receive(ctx actor.Context) {
 	case *actor.Started:
 		p.self, p.events = ctx.Self(), ctx.ActorSystem().EventStream
 		p.recovery.backoff = p.cfg.backoff.New()
+		if o := p.cfg.ownership; o != nil {
+			root, self := ctx.ActorSystem().Root, ctx.Self()
+			p.unwatch = context.AfterFunc(o, func() { root.Send(self, &ownershipLost{cause: context.Cause(o)}) })
+		}
+		if p.cfg.preloaded != nil {
+			p.recovery.attempt = 1
+			p.onLoaded(ctx, &loaded{checkpoint: *p.cfg.preloaded})
+			return
+		}
 		p.load(ctx)
 	case drainRequested:
 		p.graceful = true
@@ -313,6 +329,9 @@ func restartDelay(b Backoff, failures int) time.Duration {
 // the one bounded wait in a handler, and the mailbox is closing anyway.
 func (p *pchannel) stop(ctx actor.Context) {
 	p.stopping = true
+	if p.unwatch != nil {
+		p.unwatch()
+	}
 	stopTimer(p.restartTimer)
 	stopTimer(p.recovery.timer)
 	if p.recovery.cancel != nil {
@@ -328,9 +347,24 @@ func (p *pchannel) stop(ctx actor.Context) {
 	}
 }
 
+// loseOwnership stops saving at once and stops the actor: another owner
+// may already be saving, and only the catalog's fencing stood between us.
+func (p *pchannel) loseOwnership(ctx actor.Context, cause error) {
+	if p.fenced {
+		return
+	}
+	p.fenced = true
+	p.publish(&messages.OwnershipLost{Header: p.header(), Cause: cause})
+	p.cfg.logger.Warn("ownership lost; stopping", zap.Error(cause))
+	if p.persister != nil {
+		ctx.Stop(p.persister)
+	}
+	ctx.Stop(ctx.Self())
+}
+
 func (p *pchannel) publishStopped(ctx actor.Context) {
 	ev := &messages.Stopped{Header: p.header(), Graceful: p.graceful, LastPersisted: p.persisted, Flushed: true}
-	if min := p.tracker.Minimum(); !p.fenced && wal.Less(p.persisted, min) {
+	if min := p.tracker.Minimum(); wal.Less(p.persisted, min) {
 		ev.Flushed, ev.Dropped = false, min
 	}
 	p.publish(ev)

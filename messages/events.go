@@ -106,6 +106,14 @@ type PersisterRestarted struct {
 	Restarts int
 }
 
+// OwnershipLost: the actor no longer owns its pchannel (its ownership
+// context ended, or a save was fenced). It saves nothing more and stops;
+// whoever owns the pchannel next recovers from the stored checkpoint.
+type OwnershipLost struct {
+	Header
+	Cause error
+}
+
 // Stopped: the pchannel actor stopped. Graceful tells a Poison from a Stop.
 type Stopped struct {
 	Header
