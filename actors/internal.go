@@ -62,7 +62,8 @@ type retryDue struct{ seq uint64 }
 
 // flushRequest asks the persister, during a graceful stop, to save the
 // pending value now and answer with a flushResult once nothing is pending.
-type flushRequest struct{}
+// It carries what a sync does: a stop can overtake the persister's sync.
+type flushRequest persisterSync
 
 type flushResult struct{ persisted wal.MessageID }
 

@@ -34,6 +34,8 @@ func NewProps(pchannel, walName string, catalog persistence.Catalog, opts ...Opt
 	), nil
 }
 
+var _ actor.SupervisorStrategy = (*pchannel)(nil)
+
 // pchannel owns one pchannel's vchannel checkpoints. Only its mailbox
 // goroutine touches its fields.
 type pchannel struct {
@@ -341,7 +343,8 @@ func (p *pchannel) stop(ctx actor.Context) {
 	if !p.graceful || p.persister == nil || p.fenced {
 		return
 	}
-	res, err := ctx.RequestFuture(p.persister, &flushRequest{}, p.cfg.flushTime).Result()
+	flush := &flushRequest{persisted: p.persisted, minimum: p.tracker.Minimum()}
+	res, err := ctx.RequestFuture(p.persister, flush, p.cfg.flushTime).Result()
 	if r, ok := res.(*flushResult); ok && err == nil {
 		p.raiseFloor(r.persisted)
 	}

@@ -59,14 +59,13 @@ func (s *persister) Receive(ctx actor.Context) {
 			s.do(s.plan.TimerFired())
 		}
 	case *persisterSync:
-		s.plan = saveplan.New(m.persisted, s.cfg.backoff.New(), s.cfg.minInterval)
-		s.do(s.plan.Offer(m.minimum))
-		s.report()
+		s.sync(m)
 	case *flushRequest:
 		s.flushWaiter = ctx.Sender()
-		if s.plan != nil {
-			s.do(s.plan.Hurry())
+		if s.plan == nil {
+			s.sync((*persisterSync)(m))
 		}
+		s.do(s.plan.Hurry())
 		s.answerFlush()
 	case *actor.Started:
 		s.self, s.parent = ctx.Self(), ctx.Parent()
@@ -75,6 +74,16 @@ func (s *persister) Receive(ctx actor.Context) {
 	case *actor.Stopping, *actor.Restarting:
 		s.cancel()
 	}
+}
+
+// sync starts the plan from the parent's floor and minimum; a late sync
+// (after a flush request did it) only offers its minimum.
+func (s *persister) sync(m *persisterSync) {
+	if s.plan == nil {
+		s.plan = saveplan.New(m.persisted, s.cfg.backoff.New(), s.cfg.minInterval)
+	}
+	s.do(s.plan.Offer(m.minimum))
+	s.report()
 }
 
 // do carries out a Step of the plan.
@@ -153,14 +162,10 @@ func (s *persister) report() {
 }
 
 func (s *persister) answerFlush() {
-	if s.flushWaiter == nil || (s.plan != nil && !s.plan.Settled() && !s.plan.Fenced()) {
+	if s.flushWaiter == nil || !s.plan.Settled() {
 		return
 	}
-	var persisted wal.MessageID
-	if s.plan != nil {
-		persisted = s.plan.Persisted()
-	}
-	s.root.Send(s.flushWaiter, &flushResult{persisted: persisted})
+	s.root.Send(s.flushWaiter, &flushResult{persisted: s.plan.Persisted()})
 	s.flushWaiter = nil
 }
 
