@@ -93,9 +93,19 @@ func CheckSaveArgs(pchannel string, checkpoint wal.MessageID) error {
 	if checkpoint == nil {
 		return fmt.Errorf("%w: nil checkpoint for %q", ErrInvalidArgument, pchannel)
 	}
-	if err := wal.Check(checkpoint.WALName(), checkpoint); err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalidArgument, err)
-	}
-	return nil
+	_, err := walOf(checkpoint)
+	return err
 }
 
+// walOf names the WAL of a non-nil id without calling its methods: a foreign
+// implementation's methods may panic (a typed nil *wal.KafkaID, say), and
+// bad input must give ErrInvalidArgument, never a panic.
+func walOf(id wal.MessageID) (string, error) {
+	for _, name := range wal.Names() {
+		if wal.Check(name, id) == nil {
+			return name, nil
+		}
+	}
+	return "", fmt.Errorf("%w: %w: %T is not a message ID type of package wal",
+		ErrInvalidArgument, wal.ErrWALMismatch, id)
+}

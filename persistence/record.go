@@ -35,9 +35,9 @@ func EncodeRecord(r Record) ([]byte, error) {
 	if r.Checkpoint == nil {
 		return nil, fmt.Errorf("%w: nil checkpoint", ErrInvalidArgument)
 	}
-	name := r.Checkpoint.WALName()
-	if err := wal.Check(name, r.Checkpoint); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
+	name, err := walOf(r.Checkpoint)
+	if err != nil {
+		return nil, err
 	}
 	id := r.Checkpoint.Marshal()
 	b := make([]byte, 0, 1+8+1+len(name)+2+len(id)+4)

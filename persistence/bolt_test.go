@@ -1,0 +1,284 @@
+package persistence_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+
+	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/persistence/internal/catalogtest"
+	"github.com/lowwater/lowwater/wal"
+)
+
+const defaultBucket = "lowwater-checkpoints"
+
+func openBolt(t *testing.T, path string, opts ...persistence.BoltOption) *persistence.Bolt {
+	t.Helper()
+	b, err := persistence.OpenBolt(path, opts...)
+	if err != nil {
+		t.Fatalf("OpenBolt(%s) = %v", path, err)
+	}
+	return b
+}
+
+func TestBoltContract(t *testing.T) {
+	catalogtest.Run(t, func(t *testing.T) persistence.Catalog {
+		return openBolt(t, filepath.Join(t.TempDir(), "checkpoints.db"))
+	})
+}
+
+func TestBoltSecondOpenIsLocked(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "checkpoints.db")
+	first := openBolt(t, path)
+	const timeout = 100 * time.Millisecond
+
+	start := time.Now()
+	second, err := persistence.OpenBolt(path, persistence.WithOpenTimeout(timeout))
+	elapsed := time.Since(start)
+	if !errors.Is(err, persistence.ErrLocked) || !errors.Is(err, bolterrors.ErrTimeout) || second != nil {
+		t.Fatalf("second OpenBolt = (%v, %v), want ErrLocked wrapping bbolt's timeout", second, err)
+	}
+	// bbolt polls the lock every 50 ms and gives up one poll before the
+	// timeout would pass, so it waits at least timeout-50ms.
+	if elapsed < timeout-50*time.Millisecond || elapsed > 5*time.Second {
+		t.Fatalf("second OpenBolt returned after %v, want about %v", elapsed, timeout)
+	}
+
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	third := openBolt(t, path, persistence.WithOpenTimeout(timeout))
+	if err := third.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestBoltReopenSeesData(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "checkpoints.db")
+	ctx := context.Background()
+	want := map[string]wal.MessageID{
+		"a": wal.KafkaID(7),
+		"b": wal.PulsarID{LedgerID: 1, EntryID: 2, BatchIndex: 3, Partition: 4},
+		"c": wal.WoodpeckerID{SegmentID: 5, EntryID: 6},
+	}
+	b := openBolt(t, path)
+	for pchannel, id := range want {
+		if err := b.Save(ctx, pchannel, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	b = openBolt(t, path)
+	defer b.Close()
+	got, err := b.LoadAll(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("LoadAll after reopen = %v, want %v", got, want)
+	}
+	for pchannel, id := range want {
+		if got[pchannel] != id {
+			t.Fatalf("LoadAll[%q] after reopen = %#v, want %#v", pchannel, got[pchannel], id)
+		}
+	}
+	// The floor survives the restart too.
+	if err := b.Save(ctx, "a", wal.KafkaID(6)); !errors.Is(err, persistence.ErrStoredAhead) {
+		t.Fatalf("Save below the reopened value = %v, want ErrStoredAhead", err)
+	}
+}
+
+// plant writes raw records straight into the bbolt file, bypassing Bolt.
+func plant(t *testing.T, path, bucket string, records map[string][]byte) {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	err = db.Update(func(tx *bolt.Tx) error {
+		bk, err := tx.CreateBucketIfNotExists([]byte(bucket))
+		if err != nil {
+			return err
+		}
+		for k, v := range records {
+			if err := bk.Put([]byte(k), v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// rawRecord reads a record straight from the bbolt file; nil when absent.
+func rawRecord(t *testing.T, path, bucket, key string) []byte {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second, ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var raw []byte
+	err = db.View(func(tx *bolt.Tx) error {
+		if bk := tx.Bucket([]byte(bucket)); bk != nil {
+			raw = bytes.Clone(bk.Get([]byte(key)))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+func TestBoltCorruptRecord(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "checkpoints.db")
+	good, err := persistence.EncodeRecord(persistence.Record{Checkpoint: wal.RocksMQID(11)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	garbage := append(bytes.Clone(good[:len(good)-1]), good[len(good)-1]^0xff)
+	plant(t, path, defaultBucket, map[string][]byte{"good": good, "bad": garbage})
+
+	b := openBolt(t, path)
+	ctx := context.Background()
+	if got, err := b.Load(ctx, "good"); err != nil || got != wal.RocksMQID(11) {
+		t.Fatalf("Load(good) = (%v, %v), want rocksmq:11", got, err)
+	}
+	_, err = b.Load(ctx, "bad")
+	wantCorrupt(t, "Load", err, "bad")
+	all, err := b.LoadAll(ctx)
+	wantCorrupt(t, "LoadAll", err, "bad")
+	if all != nil {
+		t.Fatalf("LoadAll returned %v with its error", all)
+	}
+	wantCorrupt(t, "Save", b.Save(ctx, "bad", wal.RocksMQID(12)), "bad")
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if raw := rawRecord(t, path, defaultBucket, "bad"); !bytes.Equal(raw, garbage) {
+		t.Fatalf("corrupt record was overwritten: %x", raw)
+	}
+}
+
+func TestBoltWithBucket(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "checkpoints.db")
+	b := openBolt(t, path, persistence.WithBucket("mine"))
+	if err := b.Save(context.Background(), "p", wal.KafkaID(3)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	raw := rawRecord(t, path, "mine", "p")
+	if r, err := persistence.DecodeRecord(raw); err != nil || r.Checkpoint != wal.KafkaID(3) {
+		t.Fatalf("record in bucket mine = (%+v, %v), want kafka:3", r, err)
+	}
+	if raw := rawRecord(t, path, defaultBucket, "p"); raw != nil {
+		t.Fatalf("default bucket holds %x, want nothing", raw)
+	}
+}
+
+func TestBoltNoSync(t *testing.T) {
+	b := openBolt(t, filepath.Join(t.TempDir(), "checkpoints.db"), persistence.WithNoSync(true))
+	defer b.Close()
+	ctx := context.Background()
+	if err := b.Save(ctx, "p", wal.KafkaID(3)); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := b.Load(ctx, "p"); err != nil || got != wal.KafkaID(3) {
+		t.Fatalf("Load = (%v, %v), want kafka:3", got, err)
+	}
+}
+
+func TestBoltOptionsAreValidated(t *testing.T) {
+	for name, opt := range map[string]persistence.BoltOption{
+		"empty bucket":     persistence.WithBucket(""),
+		"zero timeout":     persistence.WithOpenTimeout(0),
+		"negative timeout": persistence.WithOpenTimeout(-time.Second),
+	} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "checkpoints.db")
+			b, err := persistence.OpenBolt(path, opt)
+			if !errors.Is(err, persistence.ErrInvalidArgument) || b != nil {
+				t.Fatalf("OpenBolt = (%v, %v), want ErrInvalidArgument", b, err)
+			}
+			if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("a rejected OpenBolt touched the file: %v", err)
+			}
+		})
+	}
+}
+
+func TestBoltOpenMissingDirectory(t *testing.T) {
+	b, err := persistence.OpenBolt(filepath.Join(t.TempDir(), "missing", "checkpoints.db"))
+	if err == nil || errors.Is(err, persistence.ErrLocked) || b != nil {
+		t.Fatalf("OpenBolt in a missing directory = (%v, %v), want an open error", b, err)
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("OpenBolt error %v does not wrap the cause", err)
+	}
+}
+
+// TestBoltCloseDuringCalls checks, under -race, that Close never meets a
+// call halfway: every call either completes or fails with ErrClosed.
+func TestBoltCloseDuringCalls(t *testing.T) {
+	b := openBolt(t, filepath.Join(t.TempDir(), "checkpoints.db"))
+	ctx := context.Background()
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			for i := 1; ; i++ {
+				err := b.Save(ctx, "p", wal.KafkaID(i*4+w))
+				if errors.Is(err, persistence.ErrClosed) {
+					return
+				}
+				if err != nil && !errors.Is(err, persistence.ErrStoredAhead) {
+					t.Errorf("Save = %v", err)
+					return
+				}
+				if _, err := b.Load(ctx, "p"); err != nil && !errors.Is(err, persistence.ErrClosed) {
+					t.Errorf("Load = %v", err)
+					return
+				}
+			}
+		}()
+	}
+	close(start)
+	// Let the writers commit at least once before closing, without sleeping.
+	for {
+		if id, err := b.Load(ctx, "p"); err != nil {
+			t.Fatal(err)
+		} else if id != nil {
+			break
+		}
+	}
+	if err := b.Close(); err != nil {
+		t.Fatalf("Close = %v", err)
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("callers did not stop after Close")
+	}
+}
