@@ -1,0 +1,124 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/lowwater/lowwater/persistence"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// TestRun runs the demo twice on one directory: the second run starts from
+// the checkpoints the first left. Each must pass its own checks, and the
+// recovered start IDs must equal the last persisted ones, as printed in
+// the events and as stored in the file.
+func TestRun(t *testing.T) {
+	dir := t.TempDir()
+	for i, args := range [][]string{
+		{"--duration=1s", "--data=" + dir, "--seed=7"},
+		{"--duration=1s", "--data=" + dir, "--seed=8", "--pchannels=2", "--fail-rate=0.5"},
+	} {
+		var out, stderr bytes.Buffer
+		code := run(context.Background(), args, &out, &stderr)
+		if code != exitOK {
+			t.Fatalf("run %d: exit %d\nstdout:\n%s\nstderr:\n%s", i+1, code, out.String(), stderr.String())
+		}
+		text := out.String()
+		if !strings.Contains(text, "\nPASS in ") {
+			t.Fatalf("run %d: no PASS line:\n%s", i+1, text)
+		}
+		running, restart, _ := strings.Cut(text, "\n== restart")
+		if i == 1 && !strings.Contains(running, "from catalog") {
+			t.Errorf("run 2 did not start from the first run's checkpoints:\n%s", text)
+		}
+		last := lastPersisted(running)
+		starts := recoveredStarts(t, restart)
+		stored := readFile(t, filepath.Join(dir, "lowwater.db"))
+		for name, start := range starts {
+			if start != last[name] {
+				t.Errorf("run %d: %s recovered start %s, last persisted event %s", i+1, name, start, last[name])
+			}
+			if start != stored[name] {
+				t.Errorf("run %d: %s recovered start %s, file holds %s", i+1, name, start, stored[name])
+			}
+		}
+		if want := 3 - i; len(starts) != want {
+			t.Errorf("run %d: %d recovered pchannels, want %d:\n%s", i+1, len(starts), want, text)
+		}
+	}
+}
+
+func TestRunUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"--pchannels=0"}, exitSetup},
+		{[]string{"--fail-rate=1.5"}, exitSetup},
+		{[]string{"--duration=-1s"}, exitSetup},
+		{[]string{"--no-such-flag"}, exitSetup},
+		{[]string{"extra"}, exitSetup},
+		{[]string{"-h"}, exitOK},
+	} {
+		var out, stderr bytes.Buffer
+		if got := run(context.Background(), tc.args, &out, &stderr); got != tc.want {
+			t.Errorf("run(%q) = %d, want %d\nstderr:\n%s", tc.args, got, tc.want, stderr.String())
+		}
+		if out.Len() != 0 {
+			t.Errorf("run(%q) wrote to stdout:\n%s", tc.args, out.String())
+		}
+	}
+}
+
+var persistedLine = regexp.MustCompile(`(?m)^\s+\S+s\s+(p\d+)\s+persisted\s+(kafka:\d+)`)
+
+// lastPersisted returns the last CheckpointPersisted value printed per
+// pchannel.
+func lastPersisted(text string) map[string]string {
+	last := make(map[string]string)
+	for _, m := range persistedLine.FindAllStringSubmatch(text, -1) {
+		last[m[1]] = m[2]
+	}
+	return last
+}
+
+var restartRow = regexp.MustCompile(`(?m)^(p\d+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(catalog|vchannels)\s+(yes|NO)$`)
+
+// recoveredStarts reads the restart table: pchannel -> recovered start.
+func recoveredStarts(t *testing.T, text string) map[string]string {
+	t.Helper()
+	starts := make(map[string]string)
+	for _, m := range restartRow.FindAllStringSubmatch(text, -1) {
+		if m[6] != "yes" || m[2] != m[4] {
+			t.Errorf("restart row %q: recovered start differs from last persisted", m[0])
+		}
+		starts[m[1]] = m[4]
+	}
+	return starts
+}
+
+// readFile returns what the bbolt file holds, formatted as the demo prints.
+func readFile(t *testing.T, path string) map[string]string {
+	t.Helper()
+	store, err := persistence.OpenBolt(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = store.Close() }()
+	all, err := store.LoadAll(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := make(map[string]string, len(all))
+	for name, id := range all {
+		stored[name] = id.String()
+	}
+	return stored
+}

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/eventstream"
+	"go.uber.org/zap"
+
+	"github.com/lowwater/lowwater/actors"
+	"github.com/lowwater/lowwater/messages"
+	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/wal"
+)
+
+const (
+	requestTimeout = 2 * time.Second
+	pollInterval   = 20 * time.Millisecond
+)
+
+// node is one actor system hosting the demo's pchannels on one catalog, as
+// one process of a service would. It does not own the catalog.
+type node struct {
+	system *actor.ActorSystem
+	names  []string
+	pids   map[string]*actor.PID
+	sub    *eventstream.Subscription
+	feed   *feed
+}
+
+// startNode spawns one PChannel actor per name, tracking the vchannels of
+// spawn[name], and feeds their events to sinks.
+func startNode(cfg config, logger *zap.Logger, catalog persistence.Catalog, names []string,
+	spawn map[string]map[string]wal.MessageID, sinks ...sink,
+) (*node, error) {
+	system := actor.NewActorSystem(actor.WithLoggerFactory(actors.LoggerFactory(logger)))
+	n := &node{system: system, names: names, pids: make(map[string]*actor.PID, len(names)), feed: newFeed(sinks...)}
+	n.sub = system.EventStream.Subscribe(n.feed.handle)
+	for _, name := range names {
+		props, err := actors.NewProps(name, wal.Kafka, catalog,
+			actors.WithVChannels(spawn[name]),
+			actors.WithLogger(logger),
+			actors.WithMinSaveInterval(cfg.minSaveInterval),
+		)
+		if err == nil {
+			n.pids[name], err = system.Root.SpawnNamed(props, name)
+		}
+		if err != nil {
+			_ = n.stop()
+			return nil, fmt.Errorf("spawn pchannel %s: %w", name, err)
+		}
+	}
+	return n, nil
+}
+
+// send delivers a command without waiting: a rejection shows up only as a
+// CommandRejected event.
+func (n *node) send(pchannel string, cmd messages.Command) {
+	n.system.Root.Send(n.pids[pchannel], cmd)
+}
+
+// states asks every pchannel for its state, in name order.
+func (n *node) states() ([]*messages.State, error) {
+	states := make([]*messages.State, 0, len(n.names))
+	for _, name := range n.names {
+		st, err := actors.GetState(n.system.Root, n.pids[name], false, requestTimeout)
+		if err != nil {
+			return nil, fmt.Errorf("state of %s: %w", name, err)
+		}
+		states = append(states, st)
+	}
+	return states, nil
+}
+
+// waitAll polls the states until every one satisfies ok, bound passes or
+// ctx is done. It returns the last states and whether all were ok.
+func (n *node) waitAll(ctx context.Context, bound time.Duration, ok func(*messages.State) bool) ([]*messages.State, bool, error) {
+	deadline := time.NewTimer(bound)
+	defer deadline.Stop()
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	for {
+		states, err := n.states()
+		if err != nil {
+			return nil, false, err
+		}
+		all := true
+		for _, st := range states {
+			all = all && ok(st)
+		}
+		if all {
+			return states, true, nil
+		}
+		select {
+		case <-tick.C:
+		case <-deadline.C:
+			return states, false, nil
+		case <-ctx.Done():
+			return states, false, nil
+		}
+	}
+}
+
+// caughtUp: nothing above the persisted checkpoint waits to be saved.
+func caughtUp(st *messages.State) bool { return st.Recovered && !wal.Less(st.Persisted, st.Minimum) }
+
+func recovered(st *messages.State) bool { return st.Recovered }
+
+// stop is the clean shutdown DESIGN.md asks for: stop every actor
+// gracefully (Poison flushes the pending checkpoint) and wait for it, then
+// unsubscribe, drain the feed, and only then shut the system down, which
+// stops no actor by itself.
+func (n *node) stop() error {
+	futures := make(map[string]*actor.Future, len(n.pids))
+	for name, pid := range n.pids {
+		futures[name] = n.system.Root.PoisonFuture(pid)
+	}
+	var errs []error
+	for _, name := range n.names {
+		if f := futures[name]; f != nil {
+			if err := f.Wait(); err != nil {
+				errs = append(errs, fmt.Errorf("stop pchannel %s: %w", name, err))
+			}
+		}
+	}
+	n.system.EventStream.Unsubscribe(n.sub)
+	n.feed.close()
+	n.system.Shutdown()
+	return errors.Join(errs...)
+}

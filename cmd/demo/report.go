@@ -1,0 +1,165 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/lowwater/lowwater/messages"
+	"github.com/lowwater/lowwater/wal"
+)
+
+// lockedWriter serialises the printer's goroutine and the main one.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// printer is the feed's sink that prints one compact line per event:
+// every lifecycle, persist, add, drop and rejection event, but at most one
+// MinimumAdvanced per pchannel per sample interval, since the minimum moves
+// many times a second.
+type printer struct {
+	out    io.Writer
+	began  time.Time
+	sample time.Duration
+	// lastShown is when each pchannel's last MinimumAdvanced was printed.
+	lastShown     map[string]time.Time
+	shown, hidden int
+}
+
+func newPrinter(out io.Writer, began time.Time, sample time.Duration) *printer {
+	return &printer{out: out, began: began, sample: sample, lastShown: make(map[string]time.Time)}
+}
+
+func (p *printer) print(ev messages.Event) {
+	h := ev.EventHeader()
+	var what, detail string
+	switch e := ev.(type) {
+	case *messages.MinimumAdvanced:
+		if last, ok := p.lastShown[h.PChannel]; ok && h.At.Sub(last) < p.sample {
+			p.hidden++
+			return
+		}
+		p.lastShown[h.PChannel] = h.At
+		p.shown++
+		what, detail = "minimum", fmt.Sprintf("%s -> %s", wal.String(e.From), e.To)
+	case *messages.Recovered:
+		from := "vchannels' minimum"
+		if e.FromCatalog {
+			from = "catalog"
+		}
+		what, detail = "recovered", fmt.Sprintf("start %s from %s, %d read(s)", wal.String(e.StartMessageID), from, e.Attempts)
+	case *messages.RecoveryFailed:
+		what, detail = "RECOVERY FAILED", fmt.Sprintf("attempt %d, retry in %v: %v", e.Attempt, e.NextRetry.Round(time.Millisecond), e.Err)
+	case *messages.CheckpointPersisted:
+		what, detail = "persisted", fmt.Sprintf("%s  attempts %d  %v", e.Value, e.Attempts, e.Latency.Round(10*time.Microsecond))
+	case *messages.PersistFailed:
+		what, detail = "save failed", fmt.Sprintf("%s  attempt %d  retry in %v: %s", e.Value, e.Attempt, e.NextRetry.Round(time.Millisecond), shortErr(e.Err))
+	case *messages.VChannelAdded:
+		what, detail = "added", fmt.Sprintf("%s at %s", e.VChannel, e.Checkpoint)
+	case *messages.VChannelDropped:
+		what, detail = "dropped", e.VChannel
+	case *messages.CommandRejected:
+		what, detail = "rejected", fmt.Sprintf("%s: %s", commandName(e.Command), shortErr(e.Err))
+	case *messages.PersisterRestarted:
+		what, detail = "PERSISTER RESTARTED", fmt.Sprintf("#%d: %v", e.Restarts, e.Reason)
+	case *messages.Stopped:
+		what, detail = "stopped", fmt.Sprintf("graceful=%t persisted %s", e.Graceful, wal.String(e.LastPersisted))
+		if !e.Flushed {
+			detail += fmt.Sprintf(", left unsaved %s", wal.String(e.Dropped))
+		}
+	default:
+		what, detail = fmt.Sprintf("%T", ev), ""
+	}
+	fmt.Fprintf(p.out, "%8.3fs  %-5s %-11s %s\n", h.At.Sub(p.began).Seconds(), h.PChannel, what, detail)
+}
+
+// shortErr drops lowwater's prefix: the lines stay short.
+func shortErr(err error) string {
+	if err == nil {
+		return ""
+	}
+	return strings.TrimPrefix(err.Error(), "lowwater: ")
+}
+
+func commandName(cmd messages.Command) string {
+	switch c := cmd.(type) {
+	case *messages.AddVChannel:
+		return fmt.Sprintf("add %s at %s", c.VChannel, wal.String(c.Checkpoint))
+	case *messages.UpdateCheckpoint:
+		return fmt.Sprintf("update %s to %s", c.VChannel, wal.String(c.Checkpoint))
+	case *messages.DropVChannel:
+		return "drop " + c.VChannel
+	case *messages.UpdateBatch:
+		return fmt.Sprintf("batch of %d", len(c.Updates))
+	default:
+		return fmt.Sprintf("%T", cmd)
+	}
+}
+
+func section(out io.Writer, title string) {
+	fmt.Fprintf(out, "\n== %s\n", title)
+}
+
+// printTable is the table after the run: one row per pchannel.
+func printTable(out io.Writer, states []*messages.State, rec *record) {
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "PCHANNEL\tVCHANNELS\tMINIMUM\tPERSISTED\tSAVES\tFAILURES\tADDED\tDROPPED\tREJECTED")
+	for _, st := range states {
+		p := rec.pchannels[st.PChannel]
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%d\t%d\t%d\t%d\n", st.PChannel, st.VChannels,
+			wal.String(st.Minimum), wal.String(st.Persisted), len(p.persisted), p.failures, p.adds, p.drops, p.rejected)
+	}
+	_ = tw.Flush()
+}
+
+// printRestart is the table after the restart.
+func printRestart(out io.Writer, names []string, restart map[string]restartView) {
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "PCHANNEL\tLAST PERSISTED\tIN FILE\tRECOVERED START\tFROM\tMATCH")
+	for _, name := range names {
+		r := restart[name]
+		from := "vchannels"
+		if r.fromCatalog {
+			from = "catalog"
+		}
+		want := r.want
+		if want == nil {
+			want = r.spawnMin
+		}
+		match := "yes"
+		if !r.recovered || !sameID(r.start, want) {
+			match = "NO"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", name, wal.String(r.want), wal.String(r.inFile), wal.String(r.start), from, match)
+	}
+	_ = tw.Flush()
+}
+
+// printChecks prints one line per check, and each violation under it.
+func printChecks(out io.Writer, checks []check) {
+	for _, c := range checks {
+		verdict := "ok"
+		if !c.ok() {
+			verdict = "VIOLATED"
+		}
+		fmt.Fprintf(out, "check %-13s %-8s %s\n", c.name, verdict, c.summary)
+		for i, p := range c.problems {
+			if i == 10 {
+				fmt.Fprintf(out, "    ... and %d more\n", len(c.problems)-i)
+				break
+			}
+			fmt.Fprintf(out, "    %s\n", p)
+		}
+	}
+}

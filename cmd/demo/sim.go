@@ -1,0 +1,201 @@
+package main
+
+import (
+	"fmt"
+	"math/rand"
+	"slices"
+
+	"github.com/lowwater/lowwater/messages"
+	"github.com/lowwater/lowwater/wal"
+)
+
+// Per-round odds of the rarer commands, per pchannel. At the default tick
+// of 20 ms they give about one add and one drop every 3 s, and one bad
+// command every 6 s.
+const (
+	addOdds     = 0.015
+	dropOdds    = 0.015
+	badOdds     = 0.008
+	addBelowMin = 0.3 // share of adds placed below the minimum (semantics 6)
+)
+
+// vchannel is the simulator's view of one vchannel: its checkpoint and how
+// fast it moves.
+type vchannel struct {
+	name string
+	cp   wal.KafkaID
+	// pace is the chance to advance in a round, step the largest advance.
+	pace float64
+	step int
+}
+
+// simulator drives one pchannel. It is a pure model of what the pchannel
+// actor holds: it decides the next commands, applies them to its own view
+// and records every minimum that view had, so that the checks need not
+// trust the actor's events. It starts no goroutine; run in demo.go calls
+// round on a ticker and sends what it returns, in order.
+type simulator struct {
+	pchannel string
+	rng      *rand.Rand
+	live     []*vchannel // in creation order, so that a seed replays
+	nextID   int
+	minVCh   int
+
+	// initialMinimum is the minimum of the vchannels given at spawn.
+	initialMinimum wal.MessageID
+	// minima holds every minimum the view had after a command: a persisted
+	// value outside this set was never the pchannel's minimum (I1).
+	minima map[wal.MessageID]struct{}
+
+	adds, drops, updates int
+	// badSent counts the commands sent to be rejected.
+	badSent int
+}
+
+// newSimulator starts n vchannels a little above base (the checkpoint
+// stored by an earlier run, or 0).
+func newSimulator(pchannel string, n int, base wal.KafkaID, seed int64) *simulator {
+	s := &simulator{
+		pchannel: pchannel,
+		rng:      rand.New(rand.NewSource(seed)),
+		minVCh:   max(1, n/2),
+		minima:   make(map[wal.MessageID]struct{}),
+	}
+	for range n {
+		s.live = append(s.live, s.newVChannel(base+1+wal.KafkaID(s.rng.Intn(200))))
+	}
+	s.initialMinimum = s.minimum()
+	s.minima[s.initialMinimum] = struct{}{}
+	return s
+}
+
+func (s *simulator) newVChannel(cp wal.KafkaID) *vchannel {
+	v := &vchannel{
+		name: fmt.Sprintf("%s-v%03d", s.pchannel, s.nextID),
+		cp:   cp,
+		pace: 0.05 + 0.85*s.rng.Float64(),
+		step: 1 + s.rng.Intn(20),
+	}
+	s.nextID++
+	return v
+}
+
+// resumed returns the view of the same vchannels for the respawned
+// pchannel: its record of minima starts over at the current minimum.
+func (s *simulator) resumed() *simulator {
+	r := &simulator{
+		pchannel: s.pchannel,
+		rng:      s.rng,
+		nextID:   s.nextID,
+		minVCh:   s.minVCh,
+		minima:   make(map[wal.MessageID]struct{}),
+	}
+	for _, v := range s.live {
+		c := *v
+		r.live = append(r.live, &c)
+	}
+	r.initialMinimum = r.minimum()
+	r.observe()
+	return r
+}
+
+// checkpoints returns the view's vchannels and their checkpoints: what
+// WithVChannels is given at spawn, and again at the restart.
+func (s *simulator) checkpoints() map[string]wal.MessageID {
+	m := make(map[string]wal.MessageID, len(s.live))
+	for _, v := range s.live {
+		m[v.name] = v.cp
+	}
+	return m
+}
+
+// minimum is the smallest live checkpoint, nil when there is none.
+func (s *simulator) minimum() wal.MessageID {
+	if len(s.live) == 0 {
+		return nil
+	}
+	m := s.live[0].cp
+	for _, v := range s.live[1:] {
+		m = min(m, v.cp)
+	}
+	return m
+}
+
+// round returns the commands of one tick, in the order they must be sent,
+// and applies them to the view, except the bad ones (counted in badSent),
+// which the actor must reject.
+func (s *simulator) round() (cmds []messages.Command) {
+	var batch []messages.VChannelCheckpoint
+	for _, v := range s.live {
+		if s.rng.Float64() < v.pace {
+			v.cp += wal.KafkaID(1 + s.rng.Intn(v.step))
+			batch = append(batch, messages.VChannelCheckpoint{VChannel: v.name, Checkpoint: v.cp})
+		}
+	}
+	if len(batch) > 0 {
+		s.updates += len(batch)
+		cmds = append(cmds, &messages.UpdateBatch{Updates: batch})
+		s.observe()
+	}
+	if s.rng.Float64() < addOdds {
+		cmds = append(cmds, s.add())
+		s.observe()
+	}
+	if len(s.live) > s.minVCh && s.rng.Float64() < dropOdds {
+		cmds = append(cmds, s.drop())
+		s.observe()
+	}
+	if len(s.live) > 0 && s.rng.Float64() < badOdds {
+		cmds = append(cmds, s.bad())
+		s.badSent++
+	}
+	return cmds
+}
+
+// observe records the view's minimum after a command.
+func (s *simulator) observe() {
+	if m := s.minimum(); m != nil {
+		s.minima[m] = struct{}{}
+	}
+}
+
+func (s *simulator) add() messages.Command {
+	lo := s.live[0].cp
+	hi := lo
+	for _, v := range s.live {
+		lo, hi = min(lo, v.cp), max(hi, v.cp)
+	}
+	var cp wal.KafkaID
+	if s.rng.Float64() < addBelowMin && lo > 20 {
+		cp = lo - 1 - wal.KafkaID(s.rng.Intn(20)) // pulls the minimum down
+	} else {
+		cp = lo + wal.KafkaID(s.rng.Int63n(int64(hi-lo)+1))
+	}
+	v := s.newVChannel(cp)
+	s.live = append(s.live, v)
+	s.adds++
+	return &messages.AddVChannel{VChannel: v.name, Checkpoint: cp}
+}
+
+func (s *simulator) drop() messages.Command {
+	i := s.rng.Intn(len(s.live))
+	name := s.live[i].name
+	s.live = slices.Delete(s.live, i, i+1)
+	s.drops++
+	return &messages.DropVChannel{VChannel: name}
+}
+
+// bad returns a command the actor must reject; the view does not change.
+func (s *simulator) bad() messages.Command {
+	v := s.live[s.rng.Intn(len(s.live))]
+	switch s.rng.Intn(4) {
+	case 0:
+		return &messages.UpdateCheckpoint{VChannel: v.name, Checkpoint: v.cp - 1} // rollback
+	case 1:
+		return &messages.AddVChannel{VChannel: v.name, Checkpoint: v.cp} // exists
+	case 2:
+		return &messages.DropVChannel{VChannel: s.pchannel + "-ghost"} // not found
+	default:
+		return &messages.UpdateCheckpoint{VChannel: s.pchannel + "-ghost", Checkpoint: v.cp} // not found
+	}
+}

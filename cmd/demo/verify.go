@@ -1,0 +1,277 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/lowwater/lowwater/messages"
+	"github.com/lowwater/lowwater/wal"
+)
+
+// record is everything one node's events said, per pchannel. Only the
+// feed's goroutine writes it; read it after feed.close.
+type record struct {
+	pchannels map[string]*pchannelRecord
+	// advances counts MinimumAdvanced over all pchannels.
+	advances int
+}
+
+type pchannelRecord struct {
+	recovered *messages.Recovered
+	stopped   *messages.Stopped
+	// advancedTo and added hold every MinimumAdvanced.To and every
+	// VChannelAdded checkpoint: the minima the events showed. An Add that
+	// lowers the minimum publishes no MinimumAdvanced, and the persister may
+	// still save that lower minimum when it is above the floor.
+	advancedTo map[wal.MessageID]struct{}
+	added      map[wal.MessageID]struct{}
+	// persisted lists the CheckpointPersisted values in publishing order.
+	persisted []wal.MessageID
+	failures  int
+	rejected  int
+	adds      int
+	drops     int
+	restarts  int
+}
+
+func newRecord(names []string) *record {
+	r := &record{pchannels: make(map[string]*pchannelRecord, len(names))}
+	for _, name := range names {
+		r.pchannels[name] = &pchannelRecord{
+			advancedTo: make(map[wal.MessageID]struct{}),
+			added:      make(map[wal.MessageID]struct{}),
+		}
+	}
+	return r
+}
+
+// observe is the record's sink.
+func (r *record) observe(ev messages.Event) {
+	p := r.pchannels[ev.EventHeader().PChannel]
+	if p == nil {
+		return
+	}
+	switch e := ev.(type) {
+	case *messages.Recovered:
+		p.recovered = e
+	case *messages.MinimumAdvanced:
+		r.advances++
+		p.advancedTo[e.To] = struct{}{}
+	case *messages.VChannelAdded:
+		p.adds++
+		p.added[e.Checkpoint] = struct{}{}
+	case *messages.VChannelDropped:
+		p.drops++
+	case *messages.CheckpointPersisted:
+		p.persisted = append(p.persisted, e.Value)
+	case *messages.PersistFailed:
+		p.failures++
+	case *messages.CommandRejected:
+		p.rejected++
+	case *messages.PersisterRestarted:
+		p.restarts++
+	case *messages.Stopped:
+		p.stopped = e
+	}
+}
+
+// lastPersisted is the last value saved in this phase, or floor.
+func (p *pchannelRecord) lastPersisted(floor wal.MessageID) wal.MessageID {
+	if n := len(p.persisted); n > 0 {
+		return p.persisted[n-1]
+	}
+	return floor
+}
+
+// phase is one node's run as the checks see it: what the simulators knew
+// and what the events said.
+type phase struct {
+	name string
+	sims map[string]*simulator
+	rec  *record
+}
+
+// restartView is what the restart found and what it should have found.
+type restartView struct {
+	// want is the last checkpoint persisted before the restart (or stored
+	// before the demo), nil when none.
+	want wal.MessageID
+	// inFile is the value read from the reopened file before respawning.
+	inFile wal.MessageID
+	// start is the respawned pchannel's start message ID; spawnMin the
+	// minimum of the vchannels it was given, its start when want is nil.
+	start       wal.MessageID
+	fromCatalog bool
+	spawnMin    wal.MessageID
+	recovered   bool
+	// stopped is the Stopped event of the stop before the restart.
+	stopped *messages.Stopped
+}
+
+// evidence is what the whole run observed.
+type evidence struct {
+	names []string
+	// floor is what the file held before the demo started (an earlier run
+	// with --data), nil per pchannel when nothing.
+	floor   map[string]wal.MessageID
+	phases  []phase
+	restart map[string]restartView
+	// final is what the file held after the last stop.
+	final map[string]wal.MessageID
+	// blocked counts events that found the feed's buffer full.
+	blocked int64
+}
+
+// check is one verdict; problems lists the violations, if any.
+type check struct {
+	name     string
+	summary  string
+	problems []string
+}
+
+func (c *check) failf(format string, args ...any) {
+	c.problems = append(c.problems, fmt.Sprintf(format, args...))
+}
+
+func (c check) ok() bool { return len(c.problems) == 0 }
+
+// verify runs every check on the evidence.
+func verify(ev *evidence) []check {
+	return []check{checkSafe(ev), checkMonotonic(ev), checkRestart(ev), checkRejections(ev), checkStopped(ev)}
+}
+
+// checkSafe is I1: every persisted value was a minimum the pchannel had at
+// some moment. Checked twice: against the simulator's own view (no vchannel
+// live when that minimum was computed was behind it), and against the
+// events (it was published as a MinimumAdvanced.To, was the initial
+// minimum, or was the checkpoint of an Add that lowered the minimum).
+func checkSafe(ev *evidence) check {
+	c := check{name: "I1 safe"}
+	saves := 0
+	for _, ph := range ev.phases {
+		for _, name := range ev.names {
+			sim, p := ph.sims[name], ph.rec.pchannels[name]
+			for _, v := range p.persisted {
+				saves++
+				if _, ok := sim.minima[v]; !ok {
+					c.failf("%s %s: persisted %s was never the minimum of the simulator's view", ph.name, name, v)
+				}
+				_, advanced := p.advancedTo[v]
+				_, added := p.added[v]
+				if !advanced && !added && !sameID(v, sim.initialMinimum) {
+					c.failf("%s %s: persisted %s was never published as a minimum", ph.name, name, v)
+				}
+			}
+		}
+	}
+	c.summary = fmt.Sprintf("%d saves, each a minimum of the simulator's view and of the events", saves)
+	return c
+}
+
+// checkMonotonic is I2: per pchannel, the stored floor and then every
+// persisted value of every phase strictly increase, across the restart.
+func checkMonotonic(ev *evidence) check {
+	c := check{name: "I2 monotonic"}
+	values := 0
+	for _, name := range ev.names {
+		prev, prevAt := ev.floor[name], "stored before the demo"
+		for _, ph := range ev.phases {
+			for i, v := range ph.rec.pchannels[name].persisted {
+				values++
+				if prev != nil && !prev.LT(v) {
+					c.failf("%s: %s save #%d persisted %s, not above %s (%s)", name, ph.name, i+1, v, prev, prevAt)
+				}
+				prev, prevAt = v, fmt.Sprintf("%s save #%d", ph.name, i+1)
+			}
+		}
+		last := ev.phases[len(ev.phases)-1].rec.pchannels[name]
+		if !fileAgrees(prev, ev.final[name], last.stopped) {
+			c.failf("%s: the file holds %s at the end, the last persisted was %s", name, wal.String(ev.final[name]), wal.String(prev))
+		}
+	}
+	c.summary = fmt.Sprintf("%d values strictly increase per pchannel, from the stored floor through the restart; the file ends at the last", values)
+	return c
+}
+
+// checkRestart: after the graceful stop and the reopen, each pchannel
+// starts from the last persisted checkpoint (semantics 7), which the file
+// holds.
+func checkRestart(ev *evidence) check {
+	c := check{name: "restart"}
+	for _, name := range ev.names {
+		r := ev.restart[name]
+		want := r.inFile
+		if want == nil {
+			want = r.spawnMin // nothing stored: the vchannels' minimum
+		}
+		switch {
+		case !r.recovered:
+			c.failf("%s: not recovered", name)
+		case !fileAgrees(r.want, r.inFile, r.stopped):
+			c.failf("%s: the reopened file holds %s, the last persisted was %s", name, wal.String(r.inFile), wal.String(r.want))
+		case !sameID(r.start, want):
+			c.failf("%s: recovered start %s, want %s", name, wal.String(r.start), wal.String(want))
+		case r.fromCatalog != (r.inFile != nil):
+			c.failf("%s: recovered start from catalog=%t, want %t", name, r.fromCatalog, r.inFile != nil)
+		}
+	}
+	c.summary = fmt.Sprintf("%d/%d recovered start IDs equal the last persisted, as read back from the file", len(ev.names)-len(c.problems), len(ev.names))
+	return c
+}
+
+// checkRejections: the actors rejected exactly the bad commands sent.
+func checkRejections(ev *evidence) check {
+	c := check{name: "rejections"}
+	sent, got := 0, 0
+	for _, ph := range ev.phases {
+		for _, name := range ev.names {
+			s, r := ph.sims[name].badSent, ph.rec.pchannels[name].rejected
+			sent, got = sent+s, got+r
+			if s != r {
+				c.failf("%s %s: %d bad commands sent, %d rejected", ph.name, name, s, r)
+			}
+		}
+	}
+	c.summary = fmt.Sprintf("%d bad commands sent, %d rejected", sent, got)
+	return c
+}
+
+// checkStopped: every pchannel published Stopped after its graceful stop.
+func checkStopped(ev *evidence) check {
+	c := check{name: "stopped"}
+	flushed := 0
+	for _, ph := range ev.phases {
+		for _, name := range ev.names {
+			s := ph.rec.pchannels[name].stopped
+			switch {
+			case s == nil:
+				c.failf("%s %s: no Stopped event", ph.name, name)
+			case !s.Graceful:
+				c.failf("%s %s: stop was not graceful", ph.name, name)
+			case s.Flushed:
+				flushed++
+			}
+		}
+	}
+	c.summary = fmt.Sprintf("%d graceful stops, %d with nothing left unsaved", len(ev.phases)*len(ev.names), flushed)
+	return c
+}
+
+// fileAgrees reports whether a file holding inFile agrees with events whose
+// last CheckpointPersisted was last: it holds last, or the graceful stop
+// timed out with a save in flight (Stopped.Flushed false) that committed
+// unseen, so it holds a value above last and at most the minimum the stop
+// could not confirm (Stopped.Dropped).
+func fileAgrees(last, inFile wal.MessageID, stopped *messages.Stopped) bool {
+	if sameID(last, inFile) {
+		return true
+	}
+	return stopped != nil && !stopped.Flushed && stopped.Dropped != nil &&
+		inFile != nil && wal.Less(last, inFile) && inFile.LTE(stopped.Dropped)
+}
+
+func sameID(a, b wal.MessageID) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return a.EQ(b)
+}

@@ -1,0 +1,125 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/lowwater/lowwater/messages"
+	"github.com/lowwater/lowwater/wal"
+)
+
+// evidenceOf builds the evidence of one pchannel "p0" over one run and one
+// restart phase, as the events and the simulator would give it. The
+// simulator's minima were 10, 20 (an add pulled it to 15), 30.
+func evidenceOf(run, restart []wal.MessageID) *evidence {
+	names := []string{"p0"}
+	sim := &simulator{pchannel: "p0", initialMinimum: wal.KafkaID(10), minima: map[wal.MessageID]struct{}{
+		wal.KafkaID(10): {}, wal.KafkaID(20): {}, wal.KafkaID(15): {}, wal.KafkaID(30): {},
+	}}
+	rec := newRecord(names)
+	for _, e := range []messages.Event{
+		&messages.MinimumAdvanced{Header: messages.NewHeader("p0"), From: wal.KafkaID(10), To: wal.KafkaID(20)},
+		&messages.VChannelAdded{Header: messages.NewHeader("p0"), VChannel: "late", Checkpoint: wal.KafkaID(15)},
+		&messages.MinimumAdvanced{Header: messages.NewHeader("p0"), From: wal.KafkaID(15), To: wal.KafkaID(30)},
+		&messages.MinimumAdvanced{Header: messages.NewHeader("p0"), From: wal.KafkaID(30), To: wal.KafkaID(31)},
+	} {
+		rec.observe(e)
+	}
+	for _, v := range run {
+		rec.observe(&messages.CheckpointPersisted{Header: messages.NewHeader("p0"), Value: v})
+	}
+	rec.observe(&messages.Stopped{Header: messages.NewHeader("p0"), Graceful: true, LastPersisted: rec.pchannels["p0"].lastPersisted(nil), Flushed: true})
+	sim2 := &simulator{pchannel: "p0", initialMinimum: wal.KafkaID(30), minima: map[wal.MessageID]struct{}{wal.KafkaID(30): {}}}
+	rec2 := newRecord(names)
+	for _, v := range restart {
+		rec2.observe(&messages.CheckpointPersisted{Header: messages.NewHeader("p0"), Value: v})
+	}
+	rec2.observe(&messages.Stopped{Header: messages.NewHeader("p0"), Graceful: true, Flushed: true})
+	last := rec.pchannels["p0"].lastPersisted(nil)
+	final := rec2.pchannels["p0"].lastPersisted(last)
+	return &evidence{
+		names:  names,
+		floor:  map[string]wal.MessageID{},
+		phases: []phase{{name: "run", sims: map[string]*simulator{"p0": sim}, rec: rec}, {name: "restart", sims: map[string]*simulator{"p0": sim2}, rec: rec2}},
+		restart: map[string]restartView{"p0": {
+			want: last, inFile: last, start: last, fromCatalog: last != nil, recovered: true,
+			stopped: rec.pchannels["p0"].stopped,
+		}},
+		final: map[string]wal.MessageID{"p0": final},
+	}
+}
+
+func ids(vs ...int64) []wal.MessageID {
+	out := make([]wal.MessageID, len(vs))
+	for i, v := range vs {
+		out[i] = wal.KafkaID(v)
+	}
+	return out
+}
+
+func TestChecks(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		run, restart []wal.MessageID
+		tamper       func(*evidence)
+		failing      string // the one check that must fail, "" for none
+	}{
+		{name: "good", run: ids(10, 20, 30), restart: nil},
+		{name: "good: the lowered minimum of an add", run: ids(10, 15, 30)},
+		{name: "good: saved after the restart", run: ids(10, 20), restart: ids(30)},
+		{name: "I1: never a minimum of the simulator", run: ids(10, 31), failing: "I1 safe"},
+		{name: "I1: never published", run: ids(10, 25),
+			tamper: func(ev *evidence) { ev.phases[0].sims["p0"].minima[wal.KafkaID(25)] = struct{}{} }, failing: "I1 safe"},
+		{name: "I2: not increasing", run: ids(20, 15), failing: "I2 monotonic"},
+		{name: "I2: equal is not increasing", run: ids(20, 20), failing: "I2 monotonic"},
+		{name: "I2: the restart went back", run: ids(10, 20), restart: ids(10), failing: "I2 monotonic",
+			tamper: func(ev *evidence) {
+				ev.phases[1].sims["p0"].initialMinimum = wal.KafkaID(10)
+				ev.phases[1].sims["p0"].minima[wal.KafkaID(10)] = struct{}{}
+			}},
+		{name: "I2: below the stored floor", run: ids(10, 20),
+			tamper: func(ev *evidence) { ev.floor["p0"] = wal.KafkaID(10) }, failing: "I2 monotonic"},
+		{name: "restart: wrong start", run: ids(10, 20),
+			tamper: func(ev *evidence) { r := ev.restart["p0"]; r.start = wal.KafkaID(10); ev.restart["p0"] = r }, failing: "restart"},
+		{name: "restart: the file lost the last save", run: ids(10, 20),
+			tamper: func(ev *evidence) { r := ev.restart["p0"]; r.inFile = wal.KafkaID(10); ev.restart["p0"] = r }, failing: "restart"},
+		{name: "rejections: one missing", run: ids(10),
+			tamper: func(ev *evidence) { ev.phases[0].sims["p0"].badSent = 1 }, failing: "rejections"},
+		{name: "stopped: no event", run: ids(10),
+			tamper: func(ev *evidence) { ev.phases[1].rec.pchannels["p0"].stopped = nil }, failing: "stopped"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ev := evidenceOf(tc.run, tc.restart)
+			if tc.tamper != nil {
+				tc.tamper(ev)
+			}
+			for _, c := range verify(ev) {
+				if want := c.name == tc.failing; c.ok() == want {
+					t.Errorf("check %s: ok=%t, want %t; problems %q", c.name, c.ok(), !want, c.problems)
+				}
+			}
+		})
+	}
+}
+
+func TestFileAgrees(t *testing.T) {
+	unflushed := &messages.Stopped{Flushed: false, Dropped: wal.KafkaID(30)}
+	flushed := &messages.Stopped{Flushed: true}
+	for _, tc := range []struct {
+		last, inFile wal.MessageID
+		stopped      *messages.Stopped
+		want         bool
+	}{
+		{wal.KafkaID(20), wal.KafkaID(20), flushed, true},
+		{nil, nil, flushed, true},
+		{wal.KafkaID(20), wal.KafkaID(25), flushed, false},
+		{wal.KafkaID(20), wal.KafkaID(25), unflushed, true}, // a save committed as the stop timed out
+		{wal.KafkaID(20), wal.KafkaID(31), unflushed, false},
+		{wal.KafkaID(20), wal.KafkaID(10), unflushed, false},
+		{nil, wal.KafkaID(10), unflushed, true},
+		{wal.KafkaID(20), nil, unflushed, false},
+	} {
+		if got := fileAgrees(tc.last, tc.inFile, tc.stopped); got != tc.want {
+			t.Errorf("fileAgrees(%v, %v, flushed=%t) = %t, want %t", tc.last, tc.inFile, tc.stopped.Flushed, got, tc.want)
+		}
+	}
+}
