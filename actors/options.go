@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -53,6 +54,7 @@ type config struct {
 	minInterval time.Duration
 	ownership   context.Context
 	preloaded   *wal.MessageID
+	counters    *Counters
 	errs        []error
 }
 
@@ -120,6 +122,33 @@ func WithOwnership(ctx context.Context) Option {
 // stored record: one of another WAL fails recovery.
 func WithPreloaded(checkpoint wal.MessageID) Option {
 	return optionFunc(func(c *config) { c.preloaded = &checkpoint })
+}
+
+// Counters are counts that no event carries, for monitoring (package
+// metrics exports them). The actor only adds to them, atomically and without
+// allocating; read them from any goroutine. They belong to the caller, so
+// they outlive restarts of the actor: give each pchannel its own, and the
+// same one again when it is respawned.
+type Counters struct {
+	// Updates counts the vchannel checkpoint updates applied: one per
+	// accepted UpdateCheckpoint and one per accepted entry of an
+	// UpdateBatch. Rejected ones are published as CommandRejected instead.
+	Updates atomic.Uint64
+	// SavesInFlight is 1 while a catalog save of the pchannel runs and 0
+	// otherwise (at most one is in flight): a gauge, not a counter.
+	SavesInFlight atomic.Int64
+}
+
+// WithCounters has the actor keep c current. Without it (the default) the
+// actor keeps no counts.
+func WithCounters(c *Counters) Option {
+	return optionFunc(func(cfg *config) {
+		if c == nil {
+			cfg.errs = append(cfg.errs, errors.New("nil counters"))
+			return
+		}
+		cfg.counters = c
+	})
 }
 
 func newConfig(pchannel, walName string, catalog persistence.Catalog, opts []Option) (*config, error) {

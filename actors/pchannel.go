@@ -59,6 +59,9 @@ type pchannel struct {
 	restarts     int
 	restartTimer *time.Timer
 	supervisor   actor.Supervisor
+	// crashed is true while the persister waits for its restart, its
+	// mailbox suspended: a stop must restart it before asking it to flush.
+	crashed bool
 
 	graceful bool
 	stopping bool
@@ -90,6 +93,9 @@ func (p *pchannel) Receive(ctx actor.Context) {
 	case *messages.UpdateCheckpoint:
 		from := p.tracker.Minimum()
 		advanced, err := p.tracker.Update(m.VChannel, m.Checkpoint)
+		if err == nil && p.cfg.counters != nil {
+			p.cfg.counters.Updates.Add(1)
+		}
 		p.applied(ctx, m, from, advanced, err)
 	case *messages.UpdateBatch:
 		p.updateBatch(ctx, m)
@@ -123,7 +129,8 @@ func (p *pchannel) Receive(ctx actor.Context) {
 	case *persisterStarted:
 		ctx.Respond(&persisterSync{persisted: p.persisted, minimum: p.tracker.Minimum()})
 	case *restartPersister:
-		if !p.stopping {
+		if !p.stopping && p.crashed {
+			p.crashed = false
 			p.supervisor.RestartChildren(m.pid)
 		}
 
@@ -182,6 +189,9 @@ func (p *pchannel) updateBatch(ctx actor.Context, m *messages.UpdateBatch) {
 			rejected = append(rejected, messages.Rejection{Index: i, VChannel: u.VChannel, Err: err})
 			p.reject(ctx, m, err)
 		}
+	}
+	if p.cfg.counters != nil {
+		p.cfg.counters.Updates.Add(uint64(len(m.Updates) - len(rejected)))
 	}
 	// Updates only raise checkpoints, so the minimum rose within the batch
 	// exactly when it ends above where it began: one event, one save.
@@ -310,6 +320,7 @@ func (p *pchannel) onLoaded(ctx actor.Context, m *loaded) {
 func (p *pchannel) HandleFailure(system *actor.ActorSystem, supervisor actor.Supervisor, child *actor.PID, rs *actor.RestartStatistics, reason, _ any) {
 	rs.Fail()
 	p.supervisor = supervisor
+	p.crashed = true
 	p.restarts++
 	p.saving = false
 	delay := restartDelay(p.cfg.backoff, rs.NumberOfFailures(time.Minute))
@@ -342,6 +353,10 @@ func (p *pchannel) stop(ctx actor.Context) {
 	}
 	if !p.graceful || p.persister == nil || p.fenced {
 		return
+	}
+	if p.crashed {
+		p.crashed = false
+		p.supervisor.RestartChildren(p.persister)
 	}
 	flush := &flushRequest{persisted: p.persisted, minimum: p.tracker.Minimum()}
 	res, err := ctx.RequestFuture(p.persister, flush, p.cfg.flushTime).Result()

@@ -106,7 +106,10 @@ func (s *persister) start(v wal.MessageID) {
 	c, cancel := context.WithTimeout(context.Background(), s.cfg.saveTimeout)
 	done := make(chan struct{})
 	s.save = &inFlight{cancel: cancel, done: done}
-	root, self, catalog, name := s.root, s.self, s.cfg.catalog, s.cfg.pchannel
+	root, self, catalog, name, counters := s.root, s.self, s.cfg.catalog, s.cfg.pchannel, s.cfg.counters
+	if counters != nil {
+		counters.SavesInFlight.Add(1)
+	}
 	began := time.Now()
 	go func() {
 		defer close(done)
@@ -117,6 +120,9 @@ func (s *persister) start(v wal.MessageID) {
 			res.err = catalog.Save(c, name, v)
 		}()
 		res.latency = time.Since(began)
+		if counters != nil {
+			counters.SavesInFlight.Add(-1)
+		}
 		root.Send(self, res)
 	}()
 	s.report()
@@ -127,26 +133,32 @@ func (s *persister) saved(m *saveDone) {
 	if m.panicked != nil {
 		panic(m.panicked)
 	}
+	// The plan moves first and the parent hears of it before any event is
+	// published, so that a GetState sent on seeing the event already sees
+	// its effect: the parent's mailbox has the report queued ahead of it.
 	attempt := s.plan.Attempt()
 	var stored *persistence.StoredAheadError
+	var step saveplan.Step
 	switch {
 	case m.err == nil:
-		step := s.plan.Succeeded()
+		step = s.plan.Succeeded()
+		s.report()
 		s.events.Publish(&messages.CheckpointPersisted{Header: messages.NewHeader(s.cfg.pchannel), Value: m.value, Attempts: attempt, Latency: m.latency})
-		s.do(step)
 	case errors.As(m.err, &stored):
 		// Another writer got ahead; its value is durable, so it is ours too.
+		step = s.plan.Adopt(stored.Stored)
+		s.report()
 		s.failed(m, attempt, 0)
-		s.do(s.plan.Adopt(stored.Stored))
 	case errors.Is(m.err, persistence.ErrFenced):
 		s.plan.Fence()
+		s.report()
 		s.failed(m, attempt, 0)
 	default:
-		step := s.plan.Failed()
+		step = s.plan.Failed()
+		s.report()
 		s.failed(m, attempt, step.Wait)
-		s.do(step)
 	}
-	s.report()
+	s.do(step)
 	s.answerFlush()
 }
 
