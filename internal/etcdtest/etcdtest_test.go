@@ -1,0 +1,89 @@
+package etcdtest_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/goleak"
+	"go.uber.org/zap"
+
+	"github.com/lowwater/lowwater/internal/etcdtest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, etcdtest.IgnorePeerConnections()...) }
+
+func newClient(t *testing.T, endpoints []string) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, cli.Close()) })
+	return cli
+}
+
+func TestStartServesOn127001(t *testing.T) {
+	eps := etcdtest.Start(t)
+	require.Len(t, eps, 1)
+	require.Regexp(t, `^http://127\.0\.0\.1:[1-9][0-9]*$`, eps[0])
+
+	cli := newClient(t, eps)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := cli.Put(ctx, "k", "v")
+	require.NoError(t, err)
+	resp, err := cli.Get(ctx, "k")
+	require.NoError(t, err)
+	require.Len(t, resp.Kvs, 1)
+	require.Equal(t, "v", string(resp.Kvs[0].Value))
+}
+
+func TestRestartKeepsDataAndEndpoint(t *testing.T) {
+	s := etcdtest.StartServer(t)
+	cli := newClient(t, s.Endpoints())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := cli.Put(ctx, "k", "before")
+	require.NoError(t, err)
+
+	s.Stop()
+	require.Nil(t, s.Etcd())
+	short, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
+	_, err = cli.Get(short, "k")
+	cancelShort()
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+
+	s.Restart()
+	resp, err := cli.Get(ctx, "k")
+	require.NoError(t, err)
+	require.Len(t, resp.Kvs, 1)
+	require.Equal(t, "before", string(resp.Kvs[0].Value))
+}
+
+func TestClusterHasOneLeader(t *testing.T) {
+	c := etcdtest.StartCluster(t, 3)
+	require.Len(t, c.Endpoints(), 3)
+	require.Eventually(t, func() bool { return c.Leader() >= 0 }, 10*time.Second, 10*time.Millisecond)
+	leaders := 0
+	for _, m := range c.Members {
+		if m.IsLeader() {
+			leaders++
+		}
+	}
+	require.Equal(t, 1, leaders)
+
+	cli := newClient(t, c.Endpoints())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := cli.Put(ctx, "k", "v")
+	require.NoError(t, err)
+
+	old := c.Leader()
+	c.Members[old].Kill()
+	require.Eventually(t, func() bool { l := c.Leader(); return l >= 0 && l != old }, 15*time.Second, 10*time.Millisecond)
+	resp, err := cli.Get(ctx, "k")
+	require.NoError(t, err)
+	require.Len(t, resp.Kvs, 1)
+	require.Equal(t, "v", string(resp.Kvs[0].Value))
+}

@@ -1,0 +1,374 @@
+package etcdcatalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/wal"
+)
+
+// Catalog stores pchannel checkpoints in etcd. It is safe for concurrent use.
+type Catalog struct {
+	client    *clientv3.Client
+	ownClient bool // Open made the client, so Close closes it
+	keys      keys
+	pageSize  int64
+
+	// afterPage, when set by a test, runs after each page LoadAll reads.
+	afterPage func(page int)
+
+	closed atomic.Bool
+
+	mu sync.Mutex
+	// hints remembers, per checkpoint key, the record last read or written
+	// and its revision, so that a save usually needs one round trip. A
+	// stale hint only costs a second one: it is never trusted, only
+	// compared inside the transaction (see save).
+	hints map[string]hint
+	// owned holds the Owned values whose watcher runs, for Close to end.
+	owned map[*Owned]struct{}
+}
+
+var _ persistence.Catalog = (*Catalog)(nil)
+
+// hint is what the catalog last saw at a checkpoint key: the record and its
+// mod revision. rev 0 means absent.
+type hint struct {
+	rev int64
+	rec persistence.Record
+}
+
+// New returns a catalog on client. The client stays the caller's: Close does
+// not close it.
+func New(client *clientv3.Client, opts ...Option) (*Catalog, error) {
+	if client == nil {
+		return nil, fmt.Errorf("etcdcatalog: %w: nil client", persistence.ErrInvalidArgument)
+	}
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	return newCatalog(client, false, o), nil
+}
+
+// Open connects to etcd with cfg (endpoints, TLS, auth and timeouts as
+// clientv3 has them) and returns a catalog that owns the client: Close
+// closes it.
+func Open(cfg clientv3.Config, opts ...Option) (*Catalog, error) {
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	client, err := clientv3.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("etcdcatalog: connect: %w", err)
+	}
+	return newCatalog(client, true, o), nil
+}
+
+func newCatalog(client *clientv3.Client, own bool, o options) *Catalog {
+	return &Catalog{
+		client:    client,
+		ownClient: own,
+		keys:      keys{prefix: o.prefix},
+		pageSize:  o.pageSize,
+		hints:     make(map[string]hint),
+		owned:     make(map[*Owned]struct{}),
+	}
+}
+
+// Client returns the etcd client the catalog uses.
+func (c *Catalog) Client() *clientv3.Client { return c.client }
+
+// Load returns the stored checkpoint of pchannel, or (nil, nil) when none is.
+func (c *Catalog) Load(ctx context.Context, pchannel string) (wal.MessageID, error) {
+	if c.closed.Load() {
+		return nil, persistence.ErrClosed
+	}
+	if pchannel == "" {
+		return nil, fmt.Errorf("etcdcatalog: %w: empty pchannel name", persistence.ErrInvalidArgument)
+	}
+	key := c.keys.checkpoint(pchannel)
+	resp, err := c.client.Get(ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("etcdcatalog: load %q: %w", pchannel, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, nil
+	}
+	rec, err := c.decode(pchannel, resp.Kvs[0])
+	if err != nil {
+		return nil, err
+	}
+	return rec.Checkpoint, nil
+}
+
+// Save stores checkpoint for pchannel unless a checkpoint at or above it is
+// stored: equal succeeds without writing, above fails with a
+// *persistence.StoredAheadError. Without ownership the record's owner term is
+// carried over unchanged.
+func (c *Catalog) Save(ctx context.Context, pchannel string, checkpoint wal.MessageID) error {
+	if c.closed.Load() {
+		return persistence.ErrClosed
+	}
+	if err := persistence.CheckSaveArgs(pchannel, checkpoint); err != nil {
+		return fmt.Errorf("etcdcatalog: %w", err)
+	}
+	return c.save(ctx, pchannel, checkpoint, nil)
+}
+
+// fence conditions a save on the writer still owning the pchannel.
+type fence struct {
+	ownerKey string
+	term     int64
+}
+
+// save is the read-compare-swap loop behind every save.
+//
+// The transaction compares the checkpoint key's mod revision with the
+// revision of the record judged lower than checkpoint (create revision 0 when
+// nothing was stored), so the value is replaced only if it is still that
+// record. This was chosen over comparing the value itself through an
+// order-preserving encoding (etcd compares values as bytes): the order of a
+// MessageID is its WAL's LT, which byte order matches only for some encodings
+// (not for signed offsets, nor for Pulsar IDs, whose partition is not part of
+// the order), and the record carries a version, an owner term and a checksum
+// that must take no part in the comparison. Comparing revisions keeps the
+// record format free and the order defined in one place, package wal.
+//
+// The price would be a read before every write; the catalog avoids it by
+// judging against the record it last read or wrote at the key (its hint),
+// which the compare then confirms. When the compare fails, the transaction
+// returns the current record in the same round trip, and the loop judges that
+// one. When the hint says no write is needed (equal, ahead, another WAL, a
+// higher term), the record is read again before answering, so the answer is
+// never based on a stale record. Every failed compare means another writer
+// succeeded, so the loop makes progress; it ends when the value is written,
+// found equal, found ahead, fenced, or ctx ends.
+func (c *Catalog) save(ctx context.Context, pchannel string, checkpoint wal.MessageID, f *fence) error {
+	key := c.keys.checkpoint(pchannel)
+	h, fresh := c.hint(key), false
+	for {
+		if h.rev != 0 {
+			if done, err := judge(pchannel, h.rec, checkpoint, f); done {
+				if fresh {
+					return err
+				}
+				// Only a current record can justify refusing or skipping.
+				if h, err = c.read(ctx, pchannel, key, f); err != nil {
+					return err
+				}
+				fresh = true
+				continue
+			}
+		}
+		term := h.rec.Term // without a fence, the stored term is carried over
+		if f != nil {
+			term = uint64(f.term)
+		}
+		rec := persistence.Record{Checkpoint: checkpoint, Term: term}
+		val, err := persistence.EncodeRecord(rec)
+		if err != nil {
+			return fmt.Errorf("etcdcatalog: %w", err)
+		}
+		cmp := clientv3.Compare(clientv3.ModRevision(key), "=", h.rev)
+		if h.rev == 0 {
+			cmp = clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
+		}
+		cmps := []clientv3.Cmp{cmp}
+		reads := []clientv3.Op{clientv3.OpGet(key)}
+		if f != nil {
+			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(f.ownerKey), "=", f.term))
+			reads = append(reads, clientv3.OpGet(f.ownerKey))
+		}
+		resp, err := c.client.Txn(ctx).If(cmps...).Then(clientv3.OpPut(key, string(val))).Else(reads...).Commit()
+		if err != nil {
+			// The write may have committed; a retry finds it equal.
+			return fmt.Errorf("etcdcatalog: save %q: %w", pchannel, err)
+		}
+		if resp.Succeeded {
+			// The transaction's one write is at the header's revision.
+			c.remember(key, hint{rev: resp.Header.Revision, rec: rec})
+			return nil
+		}
+		if h, err = c.judgeReads(pchannel, key, f, resp.Responses); err != nil {
+			return err
+		}
+		fresh = true
+	}
+}
+
+// judge decides whether checkpoint may replace the stored record: done is
+// false when it may be written, else err is the answer (nil for an equal
+// value).
+func judge(pchannel string, stored persistence.Record, checkpoint wal.MessageID, f *fence) (done bool, err error) {
+	switch {
+	case f != nil && stored.Term > uint64(f.term):
+		return true, &FencedError{PChannel: pchannel, Term: uint64(f.term), StoredTerm: stored.Term}
+	case stored.Checkpoint.WALName() != checkpoint.WALName():
+		return true, fmt.Errorf("etcdcatalog: %w: pchannel %q stores a %s checkpoint, got %s: %w",
+			persistence.ErrInvalidArgument, pchannel, stored.Checkpoint.WALName(), checkpoint, wal.ErrWALMismatch)
+	case stored.Checkpoint.EQ(checkpoint):
+		return true, nil
+	case checkpoint.LT(stored.Checkpoint):
+		return true, &persistence.StoredAheadError{PChannel: pchannel, Stored: stored.Checkpoint, Attempted: checkpoint}
+	default:
+		return false, nil
+	}
+}
+
+// read reads the record at key, and the owner key when fenced, in one
+// read-only transaction.
+func (c *Catalog) read(ctx context.Context, pchannel, key string, f *fence) (hint, error) {
+	reads := []clientv3.Op{clientv3.OpGet(key)}
+	if f != nil {
+		reads = append(reads, clientv3.OpGet(f.ownerKey))
+	}
+	resp, err := c.client.Txn(ctx).Then(reads...).Commit()
+	if err != nil {
+		return hint{}, fmt.Errorf("etcdcatalog: save %q: %w", pchannel, err)
+	}
+	return c.judgeReads(pchannel, key, f, resp.Responses)
+}
+
+// judgeReads checks the owner key read beside the record, when fenced, and
+// returns the record read as the new hint.
+func (c *Catalog) judgeReads(pchannel, key string, f *fence, reads []*etcdserverpb.ResponseOp) (hint, error) {
+	if f != nil {
+		owner := reads[1].GetResponseRange().GetKvs()
+		if len(owner) == 0 || owner[0].CreateRevision != f.term {
+			fe := &FencedError{PChannel: pchannel, Term: uint64(f.term)}
+			if len(owner) > 0 {
+				fe.OwnerTerm = uint64(owner[0].CreateRevision)
+			}
+			return hint{}, fe
+		}
+	}
+	kvs := reads[0].GetResponseRange().GetKvs()
+	if len(kvs) == 0 {
+		return hint{}, nil
+	}
+	rec, err := c.decode(pchannel, kvs[0])
+	if err != nil {
+		return hint{}, err
+	}
+	return hint{rev: kvs[0].ModRevision, rec: rec}, nil
+}
+
+// LoadAll returns every stored checkpoint under the prefix. It reads
+// page-size keys per request; the first request fixes the revision and every
+// later page is read at it, so the result is one snapshot even while others
+// write. Should that revision be compacted away between pages, the read
+// starts over at a new one.
+func (c *Catalog) LoadAll(ctx context.Context) (map[string]wal.MessageID, error) {
+	if c.closed.Load() {
+		return nil, persistence.ErrClosed
+	}
+	for {
+		all, err := c.loadAllAt(ctx)
+		if errors.Is(err, rpctypes.ErrCompacted) && ctx.Err() == nil {
+			continue
+		}
+		return all, err
+	}
+}
+
+func (c *Catalog) loadAllAt(ctx context.Context) (map[string]wal.MessageID, error) {
+	start := c.keys.pchannels()
+	end := clientv3.GetPrefixRangeEnd(start)
+	all := make(map[string]wal.MessageID)
+	var rev int64
+	for page := 0; ; page++ {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(c.pageSize)}
+		if rev != 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		resp, err := c.client.Get(ctx, start, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("etcdcatalog: load all: %w", err)
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+		for _, kv := range resp.Kvs {
+			pchannel, ok := c.keys.pchannelOf(string(kv.Key))
+			if !ok {
+				continue // an owner key
+			}
+			rec, err := c.decode(pchannel, kv)
+			if err != nil {
+				return nil, err
+			}
+			all[pchannel] = rec.Checkpoint
+		}
+		if c.afterPage != nil {
+			c.afterPage(page)
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return all, nil
+		}
+		start = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+}
+
+// Close closes the catalog: later calls fail with persistence.ErrClosed,
+// every Owned obtained from it stops watching and reports ownership lost
+// (its owner key stays until its session ends or it is released), and a
+// client made by Open is closed.
+func (c *Catalog) Close() error {
+	if !c.closed.CompareAndSwap(false, true) {
+		return persistence.ErrClosed
+	}
+	c.mu.Lock()
+	owned := make([]*Owned, 0, len(c.owned))
+	for o := range c.owned {
+		owned = append(owned, o)
+	}
+	c.mu.Unlock()
+	for _, o := range owned {
+		o.lose(persistence.ErrClosed)
+		<-o.watching
+	}
+	if c.ownClient {
+		if err := c.client.Close(); err != nil {
+			return fmt.Errorf("etcdcatalog: close client: %w", err)
+		}
+	}
+	return nil
+}
+
+// decode decodes a stored record and remembers its revision and term.
+func (c *Catalog) decode(pchannel string, kv *mvccpb.KeyValue) (persistence.Record, error) {
+	rec, err := persistence.DecodeRecord(kv.Value)
+	if err != nil {
+		return persistence.Record{}, &persistence.CorruptRecordError{PChannel: pchannel, Err: err}
+	}
+	c.remember(string(kv.Key), hint{rev: kv.ModRevision, rec: rec})
+	return rec, nil
+}
+
+func (c *Catalog) hint(key string) hint {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.hints[key]
+}
+
+// remember records what was seen at key, unless a later revision was seen
+// (replies of concurrent calls arrive in any order).
+func (c *Catalog) remember(key string, h hint) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old, ok := c.hints[key]; ok && old.rev > h.rev {
+		return
+	}
+	c.hints[key] = h
+}

@@ -1,0 +1,38 @@
+// Package etcdcatalog is a persistence.Catalog on etcd, for deployments that
+// spread pchannels over several machines.
+//
+// # Keys and records
+//
+// A checkpoint lives at <prefix>/wal/<pchannel>/consume-checkpoint and holds a
+// persistence.Record (versioned, checksummed, self-describing). The owner of a
+// pchannel, when ownership is used, is <prefix>/wal/<pchannel>/owner. The
+// prefix defaults to "lowwater" (WithPrefix). One etcd cluster can serve many
+// deployments side by side, each under its own prefix.
+//
+// # Saves never go backward
+//
+// Save is a compare-and-swap: it writes only when nothing is stored, or when
+// the stored checkpoint is below the offered one and has not changed since it
+// was read (compared on its mod revision, inside the writing transaction).
+// Saving the stored value again succeeds; a lower value is refused with a
+// *persistence.StoredAheadError and nothing is written. With a single writer
+// a save costs one round trip: the catalog remembers the revision of the last
+// record it read or wrote, and only a stale memory costs a second one.
+//
+// # Ownership and fencing
+//
+// Own (or TryOwn) makes a concurrency.Session the owner of one pchannel: a key
+// bound to the session's lease, created in one transaction. Its create
+// revision is the owner's term, larger for every new owner. The returned
+// *Owned is a persistence.Catalog for that pchannel alone: every save is
+// conditioned, in its transaction, on the owner key still carrying that term,
+// and stores the term in the record; a stored record with a higher term also
+// refuses it. A writer that lost ownership gets an error wrapping
+// persistence.ErrFenced (a *FencedError) and nothing is written, so two nodes
+// that both believe they own a pchannel cannot both write it, nor regress it.
+// Owned.Done is closed as soon as ownership is known lost (session ended,
+// owner key deleted or replaced, a fenced save, Release).
+//
+// Every call honours its context: a deadline bounds the call, so an etcd
+// leader change or an unreachable cluster costs the caller one attempt.
+package etcdcatalog

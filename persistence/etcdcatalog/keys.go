@@ -1,0 +1,38 @@
+package etcdcatalog
+
+import "strings"
+
+const (
+	checkpointSuffix = "/consume-checkpoint"
+	ownerSuffix      = "/owner"
+)
+
+// keys builds every key the catalog uses, so that the layout is written down
+// in one place:
+//
+//	<prefix>/wal/<pchannel>/consume-checkpoint   the stored record
+//	<prefix>/wal/<pchannel>/owner                the owner, bound to its lease
+//
+// The two suffixes differ, so no pchannel name makes one key collide with
+// the other kind.
+type keys struct{ prefix string }
+
+// pchannels is the range prefix holding every pchannel's keys.
+func (k keys) pchannels() string { return k.prefix + "/wal/" }
+
+func (k keys) checkpoint(pchannel string) string {
+	return k.pchannels() + pchannel + checkpointSuffix
+}
+
+func (k keys) owner(pchannel string) string { return k.pchannels() + pchannel + ownerSuffix }
+
+// pchannelOf returns the pchannel whose checkpoint key is key, and false for
+// any other key.
+func (k keys) pchannelOf(key string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, k.pchannels())
+	if !ok {
+		return "", false
+	}
+	pchannel, ok := strings.CutSuffix(rest, checkpointSuffix)
+	return pchannel, ok && pchannel != ""
+}

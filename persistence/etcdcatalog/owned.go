@@ -1,0 +1,406 @@
+package etcdcatalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/wal"
+)
+
+var (
+	// ErrOwned is returned by TryOwn when another session owns the pchannel.
+	ErrOwned = errors.New("etcdcatalog: pchannel owned by another session")
+	// ErrSessionDone is why ownership ends when its session's lease is lost,
+	// expired or closed.
+	ErrSessionDone = errors.New("etcdcatalog: owner session ended")
+	// ErrOwnerChanged is why ownership ends when the owner key is deleted or
+	// replaced (lease revoked or expired, or removed by hand), or a save
+	// finds that a newer owner took over.
+	ErrOwnerChanged = errors.New("etcdcatalog: owner key deleted or taken over")
+	// ErrReleased is why ownership ends after Release or Close.
+	ErrReleased = errors.New("etcdcatalog: ownership released")
+)
+
+// OwnedError is returned by TryOwn when another session owns the pchannel.
+type OwnedError struct {
+	PChannel string
+	// Lease is the lease the owner key is bound to.
+	Lease clientv3.LeaseID
+	// Term is the current owner's term.
+	Term uint64
+}
+
+func (e *OwnedError) Error() string {
+	return fmt.Sprintf("etcdcatalog: pchannel %q owned by lease %x (term %d)", e.PChannel, int64(e.Lease), e.Term)
+}
+
+// Is makes errors.Is(err, ErrOwned) hold.
+func (e *OwnedError) Is(target error) bool { return target == ErrOwned }
+
+// FencedError is returned when a writer that no longer owns the pchannel
+// tries to save it. Nothing was written.
+type FencedError struct {
+	PChannel string
+	// Term is the writer's term.
+	Term uint64
+	// OwnerTerm is the current owner's term, 0 when nobody owns the pchannel
+	// or the refusal came from elsewhere.
+	OwnerTerm uint64
+	// StoredTerm is set when the stored record carries a term above the
+	// writer's.
+	StoredTerm uint64
+	// Cause is why ownership ended, when it was known before the save
+	// (ErrSessionDone, ErrOwnerChanged, ErrReleased); nil when the store
+	// refused the save.
+	Cause error
+}
+
+func (e *FencedError) Error() string {
+	msg := fmt.Sprintf("etcdcatalog: pchannel %q: writer of term %d is fenced", e.PChannel, e.Term)
+	switch {
+	case e.Cause != nil:
+		return msg + ": " + e.Cause.Error()
+	case e.StoredTerm != 0:
+		return msg + fmt.Sprintf(": stored record has term %d", e.StoredTerm)
+	case e.OwnerTerm != 0:
+		return msg + fmt.Sprintf(": owned at term %d", e.OwnerTerm)
+	default:
+		return msg + ": no owner"
+	}
+}
+
+// Is makes errors.Is(err, persistence.ErrFenced) hold.
+func (e *FencedError) Is(target error) bool { return target == persistence.ErrFenced }
+
+// Unwrap exposes the cause, if known.
+func (e *FencedError) Unwrap() error { return e.Cause }
+
+// Own makes session the owner of pchannel, waiting while another session
+// owns it, until ctx or the session ends. The owner key is created in one
+// transaction, bound to the session's lease, so it goes when the session
+// does. Owning again with the session that already owns the pchannel (say,
+// after an Own whose reply was lost) returns the same term.
+//
+// The session may use another client than the catalog, but must be on the
+// same etcd cluster. If ctx ends after the key was created but before the
+// reply, the key stays until the session ends or Own is called again.
+func (c *Catalog) Own(ctx context.Context, pchannel string, session *concurrency.Session) (*Owned, error) {
+	return c.own(ctx, pchannel, session, true)
+}
+
+// TryOwn is Own without the wait: when another session owns pchannel it
+// returns an *OwnedError (errors.Is ErrOwned) at once.
+func (c *Catalog) TryOwn(ctx context.Context, pchannel string, session *concurrency.Session) (*Owned, error) {
+	return c.own(ctx, pchannel, session, false)
+}
+
+func (c *Catalog) own(ctx context.Context, pchannel string, session *concurrency.Session, wait bool) (*Owned, error) {
+	if c.closed.Load() {
+		return nil, persistence.ErrClosed
+	}
+	if pchannel == "" {
+		return nil, fmt.Errorf("etcdcatalog: %w: empty pchannel name", persistence.ErrInvalidArgument)
+	}
+	if session == nil {
+		return nil, fmt.Errorf("etcdcatalog: %w: nil session", persistence.ErrInvalidArgument)
+	}
+	// A session that ends cannot own anything: stop waiting then.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stop := context.AfterFunc(session.Ctx(), func() { cancel(ErrSessionDone) })
+	defer stop()
+
+	key := c.keys.owner(pchannel)
+	lease := session.Lease()
+	for {
+		resp, err := c.client.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+			Then(clientv3.OpPut(key, strconv.FormatInt(int64(lease), 16), clientv3.WithLease(lease))).
+			Else(clientv3.OpGet(key)).
+			Commit()
+		if err != nil {
+			return nil, fmt.Errorf("etcdcatalog: own %q: %w", pchannel, causeOf(ctx, err))
+		}
+		if resp.Succeeded {
+			return c.newOwned(ctx, pchannel, key, session, resp.Header.Revision, resp.Header.Revision+1)
+		}
+		kvs := resp.Responses[0].GetResponseRange().GetKvs()
+		if len(kvs) == 0 {
+			continue
+		}
+		if clientv3.LeaseID(kvs[0].Lease) == lease {
+			return c.newOwned(ctx, pchannel, key, session, kvs[0].CreateRevision, resp.Header.Revision+1)
+		}
+		if !wait {
+			return nil, &OwnedError{PChannel: pchannel, Lease: clientv3.LeaseID(kvs[0].Lease), Term: uint64(kvs[0].CreateRevision)}
+		}
+		if err := waitDelete(ctx, c.client, key, resp.Header.Revision+1); err != nil {
+			return nil, fmt.Errorf("etcdcatalog: own %q: %w", pchannel, causeOf(ctx, err))
+		}
+	}
+}
+
+// causeOf prefers the reason ctx was cancelled (the session ended) to the
+// bare context.Canceled the client reports.
+func causeOf(ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); cause != nil && cause != ctx.Err() {
+		return cause
+	}
+	return err
+}
+
+// waitDelete returns nil once key is deleted at or after revision rev, or
+// when rev was compacted away or the client closed: the caller then reads
+// the key again.
+func waitDelete(ctx context.Context, client *clientv3.Client, key string, rev int64) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for wr := range client.Watch(ctx, key, clientv3.WithRev(rev)) {
+		if wr.CompactRevision != 0 {
+			return nil
+		}
+		if err := wr.Err(); err != nil {
+			return err
+		}
+		for _, ev := range wr.Events {
+			if ev.Type == mvccpb.DELETE {
+				return nil
+			}
+		}
+	}
+	return ctx.Err()
+}
+
+// Owned is the ownership of one pchannel by one session, and the catalog of
+// that pchannel for its owner: Save writes only while the ownership holds,
+// and records the owner's term. Calls naming another pchannel are refused
+// with persistence.ErrInvalidArgument. It is safe for concurrent use.
+type Owned struct {
+	c        *Catalog
+	pchannel string
+	ownerKey string
+	term     int64
+
+	closed atomic.Bool
+
+	lostOnce sync.Once
+	lost     chan struct{} // closed when the ownership is known to be over
+	cause    error         // why; written before lost is closed
+
+	stopWatch   context.CancelFunc // ends the watcher
+	watching    chan struct{}      // closed when the watcher has returned
+	stopSession func() bool        // unregisters the session-end callback
+}
+
+var _ persistence.Catalog = (*Owned)(nil)
+
+// newOwned starts watching the owner key from revision from on. Should the
+// catalog have closed meanwhile, it gives the ownership up again.
+func (c *Catalog) newOwned(ctx context.Context, pchannel, key string, session *concurrency.Session, term, from int64) (*Owned, error) {
+	watchCtx, cancel := context.WithCancel(context.Background())
+	o := &Owned{
+		c:         c,
+		pchannel:  pchannel,
+		ownerKey:  key,
+		term:      term,
+		lost:      make(chan struct{}),
+		stopWatch: cancel,
+		watching:  make(chan struct{}),
+	}
+	c.mu.Lock()
+	if c.closed.Load() {
+		c.mu.Unlock()
+		cancel()
+		_ = c.deleteOwner(ctx, key, term) // best effort: the lease ends it anyway
+		return nil, persistence.ErrClosed
+	}
+	c.owned[o] = struct{}{}
+	c.mu.Unlock()
+	o.stopSession = context.AfterFunc(session.Ctx(), func() { o.lose(ErrSessionDone) })
+	go o.watch(watchCtx, from)
+	return o, nil
+}
+
+// deleteOwner deletes the owner key if it still carries term.
+func (c *Catalog) deleteOwner(ctx context.Context, key string, term int64) error {
+	_, err := c.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", term)).
+		Then(clientv3.OpDelete(key)).
+		Commit()
+	return err
+}
+
+// PChannel returns the owned pchannel.
+func (o *Owned) PChannel() string { return o.pchannel }
+
+// Term returns the owner's term: the owner key's create revision. Every new
+// ownership of a pchannel has a larger term than the ones before it.
+func (o *Owned) Term() uint64 { return uint64(o.term) }
+
+// Done is closed when the ownership is known to be over: the session ended,
+// the owner key was deleted or replaced, a save was fenced, or Release,
+// Close or the catalog's Close was called. After it is closed, saves fail.
+// Ownership can be lost some time before Done sees it (a partitioned node
+// learns late); saves are fenced in etcd all the same.
+func (o *Owned) Done() <-chan struct{} { return o.lost }
+
+// Err returns nil while Done is open, then why the ownership ended.
+func (o *Owned) Err() error {
+	select {
+	case <-o.lost:
+		return o.cause
+	default:
+		return nil
+	}
+}
+
+func (o *Owned) lose(cause error) {
+	o.lostOnce.Do(func() {
+		o.cause = cause
+		close(o.lost)
+		o.stopWatch()
+	})
+}
+
+// watch closes Done as soon as the owner key is deleted or replaced: a
+// revoked lease deletes it at once, while the session's keep-alive learns of
+// it only at its next refresh.
+func (o *Owned) watch(ctx context.Context, rev int64) {
+	defer close(o.watching)
+	defer func() {
+		o.c.mu.Lock()
+		delete(o.c.owned, o)
+		o.c.mu.Unlock()
+	}()
+	for {
+		for wr := range o.c.client.Watch(ctx, o.ownerKey, clientv3.WithRev(rev)) {
+			for _, ev := range wr.Events {
+				if ev.Type == mvccpb.DELETE || ev.Kv.CreateRevision != o.term {
+					o.lose(ErrOwnerChanged)
+					return
+				}
+			}
+		}
+		// The watch ended: ownership lost or released, the client closed, or
+		// the server cancelled the watch (its revision compacted). Only the
+		// last one goes on, from a fresh read.
+		if ctx.Err() != nil {
+			return
+		}
+		if o.c.client.Ctx().Err() != nil {
+			o.lose(persistence.ErrClosed)
+			return
+		}
+		resp, err := o.c.client.Get(ctx, o.ownerKey)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			// Unknown is treated as lost: the owner stops, and saving
+			// was fenced in any case.
+			o.lose(fmt.Errorf("etcdcatalog: re-reading owner key: %w", err))
+			return
+		case len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != o.term:
+			o.lose(ErrOwnerChanged)
+			return
+		}
+		rev = resp.Header.Revision + 1
+	}
+}
+
+// Release ends the ownership: Done closes, and the owner key is deleted if
+// it still carries this term, so that another session can own the pchannel
+// at once. Releasing a lost or released ownership deletes nothing and
+// returns nil (unless the catalog is closed).
+func (o *Owned) Release(ctx context.Context) error {
+	o.lose(ErrReleased)
+	<-o.watching
+	o.stopSession()
+	if o.c.closed.Load() {
+		return persistence.ErrClosed
+	}
+	if err := o.c.deleteOwner(ctx, o.ownerKey, o.term); err != nil {
+		return fmt.Errorf("etcdcatalog: release %q: %w", o.pchannel, err)
+	}
+	return nil
+}
+
+// ReleaseTimeout bounds the Release done by Owned.Close.
+const ReleaseTimeout = 5 * time.Second
+
+// Close releases the ownership (within ReleaseTimeout); later calls fail
+// with persistence.ErrClosed. It does not close the Catalog.
+func (o *Owned) Close() error {
+	if !o.closed.CompareAndSwap(false, true) {
+		return persistence.ErrClosed
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), ReleaseTimeout)
+	defer cancel()
+	return o.Release(ctx)
+}
+
+// check validates a call on pchannel.
+func (o *Owned) check(pchannel string) error {
+	if o.closed.Load() || o.c.closed.Load() {
+		return persistence.ErrClosed
+	}
+	if pchannel != o.pchannel {
+		return fmt.Errorf("etcdcatalog: %w: pchannel %q, owned is %q", persistence.ErrInvalidArgument, pchannel, o.pchannel)
+	}
+	return nil
+}
+
+// Load returns the stored checkpoint of the owned pchannel.
+func (o *Owned) Load(ctx context.Context, pchannel string) (wal.MessageID, error) {
+	if err := o.check(pchannel); err != nil {
+		return nil, err
+	}
+	return o.c.Load(ctx, pchannel)
+}
+
+// Save stores checkpoint as Catalog.Save does, and only if the ownership
+// holds at the moment of the write: the transaction also compares the owner
+// key's create revision with the term, and the stored record's term must not
+// be above it. Otherwise it returns a *FencedError (errors.Is
+// persistence.ErrFenced), writes nothing, and Done closes.
+func (o *Owned) Save(ctx context.Context, pchannel string, checkpoint wal.MessageID) error {
+	if err := o.check(pchannel); err != nil {
+		return err
+	}
+	if err := persistence.CheckSaveArgs(pchannel, checkpoint); err != nil {
+		return fmt.Errorf("etcdcatalog: %w", err)
+	}
+	if err := o.Err(); err != nil {
+		return &FencedError{PChannel: pchannel, Term: uint64(o.term), Cause: err}
+	}
+	err := o.c.save(ctx, pchannel, checkpoint, &fence{ownerKey: o.ownerKey, term: o.term})
+	var fe *FencedError
+	if errors.As(err, &fe) {
+		o.lose(ErrOwnerChanged)
+	}
+	return err
+}
+
+// LoadAll returns the owned pchannel's checkpoint, if one is stored: the
+// whole catalog as this owner sees it.
+func (o *Owned) LoadAll(ctx context.Context) (map[string]wal.MessageID, error) {
+	id, err := o.Load(ctx, o.pchannel)
+	if err != nil {
+		return nil, err
+	}
+	all := make(map[string]wal.MessageID, 1)
+	if id != nil {
+		all[o.pchannel] = id
+	}
+	return all, nil
+}

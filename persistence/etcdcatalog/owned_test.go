@@ -1,0 +1,305 @@
+package etcdcatalog_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+
+	"github.com/lowwater/lowwater/internal/etcdtest"
+	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/persistence/etcdcatalog"
+	"github.com/lowwater/lowwater/wal"
+)
+
+// lostWithin bounds how long Done may take to close once ownership is gone.
+const lostWithin = 5 * time.Second
+
+// node is one process of a deployment: its own client, catalog and session.
+type node struct {
+	cat     *etcdcatalog.Catalog
+	session *concurrency.Session
+}
+
+func newNode(t *testing.T, endpoints []string) node {
+	t.Helper()
+	cat := openCatalog(t, endpoints, nil)
+	s, err := concurrency.NewSession(cat.Client(), concurrency.WithTTL(10))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	return node{cat: cat, session: s}
+}
+
+func own(t *testing.T, n node, pchannel string) *etcdcatalog.Owned {
+	t.Helper()
+	o, err := n.cat.Own(ctxT(t), pchannel, n.session)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = o.Close() })
+	return o
+}
+
+func requireFenced(t *testing.T, err error) *etcdcatalog.FencedError {
+	t.Helper()
+	require.ErrorIs(t, err, persistence.ErrFenced)
+	var fe *etcdcatalog.FencedError
+	require.ErrorAs(t, err, &fe)
+	return fe
+}
+
+func TestOwnedSaveRecordsTerm(t *testing.T) {
+	eps := etcdtest.Start(t)
+	cli := newClient(t, eps)
+	n := newNode(t, eps)
+	o := own(t, n, "p")
+
+	resp, err := cli.Get(ctxT(t), ownerKey("p"))
+	require.NoError(t, err)
+	require.Len(t, resp.Kvs, 1)
+	require.Equal(t, uint64(resp.Kvs[0].CreateRevision), o.Term())
+	require.Equal(t, int64(n.session.Lease()), resp.Kvs[0].Lease, "owner key bound to the session's lease")
+	require.Equal(t, "p", o.PChannel())
+	require.NoError(t, o.Err())
+
+	require.NoError(t, o.Save(ctxT(t), "p", wal.KafkaID(10)))
+	rec, _ := rawRecord(t, cli, checkpointKey("p"))
+	require.Equal(t, persistence.Record{Checkpoint: wal.KafkaID(10), Term: o.Term()}, rec)
+
+	got, err := o.Load(ctxT(t), "p")
+	require.NoError(t, err)
+	require.Equal(t, wal.KafkaID(10), got)
+	all, err := o.LoadAll(ctxT(t))
+	require.NoError(t, err)
+	require.Equal(t, map[string]wal.MessageID{"p": wal.KafkaID(10)}, all)
+
+	// The usual contract holds under ownership too.
+	require.NoError(t, o.Save(ctxT(t), "p", wal.KafkaID(10)))
+	require.ErrorIs(t, o.Save(ctxT(t), "p", wal.KafkaID(9)), persistence.ErrStoredAhead)
+
+	// Only the owned pchannel.
+	require.ErrorIs(t, o.Save(ctxT(t), "q", wal.KafkaID(1)), persistence.ErrInvalidArgument)
+	_, err = o.Load(ctxT(t), "q")
+	require.ErrorIs(t, err, persistence.ErrInvalidArgument)
+
+	// An unfenced writer carries the term over.
+	require.NoError(t, n.cat.Save(ctxT(t), "p", wal.KafkaID(11)))
+	rec, _ = rawRecord(t, cli, checkpointKey("p"))
+	require.Equal(t, persistence.Record{Checkpoint: wal.KafkaID(11), Term: o.Term()}, rec)
+}
+
+// TestStaleOwnerIsFenced revokes the owner's lease, as an expiry would: the
+// stale owner learns it through Done and cannot write; a new owner, with a
+// higher term, continues from the stored checkpoint.
+func TestStaleOwnerIsFenced(t *testing.T) {
+	eps := etcdtest.Start(t)
+	cli := newClient(t, eps)
+	a, b := newNode(t, eps), newNode(t, eps)
+
+	stale := own(t, a, "p")
+	require.NoError(t, stale.Save(ctxT(t), "p", wal.KafkaID(10)))
+
+	_, err := cli.Revoke(ctxT(t), a.session.Lease())
+	require.NoError(t, err)
+	waitClosed(t, stale.Done(), lostWithin, "Done after the lease was revoked")
+	require.ErrorIs(t, stale.Err(), etcdcatalog.ErrOwnerChanged)
+
+	fe := requireFenced(t, stale.Save(ctxT(t), "p", wal.KafkaID(20)))
+	require.Equal(t, etcdcatalog.FencedError{PChannel: "p", Term: stale.Term(), Cause: etcdcatalog.ErrOwnerChanged}, *fe)
+
+	owner := own(t, b, "p")
+	require.Greater(t, owner.Term(), stale.Term())
+	got, err := owner.Load(ctxT(t), "p")
+	require.NoError(t, err)
+	require.Equal(t, wal.KafkaID(10), got, "the new owner starts from the stored checkpoint")
+	require.NoError(t, owner.Save(ctxT(t), "p", wal.KafkaID(30)))
+	rec, _ := rawRecord(t, cli, checkpointKey("p"))
+	require.Equal(t, persistence.Record{Checkpoint: wal.KafkaID(30), Term: owner.Term()}, rec)
+
+	// The stale owner stays fenced, and nothing of it reached the store.
+	requireFenced(t, stale.Save(ctxT(t), "p", wal.KafkaID(40)))
+	got, err = owner.Load(ctxT(t), "p")
+	require.NoError(t, err)
+	require.Equal(t, wal.KafkaID(30), got)
+}
+
+// TestFenceInsideEtcd checks the transaction's own fence, for a writer that
+// has not yet learnt it lost ownership.
+func TestFenceInsideEtcd(t *testing.T) {
+	eps := etcdtest.Start(t)
+	cli := newClient(t, eps)
+	a, b := newNode(t, eps), newNode(t, eps)
+	first := own(t, a, "p")
+	staleTerm := int64(first.Term())
+	require.NoError(t, first.Release(ctxT(t)))
+
+	// Nobody owns it.
+	fe := requireFenced(t, etcdcatalog.SaveFenced(ctxT(t), a.cat, "p", wal.KafkaID(5), staleTerm))
+	require.Equal(t, etcdcatalog.FencedError{PChannel: "p", Term: uint64(staleTerm)}, *fe)
+
+	// Somebody else owns it.
+	second := own(t, b, "p")
+	require.NoError(t, second.Save(ctxT(t), "p", wal.KafkaID(1)))
+	_, before := rawRecord(t, cli, checkpointKey("p"))
+	fe = requireFenced(t, etcdcatalog.SaveFenced(ctxT(t), a.cat, "p", wal.KafkaID(5), staleTerm))
+	require.Equal(t, etcdcatalog.FencedError{PChannel: "p", Term: uint64(staleTerm), OwnerTerm: second.Term()}, *fe)
+	rec, after := rawRecord(t, cli, checkpointKey("p"))
+	require.Equal(t, before, after, "nothing written")
+	require.Equal(t, persistence.Record{Checkpoint: wal.KafkaID(1), Term: second.Term()}, rec)
+
+	// A record of a higher term fences even the owner of the key.
+	high := second.Term() + 1000
+	raw, err := persistence.EncodeRecord(persistence.Record{Checkpoint: wal.KafkaID(2), Term: high})
+	require.NoError(t, err)
+	_, err = cli.Put(ctxT(t), checkpointKey("p"), string(raw))
+	require.NoError(t, err)
+	fe = requireFenced(t, second.Save(ctxT(t), "p", wal.KafkaID(3)))
+	require.Equal(t, etcdcatalog.FencedError{PChannel: "p", Term: second.Term(), StoredTerm: high}, *fe)
+	waitClosed(t, second.Done(), lostWithin, "Done after a fenced save")
+	require.ErrorIs(t, second.Err(), etcdcatalog.ErrOwnerChanged)
+	rec, _ = rawRecord(t, cli, checkpointKey("p"))
+	require.Equal(t, persistence.Record{Checkpoint: wal.KafkaID(2), Term: high}, rec)
+}
+
+func TestOwnWaitsForTheOwner(t *testing.T) {
+	eps := etcdtest.Start(t)
+	a, b := newNode(t, eps), newNode(t, eps)
+	first := own(t, a, "p")
+
+	_, err := b.cat.TryOwn(ctxT(t), "p", b.session)
+	var owned *etcdcatalog.OwnedError
+	require.ErrorAs(t, err, &owned)
+	require.ErrorIs(t, err, etcdcatalog.ErrOwned)
+	require.Equal(t, etcdcatalog.OwnedError{PChannel: "p", Lease: a.session.Lease(), Term: first.Term()}, *owned)
+
+	// Own waits, and gives up at its deadline.
+	short, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	start := time.Now()
+	_, err = b.cat.Own(short, "p", b.session)
+	cancel()
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Less(t, time.Since(start), time.Second)
+
+	type result struct {
+		o   *etcdcatalog.Owned
+		err error
+	}
+	got := make(chan result, 1)
+	ctx := ctxT(t)
+	go func() {
+		o, err := b.cat.Own(ctx, "p", b.session)
+		got <- result{o, err}
+	}()
+	require.NoError(t, first.Release(ctxT(t)))
+	waitClosed(t, first.Done(), lostWithin, "Done after Release")
+	require.ErrorIs(t, first.Err(), etcdcatalog.ErrReleased)
+	fe := requireFenced(t, first.Save(ctxT(t), "p", wal.KafkaID(1)))
+	require.ErrorIs(t, fe, etcdcatalog.ErrReleased)
+
+	var r result
+	select {
+	case r = <-got:
+	case <-time.After(callTimeout):
+		t.Fatal("Own did not return after the owner released")
+	}
+	require.NoError(t, r.err)
+	t.Cleanup(func() { _ = r.o.Close() })
+	require.Greater(t, r.o.Term(), first.Term())
+	require.NoError(t, r.o.Save(ctxT(t), "p", wal.KafkaID(1)))
+}
+
+func TestOwnAgainWithTheSameSession(t *testing.T) {
+	eps := etcdtest.Start(t)
+	n := newNode(t, eps)
+	first := own(t, n, "p")
+	again, err := n.cat.TryOwn(ctxT(t), "p", n.session)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = again.Close() })
+	require.Equal(t, first.Term(), again.Term())
+	require.NoError(t, again.Save(ctxT(t), "p", wal.KafkaID(1)))
+	require.NoError(t, first.Save(ctxT(t), "p", wal.KafkaID(2)))
+}
+
+// TestSessionEndClosesDone orphans the session (its keep-alive stops, the
+// key stays until the lease expires): Done closes at once and saves are
+// refused here, before etcd would refuse them.
+func TestSessionEndClosesDone(t *testing.T) {
+	eps := etcdtest.Start(t)
+	cli := newClient(t, eps)
+	n := newNode(t, eps)
+	o := own(t, n, "p")
+	require.NoError(t, o.Save(ctxT(t), "p", wal.KafkaID(1)))
+
+	n.session.Orphan()
+	waitClosed(t, o.Done(), lostWithin, "Done after the session ended")
+	require.ErrorIs(t, o.Err(), etcdcatalog.ErrSessionDone)
+	fe := requireFenced(t, o.Save(ctxT(t), "p", wal.KafkaID(2)))
+	require.Equal(t, etcdcatalog.FencedError{PChannel: "p", Term: o.Term(), Cause: etcdcatalog.ErrSessionDone}, *fe)
+	rec, _ := rawRecord(t, cli, checkpointKey("p"))
+	require.Equal(t, persistence.Record{Checkpoint: wal.KafkaID(1), Term: o.Term()}, rec)
+
+	// A session that has ended cannot own.
+	_, err := n.cat.Own(ctxT(t), "q", n.session)
+	require.ErrorIs(t, err, etcdcatalog.ErrSessionDone)
+	_, err = cli.Revoke(ctxT(t), n.session.Lease())
+	require.NoError(t, err)
+}
+
+func TestOwnedClose(t *testing.T) {
+	eps := etcdtest.Start(t)
+	a, b := newNode(t, eps), newNode(t, eps)
+	o := own(t, a, "p")
+	require.NoError(t, o.Close())
+	require.ErrorIs(t, o.Close(), persistence.ErrClosed)
+	require.ErrorIs(t, o.Save(ctxT(t), "p", wal.KafkaID(1)), persistence.ErrClosed)
+	_, err := o.Load(ctxT(t), "p")
+	require.ErrorIs(t, err, persistence.ErrClosed)
+	_, err = o.LoadAll(ctxT(t))
+	require.ErrorIs(t, err, persistence.ErrClosed)
+
+	// Released: another session owns it without waiting.
+	next, err := b.cat.TryOwn(ctxT(t), "p", b.session)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = next.Close() })
+	require.Greater(t, next.Term(), o.Term())
+}
+
+func TestCatalogCloseEndsOwnership(t *testing.T) {
+	eps := etcdtest.Start(t)
+	cli := newClient(t, eps)
+	cat, err := etcdcatalog.New(cli)
+	require.NoError(t, err)
+	s, err := concurrency.NewSession(cli, concurrency.WithTTL(10))
+	require.NoError(t, err)
+	defer s.Close()
+	o, err := cat.Own(ctxT(t), "p", s)
+	require.NoError(t, err)
+
+	require.NoError(t, cat.Close())
+	waitClosed(t, o.Done(), lostWithin, "Done after the catalog closed")
+	require.ErrorIs(t, o.Err(), persistence.ErrClosed)
+	require.ErrorIs(t, o.Save(ctxT(t), "p", wal.KafkaID(1)), persistence.ErrClosed)
+	_, err = cat.Own(ctxT(t), "q", s)
+	require.ErrorIs(t, err, persistence.ErrClosed)
+
+	// The owner key stays with the session, which the caller owns.
+	resp, err := cli.Get(ctxT(t), ownerKey("p"), clientv3.WithCountOnly())
+	require.NoError(t, err)
+	require.Equal(t, int64(1), resp.Count)
+	require.NoError(t, s.Close())
+	resp, err = cli.Get(ctxT(t), ownerKey("p"), clientv3.WithCountOnly())
+	require.NoError(t, err)
+	require.Equal(t, int64(0), resp.Count)
+}
+
+func TestOwnRejectsBadArguments(t *testing.T) {
+	eps := etcdtest.Start(t)
+	n := newNode(t, eps)
+	_, err := n.cat.Own(ctxT(t), "", n.session)
+	require.ErrorIs(t, err, persistence.ErrInvalidArgument)
+	_, err = n.cat.TryOwn(ctxT(t), "p", nil)
+	require.ErrorIs(t, err, persistence.ErrInvalidArgument)
+	require.False(t, errors.Is(err, etcdcatalog.ErrOwned))
+}
