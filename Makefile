@@ -22,6 +22,19 @@ test:
 demo:
 	$(GO) run ./cmd/demo
 
+# The demo for 10 s with a chart of each pchannel's minimum and persisted
+# checkpoint, outages shaded: `make demo-chart CHART=out.png` for a PNG.
+CHART ?= demo-chart.svg
+.PHONY: demo-chart
+demo-chart:
+	$(GO) run ./cmd/demo --duration 10s --chart $(CHART)
+
+# Failover on etcd: an embedded etcd and two node processes sharing 4
+# pchannels through ownership; one is killed, the other takes over.
+.PHONY: demo-etcd
+demo-etcd:
+	$(GO) run ./cmd/failover
+
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem ./...
 
@@ -38,3 +51,12 @@ fuzz:
 	    echo "== $$pkg $$t"; $(GO) test -run='^$$' -fuzz="^$$t$$" -fuzztime=$(FUZZTIME) $$pkg; \
 	  done; \
 	done
+
+# The long forms of tests/invariants and tests/crash: 10,000 model cases
+# (make test runs 100), the 1,000,000-update load test 5 times, and 5 × 20
+# kill -9 rounds. A failing model case prints its seed and fail file:
+#   go test -race -run '^TestModel$$' ./tests/invariants -rapid.seed=N
+soak:
+	$(GO) test -race -count=1 -timeout 3h -run '^TestModel$$' ./tests/invariants -rapid.checks=10000
+	$(GO) test -race -count=5 -timeout 3h -run '^TestLoad$$' -v ./tests/invariants
+	$(GO) test -race -count=5 -timeout 3h -run '^TestKill9$$' ./tests/crash

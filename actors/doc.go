@@ -38,13 +38,19 @@
 //     stored value becomes the floor. A fenced writer stops saving for good.
 //  8. Stop. PoisonFuture drains the mailbox, then waits up to the stop flush
 //     timeout for the pending minimum to be saved; StopFuture does not wait.
-//     Either way the save in flight is cancelled and its goroutine joined,
-//     then Stopped is published, saying whether anything was left unsaved.
+//     The flush saves at once, whatever the min save interval, and retries
+//     failures on the backoff. Either way the save in flight is cancelled
+//     and its goroutine joined, then Stopped is published, saying whether
+//     anything was left unsaved.
 //
 // A panic inside the catalog crashes only the persister; the PChannel actor
 // supervises it and restarts it after a growing delay (PersisterRestarted).
 // The floor and the minimum live in the parent, so the restarted persister
-// loses nothing.
+// loses nothing. During a graceful stop's flush, when the parent cannot
+// supervise, a panic counts as a failed save (PersistFailed) instead.
+//
+// A nil command pointer is rejected with messages.ErrNilCommand, like any
+// other bad command: it changes nothing and never panics the actor.
 //
 // Event subscribers run on the publishing actor's goroutine: a slow one
 // slows the pchannel. Keep handlers quick, or hand events to a channel.

@@ -91,6 +91,10 @@ func newPChannel(cfg *config) *pchannel {
 func (p *pchannel) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *messages.UpdateCheckpoint:
+		if m == nil {
+			p.applied(ctx, m, nil, false, messages.ErrNilCommand)
+			return
+		}
 		from := p.tracker.Minimum()
 		advanced, err := p.tracker.Update(m.VChannel, m.Checkpoint)
 		if err == nil && p.cfg.counters != nil {
@@ -98,8 +102,16 @@ func (p *pchannel) Receive(ctx actor.Context) {
 		}
 		p.applied(ctx, m, from, advanced, err)
 	case *messages.UpdateBatch:
+		if m == nil {
+			p.applied(ctx, m, nil, false, messages.ErrNilCommand)
+			return
+		}
 		p.updateBatch(ctx, m)
 	case *messages.AddVChannel:
+		if m == nil {
+			p.applied(ctx, m, nil, false, messages.ErrNilCommand)
+			return
+		}
 		from := p.tracker.Minimum()
 		advanced, err := p.tracker.Add(m.VChannel, m.Checkpoint)
 		if err == nil {
@@ -108,6 +120,10 @@ func (p *pchannel) Receive(ctx actor.Context) {
 		}
 		p.applied(ctx, m, from, advanced, err)
 	case *messages.DropVChannel:
+		if m == nil {
+			p.applied(ctx, m, nil, false, messages.ErrNilCommand)
+			return
+		}
 		from := p.tracker.Minimum()
 		advanced, err := p.tracker.Drop(m.VChannel)
 		if err == nil {
@@ -116,7 +132,7 @@ func (p *pchannel) Receive(ctx actor.Context) {
 		}
 		p.applied(ctx, m, from, advanced, err)
 	case *messages.GetState:
-		ctx.Respond(p.state(m.WithVChannels))
+		ctx.Respond(p.state(m != nil && m.WithVChannels))
 
 	case *persisterStatus:
 		p.raiseFloor(m.persisted)

@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -130,8 +131,19 @@ func (s *persister) start(v wal.MessageID) {
 
 func (s *persister) saved(m *saveDone) {
 	s.save = nil
-	if m.panicked != nil {
+	if m.panicked != nil && s.flushWaiter == nil {
+		// Tell the parent nothing is in flight before crashing: its
+		// supervision runs first, and the report of this save's start
+		// would otherwise leave GetState saying SaveInFlight until the
+		// restart.
+		s.report()
 		panic(m.panicked)
+	}
+	if m.panicked != nil {
+		// A graceful stop is waiting on this flush, so the parent cannot
+		// supervise a crash before the flush times out: the panic counts
+		// as a failed save, retried within the flush timeout.
+		m.err = fmt.Errorf("lowwater: catalog panicked in Save: %v", m.panicked)
 	}
 	// The plan moves first and the parent hears of it before any event is
 	// published, so that a GetState sent on seeing the event already sees
@@ -142,6 +154,11 @@ func (s *persister) saved(m *saveDone) {
 	switch {
 	case m.err == nil:
 		step = s.plan.Succeeded()
+		if s.flushWaiter != nil && step.Save == nil && step.Wait > 0 {
+			// A graceful stop is waiting: the min save interval spaces
+			// saves for the catalog's sake, not the last one.
+			step = s.plan.Hurry()
+		}
 		s.report()
 		s.events.Publish(&messages.CheckpointPersisted{Header: messages.NewHeader(s.cfg.pchannel), Value: m.value, Attempts: attempt, Latency: m.latency})
 	case errors.As(m.err, &stored):

@@ -11,8 +11,9 @@
 //	GetState           *State                        -
 //
 // Errors: ErrVChannelExists, ErrVChannelNotFound, ErrCheckpointRollback,
-// ErrNilCheckpoint, ErrEmptyVChannel, ErrWALMismatch; errors.Is works on
-// every reply, including each entry of a *BatchError.
+// ErrNilCheckpoint, ErrEmptyVChannel, ErrWALMismatch, ErrNilCommand (a nil
+// command pointer); errors.Is works on every reply, including each entry of
+// a *BatchError.
 //
 // Lifecycle events: Recovered, RecoveryFailed, CheckpointPersisted,
 // PersistFailed, PersisterRestarted, Stopped. Every event embeds Header

@@ -20,6 +20,9 @@ var (
 	ErrNilCheckpoint = errors.New("lowwater: nil checkpoint")
 	// ErrEmptyVChannel rejects a command that names no vchannel.
 	ErrEmptyVChannel = errors.New("lowwater: empty vchannel name")
+	// ErrNilCommand rejects a nil command pointer, such as
+	// (*UpdateCheckpoint)(nil).
+	ErrNilCommand = errors.New("lowwater: nil command")
 	// ErrWALMismatch rejects a checkpoint of another WAL than the pchannel's.
 	// It is the same value as wal.ErrWALMismatch.
 	ErrWALMismatch = wal.ErrWALMismatch

@@ -6,31 +6,41 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
 
-	"github.com/lowwater/lowwater/persistence"
-	"github.com/lowwater/lowwater/persistence/faultinject"
+	"github.com/lowwater/lowwater/actors"
+	"github.com/lowwater/lowwater/metrics"
 	"github.com/lowwater/lowwater/wal"
 )
 
-const (
-	// settleBound bounds the wait, after the simulation, for every pchannel
-	// to persist its minimum; the graceful stop flushes whatever is left.
-	settleBound = 5 * time.Second
-	// recoverBound bounds the wait for the respawned pchannels to recover.
-	recoverBound = 10 * time.Second
-)
+// recoverBound bounds the wait for the respawned pchannels to recover.
+const recoverBound = 10 * time.Second
 
-// demo runs the phases: run on a faulty catalog, stop gracefully, reopen
-// the file and respawn, then check everything observed.
+// liveBound is I3's bound: once the catalog is healthy, persisted reaches
+// the minimum within one backoff cap plus one save. A save is bounded by
+// the save timeout, and may wait the minimum interval between saves first.
+func (c config) liveBound() time.Duration {
+	return actors.DefaultBackoff.Max + actors.DefaultSaveTimeout + c.minSaveInterval
+}
+
+// demo runs the phases: run on a faulty catalog, heal it and wait for the
+// persisted checkpoints to catch up, stop gracefully, reopen the catalog
+// and respawn, then check everything observed.
 type demo struct {
 	cfg    config
 	logger *zap.Logger
-	out    io.Writer
-	path   string
+	out    io.Writer // serialised: the printer and the main goroutine share it
+	stdout io.Writer // the terminal of the live view
+	stdin  io.Reader
+	store  store
+	live   bool
+	intr   *interrupter
 	began  time.Time
 }
 
@@ -47,16 +57,35 @@ func (d *demo) run(ctx context.Context) (int, error) {
 	bg := context.WithoutCancel(ctx)
 	var errs []error
 
-	// Run.
-	store, catalog, err := d.open()
+	var mopts []metrics.Option
+	if d.cfg.metricsLabel {
+		mopts = append(mopts, metrics.WithPChannelLabel())
+	}
+	collector, err := metrics.New(mopts...)
 	if err != nil {
 		return exitSetup, err
 	}
-	ev.floor, err = store.LoadAll(bg)
-	if err != nil {
-		_ = catalog.Close()
-		return exitSetup, fmt.Errorf("read %s: %w", d.path, err)
+	var metricsURL string
+	if d.cfg.metricsAddr != "" {
+		srv, err := serveMetrics(d.cfg.metricsAddr, collector)
+		if err != nil {
+			return exitSetup, err
+		}
+		defer func() { _ = srv.stop() }()
+		metricsURL = srv.url
 	}
+
+	// Run.
+	raw, err := d.store.open(bg)
+	if err != nil {
+		return exitSetup, err
+	}
+	ev.floor, err = raw.LoadAll(bg)
+	if err != nil {
+		_ = raw.Close()
+		return exitSetup, fmt.Errorf("read %s: %w", d.store.describe(), err)
+	}
+	catalog := newFaultyCatalog(raw, d.cfg)
 	sims := make(map[string]*simulator, len(names))
 	spawn := make(map[string]map[string]wal.MessageID, len(names))
 	for i, name := range names {
@@ -65,50 +94,114 @@ func (d *demo) run(ctx context.Context) (int, error) {
 			id, ok := stored.(wal.KafkaID)
 			if !ok {
 				_ = catalog.Close()
-				return exitSetup, fmt.Errorf("%s holds a %s checkpoint for %s; the demo uses kafka IDs", d.path, stored.WALName(), name)
+				return exitSetup, fmt.Errorf("%s holds a %s checkpoint for %s; the demo uses kafka IDs", d.store.describe(), stored.WALName(), name)
 			}
 			base = id
 		}
-		sims[name] = newSimulator(name, d.cfg.vchannels, base, d.cfg.seed+int64(i))
+		sims[name] = newSimulator(name, d.cfg, base, d.cfg.seed+int64(i))
 		spawn[name] = sims[name].checkpoints()
 	}
-	d.header(ev.floor)
+	header := d.header(ev.floor, metricsURL)
 	rec := newRecord(names)
-	n, err := startNode(d.cfg, d.logger, catalog, names, spawn, rec.observe, pr.print)
+	tl := newTimeline(d.began, names)
+	vchannels, minima := make(map[string]int, len(names)), make(map[string]wal.MessageID, len(names))
+	for _, name := range names {
+		tl.start(name, sims[name].initialMinimum, ev.floor[name])
+		vchannels[name], minima[name] = len(spawn[name]), sims[name].initialMinimum
+	}
+	dashHeader := slices.Clone(header)
+	dashHeader[0] = strings.TrimPrefix(dashHeader[0], "lowwater demo: ") // the view's title says it
+	dash := newDashboard(d.began, d.cfg.duration, dashHeader, collector.Counters)
+	dash.start("run", names, vchannels, minima)
+	sinks := []sink{rec.observe, tl.observe}
+	if d.live {
+		sinks = append(sinks, dash.observe)
+	} else {
+		for _, h := range header {
+			fmt.Fprintln(d.out, h)
+		}
+		fmt.Fprintln(d.out, d.sampling())
+		section(d.out, "run")
+		sinks = append(sinks, pr.print)
+	}
+	n, err := startNode(d.cfg, d.logger, catalog, names, spawn, collector, sinks...)
 	if err != nil {
 		_ = catalog.Close()
 		return exitSetup, err
 	}
+	var view *liveView
+	if d.live {
+		view = startLiveView(dash, d.stdout, d.stdin, d.intr.interrupt)
+		d.intr.setHooks(dash.setInterrupted, view.kill)
+	} else {
+		d.intr.setHooks(func() {
+			fmt.Fprintln(d.out, "interrupted: the run ends now; stopping gracefully (Ctrl-C again exits at once)")
+		}, nil)
+	}
+	outs := startOutages(catalog, d.began, d.cfg.outages, func(o *catalogOutage) { n.feed.handle(o) })
 	d.simulate(ctx, n, sims)
-	states, settled, err := n.waitAll(bg, settleBound, caughtUp)
+
+	// Heal: no more updates, no more faults. I3 says persisted catches up.
+	spans := outs.end()
+	catalog.heal()
+	healAt := time.Since(d.began)
+	dash.setPhase("updates stopped, faults ended: persisted catching up")
+	if !d.live {
+		section(d.out, "updates stop, faults end: persisted must reach the minimum (I3)")
+	}
+	states, settled, err := n.waitAll(bg, d.cfg.liveBound(), caughtUp)
 	errs = append(errs, err)
-	section(d.out, "graceful stop (Poison flushes the pending checkpoint)")
+	stopAt := time.Since(d.began)
+	dash.setPhase("graceful stop: flushing")
+	if !d.live {
+		section(d.out, "graceful stop (Poison flushes the pending checkpoint)")
+	}
 	errs = append(errs, n.stop())
+	if view != nil {
+		errs = append(errs, view.stop())
+		d.intr.setHooks(nil, nil)
+	}
+	tl.outages, tl.healAt, tl.stopAt = spans, healAt, stopAt
 	ev.blocked += n.feed.blocked.Load()
 	ev.phases = append(ev.phases, phase{name: "run", sims: sims, rec: rec})
-	saves, failures := catalog.Calls(faultinject.OpSave), catalog.Failures(faultinject.OpSave)
+	ev.live = measureLiveness(d.cfg, tl)
+	saves, failures := catalog.saves.Load(), catalog.saveFailures.Load()
 	errs = append(errs, catalog.Close())
 
 	section(d.out, "after the run")
+	if ctx.Err() != nil { // Ctrl-C
+		fmt.Fprintf(d.out, "interrupted after %v of %v\n", healAt.Round(time.Millisecond), d.cfg.duration)
+	}
 	if states != nil {
 		d.atomically(func(w io.Writer) { printTable(w, states, rec) })
 	}
-	fmt.Fprintf(d.out, "catalog: %d saves attempted, %d failed; minimum advances: %d published, %d printed\n",
-		saves, failures, rec.advances, pr.shown)
+	fmt.Fprintf(d.out, "catalog: %d saves attempted, %d failed; minimum advances: %d published", saves, failures, rec.advances)
+	if !d.live {
+		fmt.Fprintf(d.out, ", %d printed", pr.shown)
+	}
+	fmt.Fprintln(d.out)
 	if !settled {
-		fmt.Fprintf(d.out, "note: persisted had not caught up with the minimum %v after the run; the graceful stop tried to flush it\n", settleBound)
+		fmt.Fprintf(d.out, "note: persisted had not caught up with the minimum %v after the faults ended; the graceful stop tried to flush it\n", d.cfg.liveBound())
+	}
+	if d.cfg.chart != "" {
+		title := fmt.Sprintf("lowwater demo: minimum and persisted checkpoint (seed %d; %s)", d.cfg.seed, d.cfg.describeFaults())
+		if err := writeChart(d.cfg.chart, title, tl); err != nil {
+			errs = append(errs, fmt.Errorf("chart: %w", err))
+		} else {
+			fmt.Fprintf(d.out, "chart: wrote %s\n", d.cfg.chart)
+		}
 	}
 
-	// Restart on the same file.
-	section(d.out, "restart: reopen "+d.path+", respawn with the vchannels' last checkpoints")
-	store, catalog, err = d.open()
+	// Restart on the same catalog.
+	section(d.out, "restart: reopen "+d.store.describe()+", respawn with the vchannels' last checkpoints")
+	raw, err = d.store.open(bg)
 	if err != nil {
 		return exitSetup, fmt.Errorf("reopen: %w", err)
 	}
-	inFile, err := store.LoadAll(bg)
+	inFile, err := raw.LoadAll(bg)
 	if err != nil {
-		_ = catalog.Close()
-		return exitSetup, fmt.Errorf("reread %s: %w", d.path, err)
+		_ = raw.Close()
+		return exitSetup, fmt.Errorf("reread %s: %w", d.store.describe(), err)
 	}
 	sims2 := make(map[string]*simulator, len(names))
 	for _, name := range names {
@@ -116,9 +209,9 @@ func (d *demo) run(ctx context.Context) (int, error) {
 		spawn[name] = sims2[name].checkpoints()
 	}
 	rec2 := newRecord(names)
-	n, err = startNode(d.cfg, d.logger, catalog, names, spawn, rec2.observe, pr.print)
+	n, err = startNode(d.cfg, d.logger, raw, names, spawn, collector, rec2.observe, pr.print)
 	if err != nil {
-		_ = catalog.Close()
+		_ = raw.Close()
 		return exitSetup, err
 	}
 	states, _, err = n.waitAll(bg, recoverBound, recovered)
@@ -126,8 +219,8 @@ func (d *demo) run(ctx context.Context) (int, error) {
 	errs = append(errs, n.stop())
 	ev.blocked += n.feed.blocked.Load()
 	ev.phases = append(ev.phases, phase{name: "restart", sims: sims2, rec: rec2})
-	ev.final, err = store.LoadAll(bg)
-	errs = append(errs, err, catalog.Close())
+	ev.final, err = raw.LoadAll(bg)
+	errs = append(errs, err, raw.Close())
 
 	for i, name := range names {
 		r := restartView{
@@ -171,47 +264,74 @@ func (d *demo) run(ctx context.Context) (int, error) {
 	return code, err
 }
 
-// open opens the bbolt file and wraps it in the fault injector; the demo
-// reads through store, the actors save through catalog. Closing catalog
-// closes store.
-func (d *demo) open() (*persistence.Bolt, *faultinject.Catalog, error) {
-	store, err := persistence.OpenBolt(d.path)
-	if err != nil {
-		return nil, nil, err
+// measureLiveness measures I3 on the timeline: after each outage that
+// ended during the run, and after the faults ended for good.
+func measureLiveness(cfg config, tl *timeline) []liveness {
+	bound := cfg.liveBound()
+	var out []liveness
+	for i, s := range tl.outages {
+		if s.to >= tl.healAt {
+			continue // it ended with the faults: measured below
+		}
+		why := ""
+		switch {
+		case cfg.failRate > 0:
+			why = "random save failures go on after it"
+		case cfg.latency >= actors.DefaultSaveTimeout:
+			why = "every save times out"
+		}
+		for _, name := range tl.names {
+			took, ok := tl.tracks[name].reach(s.to)
+			l := liveness{when: fmt.Sprintf("after outage %d", i+1), pchannel: name, took: took, reached: ok, bound: bound, why: why}
+			if !ok && tl.stopAt-s.to < bound {
+				l.why = "the run ended first"
+			}
+			out = append(out, l)
+		}
 	}
-	catalog := faultinject.Wrap(store,
-		faultinject.WithSaveFailureRate(d.cfg.failRate),
-		faultinject.WithSeed(d.cfg.seed),
-	)
-	return store, catalog, nil
+	for _, name := range tl.names {
+		took, ok := tl.tracks[name].reachFinal(tl.healAt)
+		out = append(out, liveness{when: "after the faults ended", pchannel: name, took: took, reached: ok, bound: bound})
+	}
+	return out
 }
 
-func (d *demo) header(floor map[string]wal.MessageID) {
+// header is the configuration in a few lines, for the plain output and the
+// live view.
+func (d *demo) header(floor map[string]wal.MessageID, metricsURL string) []string {
 	c := d.cfg
-	fmt.Fprintf(d.out, "lowwater demo: %d pchannels x %d vchannels for %v, %.0f%% of saves fail, seed %d\n",
-		c.pchannels, c.vchannels, c.duration, 100*c.failRate, c.seed)
-	fmt.Fprintf(d.out, "catalog: bbolt file %s", d.path)
+	lines := []string{
+		fmt.Sprintf("lowwater demo: %d pchannels x %d vchannels for %v, %.0f update rounds/s, seed %d",
+			c.pchannels, c.vchannels, c.duration, c.rate, c.seed),
+		"faults: " + c.describeFaults(),
+	}
+	cat := "catalog: " + d.store.describe()
 	if len(floor) > 0 {
-		fmt.Fprintf(d.out, " (holds %d checkpoints of an earlier run: they are the floor)", len(floor))
+		cat += fmt.Sprintf(" (holds %d checkpoints of an earlier run: they are the floor)", len(floor))
 	}
-	fmt.Fprintln(d.out)
-	sample := "every one"
-	if c.sample > 0 {
-		sample = fmt.Sprintf("at most one per pchannel per %v", c.sample)
+	lines = append(lines, cat)
+	if metricsURL != "" {
+		lines = append(lines, "metrics: "+metricsURL)
 	}
-	fmt.Fprintf(d.out, "events: all but MinimumAdvanced, which is sampled (%s)\n", sample)
-	section(d.out, "run")
+	return lines
+}
+
+func (d *demo) sampling() string {
+	if d.cfg.sample == 0 {
+		return "events: every one"
+	}
+	return fmt.Sprintf("events: all but MinimumAdvanced, which is sampled (at most one per pchannel per %v)", d.cfg.sample)
 }
 
 // simulate drives every pchannel from its own goroutine until the duration
 // passes or ctx is done, and returns when all have stopped sending.
 func (d *demo) simulate(ctx context.Context, n *node, sims map[string]*simulator) {
-	ctx, cancel := context.WithTimeout(ctx, d.cfg.duration)
+	ctx, cancel := context.WithDeadline(ctx, d.began.Add(d.cfg.duration))
 	defer cancel()
 	var wg sync.WaitGroup
-	for name, sim := range sims {
+	for name, sim := range maps.All(sims) {
 		wg.Go(func() {
-			tick := time.NewTicker(d.cfg.tick)
+			tick := time.NewTicker(d.cfg.tick())
 			defer tick.Stop()
 			for {
 				select {

@@ -1,20 +1,3 @@
-// Command demo runs lowwater end to end on an embedded bbolt catalog that
-// fails a share of its saves: pchannels whose vchannels advance at random
-// rates, with adds, drops and a few bad commands. It prints the events as
-// they happen and a table per pchannel, stops gracefully, reopens the same
-// file, respawns the pchannels and checks that they restart from the last
-// persisted checkpoints. It checks invariants I1 (safe) and I2 (monotonic)
-// of DESIGN.md on everything it saw.
-//
-//	go run ./cmd/demo [--duration 8s] [--pchannels 3] [--vchannels 20]
-//	                  [--fail-rate 0.2] [--seed N] [--data DIR] [--verbose]
-//
-// Exit status: 0 when every check passed, 1 when one failed, 2 on a usage
-// or setup error.
-//
-// This file holds flags and wiring only: the phases are in demo.go, the
-// simulated vchannels in sim.go, the event feed in feed.go, the checks in
-// verify.go and the printing in report.go.
 package main
 
 import (
@@ -25,7 +8,9 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -35,35 +20,119 @@ import (
 
 // Exit codes.
 const (
-	exitOK       = 0
-	exitViolated = 1
-	exitSetup    = 2
+	exitOK          = 0
+	exitViolated    = 1
+	exitSetup       = 2
+	exitInterrupted = 130 // a second Ctrl-C: stopped at once, nothing checked
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	intr := &interrupter{graceful: cancel, exit: os.Exit, stderr: os.Stderr}
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		for range signals {
+			intr.interrupt()
+		}
+	}()
+	code := runWith(ctx, intr, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	signal.Stop(signals)
+	cancel()
 	os.Exit(code)
+}
+
+// interrupter turns Ctrl-C (a signal, or a key in the live view) into the
+// demo's two stops: the first ends the run early and lets the demo stop
+// gracefully, flush, restart and check; the second exits at once.
+type interrupter struct {
+	presses  atomic.Int32
+	graceful func()
+	exit     func(int) // nil in tests
+	stderr   io.Writer
+
+	mu sync.Mutex
+	// onFirst tells the live view; beforeExit restores the terminal.
+	onFirst, beforeExit func()
+}
+
+func (i *interrupter) interrupt() {
+	switch i.presses.Add(1) {
+	case 1:
+		i.graceful()
+		i.mu.Lock()
+		f := i.onFirst
+		i.mu.Unlock()
+		if f != nil {
+			f()
+		}
+	case 2:
+		go i.hard()
+	}
+}
+
+func (i *interrupter) hard() {
+	i.mu.Lock()
+	f := i.beforeExit
+	i.mu.Unlock()
+	if f != nil {
+		f()
+	}
+	fmt.Fprintln(i.stderr, "demo: interrupted twice: exiting at once, without flushing or checking")
+	if i.exit != nil {
+		i.exit(exitInterrupted)
+	}
+}
+
+func (i *interrupter) setHooks(onFirst, beforeExit func()) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.onFirst, i.beforeExit = onFirst, beforeExit
 }
 
 // config is the demo's command line.
 type config struct {
-	dataDir         string
-	pchannels       int
-	vchannels       int
-	duration        time.Duration
-	failRate        float64
-	seed            int64
-	verbose         bool
+	pchannels int
+	vchannels int
+	duration  time.Duration
+	// rate is the rounds of updates per second per pchannel; churn the adds
+	// per second per pchannel (and as many drops); badRate the commands per
+	// second per pchannel that must be rejected.
+	rate, churn, badRate float64
+
+	catalog  string
+	dataDir  string
+	failRate float64
+	latency  time.Duration
+	outages  []window
+	seed     int64
+
+	chart        string
+	metricsAddr  string
+	metricsLabel bool
+	view         string
+	logPath      string
+	verbose      bool
+
 	sample          time.Duration
 	minSaveInterval time.Duration
-	tick            time.Duration
 }
 
-// run is the whole demo; main only adds signals and os.Exit. Cancelling
-// ctx ends the simulation early; the demo still stops, restarts and checks.
+// tick is the interval between two rounds of updates.
+func (c config) tick() time.Duration { return time.Duration(float64(time.Second) / c.rate) }
+
+// run is the demo as the tests call it: no standard input, and Ctrl-C is
+// the cancellation of ctx.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	return runWith(ctx, &interrupter{graceful: cancel, stderr: stderr}, args, nil, stdout, stderr)
+}
+
+// runWith is the whole demo; main only adds signals and os.Exit.
+// Cancelling ctx ends the simulation early; the demo still stops,
+// restarts and checks.
+func runWith(ctx context.Context, intr *interrupter, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	cfg, err := parseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK
@@ -72,8 +141,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "demo:", err)
 		return exitSetup
 	}
-	logger := newLogger(stderr, cfg.verbose)
-	defer func() { _ = logger.Sync() }()
+	live := cfg.view == "live" || (cfg.view == "auto" && isTerminal(stdout))
 
 	dir, cleanup, err := dataDir(cfg.dataDir)
 	if err != nil {
@@ -81,37 +149,93 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitSetup
 	}
 	defer cleanup()
+	cfg.dataDir = dir
 
+	logOut, closeLog, err := logDestination(cfg.logPath, live, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "demo:", err)
+		return exitSetup
+	}
+	defer closeLog()
+	logger := newLogger(logOut, cfg.verbose)
+	defer func() { _ = logger.Sync() }()
+
+	st, err := openStore(cfg)
+	if err != nil {
+		fmt.Fprintln(stderr, "demo:", err)
+		return exitSetup
+	}
 	d := &demo{
 		cfg:    cfg,
 		logger: logger,
 		out:    &lockedWriter{w: stdout},
-		path:   filepath.Join(dir, "lowwater.db"),
+		stdout: stdout,
+		stdin:  stdin,
+		store:  st,
+		live:   live,
+		intr:   intr,
 	}
 	code, err := d.run(ctx)
+	err = errors.Join(err, st.close())
 	if err != nil {
 		fmt.Fprintln(stderr, "demo:", err)
+		if code == exitOK {
+			code = exitViolated
+		}
 	}
 	return code
 }
 
+const usageHead = `lowwater demo: pchannels whose vchannels advance at random rates, saved to a
+catalog that fails; it stops gracefully, restarts from the catalog and checks
+invariants I1 (safe), I2 (monotonic) and I3 (live) on everything it saw.
+
+usage: go run ./cmd/demo [flags]
+
+Shows a live view when standard output is a terminal, log lines otherwise.
+Ctrl-C stops gracefully (flushes, restarts, checks); a second Ctrl-C exits at
+once. Exit status: 0 every check passed, 1 one failed, 2 usage or setup error,
+130 interrupted twice.
+
+flags:
+`
+
 func parseFlags(args []string, stderr io.Writer) (config, error) {
 	var c config
+	var outages outageFlag
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&c.dataDir, "data", "", "directory of the bbolt file (default: a temporary directory, removed at exit)")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usageHead)
+		fs.PrintDefaults()
+	}
+	// The simulation.
 	fs.IntVar(&c.pchannels, "pchannels", 3, "number of pchannels")
 	fs.IntVar(&c.vchannels, "vchannels", 20, "vchannels per pchannel at start")
 	fs.DurationVar(&c.duration, "duration", 8*time.Second, "how long the vchannels advance")
+	fs.Float64Var(&c.rate, "rate", 50, "update rounds per second per pchannel; each round sends one UpdateBatch of the vchannels that moved")
+	fs.Float64Var(&c.churn, "churn", 0.5, "vchannels added per second per pchannel, and as many dropped (a third of the adds below the minimum)")
+	fs.Float64Var(&c.badRate, "bad-rate", 0.4, "commands per second per pchannel that must be rejected (rollback, unknown or duplicate vchannel)")
+	// The catalog and its faults.
+	fs.StringVar(&c.catalog, "catalog", "bolt", "where checkpoints are kept: bolt (lowwater.db in --data), bolt:PATH, or memory")
+	fs.StringVar(&c.dataDir, "data", "", "directory of the bbolt file (default: a temporary directory, removed at exit)")
 	fs.Float64Var(&c.failRate, "fail-rate", 0.2, "share of catalog saves that fail, in [0, 1]")
+	fs.DurationVar(&c.latency, "latency", 0, "delay added to every catalog call")
+	fs.Var(&outages, "outage", "catalog outage `START+LENGTH` since the demo started, e.g. 3s+2s; repeatable; none for no outage (default: one from 40% to 60% of --duration)")
 	fs.Int64Var(&c.seed, "seed", 0, "random seed of the simulation and the faults (0: pick one and print it)")
-	fs.BoolVar(&c.verbose, "verbose", false, "log at info level (default: warn) to stderr")
-	fs.DurationVar(&c.sample, "sample", 500*time.Millisecond, "print at most one MinimumAdvanced per pchannel per interval (0: print all)")
+	// What to show.
+	fs.StringVar(&c.chart, "chart", "", "write a chart of the minimum and persisted checkpoint of each pchannel over the run to this .svg or .png file")
+	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address (host:port) at /metrics while the demo runs")
+	fs.BoolVar(&c.metricsLabel, "metrics-pchannel-label", true, "label the metrics by pchannel (fine for the demo's few pchannels)")
+	fs.StringVar(&c.view, "view", "auto", "auto (live when standard output is a terminal), live or plain")
+	fs.StringVar(&c.logPath, "log", "", "file for the JSON logs (default: standard error in the plain view, none in the live view)")
+	fs.BoolVar(&c.verbose, "verbose", false, "log at info level (default: warn)")
+	fs.DurationVar(&c.sample, "sample", 500*time.Millisecond, "plain view: print at most one MinimumAdvanced per pchannel per interval (0: all)")
 	fs.DurationVar(&c.minSaveInterval, "min-save-interval", 250*time.Millisecond, "minimum interval between successful saves of a pchannel (0: save as soon as possible)")
-	fs.DurationVar(&c.tick, "tick", 20*time.Millisecond, "interval between two rounds of vchannel updates")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
+
 	var errs []error
 	if fs.NArg() > 0 {
 		errs = append(errs, fmt.Errorf("unexpected arguments %q", fs.Args()))
@@ -125,14 +249,37 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if c.duration <= 0 {
 		errs = append(errs, fmt.Errorf("--duration %v: want > 0", c.duration))
 	}
+	if c.rate <= 0 || c.rate > 1000 {
+		errs = append(errs, fmt.Errorf("--rate %v: want (0, 1000]", c.rate))
+	}
+	if c.churn < 0 || c.badRate < 0 || (c.rate > 0 && (c.churn > c.rate || c.badRate > c.rate)) {
+		errs = append(errs, fmt.Errorf("--churn %v and --bad-rate %v: want 0..--rate", c.churn, c.badRate))
+	}
 	if c.failRate < 0 || c.failRate > 1 {
 		errs = append(errs, fmt.Errorf("--fail-rate %v: want 0..1", c.failRate))
+	}
+	if c.latency < 0 {
+		errs = append(errs, fmt.Errorf("--latency %v: want >= 0", c.latency))
 	}
 	if c.sample < 0 || c.minSaveInterval < 0 {
 		errs = append(errs, errors.New("--sample and --min-save-interval must not be negative"))
 	}
-	if c.tick <= 0 {
-		errs = append(errs, fmt.Errorf("--tick %v: want > 0", c.tick))
+	c.outages = outages.windows
+	if !outages.set && c.duration > 0 {
+		c.outages = defaultOutage(c.duration)
+	}
+	if c.duration > 0 {
+		errs = append(errs, checkWindows(c.outages, c.duration))
+	}
+	errs = append(errs, checkCatalog(c.catalog))
+	if c.chart != "" {
+		_, err := chartFormat(c.chart)
+		errs = append(errs, err)
+	}
+	switch c.view {
+	case "auto", "live", "plain":
+	default:
+		errs = append(errs, fmt.Errorf("--view %q: want auto, live or plain", c.view))
 	}
 	if c.seed == 0 {
 		c.seed = time.Now().UnixNano()
@@ -144,17 +291,52 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	return c, nil
 }
 
-// newLogger is zap's production setup (JSON, sampled) writing to stderr, at
-// warn level, or info with --verbose. The actors log every rejected command
-// and failed save at warn.
-func newLogger(stderr io.Writer, verbose bool) *zap.Logger {
+// describeFaults is the fault profile in one line.
+func (c config) describeFaults() string {
+	parts := []string{fmt.Sprintf("%.0f%% of saves fail", 100*c.failRate)}
+	if c.latency > 0 {
+		parts = append(parts, fmt.Sprintf("+%v per call", c.latency))
+	}
+	if len(c.outages) == 0 {
+		parts = append(parts, "no outage")
+	} else {
+		ws := make([]string, len(c.outages))
+		for i, w := range c.outages {
+			ws[i] = w.String()
+		}
+		parts = append(parts, "outages "+strings.Join(ws, ", "))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// logDestination is where the JSON logs go: the --log file, else stderr in
+// the plain view and nowhere in the live view, which owns the terminal.
+func logDestination(path string, live bool, stderr io.Writer) (io.Writer, func(), error) {
+	switch {
+	case path != "":
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return nil, nil, err
+		}
+		return f, func() { _ = f.Close() }, nil
+	case live:
+		return io.Discard, func() {}, nil
+	default:
+		return stderr, func() {}, nil
+	}
+}
+
+// newLogger is zap's production setup (JSON, sampled), at warn level, or
+// info with --verbose. The actors log every rejected command and failed
+// save at warn.
+func newLogger(out io.Writer, verbose bool) *zap.Logger {
 	level := zapcore.WarnLevel
 	if verbose {
 		level = zapcore.InfoLevel
 	}
 	core := zapcore.NewCore(
 		zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()),
-		zapcore.Lock(zapcore.AddSync(stderr)),
+		zapcore.Lock(zapcore.AddSync(out)),
 		level,
 	)
 	core = zapcore.NewSamplerWithOptions(core, time.Second, 100, 100)

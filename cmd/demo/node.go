@@ -11,7 +11,9 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lowwater/lowwater/actors"
+	"github.com/lowwater/lowwater/events"
 	"github.com/lowwater/lowwater/messages"
+	"github.com/lowwater/lowwater/metrics"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/wal"
 )
@@ -29,21 +31,30 @@ type node struct {
 	pids   map[string]*actor.PID
 	sub    *eventstream.Subscription
 	feed   *feed
+	// metrics is the collector's own subscription: lossy by design, off
+	// the actors' goroutines, unlike the feed.
+	metrics *events.Subscription
 }
 
 // startNode spawns one PChannel actor per name, tracking the vchannels of
-// spawn[name], and feeds their events to sinks.
+// spawn[name], feeds their events to sinks, and counts them in collector.
 func startNode(cfg config, logger *zap.Logger, catalog persistence.Catalog, names []string,
-	spawn map[string]map[string]wal.MessageID, sinks ...sink,
+	spawn map[string]map[string]wal.MessageID, collector *metrics.Collector, sinks ...sink,
 ) (*node, error) {
 	system := actor.NewActorSystem(actor.WithLoggerFactory(actors.LoggerFactory(logger)))
 	n := &node{system: system, names: names, pids: make(map[string]*actor.PID, len(names)), feed: newFeed(sinks...)}
 	n.sub = system.EventStream.Subscribe(n.feed.handle)
+	var err error
+	if n.metrics, err = collector.Subscribe(system.EventStream); err != nil {
+		_ = n.stop()
+		return nil, err
+	}
 	for _, name := range names {
 		props, err := actors.NewProps(name, wal.Kafka, catalog,
 			actors.WithVChannels(spawn[name]),
 			actors.WithLogger(logger),
 			actors.WithMinSaveInterval(cfg.minSaveInterval),
+			actors.WithCounters(collector.Counters(name)),
 		)
 		if err == nil {
 			n.pids[name], err = system.Root.SpawnNamed(props, name)
@@ -128,6 +139,9 @@ func (n *node) stop() error {
 	}
 	n.system.EventStream.Unsubscribe(n.sub)
 	n.feed.close()
+	if n.metrics != nil {
+		n.metrics.Close()
+	}
 	n.system.Shutdown()
 	return errors.Join(errs...)
 }

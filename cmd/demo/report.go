@@ -43,45 +43,62 @@ func newPrinter(out io.Writer, began time.Time, sample time.Duration) *printer {
 
 func (p *printer) print(ev messages.Event) {
 	h := ev.EventHeader()
-	var what, detail string
-	switch e := ev.(type) {
-	case *messages.MinimumAdvanced:
+	if _, ok := ev.(*messages.MinimumAdvanced); ok {
 		if last, ok := p.lastShown[h.PChannel]; ok && h.At.Sub(last) < p.sample {
 			p.hidden++
 			return
 		}
 		p.lastShown[h.PChannel] = h.At
 		p.shown++
-		what, detail = "minimum", fmt.Sprintf("%s -> %s", wal.String(e.From), e.To)
+	}
+	what, detail := describe(ev)
+	who := h.PChannel
+	if who == "" {
+		who = "-"
+	}
+	fmt.Fprintf(p.out, "%8.3fs  %-5s %-11s %s\n", h.At.Sub(p.began).Seconds(), who, what, detail)
+}
+
+// describe says what an event is, in two short parts: a word or two, then
+// the details.
+func describe(ev messages.Event) (what, detail string) {
+	switch e := ev.(type) {
+	case *messages.MinimumAdvanced:
+		return "minimum", fmt.Sprintf("%s -> %s", wal.String(e.From), e.To)
 	case *messages.Recovered:
 		from := "vchannels' minimum"
 		if e.FromCatalog {
 			from = "catalog"
 		}
-		what, detail = "recovered", fmt.Sprintf("start %s from %s, %d read(s)", wal.String(e.StartMessageID), from, e.Attempts)
+		return "recovered", fmt.Sprintf("start %s from %s, %d read(s)", wal.String(e.StartMessageID), from, e.Attempts)
 	case *messages.RecoveryFailed:
-		what, detail = "RECOVERY FAILED", fmt.Sprintf("attempt %d, retry in %v: %v", e.Attempt, e.NextRetry.Round(time.Millisecond), e.Err)
+		return "RECOVERY FAILED", fmt.Sprintf("attempt %d, retry in %v: %v", e.Attempt, e.NextRetry.Round(time.Millisecond), e.Err)
 	case *messages.CheckpointPersisted:
-		what, detail = "persisted", fmt.Sprintf("%s  attempts %d  %v", e.Value, e.Attempts, e.Latency.Round(10*time.Microsecond))
+		return "persisted", fmt.Sprintf("%s  attempts %d  %v", e.Value, e.Attempts, e.Latency.Round(10*time.Microsecond))
 	case *messages.PersistFailed:
-		what, detail = "save failed", fmt.Sprintf("%s  attempt %d  retry in %v: %s", e.Value, e.Attempt, e.NextRetry.Round(time.Millisecond), shortErr(e.Err))
+		return "save failed", fmt.Sprintf("%s  attempt %d  retry in %v: %s", e.Value, e.Attempt, e.NextRetry.Round(time.Millisecond), shortErr(e.Err))
 	case *messages.VChannelAdded:
-		what, detail = "added", fmt.Sprintf("%s at %s", e.VChannel, e.Checkpoint)
+		return "added", fmt.Sprintf("%s at %s", e.VChannel, e.Checkpoint)
 	case *messages.VChannelDropped:
-		what, detail = "dropped", e.VChannel
+		return "dropped", e.VChannel
 	case *messages.CommandRejected:
-		what, detail = "rejected", fmt.Sprintf("%s: %s", commandName(e.Command), shortErr(e.Err))
+		return "rejected", fmt.Sprintf("%s: %s", commandName(e.Command), shortErr(e.Err))
 	case *messages.PersisterRestarted:
-		what, detail = "PERSISTER RESTARTED", fmt.Sprintf("#%d: %v", e.Restarts, e.Reason)
+		return "PERSISTER RESTARTED", fmt.Sprintf("#%d: %v", e.Restarts, e.Reason)
 	case *messages.Stopped:
-		what, detail = "stopped", fmt.Sprintf("graceful=%t persisted %s", e.Graceful, wal.String(e.LastPersisted))
+		detail = fmt.Sprintf("graceful=%t persisted %s", e.Graceful, wal.String(e.LastPersisted))
 		if !e.Flushed {
 			detail += fmt.Sprintf(", left unsaved %s", wal.String(e.Dropped))
 		}
+		return "stopped", detail
+	case *catalogOutage:
+		if e.down {
+			return "CATALOG DOWN", fmt.Sprintf("outage %d for %v: every call fails", e.index, e.length)
+		}
+		return "catalog up", fmt.Sprintf("outage %d over", e.index)
 	default:
-		what, detail = fmt.Sprintf("%T", ev), ""
+		return fmt.Sprintf("%T", ev), ""
 	}
-	fmt.Fprintf(p.out, "%8.3fs  %-5s %-11s %s\n", h.At.Sub(p.began).Seconds(), h.PChannel, what, detail)
 }
 
 // shortErr drops lowwater's prefix: the lines stay short.

@@ -9,15 +9,8 @@ import (
 	"github.com/lowwater/lowwater/wal"
 )
 
-// Per-round odds of the rarer commands, per pchannel. At the default tick
-// of 20 ms they give about one add and one drop every 3 s, and one bad
-// command every 6 s.
-const (
-	addOdds     = 0.015
-	dropOdds    = 0.015
-	badOdds     = 0.008
-	addBelowMin = 0.3 // share of adds placed below the minimum (semantics 6)
-)
+// addBelowMin is the share of adds placed below the minimum (semantics 6).
+const addBelowMin = 0.3
 
 // vchannel is the simulator's view of one vchannel: its checkpoint and how
 // fast it moves.
@@ -47,19 +40,26 @@ type simulator struct {
 	// value outside this set was never the pchannel's minimum (I1).
 	minima map[wal.MessageID]struct{}
 
+	// addOdds (and as much for a drop) and badOdds are the per-round odds
+	// of the rarer commands: --churn and --bad-rate over --rate.
+	addOdds, badOdds float64
+
 	adds, drops, updates int
 	// badSent counts the commands sent to be rejected.
 	badSent int
 }
 
-// newSimulator starts n vchannels a little above base (the checkpoint
-// stored by an earlier run, or 0).
-func newSimulator(pchannel string, n int, base wal.KafkaID, seed int64) *simulator {
+// newSimulator starts cfg.vchannels vchannels a little above base (the
+// checkpoint stored by an earlier run, or 0).
+func newSimulator(pchannel string, cfg config, base wal.KafkaID, seed int64) *simulator {
+	n := cfg.vchannels
 	s := &simulator{
 		pchannel: pchannel,
 		rng:      rand.New(rand.NewSource(seed)),
 		minVCh:   max(1, n/2),
 		minima:   make(map[wal.MessageID]struct{}),
+		addOdds:  cfg.churn / cfg.rate,
+		badOdds:  cfg.badRate / cfg.rate,
 	}
 	for range n {
 		s.live = append(s.live, s.newVChannel(base+1+wal.KafkaID(s.rng.Intn(200))))
@@ -89,6 +89,8 @@ func (s *simulator) resumed() *simulator {
 		nextID:   s.nextID,
 		minVCh:   s.minVCh,
 		minima:   make(map[wal.MessageID]struct{}),
+		addOdds:  s.addOdds,
+		badOdds:  s.badOdds,
 	}
 	for _, v := range s.live {
 		c := *v
@@ -137,15 +139,15 @@ func (s *simulator) round() (cmds []messages.Command) {
 		cmds = append(cmds, &messages.UpdateBatch{Updates: batch})
 		s.observe()
 	}
-	if s.rng.Float64() < addOdds {
+	if s.rng.Float64() < s.addOdds {
 		cmds = append(cmds, s.add())
 		s.observe()
 	}
-	if len(s.live) > s.minVCh && s.rng.Float64() < dropOdds {
+	if len(s.live) > s.minVCh && s.rng.Float64() < s.addOdds {
 		cmds = append(cmds, s.drop())
 		s.observe()
 	}
-	if len(s.live) > 0 && s.rng.Float64() < badOdds {
+	if len(s.live) > 0 && s.rng.Float64() < s.badOdds {
 		cmds = append(cmds, s.bad())
 		s.badSent++
 	}

@@ -1,0 +1,62 @@
+package actors_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"go.uber.org/zap"
+
+	"github.com/lowwater/lowwater/actors"
+	"github.com/lowwater/lowwater/messages"
+	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/wal"
+)
+
+// Stop gracefully, which flushes the pending checkpoint, then start again
+// on the same catalog: consumption restarts from the stored checkpoint, not
+// from the vchannels' older positions.
+func Example_stopAndRecover() {
+	catalog := persistence.NewMemory() // in production: persistence.OpenBolt(path)
+	ctx := context.Background()
+
+	// run spawns the pchannel in a fresh actor system, as a process would,
+	// and returns once it has recovered.
+	run := func(vchannels map[string]wal.MessageID) (*actor.ActorSystem, *actor.PID) {
+		system := actor.NewActorSystem(actor.WithLoggerFactory(actors.LoggerFactory(zap.NewNop())))
+		recovered := make(chan *messages.Recovered, 1)
+		sub := system.EventStream.Subscribe(func(ev any) {
+			if r, ok := ev.(*messages.Recovered); ok {
+				recovered <- r
+			}
+		})
+		props, err := actors.NewProps("orders-dml-0", wal.Kafka, catalog, actors.WithVChannels(vchannels))
+		if err != nil {
+			panic(err)
+		}
+		pid := system.Root.Spawn(props)
+		r := <-recovered
+		system.EventStream.Unsubscribe(sub)
+		fmt.Println("start at", r.StartMessageID, "from catalog:", r.FromCatalog)
+		return system, pid
+	}
+
+	system, pid := run(map[string]wal.MessageID{"shard-a": wal.KafkaID(100), "shard-b": wal.KafkaID(120)})
+	_ = actors.Request(system.Root, pid, &messages.UpdateCheckpoint{VChannel: "shard-a", Checkpoint: wal.KafkaID(150)}, time.Second)
+	_ = actors.Request(system.Root, pid, &messages.UpdateCheckpoint{VChannel: "shard-b", Checkpoint: wal.KafkaID(140)}, time.Second)
+	_ = system.Root.PoisonFuture(pid).Wait() // graceful: the minimum, kafka:140, is flushed
+	system.Shutdown()
+	stored, _ := catalog.Load(ctx, "orders-dml-0")
+	fmt.Println("stored", stored)
+
+	// After the restart the vchannels report older positions; the stored
+	// checkpoint is the floor, and where consumption restarts.
+	system, pid = run(map[string]wal.MessageID{"shard-a": wal.KafkaID(130), "shard-b": wal.KafkaID(140)})
+	_ = system.Root.PoisonFuture(pid).Wait()
+	system.Shutdown()
+	// Output:
+	// start at kafka:100 from catalog: false
+	// stored kafka:140
+	// start at kafka:140 from catalog: true
+}

@@ -1,0 +1,300 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"image/color"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+	"gonum.org/v1/plot/vg/vgsvg"
+)
+
+// maxChartPanels bounds the chart's height: the first pchannels only.
+const maxChartPanels = 6
+
+// Colours of the chart: the minimum, the persisted checkpoint, failed
+// saves, the outage shading and the marker of the end of the updates.
+var (
+	colMinimum   = color.NRGBA{R: 31, G: 119, B: 180, A: 255}
+	colPersisted = color.NRGBA{R: 255, G: 127, B: 14, A: 255}
+	colFailed    = color.NRGBA{R: 214, G: 39, B: 40, A: 255}
+	colOutage    = color.NRGBA{R: 214, G: 39, B: 40, A: 45}
+	colMarker    = color.NRGBA{R: 110, G: 110, B: 110, A: 255}
+)
+
+// chartFormat returns "svg" or "png" from the file name.
+func chartFormat(path string) (string, error) {
+	switch ext := strings.ToLower(filepath.Ext(path)); ext {
+	case ".svg", ".png":
+		return ext[1:], nil
+	default:
+		return "", fmt.Errorf("--chart %q: want a .svg or .png file", path)
+	}
+}
+
+// writeChart draws, for each pchannel (the first maxChartPanels), the
+// minimum and the persisted checkpoint over the run, failed saves as
+// crosses at the value they tried, and the catalog's outages shaded.
+func writeChart(path, title string, tl *timeline) (err error) {
+	format, err := chartFormat(path)
+	if err != nil {
+		return err
+	}
+	names := tl.names
+	if len(names) > maxChartPanels {
+		names = names[:maxChartPanels]
+	}
+	plots := make([][]*plot.Plot, len(names))
+	var legend []legendEntry
+	for i, name := range names {
+		p, l, err := panel(tl, name)
+		if err != nil {
+			return err
+		}
+		if i == 0 {
+			legend = l
+		}
+		if i == len(names)-1 {
+			p.X.Label.Text = "seconds since the demo started"
+		}
+		plots[i] = []*plot.Plot{p}
+	}
+
+	// A strip on top for the title and the legend, so that neither hides
+	// a line; the panels below it.
+	const strip = 0.95 * vg.Inch
+	w, h := 10*vg.Inch, vg.Length(len(names))*2.3*vg.Inch+strip
+	var canvas vg.CanvasWriterTo
+	switch format {
+	case "svg":
+		canvas = vgsvg.New(w, h)
+	default:
+		canvas = vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(110),
+			vgimg.UseBackgroundColor(color.White))}
+	}
+	dc := draw.New(canvas)
+	head := draw.Crop(dc, 12*vg.Millimeter, 0, h-strip, 0)
+	titleStyle := plot.New().Title.TextStyle
+	titleStyle.XAlign, titleStyle.YAlign = draw.XLeft, draw.YTop
+	head.FillText(titleStyle, vg.Point{X: head.Min.X, Y: head.Max.Y - 2*vg.Millimeter}, title)
+	// Two legends side by side: the lines, then the faults.
+	area := draw.Crop(head, 0, 0, 0, -8*vg.Millimeter)
+	half := (area.Max.X - area.Min.X) / 2
+	for i, part := range [][]legendEntry{legend[:3], legend[3:]} {
+		l := plot.NewLegend()
+		l.Top, l.Left, l.YOffs, l.Padding = false, true, vg.Millimeter, vg.Points(2.5)
+		for _, e := range part {
+			l.Add(e.name, e.thumb)
+		}
+		if i == 0 {
+			l.Draw(draw.Crop(area, 0, -half, 0, 0))
+		} else {
+			l.Draw(draw.Crop(area, half, 0, 0, 0))
+		}
+	}
+	tiles := draw.Tiles{Rows: len(names), Cols: 1, PadX: vg.Millimeter, PadY: 3 * vg.Millimeter,
+		PadTop: 2 * vg.Millimeter, PadBottom: 2 * vg.Millimeter, PadLeft: 2 * vg.Millimeter, PadRight: 4 * vg.Millimeter}
+	for i, cs := range plot.Align(plots, tiles, draw.Crop(dc, 0, 0, 0, -strip)) {
+		plots[i][0].Draw(cs[0])
+	}
+
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, f.Close()) }()
+	_, err = canvas.WriteTo(f)
+	return err
+}
+
+// legendEntry is one line of the legend.
+type legendEntry struct {
+	name  string
+	thumb plot.Thumbnailer
+}
+
+// panel is one pchannel's plot, and the legend of what it draws.
+func panel(tl *timeline, name string) (*plot.Plot, []legendEntry, error) {
+	t := tl.tracks[name]
+	p := plot.New()
+	p.Y.Label.Text = name + "  (kafka offset)"
+	p.X.Min = 0
+	p.X.Max = max(tl.stopAt, lastAt(t)).Seconds()
+	p.X.Tick.Marker = secondTicks{}
+	p.Y.Tick.Marker = plainTicks{}
+	p.Add(plotter.NewGrid())
+
+	spans := make([][2]float64, 0, len(tl.outages))
+	for _, s := range tl.outages {
+		spans = append(spans, [2]float64{s.from.Seconds(), s.to.Seconds()})
+	}
+	shading := shade{spans: spans, color: colOutage}
+	p.Add(shading)
+
+	minimum, err := stepLine(t.minimum, p.X.Max, colMinimum, 1.2)
+	if err != nil {
+		return nil, nil, err
+	}
+	persisted, err := stepLine(t.persisted, p.X.Max, colPersisted, 2.2)
+	if err != nil {
+		return nil, nil, err
+	}
+	p.Add(persisted, minimum) // the thin minimum over the thick persisted line
+
+	var failed *plotter.Scatter
+	if len(t.failed) > 0 {
+		failed, err = plotter.NewScatter(xys(t.failed))
+		if err != nil {
+			return nil, nil, err
+		}
+		failed.GlyphStyle = draw.GlyphStyle{Color: colFailed, Radius: 2.5, Shape: draw.CrossGlyph{}}
+		p.Add(failed)
+	}
+	if tl.healAt > 0 {
+		p.Add(vline{x: tl.healAt.Seconds(), color: colMarker})
+	}
+
+	return p, []legendEntry{
+		{"minimum over the vchannels", minimum},
+		{"persisted checkpoint", persisted},
+		{"failed save, at the value it tried", glyph{Color: colFailed, Radius: 2.5, Shape: draw.CrossGlyph{}}},
+		{"catalog down (an outage)", shading},
+		{"updates stop, faults end", vline{color: colMarker}},
+	}, nil
+}
+
+// glyph is a legend swatch of one glyph.
+type glyph draw.GlyphStyle
+
+func (g glyph) Thumbnail(c *draw.Canvas) {
+	c.DrawGlyph(draw.GlyphStyle(g), vg.Point{X: (c.Min.X + c.Max.X) / 2, Y: (c.Min.Y + c.Max.Y) / 2})
+}
+
+func lastAt(t *track) (last time.Duration) {
+	for _, s := range [][]sample{t.minimum, t.persisted} {
+		if n := len(s); n > 0 {
+			last = max(last, s[n-1].at)
+		}
+	}
+	return last
+}
+
+func xys(s []sample) plotter.XYs {
+	pts := make(plotter.XYs, len(s))
+	for i, v := range s {
+		pts[i].X, pts[i].Y = v.at.Seconds(), v.v
+	}
+	return pts
+}
+
+// stepLine draws a step function that holds its last value until end.
+func stepLine(s []sample, end float64, c color.Color, width vg.Length) (*plotter.Line, error) {
+	pts := xys(s)
+	if n := len(pts); n > 0 && pts[n-1].X < end {
+		pts = append(pts, plotter.XY{X: end, Y: pts[n-1].Y})
+	}
+	if len(pts) == 0 {
+		pts = plotter.XYs{{X: 0, Y: 0}}
+	}
+	l, err := plotter.NewLine(pts)
+	if err != nil {
+		return nil, err
+	}
+	l.StepStyle = plotter.PostStep
+	l.LineStyle.Color = c
+	l.LineStyle.Width = width
+	return l, nil
+}
+
+// plainTicks are gonum's default ticks, labelled without trailing zeros:
+// offsets are integers.
+type plainTicks struct{}
+
+func (plainTicks) Ticks(lo, hi float64) []plot.Tick {
+	ticks := plot.DefaultTicks{}.Ticks(lo, hi)
+	for i := range ticks {
+		if ticks[i].Label != "" {
+			ticks[i].Label = strconv.FormatFloat(ticks[i].Value, 'f', -1, 64)
+		}
+	}
+	return ticks
+}
+
+// secondTicks label every second of a short run, every 5 or 10 of a
+// longer one, with a minor tick between.
+type secondTicks struct{}
+
+func (secondTicks) Ticks(lo, hi float64) []plot.Tick {
+	step := 1.0
+	switch span := hi - lo; {
+	case span > 60:
+		return plainTicks{}.Ticks(lo, hi)
+	case span > 30:
+		step = 10
+	case span > 15:
+		step = 5
+	}
+	var ticks []plot.Tick
+	for v := math.Ceil(lo/step) * step; v <= hi; v += step {
+		ticks = append(ticks, plot.Tick{Value: v, Label: strconv.FormatFloat(v, 'f', -1, 64)})
+		if mid := v + step/2; mid <= hi {
+			ticks = append(ticks, plot.Tick{Value: mid})
+		}
+	}
+	return ticks
+}
+
+// shade fills the full height of the plot over each span of x.
+type shade struct {
+	spans [][2]float64
+	color color.Color
+}
+
+func (s shade) Plot(c draw.Canvas, p *plot.Plot) {
+	trX, _ := p.Transforms(&c)
+	for _, sp := range s.spans {
+		x0, x1 := trX(sp[0]), trX(sp[1])
+		c.FillPolygon(s.color, c.ClipPolygonXY([]vg.Point{
+			{X: x0, Y: c.Min.Y}, {X: x1, Y: c.Min.Y}, {X: x1, Y: c.Max.Y}, {X: x0, Y: c.Max.Y},
+		}))
+	}
+}
+
+// Thumbnail draws the legend's swatch.
+func (s shade) Thumbnail(c *draw.Canvas) {
+	c.FillPolygon(s.color, []vg.Point{
+		{X: c.Min.X, Y: c.Min.Y}, {X: c.Max.X, Y: c.Min.Y}, {X: c.Max.X, Y: c.Max.Y}, {X: c.Min.X, Y: c.Max.Y},
+	})
+}
+
+// vline is a dashed vertical line at x.
+type vline struct {
+	x     float64
+	color color.Color
+}
+
+func (l vline) style() draw.LineStyle {
+	return draw.LineStyle{Color: l.color, Width: vg.Points(1), Dashes: []vg.Length{vg.Points(4), vg.Points(3)}}
+}
+
+func (l vline) Plot(c draw.Canvas, p *plot.Plot) {
+	trX, _ := p.Transforms(&c)
+	x := trX(l.x)
+	c.StrokeLines(l.style(), c.ClipLinesY([]vg.Point{{X: x, Y: c.Min.Y}, {X: x, Y: c.Max.Y}})...)
+}
+
+// Thumbnail draws the legend's swatch.
+func (l vline) Thumbnail(c *draw.Canvas) {
+	y := (c.Min.Y + c.Max.Y) / 2
+	c.StrokeLine2(l.style(), c.Min.X, y, c.Max.X, y)
+}

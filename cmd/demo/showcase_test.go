@@ -1,0 +1,364 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"image/png"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/charmbracelet/lipgloss"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lowwater/lowwater/messages"
+	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/persistence/faultinject"
+	"github.com/lowwater/lowwater/wal"
+)
+
+// testBound bounds every wait on something that must happen.
+const testBound = 30 * time.Second
+
+// syncBuffer is a bytes.Buffer the demo writes while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// started runs the demo on its own goroutine; wait returns its exit code.
+type started struct {
+	out, stderr syncBuffer
+	code        chan int
+}
+
+func start(ctx context.Context, args ...string) *started {
+	s := &started{code: make(chan int, 1)}
+	go func() { s.code <- run(ctx, args, &s.out, &s.stderr) }()
+	return s
+}
+
+func (s *started) wait(t *testing.T) int {
+	t.Helper()
+	select {
+	case code := <-s.code:
+		return code
+	case <-time.After(testBound + time.Minute):
+		t.Fatalf("the demo did not end; stdout so far:\n%s", s.out.String())
+		return -1
+	}
+}
+
+// waitFor polls the demo's output until re matches, and returns the match.
+func (s *started) waitFor(t *testing.T, re *regexp.Regexp) []string {
+	t.Helper()
+	var m []string
+	if !assert.Eventually(t, func() bool { m = re.FindStringSubmatch(s.out.String()); return m != nil }, testBound, time.Millisecond) {
+		t.Fatalf("no %q in the output:\n%s\nstderr:\n%s", re, s.out.String(), s.stderr.String())
+	}
+	return m
+}
+
+// scrape returns the sum of each metric's samples over its labels. It
+// returns an error rather than failing: it runs inside Eventually.
+func scrape(url string) (map[string]float64, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	sums := make(map[string]float64)
+	for name, f := range fams {
+		for _, m := range f.GetMetric() {
+			sums[name] += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	return sums, nil
+}
+
+// eventually scrapes url until ok holds, and returns that scrape.
+func eventually(t *testing.T, url, what string, ok func(map[string]float64) bool) map[string]float64 {
+	t.Helper()
+	var last map[string]float64
+	var lastErr error
+	if !assert.Eventually(t, func() bool {
+		m, err := scrape(url)
+		if err != nil {
+			lastErr = err
+			return false
+		}
+		last = m
+		return ok(m)
+	}, testBound, time.Millisecond, what) {
+		t.Fatalf("%s: last scrape %v, last error %v", what, last, lastErr)
+	}
+	return last
+}
+
+var metricsLine = regexp.MustCompile(`metrics: (http://\S+/metrics)`)
+
+// The showcase end to end, on the in-memory catalog: an outage the chart
+// shades, /metrics scraped while the values move, both chart formats, and
+// the I3 check in the summary.
+func TestShowcase(t *testing.T) {
+	dir := t.TempDir()
+	svg, pngPath := filepath.Join(dir, "c.svg"), filepath.Join(dir, "c.png")
+	s := start(context.Background(), "--duration=3s", "--catalog=memory", "--seed=3", "--outage=1s+500ms",
+		"--metrics-addr=127.0.0.1:0", "--chart="+svg, "--view=plain")
+	url := s.waitFor(t, metricsLine)[1]
+
+	first := eventually(t, url, "a save and an update counted", func(m map[string]float64) bool {
+		return m["lowwater_saves_total"] > 0 && m["lowwater_updates_total"] > 0
+	})
+	assert.Equal(t, 3.0, first["lowwater_pchannels"])
+	eventually(t, url, "the values move", func(m map[string]float64) bool {
+		return m["lowwater_updates_total"] > first["lowwater_updates_total"] && m["lowwater_saves_total"] > first["lowwater_saves_total"] &&
+			m["lowwater_minimum_advances_total"] > first["lowwater_minimum_advances_total"]
+	})
+	eventually(t, url, "the outage fails saves", func(m map[string]float64) bool { return m["lowwater_save_failures_total"] > 0 })
+
+	require.Equal(t, exitOK, s.wait(t), "stdout:\n%s\nstderr:\n%s", s.out.String(), s.stderr.String())
+	text := s.out.String()
+	assert.Contains(t, text, "catalog: in memory")
+	assert.Regexp(t, `CATALOG DOWN\s+outage 1 for 500ms`, text)
+	assert.Contains(t, text, "catalog up ")
+	assert.Regexp(t, `check I3 live\s+ok\s+bound 15.25s; after outage 1: 3/3 caught up`, text)
+	assert.Contains(t, text, "after the faults ended: 3/3 caught up")
+	assert.Contains(t, text, "from catalog", "the restart on the same memory store finds the checkpoints")
+	assert.Contains(t, text, "\nPASS in ")
+	_, err := scrape(url)
+	assert.Error(t, err, "the metrics server must be gone after the demo")
+
+	raw, err := os.ReadFile(svg)
+	require.NoError(t, err)
+	for _, want := range []string{"<svg", "p0  (kafka offset)", "p2  (kafka offset)", "persisted checkpoint", "minimum over the vchannels", "catalog down", "seconds since the demo started"} {
+		assert.Contains(t, string(raw), want)
+	}
+
+	// The same run as a PNG, to a file in the bbolt flavour.
+	s = start(context.Background(), "--duration=1s", "--seed=4", "--chart="+pngPath, "--data="+dir, "--pchannels=2", "--view=plain")
+	require.Equal(t, exitOK, s.wait(t), "stdout:\n%s", s.out.String())
+	f, err := os.Open(pngPath)
+	require.NoError(t, err)
+	defer func() { _ = f.Close() }()
+	img, err := png.Decode(f)
+	require.NoError(t, err)
+	assert.Greater(t, img.Bounds().Dx(), 800)
+}
+
+// A first Ctrl-C (ctx cancelled) ends the run early; the demo still stops
+// gracefully, restarts, checks, and passes.
+func TestInterrupted(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := start(ctx, "--duration=1m", "--catalog=memory", "--seed=5", "--view=plain")
+	s.waitFor(t, regexp.MustCompile(`p\d\s+persisted\s+kafka:`))
+	cancel()
+	require.Equal(t, exitOK, s.wait(t), "stdout:\n%s", s.out.String())
+	text := s.out.String()
+	assert.Regexp(t, `interrupted after \S+ of 1m0s`, text)
+	assert.Contains(t, text, "\nPASS in ")
+}
+
+// The live view, drawn into a buffer instead of a terminal: its frames show
+// the table and the states, and the demo's summary follows it.
+func TestLiveViewRun(t *testing.T) {
+	var out, stderr syncBuffer
+	code := run(context.Background(), []string{"--duration=1500ms", "--catalog=memory", "--seed=6", "--view=live", "--outage=500ms+500ms"}, &out, &stderr)
+	require.Equal(t, exitOK, code, "stderr:\n%s", stderr.String())
+	text := out.String()
+	for _, want := range []string{"lowwater demo", "PCHANNEL", "STATE", "PERSISTED", "BEHIND FOR", "UPDATES/S", "p0", "p2", "recent events", "Ctrl-C stops gracefully", "\nPASS in "} {
+		assert.Contains(t, text, want)
+	}
+	assert.Empty(t, stderr.String(), "the live view sends no log to the terminal")
+}
+
+func TestRenderDashboard(t *testing.T) {
+	began := time.Now().Add(-2 * time.Second)
+	d := newDashboard(began, 10*time.Second, []string{"faults: test"}, nil)
+	d.start("run", []string{"p0", "p1", "p2"}, map[string]int{"p0": 2, "p1": 2, "p2": 2},
+		map[string]wal.MessageID{"p0": wal.KafkaID(10), "p1": wal.KafkaID(20), "p2": wal.KafkaID(30)})
+	at := func(ms int) messages.Header {
+		return messages.Header{PChannel: "p0", At: began.Add(time.Duration(ms) * time.Millisecond)}
+	}
+	d.observe(&messages.Recovered{Header: at(1), StartMessageID: wal.KafkaID(10)})
+	d.observe(&messages.CheckpointPersisted{Header: at(2), Value: wal.KafkaID(10)})
+	d.observe(&messages.MinimumAdvanced{Header: at(3), From: wal.KafkaID(10), To: wal.KafkaID(42)})
+	p1 := messages.Header{PChannel: "p1", At: began.Add(time.Second)}
+	d.observe(&messages.Recovered{Header: p1, StartMessageID: wal.KafkaID(20)})
+	d.observe(&messages.PersistFailed{Header: p1, Value: wal.KafkaID(20), Attempt: 1, Err: errors.New("lowwater: injected")})
+	d.observe(&catalogOutage{Header: messages.Header{At: began.Add(time.Second)}, index: 1, down: true, length: 5 * time.Second})
+	d.observe(&messages.PersistFailed{Header: p1, Value: wal.KafkaID(20), Attempt: 2, Err: errors.New("lowwater: boom")})
+	d.observe(&messages.VChannelAdded{Header: at(4), VChannel: "late", Checkpoint: wal.KafkaID(5)})
+
+	frame := renderDashboard(d.view(), map[string]float64{"p0": 123}, 0, false)
+	for _, want := range []string{"p0", "● healthy", "kafka:5", "kafka:10", "◐ retrying", "○ recovering", "CATALOG DOWN: outage 1",
+		"save failed", "added", "late at kafka:5", "123"} {
+		assert.Contains(t, frame, want)
+	}
+	assert.NotContains(t, frame, "boom", "failures during an outage are counted, not listed")
+	row := d.view().rows["p0"]
+	assert.Equal(t, 3, row.vchannels)
+	assert.Equal(t, "0", lag(row), "an Add below the persisted checkpoint leaves nothing to save")
+
+	d.setInterrupted()
+	assert.Contains(t, renderDashboard(d.view(), nil, 0, false), "stopping gracefully")
+	assert.Contains(t, renderDashboard(d.view(), nil, 0, true), "the run is over")
+	for _, line := range strings.Split(renderDashboard(d.view(), nil, 60, false), "\n") {
+		if strings.HasPrefix(line, "  ") { // the recent events fit the width
+			assert.LessOrEqual(t, lipgloss.Width(line), 60, line)
+		}
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	cfg, err := parseFlags([]string{"--duration=10s"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, []window{{start: 4 * time.Second, length: 2 * time.Second}}, cfg.outages, "the default outage")
+	assert.Equal(t, 20*time.Millisecond, cfg.tick())
+
+	cfg, err = parseFlags([]string{"--outage=5s+1s", "--outage=1s+500ms", "--catalog=bolt:/tmp/x.db", "--chart=x.PNG"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, []window{{time.Second, 500 * time.Millisecond}, {5 * time.Second, time.Second}}, cfg.outages, "sorted")
+
+	cfg, err = parseFlags([]string{"--outage=none"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Empty(t, cfg.outages)
+
+	for _, args := range [][]string{
+		{"--outage=3s"}, {"--outage=3s+0s"}, {"--outage=x+1s"}, {"--outage=9s+1s"},
+		{"--outage=1s+2s", "--outage=2s+1s"}, {"--catalog=etcd://h:2379/p"}, {"--catalog=nope"},
+		{"--chart=c.jpg"}, {"--view=tv"}, {"--rate=0"}, {"--churn=100"}, {"--latency=-1s"},
+	} {
+		var stderr bytes.Buffer
+		_, err := parseFlags(args, &stderr)
+		assert.Error(t, err, "%q", args)
+		assert.Contains(t, stderr.String(), "usage: go run ./cmd/demo", "%q", args)
+	}
+}
+
+func TestCatalogSpec(t *testing.T) {
+	for spec, want := range map[string][2]string{
+		"bolt":                           {"bolt", ""},
+		"bolt:/tmp/x.db":                 {"bolt", "/tmp/x.db"},
+		"memory":                         {"memory", ""},
+		"etcd://h1:2379,h2:2379/lowater": {"etcd", "h1:2379,h2:2379/lowater"},
+	} {
+		s, r := splitCatalog(spec)
+		assert.Equal(t, want, [2]string{s, r}, spec)
+	}
+	_, err := openMemoryStore("x", config{})
+	assert.Error(t, err)
+}
+
+// Outages go down and up on their timers; end brings the catalog back up
+// and reports the outage as it happened; heal ends every fault.
+func TestOutagesAndHeal(t *testing.T) {
+	mem := persistence.NewMemory()
+	catalog := newFaultyCatalog(mem, config{failRate: 0, seed: 1})
+	defer func() { _ = catalog.Close() }()
+	notes := make(chan *catalogOutage, 4)
+	o := startOutages(catalog, time.Now(), []window{{start: 0, length: time.Hour}}, func(c *catalogOutage) { notes <- c })
+	down := <-notes
+	require.True(t, down.down)
+	assert.Equal(t, 1, down.index)
+	ctx := context.Background()
+	assert.ErrorIs(t, catalog.Save(ctx, "p0", wal.KafkaID(1)), faultinject.ErrInjected)
+
+	spans := o.end()
+	up := <-notes
+	assert.False(t, up.down)
+	require.Len(t, spans, 1)
+	assert.GreaterOrEqual(t, spans[0].to, spans[0].from)
+	require.NoError(t, catalog.Save(ctx, "p0", wal.KafkaID(2)))
+	assert.Equal(t, int64(2), catalog.saves.Load())
+	assert.Equal(t, int64(1), catalog.saveFailures.Load())
+
+	faulty := newFaultyCatalog(persistence.NewMemory(), config{failRate: 1, seed: 1})
+	defer func() { _ = faulty.Close() }()
+	assert.Error(t, faulty.Save(ctx, "p0", wal.KafkaID(1)))
+	faulty.heal()
+	assert.NoError(t, faulty.Save(ctx, "p0", wal.KafkaID(1)))
+}
+
+func TestTimelineReach(t *testing.T) {
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	tr := &track{
+		minimum:   []sample{{ms(0), 10}, {ms(100), 20}, {ms(300), 30}},
+		persisted: []sample{{ms(0), 10}, {ms(150), 20}, {ms(500), 30}},
+	}
+	took, ok := tr.reach(ms(120)) // the minimum was 20 then
+	assert.True(t, ok)
+	assert.Equal(t, ms(30), took)
+	took, ok = tr.reach(ms(200)) // already caught up
+	assert.True(t, ok)
+	assert.Zero(t, took)
+	took, ok = tr.reachFinal(ms(350))
+	assert.True(t, ok)
+	assert.Equal(t, ms(150), took)
+	tr.persisted = tr.persisted[:2]
+	_, ok = tr.reachFinal(ms(350))
+	assert.False(t, ok)
+}
+
+func TestCheckLive(t *testing.T) {
+	bound := 15 * time.Second
+	for _, tc := range []struct {
+		name string
+		live []liveness
+		ok   bool
+	}{
+		{"nothing", nil, true},
+		{"within", []liveness{{when: "after the faults ended", pchannel: "p0", took: time.Second, reached: true, bound: bound}}, true},
+		{"too late", []liveness{{when: "after the faults ended", pchannel: "p0", took: 20 * time.Second, reached: true, bound: bound}}, false},
+		{"never", []liveness{{when: "after outage 1", pchannel: "p0", bound: bound}}, false},
+		{"not held", []liveness{{when: "after outage 1", pchannel: "p0", bound: bound, why: "random failures"}}, true},
+	} {
+		c := checkLive(&evidence{live: tc.live})
+		assert.Equal(t, tc.ok, c.ok(), "%s: %v", tc.name, c.problems)
+		assert.NotEmpty(t, c.summary)
+	}
+	c := checkLive(&evidence{live: []liveness{{when: "after outage 1", pchannel: "p0", took: 2 * time.Second, reached: true, bound: bound, why: "random failures"}}})
+	assert.Equal(t, "bound 15s; after outage 1: 1/1 caught up within 2s (not held to the bound: random failures)", c.summary)
+}
+
+func TestChartFormat(t *testing.T) {
+	for path, ok := range map[string]bool{"a.svg": true, "a.PNG": true, "a": false, "a.pdf": false} {
+		_, err := chartFormat(path)
+		assert.Equal(t, ok, err == nil, path)
+	}
+	assert.Error(t, writeChart(filepath.Join(t.TempDir(), "none", "c.svg"), "t", newTimeline(time.Now(), []string{"p0"})),
+		"a directory that does not exist")
+	// An empty timeline (nothing observed) still draws.
+	assert.NoError(t, writeChart(filepath.Join(t.TempDir(), "c.png"), "t", newTimeline(time.Now(), []string{"p0"})))
+}

@@ -1,0 +1,140 @@
+package main
+
+import (
+	"sort"
+	"time"
+
+	"github.com/lowwater/lowwater/messages"
+	"github.com/lowwater/lowwater/wal"
+)
+
+// sample is one value of a step function: v from at on.
+type sample struct {
+	at time.Duration
+	v  float64
+}
+
+// track is one pchannel over the run, from the events: what the chart
+// draws and what the liveness check (I3) measures.
+type track struct {
+	// minimum and persisted are step functions: each sample holds until
+	// the next. The demo's IDs are Kafka offsets, so they are numbers.
+	minimum, persisted []sample
+	// failed are the saves that failed: when, and the value they tried.
+	failed []sample
+	cur    wal.MessageID // the current minimum, to see an Add lower it
+}
+
+// timeline is the run phase as a function of time. Only the feed's
+// goroutine writes it; read it after feed.close.
+type timeline struct {
+	began  time.Time
+	names  []string
+	tracks map[string]*track
+	// outages are the catalog's outages as they happened; healAt is when
+	// the updates stopped and the faults ended; stopAt when the graceful
+	// stop began. Set by the demo after the feed closed.
+	outages        []span
+	healAt, stopAt time.Duration
+}
+
+func newTimeline(began time.Time, names []string) *timeline {
+	tl := &timeline{began: began, names: names, tracks: make(map[string]*track, len(names))}
+	for _, n := range names {
+		tl.tracks[n] = &track{}
+	}
+	return tl
+}
+
+func offset(id wal.MessageID) (float64, bool) {
+	k, ok := id.(wal.KafkaID)
+	return float64(k), ok
+}
+
+// start records the minimum a pchannel is spawned with, and the checkpoint
+// its catalog holds (nil: none).
+func (tl *timeline) start(name string, minimum, stored wal.MessageID) {
+	t := tl.tracks[name]
+	t.cur = minimum
+	at := time.Since(tl.began)
+	if v, ok := offset(minimum); ok {
+		t.minimum = append(t.minimum, sample{at, v})
+	}
+	if v, ok := offset(stored); ok {
+		t.persisted = append(t.persisted, sample{at, v})
+	}
+}
+
+// observe is the timeline's sink.
+func (tl *timeline) observe(ev messages.Event) {
+	t := tl.tracks[ev.EventHeader().PChannel]
+	if t == nil {
+		return
+	}
+	at := ev.EventHeader().At.Sub(tl.began)
+	setMin := func(id wal.MessageID) {
+		t.cur = id
+		if v, ok := offset(id); ok {
+			t.minimum = append(t.minimum, sample{at, v})
+		}
+	}
+	switch e := ev.(type) {
+	case *messages.MinimumAdvanced:
+		setMin(e.To)
+	case *messages.VChannelAdded:
+		if t.cur == nil || wal.Less(e.Checkpoint, t.cur) {
+			setMin(e.Checkpoint) // an Add that lowers the minimum publishes no advance
+		}
+	case *messages.CheckpointPersisted:
+		if v, ok := offset(e.Value); ok {
+			t.persisted = append(t.persisted, sample{at, v})
+		}
+	case *messages.PersistFailed:
+		if v, ok := offset(e.Value); ok {
+			t.failed = append(t.failed, sample{at, v})
+		}
+	}
+}
+
+// valueAt is the step function s at time at, and false before its first
+// sample.
+func valueAt(s []sample, at time.Duration) (float64, bool) {
+	i := sort.Search(len(s), func(i int) bool { return s[i].at > at })
+	if i == 0 {
+		return 0, false
+	}
+	return s[i-1].v, true
+}
+
+// reach measures I3 on one pchannel: from the moment from, when the
+// catalog was healthy again, how long until the persisted checkpoint
+// reached the minimum of that moment. ok is false when it never did while
+// the timeline lasted.
+func (t *track) reach(from time.Duration) (took time.Duration, ok bool) {
+	target, known := valueAt(t.minimum, from)
+	if !known {
+		return 0, true // no minimum, nothing to save
+	}
+	return t.reachValue(from, target)
+}
+
+// reachFinal is reach for the last minimum of the timeline: after the
+// updates stopped, the minimum rises only with the commands still queued.
+func (t *track) reachFinal(from time.Duration) (took time.Duration, ok bool) {
+	if len(t.minimum) == 0 {
+		return 0, true
+	}
+	return t.reachValue(from, t.minimum[len(t.minimum)-1].v)
+}
+
+func (t *track) reachValue(from time.Duration, target float64) (time.Duration, bool) {
+	if p, ok := valueAt(t.persisted, from); ok && p >= target {
+		return 0, true
+	}
+	for _, s := range t.persisted {
+		if s.at >= from && s.v >= target {
+			return s.at - from, true
+		}
+	}
+	return 0, false
+}

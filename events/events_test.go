@@ -1,0 +1,273 @@
+package events_test
+
+import (
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/eventstream"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/lowwater/lowwater/events"
+	"github.com/lowwater/lowwater/messages"
+	"github.com/lowwater/lowwater/wal"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// testBound bounds every wait on something that must happen; a test that
+// hits it has found a blocked publisher or a lost event.
+const testBound = 10 * time.Second
+
+// newSystem is a quiet actor system whose dead-letter throttle (a
+// goroutine per throttle period) ends at once, for goleak.
+func newSystem() *actor.ActorSystem {
+	return actor.NewActorSystem(
+		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }),
+		actor.WithDeadLetterThrottleInterval(time.Millisecond))
+}
+
+func advanced(pchannel string, i int) *messages.MinimumAdvanced {
+	return &messages.MinimumAdvanced{Header: messages.NewHeader(pchannel), To: wal.KafkaID(i)}
+}
+
+func seqOf(t *testing.T, ev messages.Event) int {
+	t.Helper()
+	m, ok := ev.(*messages.MinimumAdvanced)
+	require.True(t, ok, "unexpected event %T", ev)
+	return int(m.To.(wal.KafkaID))
+}
+
+// publishAll publishes the events numbered from..to for pchannel and fails
+// the test if publishing does not return: the publisher must never block.
+func publishAll(t *testing.T, es *eventstream.EventStream, pchannel string, from, to int) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := from; i <= to; i++ {
+			es.Publish(advanced(pchannel, i))
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(testBound):
+		t.Fatalf("publishing events %d..%d blocked behind a slow subscriber", from, to)
+	}
+}
+
+// checkOrdered checks that got is strictly increasing, ends with last, and
+// that got plus dropped accounts for every one of n events.
+func checkOrdered(t *testing.T, got []int, dropped uint64, n int) {
+	t.Helper()
+	require.NotEmpty(t, got)
+	for i := 1; i < len(got); i++ {
+		require.Less(t, got[i-1], got[i], "events out of order at %d: %v", i, got)
+	}
+	assert.Equal(t, n, got[len(got)-1], "the newest event must survive")
+	assert.Equal(t, uint64(n), uint64(len(got))+dropped, "delivered + dropped must be every event")
+}
+
+func TestChannelDropsOldest(t *testing.T) {
+	es := eventstream.NewEventStream()
+	sub, err := events.Subscribe(es, events.WithBuffer(8))
+	require.NoError(t, err)
+
+	publishAll(t, es, "p0", 1, 100) // nobody reads: the slowest consumer
+	assert.Equal(t, uint64(92), sub.Dropped())
+	sub.Close()
+
+	var got []int
+	for ev := range sub.C() { // closed after what was buffered
+		got = append(got, seqOf(t, ev))
+	}
+	assert.Equal(t, []int{93, 94, 95, 96, 97, 98, 99, 100}, got)
+	checkOrdered(t, got, sub.Dropped(), 100)
+
+	es.Publish(advanced("p0", 101)) // after Close: ignored, no panic
+	sub.Close()                     // idempotent
+}
+
+func TestFuncSlowSubscriber(t *testing.T) {
+	es := eventstream.NewEventStream()
+	gate := make(chan struct{})
+	first := make(chan struct{})
+	var got []int // written by the subscription's goroutine only
+	var once sync.Once
+	sub, err := events.SubscribeFunc(es, func(ev messages.Event) {
+		once.Do(func() {
+			close(first)
+			<-gate // deliberately slow: stuck until the publisher is done
+		})
+		got = append(got, seqOf(t, ev))
+	}, events.WithBuffer(16))
+	require.NoError(t, err)
+
+	es.Publish(advanced("p0", 1))
+	<-first // the subscriber is now stuck inside its first event
+	publishAll(t, es, "p0", 2, 1000)
+	assert.Equal(t, uint64(1000-1-16), sub.Dropped(), "all but the one in hand and the buffer")
+	close(gate)
+	sub.Close() // delivers what is buffered, joins the goroutine
+	checkOrdered(t, got, sub.Dropped(), 1000)
+	assert.Len(t, got, 17)
+}
+
+// slowActor blocks in its first event until gate opens, then records.
+type slowActor struct {
+	gate    chan struct{}
+	first   chan struct{}
+	mu      *sync.Mutex
+	got     *[]int
+	batches *int
+	blocked bool
+}
+
+func (a *slowActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *messages.MinimumAdvanced:
+		if !a.blocked {
+			a.blocked = true
+			close(a.first)
+			<-a.gate
+		}
+		a.mu.Lock()
+		*a.got = append(*a.got, int(m.To.(wal.KafkaID)))
+		a.mu.Unlock()
+	case *events.EndOfBatch:
+		a.mu.Lock()
+		*a.batches++
+		a.mu.Unlock()
+	}
+}
+
+func TestActorSlowSubscriber(t *testing.T) {
+	system := newSystem()
+	defer system.Shutdown()
+	var (
+		mu      sync.Mutex
+		got     []int
+		batches int
+	)
+	a := &slowActor{gate: make(chan struct{}), first: make(chan struct{}), mu: &mu, got: &got, batches: &batches}
+	pid := system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return a }))
+	const buffer, n = 32, 5000
+	sub, err := events.SubscribeActor(system, pid, events.WithBuffer(buffer), events.WithAckTimeout(time.Minute))
+	require.NoError(t, err)
+
+	system.EventStream.Publish(advanced("p0", 1))
+	<-a.first // the actor is stuck in event 1; its batch is not acknowledged
+	publishAll(t, system.EventStream, "p0", 2, n)
+	// The actor's mailbox took one batch at most; the buffer the newest.
+	assert.GreaterOrEqual(t, sub.Dropped(), uint64(n-1-buffer-buffer))
+	close(a.gate)
+
+	// Every event that was not dropped reaches the actor, in order.
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(got) > 0 && got[len(got)-1] == n
+	}, testBound, time.Millisecond)
+	sub.Close()
+	require.NoError(t, system.Root.PoisonFuture(pid).Wait())
+	mu.Lock()
+	defer mu.Unlock()
+	checkOrdered(t, got, sub.Dropped(), n)
+	assert.Positive(t, batches)
+}
+
+func TestActorGone(t *testing.T) {
+	system := newSystem()
+	defer system.Shutdown()
+	pid := system.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {}))
+	sub, err := events.SubscribeActor(system, pid, events.WithBuffer(4))
+	require.NoError(t, err)
+	require.NoError(t, system.Root.PoisonFuture(pid).Wait())
+
+	// The first batch ends in dead letters; from then on events are
+	// dropped at once, and nothing blocks.
+	system.EventStream.Publish(advanced("p0", 1))
+	require.Eventually(t, func() bool {
+		system.EventStream.Publish(advanced("p0", 2))
+		return sub.Dropped() > 0
+	}, testBound, time.Millisecond)
+	publishAll(t, system.EventStream, "p0", 3, 100)
+	sub.Close()
+	assert.Nil(t, sub.C())
+}
+
+func TestFilters(t *testing.T) {
+	es := eventstream.NewEventStream()
+	sub, err := events.Subscribe(es, events.ForPChannels("p1", "p2"),
+		events.WithFilter(func(ev messages.Event) bool {
+			_, ok := ev.(*messages.MinimumAdvanced)
+			return ok
+		}))
+	require.NoError(t, err)
+	es.Publish(advanced("p0", 1))
+	es.Publish(advanced("p1", 2))
+	es.Publish(&messages.CheckpointPersisted{Header: messages.NewHeader("p1"), Value: wal.KafkaID(2)})
+	es.Publish(advanced("p2", 3))
+	es.Publish("not a lowwater event")
+	sub.Close()
+	var got []string
+	for ev := range sub.C() {
+		got = append(got, ev.EventHeader().PChannel)
+	}
+	assert.Equal(t, []string{"p1", "p2"}, got)
+	assert.Zero(t, sub.Dropped())
+}
+
+// Many publishers at once against one consumer: each publisher's events
+// arrive in its order, and none is lost without being counted.
+func TestConcurrentPublishers(t *testing.T) {
+	es := eventstream.NewEventStream()
+	last := map[string]int{}
+	delivered := 0
+	sub, err := events.SubscribeFunc(es, func(ev messages.Event) {
+		p, i := ev.EventHeader().PChannel, seqOf(t, ev)
+		if i <= last[p] {
+			t.Errorf("%s: event %d after %d", p, i, last[p])
+		}
+		last[p] = i
+		delivered++
+	}, events.WithBuffer(64))
+	require.NoError(t, err)
+	const publishers, n = 8, 2000
+	var wg sync.WaitGroup
+	for p := range publishers {
+		name := string(rune('a' + p))
+		wg.Go(func() {
+			for i := 1; i <= n; i++ {
+				es.Publish(advanced(name, i))
+			}
+		})
+	}
+	wg.Wait()
+	sub.Close()
+	assert.Equal(t, uint64(publishers*n), uint64(delivered)+sub.Dropped())
+}
+
+func TestInvalidOptions(t *testing.T) {
+	es := eventstream.NewEventStream()
+	for name, opts := range map[string][]events.Option{
+		"buffer 0":     {events.WithBuffer(0)},
+		"no pchannels": {events.ForPChannels()},
+		"nil filter":   {events.WithFilter(nil)},
+		"ack timeout":  {events.WithAckTimeout(0)},
+	} {
+		_, err := events.Subscribe(es, opts...)
+		assert.ErrorIs(t, err, events.ErrInvalidOption, name)
+	}
+	_, err := events.Subscribe(nil)
+	assert.ErrorIs(t, err, events.ErrInvalidOption)
+	_, err = events.SubscribeFunc(es, nil)
+	assert.ErrorIs(t, err, events.ErrInvalidOption)
+	_, err = events.SubscribeActor(nil, nil)
+	assert.ErrorIs(t, err, events.ErrInvalidOption)
+	assert.Zero(t, es.Length(), "a failed Subscribe must leave no subscription")
+}

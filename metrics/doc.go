@@ -1,0 +1,50 @@
+// Package metrics exports lowwater's checkpoint flow as Prometheus metrics.
+//
+// A Collector is fed from two places, and needs both:
+//
+//   - the events the pchannel actors publish (Recovered, CheckpointPersisted,
+//     PersistFailed, CommandRejected, ...), taken off the actors' goroutines
+//     by Subscribe through package events, so that a slow scrape never slows
+//     a pchannel; and
+//   - an actors.Counters per pchannel (Counters, given to the actor with
+//     actors.WithCounters) for what no event carries: the updates applied,
+//     and whether a save is in flight. The actor adds to them atomically,
+//     without allocating.
+//
+// Wiring, for each node:
+//
+//	collector, _ := metrics.New()
+//	registry.MustRegister(collector)
+//	sub, _ := collector.Subscribe(system.EventStream)
+//	defer sub.Close()
+//	props, _ := actors.NewProps(name, wal.Kafka, catalog, actors.WithCounters(collector.Counters(name)))
+//
+// The series, all prefixed lowwater_:
+//
+//	updates_total                  counter    checkpoint updates applied
+//	commands_rejected_total        counter    by reason: exists, not_found, rollback, nil_checkpoint, empty_vchannel, wal_mismatch, other
+//	vchannels_added_total          counter
+//	vchannels_dropped_total        counter
+//	minimum_advances_total         counter    the low-water mark rose
+//	saves_total                    counter    checkpoints the catalog acknowledged
+//	save_failures_total            counter    by reason: timeout, stored_ahead, fenced, closed, canceled, error
+//	save_latency_seconds           histogram  of successful saves
+//	persist_lag_seconds            gauge      how long the minimum has waited above the persisted checkpoint (max over pchannels)
+//	saves_in_flight                gauge      catalog saves running now
+//	pchannels                      gauge      pchannels running on this node
+//	pchannels_recovering           gauge      still reading their stored checkpoint
+//	pchannels_retrying             gauge      whose last save failed
+//	recovery_failures_total        counter    failed reads of the stored checkpoint
+//	persister_restarts_total       counter    persisters restarted after a panic
+//	ownership_lost_total           counter
+//	events_dropped_total           counter    events the subscription dropped: the metrics above missed them
+//
+// Labels stay bounded: reason takes the values listed, and the pchannel
+// label is added to every series only with WithPChannelLabel, for
+// deployments whose pchannels are few and fixed. Without it every series is
+// a total over the node's pchannels (the lag: the largest).
+//
+// Counting from events that a lagging subscription dropped is approximate;
+// events_dropped_total says by how much. The counters themselves
+// (updates_total, saves_in_flight) are exact.
+package metrics

@@ -1,0 +1,468 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/eventstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/lowwater/lowwater/actors"
+	"github.com/lowwater/lowwater/events"
+	"github.com/lowwater/lowwater/messages"
+	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/wal"
+)
+
+// DefaultLatencyBuckets are the upper bounds, in seconds, of the save
+// latency histogram: from 100 µs (an embedded store) to 10 s (past the
+// default save timeout).
+var DefaultLatencyBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}
+
+// ErrInvalidOption is returned by New for a configuration that cannot work.
+var ErrInvalidOption = errors.New("metrics: invalid option")
+
+// Option configures a Collector.
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+type config struct {
+	namespace string
+	labelled  bool
+	buckets   []float64
+	now       func() time.Time
+	errs      []error
+}
+
+// WithPChannelLabel adds a pchannel label to every series. Use it only
+// where the pchannels are few and fixed: each one multiplies the series.
+func WithPChannelLabel() Option {
+	return optionFunc(func(c *config) { c.labelled = true })
+}
+
+// WithNamespace replaces the "lowwater" prefix of every series.
+func WithNamespace(ns string) Option {
+	return optionFunc(func(c *config) { c.namespace = ns })
+}
+
+// WithLatencyBuckets sets the upper bounds, in seconds, of the save latency
+// histogram; they must strictly increase. The default is
+// DefaultLatencyBuckets.
+func WithLatencyBuckets(b []float64) Option {
+	return optionFunc(func(c *config) {
+		if len(b) == 0 || !slices.IsSorted(b) || len(slices.Compact(slices.Clone(b))) != len(b) {
+			c.errs = append(c.errs, fmt.Errorf("latency buckets %v: want strictly increasing bounds", b))
+			return
+		}
+		c.buckets = slices.Clone(b)
+	})
+}
+
+// Bounded values of the reason labels.
+var (
+	rejectReasons = []string{"exists", "not_found", "rollback", "nil_checkpoint", "empty_vchannel", "wal_mismatch", "other"}
+	failReasons   = []string{"timeout", "stored_ahead", "fenced", "closed", "canceled", "error"}
+)
+
+func rejectReason(err error) int {
+	for i, target := range []error{messages.ErrVChannelExists, messages.ErrVChannelNotFound, messages.ErrCheckpointRollback,
+		messages.ErrNilCheckpoint, messages.ErrEmptyVChannel, messages.ErrWALMismatch} {
+		if errors.Is(err, target) {
+			return i
+		}
+	}
+	return len(rejectReasons) - 1
+}
+
+func failReason(err error) int {
+	for i, target := range []error{context.DeadlineExceeded, persistence.ErrStoredAhead, persistence.ErrFenced,
+		persistence.ErrClosed, context.Canceled} {
+		if errors.Is(err, target) {
+			return i
+		}
+	}
+	return len(failReasons) - 1
+}
+
+// Collector is a prometheus.Collector of lowwater's metrics for the
+// pchannels of one node. Its methods are safe for concurrent use.
+type Collector struct {
+	cfg   config
+	descs descs
+
+	mu sync.Mutex
+	// series holds the event counts: per pchannel with the label, else
+	// one entry under "".
+	series    map[string]*series
+	pchannels map[string]*pchannelState
+	// retiredUpdates keeps the updates of forgotten pchannels in the
+	// unlabelled total, which must never go down.
+	retiredUpdates uint64
+	subs           []*events.Subscription
+}
+
+var _ prometheus.Collector = (*Collector)(nil)
+
+// series is what the events counted for one label set.
+type series struct {
+	rejected                  [7]uint64 // by rejectReasons
+	failures                  [6]uint64 // by failReasons
+	added, dropped, advances  uint64
+	saves, recoveryFailures   uint64
+	restarts, ownershipLosses uint64
+	latency                   histogram
+}
+
+// pchannelState is what the collector knows of one pchannel right now.
+type pchannelState struct {
+	counters   *actors.Counters
+	live       bool // spawned (Counters or an event said so) and not stopped
+	recovering bool
+	retrying   bool
+	minimum    wal.MessageID
+	persisted  wal.MessageID
+	// pendingSince is when the persisted checkpoint last fell behind the
+	// minimum or last moved toward it; zero while it is caught up.
+	pendingSince time.Time
+}
+
+type histogram struct {
+	counts []uint64 // per bucket, not cumulative
+	count  uint64
+	sum    float64
+}
+
+func (h *histogram) observe(bounds []float64, v float64) {
+	if h.counts == nil {
+		h.counts = make([]uint64, len(bounds))
+	}
+	if i, _ := slices.BinarySearch(bounds, v); i < len(bounds) {
+		h.counts[i]++
+	}
+	h.count++
+	h.sum += v
+}
+
+func (h *histogram) cumulative(bounds []float64) map[float64]uint64 {
+	m := make(map[float64]uint64, len(bounds))
+	var acc uint64
+	for i, b := range bounds {
+		if h.counts != nil {
+			acc += h.counts[i]
+		}
+		m[b] = acc
+	}
+	return m
+}
+
+type descs struct {
+	updates, rejected, added, dropped, advances, saves, failures, latency,
+	lag, inFlight, pchannels, recovering, retrying, recoveryFailures,
+	restarts, ownershipLost, eventsDropped *prometheus.Desc
+}
+
+// New returns a Collector; register it with a prometheus.Registerer.
+func New(opts ...Option) (*Collector, error) {
+	cfg := config{namespace: "lowwater", buckets: DefaultLatencyBuckets, now: time.Now}
+	for _, o := range opts {
+		o.apply(&cfg)
+	}
+	if len(cfg.errs) > 0 {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOption, errors.Join(cfg.errs...))
+	}
+	var base []string
+	if cfg.labelled {
+		base = []string{"pchannel"}
+	}
+	withReason := append(slices.Clone(base), "reason")
+	d := func(name, help string, labels []string) *prometheus.Desc {
+		return prometheus.NewDesc(prometheus.BuildFQName(cfg.namespace, "", name), help, labels, nil)
+	}
+	c := &Collector{
+		cfg:       cfg,
+		series:    make(map[string]*series),
+		pchannels: make(map[string]*pchannelState),
+		descs: descs{
+			updates:          d("updates_total", "Vchannel checkpoint updates applied.", base),
+			rejected:         d("commands_rejected_total", "Commands rejected, by reason; a rejected command changes nothing.", withReason),
+			added:            d("vchannels_added_total", "Vchannels added.", base),
+			dropped:          d("vchannels_dropped_total", "Vchannels dropped.", base),
+			advances:         d("minimum_advances_total", "Times the low-water mark strictly rose.", base),
+			saves:            d("saves_total", "Checkpoints the catalog acknowledged: durable.", base),
+			failures:         d("save_failures_total", "Failed saves, by reason; each is retried with backoff unless fenced.", withReason),
+			latency:          d("save_latency_seconds", "Latency of successful catalog saves.", base),
+			lag:              d("persist_lag_seconds", "How long the minimum has been above the persisted checkpoint without a save catching up; 0 when nothing waits (without the pchannel label: the largest).", base),
+			inFlight:         d("saves_in_flight", "Catalog saves running now (at most one per pchannel).", base),
+			pchannels:        d("pchannels", "Pchannels running on this node.", base),
+			recovering:       d("pchannels_recovering", "Pchannels still reading their stored checkpoint.", base),
+			retrying:         d("pchannels_retrying", "Pchannels whose last save failed and is being retried.", base),
+			recoveryFailures: d("recovery_failures_total", "Failed reads of a stored checkpoint; each is retried with backoff.", base),
+			restarts:         d("persister_restarts_total", "Persisters restarted after a panic.", base),
+			ownershipLost:    d("ownership_lost_total", "Pchannels that lost their ownership and stopped.", base),
+			eventsDropped:    d("events_dropped_total", "Events the collector's subscriptions dropped because it lagged: the event-fed metrics missed them.", nil),
+		},
+	}
+	return c, nil
+}
+
+// Counters returns the counters to give the actor of pchannel with
+// actors.WithCounters: the same ones for the same name, so that a
+// respawned pchannel counts on. A pchannel that is not running yet (new, or
+// stopped) counts from then on as running and recovering, until its
+// Recovered event; calling Counters again changes nothing else.
+func (c *Collector) Counters(pchannel string) *actors.Counters {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.pchannel(pchannel)
+	if p.counters == nil {
+		p.counters = new(actors.Counters)
+	}
+	if !p.live {
+		p.live, p.recovering, p.retrying, p.pendingSince = true, true, false, time.Time{}
+	}
+	return p.counters
+}
+
+// Subscribe feeds the collector with the lowwater events published on es,
+// through a subscription of package events: off the actors' goroutines,
+// never blocking them, dropping the oldest events if the collector lags (it
+// does not: Observe is quick). opts may narrow it, e.g. to some pchannels.
+// Close the subscription when done; its drops stay counted in
+// events_dropped_total.
+func (c *Collector) Subscribe(es *eventstream.EventStream, opts ...events.Option) (*events.Subscription, error) {
+	sub, err := events.SubscribeFunc(es, c.Observe, opts...)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.subs = append(c.subs, sub)
+	c.mu.Unlock()
+	return sub, nil
+}
+
+// Forget removes a pchannel that no longer runs on this node (it moved to
+// another): its series disappear with the pchannel label, and its counts
+// stay in the totals without it.
+func (c *Collector) Forget(pchannel string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p, ok := c.pchannels[pchannel]
+	if !ok {
+		return
+	}
+	if c.cfg.labelled {
+		delete(c.series, pchannel)
+	} else if p.counters != nil {
+		c.retiredUpdates += p.counters.Updates.Load()
+	}
+	delete(c.pchannels, pchannel)
+}
+
+// Observe counts one event. Subscribe calls it; call it yourself to feed
+// the collector from elsewhere.
+func (c *Collector) Observe(ev messages.Event) {
+	h := ev.EventHeader()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, p := c.seriesOf(h.PChannel), c.pchannel(h.PChannel)
+	switch e := ev.(type) {
+	case *messages.Recovered:
+		p.live, p.recovering = true, false
+		p.persisted, p.minimum = nil, e.StartMessageID
+		if e.FromCatalog {
+			p.persisted = e.StartMessageID
+		}
+		p.pending(h.At)
+	case *messages.RecoveryFailed:
+		p.live, p.recovering = true, true
+		s.recoveryFailures++
+	case *messages.VChannelAdded:
+		s.added++
+		if p.minimum == nil || wal.Less(e.Checkpoint, p.minimum) {
+			p.minimum = e.Checkpoint
+		}
+		p.pending(h.At)
+	case *messages.VChannelDropped:
+		s.dropped++
+	case *messages.CommandRejected:
+		s.rejected[rejectReason(e.Err)]++
+	case *messages.MinimumAdvanced:
+		s.advances++
+		p.minimum = e.To
+		p.pending(h.At)
+	case *messages.CheckpointPersisted:
+		s.saves++
+		s.latency.observe(c.cfg.buckets, e.Latency.Seconds())
+		p.retrying = false
+		if wal.Less(p.persisted, e.Value) {
+			p.persisted = e.Value
+		}
+		p.pendingSince = time.Time{}
+		p.pending(h.At) // still behind: it moved toward the minimum now
+	case *messages.PersistFailed:
+		s.failures[failReason(e.Err)]++
+		p.retrying = true
+	case *messages.PersisterRestarted:
+		s.restarts++
+	case *messages.OwnershipLost:
+		s.ownershipLosses++
+	case *messages.Stopped:
+		p.live, p.recovering, p.retrying, p.pendingSince = false, false, false, time.Time{}
+	}
+}
+
+// pending starts the lag clock when the minimum is above the persisted
+// checkpoint, and stops it when it is not.
+func (p *pchannelState) pending(at time.Time) {
+	if p.minimum == nil || !wal.Less(p.persisted, p.minimum) {
+		p.pendingSince = time.Time{}
+		return
+	}
+	if p.pendingSince.IsZero() {
+		p.pendingSince = at
+	}
+}
+
+func (c *Collector) pchannel(name string) *pchannelState {
+	p, ok := c.pchannels[name]
+	if !ok {
+		p = &pchannelState{}
+		c.pchannels[name] = p
+	}
+	return p
+}
+
+func (c *Collector) seriesOf(pchannel string) *series {
+	key := ""
+	if c.cfg.labelled {
+		key = pchannel
+	}
+	s, ok := c.series[key]
+	if !ok {
+		s = &series{}
+		c.series[key] = s
+	}
+	return s
+}
+
+// Describe implements prometheus.Collector.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	d := c.descs
+	for _, desc := range []*prometheus.Desc{d.updates, d.rejected, d.added, d.dropped, d.advances, d.saves, d.failures,
+		d.latency, d.lag, d.inFlight, d.pchannels, d.recovering, d.retrying, d.recoveryFailures, d.restarts,
+		d.ownershipLost, d.eventsDropped} {
+		ch <- desc
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d := c.descs
+	counter := func(desc *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(v), labels...)
+	}
+	gauge := func(desc *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, labels...)
+	}
+
+	// Event-fed counters, per label set. Unlabelled, the one set always
+	// exists, so that every series is there from the first scrape.
+	if !c.cfg.labelled {
+		c.seriesOf("")
+	}
+	for _, key := range sortedKeys(c.series) {
+		s, labels := c.series[key], labelsOf(c.cfg.labelled, key)
+		for i, r := range rejectReasons {
+			counter(d.rejected, s.rejected[i], slices.Concat(labels, []string{r})...)
+		}
+		for i, r := range failReasons {
+			counter(d.failures, s.failures[i], slices.Concat(labels, []string{r})...)
+		}
+		counter(d.added, s.added, labels...)
+		counter(d.dropped, s.dropped, labels...)
+		counter(d.advances, s.advances, labels...)
+		counter(d.saves, s.saves, labels...)
+		counter(d.recoveryFailures, s.recoveryFailures, labels...)
+		counter(d.restarts, s.restarts, labels...)
+		counter(d.ownershipLost, s.ownershipLosses, labels...)
+		ch <- prometheus.MustNewConstHistogram(d.latency, s.latency.count, s.latency.sum, s.latency.cumulative(c.cfg.buckets), labels...)
+	}
+
+	// State, per pchannel or summed (the lag: the largest).
+	now := c.cfg.now()
+	updates := c.retiredUpdates
+	var inFlight, live, recovering, retrying, lag float64
+	for _, name := range sortedKeys(c.pchannels) {
+		p := c.pchannels[name]
+		var up uint64
+		var fl, l, rec, ret, pl float64
+		if p.counters != nil {
+			up, fl = p.counters.Updates.Load(), float64(p.counters.SavesInFlight.Load())
+		}
+		if p.live {
+			l = 1
+			rec, ret = b2f(p.recovering), b2f(p.retrying)
+			if !p.pendingSince.IsZero() {
+				pl = max(0, now.Sub(p.pendingSince).Seconds())
+			}
+		}
+		if c.cfg.labelled {
+			counter(d.updates, up, name)
+			gauge(d.inFlight, fl, name)
+			gauge(d.pchannels, l, name)
+			gauge(d.recovering, rec, name)
+			gauge(d.retrying, ret, name)
+			gauge(d.lag, pl, name)
+			continue
+		}
+		updates += up
+		inFlight, live, recovering, retrying, lag = inFlight+fl, live+l, recovering+rec, retrying+ret, max(lag, pl)
+	}
+	if !c.cfg.labelled {
+		counter(d.updates, updates)
+		gauge(d.inFlight, inFlight)
+		gauge(d.pchannels, live)
+		gauge(d.recovering, recovering)
+		gauge(d.retrying, retrying)
+		gauge(d.lag, lag)
+	}
+
+	var dropped uint64
+	for _, s := range c.subs {
+		dropped += s.Dropped()
+	}
+	counter(d.eventsDropped, dropped)
+}
+
+func labelsOf(labelled bool, key string) []string {
+	if labelled {
+		return []string{key}
+	}
+	return nil
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

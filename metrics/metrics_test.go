@@ -1,0 +1,279 @@
+package metrics_test
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/lowwater/lowwater/actors"
+	"github.com/lowwater/lowwater/messages"
+	"github.com/lowwater/lowwater/metrics"
+	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/persistence/faultinject"
+	"github.com/lowwater/lowwater/wal"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const (
+	testBound = 10 * time.Second
+	tick      = 2 * time.Millisecond
+)
+
+// fast retries keep the outage phases short.
+var fast = actors.Backoff{Initial: 5 * time.Millisecond, Max: 20 * time.Millisecond, Multiplier: 1.5}
+
+// scrape GETs url and returns every sample as "name{l="v",...}" -> value;
+// a histogram gives its _count and _sum. It returns an error rather than
+// failing: it runs inside Eventually.
+func scrape(url string) (map[string]float64, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]float64)
+	for name, fam := range fams {
+		for _, m := range fam.GetMetric() {
+			key := name + labelString(m.GetLabel())
+			switch {
+			case m.Counter != nil:
+				out[key] = m.Counter.GetValue()
+			case m.Gauge != nil:
+				out[key] = m.Gauge.GetValue()
+			case m.Histogram != nil:
+				out[name+"_count"+labelString(m.GetLabel())] = float64(m.Histogram.GetSampleCount())
+				out[name+"_sum"+labelString(m.GetLabel())] = m.Histogram.GetSampleSum()
+			}
+		}
+	}
+	return out, nil
+}
+
+func labelString(labels []*dto.LabelPair) string {
+	if len(labels) == 0 {
+		return ""
+	}
+	parts := make([]string, 0, len(labels))
+	for _, l := range labels {
+		parts = append(parts, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
+	}
+	sort.Strings(parts)
+	return "{" + strings.Join(parts, ",") + "}"
+}
+
+// The collector follows a pchannel through recovery against a catalog that
+// is down, saves, a rejected command, an outage and its end, and a stop;
+// scraped over HTTP each time, its values move as they should.
+func TestScrapeMoves(t *testing.T) {
+	for _, labelled := range []bool{false, true} {
+		t.Run(fmt.Sprintf("pchannel label %t", labelled), func(t *testing.T) {
+			var opts []metrics.Option
+			lbl, lblR := "", func(r string) string { return fmt.Sprintf("{reason=%q}", r) }
+			if labelled {
+				opts = append(opts, metrics.WithPChannelLabel())
+				lbl = `{pchannel="p0"}`
+				lblR = func(r string) string { return fmt.Sprintf("{pchannel=\"p0\",reason=%q}", r) }
+			}
+			collector, err := metrics.New(opts...)
+			require.NoError(t, err)
+			reg := prometheus.NewPedanticRegistry() // checks Collect against Describe
+			reg.MustRegister(collector)
+			srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError}))
+			defer srv.Close()
+			url := srv.URL + "/metrics"
+			eventually := func(what string, ok func(m map[string]float64) bool) map[string]float64 {
+				t.Helper()
+				var last map[string]float64
+				var lastErr error
+				if !assert.Eventually(t, func() bool {
+					m, err := scrape(url)
+					if err != nil {
+						lastErr = err
+						return false
+					}
+					last = m
+					return ok(m)
+				}, testBound, tick, what) {
+					t.Fatalf("%s: last scrape: %v, last error: %v", what, last, lastErr)
+				}
+				return last
+			}
+
+			system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+			defer system.Shutdown()
+			sub, err := collector.Subscribe(system.EventStream)
+			require.NoError(t, err)
+			defer sub.Close()
+			catalog := faultinject.Wrap(persistence.NewMemory())
+			catalog.SetDown(true) // recovery fails until it comes back
+
+			props, err := actors.NewProps("p0", wal.Kafka, catalog,
+				actors.WithCounters(collector.Counters("p0")), actors.WithBackoff(fast),
+				actors.WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(10), "b": wal.KafkaID(20)}))
+			require.NoError(t, err)
+			pid := system.Root.Spawn(props)
+
+			m := eventually("recovering while the catalog is down", func(m map[string]float64) bool {
+				return m["lowwater_pchannels_recovering"+lbl] == 1 && m["lowwater_recovery_failures_total"+lbl] >= 1
+			})
+			assert.Equal(t, 1.0, m["lowwater_pchannels"+lbl])
+			catalog.SetDown(false)
+			eventually("recovered and saved the spawn minimum", func(m map[string]float64) bool {
+				return m["lowwater_pchannels_recovering"+lbl] == 0 && m["lowwater_saves_total"+lbl] == 1
+			})
+
+			require.NoError(t, actors.Request(system.Root, pid, &messages.UpdateBatch{Updates: []messages.VChannelCheckpoint{
+				{VChannel: "a", Checkpoint: wal.KafkaID(30)}, {VChannel: "b", Checkpoint: wal.KafkaID(40)}}}, time.Second))
+			rollback := &messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(1)}
+			require.ErrorIs(t, actors.Request(system.Root, pid, rollback, time.Second), messages.ErrCheckpointRollback)
+			m = eventually("updates, an advance, a rejection, a second save", func(m map[string]float64) bool {
+				return m["lowwater_saves_total"+lbl] == 2 && m["lowwater_commands_rejected_total"+lblR("rollback")] == 1
+			})
+			assert.Equal(t, 2.0, m["lowwater_updates_total"+lbl], "counters are exact")
+			assert.Equal(t, 1.0, m["lowwater_minimum_advances_total"+lbl])
+			assert.Equal(t, 0.0, m["lowwater_persist_lag_seconds"+lbl])
+
+			// An outage: saves fail, the pchannel retries, the lag grows.
+			catalog.SetDown(true)
+			require.NoError(t, actors.Request(system.Root, pid, &messages.UpdateBatch{Updates: []messages.VChannelCheckpoint{
+				{VChannel: "a", Checkpoint: wal.KafkaID(50)}, {VChannel: "b", Checkpoint: wal.KafkaID(60)}}}, time.Second))
+			m = eventually("failing and retrying", func(m map[string]float64) bool {
+				return m["lowwater_save_failures_total"+lblR("error")] >= 2 && m["lowwater_pchannels_retrying"+lbl] == 1 &&
+					m["lowwater_persist_lag_seconds"+lbl] > 0
+			})
+			lag := m["lowwater_persist_lag_seconds"+lbl]
+			collector.Counters("p0") // asking again for a running pchannel changes nothing
+			m = eventually("still retrying", func(m map[string]float64) bool { return true })
+			assert.Equal(t, 1.0, m["lowwater_pchannels_retrying"+lbl])
+			eventually("the lag grows while down", func(m map[string]float64) bool { return m["lowwater_persist_lag_seconds"+lbl] > lag })
+
+			catalog.SetDown(false)
+			m = eventually("caught up after the outage", func(m map[string]float64) bool {
+				return m["lowwater_saves_total"+lbl] == 3 && m["lowwater_pchannels_retrying"+lbl] == 0 &&
+					m["lowwater_persist_lag_seconds"+lbl] == 0
+			})
+			assert.Equal(t, 4.0, m["lowwater_updates_total"+lbl])
+			assert.Equal(t, m["lowwater_saves_total"+lbl], m["lowwater_save_latency_seconds_count"+lbl])
+			assert.Equal(t, 0.0, m["lowwater_saves_in_flight"+lbl])
+
+			require.NoError(t, system.Root.PoisonFuture(pid).Wait())
+			m = eventually("stopped", func(m map[string]float64) bool { return m["lowwater_pchannels"+lbl] == 0 })
+			assert.Equal(t, 0.0, m["lowwater_events_dropped_total"])
+		})
+	}
+}
+
+// Every series is there from the first scrape, passes promlint, and the
+// reasons are bounded.
+func TestSeriesAndLint(t *testing.T) {
+	collector, err := metrics.New()
+	require.NoError(t, err)
+	problems, err := testutil.CollectAndLint(collector)
+	require.NoError(t, err)
+	assert.Empty(t, problems)
+	n, err := testutil.GatherAndCount(registry(t, collector))
+	require.NoError(t, err)
+	assert.Equal(t, 7+6+1+14, n, "7 rejection reasons, 6 failure reasons, 1 histogram, 14 other series")
+
+	collector.Observe(&messages.CommandRejected{Header: messages.NewHeader("p9"), Err: fmt.Errorf("wrapped: %w", messages.ErrVChannelExists)})
+	collector.Observe(&messages.PersistFailed{Header: messages.NewHeader("p9"), Err: persistence.ErrFenced})
+	collector.Observe(&messages.PersistFailed{Header: messages.NewHeader("p9"), Err: fmt.Errorf("odd")})
+	require.NoError(t, testutil.GatherAndCompare(registry(t, collector), strings.NewReader(`
+# HELP lowwater_commands_rejected_total Commands rejected, by reason; a rejected command changes nothing.
+# TYPE lowwater_commands_rejected_total counter
+lowwater_commands_rejected_total{reason="empty_vchannel"} 0
+lowwater_commands_rejected_total{reason="exists"} 1
+lowwater_commands_rejected_total{reason="nil_checkpoint"} 0
+lowwater_commands_rejected_total{reason="not_found"} 0
+lowwater_commands_rejected_total{reason="other"} 0
+lowwater_commands_rejected_total{reason="rollback"} 0
+lowwater_commands_rejected_total{reason="wal_mismatch"} 0
+# HELP lowwater_save_failures_total Failed saves, by reason; each is retried with backoff unless fenced.
+# TYPE lowwater_save_failures_total counter
+lowwater_save_failures_total{reason="canceled"} 0
+lowwater_save_failures_total{reason="closed"} 0
+lowwater_save_failures_total{reason="error"} 1
+lowwater_save_failures_total{reason="fenced"} 1
+lowwater_save_failures_total{reason="stored_ahead"} 0
+lowwater_save_failures_total{reason="timeout"} 0
+`), "lowwater_commands_rejected_total", "lowwater_save_failures_total"))
+}
+
+// Forget takes a labelled pchannel's series away, and keeps an unlabelled
+// total from going down.
+func TestForget(t *testing.T) {
+	for _, labelled := range []bool{false, true} {
+		var opts []metrics.Option
+		if labelled {
+			opts = append(opts, metrics.WithPChannelLabel())
+		}
+		collector, err := metrics.New(opts...)
+		require.NoError(t, err)
+		collector.Counters("p0").Updates.Add(5)
+		collector.Counters("p1").Updates.Add(7)
+		collector.Observe(&messages.CheckpointPersisted{Header: messages.NewHeader("p0"), Value: wal.KafkaID(1)})
+		collector.Forget("p0")
+		collector.Forget("nope")
+		reg := registry(t, collector)
+		if labelled {
+			require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP lowwater_updates_total Vchannel checkpoint updates applied.
+# TYPE lowwater_updates_total counter
+lowwater_updates_total{pchannel="p1"} 7
+`), "lowwater_updates_total"))
+			continue
+		}
+		require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP lowwater_updates_total Vchannel checkpoint updates applied.
+# TYPE lowwater_updates_total counter
+lowwater_updates_total 12
+# HELP lowwater_saves_total Checkpoints the catalog acknowledged: durable.
+# TYPE lowwater_saves_total counter
+lowwater_saves_total 1
+`), "lowwater_updates_total", "lowwater_saves_total"))
+	}
+}
+
+func TestInvalidOptions(t *testing.T) {
+	for _, b := range [][]float64{nil, {1, 1}, {2, 1}} {
+		_, err := metrics.New(metrics.WithLatencyBuckets(b))
+		assert.ErrorIs(t, err, metrics.ErrInvalidOption, "%v", b)
+	}
+	c, err := metrics.New(metrics.WithNamespace("myapp"), metrics.WithLatencyBuckets([]float64{0.1, 1}))
+	require.NoError(t, err)
+	n, err := testutil.GatherAndCount(registry(t, c), "myapp_saves_total")
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+}
+
+func registry(t *testing.T, c prometheus.Collector) *prometheus.Registry {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(c))
+	return reg
+}
