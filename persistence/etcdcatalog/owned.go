@@ -196,6 +196,8 @@ type Owned struct {
 	lostOnce sync.Once
 	lost     chan struct{} // closed when the ownership is known to be over
 	cause    error         // why; written before lost is closed
+	ctx      context.Context
+	endCtx   context.CancelCauseFunc // ends ctx with the cause, in lose
 
 	stopWatch   context.CancelFunc // ends the watcher
 	watching    chan struct{}      // closed when the watcher has returned
@@ -208,12 +210,15 @@ var _ persistence.Catalog = (*Owned)(nil)
 // catalog have closed meanwhile, it gives the ownership up again.
 func (c *Catalog) newOwned(ctx context.Context, pchannel, key string, session *concurrency.Session, term, from int64) (*Owned, error) {
 	watchCtx, cancel := context.WithCancel(context.Background())
+	ownedCtx, endCtx := context.WithCancelCause(context.Background())
 	o := &Owned{
 		c:         c,
 		pchannel:  pchannel,
 		ownerKey:  key,
 		term:      term,
 		lost:      make(chan struct{}),
+		ctx:       ownedCtx,
+		endCtx:    endCtx,
 		stopWatch: cancel,
 		watching:  make(chan struct{}),
 	}
@@ -221,6 +226,7 @@ func (c *Catalog) newOwned(ctx context.Context, pchannel, key string, session *c
 	if c.closed.Load() {
 		c.mu.Unlock()
 		cancel()
+		endCtx(persistence.ErrClosed)
 		_ = c.deleteOwner(ctx, key, term) // best effort: the lease ends it anyway
 		return nil, persistence.ErrClosed
 	}
@@ -264,10 +270,18 @@ func (o *Owned) Err() error {
 	}
 }
 
+// Context returns a context that ends when Done closes, with Err as its
+// cause (context.Cause): the form actors.WithOwnership takes, as
+// concurrency.Session.Ctx is for a session. It is a plain cancellable
+// context (its parent is context.Background), so context.AfterFunc on it
+// costs no goroutine.
+func (o *Owned) Context() context.Context { return o.ctx }
+
 func (o *Owned) lose(cause error) {
 	o.lostOnce.Do(func() {
 		o.cause = cause
 		close(o.lost)
+		o.endCtx(cause)
 		o.stopWatch()
 	})
 }

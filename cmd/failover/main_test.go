@@ -1,0 +1,165 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/wal"
+)
+
+// asNode makes the test binary a node process: TestFailover runs it again
+// with this variable set, instead of building the program.
+const asNode = "LOWWATER_FAILOVER_NODE"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(asNode) == "1" {
+		os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr, nil))
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// testBinary runs the test binary as a node.
+func testBinary(args []string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), asNode+"=1")
+	return cmd
+}
+
+// TestFailover runs the demo in a short form: embedded etcd, two node
+// processes, a SIGKILL, the takeover and the checks.
+func TestFailover(t *testing.T) {
+	var out bytes.Buffer
+	var stderr syncBuffer
+	began := time.Now()
+	code := run(t.Context(), []string{"--run=1500ms", "--after=500ms", "--ttl=2s"}, nil, &out, &stderr, testBinary)
+	text := out.String()
+	if code != exitOK {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, text, stderr.String())
+	}
+	for _, want := range []string{"SIGKILL node A", "node B owns p0", "node B owns p1", "PASS: "} {
+		if !strings.Contains(text, want) {
+			t.Errorf("no %q in the output:\n%s", want, text)
+		}
+	}
+	for _, name := range []string{"p0", "p1", "p2", "p3"} {
+		if !regexp.MustCompile(`\s` + name + ` ok: `).MatchString(text) {
+			t.Errorf("%s not verified:\n%s", name, text)
+		}
+	}
+	m := regexp.MustCompile(`takeover: node A's pchannels saving again on node B (\S+) after`).FindStringSubmatch(text)
+	if m == nil {
+		t.Fatalf("no takeover line:\n%s", text)
+	}
+	took, err := time.ParseDuration(m[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The dead node's lease lasts the TTL at most (keep-alives refresh it
+	// every TTL/3); etcd checks expiries every 500 ms.
+	if took > 5*time.Second {
+		t.Errorf("takeover took %v", took)
+	}
+	t.Logf("takeover in %v; whole run %v", took, time.Since(began).Round(time.Millisecond))
+}
+
+func TestUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"--pchannels=1"},
+		{"--ttl=100ms"},
+		{"--node=A"}, // no endpoints, prefix or pchannels
+		{"extra"},
+		{"--no-such-flag"},
+	} {
+		var out, stderr bytes.Buffer
+		if code := run(t.Context(), args, nil, &out, &stderr, testBinary); code != exitSetup {
+			t.Errorf("%q: exit %d, want %d; stderr: %s", args, code, exitSetup, stderr.String())
+		}
+	}
+}
+
+// TestCheckTakeover feeds the takeover check what a broken failover would
+// print and store.
+func TestCheckTakeover(t *testing.T) {
+	at := func(d time.Duration) int64 { return time.Unix(100, 0).Add(d).UnixNano() }
+	killAt := time.Unix(100, 0).Add(5 * time.Second)
+	v := func(n int64) *int64 { return &n }
+	stored := func(rev int64, n int64, term uint64) write {
+		return write{rev: rev, rec: persistence.Record{Checkpoint: wal.KafkaID(n), Term: term}}
+	}
+	base := []line{
+		{Ev: evOwned, Node: "A", PCh: "p0", Term: 3, At: at(0)},
+		{Ev: evPersisted, Node: "A", PCh: "p0", Value: v(10), At: at(time.Second)},
+		{Ev: evPersisted, Node: "A", PCh: "p0", Value: v(20), At: at(2 * time.Second)},
+	}
+	for _, tc := range []struct {
+		name    string
+		lines   []line
+		history []write
+		want    string // a fragment of the one problem expected, "" for none
+	}{
+		{"ok", []line{
+			{Ev: evOwned, Node: "B", PCh: "p0", Term: 40, At: at(7 * time.Second)},
+			{Ev: evRecovered, Node: "B", PCh: "p0", Value: v(20), FromCatalog: true, At: at(7 * time.Second)},
+		}, []write{stored(5, 10, 3), stored(6, 20, 3), stored(41, 25, 40)}, ""},
+		{"started below the acknowledged", []line{
+			{Ev: evOwned, Node: "B", PCh: "p0", Term: 40, At: at(7 * time.Second)},
+			{Ev: evRecovered, Node: "B", PCh: "p0", Value: v(10), FromCatalog: true, At: at(7 * time.Second)},
+		}, []write{stored(5, 10, 3), stored(41, 25, 40)}, "below kafka:20 that node A acknowledged"},
+		{"not from the last stored", []line{
+			{Ev: evOwned, Node: "B", PCh: "p0", Term: 40, At: at(7 * time.Second)},
+			{Ev: evRecovered, Node: "B", PCh: "p0", Value: v(20), FromCatalog: true, At: at(7 * time.Second)},
+		}, []write{stored(5, 10, 3), stored(6, 20, 3), stored(7, 22, 3), stored(41, 25, 40)}, "node A stored kafka:22 last"},
+		{"stale write", []line{
+			{Ev: evOwned, Node: "B", PCh: "p0", Term: 40, At: at(7 * time.Second)},
+			{Ev: evRecovered, Node: "B", PCh: "p0", Value: v(20), FromCatalog: true, At: at(7 * time.Second)},
+		}, []write{stored(5, 10, 3), stored(44, 20, 3)}, "after node B owned"},
+		{"owned before the kill", []line{
+			{Ev: evOwned, Node: "B", PCh: "p0", Term: 40, At: at(4 * time.Second)},
+			{Ev: evRecovered, Node: "B", PCh: "p0", Value: v(20), FromCatalog: true, At: at(4 * time.Second)},
+		}, []write{stored(5, 10, 3), stored(6, 20, 3)}, "before node A died"},
+		{"never taken over", nil, []write{stored(5, 10, 3), stored(6, 20, 3)}, "never took it over"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			bad := func(format string, args ...any) { got = append(got, fmt.Sprintf(format, args...)) }
+			var p parent
+			p.checkTakeover(append(append([]line(nil), base...), tc.lines...), "p0", tc.history, false, killAt, bad)
+			switch {
+			case tc.want == "" && len(got) > 0:
+				t.Errorf("problems %q", got)
+			case tc.want != "" && (len(got) != 1 || !strings.Contains(got[0], tc.want)):
+				t.Errorf("problems %q, want one with %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// syncBuffer is a bytes.Buffer for several writers: the parent's readers
+// and the copiers of the nodes' standard error.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}

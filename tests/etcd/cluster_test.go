@@ -1,0 +1,90 @@
+package etcd_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lowwater/lowwater/actors"
+	"github.com/lowwater/lowwater/internal/etcdtest"
+	"github.com/lowwater/lowwater/messages"
+	"github.com/lowwater/lowwater/wal"
+)
+
+// TestClusterLeaderStop kills the leader of a 3-member cluster (no
+// leadership transfer: the harder case) while a pchannel actor, owning its
+// pchannel through a session, saves continuously.
+func TestClusterLeaderStop(t *testing.T) {
+	testLeaderStop(t, (*etcdtest.Server).Kill, 20)
+}
+
+// testLeaderStop checks, around a leader stop: saves through the actor
+// resume within a few seconds; the ownership survives (the lease outlives
+// the election); no acknowledged checkpoint is lost; the stored values only
+// rise (the key's whole history, through a watch); and once updates stop,
+// the latest minimum is stored.
+func testLeaderStop(t *testing.T, stop func(*etcdtest.Server), acksEachSide int) {
+	const (
+		pch = "p"
+		// resumeWithin is "a few seconds": an election (1 s election
+		// timeout here) plus a failed attempt and a retry.
+		resumeWithin = 5 * time.Second
+	)
+	cluster := etcdtest.StartCluster(t, 3)
+	admin := newClient(t, cluster.Endpoints())
+	from := currentRevision(t, admin) + 1
+	n := newNode(t, cluster.Endpoints(), 10)
+	o := n.own(t, pch)
+	s := newSystem(t)
+	pid := s.spawn(pch, o, actors.WithOwnership(o.Context()), actors.WithVChannels(map[string]wal.MessageID{"v": k(0)}))
+	feed := startFeeder(s, pid, "v", 1, 5*time.Millisecond)
+	defer feed.stop()
+
+	waitAcks := func(from, count int, within time.Duration) int {
+		t.Helper()
+		idx := from
+		for range count {
+			_, i := waitFrom(t, s.rec, pch, idx, within, anyEvent[*messages.CheckpointPersisted])
+			idx = i + 1
+		}
+		return idx
+	}
+	waitAcks(0, acksEachSide, eventWait)
+
+	leader := cluster.Leader()
+	require.GreaterOrEqual(t, leader, 0, "no leader")
+	mark := s.rec.len()
+	stoppedAt := time.Now()
+	stop(cluster.Members[leader])
+	stopTook := time.Since(stoppedAt)
+	waitAcks(mark, acksEachSide, resumeWithin+stopTook)
+	last := feed.stop()
+	waitFrom(t, s.rec, pch, mark, eventWait, persistedIs(k(last)))
+
+	require.Empty(t, collect[*messages.OwnershipLost](s.rec, pch, 0), "the ownership outlives a leader change")
+	require.NoError(t, o.Err())
+	acks := collect[*messages.CheckpointPersisted](s.rec, pch, 0)
+	failures := collect[*messages.PersistFailed](s.rec, pch, 0)
+	var lastBefore, firstAfter time.Time
+	for _, a := range acks {
+		if a.At.Before(stoppedAt) {
+			lastBefore = a.At
+		} else if firstAfter.IsZero() {
+			firstAfter = a.At
+		}
+	}
+	t.Logf("leader %s stopped (the call took %v): last save acknowledged %v before, first %v after; silence %v; "+
+		"%d failed attempts; %d acknowledged in all, last %s",
+		cluster.Members[leader].Name(), stopTook.Round(time.Millisecond), stoppedAt.Sub(lastBefore).Round(time.Microsecond),
+		firstAfter.Sub(stoppedAt).Round(time.Millisecond), firstAfter.Sub(lastBefore).Round(time.Millisecond), len(failures), len(acks), k(last))
+	within(t, firstAfter.Sub(stoppedAt), resumeWithin+stopTook, "the first save after the leader stop")
+
+	h := history(t, admin, pch, from)
+	requireIncreasing(t, h)
+	requireAcknowledgedStored(t, h, acks)
+	require.Equal(t, k(last), h[len(h)-1].rec.Checkpoint)
+	for _, v := range h {
+		require.Equal(t, o.Term(), v.rec.Term)
+	}
+}
