@@ -46,17 +46,20 @@ func splitCatalog(spec string) (scheme, rest string) {
 	return spec, ""
 }
 
+// checkCatalog validates --catalog while parsing flags: the kind, and what
+// its opener can tell without touching the store.
 func checkCatalog(spec string) error {
-	scheme, _ := splitCatalog(spec)
-	if _, ok := stores[scheme]; !ok {
-		known := make([]string, 0, len(stores))
-		for s := range stores {
-			known = append(known, s)
-		}
-		slices.Sort(known)
-		return fmt.Errorf("--catalog %q: unknown kind %q, want one of %s", spec, scheme, strings.Join(known, ", "))
+	scheme, rest := splitCatalog(spec)
+	if open, ok := stores[scheme]; ok {
+		_, err := open(rest, config{})
+		return err
 	}
-	return nil
+	known := make([]string, 0, len(stores))
+	for s := range stores {
+		known = append(known, s)
+	}
+	slices.Sort(known)
+	return fmt.Errorf("--catalog %q: unknown kind %q, want one of %s", spec, scheme, strings.Join(known, ", "))
 }
 
 func openStore(cfg config) (store, error) {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/lowwater/lowwater/actors"
 	"github.com/lowwater/lowwater/metrics"
+	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/wal"
 )
 
@@ -80,7 +81,7 @@ func (d *demo) run(ctx context.Context) (int, error) {
 	if err != nil {
 		return exitSetup, err
 	}
-	ev.floor, err = raw.LoadAll(bg)
+	ev.floor, err = loadAll(bg, raw)
 	if err != nil {
 		_ = raw.Close()
 		return exitSetup, fmt.Errorf("read %s: %w", d.store.describe(), err)
@@ -198,7 +199,7 @@ func (d *demo) run(ctx context.Context) (int, error) {
 	if err != nil {
 		return exitSetup, fmt.Errorf("reopen: %w", err)
 	}
-	inFile, err := raw.LoadAll(bg)
+	inFile, err := loadAll(bg, raw)
 	if err != nil {
 		_ = raw.Close()
 		return exitSetup, fmt.Errorf("reread %s: %w", d.store.describe(), err)
@@ -219,7 +220,7 @@ func (d *demo) run(ctx context.Context) (int, error) {
 	errs = append(errs, n.stop())
 	ev.blocked += n.feed.blocked.Load()
 	ev.phases = append(ev.phases, phase{name: "restart", sims: sims2, rec: rec2})
-	ev.final, err = raw.LoadAll(bg)
+	ev.final, err = loadAll(bg, raw)
 	errs = append(errs, err, raw.Close())
 
 	for i, name := range names {
@@ -354,4 +355,12 @@ func (d *demo) atomically(print func(io.Writer)) {
 	var b bytes.Buffer
 	print(&b)
 	_, _ = d.out.Write(b.Bytes())
+}
+
+// loadAll reads the whole catalog with a deadline, so that a store that
+// cannot be reached fails the demo instead of hanging it.
+func loadAll(ctx context.Context, c persistence.Catalog) (map[string]wal.MessageID, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return c.LoadAll(ctx)
 }

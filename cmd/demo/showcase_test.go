@@ -257,7 +257,7 @@ func TestParseFlags(t *testing.T) {
 
 	for _, args := range [][]string{
 		{"--outage=3s"}, {"--outage=3s+0s"}, {"--outage=x+1s"}, {"--outage=9s+1s"},
-		{"--outage=1s+2s", "--outage=2s+1s"}, {"--catalog=etcd://h:2379/p"}, {"--catalog=nope"},
+		{"--outage=1s+2s", "--outage=2s+1s"}, {"--catalog=etcd://"}, {"--catalog=nope"},
 		{"--chart=c.jpg"}, {"--view=tv"}, {"--rate=0"}, {"--churn=100"}, {"--latency=-1s"},
 	} {
 		var stderr bytes.Buffer
