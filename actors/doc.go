@@ -53,5 +53,9 @@
 // other bad command: it changes nothing and never panics the actor.
 //
 // Event subscribers run on the publishing actor's goroutine: a slow one
-// slows the pchannel. Keep handlers quick, or hand events to a channel.
+// slows the pchannel. Keep handlers quick, or hand events to a channel. A
+// panicking one is logged ("event subscriber panicked") and does not crash
+// the PChannel actor, whose restart would forget the vchannels added since
+// spawn; subscribers after it miss that event. (One panicking on a
+// persister's event crashes the persister, which is restarted as above.)
 package actors

@@ -414,7 +414,19 @@ func (p *pchannel) raiseFloor(v wal.MessageID) {
 
 func (p *pchannel) header() messages.Header { return messages.NewHeader(p.cfg.pchannel) }
 
-func (p *pchannel) publish(ev messages.Event) { p.events.Publish(ev) }
+// publish hands ev to the EventStream's subscribers, which run here, on
+// the mailbox goroutine. A panicking subscriber is logged, not let through:
+// the restart it would cause rebuilds the tracker from the vchannels given
+// at spawn, forgetting those added since, and a minimum above one of them
+// could then be saved (I1). Subscribers after it miss the event.
+func (p *pchannel) publish(ev messages.Event) {
+	defer func() {
+		if r := recover(); r != nil {
+			p.cfg.logger.Error("event subscriber panicked", zap.String("event", fmt.Sprintf("%T", ev)), zap.Any("reason", r))
+		}
+	}()
+	p.events.Publish(ev)
+}
 
 func stopTimer(t *time.Timer) {
 	if t != nil {
