@@ -259,7 +259,7 @@ func TestTwoPChannelsOneCatalog(t *testing.T) {
 	h := newHarness(t)
 	mem := persistence.NewMemory()
 	other := newRecorder("pch-other")
-	sub := h.sys.EventStream.Subscribe(other.observe)
+	sub := h.sys.EventStream.Subscribe(other.Observe)
 	defer h.sys.EventStream.Unsubscribe(sub)
 	props, err := actors.NewProps("pch-other", wal.Kafka, mem, actors.WithVChannels(map[string]wal.MessageID{"x": k(7)}), actors.WithLogger(h.logger))
 	require.NoError(t, err)
@@ -273,7 +273,7 @@ func TestTwoPChannelsOneCatalog(t *testing.T) {
 	all, err := mem.LoadAll(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, map[string]wal.MessageID{pch: k(200), "pch-other": k(7)}, all)
-	for _, ev := range h.rec.all() {
+	for _, ev := range h.rec.Since(0) {
 		require.Equal(t, pch, ev.EventHeader().PChannel)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/lowwater/lowwater/actors"
+	"github.com/lowwater/lowwater/internal/eventlog"
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/persistence/faultinject"
@@ -61,7 +62,7 @@ func newHarness(t testing.TB) *harness {
 	logger := zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel))
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(actors.LoggerFactory(logger)))
 	h := &harness{t: t, sys: sys, logger: logger, rec: newRecorder(pch)}
-	h.sub = sys.EventStream.Subscribe(h.rec.observe)
+	h.sub = sys.EventStream.Subscribe(h.rec.Observe)
 	t.Cleanup(h.close)
 	return h
 }
@@ -115,7 +116,7 @@ func (h *harness) forget(pid *actor.PID) {
 func (h *harness) poison(pid *actor.PID) (*messages.Stopped, time.Duration) {
 	h.t.Helper()
 	h.forget(pid)
-	from := h.rec.len()
+	from := h.rec.Len()
 	began := time.Now()
 	require.NoError(h.t, h.sys.Root.PoisonFuture(pid).Wait())
 	took := time.Since(began)
@@ -127,7 +128,7 @@ func (h *harness) poison(pid *actor.PID) (*messages.Stopped, time.Duration) {
 func (h *harness) stop(pid *actor.PID) (*messages.Stopped, time.Duration) {
 	h.t.Helper()
 	h.forget(pid)
-	from := h.rec.len()
+	from := h.rec.Len()
 	began := time.Now()
 	require.NoError(h.t, h.sys.Root.StopFuture(pid).Wait())
 	took := time.Since(began)
@@ -194,70 +195,10 @@ func (h *harness) update(pid *actor.PID, vchannel string, n int64) {
 	h.mustRequest(pid, &messages.UpdateCheckpoint{VChannel: vchannel, Checkpoint: k(n)})
 }
 
-// recorder keeps the lowwater events of one pchannel, in publishing order.
-// Its handler runs on the publishing actor's goroutine, so it only appends
-// and signals.
-type recorder struct {
-	pchannel string
+// recorder keeps lowwater events in publishing order; see internal/eventlog.
+type recorder = eventlog.Log
 
-	mu     sync.Mutex
-	events []messages.Event
-	// changed is closed, and replaced, on every event.
-	changed chan struct{}
-}
-
-func newRecorder(pchannel string) *recorder {
-	return &recorder{pchannel: pchannel, changed: make(chan struct{})}
-}
-
-func (r *recorder) observe(e any) {
-	ev, ok := e.(messages.Event)
-	if !ok || ev.EventHeader().PChannel != r.pchannel {
-		return
-	}
-	r.mu.Lock()
-	r.events = append(r.events, ev)
-	close(r.changed)
-	r.changed = make(chan struct{})
-	r.mu.Unlock()
-}
-
-func (r *recorder) len() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.events)
-}
-
-func (r *recorder) all() []messages.Event {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]messages.Event(nil), r.events...)
-}
-
-// await returns the first event at index >= from that matches, waiting up
-// to timeout for it; ok is false on timeout.
-func (r *recorder) await(from int, timeout time.Duration, match func(messages.Event) bool) (ev messages.Event, idx int, ok bool) {
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	next := from
-	for {
-		r.mu.Lock()
-		for ; next < len(r.events); next++ {
-			if match(r.events[next]) {
-				ev := r.events[next]
-				r.mu.Unlock()
-				return ev, next, true
-			}
-		}
-		changed := r.changed
-		r.mu.Unlock()
-		select {
-		case <-changed:
-		case <-deadline.C:
-			return nil, -1, false
-		}
-	}
-}
+func newRecorder(pchannel string) *recorder { return eventlog.New(pchannel) }
 
 // waitFor waits for the first event of type E matching match.
 func waitFor[E messages.Event](t testing.TB, r *recorder, match func(E) bool) E {
@@ -269,13 +210,13 @@ func waitFor[E messages.Event](t testing.TB, r *recorder, match func(E) bool) E 
 // match.
 func waitFrom[E messages.Event](t testing.TB, r *recorder, from int, match func(E) bool) E {
 	t.Helper()
-	ev, _, ok := r.await(from, eventWait, func(ev messages.Event) bool {
+	ev, _, ok := r.Await(from, eventWait, func(ev messages.Event) bool {
 		e, ok := ev.(E)
 		return ok && match(e)
 	})
 	if !ok {
 		var zero E
-		t.Fatalf("no %T event after #%d within %v; events: %s", zero, from, eventWait, describe(r.all()))
+		t.Fatalf("no %T event after #%d within %v; events: %s", zero, from, eventWait, describe(r.Since(0)))
 	}
 	return ev.(E)
 }
@@ -286,13 +227,13 @@ func waitCount[E messages.Event](t testing.TB, r *recorder, n int, match func(E)
 	var got []E
 	from := 0
 	for len(got) < n {
-		ev, idx, ok := r.await(from, eventWait, func(ev messages.Event) bool {
+		ev, idx, ok := r.Await(from, eventWait, func(ev messages.Event) bool {
 			e, ok := ev.(E)
 			return ok && match(e)
 		})
 		if !ok {
 			var zero E
-			t.Fatalf("%d of %d %T events within %v; events: %s", len(got), n, zero, eventWait, describe(r.all()))
+			t.Fatalf("%d of %d %T events within %v; events: %s", len(got), n, zero, eventWait, describe(r.Since(0)))
 		}
 		got = append(got, ev.(E))
 		from = idx + 1
@@ -303,7 +244,7 @@ func waitCount[E messages.Event](t testing.TB, r *recorder, n int, match func(E)
 // collect returns every event of type E published so far.
 func collect[E messages.Event](r *recorder) []E {
 	var out []E
-	for _, ev := range r.all() {
+	for _, ev := range r.Since(0) {
 		if e, ok := ev.(E); ok {
 			out = append(out, e)
 		}

@@ -209,7 +209,7 @@ func TestRestartOnBolt(t *testing.T) {
 	cat, err = persistence.OpenBolt(path)
 	require.NoError(t, err)
 	defer func() { require.NoError(t, cat.Close()) }()
-	from := h.rec.len()
+	from := h.rec.Len()
 	pid = h.spawn(wal.Kafka, cat, actors.WithVChannels(map[string]wal.MessageID{"v0": k(0)}))
 	rec = waitFrom(t, h.rec, from, any1[*messages.Recovered])
 	require.True(t, rec.FromCatalog)

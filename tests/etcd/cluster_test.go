@@ -54,7 +54,7 @@ func testLeaderStop(t *testing.T, stop func(*etcdtest.Server), acksEachSide int)
 
 	leader := cluster.Leader()
 	require.GreaterOrEqual(t, leader, 0, "no leader")
-	mark := s.rec.len()
+	mark := s.rec.Len()
 	stoppedAt := time.Now()
 	stop(cluster.Members[leader])
 	stopTook := time.Since(stoppedAt)

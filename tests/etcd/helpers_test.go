@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/backoff"
 
 	"github.com/lowwater/lowwater/actors"
+	"github.com/lowwater/lowwater/internal/eventlog"
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/persistence/etcdcatalog"
@@ -129,7 +130,7 @@ func newSystem(t testing.TB) *system {
 	// default), which goleak would find if a test ended within it.
 	throttle := actor.WithDeadLetterThrottleInterval(10 * time.Millisecond)
 	s := &system{t: t, sys: actor.NewActorSystem(quiet, throttle), rec: newRecorder()}
-	s.sub = s.sys.EventStream.Subscribe(s.rec.observe)
+	s.sub = s.sys.EventStream.Subscribe(s.rec.Observe)
 	t.Cleanup(s.close)
 	return s
 }
@@ -220,77 +221,22 @@ func (f *feeder) stop() int64 {
 	return f.last
 }
 
-// recorder keeps every lowwater event, in publishing order. Its handler
-// runs on the publishing actor's goroutine, so it only appends and signals.
-type recorder struct {
-	mu     sync.Mutex
-	events []messages.Event
-	// changed is closed, and replaced, on every event.
-	changed chan struct{}
-}
+// recorder keeps lowwater events in publishing order; see internal/eventlog.
+type recorder = eventlog.Log
 
-func newRecorder() *recorder { return &recorder{changed: make(chan struct{})} }
-
-func (r *recorder) observe(e any) {
-	ev, ok := e.(messages.Event)
-	if !ok {
-		return
-	}
-	r.mu.Lock()
-	r.events = append(r.events, ev)
-	close(r.changed)
-	r.changed = make(chan struct{})
-	r.mu.Unlock()
-}
-
-func (r *recorder) len() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.events)
-}
-
-func (r *recorder) all() []messages.Event {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]messages.Event(nil), r.events...)
-}
-
-// await returns the first event at index >= from that matches, waiting up
-// to timeout for it; ok is false on timeout.
-func (r *recorder) await(from int, timeout time.Duration, match func(messages.Event) bool) (ev messages.Event, idx int, ok bool) {
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	next := from
-	for {
-		r.mu.Lock()
-		for ; next < len(r.events); next++ {
-			if match(r.events[next]) {
-				ev := r.events[next]
-				r.mu.Unlock()
-				return ev, next, true
-			}
-		}
-		changed := r.changed
-		r.mu.Unlock()
-		select {
-		case <-changed:
-		case <-deadline.C:
-			return nil, -1, false
-		}
-	}
-}
+func newRecorder() *recorder { return eventlog.New("") }
 
 // waitFrom waits up to timeout for the first event of type E about
 // pchannel, at index >= from, that matches.
 func waitFrom[E messages.Event](t testing.TB, r *recorder, pchannel string, from int, timeout time.Duration, match func(E) bool) (E, int) {
 	t.Helper()
-	ev, idx, ok := r.await(from, timeout, func(ev messages.Event) bool {
+	ev, idx, ok := r.Await(from, timeout, func(ev messages.Event) bool {
 		e, ok := ev.(E)
 		return ok && ev.EventHeader().PChannel == pchannel && match(e)
 	})
 	if !ok {
 		var zero E
-		t.Fatalf("no %T of %s after #%d within %v; events: %s", zero, pchannel, from, timeout, describe(r.all(), pchannel))
+		t.Fatalf("no %T of %s after #%d within %v; events: %s", zero, pchannel, from, timeout, describe(r.Since(0), pchannel))
 	}
 	return ev.(E), idx
 }
@@ -298,7 +244,7 @@ func waitFrom[E messages.Event](t testing.TB, r *recorder, pchannel string, from
 // collect returns the events of type E about pchannel at index >= from.
 func collect[E messages.Event](r *recorder, pchannel string, from int) []E {
 	var out []E
-	for _, ev := range r.all()[from:] {
+	for _, ev := range r.Since(0)[from:] {
 		if e, ok := ev.(E); ok && ev.EventHeader().PChannel == pchannel {
 			out = append(out, e)
 		}

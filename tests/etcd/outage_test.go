@@ -41,7 +41,7 @@ func testOutage(t *testing.T, outage time.Duration, stop func(*etcdtest.Server))
 	defer feed.stop()
 	waitFrom(t, s.rec, pch, 0, eventWait, persistedAtLeast(k(10)))
 
-	mark := s.rec.len()
+	mark := s.rec.Len()
 	down := time.Now()
 	stop(srv)
 	stopTook := time.Since(down)

@@ -70,7 +70,7 @@ func TestBadInputCatalogue(t *testing.T) {
 				s.spawn(actors.WithLogger(zap.New(core)), actors.WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(10)}))
 				synctest.Wait()
 				logs.TakeAll()
-				from := s.rec.len()
+				from := s.rec.Len()
 
 				err := actors.Request(s.sys.Root, s.pid, row.cmd, time.Minute)
 				require.EqualError(t, err, row.reply)
@@ -79,7 +79,7 @@ func TestBadInputCatalogue(t *testing.T) {
 				}
 				synctest.Wait()
 
-				rejected := ofType[*messages.CommandRejected](s.rec.since(from))
+				rejected := ofType[*messages.CommandRejected](s.rec.Since(from))
 				require.Len(t, rejected, len(row.is))
 				var warns []string
 				for _, e := range logs.TakeAll() {
@@ -118,14 +118,14 @@ func TestBadInputCatalogue(t *testing.T) {
 		s.spawn(actors.WithLogger(zap.New(core)), actors.WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(10)}))
 		synctest.Wait()
 		logs.TakeAll()
-		from := s.rec.len()
+		from := s.rec.Len()
 		res, err := s.sys.Root.RequestFuture(s.pid, (*messages.GetState)(nil), time.Minute).Result()
 		require.NoError(t, err)
 		require.Equal(t, 1, res.(*messages.State).VChannels)
 		require.Nil(t, res.(*messages.State).Checkpoints)
 		_, err = s.sys.Root.RequestFuture(s.pid, "hello", time.Second).Result()
 		require.ErrorIs(t, err, errTimeout())
-		require.Empty(t, s.rec.since(from))
+		require.Empty(t, s.rec.Since(from))
 		require.Zero(t, logs.Len())
 	})
 }

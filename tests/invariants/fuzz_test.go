@@ -171,7 +171,7 @@ func fuzzActor(t *testing.T, data []byte) {
 	if st.Minimum != m.minimum().id() {
 		fail("minimum %v, model %v", st.Minimum, m.minimum())
 	}
-	if n := len(ofType[*messages.CommandRejected](s.rec.since(0))); n != rejections {
+	if n := len(ofType[*messages.CommandRejected](s.rec.Since(0))); n != rejections {
 		fail("%d CommandRejected, want %d", n, rejections)
 	}
 	stored, err := s.mem.Load(context.Background(), scenePChannel)

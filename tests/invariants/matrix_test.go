@@ -204,7 +204,7 @@ func runCell(t *testing.T, c cell) {
 		s.spawn(opts...)
 		synctest.Wait()
 		require.Equal(t, []string{"Recovered(kafka:5, catalog, 1)", "Persisted(kafka:10, 1)"}, s.lifecycle(0))
-		from = s.rec.len()
+		from = s.rec.Len()
 		if c.phase == "graceful" {
 			s.update("a", 30) // held back by the min save interval
 			synctest.Wait()
@@ -232,7 +232,7 @@ func runCell(t *testing.T, c cell) {
 
 	require.Equal(t, c.events, s.lifecycle(from), "lifecycle events")
 
-	evs := s.rec.since(0)
+	evs := s.rec.Since(0)
 	calls := s.probe.snapshot(0)
 	checkSchedule(t, b, calls, announcedWaits(evs, faultinject.OpLoad), faultinject.OpLoad, false)
 	checkSchedule(t, b, calls, announcedWaits(evs, faultinject.OpSave), faultinject.OpSave, c.phase == "graceful")
@@ -250,7 +250,7 @@ func runCell(t *testing.T, c cell) {
 		require.Equal(t, noStop, took)
 	case sumOfWaits:
 		var sum time.Duration
-		for _, w := range announcedWaits(s.rec.since(from), faultinject.OpSave) {
+		for _, w := range announcedWaits(s.rec.Since(from), faultinject.OpSave) {
 			sum += w
 		}
 		require.Equal(t, sum+s.probeLatency(), took, "stop took")
@@ -276,7 +276,7 @@ func runCell(t *testing.T, c cell) {
 		require.False(t, st.SaveInFlight)
 		_ = s.stop(true)
 	}
-	require.Empty(t, ofType[*messages.CommandRejected](s.rec.since(0)))
+	require.Empty(t, ofType[*messages.CommandRejected](s.rec.Since(0)))
 }
 
 // stored0 is what the corrupt record replaced: the value stored before.

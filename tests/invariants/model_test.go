@@ -223,7 +223,7 @@ func runModel(t *rapid.T) {
 		wantLogs: map[string]int{},
 	}
 	m.probe = newProbe(faultinject.Wrap(m.mem))
-	m.sub = m.sys.EventStream.Subscribe(m.rec.observe)
+	m.sub = m.sys.EventStream.Subscribe(m.rec.Observe)
 	t.Cleanup(m.teardown)
 
 	initial := map[string]int64{}
@@ -975,7 +975,7 @@ func (m *model) reconcile(kind stepKind) {
 	synctest.Wait()
 	now := time.Now()
 
-	evs := m.rec.since(m.evCursor)
+	evs := m.rec.Since(m.evCursor)
 	m.evCursor += len(evs)
 	m.stepEvents, m.life = evs, nil
 	var cmdEvs []messages.Event

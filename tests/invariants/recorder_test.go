@@ -3,93 +3,30 @@ package invariants
 import (
 	"fmt"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/lowwater/lowwater/internal/eventlog"
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/wal"
 )
 
-// recorder keeps the lowwater events of one pchannel in publishing order.
-// Its handler runs on the publishing actor's goroutine: it only appends and
-// signals.
-type recorder struct {
-	pchannel string
-	// paused drops events, for tests that measure the heap.
-	paused atomic.Bool
+// recorder keeps lowwater events in publishing order; see internal/eventlog.
+type recorder = eventlog.Log
 
-	mu     sync.Mutex
-	events []messages.Event
-	// changed is closed, and replaced, on every event.
-	changed chan struct{}
-}
-
-func newRecorder(pchannel string) *recorder {
-	return &recorder{pchannel: pchannel, changed: make(chan struct{})}
-}
-
-func (r *recorder) observe(e any) {
-	ev, ok := e.(messages.Event)
-	if !ok || ev.EventHeader().PChannel != r.pchannel || r.paused.Load() {
-		return
-	}
-	r.mu.Lock()
-	r.events = append(r.events, ev)
-	close(r.changed)
-	r.changed = make(chan struct{})
-	r.mu.Unlock()
-}
-
-func (r *recorder) len() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.events)
-}
-
-func (r *recorder) since(from int) []messages.Event {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]messages.Event(nil), r.events[from:]...)
-}
-
-// await returns the first event at index >= from that matches, waiting up
-// to timeout; ok is false on timeout.
-func (r *recorder) await(from int, timeout time.Duration, match func(messages.Event) bool) (ev messages.Event, idx int, ok bool) {
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	next := from
-	for {
-		r.mu.Lock()
-		for ; next < len(r.events); next++ {
-			if match(r.events[next]) {
-				ev := r.events[next]
-				r.mu.Unlock()
-				return ev, next, true
-			}
-		}
-		changed := r.changed
-		r.mu.Unlock()
-		select {
-		case <-changed:
-		case <-deadline.C:
-			return nil, -1, false
-		}
-	}
-}
+func newRecorder(pchannel string) *recorder { return eventlog.New(pchannel) }
 
 // waitEvent waits for the first event of type E at index >= from matching
 // match.
 func waitEvent[E messages.Event](t testing.TB, r *recorder, from int, timeout time.Duration, match func(E) bool) (E, int) {
 	t.Helper()
-	ev, idx, ok := r.await(from, timeout, func(ev messages.Event) bool {
+	ev, idx, ok := r.Await(from, timeout, func(ev messages.Event) bool {
 		e, ok := ev.(E)
 		return ok && match(e)
 	})
 	if !ok {
 		var zero E
-		t.Fatalf("no %T after event #%d within %v; events: %s", zero, from, timeout, describe(r.since(0)))
+		t.Fatalf("no %T after event #%d within %v; events: %s", zero, from, timeout, describe(r.Since(0)))
 	}
 	return ev.(E), idx
 }

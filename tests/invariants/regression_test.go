@@ -35,10 +35,10 @@ func TestRegressionNilCommandIsRejected(t *testing.T) {
 		for _, cmd := range []messages.Command{(*messages.AddVChannel)(nil), (*messages.UpdateCheckpoint)(nil),
 			(*messages.DropVChannel)(nil), (*messages.UpdateBatch)(nil)} {
 			synctest.Wait()
-			from := s.rec.len()
+			from := s.rec.Len()
 			err := actors.Request(s.sys.Root, s.pid, cmd, time.Minute)
 			require.ErrorIs(t, err, messages.ErrNilCommand, "%T", cmd)
-			rej := ofType[*messages.CommandRejected](s.rec.since(from))
+			rej := ofType[*messages.CommandRejected](s.rec.Since(from))
 			require.Len(t, rej, 1)
 			require.Equal(t, cmd, rej[0].Command)
 			require.ErrorIs(t, rej[0].Err, messages.ErrNilCommand)
@@ -55,7 +55,7 @@ func TestRegressionNilCommandIsRejected(t *testing.T) {
 		s.update("x", 50) // before the fix, the restarted tracker saved 50 here
 		synctest.Wait()
 		require.Equal(t, wal.KafkaID(2), s.stored(), "I1: y is still at 2")
-		require.Len(t, ofType[*messages.CommandRejected](s.rec.since(0)), 8)
+		require.Len(t, ofType[*messages.CommandRejected](s.rec.Since(0)), 8)
 	})
 }
 
@@ -71,7 +71,7 @@ func TestRegressionSaveInFlightClearedOnCrash(t *testing.T) {
 		s.probe.script(faultinject.OpSave, fault{kind: fPanic})
 		s.update("a", 2)
 		synctest.Wait()
-		require.Len(t, ofType[*messages.PersisterRestarted](s.rec.since(0)), 1)
+		require.Len(t, ofType[*messages.PersisterRestarted](s.rec.Since(0)), 1)
 		st := s.state()
 		require.False(t, st.SaveInFlight, "nothing is in flight while the persister waits 10 s for its restart")
 		require.Equal(t, wal.KafkaID(1), st.Persisted)

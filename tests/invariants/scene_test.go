@@ -49,7 +49,7 @@ func newScene(t testing.TB, fiOpts ...faultinject.Option) *scene {
 	}
 	s.fi = faultinject.Wrap(s.mem, fiOpts...)
 	s.probe = newProbe(s.fi)
-	s.sub = s.sys.EventStream.Subscribe(s.rec.observe)
+	s.sub = s.sys.EventStream.Subscribe(s.rec.Observe)
 	t.Cleanup(s.close)
 	return s
 }
@@ -116,7 +116,7 @@ func (s *scene) stop(graceful bool) time.Duration {
 // form the tables use.
 func (s *scene) lifecycle(from int) []string {
 	var out []string
-	for _, ev := range s.rec.since(from) {
+	for _, ev := range s.rec.Since(from) {
 		if str := short(ev); str != "" {
 			out = append(out, str)
 		}

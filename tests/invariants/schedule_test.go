@@ -128,7 +128,7 @@ func TestActorOutageLongerThan15Minutes(t *testing.T) {
 			// The latest minimum when the attempt started: a rises every 30 s.
 			require.Equal(t, wal.KafkaID(int64(c.start.Sub(began)/(30*time.Second))+1), c.value, "attempt at %v", c.start.Sub(began))
 		}
-		evs := s.rec.since(0)
+		evs := s.rec.Since(0)
 		checkSchedule(t, b, s.probe.snapshot(0), announcedWaits(evs, faultinject.OpSave), faultinject.OpSave, false)
 		require.Equal(t, len(failed), len(ofType[*messages.PersistFailed](evs)))
 		_ = s.stop(true)
@@ -157,7 +157,7 @@ func TestBurstDuringSaveCostsOneFurtherSave(t *testing.T) {
 				require.Len(t, saves, 2)
 				require.Equal(t, wal.KafkaID(0), saves[0].value)
 				require.Equal(t, wal.KafkaID(int64(n)), saves[1].value)
-				require.Equal(t, n, len(ofType[*messages.MinimumAdvanced](s.rec.since(0))))
+				require.Equal(t, n, len(ofType[*messages.MinimumAdvanced](s.rec.Since(0))))
 				require.Equal(t, wal.KafkaID(int64(n)), s.stored())
 				_ = s.stop(true)
 			})
@@ -174,7 +174,7 @@ func TestBoundedStateDuringOutage(t *testing.T) {
 		s := newScene(t)
 		s.spawn(actors.WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(0)}))
 		synctest.Wait()
-		s.rec.paused.Store(true) // 200,000 events would be the heap growth
+		s.rec.Pause(true) // 200,000 events would be the heap growth
 		s.probe.setDown(true)
 		s.update("a", 1)
 		synctest.Wait()
@@ -256,7 +256,7 @@ func TestRetryGapsRealTime(t *testing.T) {
 	}
 	require.GreaterOrEqual(t, k, failures)
 	// The announced waits match the gaps too, within the same slack.
-	for _, w := range announcedWaits(s.rec.since(idx), faultinject.OpSave) {
+	for _, w := range announcedWaits(s.rec.Since(idx), faultinject.OpSave) {
 		require.GreaterOrEqual(t, w, b.Initial)
 		require.LessOrEqual(t, w, b.Max)
 	}
