@@ -35,8 +35,13 @@ demo-chart:
 demo-etcd:
 	$(GO) run ./cmd/failover
 
+# lowwater side by side with the mutex/cond baseline (internal/baseline):
+# medians of BENCH_COUNT (default 7) interleaved rounds of ./bench, as one
+# table (metric, baseline, lowwater, ratio) written to bench/RESULTS.md and
+# printed; then every other package's micro-benchmarks.
 bench:
-	$(GO) test -run='^$$' -bench=. -benchmem ./...
+	$(GO) run ./bench/report -go $(GO) -count $${BENCH_COUNT:-7} -out bench/RESULTS.md
+	$(GO) test -run='^$$' -bench=. -benchmem $$($(GO) list ./... | grep -v -e '/bench$$' -e '/bench/')
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

@@ -23,9 +23,12 @@
 //     GetStates see it, not that anything is durable. A rejection is
 //     published (CommandRejected) and logged at Warn whether or not anyone
 //     asked.
-//  4. Minimum rose. MinimumAdvanced is published, and the same message goes
-//     to the persister. If it is not above the persisted value (an Add
-//     pulled the minimum below it), nothing is saved until it passes it.
+//  4. Minimum rose. MinimumAdvanced is published at once. The same message
+//     goes to the persister, the latest one only, once the commands queued
+//     in the mailbox are applied (or after a run of Throughput messages):
+//     a burst of rises costs the persister one message, not one each. If
+//     it is not above the persisted value (an Add pulled the minimum below
+//     it), nothing is saved until it passes it.
 //  5. Save. At most one is in flight, off the persister's mailbox, bounded by
 //     the save timeout. Only the latest minimum is pending; minima that come
 //     during a save replace each other and cost one more save in all.

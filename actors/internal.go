@@ -24,7 +24,7 @@ type ownershipLost struct{ cause error }
 type retryRecovery struct{}
 
 // drainRequested is posted right before a PoisonPill, so that the actor
-// knows its coming stop is graceful (see drainingMailbox).
+// knows its coming stop is graceful (see mailbox).
 type drainRequested struct{}
 
 // restartPersister fires when a crashed persister's restart delay elapsed.
@@ -33,10 +33,12 @@ type restartPersister struct{ pid *actor.PID }
 // persisterStarted asks the parent for what a fresh persister must know.
 type persisterStarted struct{}
 
-// persisterSync answers persisterStarted: the floor and the goal.
+// persisterSync answers persisterStarted: the floor and the goal, and the
+// configuration the persister works by.
 type persisterSync struct {
 	persisted wal.MessageID
 	minimum   wal.MessageID
+	cfg       *config
 }
 
 // persisterStatus keeps the parent's view of the persister current, for
@@ -66,21 +68,3 @@ type retryDue struct{ seq uint64 }
 type flushRequest persisterSync
 
 type flushResult struct{ persisted wal.MessageID }
-
-// drainingMailbox is the default unbounded mailbox, plus one thing:
-// protoactor handles PoisonPill itself and the actor only sees Stopping,
-// exactly as for a hard Stop. Posting drainRequested just before the pill
-// lets the actor tell the two apart, at the cost of one type check per
-// message and no allocation.
-type drainingMailbox struct{ actor.Mailbox }
-
-func newDrainingMailbox() actor.Mailbox {
-	return drainingMailbox{actor.Unbounded()()}
-}
-
-func (m drainingMailbox) PostUserMessage(msg any) {
-	if _, ok := actor.UnwrapEnvelopeMessage(msg).(*actor.PoisonPill); ok {
-		m.Mailbox.PostUserMessage(drainRequested{})
-	}
-	m.Mailbox.PostUserMessage(msg)
-}

@@ -55,6 +55,9 @@ type pchannel struct {
 
 	recovery  recovery
 	persister *actor.PID
+	// pendingAdvance is the latest rise of the minimum not yet handed to
+	// the persister (see advanced).
+	pendingAdvance *messages.MinimumAdvanced
 	// restarts counts persister crashes; restartTimer delays the next one.
 	restarts     int
 	restartTimer *time.Timer
@@ -82,7 +85,7 @@ type recovery struct {
 }
 
 func newPChannel(cfg *config) *pchannel {
-	t, _ := cfg.newTracker() // validated by newConfig
+	t := cfg.newTracker()
 	return &pchannel{cfg: cfg, tracker: t, spawnMinimum: t.Minimum()}
 }
 
@@ -108,32 +111,14 @@ func (p *pchannel) Receive(ctx actor.Context) {
 		}
 		p.updateBatch(ctx, m)
 	case *messages.AddVChannel:
-		if m == nil {
-			p.applied(ctx, m, nil, false, messages.ErrNilCommand)
-			return
-		}
-		from := p.tracker.Minimum()
-		advanced, err := p.tracker.Add(m.VChannel, m.Checkpoint)
-		if err == nil {
-			p.publish(&messages.VChannelAdded{Header: p.header(), VChannel: m.VChannel, Checkpoint: m.Checkpoint})
-			p.cfg.logger.Info("vchannel added", zap.String("vchannel", m.VChannel), zap.Stringer("checkpoint", m.Checkpoint))
-		}
-		p.applied(ctx, m, from, advanced, err)
+		p.addVChannel(ctx, m)
 	case *messages.DropVChannel:
-		if m == nil {
-			p.applied(ctx, m, nil, false, messages.ErrNilCommand)
-			return
-		}
-		from := p.tracker.Minimum()
-		advanced, err := p.tracker.Drop(m.VChannel)
-		if err == nil {
-			p.publish(&messages.VChannelDropped{Header: p.header(), VChannel: m.VChannel})
-			p.cfg.logger.Info("vchannel dropped", zap.String("vchannel", m.VChannel))
-		}
-		p.applied(ctx, m, from, advanced, err)
+		p.dropVChannel(ctx, m)
 	case *messages.GetState:
 		ctx.Respond(p.state(m != nil && m.WithVChannels))
 
+	case mailboxDrained:
+		p.notifyPersister(ctx)
 	case *persisterStatus:
 		p.raiseFloor(m.persisted)
 		p.saving = m.inFlight
@@ -143,30 +128,16 @@ func (p *pchannel) Receive(ctx actor.Context) {
 	case *ownershipLost:
 		p.loseOwnership(ctx, m.cause)
 	case *persisterStarted:
-		ctx.Respond(&persisterSync{persisted: p.persisted, minimum: p.tracker.Minimum()})
+		p.syncPersister(ctx)
 	case *restartPersister:
-		if !p.stopping && p.crashed {
-			p.crashed = false
-			p.supervisor.RestartChildren(m.pid)
-		}
+		p.restartPersister(m)
 
 	case *loaded:
 		p.onLoaded(ctx, m)
 	case *retryRecovery:
 		p.load(ctx)
 	case *actor.Started:
-		p.self, p.events = ctx.Self(), ctx.ActorSystem().EventStream
-		p.recovery.backoff = p.cfg.backoff.New()
-		if o := p.cfg.ownership; o != nil {
-			root, self := ctx.ActorSystem().Root, ctx.Self()
-			p.unwatch = context.AfterFunc(o, func() { root.Send(self, &ownershipLost{cause: context.Cause(o)}) })
-		}
-		if p.cfg.preloaded != nil {
-			p.recovery.attempt = 1
-			p.onLoaded(ctx, &loaded{checkpoint: *p.cfg.preloaded})
-			return
-		}
-		p.load(ctx)
+		p.started(ctx)
 	case drainRequested:
 		p.graceful = true
 	case *actor.Stopping:
@@ -180,6 +151,64 @@ func (p *pchannel) Receive(ctx actor.Context) {
 	}
 }
 
+// The cases of Receive that are not the hot path live in methods of their
+// own: inlined, their zap fields and closures made Receive's frame 670
+// bytes, and every mailbox wake-up (a new goroutine, with a small stack)
+// paid for copying its stack to a larger one.
+
+func (p *pchannel) addVChannel(ctx actor.Context, m *messages.AddVChannel) {
+	if m == nil {
+		p.applied(ctx, m, nil, false, messages.ErrNilCommand)
+		return
+	}
+	from := p.tracker.Minimum()
+	advanced, err := p.tracker.Add(m.VChannel, m.Checkpoint)
+	if err == nil {
+		p.publish(&messages.VChannelAdded{Header: p.header(), VChannel: m.VChannel, Checkpoint: m.Checkpoint})
+		p.cfg.logger.Info("vchannel added", zap.String("vchannel", m.VChannel), zap.Stringer("checkpoint", m.Checkpoint))
+	}
+	p.applied(ctx, m, from, advanced, err)
+}
+
+func (p *pchannel) dropVChannel(ctx actor.Context, m *messages.DropVChannel) {
+	if m == nil {
+		p.applied(ctx, m, nil, false, messages.ErrNilCommand)
+		return
+	}
+	from := p.tracker.Minimum()
+	advanced, err := p.tracker.Drop(m.VChannel)
+	if err == nil {
+		p.publish(&messages.VChannelDropped{Header: p.header(), VChannel: m.VChannel})
+		p.cfg.logger.Info("vchannel dropped", zap.String("vchannel", m.VChannel))
+	}
+	p.applied(ctx, m, from, advanced, err)
+}
+
+func (p *pchannel) started(ctx actor.Context) {
+	p.self, p.events = ctx.Self(), ctx.ActorSystem().EventStream
+	if o := p.cfg.ownership; o != nil {
+		root, self := ctx.ActorSystem().Root, ctx.Self()
+		p.unwatch = context.AfterFunc(o, func() { root.Send(self, &ownershipLost{cause: context.Cause(o)}) })
+	}
+	if p.cfg.preloaded != nil {
+		p.recovery.attempt = 1
+		p.onLoaded(ctx, &loaded{checkpoint: *p.cfg.preloaded})
+		return
+	}
+	p.load(ctx)
+}
+
+func (p *pchannel) syncPersister(ctx actor.Context) {
+	ctx.Respond(&persisterSync{persisted: p.persisted, minimum: p.tracker.Minimum(), cfg: p.cfg})
+}
+
+func (p *pchannel) restartPersister(m *restartPersister) {
+	if !p.stopping && p.crashed {
+		p.crashed = false
+		p.supervisor.RestartChildren(m.pid)
+	}
+}
+
 // applied finishes a single command: reply, events, persister.
 func (p *pchannel) applied(ctx actor.Context, cmd messages.Command, from wal.MessageID, advanced bool, err error) {
 	if err != nil {
@@ -190,7 +219,7 @@ func (p *pchannel) applied(ctx actor.Context, cmd messages.Command, from wal.Mes
 		return
 	}
 	if advanced {
-		p.advanced(ctx, from)
+		p.advanced(from)
 	}
 	if ctx.Sender() != nil {
 		ctx.Respond(nil)
@@ -212,7 +241,7 @@ func (p *pchannel) updateBatch(ctx actor.Context, m *messages.UpdateBatch) {
 	// Updates only raise checkpoints, so the minimum rose within the batch
 	// exactly when it ends above where it began: one event, one save.
 	if wal.Less(from, p.tracker.Minimum()) {
-		p.advanced(ctx, from)
+		p.advanced(from)
 	}
 	if ctx.Sender() == nil {
 		return
@@ -229,12 +258,29 @@ func (p *pchannel) reject(ctx actor.Context, cmd messages.Command, err error) {
 	p.cfg.logger.Warn("command rejected", zap.String("command", fmt.Sprintf("%T", cmd)), zap.Error(err))
 }
 
-// advanced publishes the new minimum and hands the same message to the
-// persister, which coalesces: only the latest minimum is ever pending.
-func (p *pchannel) advanced(ctx actor.Context, from wal.MessageID) {
+// advanced publishes the new minimum. The persister gets the same message,
+// the latest one only, when the mailbox has run empty (or after a long
+// run of messages; see mailbox): a burst of rises costs it one message,
+// and the save it starts carries the burst's last minimum, where handing
+// over every rise would start one on the first. The persister coalesces
+// further: only the latest minimum is ever pending there.
+func (p *pchannel) advanced(from wal.MessageID) {
 	ev := &messages.MinimumAdvanced{Header: p.header(), From: from, To: p.tracker.Minimum()}
 	p.publish(ev)
 	if p.persister != nil && !p.fenced {
+		p.pendingAdvance = ev
+	}
+}
+
+// wantsDrained asks the mailbox for mailboxDrained while a rise of the
+// minimum waits to be handed to the persister.
+func (p *pchannel) wantsDrained() bool { return p.pendingAdvance != nil }
+
+// notifyPersister hands the latest rise of the minimum to the persister.
+func (p *pchannel) notifyPersister(ctx actor.Context) {
+	ev := p.pendingAdvance
+	p.pendingAdvance = nil
+	if ev != nil && p.persister != nil && !p.fenced {
 		ctx.Send(p.persister, ev)
 	}
 }
@@ -298,6 +344,10 @@ func (p *pchannel) onLoaded(ctx actor.Context, m *loaded) {
 		}
 	}
 	if err != nil {
+		if p.recovery.backoff == nil {
+			// Built on the first failure: most recoveries never fail.
+			p.recovery.backoff = p.cfg.backoff.New()
+		}
 		wait := p.recovery.backoff.NextBackOff()
 		p.publish(&messages.RecoveryFailed{Header: p.header(), Err: err, Attempt: p.recovery.attempt, NextRetry: wait})
 		log := p.cfg.logger.Warn
@@ -320,7 +370,7 @@ func (p *pchannel) onLoaded(ctx actor.Context, m *loaded) {
 	}
 	p.publish(&messages.Recovered{Header: p.header(), StartMessageID: p.start, FromCatalog: m.checkpoint != nil, Attempts: p.recovery.attempt})
 	p.cfg.logger.Info("recovered", zap.Stringer("start", stringer{p.start}), zap.Bool("fromCatalog", m.checkpoint != nil), zap.Int("attempts", p.recovery.attempt))
-	pid, err := ctx.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return newPersister(p.cfg) }), "persister")
+	pid, err := ctx.SpawnNamed(persisterProps, "persister")
 	if err != nil {
 		// Only a duplicate name fails, and this actor spawns one persister.
 		p.cfg.logger.Error("cannot spawn persister", zap.Error(err))
@@ -374,7 +424,10 @@ func (p *pchannel) stop(ctx actor.Context) {
 		p.crashed = false
 		p.supervisor.RestartChildren(p.persister)
 	}
-	flush := &flushRequest{persisted: p.persisted, minimum: p.tracker.Minimum()}
+	// A stop can come before the mailbox ran empty: hand the latest rise
+	// over first, as the drained mailbox would have, then ask for the flush.
+	p.notifyPersister(ctx)
+	flush := &flushRequest{persisted: p.persisted, minimum: p.tracker.Minimum(), cfg: p.cfg}
 	res, err := ctx.RequestFuture(p.persister, flush, p.cfg.flushTime).Result()
 	if r, ok := res.(*flushResult); ok && err == nil {
 		p.raiseFloor(r.persisted)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/eventstream"
+	"github.com/cenkalti/backoff/v4"
 	"go.uber.org/zap"
 
 	"github.com/lowwater/lowwater/internal/saveplan"
@@ -20,7 +21,7 @@ import (
 // It is a thin shell over saveplan.Plan: the plan decides, the persister
 // runs the one save in flight on its own goroutine and arms timers.
 type persister struct {
-	cfg  *config
+	cfg  *config        // nil until the parent's persisterSync arrives
 	plan *saveplan.Plan // nil until the parent's persisterSync arrives
 
 	self   *actor.PID
@@ -41,7 +42,9 @@ type inFlight struct {
 	done   chan struct{}
 }
 
-func newPersister(cfg *config) *persister { return &persister{cfg: cfg} }
+// persisterProps spawns every persister: the parent's persisterSync
+// brings its configuration, so one Props serves all pchannels.
+var persisterProps = actor.PropsFromProducer(func() actor.Actor { return &persister{} })
 
 func (s *persister) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
@@ -81,10 +84,32 @@ func (s *persister) Receive(ctx actor.Context) {
 // (after a flush request did it) only offers its minimum.
 func (s *persister) sync(m *persisterSync) {
 	if s.plan == nil {
-		s.plan = saveplan.New(m.persisted, s.cfg.backoff.New(), s.cfg.minInterval)
+		s.cfg = m.cfg
+		s.plan = saveplan.New(m.persisted, &lazyBackoff{schedule: &s.cfg.backoff}, s.cfg.minInterval)
 	}
 	s.do(s.plan.Offer(m.minimum))
 	s.report()
+}
+
+// lazyBackoff builds its schedule's BackOff on the first failure: most
+// pchannels never see one, and thousands of idle ones need not hold one.
+// A BackOff built late behaves as one built early and reset since.
+type lazyBackoff struct {
+	schedule *Backoff
+	b        backoff.BackOff
+}
+
+func (l *lazyBackoff) NextBackOff() time.Duration {
+	if l.b == nil {
+		l.b = l.schedule.New()
+	}
+	return l.b.NextBackOff()
+}
+
+func (l *lazyBackoff) Reset() {
+	if l.b != nil {
+		l.b.Reset()
+	}
 }
 
 // do carries out a Step of the plan.

@@ -28,6 +28,8 @@ var ErrLocked = errors.New("persistence: bolt file is locked by another catalog"
 type Bolt struct {
 	db     *bolt.DB
 	bucket []byte
+	// group routes Save through db.Batch (WithGroupCommit).
+	group bool
 
 	// mu makes Close wait for calls in flight, so that no call touches a
 	// closed db: calls hold it for reading, Close for writing.
@@ -44,6 +46,8 @@ type boltOptions struct {
 	bucket      string
 	openTimeout time.Duration
 	noSync      bool
+	group       bool
+	groupDelay  time.Duration
 }
 
 type boltOptionFunc func(*boltOptions)
@@ -72,8 +76,29 @@ func WithNoSync(noSync bool) BoltOption {
 	return boltOptionFunc(func(o *boltOptions) { o.noSync = noSync })
 }
 
+// WithGroupCommit makes concurrent Saves share one write transaction and
+// one fsync (bbolt's DB.Batch): many pchannels advancing together cost a
+// few commits instead of one each. Every Save still returns only after the
+// transaction holding its write committed, so the durability promise is
+// unchanged, and the never-lower check still runs inside that transaction.
+// The price is latency: a Save waits until the batch is full (1000 calls)
+// or its delay (WithGroupCommitDelay) has passed. Default false.
+func WithGroupCommit(enabled bool) BoltOption {
+	return boltOptionFunc(func(o *boltOptions) { o.group = enabled })
+}
+
+// WithGroupCommitDelay bounds how long a Save under WithGroupCommit waits
+// for others to join its transaction. Default 10 ms (bbolt's); it must be
+// positive.
+func WithGroupCommitDelay(d time.Duration) BoltOption {
+	return boltOptionFunc(func(o *boltOptions) { o.groupDelay = d })
+}
+
+// defaultGroupCommitDelay is bbolt's own default MaxBatchDelay.
+const defaultGroupCommitDelay = 10 * time.Millisecond
+
 func defaultBoltOptions() boltOptions {
-	return boltOptions{bucket: "lowwater-checkpoints", openTimeout: time.Second}
+	return boltOptions{bucket: "lowwater-checkpoints", openTimeout: time.Second, groupDelay: defaultGroupCommitDelay}
 }
 
 // OpenBolt opens or creates the bbolt file at path. The file stays locked
@@ -89,6 +114,9 @@ func OpenBolt(path string, opts ...BoltOption) (*Bolt, error) {
 	if o.openTimeout <= 0 {
 		return nil, fmt.Errorf("%w: bolt open timeout %v is not positive", ErrInvalidArgument, o.openTimeout)
 	}
+	if o.groupDelay <= 0 {
+		return nil, fmt.Errorf("%w: bolt group commit delay %v is not positive", ErrInvalidArgument, o.groupDelay)
+	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: o.openTimeout, NoSync: o.noSync})
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("%w: %s: not released within %v: %w", ErrLocked, path, o.openTimeout, err)
@@ -96,7 +124,8 @@ func OpenBolt(path string, opts ...BoltOption) (*Bolt, error) {
 	if err != nil {
 		return nil, fmt.Errorf("persistence: open bolt file %s: %w", path, err)
 	}
-	b := &Bolt{db: db, bucket: []byte(o.bucket)}
+	db.MaxBatchDelay = o.groupDelay
+	b := &Bolt{db: db, bucket: []byte(o.bucket), group: o.group}
 	err = db.Update(func(tx *bolt.Tx) error {
 		_, err := tx.CreateBucketIfNotExists(b.bucket)
 		return err
@@ -148,23 +177,52 @@ func (b *Bolt) Save(ctx context.Context, pchannel string, checkpoint wal.Message
 	if err != nil {
 		return err
 	}
-	return b.db.Update(func(tx *bolt.Tx) error {
-		bucket := tx.Bucket(b.bucket)
-		key := []byte(pchannel)
-		if old := bucket.Get(key); old != nil {
-			stored, err := decodeStored(pchannel, old)
+	key := []byte(pchannel)
+	if !b.group {
+		return b.db.Update(func(tx *bolt.Tx) error {
+			refused, err := b.put(tx, key, pchannel, checkpoint, raw)
 			if err != nil {
 				return err
 			}
-			if err := checkAdvance(pchannel, stored, checkpoint); err != nil {
-				return err
-			}
-			if stored.EQ(checkpoint) {
-				return nil // already durable: an earlier commit wrote it
-			}
-		}
-		return bucket.Put(key, raw)
+			return refused
+		})
+	}
+	// db.Batch runs fn once more, in a new transaction, whenever another
+	// call of the batch fails, so fn must be idempotent: it only reads,
+	// compares and puts, and keeps its refusal in refused instead of
+	// returning it, since an error would roll back everyone's writes. A
+	// Put failure is returned: bbolt then reruns this call alone.
+	var refused error
+	err = b.db.Batch(func(tx *bolt.Tx) error {
+		var err error
+		refused, err = b.put(tx, key, pchannel, checkpoint, raw)
+		return err
 	})
+	if err != nil {
+		return err
+	}
+	return refused
+}
+
+// put writes raw as the record of pchannel unless the stored one is above
+// checkpoint or cannot be decoded (refused), or is equal (nothing to
+// write). err is the failure of the write itself. It is the whole write
+// transaction of a Save, or its share of a batch.
+func (b *Bolt) put(tx *bolt.Tx, key []byte, pchannel string, checkpoint wal.MessageID, raw []byte) (refused, err error) {
+	bucket := tx.Bucket(b.bucket)
+	if old := bucket.Get(key); old != nil {
+		stored, err := decodeStored(pchannel, old)
+		if err != nil {
+			return err, nil
+		}
+		if err := checkAdvance(pchannel, stored, checkpoint); err != nil {
+			return err, nil
+		}
+		if stored.EQ(checkpoint) {
+			return nil, nil // already durable: an earlier commit wrote it
+		}
+	}
+	return nil, bucket.Put(key, raw)
 }
 
 // LoadAll implements Catalog.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -33,6 +34,66 @@ func TestBoltContract(t *testing.T) {
 	catalogtest.Run(t, func(t *testing.T) persistence.Catalog {
 		return openBolt(t, filepath.Join(t.TempDir(), "checkpoints.db"))
 	})
+}
+
+func TestBoltGroupCommitContract(t *testing.T) {
+	catalogtest.Run(t, func(t *testing.T) persistence.Catalog {
+		return openBolt(t, filepath.Join(t.TempDir(), "checkpoints.db"),
+			persistence.WithGroupCommit(true), persistence.WithGroupCommitDelay(time.Millisecond))
+	})
+}
+
+// TestBoltGroupCommitRefusalSparesTheBatch sends refused saves (a value
+// below the stored one, over a corrupt record) together with good ones, so
+// that they share a batch: each caller gets its own answer, and a refusal
+// undoes nobody's write.
+func TestBoltGroupCommitRefusalSparesTheBatch(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "checkpoints.db")
+	ahead, err := persistence.EncodeRecord(persistence.Record{Checkpoint: wal.KafkaID(100)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	garbage := append(bytes.Clone(ahead[:len(ahead)-1]), ahead[len(ahead)-1]^0xff)
+	plant(t, path, defaultBucket, map[string][]byte{"ahead": ahead, "bad": garbage})
+	// A delay long enough for every call below to join the first batch.
+	b := openBolt(t, path, persistence.WithGroupCommit(true), persistence.WithGroupCommitDelay(200*time.Millisecond))
+	defer b.Close()
+	ctx := context.Background()
+
+	const good = 20
+	errs := make([]error, good+3)
+	var wg sync.WaitGroup
+	save := func(i int, pchannel string, v wal.MessageID) {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = b.Save(ctx, pchannel, v) }()
+	}
+	for i := range good {
+		save(i, fmt.Sprintf("p%d", i), wal.KafkaID(i+1))
+	}
+	save(good, "ahead", wal.KafkaID(50))
+	save(good+1, "bad", wal.KafkaID(12))
+	save(good+2, "ahead", wal.KafkaID(100))
+	wg.Wait()
+
+	for i := range good {
+		if errs[i] != nil {
+			t.Fatalf("Save(p%d) = %v", i, errs[i])
+		}
+		if got, err := b.Load(ctx, fmt.Sprintf("p%d", i)); err != nil || got != wal.KafkaID(i+1) {
+			t.Fatalf("Load(p%d) = (%v, %v)", i, got, err)
+		}
+	}
+	var storedAhead *persistence.StoredAheadError
+	if !errors.As(errs[good], &storedAhead) || storedAhead.Stored != wal.KafkaID(100) {
+		t.Fatalf("Save(ahead, 50) = %v, want a StoredAheadError naming kafka:100", errs[good])
+	}
+	wantCorrupt(t, "Save", errs[good+1], "bad")
+	if errs[good+2] != nil {
+		t.Fatalf("Save(ahead, 100) = %v, want nil (equal)", errs[good+2])
+	}
+	if got, err := b.Load(ctx, "ahead"); err != nil || got != wal.KafkaID(100) {
+		t.Fatalf("Load(ahead) = (%v, %v), want kafka:100", got, err)
+	}
 }
 
 func TestBoltSecondOpenIsLocked(t *testing.T) {
@@ -210,6 +271,7 @@ func TestBoltOptionsAreValidated(t *testing.T) {
 		"empty bucket":     persistence.WithBucket(""),
 		"zero timeout":     persistence.WithOpenTimeout(0),
 		"negative timeout": persistence.WithOpenTimeout(-time.Second),
+		"zero group delay": persistence.WithGroupCommitDelay(0),
 	} {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "checkpoints.db")

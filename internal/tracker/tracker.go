@@ -7,27 +7,44 @@ package tracker
 
 import (
 	"fmt"
+	"hash/maphash"
+	"slices"
 
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/wal"
 )
 
-// Tracker is a map of vchannel checkpoints plus an indexed min-heap over
-// them, so that the minimum is O(1) and every change is O(log n) with no
-// allocation on Update.
+// Tracker is an indexed min-heap of vchannel checkpoints, so that the
+// minimum is O(1) and every change is O(log n) with no allocation on Update.
+//
+// It is laid out for memory, since a node keeps thousands of them: flat
+// parallel slices and no pointer per vchannel. A vchannel has a slot s
+// (names[s], pos[s]) that never moves while it is tracked, except when a
+// Drop moves the last slot into the hole; index finds a slot by name; the
+// heap orders the checkpoints, each naming its slot.
 type Tracker struct {
-	wal    wal.Checker
-	byName map[string]*entry
-	// heap is a binary min-heap ordered by checkpoint.
-	// Invariant: heap[i].index == i, and byName[e.vchannel] == e for every e in heap.
-	heap []*entry
+	wal wal.Checker
+	// heap is a binary min-heap of checkpoints; heapSlot[i] is the slot of
+	// heap[i].
+	// Invariant: pos[heapSlot[i]] == i for every i, and all four slices
+	// are as long.
+	heap     []wal.MessageID
+	heapSlot []int32
+	names    []string
+	pos      []int32
+	// namesShared is true once ShareNames gave names away: it is copied
+	// before any change in place.
+	namesShared bool
+	// index is an open-addressing hash table (linear probing) of slot
+	// numbers plus one, zero meaning empty. Its length is a power of two,
+	// at least 8/7 of the vchannel count plus one, so that a probe always
+	// ends. Invariant: it holds exactly one reference to every slot.
+	index []int32
 }
 
-type entry struct {
-	vchannel   string
-	checkpoint wal.MessageID
-	index      int
-}
+// seed keys the index's hash; one per process is enough, since the index
+// lives only in memory.
+var seed = maphash.MakeSeed()
 
 // New returns an empty tracker for IDs of the named WAL.
 func New(walName string) (*Tracker, error) {
@@ -35,7 +52,49 @@ func New(walName string) (*Tracker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Tracker{wal: checker, byName: make(map[string]*entry)}, nil
+	return &Tracker{wal: checker, index: make([]int32, indexSize(0))}, nil
+}
+
+// NewFrom returns a tracker of the named WAL holding checkpoints, sized for
+// them exactly and heapified at once; slot i holds checkpoints[i]. It
+// rejects what a sequence of Adds would reject, with the error of the first
+// entry Add would refuse, and then returns no tracker.
+func NewFrom(walName string, checkpoints []messages.VChannelCheckpoint) (*Tracker, error) {
+	checker, err := wal.NewChecker(walName)
+	if err != nil {
+		return nil, err
+	}
+	n := len(checkpoints)
+	t := &Tracker{
+		wal:      checker,
+		heap:     make([]wal.MessageID, 0, n),
+		heapSlot: make([]int32, 0, n),
+		names:    make([]string, 0, n),
+		pos:      make([]int32, 0, n),
+		index:    make([]int32, indexSize(n)),
+	}
+	for _, c := range checkpoints {
+		if err := t.Validate(c.VChannel, c.Checkpoint); err != nil {
+			return nil, err
+		}
+		if _, ok := t.lookup(c.VChannel); ok {
+			return nil, fmt.Errorf("%w: %q", messages.ErrVChannelExists, c.VChannel)
+		}
+		t.push(c.VChannel, c.Checkpoint)
+	}
+	for i := len(t.heap)/2 - 1; i >= 0; i-- {
+		t.down(i)
+	}
+	return t, nil
+}
+
+// ShareNames returns the names of the tracked vchannels, slot by slot
+// (for a tracker from NewFrom, in the order of its input), without a copy:
+// the caller must not change them, and the tracker copies them before it
+// changes them itself.
+func (t *Tracker) ShareNames() []string {
+	t.namesShared = true
+	return t.names[:len(t.names):len(t.names)]
 }
 
 // Len returns the number of tracked vchannels.
@@ -46,23 +105,23 @@ func (t *Tracker) Minimum() wal.MessageID {
 	if len(t.heap) == 0 {
 		return nil
 	}
-	return t.heap[0].checkpoint
+	return t.heap[0]
 }
 
 // Get returns the checkpoint of one vchannel.
 func (t *Tracker) Get(vchannel string) (wal.MessageID, bool) {
-	e, ok := t.byName[vchannel]
+	s, ok := t.lookup(vchannel)
 	if !ok {
 		return nil, false
 	}
-	return e.checkpoint, true
+	return t.heap[t.pos[s]], true
 }
 
 // Checkpoints returns a copy of every vchannel's checkpoint.
 func (t *Tracker) Checkpoints() map[string]wal.MessageID {
-	m := make(map[string]wal.MessageID, len(t.heap))
-	for _, e := range t.heap {
-		m[e.vchannel] = e.checkpoint
+	m := make(map[string]wal.MessageID, len(t.names))
+	for s, name := range t.names {
+		m[name] = t.heap[t.pos[s]]
 	}
 	return m
 }
@@ -88,13 +147,13 @@ func (t *Tracker) Add(vchannel string, checkpoint wal.MessageID) (advanced bool,
 	if err := t.Validate(vchannel, checkpoint); err != nil {
 		return false, err
 	}
-	if _, ok := t.byName[vchannel]; ok {
+	if _, ok := t.lookup(vchannel); ok {
 		return false, fmt.Errorf("%w: %q", messages.ErrVChannelExists, vchannel)
 	}
-	e := &entry{vchannel: vchannel, checkpoint: checkpoint, index: len(t.heap)}
-	t.byName[vchannel] = e
-	t.heap = append(t.heap, e)
-	t.up(e.index)
+	if size := indexSize(len(t.names) + 1); size > len(t.index) {
+		t.rehash(size)
+	}
+	t.up(t.push(vchannel, checkpoint))
 	return len(t.heap) == 1, nil
 }
 
@@ -106,21 +165,23 @@ func (t *Tracker) Update(vchannel string, checkpoint wal.MessageID) (advanced bo
 	if err := t.Validate(vchannel, checkpoint); err != nil {
 		return false, err
 	}
-	e, ok := t.byName[vchannel]
+	s, ok := t.lookup(vchannel)
 	if !ok {
 		return false, fmt.Errorf("%w: %q", messages.ErrVChannelNotFound, vchannel)
 	}
-	if checkpoint.LT(e.checkpoint) {
+	pos := int(t.pos[s])
+	old := t.heap[pos]
+	if checkpoint.LT(old) {
 		return false, fmt.Errorf("%w: vchannel %q from %s to %s",
-			messages.ErrCheckpointRollback, vchannel, e.checkpoint, checkpoint)
+			messages.ErrCheckpointRollback, vchannel, old, checkpoint)
 	}
-	if checkpoint.EQ(e.checkpoint) {
+	if checkpoint.EQ(old) {
 		return false, nil
 	}
-	before := t.heap[0].checkpoint
-	e.checkpoint = checkpoint
-	t.down(e.index)
-	return before.LT(t.heap[0].checkpoint), nil
+	before := t.heap[0]
+	t.heap[pos] = checkpoint
+	t.down(pos)
+	return before.LT(t.heap[0]), nil
 }
 
 // Drop stops tracking a vchannel. It reports whether the minimum strictly
@@ -129,58 +190,170 @@ func (t *Tracker) Drop(vchannel string) (advanced bool, err error) {
 	if vchannel == "" {
 		return false, messages.ErrEmptyVChannel
 	}
-	e, ok := t.byName[vchannel]
+	s, ok := t.lookup(vchannel)
 	if !ok {
 		return false, fmt.Errorf("%w: %q", messages.ErrVChannelNotFound, vchannel)
 	}
-	before := t.heap[0].checkpoint
-	delete(t.byName, vchannel)
-	i, last := e.index, len(t.heap)-1
+	before := t.heap[0]
+
+	// Out of the heap: the last item fills the hole and finds its place.
+	i, last := int(t.pos[s]), len(t.heap)-1
 	if i != last {
-		t.swap(i, last)
+		t.heap[i], t.heapSlot[i] = t.heap[last], t.heapSlot[last]
+		t.pos[t.heapSlot[i]] = int32(i)
 	}
 	t.heap[last] = nil
-	t.heap = t.heap[:last]
+	t.heap, t.heapSlot = t.heap[:last], t.heapSlot[:last]
 	if i < last {
 		t.down(i)
 		t.up(i)
 	}
-	return last > 0 && before.LT(t.heap[0].checkpoint), nil
+
+	// Out of the index and the slots: the last slot fills the hole.
+	t.remove(vchannel)
+	if t.namesShared {
+		t.names = slices.Clone(t.names)
+		t.namesShared = false
+	}
+	if ls := int32(last); s != ls {
+		t.names[s], t.pos[s] = t.names[ls], t.pos[ls]
+		t.heapSlot[t.pos[s]] = s
+		t.index[t.find(t.names[s], ls)] = s + 1
+	}
+	t.names[last] = ""
+	t.names, t.pos = t.names[:last], t.pos[:last]
+	return last > 0 && before.LT(t.heap[0]), nil
 }
 
-func (t *Tracker) less(i, j int) bool { return t.heap[i].checkpoint.LT(t.heap[j].checkpoint) }
-
-func (t *Tracker) swap(i, j int) {
-	t.heap[i], t.heap[j] = t.heap[j], t.heap[i]
-	t.heap[i].index = i
-	t.heap[j].index = j
+// push appends a vchannel at the end of the heap, in a new slot, and
+// returns its heap position. The index must have room for it.
+func (t *Tracker) push(vchannel string, checkpoint wal.MessageID) int {
+	if t.namesShared {
+		t.names = slices.Clone(t.names)
+		t.namesShared = false
+	}
+	s := int32(len(t.names))
+	t.names = append(t.names, vchannel)
+	t.pos = append(t.pos, s)
+	t.heap = append(t.heap, checkpoint)
+	t.heapSlot = append(t.heapSlot, s)
+	t.insert(vchannel, s)
+	return int(s)
 }
 
+// up moves the item at i toward the root while it is below its parent.
 func (t *Tracker) up(i int) {
+	h, hs := t.heap, t.heapSlot
+	x, xs := h[i], hs[i]
 	for i > 0 {
 		parent := (i - 1) / 2
-		if !t.less(i, parent) {
-			return
+		if !x.LT(h[parent]) {
+			break
 		}
-		t.swap(i, parent)
+		h[i], hs[i] = h[parent], hs[parent]
+		t.pos[hs[i]] = int32(i)
 		i = parent
+	}
+	h[i], hs[i] = x, xs
+	t.pos[xs] = int32(i)
+}
+
+// down moves the item at i toward the leaves while a child is below it,
+// following the smaller child (the left one on a tie).
+func (t *Tracker) down(i int) {
+	h, hs := t.heap, t.heapSlot
+	n := len(h)
+	x, xs := h[i], hs[i]
+	for {
+		c := 2*i + 1
+		if c >= n {
+			break
+		}
+		if r := c + 1; r < n && h[r].LT(h[c]) {
+			c = r
+		}
+		if !h[c].LT(x) {
+			break
+		}
+		h[i], hs[i] = h[c], hs[c]
+		t.pos[hs[i]] = int32(i)
+		i = c
+	}
+	h[i], hs[i] = x, xs
+	t.pos[xs] = int32(i)
+}
+
+// indexSize is the index length for n vchannels: the smallest power of two
+// that keeps the load at or below 7/8 (as Go's own maps do), with room for
+// one more.
+func indexSize(n int) int {
+	size := 8
+	for size*7 < (n+1)*8 {
+		size *= 2
+	}
+	return size
+}
+
+func hash(vchannel string) uint64 { return maphash.String(seed, vchannel) }
+
+// lookup returns the slot of a vchannel.
+func (t *Tracker) lookup(vchannel string) (int32, bool) {
+	mask := uint64(len(t.index) - 1)
+	for i := hash(vchannel) & mask; ; i = (i + 1) & mask {
+		ref := t.index[i]
+		if ref == 0 {
+			return 0, false
+		}
+		if t.names[ref-1] == vchannel {
+			return ref - 1, true
+		}
 	}
 }
 
-func (t *Tracker) down(i int) {
-	n := len(t.heap)
-	for {
-		smallest := i
-		if l := 2*i + 1; l < n && t.less(l, smallest) {
-			smallest = l
+// find returns the index position that refers to slot s, whose vchannel
+// is named.
+func (t *Tracker) find(vchannel string, s int32) uint64 {
+	mask := uint64(len(t.index) - 1)
+	for i := hash(vchannel) & mask; ; i = (i + 1) & mask {
+		if t.index[i] == s+1 {
+			return i
 		}
-		if r := 2*i + 2; r < n && t.less(r, smallest) {
-			smallest = r
+	}
+}
+
+// insert records that vchannel, not in the index, is in slot s.
+func (t *Tracker) insert(vchannel string, s int32) {
+	mask := uint64(len(t.index) - 1)
+	i := hash(vchannel) & mask
+	for t.index[i] != 0 {
+		i = (i + 1) & mask
+	}
+	t.index[i] = s + 1
+}
+
+// remove takes a tracked vchannel out of the index, shifting back the
+// entries after it that would otherwise become unreachable.
+func (t *Tracker) remove(vchannel string) {
+	mask := uint64(len(t.index) - 1)
+	s, _ := t.lookup(vchannel)
+	hole := t.find(vchannel, s)
+	for j := (hole + 1) & mask; t.index[j] != 0; j = (j + 1) & mask {
+		home := hash(t.names[t.index[j]-1]) & mask
+		// The entry at j may fill the hole unless its home lies
+		// cyclically in (hole, j]: then it is reachable already.
+		if (j-home)&mask < (j-hole)&mask {
+			continue
 		}
-		if smallest == i {
-			return
-		}
-		t.swap(i, smallest)
-		i = smallest
+		t.index[hole] = t.index[j]
+		hole = j
+	}
+	t.index[hole] = 0
+}
+
+// rehash rebuilds the index with the given length.
+func (t *Tracker) rehash(size int) {
+	t.index = make([]int32, size)
+	for s, name := range t.names {
+		t.insert(name, int32(s))
 	}
 }

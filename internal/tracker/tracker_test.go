@@ -179,28 +179,48 @@ func sameCheckpoints(a, b map[string]wal.MessageID) bool {
 }
 
 // checkHeap returns an error unless the tracker's internal invariants hold:
-// heap[i].index == i, no child is below its parent, and byName indexes
-// exactly the heap's entries.
+// the heap and slot slices are as long, pos[heapSlot[i]] == i, no child is
+// below its parent, and the index refers exactly once to every slot, each
+// reachable from its name.
 func checkHeap(tr *Tracker) error {
-	if len(tr.byName) != len(tr.heap) {
-		return fmt.Errorf("heap: %d entries in the map, %d in the heap", len(tr.byName), len(tr.heap))
+	n := len(tr.heap)
+	if len(tr.heapSlot) != n || len(tr.names) != n || len(tr.pos) != n {
+		return fmt.Errorf("heap: lengths heap %d, heapSlot %d, names %d, pos %d", n, len(tr.heapSlot), len(tr.names), len(tr.pos))
 	}
-	for i, e := range tr.heap {
-		if e == nil {
-			return fmt.Errorf("heap: nil entry at %d", i)
+	for i, cp := range tr.heap {
+		if cp == nil {
+			return fmt.Errorf("heap: nil checkpoint at %d", i)
 		}
-		if e.index != i {
-			return fmt.Errorf("heap: entry %q at %d has index %d", e.vchannel, i, e.index)
+		s := tr.heapSlot[i]
+		if s < 0 || int(s) >= n {
+			return fmt.Errorf("heap: item at %d names slot %d of %d", i, s, n)
 		}
-		if tr.byName[e.vchannel] != e {
-			return fmt.Errorf("heap: entry %q at %d is not the map's", e.vchannel, i)
+		if int(tr.pos[s]) != i {
+			return fmt.Errorf("heap: item %q at %d has pos %d", tr.names[s], i, tr.pos[s])
 		}
 		if i > 0 {
-			parent := tr.heap[(i-1)/2]
-			if e.checkpoint.LT(parent.checkpoint) {
+			parent := (i - 1) / 2
+			if cp.LT(tr.heap[parent]) {
 				return fmt.Errorf("heap: child %q %s at %d below parent %q %s at %d",
-					e.vchannel, e.checkpoint, i, parent.vchannel, parent.checkpoint, (i-1)/2)
+					tr.names[s], cp, i, tr.names[tr.heapSlot[parent]], tr.heap[parent], parent)
 			}
+		}
+	}
+	if size := len(tr.index); size == 0 || size&(size-1) != 0 || size*7 < (n+1)*8 {
+		return fmt.Errorf("index: length %d for %d vchannels", size, n)
+	}
+	refs := 0
+	for _, ref := range tr.index {
+		if ref != 0 {
+			refs++
+		}
+	}
+	if refs != n {
+		return fmt.Errorf("index: %d references for %d slots", refs, n)
+	}
+	for s, name := range tr.names {
+		if got, ok := tr.lookup(name); !ok || int(got) != s {
+			return fmt.Errorf("index: %q found at slot %d (%v), want %d", name, got, ok, s)
 		}
 	}
 	return nil
@@ -1017,7 +1037,7 @@ func BenchmarkUpdateMinimum(b *testing.B) {
 			tr, k = fresh(), n
 			b.StartTimer()
 		}
-		advanced, err := tr.Update(tr.heap[0].vchannel, ids[k])
+		advanced, err := tr.Update(tr.names[tr.heapSlot[0]], ids[k])
 		if err != nil || !advanced {
 			b.Fatalf("Update of the minimum: advanced = %v, err = %v", advanced, err)
 		}
@@ -1048,6 +1068,91 @@ func BenchmarkAddDrop(b *testing.B) {
 		}
 		if _, err := tr.Add(name, ids[i%pool]); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// TestNewFromMatchesAdds builds trackers both ways, from the same random
+// checkpoints, and checks that they show the same state and hold their
+// invariants; and that NewFrom refuses what Add refuses.
+func TestNewFromMatchesAdds(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	for _, wc := range walCases {
+		for _, n := range []int{0, 1, 2, 5, 6, 7, 100, 1000} {
+			cps := make([]messages.VChannelCheckpoint, n)
+			for i := range cps {
+				cps[i] = messages.VChannelCheckpoint{VChannel: fmt.Sprintf("v%d", i), Checkpoint: wc.id(rng.Int64N(50), rng.Int64N(4))}
+			}
+			built, err := NewFrom(wc.name, cps)
+			if err != nil {
+				t.Fatalf("%s/%d: NewFrom = %v", wc.name, n, err)
+			}
+			added := newTracker(t, wc.name)
+			for _, c := range cps {
+				mustAdd(t, added, c.VChannel, c.Checkpoint)
+			}
+			if err := checkHeap(built); err != nil {
+				t.Fatalf("%s/%d: %v", wc.name, n, err)
+			}
+			// Tied checkpoints may differ in bytes (Pulsar's partition), so
+			// the minima are compared by order, not identity.
+			a, b := snapshot(built), snapshot(added)
+			if wal.Less(a.min, b.min) || wal.Less(b.min, a.min) || a.len != b.len || !sameCheckpoints(a.cps, b.cps) {
+				t.Fatalf("%s/%d: NewFrom shows minimum %s of %d, Adds show %s of %d",
+					wc.name, n, wal.String(a.min), a.len, wal.String(b.min), b.len)
+			}
+		}
+	}
+	k := wal.KafkaID(1)
+	for name, tc := range map[string]struct {
+		cps  []messages.VChannelCheckpoint
+		want error
+	}{
+		"duplicate":   {[]messages.VChannelCheckpoint{{VChannel: "a", Checkpoint: k}, {VChannel: "a", Checkpoint: k}}, messages.ErrVChannelExists},
+		"empty name":  {[]messages.VChannelCheckpoint{{VChannel: "", Checkpoint: k}}, messages.ErrEmptyVChannel},
+		"nil":         {[]messages.VChannelCheckpoint{{VChannel: "a"}}, messages.ErrNilCheckpoint},
+		"foreign WAL": {[]messages.VChannelCheckpoint{{VChannel: "a", Checkpoint: wal.PulsarID{}}}, wal.ErrWALMismatch},
+	} {
+		if tr, err := NewFrom(wal.Kafka, tc.cps); !errors.Is(err, tc.want) || tr != nil {
+			t.Errorf("%s: NewFrom = (%v, %v), want %v", name, tr, err, tc.want)
+		}
+	}
+	if _, err := NewFrom("nope", nil); !errors.Is(err, wal.ErrUnknownWAL) {
+		t.Errorf("NewFrom of an unknown WAL = %v", err)
+	}
+}
+
+// TestShareNamesIsCopiedOnWrite shares a tracker's names, then adds and
+// drops: the shared slice never changes.
+func TestShareNamesIsCopiedOnWrite(t *testing.T) {
+	cps := []messages.VChannelCheckpoint{
+		{VChannel: "a", Checkpoint: wal.KafkaID(1)},
+		{VChannel: "b", Checkpoint: wal.KafkaID(2)},
+		{VChannel: "c", Checkpoint: wal.KafkaID(3)},
+	}
+	for _, op := range []string{"drop", "add"} {
+		tr, err := NewFrom(wal.Kafka, cps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		shared := tr.ShareNames()
+		want := []string{"a", "b", "c"}
+		if !slices.Equal(shared, want) {
+			t.Fatalf("ShareNames = %v, want %v", shared, want)
+		}
+		if op == "drop" {
+			if _, err := tr.Drop("a"); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			mustAdd(t, tr, "d", wal.KafkaID(4))
+		}
+		_, _ = tr.Update("b", wal.KafkaID(9))
+		if !slices.Equal(shared, want) {
+			t.Fatalf("after %s: shared names changed to %v", op, shared)
+		}
+		if err := checkHeap(tr); err != nil {
+			t.Fatalf("after %s: %v", op, err)
 		}
 	}
 }

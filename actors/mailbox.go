@@ -1,0 +1,333 @@
+package actors
+
+import (
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/lowwater/lowwater/messages"
+)
+
+// mailbox is the PChannel actor's mailbox. It keeps the contract of
+// protoactor's default unbounded mailbox (system messages first; suspend
+// and resume; a yield every Throughput messages; a panic escalated to the
+// supervisor with the message that caused it; MessageBatch unpacked), and
+// adds three things:
+//
+//  1. User messages go through a lock-free queue (mpsc): a sender never
+//     waits for the mailbox goroutine or for another sender, and the two
+//     sides share no counter. The default mailbox takes a mutex on both
+//     sides of every message, which profiles showed to be most of a send.
+//  2. drainRequested is posted right before a PoisonPill: protoactor
+//     handles the pill itself and the actor only sees Stopping, exactly as
+//     for a hard Stop, so this is how the actor tells the two apart.
+//  3. When the queue runs empty, or after Throughput messages in a row, an
+//     actor that asks for it (drainWatcher) is handed mailboxDrained, on
+//     the mailbox goroutine like any message: it learns that the burst it
+//     is in has been applied.
+type mailbox struct {
+	user mpsc
+
+	sysMu sync.Mutex
+	sys   []any // guarded by sysMu
+	sysN  atomic.Int32
+
+	running   atomic.Bool
+	suspended atomic.Bool
+
+	invoker    actor.MessageInvoker
+	dispatcher actor.Dispatcher
+	// context is the invoker when it is an actor context (always, in
+	// protoactor): its Actor is the current incarnation, asked whether it
+	// wants mailboxDrained.
+	context interface{ Actor() actor.Actor }
+	// process is m.processMessages, bound once: a method value passed to
+	// Schedule would allocate on every wake-up.
+	process func()
+}
+
+// drainWatcher is an actor that wants mailboxDrained now.
+type drainWatcher interface{ wantsDrained() bool }
+
+// mailboxDrained is handed to a drainWatcher by its mailbox, not queued.
+type mailboxDrained struct{}
+
+// NotInfluenceReceiveTimeout keeps mailboxDrained from resetting a receive
+// timeout: it is not traffic.
+func (mailboxDrained) NotInfluenceReceiveTimeout() {}
+
+var _ actor.Mailbox = (*mailbox)(nil)
+
+func newDrainingMailbox() actor.Mailbox {
+	m := &mailbox{}
+	m.user.init()
+	m.process = m.processMessages
+	return m
+}
+
+func (m *mailbox) PostUserMessage(msg any) {
+	switch x := msg.(type) {
+	case *messages.UpdateCheckpoint, *messages.UpdateBatch:
+		// The hot path: nothing to unpack or announce.
+	case *actor.PoisonPill:
+		m.push(drainRequested{})
+	case *actor.MessageEnvelope:
+		switch y := x.Message.(type) {
+		case *actor.PoisonPill:
+			m.push(drainRequested{})
+		case actor.MessageBatch:
+			for _, z := range y.GetMessages() {
+				m.PostUserMessage(z)
+			}
+		}
+	case actor.MessageBatch:
+		for _, z := range x.GetMessages() {
+			m.PostUserMessage(z)
+		}
+	}
+	m.push(msg)
+}
+
+func (m *mailbox) push(msg any) {
+	m.user.push(msg)
+	m.schedule()
+}
+
+func (m *mailbox) PostSystemMessage(msg any) {
+	m.sysMu.Lock()
+	m.sys = append(m.sys, msg)
+	m.sysMu.Unlock()
+	m.sysN.Add(1)
+	m.schedule()
+}
+
+func (m *mailbox) popSystem() any {
+	m.sysMu.Lock()
+	defer m.sysMu.Unlock()
+	if len(m.sys) == 0 {
+		return nil
+	}
+	msg := m.sys[0]
+	m.sys[0] = nil
+	m.sys = m.sys[1:]
+	if len(m.sys) == 0 {
+		m.sys = nil
+	}
+	return msg
+}
+
+func (m *mailbox) RegisterHandlers(invoker actor.MessageInvoker, dispatcher actor.Dispatcher) {
+	m.invoker, m.dispatcher = invoker, dispatcher
+	m.context, _ = invoker.(interface{ Actor() actor.Actor })
+}
+
+func (m *mailbox) Start() {}
+
+// UserMessageCount is an estimate, for protoactor's mailbox-length metric.
+func (m *mailbox) UserMessageCount() int { return m.user.len() }
+
+// schedule starts the mailbox goroutine unless it runs. The load first
+// spares a busy mailbox a compare-and-swap per message.
+func (m *mailbox) schedule() {
+	if !m.running.Load() && m.running.CompareAndSwap(false, true) {
+		m.dispatcher.Schedule(m.process)
+	}
+}
+
+// processMessages runs until nothing is left that it may take.
+//
+// Going idle races with senders: a sender publishes its message, then
+// checks running; this goroutine clears running, then checks the one place
+// the next message will appear (user.next, found while it still owned the
+// queue). Atomics are sequentially consistent, so one of the two sees the
+// other. A message behind that place needs no check: whoever publishes the
+// place itself sees running cleared and starts the mailbox.
+func (m *mailbox) processMessages() {
+	for {
+		m.run()
+		next := m.user.next()
+		m.running.Store(false)
+		if m.sysN.Load() == 0 && (m.suspended.Load() || !next.ready()) {
+			return
+		}
+		if !m.running.CompareAndSwap(false, true) {
+			return
+		}
+	}
+}
+
+// run handles messages until none is left or the mailbox is suspended.
+func (m *mailbox) run() {
+	var msg any
+	defer func() {
+		if r := recover(); r != nil {
+			m.invoker.EscalateFailure(r, msg)
+		}
+	}()
+	i, t := 0, m.dispatcher.Throughput()
+	for {
+		if i > t {
+			i = 0
+			runtime.Gosched()
+		}
+		i++
+		if m.sysN.Load() > 0 {
+			if msg = m.popSystem(); msg != nil {
+				m.sysN.Add(-1)
+				switch msg.(type) {
+				case *actor.SuspendMailbox:
+					m.suspended.Store(true)
+				case *actor.ResumeMailbox:
+					m.suspended.Store(false)
+				default:
+					m.invoker.InvokeSystemMessage(msg)
+				}
+				continue
+			}
+		}
+		if m.suspended.Load() {
+			return
+		}
+		var ok bool
+		if msg, ok = m.user.pop(); !ok {
+			return
+		}
+		m.invoker.InvokeUserMessage(msg)
+		if (i >= t || !m.user.ready()) && m.wantsDrained() {
+			msg = mailboxDrained{}
+			m.invoker.InvokeUserMessage(msg)
+		}
+	}
+}
+
+func (m *mailbox) wantsDrained() bool {
+	if m.context == nil || m.suspended.Load() {
+		return false
+	}
+	w, ok := m.context.Actor().(drainWatcher)
+	return ok && w.wantsDrained()
+}
+
+// mpsc is an unbounded multi-producer, single-consumer queue: a linked
+// list of fixed segments. A producer claims a cell with one atomic add on
+// its segment and publishes it with one atomic store; the consumer reads
+// cells in order. Segments are never reused, so no producer can ever write
+// into a segment that has taken a new place in the list.
+type mpsc struct {
+	tail atomic.Pointer[segment]
+	// segments counts the segments linked so far, for len.
+	segments atomic.Int64
+	// popped counts messages taken, for len.
+	popped atomic.Int64
+	// head and at are the consumer's: the segment and cell it reads next.
+	head *segment
+	at   int
+}
+
+const segmentCells = 8
+
+type segment struct {
+	next    atomic.Pointer[segment]
+	claimed atomic.Uint32
+	cells   [segmentCells]cell
+}
+
+type cell struct {
+	msg   any
+	ready atomic.Bool
+}
+
+func (q *mpsc) init() {
+	s := new(segment)
+	q.head = s
+	q.tail.Store(s)
+	q.segments.Store(1)
+}
+
+// push appends msg; it is safe for concurrent use.
+func (q *mpsc) push(msg any) {
+	s := q.tail.Load()
+	for {
+		if i := s.claimed.Add(1) - 1; i < segmentCells {
+			c := &s.cells[i]
+			c.msg = msg
+			c.ready.Store(true)
+			return
+		}
+		// Full: link a next segment, unless another sender did, and move
+		// the tail to it, unless another sender did.
+		next := s.next.Load()
+		if next == nil {
+			fresh := new(segment)
+			if s.next.CompareAndSwap(nil, fresh) {
+				q.segments.Add(1)
+				next = fresh
+			} else {
+				next = s.next.Load()
+			}
+		}
+		q.tail.CompareAndSwap(s, next)
+		s = q.tail.Load()
+	}
+}
+
+// pop takes the next message, if it has been published. Only the consumer
+// may call it.
+func (q *mpsc) pop() (any, bool) {
+	if q.at == segmentCells {
+		next := q.head.next.Load()
+		if next == nil {
+			return nil, false
+		}
+		q.head, q.at = next, 0
+	}
+	c := &q.head.cells[q.at]
+	if !c.ready.Load() {
+		return nil, false
+	}
+	msg := c.msg
+	c.msg = nil
+	q.at++
+	q.popped.Add(1)
+	return msg, true
+}
+
+// ready reports whether pop would return a message. Only the consumer may
+// call it.
+func (q *mpsc) ready() bool { return q.next().ready() }
+
+// next returns where the next message will appear. Only the consumer may
+// call it; the place may then be watched by anyone.
+func (q *mpsc) next() place {
+	if q.at == segmentCells {
+		return place{link: &q.head.next}
+	}
+	return place{cell: &q.head.cells[q.at]}
+}
+
+// place is either a cell or, when the consumer's segment is used up, the
+// link to the segment after it.
+type place struct {
+	cell *cell
+	link *atomic.Pointer[segment]
+}
+
+// ready reports whether a message has appeared there; it is safe for
+// concurrent use.
+func (p place) ready() bool {
+	if p.cell != nil {
+		return p.cell.ready.Load()
+	}
+	if s := p.link.Load(); s != nil {
+		return s.cells[0].ready.Load()
+	}
+	return false
+}
+
+// len estimates how many messages wait; it is safe for concurrent use.
+func (q *mpsc) len() int {
+	pushed := (q.segments.Load()-1)*segmentCells + int64(min(q.tail.Load().claimed.Load(), segmentCells))
+	return int(max(pushed-q.popped.Load(), 0))
+}

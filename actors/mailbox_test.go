@@ -1,0 +1,200 @@
+package actors
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/stretchr/testify/require"
+)
+
+// TestMPSCKeepsEachProducersOrder pushes from many goroutines at once and
+// pops from one: every message arrives once, and each producer's in the
+// order it pushed them. Run under -race, it also checks the publication.
+func TestMPSCKeepsEachProducersOrder(t *testing.T) {
+	const producers, each = 8, 20_000
+	var q mpsc
+	q.init()
+	var wg sync.WaitGroup
+	for p := range producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				q.push([2]int{p, i})
+			}
+		}()
+	}
+	next := make([]int, producers)
+	deadline := time.Now().Add(time.Minute)
+	for got := 0; got < producers*each; {
+		m, ok := q.pop()
+		if !ok {
+			require.True(t, time.Now().Before(deadline), "only %d of %d messages within a minute", got, producers*each)
+			continue
+		}
+		pi := m.([2]int)
+		require.Equal(t, next[pi[0]], pi[1], "producer %d out of order", pi[0])
+		next[pi[0]]++
+		got++
+	}
+	wg.Wait()
+	_, ok := q.pop()
+	require.False(t, ok)
+	require.False(t, q.ready())
+}
+
+// invoker records what a mailbox delivers, and can panic on a message or
+// ask for mailboxDrained.
+type invoker struct {
+	mu        sync.Mutex
+	got       []any
+	escalated []any
+	panicOn   any
+	want      atomic.Bool // wantsDrained
+	delivered chan struct{}
+}
+
+func (r *invoker) record(m any) {
+	r.mu.Lock()
+	r.got = append(r.got, m)
+	r.mu.Unlock()
+	select {
+	case r.delivered <- struct{}{}:
+	default:
+	}
+}
+
+func (r *invoker) InvokeSystemMessage(m any) { r.record(m) }
+func (r *invoker) InvokeUserMessage(m any) {
+	if _, ok := m.(mailboxDrained); ok {
+		r.want.Store(false)
+	}
+	r.record(m)
+	if m == r.panicOn {
+		panic("boom")
+	}
+}
+func (r *invoker) EscalateFailure(reason, m any) {
+	r.mu.Lock()
+	r.escalated = append(r.escalated, reason, m)
+	r.mu.Unlock()
+}
+
+// Actor makes the invoker its own actor, as an actor context is.
+func (r *invoker) Actor() actor.Actor    { return r }
+func (r *invoker) Receive(actor.Context) {}
+func (r *invoker) wantsDrained() bool    { return r.want.Load() }
+
+func (r *invoker) messages() []any {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]any(nil), r.got...)
+}
+
+func newTestMailbox(r *invoker) *mailbox {
+	m := newDrainingMailbox().(*mailbox)
+	m.RegisterHandlers(r, actor.NewSynchronizedDispatcher(300))
+	m.Start()
+	return m
+}
+
+func TestMailboxSystemFirstSuspendResume(t *testing.T) {
+	r := &invoker{}
+	m := newTestMailbox(r)
+	// Suspended, it takes system messages only; user messages wait.
+	m.PostSystemMessage(&actor.SuspendMailbox{})
+	m.PostUserMessage("u1")
+	m.PostSystemMessage("s1")
+	require.Equal(t, []any{"s1"}, r.messages())
+	require.Equal(t, 1, m.UserMessageCount())
+	m.PostSystemMessage(&actor.ResumeMailbox{})
+	require.Equal(t, []any{"s1", "u1"}, r.messages())
+	require.Equal(t, 0, m.UserMessageCount())
+}
+
+func TestMailboxEscalatesAPanicAndCarriesOn(t *testing.T) {
+	r := &invoker{panicOn: "bad"}
+	m := newTestMailbox(r)
+	m.PostUserMessage("bad")
+	m.PostUserMessage("good")
+	require.Equal(t, []any{"bad", "good"}, r.messages())
+	require.Equal(t, []any{"boom", "bad"}, r.escalated)
+}
+
+// batch is an actor.MessageBatch.
+type batch []any
+
+func (b *batch) GetMessages() []any { return *b }
+
+func TestMailboxUnpacksBatches(t *testing.T) {
+	r := &invoker{}
+	m := newTestMailbox(r)
+	batch := &batch{"a", "b"}
+	m.PostUserMessage(batch)
+	require.Equal(t, []any{"a", "b", batch}, r.messages())
+}
+
+func TestMailboxDrainedOnlyWhenWanted(t *testing.T) {
+	r := &invoker{}
+	m := newTestMailbox(r)
+	m.PostUserMessage("a")
+	require.Equal(t, []any{"a"}, r.messages())
+	r.want.Store(true)
+	m.PostUserMessage("b")
+	require.Equal(t, []any{"a", "b", mailboxDrained{}}, r.messages())
+	m.PostUserMessage("c")
+	require.Equal(t, []any{"a", "b", mailboxDrained{}, "c"}, r.messages())
+}
+
+// TestMailboxDrainedAfterTheBurst posts a burst while the mailbox is busy:
+// mailboxDrained comes once, after the last message of the burst.
+func TestMailboxDrainedAfterTheBurst(t *testing.T) {
+	r := &invoker{delivered: make(chan struct{}, 1)}
+	m := newDrainingMailbox().(*mailbox)
+	m.RegisterHandlers(r, actor.NewDefaultDispatcher(300))
+	// Hold the mailbox as if its goroutine were busy, so the burst queues.
+	require.True(t, m.running.CompareAndSwap(false, true))
+	r.want.Store(true)
+	for i := range 100 {
+		m.PostUserMessage(i)
+	}
+	go m.process()
+	want := make([]any, 0, 101)
+	for i := range 100 {
+		want = append(want, i)
+	}
+	want = append(want, mailboxDrained{})
+	require.Eventually(t, func() bool { return len(r.messages()) == len(want) }, 10*time.Second, time.Millisecond)
+	require.Equal(t, want, r.messages())
+}
+
+// TestMailboxManySenders has senders race a goroutine dispatcher going
+// idle and waking: nothing is lost or taken twice.
+func TestMailboxManySenders(t *testing.T) {
+	const senders, each = 8, 5_000
+	r := &invoker{}
+	m := newDrainingMailbox().(*mailbox)
+	m.RegisterHandlers(r, actor.NewDefaultDispatcher(300))
+	var wg sync.WaitGroup
+	for s := range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				m.PostUserMessage(fmt.Sprint(s, "/", i))
+			}
+		}()
+	}
+	wg.Wait()
+	require.Eventually(t, func() bool { return len(r.messages()) == senders*each }, time.Minute, time.Millisecond)
+	seen := map[any]bool{}
+	for _, msg := range r.messages() {
+		require.False(t, seen[msg], "%v delivered twice", msg)
+		seen[msg] = true
+	}
+	require.Eventually(t, func() bool { return !m.running.Load() }, 10*time.Second, time.Millisecond)
+}

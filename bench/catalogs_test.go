@@ -1,0 +1,146 @@
+package bench
+
+import (
+	"context"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/wal"
+)
+
+// slow adds a fixed latency to every Save, as a remote or fsyncing store
+// has. The latency is held by hold, which blocks the calling thread in a
+// sleep system call, as a real store blocks in fsync or a socket read,
+// rather than parking on a Go timer: the runtime rounds sub-millisecond
+// timers up to a millisecond when its threads are idle.
+type slow struct {
+	persistence.Catalog
+	latency time.Duration
+}
+
+func (s slow) Save(ctx context.Context, pchannel string, v wal.MessageID) error {
+	hold(s.latency)
+	return s.Catalog.Save(ctx, pchannel, v)
+}
+
+// wakeup is about how late a thread wakes from nanosleep on these
+// machines; hold subtracts it.
+const wakeup = 20 * time.Microsecond
+
+// hold returns about d after it is called.
+func hold(d time.Duration) {
+	end := time.Now().Add(d)
+	if d > wakeup {
+		sleepThread(d - wakeup)
+	}
+	for time.Now().Before(end) {
+		runtime.Gosched()
+	}
+}
+
+// meter counts the successful saves of the catalog it wraps and lets a
+// benchmark wait, without sleeping, for a save count or a saved value.
+type meter struct {
+	persistence.Catalog
+
+	mu      sync.Mutex
+	saves   int
+	last    map[string]wal.MessageID
+	waiters []*waiter
+}
+
+// waiter is one wait: done is called, under meter.mu, after every
+// successful save; when it returns true, the save's commit time is sent.
+type waiter struct {
+	done func(saves int, pchannel string, v wal.MessageID) bool
+	at   chan time.Time
+}
+
+func (m *meter) Save(ctx context.Context, pchannel string, v wal.MessageID) error {
+	err := m.Catalog.Save(ctx, pchannel, v)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.saves++
+	if m.last == nil {
+		m.last = make(map[string]wal.MessageID)
+	}
+	if old := m.last[pchannel]; old == nil || old.LT(v) {
+		m.last[pchannel] = v
+	}
+	kept := m.waiters[:0]
+	for _, w := range m.waiters {
+		if w.done(m.saves, pchannel, v) {
+			w.at <- now
+			continue
+		}
+		kept = append(kept, w)
+	}
+	clear(m.waiters[len(kept):])
+	m.waiters = kept
+	return nil
+}
+
+// count returns the number of successful saves so far.
+func (m *meter) count() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.saves
+}
+
+// reset sets the save count to zero.
+func (m *meter) reset() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.saves = 0
+}
+
+// untilCount returns a channel that receives the commit time of the save
+// that brings the count to n.
+func (m *meter) untilCount(n int) <-chan time.Time {
+	return m.until(func(saves int, _ string, _ wal.MessageID) bool { return saves >= n }, func() bool { return m.saves >= n })
+}
+
+// untilSaved returns a channel that receives the commit time of the first
+// save of pchannel at or above v (now, if one was already saved).
+func (m *meter) untilSaved(pchannel string, v wal.MessageID) <-chan time.Time {
+	return m.until(func(_ int, p string, got wal.MessageID) bool { return p == pchannel && !got.LT(v) },
+		func() bool { last := m.last[pchannel]; return last != nil && !last.LT(v) })
+}
+
+func (m *meter) until(done func(int, string, wal.MessageID) bool, already func() bool) <-chan time.Time {
+	at := make(chan time.Time, 1)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if already() {
+		at <- time.Now()
+		return at
+	}
+	m.waiters = append(m.waiters, &waiter{done: done, at: at})
+	return at
+}
+
+// sink reads from a real catalog and acknowledges saves in memory, for the
+// scale benchmark: its update rate is about the pchannels, not the disk
+// (BenchmarkGroupCommit measures the disk).
+type sink struct {
+	persistence.Catalog
+	saves atomic.Int64
+}
+
+func (s *sink) Save(ctx context.Context, pchannel string, v wal.MessageID) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := persistence.CheckSaveArgs(pchannel, v); err != nil {
+		return err
+	}
+	s.saves.Add(1)
+	return nil
+}
