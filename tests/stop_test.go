@@ -154,6 +154,7 @@ func TestPersisterPanicRestartsWithoutLoss(t *testing.T) {
 	// A second crash, with the minimum moving while the persister is down.
 	h.update(pid, "a", 30)
 	r = waitFrom(t, h.rec, 0, func(e *messages.PersisterRestarted) bool { return e.Restarts == 2 })
+	require.IsType(t, ip, r.Reason)
 	h.update(pid, "a", 40)
 	waitFor(t, h.rec, persistedIs(k(40)))
 	require.Equal(t, k(40), loadNow(t, mem))
