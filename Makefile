@@ -65,3 +65,4 @@ soak:
 	$(GO) test -race -count=1 -timeout 3h -run '^TestModel$$' ./tests/invariants -rapid.checks=10000
 	$(GO) test -race -count=5 -timeout 3h -run '^TestLoad$$' -v ./tests/invariants
 	$(GO) test -race -count=5 -timeout 3h -run '^TestKill9$$' ./tests/crash
+	$(GO) test -race -count=1 -timeout 3h -tags soak -run '^TestSoak' ./tests/etcd
