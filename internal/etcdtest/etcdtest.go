@@ -72,6 +72,26 @@ func StartServer(t testing.TB) *Server {
 	return s
 }
 
+// Embed starts a single-member etcd with its data in dir, for code that has
+// no testing.TB, such as a runnable example. stop closes it and waits for
+// its goroutines.
+func Embed(dir string) (endpoints []string, stop func(), err error) {
+	s := &Server{
+		name:      "solo",
+		dir:       dir,
+		clientURL: url.URL{Scheme: "http", Host: "127.0.0.1:0"},
+		peerURL:   url.URL{Scheme: "http", Host: "127.0.0.1:0"},
+		token:     uniqueToken(),
+	}
+	s.cluster = s.name + "=" + s.peerURL.String()
+	e, err := s.start(true)
+	if err != nil {
+		return nil, nil, fmt.Errorf("etcdtest: start: %w", err)
+	}
+	s.setRunning(e)
+	return s.Endpoints(), s.Stop, nil
+}
+
 // Endpoints returns the member's client URL.
 func (s *Server) Endpoints() []string { return []string{s.clientURL.String()} }
 
