@@ -138,18 +138,18 @@ type expectation struct {
 }
 
 type model struct {
-	t      *rapid.T
-	cfg    modelConfig
+	t   *rapid.T
+	cfg modelConfig
 	// flushDeadline is when the graceful stop in progress gives up its
 	// flush; zero outside one.
 	flushDeadline time.Time
-	sys    *actor.ActorSystem
-	sub    *eventstream.Subscription
-	rec    *recorder
-	logs   *observer.ObservedLogs
-	logger *zap.Logger
-	mem    *persistence.Memory
-	probe  *probe
+	sys           *actor.ActorSystem
+	sub           *eventstream.Subscription
+	rec           *recorder
+	logs          *observer.ObservedLogs
+	logger        *zap.Logger
+	mem           *persistence.Memory
+	probe         *probe
 
 	// The current incarnation of the actor.
 	pid      *actor.PID
