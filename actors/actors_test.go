@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -69,77 +68,4 @@ func TestDrainingMailboxAnnouncesPoisonPill(t *testing.T) {
 	mb.PostUserMessage(update)
 	mb.PostUserMessage(&actor.PoisonPill{})
 	require.Equal(t, []any{update, drainRequested{}, &actor.PoisonPill{}}, []any{<-r.got, <-r.got, <-r.got})
-}
-
-// BenchmarkUpdate is one UpdateCheckpoint through the PChannel actor, with
-// 1000 vchannels: a Root.Send and the mailbox hop, no reply. Messages are
-// built before the timer so that the figure is the actor's cost.
-func BenchmarkUpdate(b *testing.B) {
-	const vchannels = 1000
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(zap.NewNop())))
-	defer sys.Shutdown()
-	initial := make(map[string]wal.MessageID, vchannels)
-	names := make([]string, vchannels)
-	for i := range names {
-		names[i] = fmt.Sprintf("v%d", i)
-		initial[names[i]] = wal.KafkaID(0)
-	}
-	cat := persistence.NewMemory()
-	defer cat.Close()
-	props, err := NewProps("bench", wal.Kafka, cat, WithVChannels(initial))
-	require.NoError(b, err)
-	pid := sys.Root.Spawn(props)
-	defer func() { require.NoError(b, sys.Root.PoisonFuture(pid).Wait()) }()
-
-	msgs := make([]*messages.UpdateCheckpoint, b.N)
-	for i := range msgs {
-		msgs[i] = &messages.UpdateCheckpoint{VChannel: names[i%vchannels], Checkpoint: wal.KafkaID(int64(i/vchannels + 1))}
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for _, m := range msgs {
-		sys.Root.Send(pid, m)
-	}
-	st, err := GetState(sys.Root, pid, false, time.Minute)
-	b.StopTimer()
-	require.NoError(b, err)
-	require.Equal(b, vchannels, st.VChannels)
-}
-
-// BenchmarkUpdateBatch is UpdateBatch of 64 updates; ns/op is per update.
-func BenchmarkUpdateBatch(b *testing.B) {
-	const vchannels, batch = 1000, 64
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(zap.NewNop())))
-	defer sys.Shutdown()
-	initial := make(map[string]wal.MessageID, vchannels)
-	names := make([]string, vchannels)
-	for i := range names {
-		names[i] = fmt.Sprintf("v%d", i)
-		initial[names[i]] = wal.KafkaID(0)
-	}
-	cat := persistence.NewMemory()
-	defer cat.Close()
-	props, err := NewProps("bench", wal.Kafka, cat, WithVChannels(initial))
-	require.NoError(b, err)
-	pid := sys.Root.Spawn(props)
-	defer func() { require.NoError(b, sys.Root.PoisonFuture(pid).Wait()) }()
-
-	n := (b.N + batch - 1) / batch
-	msgs := make([]*messages.UpdateBatch, n)
-	for j := range msgs {
-		u := make([]messages.VChannelCheckpoint, batch)
-		for k := range u {
-			i := j*batch + k
-			u[k] = messages.VChannelCheckpoint{VChannel: names[i%vchannels], Checkpoint: wal.KafkaID(int64(i/vchannels + 1))}
-		}
-		msgs[j] = &messages.UpdateBatch{Updates: u}
-	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	for _, m := range msgs {
-		sys.Root.Send(pid, m)
-	}
-	_, err = GetState(sys.Root, pid, false, time.Minute)
-	b.StopTimer()
-	require.NoError(b, err)
 }
