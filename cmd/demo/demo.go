@@ -185,7 +185,7 @@ func (d *demo) run(ctx context.Context) (int, error) {
 		fmt.Fprintf(d.out, "note: persisted had not caught up with the minimum %v after the faults ended; the graceful stop tried to flush it\n", d.cfg.liveBound())
 	}
 	if d.cfg.chart != "" {
-		title := fmt.Sprintf("lowwater demo: minimum and persisted checkpoint (seed %d; %s)", d.cfg.seed, d.cfg.describeFaults())
+		title := fmt.Sprintf("lowwater demo, seed %d: %s", d.cfg.seed, d.cfg.describeFaults())
 		if err := writeChart(d.cfg.chart, title, tl); err != nil {
 			errs = append(errs, fmt.Errorf("chart: %w", err))
 		} else {
