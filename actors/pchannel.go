@@ -148,7 +148,18 @@ func (p *pchannel) Receive(ctx actor.Context) {
 		// A panic in this actor is a bug; its supervisor restarts it from
 		// the vchannels given at spawn. Leave no goroutine behind.
 		p.stop(ctx)
+	default:
+		// A request of a type lowwater does not take gets a typed error
+		// rather than a timeout. Messages without a sender pass silently:
+		// protoactor's own (Terminated, ReceiveTimeout) come that way.
+		if ctx.Sender() != nil {
+			p.unknown(ctx)
+		}
 	}
+}
+
+func (p *pchannel) unknown(ctx actor.Context) {
+	ctx.Respond(fmt.Errorf("%w: %T", messages.ErrUnknownMessage, ctx.Message()))
 }
 
 // The cases of Receive that are not the hot path live in methods of their

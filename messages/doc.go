@@ -12,10 +12,10 @@
 //
 // Errors: ErrVChannelExists, ErrVChannelNotFound, ErrCheckpointRollback,
 // ErrNilCheckpoint, ErrEmptyVChannel, ErrWALMismatch, ErrNilCommand (a nil
-// command pointer); errors.Is works on every reply, including each entry of
-// a *BatchError.
+// command pointer), ErrUnknownMessage (a request of another type);
+// errors.Is works on every reply, including each entry of a *BatchError.
 //
 // Lifecycle events: Recovered, RecoveryFailed, CheckpointPersisted,
-// PersistFailed, PersisterRestarted, Stopped. Every event embeds Header
+// PersistFailed, PersisterRestarted, OwnershipLost, Stopped. Every event embeds Header
 // (pchannel name and time).
 package messages

@@ -23,6 +23,9 @@ var (
 	// ErrNilCommand rejects a nil command pointer, such as
 	// (*UpdateCheckpoint)(nil).
 	ErrNilCommand = errors.New("lowwater: nil command")
+	// ErrUnknownMessage answers a request of a type the pchannel does not
+	// take, so that the requester gets an error instead of a timeout.
+	ErrUnknownMessage = errors.New("lowwater: unknown message")
 	// ErrWALMismatch rejects a checkpoint of another WAL than the pchannel's.
 	// It is the same value as wal.ErrWALMismatch.
 	ErrWALMismatch = wal.ErrWALMismatch

@@ -6,7 +6,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -110,8 +109,9 @@ func TestBadInputCatalogue(t *testing.T) {
 		})
 	}
 
-	// A nil GetState is answered as GetState{}; a message of no lowwater
-	// type is ignored: nothing is published, logged or answered.
+	// A nil GetState is answered as GetState{}; a request of no lowwater
+	// type is answered with ErrUnknownMessage, and nothing is published or
+	// logged; sent without a sender, it is ignored.
 	synctest.Test(t, func(t *testing.T) {
 		core, logs := observer.New(zap.DebugLevel)
 		s := newScene(t)
@@ -123,8 +123,12 @@ func TestBadInputCatalogue(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, 1, res.(*messages.State).VChannels)
 		require.Nil(t, res.(*messages.State).Checkpoints)
-		_, err = s.sys.Root.RequestFuture(s.pid, "hello", time.Second).Result()
-		require.ErrorIs(t, err, errTimeout())
+		res, err = s.sys.Root.RequestFuture(s.pid, "hello", time.Second).Result()
+		require.NoError(t, err)
+		require.ErrorIs(t, res.(error), messages.ErrUnknownMessage)
+		require.EqualError(t, res.(error), "lowwater: unknown message: string")
+		s.sys.Root.Send(s.pid, "hello")
+		synctest.Wait()
 		require.Empty(t, s.rec.Since(from))
 		require.Zero(t, logs.Len())
 	})
@@ -182,6 +186,3 @@ func TestBadRecordsAndArguments(t *testing.T) {
 	require.EqualError(t, err, `persistence: corrupt checkpoint record: record truncated`)
 	require.NoError(t, mem.Close())
 }
-
-// errTimeout is the error a RequestFuture gets when no reply comes.
-func errTimeout() error { return actor.ErrTimeout }
