@@ -26,12 +26,12 @@ type store interface {
 // ("" when nothing does) and the demo's configuration.
 type storeOpener func(rest string, cfg config) (store, error)
 
-// stores maps the schemes of --catalog to their openers. The etcd catalog
-// plugs in here with a file of its own registering "etcd"
-// (--catalog etcd://host:port[,host:port]/prefix); nothing else changes.
+// stores maps the schemes of --catalog to their openers; each kind lives in
+// a file of its own (etcd in catalog_etcd.go).
 var stores = map[string]storeOpener{
 	"bolt":   openBoltStore,
 	"memory": openMemoryStore,
+	"etcd":   openEtcdStore,
 }
 
 // splitCatalog splits a --catalog value into its scheme and the rest:

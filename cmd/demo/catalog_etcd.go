@@ -13,8 +13,6 @@ import (
 	"github.com/lowwater/lowwater/persistence/etcdcatalog"
 )
 
-func init() { stores["etcd"] = openEtcdStore }
-
 // etcdStore is an etcd cluster, reconnected by each phase as a restarted
 // process would: the restart reads what etcd really holds.
 type etcdStore struct {

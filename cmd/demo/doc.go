@@ -36,8 +36,8 @@
 // or setup error, 130 after a second Ctrl-C.
 //
 // Files: main.go holds the flags and the two-stage Ctrl-C; demo.go the
-// phases; catalog.go the --catalog kinds (an etcd kind plugs into its
-// stores map); faults.go the fault profile and the outages; sim.go the
+// phases; catalog.go and catalog_etcd.go the --catalog kinds (bolt,
+// memory, etcd); faults.go the fault profile and the outages; sim.go the
 // simulated vchannels; feed.go the lossless event feed the checks read;
 // timeline.go, chart.go the chart; dashboard.go, live.go the live view;
 // report.go the plain output; metricsrv.go /metrics; verify.go the checks.

@@ -217,7 +217,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Float64Var(&c.churn, "churn", 0.5, "vchannels added per second per pchannel, and as many dropped (a third of the adds below the minimum)")
 	fs.Float64Var(&c.badRate, "bad-rate", 0.4, "commands per second per pchannel that must be rejected (rollback, unknown or duplicate vchannel)")
 	// The catalog and its faults.
-	fs.StringVar(&c.catalog, "catalog", "bolt", "where checkpoints are kept: bolt (lowwater.db in --data), bolt:PATH, or memory")
+	fs.StringVar(&c.catalog, "catalog", "bolt", "where checkpoints are kept: bolt (lowwater.db in --data), bolt:PATH, memory, or etcd://host:port[,host:port]/prefix")
 	fs.StringVar(&c.dataDir, "data", "", "directory of the bbolt file (default: a temporary directory, removed at exit)")
 	fs.Float64Var(&c.failRate, "fail-rate", 0.2, "share of catalog saves that fail, in [0, 1]")
 	fs.DurationVar(&c.latency, "latency", 0, "delay added to every catalog call")
