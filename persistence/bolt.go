@@ -210,17 +210,10 @@ func (b *Bolt) Save(ctx context.Context, pchannel string, checkpoint wal.Message
 // transaction of a Save, or its share of a batch.
 func (b *Bolt) put(tx *bolt.Tx, key []byte, pchannel string, checkpoint wal.MessageID, raw []byte) (refused, err error) {
 	bucket := tx.Bucket(b.bucket)
-	if old := bucket.Get(key); old != nil {
-		stored, err := decodeStored(pchannel, old)
-		if err != nil {
-			return err, nil
-		}
-		if err := checkAdvance(pchannel, stored, checkpoint); err != nil {
-			return err, nil
-		}
-		if stored.EQ(checkpoint) {
-			return nil, nil // already durable: an earlier commit wrote it
-		}
+	old := bucket.Get(key)
+	write, refused := admit(pchannel, old, old != nil, checkpoint)
+	if refused != nil || !write {
+		return refused, nil // refused, or already durable: an earlier commit wrote it
 	}
 	return nil, bucket.Put(key, raw)
 }

@@ -61,17 +61,13 @@ func (m *Memory) Save(ctx context.Context, pchannel string, checkpoint wal.Messa
 	if err != nil {
 		return err
 	}
-	if old, ok := m.records[pchannel]; ok {
-		stored, err := decodeStored(pchannel, old)
-		if err != nil {
-			return err
-		}
-		if err := checkAdvance(pchannel, stored, checkpoint); err != nil {
-			return err
-		}
-		if stored.EQ(checkpoint) {
-			raw = old // as Bolt does: an equal save rewrites nothing
-		}
+	old, found := m.records[pchannel]
+	write, err := admit(pchannel, old, found, checkpoint)
+	if err != nil {
+		return err
+	}
+	if !write {
+		raw = old // as Bolt does: an equal save rewrites nothing
 	}
 	m.records[pchannel] = raw
 	m.history[pchannel] = append(m.history[pchannel], checkpoint)
