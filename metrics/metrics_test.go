@@ -3,7 +3,6 @@ package metrics_test
 import (
 	"fmt"
 	"log/slog"
-	"net/http"
 	"net/http/httptest"
 	"sort"
 	"strings"
@@ -15,13 +14,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/lowwater/lowwater/actors"
+	"github.com/lowwater/lowwater/internal/promtest"
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/metrics"
 	"github.com/lowwater/lowwater/persistence"
@@ -43,16 +41,7 @@ var fast = actors.Backoff{Initial: 5 * time.Millisecond, Max: 20 * time.Millisec
 // a histogram gives its _count and _sum. It returns an error rather than
 // failing: it runs inside Eventually.
 func scrape(url string) (map[string]float64, error) {
-	resp, err := http.Get(url)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(resp.Body)
+	fams, err := promtest.Scrape(url)
 	if err != nil {
 		return nil, err
 	}
