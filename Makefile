@@ -35,7 +35,7 @@ demo-chart:
 demo-etcd:
 	$(GO) run ./cmd/failover
 
-# lowwater side by side with the mutex/cond baseline (internal/baseline):
+# lowwater side by side with the mutex/cond baseline (bench/baseline):
 # medians of BENCH_COUNT (default 7) interleaved rounds of ./bench, as one
 # table (metric, baseline, lowwater, ratio) written to bench/RESULTS.md and
 # printed; then every other package's micro-benchmarks.

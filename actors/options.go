@@ -9,8 +9,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/lowwater/lowwater/internal/saveplan"
-	"github.com/lowwater/lowwater/internal/tracker"
+	"github.com/lowwater/lowwater/internal/core/saveplan"
+	"github.com/lowwater/lowwater/internal/core/tracker"
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/wal"

@@ -12,7 +12,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	"go.uber.org/zap"
 
-	"github.com/lowwater/lowwater/internal/tracker"
+	"github.com/lowwater/lowwater/internal/core/tracker"
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/wal"

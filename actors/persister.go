@@ -11,7 +11,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	"go.uber.org/zap"
 
-	"github.com/lowwater/lowwater/internal/saveplan"
+	"github.com/lowwater/lowwater/internal/core/saveplan"
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/wal"

@@ -1,5 +1,5 @@
 // Package bench puts lowwater and the design it replaces (package
-// internal/baseline, a re-implementation of Milvus' mutex and condition
+// bench/baseline, a re-implementation of Milvus' mutex and condition
 // variable pchannelCheckpointManager) side by side, in one process, on the
 // same catalogs and the same wal IDs. It holds benchmarks only; every
 // benchmark has an impl=baseline and an impl=lowwater variant, and each

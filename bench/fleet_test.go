@@ -11,7 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lowwater/lowwater/actors"
-	"github.com/lowwater/lowwater/internal/baseline"
+	"github.com/lowwater/lowwater/bench/baseline"
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/wal"

@@ -19,7 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/lowwater/lowwater/actors"
-	"github.com/lowwater/lowwater/internal/promtest"
+	"github.com/lowwater/lowwater/internal/testkit/promtest"
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/metrics"
 	"github.com/lowwater/lowwater/persistence"

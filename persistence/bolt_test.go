@@ -15,7 +15,7 @@ import (
 	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/lowwater/lowwater/persistence"
-	"github.com/lowwater/lowwater/persistence/internal/catalogtest"
+	"github.com/lowwater/lowwater/persistence/catalogtest"
 	"github.com/lowwater/lowwater/wal"
 )
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/lowwater/lowwater/persistence"
-	"github.com/lowwater/lowwater/persistence/internal/catalogtest"
+	"github.com/lowwater/lowwater/persistence/catalogtest"
 	"github.com/lowwater/lowwater/wal"
 )
 

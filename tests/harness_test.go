@@ -19,7 +19,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/lowwater/lowwater/actors"
-	"github.com/lowwater/lowwater/internal/eventlog"
+	"github.com/lowwater/lowwater/internal/testkit/eventlog"
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/persistence/faultinject"
@@ -195,7 +195,7 @@ func (h *harness) update(pid *actor.PID, vchannel string, n int64) {
 	h.mustRequest(pid, &messages.UpdateCheckpoint{VChannel: vchannel, Checkpoint: k(n)})
 }
 
-// recorder keeps lowwater events in publishing order; see internal/eventlog.
+// recorder keeps lowwater events in publishing order; see internal/testkit/eventlog.
 type recorder = eventlog.Log
 
 func newRecorder(pchannel string) *recorder { return eventlog.New(pchannel) }

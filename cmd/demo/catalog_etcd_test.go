@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lowwater/lowwater/internal/etcdtest"
+	"github.com/lowwater/lowwater/internal/testkit/etcdtest"
 )
 
 // TestRunOnEtcd runs the demo on a real embedded etcd: the same checks

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lowwater/lowwater/internal/etcdtest"
+	"github.com/lowwater/lowwater/internal/testkit/etcdtest"
 	"github.com/lowwater/lowwater/persistence/etcdcatalog"
 	"github.com/lowwater/lowwater/wal"
 )

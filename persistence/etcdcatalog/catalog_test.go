@@ -13,10 +13,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/lowwater/lowwater/internal/etcdtest"
+	"github.com/lowwater/lowwater/internal/testkit/etcdtest"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/persistence/etcdcatalog"
-	"github.com/lowwater/lowwater/persistence/internal/catalogtest"
+	"github.com/lowwater/lowwater/persistence/catalogtest"
 	"github.com/lowwater/lowwater/wal"
 )
 

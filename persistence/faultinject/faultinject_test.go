@@ -13,7 +13,7 @@ import (
 
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/persistence/faultinject"
-	"github.com/lowwater/lowwater/persistence/internal/catalogtest"
+	"github.com/lowwater/lowwater/persistence/catalogtest"
 	"github.com/lowwater/lowwater/wal"
 )
 

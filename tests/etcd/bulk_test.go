@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/lowwater/lowwater/actors"
-	"github.com/lowwater/lowwater/internal/etcdtest"
+	"github.com/lowwater/lowwater/internal/testkit/etcdtest"
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/wal"
 )

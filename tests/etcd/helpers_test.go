@@ -21,7 +21,7 @@ import (
 	"google.golang.org/grpc/backoff"
 
 	"github.com/lowwater/lowwater/actors"
-	"github.com/lowwater/lowwater/internal/eventlog"
+	"github.com/lowwater/lowwater/internal/testkit/eventlog"
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/persistence/etcdcatalog"
@@ -221,7 +221,7 @@ func (f *feeder) stop() int64 {
 	return f.last
 }
 
-// recorder keeps lowwater events in publishing order; see internal/eventlog.
+// recorder keeps lowwater events in publishing order; see internal/testkit/eventlog.
 type recorder = eventlog.Log
 
 func newRecorder() *recorder { return eventlog.New("") }

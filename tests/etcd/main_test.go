@@ -1,5 +1,5 @@
 // Package etcd_test drives pchannel actors against real etcd servers started
-// inside the test (internal/etcdtest): ownership lost and taken over, etcd
+// inside the test (internal/testkit/etcdtest): ownership lost and taken over, etcd
 // down and back, a thousand pchannels recovered by one LoadAll, and a leader
 // stop in a 3-member cluster. Everything listens on 127.0.0.1 with ports the
 // OS chose and keeps its data in t.TempDir().
@@ -12,7 +12,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/lowwater/lowwater/internal/etcdtest"
+	"github.com/lowwater/lowwater/internal/testkit/etcdtest"
 )
 
 // TestClusterLeaderStop runs a 3-member cluster, whose peer HTTP connections

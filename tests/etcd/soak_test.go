@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lowwater/lowwater/internal/etcdtest"
+	"github.com/lowwater/lowwater/internal/testkit/etcdtest"
 )
 
 // The longer variants, for `go test -tags soak ./tests/etcd/` (about 2 min).

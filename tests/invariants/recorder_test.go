@@ -6,12 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lowwater/lowwater/internal/eventlog"
+	"github.com/lowwater/lowwater/internal/testkit/eventlog"
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/wal"
 )
 
-// recorder keeps lowwater events in publishing order; see internal/eventlog.
+// recorder keeps lowwater events in publishing order; see internal/testkit/eventlog.
 type recorder = eventlog.Log
 
 func newRecorder(pchannel string) *recorder { return eventlog.New(pchannel) }

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lowwater/lowwater/actors"
-	"github.com/lowwater/lowwater/internal/saveplan"
+	"github.com/lowwater/lowwater/internal/core/saveplan"
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/persistence/faultinject"
 	"github.com/lowwater/lowwater/wal"

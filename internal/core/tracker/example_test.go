@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/lowwater/lowwater/internal/tracker"
+	"github.com/lowwater/lowwater/internal/core/tracker"
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/wal"
 )
