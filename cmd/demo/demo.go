@@ -302,7 +302,7 @@ func measureLiveness(cfg config, tl *timeline) []liveness {
 func (d *demo) header(floor map[string]wal.MessageID, metricsURL string) []string {
 	c := d.cfg
 	lines := []string{
-		fmt.Sprintf("lowwater demo: %d pchannels x %d vchannels for %v, %.0f update rounds/s, seed %d",
+		fmt.Sprintf("lowwater demo: %d pchannels x %d kafka vchannels, %v, %.0f rounds/s, seed %d",
 			c.pchannels, c.vchannels, c.duration, c.rate, c.seed),
 		"faults: " + c.describeFaults(),
 	}

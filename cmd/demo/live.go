@@ -96,6 +96,7 @@ type liveModel struct {
 	dash      *dashboard
 	interrupt func()
 	width     int
+	height    int
 	prev      map[string]uint64
 	prevAt    time.Time
 	rates     map[string]float64
@@ -120,7 +121,7 @@ func (m *liveModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			m.interrupt()
 		}
 	case tea.WindowSizeMsg:
-		m.width = msg.Width
+		m.width, m.height = msg.Width, msg.Height
 	case quitMsg:
 		m.sample()
 		m.final = true
@@ -151,74 +152,194 @@ func (m *liveModel) View() string {
 	if m.last == nil {
 		return ""
 	}
-	return renderDashboard(*m.last, m.rates, m.width, m.final)
+	return renderDashboard(*m.last, m.rates, m.width, m.height, m.final)
 }
 
-// renderDashboard is one frame of the live view, no wider than width when
-// it is known (> 0); final is the frame left on the terminal at the end.
-func renderDashboard(v dashView, rates map[string]float64, width int, final bool) string {
+// renderDashboard is one frame of the live view, no wider than width and
+// no taller than height when they are known (> 0); final is the frame left
+// on the terminal at the end. A narrow terminal gets abbreviated headers,
+// then fewer columns, named on a line of their own: a column is shown
+// whole or not at all, never cut.
+func renderDashboard(v dashView, rates map[string]float64, width, height int, final bool) string {
 	fit := func(s string) string { return s }
 	if width > 0 {
-		clip := lipgloss.NewStyle().MaxWidth(width)
-		fit = func(s string) string { return clip.Render(s) }
+		fit = func(s string) string { return truncate(s, width) }
 	}
-	var b strings.Builder
+	var lines []string
+	add := func(s string) { lines = append(lines, strings.Split(s, "\n")...) }
 	elapsed := min(v.elapsed, v.duration)
-	fmt.Fprintf(&b, "%s  %s  %s\n", styleTitle.Render("lowwater demo"),
-		progressBar(elapsed, v.duration, 24), fmt.Sprintf("%.1fs / %v  %s", elapsed.Seconds(), v.duration, v.phase))
+	add(fit(fmt.Sprintf("%s  %s  %s", styleTitle.Render("lowwater demo"),
+		progressBar(elapsed, v.duration, 24), fmt.Sprintf("%.1fs / %v  %s", elapsed.Seconds(), v.duration, v.phase))))
 	for _, h := range v.header {
-		fmt.Fprintln(&b, fit(styleDim.Render(h)))
+		add(fit(styleDim.Render(h)))
 	}
 	if v.outage != nil {
-		fmt.Fprintln(&b, styleDown.Render(fmt.Sprintf("CATALOG DOWN: outage %d, %.1fs left; saves fail and are retried with backoff", v.outage.index, v.outageLeft.Seconds())))
+		add(fit(styleDown.Render(fmt.Sprintf("CATALOG DOWN: outage %d, %.1fs left; saves fail and are retried with backoff",
+			v.outage.index, v.outageLeft.Seconds()))))
 	} else {
-		fmt.Fprintln(&b, styleUp.Render("catalog up"))
+		add(fit(styleUp.Render("catalog up")))
 	}
-
-	t := table.New().
-		Border(lipgloss.RoundedBorder()).
-		BorderStyle(styleDim).
-		Headers("PCHANNEL", "STATE", "VCHANNELS", "MINIMUM", "PERSISTED", "LAG", "BEHIND FOR", "SAVES", "FAILURES", "UPDATES/S")
-	for _, n := range v.names {
-		r := v.rows[n]
-		behind := "-"
-		if !r.behindSince.IsZero() {
-			behind = fmt.Sprintf("%.2fs", time.Since(r.behindSince).Seconds())
+	table, hidden := renderTable(v, rates, width)
+	add(table)
+	if len(hidden) > 0 {
+		add(fit(styleDim.Render("hidden to fit: " + strings.Join(hidden, ", ") + " (widen the terminal)")))
+	}
+	var footer string
+	switch {
+	case final:
+		footer = styleDim.Render("the run is over; the summary follows")
+	case v.interrupted:
+		footer = styleWarn.Render("stopping gracefully: flushing the pending checkpoints; Ctrl-C again quits at once")
+	default:
+		footer = styleDim.Render("Ctrl-C stops gracefully (flushes the pending checkpoints); twice quits at once")
+	}
+	// The recent events take what height is left, the title line and the
+	// footer included; at least two of them stay.
+	recent := recentLines
+	if height > 0 {
+		recent = min(recentLines, max(2, height-len(lines)-2))
+	}
+	add(styleTitle.Render("recent events"))
+	shown := v.recent[max(0, len(v.recent)-recent):]
+	for i := range recent {
+		line := ""
+		if i < len(shown) {
+			line = shown[i]
 		}
-		t.Row(n, stateMarks[r.state]+" "+r.state, fmt.Sprint(r.vchannels), wal.String(r.minimum), wal.String(r.persisted),
-			lag(r), behind, fmt.Sprint(r.saves), fmt.Sprint(r.failures), fmt.Sprintf("%.0f", rates[n]))
+		add(fit("  " + line))
+	}
+	add(fit(footer))
+	return strings.Join(lines, "\n") + "\n"
+}
+
+// column is one column of the live table: its header, a shorter header
+// for narrow terminals, and its cell in each row.
+type column struct {
+	header, short string
+	cell          func(name string, r dashRow, short bool) string
+	numeric       bool
+	// drop orders the columns a narrow terminal loses: 1 goes first, 0
+	// never goes.
+	drop int
+}
+
+func liveColumns(rates map[string]float64) []column {
+	return []column{
+		{header: "PCHANNEL", short: "PCHANNEL", cell: func(n string, _ dashRow, _ bool) string { return n }},
+		{header: "STATE", short: "STATE", cell: func(_ string, r dashRow, short bool) string {
+			if short {
+				return stateMarks[r.state] + " " + shortStates[r.state]
+			}
+			return stateMarks[r.state] + " " + r.state
+		}, drop: 5},
+		{header: "VCHANNELS", short: "VCH", cell: func(_ string, r dashRow, _ bool) string { return fmt.Sprint(r.vchannels) }, numeric: true, drop: 2},
+		{header: "MINIMUM", short: "MINIMUM", cell: func(_ string, r dashRow, short bool) string { return idCell(r.minimum, short) }, numeric: true},
+		{header: "PERSISTED", short: "PERSISTED", cell: func(_ string, r dashRow, short bool) string { return idCell(r.persisted, short) }, numeric: true},
+		{header: "LAG", short: "LAG", cell: func(_ string, r dashRow, _ bool) string { return lag(r) }, numeric: true, drop: 3},
+		{header: "BEHIND FOR", short: "BEHIND", cell: func(_ string, r dashRow, _ bool) string {
+			if r.behindSince.IsZero() {
+				return "-"
+			}
+			return fmt.Sprintf("%.2fs", time.Since(r.behindSince).Seconds())
+		}, numeric: true, drop: 1},
+		{header: "SAVES", short: "SAVES", cell: func(_ string, r dashRow, _ bool) string { return fmt.Sprint(r.saves) }, numeric: true, drop: 6},
+		{header: "FAILURES", short: "FAILS", cell: func(_ string, r dashRow, _ bool) string { return fmt.Sprint(r.failures) }, numeric: true, drop: 7},
+		{header: "UPDATES/S", short: "UPD/S", cell: func(n string, _ dashRow, _ bool) string { return fmt.Sprintf("%.0f", rates[n]) }, numeric: true, drop: 4},
+	}
+}
+
+// shortStates name the states in a narrow table.
+var shortStates = map[string]string{stateHealthy: "ok", stateRetrying: "retry", stateRecovering: "recov", stateStopped: "stop"}
+
+// idCell formats an ID for the table; a narrow table leaves out the WAL's
+// name, which the header lines give once.
+func idCell(id wal.MessageID, short bool) string {
+	s := wal.String(id)
+	if _, rest, ok := strings.Cut(s, ":"); ok && short && id != nil {
+		return rest
+	}
+	return s
+}
+
+// renderTable draws the pchannel table within width (when > 0): with the
+// full headers if they fit, else the short ones, dropping columns in their
+// drop order until it fits. It returns the headers of the columns dropped.
+func renderTable(v dashView, rates map[string]float64, width int) (string, []string) {
+	cols := liveColumns(rates)
+	short := false
+	var hidden []string
+	for {
+		out := drawTable(v, cols, short)
+		if width <= 0 || maxWidth(out) <= width {
+			return out, hidden
+		}
+		if !short {
+			short = true
+			continue
+		}
+		i := nextToDrop(cols)
+		if i < 0 {
+			return out, hidden // only the columns that never go are left
+		}
+		hidden = append(hidden, cols[i].header)
+		cols = append(cols[:i:i], cols[i+1:]...)
+	}
+}
+
+func nextToDrop(cols []column) int {
+	at := -1
+	for i, c := range cols {
+		if c.drop > 0 && (at < 0 || c.drop < cols[at].drop) {
+			at = i
+		}
+	}
+	return at
+}
+
+func drawTable(v dashView, cols []column, short bool) string {
+	headers := make([]string, len(cols))
+	for i, c := range cols {
+		headers[i] = c.header
+		if short {
+			headers[i] = c.short
+		}
+	}
+	t := table.New().Border(lipgloss.RoundedBorder()).BorderStyle(styleDim).Headers(headers...)
+	for _, n := range v.names {
+		cells := make([]string, len(cols))
+		for i, c := range cols {
+			cells[i] = c.cell(n, v.rows[n], short)
+		}
+		t.Row(cells...)
 	}
 	t.StyleFunc(func(row, col int) lipgloss.Style {
-		if row == table.HeaderRow {
+		switch {
+		case row == table.HeaderRow:
 			return styleHeader
-		}
-		if col == 1 && row >= 0 && row < len(v.names) {
+		case cols[col].header == "STATE" && row >= 0 && row < len(v.names):
 			return stateStyles[v.rows[v.names[row]].state].Padding(0, 1)
-		}
-		if col >= 2 {
+		case cols[col].numeric:
 			return styleNumeric
 		}
 		return styleCell
 	})
-	fmt.Fprintln(&b, t.Render())
+	return t.Render()
+}
 
-	fmt.Fprintln(&b, styleTitle.Render("recent events"))
-	for i := range recentLines {
-		line := ""
-		if i < len(v.recent) {
-			line = v.recent[i]
-		}
-		fmt.Fprintln(&b, fit("  "+line))
+func maxWidth(s string) int {
+	w := 0
+	for _, line := range strings.Split(s, "\n") {
+		w = max(w, lipgloss.Width(line))
 	}
-	switch {
-	case final:
-		fmt.Fprintln(&b, styleDim.Render("the run is over; the summary follows"))
-	case v.interrupted:
-		fmt.Fprintln(&b, styleWarn.Render("stopping gracefully: flushing the pending checkpoints; Ctrl-C again quits at once"))
-	default:
-		fmt.Fprintln(&b, styleDim.Render("Ctrl-C stops gracefully (flushes the pending checkpoints); twice quits at once"))
+	return w
+}
+
+// truncate shortens a line of prose to width, marking the cut with "…".
+func truncate(s string, width int) string {
+	if lipgloss.Width(s) <= width {
+		return s
 	}
-	return b.String()
+	return lipgloss.NewStyle().MaxWidth(width-1).Render(s) + "…"
 }
 
 func progressBar(done, total time.Duration, width int) string {

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"image/png"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -209,7 +211,7 @@ func TestRenderDashboard(t *testing.T) {
 	d.observe(&messages.PersistFailed{Header: p1, Value: wal.KafkaID(20), Attempt: 2, Err: errors.New("lowwater: boom")})
 	d.observe(&messages.VChannelAdded{Header: at(4), VChannel: "late", Checkpoint: wal.KafkaID(5)})
 
-	frame := renderDashboard(d.view(), map[string]float64{"p0": 123}, 0, false)
+	frame := renderDashboard(d.view(), map[string]float64{"p0": 123}, 0, 0, false)
 	for _, want := range []string{"p0", "● healthy", "kafka:5", "kafka:10", "◐ retrying", "○ recovering", "CATALOG DOWN: outage 1",
 		"save failed", "added", "late at kafka:5", "123"} {
 		assert.Contains(t, frame, want)
@@ -220,9 +222,9 @@ func TestRenderDashboard(t *testing.T) {
 	assert.Equal(t, "0", lag(row), "an Add below the persisted checkpoint leaves nothing to save")
 
 	d.setInterrupted()
-	assert.Contains(t, renderDashboard(d.view(), nil, 0, false), "stopping gracefully")
-	assert.Contains(t, renderDashboard(d.view(), nil, 0, true), "the run is over")
-	for _, line := range strings.Split(renderDashboard(d.view(), nil, 60, false), "\n") {
+	assert.Contains(t, renderDashboard(d.view(), nil, 0, 0, false), "stopping gracefully")
+	assert.Contains(t, renderDashboard(d.view(), nil, 0, 0, true), "the run is over")
+	for _, line := range strings.Split(renderDashboard(d.view(), nil, 60, 0, false), "\n") {
 		if strings.HasPrefix(line, "  ") { // the recent events fit the width
 			assert.LessOrEqual(t, lipgloss.Width(line), 60, line)
 		}
@@ -349,4 +351,73 @@ func TestChartFormat(t *testing.T) {
 		"a directory that does not exist")
 	// An empty timeline (nothing observed) still draws.
 	assert.NoError(t, writeChart(filepath.Join(t.TempDir(), "c.png"), "t", newTimeline(time.Now(), []string{"p0"})))
+}
+
+// TestRenderDashboardFitsTerminal draws the live view at the sizes of
+// common terminals, with wide values (long IDs, thousands of failures, a
+// full event list): every line fits, the frame fits the height, and every
+// column is either shown with its whole header or named as hidden.
+func TestRenderDashboardFitsTerminal(t *testing.T) {
+	began := time.Now().Add(-12 * time.Second)
+	names := []string{"p0", "p1", "p2"}
+	d := newDashboard(began, 30*time.Second, []string{
+		"lowwater demo: 3 pchannels x 20 vchannels for 30s, 50 update rounds/s, seed 1",
+		"faults: 20% of saves fail, 1 outage (4s+2s), latency 1ms-5ms, an Add below the minimum every 2s",
+		"catalog: bolt:/tmp/lowwater-demo-123456789/checkpoints.db",
+	}, nil)
+	d.start("run", names, map[string]int{"p0": 20, "p1": 20, "p2": 20},
+		map[string]wal.MessageID{"p0": wal.KafkaID(1_234_567), "p1": wal.KafkaID(2_345_678), "p2": wal.KafkaID(3_456_789)})
+	for i, n := range names {
+		h := messages.Header{PChannel: n, At: began.Add(time.Duration(i) * time.Second)}
+		d.observe(&messages.Recovered{Header: h, StartMessageID: wal.KafkaID(1_000_000)})
+		d.observe(&messages.MinimumAdvanced{Header: h, From: wal.KafkaID(1_000_000), To: wal.KafkaID(9_876_543)})
+		for a := range 1200 {
+			d.observe(&messages.PersistFailed{Header: h, Value: wal.KafkaID(9_876_543), Attempt: a + 1, Err: errors.New("lowwater: injected")})
+		}
+	}
+	rates := map[string]float64{"p0": 123456, "p1": 123456, "p2": 123456}
+
+	allHeaders := []string{"PCHANNEL", "STATE", "VCHANNELS", "MINIMUM", "PERSISTED", "LAG", "BEHIND FOR", "SAVES", "FAILURES", "UPDATES/S"}
+	shortOf := map[string]string{"VCHANNELS": "VCH", "BEHIND FOR": "BEHIND", "FAILURES": "FAILS", "UPDATES/S": "UPD/S"}
+	for _, size := range []struct{ w, h int }{{80, 24}, {100, 30}, {60, 24}, {200, 50}} {
+		t.Run(fmt.Sprintf("%dx%d", size.w, size.h), func(t *testing.T) {
+			frame := renderDashboard(d.view(), rates, size.w, size.h, false)
+			lines := strings.Split(strings.TrimSuffix(frame, "\n"), "\n")
+			assert.LessOrEqual(t, len(lines), size.h, "the frame fits the terminal's height")
+			for _, line := range lines {
+				assert.LessOrEqual(t, lipgloss.Width(line), size.w, "%q", line)
+			}
+			table, hidden := renderTable(d.view(), rates, size.w)
+			headerLine := strings.Split(table, "\n")[1]
+			for _, h := range allHeaders {
+				shown := containsWord(headerLine, h) || (shortOf[h] != "" && containsWord(headerLine, shortOf[h]))
+				assert.True(t, shown != slices.Contains(hidden, h), "column %s: shown %v, hidden %v", h, shown, hidden)
+			}
+			if len(hidden) > 0 {
+				assert.Contains(t, frame, "hidden to fit: "+strings.Join(hidden, ", "))
+			}
+			if size.w >= 80 {
+				for _, h := range []string{"MINIMUM", "PERSISTED", "SAVES", "FAILS", "UPD/S", "LAG"} {
+					assert.True(t, containsWord(headerLine, h) || containsWord(headerLine, map[string]string{"FAILS": "FAILURES", "UPD/S": "UPDATES/S"}[h]),
+						"%s is kept at %d columns: %s", h, size.w, headerLine)
+				}
+				assert.Contains(t, table, "1200", "the failure count is shown whole")
+				assert.Contains(t, table, "123456", "the update rate is shown whole")
+			}
+			if size.w >= 200 {
+				assert.Empty(t, hidden)
+			}
+		})
+	}
+}
+
+// containsWord reports whether the table's header line has w as one of its
+// cells.
+func containsWord(headerLine, w string) bool {
+	for _, cell := range strings.Split(headerLine, "│") {
+		if strings.TrimSpace(cell) == w {
+			return true
+		}
+	}
+	return false
 }

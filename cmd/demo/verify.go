@@ -286,7 +286,7 @@ func checkRestart(ev *evidence) check {
 			c.failf("%s: recovered start from catalog=%t, want %t", name, r.fromCatalog, r.inFile != nil)
 		}
 	}
-	c.summary = fmt.Sprintf("%d/%d recovered start IDs equal the last persisted, as read back from the file", len(ev.names)-len(c.problems), len(ev.names))
+	c.summary = fmt.Sprintf("%d/%d recovered start IDs equal the last persisted, as read back from the catalog", len(ev.names)-len(c.problems), len(ev.names))
 	return c
 }
 
