@@ -165,7 +165,7 @@ func panel(tl *timeline, name string) (*plot.Plot, []legendEntry, error) {
 	}
 
 	return p, []legendEntry{
-		{"minimum over the vchannels", minimum},
+		{"minimum over the vchannels (an Add below it dips it under the persisted line: by design, never saved)", minimum},
 		{"persisted checkpoint", persisted},
 		{"failed save, at the value it tried", glyph{Color: colFailed, Radius: 2.5, Shape: draw.CrossGlyph{}}},
 		{"catalog down (an outage)", shading},
