@@ -8,19 +8,22 @@
 // installs only appends to the buffer and never waits: when the buffer is
 // full it drops the oldest buffered event to make room and counts it
 // (Dropped). The consumer takes events at its own pace, in the order each
-// pchannel published them, from one of three places:
+// pchannel published them, from one of two places:
 //
 //	Subscribe       a channel, read from C()
 //	SubscribeFunc   a function, called on the subscription's own goroutine
-//	SubscribeActor  an actor, sent the events as ordinary messages
+//
+// An actor that wants the events subscribes with SubscribeFunc and sends
+// each one to itself: the buffer, not its mailbox, then holds what it has
+// not taken yet.
 //
 // Options choose which events: ForPChannels keeps the events of some
 // pchannels (the default is all of them), WithFilter keeps those a predicate
 // accepts; WithBuffer sizes the buffer (DefaultBuffer).
 //
 // Dropping is the price of never blocking. A consumer that needs every
-// event (an audit, the checks of cmd/demo) should subscribe to the
-// EventStream directly and accept that it slows the actors when it lags.
+// event (an audit, the checks of cmd/demo) asks for Lossless and accepts
+// that it slows the actors when it lags (Blocked counts how often).
 // Monitoring (package metrics) and dashboards prefer a gap, which Dropped
 // makes visible, to a slower pchannel.
 //

@@ -117,87 +117,43 @@ func TestFuncSlowSubscriber(t *testing.T) {
 	assert.Len(t, got, 17)
 }
 
-// slowActor blocks in its first event until gate opens, then records.
-type slowActor struct {
-	gate    chan struct{}
-	first   chan struct{}
-	mu      *sync.Mutex
-	got     *[]int
-	batches *int
-	blocked bool
-}
-
-func (a *slowActor) Receive(ctx actor.Context) {
-	switch m := ctx.Message().(type) {
-	case *messages.MinimumAdvanced:
-		if !a.blocked {
-			a.blocked = true
-			close(a.first)
-			<-a.gate
+// A Lossless subscription loses nothing: a consumer that lags makes the
+// publisher wait, and says how often.
+func TestLosslessBlocksInsteadOfDropping(t *testing.T) {
+	es := eventstream.NewEventStream()
+	gate := make(chan struct{})
+	var got []int
+	sub, err := events.SubscribeFunc(es, func(ev messages.Event) {
+		<-gate
+		got = append(got, seqOf(t, ev))
+	}, events.WithBuffer(4), events.Lossless())
+	require.NoError(t, err)
+	const n = 1000
+	published := make(chan struct{})
+	go func() {
+		defer close(published)
+		for i := 1; i <= n; i++ {
+			es.Publish(advanced("p0", i))
 		}
-		a.mu.Lock()
-		*a.got = append(*a.got, int(m.To.(wal.KafkaID)))
-		a.mu.Unlock()
-	case *events.EndOfBatch:
-		a.mu.Lock()
-		*a.batches++
-		a.mu.Unlock()
+	}()
+	// The consumer is stuck in its first event: the buffer fills and the
+	// publisher waits rather than drop.
+	require.Eventually(t, func() bool { return sub.Blocked() > 0 }, testBound, time.Millisecond)
+	select {
+	case <-published:
+		t.Fatal("the publisher finished although the consumer took nothing")
+	default:
 	}
-}
-
-func TestActorSlowSubscriber(t *testing.T) {
-	system := newSystem()
-	defer system.Shutdown()
-	var (
-		mu      sync.Mutex
-		got     []int
-		batches int
-	)
-	a := &slowActor{gate: make(chan struct{}), first: make(chan struct{}), mu: &mu, got: &got, batches: &batches}
-	pid := system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return a }))
-	const buffer, n = 32, 5000
-	sub, err := events.SubscribeActor(system, pid, events.WithBuffer(buffer), events.WithAckTimeout(time.Minute))
-	require.NoError(t, err)
-
-	system.EventStream.Publish(advanced("p0", 1))
-	<-a.first // the actor is stuck in event 1; its batch is not acknowledged
-	publishAll(t, system.EventStream, "p0", 2, n)
-	// The actor's mailbox took one batch at most; the buffer the newest.
-	assert.GreaterOrEqual(t, sub.Dropped(), uint64(n-1-buffer-buffer))
-	close(a.gate)
-
-	// Every event that was not dropped reaches the actor, in order.
-	require.Eventually(t, func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(got) > 0 && got[len(got)-1] == n
-	}, testBound, time.Millisecond)
+	close(gate)
+	select {
+	case <-published:
+	case <-time.After(testBound):
+		t.Fatal("the publisher stayed blocked after the consumer caught up")
+	}
 	sub.Close()
-	require.NoError(t, system.Root.PoisonFuture(pid).Wait())
-	mu.Lock()
-	defer mu.Unlock()
+	require.Len(t, got, n)
 	checkOrdered(t, got, sub.Dropped(), n)
-	assert.Positive(t, batches)
-}
-
-func TestActorGone(t *testing.T) {
-	system := newSystem()
-	defer system.Shutdown()
-	pid := system.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {}))
-	sub, err := events.SubscribeActor(system, pid, events.WithBuffer(4))
-	require.NoError(t, err)
-	require.NoError(t, system.Root.PoisonFuture(pid).Wait())
-
-	// The first batch ends in dead letters; from then on events are
-	// dropped at once, and nothing blocks.
-	system.EventStream.Publish(advanced("p0", 1))
-	require.Eventually(t, func() bool {
-		system.EventStream.Publish(advanced("p0", 2))
-		return sub.Dropped() > 0
-	}, testBound, time.Millisecond)
-	publishAll(t, system.EventStream, "p0", 3, 100)
-	sub.Close()
-	assert.Nil(t, sub.C())
+	assert.Zero(t, sub.Dropped())
 }
 
 func TestFilters(t *testing.T) {
@@ -258,7 +214,6 @@ func TestInvalidOptions(t *testing.T) {
 		"buffer 0":     {events.WithBuffer(0)},
 		"no pchannels": {events.ForPChannels()},
 		"nil filter":   {events.WithFilter(nil)},
-		"ack timeout":  {events.WithAckTimeout(0)},
 	} {
 		_, err := events.Subscribe(es, opts...)
 		assert.ErrorIs(t, err, events.ErrInvalidOption, name)
@@ -266,8 +221,6 @@ func TestInvalidOptions(t *testing.T) {
 	_, err := events.Subscribe(nil)
 	assert.ErrorIs(t, err, events.ErrInvalidOption)
 	_, err = events.SubscribeFunc(es, nil)
-	assert.ErrorIs(t, err, events.ErrInvalidOption)
-	_, err = events.SubscribeActor(nil, nil)
 	assert.ErrorIs(t, err, events.ErrInvalidOption)
 	assert.Zero(t, es.Length(), "a failed Subscribe must leave no subscription")
 }

@@ -139,7 +139,7 @@ func (d *demo) run(ctx context.Context) (int, error) {
 			fmt.Fprintln(d.out, "interrupted: the run ends now; stopping gracefully (Ctrl-C again exits at once)")
 		}, nil)
 	}
-	outs := startOutages(catalog, d.began, d.cfg.outages, func(o *catalogOutage) { n.feed.handle(o) })
+	outs := startOutages(catalog, d.began, d.cfg.outages, func(o *catalogOutage) { n.system.EventStream.Publish(o) })
 	d.simulate(ctx, n, sims)
 
 	// Heal: no more updates, no more faults. I3 says persisted catches up.
@@ -163,7 +163,7 @@ func (d *demo) run(ctx context.Context) (int, error) {
 		d.intr.setHooks(nil, nil)
 	}
 	tl.outages, tl.healAt, tl.stopAt = spans, healAt, stopAt
-	ev.blocked += n.feed.blocked.Load()
+	ev.blocked += int64(n.feed.Blocked())
 	ev.phases = append(ev.phases, phase{name: "run", sims: sims, rec: rec})
 	ev.live = measureLiveness(d.cfg, tl)
 	saves, failures := catalog.saves.Load(), catalog.saveFailures.Load()
@@ -218,7 +218,7 @@ func (d *demo) run(ctx context.Context) (int, error) {
 	states, _, err = n.waitAll(bg, recoverBound, recovered)
 	errs = append(errs, err)
 	errs = append(errs, n.stop())
-	ev.blocked += n.feed.blocked.Load()
+	ev.blocked += int64(n.feed.Blocked())
 	ev.phases = append(ev.phases, phase{name: "restart", sims: sims2, rec: rec2})
 	ev.final, err = loadAll(bg, raw)
 	errs = append(errs, err, raw.Close())

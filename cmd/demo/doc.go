@@ -38,7 +38,7 @@
 // Files: main.go holds the flags and the two-stage Ctrl-C; demo.go the
 // phases; catalog.go and catalog_etcd.go the --catalog kinds (bolt,
 // memory, etcd); faults.go the fault profile and the outages; sim.go the
-// simulated vchannels; feed.go the lossless event feed the checks read;
+// simulated vchannels; node.go the lossless event feed the checks read (events.Lossless);
 // timeline.go, chart.go the chart; dashboard.go, live.go the live view;
 // report.go the plain output; metricsrv.go /metrics; verify.go the checks.
 package main

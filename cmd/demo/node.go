@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/asynkron/protoactor-go/eventstream"
 	"go.uber.org/zap"
 
 	"github.com/lowwater/lowwater/actors"
@@ -29,8 +28,9 @@ type node struct {
 	system *actor.ActorSystem
 	names  []string
 	pids   map[string]*actor.PID
-	sub    *eventstream.Subscription
-	feed   *feed
+	// feed is lossless: the checks need every event, and a demo can afford
+	// to slow down.
+	feed *events.Subscription
 	// metrics is the collector's own subscription: lossy by design, off
 	// the actors' goroutines, unlike the feed.
 	metrics *events.Subscription
@@ -42,10 +42,24 @@ func startNode(cfg config, logger *zap.Logger, catalog persistence.Catalog, name
 	spawn map[string]map[string]wal.MessageID, collector *metrics.Collector, sinks ...sink,
 ) (*node, error) {
 	system := actor.NewActorSystem(actor.WithLoggerFactory(actors.LoggerFactory(logger)))
-	n := &node{system: system, names: names, pids: make(map[string]*actor.PID, len(names)), feed: newFeed(sinks...)}
-	n.sub = system.EventStream.Subscribe(n.feed.handle)
+	n := &node{system: system, names: names, pids: make(map[string]*actor.PID, len(names))}
 	var err error
-	if n.metrics, err = collector.Subscribe(system.EventStream); err != nil {
+	n.feed, err = events.SubscribeFunc(system.EventStream, func(ev messages.Event) {
+		for _, s := range sinks {
+			s(ev)
+		}
+	}, events.Lossless(), events.WithBuffer(feedBuffer))
+	if err != nil {
+		system.Shutdown()
+		return nil, err
+	}
+	// The demo's own events (catalog outages) go to the feed, not to the
+	// metrics: they are about no pchannel.
+	n.metrics, err = collector.Subscribe(system.EventStream, events.WithFilter(func(ev messages.Event) bool {
+		_, demo := ev.(*catalogOutage)
+		return !demo
+	}))
+	if err != nil {
 		_ = n.stop()
 		return nil, err
 	}
@@ -120,6 +134,13 @@ func caughtUp(st *messages.State) bool { return st.Recovered && !wal.Less(st.Per
 
 func recovered(st *messages.State) bool { return st.Recovered }
 
+// feedBuffer is far more than a run publishes in the time the printer takes
+// to catch up; a full buffer is counted (Blocked) and reported.
+const feedBuffer = 8192
+
+// sink takes every event of the feed, in order, on the feed's goroutine.
+type sink func(messages.Event)
+
 // stop is the clean shutdown DESIGN.md asks for: stop every actor
 // gracefully (Poison flushes the pending checkpoint) and wait for it, then
 // unsubscribe, drain the feed, and only then shut the system down, which
@@ -137,8 +158,7 @@ func (n *node) stop() error {
 			}
 		}
 	}
-	n.system.EventStream.Unsubscribe(n.sub)
-	n.feed.close()
+	n.feed.Close()
 	if n.metrics != nil {
 		n.metrics.Close()
 	}

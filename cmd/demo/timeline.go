@@ -26,7 +26,7 @@ type track struct {
 }
 
 // timeline is the run phase as a function of time. Only the feed's
-// goroutine writes it; read it after feed.close.
+// goroutine writes it; read it after the feed closed.
 type timeline struct {
 	began  time.Time
 	names  []string

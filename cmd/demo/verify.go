@@ -10,7 +10,7 @@ import (
 )
 
 // record is everything one node's events said, per pchannel. Only the
-// feed's goroutine writes it; read it after feed.close.
+// feed's goroutine writes it; read it after the feed closed.
 type record struct {
 	pchannels map[string]*pchannelRecord
 	// advances counts MinimumAdvanced over all pchannels.
