@@ -25,8 +25,8 @@ func (h Header) EventHeader() Header { return h }
 // NewHeader stamps an event for pchannel now.
 func NewHeader(pchannel string) Header { return Header{PChannel: pchannel, At: time.Now()} }
 
-// Recovered: the stored checkpoint was read; commands were applied all
-// along, and saving starts now.
+// Recovered is published once the stored checkpoint was read: commands
+// were applied all along, and saving starts now.
 type Recovered struct {
 	Header
 	// StartMessageID is where consumption restarts (nil: the beginning).
@@ -38,8 +38,9 @@ type Recovered struct {
 	Attempts int
 }
 
-// RecoveryFailed: reading the stored checkpoint failed; it is retried after
-// NextRetry. A corrupt or foreign record fails this way until repaired.
+// RecoveryFailed is published when reading the stored checkpoint failed;
+// the read is retried after NextRetry. A corrupt or foreign record fails
+// this way until repaired.
 type RecoveryFailed struct {
 	Header
 	Err       error
@@ -47,20 +48,21 @@ type RecoveryFailed struct {
 	NextRetry time.Duration
 }
 
-// VChannelAdded: an AddVChannel was applied.
+// VChannelAdded is published when an AddVChannel was applied.
 type VChannelAdded struct {
 	Header
 	VChannel   string
 	Checkpoint wal.MessageID
 }
 
-// VChannelDropped: a DropVChannel was applied.
+// VChannelDropped is published when a DropVChannel was applied.
 type VChannelDropped struct {
 	Header
 	VChannel string
 }
 
-// CommandRejected: a command was refused and changed nothing. For an
+// CommandRejected is published when a command was refused; it changed
+// nothing. For an
 // UpdateBatch there is one event per rejected entry, with Command the batch.
 type CommandRejected struct {
 	Header
@@ -68,7 +70,7 @@ type CommandRejected struct {
 	Err     error
 }
 
-// MinimumAdvanced: the low-water mark strictly rose. The PChannel actor
+// MinimumAdvanced is published when the low-water mark strictly rose. The PChannel actor
 // publishes it and hands the same value to its persister, which saves To
 // if it is above what is persisted.
 type MinimumAdvanced struct {
@@ -78,7 +80,8 @@ type MinimumAdvanced struct {
 	To   wal.MessageID
 }
 
-// CheckpointPersisted: the catalog acknowledged Value; it is durable.
+// CheckpointPersisted is published once the catalog acknowledged Value:
+// it is durable.
 type CheckpointPersisted struct {
 	Header
 	Value wal.MessageID
@@ -88,7 +91,7 @@ type CheckpointPersisted struct {
 	Latency time.Duration
 }
 
-// PersistFailed: a save failed. Unless Err is permanent (fenced), the
+// PersistFailed is published when a save failed. Unless Err is permanent (fenced), the
 // latest minimum is saved again after NextRetry.
 type PersistFailed struct {
 	Header
@@ -98,15 +101,16 @@ type PersistFailed struct {
 	NextRetry time.Duration
 }
 
-// PersisterRestarted: the persister panicked (Reason) and was restarted; it
-// resumes from the parent's minimum and persisted checkpoint.
+// PersisterRestarted is published when the persister panicked (Reason) and
+// was restarted; it resumes from the parent's minimum and persisted
+// checkpoint.
 type PersisterRestarted struct {
 	Header
 	Reason   any
 	Restarts int
 }
 
-// OwnershipLost: the actor no longer owns its pchannel (its ownership
+// OwnershipLost is published when the actor no longer owns its pchannel (its ownership
 // context ended, or a save was fenced). It saves nothing more and stops;
 // whoever owns the pchannel next recovers from the stored checkpoint.
 type OwnershipLost struct {
@@ -114,7 +118,8 @@ type OwnershipLost struct {
 	Cause error
 }
 
-// Stopped: the pchannel actor stopped. Graceful tells a Poison from a Stop.
+// Stopped is the last event of a pchannel actor. Graceful tells a Poison
+// from a Stop.
 type Stopped struct {
 	Header
 	Graceful      bool
