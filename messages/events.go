@@ -62,17 +62,17 @@ type VChannelDropped struct {
 }
 
 // CommandRejected is published when a command was refused; it changed
-// nothing. For an
-// UpdateBatch there is one event per rejected entry, with Command the batch.
+// nothing. For an UpdateBatch there is one event per rejected entry, with
+// Command the batch.
 type CommandRejected struct {
 	Header
 	Command Command
 	Err     error
 }
 
-// MinimumAdvanced is published when the low-water mark strictly rose. The PChannel actor
-// publishes it and hands the same value to its persister, which saves To
-// if it is above what is persisted.
+// MinimumAdvanced is published when the low-water mark strictly rose. The
+// PChannel actor hands the same value to its persister, which saves To if
+// it is above what is persisted.
 type MinimumAdvanced struct {
 	Header
 	// From is nil when the pchannel had no vchannel.
