@@ -91,8 +91,8 @@ type CheckpointPersisted struct {
 	Latency time.Duration
 }
 
-// PersistFailed is published when a save failed. Unless Err is permanent (fenced), the
-// latest minimum is saved again after NextRetry.
+// PersistFailed is published when a save failed. Unless Err is permanent
+// (fenced), the latest minimum is saved again after NextRetry.
 type PersistFailed struct {
 	Header
 	Value     wal.MessageID
@@ -110,9 +110,10 @@ type PersisterRestarted struct {
 	Restarts int
 }
 
-// OwnershipLost is published when the actor no longer owns its pchannel (its ownership
-// context ended, or a save was fenced). It saves nothing more and stops;
-// whoever owns the pchannel next recovers from the stored checkpoint.
+// OwnershipLost is published when the actor no longer owns its pchannel
+// (its ownership context ended, or a save was fenced). It saves nothing
+// more and stops; whoever owns the pchannel next recovers from the stored
+// checkpoint.
 type OwnershipLost struct {
 	Header
 	Cause error
