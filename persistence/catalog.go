@@ -97,15 +97,13 @@ func CheckSaveArgs(pchannel string, checkpoint wal.MessageID) error {
 	return err
 }
 
-// walOf names the WAL of a non-nil id without calling its methods: a foreign
-// implementation's methods may panic (a typed nil *wal.KafkaID, say), and
-// bad input must give ErrInvalidArgument, never a panic.
+// walOf names the WAL of a non-nil id from its type alone (wal.NameOf): a
+// foreign implementation's methods may panic (a typed nil *wal.KafkaID,
+// say), and bad input must give ErrInvalidArgument, never a panic.
 func walOf(id wal.MessageID) (string, error) {
-	for _, name := range wal.Names() {
-		if wal.Check(name, id) == nil {
-			return name, nil
-		}
+	name, err := wal.NameOf(id)
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
-	return "", fmt.Errorf("%w: %w: %T is not a message ID type of package wal",
-		ErrInvalidArgument, wal.ErrWALMismatch, id)
+	return name, nil
 }

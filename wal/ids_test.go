@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"math"
+	"slices"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -224,17 +225,18 @@ func TestUnmarshalErrors(t *testing.T) {
 }
 
 func TestNamesAndKnown(t *testing.T) {
-	want := []string{"kafka", "pulsar", "rocksmq", "woodpecker"}
 	got := wal.Names()
-	if len(got) != len(want) {
-		t.Fatalf("Names() = %v, want %v", got, want)
+	if !slices.IsSorted(got) {
+		t.Fatalf("Names() = %v, not sorted", got)
 	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("Names() = %v, want %v", got, want)
+	// Other tests of this package register WALs of their own: the built-ins
+	// must be there, whatever else is.
+	for _, name := range []string{"kafka", "pulsar", "rocksmq", "woodpecker"} {
+		if !slices.Contains(got, name) {
+			t.Fatalf("Names() = %v, missing %q", got, name)
 		}
-		if !wal.Known(want[i]) {
-			t.Errorf("Known(%q) = false", want[i])
+		if !wal.Known(name) {
+			t.Errorf("Known(%q) = false", name)
 		}
 	}
 	if wal.Known("nats") || wal.Known("") {
