@@ -31,6 +31,15 @@ type Catalog interface {
 	// record fails the whole call with ErrCorruptRecord naming the pchannel.
 	LoadAll(ctx context.Context) (map[string]wal.MessageID, error)
 
+	// Delete retires pchannel: its record is removed, so that Load returns
+	// (nil, nil) and LoadAll leaves it out. Deleting a pchannel that has no
+	// record returns nil. A record that cannot be decoded is deleted like
+	// any other: deleting is how an operator clears one. A fenced catalog
+	// (etcd ownership) deletes only while its writer owns the pchannel, as
+	// it saves. The never-lower promise holds for the life of a record: a
+	// Save after Delete may store any value.
+	Delete(ctx context.Context, pchannel string) error
+
 	// Close releases the store. Calls after Close fail with ErrClosed.
 	Close() error
 }
