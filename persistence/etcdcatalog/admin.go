@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -43,10 +44,11 @@ func (c *Catalog) forget(key string) {
 }
 
 // Delete removes the record of the owned pchannel only if the ownership
-// holds at the moment of the write: the transaction compares the owner
-// key's create revision with the term, as Save does. Otherwise it returns a
-// *FencedError (errors.Is persistence.ErrFenced), deletes nothing, and Done
-// closes.
+// holds at the moment of the write, fenced as Save is: the transaction
+// compares the owner key's create revision with the term, and a stored
+// record of a higher term fences too (a record that cannot be decoded does
+// not: deleting is how it is cleared). Otherwise it returns a *FencedError
+// (errors.Is persistence.ErrFenced), deletes nothing, and Done closes.
 func (o *Owned) Delete(ctx context.Context, pchannel string) error {
 	if err := o.check(pchannel); err != nil {
 		return err
@@ -54,25 +56,48 @@ func (o *Owned) Delete(ctx context.Context, pchannel string) error {
 	if err := o.Err(); err != nil {
 		return &FencedError{PChannel: pchannel, Term: uint64(o.term), Cause: err}
 	}
-	key := o.c.keys.checkpoint(pchannel)
-	resp, err := o.c.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(o.ownerKey), "=", o.term)).
-		Then(clientv3.OpDelete(key)).
-		Else(clientv3.OpGet(o.ownerKey)).
-		Commit()
-	if err != nil {
-		return fmt.Errorf("etcdcatalog: delete %q: %w", pchannel, err)
-	}
-	if !resp.Succeeded {
-		fe := &FencedError{PChannel: pchannel, Term: uint64(o.term)}
-		if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
-			fe.OwnerTerm = uint64(kvs[0].CreateRevision)
-		}
+	err := o.delete(ctx, pchannel)
+	var fe *FencedError
+	if errors.As(err, &fe) {
 		o.lose(ErrOwnerChanged)
-		return fe
 	}
-	o.c.forget(key)
-	return nil
+	return err
+}
+
+// delete reads the record and the owner key, judges the term, and deletes
+// the record if neither changed meanwhile; a change means another writer
+// succeeded, and the loop judges again.
+func (o *Owned) delete(ctx context.Context, pchannel string) error {
+	key := o.c.keys.checkpoint(pchannel)
+	f := &fence{ownerKey: o.ownerKey, term: o.term}
+	ownerHolds := clientv3.Compare(clientv3.CreateRevision(o.ownerKey), "=", o.term)
+	for {
+		resp, err := o.c.client.Txn(ctx).Then(clientv3.OpGet(key), clientv3.OpGet(o.ownerKey)).Commit()
+		if err != nil {
+			return fmt.Errorf("etcdcatalog: delete %q: %w", pchannel, err)
+		}
+		if err := ownerCheck(pchannel, f, resp.Responses[1]); err != nil {
+			return err
+		}
+		kvs := resp.Responses[0].GetResponseRange().GetKvs()
+		if len(kvs) == 0 {
+			return nil // nothing to delete
+		}
+		if h, ok, _, _ := record.Decode(kvs[0].Value); ok && h.Term > uint64(o.term) {
+			return &FencedError{PChannel: pchannel, Term: uint64(o.term), StoredTerm: h.Term}
+		}
+		del, err := o.c.client.Txn(ctx).
+			If(ownerHolds, clientv3.Compare(clientv3.ModRevision(key), "=", kvs[0].ModRevision)).
+			Then(clientv3.OpDelete(key)).
+			Commit()
+		if err != nil {
+			return fmt.Errorf("etcdcatalog: delete %q: %w", pchannel, err)
+		}
+		if del.Succeeded {
+			o.c.forget(key)
+			return nil
+		}
+	}
 }
 
 // Inspect implements persistence.Inspector: every record under the prefix,
@@ -148,4 +173,18 @@ func (c *Catalog) OwnerTerm(ctx context.Context, pchannel string) (uint64, error
 
 func sortEntries(entries []persistence.Entry) {
 	slices.SortFunc(entries, func(a, b persistence.Entry) int { return strings.Compare(a.PChannel, b.PChannel) })
+}
+
+// ownerCheck fences a writer whose term is not the owner key's, read in
+// ownerRead.
+func ownerCheck(pchannel string, f *fence, ownerRead *etcdserverpb.ResponseOp) error {
+	owner := ownerRead.GetResponseRange().GetKvs()
+	if len(owner) > 0 && owner[0].CreateRevision == f.term {
+		return nil
+	}
+	fe := &FencedError{PChannel: pchannel, Term: uint64(f.term)}
+	if len(owner) > 0 {
+		fe.OwnerTerm = uint64(owner[0].CreateRevision)
+	}
+	return fe
 }
