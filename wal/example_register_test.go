@@ -146,7 +146,7 @@ func ExampleRegister() {
 	fmt.Println("durable:", want)
 
 	request(&messages.UpdateCheckpoint{VChannel: "billing", Checkpoint: lsn("18/0")}) // users holds 17/0
-	if err := system.Root.PoisonFuture(pchannel).Wait(); err != nil { // flushes what is pending
+	if err := system.Root.PoisonFuture(pchannel).Wait(); err != nil {                 // flushes what is pending
 		panic(err)
 	}
 	stopped := next(func(ev messages.Event) bool { _, ok := ev.(*messages.Stopped); return ok }).(*messages.Stopped)
