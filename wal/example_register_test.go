@@ -145,8 +145,9 @@ func ExampleRegister() {
 	})
 	fmt.Println("durable:", want)
 
-	request(&messages.UpdateCheckpoint{VChannel: "billing", Checkpoint: lsn("18/0")}) // users holds 17/0
-	if err := system.Root.PoisonFuture(pchannel).Wait(); err != nil {                 // flushes what is pending
+	// users now holds the minimum, 17/0; a graceful stop flushes it.
+	request(&messages.UpdateCheckpoint{VChannel: "billing", Checkpoint: lsn("18/0")})
+	if err := system.Root.PoisonFuture(pchannel).Wait(); err != nil {
 		panic(err)
 	}
 	stopped := next(func(ev messages.Event) bool { _, ok := ev.(*messages.Stopped); return ok }).(*messages.Stopped)
