@@ -2,7 +2,6 @@ package persistence
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 
@@ -26,7 +25,8 @@ type Entry struct {
 	// Version is the record layout's version, 0 when unreadable.
 	Version int
 	// Err, when set, is a *CorruptRecordError saying why the record cannot
-	// be decoded. Load of this pchannel fails with it.
+	// be decoded (errors.Is ErrCorruptRecord; its Err is the cause alone).
+	// Load of this pchannel fails.
 	Err error
 }
 
@@ -46,7 +46,7 @@ func inspectRecord(pchannel string, raw []byte) Entry {
 	h, _, id, err := record.Decode(raw)
 	e := Entry{PChannel: pchannel, WAL: h.WAL, Checkpoint: id, Term: h.Term, Version: h.Version}
 	if err != nil {
-		e.Err = &CorruptRecordError{PChannel: pchannel, Err: fmt.Errorf("%w: %w", ErrCorruptRecord, err)}
+		e.Err = &CorruptRecordError{PChannel: pchannel, Err: err}
 	}
 	return e
 }

@@ -140,8 +140,7 @@ func (c *Catalog) inspectAt(ctx context.Context) ([]persistence.Entry, error) {
 			h, _, id, err := record.Decode(kv.Value)
 			e := persistence.Entry{PChannel: pchannel, WAL: h.WAL, Checkpoint: id, Term: h.Term, Version: h.Version}
 			if err != nil {
-				e.Err = &persistence.CorruptRecordError{PChannel: pchannel,
-					Err: fmt.Errorf("%w: %w", persistence.ErrCorruptRecord, err)}
+				e.Err = &persistence.CorruptRecordError{PChannel: pchannel, Err: err}
 			}
 			entries = append(entries, e)
 		}
