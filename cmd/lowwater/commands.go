@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"text/tabwriter"
+	"unicode"
 
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/wal"
@@ -173,6 +174,11 @@ func parseID(en *persistence.Entry, text string) (wal.MessageID, error) {
 	} else {
 		id, err = wal.ParseAny(text)
 	}
+	if name, _, ok := strings.Cut(text, ":"); errors.Is(err, wal.ErrSyntax) && ok && !wal.Known(name) &&
+		strings.ContainsFunc(name, unicode.IsLetter) {
+		// "nats:5" for a kafka pchannel: say what is wrong with it.
+		_, err = wal.ParseAny(text)
+	}
 	switch {
 	case errors.Is(err, wal.ErrUnknownWAL):
 		return nil, usagef("ID %q: %v; known WALs: %s", text, err, strings.Join(wal.Names(), ", "))
@@ -329,10 +335,14 @@ func set(ctx context.Context, e *env, args []string) error {
 // writeMode opens read-only for a dry run, which writes nothing: it then
 // also works beside other readers.
 func (e *env) writeMode(m mode) mode {
-	if e.opts.dryRun {
+	switch {
+	case !e.opts.dryRun:
+		return m
+	case m == createFile:
+		return dryCreate
+	default:
 		return readOnly
 	}
-	return m
 }
 
 func del(ctx context.Context, e *env, args []string) error {

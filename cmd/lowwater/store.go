@@ -43,6 +43,7 @@ const (
 	readOnly   mode = iota // shared lock; the file must exist
 	readWrite              // exclusive lock; the file must exist
 	createFile             // exclusive lock; a missing file is created
+	dryCreate              // as readOnly, and a missing file reads as empty
 )
 
 func (e *env) open(m mode) (*store, error) {
@@ -56,11 +57,18 @@ func (e *env) open(m mode) (*store, error) {
 		if u.Path == "" {
 			return nil, usagef("--catalog bolt: name the file, bolt:PATH")
 		}
-		if _, err := os.Stat(u.Path); err != nil && m != createFile {
-			return nil, fmt.Errorf("bbolt file: %w", err)
+		if _, err := os.Stat(u.Path); err != nil {
+			switch {
+			case m == dryCreate && errors.Is(err, os.ErrNotExist):
+				fmt.Fprintf(e.stdout, "%s does not exist: it would be created\n", u.Path)
+				s.cat = persistence.NewMemory()
+				return s, nil
+			case m != createFile:
+				return nil, fmt.Errorf("bbolt file: %w", err)
+			}
 		}
 		b, err := persistence.OpenBolt(u.Path,
-			persistence.WithReadOnly(m == readOnly),
+			persistence.WithReadOnly(m == readOnly || m == dryCreate),
 			persistence.WithOpenTimeout(e.opts.lockTimeout))
 		if errors.Is(err, persistence.ErrLocked) {
 			return nil, fmt.Errorf("%s is locked by another process, most likely a running "+
