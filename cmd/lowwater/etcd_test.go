@@ -13,6 +13,7 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
 
+	"github.com/lowwater/lowwater/cli"
 	"github.com/lowwater/lowwater/internal/testkit/etcdtest"
 	"github.com/lowwater/lowwater/persistence/etcdcatalog"
 	"github.com/lowwater/lowwater/wal"
@@ -46,9 +47,9 @@ func TestMigrateBoltToEtcdAndBack(t *testing.T) {
 	url, cat := etcdURL(t, "cli")
 	src := seedBolt(t, seed)
 	file := filepath.Join(t.TempDir(), "dump.json")
-	wantCode(t, on(t, "bolt:"+src, "dump", file), exitOK)
+	wantCode(t, on(t, "bolt:"+src, "dump", file), cli.ExitOK)
 
-	wantCode(t, on(t, url, "restore", file), exitOK, "restored 3 checkpoints into etcd at")
+	wantCode(t, on(t, url, "restore", file), cli.ExitOK, "restored 3 checkpoints into etcd at")
 	all, err := cat.LoadAll(ctxT(t))
 	require.NoError(t, err)
 	require.Equal(t, seed, all)
@@ -58,12 +59,12 @@ func TestMigrateBoltToEtcdAndBack(t *testing.T) {
 		require.NoError(t, err)
 		require.Zero(t, term, p)
 	}
-	wantCode(t, on(t, url, "list"), exitOK, "by-dev-rootcoord-dml_1  pulsar      pulsar:88:1402:0@1", "3 pchannels")
+	wantCode(t, on(t, url, "list"), cli.ExitOK, "by-dev-rootcoord-dml_1  pulsar      pulsar:88:1402:0@1", "3 pchannels")
 
 	back := filepath.Join(t.TempDir(), "back.json")
-	wantCode(t, on(t, url, "dump", back), exitOK, "dumped 3 checkpoints")
+	wantCode(t, on(t, url, "dump", back), cli.ExitOK, "dumped 3 checkpoints")
 	dst := filepath.Join(t.TempDir(), "back.db")
-	wantCode(t, on(t, "bolt:"+dst, "restore", back), exitOK)
+	wantCode(t, on(t, "bolt:"+dst, "restore", back), cli.ExitOK)
 	require.Equal(t, seed, stored(t, dst))
 }
 
@@ -83,22 +84,22 @@ func TestEtcdOwnerIsRespected(t *testing.T) {
 	defer node.Close()
 	owned := "owned by a running node (term " + itoa(node.Term()) + ")"
 
-	wantCode(t, on(t, url, "get", p), exitOK, "owner       term "+itoa(node.Term()))
-	wantCode(t, on(t, url, "set", p, "kafka:2000"), exitRefused, owned, "--force")
-	wantCode(t, on(t, url, "set", p, "kafka:2000", "--dry-run"), exitRefused, owned)
-	wantCode(t, on(t, url, "delete", p), exitRefused, owned)
+	wantCode(t, on(t, url, "get", p), cli.ExitOK, "owner       term "+itoa(node.Term()))
+	wantCode(t, on(t, url, "set", p, "kafka:2000"), cli.ExitRefused, owned, "--force")
+	wantCode(t, on(t, url, "set", p, "kafka:2000", "--dry-run"), cli.ExitRefused, owned)
+	wantCode(t, on(t, url, "delete", p), cli.ExitRefused, owned)
 	dump := filepath.Join(t.TempDir(), "d.json")
-	wantCode(t, on(t, "bolt:"+seedBolt(t, map[string]wal.MessageID{p: wal.KafkaID(3000), "other": wal.KafkaID(1)}), "dump", dump), exitOK)
-	wantCode(t, on(t, url, "restore", dump), exitRefused, owned, "1 of 2 checkpoints refused; nothing written")
+	wantCode(t, on(t, "bolt:"+seedBolt(t, map[string]wal.MessageID{p: wal.KafkaID(3000), "other": wal.KafkaID(1)}), "dump", dump), cli.ExitOK)
+	wantCode(t, on(t, url, "restore", dump), cli.ExitRefused, owned, "1 of 2 checkpoints refused; nothing written")
 	got, err := cat.LoadAll(ctxT(t))
 	require.NoError(t, err)
 	require.Equal(t, seed, got, "nothing written while refused")
 
 	// Another pchannel is free: written under the tool's own ownership.
-	wantCode(t, on(t, url, "set", "by-dev-rootcoord-dml_2", "woodpecker:4:0"), exitOK, "raised")
+	wantCode(t, on(t, url, "set", "by-dev-rootcoord-dml_2", "woodpecker:4:0"), cli.ExitOK, "raised")
 
 	// --force writes around the owner, and says so.
-	wantCode(t, on(t, url, "set", p, "kafka:2000", "--force"), exitOK, "warning: "+p+" is owned", "raised from kafka:1200 to kafka:2000")
+	wantCode(t, on(t, url, "set", p, "kafka:2000", "--force"), cli.ExitOK, "warning: "+p+" is owned", "raised from kafka:1200 to kafka:2000")
 	id, err := cat.Load(ctxT(t), p)
 	require.NoError(t, err)
 	require.Equal(t, wal.KafkaID(2000), id)
@@ -106,8 +107,8 @@ func TestEtcdOwnerIsRespected(t *testing.T) {
 
 	// Once the owner is gone, the tool's write is fenced by its own term.
 	require.NoError(t, node.Close())
-	wantCode(t, on(t, url, "set", p, "kafka:2500"), exitOK, "raised")
-	wantCode(t, on(t, url, "list"), exitOK, "kafka:2500")
+	wantCode(t, on(t, url, "set", p, "kafka:2500"), cli.ExitOK, "raised")
+	wantCode(t, on(t, url, "list"), cli.ExitOK, "kafka:2500")
 }
 
 func TestEtcdVerifyAndDelete(t *testing.T) {
@@ -115,10 +116,10 @@ func TestEtcdVerifyAndDelete(t *testing.T) {
 	require.NoError(t, cat.Save(ctxT(t), "good", wal.KafkaID(1)))
 	_, err := cat.Client().Put(ctxT(t), "verify/wal/bad/consume-checkpoint", "garbage")
 	require.NoError(t, err)
-	wantCode(t, on(t, url, "verify"), exitCorrupt, "CORRUPT  bad: record truncated", "2 records, 1 corrupt")
-	wantCode(t, on(t, url, "delete", "bad"), exitOK, "bad: deleted a corrupt record")
-	wantCode(t, on(t, url, "verify"), exitOK, "1 records, 0 corrupt")
-	wantCode(t, on(t, url, "set", "good", "kafka:0"), exitRefused, "lowering needs --force", "(1 messages)")
+	wantCode(t, on(t, url, "verify"), cli.ExitCorrupt, "CORRUPT  bad: record truncated", "2 records, 1 unreadable")
+	wantCode(t, on(t, url, "delete", "bad"), cli.ExitOK, "bad: deleted a corrupt record")
+	wantCode(t, on(t, url, "verify"), cli.ExitOK, "1 records, 0 unreadable")
+	wantCode(t, on(t, url, "set", "good", "kafka:0"), cli.ExitRefused, "lowering needs --force", "(1 messages)")
 }
 
 func itoa(n uint64) string { return strconv.FormatUint(n, 10) }

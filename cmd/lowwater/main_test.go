@@ -18,6 +18,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	"go.uber.org/goleak"
 
+	"github.com/lowwater/lowwater/cli"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/wal"
 )
@@ -142,36 +143,45 @@ func TestListGetVerify(t *testing.T) {
 	url := "bolt:" + path
 
 	r := on(t, url, "list")
-	wantCode(t, r, exitOK)
+	wantCode(t, r, cli.ExitOK)
 	require.Equal(t, `PCHANNEL                WAL         CHECKPOINT          TERM  VERSION
 by-dev-rootcoord-dml_0  kafka       kafka:1200          0     1
 by-dev-rootcoord-dml_1  pulsar      pulsar:88:1402:0@1  0     1
 by-dev-rootcoord-dml_2  woodpecker  woodpecker:3:77     0     1
 by-dev-rootcoord-dml_9  -           CORRUPT             0     -
-4 pchannels, 1 corrupt (run verify)
+4 pchannels, 1 unreadable (run verify)
 `, r.stdout)
 	for _, line := range strings.Split(r.stdout, "\n") {
 		require.LessOrEqual(t, len(line), 80, line)
 	}
 
 	r = on(t, url, "list", "--json")
-	wantCode(t, r, exitOK)
-	var entries []listEntry
+	wantCode(t, r, cli.ExitOK)
+	// The JSON as a script reads it: key names matter.
+	type listed struct {
+		PChannel   string `json:"pchannel"`
+		WAL        string `json:"wal"`
+		Checkpoint string `json:"checkpoint"`
+		Term       uint64 `json:"term"`
+		Version    int    `json:"version"`
+		Error      string `json:"error"`
+	}
+	var entries []listed
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &entries))
 	require.Len(t, entries, 4)
-	require.Equal(t, listEntry{PChannel: "by-dev-rootcoord-dml_1", WAL: "pulsar", Checkpoint: "pulsar:88:1402:0@1", Version: 1}, entries[1])
+	require.Equal(t, listed{PChannel: "by-dev-rootcoord-dml_1", WAL: "pulsar", Checkpoint: "pulsar:88:1402:0@1", Version: 1}, entries[1])
 	require.Equal(t, "by-dev-rootcoord-dml_9", entries[3].PChannel)
 	require.Equal(t, "checksum mismatch", entries[3].Error)
 
 	r = on(t, url, "get", "by-dev-rootcoord-dml_1")
-	wantCode(t, r, exitOK)
+	wantCode(t, r, cli.ExitOK)
 	require.Equal(t, "pchannel    by-dev-rootcoord-dml_1\nwal         pulsar\ncheckpoint  pulsar:88:1402:0@1\nterm        0\nversion     1\n", r.stdout)
-	wantCode(t, on(t, url, "get", "nope"), exitNotFound, "nope: no checkpoint stored")
-	wantCode(t, on(t, url, "get", "by-dev-rootcoord-dml_9"), exitCorrupt, "CORRUPT: checksum mismatch")
+	wantCode(t, on(t, url, "get", "nope"), cli.ExitNotFound, "nope: no checkpoint stored")
+	wantCode(t, on(t, url, "get", "by-dev-rootcoord-dml_9"), cli.ExitCorrupt, "CORRUPT: checksum mismatch")
 
 	r = on(t, url, "verify")
-	wantCode(t, r, exitCorrupt, "CORRUPT  by-dev-rootcoord-dml_9: checksum mismatch", "4 records, 1 corrupt")
-	wantCode(t, on(t, "bolt:"+seedBolt(t, seed), "verify"), exitOK, "3 records, 0 corrupt")
+	wantCode(t, r, cli.ExitCorrupt, "CORRUPT  by-dev-rootcoord-dml_9: checksum mismatch", "4 records, 1 unreadable")
+	wantCode(t, on(t, "bolt:"+seedBolt(t, seed), "verify"), cli.ExitOK, "3 records, 0 unreadable")
 
 	// Reads never write: the file is byte for byte the same.
 	before, err := os.ReadFile(path)
@@ -188,33 +198,33 @@ func TestSetRaisesAndLowersOnlyWithForce(t *testing.T) {
 	url := "bolt:" + path
 	p := "by-dev-rootcoord-dml_0"
 
-	wantCode(t, on(t, url, "set", p, "kafka:1500"), exitOK, p+": raised from kafka:1200 to kafka:1500")
+	wantCode(t, on(t, url, "set", p, "kafka:1500"), cli.ExitOK, p+": raised from kafka:1200 to kafka:1500")
 	require.Equal(t, wal.KafkaID(1500), stored(t, path)[p])
-	wantCode(t, on(t, url, "set", p, "1500"), exitOK, "unchanged at kafka:1500")
+	wantCode(t, on(t, url, "set", p, "1500"), cli.ExitOK, "unchanged at kafka:1500")
 
 	// Lowering: refused, with the replay it would cause; nothing written.
 	r := on(t, url, "set", p, "kafka:1000")
-	wantCode(t, r, exitRefused, "lowering needs --force", "(500 messages)")
+	wantCode(t, r, cli.ExitRefused, "lowering needs --force", "(500 messages)")
 	require.Equal(t, wal.KafkaID(1500), stored(t, path)[p])
-	wantCode(t, on(t, url, "set", p, "kafka:1000", "--force", "--dry-run"), exitOK, "would LOWER from kafka:1500 to kafka:1000")
+	wantCode(t, on(t, url, "set", p, "kafka:1000", "--force", "--dry-run"), cli.ExitOK, "would LOWER from kafka:1500 to kafka:1000")
 	require.Equal(t, wal.KafkaID(1500), stored(t, path)[p])
 	r = on(t, url, "set", "--force", p, "kafka:1000")
-	wantCode(t, r, exitOK, "LOWERED from kafka:1500 to kafka:1000", "warning: replay")
+	wantCode(t, r, cli.ExitOK, "LOWERED from kafka:1500 to kafka:1000", "warning: replay")
 	require.Equal(t, wal.KafkaID(1000), stored(t, path)[p])
 
 	// A new pchannel needs its WAL in the text.
-	wantCode(t, on(t, url, "set", "fresh", "rocksmq:5"), exitOK, "fresh: created at rocksmq:5")
-	wantCode(t, on(t, url, "set", "fresh2", "5"), exitUsage, "does not start with a WAL name")
+	wantCode(t, on(t, url, "set", "fresh", "rocksmq:5"), cli.ExitOK, "fresh: created at rocksmq:5")
+	wantCode(t, on(t, url, "set", "fresh2", "5"), cli.ExitUsage, "does not start with a WAL name")
 
 	// Bad text and unknown WALs are usage errors and write nothing.
-	wantCode(t, on(t, url, "set", p, "kafka:12x"), exitUsage, "malformed message ID text")
-	wantCode(t, on(t, url, "set", "by-dev-rootcoord-dml_1", "pulsar:1:2"), exitUsage, "malformed")
-	wantCode(t, on(t, url, "set", p, "nats:5"), exitUsage, `unknown WAL name: "nats"`, "known WALs: kafka, pulsar")
+	wantCode(t, on(t, url, "set", p, "kafka:12x"), cli.ExitUsage, "malformed message ID text")
+	wantCode(t, on(t, url, "set", "by-dev-rootcoord-dml_1", "pulsar:1:2"), cli.ExitUsage, "malformed")
+	wantCode(t, on(t, url, "set", p, "nats:5"), cli.ExitUsage, `unknown WAL name: "nats"`, "known WALs: kafka, pulsar")
 
 	// Switching WAL, or writing over a corrupt record, needs --force.
-	wantCode(t, on(t, url, "set", p, "pulsar:1:2:3"), exitRefused, "stores a kafka checkpoint, not pulsar")
-	wantCode(t, on(t, url, "set", "broken", "kafka:9"), exitRefused, "corrupt", "--force replaces it")
-	wantCode(t, on(t, url, "set", "broken", "kafka:9", "--force"), exitOK, "broken: replaced from a corrupt record to kafka:9")
+	wantCode(t, on(t, url, "set", p, "pulsar:1:2:3"), cli.ExitRefused, "stores a kafka checkpoint, not pulsar")
+	wantCode(t, on(t, url, "set", "broken", "kafka:9"), cli.ExitRefused, "corrupt", "--force replaces it")
+	wantCode(t, on(t, url, "set", "broken", "kafka:9", "--force"), cli.ExitOK, "broken: replaced from a corrupt record to kafka:9")
 
 	require.Equal(t, map[string]wal.MessageID{
 		p:                        wal.KafkaID(1000),
@@ -228,12 +238,12 @@ func TestSetRaisesAndLowersOnlyWithForce(t *testing.T) {
 func TestDelete(t *testing.T) {
 	path := seedBolt(t, seed, "broken")
 	url := "bolt:" + path
-	wantCode(t, on(t, url, "delete", "broken", "--dry-run"), exitOK, "broken: would delete a corrupt record")
+	wantCode(t, on(t, url, "delete", "broken", "--dry-run"), cli.ExitOK, "broken: would delete a corrupt record")
 	require.Len(t, stored2(t, path), 4)
-	wantCode(t, on(t, url, "delete", "broken"), exitOK, "broken: deleted a corrupt record")
-	wantCode(t, on(t, url, "delete", "by-dev-rootcoord-dml_2"), exitOK, "deleted woodpecker:3:77")
-	wantCode(t, on(t, url, "delete", "by-dev-rootcoord-dml_2"), exitOK, "nothing stored")
-	wantCode(t, on(t, url, "verify"), exitOK, "2 records, 0 corrupt")
+	wantCode(t, on(t, url, "delete", "broken"), cli.ExitOK, "broken: deleted a corrupt record")
+	wantCode(t, on(t, url, "delete", "by-dev-rootcoord-dml_2"), cli.ExitOK, "deleted woodpecker:3:77")
+	wantCode(t, on(t, url, "delete", "by-dev-rootcoord-dml_2"), cli.ExitOK, "nothing stored")
+	wantCode(t, on(t, url, "verify"), cli.ExitOK, "2 records, 0 unreadable")
 	require.Len(t, stored(t, path), 2)
 }
 
@@ -258,7 +268,7 @@ func TestLockedBolt(t *testing.T) {
 	for _, args := range [][]string{{"list"}, {"verify"}, {"set", "by-dev-rootcoord-dml_0", "kafka:9999"}, {"delete", "x"}} {
 		began := time.Now()
 		r := on(t, "bolt:"+path, append(args, "--lock-timeout", "200ms")...)
-		wantCode(t, r, exitFailed, "is locked by another process", "running lowwater node")
+		wantCode(t, r, cli.ExitFailed, "is locked by another process", "running lowwater node")
 		assert.Less(t, time.Since(began), 10*time.Second, args)
 	}
 	require.NoError(t, node.Close())
@@ -268,42 +278,42 @@ func TestLockedBolt(t *testing.T) {
 func TestCommandLine(t *testing.T) {
 	path := seedBolt(t, seed)
 	r := lw(t, nil, "--help")
-	wantCode(t, r, exitOK, "usage: lowwater", "Exit codes:")
+	wantCode(t, r, cli.ExitOK, "usage: lowwater", "Exit codes:")
 	for _, line := range strings.Split(r.stdout, "\n") {
 		require.LessOrEqual(t, len(line), 80, line)
 	}
-	wantCode(t, lw(t, nil), exitUsage, "no command")
-	wantCode(t, lw(t, nil, "list"), exitUsage, "no catalog")
-	wantCode(t, lw(t, nil, "--catalog", "bolt:"+path, "frobnicate"), exitUsage, `unknown command "frobnicate"`)
-	wantCode(t, lw(t, nil, "--catalog", "memory", "list"), exitUsage, "lives inside one process")
-	wantCode(t, lw(t, nil, "--catalog", "nats://x", "list"), exitUsage, "unknown kind")
-	wantCode(t, lw(t, nil, "--catalog", "bolt", "list"), exitUsage, "bolt:PATH")
-	wantCode(t, lw(t, nil, "--catalog", "bolt:"+path, "get"), exitUsage, "usage: lowwater get PCHANNEL")
-	wantCode(t, lw(t, nil, "--catalog", "bolt:"+path, "list", "--force"), exitUsage, "flag provided but not defined")
-	wantCode(t, lw(t, nil, "--catalog", "bolt:"+filepath.Join(t.TempDir(), "none.db"), "list"), exitFailed, "no such file")
-	wantCode(t, lw(t, []string{"LOWWATER_CATALOG=bolt:" + path}, "get", "by-dev-rootcoord-dml_0"), exitOK, "kafka:1200")
+	wantCode(t, lw(t, nil), cli.ExitUsage, "no command")
+	wantCode(t, lw(t, nil, "list"), cli.ExitUsage, "no catalog")
+	wantCode(t, lw(t, nil, "--catalog", "bolt:"+path, "frobnicate"), cli.ExitUsage, `unknown command "frobnicate"`)
+	wantCode(t, lw(t, nil, "--catalog", "memory", "list"), cli.ExitUsage, "lives inside one process")
+	wantCode(t, lw(t, nil, "--catalog", "nats://x", "list"), cli.ExitUsage, "unknown kind")
+	wantCode(t, lw(t, nil, "--catalog", "bolt", "list"), cli.ExitUsage, "bolt:PATH")
+	wantCode(t, lw(t, nil, "--catalog", "bolt:"+path, "get"), cli.ExitUsage, "usage: lowwater get PCHANNEL")
+	wantCode(t, lw(t, nil, "--catalog", "bolt:"+path, "list", "--force"), cli.ExitUsage, "flag provided but not defined")
+	wantCode(t, lw(t, nil, "--catalog", "bolt:"+filepath.Join(t.TempDir(), "none.db"), "list"), cli.ExitFailed, "no such file")
+	wantCode(t, lw(t, []string{"LOWWATER_CATALOG=bolt:" + path}, "get", "by-dev-rootcoord-dml_0"), cli.ExitOK, "kafka:1200")
 }
 
 func TestDumpRestoreBoltToBolt(t *testing.T) {
 	src := seedBolt(t, seed)
 	file := filepath.Join(t.TempDir(), "dump.json")
-	wantCode(t, on(t, "bolt:"+src, "dump", file), exitOK, "dumped 3 checkpoints")
-	wantCode(t, on(t, "bolt:"+src, "dump", file), exitFailed, "file exists")
+	wantCode(t, on(t, "bolt:"+src, "dump", file), cli.ExitOK, "dumped 3 checkpoints")
+	wantCode(t, on(t, "bolt:"+src, "dump", file), cli.ExitFailed, "file exists")
 
 	dst := filepath.Join(t.TempDir(), "new.db")
-	wantCode(t, on(t, "bolt:"+dst, "restore", file, "--dry-run"), exitOK, "would create")
+	wantCode(t, on(t, "bolt:"+dst, "restore", file, "--dry-run"), cli.ExitOK, "would create")
 	_, err := os.Stat(dst)
 	require.ErrorIs(t, err, os.ErrNotExist, "a dry run creates no file")
-	wantCode(t, on(t, "bolt:"+dst, "restore", file), exitOK, "restored 3 checkpoints")
+	wantCode(t, on(t, "bolt:"+dst, "restore", file), cli.ExitOK, "restored 3 checkpoints")
 	require.Equal(t, seed, stored(t, dst))
-	wantCode(t, on(t, "bolt:"+dst, "restore", file), exitOK, "(0 written)")
+	wantCode(t, on(t, "bolt:"+dst, "restore", file), cli.ExitOK, "(0 written)")
 
 	// A dump of a catalog with a corrupt record is refused whole.
-	wantCode(t, on(t, "bolt:"+seedBolt(t, seed, "bad"), "dump"), exitCorrupt, "CORRUPT  bad", "nothing dumped")
+	wantCode(t, on(t, "bolt:"+seedBolt(t, seed, "bad"), "dump"), cli.ExitCorrupt, "CORRUPT  bad", "nothing dumped")
 
 	// Restoring below what is stored is refused, and writes nothing at all.
 	bigger := seedBolt(t, map[string]wal.MessageID{"by-dev-rootcoord-dml_0": wal.KafkaID(5000)})
-	wantCode(t, on(t, "bolt:"+bigger, "restore", file), exitRefused, "1 of 3 checkpoints refused; nothing written")
+	wantCode(t, on(t, "bolt:"+bigger, "restore", file), cli.ExitRefused, "1 of 3 checkpoints refused; nothing written")
 	require.Len(t, stored(t, bigger), 1)
 
 	// A file that does not parse, or whose id bytes and text disagree, is
@@ -312,9 +322,35 @@ func TestDumpRestoreBoltToBolt(t *testing.T) {
 	require.NoError(t, os.WriteFile(bad, []byte(`{"format":"lowwater-checkpoints/1","checkpoints":[
 		{"pchannel":"a","wal":"kafka","checkpoint":"kafka:1"},
 		{"pchannel":"b","wal":"kafka","checkpoint":"kafka:x"}]}`), 0o600))
-	wantCode(t, on(t, "bolt:"+dst, "restore", bad), exitUsage, `checkpoint 1 ("b")`)
+	wantCode(t, on(t, "bolt:"+dst, "restore", bad), cli.ExitUsage, `checkpoint 1 ("b")`)
 	require.NoError(t, os.WriteFile(bad, []byte(`{"format":"lowwater-checkpoints/1","checkpoints":[
 		{"pchannel":"a","wal":"kafka","checkpoint":"kafka:1","id":"AAAAAAAAAAI="}]}`), 0o600))
-	wantCode(t, on(t, "bolt:"+dst, "restore", bad), exitUsage, "id bytes say kafka:2, checkpoint says kafka:1")
+	wantCode(t, on(t, "bolt:"+dst, "restore", bad), cli.ExitUsage, "id bytes say kafka:2, checkpoint says kafka:1")
 	require.Equal(t, seed, stored(t, dst))
+}
+
+// seqID is a WAL this test process registers and the binary does not: its
+// records are well formed, but the binary cannot read their IDs.
+type seqID uint32
+
+func (seqID) WALName() string            { return "test-seq" }
+func (s seqID) LT(o wal.MessageID) bool  { v, ok := o.(seqID); return ok && s < v }
+func (s seqID) LTE(o wal.MessageID) bool { v, ok := o.(seqID); return ok && s <= v }
+func (s seqID) EQ(o wal.MessageID) bool  { v, ok := o.(seqID); return ok && s == v }
+func (s seqID) Marshal() []byte          { return []byte{byte(s >> 24), byte(s >> 16), byte(s >> 8), byte(s)} }
+func (s seqID) String() string           { return fmt.Sprintf("test-seq:%d", uint32(s)) }
+
+func TestUnknownWALInThisBuild(t *testing.T) {
+	require.NoError(t, wal.Register("test-seq", wal.Codec[seqID]{
+		Unmarshal: func([]byte) (seqID, error) { return 0, nil },
+		Parse:     func(string) (seqID, error) { return 0, nil },
+	}))
+	path := seedBolt(t, map[string]wal.MessageID{"a": wal.KafkaID(1), "b": seqID(7)})
+	url := "bolt:" + path
+	r := on(t, url, "list")
+	wantCode(t, r, cli.ExitOK, "b         test-seq  UNKNOWN WAL", "2 pchannels, 1 unreadable")
+	r = on(t, url, "verify")
+	wantCode(t, r, cli.ExitCorrupt, `UNKNOWN WAL  b: wal: unknown WAL name: "test-seq"`, "built with that WAL")
+	wantCode(t, on(t, url, "set", "b", "test-seq:9"), cli.ExitUsage, `unknown WAL name: "test-seq"`)
+	wantCode(t, on(t, url, "dump"), cli.ExitCorrupt, "nothing dumped")
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -52,7 +52,7 @@ func dump(ctx context.Context, e *env, args []string) error {
 	for _, en := range entries {
 		if en.Err != nil {
 			corrupt++
-			fmt.Fprintf(e.stderr, "CORRUPT  %s: %s\n", en.PChannel, cause(en))
+			fmt.Fprintf(e.stderr, "%s  %s: %s\n", unreadable(en), en.PChannel, cause(en))
 			continue
 		}
 		d.Checkpoints = append(d.Checkpoints, dumpEntry{
@@ -61,7 +61,7 @@ func dump(ctx context.Context, e *env, args []string) error {
 		})
 	}
 	if corrupt > 0 {
-		return &exitError{code: exitCorrupt, err: fmt.Errorf("%d corrupt records, nothing dumped: "+
+		return &exitError{code: ExitCorrupt, err: fmt.Errorf("%d unreadable records, nothing dumped: "+
 			"a dump must be whole; repair them first (see verify)", corrupt)}
 	}
 	var buf bytes.Buffer

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -20,6 +20,16 @@ func cause(e persistence.Entry) string {
 		return ce.Err.Error()
 	}
 	return e.Err.Error()
+}
+
+// unreadable names what is wrong with a record that cannot be decoded: a
+// damaged one, or one of a WAL this build has not registered (see the
+// package comment for building one that has).
+func unreadable(e persistence.Entry) string {
+	if errors.Is(e.Err, wal.ErrUnknownWAL) {
+		return "UNKNOWN WAL"
+	}
+	return "CORRUPT"
 }
 
 func orDash(s string) string {
@@ -68,10 +78,11 @@ func list(ctx context.Context, e *env, _ []string) error {
 	fmt.Fprintln(tw, "PCHANNEL\tWAL\tCHECKPOINT\tTERM\tVERSION")
 	corrupt := 0
 	for _, en := range entries {
-		checkpoint, version := "CORRUPT", "-"
+		checkpoint, version := "", "-"
 		if en.Err == nil {
 			checkpoint = en.Checkpoint.String()
 		} else {
+			checkpoint = unreadable(en)
 			corrupt++
 		}
 		if en.Version != 0 {
@@ -84,7 +95,7 @@ func list(ctx context.Context, e *env, _ []string) error {
 	}
 	fmt.Fprintf(e.stdout, "%d pchannels", len(entries))
 	if corrupt > 0 {
-		fmt.Fprintf(e.stdout, ", %d corrupt (run verify)", corrupt)
+		fmt.Fprintf(e.stdout, ", %d unreadable (run verify)", corrupt)
 	}
 	fmt.Fprintln(e.stdout)
 	return nil
@@ -110,12 +121,12 @@ func get(ctx context.Context, e *env, args []string) error {
 		if owner != 0 {
 			fmt.Fprintf(e.stdout, "owner       term %d (a node owns it)\n", owner)
 		}
-		return &exitError{code: exitNotFound, err: fmt.Errorf("%s: no checkpoint stored", pchannel)}
+		return &exitError{code: ExitNotFound, err: fmt.Errorf("%s: no checkpoint stored", pchannel)}
 	}
 	fmt.Fprintf(e.stdout, "pchannel    %s\n", en.PChannel)
 	fmt.Fprintf(e.stdout, "wal         %s\n", orDash(en.WAL))
 	if en.Err != nil {
-		fmt.Fprintf(e.stdout, "checkpoint  CORRUPT: %s\n", cause(en))
+		fmt.Fprintf(e.stdout, "checkpoint  %s: %s\n", unreadable(en), cause(en))
 	} else {
 		fmt.Fprintf(e.stdout, "checkpoint  %s\n", en.Checkpoint)
 	}
@@ -129,7 +140,7 @@ func get(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintln(e.stdout, "owner       none")
 	}
 	if en.Err != nil {
-		return &exitError{code: exitCorrupt, err: fmt.Errorf("%s: corrupt record: %s", pchannel, cause(en))}
+		return &exitError{code: ExitCorrupt, err: fmt.Errorf("%s: unreadable record: %s", pchannel, cause(en))}
 	}
 	return nil
 }
@@ -148,13 +159,14 @@ func verify(ctx context.Context, e *env, _ []string) error {
 	for _, en := range entries {
 		if en.Err != nil {
 			corrupt++
-			fmt.Fprintf(e.stdout, "CORRUPT  %s: %s\n", en.PChannel, cause(en))
+			fmt.Fprintf(e.stdout, "%s  %s: %s\n", unreadable(en), en.PChannel, cause(en))
 		}
 	}
-	fmt.Fprintf(e.stdout, "%d records, %d corrupt\n", len(entries), corrupt)
+	fmt.Fprintf(e.stdout, "%d records, %d unreadable\n", len(entries), corrupt)
 	if corrupt > 0 {
-		return &exitError{code: exitCorrupt, err: fmt.Errorf("%d corrupt records: "+
-			"repair with 'set --force PCHANNEL ID' or 'delete PCHANNEL'", corrupt)}
+		return &exitError{code: ExitCorrupt, err: fmt.Errorf("%d unreadable records\n"+
+			"  CORRUPT: repair with 'set --force PCHANNEL ID' or 'delete PCHANNEL'\n"+
+			"  UNKNOWN WAL: read with a lowwater built with that WAL (package cli)", corrupt)}
 	}
 	return nil
 }
