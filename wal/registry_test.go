@@ -88,9 +88,10 @@ type panicID struct{ seqID }
 
 func (panicID) WALName() string { panic("boom") }
 
+// sliceID holds a slice, so == on it would panic.
 type sliceID struct {
 	seqID
-	b []byte
+	_ []byte
 }
 
 func TestRegisterRefusesWithoutPanicking(t *testing.T) {
