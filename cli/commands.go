@@ -155,20 +155,29 @@ func verify(ctx context.Context, e *env, _ []string) error {
 	if err != nil {
 		return err
 	}
-	corrupt := 0
+	found := map[string]bool{} // kinds of unreadable record seen
+	unread := 0
 	for _, en := range entries {
 		if en.Err != nil {
-			corrupt++
+			unread++
+			found[unreadable(en)] = true
 			fmt.Fprintf(e.stdout, "%s  %s: %s\n", unreadable(en), en.PChannel, cause(en))
 		}
 	}
-	fmt.Fprintf(e.stdout, "%d records, %d unreadable\n", len(entries), corrupt)
-	if corrupt > 0 {
-		return &exitError{code: ExitCorrupt, err: fmt.Errorf("%d unreadable records\n"+
-			"  CORRUPT: repair with 'set --force PCHANNEL ID' or 'delete PCHANNEL'\n"+
-			"  UNKNOWN WAL: read with a lowwater built with that WAL (package cli)", corrupt)}
+	fmt.Fprintf(e.stdout, "%d records, %d unreadable\n", len(entries), unread)
+	if unread == 0 {
+		return nil
 	}
-	return nil
+	msg := fmt.Sprintf("%d unreadable records", unread)
+	for _, h := range []struct{ kind, hint string }{
+		{"CORRUPT", "repair with 'set --force PCHANNEL ID' or 'delete PCHANNEL'"},
+		{"UNKNOWN WAL", "read with a lowwater built with that WAL (package cli)"},
+	} {
+		if found[h.kind] {
+			msg += fmt.Sprintf("\n  %s: %s", h.kind, h.hint)
+		}
+	}
+	return &exitError{code: ExitCorrupt, err: errors.New(msg)}
 }
 
 // parseID reads the ID text of a set for the pchannel whose record is en
