@@ -48,6 +48,7 @@ type boltOptions struct {
 	noSync      bool
 	group       bool
 	groupDelay  time.Duration
+	readOnly    bool
 }
 
 type boltOptionFunc func(*boltOptions)
@@ -94,6 +95,15 @@ func WithGroupCommitDelay(d time.Duration) BoltOption {
 	return boltOptionFunc(func(o *boltOptions) { o.groupDelay = d })
 }
 
+// WithReadOnly opens the file for reading only, under a shared lock, for
+// tools that inspect a store: several readers may open it at once, none
+// while a writer holds it (OpenBolt then fails with ErrLocked after the
+// open timeout). The file must exist and hold the bucket. Writes fail.
+// Default false.
+func WithReadOnly(readOnly bool) BoltOption {
+	return boltOptionFunc(func(o *boltOptions) { o.readOnly = readOnly })
+}
+
 // defaultGroupCommitDelay is bbolt's own default MaxBatchDelay.
 const defaultGroupCommitDelay = 10 * time.Millisecond
 
@@ -117,7 +127,7 @@ func OpenBolt(path string, opts ...BoltOption) (*Bolt, error) {
 	if o.groupDelay <= 0 {
 		return nil, fmt.Errorf("%w: bolt group commit delay %v is not positive", ErrInvalidArgument, o.groupDelay)
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: o.openTimeout, NoSync: o.noSync})
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: o.openTimeout, NoSync: o.noSync, ReadOnly: o.readOnly})
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("%w: %s: not released within %v: %w", ErrLocked, path, o.openTimeout, err)
 	}
@@ -126,6 +136,12 @@ func OpenBolt(path string, opts ...BoltOption) (*Bolt, error) {
 	}
 	db.MaxBatchDelay = o.groupDelay
 	b := &Bolt{db: db, bucket: []byte(o.bucket), group: o.group}
+	if o.readOnly {
+		if err := b.checkBucket(path); err != nil {
+			return nil, err
+		}
+		return b, nil
+	}
 	err = db.Update(func(tx *bolt.Tx) error {
 		_, err := tx.CreateBucketIfNotExists(b.bucket)
 		return err

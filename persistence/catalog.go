@@ -31,6 +31,15 @@ type Catalog interface {
 	// record fails the whole call with ErrCorruptRecord naming the pchannel.
 	LoadAll(ctx context.Context) (map[string]wal.MessageID, error)
 
+	// Delete retires pchannel: its record is removed, so that Load returns
+	// (nil, nil) and LoadAll leaves it out. Deleting a pchannel that has no
+	// record returns nil. A record that cannot be decoded is deleted like
+	// any other: deleting is how an operator clears one. A fenced catalog
+	// (etcd ownership) deletes only while its writer owns the pchannel, as
+	// it saves. The never-lower promise holds for the life of a record: a
+	// Save after Delete may store any value.
+	Delete(ctx context.Context, pchannel string) error
+
 	// Close releases the store. Calls after Close fail with ErrClosed.
 	Close() error
 }
@@ -97,15 +106,13 @@ func CheckSaveArgs(pchannel string, checkpoint wal.MessageID) error {
 	return err
 }
 
-// walOf names the WAL of a non-nil id without calling its methods: a foreign
-// implementation's methods may panic (a typed nil *wal.KafkaID, say), and
-// bad input must give ErrInvalidArgument, never a panic.
+// walOf names the WAL of a non-nil id from its type alone (wal.NameOf): a
+// foreign implementation's methods may panic (a typed nil *wal.KafkaID,
+// say), and bad input must give ErrInvalidArgument, never a panic.
 func walOf(id wal.MessageID) (string, error) {
-	for _, name := range wal.Names() {
-		if wal.Check(name, id) == nil {
-			return name, nil
-		}
+	name, err := wal.NameOf(id)
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrInvalidArgument, err)
 	}
-	return "", fmt.Errorf("%w: %w: %T is not a message ID type of package wal",
-		ErrInvalidArgument, wal.ErrWALMismatch, id)
+	return name, nil
 }

@@ -19,7 +19,7 @@ type Memory struct {
 	history map[string][]wal.MessageID
 }
 
-var _ Catalog = (*Memory)(nil)
+var _ Inspector = (*Memory)(nil)
 
 // NewMemory returns an empty, open Memory.
 func NewMemory() *Memory {
@@ -90,6 +90,35 @@ func (m *Memory) LoadAll(ctx context.Context) (map[string]wal.MessageID, error) 
 		all[pchannel] = id
 	}
 	return all, nil
+}
+
+// Delete implements Catalog. The History of pchannel is kept.
+func (m *Memory) Delete(ctx context.Context, pchannel string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.ready(ctx); err != nil {
+		return err
+	}
+	if err := checkDeleteArgs(pchannel); err != nil {
+		return err
+	}
+	delete(m.records, pchannel)
+	return nil
+}
+
+// Inspect implements Inspector.
+func (m *Memory) Inspect(ctx context.Context) ([]Entry, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.ready(ctx); err != nil {
+		return nil, err
+	}
+	entries := make([]Entry, 0, len(m.records))
+	for pchannel, raw := range m.records {
+		entries = append(entries, inspectRecord(pchannel, raw))
+	}
+	sortEntries(entries)
+	return entries, nil
 }
 
 // Close implements Catalog. The stored records stay readable through

@@ -8,5 +8,9 @@
 // error that goes unnoticed rather than a crash. lowwater's actors reject such
 // IDs at the door with ErrWALMismatch.
 //
-// The package is pure: no goroutines, no I/O, no global mutable state.
+// A WAL is known by the codec registered for it (Register): the four
+// built-in ones are registered at init, others by the program that uses
+// them. The registry is the package's one piece of global state, written
+// at program start and read without a lock afterwards. Everything else is
+// pure: no goroutines, no I/O.
 package wal

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // KafkaID is a Kafka partition offset.
@@ -99,6 +100,9 @@ func (id PulsarID) Marshal() []byte {
 	b = binary.BigEndian.AppendUint32(b, uint32(id.BatchIndex))
 	return binary.BigEndian.AppendUint32(b, uint32(id.Partition))
 }
+
+// String prints the partition after '@' even when it is zero, so that
+// Parse gives back every field.
 func (id PulsarID) String() string {
 	return fmt.Sprintf("pulsar:%d:%d:%d@%d", id.LedgerID, id.EntryID, id.BatchIndex, id.Partition)
 }
@@ -155,23 +159,23 @@ func wantLen(wal string, b []byte, n int) error {
 	return nil
 }
 
-func unmarshalKafka(b []byte) (MessageID, error) {
+func unmarshalKafka(b []byte) (KafkaID, error) {
 	if err := wantLen(Kafka, b, offsetSize); err != nil {
-		return nil, err
+		return 0, err
 	}
 	return KafkaID(binary.BigEndian.Uint64(b)), nil
 }
 
-func unmarshalRocksMQ(b []byte) (MessageID, error) {
+func unmarshalRocksMQ(b []byte) (RocksMQID, error) {
 	if err := wantLen(RocksMQ, b, offsetSize); err != nil {
-		return nil, err
+		return 0, err
 	}
 	return RocksMQID(binary.BigEndian.Uint64(b)), nil
 }
 
-func unmarshalPulsar(b []byte) (MessageID, error) {
+func unmarshalPulsar(b []byte) (PulsarID, error) {
 	if err := wantLen(Pulsar, b, pulsarSize); err != nil {
-		return nil, err
+		return PulsarID{}, err
 	}
 	return PulsarID{
 		LedgerID:   int64(binary.BigEndian.Uint64(b[0:8])),
@@ -181,12 +185,68 @@ func unmarshalPulsar(b []byte) (MessageID, error) {
 	}, nil
 }
 
-func unmarshalWoodpecker(b []byte) (MessageID, error) {
+func unmarshalWoodpecker(b []byte) (WoodpeckerID, error) {
 	if err := wantLen(Woodpecker, b, woodpeckerSize); err != nil {
-		return nil, err
+		return WoodpeckerID{}, err
 	}
 	return WoodpeckerID{
 		SegmentID: int64(binary.BigEndian.Uint64(b[0:8])),
 		EntryID:   int64(binary.BigEndian.Uint64(b[8:16])),
 	}, nil
+}
+
+// The parsers read what String prints after "name:"; see Parse.
+
+func parseKafka(text string) (KafkaID, error) {
+	v, err := strconv.ParseInt(text, 10, 64)
+	return KafkaID(v), err
+}
+
+func parseRocksMQ(text string) (RocksMQID, error) {
+	v, err := strconv.ParseInt(text, 10, 64)
+	return RocksMQID(v), err
+}
+
+// parsePulsar reads "ledger:entry:batch", then "@partition" if present
+// (partition 0 when not).
+func parsePulsar(text string) (PulsarID, error) {
+	pos, partition, hasPartition := strings.Cut(text, "@")
+	f, err := fields(pos, 64, 64, 32)
+	if err != nil {
+		return PulsarID{}, fmt.Errorf("want ledger:entry:batch[@partition]: %w", err)
+	}
+	id := PulsarID{LedgerID: f[0], EntryID: f[1], BatchIndex: int32(f[2])}
+	if hasPartition {
+		p, err := strconv.ParseInt(partition, 10, 32)
+		if err != nil {
+			return PulsarID{}, fmt.Errorf("partition: %w", err)
+		}
+		id.Partition = int32(p)
+	}
+	return id, nil
+}
+
+func parseWoodpecker(text string) (WoodpeckerID, error) {
+	f, err := fields(text, 64, 64)
+	if err != nil {
+		return WoodpeckerID{}, fmt.Errorf("want segment:entry: %w", err)
+	}
+	return WoodpeckerID{SegmentID: f[0], EntryID: f[1]}, nil
+}
+
+// fields reads colon-separated decimal integers, one per bit size given.
+func fields(text string, bits ...int) ([]int64, error) {
+	parts := strings.Split(text, ":")
+	if len(parts) != len(bits) {
+		return nil, fmt.Errorf("%d fields, want %d", len(parts), len(bits))
+	}
+	out := make([]int64, len(parts))
+	for i, p := range parts {
+		v, err := strconv.ParseInt(p, 10, bits[i])
+		if err != nil {
+			return nil, err
+		}
+		out[i] = v
+	}
+	return out, nil
 }

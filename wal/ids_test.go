@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"math"
+	"slices"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -197,11 +198,7 @@ func TestCheck(t *testing.T) {
 
 func TestUnmarshalErrors(t *testing.T) {
 	sizes := map[string]int{wal.Kafka: 8, wal.RocksMQ: 8, wal.Pulsar: 24, wal.Woodpecker: 16}
-	for _, name := range wal.Names() {
-		size, ok := sizes[name]
-		if !ok {
-			t.Fatalf("no size known for WAL %q", name)
-		}
+	for name, size := range sizes {
 		if _, err := wal.Unmarshal(name, nil); !errors.Is(err, wal.ErrCorruptID) {
 			t.Errorf("%s: Unmarshal(nil) = %v, want ErrCorruptID", name, err)
 		}
@@ -224,17 +221,18 @@ func TestUnmarshalErrors(t *testing.T) {
 }
 
 func TestNamesAndKnown(t *testing.T) {
-	want := []string{"kafka", "pulsar", "rocksmq", "woodpecker"}
 	got := wal.Names()
-	if len(got) != len(want) {
-		t.Fatalf("Names() = %v, want %v", got, want)
+	if !slices.IsSorted(got) {
+		t.Fatalf("Names() = %v, not sorted", got)
 	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("Names() = %v, want %v", got, want)
+	// Other tests of this package register WALs of their own: the built-ins
+	// must be there, whatever else is.
+	for _, name := range []string{"kafka", "pulsar", "rocksmq", "woodpecker"} {
+		if !slices.Contains(got, name) {
+			t.Fatalf("Names() = %v, missing %q", got, name)
 		}
-		if !wal.Known(want[i]) {
-			t.Errorf("Known(%q) = false", want[i])
+		if !wal.Known(name) {
+			t.Errorf("Known(%q) = false", name)
 		}
 	}
 	if wal.Known("nats") || wal.Known("") {

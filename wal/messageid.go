@@ -2,8 +2,6 @@ package wal
 
 import (
 	"errors"
-	"fmt"
-	"reflect"
 )
 
 // MessageID is a totally ordered position in one WAL.
@@ -19,7 +17,9 @@ type MessageID interface {
 	// Marshal returns the ID's canonical bytes; Unmarshal with the same WAL
 	// name gives back an equal ID.
 	Marshal() []byte
-	// String is for logs and humans, not for parsing.
+	// String is the ID's text form, for logs, humans and the command
+	// line: Parse with the same WAL name gives back an equal ID. By
+	// convention it starts with the WAL name and a colon ("kafka:42").
 	String() string
 }
 
@@ -37,86 +37,15 @@ var (
 	// ErrCorruptID is returned when bytes do not decode to an ID of the WAL.
 	ErrCorruptID = errors.New("wal: corrupt message ID")
 	// ErrWALMismatch is returned when an ID belongs to another WAL than the
-	// one expected, or is not one of this package's ID types.
+	// one expected, or is not of a registered ID type.
 	ErrWALMismatch = errors.New("wal: message ID of another WAL")
+	// ErrSyntax is returned by Parse for text that is not an ID of the WAL.
+	ErrSyntax = errors.New("wal: malformed message ID text")
+	// ErrInvalidCodec is returned by Register for a name or codec it cannot
+	// take: an empty or taken name, a missing function, an ID type that is
+	// not a plain value.
+	ErrInvalidCodec = errors.New("wal: invalid codec")
 )
-
-// codec knows one WAL's ID type and how to decode it.
-type codec struct {
-	idType    reflect.Type
-	unmarshal func([]byte) (MessageID, error)
-}
-
-// codecs is fixed at compile time on purpose: a registry that callers can
-// mutate is global state, and a checkpoint store must never meet a WAL name
-// that one process knows and another does not.
-var codecs = map[string]codec{
-	Kafka:      {reflect.TypeFor[KafkaID](), unmarshalKafka},
-	RocksMQ:    {reflect.TypeFor[RocksMQID](), unmarshalRocksMQ},
-	Pulsar:     {reflect.TypeFor[PulsarID](), unmarshalPulsar},
-	Woodpecker: {reflect.TypeFor[WoodpeckerID](), unmarshalWoodpecker},
-}
-
-// Names returns the WAL names this package can decode, sorted.
-func Names() []string { return []string{Kafka, Pulsar, RocksMQ, Woodpecker} }
-
-// Known reports whether walName has a codec.
-func Known(walName string) bool {
-	_, ok := codecs[walName]
-	return ok
-}
-
-// Unmarshal decodes the bytes of an ID of the named WAL. It never panics:
-// an unknown name gives ErrUnknownWAL, bad bytes give ErrCorruptID.
-func Unmarshal(walName string, b []byte) (MessageID, error) {
-	c, ok := codecs[walName]
-	if !ok {
-		return nil, fmt.Errorf("%w: %q", ErrUnknownWAL, walName)
-	}
-	return c.unmarshal(b)
-}
-
-// Check returns nil when id is a non-nil ID of the named WAL and of the type
-// this package decodes for it, so that comparing it with other IDs of that
-// WAL is meaningful.
-func Check(walName string, id MessageID) error {
-	c, err := NewChecker(walName)
-	if err != nil {
-		return err
-	}
-	return c.Check(id)
-}
-
-// Checker is Check bound to one WAL, for hot paths: it looks the WAL up once.
-type Checker struct {
-	walName string
-	idType  reflect.Type
-}
-
-// NewChecker returns a Checker for the named WAL.
-func NewChecker(walName string) (Checker, error) {
-	c, ok := codecs[walName]
-	if !ok {
-		return Checker{}, fmt.Errorf("%w: %q", ErrUnknownWAL, walName)
-	}
-	return Checker{walName: walName, idType: c.idType}, nil
-}
-
-// WALName returns the name of the WAL the checker accepts.
-func (c Checker) WALName() string { return c.walName }
-
-// Check returns nil when id is a non-nil ID of the checker's WAL.
-func (c Checker) Check(id MessageID) error {
-	if id == nil {
-		return fmt.Errorf("%w: nil ID for %q", ErrWALMismatch, c.walName)
-	}
-	if reflect.TypeOf(id) != c.idType {
-		// Format the type only: a foreign implementation's methods may
-		// panic (a typed nil pointer, say), and bad input must not.
-		return fmt.Errorf("%w: %T where a %s ID was expected", ErrWALMismatch, id, c.walName)
-	}
-	return nil
-}
 
 // Min returns the smaller of two IDs of one WAL, treating nil as absent.
 func Min(a, b MessageID) MessageID {

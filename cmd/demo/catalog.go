@@ -4,9 +4,8 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"slices"
-	"strings"
 
+	"github.com/lowwater/lowwater/internal/catalogurl"
 	"github.com/lowwater/lowwater/persistence"
 )
 
@@ -22,53 +21,40 @@ type store interface {
 	close() error
 }
 
-// storeOpener makes a store from what follows the scheme in --catalog
-// ("" when nothing does) and the demo's configuration.
-type storeOpener func(rest string, cfg config) (store, error)
+// storeOpener makes a store of one kind from its URL and the demo's
+// configuration.
+type storeOpener func(u catalogurl.URL, cfg config) (store, error)
 
-// stores maps the schemes of --catalog to their openers; each kind lives in
-// a file of its own (etcd in catalog_etcd.go).
+// stores maps the kinds of --catalog to their openers; each kind lives in
+// a file of its own (etcd in catalog_etcd.go). The URL syntax is
+// internal/catalogurl's, shared with cmd/lowwater.
 var stores = map[string]storeOpener{
-	"bolt":   openBoltStore,
-	"memory": openMemoryStore,
-	"etcd":   openEtcdStore,
+	catalogurl.Bolt:   openBoltStore,
+	catalogurl.Memory: openMemoryStore,
+	catalogurl.Etcd:   openEtcdStore,
 }
 
-// splitCatalog splits a --catalog value into its scheme and the rest:
-// "bolt", "bolt:/tmp/x.db", "memory", "etcd://h1:2379,h2:2379/prefix".
-func splitCatalog(spec string) (scheme, rest string) {
-	if s, r, ok := strings.Cut(spec, "://"); ok {
-		return s, r
-	}
-	if s, r, ok := strings.Cut(spec, ":"); ok {
-		return s, r
-	}
-	return spec, ""
-}
-
-// checkCatalog validates --catalog while parsing flags: the kind, and what
-// its opener can tell without touching the store.
+// checkCatalog validates --catalog while parsing flags, without touching
+// the store.
 func checkCatalog(spec string) error {
-	scheme, rest := splitCatalog(spec)
-	if open, ok := stores[scheme]; ok {
-		_, err := open(rest, config{})
-		return err
+	_, err := parseCatalog(spec)
+	return err
+}
+
+func parseCatalog(spec string) (catalogurl.URL, error) {
+	u, err := catalogurl.Parse(spec)
+	if err != nil {
+		return catalogurl.URL{}, fmt.Errorf("--catalog: %w", err)
 	}
-	known := make([]string, 0, len(stores))
-	for s := range stores {
-		known = append(known, s)
-	}
-	slices.Sort(known)
-	return fmt.Errorf("--catalog %q: unknown kind %q, want one of %s", spec, scheme, strings.Join(known, ", "))
+	return u, nil
 }
 
 func openStore(cfg config) (store, error) {
-	scheme, rest := splitCatalog(cfg.catalog)
-	open, ok := stores[scheme]
-	if !ok {
-		return nil, checkCatalog(cfg.catalog)
+	u, err := parseCatalog(cfg.catalog)
+	if err != nil {
+		return nil, err
 	}
-	return open(rest, cfg)
+	return stores[u.Kind](u, cfg)
 }
 
 // boltStore is a bbolt file, reopened by each phase: the restart reads what
@@ -77,8 +63,8 @@ type boltStore struct{ path string }
 
 // openBoltStore uses the file named after "bolt:", or lowwater.db in the
 // --data directory.
-func openBoltStore(rest string, cfg config) (store, error) {
-	path := rest
+func openBoltStore(u catalogurl.URL, cfg config) (store, error) {
+	path := u.Path
 	if path == "" {
 		path = filepath.Join(cfg.dataDir, "lowwater.db")
 	}
@@ -96,10 +82,7 @@ func (b *boltStore) close() error     { return nil }
 // Close leaves it open, so that the restart finds what the run saved.
 type memoryStore struct{ mem *persistence.Memory }
 
-func openMemoryStore(rest string, _ config) (store, error) {
-	if rest != "" {
-		return nil, fmt.Errorf("--catalog memory takes no argument, got %q", rest)
-	}
+func openMemoryStore(catalogurl.URL, config) (store, error) {
 	return &memoryStore{mem: persistence.NewMemory()}, nil
 }
 

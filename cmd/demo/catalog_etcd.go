@@ -9,6 +9,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/lowwater/lowwater/internal/catalogurl"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/persistence/etcdcatalog"
 )
@@ -20,17 +21,8 @@ type etcdStore struct {
 	prefix    string
 }
 
-// openEtcdStore takes "host:port[,host:port]/prefix"; the prefix is
-// optional and defaults to the library's.
-func openEtcdStore(rest string, _ config) (store, error) {
-	hosts, prefix, _ := strings.Cut(rest, "/")
-	if hosts == "" {
-		return nil, fmt.Errorf("--catalog etcd://host:port[,host:port]/prefix: no endpoint in %q", rest)
-	}
-	if prefix == "" {
-		prefix = etcdcatalog.DefaultPrefix
-	}
-	return &etcdStore{endpoints: strings.Split(hosts, ","), prefix: prefix}, nil
+func openEtcdStore(u catalogurl.URL, _ config) (store, error) {
+	return &etcdStore{endpoints: u.Endpoints, prefix: u.Prefix}, nil
 }
 
 func (e *etcdStore) open(context.Context) (persistence.Catalog, error) {

@@ -40,7 +40,11 @@ func TestRunOnEtcd(t *testing.T) {
 }
 
 func TestEtcdSpec(t *testing.T) {
-	s, err := openEtcdStore("a:1,b:2/p", config{})
+	u, err := parseCatalog("etcd://a:1,b:2/p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := openEtcdStore(u, config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +52,7 @@ func TestEtcdSpec(t *testing.T) {
 	if strings.Join(e.endpoints, " ") != "a:1 b:2" || e.prefix != "p" {
 		t.Fatalf("parsed %+v", e)
 	}
-	if _, err := openEtcdStore("/p", config{}); err == nil {
+	if _, err := parseCatalog("etcd:///p"); err == nil {
 		t.Fatal("no endpoint accepted")
 	}
 }

@@ -154,6 +154,10 @@ func (c *faultyCatalog) LoadAll(ctx context.Context) (map[string]wal.MessageID, 
 	return c.current().LoadAll(ctx)
 }
 
+func (c *faultyCatalog) Delete(ctx context.Context, pchannel string) error {
+	return c.current().Delete(ctx, pchannel)
+}
+
 // Close ends any fault in progress and closes the store.
 func (c *faultyCatalog) Close() error { return c.injector.Close() }
 

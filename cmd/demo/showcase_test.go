@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/lowwater/lowwater/internal/catalogurl"
 	"github.com/lowwater/lowwater/internal/testkit/promtest"
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/persistence"
@@ -258,17 +259,12 @@ func TestParseFlags(t *testing.T) {
 }
 
 func TestCatalogSpec(t *testing.T) {
-	for spec, want := range map[string][2]string{
-		"bolt":                           {"bolt", ""},
-		"bolt:/tmp/x.db":                 {"bolt", "/tmp/x.db"},
-		"memory":                         {"memory", ""},
-		"etcd://h1:2379,h2:2379/lowater": {"etcd", "h1:2379,h2:2379/lowater"},
-	} {
-		s, r := splitCatalog(spec)
-		assert.Equal(t, want, [2]string{s, r}, spec)
+	for _, spec := range []string{"bolt", "bolt:/tmp/x.db", "memory", "etcd://h1:2379,h2:2379/lowater"} {
+		assert.NoError(t, checkCatalog(spec), spec)
 	}
-	_, err := openMemoryStore("x", config{})
-	assert.Error(t, err)
+	for _, spec := range []string{"memory:x", "nats", "etcd://"} {
+		assert.ErrorIs(t, checkCatalog(spec), catalogurl.ErrInvalid, spec)
+	}
 }
 
 // Outages go down and up on their timers; end brings the catalog back up

@@ -1,6 +1,17 @@
-// Package catalogtest is the contract test suite every persistence.Catalog
-// must pass, so that memory, bbolt and etcd stores cannot drift apart. It
-// knows nothing about any one store.
+// Package catalogtest is the conformance suite for implementations of
+// persistence.Catalog, as testing/fstest is for fs.FS: a catalog that
+// passes it keeps every promise lowwater's actors rely on. lowwater runs
+// its own catalogs (Memory, Bolt, etcd, the fault-injecting wrapper)
+// through it; a catalog written elsewhere (over another database, or a
+// fake for tests) should run it too, from an ordinary test:
+//
+//	func TestCatalog(t *testing.T) {
+//		catalogtest.Run(t, func(t *testing.T) persistence.Catalog {
+//			return mystore.New(t.TempDir())
+//		})
+//	}
+//
+// It knows nothing about any one store, and uses the built-in WALs only.
 package catalogtest
 
 import (
@@ -15,9 +26,28 @@ import (
 	"github.com/lowwater/lowwater/wal"
 )
 
-// Run runs the contract against catalogs made by open. Each call of open
-// must return a new, empty, open catalog; Run closes every one it gets.
-func Run(t *testing.T, open func(t *testing.T) persistence.Catalog) {
+// Run tests a Catalog implementation. newCatalog must return a new, empty,
+// open catalog each time it is called (a fresh file, a fresh key prefix):
+// Run calls it once per check and closes every catalog it gets. Each check
+// is a subtest named after the rule it checks, so that one can be rerun
+// alone (go test -run 'TestCatalog/SaveLowerIsRefused').
+//
+// The rules are the persistence.Catalog contract: an absent pchannel loads
+// as (nil, nil); a save is read back exactly, every field of the ID
+// included, by Load and by LoadAll; saving the stored value again
+// succeeds; a lower value is refused with a *persistence.StoredAheadError
+// naming both values and changes nothing; a value of another WAL, an empty
+// pchannel name, a nil, typed-nil or unregistered ID is
+// persistence.ErrInvalidArgument and changes nothing; concurrent writers
+// never make the stored value go back; Delete retires a pchannel (and
+// deleting nothing succeeds); a done context fails a call with the
+// context's error and writes nothing; every call after Close fails with
+// persistence.ErrClosed, and so does a second Close.
+//
+// Run needs no goroutine of the catalog's to end by itself: checks that
+// race writers wait for them with a deadline of a minute.
+func Run(t *testing.T, newCatalog func(t *testing.T) persistence.Catalog) {
+	t.Helper()
 	tests := []struct {
 		name string
 		run  func(t *testing.T, c persistence.Catalog)
@@ -31,12 +61,17 @@ func Run(t *testing.T, open func(t *testing.T) persistence.Catalog) {
 		{"InvalidArguments", testInvalidArguments},
 		{"LoadAllManyPChannels", testLoadAll},
 		{"ConcurrentSavesNeverGoBack", testConcurrentSaves},
+		{"DeleteRetires", testDelete},
+		{"DeleteAbsentSucceeds", testDeleteAbsent},
 		{"DoneContextWritesNothing", testDoneContext},
 		{"CallsAfterClose", testClosed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := open(t)
+			c := newCatalog(t)
+			if c == nil {
+				t.Fatal("newCatalog returned nil")
+			}
 			t.Cleanup(func() { _ = c.Close() })
 			tt.run(t, c)
 		})
@@ -184,6 +219,9 @@ func testInvalidArguments(t *testing.T, c persistence.Catalog) {
 	if id, err := c.Load(ctx, ""); !errors.Is(err, persistence.ErrInvalidArgument) || id != nil {
 		t.Errorf("Load(\"\") = (%v, %v), want ErrInvalidArgument", id, err)
 	}
+	if err := c.Delete(ctx, ""); !errors.Is(err, persistence.ErrInvalidArgument) {
+		t.Errorf("Delete(\"\") = %v, want ErrInvalidArgument", err)
+	}
 	wantAll(t, c, map[string]wal.MessageID{})
 }
 
@@ -276,7 +314,38 @@ func waitFor(t *testing.T, done <-chan struct{}, what string) {
 	}
 }
 
+// testDelete retires one pchannel of several: it loads as absent, LoadAll
+// leaves it out, the others are untouched, and a new life of it may start
+// lower than the old one ended.
+func testDelete(t *testing.T, c persistence.Catalog) {
+	want := map[string]wal.MessageID{}
+	for _, p := range pairs() {
+		mustSave(t, c, pchannelOf(p.high), p.high)
+		want[pchannelOf(p.high)] = p.high
+	}
+	retired := pchannelOf(wal.KafkaID(0))
+	if err := c.Delete(context.Background(), retired); err != nil {
+		t.Fatalf("Delete(%q) = %v, want nil", retired, err)
+	}
+	delete(want, retired)
+	wantStored(t, c, retired, nil)
+	wantAll(t, c, want)
+	mustSave(t, c, retired, wal.KafkaID(1))
+	wantStored(t, c, retired, wal.KafkaID(1))
+}
+
+func testDeleteAbsent(t *testing.T, c persistence.Catalog) {
+	mustSave(t, c, "p", wal.KafkaID(1))
+	for range 2 {
+		if err := c.Delete(context.Background(), "absent"); err != nil {
+			t.Fatalf("Delete(absent) = %v, want nil", err)
+		}
+	}
+	wantAll(t, c, map[string]wal.MessageID{"p": wal.KafkaID(1)})
+}
+
 func testDoneContext(t *testing.T, c persistence.Catalog) {
+	mustSave(t, c, "kept", wal.KafkaID(3))
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
 	expired, cancel2 := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
@@ -297,8 +366,11 @@ func testDoneContext(t *testing.T, c persistence.Catalog) {
 		if all, err := c.LoadAll(tc.ctx); !errors.Is(err, tc.want) || all != nil {
 			t.Errorf("LoadAll = (%v, %v), want %v", all, err, tc.want)
 		}
+		if err := c.Delete(tc.ctx, "kept"); !errors.Is(err, tc.want) {
+			t.Errorf("Delete = %v, want %v", err, tc.want)
+		}
 	}
-	wantAll(t, c, map[string]wal.MessageID{})
+	wantAll(t, c, map[string]wal.MessageID{"kept": wal.KafkaID(3)})
 }
 
 func testClosed(t *testing.T, c persistence.Catalog) {
@@ -315,6 +387,9 @@ func testClosed(t *testing.T, c persistence.Catalog) {
 	}
 	if all, err := c.LoadAll(ctx); !errors.Is(err, persistence.ErrClosed) || all != nil {
 		t.Errorf("LoadAll after Close = (%v, %v), want ErrClosed", all, err)
+	}
+	if err := c.Delete(ctx, "p"); !errors.Is(err, persistence.ErrClosed) {
+		t.Errorf("Delete after Close = %v, want ErrClosed", err)
 	}
 	if err := c.Close(); !errors.Is(err, persistence.ErrClosed) {
 		t.Errorf("second Close = %v, want ErrClosed", err)

@@ -57,6 +57,7 @@ const (
 	OpLoad Op = iota
 	OpSave
 	OpLoadAll
+	OpDelete
 	numOps
 )
 
@@ -68,6 +69,8 @@ func (o Op) String() string {
 		return "Save"
 	case OpLoadAll:
 		return "LoadAll"
+	case OpDelete:
+		return "Delete"
 	default:
 		return fmt.Sprintf("Op(%d)", int(o))
 	}
@@ -134,7 +137,7 @@ type optionFunc func(*options)
 
 func (f optionFunc) apply(o *options) { f(o) }
 
-// WithSaveFailureRate fails each Save that no outage or script decided with
+// WithSaveFailureRate fails each Save and Delete that no outage or script decided with
 // an *InjectedError, with probability p (clamped to [0, 1]).
 func WithSaveFailureRate(p float64) Option {
 	return optionFunc(func(o *options) { o.saveRate = clamp(p) })
@@ -282,6 +285,13 @@ func (c *Catalog) LoadAll(ctx context.Context) (map[string]wal.MessageID, error)
 	return all, nil
 }
 
+// Delete implements persistence.Catalog.
+func (c *Catalog) Delete(ctx context.Context, pchannel string) error {
+	return c.call(ctx, OpDelete, pchannel, nil, func() error {
+		return c.inner.Delete(ctx, pchannel)
+	})
+}
+
 // Close ends every hang and delay in progress and closes the wrapped
 // catalog. No fault applies to it.
 func (c *Catalog) Close() error {
@@ -318,8 +328,8 @@ func (c *Catalog) pick(op Op) (Fault, string) {
 		return q[0], "scripted"
 	}
 	rate := c.opts.loadRate
-	if op == OpSave {
-		rate = c.opts.saveRate
+	if op == OpSave || op == OpDelete {
+		rate = c.opts.saveRate // both write
 	}
 	if rate > 0 && c.rng.Float64() < rate {
 		return Error(), "rate"

@@ -12,8 +12,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/lowwater/lowwater/persistence"
-	"github.com/lowwater/lowwater/persistence/faultinject"
 	"github.com/lowwater/lowwater/persistence/catalogtest"
+	"github.com/lowwater/lowwater/persistence/faultinject"
 	"github.com/lowwater/lowwater/wal"
 )
 

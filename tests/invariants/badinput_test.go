@@ -161,7 +161,7 @@ func TestBadRecordsAndArguments(t *testing.T) {
 		{mem.Save(ctx, "", wal.KafkaID(1)), persistence.ErrInvalidArgument, `persistence: invalid argument: empty pchannel name`},
 		{mem.Save(ctx, "p", nil), persistence.ErrInvalidArgument, `persistence: invalid argument: nil checkpoint for "p"`},
 		{mem.Save(ctx, "p", (*wal.KafkaID)(nil)), persistence.ErrInvalidArgument,
-			`persistence: invalid argument: wal: message ID of another WAL: *wal.KafkaID is not a message ID type of package wal`},
+			`persistence: invalid argument: wal: message ID of another WAL: *wal.KafkaID is not a registered message ID type`},
 		{mem.Save(ctx, "p", wal.PulsarID{}), persistence.ErrInvalidArgument,
 			`persistence: invalid argument: pchannel "p" stores a kafka checkpoint, got pulsar:0:0:0@0: wal: message ID of another WAL`},
 		{mem.Save(ctx, "p", wal.KafkaID(1)), persistence.ErrStoredAhead, `persistence: pchannel "p": stored checkpoint kafka:11 is ahead of kafka:1`},

@@ -206,4 +206,11 @@ func (l *latest) LoadAll(context.Context) (map[string]wal.MessageID, error) {
 	return out, nil
 }
 
+func (l *latest) Delete(_ context.Context, pchannel string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.stored, pchannel)
+	return nil
+}
+
 func (l *latest) Close() error { return nil }

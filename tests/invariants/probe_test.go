@@ -226,6 +226,8 @@ func (p *probe) LoadAll(ctx context.Context) (map[string]wal.MessageID, error) {
 	return p.fi.LoadAll(ctx)
 }
 
+func (p *probe) Delete(ctx context.Context, pchannel string) error { return p.fi.Delete(ctx, pchannel) }
+
 func (p *probe) Close() error { return p.fi.Close() }
 
 // outcome classifies a returned call.

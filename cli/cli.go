@@ -1,0 +1,234 @@
+// Package cli is the lowwater operator tool, cmd/lowwater: list, show and
+// verify the checkpoints a catalog stores, raise, lower or delete one by
+// hand, and move a whole catalog between bbolt and etcd.
+//
+// It is a package so that a program with WALs of its own can build its own
+// tool: register them, then hand over to Main, and every command reads,
+// parses and writes their IDs as it does the built-in ones.
+//
+//	func main() {
+//		if err := wal.Register("pglsn", lsnCodec); err != nil {
+//			log.Fatal(err)
+//		}
+//		os.Exit(cli.Main(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+//	}
+//
+// Run `lowwater --help` for the commands, their flags and exit codes.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// The exit codes of Main, as --help documents them.
+const (
+	ExitOK       = 0
+	ExitFailed   = 1 // the catalog could not be read or written
+	ExitUsage    = 2 // bad command line: flags, arguments, ID text, WAL
+	ExitCorrupt  = 3 // verify or dump found records that cannot be decoded
+	ExitRefused  = 4 // a write refused for safety: owner, lowering, WAL switch
+	ExitNotFound = 5 // get: nothing stored for the pchannel
+)
+
+const usage = `usage: lowwater [--catalog URL] COMMAND [ARGS]
+
+Reads and repairs the checkpoints a lowwater catalog stores.
+
+Catalog URL (--catalog, or $LOWWATER_CATALOG):
+  bolt:PATH                       a bbolt file; a running node holds its lock,
+                                  so stop the node first (reads wait
+                                  --lock-timeout, then fail)
+  etcd://HOST:PORT[,HOST:PORT]/P  etcd, keys under prefix P (default lowwater)
+
+Commands:
+  list [--json]            every pchannel: WAL, checkpoint, owner term and
+                           record version
+  get PCHANNEL             one pchannel's record (and its owner, on etcd)
+  verify                   decode every record; report the corrupt ones
+  set PCHANNEL ID          store ID (kafka:123, rocksmq:9, pulsar:L:E:B[@P],
+                           woodpecker:S:E). Raises only: lowering needs
+                           --force and prints the replay it causes
+  delete PCHANNEL          retire a pchannel: its record is removed
+  dump [FILE]              write every record as JSON (stdout without FILE)
+  restore FILE             write the records of a dump; raises only, as set
+
+Write flags (set, delete, restore):
+  --dry-run  check everything and say what would change; write nothing
+  --force    also lower a checkpoint, replace a corrupt record or one of
+             another WAL, and write a pchannel an etcd owner holds
+
+Common flags:
+  --catalog URL         the catalog
+  --timeout D           bound on the whole command (default 30s)
+  --lock-timeout D      wait for a bbolt file lock (default 1s)
+
+Safety: on etcd a write takes the pchannel's ownership for its duration,
+so no node can take it meanwhile, and is refused while a node owns it.
+Record terms are not restored: a restored record carries the writer's.
+
+Exit codes:
+  0  done                 3  corrupt records found (verify, dump)
+  1  catalog failure      4  refused: owned, lowering, WAL switch, corrupt
+  2  bad command line     5  get: nothing stored
+`
+
+// options are the flags every command takes.
+type options struct {
+	catalog     string
+	timeout     time.Duration
+	lockTimeout time.Duration
+	json        bool
+	dryRun      bool
+	force       bool
+}
+
+// usageError is a command line the tool cannot run.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// exitError carries an exit code other than ExitFailed.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func refused(format string, args ...any) error {
+	return &exitError{code: ExitRefused, err: fmt.Errorf(format, args...)}
+}
+
+// command is one subcommand: its flags beyond the common ones, how many
+// arguments it takes, and what it does.
+type command struct {
+	flags    func(fs *flag.FlagSet, o *options)
+	min, max int
+	argsHelp string
+	run      func(ctx context.Context, env *env, args []string) error
+}
+
+var commands = map[string]command{
+	"list":    {flags: jsonFlag, argsHelp: "list [--json]", run: list},
+	"get":     {min: 1, max: 1, argsHelp: "get PCHANNEL", run: get},
+	"verify":  {argsHelp: "verify", run: verify},
+	"set":     {flags: writeFlags, min: 2, max: 2, argsHelp: "set PCHANNEL ID", run: set},
+	"delete":  {flags: writeFlags, min: 1, max: 1, argsHelp: "delete PCHANNEL", run: del},
+	"dump":    {max: 1, argsHelp: "dump [FILE]", run: dump},
+	"restore": {flags: writeFlags, min: 1, max: 1, argsHelp: "restore FILE", run: restore},
+}
+
+func jsonFlag(fs *flag.FlagSet, o *options) {
+	fs.BoolVar(&o.json, "json", false, "print JSON")
+}
+
+func writeFlags(fs *flag.FlagSet, o *options) {
+	fs.BoolVar(&o.dryRun, "dry-run", false, "write nothing")
+	fs.BoolVar(&o.force, "force", false, "override the safety refusals")
+}
+
+func commonFlags(fs *flag.FlagSet, o *options) {
+	fs.StringVar(&o.catalog, "catalog", o.catalog, "catalog URL")
+	fs.DurationVar(&o.timeout, "timeout", o.timeout, "bound on the whole command")
+	fs.DurationVar(&o.lockTimeout, "lock-timeout", o.lockTimeout, "wait for a bbolt file lock")
+}
+
+// Main runs the tool with the command-line arguments args (without the
+// program name), reading LOWWATER_CATALOG through getenv, and returns the
+// exit code. ctx bounds it, as --timeout does.
+func Main(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	o := options{catalog: getenv("LOWWATER_CATALOG"), timeout: 30 * time.Second, lockTimeout: time.Second}
+	global := flag.NewFlagSet("lowwater", flag.ContinueOnError)
+	global.SetOutput(io.Discard)
+	commonFlags(global, &o)
+	err := global.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, usage)
+		return ExitOK
+	}
+	if err != nil {
+		return fail(stderr, usagef("%v", err))
+	}
+	if global.NArg() == 0 {
+		return fail(stderr, usagef("no command"))
+	}
+	name, rest := global.Arg(0), global.Args()[1:]
+	cmd, ok := commands[name]
+	if !ok {
+		return fail(stderr, usagef("unknown command %q", name))
+	}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	commonFlags(fs, &o)
+	if cmd.flags != nil {
+		cmd.flags(fs, &o)
+	}
+	pos, err := parseInterspersed(fs, rest)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, usage)
+		return ExitOK
+	}
+	if err != nil {
+		return fail(stderr, usagef("%s: %v", name, err))
+	}
+	if len(pos) < cmd.min || len(pos) > cmd.max {
+		return fail(stderr, usagef("usage: lowwater %s", cmd.argsHelp))
+	}
+	if o.catalog == "" {
+		return fail(stderr, usagef("no catalog: give --catalog URL or set LOWWATER_CATALOG"))
+	}
+	if o.timeout <= 0 || o.lockTimeout <= 0 {
+		return fail(stderr, usagef("--timeout and --lock-timeout must be positive"))
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	e := &env{opts: o, stdout: stdout, stderr: stderr}
+	return fail(stderr, cmd.run(ctx, e, pos))
+}
+
+// parseInterspersed parses flags wherever they stand among the arguments
+// ("set p kafka:1 --dry-run" as well as "set --dry-run p kafka:1") and
+// returns the arguments.
+func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		pos, args = append(pos, args[0]), args[1:]
+	}
+}
+
+// fail prints err and returns its exit code.
+func fail(stderr io.Writer, err error) int {
+	if err == nil {
+		return ExitOK
+	}
+	fmt.Fprintln(stderr, "lowwater: "+strings.TrimPrefix(err.Error(), "lowwater: "))
+	var ue *usageError
+	var ee *exitError
+	switch {
+	case errors.As(err, &ue):
+		fmt.Fprintln(stderr, "run 'lowwater --help' for usage")
+		return ExitUsage
+	case errors.As(err, &ee):
+		return ee.code
+	default:
+		return ExitFailed
+	}
+}

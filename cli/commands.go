@@ -1,0 +1,404 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"unicode"
+
+	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/wal"
+)
+
+// cause is why a record cannot be decoded, without the wrapping.
+func cause(e persistence.Entry) string {
+	var ce *persistence.CorruptRecordError
+	if errors.As(e.Err, &ce) {
+		return ce.Err.Error()
+	}
+	return e.Err.Error()
+}
+
+// unreadable names what is wrong with a record that cannot be decoded: a
+// damaged one, or one of a WAL this build has not registered (see the
+// package comment for building one that has).
+func unreadable(e persistence.Entry) string {
+	if errors.Is(e.Err, wal.ErrUnknownWAL) {
+		return "UNKNOWN WAL"
+	}
+	return "CORRUPT"
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// listEntry is one record in list --json.
+type listEntry struct {
+	PChannel   string `json:"pchannel"`
+	WAL        string `json:"wal,omitempty"`
+	Checkpoint string `json:"checkpoint,omitempty"`
+	Term       uint64 `json:"term"`
+	Version    int    `json:"version"`
+	Error      string `json:"error,omitempty"`
+}
+
+func list(ctx context.Context, e *env, _ []string) error {
+	s, err := e.open(readOnly)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	_, entries, err := s.entries(ctx)
+	if err != nil {
+		return err
+	}
+	if e.opts.json {
+		out := make([]listEntry, 0, len(entries))
+		for _, en := range entries {
+			le := listEntry{PChannel: en.PChannel, WAL: en.WAL, Term: en.Term, Version: en.Version}
+			if en.Err != nil {
+				le.Error = cause(en)
+			} else {
+				le.Checkpoint = en.Checkpoint.String()
+			}
+			out = append(out, le)
+		}
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "PCHANNEL\tWAL\tCHECKPOINT\tTERM\tVERSION")
+	corrupt := 0
+	for _, en := range entries {
+		checkpoint, version := "", "-"
+		if en.Err == nil {
+			checkpoint = en.Checkpoint.String()
+		} else {
+			checkpoint = unreadable(en)
+			corrupt++
+		}
+		if en.Version != 0 {
+			version = fmt.Sprint(en.Version)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", en.PChannel, orDash(en.WAL), checkpoint, en.Term, version)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "%d pchannels", len(entries))
+	if corrupt > 0 {
+		fmt.Fprintf(e.stdout, ", %d unreadable (run verify)", corrupt)
+	}
+	fmt.Fprintln(e.stdout)
+	return nil
+}
+
+func get(ctx context.Context, e *env, args []string) error {
+	pchannel := args[0]
+	s, err := e.open(readOnly)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	byName, _, err := s.entries(ctx)
+	if err != nil {
+		return err
+	}
+	en, found := byName[pchannel]
+	owner, err := s.ownerTerm(ctx, pchannel)
+	if err != nil {
+		return err
+	}
+	if !found {
+		if owner != 0 {
+			fmt.Fprintf(e.stdout, "owner       term %d (a node owns it)\n", owner)
+		}
+		return &exitError{code: ExitNotFound, err: fmt.Errorf("%s: no checkpoint stored", pchannel)}
+	}
+	fmt.Fprintf(e.stdout, "pchannel    %s\n", en.PChannel)
+	fmt.Fprintf(e.stdout, "wal         %s\n", orDash(en.WAL))
+	if en.Err != nil {
+		fmt.Fprintf(e.stdout, "checkpoint  %s: %s\n", unreadable(en), cause(en))
+	} else {
+		fmt.Fprintf(e.stdout, "checkpoint  %s\n", en.Checkpoint)
+	}
+	fmt.Fprintf(e.stdout, "term        %d\n", en.Term)
+	fmt.Fprintf(e.stdout, "version     %d\n", en.Version)
+	switch {
+	case s.etcd == nil:
+	case owner != 0:
+		fmt.Fprintf(e.stdout, "owner       term %d (a node owns it)\n", owner)
+	default:
+		fmt.Fprintln(e.stdout, "owner       none")
+	}
+	if en.Err != nil {
+		return &exitError{code: ExitCorrupt, err: fmt.Errorf("%s: unreadable record: %s", pchannel, cause(en))}
+	}
+	return nil
+}
+
+func verify(ctx context.Context, e *env, _ []string) error {
+	s, err := e.open(readOnly)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	_, entries, err := s.entries(ctx)
+	if err != nil {
+		return err
+	}
+	found := map[string]bool{} // kinds of unreadable record seen
+	unread := 0
+	for _, en := range entries {
+		if en.Err != nil {
+			unread++
+			found[unreadable(en)] = true
+			fmt.Fprintf(e.stdout, "%s  %s: %s\n", unreadable(en), en.PChannel, cause(en))
+		}
+	}
+	fmt.Fprintf(e.stdout, "%d records, %d unreadable\n", len(entries), unread)
+	if unread == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("%d unreadable records", unread)
+	for _, h := range []struct{ kind, hint string }{
+		{"CORRUPT", "repair with 'set --force PCHANNEL ID' or 'delete PCHANNEL'"},
+		{"UNKNOWN WAL", "read with a lowwater built with that WAL (package cli)"},
+	} {
+		if found[h.kind] {
+			msg += fmt.Sprintf("\n  %s: %s", h.kind, h.hint)
+		}
+	}
+	return &exitError{code: ExitCorrupt, err: errors.New(msg)}
+}
+
+// parseID reads the ID text of a set for the pchannel whose record is en
+// (nil: none): in the stored WAL when there is one, so that "123" is
+// enough; text naming another WAL is read in its own, and the change of
+// WAL judged by plan.
+func parseID(en *persistence.Entry, text string) (wal.MessageID, error) {
+	var id wal.MessageID
+	var err error
+	if en != nil && wal.Known(en.WAL) {
+		id, err = wal.Parse(en.WAL, text)
+		if errors.Is(err, wal.ErrWALMismatch) {
+			id, err = wal.ParseAny(text)
+		}
+	} else {
+		id, err = wal.ParseAny(text)
+	}
+	if name, _, ok := strings.Cut(text, ":"); errors.Is(err, wal.ErrSyntax) && ok && !wal.Known(name) &&
+		strings.ContainsFunc(name, unicode.IsLetter) {
+		// "nats:5" for a kafka pchannel: say what is wrong with it.
+		_, err = wal.ParseAny(text)
+	}
+	switch {
+	case errors.Is(err, wal.ErrUnknownWAL):
+		return nil, usagef("ID %q: %v; known WALs: %s", text, err, strings.Join(wal.Names(), ", "))
+	case err != nil:
+		return nil, usagef("ID %q: %v", text, err)
+	}
+	return id, nil
+}
+
+// action is what a write does to one pchannel.
+type action int
+
+const (
+	unchanged action = iota
+	create
+	raise
+	lower   // forced: delete, then save
+	replace // forced: a corrupt record or one of another WAL
+)
+
+// plan decides how to write id over en (nil: nothing stored), refusing what
+// needs force when force is not given.
+func plan(pchannel string, en *persistence.Entry, id wal.MessageID, force bool) (action, error) {
+	switch {
+	case en == nil:
+		return create, nil
+	case en.Err != nil:
+		if !force {
+			return 0, refused("%s: the stored record is corrupt (%s): --force replaces it", pchannel, cause(*en))
+		}
+		return replace, nil
+	case en.WAL != id.WALName():
+		if !force {
+			return 0, refused("%s stores a %s checkpoint, not %s: --force switches its WAL", pchannel, en.WAL, id.WALName())
+		}
+		return replace, nil
+	case id.EQ(en.Checkpoint):
+		return unchanged, nil
+	case id.LT(en.Checkpoint):
+		if !force {
+			return 0, refused("%s: %s is below the stored %s; lowering needs --force\n%s",
+				pchannel, id, en.Checkpoint, replay(en.Checkpoint, id))
+		}
+		return lower, nil
+	default:
+		return raise, nil
+	}
+}
+
+// replay says what lowering from to to costs: consumers restart earlier.
+func replay(from, to wal.MessageID) string {
+	msg := fmt.Sprintf("replay: consumers restart at %s and re-read what follows it up to %s", to, from)
+	switch f := from.(type) {
+	case wal.KafkaID:
+		msg += fmt.Sprintf(" (%d messages)", int64(f)-int64(to.(wal.KafkaID)))
+	case wal.RocksMQID:
+		msg += fmt.Sprintf(" (%d messages)", int64(f)-int64(to.(wal.RocksMQID)))
+	}
+	return msg
+}
+
+// apply writes id for pchannel as act says, through c.
+func apply(ctx context.Context, c persistence.Catalog, pchannel string, act action, id wal.MessageID) error {
+	if act == lower || act == replace {
+		if err := c.Delete(ctx, pchannel); err != nil {
+			return err
+		}
+	}
+	if act == unchanged {
+		return nil
+	}
+	err := c.Save(ctx, pchannel, id)
+	var ahead *persistence.StoredAheadError
+	if errors.As(err, &ahead) {
+		return refused("%s: %s was stored meanwhile, above %s", pchannel, ahead.Stored, id)
+	}
+	return err
+}
+
+// describe says what act does, in the past tense or, dry, the conditional.
+func describe(act action, pchannel string, en *persistence.Entry, id wal.MessageID, dry bool) string {
+	verb := map[action][2]string{
+		unchanged: {"unchanged", "would be unchanged"},
+		create:    {"created", "would create"},
+		raise:     {"raised", "would raise"},
+		lower:     {"LOWERED", "would LOWER"},
+		replace:   {"replaced", "would replace"},
+	}[act]
+	v := verb[0]
+	if dry {
+		v = verb[1]
+	}
+	from := "nothing"
+	switch {
+	case en == nil:
+	case en.Err != nil:
+		from = "a corrupt record"
+	default:
+		from = en.Checkpoint.String()
+	}
+	if act == unchanged || act == create {
+		return fmt.Sprintf("%s: %s at %s", pchannel, v, id)
+	}
+	return fmt.Sprintf("%s: %s from %s to %s", pchannel, v, from, id)
+}
+
+func set(ctx context.Context, e *env, args []string) error {
+	pchannel, text := args[0], args[1]
+	s, err := e.open(e.writeMode(readWrite))
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	byName, _, err := s.entries(ctx)
+	if err != nil {
+		return err
+	}
+	var en *persistence.Entry
+	if v, ok := byName[pchannel]; ok {
+		en = &v
+	}
+	id, err := parseID(en, text)
+	if err != nil {
+		return err
+	}
+	act, err := plan(pchannel, en, id, e.opts.force)
+	if err != nil {
+		return err
+	}
+	if act == lower {
+		fmt.Fprintln(e.stderr, "warning: "+replay(en.Checkpoint, id))
+	}
+	if e.opts.dryRun {
+		if err := s.checkOwner(ctx, pchannel, e.opts.force); err != nil {
+			return err
+		}
+		fmt.Fprintln(e.stdout, describe(act, pchannel, en, id, true))
+		return nil
+	}
+	if act == unchanged {
+		fmt.Fprintln(e.stdout, describe(act, pchannel, en, id, false))
+		return nil
+	}
+	err = s.write(ctx, pchannel, e.opts.force, func(c persistence.Catalog) error {
+		return apply(ctx, c, pchannel, act, id)
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(e.stdout, describe(act, pchannel, en, id, false))
+	return nil
+}
+
+// writeMode opens read-only for a dry run, which writes nothing: it then
+// also works beside other readers.
+func (e *env) writeMode(m mode) mode {
+	switch {
+	case !e.opts.dryRun:
+		return m
+	case m == createFile:
+		return dryCreate
+	default:
+		return readOnly
+	}
+}
+
+func del(ctx context.Context, e *env, args []string) error {
+	pchannel := args[0]
+	s, err := e.open(e.writeMode(readWrite))
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	byName, _, err := s.entries(ctx)
+	if err != nil {
+		return err
+	}
+	en, found := byName[pchannel]
+	if !found {
+		fmt.Fprintf(e.stdout, "%s: nothing stored\n", pchannel)
+		return nil
+	}
+	was := "a corrupt record"
+	if en.Err == nil {
+		was = en.Checkpoint.String()
+	}
+	if e.opts.dryRun {
+		if err := s.checkOwner(ctx, pchannel, e.opts.force); err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "%s: would delete %s\n", pchannel, was)
+		return nil
+	}
+	err = s.write(ctx, pchannel, e.opts.force, func(c persistence.Catalog) error {
+		return c.Delete(ctx, pchannel)
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "%s: deleted %s\n", pchannel, was)
+	return nil
+}

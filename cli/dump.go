@@ -1,0 +1,207 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/wal"
+)
+
+// dumpFormat names the layout of a dump file, so that a later layout is
+// recognised rather than misread.
+const dumpFormat = "lowwater-checkpoints/1"
+
+// dumpFile is a portable copy of a catalog: it moves checkpoints between
+// bbolt and etcd, and is readable and writable by hand.
+type dumpFile struct {
+	Format string `json:"format"`
+	// Source describes the catalog dumped, for humans.
+	Source      string      `json:"source,omitempty"`
+	Checkpoints []dumpEntry `json:"checkpoints"`
+}
+
+// dumpEntry is one checkpoint. Checkpoint is the ID's text; ID its bytes
+// (base64), the exact value, which restore checks against the text. A hand
+// written entry may leave ID out. Term is what the source held; restore
+// does not write it (terms belong to one etcd cluster's history).
+type dumpEntry struct {
+	PChannel   string `json:"pchannel"`
+	WAL        string `json:"wal"`
+	Checkpoint string `json:"checkpoint"`
+	ID         []byte `json:"id,omitempty"`
+	Term       uint64 `json:"term,omitempty"`
+}
+
+func dump(ctx context.Context, e *env, args []string) error {
+	s, err := e.open(readOnly)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	_, entries, err := s.entries(ctx)
+	if err != nil {
+		return err
+	}
+	d := dumpFile{Format: dumpFormat, Source: s.url.String(), Checkpoints: []dumpEntry{}}
+	corrupt := 0
+	for _, en := range entries {
+		if en.Err != nil {
+			corrupt++
+			fmt.Fprintf(e.stderr, "%s  %s: %s\n", unreadable(en), en.PChannel, cause(en))
+			continue
+		}
+		d.Checkpoints = append(d.Checkpoints, dumpEntry{
+			PChannel: en.PChannel, WAL: en.WAL, Checkpoint: en.Checkpoint.String(),
+			ID: en.Checkpoint.Marshal(), Term: en.Term,
+		})
+	}
+	if corrupt > 0 {
+		return &exitError{code: ExitCorrupt, err: fmt.Errorf("%d unreadable records, nothing dumped: "+
+			"a dump must be whole; repair them first (see verify)", corrupt)}
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(d); err != nil {
+		return err
+	}
+	if len(args) == 0 {
+		_, err := e.stdout.Write(buf.Bytes())
+		return err
+	}
+	// A dump never overwrites: it may be the only copy of another one.
+	f, err := os.OpenFile(args[0], os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(buf.Bytes()); err != nil {
+		_ = f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "dumped %d checkpoints from %s to %s\n", len(d.Checkpoints), s.url, args[0])
+	return nil
+}
+
+// readDump reads and checks a whole dump file before anything is written:
+// a bad file changes nothing.
+func readDump(path string) ([]dumpEntry, []wal.MessageID, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	dec := json.NewDecoder(io.LimitReader(f, 1<<30))
+	dec.DisallowUnknownFields()
+	var d dumpFile
+	if err := dec.Decode(&d); err != nil {
+		return nil, nil, usagef("%s: not a dump file: %v", path, err)
+	}
+	if d.Format != dumpFormat {
+		return nil, nil, usagef("%s: format %q, want %q", path, d.Format, dumpFormat)
+	}
+	ids := make([]wal.MessageID, len(d.Checkpoints))
+	seen := make(map[string]bool, len(d.Checkpoints))
+	for i, de := range d.Checkpoints {
+		where := fmt.Sprintf("%s: checkpoint %d (%q)", path, i, de.PChannel)
+		if de.PChannel == "" {
+			return nil, nil, usagef("%s: empty pchannel", where)
+		}
+		if seen[de.PChannel] {
+			return nil, nil, usagef("%s: pchannel given twice", where)
+		}
+		seen[de.PChannel] = true
+		id, err := wal.Parse(de.WAL, de.Checkpoint)
+		if err != nil {
+			return nil, nil, usagef("%s: %v", where, err)
+		}
+		if de.ID != nil {
+			exact, err := wal.Unmarshal(de.WAL, de.ID)
+			if err != nil {
+				return nil, nil, usagef("%s: id: %v", where, err)
+			}
+			if exact != id {
+				return nil, nil, usagef("%s: id bytes say %s, checkpoint says %s", where, exact, id)
+			}
+		}
+		ids[i] = id
+	}
+	return d.Checkpoints, ids, nil
+}
+
+// restore writes a dump, pchannel by pchannel, with set's rules. Every
+// write is planned first: if any is refused, nothing is written.
+func restore(ctx context.Context, e *env, args []string) error {
+	entries, ids, err := readDump(args[0])
+	if err != nil {
+		return err
+	}
+	s, err := e.open(e.writeMode(createFile))
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	byName, _, err := s.entries(ctx)
+	if err != nil {
+		return err
+	}
+	acts := make([]action, len(entries))
+	var refusals []error
+	for i, de := range entries {
+		var en *persistence.Entry
+		if v, ok := byName[de.PChannel]; ok {
+			en = &v
+		}
+		act, err := plan(de.PChannel, en, ids[i], e.opts.force)
+		if err == nil && (e.opts.dryRun || act != unchanged) {
+			err = s.checkOwner(ctx, de.PChannel, e.opts.force)
+		}
+		if err != nil {
+			refusals = append(refusals, err)
+			continue
+		}
+		acts[i] = act
+		if e.opts.dryRun {
+			fmt.Fprintln(e.stdout, describe(act, de.PChannel, en, ids[i], true))
+		}
+	}
+	if len(refusals) > 0 {
+		for _, r := range refusals {
+			fmt.Fprintln(e.stderr, "refused: "+r.Error())
+		}
+		return refused("%d of %d checkpoints refused; nothing written", len(refusals), len(entries))
+	}
+	if e.opts.dryRun {
+		return nil
+	}
+	written := 0
+	for i, de := range entries {
+		en := (*persistence.Entry)(nil)
+		if v, ok := byName[de.PChannel]; ok {
+			en = &v
+		}
+		if acts[i] != unchanged {
+			err := s.write(ctx, de.PChannel, e.opts.force, func(c persistence.Catalog) error {
+				return apply(ctx, c, de.PChannel, acts[i], ids[i])
+			})
+			if err != nil {
+				return fmt.Errorf("after %d of %d checkpoints: %w", written, len(entries), err)
+			}
+			written++
+		}
+		fmt.Fprintln(e.stdout, describe(acts[i], de.PChannel, en, ids[i], false))
+	}
+	fmt.Fprintf(e.stdout, "restored %d checkpoints into %s (%d written)\n", len(entries), s.url, written)
+	return nil
+}

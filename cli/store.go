@@ -1,0 +1,174 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+	"go.uber.org/zap"
+
+	"github.com/lowwater/lowwater/internal/catalogurl"
+	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/persistence/etcdcatalog"
+)
+
+// env is what a command runs with.
+type env struct {
+	opts           options
+	stdout, stderr io.Writer
+}
+
+// store is an open catalog and the means to write it safely.
+type store struct {
+	url     catalogurl.URL
+	cat     persistence.Inspector
+	etcd    *etcdcatalog.Catalog // nil for bbolt
+	session *concurrency.Session // made by the first fenced write
+	stderr  io.Writer
+}
+
+// sessionTTL bounds how long a pchannel stays owned should the tool die
+// in the middle of a write.
+const sessionTTL = 10
+
+// mode says how a command opens a bbolt file.
+type mode int
+
+const (
+	readOnly   mode = iota // shared lock; the file must exist
+	readWrite              // exclusive lock; the file must exist
+	createFile             // exclusive lock; a missing file is created
+	dryCreate              // as readOnly, and a missing file reads as empty
+)
+
+func (e *env) open(m mode) (*store, error) {
+	u, err := catalogurl.Parse(e.opts.catalog)
+	if err != nil {
+		return nil, usagef("--catalog: %v", err)
+	}
+	s := &store{url: u, stderr: e.stderr}
+	switch u.Kind {
+	case catalogurl.Bolt:
+		if u.Path == "" {
+			return nil, usagef("--catalog bolt: name the file, bolt:PATH")
+		}
+		if _, err := os.Stat(u.Path); err != nil {
+			switch {
+			case m == dryCreate && errors.Is(err, os.ErrNotExist):
+				fmt.Fprintf(e.stdout, "%s does not exist: it would be created\n", u.Path)
+				s.cat = persistence.NewMemory()
+				return s, nil
+			case m != createFile:
+				return nil, fmt.Errorf("bbolt file: %w", err)
+			}
+		}
+		b, err := persistence.OpenBolt(u.Path,
+			persistence.WithReadOnly(m == readOnly || m == dryCreate),
+			persistence.WithOpenTimeout(e.opts.lockTimeout))
+		if errors.Is(err, persistence.ErrLocked) {
+			return nil, fmt.Errorf("%s is locked by another process, most likely a running "+
+				"lowwater node: stop it first (waited %v, see --lock-timeout)", u.Path, e.opts.lockTimeout)
+		}
+		if err != nil {
+			return nil, err
+		}
+		s.cat = b
+	case catalogurl.Etcd:
+		c, err := etcdcatalog.Open(clientv3.Config{
+			Endpoints:   u.Endpoints,
+			DialTimeout: 5 * time.Second,
+			Logger:      zap.NewNop(),
+		}, etcdcatalog.WithPrefix(u.Prefix))
+		if err != nil {
+			return nil, err
+		}
+		s.cat, s.etcd = c, c
+	default:
+		return nil, usagef("--catalog %s: a %s catalog lives inside one process; use bolt: or etcd://", e.opts.catalog, u.Kind)
+	}
+	return s, nil
+}
+
+func (s *store) close() {
+	if s.session != nil {
+		_ = s.session.Close()
+	}
+	_ = s.cat.Close()
+}
+
+// entries reads every record, keyed by pchannel, and in order.
+func (s *store) entries(ctx context.Context) (map[string]persistence.Entry, []persistence.Entry, error) {
+	list, err := s.cat.Inspect(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read %s: %w", s.url, err)
+	}
+	byName := make(map[string]persistence.Entry, len(list))
+	for _, e := range list {
+		byName[e.PChannel] = e
+	}
+	return byName, list, nil
+}
+
+// ownerTerm is the term of the node owning pchannel on etcd, 0 if none
+// (and always 0 on bbolt, whose file lock keeps nodes out).
+func (s *store) ownerTerm(ctx context.Context, pchannel string) (uint64, error) {
+	if s.etcd == nil {
+		return 0, nil
+	}
+	return s.etcd.OwnerTerm(ctx, pchannel)
+}
+
+// checkOwner refuses a write to a pchannel a node owns, unless force.
+func (s *store) checkOwner(ctx context.Context, pchannel string, force bool) error {
+	term, err := s.ownerTerm(ctx, pchannel)
+	if err != nil {
+		return err
+	}
+	if term != 0 && !force {
+		return ownedRefusal(pchannel, term)
+	}
+	return nil
+}
+
+func ownedRefusal(pchannel string, term uint64) error {
+	return refused("%s is owned by a running node (term %d): stop it, or --force", pchannel, term)
+}
+
+// write runs fn with the catalog to write pchannel through. On etcd that
+// is an ownership taken for the call, so that no node takes the pchannel
+// while the tool writes it and every write is fenced; a pchannel a node
+// owns is refused, unless force, which writes around the owner. On bbolt
+// the file lock already keeps nodes out.
+func (s *store) write(ctx context.Context, pchannel string, force bool, fn func(persistence.Catalog) error) error {
+	if s.etcd == nil {
+		return fn(s.cat)
+	}
+	if s.session == nil {
+		session, err := concurrency.NewSession(s.etcd.Client(), concurrency.WithTTL(sessionTTL), concurrency.WithContext(ctx))
+		if err != nil {
+			return fmt.Errorf("etcd session: %w", err)
+		}
+		s.session = session
+	}
+	owned, err := s.etcd.TryOwn(ctx, pchannel, s.session)
+	var oe *etcdcatalog.OwnedError
+	switch {
+	case errors.As(err, &oe) && force:
+		fmt.Fprintf(s.stderr, "warning: %s is owned by a running node (term %d); writing anyway (--force)\n", pchannel, oe.Term)
+		return fn(s.cat)
+	case errors.As(err, &oe):
+		return ownedRefusal(pchannel, oe.Term)
+	case err != nil:
+		return err
+	}
+	werr := fn(owned)
+	if err := owned.Close(); err != nil && werr == nil {
+		return fmt.Errorf("release %s: %w", pchannel, err)
+	}
+	return werr
+}

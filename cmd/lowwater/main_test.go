@@ -1,0 +1,356 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	bolt "go.etcd.io/bbolt"
+	"go.uber.org/goleak"
+
+	"github.com/lowwater/lowwater/cli"
+	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/wal"
+)
+
+// binary is the lowwater command, built once by TestMain: the tests run
+// the real program, flags, exit codes and all.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "lowwater-cli")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "lowwater")
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+		_ = os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+		_ = os.RemoveAll(dir)
+		os.Exit(code)
+	}))
+}
+
+// result is one run of the binary.
+type result struct {
+	stdout, stderr string
+	code           int
+}
+
+func (r result) String() string {
+	return fmt.Sprintf("exit %d\nstdout:\n%s\nstderr:\n%s", r.code, r.stdout, r.stderr)
+}
+
+// lw runs the binary with args and the environment variables env
+// ("K=V"), within a minute.
+func lw(t *testing.T, env []string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	r := result{stdout: stdout.String(), stderr: stderr.String()}
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exit):
+		r.code = exit.ExitCode()
+	default:
+		t.Fatalf("run %v: %v", args, err)
+	}
+	return r
+}
+
+// on runs lw against the catalog url.
+func on(t *testing.T, url string, args ...string) result {
+	t.Helper()
+	return lw(t, nil, append([]string{"--catalog", url}, args...)...)
+}
+
+func wantCode(t *testing.T, r result, code int, contains ...string) {
+	t.Helper()
+	require.Equal(t, code, r.code, "%s", r)
+	for _, c := range contains {
+		require.Contains(t, r.stdout+r.stderr, c, "%s", r)
+	}
+}
+
+// seedBolt makes a bbolt catalog holding ids, and corrupt records for the
+// names in corrupt, and returns its path.
+func seedBolt(t *testing.T, ids map[string]wal.MessageID, corrupt ...string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "checkpoints.db")
+	b, err := persistence.OpenBolt(path)
+	require.NoError(t, err)
+	for p, id := range ids {
+		require.NoError(t, b.Save(context.Background(), p, id))
+	}
+	require.NoError(t, b.Close())
+	if len(corrupt) > 0 {
+		db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+		require.NoError(t, err)
+		require.NoError(t, db.Update(func(tx *bolt.Tx) error {
+			for _, p := range corrupt {
+				if err := tx.Bucket([]byte("lowwater-checkpoints")).Put([]byte(p), []byte("not a record at all")); err != nil {
+					return err
+				}
+			}
+			return nil
+		}))
+		require.NoError(t, db.Close())
+	}
+	return path
+}
+
+// stored reads the checkpoints the bbolt file holds now, corrupt records
+// left out.
+func stored(t *testing.T, path string) map[string]wal.MessageID {
+	t.Helper()
+	all := map[string]wal.MessageID{}
+	for _, e := range stored2(t, path) {
+		if e.Err == nil {
+			all[e.PChannel] = e.Checkpoint
+		}
+	}
+	return all
+}
+
+var seed = map[string]wal.MessageID{
+	"by-dev-rootcoord-dml_0": wal.KafkaID(1200),
+	"by-dev-rootcoord-dml_1": wal.PulsarID{LedgerID: 88, EntryID: 1402, Partition: 1},
+	"by-dev-rootcoord-dml_2": wal.WoodpeckerID{SegmentID: 3, EntryID: 77},
+}
+
+func TestListGetVerify(t *testing.T) {
+	path := seedBolt(t, seed, "by-dev-rootcoord-dml_9")
+	url := "bolt:" + path
+
+	r := on(t, url, "list")
+	wantCode(t, r, cli.ExitOK)
+	require.Equal(t, `PCHANNEL                WAL         CHECKPOINT          TERM  VERSION
+by-dev-rootcoord-dml_0  kafka       kafka:1200          0     1
+by-dev-rootcoord-dml_1  pulsar      pulsar:88:1402:0@1  0     1
+by-dev-rootcoord-dml_2  woodpecker  woodpecker:3:77     0     1
+by-dev-rootcoord-dml_9  -           CORRUPT             0     -
+4 pchannels, 1 unreadable (run verify)
+`, r.stdout)
+	for _, line := range strings.Split(r.stdout, "\n") {
+		require.LessOrEqual(t, len(line), 80, line)
+	}
+
+	r = on(t, url, "list", "--json")
+	wantCode(t, r, cli.ExitOK)
+	// The JSON as a script reads it: key names matter.
+	type listed struct {
+		PChannel   string `json:"pchannel"`
+		WAL        string `json:"wal"`
+		Checkpoint string `json:"checkpoint"`
+		Term       uint64 `json:"term"`
+		Version    int    `json:"version"`
+		Error      string `json:"error"`
+	}
+	var entries []listed
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &entries))
+	require.Len(t, entries, 4)
+	require.Equal(t, listed{PChannel: "by-dev-rootcoord-dml_1", WAL: "pulsar", Checkpoint: "pulsar:88:1402:0@1", Version: 1}, entries[1])
+	require.Equal(t, "by-dev-rootcoord-dml_9", entries[3].PChannel)
+	require.Equal(t, "checksum mismatch", entries[3].Error)
+
+	r = on(t, url, "get", "by-dev-rootcoord-dml_1")
+	wantCode(t, r, cli.ExitOK)
+	require.Equal(t, "pchannel    by-dev-rootcoord-dml_1\nwal         pulsar\ncheckpoint  pulsar:88:1402:0@1\nterm        0\nversion     1\n", r.stdout)
+	wantCode(t, on(t, url, "get", "nope"), cli.ExitNotFound, "nope: no checkpoint stored")
+	wantCode(t, on(t, url, "get", "by-dev-rootcoord-dml_9"), cli.ExitCorrupt, "CORRUPT: checksum mismatch")
+
+	r = on(t, url, "verify")
+	wantCode(t, r, cli.ExitCorrupt, "CORRUPT  by-dev-rootcoord-dml_9: checksum mismatch", "4 records, 1 unreadable")
+	wantCode(t, on(t, "bolt:"+seedBolt(t, seed), "verify"), cli.ExitOK, "3 records, 0 unreadable")
+
+	// Reads never write: the file is byte for byte the same.
+	before, err := os.ReadFile(path)
+	require.NoError(t, err)
+	on(t, url, "list")
+	on(t, url, "dump")
+	after, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, before, after)
+}
+
+func TestSetRaisesAndLowersOnlyWithForce(t *testing.T) {
+	path := seedBolt(t, seed, "broken")
+	url := "bolt:" + path
+	p := "by-dev-rootcoord-dml_0"
+
+	wantCode(t, on(t, url, "set", p, "kafka:1500"), cli.ExitOK, p+": raised from kafka:1200 to kafka:1500")
+	require.Equal(t, wal.KafkaID(1500), stored(t, path)[p])
+	wantCode(t, on(t, url, "set", p, "1500"), cli.ExitOK, "unchanged at kafka:1500")
+
+	// Lowering: refused, with the replay it would cause; nothing written.
+	r := on(t, url, "set", p, "kafka:1000")
+	wantCode(t, r, cli.ExitRefused, "lowering needs --force", "(500 messages)")
+	require.Equal(t, wal.KafkaID(1500), stored(t, path)[p])
+	wantCode(t, on(t, url, "set", p, "kafka:1000", "--force", "--dry-run"), cli.ExitOK, "would LOWER from kafka:1500 to kafka:1000")
+	require.Equal(t, wal.KafkaID(1500), stored(t, path)[p])
+	r = on(t, url, "set", "--force", p, "kafka:1000")
+	wantCode(t, r, cli.ExitOK, "LOWERED from kafka:1500 to kafka:1000", "warning: replay")
+	require.Equal(t, wal.KafkaID(1000), stored(t, path)[p])
+
+	// A new pchannel needs its WAL in the text.
+	wantCode(t, on(t, url, "set", "fresh", "rocksmq:5"), cli.ExitOK, "fresh: created at rocksmq:5")
+	wantCode(t, on(t, url, "set", "fresh2", "5"), cli.ExitUsage, "does not start with a WAL name")
+
+	// Bad text and unknown WALs are usage errors and write nothing.
+	wantCode(t, on(t, url, "set", p, "kafka:12x"), cli.ExitUsage, "malformed message ID text")
+	wantCode(t, on(t, url, "set", "by-dev-rootcoord-dml_1", "pulsar:1:2"), cli.ExitUsage, "malformed")
+	wantCode(t, on(t, url, "set", p, "nats:5"), cli.ExitUsage, `unknown WAL name: "nats"`, "known WALs: kafka, pulsar")
+
+	// Switching WAL, or writing over a corrupt record, needs --force.
+	wantCode(t, on(t, url, "set", p, "pulsar:1:2:3"), cli.ExitRefused, "stores a kafka checkpoint, not pulsar")
+	wantCode(t, on(t, url, "set", "broken", "kafka:9"), cli.ExitRefused, "corrupt", "--force replaces it")
+	wantCode(t, on(t, url, "set", "broken", "kafka:9", "--force"), cli.ExitOK, "broken: replaced from a corrupt record to kafka:9")
+
+	require.Equal(t, map[string]wal.MessageID{
+		p:                        wal.KafkaID(1000),
+		"by-dev-rootcoord-dml_1": seed["by-dev-rootcoord-dml_1"],
+		"by-dev-rootcoord-dml_2": seed["by-dev-rootcoord-dml_2"],
+		"fresh":                  wal.RocksMQID(5),
+		"broken":                 wal.KafkaID(9),
+	}, stored(t, path))
+}
+
+func TestDelete(t *testing.T) {
+	path := seedBolt(t, seed, "broken")
+	url := "bolt:" + path
+	wantCode(t, on(t, url, "delete", "broken", "--dry-run"), cli.ExitOK, "broken: would delete a corrupt record")
+	require.Len(t, stored2(t, path), 4)
+	wantCode(t, on(t, url, "delete", "broken"), cli.ExitOK, "broken: deleted a corrupt record")
+	wantCode(t, on(t, url, "delete", "by-dev-rootcoord-dml_2"), cli.ExitOK, "deleted woodpecker:3:77")
+	wantCode(t, on(t, url, "delete", "by-dev-rootcoord-dml_2"), cli.ExitOK, "nothing stored")
+	wantCode(t, on(t, url, "verify"), cli.ExitOK, "2 records, 0 unreadable")
+	require.Len(t, stored(t, path), 2)
+}
+
+// stored2 counts the records, corrupt ones included.
+func stored2(t *testing.T, path string) []persistence.Entry {
+	t.Helper()
+	b, err := persistence.OpenBolt(path, persistence.WithReadOnly(true))
+	require.NoError(t, err)
+	defer b.Close()
+	entries, err := b.Inspect(context.Background())
+	require.NoError(t, err)
+	return entries
+}
+
+// TestLockedBolt: a running node holds the file; every command says so
+// within --lock-timeout, and nothing hangs.
+func TestLockedBolt(t *testing.T) {
+	path := seedBolt(t, seed)
+	node, err := persistence.OpenBolt(path)
+	require.NoError(t, err)
+	defer node.Close()
+	for _, args := range [][]string{{"list"}, {"verify"}, {"set", "by-dev-rootcoord-dml_0", "kafka:9999"}, {"delete", "x"}} {
+		began := time.Now()
+		r := on(t, "bolt:"+path, append(args, "--lock-timeout", "200ms")...)
+		wantCode(t, r, cli.ExitFailed, "is locked by another process", "running lowwater node")
+		assert.Less(t, time.Since(began), 10*time.Second, args)
+	}
+	require.NoError(t, node.Close())
+	require.Equal(t, wal.KafkaID(1200), stored(t, path)["by-dev-rootcoord-dml_0"])
+}
+
+func TestCommandLine(t *testing.T) {
+	path := seedBolt(t, seed)
+	r := lw(t, nil, "--help")
+	wantCode(t, r, cli.ExitOK, "usage: lowwater", "Exit codes:")
+	for _, line := range strings.Split(r.stdout, "\n") {
+		require.LessOrEqual(t, len(line), 80, line)
+	}
+	wantCode(t, lw(t, nil), cli.ExitUsage, "no command")
+	wantCode(t, lw(t, nil, "list"), cli.ExitUsage, "no catalog")
+	wantCode(t, lw(t, nil, "--catalog", "bolt:"+path, "frobnicate"), cli.ExitUsage, `unknown command "frobnicate"`)
+	wantCode(t, lw(t, nil, "--catalog", "memory", "list"), cli.ExitUsage, "lives inside one process")
+	wantCode(t, lw(t, nil, "--catalog", "nats://x", "list"), cli.ExitUsage, "unknown kind")
+	wantCode(t, lw(t, nil, "--catalog", "bolt", "list"), cli.ExitUsage, "bolt:PATH")
+	wantCode(t, lw(t, nil, "--catalog", "bolt:"+path, "get"), cli.ExitUsage, "usage: lowwater get PCHANNEL")
+	wantCode(t, lw(t, nil, "--catalog", "bolt:"+path, "list", "--force"), cli.ExitUsage, "flag provided but not defined")
+	wantCode(t, lw(t, nil, "--catalog", "bolt:"+filepath.Join(t.TempDir(), "none.db"), "list"), cli.ExitFailed, "no such file")
+	wantCode(t, lw(t, []string{"LOWWATER_CATALOG=bolt:" + path}, "get", "by-dev-rootcoord-dml_0"), cli.ExitOK, "kafka:1200")
+}
+
+func TestDumpRestoreBoltToBolt(t *testing.T) {
+	src := seedBolt(t, seed)
+	file := filepath.Join(t.TempDir(), "dump.json")
+	wantCode(t, on(t, "bolt:"+src, "dump", file), cli.ExitOK, "dumped 3 checkpoints")
+	wantCode(t, on(t, "bolt:"+src, "dump", file), cli.ExitFailed, "file exists")
+
+	dst := filepath.Join(t.TempDir(), "new.db")
+	wantCode(t, on(t, "bolt:"+dst, "restore", file, "--dry-run"), cli.ExitOK, "would create")
+	_, err := os.Stat(dst)
+	require.ErrorIs(t, err, os.ErrNotExist, "a dry run creates no file")
+	wantCode(t, on(t, "bolt:"+dst, "restore", file), cli.ExitOK, "restored 3 checkpoints")
+	require.Equal(t, seed, stored(t, dst))
+	wantCode(t, on(t, "bolt:"+dst, "restore", file), cli.ExitOK, "(0 written)")
+
+	// A dump of a catalog with a corrupt record is refused whole.
+	wantCode(t, on(t, "bolt:"+seedBolt(t, seed, "bad"), "dump"), cli.ExitCorrupt, "CORRUPT  bad", "nothing dumped")
+
+	// Restoring below what is stored is refused, and writes nothing at all.
+	bigger := seedBolt(t, map[string]wal.MessageID{"by-dev-rootcoord-dml_0": wal.KafkaID(5000)})
+	wantCode(t, on(t, "bolt:"+bigger, "restore", file), cli.ExitRefused, "1 of 3 checkpoints refused; nothing written")
+	require.Len(t, stored(t, bigger), 1)
+
+	// A file that does not parse, or whose id bytes and text disagree, is
+	// a usage error.
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	require.NoError(t, os.WriteFile(bad, []byte(`{"format":"lowwater-checkpoints/1","checkpoints":[
+		{"pchannel":"a","wal":"kafka","checkpoint":"kafka:1"},
+		{"pchannel":"b","wal":"kafka","checkpoint":"kafka:x"}]}`), 0o600))
+	wantCode(t, on(t, "bolt:"+dst, "restore", bad), cli.ExitUsage, `checkpoint 1 ("b")`)
+	require.NoError(t, os.WriteFile(bad, []byte(`{"format":"lowwater-checkpoints/1","checkpoints":[
+		{"pchannel":"a","wal":"kafka","checkpoint":"kafka:1","id":"AAAAAAAAAAI="}]}`), 0o600))
+	wantCode(t, on(t, "bolt:"+dst, "restore", bad), cli.ExitUsage, "id bytes say kafka:2, checkpoint says kafka:1")
+	require.Equal(t, seed, stored(t, dst))
+}
+
+// seqID is a WAL this test process registers and the binary does not: its
+// records are well formed, but the binary cannot read their IDs.
+type seqID uint32
+
+func (seqID) WALName() string            { return "test-seq" }
+func (s seqID) LT(o wal.MessageID) bool  { v, ok := o.(seqID); return ok && s < v }
+func (s seqID) LTE(o wal.MessageID) bool { v, ok := o.(seqID); return ok && s <= v }
+func (s seqID) EQ(o wal.MessageID) bool  { v, ok := o.(seqID); return ok && s == v }
+func (s seqID) Marshal() []byte          { return []byte{byte(s >> 24), byte(s >> 16), byte(s >> 8), byte(s)} }
+func (s seqID) String() string           { return fmt.Sprintf("test-seq:%d", uint32(s)) }
+
+func TestUnknownWALInThisBuild(t *testing.T) {
+	require.NoError(t, wal.Register("test-seq", wal.Codec[seqID]{
+		Unmarshal: func([]byte) (seqID, error) { return 0, nil },
+		Parse:     func(string) (seqID, error) { return 0, nil },
+	}))
+	path := seedBolt(t, map[string]wal.MessageID{"a": wal.KafkaID(1), "b": seqID(7)})
+	url := "bolt:" + path
+	r := on(t, url, "list")
+	wantCode(t, r, cli.ExitOK, "b         test-seq  UNKNOWN WAL", "2 pchannels, 1 unreadable")
+	r = on(t, url, "verify")
+	wantCode(t, r, cli.ExitCorrupt, `UNKNOWN WAL  b: wal: unknown WAL name: "test-seq"`, "built with that WAL")
+	wantCode(t, on(t, url, "set", "b", "test-seq:9"), cli.ExitUsage, `unknown WAL name: "test-seq"`)
+	wantCode(t, on(t, url, "dump"), cli.ExitCorrupt, "nothing dumped")
+}

@@ -1,0 +1,82 @@
+// Package catalogurl reads the catalog URLs the commands take (--catalog),
+// so that the demo and the operator tool accept the same ones:
+//
+//	bolt:PATH                        a bbolt file
+//	bolt                             a bbolt file the command places itself
+//	memory                           process memory (the demo only)
+//	etcd://HOST:PORT[,HOST:PORT]/P   etcd, keys under prefix P (default lowwater)
+package catalogurl
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/lowwater/lowwater/persistence/etcdcatalog"
+)
+
+// Kinds of catalog.
+const (
+	Bolt   = "bolt"
+	Memory = "memory"
+	Etcd   = "etcd"
+)
+
+// ErrInvalid is the error of a URL that names no catalog.
+var ErrInvalid = errors.New("invalid catalog URL")
+
+// URL is a parsed catalog URL.
+type URL struct {
+	Kind string
+	// Path is the bbolt file; empty when the URL names none.
+	Path string
+	// Endpoints are etcd's client URLs, Prefix its key prefix.
+	Endpoints []string
+	Prefix    string
+}
+
+// Parse reads a catalog URL. It touches no store.
+func Parse(spec string) (URL, error) {
+	kind, rest, hasRest := strings.Cut(spec, ":")
+	switch kind {
+	case Bolt:
+		return URL{Kind: Bolt, Path: rest}, nil
+	case Memory:
+		if hasRest {
+			return URL{}, fmt.Errorf("%w: %q: memory takes no argument", ErrInvalid, spec)
+		}
+		return URL{Kind: Memory}, nil
+	case Etcd:
+		rest, ok := strings.CutPrefix(rest, "//")
+		hosts, prefix, _ := strings.Cut(rest, "/")
+		if !ok || hosts == "" {
+			return URL{}, fmt.Errorf("%w: %q: want etcd://host:port[,host:port]/prefix", ErrInvalid, spec)
+		}
+		if prefix == "" {
+			prefix = etcdcatalog.DefaultPrefix
+		}
+		endpoints := strings.Split(hosts, ",")
+		for _, e := range endpoints {
+			if e == "" {
+				return URL{}, fmt.Errorf("%w: %q: empty etcd endpoint", ErrInvalid, spec)
+			}
+		}
+		return URL{Kind: Etcd, Endpoints: endpoints, Prefix: prefix}, nil
+	default:
+		return URL{}, fmt.Errorf("%w: %q: unknown kind %q, want bolt, etcd or memory", ErrInvalid, spec, kind)
+	}
+}
+
+// String describes the catalog in a few words, for headers and errors.
+func (u URL) String() string {
+	switch u.Kind {
+	case Bolt:
+		return "bbolt file " + u.Path
+	case Memory:
+		return "in memory"
+	case Etcd:
+		return fmt.Sprintf("etcd at %s, prefix %q", strings.Join(u.Endpoints, ","), u.Prefix)
+	default:
+		return "no catalog"
+	}
+}

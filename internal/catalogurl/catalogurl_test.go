@@ -1,0 +1,35 @@
+package catalogurl_test
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+
+	"go.uber.org/goleak"
+
+	"github.com/lowwater/lowwater/internal/catalogurl"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestParse(t *testing.T) {
+	for spec, want := range map[string]catalogurl.URL{
+		"bolt":                           {Kind: "bolt"},
+		"bolt:/tmp/x.db":                 {Kind: "bolt", Path: "/tmp/x.db"},
+		"bolt:rel/x:y.db":                {Kind: "bolt", Path: "rel/x:y.db"},
+		"memory":                         {Kind: "memory"},
+		"etcd://h1:2379,h2:2379/lowater": {Kind: "etcd", Endpoints: []string{"h1:2379", "h2:2379"}, Prefix: "lowater"},
+		"etcd://h1:2379":                 {Kind: "etcd", Endpoints: []string{"h1:2379"}, Prefix: "lowwater"},
+		"etcd://127.0.0.1:1/a/b":         {Kind: "etcd", Endpoints: []string{"127.0.0.1:1"}, Prefix: "a/b"},
+	} {
+		got, err := catalogurl.Parse(spec)
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("Parse(%q) = (%+v, %v), want %+v", spec, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "nats:x", "memory:x", "etcd", "etcd:h1:2379", "etcd:///p", "etcd://h1,,h2/p"} {
+		if got, err := catalogurl.Parse(bad); !errors.Is(err, catalogurl.ErrInvalid) {
+			t.Errorf("Parse(%q) = (%+v, %v), want ErrInvalid", bad, got, err)
+		}
+	}
+}

@@ -1,0 +1,157 @@
+package persistence_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/wal"
+)
+
+// foreignRecord is a well-formed record of a WAL this process never
+// registered, as another program's catalog may hold: a header is readable,
+// the ID is not.
+func foreignRecord(t *testing.T) []byte {
+	t.Helper()
+	good, err := persistence.EncodeRecord(persistence.Record{Checkpoint: wal.KafkaID(1), Term: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reencodeWithWAL(t, good, "nosuchwal")
+}
+
+func TestInspectListsEveryRecord(t *testing.T) {
+	for name, open := range map[string]func(t *testing.T, recs map[string][]byte) persistence.Inspector{
+		"memory": func(t *testing.T, recs map[string][]byte) persistence.Inspector {
+			m := persistence.NewMemory()
+			for k, v := range recs {
+				m.Put(k, v)
+			}
+			return m
+		},
+		"bolt": func(t *testing.T, recs map[string][]byte) persistence.Inspector {
+			path := filepath.Join(t.TempDir(), "c.db")
+			plant(t, path, defaultBucket, recs)
+			b := openBolt(t, path, persistence.WithReadOnly(true))
+			t.Cleanup(func() { _ = b.Close() })
+			return b
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			good, err := persistence.EncodeRecord(persistence.Record{Checkpoint: wal.PulsarID{LedgerID: 3, EntryID: 4, BatchIndex: 5, Partition: 6}, Term: 9})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := open(t, map[string][]byte{"a-good": good, "b-garbage": []byte("garbage!garbage!"), "c-foreign": foreignRecord(t)})
+			entries, err := c.Inspect(context.Background())
+			if err != nil {
+				t.Fatalf("Inspect = %v", err)
+			}
+			if len(entries) != 3 {
+				t.Fatalf("Inspect = %d entries, want 3: %+v", len(entries), entries)
+			}
+			g, b, f := entries[0], entries[1], entries[2]
+			if g.PChannel != "a-good" || g.WAL != wal.Pulsar || g.Checkpoint != (wal.PulsarID{LedgerID: 3, EntryID: 4, BatchIndex: 5, Partition: 6}) ||
+				g.Term != 9 || g.Version != 1 || g.Err != nil {
+				t.Errorf("good entry = %+v", g)
+			}
+			var corrupt *persistence.CorruptRecordError
+			if b.PChannel != "b-garbage" || b.WAL != "" || b.Checkpoint != nil || b.Version != 0 ||
+				!errors.As(b.Err, &corrupt) || corrupt.PChannel != "b-garbage" || !errors.Is(b.Err, persistence.ErrCorruptRecord) {
+				t.Errorf("garbage entry = %+v", b)
+			}
+			if f.PChannel != "c-foreign" || f.WAL != "nosuchwal" || f.Term != 4 || f.Checkpoint != nil ||
+				!errors.Is(f.Err, persistence.ErrCorruptRecord) || !errors.Is(f.Err, wal.ErrUnknownWAL) {
+				t.Errorf("foreign entry = %+v", f)
+			}
+		})
+	}
+}
+
+func TestDeleteClearsACorruptRecord(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.db")
+	plant(t, path, defaultBucket, map[string][]byte{"bad": []byte("garbage!garbage!")})
+	b := openBolt(t, path)
+	defer b.Close()
+	ctx := context.Background()
+	if _, err := b.Load(ctx, "bad"); !errors.Is(err, persistence.ErrCorruptRecord) {
+		t.Fatalf("Load = %v, want ErrCorruptRecord", err)
+	}
+	if err := b.Delete(ctx, "bad"); err != nil {
+		t.Fatalf("Delete = %v", err)
+	}
+	if got, err := b.Load(ctx, "bad"); err != nil || got != nil {
+		t.Fatalf("Load after Delete = (%v, %v), want none", got, err)
+	}
+	if err := b.Save(ctx, "bad", wal.KafkaID(1)); err != nil {
+		t.Fatalf("Save after Delete = %v", err)
+	}
+}
+
+func TestBoltReadOnly(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "c.db")
+	w := openBolt(t, path)
+	ctx := context.Background()
+	if err := w.Save(ctx, "p", wal.KafkaID(7)); err != nil {
+		t.Fatal(err)
+	}
+
+	// A writer holds the file: a reader times out with ErrLocked.
+	start := time.Now()
+	_, err := persistence.OpenBolt(path, persistence.WithReadOnly(true), persistence.WithOpenTimeout(100*time.Millisecond))
+	if !errors.Is(err, persistence.ErrLocked) {
+		t.Fatalf("read-only open under a writer = %v, want ErrLocked", err)
+	}
+	if waited := time.Since(start); waited > 5*time.Second {
+		t.Fatalf("read-only open waited %v", waited)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Two readers at once; neither can write.
+	r1 := openBolt(t, path, persistence.WithReadOnly(true))
+	r2 := openBolt(t, path, persistence.WithReadOnly(true))
+	for _, r := range []*persistence.Bolt{r1, r2} {
+		if got, err := r.Load(ctx, "p"); err != nil || got != wal.KafkaID(7) {
+			t.Fatalf("Load = (%v, %v)", got, err)
+		}
+		if err := r.Save(ctx, "p", wal.KafkaID(8)); err == nil {
+			t.Fatal("Save on a read-only Bolt succeeded")
+		}
+		if err := r.Delete(ctx, "p"); err == nil {
+			t.Fatal("Delete on a read-only Bolt succeeded")
+		}
+		if err := r.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// A file that is not there, or holds no catalog, is an error, and is not
+	// created.
+	if _, err := persistence.OpenBolt(filepath.Join(dir, "missing.db"), persistence.WithReadOnly(true)); err == nil {
+		t.Fatal("read-only open of a missing file succeeded")
+	}
+	if _, err := persistence.OpenBolt(path, persistence.WithReadOnly(true), persistence.WithBucket("other")); !errors.Is(err, persistence.ErrInvalidArgument) {
+		t.Fatalf("read-only open without the bucket = %v, want ErrInvalidArgument", err)
+	}
+}
+
+// reencodeWithWAL rewrites the WAL name of a valid record and its checksum,
+// so that the record is well formed but names another WAL.
+func reencodeWithWAL(t *testing.T, rec []byte, name string) []byte {
+	t.Helper()
+	body := rec[:len(rec)-4]
+	nameLen := int(body[9])
+	out := append([]byte{}, body[:9]...)
+	out = append(out, byte(len(name)))
+	out = append(out, name...)
+	out = append(out, body[10+nameLen:]...)
+	return binary.BigEndian.AppendUint32(out, crc32.Checksum(out, crc32.MakeTable(crc32.Castagnoli)))
+}

@@ -1,0 +1,62 @@
+package persistence
+
+import (
+	"context"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+var _ Inspector = (*Bolt)(nil)
+
+// Delete implements Catalog, in one write transaction.
+func (b *Bolt) Delete(ctx context.Context, pchannel string) error {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if err := b.ready(ctx); err != nil {
+		return err
+	}
+	if err := checkDeleteArgs(pchannel); err != nil {
+		return err
+	}
+	return b.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(b.bucket).Delete([]byte(pchannel)) // nil when absent
+	})
+}
+
+// Inspect implements Inspector, in one read transaction.
+func (b *Bolt) Inspect(ctx context.Context) ([]Entry, error) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if err := b.ready(ctx); err != nil {
+		return nil, err
+	}
+	entries := []Entry{}
+	err := b.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(b.bucket).ForEach(func(k, raw []byte) error {
+			entries = append(entries, inspectRecord(string(k), raw))
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return entries, nil // bbolt iterates keys in byte order: sorted
+}
+
+// checkBucket fails a read-only open of a file without the bucket, which no
+// catalog ever wrote (OpenBolt creates it on the first open), so that Load
+// never meets a missing bucket.
+func (b *Bolt) checkBucket(path string) error {
+	err := b.db.View(func(tx *bolt.Tx) error {
+		if tx.Bucket(b.bucket) == nil {
+			return fmt.Errorf("%w: %s has no bucket %q: not a lowwater catalog", ErrInvalidArgument, path, b.bucket)
+		}
+		return nil
+	})
+	if err != nil {
+		_ = b.db.Close()
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,189 @@
+package etcdcatalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/persistence/internal/record"
+)
+
+var _ persistence.Inspector = (*Catalog)(nil)
+
+// Delete removes the record of pchannel, whoever owns it: it is the
+// unfenced delete of an operator. Owned.Delete is the fenced one.
+func (c *Catalog) Delete(ctx context.Context, pchannel string) error {
+	if c.closed.Load() {
+		return persistence.ErrClosed
+	}
+	if pchannel == "" {
+		return fmt.Errorf("etcdcatalog: %w: empty pchannel name", persistence.ErrInvalidArgument)
+	}
+	key := c.keys.checkpoint(pchannel)
+	if _, err := c.client.Delete(ctx, key); err != nil {
+		return fmt.Errorf("etcdcatalog: delete %q: %w", pchannel, err)
+	}
+	c.forget(key)
+	return nil
+}
+
+// forget drops the hint of a deleted key. A concurrent save may put back
+// a hint of the deleted record; that costs it one more round trip, since a
+// hint is only ever compared in a transaction, never trusted.
+func (c *Catalog) forget(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.hints, key)
+}
+
+// Delete removes the record of the owned pchannel only if the ownership
+// holds at the moment of the write, fenced as Save is: the transaction
+// compares the owner key's create revision with the term, and a stored
+// record of a higher term fences too (a record that cannot be decoded does
+// not: deleting is how it is cleared). Otherwise it returns a *FencedError
+// (errors.Is persistence.ErrFenced), deletes nothing, and Done closes.
+func (o *Owned) Delete(ctx context.Context, pchannel string) error {
+	if err := o.check(pchannel); err != nil {
+		return err
+	}
+	if err := o.Err(); err != nil {
+		return &FencedError{PChannel: pchannel, Term: uint64(o.term), Cause: err}
+	}
+	err := o.delete(ctx, pchannel)
+	var fe *FencedError
+	if errors.As(err, &fe) {
+		o.lose(ErrOwnerChanged)
+	}
+	return err
+}
+
+// delete reads the record and the owner key, judges the term, and deletes
+// the record if neither changed meanwhile; a change means another writer
+// succeeded, and the loop judges again.
+func (o *Owned) delete(ctx context.Context, pchannel string) error {
+	key := o.c.keys.checkpoint(pchannel)
+	f := &fence{ownerKey: o.ownerKey, term: o.term}
+	ownerHolds := clientv3.Compare(clientv3.CreateRevision(o.ownerKey), "=", o.term)
+	for {
+		resp, err := o.c.client.Txn(ctx).Then(clientv3.OpGet(key), clientv3.OpGet(o.ownerKey)).Commit()
+		if err != nil {
+			return fmt.Errorf("etcdcatalog: delete %q: %w", pchannel, err)
+		}
+		if err := ownerCheck(pchannel, f, resp.Responses[1]); err != nil {
+			return err
+		}
+		kvs := resp.Responses[0].GetResponseRange().GetKvs()
+		if len(kvs) == 0 {
+			return nil // nothing to delete
+		}
+		if h, ok, _, _ := record.Decode(kvs[0].Value); ok && h.Term > uint64(o.term) {
+			return &FencedError{PChannel: pchannel, Term: uint64(o.term), StoredTerm: h.Term}
+		}
+		del, err := o.c.client.Txn(ctx).
+			If(ownerHolds, clientv3.Compare(clientv3.ModRevision(key), "=", kvs[0].ModRevision)).
+			Then(clientv3.OpDelete(key)).
+			Commit()
+		if err != nil {
+			return fmt.Errorf("etcdcatalog: delete %q: %w", pchannel, err)
+		}
+		if del.Succeeded {
+			o.c.forget(key)
+			return nil
+		}
+	}
+}
+
+// Inspect implements persistence.Inspector: every record under the prefix,
+// read page by page at one revision as LoadAll reads.
+func (c *Catalog) Inspect(ctx context.Context) ([]persistence.Entry, error) {
+	if c.closed.Load() {
+		return nil, persistence.ErrClosed
+	}
+	for {
+		entries, err := c.inspectAt(ctx)
+		if errors.Is(err, rpctypes.ErrCompacted) && ctx.Err() == nil {
+			continue
+		}
+		return entries, err
+	}
+}
+
+func (c *Catalog) inspectAt(ctx context.Context) ([]persistence.Entry, error) {
+	start := c.keys.pchannels()
+	end := clientv3.GetPrefixRangeEnd(start)
+	entries := []persistence.Entry{}
+	var rev int64
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(c.pageSize)}
+		if rev != 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		resp, err := c.client.Get(ctx, start, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("etcdcatalog: inspect: %w", err)
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+		for _, kv := range resp.Kvs {
+			pchannel, ok := c.keys.pchannelOf(string(kv.Key))
+			if !ok {
+				continue // an owner key
+			}
+			h, _, id, err := record.Decode(kv.Value)
+			e := persistence.Entry{PChannel: pchannel, WAL: h.WAL, Checkpoint: id, Term: h.Term, Version: h.Version}
+			if err != nil {
+				e.Err = &persistence.CorruptRecordError{PChannel: pchannel, Err: err}
+			}
+			entries = append(entries, e)
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			// Keys sort as <prefix>/wal/<pchannel>/…, which is not quite
+			// pchannel order ("a/…" sorts after "a-b/…"): sort by name.
+			sortEntries(entries)
+			return entries, nil
+		}
+		start = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+}
+
+// OwnerTerm returns the term of the session that owns pchannel now, 0 when
+// none does, for tools that must not write under a running owner.
+func (c *Catalog) OwnerTerm(ctx context.Context, pchannel string) (uint64, error) {
+	if c.closed.Load() {
+		return 0, persistence.ErrClosed
+	}
+	resp, err := c.client.Get(ctx, c.keys.owner(pchannel))
+	if err != nil {
+		return 0, fmt.Errorf("etcdcatalog: read owner of %q: %w", pchannel, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return 0, nil
+	}
+	return uint64(resp.Kvs[0].CreateRevision), nil
+}
+
+func sortEntries(entries []persistence.Entry) {
+	slices.SortFunc(entries, func(a, b persistence.Entry) int { return strings.Compare(a.PChannel, b.PChannel) })
+}
+
+// ownerCheck fences a writer whose term is not the owner key's, read in
+// ownerRead.
+func ownerCheck(pchannel string, f *fence, ownerRead *etcdserverpb.ResponseOp) error {
+	owner := ownerRead.GetResponseRange().GetKvs()
+	if len(owner) > 0 && owner[0].CreateRevision == f.term {
+		return nil
+	}
+	fe := &FencedError{PChannel: pchannel, Term: uint64(f.term)}
+	if len(owner) > 0 {
+		fe.OwnerTerm = uint64(owner[0].CreateRevision)
+	}
+	return fe
+}

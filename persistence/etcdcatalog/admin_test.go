@@ -1,0 +1,84 @@
+package etcdcatalog_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lowwater/lowwater/internal/testkit/etcdtest"
+	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/persistence/etcdcatalog"
+	"github.com/lowwater/lowwater/wal"
+)
+
+func TestOwnedDeleteIsFenced(t *testing.T) {
+	eps := etcdtest.Start(t)
+	cli := newClient(t, eps)
+	a, b := newNode(t, eps), newNode(t, eps)
+
+	first := own(t, a, "p")
+	require.NoError(t, first.Save(ctxT(t), "p", wal.KafkaID(10)))
+	require.NoError(t, first.Delete(ctxT(t), "p"))
+	got, err := first.Load(ctxT(t), "p")
+	require.NoError(t, err)
+	require.Nil(t, got)
+	require.NoError(t, first.Delete(ctxT(t), "p"), "deleting nothing")
+	require.NoError(t, first.Save(ctxT(t), "p", wal.KafkaID(5)), "a new life may start lower")
+
+	// The owner moves on; the stale one cannot delete.
+	_, err = cli.Revoke(ctxT(t), a.session.Lease())
+	require.NoError(t, err)
+	second := own(t, b, "p")
+	fe := requireFenced(t, first.Delete(ctxT(t), "p"))
+	require.Equal(t, first.Term(), fe.Term)
+	rec, _ := rawRecord(t, cli, checkpointKey("p"))
+	require.Equal(t, persistence.Record{Checkpoint: wal.KafkaID(5), Term: first.Term()}, rec, "nothing deleted")
+
+	// A record of a higher term fences the key's owner, as a save is.
+	high := second.Term() + 1000
+	raw, err := persistence.EncodeRecord(persistence.Record{Checkpoint: wal.KafkaID(2), Term: high})
+	require.NoError(t, err)
+	_, err = cli.Put(ctxT(t), checkpointKey("p"), string(raw))
+	require.NoError(t, err)
+	fe = requireFenced(t, second.Delete(ctxT(t), "p"))
+	require.Equal(t, etcdcatalog.FencedError{PChannel: "p", Term: second.Term(), StoredTerm: high}, *fe)
+	waitClosed(t, second.Done(), lostWithin, "Done after a fenced delete")
+	rec, _ = rawRecord(t, cli, checkpointKey("p"))
+	require.Equal(t, persistence.Record{Checkpoint: wal.KafkaID(2), Term: high}, rec)
+
+	// Another pchannel is not the owner's to delete.
+	require.ErrorIs(t, second.Delete(ctxT(t), "q"), persistence.ErrInvalidArgument)
+}
+
+func TestInspectAndOwnerTerm(t *testing.T) {
+	eps := etcdtest.Start(t)
+	cli := newClient(t, eps)
+	n := newNode(t, eps)
+	o := own(t, n, "b")
+	require.NoError(t, o.Save(ctxT(t), "b", wal.WoodpeckerID{SegmentID: 1, EntryID: 2}))
+	require.NoError(t, n.cat.Save(ctxT(t), "a", wal.KafkaID(1)))
+	_, err := cli.Put(ctxT(t), checkpointKey("a-bad"), "garbage!garbage!")
+	require.NoError(t, err)
+
+	entries, err := n.cat.Inspect(ctxT(t))
+	require.NoError(t, err)
+	require.Len(t, entries, 3)
+	require.Equal(t, persistence.Entry{PChannel: "a", WAL: wal.Kafka, Checkpoint: wal.KafkaID(1), Version: 1}, entries[0])
+	require.Equal(t, "a-bad", entries[1].PChannel)
+	require.ErrorIs(t, entries[1].Err, persistence.ErrCorruptRecord)
+	require.Equal(t, persistence.Entry{PChannel: "b", WAL: wal.Woodpecker, Checkpoint: wal.WoodpeckerID{SegmentID: 1, EntryID: 2},
+		Term: o.Term(), Version: 1}, entries[2])
+
+	term, err := n.cat.OwnerTerm(ctxT(t), "b")
+	require.NoError(t, err)
+	require.Equal(t, o.Term(), term)
+	term, err = n.cat.OwnerTerm(ctxT(t), "a")
+	require.NoError(t, err)
+	require.Zero(t, term)
+
+	// The unfenced delete clears a corrupt record.
+	require.NoError(t, n.cat.Delete(ctxT(t), "a-bad"))
+	all, err := n.cat.LoadAll(ctxT(t))
+	require.NoError(t, err)
+	require.Equal(t, map[string]wal.MessageID{"a": wal.KafkaID(1), "b": wal.WoodpeckerID{SegmentID: 1, EntryID: 2}}, all)
+}

@@ -1,0 +1,97 @@
+// Package record is the byte layout of a stored checkpoint record, shared by
+// the catalogs under persistence/ and kept out of the public API: users
+// reach records through a Catalog, operators through Inspect.
+package record
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+
+	"github.com/lowwater/lowwater/wal"
+)
+
+// Version is the layout written today. Version 1, big-endian:
+//
+//	version   u8   = 1
+//	term      u64
+//	walLen    u8   , wal name bytes
+//	idLen     u16  , ID bytes (wal.MessageID.Marshal)
+//	crc32c    u32  over everything before it
+const Version = 1
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// ErrTruncated is the error of a record shorter than its layout says.
+var ErrTruncated = errors.New("record truncated")
+
+// Encode returns the bytes of a record of id, whose WAL is walName, written
+// by an owner of the given term (zero without fencing). The caller has
+// checked id (wal.NameOf).
+func Encode(walName string, id wal.MessageID, term uint64) []byte {
+	raw := id.Marshal()
+	b := make([]byte, 0, 1+8+1+len(walName)+2+len(raw)+4)
+	b = append(b, Version)
+	b = binary.BigEndian.AppendUint64(b, term)
+	b = append(b, byte(len(walName)))
+	b = append(b, walName...)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(raw)))
+	b = append(b, raw...)
+	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
+// Header is what a record says about itself. A record whose checksum or
+// version is wrong has no header worth reading.
+type Header struct {
+	Version int
+	Term    uint64
+	WAL     string
+	// ID is the ID's bytes as stored.
+	ID []byte
+}
+
+// Decode parses bytes written by Encode. It never panics, whatever the
+// input. The header is returned whenever it could be read, also when the ID
+// could not be decoded (an unregistered WAL, bad ID bytes), so that a tool
+// can say what the record is; ok tells whether it could.
+func Decode(b []byte) (h Header, ok bool, id wal.MessageID, err error) {
+	h, err = decodeHeader(b)
+	if err != nil {
+		return Header{}, false, nil, err
+	}
+	id, err = wal.Unmarshal(h.WAL, h.ID)
+	if err != nil {
+		return h, true, nil, err
+	}
+	return h, true, id, nil
+}
+
+func decodeHeader(b []byte) (Header, error) {
+	if len(b) < 1+8+1+2+4 {
+		return Header{}, ErrTruncated
+	}
+	body, sum := b[:len(b)-4], binary.BigEndian.Uint32(b[len(b)-4:])
+	if crc32.Checksum(body, castagnoli) != sum {
+		return Header{}, errors.New("checksum mismatch")
+	}
+	if body[0] != Version {
+		return Header{}, fmt.Errorf("unknown record version %d", body[0])
+	}
+	h := Header{Version: int(body[0]), Term: binary.BigEndian.Uint64(body[1:9])}
+	rest := body[9:]
+	nameLen := int(rest[0])
+	rest = rest[1:]
+	if len(rest) < nameLen+2 {
+		return Header{}, ErrTruncated
+	}
+	h.WAL = string(rest[:nameLen])
+	rest = rest[nameLen:]
+	idLen := int(binary.BigEndian.Uint16(rest))
+	rest = rest[2:]
+	if len(rest) != idLen {
+		return Header{}, fmt.Errorf("ID length %d, %d bytes left", idLen, len(rest))
+	}
+	h.ID = rest
+	return h, nil
+}

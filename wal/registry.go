@@ -1,0 +1,298 @@
+package wal
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+)
+
+// Codec tells this package how to read the IDs of one WAL, whose ID type is
+// ID. The type itself is the check: an ID is of the WAL when its dynamic
+// type is exactly ID, so checking costs one comparison and never calls a
+// method of the ID (a foreign implementation's methods may panic).
+type Codec[ID MessageID] struct {
+	// Unmarshal decodes the bytes Marshal returned. Bytes it cannot decode
+	// give an error; a panic is recovered and reported as ErrCorruptID,
+	// since stored bytes may be damaged.
+	Unmarshal func(b []byte) (ID, error)
+	// Parse reads the text String returns, without its leading "name:"
+	// (Parse strips it, and accepts the text without it too), so that
+	// Parse(name, id.String()) gives back id.
+	Parse func(text string) (ID, error)
+}
+
+// codec is a registered Codec with its type parameter erased.
+type codec struct {
+	name      string
+	idType    reflect.Type
+	unmarshal func([]byte) (MessageID, error)
+	parse     func(string) (MessageID, error)
+}
+
+// registry is never changed once published: Register copies it, so readers
+// load it with one atomic read and no lock.
+type registry struct {
+	byName map[string]*codec
+	byType map[reflect.Type]*codec
+	names  []string // sorted
+}
+
+var (
+	registerMu sync.Mutex // serialises Register; readers do not take it
+	current    atomic.Pointer[registry]
+)
+
+func init() {
+	current.Store(&registry{byName: map[string]*codec{}, byType: map[reflect.Type]*codec{}})
+	for _, err := range []error{
+		Register(Kafka, Codec[KafkaID]{Unmarshal: unmarshalKafka, Parse: parseKafka}),
+		Register(RocksMQ, Codec[RocksMQID]{Unmarshal: unmarshalRocksMQ, Parse: parseRocksMQ}),
+		Register(Pulsar, Codec[PulsarID]{Unmarshal: unmarshalPulsar, Parse: parsePulsar}),
+		Register(Woodpecker, Codec[WoodpeckerID]{Unmarshal: unmarshalWoodpecker, Parse: parseWoodpecker}),
+	} {
+		if err != nil {
+			panic(err) // a built-in that cannot register is a bug in this file
+		}
+	}
+}
+
+// maxNameLen is what a stored record can carry (one length byte).
+const maxNameLen = 255
+
+// Register makes the WAL called name known to every part of lowwater: the
+// actors (NewProps with that name), the catalogs (records of it decode),
+// events and logs (through String), and Parse. The built-in WALs are
+// registered this way.
+//
+// It fails with ErrInvalidCodec, and changes nothing, when the name is
+// empty, longer than 255 bytes, holds anything but letters, digits, '.',
+// '_' and '-', or is taken; when a function is missing; when ID is not a
+// comparable value type (a pointer could be a typed nil, an interface
+// matches no dynamic type) or is registered under another name; or when the
+// zero ID's WALName is not name. It is safe for concurrent use, but is
+// meant for program start: every process sharing a catalog must register
+// the same WALs, or records of the others read as corrupt.
+func Register[ID MessageID](name string, c Codec[ID]) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
+	if c.Unmarshal == nil || c.Parse == nil {
+		return fmt.Errorf("%w: %q: Unmarshal and Parse are both required", ErrInvalidCodec, name)
+	}
+	t := reflect.TypeFor[ID]()
+	switch {
+	case t.Kind() == reflect.Pointer || t.Kind() == reflect.Interface:
+		return fmt.Errorf("%w: %q: ID type %v is a %v, want a value type", ErrInvalidCodec, name, t, t.Kind())
+	case !t.Comparable():
+		return fmt.Errorf("%w: %q: ID type %v is not comparable", ErrInvalidCodec, name, t)
+	}
+	if got, err := zeroWALName[ID](); err != nil || got != name {
+		return fmt.Errorf("%w: %q: %v.WALName() = %q (%v), want %q", ErrInvalidCodec, name, t, got, err, name)
+	}
+	entry := &codec{
+		name:   name,
+		idType: t,
+		unmarshal: func(b []byte) (MessageID, error) {
+			id, err := c.Unmarshal(b)
+			if err != nil {
+				return nil, err
+			}
+			return id, nil
+		},
+		parse: func(text string) (MessageID, error) {
+			id, err := c.Parse(text)
+			if err != nil {
+				return nil, err
+			}
+			return id, nil
+		},
+	}
+
+	registerMu.Lock()
+	defer registerMu.Unlock()
+	old := current.Load()
+	if _, taken := old.byName[name]; taken {
+		return fmt.Errorf("%w: WAL %q is already registered", ErrInvalidCodec, name)
+	}
+	if other, taken := old.byType[t]; taken {
+		return fmt.Errorf("%w: ID type %v is already registered for WAL %q", ErrInvalidCodec, t, other.name)
+	}
+	next := &registry{
+		byName: make(map[string]*codec, len(old.byName)+1),
+		byType: make(map[reflect.Type]*codec, len(old.byType)+1),
+		names:  append(slices.Clone(old.names), name),
+	}
+	for k, v := range old.byName {
+		next.byName[k] = v
+	}
+	for k, v := range old.byType {
+		next.byType[k] = v
+	}
+	next.byName[name], next.byType[t] = entry, entry
+	slices.Sort(next.names)
+	current.Store(next)
+	return nil
+}
+
+func checkName(name string) error {
+	if name == "" || len(name) > maxNameLen {
+		return fmt.Errorf("%w: WAL name %q must be 1 to %d bytes", ErrInvalidCodec, name, maxNameLen)
+	}
+	for _, r := range name {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-'
+		if !ok {
+			return fmt.Errorf("%w: WAL name %q: %q is not a letter, digit, '.', '_' or '-'", ErrInvalidCodec, name, r)
+		}
+	}
+	return nil
+}
+
+// zeroWALName calls WALName on the zero ID, recovering a panic.
+func zeroWALName[ID MessageID]() (name string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v", r)
+		}
+	}()
+	var zero ID
+	return zero.WALName(), nil
+}
+
+func lookup(walName string) (*codec, error) {
+	c, ok := current.Load().byName[walName]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownWAL, walName)
+	}
+	return c, nil
+}
+
+// Names returns the registered WAL names, sorted.
+func Names() []string { return slices.Clone(current.Load().names) }
+
+// Known reports whether walName is registered.
+func Known(walName string) bool {
+	_, ok := current.Load().byName[walName]
+	return ok
+}
+
+// NameOf returns the WAL of id from its dynamic type alone, without calling
+// its methods, so that it is safe on any value (a typed nil pointer, a
+// foreign implementation): a nil id or a type no WAL registered gives
+// ErrWALMismatch.
+func NameOf(id MessageID) (string, error) {
+	if id == nil {
+		return "", fmt.Errorf("%w: nil ID", ErrWALMismatch)
+	}
+	c, ok := current.Load().byType[reflect.TypeOf(id)]
+	if !ok {
+		return "", fmt.Errorf("%w: %T is not a registered message ID type", ErrWALMismatch, id)
+	}
+	return c.name, nil
+}
+
+// Unmarshal decodes the bytes of an ID of the named WAL. It never panics:
+// an unknown name gives ErrUnknownWAL, bad bytes give ErrCorruptID.
+func Unmarshal(walName string, b []byte) (id MessageID, err error) {
+	c, err := lookup(walName)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			id, err = nil, fmt.Errorf("%w: %s codec panicked: %v", ErrCorruptID, walName, r)
+		}
+	}()
+	id, err = c.unmarshal(b)
+	if err != nil && !errors.Is(err, ErrCorruptID) {
+		err = fmt.Errorf("%w: %s: %w", ErrCorruptID, walName, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return id, nil
+}
+
+// Parse reads the text form of an ID of the named WAL: what String prints
+// ("kafka:42", "pulsar:7:3:0@2"), or the same without the WAL name and its
+// colon ("42"). Text that names another registered WAL gives ErrWALMismatch,
+// other bad text ErrSyntax, an unknown name ErrUnknownWAL. It never panics.
+func Parse(walName, text string) (id MessageID, err error) {
+	c, err := lookup(walName)
+	if err != nil {
+		return nil, err
+	}
+	rest, ok := strings.CutPrefix(text, walName+":")
+	if !ok {
+		if other, _, found := strings.Cut(text, ":"); found && Known(other) {
+			return nil, fmt.Errorf("%w: %q is a %s ID, not a %s one", ErrWALMismatch, text, other, walName)
+		}
+		rest = text
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			id, err = nil, fmt.Errorf("%w: %s codec panicked on %q: %v", ErrSyntax, walName, text, r)
+		}
+	}()
+	id, err = c.parse(rest)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %q as a %s ID: %w", ErrSyntax, text, walName, err)
+	}
+	return id, nil
+}
+
+// ParseAny reads text that starts with its WAL's name, as String prints it
+// ("kafka:42"), for callers that do not know the WAL beforehand.
+func ParseAny(text string) (MessageID, error) {
+	name, _, ok := strings.Cut(text, ":")
+	if !ok {
+		return nil, fmt.Errorf("%w: %q does not start with a WAL name and ':'", ErrSyntax, text)
+	}
+	return Parse(name, text)
+}
+
+// Check returns nil when id is a non-nil ID of the named WAL and of the type
+// registered for it, so that comparing it with other IDs of that WAL is
+// meaningful.
+func Check(walName string, id MessageID) error {
+	c, err := NewChecker(walName)
+	if err != nil {
+		return err
+	}
+	return c.Check(id)
+}
+
+// Checker is Check bound to one WAL, for hot paths: it looks the WAL up
+// once, and checks with one type comparison.
+type Checker struct {
+	walName string
+	idType  reflect.Type
+}
+
+// NewChecker returns a Checker for the named WAL.
+func NewChecker(walName string) (Checker, error) {
+	c, err := lookup(walName)
+	if err != nil {
+		return Checker{}, err
+	}
+	return Checker{walName: walName, idType: c.idType}, nil
+}
+
+// WALName returns the name of the WAL the checker accepts.
+func (c Checker) WALName() string { return c.walName }
+
+// Check returns nil when id is a non-nil ID of the checker's WAL.
+func (c Checker) Check(id MessageID) error {
+	if id == nil {
+		return fmt.Errorf("%w: nil ID for %q", ErrWALMismatch, c.walName)
+	}
+	if reflect.TypeOf(id) != c.idType {
+		// Format the type only: a foreign implementation's methods may
+		// panic (a typed nil pointer, say), and bad input must not.
+		return fmt.Errorf("%w: %T where a %s ID was expected", ErrWALMismatch, id, c.walName)
+	}
+	return nil
+}
