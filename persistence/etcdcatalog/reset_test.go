@@ -59,7 +59,6 @@ func TestRevisionResetNeverLowers(t *testing.T) {
 		require.NoError(t, c.Save(ctx, "q", wal.KafkaID(i)))
 		require.Equal(t, map[string]int{"Txn": 1}, calls.take(), "save %d: the stale hint was not replaced", i)
 	}
-	history := history(t, cli, checkpointKey("q"), 1, currentRevision(t, cli))
-	require.Equal(t, []wal.MessageID{wal.KafkaID(100), wal.KafkaID(200), wal.KafkaID(201), wal.KafkaID(202), wal.KafkaID(203)}, history)
+	got := history(t, cli, checkpointKey("q"), 1, currentRevision(t, cli))
+	require.Equal(t, []wal.MessageID{wal.KafkaID(100), wal.KafkaID(200), wal.KafkaID(201), wal.KafkaID(202), wal.KafkaID(203)}, got)
 }
-
