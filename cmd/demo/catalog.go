@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -80,7 +82,12 @@ type boltStore struct{ path string }
 func openBoltStore(rest string, cfg config) (store, error) {
 	path := rest
 	if path == "" {
-		path = filepath.Join(cfg.dataDir, "lowwater.db")
+		return &boltStore{path: filepath.Join(cfg.dataDir, "lowwater.db")}, nil
+	}
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		if err := checkWritable("--catalog bolt:", path); err != nil {
+			return nil, err // bbolt could not create it
+		}
 	}
 	return &boltStore{path: path}, nil
 }

@@ -27,10 +27,16 @@ func openEtcdStore(rest string, _ config) (store, error) {
 	if hosts == "" {
 		return nil, fmt.Errorf("--catalog etcd://host:port[,host:port]/prefix: no endpoint in %q", rest)
 	}
+	endpoints := strings.Split(hosts, ",")
+	for _, ep := range endpoints {
+		if err := checkHostPort("--catalog etcd://", ep); err != nil {
+			return nil, err
+		}
+	}
 	if prefix == "" {
 		prefix = etcdcatalog.DefaultPrefix
 	}
-	return &etcdStore{endpoints: strings.Split(hosts, ","), prefix: prefix}, nil
+	return &etcdStore{endpoints: endpoints, prefix: prefix}, nil
 }
 
 func (e *etcdStore) open(context.Context) (persistence.Catalog, error) {
