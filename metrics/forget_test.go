@@ -69,14 +69,17 @@ func TestForgetWinsOverLateEvents(t *testing.T) {
 			}, testBound, tick, "the collector did not catch up")
 
 			if labelled {
-				series := seriesOf(t, reg, "moved-")
-				want := []string{}
-				for _, s := range series {
-					if !strings.Contains(s, `pchannel="moved-0"`) {
-						want = append(want, s)
+				var stale []string
+				forgotten := map[string]bool{}
+				for _, s := range seriesOf(t, reg, "moved-") {
+					if name := s[strings.Index(s, `pchannel="`):]; !strings.HasPrefix(name, `pchannel="moved-0"`) {
+						stale = append(stale, s)
+						forgotten[name[:strings.Index(name[len(`pchannel="`):], `"`)+len(`pchannel="`)]] = true
 					}
 				}
-				assert.Empty(t, want, "series of forgotten pchannels")
+				if len(stale) > 0 {
+					t.Errorf("%d series of %d forgotten pchannels remain, such as %v", len(stale), len(forgotten), stale[:min(3, len(stale))])
+				}
 				assert.Equal(t, 1.0, sample(t, reg, "lowwater_pchannels", true, "moved-0"))
 				assert.Equal(t, 1.0, sample(t, reg, "lowwater_updates_total", true, "moved-0"), "only the new run's update")
 				return
