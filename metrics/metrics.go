@@ -106,7 +106,13 @@ type Collector struct {
 	// retiredUpdates keeps the updates of forgotten pchannels in the
 	// unlabelled total, which must never go down.
 	retiredUpdates uint64
-	subs           []*events.Subscription
+	// forgotten holds when each forgotten pchannel was forgotten. The
+	// collector is fed asynchronously, so events of a pchannel's last run
+	// may arrive after Forget: those stamped before it are ignored, and the
+	// entry goes when a Recovered stamped after it says the pchannel runs
+	// here again. One entry per forgotten name is kept until then.
+	forgotten map[string]time.Time
+	subs      []*events.Subscription
 }
 
 var _ prometheus.Collector = (*Collector)(nil)
@@ -190,6 +196,7 @@ func New(opts ...Option) (*Collector, error) {
 		cfg:       cfg,
 		series:    make(map[string]*series),
 		pchannels: make(map[string]*pchannelState),
+		forgotten: make(map[string]time.Time),
 		descs: descs{
 			updates:          d("updates_total", "Vchannel checkpoint updates applied.", base),
 			rejected:         d("commands_rejected_total", "Commands rejected, by reason; a rejected command changes nothing.", withReason),
@@ -250,10 +257,14 @@ func (c *Collector) Subscribe(es *eventstream.EventStream, opts ...events.Option
 
 // Forget removes a pchannel that no longer runs on this node (it moved to
 // another): its series disappear with the pchannel label, and its counts
-// stay in the totals without it.
+// stay in the totals without it. Call it once the pchannel has stopped.
+// Events stamped before the call that reach the collector after it (it is
+// fed asynchronously) are ignored, so they cannot bring the pchannel back;
+// it comes back with events stamped after the call, from a new run.
 func (c *Collector) Forget(pchannel string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.forgotten[pchannel] = c.cfg.now()
 	p, ok := c.pchannels[pchannel]
 	if !ok {
 		return
@@ -272,6 +283,9 @@ func (c *Collector) Observe(ev messages.Event) {
 	h := ev.EventHeader()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.late(h, ev) {
+		return
+	}
 	s, p := c.seriesOf(h.PChannel), c.pchannel(h.PChannel)
 	switch e := ev.(type) {
 	case *messages.Recovered:
@@ -317,6 +331,22 @@ func (c *Collector) Observe(ev messages.Event) {
 	case *messages.Stopped:
 		p.live, p.recovering, p.retrying, p.pendingSince = false, false, false, time.Time{}
 	}
+}
+
+// late reports whether ev is from a run of a pchannel that ended before
+// Forget was called for it.
+func (c *Collector) late(h messages.Header, ev messages.Event) bool {
+	forgottenAt, ok := c.forgotten[h.PChannel]
+	if !ok {
+		return false
+	}
+	if !h.At.After(forgottenAt) {
+		return true
+	}
+	if _, ok := ev.(*messages.Recovered); ok {
+		delete(c.forgotten, h.PChannel) // a new run: nothing older can follow
+	}
+	return false
 }
 
 // pending starts the lag clock when the minimum is above the persisted

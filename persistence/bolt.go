@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"runtime"
+	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -25,8 +29,16 @@ var ErrLocked = errors.New("persistence: bolt file is locked by another catalog"
 // abandon a transaction half way, so a call that has started runs to its
 // end (a durable put is about 0.2 ms; a save may also wait for the one
 // writer bbolt admits at a time).
+//
+// A damaged file is ErrCorruptStore, never a panic and never an empty
+// store: OpenBolt refuses an existing empty file and reads every page before
+// it returns, and a later call that meets damage (bbolt panics on it) marks
+// the Bolt damaged, after which every call returns that error. One hole is
+// left: with WithGroupCommit, bbolt may commit a batch on its own timer
+// goroutine, where a panic inside the commit itself cannot be caught.
 type Bolt struct {
 	db     *bolt.DB
+	path   string
 	bucket []byte
 	// group routes Save through db.Batch (WithGroupCommit).
 	group bool
@@ -35,6 +47,12 @@ type Bolt struct {
 	// closed db: calls hold it for reading, Close for writing.
 	mu     sync.RWMutex
 	closed bool
+
+	// damaged holds the ErrCorruptStore of the first bbolt panic. From then
+	// on every call returns it: a panic may have left a write transaction
+	// half applied in memory, and writing on over a damaged file could lose
+	// what it still holds.
+	damaged atomic.Pointer[error]
 }
 
 var _ Catalog = (*Bolt)(nil)
@@ -127,30 +145,145 @@ func OpenBolt(path string, opts ...BoltOption) (*Bolt, error) {
 	if o.groupDelay <= 0 {
 		return nil, fmt.Errorf("%w: bolt group commit delay %v is not positive", ErrInvalidArgument, o.groupDelay)
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: o.openTimeout, NoSync: o.noSync, ReadOnly: o.readOnly})
+	if info, err := os.Stat(path); err == nil && info.Size() == 0 {
+		// bbolt would lay out a fresh store over it: a checkpoint store
+		// that was there must not silently become an empty one.
+		return nil, fmt.Errorf("%w: %s: the file is empty", ErrCorruptStore, path)
+	}
+	db, err := openBoltDB(path, o)
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("%w: %s: not released within %v: %w", ErrLocked, path, o.openTimeout, err)
+	}
+	if errors.Is(err, ErrCorruptStore) {
+		return nil, err
+	}
+	if errors.Is(err, bolterrors.ErrInvalid) || errors.Is(err, bolterrors.ErrChecksum) ||
+		errors.Is(err, bolterrors.ErrVersionMismatch) {
+		return nil, fmt.Errorf("%w: %s: %w", ErrCorruptStore, path, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("persistence: open bolt file %s: %w", path, err)
 	}
 	db.MaxBatchDelay = o.groupDelay
-	b := &Bolt{db: db, bucket: []byte(o.bucket), group: o.group}
+	b := &Bolt{db: db, path: path, bucket: []byte(o.bucket), group: o.group}
+	err = b.guard("open", func() error {
+		if err := b.verify(); err != nil {
+			return err
+		}
+		if o.readOnly {
+			return nil
+		}
+		return db.Update(func(tx *bolt.Tx) error {
+			_, err := tx.CreateBucketIfNotExists(b.bucket)
+			return err
+		})
+	})
+	if err != nil {
+		_ = db.Close()
+		if errors.Is(err, ErrCorruptStore) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("persistence: create bucket %q in %s: %w", o.bucket, path, err)
+	}
 	if o.readOnly {
 		if err := b.checkBucket(path); err != nil {
 			return nil, err
 		}
-		return b, nil
-	}
-	err = db.Update(func(tx *bolt.Tx) error {
-		_, err := tx.CreateBucketIfNotExists(b.bucket)
-		return err
-	})
-	if err != nil {
-		_ = db.Close()
-		return nil, fmt.Errorf("persistence: create bucket %q in %s: %w", o.bucket, path, err)
 	}
 	return b, nil
+}
+
+// openBoltDB is bolt.Open with its panics (and faults reading the mapped
+// file) turned into ErrCorruptStore. bbolt reads the freelist inside Open,
+// so a damaged or truncated file panics there, before there is a DB to
+// close: the file it opened is unlocked and closed here instead. Its
+// mapping stays (bbolt keeps it unexported): a leak of one mapping of a
+// damaged file per failed open.
+func openBoltDB(path string, o boltOptions) (db *bolt.DB, err error) {
+	var file *os.File
+	openFile := func(name string, flag int, perm os.FileMode) (*os.File, error) {
+		f, err := os.OpenFile(name, flag, perm)
+		file = f
+		return f, err
+	}
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if p := recover(); p != nil {
+			if file != nil {
+				unlockFile(file)
+				_ = file.Close()
+			}
+			db, err = nil, fmt.Errorf("%w: %s: open: bbolt panicked: %v", ErrCorruptStore, path, p)
+		}
+	}()
+	return bolt.Open(path, 0o600, &bolt.Options{Timeout: o.openTimeout, NoSync: o.noSync, ReadOnly: o.readOnly, OpenFile: openFile})
+}
+
+// verify reads every page a catalog can reach before the store is used,
+// so that damage is reported when the store opens, not by a save at some
+// later hour: the file must hold every page its metadata counts (a
+// truncated copy does not), every key and value of every bucket must be
+// readable (under guard, so a damaged page panics here), and bbolt's own
+// consistency check must pass (it finds free pages still in use, which a
+// later write would overwrite).
+func (b *Bolt) verify() error {
+	info, err := os.Stat(b.path)
+	if err != nil {
+		return fmt.Errorf("persistence: stat bolt file %s: %w", b.path, err)
+	}
+	return b.db.View(func(tx *bolt.Tx) error {
+		if need := tx.Size(); info.Size() < need {
+			return fmt.Errorf("%w: %s: the file has %d bytes, its pages need %d: truncated",
+				ErrCorruptStore, b.path, info.Size(), need)
+		}
+		var touched byte
+		err := tx.ForEach(func(_ []byte, bucket *bolt.Bucket) error {
+			return bucket.ForEach(func(k, v []byte) error {
+				// The last byte of each: a size or position damaged to
+				// point past the mapped file faults here, under guard.
+				if len(k) > 0 {
+					touched ^= k[len(k)-1]
+				}
+				if len(v) > 0 {
+					touched ^= v[len(v)-1]
+				}
+				return nil
+			})
+		})
+		runtime.KeepAlive(touched)
+		if err != nil {
+			return err
+		}
+		var first error
+		for err := range tx.Check() { // drained to the end: Check's goroutine must finish
+			if first == nil {
+				first = err
+			}
+		}
+		if first != nil {
+			return fmt.Errorf("%w: %s: consistency check: %w", ErrCorruptStore, b.path, first)
+		}
+		return nil
+	})
+}
+
+// guard runs a call into bbolt. bbolt panics on damaged pages (and the
+// runtime faults on a mapped page the file no longer holds); guard turns
+// either into ErrCorruptStore naming the file, and marks the Bolt damaged
+// so that every later call returns that error without touching the file.
+func (b *Bolt) guard(op string, call func() error) (err error) {
+	if damaged := b.damaged.Load(); damaged != nil {
+		return *damaged
+	}
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: %s: %s: bbolt panicked: %v", ErrCorruptStore, b.path, op, p)
+			b.damaged.CompareAndSwap(nil, &err)
+			err = *b.damaged.Load()
+		}
+	}()
+	return call()
 }
 
 // Load implements Catalog.
@@ -164,16 +297,21 @@ func (b *Bolt) Load(ctx context.Context, pchannel string) (wal.MessageID, error)
 		return nil, err
 	}
 	var id wal.MessageID
-	err := b.db.View(func(tx *bolt.Tx) error {
-		raw := tx.Bucket(b.bucket).Get([]byte(pchannel))
-		if raw == nil {
-			return nil
-		}
-		var err error
-		id, err = decodeStored(pchannel, raw)
-		return err
+	err := b.guard("load", func() error {
+		return b.db.View(func(tx *bolt.Tx) error {
+			raw := tx.Bucket(b.bucket).Get([]byte(pchannel))
+			if raw == nil {
+				return nil
+			}
+			var err error
+			id, err = decodeStored(pchannel, raw)
+			return err
+		})
 	})
-	return id, err
+	if err != nil {
+		return nil, err
+	}
+	return id, nil
 }
 
 // Save implements Catalog. The stored record is read and compared inside the
@@ -195,24 +333,31 @@ func (b *Bolt) Save(ctx context.Context, pchannel string, checkpoint wal.Message
 	}
 	key := []byte(pchannel)
 	if !b.group {
-		return b.db.Update(func(tx *bolt.Tx) error {
-			refused, err := b.put(tx, key, pchannel, checkpoint, raw)
-			if err != nil {
-				return err
-			}
-			return refused
+		return b.guard("save", func() error {
+			return b.db.Update(func(tx *bolt.Tx) error {
+				refused, err := b.put(tx, key, pchannel, checkpoint, raw)
+				if err != nil {
+					return err
+				}
+				return refused
+			})
 		})
 	}
 	// db.Batch runs fn once more, in a new transaction, whenever another
 	// call of the batch fails, so fn must be idempotent: it only reads,
 	// compares and puts, and keeps its refusal in refused instead of
 	// returning it, since an error would roll back everyone's writes. A
-	// Put failure is returned: bbolt then reruns this call alone.
+	// Put failure is returned: bbolt then reruns this call alone. fn may
+	// run on bbolt's batch timer goroutine, so it has a guard of its own.
 	var refused error
-	err = b.db.Batch(func(tx *bolt.Tx) error {
-		var err error
-		refused, err = b.put(tx, key, pchannel, checkpoint, raw)
-		return err
+	err = b.guard("save", func() error {
+		return b.db.Batch(func(tx *bolt.Tx) error {
+			return b.guard("save", func() error {
+				var err error
+				refused, err = b.put(tx, key, pchannel, checkpoint, raw)
+				return err
+			})
+		})
 	})
 	if err != nil {
 		return err
@@ -242,15 +387,17 @@ func (b *Bolt) LoadAll(ctx context.Context) (map[string]wal.MessageID, error) {
 		return nil, err
 	}
 	all := make(map[string]wal.MessageID)
-	err := b.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(b.bucket).ForEach(func(k, raw []byte) error {
-			pchannel := string(k)
-			id, err := decodeStored(pchannel, raw)
-			if err != nil {
-				return err
-			}
-			all[pchannel] = id
-			return nil
+	err := b.guard("load all", func() error {
+		return b.db.View(func(tx *bolt.Tx) error {
+			return tx.Bucket(b.bucket).ForEach(func(k, raw []byte) error {
+				pchannel := string(k)
+				id, err := decodeStored(pchannel, raw)
+				if err != nil {
+					return err
+				}
+				all[pchannel] = id
+				return nil
+			})
 		})
 	})
 	if err != nil {

@@ -59,6 +59,14 @@ var (
 	// ErrInvalidArgument is returned for an empty pchannel name or a nil or
 	// unknown-WAL checkpoint; nothing is written.
 	ErrInvalidArgument = errors.New("persistence: invalid argument")
+	// ErrCorruptStore is returned when the store itself is damaged, not one
+	// record: a bbolt file that is empty, truncated, or has damaged pages.
+	// The catalog refuses every further call rather than start from nothing
+	// or write over the damage, since either could lower a checkpoint. An
+	// operator restores the file from a backup (or, knowingly accepting a
+	// replay from the start of every WAL, moves it aside); lowwater never
+	// repairs it on its own.
+	ErrCorruptStore = errors.New("persistence: checkpoint store is damaged")
 )
 
 // StoredAheadError carries the value that won, so that the writer can adopt

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/lowwater/lowwater/internal/catalogurl"
@@ -66,7 +68,12 @@ type boltStore struct{ path string }
 func openBoltStore(u catalogurl.URL, cfg config) (store, error) {
 	path := u.Path
 	if path == "" {
-		path = filepath.Join(cfg.dataDir, "lowwater.db")
+		return &boltStore{path: filepath.Join(cfg.dataDir, "lowwater.db")}, nil
+	}
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		if err := checkWritable("--catalog bolt:", path); err != nil {
+			return nil, err // bbolt could not create it
+		}
 	}
 	return &boltStore{path: path}, nil
 }

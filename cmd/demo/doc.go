@@ -32,8 +32,11 @@
 // checkpoint of each pchannel over time with the outages shaded;
 // --metrics-addr serves package metrics' collector at /metrics.
 //
-// Exit status: 0 when every check passed, 1 when one failed, 2 on a usage
-// or setup error, 130 after a second Ctrl-C.
+// Every flag is checked before the run starts. Exit status: 0 when every
+// check passed, 1 when one failed (an invariant was violated), 2 on a usage
+// error (one line on standard error) or a setup error, 3 when the
+// checkpoint store is damaged (persistence.ErrCorruptStore: a bbolt file
+// emptied, truncated or with damaged pages), 130 after a second Ctrl-C.
 //
 // Files: main.go holds the flags and the two-stage Ctrl-C; demo.go the
 // phases; catalog.go and catalog_etcd.go the --catalog kinds (bolt,

@@ -6,8 +6,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
+	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,13 +20,16 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/lowwater/lowwater/persistence"
 )
 
-// Exit codes.
+// Exit codes, as --help lists them.
 const (
 	exitOK          = 0
-	exitViolated    = 1
-	exitSetup       = 2
+	exitViolated    = 1   // a check failed: an invariant was violated
+	exitSetup       = 2   // a usage error (checked before the run) or a setup error
+	exitDamaged     = 3   // the checkpoint store is damaged (persistence.ErrCorruptStore)
 	exitInterrupted = 130 // a second Ctrl-C: stopped at once, nothing checked
 )
 
@@ -138,7 +145,7 @@ func runWith(ctx context.Context, intr *interrupter, args []string, stdin io.Rea
 		return exitOK
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "demo:", err)
+		fmt.Fprintf(stderr, "demo: %s (see --help)\n", oneLine(err))
 		return exitSetup
 	}
 	live := cfg.view == "live" || (cfg.view == "auto" && isTerminal(stdout))
@@ -177,14 +184,22 @@ func runWith(ctx context.Context, intr *interrupter, args []string, stdin io.Rea
 	}
 	code, err := d.run(ctx)
 	err = errors.Join(err, st.close())
+	if errors.Is(err, persistence.ErrCorruptStore) {
+		fmt.Fprintf(stderr, "demo: %s: restore it from a backup, or move it aside to start from nothing\n", oneLine(err))
+		return exitDamaged
+	}
 	if err != nil {
-		fmt.Fprintln(stderr, "demo:", err)
+		fmt.Fprintln(stderr, "demo:", oneLine(err))
 		if code == exitOK {
 			code = exitViolated
 		}
 	}
 	return code
 }
+
+// oneLine keeps an error to one line of standard error, however many
+// errors it joins.
+func oneLine(err error) string { return strings.ReplaceAll(err.Error(), "\n", "; ") }
 
 const usageHead = `lowwater demo: pchannels whose vchannels advance at random rates, saved to a
 catalog that fails; it stops gracefully, restarts from the catalog and checks
@@ -194,8 +209,15 @@ usage: go run ./cmd/demo [flags]
 
 Shows a live view when standard output is a terminal, log lines otherwise.
 Ctrl-C stops gracefully (flushes, restarts, checks); a second Ctrl-C exits at
-once. Exit status: 0 every check passed, 1 one failed, 2 usage or setup error,
-130 interrupted twice.
+once. Every flag is checked before the run starts.
+
+exit status:
+  0    every check passed
+  1    a check failed: an invariant was violated
+  2    usage error (a bad flag, reported in one line) or setup error
+  3    the checkpoint store is damaged (a bbolt file truncated, emptied or
+       with damaged pages): restore it from a backup, or move it aside
+  130  interrupted twice: exited at once, nothing checked
 
 flags:
 `
@@ -204,11 +226,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	var c config
 	var outages outageFlag
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), usageHead)
-		fs.PrintDefaults()
-	}
+	// The flag package prints its errors and the whole usage itself; the
+	// demo prints the usage for --help only, and its errors in one line.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	// The simulation.
 	fs.IntVar(&c.pchannels, "pchannels", 3, "number of pchannels")
 	fs.IntVar(&c.vchannels, "vchannels", 20, "vchannels per pchannel at start")
@@ -233,6 +254,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.sample, "sample", 500*time.Millisecond, "plain view: print at most one MinimumAdvanced per pchannel per interval (0: all)")
 	fs.DurationVar(&c.minSaveInterval, "min-save-interval", 250*time.Millisecond, "minimum interval between successful saves of a pchannel (0: save as soon as possible)")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(stderr)
+			fmt.Fprint(stderr, usageHead)
+			fs.PrintDefaults()
+		}
 		return c, err
 	}
 
@@ -273,8 +299,17 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	errs = append(errs, checkCatalog(c.catalog))
 	if c.chart != "" {
-		_, err := chartFormat(c.chart)
-		errs = append(errs, err)
+		if _, err := chartFormat(c.chart); err != nil {
+			errs = append(errs, err)
+		} else {
+			errs = append(errs, checkWritable("--chart", c.chart))
+		}
+	}
+	if c.logPath != "" {
+		errs = append(errs, checkWritable("--log", c.logPath))
+	}
+	if c.metricsAddr != "" {
+		errs = append(errs, checkHostPort("--metrics-addr", c.metricsAddr))
 	}
 	switch c.view {
 	case "auto", "live", "plain":
@@ -284,11 +319,41 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if c.seed == 0 {
 		c.seed = time.Now().UnixNano()
 	}
-	if err := errors.Join(errs...); err != nil {
-		fs.Usage()
-		return c, err
+	return c, errors.Join(errs...)
+}
+
+// checkWritable checks, before the run, that the file a flag names can be
+// written at its end: its directory exists and takes a new file, and the
+// path is not a directory. It leaves nothing behind.
+func checkWritable(flagName, path string) error {
+	if info, err := os.Stat(path); err == nil && info.IsDir() {
+		return fmt.Errorf("%s %q: is a directory", flagName, path)
 	}
-	return c, nil
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, ".lowwater-demo-write-check-*")
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return fmt.Errorf("%s %q: cannot write in %s: %w", flagName, path, dir, err)
+	}
+	name := f.Name()
+	_ = f.Close()
+	return os.Remove(name)
+}
+
+// checkHostPort checks that addr is host:port with a port number (empty
+// host: every interface; port 0: any free one).
+func checkHostPort(flagName, addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%s %q: want host:port: %w", flagName, addr, err)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("%s %q: port %q is not a number in 0..65535", flagName, addr, port)
+	}
+	return nil
 }
 
 // describeFaults is the fault profile in one line.

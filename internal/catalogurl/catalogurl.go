@@ -10,6 +10,8 @@ package catalogurl
 import (
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 	"strings"
 
 	"github.com/lowwater/lowwater/persistence/etcdcatalog"
@@ -57,14 +59,27 @@ func Parse(spec string) (URL, error) {
 		}
 		endpoints := strings.Split(hosts, ",")
 		for _, e := range endpoints {
-			if e == "" {
-				return URL{}, fmt.Errorf("%w: %q: empty etcd endpoint", ErrInvalid, spec)
+			if err := checkHostPort(e); err != nil {
+				return URL{}, fmt.Errorf("%w: %q: etcd endpoint %q: %w", ErrInvalid, spec, e, err)
 			}
 		}
 		return URL{Kind: Etcd, Endpoints: endpoints, Prefix: prefix}, nil
 	default:
 		return URL{}, fmt.Errorf("%w: %q: unknown kind %q, want bolt, etcd or memory", ErrInvalid, spec, kind)
 	}
+}
+
+// checkHostPort checks that addr is host:port with a port number: a typo
+// is an error at once, not a connection that times out.
+func checkHostPort(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if n, err := strconv.Atoi(port); host == "" || err != nil || n <= 0 || n > 65535 {
+		return errors.New("want host:port with a port in 1..65535")
+	}
+	return nil
 }
 
 // String describes the catalog in a few words, for headers and errors.

@@ -32,10 +32,10 @@ type Catalog struct {
 	closed atomic.Bool
 
 	mu sync.Mutex
-	// hints remembers, per checkpoint key, the record last read or written
-	// and its revision, so that a save usually needs one round trip. A
-	// stale hint only costs a second one: it is never trusted, only
-	// compared inside the transaction (see save).
+	// hints remembers, per checkpoint key, the record last read or written,
+	// so that a save usually needs one round trip. A stale hint only costs
+	// a second one: it is never trusted, only compared inside the
+	// transaction (see save), and a failed compare replaces it.
 	hints map[string]hint
 	// owned holds the Owned values whose watcher runs, for Close to end.
 	owned map[*Owned]struct{}
@@ -43,11 +43,13 @@ type Catalog struct {
 
 var _ persistence.Catalog = (*Catalog)(nil)
 
-// hint is what the catalog last saw at a checkpoint key: the record and its
-// mod revision. rev 0 means absent.
+// hint is what the catalog last saw at a checkpoint key: the record, its
+// stored bytes and its mod revision. rev 0 means absent. The revision only
+// orders hints of one etcd history; the bytes are what a save compares.
 type hint struct {
 	rev int64
 	rec persistence.Record
+	raw []byte
 }
 
 // New returns a catalog on client. The client stays the caller's: Close does
@@ -148,16 +150,23 @@ type fence struct {
 
 // save is the read-compare-swap loop behind every save.
 //
-// The transaction compares the checkpoint key's mod revision with the
-// revision of the record judged lower than checkpoint (create revision 0 when
-// nothing was stored), so the value is replaced only if it is still that
-// record. This was chosen over comparing the value itself through an
-// order-preserving encoding (etcd compares values as bytes): the order of a
-// MessageID is its WAL's LT, which byte order matches only for some encodings
-// (not for signed offsets, nor for Pulsar IDs, whose partition is not part of
-// the order), and the record carries a version, an owner term and a checksum
-// that must take no part in the comparison. Comparing revisions keeps the
-// record format free and the order defined in one place, package wal.
+// The transaction compares the checkpoint key's stored bytes with those of
+// the record judged lower than checkpoint (create revision 0 when nothing was
+// stored), so the value is replaced only if it is still that record. Not its
+// mod revision: etcd reuses revision numbers after its data is wiped or a
+// snapshot is restored, so a remembered revision can match a different,
+// higher record, and a save would lower it. Equal bytes are the very record
+// the judgement was made on, so it holds whatever history etcd went
+// through.
+//
+// The compare is equality, not order: ordering the value itself through an
+// order-preserving encoding (etcd compares values as bytes) was rejected, as
+// the order of a MessageID is its WAL's LT, which byte order matches only for
+// some encodings (not for signed offsets, nor for Pulsar IDs, whose partition
+// is not part of the order), and the record carries a version, an owner term
+// and a checksum that must take no part in the comparison. Comparing for
+// equality keeps the record format free and the order defined in one place,
+// package wal.
 //
 // The price would be a read before every write; the catalog avoids it by
 // judging against the record it last read or wrote at the key (its hint),
@@ -181,6 +190,7 @@ func (c *Catalog) save(ctx context.Context, pchannel string, checkpoint wal.Mess
 				if h, err = c.read(ctx, pchannel, key, f); err != nil {
 					return err
 				}
+				c.replace(key, h)
 				fresh = true
 				continue
 			}
@@ -194,7 +204,7 @@ func (c *Catalog) save(ctx context.Context, pchannel string, checkpoint wal.Mess
 		if err != nil {
 			return fmt.Errorf("etcdcatalog: %w", err)
 		}
-		cmp := clientv3.Compare(clientv3.ModRevision(key), "=", h.rev)
+		cmp := clientv3.Compare(clientv3.Value(key), "=", string(h.raw))
 		if h.rev == 0 {
 			cmp = clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
 		}
@@ -211,12 +221,15 @@ func (c *Catalog) save(ctx context.Context, pchannel string, checkpoint wal.Mess
 		}
 		if resp.Succeeded {
 			// The transaction's one write is at the header's revision.
-			c.remember(key, hint{rev: resp.Header.Revision, rec: rec})
+			c.remember(key, hint{rev: resp.Header.Revision, rec: rec, raw: val})
 			return nil
 		}
 		if h, err = c.judgeReads(pchannel, key, f, resp.Responses); err != nil {
 			return err
 		}
+		// What the failed compare found replaces the hint, even if its
+		// revision is lower: after a reset of etcd it is the current one.
+		c.replace(key, h)
 		fresh = true
 	}
 }
@@ -275,7 +288,7 @@ func (c *Catalog) judgeReads(pchannel, key string, f *fence, reads []*etcdserver
 	if err != nil {
 		return hint{}, err
 	}
-	return hint{rev: kvs[0].ModRevision, rec: rec}, nil
+	return hint{rev: kvs[0].ModRevision, rec: rec, raw: kvs[0].Value}, nil
 }
 
 // LoadAll returns every stored checkpoint under the prefix. It reads
@@ -366,7 +379,7 @@ func (c *Catalog) decode(pchannel string, kv *mvccpb.KeyValue) (persistence.Reco
 	if err != nil {
 		return persistence.Record{}, &persistence.CorruptRecordError{PChannel: pchannel, Err: err}
 	}
-	c.remember(string(kv.Key), hint{rev: kv.ModRevision, rec: rec})
+	c.remember(string(kv.Key), hint{rev: kv.ModRevision, rec: rec, raw: kv.Value})
 	return rec, nil
 }
 
@@ -377,11 +390,25 @@ func (c *Catalog) hint(key string) hint {
 }
 
 // remember records what was seen at key, unless a later revision was seen
-// (replies of concurrent calls arrive in any order).
+// (replies of concurrent calls arrive in any order). Should etcd's revisions
+// have gone back, the hint kept is stale until a save's failed compare
+// replaces it.
 func (c *Catalog) remember(key string, h hint) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if old, ok := c.hints[key]; ok && old.rev > h.rev {
+		return
+	}
+	c.hints[key] = h
+}
+
+// replace records what a save found at key, whatever the revision of the
+// hint it replaces.
+func (c *Catalog) replace(key string, h hint) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if h.rev == 0 {
+		delete(c.hints, key)
 		return
 	}
 	c.hints[key] = h

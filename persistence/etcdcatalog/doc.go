@@ -13,11 +13,13 @@
 //
 // Save is a compare-and-swap: it writes only when nothing is stored, or when
 // the stored checkpoint is below the offered one and has not changed since it
-// was read (compared on its mod revision, inside the writing transaction).
-// Saving the stored value again succeeds; a lower value is refused with a
-// *persistence.StoredAheadError and nothing is written. With a single writer
-// a save costs one round trip: the catalog remembers the revision of the last
-// record it read or wrote, and only a stale memory costs a second one.
+// was read (its stored bytes compared, inside the writing transaction: not
+// its mod revision, which etcd reuses after its data is wiped or an old
+// snapshot restored). Saving the stored value again succeeds; a lower value
+// is refused with a *persistence.StoredAheadError and nothing is written.
+// With a single writer a save costs one round trip: the catalog remembers
+// the last record it read or wrote, and only a stale memory costs a second
+// one, after which the memory is replaced.
 //
 // # Ownership and fencing
 //

@@ -7,11 +7,13 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -39,6 +41,8 @@ const (
 	rounds     = 20
 	vchannels  = 4
 	roundLimit = 30 * time.Second
+	// exitCorrupt is the child's exit status when its store is damaged.
+	exitCorrupt = 3
 )
 
 // TestKill9 runs the child below (this test binary re-executed, the
@@ -68,7 +72,7 @@ func TestKill9(t *testing.T) {
 	acks, mins := 0, 0
 	for round := range rounds {
 		killAt := 5 + rng.IntN(1500) // lines read before the kill
-		r := runChild(t, db, seed+int64(round), killAt)
+		r := runChild(t, db, seed+int64(round), func(lines int, _ *childRun) bool { return lines == killAt })
 		require.Equal(t, stored, r.start, "round %d: the child did not start from the stored checkpoint", round)
 		prev := r.start
 		for _, v := range r.mins {
@@ -93,14 +97,86 @@ func TestKill9(t *testing.T) {
 	t.Logf("%d rounds, %d minima, %d acknowledgements, final kafka:%d", rounds, mins, acks, stored)
 }
 
+// TestKill9DamagedFile kills a child mid-work, as TestKill9 does, then
+// damages the bbolt file it left the ways a disk fault or a bad copy does.
+// A restarted child must report the store damaged (ErrCorruptStore) and
+// stop, never start the pchannel from nothing, and leave the file as it
+// found it for the operator.
+func TestKill9DamagedFile(t *testing.T) {
+	db := filepath.Join(t.TempDir(), "checkpoints.db")
+	r := runChild(t, db, 1, func(_ int, r *childRun) bool { return len(r.acks) == 3 })
+	require.NotEmpty(t, r.acks, "the child saved nothing before the kill")
+	stored := load(t, db)
+	require.GreaterOrEqual(t, stored, r.acks[len(r.acks)-1])
+	healthy, err := os.ReadFile(db)
+	require.NoError(t, err)
+	const page = 4096 // bbolt's page size here: the OS page size
+	require.Equal(t, page, os.Getpagesize())
+
+	for _, tc := range []struct {
+		name   string
+		damage func([]byte) []byte
+	}{
+		{"emptied", func(b []byte) []byte { return b[:0] }},
+		{"truncated to 8 KiB", func(b []byte) []byte { return b[:8<<10] }},
+		{"data pages zeroed", func(b []byte) []byte { clear(b[2*page:]); return b }},
+		{"garbage over data pages", func(b []byte) []byte {
+			rng := rand.New(rand.NewPCG(5, 6))
+			for i := 2 * page; i < len(b); i++ {
+				b[i] = byte(rng.Uint32())
+			}
+			return b
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			damaged := filepath.Join(t.TempDir(), "checkpoints.db")
+			data := tc.damage(slices.Clone(healthy))
+			require.NoError(t, os.WriteFile(damaged, data, 0o600))
+			_, err := persistence.OpenBolt(damaged)
+			require.ErrorIs(t, err, persistence.ErrCorruptStore, "reopening the damaged file")
+
+			lines, code, stderr := runChildToExit(t, damaged)
+			require.Equal(t, []string{"CORRUPT -1"}, lines, "the child did not stop at the damaged store; stderr:\n%s", stderr)
+			require.Equal(t, exitCorrupt, code, "stderr:\n%s", stderr)
+			require.Contains(t, stderr, damaged, "the report names the file")
+			after, err := os.ReadFile(damaged)
+			require.NoError(t, err)
+			require.Equal(t, data, after, "the damaged file was changed")
+		})
+	}
+}
+
+// runChildToExit runs the child until it exits on its own, and returns the
+// lines it printed, its exit status and its standard error.
+func runChildToExit(t *testing.T, db string) (lines []string, code int, stderr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), roundLimit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), childEnv+"=1", dbEnv+"="+db, seedEnv+"=1")
+	var errBuf bytes.Buffer
+	cmd.Stderr = &errBuf
+	out, err := cmd.Output()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatalf("child: %v", err)
+	}
+	require.NoError(t, ctx.Err(), "the child did not exit within %v", roundLimit)
+	if text := strings.TrimSpace(string(out)); text != "" {
+		lines = strings.Split(text, "\n")
+	}
+	return lines, cmd.ProcessState.ExitCode(), errBuf.String()
+}
+
 type childRun struct {
 	start      int64 // -1: nothing stored
 	mins, acks []int64
 }
 
-// runChild starts the child, reads its lines, kills it with SIGKILL after
-// killAt lines, and returns what it printed before dying.
-func runChild(t *testing.T, db string, seed int64, killAt int) childRun {
+// runChild starts the child, reads its lines, kills it with SIGKILL once
+// kill says so (given the lines read and what they said), and returns what
+// it printed before dying.
+func runChild(t *testing.T, db string, seed int64, kill func(lines int, r *childRun) bool) childRun {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
 	cmd.Env = append(os.Environ(), childEnv+"=1", dbEnv+"="+db, seedEnv+"="+strconv.FormatInt(seed, 10))
@@ -129,7 +205,7 @@ func runChild(t *testing.T, db string, seed int64, killAt int) childRun {
 		case line, ok = <-lines:
 		case <-deadline.C:
 			_ = cmd.Process.Kill()
-			t.Fatalf("child ran %v without %d lines; stderr:\n%s", roundLimit, killAt, stderr.String())
+			t.Fatalf("child ran %v without reaching its kill point; stderr:\n%s", roundLimit, stderr.String())
 		}
 		if !ok {
 			break
@@ -149,7 +225,7 @@ func runChild(t *testing.T, db string, seed int64, killAt int) childRun {
 		default:
 			t.Fatalf("child line %q", line)
 		}
-		if n == killAt && !killed {
+		if !killed && kill(n, &r) {
 			require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
 			killed = true
 		}
@@ -190,6 +266,13 @@ func TestCrashChild(t *testing.T) {
 	rng := rand.New(rand.NewPCG(uint64(seed), 1))
 
 	cat, err := persistence.OpenBolt(os.Getenv(dbEnv), persistence.WithOpenTimeout(10*time.Second))
+	if errors.Is(err, persistence.ErrCorruptStore) {
+		// What a node does with a damaged store: say so and stop, never
+		// start from nothing.
+		fmt.Fprintf(os.Stdout, "CORRUPT %d\n", -1)
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(exitCorrupt)
+	}
 	require.NoError(t, err)
 	stored, err := cat.Load(context.Background(), pchannel)
 	require.NoError(t, err)

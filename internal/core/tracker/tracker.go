@@ -222,7 +222,34 @@ func (t *Tracker) Drop(vchannel string) (advanced bool, err error) {
 	}
 	t.names[last] = ""
 	t.names, t.pos = t.names[:last], t.pos[:last]
+	t.shrink()
 	return last > 0 && before.LT(t.heap[0]), nil
+}
+
+// shrinkFloor is the slot capacity a tracker may always keep: below it,
+// returning memory is not worth the copies.
+const shrinkFloor = 64
+
+// shrink returns memory after a mass drop, so that a tracker does not keep
+// its peak size forever. When the vchannels fill less than a quarter of
+// the slots' capacity, the four slices move to ones of twice the count;
+// when the index is at least four times the size twice the count needs, it
+// is rebuilt at that size. Either way at least as many Adds or Drops as
+// there are vchannels come before the next grow or shrink, so each costs
+// O(1) amortised. Update never shrinks, so it never allocates.
+func (t *Tracker) shrink() {
+	n := len(t.heap)
+	if c := cap(t.heap); c > shrinkFloor && n < c/4 {
+		c = max(2*n, shrinkFloor)
+		t.heap = append(make([]wal.MessageID, 0, c), t.heap...)
+		t.heapSlot = append(make([]int32, 0, c), t.heapSlot...)
+		t.names = append(make([]string, 0, c), t.names...)
+		t.namesShared = false // a copy now: what ShareNames gave away stays as it was
+		t.pos = append(make([]int32, 0, c), t.pos...)
+	}
+	if size := indexSize(max(2*n, shrinkFloor)); 4*size <= len(t.index) {
+		t.rehash(size)
+	}
 }
 
 // push appends a vchannel at the end of the heap, in a new slot, and

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"sort"
 	"testing"
@@ -1142,5 +1143,79 @@ func TestShareNamesIsCopiedOnWrite(t *testing.T) {
 		if err := checkHeap(tr); err != nil {
 			t.Fatalf("after %s: %v", op, err)
 		}
+	}
+}
+
+// TestMassDropReturnsMemory adds many vchannels and drops them all: the
+// tracker ends at its floor size, not at its peak, and keeps every
+// invariant on the way down and back up.
+func TestMassDropReturnsMemory(t *testing.T) {
+	const n = 100_000
+	tr := newTracker(t, wal.Kafka)
+	names := benchNames(n)
+	for i, name := range names {
+		mustAdd(t, tr, name, wal.KafkaID(i))
+	}
+	peakSlots, peakIndex := cap(tr.heap), len(tr.index)
+	rng := rand.New(rand.NewPCG(9, 9))
+	rng.Shuffle(n, func(i, j int) { names[i], names[j] = names[j], names[i] })
+	for i, name := range names {
+		mustDrop(t, tr, name)
+		if left := n - i - 1; left%9973 == 0 || left < 300 && left%7 == 0 {
+			if err := checkHeap(tr); err != nil {
+				t.Fatalf("%d left: %v", left, err)
+			}
+			if slots := cap(tr.heap); slots > max(4*left+3, shrinkFloor) {
+				t.Fatalf("%d left: %d slots kept", left, slots)
+			}
+			if idx := len(tr.index); idx > 4*indexSize(max(2*left, shrinkFloor)) {
+				t.Fatalf("%d left: index of %d kept", left, idx)
+			}
+		}
+	}
+	t.Logf("peak: %d slots, index %d; after dropping all: %d slots, index %d", peakSlots, peakIndex, cap(tr.heap), len(tr.index))
+	if cap(tr.heap) > shrinkFloor || cap(tr.names) > shrinkFloor || cap(tr.pos) > shrinkFloor || cap(tr.heapSlot) > shrinkFloor {
+		t.Fatalf("after dropping all: capacities heap %d, heapSlot %d, names %d, pos %d, want at most %d",
+			cap(tr.heap), cap(tr.heapSlot), cap(tr.names), cap(tr.pos), shrinkFloor)
+	}
+	if len(tr.index) > indexSize(shrinkFloor) {
+		t.Fatalf("after dropping all: index of %d, want at most %d", len(tr.index), indexSize(shrinkFloor))
+	}
+	// Usable again, through a grow and a second shrink.
+	for i, name := range names[:1000] {
+		mustAdd(t, tr, name, wal.KafkaID(i))
+	}
+	for _, name := range names[:990] {
+		mustDrop(t, tr, name)
+	}
+	if err := checkHeap(tr); err != nil {
+		t.Fatal(err)
+	}
+	wantMin(t, tr, wal.KafkaID(990))
+}
+
+// TestMassDropReturnsHeap measures what the process heap keeps after a
+// 100,000 vchannels were added and dropped.
+func TestMassDropReturnsHeap(t *testing.T) {
+	const n = 100_000
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	tr := newTracker(t, wal.Kafka)
+	names := benchNames(n)
+	for i, name := range names {
+		mustAdd(t, tr, name, wal.KafkaID(i))
+	}
+	for _, name := range names {
+		mustDrop(t, tr, name)
+	}
+	names = nil
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	held := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	runtime.KeepAlive(tr)
+	t.Logf("heap held by an empty tracker after %d adds and drops: %d bytes", n, held)
+	if held > 1<<20 {
+		t.Fatalf("an empty tracker holds %d bytes after %d adds and drops", held, n)
 	}
 }

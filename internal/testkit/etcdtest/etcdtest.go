@@ -368,3 +368,31 @@ func IgnorePeerConnections() []goleak.Option {
 		goleak.IgnoreAnyFunction("net/http.(*connReader).abortPendingRead"),
 	}
 }
+
+// WipeAndRestart stops the member, deletes its data and starts it again as a
+// new single-member cluster on the same client URL, so that clients
+// reconnect by themselves and find etcd gone back in time: empty, its
+// revisions counting from 1 again, as after a lost data directory or a
+// restore from an old snapshot.
+func (s *Server) WipeAndRestart() {
+	s.t.Helper()
+	s.Stop()
+	if err := os.RemoveAll(s.dir); err != nil {
+		s.t.Fatalf("etcdtest: wipe %s: %v", s.name, err)
+	}
+	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+		s.t.Fatalf("etcdtest: wipe %s: %v", s.name, err)
+	}
+	s.token = uniqueToken()
+	var e *embed.Etcd
+	var err error
+	for range 3 {
+		if e, err = s.start(true); err == nil || !errors.Is(err, syscall.EADDRINUSE) {
+			break
+		}
+	}
+	if err != nil {
+		s.t.Fatalf("etcdtest: restart %s wiped: %v", s.name, err)
+	}
+	s.setRunning(e)
+}

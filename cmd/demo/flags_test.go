@@ -1,0 +1,113 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/wal"
+)
+
+// TestBadFlagsStopBeforeTheRun gives flags that could only fail at the end
+// of a run (a chart or log nobody can write, an address or catalog that
+// cannot be parsed): each is refused before anything runs, with exit 2,
+// nothing on standard output and one line on standard error naming the
+// flag.
+func TestBadFlagsStopBeforeTheRun(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"--chart=/nonexistent/x.svg"}, "--chart"},
+		{[]string{"--chart=" + dir + ".svg"}, "--chart"}, // a directory named like a chart
+		{[]string{"--chart=out.txt"}, "--chart"},
+		{[]string{"--log=/nonexistent/demo.log"}, "--log"},
+		{[]string{"--metrics-addr=localhost"}, "--metrics-addr"},
+		{[]string{"--metrics-addr=:http"}, "--metrics-addr"},
+		{[]string{"--catalog=bolt:/nonexistent/x.db"}, "--catalog"},
+		{[]string{"--catalog=etcd://nohostport/prefix"}, "--catalog"},
+		{[]string{"--catalog=carrier-pigeon"}, "--catalog"},
+		{[]string{"--duration=0s"}, "--duration"},
+		{[]string{"--latency=-1ms"}, "--latency"},
+		{[]string{"--vchannels=10001"}, "--vchannels"},
+		{[]string{"--rate=0"}, "--rate"},
+		{[]string{"--outage=1s"}, "outage"},
+		{[]string{"--no-such-flag"}, "no-such-flag"},
+		{[]string{"--pchannels=0", "--chart=/nonexistent/x.svg"}, "--pchannels"}, // two errors, one line
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			if err := os.MkdirAll(dir+".svg", 0o755); err != nil {
+				t.Fatal(err)
+			}
+			var out, stderr bytes.Buffer
+			code := run(context.Background(), tc.args, &out, &stderr)
+			if code != exitSetup {
+				t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, exitSetup, out.String(), stderr.String())
+			}
+			if out.Len() != 0 {
+				t.Fatalf("the demo ran:\n%s", out.String())
+			}
+			msg := stderr.String()
+			if strings.Count(msg, "\n") != 1 || !strings.HasPrefix(msg, "demo: ") || !strings.Contains(msg, tc.flag) {
+				t.Fatalf("stderr = %q, want one line naming %s", msg, tc.flag)
+			}
+		})
+	}
+}
+
+// TestHelpListsExitCodes: --help documents every exit status the demo uses.
+func TestHelpListsExitCodes(t *testing.T) {
+	var out, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"--help"}, &out, &stderr); code != exitOK {
+		t.Fatalf("--help: exit %d", code)
+	}
+	for _, code := range []int{exitOK, exitViolated, exitSetup, exitDamaged, exitInterrupted} {
+		if !strings.Contains(stderr.String(), fmt.Sprintf("\n  %-4d ", code)) {
+			t.Errorf("--help does not list exit status %d:\n%s", code, stderr.String())
+		}
+	}
+}
+
+// TestDamagedBoltFile runs the demo on a bbolt file that was emptied or
+// truncated: it says so in one line on standard error, names the file, and
+// exits with the status of a damaged store, not a stack trace.
+func TestDamagedBoltFile(t *testing.T) {
+	for _, size := range []int64{0, 8 << 10} {
+		t.Run(fmt.Sprintf("%d bytes", size), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "lowwater.db")
+			b, err := persistence.OpenBolt(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 200 {
+				if err := b.Save(context.Background(), fmt.Sprintf("p%d", i), wal.KafkaID(i+1)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := b.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Truncate(path, size); err != nil {
+				t.Fatal(err)
+			}
+			var out, stderr bytes.Buffer
+			code := run(context.Background(), []string{"--duration=1s", "--view=plain", "--catalog=bolt:" + path}, &out, &stderr)
+			if code != exitDamaged {
+				t.Fatalf("exit %d, want %d\nstderr:\n%s", code, exitDamaged, stderr.String())
+			}
+			msg := stderr.String()
+			if strings.Count(msg, "\n") != 1 || !strings.Contains(msg, "damaged") || !strings.Contains(msg, path) {
+				t.Fatalf("stderr = %q, want one line saying %s is damaged", msg, path)
+			}
+			if strings.Contains(out.String(), "PASS") {
+				t.Fatalf("the demo ran on a damaged store:\n%s", out.String())
+			}
+		})
+	}
+}

@@ -1,0 +1,137 @@
+package metrics_test
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lowwater/lowwater/actors"
+	"github.com/lowwater/lowwater/messages"
+	"github.com/lowwater/lowwater/metrics"
+	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/wal"
+)
+
+// TestForgetWinsOverLateEvents moves pchannels away 1,000 times through
+// the real event stream (spawn, an update and its save, stop, Forget), with
+// the collector fed asynchronously as in production, so that most of each
+// run's events reach it after its Forget. Once it has caught up, none of
+// them left a series, a running pchannel or a lost count; and a pchannel
+// that comes back after its Forget is counted again, from its new run only.
+func TestForgetWinsOverLateEvents(t *testing.T) {
+	const cycles, names = 1000, 250 // each name moves away 4 times
+	for _, labelled := range []bool{false, true} {
+		t.Run(fmt.Sprintf("pchannel label %t", labelled), func(t *testing.T) {
+			var opts []metrics.Option
+			if labelled {
+				opts = append(opts, metrics.WithPChannelLabel())
+			}
+			collector, err := metrics.New(opts...)
+			require.NoError(t, err)
+			reg := registry(t, collector)
+			system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+			defer system.Shutdown()
+			sub, err := collector.Subscribe(system.EventStream)
+			require.NoError(t, err)
+			defer sub.Close()
+			catalog := persistence.NewMemory()
+
+			run := func(name string, checkpoint int64) *actor.PID {
+				props, err := actors.NewProps(name, wal.Kafka, catalog,
+					actors.WithCounters(collector.Counters(name)), actors.WithBackoff(fast),
+					actors.WithVChannels(map[string]wal.MessageID{"v": wal.KafkaID(checkpoint)}))
+				require.NoError(t, err)
+				pid := system.Root.Spawn(props)
+				require.NoError(t, actors.Request(system.Root, pid,
+					&messages.UpdateCheckpoint{VChannel: "v", Checkpoint: wal.KafkaID(checkpoint + 1)}, testBound))
+				return pid
+			}
+			for i := range cycles {
+				name := fmt.Sprintf("moved-%d", i%names)
+				pid := run(name, int64(10*i))
+				require.NoError(t, system.Root.PoisonFuture(pid).Wait())
+				collector.Forget(name)
+			}
+			back := run("moved-0", 100_000) // moved back here: counted again
+			defer func() { require.NoError(t, system.Root.PoisonFuture(back).Wait()) }()
+
+			// The collector has caught up once the event published last
+			// has been counted.
+			system.EventStream.Publish(&messages.VChannelDropped{Header: messages.NewHeader("sentinel"), VChannel: "s"})
+			require.Eventually(t, func() bool {
+				return sample(t, reg, "lowwater_vchannels_dropped_total", labelled, "sentinel") == 1
+			}, testBound, tick, "the collector did not catch up")
+
+			if labelled {
+				var stale []string
+				forgotten := map[string]bool{}
+				for _, s := range seriesOf(t, reg, "moved-") {
+					if name := s[strings.Index(s, `pchannel="`):]; !strings.HasPrefix(name, `pchannel="moved-0"`) {
+						stale = append(stale, s)
+						forgotten[name[:strings.Index(name[len(`pchannel="`):], `"`)+len(`pchannel="`)]] = true
+					}
+				}
+				if len(stale) > 0 {
+					t.Errorf("%d series of %d forgotten pchannels remain, such as %v", len(stale), len(forgotten), stale[:min(3, len(stale))])
+				}
+				assert.Equal(t, 1.0, sample(t, reg, "lowwater_pchannels", true, "moved-0"))
+				assert.Equal(t, 1.0, sample(t, reg, "lowwater_updates_total", true, "moved-0"), "only the new run's update")
+				return
+			}
+			assert.Equal(t, 1.0, sample(t, reg, "lowwater_pchannels", false, ""), "only the pchannel that came back runs")
+			assert.Equal(t, float64(cycles+1), sample(t, reg, "lowwater_updates_total", false, ""), "no update lost from the total")
+			assert.Equal(t, 0.0, sample(t, reg, "lowwater_pchannels_recovering", false, ""))
+		})
+	}
+}
+
+// sample returns the value of the metric name (for pchannel when
+// labelled), summed over its other labels; 0 when there is none.
+func sample(t *testing.T, reg *prometheus.Registry, name string, labelled bool, pchannel string) float64 {
+	t.Helper()
+	fams, err := reg.Gather()
+	require.NoError(t, err)
+	var sum float64
+	for _, fam := range fams {
+		if fam.GetName() != name {
+			continue
+		}
+		for _, m := range fam.GetMetric() {
+			match := !labelled
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "pchannel" && l.GetValue() == pchannel {
+					match = true
+				}
+			}
+			if !match {
+				continue
+			}
+			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	return sum
+}
+
+// seriesOf lists every series whose pchannel label starts with prefix.
+func seriesOf(t *testing.T, reg *prometheus.Registry, prefix string) []string {
+	t.Helper()
+	fams, err := reg.Gather()
+	require.NoError(t, err)
+	var out []string
+	for _, fam := range fams {
+		for _, m := range fam.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "pchannel" && strings.HasPrefix(l.GetValue(), prefix) {
+					out = append(out, fam.GetName()+labelString(m.GetLabel()))
+				}
+			}
+		}
+	}
+	return out
+}
