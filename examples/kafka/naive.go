@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
 )
 
 // RunNaive is the same node without lowwater, keeping its position the way
@@ -28,8 +29,8 @@ func RunNaive(ctx context.Context, cfg Config) error {
 	defer sink.Close()
 
 	// The node learns where it resumes only once the group assigned it
-	// partitions; workers start from offset 0 and their marks catch up
-	// (a worker's checkpoint is only used for Until here).
+	// partitions: workers start from offset 0 and are marked up to the
+	// committed offsets then. (Their checkpoints only serve Until here.)
 	starts := make([]int64, cfg.Partitions)
 	slots := func(p int32, v int) int { return int(p)*cfg.VChannels + v }
 	var targets []int64
@@ -59,12 +60,20 @@ func RunNaive(ctx context.Context, cfg Config) error {
 		kgo.InstanceID(cfg.Group+"-node"),
 		kgo.AutoCommitInterval(cfg.AutoCommitInterval),
 		kgo.FetchMaxWait(250*time.Millisecond),
-		kgo.OnPartitionsAssigned(func(context.Context, *kgo.Client, map[string][]int32) {
+		kgo.AdjustFetchOffsetsFn(func(ctx context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+			for p, o := range offsets[cfg.Topic] {
+				if p >= 0 && p < cfg.Partitions {
+					at := max(o.EpochOffset().Offset, 0) // no commit yet: the start
+					cfg.Logger.Info("resume", zap.Int32("partition", p), zap.Int64("offset", at))
+					pl.mark(ctx, p, at)
+				}
+			}
 			select {
 			case <-ready:
 			default:
 				close(ready)
 			}
+			return offsets, nil
 		}),
 	)
 	if err != nil {

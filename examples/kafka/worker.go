@@ -163,11 +163,16 @@ func (pl *pipeline) consume(ctx context.Context, cl *kgo.Client) {
 			for _, r := range fp.Records {
 				pl.send(ctx, ws[VChannelOf(r.Key, pl.vchannels)], item{offset: r.Offset})
 			}
-			next := item{offset: fp.Records[len(fp.Records)-1].Offset + 1, mark: true}
-			for _, w := range ws {
-				pl.send(ctx, w, next)
-			}
+			pl.mark(ctx, fp.Partition, fp.Records[len(fp.Records)-1].Offset+1)
 		})
+	}
+}
+
+// mark tells every worker of partition p that the records below offset
+// have been handed out.
+func (pl *pipeline) mark(ctx context.Context, p int32, offset int64) {
+	for _, w := range pl.workers[p] {
+		pl.send(ctx, w, item{offset: offset, mark: true})
 	}
 }
 
