@@ -410,4 +410,3 @@ func (t *tail) String() string {
 	defer t.mu.Unlock()
 	return string(bytes.TrimSpace(t.b))
 }
-

@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -116,5 +117,43 @@ func assertSinkOnce(t *testing.T, path string, ends []int64) {
 	}
 	if len(counts) != want {
 		t.Errorf("%d records in the sink, want %d", len(counts), want)
+	}
+}
+
+// TestRunNaiveReadsToEnd: the naive node, undisturbed, writes every record
+// (its losses need a crash, which cmd/kafkademo brings).
+func TestRunNaiveReadsToEnd(t *testing.T) {
+	const partitions = 2
+	brokers := cluster(t, partitions)
+	ends := make([]int64, partitions)
+	produce(t, brokers, ends, 0, 400)
+	cfg := Config{
+		Brokers: brokers, Topic: testTopic, Partitions: partitions, VChannels: 4,
+		SinkPath: filepath.Join(t.TempDir(), "sink.db"), Until: ends,
+		AutoCommitInterval: 100 * time.Millisecond,
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	if err := RunNaive(ctx, cfg); err != nil || ctx.Err() != nil {
+		t.Fatalf("RunNaive: %v %v", err, ctx.Err())
+	}
+	assertSinkOnce(t, cfg.SinkPath, ends)
+}
+
+func TestConfigRejected(t *testing.T) {
+	good := Config{Brokers: []string{"127.0.0.1:1"}, Topic: "t", Partitions: 2, SinkPath: "s", CatalogPath: "c"}
+	for name, mutate := range map[string]func(*Config){
+		"no brokers":    func(c *Config) { c.Brokers = nil },
+		"no topic":      func(c *Config) { c.Topic = "" },
+		"no partitions": func(c *Config) { c.Partitions = 0 },
+		"no sink":       func(c *Config) { c.SinkPath = "" },
+		"no catalog":    func(c *Config) { c.CatalogPath = "" },
+		"short until":   func(c *Config) { c.Until = []int64{1} },
+	} {
+		c := good
+		mutate(&c)
+		if err := Run(t.Context(), c); !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: %v, want ErrConfig", name, err)
+		}
 	}
 }
