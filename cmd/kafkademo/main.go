@@ -22,7 +22,7 @@
 //
 //	go run ./cmd/kafkademo [--records 20000] [--rounds 6] [--seed 1]
 //	                       [--partitions 4] [--vchannels 16]
-//	                       [--produce-for 8s] [--kill-after 300ms-1.5s]
+//	                       [--produce-for 8s] [--kill-after 500ms-2s]
 //	                       [--autocommit 1s] [--verbose]
 //
 // Exit status: 0 when every check passed, 1 when one failed, 2 on a usage
@@ -60,7 +60,7 @@ const topic = "events"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, self)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, self)
 	stop()
 	os.Exit(code)
 }
@@ -92,7 +92,7 @@ type config struct {
 	verbose    bool
 }
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer, cmd command) int {
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, cmd command) int {
 	fs := flag.NewFlagSet("kafkademo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var cfg config
@@ -102,7 +102,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, cmd comma
 	fs.IntVar(&cfg.partitions, "partitions", 4, "partitions of the topic (pchannels)")
 	fs.IntVar(&cfg.vchannels, "vchannels", 16, "vchannels (workers) per partition")
 	fs.DurationVar(&cfg.produceFor, "produce-for", 8*time.Second, "how long the producer takes to write the records")
-	kill := fs.String("kill-after", "300ms-1.5s", "range of the time from both nodes ready to the SIGKILL")
+	kill := fs.String("kill-after", "500ms-2s", "range of the time from both nodes ready to the SIGKILL")
 	fs.DurationVar(&cfg.autocommit, "autocommit", time.Second, "naive node: interval of kgo's autocommit")
 	fs.DurationVar(&cfg.timeout, "timeout", 30*time.Second, "bound on each wait for a node")
 	fs.BoolVar(&cfg.verbose, "verbose", false, "copy the nodes' logs to standard error")
@@ -132,7 +132,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, cmd comma
 		return exitSetup
 	}
 	if node.kind != "" {
-		if err := runNode(ctx, cfg, node, stdout, stderr); err != nil {
+		if err := runNode(ctx, cfg, node, stdin, stdout, stderr); err != nil {
 			fmt.Fprintf(stderr, "kafkademo: %s node: %v\n", node.kind, err)
 			return exitSetup
 		}
@@ -149,7 +149,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, cmd comma
 	return exitOK
 }
 
-// parseRange reads "300ms-1.5s".
+// parseRange reads "500ms-2s".
 func parseRange(s string) (lo, hi time.Duration, err error) {
 	a, b, ok := strings.Cut(s, "-")
 	if !ok {
@@ -176,11 +176,19 @@ const (
 )
 
 // runNode is a child process: one consumer node until the parent kills it,
-// or, with --until, until it reached the end of the topic.
-func runNode(ctx context.Context, cfg config, a nodeArgs, stdout, stderr io.Writer) error {
+// or, with --until, until it reached the end of the topic. It also stops
+// (gracefully) when its standard input ends: the parent holds it open, so
+// a parent that died leaves no node behind.
+func runNode(ctx context.Context, cfg config, a nodeArgs, stdin io.Reader, stdout, stderr io.Writer) error {
 	if a.brokers == "" || a.dir == "" {
 		return errors.New("a node needs --brokers and --dir")
 	}
+	ctx, orphaned := context.WithCancel(ctx)
+	defer orphaned()
+	go func() {
+		_, _ = io.Copy(io.Discard, stdin)
+		orphaned()
+	}()
 	logger := zap.NewNop()
 	if cfg.verbose {
 		zc := zap.NewDevelopmentConfig()
@@ -228,17 +236,17 @@ func runNode(ctx context.Context, cfg config, a nodeArgs, stdout, stderr io.Writ
 }
 
 // pace gives each vchannel its flush interval, from the seed: in every
-// partition two vchannels are slow (400-900 ms), the others quick
-// (10-80 ms). Both nodes get the same.
+// partition two vchannels are slow (300-600 ms), the others quick
+// (10-60 ms). Both nodes get the same.
 func pace(seed uint64, vchannels int) func(int32, int) time.Duration {
 	return func(p int32, v int) time.Duration {
 		rng := rand.New(rand.NewPCG(seed, uint64(p)<<32|uint64(v)))
 		slow := rand.New(rand.NewPCG(seed, uint64(p))).Perm(vchannels)[:min(2, vchannels)]
 		for _, s := range slow {
 			if s == v {
-				return 400*time.Millisecond + time.Duration(rng.Int64N(int64(500*time.Millisecond)))
+				return 300*time.Millisecond + time.Duration(rng.Int64N(int64(300*time.Millisecond)))
 			}
 		}
-		return 10*time.Millisecond + time.Duration(rng.Int64N(int64(70*time.Millisecond)))
+		return 10*time.Millisecond + time.Duration(rng.Int64N(int64(50*time.Millisecond)))
 	}
 }

@@ -327,6 +327,11 @@ func (d *demo) start(kind string, until []int64) (*proc, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Held open until the node is reaped (Wait closes it): if this process
+	// dies first, the node sees its input end and stops.
+	if _, err := p.cmd.StdinPipe(); err != nil {
+		return nil, err
+	}
 	if err := p.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s node: %w", kind, err)
 	}

@@ -197,6 +197,11 @@ func (s *summary) print(w io.Writer, cfg config) {
 	fmt.Fprintln(w, strings.Repeat("-", 63))
 	row("total", lw.figures, nv.figures)
 	fmt.Fprintln(w)
+	fmt.Fprintln(w, "killed: after both nodes were ready. bound: records in the sink at the kill")
+	fmt.Fprintln(w, "at or above the stored checkpoint (lag: of them, below the slowest vchannel's")
+	fmt.Fprintln(w, "first unflushed record); replay: of them, written again after the restart;")
+	fmt.Fprintln(w, "lost: below where the node resumed, never in the sink.")
+	fmt.Fprintln(w)
 	pct := func(n int) string { return fmt.Sprintf("%.1f%%", 100*float64(n)/float64(max(s.records, 1))) }
 	verdict := "PASS"
 	if !s.ok() {
