@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
 )
 
 // VChannelOf maps a record key to one of n vchannels. It is not Kafka's
@@ -120,16 +121,17 @@ func (w *worker) flush() error {
 // lowwater node and the naive one share it, so they differ only in how
 // they keep their position.
 type pipeline struct {
+	logger    *zap.Logger
 	vchannels int
 	workers   [][]*worker // by partition, then vchannel
 	wg        sync.WaitGroup
-	// fail ends the node with the first worker's error.
-	fail context.CancelCauseFunc
 }
 
+// startPipeline starts a worker per vchannel, each from the start offset
+// of its partition; the first worker to fail ends the node through fail.
 func startPipeline(cfg *Config, sink *Sink, starts []int64, fail context.CancelCauseFunc,
 	flushed func(partition int32, v int, checkpoint int64)) *pipeline {
-	pl := &pipeline{vchannels: cfg.VChannels, fail: fail}
+	pl := &pipeline{logger: cfg.Logger, vchannels: cfg.VChannels}
 	for p := range cfg.Partitions {
 		var ws []*worker
 		for v := range cfg.VChannels {
@@ -155,6 +157,11 @@ func (pl *pipeline) consume(ctx context.Context, cl *kgo.Client) {
 		if ctx.Err() != nil || fetches.IsClientClosed() {
 			return
 		}
+		// The client retries what can be retried; what it reports here
+		// (say, a partition moving) is worth a line, not the node.
+		fetches.EachError(func(topic string, p int32, err error) {
+			pl.logger.Warn("fetch", zap.String("topic", topic), zap.Int32("partition", p), zap.Error(err))
+		})
 		fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
 			if len(fp.Records) == 0 || int(fp.Partition) >= len(pl.workers) {
 				return
