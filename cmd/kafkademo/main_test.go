@@ -184,3 +184,46 @@ func (s *syncBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// TestNaiveLossCountedOnce: a record the naive node lost stays lost at
+// every later kill, and counts in the round it was lost only.
+func TestNaiveLossCountedOnce(t *testing.T) {
+	prod := produced{{0, 1, 0, 1}}
+	naive := map[string]map[kafka.RecordID]uint32{
+		approachLowwater: {{Offset: 0}: 1, {Offset: 1}: 1, {Offset: 2}: 1, {Offset: 3}: 1},
+		approachNaive:    {{Offset: 0}: 1, {Offset: 2}: 1},
+	}
+	kill := snapshot{stored: []int64{4}, committed: []int64{3}, sinks: naive}
+	final := snapshot{stored: []int64{4}, committed: []int64{4}, sinks: map[string]map[kafka.RecordID]uint32{
+		approachLowwater: naive[approachLowwater],
+		approachNaive:    {{Offset: 0}: 1, {Offset: 2}: 1, {Offset: 3}: 1},
+	}}
+	sum := evaluate(prod, []snapshot{kill, kill}, final, []int64{4}, map[string]bool{approachLowwater: true})
+	if !sum.ok() {
+		t.Fatalf("problems %q", sum.problems)
+	}
+	got := []int{sum.rounds[0].byKind[approachNaive].lost, sum.rounds[1].byKind[approachNaive].lost}
+	if nv := sum.byKind[approachNaive]; got[0] != 1 || got[1] != 0 || nv.lost != 1 || nv.lostEnd != 1 {
+		t.Errorf("naive lost %v by round, %d in all, %d at the end; want [1 0], 1, 1", got, nv.lost, nv.lostEnd)
+	}
+}
+
+// TestAwaitLastLine: a node that prints its line and exits at once is
+// heard, though its output ends at the same moment.
+func TestAwaitLastLine(t *testing.T) {
+	d := &demo{cfg: config{timeout: 10 * time.Second}, stderr: &bytes.Buffer{},
+		cmd: func([]string) *exec.Cmd { return exec.Command("sh", "-c", "echo "+lineDone) }}
+	for i := range 20 {
+		p, err := d.start(approachNaive, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-p.eof // the line and the end of output are both waiting
+		if err := p.await(t.Context(), lineDone, d.cfg.timeout); err != nil {
+			t.Fatalf("run %d: %v", i, err)
+		}
+		if err := p.exit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
