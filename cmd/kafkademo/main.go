@@ -8,6 +8,7 @@
 // own pace (package examples/kafka):
 //
 //	lowwater  keeps each partition's low-water mark in a bbolt catalog
+//	          (or, with --catalog etcd, in an etcd the parent embeds)
 //	naive     commits its polled offsets every second (kgo's autocommit)
 //
 // Each round SIGKILLs both at one random (seeded) moment, reads what each
@@ -23,7 +24,8 @@
 //	go run ./cmd/kafkademo [--records 20000] [--rounds 6] [--seed 1]
 //	                       [--partitions 4] [--vchannels 16]
 //	                       [--produce-for 8s] [--kill-after 500ms-2s]
-//	                       [--autocommit 1s] [--verbose]
+//	                       [--autocommit 1s] [--catalog bbolt|etcd]
+//	                       [--verbose]
 //
 // Exit status: 0 when every check passed, 1 when one failed, 2 on a usage
 // or setup error.
@@ -44,9 +46,12 @@ import (
 	"syscall"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
 	"github.com/lowwater/lowwater/examples/kafka"
+	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/persistence/etcdcatalog"
 )
 
 // Exit codes.
@@ -89,6 +94,7 @@ type config struct {
 	killMax    time.Duration
 	autocommit time.Duration
 	timeout    time.Duration
+	catalog    string
 	verbose    bool
 }
 
@@ -105,12 +111,14 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	kill := fs.String("kill-after", "500ms-2s", "range of the time from both nodes ready to the SIGKILL")
 	fs.DurationVar(&cfg.autocommit, "autocommit", time.Second, "naive node: interval of kgo's autocommit")
 	fs.DurationVar(&cfg.timeout, "timeout", 30*time.Second, "bound on each wait for a node")
+	fs.StringVar(&cfg.catalog, "catalog", catalogBolt, "lowwater's catalog: bbolt (a file) or etcd (embedded in the parent)")
 	fs.BoolVar(&cfg.verbose, "verbose", false, "copy the nodes' logs to standard error")
 	var node nodeArgs
 	fs.StringVar(&node.kind, "node", "", "run as a node: lowwater or naive (the parent passes it)")
 	fs.StringVar(&node.brokers, "brokers", "", "node: the cluster's address")
 	fs.StringVar(&node.dir, "dir", "", "node: the directory of the sink and catalog files")
 	fs.StringVar(&node.until, "until", "", "node: end offsets, comma-separated by partition; stop there")
+	fs.StringVar(&node.etcd, "etcd", "", "node: etcd endpoints, comma-separated, with --catalog etcd")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -127,8 +135,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return exitSetup
 	}
 	if cfg.records < 1 || cfg.rounds < 0 || cfg.partitions < 1 || cfg.vchannels < 1 ||
-		cfg.produceFor < 0 || cfg.autocommit <= 0 || cfg.timeout <= 0 {
-		fmt.Fprintln(stderr, "kafkademo: --records, --partitions, --vchannels, --autocommit and --timeout must be positive; --rounds and --produce-for not negative")
+		cfg.produceFor < 0 || cfg.autocommit <= 0 || cfg.timeout <= 0 ||
+		cfg.catalog != catalogBolt && cfg.catalog != catalogEtcd {
+		fmt.Fprintln(stderr, "kafkademo: --records, --partitions, --vchannels, --autocommit and --timeout must be positive; --rounds and --produce-for not negative; --catalog bbolt or etcd")
 		return exitSetup
 	}
 	if node.kind != "" {
@@ -166,7 +175,7 @@ func parseRange(s string) (lo, hi time.Duration, err error) {
 
 // nodeArgs are a node process's own flags.
 type nodeArgs struct {
-	kind, brokers, dir, until string
+	kind, brokers, dir, until, etcd string
 }
 
 // Lines a node prints for the parent.
@@ -223,6 +232,12 @@ func runNode(ctx context.Context, cfg config, a nodeArgs, stdin io.Reader, stdou
 	var err error
 	switch a.kind {
 	case approachLowwater:
+		cat, cerr := openCatalog(cfg.catalog, a.dir, a.etcd)
+		if cerr != nil {
+			return cerr
+		}
+		defer cat.Close()
+		nc.Catalog = cat
 		err = kafka.Run(ctx, nc)
 	case approachNaive:
 		err = kafka.RunNaive(ctx, nc)
@@ -233,6 +248,25 @@ func runNode(ctx context.Context, cfg config, a nodeArgs, stdin io.Reader, stdou
 		fmt.Fprintln(stdout, lineDone)
 	}
 	return err
+}
+
+// The kinds of catalog.
+const (
+	catalogBolt = "bbolt"
+	catalogEtcd = "etcd"
+)
+
+// openCatalog opens lowwater's catalog as a node and the parent both do:
+// the bbolt file in dir, or etcd at the comma-separated endpoints.
+func openCatalog(kind, dir, endpoints string) (persistence.Catalog, error) {
+	if kind == catalogEtcd {
+		if endpoints == "" {
+			return nil, errors.New("--catalog etcd needs --etcd endpoints")
+		}
+		return etcdcatalog.Open(clientv3.Config{Endpoints: strings.Split(endpoints, ","), DialTimeout: 5 * time.Second, Logger: zap.NewNop()},
+			etcdcatalog.WithPrefix("kafkademo"))
+	}
+	return persistence.OpenBolt(catalogPath(dir))
 }
 
 // pace gives each vchannel its flush interval, from the seed: in every

@@ -32,15 +32,28 @@ func testBinary(args []string) *exec.Cmd {
 	return cmd
 }
 
-// TestDemo runs the demo in a short form: a few SIGKILL rounds over a few
-// thousand records. lowwater must lose nothing and replay within the bound
-// at every kill; the naive node's figures are reported.
-func TestDemo(t *testing.T) {
-	cfg := config{
+// shortDemo is the demo in a short form: a few SIGKILL rounds over a few
+// thousand records.
+func shortDemo(catalog string) config {
+	return config{
 		records: 3000, rounds: 3, seed: 7, partitions: 2, vchannels: 8,
 		produceFor: 4500 * time.Millisecond, killMin: 700 * time.Millisecond, killMax: 1200 * time.Millisecond,
-		autocommit: 300 * time.Millisecond, timeout: 20 * time.Second,
+		autocommit: 300 * time.Millisecond, timeout: 20 * time.Second, catalog: catalog,
 	}
+}
+
+// TestDemo: lowwater must lose nothing and replay within the bound at
+// every kill; the naive node's figures are reported.
+func TestDemo(t *testing.T) { checkDemo(t, shortDemo(catalogBolt)) }
+
+// TestDemoEtcd: the same with the checkpoints in an embedded etcd.
+func TestDemoEtcd(t *testing.T) {
+	cfg := shortDemo(catalogEtcd)
+	cfg.rounds, cfg.records, cfg.produceFor = 2, 2000, 3*time.Second
+	checkDemo(t, cfg)
+}
+
+func checkDemo(t *testing.T, cfg config) {
 	var out bytes.Buffer
 	var stderr syncBuffer
 	sum, err := runDemo(t.Context(), cfg, testBinary, &out, &stderr)
@@ -78,6 +91,7 @@ func TestDemo(t *testing.T) {
 func TestUsage(t *testing.T) {
 	for _, args := range [][]string{
 		{"--records=0"},
+		{"--catalog=zk"},
 		{"--kill-after=1s"},
 		{"--kill-after=2s-1s"},
 		{"--autocommit=0s"},

@@ -182,7 +182,11 @@ func endFigures(prod produced, counts map[kafka.RecordID]uint32) (lost, duplicat
 
 // print writes the table, at most 80 columns wide.
 func (s *summary) print(w io.Writer, cfg config) {
-	fmt.Fprintf(w, "  lowwater: each partition's low-water mark, saved to a bbolt catalog\n")
+	where := "a bbolt catalog"
+	if cfg.catalog == catalogEtcd {
+		where = "etcd (embedded)"
+	}
+	fmt.Fprintf(w, "  lowwater: each partition's low-water mark, saved to %s\n", where)
 	fmt.Fprintf(w, "  naive:    kgo autocommit of polled offsets every %v\n\n", cfg.autocommit)
 	fmt.Fprintln(w, "               |          lowwater            |      naive")
 	fmt.Fprintln(w, "round   killed |  bound   (lag)  replay  lost |  replay   lost")

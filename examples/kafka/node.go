@@ -27,8 +27,11 @@ type Config struct {
 	VChannels int
 	// SinkPath is the workers' output, a bbolt file (see Sink).
 	SinkPath string
-	// CatalogPath is lowwater's catalog, a bbolt file (Run only).
+	// CatalogPath is lowwater's catalog, a bbolt file (Run only)...
 	CatalogPath string
+	// ... unless Catalog is set: any catalog, such as an etcdcatalog that
+	// nodes on many machines share. The node does not close it.
+	Catalog persistence.Catalog
 	// Pace is how often the worker of a vchannel flushes; default 50 ms.
 	Pace func(partition int32, vchannel int) time.Duration
 	// Until, indexed by partition, ends the node once its position reached
@@ -67,7 +70,7 @@ func (c *Config) setDefaults(needCatalog bool) error {
 	switch {
 	case len(c.Brokers) == 0 || c.Topic == "" || c.Partitions < 1 || c.VChannels < 1:
 		return fmt.Errorf("%w: need brokers, a topic, partitions and vchannels", ErrConfig)
-	case c.SinkPath == "" || needCatalog && c.CatalogPath == "":
+	case c.SinkPath == "" || needCatalog && c.CatalogPath == "" && c.Catalog == nil:
 		return fmt.Errorf("%w: need a sink path and a catalog path", ErrConfig)
 	case c.Until != nil && len(c.Until) != int(c.Partitions):
 		return fmt.Errorf("%w: %d offsets in Until for %d partitions", ErrConfig, len(c.Until), c.Partitions)
@@ -88,11 +91,15 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.setDefaults(true); err != nil {
 		return err
 	}
-	catalog, err := persistence.OpenBolt(cfg.CatalogPath)
-	if err != nil {
-		return err
+	catalog := cfg.Catalog
+	if catalog == nil {
+		bolt, err := persistence.OpenBolt(cfg.CatalogPath)
+		if err != nil {
+			return err
+		}
+		defer bolt.Close()
+		catalog = bolt
 	}
-	defer catalog.Close()
 	// One read for every partition, handed to the actors (WithPreloaded).
 	stored, err := catalog.LoadAll(ctx)
 	if err != nil {
