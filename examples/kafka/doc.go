@@ -7,7 +7,8 @@
 // # The mapping
 //
 //   - A partition is a pchannel: one actor (actors.NewProps with wal.Kafka)
-//     keeps its checkpoint, saved to a bbolt catalog.
+//     keeps its checkpoint, saved to a bbolt catalog (or any other, such as
+//     etcd: Config.Catalog).
 //   - The records of a partition are split by key (VChannelOf: a hash of
 //     the key into 16) into vchannels. Each vchannel has its own worker,
 //     which buffers its records and writes them to the Sink every so often,
@@ -36,17 +37,30 @@
 // After a SIGKILL the node restarts from the stored checkpoint c of each
 // partition. Nothing is lost: lowwater only stores a minimum every worker
 // had reported, and workers report only flushed records. What is replayed
-// is exactly the records at or above c that were already in the sink when
-// the node died. That is the bound cmd/kafkademo checks, per partition and
-// kill:
+// is the records at or above c that were already in the sink when the
+// node died; cmd/kafkademo checks, per partition and kill, from the sink
+// and the catalog as the dead node left them:
 //
-//	bound = #{ records in the sink with offset >= c }
-//	      = lag    #{ in the sink, c <= offset < m }
-//	      + spread #{ in the sink, offset >= m }
+//	lost   = #{ records below c not in the sink }               must be 0
+//	bound  = #{ records in the sink with offset >= c }
+//	replay = #{ records of the bound written again after the restart }
+//	                                                     must be <= bound
 //
-// where m is the checkpoint of the slowest vchannel at the kill (the
-// smallest offset of a record some vchannel has not flushed). The spread
-// is the price of one checkpoint per partition: faster vchannels flushed
-// past the slowest one. The lag is the price of saving asynchronously: the
-// minimum had risen, the catalog had not yet stored it.
+// The bound splits at m, the offset of the first record not in the sink,
+// where the slowest vchannel stands:
+//
+//	lag    = #{ in the sink, c <= offset < m }
+//	spread = #{ in the sink, offset >= m }
+//
+// The spread is the price of one checkpoint per partition: faster
+// vchannels flushed past the slowest one. The lag is the price of keeping
+// it asynchronously: the slowest worker reported where the reader had got
+// at its last flush, and the others' records since then, up to its next
+// own one, are in the sink above it; or the actor had not yet saved the
+// new minimum when the node died. Replay equals the bound unless the next
+// run died before flushing all of it again.
+//
+// Duplicates are therefore bounded by how far the fastest vchannels run
+// ahead of the slowest, not by how long the node ran: flush the slow ones
+// more often and the replay shrinks with them.
 package kafka
