@@ -61,7 +61,11 @@ const (
 	exitSetup    = 2
 )
 
-const topic = "events"
+// The topic, and the naive node's consumer group.
+const (
+	topic      = "events"
+	naiveGroup = "naive"
+)
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -218,6 +222,7 @@ func runNode(ctx context.Context, cfg config, a nodeArgs, stdin io.Reader, stdou
 		Pace:               pace(cfg.seed, cfg.vchannels),
 		Ready:              func() { fmt.Fprintln(stdout, lineReady) },
 		Logger:             logger,
+		Group:              naiveGroup,
 		AutoCommitInterval: cfg.autocommit,
 	}
 	if a.until != "" {

@@ -275,7 +275,7 @@ func (d *demo) stored(ctx context.Context) ([]int64, error) {
 // committed reads the naive group's offsets from the cluster.
 func (d *demo) committed(ctx context.Context) ([]int64, error) {
 	req := kmsg.NewPtrOffsetFetchRequest()
-	req.Group = "naive"
+	req.Group = naiveGroup
 	rt := kmsg.NewOffsetFetchRequestTopic()
 	rt.Topic = topic
 	for p := range d.cfg.partitions {
