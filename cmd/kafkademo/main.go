@@ -8,7 +8,7 @@
 // own pace (package examples/kafka):
 //
 //	lowwater  keeps each partition's low-water mark in a bbolt catalog
-//	          (or, with --catalog etcd, in an etcd the parent embeds)
+//	          (or, with --catalog etcd://host:port, in etcd)
 //	naive     commits its polled offsets every second (kgo's autocommit)
 //
 // Each round SIGKILLs both at one random (seeded) moment, reads what each
@@ -24,8 +24,8 @@
 //	go run ./cmd/kafkademo [--records 20000] [--rounds 6] [--seed 1]
 //	                       [--partitions 4] [--vchannels 16]
 //	                       [--produce-for 8s] [--kill-after 500ms-2s]
-//	                       [--autocommit 1s] [--catalog bbolt|etcd]
-//	                       [--verbose]
+//	                       [--autocommit 1s] [--verbose]
+//	                       [--catalog bbolt|etcd://host:port[,host:port][/prefix]]
 //
 // Exit status: 0 when every check passed, 1 when one failed, 2 on a usage
 // or setup error.
@@ -115,14 +115,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	kill := fs.String("kill-after", "500ms-2s", "range of the time from both nodes ready to the SIGKILL")
 	fs.DurationVar(&cfg.autocommit, "autocommit", time.Second, "naive node: interval of kgo's autocommit")
 	fs.DurationVar(&cfg.timeout, "timeout", 30*time.Second, "bound on each wait for a node")
-	fs.StringVar(&cfg.catalog, "catalog", catalogBolt, "lowwater's catalog: bbolt (a file) or etcd (embedded in the parent)")
+	fs.StringVar(&cfg.catalog, "catalog", catalogBolt, "lowwater's catalog: bbolt (a file) or etcd://host:port[,host:port][/prefix]")
 	fs.BoolVar(&cfg.verbose, "verbose", false, "copy the nodes' logs to standard error")
 	var node nodeArgs
 	fs.StringVar(&node.kind, "node", "", "run as a node: lowwater or naive (the parent passes it)")
 	fs.StringVar(&node.brokers, "brokers", "", "node: the cluster's address")
 	fs.StringVar(&node.dir, "dir", "", "node: the directory of the sink and catalog files")
 	fs.StringVar(&node.until, "until", "", "node: end offsets, comma-separated by partition; stop there")
-	fs.StringVar(&node.etcd, "etcd", "", "node: etcd endpoints, comma-separated, with --catalog etcd")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
@@ -138,10 +137,15 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintf(stderr, "kafkademo: --kill-after: %v\n", err)
 		return exitSetup
 	}
+	if cfg.catalog != catalogBolt {
+		if _, _, err := parseEtcd(cfg.catalog); err != nil {
+			fmt.Fprintf(stderr, "kafkademo: %v\n", err)
+			return exitSetup
+		}
+	}
 	if cfg.records < 1 || cfg.rounds < 0 || cfg.partitions < 1 || cfg.vchannels < 1 ||
-		cfg.produceFor < 0 || cfg.autocommit <= 0 || cfg.timeout <= 0 ||
-		cfg.catalog != catalogBolt && cfg.catalog != catalogEtcd {
-		fmt.Fprintln(stderr, "kafkademo: --records, --partitions, --vchannels, --autocommit and --timeout must be positive; --rounds and --produce-for not negative; --catalog bbolt or etcd")
+		cfg.produceFor < 0 || cfg.autocommit <= 0 || cfg.timeout <= 0 {
+		fmt.Fprintln(stderr, "kafkademo: --records, --partitions, --vchannels, --autocommit and --timeout must be positive; --rounds and --produce-for not negative")
 		return exitSetup
 	}
 	if node.kind != "" {
@@ -179,7 +183,7 @@ func parseRange(s string) (lo, hi time.Duration, err error) {
 
 // nodeArgs are a node process's own flags.
 type nodeArgs struct {
-	kind, brokers, dir, until, etcd string
+	kind, brokers, dir, until string
 }
 
 // Lines a node prints for the parent.
@@ -237,7 +241,7 @@ func runNode(ctx context.Context, cfg config, a nodeArgs, stdin io.Reader, stdou
 	var err error
 	switch a.kind {
 	case approachLowwater:
-		cat, cerr := openCatalog(cfg.catalog, a.dir, a.etcd)
+		cat, cerr := openCatalog(cfg.catalog, a.dir)
 		if cerr != nil {
 			return cerr
 		}
@@ -255,23 +259,38 @@ func runNode(ctx context.Context, cfg config, a nodeArgs, stdin io.Reader, stdou
 	return err
 }
 
-// The kinds of catalog.
+// The kinds of catalog: a file, or etcd at etcdScheme + endpoints.
 const (
 	catalogBolt = "bbolt"
-	catalogEtcd = "etcd"
+	etcdScheme  = "etcd://"
 )
 
 // openCatalog opens lowwater's catalog as a node and the parent both do:
-// the bbolt file in dir, or etcd at the comma-separated endpoints.
-func openCatalog(kind, dir, endpoints string) (persistence.Catalog, error) {
-	if kind == catalogEtcd {
-		if endpoints == "" {
-			return nil, errors.New("--catalog etcd needs --etcd endpoints")
-		}
-		return etcdcatalog.Open(clientv3.Config{Endpoints: strings.Split(endpoints, ","), DialTimeout: 5 * time.Second, Logger: zap.NewNop()},
-			etcdcatalog.WithPrefix("kafkademo"))
+// the bbolt file in dir, or etcd.
+func openCatalog(kind, dir string) (persistence.Catalog, error) {
+	if kind == catalogBolt {
+		return persistence.OpenBolt(catalogPath(dir))
 	}
-	return persistence.OpenBolt(catalogPath(dir))
+	hosts, prefix, err := parseEtcd(kind)
+	if err != nil {
+		return nil, err
+	}
+	return etcdcatalog.Open(clientv3.Config{Endpoints: hosts, DialTimeout: 5 * time.Second, Logger: zap.NewNop()},
+		etcdcatalog.WithPrefix(prefix))
+}
+
+// parseEtcd reads "etcd://host:port[,host:port][/prefix]"; the prefix
+// defaults to "kafkademo".
+func parseEtcd(s string) (hosts []string, prefix string, err error) {
+	rest, ok := strings.CutPrefix(s, etcdScheme)
+	h, prefix, _ := strings.Cut(rest, "/")
+	if !ok || h == "" {
+		return nil, "", fmt.Errorf("--catalog %q is neither %s nor %shost:port[,host:port][/prefix]", s, catalogBolt, etcdScheme)
+	}
+	if prefix == "" {
+		prefix = "kafkademo"
+	}
+	return strings.Split(h, ","), prefix, nil
 }
 
 // pace gives each vchannel its flush interval, from the seed: in every

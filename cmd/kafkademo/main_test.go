@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/lowwater/lowwater/examples/kafka"
+	"github.com/lowwater/lowwater/internal/testkit/etcdtest"
 )
 
 // asNode makes the test binary a node process: TestDemo runs it again with
@@ -46,9 +47,11 @@ func shortDemo(catalog string) config {
 // every kill; the naive node's figures are reported.
 func TestDemo(t *testing.T) { checkDemo(t, shortDemo(catalogBolt)) }
 
-// TestDemoEtcd: the same with the checkpoints in an embedded etcd.
+// TestDemoEtcd: the same with the checkpoints in etcd (embedded in the
+// test, as the demo's users bring their own).
 func TestDemoEtcd(t *testing.T) {
-	cfg := shortDemo(catalogEtcd)
+	endpoints := etcdtest.Start(t)
+	cfg := shortDemo(etcdScheme + strings.TrimPrefix(endpoints[0], "http://") + "/kafkademo-test")
 	cfg.rounds, cfg.records, cfg.produceFor = 2, 2000, 3*time.Second
 	checkDemo(t, cfg)
 }
@@ -92,6 +95,7 @@ func TestUsage(t *testing.T) {
 	for _, args := range [][]string{
 		{"--records=0"},
 		{"--catalog=zk"},
+		{"--catalog=etcd://"},
 		{"--kill-after=1s"},
 		{"--kill-after=2s-1s"},
 		{"--autocommit=0s"},

@@ -22,7 +22,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/lowwater/lowwater/examples/kafka"
-	"github.com/lowwater/lowwater/internal/testkit/etcdtest"
 	"github.com/lowwater/lowwater/wal"
 )
 
@@ -45,7 +44,6 @@ type demo struct {
 	stderr  io.Writer
 	dir     string
 	brokers string
-	etcd    string // endpoints, with --catalog etcd
 	client  *kgo.Client
 
 	mu       sync.Mutex
@@ -85,15 +83,6 @@ func runDemo(ctx context.Context, cfg config, cmd command, stdout, stderr io.Wri
 		return nil, err
 	}
 	defer d.client.Close()
-
-	if cfg.catalog == catalogEtcd {
-		endpoints, stop, err := etcdtest.Embed(filepath.Join(d.dir, "etcd"))
-		if err != nil {
-			return nil, err
-		}
-		defer stop()
-		d.etcd = strings.Join(endpoints, ",")
-	}
 
 	fmt.Fprintf(stdout, "kafkademo: %d records, %d partitions x %d vchannels, %d kills, seed %d\n",
 		cfg.records, cfg.partitions, cfg.vchannels, cfg.rounds, cfg.seed)
@@ -254,7 +243,7 @@ func (d *demo) snapshot(ctx context.Context) (snapshot, error) {
 }
 
 func (d *demo) stored(ctx context.Context) ([]int64, error) {
-	cat, err := openCatalog(d.cfg.catalog, d.dir, d.etcd)
+	cat, err := openCatalog(d.cfg.catalog, d.dir)
 	if err != nil {
 		return nil, err
 	}
@@ -317,7 +306,7 @@ func (d *demo) start(kind string, until []int64) (*proc, error) {
 	args := []string{"--node", kind, "--brokers", d.brokers, "--dir", d.dir,
 		"--partitions", strconv.Itoa(d.cfg.partitions), "--vchannels", strconv.Itoa(d.cfg.vchannels),
 		"--seed", strconv.FormatUint(d.cfg.seed, 10), "--autocommit", d.cfg.autocommit.String(),
-		"--catalog", d.cfg.catalog, "--etcd", d.etcd}
+		"--catalog", d.cfg.catalog}
 	if d.cfg.verbose {
 		args = append(args, "--verbose")
 	}

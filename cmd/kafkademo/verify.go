@@ -183,8 +183,8 @@ func endFigures(prod produced, counts map[kafka.RecordID]uint32) (lost, duplicat
 // print writes the table, at most 80 columns wide.
 func (s *summary) print(w io.Writer, cfg config) {
 	where := "a bbolt catalog"
-	if cfg.catalog == catalogEtcd {
-		where = "etcd (embedded)"
+	if cfg.catalog != catalogBolt {
+		where = "etcd"
 	}
 	fmt.Fprintf(w, "  lowwater: each partition's low-water mark, saved to %s\n", where)
 	fmt.Fprintf(w, "  naive:    kgo autocommit of polled offsets every %v\n\n", cfg.autocommit)
