@@ -49,6 +49,13 @@ docs: bin/demo
 demo-etcd:
 	$(GO) run ./cmd/failover
 
+# lowwater behind a real Kafka wire protocol (kfake, in this process): a
+# consumer node SIGKILLed and restarted for several rounds; fails on a lost
+# record or a replay over its bound, and shows kgo's autocommit beside it.
+.PHONY: demo-kafka
+demo-kafka:
+	$(GO) run ./cmd/kafkademo
+
 # lowwater side by side with the mutex/cond baseline (bench/baseline):
 # medians of BENCH_COUNT (default 7) interleaved rounds of ./bench, as one
 # table (metric, baseline, lowwater, ratio) written to bench/RESULTS.md and

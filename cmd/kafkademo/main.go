@@ -1,0 +1,310 @@
+// Command kafkademo proves lowwater behind a real Kafka wire protocol, and
+// measures the usual alternative beside it.
+//
+// The parent process runs an in-process Kafka cluster (kfake, speaking the
+// real protocol on 127.0.0.1) and a producer writing keyed records to it.
+// Two consumer nodes run as child processes (this program again, with
+// --node), each with the same workers flushing to a bbolt sink at their
+// own pace (package examples/kafka):
+//
+//	lowwater  keeps each partition's low-water mark in a bbolt catalog
+//	          (or, with --catalog etcd://host:port, in etcd)
+//	naive     commits its polled offsets every second (kgo's autocommit)
+//
+// Each round SIGKILLs both at one random (seeded) moment, reads what each
+// left behind (sink, catalog, group offsets) and restarts them; a last run
+// reads to the end of the topic. Then it prints a table per round: for
+// lowwater, the bound on the replay (records in the sink at or above the
+// stored checkpoint at the kill), the replay measured (records written to
+// the sink again after the restart) and the records lost; for naive, its
+// replay and its losses. It exits 1 if lowwater lost a record or replayed
+// more than the bound, or if its final checkpoints are not the topic's
+// end; naive's losses are only reported.
+//
+//	go run ./cmd/kafkademo [--records 20000] [--rounds 6] [--seed 1]
+//	                       [--partitions 4] [--vchannels 16]
+//	                       [--produce-for 8s] [--kill-after 500ms-2s]
+//	                       [--autocommit 1s] [--verbose]
+//	                       [--catalog bbolt|etcd://host:port[,host:port][/prefix]]
+//
+// Exit status: 0 when every check passed, 1 when one failed, 2 on a usage
+// or setup error.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/lowwater/lowwater/examples/kafka"
+	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/persistence/etcdcatalog"
+)
+
+// Exit codes.
+const (
+	exitOK       = 0
+	exitViolated = 1
+	exitSetup    = 2
+)
+
+// The topic, and the naive node's consumer group.
+const (
+	topic      = "events"
+	naiveGroup = "naive"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, self)
+	stop()
+	os.Exit(code)
+}
+
+// command builds the command line of a node process: this program again,
+// or, in its test, the test binary.
+type command func(args []string) *exec.Cmd
+
+func self(args []string) *exec.Cmd {
+	exe, err := os.Executable()
+	if err != nil {
+		exe = os.Args[0]
+	}
+	return exec.Command(exe, args...)
+}
+
+// config is the command line.
+type config struct {
+	records    int
+	rounds     int
+	seed       uint64
+	partitions int
+	vchannels  int
+	produceFor time.Duration
+	killMin    time.Duration
+	killMax    time.Duration
+	autocommit time.Duration
+	timeout    time.Duration
+	catalog    string
+	verbose    bool
+}
+
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, cmd command) int {
+	fs := flag.NewFlagSet("kafkademo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg config
+	fs.IntVar(&cfg.records, "records", 20000, "keyed records the producer writes")
+	fs.IntVar(&cfg.rounds, "rounds", 6, "SIGKILL rounds before the last run")
+	fs.Uint64Var(&cfg.seed, "seed", 1, "seed of the kill moments, the keys and the workers' pace")
+	fs.IntVar(&cfg.partitions, "partitions", 4, "partitions of the topic (pchannels)")
+	fs.IntVar(&cfg.vchannels, "vchannels", 16, "vchannels (workers) per partition")
+	fs.DurationVar(&cfg.produceFor, "produce-for", 8*time.Second, "how long the producer takes to write the records")
+	kill := fs.String("kill-after", "500ms-2s", "range of the time from both nodes ready to the SIGKILL")
+	fs.DurationVar(&cfg.autocommit, "autocommit", time.Second, "naive node: interval of kgo's autocommit")
+	fs.DurationVar(&cfg.timeout, "timeout", 30*time.Second, "bound on each wait for a node")
+	fs.StringVar(&cfg.catalog, "catalog", catalogBolt, "lowwater's catalog: bbolt (a file) or etcd://host:port[,host:port][/prefix]")
+	fs.BoolVar(&cfg.verbose, "verbose", false, "copy the nodes' logs to standard error")
+	var node nodeArgs
+	fs.StringVar(&node.kind, "node", "", "run as a node: lowwater or naive (the parent passes it)")
+	fs.StringVar(&node.brokers, "brokers", "", "node: the cluster's address")
+	fs.StringVar(&node.dir, "dir", "", "node: the directory of the sink and catalog files")
+	fs.StringVar(&node.until, "until", "", "node: end offsets, comma-separated by partition; stop there")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitSetup
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "kafkademo: unexpected arguments %q\n", fs.Args())
+		return exitSetup
+	}
+	var err error
+	if cfg.killMin, cfg.killMax, err = parseRange(*kill); err != nil {
+		fmt.Fprintf(stderr, "kafkademo: --kill-after: %v\n", err)
+		return exitSetup
+	}
+	if cfg.catalog != catalogBolt {
+		if _, _, err := parseEtcd(cfg.catalog); err != nil {
+			fmt.Fprintf(stderr, "kafkademo: %v\n", err)
+			return exitSetup
+		}
+	}
+	if cfg.records < 1 || cfg.rounds < 0 || cfg.partitions < 1 || cfg.vchannels < 1 ||
+		cfg.produceFor < 0 || cfg.autocommit <= 0 || cfg.timeout <= 0 {
+		fmt.Fprintln(stderr, "kafkademo: --records, --partitions, --vchannels, --autocommit and --timeout must be positive; --rounds and --produce-for not negative")
+		return exitSetup
+	}
+	if node.kind != "" {
+		if err := runNode(ctx, cfg, node, stdin, stdout, stderr); err != nil {
+			fmt.Fprintf(stderr, "kafkademo: %s node: %v\n", node.kind, err)
+			return exitSetup
+		}
+		return exitOK
+	}
+	sum, err := runDemo(ctx, cfg, cmd, stdout, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "kafkademo:", err)
+		return exitSetup
+	}
+	if !sum.ok() {
+		return exitViolated
+	}
+	return exitOK
+}
+
+// parseRange reads "500ms-2s".
+func parseRange(s string) (lo, hi time.Duration, err error) {
+	a, b, ok := strings.Cut(s, "-")
+	if !ok {
+		return 0, 0, fmt.Errorf("%q is not MIN-MAX", s)
+	}
+	if lo, err = time.ParseDuration(a); err == nil {
+		hi, err = time.ParseDuration(b)
+	}
+	if err == nil && (lo < 0 || hi < lo) {
+		err = fmt.Errorf("%q: need 0 <= MIN <= MAX", s)
+	}
+	return lo, hi, err
+}
+
+// nodeArgs are a node process's own flags.
+type nodeArgs struct {
+	kind, brokers, dir, until string
+}
+
+// Lines a node prints for the parent.
+const (
+	lineReady = "ready"
+	lineDone  = "done"
+)
+
+// runNode is a child process: one consumer node until the parent kills it,
+// or, with --until, until it reached the end of the topic. It also stops
+// (gracefully) when its standard input ends: the parent holds it open, so
+// a parent that died leaves no node behind.
+func runNode(ctx context.Context, cfg config, a nodeArgs, stdin io.Reader, stdout, stderr io.Writer) error {
+	if a.brokers == "" || a.dir == "" {
+		return errors.New("a node needs --brokers and --dir")
+	}
+	ctx, orphaned := context.WithCancel(ctx)
+	defer orphaned()
+	go func() {
+		_, _ = io.Copy(io.Discard, stdin)
+		orphaned()
+	}()
+	logger := zap.NewNop()
+	if cfg.verbose {
+		zc := zap.NewDevelopmentConfig()
+		zc.OutputPaths = []string{"stderr"}
+		l, err := zc.Build(zap.Fields(zap.String("node", a.kind)))
+		if err != nil {
+			return err
+		}
+		logger = l
+	}
+	nc := kafka.Config{
+		Brokers:            []string{a.brokers},
+		Topic:              topic,
+		Partitions:         int32(cfg.partitions),
+		VChannels:          cfg.vchannels,
+		SinkPath:           sinkPath(a.dir, a.kind),
+		CatalogPath:        catalogPath(a.dir),
+		Pace:               pace(cfg.seed, cfg.vchannels),
+		Ready:              func() { fmt.Fprintln(stdout, lineReady) },
+		Logger:             logger,
+		Group:              naiveGroup,
+		AutoCommitInterval: cfg.autocommit,
+	}
+	if a.until != "" {
+		for _, s := range strings.Split(a.until, ",") {
+			n, err := strconv.ParseInt(s, 10, 64)
+			if err != nil {
+				return fmt.Errorf("--until: %w", err)
+			}
+			nc.Until = append(nc.Until, n)
+		}
+	}
+	var err error
+	switch a.kind {
+	case approachLowwater:
+		cat, cerr := openCatalog(cfg.catalog, a.dir)
+		if cerr != nil {
+			return cerr
+		}
+		defer cat.Close()
+		nc.Catalog = cat
+		err = kafka.Run(ctx, nc)
+	case approachNaive:
+		err = kafka.RunNaive(ctx, nc)
+	default:
+		err = fmt.Errorf("unknown node kind %q", a.kind)
+	}
+	if err == nil {
+		fmt.Fprintln(stdout, lineDone)
+	}
+	return err
+}
+
+// The kinds of catalog: a file, or etcd at etcdScheme + endpoints.
+const (
+	catalogBolt = "bbolt"
+	etcdScheme  = "etcd://"
+)
+
+// openCatalog opens lowwater's catalog as a node and the parent both do:
+// the bbolt file in dir, or etcd.
+func openCatalog(kind, dir string) (persistence.Catalog, error) {
+	if kind == catalogBolt {
+		return persistence.OpenBolt(catalogPath(dir))
+	}
+	hosts, prefix, err := parseEtcd(kind)
+	if err != nil {
+		return nil, err
+	}
+	return etcdcatalog.Open(clientv3.Config{Endpoints: hosts, DialTimeout: 5 * time.Second, Logger: zap.NewNop()},
+		etcdcatalog.WithPrefix(prefix))
+}
+
+// parseEtcd reads "etcd://host:port[,host:port][/prefix]"; the prefix
+// defaults to "kafkademo".
+func parseEtcd(s string) (hosts []string, prefix string, err error) {
+	rest, ok := strings.CutPrefix(s, etcdScheme)
+	h, prefix, _ := strings.Cut(rest, "/")
+	if !ok || h == "" {
+		return nil, "", fmt.Errorf("--catalog %q is neither %s nor %shost:port[,host:port][/prefix]", s, catalogBolt, etcdScheme)
+	}
+	if prefix == "" {
+		prefix = "kafkademo"
+	}
+	return strings.Split(h, ","), prefix, nil
+}
+
+// pace gives each vchannel its flush interval, from the seed: in every
+// partition two vchannels are slow (300-600 ms), the others quick
+// (10-60 ms). Both nodes get the same.
+func pace(seed uint64, vchannels int) func(int32, int) time.Duration {
+	return func(p int32, v int) time.Duration {
+		rng := rand.New(rand.NewPCG(seed, uint64(p)<<32|uint64(v)))
+		slow := rand.New(rand.NewPCG(seed, uint64(p))).Perm(vchannels)[:min(2, vchannels)]
+		for _, s := range slow {
+			if s == v {
+				return 300*time.Millisecond + time.Duration(rng.Int64N(int64(300*time.Millisecond)))
+			}
+		}
+		return 10*time.Millisecond + time.Duration(rng.Int64N(int64(50*time.Millisecond)))
+	}
+}

@@ -1,0 +1,247 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/lowwater/lowwater/examples/kafka"
+	"github.com/lowwater/lowwater/internal/testkit/etcdtest"
+)
+
+// asNode makes the test binary a node process: TestDemo runs it again with
+// this variable set, instead of building the program.
+const asNode = "LOWWATER_KAFKADEMO_NODE"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(asNode) == "1" {
+		os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr, nil))
+	}
+	goleak.VerifyTestMain(m)
+}
+
+func testBinary(args []string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), asNode+"=1")
+	return cmd
+}
+
+// shortDemo is the demo in a short form: a few SIGKILL rounds over a few
+// thousand records.
+func shortDemo(catalog string) config {
+	return config{
+		records: 3000, rounds: 3, seed: 7, partitions: 2, vchannels: 8,
+		produceFor: 4500 * time.Millisecond, killMin: 700 * time.Millisecond, killMax: 1200 * time.Millisecond,
+		autocommit: 300 * time.Millisecond, timeout: 20 * time.Second, catalog: catalog,
+	}
+}
+
+// TestDemo: lowwater must lose nothing and replay within the bound at
+// every kill; the naive node's figures are reported.
+func TestDemo(t *testing.T) { checkDemo(t, shortDemo(catalogBolt)) }
+
+// TestDemoEtcd: the same with the checkpoints in etcd (embedded in the
+// test, as the demo's users bring their own).
+func TestDemoEtcd(t *testing.T) {
+	endpoints := etcdtest.Start(t)
+	cfg := shortDemo(etcdScheme + strings.TrimPrefix(endpoints[0], "http://") + "/kafkademo-test")
+	cfg.rounds, cfg.records, cfg.produceFor = 2, 2000, 3*time.Second
+	checkDemo(t, cfg)
+}
+
+func checkDemo(t *testing.T, cfg config) {
+	var out bytes.Buffer
+	var stderr syncBuffer
+	sum, err := runDemo(t.Context(), cfg, testBinary, &out, &stderr)
+	if err != nil {
+		t.Fatalf("%v\nstdout:\n%s\nstderr:\n%s", err, out.String(), stderr.String())
+	}
+	t.Logf("\n%s", out.String())
+	if len(sum.rounds) != cfg.rounds || sum.records != cfg.records {
+		t.Fatalf("%d rounds over %d records, want %d over %d", len(sum.rounds), sum.records, cfg.rounds, cfg.records)
+	}
+	for i, r := range sum.rounds {
+		lw := r.byKind[approachLowwater]
+		if lw.lost != 0 || lw.replay > lw.bound {
+			t.Errorf("round %d: lowwater lost %d, replayed %d over a bound of %d", i+1, lw.lost, lw.replay, lw.bound)
+		}
+	}
+	lw, nv := sum.byKind[approachLowwater], sum.byKind[approachNaive]
+	if !lw.finished || lw.lostEnd != 0 || lw.duplicates > lw.bound {
+		t.Errorf("lowwater: finished %v, lost %d, duplicates %d, bound %d", lw.finished, lw.lostEnd, lw.duplicates, lw.bound)
+	}
+	if !sum.ok() {
+		t.Errorf("problems: %q", sum.problems)
+	}
+	if !strings.Contains(out.String(), "PASS") {
+		t.Errorf("no PASS in the output")
+	}
+	for _, line := range strings.Split(out.String(), "\n") {
+		if len(line) > 80 {
+			t.Errorf("line of %d columns: %q", len(line), line)
+		}
+	}
+	t.Logf("naive: lost %d, duplicates %d; lowwater: duplicates %d, bound %d", nv.lostEnd, nv.duplicates, lw.duplicates, lw.bound)
+}
+
+func TestUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"--records=0"},
+		{"--catalog=zk"},
+		{"--catalog=etcd://"},
+		{"--kill-after=1s"},
+		{"--kill-after=2s-1s"},
+		{"--autocommit=0s"},
+		{"extra"},
+		{"--no-such-flag"},
+		{"--node=lowwater"}, // no brokers or dir
+	} {
+		var out, stderr bytes.Buffer
+		if code := run(t.Context(), args, nil, &out, &stderr, testBinary); code != exitSetup {
+			t.Errorf("%q: exit %d, want %d; stderr: %s", args, code, exitSetup, stderr.String())
+		}
+	}
+}
+
+// TestEvaluate feeds the checks what a broken node would leave behind: one
+// partition of ten records, a kill, then the end.
+func TestEvaluate(t *testing.T) {
+	prod := produced{{0, 1, 0, 1, 0, 1, 0, 1, 0, 1}}
+	sink := func(pairs ...int) map[kafka.RecordID]uint32 {
+		m := make(map[kafka.RecordID]uint32)
+		for i := 0; i < len(pairs); i += 2 {
+			m[kafka.RecordID{Offset: int64(pairs[i])}] = uint32(pairs[i+1])
+		}
+		return m
+	}
+	all := func(n int, extra ...int) []int {
+		var pairs []int
+		for off := range 10 {
+			pairs = append(pairs, off, n)
+		}
+		for i := 0; i < len(extra); i += 2 {
+			pairs[2*extra[i]+1] = extra[i+1]
+		}
+		return pairs
+	}
+	snap := func(stored int64, lw map[kafka.RecordID]uint32) snapshot {
+		return snapshot{stored: []int64{stored}, committed: []int64{0},
+			sinks: map[string]map[kafka.RecordID]uint32{approachLowwater: lw, approachNaive: sink()}}
+	}
+	finished := map[string]bool{approachLowwater: true}
+	for _, tc := range []struct {
+		name  string
+		kill  snapshot
+		final snapshot
+		want  string // a fragment of the one problem expected, "" for none
+	}{
+		// At the kill 0-4 and 6 are in the sink, stored 4: the restart
+		// writes 4 and 6 again. Bound 2 (4 and 6); lag 1 (4: below 5, the
+		// first record missing).
+		{"ok", snap(4, sink(0, 1, 1, 1, 2, 1, 3, 1, 4, 1, 6, 1)), snap(10, sink(all(1, 4, 2, 6, 2)...)), ""},
+		{"stored past a missing record", snap(6, sink(0, 1, 1, 1, 2, 1, 3, 1, 4, 1, 6, 1)),
+			snap(10, sink(all(1)...)), "stored checkpoint is above 1 records"},
+		{"replay over the bound", snap(4, sink(0, 1, 1, 1, 2, 1, 3, 1, 4, 1, 6, 1)),
+			snap(10, sink(all(1, 2, 2, 4, 2, 6, 2)...)), "over the bound 2"},
+		{"lost at the end", snap(4, sink(0, 1, 1, 1, 2, 1, 3, 1)),
+			snap(10, sink(all(1, 9, 0)...)), "lowwater lost 1 records"},
+		{"duplicate without a restart", snap(4, sink(0, 1, 1, 1, 2, 1, 3, 1)),
+			snap(10, sink(all(1, 8, 2)...)), "1 duplicates, 0 of them after a restart"},
+		{"not at the end", snap(4, sink(0, 1, 1, 1, 2, 1, 3, 1)),
+			snap(9, sink(all(1)...)), "stored checkpoint is 9 at the end"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sum := evaluate(prod, []snapshot{tc.kill}, tc.final, []int64{10}, finished)
+			switch {
+			case tc.want == "" && !sum.ok():
+				t.Errorf("problems %q", sum.problems)
+			case tc.want != "" && (len(sum.problems) != 1 || !strings.Contains(sum.problems[0], tc.want)):
+				t.Errorf("problems %q, want one with %q", sum.problems, tc.want)
+			}
+			if tc.name == "ok" {
+				lw := sum.rounds[0].byKind[approachLowwater]
+				if lw != (figures{bound: 2, lag: 1, replay: 2}) {
+					t.Errorf("figures %+v, want bound 2, lag 1, replay 2", lw)
+				}
+				if nv := sum.byKind[approachNaive]; nv.lostEnd != 10 {
+					t.Errorf("naive lost %d, want 10", nv.lostEnd)
+				}
+			}
+		})
+	}
+	// A stored checkpoint lower than at the previous kill.
+	k1 := snap(4, sink(0, 1, 1, 1, 2, 1, 3, 1))
+	k2 := snap(3, sink(0, 1, 1, 1, 2, 1, 3, 1))
+	sum := evaluate(prod, []snapshot{k1, k2}, snap(10, sink(all(1)...)), []int64{10}, finished)
+	if len(sum.problems) != 1 || !strings.Contains(sum.problems[0], "went down from 4 to 3") {
+		t.Errorf("problems %q, want the regression", sum.problems)
+	}
+}
+
+// syncBuffer is a bytes.Buffer for several writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestNaiveLossCountedOnce: a record the naive node lost stays lost at
+// every later kill, and counts in the round it was lost only.
+func TestNaiveLossCountedOnce(t *testing.T) {
+	prod := produced{{0, 1, 0, 1}}
+	naive := map[string]map[kafka.RecordID]uint32{
+		approachLowwater: {{Offset: 0}: 1, {Offset: 1}: 1, {Offset: 2}: 1, {Offset: 3}: 1},
+		approachNaive:    {{Offset: 0}: 1, {Offset: 2}: 1},
+	}
+	kill := snapshot{stored: []int64{4}, committed: []int64{3}, sinks: naive}
+	final := snapshot{stored: []int64{4}, committed: []int64{4}, sinks: map[string]map[kafka.RecordID]uint32{
+		approachLowwater: naive[approachLowwater],
+		approachNaive:    {{Offset: 0}: 1, {Offset: 2}: 1, {Offset: 3}: 1},
+	}}
+	sum := evaluate(prod, []snapshot{kill, kill}, final, []int64{4}, map[string]bool{approachLowwater: true})
+	if !sum.ok() {
+		t.Fatalf("problems %q", sum.problems)
+	}
+	got := []int{sum.rounds[0].byKind[approachNaive].lost, sum.rounds[1].byKind[approachNaive].lost}
+	if nv := sum.byKind[approachNaive]; got[0] != 1 || got[1] != 0 || nv.lost != 1 || nv.lostEnd != 1 {
+		t.Errorf("naive lost %v by round, %d in all, %d at the end; want [1 0], 1, 1", got, nv.lost, nv.lostEnd)
+	}
+}
+
+// TestAwaitLastLine: a node that prints its line and exits at once is
+// heard, though its output ends at the same moment.
+func TestAwaitLastLine(t *testing.T) {
+	d := &demo{cfg: config{timeout: 10 * time.Second}, stderr: &bytes.Buffer{},
+		cmd: func([]string) *exec.Cmd { return exec.Command("sh", "-c", "echo "+lineDone) }}
+	for i := range 20 {
+		p, err := d.start(approachNaive, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-p.eof // the line and the end of output are both waiting
+		if err := p.await(t.Context(), lineDone, d.cfg.timeout); err != nil {
+			t.Fatalf("run %d: %v", i, err)
+		}
+		if err := p.exit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,246 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+
+	"github.com/lowwater/lowwater/actors"
+	"github.com/lowwater/lowwater/messages"
+	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/wal"
+)
+
+// Config is a consumer node's: the topic it reads, how its workers behave,
+// and where it keeps its output and its position.
+type Config struct {
+	Brokers    []string
+	Topic      string
+	Partitions int32
+	// VChannels is the number of vchannels (and workers) per partition;
+	// default 16.
+	VChannels int
+	// SinkPath is the workers' output, a bbolt file (see Sink).
+	SinkPath string
+	// CatalogPath is lowwater's catalog, a bbolt file (Run only)...
+	CatalogPath string
+	// ... unless Catalog is set: any catalog, such as an etcdcatalog that
+	// nodes on many machines share. The node does not close it.
+	Catalog persistence.Catalog
+	// Pace is how often the worker of a vchannel flushes; default 50 ms.
+	Pace func(partition int32, vchannel int) time.Duration
+	// Until, indexed by partition, ends the node once its position reached
+	// these offsets (a finite topic); nil runs until the context ends.
+	Until []int64
+	// Ready, if set, is called once the node reads the topic.
+	Ready func()
+	// Logger defaults to zap.NewNop.
+	Logger *zap.Logger
+
+	// Group and AutoCommitInterval are RunNaive's consumer group and how
+	// often it commits; defaults "naive" and 1 s.
+	Group              string
+	AutoCommitInterval time.Duration
+}
+
+// ErrConfig is returned for a Config that cannot work.
+var ErrConfig = errors.New("kafka: invalid config")
+
+func (c *Config) setDefaults(needCatalog bool) error {
+	if c.VChannels == 0 {
+		c.VChannels = 16
+	}
+	if c.Pace == nil {
+		c.Pace = func(int32, int) time.Duration { return 50 * time.Millisecond }
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	if c.Group == "" {
+		c.Group = "naive"
+	}
+	if c.AutoCommitInterval == 0 {
+		c.AutoCommitInterval = time.Second
+	}
+	switch {
+	case len(c.Brokers) == 0 || c.Topic == "" || c.Partitions < 1 || c.VChannels < 1:
+		return fmt.Errorf("%w: need brokers, a topic, partitions and vchannels", ErrConfig)
+	case c.SinkPath == "" || needCatalog && c.CatalogPath == "" && c.Catalog == nil:
+		return fmt.Errorf("%w: need a sink path and a catalog path", ErrConfig)
+	case c.Until != nil && len(c.Until) != int(c.Partitions):
+		return fmt.Errorf("%w: %d offsets in Until for %d partitions", ErrConfig, len(c.Until), c.Partitions)
+	}
+	return nil
+}
+
+// Run is the consumer node that keeps its position with lowwater. It
+// returns nil when ctx ends or Until is reached, after a graceful stop:
+// every worker flushed, every checkpoint saved.
+//
+// Each partition is a pchannel actor whose vchannels are the partition's
+// workers. A worker reports its checkpoint after each flush; the actor
+// saves the minimum over its workers to the catalog. On start, the node
+// seeks each partition to the saved minimum: below it, every worker has
+// flushed every record.
+func Run(ctx context.Context, cfg Config) error {
+	if err := cfg.setDefaults(true); err != nil {
+		return err
+	}
+	catalog := cfg.Catalog
+	if catalog == nil {
+		bolt, err := persistence.OpenBolt(cfg.CatalogPath)
+		if err != nil {
+			return err
+		}
+		defer bolt.Close()
+		catalog = bolt
+	}
+	// One read for every partition, handed to the actors (WithPreloaded).
+	stored, err := catalog.LoadAll(ctx)
+	if err != nil {
+		return err
+	}
+	sink, err := OpenSink(cfg.SinkPath)
+	if err != nil {
+		return err
+	}
+	defer sink.Close()
+
+	system := actor.NewActorSystem(actor.WithLoggerFactory(actors.LoggerFactory(cfg.Logger)))
+	defer system.Shutdown()
+	pids := make([]*actor.PID, 0, cfg.Partitions)
+	defer func() {
+		// Graceful: the actors apply the workers' last reports, then
+		// save the minimum (bounded by the stop flush timeout).
+		for _, pid := range pids {
+			_ = system.Root.PoisonFuture(pid).Wait()
+		}
+	}()
+
+	// Spawn one pchannel per partition; its start is where to seek.
+	starts := make([]int64, cfg.Partitions)
+	partitionOf := make(map[string]int, cfg.Partitions)
+	for p := range cfg.Partitions {
+		name := PChannelName(cfg.Topic, p)
+		pid, start, err := spawnPChannel(system, catalog, &cfg, p, stored[name])
+		if pid != nil {
+			pids = append(pids, pid)
+		}
+		if err != nil {
+			return err
+		}
+		starts[p], partitionOf[name] = start, int(p)
+		cfg.Logger.Info("seek", zap.Int32("partition", p), zap.Int64("offset", start))
+	}
+
+	// Done once every partition's saved checkpoint reached Until.
+	done := newGoal(cfg.Until, starts)
+	sub := system.EventStream.Subscribe(func(ev any) {
+		if e, ok := ev.(*messages.CheckpointPersisted); ok {
+			if id, ok := e.Value.(wal.KafkaID); ok {
+				if p, ok := partitionOf[e.PChannel]; ok {
+					done.set(p, int64(id))
+				}
+			}
+		}
+	})
+	defer system.EventStream.Unsubscribe(sub)
+
+	runCtx, fail := context.WithCancelCause(ctx)
+	defer fail(nil)
+	pl := startPipeline(&cfg, sink, starts, fail, func(p int32, v int, cp int64) {
+		system.Root.Send(pids[p], &messages.UpdateCheckpoint{
+			VChannel:   VChannelName(cfg.Topic, p, v),
+			Checkpoint: wal.KafkaID(cp),
+		})
+	})
+	defer pl.stop()
+
+	offsets := make(map[int32]kgo.Offset, cfg.Partitions)
+	for p, start := range starts {
+		offsets[int32(p)] = kgo.NewOffset().At(start)
+	}
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(cfg.Brokers...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{cfg.Topic: offsets}),
+		kgo.FetchMaxWait(250*time.Millisecond),
+	)
+	if err != nil {
+		return err
+	}
+	serve(runCtx, cl, pl, done, cfg.Ready)
+	return failure(ctx, runCtx)
+}
+
+// spawnPChannel spawns the actor of partition p, its vchannels at the
+// stored checkpoint (or offset 0), and returns where consumption restarts:
+// the actor's start message ID.
+func spawnPChannel(system *actor.ActorSystem, catalog persistence.Catalog, cfg *Config, p int32, stored wal.MessageID) (*actor.PID, int64, error) {
+	name := PChannelName(cfg.Topic, p)
+	from, ok := stored.(wal.KafkaID)
+	if stored != nil && !ok {
+		return nil, 0, fmt.Errorf("kafka: pchannel %s: stored checkpoint %s is not a Kafka offset", name, stored)
+	}
+	vchannels := make(map[string]wal.MessageID, cfg.VChannels)
+	for v := range cfg.VChannels {
+		vchannels[VChannelName(cfg.Topic, p, v)] = from
+	}
+	props, err := actors.NewProps(name, wal.Kafka, catalog,
+		actors.WithPreloaded(stored),
+		actors.WithVChannels(vchannels),
+		actors.WithLogger(cfg.Logger),
+	)
+	if err != nil {
+		return nil, 0, err
+	}
+	pid, err := system.Root.SpawnNamed(props, name)
+	if err != nil {
+		return nil, 0, err
+	}
+	// Preloaded, the actor is recovered as soon as it started.
+	st, err := actors.GetState(system.Root, pid, false, 5*time.Second)
+	if err != nil {
+		return pid, 0, err
+	}
+	start, ok := st.StartMessageID.(wal.KafkaID)
+	if !st.Recovered || !ok {
+		return pid, 0, fmt.Errorf("kafka: pchannel %s did not recover (start %s)", name, wal.String(st.StartMessageID))
+	}
+	return pid, int64(start), nil
+}
+
+// serve reads until ctx ends or done is reached, then closes the client:
+// the caller's deferred calls stop the workers (their last flush) and then
+// the actors, in that order.
+func serve(ctx context.Context, cl *kgo.Client, pl *pipeline, done *goal, ready func()) {
+	readCtx, stopReading := context.WithCancel(ctx)
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		pl.consume(readCtx, cl)
+	}()
+	if ready != nil {
+		ready()
+	}
+	select {
+	case <-ctx.Done():
+	case <-done.reached:
+	}
+	stopReading()
+	<-read
+	cl.Close()
+}
+
+// failure is the error of a worker that ended runCtx, nil when the
+// caller's ctx ended it or it did not end.
+func failure(ctx, runCtx context.Context) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return context.Cause(runCtx)
+}

@@ -1,0 +1,238 @@
+package kafka
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/zap"
+)
+
+// VChannelOf maps a record key to one of n vchannels. It is not Kafka's
+// partitioner (murmur2): a partition's keys must spread over its n
+// vchannels, not land on those that agree with the partition number.
+func VChannelOf(key []byte, n int) int {
+	h := fnv.New32a()
+	h.Write(key)
+	return int(h.Sum32() % uint32(n))
+}
+
+// PChannelName names the pchannel of a partition: "topic-3".
+func PChannelName(topic string, partition int32) string {
+	return fmt.Sprintf("%s-%d", topic, partition)
+}
+
+// VChannelName names vchannel v of a partition: "topic-3/v07".
+func VChannelName(topic string, partition int32, v int) string {
+	return fmt.Sprintf("%s/v%02d", PChannelName(topic, partition), v)
+}
+
+// item is what a partition's reader hands a worker: a record of the
+// worker's vchannel at offset, or (mark) word that every record of the
+// partition below offset has been handed out.
+type item struct {
+	offset int64
+	mark   bool
+}
+
+// worker processes one vchannel: it gathers the vchannel's records and
+// writes them to the sink every pace, and after each flush reports its
+// checkpoint: the next offset it needs, every record of its vchannel below
+// it being in the sink.
+type worker struct {
+	partition int32
+	pace      time.Duration
+	sink      *Sink
+	in        chan item
+	// flushed is called with the checkpoint each time a flush raised it.
+	flushed func(checkpoint int64)
+
+	pending []int64
+	// through: every record of the vchannel below it has been received
+	// (the reader hands records out in offset order).
+	through int64
+	// checkpoint: every record of the vchannel below it is in the sink.
+	// Invariant: checkpoint <= through.
+	checkpoint int64
+}
+
+func newWorker(partition int32, start int64, pace time.Duration, sink *Sink, flushed func(int64)) *worker {
+	return &worker{
+		partition:  partition,
+		pace:       pace,
+		sink:       sink,
+		in:         make(chan item, 1024),
+		flushed:    flushed,
+		through:    start,
+		checkpoint: start,
+	}
+}
+
+// run receives until in is closed, flushing every pace, then flushes one
+// last time. A failed flush ends it with the error: what reached the sink
+// is then unknown, so no checkpoint may be reported past it.
+func (w *worker) run() error {
+	t := time.NewTicker(w.pace)
+	defer t.Stop()
+	for {
+		select {
+		case it, ok := <-w.in:
+			if !ok {
+				return w.flush()
+			}
+			w.receive(it)
+		case <-t.C:
+			if err := w.flush(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (w *worker) receive(it item) {
+	if !it.mark {
+		w.pending = append(w.pending, it.offset)
+		it.offset++
+	}
+	w.through = max(w.through, it.offset)
+}
+
+// flush writes the pending records, then reports the checkpoint. A
+// vchannel with nothing pending still advances to where the reader got:
+// an idle vchannel must not hold its pchannel's checkpoint back.
+func (w *worker) flush() error {
+	if len(w.pending) > 0 {
+		if err := w.sink.Write(w.partition, w.pending); err != nil {
+			return fmt.Errorf("kafka: flush of partition %d: %w", w.partition, err)
+		}
+		w.pending = w.pending[:0]
+	}
+	if w.through > w.checkpoint {
+		w.checkpoint = w.through
+		w.flushed(w.checkpoint)
+	}
+	return nil
+}
+
+// pipeline is every worker of a node and the reader's side of them; the
+// lowwater node and the naive one share it, so they differ only in how
+// they keep their position.
+type pipeline struct {
+	logger    *zap.Logger
+	vchannels int
+	workers   [][]*worker // by partition, then vchannel
+	wg        sync.WaitGroup
+}
+
+// startPipeline starts a worker per vchannel, each from the start offset
+// of its partition; the first worker to fail ends the node through fail.
+func startPipeline(cfg *Config, sink *Sink, starts []int64, fail context.CancelCauseFunc,
+	flushed func(partition int32, v int, checkpoint int64)) *pipeline {
+	pl := &pipeline{logger: cfg.Logger, vchannels: cfg.VChannels}
+	for p := range cfg.Partitions {
+		var ws []*worker
+		for v := range cfg.VChannels {
+			w := newWorker(p, starts[p], cfg.Pace(p, v), sink, func(cp int64) { flushed(p, v, cp) })
+			ws = append(ws, w)
+			pl.wg.Go(func() {
+				if err := w.run(); err != nil {
+					fail(err)
+				}
+			})
+		}
+		pl.workers = append(pl.workers, ws)
+	}
+	return pl
+}
+
+// consume hands every polled record to its vchannel's worker until ctx
+// ends, each partition's records in offset order, each fetch followed by
+// a mark to every worker of the partition.
+func (pl *pipeline) consume(ctx context.Context, cl *kgo.Client) {
+	for {
+		fetches := cl.PollFetches(ctx)
+		if ctx.Err() != nil || fetches.IsClientClosed() {
+			return
+		}
+		// The client retries what can be retried; what it reports here
+		// (say, a partition moving) is worth a line, not the node.
+		fetches.EachError(func(topic string, p int32, err error) {
+			pl.logger.Warn("fetch", zap.String("topic", topic), zap.Int32("partition", p), zap.Error(err))
+		})
+		fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
+			if len(fp.Records) == 0 || int(fp.Partition) >= len(pl.workers) {
+				return
+			}
+			ws := pl.workers[fp.Partition]
+			for _, r := range fp.Records {
+				pl.send(ctx, ws[VChannelOf(r.Key, pl.vchannels)], item{offset: r.Offset})
+			}
+			pl.mark(ctx, fp.Partition, fp.Records[len(fp.Records)-1].Offset+1)
+		})
+	}
+}
+
+// mark tells every worker of partition p that the records below offset
+// have been handed out.
+func (pl *pipeline) mark(ctx context.Context, p int32, offset int64) {
+	for _, w := range pl.workers[p] {
+		pl.send(ctx, w, item{offset: offset, mark: true})
+	}
+}
+
+func (pl *pipeline) send(ctx context.Context, w *worker, it item) {
+	select {
+	case w.in <- it:
+	case <-ctx.Done():
+	}
+}
+
+// stop closes the workers' input, once the reader is done, and waits for
+// their last flush.
+func (pl *pipeline) stop() {
+	for _, ws := range pl.workers {
+		for _, w := range ws {
+			close(w.in)
+		}
+	}
+	pl.wg.Wait()
+}
+
+// goal closes reached once every slot got to its target: the node's way
+// to know it is done with a finite topic (Config.Until). With no targets
+// it is never reached.
+type goal struct {
+	mu      sync.Mutex
+	targets []int64
+	done    []bool
+	left    int
+	reached chan struct{}
+}
+
+// newGoal starts each slot i at from[i].
+func newGoal(targets, from []int64) *goal {
+	g := &goal{targets: targets, done: make([]bool, len(targets)), left: len(targets), reached: make(chan struct{})}
+	if targets == nil {
+		return g
+	}
+	for i := range targets {
+		g.set(i, from[i])
+	}
+	return g
+}
+
+// set records that slot i got to v.
+func (g *goal) set(i int, v int64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if i < 0 || i >= len(g.targets) || g.done[i] || v < g.targets[i] {
+		return
+	}
+	g.done[i] = true
+	if g.left--; g.left == 0 {
+		close(g.reached)
+	}
+}
