@@ -62,6 +62,10 @@ type config struct {
 	preloaded   *wal.MessageID
 	counters    *Counters
 	errs        []error
+	// seq numbers the catalog calls and timers of every incarnation of the
+	// pchannel and its persister, so that a late one is never taken for
+	// the current one.
+	seq atomic.Uint64
 }
 
 // WithVChannels sets the vchannels tracked from the start, as recovered
@@ -143,6 +147,11 @@ type Counters struct {
 	// SavesInFlight is 1 while a catalog save of the pchannel runs and 0
 	// otherwise (at most one is in flight): a gauge, not a counter.
 	SavesInFlight atomic.Int64
+	// AbandonedCalls counts catalog calls (Load or Save) that were still
+	// running joinGrace (100 ms) after a stop cancelled them: the catalog
+	// ignored its context. The stop went on without them and their late
+	// results were ignored. Anything above 0 points at a catalog to fix.
+	AbandonedCalls atomic.Uint64
 }
 
 // WithCounters has the actor keep c current. Without it (the default) the
