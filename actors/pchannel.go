@@ -195,7 +195,7 @@ func (p *pchannel) stepRunning(ctx actor.Context, msg any) {
 		p.notifyPersister(ctx)
 	case *timerFired:
 		if p.crash.timer != nil && m.seq == p.crash.timerSeq {
-			p.restartPersister()
+			p.restartPersister(ctx)
 		}
 	case *ownershipLost:
 		p.becomeFenced(ctx, m.cause)
@@ -359,11 +359,12 @@ func (p *pchannel) notifyPersister(ctx actor.Context) {
 	}
 }
 
-// offerMinimum has the persister learn the current minimum with the next
-// hand-off: a new persister (spawned or restarted) starts from its floor
-// and this, and needs nothing else from the parent.
-func (p *pchannel) offerMinimum() {
-	p.pendingAdvance = &messages.MinimumAdvanced{Header: p.header(), To: p.tracker.Minimum()}
+// offerMinimum hands the persister the current minimum: a new persister
+// (spawned or restarted) starts from its floor and this, and needs nothing
+// else from the parent. Any rise pending is superseded by it.
+func (p *pchannel) offerMinimum(ctx actor.Context) {
+	p.pendingAdvance = nil
+	ctx.Send(p.persister, &messages.MinimumAdvanced{Header: p.header(), To: p.tracker.Minimum()})
 }
 
 func (p *pchannel) state(withVChannels bool) *messages.State {
@@ -452,7 +453,7 @@ func (p *pchannel) becomeRunning(ctx actor.Context, stored wal.MessageID) {
 		return
 	}
 	p.persister = pid
-	p.offerMinimum()
+	p.offerMinimum(ctx)
 }
 
 // becomeFenced stops saving at once and stops the actor: another owner
@@ -550,11 +551,11 @@ func restartDelay(b Backoff, failures int) time.Duration {
 	return time.Duration(min(d, float64(b.Max)))
 }
 
-func (p *pchannel) restartPersister() {
+func (p *pchannel) restartPersister(ctx actor.Context) {
 	stopTimer(p.crash.timer)
 	p.crash.timer = nil
 	p.crash.supervisor.RestartChildren(p.persister)
-	p.offerMinimum()
+	p.offerMinimum(ctx)
 }
 
 // quiet ends what runs for this actor off the mailbox: the ownership
@@ -632,7 +633,7 @@ func sleepUntil(t, deadline time.Time) bool {
 // the one bounded wait in a handler, and the mailbox is closing anyway.
 func (p *pchannel) flush(ctx actor.Context, deadline time.Time) {
 	if p.crash.timer != nil {
-		p.restartPersister() // a crashed persister restarts at once to flush
+		p.restartPersister(ctx) // a crashed persister restarts at once to flush
 	}
 	// A stop can come before the mailbox ran empty: hand the latest rise
 	// over first, as the drained mailbox would have, then ask for the flush.

@@ -150,6 +150,7 @@ func (s *persister) start(v wal.MessageID) {
 // the event already sees its effect.
 func (s *persister) saved(m *callDone) {
 	s.save = nil
+	m.value = s.plan.InFlight() // also when the catalog panicked
 	attempt := s.plan.Attempt()
 	var stored *persistence.StoredAheadError
 	var step saveplan.Step
