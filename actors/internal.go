@@ -1,5 +1,7 @@
 package actors
 
+import "github.com/lowwater/lowwater/wal"
+
 // Messages between the PChannel actor, its persister and their goroutines.
 // They are unexported: the protocol for users is package messages. With
 // callDone (call.go) and mailboxDrained (mailbox.go), these are all:
@@ -9,6 +11,7 @@ package actors
 //	ownershipLost   the ownership context ended, or the persister was fenced
 //	drainRequested  the stop to come is a Poison (see mailbox)
 //	mailboxDrained  the mailbox ran empty: hand the latest rise over
+//	offer           the minimum a new (or restarted) persister starts from
 //	flushRequest    a graceful stop asks the persister to save now
 //	flushed         the persister's answer: nothing pending, nothing in flight
 
@@ -32,3 +35,8 @@ type flushRequest struct{}
 // flushed answers flushRequest. What was saved is in the persister's
 // status, which the parent reads.
 type flushed struct{}
+
+// offer is the first minimum a new or restarted persister takes; rises
+// (MinimumAdvanced) follow. A restarted persister ignores the rises it
+// finds queued before it: they were meant for its crashed predecessor.
+type offer struct{ minimum wal.MessageID }

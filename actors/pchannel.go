@@ -364,7 +364,7 @@ func (p *pchannel) notifyPersister(ctx actor.Context) {
 // else from the parent. Any rise pending is superseded by it.
 func (p *pchannel) offerMinimum(ctx actor.Context) {
 	p.pendingAdvance = nil
-	ctx.Send(p.persister, &messages.MinimumAdvanced{Header: p.header(), To: p.tracker.Minimum()})
+	ctx.Send(p.persister, offer{minimum: p.tracker.Minimum()})
 }
 
 func (p *pchannel) state(withVChannels bool) *messages.State {

@@ -35,6 +35,10 @@ type persister struct {
 	root   *actor.RootContext
 	events *eventstream.EventStream
 
+	// offered is set by the parent's offer, the first minimum a new
+	// persister takes.
+	offered bool
+
 	save     *call
 	timer    *time.Timer
 	timerSeq uint64
@@ -72,7 +76,15 @@ func persisterProps(cfg *config, status *saveStatus) *actor.Props {
 func (s *persister) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *messages.MinimumAdvanced:
-		s.do(s.plan.Offer(m.To))
+		// Rises sent to a crashed predecessor wait in the mailbox and
+		// reach the restarted persister first; the offer behind them is
+		// newer. Until it comes they are stale.
+		if s.offered {
+			s.do(s.plan.Offer(m.To))
+		}
+	case offer:
+		s.offered = true
+		s.do(s.plan.Offer(m.minimum))
 	case *callDone:
 		if s.save != nil && m.seq == s.save.seq {
 			s.saved(m)
