@@ -242,6 +242,18 @@ func runModel(t *rapid.T) {
 	m.probe = newProbe(faultinject.Wrap(m.mem))
 	m.sub = m.sys.EventStream.Subscribe(m.rec.Observe)
 	t.Cleanup(m.teardown)
+	// Calls abandoned by a stop (a stubborn catalog) return in the
+	// bubble's fake time before the case ends, however it ends: a
+	// deferred call runs on the bubble's main goroutine, a Cleanup may not.
+	defer func() {
+		if m.pid != nil {
+			_ = m.sys.Root.StopFuture(m.pid).Wait() // no call starts after this
+			m.pid = nil
+		}
+		if d := time.Until(m.probe.stubbornEnd()); d > 0 {
+			time.Sleep(d)
+		}
+	}()
 
 	initial := map[string]int64{}
 	for _, name := range rapid.SliceOfNDistinct(rapid.SampledFrom(vchannelNames[1:]), 0, 4, rapid.ID[string]).Draw(t, "initialVChannels") {
@@ -296,10 +308,7 @@ func (m *model) teardown() {
 		_ = m.sys.Root.StopFuture(m.pid).Wait()
 		m.pid = nil
 	}
-	// Abandoned stubborn calls return in fake time before the system goes.
-	if d := time.Until(m.probe.stubbornEnd()); d > 0 {
-		time.Sleep(d)
-	}
+
 	m.sys.EventStream.Unsubscribe(m.sub)
 	_ = m.probe.Close() // ends any hang; closes the Memory
 	m.sys.Shutdown()
