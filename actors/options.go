@@ -180,8 +180,8 @@ func newConfig(pchannel, walName string, catalog persistence.Catalog, opts []Opt
 		o.apply(c)
 	}
 	errs := c.errs
-	if pchannel == "" {
-		errs = append(errs, errors.New("empty pchannel name"))
+	if err := persistence.ValidatePChannel(pchannel); err != nil {
+		errs = append(errs, err)
 	}
 	if catalog == nil {
 		errs = append(errs, errors.New("nil catalog"))
@@ -202,7 +202,11 @@ func newConfig(pchannel, walName string, catalog persistence.Catalog, opts []Opt
 		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
-		return nil, fmt.Errorf("%w: pchannel %q: %w", ErrInvalidOption, pchannel, errors.Join(errs...))
+		shown := pchannel
+		if len(shown) > 40 {
+			shown = shown[:40] + "…"
+		}
+		return nil, fmt.Errorf("%w: pchannel %q: %w", ErrInvalidOption, shown, errors.Join(errs...))
 	}
 	c.logger = c.logger.With(zap.String("pchannel", pchannel))
 	return c, nil
@@ -214,6 +218,9 @@ func newConfig(pchannel, walName string, catalog persistence.Catalog, opts []Opt
 func (c *config) takeVChannels() error {
 	cps := make([]messages.VChannelCheckpoint, 0, len(c.vchannels))
 	for name, cp := range c.vchannels {
+		if err := validVChannel(name); err != nil {
+			return err
+		}
 		cps = append(cps, messages.VChannelCheckpoint{VChannel: name, Checkpoint: cp})
 	}
 	c.vchannels = nil
@@ -281,4 +288,14 @@ func (s spawnSet) checkpoints(walName string) ([]messages.VChannelCheckpoint, er
 		cps[i] = messages.VChannelCheckpoint{VChannel: name, Checkpoint: id}
 	}
 	return cps, nil
+}
+
+// validVChannel checks a vchannel name against what catalogs and logs can
+// carry (persistence.ValidateVChannel). An empty one is left to the tracker,
+// which rejects it with messages.ErrEmptyVChannel.
+func validVChannel(name string) error {
+	if name == "" {
+		return nil
+	}
+	return persistence.ValidateVChannel(name)
 }

@@ -22,7 +22,10 @@ import (
 // pchannel of the named WAL, saved to catalog. Spawn it wherever the
 // caller's actor tree wants it; spawning never blocks on the catalog.
 //
-// An invalid option is an error here, never a panic later.
+// An invalid option is an error here (ErrInvalidOption), never a panic or a
+// save failing forever later: a pchannel or vchannel name that no catalog
+// can store (persistence.ValidatePChannel) also wraps
+// persistence.ErrInvalidArgument.
 func NewProps(pchannel, walName string, catalog persistence.Catalog, opts ...Option) (*actor.Props, error) {
 	cfg, err := newConfig(pchannel, walName, catalog, opts)
 	if err != nil {
@@ -245,6 +248,10 @@ func (p *pchannel) other(ctx actor.Context) {
 func (p *pchannel) addVChannel(ctx actor.Context, m *messages.AddVChannel) {
 	if m == nil {
 		p.applied(ctx, m, nil, false, messages.ErrNilCommand)
+		return
+	}
+	if err := validVChannel(m.VChannel); err != nil {
+		p.applied(ctx, m, nil, false, err)
 		return
 	}
 	from := p.tracker.Minimum()
