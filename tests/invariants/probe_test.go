@@ -192,8 +192,8 @@ func (p *probe) begin(op faultinject.Op, v wal.MessageID) *call {
 		p.inFlight[c.incarnation]++
 		p.maxInFlight = max(p.maxInFlight, p.inFlight[c.incarnation])
 	}
-	if c.fault.kind == fStubborn {
-		p.stubbornUntil = c.start.Add(c.fault.delay)
+	if end := c.start.Add(c.fault.delay); c.fault.kind == fStubborn && end.After(p.stubbornUntil) {
+		p.stubbornUntil = end
 	}
 	p.calls = append(p.calls, c)
 	return c
