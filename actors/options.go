@@ -94,12 +94,18 @@ func WithBackoff(b Backoff) Option {
 
 // WithSaveTimeout bounds each catalog call (save or recovery read), so that
 // a hung store or an etcd leader change costs one attempt, not the actor.
+// It is the call's context deadline: a catalog that ignores its context is
+// not stopped by it, but a stop never waits for such a call longer than
+// 100 ms after cancelling it (see the package doc).
 func WithSaveTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.saveTimeout = d })
 }
 
 // WithStopFlushTimeout bounds how long a graceful stop (Poison) waits for
-// the pending checkpoint to be saved.
+// the pending checkpoint to be saved, or, during recovery, for the stored
+// checkpoint to be read first. PoisonFuture returns within d + 100 ms
+// (plus scheduling) whatever the catalog does, even if it ignores its
+// context; StopFuture within 100 ms.
 func WithStopFlushTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.flushTime = d })
 }
