@@ -220,8 +220,8 @@ func (p *pchannel) stepRunning(ctx actor.Context, msg any) {
 // stepStopping: fenced, or past the Stopping handler. Commands are still
 // applied in memory (Receive), but nothing more is saved or recovered:
 // late results and timers are ignored.
-func (p *pchannel) stepStopping(ctx actor.Context, _ any) {
-	switch ctx.Message().(type) {
+func (p *pchannel) stepStopping(ctx actor.Context, msg any) {
+	switch msg.(type) {
 	case *actor.Stopping, *actor.Restarting:
 		p.quiet()
 		p.phase = stopping
@@ -488,10 +488,10 @@ func (p *pchannel) becomeStopped() {
 	ev := &messages.Stopped{Header: p.header(), Graceful: p.graceful, LastPersisted: sp.persisted, Flushed: true}
 	if min := p.tracker.Minimum(); wal.Less(sp.persisted, min) {
 		ev.Flushed, ev.Dropped, ev.Reason = false, min, p.unflushed
-		if sp.fenced && ev.Reason == nil || errors.Is(ev.Reason, messages.ErrFlushTimeout) && sp.fenced {
-			ev.Reason = persistence.ErrFenced
-		}
-		if ev.Reason == nil {
+		switch {
+		case sp.fenced && !errors.Is(ev.Reason, persistence.ErrFenced):
+			ev.Reason = persistence.ErrFenced // the persister learned it first
+		case ev.Reason == nil:
 			ev.Reason = messages.ErrFlushTimeout
 		}
 	}

@@ -103,9 +103,9 @@ type probe struct {
 	maxInFlight int
 	// stubbornUntil is when the last stubborn call returns.
 	stubbornUntil time.Time
-	incarnation int
-	down        bool
-	queue       [2][]fault // OpLoad, OpSave
+	incarnation   int
+	down          bool
+	queue         [2][]fault // OpLoad, OpSave
 	// after, when set, runs after every call returns, on the caller's
 	// goroutine and before the actor hears of the result.
 	after func(c call)
