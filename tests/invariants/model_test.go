@@ -157,6 +157,10 @@ type model struct {
 	// (a catalog's panic no longer does). crashArmed is the model's copy.
 	crashNext  *atomic.Bool
 	crashArmed bool
+	// loseOwnership ends the current incarnation's ownership context;
+	// ownershipLost is set for the step in which it did.
+	loseOwnership context.CancelCauseFunc
+	ownershipLost bool
 
 	// The current incarnation of the actor.
 	pid      *actor.PID
@@ -282,6 +286,7 @@ func runModel(t *rapid.T) {
 		"restart":     m.actRestart,
 		"slowStop":    m.actSlowSaveThenStop,
 		"crash":       m.actCrash,
+		"ownership":   m.actOwnershipLost,
 	})
 
 	// The end of every case: a healthy catalog, then a graceful stop that
@@ -841,7 +846,10 @@ func (m *model) spawn(vcs map[string]int64, preload bool) {
 	m.attempts, m.loads, m.lastSave, m.lastLoad, m.preload = 0, 0, nil, nil, nil
 	m.lastFailure, m.healedAt = time.Time{}, time.Time{}
 
+	owner, lose := context.WithCancelCause(context.Background())
+	m.loseOwnership = lose
 	opts := []actors.Option{
+		actors.WithOwnership(owner),
 		actors.WithLogger(m.logger),
 		actors.WithBackoff(m.cfg.backoff),
 		actors.WithSaveTimeout(m.cfg.saveTimeout),
@@ -935,7 +943,39 @@ func (m *model) stop(graceful bool) {
 	}
 	require.NoError(t, fut(m.pid).Wait())
 	m.pid = nil
+	m.expectStopped(graceful, guaranteed)
+	m.reconcile(kind)
+	if guaranteed {
+		require.False(t, m.floor.less(m.target), "graceful stop did not flush: persisted %s, target %s", m.floor, m.target)
+	}
+}
 
+// errOwnershipLost is the cause the model's ownership ends with.
+var errOwnershipLost = errors.New("model: ownership moved to another node")
+
+// actOwnershipLost ends the incarnation's ownership, in whatever phase it
+// is: the actor publishes OwnershipLost, stops saving and stops itself, as
+// a hard stop (no flush). A new owner takes over: a new incarnation.
+func (m *model) actOwnershipLost(t *rapid.T) {
+	m.advanceClock(time.Now())
+	m.loseOwnership(errOwnershipLost)
+	// The actor stops by itself, joining a stubborn call for up to the
+	// join grace: let fake time pass until it published Stopped.
+	for i := 0; !slices.ContainsFunc(m.rec.Since(m.evCursor), isStopped); i++ {
+		require.Less(t, i, 1000, "no Stopped after the ownership loss")
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+	}
+	m.pid = nil
+	m.ownershipLost = true
+	m.expectStopped(false, false)
+	m.reconcile(stepHard)
+	m.ownershipLost = false
+	m.spawn(maps.Clone(m.vcs), rapid.Bool().Draw(t, "preload"))
+}
+
+// expectStopped predicts the Stopped event of a stop.
+func (m *model) expectStopped(graceful, guaranteed bool) {
 	m.expectStop = &expectation{
 		desc: fmt.Sprintf("Stopped(graceful=%v)", graceful),
 		match: func(ev messages.Event) error {
@@ -961,12 +1001,18 @@ func (m *model) stop(graceful bool) {
 			if dropped := optOf(e.Dropped); flushed && dropped.ok || !flushed && dropped != lo {
 				return fmt.Errorf("dropped %s with flushed %v, minimum %s", dropped, flushed, lo)
 			}
+			switch {
+			case flushed && e.Reason != nil:
+				return fmt.Errorf("flushed, yet a reason: %v", e.Reason)
+			case !flushed && m.ownershipLost && !errors.Is(e.Reason, errOwnershipLost):
+				return fmt.Errorf("reason %v, want the ownership's cause", e.Reason)
+			case !flushed && !graceful && !m.ownershipLost && !errors.Is(e.Reason, messages.ErrHardStop):
+				return fmt.Errorf("reason %v, want ErrHardStop", e.Reason)
+			case !flushed && graceful && !errors.Is(e.Reason, messages.ErrFlushTimeout) && !errors.Is(e.Reason, messages.ErrNotRecovered):
+				return fmt.Errorf("reason %v, want ErrFlushTimeout or ErrNotRecovered", e.Reason)
+			}
 			return nil
 		},
-	}
-	m.reconcile(kind)
-	if guaranteed {
-		require.False(t, m.floor.less(m.target), "graceful stop did not flush: persisted %s, target %s", m.floor, m.target)
 	}
 }
 
@@ -1062,6 +1108,15 @@ func (m *model) reconcile(kind stepKind) {
 		require.Equal(t, m.wantLogs[msg], got[msg], "log lines %q", msg)
 	}
 	clear(m.wantLogs)
+
+	// An ownership loss is announced before the stop it causes, and before
+	// any call's outcome that the stop cut short.
+	if m.ownershipLost {
+		i := slices.IndexFunc(m.life, func(ev messages.Event) bool { _, ok := ev.(*messages.OwnershipLost); return ok })
+		require.GreaterOrEqual(t, i, 0, "no OwnershipLost; step events: %s", describe(m.stepEvents))
+		require.ErrorIs(t, m.life[i].(*messages.OwnershipLost).Cause, errOwnershipLost)
+		m.life = slices.Delete(m.life, i, i+1)
+	}
 
 	// Lifecycle: walk the catalog calls in order; each predicts events.
 	if m.preload != nil {
