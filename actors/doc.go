@@ -16,7 +16,8 @@
 //     stored value is the floor, and it is not known.
 //  2. Recovered. The start message ID is the stored checkpoint, or else the
 //     minimum of the vchannels given at spawn (WithVChannels), or nil. The
-//     persister is spawned and learns the floor and the current minimum.
+//     persister is spawned with the floor and is offered the current
+//     minimum.
 //  3. Command. Applied to the tracker, or rejected with a typed error that
 //     changes nothing. A request (RequestFuture, or Request here) is answered
 //     after the command took effect in memory: a reply promises that later
@@ -34,31 +35,106 @@
 //     during a save replace each other and cost one more save in all.
 //  6. Durable. CheckpointPersisted is published only after the catalog
 //     returned nil for that value: from then on no restart, crash or second
-//     writer will see the stored checkpoint below it.
+//     writer will see the stored checkpoint below it. GetState sent on
+//     seeing the event already reports it as Persisted.
 //  7. Failed. PersistFailed is published, then the latest minimum is saved
 //     again after the backoff (100 ms first, ×1.5, 10 s cap, never gives
-//     up). A catalog reporting a value stored ahead ends that save: the
-//     stored value becomes the floor. A fenced writer stops saving for good.
+//     up). A panic inside the catalog is a failed save like any other, as a
+//     panic inside Load is a failed recovery. A catalog reporting a value
+//     stored ahead ends that save: the stored value becomes the floor. A
+//     fenced writer stops saving for good, and the actor stops.
 //  8. Stop. PoisonFuture drains the mailbox, then waits up to the stop flush
-//     timeout for the pending minimum to be saved; StopFuture does not wait.
-//     The flush saves at once, whatever the min save interval, and retries
-//     failures on the backoff. Either way the save in flight is cancelled
-//     and its goroutine joined, then Stopped is published, saying whether
-//     anything was left unsaved.
+//     timeout for the minimum to be saved, in whatever phase it finds the
+//     actor: during recovery it first waits for the recovery read (retrying
+//     it on the backoff), then saves. The flush saves at once, whatever the
+//     min save interval, and retries failures on the backoff. StopFuture
+//     does not wait. Either way the calls still running are cancelled and
+//     joined, then Stopped is published: LastPersisted, and if something
+//     was left unsaved, Flushed=false, Dropped and a Reason
+//     (messages.ErrHardStop, ErrFlushTimeout, ErrNotRecovered, or the
+//     ownership loss).
 //
-// A panic inside the catalog crashes only the persister; the PChannel actor
-// supervises it and restarts it after a growing delay (PersisterRestarted).
-// The floor and the minimum live in the parent, so the restarted persister
-// loses nothing. During a graceful stop's flush, when the parent cannot
-// supervise, a panic counts as a failed save (PersistFailed) instead.
+// # Every wait is bounded
+//
+// A catalog is third-party code: it may ignore its context. Each catalog
+// call runs on a goroutine of its own with the save timeout as its
+// deadline, and its result comes back as a message tagged with a sequence
+// number, so that a late one is told apart and ignored. A stop cancels the
+// calls still running and waits for each at most 100 ms (the join grace);
+// one still running then is abandoned: logged ("catalog ignored
+// cancellation"), counted in Counters.AbandonedCalls, its result ignored.
+// So, whatever the catalog does:
+//
+//	StopFuture   returns within 100 ms (+ scheduling)
+//	PoisonFuture returns within the stop flush timeout + 100 ms (+ scheduling)
+//
+// (A graceful stop of a fenced actor does not flush: the hard bound holds.)
+//
+// # Phases and events
+//
+// A pchannel is in one phase at a time; each phase answers the lifecycle
+// messages in its own step function (stepRecovering, stepRunning,
+// stepStopping), and is entered through one function (becomeRunning,
+// becomeFenced, becomeStopped, or the Stopping handler for stopping).
+// Commands, GetState and a Poison's drain marker are answered alike in
+// every phase, before the phase is consulted.
+//
+//	event \ phase      recovering               running                     fenced / stopping         stopped
+//	-----------------  -----------------------  --------------------------  ------------------------  -------
+//	command            applied, answered        applied, answered; a rise   applied, answered;        -
+//	                                            goes to the persister       nothing saved
+//	GetState           Recovered=false          persister's status          persister's status        -
+//	load result        ok: → running            ignored (stale seq)         ignored                   -
+//	                   failed: RecoveryFailed,
+//	                   retry timer
+//	recovery timer     read again               ignored (stale seq)         ignored                   -
+//	mailbox drained    -                        hand the latest rise over   -                         -
+//	save result        -                        persister: plan step,       -                         -
+//	                                            event; fenced: → fenced
+//	persister crash    -                        PersisterRestarted,         PersisterRestarted only   -
+//	                                            restart after a delay
+//	restart timer      -                        restart, offer the minimum  ignored                   -
+//	ownership lost     → fenced                 → fenced                    ignored                   -
+//	Stop               join the read → stopping persister stopped           join → stopping           -
+//	                   (ErrHardStop)            (ErrHardStop) → stopping
+//	Poison             wait for the read up to  flush up to the flush       no flush → stopping       -
+//	                   the flush timeout, then  timeout (a crashed
+//	                   as running; else         persister restarts at
+//	                   ErrNotRecovered          once) → stopping
+//	actor Stopped      Stopped → stopped        Stopped → stopped           Stopped → stopped         -
+//
+// → fenced publishes OwnershipLost, stops the persister and the actor.
+//
+// # The persister
+//
+// The persister is a thin shell over saveplan.Plan, which alone decides
+// what to save and when, and owns the persisted value, the save in flight
+// and the fenced flag. The persister publishes them after every change to
+// a status that the parent only reads (GetState, Stopped): one writer, one
+// source. Its configuration and that status come through its producer
+// closure, so a restart rebuilds it from the same ones with no handshake;
+// the parent then offers it the current minimum. The messages between the
+// two are: the minimum (offer, then MinimumAdvanced on each drained
+// rise), flushRequest and its answer, and ownershipLost when a save was
+// fenced. One save crosses three goroutine boundaries: the rise to the
+// persister's mailbox, the call to its goroutine, the result back.
+//
+// A persister crashes only for a bug of its own (a catalog's panic is a
+// failed save; a subscriber's panic is logged). The PChannel actor
+// supervises it and restarts it after a delay that grows with its crashes
+// of the last minute (Initial × Multiplier^(n-1), capped at Max); it keeps
+// no more of them than reach the cap.
 //
 // A nil command pointer is rejected with messages.ErrNilCommand, like any
-// other bad command: it changes nothing and never panics the actor.
+// other bad command: it changes nothing and never panics the actor. A
+// vchannel name no catalog or log can carry (over 512 bytes, not UTF-8, a
+// NUL byte) is rejected at AddVChannel (persistence.ErrInvalidArgument),
+// and at NewProps for the pchannel's name and WithVChannels.
 //
 // Event subscribers run on the publishing actor's goroutine: a slow one
 // slows the pchannel. Keep handlers quick, or hand events to a channel. A
-// panicking one is logged ("event subscriber panicked") and does not crash
-// the PChannel actor, whose restart would forget the vchannels added since
-// spawn; subscribers after it miss that event. (One panicking on a
-// persister's event crashes the persister, which is restarted as above.)
+// panicking one is logged ("event subscriber panicked") and crashes
+// neither actor: the PChannel actor's restart would forget the vchannels
+// added since spawn, and a persister's would cost a flush its time.
+// Subscribers after it miss that event.
 package actors

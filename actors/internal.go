@@ -1,70 +1,42 @@
 package actors
 
-import (
-	"time"
-
-	"github.com/asynkron/protoactor-go/actor"
-
-	"github.com/lowwater/lowwater/wal"
-)
+import "github.com/lowwater/lowwater/wal"
 
 // Messages between the PChannel actor, its persister and their goroutines.
-// They are unexported: the protocol for users is package messages.
+// They are unexported: the protocol for users is package messages. With
+// callDone (call.go) and mailboxDrained (mailbox.go), these are all:
+//
+//	callDone        a catalog call's result, to the actor that started it
+//	timerFired      a retry, throttle or restart delay elapsed
+//	ownershipLost   the ownership context ended, or the persister was fenced
+//	drainRequested  the stop to come is a Poison (see mailbox)
+//	mailboxDrained  the mailbox ran empty: hand the latest rise over
+//	offer           the minimum a new (or restarted) persister starts from
+//	flushRequest    a graceful stop asks the persister to save now
+//	flushed         the persister's answer: nothing pending, nothing in flight
 
-// loaded carries the result of one recovery read back to the mailbox.
-type loaded struct {
-	checkpoint wal.MessageID
-	err        error
-}
-
-// ownershipLost fires when the ownership context ends.
+// ownershipLost fires when the ownership context ends, or when the
+// persister's save was refused with persistence.ErrFenced.
 type ownershipLost struct{ cause error }
 
-// retryRecovery fires when the recovery backoff has elapsed.
-type retryRecovery struct{}
+// timerFired fires when a timer elapsed; seq tells a timer that is still
+// wanted from one that was superseded or belongs to an ended incarnation.
+// Every seq is drawn from config.seq, unique per pchannel.
+type timerFired struct{ seq uint64 }
 
 // drainRequested is posted right before a PoisonPill, so that the actor
 // knows its coming stop is graceful (see mailbox).
 type drainRequested struct{}
 
-// restartPersister fires when a crashed persister's restart delay elapsed.
-type restartPersister struct{ pid *actor.PID }
+// flushRequest asks the persister, during a graceful stop, to enter the
+// plan's flushing mode and answer flushed once nothing is pending.
+type flushRequest struct{}
 
-// persisterStarted asks the parent for what a fresh persister must know.
-type persisterStarted struct{}
+// flushed answers flushRequest. What was saved is in the persister's
+// status, which the parent reads.
+type flushed struct{}
 
-// persisterSync answers persisterStarted: the floor and the goal, and the
-// configuration the persister works by.
-type persisterSync struct {
-	persisted wal.MessageID
-	minimum   wal.MessageID
-	cfg       *config
-}
-
-// persisterStatus keeps the parent's view of the persister current, for
-// GetState and for the Stopped event.
-type persisterStatus struct {
-	persisted wal.MessageID
-	inFlight  bool
-	fenced    bool
-}
-
-// saveDone carries the outcome of one catalog save back to the mailbox.
-type saveDone struct {
-	from     *persister // the incarnation that started it
-	value    wal.MessageID
-	err      error
-	panicked any
-	latency  time.Duration
-}
-
-// retryDue fires when a retry or throttle timer elapsed; seq tells a timer
-// that is still wanted from one that was superseded.
-type retryDue struct{ seq uint64 }
-
-// flushRequest asks the persister, during a graceful stop, to save the
-// pending value now and answer with a flushResult once nothing is pending.
-// It carries what a sync does: a stop can overtake the persister's sync.
-type flushRequest persisterSync
-
-type flushResult struct{ persisted wal.MessageID }
+// offer is the first minimum a new or restarted persister takes; rises
+// (MinimumAdvanced) follow. A restarted persister ignores the rises it
+// finds queued before it: they were meant for its crashed predecessor.
+type offer struct{ minimum wal.MessageID }

@@ -62,6 +62,10 @@ type config struct {
 	preloaded   *wal.MessageID
 	counters    *Counters
 	errs        []error
+	// seq numbers the catalog calls and timers of every incarnation of the
+	// pchannel and its persister, so that a late one is never taken for
+	// the current one.
+	seq atomic.Uint64
 }
 
 // WithVChannels sets the vchannels tracked from the start, as recovered
@@ -90,12 +94,18 @@ func WithBackoff(b Backoff) Option {
 
 // WithSaveTimeout bounds each catalog call (save or recovery read), so that
 // a hung store or an etcd leader change costs one attempt, not the actor.
+// It is the call's context deadline: a catalog that ignores its context is
+// not stopped by it, but a stop never waits for such a call longer than
+// 100 ms after cancelling it (see the package doc).
 func WithSaveTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.saveTimeout = d })
 }
 
 // WithStopFlushTimeout bounds how long a graceful stop (Poison) waits for
-// the pending checkpoint to be saved.
+// the pending checkpoint to be saved, or, during recovery, for the stored
+// checkpoint to be read first. PoisonFuture returns within d + 100 ms
+// (plus scheduling) whatever the catalog does, even if it ignores its
+// context; StopFuture within 100 ms.
 func WithStopFlushTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.flushTime = d })
 }
@@ -143,6 +153,11 @@ type Counters struct {
 	// SavesInFlight is 1 while a catalog save of the pchannel runs and 0
 	// otherwise (at most one is in flight): a gauge, not a counter.
 	SavesInFlight atomic.Int64
+	// AbandonedCalls counts catalog calls (Load or Save) that were still
+	// running joinGrace (100 ms) after a stop cancelled them: the catalog
+	// ignored its context. The stop went on without them and their late
+	// results were ignored. Anything above 0 points at a catalog to fix.
+	AbandonedCalls atomic.Uint64
 }
 
 // WithCounters has the actor keep c current. Without it (the default) the
@@ -171,8 +186,8 @@ func newConfig(pchannel, walName string, catalog persistence.Catalog, opts []Opt
 		o.apply(c)
 	}
 	errs := c.errs
-	if pchannel == "" {
-		errs = append(errs, errors.New("empty pchannel name"))
+	if err := persistence.ValidatePChannel(pchannel); err != nil {
+		errs = append(errs, err)
 	}
 	if catalog == nil {
 		errs = append(errs, errors.New("nil catalog"))
@@ -193,7 +208,11 @@ func newConfig(pchannel, walName string, catalog persistence.Catalog, opts []Opt
 		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
-		return nil, fmt.Errorf("%w: pchannel %q: %w", ErrInvalidOption, pchannel, errors.Join(errs...))
+		shown := pchannel
+		if len(shown) > 40 {
+			shown = shown[:40] + "…"
+		}
+		return nil, fmt.Errorf("%w: pchannel %q: %w", ErrInvalidOption, shown, errors.Join(errs...))
 	}
 	c.logger = c.logger.With(zap.String("pchannel", pchannel))
 	return c, nil
@@ -205,6 +224,9 @@ func newConfig(pchannel, walName string, catalog persistence.Catalog, opts []Opt
 func (c *config) takeVChannels() error {
 	cps := make([]messages.VChannelCheckpoint, 0, len(c.vchannels))
 	for name, cp := range c.vchannels {
+		if err := validVChannel(name); err != nil {
+			return err
+		}
 		cps = append(cps, messages.VChannelCheckpoint{VChannel: name, Checkpoint: cp})
 	}
 	c.vchannels = nil
@@ -272,4 +294,14 @@ func (s spawnSet) checkpoints(walName string) ([]messages.VChannelCheckpoint, er
 		cps[i] = messages.VChannelCheckpoint{VChannel: name, Checkpoint: id}
 	}
 	return cps, nil
+}
+
+// validVChannel checks a vchannel name against what catalogs and logs can
+// carry (persistence.ValidateVChannel). An empty one is left to the tracker,
+// which rejects it with messages.ErrEmptyVChannel.
+func validVChannel(name string) error {
+	if name == "" {
+		return nil
+	}
+	return persistence.ValidateVChannel(name)
 }

@@ -22,7 +22,10 @@ import (
 // pchannel of the named WAL, saved to catalog. Spawn it wherever the
 // caller's actor tree wants it; spawning never blocks on the catalog.
 //
-// An invalid option is an error here, never a panic later.
+// An invalid option is an error here (ErrInvalidOption), never a panic or a
+// save failing forever later: a pchannel or vchannel name that no catalog
+// can store (persistence.ValidatePChannel) also wraps
+// persistence.ErrInvalidArgument.
 func NewProps(pchannel, walName string, catalog persistence.Catalog, opts ...Option) (*actor.Props, error) {
 	cfg, err := newConfig(pchannel, walName, catalog, opts)
 	if err != nil {
@@ -36,6 +39,28 @@ func NewProps(pchannel, walName string, catalog persistence.Catalog, opts ...Opt
 
 var _ actor.SupervisorStrategy = (*pchannel)(nil)
 
+// phase is where a pchannel is in its life; see the table in doc.go. Each
+// phase answers the lifecycle messages in its own step function, and is
+// entered through one become function that sets up what it owns.
+type phase uint8
+
+const (
+	// recovering: reading the stored checkpoint; no persister yet.
+	recovering phase = iota
+	// running: recovered; the persister saves the minimum.
+	running
+	// fenced: ownership lost; the stop is on its way, nothing is saved.
+	fenced
+	// stopping: the Stopping handler ran; children are being stopped.
+	stopping
+	// stopped: Stopped was published. Terminal.
+	stopped
+)
+
+var phaseNames = [...]string{"recovering", "running", "fenced", "stopping", "stopped"}
+
+func (f phase) String() string { return phaseNames[f] }
+
 // pchannel owns one pchannel's vchannel checkpoints. Only its mailbox
 // goroutine touches its fields.
 type pchannel struct {
@@ -45,29 +70,26 @@ type pchannel struct {
 	// message ID when the catalog holds nothing (semantics 7).
 	spawnMinimum wal.MessageID
 
-	recovered bool
-	start     wal.MessageID
-	// persisted is the parent's view of the floor: read at recovery, then
-	// raised by the persister's reports. Invariant: it never decreases.
-	persisted wal.MessageID
-	saving    bool
-	fenced    bool
+	phase phase
+	// graceful is set by drainRequested: the stop to come is a Poison.
+	graceful bool
+	// unflushed says why a stop left the minimum unsaved, for Stopped.
+	unflushed error
 
-	recovery  recovery
+	// recovering
+	recovery recovery
+
+	// running (and after). status is the persister's plan as published by
+	// the persister: the one source of persisted, in flight and fenced.
+	// Non-nil once recovered.
+	start     wal.MessageID
+	status    *saveStatus
 	persister *actor.PID
 	// pendingAdvance is the latest rise of the minimum not yet handed to
 	// the persister (see advanced).
 	pendingAdvance *messages.MinimumAdvanced
-	// restarts counts persister crashes; restartTimer delays the next one.
-	restarts     int
-	restartTimer *time.Timer
-	supervisor   actor.Supervisor
-	// crashed is true while the persister waits for its restart, its
-	// mailbox suspended: a stop must restart it before asking it to flush.
-	crashed bool
+	crash          crashes
 
-	graceful bool
-	stopping bool
 	// unwatch ends the ownership watch, if any.
 	unwatch func() bool
 
@@ -77,11 +99,21 @@ type pchannel struct {
 
 // recovery is the state of reading the stored checkpoint.
 type recovery struct {
-	attempt int
-	backoff backoff.BackOff
-	timer   *time.Timer
-	cancel  context.CancelFunc
-	done    chan struct{}
+	attempt  int
+	backoff  backoff.BackOff
+	call     *call
+	timer    *time.Timer
+	timerSeq uint64
+}
+
+// crashes is the persister's supervision: its recent crashes, kept bounded
+// (see HandleFailure), and the restart waiting for its delay, if any.
+type crashes struct {
+	restarts   int
+	recent     []time.Time
+	timer      *time.Timer // non-nil while a restart waits
+	timerSeq   uint64
+	supervisor actor.Supervisor
 }
 
 func newPChannel(cfg *config) *pchannel {
@@ -89,8 +121,9 @@ func newPChannel(cfg *config) *pchannel {
 	return &pchannel{cfg: cfg, tracker: t, spawnMinimum: t.Minimum()}
 }
 
-// Receive is one type switch: commands first (the hot path), then the
-// persister's reports, then lifecycle.
+// Receive is one type switch: commands first (the hot path; every phase
+// applies them alike), then what every phase answers alike, then the
+// phase's own step function for the rest of the lifecycle.
 func (p *pchannel) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *messages.UpdateCheckpoint:
@@ -116,50 +149,95 @@ func (p *pchannel) Receive(ctx actor.Context) {
 		p.dropVChannel(ctx, m)
 	case *messages.GetState:
 		ctx.Respond(p.state(m != nil && m.WithVChannels))
-
-	case mailboxDrained:
-		p.notifyPersister(ctx)
-	case *persisterStatus:
-		p.raiseFloor(m.persisted)
-		p.saving = m.inFlight
-		if m.fenced {
-			p.loseOwnership(ctx, persistence.ErrFenced)
-		}
-	case *ownershipLost:
-		p.loseOwnership(ctx, m.cause)
-	case *persisterStarted:
-		p.syncPersister(ctx)
-	case *restartPersister:
-		p.restartPersister(m)
-
-	case *loaded:
-		p.onLoaded(ctx, m)
-	case *retryRecovery:
-		p.load(ctx)
-	case *actor.Started:
-		p.started(ctx)
 	case drainRequested:
 		p.graceful = true
-	case *actor.Stopping:
-		p.stop(ctx)
 	case *actor.Stopped:
-		p.publishStopped(ctx)
-	case *actor.Restarting:
-		// A panic in this actor is a bug; its supervisor restarts it from
-		// the vchannels given at spawn. Leave no goroutine behind.
-		p.stop(ctx)
+		p.becomeStopped()
 	default:
-		// A request of a type lowwater does not take gets a typed error
-		// rather than a timeout. Messages without a sender pass silently:
-		// protoactor's own (Terminated, ReceiveTimeout) come that way.
-		if ctx.Sender() != nil {
-			p.unknown(ctx)
+		switch p.phase {
+		case recovering:
+			p.stepRecovering(ctx, m)
+		case running:
+			p.stepRunning(ctx, m)
+		default:
+			p.stepStopping(ctx, m)
 		}
 	}
 }
 
-func (p *pchannel) unknown(ctx actor.Context) {
-	ctx.Respond(fmt.Errorf("%w: %T", messages.ErrUnknownMessage, ctx.Message()))
+// stepRecovering: the stored checkpoint is being read, or the read waits
+// for its retry.
+func (p *pchannel) stepRecovering(ctx actor.Context, msg any) {
+	switch m := msg.(type) {
+	case *actor.Started:
+		p.started(ctx)
+	case *callDone:
+		if p.recovery.call != nil && m.seq == p.recovery.call.seq {
+			p.recovery.call = nil
+			p.loadDone(ctx, m)
+		}
+	case *timerFired:
+		if m.seq == p.recovery.timerSeq {
+			p.load(ctx)
+		}
+	case *ownershipLost:
+		p.becomeFenced(ctx, m.cause)
+	case *actor.Stopping:
+		p.stopRecovering(ctx)
+	case *actor.Restarting:
+		p.quiet()
+	default:
+		p.other(ctx)
+	}
+}
+
+// stepRunning: recovered; the persister saves.
+func (p *pchannel) stepRunning(ctx actor.Context, msg any) {
+	switch m := msg.(type) {
+	case mailboxDrained:
+		p.notifyPersister(ctx)
+	case *timerFired:
+		if p.crash.timer != nil && m.seq == p.crash.timerSeq {
+			p.restartPersister(ctx)
+		}
+	case *ownershipLost:
+		p.becomeFenced(ctx, m.cause)
+	case *actor.Stopping:
+		if p.graceful {
+			p.flush(ctx, time.Now().Add(p.cfg.flushTime))
+		} else {
+			p.unflushed = messages.ErrHardStop
+		}
+		p.quiet()
+		p.phase = stopping
+	case *actor.Restarting:
+		p.quiet()
+	default:
+		p.other(ctx)
+	}
+}
+
+// stepStopping: fenced, or past the Stopping handler. Commands are still
+// applied in memory (Receive), but nothing more is saved or recovered:
+// late results and timers are ignored.
+func (p *pchannel) stepStopping(ctx actor.Context, msg any) {
+	switch msg.(type) {
+	case *actor.Stopping, *actor.Restarting:
+		p.quiet()
+		p.phase = stopping
+	default:
+		p.other(ctx)
+	}
+}
+
+// other answers what no phase takes. A request of a type lowwater does not
+// take gets a typed error rather than a timeout. Messages without a sender
+// pass silently: results and timers that are no longer wanted (the seq
+// tells), and protoactor's own (Terminated, ReceiveTimeout).
+func (p *pchannel) other(ctx actor.Context) {
+	if ctx.Sender() != nil {
+		ctx.Respond(fmt.Errorf("%w: %T", messages.ErrUnknownMessage, ctx.Message()))
+	}
 }
 
 // The cases of Receive that are not the hot path live in methods of their
@@ -170,6 +248,10 @@ func (p *pchannel) unknown(ctx actor.Context) {
 func (p *pchannel) addVChannel(ctx actor.Context, m *messages.AddVChannel) {
 	if m == nil {
 		p.applied(ctx, m, nil, false, messages.ErrNilCommand)
+		return
+	}
+	if err := validVChannel(m.VChannel); err != nil {
+		p.applied(ctx, m, nil, false, err)
 		return
 	}
 	from := p.tracker.Minimum()
@@ -203,21 +285,10 @@ func (p *pchannel) started(ctx actor.Context) {
 	}
 	if p.cfg.preloaded != nil {
 		p.recovery.attempt = 1
-		p.onLoaded(ctx, &loaded{checkpoint: *p.cfg.preloaded})
+		p.loadDone(ctx, &callDone{value: *p.cfg.preloaded})
 		return
 	}
 	p.load(ctx)
-}
-
-func (p *pchannel) syncPersister(ctx actor.Context) {
-	ctx.Respond(&persisterSync{persisted: p.persisted, minimum: p.tracker.Minimum(), cfg: p.cfg})
-}
-
-func (p *pchannel) restartPersister(m *restartPersister) {
-	if !p.stopping && p.crashed {
-		p.crashed = false
-		p.supervisor.RestartChildren(m.pid)
-	}
 }
 
 // applied finishes a single command: reply, events, persister.
@@ -278,7 +349,7 @@ func (p *pchannel) reject(ctx actor.Context, cmd messages.Command, err error) {
 func (p *pchannel) advanced(from wal.MessageID) {
 	ev := &messages.MinimumAdvanced{Header: p.header(), From: from, To: p.tracker.Minimum()}
 	p.publish(ev)
-	if p.persister != nil && !p.fenced {
+	if p.phase == running {
 		p.pendingAdvance = ev
 	}
 }
@@ -289,11 +360,18 @@ func (p *pchannel) wantsDrained() bool { return p.pendingAdvance != nil }
 
 // notifyPersister hands the latest rise of the minimum to the persister.
 func (p *pchannel) notifyPersister(ctx actor.Context) {
-	ev := p.pendingAdvance
-	p.pendingAdvance = nil
-	if ev != nil && p.persister != nil && !p.fenced {
+	if ev := p.pendingAdvance; ev != nil {
+		p.pendingAdvance = nil
 		ctx.Send(p.persister, ev)
 	}
+}
+
+// offerMinimum hands the persister the current minimum: a new persister
+// (spawned or restarted) starts from its floor and this, and needs nothing
+// else from the parent. Any rise pending is superseded by it.
+func (p *pchannel) offerMinimum(ctx actor.Context) {
+	p.pendingAdvance = nil
+	ctx.Send(p.persister, offer{minimum: p.tracker.Minimum()})
 }
 
 func (p *pchannel) state(withVChannels bool) *messages.State {
@@ -302,10 +380,12 @@ func (p *pchannel) state(withVChannels bool) *messages.State {
 		WALName:        p.cfg.walName,
 		StartMessageID: p.start,
 		Minimum:        p.tracker.Minimum(),
-		Persisted:      p.persisted,
 		VChannels:      p.tracker.Len(),
-		Recovered:      p.recovered,
-		SaveInFlight:   p.saving,
+		Recovered:      p.status != nil,
+	}
+	if p.status != nil {
+		sp := p.status.load()
+		s.Persisted, s.SaveInFlight = sp.persisted, sp.inFlight
 	}
 	if withVChannels {
 		s.Checkpoints = p.tracker.Checkpoints()
@@ -313,98 +393,162 @@ func (p *pchannel) state(withVChannels bool) *messages.State {
 	return s
 }
 
-// load reads the stored checkpoint off the mailbox goroutine; the result
-// comes back as a loaded message. A panicking catalog counts as a failed
-// read, not a crash.
+// load reads the stored checkpoint through call; the result comes back as
+// a callDone. A panicking catalog counts as a failed read, not a crash.
 func (p *pchannel) load(ctx actor.Context) {
-	if p.stopping {
-		return
-	}
+	stopTimer(p.recovery.timer)
 	p.recovery.attempt++
-	c, cancel := context.WithTimeout(context.Background(), p.cfg.saveTimeout)
-	done := make(chan struct{})
-	p.recovery.cancel, p.recovery.done = cancel, done
-	root, self, catalog, name := ctx.ActorSystem().Root, ctx.Self(), p.cfg.catalog, p.cfg.pchannel
-	go func() {
-		defer close(done)
-		defer cancel()
-		id, err := loadRecovering(c, catalog, name)
-		root.Send(self, &loaded{checkpoint: id, err: err})
-	}()
+	catalog, name := p.cfg.catalog, p.cfg.pchannel
+	p.recovery.call = startCall(ctx.ActorSystem().Root, p.self, p.cfg.seq.Add(1), p.cfg.saveTimeout, "Load",
+		func(c context.Context) (wal.MessageID, error) { return catalog.Load(c, name) })
 }
 
-func loadRecovering(ctx context.Context, catalog persistence.Catalog, pchannel string) (id wal.MessageID, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("lowwater: catalog panicked in Load: %v", r)
-		}
-	}()
-	return catalog.Load(ctx, pchannel)
-}
-
-func (p *pchannel) onLoaded(ctx actor.Context, m *loaded) {
-	p.recovery.cancel, p.recovery.done = nil, nil
-	if p.stopping || p.recovered {
-		return
+// loadDone takes a recovery read's result: running on success, else a
+// retry after the backoff.
+func (p *pchannel) loadDone(ctx actor.Context, m *callDone) {
+	if wait, ok := p.loaded(ctx, m); !ok {
+		p.recovery.timerSeq = p.cfg.seq.Add(1)
+		p.recovery.timer = afterFunc(wait, ctx.ActorSystem().Root, p.self, p.recovery.timerSeq)
 	}
+}
+
+// loaded becomes running on a good read; on a failed one it publishes
+// RecoveryFailed and returns how long to wait before the next read.
+func (p *pchannel) loaded(ctx actor.Context, m *callDone) (time.Duration, bool) {
 	err := m.err
-	if err == nil && m.checkpoint != nil {
-		if werr := wal.Check(p.cfg.walName, m.checkpoint); werr != nil {
+	if err == nil && m.value != nil {
+		if werr := wal.Check(p.cfg.walName, m.value); werr != nil {
 			// A record of another WAL is as unusable as a corrupt one.
 			err = &persistence.CorruptRecordError{PChannel: p.cfg.pchannel, Err: werr}
 		}
 	}
-	if err != nil {
-		if p.recovery.backoff == nil {
-			// Built on the first failure: most recoveries never fail.
-			p.recovery.backoff = p.cfg.backoff.New()
-		}
-		wait := p.recovery.backoff.NextBackOff()
-		p.publish(&messages.RecoveryFailed{Header: p.header(), Err: err, Attempt: p.recovery.attempt, NextRetry: wait})
-		log := p.cfg.logger.Warn
-		if errors.Is(err, persistence.ErrCorruptRecord) {
-			// Never start from nothing over a record we cannot read: that
-			// could regress the stored checkpoint. An operator must repair
-			// or delete it; until then we retry at the backoff's pace.
-			log = p.cfg.logger.Error
-		}
-		log("recovery failed", zap.Int("attempt", p.recovery.attempt), zap.Duration("nextRetry", wait), zap.Error(err))
-		root, self := ctx.ActorSystem().Root, ctx.Self()
-		p.recovery.timer = time.AfterFunc(wait, func() { root.Send(self, &retryRecovery{}) })
-		return
+	if err == nil {
+		p.becomeRunning(ctx, m.value)
+		return 0, true
 	}
-	p.recovered = true
-	p.persisted = m.checkpoint
-	p.start = m.checkpoint
+	if p.recovery.backoff == nil {
+		p.recovery.backoff = p.cfg.backoff.New()
+	}
+	wait := p.recovery.backoff.NextBackOff()
+	p.publish(&messages.RecoveryFailed{Header: p.header(), Err: err, Attempt: p.recovery.attempt, NextRetry: wait})
+	log := p.cfg.logger.Warn
+	if errors.Is(err, persistence.ErrCorruptRecord) {
+		// Never start from nothing over a record we cannot read: that
+		// could regress the stored checkpoint. An operator must repair
+		// or delete it; until then we retry at the backoff's pace.
+		log = p.cfg.logger.Error
+	}
+	log("recovery failed", zap.Int("attempt", p.recovery.attempt), zap.Duration("nextRetry", wait), zap.Error(err))
+	return wait, false
+}
+
+// becomeRunning ends recovery with the stored checkpoint and spawns the
+// persister, which starts from it as its floor.
+func (p *pchannel) becomeRunning(ctx actor.Context, stored wal.MessageID) {
+	p.phase = running
+	p.status = newSaveStatus(stored)
+	p.start = stored
 	if p.start == nil {
 		p.start = p.spawnMinimum
 	}
-	p.publish(&messages.Recovered{Header: p.header(), StartMessageID: p.start, FromCatalog: m.checkpoint != nil, Attempts: p.recovery.attempt})
-	p.cfg.logger.Info("recovered", zap.Stringer("start", stringer{p.start}), zap.Bool("fromCatalog", m.checkpoint != nil), zap.Int("attempts", p.recovery.attempt))
-	pid, err := ctx.SpawnNamed(persisterProps, "persister")
+	p.publish(&messages.Recovered{Header: p.header(), StartMessageID: p.start, FromCatalog: stored != nil, Attempts: p.recovery.attempt})
+	p.cfg.logger.Info("recovered", zap.Stringer("start", stringer{p.start}), zap.Bool("fromCatalog", stored != nil), zap.Int("attempts", p.recovery.attempt))
+	pid, err := ctx.SpawnNamed(persisterProps(p.cfg, p.status), "persister")
 	if err != nil {
 		// Only a duplicate name fails, and this actor spawns one persister.
 		p.cfg.logger.Error("cannot spawn persister", zap.Error(err))
 		return
 	}
 	p.persister = pid
+	p.offerMinimum(ctx)
 }
 
-// HandleFailure makes the pchannel its persister's supervisor: a crash
-// (say, a panic inside a catalog) restarts the persister after a growing
-// delay. The new persister asks for the floor and the minimum, so nothing
-// is lost: both live here, not in the persister.
-func (p *pchannel) HandleFailure(system *actor.ActorSystem, supervisor actor.Supervisor, child *actor.PID, rs *actor.RestartStatistics, reason, _ any) {
-	rs.Fail()
-	p.supervisor = supervisor
-	p.crashed = true
-	p.restarts++
-	p.saving = false
-	delay := restartDelay(p.cfg.backoff, rs.NumberOfFailures(time.Minute))
-	p.publish(&messages.PersisterRestarted{Header: p.header(), Reason: reason, Restarts: p.restarts})
-	p.cfg.logger.Error("persister crashed; restarting", zap.Any("reason", reason), zap.Duration("delay", delay), zap.Int("restarts", p.restarts))
-	root, self := system.Root, p.self
-	p.restartTimer = time.AfterFunc(delay, func() { root.Send(self, &restartPersister{pid: child}) })
+// becomeFenced stops saving at once and stops the actor: another owner
+// may already be saving, and only the catalog's fencing stood between us.
+func (p *pchannel) becomeFenced(ctx actor.Context, cause error) {
+	p.phase = fenced
+	p.pendingAdvance = nil
+	p.unflushed = cause
+	p.publish(&messages.OwnershipLost{Header: p.header(), Cause: cause})
+	p.cfg.logger.Warn("ownership lost; stopping", zap.Error(cause))
+	if p.persister != nil {
+		ctx.Stop(p.persister)
+	}
+	ctx.Stop(ctx.Self())
+}
+
+// becomeStopped publishes Stopped, reading the persister's status: it is
+// final, the persister having stopped before its parent.
+func (p *pchannel) becomeStopped() {
+	p.phase = stopped
+	var sp savePoint
+	if p.status != nil {
+		sp = p.status.load()
+	}
+	ev := &messages.Stopped{Header: p.header(), Graceful: p.graceful, LastPersisted: sp.persisted, Flushed: true}
+	if min := p.tracker.Minimum(); wal.Less(sp.persisted, min) {
+		ev.Flushed, ev.Dropped, ev.Reason = false, min, p.unflushed
+		switch {
+		case sp.fenced && !errors.Is(ev.Reason, persistence.ErrFenced):
+			ev.Reason = persistence.ErrFenced // the persister learned it first
+		case ev.Reason == nil:
+			ev.Reason = messages.ErrFlushTimeout
+		}
+	}
+	p.publish(ev)
+	p.cfg.logger.Info("stopped", zap.Bool("graceful", ev.Graceful), zap.Stringer("persisted", stringer{ev.LastPersisted}),
+		zap.Bool("flushed", ev.Flushed), zap.Stringer("dropped", stringer{ev.Dropped}), zap.Error(ev.Reason))
+}
+
+// HandleFailure makes the pchannel its persister's supervisor. The
+// persister crashes only for a bug of its own (a catalog's panic is a
+// failed save): it is restarted after a growing delay, and the new one
+// starts from the status its predecessor published and the minimum
+// offered again, so nothing is lost.
+//
+// protoactor's RestartStatistics keeps every failure's time forever; the
+// pchannel keeps its own, bounded: crashes of the last minute, and no more
+// than it takes the delay to reach its cap.
+func (p *pchannel) HandleFailure(system *actor.ActorSystem, supervisor actor.Supervisor, child *actor.PID, _ *actor.RestartStatistics, reason, _ any) {
+	c := &p.crash
+	c.supervisor = supervisor
+	c.restarts++
+	now := time.Now()
+	c.recent = recentCrashes(c.recent, now, crashesToCap(p.cfg.backoff))
+	delay := restartDelay(p.cfg.backoff, len(c.recent))
+	p.publish(&messages.PersisterRestarted{Header: p.header(), Reason: reason, Restarts: c.restarts})
+	p.cfg.logger.Error("persister crashed; restarting", zap.Any("reason", reason), zap.Duration("delay", delay), zap.Int("restarts", c.restarts))
+	if p.phase != running {
+		return // the stop under way ends the persister anyway
+	}
+	stopTimer(c.timer)
+	c.timerSeq = p.cfg.seq.Add(1)
+	c.timer = afterFunc(delay, system.Root, p.self, c.timerSeq)
+}
+
+// recentCrashes appends now to the crashes of the last minute, keeping at
+// most limit of them (the newest).
+func recentCrashes(recent []time.Time, now time.Time, limit int) []time.Time {
+	i := 0
+	for i < len(recent) && now.Sub(recent[i]) >= time.Minute {
+		i++
+	}
+	recent = append(recent[:0], recent[i:]...)
+	if len(recent) >= limit {
+		recent = append(recent[:0], recent[len(recent)-limit+1:]...)
+	}
+	return append(recent, now)
+}
+
+// crashesToCap is the number of recent crashes at which restartDelay
+// reaches the backoff's cap; more change nothing. Bounded by 1024 for a
+// multiplier so close to 1 that the cap is far away.
+func crashesToCap(b Backoff) int {
+	if b.Multiplier <= 1 || b.Max <= b.Initial {
+		return 1
+	}
+	n := math.Ceil(math.Log(float64(b.Max)/float64(b.Initial))/math.Log(b.Multiplier)) + 1
+	return int(min(max(n, 1), 1024))
 }
 
 // restartDelay grows with recent crashes like the save backoff, without
@@ -414,88 +558,134 @@ func restartDelay(b Backoff, failures int) time.Duration {
 	return time.Duration(min(d, float64(b.Max)))
 }
 
-// stop ends whatever runs off the mailbox. A graceful stop first gives the
-// persister up to the flush timeout to save the pending minimum; this is
-// the one bounded wait in a handler, and the mailbox is closing anyway.
-func (p *pchannel) stop(ctx actor.Context) {
-	p.stopping = true
+func (p *pchannel) restartPersister(ctx actor.Context) {
+	stopTimer(p.crash.timer)
+	p.crash.timer = nil
+	p.crash.supervisor.RestartChildren(p.persister)
+	p.offerMinimum(ctx)
+}
+
+// quiet ends what runs for this actor off the mailbox: the ownership
+// watch, the timers and the recovery read (joined within joinGrace).
+func (p *pchannel) quiet() {
 	if p.unwatch != nil {
 		p.unwatch()
 	}
-	stopTimer(p.restartTimer)
 	stopTimer(p.recovery.timer)
-	if p.recovery.cancel != nil {
-		p.recovery.cancel()
-		<-p.recovery.done
+	p.recovery.call.end(p.cfg, "Load")
+	p.recovery.call = nil
+	stopTimer(p.crash.timer)
+	p.crash.timer = nil
+}
+
+// stopRecovering is a stop that came before recovery ended. A graceful
+// one waits for the recovery read, up to the stop flush timeout, and then
+// flushes as a stop while running would: the stored checkpoint is the
+// floor, and nothing may be saved before it is known. If it cannot be read
+// in time, nothing is saved and Stopped says why (ErrNotRecovered).
+func (p *pchannel) stopRecovering(ctx actor.Context) {
+	if p.graceful {
+		deadline := time.Now().Add(p.cfg.flushTime)
+		if p.recoverBy(ctx, deadline) {
+			p.flush(ctx, deadline)
+		}
+	} else {
+		p.unflushed = messages.ErrHardStop
 	}
-	if !p.graceful || p.persister == nil || p.fenced {
-		return
+	p.quiet()
+	p.phase = stopping
+}
+
+// recoverBy reads the stored checkpoint until it is read or deadline
+// passes: the read in flight, else one at once, and after a failure
+// another after the backoff.
+func (p *pchannel) recoverBy(ctx actor.Context, deadline time.Time) bool {
+	var lastErr error
+	for time.Now().Before(deadline) {
+		if p.recovery.call == nil {
+			p.load(ctx)
+		}
+		res, ok := p.recovery.call.wait(deadline)
+		if !ok {
+			break
+		}
+		p.recovery.call = nil
+		wait, ok := p.loaded(ctx, &res)
+		if ok {
+			return true
+		}
+		lastErr = res.err
+		if !sleepUntil(time.Now().Add(wait), deadline) {
+			break
+		}
 	}
-	if p.crashed {
-		p.crashed = false
-		p.supervisor.RestartChildren(p.persister)
+	p.unflushed = messages.ErrNotRecovered
+	if lastErr != nil {
+		p.unflushed = fmt.Errorf("%w: %w", messages.ErrNotRecovered, lastErr)
+	}
+	return false
+}
+
+// sleepUntil waits until t, and reports false if deadline comes first.
+func sleepUntil(t, deadline time.Time) bool {
+	if !t.Before(deadline) {
+		return false
+	}
+	time.Sleep(time.Until(t))
+	return true
+}
+
+// flush is a graceful stop while running: it hands the persister the
+// latest minimum and waits, up to deadline, for it to be saved. This is
+// the one bounded wait in a handler, and the mailbox is closing anyway.
+func (p *pchannel) flush(ctx actor.Context, deadline time.Time) {
+	if p.crash.timer != nil {
+		p.restartPersister(ctx) // a crashed persister restarts at once to flush
 	}
 	// A stop can come before the mailbox ran empty: hand the latest rise
 	// over first, as the drained mailbox would have, then ask for the flush.
 	p.notifyPersister(ctx)
-	flush := &flushRequest{persisted: p.persisted, minimum: p.tracker.Minimum(), cfg: p.cfg}
-	res, err := ctx.RequestFuture(p.persister, flush, p.cfg.flushTime).Result()
-	if r, ok := res.(*flushResult); ok && err == nil {
-		p.raiseFloor(r.persisted)
-	}
-}
-
-// loseOwnership stops saving at once and stops the actor: another owner
-// may already be saving, and only the catalog's fencing stood between us.
-func (p *pchannel) loseOwnership(ctx actor.Context, cause error) {
-	if p.fenced {
+	left := time.Until(deadline)
+	if left <= 0 {
+		p.unflushed = messages.ErrFlushTimeout
 		return
 	}
-	p.fenced = true
-	p.publish(&messages.OwnershipLost{Header: p.header(), Cause: cause})
-	p.cfg.logger.Warn("ownership lost; stopping", zap.Error(cause))
-	if p.persister != nil {
-		ctx.Stop(p.persister)
-	}
-	ctx.Stop(ctx.Self())
-}
-
-func (p *pchannel) publishStopped(ctx actor.Context) {
-	ev := &messages.Stopped{Header: p.header(), Graceful: p.graceful, LastPersisted: p.persisted, Flushed: true}
-	if min := p.tracker.Minimum(); wal.Less(p.persisted, min) {
-		ev.Flushed, ev.Dropped = false, min
-	}
-	p.publish(ev)
-	p.cfg.logger.Info("stopped", zap.Bool("graceful", ev.Graceful), zap.Stringer("persisted", stringer{ev.LastPersisted}),
-		zap.Bool("flushed", ev.Flushed), zap.Stringer("dropped", stringer{ev.Dropped}))
-}
-
-func (p *pchannel) raiseFloor(v wal.MessageID) {
-	if wal.Less(p.persisted, v) {
-		p.persisted = v
+	if _, err := ctx.RequestFuture(p.persister, &flushRequest{}, left).Result(); err != nil {
+		p.unflushed = fmt.Errorf("%w: %w", messages.ErrFlushTimeout, err)
 	}
 }
 
 func (p *pchannel) header() messages.Header { return messages.NewHeader(p.cfg.pchannel) }
 
 // publish hands ev to the EventStream's subscribers, which run here, on
-// the mailbox goroutine. A panicking subscriber is logged, not let through:
-// the restart it would cause rebuilds the tracker from the vchannels given
-// at spawn, forgetting those added since, and a minimum above one of them
-// could then be saved (I1). Subscribers after it miss the event.
-func (p *pchannel) publish(ev messages.Event) {
+// the mailbox goroutine, guarded (see the package function).
+func (p *pchannel) publish(ev messages.Event) { publish(p.events, p.cfg.logger, ev) }
+
+// publish hands ev to the EventStream's subscribers, which run on the
+// caller's goroutine. A panicking subscriber is logged, not let through:
+// in a PChannel actor, the restart it would cause rebuilds the tracker
+// from the vchannels given at spawn, forgetting those added since, and a
+// minimum above one of them could then be saved (I1); in a persister, it
+// would crash it amid a save or a flush. Subscribers after it miss the
+// event.
+func publish(events *eventstream.EventStream, logger *zap.Logger, ev messages.Event) {
 	defer func() {
 		if r := recover(); r != nil {
-			p.cfg.logger.Error("event subscriber panicked", zap.String("event", fmt.Sprintf("%T", ev)), zap.Any("reason", r))
+			logger.Error("event subscriber panicked", zap.String("event", fmt.Sprintf("%T", ev)), zap.Any("reason", r))
 		}
 	}()
-	p.events.Publish(ev)
+	events.Publish(ev)
 }
 
 func stopTimer(t *time.Timer) {
 	if t != nil {
 		t.Stop()
 	}
+}
+
+// afterFunc sends timerFired{seq} to pid after d.
+func afterFunc(d time.Duration, root *actor.RootContext, pid *actor.PID, seq uint64) *time.Timer {
+	return time.AfterFunc(d, func() { root.Send(pid, &timerFired{seq: seq}) })
 }
 
 // stringer formats a possibly nil ID for zap.

@@ -3,7 +3,7 @@ package actors
 import (
 	"context"
 	"errors"
-	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -19,76 +19,94 @@ import (
 
 // persister is the PChannel actor's child that saves minima to the catalog.
 // It is a thin shell over saveplan.Plan: the plan decides, the persister
-// runs the one save in flight on its own goroutine and arms timers.
+// runs the one save in flight off its mailbox (see call) and arms timers.
+//
+// The plan is the one owner of what is persisted, what is in flight and
+// whether the pchannel is fenced. The persister publishes that to a
+// saveStatus the parent only reads (GetState, Stopped), and tells the
+// parent of the one change it must act on: fencing (ownershipLost).
 type persister struct {
-	cfg  *config        // nil until the parent's persisterSync arrives
-	plan *saveplan.Plan // nil until the parent's persisterSync arrives
+	cfg    *config
+	status *saveStatus
+	plan   *saveplan.Plan
 
 	self   *actor.PID
 	parent *actor.PID
 	root   *actor.RootContext
 	events *eventstream.EventStream
 
-	save     *inFlight
+	// offered is set by the parent's offer, the first minimum a new
+	// persister takes.
+	offered bool
+
+	save     *call
 	timer    *time.Timer
 	timerSeq uint64
-	// flushWaiter is the graceful stop waiting for a flushResult.
+	// flushWaiter is the graceful stop waiting for flushed.
 	flushWaiter *actor.PID
 }
 
-// inFlight is the one catalog call running off the mailbox.
-type inFlight struct {
-	cancel context.CancelFunc
-	done   chan struct{}
+// saveStatus is the persister's plan as the parent sees it: written by the
+// persister only (on its mailbox goroutine), read by the parent. It outlives
+// a restart of the persister, whose new plan starts from its floor.
+type saveStatus struct{ p atomic.Pointer[savePoint] }
+
+// savePoint is one consistent reading of the plan.
+type savePoint struct {
+	persisted wal.MessageID
+	inFlight  bool
+	fenced    bool
 }
 
-// persisterProps spawns every persister: the parent's persisterSync
-// brings its configuration, so one Props serves all pchannels.
-var persisterProps = actor.PropsFromProducer(func() actor.Actor { return &persister{} })
+func (s *saveStatus) load() savePoint { return *s.p.Load() }
+
+func newSaveStatus(persisted wal.MessageID) *saveStatus {
+	s := &saveStatus{}
+	s.p.Store(&savePoint{persisted: persisted})
+	return s
+}
+
+// persisterProps spawns the persister of one pchannel: the producer closure
+// carries its configuration and status, so that a restart rebuilds it from
+// the same ones, with no handshake.
+func persisterProps(cfg *config, status *saveStatus) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor { return &persister{cfg: cfg, status: status} })
+}
 
 func (s *persister) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *messages.MinimumAdvanced:
-		// Before the sync there is no plan; the sync carries a minimum at
-		// least as new as this one, so dropping it loses nothing.
-		if s.plan != nil {
+		// Rises sent to a crashed predecessor wait in the mailbox and
+		// reach the restarted persister first; the offer behind them is
+		// newer. Until it comes they are stale.
+		if s.offered {
 			s.do(s.plan.Offer(m.To))
 		}
-	case *saveDone:
-		if m.from == s {
+	case offer:
+		s.offered = true
+		s.do(s.plan.Offer(m.minimum))
+	case *callDone:
+		if s.save != nil && m.seq == s.save.seq {
 			s.saved(m)
 		}
-	case *retryDue:
-		if m.seq == s.timerSeq && s.plan != nil {
+	case *timerFired:
+		if m.seq == s.timerSeq {
 			s.do(s.plan.TimerFired())
 		}
-	case *persisterSync:
-		s.sync(m)
 	case *flushRequest:
 		s.flushWaiter = ctx.Sender()
-		if s.plan == nil {
-			s.sync((*persisterSync)(m))
-		}
-		s.do(s.plan.Hurry())
+		s.do(s.plan.Flush())
 		s.answerFlush()
 	case *actor.Started:
 		s.self, s.parent = ctx.Self(), ctx.Parent()
 		s.root, s.events = ctx.ActorSystem().Root, ctx.ActorSystem().EventStream
-		ctx.Request(s.parent, &persisterStarted{})
+		s.plan = saveplan.New(s.status.load().persisted, &lazyBackoff{schedule: &s.cfg.backoff}, s.cfg.minInterval)
 	case *actor.Stopping, *actor.Restarting:
-		s.cancel()
+		stopTimer(s.timer)
+		s.save.end(s.cfg, "Save")
+		s.save = nil
+		s.report()
 	}
-}
-
-// sync starts the plan from the parent's floor and minimum; a late sync
-// (after a flush request did it) only offers its minimum.
-func (s *persister) sync(m *persisterSync) {
-	if s.plan == nil {
-		s.cfg = m.cfg
-		s.plan = saveplan.New(m.persisted, &lazyBackoff{schedule: &s.cfg.backoff}, s.cfg.minInterval)
-	}
-	s.do(s.plan.Offer(m.minimum))
-	s.report()
 }
 
 // lazyBackoff builds its schedule's BackOff on the first failure: most
@@ -118,74 +136,41 @@ func (s *persister) do(step saveplan.Step) {
 		s.start(step.Save)
 	}
 	if step.Wait > 0 {
-		s.timerSeq++
-		seq, root, self := s.timerSeq, s.root, s.self
 		stopTimer(s.timer)
-		s.timer = time.AfterFunc(step.Wait, func() { root.Send(self, &retryDue{seq: seq}) })
+		s.timerSeq = s.cfg.seq.Add(1)
+		s.timer = afterFunc(step.Wait, s.root, s.self, s.timerSeq)
 	}
 }
 
-// start runs one save off the mailbox goroutine, bounded by the save
-// timeout. A panic inside the catalog is caught here and re-raised in
-// Receive (see saved), so that it crashes this actor, not the process.
+// start runs one save through call, bounded by the save timeout.
 func (s *persister) start(v wal.MessageID) {
-	c, cancel := context.WithTimeout(context.Background(), s.cfg.saveTimeout)
-	done := make(chan struct{})
-	s.save = &inFlight{cancel: cancel, done: done}
-	root, self, catalog, name, counters := s.root, s.self, s.cfg.catalog, s.cfg.pchannel, s.cfg.counters
+	catalog, name, counters := s.cfg.catalog, s.cfg.pchannel, s.cfg.counters
 	if counters != nil {
 		counters.SavesInFlight.Add(1)
 	}
-	began := time.Now()
-	go func() {
-		defer close(done)
-		defer cancel()
-		res := &saveDone{from: s, value: v}
-		func() {
-			defer func() { res.panicked = recover() }()
-			res.err = catalog.Save(c, name, v)
-		}()
-		res.latency = time.Since(began)
+	s.save = startCall(s.root, s.self, s.cfg.seq.Add(1), s.cfg.saveTimeout, "Save", func(ctx context.Context) (wal.MessageID, error) {
 		if counters != nil {
-			counters.SavesInFlight.Add(-1)
+			defer counters.SavesInFlight.Add(-1)
 		}
-		root.Send(self, res)
-	}()
+		return v, catalog.Save(ctx, name, v)
+	})
 	s.report()
 }
 
-func (s *persister) saved(m *saveDone) {
+// saved takes a save's outcome to the plan, then publishes it. The status
+// moves before any event is published, so that a GetState sent on seeing
+// the event already sees its effect.
+func (s *persister) saved(m *callDone) {
 	s.save = nil
-	if m.panicked != nil && s.flushWaiter == nil {
-		// Tell the parent nothing is in flight before crashing: its
-		// supervision runs first, and the report of this save's start
-		// would otherwise leave GetState saying SaveInFlight until the
-		// restart.
-		s.report()
-		panic(m.panicked)
-	}
-	if m.panicked != nil {
-		// A graceful stop is waiting on this flush, so the parent cannot
-		// supervise a crash before the flush times out: the panic counts
-		// as a failed save, retried within the flush timeout.
-		m.err = fmt.Errorf("lowwater: catalog panicked in Save: %v", m.panicked)
-	}
-	// The plan moves first and the parent hears of it before any event is
-	// published, so that a GetState sent on seeing the event already sees
-	// its effect: the parent's mailbox has the report queued ahead of it.
+	m.value = s.plan.InFlight() // also when the catalog panicked
 	attempt := s.plan.Attempt()
 	var stored *persistence.StoredAheadError
 	var step saveplan.Step
 	switch {
 	case m.err == nil:
 		step = s.plan.Succeeded()
-		if s.flushWaiter != nil && step.Save == nil && step.Wait > 0 {
-			// A graceful stop is waiting: the min save interval spaces
-			// saves for the catalog's sake, not the last one.
-			step = s.plan.Hurry()
-		}
 		s.report()
-		s.events.Publish(&messages.CheckpointPersisted{Header: messages.NewHeader(s.cfg.pchannel), Value: m.value, Attempts: attempt, Latency: m.latency})
+		publish(s.events, s.cfg.logger, &messages.CheckpointPersisted{Header: messages.NewHeader(s.cfg.pchannel), Value: m.value, Attempts: attempt, Latency: m.latency})
 	case errors.As(m.err, &stored):
 		// Another writer got ahead; its value is durable, so it is ours too.
 		step = s.plan.Adopt(stored.Stored)
@@ -195,7 +180,9 @@ func (s *persister) saved(m *saveDone) {
 		s.plan.Fence()
 		s.report()
 		s.failed(m, attempt, 0)
+		s.root.Send(s.parent, &ownershipLost{cause: persistence.ErrFenced})
 	default:
+		// A panic inside the catalog comes here too, as an error.
 		step = s.plan.Failed()
 		s.report()
 		s.failed(m, attempt, step.Wait)
@@ -204,38 +191,21 @@ func (s *persister) saved(m *saveDone) {
 	s.answerFlush()
 }
 
-func (s *persister) failed(m *saveDone, attempt int, next time.Duration) {
-	s.events.Publish(&messages.PersistFailed{Header: messages.NewHeader(s.cfg.pchannel), Value: m.value, Attempt: attempt, Err: m.err, NextRetry: next})
+func (s *persister) failed(m *callDone, attempt int, next time.Duration) {
+	publish(s.events, s.cfg.logger, &messages.PersistFailed{Header: messages.NewHeader(s.cfg.pchannel), Value: m.value, Attempt: attempt, Err: m.err, NextRetry: next})
 	s.cfg.logger.Warn("save failed", zap.Stringer("checkpoint", m.value), zap.Int("attempt", attempt),
 		zap.Duration("nextRetry", next), zap.Duration("latency", m.latency), zap.Error(m.err))
 }
 
-// report keeps the parent's view (persisted, in flight, fenced) current.
+// report publishes the plan to the parent's view.
 func (s *persister) report() {
-	s.root.Send(s.parent, &persisterStatus{persisted: s.plan.Persisted(), inFlight: s.save != nil, fenced: s.plan.Fenced()})
+	s.status.p.Store(&savePoint{persisted: s.plan.Persisted(), inFlight: s.save != nil, fenced: s.plan.Fenced()})
 }
 
 func (s *persister) answerFlush() {
 	if s.flushWaiter == nil || !s.plan.Settled() {
 		return
 	}
-	s.root.Send(s.flushWaiter, &flushResult{persisted: s.plan.Persisted()})
+	s.root.Send(s.flushWaiter, flushed{})
 	s.flushWaiter = nil
-}
-
-// cancel ends the save in flight and waits for its goroutine, so that no
-// goroutine outlives the actor. A catalog that honours its context returns
-// at once; the wait is bounded by the save timeout either way.
-func (s *persister) cancel() {
-	stopTimer(s.timer)
-	if s.save == nil {
-		return
-	}
-	s.save.cancel()
-	select {
-	case <-s.save.done:
-	case <-time.After(s.cfg.saveTimeout):
-		s.cfg.logger.Error("catalog ignored cancellation; abandoning its goroutine")
-	}
-	s.save = nil
 }

@@ -31,6 +31,19 @@ var (
 	ErrWALMismatch = wal.ErrWALMismatch
 )
 
+// Reasons a Stopped event gives for a minimum it left unsaved.
+var (
+	// ErrHardStop: the stop was a Stop, which does not flush.
+	ErrHardStop = errors.New("lowwater: hard stop does not flush")
+	// ErrFlushTimeout: a graceful stop's flush did not save the minimum
+	// within the stop flush timeout (the catalog failed or was slow).
+	ErrFlushTimeout = errors.New("lowwater: minimum not saved within the stop flush timeout")
+	// ErrNotRecovered: a graceful stop came during recovery, and the stored
+	// checkpoint could not be read within the stop flush timeout, so nothing
+	// could be saved safely.
+	ErrNotRecovered = errors.New("lowwater: stored checkpoint not read within the stop flush timeout")
+)
+
 // Rejection is one entry of an UpdateBatch that was not applied.
 type Rejection struct {
 	// Index is the entry's position in UpdateBatch.Updates.

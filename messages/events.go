@@ -129,4 +129,8 @@ type Stopped struct {
 	// that was above LastPersisted and could not be saved in time, if any.
 	Flushed bool
 	Dropped wal.MessageID
+	// Reason says why something was left unsaved (nil when Flushed):
+	// ErrHardStop, ErrFlushTimeout, ErrNotRecovered, or the cause of an
+	// ownership loss.
+	Reason error
 }

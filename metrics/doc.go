@@ -31,6 +31,7 @@
 //	save_latency_seconds           histogram  of successful saves
 //	persist_lag_seconds            gauge      how long the minimum has waited above the persisted checkpoint (max over pchannels)
 //	saves_in_flight                gauge      catalog saves running now
+//	abandoned_calls_total          counter    catalog calls a stop abandoned (they ignored ctx)
 //	pchannels                      gauge      pchannels running on this node
 //	pchannels_recovering           gauge      still reading their stored checkpoint
 //	pchannels_retrying             gauge      whose last save failed

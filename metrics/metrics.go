@@ -173,6 +173,7 @@ type descs struct {
 	updates, rejected, added, dropped, advances, saves, failures, latency,
 	lag, inFlight, pchannels, recovering, retrying, recoveryFailures,
 	restarts, ownershipLost, eventsDropped *prometheus.Desc
+	abandoned *prometheus.Desc
 }
 
 // New returns a Collector; register it with a prometheus.Registerer.
@@ -215,6 +216,7 @@ func New(opts ...Option) (*Collector, error) {
 			restarts:         d("persister_restarts_total", "Persisters restarted after a panic.", base),
 			ownershipLost:    d("ownership_lost_total", "Pchannels that lost their ownership and stopped.", base),
 			eventsDropped:    d("events_dropped_total", "Events the collector's subscriptions dropped because it lagged: the event-fed metrics missed them.", nil),
+			abandoned:        d("abandoned_calls_total", "Catalog calls a stop abandoned because they ignored their cancellation (actors.Counters.AbandonedCalls).", base),
 		},
 	}
 	return c, nil
@@ -388,7 +390,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	d := c.descs
 	for _, desc := range []*prometheus.Desc{d.updates, d.rejected, d.added, d.dropped, d.advances, d.saves, d.failures,
 		d.latency, d.lag, d.inFlight, d.pchannels, d.recovering, d.retrying, d.recoveryFailures, d.restarts,
-		d.ownershipLost, d.eventsDropped} {
+		d.ownershipLost, d.eventsDropped, d.abandoned} {
 		ch <- desc
 	}
 }
@@ -431,13 +433,15 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	// State, per pchannel or summed (the lag: the largest).
 	now := c.cfg.now()
 	updates := c.retiredUpdates
+	var abandoned uint64
 	var inFlight, live, recovering, retrying, lag float64
 	for _, name := range sortedKeys(c.pchannels) {
 		p := c.pchannels[name]
-		var up uint64
+		var up, ab uint64
 		var fl, l, rec, ret, pl float64
 		if p.counters != nil {
 			up, fl = p.counters.Updates.Load(), float64(p.counters.SavesInFlight.Load())
+			ab = p.counters.AbandonedCalls.Load()
 		}
 		if p.live {
 			l = 1
@@ -448,6 +452,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		if c.cfg.labelled {
 			counter(d.updates, up, name)
+			counter(d.abandoned, ab, name)
 			gauge(d.inFlight, fl, name)
 			gauge(d.pchannels, l, name)
 			gauge(d.recovering, rec, name)
@@ -455,11 +460,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			gauge(d.lag, pl, name)
 			continue
 		}
-		updates += up
+		updates, abandoned = updates+up, abandoned+ab
 		inFlight, live, recovering, retrying, lag = inFlight+fl, live+l, recovering+rec, retrying+ret, max(lag, pl)
 	}
 	if !c.cfg.labelled {
 		counter(d.updates, updates)
+		counter(d.abandoned, abandoned)
 		gauge(d.inFlight, inFlight)
 		gauge(d.pchannels, live)
 		gauge(d.recovering, recovering)

@@ -24,10 +24,10 @@ func TestGracefulStopWhilePersisterAwaitsRestart(t *testing.T) {
 	h := newHarness(t)
 	mem := persistence.NewMemory()
 	fi := faultinject.Wrap(mem)
-	fi.Script(faultinject.OpSave, faultinject.Panic())
+	fi.Script(faultinject.OpSave, faultinject.Error())
 	// The first restart waits Initial: long enough to stop meanwhile.
 	slow := actors.Backoff{Initial: 5 * time.Second, Max: 10 * time.Second, Multiplier: 1.5}
-	pid, _ := spawnRecovered(t, h, wal.Kafka, fi, actors.WithBackoff(slow), actors.WithStopFlushTimeout(flush),
+	pid, _ := spawnRecovered(t, h, wal.Kafka, fi, actors.WithBackoff(slow), actors.WithStopFlushTimeout(flush), h.crashingLogger(1),
 		actors.WithVChannels(map[string]wal.MessageID{"a": k(10), "b": k(1000)}))
 	waitFor(t, h.rec, any1[*messages.PersisterRestarted])
 	h.update(pid, "a", 20)

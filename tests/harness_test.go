@@ -8,6 +8,7 @@ import (
 	"errors"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/lowwater/lowwater/actors"
@@ -404,4 +406,24 @@ func loadNow(t testing.TB, cat persistence.Catalog) wal.MessageID {
 // isRejection reports whether ev is the rejection of cmd with target.
 func isRejection(cmd messages.Command, target error) func(*messages.CommandRejected) bool {
 	return func(e *messages.CommandRejected) bool { return e.Command == cmd && errors.Is(e.Err, target) }
+}
+
+// persisterBug is what a logger that crashes the persister panics with:
+// since a catalog's panic is a failed save, a bug on the persister's own
+// goroutine, such as one in a logger, is what crashes it.
+type persisterBug struct{ n int64 }
+
+// crashingLogger is the harness logger, except that its first n "save
+// failed" lines panic, on the persister's goroutine, after being written.
+func (h *harness) crashingLogger(n int64) actors.Option {
+	var left atomic.Int64
+	left.Store(n)
+	return actors.WithLogger(h.logger.WithOptions(zap.Hooks(func(e zapcore.Entry) error {
+		if e.Message == "save failed" {
+			if k := left.Add(-1); k >= 0 {
+				panic(persisterBug{n: n - k})
+			}
+		}
+		return nil
+	})))
 }

@@ -125,10 +125,11 @@ func TestStopDuringHangingRecovery(t *testing.T) {
 	pid := h.spawn(wal.Kafka, g, actors.WithVChannels(map[string]wal.MessageID{"a": k(1)}))
 	held.waitEntered(t)
 	require.False(t, h.state(pid, false).Recovered)
-	stopped, took := h.poison(pid)
-	t.Logf("stop during a hanging recovery took %v", took)
+	stopped, took := h.stop(pid)
+	t.Logf("hard stop during a hanging recovery took %v", took)
 	require.Less(t, took, time.Second)
 	require.False(t, stopped.Flushed)
+	require.ErrorIs(t, stopped.Reason, messages.ErrHardStop)
 	require.Equal(t, k(1), stopped.Dropped)
 	require.Empty(t, collect[*messages.Recovered](h.rec))
 	h.close()
@@ -137,24 +138,23 @@ func TestStopDuringHangingRecovery(t *testing.T) {
 
 // A panic inside the catalog crashes only the persister; it is restarted
 // and the latest minimum is persisted (I7).
-func TestPersisterPanicRestartsWithoutLoss(t *testing.T) {
+func TestPersisterCrashRestartsWithoutLoss(t *testing.T) {
 	h := newHarness(t)
 	mem := persistence.NewMemory()
 	fi := faultinject.Wrap(mem)
-	fi.Script(faultinject.OpSave, faultinject.Panic(), faultinject.Pass(), faultinject.Panic())
-	pid, _ := spawnRecovered(t, h, wal.Kafka, fi, actors.WithBackoff(fastBackoff),
+	fi.Script(faultinject.OpSave, faultinject.Error(), faultinject.Pass(), faultinject.Error())
+	pid, _ := spawnRecovered(t, h, wal.Kafka, fi, actors.WithBackoff(fastBackoff), h.crashingLogger(2),
 		actors.WithVChannels(map[string]wal.MessageID{"a": k(10), "b": k(1000)}))
 	r := waitFor(t, h.rec, any1[*messages.PersisterRestarted])
 	require.Equal(t, 1, r.Restarts)
-	var ip faultinject.InjectedPanic
-	require.IsType(t, ip, r.Reason)
+	require.Equal(t, persisterBug{n: 1}, r.Reason)
 	h.update(pid, "a", 20)
 	waitFor(t, h.rec, persistedIs(k(20)))
 
 	// A second crash, with the minimum moving while the persister is down.
 	h.update(pid, "a", 30)
 	r = waitFrom(t, h.rec, 0, func(e *messages.PersisterRestarted) bool { return e.Restarts == 2 })
-	require.IsType(t, ip, r.Reason)
+	require.Equal(t, persisterBug{n: 2}, r.Reason)
 	h.update(pid, "a", 40)
 	waitFor(t, h.rec, persistedIs(k(40)))
 	require.Equal(t, k(40), loadNow(t, mem))
@@ -164,6 +164,30 @@ func TestPersisterPanicRestartsWithoutLoss(t *testing.T) {
 	require.Equal(t, k(40), hist[len(hist)-1])
 	require.Len(t, collect[*messages.PersisterRestarted](h.rec), 2)
 	t.Logf("history %v", hist)
+}
+
+// A panic inside the catalog is a failed save, as a failed Load is a failed
+// recovery: PersistFailed saying so, a retry after the backoff, and no
+// restart of the persister.
+func TestCatalogPanicIsAFailedSave(t *testing.T) {
+	h := newHarness(t)
+	mem := persistence.NewMemory()
+	fi := faultinject.Wrap(mem)
+	fi.Script(faultinject.OpSave, faultinject.Panic(), faultinject.Panic())
+	pid, _ := spawnRecovered(t, h, wal.Kafka, fi, actors.WithBackoff(fastBackoff),
+		actors.WithVChannels(map[string]wal.MessageID{"a": k(10), "b": k(1000)}))
+	f := waitFor(t, h.rec, any1[*messages.PersistFailed])
+	require.Equal(t, k(10), f.Value)
+	require.Equal(t, 1, f.Attempt)
+	require.ErrorContains(t, f.Err, "catalog panicked in Save")
+	require.GreaterOrEqual(t, f.NextRetry, fastBackoff.Initial)
+	waitFor(t, h.rec, persistedIs(k(10)))
+	h.update(pid, "a", 20)
+	waitFor(t, h.rec, persistedIs(k(20)))
+	h.poison(pid)
+	require.Len(t, collect[*messages.PersistFailed](h.rec), 2)
+	require.Empty(t, collect[*messages.PersisterRestarted](h.rec))
+	require.Equal(t, k(20), loadNow(t, mem))
 }
 
 // Restart on a real bbolt file: run, advance, stop gracefully, close,

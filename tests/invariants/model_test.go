@@ -8,6 +8,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/asynkron/protoactor-go/eventstream"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 	"pgregory.net/rapid"
 
@@ -150,6 +152,15 @@ type model struct {
 	logger        *zap.Logger
 	mem           *persistence.Memory
 	probe         *probe
+	// crashNext makes the logger panic on the persister's next "save
+	// failed" line: a bug on the persister's goroutine, which crashes it
+	// (a catalog's panic no longer does). crashArmed is the model's copy.
+	crashNext  *atomic.Bool
+	crashArmed bool
+	// loseOwnership ends the current incarnation's ownership context;
+	// ownershipLost is set for the step in which it did.
+	loseOwnership context.CancelCauseFunc
+	ownershipLost bool
 
 	// The current incarnation of the actor.
 	pid      *actor.PID
@@ -214,13 +225,20 @@ func runModel(t *rapid.T) {
 	t.Logf("config: %s", cfg)
 
 	core, logs := observer.New(zap.DebugLevel)
+	crashNext := new(atomic.Bool)
 	m := &model{
-		t:        t,
-		cfg:      cfg,
-		sys:      actor.NewActorSystem(actor.WithLoggerFactory(actors.LoggerFactory(zap.NewNop()))),
-		rec:      newRecorder(modelPChannel),
-		logs:     logs,
-		logger:   zap.New(core),
+		t:         t,
+		cfg:       cfg,
+		sys:       actor.NewActorSystem(actor.WithLoggerFactory(actors.LoggerFactory(zap.NewNop()))),
+		rec:       newRecorder(modelPChannel),
+		logs:      logs,
+		crashNext: crashNext,
+		logger: zap.New(core, zap.Hooks(func(e zapcore.Entry) error {
+			if e.Message == "save failed" && crashNext.CompareAndSwap(true, false) {
+				panic(persisterBug{})
+			}
+			return nil
+		})),
 		mem:      persistence.NewMemory(),
 		rivals:   map[int64]bool{},
 		wantLogs: map[string]int{},
@@ -228,6 +246,18 @@ func runModel(t *rapid.T) {
 	m.probe = newProbe(faultinject.Wrap(m.mem))
 	m.sub = m.sys.EventStream.Subscribe(m.rec.Observe)
 	t.Cleanup(m.teardown)
+	// Calls abandoned by a stop (a stubborn catalog) return in the
+	// bubble's fake time before the case ends, however it ends: a
+	// deferred call runs on the bubble's main goroutine, a Cleanup may not.
+	defer func() {
+		if m.pid != nil {
+			_ = m.sys.Root.StopFuture(m.pid).Wait() // no call starts after this
+			m.pid = nil
+		}
+		if d := time.Until(m.probe.stubbornEnd()); d > 0 {
+			time.Sleep(d)
+		}
+	}()
 
 	initial := map[string]int64{}
 	for _, name := range rapid.SliceOfNDistinct(rapid.SampledFrom(vchannelNames[1:]), 0, 4, rapid.ID[string]).Draw(t, "initialVChannels") {
@@ -255,6 +285,8 @@ func runModel(t *rapid.T) {
 		"settle":      m.actSettle,
 		"restart":     m.actRestart,
 		"slowStop":    m.actSlowSaveThenStop,
+		"crash":       m.actCrash,
+		"ownership":   m.actOwnershipLost,
 	})
 
 	// The end of every case: a healthy catalog, then a graceful stop that
@@ -265,12 +297,23 @@ func runModel(t *rapid.T) {
 
 var vchannelNames = []string{"", "a", "b", "c", "d", "e"}
 
+// persisterBug is the panic of the logger that crashes the persister.
+type persisterBug struct{}
+
+// actCrash arms a persister crash on its next failed save.
+func (m *model) actCrash(t *rapid.T) {
+	m.crashNext.Store(true)
+	m.crashArmed = true
+	m.reconcile(stepOther)
+}
+
 // teardown stops whatever is left; it runs even when the case failed.
 func (m *model) teardown() {
 	if m.pid != nil {
 		_ = m.sys.Root.StopFuture(m.pid).Wait()
 		m.pid = nil
 	}
+
 	m.sys.EventStream.Unsubscribe(m.sub)
 	_ = m.probe.Close() // ends any hang; closes the Memory
 	m.sys.Shutdown()
@@ -627,10 +670,16 @@ func (m *model) drawFaults(t *rapid.T) []fault {
 	n := rapid.IntRange(1, 3).Draw(t, "faults")
 	out := make([]fault, n)
 	for i := range out {
-		k := rapid.SampledFrom([]faultKind{fError, fError, fLostReply, fLatency, fHang, fPanic}).Draw(t, "fault")
+		k := rapid.SampledFrom([]faultKind{fError, fError, fLostReply, fLatency, fHang, fPanic, fStubborn}).Draw(t, "fault")
 		out[i] = fault{kind: k}
-		if k == fLatency {
+		switch k {
+		case fLatency:
 			out[i].delay = time.Duration(rapid.Int64Range(1, int64(m.cfg.saveTimeout/time.Millisecond)-1).Draw(t, "latencyMs")) * time.Millisecond
+		case fStubborn:
+			// Below the save timeout, past it, past the flush timeout and
+			// the join grace, or far past everything.
+			out[i].delay = rapid.SampledFrom([]time.Duration{m.cfg.saveTimeout / 2, m.cfg.saveTimeout + time.Second,
+				m.cfg.flushTime + time.Second, 10 * time.Minute}).Draw(t, "stubbornDelay")
 		}
 	}
 	return out
@@ -709,7 +758,8 @@ func (m *model) actSettle(t *rapid.T) {
 	}
 	step := m.cfg.backoff.Max + m.cfg.saveTimeout + m.cfg.minInterval
 	for i := 0; m.pending() && i < 200; i++ {
-		time.Sleep(step)
+		// A stubborn call holds the one save slot until it returns.
+		time.Sleep(max(step, time.Until(m.probe.stubbornEnd())))
 		m.reconcile(stepTime)
 	}
 	require.False(t, m.pending(), "not settled: persister %d, persisted %s, target %s", m.ps, m.floor, m.target)
@@ -796,7 +846,10 @@ func (m *model) spawn(vcs map[string]int64, preload bool) {
 	m.attempts, m.loads, m.lastSave, m.lastLoad, m.preload = 0, 0, nil, nil, nil
 	m.lastFailure, m.healedAt = time.Time{}, time.Time{}
 
+	owner, lose := context.WithCancelCause(context.Background())
+	m.loseOwnership = lose
 	opts := []actors.Option{
+		actors.WithOwnership(owner),
 		actors.WithLogger(m.logger),
 		actors.WithBackoff(m.cfg.backoff),
 		actors.WithSaveTimeout(m.cfg.saveTimeout),
@@ -865,7 +918,7 @@ func (m *model) flushGuaranteed() bool {
 	if inFlight == nil && !m.pending() {
 		return true
 	}
-	if m.probe.isDown() || m.probe.queued(faultinject.OpSave) > 0 {
+	if m.probe.isDown() || m.probe.queued(faultinject.OpSave) > 0 || m.crashArmed {
 		return false
 	}
 	return inFlight == nil ||
@@ -890,7 +943,39 @@ func (m *model) stop(graceful bool) {
 	}
 	require.NoError(t, fut(m.pid).Wait())
 	m.pid = nil
+	m.expectStopped(graceful, guaranteed)
+	m.reconcile(kind)
+	if guaranteed {
+		require.False(t, m.floor.less(m.target), "graceful stop did not flush: persisted %s, target %s", m.floor, m.target)
+	}
+}
 
+// errOwnershipLost is the cause the model's ownership ends with.
+var errOwnershipLost = errors.New("model: ownership moved to another node")
+
+// actOwnershipLost ends the incarnation's ownership, in whatever phase it
+// is: the actor publishes OwnershipLost, stops saving and stops itself, as
+// a hard stop (no flush). A new owner takes over: a new incarnation.
+func (m *model) actOwnershipLost(t *rapid.T) {
+	m.advanceClock(time.Now())
+	m.loseOwnership(errOwnershipLost)
+	// The actor stops by itself, joining a stubborn call for up to the
+	// join grace: let fake time pass until it published Stopped.
+	for i := 0; !slices.ContainsFunc(m.rec.Since(m.evCursor), isStopped); i++ {
+		require.Less(t, i, 1000, "no Stopped after the ownership loss")
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+	}
+	m.pid = nil
+	m.ownershipLost = true
+	m.expectStopped(false, false)
+	m.reconcile(stepHard)
+	m.ownershipLost = false
+	m.spawn(maps.Clone(m.vcs), rapid.Bool().Draw(t, "preload"))
+}
+
+// expectStopped predicts the Stopped event of a stop.
+func (m *model) expectStopped(graceful, guaranteed bool) {
 	m.expectStop = &expectation{
 		desc: fmt.Sprintf("Stopped(graceful=%v)", graceful),
 		match: func(ev messages.Event) error {
@@ -916,12 +1001,18 @@ func (m *model) stop(graceful bool) {
 			if dropped := optOf(e.Dropped); flushed && dropped.ok || !flushed && dropped != lo {
 				return fmt.Errorf("dropped %s with flushed %v, minimum %s", dropped, flushed, lo)
 			}
+			switch {
+			case flushed && e.Reason != nil:
+				return fmt.Errorf("flushed, yet a reason: %v", e.Reason)
+			case !flushed && m.ownershipLost && !errors.Is(e.Reason, errOwnershipLost):
+				return fmt.Errorf("reason %v, want the ownership's cause", e.Reason)
+			case !flushed && !graceful && !m.ownershipLost && !errors.Is(e.Reason, messages.ErrHardStop):
+				return fmt.Errorf("reason %v, want ErrHardStop", e.Reason)
+			case !flushed && graceful && !errors.Is(e.Reason, messages.ErrFlushTimeout) && !errors.Is(e.Reason, messages.ErrNotRecovered):
+				return fmt.Errorf("reason %v, want ErrFlushTimeout or ErrNotRecovered", e.Reason)
+			}
 			return nil
 		},
-	}
-	m.reconcile(kind)
-	if guaranteed {
-		require.False(t, m.floor.less(m.target), "graceful stop did not flush: persisted %s, target %s", m.floor, m.target)
 	}
 }
 
@@ -1018,6 +1109,15 @@ func (m *model) reconcile(kind stepKind) {
 	}
 	clear(m.wantLogs)
 
+	// An ownership loss is announced before the stop it causes, and before
+	// any call's outcome that the stop cut short.
+	if m.ownershipLost {
+		i := slices.IndexFunc(m.life, func(ev messages.Event) bool { _, ok := ev.(*messages.OwnershipLost); return ok })
+		require.GreaterOrEqual(t, i, 0, "no OwnershipLost; step events: %s", describe(m.stepEvents))
+		require.ErrorIs(t, m.life[i].(*messages.OwnershipLost).Cause, errOwnershipLost)
+		m.life = slices.Delete(m.life, i, i+1)
+	}
+
 	// Lifecycle: walk the catalog calls in order; each predicts events.
 	if m.preload != nil {
 		stored := *m.preload
@@ -1028,6 +1128,12 @@ func (m *model) reconcile(kind stepKind) {
 	calls := m.probe.snapshot(base)
 	for i := range calls {
 		c := &calls[i]
+		if c.incarnation != m.inc && base+i < m.callStart {
+			// Abandoned by a stopped incarnation (a stubborn call the stop
+			// no longer waited for): its late result reached no actor.
+			m.callEnd++
+			continue
+		}
 		if base+i >= m.callStart {
 			m.advanceClock(c.start)
 			m.callStarted(c, kind)
@@ -1102,7 +1208,13 @@ func (m *model) callStarted(c *call, kind stepKind) {
 		require.Equal(t, psNone, m.ps, "Load %s after recovery", c)
 		require.Nil(t, m.preload)
 		m.loads++
-		if m.lastLoad != nil {
+		switch {
+		case m.lastLoad == nil:
+		case kind == stepGraceful:
+			// A graceful stop reads at once, then retries on the backoff
+			// until its flush timeout.
+			require.False(t, c.start.Before(m.lastLoad.end), "recovery read %s before the previous one ended", c)
+		default:
 			require.Equal(t, m.lastLoad.end.Add(m.lastLoadRetry), c.start, "recovery retry %d: not NextRetry after the failure", m.loads)
 		}
 	case faultinject.OpSave:
@@ -1162,6 +1274,8 @@ func (m *model) callEnded(c *call, kind stepKind, last bool) {
 		want = oPanic
 	case fStoredAhead:
 		want = oStoredAhead
+	case fStubborn:
+		want = oInjected
 	default:
 		want, commit = oOK, c.op == faultinject.OpSave
 	}
@@ -1251,20 +1365,10 @@ func (m *model) callEnded(c *call, kind stepKind, last bool) {
 		})
 		m.floor, m.attempts = maxOpt(m.floor, optOf(sa.Stored)), 0
 		m.floors[m.floor.v] = true
-	case got == oPanic && kind != stepGraceful:
-		m.crashes = append(m.crashes, c.end)
-		restarts := len(m.crashes)
-		m.expectLife(fmt.Sprintf("PersisterRestarted(#%d)", restarts), func(ev messages.Event) error {
-			if e, ok := ev.(*messages.PersisterRestarted); !ok || e.Restarts != restarts {
-				return errMismatch
-			}
-			return nil
-		})
-		m.ps, m.restartAt = psDown, c.end.Add(restartDelay(b, m.crashes, c.end))
-		m.lastSave = nil
+		m.crashed(c, kind)
 	default:
-		// A failed save, or a panic during a graceful stop's flush, when no
-		// supervisor can restart the persister: retried after the backoff.
+		// A failed save, a catalog's panic included: retried after the
+		// backoff.
 		ev := m.expectLife(fmt.Sprintf("PersistFailed(%s, #%d)", v, attempts), func(ev messages.Event) error {
 			e, ok := ev.(*messages.PersistFailed)
 			if !ok || e.Value != v || e.Attempt != attempts || e.Err == nil {
@@ -1276,5 +1380,32 @@ func (m *model) callEnded(c *call, kind stepKind, last bool) {
 			return inRange(e.NextRetry)
 		})
 		m.lastSaveRetry = ev.(*messages.PersistFailed).NextRetry
+		m.crashed(c, kind)
+	}
+}
+
+// crashed is the persister crashing, if armed, on the "save failed" line
+// that follows a PersistFailed: its supervisor restarts it after the
+// restart delay (at once if a graceful stop needs it), from its floor and
+// the current minimum. During a graceful stop's flush the parent is
+// blocked: the crash is reported, and the stop goes on without the
+// persister.
+func (m *model) crashed(c *call, kind stepKind) {
+	if !m.crashArmed {
+		return
+	}
+	m.crashArmed = false
+	m.crashes = append(m.crashes, c.end)
+	restarts := len(m.crashes)
+	m.expectLife(fmt.Sprintf("PersisterRestarted(#%d)", restarts), func(ev messages.Event) error {
+		if e, ok := ev.(*messages.PersisterRestarted); !ok || e.Restarts != restarts {
+			return errMismatch
+		}
+		return nil
+	})
+	m.ps, m.restartAt = psDown, c.end.Add(restartDelay(m.cfg.backoff, m.crashes, c.end))
+	m.lastSave = nil
+	if kind == stepGraceful {
+		m.restartAt = m.flushDeadline.Add(time.Hour) // never, in this incarnation
 	}
 }

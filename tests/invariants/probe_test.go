@@ -24,10 +24,17 @@ const (
 	fPanic
 	fStoredAhead
 	fDown // not scriptable: an outage (SetDown) failed the call
+	// fStubborn ignores its context: it returns errStubborn after delay
+	// whatever the deadline or a cancel, without touching the store, as a
+	// third-party catalog might. The probe applies it itself.
+	fStubborn
 )
 
+// errStubborn is what a stubborn call returns, late.
+var errStubborn = fmt.Errorf("stubborn catalog ignored its context: %w", faultinject.ErrInjected)
+
 func (k faultKind) String() string {
-	return [...]string{"pass", "error", "lost reply", "latency", "hang", "panic", "stored ahead", "down"}[k]
+	return [...]string{"pass", "error", "lost reply", "latency", "hang", "panic", "stored ahead", "down", "stubborn"}[k]
 }
 
 // fault is one scripted fault; delay is for fLatency, stored for
@@ -39,8 +46,8 @@ type fault struct {
 }
 
 func (f fault) String() string {
-	if f.kind == fLatency {
-		return fmt.Sprintf("latency(%v)", f.delay)
+	if f.kind == fLatency || f.kind == fStubborn {
+		return fmt.Sprintf("%s(%v)", f.kind, f.delay)
 	}
 	return f.kind.String()
 }
@@ -88,13 +95,17 @@ func (c *call) String() string {
 type probe struct {
 	fi *faultinject.Catalog
 
-	mu          sync.Mutex
-	calls       []*call
-	inFlight    int
+	mu    sync.Mutex
+	calls []*call
+	// inFlight counts the saves in flight of the current incarnation:
+	// a stubborn save abandoned by a stopped one is no longer its own.
+	inFlight    map[int]int
 	maxInFlight int
-	incarnation int
-	down        bool
-	queue       [2][]fault // OpLoad, OpSave
+	// stubbornUntil is when the last stubborn call returns.
+	stubbornUntil time.Time
+	incarnation   int
+	down          bool
+	queue         [2][]fault // OpLoad, OpSave
 	// after, when set, runs after every call returns, on the caller's
 	// goroutine and before the actor hears of the result.
 	after func(c call)
@@ -102,14 +113,16 @@ type probe struct {
 
 var _ persistence.Catalog = (*probe)(nil)
 
-func newProbe(fi *faultinject.Catalog) *probe { return &probe{fi: fi} }
+func newProbe(fi *faultinject.Catalog) *probe { return &probe{fi: fi, inFlight: map[int]int{}} }
 
 // script queues faults for op in the faultinject layer and in the mirror.
 func (p *probe) script(op faultinject.Op, faults ...fault) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, f := range faults {
-		p.fi.Script(op, f.inject())
+		if f.kind != fStubborn {
+			p.fi.Script(op, f.inject())
+		}
 	}
 	p.queue[op] = append(p.queue[op], faults...)
 }
@@ -154,7 +167,14 @@ func (p *probe) snapshot(from int) []call {
 func (p *probe) savesInFlight() (now, peak int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.inFlight, p.maxInFlight
+	return p.inFlight[p.incarnation], p.maxInFlight
+}
+
+// stubbornEnd is when the last stubborn call returns.
+func (p *probe) stubbornEnd() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stubbornUntil
 }
 
 func (p *probe) begin(op faultinject.Op, v wal.MessageID) *call {
@@ -169,8 +189,11 @@ func (p *probe) begin(op faultinject.Op, v wal.MessageID) *call {
 		p.queue[op] = p.queue[op][1:]
 	}
 	if op == faultinject.OpSave {
-		p.inFlight++
-		p.maxInFlight = max(p.maxInFlight, p.inFlight)
+		p.inFlight[c.incarnation]++
+		p.maxInFlight = max(p.maxInFlight, p.inFlight[c.incarnation])
+	}
+	if end := c.start.Add(c.fault.delay); c.fault.kind == fStubborn && end.After(p.stubbornUntil) {
+		p.stubbornUntil = end
 	}
 	p.calls = append(p.calls, c)
 	return c
@@ -180,7 +203,7 @@ func (p *probe) finish(c *call, loaded wal.MessageID, err error, panicked any) {
 	p.mu.Lock()
 	c.end, c.returned, c.loaded, c.err, c.panicked = time.Now(), true, loaded, err, panicked
 	if c.op == faultinject.OpSave {
-		p.inFlight--
+		p.inFlight[c.incarnation]--
 	}
 	after, snapshot := p.after, *c
 	p.mu.Unlock()
@@ -204,7 +227,12 @@ func (p *probe) Load(ctx context.Context, pchannel string) (id wal.MessageID, er
 			panic(r)
 		}
 	}()
-	id, err = p.fi.Load(ctx, pchannel)
+	if c.fault.kind == fStubborn {
+		time.Sleep(c.fault.delay)
+		id, err = nil, errStubborn
+	} else {
+		id, err = p.fi.Load(ctx, pchannel)
+	}
 	p.finish(c, id, err, nil)
 	return id, err
 }
@@ -217,7 +245,12 @@ func (p *probe) Save(ctx context.Context, pchannel string, checkpoint wal.Messag
 			panic(r)
 		}
 	}()
-	err = p.fi.Save(ctx, pchannel, checkpoint)
+	if c.fault.kind == fStubborn {
+		time.Sleep(c.fault.delay)
+		err = errStubborn
+	} else {
+		err = p.fi.Save(ctx, pchannel, checkpoint)
+	}
 	p.finish(c, nil, err, nil)
 	return err
 }

@@ -42,6 +42,11 @@ type Plan struct {
 	// fenced is true once the catalog said another owner holds the
 	// pchannel: no save will ever start again.
 	fenced bool
+	// flushing is true once a graceful stop asked for the pending value:
+	// the min save interval no longer spaces saves (it spares the catalog
+	// load over time; there is no later to spare it for). Failures still
+	// back off. Invariant: once set, it stays set.
+	flushing bool
 
 	backoff     backoff.BackOff
 	minInterval time.Duration
@@ -89,7 +94,7 @@ func (p *Plan) Succeeded() Step {
 	p.inFlight = nil
 	p.attempt = 0
 	p.backoff.Reset()
-	if p.minInterval > 0 {
+	if p.minInterval > 0 && !p.flushing {
 		p.waiting = true
 		return Step{Wait: p.minInterval}
 	}
@@ -133,12 +138,19 @@ func (p *Plan) TimerFired() Step {
 	return p.next()
 }
 
-// Hurry cuts a retry or throttle wait short, for a graceful stop that has
-// little time left: the pending value is tried now.
-func (p *Plan) Hurry() Step {
+// Flush enters flushing mode, for a graceful stop that has little time
+// left: any retry or throttle wait is cut short and the pending value is
+// tried now, and from then on a success is followed at once by the next
+// save (the min save interval is ignored). A failure still waits for the
+// backoff, so that a failing catalog is not hammered while the stop waits.
+func (p *Plan) Flush() Step {
+	p.flushing = true
 	p.waiting = false
 	return p.next()
 }
+
+// Flushing reports whether Flush was called.
+func (p *Plan) Flushing() bool { return p.flushing }
 
 func (p *Plan) next() Step {
 	if p.inFlight != nil || p.waiting || !p.Pending() {

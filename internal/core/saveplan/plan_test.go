@@ -91,7 +91,7 @@ func TestFenceStopsSavingForGood(t *testing.T) {
 	require.True(t, p.Fenced())
 	require.Equal(t, Step{}, p.Offer(k(2)))
 	require.Equal(t, Step{}, p.TimerFired())
-	require.Equal(t, Step{}, p.Hurry())
+	require.Equal(t, Step{}, p.Flush())
 	require.False(t, p.Pending())
 	require.True(t, p.Settled())
 }
@@ -105,12 +105,34 @@ func TestMinIntervalSpacesSuccesses(t *testing.T) {
 	require.Equal(t, Step{Save: k(2)}, p.TimerFired())
 }
 
-func TestHurryCutsWaitShort(t *testing.T) {
+func TestFlushCutsWaitShort(t *testing.T) {
 	p := newPlan(nil)
 	require.Equal(t, Step{Save: k(1)}, p.Offer(k(1)))
 	require.Equal(t, Step{Wait: 10 * time.Millisecond}, p.Failed())
-	require.Equal(t, Step{Save: k(1)}, p.Hurry())
-	require.Equal(t, Step{}, p.Hurry(), "never two saves in flight")
+	require.Equal(t, Step{Save: k(1)}, p.Flush())
+	require.Equal(t, Step{}, p.Flush(), "never two saves in flight")
+}
+
+// Flushing ignores the min save interval: after a success the next pending
+// value is saved at once. A failure still backs off.
+func TestFlushIgnoresMinInterval(t *testing.T) {
+	p := New(nil, &fixed{}, time.Minute)
+	require.Equal(t, Step{Save: k(1)}, p.Offer(k(1)))
+	require.Equal(t, Step{}, p.Offer(k(2)), "the save of 1 is in flight")
+	require.False(t, p.Flushing())
+	require.Equal(t, Step{}, p.Flush(), "still in flight")
+	require.True(t, p.Flushing())
+	require.Equal(t, Step{Save: k(2)}, p.Succeeded(), "no min interval while flushing")
+	require.Equal(t, Step{Wait: 10 * time.Millisecond}, p.Failed(), "failures still back off")
+	require.Equal(t, Step{Save: k(2)}, p.TimerFired())
+	require.Equal(t, Step{}, p.Succeeded(), "settled: nothing pending, no wait")
+	require.True(t, p.Settled())
+
+	// Without Flush, the same sequence waits the interval after a success.
+	q := New(nil, &fixed{}, time.Minute)
+	q.Offer(k(1))
+	q.Offer(k(2))
+	require.Equal(t, Step{Wait: time.Minute}, q.Succeeded())
 }
 
 // TestPlanInvariants drives the plan with random inputs and checks, after

@@ -1,0 +1,189 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+
+	"github.com/lowwater/lowwater/messages"
+	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/wal"
+)
+
+// Names no catalog can store are refused where they come in: a 40 KB
+// pchannel name passed NewProps and then every save failed with bbolt's
+// "key too large", retried forever.
+func TestNamesValidated(t *testing.T) {
+	cat := persistence.NewMemory()
+	for name, pch := range map[string]string{"40 KB": strings.Repeat("p", 40<<10), "NUL": "p\x00", "not UTF-8": "p\xff"} {
+		_, err := NewProps(pch, wal.Kafka, cat)
+		require.ErrorIs(t, err, ErrInvalidOption, name)
+		require.ErrorIs(t, err, persistence.ErrInvalidArgument, name)
+		require.Less(t, len(err.Error()), 300, "the error does not repeat the name whole")
+	}
+	_, err := NewProps("p", wal.Kafka, cat, WithVChannels(map[string]wal.MessageID{strings.Repeat("v", 1000): wal.KafkaID(1)}))
+	require.ErrorIs(t, err, persistence.ErrInvalidArgument)
+
+	system := actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(zap.NewNop())))
+	defer system.Shutdown()
+	props, err := NewProps("p", wal.Kafka, cat, WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(1)}))
+	require.NoError(t, err)
+	pid := system.Root.Spawn(props)
+	defer func() { require.NoError(t, system.Root.StopFuture(pid).Wait()) }()
+	err = Request(system.Root, pid, &messages.AddVChannel{VChannel: strings.Repeat("v", persistence.MaxNameLen+1), Checkpoint: wal.KafkaID(0)}, 5*time.Second)
+	require.ErrorIs(t, err, persistence.ErrInvalidArgument)
+	st, err := GetState(system.Root, pid, true, 5*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, map[string]wal.MessageID{"a": wal.KafkaID(1)}, st.Checkpoints, "a rejected Add changes nothing")
+}
+
+// The crashes kept for the restart delay are bounded: protoactor's
+// RestartStatistics grew by one time.Time per crash, forever.
+func TestCrashesBounded(t *testing.T) {
+	b := Backoff{Initial: 100 * time.Millisecond, Max: 10 * time.Second, Multiplier: 1.5}
+	limit := crashesToCap(b)
+	require.Equal(t, 13, limit, "100 ms × 1.5^12 > 10 s")
+	require.Equal(t, b.Max, restartDelay(b, limit))
+	require.Less(t, restartDelay(b, limit-1), b.Max)
+
+	now := time.Now()
+	var recent []time.Time
+	for i := range 10_000 {
+		recent = recentCrashes(recent, now.Add(time.Duration(i)*time.Millisecond), limit)
+		require.LessOrEqual(t, len(recent), limit)
+	}
+	require.Equal(t, limit, len(recent))
+	// A minute later, the old ones are gone.
+	recent = recentCrashes(recent, now.Add(time.Hour), limit)
+	require.Len(t, recent, 1)
+	require.Equal(t, 1, crashesToCap(Backoff{Initial: time.Second, Max: time.Second, Multiplier: 1}))
+	require.Equal(t, 1024, crashesToCap(Backoff{Initial: time.Nanosecond, Max: time.Hour, Multiplier: 1.0001}))
+
+	// HandleFailure leaves protoactor's statistics alone.
+	system := actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(zap.NewNop())))
+	defer system.Shutdown()
+	cfg, err := newConfig("p", wal.Kafka, persistence.NewMemory(), []Option{WithBackoff(b)})
+	require.NoError(t, err)
+	p := newPChannel(cfg)
+	p.events, p.phase = system.EventStream, stopping
+	rs := actor.NewRestartStatistics()
+	for range 1000 {
+		p.HandleFailure(system, nil, nil, rs, "boom", nil)
+	}
+	require.Zero(t, rs.FailureCount())
+	require.LessOrEqual(t, len(p.crash.recent), limit)
+	require.Equal(t, 1000, p.crash.restarts)
+}
+
+// stubborn is a catalog whose Load or Save ignores its context: it blocks
+// until released, as third-party code may. The rest is a real Memory.
+type stubborn struct {
+	*persistence.Memory
+	load, save bool
+	entered    chan struct{}
+	release    chan struct{}
+	once       sync.Once
+}
+
+func newStubborn(load, save bool) *stubborn {
+	return &stubborn{Memory: persistence.NewMemory(), load: load, save: save, entered: make(chan struct{}, 16), release: make(chan struct{})}
+}
+
+func (s *stubborn) Load(ctx context.Context, pchannel string) (wal.MessageID, error) {
+	if s.load {
+		s.entered <- struct{}{}
+		<-s.release
+		return nil, errors.New("stubborn load returned late")
+	}
+	return s.Memory.Load(ctx, pchannel)
+}
+
+func (s *stubborn) Save(ctx context.Context, pchannel string, v wal.MessageID) error {
+	if s.save {
+		s.entered <- struct{}{}
+		<-s.release
+		return errors.New("stubborn save returned late")
+	}
+	return s.Memory.Save(ctx, pchannel, v)
+}
+
+func (s *stubborn) unblock() { s.once.Do(func() { close(s.release) }) }
+
+// Every stop returns within the documented bound, stop flush timeout +
+// joinGrace, whatever a catalog does with its context; the abandoned call
+// is counted and its late result ignored. Before, a Load ignoring its
+// context made every stop wait forever, and a Save ignoring it made a
+// graceful stop take the flush timeout plus the save timeout.
+func TestStopBoundedWhateverTheCatalog(t *testing.T) {
+	const flush = 300 * time.Millisecond
+	// slack covers scheduling on a loaded 2-core machine under -race.
+	const slack = 400 * time.Millisecond
+	for _, tc := range []struct {
+		name       string
+		load, save bool
+		graceful   bool
+		bound      time.Duration
+	}{
+		{"load/graceful", true, false, true, flush + joinGrace},
+		{"load/hard", true, false, false, joinGrace},
+		{"save/graceful", false, true, true, flush + joinGrace},
+		{"save/hard", false, true, false, joinGrace},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cat := newStubborn(tc.load, tc.save)
+			defer cat.unblock()
+			// The late result is a dead letter; protoactor's throttle then
+			// waits one interval on a goroutine of its own.
+			system := actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(zap.NewNop())),
+				actor.WithDeadLetterThrottleInterval(time.Millisecond))
+			defer system.Shutdown()
+			var c Counters
+			stopped := make(chan *messages.Stopped, 1)
+			sub := system.EventStream.Subscribe(func(ev any) {
+				if s, ok := ev.(*messages.Stopped); ok {
+					stopped <- s
+				}
+			})
+			defer system.EventStream.Unsubscribe(sub)
+			props, err := NewProps("p", wal.Kafka, cat, WithCounters(&c), WithStopFlushTimeout(flush), WithSaveTimeout(time.Hour),
+				WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(7)}))
+			require.NoError(t, err)
+			pid := system.Root.Spawn(props)
+			select {
+			case <-cat.entered:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the catalog call never started")
+			}
+			stop := system.Root.StopFuture
+			if tc.graceful {
+				stop = system.Root.PoisonFuture
+			}
+			began := time.Now()
+			require.NoError(t, stop(pid).Wait())
+			took := time.Since(began)
+			t.Logf("%s: stop took %v (bound %v)", tc.name, took, tc.bound)
+			require.GreaterOrEqual(t, took, tc.bound, "the stop waited flush and grace")
+			require.Less(t, took, tc.bound+slack)
+			require.Equal(t, uint64(1), c.AbandonedCalls.Load())
+			s := <-stopped
+			require.False(t, s.Flushed)
+			require.Equal(t, wal.KafkaID(7), s.Dropped)
+			switch {
+			case !tc.graceful:
+				require.ErrorIs(t, s.Reason, messages.ErrHardStop)
+			case tc.load:
+				require.ErrorIs(t, s.Reason, messages.ErrNotRecovered)
+			default:
+				require.ErrorIs(t, s.Reason, messages.ErrFlushTimeout)
+			}
+			cat.unblock() // the late result goes nowhere
+		})
+	}
+}
