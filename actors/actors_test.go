@@ -19,9 +19,10 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func TestNewPropsRejectsInvalidOptions(t *testing.T) {
 	cat := persistence.NewMemory()
 	for name, tc := range map[string]struct {
-		pchannel, wal string
-		catalog       persistence.Catalog
-		opts          []Option
+		pchannel string
+		wal      wal.Name
+		catalog  persistence.Catalog
+		opts     []Option
 	}{
 		"empty pchannel":      {"", wal.Kafka, cat, nil},
 		"unknown WAL":         {"p", "nope", cat, nil},

@@ -44,7 +44,7 @@ var ErrInvalidOption = errors.New("lowwater: invalid option")
 
 type config struct {
 	pchannel string
-	walName  string
+	walName  wal.Name
 	catalog  persistence.Catalog
 	// vchannels is WithVChannels' map, read once by newConfig and dropped:
 	// spawn keeps it, compactly, for restarts, and first is built from it.
@@ -172,7 +172,7 @@ func WithCounters(c *Counters) Option {
 	})
 }
 
-func newConfig(pchannel, walName string, catalog persistence.Catalog, opts []Option) (*config, error) {
+func newConfig(pchannel string, walName wal.Name, catalog persistence.Catalog, opts []Option) (*config, error) {
 	c := &config{
 		pchannel:    pchannel,
 		walName:     walName,
@@ -281,7 +281,7 @@ func newSpawnSet(names []string, cps []messages.VChannelCheckpoint) spawnSet {
 }
 
 // checkpoints decodes the set: IDs equal to those given, by value.
-func (s spawnSet) checkpoints(walName string) ([]messages.VChannelCheckpoint, error) {
+func (s spawnSet) checkpoints(walName wal.Name) ([]messages.VChannelCheckpoint, error) {
 	cps := make([]messages.VChannelCheckpoint, len(s.names))
 	rest := s.ids
 	for i, name := range s.names {

@@ -26,7 +26,7 @@ import (
 // save failing forever later: a pchannel or vchannel name that no catalog
 // can store (persistence.ValidatePChannel) also wraps
 // persistence.ErrInvalidArgument.
-func NewProps(pchannel, walName string, catalog persistence.Catalog, opts ...Option) (*actor.Props, error) {
+func NewProps(pchannel string, walName wal.Name, catalog persistence.Catalog, opts ...Option) (*actor.Props, error) {
 	cfg, err := newConfig(pchannel, walName, catalog, opts)
 	if err != nil {
 		return nil, err

@@ -24,7 +24,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // before handing over to cli.Main.
 type lsn uint64
 
-func (lsn) WALName() string { return "test-lsn" }
+func (lsn) WALName() wal.Name { return "test-lsn" }
 func (l lsn) LT(o wal.MessageID) bool {
 	v, ok := o.(lsn)
 	return ok && l < v

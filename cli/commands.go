@@ -42,7 +42,7 @@ func orDash(s string) string {
 // listEntry is one record in list --json.
 type listEntry struct {
 	PChannel   string `json:"pchannel"`
-	WAL        string `json:"wal,omitempty"`
+	WAL        wal.Name `json:"wal,omitempty"`
 	Checkpoint string `json:"checkpoint,omitempty"`
 	Term       uint64 `json:"term"`
 	Version    int    `json:"version"`
@@ -88,7 +88,7 @@ func list(ctx context.Context, e *env, _ []string) error {
 		if en.Version != 0 {
 			version = fmt.Sprint(en.Version)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", en.PChannel, orDash(en.WAL), checkpoint, en.Term, version)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", en.PChannel, orDash(string(en.WAL)), checkpoint, en.Term, version)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -124,7 +124,7 @@ func get(ctx context.Context, e *env, args []string) error {
 		return &exitError{code: ExitNotFound, err: fmt.Errorf("%s: no checkpoint stored", pchannel)}
 	}
 	fmt.Fprintf(e.stdout, "pchannel    %s\n", en.PChannel)
-	fmt.Fprintf(e.stdout, "wal         %s\n", orDash(en.WAL))
+	fmt.Fprintf(e.stdout, "wal         %s\n", orDash(string(en.WAL)))
 	if en.Err != nil {
 		fmt.Fprintf(e.stdout, "checkpoint  %s: %s\n", unreadable(en), cause(en))
 	} else {
@@ -195,14 +195,14 @@ func parseID(en *persistence.Entry, text string) (wal.MessageID, error) {
 	} else {
 		id, err = wal.ParseAny(text)
 	}
-	if name, _, ok := strings.Cut(text, ":"); errors.Is(err, wal.ErrSyntax) && ok && !wal.Known(name) &&
+	if name, _, ok := strings.Cut(text, ":"); errors.Is(err, wal.ErrSyntax) && ok && !wal.Known(wal.Name(name)) &&
 		strings.ContainsFunc(name, unicode.IsLetter) {
 		// "nats:5" for a kafka pchannel: say what is wrong with it.
 		_, err = wal.ParseAny(text)
 	}
 	switch {
 	case errors.Is(err, wal.ErrUnknownWAL):
-		return nil, usagef("ID %q: %v; known WALs: %s", text, err, strings.Join(wal.Names(), ", "))
+		return nil, usagef("ID %q: %v; known WALs: %s", text, err, walNames())
 	case err != nil:
 		return nil, usagef("ID %q: %v", text, err)
 	}
@@ -401,4 +401,13 @@ func del(ctx context.Context, e *env, args []string) error {
 	}
 	fmt.Fprintf(e.stdout, "%s: deleted %s\n", pchannel, was)
 	return nil
+}
+
+// walNames lists the WALs this build knows, for an error message.
+func walNames() string {
+	var names []string
+	for _, n := range wal.Names() {
+		names = append(names, string(n))
+	}
+	return strings.Join(names, ", ")
 }

@@ -31,7 +31,7 @@ type dumpFile struct {
 // does not write it (terms belong to one etcd cluster's history).
 type dumpEntry struct {
 	PChannel   string `json:"pchannel"`
-	WAL        string `json:"wal"`
+	WAL        wal.Name `json:"wal"`
 	Checkpoint string `json:"checkpoint"`
 	ID         []byte `json:"id,omitempty"`
 	Term       uint64 `json:"term,omitempty"`

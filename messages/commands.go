@@ -56,7 +56,7 @@ type GetState struct {
 // State is the reply to GetState.
 type State struct {
 	PChannel string
-	WALName  string
+	WALName  wal.Name
 	// StartMessageID is where consumption restarts: the stored checkpoint,
 	// or the minimum of the vchannels given at spawn. Nil until Recovered.
 	StartMessageID wal.MessageID

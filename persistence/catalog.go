@@ -117,7 +117,7 @@ func CheckSaveArgs(pchannel string, checkpoint wal.MessageID) error {
 // walOf names the WAL of a non-nil id from its type alone (wal.NameOf): a
 // foreign implementation's methods may panic (a typed nil *wal.KafkaID,
 // say), and bad input must give ErrInvalidArgument, never a panic.
-func walOf(id wal.MessageID) (string, error) {
+func walOf(id wal.MessageID) (wal.Name, error) {
 	name, err := wal.NameOf(id)
 	if err != nil {
 		return "", fmt.Errorf("%w: %w", ErrInvalidArgument, err)

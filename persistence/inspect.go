@@ -16,7 +16,7 @@ type Entry struct {
 	// WAL is the WAL name the record carries. It is set whenever the
 	// record's header could be read, also when its ID could not be decoded
 	// (a WAL this process has not registered, say), and empty when not.
-	WAL string
+	WAL wal.Name
 	// Checkpoint is the stored checkpoint; nil when Err is set.
 	Checkpoint wal.MessageID
 	// Term is the owner term of the record's last writer (etcd ownership),

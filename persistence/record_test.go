@@ -123,7 +123,7 @@ func FuzzDecodeRecord(f *testing.F) {
 // otherID is a message ID type this module has no codec for.
 type otherID struct{}
 
-func (otherID) WALName() string        { return "nats" }
+func (otherID) WALName() wal.Name      { return "nats" }
 func (otherID) LT(wal.MessageID) bool  { return false }
 func (otherID) LTE(wal.MessageID) bool { return false }
 func (otherID) EQ(wal.MessageID) bool  { return false }

@@ -209,9 +209,10 @@ func TestMinSaveInterval(t *testing.T) {
 func TestNewPropsRejectsInvalidOptions(t *testing.T) {
 	mem := persistence.NewMemory()
 	cases := map[string]struct {
-		pchannel, walName string
-		cat               persistence.Catalog
-		opts              []actors.Option
+		pchannel string
+		walName  wal.Name
+		cat      persistence.Catalog
+		opts     []actors.Option
 	}{
 		"empty pchannel":   {"", wal.Kafka, mem, nil},
 		"nil catalog":      {pch, wal.Kafka, nil, nil},

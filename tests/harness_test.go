@@ -91,7 +91,7 @@ func (h *harness) close() {
 }
 
 // spawn starts a pchannel actor for pch with the harness logger.
-func (h *harness) spawn(walName string, cat persistence.Catalog, opts ...actors.Option) *actor.PID {
+func (h *harness) spawn(walName wal.Name, cat persistence.Catalog, opts ...actors.Option) *actor.PID {
 	h.t.Helper()
 	props, err := actors.NewProps(pch, walName, cat, append([]actors.Option{actors.WithLogger(h.logger)}, opts...)...)
 	require.NoError(h.t, err)

@@ -323,7 +323,7 @@ func TestUpdateBatch(t *testing.T) {
 }
 
 // spawnRecovered spawns and waits for Recovered.
-func spawnRecovered(t *testing.T, h *harness, walName string, cat persistence.Catalog, opts ...actors.Option) (*actor.PID, *messages.Recovered) {
+func spawnRecovered(t *testing.T, h *harness, walName wal.Name, cat persistence.Catalog, opts ...actors.Option) (*actor.PID, *messages.Recovered) {
 	t.Helper()
 	from := h.rec.Len()
 	pid := h.spawn(walName, cat, opts...)

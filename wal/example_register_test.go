@@ -25,7 +25,7 @@ import (
 // hexadecimal halves: 16/B374D848.
 type LSN uint64
 
-func (LSN) WALName() string { return "pglsn" }
+func (LSN) WALName() wal.Name { return "pglsn" }
 
 func (l LSN) LT(o wal.MessageID) bool {
 	v, ok := o.(LSN)

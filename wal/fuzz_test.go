@@ -44,7 +44,7 @@ func FuzzWoodpecker(f *testing.F) {
 	fuzzCodec(f, wal.Woodpecker, 16, woodpeckerOrder)
 }
 
-func fuzzCodec(f *testing.F, name string, size int, order func(a, b []byte) int) {
+func fuzzCodec(f *testing.F, name wal.Name, size int, order func(a, b []byte) int) {
 	f.Fuzz(func(t *testing.T, ra, rb []byte) {
 		a, okA := decode(t, name, size, ra)
 		b, okB := decode(t, name, size, rb)
@@ -82,7 +82,7 @@ func fuzzCodec(f *testing.F, name string, size int, order func(a, b []byte) int)
 
 // decode checks Unmarshal's contract on raw: an ID whose canonical bytes are
 // raw, or ErrCorruptID for any other length.
-func decode(t *testing.T, name string, size int, raw []byte) (wal.MessageID, bool) {
+func decode(t *testing.T, name wal.Name, size int, raw []byte) (wal.MessageID, bool) {
 	t.Helper()
 	id, err := wal.Unmarshal(name, raw)
 	if err != nil {

@@ -36,7 +36,7 @@ var (
 	_ MessageID = WoodpeckerID{}
 )
 
-func (KafkaID) WALName() string { return Kafka }
+func (KafkaID) WALName() Name { return Kafka }
 func (id KafkaID) LT(o MessageID) bool {
 	v, ok := o.(KafkaID)
 	return ok && id < v
@@ -52,7 +52,7 @@ func (id KafkaID) EQ(o MessageID) bool {
 func (id KafkaID) Marshal() []byte { return binary.BigEndian.AppendUint64(nil, uint64(id)) }
 func (id KafkaID) String() string  { return "kafka:" + strconv.FormatInt(int64(id), 10) }
 
-func (RocksMQID) WALName() string { return RocksMQ }
+func (RocksMQID) WALName() Name { return RocksMQ }
 func (id RocksMQID) LT(o MessageID) bool {
 	v, ok := o.(RocksMQID)
 	return ok && id < v
@@ -68,7 +68,7 @@ func (id RocksMQID) EQ(o MessageID) bool {
 func (id RocksMQID) Marshal() []byte { return binary.BigEndian.AppendUint64(nil, uint64(id)) }
 func (id RocksMQID) String() string  { return "rocksmq:" + strconv.FormatInt(int64(id), 10) }
 
-func (PulsarID) WALName() string { return Pulsar }
+func (PulsarID) WALName() Name { return Pulsar }
 
 // cmp orders by (ledger, entry, batch index); the partition is ignored.
 func (id PulsarID) cmp(v PulsarID) int {
@@ -107,7 +107,7 @@ func (id PulsarID) String() string {
 	return fmt.Sprintf("pulsar:%d:%d:%d@%d", id.LedgerID, id.EntryID, id.BatchIndex, id.Partition)
 }
 
-func (WoodpeckerID) WALName() string { return Woodpecker }
+func (WoodpeckerID) WALName() Name { return Woodpecker }
 func (id WoodpeckerID) cmp(v WoodpeckerID) int {
 	if id.SegmentID != v.SegmentID {
 		return cmpInt(id.SegmentID, v.SegmentID)
@@ -152,7 +152,7 @@ func cmpInt(a, b int64) int {
 	}
 }
 
-func wantLen(wal string, b []byte, n int) error {
+func wantLen(wal Name, b []byte, n int) error {
 	if len(b) != n {
 		return fmt.Errorf("%w: %s ID is %d bytes, got %d", ErrCorruptID, wal, n, len(b))
 	}

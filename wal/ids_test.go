@@ -19,7 +19,7 @@ func concat(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
 func TestRoundTrip(t *testing.T) {
 	tests := []struct {
 		name  string
-		wal   string
+		wal   wal.Name
 		id    wal.MessageID
 		bytes []byte
 	}{
@@ -132,7 +132,7 @@ func TestOrder(t *testing.T) {
 // type might.
 type foreignID struct{}
 
-func (foreignID) WALName() string        { return wal.Kafka }
+func (foreignID) WALName() wal.Name      { return wal.Kafka }
 func (foreignID) LT(wal.MessageID) bool  { return false }
 func (foreignID) LTE(wal.MessageID) bool { return false }
 func (foreignID) EQ(wal.MessageID) bool  { return false }
@@ -165,7 +165,7 @@ func TestCrossTypeComparisonsAreFalse(t *testing.T) {
 func TestCheck(t *testing.T) {
 	tests := []struct {
 		name string
-		wal  string
+		wal  wal.Name
 		id   wal.MessageID
 		want error
 	}{
@@ -197,7 +197,7 @@ func TestCheck(t *testing.T) {
 }
 
 func TestUnmarshalErrors(t *testing.T) {
-	sizes := map[string]int{wal.Kafka: 8, wal.RocksMQ: 8, wal.Pulsar: 24, wal.Woodpecker: 16}
+	sizes := map[wal.Name]int{wal.Kafka: 8, wal.RocksMQ: 8, wal.Pulsar: 24, wal.Woodpecker: 16}
 	for name, size := range sizes {
 		if _, err := wal.Unmarshal(name, nil); !errors.Is(err, wal.ErrCorruptID) {
 			t.Errorf("%s: Unmarshal(nil) = %v, want ErrCorruptID", name, err)
@@ -227,7 +227,7 @@ func TestNamesAndKnown(t *testing.T) {
 	}
 	// Other tests of this package register WALs of their own: the built-ins
 	// must be there, whatever else is.
-	for _, name := range []string{"kafka", "pulsar", "rocksmq", "woodpecker"} {
+	for _, name := range []wal.Name{"kafka", "pulsar", "rocksmq", "woodpecker"} {
 		if !slices.Contains(got, name) {
 			t.Fatalf("Names() = %v, missing %q", got, name)
 		}

@@ -4,10 +4,15 @@ import (
 	"errors"
 )
 
+// Name names a WAL, as registered in this package. It is a type of its own
+// so that a WAL's name and a pchannel's cannot be swapped unnoticed where a
+// function takes both.
+type Name string
+
 // MessageID is a totally ordered position in one WAL.
 type MessageID interface {
 	// WALName names the WAL the ID belongs to, as registered in this package.
-	WALName() string
+	WALName() Name
 	// LT reports whether the receiver is strictly before other.
 	LT(other MessageID) bool
 	// LTE reports whether the receiver is before or at other.
@@ -25,10 +30,10 @@ type MessageID interface {
 
 // Names of the built-in WALs.
 const (
-	Kafka      = "kafka"
-	Pulsar     = "pulsar"
-	RocksMQ    = "rocksmq"
-	Woodpecker = "woodpecker"
+	Kafka      Name = "kafka"
+	Pulsar     Name = "pulsar"
+	RocksMQ    Name = "rocksmq"
+	Woodpecker Name = "woodpecker"
 )
 
 var (

@@ -27,7 +27,7 @@ type Codec[ID MessageID] struct {
 
 // codec is a registered Codec with its type parameter erased.
 type codec struct {
-	name      string
+	name      Name
 	idType    reflect.Type
 	unmarshal func([]byte) (MessageID, error)
 	parse     func(string) (MessageID, error)
@@ -36,9 +36,9 @@ type codec struct {
 // registry is never changed once published: Register copies it, so readers
 // load it with one atomic read and no lock.
 type registry struct {
-	byName map[string]*codec
+	byName map[Name]*codec
 	byType map[reflect.Type]*codec
-	names  []string // sorted
+	names  []Name // sorted
 }
 
 var (
@@ -47,7 +47,7 @@ var (
 )
 
 func init() {
-	current.Store(&registry{byName: map[string]*codec{}, byType: map[reflect.Type]*codec{}})
+	current.Store(&registry{byName: map[Name]*codec{}, byType: map[reflect.Type]*codec{}})
 	for _, err := range []error{
 		Register(Kafka, Codec[KafkaID]{Unmarshal: unmarshalKafka, Parse: parseKafka}),
 		Register(RocksMQ, Codec[RocksMQID]{Unmarshal: unmarshalRocksMQ, Parse: parseRocksMQ}),
@@ -76,7 +76,7 @@ const maxNameLen = 255
 // zero ID's WALName is not name. It is safe for concurrent use, but is
 // meant for program start: every process sharing a catalog must register
 // the same WALs, or records of the others read as corrupt.
-func Register[ID MessageID](name string, c Codec[ID]) error {
+func Register[ID MessageID](name Name, c Codec[ID]) error {
 	if err := checkName(name); err != nil {
 		return err
 	}
@@ -122,7 +122,7 @@ func Register[ID MessageID](name string, c Codec[ID]) error {
 		return fmt.Errorf("%w: ID type %v is already registered for WAL %q", ErrInvalidCodec, t, other.name)
 	}
 	next := &registry{
-		byName: make(map[string]*codec, len(old.byName)+1),
+		byName: make(map[Name]*codec, len(old.byName)+1),
 		byType: make(map[reflect.Type]*codec, len(old.byType)+1),
 		names:  append(slices.Clone(old.names), name),
 	}
@@ -138,7 +138,7 @@ func Register[ID MessageID](name string, c Codec[ID]) error {
 	return nil
 }
 
-func checkName(name string) error {
+func checkName(name Name) error {
 	if name == "" || len(name) > maxNameLen {
 		return fmt.Errorf("%w: WAL name %q must be 1 to %d bytes", ErrInvalidCodec, name, maxNameLen)
 	}
@@ -152,7 +152,7 @@ func checkName(name string) error {
 }
 
 // zeroWALName calls WALName on the zero ID, recovering a panic.
-func zeroWALName[ID MessageID]() (name string, err error) {
+func zeroWALName[ID MessageID]() (name Name, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("panic: %v", r)
@@ -162,7 +162,7 @@ func zeroWALName[ID MessageID]() (name string, err error) {
 	return zero.WALName(), nil
 }
 
-func lookup(walName string) (*codec, error) {
+func lookup(walName Name) (*codec, error) {
 	c, ok := current.Load().byName[walName]
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownWAL, walName)
@@ -171,10 +171,10 @@ func lookup(walName string) (*codec, error) {
 }
 
 // Names returns the registered WAL names, sorted.
-func Names() []string { return slices.Clone(current.Load().names) }
+func Names() []Name { return slices.Clone(current.Load().names) }
 
 // Known reports whether walName is registered.
-func Known(walName string) bool {
+func Known(walName Name) bool {
 	_, ok := current.Load().byName[walName]
 	return ok
 }
@@ -183,7 +183,7 @@ func Known(walName string) bool {
 // its methods, so that it is safe on any value (a typed nil pointer, a
 // foreign implementation): a nil id or a type no WAL registered gives
 // ErrWALMismatch.
-func NameOf(id MessageID) (string, error) {
+func NameOf(id MessageID) (Name, error) {
 	if id == nil {
 		return "", fmt.Errorf("%w: nil ID", ErrWALMismatch)
 	}
@@ -196,7 +196,7 @@ func NameOf(id MessageID) (string, error) {
 
 // Unmarshal decodes the bytes of an ID of the named WAL. It never panics:
 // an unknown name gives ErrUnknownWAL, bad bytes give ErrCorruptID.
-func Unmarshal(walName string, b []byte) (id MessageID, err error) {
+func Unmarshal(walName Name, b []byte) (id MessageID, err error) {
 	c, err := lookup(walName)
 	if err != nil {
 		return nil, err
@@ -220,14 +220,14 @@ func Unmarshal(walName string, b []byte) (id MessageID, err error) {
 // ("kafka:42", "pulsar:7:3:0@2"), or the same without the WAL name and its
 // colon ("42"). Text that names another registered WAL gives ErrWALMismatch,
 // other bad text ErrSyntax, an unknown name ErrUnknownWAL. It never panics.
-func Parse(walName, text string) (id MessageID, err error) {
+func Parse(walName Name, text string) (id MessageID, err error) {
 	c, err := lookup(walName)
 	if err != nil {
 		return nil, err
 	}
-	rest, ok := strings.CutPrefix(text, walName+":")
+	rest, ok := strings.CutPrefix(text, string(walName)+":")
 	if !ok {
-		if other, _, found := strings.Cut(text, ":"); found && Known(other) {
+		if other, _, found := strings.Cut(text, ":"); found && Known(Name(other)) {
 			return nil, fmt.Errorf("%w: %q is a %s ID, not a %s one", ErrWALMismatch, text, other, walName)
 		}
 		rest = text
@@ -251,13 +251,13 @@ func ParseAny(text string) (MessageID, error) {
 	if !ok {
 		return nil, fmt.Errorf("%w: %q does not start with a WAL name and ':'", ErrSyntax, text)
 	}
-	return Parse(name, text)
+	return Parse(Name(name), text)
 }
 
 // Check returns nil when id is a non-nil ID of the named WAL and of the type
 // registered for it, so that comparing it with other IDs of that WAL is
 // meaningful.
-func Check(walName string, id MessageID) error {
+func Check(walName Name, id MessageID) error {
 	c, err := NewChecker(walName)
 	if err != nil {
 		return err
@@ -268,12 +268,12 @@ func Check(walName string, id MessageID) error {
 // Checker is Check bound to one WAL, for hot paths: it looks the WAL up
 // once, and checks with one type comparison.
 type Checker struct {
-	walName string
+	walName Name
 	idType  reflect.Type
 }
 
 // NewChecker returns a Checker for the named WAL.
-func NewChecker(walName string) (Checker, error) {
+func NewChecker(walName Name) (Checker, error) {
 	c, err := lookup(walName)
 	if err != nil {
 		return Checker{}, err
@@ -282,7 +282,7 @@ func NewChecker(walName string) (Checker, error) {
 }
 
 // WALName returns the name of the WAL the checker accepts.
-func (c Checker) WALName() string { return c.walName }
+func (c Checker) WALName() Name { return c.walName }
 
 // Check returns nil when id is a non-nil ID of the checker's WAL.
 func (c Checker) Check(id MessageID) error {

@@ -14,7 +14,7 @@ import (
 // seqID is a WAL of the tests' own: a sequence number.
 type seqID uint32
 
-func (seqID) WALName() string { return "test-seq" }
+func (seqID) WALName() wal.Name { return "test-seq" }
 func (id seqID) LT(o wal.MessageID) bool {
 	v, ok := o.(seqID)
 	return ok && id < v
@@ -79,14 +79,14 @@ func TestRegisteredWALWorksLikeABuiltIn(t *testing.T) {
 // wrongNameID says it belongs to another WAL than it is registered for.
 type wrongNameID struct{ seqID }
 
-func (wrongNameID) WALName() string { return "elsewhere" }
+func (wrongNameID) WALName() wal.Name { return "elsewhere" }
 
 type ptrID struct{ seqID }
 
 // panicID panics in WALName, as a careless implementation might.
 type panicID struct{ seqID }
 
-func (panicID) WALName() string { panic("boom") }
+func (panicID) WALName() wal.Name { panic("boom") }
 
 // sliceID holds a slice, so == on it would panic.
 type sliceID struct {
@@ -140,7 +140,7 @@ func TestRegisterRefusesWithoutPanicking(t *testing.T) {
 // panicky is a WAL whose codec panics on every input.
 type panicky int64
 
-func (panicky) WALName() string                { return "test-panicky" }
+func (panicky) WALName() wal.Name              { return "test-panicky" }
 func (panicky) LT(wal.MessageID) bool          { return false }
 func (panicky) LTE(wal.MessageID) bool         { return false }
 func (panicky) EQ(wal.MessageID) bool          { return false }
@@ -163,7 +163,7 @@ func TestCodecPanicsAreErrors(t *testing.T) {
 
 type concID struct{ seqID }
 
-func (concID) WALName() string { return "test-concurrent" }
+func (concID) WALName() wal.Name { return "test-concurrent" }
 
 func TestRegisterConcurrentlyWithLookups(t *testing.T) {
 	var wg sync.WaitGroup
@@ -204,7 +204,7 @@ func TestRegisterConcurrentlyWithLookups(t *testing.T) {
 func TestNameOf(t *testing.T) {
 	tests := []struct {
 		id   wal.MessageID
-		want string
+		want wal.Name
 	}{
 		{wal.KafkaID(1), wal.Kafka},
 		{wal.RocksMQID(1), wal.RocksMQ},
@@ -225,8 +225,9 @@ func TestNameOf(t *testing.T) {
 
 func TestParse(t *testing.T) {
 	tests := []struct {
-		wal, text string
-		want      wal.MessageID
+		wal  wal.Name
+		text string
+		want wal.MessageID
 	}{
 		{wal.Kafka, "kafka:123", wal.KafkaID(123)},
 		{wal.Kafka, "123", wal.KafkaID(123)},
@@ -244,8 +245,9 @@ func TestParse(t *testing.T) {
 		}
 	}
 	bad := []struct {
-		wal, text string
-		want      error
+		wal  wal.Name
+		text string
+		want error
 	}{
 		{wal.Kafka, "", wal.ErrSyntax},
 		{wal.Kafka, "kafka:", wal.ErrSyntax},
@@ -297,7 +299,7 @@ func FuzzParseString(f *testing.F) {
 				t.Fatalf("Parse(%q) = (%#v, %v), want %#v", id.String(), got, err, id)
 			}
 		}
-		for _, name := range []string{wal.Kafka, wal.RocksMQ, wal.Pulsar, wal.Woodpecker} {
+		for _, name := range []wal.Name{wal.Kafka, wal.RocksMQ, wal.Pulsar, wal.Woodpecker} {
 			id, err := wal.Parse(name, text)
 			if err != nil {
 				if id != nil {

@@ -53,7 +53,7 @@ func WithLogger(l *zap.Logger) Option { return func(m *Manager) { m.logger = l }
 
 // Recover reads the stored checkpoint of pchannel and starts the manager's
 // background goroutine. checkpoints are the vchannels known at recovery.
-func Recover(ctx context.Context, catalog persistence.Catalog, walName, pchannel string,
+func Recover(ctx context.Context, catalog persistence.Catalog, walName wal.Name, pchannel string,
 	checkpoints map[string]wal.MessageID, opts ...Option,
 ) (*Manager, error) {
 	vcs := newVChannels(checkpoints)
@@ -87,7 +87,7 @@ func Recover(ctx context.Context, catalog persistence.Catalog, walName, pchannel
 
 // mustUnmarshal is the reference's MustUnmarshalMessageID: bytes that do
 // not decode panic.
-func mustUnmarshal(walName string, b []byte) wal.MessageID {
+func mustUnmarshal(walName wal.Name, b []byte) wal.MessageID {
 	id, err := wal.Unmarshal(walName, b)
 	if err != nil {
 		panic(err)

@@ -333,7 +333,7 @@ func TestDumpRestoreBoltToBolt(t *testing.T) {
 // records are well formed, but the binary cannot read their IDs.
 type seqID uint32
 
-func (seqID) WALName() string            { return "test-seq" }
+func (seqID) WALName() wal.Name          { return "test-seq" }
 func (s seqID) LT(o wal.MessageID) bool  { v, ok := o.(seqID); return ok && s < v }
 func (s seqID) LTE(o wal.MessageID) bool { v, ok := o.(seqID); return ok && s <= v }
 func (s seqID) EQ(o wal.MessageID) bool  { v, ok := o.(seqID); return ok && s == v }

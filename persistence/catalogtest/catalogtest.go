@@ -92,7 +92,7 @@ func pairs() []pair {
 	}
 }
 
-func pchannelOf(id wal.MessageID) string { return "pch-" + id.WALName() }
+func pchannelOf(id wal.MessageID) string { return "pch-" + string(id.WALName()) }
 
 func mustSave(t *testing.T, c persistence.Catalog, pchannel string, id wal.MessageID) {
 	t.Helper()
@@ -192,7 +192,7 @@ func testSaveOtherWAL(t *testing.T, c persistence.Catalog) {
 // unknownID is a message ID of a WAL no catalog knows.
 type unknownID struct{}
 
-func (unknownID) WALName() string        { return "nats" }
+func (unknownID) WALName() wal.Name      { return "nats" }
 func (unknownID) LT(wal.MessageID) bool  { return false }
 func (unknownID) LTE(wal.MessageID) bool { return false }
 func (unknownID) EQ(wal.MessageID) bool  { return false }

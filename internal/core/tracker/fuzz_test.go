@@ -112,7 +112,7 @@ func decodeCheckpoint(wc walCase, b byte) (cp wal.MessageID, v int64, valid bool
 	return wc.id(v, int64(b>>6)), v, true
 }
 
-func typedNil(walName string) wal.MessageID {
+func typedNil(walName wal.Name) wal.MessageID {
 	switch walName {
 	case wal.Kafka:
 		return (*wal.KafkaID)(nil)

@@ -47,7 +47,7 @@ type Tracker struct {
 var seed = maphash.MakeSeed()
 
 // New returns an empty tracker for IDs of the named WAL.
-func New(walName string) (*Tracker, error) {
+func New(walName wal.Name) (*Tracker, error) {
 	checker, err := wal.NewChecker(walName)
 	if err != nil {
 		return nil, err
@@ -59,7 +59,7 @@ func New(walName string) (*Tracker, error) {
 // them exactly and heapified at once; slot i holds checkpoints[i]. It
 // rejects what a sequence of Adds would reject, with the error of the first
 // entry Add would refuse, and then returns no tracker.
-func NewFrom(walName string, checkpoints []messages.VChannelCheckpoint) (*Tracker, error) {
+func NewFrom(walName wal.Name, checkpoints []messages.VChannelCheckpoint) (*Tracker, error) {
 	checker, err := wal.NewChecker(walName)
 	if err != nil {
 		return nil, err

@@ -21,7 +21,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // walCase describes how a test builds IDs of one WAL.
 type walCase struct {
-	name string
+	name wal.Name
 	// id maps v to an ID; it is strictly increasing in v. salt may change the
 	// ID's bytes but never its order (Pulsar's partition is not ordered).
 	id func(v, salt int64) wal.MessageID
@@ -55,7 +55,7 @@ var walCases = []walCase{
 	},
 }
 
-func caseFor(tb testing.TB, walName string) walCase {
+func caseFor(tb testing.TB, walName wal.Name) walCase {
 	tb.Helper()
 	for _, wc := range walCases {
 		if wc.name == walName {
@@ -69,7 +69,7 @@ func caseFor(tb testing.TB, walName string) walCase {
 // fakeID is a MessageID type the wal package does not know.
 type fakeID struct{}
 
-func (fakeID) WALName() string        { return wal.Kafka }
+func (fakeID) WALName() wal.Name      { return wal.Kafka }
 func (fakeID) LT(wal.MessageID) bool  { return false }
 func (fakeID) LTE(wal.MessageID) bool { return true }
 func (fakeID) EQ(wal.MessageID) bool  { return true }
@@ -82,7 +82,7 @@ type fataler interface {
 	Fatalf(format string, args ...any)
 }
 
-func newTracker(tb fataler, walName string) *Tracker {
+func newTracker(tb fataler, walName wal.Name) *Tracker {
 	tb.Helper()
 	tr, err := New(walName)
 	if err != nil {
@@ -254,7 +254,7 @@ func rose(before, after wal.MessageID) bool {
 // --- Reference scenarios -----------------------------------------------------
 
 func TestNewUnknownWAL(t *testing.T) {
-	for _, name := range []string{"nope", "", "Kafka"} {
+	for _, name := range []wal.Name{"nope", "", "Kafka"} {
 		tr, err := New(name)
 		if !errors.Is(err, wal.ErrUnknownWAL) {
 			t.Fatalf("New(%q): err = %v, want %v", name, err, wal.ErrUnknownWAL)
@@ -273,7 +273,7 @@ func TestNewUnknownWAL(t *testing.T) {
 
 func TestMinimumOfManyVChannels(t *testing.T) {
 	for _, wc := range walCases {
-		t.Run(wc.name, func(t *testing.T) {
+		t.Run(string(wc.name), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(1, uint64(len(wc.name))))
 			tr := newTracker(t, wc.name)
 			var want wal.MessageID
@@ -308,7 +308,7 @@ func TestMinimumOfManyVChannels(t *testing.T) {
 
 func TestAddExistingRejected(t *testing.T) {
 	for _, wc := range walCases {
-		t.Run(wc.name, func(t *testing.T) {
+		t.Run(string(wc.name), func(t *testing.T) {
 			tr := newTracker(t, wc.name)
 			mustAdd(t, tr, "a", wc.id(20, 0))
 			mustAdd(t, tr, "b", wc.id(30, 0))
@@ -326,7 +326,7 @@ func TestAddExistingRejected(t *testing.T) {
 
 func TestUpdateUnknownRejected(t *testing.T) {
 	for _, wc := range walCases {
-		t.Run(wc.name, func(t *testing.T) {
+		t.Run(string(wc.name), func(t *testing.T) {
 			tr := newTracker(t, wc.name)
 			advanced, err := tr.Update("ghost", wc.id(1, 0))
 			wantRejected(t, "Update on empty", advanced, err, messages.ErrVChannelNotFound)
@@ -346,7 +346,7 @@ func TestUpdateUnknownRejected(t *testing.T) {
 
 func TestDropUnknownRejected(t *testing.T) {
 	for _, wc := range walCases {
-		t.Run(wc.name, func(t *testing.T) {
+		t.Run(string(wc.name), func(t *testing.T) {
 			tr := newTracker(t, wc.name)
 			advanced, err := tr.Drop("ghost")
 			wantRejected(t, "Drop on empty", advanced, err, messages.ErrVChannelNotFound)
@@ -374,7 +374,7 @@ func TestDropUnknownRejected(t *testing.T) {
 
 func TestTiedMinimumRisesOnlyWhenAllAdvance(t *testing.T) {
 	for _, wc := range walCases {
-		t.Run(wc.name, func(t *testing.T) {
+		t.Run(string(wc.name), func(t *testing.T) {
 			tr := newTracker(t, wc.name)
 			tied := []string{"t0", "t1", "t2", "t3", "t4"}
 			for i, name := range tied {
@@ -415,7 +415,7 @@ func TestTiedMinimumRisesOnlyWhenAllAdvance(t *testing.T) {
 
 func TestRollbackRejected(t *testing.T) {
 	for _, wc := range walCases {
-		t.Run(wc.name, func(t *testing.T) {
+		t.Run(string(wc.name), func(t *testing.T) {
 			tr := newTracker(t, wc.name)
 			mustAdd(t, tr, "slow", wc.id(10, 0))
 			mustAdd(t, tr, "fast", wc.id(40, 0))
@@ -435,7 +435,7 @@ func TestRollbackRejected(t *testing.T) {
 
 func TestEqualUpdateAccepted(t *testing.T) {
 	for _, wc := range walCases {
-		t.Run(wc.name, func(t *testing.T) {
+		t.Run(string(wc.name), func(t *testing.T) {
 			tr := newTracker(t, wc.name)
 			mustAdd(t, tr, "a", wc.id(10, 0))
 			mustAdd(t, tr, "b", wc.id(20, 0))
@@ -461,7 +461,7 @@ func TestEqualUpdateAccepted(t *testing.T) {
 
 func TestRandomUpdatesNeverLowerMinimum(t *testing.T) {
 	for _, wc := range walCases {
-		t.Run(wc.name, func(t *testing.T) {
+		t.Run(string(wc.name), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(7, uint64(len(wc.name))))
 			tr := newTracker(t, wc.name)
 			const n = 100
@@ -504,7 +504,7 @@ func TestRandomUpdatesNeverLowerMinimum(t *testing.T) {
 
 func TestDropAll(t *testing.T) {
 	for _, wc := range walCases {
-		t.Run(wc.name, func(t *testing.T) {
+		t.Run(string(wc.name), func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(3, uint64(len(wc.name))))
 			tr := newTracker(t, wc.name)
 			const n = 200
@@ -555,7 +555,7 @@ func TestDropLastIsNotAdvance(t *testing.T) {
 
 func TestAddAdvancesOnlyWhenFirst(t *testing.T) {
 	for _, wc := range walCases {
-		t.Run(wc.name, func(t *testing.T) {
+		t.Run(string(wc.name), func(t *testing.T) {
 			tr := newTracker(t, wc.name)
 			if !mustAdd(t, tr, "first", wc.id(50, 0)) {
 				t.Fatal("the first Add did not report advanced")
@@ -585,7 +585,7 @@ func TestAddLowersMinimum(t *testing.T) {
 
 func TestDropSlowest(t *testing.T) {
 	for _, wc := range walCases {
-		t.Run(wc.name, func(t *testing.T) {
+		t.Run(string(wc.name), func(t *testing.T) {
 			tr := newTracker(t, wc.name)
 			mustAdd(t, tr, "slow", wc.id(10, 0))
 			mustAdd(t, tr, "mid1", wc.id(20, 0))
@@ -615,7 +615,7 @@ func TestDropSlowest(t *testing.T) {
 
 func TestValidation(t *testing.T) {
 	for _, wc := range walCases {
-		t.Run(wc.name, func(t *testing.T) {
+		t.Run(string(wc.name), func(t *testing.T) {
 			tr := newTracker(t, wc.name)
 			mustAdd(t, tr, "a", wc.id(10, 0))
 			mustAdd(t, tr, "b", wc.id(20, 0))
@@ -698,7 +698,7 @@ func TestUpdateDoesNotAllocate(t *testing.T) {
 
 // model is the obvious implementation: a map and a linear scan.
 type model struct {
-	walName string
+	walName wal.Name
 	cps     map[string]wal.MessageID
 	vals    map[string]int64 // the v each checkpoint was built from
 }
@@ -831,7 +831,7 @@ func checkModel(t *rapid.T, tr *Tracker, m *model) {
 
 func TestTrackerMatchesModel(t *testing.T) {
 	for _, wc := range walCases {
-		t.Run(wc.name, func(t *testing.T) {
+		t.Run(string(wc.name), func(t *testing.T) {
 			rapid.Check(t, func(t *rapid.T) {
 				tr := newTracker(t, wc.name)
 				m := &model{walName: wc.name, cps: map[string]wal.MessageID{}, vals: map[string]int64{}}
@@ -896,8 +896,8 @@ func TestTrackerMatchesModel(t *testing.T) {
 // plain integers, as go.etcd.io/raft's quorum/quick_test.go does for the
 // commit index.
 func TestMinimumQuick(t *testing.T) {
-	for _, walName := range []string{wal.Kafka, wal.Pulsar, wal.Woodpecker} {
-		t.Run(walName, func(t *testing.T) {
+	for _, walName := range []wal.Name{wal.Kafka, wal.Pulsar, wal.Woodpecker} {
+		t.Run(string(walName), func(t *testing.T) {
 			wc := caseFor(t, walName)
 			f := func(initial []uint16, ops []uint32) bool {
 				tr, err := New(walName)

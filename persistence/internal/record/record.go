@@ -29,7 +29,7 @@ var ErrTruncated = errors.New("record truncated")
 // Encode returns the bytes of a record of id, whose WAL is walName, written
 // by an owner of the given term (zero without fencing). The caller has
 // checked id (wal.NameOf).
-func Encode(walName string, id wal.MessageID, term uint64) []byte {
+func Encode(walName wal.Name, id wal.MessageID, term uint64) []byte {
 	raw := id.Marshal()
 	b := make([]byte, 0, 1+8+1+len(walName)+2+len(raw)+4)
 	b = append(b, Version)
@@ -46,7 +46,7 @@ func Encode(walName string, id wal.MessageID, term uint64) []byte {
 type Header struct {
 	Version int
 	Term    uint64
-	WAL     string
+	WAL     wal.Name
 	// ID is the ID's bytes as stored.
 	ID []byte
 }
@@ -85,7 +85,7 @@ func decodeHeader(b []byte) (Header, error) {
 	if len(rest) < nameLen+2 {
 		return Header{}, ErrTruncated
 	}
-	h.WAL = string(rest[:nameLen])
+	h.WAL = wal.Name(rest[:nameLen])
 	rest = rest[nameLen:]
 	idLen := int(binary.BigEndian.Uint16(rest))
 	rest = rest[2:]
