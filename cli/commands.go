@@ -41,12 +41,12 @@ func orDash(s string) string {
 
 // listEntry is one record in list --json.
 type listEntry struct {
-	PChannel   string `json:"pchannel"`
+	PChannel   string   `json:"pchannel"`
 	WAL        wal.Name `json:"wal,omitempty"`
-	Checkpoint string `json:"checkpoint,omitempty"`
-	Term       uint64 `json:"term"`
-	Version    int    `json:"version"`
-	Error      string `json:"error,omitempty"`
+	Checkpoint string   `json:"checkpoint,omitempty"`
+	Term       uint64   `json:"term"`
+	Version    int      `json:"version"`
+	Error      string   `json:"error,omitempty"`
 }
 
 func list(ctx context.Context, e *env, _ []string) error {

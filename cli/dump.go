@@ -30,11 +30,11 @@ type dumpFile struct {
 // written entry may leave ID out. Term is what the source held; restore
 // does not write it (terms belong to one etcd cluster's history).
 type dumpEntry struct {
-	PChannel   string `json:"pchannel"`
+	PChannel   string   `json:"pchannel"`
 	WAL        wal.Name `json:"wal"`
-	Checkpoint string `json:"checkpoint"`
-	ID         []byte `json:"id,omitempty"`
-	Term       uint64 `json:"term,omitempty"`
+	Checkpoint string   `json:"checkpoint"`
+	ID         []byte   `json:"id,omitempty"`
+	Term       uint64   `json:"term,omitempty"`
 }
 
 func dump(ctx context.Context, e *env, args []string) error {
