@@ -98,7 +98,7 @@ func (k *call) end(cfg *config, op string) {
 	case <-k.done:
 	case <-t.C:
 		if cfg.counters != nil {
-			cfg.counters.AbandonedCalls.Add(1)
+			cfg.counters.abandonedCalls.Add(1)
 		}
 		cfg.logger.Error("catalog ignored cancellation; abandoning the call", zap.String("op", op), zap.Duration("waited", joinGrace))
 	}

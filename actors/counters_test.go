@@ -36,9 +36,9 @@ func TestCounters(t *testing.T) {
 	require.Error(t, Request(system.Root, pid, &messages.UpdateBatch{Updates: []messages.VChannelCheckpoint{
 		{VChannel: "a", Checkpoint: wal.KafkaID(12)}, {VChannel: "ghost", Checkpoint: wal.KafkaID(12)}, {VChannel: "b", Checkpoint: wal.KafkaID(21)},
 	}}, time.Second))
-	assert.Equal(t, uint64(3), c.Updates.Load(), "1 update and 2 of 3 batch entries")
+	assert.Equal(t, uint64(3), c.Updates(), "1 update and 2 of 3 batch entries")
 
-	require.Eventually(t, func() bool { return c.SavesInFlight.Load() == 1 }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return c.SavesInFlight() == 1 }, 10*time.Second, time.Millisecond)
 	require.NoError(t, system.Root.StopFuture(pid).Wait()) // cancels the hung save and joins it
-	assert.Equal(t, int64(0), c.SavesInFlight.Load())
+	assert.Equal(t, int64(0), c.SavesInFlight())
 }

@@ -171,7 +171,7 @@ func TestStopBoundedWhateverTheCatalog(t *testing.T) {
 			t.Logf("%s: stop took %v (bound %v)", tc.name, took, tc.bound)
 			require.GreaterOrEqual(t, took, tc.bound, "the stop waited flush and grace")
 			require.Less(t, took, tc.bound+slack)
-			require.Equal(t, uint64(1), c.AbandonedCalls.Load())
+			require.Equal(t, uint64(1), c.AbandonedCalls())
 			s := <-stopped
 			require.False(t, s.Flushed)
 			require.Equal(t, wal.KafkaID(7), s.Dropped)

@@ -141,24 +141,30 @@ func WithPreloaded(checkpoint wal.MessageID) Option {
 }
 
 // Counters are counts that no event carries, for monitoring (package
-// metrics exports them). The actor only adds to them, atomically and without
-// allocating; read them from any goroutine. They belong to the caller, so
+// metrics exports them). Only the actor writes them, atomically and
+// without allocating; read them from any goroutine. They belong to the caller, so
 // they outlive restarts of the actor: give each pchannel its own, and the
 // same one again when it is respawned.
 type Counters struct {
-	// Updates counts the vchannel checkpoint updates applied: one per
-	// accepted UpdateCheckpoint and one per accepted entry of an
-	// UpdateBatch. Rejected ones are published as CommandRejected instead.
-	Updates atomic.Uint64
-	// SavesInFlight is 1 while a catalog save of the pchannel runs and 0
-	// otherwise (at most one is in flight): a gauge, not a counter.
-	SavesInFlight atomic.Int64
-	// AbandonedCalls counts catalog calls (Load or Save) that were still
-	// running joinGrace (100 ms) after a stop cancelled them: the catalog
-	// ignored its context. The stop went on without them and their late
-	// results were ignored. Anything above 0 points at a catalog to fix.
-	AbandonedCalls atomic.Uint64
+	updates        atomic.Uint64
+	savesInFlight  atomic.Int64
+	abandonedCalls atomic.Uint64
 }
+
+// Updates counts the vchannel checkpoint updates applied: one per accepted
+// UpdateCheckpoint and one per accepted entry of an UpdateBatch. Rejected
+// ones are published as CommandRejected instead.
+func (c *Counters) Updates() uint64 { return c.updates.Load() }
+
+// SavesInFlight is 1 while a catalog save of the pchannel runs and 0
+// otherwise (at most one is in flight): a gauge, not a counter.
+func (c *Counters) SavesInFlight() int64 { return c.savesInFlight.Load() }
+
+// AbandonedCalls counts catalog calls (Load or Save) that were still running
+// 100 ms after a stop cancelled them: the catalog ignored its context. The
+// stop went on without them and their late results were ignored. Anything
+// above 0 points at a catalog to fix.
+func (c *Counters) AbandonedCalls() uint64 { return c.abandonedCalls.Load() }
 
 // WithCounters has the actor keep c current. Without it (the default) the
 // actor keeps no counts.

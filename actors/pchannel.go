@@ -134,7 +134,7 @@ func (p *pchannel) Receive(ctx actor.Context) {
 		from := p.tracker.Minimum()
 		advanced, err := p.tracker.Update(m.VChannel, m.Checkpoint)
 		if err == nil && p.cfg.counters != nil {
-			p.cfg.counters.Updates.Add(1)
+			p.cfg.counters.updates.Add(1)
 		}
 		p.applied(ctx, m, from, advanced, err)
 	case *messages.UpdateBatch:
@@ -318,7 +318,7 @@ func (p *pchannel) updateBatch(ctx actor.Context, m *messages.UpdateBatch) {
 		}
 	}
 	if p.cfg.counters != nil {
-		p.cfg.counters.Updates.Add(uint64(len(m.Updates) - len(rejected)))
+		p.cfg.counters.updates.Add(uint64(len(m.Updates) - len(rejected)))
 	}
 	// Updates only raise checkpoints, so the minimum rose within the batch
 	// exactly when it ends above where it began: one event, one save.

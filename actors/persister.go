@@ -146,11 +146,11 @@ func (s *persister) do(step saveplan.Step) {
 func (s *persister) start(v wal.MessageID) {
 	catalog, name, counters := s.cfg.catalog, s.cfg.pchannel, s.cfg.counters
 	if counters != nil {
-		counters.SavesInFlight.Add(1)
+		counters.savesInFlight.Add(1)
 	}
 	s.save = startCall(s.root, s.self, s.cfg.seq.Add(1), s.cfg.saveTimeout, "Save", func(ctx context.Context) (wal.MessageID, error) {
 		if counters != nil {
-			defer counters.SavesInFlight.Add(-1)
+			defer counters.savesInFlight.Add(-1)
 		}
 		return v, catalog.Save(ctx, name, v)
 	})

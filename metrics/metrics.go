@@ -274,7 +274,7 @@ func (c *Collector) Forget(pchannel string) {
 	if c.cfg.labelled {
 		delete(c.series, pchannel)
 	} else if p.counters != nil {
-		c.retiredUpdates += p.counters.Updates.Load()
+		c.retiredUpdates += p.counters.Updates()
 	}
 	delete(c.pchannels, pchannel)
 }
@@ -440,8 +440,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		var up, ab uint64
 		var fl, l, rec, ret, pl float64
 		if p.counters != nil {
-			up, fl = p.counters.Updates.Load(), float64(p.counters.SavesInFlight.Load())
-			ab = p.counters.AbandonedCalls.Load()
+			up, fl = p.counters.Updates(), float64(p.counters.SavesInFlight())
+			ab = p.counters.AbandonedCalls()
 		}
 		if p.live {
 			l = 1

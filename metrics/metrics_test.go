@@ -223,8 +223,8 @@ func TestForget(t *testing.T) {
 		}
 		collector, err := metrics.New(opts...)
 		require.NoError(t, err)
-		collector.Counters("p0").Updates.Add(5)
-		collector.Counters("p1").Updates.Add(7)
+		applyUpdates(t, "p0", collector.Counters("p0"), 5)
+		applyUpdates(t, "p1", collector.Counters("p1"), 7)
 		collector.Observe(&messages.CheckpointPersisted{Header: messages.NewHeader("p0"), Value: wal.KafkaID(1)})
 		collector.Forget("p0")
 		collector.Forget("nope")
@@ -258,6 +258,23 @@ func TestInvalidOptions(t *testing.T) {
 	n, err := testutil.GatherAndCount(registry(t, c), "myapp_saves_total")
 	require.NoError(t, err)
 	assert.Equal(t, 1, n)
+}
+
+// applyUpdates has a real pchannel actor apply n updates and count them in
+// counters, then stops it.
+func applyUpdates(t *testing.T, pchannel string, counters *actors.Counters, n int) {
+	t.Helper()
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	defer system.Shutdown()
+	props, err := actors.NewProps(pchannel, wal.Kafka, persistence.NewMemory(), actors.WithCounters(counters),
+		actors.WithVChannels(map[string]wal.MessageID{"v": wal.KafkaID(0)}))
+	require.NoError(t, err)
+	pid := system.Root.Spawn(props)
+	for i := 1; i <= n; i++ {
+		require.NoError(t, actors.Request(system.Root, pid, &messages.UpdateCheckpoint{VChannel: "v", Checkpoint: wal.KafkaID(i)}, 5*time.Second))
+	}
+	require.NoError(t, system.Root.PoisonFuture(pid).Wait())
+	require.Equal(t, uint64(n), counters.Updates())
 }
 
 func registry(t *testing.T, c prometheus.Collector) *prometheus.Registry {

@@ -188,7 +188,7 @@ func (d *dashboard) view() dashView {
 	for n, r := range d.rows {
 		v.rows[n] = *r
 		if d.counters != nil {
-			v.updates[n] = d.counters(n).Updates.Load()
+			v.updates[n] = d.counters(n).Updates()
 		}
 	}
 	if d.outage != nil {

@@ -79,7 +79,7 @@ func TestRegressionStubbornLoadBoundsStop(t *testing.T) {
 				want += actors.DefaultStopFlushTimeout
 			}
 			require.Equal(t, want, took)
-			require.Equal(t, uint64(1), c.AbandonedCalls.Load())
+			require.Equal(t, uint64(1), c.AbandonedCalls())
 			time.Sleep(time.Hour) // the stubborn call returns, to no one
 			synctest.Wait()
 			require.Len(t, ofType[*messages.Stopped](s.rec.Since(0)), 1)
