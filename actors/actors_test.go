@@ -1,6 +1,8 @@
 package actors
 
 import (
+	"github.com/lowwater/lowwater/internal/core/saveplan"
+
 	"testing"
 	"time"
 
@@ -49,7 +51,7 @@ func TestNewPropsRejectsInvalidOptions(t *testing.T) {
 func TestRestartDelayGrowsToCap(t *testing.T) {
 	b := Backoff{Initial: 100 * time.Millisecond, Max: time.Second, Multiplier: 2}
 	for failures, want := range []time.Duration{100, 100, 200, 400, 800, 1000, 1000} {
-		require.Equal(t, want*time.Millisecond, restartDelay(b, failures), "after %d failures", failures)
+		require.Equal(t, want*time.Millisecond, restartDelay(saveplan.Backoff(b), failures), "after %d failures", failures)
 	}
 }
 

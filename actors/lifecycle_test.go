@@ -1,6 +1,8 @@
 package actors
 
 import (
+	"github.com/lowwater/lowwater/internal/core/saveplan"
+
 	"context"
 	"errors"
 	"strings"
@@ -48,10 +50,10 @@ func TestNamesValidated(t *testing.T) {
 // RestartStatistics grew by one time.Time per crash, forever.
 func TestCrashesBounded(t *testing.T) {
 	b := Backoff{Initial: 100 * time.Millisecond, Max: 10 * time.Second, Multiplier: 1.5}
-	limit := crashesToCap(b)
+	limit := crashesToCap(saveplan.Backoff(b))
 	require.Equal(t, 13, limit, "100 ms × 1.5^12 > 10 s")
-	require.Equal(t, b.Max, restartDelay(b, limit))
-	require.Less(t, restartDelay(b, limit-1), b.Max)
+	require.Equal(t, b.Max, restartDelay(saveplan.Backoff(b), limit))
+	require.Less(t, restartDelay(saveplan.Backoff(b), limit-1), b.Max)
 
 	now := time.Now()
 	var recent []time.Time
@@ -63,8 +65,8 @@ func TestCrashesBounded(t *testing.T) {
 	// A minute later, the old ones are gone.
 	recent = recentCrashes(recent, now.Add(time.Hour), limit)
 	require.Len(t, recent, 1)
-	require.Equal(t, 1, crashesToCap(Backoff{Initial: time.Second, Max: time.Second, Multiplier: 1}))
-	require.Equal(t, 1024, crashesToCap(Backoff{Initial: time.Nanosecond, Max: time.Hour, Multiplier: 1.0001}))
+	require.Equal(t, 1, crashesToCap(saveplan.Backoff{Initial: time.Second, Max: time.Second, Multiplier: 1}))
+	require.Equal(t, 1024, crashesToCap(saveplan.Backoff{Initial: time.Nanosecond, Max: time.Hour, Multiplier: 1.0001}))
 
 	// HandleFailure leaves protoactor's statistics alone.
 	system := actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(zap.NewNop())))

@@ -23,14 +23,24 @@ type optionFunc func(*config)
 
 func (f optionFunc) apply(c *config) { f(c) }
 
-// Backoff paces retries of failed saves and failed recoveries; see
-// DefaultBackoff.
-type Backoff = saveplan.Backoff
+// Backoff paces retries of failed saves and failed recoveries. It never
+// gives up: a checkpoint that cannot be saved now is saved later.
+type Backoff struct {
+	// Initial is the first wait; no retry comes sooner.
+	Initial time.Duration
+	// Max caps every wait, jitter included.
+	Max time.Duration
+	// Multiplier grows the wait after each failure; at least 1.
+	Multiplier float64
+	// Jitter spreads waits by up to this fraction, in [0, 1), so that
+	// pchannels failing together do not retry together.
+	Jitter float64
+}
 
-// DefaultBackoff waits 100 ms, then ×1.5 per failure up to 10 s, with 20 %
-// jitter that never goes below the first interval nor above the cap. It
-// never gives up.
-var DefaultBackoff = saveplan.DefaultBackoff
+// DefaultBackoff returns the schedule NewProps uses without WithBackoff:
+// 100 ms, then ×1.5 per failure up to 10 s, with 20 % jitter that never
+// goes below the first interval nor above the cap.
+func DefaultBackoff() Backoff { return Backoff(saveplan.DefaultBackoff) }
 
 // Defaults of the options below.
 const (
@@ -54,7 +64,7 @@ type config struct {
 	// first actor spawned takes it, any other one builds its own.
 	first       atomic.Pointer[tracker.Tracker]
 	logger      *zap.Logger
-	backoff     Backoff
+	backoff     saveplan.Backoff
 	saveTimeout time.Duration
 	flushTime   time.Duration
 	minInterval time.Duration
@@ -89,7 +99,7 @@ func WithLogger(l *zap.Logger) Option {
 
 // WithBackoff sets the retry schedule of saves and recovery.
 func WithBackoff(b Backoff) Option {
-	return optionFunc(func(c *config) { c.backoff = b })
+	return optionFunc(func(c *config) { c.backoff = saveplan.Backoff(b) })
 }
 
 // WithSaveTimeout bounds each catalog call (save or recovery read), so that
@@ -184,7 +194,7 @@ func newConfig(pchannel string, walName wal.Name, catalog persistence.Catalog, o
 		walName:     walName,
 		catalog:     catalog,
 		logger:      zap.NewNop(),
-		backoff:     DefaultBackoff,
+		backoff:     saveplan.DefaultBackoff,
 		saveTimeout: DefaultSaveTimeout,
 		flushTime:   DefaultStopFlushTimeout,
 	}

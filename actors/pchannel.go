@@ -12,6 +12,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	"go.uber.org/zap"
 
+	"github.com/lowwater/lowwater/internal/core/saveplan"
 	"github.com/lowwater/lowwater/internal/core/tracker"
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/persistence"
@@ -543,7 +544,7 @@ func recentCrashes(recent []time.Time, now time.Time, limit int) []time.Time {
 // crashesToCap is the number of recent crashes at which restartDelay
 // reaches the backoff's cap; more change nothing. Bounded by 1024 for a
 // multiplier so close to 1 that the cap is far away.
-func crashesToCap(b Backoff) int {
+func crashesToCap(b saveplan.Backoff) int {
 	if b.Multiplier <= 1 || b.Max <= b.Initial {
 		return 1
 	}
@@ -553,7 +554,7 @@ func crashesToCap(b Backoff) int {
 
 // restartDelay grows with recent crashes like the save backoff, without
 // jitter: Initial × Multiplier^(n-1), capped at Max.
-func restartDelay(b Backoff, failures int) time.Duration {
+func restartDelay(b saveplan.Backoff, failures int) time.Duration {
 	d := float64(b.Initial) * math.Pow(b.Multiplier, float64(max(failures-1, 0)))
 	return time.Duration(min(d, float64(b.Max)))
 }

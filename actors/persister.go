@@ -113,7 +113,7 @@ func (s *persister) Receive(ctx actor.Context) {
 // pchannels never see one, and thousands of idle ones need not hold one.
 // A BackOff built late behaves as one built early and reset since.
 type lazyBackoff struct {
-	schedule *Backoff
+	schedule *saveplan.Backoff
 	b        backoff.BackOff
 }
 

@@ -27,7 +27,7 @@ const recoverBound = 10 * time.Second
 // the minimum within one backoff cap plus one save. A save is bounded by
 // the save timeout, and may wait the minimum interval between saves first.
 func (c config) liveBound() time.Duration {
-	return actors.DefaultBackoff.Max + actors.DefaultSaveTimeout + c.minSaveInterval
+	return actors.DefaultBackoff().Max + actors.DefaultSaveTimeout + c.minSaveInterval
 }
 
 // demo runs the phases: run on a faulty catalog, heal it and wait for the

@@ -29,7 +29,7 @@ func TestEtcdDownTenSeconds(t *testing.T) {
 //   - I2: the stored values only rose.
 func testOutage(t *testing.T, outage time.Duration, stop func(*etcdtest.Server)) {
 	const pch = "p"
-	b := actors.DefaultBackoff
+	b := actors.DefaultBackoff()
 	srv := etcdtest.StartServer(t)
 	admin := newClient(t, srv.Endpoints())
 	cat := newCatalog(t, srv.Endpoints())

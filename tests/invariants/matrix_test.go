@@ -117,7 +117,7 @@ var matrix = []cell{
 const sumOfWaits = time.Duration(-2)
 
 func runCell(t *testing.T, c cell) {
-	b := actors.DefaultBackoff
+	b := actors.DefaultBackoff()
 	s := newScene(t)
 	s.store(5)
 	opts := []actors.Option{actors.WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(10), "b": wal.KafkaID(20)})}

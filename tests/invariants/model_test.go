@@ -213,7 +213,7 @@ type model struct {
 }
 
 func runModel(t *rapid.T) {
-	cfg := modelConfig{backoff: actors.DefaultBackoff, saveTimeout: actors.DefaultSaveTimeout, flushTime: actors.DefaultStopFlushTimeout}
+	cfg := modelConfig{backoff: actors.DefaultBackoff(), saveTimeout: actors.DefaultSaveTimeout, flushTime: actors.DefaultStopFlushTimeout}
 	if rapid.Bool().Draw(t, "fastConfig") {
 		cfg = modelConfig{
 			backoff:     actors.Backoff{Initial: 50 * time.Millisecond, Max: 400 * time.Millisecond, Multiplier: 2},

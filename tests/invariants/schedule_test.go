@@ -27,8 +27,8 @@ const outage = 16 * time.Minute
 // never below 100 ms nor above 10 s), it never returns Stop, and Reset
 // starts again from the first window.
 func TestBackoffNeverGivesUp(t *testing.T) {
-	b := actors.DefaultBackoff
-	bo := b.New()
+	b := actors.DefaultBackoff()
+	bo := saveplan.Backoff(b).New()
 	var elapsed time.Duration
 	k := 0
 	for ; elapsed < outage; k++ {
@@ -58,15 +58,15 @@ func TestPlanOutageLongerThan15Minutes(t *testing.T) {
 	for i := range ids {
 		ids[i] = wal.KafkaID(i + 1)
 	}
-	p := saveplan.New(nil, actors.DefaultBackoff.New(), 0)
+	p := saveplan.New(nil, saveplan.DefaultBackoff.New(), 0)
 	step := p.Offer(ids[0])
 	require.Equal(t, ids[0], step.Save)
 	var elapsed time.Duration
 	next, attempts := 1, 1
 	for elapsed < outage {
 		step = p.Failed()
-		require.GreaterOrEqual(t, step.Wait, actors.DefaultBackoff.Initial)
-		require.LessOrEqual(t, step.Wait, actors.DefaultBackoff.Max)
+		require.GreaterOrEqual(t, step.Wait, actors.DefaultBackoff().Initial)
+		require.LessOrEqual(t, step.Wait, actors.DefaultBackoff().Max)
 		require.Nil(t, step.Save)
 		elapsed += step.Wait
 		// Minima keep rising during the wait; none starts a save.
@@ -97,7 +97,7 @@ func TestPlanOutageLongerThan15Minutes(t *testing.T) {
 // backoff cap.
 func TestActorOutageLongerThan15Minutes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b := actors.DefaultBackoff
+		b := actors.DefaultBackoff()
 		s := newScene(t)
 		s.spawn(actors.WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(0)}))
 		synctest.Wait()
@@ -192,10 +192,10 @@ func TestBoundedStateDuringOutage(t *testing.T) {
 		// The probe keeps a record per attempt (under 400 of them here).
 		require.Less(t, after-before, int64(512<<10), "heap grew from %d to %d bytes", before, after)
 		attempts := len(savesOf(s.probe.snapshot(0))) - 1
-		require.Greater(t, attempts, int(time.Hour/actors.DefaultBackoff.Max))
+		require.Greater(t, attempts, int(time.Hour/actors.DefaultBackoff().Max))
 		require.Less(t, attempts, int(time.Hour/(6666*time.Millisecond))+20)
 		s.probe.setDown(false)
-		time.Sleep(actors.DefaultBackoff.Max)
+		time.Sleep(actors.DefaultBackoff().Max)
 		synctest.Wait()
 		require.Equal(t, wal.KafkaID(n), s.stored())
 		_ = s.stop(true)
