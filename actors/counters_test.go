@@ -1,6 +1,8 @@
 package actors
 
 import (
+	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
+
 	"testing"
 	"time"
 
@@ -31,11 +33,13 @@ func TestCounters(t *testing.T) {
 	require.NoError(t, err)
 	pid := system.Root.Spawn(props)
 
-	require.NoError(t, Request(system.Root, pid, &messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(11)}, time.Second))
-	require.Error(t, Request(system.Root, pid, &messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(1)}, time.Second))
-	require.Error(t, Request(system.Root, pid, &messages.UpdateBatch{Updates: []messages.VChannelCheckpoint{
+	require.NoError(t, Request(ctxtest.Within(time.Second), system.Root, pid, &messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(11)}))
+	require.Error(t, Request(ctxtest.Within(time.Second), system.Root, pid, &messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(1)}))
+	require.Error(t, Request(ctxtest.Within(
+
+		time.Second), system.Root, pid, &messages.UpdateBatch{Updates: []messages.VChannelCheckpoint{
 		{VChannel: "a", Checkpoint: wal.KafkaID(12)}, {VChannel: "ghost", Checkpoint: wal.KafkaID(12)}, {VChannel: "b", Checkpoint: wal.KafkaID(21)},
-	}}, time.Second))
+	}}))
 	assert.Equal(t, uint64(3), c.Updates(), "1 update and 2 of 3 batch entries")
 
 	require.Eventually(t, func() bool { return c.SavesInFlight() == 1 }, 10*time.Second, time.Millisecond)

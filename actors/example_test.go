@@ -1,6 +1,8 @@
 package actors_test
 
 import (
+	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
+
 	"fmt"
 	"time"
 
@@ -42,7 +44,7 @@ func Example() {
 	system.Root.Send(pchannel, &messages.UpdateCheckpoint{VChannel: "orders-shard-a", Checkpoint: wal.KafkaID(130)})
 	fmt.Println(<-persisted) // shard-b is now the slowest
 
-	err = actors.Request(system.Root, pchannel, &messages.UpdateCheckpoint{VChannel: "orders-shard-b", Checkpoint: wal.KafkaID(1)}, time.Second)
+	err = actors.Request(ctxtest.Within(time.Second), system.Root, pchannel, &messages.UpdateCheckpoint{VChannel: "orders-shard-b", Checkpoint: wal.KafkaID(1)})
 	fmt.Println(err)
 
 	_ = system.Root.PoisonFuture(pchannel).Wait() // flushes what is pending

@@ -1,6 +1,8 @@
 package actors
 
 import (
+	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
+
 	"github.com/lowwater/lowwater/internal/core/saveplan"
 
 	"context"
@@ -39,9 +41,9 @@ func TestNamesValidated(t *testing.T) {
 	require.NoError(t, err)
 	pid := system.Root.Spawn(props)
 	defer func() { require.NoError(t, system.Root.StopFuture(pid).Wait()) }()
-	err = Request(system.Root, pid, &messages.AddVChannel{VChannel: strings.Repeat("v", persistence.MaxNameLen+1), Checkpoint: wal.KafkaID(0)}, 5*time.Second)
+	err = Request(ctxtest.Within(5*time.Second), system.Root, pid, &messages.AddVChannel{VChannel: strings.Repeat("v", persistence.MaxNameLen+1), Checkpoint: wal.KafkaID(0)})
 	require.ErrorIs(t, err, persistence.ErrInvalidArgument)
-	st, err := GetState(system.Root, pid, true, 5*time.Second)
+	st, err := GetState(ctxtest.Within(5*time.Second), system.Root, pid, IncludeCheckpoints())
 	require.NoError(t, err)
 	require.Equal(t, map[string]wal.MessageID{"a": wal.KafkaID(1)}, st.Checkpoints, "a rejected Add changes nothing")
 }

@@ -656,7 +656,12 @@ func (p *pchannel) flush(ctx actor.Context, deadline time.Time) {
 	}
 }
 
-func (p *pchannel) header() messages.Header { return messages.NewHeader(p.cfg.pchannel) }
+func (p *pchannel) header() messages.Header { return newHeader(p.cfg.pchannel) }
+
+// newHeader stamps an event of pchannel now.
+func newHeader(pchannel string) messages.Header {
+	return messages.Header{PChannel: pchannel, At: time.Now()}
+}
 
 // publish hands ev to the EventStream's subscribers, which run here, on
 // the mailbox goroutine, guarded (see the package function).

@@ -170,7 +170,7 @@ func (s *persister) saved(m *callDone) {
 	case m.err == nil:
 		step = s.plan.Succeeded()
 		s.report()
-		publish(s.events, s.cfg.logger, &messages.CheckpointPersisted{Header: messages.NewHeader(s.cfg.pchannel), Value: m.value, Attempts: attempt, Latency: m.latency})
+		publish(s.events, s.cfg.logger, &messages.CheckpointPersisted{Header: newHeader(s.cfg.pchannel), Value: m.value, Attempts: attempt, Latency: m.latency})
 	case errors.As(m.err, &stored):
 		// Another writer got ahead; its value is durable, so it is ours too.
 		step = s.plan.Adopt(stored.Stored)
@@ -192,7 +192,7 @@ func (s *persister) saved(m *callDone) {
 }
 
 func (s *persister) failed(m *callDone, attempt int, next time.Duration) {
-	publish(s.events, s.cfg.logger, &messages.PersistFailed{Header: messages.NewHeader(s.cfg.pchannel), Value: m.value, Attempt: attempt, Err: m.err, NextRetry: next})
+	publish(s.events, s.cfg.logger, &messages.PersistFailed{Header: newHeader(s.cfg.pchannel), Value: m.value, Attempt: attempt, Err: m.err, NextRetry: next})
 	s.cfg.logger.Warn("save failed", zap.Stringer("checkpoint", m.value), zap.Int("attempt", attempt),
 		zap.Duration("nextRetry", next), zap.Duration("latency", m.latency), zap.Error(m.err))
 }

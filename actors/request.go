@@ -1,6 +1,8 @@
 package actors
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -12,14 +14,21 @@ import (
 	"github.com/lowwater/lowwater/messages"
 )
 
-// Request sends cmd to a pchannel and waits up to timeout for its reply:
-// nil when applied, the command's typed error when rejected, or the
-// future's error (actor.ErrTimeout, actor.ErrDeadLetter) when no reply came.
-// It uses RequestFuture because Root.Request sets no sender at the pinned
-// protoactor version, and must not be called from inside an actor's Receive
-// (wait with ReenterAfter there instead).
-func Request(sender actor.SenderContext, pchannel *actor.PID, cmd messages.Command, timeout time.Duration) error {
-	res, err := sender.RequestFuture(pchannel, cmd, timeout).Result()
+// DefaultRequestTimeout bounds Request and GetState when their context
+// has no deadline, so that no wait on an actor is unbounded.
+const DefaultRequestTimeout = 5 * time.Second
+
+// Request sends cmd to a pchannel and waits for its reply: nil when the
+// command took effect in memory, the command's typed error when it was
+// rejected (errors.Is(err, messages.ErrCheckpointRollback), ...). It waits
+// until ctx is done, or DefaultRequestTimeout when ctx has no deadline, and
+// then returns ctx's error (context.DeadlineExceeded for the timeout). A
+// pchannel that no longer exists gives actor.ErrDeadLetter.
+//
+// It must not be called from inside an actor's Receive, which would block
+// the actor: wait with ReenterAfter there instead.
+func Request(ctx context.Context, sender actor.SenderContext, pchannel *actor.PID, cmd messages.Command) error {
+	res, err := ask(ctx, sender, pchannel, cmd)
 	if err != nil {
 		return err
 	}
@@ -33,9 +42,26 @@ func Request(sender actor.SenderContext, pchannel *actor.PID, cmd messages.Comma
 	}
 }
 
-// GetState asks a pchannel for its state and waits up to timeout.
-func GetState(sender actor.SenderContext, pchannel *actor.PID, withVChannels bool, timeout time.Duration) (*messages.State, error) {
-	res, err := sender.RequestFuture(pchannel, &messages.GetState{WithVChannels: withVChannels}, timeout).Result()
+// StateOption adds to what GetState asks for.
+type StateOption interface{ applyState(*messages.GetState) }
+
+type stateOptionFunc func(*messages.GetState)
+
+func (f stateOptionFunc) applyState(g *messages.GetState) { f(g) }
+
+// IncludeCheckpoints asks GetState for every vchannel's checkpoint too
+// (State.Checkpoints), at a cost that grows with the vchannels.
+func IncludeCheckpoints() StateOption {
+	return stateOptionFunc(func(g *messages.GetState) { g.WithVChannels = true })
+}
+
+// GetState asks a pchannel for its state, waiting as Request does.
+func GetState(ctx context.Context, sender actor.SenderContext, pchannel *actor.PID, opts ...StateOption) (*messages.State, error) {
+	q := &messages.GetState{}
+	for _, o := range opts {
+		o.applyState(q)
+	}
+	res, err := ask(ctx, sender, pchannel, q)
 	if err != nil {
 		return nil, err
 	}
@@ -44,6 +70,43 @@ func GetState(sender actor.SenderContext, pchannel *actor.PID, withVChannels boo
 		return nil, fmt.Errorf("lowwater: unexpected reply %T to GetState", res)
 	}
 	return s, nil
+}
+
+// canceled completes a request's future when its context ends first.
+type canceled struct{}
+
+// ask is RequestFuture bounded by ctx. It uses a future because Root.Request
+// sets no sender at the pinned protoactor version. The future's own timer
+// keeps the deadline; a context that can be cancelled ends the future early
+// through context.AfterFunc, so that no goroutine waits beside the caller.
+func ask(ctx context.Context, sender actor.SenderContext, pid *actor.PID, msg any) (any, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	timeout := DefaultRequestTimeout
+	deadline, hasDeadline := ctx.Deadline()
+	if hasDeadline {
+		timeout = max(time.Until(deadline), time.Nanosecond)
+	}
+	future := sender.RequestFuture(pid, msg, timeout)
+	if ctx.Done() != nil {
+		root, fpid := sender.ActorSystem().Root, future.PID()
+		stop := context.AfterFunc(ctx, func() { root.Send(fpid, canceled{}) })
+		defer stop()
+	}
+	res, err := future.Result()
+	switch {
+	case errors.Is(err, actor.ErrTimeout) && hasDeadline:
+		return nil, context.DeadlineExceeded
+	case errors.Is(err, actor.ErrTimeout):
+		return nil, fmt.Errorf("lowwater: no reply within %v: %w", timeout, context.DeadlineExceeded)
+	case err != nil:
+		return nil, err
+	}
+	if _, ok := res.(canceled); ok {
+		return nil, ctx.Err()
+	}
+	return res, nil
 }
 
 // LoggerFactory bridges protoactor's slog logging to l, so that one zap

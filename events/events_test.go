@@ -32,7 +32,7 @@ func newSystem() *actor.ActorSystem {
 }
 
 func advanced(pchannel string, i int) *messages.MinimumAdvanced {
-	return &messages.MinimumAdvanced{Header: messages.NewHeader(pchannel), To: wal.KafkaID(i)}
+	return &messages.MinimumAdvanced{Header: messages.Header{PChannel: pchannel, At: time.Now()}, To: wal.KafkaID(i)}
 }
 
 func seqOf(t *testing.T, ev messages.Event) int {
@@ -166,7 +166,7 @@ func TestFilters(t *testing.T) {
 	require.NoError(t, err)
 	es.Publish(advanced("p0", 1))
 	es.Publish(advanced("p1", 2))
-	es.Publish(&messages.CheckpointPersisted{Header: messages.NewHeader("p1"), Value: wal.KafkaID(2)})
+	es.Publish(&messages.CheckpointPersisted{Header: messages.Header{PChannel: "p1", At: time.Now()}, Value: wal.KafkaID(2)})
 	es.Publish(advanced("p2", 3))
 	es.Publish("not a lowwater event")
 	sub.Close()

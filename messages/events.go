@@ -22,9 +22,6 @@ type Header struct {
 // EventHeader returns h; it makes every event an Event.
 func (h Header) EventHeader() Header { return h }
 
-// NewHeader stamps an event for pchannel now.
-func NewHeader(pchannel string) Header { return Header{PChannel: pchannel, At: time.Now()} }
-
 // Recovered is published once the stored checkpoint was read: commands
 // were applied all along, and saving starts now.
 type Recovered struct {

@@ -1,6 +1,8 @@
 package metrics_test
 
 import (
+	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
+
 	"fmt"
 	"time"
 
@@ -39,8 +41,8 @@ func Example() {
 	}
 	pchannel := system.Root.Spawn(props)
 
-	_ = actors.Request(system.Root, pchannel, &messages.UpdateCheckpoint{VChannel: "shard-a", Checkpoint: wal.KafkaID(130)}, time.Second)
-	_ = actors.Request(system.Root, pchannel, &messages.UpdateCheckpoint{VChannel: "shard-b", Checkpoint: wal.KafkaID(1)}, time.Second)
+	_ = actors.Request(ctxtest.Within(time.Second), system.Root, pchannel, &messages.UpdateCheckpoint{VChannel: "shard-a", Checkpoint: wal.KafkaID(130)})
+	_ = actors.Request(ctxtest.Within(time.Second), system.Root, pchannel, &messages.UpdateCheckpoint{VChannel: "shard-b", Checkpoint: wal.KafkaID(1)})
 	_ = system.Root.PoisonFuture(pchannel).Wait()
 	sub.Close() // the collector has now seen every event
 	system.Shutdown()

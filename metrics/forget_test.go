@@ -1,6 +1,9 @@
 package metrics_test
 
 import (
+	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
+	"time"
+
 	"fmt"
 	"log/slog"
 	"strings"
@@ -48,8 +51,9 @@ func TestForgetWinsOverLateEvents(t *testing.T) {
 					actors.WithVChannels(map[string]wal.MessageID{"v": wal.KafkaID(checkpoint)}))
 				require.NoError(t, err)
 				pid := system.Root.Spawn(props)
-				require.NoError(t, actors.Request(system.Root, pid,
-					&messages.UpdateCheckpoint{VChannel: "v", Checkpoint: wal.KafkaID(checkpoint + 1)}, testBound))
+				require.NoError(t, actors.Request(ctxtest.Within(
+					testBound), system.Root, pid,
+					&messages.UpdateCheckpoint{VChannel: "v", Checkpoint: wal.KafkaID(checkpoint + 1)}))
 				return pid
 			}
 			for i := range cycles {
@@ -63,7 +67,7 @@ func TestForgetWinsOverLateEvents(t *testing.T) {
 
 			// The collector has caught up once the event published last
 			// has been counted.
-			system.EventStream.Publish(&messages.VChannelDropped{Header: messages.NewHeader("sentinel"), VChannel: "s"})
+			system.EventStream.Publish(&messages.VChannelDropped{Header: messages.Header{PChannel: "sentinel", At: time.Now()}, VChannel: "s"})
 			require.Eventually(t, func() bool {
 				return sample(t, reg, "lowwater_vchannels_dropped_total", labelled, "sentinel") == 1
 			}, testBound, tick, "the collector did not catch up")

@@ -1,6 +1,8 @@
 package metrics_test
 
 import (
+	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
+
 	"fmt"
 	"log/slog"
 	"net/http/httptest"
@@ -136,10 +138,11 @@ func TestScrapeMoves(t *testing.T) {
 				return m["lowwater_pchannels_recovering"+lbl] == 0 && m["lowwater_saves_total"+lbl] == 1
 			})
 
-			require.NoError(t, actors.Request(system.Root, pid, &messages.UpdateBatch{Updates: []messages.VChannelCheckpoint{
-				{VChannel: "a", Checkpoint: wal.KafkaID(30)}, {VChannel: "b", Checkpoint: wal.KafkaID(40)}}}, time.Second))
+			require.NoError(t, actors.Request(ctxtest.Within(
+				time.Second), system.Root, pid, &messages.UpdateBatch{Updates: []messages.VChannelCheckpoint{
+				{VChannel: "a", Checkpoint: wal.KafkaID(30)}, {VChannel: "b", Checkpoint: wal.KafkaID(40)}}}))
 			rollback := &messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(1)}
-			require.ErrorIs(t, actors.Request(system.Root, pid, rollback, time.Second), messages.ErrCheckpointRollback)
+			require.ErrorIs(t, actors.Request(ctxtest.Within(time.Second), system.Root, pid, rollback), messages.ErrCheckpointRollback)
 			m = eventually("updates, an advance, a rejection, a second save", func(m map[string]float64) bool {
 				return m["lowwater_saves_total"+lbl] == 2 && m["lowwater_commands_rejected_total"+lblR("rollback")] == 1
 			})
@@ -149,8 +152,9 @@ func TestScrapeMoves(t *testing.T) {
 
 			// An outage: saves fail, the pchannel retries, the lag grows.
 			catalog.SetDown(true)
-			require.NoError(t, actors.Request(system.Root, pid, &messages.UpdateBatch{Updates: []messages.VChannelCheckpoint{
-				{VChannel: "a", Checkpoint: wal.KafkaID(50)}, {VChannel: "b", Checkpoint: wal.KafkaID(60)}}}, time.Second))
+			require.NoError(t, actors.Request(ctxtest.Within(
+				time.Second), system.Root, pid, &messages.UpdateBatch{Updates: []messages.VChannelCheckpoint{
+				{VChannel: "a", Checkpoint: wal.KafkaID(50)}, {VChannel: "b", Checkpoint: wal.KafkaID(60)}}}))
 			m = eventually("failing and retrying", func(m map[string]float64) bool {
 				return m["lowwater_save_failures_total"+lblR("error")] >= 2 && m["lowwater_pchannels_retrying"+lbl] == 1 &&
 					m["lowwater_persist_lag_seconds"+lbl] > 0
@@ -189,9 +193,9 @@ func TestSeriesAndLint(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 7+6+1+15, n, "7 rejection reasons, 6 failure reasons, 1 histogram, 15 other series")
 
-	collector.Observe(&messages.CommandRejected{Header: messages.NewHeader("p9"), Err: fmt.Errorf("wrapped: %w", messages.ErrVChannelExists)})
-	collector.Observe(&messages.PersistFailed{Header: messages.NewHeader("p9"), Err: persistence.ErrFenced})
-	collector.Observe(&messages.PersistFailed{Header: messages.NewHeader("p9"), Err: fmt.Errorf("odd")})
+	collector.Observe(&messages.CommandRejected{Header: messages.Header{PChannel: "p9", At: time.Now()}, Err: fmt.Errorf("wrapped: %w", messages.ErrVChannelExists)})
+	collector.Observe(&messages.PersistFailed{Header: messages.Header{PChannel: "p9", At: time.Now()}, Err: persistence.ErrFenced})
+	collector.Observe(&messages.PersistFailed{Header: messages.Header{PChannel: "p9", At: time.Now()}, Err: fmt.Errorf("odd")})
 	require.NoError(t, testutil.GatherAndCompare(registry(t, collector), strings.NewReader(`
 # HELP lowwater_commands_rejected_total Commands rejected, by reason; a rejected command changes nothing.
 # TYPE lowwater_commands_rejected_total counter
@@ -225,7 +229,7 @@ func TestForget(t *testing.T) {
 		require.NoError(t, err)
 		applyUpdates(t, "p0", collector.Counters("p0"), 5)
 		applyUpdates(t, "p1", collector.Counters("p1"), 7)
-		collector.Observe(&messages.CheckpointPersisted{Header: messages.NewHeader("p0"), Value: wal.KafkaID(1)})
+		collector.Observe(&messages.CheckpointPersisted{Header: messages.Header{PChannel: "p0", At: time.Now()}, Value: wal.KafkaID(1)})
 		collector.Forget("p0")
 		collector.Forget("nope")
 		reg := registry(t, collector)
@@ -271,7 +275,7 @@ func applyUpdates(t *testing.T, pchannel string, counters *actors.Counters, n in
 	require.NoError(t, err)
 	pid := system.Root.Spawn(props)
 	for i := 1; i <= n; i++ {
-		require.NoError(t, actors.Request(system.Root, pid, &messages.UpdateCheckpoint{VChannel: "v", Checkpoint: wal.KafkaID(i)}, 5*time.Second))
+		require.NoError(t, actors.Request(ctxtest.Within(5*time.Second), system.Root, pid, &messages.UpdateCheckpoint{VChannel: "v", Checkpoint: wal.KafkaID(i)}))
 	}
 	require.NoError(t, system.Root.PoisonFuture(pid).Wait())
 	require.Equal(t, uint64(n), counters.Updates())

@@ -1,6 +1,8 @@
 package tests
 
 import (
+	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
+
 	"context"
 	"errors"
 	"sync"
@@ -75,7 +77,7 @@ func TestFencedWriterStops(t *testing.T) {
 	require.Nil(t, stopped.LastPersisted)
 	require.Equal(t, 1, cat.count(), "a fenced writer saved again")
 	require.Len(t, collect[*messages.PersistFailed](h.rec), 1)
-	_, err := actors.GetState(h.sys.Root, pid, false, 200*time.Millisecond)
+	_, err := actors.GetState(ctxtest.Within(200*time.Millisecond), h.sys.Root, pid)
 	require.Error(t, err, "the fenced actor still answers")
 	t.Logf("stopped after fencing: %+v", stopped)
 }

@@ -4,6 +4,8 @@
 package tests
 
 import (
+	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
+
 	"context"
 	"errors"
 	"runtime"
@@ -139,7 +141,7 @@ func (h *harness) stop(pid *actor.PID) (*messages.Stopped, time.Duration) {
 
 // request sends cmd with a sender and returns the reply.
 func (h *harness) request(pid *actor.PID, cmd messages.Command) error {
-	return actors.Request(h.sys.Root, pid, cmd, reqTimeout)
+	return actors.Request(ctxtest.Within(reqTimeout), h.sys.Root, pid, cmd)
 }
 
 // mustRequest sends cmd and requires it to be applied.
@@ -150,7 +152,11 @@ func (h *harness) mustRequest(pid *actor.PID, cmd messages.Command) {
 
 func (h *harness) state(pid *actor.PID, withVChannels bool) *messages.State {
 	h.t.Helper()
-	s, err := actors.GetState(h.sys.Root, pid, withVChannels, reqTimeout)
+	var opts []actors.StateOption
+	if withVChannels {
+		opts = append(opts, actors.IncludeCheckpoints())
+	}
+	s, err := actors.GetState(ctxtest.Within(reqTimeout), h.sys.Root, pid, opts...)
 	require.NoError(h.t, err)
 	return s
 }

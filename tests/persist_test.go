@@ -1,6 +1,8 @@
 package tests
 
 import (
+	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
+
 	"fmt"
 	"sync"
 	"testing"
@@ -68,7 +70,7 @@ func TestGetStateAfterCheckpointPersisted(t *testing.T) {
 			asked <- struct{}{}
 			return
 		}
-		s, err := actors.GetState(h.sys.Root, pid, false, reqTimeout)
+		s, err := actors.GetState(ctxtest.Within(reqTimeout), h.sys.Root, pid)
 		mu.Lock()
 		defer mu.Unlock()
 		if err != nil {

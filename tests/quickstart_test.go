@@ -1,6 +1,8 @@
 package tests
 
 import (
+	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
+
 	"context"
 	"path/filepath"
 	"testing"
@@ -42,8 +44,9 @@ func TestQuickStartPersistsEveryRun(t *testing.T) {
 			}
 		})
 		pchannel := system.Root.Spawn(props)
-		require.NoError(t, actors.Request(system.Root, pchannel,
-			&messages.UpdateCheckpoint{VChannel: "shard-a", Checkpoint: wal.KafkaID(130)}, time.Second))
+		require.NoError(t, actors.Request(ctxtest.Within(
+			time.Second), system.Root, pchannel,
+			&messages.UpdateCheckpoint{VChannel: "shard-a", Checkpoint: wal.KafkaID(130)}))
 		require.NoError(t, system.Root.PoisonFuture(pchannel).Wait())
 		system.EventStream.Unsubscribe(sub)
 		system.Shutdown()

@@ -1,6 +1,8 @@
 package wal_test
 
 import (
+	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
+
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -131,7 +133,7 @@ func ExampleRegister() {
 	// A new vchannel, then everyone moves past the 32-bit boundary of the
 	// low half: the order is the 64-bit value's.
 	request := func(cmd messages.Command) {
-		if err := actors.Request(system.Root, pchannel, cmd, time.Second); err != nil {
+		if err := actors.Request(ctxtest.Within(time.Second), system.Root, pchannel, cmd); err != nil {
 			panic(err)
 		}
 	}

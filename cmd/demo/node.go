@@ -91,7 +91,9 @@ func (n *node) send(pchannel string, cmd messages.Command) {
 func (n *node) states() ([]*messages.State, error) {
 	states := make([]*messages.State, 0, len(n.names))
 	for _, name := range n.names {
-		st, err := actors.GetState(n.system.Root, n.pids[name], false, requestTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), requestTimeout)
+		st, err := actors.GetState(ctx, n.system.Root, n.pids[name])
+		cancel()
 		if err != nil {
 			return nil, fmt.Errorf("state of %s: %w", name, err)
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"testing"
+	"time"
 
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/wal"
@@ -17,23 +18,23 @@ func evidenceOf(run, restart []wal.MessageID) *evidence {
 	}}
 	rec := newRecord(names)
 	for _, e := range []messages.Event{
-		&messages.MinimumAdvanced{Header: messages.NewHeader("p0"), From: wal.KafkaID(10), To: wal.KafkaID(20)},
-		&messages.VChannelAdded{Header: messages.NewHeader("p0"), VChannel: "late", Checkpoint: wal.KafkaID(15)},
-		&messages.MinimumAdvanced{Header: messages.NewHeader("p0"), From: wal.KafkaID(15), To: wal.KafkaID(30)},
-		&messages.MinimumAdvanced{Header: messages.NewHeader("p0"), From: wal.KafkaID(30), To: wal.KafkaID(31)},
+		&messages.MinimumAdvanced{Header: messages.Header{PChannel: "p0", At: time.Now()}, From: wal.KafkaID(10), To: wal.KafkaID(20)},
+		&messages.VChannelAdded{Header: messages.Header{PChannel: "p0", At: time.Now()}, VChannel: "late", Checkpoint: wal.KafkaID(15)},
+		&messages.MinimumAdvanced{Header: messages.Header{PChannel: "p0", At: time.Now()}, From: wal.KafkaID(15), To: wal.KafkaID(30)},
+		&messages.MinimumAdvanced{Header: messages.Header{PChannel: "p0", At: time.Now()}, From: wal.KafkaID(30), To: wal.KafkaID(31)},
 	} {
 		rec.observe(e)
 	}
 	for _, v := range run {
-		rec.observe(&messages.CheckpointPersisted{Header: messages.NewHeader("p0"), Value: v})
+		rec.observe(&messages.CheckpointPersisted{Header: messages.Header{PChannel: "p0", At: time.Now()}, Value: v})
 	}
-	rec.observe(&messages.Stopped{Header: messages.NewHeader("p0"), Graceful: true, LastPersisted: rec.pchannels["p0"].lastPersisted(nil), Flushed: true})
+	rec.observe(&messages.Stopped{Header: messages.Header{PChannel: "p0", At: time.Now()}, Graceful: true, LastPersisted: rec.pchannels["p0"].lastPersisted(nil), Flushed: true})
 	sim2 := &simulator{pchannel: "p0", initialMinimum: wal.KafkaID(30), minima: map[wal.MessageID]struct{}{wal.KafkaID(30): {}}}
 	rec2 := newRecord(names)
 	for _, v := range restart {
-		rec2.observe(&messages.CheckpointPersisted{Header: messages.NewHeader("p0"), Value: v})
+		rec2.observe(&messages.CheckpointPersisted{Header: messages.Header{PChannel: "p0", At: time.Now()}, Value: v})
 	}
-	rec2.observe(&messages.Stopped{Header: messages.NewHeader("p0"), Graceful: true, Flushed: true})
+	rec2.observe(&messages.Stopped{Header: messages.Header{PChannel: "p0", At: time.Now()}, Graceful: true, Flushed: true})
 	last := rec.pchannels["p0"].lastPersisted(nil)
 	final := rec2.pchannels["p0"].lastPersisted(last)
 	return &evidence{

@@ -203,7 +203,9 @@ func spawnPChannel(system *actor.ActorSystem, catalog persistence.Catalog, cfg *
 		return nil, 0, err
 	}
 	// Preloaded, the actor is recovered as soon as it started.
-	st, err := actors.GetState(system.Root, pid, false, 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	st, err := actors.GetState(ctx, system.Root, pid)
 	if err != nil {
 		return pid, 0, err
 	}

@@ -4,6 +4,8 @@
 package crash
 
 import (
+	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
+
 	"bufio"
 	"bytes"
 	"context"
@@ -311,7 +313,7 @@ func TestCrashChild(t *testing.T) {
 		update := &messages.UpdateCheckpoint{VChannel: fmt.Sprint("v", k), Checkpoint: wal.KafkaID(cps[k])}
 		if i%16 == 0 {
 			// Backpressure: wait for the actor now and then.
-			require.NoError(t, actors.Request(sys.Root, pid, update, time.Minute))
+			require.NoError(t, actors.Request(ctxtest.Within(time.Minute), sys.Root, pid, update))
 			continue
 		}
 		sys.Root.Send(pid, update)

@@ -1,6 +1,8 @@
 package etcd_test
 
 import (
+	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
+
 	"context"
 	"fmt"
 	"log/slog"
@@ -168,12 +170,12 @@ func (s *system) spawn(pchannel string, cat persistence.Catalog, opts ...actors.
 
 func (s *system) update(pid *actor.PID, vchannel string, n int64) {
 	s.t.Helper()
-	require.NoError(s.t, actors.Request(s.sys.Root, pid, &messages.UpdateCheckpoint{VChannel: vchannel, Checkpoint: k(n)}, reqTimeout))
+	require.NoError(s.t, actors.Request(ctxtest.Within(reqTimeout), s.sys.Root, pid, &messages.UpdateCheckpoint{VChannel: vchannel, Checkpoint: k(n)}))
 }
 
 func (s *system) state(pid *actor.PID) *messages.State {
 	s.t.Helper()
-	st, err := actors.GetState(s.sys.Root, pid, false, reqTimeout)
+	st, err := actors.GetState(ctxtest.Within(reqTimeout), s.sys.Root, pid)
 	require.NoError(s.t, err)
 	return st
 }

@@ -1,6 +1,8 @@
 package etcd_test
 
 import (
+	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
+
 	"context"
 	"errors"
 	"testing"
@@ -91,7 +93,7 @@ func testTakeover(t *testing.T, eps []string, admin *clientv3.Client, pch string
 	require.ErrorIs(t, oa.Context().Err(), context.Canceled)
 
 	// The actor is gone: commands go to dead letters.
-	err := actors.Request(s.sys.Root, pa, &messages.UpdateCheckpoint{VChannel: "v", Checkpoint: k(1 << 40)}, reqTimeout)
+	err := actors.Request(ctxtest.Within(reqTimeout), s.sys.Root, pa, &messages.UpdateCheckpoint{VChannel: "v", Checkpoint: k(1 << 40)})
 	require.ErrorIs(t, err, actor.ErrDeadLetter)
 	acksA := collect[*messages.CheckpointPersisted](s.rec, pch, 0)
 	lastAckA := acksA[len(acksA)-1].Value

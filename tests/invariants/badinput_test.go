@@ -1,6 +1,8 @@
 package invariants
 
 import (
+	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
+
 	"context"
 	"testing"
 	"testing/synctest"
@@ -71,7 +73,7 @@ func TestBadInputCatalogue(t *testing.T) {
 				logs.TakeAll()
 				from := s.rec.Len()
 
-				err := actors.Request(s.sys.Root, s.pid, row.cmd, time.Minute)
+				err := actors.Request(ctxtest.Within(time.Minute), s.sys.Root, s.pid, row.cmd)
 				require.EqualError(t, err, row.reply)
 				for _, target := range row.is {
 					require.ErrorIs(t, err, target)
@@ -98,7 +100,7 @@ func TestBadInputCatalogue(t *testing.T) {
 					require.Equal(t, r.Err.Error(), warns[i])
 				}
 
-				st, err := actors.GetState(s.sys.Root, s.pid, true, time.Minute)
+				st, err := actors.GetState(ctxtest.Within(time.Minute), s.sys.Root, s.pid, actors.IncludeCheckpoints())
 				require.NoError(t, err)
 				want := map[string]wal.MessageID{"a": wal.KafkaID(10)}
 				if row.applied {

@@ -1,6 +1,8 @@
 package invariants
 
 import (
+	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
+
 	"context"
 	"errors"
 	"testing"
@@ -129,7 +131,7 @@ func fuzzActor(t *testing.T, data []byte) {
 			s.sys.Root.Send(s.pid, cmd)
 			continue
 		}
-		reply := actors.Request(s.sys.Root, s.pid, cmd, time.Minute)
+		reply := actors.Request(ctxtest.Within(time.Minute), s.sys.Root, s.pid, cmd)
 		switch {
 		case want != nil:
 			if !errors.Is(reply, want) {
@@ -155,7 +157,7 @@ func fuzzActor(t *testing.T, data []byte) {
 		}
 	}
 	synctest.Wait()
-	st, err := actors.GetState(s.sys.Root, s.pid, true, time.Minute)
+	st, err := actors.GetState(ctxtest.Within(time.Minute), s.sys.Root, s.pid, actors.IncludeCheckpoints())
 	if err != nil {
 		fail("GetState: %v", err)
 	}

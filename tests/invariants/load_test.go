@@ -1,6 +1,8 @@
 package invariants
 
 import (
+	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
+
 	"context"
 	"fmt"
 	"os"
@@ -80,7 +82,7 @@ func TestLoad(t *testing.T) {
 	props, err := actors.NewProps("pch-load", wal.Kafka, cat, actors.WithVChannels(initial))
 	require.NoError(t, err)
 	pid := sys.Root.Spawn(props)
-	st, err := actors.GetState(sys.Root, pid, false, time.Minute)
+	st, err := actors.GetState(ctxtest.Within(time.Minute), sys.Root, pid)
 	require.NoError(t, err)
 	require.Equal(t, senders*perSender, st.VChannels)
 
@@ -117,7 +119,7 @@ func TestLoad(t *testing.T) {
 		// Every vchannel ends the round at the same offset; GetState
 		// queues behind every update.
 		final := wal.KafkaID(int64((round + 1) * perRound / perSender))
-		st, err = actors.GetState(sys.Root, pid, false, 5*time.Minute)
+		st, err = actors.GetState(ctxtest.Within(5*time.Minute), sys.Root, pid)
 		require.NoError(t, err)
 		require.Equal(t, final, st.Minimum)
 
@@ -129,7 +131,7 @@ func TestLoad(t *testing.T) {
 				t.Fatalf("final minimum %s not persisted; last %v", final, p)
 			}
 		}
-		st, err = actors.GetState(sys.Root, pid, false, time.Minute)
+		st, err = actors.GetState(ctxtest.Within(time.Minute), sys.Root, pid)
 		require.NoError(t, err)
 		require.Equal(t, final, st.Persisted)
 		require.Equal(t, final, store.value())

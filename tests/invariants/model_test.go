@@ -1,6 +1,8 @@
 package invariants
 
 import (
+	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
+
 	"context"
 	"errors"
 	"fmt"
@@ -480,7 +482,7 @@ func drawCheckpoint(t *rapid.T, hi int64) wal.MessageID {
 // Send (no reply; the rejection is only published and logged).
 func (m *model) deliver(t *rapid.T, cmd messages.Command) (reply error, asked bool) {
 	if rapid.Bool().Draw(t, "request") {
-		return actors.Request(m.sys.Root, m.pid, cmd, time.Minute), true
+		return actors.Request(ctxtest.Within(time.Minute), m.sys.Root, m.pid, cmd), true
 	}
 	m.sys.Root.Send(m.pid, cmd)
 	return nil, false
@@ -1171,7 +1173,7 @@ func (m *model) reconcile(kind stepKind) {
 	if m.pid == nil {
 		return
 	}
-	st, err := actors.GetState(m.sys.Root, m.pid, true, time.Minute)
+	st, err := actors.GetState(ctxtest.Within(time.Minute), m.sys.Root, m.pid, actors.IncludeCheckpoints())
 	require.NoError(t, err)
 	require.Equal(t, m.checkpoints(), st.Checkpoints, "checkpoints")
 	require.Equal(t, m.minimum().id(), st.Minimum, "minimum")

@@ -1,6 +1,8 @@
 package invariants
 
 import (
+	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
+
 	"testing"
 	"testing/synctest"
 	"time"
@@ -28,7 +30,7 @@ func TestRegressionNilCommandIsRejected(t *testing.T) {
 		s := newScene(t)
 		s.spawn(actors.WithVChannels(map[string]wal.MessageID{"x": wal.KafkaID(1)}))
 		synctest.Wait()
-		require.NoError(t, actors.Request(s.sys.Root, s.pid, &messages.AddVChannel{VChannel: "y", Checkpoint: wal.KafkaID(2)}, time.Minute))
+		require.NoError(t, actors.Request(ctxtest.Within(time.Minute), s.sys.Root, s.pid, &messages.AddVChannel{VChannel: "y", Checkpoint: wal.KafkaID(2)}))
 		s.update("x", 50)
 		synctest.Wait()
 		require.Equal(t, wal.KafkaID(2), s.stored())
@@ -37,7 +39,7 @@ func TestRegressionNilCommandIsRejected(t *testing.T) {
 			(*messages.DropVChannel)(nil), (*messages.UpdateBatch)(nil)} {
 			synctest.Wait()
 			from := s.rec.Len()
-			err := actors.Request(s.sys.Root, s.pid, cmd, time.Minute)
+			err := actors.Request(ctxtest.Within(time.Minute), s.sys.Root, s.pid, cmd)
 			require.ErrorIs(t, err, messages.ErrNilCommand, "%T", cmd)
 			rej := ofType[*messages.CommandRejected](s.rec.Since(from))
 			require.Len(t, rej, 1)
@@ -46,7 +48,7 @@ func TestRegressionNilCommandIsRejected(t *testing.T) {
 			s.sys.Root.Send(s.pid, cmd) // without a sender: published only
 		}
 		synctest.Wait()
-		st, err := actors.GetState(s.sys.Root, s.pid, true, time.Minute)
+		st, err := actors.GetState(ctxtest.Within(time.Minute), s.sys.Root, s.pid, actors.IncludeCheckpoints())
 		require.NoError(t, err)
 		require.Equal(t, map[string]wal.MessageID{"x": wal.KafkaID(50), "y": wal.KafkaID(2)}, st.Checkpoints)
 		res, err := s.sys.Root.RequestFuture(s.pid, (*messages.GetState)(nil), time.Minute).Result()
@@ -137,7 +139,7 @@ func TestRegressionPanickingSubscriber(t *testing.T) {
 		s := newScene(t)
 		s.spawn(actors.WithVChannels(map[string]wal.MessageID{"x": wal.KafkaID(1)}), actors.WithLogger(zap.New(core)))
 		synctest.Wait()
-		require.NoError(t, actors.Request(s.sys.Root, s.pid, &messages.AddVChannel{VChannel: "y", Checkpoint: wal.KafkaID(2)}, time.Minute))
+		require.NoError(t, actors.Request(ctxtest.Within(time.Minute), s.sys.Root, s.pid, &messages.AddVChannel{VChannel: "y", Checkpoint: wal.KafkaID(2)}))
 		s.update("x", 50)
 		synctest.Wait()
 		require.Equal(t, wal.KafkaID(2), s.stored())
@@ -147,11 +149,11 @@ func TestRegressionPanickingSubscriber(t *testing.T) {
 				panic("a subscriber's bug")
 			}
 		})
-		require.NoError(t, actors.Request(s.sys.Root, s.pid, &messages.AddVChannel{VChannel: "z", Checkpoint: wal.KafkaID(60)}, time.Minute))
+		require.NoError(t, actors.Request(ctxtest.Within(time.Minute), s.sys.Root, s.pid, &messages.AddVChannel{VChannel: "z", Checkpoint: wal.KafkaID(60)}))
 		s.sys.EventStream.Unsubscribe(sub)
 		s.update("x", 50)
 		synctest.Wait()
-		st, err := actors.GetState(s.sys.Root, s.pid, true, time.Minute)
+		st, err := actors.GetState(ctxtest.Within(time.Minute), s.sys.Root, s.pid, actors.IncludeCheckpoints())
 		require.NoError(t, err)
 		require.Equal(t, map[string]wal.MessageID{"x": wal.KafkaID(50), "y": wal.KafkaID(2), "z": wal.KafkaID(60)}, st.Checkpoints)
 		require.Equal(t, wal.KafkaID(2), s.stored(), "I1: y is at 2")

@@ -1,6 +1,8 @@
 package invariants
 
 import (
+	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
+
 	"context"
 	"errors"
 	"fmt"
@@ -89,12 +91,12 @@ func (s *scene) stored() wal.MessageID {
 
 func (s *scene) update(vchannel string, v int64) {
 	s.t.Helper()
-	require.NoError(s.t, actors.Request(s.sys.Root, s.pid, &messages.UpdateCheckpoint{VChannel: vchannel, Checkpoint: wal.KafkaID(v)}, time.Minute))
+	require.NoError(s.t, actors.Request(ctxtest.Within(time.Minute), s.sys.Root, s.pid, &messages.UpdateCheckpoint{VChannel: vchannel, Checkpoint: wal.KafkaID(v)}))
 }
 
 func (s *scene) state() *messages.State {
 	s.t.Helper()
-	st, err := actors.GetState(s.sys.Root, s.pid, false, time.Minute)
+	st, err := actors.GetState(ctxtest.Within(time.Minute), s.sys.Root, s.pid)
 	require.NoError(s.t, err)
 	return st
 }
