@@ -101,11 +101,12 @@ func (e *CorruptRecordError) Is(target error) bool { return target == ErrCorrupt
 // Unwrap exposes the decoding error.
 func (e *CorruptRecordError) Unwrap() error { return e.Err }
 
-// CheckSaveArgs validates Save's arguments the same way in every catalog,
-// including those outside this package.
+// CheckSaveArgs validates Save's arguments the same way in every catalog.
+// It is for implementations of Catalog outside this module too: the
+// conformance suite (package catalogtest) expects exactly these errors.
 func CheckSaveArgs(pchannel string, checkpoint wal.MessageID) error {
-	if pchannel == "" {
-		return fmt.Errorf("%w: empty pchannel name", ErrInvalidArgument)
+	if err := ValidatePChannel(pchannel); err != nil {
+		return err
 	}
 	if checkpoint == nil {
 		return fmt.Errorf("%w: nil checkpoint for %q", ErrInvalidArgument, pchannel)
