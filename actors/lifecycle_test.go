@@ -75,7 +75,9 @@ func TestCrashesBounded(t *testing.T) {
 	defer system.Shutdown()
 	cfg, err := newConfig("p", wal.Kafka, persistence.NewMemory(), []Option{WithBackoff(b)})
 	require.NoError(t, err)
-	p := newPChannel(cfg)
+	from, err := newSpawn(wal.Kafka, nil)
+	require.NoError(t, err)
+	p := newPChannel(cfg, from.tracker())
 	p.events, p.phase = system.EventStream, stopping
 	rs := actor.NewRestartStatistics()
 	for range 1000 {

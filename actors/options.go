@@ -10,8 +10,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lowwater/lowwater/internal/core/saveplan"
-	"github.com/lowwater/lowwater/internal/core/tracker"
-	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/wal"
 )
@@ -56,13 +54,8 @@ type config struct {
 	pchannel string
 	walName  wal.Name
 	catalog  persistence.Catalog
-	// vchannels is WithVChannels' map, read once by newConfig and dropped:
-	// spawn keeps it, compactly, for restarts, and first is built from it.
-	vchannels map[string]wal.MessageID
-	spawn     spawnSet
-	// first is the tracker newConfig built to validate the vchannels; the
-	// first actor spawned takes it, any other one builds its own.
-	first       atomic.Pointer[tracker.Tracker]
+	// vchannels is WithVChannels' map; NewProps turns it into a spawn.
+	vchannels   map[string]wal.MessageID
 	logger      *zap.Logger
 	backoff     saveplan.Backoff
 	saveTimeout time.Duration
@@ -220,96 +213,11 @@ func newConfig(pchannel string, walName wal.Name, catalog persistence.Catalog, o
 	if c.minInterval < 0 {
 		errs = append(errs, fmt.Errorf("min save interval %v is negative", c.minInterval))
 	}
-	if err := c.takeVChannels(); err != nil {
-		errs = append(errs, err)
-	}
 	if len(errs) > 0 {
-		shown := pchannel
-		if len(shown) > 40 {
-			shown = shown[:40] + "…"
-		}
-		return nil, fmt.Errorf("%w: pchannel %q: %w", ErrInvalidOption, shown, errors.Join(errs...))
+		return nil, fmt.Errorf("%w: pchannel %q: %w", ErrInvalidOption, shortName(pchannel), errors.Join(errs...))
 	}
 	c.logger = c.logger.With(zap.String("pchannel", pchannel))
 	return c, nil
-}
-
-// takeVChannels reads the vchannels given at spawn, while NewProps runs:
-// it builds the first tracker from them, which validates them, and keeps
-// them for restarts in a spawnSet rather than a copy of the map.
-func (c *config) takeVChannels() error {
-	cps := make([]messages.VChannelCheckpoint, 0, len(c.vchannels))
-	for name, cp := range c.vchannels {
-		if err := validVChannel(name); err != nil {
-			return err
-		}
-		cps = append(cps, messages.VChannelCheckpoint{VChannel: name, Checkpoint: cp})
-	}
-	c.vchannels = nil
-	t, err := tracker.NewFrom(c.walName, cps)
-	if err != nil {
-		return err
-	}
-	c.spawn = newSpawnSet(t.ShareNames(), cps)
-	c.first.Store(t)
-	return nil
-}
-
-// newTracker returns a tracker holding the vchannels given at spawn: the
-// one newConfig built, the first time, else a new one, so that a restart of
-// the actor rebuilds from the same input.
-func (c *config) newTracker() *tracker.Tracker {
-	if t := c.first.Swap(nil); t != nil {
-		return t
-	}
-	cps, err := c.spawn.checkpoints(c.walName)
-	if err == nil {
-		var t *tracker.Tracker
-		if t, err = tracker.NewFrom(c.walName, cps); err == nil {
-			return t
-		}
-	}
-	// newConfig validated these very checkpoints: unreachable.
-	panic(fmt.Sprintf("lowwater: rebuilding the vchannels given at spawn: %v", err))
-}
-
-// spawnSet keeps the vchannels given at spawn for the actor's restarts, in
-// less memory than a map: their names, which the first tracker shares until
-// a vchannel is added or dropped (tracker.ShareNames), and their IDs
-// marshalled back to back, each after its length in one byte.
-type spawnSet struct {
-	names []string
-	ids   []byte
-}
-
-// newSpawnSet keeps cps; names are cps' names in the same order.
-func newSpawnSet(names []string, cps []messages.VChannelCheckpoint) spawnSet {
-	n := 0
-	for _, c := range cps {
-		n += 1 + len(c.Checkpoint.Marshal())
-	}
-	s := spawnSet{names: names, ids: make([]byte, 0, n)}
-	for _, c := range cps {
-		id := c.Checkpoint.Marshal()
-		s.ids = append(append(s.ids, byte(len(id))), id...)
-	}
-	return s
-}
-
-// checkpoints decodes the set: IDs equal to those given, by value.
-func (s spawnSet) checkpoints(walName wal.Name) ([]messages.VChannelCheckpoint, error) {
-	cps := make([]messages.VChannelCheckpoint, len(s.names))
-	rest := s.ids
-	for i, name := range s.names {
-		n := int(rest[0])
-		id, err := wal.Unmarshal(walName, rest[1:1+n])
-		if err != nil {
-			return nil, err
-		}
-		rest = rest[1+n:]
-		cps[i] = messages.VChannelCheckpoint{VChannel: name, Checkpoint: id}
-	}
-	return cps, nil
 }
 
 // validVChannel checks a vchannel name against what catalogs and logs can
@@ -320,4 +228,12 @@ func validVChannel(name string) error {
 		return nil
 	}
 	return persistence.ValidateVChannel(name)
+}
+
+// shortName is a pchannel name short enough for an error message.
+func shortName(pchannel string) string {
+	if len(pchannel) > 40 {
+		return pchannel[:40] + "…"
+	}
+	return pchannel
 }

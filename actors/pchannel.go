@@ -32,8 +32,13 @@ func NewProps(pchannel string, walName wal.Name, catalog persistence.Catalog, op
 	if err != nil {
 		return nil, err
 	}
+	from, err := newSpawn(walName, cfg.vchannels)
+	if err != nil {
+		return nil, fmt.Errorf("%w: pchannel %q: %w", ErrInvalidOption, shortName(pchannel), err)
+	}
+	cfg.vchannels = nil
 	return actor.PropsFromProducer(
-		func() actor.Actor { return newPChannel(cfg) },
+		func() actor.Actor { return newPChannel(cfg, from.tracker()) },
 		actor.WithMailbox(newDrainingMailbox),
 	), nil
 }
@@ -117,8 +122,7 @@ type crashes struct {
 	supervisor actor.Supervisor
 }
 
-func newPChannel(cfg *config) *pchannel {
-	t := cfg.newTracker()
+func newPChannel(cfg *config, t *tracker.Tracker) *pchannel {
 	return &pchannel{cfg: cfg, tracker: t, spawnMinimum: t.Minimum()}
 }
 
