@@ -23,10 +23,11 @@ func ValidatePChannel(name string) error { return validateName("pchannel", name)
 func ValidateVChannel(name string) error { return validateName("vchannel", name) }
 
 func validateName(kind, name string) error {
+	if name == "" {
+		return fmt.Errorf("%w: empty %s name", ErrInvalidArgument, kind)
+	}
 	var why string
 	switch {
-	case name == "":
-		why = "is empty"
 	case len(name) > MaxNameLen:
 		why = fmt.Sprintf("is %d bytes long, over the %d-byte limit", len(name), MaxNameLen)
 	case !utf8.ValidString(name):

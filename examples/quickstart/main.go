@@ -1,0 +1,94 @@
+// Quickstart keeps the checkpoint of one pchannel on a bbolt file: two
+// vchannels, one update, a graceful stop that saves the new minimum.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"go.uber.org/zap"
+
+	"github.com/lowwater/lowwater/actors"
+	"github.com/lowwater/lowwater/events"
+	"github.com/lowwater/lowwater/messages"
+	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/wal"
+)
+
+func main() {
+	if err := run(); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func run() error {
+	logger, err := zap.NewDevelopment() // to stderr
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "lowwater-quickstart")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	catalog, err := persistence.OpenBolt(filepath.Join(dir, "checkpoints.db"))
+	if err != nil {
+		return err
+	}
+	defer catalog.Close()
+
+	system := actor.NewActorSystem(actor.WithLoggerFactory(actors.LoggerFactory(logger)))
+	defer system.Shutdown() // stops no actor: stop them first (below)
+
+	// Subscribe before spawning, so that no event is missed. The
+	// subscription buffers events off the actor's goroutine.
+	sub, err := events.Subscribe(system.EventStream, events.ForPChannels("orders-dml-0"))
+	if err != nil {
+		return err
+	}
+	defer sub.Close()
+
+	props, err := actors.NewProps("orders-dml-0", wal.Kafka, catalog,
+		actors.WithLogger(logger),
+		actors.WithVChannels(map[string]wal.MessageID{
+			"shard-a": wal.KafkaID(100),
+			"shard-b": wal.KafkaID(120),
+		}))
+	if err != nil {
+		return err
+	}
+	pchannel := system.Root.Spawn(props)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+
+	// shard-a moves past shard-b: the minimum rises from 100 to 120.
+	update := &messages.UpdateCheckpoint{VChannel: "shard-a", Checkpoint: wal.KafkaID(130)}
+	if err := actors.Request(ctx, system.Root, pchannel, update); err != nil {
+		return err // a typed error: errors.Is(err, messages.ErrCheckpointRollback), ...
+	}
+
+	// A graceful stop saves the pending minimum before it returns.
+	if err := system.Root.PoisonFuture(pchannel).Wait(); err != nil {
+		return err
+	}
+	sub.Close()
+	for ev := range sub.C() {
+		if ev, ok := ev.(*messages.Stopped); ok {
+			fmt.Println("stopped; persisted:", ev.LastPersisted, "flushed:", ev.Flushed)
+		}
+	}
+
+	// What a restart would start from.
+	durable, err := catalog.Load(ctx, "orders-dml-0")
+	if err != nil {
+		return err
+	}
+	fmt.Println("durable:", durable)
+	return nil
+}
