@@ -94,12 +94,15 @@ type Sender struct {
 	replies *actor.PID
 
 	mu sync.Mutex
-	// pending is the latest checkpoint of each vchannel not yet shipped.
+	// pending is the latest checkpoint of each vchannel not yet shipped,
+	// in the order the vchannels came: the next UpdateBatch as it will be
+	// sent. index is each pending vchannel's position in it.
 	// Invariant: pending is empty whenever no batch is in flight.
-	pending map[string]wal.MessageID
-	// spare is an empty map that becomes pending when pending is shipped,
-	// so that a ship swaps maps instead of allocating one.
-	spare    map[string]wal.MessageID
+	pending []messages.VChannelCheckpoint
+	index   map[string]int
+	// spare is an empty index that replaces index when pending is
+	// shipped, so that a ship swaps maps instead of allocating one.
+	spare    map[string]int
 	inFlight bool
 	// shipped and answered count batches; answered <= shipped.
 	shipped, answered uint64
@@ -138,8 +141,8 @@ func NewSender(system *actor.ActorSystem, pid *actor.PID, opts ...SenderOption) 
 		root:     system.Root,
 		pchannel: pid,
 		cfg:      cfg,
-		pending:  make(map[string]wal.MessageID),
-		spare:    make(map[string]wal.MessageID),
+		index:    make(map[string]int),
+		spare:    make(map[string]int),
 		progress: make(chan struct{}),
 	}
 	s.replies, _ = system.ProcessRegistry.Add(replyProcess{s}, "lowwater-sender-"+system.ProcessRegistry.NextId())
@@ -157,9 +160,6 @@ func (s *Sender) Update(vchannel string, checkpoint wal.MessageID) error {
 	if checkpoint == nil {
 		return messages.ErrNilCheckpoint
 	}
-	if !knownID(checkpoint) {
-		return fmt.Errorf("%w: %T is not a message ID type of package wal", messages.ErrWALMismatch, checkpoint)
-	}
 	var deadline time.Time
 	s.mu.Lock()
 	for {
@@ -167,7 +167,10 @@ func (s *Sender) Update(vchannel string, checkpoint wal.MessageID) error {
 			s.mu.Unlock()
 			return err
 		}
-		if old, ok := s.pending[vchannel]; ok {
+		if i, ok := s.index[vchannel]; ok {
+			// The type of old was checked when it came in: equal types
+			// make checkpoint one of package wal's too.
+			old := s.pending[i].Checkpoint
 			if reflect.TypeOf(old) != reflect.TypeOf(checkpoint) {
 				s.mu.Unlock()
 				return fmt.Errorf("%w: vchannel %q: %s after %s", messages.ErrWALMismatch, vchannel, checkpoint, old)
@@ -176,11 +179,16 @@ func (s *Sender) Update(vchannel string, checkpoint wal.MessageID) error {
 				s.mu.Unlock()
 				return fmt.Errorf("%w: vchannel %q: %s is below %s", messages.ErrCheckpointRollback, vchannel, checkpoint, old)
 			}
-			s.pending[vchannel] = checkpoint
+			s.pending[i].Checkpoint = checkpoint
 			break
 		}
+		if !knownID(checkpoint) {
+			s.mu.Unlock()
+			return fmt.Errorf("%w: %T is not a message ID type of package wal", messages.ErrWALMismatch, checkpoint)
+		}
 		if len(s.pending) < s.cfg.maxPending {
-			s.pending[vchannel] = checkpoint
+			s.index[vchannel] = len(s.pending)
+			s.pending = append(s.pending, messages.VChannelCheckpoint{VChannel: vchannel, Checkpoint: checkpoint})
 			break
 		}
 		// Full: only the reply to the batch in flight makes room.
@@ -196,9 +204,9 @@ func (s *Sender) Update(vchannel string, checkpoint wal.MessageID) error {
 		s.mu.Unlock()
 		return nil
 	}
-	batch := s.takeLocked()
+	batch, index := s.takeLocked()
 	s.mu.Unlock()
-	s.ship(batch)
+	s.ship(batch, index)
 	return nil
 }
 
@@ -301,31 +309,28 @@ func (s *Sender) takeErrorsLocked() error {
 	return errors.Join(errs...)
 }
 
-// takeLocked swaps the buffer out for shipping and marks a batch in flight.
-func (s *Sender) takeLocked() map[string]wal.MessageID {
-	batch := s.pending
+// takeLocked takes the buffer for shipping and marks a batch in flight.
+func (s *Sender) takeLocked() ([]messages.VChannelCheckpoint, map[string]int) {
+	batch, index := s.pending, s.index
 	if s.spare == nil { // only if an earlier ship never handed it back
-		s.spare = make(map[string]wal.MessageID)
+		s.spare = make(map[string]int)
 	}
-	s.pending, s.spare = s.spare, nil
+	s.pending = make([]messages.VChannelCheckpoint, 0, len(batch))
+	s.index, s.spare = s.spare, nil
 	s.inFlight = true
 	s.shipped++
-	return batch
+	return batch, index
 }
 
 // ship sends batch, taken by takeLocked, as one UpdateBatch whose reply
-// goes to s.replies. Only one party ships at a time (inFlight), so batch
-// and spare are its own until the reply.
-func (s *Sender) ship(batch map[string]wal.MessageID) {
-	updates := make([]messages.VChannelCheckpoint, 0, len(batch))
-	for v, cp := range batch {
-		updates = append(updates, messages.VChannelCheckpoint{VChannel: v, Checkpoint: cp})
-	}
-	clear(batch)
+// goes to s.replies, and hands its index back, cleared, as the spare.
+// Only one party ships at a time (inFlight), so both are its own.
+func (s *Sender) ship(batch []messages.VChannelCheckpoint, index map[string]int) {
+	clear(index)
 	s.mu.Lock()
-	s.spare = batch
+	s.spare = index
 	s.mu.Unlock()
-	s.root.RequestWithCustomSender(s.pchannel, &messages.UpdateBatch{Updates: updates}, s.replies)
+	s.root.RequestWithCustomSender(s.pchannel, &messages.UpdateBatch{Updates: batch}, s.replies)
 }
 
 // replyProcess receives the pchannel's replies. It is a bare Process, as
@@ -367,7 +372,8 @@ func (s *Sender) answer(rejected *messages.BatchError, gone error) {
 		s.gone = gone
 		if n := len(s.pending); n > 0 {
 			s.gone = fmt.Errorf("%w: %d buffered update(s) not applied", gone, n)
-			clear(s.pending)
+			s.pending = s.pending[:0]
+			clear(s.index)
 		}
 	}
 	if rejected != nil {
@@ -380,19 +386,20 @@ func (s *Sender) answer(rejected *messages.BatchError, gone error) {
 			s.rejected = append(s.rejected, r)
 		}
 	}
-	var next map[string]wal.MessageID
+	var next []messages.VChannelCheckpoint
+	var nextIndex map[string]int
 	if s.inFlight {
 		s.answered++
 		s.inFlight = false
 		if len(s.pending) > 0 && s.gone == nil {
-			next = s.takeLocked()
+			next, nextIndex = s.takeLocked()
 		}
 	}
 	close(s.progress)
 	s.progress = make(chan struct{})
 	s.mu.Unlock()
 	if next != nil {
-		s.ship(next)
+		s.ship(next, nextIndex)
 	}
 }
 
