@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -63,7 +64,9 @@ func benchScale(b *testing.B, impl string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cat := &sink{Catalog: bolt}
+	final := id[scaleLaps]
+	cat := &sink{Catalog: bolt, final: final, savedAt: make(map[string]time.Time, scalePChannels), all: make(chan struct{})}
+	cat.left.Store(scalePChannels)
 	defer cat.Close()
 
 	goroutines0 := runtime.NumGoroutine()
@@ -91,15 +94,22 @@ func benchScale(b *testing.B, impl string) {
 	producers := runtime.GOMAXPROCS(0)
 	b.StartTimer()
 	t1 := time.Now()
+	// sentAt is when each pchannel's last update was sent: the one that
+	// makes its final minimum.
+	sentAt := make([]time.Time, scalePChannels)
 	var wg sync.WaitGroup
 	for w := range producers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			last := scaleLaps*scaleVChannels - 1
 			for k := range scaleLaps * scaleVChannels {
 				v, cp := vchannels[k%scaleVChannels], id[k/scaleVChannels+1]
 				for i := w; i < scalePChannels; i += producers {
 					f.update(i, v, cp)
+					if k == last {
+						sentAt[i] = time.Now()
+					}
 				}
 			}
 		}()
@@ -109,6 +119,22 @@ func benchScale(b *testing.B, impl string) {
 	elapsed := time.Since(t1)
 	b.StopTimer()
 	b.ReportMetric(float64(scalePChannels*scaleLaps*scaleVChannels)/elapsed.Seconds(), "updates/s")
+
+	// Persist lag: from a pchannel's last update to the save of the
+	// minimum it made.
+	select {
+	case <-cat.all:
+	case <-time.After(time.Minute):
+		b.Fatalf("%d pchannels did not save their final minimum within a minute", cat.left.Load())
+	}
+	lags := make([]time.Duration, 0, scalePChannels)
+	cat.mu.Lock()
+	for i, p := range pchannels {
+		lags = append(lags, cat.savedAt[p].Sub(sentAt[i]))
+	}
+	cat.mu.Unlock()
+	slices.Sort(lags)
+	b.ReportMetric(ms(quantile(lags, 0.99)), "lag-p99-ms")
 }
 
 // writeCheckpoints stores cp for every pchannel, without fsync: it is
