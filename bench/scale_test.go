@@ -77,6 +77,7 @@ func benchScale(b *testing.B, impl string) {
 	f := newFleet(b, impl, spec{pchannels: pchannels, vchannels: initial, catalog: cat, preload: true})
 	recovered := time.Since(t0)
 	b.StopTimer()
+	defer waitGoroutines(b, goroutines0)
 	defer f.close(b)
 	// Twice: a persister's start-up exchange with its parent may still be
 	// queued behind the first round.
@@ -154,6 +155,19 @@ func writeCheckpoints(b *testing.B, path string, pchannels []string, cp wal.Mess
 		if err := <-errs; err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// waitGoroutines waits until at most n goroutines run: the baseline's
+// goroutines return a moment after Close, and those still exiting would
+// count against the next run's "goroutines added".
+func waitGoroutines(b *testing.B, n int) {
+	deadline := time.Now().Add(30 * time.Second)
+	for runtime.NumGoroutine() > n {
+		if time.Now().After(deadline) {
+			b.Fatalf("%d goroutines still run 30 s after the fleet closed, want at most %d", runtime.NumGoroutine(), n)
+		}
+		runtime.Gosched()
 	}
 }
 
