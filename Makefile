@@ -56,12 +56,17 @@ demo-etcd:
 demo-kafka:
 	$(GO) run ./cmd/kafkademo
 
-# lowwater side by side with the mutex/cond baseline (bench/baseline):
-# medians of BENCH_COUNT (default 7) interleaved rounds of ./bench, as one
-# table (metric, baseline, lowwater, ratio) written to bench/RESULTS.md and
-# printed; then every other package's micro-benchmarks.
+# Every benchmark of ./bench in BENCH_COUNT (default 6) interleaved rounds:
+# the raw `go test -bench` output goes to bench/raw.txt, and bench/RESULTS.md
+# gets the machine, its load, the goals and the benchstat tables of it
+# (medians, 95 % intervals, -col /impl). About 6-10 minutes on 2 cores.
+# `make bench-micro` runs every other package's micro-benchmarks.
+BENCH_COUNT ?= 6
 bench:
-	$(GO) run ./bench/report -go $(GO) -count $${BENCH_COUNT:-7} -out bench/RESULTS.md
+	$(GO) run ./bench/report -go $(GO) -count $(BENCH_COUNT) -out bench/RESULTS.md -raw bench/raw.txt
+
+.PHONY: bench-micro
+bench-micro:
 	$(GO) test -run='^$$' -bench=. -benchmem $$($(GO) list ./... | grep -v -e '/bench$$' -e '/bench/')
 
 lint:

@@ -132,6 +132,14 @@ func (m *meter) until(done func(int, string, wal.MessageID) bool, already func()
 type sink struct {
 	persistence.Catalog
 	saves atomic.Int64
+
+	// final is the value whose first save time is kept per pchannel in
+	// savedAt; all is closed when every one of left pchannels saved it.
+	final   wal.MessageID
+	mu      sync.Mutex
+	savedAt map[string]time.Time
+	left    atomic.Int64
+	all     chan struct{}
 }
 
 func (s *sink) Save(ctx context.Context, pchannel string, v wal.MessageID) error {
@@ -142,5 +150,17 @@ func (s *sink) Save(ctx context.Context, pchannel string, v wal.MessageID) error
 		return err
 	}
 	s.saves.Add(1)
+	if s.final != nil && v.EQ(s.final) {
+		now := time.Now()
+		s.mu.Lock()
+		_, seen := s.savedAt[pchannel]
+		if !seen {
+			s.savedAt[pchannel] = now
+		}
+		s.mu.Unlock()
+		if !seen && s.left.Add(-1) == 0 {
+			close(s.all)
+		}
+	}
 	return nil
 }

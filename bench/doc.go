@@ -6,23 +6,30 @@
 // iteration count is fixed by the caller (-benchtime=Nx) so that a run is
 // bounded in time.
 //
-// `make bench` runs them through ./bench/report, which takes medians over
-// interleaved rounds and writes the table to bench/RESULTS.md. One
-// benchmark by hand:
+// `make bench` runs them through ./bench/report in interleaved rounds,
+// keeps the raw output in bench/raw.txt and writes bench/RESULTS.md with
+// benchstat's tables (-col /impl). One benchmark by hand:
 //
-//	go test -run='^$' -bench='^BenchmarkUpdate$' -benchtime=2000000x -count=5 -benchmem ./bench/
+//	go test -run='^$' -bench='^BenchmarkUpdate$' -benchtime=2000000x -count=6 -benchmem ./bench/ | tee new.txt
+//	go tool benchstat -col '/impl@(mutex sender lowwater)' new.txt
 //
-// What each measures, and the issue item it answers:
+// What each measures:
 //
-//	BenchmarkUpdate        2a  one update at a time, 1000 vchannels, 1 and 8 producers
-//	BenchmarkUpdateBatch   2b  UpdateBatch of 64 (the baseline applies them one by one)
-//	BenchmarkSaves         2c  catalog saves per million updates, 100 µs and 1 ms
-//	                           catalogs, updates paced at 1M/s
-//	BenchmarkPersistLag    2d  last update of a burst to its minimum durable, 1 ms catalog
-//	BenchmarkScale         2e  10,000 pchannels × 100 vchannels: memory, goroutines,
-//	                           recovery from bbolt, aggregate update rate
-//	BenchmarkGroupCommit   2f  1,000 pchannels advancing together on bbolt, one
-//	                           transaction per save against bbolt's Batch
+//	BenchmarkUpdate        one update at a time, 1000 vchannels, 1 and 8 producers;
+//	                       beside baseline and lowwater (raw Send): floor (a
+//	                       buffered channel to a goroutine fixing a heap), mutex
+//	                       (mutex + container/heap of int64), sender (actors.Sender)
+//	BenchmarkUpdateBatch   UpdateBatch of 64 (the baseline applies them one by one)
+//	BenchmarkSaves         catalog saves per million updates, 100 µs and 1 ms
+//	                       catalogs, updates paced at 1M/s
+//	BenchmarkPersistLag    last update of a burst to its minimum durable, 1 ms catalog
+//	BenchmarkScale         10,000 pchannels × 100 vchannels: memory, goroutines,
+//	                       recovery from bbolt, aggregate update rate, persist lag p99
+//	BenchmarkGroupCommit   1,000 pchannels advancing together on bbolt, one
+//	                       transaction per save against bbolt's Batch; raw
+//	                       db.Batch with 1,000 writers (bboltbatch); CPU per save
+//	BenchmarkEtcdSaves     1,000 pchannels saving on a 3-member etcd cluster:
+//	                       one txn at a time, concurrent txns, etcdcatalog.Batcher
 //
 // Catalog latency is simulated by blocking the saving thread in nanosleep
 // (catalogs_test.go), as fsync or a socket read blocks it; Go's timers

@@ -58,6 +58,12 @@ func newFleet(tb testing.TB, impl string, s spec) fleet {
 		return newBaselineFleet(tb, s)
 	case implLowwater:
 		return newActorFleet(tb, s)
+	case implFloor:
+		return newFloorFleet(s)
+	case implMutex:
+		return newMutexFleet(s)
+	case implSender:
+		return newSenderFleet(tb, s)
 	}
 	tb.Fatalf("unknown impl %q", impl)
 	return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -63,7 +64,9 @@ func benchScale(b *testing.B, impl string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cat := &sink{Catalog: bolt}
+	final := id[scaleLaps]
+	cat := &sink{Catalog: bolt, final: final, savedAt: make(map[string]time.Time, scalePChannels), all: make(chan struct{})}
+	cat.left.Store(scalePChannels)
 	defer cat.Close()
 
 	goroutines0 := runtime.NumGoroutine()
@@ -74,6 +77,7 @@ func benchScale(b *testing.B, impl string) {
 	f := newFleet(b, impl, spec{pchannels: pchannels, vchannels: initial, catalog: cat, preload: true})
 	recovered := time.Since(t0)
 	b.StopTimer()
+	defer waitGoroutines(b, goroutines0)
 	defer f.close(b)
 	// Twice: a persister's start-up exchange with its parent may still be
 	// queued behind the first round.
@@ -91,15 +95,22 @@ func benchScale(b *testing.B, impl string) {
 	producers := runtime.GOMAXPROCS(0)
 	b.StartTimer()
 	t1 := time.Now()
+	// sentAt is when each pchannel's last update was sent: the one that
+	// makes its final minimum.
+	sentAt := make([]time.Time, scalePChannels)
 	var wg sync.WaitGroup
 	for w := range producers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			last := scaleLaps*scaleVChannels - 1
 			for k := range scaleLaps * scaleVChannels {
 				v, cp := vchannels[k%scaleVChannels], id[k/scaleVChannels+1]
 				for i := w; i < scalePChannels; i += producers {
 					f.update(i, v, cp)
+					if k == last {
+						sentAt[i] = time.Now()
+					}
 				}
 			}
 		}()
@@ -109,6 +120,22 @@ func benchScale(b *testing.B, impl string) {
 	elapsed := time.Since(t1)
 	b.StopTimer()
 	b.ReportMetric(float64(scalePChannels*scaleLaps*scaleVChannels)/elapsed.Seconds(), "updates/s")
+
+	// Persist lag: from a pchannel's last update to the save of the
+	// minimum it made.
+	select {
+	case <-cat.all:
+	case <-time.After(time.Minute):
+		b.Fatalf("%d pchannels did not save their final minimum within a minute", cat.left.Load())
+	}
+	lags := make([]time.Duration, 0, scalePChannels)
+	cat.mu.Lock()
+	for i, p := range pchannels {
+		lags = append(lags, cat.savedAt[p].Sub(sentAt[i]))
+	}
+	cat.mu.Unlock()
+	slices.Sort(lags)
+	b.ReportMetric(ms(quantile(lags, 0.99)), "lag-p99-ms")
 }
 
 // writeCheckpoints stores cp for every pchannel, without fsync: it is
@@ -128,6 +155,19 @@ func writeCheckpoints(b *testing.B, path string, pchannels []string, cp wal.Mess
 		if err := <-errs; err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// waitGoroutines waits until at most n goroutines run: the baseline's
+// goroutines return a moment after Close, and those still exiting would
+// count against the next run's "goroutines added".
+func waitGoroutines(b *testing.B, n int) {
+	deadline := time.Now().Add(30 * time.Second)
+	for runtime.NumGoroutine() > n {
+		if time.Now().After(deadline) {
+			b.Fatalf("%d goroutines still run 30 s after the fleet closed, want at most %d", runtime.NumGoroutine(), n)
+		}
+		runtime.Gosched()
 	}
 }
 

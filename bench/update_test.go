@@ -19,8 +19,11 @@ const updateVChannels = 1000
 // per lap over the vchannels. On lowwater the time runs until the actor
 // has applied the last update; building the message is part of it, since
 // a caller must.
+//
+// Beside them run the references of reference_test.go: floor, mutex, and
+// lowwater through an actors.Sender.
 func BenchmarkUpdate(b *testing.B) {
-	for _, impl := range impls {
+	for _, impl := range []string{implBaseline, implLowwater, implFloor, implMutex, implSender} {
 		for _, producers := range []int{1, 8} {
 			b.Run(fmt.Sprintf("impl=%s/producers=%d", impl, producers), func(b *testing.B) {
 				benchUpdate(b, impl, producers)

@@ -1,0 +1,404 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/lowwater/lowwater/messages"
+	"github.com/lowwater/lowwater/wal"
+)
+
+// Errors of a Sender.
+var (
+	// ErrSenderFull is returned by Sender.Update when the buffer holds
+	// WithMaxPending distinct vchannels and none was shipped within
+	// WithFullWait: the pchannel is not keeping up. Nothing was buffered.
+	ErrSenderFull = errors.New("lowwater: sender buffer full")
+	// ErrSenderClosed is returned by calls on a closed Sender.
+	ErrSenderClosed = errors.New("lowwater: sender closed")
+	// ErrPChannelGone is returned once the pchannel actor has stopped: the
+	// updates buffered or in flight then were not applied (or not known to
+	// be), and no later one will be.
+	ErrPChannelGone = errors.New("lowwater: pchannel actor stopped")
+)
+
+// Defaults of the SenderOptions.
+const (
+	DefaultMaxPending = 4096
+	DefaultFullWait   = time.Second
+)
+
+// SenderOption configures a Sender.
+type SenderOption interface{ applySender(*senderConfig) }
+
+type senderOptionFunc func(*senderConfig)
+
+func (f senderOptionFunc) applySender(c *senderConfig) { f(c) }
+
+type senderConfig struct {
+	maxPending int
+	fullWait   time.Duration
+}
+
+// WithMaxPending bounds the buffer: at most n distinct vchannels wait to be
+// shipped (default DefaultMaxPending). Updating a vchannel already waiting
+// never blocks; a new one blocks while the buffer is full.
+func WithMaxPending(n int) SenderOption {
+	return senderOptionFunc(func(c *senderConfig) { c.maxPending = n })
+}
+
+// WithFullWait sets how long Update waits for room in a full buffer before
+// it returns ErrSenderFull (default DefaultFullWait; 0 fails at once).
+func WithFullWait(d time.Duration) SenderOption {
+	return senderOptionFunc(func(c *senderConfig) { c.fullWait = d })
+}
+
+// Sender coalesces single updates to one pchannel actor into UpdateBatches.
+// Many producers may call Update concurrently; the Sender keeps only the
+// latest checkpoint of each vchannel, and ships what it holds as one
+// UpdateBatch as soon as the actor has answered the previous one. So at most
+// one batch is in flight, the actor's mailbox holds no backlog of stale
+// checkpoints, and the producers' cost per update is a map write under a
+// mutex: no timer, no goroutine and no message per update. A slower actor
+// means larger batches, not a longer queue.
+//
+// Errors reach the caller in two ways:
+//   - Update rejects at once, with the typed error of package messages, what
+//     it can judge alone: an empty vchannel name, a nil checkpoint, an ID
+//     that is not one of package wal's, and a checkpoint below (or of another
+//     WAL than) the one still waiting for the same vchannel
+//     (messages.ErrCheckpointRollback). A rejected update changes nothing.
+//   - What the actor rejects (an unknown vchannel, a rollback below the
+//     applied checkpoint) is reported per flush: Flush and Close return a
+//     *messages.BatchError naming each rejected vchannel with its error
+//     (errors.As, errors.Is), together with ErrPChannelGone if the actor
+//     stopped. A Flush returns the errors received since the previous Flush
+//     or Close returned, whoever called it.
+//
+// Rejection.Index in those errors counts rejections, not updates: the
+// batches were built by the Sender, and their positions mean nothing to a
+// caller.
+type Sender struct {
+	system   *actor.ActorSystem
+	root     *actor.RootContext
+	pchannel *actor.PID
+	cfg      senderConfig
+	// replies is the process the batches are sent from: the pchannel's
+	// reply to one batch is what ships the next.
+	replies *actor.PID
+
+	mu sync.Mutex
+	// pending is the latest checkpoint of each vchannel not yet shipped,
+	// in the order the vchannels came: the next UpdateBatch as it will be
+	// sent. index is each pending vchannel's position in it.
+	// Invariant: pending is empty whenever no batch is in flight.
+	pending []messages.VChannelCheckpoint
+	index   map[string]int
+	// spare is an empty index that replaces index when pending is
+	// shipped, so that a ship swaps maps instead of allocating one.
+	spare    map[string]int
+	inFlight bool
+	// shipped and answered count batches; answered <= shipped.
+	shipped, answered uint64
+	// progress is closed, and replaced, when a batch is answered or the
+	// actor is gone: it wakes Flush and Update waiting for room.
+	progress chan struct{}
+	// rejected and failures are the errors not yet returned by a Flush.
+	rejected []messages.Rejection
+	dropped  int
+	gone     error
+	closed   bool
+}
+
+// NewSender returns a Sender of updates to the pchannel actor at pid. It
+// registers one process (no goroutine) in system to receive the replies;
+// Close removes it.
+func NewSender(system *actor.ActorSystem, pid *actor.PID, opts ...SenderOption) (*Sender, error) {
+	cfg := senderConfig{maxPending: DefaultMaxPending, fullWait: DefaultFullWait}
+	for _, o := range opts {
+		if o != nil {
+			o.applySender(&cfg)
+		}
+	}
+	switch {
+	case system == nil:
+		return nil, fmt.Errorf("%w: nil actor system", ErrInvalidOption)
+	case pid == nil:
+		return nil, fmt.Errorf("%w: nil pchannel PID", ErrInvalidOption)
+	case cfg.maxPending < 1:
+		return nil, fmt.Errorf("%w: max pending %d must be positive", ErrInvalidOption, cfg.maxPending)
+	case cfg.fullWait < 0:
+		return nil, fmt.Errorf("%w: negative full wait %v", ErrInvalidOption, cfg.fullWait)
+	}
+	s := &Sender{
+		system:   system,
+		root:     system.Root,
+		pchannel: pid,
+		cfg:      cfg,
+		index:    make(map[string]int),
+		spare:    make(map[string]int),
+		progress: make(chan struct{}),
+	}
+	s.replies, _ = system.ProcessRegistry.Add(replyProcess{s}, "lowwater-sender-"+system.ProcessRegistry.NextId())
+	s.systemMessage(&actor.Watch{Watcher: s.replies})
+	return s, nil
+}
+
+// Update buffers checkpoint as vchannel's latest. It returns once the update
+// is buffered (or shipped), not once applied: Flush says what the actor
+// made of it. It blocks only while the buffer is full, up to WithFullWait.
+func (s *Sender) Update(vchannel string, checkpoint wal.MessageID) error {
+	if vchannel == "" {
+		return messages.ErrEmptyVChannel
+	}
+	if checkpoint == nil {
+		return messages.ErrNilCheckpoint
+	}
+	var deadline time.Time
+	s.mu.Lock()
+	for {
+		if err := s.usable(); err != nil {
+			s.mu.Unlock()
+			return err
+		}
+		if i, ok := s.index[vchannel]; ok {
+			// The type of old was checked when it came in: equal types
+			// make checkpoint of a registered WAL too.
+			old := s.pending[i].Checkpoint
+			if reflect.TypeOf(old) != reflect.TypeOf(checkpoint) {
+				s.mu.Unlock()
+				return fmt.Errorf("%w: vchannel %q: %s after %s", messages.ErrWALMismatch, vchannel, checkpoint, old)
+			}
+			if checkpoint.LT(old) {
+				s.mu.Unlock()
+				return fmt.Errorf("%w: vchannel %q: %s is below %s", messages.ErrCheckpointRollback, vchannel, checkpoint, old)
+			}
+			s.pending[i].Checkpoint = checkpoint
+			break
+		}
+		if _, err := wal.NameOf(checkpoint); err != nil {
+			s.mu.Unlock()
+			return err // wal.ErrWALMismatch: not a registered ID type
+		}
+		if len(s.pending) < s.cfg.maxPending {
+			s.index[vchannel] = len(s.pending)
+			s.pending = append(s.pending, messages.VChannelCheckpoint{VChannel: vchannel, Checkpoint: checkpoint})
+			break
+		}
+		// Full: only the reply to the batch in flight makes room.
+		if deadline.IsZero() {
+			deadline = time.Now().Add(s.cfg.fullWait)
+		}
+		if !s.waitLocked(deadline) {
+			s.mu.Unlock()
+			return fmt.Errorf("%w: %d vchannels waiting", ErrSenderFull, s.cfg.maxPending)
+		}
+	}
+	if s.inFlight {
+		s.mu.Unlock()
+		return nil
+	}
+	batch, index := s.takeLocked()
+	s.mu.Unlock()
+	s.ship(batch, index)
+	return nil
+}
+
+// waitLocked waits, with s.mu held and released meanwhile, for progress or
+// the deadline; it reports whether progress came first.
+func (s *Sender) waitLocked(deadline time.Time) bool {
+	wait := time.Until(deadline)
+	if wait <= 0 {
+		return false
+	}
+	progress := s.progress
+	s.mu.Unlock()
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	defer s.mu.Lock()
+	select {
+	case <-progress:
+		return true
+	case <-timer.C:
+		return false
+	}
+}
+
+func (s *Sender) usable() error {
+	switch {
+	case s.closed:
+		return ErrSenderClosed
+	case s.gone != nil:
+		return s.gone
+	}
+	return nil
+}
+
+// Flush ships what is buffered and waits until the actor has answered every
+// batch holding an update made before the call, or ctx ends. It returns the
+// errors received since the previous Flush (see Sender), or ctx's error.
+func (s *Sender) Flush(ctx context.Context) error {
+	s.mu.Lock()
+	target := s.shipped
+	if len(s.pending) > 0 {
+		target++ // shipped when the batch in flight is answered
+	}
+	for s.answered < target && s.gone == nil {
+		progress := s.progress
+		s.mu.Unlock()
+		select {
+		case <-progress:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		s.mu.Lock()
+	}
+	err := s.takeErrorsLocked()
+	s.mu.Unlock()
+	return err
+}
+
+// Close ships what is buffered, waits for the answers as Flush does, and
+// stops the Sender's actor. Later calls fail with ErrSenderClosed. The
+// pchannel actor is not stopped: it is the caller's.
+func (s *Sender) Close(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrSenderClosed
+	}
+	s.closed = true
+	s.mu.Unlock()
+	err := s.Flush(ctx)
+	s.mu.Lock()
+	gone := s.gone != nil
+	s.mu.Unlock()
+	if !gone { // an Unwatch to a stopped actor would be a dead letter
+		s.systemMessage(&actor.Unwatch{Watcher: s.replies})
+	}
+	s.system.ProcessRegistry.Remove(s.replies)
+	return err
+}
+
+// systemMessage sends a Watch or Unwatch to the pchannel, as an actor's
+// context would.
+func (s *Sender) systemMessage(m any) {
+	proc, _ := s.system.ProcessRegistry.Get(s.pchannel)
+	proc.SendSystemMessage(s.pchannel, m)
+}
+
+func (s *Sender) takeErrorsLocked() error {
+	var errs []error
+	if s.gone != nil {
+		errs = append(errs, s.gone)
+	}
+	if len(s.rejected) > 0 {
+		errs = append(errs, &messages.BatchError{Rejected: s.rejected})
+		s.rejected = nil
+	}
+	if s.dropped > 0 {
+		errs = append(errs, fmt.Errorf("lowwater: %d more rejection(s) not kept", s.dropped))
+		s.dropped = 0
+	}
+	return errors.Join(errs...)
+}
+
+// takeLocked takes the buffer for shipping and marks a batch in flight.
+func (s *Sender) takeLocked() ([]messages.VChannelCheckpoint, map[string]int) {
+	batch, index := s.pending, s.index
+	if s.spare == nil { // only if an earlier ship never handed it back
+		s.spare = make(map[string]int)
+	}
+	s.pending = make([]messages.VChannelCheckpoint, 0, len(batch))
+	s.index, s.spare = s.spare, nil
+	s.inFlight = true
+	s.shipped++
+	return batch, index
+}
+
+// ship sends batch, taken by takeLocked, as one UpdateBatch whose reply
+// goes to s.replies, and hands its index back, cleared, as the spare.
+// Only one party ships at a time (inFlight), so both are its own.
+func (s *Sender) ship(batch []messages.VChannelCheckpoint, index map[string]int) {
+	clear(index)
+	s.mu.Lock()
+	s.spare = index
+	s.mu.Unlock()
+	s.root.RequestWithCustomSender(s.pchannel, &messages.UpdateBatch{Updates: batch}, s.replies)
+}
+
+// replyProcess receives the pchannel's replies. It is a bare Process, as
+// protoactor's futures are, not an actor: a mailbox drops nil messages, and
+// nil is the reply to a batch applied in full. Its methods run on the
+// sending goroutine, so a pchannel's reply to a batch is handled before its
+// Terminated.
+type replyProcess struct{ s *Sender }
+
+var _ actor.Process = replyProcess{}
+
+func (p replyProcess) SendUserMessage(_ *actor.PID, message any) {
+	switch m := actor.UnwrapEnvelopeMessage(message).(type) {
+	case nil:
+		p.s.answer(nil, nil)
+	case *messages.BatchError:
+		p.s.answer(m, nil)
+	case *actor.DeadLetterResponse:
+		p.s.answer(nil, fmt.Errorf("%w: %w", ErrPChannelGone, actor.ErrDeadLetter))
+	case error:
+		// Not expected from a pchannel answering an UpdateBatch; kept, not
+		// dropped.
+		p.s.answer(&messages.BatchError{Rejected: []messages.Rejection{{Err: m}}}, nil)
+	}
+}
+
+func (p replyProcess) SendSystemMessage(_ *actor.PID, message any) {
+	if _, ok := message.(*actor.Terminated); ok {
+		p.s.answer(nil, ErrPChannelGone)
+	}
+}
+
+func (p replyProcess) Stop(*actor.PID) {}
+
+// answer ends the batch in flight; gone, when set, ends the Sender.
+func (s *Sender) answer(rejected *messages.BatchError, gone error) {
+	s.mu.Lock()
+	if gone != nil && s.gone == nil {
+		s.gone = gone
+		if n := len(s.pending); n > 0 {
+			s.gone = fmt.Errorf("%w: %d buffered update(s) not applied", gone, n)
+			s.pending = s.pending[:0]
+			clear(s.index)
+		}
+	}
+	if rejected != nil {
+		for _, r := range rejected.Rejected {
+			if len(s.rejected) >= s.cfg.maxPending {
+				s.dropped++
+				continue
+			}
+			r.Index = len(s.rejected)
+			s.rejected = append(s.rejected, r)
+		}
+	}
+	var next []messages.VChannelCheckpoint
+	var nextIndex map[string]int
+	if s.inFlight {
+		s.answered++
+		s.inFlight = false
+		if len(s.pending) > 0 && s.gone == nil {
+			next, nextIndex = s.takeLocked()
+		}
+	}
+	close(s.progress)
+	s.progress = make(chan struct{})
+	s.mu.Unlock()
+	if next != nil {
+		s.ship(next, nextIndex)
+	}
+}

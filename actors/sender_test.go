@@ -1,0 +1,311 @@
+package actors
+
+import (
+	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
+
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+
+	"github.com/lowwater/lowwater/messages"
+	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/wal"
+)
+
+// senderRig is a real actor system with one pchannel on a Memory catalog.
+type senderRig struct {
+	system   *actor.ActorSystem
+	pchannel *actor.PID
+	// stopped is set by a test that stops the pchannel itself: a Poison
+	// to a stopped actor would be a dead letter, logged on a goroutine
+	// that outlives the test.
+	stopped bool
+}
+
+func newSenderRig(t *testing.T, vchannels map[string]wal.MessageID) *senderRig {
+	t.Helper()
+	system := actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(zap.NewNop())))
+	catalog := persistence.NewMemory()
+	props, err := NewProps("p", wal.Kafka, catalog, WithVChannels(vchannels))
+	require.NoError(t, err)
+	r := &senderRig{system: system, pchannel: system.Root.Spawn(props)}
+	t.Cleanup(func() {
+		if !r.stopped {
+			_ = system.Root.PoisonFuture(r.pchannel).Wait()
+		}
+		system.Shutdown()
+		_ = catalog.Close()
+	})
+	return r
+}
+
+func (r *senderRig) checkpoints(t *testing.T) map[string]wal.MessageID {
+	t.Helper()
+	st, err := GetState(ctxtest.Within(10*time.Second), r.system.Root, r.pchannel, IncludeCheckpoints())
+	require.NoError(t, err)
+	return st.Checkpoints
+}
+
+func newTestSender(t *testing.T, system *actor.ActorSystem, pid *actor.PID, opts ...SenderOption) *Sender {
+	t.Helper()
+	s, err := NewSender(system, pid, opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = s.Close(ctx)
+	})
+	return s
+}
+
+func ctx10s(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func kafkaAt(n int, id int64) map[string]wal.MessageID {
+	m := make(map[string]wal.MessageID, n)
+	for i := range n {
+		m[fmt.Sprintf("v%d", i)] = wal.KafkaID(id)
+	}
+	return m
+}
+
+// gate stands in front of a pchannel and holds the batches it gets until
+// released, so that a test decides when the Sender's batch in flight is
+// answered. It records the size of every batch.
+type gate struct {
+	target *actor.PID
+	mu     sync.Mutex
+	sizes  []int
+}
+
+type gateRelease struct{}
+
+func (g *gate) props() *actor.Props {
+	var held []func(actor.Context)
+	open := false
+	return actor.PropsFromFunc(func(ctx actor.Context) {
+		switch m := ctx.Message().(type) {
+		case *messages.UpdateBatch:
+			g.mu.Lock()
+			g.sizes = append(g.sizes, len(m.Updates))
+			g.mu.Unlock()
+			sender := ctx.Sender()
+			forward := func(ctx actor.Context) { ctx.RequestWithCustomSender(g.target, m, sender) }
+			if open {
+				forward(ctx)
+				return
+			}
+			held = append(held, forward)
+		case gateRelease:
+			open = true
+			for _, f := range held {
+				f(ctx)
+			}
+			held = nil
+		}
+	})
+}
+
+func (g *gate) batchSizes() []int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]int(nil), g.sizes...)
+}
+
+func TestSenderAppliesExactLatestValues(t *testing.T) {
+	r := newSenderRig(t, kafkaAt(10, 0))
+	s := newTestSender(t, r.system, r.pchannel)
+	want := kafkaAt(10, 0)
+	for k := 1; k <= 500; k++ {
+		v := fmt.Sprintf("v%d", k%10)
+		require.NoError(t, s.Update(v, wal.KafkaID(k)))
+		want[v] = wal.KafkaID(k)
+	}
+	require.NoError(t, s.Flush(ctx10s(t)))
+	require.Equal(t, want, r.checkpoints(t))
+}
+
+func TestSenderReportsActorRejectionsPerFlush(t *testing.T) {
+	r := newSenderRig(t, kafkaAt(2, 10))
+	s := newTestSender(t, r.system, r.pchannel)
+
+	require.NoError(t, s.Update("nope", wal.KafkaID(1)))
+	err := s.Flush(ctx10s(t))
+	require.ErrorIs(t, err, messages.ErrVChannelNotFound)
+	var be *messages.BatchError
+	require.ErrorAs(t, err, &be)
+	require.Equal(t, []messages.Rejection{{Index: 0, VChannel: "nope", Err: be.Rejected[0].Err}}, be.Rejected)
+
+	// A rollback below the applied checkpoint is the actor's to judge.
+	require.NoError(t, s.Update("v0", wal.KafkaID(5)))
+	require.NoError(t, s.Update("v1", wal.KafkaID(20)))
+	err = s.Flush(ctx10s(t))
+	require.ErrorIs(t, err, messages.ErrCheckpointRollback)
+	require.ErrorAs(t, err, &be)
+	require.Len(t, be.Rejected, 1)
+	require.Equal(t, "v0", be.Rejected[0].VChannel)
+
+	// Errors are returned once.
+	require.NoError(t, s.Flush(ctx10s(t)))
+	require.Equal(t, map[string]wal.MessageID{"v0": wal.KafkaID(10), "v1": wal.KafkaID(20)}, r.checkpoints(t))
+}
+
+func TestSenderRejectsLocallyWhatItCanJudge(t *testing.T) {
+	r := newSenderRig(t, kafkaAt(2, 0))
+	g := &gate{target: r.pchannel}
+	gpid := r.system.Root.Spawn(g.props())
+	s := newTestSender(t, r.system, gpid)
+
+	require.NoError(t, s.Update("v0", wal.KafkaID(10))) // shipped, held by the gate
+	require.NoError(t, s.Update("v0", wal.KafkaID(12))) // waits
+	require.ErrorIs(t, s.Update("v0", wal.KafkaID(11)), messages.ErrCheckpointRollback)
+	require.ErrorIs(t, s.Update("v0", wal.PulsarID{LedgerID: 99}), messages.ErrWALMismatch)
+	require.ErrorIs(t, s.Update("v0", nil), messages.ErrNilCheckpoint)
+	require.ErrorIs(t, s.Update("", wal.KafkaID(1)), messages.ErrEmptyVChannel)
+	var typedNil *wal.KafkaID
+	require.ErrorIs(t, s.Update("v0", typedNil), messages.ErrWALMismatch)
+	require.NoError(t, s.Update("v0", wal.KafkaID(12))) // equal: accepted
+
+	r.system.Root.Send(gpid, gateRelease{})
+	require.NoError(t, s.Flush(ctx10s(t)))
+	require.Equal(t, map[string]wal.MessageID{"v0": wal.KafkaID(12), "v1": wal.KafkaID(0)}, r.checkpoints(t))
+	require.Equal(t, []int{1, 1}, g.batchSizes())
+}
+
+func TestSenderBufferIsBounded(t *testing.T) {
+	const maxPending = 4
+	r := newSenderRig(t, kafkaAt(8, 0))
+	g := &gate{target: r.pchannel}
+	gpid := r.system.Root.Spawn(g.props())
+	s := newTestSender(t, r.system, gpid, WithMaxPending(maxPending), WithFullWait(20*time.Millisecond))
+
+	require.NoError(t, s.Update("v0", wal.KafkaID(1))) // in flight
+	for i := 1; i <= maxPending; i++ {
+		require.NoError(t, s.Update(fmt.Sprintf("v%d", i), wal.KafkaID(1)))
+	}
+	start := time.Now()
+	require.ErrorIs(t, s.Update("v5", wal.KafkaID(1)), ErrSenderFull)
+	require.GreaterOrEqual(t, time.Since(start), 20*time.Millisecond)
+	require.NoError(t, s.Update("v1", wal.KafkaID(2)), "a vchannel already waiting never blocks")
+
+	// A blocked Update goes through once the batch in flight is answered.
+	s.cfg.fullWait = 10 * time.Second
+	blocked := make(chan error, 1)
+	go func() { blocked <- s.Update("v5", wal.KafkaID(1)) }()
+	r.system.Root.Send(gpid, gateRelease{})
+	select {
+	case err := <-blocked:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Update still blocked after the gate opened")
+	}
+	require.NoError(t, s.Flush(ctx10s(t)))
+	for i, n := range g.batchSizes() {
+		require.LessOrEqual(t, n, maxPending, "batch %d", i)
+	}
+	want := kafkaAt(8, 0)
+	for i := range 6 {
+		want[fmt.Sprintf("v%d", i)] = wal.KafkaID(1)
+	}
+	want["v1"] = wal.KafkaID(2)
+	require.Equal(t, want, r.checkpoints(t))
+}
+
+func TestSenderConcurrentProducers(t *testing.T) {
+	const producers, perProducer, laps = 8, 16, 200
+	r := newSenderRig(t, kafkaAt(producers*perProducer, 0))
+	s := newTestSender(t, r.system, r.pchannel, WithMaxPending(32))
+	var wg sync.WaitGroup
+	errs := make(chan error, producers)
+	for p := range producers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for lap := 1; lap <= laps; lap++ {
+				for j := range perProducer {
+					if err := s.Update(fmt.Sprintf("v%d", p*perProducer+j), wal.KafkaID(lap)); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.Flush(ctx10s(t)))
+	require.Equal(t, kafkaAt(producers*perProducer, laps), r.checkpoints(t))
+}
+
+func TestSenderReportsAStoppedPChannel(t *testing.T) {
+	r := newSenderRig(t, kafkaAt(1, 0))
+	s := newTestSender(t, r.system, r.pchannel)
+	require.NoError(t, s.Update("v0", wal.KafkaID(1)))
+	require.NoError(t, s.Flush(ctx10s(t)))
+	require.NoError(t, r.system.Root.StopFuture(r.pchannel).Wait())
+	r.stopped = true
+
+	_ = s.Update("v0", wal.KafkaID(2)) // may be buffered before the Sender learns
+	require.ErrorIs(t, s.Flush(ctx10s(t)), ErrPChannelGone)
+	require.ErrorIs(t, s.Update("v0", wal.KafkaID(3)), ErrPChannelGone)
+	require.ErrorIs(t, s.Close(ctx10s(t)), ErrPChannelGone)
+}
+
+func TestSenderCloseShipsWhatIsPending(t *testing.T) {
+	r := newSenderRig(t, kafkaAt(3, 0))
+	s, err := NewSender(r.system, r.pchannel)
+	require.NoError(t, err)
+	for k := 1; k <= 100; k++ {
+		require.NoError(t, s.Update(fmt.Sprintf("v%d", k%3), wal.KafkaID(k)))
+	}
+	require.NoError(t, s.Close(ctx10s(t)))
+	require.ErrorIs(t, s.Update("v0", wal.KafkaID(1000)), ErrSenderClosed)
+	require.ErrorIs(t, s.Close(ctx10s(t)), ErrSenderClosed)
+	require.Equal(t, map[string]wal.MessageID{"v0": wal.KafkaID(99), "v1": wal.KafkaID(100), "v2": wal.KafkaID(98)}, r.checkpoints(t))
+}
+
+func TestSenderFlushHonoursItsContext(t *testing.T) {
+	r := newSenderRig(t, kafkaAt(1, 0))
+	g := &gate{target: r.pchannel}
+	gpid := r.system.Root.Spawn(g.props())
+	s := newTestSender(t, r.system, gpid)
+	require.NoError(t, s.Update("v0", wal.KafkaID(1)))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, s.Flush(ctx), context.DeadlineExceeded)
+	r.system.Root.Send(gpid, gateRelease{})
+	require.NoError(t, s.Flush(ctx10s(t)))
+}
+
+func TestNewSenderRejectsInvalidOptions(t *testing.T) {
+	system := actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(zap.NewNop())))
+	defer system.Shutdown()
+	pid := actor.NewPID("nonhost", "nobody")
+	for name, tc := range map[string]struct {
+		system *actor.ActorSystem
+		pid    *actor.PID
+		opts   []SenderOption
+	}{
+		"nil system":        {nil, pid, nil},
+		"nil pid":           {system, nil, nil},
+		"zero max pending":  {system, pid, []SenderOption{WithMaxPending(0)}},
+		"negative wait":     {system, pid, []SenderOption{WithFullWait(-time.Second)}},
+		"negative pending ": {system, pid, []SenderOption{WithMaxPending(-1)}},
+	} {
+		s, err := NewSender(tc.system, tc.pid, tc.opts...)
+		require.ErrorIs(t, err, ErrInvalidOption, name)
+		require.Nil(t, s, name)
+	}
+}

@@ -1,0 +1,334 @@
+package etcdcatalog
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/wal"
+)
+
+// Defaults of the BatchOptions.
+const (
+	// DefaultMaxBatch is half etcd's default --max-txn-ops (128), since
+	// each save compares two things: a transaction with more than
+	// --max-txn-ops compares is refused.
+	DefaultMaxBatch = 64
+	// DefaultMaxInFlight is how many batch transactions run at once.
+	DefaultMaxInFlight = 4
+	// DefaultBatchTimeout bounds one batch transaction.
+	DefaultBatchTimeout = 5 * time.Second
+)
+
+// BatchOption configures a Batcher.
+type BatchOption interface{ applyBatch(*batchOptions) }
+
+type batchOptionFunc func(*batchOptions)
+
+func (f batchOptionFunc) applyBatch(o *batchOptions) { f(o) }
+
+type batchOptions struct {
+	maxBatch    int
+	maxInFlight int
+	timeout     time.Duration
+}
+
+// WithMaxBatch sets how many saves one transaction carries at most (default
+// DefaultMaxBatch). Keep it at or below half the cluster's --max-txn-ops:
+// each save adds two compares.
+func WithMaxBatch(n int) BatchOption {
+	return batchOptionFunc(func(o *batchOptions) { o.maxBatch = n })
+}
+
+// WithMaxInFlight sets how many batch transactions run concurrently on the
+// shared client (default DefaultMaxInFlight).
+func WithMaxInFlight(n int) BatchOption {
+	return batchOptionFunc(func(o *batchOptions) { o.maxInFlight = n })
+}
+
+// WithBatchTimeout bounds each batch transaction (default
+// DefaultBatchTimeout), whatever the deadlines of the saves it carries;
+// each caller still waits no longer than its own context.
+func WithBatchTimeout(d time.Duration) BatchOption {
+	return batchOptionFunc(func(o *batchOptions) { o.timeout = d })
+}
+
+// Batcher is a persistence.Catalog over a Catalog that commits concurrent
+// saves of different pchannels together: up to WithMaxBatch of them in one
+// etcd transaction, up to WithMaxInFlight transactions at a time, and
+// saves that arrive meanwhile wait for the next one. There is no timer: a
+// batch is whatever queued while the previous transactions were in
+// flight, so a lone save goes out at once. Raft then replicates and fsyncs
+// one entry for many checkpoints.
+//
+// Every guarantee of Catalog.Save holds per pchannel. Each key in a batch
+// has its own compare: its mod revision and its value must both still be
+// the record the Catalog last saw and judged lower (a revision alone could
+// be reused by an etcd restored from a snapshot). An etcd transaction is
+// all-or-nothing, so when any compare fails nothing is written, the
+// transaction returns every key's current record instead, and each save of
+// the batch then goes through Catalog.Save on its own: those whose record
+// did not move succeed there at once, the others get what Save answers
+// (stored ahead, equal, another WAL). One stale key costs its batch a
+// second round trip, never another key's outcome. Saves that Save would
+// judge without writing (nothing known about the key yet, or the value
+// known equal or below) skip the batch and go to Save directly.
+//
+// Owned saves (Owned.Save, fenced by an owner term) are not batched: they
+// go through their Owned as before.
+type Batcher struct {
+	c   *Catalog
+	opt batchOptions
+
+	mu       sync.Mutex
+	queue    []*batchedSave
+	inFlight int
+	closed   bool
+	// running counts the goroutines committing batches, for Close.
+	running sync.WaitGroup
+}
+
+var _ persistence.Catalog = (*Batcher)(nil)
+
+// batchedSave is one Save waiting in a Batcher.
+type batchedSave struct {
+	ctx        context.Context
+	pchannel   string
+	checkpoint wal.MessageID
+	done       chan error // buffered: the committer never blocks on it
+}
+
+// NewBatcher returns a Batcher saving through c. The Batcher owns c from
+// then on: its Close closes c. Load and LoadAll go to c unchanged.
+func NewBatcher(c *Catalog, opts ...BatchOption) (*Batcher, error) {
+	o := batchOptions{maxBatch: DefaultMaxBatch, maxInFlight: DefaultMaxInFlight, timeout: DefaultBatchTimeout}
+	for _, opt := range opts {
+		if opt != nil {
+			opt.applyBatch(&o)
+		}
+	}
+	switch {
+	case c == nil:
+		return nil, fmt.Errorf("etcdcatalog: %w: nil catalog", persistence.ErrInvalidArgument)
+	case o.maxBatch < 1:
+		return nil, fmt.Errorf("etcdcatalog: %w: max batch %d must be positive", persistence.ErrInvalidArgument, o.maxBatch)
+	case o.maxInFlight < 1:
+		return nil, fmt.Errorf("etcdcatalog: %w: max in flight %d must be positive", persistence.ErrInvalidArgument, o.maxInFlight)
+	case o.timeout <= 0:
+		return nil, fmt.Errorf("etcdcatalog: %w: batch timeout %v must be positive", persistence.ErrInvalidArgument, o.timeout)
+	}
+	return &Batcher{c: c, opt: o}, nil
+}
+
+// Catalog returns the Catalog the Batcher saves through, for ownership.
+func (b *Batcher) Catalog() *Catalog { return b.c }
+
+// Load is Catalog.Load.
+func (b *Batcher) Load(ctx context.Context, pchannel string) (wal.MessageID, error) {
+	if b.isClosed() {
+		return nil, persistence.ErrClosed
+	}
+	return b.c.Load(ctx, pchannel)
+}
+
+// LoadAll is Catalog.LoadAll.
+func (b *Batcher) LoadAll(ctx context.Context) (map[string]wal.MessageID, error) {
+	if b.isClosed() {
+		return nil, persistence.ErrClosed
+	}
+	return b.c.LoadAll(ctx)
+}
+
+// Save stores checkpoint as Catalog.Save does, in a batch with the saves
+// of other pchannels. When ctx ends first, Save returns ctx's error; the
+// save may still commit, as with Catalog.Save, and a retry then finds it
+// equal.
+func (b *Batcher) Save(ctx context.Context, pchannel string, checkpoint wal.MessageID) error {
+	if b.isClosed() {
+		return persistence.ErrClosed
+	}
+	if err := persistence.CheckSaveArgs(pchannel, checkpoint); err != nil {
+		return fmt.Errorf("etcdcatalog: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return err // nothing written
+	}
+	s := &batchedSave{ctx: ctx, pchannel: pchannel, checkpoint: checkpoint, done: make(chan error, 1)}
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return persistence.ErrClosed
+	}
+	b.queue = append(b.queue, s)
+	if b.inFlight < b.opt.maxInFlight {
+		b.inFlight++
+		b.running.Add(1)
+		go b.commitLoop()
+	}
+	b.mu.Unlock()
+	select {
+	case err := <-s.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Delete is Catalog.Delete. A save of the same pchannel still queued may
+// land after it, as it could if the caller ran the two concurrently on the
+// Catalog itself: retire a pchannel once nothing saves it.
+func (b *Batcher) Delete(ctx context.Context, pchannel string) error {
+	if b.isClosed() {
+		return persistence.ErrClosed
+	}
+	return b.c.Delete(ctx, pchannel)
+}
+
+// Close commits what is queued, waits for the transactions in flight, and
+// closes the Catalog. Later calls fail with persistence.ErrClosed.
+func (b *Batcher) Close() error {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return persistence.ErrClosed
+	}
+	b.closed = true
+	b.mu.Unlock()
+	b.running.Wait()
+	return b.c.Close()
+}
+
+func (b *Batcher) isClosed() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.closed
+}
+
+// commitLoop commits batches until the queue is empty.
+func (b *Batcher) commitLoop() {
+	defer b.running.Done()
+	for {
+		batch := b.take()
+		if batch == nil {
+			return
+		}
+		b.commit(batch)
+	}
+}
+
+// take removes up to maxBatch queued saves of distinct pchannels (a
+// transaction may not put one key twice; a second save of a pchannel
+// waits for the next batch) and answers those whose caller is gone. It
+// returns nil, and leaves the loop count, when nothing is queued.
+func (b *Batcher) take() []*batchedSave {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var batch []*batchedSave
+	var seen map[string]struct{}
+	kept := b.queue[:0]
+	for _, s := range b.queue {
+		if len(batch) == b.opt.maxBatch {
+			kept = append(kept, s)
+			continue
+		}
+		if err := s.ctx.Err(); err != nil {
+			s.done <- err // never sent: nothing written
+			continue
+		}
+		if _, dup := seen[s.pchannel]; dup {
+			kept = append(kept, s)
+			continue
+		}
+		if seen == nil {
+			seen = make(map[string]struct{})
+		}
+		seen[s.pchannel] = struct{}{}
+		batch = append(batch, s)
+	}
+	clear(b.queue[len(kept):])
+	b.queue = kept
+	if len(batch) == 0 {
+		b.inFlight--
+	}
+	return batch
+}
+
+// commit writes batch in one transaction, or sends its saves through
+// Catalog.Save one by one (concurrently) where one transaction cannot
+// decide them.
+func (b *Batcher) commit(batch []*batchedSave) {
+	var direct, together []*batchedSave
+	var cmps []clientv3.Cmp
+	var puts, gets []clientv3.Op
+	var recs []persistence.Record
+	for _, s := range batch {
+		key := b.c.keys.checkpoint(s.pchannel)
+		h := b.c.hint(key)
+		if h.rev == 0 {
+			direct = append(direct, s) // nothing known: Save reads or creates
+			continue
+		}
+		if done, _ := judge(s.pchannel, h.rec, s.checkpoint, nil); done {
+			direct = append(direct, s) // Save confirms against a fresh read
+			continue
+		}
+		stored, err1 := persistence.EncodeRecord(h.rec)
+		rec := persistence.Record{Checkpoint: s.checkpoint, Term: h.rec.Term}
+		val, err2 := persistence.EncodeRecord(rec)
+		if err1 != nil || err2 != nil {
+			direct = append(direct, s)
+			continue
+		}
+		together = append(together, s)
+		recs = append(recs, rec)
+		cmps = append(cmps,
+			clientv3.Compare(clientv3.ModRevision(key), "=", h.rev),
+			clientv3.Compare(clientv3.Value(key), "=", string(stored)))
+		puts = append(puts, clientv3.OpPut(key, string(val)))
+		gets = append(gets, clientv3.OpGet(key))
+	}
+	if len(together) == 1 {
+		direct, together = append(direct, together...), nil
+	}
+	if len(together) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), b.opt.timeout)
+		resp, err := b.c.client.Txn(ctx).If(cmps...).Then(puts...).Else(gets...).Commit()
+		cancel()
+		switch {
+		case err != nil:
+			// The batch may have committed; each caller's retry finds it
+			// equal.
+			for _, s := range together {
+				s.done <- fmt.Errorf("etcdcatalog: save %q: %w", s.pchannel, err)
+			}
+		case resp.Succeeded:
+			// Every write of one transaction has its header's revision.
+			for i, s := range together {
+				b.c.remember(b.c.keys.checkpoint(s.pchannel), hint{rev: resp.Header.Revision, rec: recs[i]})
+				s.done <- nil
+			}
+		default:
+			// Learn every current record (decode remembers it), then let
+			// Save judge each pchannel on its own.
+			for i, r := range resp.Responses {
+				if kvs := r.GetResponseRange().GetKvs(); len(kvs) > 0 {
+					_, _ = b.c.decode(together[i].pchannel, kvs[0]) // a corrupt one is Save's to report
+				}
+			}
+			direct = append(direct, together...)
+		}
+	}
+	var wg sync.WaitGroup
+	for _, s := range direct {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.done <- b.c.Save(s.ctx, s.pchannel, s.checkpoint)
+		}()
+	}
+	wg.Wait()
+}
