@@ -44,6 +44,8 @@ func TestBadInputCatalogue(t *testing.T) {
 			`vchannel "b": wal: message ID of another WAL: wal.RocksMQID where a kafka ID was expected`, false},
 		{&messages.AddVChannel{VChannel: "b", Checkpoint: (*wal.KafkaID)(nil)}, []error{messages.ErrWALMismatch},
 			`vchannel "b": wal: message ID of another WAL: *wal.KafkaID where a kafka ID was expected`, false},
+		{&messages.AddVChannel{VChannel: "a\x00b", Checkpoint: wal.KafkaID(1)}, []error{persistence.ErrInvalidArgument},
+			`persistence: invalid argument: vchannel name "a\x00b" holds a NUL byte at 1`, false},
 		{&messages.AddVChannel{VChannel: "a", Checkpoint: wal.KafkaID(1)}, []error{messages.ErrVChannelExists},
 			`lowwater: vchannel already exists: "a"`, false},
 		{&messages.UpdateCheckpoint{VChannel: "", Checkpoint: wal.KafkaID(1)}, []error{messages.ErrEmptyVChannel},
