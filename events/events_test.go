@@ -1,12 +1,10 @@
 package events_test
 
 import (
-	"log/slog"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/eventstream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -22,14 +20,6 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // testBound bounds every wait on something that must happen; a test that
 // hits it has found a blocked publisher or a lost event.
 const testBound = 10 * time.Second
-
-// newSystem is a quiet actor system whose dead-letter throttle (a
-// goroutine per throttle period) ends at once, for goleak.
-func newSystem() *actor.ActorSystem {
-	return actor.NewActorSystem(
-		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }),
-		actor.WithDeadLetterThrottleInterval(time.Millisecond))
-}
 
 func advanced(pchannel string, i int) *messages.MinimumAdvanced {
 	return &messages.MinimumAdvanced{Header: messages.Header{PChannel: pchannel, At: time.Now()}, To: wal.KafkaID(i)}
