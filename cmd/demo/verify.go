@@ -33,6 +33,8 @@ type pchannelRecord struct {
 	adds      int
 	drops     int
 	restarts  int
+	// stalls lists the MinimumStalled events, in order.
+	stalls []*messages.MinimumStalled
 }
 
 func newRecord(names []string) *record {
@@ -71,6 +73,8 @@ func (r *record) observe(ev messages.Event) {
 		p.rejected++
 	case *messages.PersisterRestarted:
 		p.restarts++
+	case *messages.MinimumStalled:
+		p.stalls = append(p.stalls, e)
 	case *messages.Stopped:
 		p.stopped = e
 	}
@@ -123,6 +127,13 @@ type evidence struct {
 	blocked int64
 	// live holds the I3 measurements of the run phase.
 	live []liveness
+	// stall is --stall, nil without it; interrupted is true when Ctrl-C
+	// ended the run early.
+	stall       *stallSpec
+	interrupted bool
+	// stallFrom is when the freeze began: a stall of the laggard before
+	// it does not count.
+	stallFrom time.Time
 }
 
 // liveness is one I3 measurement: from a moment the catalog was healthy
@@ -154,7 +165,41 @@ func (c check) ok() bool { return len(c.problems) == 0 }
 
 // verify runs every check on the evidence.
 func verify(ev *evidence) []check {
-	return []check{checkSafe(ev), checkMonotonic(ev), checkLive(ev), checkRestart(ev), checkRejections(ev), checkStopped(ev)}
+	checks := []check{checkSafe(ev), checkMonotonic(ev), checkLive(ev), checkRestart(ev), checkRejections(ev), checkStopped(ev)}
+	if ev.stall != nil {
+		checks = append(checks, checkStall(ev))
+	}
+	return checks
+}
+
+// checkStall: with --stall, the run published a MinimumStalled naming the
+// frozen vchannel, on its pchannel, after the freeze began (the laggard
+// may stall by chance before). Not held when Ctrl-C ended the run.
+func checkStall(ev *evidence) check {
+	c := check{name: "stall"}
+	s := ev.stall
+	run := ev.phases[0].rec
+	all := 0
+	var named *messages.MinimumStalled
+	for _, name := range ev.names {
+		for _, st := range run.pchannels[name].stalls {
+			all++
+			if named == nil && name == s.pchannel && st.Holder == s.vchannel && !st.At.Before(ev.stallFrom) {
+				named = st
+			}
+		}
+	}
+	switch {
+	case named != nil:
+		c.summary = fmt.Sprintf("%s froze at %v: MinimumStalled named it, holding %s at %s for %v; %d stall(s) in all",
+			s.vchannel, s.start, s.pchannel, named.Checkpoint, named.For.Round(time.Millisecond), all)
+	case ev.interrupted:
+		c.summary = fmt.Sprintf("not held: the run was interrupted; no MinimumStalled named %s", s.vchannel)
+	default:
+		c.failf("%s froze at %v, and no MinimumStalled named it (%d stall(s) in all)", s.vchannel, s.start, all)
+		c.summary = "no stall of the frozen vchannel"
+	}
+	return c
 }
 
 // checkSafe is I1: every persisted value was a minimum the pchannel had at
