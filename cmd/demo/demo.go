@@ -52,8 +52,8 @@ func (d *demo) run(ctx context.Context) (int, error) {
 		names[i] = fmt.Sprintf("p%d", i)
 	}
 	ev := &evidence{names: names, restart: make(map[string]restartView, len(names)), stall: d.cfg.stall}
-	if d.cfg.stall != nil {
-		ev.stallFrom = d.began.Add(d.cfg.stall.start)
+	if st := d.cfg.stall; st != nil {
+		ev.stallFrom, ev.stallAfter = d.began.Add(st.start), d.cfg.stallAfter
 	}
 	pr := newPrinter(d.out, d.began, d.cfg.sample)
 	// Cancelling ctx (Ctrl-C) only ends the simulation early: the stop, the
@@ -152,6 +152,12 @@ func (d *demo) run(ctx context.Context) (int, error) {
 	spans := outs.end()
 	catalog.heal()
 	healAt := time.Since(d.began)
+	if st := d.cfg.stall; st != nil {
+		ev.stallUntil = d.began.Add(healAt)
+		if st.length > 0 && st.start+st.length < healAt {
+			ev.stallUntil = ev.stallFrom.Add(st.length)
+		}
+	}
 	dash.setPhase("updates stopped, faults ended: persisted catching up")
 	if !d.live {
 		section(d.out, "updates stop, faults end: persisted must reach the minimum (I3)")

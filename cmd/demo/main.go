@@ -250,7 +250,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Float64Var(&c.failRate, "fail-rate", 0.2, "share of catalog saves that fail, in [0, 1]")
 	fs.DurationVar(&c.latency, "latency", 0, "delay added to every catalog call")
 	fs.Var(&outages, "outage", "catalog outage `START+LENGTH` since the demo started, e.g. 3s+2s; repeatable; none for no outage (default: one from 40% to 60% of --duration)")
-	fs.Var(&stall, "stall", "freeze one vchannel so that its pchannel's minimum stalls: `VCHANNEL@START[+LENGTH]`, e.g. p0-v003@2s; VCHANNEL is one the run starts with, pP-vNNN (P < --pchannels, NNN < --vchannels), and is never dropped; it stops advancing at START since the demo started, for LENGTH or to the end of the run; turns on --stall-after, and the checks then require a MinimumStalled naming it")
+	fs.Var(&stall, "stall", "freeze one vchannel so that its pchannel's minimum stalls: `VCHANNEL@START[+LENGTH]`, e.g. p0-v003@2s; VCHANNEL is one the run starts with, pP-vNNN (P < --pchannels, NNN < --vchannels); it is never dropped, starts at the minimum and moves as slowly as the slowest vchannel, then stands still from START (since the demo started) for LENGTH, or to the end of the run; the freeze must last --stall-after + 1s within the run; turns on --stall-after, and a check then requires a MinimumStalled naming it (exit 1 if none)")
 	fs.DurationVar(&c.stallAfter, "stall-after", defaultStallAfter, "report a pchannel whose minimum has not risen for this long (actors.WithStallAfter); on with --stall, or when given; 0: off")
 	fs.Int64Var(&c.seed, "seed", 0, "random seed of the simulation and the faults (0: pick one and print it)")
 	// What to show.

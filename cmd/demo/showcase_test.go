@@ -251,6 +251,29 @@ func TestParseFlags(t *testing.T) {
 	cfg, err = parseFlags([]string{"--outage=none"}, &bytes.Buffer{})
 	require.NoError(t, err)
 	assert.Empty(t, cfg.outages)
+	assert.Nil(t, cfg.stall)
+	assert.Zero(t, cfg.stallAfter, "stall detection is off unless asked for")
+
+	cfg, err = parseFlags([]string{"--stall=p2-v019@2s"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, &stallSpec{vchannel: "p2-v019", pchannel: "p2", index: 19, start: 2 * time.Second}, cfg.stall)
+	assert.Equal(t, time.Second, cfg.stallAfter, "--stall turns detection on with the default")
+	assert.Contains(t, cfg.describeFaults(), "stall p2-v019@2s")
+	assert.True(t, cfg.stall.frozen(2*time.Second))
+	assert.True(t, cfg.stall.frozen(time.Hour), "without LENGTH, to the end")
+	assert.False(t, cfg.stall.frozen(1999*time.Millisecond))
+
+	cfg, err = parseFlags([]string{"--stall=p0-v1234@1s+3s", "--vchannels=2000", "--stall-after=500ms"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, &stallSpec{vchannel: "p0-v1234", pchannel: "p0", index: 1234, start: time.Second, length: 3 * time.Second}, cfg.stall)
+	assert.Equal(t, 500*time.Millisecond, cfg.stallAfter)
+	assert.True(t, cfg.stall.frozen(3999*time.Millisecond))
+	assert.False(t, cfg.stall.frozen(4*time.Second), "LENGTH ends it")
+
+	cfg, err = parseFlags([]string{"--stall-after=2s"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Nil(t, cfg.stall)
+	assert.Equal(t, 2*time.Second, cfg.stallAfter, "--stall-after alone turns detection on")
 
 	for _, args := range [][]string{
 		{"--outage=3s"}, {"--outage=3s+0s"}, {"--outage=x+1s"}, {"--outage=9s+1s"},
@@ -414,7 +437,7 @@ func TestRenderDashboardFitsTerminal(t *testing.T) {
 			}
 			if size.w >= 100 {
 				assert.True(t, containsWord(headerLine, "HOLDER"), "the holder is kept at %d columns: %s", size.w, headerLine)
-				assert.Regexp(t, `p1-v1234 (STALLED 12\.\d|!12)s`, table, "the stalled holder is shown whole, with how long")
+				assert.Regexp(t, `p1-v1234 (STALLED 1\d\.\d|!1\d)s`, table, "the stalled holder is shown whole, with how long")
 			}
 			if size.w >= 200 {
 				assert.Empty(t, hidden)

@@ -33,8 +33,10 @@ type pchannelRecord struct {
 	adds      int
 	drops     int
 	restarts  int
-	// stalls lists the MinimumStalled events, in order.
-	stalls []*messages.MinimumStalled
+	// stalls and resumed list the MinimumStalled and MinimumResumed
+	// events, in order.
+	stalls  []*messages.MinimumStalled
+	resumed []*messages.MinimumResumed
 }
 
 func newRecord(names []string) *record {
@@ -75,6 +77,8 @@ func (r *record) observe(ev messages.Event) {
 		p.restarts++
 	case *messages.MinimumStalled:
 		p.stalls = append(p.stalls, e)
+	case *messages.MinimumResumed:
+		p.resumed = append(p.resumed, e)
 	case *messages.Stopped:
 		p.stopped = e
 	}
@@ -131,9 +135,10 @@ type evidence struct {
 	// ended the run early.
 	stall       *stallSpec
 	interrupted bool
-	// stallFrom is when the freeze began: a stall of the laggard before
-	// it does not count.
-	stallFrom time.Time
+	// stallFrom and stallUntil are when the freeze began and ended (or
+	// the updates stopped, if first); stallAfter is --stall-after.
+	stallFrom, stallUntil time.Time
+	stallAfter            time.Duration
 }
 
 // liveness is one I3 measurement: from a moment the catalog was healthy
@@ -173,8 +178,12 @@ func verify(ev *evidence) []check {
 }
 
 // checkStall: with --stall, the run published a MinimumStalled naming the
-// frozen vchannel, on its pchannel, after the freeze began (the laggard
-// may stall by chance before). Not held when Ctrl-C ended the run.
+// frozen vchannel, on its pchannel, that the freeze explains: published
+// during the freeze, not resumed before it ended, and in force for at
+// least half of the freeze past --stall-after. The slow laggard stalls by
+// chance now and then, and such a stall resumes as soon as it moves: a
+// freeze that did not happen would show only those (or, rarely, one long
+// enough to pass). Not held when Ctrl-C ended the run.
 func checkStall(ev *evidence) check {
 	c := check{name: "stall"}
 	s := ev.stall
@@ -182,9 +191,10 @@ func checkStall(ev *evidence) check {
 	all := 0
 	var named *messages.MinimumStalled
 	for _, name := range ev.names {
-		for _, st := range run.pchannels[name].stalls {
+		p := run.pchannels[name]
+		for _, st := range p.stalls {
 			all++
-			if named == nil && name == s.pchannel && st.Holder == s.vchannel && !st.At.Before(ev.stallFrom) {
+			if named == nil && name == s.pchannel && st.Holder == s.vchannel && frozenStall(ev, p.resumed, st) {
 				named = st
 			}
 		}
@@ -307,6 +317,24 @@ func checkLive(ev *evidence) check {
 	}
 	c.summary = fmt.Sprintf("bound %v; %s", byWhen[order[0]].bound, strings.Join(parts, "; "))
 	return c
+}
+
+// frozenStall reports whether the freeze explains the stall st (see
+// checkStall).
+func frozenStall(ev *evidence, resumed []*messages.MinimumResumed, st *messages.MinimumStalled) bool {
+	from, until := ev.stallFrom, ev.stallUntil
+	if st.At.Before(from) || !st.At.Before(until) {
+		return false
+	}
+	for _, r := range resumed {
+		if r.Holder == st.Holder && r.At.After(st.At) {
+			if r.At.Before(until) {
+				return false
+			}
+			break
+		}
+	}
+	return until.Sub(st.At) >= (until.Sub(from)-ev.stallAfter)/2
 }
 
 // checkRestart: after the graceful stop and the reopen, each pchannel
