@@ -297,7 +297,7 @@ func (p *pchannel) dropVChannel(ctx actor.Context, m *messages.DropVChannel) {
 		ev := &messages.VChannelDropped{Header: p.header(), VChannel: m.VChannel}
 		p.publish(ev)
 		p.cfg.logger.Info("vchannel dropped", zap.String("vchannel", m.VChannel))
-		if p.tracker.Len() == 0 && p.stall.stalled != nil {
+		if p.phase == running && p.tracker.Len() == 0 && p.stall.stalled != nil {
 			p.resume(ev.At) // nothing holds the minimum back any more
 		}
 	}
