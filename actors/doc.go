@@ -30,6 +30,8 @@
 //     a burst of rises costs the persister one message, not one each. If
 //     it is not above the persisted value (an Add pulled the minimum below
 //     it), nothing is saved until it passes it.
+//     A rise also stamps State.HeldSince with the event's time, and ends a
+//     stall in force (MinimumResumed, after the MinimumAdvanced).
 //  5. Save. At most one is in flight, off the persister's mailbox, bounded by
 //     the save timeout. Only the latest minimum is pending; minima that come
 //     during a save replace each other and cost one more save in all.
@@ -88,6 +90,15 @@
 //	                   failed: RecoveryFailed,
 //	                   retry timer
 //	recovery timer     read again               ignored (stale seq)         ignored                   -
+//	minimum rose       HeldSince := now         HeldSince := now; ends a    HeldSince := now          -
+//	                                            stall (MinimumResumed); arms
+//	                                            the stall timer if none is
+//	last vchannel      -                        ends a stall (resumed)      -                         -
+//	dropped
+//	stall timer        -                        no vchannel: disarmed;      ignored (stale seq)       -
+//	                                            rose since: re-armed for
+//	                                            the remainder; else
+//	                                            MinimumStalled, disarmed
 //	mailbox drained    -                        hand the latest rise over   -                         -
 //	save result        -                        persister: plan step,       -                         -
 //	                                            event; fenced: → fenced
@@ -104,6 +115,27 @@
 //	actor Stopped      Stopped → stopped        Stopped → stopped           Stopped → stopped         -
 //
 // → fenced publishes OwnershipLost, stops the persister and the actor.
+// Becoming running (the load result's "→ running") restarts the stall
+// clock (HeldSince := Recovered's time) and arms the stall timer if there
+// is a vchannel; → fenced and every Stopping disarm it.
+//
+// # Who holds the minimum back
+//
+// State.Holder is the vchannel at the minimum (the tracker's heap root:
+// O(1)), and State.HeldSince when the minimum last rose, or the pchannel
+// began running if later. With WithStallAfter(d), a pchannel that runs
+// with at least one vchannel and whose minimum has not risen for d
+// publishes MinimumStalled (holder, its checkpoint, for how long), once;
+// MinimumResumed ends the stall when the minimum rises or the last
+// vchannel is dropped. A stall in force at a stop ends with Stopped.
+//
+// It costs one timer per pchannel at most, and nothing per vchannel: the
+// update path stores the time of a rise, which MinimumAdvanced stamps
+// anyway, and arms a timer only when none is armed (after a stall, or
+// after a time with no vchannel). The timer, when it fires, re-arms for
+// what is left if the minimum rose meanwhile. Its message carries a
+// sequence number like every timer here: one that fires after a stop or
+// a re-arming is ignored.
 //
 // # The persister
 //

@@ -61,6 +61,7 @@ type config struct {
 	saveTimeout time.Duration
 	flushTime   time.Duration
 	minInterval time.Duration
+	stallAfter  time.Duration
 	ownership   context.Context
 	preloaded   *wal.MessageID
 	counters    *Counters
@@ -118,6 +119,30 @@ func WithStopFlushTimeout(d time.Duration) Option {
 // saves as soon as the previous save returns.
 func WithMinSaveInterval(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.minInterval = d })
+}
+
+// MinStallAfter is the shortest stall-after duration WithStallAfter
+// takes: a check more often than this would cost more than it tells.
+const MinStallAfter = time.Millisecond
+
+// WithStallAfter has the actor publish messages.MinimumStalled, naming the
+// vchannel that holds the minimum back, when the minimum has not risen for
+// d while the pchannel runs with at least one vchannel, and
+// messages.MinimumResumed when it moves again. 0 (the default) turns it
+// off; a d below MinStallAfter, or negative, is an ErrInvalidOption.
+//
+// It costs one timer per pchannel at most, armed lazily: an update stores
+// the time of a rise (which MinimumAdvanced stamps anyway) and nothing
+// more; when the timer fires it re-arms for the remainder if the minimum
+// rose meanwhile. Nothing is polled per vchannel.
+func WithStallAfter(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if d != 0 && d < MinStallAfter {
+			c.errs = append(c.errs, fmt.Errorf("stall after %v: want 0 (off) or at least %v", d, MinStallAfter))
+			return
+		}
+		c.stallAfter = d
+	})
 }
 
 // WithOwnership ties the actor to an ownership of its pchannel, such as an

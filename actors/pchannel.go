@@ -96,11 +96,31 @@ type pchannel struct {
 	pendingAdvance *messages.MinimumAdvanced
 	crash          crashes
 
+	// stall watches the minimum for stalls (WithStallAfter).
+	stall stallWatch
+
 	// unwatch ends the ownership watch, if any.
 	unwatch func() bool
 
 	self   *actor.PID
+	root   *actor.RootContext
 	events *eventstream.EventStream
+}
+
+// stallWatch is stall detection: when the minimum last rose, the one
+// timer, and the stall in force. A rise only stores its time (and, when no
+// timer is armed, arms one: after a stall, or while there was no
+// vchannel); the timer, when it fires, compares.
+type stallWatch struct {
+	// since is State.HeldSince: the At of the last MinimumAdvanced, or of
+	// Recovered if later, or the actor's start.
+	since time.Time
+	// timer is armed while running with a vchannel and no stall in force;
+	// nil otherwise. timerSeq tells its timerFired from stale ones.
+	timer    *time.Timer
+	timerSeq uint64
+	// stalled is the MinimumStalled in force, nil when none.
+	stalled *messages.MinimumStalled
 }
 
 // recovery is the state of reading the stored checkpoint.
@@ -202,8 +222,11 @@ func (p *pchannel) stepRunning(ctx actor.Context, msg any) {
 	case mailboxDrained:
 		p.notifyPersister(ctx)
 	case *timerFired:
-		if p.crash.timer != nil && m.seq == p.crash.timerSeq {
+		switch {
+		case p.crash.timer != nil && m.seq == p.crash.timerSeq:
 			p.restartPersister(ctx)
+		case p.stall.timer != nil && m.seq == p.stall.timerSeq:
+			p.checkStall()
 		}
 	case *ownershipLost:
 		p.becomeFenced(ctx, m.cause)
@@ -276,14 +299,19 @@ func (p *pchannel) dropVChannel(ctx actor.Context, m *messages.DropVChannel) {
 	from := p.tracker.Minimum()
 	advanced, err := p.tracker.Drop(m.VChannel)
 	if err == nil {
-		p.publish(&messages.VChannelDropped{Header: p.header(), VChannel: m.VChannel})
+		ev := &messages.VChannelDropped{Header: p.header(), VChannel: m.VChannel}
+		p.publish(ev)
 		p.cfg.logger.Info("vchannel dropped", zap.String("vchannel", m.VChannel))
+		if p.phase == running && p.tracker.Len() == 0 && p.stall.stalled != nil {
+			p.resume(ev.At) // nothing holds the minimum back any more
+		}
 	}
 	p.applied(ctx, m, from, advanced, err)
 }
 
 func (p *pchannel) started(ctx actor.Context) {
-	p.self, p.events = ctx.Self(), ctx.ActorSystem().EventStream
+	p.self, p.root, p.events = ctx.Self(), ctx.ActorSystem().Root, ctx.ActorSystem().EventStream
+	p.stall.since = time.Now()
 	if o := p.cfg.ownership; o != nil {
 		root, self := ctx.ActorSystem().Root, ctx.Self()
 		p.unwatch = context.AfterFunc(o, func() { root.Send(self, &ownershipLost{cause: context.Cause(o)}) })
@@ -351,12 +379,75 @@ func (p *pchannel) reject(ctx actor.Context, cmd messages.Command, err error) {
 // and the save it starts carries the burst's last minimum, where handing
 // over every rise would start one on the first. The persister coalesces
 // further: only the latest minimum is ever pending there.
+//
+// A rise also restarts the stall clock: it stores the event's time, and
+// ends a stall in force (see checkStall).
 func (p *pchannel) advanced(from wal.MessageID) {
-	ev := &messages.MinimumAdvanced{Header: p.header(), From: from, To: p.tracker.Minimum()}
+	ev := &messages.MinimumAdvanced{Header: p.header(), From: from, To: p.tracker.Minimum(), Holder: p.tracker.Holder()}
 	p.publish(ev)
+	p.stall.since = ev.At
 	if p.phase == running {
 		p.pendingAdvance = ev
+		if p.cfg.stallAfter > 0 {
+			p.rose(ev.At)
+		}
 	}
+}
+
+// rose ends a stall in force, and arms the stall timer if none is: after
+// a stall, or after a time with no vchannel. Otherwise the timer armed
+// already will see the new since when it fires: nothing to do here.
+func (p *pchannel) rose(at time.Time) {
+	if p.stall.stalled != nil {
+		p.resume(at)
+	}
+	if p.stall.timer == nil {
+		p.armStall(p.cfg.stallAfter)
+	}
+}
+
+func (p *pchannel) armStall(d time.Duration) {
+	p.stall.timerSeq = p.cfg.seq.Add(1)
+	p.stall.timer = afterFunc(d, p.root, p.self, p.stall.timerSeq)
+}
+
+func (p *pchannel) disarmStall() {
+	stopTimer(p.stall.timer)
+	p.stall.timer = nil
+}
+
+// checkStall runs when the stall timer fires. If the minimum rose since
+// it was armed, it re-arms for what is left of the stall-after duration
+// from that rise; else the minimum has not risen for that long, and the
+// stall is published, once: no timer runs until the minimum rises again
+// (advanced) or the last vchannel goes (dropVChannel). With no vchannel
+// there is no stall and no timer: the next Add is a rise, which arms it.
+func (p *pchannel) checkStall() {
+	p.stall.timer = nil
+	if p.tracker.Len() == 0 {
+		return
+	}
+	now := time.Now()
+	held := now.Sub(p.stall.since)
+	if left := p.cfg.stallAfter - held; left > 0 {
+		p.armStall(left)
+		return
+	}
+	ev := &messages.MinimumStalled{Header: messages.Header{PChannel: p.cfg.pchannel, At: now},
+		Holder: p.tracker.Holder(), Checkpoint: p.tracker.Minimum(), Since: p.stall.since, For: held}
+	p.stall.stalled = ev
+	p.publish(ev)
+	p.cfg.logger.Warn("minimum stalled", zap.String("holder", ev.Holder), zap.Stringer("checkpoint", ev.Checkpoint),
+		zap.Duration("for", held))
+}
+
+// resume ends the stall in force at at.
+func (p *pchannel) resume(at time.Time) {
+	s := p.stall.stalled
+	p.stall.stalled = nil
+	ev := &messages.MinimumResumed{Header: messages.Header{PChannel: p.cfg.pchannel, At: at}, Holder: s.Holder, StalledFor: at.Sub(s.Since)}
+	p.publish(ev)
+	p.cfg.logger.Info("minimum resumed", zap.String("holder", s.Holder), zap.Duration("stalledFor", ev.StalledFor))
 }
 
 // wantsDrained asks the mailbox for mailboxDrained while a rise of the
@@ -385,8 +476,13 @@ func (p *pchannel) state(withVChannels bool) *messages.State {
 		WALName:        p.cfg.walName,
 		StartMessageID: p.start,
 		Minimum:        p.tracker.Minimum(),
+		Holder:         p.tracker.Holder(),
 		VChannels:      p.tracker.Len(),
 		Recovered:      p.status != nil,
+		Stalled:        p.stall.stalled != nil,
+	}
+	if s.Holder != "" {
+		s.HeldSince = p.stall.since
 	}
 	if p.status != nil {
 		sp := p.status.load()
@@ -456,7 +552,14 @@ func (p *pchannel) becomeRunning(ctx actor.Context, stored wal.MessageID) {
 	if p.start == nil {
 		p.start = p.spawnMinimum
 	}
-	p.publish(&messages.Recovered{Header: p.header(), StartMessageID: p.start, FromCatalog: stored != nil, Attempts: p.recovery.attempt})
+	rec := &messages.Recovered{Header: p.header(), StartMessageID: p.start, FromCatalog: stored != nil, Attempts: p.recovery.attempt}
+	p.publish(rec)
+	// The stall clock starts over: a pchannel is not stalled by the time
+	// it took to recover.
+	p.stall.since = rec.At
+	if p.cfg.stallAfter > 0 && p.tracker.Len() > 0 {
+		p.armStall(p.cfg.stallAfter)
+	}
 	p.cfg.logger.Info("recovered", zap.Stringer("start", stringer{p.start}), zap.Bool("fromCatalog", stored != nil), zap.Int("attempts", p.recovery.attempt))
 	pid, err := ctx.SpawnNamed(persisterProps(p.cfg, p.status), "persister")
 	if err != nil {
@@ -473,6 +576,7 @@ func (p *pchannel) becomeRunning(ctx actor.Context, stored wal.MessageID) {
 func (p *pchannel) becomeFenced(ctx actor.Context, cause error) {
 	p.phase = fenced
 	p.pendingAdvance = nil
+	p.disarmStall()
 	p.unflushed = cause
 	p.publish(&messages.OwnershipLost{Header: p.header(), Cause: cause})
 	p.cfg.logger.Warn("ownership lost; stopping", zap.Error(cause))
@@ -581,6 +685,7 @@ func (p *pchannel) quiet() {
 	p.recovery.call = nil
 	stopTimer(p.crash.timer)
 	p.crash.timer = nil
+	p.disarmStall()
 }
 
 // stopRecovering is a stop that came before recovery ended. A graceful

@@ -1,6 +1,10 @@
 package messages
 
-import "github.com/lowwater/lowwater/wal"
+import (
+	"time"
+
+	"github.com/lowwater/lowwater/wal"
+)
 
 // Command is implemented by the messages that change a pchannel's state.
 // Sent with RequestFuture, a command is answered with nil or an error;
@@ -62,6 +66,23 @@ type State struct {
 	StartMessageID wal.MessageID
 	// Minimum is the low-water mark over live vchannels, nil when none.
 	Minimum wal.MessageID
+	// Holder is the vchannel whose checkpoint is Minimum: the one that
+	// holds the pchannel back, "" when there is no vchannel. With ties at
+	// the minimum it is one of them; each holds it back alike.
+	Holder string
+	// HeldSince is when the minimum last rose (MinimumAdvanced), or when
+	// the pchannel began running (Recovered) if that came later; during
+	// recovery, when the actor started if nothing rose since. Now minus
+	// HeldSince is how long the low-water mark has not moved up: what
+	// stall detection (actors.WithStallAfter) measures. It is not reset
+	// when the minimum keeps its value under another holder (a tie, a
+	// Drop of one of a tie) nor when an Add lowers it: the stored
+	// checkpoint has made no progress either way. Zero when there is no
+	// vchannel.
+	HeldSince time.Time
+	// Stalled is true while a MinimumStalled is in force: published and
+	// not yet ended by a MinimumResumed.
+	Stalled bool
 	// Persisted is the last checkpoint the catalog acknowledged (or read at
 	// recovery); nil when none.
 	Persisted wal.MessageID

@@ -16,6 +16,9 @@
 // errors.Is works on every reply, including each entry of a *BatchError.
 //
 // Lifecycle events: Recovered, RecoveryFailed, CheckpointPersisted,
-// PersistFailed, PersisterRestarted, OwnershipLost, Stopped. Every event embeds Header
+// PersistFailed, PersisterRestarted, OwnershipLost, Stopped. Stall events
+// (with actors.WithStallAfter): MinimumStalled when the minimum has not
+// risen for that long, naming the vchannel that holds it back, and
+// MinimumResumed when it moves again. Every event embeds Header
 // (pchannel name and time).
 package messages

@@ -75,6 +75,40 @@ type MinimumAdvanced struct {
 	// From is nil when the pchannel had no vchannel.
 	From wal.MessageID
 	To   wal.MessageID
+	// Holder is the vchannel at To: the one holding the minimum now (one
+	// of them, with ties). See State.Holder.
+	Holder string
+}
+
+// MinimumStalled is published when the minimum has not risen for the
+// stall-after duration (actors.WithStallAfter) while the pchannel runs
+// with at least one vchannel: Holder is holding it back. It is published
+// once per stall; MinimumResumed ends it. A stall is only detected while
+// the pchannel is running (not while it recovers, is fenced or stops), and
+// a pchannel with no vchannel never stalls: nothing holds it back.
+type MinimumStalled struct {
+	Header
+	// Holder is the vchannel at the minimum (one of them, with ties), and
+	// Checkpoint its checkpoint: the minimum.
+	Holder     string
+	Checkpoint wal.MessageID
+	// Since is State.HeldSince: when the minimum last rose, or the
+	// pchannel began running. For is At minus Since, at least the
+	// stall-after duration.
+	Since time.Time
+	For   time.Duration
+}
+
+// MinimumResumed ends a stall: the minimum rose again, or the last
+// vchannel was dropped (then nothing holds it back). A stall in force when
+// the pchannel stops ends with Stopped instead, without this event.
+type MinimumResumed struct {
+	Header
+	// Holder is the vchannel the MinimumStalled named.
+	Holder string
+	// StalledFor is how long the minimum had not risen: At minus the
+	// stall's Since.
+	StalledFor time.Duration
 }
 
 // CheckpointPersisted is published once the catalog acknowledged Value:

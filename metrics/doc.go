@@ -30,6 +30,9 @@
 //	save_failures_total            counter    by reason: timeout, stored_ahead, fenced, closed, canceled, error
 //	save_latency_seconds           histogram  of successful saves
 //	persist_lag_seconds            gauge      how long the minimum has waited above the persisted checkpoint (max over pchannels)
+//	minimum_age_seconds            gauge      seconds since the minimum last rose, or the pchannel began running (max over pchannels)
+//	pchannels_stalled              gauge      whose minimum stalled (actors.WithStallAfter) and has not moved since
+//	minimum_stalls_total           counter    MinimumStalled events
 //	saves_in_flight                gauge      catalog saves running now
 //	abandoned_calls_total          counter    catalog calls a stop abandoned (they ignored ctx)
 //	pchannels                      gauge      pchannels running on this node
@@ -44,6 +47,14 @@
 // label is added to every series only with WithPChannelLabel, for
 // deployments whose pchannels are few and fixed. Without it every series is
 // a total over the node's pchannels (the lag: the largest).
+//
+// The age of the minimum costs nothing per update: the collector keeps the
+// time of the last MinimumAdvanced (or Recovered, if later) and subtracts
+// it at scrape time, so it equals now minus messages.State.HeldSince. It
+// grows on a pchannel with no vchannel too (nothing rises there);
+// pchannels_stalled, fed by MinimumStalled and MinimumResumed, tells a
+// stall from an idle pchannel, and is 0 with stall detection off. Both are
+// 0 once a pchannel stopped, and go with Forget like every series of it.
 //
 // Counting from events that a lagging subscription dropped is approximate;
 // events_dropped_total says by how much. The counters themselves

@@ -124,6 +124,7 @@ type series struct {
 	added, dropped, advances  uint64
 	saves, recoveryFailures   uint64
 	restarts, ownershipLosses uint64
+	stalls                    uint64
 	latency                   histogram
 }
 
@@ -138,6 +139,12 @@ type pchannelState struct {
 	// pendingSince is when the persisted checkpoint last fell behind the
 	// minimum or last moved toward it; zero while it is caught up.
 	pendingSince time.Time
+	// heldSince is when the minimum last rose, or the pchannel began
+	// running if later (messages.State.HeldSince): the age of the minimum
+	// is computed from it at scrape time. stalled is true from a
+	// MinimumStalled to its MinimumResumed (or Stopped, or a new run).
+	heldSince time.Time
+	stalled   bool
 }
 
 type histogram struct {
@@ -173,7 +180,7 @@ type descs struct {
 	updates, rejected, added, dropped, advances, saves, failures, latency,
 	lag, inFlight, pchannels, recovering, retrying, recoveryFailures,
 	restarts, ownershipLost, eventsDropped *prometheus.Desc
-	abandoned *prometheus.Desc
+	abandoned, minimumAge, stalled, stalls *prometheus.Desc
 }
 
 // New returns a Collector; register it with a prometheus.Registerer.
@@ -217,6 +224,9 @@ func New(opts ...Option) (*Collector, error) {
 			ownershipLost:    d("ownership_lost_total", "Pchannels that lost their ownership and stopped.", base),
 			eventsDropped:    d("events_dropped_total", "Events the collector's subscriptions dropped because it lagged: the event-fed metrics missed them.", nil),
 			abandoned:        d("abandoned_calls_total", "Catalog calls a stop abandoned because they ignored their cancellation (actors.Counters.AbandonedCalls).", base),
+			minimumAge:       d("minimum_age_seconds", "Seconds since the low-water mark last rose, or the pchannel began running if later; 0 when not running (without the pchannel label: the largest).", base),
+			stalled:          d("pchannels_stalled", "Pchannels whose minimum has not risen for their stall-after duration (actors.WithStallAfter): a MinimumStalled not yet ended.", base),
+			stalls:           d("minimum_stalls_total", "Stalls of the low-water mark (MinimumStalled events).", base),
 		},
 	}
 	return c, nil
@@ -292,6 +302,7 @@ func (c *Collector) Observe(ev messages.Event) {
 	switch e := ev.(type) {
 	case *messages.Recovered:
 		p.live, p.recovering = true, false
+		p.heldSince, p.stalled = h.At, false
 		p.persisted, p.minimum = nil, e.StartMessageID
 		if e.FromCatalog {
 			p.persisted = e.StartMessageID
@@ -314,6 +325,14 @@ func (c *Collector) Observe(ev messages.Event) {
 		s.advances++
 		p.minimum = e.To
 		p.pending(h.At)
+		if h.At.After(p.heldSince) {
+			p.heldSince = h.At
+		}
+	case *messages.MinimumStalled:
+		s.stalls++
+		p.stalled, p.heldSince = true, e.Since
+	case *messages.MinimumResumed:
+		p.stalled = false
 	case *messages.CheckpointPersisted:
 		s.saves++
 		s.latency.observe(c.cfg.buckets, e.Latency.Seconds())
@@ -332,6 +351,7 @@ func (c *Collector) Observe(ev messages.Event) {
 		s.ownershipLosses++
 	case *messages.Stopped:
 		p.live, p.recovering, p.retrying, p.pendingSince = false, false, false, time.Time{}
+		p.stalled = false
 	}
 }
 
@@ -390,7 +410,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	d := c.descs
 	for _, desc := range []*prometheus.Desc{d.updates, d.rejected, d.added, d.dropped, d.advances, d.saves, d.failures,
 		d.latency, d.lag, d.inFlight, d.pchannels, d.recovering, d.retrying, d.recoveryFailures, d.restarts,
-		d.ownershipLost, d.eventsDropped, d.abandoned} {
+		d.ownershipLost, d.eventsDropped, d.abandoned, d.minimumAge, d.stalled, d.stalls} {
 		ch <- desc
 	}
 }
@@ -427,6 +447,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(d.recoveryFailures, s.recoveryFailures, labels...)
 		counter(d.restarts, s.restarts, labels...)
 		counter(d.ownershipLost, s.ownershipLosses, labels...)
+		counter(d.stalls, s.stalls, labels...)
 		ch <- prometheus.MustNewConstHistogram(d.latency, s.latency.count, s.latency.sum, s.latency.cumulative(c.cfg.buckets), labels...)
 	}
 
@@ -434,11 +455,11 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	now := c.cfg.now()
 	updates := c.retiredUpdates
 	var abandoned uint64
-	var inFlight, live, recovering, retrying, lag float64
+	var inFlight, live, recovering, retrying, lag, age, stalled float64
 	for _, name := range sortedKeys(c.pchannels) {
 		p := c.pchannels[name]
 		var up, ab uint64
-		var fl, l, rec, ret, pl float64
+		var fl, l, rec, ret, pl, ag, st float64
 		if p.counters != nil {
 			up, fl = p.counters.Updates(), float64(p.counters.SavesInFlight())
 			ab = p.counters.AbandonedCalls()
@@ -449,6 +470,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			if !p.pendingSince.IsZero() {
 				pl = max(0, now.Sub(p.pendingSince).Seconds())
 			}
+			if !p.recovering && !p.heldSince.IsZero() {
+				ag = max(0, now.Sub(p.heldSince).Seconds())
+			}
+			st = b2f(p.stalled)
 		}
 		if c.cfg.labelled {
 			counter(d.updates, up, name)
@@ -458,10 +483,13 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			gauge(d.recovering, rec, name)
 			gauge(d.retrying, ret, name)
 			gauge(d.lag, pl, name)
+			gauge(d.minimumAge, ag, name)
+			gauge(d.stalled, st, name)
 			continue
 		}
 		updates, abandoned = updates+up, abandoned+ab
 		inFlight, live, recovering, retrying, lag = inFlight+fl, live+l, recovering+rec, retrying+ret, max(lag, pl)
+		age, stalled = max(age, ag), stalled+st
 	}
 	if !c.cfg.labelled {
 		counter(d.updates, updates)
@@ -471,6 +499,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(d.recovering, recovering)
 		gauge(d.retrying, retrying)
 		gauge(d.lag, lag)
+		gauge(d.minimumAge, age)
+		gauge(d.stalled, stalled)
 	}
 
 	var dropped uint64

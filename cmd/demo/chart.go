@@ -30,6 +30,8 @@ var (
 	colFailed    = color.NRGBA{R: 214, G: 39, B: 40, A: 255}
 	colOutage    = color.NRGBA{R: 214, G: 39, B: 40, A: 45}
 	colMarker    = color.NRGBA{R: 110, G: 110, B: 110, A: 255}
+	colStall     = color.NRGBA{R: 148, G: 103, B: 189, A: 70}
+	colStallText = color.NRGBA{R: 100, G: 60, B: 140, A: 255}
 )
 
 // chartFormat returns "svg" or "png" from the file name.
@@ -72,7 +74,14 @@ func writeChart(path, title string, tl *timeline) (err error) {
 
 	// A strip on top for the title and the legend, so that neither hides
 	// a line; the panels below it.
-	const strip = 0.95 * vg.Inch
+	// The left legend has the lines (and the stalls, when detected: one
+	// row more); the right one, bottom-aligned, the faults, clear of the
+	// left one's long first row.
+	left := 3
+	strip := 0.95 * vg.Inch
+	if tl.stallAfter > 0 {
+		left, strip = 4, strip+0.18*vg.Inch
+	}
 	w, h := 10*vg.Inch, vg.Length(len(names))*2.3*vg.Inch+strip
 	var canvas vg.CanvasWriterTo
 	switch format {
@@ -90,7 +99,7 @@ func writeChart(path, title string, tl *timeline) (err error) {
 	// Two legends side by side: the lines, then the faults.
 	area := draw.Crop(head, 0, 0, 0, -8*vg.Millimeter)
 	half := (area.Max.X - area.Min.X) / 2
-	for i, part := range [][]legendEntry{legend[:3], legend[3:]} {
+	for i, part := range [][]legendEntry{legend[:left], legend[left:]} {
 		l := plot.NewLegend()
 		l.Top, l.Left, l.YOffs, l.Padding = false, true, vg.Millimeter, vg.Points(2.5)
 		for _, e := range part {
@@ -140,6 +149,16 @@ func panel(tl *timeline, name string) (*plot.Plot, []legendEntry, error) {
 	}
 	shading := shade{spans: spans, color: colOutage}
 	p.Add(shading)
+	stalls := stallShade{shade: shade{color: colStall}}
+	for _, s := range t.stalls {
+		to := s.to
+		if to < 0 {
+			to = max(tl.stopAt, lastAt(t)) // it lasted to the end
+		}
+		stalls.spans = append(stalls.spans, [2]float64{s.from.Seconds(), to.Seconds()})
+		stalls.holders = append(stalls.holders, s.holder)
+	}
+	p.Add(stalls)
 
 	minimum, err := stepLine(t.minimum, p.X.Max, colMinimum, 1.2)
 	if err != nil {
@@ -164,13 +183,38 @@ func panel(tl *timeline, name string) (*plot.Plot, []legendEntry, error) {
 		p.Add(vline{x: tl.healAt.Seconds(), color: colMarker})
 	}
 
-	return p, []legendEntry{
+	legend := []legendEntry{
 		{"minimum over the vchannels (an Add below it dips it under the persisted line: by design, never saved)", minimum},
 		{"persisted checkpoint", persisted},
 		{"failed save, at the value it tried", glyph{Color: colFailed, Radius: 2.5, Shape: draw.CrossGlyph{}}},
-		{"catalog down (an outage)", shading},
-		{"updates stop, faults end", vline{color: colMarker}},
-	}, nil
+	}
+	if tl.stallAfter > 0 {
+		legend = append(legend, legendEntry{fmt.Sprintf("stall: no rise for %v, shaded from the last rise; holder on top", tl.stallAfter), stalls.shade})
+	}
+	legend = append(legend,
+		legendEntry{"catalog down (an outage)", shading},
+		legendEntry{"updates stop, faults end", vline{color: colMarker}})
+	return p, legend, nil
+}
+
+// stallShade shades the stalls and names each one's holder at its top.
+type stallShade struct {
+	shade
+	holders []string
+}
+
+func (s stallShade) Plot(c draw.Canvas, p *plot.Plot) {
+	s.shade.Plot(c, p)
+	trX, _ := p.Transforms(&c)
+	style := plot.New().Legend.TextStyle
+	style.Color = colStallText
+	style.XAlign, style.YAlign = draw.XLeft, draw.YTop
+	for i, sp := range s.spans {
+		x := trX(sp[0]) + vg.Points(2)
+		if x < c.Max.X {
+			c.FillText(style, vg.Point{X: x, Y: c.Max.Y - vg.Points(2)}, s.holders[i])
+		}
+	}
 }
 
 // glyph is a legend swatch of one glyph.

@@ -50,6 +50,12 @@ type dashRow struct {
 	behindSince time.Time
 	// lastFailure is the short error of the last failed save.
 	lastFailure string
+	// holder is the vchannel at the minimum as the events said ("" when
+	// unknown: before the first rise, or after the holder was dropped
+	// from a tie); stalledSince is the Since of the stall in force, zero
+	// when none.
+	holder       string
+	stalledSince time.Time
 }
 
 // dashView is a copy of the dashboard for one frame.
@@ -132,13 +138,20 @@ func (d *dashboard) observe(ev messages.Event) {
 	case *messages.VChannelAdded:
 		r.vchannels++
 		if r.minimum == nil || wal.Less(e.Checkpoint, r.minimum) {
-			r.minimum = e.Checkpoint
+			r.minimum, r.holder = e.Checkpoint, e.VChannel
 		}
 	case *messages.VChannelDropped:
 		r.vchannels--
+		if e.VChannel == r.holder {
+			r.holder = "" // a MinimumAdvanced names the next, unless it was one of a tie
+		}
 	case *messages.MinimumAdvanced:
-		r.minimum = e.To
+		r.minimum, r.holder = e.To, e.Holder
 		notable = false
+	case *messages.MinimumStalled:
+		r.holder, r.stalledSince = e.Holder, e.Since
+	case *messages.MinimumResumed:
+		r.stalledSince = time.Time{}
 	case *messages.CheckpointPersisted:
 		r.saves++
 		r.state = stateHealthy
@@ -155,6 +168,7 @@ func (d *dashboard) observe(ev messages.Event) {
 		notable = d.outage == nil
 	case *messages.Stopped:
 		r.state = stateStopped
+		r.stalledSince = time.Time{}
 	}
 	if wal.Less(r.persisted, r.minimum) {
 		if r.behindSince.IsZero() {

@@ -51,7 +51,10 @@ func (d *demo) run(ctx context.Context) (int, error) {
 	for i := range names {
 		names[i] = fmt.Sprintf("p%d", i)
 	}
-	ev := &evidence{names: names, restart: make(map[string]restartView, len(names))}
+	ev := &evidence{names: names, restart: make(map[string]restartView, len(names)), stall: d.cfg.stall}
+	if st := d.cfg.stall; st != nil {
+		ev.stallFrom, ev.stallAfter = d.began.Add(st.start), d.cfg.stallAfter
+	}
 	pr := newPrinter(d.out, d.began, d.cfg.sample)
 	// Cancelling ctx (Ctrl-C) only ends the simulation early: the stop, the
 	// restart and the checks still run.
@@ -100,6 +103,9 @@ func (d *demo) run(ctx context.Context) (int, error) {
 			base = id
 		}
 		sims[name] = newSimulator(name, d.cfg, base, d.cfg.seed+int64(i))
+		if st := d.cfg.stall; st != nil && st.pchannel == name {
+			sims[name].makeLaggard(st.vchannel)
+		}
 		spawn[name] = sims[name].checkpoints()
 	}
 	header := d.header(ev.floor, metricsURL)
@@ -146,6 +152,12 @@ func (d *demo) run(ctx context.Context) (int, error) {
 	spans := outs.end()
 	catalog.heal()
 	healAt := time.Since(d.began)
+	if st := d.cfg.stall; st != nil {
+		ev.stallUntil = d.began.Add(healAt)
+		if st.length > 0 && st.start+st.length < healAt {
+			ev.stallUntil = ev.stallFrom.Add(st.length)
+		}
+	}
 	dash.setPhase("updates stopped, faults ended: persisted catching up")
 	if !d.live {
 		section(d.out, "updates stop, faults end: persisted must reach the minimum (I3)")
@@ -162,7 +174,7 @@ func (d *demo) run(ctx context.Context) (int, error) {
 		errs = append(errs, view.stop())
 		d.intr.setHooks(nil, nil)
 	}
-	tl.outages, tl.healAt, tl.stopAt = spans, healAt, stopAt
+	tl.outages, tl.healAt, tl.stopAt, tl.stallAfter = spans, healAt, stopAt, d.cfg.stallAfter
 	ev.blocked += int64(n.feed.Blocked())
 	ev.phases = append(ev.phases, phase{name: "run", sims: sims, rec: rec})
 	ev.live = measureLiveness(d.cfg, tl)
@@ -171,6 +183,7 @@ func (d *demo) run(ctx context.Context) (int, error) {
 
 	section(d.out, "after the run")
 	if ctx.Err() != nil { // Ctrl-C
+		ev.interrupted = true
 		fmt.Fprintf(d.out, "interrupted after %v of %v\n", healAt.Round(time.Millisecond), d.cfg.duration)
 	}
 	if states != nil {
@@ -338,7 +351,8 @@ func (d *demo) simulate(ctx context.Context, n *node, sims map[string]*simulator
 				select {
 				case <-ctx.Done():
 					return
-				case <-tick.C:
+				case now := <-tick.C:
+					sim.frozen = d.cfg.stall != nil && sim.keep != "" && d.cfg.stall.frozen(now.Sub(d.began))
 					for _, cmd := range sim.round() {
 						n.send(name, cmd)
 					}

@@ -16,17 +16,38 @@
 //
 // and that the restart, the rejections and the graceful stops went right.
 //
+// --stall VCHANNEL@START[+LENGTH] is a fault of the log side rather than
+// the catalog's: one vchannel stops advancing, as a hung consumer would,
+// so that its pchannel's minimum stalls. VCHANNEL is one its pchannel
+// starts with, named as the demo names them (pP-vNNN, e.g. p0-v003); it
+// is never dropped, and it starts at its pchannel's minimum and moves as
+// slowly as the slowest vchannel, so that it holds the minimum when it
+// freezes (a vchannel far ahead would hold nothing back until every other
+// one passed it). It stands still from START (since the demo started) for
+// LENGTH, or to the end of the run without one, then moves on. The freeze
+// must last --stall-after plus a second within the run. --stall turns on
+// stall detection (actors.WithStallAfter with --stall-after, default 1s;
+// --stall-after alone turns it on too): the plain output prints STALLED
+// and resumed lines naming the holder, the live view's HOLDER column
+// marks the stall and how long, the chart shades each stall from the
+// minimum's last rise to its end with the holder named on top, and a
+// further check requires a MinimumStalled naming the frozen vchannel,
+// published after START (exit 1 if none, unless Ctrl-C ended the run).
+// Other stalls can show too: the slowest vchannels sometimes stand still
+// for a second by chance.
+//
 //	go run ./cmd/demo [--duration 8s] [--pchannels 3] [--vchannels 20]
 //	                  [--rate 50] [--churn 0.5] [--bad-rate 0.4]
 //	                  [--catalog bolt|bolt:PATH|memory] [--data DIR]
 //	                  [--fail-rate 0.2] [--latency 0] [--outage 3s+2s ...]
+//	                  [--stall p0-v003@2s[+3s]] [--stall-after 1s]
 //	                  [--seed N] [--chart out.svg|out.png] [--metrics-addr :9464]
 //	                  [--view auto|live|plain] [--log FILE] [--verbose]
 //
 // When standard output is a terminal it draws a live view four times a
-// second (per pchannel: state, vchannels, minimum, persisted, lag, saves,
-// failures, updates per second; the outage in progress; recent events);
-// otherwise it prints one line per event. Ctrl-C ends the run early and the
+// second (per pchannel: state, vchannels, minimum and the vchannel holding
+// it, persisted, lag, saves, failures, updates per second; the outage in
+// progress; recent events); otherwise it prints one line per event. Ctrl-C ends the run early and the
 // demo still stops gracefully, restarts and checks; a second Ctrl-C exits
 // at once with status 130. --chart draws the minimum and the persisted
 // checkpoint of each pchannel over time with the outages shaded;
@@ -40,8 +61,9 @@
 //
 // Files: main.go holds the flags and the two-stage Ctrl-C; demo.go the
 // phases; catalog.go and catalog_etcd.go the --catalog kinds (bolt,
-// memory, etcd); faults.go the fault profile and the outages; sim.go the
-// simulated vchannels; node.go the lossless event feed the checks read (events.Lossless);
+// memory, etcd); faults.go the fault profile and the outages; stall.go the
+// --stall fault; sim.go the simulated vchannels; node.go the lossless
+// event feed the checks read (events.Lossless);
 // timeline.go, chart.go the chart; dashboard.go, live.go the live view;
 // report.go the plain output; metricsrv.go /metrics; verify.go the checks.
 package main

@@ -39,6 +39,19 @@ func TestBadFlagsStopBeforeTheRun(t *testing.T) {
 		{[]string{"--rate=0"}, "--rate"},
 		{[]string{"--outage=1s"}, "outage"},
 		{[]string{"--no-such-flag"}, "no-such-flag"},
+		{[]string{"--stall=p0-v003"}, "stall"},                          // no START
+		{[]string{"--stall=p0-v3@1s"}, "stall"},                         // not the demo's spelling
+		{[]string{"--stall=v003@1s"}, "stall"},                          // no pchannel
+		{[]string{"--stall=p0-v003@-1s"}, "stall"},                      // negative start
+		{[]string{"--stall=p0-v003@1s+0s"}, "stall"},                    // empty freeze
+		{[]string{"--stall=p3-v000@1s"}, "--stall"},                     // --pchannels 3: p0..p2
+		{[]string{"--stall=p0-v020@1s"}, "--stall"},                     // --vchannels 20: v000..v019
+		{[]string{"--stall=p0-v003@7s"}, "--stall"},                     // 1s left of an 8s run: too short to see
+		{[]string{"--stall=p0-v003@1s+1500ms"}, "--stall"},              // shorter than --stall-after + 1s
+		{[]string{"--stall=p0-v003@1s", "--stall=p1-v003@1s"}, "stall"}, // one only
+		{[]string{"--stall=p0-v003@1s", "--stall-after=0"}, "--stall"},  // nothing would detect it
+		{[]string{"--stall-after=1us"}, "--stall-after"},                // below actors.MinStallAfter
+		{[]string{"--stall=p0-v003@1s", "--stall-after=-1s"}, "--stall-after"},
 		{[]string{"--pchannels=0", "--chart=/nonexistent/x.svg"}, "--pchannels"}, // two errors, one line
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

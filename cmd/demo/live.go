@@ -182,7 +182,9 @@ func renderDashboard(v dashView, rates map[string]float64, width, height int, fi
 	table, hidden := renderTable(v, rates, width)
 	add(table)
 	if len(hidden) > 0 {
-		add(fit(styleDim.Render("hidden to fit: " + strings.Join(hidden, ", ") + " (widen the terminal)")))
+		for _, line := range wrapList("hidden to fit: ", hidden, " (widen the terminal)", width) {
+			add(fit(styleDim.Render(line)))
+		}
 	}
 	var footer string
 	switch {
@@ -231,21 +233,39 @@ func liveColumns(rates map[string]float64) []column {
 				return stateMarks[r.state] + " " + shortStates[r.state]
 			}
 			return stateMarks[r.state] + " " + r.state
-		}, drop: 5},
+		}, drop: 6},
 		{header: "VCHANNELS", short: "VCH", cell: func(_ string, r dashRow, _ bool) string { return fmt.Sprint(r.vchannels) }, numeric: true, drop: 2},
 		{header: "MINIMUM", short: "MINIMUM", cell: func(_ string, r dashRow, short bool) string { return idCell(r.minimum, short) }, numeric: true},
+		{header: "HOLDER", short: "HOLDER", cell: holderCell, drop: 3},
 		{header: "PERSISTED", short: "PERSISTED", cell: func(_ string, r dashRow, short bool) string { return idCell(r.persisted, short) }, numeric: true},
-		{header: "LAG", short: "LAG", cell: func(_ string, r dashRow, _ bool) string { return lag(r) }, numeric: true, drop: 3},
+		{header: "LAG", short: "LAG", cell: func(_ string, r dashRow, _ bool) string { return lag(r) }, numeric: true, drop: 4},
 		{header: "BEHIND FOR", short: "BEHIND", cell: func(_ string, r dashRow, _ bool) string {
 			if r.behindSince.IsZero() {
 				return "-"
 			}
 			return fmt.Sprintf("%.2fs", time.Since(r.behindSince).Seconds())
 		}, numeric: true, drop: 1},
-		{header: "SAVES", short: "SAVES", cell: func(_ string, r dashRow, _ bool) string { return fmt.Sprint(r.saves) }, numeric: true, drop: 6},
-		{header: "FAILURES", short: "FAILS", cell: func(_ string, r dashRow, _ bool) string { return fmt.Sprint(r.failures) }, numeric: true, drop: 7},
-		{header: "UPDATES/S", short: "UPD/S", cell: func(n string, _ dashRow, _ bool) string { return fmt.Sprintf("%.0f", rates[n]) }, numeric: true, drop: 4},
+		{header: "SAVES", short: "SAVES", cell: func(_ string, r dashRow, _ bool) string { return fmt.Sprint(r.saves) }, numeric: true, drop: 7},
+		{header: "FAILURES", short: "FAILS", cell: func(_ string, r dashRow, _ bool) string { return fmt.Sprint(r.failures) }, numeric: true, drop: 8},
+		{header: "UPDATES/S", short: "UPD/S", cell: func(n string, _ dashRow, _ bool) string { return fmt.Sprintf("%.0f", rates[n]) }, numeric: true, drop: 5},
 	}
+}
+
+// holderCell names the vchannel holding the minimum back, and how long
+// the minimum has not risen when it is stalled (--stall-after).
+func holderCell(_ string, r dashRow, short bool) string {
+	h := r.holder
+	if h == "" {
+		h = "-"
+	}
+	if r.stalledSince.IsZero() {
+		return h
+	}
+	held := time.Since(r.stalledSince).Seconds()
+	if short {
+		return fmt.Sprintf("%s !%.0fs", h, held)
+	}
+	return fmt.Sprintf("%s STALLED %.1fs", h, held)
 }
 
 // shortStates name the states in a narrow table.
@@ -318,6 +338,8 @@ func drawTable(v dashView, cols []column, short bool) string {
 			return styleHeader
 		case cols[col].header == "STATE" && row >= 0 && row < len(v.names):
 			return stateStyles[v.rows[v.names[row]].state].Padding(0, 1)
+		case cols[col].header == "HOLDER" && row >= 0 && row < len(v.names) && !v.rows[v.names[row]].stalledSince.IsZero():
+			return styleWarn.Padding(0, 1)
 		case cols[col].numeric:
 			return styleNumeric
 		}
@@ -332,6 +354,33 @@ func maxWidth(s string) int {
 		w = max(w, lipgloss.Width(line))
 	}
 	return w
+}
+
+// wrapList writes prefix, the items joined by ", " and suffix on as many
+// lines as it takes to keep each within width (when > 0), breaking only
+// after a comma or before the suffix, so that no item is cut.
+func wrapList(prefix string, items []string, suffix string, width int) []string {
+	var lines []string
+	line := prefix
+	for i, it := range items {
+		piece := it
+		if i < len(items)-1 {
+			piece += ","
+		}
+		switch {
+		case line == prefix:
+			line += piece
+		case width > 0 && lipgloss.Width(line)+1+lipgloss.Width(piece) > width:
+			lines = append(lines, line)
+			line = "  " + piece
+		default:
+			line += " " + piece
+		}
+	}
+	if width > 0 && lipgloss.Width(line)+lipgloss.Width(suffix) > width {
+		return append(lines, line, strings.TrimSpace(suffix))
+	}
+	return append(lines, line+suffix)
 }
 
 // truncate shortens a line of prose to width, marking the cut with "…".

@@ -21,6 +21,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/lowwater/lowwater/actors"
 	"github.com/lowwater/lowwater/persistence"
 )
 
@@ -123,6 +124,11 @@ type config struct {
 
 	sample          time.Duration
 	minSaveInterval time.Duration
+
+	// stall, when set, freezes one vchannel (--stall); stallAfter is
+	// actors.WithStallAfter, 0 for off (--stall-after).
+	stall      *stallSpec
+	stallAfter time.Duration
 }
 
 // tick is the interval between two rounds of updates.
@@ -225,6 +231,7 @@ flags:
 func parseFlags(args []string, stderr io.Writer) (config, error) {
 	var c config
 	var outages outageFlag
+	var stall stallFlag
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	// The flag package prints its errors and the whole usage itself; the
 	// demo prints the usage for --help only, and its errors in one line.
@@ -243,6 +250,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Float64Var(&c.failRate, "fail-rate", 0.2, "share of catalog saves that fail, in [0, 1]")
 	fs.DurationVar(&c.latency, "latency", 0, "delay added to every catalog call")
 	fs.Var(&outages, "outage", "catalog outage `START+LENGTH` since the demo started, e.g. 3s+2s; repeatable; none for no outage (default: one from 40% to 60% of --duration)")
+	fs.Var(&stall, "stall", "freeze one vchannel so that its pchannel's minimum stalls: `VCHANNEL@START[+LENGTH]`, e.g. p0-v003@2s; VCHANNEL is one the run starts with, pP-vNNN (P < --pchannels, NNN < --vchannels); it is never dropped, starts at the minimum and moves as slowly as the slowest vchannel, then stands still from START (since the demo started) for LENGTH, or to the end of the run; the freeze must last --stall-after + 1s within the run; turns on --stall-after, and a check then requires a MinimumStalled naming it (exit 1 if none)")
+	fs.DurationVar(&c.stallAfter, "stall-after", defaultStallAfter, "report a pchannel whose minimum has not risen for this long (actors.WithStallAfter); on with --stall, or when given; 0: off")
 	fs.Int64Var(&c.seed, "seed", 0, "random seed of the simulation and the faults (0: pick one and print it)")
 	// What to show.
 	fs.StringVar(&c.chart, "chart", "", "write a chart of the minimum and persisted checkpoint of each pchannel over the run to this .svg or .png file")
@@ -289,6 +298,22 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if c.sample < 0 || c.minSaveInterval < 0 {
 		errs = append(errs, errors.New("--sample and --min-save-interval must not be negative"))
+	}
+	stallAfterSet := false
+	fs.Visit(func(f *flag.Flag) { stallAfterSet = stallAfterSet || f.Name == "stall-after" })
+	if !stallAfterSet && stall.spec == nil {
+		c.stallAfter = 0 // off unless asked for
+	}
+	if c.stallAfter != 0 && c.stallAfter < actors.MinStallAfter {
+		errs = append(errs, fmt.Errorf("--stall-after %v: want 0 (off) or at least %v", c.stallAfter, actors.MinStallAfter))
+	}
+	if stall.spec != nil {
+		c.stall = stall.spec
+		if c.stallAfter == 0 {
+			errs = append(errs, errors.New("--stall needs --stall-after > 0: a stall must be detected to be checked"))
+		} else if c.duration > 0 {
+			errs = append(errs, c.stall.check(c.pchannels, c.vchannels, c.duration, c.stallAfter))
+		}
 	}
 	c.outages = outages.windows
 	if !outages.set && c.duration > 0 {
@@ -370,6 +395,9 @@ func (c config) describeFaults() string {
 			ws[i] = w.String()
 		}
 		parts = append(parts, "outages "+strings.Join(ws, ", "))
+	}
+	if c.stall != nil {
+		parts = append(parts, "stall "+c.stall.String())
 	}
 	return strings.Join(parts, ", ")
 }

@@ -69,6 +69,7 @@ func startNode(cfg config, logger *zap.Logger, catalog persistence.Catalog, name
 			actors.WithLogger(logger),
 			actors.WithMinSaveInterval(cfg.minSaveInterval),
 			actors.WithCounters(collector.Counters(name)),
+			actors.WithStallAfter(cfg.stallAfter),
 		)
 		if err == nil {
 			n.pids[name], err = system.Root.SpawnNamed(props, name)

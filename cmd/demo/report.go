@@ -83,6 +83,10 @@ func describe(ev messages.Event) (what, detail string) {
 		return "dropped", e.VChannel
 	case *messages.CommandRejected:
 		return "rejected", fmt.Sprintf("%s: %s", commandName(e.Command), shortErr(e.Err))
+	case *messages.MinimumStalled:
+		return "STALLED", fmt.Sprintf("minimum %s has not risen for %v: %s holds it back", e.Checkpoint, e.For.Round(time.Millisecond), e.Holder)
+	case *messages.MinimumResumed:
+		return "resumed", fmt.Sprintf("the minimum rises again: %s held it %v", e.Holder, e.StalledFor.Round(time.Millisecond))
 	case *messages.PersisterRestarted:
 		return "PERSISTER RESTARTED", fmt.Sprintf("#%d: %v", e.Restarts, e.Reason)
 	case *messages.Stopped:

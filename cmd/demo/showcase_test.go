@@ -211,12 +211,18 @@ func TestRenderDashboard(t *testing.T) {
 	d.observe(&catalogOutage{Header: messages.Header{At: began.Add(time.Second)}, index: 1, down: true, length: 5 * time.Second})
 	d.observe(&messages.PersistFailed{Header: p1, Value: wal.KafkaID(20), Attempt: 2, Err: errors.New("lowwater: boom")})
 	d.observe(&messages.VChannelAdded{Header: at(4), VChannel: "late", Checkpoint: wal.KafkaID(5)})
+	p2 := messages.Header{PChannel: "p2", At: began.Add(time.Second)}
+	d.observe(&messages.MinimumAdvanced{Header: p2, From: wal.KafkaID(30), To: wal.KafkaID(31), Holder: "p2-v007"})
+	d.observe(&messages.MinimumStalled{Header: p2, Holder: "p2-v007", Checkpoint: wal.KafkaID(31), Since: began, For: time.Second})
 
 	frame := renderDashboard(d.view(), map[string]float64{"p0": 123}, 0, 0, false)
 	for _, want := range []string{"p0", "● healthy", "kafka:5", "kafka:10", "◐ retrying", "○ recovering", "CATALOG DOWN: outage 1",
-		"save failed", "added", "late at kafka:5", "123"} {
+		"save failed", "added", "late at kafka:5", "123", "HOLDER", "p2-v007 STALLED 2.", "STALLED     minimum kafka:31 has not risen for 1s: p2-v007 holds it back"} {
 		assert.Contains(t, frame, want)
 	}
+	assert.Equal(t, "late", d.view().rows["p0"].holder, "an Add below the minimum holds it")
+	d.observe(&messages.MinimumResumed{Header: p2, Holder: "p2-v007", StalledFor: time.Second})
+	assert.True(t, d.view().rows["p2"].stalledSince.IsZero())
 	assert.NotContains(t, frame, "boom", "failures during an outage are counted, not listed")
 	row := d.view().rows["p0"]
 	assert.Equal(t, 3, row.vchannels)
@@ -245,6 +251,29 @@ func TestParseFlags(t *testing.T) {
 	cfg, err = parseFlags([]string{"--outage=none"}, &bytes.Buffer{})
 	require.NoError(t, err)
 	assert.Empty(t, cfg.outages)
+	assert.Nil(t, cfg.stall)
+	assert.Zero(t, cfg.stallAfter, "stall detection is off unless asked for")
+
+	cfg, err = parseFlags([]string{"--stall=p2-v019@2s"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, &stallSpec{vchannel: "p2-v019", pchannel: "p2", index: 19, start: 2 * time.Second}, cfg.stall)
+	assert.Equal(t, time.Second, cfg.stallAfter, "--stall turns detection on with the default")
+	assert.Contains(t, cfg.describeFaults(), "stall p2-v019@2s")
+	assert.True(t, cfg.stall.frozen(2*time.Second))
+	assert.True(t, cfg.stall.frozen(time.Hour), "without LENGTH, to the end")
+	assert.False(t, cfg.stall.frozen(1999*time.Millisecond))
+
+	cfg, err = parseFlags([]string{"--stall=p0-v1234@1s+3s", "--vchannels=2000", "--stall-after=500ms"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, &stallSpec{vchannel: "p0-v1234", pchannel: "p0", index: 1234, start: time.Second, length: 3 * time.Second}, cfg.stall)
+	assert.Equal(t, 500*time.Millisecond, cfg.stallAfter)
+	assert.True(t, cfg.stall.frozen(3999*time.Millisecond))
+	assert.False(t, cfg.stall.frozen(4*time.Second), "LENGTH ends it")
+
+	cfg, err = parseFlags([]string{"--stall-after=2s"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Nil(t, cfg.stall)
+	assert.Equal(t, 2*time.Second, cfg.stallAfter, "--stall-after alone turns detection on")
 
 	for _, args := range [][]string{
 		{"--outage=3s"}, {"--outage=3s+0s"}, {"--outage=x+1s"}, {"--outage=9s+1s"},
@@ -366,14 +395,17 @@ func TestRenderDashboardFitsTerminal(t *testing.T) {
 	for i, n := range names {
 		h := messages.Header{PChannel: n, At: began.Add(time.Duration(i) * time.Second)}
 		d.observe(&messages.Recovered{Header: h, StartMessageID: wal.KafkaID(1_000_000)})
-		d.observe(&messages.MinimumAdvanced{Header: h, From: wal.KafkaID(1_000_000), To: wal.KafkaID(9_876_543)})
+		d.observe(&messages.MinimumAdvanced{Header: h, From: wal.KafkaID(1_000_000), To: wal.KafkaID(9_876_543), Holder: n + "-v1234"})
+		if n == "p1" { // a stall whose cell is the widest the column shows
+			d.observe(&messages.MinimumStalled{Header: h, Holder: n + "-v1234", Checkpoint: wal.KafkaID(9_876_543), Since: began, For: time.Second})
+		}
 		for a := range 1200 {
 			d.observe(&messages.PersistFailed{Header: h, Value: wal.KafkaID(9_876_543), Attempt: a + 1, Err: errors.New("lowwater: injected")})
 		}
 	}
 	rates := map[string]float64{"p0": 123456, "p1": 123456, "p2": 123456}
 
-	allHeaders := []string{"PCHANNEL", "STATE", "VCHANNELS", "MINIMUM", "PERSISTED", "LAG", "BEHIND FOR", "SAVES", "FAILURES", "UPDATES/S"}
+	allHeaders := []string{"PCHANNEL", "STATE", "VCHANNELS", "MINIMUM", "HOLDER", "PERSISTED", "LAG", "BEHIND FOR", "SAVES", "FAILURES", "UPDATES/S"}
 	shortOf := map[string]string{"VCHANNELS": "VCH", "BEHIND FOR": "BEHIND", "FAILURES": "FAILS", "UPDATES/S": "UPD/S"}
 	for _, size := range []struct{ w, h int }{{80, 24}, {100, 30}, {60, 24}, {200, 50}} {
 		t.Run(fmt.Sprintf("%dx%d", size.w, size.h), func(t *testing.T) {
@@ -390,7 +422,10 @@ func TestRenderDashboardFitsTerminal(t *testing.T) {
 				assert.True(t, shown != slices.Contains(hidden, h), "column %s: shown %v, hidden %v", h, shown, hidden)
 			}
 			if len(hidden) > 0 {
-				assert.Contains(t, frame, "hidden to fit: "+strings.Join(hidden, ", "))
+				// The list may wrap, after a comma: read it back whole.
+				_, list, _ := strings.Cut(frame, "hidden to fit: ")
+				list, _, _ = strings.Cut(list, "(widen the terminal)")
+				assert.Equal(t, strings.Join(hidden, ", "), strings.Join(strings.Fields(list), " "))
 			}
 			if size.w >= 80 {
 				for _, h := range []string{"MINIMUM", "PERSISTED", "SAVES", "FAILS", "UPD/S", "LAG"} {
@@ -399,6 +434,10 @@ func TestRenderDashboardFitsTerminal(t *testing.T) {
 				}
 				assert.Contains(t, table, "1200", "the failure count is shown whole")
 				assert.Contains(t, table, "123456", "the update rate is shown whole")
+			}
+			if size.w >= 100 {
+				assert.True(t, containsWord(headerLine, "HOLDER"), "the holder is kept at %d columns: %s", size.w, headerLine)
+				assert.Regexp(t, `p1-v1234 (STALLED 1\d\.\d|!1\d)s`, table, "the stalled holder is shown whole, with how long")
 			}
 			if size.w >= 200 {
 				assert.Empty(t, hidden)

@@ -47,6 +47,11 @@ type simulator struct {
 	adds, drops, updates int
 	// badSent counts the commands sent to be rejected.
 	badSent int
+
+	// keep is the vchannel --stall freezes, never dropped; frozen is true
+	// while it stands still (set by the demo's loop before each round).
+	keep   string
+	frozen bool
 }
 
 // newSimulator starts cfg.vchannels vchannels a little above base (the
@@ -73,7 +78,7 @@ func (s *simulator) newVChannel(cp wal.KafkaID) *vchannel {
 	v := &vchannel{
 		name: fmt.Sprintf("%s-v%03d", s.pchannel, s.nextID),
 		cp:   cp,
-		pace: 0.05 + 0.85*s.rng.Float64(),
+		pace: laggardPace + 0.85*s.rng.Float64(),
 		step: 1 + s.rng.Intn(20),
 	}
 	s.nextID++
@@ -91,6 +96,7 @@ func (s *simulator) resumed() *simulator {
 		minima:   make(map[wal.MessageID]struct{}),
 		addOdds:  s.addOdds,
 		badOdds:  s.badOdds,
+		keep:     s.keep,
 	}
 	for _, v := range s.live {
 		c := *v
@@ -111,6 +117,24 @@ func (s *simulator) checkpoints() map[string]wal.MessageID {
 	return m
 }
 
+// makeLaggard turns the named vchannel into the one --stall freezes: it
+// never goes, starts at the minimum and moves as slowly as the slowest a
+// simulator draws, so that it holds the minimum (or nearly) when it
+// freezes, and the stall shows --stall-after later rather than once every
+// other vchannel happened to pass it. Call it before the spawn.
+func (s *simulator) makeLaggard(name string) {
+	s.keep = name
+	low := s.minimum()
+	for _, v := range s.live {
+		if v.name == name {
+			v.cp, v.pace, v.step = low.(wal.KafkaID), laggardPace, 1
+		}
+	}
+}
+
+// laggardPace is the smallest pace newVChannel draws.
+const laggardPace = 0.05
+
 // minimum is the smallest live checkpoint, nil when there is none.
 func (s *simulator) minimum() wal.MessageID {
 	if len(s.live) == 0 {
@@ -130,6 +154,9 @@ func (s *simulator) round() (cmds []messages.Command) {
 	var batch []messages.VChannelCheckpoint
 	for _, v := range s.live {
 		if s.rng.Float64() < v.pace {
+			if s.frozen && v.name == s.keep {
+				continue
+			}
 			v.cp += wal.KafkaID(1 + s.rng.Intn(v.step))
 			batch = append(batch, messages.VChannelCheckpoint{VChannel: v.name, Checkpoint: v.cp})
 		}
@@ -144,8 +171,10 @@ func (s *simulator) round() (cmds []messages.Command) {
 		s.observe()
 	}
 	if len(s.live) > s.minVCh && s.rng.Float64() < s.addOdds {
-		cmds = append(cmds, s.drop())
-		s.observe()
+		if cmd := s.drop(); cmd != nil {
+			cmds = append(cmds, cmd)
+			s.observe()
+		}
 	}
 	if len(s.live) > 0 && s.rng.Float64() < s.badOdds {
 		cmds = append(cmds, s.bad())
@@ -168,7 +197,9 @@ func (s *simulator) add() messages.Command {
 		lo, hi = min(lo, v.cp), max(hi, v.cp)
 	}
 	var cp wal.KafkaID
-	if s.rng.Float64() < addBelowMin && lo > 20 {
+	// No add below the minimum while the laggard is frozen: it would hold
+	// the minimum, and its rises would hide the stall the freeze shows.
+	if s.rng.Float64() < addBelowMin && lo > 20 && !s.frozen {
 		cp = lo - 1 - wal.KafkaID(s.rng.Intn(20)) // pulls the minimum down
 	} else {
 		cp = lo + wal.KafkaID(s.rng.Int63n(int64(hi-lo)+1))
@@ -179,9 +210,13 @@ func (s *simulator) add() messages.Command {
 	return &messages.AddVChannel{VChannel: v.name, Checkpoint: cp}
 }
 
+// drop drops a vchannel at random, or none when that is the one kept.
 func (s *simulator) drop() messages.Command {
 	i := s.rng.Intn(len(s.live))
 	name := s.live[i].name
+	if name == s.keep {
+		return nil
+	}
 	s.live = slices.Delete(s.live, i, i+1)
 	s.drops++
 	return &messages.DropVChannel{VChannel: name}

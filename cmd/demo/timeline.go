@@ -23,6 +23,15 @@ type track struct {
 	// failed are the saves that failed: when, and the value they tried.
 	failed []sample
 	cur    wal.MessageID // the current minimum, to see an Add lower it
+	// stalls are the minimum's stalls: from its last rise (the stall's
+	// Since) to its MinimumResumed, to -1 while one lasts.
+	stalls []stallSpan
+}
+
+// stallSpan is one stall on the chart.
+type stallSpan struct {
+	from, to time.Duration
+	holder   string
 }
 
 // timeline is the run phase as a function of time. Only the feed's
@@ -36,6 +45,9 @@ type timeline struct {
 	// stop began. Set by the demo after the feed closed.
 	outages        []span
 	healAt, stopAt time.Duration
+	// stallAfter is --stall-after (0: off): the chart's legend names the
+	// stall shading only when stalls are detected.
+	stallAfter time.Duration
 }
 
 func newTimeline(began time.Time, names []string) *timeline {
@@ -92,6 +104,12 @@ func (tl *timeline) observe(ev messages.Event) {
 	case *messages.PersistFailed:
 		if v, ok := offset(e.Value); ok {
 			t.failed = append(t.failed, sample{at, v})
+		}
+	case *messages.MinimumStalled:
+		t.stalls = append(t.stalls, stallSpan{from: e.Since.Sub(tl.began), to: -1, holder: e.Holder})
+	case *messages.MinimumResumed:
+		if n := len(t.stalls); n > 0 && t.stalls[n-1].to < 0 {
+			t.stalls[n-1].to = at
 		}
 	}
 }

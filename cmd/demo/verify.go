@@ -33,6 +33,10 @@ type pchannelRecord struct {
 	adds      int
 	drops     int
 	restarts  int
+	// stalls and resumed list the MinimumStalled and MinimumResumed
+	// events, in order.
+	stalls  []*messages.MinimumStalled
+	resumed []*messages.MinimumResumed
 }
 
 func newRecord(names []string) *record {
@@ -71,6 +75,10 @@ func (r *record) observe(ev messages.Event) {
 		p.rejected++
 	case *messages.PersisterRestarted:
 		p.restarts++
+	case *messages.MinimumStalled:
+		p.stalls = append(p.stalls, e)
+	case *messages.MinimumResumed:
+		p.resumed = append(p.resumed, e)
 	case *messages.Stopped:
 		p.stopped = e
 	}
@@ -123,6 +131,14 @@ type evidence struct {
 	blocked int64
 	// live holds the I3 measurements of the run phase.
 	live []liveness
+	// stall is --stall, nil without it; interrupted is true when Ctrl-C
+	// ended the run early.
+	stall       *stallSpec
+	interrupted bool
+	// stallFrom and stallUntil are when the freeze began and ended (or
+	// the updates stopped, if first); stallAfter is --stall-after.
+	stallFrom, stallUntil time.Time
+	stallAfter            time.Duration
 }
 
 // liveness is one I3 measurement: from a moment the catalog was healthy
@@ -154,7 +170,46 @@ func (c check) ok() bool { return len(c.problems) == 0 }
 
 // verify runs every check on the evidence.
 func verify(ev *evidence) []check {
-	return []check{checkSafe(ev), checkMonotonic(ev), checkLive(ev), checkRestart(ev), checkRejections(ev), checkStopped(ev)}
+	checks := []check{checkSafe(ev), checkMonotonic(ev), checkLive(ev), checkRestart(ev), checkRejections(ev), checkStopped(ev)}
+	if ev.stall != nil {
+		checks = append(checks, checkStall(ev))
+	}
+	return checks
+}
+
+// checkStall: with --stall, the run published a MinimumStalled naming the
+// frozen vchannel, on its pchannel, that the freeze explains: published
+// during the freeze, not resumed before it ended, and in force for at
+// least half of the freeze past --stall-after. The slow laggard stalls by
+// chance now and then, and such a stall resumes as soon as it moves: a
+// freeze that did not happen would show only those (or, rarely, one long
+// enough to pass). Not held when Ctrl-C ended the run.
+func checkStall(ev *evidence) check {
+	c := check{name: "stall"}
+	s := ev.stall
+	run := ev.phases[0].rec
+	all := 0
+	var named *messages.MinimumStalled
+	for _, name := range ev.names {
+		p := run.pchannels[name]
+		for _, st := range p.stalls {
+			all++
+			if named == nil && name == s.pchannel && st.Holder == s.vchannel && frozenStall(ev, p.resumed, st) {
+				named = st
+			}
+		}
+	}
+	switch {
+	case named != nil:
+		c.summary = fmt.Sprintf("%s froze at %v: MinimumStalled named it, holding %s at %s for %v; %d stall(s) in all",
+			s.vchannel, s.start, s.pchannel, named.Checkpoint, named.For.Round(time.Millisecond), all)
+	case ev.interrupted:
+		c.summary = fmt.Sprintf("not held: the run was interrupted; no MinimumStalled named %s", s.vchannel)
+	default:
+		c.failf("%s froze at %v, and no MinimumStalled named it (%d stall(s) in all)", s.vchannel, s.start, all)
+		c.summary = "no stall of the frozen vchannel"
+	}
+	return c
 }
 
 // checkSafe is I1: every persisted value was a minimum the pchannel had at
@@ -262,6 +317,24 @@ func checkLive(ev *evidence) check {
 	}
 	c.summary = fmt.Sprintf("bound %v; %s", byWhen[order[0]].bound, strings.Join(parts, "; "))
 	return c
+}
+
+// frozenStall reports whether the freeze explains the stall st (see
+// checkStall).
+func frozenStall(ev *evidence, resumed []*messages.MinimumResumed, st *messages.MinimumStalled) bool {
+	from, until := ev.stallFrom, ev.stallUntil
+	if st.At.Before(from) || !st.At.Before(until) {
+		return false
+	}
+	for _, r := range resumed {
+		if r.Holder == st.Holder && r.At.After(st.At) {
+			if r.At.Before(until) {
+				return false
+			}
+			break
+		}
+	}
+	return until.Sub(st.At) >= (until.Sub(from)-ev.stallAfter)/2
 }
 
 // checkRestart: after the graceful stop and the reopen, each pchannel

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/wal"
 )
@@ -122,5 +124,63 @@ func TestFileAgrees(t *testing.T) {
 		if got := fileAgrees(tc.last, tc.inFile, tc.stopped); got != tc.want {
 			t.Errorf("fileAgrees(%v, %v, flushed=%t) = %t, want %t", tc.last, tc.inFile, tc.stopped.Flushed, got, tc.want)
 		}
+	}
+}
+
+// The stall check passes only on a MinimumStalled naming the frozen
+// vchannel on its pchannel after the freeze began; Ctrl-C waives it.
+func TestCheckStall(t *testing.T) {
+	began := time.Now()
+	spec := &stallSpec{vchannel: "p0-v003", pchannel: "p0", index: 3, start: time.Second}
+	stalled := func(pchannel, holder string, at time.Duration) *messages.MinimumStalled {
+		return &messages.MinimumStalled{Header: messages.Header{PChannel: pchannel, At: began.Add(at)}, Holder: holder,
+			Checkpoint: wal.KafkaID(7), Since: began.Add(at - time.Second), For: time.Second}
+	}
+	for _, tc := range []struct {
+		name        string
+		events      []*messages.MinimumStalled
+		interrupted bool
+		ok          bool
+		resumedAt   time.Duration // of p0-v003's stall, 0 for never
+		until       time.Duration // the freeze's end, 0 for the end of the run
+	}{
+		{"resumed at the thaw", []*messages.MinimumStalled{stalled("p0", "p0-v003", 2*time.Second)}, false, true, 3 * time.Second, 3 * time.Second},
+		{"resumed before the thaw: not frozen", []*messages.MinimumStalled{stalled("p0", "p0-v003", 2*time.Second)}, false, false, 2500 * time.Millisecond, 3 * time.Second},
+		{"resumed while frozen to the end", []*messages.MinimumStalled{stalled("p0", "p0-v003", 2*time.Second)}, false, false, 2500 * time.Millisecond, 0},
+		{"after the thaw", []*messages.MinimumStalled{stalled("p0", "p0-v003", 3500*time.Millisecond)}, false, false, 4 * time.Second, 3 * time.Second},
+		{"too short a part of the freeze", []*messages.MinimumStalled{stalled("p0", "p0-v003", 4*time.Second)}, false, false, 0, 0},
+		{"named", []*messages.MinimumStalled{stalled("p0", "p0-v001", 1500*time.Millisecond), stalled("p0", "p0-v003", 2*time.Second)}, false, true, 0, 0},
+		{"none", nil, false, false, 0, 0},
+		{"another holder", []*messages.MinimumStalled{stalled("p0", "p0-v001", 2*time.Second)}, false, false, 0, 0},
+		{"another pchannel", []*messages.MinimumStalled{stalled("p1", "p0-v003", 2*time.Second)}, false, false, 0, 0},
+		{"before the freeze", []*messages.MinimumStalled{stalled("p0", "p0-v003", 900*time.Millisecond)}, false, false, 0, 0},
+		{"interrupted", nil, true, true, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := newRecord([]string{"p0", "p1"})
+			for _, e := range tc.events {
+				rec.observe(e)
+			}
+			if tc.resumedAt > 0 {
+				rec.observe(&messages.MinimumResumed{Header: messages.Header{PChannel: "p0", At: began.Add(tc.resumedAt)}, Holder: "p0-v003"})
+			}
+			ev := &evidence{names: []string{"p0", "p1"}, phases: []phase{{name: "run", rec: rec}},
+				stall: spec, stallFrom: began.Add(spec.start), interrupted: tc.interrupted}
+			ev.stallAfter, ev.stallUntil = time.Second, began.Add(5*time.Second)
+			if tc.until > 0 {
+				ev.stallUntil = began.Add(tc.until)
+			}
+			c := checkStall(ev)
+			assert.Equal(t, tc.ok, c.ok(), "%s: %v", c.summary, c.problems)
+			assert.NotEmpty(t, c.summary)
+			names := []string{}
+			for _, c := range verify(&evidence{names: nil, phases: []phase{{rec: rec}}, stall: spec}) {
+				names = append(names, c.name)
+			}
+			assert.Contains(t, names, "stall", "verify runs it with --stall")
+		})
+	}
+	for _, c := range verify(&evidence{phases: []phase{{rec: newRecord(nil)}}}) {
+		assert.NotEqual(t, "stall", c.name, "and not without")
 	}
 }

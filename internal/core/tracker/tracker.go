@@ -108,6 +108,20 @@ func (t *Tracker) Minimum() wal.MessageID {
 	return t.heap[0]
 }
 
+// Holder returns the vchannel whose checkpoint is the minimum: the one
+// that holds the pchannel back, "" when no vchannel is tracked. It is the
+// heap's root, so it costs O(1) and no allocation. With ties at the
+// minimum it is one of them, and each of them holds the minimum back
+// alike (it rises only once all have moved): which one follows from the
+// order of operations alone, so a replay names the same, and after the
+// named one moves on another of the tie is named.
+func (t *Tracker) Holder() string {
+	if len(t.heap) == 0 {
+		return ""
+	}
+	return t.names[t.heapSlot[0]]
+}
+
 // Get returns the checkpoint of one vchannel.
 func (t *Tracker) Get(vchannel string) (wal.MessageID, bool) {
 	s, ok := t.lookup(vchannel)

@@ -809,6 +809,11 @@ func checkModel(t *rapid.T, tr *Tracker, m *model) {
 		}
 	}
 	got, want := tr.Minimum(), linearMin(m.cps)
+	if h := tr.Holder(); want == nil && h != "" {
+		t.Fatalf("Holder() = %q with no vchannel", h)
+	} else if want != nil && !slices.Contains(m.atMinimum(), h) {
+		t.Fatalf("Holder() = %q, not one of the vchannels at the minimum %v", h, m.atMinimum())
+	}
 	switch {
 	case want == nil:
 		if got != nil {
@@ -1217,5 +1222,75 @@ func TestMassDropReturnsHeap(t *testing.T) {
 	t.Logf("heap held by an empty tracker after %d adds and drops: %d bytes", n, held)
 	if held > 1<<20 {
 		t.Fatalf("an empty tracker holds %d bytes after %d adds and drops", held, n)
+	}
+}
+
+// TestHolder follows the vchannel that holds the minimum through every
+// operation: exactly the one at the minimum when it is alone there, one of
+// the tie otherwise, and the last of a tie once the others moved on.
+func TestHolder(t *testing.T) {
+	for _, wc := range walCases {
+		t.Run(string(wc.name), func(t *testing.T) {
+			tr := newTracker(t, wc.name)
+			want := func(op, holder string) {
+				t.Helper()
+				if got := tr.Holder(); got != holder {
+					t.Fatalf("after %s: Holder() = %q, want %q", op, got, holder)
+				}
+				if holder != "" {
+					if cp, _ := tr.Get(holder); !cp.EQ(tr.Minimum()) {
+						t.Fatalf("after %s: the holder is at %s, the minimum is %s", op, cp, tr.Minimum())
+					}
+				}
+			}
+			want("New", "")
+			mustAdd(t, tr, "a", wc.id(30, 0))
+			want("Add a 30", "a")
+			mustAdd(t, tr, "b", wc.id(40, 0))
+			want("Add b 40 (above)", "a")
+			mustAdd(t, tr, "c", wc.id(20, 0))
+			want("Add c 20 (below)", "c")
+			mustUpdate(t, tr, "c", wc.id(35, 0))
+			want("Update c 35 (past a)", "a")
+			mustUpdate(t, tr, "b", wc.id(50, 0))
+			want("Update b 50 (not the holder)", "a")
+			if _, err := tr.Drop("a"); err != nil {
+				t.Fatal(err)
+			}
+			want("Drop a (the holder)", "c")
+
+			// A tie: either holds it; after the named one moves on, the other.
+			mustAdd(t, tr, "d", wc.id(35, 1))
+			first := tr.Holder()
+			if first != "c" && first != "d" {
+				t.Fatalf("tie of c and d at 35: Holder() = %q", first)
+			}
+			other := map[string]string{"c": "d", "d": "c"}[first]
+			if mustUpdate(t, tr, first, wc.id(45, 0)) {
+				t.Fatal("one of a tie moved: reported advanced")
+			}
+			want("Update of the named one of a tie", other)
+			if _, err := tr.Drop(other); err != nil {
+				t.Fatal(err)
+			}
+			want("Drop the last of the tie", first) // first at 45, b at 50
+			if _, err := tr.Drop("b"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tr.Drop(first); err != nil {
+				t.Fatal(err)
+			}
+			want("Drop all", "")
+		})
+	}
+}
+
+// TestHolderDoesNotAllocate: the actor reads the holder on every rise.
+func TestHolderDoesNotAllocate(t *testing.T) {
+	tr := newTracker(t, wal.Kafka)
+	mustAdd(t, tr, "a", wal.KafkaID(1))
+	mustAdd(t, tr, "b", wal.KafkaID(2))
+	if n := testing.AllocsPerRun(100, func() { _ = tr.Holder() }); n != 0 {
+		t.Fatalf("Holder allocates %v times", n)
 	}
 }
