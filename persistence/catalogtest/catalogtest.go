@@ -299,7 +299,10 @@ func testConcurrentSaves(t *testing.T, c persistence.Catalog) {
 			last = got
 		}
 	}()
-	waitFor(t, readerDone, "the writers and the reader")
+	// Both, always: the reader stops early at the first regression, and a
+	// writer still running after the test returned could not report.
+	waitFor(t, writersDone, "the writers")
+	waitFor(t, readerDone, "the reader")
 	wantStored(t, c, "p", wal.KafkaID(writers*perWriter))
 }
 
