@@ -1,8 +1,6 @@
 package actors_test
 
 import (
-	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
-
 	"context"
 	"fmt"
 	"time"
@@ -45,8 +43,10 @@ func Example_stopAndRecover() {
 	}
 
 	system, pid := run(map[string]wal.MessageID{"shard-a": wal.KafkaID(100), "shard-b": wal.KafkaID(120)})
-	_ = actors.Request(ctxtest.Within(time.Second), system.Root, pid, &messages.UpdateCheckpoint{VChannel: "shard-a", Checkpoint: wal.KafkaID(150)})
-	_ = actors.Request(ctxtest.Within(time.Second), system.Root, pid, &messages.UpdateCheckpoint{VChannel: "shard-b", Checkpoint: wal.KafkaID(140)})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = actors.Request(ctx, system.Root, pid, &messages.UpdateCheckpoint{VChannel: "shard-a", Checkpoint: wal.KafkaID(150)})
+	_ = actors.Request(ctx, system.Root, pid, &messages.UpdateCheckpoint{VChannel: "shard-b", Checkpoint: wal.KafkaID(140)})
 	_ = system.Root.PoisonFuture(pid).Wait() // graceful: the minimum, kafka:140, is flushed
 	system.Shutdown()
 	stored, _ := catalog.Load(ctx, "orders-dml-0")

@@ -1,7 +1,7 @@
 package actors_test
 
 import (
-	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
+	"context"
 
 	"fmt"
 	"time"
@@ -44,7 +44,9 @@ func Example() {
 	system.Root.Send(pchannel, &messages.UpdateCheckpoint{VChannel: "orders-shard-a", Checkpoint: wal.KafkaID(130)})
 	fmt.Println(<-persisted) // shard-b is now the slowest
 
-	err = actors.Request(ctxtest.Within(time.Second), system.Root, pchannel, &messages.UpdateCheckpoint{VChannel: "orders-shard-b", Checkpoint: wal.KafkaID(1)})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err = actors.Request(ctx, system.Root, pchannel, &messages.UpdateCheckpoint{VChannel: "orders-shard-b", Checkpoint: wal.KafkaID(1)})
 	fmt.Println(err)
 
 	_ = system.Root.PoisonFuture(pchannel).Wait() // flushes what is pending

@@ -31,7 +31,7 @@ const (
 	ExitOK       = 0
 	ExitFailed   = 1 // the catalog could not be read or written
 	ExitUsage    = 2 // bad command line: flags, arguments, ID text, WAL
-	ExitCorrupt  = 3 // verify or dump found records that cannot be decoded
+	ExitCorrupt  = 3 // unreadable records (verify, dump), or a damaged bbolt file
 	ExitRefused  = 4 // a write refused for safety: owner, lowering, WAL switch
 	ExitNotFound = 5 // get: nothing stored for the pchannel
 )
@@ -73,7 +73,7 @@ so no node can take it meanwhile, and is refused while a node owns it.
 Record terms are not restored: a restored record carries the writer's.
 
 Exit codes:
-  0  done                 3  corrupt records found (verify, dump)
+  0  done                 3  unreadable records, damaged file
   1  catalog failure      4  refused: owned, lowering, WAL switch, corrupt
   2  bad command line     5  get: nothing stored
 `

@@ -1,7 +1,7 @@
 package metrics_test
 
 import (
-	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
+	"context"
 
 	"fmt"
 	"time"
@@ -41,8 +41,10 @@ func Example() {
 	}
 	pchannel := system.Root.Spawn(props)
 
-	_ = actors.Request(ctxtest.Within(time.Second), system.Root, pchannel, &messages.UpdateCheckpoint{VChannel: "shard-a", Checkpoint: wal.KafkaID(130)})
-	_ = actors.Request(ctxtest.Within(time.Second), system.Root, pchannel, &messages.UpdateCheckpoint{VChannel: "shard-b", Checkpoint: wal.KafkaID(1)})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = actors.Request(ctx, system.Root, pchannel, &messages.UpdateCheckpoint{VChannel: "shard-a", Checkpoint: wal.KafkaID(130)})
+	_ = actors.Request(ctx, system.Root, pchannel, &messages.UpdateCheckpoint{VChannel: "shard-b", Checkpoint: wal.KafkaID(1)})
 	_ = system.Root.PoisonFuture(pchannel).Wait()
 	sub.Close() // the collector has now seen every event
 	system.Shutdown()

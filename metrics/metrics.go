@@ -234,18 +234,15 @@ func New(opts ...Option) (*Collector, error) {
 
 // Counters returns the counters to give the actor of pchannel with
 // actors.WithCounters: the same ones for the same name, so that a
-// respawned pchannel counts on. A pchannel that is not running yet (new, or
-// stopped) counts from then on as running and recovering, until its
-// Recovered event; calling Counters again changes nothing else.
+// respawned pchannel counts on. Asking for them counts no pchannel as
+// running: its events do (Recovered, or RecoveryFailed while its catalog
+// cannot be read), so that a NewProps that fails leaves no phantom behind.
 func (c *Collector) Counters(pchannel string) *actors.Counters {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p := c.pchannel(pchannel)
 	if p.counters == nil {
 		p.counters = new(actors.Counters)
-	}
-	if !p.live {
-		p.live, p.recovering, p.retrying, p.pendingSince = true, true, false, time.Time{}
 	}
 	return p.counters
 }

@@ -287,3 +287,37 @@ func registry(t *testing.T, c prometheus.Collector) *prometheus.Registry {
 	require.NoError(t, reg.Register(c))
 	return reg
 }
+
+// Counters alone counts no pchannel: a NewProps that fails after asking
+// for them (a bad name, say) leaves no phantom pchannel behind. Its first
+// event does.
+func TestCountersCountNoPChannel(t *testing.T) {
+	collector, err := metrics.New()
+	require.NoError(t, err)
+	_, err = actors.NewProps("bad\x00name", wal.Kafka, persistence.NewMemory(),
+		actors.WithCounters(collector.Counters("bad\x00name")))
+	require.ErrorIs(t, err, persistence.ErrInvalidArgument)
+	require.Zero(t, gauge(t, collector, "lowwater_pchannels"))
+	require.Zero(t, gauge(t, collector, "lowwater_pchannels_recovering"))
+
+	collector.Counters("p0")
+	collector.Observe(&messages.RecoveryFailed{Header: messages.Header{PChannel: "p0", At: time.Now()}, Err: persistence.ErrClosed})
+	require.Equal(t, 1.0, gauge(t, collector, "lowwater_pchannels"))
+	require.Equal(t, 1.0, gauge(t, collector, "lowwater_pchannels_recovering"))
+}
+
+// gauge is the value of the one series of name that c reports.
+func gauge(t *testing.T, c prometheus.Collector, name string) float64 {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(c))
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() == name {
+			return f.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no series %s", name)
+	return 0
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -157,8 +158,11 @@ func OpenBolt(path string, opts ...BoltOption) (*Bolt, error) {
 	if errors.Is(err, ErrCorruptStore) {
 		return nil, err
 	}
+	// bbolt reports a file shorter than its two meta pages with a plain
+	// fmt.Errorf ("file size too small"), no sentinel: matched by its text.
 	if errors.Is(err, bolterrors.ErrInvalid) || errors.Is(err, bolterrors.ErrChecksum) ||
-		errors.Is(err, bolterrors.ErrVersionMismatch) {
+		errors.Is(err, bolterrors.ErrVersionMismatch) ||
+		(err != nil && strings.Contains(err.Error(), "file size too small")) {
 		return nil, fmt.Errorf("%w: %s: %w", ErrCorruptStore, path, err)
 	}
 	if err != nil {

@@ -107,6 +107,8 @@ func damagedCases() []struct {
 	}{
 		{"empty", truncateTo(0)},
 		{"truncated to 8 KiB", truncateTo(8 << 10)},
+		{"truncated to one page", truncateTo(bboltPageSize)},
+		{"truncated to 4000 bytes", truncateTo(4000)},
 		{"truncated to 3 pages", truncateTo(3 * bboltPageSize)},
 		{"truncated mid page", truncateTo(5*bboltPageSize + 100)},
 		{"zeroed data pages", overDataPages(func(p []byte) { clear(p) })},

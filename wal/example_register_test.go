@@ -1,8 +1,6 @@
 package wal_test
 
 import (
-	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
-
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -133,7 +131,9 @@ func ExampleRegister() {
 	// A new vchannel, then everyone moves past the 32-bit boundary of the
 	// low half: the order is the 64-bit value's.
 	request := func(cmd messages.Command) {
-		if err := actors.Request(ctxtest.Within(time.Second), system.Root, pchannel, cmd); err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := actors.Request(ctx, system.Root, pchannel, cmd); err != nil {
 			panic(err)
 		}
 	}

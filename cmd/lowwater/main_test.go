@@ -275,6 +275,21 @@ func TestLockedBolt(t *testing.T) {
 	require.Equal(t, wal.KafkaID(1200), stored(t, path)["by-dev-rootcoord-dml_0"])
 }
 
+// A damaged bbolt file is exit 3 on every command, with what to do about it,
+// never a "catalog failure" a script would take for an unreachable store.
+func TestDamagedBolt(t *testing.T) {
+	path := seedBolt(t, seed)
+	require.NoError(t, os.Truncate(path, 4096)) // one page: bbolt's "file size too small"
+	empty := filepath.Join(t.TempDir(), "empty.db")
+	require.NoError(t, os.WriteFile(empty, nil, 0o600))
+	for _, file := range []string{path, empty} {
+		for _, args := range [][]string{{"list"}, {"verify"}, {"set", "by-dev-rootcoord-dml_0", "kafka:9999"}} {
+			r := on(t, "bolt:"+file, args...)
+			wantCode(t, r, cli.ExitCorrupt, "checkpoint store is damaged", "restore the file from a backup")
+		}
+	}
+}
+
 func TestCommandLine(t *testing.T) {
 	path := seedBolt(t, seed)
 	r := lw(t, nil, "--help")
