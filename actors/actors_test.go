@@ -29,6 +29,8 @@ func TestNewPropsRejectsInvalidOptions(t *testing.T) {
 		"empty pchannel":      {"", wal.Kafka, cat, nil},
 		"unknown WAL":         {"p", "nope", cat, nil},
 		"nil catalog":         {"p", wal.Kafka, nil, nil},
+		"typed nil catalog":   {"p", wal.Kafka, (*persistence.Bolt)(nil), nil},
+		"nil option":          {"p", wal.Kafka, cat, []Option{nil}},
 		"nil logger":          {"p", wal.Kafka, cat, []Option{WithLogger(nil)}},
 		"zero save timeout":   {"p", wal.Kafka, cat, []Option{WithSaveTimeout(0)}},
 		"zero flush timeout":  {"p", wal.Kafka, cat, []Option{WithStopFlushTimeout(0)}},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync/atomic"
 	"time"
 
@@ -217,13 +218,17 @@ func newConfig(pchannel string, walName wal.Name, catalog persistence.Catalog, o
 		flushTime:   DefaultStopFlushTimeout,
 	}
 	for _, o := range opts {
+		if o == nil {
+			c.errs = append(c.errs, errors.New("nil option"))
+			continue
+		}
 		o.apply(c)
 	}
 	errs := c.errs
 	if err := persistence.ValidatePChannel(pchannel); err != nil {
 		errs = append(errs, err)
 	}
-	if catalog == nil {
+	if isNil(catalog) {
 		errs = append(errs, errors.New("nil catalog"))
 	}
 	if err := c.backoff.Validate(); err != nil {
@@ -261,4 +266,14 @@ func shortName(pchannel string) string {
 		return pchannel[:40] + "…"
 	}
 	return pchannel
+}
+
+// isNil reports a nil interface, and a typed nil pointer in one, such as a
+// (*persistence.Bolt)(nil): it would fail every call later.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	r := reflect.ValueOf(v)
+	return r.Kind() == reflect.Pointer && r.IsNil()
 }

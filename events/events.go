@@ -90,6 +90,10 @@ func Lossless() Option {
 func newConfig(opts []Option) (config, error) {
 	c := config{buffer: DefaultBuffer}
 	for _, o := range opts {
+		if o == nil {
+			c.errs = append(c.errs, errors.New("nil option"))
+			continue
+		}
 		o.apply(&c)
 	}
 	if len(c.errs) > 0 {

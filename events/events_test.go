@@ -204,6 +204,7 @@ func TestInvalidOptions(t *testing.T) {
 		"buffer 0":     {events.WithBuffer(0)},
 		"no pchannels": {events.ForPChannels()},
 		"nil filter":   {events.WithFilter(nil)},
+		"nil option":   {nil},
 	} {
 		_, err := events.Subscribe(es, opts...)
 		assert.ErrorIs(t, err, events.ErrInvalidOption, name)

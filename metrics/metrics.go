@@ -187,6 +187,10 @@ type descs struct {
 func New(opts ...Option) (*Collector, error) {
 	cfg := config{namespace: "lowwater", buckets: DefaultLatencyBuckets, now: time.Now}
 	for _, o := range opts {
+		if o == nil {
+			cfg.errs = append(cfg.errs, errors.New("nil option"))
+			continue
+		}
 		o.apply(&cfg)
 	}
 	if len(cfg.errs) > 0 {

@@ -135,6 +135,9 @@ func defaultBoltOptions() boltOptions {
 func OpenBolt(path string, opts ...BoltOption) (*Bolt, error) {
 	o := defaultBoltOptions()
 	for _, opt := range opts {
+		if opt == nil {
+			return nil, fmt.Errorf("%w: nil bolt option", ErrInvalidArgument)
+		}
 		opt.apply(&o)
 	}
 	if o.bucket == "" {

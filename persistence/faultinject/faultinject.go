@@ -203,7 +203,9 @@ var _ persistence.Catalog = (*Catalog)(nil)
 func Wrap(inner persistence.Catalog, opts ...Option) *Catalog {
 	var o options
 	for _, opt := range opts {
-		opt.apply(&o)
+		if opt != nil {
+			opt.apply(&o)
+		}
 	}
 	seed1, seed2 := rand.Uint64(), rand.Uint64()
 	if o.seed != nil {
