@@ -51,13 +51,13 @@ func startCall(root *actor.RootContext, self *actor.PID, seq uint64, timeout tim
 	c, cancel := context.WithTimeout(context.Background(), timeout)
 	k := &call{seq: seq, cancel: cancel, done: make(chan struct{})}
 	began := time.Now()
-	go func() {
+	workers.Go(func() {
 		defer close(k.done)
 		defer cancel()
 		v, err := guard(c, op, fn)
 		k.result = callDone{seq: seq, value: v, err: err, latency: time.Since(began)}
 		root.Send(self, &k.result)
-	}()
+	})
 	return k
 }
 

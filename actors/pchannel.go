@@ -34,6 +34,7 @@ func NewProps(pchannel, walName string, catalog persistence.Catalog, opts ...Opt
 	return actor.PropsFromProducer(
 		func() actor.Actor { return newPChannel(cfg) },
 		actor.WithMailbox(newDrainingMailbox),
+		actor.WithDispatcher(poolDispatcher{}),
 	), nil
 }
 

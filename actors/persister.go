@@ -70,7 +70,8 @@ func newSaveStatus(persisted wal.MessageID) *saveStatus {
 // carries its configuration and status, so that a restart rebuilds it from
 // the same ones, with no handshake.
 func persisterProps(cfg *config, status *saveStatus) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor { return &persister{cfg: cfg, status: status} })
+	return actor.PropsFromProducer(func() actor.Actor { return &persister{cfg: cfg, status: status} },
+		actor.WithMailbox(newDrainingMailbox), actor.WithDispatcher(poolDispatcher{}))
 }
 
 func (s *persister) Receive(ctx actor.Context) {

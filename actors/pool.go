@@ -1,0 +1,144 @@
+package actors
+
+import (
+	"sync"
+	"time"
+)
+
+// workers runs the pchannel and persister mailboxes and the catalog calls.
+//
+// A fresh goroutine starts on a 2 KiB stack, and a mailbox run (protoactor's
+// invoke chain, the tracker, the event stream) or a catalog call needs more:
+// each one paid for growing and copying its stack, over a quarter of the
+// CPU of a save in profiles. A worker keeps its grown stack from one task
+// to the next.
+//
+// The pool is never capped: a task may block (a catalog call; a graceful
+// stop waits inside a handler for its persister, whose mailbox needs a
+// worker of its own), so a task that finds no idle worker gets a new one.
+// It sheds idle workers instead: one idle longer than idleFor exits, and
+// no more than maxIdle wait at a time, so that thousands of idle pchannels
+// hold no goroutine, and none is left shortly after a system stops.
+var workers = newPool(poolIdleFor, poolMaxIdle)
+
+const (
+	// poolIdleFor outlasts the pause between two rounds of saves, and twice
+	// it is well inside the time goleak gives goroutines to end.
+	poolIdleFor = 20 * time.Millisecond
+	// poolMaxIdle is enough for a thousand pchannels saving together to
+	// find their call goroutines again in the next round.
+	poolMaxIdle = 1024
+)
+
+type pool struct {
+	idleFor time.Duration
+	maxIdle int
+
+	mu sync.Mutex
+	// idle is a stack: the most recently idle worker is taken first, so
+	// that the least recently used ones age out.
+	idle []*worker // guarded by mu
+	// sweeping is set while the sweep timer is armed: every idleFor while
+	// any worker is idle. epoch counts its rounds, a clock coarse enough
+	// for idleness and cheaper than reading the time on every park.
+	sweeping bool   // guarded by mu
+	epoch    uint64 // guarded by mu
+	sweep    *time.Timer
+}
+
+type worker struct {
+	// next carries the worker's next task, or nil: exit. Only one value is
+	// ever sent while it waits, so a send never blocks.
+	next chan func()
+	// epoch is the pool's epoch when the worker became idle, guarded by
+	// the pool's mu.
+	epoch uint64
+}
+
+func newPool(idleFor time.Duration, maxIdle int) *pool {
+	p := &pool{idleFor: idleFor, maxIdle: maxIdle}
+	p.sweep = time.AfterFunc(time.Hour, p.evict)
+	p.sweep.Stop()
+	return p
+}
+
+// Go runs f on an idle worker, or on a new one.
+func (p *pool) Go(f func()) {
+	p.mu.Lock()
+	if n := len(p.idle); n > 0 {
+		w := p.idle[n-1]
+		p.idle[n-1] = nil
+		p.idle = p.idle[:n-1]
+		p.mu.Unlock()
+		w.next <- f
+		return
+	}
+	p.mu.Unlock()
+	go p.work(&worker{next: make(chan func(), 1)}, f)
+}
+
+func (p *pool) work(w *worker, f func()) {
+	for f != nil {
+		f()
+		f = p.park(w)
+	}
+}
+
+// park makes w idle and returns its next task, or nil when it should exit.
+func (p *pool) park(w *worker) func() {
+	p.mu.Lock()
+	if len(p.idle) >= p.maxIdle {
+		p.mu.Unlock()
+		return nil
+	}
+	w.epoch = p.epoch
+	p.idle = append(p.idle, w)
+	if !p.sweeping {
+		p.sweeping = true
+		p.sweep.Reset(p.idleFor)
+	}
+	p.mu.Unlock()
+	return <-w.next
+}
+
+// evict ends the workers that were idle already at the previous sweep,
+// so idle for idleFor at least and twice that at most, and sweeps again
+// while any is left.
+func (p *pool) evict() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for n < len(p.idle) && p.idle[n].epoch != p.epoch {
+		p.idle[n].next <- nil
+		n++
+	}
+	p.epoch++
+	k := copy(p.idle, p.idle[n:])
+	clear(p.idle[k:])
+	p.idle = p.idle[:k]
+	if k == 0 {
+		p.sweeping = false
+		if cap(p.idle) > p.maxIdle/4 {
+			p.idle = nil // let a burst's backing array go
+		}
+		return
+	}
+	p.sweep.Reset(p.idleFor)
+}
+
+// idleWorkers reports how many workers wait for a task.
+func (p *pool) idleWorkers() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.idle)
+}
+
+// poolDispatcher is the protoactor Dispatcher that runs mailboxes on the
+// pool.
+type poolDispatcher struct{}
+
+func (poolDispatcher) Schedule(fn func()) { workers.Go(fn) }
+
+// Throughput is protoactor's default: a mailbox yields after this many
+// messages in a row.
+func (poolDispatcher) Throughput() int { return 300 }
