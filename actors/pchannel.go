@@ -401,7 +401,7 @@ func (p *pchannel) load(ctx actor.Context) {
 	p.recovery.attempt++
 	catalog, name := p.cfg.catalog, p.cfg.pchannel
 	p.recovery.call = startCall(ctx.ActorSystem().Root, p.self, p.cfg.seq.Add(1), p.cfg.saveTimeout, "Load",
-		func(c context.Context) (wal.MessageID, error) { return catalog.Load(c, name) })
+		func(c context.Context, _ wal.MessageID) (wal.MessageID, error) { return catalog.Load(c, name) }, nil)
 }
 
 // loadDone takes a recovery read's result: running on success, else a

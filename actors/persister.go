@@ -39,7 +39,9 @@ type persister struct {
 	// persister takes.
 	offered bool
 
-	save     *call
+	save *call
+	// saveFn is catalogSave, bound once.
+	saveFn   catalogCall
 	timer    *time.Timer
 	timerSeq uint64
 	// flushWaiter is the graceful stop waiting for flushed.
@@ -101,6 +103,7 @@ func (s *persister) Receive(ctx actor.Context) {
 	case *actor.Started:
 		s.self, s.parent = ctx.Self(), ctx.Parent()
 		s.root, s.events = ctx.ActorSystem().Root, ctx.ActorSystem().EventStream
+		s.saveFn = s.catalogSave
 		s.plan = saveplan.New(s.status.load().persisted, &lazyBackoff{schedule: &s.cfg.backoff}, s.cfg.minInterval)
 	case *actor.Stopping, *actor.Restarting:
 		stopTimer(s.timer)
@@ -145,17 +148,19 @@ func (s *persister) do(step saveplan.Step) {
 
 // start runs one save through call, bounded by the save timeout.
 func (s *persister) start(v wal.MessageID) {
-	catalog, name, counters := s.cfg.catalog, s.cfg.pchannel, s.cfg.counters
-	if counters != nil {
-		counters.SavesInFlight.Add(1)
+	if s.cfg.counters != nil {
+		s.cfg.counters.SavesInFlight.Add(1)
 	}
-	s.save = startCall(s.root, s.self, s.cfg.seq.Add(1), s.cfg.saveTimeout, "Save", func(ctx context.Context) (wal.MessageID, error) {
-		if counters != nil {
-			defer counters.SavesInFlight.Add(-1)
-		}
-		return v, catalog.Save(ctx, name, v)
-	})
+	s.save = startCall(s.root, s.self, s.cfg.seq.Add(1), s.cfg.saveTimeout, "Save", s.saveFn, v)
 	s.report()
+}
+
+// catalogSave is the Save of one call; bound once, as saveFn.
+func (s *persister) catalogSave(ctx context.Context, v wal.MessageID) (wal.MessageID, error) {
+	if c := s.cfg.counters; c != nil {
+		defer c.SavesInFlight.Add(-1)
+	}
+	return v, s.cfg.catalog.Save(ctx, s.cfg.pchannel, v)
 }
 
 // saved takes a save's outcome to the plan, then publishes it. The status

@@ -49,7 +49,7 @@ type pool struct {
 type worker struct {
 	// next carries the worker's next task, or nil: exit. Only one value is
 	// ever sent while it waits, so a send never blocks.
-	next chan func()
+	next chan task
 	// epoch is the pool's epoch when the worker became idle, guarded by
 	// the pool's mu.
 	epoch uint64
@@ -62,8 +62,17 @@ func newPool(idleFor time.Duration, maxIdle int) *pool {
 	return p
 }
 
+// task is what a worker runs. A call is one as it is, with no closure to
+// allocate.
+type task interface{ run() }
+
+// funcTask runs a func, as protoactor schedules one.
+type funcTask func()
+
+func (f funcTask) run() { f() }
+
 // Go runs f on an idle worker, or on a new one.
-func (p *pool) Go(f func()) {
+func (p *pool) Go(f task) {
 	p.mu.Lock()
 	if n := len(p.idle); n > 0 {
 		w := p.idle[n-1]
@@ -74,18 +83,18 @@ func (p *pool) Go(f func()) {
 		return
 	}
 	p.mu.Unlock()
-	go p.work(&worker{next: make(chan func(), 1)}, f)
+	go p.work(&worker{next: make(chan task, 1)}, f)
 }
 
-func (p *pool) work(w *worker, f func()) {
+func (p *pool) work(w *worker, f task) {
 	for f != nil {
-		f()
+		f.run()
 		f = p.park(w)
 	}
 }
 
 // park makes w idle and returns its next task, or nil when it should exit.
-func (p *pool) park(w *worker) func() {
+func (p *pool) park(w *worker) task {
 	p.mu.Lock()
 	if len(p.idle) >= p.maxIdle {
 		p.mu.Unlock()
@@ -137,7 +146,7 @@ func (p *pool) idleWorkers() int {
 // pool.
 type poolDispatcher struct{}
 
-func (poolDispatcher) Schedule(fn func()) { workers.Go(fn) }
+func (poolDispatcher) Schedule(fn func()) { workers.Go(funcTask(fn)) }
 
 // Throughput is protoactor's default: a mailbox yields after this many
 // messages in a row.
