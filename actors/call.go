@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -40,6 +41,12 @@ type call struct {
 	op   string
 	fn   catalogCall
 	arg  wal.MessageID
+	// inbox, if set, is the mailbox of self: the result is delivered to it
+	// directly, and the call's goroutine runs it if it is idle.
+	inbox *mailbox
+	// started is set by whichever comes first, run or end: a call ended
+	// before it ran never runs.
+	started atomic.Bool
 
 	mu       sync.Mutex
 	finished bool          // guarded by mu
@@ -64,18 +71,39 @@ type callDone struct {
 // startCall runs fn(arg) off the mailbox, bounded by timeout, and sends its
 // outcome to self. op names the call in errors ("Load", "Save").
 func startCall(root *actor.RootContext, self *actor.PID, seq uint64, timeout time.Duration, op string, fn catalogCall, arg wal.MessageID) *call {
-	k := &call{seq: seq, root: root, self: self, op: op, fn: fn, arg: arg}
-	k.ctx.began = time.Now()
-	k.ctx.deadline = k.ctx.began.Add(timeout)
+	k := newCall(root, self, seq, timeout, op, fn, arg)
 	workers.Go(k)
 	return k
 }
 
+// newCall prepares a call for its caller to run: it is bounded by timeout
+// from now. With inbox, its result goes straight to that mailbox, which
+// must be self's.
+func newCall(root *actor.RootContext, self *actor.PID, seq uint64, timeout time.Duration, op string, fn catalogCall, arg wal.MessageID) *call {
+	k := &call{seq: seq, root: root, self: self, op: op, fn: fn, arg: arg}
+	k.ctx.began = time.Now()
+	k.ctx.deadline = k.ctx.began.Add(timeout)
+	return k
+}
+
 func (k *call) run() {
+	if !k.started.CompareAndSwap(false, true) {
+		return // ended before it ran
+	}
 	v, err := guard(&k.ctx, k.op, k.fn, k.arg)
 	k.ctx.cancel(context.Canceled)
 	k.result = callDone{seq: k.seq, value: v, err: err, latency: time.Since(k.ctx.began)}
-	k.root.Send(k.self, &k.result)
+	if k.inbox == nil {
+		k.root.Send(k.self, &k.result)
+		k.finish()
+		return
+	}
+	// Finished first: the mailbox run below may end this very call.
+	k.finish()
+	k.inbox.deliver(&k.result)
+}
+
+func (k *call) finish() {
 	k.mu.Lock()
 	k.finished = true
 	if k.done != nil {
@@ -123,11 +151,17 @@ func (k *call) wait(deadline time.Time) (callDone, bool) {
 
 // end cancels the call and joins its goroutine within joinGrace; a call
 // still running then is abandoned: logged, counted, its result ignored.
-func (k *call) end(cfg *config, op string) {
+// It reports whether the call never ran (it was ended first).
+func (k *call) end(cfg *config, op string) (never bool) {
 	if k == nil {
-		return
+		return false
 	}
 	k.ctx.cancel(context.Canceled)
+	if k.started.CompareAndSwap(false, true) {
+		k.result = callDone{seq: k.seq, err: context.Canceled}
+		k.finish()
+		return true
+	}
 	t := time.NewTimer(joinGrace)
 	defer t.Stop()
 	select {
@@ -138,6 +172,7 @@ func (k *call) end(cfg *config, op string) {
 		}
 		cfg.logger.Error("catalog ignored cancellation; abandoning the call", zap.String("op", op), zap.Duration("waited", joinGrace))
 	}
+	return false
 }
 
 // callContext is a call's context: a deadline and a cancel, as

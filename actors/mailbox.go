@@ -46,6 +46,9 @@ type mailbox struct {
 	// process is m.processMessages, bound once: a method value passed to
 	// Schedule would allocate on every wake-up.
 	process func()
+	// after is a task the actor asked to run once it lets go of the
+	// mailbox (runAfter); only the goroutine running the mailbox touches it.
+	after task
 }
 
 // drainWatcher is an actor that wants mailboxDrained now.
@@ -60,7 +63,9 @@ func (mailboxDrained) NotInfluenceReceiveTimeout() {}
 
 var _ actor.Mailbox = (*mailbox)(nil)
 
-func newDrainingMailbox() actor.Mailbox {
+func newDrainingMailbox() actor.Mailbox { return newMailbox() }
+
+func newMailbox() *mailbox {
 	m := &mailbox{}
 	m.user.init()
 	m.process = m.processMessages
@@ -148,7 +153,12 @@ func (m *mailbox) processMessages() {
 	for {
 		m.run()
 		next := m.user.next()
+		after := m.after
+		m.after = nil
 		m.running.Store(false)
+		if after != nil {
+			after.run()
+		}
 		if m.sysN.Load() == 0 && (m.suspended.Load() || !next.ready()) {
 			return
 		}
@@ -168,6 +178,9 @@ func (m *mailbox) run() {
 	}()
 	i, t := 0, m.dispatcher.Throughput()
 	for {
+		if m.after != nil {
+			return // let the mailbox go first (processMessages)
+		}
 		if i > t {
 			i = 0
 			runtime.Gosched()
@@ -199,6 +212,29 @@ func (m *mailbox) run() {
 			msg = mailboxDrained{}
 			m.invoker.InvokeUserMessage(msg)
 		}
+	}
+}
+
+// runAfter runs t on the mailbox's goroutine once the mailbox has let go
+// of it, right after the message being handled: a task the actor starts
+// (a catalog call) then costs no hand-off to another goroutine, and the
+// mailbox goes on without it, on another goroutine if messages come. Only
+// the actor may call it, from a handler.
+func (m *mailbox) runAfter(t task) {
+	if m.after != nil {
+		workers.Go(m.after)
+	}
+	m.after = t
+}
+
+// deliver posts msg and, if the mailbox is idle, runs it on the caller's
+// goroutine rather than waking another: for a pooled goroutine that has
+// nothing left to do (a catalog call that returned). It bypasses
+// PostUserMessage, so msg must be one of the package's own messages.
+func (m *mailbox) deliver(msg any) {
+	m.user.push(msg)
+	if !m.running.Load() && m.running.CompareAndSwap(false, true) {
+		m.processMessages()
 	}
 }
 

@@ -34,6 +34,11 @@ type persister struct {
 	parent *actor.PID
 	root   *actor.RootContext
 	events *eventstream.EventStream
+	// inbox is the persister's own mailbox: a save runs on its goroutine
+	// once the handler that started it returns, and its result comes
+	// back straight to it (see mailbox.runAfter and deliver).
+	inbox    *mailbox
+	inboxRef **mailbox
 
 	// offered is set by the parent's offer, the first minimum a new
 	// persister takes.
@@ -72,8 +77,16 @@ func newSaveStatus(persisted wal.MessageID) *saveStatus {
 // carries its configuration and status, so that a restart rebuilds it from
 // the same ones, with no handshake.
 func persisterProps(cfg *config, status *saveStatus) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor { return &persister{cfg: cfg, status: status} },
-		actor.WithMailbox(newDrainingMailbox), actor.WithDispatcher(poolDispatcher{}))
+	// The mailbox is made after the actor, once; the persister reads it
+	// on Started.
+	inbox := new(*mailbox)
+	return actor.PropsFromProducer(func() actor.Actor { return &persister{cfg: cfg, status: status, inboxRef: inbox} },
+		actor.WithMailbox(func() actor.Mailbox {
+			m := newMailbox()
+			*inbox = m
+			return m
+		}),
+		actor.WithDispatcher(poolDispatcher{}))
 }
 
 func (s *persister) Receive(ctx actor.Context) {
@@ -104,10 +117,13 @@ func (s *persister) Receive(ctx actor.Context) {
 		s.self, s.parent = ctx.Self(), ctx.Parent()
 		s.root, s.events = ctx.ActorSystem().Root, ctx.ActorSystem().EventStream
 		s.saveFn = s.catalogSave
+		s.inbox = *s.inboxRef
 		s.plan = saveplan.New(s.status.load().persisted, &lazyBackoff{schedule: &s.cfg.backoff}, s.cfg.minInterval)
 	case *actor.Stopping, *actor.Restarting:
 		stopTimer(s.timer)
-		s.save.end(s.cfg, "Save")
+		if s.save.end(s.cfg, "Save") && s.cfg.counters != nil {
+			s.cfg.counters.SavesInFlight.Add(-1) // it never ran
+		}
 		s.save = nil
 		s.report()
 	}
@@ -151,7 +167,9 @@ func (s *persister) start(v wal.MessageID) {
 	if s.cfg.counters != nil {
 		s.cfg.counters.SavesInFlight.Add(1)
 	}
-	s.save = startCall(s.root, s.self, s.cfg.seq.Add(1), s.cfg.saveTimeout, "Save", s.saveFn, v)
+	s.save = newCall(s.root, s.self, s.cfg.seq.Add(1), s.cfg.saveTimeout, "Save", s.saveFn, v)
+	s.save.inbox = s.inbox
+	s.inbox.runAfter(s.save)
 	s.report()
 }
 
