@@ -149,6 +149,10 @@ func (m *mailbox) schedule() {
 // queue). Atomics are sequentially consistent, so one of the two sees the
 // other. A message behind that place needs no check: whoever publishes the
 // place itself sees running cleared and starts the mailbox.
+//
+// A task the actor asked to run after (runAfter) runs once the mailbox is
+// let go; if messages are waiting by then, another goroutine takes the
+// mailbox first, so that a slow task (a catalog call) holds up no message.
 func (m *mailbox) processMessages() {
 	for {
 		m.run()
@@ -156,13 +160,15 @@ func (m *mailbox) processMessages() {
 		after := m.after
 		m.after = nil
 		m.running.Store(false)
+		more := m.sysN.Load() != 0 || (!m.suspended.Load() && next.ready())
 		if after != nil {
+			if more && m.running.CompareAndSwap(false, true) {
+				m.dispatcher.Schedule(m.process)
+			}
 			after.run()
-		}
-		if m.sysN.Load() == 0 && (m.suspended.Load() || !next.ready()) {
 			return
 		}
-		if !m.running.CompareAndSwap(false, true) {
+		if !more || !m.running.CompareAndSwap(false, true) {
 			return
 		}
 	}

@@ -198,3 +198,46 @@ func TestMailboxManySenders(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return !m.running.Load() }, 10*time.Second, time.Millisecond)
 }
+
+// afterInvoker starts a blocking task from a handler through runAfter, as
+// the persister starts a save, and a stop comes in meanwhile.
+type afterInvoker struct {
+	m       *mailbox
+	release chan struct{}
+	stopped chan struct{}
+	ran     chan struct{}
+}
+
+func (r *afterInvoker) InvokeSystemMessage(msg any) {
+	if msg == "stop" {
+		close(r.stopped)
+	}
+}
+
+func (r *afterInvoker) InvokeUserMessage(msg any) {
+	if msg == "start" {
+		r.m.runAfter(funcTask(func() {
+			close(r.ran)
+			<-r.release
+		}))
+		r.m.PostSystemMessage("stop")
+	}
+}
+
+func (r *afterInvoker) EscalateFailure(any, any) {}
+
+// TestMailboxRunAfterHoldsUpNoMessage: a system message that comes while a
+// handler starts a slow task is handled while the task runs, not after.
+func TestMailboxRunAfterHoldsUpNoMessage(t *testing.T) {
+	r := &afterInvoker{m: newMailbox(), release: make(chan struct{}), stopped: make(chan struct{}), ran: make(chan struct{})}
+	defer close(r.release)
+	r.m.RegisterHandlers(r, poolDispatcher{})
+	r.m.PostUserMessage("start")
+	for what, c := range map[string]chan struct{}{"the task": r.ran, "the stop": r.stopped} {
+		select {
+		case <-c:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s did not run while the task blocked", what)
+		}
+	}
+}

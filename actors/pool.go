@@ -2,6 +2,7 @@ package actors
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -44,6 +45,8 @@ type pool struct {
 	sweeping bool   // guarded by mu
 	epoch    uint64 // guarded by mu
 	sweep    *time.Timer
+	// live counts the workers, busy or idle.
+	live atomic.Int64
 }
 
 type worker struct {
@@ -83,10 +86,12 @@ func (p *pool) Go(f task) {
 		return
 	}
 	p.mu.Unlock()
+	p.live.Add(1)
 	go p.work(&worker{next: make(chan task, 1)}, f)
 }
 
 func (p *pool) work(w *worker, f task) {
+	defer p.live.Add(-1)
 	for f != nil {
 		f.run()
 		f = p.park(w)
