@@ -72,7 +72,7 @@ type callDone struct {
 // outcome to self. op names the call in errors ("Load", "Save").
 func startCall(root *actor.RootContext, self *actor.PID, seq uint64, timeout time.Duration, op string, fn catalogCall, arg wal.MessageID) *call {
 	k := newCall(root, self, seq, timeout, op, fn, arg)
-	workers.Go(k)
+	poolOf(root.ActorSystem()).Go(k)
 	return k
 }
 

@@ -126,8 +126,9 @@
 //
 // # Goroutines
 //
-// Mailboxes and catalog calls run on a pool of goroutines shared by every
-// actor of the package: a goroutine that ran one keeps its grown stack for
+// Mailboxes and catalog calls run on a pool of goroutines, one pool per
+// actor system (so that a system in a testing/synctest bubble keeps its
+// goroutines in the bubble): a goroutine that ran one keeps its grown stack for
 // the next, where a fresh one per mailbox run and per save spent much of a
 // save's CPU growing its stack. The pool is never capped, since a task may
 // block (a catalog call; a graceful stop waits in a handler for its

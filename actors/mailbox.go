@@ -49,6 +49,9 @@ type mailbox struct {
 	// after is a task the actor asked to run once it lets go of the
 	// mailbox (runAfter); only the goroutine running the mailbox touches it.
 	after task
+	// pool runs the mailbox, when it belongs to an actor: its system's
+	// (poolOf). Without one, the dispatcher does.
+	pool *pool
 }
 
 // drainWatcher is an actor that wants mailboxDrained now.
@@ -126,6 +129,9 @@ func (m *mailbox) popSystem() any {
 func (m *mailbox) RegisterHandlers(invoker actor.MessageInvoker, dispatcher actor.Dispatcher) {
 	m.invoker, m.dispatcher = invoker, dispatcher
 	m.context, _ = invoker.(interface{ Actor() actor.Actor })
+	if c, ok := invoker.(interface{ ActorSystem() *actor.ActorSystem }); ok {
+		m.pool = poolOf(c.ActorSystem())
+	}
 }
 
 func (m *mailbox) Start() {}
@@ -137,8 +143,26 @@ func (m *mailbox) UserMessageCount() int { return m.user.len() }
 // spares a busy mailbox a compare-and-swap per message.
 func (m *mailbox) schedule() {
 	if !m.running.Load() && m.running.CompareAndSwap(false, true) {
-		m.dispatcher.Schedule(m.process)
+		m.start()
 	}
+}
+
+// start runs the mailbox on another goroutine; the caller holds running.
+func (m *mailbox) start() {
+	if m.pool != nil {
+		m.pool.Go(funcTask(m.process))
+		return
+	}
+	m.dispatcher.Schedule(m.process)
+}
+
+// goTask runs t on another goroutine.
+func (m *mailbox) goTask(t task) {
+	if m.pool != nil {
+		m.pool.Go(t)
+		return
+	}
+	go t.run()
 }
 
 // processMessages runs until nothing is left that it may take.
@@ -163,7 +187,7 @@ func (m *mailbox) processMessages() {
 		more := m.sysN.Load() != 0 || (!m.suspended.Load() && next.ready())
 		if after != nil {
 			if more && m.running.CompareAndSwap(false, true) {
-				m.dispatcher.Schedule(m.process)
+				m.start()
 			}
 			after.run()
 			return
@@ -228,7 +252,7 @@ func (m *mailbox) run() {
 // the actor may call it, from a handler.
 func (m *mailbox) runAfter(t task) {
 	if m.after != nil {
-		workers.Go(m.after)
+		m.goTask(m.after)
 	}
 	m.after = t
 }

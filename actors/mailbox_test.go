@@ -231,7 +231,7 @@ func (r *afterInvoker) EscalateFailure(any, any) {}
 func TestMailboxRunAfterHoldsUpNoMessage(t *testing.T) {
 	r := &afterInvoker{m: newMailbox(), release: make(chan struct{}), stopped: make(chan struct{}), ran: make(chan struct{})}
 	defer close(r.release)
-	r.m.RegisterHandlers(r, poolDispatcher{})
+	r.m.RegisterHandlers(r, actor.NewDefaultDispatcher(300))
 	r.m.PostUserMessage("start")
 	for what, c := range map[string]chan struct{}{"the task": r.ran, "the stop": r.stopped} {
 		select {

@@ -34,7 +34,6 @@ func NewProps(pchannel, walName string, catalog persistence.Catalog, opts ...Opt
 	return actor.PropsFromProducer(
 		func() actor.Actor { return newPChannel(cfg) },
 		actor.WithMailbox(newDrainingMailbox),
-		actor.WithDispatcher(poolDispatcher{}),
 	), nil
 }
 

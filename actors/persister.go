@@ -85,8 +85,7 @@ func persisterProps(cfg *config, status *saveStatus) *actor.Props {
 			m := newMailbox()
 			*inbox = m
 			return m
-		}),
-		actor.WithDispatcher(poolDispatcher{}))
+		}))
 }
 
 func (s *persister) Receive(ctx actor.Context) {

@@ -4,9 +4,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/extensions"
 )
 
-// workers runs the pchannel and persister mailboxes and the catalog calls.
+// pool runs the pchannel and persister mailboxes and the catalog calls of
+// one actor system (poolOf).
 //
 // A fresh goroutine starts on a 2 KiB stack, and a mailbox run (protoactor's
 // invoke chain, the tracker, the event stream) or a catalog call needs more:
@@ -20,8 +24,10 @@ import (
 // It sheds idle workers instead: one idle longer than idleFor exits, and
 // no more than maxIdle wait at a time, so that thousands of idle pchannels
 // hold no goroutine, and none is left shortly after a system stops.
-var workers = newPool(poolIdleFor, poolMaxIdle)
-
+//
+// One pool per actor system, not one per process: a system started in a
+// testing/synctest bubble then has its workers, and their idle timer, in
+// the bubble too, where a worker from outside could not run its tasks.
 const (
 	// poolIdleFor outlasts the pause between two rounds of saves, and twice
 	// it is well inside the time goleak gives goroutines to end.
@@ -147,12 +153,24 @@ func (p *pool) idleWorkers() int {
 	return len(p.idle)
 }
 
-// poolDispatcher is the protoactor Dispatcher that runs mailboxes on the
-// pool.
-type poolDispatcher struct{}
+// poolExtension keeps a system's pool among its protoactor extensions.
+var poolExtension = extensions.NextExtensionID()
 
-func (poolDispatcher) Schedule(fn func()) { workers.Go(funcTask(fn)) }
+func (p *pool) ExtensionID() extensions.ExtensionID { return poolExtension }
 
-// Throughput is protoactor's default: a mailbox yields after this many
-// messages in a row.
-func (poolDispatcher) Throughput() int { return 300 }
+// poolsMu guards the pool extension of every actor system: protoactor's
+// extension registry is not safe for concurrent use.
+var poolsMu sync.Mutex
+
+// poolOf returns the pool of sys, made on first use. Callers keep it: the
+// look-up takes a global lock.
+func poolOf(sys *actor.ActorSystem) *pool {
+	poolsMu.Lock()
+	defer poolsMu.Unlock()
+	if p, ok := sys.Extensions.Get(poolExtension).(*pool); ok {
+		return p
+	}
+	p := newPool(poolIdleFor, poolMaxIdle)
+	sys.Extensions.Register(p)
+	return p
+}
