@@ -263,17 +263,35 @@ func (m *mailbox) runAfter(t task) {
 // PostUserMessage, so msg must be one of the package's own messages.
 func (m *mailbox) deliver(msg any) {
 	m.user.push(msg)
-	if !m.running.Load() && m.running.CompareAndSwap(false, true) {
-		m.processMessages()
+	wake{m}.run()
+}
+
+// wake runs a mailbox on the caller's goroutine if it is idle: messages
+// pushed to it without a schedule are then handled at once.
+type wake struct{ m *mailbox }
+
+func (w wake) run() {
+	if !w.m.running.Load() && w.m.running.CompareAndSwap(false, true) {
+		w.m.processMessages()
 	}
 }
+
+// mailboxOwner is an actor that wants to know its mailbox, to hand work
+// to its goroutine (runAfter); it is told before each mailboxDrained.
+type mailboxOwner interface{ ownMailbox(*mailbox) }
 
 func (m *mailbox) wantsDrained() bool {
 	if m.context == nil || m.suspended.Load() {
 		return false
 	}
 	w, ok := m.context.Actor().(drainWatcher)
-	return ok && w.wantsDrained()
+	if !ok || !w.wantsDrained() {
+		return false
+	}
+	if o, ok := w.(mailboxOwner); ok {
+		o.ownMailbox(m)
+	}
+	return true
 }
 
 // mpsc is an unbounded multi-producer, single-consumer queue: a linked

@@ -76,16 +76,17 @@ func newSaveStatus(persisted wal.MessageID) *saveStatus {
 // persisterProps spawns the persister of one pchannel: the producer closure
 // carries its configuration and status, so that a restart rebuilds it from
 // the same ones, with no handshake.
-func persisterProps(cfg *config, status *saveStatus) *actor.Props {
-	// The mailbox is made after the actor, once; the persister reads it
-	// on Started.
-	inbox := new(*mailbox)
+//
+// The mailbox is made after the actor, once for all its restarts: it is
+// in *inbox once spawned, for the persister (on Started) and its parent.
+func persisterProps(cfg *config, status *saveStatus) (props *actor.Props, inbox **mailbox) {
+	inbox = new(*mailbox)
 	return actor.PropsFromProducer(func() actor.Actor { return &persister{cfg: cfg, status: status, inboxRef: inbox} },
 		actor.WithMailbox(func() actor.Mailbox {
 			m := newMailbox()
 			*inbox = m
 			return m
-		}))
+		})), inbox
 }
 
 func (s *persister) Receive(ctx actor.Context) {
