@@ -117,19 +117,21 @@
 // the parent then offers it the current minimum. The messages between the
 // two are: the minimum (offer, then MinimumAdvanced on each drained
 // rise), flushRequest and its answer, and ownershipLost when a save was
-// fenced. One save crosses one goroutine boundary of lowwater's own: the
-// rise to the persister's mailbox. The save then runs on the goroutine of
-// the persister's handler that started it, once that handler returned
-// and the mailbox was let go (messages coming meanwhile are run by another
-// goroutine), and its result is handled on the same goroutine when the
-// persister's mailbox is idle.
+// fenced. A save needs no goroutine hand-off of its own when nothing else
+// holds the persister: the PChannel actor's goroutine, having let go of
+// its mailbox after the drained rise, runs the persister's; the save runs
+// on the goroutine of the persister's handler that started it, once that
+// handler returned and the mailbox was let go; and the save's result is
+// handled on the same goroutine. Messages that come meanwhile are run by
+// another goroutine: no mailbox waits for a save (but a graceful stop's,
+// for its flush).
 //
 // # Goroutines
 //
 // Mailboxes and catalog calls run on a pool of goroutines, one pool per
 // actor system (so that a system in a testing/synctest bubble keeps its
-// goroutines in the bubble): a goroutine that ran one keeps its grown stack for
-// the next, where a fresh one per mailbox run and per save spent much of a
+// goroutines in the bubble): a goroutine that ran one keeps its grown
+// stack for the next, where a fresh one per mailbox run and per save spent much of a
 // save's CPU growing its stack. The pool is never capped, since a task may
 // block (a catalog call; a graceful stop waits in a handler for its
 // persister); a task that finds no idle goroutine gets a new one. It
