@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/persistence"
@@ -64,4 +65,30 @@ func TestNoMailboxWaitsForASave(t *testing.T) {
 	began := time.Now()
 	require.NoError(t, sys.Root.StopFuture(pid).Wait())
 	require.Less(t, time.Since(began), 5*time.Second)
+}
+
+// TestStoppedIsLoggedBeforeItIsPublished: a test that ends on seeing
+// Stopped tears its logger down; the actor must be done logging by then.
+// (tests/ raced on its zaptest logger when the log came second.)
+func TestStoppedIsLoggedBeforeItIsPublished(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(zap.NewNop())))
+	defer sys.Shutdown()
+	loggedFirst := make(chan bool, 1)
+	sub := sys.EventStream.Subscribe(func(ev any) {
+		if _, ok := ev.(*messages.Stopped); ok {
+			loggedFirst <- logs.FilterMessage("stopped").Len() == 1
+		}
+	})
+	defer sys.EventStream.Unsubscribe(sub)
+	props, err := NewProps("p", wal.Kafka, persistence.NewMemory(), WithLogger(zap.New(core)))
+	require.NoError(t, err)
+	pid := sys.Root.Spawn(props)
+	require.NoError(t, sys.Root.PoisonFuture(pid).Wait())
+	select {
+	case first := <-loggedFirst:
+		require.True(t, first, "Stopped was published before it was logged")
+	case <-time.After(5 * time.Second):
+		t.Fatal("no Stopped event")
+	}
 }

@@ -518,9 +518,11 @@ func (p *pchannel) becomeStopped() {
 			ev.Reason = messages.ErrFlushTimeout
 		}
 	}
-	p.publish(ev)
+	// Logged first: whoever ends on seeing Stopped (a test whose logger
+	// dies with it) must find the actor done with its logger.
 	p.cfg.logger.Info("stopped", zap.Bool("graceful", ev.Graceful), zap.Stringer("persisted", stringer{ev.LastPersisted}),
 		zap.Bool("flushed", ev.Flushed), zap.Stringer("dropped", stringer{ev.Dropped}), zap.Error(ev.Reason))
+	p.publish(ev)
 }
 
 // HandleFailure makes the pchannel its persister's supervisor. The
