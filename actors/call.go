@@ -86,9 +86,9 @@ func newCall(root *actor.RootContext, self *actor.PID, seq uint64, timeout time.
 	return k
 }
 
-func (k *call) run() {
+func (k *call) run() task {
 	if !k.started.CompareAndSwap(false, true) {
-		return // ended before it ran
+		return nil // ended before it ran
 	}
 	v, err := guard(&k.ctx, k.op, k.fn, k.arg)
 	k.ctx.cancel(context.Canceled)
@@ -96,11 +96,11 @@ func (k *call) run() {
 	if k.inbox == nil {
 		k.root.Send(k.self, &k.result)
 		k.finish()
-		return
+		return nil
 	}
-	// Finished first: the mailbox run below may end this very call.
+	// Finished first: the mailbox run that follows may end this very call.
 	k.finish()
-	k.inbox.deliver(&k.result)
+	return k.inbox.deliver(&k.result)
 }
 
 func (k *call) finish() {

@@ -150,11 +150,16 @@ func (m *mailbox) schedule() {
 // start runs the mailbox on another goroutine; the caller holds running.
 func (m *mailbox) start() {
 	if m.pool != nil {
-		m.pool.Go(funcTask(m.process))
+		m.pool.Go(drainTask{m})
 		return
 	}
 	m.dispatcher.Schedule(m.process)
 }
+
+// drainTask runs a mailbox on the pool.
+type drainTask struct{ m *mailbox }
+
+func (d drainTask) run() task { return d.m.drain() }
 
 // goTask runs t on another goroutine.
 func (m *mailbox) goTask(t task) {
@@ -162,10 +167,14 @@ func (m *mailbox) goTask(t task) {
 		m.pool.Go(t)
 		return
 	}
-	go t.run()
+	go runAll(t)
 }
 
-// processMessages runs until nothing is left that it may take.
+// processMessages runs the mailbox, and then what it asked to run after
+// (runAfter), on a dispatcher's goroutine.
+func (m *mailbox) processMessages() { runAll(m.drain()) }
+
+// drain runs until nothing is left that it may take.
 //
 // Going idle races with senders: a sender publishes its message, then
 // checks running; this goroutine clears running, then checks the one place
@@ -174,10 +183,11 @@ func (m *mailbox) goTask(t task) {
 // other. A message behind that place needs no check: whoever publishes the
 // place itself sees running cleared and starts the mailbox.
 //
-// A task the actor asked to run after (runAfter) runs once the mailbox is
-// let go; if messages are waiting by then, another goroutine takes the
-// mailbox first, so that a slow task (a catalog call) holds up no message.
-func (m *mailbox) processMessages() {
+// A task the actor asked to run after (runAfter) is returned, for the
+// caller to run once the mailbox is let go; if messages are waiting by
+// then, another goroutine takes the mailbox first, so that a slow task (a
+// catalog call) holds up no message.
+func (m *mailbox) drain() task {
 	for {
 		m.run()
 		next := m.user.next()
@@ -189,11 +199,10 @@ func (m *mailbox) processMessages() {
 			if more && m.running.CompareAndSwap(false, true) {
 				m.start()
 			}
-			after.run()
-			return
+			return after
 		}
 		if !more || !m.running.CompareAndSwap(false, true) {
-			return
+			return nil
 		}
 	}
 }
@@ -209,7 +218,7 @@ func (m *mailbox) run() {
 	i, t := 0, m.dispatcher.Throughput()
 	for {
 		if m.after != nil {
-			return // let the mailbox go first (processMessages)
+			return // let the mailbox go first (drain)
 		}
 		if i > t {
 			i = 0
@@ -261,19 +270,20 @@ func (m *mailbox) runAfter(t task) {
 // goroutine rather than waking another: for a pooled goroutine that has
 // nothing left to do (a catalog call that returned). It bypasses
 // PostUserMessage, so msg must be one of the package's own messages.
-func (m *mailbox) deliver(msg any) {
+func (m *mailbox) deliver(msg any) task {
 	m.user.push(msg)
-	wake{m}.run()
+	return wake{m}.run()
 }
 
 // wake runs a mailbox on the caller's goroutine if it is idle: messages
 // pushed to it without a schedule are then handled at once.
 type wake struct{ m *mailbox }
 
-func (w wake) run() {
+func (w wake) run() task {
 	if !w.m.running.Load() && w.m.running.CompareAndSwap(false, true) {
-		w.m.processMessages()
+		return w.m.drain()
 	}
+	return nil
 }
 
 // mailboxOwner is an actor that wants to know its mailbox, to hand work

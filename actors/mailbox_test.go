@@ -2,6 +2,7 @@ package actors
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -240,4 +241,48 @@ func TestMailboxRunAfterHoldsUpNoMessage(t *testing.T) {
 			t.Fatalf("%s did not run while the task blocked", what)
 		}
 	}
+}
+
+// chainInvoker starts, from each message, a task that delivers the next
+// message: as each save's result starts the next save.
+type chainInvoker struct {
+	m        *mailbox
+	last     int
+	maxDepth int
+	done     chan struct{}
+}
+
+type chainStep struct {
+	m *mailbox
+	i int
+}
+
+func (c chainStep) run() task { return c.m.deliver(c.i) }
+
+func (r *chainInvoker) InvokeSystemMessage(any)  {}
+func (r *chainInvoker) EscalateFailure(any, any) {}
+func (r *chainInvoker) InvokeUserMessage(msg any) {
+	pcs := make([]uintptr, 4096)
+	r.maxDepth = max(r.maxDepth, runtime.Callers(0, pcs))
+	i := msg.(int)
+	if i == r.last {
+		close(r.done)
+		return
+	}
+	r.m.runAfter(chainStep{r.m, i + 1})
+}
+
+// TestMailboxChainOfTasksDoesNotRecurse: a task run after a handler whose
+// result starts the next one runs in a loop on one goroutine; run one
+// inside the other, a long enough chain of saves overflowed the stack.
+func TestMailboxChainOfTasksDoesNotRecurse(t *testing.T) {
+	r := &chainInvoker{m: newMailbox(), last: 2000, done: make(chan struct{})}
+	r.m.RegisterHandlers(r, actor.NewDefaultDispatcher(300))
+	r.m.PostUserMessage(0)
+	select {
+	case <-r.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the chain did not end")
+	}
+	require.Less(t, r.maxDepth, 64, "the stack grows with the chain")
 }

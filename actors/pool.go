@@ -72,13 +72,22 @@ func newPool(idleFor time.Duration, maxIdle int) *pool {
 }
 
 // task is what a worker runs. A call is one as it is, with no closure to
-// allocate.
-type task interface{ run() }
+// allocate. run returns what the same goroutine should run next, if
+// anything: a chain of saves, each started by the result of the one
+// before, then runs in a loop rather than ever deeper in the stack.
+type task interface{ run() task }
 
-// funcTask runs a func, as protoactor schedules one.
+// funcTask runs a func.
 type funcTask func()
 
-func (f funcTask) run() { f() }
+func (f funcTask) run() task { f(); return nil }
+
+// runAll runs t and what it leads to.
+func runAll(t task) {
+	for t != nil {
+		t = t.run()
+	}
+}
 
 // Go runs f on an idle worker, or on a new one.
 func (p *pool) Go(f task) {
@@ -99,7 +108,7 @@ func (p *pool) Go(f task) {
 func (p *pool) work(w *worker, f task) {
 	defer p.live.Add(-1)
 	for f != nil {
-		f.run()
+		runAll(f)
 		f = p.park(w)
 	}
 }
