@@ -9,6 +9,15 @@ import (
 	"github.com/asynkron/protoactor-go/extensions"
 )
 
+const (
+	// poolIdleFor outlasts the pause between two rounds of saves, and twice
+	// it is well inside the time goleak gives goroutines to end.
+	poolIdleFor = 20 * time.Millisecond
+	// poolMaxIdle is enough for a thousand pchannels saving together to
+	// find their call goroutines again in the next round.
+	poolMaxIdle = 1024
+)
+
 // pool runs the pchannel and persister mailboxes and the catalog calls of
 // one actor system (poolOf).
 //
@@ -28,15 +37,6 @@ import (
 // One pool per actor system, not one per process: a system started in a
 // testing/synctest bubble then has its workers, and their idle timer, in
 // the bubble too, where a worker from outside could not run its tasks.
-const (
-	// poolIdleFor outlasts the pause between two rounds of saves, and twice
-	// it is well inside the time goleak gives goroutines to end.
-	poolIdleFor = 20 * time.Millisecond
-	// poolMaxIdle is enough for a thousand pchannels saving together to
-	// find their call goroutines again in the next round.
-	poolMaxIdle = 1024
-)
-
 type pool struct {
 	idleFor time.Duration
 	maxIdle int
