@@ -3,6 +3,8 @@ package actors
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -28,13 +30,34 @@ const joinGrace = 100 * time.Millisecond
 //     and ignored;
 //   - end cancels it and joins its goroutine within joinGrace;
 //   - wait lets a stop wait for it, up to a deadline, without the mailbox.
+//
+// A save is the hot path: the call is one allocation, its context included,
+// and runs on a pooled worker.
 type call struct {
-	seq    uint64
-	cancel context.CancelFunc
-	done   chan struct{}
-	// result is written by the call's goroutine before done is closed.
+	seq  uint64
+	ctx  callContext
+	root *actor.RootContext
+	self *actor.PID
+	op   string
+	fn   catalogCall
+	arg  wal.MessageID
+	// inbox, if set, is the mailbox of self: the result is delivered to it
+	// directly, and the call's goroutine runs it if it is idle.
+	inbox *mailbox
+	// started is set by whichever comes first, run or end: a call ended
+	// before it ran never runs.
+	started atomic.Bool
+
+	mu       sync.Mutex
+	finished bool          // guarded by mu
+	done     chan struct{} // guarded by mu; made by the first waiter
+	// result is written by the call's goroutine before finished is set.
 	result callDone
 }
+
+// catalogCall is Load or Save; arg is the value to save, and a Save
+// returns it.
+type catalogCall func(ctx context.Context, arg wal.MessageID) (wal.MessageID, error)
 
 // callDone carries the outcome of a catalog call to the actor that started
 // it. value is what Load returned or what Save saved.
@@ -45,30 +68,71 @@ type callDone struct {
 	latency time.Duration
 }
 
-// startCall runs fn off the mailbox, bounded by timeout, and sends its
+// startCall runs fn(arg) off the mailbox, bounded by timeout, and sends its
 // outcome to self. op names the call in errors ("Load", "Save").
-func startCall(root *actor.RootContext, self *actor.PID, seq uint64, timeout time.Duration, op string, fn func(context.Context) (wal.MessageID, error)) *call {
-	c, cancel := context.WithTimeout(context.Background(), timeout)
-	k := &call{seq: seq, cancel: cancel, done: make(chan struct{})}
-	began := time.Now()
-	go func() {
-		defer close(k.done)
-		defer cancel()
-		v, err := guard(c, op, fn)
-		k.result = callDone{seq: seq, value: v, err: err, latency: time.Since(began)}
-		root.Send(self, &k.result)
-	}()
+func startCall(root *actor.RootContext, self *actor.PID, seq uint64, timeout time.Duration, op string, fn catalogCall, arg wal.MessageID) *call {
+	k := newCall(root, self, seq, timeout, op, fn, arg)
+	poolOf(root.ActorSystem()).Go(k)
 	return k
 }
 
+// newCall prepares a call for its caller to run: it is bounded by timeout
+// from now. With inbox, its result goes straight to that mailbox, which
+// must be self's.
+func newCall(root *actor.RootContext, self *actor.PID, seq uint64, timeout time.Duration, op string, fn catalogCall, arg wal.MessageID) *call {
+	k := &call{seq: seq, root: root, self: self, op: op, fn: fn, arg: arg}
+	k.ctx.began = time.Now()
+	k.ctx.deadline = k.ctx.began.Add(timeout)
+	return k
+}
+
+func (k *call) run() task {
+	if !k.started.CompareAndSwap(false, true) {
+		return nil // ended before it ran
+	}
+	v, err := guard(&k.ctx, k.op, k.fn, k.arg)
+	k.ctx.cancel(context.Canceled)
+	k.result = callDone{seq: k.seq, value: v, err: err, latency: time.Since(k.ctx.began)}
+	if k.inbox == nil {
+		k.root.Send(k.self, &k.result)
+		k.finish()
+		return nil
+	}
+	// Finished first: the mailbox run that follows may end this very call.
+	k.finish()
+	return k.inbox.deliver(&k.result)
+}
+
+func (k *call) finish() {
+	k.mu.Lock()
+	k.finished = true
+	if k.done != nil {
+		close(k.done)
+	}
+	k.mu.Unlock()
+}
+
+// finishedChan is closed once the call returned.
+func (k *call) finishedChan() <-chan struct{} {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.done == nil {
+		k.done = make(chan struct{})
+		if k.finished {
+			close(k.done)
+		}
+	}
+	return k.done
+}
+
 // guard runs fn, turning a panic into an error.
-func guard(ctx context.Context, op string, fn func(context.Context) (wal.MessageID, error)) (v wal.MessageID, err error) {
+func guard(ctx context.Context, op string, fn catalogCall, arg wal.MessageID) (v wal.MessageID, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			v, err = nil, fmt.Errorf("lowwater: catalog panicked in %s: %v", op, r)
 		}
 	}()
-	return fn(ctx)
+	return fn(ctx, arg)
 }
 
 // wait waits until the call returned or deadline passed, whichever comes
@@ -78,7 +142,7 @@ func (k *call) wait(deadline time.Time) (callDone, bool) {
 	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
 	select {
-	case <-k.done:
+	case <-k.finishedChan():
 		return k.result, true
 	case <-t.C:
 		return callDone{}, false
@@ -87,19 +151,97 @@ func (k *call) wait(deadline time.Time) (callDone, bool) {
 
 // end cancels the call and joins its goroutine within joinGrace; a call
 // still running then is abandoned: logged, counted, its result ignored.
-func (k *call) end(cfg *config, op string) {
+// It reports whether the call never ran (it was ended first).
+func (k *call) end(cfg *config, op string) (never bool) {
 	if k == nil {
-		return
+		return false
 	}
-	k.cancel()
+	k.ctx.cancel(context.Canceled)
+	if k.started.CompareAndSwap(false, true) {
+		k.result = callDone{seq: k.seq, err: context.Canceled}
+		k.finish()
+		return true
+	}
 	t := time.NewTimer(joinGrace)
 	defer t.Stop()
 	select {
-	case <-k.done:
+	case <-k.finishedChan():
 	case <-t.C:
 		if cfg.counters != nil {
 			cfg.counters.abandonedCalls.Add(1)
 		}
 		cfg.logger.Error("catalog ignored cancellation; abandoning the call", zap.String("op", op), zap.Duration("waited", joinGrace))
+	}
+	return false
+}
+
+// callContext is a call's context: a deadline and a cancel, as
+// context.WithTimeout gives, for less. Its Done channel and the timer that
+// closes it at the deadline are made only if the catalog asks for Done;
+// a catalog that only checks Err (bbolt) costs neither.
+type callContext struct {
+	began    time.Time
+	deadline time.Time
+
+	mu    sync.Mutex
+	err   error         // guarded by mu
+	done  chan struct{} // guarded by mu
+	timer *time.Timer   // guarded by mu
+}
+
+var _ context.Context = (*callContext)(nil)
+
+func (c *callContext) Deadline() (time.Time, bool) { return c.deadline, true }
+
+func (c *callContext) Value(any) any { return nil }
+
+func (c *callContext) Done() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done == nil {
+		c.done = make(chan struct{})
+		if c.err != nil {
+			close(c.done)
+			return c.done
+		}
+		if c.expiredLocked() {
+			return c.done // closed by endLocked
+		}
+		c.timer = time.AfterFunc(time.Until(c.deadline), func() { c.cancel(context.DeadlineExceeded) })
+	}
+	return c.done
+}
+
+func (c *callContext) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.expiredLocked()
+	return c.err
+}
+
+// expiredLocked ends the context if its deadline passed, and reports
+// whether it has ended.
+func (c *callContext) expiredLocked() bool {
+	if c.err == nil && !time.Now().Before(c.deadline) {
+		c.endLocked(context.DeadlineExceeded)
+	}
+	return c.err != nil
+}
+
+func (c *callContext) cancel(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err == nil {
+		c.endLocked(err)
+	}
+}
+
+func (c *callContext) endLocked(err error) {
+	c.err = err
+	if c.done != nil {
+		close(c.done)
+	}
+	if c.timer != nil {
+		c.timer.Stop()
 	}
 }

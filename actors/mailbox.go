@@ -46,6 +46,12 @@ type mailbox struct {
 	// process is m.processMessages, bound once: a method value passed to
 	// Schedule would allocate on every wake-up.
 	process func()
+	// after is a task the actor asked to run once it lets go of the
+	// mailbox (runAfter); only the goroutine running the mailbox touches it.
+	after task
+	// pool runs the mailbox, when it belongs to an actor: its system's
+	// (poolOf). Without one, the dispatcher does.
+	pool *pool
 }
 
 // drainWatcher is an actor that wants mailboxDrained now.
@@ -60,7 +66,9 @@ func (mailboxDrained) NotInfluenceReceiveTimeout() {}
 
 var _ actor.Mailbox = (*mailbox)(nil)
 
-func newDrainingMailbox() actor.Mailbox {
+func newDrainingMailbox() actor.Mailbox { return newMailbox() }
+
+func newMailbox() *mailbox {
 	m := &mailbox{}
 	m.user.init()
 	m.process = m.processMessages
@@ -121,6 +129,9 @@ func (m *mailbox) popSystem() any {
 func (m *mailbox) RegisterHandlers(invoker actor.MessageInvoker, dispatcher actor.Dispatcher) {
 	m.invoker, m.dispatcher = invoker, dispatcher
 	m.context, _ = invoker.(interface{ Actor() actor.Actor })
+	if c, ok := invoker.(interface{ ActorSystem() *actor.ActorSystem }); ok {
+		m.pool = poolOf(c.ActorSystem())
+	}
 }
 
 func (m *mailbox) Start() {}
@@ -132,11 +143,38 @@ func (m *mailbox) UserMessageCount() int { return m.user.len() }
 // spares a busy mailbox a compare-and-swap per message.
 func (m *mailbox) schedule() {
 	if !m.running.Load() && m.running.CompareAndSwap(false, true) {
-		m.dispatcher.Schedule(m.process)
+		m.start()
 	}
 }
 
-// processMessages runs until nothing is left that it may take.
+// start runs the mailbox on another goroutine; the caller holds running.
+func (m *mailbox) start() {
+	if m.pool != nil {
+		m.pool.Go(drainTask{m})
+		return
+	}
+	m.dispatcher.Schedule(m.process)
+}
+
+// drainTask runs a mailbox on the pool.
+type drainTask struct{ m *mailbox }
+
+func (d drainTask) run() task { return d.m.drain() }
+
+// goTask runs t on another goroutine.
+func (m *mailbox) goTask(t task) {
+	if m.pool != nil {
+		m.pool.Go(t)
+		return
+	}
+	go runAll(t)
+}
+
+// processMessages runs the mailbox, and then what it asked to run after
+// (runAfter), on a dispatcher's goroutine.
+func (m *mailbox) processMessages() { runAll(m.drain()) }
+
+// drain runs until nothing is left that it may take.
 //
 // Going idle races with senders: a sender publishes its message, then
 // checks running; this goroutine clears running, then checks the one place
@@ -144,16 +182,27 @@ func (m *mailbox) schedule() {
 // queue). Atomics are sequentially consistent, so one of the two sees the
 // other. A message behind that place needs no check: whoever publishes the
 // place itself sees running cleared and starts the mailbox.
-func (m *mailbox) processMessages() {
+//
+// A task the actor asked to run after (runAfter) is returned, for the
+// caller to run once the mailbox is let go; if messages are waiting by
+// then, another goroutine takes the mailbox first, so that a slow task (a
+// catalog call) holds up no message.
+func (m *mailbox) drain() task {
 	for {
 		m.run()
 		next := m.user.next()
+		after := m.after
+		m.after = nil
 		m.running.Store(false)
-		if m.sysN.Load() == 0 && (m.suspended.Load() || !next.ready()) {
-			return
+		more := m.sysN.Load() != 0 || (!m.suspended.Load() && next.ready())
+		if after != nil {
+			if more && m.running.CompareAndSwap(false, true) {
+				m.start()
+			}
+			return after
 		}
-		if !m.running.CompareAndSwap(false, true) {
-			return
+		if !more || !m.running.CompareAndSwap(false, true) {
+			return nil
 		}
 	}
 }
@@ -168,6 +217,9 @@ func (m *mailbox) run() {
 	}()
 	i, t := 0, m.dispatcher.Throughput()
 	for {
+		if m.after != nil {
+			return // let the mailbox go first (drain)
+		}
 		if i > t {
 			i = 0
 			runtime.Gosched()
@@ -202,12 +254,54 @@ func (m *mailbox) run() {
 	}
 }
 
+// runAfter runs t on the mailbox's goroutine once the mailbox has let go
+// of it, right after the message being handled: a task the actor starts
+// (a catalog call) then costs no hand-off to another goroutine, and the
+// mailbox goes on without it, on another goroutine if messages come. Only
+// the actor may call it, from a handler.
+func (m *mailbox) runAfter(t task) {
+	if m.after != nil {
+		m.goTask(m.after)
+	}
+	m.after = t
+}
+
+// deliver posts msg and, if the mailbox is idle, runs it on the caller's
+// goroutine rather than waking another: for a pooled goroutine that has
+// nothing left to do (a catalog call that returned). It bypasses
+// PostUserMessage, so msg must be one of the package's own messages.
+func (m *mailbox) deliver(msg any) task {
+	m.user.push(msg)
+	return wake{m}.run()
+}
+
+// wake runs a mailbox on the caller's goroutine if it is idle: messages
+// pushed to it without a schedule are then handled at once.
+type wake struct{ m *mailbox }
+
+func (w wake) run() task {
+	if !w.m.running.Load() && w.m.running.CompareAndSwap(false, true) {
+		return w.m.drain()
+	}
+	return nil
+}
+
+// mailboxOwner is an actor that wants to know its mailbox, to hand work
+// to its goroutine (runAfter); it is told before each mailboxDrained.
+type mailboxOwner interface{ ownMailbox(*mailbox) }
+
 func (m *mailbox) wantsDrained() bool {
 	if m.context == nil || m.suspended.Load() {
 		return false
 	}
 	w, ok := m.context.Actor().(drainWatcher)
-	return ok && w.wantsDrained()
+	if !ok || !w.wantsDrained() {
+		return false
+	}
+	if o, ok := w.(mailboxOwner); ok {
+		o.ownMailbox(m)
+	}
+	return true
 }
 
 // mpsc is an unbounded multi-producer, single-consumer queue: a linked

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -197,4 +198,91 @@ func TestMailboxManySenders(t *testing.T) {
 		seen[msg] = true
 	}
 	require.Eventually(t, func() bool { return !m.running.Load() }, 10*time.Second, time.Millisecond)
+}
+
+// afterInvoker starts a blocking task from a handler through runAfter, as
+// the persister starts a save, and a stop comes in meanwhile.
+type afterInvoker struct {
+	m       *mailbox
+	release chan struct{}
+	stopped chan struct{}
+	ran     chan struct{}
+}
+
+func (r *afterInvoker) InvokeSystemMessage(msg any) {
+	if msg == "stop" {
+		close(r.stopped)
+	}
+}
+
+func (r *afterInvoker) InvokeUserMessage(msg any) {
+	if msg == "start" {
+		r.m.runAfter(funcTask(func() {
+			close(r.ran)
+			<-r.release
+		}))
+		r.m.PostSystemMessage("stop")
+	}
+}
+
+func (r *afterInvoker) EscalateFailure(any, any) {}
+
+// TestMailboxRunAfterHoldsUpNoMessage: a system message that comes while a
+// handler starts a slow task is handled while the task runs, not after.
+func TestMailboxRunAfterHoldsUpNoMessage(t *testing.T) {
+	r := &afterInvoker{m: newMailbox(), release: make(chan struct{}), stopped: make(chan struct{}), ran: make(chan struct{})}
+	defer close(r.release)
+	r.m.RegisterHandlers(r, actor.NewDefaultDispatcher(300))
+	r.m.PostUserMessage("start")
+	for what, c := range map[string]chan struct{}{"the task": r.ran, "the stop": r.stopped} {
+		select {
+		case <-c:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s did not run while the task blocked", what)
+		}
+	}
+}
+
+// chainInvoker starts, from each message, a task that delivers the next
+// message: as each save's result starts the next save.
+type chainInvoker struct {
+	m        *mailbox
+	last     int
+	maxDepth int
+	done     chan struct{}
+}
+
+type chainStep struct {
+	m *mailbox
+	i int
+}
+
+func (c chainStep) run() task { return c.m.deliver(c.i) }
+
+func (r *chainInvoker) InvokeSystemMessage(any)  {}
+func (r *chainInvoker) EscalateFailure(any, any) {}
+func (r *chainInvoker) InvokeUserMessage(msg any) {
+	pcs := make([]uintptr, 4096)
+	r.maxDepth = max(r.maxDepth, runtime.Callers(0, pcs))
+	i := msg.(int)
+	if i == r.last {
+		close(r.done)
+		return
+	}
+	r.m.runAfter(chainStep{r.m, i + 1})
+}
+
+// TestMailboxChainOfTasksDoesNotRecurse: a task run after a handler whose
+// result starts the next one runs in a loop on one goroutine; run one
+// inside the other, a long enough chain of saves overflowed the stack.
+func TestMailboxChainOfTasksDoesNotRecurse(t *testing.T) {
+	r := &chainInvoker{m: newMailbox(), last: 2000, done: make(chan struct{})}
+	r.m.RegisterHandlers(r, actor.NewDefaultDispatcher(300))
+	r.m.PostUserMessage(0)
+	select {
+	case <-r.done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the chain did not end")
+	}
+	require.Less(t, r.maxDepth, 64, "the stack grows with the chain")
 }

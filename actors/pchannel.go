@@ -91,6 +91,10 @@ type pchannel struct {
 	start     wal.MessageID
 	status    *saveStatus
 	persister *actor.PID
+	// persisterInbox is the persister's mailbox, and mailbox this actor's
+	// own (see handOver).
+	persisterInbox *mailbox
+	mailbox        *mailbox
 	// pendingAdvance is the latest rise of the minimum not yet handed to
 	// the persister (see advanced).
 	pendingAdvance *messages.MinimumAdvanced
@@ -220,7 +224,7 @@ func (p *pchannel) stepRecovering(ctx actor.Context, msg any) {
 func (p *pchannel) stepRunning(ctx actor.Context, msg any) {
 	switch m := msg.(type) {
 	case mailboxDrained:
-		p.notifyPersister(ctx)
+		p.handOver(ctx)
 	case *timerFired:
 		switch {
 		case p.crash.timer != nil && m.seq == p.crash.timerSeq:
@@ -462,6 +466,24 @@ func (p *pchannel) notifyPersister(ctx actor.Context) {
 	}
 }
 
+// handOver is notifyPersister for a drained mailbox: the rise goes
+// straight to the persister's mailbox, which this goroutine then runs, if
+// it is idle, once it has let go of this one (runAfter), rather than
+// waking another goroutine for it.
+func (p *pchannel) handOver(ctx actor.Context) {
+	ev := p.pendingAdvance
+	if ev == nil || p.mailbox == nil || p.persisterInbox == nil {
+		p.notifyPersister(ctx)
+		return
+	}
+	p.pendingAdvance = nil
+	p.persisterInbox.user.push(ev)
+	p.mailbox.runAfter(wake{p.persisterInbox})
+}
+
+// ownMailbox learns the actor's mailbox, before each mailboxDrained.
+func (p *pchannel) ownMailbox(m *mailbox) { p.mailbox = m }
+
 // offerMinimum hands the persister the current minimum: a new persister
 // (spawned or restarted) starts from its floor and this, and needs nothing
 // else from the parent. Any rise pending is superseded by it.
@@ -501,7 +523,7 @@ func (p *pchannel) load(ctx actor.Context) {
 	p.recovery.attempt++
 	catalog, name := p.cfg.catalog, p.cfg.pchannel
 	p.recovery.call = startCall(ctx.ActorSystem().Root, p.self, p.cfg.seq.Add(1), p.cfg.saveTimeout, "Load",
-		func(c context.Context) (wal.MessageID, error) { return catalog.Load(c, name) })
+		func(c context.Context, _ wal.MessageID) (wal.MessageID, error) { return catalog.Load(c, name) }, nil)
 }
 
 // loadDone takes a recovery read's result: running on success, else a
@@ -561,13 +583,14 @@ func (p *pchannel) becomeRunning(ctx actor.Context, stored wal.MessageID) {
 		p.armStall(p.cfg.stallAfter)
 	}
 	p.cfg.logger.Info("recovered", zap.Stringer("start", stringer{p.start}), zap.Bool("fromCatalog", stored != nil), zap.Int("attempts", p.recovery.attempt))
-	pid, err := ctx.SpawnNamed(persisterProps(p.cfg, p.status), "persister")
+	props, inbox := persisterProps(p.cfg, p.status)
+	pid, err := ctx.SpawnNamed(props, "persister")
 	if err != nil {
 		// Only a duplicate name fails, and this actor spawns one persister.
 		p.cfg.logger.Error("cannot spawn persister", zap.Error(err))
 		return
 	}
-	p.persister = pid
+	p.persister, p.persisterInbox = pid, *inbox
 	p.offerMinimum(ctx)
 }
 
@@ -604,9 +627,11 @@ func (p *pchannel) becomeStopped() {
 			ev.Reason = messages.ErrFlushTimeout
 		}
 	}
-	p.publish(ev)
+	// Logged first: whoever ends on seeing Stopped (a test whose logger
+	// dies with it) must find the actor done with its logger.
 	p.cfg.logger.Info("stopped", zap.Bool("graceful", ev.Graceful), zap.Stringer("persisted", stringer{ev.LastPersisted}),
 		zap.Bool("flushed", ev.Flushed), zap.Stringer("dropped", stringer{ev.Dropped}), zap.Error(ev.Reason))
+	p.publish(ev)
 }
 
 // HandleFailure makes the pchannel its persister's supervisor. The

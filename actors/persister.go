@@ -34,12 +34,19 @@ type persister struct {
 	parent *actor.PID
 	root   *actor.RootContext
 	events *eventstream.EventStream
+	// inbox is the persister's own mailbox: a save runs on its goroutine
+	// once the handler that started it returns, and its result comes
+	// back straight to it (see mailbox.runAfter and deliver).
+	inbox    *mailbox
+	inboxRef **mailbox
 
 	// offered is set by the parent's offer, the first minimum a new
 	// persister takes.
 	offered bool
 
-	save     *call
+	save *call
+	// saveFn is catalogSave, bound once.
+	saveFn   catalogCall
 	timer    *time.Timer
 	timerSeq uint64
 	// flushWaiter is the graceful stop waiting for flushed.
@@ -69,8 +76,17 @@ func newSaveStatus(persisted wal.MessageID) *saveStatus {
 // persisterProps spawns the persister of one pchannel: the producer closure
 // carries its configuration and status, so that a restart rebuilds it from
 // the same ones, with no handshake.
-func persisterProps(cfg *config, status *saveStatus) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor { return &persister{cfg: cfg, status: status} })
+//
+// The mailbox is made after the actor, once for all its restarts: it is
+// in *inbox once spawned, for the persister (on Started) and its parent.
+func persisterProps(cfg *config, status *saveStatus) (props *actor.Props, inbox **mailbox) {
+	inbox = new(*mailbox)
+	return actor.PropsFromProducer(func() actor.Actor { return &persister{cfg: cfg, status: status, inboxRef: inbox} },
+		actor.WithMailbox(func() actor.Mailbox {
+			m := newMailbox()
+			*inbox = m
+			return m
+		})), inbox
 }
 
 func (s *persister) Receive(ctx actor.Context) {
@@ -100,10 +116,15 @@ func (s *persister) Receive(ctx actor.Context) {
 	case *actor.Started:
 		s.self, s.parent = ctx.Self(), ctx.Parent()
 		s.root, s.events = ctx.ActorSystem().Root, ctx.ActorSystem().EventStream
+		s.saveFn = s.catalogSave
+		s.inbox = *s.inboxRef
 		s.plan = saveplan.New(s.status.load().persisted, &lazyBackoff{schedule: &s.cfg.backoff}, s.cfg.minInterval)
 	case *actor.Stopping, *actor.Restarting:
 		stopTimer(s.timer)
-		s.save.end(s.cfg, "Save")
+		k := s.save
+		if k.end(s.cfg, "Save") && s.cfg.counters != nil {
+			s.cfg.counters.savesInFlight.Add(-1) // it never ran
+		}
 		s.save = nil
 		s.report()
 	}
@@ -144,17 +165,21 @@ func (s *persister) do(step saveplan.Step) {
 
 // start runs one save through call, bounded by the save timeout.
 func (s *persister) start(v wal.MessageID) {
-	catalog, name, counters := s.cfg.catalog, s.cfg.pchannel, s.cfg.counters
-	if counters != nil {
-		counters.savesInFlight.Add(1)
+	if s.cfg.counters != nil {
+		s.cfg.counters.savesInFlight.Add(1)
 	}
-	s.save = startCall(s.root, s.self, s.cfg.seq.Add(1), s.cfg.saveTimeout, "Save", func(ctx context.Context) (wal.MessageID, error) {
-		if counters != nil {
-			defer counters.savesInFlight.Add(-1)
-		}
-		return v, catalog.Save(ctx, name, v)
-	})
+	s.save = newCall(s.root, s.self, s.cfg.seq.Add(1), s.cfg.saveTimeout, "Save", s.saveFn, v)
+	s.save.inbox = s.inbox
+	s.inbox.runAfter(s.save)
 	s.report()
+}
+
+// catalogSave is the Save of one call; bound once, as saveFn.
+func (s *persister) catalogSave(ctx context.Context, v wal.MessageID) (wal.MessageID, error) {
+	if c := s.cfg.counters; c != nil {
+		defer c.savesInFlight.Add(-1)
+	}
+	return v, s.cfg.catalog.Save(ctx, s.cfg.pchannel, v)
 }
 
 // saved takes a save's outcome to the plan, then publishes it. The status

@@ -1,0 +1,185 @@
+package actors
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/extensions"
+)
+
+const (
+	// poolIdleFor outlasts the pause between two rounds of saves, and twice
+	// it is well inside the time goleak gives goroutines to end.
+	poolIdleFor = 20 * time.Millisecond
+	// poolMaxIdle is enough for a thousand pchannels saving together to
+	// find their call goroutines again in the next round.
+	poolMaxIdle = 1024
+)
+
+// pool runs the pchannel and persister mailboxes and the catalog calls of
+// one actor system (poolOf).
+//
+// A fresh goroutine starts on a 2 KiB stack, and a mailbox run (protoactor's
+// invoke chain, the tracker, the event stream) or a catalog call needs more:
+// each one paid for growing and copying its stack, over a quarter of the
+// CPU of a save in profiles. A worker keeps its grown stack from one task
+// to the next.
+//
+// The pool is never capped: a task may block (a catalog call; a graceful
+// stop waits inside a handler for its persister, whose mailbox needs a
+// worker of its own), so a task that finds no idle worker gets a new one.
+// It sheds idle workers instead: one idle longer than idleFor exits, and
+// no more than maxIdle wait at a time, so that thousands of idle pchannels
+// hold no goroutine, and none is left shortly after a system stops.
+//
+// One pool per actor system, not one per process: a system started in a
+// testing/synctest bubble then has its workers, and their idle timer, in
+// the bubble too, where a worker from outside could not run its tasks.
+type pool struct {
+	idleFor time.Duration
+	maxIdle int
+
+	mu sync.Mutex
+	// idle is a stack: the most recently idle worker is taken first, so
+	// that the least recently used ones age out.
+	idle []*worker // guarded by mu
+	// sweeping is set while the sweep timer is armed: every idleFor while
+	// any worker is idle. epoch counts its rounds, a clock coarse enough
+	// for idleness and cheaper than reading the time on every park.
+	sweeping bool   // guarded by mu
+	epoch    uint64 // guarded by mu
+	sweep    *time.Timer
+	// live counts the workers, busy or idle.
+	live atomic.Int64
+}
+
+type worker struct {
+	// next carries the worker's next task, or nil: exit. Only one value is
+	// ever sent while it waits, so a send never blocks.
+	next chan task
+	// epoch is the pool's epoch when the worker became idle, guarded by
+	// the pool's mu.
+	epoch uint64
+}
+
+func newPool(idleFor time.Duration, maxIdle int) *pool {
+	p := &pool{idleFor: idleFor, maxIdle: maxIdle}
+	p.sweep = time.AfterFunc(time.Hour, p.evict)
+	p.sweep.Stop()
+	return p
+}
+
+// task is what a worker runs. A call is one as it is, with no closure to
+// allocate. run returns what the same goroutine should run next, if
+// anything: a chain of saves, each started by the result of the one
+// before, then runs in a loop rather than ever deeper in the stack.
+type task interface{ run() task }
+
+// funcTask runs a func.
+type funcTask func()
+
+func (f funcTask) run() task { f(); return nil }
+
+// runAll runs t and what it leads to.
+func runAll(t task) {
+	for t != nil {
+		t = t.run()
+	}
+}
+
+// Go runs f on an idle worker, or on a new one.
+func (p *pool) Go(f task) {
+	p.mu.Lock()
+	if n := len(p.idle); n > 0 {
+		w := p.idle[n-1]
+		p.idle[n-1] = nil
+		p.idle = p.idle[:n-1]
+		p.mu.Unlock()
+		w.next <- f
+		return
+	}
+	p.mu.Unlock()
+	p.live.Add(1)
+	go p.work(&worker{next: make(chan task, 1)}, f)
+}
+
+func (p *pool) work(w *worker, f task) {
+	defer p.live.Add(-1)
+	for f != nil {
+		runAll(f)
+		f = p.park(w)
+	}
+}
+
+// park makes w idle and returns its next task, or nil when it should exit.
+func (p *pool) park(w *worker) task {
+	p.mu.Lock()
+	if len(p.idle) >= p.maxIdle {
+		p.mu.Unlock()
+		return nil
+	}
+	w.epoch = p.epoch
+	p.idle = append(p.idle, w)
+	if !p.sweeping {
+		p.sweeping = true
+		p.sweep.Reset(p.idleFor)
+	}
+	p.mu.Unlock()
+	return <-w.next
+}
+
+// evict ends the workers that were idle already at the previous sweep,
+// so idle for idleFor at least and twice that at most, and sweeps again
+// while any is left.
+func (p *pool) evict() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for n < len(p.idle) && p.idle[n].epoch != p.epoch {
+		p.idle[n].next <- nil
+		n++
+	}
+	p.epoch++
+	k := copy(p.idle, p.idle[n:])
+	clear(p.idle[k:])
+	p.idle = p.idle[:k]
+	if k == 0 {
+		p.sweeping = false
+		if cap(p.idle) > p.maxIdle/4 {
+			p.idle = nil // let a burst's backing array go
+		}
+		return
+	}
+	p.sweep.Reset(p.idleFor)
+}
+
+// idleWorkers reports how many workers wait for a task.
+func (p *pool) idleWorkers() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.idle)
+}
+
+// poolExtension keeps a system's pool among its protoactor extensions.
+var poolExtension = extensions.NextExtensionID()
+
+func (p *pool) ExtensionID() extensions.ExtensionID { return poolExtension }
+
+// poolsMu guards the pool extension of every actor system: protoactor's
+// extension registry is not safe for concurrent use.
+var poolsMu sync.Mutex
+
+// poolOf returns the pool of sys, made on first use. Callers keep it: the
+// look-up takes a global lock.
+func poolOf(sys *actor.ActorSystem) *pool {
+	poolsMu.Lock()
+	defer poolsMu.Unlock()
+	if p, ok := sys.Extensions.Get(poolExtension).(*pool); ok {
+		return p
+	}
+	p := newPool(poolIdleFor, poolMaxIdle)
+	sys.Extensions.Register(p)
+	return p
+}

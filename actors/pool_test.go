@@ -1,0 +1,153 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+
+	"github.com/lowwater/lowwater/wal"
+)
+
+// waitFor waits until cond holds, up to a deadline: for what the pool does
+// on its own clock (shedding idle workers).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 5s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// blocked runs n tasks at once on p, each blocking until release is
+// closed, and returns once all of them run.
+func blocked(p *pool, n int, release <-chan struct{}, done *sync.WaitGroup) {
+	var running sync.WaitGroup
+	running.Add(n)
+	done.Add(n)
+	for range n {
+		p.Go(funcTask(func() {
+			defer done.Done()
+			running.Done()
+			<-release
+		}))
+	}
+	running.Wait()
+}
+
+func TestPoolShedsIdleWorkers(t *testing.T) {
+	p := newPool(5*time.Millisecond, 4)
+	release := make(chan struct{})
+	var done sync.WaitGroup
+	blocked(p, 10, release, &done)
+	require.EqualValues(t, 10, p.live.Load(), "a task that finds no idle worker gets a new one")
+	close(release)
+	done.Wait()
+	// Beyond maxIdle, a worker exits as soon as it is idle.
+	waitFor(t, "back to maxIdle workers", func() bool { return p.live.Load() <= 4 })
+	require.LessOrEqual(t, p.idleWorkers(), 4)
+	// The rest exit after idleFor.
+	waitFor(t, "no worker left", func() bool { return p.live.Load() == 0 })
+	require.Zero(t, p.idleWorkers())
+
+	// The pool works again after it emptied, and reuses an idle worker.
+	ran := make(chan struct{})
+	p.Go(funcTask(func() { close(ran) }))
+	<-ran
+	waitFor(t, "the worker idle", func() bool { return p.idleWorkers() == 1 })
+	again := make(chan struct{})
+	p.Go(funcTask(func() { close(again) }))
+	<-again
+	require.EqualValues(t, 1, p.live.Load(), "an idle worker takes the next task")
+	waitFor(t, "no worker left", func() bool { return p.live.Load() == 0 })
+}
+
+// TestPoolIsNeverCapped: a task that waits for another task (a graceful
+// stop waits in a handler for its persister) must not starve it, however
+// few workers are kept.
+func TestPoolIsNeverCapped(t *testing.T) {
+	p := newPool(time.Millisecond, 1)
+	second := make(chan struct{})
+	first := make(chan struct{})
+	p.Go(funcTask(func() {
+		p.Go(funcTask(func() { close(second) }))
+		<-second
+		close(first)
+	}))
+	select {
+	case <-first:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a task waiting for another task never ended")
+	}
+	waitFor(t, "no worker left", func() bool { return p.live.Load() == 0 })
+}
+
+func TestCallEndedBeforeItRanNeverRuns(t *testing.T) {
+	ran := false
+	k := newCall(nil, nil, 1, time.Second, "Save", func(context.Context, wal.MessageID) (wal.MessageID, error) {
+		ran = true
+		return nil, nil
+	}, wal.KafkaID(1))
+	cfg := &config{logger: zap.NewNop()}
+	require.True(t, k.end(cfg, "Save"), "ended before it ran")
+	k.run()
+	require.False(t, ran, "the catalog was called after the call ended")
+	res, ok := k.wait(time.Now().Add(time.Second))
+	require.True(t, ok)
+	require.ErrorIs(t, res.err, context.Canceled)
+}
+
+func TestCallContextDeadlineAndCancel(t *testing.T) {
+	t.Run("deadline, Err only", func(t *testing.T) {
+		c := &callContext{deadline: time.Now().Add(-time.Millisecond)}
+		require.ErrorIs(t, c.Err(), context.DeadlineExceeded)
+		select {
+		case <-c.Done():
+		default:
+			t.Fatal("Done open after the deadline")
+		}
+	})
+	t.Run("deadline, Done", func(t *testing.T) {
+		c := &callContext{deadline: time.Now().Add(20 * time.Millisecond)}
+		require.NoError(t, c.Err())
+		select {
+		case <-c.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatal("Done not closed at the deadline")
+		}
+		require.ErrorIs(t, c.Err(), context.DeadlineExceeded)
+		d, ok := c.Deadline()
+		require.True(t, ok)
+		require.Equal(t, c.deadline, d)
+	})
+	t.Run("cancel before Done", func(t *testing.T) {
+		c := &callContext{deadline: time.Now().Add(time.Hour)}
+		c.cancel(context.Canceled)
+		select {
+		case <-c.Done():
+		default:
+			t.Fatal("Done open after cancel")
+		}
+		require.ErrorIs(t, c.Err(), context.Canceled)
+	})
+	t.Run("cancel after Done, derived contexts follow", func(t *testing.T) {
+		c := &callContext{deadline: time.Now().Add(time.Hour)}
+		child, stop := context.WithCancel(c)
+		defer stop()
+		c.cancel(context.Canceled)
+		select {
+		case <-child.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatal("a derived context outlived the call")
+		}
+		require.True(t, errors.Is(child.Err(), context.Canceled))
+		require.Nil(t, c.Value("k"))
+	})
+}
