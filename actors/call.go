@@ -149,6 +149,20 @@ func (k *call) wait(deadline time.Time) (callDone, bool) {
 	}
 }
 
+// joined reports the call's result if it has returned (or was ended before
+// it ran), without waiting.
+func (k *call) joined() (callDone, bool) {
+	if k == nil {
+		return callDone{}, false
+	}
+	select {
+	case <-k.finishedChan():
+		return k.result, true
+	default:
+		return callDone{}, false
+	}
+}
+
 // end cancels the call and joins its goroutine within joinGrace; a call
 // still running then is abandoned: logged, counted, its result ignored.
 // It reports whether the call never ran (it was ended first).

@@ -126,6 +126,15 @@ func (s *persister) Receive(ctx actor.Context) {
 			s.cfg.counters.savesInFlight.Add(-1) // it never ran
 		}
 		s.save = nil
+		if res, ok := k.joined(); ok && res.err == nil && s.plan.InFlight() != nil {
+			// The catalog acknowledged the save before it was joined, and
+			// its result had no turn in the mailbox: it is durable all the
+			// same, and Stopped must not call it dropped.
+			value, attempt := s.plan.InFlight(), s.plan.Attempt()
+			s.plan.Succeeded()
+			s.report()
+			publish(s.events, s.cfg.logger, &messages.CheckpointPersisted{Header: newHeader(s.cfg.pchannel), Value: value, Attempts: attempt, Latency: res.latency})
+		}
 		s.report()
 	}
 }
