@@ -68,3 +68,16 @@ func TestHardStopCountsAJoinedSave(t *testing.T) {
 	require.Nil(t, stopped.Dropped)
 	require.Equal(t, []wal.MessageID{wal.KafkaID(10)}, persisted)
 }
+
+// Request and GetState refuse what cannot be asked, at once and typed.
+func TestRequestRefusesNothingToAsk(t *testing.T) {
+	system := actor.NewActorSystem()
+	defer system.Shutdown()
+	ctx := context.Background()
+	pid := system.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {}))
+	defer func() { _ = system.Root.StopFuture(pid).Wait() }()
+	require.ErrorIs(t, actors.Request(ctx, system.Root, pid, nil), messages.ErrNilCommand)
+	require.ErrorIs(t, actors.Request(ctx, system.Root, nil, &messages.DropVChannel{VChannel: "a"}), actors.ErrNoPChannel)
+	_, err := actors.GetState(ctx, nil, pid)
+	require.ErrorIs(t, err, actors.ErrNoPChannel)
+}

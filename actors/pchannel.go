@@ -21,7 +21,9 @@ import (
 
 // NewProps returns the Props of the actor that keeps the checkpoint of one
 // pchannel of the named WAL, saved to catalog. Spawn it wherever the
-// caller's actor tree wants it; spawning never blocks on the catalog.
+// caller's actor tree wants it; spawning never blocks on the catalog. A
+// parent actor that is stopped, or poisoned, stops its children with a
+// hard Stop, which saves nothing: poison the pchannels first and wait.
 //
 // An invalid option is an error here (ErrInvalidOption), never a panic or a
 // save failing forever later: a pchannel or vchannel name that no catalog

@@ -28,6 +28,9 @@ const DefaultRequestTimeout = 5 * time.Second
 // It must not be called from inside an actor's Receive, which would block
 // the actor: wait with ReenterAfter there instead.
 func Request(ctx context.Context, sender actor.SenderContext, pchannel *actor.PID, cmd messages.Command) error {
+	if cmd == nil {
+		return messages.ErrNilCommand
+	}
 	res, err := ask(ctx, sender, pchannel, cmd)
 	if err != nil {
 		return err
@@ -72,6 +75,10 @@ func GetState(ctx context.Context, sender actor.SenderContext, pchannel *actor.P
 	return s, nil
 }
 
+// ErrNoPChannel is returned by Request and GetState for a nil sender or
+// pchannel PID: there is no one to ask.
+var ErrNoPChannel = errors.New("lowwater: no pchannel to ask (nil sender or PID)")
+
 // canceled completes a request's future when its context ends first.
 type canceled struct{}
 
@@ -80,6 +87,9 @@ type canceled struct{}
 // keeps the deadline; a context that can be cancelled ends the future early
 // through context.AfterFunc, so that no goroutine waits beside the caller.
 func ask(ctx context.Context, sender actor.SenderContext, pid *actor.PID, msg any) (any, error) {
+	if sender == nil || pid == nil {
+		return nil, ErrNoPChannel
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
