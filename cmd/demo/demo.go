@@ -189,7 +189,7 @@ func (d *demo) run(ctx context.Context) (int, error) {
 	if states != nil {
 		d.atomically(func(w io.Writer) { printTable(w, states, rec) })
 	}
-	fmt.Fprintf(d.out, "catalog: %d saves attempted, %d failed; minimum advances: %d published", saves, failures, rec.advances)
+	fmt.Fprintf(d.out, "catalog: %d saves attempted, %d failed\nminimum advances: %d published", saves, failures, rec.advances)
 	if !d.live {
 		fmt.Fprintf(d.out, ", %d printed", pr.shown)
 	}
@@ -207,7 +207,7 @@ func (d *demo) run(ctx context.Context) (int, error) {
 	}
 
 	// Restart on the same catalog.
-	section(d.out, "restart: reopen "+d.store.describe()+", respawn with the vchannels' last checkpoints")
+	section(d.out, "restart: reopen the catalog, respawn with the vchannels' checkpoints")
 	raw, err = d.store.open(bg)
 	if err != nil {
 		return exitSetup, fmt.Errorf("reopen: %w", err)

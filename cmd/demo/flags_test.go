@@ -81,8 +81,17 @@ func TestHelpListsExitCodes(t *testing.T) {
 		t.Fatalf("--help: exit %d", code)
 	}
 	for _, code := range []int{exitOK, exitViolated, exitSetup, exitDamaged, exitInterrupted} {
-		if !strings.Contains(stderr.String(), fmt.Sprintf("\n  %-4d ", code)) {
-			t.Errorf("--help does not list exit status %d:\n%s", code, stderr.String())
+		if !strings.Contains(out.String(), fmt.Sprintf("\n  %-4d ", code)) {
+			t.Errorf("--help does not list exit status %d:\n%s", code, out.String())
+		}
+	}
+	// On standard output, for a pager, and within an 80-column terminal.
+	if stderr.Len() > 0 {
+		t.Errorf("--help wrote to standard error: %q", stderr.String())
+	}
+	for _, line := range strings.Split(out.String(), "\n") {
+		if len([]rune(line)) > 80 {
+			t.Errorf("--help line over 80 columns: %q", line)
 		}
 	}
 }

@@ -146,7 +146,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // Cancelling ctx ends the simulation early; the demo still stops,
 // restarts and checks.
 func runWith(ctx context.Context, intr *interrupter, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	cfg, err := parseFlags(args, stderr)
+	cfg, err := parseFlags(args, stdout)
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK
 	}
@@ -211,7 +211,7 @@ const usageHead = `lowwater demo: pchannels whose vchannels advance at random ra
 catalog that fails; it stops gracefully, restarts from the catalog and checks
 invariants I1 (safe), I2 (monotonic) and I3 (live) on everything it saw.
 
-usage: go run ./cmd/demo [flags]
+usage: bin/demo [flags]          (make demo builds it; go run ./cmd/demo too)
 
 Shows a live view when standard output is a terminal, log lines otherwise.
 Ctrl-C stops gracefully (flushes, restarts, checks); a second Ctrl-C exits at
@@ -228,7 +228,8 @@ exit status:
 flags:
 `
 
-func parseFlags(args []string, stderr io.Writer) (config, error) {
+// parseFlags reads the flags; --help prints the usage to help.
+func parseFlags(args []string, help io.Writer) (config, error) {
 	var c config
 	var outages outageFlag
 	var stall stallFlag
@@ -264,9 +265,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.minSaveInterval, "min-save-interval", 250*time.Millisecond, "minimum interval between successful saves of a pchannel (0: save as soon as possible)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stderr)
-			fmt.Fprint(stderr, usageHead)
-			fs.PrintDefaults()
+			fmt.Fprint(help, usageHead)
+			printFlags(help, fs, 80)
 		}
 		return c, err
 	}
@@ -450,4 +450,45 @@ func dataDir(dir string) (string, func(), error) {
 		return "", nil, err
 	}
 	return tmp, func() { _ = os.RemoveAll(tmp) }, nil
+}
+
+// printFlags is flag.PrintDefaults within width columns: each flag on a
+// line of its own, its description wrapped under it.
+func printFlags(out io.Writer, fs *flag.FlagSet, width int) {
+	const indent = "        "
+	fs.VisitAll(func(f *flag.Flag) {
+		name, usage := flag.UnquoteUsage(f)
+		line := "  --" + f.Name
+		if name != "" {
+			line += " " + name
+		}
+		fmt.Fprintln(out, line)
+		if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" && f.DefValue != "0s" {
+			usage += fmt.Sprintf(" (default %s)", f.DefValue)
+		}
+		for _, l := range wrap(usage, width-len(indent)) {
+			fmt.Fprintln(out, indent+l)
+		}
+	})
+}
+
+// wrap breaks text into lines of at most width columns, at spaces.
+func wrap(text string, width int) []string {
+	var lines []string
+	line := ""
+	for _, word := range strings.Fields(text) {
+		switch {
+		case line == "":
+			line = word
+		case len(line)+1+len(word) > width:
+			lines = append(lines, line)
+			line = word
+		default:
+			line += " " + word
+		}
+	}
+	if line != "" {
+		lines = append(lines, line)
+	}
+	return lines
 }

@@ -34,6 +34,14 @@ func TestRun(t *testing.T) {
 		if !strings.Contains(text, "\nPASS in ") {
 			t.Fatalf("run %d: no PASS line:\n%s", i+1, text)
 		}
+		// What follows the run is read in the terminal the live view
+		// leaves: 80 columns. Event lines before it are a log.
+		_, after, _ := strings.Cut(text, "\n== after the run")
+		for _, line := range strings.Split(after, "\n") {
+			if len([]rune(line)) > 80 && !strings.HasPrefix(line, "   ") {
+				t.Errorf("run %d: line over 80 columns after the run: %q", i+1, line)
+			}
+		}
 		running, restart, _ := strings.Cut(text, "\n== restart")
 		if i == 1 && !strings.Contains(running, "from catalog") {
 			t.Errorf("run 2 did not start from the first run's checkpoints:\n%s", text)
@@ -71,8 +79,8 @@ func TestRunUsage(t *testing.T) {
 		if got := run(context.Background(), tc.args, &out, &stderr); got != tc.want {
 			t.Errorf("run(%q) = %d, want %d\nstderr:\n%s", tc.args, got, tc.want, stderr.String())
 		}
-		if out.Len() != 0 {
-			t.Errorf("run(%q) wrote to stdout:\n%s", tc.args, out.String())
+		if help := tc.args[0] == "-h"; (out.Len() != 0) != help {
+			t.Errorf("run(%q) wrote %d bytes to stdout (only help goes there):\n%s", tc.args, out.Len(), out.String())
 		}
 	}
 }

@@ -135,7 +135,7 @@ func section(out io.Writer, title string) {
 // printTable is the table after the run: one row per pchannel.
 func printTable(out io.Writer, states []*messages.State, rec *record) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "PCHANNEL\tVCHANNELS\tMINIMUM\tPERSISTED\tSAVES\tFAILURES\tADDED\tDROPPED\tREJECTED")
+	fmt.Fprintln(tw, "PCHANNEL\tVCH\tMINIMUM\tPERSISTED\tSAVES\tFAILS\tADDED\tDROPPED\tREJECTED")
 	for _, st := range states {
 		p := rec.pchannels[st.PChannel]
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%d\t%d\t%d\t%d\n", st.PChannel, st.VChannels,
@@ -174,7 +174,13 @@ func printChecks(out io.Writer, checks []check) {
 		if !c.ok() {
 			verdict = "VIOLATED"
 		}
-		fmt.Fprintf(out, "check %-13s %-8s %s\n", c.name, verdict, c.summary)
+		head := fmt.Sprintf("check %-13s %-8s ", c.name, verdict)
+		for i, l := range wrap(c.summary, 80-len(head)) {
+			if i > 0 {
+				head = strings.Repeat(" ", len(head))
+			}
+			fmt.Fprintln(out, head+l)
+		}
 		for i, p := range c.problems {
 			if i == 10 {
 				fmt.Fprintf(out, "    ... and %d more\n", len(c.problems)-i)
