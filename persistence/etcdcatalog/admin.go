@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/lowwater/lowwater/persistence"
@@ -106,52 +106,24 @@ func (c *Catalog) Inspect(ctx context.Context) ([]persistence.Entry, error) {
 	if c.closed.Load() {
 		return nil, persistence.ErrClosed
 	}
-	for {
-		entries, err := c.inspectAt(ctx)
-		if errors.Is(err, rpctypes.ErrCompacted) && ctx.Err() == nil {
-			continue
-		}
-		return entries, err
-	}
-}
-
-func (c *Catalog) inspectAt(ctx context.Context) ([]persistence.Entry, error) {
-	start := c.keys.pchannels()
-	end := clientv3.GetPrefixRangeEnd(start)
-	entries := []persistence.Entry{}
-	var rev int64
-	for {
-		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(c.pageSize)}
-		if rev != 0 {
-			opts = append(opts, clientv3.WithRev(rev))
-		}
-		resp, err := c.client.Get(ctx, start, opts...)
-		if err != nil {
-			return nil, fmt.Errorf("etcdcatalog: inspect: %w", err)
-		}
-		if rev == 0 {
-			rev = resp.Header.Revision
-		}
-		for _, kv := range resp.Kvs {
-			pchannel, ok := c.keys.pchannelOf(string(kv.Key))
-			if !ok {
-				continue // an owner key
-			}
+	var entries []persistence.Entry
+	err := c.scan(ctx, "inspect", func() { entries = []persistence.Entry{} },
+		func(pchannel string, kv *mvccpb.KeyValue) error {
 			h, _, id, err := record.Decode(kv.Value)
 			e := persistence.Entry{PChannel: pchannel, WAL: h.WAL, Checkpoint: id, Term: h.Term, Version: h.Version}
 			if err != nil {
 				e.Err = &persistence.CorruptRecordError{PChannel: pchannel, Err: err}
 			}
 			entries = append(entries, e)
-		}
-		if !resp.More || len(resp.Kvs) == 0 {
-			// Keys sort as <prefix>/wal/<pchannel>/…, which is not quite
-			// pchannel order ("a/…" sorts after "a-b/…"): sort by name.
-			sortEntries(entries)
-			return entries, nil
-		}
-		start = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+			return nil
+		})
+	if err != nil {
+		return nil, err
 	}
+	// Keys sort as <prefix>/wal/<pchannel>/…, which is not quite pchannel
+	// order ("a/…" sorts after "a-b/…"): sort by name.
+	sortEntries(entries)
+	return entries, nil
 }
 
 // OwnerTerm returns the term of the session that owns pchannel now, 0 when

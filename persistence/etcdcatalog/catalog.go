@@ -300,19 +300,40 @@ func (c *Catalog) LoadAll(ctx context.Context) (map[string]wal.MessageID, error)
 	if c.closed.Load() {
 		return nil, persistence.ErrClosed
 	}
+	var all map[string]wal.MessageID
+	err := c.scan(ctx, "load all", func() { all = make(map[string]wal.MessageID) },
+		func(pchannel string, kv *mvccpb.KeyValue) error {
+			rec, err := c.decode(pchannel, kv)
+			if err != nil {
+				return err
+			}
+			all[pchannel] = rec.Checkpoint
+			return nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	return all, nil
+}
+
+// scan calls each for every record under the prefix, read page by page at
+// one revision, so that the whole reads as one snapshot however many pages
+// it takes. When that revision is compacted away between pages it starts
+// again from the top (calling reset first), until ctx is done.
+func (c *Catalog) scan(ctx context.Context, op string, reset func(), each func(pchannel string, kv *mvccpb.KeyValue) error) error {
 	for {
-		all, err := c.loadAllAt(ctx)
+		reset()
+		err := c.scanAt(ctx, op, each)
 		if errors.Is(err, rpctypes.ErrCompacted) && ctx.Err() == nil {
 			continue
 		}
-		return all, err
+		return err
 	}
 }
 
-func (c *Catalog) loadAllAt(ctx context.Context) (map[string]wal.MessageID, error) {
+func (c *Catalog) scanAt(ctx context.Context, op string, each func(pchannel string, kv *mvccpb.KeyValue) error) error {
 	start := c.keys.pchannels()
 	end := clientv3.GetPrefixRangeEnd(start)
-	all := make(map[string]wal.MessageID)
 	var rev int64
 	for page := 0; ; page++ {
 		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(c.pageSize)}
@@ -321,7 +342,7 @@ func (c *Catalog) loadAllAt(ctx context.Context) (map[string]wal.MessageID, erro
 		}
 		resp, err := c.client.Get(ctx, start, opts...)
 		if err != nil {
-			return nil, fmt.Errorf("etcdcatalog: load all: %w", err)
+			return fmt.Errorf("etcdcatalog: %s: %w", op, err)
 		}
 		if rev == 0 {
 			rev = resp.Header.Revision
@@ -331,17 +352,15 @@ func (c *Catalog) loadAllAt(ctx context.Context) (map[string]wal.MessageID, erro
 			if !ok {
 				continue // an owner key
 			}
-			rec, err := c.decode(pchannel, kv)
-			if err != nil {
-				return nil, err
+			if err := each(pchannel, kv); err != nil {
+				return err
 			}
-			all[pchannel] = rec.Checkpoint
 		}
 		if c.afterPage != nil {
 			c.afterPage(page)
 		}
 		if !resp.More || len(resp.Kvs) == 0 {
-			return all, nil
+			return nil
 		}
 		start = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}
