@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -129,10 +130,34 @@ func (k *call) finishedChan() <-chan struct{} {
 func guard(ctx context.Context, op string, fn catalogCall, arg wal.MessageID) (v wal.MessageID, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			v, err = nil, fmt.Errorf("lowwater: catalog panicked in %s: %v", op, r)
+			v, err = nil, &CatalogPanicError{Op: op, Value: r}
 		}
 	}()
 	return fn(ctx, arg)
+}
+
+// CatalogPanicError is the error of a catalog call that panicked: a failed
+// save (PersistFailed) or a failed recovery read (RecoveryFailed), retried
+// on the backoff like any other failure. errors.Is(err, ErrCatalogPanicked)
+// matches it, and a panic with an error value unwraps to that error too.
+type CatalogPanicError struct {
+	Op    string // "Load" or "Save"
+	Value any    // what the catalog panicked with
+}
+
+// ErrCatalogPanicked matches every CatalogPanicError.
+var ErrCatalogPanicked = errors.New("lowwater: catalog panicked")
+
+func (e *CatalogPanicError) Error() string {
+	return fmt.Sprintf("lowwater: catalog panicked in %s: %v", e.Op, e.Value)
+}
+
+// Unwrap gives ErrCatalogPanicked, and the panic's own error if it was one.
+func (e *CatalogPanicError) Unwrap() []error {
+	if err, ok := e.Value.(error); ok {
+		return []error{ErrCatalogPanicked, err}
+	}
+	return []error{ErrCatalogPanicked}
 }
 
 // wait waits until the call returned or deadline passed, whichever comes

@@ -2,6 +2,7 @@ package actors_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -80,4 +81,14 @@ func TestRequestRefusesNothingToAsk(t *testing.T) {
 	require.ErrorIs(t, actors.Request(ctx, system.Root, nil, &messages.DropVChannel{VChannel: "a"}), actors.ErrNoPChannel)
 	_, err := actors.GetState(ctx, nil, pid)
 	require.ErrorIs(t, err, actors.ErrNoPChannel)
+}
+
+// A catalog that panics with an error keeps that error reachable.
+func TestCatalogPanicUnwraps(t *testing.T) {
+	cause := errors.New("disk on fire")
+	var err error = &actors.CatalogPanicError{Op: "Save", Value: cause}
+	require.ErrorIs(t, err, actors.ErrCatalogPanicked)
+	require.ErrorIs(t, err, cause)
+	require.EqualError(t, err, "lowwater: catalog panicked in Save: disk on fire")
+	require.ErrorIs(t, &actors.CatalogPanicError{Op: "Load", Value: "boom"}, actors.ErrCatalogPanicked)
 }

@@ -180,6 +180,10 @@ func TestCatalogPanicIsAFailedSave(t *testing.T) {
 	require.Equal(t, k(10), f.Value)
 	require.Equal(t, 1, f.Attempt)
 	require.ErrorContains(t, f.Err, "catalog panicked in Save")
+	require.ErrorIs(t, f.Err, actors.ErrCatalogPanicked)
+	var panicked *actors.CatalogPanicError
+	require.ErrorAs(t, f.Err, &panicked)
+	require.Equal(t, "Save", panicked.Op)
 	require.GreaterOrEqual(t, f.NextRetry, fastBackoff.Initial)
 	waitFor(t, h.rec, persistedIs(k(10)))
 	h.update(pid, "a", 20)
