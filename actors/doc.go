@@ -7,7 +7,7 @@
 //
 // # The I/O contract, in order
 //
-// Written down as go.etcd.io/raft's doc.go writes its own: what holds when.
+// What holds when, step by step.
 //
 //  1. Spawn. The actor starts at once and reads the stored checkpoint off
 //     its mailbox goroutine, retrying on the backoff while the catalog fails
@@ -51,7 +51,9 @@
 //     it on the backoff), then saves. The flush saves at once, whatever the
 //     min save interval, and retries failures on the backoff. StopFuture
 //     does not wait. Either way the calls still running are cancelled and
-//     joined, then Stopped is published: LastPersisted, and if something
+//     joined (a save the catalog acknowledged meanwhile counts as durable,
+//     with its CheckpointPersisted), then Stopped is published:
+//     LastPersisted, and if something
 //     was left unsaved, Flushed=false, Dropped and a Reason
 //     (messages.ErrHardStop, ErrFlushTimeout, ErrNotRecovered, or the
 //     ownership loss).
