@@ -50,15 +50,11 @@ type listEntry struct {
 }
 
 func list(ctx context.Context, e *env, _ []string) error {
-	s, err := e.open(readOnly)
+	s, _, entries, err := e.read(ctx)
 	if err != nil {
 		return err
 	}
 	defer s.close()
-	_, entries, err := s.entries(ctx)
-	if err != nil {
-		return err
-	}
 	if e.opts.json {
 		out := make([]listEntry, 0, len(entries))
 		for _, en := range entries {
@@ -103,15 +99,11 @@ func list(ctx context.Context, e *env, _ []string) error {
 
 func get(ctx context.Context, e *env, args []string) error {
 	pchannel := args[0]
-	s, err := e.open(readOnly)
+	s, byName, _, err := e.read(ctx)
 	if err != nil {
 		return err
 	}
 	defer s.close()
-	byName, _, err := s.entries(ctx)
-	if err != nil {
-		return err
-	}
 	en, found := byName[pchannel]
 	owner, err := s.ownerTerm(ctx, pchannel)
 	if err != nil {
@@ -146,15 +138,11 @@ func get(ctx context.Context, e *env, args []string) error {
 }
 
 func verify(ctx context.Context, e *env, _ []string) error {
-	s, err := e.open(readOnly)
+	s, _, entries, err := e.read(ctx)
 	if err != nil {
 		return err
 	}
 	defer s.close()
-	_, entries, err := s.entries(ctx)
-	if err != nil {
-		return err
-	}
 	found := map[string]bool{} // kinds of unreadable record seen
 	unread := 0
 	for _, en := range entries {

@@ -38,15 +38,11 @@ type dumpEntry struct {
 }
 
 func dump(ctx context.Context, e *env, args []string) error {
-	s, err := e.open(readOnly)
+	s, _, entries, err := e.read(ctx)
 	if err != nil {
 		return err
 	}
 	defer s.close()
-	_, entries, err := s.entries(ctx)
-	if err != nil {
-		return err
-	}
 	d := dumpFile{Format: dumpFormat, Source: s.url.String(), Checkpoints: []dumpEntry{}}
 	corrupt := 0
 	for _, en := range entries {

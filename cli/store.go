@@ -105,6 +105,21 @@ func (s *store) close() {
 	_ = s.cat.Close()
 }
 
+// read opens the catalog read-only and reads every record (see entries);
+// the caller closes the store.
+func (e *env) read(ctx context.Context) (*store, map[string]persistence.Entry, []persistence.Entry, error) {
+	s, err := e.open(readOnly)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	byName, list, err := s.entries(ctx)
+	if err != nil {
+		s.close()
+		return nil, nil, nil, err
+	}
+	return s, byName, list, nil
+}
+
 // entries reads every record, keyed by pchannel, and in order.
 func (s *store) entries(ctx context.Context) (map[string]persistence.Entry, []persistence.Entry, error) {
 	list, err := s.cat.Inspect(ctx)
