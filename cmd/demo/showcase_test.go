@@ -11,7 +11,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 
 	"github.com/lowwater/lowwater/internal/catalogurl"
 	"github.com/lowwater/lowwater/internal/testkit/promtest"
+	"github.com/lowwater/lowwater/internal/testkit/syncbuf"
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/persistence/faultinject"
@@ -30,27 +30,9 @@ import (
 // testBound bounds every wait on something that must happen.
 const testBound = 30 * time.Second
 
-// syncBuffer is a bytes.Buffer the demo writes while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // started runs the demo on its own goroutine; wait returns its exit code.
 type started struct {
-	out, stderr syncBuffer
+	out, stderr syncbuf.Buffer
 	code        chan int
 }
 
@@ -186,7 +168,7 @@ func TestInterrupted(t *testing.T) {
 // The live view, drawn into a buffer instead of a terminal: its frames show
 // the table and the states, and the demo's summary follows it.
 func TestLiveViewRun(t *testing.T) {
-	var out, stderr syncBuffer
+	var out, stderr syncbuf.Buffer
 	code := run(context.Background(), []string{"--duration=1500ms", "--catalog=memory", "--seed=6", "--view=live", "--outage=500ms+500ms"}, &out, &stderr)
 	require.Equal(t, exitOK, code, "stderr:\n%s", stderr.String())
 	text := out.String()

@@ -8,12 +8,12 @@ import (
 	"os/exec"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/lowwater/lowwater/internal/testkit/syncbuf"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/wal"
 )
@@ -40,7 +40,7 @@ func testBinary(args []string) *exec.Cmd {
 // processes, a SIGKILL, the takeover and the checks.
 func TestFailover(t *testing.T) {
 	var out bytes.Buffer
-	var stderr syncBuffer
+	var stderr syncbuf.Buffer
 	began := time.Now()
 	code := run(t.Context(), []string{"--run=1500ms", "--after=500ms", "--ttl=2s"}, nil, &out, &stderr, testBinary)
 	text := out.String()
@@ -143,23 +143,4 @@ func TestCheckTakeover(t *testing.T) {
 			}
 		})
 	}
-}
-
-// syncBuffer is a bytes.Buffer for several writers: the parent's readers
-// and the copiers of the nodes' standard error.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

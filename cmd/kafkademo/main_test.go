@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 
 	"github.com/lowwater/lowwater/examples/kafka"
 	"github.com/lowwater/lowwater/internal/testkit/etcdtest"
+	"github.com/lowwater/lowwater/internal/testkit/syncbuf"
 )
 
 // asNode makes the test binary a node process: TestDemo runs it again with
@@ -58,7 +58,7 @@ func TestDemoEtcd(t *testing.T) {
 
 func checkDemo(t *testing.T, cfg config) {
 	var out bytes.Buffer
-	var stderr syncBuffer
+	var stderr syncbuf.Buffer
 	sum, err := runDemo(t.Context(), cfg, testBinary, &out, &stderr)
 	if err != nil {
 		t.Fatalf("%v\nstdout:\n%s\nstderr:\n%s", err, out.String(), stderr.String())
@@ -183,24 +183,6 @@ func TestEvaluate(t *testing.T) {
 	if len(sum.problems) != 1 || !strings.Contains(sum.problems[0], "went down from 4 to 3") {
 		t.Errorf("problems %q, want the regression", sum.problems)
 	}
-}
-
-// syncBuffer is a bytes.Buffer for several writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestNaiveLossCountedOnce: a record the naive node lost stays lost at
