@@ -144,17 +144,22 @@ func (s *Server) Restart() {
 	if s.Etcd() != nil {
 		s.t.Fatalf("etcdtest: restart %s: still running", s.name)
 	}
+	s.restart(false, "restart")
+}
+
+// restart starts the member on its URLs again, fresh (a new cluster) or
+// not. The ports were ours a moment ago; if another process took one in
+// between, there is nothing to do but try a few times and report it.
+func (s *Server) restart(fresh bool, what string) {
 	var e *embed.Etcd
 	var err error
-	// The ports were ours a moment ago; if another process took one in
-	// between, there is nothing to do but report it.
 	for range 3 {
-		if e, err = s.start(false); err == nil || !errors.Is(err, syscall.EADDRINUSE) {
+		if e, err = s.start(fresh); err == nil || !errors.Is(err, syscall.EADDRINUSE) {
 			break
 		}
 	}
 	if err != nil {
-		s.t.Fatalf("etcdtest: restart %s: %v", s.name, err)
+		s.t.Fatalf("etcdtest: %s %s: %v", what, s.name, err)
 	}
 	s.setRunning(e)
 }
@@ -384,15 +389,5 @@ func (s *Server) WipeAndRestart() {
 		s.t.Fatalf("etcdtest: wipe %s: %v", s.name, err)
 	}
 	s.token = uniqueToken()
-	var e *embed.Etcd
-	var err error
-	for range 3 {
-		if e, err = s.start(true); err == nil || !errors.Is(err, syscall.EADDRINUSE) {
-			break
-		}
-	}
-	if err != nil {
-		s.t.Fatalf("etcdtest: restart %s wiped: %v", s.name, err)
-	}
-	s.setRunning(e)
+	s.restart(true, "restart wiped")
 }
