@@ -94,20 +94,33 @@ type Sender struct {
 	replies *actor.PID
 
 	mu sync.Mutex
-	// pending is the latest checkpoint of each vchannel not yet shipped,
-	// in the order the vchannels came: the next UpdateBatch as it will be
-	// sent. index is each pending vchannel's position in it.
+	// slots holds each vchannel seen lately at its index in entries, so
+	// that an update, after the first of its vchannel, is one map hit and
+	// no write to the map: the buffer is not rebuilt per batch.
+	slots   map[string]int
+	entries []senderEntry
+	// pending is the next UpdateBatch as it will be sent: the latest
+	// checkpoint of each waiting vchannel, in the order they came; at
+	// most maxPending. An entry waits, at its pos in pending, while its
+	// gen is gen: taking pending for shipping moves gen on, so that
+	// every entry stops waiting at once.
 	// Invariant: pending is empty whenever no batch is in flight.
 	pending []messages.VChannelCheckpoint
-	index   map[string]int
-	// spare is an empty index that replaces index when pending is
-	// shipped, so that a ship swaps maps instead of allocating one.
-	spare    map[string]int
+	gen     uint64
+	// spare is a batch buffer handed back by the actor's clean answer, to
+	// build the next batch in: only one batch is in flight, so two
+	// buffers serve for good. A batch with a rejection is not reused:
+	// the CommandRejected event holds it.
+	spare []messages.VChannelCheckpoint
+	// flying is the batch in flight, if any.
+	flying   []messages.VChannelCheckpoint
 	inFlight bool
 	// shipped and answered count batches; answered <= shipped.
 	shipped, answered uint64
-	// progress is closed, and replaced, when a batch is answered or the
-	// actor is gone: it wakes Flush and Update waiting for room.
+	// progress, when someone waits, is closed and cleared when a batch is
+	// answered or the actor is gone: it wakes Flush and Update waiting
+	// for room. While nobody waits it is nil, and an answer costs no
+	// channel.
 	progress chan struct{}
 	// rejected and failures are the errors not yet returned by a Flush.
 	rejected []messages.Rejection
@@ -141,9 +154,8 @@ func NewSender(system *actor.ActorSystem, pid *actor.PID, opts ...SenderOption) 
 		root:     system.Root,
 		pchannel: pid,
 		cfg:      cfg,
-		index:    make(map[string]int),
-		spare:    make(map[string]int),
-		progress: make(chan struct{}),
+		slots:    make(map[string]int),
+		gen:      1,
 	}
 	s.replies, _ = system.ProcessRegistry.Add(replyProcess{s}, "lowwater-sender-"+system.ProcessRegistry.NextId())
 	s.systemMessage(&actor.Watch{Watcher: s.replies})
@@ -167,27 +179,40 @@ func (s *Sender) Update(vchannel string, checkpoint wal.MessageID) error {
 			s.mu.Unlock()
 			return err
 		}
-		if i, ok := s.index[vchannel]; ok {
+		i, known := s.slots[vchannel]
+		if known && s.entries[i].gen == s.gen {
 			// The type of old was checked when it came in: equal types
 			// make checkpoint of a registered WAL too.
-			old := s.pending[i].Checkpoint
-			if reflect.TypeOf(old) != reflect.TypeOf(checkpoint) {
+			c := &s.pending[s.entries[i].pos]
+			if reflect.TypeOf(c.Checkpoint) != reflect.TypeOf(checkpoint) {
+				old := c.Checkpoint
 				s.mu.Unlock()
 				return fmt.Errorf("%w: vchannel %q: %s after %s", messages.ErrWALMismatch, vchannel, checkpoint, old)
 			}
-			if checkpoint.LT(old) {
+			if checkpoint.LT(c.Checkpoint) {
+				old := c.Checkpoint
 				s.mu.Unlock()
 				return fmt.Errorf("%w: vchannel %q: %s is below %s", messages.ErrCheckpointRollback, vchannel, checkpoint, old)
 			}
-			s.pending[i].Checkpoint = checkpoint
+			c.Checkpoint = checkpoint
 			break
 		}
-		if _, err := wal.NameOf(checkpoint); err != nil {
-			s.mu.Unlock()
-			return err // wal.ErrWALMismatch: not a registered ID type
+		// A checkpoint already shipped is the actor's to judge: the
+		// vchannel may have been dropped and added again lower since.
+		typ := reflect.TypeOf(checkpoint)
+		if !known || s.entries[i].typ != typ {
+			if _, err := wal.NameOf(checkpoint); err != nil {
+				s.mu.Unlock()
+				return err // wal.ErrWALMismatch: not a registered ID type
+			}
 		}
 		if len(s.pending) < s.cfg.maxPending {
-			s.index[vchannel] = len(s.pending)
+			if !known {
+				i = len(s.entries)
+				s.slots[vchannel] = i
+				s.entries = append(s.entries, senderEntry{})
+			}
+			s.entries[i] = senderEntry{pos: len(s.pending), gen: s.gen, typ: typ}
 			s.pending = append(s.pending, messages.VChannelCheckpoint{VChannel: vchannel, Checkpoint: checkpoint})
 			break
 		}
@@ -204,10 +229,27 @@ func (s *Sender) Update(vchannel string, checkpoint wal.MessageID) error {
 		s.mu.Unlock()
 		return nil
 	}
-	batch, index := s.takeLocked()
+	batch := s.takeLocked()
 	s.mu.Unlock()
-	s.ship(batch, index)
+	s.ship(batch)
 	return nil
+}
+
+// senderEntry is where a vchannel waits in pending, while gen is the
+// Sender's, and the type of its latest checkpoint, known to be of a
+// registered WAL.
+type senderEntry struct {
+	pos int
+	gen uint64
+	typ reflect.Type
+}
+
+// progressLocked returns the channel that the next answer closes.
+func (s *Sender) progressLocked() <-chan struct{} {
+	if s.progress == nil {
+		s.progress = make(chan struct{})
+	}
+	return s.progress
 }
 
 // waitLocked waits, with s.mu held and released meanwhile, for progress or
@@ -217,7 +259,7 @@ func (s *Sender) waitLocked(deadline time.Time) bool {
 	if wait <= 0 {
 		return false
 	}
-	progress := s.progress
+	progress := s.progressLocked()
 	s.mu.Unlock()
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
@@ -250,7 +292,7 @@ func (s *Sender) Flush(ctx context.Context) error {
 		target++ // shipped when the batch in flight is answered
 	}
 	for s.answered < target && s.gone == nil {
-		progress := s.progress
+		progress := s.progressLocked()
 		s.mu.Unlock()
 		select {
 		case <-progress:
@@ -309,27 +351,30 @@ func (s *Sender) takeErrorsLocked() error {
 	return errors.Join(errs...)
 }
 
-// takeLocked takes the buffer for shipping and marks a batch in flight.
-func (s *Sender) takeLocked() ([]messages.VChannelCheckpoint, map[string]int) {
-	batch, index := s.pending, s.index
-	if s.spare == nil { // only if an earlier ship never handed it back
-		s.spare = make(map[string]int)
+// senderForgetAfter bounds the vchannels a Sender remembers between
+// batches, beyond the maxPending that may wait: past it, a ship forgets
+// them all (none waits then), so that vchannels dropped long ago are not
+// kept for good.
+const senderForgetAfter = 2 * DefaultMaxPending
+
+// takeLocked takes the next batch and marks it in flight.
+func (s *Sender) takeLocked() []messages.VChannelCheckpoint {
+	batch := s.pending
+	s.pending, s.spare = s.spare[:0], nil
+	s.gen++
+	if len(s.entries) > max(senderForgetAfter, s.cfg.maxPending) {
+		clear(s.slots)
+		clear(s.entries)
+		s.entries = s.entries[:0]
 	}
-	s.pending = make([]messages.VChannelCheckpoint, 0, len(batch))
-	s.index, s.spare = s.spare, nil
-	s.inFlight = true
+	s.flying, s.inFlight = batch, true
 	s.shipped++
-	return batch, index
+	return batch
 }
 
 // ship sends batch, taken by takeLocked, as one UpdateBatch whose reply
-// goes to s.replies, and hands its index back, cleared, as the spare.
-// Only one party ships at a time (inFlight), so both are its own.
-func (s *Sender) ship(batch []messages.VChannelCheckpoint, index map[string]int) {
-	clear(index)
-	s.mu.Lock()
-	s.spare = index
-	s.mu.Unlock()
+// goes to s.replies.
+func (s *Sender) ship(batch []messages.VChannelCheckpoint) {
 	s.root.RequestWithCustomSender(s.pchannel, &messages.UpdateBatch{Updates: batch}, s.replies)
 }
 
@@ -365,15 +410,17 @@ func (p replyProcess) SendSystemMessage(_ *actor.PID, message any) {
 
 func (p replyProcess) Stop(*actor.PID) {}
 
-// answer ends the batch in flight; gone, when set, ends the Sender.
+// answer ends the batch in flight; gone, when set, ends the Sender. A
+// clean answer hands the batch's buffer back.
 func (s *Sender) answer(rejected *messages.BatchError, gone error) {
 	s.mu.Lock()
 	if gone != nil && s.gone == nil {
 		s.gone = gone
 		if n := len(s.pending); n > 0 {
 			s.gone = fmt.Errorf("%w: %d buffered update(s) not applied", gone, n)
+			clear(s.pending)
 			s.pending = s.pending[:0]
-			clear(s.index)
+			s.gen++
 		}
 	}
 	if rejected != nil {
@@ -387,18 +434,24 @@ func (s *Sender) answer(rejected *messages.BatchError, gone error) {
 		}
 	}
 	var next []messages.VChannelCheckpoint
-	var nextIndex map[string]int
 	if s.inFlight {
 		s.answered++
 		s.inFlight = false
+		if rejected == nil && gone == nil {
+			clear(s.flying)
+			s.spare = s.flying[:0]
+		}
+		s.flying = nil
 		if len(s.pending) > 0 && s.gone == nil {
-			next, nextIndex = s.takeLocked()
+			next = s.takeLocked()
 		}
 	}
-	close(s.progress)
-	s.progress = make(chan struct{})
+	if s.progress != nil {
+		close(s.progress)
+		s.progress = nil
+	}
 	s.mu.Unlock()
 	if next != nil {
-		s.ship(next, nextIndex)
+		s.ship(next)
 	}
 }
