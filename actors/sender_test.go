@@ -309,3 +309,57 @@ func TestNewSenderRejectsInvalidOptions(t *testing.T) {
 		require.Nil(t, s, name)
 	}
 }
+
+func TestSenderForgetsVChannelsPastItsBound(t *testing.T) {
+	const n = senderForgetAfter + 100
+	r := newSenderRig(t, kafkaAt(n, 0))
+	s := newTestSender(t, r.system, r.pchannel)
+	for round := int64(1); round <= 3; round++ {
+		for i := range n {
+			require.NoError(t, s.Update(fmt.Sprintf("v%d", i), wal.KafkaID(round*int64(n)+int64(i))))
+		}
+		require.NoError(t, s.Flush(ctx10s(t)))
+		s.mu.Lock()
+		remembered := len(s.entries)
+		s.mu.Unlock()
+		require.LessOrEqual(t, remembered, senderForgetAfter, "round %d", round)
+	}
+	want := make(map[string]wal.MessageID, n)
+	for i := range n {
+		want[fmt.Sprintf("v%d", i)] = wal.KafkaID(3*int64(n) + int64(i))
+	}
+	require.Equal(t, want, r.checkpoints(t))
+}
+
+// A batch with a rejection is held by its CommandRejected event: the
+// Sender must not build a later batch in its buffer.
+func TestSenderLeavesARejectedBatchToItsEvent(t *testing.T) {
+	r := newSenderRig(t, kafkaAt(2, 10))
+	rejected := make(chan *messages.UpdateBatch, 1)
+	sub := r.system.EventStream.Subscribe(func(ev any) {
+		if cr, ok := ev.(*messages.CommandRejected); ok {
+			if b, ok := cr.Command.(*messages.UpdateBatch); ok {
+				rejected <- b
+			}
+		}
+	})
+	t.Cleanup(func() { r.system.EventStream.Unsubscribe(sub) })
+	s := newTestSender(t, r.system, r.pchannel)
+
+	require.NoError(t, s.Update("v0", wal.KafkaID(5))) // below 10: rejected
+	require.ErrorIs(t, s.Flush(ctx10s(t)), messages.ErrCheckpointRollback)
+	var b *messages.UpdateBatch
+	select {
+	case b = <-rejected:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no CommandRejected for the batch")
+	}
+	for k := int64(12); k < 40; k++ {
+		require.NoError(t, s.Update("v1", wal.KafkaID(k)))
+		require.NoError(t, s.Update("v0", wal.KafkaID(k)))
+		require.NoError(t, s.Flush(ctx10s(t)))
+	}
+	require.Equal(t, []messages.VChannelCheckpoint{
+		{VChannel: "v0", Checkpoint: wal.KafkaID(5)},
+	}, b.Updates)
+}
