@@ -3,7 +3,7 @@ package actors
 import (
 	"context"
 	"errors"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -56,7 +56,14 @@ type persister struct {
 // saveStatus is the persister's plan as the parent sees it: written by the
 // persister only (on its mailbox goroutine), read by the parent. It outlives
 // a restart of the persister, whose new plan starts from its floor.
-type saveStatus struct{ p atomic.Pointer[savePoint] }
+//
+// A mutex, not an atomic pointer to a fresh savePoint: the persister writes
+// it twice per save and the parent reads it only on GetState and at a
+// stop, so a write should cost no allocation.
+type saveStatus struct {
+	mu sync.Mutex
+	sp savePoint // guarded by mu
+}
 
 // savePoint is one consistent reading of the plan.
 type savePoint struct {
@@ -65,12 +72,20 @@ type savePoint struct {
 	fenced    bool
 }
 
-func (s *saveStatus) load() savePoint { return *s.p.Load() }
+func (s *saveStatus) load() savePoint {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sp
+}
+
+func (s *saveStatus) store(sp savePoint) {
+	s.mu.Lock()
+	s.sp = sp
+	s.mu.Unlock()
+}
 
 func newSaveStatus(persisted wal.MessageID) *saveStatus {
-	s := &saveStatus{}
-	s.p.Store(&savePoint{persisted: persisted})
-	return s
+	return &saveStatus{sp: savePoint{persisted: persisted}}
 }
 
 // persisterProps spawns the persister of one pchannel: the producer closure
@@ -198,31 +213,42 @@ func (s *persister) saved(m *callDone) {
 	s.save = nil
 	m.value = s.plan.InFlight() // also when the catalog panicked
 	attempt := s.plan.Attempt()
-	var stored *persistence.StoredAheadError
 	var step saveplan.Step
-	switch {
-	case m.err == nil:
+	if m.err == nil {
 		step = s.plan.Succeeded()
 		s.report()
 		publish(s.events, s.cfg.logger, &messages.CheckpointPersisted{Header: newHeader(s.cfg.pchannel), Value: m.value, Attempts: attempt, Latency: m.latency})
+	} else {
+		step = s.saveFailed(m, attempt)
+	}
+	s.do(step)
+	s.answerFlush()
+}
+
+// saveFailed is saved for a failure. It is apart because the target of
+// errors.As escapes to the heap: a save that succeeded does not pay for it.
+func (s *persister) saveFailed(m *callDone, attempt int) saveplan.Step {
+	var stored *persistence.StoredAheadError
+	switch {
 	case errors.As(m.err, &stored):
 		// Another writer got ahead; its value is durable, so it is ours too.
-		step = s.plan.Adopt(stored.Stored)
+		step := s.plan.Adopt(stored.Stored)
 		s.report()
 		s.failed(m, attempt, 0)
+		return step
 	case errors.Is(m.err, persistence.ErrFenced):
 		s.plan.Fence()
 		s.report()
 		s.failed(m, attempt, 0)
 		s.root.Send(s.parent, &ownershipLost{cause: persistence.ErrFenced})
+		return saveplan.Step{}
 	default:
 		// A panic inside the catalog comes here too, as an error.
-		step = s.plan.Failed()
+		step := s.plan.Failed()
 		s.report()
 		s.failed(m, attempt, step.Wait)
+		return step
 	}
-	s.do(step)
-	s.answerFlush()
 }
 
 func (s *persister) failed(m *callDone, attempt int, next time.Duration) {
@@ -233,7 +259,7 @@ func (s *persister) failed(m *callDone, attempt int, next time.Duration) {
 
 // report publishes the plan to the parent's view.
 func (s *persister) report() {
-	s.status.p.Store(&savePoint{persisted: s.plan.Persisted(), inFlight: s.save != nil, fenced: s.plan.Fenced()})
+	s.status.store(savePoint{persisted: s.plan.Persisted(), inFlight: s.save != nil, fenced: s.plan.Fenced()})
 }
 
 func (s *persister) answerFlush() {
