@@ -285,8 +285,10 @@ func (b *Bolt) guard(op string, call func() error) (err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("%w: %s: %s: bbolt panicked: %v", ErrCorruptStore, b.path, op, p)
-			b.damaged.CompareAndSwap(nil, &err)
+			// A variable of its own: taking err's address would move it
+			// to the heap on every call, not only on a panic.
+			damaged := fmt.Errorf("%w: %s: %s: bbolt panicked: %v", ErrCorruptStore, b.path, op, p)
+			b.damaged.CompareAndSwap(nil, &damaged)
 			err = *b.damaged.Load()
 		}
 	}()
