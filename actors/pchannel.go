@@ -158,16 +158,10 @@ func newPChannel(cfg *config, t *tracker.Tracker) *pchannel {
 func (p *pchannel) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *messages.UpdateCheckpoint:
-		if m == nil {
-			p.applied(ctx, m, nil, false, messages.ErrNilCommand)
-			return
+		err := p.update(m)
+		if ctx.Sender() != nil {
+			ctx.Respond(err)
 		}
-		from := p.tracker.Minimum()
-		advanced, err := p.tracker.Update(m.VChannel, m.Checkpoint)
-		if err == nil && p.cfg.counters != nil {
-			p.cfg.counters.updates.Add(1)
-		}
-		p.applied(ctx, m, from, advanced, err)
 	case *messages.UpdateBatch:
 		if m == nil {
 			p.applied(ctx, m, nil, false, messages.ErrNilCommand)
@@ -330,10 +324,43 @@ func (p *pchannel) started(ctx actor.Context) {
 	p.load(ctx)
 }
 
+// update applies one UpdateCheckpoint; the caller answers its sender.
+func (p *pchannel) update(m *messages.UpdateCheckpoint) error {
+	if m == nil {
+		p.reject(m, messages.ErrNilCommand)
+		return messages.ErrNilCommand
+	}
+	from := p.tracker.Minimum()
+	advanced, err := p.tracker.Update(m.VChannel, m.Checkpoint)
+	if err != nil {
+		p.reject(m, err)
+		return err
+	}
+	if p.cfg.counters != nil {
+		p.cfg.counters.updates.Add(1)
+	}
+	if advanced {
+		p.advanced(from)
+	}
+	return nil
+}
+
+// updateDirect is the mailbox's way to apply an UpdateCheckpoint sent
+// without a sender, as Receive would, without protoactor's dispatch
+// around it (see mailbox.run). It declines (false) once the pchannel
+// stops, where protoactor's own handling of a stopped actor decides.
+func (p *pchannel) updateDirect(m *messages.UpdateCheckpoint) bool {
+	if p.phase >= stopping {
+		return false
+	}
+	_ = p.update(m)
+	return true
+}
+
 // applied finishes a single command: reply, events, persister.
 func (p *pchannel) applied(ctx actor.Context, cmd messages.Command, from wal.MessageID, advanced bool, err error) {
 	if err != nil {
-		p.reject(ctx, cmd, err)
+		p.reject(cmd, err)
 		if ctx.Sender() != nil {
 			ctx.Respond(err)
 		}
@@ -353,7 +380,7 @@ func (p *pchannel) updateBatch(ctx actor.Context, m *messages.UpdateBatch) {
 	for i, u := range m.Updates {
 		if _, err := p.tracker.Update(u.VChannel, u.Checkpoint); err != nil {
 			rejected = append(rejected, messages.Rejection{Index: i, VChannel: u.VChannel, Err: err})
-			p.reject(ctx, m, err)
+			p.reject(m, err)
 		}
 	}
 	if p.cfg.counters != nil {
@@ -374,7 +401,7 @@ func (p *pchannel) updateBatch(ctx actor.Context, m *messages.UpdateBatch) {
 	ctx.Respond(nil)
 }
 
-func (p *pchannel) reject(ctx actor.Context, cmd messages.Command, err error) {
+func (p *pchannel) reject(cmd messages.Command, err error) {
 	p.publish(&messages.CommandRejected{Header: p.header(), Command: cmd, Err: err})
 	p.cfg.logger.Warn("command rejected", zap.String("command", fmt.Sprintf("%T", cmd)), zap.Error(err))
 }

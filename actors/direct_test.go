@@ -1,0 +1,100 @@
+package actors
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/metric/noop"
+	"go.uber.org/zap"
+
+	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
+	"github.com/lowwater/lowwater/messages"
+	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/wal"
+)
+
+// spawnWithMailbox spawns a do-nothing actor on a mailbox of ours and
+// returns the mailbox once it has been registered.
+func spawnWithMailbox(t *testing.T, system *actor.ActorSystem, opts ...actor.PropsOption) *mailbox {
+	t.Helper()
+	var mb *mailbox
+	started := make(chan struct{})
+	props := actor.PropsFromFunc(func(ctx actor.Context) {
+		if _, ok := ctx.Message().(*actor.Started); ok {
+			close(started)
+		}
+	}, append([]actor.PropsOption{actor.WithMailbox(func() actor.Mailbox { mb = newMailbox(); return mb })}, opts...)...)
+	pid := system.Root.Spawn(props)
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("actor not started within 10 s")
+	}
+	t.Cleanup(func() { _ = system.Root.StopFuture(pid).Wait() })
+	return mb
+}
+
+// The direct path for updates is on only where protoactor's dispatch does
+// nothing for them. The first case fails should protoactor rename the
+// fields plainDispatch reads: the direct path would then be off for good.
+func TestMailboxDirectPathOnlyWherePlain(t *testing.T) {
+	passThrough := func(next actor.ReceiverFunc) actor.ReceiverFunc { return next }
+	decorate := func(next actor.ContextDecoratorFunc) actor.ContextDecoratorFunc { return next }
+	for _, tc := range []struct {
+		name   string
+		system []actor.ConfigOption
+		props  []actor.PropsOption
+		want   bool
+	}{
+		{name: "plain", want: true},
+		{name: "receiver middleware", props: []actor.PropsOption{actor.WithReceiverMiddleware(passThrough)}},
+		{name: "context decorator", props: []actor.PropsOption{actor.WithContextDecorator(decorate)}},
+		{name: "metrics provider", system: []actor.ConfigOption{actor.WithMetricProviders(noop.NewMeterProvider())}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			system := actor.NewActorSystem(append(tc.system, actor.WithLoggerFactory(LoggerFactory(zap.NewNop())))...)
+			t.Cleanup(system.Shutdown)
+			mb := spawnWithMailbox(t, system, tc.props...)
+			require.Equal(t, tc.want, mb.direct)
+		})
+	}
+}
+
+// A receiver middleware added to the Props of NewProps sees every update,
+// sent bare or not, and the updates are applied.
+func TestMiddlewareSeesEveryUpdate(t *testing.T) {
+	system := actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(zap.NewNop())))
+	t.Cleanup(system.Shutdown)
+	catalog := persistence.NewMemory()
+	t.Cleanup(func() { _ = catalog.Close() })
+	props, err := NewProps("p", wal.Kafka, catalog, WithVChannels(map[string]wal.MessageID{"v": wal.KafkaID(0)}))
+	require.NoError(t, err)
+	var mu sync.Mutex
+	var seen []wal.MessageID
+	props.Configure(actor.WithReceiverMiddleware(func(next actor.ReceiverFunc) actor.ReceiverFunc {
+		return func(ctx actor.ReceiverContext, env *actor.MessageEnvelope) {
+			if u, ok := env.Message.(*messages.UpdateCheckpoint); ok {
+				mu.Lock()
+				seen = append(seen, u.Checkpoint)
+				mu.Unlock()
+			}
+			next(ctx, env)
+		}
+	}))
+	pid := system.Root.Spawn(props)
+	t.Cleanup(func() { _ = system.Root.PoisonFuture(pid).Wait() })
+	var want []wal.MessageID
+	for k := int64(1); k <= 100; k++ {
+		system.Root.Send(pid, &messages.UpdateCheckpoint{VChannel: "v", Checkpoint: wal.KafkaID(k)})
+		want = append(want, wal.KafkaID(k))
+	}
+	st, err := GetState(ctxtest.Within(10*time.Second), system.Root, pid, IncludeCheckpoints())
+	require.NoError(t, err)
+	require.Equal(t, map[string]wal.MessageID{"v": wal.KafkaID(100)}, st.Checkpoints)
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, want, seen)
+}
