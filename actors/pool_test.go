@@ -151,3 +151,21 @@ func TestCallContextDeadlineAndCancel(t *testing.T) {
 		require.Nil(t, c.Value("k"))
 	})
 }
+
+// TestPoolQueuedTaskNeverWaitsOnBlockedWorkers: with every worker blocked,
+// tasks that queue still run, each on a worker started for it.
+func TestPoolQueuedTaskNeverWaitsOnBlockedWorkers(t *testing.T) {
+	p := newPool(time.Millisecond, 4)
+	release := make(chan struct{})
+	var done sync.WaitGroup
+	blocked(p, 10, release, &done)
+	blocked(p, 10, release, &done) // returns only once all 10 run
+	require.EqualValues(t, 20, p.live.Load())
+	close(release)
+	done.Wait()
+	waitFor(t, "no worker left", func() bool { return p.live.Load() == 0 })
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	require.Zero(t, p.starting)
+	require.Equal(t, p.queued, len(p.queue), "nothing left queued")
+}
