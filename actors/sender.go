@@ -64,9 +64,9 @@ func WithFullWait(d time.Duration) SenderOption {
 // latest checkpoint of each vchannel, and ships what it holds as one
 // UpdateBatch as soon as the actor has answered the previous one. So at most
 // one batch is in flight, the actor's mailbox holds no backlog of stale
-// checkpoints, and the producers' cost per update is a map write under a
-// mutex: no timer, no goroutine and no message per update. A slower actor
-// means larger batches, not a longer queue.
+// checkpoints, and the producers' cost per update is a map look-up under a
+// mutex: no timer, no goroutine, no message and no allocation per update.
+// A slower actor means larger batches, not a longer queue.
 //
 // Errors reach the caller in two ways:
 //   - Update rejects at once, with the typed error of package messages, what
