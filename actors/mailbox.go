@@ -5,7 +5,6 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -270,8 +269,9 @@ func (m *mailbox) run() {
 // without protoactor's dispatch around it: the pchannel. An update is the
 // hot path, and the dispatch (state and receive-timeout checks, a metrics
 // look-up, the envelope, the type switch) was a fifth of its cost. It is
-// bypassed only where it does nothing for such a message: the actor sets
-// no receive timeout, has no middleware, and the system has no metrics
+// bypassed only where it does nothing for such a message: the actor has
+// no middleware or context decorator (which alone could set it a receive
+// timeout: the pchannel never does), and the system has no metrics
 // provider. The actor declines once it stops, and protoactor decides.
 type directUpdater interface {
 	updateDirect(*messages.UpdateCheckpoint) bool
@@ -281,9 +281,6 @@ type directUpdater interface {
 // is one and may be.
 func (m *mailbox) directUpdater() directUpdater {
 	if !m.direct || m.context == nil {
-		return nil
-	}
-	if c, ok := m.context.(interface{ ReceiveTimeout() time.Duration }); !ok || c.ReceiveTimeout() > 0 {
 		return nil
 	}
 	d, _ := m.context.Actor().(directUpdater)
@@ -298,7 +295,7 @@ func (m *mailbox) directUpdater() directUpdater {
 // and every message takes protoactor's dispatch: slower, never wrong.
 func plainDispatch(invoker actor.MessageInvoker) bool {
 	v := reflect.ValueOf(invoker)
-	if v.Kind() != reflect.Pointer || v.IsNil() {
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
 		return false
 	}
 	props := v.Elem().FieldByName("props")

@@ -161,11 +161,17 @@ func (p *pool) dequeueLocked() task {
 	f := p.queue[p.queued]
 	p.queue[p.queued] = nil
 	p.queued++
-	if p.queued == len(p.queue) {
+	switch {
+	case p.queued == len(p.queue):
 		p.queue, p.queued = p.queue[:0], 0
 		if cap(p.queue) > p.maxIdle {
 			p.queue = nil // let a burst's backing array go
 		}
+	case p.queued > len(p.queue)/2 && p.queued >= 64:
+		// A queue that never runs empty must not grow for good.
+		n := copy(p.queue, p.queue[p.queued:])
+		clear(p.queue[n:])
+		p.queue, p.queued = p.queue[:n], 0
 	}
 	return f
 }

@@ -169,3 +169,26 @@ func TestPoolQueuedTaskNeverWaitsOnBlockedWorkers(t *testing.T) {
 	require.Zero(t, p.starting)
 	require.Equal(t, p.queued, len(p.queue), "nothing left queued")
 }
+
+// numbered is a task that only tells which it is.
+type numbered int
+
+func (numbered) run() task { return nil }
+
+// The queue's taken head is reclaimed even if the queue never runs empty,
+// and the order of what waits is kept.
+func TestPoolQueueReclaimsItsHead(t *testing.T) {
+	p := newPool(time.Millisecond, 4)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	const waiting = 200
+	for i := range waiting {
+		p.queue = append(p.queue, numbered(i))
+	}
+	for i := range 10_000 {
+		require.Equal(t, numbered(i), p.dequeueLocked())
+		p.queue = append(p.queue, numbered(i+waiting)) // never runs empty
+		require.Equal(t, waiting, len(p.queue)-p.queued)
+		require.LessOrEqual(t, len(p.queue), 2*waiting+1, "after %d tasks", i)
+	}
+}

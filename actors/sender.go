@@ -107,13 +107,9 @@ type Sender struct {
 	// Invariant: pending is empty whenever no batch is in flight.
 	pending []messages.VChannelCheckpoint
 	gen     uint64
-	// spare is a batch buffer handed back by the actor's clean answer, to
-	// build the next batch in: only one batch is in flight, so two
-	// buffers serve for good. A batch with a rejection is not reused:
-	// the CommandRejected event holds it.
-	spare []messages.VChannelCheckpoint
-	// flying is the batch in flight, if any.
-	flying   []messages.VChannelCheckpoint
+	// A shipped batch is never reused: once sent, a message is its
+	// receivers' (a middleware, an event, the actor) for as long as they
+	// hold it.
 	inFlight bool
 	// shipped and answered count batches; answered <= shipped.
 	shipped, answered uint64
@@ -122,7 +118,8 @@ type Sender struct {
 	// for room. While nobody waits it is nil, and an answer costs no
 	// channel.
 	progress chan struct{}
-	// rejected and failures are the errors not yet returned by a Flush.
+	// rejected and dropped (the rejections beyond maxPending) wait for the
+	// next Flush; gone, once set, ends the Sender.
 	rejected []messages.Rejection
 	dropped  int
 	gone     error
@@ -360,14 +357,14 @@ const senderForgetAfter = 2 * DefaultMaxPending
 // takeLocked takes the next batch and marks it in flight.
 func (s *Sender) takeLocked() []messages.VChannelCheckpoint {
 	batch := s.pending
-	s.pending, s.spare = s.spare[:0], nil
+	s.pending = make([]messages.VChannelCheckpoint, 0, len(batch))
 	s.gen++
 	if len(s.entries) > max(senderForgetAfter, s.cfg.maxPending) {
 		clear(s.slots)
 		clear(s.entries)
 		s.entries = s.entries[:0]
 	}
-	s.flying, s.inFlight = batch, true
+	s.inFlight = true
 	s.shipped++
 	return batch
 }
@@ -410,8 +407,7 @@ func (p replyProcess) SendSystemMessage(_ *actor.PID, message any) {
 
 func (p replyProcess) Stop(*actor.PID) {}
 
-// answer ends the batch in flight; gone, when set, ends the Sender. A
-// clean answer hands the batch's buffer back.
+// answer ends the batch in flight; gone, when set, ends the Sender.
 func (s *Sender) answer(rejected *messages.BatchError, gone error) {
 	s.mu.Lock()
 	if gone != nil && s.gone == nil {
@@ -437,11 +433,6 @@ func (s *Sender) answer(rejected *messages.BatchError, gone error) {
 	if s.inFlight {
 		s.answered++
 		s.inFlight = false
-		if rejected == nil && gone == nil {
-			clear(s.flying)
-			s.spare = s.flying[:0]
-		}
-		s.flying = nil
 		if len(s.pending) > 0 && s.gone == nil {
 			next = s.takeLocked()
 		}

@@ -5,6 +5,7 @@ import (
 
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -362,4 +363,43 @@ func TestSenderLeavesARejectedBatchToItsEvent(t *testing.T) {
 	require.Equal(t, []messages.VChannelCheckpoint{
 		{VChannel: "v0", Checkpoint: wal.KafkaID(5)},
 	}, b.Updates)
+}
+
+// A shipped batch is its receivers': a receiver middleware that keeps the
+// batches it sees finds each as it was sent, rounds later.
+func TestSenderNeverChangesADeliveredBatch(t *testing.T) {
+	system := actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(zap.NewNop())))
+	t.Cleanup(system.Shutdown)
+	catalog := persistence.NewMemory()
+	t.Cleanup(func() { _ = catalog.Close() })
+	props, err := NewProps("p", wal.Kafka, catalog, WithVChannels(kafkaAt(2, 0)))
+	require.NoError(t, err)
+	var mu sync.Mutex
+	var kept []*messages.UpdateBatch
+	var copies [][]messages.VChannelCheckpoint
+	props.Configure(actor.WithReceiverMiddleware(func(next actor.ReceiverFunc) actor.ReceiverFunc {
+		return func(ctx actor.ReceiverContext, env *actor.MessageEnvelope) {
+			if b, ok := env.Message.(*messages.UpdateBatch); ok {
+				mu.Lock()
+				kept = append(kept, b)
+				copies = append(copies, slices.Clone(b.Updates))
+				mu.Unlock()
+			}
+			next(ctx, env)
+		}
+	}))
+	pid := system.Root.Spawn(props)
+	t.Cleanup(func() { _ = system.Root.PoisonFuture(pid).Wait() })
+	s := newTestSender(t, system, pid)
+	for k := int64(1); k <= 5; k++ {
+		require.NoError(t, s.Update("v0", wal.KafkaID(k)))
+		require.NoError(t, s.Update("v1", wal.KafkaID(k)))
+		require.NoError(t, s.Flush(ctx10s(t))) // the middleware ran before the answer
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	require.GreaterOrEqual(t, len(kept), 5)
+	for i := range kept {
+		require.Equal(t, copies[i], kept[i].Updates, "batch %d changed after delivery", i)
+	}
 }
