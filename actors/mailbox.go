@@ -288,13 +288,14 @@ func (m *mailbox) directUpdater() directUpdater {
 }
 
 // plainDispatch reports whether protoactor hands a user message to the
-// actor of invoker with nothing around it: no receiver middleware and no
-// context decorator in its props (a caller may add them to the Props that
-// NewProps returns). protoactor has no accessor for either, so it reads
-// the unexported fields by name; should they be renamed, it reports false
-// and every message takes protoactor's dispatch: slower, never wrong.
-func plainDispatch(invoker actor.MessageInvoker) bool {
-	v := reflect.ValueOf(invoker)
+// actor of the context ctx (its MessageInvoker, or the Context its actor
+// is given) with nothing around it: no receiver middleware and no context
+// decorator in its props (a caller may add them to the Props that NewProps
+// returns). protoactor has no accessor for either, so it reads the
+// unexported fields by name; should they be renamed, or ctx be a
+// decorated context, it reports false: slower, never wrong.
+func plainDispatch(ctx any) bool {
+	v := reflect.ValueOf(ctx)
 	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
 		return false
 	}

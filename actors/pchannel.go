@@ -79,6 +79,9 @@ type pchannel struct {
 	spawnMinimum wal.MessageID
 
 	phase phase
+	// plain is set when protoactor dispatches to this actor with nothing
+	// around it (plainDispatch): see shippedStraight.
+	plain bool
 	// graceful is set by drainRequested: the stop to come is a Poison.
 	graceful bool
 	// unflushed says why a stop left the minimum unsaved, for Stopped.
@@ -311,6 +314,7 @@ func (p *pchannel) dropVChannel(ctx actor.Context, m *messages.DropVChannel) {
 
 func (p *pchannel) started(ctx actor.Context) {
 	p.self, p.root, p.events = ctx.Self(), ctx.ActorSystem().Root, ctx.ActorSystem().EventStream
+	p.plain = plainDispatch(ctx)
 	p.stall.since = time.Now()
 	if o := p.cfg.ownership; o != nil {
 		root, self := ctx.ActorSystem().Root, ctx.Self()
@@ -394,11 +398,31 @@ func (p *pchannel) updateBatch(ctx actor.Context, m *messages.UpdateBatch) {
 	if ctx.Sender() == nil {
 		return
 	}
-	if rejected != nil {
+	switch {
+	case rejected != nil:
 		ctx.Respond(&messages.BatchError{Rejected: rejected})
-		return
+	case p.shippedStraight(ctx):
+		ctx.Respond(batchConsumed{})
+	default:
+		ctx.Respond(nil)
 	}
-	ctx.Respond(nil)
+}
+
+// shippedStraight reports whether the batch being handled came from a
+// Sender straight to this pchannel, through protoactor's plain dispatch:
+// then only this pchannel saw it, and once answered the Sender may build
+// its next batch in the same buffer (batchConsumed). Through an actor in
+// between, or a middleware, someone else may hold it still.
+func (p *pchannel) shippedStraight(ctx actor.Context) bool {
+	if !p.plain {
+		return false
+	}
+	proc, ok := ctx.ActorSystem().ProcessRegistry.Get(ctx.Sender())
+	if !ok {
+		return false
+	}
+	r, ok := proc.(replyProcess)
+	return ok && r.s.pchannel.Equal(ctx.Self())
 }
 
 func (p *pchannel) reject(cmd messages.Command, err error) {

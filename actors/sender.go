@@ -107,9 +107,15 @@ type Sender struct {
 	// Invariant: pending is empty whenever no batch is in flight.
 	pending []messages.VChannelCheckpoint
 	gen     uint64
-	// A shipped batch is never reused: once sent, a message is its
-	// receivers' (a middleware, an event, the actor) for as long as they
-	// hold it.
+	// spare is the buffer of a batch the pchannel answered as consumed
+	// (batchConsumed), to build the next batch in: only one batch is in
+	// flight, so two buffers serve for good and a busy Sender allocates
+	// nothing. Any other answer leaves the batch to whoever may hold it
+	// (a middleware, a CommandRejected event, an actor in between): once
+	// sent, a message is its receivers'.
+	spare []messages.VChannelCheckpoint
+	// flying is the batch in flight, if any.
+	flying   []messages.VChannelCheckpoint
 	inFlight bool
 	// shipped and answered count batches; answered <= shipped.
 	shipped, answered uint64
@@ -357,14 +363,14 @@ const senderForgetAfter = 2 * DefaultMaxPending
 // takeLocked takes the next batch and marks it in flight.
 func (s *Sender) takeLocked() []messages.VChannelCheckpoint {
 	batch := s.pending
-	s.pending = make([]messages.VChannelCheckpoint, 0, len(batch))
+	s.pending, s.spare = s.spare[:0], nil
 	s.gen++
 	if len(s.entries) > max(senderForgetAfter, s.cfg.maxPending) {
 		clear(s.slots)
 		clear(s.entries)
 		s.entries = s.entries[:0]
 	}
-	s.inFlight = true
+	s.flying, s.inFlight = batch, true
 	s.shipped++
 	return batch
 }
@@ -374,6 +380,13 @@ func (s *Sender) takeLocked() []messages.VChannelCheckpoint {
 func (s *Sender) ship(batch []messages.VChannelCheckpoint) {
 	s.root.RequestWithCustomSender(s.pchannel, &messages.UpdateBatch{Updates: batch}, s.replies)
 }
+
+// batchConsumed is a pchannel's answer to a Sender's UpdateBatch applied
+// in full when nothing but the pchannel saw it: the Sender shipped it to
+// the pchannel itself, no middleware or context decorator stands between
+// them, and no event holds it (see pchannel.exclusive). It is sent to a
+// Sender only, so no other requester meets it.
+type batchConsumed struct{}
 
 // replyProcess receives the pchannel's replies. It is a bare Process, as
 // protoactor's futures are, not an actor: a mailbox drops nil messages, and
@@ -387,28 +400,32 @@ var _ actor.Process = replyProcess{}
 func (p replyProcess) SendUserMessage(_ *actor.PID, message any) {
 	switch m := actor.UnwrapEnvelopeMessage(message).(type) {
 	case nil:
-		p.s.answer(nil, nil)
+		p.s.answer(nil, nil, false)
+	case batchConsumed:
+		p.s.answer(nil, nil, true)
 	case *messages.BatchError:
-		p.s.answer(m, nil)
+		p.s.answer(m, nil, false)
 	case *actor.DeadLetterResponse:
-		p.s.answer(nil, fmt.Errorf("%w: %w", ErrPChannelGone, actor.ErrDeadLetter))
+		p.s.answer(nil, fmt.Errorf("%w: %w", ErrPChannelGone, actor.ErrDeadLetter), false)
 	case error:
 		// Not expected from a pchannel answering an UpdateBatch; kept, not
 		// dropped.
-		p.s.answer(&messages.BatchError{Rejected: []messages.Rejection{{Err: m}}}, nil)
+		p.s.answer(&messages.BatchError{Rejected: []messages.Rejection{{Err: m}}}, nil, false)
 	}
 }
 
 func (p replyProcess) SendSystemMessage(_ *actor.PID, message any) {
 	if _, ok := message.(*actor.Terminated); ok {
-		p.s.answer(nil, ErrPChannelGone)
+		p.s.answer(nil, ErrPChannelGone, false)
 	}
 }
 
 func (p replyProcess) Stop(*actor.PID) {}
 
 // answer ends the batch in flight; gone, when set, ends the Sender.
-func (s *Sender) answer(rejected *messages.BatchError, gone error) {
+// consumed is the pchannel's word that nothing holds the batch any more:
+// its buffer is taken back.
+func (s *Sender) answer(rejected *messages.BatchError, gone error, consumed bool) {
 	s.mu.Lock()
 	if gone != nil && s.gone == nil {
 		s.gone = gone
@@ -433,6 +450,11 @@ func (s *Sender) answer(rejected *messages.BatchError, gone error) {
 	if s.inFlight {
 		s.answered++
 		s.inFlight = false
+		if consumed && rejected == nil && gone == nil {
+			clear(s.flying)
+			s.spare = s.flying[:0]
+		}
+		s.flying = nil
 		if len(s.pending) > 0 && s.gone == nil {
 			next = s.takeLocked()
 		}

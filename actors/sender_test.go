@@ -403,3 +403,51 @@ func TestSenderNeverChangesADeliveredBatch(t *testing.T) {
 		require.Equal(t, copies[i], kept[i].Updates, "batch %d changed after delivery", i)
 	}
 }
+
+// An actor between a Sender and the pchannel may keep what it forwards: the
+// Sender must not build a later batch in a buffer it shipped.
+func TestSenderNeverChangesABatchAnActorForwarded(t *testing.T) {
+	r := newSenderRig(t, kafkaAt(2, 0))
+	var mu sync.Mutex
+	var kept []*messages.UpdateBatch
+	var copies [][]messages.VChannelCheckpoint
+	proxy := r.system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		if b, ok := ctx.Message().(*messages.UpdateBatch); ok {
+			mu.Lock()
+			kept = append(kept, b)
+			copies = append(copies, slices.Clone(b.Updates))
+			mu.Unlock()
+			ctx.RequestWithCustomSender(r.pchannel, b, ctx.Sender())
+		}
+	}))
+	t.Cleanup(func() { _ = r.system.Root.StopFuture(proxy).Wait() })
+	s := newTestSender(t, r.system, proxy)
+	for k := int64(1); k <= 5; k++ {
+		require.NoError(t, s.Update("v0", wal.KafkaID(k)))
+		require.NoError(t, s.Update("v1", wal.KafkaID(k)))
+		require.NoError(t, s.Flush(ctx10s(t)))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	require.GreaterOrEqual(t, len(kept), 5)
+	for i := range kept {
+		require.Equal(t, copies[i], kept[i].Updates, "batch %d changed after delivery", i)
+	}
+}
+
+// Straight to the pchannel, with nothing in between, the Sender takes a
+// consumed batch's buffer back: a busy Sender allocates nothing. And a
+// request of an UpdateBatch from anyone else is still answered nil.
+func TestSenderReusesAConsumedBatch(t *testing.T) {
+	r := newSenderRig(t, kafkaAt(2, 0))
+	s := newTestSender(t, r.system, r.pchannel)
+	require.NoError(t, s.Update("v0", wal.KafkaID(1)))
+	require.NoError(t, s.Flush(ctx10s(t)))
+	s.mu.Lock()
+	spare := cap(s.spare)
+	s.mu.Unlock()
+	require.Positive(t, spare, "the consumed batch's buffer was not taken back")
+
+	require.NoError(t, Request(ctx10s(t), r.system.Root, r.pchannel,
+		&messages.UpdateBatch{Updates: []messages.VChannelCheckpoint{{VChannel: "v1", Checkpoint: wal.KafkaID(1)}}}))
+}
