@@ -188,6 +188,11 @@
 // of the last minute (Initial × Multiplier^(n-1), capped at Max); it keeps
 // no more of them than reach the cap.
 //
+// Should handling a request panic the PChannel actor (a bug, or an ID
+// type whose comparison panics), its supervisor restarts or stops it as
+// for any actor, and the request is answered at once with a
+// PChannelPanicError rather than never.
+//
 // A nil command pointer is rejected with messages.ErrNilCommand, like any
 // other bad command: it changes nothing and never panics the actor. A
 // vchannel name no catalog or log can carry (over 512 bytes, not UTF-8, a

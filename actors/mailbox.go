@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"fmt"
 	"reflect"
 	"runtime"
 	"sync"
@@ -55,6 +56,8 @@ type mailbox struct {
 	// pool runs the mailbox, when it belongs to an actor: its system's
 	// (poolOf). Without one, the dispatcher does.
 	pool *pool
+	// root answers a request whose handler panicked (answerPanicked).
+	root *actor.RootContext
 	// direct allows directUpdater: the system records no per-message
 	// metrics, and the actor has no middleware, that it would skip.
 	direct bool
@@ -136,6 +139,7 @@ func (m *mailbox) RegisterHandlers(invoker actor.MessageInvoker, dispatcher acto
 	m.invoker, m.dispatcher = invoker, dispatcher
 	m.context, _ = invoker.(interface{ Actor() actor.Actor })
 	if c, ok := invoker.(interface{ ActorSystem() *actor.ActorSystem }); ok {
+		m.root = c.ActorSystem().Root
 		m.pool = poolOf(c.ActorSystem())
 		m.direct = c.ActorSystem().Config.MetricsProvider == nil && plainDispatch(invoker)
 	}
@@ -219,6 +223,7 @@ func (m *mailbox) run() {
 	var msg any
 	defer func() {
 		if r := recover(); r != nil {
+			m.answerPanicked(msg, r)
 			m.invoker.EscalateFailure(r, msg)
 		}
 	}()
@@ -310,6 +315,19 @@ func plainDispatch(ctx any) bool {
 		}
 	}
 	return true
+}
+
+// answerPanicked answers a request whose handler panicked with a
+// PChannelPanicError. The actor restarts or stops, as its supervisor
+// decides, and its answer would never come: a caller of Request would
+// learn at its deadline, and a Sender, which has no deadline, would wait
+// for good with its batch in flight.
+func (m *mailbox) answerPanicked(msg, reason any) {
+	env, ok := msg.(*actor.MessageEnvelope)
+	if !ok || env.Sender == nil || m.root == nil {
+		return
+	}
+	m.root.Send(env.Sender, &PChannelPanicError{Command: fmt.Sprintf("%T", env.Message), Value: reason})
 }
 
 // runAfter runs t on the mailbox's goroutine once the mailbox has let go

@@ -128,3 +128,28 @@ func LoggerFactory(l *zap.Logger) func(*actor.ActorSystem) *slog.Logger {
 		return slog.New(zapslog.NewHandler(l.Core(), zapslog.WithName("protoactor"))).With("system", system.ID)
 	}
 }
+
+// PChannelPanicError answers a request (Request, GetState, a Sender's
+// batch) whose handling panicked the pchannel: a bug, or a WAL's ID type
+// whose comparison panics. The pchannel restarts or stops, as its
+// supervisor decides; what the command did before the panic is not
+// known. errors.Is(err, ErrPChannelPanicked) matches it.
+type PChannelPanicError struct {
+	Command string // the type of the message being handled
+	Value   any    // what the handler panicked with
+}
+
+// ErrPChannelPanicked matches every PChannelPanicError.
+var ErrPChannelPanicked = errors.New("lowwater: pchannel panicked")
+
+func (e *PChannelPanicError) Error() string {
+	return fmt.Sprintf("lowwater: pchannel panicked handling %s: %v", e.Command, e.Value)
+}
+
+// Unwrap gives ErrPChannelPanicked, and the panic's own error if it was one.
+func (e *PChannelPanicError) Unwrap() []error {
+	if err, ok := e.Value.(error); ok {
+		return []error{ErrPChannelPanicked, err}
+	}
+	return []error{ErrPChannelPanicked}
+}
