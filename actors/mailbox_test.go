@@ -286,3 +286,18 @@ func TestMailboxChainOfTasksDoesNotRecurse(t *testing.T) {
 	}
 	require.Less(t, r.maxDepth, 64, "the stack grows with the chain")
 }
+
+// The count of waiting messages is right once a run ends, with more
+// messages than a segment holds and more than a run takes in a row.
+func TestMailboxCountsWhatWaits(t *testing.T) {
+	r := &invoker{}
+	m := newTestMailbox(r) // runs on the posting goroutine
+	m.PostSystemMessage(&actor.SuspendMailbox{})
+	for i := range 1000 {
+		m.PostUserMessage(i)
+	}
+	require.Equal(t, 1000, m.UserMessageCount())
+	m.PostSystemMessage(&actor.ResumeMailbox{})
+	require.Len(t, r.messages(), 1000)
+	require.Equal(t, 0, m.UserMessageCount())
+}
