@@ -46,6 +46,7 @@ func TestMailboxDirectPathOnlyWherePlain(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		system []actor.ConfigOption
+		setup  func(*actor.ActorSystem)
 		props  []actor.PropsOption
 		want   bool
 	}{
@@ -53,10 +54,16 @@ func TestMailboxDirectPathOnlyWherePlain(t *testing.T) {
 		{name: "receiver middleware", props: []actor.PropsOption{actor.WithReceiverMiddleware(passThrough)}},
 		{name: "context decorator", props: []actor.PropsOption{actor.WithContextDecorator(decorate)}},
 		{name: "metrics provider", system: []actor.ConfigOption{actor.WithMetricProviders(noop.NewMeterProvider())}},
+		{name: "metrics registered by hand", setup: func(sys *actor.ActorSystem) {
+			sys.Extensions.Register(actor.NewMetrics(sys, noop.NewMeterProvider()))
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			system := actor.NewActorSystem(append(tc.system, actor.WithLoggerFactory(LoggerFactory(zap.NewNop())))...)
 			t.Cleanup(system.Shutdown)
+			if tc.setup != nil {
+				tc.setup(system)
+			}
 			mb := spawnWithMailbox(t, system, tc.props...)
 			require.Equal(t, tc.want, mb.direct)
 		})

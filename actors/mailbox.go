@@ -141,7 +141,7 @@ func (m *mailbox) RegisterHandlers(invoker actor.MessageInvoker, dispatcher acto
 	if c, ok := invoker.(interface{ ActorSystem() *actor.ActorSystem }); ok {
 		m.root = c.ActorSystem().Root
 		m.pool = poolOf(c.ActorSystem())
-		m.direct = c.ActorSystem().Config.MetricsProvider == nil && plainDispatch(invoker)
+		m.direct = !metered(c.ActorSystem()) && plainDispatch(invoker)
 	}
 }
 
@@ -292,6 +292,15 @@ func (m *mailbox) directUpdater() directUpdater {
 	}
 	d, _ := m.context.Actor().(directUpdater)
 	return d
+}
+
+// metered reports whether protoactor records per-message metrics in sys:
+// its Metrics extension is enabled (a metrics provider was configured).
+func metered(sys *actor.ActorSystem) bool {
+	poolsMu.Lock() // the extension registry is not safe for concurrent use
+	defer poolsMu.Unlock()
+	m, ok := sys.Extensions.Get((*actor.Metrics)(nil).ExtensionID()).(*actor.Metrics)
+	return ok && m.Enabled()
 }
 
 // plainDispatch reports whether protoactor hands a user message to the
