@@ -78,3 +78,34 @@ func TestRequestThatPanicsThePChannelIsAnswered(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, map[string]wal.MessageID{"v": brittleID(20)}, st.Checkpoints)
 }
+
+// An ID whose comparison panics in the producer's own Update is rejected
+// as corrupt there; the Sender, and the pchannel it answers to, carry on.
+func TestSenderRejectsAnIDWhoseComparisonPanics(t *testing.T) {
+	require.NoError(t, registerBrittle())
+	system := actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(zap.NewNop())))
+	t.Cleanup(system.Shutdown)
+	catalog := persistence.NewMemory()
+	t.Cleanup(func() { _ = catalog.Close() })
+	props, err := NewProps("p", brittleWAL, catalog, WithVChannels(map[string]wal.MessageID{"v": brittleID(1)}))
+	require.NoError(t, err)
+	pid := system.Root.Spawn(props)
+	t.Cleanup(func() { _ = system.Root.PoisonFuture(pid).Wait() })
+
+	// A gate holds the first batch, so that later updates of v find one
+	// waiting and are compared with it in Update.
+	g := &gate{target: pid}
+	gpid := system.Root.Spawn(g.props())
+	t.Cleanup(func() { _ = system.Root.StopFuture(gpid).Wait() })
+	s := newTestSender(t, system, gpid)
+	require.NoError(t, s.Update("w", brittleID(2))) // shipped, held by the gate
+	require.NoError(t, s.Update("v", brittleID(5))) // waits
+	require.ErrorIs(t, s.Update("v", brittleMark), wal.ErrCorruptID)
+	require.NoError(t, s.Update("v", brittleID(6)))
+	system.Root.Send(gpid, gateRelease{})
+	err = s.Flush(ctx10s(t)) // w is unknown to the pchannel
+	require.ErrorIs(t, err, messages.ErrVChannelNotFound)
+	st, err := GetState(ctx10s(t), system.Root, pid, IncludeCheckpoints())
+	require.NoError(t, err)
+	require.Equal(t, map[string]wal.MessageID{"v": brittleID(6)}, st.Checkpoints)
+}

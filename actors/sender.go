@@ -73,7 +73,8 @@ func WithFullWait(d time.Duration) SenderOption {
 //     it can judge alone: an empty vchannel name, a nil checkpoint, an ID
 //     that is not one of package wal's, and a checkpoint below (or of another
 //     WAL than) the one still waiting for the same vchannel
-//     (messages.ErrCheckpointRollback). A rejected update changes nothing.
+//     (messages.ErrCheckpointRollback), or one whose comparison with it
+//     panics (wal.ErrCorruptID). A rejected update changes nothing.
 //   - What the actor rejects (an unknown vchannel, a rollback below the
 //     applied checkpoint) is reported per flush: Flush and Close return a
 //     *messages.BatchError naming each rejected vchannel with its error
@@ -192,7 +193,12 @@ func (s *Sender) Update(vchannel string, checkpoint wal.MessageID) error {
 				s.mu.Unlock()
 				return fmt.Errorf("%w: vchannel %q: %s after %s", messages.ErrWALMismatch, vchannel, checkpoint, old)
 			}
-			if checkpoint.LT(c.Checkpoint) {
+			lower, err := below(vchannel, checkpoint, c.Checkpoint)
+			if err != nil {
+				s.mu.Unlock()
+				return err
+			}
+			if lower {
 				old := c.Checkpoint
 				s.mu.Unlock()
 				return fmt.Errorf("%w: vchannel %q: %s is below %s", messages.ErrCheckpointRollback, vchannel, checkpoint, old)
@@ -236,6 +242,19 @@ func (s *Sender) Update(vchannel string, checkpoint wal.MessageID) error {
 	s.mu.Unlock()
 	s.ship(batch)
 	return nil
+}
+
+// below reports whether checkpoint is below old, both IDs of one
+// registered WAL. The ID type may be a third party's whose LT panics: the
+// update is then rejected as corrupt (wal.ErrCorruptID), and the Sender,
+// whose mutex the caller holds, carries on unchanged.
+func below(vchannel string, checkpoint, old wal.MessageID) (lower bool, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			lower, err = false, fmt.Errorf("%w: vchannel %q: %T.LT panicked: %v", wal.ErrCorruptID, vchannel, checkpoint, r)
+		}
+	}()
+	return checkpoint.LT(old), nil
 }
 
 // senderEntry is where a vchannel waits in pending, while gen is the
@@ -287,8 +306,19 @@ func (s *Sender) usable() error {
 
 // Flush ships what is buffered and waits until the actor has answered every
 // batch holding an update made before the call, or ctx ends. It returns the
-// errors received since the previous Flush (see Sender), or ctx's error.
+// errors received since the previous Flush (see Sender), or ctx's error;
+// after Close, ErrSenderClosed.
 func (s *Sender) Flush(ctx context.Context) error {
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
+	if closed {
+		return ErrSenderClosed
+	}
+	return s.flush(ctx)
+}
+
+func (s *Sender) flush(ctx context.Context) error {
 	s.mu.Lock()
 	target := s.shipped
 	if len(s.pending) > 0 {
@@ -320,7 +350,7 @@ func (s *Sender) Close(ctx context.Context) error {
 	}
 	s.closed = true
 	s.mu.Unlock()
-	err := s.Flush(ctx)
+	err := s.flush(ctx)
 	s.mu.Lock()
 	gone := s.gone != nil
 	s.mu.Unlock()

@@ -451,3 +451,13 @@ func TestSenderReusesAConsumedBatch(t *testing.T) {
 	require.NoError(t, Request(ctx10s(t), r.system.Root, r.pchannel,
 		&messages.UpdateBatch{Updates: []messages.VChannelCheckpoint{{VChannel: "v1", Checkpoint: wal.KafkaID(1)}}}))
 }
+
+func TestSenderFailsEveryCallAfterClose(t *testing.T) {
+	r := newSenderRig(t, kafkaAt(1, 0))
+	s, err := NewSender(r.system, r.pchannel)
+	require.NoError(t, err)
+	require.NoError(t, s.Close(ctx10s(t)))
+	require.ErrorIs(t, s.Update("v0", wal.KafkaID(1)), ErrSenderClosed)
+	require.ErrorIs(t, s.Flush(ctx10s(t)), ErrSenderClosed)
+	require.ErrorIs(t, s.Close(ctx10s(t)), ErrSenderClosed)
+}
