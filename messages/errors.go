@@ -64,10 +64,13 @@ func (e *BatchError) Error() string {
 	fmt.Fprintf(&b, "lowwater: %d update(s) rejected:", len(e.Rejected))
 	for i, r := range e.Rejected {
 		if i == 3 {
-			fmt.Fprintf(&b, " and %d more", len(e.Rejected)-i)
+			fmt.Fprintf(&b, "; and %d more", len(e.Rejected)-i)
 			break
 		}
-		fmt.Fprintf(&b, " [%d] %s: %v;", r.Index, r.VChannel, r.Err)
+		if i > 0 {
+			b.WriteByte(';')
+		}
+		fmt.Fprintf(&b, " [%d] %s: %v", r.Index, r.VChannel, r.Err)
 	}
 	return b.String()
 }
