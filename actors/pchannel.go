@@ -838,7 +838,11 @@ func (p *pchannel) flush(ctx actor.Context, deadline time.Time) {
 		p.unflushed = messages.ErrFlushTimeout
 		return
 	}
-	if _, err := ctx.RequestFuture(p.persister, &flushRequest{}, left).Result(); err != nil {
+	res, err := ctx.RequestFuture(p.persister, &flushRequest{}, left).Result()
+	if failed, ok := res.(error); ok && err == nil {
+		err = failed // the persister panicked handling it (answerPanicked)
+	}
+	if err != nil {
 		p.unflushed = fmt.Errorf("%w: %w", messages.ErrFlushTimeout, err)
 	}
 }

@@ -68,11 +68,14 @@ func GetState(ctx context.Context, sender actor.SenderContext, pchannel *actor.P
 	if err != nil {
 		return nil, err
 	}
-	s, ok := res.(*messages.State)
-	if !ok {
+	switch r := res.(type) {
+	case *messages.State:
+		return r, nil
+	case error: // PChannelPanicError
+		return nil, r
+	default:
 		return nil, fmt.Errorf("lowwater: unexpected reply %T to GetState", res)
 	}
-	return s, nil
 }
 
 // ErrNoPChannel is returned by Request and GetState for a nil sender or
