@@ -47,10 +47,9 @@ var registerBrittle = sync.OnceValue(func() error {
 	})
 })
 
-// A request whose handling panics the pchannel is answered at once with a
-// PChannelPanicError, and a Sender whose batch did so carries on once the
-// pchannel has restarted.
-func TestRequestThatPanicsThePChannelIsAnswered(t *testing.T) {
+// spawnBrittle spawns a pchannel of the brittle WAL, tracking v at 1.
+func spawnBrittle(t *testing.T) (*actor.ActorSystem, *actor.PID) {
+	t.Helper()
 	require.NoError(t, registerBrittle())
 	system := actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(zap.NewNop())))
 	t.Cleanup(system.Shutdown)
@@ -60,9 +59,17 @@ func TestRequestThatPanicsThePChannelIsAnswered(t *testing.T) {
 	require.NoError(t, err)
 	pid := system.Root.Spawn(props)
 	t.Cleanup(func() { _ = system.Root.PoisonFuture(pid).Wait() })
+	return system, pid
+}
+
+// A request whose handling panics the pchannel is answered at once with a
+// PChannelPanicError, and a Sender whose batch did so carries on once the
+// pchannel has restarted.
+func TestRequestThatPanicsThePChannelIsAnswered(t *testing.T) {
+	system, pid := spawnBrittle(t)
 
 	start := time.Now()
-	err = Request(ctxtest.Within(time.Minute), system.Root, pid, &messages.UpdateCheckpoint{VChannel: "v", Checkpoint: brittleMark})
+	err := Request(ctxtest.Within(time.Minute), system.Root, pid, &messages.UpdateCheckpoint{VChannel: "v", Checkpoint: brittleMark})
 	require.ErrorIs(t, err, ErrPChannelPanicked)
 	var pe *PChannelPanicError
 	require.True(t, errors.As(err, &pe))
@@ -82,15 +89,7 @@ func TestRequestThatPanicsThePChannelIsAnswered(t *testing.T) {
 // An ID whose comparison panics in the producer's own Update is rejected
 // as corrupt there; the Sender, and the pchannel it answers to, carry on.
 func TestSenderRejectsAnIDWhoseComparisonPanics(t *testing.T) {
-	require.NoError(t, registerBrittle())
-	system := actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(zap.NewNop())))
-	t.Cleanup(system.Shutdown)
-	catalog := persistence.NewMemory()
-	t.Cleanup(func() { _ = catalog.Close() })
-	props, err := NewProps("p", brittleWAL, catalog, WithVChannels(map[string]wal.MessageID{"v": brittleID(1)}))
-	require.NoError(t, err)
-	pid := system.Root.Spawn(props)
-	t.Cleanup(func() { _ = system.Root.PoisonFuture(pid).Wait() })
+	system, pid := spawnBrittle(t)
 
 	// A gate holds the first batch, so that later updates of v find one
 	// waiting and are compared with it in Update.
@@ -103,7 +102,7 @@ func TestSenderRejectsAnIDWhoseComparisonPanics(t *testing.T) {
 	require.ErrorIs(t, s.Update("v", brittleMark), wal.ErrCorruptID)
 	require.NoError(t, s.Update("v", brittleID(6)))
 	system.Root.Send(gpid, gateRelease{})
-	err = s.Flush(ctx10s(t)) // w is unknown to the pchannel
+	err := s.Flush(ctx10s(t)) // w is unknown to the pchannel
 	require.ErrorIs(t, err, messages.ErrVChannelNotFound)
 	st, err := GetState(ctx10s(t), system.Root, pid, IncludeCheckpoints())
 	require.NoError(t, err)

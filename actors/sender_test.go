@@ -365,6 +365,45 @@ func TestSenderLeavesARejectedBatchToItsEvent(t *testing.T) {
 	}, b.Updates)
 }
 
+// batchKeeper keeps every UpdateBatch it is shown, with a copy of it as it
+// was then, as a middleware or an actor in between may.
+type batchKeeper struct {
+	mu     sync.Mutex
+	kept   []*messages.UpdateBatch
+	copies [][]messages.VChannelCheckpoint
+}
+
+func (k *batchKeeper) keep(msg any) {
+	if b, ok := msg.(*messages.UpdateBatch); ok {
+		k.mu.Lock()
+		k.kept = append(k.kept, b)
+		k.copies = append(k.copies, slices.Clone(b.Updates))
+		k.mu.Unlock()
+	}
+}
+
+// requireUnchanged checks that every batch kept is as it was delivered.
+func (k *batchKeeper) requireUnchanged(t *testing.T) {
+	t.Helper()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	require.GreaterOrEqual(t, len(k.kept), 5)
+	for i := range k.kept {
+		require.Equal(t, k.copies[i], k.kept[i].Updates, "batch %d changed after delivery", i)
+	}
+}
+
+// sendRounds updates two vchannels and flushes, five times over; each
+// flush returns once the batch went past whoever keeps it.
+func sendRounds(t *testing.T, s *Sender) {
+	t.Helper()
+	for k := int64(1); k <= 5; k++ {
+		require.NoError(t, s.Update("v0", wal.KafkaID(k)))
+		require.NoError(t, s.Update("v1", wal.KafkaID(k)))
+		require.NoError(t, s.Flush(ctx10s(t)))
+	}
+}
+
 // A shipped batch is its receivers': a receiver middleware that keeps the
 // batches it sees finds each as it was sent, rounds later.
 func TestSenderNeverChangesADeliveredBatch(t *testing.T) {
@@ -374,65 +413,33 @@ func TestSenderNeverChangesADeliveredBatch(t *testing.T) {
 	t.Cleanup(func() { _ = catalog.Close() })
 	props, err := NewProps("p", wal.Kafka, catalog, WithVChannels(kafkaAt(2, 0)))
 	require.NoError(t, err)
-	var mu sync.Mutex
-	var kept []*messages.UpdateBatch
-	var copies [][]messages.VChannelCheckpoint
+	var k batchKeeper
 	props.Configure(actor.WithReceiverMiddleware(func(next actor.ReceiverFunc) actor.ReceiverFunc {
 		return func(ctx actor.ReceiverContext, env *actor.MessageEnvelope) {
-			if b, ok := env.Message.(*messages.UpdateBatch); ok {
-				mu.Lock()
-				kept = append(kept, b)
-				copies = append(copies, slices.Clone(b.Updates))
-				mu.Unlock()
-			}
+			k.keep(env.Message)
 			next(ctx, env)
 		}
 	}))
 	pid := system.Root.Spawn(props)
 	t.Cleanup(func() { _ = system.Root.PoisonFuture(pid).Wait() })
-	s := newTestSender(t, system, pid)
-	for k := int64(1); k <= 5; k++ {
-		require.NoError(t, s.Update("v0", wal.KafkaID(k)))
-		require.NoError(t, s.Update("v1", wal.KafkaID(k)))
-		require.NoError(t, s.Flush(ctx10s(t))) // the middleware ran before the answer
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	require.GreaterOrEqual(t, len(kept), 5)
-	for i := range kept {
-		require.Equal(t, copies[i], kept[i].Updates, "batch %d changed after delivery", i)
-	}
+	sendRounds(t, newTestSender(t, system, pid))
+	k.requireUnchanged(t)
 }
 
 // An actor between a Sender and the pchannel may keep what it forwards: the
 // Sender must not build a later batch in a buffer it shipped.
 func TestSenderNeverChangesABatchAnActorForwarded(t *testing.T) {
 	r := newSenderRig(t, kafkaAt(2, 0))
-	var mu sync.Mutex
-	var kept []*messages.UpdateBatch
-	var copies [][]messages.VChannelCheckpoint
+	var k batchKeeper
 	proxy := r.system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
 		if b, ok := ctx.Message().(*messages.UpdateBatch); ok {
-			mu.Lock()
-			kept = append(kept, b)
-			copies = append(copies, slices.Clone(b.Updates))
-			mu.Unlock()
+			k.keep(b)
 			ctx.RequestWithCustomSender(r.pchannel, b, ctx.Sender())
 		}
 	}))
 	t.Cleanup(func() { _ = r.system.Root.StopFuture(proxy).Wait() })
-	s := newTestSender(t, r.system, proxy)
-	for k := int64(1); k <= 5; k++ {
-		require.NoError(t, s.Update("v0", wal.KafkaID(k)))
-		require.NoError(t, s.Update("v1", wal.KafkaID(k)))
-		require.NoError(t, s.Flush(ctx10s(t)))
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	require.GreaterOrEqual(t, len(kept), 5)
-	for i := range kept {
-		require.Equal(t, copies[i], kept[i].Updates, "batch %d changed after delivery", i)
-	}
+	sendRounds(t, newTestSender(t, r.system, proxy))
+	k.requireUnchanged(t)
 }
 
 // Straight to the pchannel, with nothing in between, the Sender takes a
