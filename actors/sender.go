@@ -115,9 +115,9 @@ type Sender struct {
 	// (a middleware, a CommandRejected event, an actor in between): once
 	// sent, a message is its receivers'.
 	spare []messages.VChannelCheckpoint
-	// flying is the batch in flight, if any.
-	flying   []messages.VChannelCheckpoint
-	inFlight bool
+	// flying is the batch in flight, nil when none: at most one is, and
+	// it is never empty.
+	flying []messages.VChannelCheckpoint
 	// shipped and answered count batches; answered <= shipped.
 	shipped, answered uint64
 	// progress, when someone waits, is closed and cleared when a batch is
@@ -234,7 +234,7 @@ func (s *Sender) Update(vchannel string, checkpoint wal.MessageID) error {
 			return fmt.Errorf("%w: %d vchannels waiting", ErrSenderFull, s.cfg.maxPending)
 		}
 	}
-	if s.inFlight {
+	if s.flying != nil {
 		s.mu.Unlock()
 		return nil
 	}
@@ -400,7 +400,7 @@ func (s *Sender) takeLocked() []messages.VChannelCheckpoint {
 		clear(s.entries)
 		s.entries = s.entries[:0]
 	}
-	s.flying, s.inFlight = batch, true
+	s.flying = batch
 	s.shipped++
 	return batch
 }
@@ -477,9 +477,8 @@ func (s *Sender) answer(rejected *messages.BatchError, gone error, consumed bool
 		}
 	}
 	var next []messages.VChannelCheckpoint
-	if s.inFlight {
+	if s.flying != nil {
 		s.answered++
-		s.inFlight = false
 		if consumed && rejected == nil && gone == nil {
 			clear(s.flying)
 			s.spare = s.flying[:0]
