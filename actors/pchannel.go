@@ -331,22 +331,14 @@ func (p *pchannel) started(ctx actor.Context) {
 // update applies one UpdateCheckpoint; the caller answers its sender.
 func (p *pchannel) update(m *messages.UpdateCheckpoint) error {
 	if m == nil {
-		p.reject(m, messages.ErrNilCommand)
-		return messages.ErrNilCommand
+		return p.settle(m, nil, false, messages.ErrNilCommand)
 	}
 	from := p.tracker.Minimum()
 	advanced, err := p.tracker.Update(m.VChannel, m.Checkpoint)
-	if err != nil {
-		p.reject(m, err)
-		return err
-	}
-	if p.cfg.counters != nil {
+	if err == nil && p.cfg.counters != nil {
 		p.cfg.counters.updates.Add(1)
 	}
-	if advanced {
-		p.advanced(from)
-	}
-	return nil
+	return p.settle(m, from, advanced, err)
 }
 
 // updateDirect is the mailbox's way to apply an UpdateCheckpoint sent
@@ -363,19 +355,24 @@ func (p *pchannel) updateDirect(m *messages.UpdateCheckpoint) bool {
 
 // applied finishes a single command: reply, events, persister.
 func (p *pchannel) applied(ctx actor.Context, cmd messages.Command, from wal.MessageID, advanced bool, err error) {
+	err = p.settle(cmd, from, advanced, err)
+	if ctx.Sender() != nil {
+		ctx.Respond(err)
+	}
+}
+
+// settle finishes a single command but for its reply, which it returns:
+// a rejection is published and logged, a rise of the minimum from from
+// is published and handed on.
+func (p *pchannel) settle(cmd messages.Command, from wal.MessageID, advanced bool, err error) error {
 	if err != nil {
 		p.reject(cmd, err)
-		if ctx.Sender() != nil {
-			ctx.Respond(err)
-		}
-		return
+		return err
 	}
 	if advanced {
 		p.advanced(from)
 	}
-	if ctx.Sender() != nil {
-		ctx.Respond(nil)
-	}
+	return nil
 }
 
 func (p *pchannel) updateBatch(ctx actor.Context, m *messages.UpdateBatch) {
