@@ -410,8 +410,11 @@ type mpsc struct {
 	popped atomic.Int64
 	taken  int64
 	// head and at are the consumer's: the segment and cell it reads next.
-	head *segment
-	at   int
+	// Cells of head from cleared to at still hold messages taken: pop
+	// leaves them (see settle).
+	head    *segment
+	at      int
+	cleared int
 }
 
 const segmentCells = 8
@@ -472,25 +475,31 @@ func (q *mpsc) pop() (any, bool) {
 		if next == nil {
 			return nil, false
 		}
-		q.head, q.at = next, 0
+		q.head, q.at, q.cleared = next, 0, 0
 	}
 	c := &q.head.cells[q.at]
 	if !c.ready.Load() {
 		return nil, false
 	}
 	msg := c.msg
-	c.msg = nil
 	q.at++
 	q.taken++
 	return msg, true
 }
 
-// settle makes the pops so far count in len. Only the consumer may call
-// it: the mailbox does when a run ends or yields.
+// settle makes the pops so far count in len, and lets go of the messages
+// they took that the head segment still holds (older segments are
+// garbage already). pop leaves them: clearing a cell wrote to the cache
+// line the producers write next, taking it from their core on every
+// message, a seventh of a single update. Only the consumer may call it:
+// the mailbox does when a run ends or yields.
 func (q *mpsc) settle() {
 	if q.taken != 0 {
 		q.popped.Add(q.taken)
 		q.taken = 0
+	}
+	for ; q.cleared < q.at; q.cleared++ {
+		q.head.cells[q.cleared].msg = nil
 	}
 }
 

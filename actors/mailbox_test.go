@@ -301,3 +301,19 @@ func TestMailboxCountsWhatWaits(t *testing.T) {
 	require.Len(t, r.messages(), 1000)
 	require.Equal(t, 0, m.UserMessageCount())
 }
+
+// A handled message must not stay reachable from the queue: an idle
+// mailbox would otherwise hold it (an UpdateBatch and its slice, say) for
+// as long as the mailbox lives.
+func TestMailboxKeepsNothingItHandled(t *testing.T) {
+	r := &invoker{}
+	m := newTestMailbox(r) // runs on the posting goroutine
+	for i := range segmentCells + 3 {
+		m.PostUserMessage(i)
+	}
+	require.Len(t, r.messages(), segmentCells+3)
+	require.Equal(t, 3, m.user.at, "the run ends inside the second segment")
+	for i := range m.user.head.cells {
+		require.Nil(t, m.user.head.cells[i].msg, "cell %d", i)
+	}
+}
