@@ -489,10 +489,12 @@ func (q *mpsc) pop() (any, bool) {
 
 // settle makes the pops so far count in len, and lets go of the messages
 // they took that the head segment still holds (older segments are
-// garbage already). pop leaves them: clearing a cell wrote to the cache
-// line the producers write next, taking it from their core on every
-// message, a seventh of a single update. Only the consumer may call it:
-// the mailbox does when a run ends or yields.
+// garbage already). pop leaves them: clearing a cell took the cache line
+// the producers write next from their core on every message, about a
+// seventh of a single update. So while a handler runs, up to
+// segmentCells-1 messages it has handled stay reachable; none do once
+// the run ends or yields. Only the consumer may call it: the mailbox does
+// then.
 func (q *mpsc) settle() {
 	if q.taken != 0 {
 		q.popped.Add(q.taken)

@@ -248,7 +248,8 @@ func (s *Sender) Update(vchannel string, checkpoint wal.MessageID) error {
 // registered WAL. The ID type may be a third party's whose LT panics: the
 // update is then rejected as corrupt (wal.ErrCorruptID), and the Sender,
 // whose mutex the caller holds, carries on unchanged. The built-in IDs,
-// whose LT cannot panic, skip the recover: it was a sixth of an update.
+// whose LT cannot panic, skip the recover: it was a fifth to a third of
+// an update.
 func below(vchannel string, checkpoint, old wal.MessageID) (bool, error) {
 	switch checkpoint.(type) {
 	case wal.KafkaID, wal.RocksMQID, wal.PulsarID, wal.WoodpeckerID:
