@@ -161,7 +161,7 @@ func report(goCmd string, count int, out, raw, pkg string) error {
 	fmt.Fprintf(&md, "- load average (1, 5, 15 min): %s at the start, %s at the end. The machine is shared: a row whose interval is wide, or that moves more than its interval between runs, is noise, not a figure.\n",
 		loadStart, loadEnd)
 	fmt.Fprintf(&md, "- raw output: [raw.txt](raw.txt) (%d interleaved rounds; every table below is `go tool benchstat` over it, with the arguments shown)\n\n", count)
-	md.WriteString("## Goals\n\nMedians over the rounds, with benchmath's 95 % confidence interval of the median; ratio = the first / the second.\n\n")
+	md.WriteString("## Goals\n\nMedians over the rounds, with benchmath's 95 % confidence interval of the median; ratio = the first / the second. Met: yes or no when the measured interval stands clear of the target's (the reference's interval times the bound); even when they overlap, with the medians' verdict beside it.\n\n")
 	md.WriteString("| goal | measured | reference | ratio | met |\n| --- | ---: | ---: | ---: | --- |\n")
 	res, err := read(raw)
 	if err != nil {
@@ -223,6 +223,12 @@ func (s samples) summary(name, unit string) (benchmath.Summary, bool) {
 	return benchmath.AssumeNothing.Summary(benchmath.NewSample(vs, &benchmath.DefaultThresholds), 0.95), true
 }
 
+// judge compares the numerator's median with the target: the
+// denominator's median times the bound (or the bound itself, for CPU per
+// save). It is "even" when the numerator's interval overlaps the target's,
+// the denominator's interval times the bound: the same code then comes
+// out on either side of the target from run to run, and the medians'
+// verdict, given beside it, is not a figure to quote.
 func judge(s samples, g goal) string {
 	num, ok1 := s.summary(fmt.Sprintf(g.bench, g.num), g.unit)
 	den, ok2 := s.summary(fmt.Sprintf(g.bench, g.den), g.unit)
@@ -230,17 +236,28 @@ func judge(s samples, g goal) string {
 		return fmt.Sprintf("| %s | n/a | n/a | n/a | not measured |\n", g.text)
 	}
 	ratio := num.Center / den.Center
-	var met bool
-	switch {
-	case g.unit == "cpu-µs/save":
-		met = num.Center <= g.most
-	case g.atLeast:
-		met = ratio >= g.least
-	default:
-		met = ratio <= g.most
-	}
 	return fmt.Sprintf("| %s | %s %s (%s) | %s %s (%s) | %.2f× | %s |\n", g.text,
-		num3(num.Center), g.unit, g.num+" "+interval(num), num3(den.Center), g.unit, g.den+" "+interval(den), ratio, yesNo(met))
+		num3(num.Center), g.unit, g.num+" "+interval(num), num3(den.Center), g.unit, g.den+" "+interval(den), ratio, verdict(g, num, den))
+}
+
+// verdict is judge's last column.
+func verdict(g goal, num, den benchmath.Summary) string {
+	bound := g.most
+	if g.atLeast {
+		bound = g.least
+	}
+	target := benchmath.Summary{Center: den.Center * bound, Lo: den.Lo * bound, Hi: den.Hi * bound}
+	if g.unit == "cpu-µs/save" {
+		target = benchmath.Summary{Center: g.most, Lo: g.most, Hi: g.most}
+	}
+	met := num.Center <= target.Center
+	if g.atLeast {
+		met = num.Center >= target.Center
+	}
+	if num.Hi < target.Lo || num.Lo > target.Hi {
+		return yesNo(met)
+	}
+	return "even (medians: " + yesNo(met) + ")"
 }
 
 func interval(s benchmath.Summary) string {
