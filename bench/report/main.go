@@ -161,7 +161,7 @@ func report(goCmd string, count int, out, raw, pkg string) error {
 	fmt.Fprintf(&md, "- load average (1, 5, 15 min): %s at the start, %s at the end. The machine is shared: a row whose interval is wide, or that moves more than its interval between runs, is noise, not a figure.\n",
 		loadStart, loadEnd)
 	fmt.Fprintf(&md, "- raw output: [raw.txt](raw.txt) (%d interleaved rounds; every table below is `go tool benchstat` over it, with the arguments shown)\n\n", count)
-	md.WriteString("## Goals\n\nMedians over the rounds, with benchmath's 95 % confidence interval of the median; ratio = the first / the second. Met: yes or no when the measured interval stands clear of the target's (the reference's interval times the bound); even when they overlap, with the medians' verdict beside it.\n\n")
+	md.WriteString("## Goals\n\nMedians over the rounds, with benchmath's 95 % confidence interval of the median; ratio = the first / the second. Met: yes or no on the medians when the rounds tell the measured figure from the target (the reference times the bound; benchstat's Mann-Whitney U test at α = 0.05), even when they do not, with the p-value and the medians' verdict beside it.\n\n")
 	md.WriteString("| goal | measured | reference | ratio | met |\n| --- | ---: | ---: | ---: | --- |\n")
 	res, err := read(raw)
 	if err != nil {
@@ -215,49 +215,53 @@ func read(path string) (samples, error) {
 	return s, r.Err()
 }
 
-func (s samples) summary(name, unit string) (benchmath.Summary, bool) {
-	vs := s[name][unit]
-	if len(vs) == 0 {
-		return benchmath.Summary{}, false
-	}
-	return benchmath.AssumeNothing.Summary(benchmath.NewSample(vs, &benchmath.DefaultThresholds), 0.95), true
-}
-
-// judge compares the numerator's median with the target: the
-// denominator's median times the bound (or the bound itself, for CPU per
-// save). It is "even" when the numerator's interval overlaps the target's,
-// the denominator's interval times the bound: the same code then comes
-// out on either side of the target from run to run, and the medians'
-// verdict, given beside it, is not a figure to quote.
+// judge compares the numerator with the target: the denominator times
+// the bound (or the bound itself, for CPU per save).
 func judge(s samples, g goal) string {
-	num, ok1 := s.summary(fmt.Sprintf(g.bench, g.num), g.unit)
-	den, ok2 := s.summary(fmt.Sprintf(g.bench, g.den), g.unit)
-	if !ok1 || !ok2 {
+	numVals, denVals := s[fmt.Sprintf(g.bench, g.num)][g.unit], s[fmt.Sprintf(g.bench, g.den)][g.unit]
+	if len(numVals) == 0 || len(denVals) == 0 {
 		return fmt.Sprintf("| %s | n/a | n/a | n/a | not measured |\n", g.text)
 	}
-	ratio := num.Center / den.Center
+	num, den := summarize(numVals), summarize(denVals)
 	return fmt.Sprintf("| %s | %s %s (%s) | %s %s (%s) | %.2f× | %s |\n", g.text,
-		num3(num.Center), g.unit, g.num+" "+interval(num), num3(den.Center), g.unit, g.den+" "+interval(den), ratio, verdict(g, num, den))
+		num3(num.Center), g.unit, g.num+" "+interval(num), num3(den.Center), g.unit, g.den+" "+interval(den),
+		num.Center/den.Center, verdict(g, numVals, denVals))
 }
 
-// verdict is judge's last column.
-func verdict(g goal, num, den benchmath.Summary) string {
-	bound := g.most
-	if g.atLeast {
-		bound = g.least
+// verdict is judge's last column: yes or no on the medians when the
+// rounds tell the numerator from the target (benchstat's own test,
+// Mann-Whitney U at α = 0.05), and "even" when they do not: the same
+// code then comes out on either side of the target from run to run, and
+// the medians' verdict, given beside it, is not a figure to quote.
+func verdict(g goal, numVals, denVals []float64) string {
+	target := make([]float64, len(denVals))
+	for i, v := range denVals {
+		target[i] = v * g.most
+		if g.atLeast {
+			target[i] = v * g.least
+		}
 	}
-	target := benchmath.Summary{Center: den.Center * bound, Lo: den.Lo * bound, Hi: den.Hi * bound}
 	if g.unit == "cpu-µs/save" {
-		target = benchmath.Summary{Center: g.most, Lo: g.most, Hi: g.most}
+		for i := range target {
+			target[i] = g.most
+		}
 	}
-	met := num.Center <= target.Center
+	num := benchmath.NewSample(numVals, &benchmath.DefaultThresholds)
+	tgt := benchmath.NewSample(target, &benchmath.DefaultThresholds)
+	numMedian, tgtMedian := summarize(numVals).Center, summarize(target).Center
+	met := numMedian <= tgtMedian
 	if g.atLeast {
-		met = num.Center >= target.Center
+		met = numMedian >= tgtMedian
 	}
-	if num.Hi < target.Lo || num.Lo > target.Hi {
+	c := benchmath.AssumeNothing.Compare(num, tgt)
+	if c.P < c.Alpha {
 		return yesNo(met)
 	}
-	return "even (medians: " + yesNo(met) + ")"
+	return fmt.Sprintf("even (p=%.2f; medians: %s)", c.P, yesNo(met))
+}
+
+func summarize(vs []float64) benchmath.Summary {
+	return benchmath.AssumeNothing.Summary(benchmath.NewSample(vs, &benchmath.DefaultThresholds), 0.95)
 }
 
 func interval(s benchmath.Summary) string {
