@@ -2,6 +2,7 @@ package wal
 
 import (
 	"errors"
+	"fmt"
 )
 
 // Name names a WAL, as registered in this package. It is a type of its own
@@ -83,4 +84,47 @@ func String(id MessageID) string {
 		return "<none>"
 	}
 	return id.String()
+}
+
+// Compare orders two IDs of one WAL: -1 when a is before b, 0 at the same
+// position, +1 after. It never panics: an ID type registered outside this
+// package may have an LT or EQ that panics on some values (bytes that
+// decoded to nonsense, say), and that gives ErrCorruptID, naming the
+// panic, so that a caller can refuse the ID instead of crashing. The
+// built-in IDs, whose methods cannot panic, are compared without the
+// recover.
+func Compare(a, b MessageID) (int, error) {
+	if BuiltIn(a) && BuiltIn(b) {
+		return compare(a, b), nil
+	}
+	return compareGuarded(a, b)
+}
+
+func compareGuarded(a, b MessageID) (c int, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			c, err = 0, fmt.Errorf("%w: comparing %T with %T panicked: %v", ErrCorruptID, a, b, r)
+		}
+	}()
+	return compare(a, b), nil
+}
+
+func compare(a, b MessageID) int {
+	switch {
+	case a.LT(b):
+		return -1
+	case a.EQ(b):
+		return 0
+	}
+	return 1
+}
+
+// BuiltIn reports whether id is one of this package's own ID types, whose
+// methods never panic: a caller may skip guarding them.
+func BuiltIn(id MessageID) bool {
+	switch id.(type) {
+	case KafkaID, RocksMQID, PulsarID, WoodpeckerID:
+		return true
+	}
+	return false
 }
