@@ -117,7 +117,9 @@
 //	                   ErrNotRecovered          once) → stopping
 //	actor Stopped      Stopped → stopped        Stopped → stopped           Stopped → stopped         -
 //
-// → fenced publishes OwnershipLost, stops the persister and the actor.
+// → fenced publishes OwnershipLost, stops the persister and the actor; so
+// does a tracker that lost the order of its vchannels (becomeBroken),
+// without the event.
 // Becoming running (the load result's "→ running") restarts the stall
 // clock (HeldSince := Recovered's time) and arms the stall timer if there
 // is a vchannel; → fenced and every Stopping disarm it.
@@ -188,10 +190,20 @@
 // of the last minute (Initial × Multiplier^(n-1), capped at Max); it keeps
 // no more of them than reach the cap.
 //
-// Should handling a request panic the PChannel actor (a bug, or an ID
-// type whose comparison panics), its supervisor restarts or stops it as
-// for any actor, and the request is answered at once with a
-// PChannelPanicError rather than never.
+// An ID of a WAL registered by the user (wal.Register) whose comparison
+// panics is bad input like any other: the command is rejected with
+// wal.ErrCorruptID and changes nothing. Should rebuilding the order of the
+// vchannels after it panic too, that order is lost: the actor stops at
+// once, saving nothing more, and Stopped says so (Reason wraps
+// wal.ErrCorruptID, no Dropped).
+//
+// Should handling a request panic the PChannel actor anyway (a bug, or a
+// receiver middleware added to its Props that panics), its supervisor
+// restarts or stops it as for any actor, and the request is answered at
+// once with a PChannelPanicError rather than never. A restarted actor goes
+// on with the vchannels as they were (added, dropped and moved since
+// spawn): it recovers its stored checkpoint again, and saves no minimum
+// above a live vchannel.
 //
 // A nil command pointer is rejected with messages.ErrNilCommand, like any
 // other bad command: it changes nothing and never panics the actor. A
@@ -202,7 +214,7 @@
 // Event subscribers run on the publishing actor's goroutine: a slow one
 // slows the pchannel. Keep handlers quick, or hand events to a channel. A
 // panicking one is logged ("event subscriber panicked") and crashes
-// neither actor: the PChannel actor's restart would forget the vchannels
-// added since spawn, and a persister's would cost a flush its time.
+// neither actor: a restart would recover the stored checkpoint again, and
+// a persister's would cost a flush its time.
 // Subscribers after it miss that event.
 package actors

@@ -77,7 +77,7 @@ func TestCrashesBounded(t *testing.T) {
 	require.NoError(t, err)
 	from, err := newSpawn(wal.Kafka, nil)
 	require.NoError(t, err)
-	p := newPChannel(cfg, from.tracker())
+	p := newPChannel(cfg, from)
 	p.events, p.phase = system.EventStream, stopping
 	rs := actor.NewRestartStatistics()
 	for range 1000 {

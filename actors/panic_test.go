@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +18,107 @@ import (
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/wal"
 )
+
+// boomVChannel is the vchannel whose updates panicky's middleware panics on:
+// a third party's middleware with a bug, the one way left to panic a
+// pchannel from outside.
+const boomVChannel = "boom"
+
+// spawnPanicky spawns a Kafka pchannel on catalog, tracking vchannels,
+// behind a receiver middleware that panics on any update of boomVChannel.
+func spawnPanicky(t *testing.T, catalog persistence.Catalog, vchannels map[string]wal.MessageID) (*actor.ActorSystem, *actor.PID) {
+	t.Helper()
+	// A restart leaves messages to the persister it stopped as dead
+	// letters; protoactor's throttle then waits one interval on a
+	// goroutine of its own.
+	system := actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(zap.NewNop())),
+		actor.WithDeadLetterThrottleInterval(time.Millisecond))
+	t.Cleanup(system.Shutdown)
+	props, err := NewProps("p", wal.Kafka, catalog, WithVChannels(vchannels))
+	require.NoError(t, err)
+	props.Configure(actor.WithReceiverMiddleware(func(next actor.ReceiverFunc) actor.ReceiverFunc {
+		return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
+			switch m := env.Message.(type) {
+			case *messages.UpdateCheckpoint:
+				if m.VChannel == boomVChannel {
+					panic("middleware bug")
+				}
+			case *messages.UpdateBatch:
+				for _, u := range m.Updates {
+					if u.VChannel == boomVChannel {
+						panic("middleware bug")
+					}
+				}
+			}
+			next(c, env)
+		}
+	}))
+	pid := system.Root.Spawn(props)
+	t.Cleanup(func() { _ = system.Root.PoisonFuture(pid).Wait() })
+	return system, pid
+}
+
+// A request whose handling panics the pchannel is answered at once with a
+// PChannelPanicError, and a Sender whose batch did so carries on once the
+// pchannel has restarted.
+func TestRequestThatPanicsThePChannelIsAnswered(t *testing.T) {
+	system, pid := spawnPanicky(t, persistence.NewMemory(), map[string]wal.MessageID{"v": wal.KafkaID(1), boomVChannel: wal.KafkaID(1)})
+
+	start := time.Now()
+	err := Request(ctxtest.Within(time.Minute), system.Root, pid, &messages.UpdateCheckpoint{VChannel: boomVChannel, Checkpoint: wal.KafkaID(2)})
+	require.ErrorIs(t, err, ErrPChannelPanicked)
+	var pe *PChannelPanicError
+	require.True(t, errors.As(err, &pe))
+	require.Equal(t, "*messages.UpdateCheckpoint", pe.Command)
+	require.Less(t, time.Since(start), 30*time.Second, "answered at once, not at the deadline")
+
+	s := newTestSender(t, system, pid)
+	require.NoError(t, s.Update(boomVChannel, wal.KafkaID(3)))
+	require.ErrorIs(t, s.Flush(ctxtest.Within(time.Minute)), ErrPChannelPanicked)
+	require.NoError(t, s.Update("v", wal.KafkaID(20)))
+	require.NoError(t, s.Flush(ctx10s(t)))
+	st, err := GetState(ctx10s(t), system.Root, pid, IncludeCheckpoints())
+	require.NoError(t, err)
+	require.Equal(t, map[string]wal.MessageID{"v": wal.KafkaID(20), boomVChannel: wal.KafkaID(1)}, st.Checkpoints)
+}
+
+// A pchannel restarted after a panic goes on with the vchannels as they
+// were: one added since spawn is still there, one dropped is still gone,
+// and no minimum above a live vchannel is ever saved (I1). It used to
+// start over from the vchannels given at spawn.
+func TestRestartKeepsTheVChannels(t *testing.T) {
+	catalog := persistence.NewMemory()
+	system, pid := spawnPanicky(t, catalog, map[string]wal.MessageID{"a": wal.KafkaID(10), "b": wal.KafkaID(20), "gone": wal.KafkaID(1), boomVChannel: wal.KafkaID(50)})
+	req := func(c messages.Command) error { return Request(ctx10s(t), system.Root, pid, c) }
+	require.NoError(t, req(&messages.AddVChannel{VChannel: "c", Checkpoint: wal.KafkaID(5)}))
+	require.NoError(t, req(&messages.DropVChannel{VChannel: "gone"}))
+	require.NoError(t, req(&messages.UpdateCheckpoint{VChannel: "b", Checkpoint: wal.KafkaID(30)}))
+
+	recovered := make(chan *messages.Recovered, 2)
+	sub := system.EventStream.Subscribe(func(ev any) {
+		if r, ok := ev.(*messages.Recovered); ok {
+			recovered <- r
+		}
+	})
+	defer system.EventStream.Unsubscribe(sub)
+	require.ErrorIs(t, req(&messages.UpdateCheckpoint{VChannel: boomVChannel, Checkpoint: wal.KafkaID(60)}), ErrPChannelPanicked)
+	select {
+	case <-recovered: // the restarted incarnation
+	case <-time.After(10 * time.Second):
+		t.Fatal("the pchannel did not recover after its restart within 10 s")
+	}
+
+	require.NoError(t, req(&messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(100)}))
+	require.NoError(t, req(&messages.UpdateCheckpoint{VChannel: "b", Checkpoint: wal.KafkaID(100)}))
+	st, err := GetState(ctx10s(t), system.Root, pid, IncludeCheckpoints())
+	require.NoError(t, err)
+	require.Equal(t, map[string]wal.MessageID{"a": wal.KafkaID(100), "b": wal.KafkaID(100), "c": wal.KafkaID(5), boomVChannel: wal.KafkaID(50)}, st.Checkpoints)
+	require.Equal(t, wal.KafkaID(5), st.Minimum)
+	require.NoError(t, system.Root.PoisonFuture(pid).Wait())
+	for _, v := range catalog.History("p") {
+		require.LessOrEqual(t, int64(v.(wal.KafkaID)), int64(5), "saved %v above vchannel c at kafka:5: history %v", v, catalog.History("p"))
+	}
+}
 
 // brittleID is the ID of a WAL whose comparison panics on brittleMark: a
 // third-party ID type with a bug.
@@ -62,23 +164,22 @@ func spawnBrittle(t *testing.T) (*actor.ActorSystem, *actor.PID) {
 	return system, pid
 }
 
-// A request whose handling panics the pchannel is answered at once with a
-// PChannelPanicError, and a Sender whose batch did so carries on once the
-// pchannel has restarted.
-func TestRequestThatPanicsThePChannelIsAnswered(t *testing.T) {
+// An ID whose comparison panics is bad input like any other: rejected
+// with wal.ErrCorruptID, by a request or in a Sender's batch, and the
+// pchannel neither panics nor changes.
+func TestAnIDWhoseComparisonPanicsIsRejected(t *testing.T) {
 	system, pid := spawnBrittle(t)
-
-	start := time.Now()
-	err := Request(ctxtest.Within(time.Minute), system.Root, pid, &messages.UpdateCheckpoint{VChannel: "v", Checkpoint: brittleMark})
-	require.ErrorIs(t, err, ErrPChannelPanicked)
-	var pe *PChannelPanicError
-	require.True(t, errors.As(err, &pe))
-	require.Equal(t, "*messages.UpdateCheckpoint", pe.Command)
-	require.Less(t, time.Since(start), 30*time.Second, "answered at once, not at the deadline")
+	err := Request(ctx10s(t), system.Root, pid, &messages.UpdateCheckpoint{VChannel: "v", Checkpoint: brittleMark})
+	require.ErrorIs(t, err, wal.ErrCorruptID)
+	require.NotErrorIs(t, err, ErrPChannelPanicked)
+	require.ErrorIs(t, Request(ctx10s(t), system.Root, pid, &messages.AddVChannel{VChannel: "w", Checkpoint: brittleMark}), wal.ErrCorruptID)
 
 	s := newTestSender(t, system, pid)
 	require.NoError(t, s.Update("v", brittleMark))
-	require.ErrorIs(t, s.Flush(ctxtest.Within(time.Minute)), ErrPChannelPanicked)
+	err = s.Flush(ctx10s(t))
+	var be *messages.BatchError
+	require.True(t, errors.As(err, &be), "Flush = %v, want a BatchError", err)
+	require.ErrorIs(t, err, wal.ErrCorruptID)
 	require.NoError(t, s.Update("v", brittleID(20)))
 	require.NoError(t, s.Flush(ctx10s(t)))
 	st, err := GetState(ctx10s(t), system.Root, pid, IncludeCheckpoints())
@@ -107,4 +208,75 @@ func TestSenderRejectsAnIDWhoseComparisonPanics(t *testing.T) {
 	st, err := GetState(ctx10s(t), system.Root, pid, IncludeCheckpoints())
 	require.NoError(t, err)
 	require.Equal(t, map[string]wal.MessageID{"v": brittleID(6)}, st.Checkpoints)
+}
+
+// touchyID is the ID of a WAL whose LT panics, once touchyArmed is set,
+// whenever 20 is its receiver: rebuilding the order after a refused change
+// then panics too, and the pchannel's tracker is broken.
+type touchyID int64
+
+const touchyWAL wal.Name = "touchy-test"
+
+var touchyArmed atomic.Bool
+
+func (touchyID) WALName() wal.Name { return touchyWAL }
+func (a touchyID) LT(o wal.MessageID) bool {
+	if touchyArmed.Load() && a == 20 {
+		panic("touchy comparison")
+	}
+	return a < o.(touchyID)
+}
+func (a touchyID) LTE(o wal.MessageID) bool { return a <= o.(touchyID) }
+func (a touchyID) EQ(o wal.MessageID) bool  { return a == o.(touchyID) }
+func (a touchyID) Marshal() []byte          { return strconv.AppendInt(nil, int64(a), 10) }
+func (a touchyID) String() string           { return fmt.Sprintf("%s:%d", touchyWAL, int64(a)) }
+
+var registerTouchy = sync.OnceValue(func() error {
+	parse := func(s string) (touchyID, error) { n, err := strconv.ParseInt(s, 10, 64); return touchyID(n), err }
+	return wal.Register(touchyWAL, wal.Codec[touchyID]{
+		Unmarshal: func(b []byte) (touchyID, error) { return parse(string(b)) },
+		Parse:     parse,
+	})
+})
+
+// A pchannel whose tracker lost the order of its vchannels stops at once,
+// saving nothing more, and Stopped says why.
+func TestBrokenOrderStopsThePChannel(t *testing.T) {
+	require.NoError(t, registerTouchy())
+	system := actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(zap.NewNop())),
+		actor.WithDeadLetterThrottleInterval(time.Millisecond))
+	t.Cleanup(system.Shutdown)
+	catalog := persistence.NewMemory()
+	props, err := NewProps("p", touchyWAL, catalog, WithVChannels(map[string]wal.MessageID{"v": touchyID(10), "w": touchyID(20)}))
+	require.NoError(t, err)
+	stopped := make(chan *messages.Stopped, 1)
+	persisted := make(chan struct{}, 1)
+	sub := system.EventStream.Subscribe(func(ev any) {
+		switch e := ev.(type) {
+		case *messages.Stopped:
+			stopped <- e
+		case *messages.CheckpointPersisted:
+			persisted <- struct{}{}
+		}
+	})
+	defer system.EventStream.Unsubscribe(sub)
+	pid := system.Root.Spawn(props)
+	select {
+	case <-persisted: // the start, touchy:10
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first save did not come within 10 s")
+	}
+
+	touchyArmed.Store(true)
+	defer touchyArmed.Store(false)
+	err = Request(ctx10s(t), system.Root, pid, &messages.UpdateCheckpoint{VChannel: "v", Checkpoint: touchyID(30)})
+	require.ErrorIs(t, err, wal.ErrCorruptID)
+	select {
+	case s := <-stopped:
+		require.ErrorIs(t, s.Reason, wal.ErrCorruptID)
+		require.False(t, s.Flushed)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the pchannel did not stop within 10 s")
+	}
+	require.Equal(t, []wal.MessageID{touchyID(10)}, catalog.History("p"))
 }

@@ -40,7 +40,7 @@ func NewProps(pchannel string, walName wal.Name, catalog persistence.Catalog, op
 	}
 	cfg.vchannels = nil
 	return actor.PropsFromProducer(
-		func() actor.Actor { return newPChannel(cfg, from.tracker()) },
+		func() actor.Actor { return newPChannel(cfg, from) },
 		actor.WithMailbox(newDrainingMailbox),
 	), nil
 }
@@ -57,7 +57,8 @@ const (
 	recovering phase = iota
 	// running: recovered; the persister saves the minimum.
 	running
-	// fenced: ownership lost; the stop is on its way, nothing is saved.
+	// fenced: ownership lost, or the order of the vchannels (becomeBroken);
+	// the stop is on its way, nothing is saved.
 	fenced
 	// stopping: the Stopping handler ran; children are being stopped.
 	stopping
@@ -74,8 +75,11 @@ func (f phase) String() string { return phaseNames[f] }
 type pchannel struct {
 	cfg     *config
 	tracker *tracker.Tracker
-	// spawnMinimum is the minimum of the vchannels given at spawn: the start
-	// message ID when the catalog holds nothing (semantics 7).
+	// spawn hands the tracker from one incarnation to the next (a restart).
+	spawn *spawn
+	// spawnMinimum is the minimum of the vchannels the incarnation began
+	// with: the start message ID when the catalog holds nothing
+	// (semantics 7).
 	spawnMinimum wal.MessageID
 
 	phase phase
@@ -151,8 +155,9 @@ type crashes struct {
 	supervisor actor.Supervisor
 }
 
-func newPChannel(cfg *config, t *tracker.Tracker) *pchannel {
-	return &pchannel{cfg: cfg, tracker: t, spawnMinimum: t.Minimum()}
+func newPChannel(cfg *config, from *spawn) *pchannel {
+	t := from.tracker()
+	return &pchannel{cfg: cfg, tracker: t, spawn: from, spawnMinimum: t.Minimum()}
 }
 
 // Receive is one type switch: commands first (the hot path; every phase
@@ -214,6 +219,7 @@ func (p *pchannel) stepRecovering(ctx actor.Context, msg any) {
 		p.stopRecovering(ctx)
 	case *actor.Restarting:
 		p.quiet()
+		p.spawn.handOn(p.tracker)
 	default:
 		p.other(ctx)
 	}
@@ -243,6 +249,7 @@ func (p *pchannel) stepRunning(ctx actor.Context, msg any) {
 		p.phase = stopping
 	case *actor.Restarting:
 		p.quiet()
+		p.spawn.handOn(p.tracker)
 	default:
 		p.other(ctx)
 	}
@@ -253,9 +260,13 @@ func (p *pchannel) stepRunning(ctx actor.Context, msg any) {
 // late results and timers are ignored.
 func (p *pchannel) stepStopping(ctx actor.Context, msg any) {
 	switch msg.(type) {
-	case *actor.Stopping, *actor.Restarting:
+	case *actor.Stopping:
 		p.quiet()
 		p.phase = stopping
+	case *actor.Restarting:
+		p.quiet()
+		p.phase = stopping
+		p.spawn.handOn(p.tracker)
 	default:
 		p.other(ctx)
 	}
@@ -316,6 +327,10 @@ func (p *pchannel) started(ctx actor.Context) {
 	p.self, p.root, p.events = ctx.Self(), ctx.ActorSystem().Root, ctx.ActorSystem().EventStream
 	p.plain = plainDispatch(ctx)
 	p.stall.since = time.Now()
+	if err := p.tracker.Broken(); err != nil {
+		p.becomeBroken(err) // handed on by the incarnation before
+		return
+	}
 	if o := p.cfg.ownership; o != nil {
 		root, self := ctx.ActorSystem().Root, ctx.Self()
 		p.unwatch = context.AfterFunc(o, func() { root.Send(self, &ownershipLost{cause: context.Cause(o)}) })
@@ -378,18 +393,21 @@ func (p *pchannel) settle(cmd messages.Command, from wal.MessageID, advanced boo
 func (p *pchannel) updateBatch(ctx actor.Context, m *messages.UpdateBatch) {
 	from := p.tracker.Minimum()
 	var rejected []messages.Rejection
+	rose := false
 	for i, u := range m.Updates {
-		if _, err := p.tracker.Update(u.VChannel, u.Checkpoint); err != nil {
+		advanced, err := p.tracker.Update(u.VChannel, u.Checkpoint)
+		if err != nil {
 			rejected = append(rejected, messages.Rejection{Index: i, VChannel: u.VChannel, Err: err})
 			p.reject(m, err)
 		}
+		rose = rose || advanced
 	}
 	if p.cfg.counters != nil {
 		p.cfg.counters.updates.Add(uint64(len(m.Updates) - len(rejected)))
 	}
-	// Updates only raise checkpoints, so the minimum rose within the batch
-	// exactly when it ends above where it began: one event, one save.
-	if wal.Less(from, p.tracker.Minimum()) {
+	// Updates only raise checkpoints, so the minimum ends above where it
+	// began once it rose within the batch: one event, one save.
+	if rose && p.phase <= running {
 		p.advanced(from)
 	}
 	if ctx.Sender() == nil {
@@ -425,6 +443,9 @@ func (p *pchannel) shippedStraight(ctx actor.Context) bool {
 func (p *pchannel) reject(cmd messages.Command, err error) {
 	p.publish(&messages.CommandRejected{Header: p.header(), Command: cmd, Err: err})
 	p.cfg.logger.Warn("command rejected", zap.String("command", fmt.Sprintf("%T", cmd)), zap.Error(err))
+	if broken := p.tracker.Broken(); broken != nil && p.phase < fenced {
+		p.becomeBroken(broken)
+	}
 }
 
 // advanced publishes the new minimum. The persister gets the same message,
@@ -659,6 +680,22 @@ func (p *pchannel) becomeFenced(ctx actor.Context, cause error) {
 	ctx.Stop(ctx.Self())
 }
 
+// becomeBroken stops saving at once and stops the actor: the tracker has
+// lost the order of its vchannels (tracker.Broken), so its minimum means
+// nothing, and saving it could skip data. Only an ID type registered by
+// the user whose comparisons panic, over and over, can bring it about.
+func (p *pchannel) becomeBroken(err error) {
+	p.phase = fenced
+	p.pendingAdvance = nil
+	p.disarmStall()
+	p.unflushed = err
+	p.cfg.logger.Error("vchannel order lost; stopping without saving", zap.Error(err))
+	if p.persister != nil {
+		p.root.Stop(p.persister)
+	}
+	p.root.Stop(p.self)
+}
+
 // becomeStopped publishes Stopped, reading the persister's status: it is
 // final, the persister having stopped before its parent.
 func (p *pchannel) becomeStopped() {
@@ -668,7 +705,10 @@ func (p *pchannel) becomeStopped() {
 		sp = p.status.load()
 	}
 	ev := &messages.Stopped{Header: p.header(), Graceful: p.graceful, LastPersisted: sp.persisted, Flushed: true}
-	if min := p.tracker.Minimum(); wal.Less(sp.persisted, min) {
+	if broken := p.tracker.Broken(); broken != nil {
+		// No minimum is known: none was flushed, and none can be named.
+		ev.Flushed, ev.Reason = false, broken
+	} else if min := p.tracker.Minimum(); wal.Less(sp.persisted, min) {
 		ev.Flushed, ev.Dropped, ev.Reason = false, min, p.unflushed
 		switch {
 		case sp.fenced && !errors.Is(ev.Reason, persistence.ErrFenced):

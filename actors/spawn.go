@@ -10,19 +10,22 @@ import (
 )
 
 // spawn is what every incarnation of a pchannel actor starts from: the
-// vchannels given at spawn (WithVChannels). A restart after a panic starts
-// from them again.
+// vchannels given at spawn (WithVChannels) for the first, and for one
+// restarted after a panic, the tracker of the incarnation before it
+// (handOn), so that a restart forgets no vchannel added, dropped or moved
+// since. The tracker's changes are whole or nothing, a comparison's panic
+// included (see tracker.Broken), so the tracker handed on is consistent.
 type spawn struct {
 	walName wal.Name
 	set     spawnSet
-	// first is the tracker newSpawn built, which validated the vchannels;
-	// the first actor takes it, a restarted one builds its own from set.
-	first atomic.Pointer[tracker.Tracker]
+	// next is the tracker the next incarnation takes: the one newSpawn
+	// built, which validated the vchannels, or the one handed on.
+	next atomic.Pointer[tracker.Tracker]
 }
 
 // newSpawn validates the vchannels given at spawn by building the first
-// tracker from them, and keeps them for restarts in a spawnSet rather
-// than a copy of the map.
+// tracker from them, and keeps them in a spawnSet rather than a copy of
+// the map, for a tracker lost with no incarnation to hand it on.
 func newSpawn(walName wal.Name, vchannels map[string]wal.MessageID) (*spawn, error) {
 	cps := make([]messages.VChannelCheckpoint, 0, len(vchannels))
 	for name, cp := range vchannels {
@@ -36,14 +39,18 @@ func newSpawn(walName wal.Name, vchannels map[string]wal.MessageID) (*spawn, err
 		return nil, err
 	}
 	s := &spawn{walName: walName, set: newSpawnSet(t.ShareNames(), cps)}
-	s.first.Store(t)
+	s.next.Store(t)
 	return s, nil
 }
 
-// tracker returns a tracker holding the vchannels given at spawn: the one
-// newSpawn built, the first time, else a new one.
+// handOn keeps t for the next incarnation: the actor restarts.
+func (s *spawn) handOn(t *tracker.Tracker) { s.next.Store(t) }
+
+// tracker returns the tracker an incarnation starts from: the one handed
+// on, or the first; else (never, while every restart hands one on) a new
+// one holding the vchannels given at spawn.
 func (s *spawn) tracker() *tracker.Tracker {
-	if t := s.first.Swap(nil); t != nil {
+	if t := s.next.Swap(nil); t != nil {
 		return t
 	}
 	cps, err := s.set.checkpoints(s.walName)

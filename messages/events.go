@@ -161,7 +161,8 @@ type Stopped struct {
 	Flushed bool
 	Dropped wal.MessageID
 	// Reason says why something was left unsaved (nil when Flushed):
-	// ErrHardStop, ErrFlushTimeout, ErrNotRecovered, or the cause of an
-	// ownership loss.
+	// ErrHardStop, ErrFlushTimeout, ErrNotRecovered, the cause of an
+	// ownership loss, or, with no Dropped, the loss of the vchannels'
+	// order (wal.ErrCorruptID: an ID type whose comparisons panic).
 	Reason error
 }

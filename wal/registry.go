@@ -281,6 +281,16 @@ func NewChecker(walName Name) (Checker, error) {
 	return Checker{walName: walName, idType: c.idType}, nil
 }
 
+// BuiltIn reports whether the checker's WAL is one of this package's own,
+// whose IDs' methods never panic (see the package function BuiltIn).
+func (c Checker) BuiltIn() bool {
+	switch c.idType {
+	case reflect.TypeFor[KafkaID](), reflect.TypeFor[RocksMQID](), reflect.TypeFor[PulsarID](), reflect.TypeFor[WoodpeckerID]():
+		return true
+	}
+	return false
+}
+
 // WALName returns the name of the WAL the checker accepts.
 func (c Checker) WALName() Name { return c.walName }
 

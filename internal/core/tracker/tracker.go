@@ -24,6 +24,11 @@ import (
 // heap orders the checkpoints, each naming its slot.
 type Tracker struct {
 	wal wal.Checker
+	// guarded is set for a WAL registered outside package wal, whose IDs'
+	// comparisons may panic: its changes run under guard. broken, once
+	// set, is returned by every later change (see restore).
+	guarded bool
+	broken  error
 	// heap is a binary min-heap of checkpoints; heapSlot[i] is the slot of
 	// heap[i].
 	// Invariant: pos[heapSlot[i]] == i for every i, and all four slices
@@ -52,7 +57,7 @@ func New(walName wal.Name) (*Tracker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Tracker{wal: checker, index: make([]int32, indexSize(0))}, nil
+	return &Tracker{wal: checker, guarded: !checker.BuiltIn(), index: make([]int32, indexSize(0))}, nil
 }
 
 // NewFrom returns a tracker of the named WAL holding checkpoints, sized for
@@ -67,6 +72,7 @@ func NewFrom(walName wal.Name, checkpoints []messages.VChannelCheckpoint) (*Trac
 	n := len(checkpoints)
 	t := &Tracker{
 		wal:      checker,
+		guarded:  !checker.BuiltIn(),
 		heap:     make([]wal.MessageID, 0, n),
 		heapSlot: make([]int32, 0, n),
 		names:    make([]string, 0, n),
@@ -82,8 +88,12 @@ func NewFrom(walName wal.Name, checkpoints []messages.VChannelCheckpoint) (*Trac
 		}
 		t.push(c.VChannel, c.Checkpoint)
 	}
-	for i := len(t.heap)/2 - 1; i >= 0; i-- {
-		t.down(i)
+	if !t.guarded {
+		t.heapify()
+		return t, nil
+	}
+	if err := t.heapifyGuarded(); err != nil {
+		return nil, err
 	}
 	return t, nil
 }
@@ -161,11 +171,23 @@ func (t *Tracker) Add(vchannel string, checkpoint wal.MessageID) (advanced bool,
 	if err := t.Validate(vchannel, checkpoint); err != nil {
 		return false, err
 	}
+	if t.broken != nil {
+		return false, t.broken
+	}
 	if _, ok := t.lookup(vchannel); ok {
 		return false, fmt.Errorf("%w: %q", messages.ErrVChannelExists, vchannel)
 	}
 	if size := indexSize(len(t.names) + 1); size > len(t.index) {
 		t.rehash(size)
+	}
+	if t.guarded {
+		return t.guard(vchannel, checkpoint, func() bool {
+			t.up(t.push(vchannel, checkpoint))
+			return len(t.heap) == 1
+		}, func() {
+			s, _ := t.lookup(vchannel)
+			t.removeSlot(s)
+		})
 	}
 	t.up(t.push(vchannel, checkpoint))
 	return len(t.heap) == 1, nil
@@ -183,19 +205,51 @@ func (t *Tracker) Update(vchannel string, checkpoint wal.MessageID) (advanced bo
 	if !ok {
 		return false, fmt.Errorf("%w: %q", messages.ErrVChannelNotFound, vchannel)
 	}
+	if t.broken != nil {
+		return false, t.broken
+	}
 	pos := int(t.pos[s])
 	old := t.heap[pos]
+	if t.guarded {
+		return t.updateGuarded(vchannel, s, checkpoint)
+	}
 	if checkpoint.LT(old) {
-		return false, fmt.Errorf("%w: vchannel %q from %s to %s",
-			messages.ErrCheckpointRollback, vchannel, old, checkpoint)
+		return false, rollback(vchannel, old, checkpoint)
 	}
 	if checkpoint.EQ(old) {
 		return false, nil
 	}
+	return t.raise(pos, checkpoint), nil
+}
+
+// raise sets the checkpoint at heap position pos to a higher one, and
+// reports whether the minimum rose.
+func (t *Tracker) raise(pos int, checkpoint wal.MessageID) bool {
 	before := t.heap[0]
 	t.heap[pos] = checkpoint
 	t.down(pos)
-	return before.LT(t.heap[0]), nil
+	return before.LT(t.heap[0])
+}
+
+// updateGuarded is Update for a guarded tracker, past the look-up.
+func (t *Tracker) updateGuarded(vchannel string, s int32, checkpoint wal.MessageID) (bool, error) {
+	old := t.heap[t.pos[s]]
+	c, err := wal.Compare(checkpoint, old)
+	switch {
+	case err != nil:
+		return false, fmt.Errorf("vchannel %q: %w", vchannel, err)
+	case c < 0:
+		return false, rollback(vchannel, old, checkpoint)
+	case c == 0:
+		return false, nil
+	}
+	return t.guard(vchannel, checkpoint,
+		func() bool { return t.raise(int(t.pos[s]), checkpoint) },
+		func() { t.heap[t.pos[s]] = old })
+}
+
+func rollback(vchannel string, from, to wal.MessageID) error {
+	return fmt.Errorf("%w: vchannel %q from %s to %s", messages.ErrCheckpointRollback, vchannel, from, to)
 }
 
 // Drop stops tracking a vchannel. It reports whether the minimum strictly
@@ -208,9 +262,39 @@ func (t *Tracker) Drop(vchannel string) (advanced bool, err error) {
 	if !ok {
 		return false, fmt.Errorf("%w: %q", messages.ErrVChannelNotFound, vchannel)
 	}
-	before := t.heap[0]
+	if t.broken != nil {
+		return false, t.broken
+	}
+	if t.guarded {
+		checkpoint, moved := t.heap[t.pos[s]], t.heap[len(t.heap)-1]
+		rose, err := t.guard(vchannel, moved, func() bool { return t.drop(s) },
+			func() { t.push(vchannel, checkpoint) })
+		if err == nil {
+			t.shrink()
+		}
+		return rose, err
+	}
+	rose := t.drop(s)
+	t.shrink()
+	return rose, nil
+}
 
-	// Out of the heap: the last item fills the hole and finds its place.
+// drop takes slot s out and restores the order, and reports whether the
+// minimum rose.
+func (t *Tracker) drop(s int32) bool {
+	before := t.heap[0]
+	if i := t.removeSlot(s); i < len(t.heap) {
+		t.down(i)
+		t.up(i)
+	}
+	return len(t.heap) > 0 && before.LT(t.heap[0])
+}
+
+// removeSlot takes slot s out of the heap, the index and the slots, with
+// no comparison: the last heap item fills its hole in the heap, the last
+// slot its hole among the slots. It returns the heap position whose order
+// the caller must restore, which is past the heap when there is none.
+func (t *Tracker) removeSlot(s int32) int {
 	i, last := int(t.pos[s]), len(t.heap)-1
 	if i != last {
 		t.heap[i], t.heapSlot[i] = t.heap[last], t.heapSlot[last]
@@ -218,13 +302,8 @@ func (t *Tracker) Drop(vchannel string) (advanced bool, err error) {
 	}
 	t.heap[last] = nil
 	t.heap, t.heapSlot = t.heap[:last], t.heapSlot[:last]
-	if i < last {
-		t.down(i)
-		t.up(i)
-	}
 
-	// Out of the index and the slots: the last slot fills the hole.
-	t.remove(vchannel)
+	t.remove(t.names[s])
 	if t.namesShared {
 		t.names = slices.Clone(t.names)
 		t.namesShared = false
@@ -236,8 +315,86 @@ func (t *Tracker) Drop(vchannel string) (advanced bool, err error) {
 	}
 	t.names[last] = ""
 	t.names, t.pos = t.names[:last], t.pos[:last]
-	t.shrink()
-	return last > 0 && before.LT(t.heap[0]), nil
+	return i
+}
+
+// Broken returns, once a change could not be undone, why: a comparison
+// of the WAL's IDs panicked, and so did rebuilding the order of the
+// vchannels after it. The minimum is then meaningless, and every later
+// change is refused with this error. It is nil for the built-in WALs.
+func (t *Tracker) Broken() error { return t.broken }
+
+// guard runs change, a change of a guarded tracker that moves the item x,
+// and reports what it does. The WAL is a third party's, whose LT may
+// panic: the panic is recovered, and the change refused with
+// wal.ErrCorruptID and undone (restore). One recover per change, not per
+// comparison, keeps the built-in WALs' sifts free of it.
+func (t *Tracker) guard(vchannel string, x wal.MessageID, change func() bool, undo func()) (rose bool, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			fault := fmt.Errorf("%w: comparing %T values panicked: %v", wal.ErrCorruptID, x, r)
+			rose, err = false, t.restore(vchannel, x, fault, undo)
+		}
+	}()
+	return change(), nil
+}
+
+// restore undoes a change that a panic broke off, so that it changes
+// nothing: x goes back into the heap where the sift under way had taken
+// it out (fillHole), undo puts the vchannels back as they were, and the
+// order is rebuilt. Should rebuilding panic too, the order is lost: the
+// tracker is broken.
+func (t *Tracker) restore(vchannel string, x wal.MessageID, fault error, undo func()) error {
+	t.fillHole(x)
+	undo()
+	if err := t.heapifyGuarded(); err != nil {
+		t.broken = fmt.Errorf("tracker: the order of the vchannels is lost: %w", err)
+		return t.broken
+	}
+	return fmt.Errorf("vchannel %q: %w", vchannel, fault)
+}
+
+// fillHole puts x back into the heap after a sift (up or down) stopped by
+// a panic. A sift holds its item aside and moves others into its path,
+// each with its pos; stopped half-way, it leaves one place whose slot
+// does not point back to it (a stale copy, the hole), and the item's own
+// slot pointing to where it was. With no hole, nothing had moved.
+func (t *Tracker) fillHole(x wal.MessageID) {
+	hole := -1
+	for i, s := range t.heapSlot {
+		if int(t.pos[s]) != i {
+			hole = i
+			break
+		}
+	}
+	if hole < 0 {
+		return
+	}
+	for s, i := range t.pos {
+		if t.heapSlot[i] != int32(s) {
+			t.heap[hole], t.heapSlot[hole] = x, int32(s)
+			t.pos[s] = int32(hole)
+			return
+		}
+	}
+}
+
+// heapifyGuarded is heapify for a guarded tracker; it reports a panic.
+func (t *Tracker) heapifyGuarded() (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: comparing IDs panicked: %v", wal.ErrCorruptID, r)
+		}
+	}()
+	t.heapify()
+	return nil
+}
+
+// heapify orders the whole heap.
+func (t *Tracker) heapify() {
+	for i := len(t.heap)/2 - 1; i >= 0; i-- {
+		t.down(i)
+	}
 }
 
 // shrinkFloor is the slot capacity a tracker may always keep: below it,

@@ -1,0 +1,180 @@
+package tracker
+
+import (
+	"encoding/binary"
+	"errors"
+	"maps"
+	"strconv"
+	"testing"
+
+	"github.com/lowwater/lowwater/messages"
+	"github.com/lowwater/lowwater/wal"
+)
+
+// fragile is an ID of a WAL registered outside package wal whose LT panics
+// whenever fragileRule holds for its operands, as a third party's may on
+// an ID decoded from damaged bytes.
+type fragile int64
+
+var fragileRule func(a, b fragile) bool
+
+func (fragile) WALName() wal.Name { return "test-fragile" }
+func (a fragile) LT(o wal.MessageID) bool {
+	b := o.(fragile)
+	if fragileRule != nil && fragileRule(a, b) {
+		panic("fragile LT")
+	}
+	return a < b
+}
+func (a fragile) LTE(o wal.MessageID) bool { return a <= o.(fragile) }
+func (a fragile) EQ(o wal.MessageID) bool  { return a == o.(fragile) }
+func (a fragile) Marshal() []byte          { return binary.BigEndian.AppendUint64(nil, uint64(a)) }
+func (a fragile) String() string           { return "test-fragile:" + strconv.FormatInt(int64(a), 10) }
+
+func init() {
+	err := wal.Register("test-fragile", wal.Codec[fragile]{
+		Unmarshal: func(b []byte) (fragile, error) { return fragile(binary.BigEndian.Uint64(b)), nil },
+		Parse:     func(s string) (fragile, error) { n, err := strconv.ParseInt(s, 10, 64); return fragile(n), err },
+	})
+	if err != nil {
+		panic(err)
+	}
+}
+
+// panicsWith holds when either operand is v.
+func panicsWith(v fragile) func(a, b fragile) bool {
+	return func(a, b fragile) bool { return a == v || b == v }
+}
+
+// panicsOnPair holds for x and y in either order.
+func panicsOnPair(x, y fragile) func(a, b fragile) bool {
+	return func(a, b fragile) bool { return a == x && b == y || a == y && b == x }
+}
+
+// once holds the first time rule does, and never after.
+func once(rule func(a, b fragile) bool) func(a, b fragile) bool {
+	done := false
+	return func(a, b fragile) bool {
+		if done || !rule(a, b) {
+			return false
+		}
+		done = true
+		return true
+	}
+}
+
+// fiveFragile tracks a..e at 1..5: a heap whose root a has children b and
+// c, and b has d and e.
+func fiveFragile(t *testing.T) *Tracker {
+	t.Helper()
+	tr, err := New("test-fragile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, v := range []string{"a", "b", "c", "d", "e"} {
+		if _, err := tr.Add(v, fragile(i+1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return tr
+}
+
+// TestComparisonPanicIsRefusedAndChangesNothing: a change during which
+// the WAL's LT panics is refused with wal.ErrCorruptID, wherever in the
+// change the panic comes, and leaves the tracker as it was, whole.
+func TestComparisonPanicIsRefusedAndChangesNothing(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		rule   func(a, b fragile) bool
+		change func(*Tracker) error
+	}{
+		{"update, against the old checkpoint", panicsWith(666),
+			func(tr *Tracker) error { _, err := tr.Update("a", fragile(666)); return err }},
+		// a moves from the root past b, then meets d and e.
+		{"update, deep in the heap", panicsOnPair(10, 4),
+			func(tr *Tracker) error { _, err := tr.Update("a", fragile(10)); return err }},
+		{"update, against the new minimum", once(panicsOnPair(1, 2)),
+			func(tr *Tracker) error { _, err := tr.Update("a", fragile(3)); return err }},
+		{"add", panicsWith(666),
+			func(tr *Tracker) error { _, err := tr.Add("f", fragile(666)); return err }},
+		// e fills the root's hole and sinks past b; the panic comes once,
+		// so that the restored order can be rebuilt.
+		{"drop", once(panicsOnPair(5, 4)),
+			func(tr *Tracker) error { _, err := tr.Drop("a"); return err }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tr := fiveFragile(t)
+			before, min, holder := tr.Checkpoints(), tr.Minimum(), tr.Holder()
+			fragileRule = c.rule
+			err := c.change(tr)
+			fragileRule = nil
+			if !errors.Is(err, wal.ErrCorruptID) {
+				t.Fatalf("err = %v, want wal.ErrCorruptID", err)
+			}
+			if err := checkHeap(tr); err != nil {
+				t.Fatal(err)
+			}
+			if got := tr.Checkpoints(); !maps.Equal(got, before) {
+				t.Errorf("checkpoints = %v, want %v as before", got, before)
+			}
+			if tr.Minimum() != min || tr.Holder() != holder {
+				t.Errorf("minimum %v held by %q, want %v by %q", tr.Minimum(), tr.Holder(), min, holder)
+			}
+			if tr.Broken() != nil {
+				t.Errorf("Broken() = %v, want nil", tr.Broken())
+			}
+			// It goes on as if nothing happened.
+			if adv, err := tr.Update("a", fragile(7)); err != nil || !adv || tr.Minimum() != fragile(2) {
+				t.Errorf("Update after = (%v, %v), minimum %v, want (true, nil), 2", adv, err, tr.Minimum())
+			}
+		})
+	}
+}
+
+// TestOrderLostBreaksTheTracker: when rebuilding the order after a refused
+// change panics too, the tracker says it is broken and refuses every
+// change from then on, with the same error.
+func TestOrderLostBreaksTheTracker(t *testing.T) {
+	tr := fiveFragile(t)
+	calls := 0
+	fragileRule = func(a, b fragile) bool { calls++; return calls > 1 } // all but the rollback check
+	_, err := tr.Update("a", fragile(10))
+	fragileRule = nil
+	if !errors.Is(err, wal.ErrCorruptID) || tr.Broken() == nil || err != tr.Broken() {
+		t.Fatalf("Update = %v, Broken() = %v; want the same error, wrapping wal.ErrCorruptID", err, tr.Broken())
+	}
+	for name, change := range map[string]func() error{
+		"add":    func() error { _, err := tr.Add("f", fragile(9)); return err },
+		"update": func() error { _, err := tr.Update("b", fragile(9)); return err },
+		"drop":   func() error { _, err := tr.Drop("b"); return err },
+	} {
+		if err := change(); err != tr.Broken() {
+			t.Errorf("%s on a broken tracker = %v, want %v", name, err, tr.Broken())
+		}
+	}
+	if tr.Len() != 5 {
+		t.Errorf("Len = %d, want 5: nothing was added or dropped", tr.Len())
+	}
+}
+
+func TestNewFromRefusesAComparisonPanic(t *testing.T) {
+	fragileRule = panicsWith(666)
+	defer func() { fragileRule = nil }()
+	_, err := NewFrom("test-fragile", []messages.VChannelCheckpoint{
+		{VChannel: "a", Checkpoint: fragile(1)}, {VChannel: "b", Checkpoint: fragile(666)}, {VChannel: "c", Checkpoint: fragile(3)},
+	})
+	if !errors.Is(err, wal.ErrCorruptID) {
+		t.Fatalf("NewFrom = %v, want wal.ErrCorruptID", err)
+	}
+}
+
+func TestBuiltInWALsAreNotGuarded(t *testing.T) {
+	for _, name := range []wal.Name{wal.Kafka, wal.RocksMQ, wal.Pulsar, wal.Woodpecker} {
+		if tr, _ := New(name); tr.guarded {
+			t.Errorf("a %s tracker guards its comparisons; its IDs cannot panic", name)
+		}
+	}
+	if tr, _ := New("test-fragile"); !tr.guarded {
+		t.Error("a tracker of a registered WAL does not guard its comparisons")
+	}
+}
