@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"path/filepath"
 	"testing"
@@ -122,11 +123,10 @@ func TestBoltReadOnly(t *testing.T) {
 		if got, err := r.Load(ctx, "p"); err != nil || got != wal.KafkaID(7) {
 			t.Fatalf("Load = (%v, %v)", got, err)
 		}
-		if err := r.Save(ctx, "p", wal.KafkaID(8)); err == nil {
-			t.Fatal("Save on a read-only Bolt succeeded")
-		}
-		if err := r.Delete(ctx, "p"); err == nil {
-			t.Fatal("Delete on a read-only Bolt succeeded")
+		wantReadOnly(t, "Save", r.Save(ctx, "p", wal.KafkaID(8)), path, "save", "p")
+		wantReadOnly(t, "Delete", r.Delete(ctx, "p"), path, "delete", "p")
+		if got, err := r.Load(ctx, "p"); err != nil || got != wal.KafkaID(7) {
+			t.Fatalf("Load after refused writes = (%v, %v), want kafka:7", got, err)
 		}
 		if err := r.Close(); err != nil {
 			t.Fatal(err)
@@ -140,6 +140,18 @@ func TestBoltReadOnly(t *testing.T) {
 	}
 	if _, err := persistence.OpenBolt(path, persistence.WithReadOnly(true), persistence.WithBucket("other")); !errors.Is(err, persistence.ErrInvalidArgument) {
 		t.Fatalf("read-only open without the bucket = %v, want ErrInvalidArgument", err)
+	}
+}
+
+// wantReadOnly checks the refusal of a write (op) of pchannel on a
+// read-only Bolt of the file at path: ErrReadOnly, naming the file, the
+// write and the pchannel, and never bbolt's bare "database is in read-only
+// mode".
+func wantReadOnly(t *testing.T, call string, err error, path, op, pchannel string) {
+	t.Helper()
+	want := fmt.Sprintf("persistence: bolt catalog is read-only: %s: cannot %s pchannel %q", path, op, pchannel)
+	if !errors.Is(err, persistence.ErrReadOnly) || err.Error() != want {
+		t.Fatalf("%s on a read-only Bolt = %v, want %q (ErrReadOnly)", call, err, want)
 	}
 }
 

@@ -29,7 +29,14 @@ func decodeStored(pchannel string, raw []byte) (wal.MessageID, error) {
 //     cannot be decided, and accepting it would silently switch the
 //     pchannel to another log and lose the stored position. Such a switch
 //     is a configuration mistake for an operator to resolve, never something
-//     a writer should win.
+//     a writer should win;
+//   - a checkpoint whose comparison with the stored one panics (an ID type
+//     registered outside package wal, with a bug in LT or EQ) is an invalid
+//     argument too, wrapping wal.ErrCorruptID: as for two WALs, "lower"
+//     cannot be decided. The panic is this save's alone, recovered by
+//     wal.Compare, so that it is never taken for damage to the store (Bolt
+//     would mark its file damaged for every later call) nor reaches the
+//     caller as a panic.
 func admit(pchannel string, old []byte, found bool, checkpoint wal.MessageID) (write bool, err error) {
 	if !found {
 		return true, nil
@@ -42,10 +49,15 @@ func admit(pchannel string, old []byte, found bool, checkpoint wal.MessageID) (w
 		return false, fmt.Errorf("%w: pchannel %q stores a %s checkpoint, got %s: %w",
 			ErrInvalidArgument, pchannel, stored.WALName(), checkpoint, wal.ErrWALMismatch)
 	}
-	if checkpoint.LT(stored) {
+	order, err := wal.Compare(checkpoint, stored)
+	if err != nil {
+		return false, fmt.Errorf("%w: pchannel %q: %s cannot be ordered against the stored checkpoint %s: %w",
+			ErrInvalidArgument, pchannel, checkpoint, stored, err)
+	}
+	if order < 0 {
 		return false, &StoredAheadError{PChannel: pchannel, Stored: stored, Attempted: checkpoint}
 	}
-	return !stored.EQ(checkpoint), nil
+	return order > 0, nil
 }
 
 // checkLoadArgs keeps Load's argument check the same in every store here.

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"runtime"
 	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -22,6 +24,12 @@ import (
 // this one, holds the file for longer than the open timeout. It wraps
 // bbolt's timeout error.
 var ErrLocked = errors.New("persistence: bolt file is locked by another catalog")
+
+// ErrReadOnly is returned by Save and Delete on a Bolt opened
+// WithReadOnly(true), naming the file; nothing is written. Such a Bolt is
+// for tools that read a store beside other readers; writing takes a Bolt
+// opened without the option, which waits for the readers to close.
+var ErrReadOnly = errors.New("persistence: bolt catalog is read-only")
 
 // Bolt is the embedded Catalog: one bbolt file, one bucket, one record per
 // pchannel.
@@ -43,6 +51,9 @@ type Bolt struct {
 	bucket []byte
 	// group routes Save through db.Batch (WithGroupCommit).
 	group bool
+	// readOnly refuses writes (WithReadOnly) before bbolt does, whose
+	// refusal names neither the file nor a sentinel of this package.
+	readOnly bool
 
 	// mu makes Close wait for calls in flight, so that no call touches a
 	// closed db: calls hold it for reading, Close for writing.
@@ -117,8 +128,8 @@ func WithGroupCommitDelay(d time.Duration) BoltOption {
 // WithReadOnly opens the file for reading only, under a shared lock, for
 // tools that inspect a store: several readers may open it at once, none
 // while a writer holds it (OpenBolt then fails with ErrLocked after the
-// open timeout). The file must exist and hold the bucket. Writes fail.
-// Default false.
+// open timeout). The file must exist and hold the bucket. Save and Delete
+// fail with ErrReadOnly. Default false.
 func WithReadOnly(readOnly bool) BoltOption {
 	return boltOptionFunc(func(o *boltOptions) { o.readOnly = readOnly })
 }
@@ -149,10 +160,8 @@ func OpenBolt(path string, opts ...BoltOption) (*Bolt, error) {
 	if o.groupDelay <= 0 {
 		return nil, fmt.Errorf("%w: bolt group commit delay %v is not positive", ErrInvalidArgument, o.groupDelay)
 	}
-	if info, err := os.Stat(path); err == nil && info.Size() == 0 {
-		// bbolt would lay out a fresh store over it: a checkpoint store
-		// that was there must not silently become an empty one.
-		return nil, fmt.Errorf("%w: %s: the file is empty", ErrCorruptStore, path)
+	if err := checkPath(path); err != nil {
+		return nil, err
 	}
 	db, err := openBoltDB(path, o)
 	if errors.Is(err, bolterrors.ErrTimeout) {
@@ -169,10 +178,10 @@ func OpenBolt(path string, opts ...BoltOption) (*Bolt, error) {
 		return nil, fmt.Errorf("%w: %s: %w", ErrCorruptStore, path, err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("persistence: open bolt file %s: %w", path, err)
+		return nil, openError(path, err)
 	}
 	db.MaxBatchDelay = o.groupDelay
-	b := &Bolt{db: db, path: path, bucket: []byte(o.bucket), group: o.group}
+	b := &Bolt{db: db, path: path, bucket: []byte(o.bucket), group: o.group, readOnly: o.readOnly}
 	err = b.guard("open", func() error {
 		if err := b.verify(); err != nil {
 			return err
@@ -198,6 +207,33 @@ func OpenBolt(path string, opts ...BoltOption) (*Bolt, error) {
 		}
 	}
 	return b, nil
+}
+
+// checkPath refuses, before bbolt sees it, a path that bbolt would
+// misreport or misuse. A directory: bbolt opened read-write fails to open
+// it ("is a directory"), but opened read-only it opens it and then reports
+// an invalid database, which would send an operator to restore a backup
+// over a mistyped path; both modes get the read-write error. An existing
+// empty file: bbolt would lay out a fresh store over it, and a checkpoint
+// store that was there must not silently become an empty one. Any other
+// path, missing or unreadable, is left for bbolt to open or report.
+func checkPath(path string) error {
+	info, err := os.Stat(path)
+	switch {
+	case err != nil:
+		return nil
+	case info.IsDir(): // before the size: a directory may have size 0
+		return openError(path, &fs.PathError{Op: "open", Path: path, Err: syscall.EISDIR})
+	case info.Size() == 0:
+		return fmt.Errorf("%w: %s: the file is empty", ErrCorruptStore, path)
+	}
+	return nil
+}
+
+// openError is the failure to open the file at path, for a cause that
+// says nothing about the store's contents.
+func openError(path string, err error) error {
+	return fmt.Errorf("persistence: open bolt file %s: %w", path, err)
 }
 
 // openBoltDB is bolt.Open with its panics (and faults reading the mapped
@@ -278,6 +314,10 @@ func (b *Bolt) verify() error {
 // runtime faults on a mapped page the file no longer holds); guard turns
 // either into ErrCorruptStore naming the file, and marks the Bolt damaged
 // so that every later call returns that error without touching the file.
+// Nothing else run under it may panic, since any panic is taken for damage:
+// the calls it makes into a registered ID type's code, decoding a stored ID
+// and comparing it with a new one (admit), go through wal.Unmarshal and
+// wal.Compare, which return such a panic as an error.
 func (b *Bolt) guard(op string, call func() error) (err error) {
 	if damaged := b.damaged.Load(); damaged != nil {
 		return *damaged
@@ -331,6 +371,9 @@ func (b *Bolt) Save(ctx context.Context, pchannel string, checkpoint wal.Message
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	if err := b.ready(ctx); err != nil {
+		return err
+	}
+	if err := b.writable("save", pchannel); err != nil {
 		return err
 	}
 	if err := CheckSaveArgs(pchannel, checkpoint); err != nil {
@@ -435,4 +478,13 @@ func (b *Bolt) ready(ctx context.Context) error {
 		return ErrClosed
 	}
 	return ctx.Err()
+}
+
+// writable fails a write (op, such as "save") of pchannel on a read-only
+// Bolt.
+func (b *Bolt) writable(op, pchannel string) error {
+	if b.readOnly {
+		return fmt.Errorf("%w: %s: cannot %s pchannel %q", ErrReadOnly, b.path, op, pchannel)
+	}
+	return nil
 }

@@ -16,6 +16,9 @@ func (b *Bolt) Delete(ctx context.Context, pchannel string) error {
 	if err := b.ready(ctx); err != nil {
 		return err
 	}
+	if err := b.writable("delete", pchannel); err != nil {
+		return err
+	}
 	if err := checkDeleteArgs(pchannel); err != nil {
 		return err
 	}

@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -293,6 +295,33 @@ func TestBoltOpenMissingDirectory(t *testing.T) {
 	}
 	if !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("OpenBolt error %v does not wrap the cause", err)
+	}
+}
+
+// TestBoltOpenDirectory opens a directory, in both modes: each says it is a
+// directory, as the open of a file does (errors.Is syscall.EISDIR), and
+// neither calls it a damaged store, which would send an operator to restore
+// a backup over a mistyped path. Read-only once said "invalid database".
+func TestBoltOpenDirectory(t *testing.T) {
+	dir := t.TempDir()
+	want := fmt.Sprintf("persistence: open bolt file %s: open %s: is a directory", dir, dir)
+	for name, opts := range map[string][]persistence.BoltOption{
+		"read-write": nil,
+		"read-only":  {persistence.WithReadOnly(true)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			b, err := persistence.OpenBolt(dir, opts...)
+			if b != nil || !errors.Is(err, syscall.EISDIR) || errors.Is(err, persistence.ErrCorruptStore) {
+				t.Fatalf("OpenBolt(directory) = (%v, %v), want a directory error, not ErrCorruptStore", b, err)
+			}
+			var pathErr *fs.PathError
+			if !errors.As(err, &pathErr) || pathErr.Op != "open" || pathErr.Path != dir {
+				t.Fatalf("OpenBolt(directory) = %v, want an *fs.PathError of open %s", err, dir)
+			}
+			if err.Error() != want {
+				t.Fatalf("OpenBolt(directory) = %q, want %q", err, want)
+			}
+		})
 	}
 }
 

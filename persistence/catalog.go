@@ -24,6 +24,11 @@ type Catalog interface {
 	// save whose first attempt committed does not fail. A value below the
 	// stored one is refused with a *StoredAheadError (errors.Is
 	// ErrStoredAhead) and nothing is written: the store never goes backward.
+	// A value that cannot be ordered against the stored one is refused with
+	// ErrInvalidArgument, and nothing is written: one of another WAL (wrapping
+	// wal.ErrWALMismatch), or one whose comparison panics (an ID type
+	// registered outside package wal; wrapping wal.ErrCorruptID, see
+	// wal.Compare). Such a panic fails that save only, never the catalog.
 	Save(ctx context.Context, pchannel string, checkpoint wal.MessageID) error
 
 	// LoadAll returns every stored checkpoint in one read, keyed by pchannel,
@@ -56,8 +61,10 @@ var (
 	ErrFenced = errors.New("persistence: writer does not own the pchannel")
 	// ErrClosed is returned by calls on a closed catalog.
 	ErrClosed = errors.New("persistence: catalog closed")
-	// ErrInvalidArgument is returned for an empty pchannel name or a nil or
-	// unknown-WAL checkpoint; nothing is written.
+	// ErrInvalidArgument is returned for an empty pchannel name, a nil or
+	// unknown-WAL checkpoint, or a checkpoint that cannot be ordered against
+	// the stored one (of another WAL, or whose comparison panics); nothing
+	// is written.
 	ErrInvalidArgument = errors.New("persistence: invalid argument")
 	// ErrCorruptStore is returned when the store itself is damaged, not one
 	// record: a bbolt file that is empty, truncated, or has damaged pages.

@@ -11,13 +11,19 @@
 //		})
 //	}
 //
-// It knows nothing about any one store, and uses the built-in WALs only.
+// It knows nothing about any one store. It uses the built-in WALs, and one
+// WAL of its own, registered (wal.Register) the first time a check needs it
+// under the name "catalogtest-panicky": an ID type whose comparison panics,
+// as a third-party one with a bug may. wal.Names lists it from then on.
 package catalogtest
 
 import (
+	"cmp"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -38,7 +44,10 @@ import (
 // succeeds; a lower value is refused with a *persistence.StoredAheadError
 // naming both values and changes nothing; a value of another WAL, an empty
 // pchannel name, a nil, typed-nil or unregistered ID is
-// persistence.ErrInvalidArgument and changes nothing; concurrent writers
+// persistence.ErrInvalidArgument and changes nothing; so is a value whose
+// comparison with the stored one panics (wrapping wal.ErrCorruptID: compare
+// with wal.Compare), which fails that save only, whichever of the two
+// values the panic came from, and never the catalog; concurrent writers
 // never make the stored value go back; Delete retires a pchannel (and
 // deleting nothing succeeds); a done context fails a call with the
 // context's error and writes nothing; every call after Close fails with
@@ -58,6 +67,7 @@ func Run(t *testing.T, newCatalog func(t *testing.T) persistence.Catalog) {
 		{"SaveLowerIsRefused", testSaveLower},
 		{"SaveHigherIsStored", testSaveHigher},
 		{"SaveOtherWALIsRefused", testSaveOtherWAL},
+		{"SaveComparePanicIsRefused", testSaveComparePanic},
 		{"InvalidArguments", testInvalidArguments},
 		{"LoadAllManyPChannels", testLoadAll},
 		{"ConcurrentSavesNeverGoBack", testConcurrentSaves},
@@ -187,6 +197,97 @@ func testSaveOtherWAL(t *testing.T, c persistence.Catalog) {
 		}
 	}
 	wantStored(t, c, "p", wal.KafkaID(5))
+}
+
+// testSaveComparePanic saves values of a WAL whose comparison panics on
+// one value, as a new checkpoint and as the stored one: each such save is
+// refused as an invalid argument wrapping wal.ErrCorruptID, writes
+// nothing, and leaves the catalog serving every pchannel.
+func testSaveComparePanic(t *testing.T, c persistence.Catalog) {
+	registerPanicky(t)
+	mustSave(t, c, "other", wal.KafkaID(1))
+	mustSave(t, c, "p", panickyID(10))
+	wantUnordered(t, c, "p", poisonID)
+	wantStored(t, c, "p", panickyID(10))
+	mustSave(t, c, "q", poisonID) // nothing stored: nothing to compare
+	wantUnordered(t, c, "q", panickyID(5))
+	wantStored(t, c, "q", poisonID)
+	mustSave(t, c, "p", panickyID(11))
+	mustSave(t, c, "other", wal.KafkaID(2))
+	wantAll(t, c, map[string]wal.MessageID{"other": wal.KafkaID(2), "p": panickyID(11), "q": poisonID})
+}
+
+// wantUnordered saves id, whose comparison with the stored value panics,
+// and checks the refusal. A panic out of Save fails the check, not the
+// whole test binary, so that the other checks still run.
+func wantUnordered(t *testing.T, c persistence.Catalog, pchannel string, id wal.MessageID) {
+	t.Helper()
+	err := func() (err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("panicked: %v", p)
+			}
+		}()
+		return c.Save(context.Background(), pchannel, id)
+	}()
+	if !errors.Is(err, persistence.ErrInvalidArgument) || !errors.Is(err, wal.ErrCorruptID) {
+		t.Fatalf("Save(%q, %s), whose comparison panics, = %v, want ErrInvalidArgument wrapping wal.ErrCorruptID", pchannel, id, err)
+	}
+}
+
+// panickyID is the ID of the WAL panickyWAL: LT, LTE and EQ panic when
+// either side is poisonID.
+type panickyID int64
+
+const (
+	panickyWAL wal.Name  = "catalogtest-panicky"
+	poisonID   panickyID = 666
+)
+
+func (panickyID) WALName() wal.Name { return panickyWAL }
+
+func (a panickyID) LT(o wal.MessageID) bool  { return a.order(o) < 0 }
+func (a panickyID) LTE(o wal.MessageID) bool { return a.order(o) <= 0 }
+func (a panickyID) EQ(o wal.MessageID) bool  { return a.order(o) == 0 }
+func (a panickyID) Marshal() []byte          { return binary.BigEndian.AppendUint64(nil, uint64(a)) }
+func (a panickyID) String() string           { return fmt.Sprintf("%s:%d", panickyWAL, int64(a)) }
+
+func (a panickyID) order(o wal.MessageID) int {
+	b := o.(panickyID)
+	if a == poisonID || b == poisonID {
+		panic(fmt.Sprintf("catalogtest: comparing %d with %d", a, b))
+	}
+	return cmp.Compare(a, b)
+}
+
+var (
+	registerOnce sync.Once
+	registerErr  error
+)
+
+// registerPanicky registers panickyWAL once per process.
+func registerPanicky(t *testing.T) {
+	t.Helper()
+	registerOnce.Do(func() {
+		registerErr = wal.Register(panickyWAL, wal.Codec[panickyID]{
+			Unmarshal: func(b []byte) (panickyID, error) {
+				if len(b) != 8 {
+					return 0, fmt.Errorf("%w: %d bytes, want 8", wal.ErrCorruptID, len(b))
+				}
+				return panickyID(binary.BigEndian.Uint64(b)), nil
+			},
+			Parse: func(text string) (panickyID, error) {
+				n, err := strconv.ParseInt(text, 10, 64)
+				if err != nil {
+					return 0, fmt.Errorf("%w: %w", wal.ErrSyntax, err)
+				}
+				return panickyID(n), nil
+			},
+		})
+	})
+	if registerErr != nil {
+		t.Fatalf("registering the test WAL %q: %v", panickyWAL, registerErr)
+	}
 }
 
 // unknownID is a message ID of a WAL no catalog knows.

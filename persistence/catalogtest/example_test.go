@@ -67,11 +67,21 @@ func (c *mapCatalog) Save(ctx context.Context, pchannel string, checkpoint wal.M
 		return fmt.Errorf("%w: %w", persistence.ErrInvalidArgument, err)
 	}
 	old := c.stored[pchannel]
-	switch {
-	case old == nil:
-	case old.WALName() != name:
+	if old == nil {
+		c.stored[pchannel] = checkpoint
+		return nil
+	}
+	if old.WALName() != name {
 		return fmt.Errorf("%w: %q stores a %s checkpoint, got %s", persistence.ErrInvalidArgument, pchannel, old.WALName(), checkpoint)
-	case checkpoint.LT(old) && !c.lowers:
+	}
+	// wal.Compare, not LT: an ID type registered outside package wal may
+	// panic comparing some values, and that must fail this save, not the
+	// caller.
+	order, err := wal.Compare(checkpoint, old)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: %q: %w", persistence.ErrInvalidArgument, pchannel, err)
+	case order < 0 && !c.lowers:
 		return &persistence.StoredAheadError{PChannel: pchannel, Stored: old, Attempted: checkpoint}
 	}
 	c.stored[pchannel] = checkpoint

@@ -236,7 +236,10 @@ func (c *Catalog) save(ctx context.Context, pchannel string, checkpoint wal.Mess
 
 // judge decides whether checkpoint may replace the stored record: done is
 // false when it may be written, else err is the answer (nil for an equal
-// value).
+// value). The IDs are ordered by wal.Compare, so that an ID type registered
+// outside package wal whose LT or EQ panics fails this save with
+// ErrInvalidArgument (wrapping wal.ErrCorruptID), as the other stores do,
+// instead of panicking in the caller or in a Batcher's commit goroutine.
 func judge(pchannel string, stored persistence.Record, checkpoint wal.MessageID, f *fence) (done bool, err error) {
 	switch {
 	case f != nil && stored.Term > uint64(f.term):
@@ -244,9 +247,15 @@ func judge(pchannel string, stored persistence.Record, checkpoint wal.MessageID,
 	case stored.Checkpoint.WALName() != checkpoint.WALName():
 		return true, fmt.Errorf("etcdcatalog: %w: pchannel %q stores a %s checkpoint, got %s: %w",
 			persistence.ErrInvalidArgument, pchannel, stored.Checkpoint.WALName(), checkpoint, wal.ErrWALMismatch)
-	case stored.Checkpoint.EQ(checkpoint):
+	}
+	order, err := wal.Compare(checkpoint, stored.Checkpoint)
+	switch {
+	case err != nil:
+		return true, fmt.Errorf("etcdcatalog: %w: pchannel %q: %s cannot be ordered against the stored checkpoint %s: %w",
+			persistence.ErrInvalidArgument, pchannel, checkpoint, stored.Checkpoint, err)
+	case order == 0:
 		return true, nil
-	case checkpoint.LT(stored.Checkpoint):
+	case order < 0:
 		return true, &persistence.StoredAheadError{PChannel: pchannel, Stored: stored.Checkpoint, Attempted: checkpoint}
 	default:
 		return false, nil

@@ -1,0 +1,148 @@
+package persistence_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/wal"
+)
+
+// panickyID is the ID of a WAL registered outside package wal whose
+// comparison panics on one value, as a third-party ID type with a bug may:
+// LT and EQ panic when either side is poisonID.
+type panickyID int64
+
+const (
+	panickyWAL wal.Name  = "persistence-test-panicky"
+	poisonID   panickyID = 666
+)
+
+func (panickyID) WALName() wal.Name { return panickyWAL }
+func (a panickyID) LT(o wal.MessageID) bool {
+	b := o.(panickyID)
+	if a == poisonID || b == poisonID {
+		panic("panickyID.LT: poisoned value")
+	}
+	return a < b
+}
+func (a panickyID) LTE(o wal.MessageID) bool { return !o.LT(a) }
+func (a panickyID) EQ(o wal.MessageID) bool {
+	b := o.(panickyID)
+	if a == poisonID || b == poisonID {
+		panic("panickyID.EQ: poisoned value")
+	}
+	return a == b
+}
+func (a panickyID) Marshal() []byte { return binary.BigEndian.AppendUint64(nil, uint64(a)) }
+func (a panickyID) String() string  { return "panicky:" + strconv.FormatInt(int64(a), 10) }
+
+func init() {
+	err := wal.Register(panickyWAL, wal.Codec[panickyID]{
+		Unmarshal: func(b []byte) (panickyID, error) {
+			if len(b) != 8 {
+				return 0, fmt.Errorf("%d bytes, want 8", len(b))
+			}
+			return panickyID(binary.BigEndian.Uint64(b)), nil
+		},
+		Parse: func(s string) (panickyID, error) {
+			n, err := strconv.ParseInt(s, 10, 64)
+			return panickyID(n), err
+		},
+	})
+	if err != nil {
+		panic(err)
+	}
+}
+
+// TestSaveComparePanicIsRefused saves values whose comparison with the
+// stored one panics, the new value's fault or the stored one's: that save
+// alone fails, as an invalid argument wrapping wal.ErrCorruptID that names
+// the pchannel and both values; nothing is written, and the catalog goes on
+// serving every pchannel. Bolt once took the panic for damage to its file
+// (ErrCorruptStore, for every later call), and Memory let it escape.
+func TestSaveComparePanicIsRefused(t *testing.T) {
+	for name, open := range map[string]func(t *testing.T) persistence.Catalog{
+		"memory": func(*testing.T) persistence.Catalog { return persistence.NewMemory() },
+		"bolt": func(t *testing.T) persistence.Catalog {
+			return openBolt(t, filepath.Join(t.TempDir(), "checkpoints.db"))
+		},
+		"bolt group commit": func(t *testing.T) persistence.Catalog {
+			return openBolt(t, filepath.Join(t.TempDir(), "checkpoints.db"),
+				persistence.WithGroupCommit(true), persistence.WithGroupCommitDelay(time.Millisecond))
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := open(t)
+			defer c.Close()
+			ctx := context.Background()
+			mustSaveID(t, c, "other", wal.KafkaID(1))
+			mustSaveID(t, c, "p", panickyID(10))
+			// The new value's comparison panics.
+			err := noPanic(t, "Save(p, 666)", func() error { return c.Save(ctx, "p", poisonID) })
+			wantUnordered(t, err, "p", poisonID, panickyID(10))
+			wantLoad(t, c, "p", panickyID(10))
+			// A poisoned value is stored where nothing is to compare; the
+			// next save meets it as the stored one.
+			mustSaveID(t, c, "q", poisonID)
+			err = noPanic(t, "Save(q, 5)", func() error { return c.Save(ctx, "q", panickyID(5)) })
+			wantUnordered(t, err, "q", panickyID(5), poisonID)
+			wantLoad(t, c, "q", poisonID)
+			// Nothing else is harmed: every pchannel saves and loads.
+			mustSaveID(t, c, "other", wal.KafkaID(2))
+			mustSaveID(t, c, "p", panickyID(11))
+			all, err := c.LoadAll(ctx)
+			if err != nil {
+				t.Fatalf("LoadAll = %v", err)
+			}
+			want := map[string]wal.MessageID{"other": wal.KafkaID(2), "p": panickyID(11), "q": poisonID}
+			if len(all) != len(want) || all["other"] != want["other"] || all["p"] != want["p"] || all["q"] != want["q"] {
+				t.Fatalf("LoadAll = %v, want %v", all, want)
+			}
+			if m, ok := c.(*persistence.Memory); ok {
+				if got := m.History("p"); !slices.Equal(got, []wal.MessageID{panickyID(10), panickyID(11)}) {
+					t.Fatalf("History(p) = %v, want [panicky:10 panicky:11]", got)
+				}
+			}
+		})
+	}
+}
+
+// wantUnordered checks the refusal of a save of attempted over stored whose
+// comparison panicked.
+func wantUnordered(t *testing.T, err error, pchannel string, attempted, stored wal.MessageID) {
+	t.Helper()
+	if !errors.Is(err, persistence.ErrInvalidArgument) || !errors.Is(err, wal.ErrCorruptID) {
+		t.Fatalf("Save(%q, %s) over %s = %v, want ErrInvalidArgument wrapping wal.ErrCorruptID", pchannel, attempted, stored, err)
+	}
+	if errors.Is(err, persistence.ErrCorruptStore) || errors.Is(err, persistence.ErrStoredAhead) {
+		t.Fatalf("Save(%q, %s) over %s = %v, which blames the store or another writer", pchannel, attempted, stored, err)
+	}
+	prefix := fmt.Sprintf("persistence: invalid argument: pchannel %q: %s cannot be ordered against the stored checkpoint %s: wal: corrupt message ID: ",
+		pchannel, attempted, stored)
+	if !strings.HasPrefix(err.Error(), prefix) || !strings.Contains(err.Error(), "panicked: panickyID.LT: poisoned value") {
+		t.Fatalf("Save error = %q, want %q followed by the panic", err, prefix)
+	}
+}
+
+func mustSaveID(t *testing.T, c persistence.Catalog, pchannel string, id wal.MessageID) {
+	t.Helper()
+	if err := c.Save(context.Background(), pchannel, id); err != nil {
+		t.Fatalf("Save(%q, %s) = %v, want nil", pchannel, id, err)
+	}
+}
+
+func wantLoad(t *testing.T, c persistence.Catalog, pchannel string, want wal.MessageID) {
+	t.Helper()
+	if got, err := c.Load(context.Background(), pchannel); err != nil || got != want {
+		t.Fatalf("Load(%q) = (%v, %v), want %s", pchannel, got, err, want)
+	}
+}
