@@ -24,15 +24,17 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/lowwater/lowwater/persistence"
 )
 
 // The exit codes of Main, as --help documents them.
 const (
 	ExitOK       = 0
 	ExitFailed   = 1 // the catalog could not be read or written
-	ExitUsage    = 2 // bad command line: flags, arguments, ID text, WAL
+	ExitUsage    = 2 // bad command line: flags, arguments, pchannel name, ID text, WAL
 	ExitCorrupt  = 3 // unreadable records (verify, dump), or a damaged bbolt file
-	ExitRefused  = 4 // a write refused for safety: owner, lowering, WAL switch
+	ExitRefused  = 4 // a write refused for safety: owner, lowering, WAL switch, corrupt or incomparable ID
 	ExitNotFound = 5 // get: nothing stored for the pchannel
 )
 
@@ -60,8 +62,9 @@ Commands:
 
 Write flags (set, delete, restore):
   --dry-run  check everything and say what would change; write nothing
-  --force    also lower a checkpoint, replace a corrupt record or one of
-             another WAL, and write a pchannel an etcd owner holds
+  --force    also lower a checkpoint, replace a corrupt record, one of
+             another WAL or one whose ID cannot be compared with the new
+             one, and write a pchannel an etcd owner holds
 
 Common flags:
   --catalog URL         the catalog
@@ -71,6 +74,10 @@ Common flags:
 Safety: on etcd a write takes the pchannel's ownership for its duration,
 so no node can take it meanwhile, and is refused while a node owns it.
 Record terms are not restored: a restored record carries the writer's.
+
+Names and IDs that are not plain printable text (a newline, an escape
+sequence, a tab, a space) are printed quoted and escaped as Go strings
+are: "x\ny" is the name x, newline, y; give it as $'x\ny' in bash.
 
 Exit codes:
   0  done                 3  unreadable records, damaged file
@@ -111,20 +118,26 @@ func refused(format string, args ...any) error {
 }
 
 // command is one subcommand: its flags beyond the common ones, how many
-// arguments it takes, and what it does.
+// arguments it takes, whether the first is a pchannel name, and what it
+// does.
 type command struct {
 	flags    func(fs *flag.FlagSet, o *options)
 	min, max int
+	// pchannel: the first argument names a pchannel. One no catalog can
+	// store (persistence.ValidatePChannel) is a bad command line, said
+	// before the catalog is opened, not a catalog failure at Save, or a
+	// pchannel get and delete report as not stored.
+	pchannel bool
 	argsHelp string
 	run      func(ctx context.Context, env *env, args []string) error
 }
 
 var commands = map[string]command{
 	"list":    {flags: jsonFlag, argsHelp: "list [--json]", run: list},
-	"get":     {min: 1, max: 1, argsHelp: "get PCHANNEL", run: get},
+	"get":     {min: 1, max: 1, pchannel: true, argsHelp: "get PCHANNEL", run: get},
 	"verify":  {argsHelp: "verify", run: verify},
-	"set":     {flags: writeFlags, min: 2, max: 2, argsHelp: "set PCHANNEL ID", run: set},
-	"delete":  {flags: writeFlags, min: 1, max: 1, argsHelp: "delete PCHANNEL", run: del},
+	"set":     {flags: writeFlags, min: 2, max: 2, pchannel: true, argsHelp: "set PCHANNEL ID", run: set},
+	"delete":  {flags: writeFlags, min: 1, max: 1, pchannel: true, argsHelp: "delete PCHANNEL", run: del},
 	"dump":    {max: 1, argsHelp: "dump [FILE]", run: dump},
 	"restore": {flags: writeFlags, min: 1, max: 1, argsHelp: "restore FILE", run: restore},
 }
@@ -185,6 +198,11 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	if len(pos) < cmd.min || len(pos) > cmd.max {
 		return fail(stderr, usagef("usage: lowwater %s", cmd.argsHelp))
 	}
+	if cmd.pchannel {
+		if err := persistence.ValidatePChannel(pos[0]); err != nil {
+			return fail(stderr, usagef("%s: %v", name, err))
+		}
+	}
 	if o.catalog == "" {
 		return fail(stderr, usagef("no catalog: give --catalog URL or set LOWWATER_CATALOG"))
 	}
@@ -214,12 +232,14 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
-// fail prints err and returns its exit code.
+// fail prints err and returns its exit code. The commands show the names
+// and IDs they put in errors escaped already; safeLines escapes whatever
+// else an error from below may carry.
 func fail(stderr io.Writer, err error) int {
 	if err == nil {
 		return ExitOK
 	}
-	fmt.Fprintln(stderr, "lowwater: "+strings.TrimPrefix(err.Error(), "lowwater: "))
+	fmt.Fprintln(stderr, "lowwater: "+safeLines(strings.TrimPrefix(err.Error(), "lowwater: ")))
 	var ue *usageError
 	var ee *exitError
 	switch {

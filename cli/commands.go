@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,8 +14,12 @@ import (
 	"github.com/lowwater/lowwater/wal"
 )
 
-// cause is why a record cannot be decoded, without the wrapping.
-func cause(e persistence.Entry) string {
+// cause is why a record cannot be decoded, as shownText prints it: the
+// text may come from a registered WAL's codec.
+func cause(e persistence.Entry) string { return shownText(rawCause(e)) }
+
+// rawCause is why a record cannot be decoded, without the wrapping.
+func rawCause(e persistence.Entry) string {
 	var ce *persistence.CorruptRecordError
 	if errors.As(e.Err, &ce) {
 		return ce.Err.Error()
@@ -32,14 +37,18 @@ func unreadable(e persistence.Entry) string {
 	return "CORRUPT"
 }
 
-func orDash(s string) string {
-	if s == "" {
+// walShown is a record's WAL name as list and get print it: "-" when the
+// header could not be read, and as shown otherwise, since a record of a
+// WAL this build does not know carries whatever name it was written with.
+func walShown(n wal.Name) string {
+	if n == "" {
 		return "-"
 	}
-	return s
+	return shown(string(n))
 }
 
-// listEntry is one record in list --json.
+// listEntry is one record in list --json. Its text is not escaped as the
+// table's is: JSON escapes it, and escapeJSON what JSON leaves raw.
 type listEntry struct {
 	PChannel   string   `json:"pchannel"`
 	WAL        wal.Name `json:"wal,omitempty"`
@@ -60,15 +69,20 @@ func list(ctx context.Context, e *env, _ []string) error {
 		for _, en := range entries {
 			le := listEntry{PChannel: en.PChannel, WAL: en.WAL, Term: en.Term, Version: en.Version}
 			if en.Err != nil {
-				le.Error = cause(en)
+				le.Error = rawCause(en)
 			} else {
 				le.Checkpoint = en.Checkpoint.String()
 			}
 			out = append(out, le)
 		}
-		enc := json.NewEncoder(e.stdout)
+		var buf bytes.Buffer
+		enc := json.NewEncoder(&buf)
 		enc.SetIndent("", "  ")
-		return enc.Encode(out)
+		if err := enc.Encode(out); err != nil {
+			return err
+		}
+		_, err := e.stdout.Write(escapeJSON(buf.Bytes()))
+		return err
 	}
 	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "PCHANNEL\tWAL\tCHECKPOINT\tTERM\tVERSION")
@@ -76,7 +90,7 @@ func list(ctx context.Context, e *env, _ []string) error {
 	for _, en := range entries {
 		checkpoint, version := "", "-"
 		if en.Err == nil {
-			checkpoint = en.Checkpoint.String()
+			checkpoint = shownID(en.Checkpoint)
 		} else {
 			checkpoint = unreadable(en)
 			corrupt++
@@ -84,7 +98,7 @@ func list(ctx context.Context, e *env, _ []string) error {
 		if en.Version != 0 {
 			version = fmt.Sprint(en.Version)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", en.PChannel, orDash(string(en.WAL)), checkpoint, en.Term, version)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", shown(en.PChannel), walShown(en.WAL), checkpoint, en.Term, version)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -113,14 +127,14 @@ func get(ctx context.Context, e *env, args []string) error {
 		if owner != 0 {
 			fmt.Fprintf(e.stdout, "owner       term %d (a node owns it)\n", owner)
 		}
-		return &exitError{code: ExitNotFound, err: fmt.Errorf("%s: no checkpoint stored", pchannel)}
+		return &exitError{code: ExitNotFound, err: fmt.Errorf("%s: no checkpoint stored", shown(pchannel))}
 	}
-	fmt.Fprintf(e.stdout, "pchannel    %s\n", en.PChannel)
-	fmt.Fprintf(e.stdout, "wal         %s\n", orDash(string(en.WAL)))
+	fmt.Fprintf(e.stdout, "pchannel    %s\n", shown(en.PChannel))
+	fmt.Fprintf(e.stdout, "wal         %s\n", walShown(en.WAL))
 	if en.Err != nil {
 		fmt.Fprintf(e.stdout, "checkpoint  %s: %s\n", unreadable(en), cause(en))
 	} else {
-		fmt.Fprintf(e.stdout, "checkpoint  %s\n", en.Checkpoint)
+		fmt.Fprintf(e.stdout, "checkpoint  %s\n", shownID(en.Checkpoint))
 	}
 	fmt.Fprintf(e.stdout, "term        %d\n", en.Term)
 	fmt.Fprintf(e.stdout, "version     %d\n", en.Version)
@@ -132,7 +146,7 @@ func get(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintln(e.stdout, "owner       none")
 	}
 	if en.Err != nil {
-		return &exitError{code: ExitCorrupt, err: fmt.Errorf("%s: unreadable record: %s", pchannel, cause(en))}
+		return &exitError{code: ExitCorrupt, err: fmt.Errorf("%s: unreadable record: %s", shown(pchannel), cause(en))}
 	}
 	return nil
 }
@@ -149,7 +163,7 @@ func verify(ctx context.Context, e *env, _ []string) error {
 		if en.Err != nil {
 			unread++
 			found[unreadable(en)] = true
-			fmt.Fprintf(e.stdout, "%s  %s: %s\n", unreadable(en), en.PChannel, cause(en))
+			fmt.Fprintf(e.stdout, "%s  %s: %s\n", unreadable(en), shown(en.PChannel), cause(en))
 		}
 	}
 	fmt.Fprintf(e.stdout, "%d records, %d unreadable\n", len(entries), unread)
@@ -190,9 +204,10 @@ func parseID(en *persistence.Entry, text string) (wal.MessageID, error) {
 	}
 	switch {
 	case errors.Is(err, wal.ErrUnknownWAL):
-		return nil, usagef("ID %q: %v; known WALs: %s", text, err, walNames())
+		return nil, usagef("ID %q: %s; known WALs: %s", text, shownText(err.Error()), walNames())
 	case err != nil:
-		return nil, usagef("ID %q: %v", text, err)
+		// A registered WAL's Parse wrote this error: it may hold anything.
+		return nil, usagef("ID %q: %s", text, shownText(err.Error()))
 	}
 	return id, nil
 }
@@ -204,54 +219,79 @@ const (
 	unchanged action = iota
 	create
 	raise
-	lower   // forced: delete, then save
-	replace // forced: a corrupt record or one of another WAL
+	lower     // forced: delete, then save
+	replace   // forced: a corrupt record or one of another WAL
+	unordered // forced, as replace: a record id cannot be compared with
 )
 
 // plan decides how to write id over en (nil: nothing stored), refusing what
 // needs force when force is not given.
+//
+// The IDs are ordered with wal.Compare, never with their own LT and EQ: a
+// registered WAL's ID type may panic on some values, and that must be a
+// refusal naming the pchannel, not a crash (which would exit with the code
+// of a bad command line). Such a pair is refused as a corrupt record is,
+// since which of the two is broken cannot be told; --force replaces the
+// record without comparing, as it replaces a corrupt one.
 func plan(pchannel string, en *persistence.Entry, id wal.MessageID, force bool) (action, error) {
 	switch {
 	case en == nil:
 		return create, nil
 	case en.Err != nil:
 		if !force {
-			return 0, refused("%s: the stored record is corrupt (%s): --force replaces it", pchannel, cause(*en))
+			return 0, refused("%s: the stored record is corrupt (%s): --force replaces it", shown(pchannel), cause(*en))
 		}
 		return replace, nil
 	case en.WAL != id.WALName():
 		if !force {
-			return 0, refused("%s stores a %s checkpoint, not %s: --force switches its WAL", pchannel, en.WAL, id.WALName())
+			return 0, refused("%s stores a %s checkpoint, not %s: --force switches its WAL",
+				shown(pchannel), shown(string(en.WAL)), shown(string(id.WALName())))
 		}
 		return replace, nil
-	case id.EQ(en.Checkpoint):
+	}
+	c, err := wal.Compare(id, en.Checkpoint)
+	switch {
+	case err != nil && !force:
+		return 0, refused("%s: %s (%s): --force replaces the record",
+			shown(pchannel), incomparable(id, en.Checkpoint), shownText(err.Error()))
+	case err != nil:
+		return unordered, nil
+	case c == 0:
 		return unchanged, nil
-	case id.LT(en.Checkpoint):
-		if !force {
-			return 0, refused("%s: %s is below the stored %s; lowering needs --force\n%s",
-				pchannel, id, en.Checkpoint, replay(en.Checkpoint, id))
-		}
+	case c < 0 && !force:
+		return 0, refused("%s: %s is below the stored %s; lowering needs --force\n%s",
+			shown(pchannel), shownID(id), shownID(en.Checkpoint), replay(en.Checkpoint, id))
+	case c < 0:
 		return lower, nil
 	default:
 		return raise, nil
 	}
 }
 
+// incomparable says that id and the stored checkpoint cannot be ordered.
+func incomparable(id, stored wal.MessageID) string {
+	return fmt.Sprintf("%s cannot be compared with the stored %s", shownID(id), shownID(stored))
+}
+
 // replay says what lowering from to to costs: consumers restart earlier.
 func replay(from, to wal.MessageID) string {
-	msg := fmt.Sprintf("replay: consumers restart at %s and re-read what follows it up to %s", to, from)
+	msg := fmt.Sprintf("replay: consumers restart at %s and re-read what follows it up to %s", shownID(to), shownID(from))
 	switch f := from.(type) {
 	case wal.KafkaID:
-		msg += fmt.Sprintf(" (%d messages)", int64(f)-int64(to.(wal.KafkaID)))
+		if t, ok := to.(wal.KafkaID); ok {
+			msg += fmt.Sprintf(" (%d messages)", int64(f)-int64(t))
+		}
 	case wal.RocksMQID:
-		msg += fmt.Sprintf(" (%d messages)", int64(f)-int64(to.(wal.RocksMQID)))
+		if t, ok := to.(wal.RocksMQID); ok {
+			msg += fmt.Sprintf(" (%d messages)", int64(f)-int64(t))
+		}
 	}
 	return msg
 }
 
 // apply writes id for pchannel as act says, through c.
 func apply(ctx context.Context, c persistence.Catalog, pchannel string, act action, id wal.MessageID) error {
-	if act == lower || act == replace {
+	if act == lower || act == replace || act == unordered {
 		if err := c.Delete(ctx, pchannel); err != nil {
 			return err
 		}
@@ -262,7 +302,7 @@ func apply(ctx context.Context, c persistence.Catalog, pchannel string, act acti
 	err := c.Save(ctx, pchannel, id)
 	var ahead *persistence.StoredAheadError
 	if errors.As(err, &ahead) {
-		return refused("%s: %s was stored meanwhile, above %s", pchannel, ahead.Stored, id)
+		return refused("%s: %s was stored meanwhile, above %s", shown(pchannel), shownID(ahead.Stored), shownID(id))
 	}
 	return err
 }
@@ -275,6 +315,7 @@ func describe(act action, pchannel string, en *persistence.Entry, id wal.Message
 		raise:     {"raised", "would raise"},
 		lower:     {"LOWERED", "would LOWER"},
 		replace:   {"replaced", "would replace"},
+		unordered: {"replaced", "would replace"},
 	}[act]
 	v := verb[0]
 	if dry {
@@ -286,12 +327,12 @@ func describe(act action, pchannel string, en *persistence.Entry, id wal.Message
 	case en.Err != nil:
 		from = "a corrupt record"
 	default:
-		from = en.Checkpoint.String()
+		from = shownID(en.Checkpoint)
 	}
 	if act == unchanged || act == create {
-		return fmt.Sprintf("%s: %s at %s", pchannel, v, id)
+		return fmt.Sprintf("%s: %s at %s", shown(pchannel), v, shownID(id))
 	}
-	return fmt.Sprintf("%s: %s from %s to %s", pchannel, v, from, id)
+	return fmt.Sprintf("%s: %s from %s to %s", shown(pchannel), v, from, shownID(id))
 }
 
 func set(ctx context.Context, e *env, args []string) error {
@@ -317,8 +358,12 @@ func set(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if act == lower {
+	switch act {
+	case lower:
 		fmt.Fprintln(e.stderr, "warning: "+replay(en.Checkpoint, id))
+	case unordered:
+		fmt.Fprintf(e.stderr, "warning: %s: %s; if it is below, consumers replay from it\n",
+			shown(pchannel), incomparable(id, en.Checkpoint))
 	}
 	if e.opts.dryRun {
 		if err := s.checkOwner(ctx, pchannel, e.opts.force); err != nil {
@@ -367,18 +412,18 @@ func del(ctx context.Context, e *env, args []string) error {
 	}
 	en, found := byName[pchannel]
 	if !found {
-		fmt.Fprintf(e.stdout, "%s: nothing stored\n", pchannel)
+		fmt.Fprintf(e.stdout, "%s: nothing stored\n", shown(pchannel))
 		return nil
 	}
 	was := "a corrupt record"
 	if en.Err == nil {
-		was = en.Checkpoint.String()
+		was = shownID(en.Checkpoint)
 	}
 	if e.opts.dryRun {
 		if err := s.checkOwner(ctx, pchannel, e.opts.force); err != nil {
 			return err
 		}
-		fmt.Fprintf(e.stdout, "%s: would delete %s\n", pchannel, was)
+		fmt.Fprintf(e.stdout, "%s: would delete %s\n", shown(pchannel), was)
 		return nil
 	}
 	err = s.write(ctx, pchannel, e.opts.force, func(c persistence.Catalog) error {
@@ -387,7 +432,7 @@ func del(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stdout, "%s: deleted %s\n", pchannel, was)
+	fmt.Fprintf(e.stdout, "%s: deleted %s\n", shown(pchannel), was)
 	return nil
 }
 

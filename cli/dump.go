@@ -48,7 +48,7 @@ func dump(ctx context.Context, e *env, args []string) error {
 	for _, en := range entries {
 		if en.Err != nil {
 			corrupt++
-			fmt.Fprintf(e.stderr, "%s  %s: %s\n", unreadable(en), en.PChannel, cause(en))
+			fmt.Fprintf(e.stderr, "%s  %s: %s\n", unreadable(en), shown(en.PChannel), cause(en))
 			continue
 		}
 		d.Checkpoints = append(d.Checkpoints, dumpEntry{
@@ -66,8 +66,11 @@ func dump(ctx context.Context, e *env, args []string) error {
 	if err := enc.Encode(d); err != nil {
 		return err
 	}
+	// Escaped for stdout, a terminal perhaps; the file gets the same bytes,
+	// as it may well be shown on one too.
+	out := escapeJSON(buf.Bytes())
 	if len(args) == 0 {
-		_, err := e.stdout.Write(buf.Bytes())
+		_, err := e.stdout.Write(out)
 		return err
 	}
 	// A dump never overwrites: it may be the only copy of another one.
@@ -75,7 +78,7 @@ func dump(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := f.Write(buf.Bytes()); err != nil {
+	if _, err := f.Write(out); err != nil {
 		_ = f.Close()
 		return err
 	}
@@ -111,8 +114,10 @@ func readDump(path string) ([]dumpEntry, []wal.MessageID, error) {
 	seen := make(map[string]bool, len(d.Checkpoints))
 	for i, de := range d.Checkpoints {
 		where := fmt.Sprintf("%s: checkpoint %d (%q)", path, i, de.PChannel)
-		if de.PChannel == "" {
-			return nil, nil, usagef("%s: empty pchannel", where)
+		// Checked here, as on the command line: found at Save, it would
+		// stop the restore half way.
+		if err := persistence.ValidatePChannel(de.PChannel); err != nil {
+			return nil, nil, usagef("%s: %v", where, err)
 		}
 		if seen[de.PChannel] {
 			return nil, nil, usagef("%s: pchannel given twice", where)
@@ -120,15 +125,15 @@ func readDump(path string) ([]dumpEntry, []wal.MessageID, error) {
 		seen[de.PChannel] = true
 		id, err := wal.Parse(de.WAL, de.Checkpoint)
 		if err != nil {
-			return nil, nil, usagef("%s: %v", where, err)
+			return nil, nil, usagef("%s: %s", where, shownText(err.Error()))
 		}
 		if de.ID != nil {
 			exact, err := wal.Unmarshal(de.WAL, de.ID)
 			if err != nil {
-				return nil, nil, usagef("%s: id: %v", where, err)
+				return nil, nil, usagef("%s: id: %s", where, shownText(err.Error()))
 			}
-			if exact != id {
-				return nil, nil, usagef("%s: id bytes say %s, checkpoint says %s", where, exact, id)
+			if exact != id { // comparable: wal.Register takes no other ID type
+				return nil, nil, usagef("%s: id bytes say %s, checkpoint says %s", where, shownID(exact), shownID(id))
 			}
 		}
 		ids[i] = id
@@ -174,7 +179,7 @@ func restore(ctx context.Context, e *env, args []string) error {
 	}
 	if len(refusals) > 0 {
 		for _, r := range refusals {
-			fmt.Fprintln(e.stderr, "refused: "+r.Error())
+			fmt.Fprintln(e.stderr, "refused: "+safeLines(r.Error()))
 		}
 		return refused("%d of %d checkpoints refused; nothing written", len(refusals), len(entries))
 	}

@@ -155,7 +155,7 @@ func (s *store) checkOwner(ctx context.Context, pchannel string, force bool) err
 }
 
 func ownedRefusal(pchannel string, term uint64) error {
-	return refused("%s is owned by a running node (term %d): stop it, or --force", pchannel, term)
+	return refused("%s is owned by a running node (term %d): stop it, or --force", shown(pchannel), term)
 }
 
 // write runs fn with the catalog to write pchannel through. On etcd that
@@ -178,7 +178,7 @@ func (s *store) write(ctx context.Context, pchannel string, force bool, fn func(
 	var oe *etcdcatalog.OwnedError
 	switch {
 	case errors.As(err, &oe) && force:
-		fmt.Fprintf(s.stderr, "warning: %s is owned by a running node (term %d); writing anyway (--force)\n", pchannel, oe.Term)
+		fmt.Fprintf(s.stderr, "warning: %s is owned by a running node (term %d); writing anyway (--force)\n", shown(pchannel), oe.Term)
 		return fn(s.cat)
 	case errors.As(err, &oe):
 		return ownedRefusal(pchannel, oe.Term)
@@ -187,7 +187,7 @@ func (s *store) write(ctx context.Context, pchannel string, force bool, fn func(
 	}
 	werr := fn(owned)
 	if err := owned.Close(); err != nil && werr == nil {
-		return fmt.Errorf("release %s: %w", pchannel, err)
+		return fmt.Errorf("release %s: %w", shown(pchannel), err)
 	}
 	return werr
 }

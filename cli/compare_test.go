@@ -1,0 +1,176 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lowwater/lowwater/cli"
+	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/wal"
+)
+
+// panicky is a registered WAL whose LT panics on the value 666, as a
+// third party's ID type might on bytes that decoded to nonsense: the tool
+// must refuse such a write, not crash with the exit code of a bad command
+// line.
+type panicky int64
+
+func (panicky) WALName() wal.Name { return "test-panicky" }
+func (a panicky) LT(o wal.MessageID) bool {
+	b, ok := o.(panicky)
+	if a == 666 || b == 666 {
+		panic("LT bug")
+	}
+	return ok && a < b
+}
+func (a panicky) LTE(o wal.MessageID) bool { return !o.LT(a) }
+func (a panicky) EQ(o wal.MessageID) bool {
+	b, ok := o.(panicky)
+	return ok && a == b
+}
+func (a panicky) Marshal() []byte { return binary.BigEndian.AppendUint64(nil, uint64(a)) }
+func (a panicky) String() string  { return "test-panicky:" + strconv.FormatInt(int64(a), 10) }
+
+func init() {
+	err := wal.Register("test-panicky", wal.Codec[panicky]{
+		Unmarshal: func(b []byte) (panicky, error) {
+			if len(b) != 8 {
+				return 0, errors.New("not 8 bytes")
+			}
+			return panicky(binary.BigEndian.Uint64(b)), nil
+		},
+		Parse: func(s string) (panicky, error) {
+			n, err := strconv.ParseInt(s, 10, 64)
+			return panicky(n), err
+		},
+	})
+	if err != nil {
+		panic(err)
+	}
+}
+
+// runSplit runs the tool as run does, with stdout and stderr apart, and
+// fails the test, instead of crashing it, if Main panics.
+func runSplit(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	func() {
+		defer func() {
+			if r := recover(); r != nil {
+				t.Fatalf("cli.Main(%q) panicked: %v", args, r)
+			}
+		}()
+		code = cli.Main(context.Background(), args, func(string) string { return "" }, &out, &errb)
+	}()
+	return out.String(), errb.String(), code
+}
+
+// boltWith makes a bbolt catalog holding ids and returns its --catalog flag.
+func boltWith(t *testing.T, ids map[string]wal.MessageID) (flag, path string) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), "c.db")
+	b, err := persistence.OpenBolt(path)
+	require.NoError(t, err)
+	for p, id := range ids {
+		require.NoError(t, b.Save(context.Background(), p, id))
+	}
+	require.NoError(t, b.Close())
+	return "--catalog=bolt:" + path, path
+}
+
+// storedIn reads what the bbolt file at path holds now.
+func storedIn(t *testing.T, path string) map[string]string {
+	t.Helper()
+	b, err := persistence.OpenBolt(path, persistence.WithReadOnly(true))
+	require.NoError(t, err)
+	defer b.Close()
+	entries, err := b.Inspect(context.Background())
+	require.NoError(t, err)
+	got := map[string]string{}
+	for _, e := range entries {
+		require.NoError(t, e.Err)
+		got[e.PChannel] = e.Checkpoint.String()
+	}
+	return got
+}
+
+// TestSetIDsThatCannotBeCompared: a registered ID type whose comparison
+// panics makes set and restore refuse the write (ExitRefused, as for a
+// corrupt stored record), naming the pchannel and both IDs; --force
+// replaces the record without comparing.
+func TestSetIDsThatCannotBeCompared(t *testing.T) {
+	url, path := boltWith(t, nil)
+
+	stdout, stderr, code := runSplit(t, url, "set", "slot", "test-panicky:10")
+	require.Equal(t, cli.ExitOK, code, stderr)
+	require.Equal(t, "slot: created at test-panicky:10\n", stdout)
+
+	const refusal = "lowwater: slot: test-panicky:666 cannot be compared with the stored test-panicky:10" +
+		" (wal: corrupt message ID: comparing cli_test.panicky with cli_test.panicky panicked: LT bug):" +
+		" --force replaces the record\n"
+	for _, dry := range []string{"", "--dry-run"} {
+		args := []string{url, "set", "slot", "test-panicky:666"}
+		if dry != "" {
+			args = append(args, dry)
+		}
+		stdout, stderr, code = runSplit(t, args...)
+		require.Equal(t, cli.ExitRefused, code, stderr)
+		require.Empty(t, stdout)
+		require.Equal(t, refusal, stderr)
+	}
+	require.Equal(t, map[string]string{"slot": "test-panicky:10"}, storedIn(t, path))
+
+	// restore plans with the same rules: refused, and nothing written.
+	dump := filepath.Join(t.TempDir(), "d.json")
+	require.NoError(t, os.WriteFile(dump, []byte(`{"format":"lowwater-checkpoints/1","checkpoints":[
+		{"pchannel":"other","wal":"kafka","checkpoint":"kafka:1"},
+		{"pchannel":"slot","wal":"test-panicky","checkpoint":"test-panicky:666"}]}`), 0o600))
+	stdout, stderr, code = runSplit(t, url, "restore", dump)
+	require.Equal(t, cli.ExitRefused, code, stderr)
+	require.Empty(t, stdout)
+	require.Equal(t, "refused: "+refusal[len("lowwater: "):]+
+		"lowwater: 1 of 2 checkpoints refused; nothing written\n", stderr)
+	require.Equal(t, map[string]string{"slot": "test-panicky:10"}, storedIn(t, path))
+
+	stdout, stderr, code = runSplit(t, url, "set", "slot", "test-panicky:666", "--dry-run", "--force")
+	require.Equal(t, cli.ExitOK, code, stderr)
+	require.Equal(t, "slot: would replace from test-panicky:10 to test-panicky:666\n", stdout)
+	require.Equal(t, "warning: slot: test-panicky:666 cannot be compared with the stored test-panicky:10;"+
+		" if it is below, consumers replay from it\n", stderr)
+	require.Equal(t, map[string]string{"slot": "test-panicky:10"}, storedIn(t, path))
+
+	stdout, stderr, code = runSplit(t, url, "set", "slot", "test-panicky:666", "--force")
+	require.Equal(t, cli.ExitOK, code, stderr)
+	require.Equal(t, "slot: replaced from test-panicky:10 to test-panicky:666\n", stdout)
+	require.Equal(t, map[string]string{"slot": "test-panicky:666"}, storedIn(t, path))
+
+	// Now the stored ID is the one that cannot be compared.
+	stdout, stderr, code = runSplit(t, url, "set", "slot", "11")
+	require.Equal(t, cli.ExitRefused, code, stderr)
+	require.Empty(t, stdout)
+	require.Equal(t, "lowwater: slot: test-panicky:11 cannot be compared with the stored test-panicky:666"+
+		" (wal: corrupt message ID: comparing cli_test.panicky with cli_test.panicky panicked: LT bug):"+
+		" --force replaces the record\n", stderr)
+	require.Equal(t, map[string]string{"slot": "test-panicky:666"}, storedIn(t, path))
+
+	// IDs whose comparison works are still raised, kept and lowered as ever.
+	url, _ = boltWith(t, map[string]wal.MessageID{"slot": panicky(10)})
+	stdout, _, code = runSplit(t, url, "set", "slot", "10")
+	require.Equal(t, cli.ExitOK, code)
+	require.Equal(t, "slot: unchanged at test-panicky:10\n", stdout)
+	stdout, _, code = runSplit(t, url, "set", "slot", "12")
+	require.Equal(t, cli.ExitOK, code)
+	require.Equal(t, "slot: raised from test-panicky:10 to test-panicky:12\n", stdout)
+	_, stderr, code = runSplit(t, url, "set", "slot", "11")
+	require.Equal(t, cli.ExitRefused, code)
+	require.Equal(t, "lowwater: slot: test-panicky:11 is below the stored test-panicky:12; lowering needs --force\n"+
+		"replay: consumers restart at test-panicky:11 and re-read what follows it up to test-panicky:12\n", stderr)
+}

@@ -1,0 +1,277 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lowwater/lowwater/cli"
+	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/wal"
+)
+
+// weird is a registered WAL whose text is not always plain: the String of
+// 9 holds a newline, an escape sequence and a tab, the bytes of 13 fail to
+// decode with such an error, and the text "boom" fails to parse with one.
+// A third party's ID type may do any of that, and the tool prints it all.
+type weird uint8
+
+func (weird) WALName() wal.Name { return "test-weird" }
+func (a weird) LT(o wal.MessageID) bool {
+	b, ok := o.(weird)
+	return ok && a < b
+}
+func (a weird) LTE(o wal.MessageID) bool {
+	b, ok := o.(weird)
+	return ok && a <= b
+}
+func (a weird) EQ(o wal.MessageID) bool {
+	b, ok := o.(weird)
+	return ok && a == b
+}
+func (a weird) Marshal() []byte { return []byte{byte(a)} }
+func (a weird) String() string {
+	if a == 9 {
+		return "test-weird:9\n\x1b[2Jforged\trow"
+	}
+	return "test-weird:" + strconv.Itoa(int(a))
+}
+
+func init() {
+	err := wal.Register("test-weird", wal.Codec[weird]{
+		Unmarshal: func(b []byte) (weird, error) {
+			if len(b) != 1 || b[0] == 13 {
+				return 0, errors.New("bad\x1b[31m\nforged line")
+			}
+			return weird(b[0]), nil
+		},
+		Parse: func(s string) (weird, error) {
+			if s == "boom" {
+				return 0, errors.New("no\x1b]0;title\x07\nforged line")
+			}
+			n, err := strconv.ParseUint(s, 10, 8)
+			return weird(n), err
+		},
+	})
+	if err != nil {
+		panic(err)
+	}
+}
+
+// Names persistence.ValidatePChannel takes, and which printed raw would
+// forge a row of list, run an escape sequence in the operator's terminal,
+// or shift list's columns.
+const (
+	forger = "x\nby-dev-rootcoord-dml_9  kafka  kafka:999999999  0  1"
+	osc    = "esc\x1b]0;pwned\x07\x1b[2J"
+	c1     = "csi\u009b2J"
+	tabbed = "tab\there"
+	bidi   = "rtl\u202eevil"
+)
+
+// untrusted are such names, with a plain one and a plain non-ASCII one.
+var untrusted = map[string]wal.MessageID{
+	"by-dev-rootcoord-dml_0": wal.KafkaID(1),
+	forger:                   wal.KafkaID(2),
+	osc:                      wal.KafkaID(3),
+	c1:                       wal.KafkaID(4),
+	tabbed:                   wal.KafkaID(5),
+	bidi:                     wal.KafkaID(6),
+	"has space":              wal.KafkaID(7),
+	`"quoted"`:               wal.KafkaID(8),
+	"ünïcode-ok":             wal.KafkaID(9),
+}
+
+// TestStoredTextIsQuoted: list, get, verify, set and delete show a name,
+// an ID or an error from the catalog as it is when it is plain printable
+// text, and quoted as Go's %q does otherwise; nothing they print holds a
+// control character but the newlines they mean.
+func TestStoredTextIsQuoted(t *testing.T) {
+	ids := map[string]wal.MessageID{"c": weird(13), "w": weird(9)}
+	for p, id := range untrusted {
+		ids[p] = id
+	}
+	url, _ := boltWith(t, ids)
+
+	stdout, stderr, code := runSplit(t, url, "list")
+	require.Equal(t, cli.ExitOK, code, stderr)
+	require.Equal(t, `PCHANNEL                                                   WAL         CHECKPOINT                          TERM  VERSION
+"\"quoted\""                                               kafka       kafka:8                             0     1
+by-dev-rootcoord-dml_0                                     kafka       kafka:1                             0     1
+c                                                          test-weird  CORRUPT                             0     1
+"csi\u009b2J"                                              kafka       kafka:4                             0     1
+"esc\x1b]0;pwned\a\x1b[2J"                                 kafka       kafka:3                             0     1
+"has space"                                                kafka       kafka:7                             0     1
+"rtl\u202eevil"                                            kafka       kafka:6                             0     1
+"tab\there"                                                kafka       kafka:5                             0     1
+w                                                          test-weird  "test-weird:9\n\x1b[2Jforged\trow"  0     1
+"x\nby-dev-rootcoord-dml_9  kafka  kafka:999999999  0  1"  kafka       kafka:2                             0     1
+ünïcode-ok                                                 kafka       kafka:9                             0     1
+11 pchannels, 1 unreadable (run verify)
+`, stdout)
+	requirePlain(t, stdout)
+
+	stdout, stderr, code = runSplit(t, url, "get", forger)
+	require.Equal(t, cli.ExitOK, code, stderr)
+	require.Equal(t, `pchannel    "x\nby-dev-rootcoord-dml_9  kafka  kafka:999999999  0  1"`+"\n"+
+		"wal         kafka\ncheckpoint  kafka:2\nterm        0\nversion     1\n", stdout)
+	stdout, stderr, code = runSplit(t, url, "get", "w")
+	require.Equal(t, cli.ExitOK, code, stderr)
+	require.Equal(t, "pchannel    w\nwal         test-weird\n"+
+		`checkpoint  "test-weird:9\n\x1b[2Jforged\trow"`+"\nterm        0\nversion     1\n", stdout)
+	stdout, stderr, code = runSplit(t, url, "get", "c")
+	require.Equal(t, cli.ExitCorrupt, code, stderr)
+	require.Equal(t, "pchannel    c\nwal         test-weird\n"+
+		`checkpoint  CORRUPT: "wal: corrupt message ID: test-weird: bad\x1b[31m\nforged line"`+"\nterm        0\nversion     1\n", stdout)
+	require.Equal(t, `lowwater: c: unreadable record: "wal: corrupt message ID: test-weird: bad\x1b[31m\nforged line"`+"\n", stderr)
+	stdout, stderr, code = runSplit(t, url, "get", osc+"-missing")
+	require.Equal(t, cli.ExitNotFound, code)
+	require.Empty(t, stdout)
+	require.Equal(t, `lowwater: "esc\x1b]0;pwned\a\x1b[2J-missing": no checkpoint stored`+"\n", stderr)
+
+	stdout, stderr, code = runSplit(t, url, "verify")
+	require.Equal(t, cli.ExitCorrupt, code)
+	require.Equal(t, `CORRUPT  c: "wal: corrupt message ID: test-weird: bad\x1b[31m\nforged line"`+"\n11 records, 1 unreadable\n", stdout)
+	requirePlain(t, stderr)
+
+	stdout, stderr, code = runSplit(t, url, "set", tabbed, "kafka:50", "--dry-run")
+	require.Equal(t, cli.ExitOK, code, stderr)
+	require.Equal(t, `"tab\there": would raise from kafka:5 to kafka:50`+"\n", stdout)
+	_, stderr, code = runSplit(t, url, "set", tabbed, "kafka:1")
+	require.Equal(t, cli.ExitRefused, code)
+	require.Equal(t, `lowwater: "tab\there": kafka:1 is below the stored kafka:5; lowering needs --force`+"\n"+
+		"replay: consumers restart at kafka:1 and re-read what follows it up to kafka:5 (4 messages)\n", stderr)
+	_, stderr, code = runSplit(t, url, "set", bidi, "test-weird:1")
+	require.Equal(t, cli.ExitRefused, code)
+	require.Equal(t, `lowwater: "rtl\u202eevil" stores a kafka checkpoint, not test-weird: --force switches its WAL`+"\n", stderr)
+	stdout, stderr, code = runSplit(t, url, "set", "w", "test-weird:10")
+	require.Equal(t, cli.ExitOK, code, stderr)
+	require.Equal(t, `w: raised from "test-weird:9\n\x1b[2Jforged\trow" to test-weird:10`+"\n", stdout)
+	_, stderr, code = runSplit(t, url, "set", "w", "test-weird:boom")
+	require.Equal(t, cli.ExitUsage, code)
+	require.Equal(t, `lowwater: ID "test-weird:boom": "wal: malformed message ID text: \"test-weird:boom\" as a test-weird ID: `+
+		`no\x1b]0;title\a\nforged line"`+"\nrun 'lowwater --help' for usage\n", stderr)
+
+	stdout, stderr, code = runSplit(t, url, "delete", forger)
+	require.Equal(t, cli.ExitOK, code, stderr)
+	require.Equal(t, `"x\nby-dev-rootcoord-dml_9  kafka  kafka:999999999  0  1": deleted kafka:2`+"\n", stdout)
+	stdout, stderr, code = runSplit(t, url, "delete", forger)
+	require.Equal(t, cli.ExitOK, code, stderr)
+	require.Equal(t, `"x\nby-dev-rootcoord-dml_9  kafka  kafka:999999999  0  1": nothing stored`+"\n", stdout)
+}
+
+// requirePlain fails if out holds a control character other than a newline,
+// or a rune strconv.IsPrint refuses.
+func requirePlain(t *testing.T, out string) {
+	t.Helper()
+	require.True(t, utf8.ValidString(out))
+	for i, r := range out {
+		if r != '\n' && !strconv.IsPrint(r) {
+			t.Fatalf("byte %d: %U printed raw in\n%s", i, r, out)
+		}
+	}
+}
+
+// TestJSONEscapesStoredText: list --json and dump are JSON, which escapes
+// newlines, tabs and ESC already; the tool escapes too what JSON may leave
+// raw and a terminal may act on (the C1 controls, U+202E). Every name reads
+// back exactly, and a dump restores.
+func TestJSONEscapesStoredText(t *testing.T) {
+	url, _ := boltWith(t, untrusted)
+
+	stdout, stderr, code := runSplit(t, url, "list", "--json")
+	require.Equal(t, cli.ExitOK, code, stderr)
+	requirePlain(t, stdout)
+	require.Contains(t, stdout, `"pchannel": "csi\u009b2J"`)
+	require.Contains(t, stdout, `"pchannel": "rtl\u202eevil"`)
+	require.Contains(t, stdout, `"pchannel": "esc\u001b]0;pwned\u0007\u001b[2J"`)
+	var listed []struct {
+		PChannel   string `json:"pchannel"`
+		Checkpoint string `json:"checkpoint"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(stdout), &listed))
+	got := map[string]string{}
+	for _, l := range listed {
+		got[l.PChannel] = l.Checkpoint
+	}
+	want := map[string]string{}
+	for p, id := range untrusted {
+		want[p] = id.String()
+	}
+	require.Equal(t, want, got)
+
+	stdout, stderr, code = runSplit(t, url, "dump")
+	require.Equal(t, cli.ExitOK, code, stderr)
+	requirePlain(t, stdout)
+	dump := filepath.Join(t.TempDir(), "d.json")
+	_, stderr, code = runSplit(t, url, "dump", dump)
+	require.Equal(t, cli.ExitOK, code, stderr)
+	file, err := os.ReadFile(dump)
+	require.NoError(t, err)
+	require.Equal(t, stdout, string(file))
+
+	other, path := boltWith(t, nil)
+	_, stderr, code = runSplit(t, other, "restore", dump)
+	require.Equal(t, cli.ExitOK, code, stderr)
+	require.Equal(t, want, storedIn(t, path))
+}
+
+// TestPChannelArgument: an empty or invalid pchannel name on the command
+// line, or in a dump, is a bad command line (ExitUsage), found before the
+// catalog is read, not a catalog failure.
+func TestPChannelArgument(t *testing.T) {
+	url, path := boltWith(t, map[string]wal.MessageID{"p": wal.KafkaID(1)})
+	long := strings.Repeat("a", persistence.MaxNameLen+1)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"set", "", "kafka:1"}, "set: persistence: invalid argument: empty pchannel name"},
+		{[]string{"set", "", "kafka:1", "--dry-run"}, "set: persistence: invalid argument: empty pchannel name"},
+		{[]string{"get", ""}, "get: persistence: invalid argument: empty pchannel name"},
+		{[]string{"delete", ""}, "delete: persistence: invalid argument: empty pchannel name"},
+		{[]string{"delete", "a\x00b"}, `delete: persistence: invalid argument: pchannel name "a\x00b" holds a NUL byte at 1`},
+		{[]string{"set", long, "kafka:1"}, `set: persistence: invalid argument: pchannel name "` + long[:40] +
+			`…" is 513 bytes long, over the 512-byte limit`},
+		{[]string{"get", "\xff"}, `get: persistence: invalid argument: pchannel name "\xff" is not valid UTF-8`},
+	} {
+		stdout, stderr, code := runSplit(t, append([]string{url}, tc.args...)...)
+		require.Equal(t, cli.ExitUsage, code, "%q: %s", tc.args, stderr)
+		require.Empty(t, stdout, "%q", tc.args)
+		require.Equal(t, "lowwater: "+tc.want+"\nrun 'lowwater --help' for usage\n", stderr, "%q", tc.args)
+	}
+	// Checked before the catalog: a missing file does not hide the mistake.
+	_, _, code := runSplit(t, "--catalog=bolt:"+filepath.Join(t.TempDir(), "none.db"), "get", "")
+	require.Equal(t, cli.ExitUsage, code)
+
+	// A dump naming a pchannel no catalog can store is refused whole.
+	dump := filepath.Join(t.TempDir(), "d.json")
+	require.NoError(t, os.WriteFile(dump, []byte(`{"format":"lowwater-checkpoints/1","checkpoints":[
+		{"pchannel":"q","wal":"kafka","checkpoint":"kafka:1"},
+		{"pchannel":"a\u0000b","wal":"kafka","checkpoint":"kafka:1"}]}`), 0o600))
+	stdout, stderr, code := runSplit(t, url, "restore", dump)
+	require.Equal(t, cli.ExitUsage, code, stderr)
+	require.Empty(t, stdout)
+	require.Equal(t, "lowwater: "+dump+`: checkpoint 1 ("a\x00b"): persistence: invalid argument: `+
+		`pchannel name "a\x00b" holds a NUL byte at 1`+"\nrun 'lowwater --help' for usage\n", stderr)
+	require.Equal(t, map[string]string{"p": "kafka:1"}, storedIn(t, path))
+}
+
+// TestErrorsFromBelowAreEscaped: an error the tool passes on from below
+// (here os.Stat's, naming the --catalog path as it is) is printed with each
+// line that holds a control character quoted.
+func TestErrorsFromBelowAreEscaped(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "no\x1b[2J.db")
+	stdout, stderr, code := runSplit(t, "--catalog=bolt:"+path, "list")
+	require.Equal(t, cli.ExitFailed, code, stderr)
+	require.Empty(t, stdout)
+	require.Equal(t, "lowwater: "+strconv.Quote("bbolt file: stat "+path+": no such file or directory")+"\n", stderr)
+	require.Contains(t, stderr, `no\x1b[2J.db`)
+}

@@ -1,0 +1,104 @@
+package cli
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"github.com/lowwater/lowwater/wal"
+)
+
+// The tool prints text it does not control: pchannel names from a catalog
+// or a dump, WAL names from records, the String of a registered WAL's IDs,
+// and the errors of its codecs. A pchannel name persistence.ValidatePChannel
+// takes may hold a newline, which printed raw forges a row of list, an
+// escape sequence, which the operator's terminal would run, or a tab, which
+// shifts list's columns. So such text is shown escaped, and plain text, the
+// common case, as it is.
+
+// shown is a name or an ID's text as the tool prints it: unchanged when it
+// is one plain, printable word, and quoted as Go's %q does otherwise (also
+// for a space, which would shift list's columns as a tab does, and for a
+// leading quote, so that a shown name in quotes is always an escaped one).
+func shown(s string) string {
+	if s == "" || s[0] == '"' || !printable(s, false) {
+		return strconv.Quote(s)
+	}
+	return s
+}
+
+// shownID is shown for an ID's text.
+func shownID(id wal.MessageID) string { return shown(id.String()) }
+
+// shownText is a message from elsewhere (why a record does not decode, why
+// an ID does not parse) as the tool prints it: unchanged when it is
+// printable text, spaces included, and quoted as Go's %q does otherwise.
+func shownText(s string) string {
+	if !printable(s, true) {
+		return strconv.Quote(s)
+	}
+	return s
+}
+
+// printable reports whether s is valid UTF-8 whose every rune
+// strconv.IsPrint accepts, save for the ASCII space unless spaces.
+func printable(s string, spaces bool) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if !strconv.IsPrint(r) || r == ' ' && !spaces {
+			return false
+		}
+	}
+	return true
+}
+
+// safeLines is what fail prints of an error's text: each line that holds
+// anything but printable text quoted, as shownText does. It is the last
+// guard for text from below (a catalog's error, say) that no command shows
+// through shown; the lines the tool means stay apart.
+func safeLines(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = shownText(l)
+	}
+	return strings.Join(lines, "\n")
+}
+
+// escapeJSON rewrites, in JSON that encoding/json wrote, the runes it leaves
+// raw and a terminal may act on: DEL, the C1 controls (U+009B opens an
+// escape sequence in some terminals), and the format and other characters
+// strconv.IsPrint refuses (U+202E reverses the text that follows). They
+// become \u escapes, which any JSON reader takes back as the same rune. The
+// encoder has escaped the ASCII controls already, and writes nothing but
+// ASCII outside strings, so the rewrite can only touch string contents.
+func escapeJSON(b []byte) []byte {
+	var out []byte // nil while b needs no change
+	for i := 0; i < len(b); {
+		r, n := utf8.DecodeRune(b[i:])
+		invalid := r == utf8.RuneError && n == 1 // never written by encoding/json
+		if r < 0x7f || strconv.IsPrint(r) && !invalid {
+			if out != nil {
+				out = append(out, b[i:i+n]...)
+			}
+			i += n
+			continue
+		}
+		if out == nil {
+			out = append(make([]byte, 0, len(b)+64), b[:i]...)
+		}
+		if r1, r2 := utf16.EncodeRune(r); r1 != utf8.RuneError {
+			out = fmt.Appendf(out, `\u%04x\u%04x`, r1, r2)
+		} else {
+			out = fmt.Appendf(out, `\u%04x`, r)
+		}
+		i += n
+	}
+	if out == nil {
+		return b
+	}
+	return out
+}
