@@ -332,6 +332,10 @@ func (p *pchannel) started(ctx actor.Context) {
 		return
 	}
 	if o := p.cfg.ownership; o != nil {
+		if o.Err() != nil {
+			p.becomeFenced(ctx, context.Cause(o)) // ended before we began
+			return
+		}
 		root, self := ctx.ActorSystem().Root, ctx.Self()
 		p.unwatch = context.AfterFunc(o, func() { root.Send(self, &ownershipLost{cause: context.Cause(o)}) })
 	}

@@ -187,8 +187,17 @@ func (s *persister) do(step saveplan.Step) {
 	}
 }
 
-// start runs one save through call, bounded by the save timeout.
+// start runs one save through call, bounded by the save timeout. Once the
+// ownership's context has ended (WithOwnership) no save starts: the
+// parent learns of the end on its own, but only after its watch fires,
+// and a catalog without fencing (bbolt) would take a save made meanwhile.
 func (s *persister) start(v wal.MessageID) {
+	if o := s.cfg.ownership; o != nil && o.Err() != nil {
+		s.plan.Fence()
+		s.report()
+		s.root.Send(s.parent, &ownershipLost{cause: context.Cause(o)})
+		return
+	}
 	if s.cfg.counters != nil {
 		s.cfg.counters.savesInFlight.Add(1)
 	}

@@ -284,6 +284,15 @@ func (s *Sender) progressLocked() <-chan struct{} {
 	return s.progress
 }
 
+// wakeLocked wakes whoever waits for progress: an answer came, or the
+// Sender closed.
+func (s *Sender) wakeLocked() {
+	if s.progress != nil {
+		close(s.progress)
+		s.progress = nil
+	}
+}
+
 // waitLocked waits, with s.mu held and released meanwhile, for progress or
 // the deadline; it reports whether progress came first.
 func (s *Sender) waitLocked(deadline time.Time) bool {
@@ -359,6 +368,7 @@ func (s *Sender) Close(ctx context.Context) error {
 		return ErrSenderClosed
 	}
 	s.closed = true
+	s.wakeLocked() // an Update waiting for room returns ErrSenderClosed
 	s.mu.Unlock()
 	err := s.flush(ctx)
 	s.mu.Lock()
@@ -498,10 +508,7 @@ func (s *Sender) answer(rejected *messages.BatchError, gone error, consumed bool
 			next = s.takeLocked()
 		}
 	}
-	if s.progress != nil {
-		close(s.progress)
-		s.progress = nil
-	}
+	s.wakeLocked()
 	s.mu.Unlock()
 	if next != nil {
 		s.ship(next)

@@ -468,3 +468,36 @@ func TestSenderFailsEveryCallAfterClose(t *testing.T) {
 	require.ErrorIs(t, s.Flush(ctx10s(t)), ErrSenderClosed)
 	require.ErrorIs(t, s.Close(ctx10s(t)), ErrSenderClosed)
 }
+
+// Close wakes an Update blocked on a full buffer: it returns
+// ErrSenderClosed at once, not ErrSenderFull once its wait is up.
+func TestSenderCloseWakesABlockedUpdate(t *testing.T) {
+	r := newSenderRig(t, kafkaAt(2, 0))
+	g := &gate{target: r.pchannel}
+	gpid := r.system.Root.Spawn(g.props())
+	s, err := NewSender(r.system, gpid, WithMaxPending(1), WithFullWait(time.Minute))
+	require.NoError(t, err)
+	require.NoError(t, s.Update("v0", wal.KafkaID(1))) // in flight, held by the gate
+	require.NoError(t, s.Update("v0", wal.KafkaID(2))) // waits: the buffer is full
+	blocked := make(chan error, 1)
+	go func() { blocked <- s.Update("v1", wal.KafkaID(1)) }()
+	// Blocked once it waits for progress: then nothing but an answer or
+	// Close makes it return.
+	require.Eventually(t, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.progress != nil
+	}, 10*time.Second, time.Millisecond)
+
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close(ctx10s(t)) }()
+	select {
+	case err := <-blocked:
+		require.ErrorIs(t, err, ErrSenderClosed)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Update still blocked 10 s after Close")
+	}
+	r.system.Root.Send(gpid, gateRelease{})
+	require.NoError(t, <-closed)
+	require.Equal(t, map[string]wal.MessageID{"v0": wal.KafkaID(2), "v1": wal.KafkaID(0)}, r.checkpoints(t))
+}

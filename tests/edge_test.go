@@ -104,6 +104,49 @@ func TestOwnershipLostStopsActor(t *testing.T) {
 	require.Equal(t, []wal.MessageID{k(10)}, mem.History(pch))
 }
 
+// WithOwnership: nothing is saved once the ownership context has ended,
+// even before the actor has heard of it. A bbolt or memory catalog has no
+// fencing of its own: a save made meanwhile would be a stale writer's.
+func TestNoSaveOnceOwnershipEnded(t *testing.T) {
+	t.Run("ended before spawn", func(t *testing.T) {
+		for _, preload := range []bool{false, true} {
+			for range 10 {
+				h := newHarness(t)
+				mem := persistence.NewMemory()
+				owner, lose := context.WithCancelCause(context.Background())
+				cause := errors.New("session expired")
+				lose(cause)
+				opts := []actors.Option{actors.WithOwnership(owner), actors.WithVChannels(map[string]wal.MessageID{"a": k(10)})}
+				if preload {
+					opts = append(opts, actors.WithPreloaded(nil))
+				}
+				pid := h.spawn(wal.Kafka, mem, opts...)
+				lost := waitFor(t, h.rec, any1[*messages.OwnershipLost])
+				require.ErrorIs(t, lost.Cause, cause)
+				stopped := waitFor(t, h.rec, any1[*messages.Stopped])
+				h.forget(pid)
+				require.False(t, stopped.Flushed)
+				require.Empty(t, mem.History(pch), "saved with an ownership that had ended (preloaded %v)", preload)
+				h.close()
+			}
+		}
+	})
+	t.Run("ended while running", func(t *testing.T) {
+		h := newHarness(t)
+		mem := persistence.NewMemory()
+		owner, lose := context.WithCancelCause(context.Background())
+		defer lose(nil)
+		pid, _ := spawnRecovered(t, h, wal.Kafka, mem, actors.WithOwnership(owner),
+			actors.WithVChannels(map[string]wal.MessageID{"a": k(10)}))
+		waitFor(t, h.rec, persistedIs(k(10)))
+		lose(errors.New("session expired"))
+		h.update(pid, "a", 20) // after the end: the rise must not be saved
+		waitFor(t, h.rec, any1[*messages.Stopped])
+		h.forget(pid)
+		require.Equal(t, []wal.MessageID{k(10)}, mem.History(pch))
+	})
+}
+
 // WithPreloaded: recovery uses the value read beforehand (one LoadAll for
 // many pchannels) and reads nothing itself.
 func TestPreloadedRecovery(t *testing.T) {

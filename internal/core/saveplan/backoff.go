@@ -2,6 +2,7 @@ package saveplan
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -27,17 +28,18 @@ var DefaultBackoff = Backoff{Initial: 100 * time.Millisecond, Max: 10 * time.Sec
 // ErrInvalidBackoff reports a Backoff that would hot-loop or never wait.
 var ErrInvalidBackoff = errors.New("lowwater: invalid backoff")
 
-// Validate reports a schedule that cannot work.
+// Validate reports a schedule that cannot work. The float checks are
+// written so that NaN fails them too.
 func (b Backoff) Validate() error {
 	switch {
 	case b.Initial <= 0:
-		return errors.Join(ErrInvalidBackoff, errors.New("initial interval must be positive"))
+		return fmt.Errorf("%w: initial interval %v is not positive", ErrInvalidBackoff, b.Initial)
 	case b.Max < b.Initial:
-		return errors.Join(ErrInvalidBackoff, errors.New("max interval below initial"))
-	case b.Multiplier < 1:
-		return errors.Join(ErrInvalidBackoff, errors.New("multiplier below 1"))
-	case b.Jitter < 0 || b.Jitter >= 1:
-		return errors.Join(ErrInvalidBackoff, errors.New("jitter outside [0, 1)"))
+		return fmt.Errorf("%w: max interval %v is below the initial %v", ErrInvalidBackoff, b.Max, b.Initial)
+	case !(b.Multiplier >= 1):
+		return fmt.Errorf("%w: multiplier %v is below 1", ErrInvalidBackoff, b.Multiplier)
+	case !(b.Jitter >= 0 && b.Jitter < 1):
+		return fmt.Errorf("%w: jitter %v is outside [0, 1)", ErrInvalidBackoff, b.Jitter)
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package saveplan
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -205,8 +206,12 @@ func TestBackoffValidate(t *testing.T) {
 		{Initial: time.Millisecond, Max: time.Second, Multiplier: 0.5},
 		{Initial: time.Millisecond, Max: time.Second, Multiplier: 1.5, Jitter: 1},
 		{Initial: time.Millisecond, Max: time.Second, Multiplier: 1.5, Jitter: -0.1},
+		{Initial: time.Millisecond, Max: time.Second, Multiplier: math.NaN()},
+		{Initial: time.Millisecond, Max: time.Second, Multiplier: 1.5, Jitter: math.NaN()},
 	} {
-		require.ErrorIs(t, b.Validate(), ErrInvalidBackoff, "%+v", b)
+		err := b.Validate()
+		require.ErrorIs(t, err, ErrInvalidBackoff, "%+v", b)
+		require.NotContains(t, err.Error(), "\n", "one line")
 	}
 }
 
