@@ -145,6 +145,12 @@ type CatalogPanicError struct {
 	Value any    // what the catalog panicked with
 }
 
+// ErrCatalogOverdue is the error of a PersistFailed published for a save
+// still running past its deadline (WithSaveTimeout) and the grace after
+// it: the catalog ignores its context. The save is still waited for, and
+// the next attempt starts once it returns; its outcome is published then.
+var ErrCatalogOverdue = errors.New("lowwater: catalog call overran its deadline")
+
 // ErrCatalogPanicked matches every CatalogPanicError.
 var ErrCatalogPanicked = errors.New("lowwater: catalog panicked")
 

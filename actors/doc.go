@@ -75,6 +75,13 @@
 //
 // (A graceful stop of a fenced actor does not flush: the hard bound holds.)
 //
+// A call still running 100 ms past its deadline, the catalog ignoring its
+// context, is reported then: PersistFailed (or RecoveryFailed) with
+// ErrCatalogOverdue and no NextRetry, and an Error line. It is still
+// waited for: the next attempt starts once it returns, so that a
+// pchannel never has two calls in a catalog at once, and a store that
+// hangs never collects a goroutine per retry.
+//
 // # Phases and events
 //
 // A pchannel is in one phase at a time; each phase answers the lifecycle

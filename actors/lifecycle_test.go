@@ -9,6 +9,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -192,4 +193,111 @@ func TestStopBoundedWhateverTheCatalog(t *testing.T) {
 			cat.unblock() // the late result goes nowhere
 		})
 	}
+}
+
+// deafOnce is a Memory whose first Save ignores its context: it blocks
+// until released, then saves as asked.
+type deafOnce struct {
+	*persistence.Memory
+	calls   atomic.Int32
+	release chan struct{}
+}
+
+func (d *deafOnce) Save(_ context.Context, pchannel string, v wal.MessageID) error {
+	if d.calls.Add(1) == 1 {
+		<-d.release
+	}
+	return d.Memory.Save(context.Background(), pchannel, v)
+}
+
+// A save that overruns its deadline and ignores cancellation is reported
+// at once, as a PersistFailed with ErrCatalogOverdue and no retry, and is
+// still waited for: no second save of the pchannel starts meanwhile, and
+// its result counts when it comes.
+func TestOverdueSaveIsReportedAndWaitedFor(t *testing.T) {
+	cat := &deafOnce{Memory: persistence.NewMemory(), release: make(chan struct{})}
+	released := false
+	defer func() {
+		if !released {
+			close(cat.release)
+		}
+	}()
+	system := actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(zap.NewNop())))
+	defer system.Shutdown()
+	evs := make(chan messages.Event, 64)
+	sub := system.EventStream.Subscribe(func(ev any) {
+		switch e := ev.(type) {
+		case *messages.PersistFailed, *messages.CheckpointPersisted:
+			evs <- e.(messages.Event)
+		}
+	})
+	defer system.EventStream.Unsubscribe(sub)
+	props, err := NewProps("p", wal.Kafka, cat, WithSaveTimeout(50*time.Millisecond),
+		WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(7)}))
+	require.NoError(t, err)
+	pid := system.Root.Spawn(props)
+	next := func() messages.Event {
+		t.Helper()
+		select {
+		case ev := <-evs:
+			return ev
+		case <-time.After(10 * time.Second):
+			t.Fatal("no event within 10 s")
+			return nil
+		}
+	}
+
+	began := time.Now()
+	failed, ok := next().(*messages.PersistFailed)
+	require.True(t, ok, "want PersistFailed first")
+	require.ErrorIs(t, failed.Err, ErrCatalogOverdue)
+	require.Equal(t, wal.KafkaID(7), failed.Value)
+	require.Zero(t, failed.NextRetry)
+	require.GreaterOrEqual(t, time.Since(began), 50*time.Millisecond+joinGrace)
+
+	require.NoError(t, Request(ctx10s(t), system.Root, pid, &messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(9)}))
+	st, err := GetState(ctx10s(t), system.Root, pid)
+	require.NoError(t, err)
+	require.True(t, st.SaveInFlight)
+	require.Equal(t, int32(1), cat.calls.Load(), "a second save started while the first ran")
+
+	released = true
+	close(cat.release)
+	for _, want := range []wal.MessageID{wal.KafkaID(7), wal.KafkaID(9)} {
+		p, ok := next().(*messages.CheckpointPersisted)
+		require.True(t, ok, "want CheckpointPersisted of %v", want)
+		require.Equal(t, want, p.Value)
+	}
+	require.Equal(t, []wal.MessageID{wal.KafkaID(7), wal.KafkaID(9)}, cat.History("p"))
+}
+
+// A recovery read that overruns its deadline and ignores cancellation is
+// reported as a save is: RecoveryFailed with ErrCatalogOverdue, no retry.
+func TestOverdueLoadIsReported(t *testing.T) {
+	cat := newStubborn(true, false)
+	defer cat.unblock()
+	system := actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(zap.NewNop())),
+		actor.WithDeadLetterThrottleInterval(time.Millisecond))
+	defer system.Shutdown()
+	failed := make(chan *messages.RecoveryFailed, 16)
+	sub := system.EventStream.Subscribe(func(ev any) {
+		if f, ok := ev.(*messages.RecoveryFailed); ok {
+			failed <- f
+		}
+	})
+	defer system.EventStream.Unsubscribe(sub)
+	props, err := NewProps("p", wal.Kafka, cat, WithSaveTimeout(50*time.Millisecond),
+		WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(7)}))
+	require.NoError(t, err)
+	pid := system.Root.Spawn(props)
+	select {
+	case f := <-failed:
+		require.ErrorIs(t, f.Err, ErrCatalogOverdue)
+		require.Equal(t, 1, f.Attempt)
+		require.Zero(t, f.NextRetry)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no RecoveryFailed within 10 s")
+	}
+	require.Len(t, cat.entered, 1, "read once, still waited for")
+	require.NoError(t, system.Root.StopFuture(pid).Wait())
 }

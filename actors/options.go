@@ -100,8 +100,9 @@ func WithBackoff(b Backoff) Option {
 // WithSaveTimeout bounds each catalog call (save or recovery read), so that
 // a hung store or an etcd leader change costs one attempt, not the actor.
 // It is the call's context deadline: a catalog that ignores its context is
-// not stopped by it, but a stop never waits for such a call longer than
-// 100 ms after cancelling it (see the package doc).
+// not stopped by it. Such a call is reported 100 ms past the deadline
+// (ErrCatalogOverdue) and waited for, and a stop never waits for it longer
+// than 100 ms after cancelling it (see the package doc).
 func WithSaveTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.saveTimeout = d })
 }

@@ -143,6 +143,9 @@ type recovery struct {
 	call     *call
 	timer    *time.Timer
 	timerSeq uint64
+	// watch fires watchSeq once the read in flight is overdue (loadOverdue).
+	watch    *time.Timer
+	watchSeq uint64
 }
 
 // crashes is the persister's supervision: its recent crashes, kept bounded
@@ -210,8 +213,11 @@ func (p *pchannel) stepRecovering(ctx actor.Context, msg any) {
 			p.loadDone(ctx, m)
 		}
 	case *timerFired:
-		if m.seq == p.recovery.timerSeq {
+		switch m.seq {
+		case p.recovery.timerSeq:
 			p.load(ctx)
+		case p.recovery.watchSeq:
+			p.loadOverdue()
 		}
 	case *ownershipLost:
 		p.becomeFenced(ctx, m.cause)
@@ -595,15 +601,37 @@ func (p *pchannel) state(withVChannels bool) *messages.State {
 // a callDone. A panicking catalog counts as a failed read, not a crash.
 func (p *pchannel) load(ctx actor.Context) {
 	stopTimer(p.recovery.timer)
+	stopTimer(p.recovery.watch) // a graceful stop reads again with no loadDone
 	p.recovery.attempt++
 	catalog, name := p.cfg.catalog, p.cfg.pchannel
 	p.recovery.call = startCall(ctx.ActorSystem().Root, p.self, p.cfg.seq.Add(1), p.cfg.saveTimeout, "Load",
 		func(c context.Context, _ wal.MessageID) (wal.MessageID, error) { return catalog.Load(c, name) }, nil)
+	p.recovery.watchSeq = p.cfg.seq.Add(1)
+	p.recovery.watch = afterFunc(p.cfg.saveTimeout+joinGrace, ctx.ActorSystem().Root, p.self, p.recovery.watchSeq)
+}
+
+// loadOverdue reports the recovery read in flight if it is still running
+// joinGrace past its deadline: the catalog ignores its context. As for a
+// save (persister.overdue), it is still waited for, and read again only
+// once it returns, so that no read piles onto a store that hangs.
+func (p *pchannel) loadOverdue() {
+	k := p.recovery.call
+	if k == nil {
+		return
+	}
+	if _, done := k.joined(); done {
+		return // its result is on its way
+	}
+	err := fmt.Errorf("%w: Load still running %v past its %v deadline; the next attempt waits for it", ErrCatalogOverdue, joinGrace, p.cfg.saveTimeout)
+	p.publish(&messages.RecoveryFailed{Header: p.header(), Err: err, Attempt: p.recovery.attempt})
+	p.cfg.logger.Error("recovery read overran its deadline; waiting for the catalog", zap.Int("attempt", p.recovery.attempt),
+		zap.Duration("saveTimeout", p.cfg.saveTimeout))
 }
 
 // loadDone takes a recovery read's result: running on success, else a
 // retry after the backoff.
 func (p *pchannel) loadDone(ctx actor.Context, m *callDone) {
+	stopTimer(p.recovery.watch)
 	if wait, ok := p.loaded(ctx, m); !ok {
 		p.recovery.timerSeq = p.cfg.seq.Add(1)
 		p.recovery.timer = afterFunc(wait, ctx.ActorSystem().Root, p.self, p.recovery.timerSeq)
@@ -800,6 +828,7 @@ func (p *pchannel) quiet() {
 		p.unwatch()
 	}
 	stopTimer(p.recovery.timer)
+	stopTimer(p.recovery.watch)
 	p.recovery.call.end(p.cfg, "Load")
 	p.recovery.call = nil
 	stopTimer(p.crash.timer)

@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -49,9 +50,17 @@ type persister struct {
 	saveFn   catalogCall
 	timer    *time.Timer
 	timerSeq uint64
+	// watchdog fires overdueCheck; watching is set while it is armed, and
+	// overdueSeq is the seq of the last save reported overdue (overdue).
+	watchdog   *time.Timer
+	watching   bool
+	overdueSeq uint64
 	// flushWaiter is the graceful stop waiting for flushed.
 	flushWaiter *actor.PID
 }
+
+// overdueCheck is the watchdog's message: see persister.overdue.
+type overdueCheck struct{}
 
 // saveStatus is the persister's plan as the parent sees it: written by the
 // persister only (on its mailbox goroutine), read by the parent. It outlives
@@ -124,6 +133,8 @@ func (s *persister) Receive(ctx actor.Context) {
 		if m.seq == s.timerSeq {
 			s.do(s.plan.TimerFired())
 		}
+	case overdueCheck:
+		s.overdue()
 	case *flushRequest:
 		s.flushWaiter = ctx.Sender()
 		s.do(s.plan.Flush())
@@ -136,6 +147,7 @@ func (s *persister) Receive(ctx actor.Context) {
 		s.plan = saveplan.New(s.status.load().persisted, &lazyBackoff{schedule: &s.cfg.backoff}, s.cfg.minInterval)
 	case *actor.Stopping, *actor.Restarting:
 		stopTimer(s.timer)
+		stopTimer(s.watchdog)
 		k := s.save
 		if k.end(s.cfg, "Save") && s.cfg.counters != nil {
 			s.cfg.counters.savesInFlight.Add(-1) // it never ran
@@ -205,6 +217,55 @@ func (s *persister) start(v wal.MessageID) {
 	s.save.inbox = s.inbox
 	s.inbox.runAfter(s.save)
 	s.report()
+	s.watch()
+}
+
+// watch arms the watchdog for the saves in flight, unless it is armed.
+// One timer serves them all: armed when a save starts and it is not, it
+// fires once per save timeout at most while saves run, and sleeps once
+// they stop; a save costs no timer of its own.
+func (s *persister) watch() {
+	if s.watching {
+		return
+	}
+	s.watching = true
+	d := s.cfg.saveTimeout + joinGrace
+	if s.watchdog == nil {
+		root, self := s.root, s.self
+		s.watchdog = time.AfterFunc(d, func() { root.Send(self, overdueCheck{}) })
+		return
+	}
+	s.watchdog.Reset(d)
+}
+
+// overdue reports the save in flight, once, if it is still running
+// joinGrace past its deadline: the catalog ignores its context. A
+// catalog that honours it has failed the save by then, which is retried
+// on the backoff; this one is still waited for, and the next attempt
+// starts once it returns, so that lowwater never runs two saves of a
+// pchannel at once, nor piles goroutines into a store that hangs. The
+// failure is published (PersistFailed with ErrCatalogOverdue and no
+// NextRetry) and logged, rather than seen only in the save-in-flight
+// gauge; its result, when it comes, counts as any save's.
+func (s *persister) overdue() {
+	s.watching = false
+	k := s.save
+	if k == nil || k.seq == s.overdueSeq {
+		return
+	}
+	if wait := time.Until(k.ctx.deadline.Add(joinGrace)); wait > 0 {
+		s.watching = true
+		s.watchdog.Reset(wait)
+		return
+	}
+	if _, done := k.joined(); done {
+		return // its result is on its way
+	}
+	s.overdueSeq = k.seq
+	err := fmt.Errorf("%w: Save still running %v past its %v deadline; the next attempt waits for it", ErrCatalogOverdue, joinGrace, s.cfg.saveTimeout)
+	publish(s.events, s.cfg.logger, &messages.PersistFailed{Header: newHeader(s.cfg.pchannel), Value: s.plan.InFlight(), Attempt: s.plan.Attempt(), Err: err})
+	s.cfg.logger.Error("save overran its deadline; waiting for the catalog", zap.Stringer("checkpoint", s.plan.InFlight()),
+		zap.Int("attempt", s.plan.Attempt()), zap.Duration("saveTimeout", s.cfg.saveTimeout))
 }
 
 // catalogSave is the Save of one call; bound once, as saveFn.

@@ -144,6 +144,9 @@ type expectation struct {
 type model struct {
 	t   *rapid.T
 	cfg modelConfig
+	// overdueSeen holds the calls (by their index in the probe) already
+	// reported overdue.
+	overdueSeen map[int]bool
 	// flushDeadline is when the graceful stop in progress gives up its
 	// flush; zero outside one.
 	flushDeadline time.Time
@@ -1044,6 +1047,51 @@ func restartDelay(b actors.Backoff, crashes []time.Time, now time.Time) time.Dur
 
 // lifecycleEvent reports the events that the persister and recovery
 // publish, as opposed to those of commands.
+// joinGrace is actors' grace past a call's deadline: a stubborn call still
+// running then is reported overdue.
+const joinGrace = 100 * time.Millisecond
+
+// overdueReport reports whether ev tells of a catalog call that overran
+// its deadline ignoring its context (actors.ErrCatalogOverdue).
+func overdueReport(ev messages.Event) bool {
+	switch e := ev.(type) {
+	case *messages.PersistFailed:
+		return errors.Is(e.Err, actors.ErrCatalogOverdue)
+	case *messages.RecoveryFailed:
+		return errors.Is(e.Err, actors.ErrCatalogOverdue)
+	}
+	return false
+}
+
+// checkOverdue finds the call an overdue report tells of: a stubborn call
+// of its op, not reported before, that had run the save timeout and the
+// join grace and was still running when the report was made, with no
+// retry announced (NextRetry 0).
+func (m *model) checkOverdue(ev messages.Event) {
+	m.t.Helper()
+	op, next := faultinject.OpSave, time.Duration(0)
+	switch e := ev.(type) {
+	case *messages.PersistFailed:
+		next = e.NextRetry
+	case *messages.RecoveryFailed:
+		op, next = faultinject.OpLoad, e.NextRetry
+	}
+	require.Zero(m.t, next, "an overdue call is waited for, not retried: %s", eventString(ev))
+	at := ev.EventHeader().At
+	for i, c := range m.probe.snapshot(0) {
+		due := c.start.Add(m.cfg.saveTimeout + joinGrace)
+		if c.op != op || c.fault.kind != fStubborn || m.overdueSeen[i] || at.Before(due) || c.returned && c.end.Before(at) {
+			continue
+		}
+		if m.overdueSeen == nil {
+			m.overdueSeen = map[int]bool{}
+		}
+		m.overdueSeen[i] = true
+		return
+	}
+	m.t.Fatalf("%s answers no stubborn call still running past its deadline; step events: %s", eventString(ev), describe(m.stepEvents))
+}
+
 func lifecycleEvent(ev messages.Event) bool {
 	switch ev.(type) {
 	case *messages.VChannelAdded, *messages.VChannelDropped, *messages.MinimumAdvanced, *messages.CommandRejected:
@@ -1110,6 +1158,17 @@ func (m *model) reconcile(kind stepKind) {
 		require.Equal(t, m.wantLogs[msg], got[msg], "log lines %q", msg)
 	}
 	clear(m.wantLogs)
+
+	// A stubborn call (one ignoring its context) still running the join
+	// grace past its deadline is reported then, once, beside its own
+	// outcome later: each report must answer such a call of its op.
+	m.life = slices.DeleteFunc(m.life, func(ev messages.Event) bool {
+		if !overdueReport(ev) {
+			return false
+		}
+		m.checkOverdue(ev)
+		return true
+	})
 
 	// An ownership loss is announced before the stop it causes, and before
 	// any call's outcome that the stop cut short.
