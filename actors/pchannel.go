@@ -909,11 +909,16 @@ func (p *pchannel) flush(ctx actor.Context, deadline time.Time) {
 		return
 	}
 	res, err := ctx.RequestFuture(p.persister, &flushRequest{}, left).Result()
-	if failed, ok := res.(error); ok && err == nil {
-		err = failed // the persister panicked handling it (answerPanicked)
-	}
-	if err != nil {
+	switch failed, ok := res.(error); {
+	case errors.Is(err, actor.ErrTimeout):
+		// The deadline itself, which ErrFlushTimeout says; protoactor's
+		// "future: timeout" after it would only repeat it.
+		p.unflushed = messages.ErrFlushTimeout
+	case err != nil:
 		p.unflushed = fmt.Errorf("%w: %w", messages.ErrFlushTimeout, err)
+	case ok:
+		// The persister panicked handling it (answerPanicked).
+		p.unflushed = fmt.Errorf("%w: %w", messages.ErrFlushTimeout, failed)
 	}
 }
 

@@ -1,7 +1,9 @@
 package actors
 
 import (
+	"encoding/binary"
 	"fmt"
+	"slices"
 	"sync/atomic"
 
 	"github.com/lowwater/lowwater/internal/core/tracker"
@@ -38,7 +40,11 @@ func newSpawn(walName wal.Name, vchannels map[string]wal.MessageID) (*spawn, err
 	if err != nil {
 		return nil, err
 	}
-	s := &spawn{walName: walName, set: newSpawnSet(t.ShareNames(), cps)}
+	set, err := newSpawnSet(t.ShareNames(), cps)
+	if err != nil {
+		return nil, err
+	}
+	s := &spawn{walName: walName, set: set}
 	s.next.Store(t)
 	return s, nil
 }
@@ -67,24 +73,26 @@ func (s *spawn) tracker() *tracker.Tracker {
 // spawnSet keeps the vchannels given at spawn for the actor's restarts, in
 // less memory than a map: their names, which the first tracker shares until
 // a vchannel is added or dropped (tracker.ShareNames), and their IDs
-// marshalled back to back, each after its length in one byte.
+// marshalled back to back, each after its length as a uvarint.
 type spawnSet struct {
 	names []string
 	ids   []byte
 }
 
-// newSpawnSet keeps cps; names are cps' names in the same order.
-func newSpawnSet(names []string, cps []messages.VChannelCheckpoint) spawnSet {
-	n := 0
+// newSpawnSet keeps cps; names are cps' names in the same order. An ID
+// whose Marshal panics (a registered type's) is refused, wrapping
+// wal.ErrCorruptID.
+func newSpawnSet(names []string, cps []messages.VChannelCheckpoint) (spawnSet, error) {
+	s := spawnSet{names: names}
 	for _, c := range cps {
-		n += 1 + len(c.Checkpoint.Marshal())
+		id, err := wal.Marshal(c.Checkpoint)
+		if err != nil {
+			return spawnSet{}, fmt.Errorf("vchannel %q: %w", c.VChannel, err)
+		}
+		s.ids = append(binary.AppendUvarint(s.ids, uint64(len(id))), id...)
 	}
-	s := spawnSet{names: names, ids: make([]byte, 0, n)}
-	for _, c := range cps {
-		id := c.Checkpoint.Marshal()
-		s.ids = append(append(s.ids, byte(len(id))), id...)
-	}
-	return s
+	s.ids = slices.Clip(s.ids)
+	return s, nil
 }
 
 // checkpoints decodes the set: IDs equal to those given, by value.
@@ -92,12 +100,12 @@ func (s spawnSet) checkpoints(walName wal.Name) ([]messages.VChannelCheckpoint, 
 	cps := make([]messages.VChannelCheckpoint, len(s.names))
 	rest := s.ids
 	for i, name := range s.names {
-		n := int(rest[0])
-		id, err := wal.Unmarshal(walName, rest[1:1+n])
+		n, k := binary.Uvarint(rest)
+		id, err := wal.Unmarshal(walName, rest[k:k+int(n)])
 		if err != nil {
 			return nil, err
 		}
-		rest = rest[1+n:]
+		rest = rest[k+int(n):]
 		cps[i] = messages.VChannelCheckpoint{VChannel: name, Checkpoint: id}
 	}
 	return cps, nil

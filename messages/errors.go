@@ -70,7 +70,9 @@ func (e *BatchError) Error() string {
 		if i > 0 {
 			b.WriteByte(';')
 		}
-		fmt.Fprintf(&b, " [%d] %s: %v", r.Index, r.VChannel, r.Err)
+		// %q for the name, as every other message has it: a caller's
+		// vchannel name may hold anything, a newline or an escape too.
+		fmt.Fprintf(&b, " [%d] %q: %v", r.Index, r.VChannel, r.Err)
 	}
 	return b.String()
 }

@@ -26,7 +26,14 @@ func EncodeRecord(r Record) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return record.Encode(name, r.Checkpoint, r.Term), nil
+	raw, err := wal.Marshal(r.Checkpoint)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	if len(raw) > record.MaxIDLen {
+		return nil, fmt.Errorf("%w: %s ID is %d bytes, more than a record holds (%d)", ErrInvalidArgument, name, len(raw), record.MaxIDLen)
+	}
+	return record.Encode(name, raw, r.Term), nil
 }
 
 // DecodeRecord parses bytes written by EncodeRecord. Every failure wraps

@@ -69,3 +69,18 @@ func TestBuiltIn(t *testing.T) {
 		}
 	}
 }
+
+// brokenMarshal is an ID whose Marshal panics.
+type brokenMarshal struct{ fragile }
+
+func (brokenMarshal) Marshal() []byte { panic("Marshal bug") }
+
+func TestMarshalTurnsAPanicIntoErrCorruptID(t *testing.T) {
+	if b, err := wal.Marshal(wal.KafkaID(7)); err != nil || string(b) != string(wal.KafkaID(7).Marshal()) {
+		t.Errorf("Marshal(kafka:7) = (%x, %v)", b, err)
+	}
+	b, err := wal.Marshal(brokenMarshal{})
+	if !errors.Is(err, wal.ErrCorruptID) || b != nil || !strings.Contains(err.Error(), "Marshal bug") {
+		t.Errorf("Marshal of a panicking ID = (%x, %v), want (nil, ErrCorruptID naming the panic)", b, err)
+	}
+}

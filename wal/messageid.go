@@ -119,6 +119,21 @@ func compare(a, b MessageID) int {
 	return 1
 }
 
+// Marshal returns id.Marshal(), and never panics: a registered ID type's
+// Marshal that panics gives ErrCorruptID, naming the panic, as Unmarshal
+// does for a codec that panics.
+func Marshal(id MessageID) (b []byte, err error) {
+	if BuiltIn(id) {
+		return id.Marshal(), nil
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			b, err = nil, fmt.Errorf("%w: %T.Marshal panicked: %v", ErrCorruptID, id, r)
+		}
+	}()
+	return id.Marshal(), nil
+}
+
 // BuiltIn reports whether id is one of this package's own ID types, whose
 // methods never panic: a caller may skip guarding them.
 func BuiltIn(id MessageID) bool {

@@ -63,7 +63,7 @@ func TestBadInputCatalogue(t *testing.T) {
 		{(*messages.DropVChannel)(nil), []error{messages.ErrNilCommand}, `lowwater: nil command`, false},
 		{(*messages.UpdateBatch)(nil), []error{messages.ErrNilCommand}, `lowwater: nil command`, false},
 		{batch, []error{messages.ErrVChannelNotFound, messages.ErrCheckpointRollback},
-			`lowwater: 2 update(s) rejected: [1] z: lowwater: vchannel not found: "z"; [2] a: lowwater: checkpoint rollback: vchannel "a" from kafka:11 to kafka:3`, true},
+			`lowwater: 2 update(s) rejected: [1] "z": lowwater: vchannel not found: "z"; [2] "a": lowwater: checkpoint rollback: vchannel "a" from kafka:11 to kafka:3`, true},
 	}
 	for _, row := range rows {
 		t.Run(row.reply, func(t *testing.T) {

@@ -26,11 +26,14 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // ErrTruncated is the error of a record shorter than its layout says.
 var ErrTruncated = errors.New("record truncated")
 
-// Encode returns the bytes of a record of id, whose WAL is walName, written
-// by an owner of the given term (zero without fencing). The caller has
-// checked id (wal.NameOf).
-func Encode(walName wal.Name, id wal.MessageID, term uint64) []byte {
-	raw := id.Marshal()
+// MaxIDLen is the longest ID, in bytes, a record holds (idLen is a u16).
+const MaxIDLen = 1<<16 - 1
+
+// Encode returns the bytes of a record of an ID whose bytes are raw and
+// whose WAL is walName, written by an owner of the given term (zero
+// without fencing). The caller has checked the ID (wal.NameOf) and that
+// raw is at most MaxIDLen bytes.
+func Encode(walName wal.Name, raw []byte, term uint64) []byte {
 	b := make([]byte, 0, 1+8+1+len(walName)+2+len(raw)+4)
 	b = append(b, Version)
 	b = binary.BigEndian.AppendUint64(b, term)

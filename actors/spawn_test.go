@@ -1,0 +1,68 @@
+package actors
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/wal"
+)
+
+// wideID is the ID of a registered WAL whose Marshal writes width bytes,
+// its value in the first eight, and panics when width is negative.
+type wideID struct {
+	v     int64
+	width int
+}
+
+const wideWAL wal.Name = "wide-test"
+
+func (wideID) WALName() wal.Name           { return wideWAL }
+func (a wideID) LT(o wal.MessageID) bool  { return a.v < o.(wideID).v }
+func (a wideID) LTE(o wal.MessageID) bool { return a.v <= o.(wideID).v }
+func (a wideID) EQ(o wal.MessageID) bool  { return a.v == o.(wideID).v }
+func (a wideID) String() string           { return fmt.Sprintf("%s:%d", wideWAL, a.v) }
+func (a wideID) Marshal() []byte {
+	if a.width < 0 {
+		panic("wideID.Marshal: bug")
+	}
+	return binary.BigEndian.AppendUint64(make([]byte, 0, max(a.width, 8)), uint64(a.v))[:max(a.width, 8)]
+}
+
+var registerWide = sync.OnceValue(func() error {
+	return wal.Register(wideWAL, wal.Codec[wideID]{
+		Unmarshal: func(b []byte) (wideID, error) {
+			if len(b) < 8 {
+				return wideID{}, fmt.Errorf("%d bytes", len(b))
+			}
+			return wideID{v: int64(binary.BigEndian.Uint64(b)), width: len(b)}, nil
+		},
+		Parse: func(s string) (wideID, error) { n, err := strconv.ParseInt(s, 10, 64); return wideID{v: n, width: 8}, err },
+	})
+})
+
+// The vchannels given at spawn are kept for a restart with no tracker
+// handed on, IDs of any length included: their lengths took one byte, and
+// an ID over 255 bytes came back cut.
+func TestSpawnSetKeepsLongIDs(t *testing.T) {
+	require.NoError(t, registerWide())
+	given := map[string]wal.MessageID{"a": wideID{v: 1, width: 300}, "b": wideID{v: 2, width: 8}, "c": wideID{v: 3, width: 70000}}
+	from, err := newSpawn(wideWAL, given)
+	require.NoError(t, err)
+	from.next.Store(nil) // as if no incarnation had handed one on
+	require.Equal(t, given, from.tracker().Checkpoints())
+}
+
+// An ID whose Marshal panics is refused at NewProps, never a panic in the
+// caller's goroutine.
+func TestNewPropsRefusesAnIDWhoseMarshalPanics(t *testing.T) {
+	require.NoError(t, registerWide())
+	_, err := NewProps("p", wideWAL, persistence.NewMemory(), WithVChannels(map[string]wal.MessageID{"a": wideID{v: 1, width: -1}}))
+	require.ErrorIs(t, err, ErrInvalidOption)
+	require.ErrorIs(t, err, wal.ErrCorruptID)
+}
