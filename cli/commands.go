@@ -71,7 +71,7 @@ func list(ctx context.Context, e *env, _ []string) error {
 			if en.Err != nil {
 				le.Error = rawCause(en)
 			} else {
-				le.Checkpoint = en.Checkpoint.String()
+				le.Checkpoint = wal.String(en.Checkpoint)
 			}
 			out = append(out, le)
 		}

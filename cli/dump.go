@@ -52,7 +52,7 @@ func dump(ctx context.Context, e *env, args []string) error {
 			continue
 		}
 		d.Checkpoints = append(d.Checkpoints, dumpEntry{
-			PChannel: en.PChannel, WAL: en.WAL, Checkpoint: en.Checkpoint.String(),
+			PChannel: en.PChannel, WAL: en.WAL, Checkpoint: wal.String(en.Checkpoint),
 			ID: en.Checkpoint.Marshal(), Term: en.Term,
 		})
 	}

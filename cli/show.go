@@ -29,8 +29,9 @@ func shown(s string) string {
 	return s
 }
 
-// shownID is shown for an ID's text.
-func shownID(id wal.MessageID) string { return shown(id.String()) }
+// shownID is shown for an ID's text, through
+// wal.String, since a registered WAL's String may panic.
+func shownID(id wal.MessageID) string { return shown(wal.String(id)) }
 
 // shownText is a message from elsewhere (why a record does not decode, why
 // an ID does not parse) as the tool prints it: unchanged when it is

@@ -84,3 +84,20 @@ func TestMarshalTurnsAPanicIntoErrCorruptID(t *testing.T) {
 		t.Errorf("Marshal of a panicking ID = (%x, %v), want (nil, ErrCorruptID naming the panic)", b, err)
 	}
 }
+
+// brokenString is an ID whose String panics.
+type brokenString struct{ fragile }
+
+func (brokenString) String() string { panic("String bug") }
+
+func TestStringNeverPanics(t *testing.T) {
+	if got := wal.String(nil); got != "<none>" {
+		t.Errorf("String(nil) = %q", got)
+	}
+	if got := wal.String(wal.KafkaID(7)); got != "kafka:7" {
+		t.Errorf("String(kafka:7) = %q", got)
+	}
+	if got, want := wal.String(brokenString{}), "<wal_test.brokenString: String panicked: String bug>"; got != want {
+		t.Errorf("String of a panicking ID = %q, want %q", got, want)
+	}
+}

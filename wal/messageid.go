@@ -78,11 +78,22 @@ func Less(a, b MessageID) bool {
 	}
 }
 
-// String formats an ID that may be nil.
-func String(id MessageID) string {
+// String formats an ID that may be nil, and never panics: a registered
+// ID type's String that panics gives "<T: String panicked: …>", as fmt
+// prints such a value, so that an error or a log line naming the ID
+// cannot crash its writer.
+func String(id MessageID) (s string) {
 	if id == nil {
 		return "<none>"
 	}
+	if BuiltIn(id) {
+		return id.String()
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			s = fmt.Sprintf("<%T: String panicked: %v>", id, r)
+		}
+	}()
 	return id.String()
 }
 
