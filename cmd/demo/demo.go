@@ -55,7 +55,7 @@ func (d *demo) run(ctx context.Context) (int, error) {
 	if st := d.cfg.stall; st != nil {
 		ev.stallFrom, ev.stallAfter = d.began.Add(st.start), d.cfg.stallAfter
 	}
-	pr := newPrinter(d.out, d.began, d.cfg.sample)
+	pr := newPrinter(d.out, d.began, d.cfg.sample, d.cfg.width)
 	// Cancelling ctx (Ctrl-C) only ends the simulation early: the stop, the
 	// restart and the checks still run.
 	bg := context.WithoutCancel(ctx)
@@ -125,9 +125,9 @@ func (d *demo) run(ctx context.Context) (int, error) {
 		sinks = append(sinks, dash.observe)
 	} else {
 		for _, h := range header {
-			fmt.Fprintln(d.out, h)
+			printLabelled(d.out, h, d.cfg.width)
 		}
-		fmt.Fprintln(d.out, d.sampling())
+		printLabelled(d.out, d.sampling(), d.cfg.width)
 		section(d.out, "run")
 		sinks = append(sinks, pr.print)
 	}
@@ -142,7 +142,7 @@ func (d *demo) run(ctx context.Context) (int, error) {
 		d.intr.setHooks(dash.setInterrupted, view.kill)
 	} else {
 		d.intr.setHooks(func() {
-			fmt.Fprintln(d.out, "interrupted: the run ends now; stopping gracefully (Ctrl-C again exits at once)")
+			printLabelled(d.out, "interrupted: the run ends now; stopping gracefully (Ctrl-C again exits at once)", d.cfg.width)
 		}, nil)
 	}
 	outs := startOutages(catalog, d.began, d.cfg.outages, func(o *catalogOutage) { n.system.EventStream.Publish(o) })
@@ -184,7 +184,7 @@ func (d *demo) run(ctx context.Context) (int, error) {
 	section(d.out, "after the run")
 	if ctx.Err() != nil { // Ctrl-C
 		ev.interrupted = true
-		fmt.Fprintf(d.out, "interrupted after %v of %v\n", healAt.Round(time.Millisecond), d.cfg.duration)
+		printLabelled(d.out, fmt.Sprintf("interrupted after %v of %v", healAt.Round(time.Millisecond), d.cfg.duration), d.cfg.width)
 	}
 	if states != nil {
 		d.atomically(func(w io.Writer) { printTable(w, states, rec) })
@@ -195,14 +195,14 @@ func (d *demo) run(ctx context.Context) (int, error) {
 	}
 	fmt.Fprintln(d.out)
 	if !settled {
-		fmt.Fprintf(d.out, "note: persisted had not caught up with the minimum %v after the faults ended; the graceful stop tried to flush it\n", d.cfg.liveBound())
+		printLabelled(d.out, fmt.Sprintf("note: persisted had not caught up with the minimum %v after the faults ended; the graceful stop tried to flush it", d.cfg.liveBound()), d.cfg.width)
 	}
 	if d.cfg.chart != "" {
 		title := fmt.Sprintf("lowwater demo, seed %d: %s", d.cfg.seed, d.cfg.describeFaults())
 		if err := writeChart(d.cfg.chart, title, tl); err != nil {
 			errs = append(errs, fmt.Errorf("chart: %w", err))
 		} else {
-			fmt.Fprintf(d.out, "chart: wrote %s\n", d.cfg.chart)
+			printLabelled(d.out, "chart: wrote "+d.cfg.chart, d.cfg.width)
 		}
 	}
 
@@ -256,9 +256,9 @@ func (d *demo) run(ctx context.Context) (int, error) {
 
 	section(d.out, "checks")
 	checks := verify(ev)
-	printChecks(d.out, checks)
+	printChecks(d.out, checks, d.cfg.width)
 	if ev.blocked > 0 {
-		fmt.Fprintf(d.out, "note: %d events found the feed's buffer full and slowed their actor\n", ev.blocked)
+		printLabelled(d.out, fmt.Sprintf("note: %d events found the feed's buffer full and slowed their actor", ev.blocked), d.cfg.width)
 	}
 	code := exitOK
 	for _, c := range checks {

@@ -47,9 +47,11 @@
 // When standard output is a terminal it draws a live view four times a
 // second (per pchannel: state, vchannels, minimum and the vchannel holding
 // it, persisted, lag, saves, failures, updates per second; the outage in
-// progress; recent events); otherwise it prints one line per event. Ctrl-C ends the run early and the
-// demo still stops gracefully, restarts and checks; a second Ctrl-C exits
-// at once with status 130. --chart draws the minimum and the persisted
+// progress; recent events); otherwise it prints one line per event, in 80
+// columns: a longer one goes on in lines indented under its details, so
+// that every line that starts an event starts with its time, pchannel and
+// kind. Ctrl-C ends the run early and the demo still stops gracefully,
+// restarts and checks; a second Ctrl-C exits at once with status 130. --chart draws the minimum and the persisted
 // checkpoint of each pchannel over time with the outages shaded;
 // --metrics-addr serves package metrics' collector at /metrics.
 //

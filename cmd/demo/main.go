@@ -129,6 +129,10 @@ type config struct {
 	// actors.WithStallAfter, 0 for off (--stall-after).
 	stall      *stallSpec
 	stallAfter time.Duration
+
+	// width is the columns of the plain view and the summary: plainWidth,
+	// not a flag; a test sets it to see what depends on it.
+	width int
 }
 
 // tick is the interval between two rounds of updates.
@@ -154,6 +158,11 @@ func runWith(ctx context.Context, intr *interrupter, args []string, stdin io.Rea
 		fmt.Fprintf(stderr, "demo: %s (see --help)\n", oneLine(err))
 		return exitSetup
 	}
+	return runConfig(ctx, intr, cfg, stdin, stdout, stderr)
+}
+
+// runConfig is the demo once its flags are read.
+func runConfig(ctx context.Context, intr *interrupter, cfg config, stdin io.Reader, stdout, stderr io.Writer) int {
 	live := cfg.view == "live" || (cfg.view == "auto" && isTerminal(stdout))
 
 	dir, cleanup, err := dataDir(cfg.dataDir)
@@ -230,7 +239,7 @@ flags:
 
 // parseFlags reads the flags; --help prints the usage to help.
 func parseFlags(args []string, help io.Writer) (config, error) {
-	var c config
+	c := config{width: plainWidth}
 	var outages outageFlag
 	var stall stallFlag
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
@@ -266,7 +275,7 @@ func parseFlags(args []string, help io.Writer) (config, error) {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fmt.Fprint(help, usageHead)
-			printFlags(help, fs, 80)
+			printFlags(help, fs, plainWidth)
 		}
 		return c, err
 	}
@@ -472,23 +481,12 @@ func printFlags(out io.Writer, fs *flag.FlagSet, width int) {
 	})
 }
 
-// wrap breaks text into lines of at most width columns, at spaces.
+// wrap breaks prose into lines of at most width columns, at spaces, each
+// space one.
 func wrap(text string, width int) []string {
-	var lines []string
-	line := ""
-	for _, word := range strings.Fields(text) {
-		switch {
-		case line == "":
-			line = word
-		case len(line)+1+len(word) > width:
-			lines = append(lines, line)
-			line = word
-		default:
-			line += " " + word
-		}
+	words := strings.Fields(text)
+	if len(words) == 0 {
+		return nil
 	}
-	if line != "" {
-		lines = append(lines, line)
-	}
-	return lines
+	return wrapHanging(strings.Join(words, " "), 0, width)
 }

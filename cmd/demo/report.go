@@ -8,9 +8,18 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/charmbracelet/lipgloss"
+
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/wal"
 )
+
+// plainWidth is the width, in columns, of the plain view and of the
+// summary that follows either view: a terminal's default, which the live
+// view leaves the summary to. The plain view is mostly piped, so the demo
+// asks no terminal, and it does not read COLUMNS either: shells set it
+// without exporting it.
+const plainWidth = 80
 
 // lockedWriter serialises the printer's goroutine and the main one.
 type lockedWriter struct {
@@ -24,21 +33,24 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
-// printer is the feed's sink that prints one compact line per event:
+// printer is the feed's sink that prints one compact entry per event:
 // every lifecycle, persist, add, drop and rejection event, but at most one
 // MinimumAdvanced per pchannel per sample interval, since the minimum moves
-// many times a second.
+// many times a second. An entry is one line that starts with the time, the
+// pchannel and what happened, so that grep finds it; one longer than width
+// goes on in continuation lines indented to its details (see wrapHanging).
 type printer struct {
 	out    io.Writer
 	began  time.Time
 	sample time.Duration
+	width  int
 	// lastShown is when each pchannel's last MinimumAdvanced was printed.
 	lastShown     map[string]time.Time
 	shown, hidden int
 }
 
-func newPrinter(out io.Writer, began time.Time, sample time.Duration) *printer {
-	return &printer{out: out, began: began, sample: sample, lastShown: make(map[string]time.Time)}
+func newPrinter(out io.Writer, began time.Time, sample time.Duration, width int) *printer {
+	return &printer{out: out, began: began, sample: sample, width: width, lastShown: make(map[string]time.Time)}
 }
 
 func (p *printer) print(ev messages.Event) {
@@ -56,7 +68,11 @@ func (p *printer) print(ev messages.Event) {
 	if who == "" {
 		who = "-"
 	}
-	fmt.Fprintf(p.out, "%8.3fs  %-5s %-11s %s\n", h.At.Sub(p.began).Seconds(), who, what, detail)
+	head := fmt.Sprintf("%8.3fs  %-5s %-11s ", h.At.Sub(p.began).Seconds(), who, what)
+	// A joined error has a line per error: each would start a line that is
+	// no entry.
+	detail = strings.ReplaceAll(detail, "\n", "; ")
+	printEntry(p.out, head+detail, lipgloss.Width(head), p.width)
 }
 
 // describe says what an event is, in two short parts: a word or two, then
@@ -167,26 +183,104 @@ func printRestart(out io.Writer, names []string, restart map[string]restartView)
 	_ = tw.Flush()
 }
 
-// printChecks prints one line per check, and each violation under it.
-func printChecks(out io.Writer, checks []check) {
+// printChecks prints one entry per check, and each violation under it,
+// within width columns.
+func printChecks(out io.Writer, checks []check, width int) {
 	for _, c := range checks {
 		verdict := "ok"
 		if !c.ok() {
 			verdict = "VIOLATED"
 		}
 		head := fmt.Sprintf("check %-13s %-8s ", c.name, verdict)
-		for i, l := range wrap(c.summary, 80-len(head)) {
-			if i > 0 {
-				head = strings.Repeat(" ", len(head))
-			}
-			fmt.Fprintln(out, head+l)
-		}
+		printEntry(out, head+c.summary, len(head), width)
 		for i, p := range c.problems {
 			if i == 10 {
 				fmt.Fprintf(out, "    ... and %d more\n", len(c.problems)-i)
 				break
 			}
-			fmt.Fprintf(out, "    %s\n", p)
+			printEntry(out, "    "+p, 6, width)
 		}
 	}
+}
+
+// printEntry writes line within width columns (see wrapHanging), in one
+// Write: the printer's goroutine and the main one share out, and neither
+// may land a line inside the other's entry.
+func printEntry(out io.Writer, line string, indent, width int) {
+	_, _ = io.WriteString(out, strings.Join(wrapHanging(line, indent, width), "\n")+"\n")
+}
+
+// printLabelled writes a "label: text" line within width columns, its
+// continuation lines indented past the label.
+func printLabelled(out io.Writer, line string, width int) {
+	indent := 2
+	if i := strings.Index(line, ": "); i >= 0 {
+		indent = lipgloss.Width(line[:i+2])
+	}
+	printEntry(out, line, indent, width)
+}
+
+// wrapHanging breaks line at spaces into lines of at most width columns
+// (none when width <= 0) that read as one entry: the first keeps the
+// line's start, the others are indented by indent columns (at most half
+// the width, so that they have room), deeper than the entries they follow
+// start. Spaces within a line are kept, since the event lines align their
+// fields with them; those at a break are dropped. Nothing is cut off: a
+// word too long for a line of its own is broken where the line ends.
+// Columns are display columns (lipgloss.Width): a wide character takes
+// two.
+func wrapHanging(line string, indent, width int) []string {
+	if width <= 0 || lipgloss.Width(line) <= width {
+		return []string{line}
+	}
+	pad := strings.Repeat(" ", min(indent, width/2))
+	var lines []string
+	cur, empty := "", true // empty: no word on cur yet
+	for rest := line; ; {
+		word := strings.TrimLeft(rest, " ")
+		gap := rest[:len(rest)-len(word)]
+		if word == "" {
+			break // trailing spaces go at the break
+		}
+		end := strings.IndexByte(word, ' ')
+		if end < 0 {
+			end = len(word)
+		}
+		word, rest = word[:end], word[end:]
+		w := lipgloss.Width(word)
+		if !empty && lipgloss.Width(cur)+lipgloss.Width(gap)+w <= width {
+			cur += gap + word
+			continue
+		}
+		if empty {
+			cur = gap // the line's own indentation
+		} else {
+			lines = append(lines, cur)
+			cur = pad
+		}
+		for lipgloss.Width(cur)+lipgloss.Width(word) > width {
+			head, tail := cutWidth(word, width-lipgloss.Width(cur))
+			lines = append(lines, cur+head)
+			cur, word = pad, tail
+		}
+		cur += word
+		empty = false
+	}
+	if !empty {
+		lines = append(lines, cur)
+	}
+	return lines
+}
+
+// cutWidth splits s after its longest start of at most n columns, and
+// after its first character at least, so that breaking a word moves on.
+func cutWidth(s string, n int) (head, tail string) {
+	w := 0
+	for i, r := range s {
+		w += lipgloss.Width(string(r))
+		if w > n && i > 0 {
+			return s[:i], s[i:]
+		}
+	}
+	return s, ""
 }
