@@ -22,7 +22,7 @@ type wideID struct {
 
 const wideWAL wal.Name = "wide-test"
 
-func (wideID) WALName() wal.Name           { return wideWAL }
+func (wideID) WALName() wal.Name          { return wideWAL }
 func (a wideID) LT(o wal.MessageID) bool  { return a.v < o.(wideID).v }
 func (a wideID) LTE(o wal.MessageID) bool { return a.v <= o.(wideID).v }
 func (a wideID) EQ(o wal.MessageID) bool  { return a.v == o.(wideID).v }
@@ -42,7 +42,10 @@ var registerWide = sync.OnceValue(func() error {
 			}
 			return wideID{v: int64(binary.BigEndian.Uint64(b)), width: len(b)}, nil
 		},
-		Parse: func(s string) (wideID, error) { n, err := strconv.ParseInt(s, 10, 64); return wideID{v: n, width: 8}, err },
+		Parse: func(s string) (wideID, error) {
+			n, err := strconv.ParseInt(s, 10, 64)
+			return wideID{v: n, width: 8}, err
+		},
 	})
 })
 

@@ -22,7 +22,7 @@ type sizedID struct {
 
 const sizedWAL wal.Name = "persistence-test-sized"
 
-func (sizedID) WALName() wal.Name           { return sizedWAL }
+func (sizedID) WALName() wal.Name          { return sizedWAL }
 func (a sizedID) LT(o wal.MessageID) bool  { return a.v < o.(sizedID).v }
 func (a sizedID) LTE(o wal.MessageID) bool { return a.v <= o.(sizedID).v }
 func (a sizedID) EQ(o wal.MessageID) bool  { return a.v == o.(sizedID).v }
@@ -42,7 +42,10 @@ func init() {
 			}
 			return sizedID{v: int64(binary.BigEndian.Uint64(b)), size: len(b)}, nil
 		},
-		Parse: func(s string) (sizedID, error) { n, err := strconv.ParseInt(s, 10, 64); return sizedID{v: n, size: 8}, err },
+		Parse: func(s string) (sizedID, error) {
+			n, err := strconv.ParseInt(s, 10, 64)
+			return sizedID{v: n, size: 8}, err
+		},
 	})
 	if err != nil {
 		panic(err)
