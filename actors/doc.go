@@ -80,7 +80,9 @@
 // ErrCatalogOverdue and no NextRetry, and an Error line. It is still
 // waited for: the next attempt starts once it returns, so that a
 // pchannel never has two calls in a catalog at once, and a store that
-// hangs never collects a goroutine per retry.
+// hangs never collects a goroutine per retry. A restart after a panic is
+// the exception: like a stop, it abandons the call in flight (counted),
+// and the new incarnation reads or saves afresh.
 //
 // # Phases and events
 //

@@ -191,9 +191,10 @@ func (c *Counters) Updates() uint64 { return c.updates.Load() }
 func (c *Counters) SavesInFlight() int64 { return c.savesInFlight.Load() }
 
 // AbandonedCalls counts catalog calls (Load or Save) that were still running
-// 100 ms after a stop cancelled them: the catalog ignored its context. The
-// stop went on without them and their late results were ignored. Anything
-// above 0 points at a catalog to fix.
+// 100 ms after a stop, or a restart after a panic, cancelled them: the
+// catalog ignored its context. The stop or restart went on without them
+// and their late results were ignored. Anything above 0 points at a
+// catalog to fix.
 func (c *Counters) AbandonedCalls() uint64 { return c.abandonedCalls.Load() }
 
 // WithCounters has the actor keep c current. Without it (the default) the

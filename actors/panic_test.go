@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -279,4 +280,122 @@ func TestBrokenOrderStopsThePChannel(t *testing.T) {
 		t.Fatal("the pchannel did not stop within 10 s")
 	}
 	require.Equal(t, []wal.MessageID{touchyID(10)}, catalog.History("p"))
+}
+
+// A stored checkpoint whose comparison panics (brittleMark, as bytes that
+// decoded to a broken ID may be) makes neither actor panic: every save
+// over it is refused by the catalog and retried on the backoff, and a
+// graceful stop ends within its bound, the minimum left unsaved. The
+// persister used to crash over and over, and the stop to hang.
+func TestStoredCheckpointWhoseComparisonPanics(t *testing.T) {
+	require.NoError(t, registerBrittle())
+	system := actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(zap.NewNop())),
+		actor.WithDeadLetterThrottleInterval(time.Millisecond))
+	t.Cleanup(system.Shutdown)
+	catalog := persistence.NewMemory()
+	require.NoError(t, catalog.Save(ctx10s(t), "p", brittleMark))
+	evs := make(chan messages.Event, 256)
+	sub := system.EventStream.Subscribe(func(ev any) {
+		switch e := ev.(type) {
+		case *messages.PersistFailed, *messages.PersisterRestarted, *messages.Stopped:
+			select {
+			case evs <- e.(messages.Event):
+			default:
+			}
+		}
+	})
+	defer system.EventStream.Unsubscribe(sub)
+	const flush = 300 * time.Millisecond
+	props, err := NewProps("p", brittleWAL, catalog, WithStopFlushTimeout(flush),
+		WithBackoff(Backoff{Initial: 10 * time.Millisecond, Max: 20 * time.Millisecond, Multiplier: 1.5}),
+		WithVChannels(map[string]wal.MessageID{"v": brittleID(1)}))
+	require.NoError(t, err)
+	pid := system.Root.Spawn(props)
+	require.NoError(t, Request(ctx10s(t), system.Root, pid, &messages.UpdateCheckpoint{VChannel: "v", Checkpoint: brittleID(20)}))
+
+	select {
+	case ev := <-evs:
+		f, ok := ev.(*messages.PersistFailed)
+		require.True(t, ok, "want PersistFailed, got %T", ev)
+		require.ErrorIs(t, f.Err, wal.ErrCorruptID)
+		require.ErrorIs(t, f.Err, persistence.ErrInvalidArgument)
+		require.NotZero(t, f.NextRetry)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no PersistFailed within 10 s")
+	}
+	began := time.Now()
+	require.NoError(t, system.Root.PoisonFuture(pid).Wait())
+	require.Less(t, time.Since(began), flush+joinGrace+2*time.Second)
+	for {
+		select {
+		case ev := <-evs:
+			switch e := ev.(type) {
+			case *messages.PersisterRestarted:
+				t.Fatalf("the persister crashed: %v", e.Reason)
+			case *messages.Stopped:
+				require.False(t, e.Flushed)
+				require.ErrorIs(t, e.Reason, wal.ErrCorruptID)
+				require.Equal(t, []wal.MessageID{brittleMark}, catalog.History("p"))
+				return
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("no Stopped within 10 s")
+		}
+	}
+}
+
+// slowReread is a Memory whose every Load after the first waits for its
+// context to end or for release: a restart's re-read that takes a while.
+type slowReread struct {
+	*persistence.Memory
+	loads   atomic.Int32
+	release chan struct{}
+}
+
+func (s *slowReread) Load(ctx context.Context, pchannel string) (wal.MessageID, error) {
+	if s.loads.Add(1) > 1 {
+		select {
+		case <-s.release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return s.Memory.Load(ctx, pchannel)
+}
+
+// A restarted pchannel reports the checkpoint acknowledged before its
+// restart until it has read the stored one again: in GetState, and in
+// Stopped for a stop that comes first. It used to report none, and call the
+// minimum at that very checkpoint dropped.
+func TestRestartKeepsThePersistedCheckpoint(t *testing.T) {
+	catalog := &slowReread{Memory: persistence.NewMemory(), release: make(chan struct{})}
+	defer close(catalog.release)
+	system, pid := spawnPanicky(t, catalog, map[string]wal.MessageID{"a": wal.KafkaID(5), boomVChannel: wal.KafkaID(5)})
+	stopped := make(chan *messages.Stopped, 1)
+	sub := system.EventStream.Subscribe(func(ev any) {
+		if s, ok := ev.(*messages.Stopped); ok {
+			stopped <- s
+		}
+	})
+	defer system.EventStream.Unsubscribe(sub)
+	require.Eventually(t, func() bool {
+		st, err := GetState(ctx10s(t), system.Root, pid)
+		return err == nil && st.Persisted == wal.KafkaID(5)
+	}, 10*time.Second, time.Millisecond)
+
+	require.ErrorIs(t, Request(ctx10s(t), system.Root, pid, &messages.UpdateCheckpoint{VChannel: boomVChannel, Checkpoint: wal.KafkaID(6)}), ErrPChannelPanicked)
+	st, err := GetState(ctx10s(t), system.Root, pid)
+	require.NoError(t, err)
+	require.False(t, st.Recovered, "re-reading the stored checkpoint")
+	require.Equal(t, wal.KafkaID(5), st.Persisted)
+
+	require.NoError(t, system.Root.StopFuture(pid).Wait())
+	select {
+	case s := <-stopped:
+		require.Equal(t, wal.KafkaID(5), s.LastPersisted)
+		require.True(t, s.Flushed, "%+v", s)
+		require.Nil(t, s.Dropped)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no Stopped within 10 s")
+	}
 }

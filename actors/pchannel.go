@@ -75,8 +75,11 @@ func (f phase) String() string { return phaseNames[f] }
 type pchannel struct {
 	cfg     *config
 	tracker *tracker.Tracker
-	// spawn hands the tracker from one incarnation to the next (a restart).
-	spawn *spawn
+	// spawn hands the tracker from one incarnation to the next (a restart),
+	// with persistedBefore: the last checkpoint the catalog acknowledged
+	// before the restart, reported until recovery reads the stored one.
+	spawn           *spawn
+	persistedBefore wal.MessageID
 	// spawnMinimum is the minimum of the vchannels the incarnation began
 	// with: the start message ID when the catalog holds nothing
 	// (semantics 7).
@@ -159,8 +162,8 @@ type crashes struct {
 }
 
 func newPChannel(cfg *config, from *spawn) *pchannel {
-	t := from.tracker()
-	return &pchannel{cfg: cfg, tracker: t, spawn: from, spawnMinimum: t.Minimum()}
+	h := from.take()
+	return &pchannel{cfg: cfg, tracker: h.tracker, spawn: from, spawnMinimum: h.tracker.Minimum(), persistedBefore: h.persisted}
 }
 
 // Receive is one type switch: commands first (the hot path; every phase
@@ -225,7 +228,7 @@ func (p *pchannel) stepRecovering(ctx actor.Context, msg any) {
 		p.stopRecovering(ctx)
 	case *actor.Restarting:
 		p.quiet()
-		p.spawn.handOn(p.tracker)
+		p.spawn.handOn(p.tracker, p.persisted())
 	default:
 		p.other(ctx)
 	}
@@ -255,7 +258,7 @@ func (p *pchannel) stepRunning(ctx actor.Context, msg any) {
 		p.phase = stopping
 	case *actor.Restarting:
 		p.quiet()
-		p.spawn.handOn(p.tracker)
+		p.spawn.handOn(p.tracker, p.persisted())
 	default:
 		p.other(ctx)
 	}
@@ -272,7 +275,7 @@ func (p *pchannel) stepStopping(ctx actor.Context, msg any) {
 	case *actor.Restarting:
 		p.quiet()
 		p.phase = stopping
-		p.spawn.handOn(p.tracker)
+		p.spawn.handOn(p.tracker, p.persisted())
 	default:
 		p.other(ctx)
 	}
@@ -573,6 +576,19 @@ func (p *pchannel) offerMinimum(ctx actor.Context) {
 	ctx.Send(p.persister, offer{minimum: p.tracker.Minimum()})
 }
 
+// savePoint is the persister's status, or, before a persister runs, the
+// last checkpoint acknowledged before a restart (persistedBefore).
+func (p *pchannel) savePoint() savePoint {
+	if p.status == nil {
+		return savePoint{persisted: p.persistedBefore}
+	}
+	return p.status.load()
+}
+
+// persisted is the last checkpoint the catalog acknowledged, as far as
+// this incarnation knows.
+func (p *pchannel) persisted() wal.MessageID { return p.savePoint().persisted }
+
 func (p *pchannel) state(withVChannels bool) *messages.State {
 	s := &messages.State{
 		PChannel:       p.cfg.pchannel,
@@ -587,10 +603,8 @@ func (p *pchannel) state(withVChannels bool) *messages.State {
 	if s.Holder != "" {
 		s.HeldSince = p.stall.since
 	}
-	if p.status != nil {
-		sp := p.status.load()
-		s.Persisted, s.SaveInFlight = sp.persisted, sp.inFlight
-	}
+	sp := p.savePoint()
+	s.Persisted, s.SaveInFlight = sp.persisted, sp.inFlight
 	if withVChannels {
 		s.Checkpoints = p.tracker.Checkpoints()
 	}
@@ -732,17 +746,17 @@ func (p *pchannel) becomeBroken(err error) {
 // final, the persister having stopped before its parent.
 func (p *pchannel) becomeStopped() {
 	p.phase = stopped
-	var sp savePoint
-	if p.status != nil {
-		sp = p.status.load()
-	}
+	sp := p.savePoint()
 	ev := &messages.Stopped{Header: p.header(), Graceful: p.graceful, LastPersisted: sp.persisted, Flushed: true}
+	min := p.tracker.Minimum()
 	if broken := p.tracker.Broken(); broken != nil {
 		// No minimum is known: none was flushed, and none can be named.
 		ev.Flushed, ev.Reason = false, broken
-	} else if min := p.tracker.Minimum(); wal.Less(sp.persisted, min) {
+	} else if left, err := unsaved(sp.persisted, min); left {
 		ev.Flushed, ev.Dropped, ev.Reason = false, min, p.unflushed
 		switch {
+		case err != nil:
+			ev.Reason = err // whether it was saved cannot be told
 		case sp.fenced && !errors.Is(ev.Reason, persistence.ErrFenced):
 			ev.Reason = persistence.ErrFenced // the persister learned it first
 		case ev.Reason == nil:
@@ -754,6 +768,20 @@ func (p *pchannel) becomeStopped() {
 	p.cfg.logger.Info("stopped", zap.Bool("graceful", ev.Graceful), zap.Stringer("persisted", stringer{ev.LastPersisted}),
 		zap.Bool("flushed", ev.Flushed), zap.Stringer("dropped", stringer{ev.Dropped}), zap.Error(ev.Reason))
 	p.publish(ev)
+}
+
+// unsaved reports whether a stop leaves min unsaved: it is above the
+// persisted checkpoint, or cannot be ordered against it (a registered ID
+// type whose comparison panics: err), which counts as unsaved.
+func unsaved(persisted, min wal.MessageID) (bool, error) {
+	switch {
+	case min == nil:
+		return false, nil
+	case persisted == nil:
+		return true, nil
+	}
+	c, err := wal.Compare(persisted, min)
+	return err != nil || c < 0, err
 }
 
 // HandleFailure makes the pchannel its persister's supervisor. The

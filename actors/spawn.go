@@ -20,9 +20,17 @@ import (
 type spawn struct {
 	walName wal.Name
 	set     spawnSet
-	// next is the tracker the next incarnation takes: the one newSpawn
-	// built, which validated the vchannels, or the one handed on.
-	next atomic.Pointer[tracker.Tracker]
+	// next is what the next incarnation takes: the tracker newSpawn built,
+	// which validated the vchannels, or what the one before handed on.
+	next atomic.Pointer[handedOn]
+}
+
+// handedOn is what an incarnation hands the next: its tracker, and the
+// last checkpoint the catalog acknowledged, which the next reports until
+// it has read the stored one again.
+type handedOn struct {
+	tracker   *tracker.Tracker
+	persisted wal.MessageID
 }
 
 // newSpawn validates the vchannels given at spawn by building the first
@@ -45,25 +53,28 @@ func newSpawn(walName wal.Name, vchannels map[string]wal.MessageID) (*spawn, err
 		return nil, err
 	}
 	s := &spawn{walName: walName, set: set}
-	s.next.Store(t)
+	s.next.Store(&handedOn{tracker: t})
 	return s, nil
 }
 
-// handOn keeps t for the next incarnation: the actor restarts.
-func (s *spawn) handOn(t *tracker.Tracker) { s.next.Store(t) }
+// handOn keeps t and persisted for the next incarnation: the actor
+// restarts.
+func (s *spawn) handOn(t *tracker.Tracker, persisted wal.MessageID) {
+	s.next.Store(&handedOn{tracker: t, persisted: persisted})
+}
 
-// tracker returns the tracker an incarnation starts from: the one handed
-// on, or the first; else (never, while every restart hands one on) a new
-// one holding the vchannels given at spawn.
-func (s *spawn) tracker() *tracker.Tracker {
-	if t := s.next.Swap(nil); t != nil {
-		return t
+// take returns what an incarnation starts from: what was handed on, or the
+// first tracker; else (never, while every restart hands one on) a new
+// tracker holding the vchannels given at spawn.
+func (s *spawn) take() handedOn {
+	if h := s.next.Swap(nil); h != nil {
+		return *h
 	}
 	cps, err := s.set.checkpoints(s.walName)
 	if err == nil {
 		var t *tracker.Tracker
 		if t, err = tracker.NewFrom(s.walName, cps); err == nil {
-			return t
+			return handedOn{tracker: t}
 		}
 	}
 	// newSpawn validated these very checkpoints: unreachable.

@@ -58,7 +58,7 @@ func TestSpawnSetKeepsLongIDs(t *testing.T) {
 	from, err := newSpawn(wideWAL, given)
 	require.NoError(t, err)
 	from.next.Store(nil) // as if no incarnation had handed one on
-	require.Equal(t, given, from.tracker().Checkpoints())
+	require.Equal(t, given, from.take().tracker.Checkpoints())
 }
 
 // An ID whose Marshal panics is refused at NewProps, never a panic in the

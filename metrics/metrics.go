@@ -227,7 +227,7 @@ func New(opts ...Option) (*Collector, error) {
 			restarts:         d("persister_restarts_total", "Persisters restarted after a panic.", base),
 			ownershipLost:    d("ownership_lost_total", "Pchannels that lost their ownership and stopped.", base),
 			eventsDropped:    d("events_dropped_total", "Events the collector's subscriptions dropped because it lagged: the event-fed metrics missed them.", nil),
-			abandoned:        d("abandoned_calls_total", "Catalog calls a stop abandoned because they ignored their cancellation (actors.Counters.AbandonedCalls).", base),
+			abandoned:        d("abandoned_calls_total", "Catalog calls a stop or restart abandoned because they ignored their cancellation (actors.Counters.AbandonedCalls).", base),
 			minimumAge:       d("minimum_age_seconds", "Seconds since the low-water mark last rose, or the pchannel began running if later; 0 when not running (without the pchannel label: the largest).", base),
 			stalled:          d("pchannels_stalled", "Pchannels whose minimum has not risen for their stall-after duration (actors.WithStallAfter): a MinimumStalled not yet ended.", base),
 			stalls:           d("minimum_stalls_total", "Stalls of the low-water mark (MinimumStalled events).", base),

@@ -75,7 +75,7 @@ func (p *Plan) Attempt() int { return p.attempt }
 func (p *Plan) Fenced() bool { return p.fenced }
 
 // Pending reports whether the latest minimum is above what is persisted.
-func (p *Plan) Pending() bool { return !p.fenced && wal.Less(p.persisted, p.target) }
+func (p *Plan) Pending() bool { return !p.fenced && above(p.target, p.persisted) }
 
 // Settled reports whether nothing is in flight and nothing is pending: the
 // moment a graceful stop is waiting for.
@@ -162,7 +162,24 @@ func (p *Plan) next() Step {
 }
 
 func (p *Plan) raiseFloor(v wal.MessageID) {
-	if wal.Less(p.persisted, v) {
+	if above(v, p.persisted) {
 		p.persisted = v
 	}
+}
+
+// above reports whether v is above floor, nil being below every ID. Two
+// IDs that cannot be ordered (a registered type whose comparison panics;
+// see wal.Compare) count as v above: a plan never panics, and the catalog,
+// which orders them too, is the judge. It refuses a save it cannot order
+// (persistence.ErrInvalidArgument), which is retried on the backoff as any
+// failed save; a value it acknowledged is the floor from then on.
+func above(v, floor wal.MessageID) bool {
+	switch {
+	case v == nil:
+		return false
+	case floor == nil:
+		return true
+	}
+	c, err := wal.Compare(floor, v)
+	return err != nil || c < 0
 }
