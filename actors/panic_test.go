@@ -75,7 +75,12 @@ func TestRequestThatPanicsThePChannelIsAnswered(t *testing.T) {
 
 	s := newTestSender(t, system, pid)
 	require.NoError(t, s.Update(boomVChannel, wal.KafkaID(3)))
-	require.ErrorIs(t, s.Flush(ctxtest.Within(time.Minute)), ErrPChannelPanicked)
+	err = s.Flush(ctxtest.Within(time.Minute))
+	require.ErrorIs(t, err, ErrPChannelPanicked)
+	var be *messages.BatchError
+	require.ErrorAs(t, err, &be)
+	require.Len(t, be.Rejected, 1)
+	require.Equal(t, boomVChannel, be.Rejected[0].VChannel, "the update that may be lost is named")
 	require.NoError(t, s.Update("v", wal.KafkaID(20)))
 	require.NoError(t, s.Flush(ctx10s(t)))
 	st, err := GetState(ctx10s(t), system.Root, pid, IncludeCheckpoints())

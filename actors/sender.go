@@ -458,9 +458,10 @@ func (p replyProcess) SendUserMessage(_ *actor.PID, message any) {
 	case *actor.DeadLetterResponse:
 		p.s.answer(nil, fmt.Errorf("%w: %w", ErrPChannelGone, actor.ErrDeadLetter), false)
 	case error:
-		// Not expected from a pchannel answering an UpdateBatch; kept, not
-		// dropped.
-		p.s.answer(&messages.BatchError{Rejected: []messages.Rejection{{Err: m}}}, nil, false)
+		// The pchannel panicked handling the batch (PChannelPanicError), or
+		// something else answered: every update of the batch may be lost,
+		// and each is named with the error.
+		p.s.answer(p.s.failedBatch(m), nil, false)
 	}
 }
 
@@ -471,6 +472,21 @@ func (p replyProcess) SendSystemMessage(_ *actor.PID, message any) {
 }
 
 func (p replyProcess) Stop(*actor.PID) {}
+
+// failedBatch names every update of the batch in flight with err: an
+// answer that covers the whole batch, such as the pchannel's panic.
+func (s *Sender) failedBatch(err error) *messages.BatchError {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	be := &messages.BatchError{Rejected: make([]messages.Rejection, 0, max(len(s.flying), 1))}
+	for _, u := range s.flying {
+		be.Rejected = append(be.Rejected, messages.Rejection{VChannel: u.VChannel, Err: err})
+	}
+	if len(be.Rejected) == 0 {
+		be.Rejected = append(be.Rejected, messages.Rejection{Err: err})
+	}
+	return be
+}
 
 // answer ends the batch in flight; gone, when set, ends the Sender.
 // consumed is the pchannel's word that nothing holds the batch any more:

@@ -249,7 +249,7 @@ func (t *Tracker) updateGuarded(vchannel string, s int32, checkpoint wal.Message
 }
 
 func rollback(vchannel string, from, to wal.MessageID) error {
-	return fmt.Errorf("%w: vchannel %q from %s to %s", messages.ErrCheckpointRollback, vchannel, from, to)
+	return fmt.Errorf("%w: vchannel %q from %s to %s", messages.ErrCheckpointRollback, vchannel, wal.String(from), wal.String(to))
 }
 
 // Drop stops tracking a vchannel. It reports whether the minimum strictly
