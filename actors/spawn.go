@@ -3,7 +3,6 @@ package actors
 import (
 	"encoding/binary"
 	"fmt"
-	"slices"
 	"sync/atomic"
 
 	"github.com/lowwater/lowwater/internal/core/tracker"
@@ -94,16 +93,31 @@ type spawnSet struct {
 // whose Marshal panics (a registered type's) is refused, wrapping
 // wal.ErrCorruptID.
 func newSpawnSet(names []string, cps []messages.VChannelCheckpoint) (spawnSet, error) {
-	s := spawnSet{names: names}
-	for _, c := range cps {
+	ids := make([][]byte, len(cps))
+	n := 0
+	for i, c := range cps {
 		id, err := wal.Marshal(c.Checkpoint)
 		if err != nil {
 			return spawnSet{}, fmt.Errorf("vchannel %q: %w", c.VChannel, err)
 		}
+		ids[i] = id
+		n += uvarintLen(len(id)) + len(id)
+	}
+	// Sized exactly: it is kept for the actor's life, per pchannel.
+	s := spawnSet{names: names, ids: make([]byte, 0, n)}
+	for _, id := range ids {
 		s.ids = append(binary.AppendUvarint(s.ids, uint64(len(id))), id...)
 	}
-	s.ids = slices.Clip(s.ids)
 	return s, nil
+}
+
+// uvarintLen is the length of n as a uvarint.
+func uvarintLen(n int) int {
+	l := 1
+	for ; n >= 0x80; n >>= 7 {
+		l++
+	}
+	return l
 }
 
 // checkpoints decodes the set: IDs equal to those given, by value.

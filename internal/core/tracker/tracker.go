@@ -24,11 +24,8 @@ import (
 // heap orders the checkpoints, each naming its slot.
 type Tracker struct {
 	wal wal.Checker
-	// guarded is set for a WAL registered outside package wal, whose IDs'
-	// comparisons may panic: its changes run under guard. broken, once
-	// set, is returned by every later change (see restore).
-	guarded bool
-	broken  error
+	// broken, once set, is returned by every later change (see restore).
+	broken error
 	// heap is a binary min-heap of checkpoints; heapSlot[i] is the slot of
 	// heap[i].
 	// Invariant: pos[heapSlot[i]] == i for every i, and all four slices
@@ -40,6 +37,9 @@ type Tracker struct {
 	// namesShared is true once ShareNames gave names away: it is copied
 	// before any change in place.
 	namesShared bool
+	// guarded is set for a WAL registered outside package wal, whose IDs'
+	// comparisons may panic: its changes run under guard.
+	guarded bool
 	// index is an open-addressing hash table (linear probing) of slot
 	// numbers plus one, zero meaning empty. Its length is a power of two,
 	// at least 8/7 of the vchannel count plus one, so that a probe always
