@@ -95,9 +95,11 @@
 //
 //	event \ phase      recovering               running                     fenced / stopping         stopped
 //	-----------------  -----------------------  --------------------------  ------------------------  -------
-//	command            applied, answered        applied, answered; a rise   applied, answered;        -
-//	                                            goes to the persister       nothing saved
-//	GetState           Recovered=false          persister's status          persister's status        -
+//	command            applied, answered        applied, answered; a rise   fenced: applied,          -
+//	                                            goes to the persister       answered, nothing saved;
+//	                                                                        stopping: refused *
+//	GetState           Recovered=false          persister's status          fenced: persister's       -
+//	                                                                        status; stopping: *
 //	load result        ok: → running            ignored (stale seq)         ignored                   -
 //	                   failed: RecoveryFailed,
 //	                   retry timer
@@ -125,6 +127,13 @@
 //	                   as running; else         persister restarts at
 //	                   ErrNotRecovered          once) → stopping
 //	actor Stopped      Stopped → stopped        Stopped → stopped           Stopped → stopped         -
+//
+// * Past the Stopping handler the mailbox hands the actor no more user
+// messages: a request gets a DeadLetterResponse (actor.ErrDeadLetter from
+// Request and GetState, ErrPChannelGone from a Sender), as from a stopped
+// actor, and the rest is dropped. protoactor would still deliver them
+// until the stop completes, and a panic there (a receiver middleware the
+// caller added) made it restart the actor and lose the stop.
 //
 // → fenced publishes OwnershipLost, stops the persister and the actor; so
 // does a tracker that lost the order of its vchannels (becomeBroken),

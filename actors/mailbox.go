@@ -263,13 +263,48 @@ func (m *mailbox) run() {
 			return
 		}
 		if u, isUpdate := msg.(*messages.UpdateCheckpoint); !isUpdate || direct == nil || !direct.updateDirect(u) {
-			m.invoker.InvokeUserMessage(msg)
+			if m.closing() {
+				m.refuse(msg)
+			} else {
+				m.invoker.InvokeUserMessage(msg)
+			}
 		}
 		if (i >= t || !m.user.ready()) && m.wantsDrained() {
 			msg = mailboxDrained{}
 			m.invoker.InvokeUserMessage(msg)
 		}
 	}
+}
+
+// closer is an actor that is past its Stopping handler: it takes no more
+// user messages (see refuse).
+type closer interface{ closing() bool }
+
+func (m *mailbox) closing() bool {
+	if m.context == nil {
+		return false
+	}
+	c, ok := m.context.Actor().(closer)
+	return ok && c.closing()
+}
+
+// refuse answers a user message that came after the actor's stop began as
+// protoactor answers one to a stopped actor: a request gets a
+// DeadLetterResponse, and the rest is dropped. protoactor would still
+// hand it to the actor until the stop completes, and a panic there (in a
+// receiver middleware, say) made protoactor restart the actor, losing
+// the stop: no Stopped, and an actor that lived on. Late results and
+// timers of the actor's own are dropped alike: nothing waits for them.
+func (m *mailbox) refuse(msg any) {
+	env, ok := msg.(*actor.MessageEnvelope)
+	if !ok || env.Sender == nil || m.root == nil {
+		return
+	}
+	var self *actor.PID
+	if c, ok := m.invoker.(interface{ Self() *actor.PID }); ok {
+		self = c.Self()
+	}
+	m.root.Send(env.Sender, &actor.DeadLetterResponse{Target: self})
 }
 
 // directUpdater is an actor that applies a bare UpdateCheckpoint itself,

@@ -404,3 +404,37 @@ func TestRestartKeepsThePersistedCheckpoint(t *testing.T) {
 		t.Fatal("no Stopped within 10 s")
 	}
 }
+
+// A message that would panic the pchannel, sent after its stop began, is
+// refused (a request gets a dead letter) rather than handled: the stop
+// completes. Handled, the panic made protoactor restart the actor and
+// lose the stop, in most runs: no Stopped, and an actor that lived on.
+func TestStopIsNotLostToALaterPanic(t *testing.T) {
+	for _, graceful := range []bool{true, false} {
+		for range 10 {
+			system, pid := spawnPanicky(t, persistence.NewMemory(), map[string]wal.MessageID{"v": wal.KafkaID(1), boomVChannel: wal.KafkaID(1)})
+			stopped := make(chan *messages.Stopped, 1)
+			sub := system.EventStream.Subscribe(func(ev any) {
+				if s, ok := ev.(*messages.Stopped); ok {
+					stopped <- s
+				}
+			})
+			_, err := GetState(ctx10s(t), system.Root, pid) // recovered, or recovering: either will do
+			require.NoError(t, err)
+			stop := system.Root.StopFuture
+			if graceful {
+				stop = system.Root.PoisonFuture
+			}
+			f := stop(pid)
+			system.Root.Send(pid, &messages.UpdateCheckpoint{VChannel: boomVChannel, Checkpoint: wal.KafkaID(2)})
+			require.NoError(t, f.Wait())
+			select {
+			case s := <-stopped:
+				require.Equal(t, graceful, s.Graceful)
+			case <-time.After(10 * time.Second):
+				t.Fatalf("no Stopped within 10 s (graceful %v)", graceful)
+			}
+			system.EventStream.Unsubscribe(sub)
+		}
+	}
+}

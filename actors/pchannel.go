@@ -265,8 +265,9 @@ func (p *pchannel) stepRunning(ctx actor.Context, msg any) {
 }
 
 // stepStopping: fenced, or past the Stopping handler. Commands are still
-// applied in memory (Receive), but nothing more is saved or recovered:
-// late results and timers are ignored.
+// applied in memory (Receive) while fenced, but nothing more is saved or
+// recovered: late results and timers are ignored. Past the Stopping
+// handler, the mailbox refuses every user message (closing).
 func (p *pchannel) stepStopping(ctx actor.Context, msg any) {
 	switch msg.(type) {
 	case *actor.Stopping:
@@ -368,6 +369,10 @@ func (p *pchannel) update(m *messages.UpdateCheckpoint) error {
 	}
 	return p.settle(m, from, advanced, err)
 }
+
+// closing tells the mailbox to refuse user messages (mailbox.refuse): the
+// Stopping handler has run.
+func (p *pchannel) closing() bool { return p.phase >= stopping }
 
 // updateDirect is the mailbox's way to apply an UpdateCheckpoint sent
 // without a sender, as Receive would, without protoactor's dispatch
