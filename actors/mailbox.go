@@ -229,7 +229,7 @@ func (m *mailbox) run() {
 		}
 	}()
 	i, t := 0, m.dispatcher.Throughput()
-	direct := m.directUpdater()
+	direct, closer := m.incarnation()
 	for {
 		if m.after != nil {
 			return // let the mailbox go first (drain)
@@ -250,7 +250,8 @@ func (m *mailbox) run() {
 					m.suspended.Store(false)
 				default:
 					m.invoker.InvokeSystemMessage(msg)
-					direct = m.directUpdater() // a restart makes a new incarnation
+					// A restart makes a new incarnation.
+					direct, closer = m.incarnation()
 				}
 				continue
 			}
@@ -263,7 +264,7 @@ func (m *mailbox) run() {
 			return
 		}
 		if u, isUpdate := msg.(*messages.UpdateCheckpoint); !isUpdate || direct == nil || !direct.updateDirect(u) {
-			if m.closing() {
+			if closer != nil && closer.closing() {
 				m.refuse(msg)
 			} else {
 				m.invoker.InvokeUserMessage(msg)
@@ -280,13 +281,6 @@ func (m *mailbox) run() {
 // user messages (see refuse).
 type closer interface{ closing() bool }
 
-func (m *mailbox) closing() bool {
-	if m.context == nil {
-		return false
-	}
-	c, ok := m.context.Actor().(closer)
-	return ok && c.closing()
-}
 
 // refuse answers a user message that came after the actor's stop began as
 // protoactor answers one to a stopped actor: a request gets a
@@ -319,14 +313,20 @@ type directUpdater interface {
 	updateDirect(*messages.UpdateCheckpoint) bool
 }
 
-// directUpdater returns the current incarnation as a directUpdater, if it
-// is one and may be.
-func (m *mailbox) directUpdater() directUpdater {
-	if !m.direct || m.context == nil {
-		return nil
+// incarnation returns the current incarnation as a directUpdater, if it is
+// one and may be, and as a closer, if it is one: one look-up for both,
+// once per run and after each system message.
+func (m *mailbox) incarnation() (directUpdater, closer) {
+	if m.context == nil {
+		return nil, nil
 	}
-	d, _ := m.context.Actor().(directUpdater)
-	return d
+	a := m.context.Actor()
+	c, _ := a.(closer)
+	if !m.direct {
+		return nil, c
+	}
+	d, _ := a.(directUpdater)
+	return d, c
 }
 
 // metered reports whether protoactor records per-message metrics in sys:
