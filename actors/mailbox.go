@@ -281,7 +281,6 @@ func (m *mailbox) run() {
 // user messages (see refuse).
 type closer interface{ closing() bool }
 
-
 // refuse answers a user message that came after the actor's stop began as
 // protoactor answers one to a stopped actor: a request gets a
 // DeadLetterResponse, and the rest is dropped. protoactor would still
