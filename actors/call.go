@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -143,6 +144,16 @@ func guard(ctx context.Context, op string, fn catalogCall, arg wal.MessageID) (v
 type CatalogPanicError struct {
 	Op    string // "Load" or "Save"
 	Value any    // what the catalog panicked with
+}
+
+// overdueAfter is how long after its start a call that ignores its context
+// is reported overdue: its timeout and the join grace, saturated, so that
+// a timeout near the largest duration does not wrap to a negative one.
+func overdueAfter(timeout time.Duration) time.Duration {
+	if d := timeout + joinGrace; d > timeout {
+		return d
+	}
+	return math.MaxInt64
 }
 
 // ErrCatalogOverdue is the error of a PersistFailed published for a save

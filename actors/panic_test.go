@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -437,4 +438,72 @@ func TestStopIsNotLostToALaterPanic(t *testing.T) {
 			system.EventStream.Unsubscribe(sub)
 		}
 	}
+}
+
+// commitsLate is a Memory whose Save of lateValue commits only when its
+// context ends, as a store may commit while its caller gives up; and whose
+// every Load after the first waits for release or its context.
+type commitsLate struct {
+	slowReread
+	lateValue wal.MessageID
+}
+
+func (c *commitsLate) Save(ctx context.Context, pchannel string, v wal.MessageID) error {
+	if v == c.lateValue {
+		<-ctx.Done()
+		return c.Memory.Save(context.Background(), pchannel, v)
+	}
+	return c.Memory.Save(ctx, pchannel, v)
+}
+
+// The checkpoint a restart hands on is read once the old incarnation's
+// children have stopped: a save its persister found acknowledged while
+// stopping counts. It was read at Restarting, before that, and a stop of
+// the new incarnation called that stored checkpoint dropped.
+func TestRestartHandsOnTheFinalPersistedCheckpoint(t *testing.T) {
+	catalog := &commitsLate{slowReread: slowReread{Memory: persistence.NewMemory(), release: make(chan struct{})}, lateValue: wal.KafkaID(10)}
+	defer close(catalog.release)
+	system, pid := spawnPanicky(t, catalog, map[string]wal.MessageID{"a": wal.KafkaID(5), boomVChannel: wal.KafkaID(50)})
+	stopped := make(chan *messages.Stopped, 1)
+	sub := system.EventStream.Subscribe(func(ev any) {
+		if s, ok := ev.(*messages.Stopped); ok {
+			stopped <- s
+		}
+	})
+	defer system.EventStream.Unsubscribe(sub)
+	state := func() *messages.State {
+		st, err := GetState(ctx10s(t), system.Root, pid)
+		require.NoError(t, err)
+		return st
+	}
+	require.Eventually(t, func() bool { return state().Persisted == wal.KafkaID(5) }, 10*time.Second, time.Millisecond)
+	require.NoError(t, Request(ctx10s(t), system.Root, pid, &messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(10)}))
+	require.Eventually(t, func() bool { return state().SaveInFlight }, 10*time.Second, time.Millisecond)
+
+	// The restart stops the persister, whose stop cancels the save: it
+	// commits, and the persister finds it acknowledged.
+	require.ErrorIs(t, Request(ctx10s(t), system.Root, pid, &messages.UpdateCheckpoint{VChannel: boomVChannel, Checkpoint: wal.KafkaID(60)}), ErrPChannelPanicked)
+	st := state() // the new incarnation: the mailbox waited for the restart
+	require.False(t, st.Recovered)
+	require.Equal(t, wal.KafkaID(10), st.Persisted)
+	stored, err := catalog.Memory.Load(ctx10s(t), "p")
+	require.NoError(t, err)
+	require.Equal(t, wal.KafkaID(10), stored)
+
+	require.NoError(t, system.Root.StopFuture(pid).Wait())
+	select {
+	case s := <-stopped:
+		require.Equal(t, wal.KafkaID(10), s.LastPersisted)
+		require.True(t, s.Flushed, "%+v", s)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no Stopped within 10 s")
+	}
+}
+
+// A save timeout near the largest duration does not wrap the overdue
+// report's delay around to a negative one, which fired at once.
+func TestOverdueAfterSaturates(t *testing.T) {
+	require.Equal(t, 5*time.Second+joinGrace, overdueAfter(5*time.Second))
+	require.Equal(t, time.Duration(math.MaxInt64), overdueAfter(math.MaxInt64))
+	require.Equal(t, time.Duration(math.MaxInt64), overdueAfter(math.MaxInt64-joinGrace/2))
 }

@@ -80,6 +80,14 @@ type pchannel struct {
 	// before the restart, reported until recovery reads the stored one.
 	spawn           *spawn
 	persistedBefore wal.MessageID
+	// restarted is set for an incarnation after the first: it reads the
+	// stored checkpoint again, whatever WithPreloaded gave the first.
+	restarted bool
+	// handed is what this incarnation handed on, forgotten if it stops.
+	handed *handedOn
+	// stopBegan is set once the Stopping handler ran: the mailbox refuses
+	// user messages from then on (closing).
+	stopBegan bool
 	// spawnMinimum is the minimum of the vchannels the incarnation began
 	// with: the start message ID when the catalog holds nothing
 	// (semantics 7).
@@ -163,7 +171,8 @@ type crashes struct {
 
 func newPChannel(cfg *config, from *spawn) *pchannel {
 	h := from.take()
-	return &pchannel{cfg: cfg, tracker: h.tracker, spawn: from, spawnMinimum: h.tracker.Minimum(), persistedBefore: h.persisted}
+	return &pchannel{cfg: cfg, tracker: h.tracker, spawn: from, spawnMinimum: h.tracker.Minimum(),
+		persistedBefore: h.persisted, restarted: h.restarted}
 }
 
 // Receive is one type switch: commands first (the hot path; every phase
@@ -225,10 +234,11 @@ func (p *pchannel) stepRecovering(ctx actor.Context, msg any) {
 	case *ownershipLost:
 		p.becomeFenced(ctx, m.cause)
 	case *actor.Stopping:
+		p.stopBegan = true
 		p.stopRecovering(ctx)
 	case *actor.Restarting:
 		p.quiet()
-		p.spawn.handOn(p.tracker, p.persisted())
+		p.handOn()
 	default:
 		p.other(ctx)
 	}
@@ -249,6 +259,7 @@ func (p *pchannel) stepRunning(ctx actor.Context, msg any) {
 	case *ownershipLost:
 		p.becomeFenced(ctx, m.cause)
 	case *actor.Stopping:
+		p.stopBegan = true
 		if p.graceful {
 			p.flush(ctx, time.Now().Add(p.cfg.flushTime))
 		} else {
@@ -258,7 +269,7 @@ func (p *pchannel) stepRunning(ctx actor.Context, msg any) {
 		p.phase = stopping
 	case *actor.Restarting:
 		p.quiet()
-		p.spawn.handOn(p.tracker, p.persisted())
+		p.handOn()
 	default:
 		p.other(ctx)
 	}
@@ -271,12 +282,13 @@ func (p *pchannel) stepRunning(ctx actor.Context, msg any) {
 func (p *pchannel) stepStopping(ctx actor.Context, msg any) {
 	switch msg.(type) {
 	case *actor.Stopping:
+		p.stopBegan = true
 		p.quiet()
 		p.phase = stopping
 	case *actor.Restarting:
 		p.quiet()
 		p.phase = stopping
-		p.spawn.handOn(p.tracker, p.persisted())
+		p.handOn()
 	default:
 		p.other(ctx)
 	}
@@ -349,7 +361,7 @@ func (p *pchannel) started(ctx actor.Context) {
 		root, self := ctx.ActorSystem().Root, ctx.Self()
 		p.unwatch = context.AfterFunc(o, func() { root.Send(self, &ownershipLost{cause: context.Cause(o)}) })
 	}
-	if p.cfg.preloaded != nil {
+	if p.cfg.preloaded != nil && !p.restarted {
 		p.recovery.attempt = 1
 		p.loadDone(ctx, &callDone{value: *p.cfg.preloaded})
 		return
@@ -371,8 +383,14 @@ func (p *pchannel) update(m *messages.UpdateCheckpoint) error {
 }
 
 // closing tells the mailbox to refuse user messages (mailbox.refuse): the
-// Stopping handler has run.
-func (p *pchannel) closing() bool { return p.phase >= stopping }
+// Stopping handler has run. A restart does not count: the actor lives on.
+func (p *pchannel) closing() bool { return p.stopBegan }
+
+// handOn hands the tracker and the save status to the next incarnation:
+// the actor restarts.
+func (p *pchannel) handOn() {
+	p.handed = p.spawn.handOn(handedOn{tracker: p.tracker, status: p.status, persisted: p.persistedBefore})
+}
 
 // updateDirect is the mailbox's way to apply an UpdateCheckpoint sent
 // without a sender, as Receive would, without protoactor's dispatch
@@ -425,7 +443,7 @@ func (p *pchannel) updateBatch(ctx actor.Context, m *messages.UpdateBatch) {
 	}
 	// Updates only raise checkpoints, so the minimum ends above where it
 	// began once it rose within the batch: one event, one save.
-	if rose && p.phase <= running {
+	if rose && p.tracker.Broken() == nil {
 		p.advanced(from)
 	}
 	if ctx.Sender() == nil {
@@ -590,10 +608,6 @@ func (p *pchannel) savePoint() savePoint {
 	return p.status.load()
 }
 
-// persisted is the last checkpoint the catalog acknowledged, as far as
-// this incarnation knows.
-func (p *pchannel) persisted() wal.MessageID { return p.savePoint().persisted }
-
 func (p *pchannel) state(withVChannels bool) *messages.State {
 	s := &messages.State{
 		PChannel:       p.cfg.pchannel,
@@ -626,7 +640,7 @@ func (p *pchannel) load(ctx actor.Context) {
 	p.recovery.call = startCall(ctx.ActorSystem().Root, p.self, p.cfg.seq.Add(1), p.cfg.saveTimeout, "Load",
 		func(c context.Context, _ wal.MessageID) (wal.MessageID, error) { return catalog.Load(c, name) }, nil)
 	p.recovery.watchSeq = p.cfg.seq.Add(1)
-	p.recovery.watch = afterFunc(p.cfg.saveTimeout+joinGrace, ctx.ActorSystem().Root, p.self, p.recovery.watchSeq)
+	p.recovery.watch = afterFunc(overdueAfter(p.cfg.saveTimeout), ctx.ActorSystem().Root, p.self, p.recovery.watchSeq)
 }
 
 // loadOverdue reports the recovery read in flight if it is still running
@@ -636,6 +650,11 @@ func (p *pchannel) load(ctx actor.Context) {
 func (p *pchannel) loadOverdue() {
 	k := p.recovery.call
 	if k == nil {
+		return
+	}
+	if wait := time.Until(k.ctx.began.Add(overdueAfter(p.cfg.saveTimeout))); wait > 0 {
+		p.recovery.watchSeq = p.cfg.seq.Add(1)
+		p.recovery.watch = afterFunc(wait, p.root, p.self, p.recovery.watchSeq)
 		return
 	}
 	if _, done := k.joined(); done {
@@ -751,6 +770,7 @@ func (p *pchannel) becomeBroken(err error) {
 // final, the persister having stopped before its parent.
 func (p *pchannel) becomeStopped() {
 	p.phase = stopped
+	p.spawn.forget(p.handed)
 	sp := p.savePoint()
 	ev := &messages.Stopped{Header: p.header(), Graceful: p.graceful, LastPersisted: sp.persisted, Flushed: true}
 	min := p.tracker.Minimum()
@@ -857,6 +877,7 @@ func (p *pchannel) restartPersister(ctx actor.Context) {
 // quiet ends what runs for this actor off the mailbox: the ownership
 // watch, the timers and the recovery read (joined within joinGrace).
 func (p *pchannel) quiet() {
+	p.pendingAdvance = nil // nothing is handed to the persister any more
 	if p.unwatch != nil {
 		p.unwatch()
 	}

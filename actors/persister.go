@@ -229,7 +229,7 @@ func (s *persister) watch() {
 		return
 	}
 	s.watching = true
-	d := s.cfg.saveTimeout + joinGrace
+	d := overdueAfter(s.cfg.saveTimeout)
 	if s.watchdog == nil {
 		root, self := s.root, s.self
 		s.watchdog = time.AfterFunc(d, func() { root.Send(self, overdueCheck{}) })
@@ -253,7 +253,7 @@ func (s *persister) overdue() {
 	if k == nil || k.seq == s.overdueSeq {
 		return
 	}
-	if wait := time.Until(k.ctx.deadline.Add(joinGrace)); wait > 0 {
+	if wait := time.Until(k.ctx.began.Add(overdueAfter(s.cfg.saveTimeout))); wait > 0 {
 		s.watching = true
 		s.watchdog.Reset(wait)
 		return

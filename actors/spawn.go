@@ -26,10 +26,14 @@ type spawn struct {
 
 // handedOn is what an incarnation hands the next: its tracker, and the
 // last checkpoint the catalog acknowledged, which the next reports until
-// it has read the stored one again.
+// it has read the stored one again. That is status's, read when the next
+// incarnation is made (every child has stopped by then, so it is final),
+// else persisted. restarted tells a handed-on start from the first.
 type handedOn struct {
 	tracker   *tracker.Tracker
+	status    *saveStatus
 	persisted wal.MessageID
+	restarted bool
 }
 
 // newSpawn validates the vchannels given at spawn by building the first
@@ -56,10 +60,22 @@ func newSpawn(walName wal.Name, vchannels map[string]wal.MessageID) (*spawn, err
 	return s, nil
 }
 
-// handOn keeps t and persisted for the next incarnation: the actor
-// restarts.
-func (s *spawn) handOn(t *tracker.Tracker, persisted wal.MessageID) {
-	s.next.Store(&handedOn{tracker: t, persisted: persisted})
+// handOn keeps what the next incarnation starts from: the actor restarts.
+// It returns what it kept, for forget.
+func (s *spawn) handOn(h handedOn) *handedOn {
+	h.restarted = true
+	s.next.Store(&h)
+	return &h
+}
+
+// forget drops h if the next incarnation has not taken it: the actor
+// stopped after all (a stop came while its restart waited for its
+// children), and a later actor spawned from the same Props must start
+// from the vchannels given at spawn, not from this one's.
+func (s *spawn) forget(h *handedOn) {
+	if h != nil {
+		s.next.CompareAndSwap(h, nil)
+	}
 }
 
 // take returns what an incarnation starts from: what was handed on, or the
@@ -67,6 +83,9 @@ func (s *spawn) handOn(t *tracker.Tracker, persisted wal.MessageID) {
 // tracker holding the vchannels given at spawn.
 func (s *spawn) take() handedOn {
 	if h := s.next.Swap(nil); h != nil {
+		if h.status != nil {
+			h.persisted = h.status.load().persisted
+		}
 		return *h
 	}
 	cps, err := s.set.checkpoints(s.walName)

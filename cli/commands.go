@@ -224,6 +224,13 @@ const (
 	unordered // forced, as replace: a record id cannot be compared with
 )
 
+// walOf names id's WAL by its type: a registered type's WALName may panic.
+// id came from wal.Parse, so its type is registered.
+func walOf(id wal.MessageID) wal.Name {
+	name, _ := wal.NameOf(id)
+	return name
+}
+
 // plan decides how to write id over en (nil: nothing stored), refusing what
 // needs force when force is not given.
 //
@@ -242,10 +249,10 @@ func plan(pchannel string, en *persistence.Entry, id wal.MessageID, force bool) 
 			return 0, refused("%s: the stored record is corrupt (%s): --force replaces it", shown(pchannel), cause(*en))
 		}
 		return replace, nil
-	case en.WAL != id.WALName():
+	case en.WAL != walOf(id):
 		if !force {
 			return 0, refused("%s stores a %s checkpoint, not %s: --force switches its WAL",
-				shown(pchannel), shown(string(en.WAL)), shown(string(id.WALName())))
+				shown(pchannel), shown(string(en.WAL)), shown(string(walOf(id))))
 		}
 		return replace, nil
 	}

@@ -314,7 +314,7 @@ func (c *Collector) Observe(ev messages.Event) {
 		s.recoveryFailures++
 	case *messages.VChannelAdded:
 		s.added++
-		if p.minimum == nil || wal.Less(e.Checkpoint, p.minimum) {
+		if p.minimum == nil || less(e.Checkpoint, p.minimum) {
 			p.minimum = e.Checkpoint
 		}
 		p.pending(h.At)
@@ -338,7 +338,7 @@ func (c *Collector) Observe(ev messages.Event) {
 		s.saves++
 		s.latency.observe(c.cfg.buckets, e.Latency.Seconds())
 		p.retrying = false
-		if wal.Less(p.persisted, e.Value) {
+		if less(p.persisted, e.Value) {
 			p.persisted = e.Value
 		}
 		p.pendingSince = time.Time{}
@@ -375,7 +375,7 @@ func (c *Collector) late(h messages.Header, ev messages.Event) bool {
 // pending starts the lag clock when the minimum is above the persisted
 // checkpoint, and stops it when it is not.
 func (p *pchannelState) pending(at time.Time) {
-	if p.minimum == nil || !wal.Less(p.persisted, p.minimum) {
+	if p.minimum == nil || !less(p.persisted, p.minimum) {
 		p.pendingSince = time.Time{}
 		return
 	}
@@ -532,4 +532,18 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// less is wal.Less that never panics: IDs a registered type cannot order
+// (its comparison panics; wal.Compare) count as not less, so that a
+// series keeps its last good value rather than the collector panicking.
+func less(a, b wal.MessageID) bool {
+	switch {
+	case b == nil:
+		return false
+	case a == nil:
+		return true
+	}
+	c, err := wal.Compare(a, b)
+	return err == nil && c < 0
 }

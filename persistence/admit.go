@@ -45,9 +45,12 @@ func admit(pchannel string, old []byte, found bool, checkpoint wal.MessageID) (w
 	if err != nil {
 		return false, err
 	}
-	if stored.WALName() != checkpoint.WALName() {
+	// The WALs by the IDs' types, not their WALName: a registered type's
+	// methods may panic, and here that would be taken for a damaged store.
+	storedWAL, _ := wal.NameOf(stored)
+	if newWAL, _ := wal.NameOf(checkpoint); storedWAL != newWAL {
 		return false, fmt.Errorf("%w: pchannel %q stores a %s checkpoint, got %s: %w",
-			ErrInvalidArgument, pchannel, stored.WALName(), checkpoint, wal.ErrWALMismatch)
+			ErrInvalidArgument, pchannel, storedWAL, wal.String(checkpoint), wal.ErrWALMismatch)
 	}
 	order, err := wal.Compare(checkpoint, stored)
 	if err != nil {

@@ -146,3 +146,62 @@ func wantLoad(t *testing.T, c persistence.Catalog, pchannel string, want wal.Mes
 		t.Fatalf("Load(%q) = (%v, %v), want %s", pchannel, got, err, want)
 	}
 }
+
+// oddID's WALName panics on one value: Register calls it on the zero ID
+// only. The stores name an ID's WAL by its type, never by WALName.
+type oddID int64
+
+const oddWAL wal.Name = "persistence-test-odd"
+
+func (a oddID) WALName() wal.Name {
+	if a == 666 {
+		panic("WALName on a damaged ID")
+	}
+	return oddWAL
+}
+func (a oddID) LT(o wal.MessageID) bool  { return a < o.(oddID) }
+func (a oddID) LTE(o wal.MessageID) bool { return a <= o.(oddID) }
+func (a oddID) EQ(o wal.MessageID) bool  { return a == o.(oddID) }
+func (a oddID) Marshal() []byte          { return binary.BigEndian.AppendUint64(nil, uint64(a)) }
+func (a oddID) String() string           { return "odd:" + strconv.FormatInt(int64(a), 10) }
+
+func init() {
+	err := wal.Register(oddWAL, wal.Codec[oddID]{
+		Unmarshal: func(b []byte) (oddID, error) { return oddID(binary.BigEndian.Uint64(b)), nil },
+		Parse: func(s string) (oddID, error) {
+			n, err := strconv.ParseInt(s, 10, 64)
+			return oddID(n), err
+		},
+	})
+	if err != nil {
+		panic(err)
+	}
+}
+
+// A Save over a stored record never calls WALName: a panic there, inside
+// Bolt's guard, marked the whole file damaged, and Memory let it escape.
+func TestSaveNeverCallsWALName(t *testing.T) {
+	for name, open := range map[string]func(t *testing.T) persistence.Catalog{
+		"memory": func(*testing.T) persistence.Catalog { return persistence.NewMemory() },
+		"bolt": func(t *testing.T) persistence.Catalog {
+			return openBolt(t, filepath.Join(t.TempDir(), "checkpoints.db"))
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := open(t)
+			ctx := context.Background()
+			if err := c.Save(ctx, "p", oddID(1)); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Save(ctx, "p", oddID(666)); err != nil {
+				t.Fatalf("Save(odd:666) = %v", err)
+			}
+			if err := c.Save(ctx, "other", wal.KafkaID(1)); err != nil {
+				t.Fatalf("an unrelated Save afterwards = %v", err)
+			}
+			if got, err := c.Load(ctx, "p"); err != nil || got != oddID(666) {
+				t.Errorf("Load = (%v, %v), want odd:666", got, err)
+			}
+		})
+	}
+}

@@ -3,6 +3,7 @@ package wal
 import (
 	"errors"
 	"fmt"
+	"reflect"
 )
 
 // Name names a WAL, as registered in this package. It is a type of its own
@@ -98,14 +99,20 @@ func String(id MessageID) (s string) {
 }
 
 // Compare orders two IDs of one WAL: -1 when a is before b, 0 at the same
-// position, +1 after. It never panics: an ID type registered outside this
+// position, +1 after. IDs of two types (two WALs) or a nil give
+// ErrWALMismatch. It never panics: an ID type registered outside this
 // package may have an LT or EQ that panics on some values (bytes that
 // decoded to nonsense, say), and that gives ErrCorruptID, naming the
 // panic, so that a caller can refuse the ID instead of crashing. The
 // built-in IDs, whose methods cannot panic, are compared without the
 // recover.
 func Compare(a, b MessageID) (int, error) {
-	if BuiltIn(a) && BuiltIn(b) {
+	if reflect.TypeOf(a) != reflect.TypeOf(b) {
+		// Not one WAL's IDs (or a nil): no order is meaningful, and a
+		// built-in LT would answer one anyway.
+		return 0, fmt.Errorf("%w: %T against %T", ErrWALMismatch, a, b)
+	}
+	if BuiltIn(a) {
 		return compare(a, b), nil
 	}
 	return compareGuarded(a, b)

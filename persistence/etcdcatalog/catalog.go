@@ -234,6 +234,15 @@ func (c *Catalog) save(ctx context.Context, pchannel string, checkpoint wal.Mess
 	}
 }
 
+// sameWAL tells whether two IDs are of one WAL by their types, not their
+// WALName: a registered type's methods may panic, and judge runs on a
+// Batcher's commit goroutine too.
+func sameWAL(a, b wal.MessageID) bool {
+	wa, _ := wal.NameOf(a)
+	wb, _ := wal.NameOf(b)
+	return wa == wb
+}
+
 // judge decides whether checkpoint may replace the stored record: done is
 // false when it may be written, else err is the answer (nil for an equal
 // value). The IDs are ordered by wal.Compare, so that an ID type registered
@@ -244,9 +253,10 @@ func judge(pchannel string, stored persistence.Record, checkpoint wal.MessageID,
 	switch {
 	case f != nil && stored.Term > uint64(f.term):
 		return true, &FencedError{PChannel: pchannel, Term: uint64(f.term), StoredTerm: stored.Term}
-	case stored.Checkpoint.WALName() != checkpoint.WALName():
+	case !sameWAL(stored.Checkpoint, checkpoint):
+		storedWAL, _ := wal.NameOf(stored.Checkpoint)
 		return true, fmt.Errorf("etcdcatalog: %w: pchannel %q stores a %s checkpoint, got %s: %w",
-			persistence.ErrInvalidArgument, pchannel, stored.Checkpoint.WALName(), checkpoint, wal.ErrWALMismatch)
+			persistence.ErrInvalidArgument, pchannel, storedWAL, wal.String(checkpoint), wal.ErrWALMismatch)
 	}
 	order, err := wal.Compare(checkpoint, stored.Checkpoint)
 	switch {

@@ -7,6 +7,7 @@
 package saveplan
 
 import (
+	"errors"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -168,11 +169,13 @@ func (p *Plan) raiseFloor(v wal.MessageID) {
 }
 
 // above reports whether v is above floor, nil being below every ID. Two
-// IDs that cannot be ordered (a registered type whose comparison panics;
-// see wal.Compare) count as v above: a plan never panics, and the catalog,
-// which orders them too, is the judge. It refuses a save it cannot order
-// (persistence.ErrInvalidArgument), which is retried on the backoff as any
-// failed save; a value it acknowledged is the floor from then on.
+// IDs of one WAL that cannot be ordered (a registered type whose
+// comparison panics; see wal.Compare) count as v above: a plan never
+// panics, and the catalog, which orders them too, is the judge. It refuses
+// a save it cannot order (persistence.ErrInvalidArgument), which is
+// retried on the backoff as any failed save; a value it acknowledged is
+// the floor from then on. A value of another WAL (a catalog's StoredAhead
+// naming one) is never above.
 func above(v, floor wal.MessageID) bool {
 	switch {
 	case v == nil:
@@ -181,5 +184,11 @@ func above(v, floor wal.MessageID) bool {
 		return true
 	}
 	c, err := wal.Compare(floor, v)
-	return err != nil || c < 0
+	switch {
+	case errors.Is(err, wal.ErrWALMismatch):
+		return false
+	case err != nil:
+		return true
+	}
+	return c < 0
 }

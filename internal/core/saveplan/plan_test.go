@@ -83,6 +83,8 @@ func TestAdoptStoredAhead(t *testing.T) {
 	require.Equal(t, Step{Save: k(8)}, p.Offer(k(8)))
 	require.Equal(t, Step{Save: k(8)}, p.Adopt(k(6)), "a stale report never lowers the floor; the pending value is tried again")
 	require.Equal(t, k(7), p.Persisted())
+	require.Equal(t, Step{Save: k(8)}, p.Adopt(wal.PulsarID{LedgerID: 99}), "another WAL's value is never adopted")
+	require.Equal(t, k(7), p.Persisted())
 }
 
 func TestFenceStopsSavingForGood(t *testing.T) {

@@ -283,8 +283,10 @@ func (t *Tracker) Drop(vchannel string) (advanced bool, err error) {
 // minimum rose.
 func (t *Tracker) drop(s int32) bool {
 	before := t.heap[0]
-	if i := t.removeSlot(s); i < len(t.heap) {
-		t.down(i)
+	// Up only if down left the item in place, as container/heap.Fix does:
+	// then only the item that filled the hole ever moves, which restore
+	// relies on, and a drop costs one comparison less.
+	if i := t.removeSlot(s); i < len(t.heap) && !t.down(i) {
 		t.up(i)
 	}
 	return len(t.heap) > 0 && before.LT(t.heap[0])
@@ -458,9 +460,10 @@ func (t *Tracker) up(i int) {
 
 // down moves the item at i toward the leaves while a child is below it,
 // following the smaller child (the left one on a tie).
-func (t *Tracker) down(i int) {
+func (t *Tracker) down(i int) (moved bool) {
 	h, hs := t.heap, t.heapSlot
 	n := len(h)
+	i0 := i
 	x, xs := h[i], hs[i]
 	for {
 		c := 2*i + 1
@@ -479,6 +482,7 @@ func (t *Tracker) down(i int) {
 	}
 	h[i], hs[i] = x, xs
 	t.pos[xs] = int32(i)
+	return i != i0
 }
 
 // indexSize is the index length for n vchannels: the smallest power of two
