@@ -19,6 +19,14 @@ import "github.com/lowwater/lowwater/wal"
 // persister's save was refused with persistence.ErrFenced.
 type ownershipLost struct{ cause error }
 
+// The messages an actor sends itself from a timer or a goroutine may come
+// after it stopped: a dead letter then, which is expected and not logged
+// (protoactor would log each, through the caller's logger, at any time).
+func (*ownershipLost) IgnoreDeadLetterLogging() {}
+func (*timerFired) IgnoreDeadLetterLogging()    {}
+func (overdueCheck) IgnoreDeadLetterLogging()   {}
+func (*callDone) IgnoreDeadLetterLogging()      {}
+
 // timerFired fires when a timer elapsed; seq tells a timer that is still
 // wanted from one that was superseded or belongs to an ended incarnation.
 // Every seq is drawn from config.seq, unique per pchannel.
