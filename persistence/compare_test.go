@@ -63,6 +63,18 @@ func init() {
 	}
 }
 
+// localStores opens each store of this package, empty, for one subtest.
+var localStores = map[string]func(t *testing.T) persistence.Catalog{
+	"memory": func(*testing.T) persistence.Catalog { return persistence.NewMemory() },
+	"bolt": func(t *testing.T) persistence.Catalog {
+		return openBolt(t, filepath.Join(t.TempDir(), "checkpoints.db"))
+	},
+	"bolt group commit": func(t *testing.T) persistence.Catalog {
+		return openBolt(t, filepath.Join(t.TempDir(), "checkpoints.db"),
+			persistence.WithGroupCommit(true), persistence.WithGroupCommitDelay(time.Millisecond))
+	},
+}
+
 // TestSaveComparePanicIsRefused saves values whose comparison with the
 // stored one panics, the new value's fault or the stored one's: that save
 // alone fails, as an invalid argument wrapping wal.ErrCorruptID that names
@@ -70,16 +82,7 @@ func init() {
 // serving every pchannel. Bolt once took the panic for damage to its file
 // (ErrCorruptStore, for every later call), and Memory let it escape.
 func TestSaveComparePanicIsRefused(t *testing.T) {
-	for name, open := range map[string]func(t *testing.T) persistence.Catalog{
-		"memory": func(*testing.T) persistence.Catalog { return persistence.NewMemory() },
-		"bolt": func(t *testing.T) persistence.Catalog {
-			return openBolt(t, filepath.Join(t.TempDir(), "checkpoints.db"))
-		},
-		"bolt group commit": func(t *testing.T) persistence.Catalog {
-			return openBolt(t, filepath.Join(t.TempDir(), "checkpoints.db"),
-				persistence.WithGroupCommit(true), persistence.WithGroupCommitDelay(time.Millisecond))
-		},
-	} {
+	for name, open := range localStores {
 		t.Run(name, func(t *testing.T) {
 			c := open(t)
 			defer c.Close()
@@ -181,12 +184,7 @@ func init() {
 // A Save over a stored record never calls WALName: a panic there, inside
 // Bolt's guard, marked the whole file damaged, and Memory let it escape.
 func TestSaveNeverCallsWALName(t *testing.T) {
-	for name, open := range map[string]func(t *testing.T) persistence.Catalog{
-		"memory": func(*testing.T) persistence.Catalog { return persistence.NewMemory() },
-		"bolt": func(t *testing.T) persistence.Catalog {
-			return openBolt(t, filepath.Join(t.TempDir(), "checkpoints.db"))
-		},
-	} {
+	for name, open := range localStores {
 		t.Run(name, func(t *testing.T) {
 			c := open(t)
 			ctx := context.Background()

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"strconv"
 	"testing"
 
@@ -57,12 +56,7 @@ func init() {
 // The panic used to escape Save; an ID of over 65,535 bytes was written
 // with its length cut to 16 bits, a record no one could read back.
 func TestSaveRefusesAnIDItCannotStore(t *testing.T) {
-	for name, open := range map[string]func(t *testing.T) persistence.Catalog{
-		"memory": func(*testing.T) persistence.Catalog { return persistence.NewMemory() },
-		"bolt": func(t *testing.T) persistence.Catalog {
-			return openBolt(t, filepath.Join(t.TempDir(), "checkpoints.db"))
-		},
-	} {
+	for name, open := range localStores {
 		t.Run(name, func(t *testing.T) {
 			c := open(t)
 			ctx := context.Background()
