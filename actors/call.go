@@ -156,6 +156,21 @@ func overdueAfter(timeout time.Duration) time.Duration {
 	return math.MaxInt64
 }
 
+// overdue tells whether the call is running joinGrace past its deadline:
+// the catalog ignores its context. Before that, wait is how long is left;
+// then err, wrapping ErrCatalogOverdue, if the call is still running (nil
+// if it has returned: its result is on its way).
+func (k *call) overdue() (wait time.Duration, err error) {
+	timeout := k.ctx.deadline.Sub(k.ctx.began)
+	if wait = time.Until(k.ctx.began.Add(overdueAfter(timeout))); wait > 0 {
+		return wait, nil
+	}
+	if _, done := k.joined(); done {
+		return 0, nil
+	}
+	return 0, fmt.Errorf("%w: %s still running %v past its %v deadline; the next attempt waits for it", ErrCatalogOverdue, k.op, joinGrace, timeout)
+}
+
 // ErrCatalogOverdue is the error of a PersistFailed published for a save
 // still running past its deadline (WithSaveTimeout) and the grace after
 // it: the catalog ignores its context. The save is still waited for, and

@@ -652,15 +652,15 @@ func (p *pchannel) loadOverdue() {
 	if k == nil {
 		return
 	}
-	if wait := time.Until(k.ctx.began.Add(overdueAfter(p.cfg.saveTimeout))); wait > 0 {
+	wait, err := k.overdue()
+	if wait > 0 {
 		p.recovery.watchSeq = p.cfg.seq.Add(1)
 		p.recovery.watch = afterFunc(wait, p.root, p.self, p.recovery.watchSeq)
 		return
 	}
-	if _, done := k.joined(); done {
-		return // its result is on its way
+	if err == nil {
+		return
 	}
-	err := fmt.Errorf("%w: Load still running %v past its %v deadline; the next attempt waits for it", ErrCatalogOverdue, joinGrace, p.cfg.saveTimeout)
 	p.publish(&messages.RecoveryFailed{Header: p.header(), Err: err, Attempt: p.recovery.attempt})
 	p.cfg.logger.Error("recovery read overran its deadline; waiting for the catalog", zap.Int("attempt", p.recovery.attempt),
 		zap.Duration("saveTimeout", p.cfg.saveTimeout))

@@ -3,7 +3,6 @@ package actors
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -253,16 +252,16 @@ func (s *persister) overdue() {
 	if k == nil || k.seq == s.overdueSeq {
 		return
 	}
-	if wait := time.Until(k.ctx.began.Add(overdueAfter(s.cfg.saveTimeout))); wait > 0 {
+	wait, err := k.overdue()
+	if wait > 0 {
 		s.watching = true
 		s.watchdog.Reset(wait)
 		return
 	}
-	if _, done := k.joined(); done {
-		return // its result is on its way
+	if err == nil {
+		return
 	}
 	s.overdueSeq = k.seq
-	err := fmt.Errorf("%w: Save still running %v past its %v deadline; the next attempt waits for it", ErrCatalogOverdue, joinGrace, s.cfg.saveTimeout)
 	publish(s.events, s.cfg.logger, &messages.PersistFailed{Header: newHeader(s.cfg.pchannel), Value: s.plan.InFlight(), Attempt: s.plan.Attempt(), Err: err})
 	s.cfg.logger.Error("save overran its deadline; waiting for the catalog", zap.Stringer("checkpoint", s.plan.InFlight()),
 		zap.Int("attempt", s.plan.Attempt()), zap.Duration("saveTimeout", s.cfg.saveTimeout))
