@@ -60,6 +60,29 @@ func spawnPanicky(t *testing.T, catalog persistence.Catalog, vchannels map[strin
 	return system, pid
 }
 
+// stoppedOf subscribes to the Stopped events of system for the test, and
+// returns a wait for the next one, with a deadline.
+func stoppedOf(t *testing.T, system *actor.ActorSystem) func() *messages.Stopped {
+	t.Helper()
+	stopped := make(chan *messages.Stopped, 1)
+	sub := system.EventStream.Subscribe(func(ev any) {
+		if s, ok := ev.(*messages.Stopped); ok {
+			stopped <- s
+		}
+	})
+	t.Cleanup(func() { system.EventStream.Unsubscribe(sub) })
+	return func() *messages.Stopped {
+		t.Helper()
+		select {
+		case s := <-stopped:
+			return s
+		case <-time.After(10 * time.Second):
+			t.Fatal("no Stopped within 10 s")
+			return nil
+		}
+	}
+}
+
 // A request whose handling panics the pchannel is answered at once with a
 // PChannelPanicError, and a Sender whose batch did so carries on once the
 // pchannel has restarted.
@@ -148,13 +171,20 @@ func (b brittleID) EQ(o wal.MessageID) bool  { return b == o.(brittleID) }
 func (b brittleID) Marshal() []byte          { return strconv.AppendInt(nil, int64(b), 10) }
 func (b brittleID) String() string           { return fmt.Sprintf("%s:%d", brittleWAL, int64(b)) }
 
-var registerBrittle = sync.OnceValue(func() error {
-	parse := func(s string) (brittleID, error) { n, err := strconv.ParseInt(s, 10, 64); return brittleID(n), err }
-	return wal.Register(brittleWAL, wal.Codec[brittleID]{
-		Unmarshal: func(b []byte) (brittleID, error) { return parse(string(b)) },
+var registerBrittle = sync.OnceValue(func() error { return registerDecimal[brittleID](brittleWAL) })
+
+// registerDecimal registers a test WAL whose IDs are integers, marshalled
+// and parsed as decimal text.
+func registerDecimal[ID interface {
+	~int64
+	wal.MessageID
+}](name wal.Name) error {
+	parse := func(s string) (ID, error) { n, err := strconv.ParseInt(s, 10, 64); return ID(n), err }
+	return wal.Register(name, wal.Codec[ID]{
+		Unmarshal: func(b []byte) (ID, error) { return parse(string(b)) },
 		Parse:     parse,
 	})
-})
+}
 
 // spawnBrittle spawns a pchannel of the brittle WAL, tracking v at 1.
 func spawnBrittle(t *testing.T) (*actor.ActorSystem, *actor.PID) {
@@ -238,13 +268,7 @@ func (a touchyID) EQ(o wal.MessageID) bool  { return a == o.(touchyID) }
 func (a touchyID) Marshal() []byte          { return strconv.AppendInt(nil, int64(a), 10) }
 func (a touchyID) String() string           { return fmt.Sprintf("%s:%d", touchyWAL, int64(a)) }
 
-var registerTouchy = sync.OnceValue(func() error {
-	parse := func(s string) (touchyID, error) { n, err := strconv.ParseInt(s, 10, 64); return touchyID(n), err }
-	return wal.Register(touchyWAL, wal.Codec[touchyID]{
-		Unmarshal: func(b []byte) (touchyID, error) { return parse(string(b)) },
-		Parse:     parse,
-	})
-})
+var registerTouchy = sync.OnceValue(func() error { return registerDecimal[touchyID](touchyWAL) })
 
 // A pchannel whose tracker lost the order of its vchannels stops at once,
 // saving nothing more, and Stopped says why.
@@ -377,13 +401,7 @@ func TestRestartKeepsThePersistedCheckpoint(t *testing.T) {
 	catalog := &slowReread{Memory: persistence.NewMemory(), release: make(chan struct{})}
 	defer close(catalog.release)
 	system, pid := spawnPanicky(t, catalog, map[string]wal.MessageID{"a": wal.KafkaID(5), boomVChannel: wal.KafkaID(5)})
-	stopped := make(chan *messages.Stopped, 1)
-	sub := system.EventStream.Subscribe(func(ev any) {
-		if s, ok := ev.(*messages.Stopped); ok {
-			stopped <- s
-		}
-	})
-	defer system.EventStream.Unsubscribe(sub)
+	stopped := stoppedOf(t, system)
 	require.Eventually(t, func() bool {
 		st, err := GetState(ctx10s(t), system.Root, pid)
 		return err == nil && st.Persisted == wal.KafkaID(5)
@@ -396,14 +414,10 @@ func TestRestartKeepsThePersistedCheckpoint(t *testing.T) {
 	require.Equal(t, wal.KafkaID(5), st.Persisted)
 
 	require.NoError(t, system.Root.StopFuture(pid).Wait())
-	select {
-	case s := <-stopped:
-		require.Equal(t, wal.KafkaID(5), s.LastPersisted)
-		require.True(t, s.Flushed, "%+v", s)
-		require.Nil(t, s.Dropped)
-	case <-time.After(10 * time.Second):
-		t.Fatal("no Stopped within 10 s")
-	}
+	s := stopped()
+	require.Equal(t, wal.KafkaID(5), s.LastPersisted)
+	require.True(t, s.Flushed, "%+v", s)
+	require.Nil(t, s.Dropped)
 }
 
 // A message that would panic the pchannel, sent after its stop began, is
@@ -414,12 +428,7 @@ func TestStopIsNotLostToALaterPanic(t *testing.T) {
 	for _, graceful := range []bool{true, false} {
 		for range 10 {
 			system, pid := spawnPanicky(t, persistence.NewMemory(), map[string]wal.MessageID{"v": wal.KafkaID(1), boomVChannel: wal.KafkaID(1)})
-			stopped := make(chan *messages.Stopped, 1)
-			sub := system.EventStream.Subscribe(func(ev any) {
-				if s, ok := ev.(*messages.Stopped); ok {
-					stopped <- s
-				}
-			})
+			stopped := stoppedOf(t, system)
 			_, err := GetState(ctx10s(t), system.Root, pid) // recovered, or recovering: either will do
 			require.NoError(t, err)
 			stop := system.Root.StopFuture
@@ -429,13 +438,7 @@ func TestStopIsNotLostToALaterPanic(t *testing.T) {
 			f := stop(pid)
 			system.Root.Send(pid, &messages.UpdateCheckpoint{VChannel: boomVChannel, Checkpoint: wal.KafkaID(2)})
 			require.NoError(t, f.Wait())
-			select {
-			case s := <-stopped:
-				require.Equal(t, graceful, s.Graceful)
-			case <-time.After(10 * time.Second):
-				t.Fatalf("no Stopped within 10 s (graceful %v)", graceful)
-			}
-			system.EventStream.Unsubscribe(sub)
+			require.Equal(t, graceful, stopped().Graceful)
 		}
 	}
 }
@@ -464,13 +467,7 @@ func TestRestartHandsOnTheFinalPersistedCheckpoint(t *testing.T) {
 	catalog := &commitsLate{slowReread: slowReread{Memory: persistence.NewMemory(), release: make(chan struct{})}, lateValue: wal.KafkaID(10)}
 	defer close(catalog.release)
 	system, pid := spawnPanicky(t, catalog, map[string]wal.MessageID{"a": wal.KafkaID(5), boomVChannel: wal.KafkaID(50)})
-	stopped := make(chan *messages.Stopped, 1)
-	sub := system.EventStream.Subscribe(func(ev any) {
-		if s, ok := ev.(*messages.Stopped); ok {
-			stopped <- s
-		}
-	})
-	defer system.EventStream.Unsubscribe(sub)
+	stopped := stoppedOf(t, system)
 	state := func() *messages.State {
 		st, err := GetState(ctx10s(t), system.Root, pid)
 		require.NoError(t, err)
@@ -491,13 +488,9 @@ func TestRestartHandsOnTheFinalPersistedCheckpoint(t *testing.T) {
 	require.Equal(t, wal.KafkaID(10), stored)
 
 	require.NoError(t, system.Root.StopFuture(pid).Wait())
-	select {
-	case s := <-stopped:
-		require.Equal(t, wal.KafkaID(10), s.LastPersisted)
-		require.True(t, s.Flushed, "%+v", s)
-	case <-time.After(10 * time.Second):
-		t.Fatal("no Stopped within 10 s")
-	}
+	s := stopped()
+	require.Equal(t, wal.KafkaID(10), s.LastPersisted)
+	require.True(t, s.Flushed, "%+v", s)
 }
 
 // A save timeout near the largest duration does not wrap the overdue
