@@ -363,8 +363,17 @@ func uniqueToken() string {
 // rafthttp.ConnReadTimeout (measured here: all gone about 3 s after the last
 // member stopped). lowwater itself uses no net/http; a single-member Server
 // has no peer connections and needs none of these.
+//
+// One more is etcd's own hang: a member polls another's /version, and when
+// the poll reaches a member whose server has stopped but whose peer
+// listener is still open, etcd reads a closed backend. The first such
+// request panics while holding the read transaction's lock (net/http
+// recovers it); every later one blocks on that lock for good, and
+// Etcd.Close gives up on it after 1 s. TestVersionPollAfterStopHangs pins
+// this, so that the option goes once etcd mends it.
 func IgnorePeerConnections() []goleak.Option {
 	return []goleak.Option{
+		goleak.IgnoreAnyFunction(VersionHandler),
 		// client side of a peer stream, in the surviving member's transport
 		goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
 		goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
@@ -373,6 +382,10 @@ func IgnorePeerConnections() []goleak.Option {
 		goleak.IgnoreAnyFunction("net/http.(*connReader).abortPendingRead"),
 	}
 }
+
+// VersionHandler is the function of etcd's peer /version handler, which
+// IgnorePeerConnections lets outlive a cluster.
+const VersionHandler = "go.etcd.io/etcd/server/v3/etcdserver/api/etcdhttp.newPeerHandler.versionHandler.func1"
 
 // WipeAndRestart stops the member, deletes its data and starts it again as a
 // new single-member cluster on the same client URL, so that clients
