@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -355,11 +356,15 @@ func (s seqID) EQ(o wal.MessageID) bool  { v, ok := o.(seqID); return ok && s ==
 func (s seqID) Marshal() []byte          { return []byte{byte(s >> 24), byte(s >> 16), byte(s >> 8), byte(s)} }
 func (s seqID) String() string           { return fmt.Sprintf("test-seq:%d", uint32(s)) }
 
-func TestUnknownWALInThisBuild(t *testing.T) {
-	require.NoError(t, wal.Register("test-seq", wal.Codec[seqID]{
+var registerSeq = sync.OnceValue(func() error {
+	return wal.Register("test-seq", wal.Codec[seqID]{
 		Unmarshal: func([]byte) (seqID, error) { return 0, nil },
 		Parse:     func(string) (seqID, error) { return 0, nil },
-	}))
+	})
+})
+
+func TestUnknownWALInThisBuild(t *testing.T) {
+	require.NoError(t, registerSeq())
 	path := seedBolt(t, map[string]wal.MessageID{"a": wal.KafkaID(1), "b": seqID(7)})
 	url := "bolt:" + path
 	r := on(t, url, "list")
