@@ -27,17 +27,17 @@
 //	vchannels_dropped_total        counter
 //	minimum_advances_total         counter    the low-water mark rose
 //	saves_total                    counter    checkpoints the catalog acknowledged
-//	save_failures_total            counter    by reason: timeout, stored_ahead, fenced, closed, canceled, error
+//	save_failures_total            counter    by reason: timeout (also a save still running past its deadline), stored_ahead, fenced, closed, canceled, error
 //	save_latency_seconds           histogram  of successful saves
 //	persist_lag_seconds            gauge      how long the minimum has waited above the persisted checkpoint (max over pchannels)
 //	minimum_age_seconds            gauge      seconds since the minimum last rose, or the pchannel began running (max over pchannels)
 //	pchannels_stalled              gauge      whose minimum stalled (actors.WithStallAfter) and has not moved since
 //	minimum_stalls_total           counter    MinimumStalled events
 //	saves_in_flight                gauge      catalog saves running now
-//	abandoned_calls_total          counter    catalog calls a stop abandoned (they ignored ctx)
+//	abandoned_calls_total          counter    catalog calls a stop or restart abandoned (they ignored ctx)
 //	pchannels                      gauge      pchannels running on this node
 //	pchannels_recovering           gauge      still reading their stored checkpoint
-//	pchannels_retrying             gauge      whose last save failed
+//	pchannels_retrying             gauge      whose last save failed and waits for its retry (not stored_ahead, fenced, or still running)
 //	recovery_failures_total        counter    failed reads of the stored checkpoint
 //	persister_restarts_total       counter    persisters restarted after a panic
 //	ownership_lost_total           counter

@@ -82,7 +82,13 @@ func rejectReason(err error) int {
 	return len(rejectReasons) - 1
 }
 
+// failReason classes a save failure. A save still running past its
+// deadline (actors.ErrCatalogOverdue) is a timeout, as one its catalog
+// ended at the deadline is.
 func failReason(err error) int {
+	if errors.Is(err, actors.ErrCatalogOverdue) {
+		return 0
+	}
 	for i, target := range []error{context.DeadlineExceeded, persistence.ErrStoredAhead, persistence.ErrFenced,
 		persistence.ErrClosed, context.Canceled} {
 		if errors.Is(err, target) {
@@ -216,13 +222,13 @@ func New(opts ...Option) (*Collector, error) {
 			dropped:          d("vchannels_dropped_total", "Vchannels dropped.", base),
 			advances:         d("minimum_advances_total", "Times the low-water mark strictly rose.", base),
 			saves:            d("saves_total", "Checkpoints the catalog acknowledged: durable.", base),
-			failures:         d("save_failures_total", "Failed saves, by reason; each is retried with backoff unless fenced.", withReason),
+			failures:         d("save_failures_total", "Failed saves, by reason; timeout also counts a save still running past its deadline. Those that fail with an error are retried with backoff; stored_ahead and fenced ones are not.", withReason),
 			latency:          d("save_latency_seconds", "Latency of successful catalog saves.", base),
 			lag:              d("persist_lag_seconds", "How long the minimum has been above the persisted checkpoint without a save catching up; 0 when nothing waits (without the pchannel label: the largest).", base),
 			inFlight:         d("saves_in_flight", "Catalog saves running now (at most one per pchannel).", base),
 			pchannels:        d("pchannels", "Pchannels running on this node.", base),
 			recovering:       d("pchannels_recovering", "Pchannels still reading their stored checkpoint.", base),
-			retrying:         d("pchannels_retrying", "Pchannels whose last save failed and is being retried.", base),
+			retrying:         d("pchannels_retrying", "Pchannels whose last save failed and waits for its retry on the backoff.", base),
 			recoveryFailures: d("recovery_failures_total", "Failed reads of a stored checkpoint; each is retried with backoff.", base),
 			restarts:         d("persister_restarts_total", "Persisters restarted after a panic.", base),
 			ownershipLost:    d("ownership_lost_total", "Pchannels that lost their ownership and stopped.", base),
@@ -345,7 +351,14 @@ func (c *Collector) Observe(ev messages.Event) {
 		p.pending(h.At) // still behind: it moved toward the minimum now
 	case *messages.PersistFailed:
 		s.failures[failReason(e.Err)]++
-		p.retrying = true
+		// Only a failure with a backoff is retried: not one the store
+		// refused because it holds more (that value is durable: the lag
+		// clock follows it), nor a fenced one, nor one still running.
+		p.retrying = e.NextRetry > 0
+		if stored, ok := errors.AsType[*persistence.StoredAheadError](e.Err); ok && less(p.persisted, stored.Stored) {
+			p.persisted = stored.Stored
+			p.pending(h.At)
+		}
 	case *messages.PersisterRestarted:
 		s.restarts++
 	case *messages.OwnershipLost:

@@ -1,0 +1,82 @@
+package metrics_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lowwater/lowwater/actors"
+	"github.com/lowwater/lowwater/messages"
+	"github.com/lowwater/lowwater/metrics"
+	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/wal"
+)
+
+// Only a failure with a backoff counts as retrying. A save the store
+// refused because it holds more is not retried, and the stored value is
+// the persisted one: the lag clock stops, where it used to run on, with
+// the pchannel counted as retrying, until the minimum passed the stored
+// value. A save still running past its deadline is a timeout, not retried.
+func TestFailuresThatAreNotRetried(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	now := t0
+	c, err := metrics.New(metrics.WithClock(func() time.Time { return now }))
+	require.NoError(t, err)
+	reg := registry(t, c)
+	h := func(s float64) messages.Header { return messages.Header{PChannel: "p", At: at(s)} }
+	want := func(clock float64, lag, retrying float64, failures map[string]float64) {
+		t.Helper()
+		now = at(clock)
+		require.InDelta(t, lag, sample(t, reg, "lowwater_persist_lag_seconds", false, ""), 1e-9, "lag at %vs", clock)
+		require.Equal(t, retrying, sample(t, reg, "lowwater_pchannels_retrying", false, ""), "retrying at %vs", clock)
+		require.Equal(t, failures, failuresByReason(t, reg), "failures at %vs", clock)
+	}
+
+	c.Observe(&messages.Recovered{Header: h(0), StartMessageID: wal.KafkaID(100), FromCatalog: true})
+	c.Observe(&messages.MinimumAdvanced{Header: h(1), To: wal.KafkaID(130), Holder: "a"})
+	want(2, 1, 0, map[string]float64{})
+
+	// Another writer stored 1000: the save of 130 is refused, not retried.
+	ahead := &persistence.StoredAheadError{PChannel: "p", Stored: wal.KafkaID(1000), Attempted: wal.KafkaID(130)}
+	c.Observe(&messages.PersistFailed{Header: h(2), Value: wal.KafkaID(130), Attempt: 1, Err: ahead})
+	want(5, 0, 0, map[string]float64{"stored_ahead": 1})
+
+	// An error is retried on the backoff.
+	c.Observe(&messages.MinimumAdvanced{Header: h(6), To: wal.KafkaID(1100), Holder: "a"})
+	c.Observe(&messages.PersistFailed{Header: h(7), Value: wal.KafkaID(1100), Attempt: 1, Err: errors.New("disk on fire"), NextRetry: time.Second})
+	want(8, 2, 1, map[string]float64{"stored_ahead": 1, "error": 1})
+
+	// The retry overruns its deadline: still running, not retried.
+	overdue := fmt.Errorf("%w: Save still running", actors.ErrCatalogOverdue)
+	c.Observe(&messages.PersistFailed{Header: h(9), Value: wal.KafkaID(1100), Attempt: 2, Err: overdue})
+	want(10, 4, 0, map[string]float64{"stored_ahead": 1, "error": 1, "timeout": 1})
+
+	c.Observe(&messages.CheckpointPersisted{Header: h(11), Value: wal.KafkaID(1100), Attempts: 2})
+	want(12, 0, 0, map[string]float64{"stored_ahead": 1, "error": 1, "timeout": 1})
+}
+
+// failuresByReason returns the non-zero save_failures_total series.
+func failuresByReason(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
+	fams, err := reg.Gather()
+	require.NoError(t, err)
+	out := map[string]float64{}
+	for _, fam := range fams {
+		if fam.GetName() != "lowwater_save_failures_total" {
+			continue
+		}
+		for _, m := range fam.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "reason" && m.GetCounter().GetValue() != 0 {
+					out[l.GetValue()] = m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return out
+}
