@@ -222,7 +222,7 @@ func New(opts ...Option) (*Collector, error) {
 			dropped:          d("vchannels_dropped_total", "Vchannels dropped.", base),
 			advances:         d("minimum_advances_total", "Times the low-water mark strictly rose.", base),
 			saves:            d("saves_total", "Checkpoints the catalog acknowledged: durable.", base),
-			failures:         d("save_failures_total", "Failed saves, by reason; timeout also counts a save still running past its deadline. Those that fail with an error are retried with backoff; stored_ahead and fenced ones are not.", withReason),
+			failures:         d("save_failures_total", "Failed saves, by reason; timeout includes a save still running past its deadline.", withReason),
 			latency:          d("save_latency_seconds", "Latency of successful catalog saves.", base),
 			lag:              d("persist_lag_seconds", "How long the minimum has been above the persisted checkpoint without a save catching up; 0 when nothing waits (without the pchannel label: the largest).", base),
 			inFlight:         d("saves_in_flight", "Catalog saves running now (at most one per pchannel).", base),
