@@ -211,8 +211,31 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
-	e := &env{opts: o, stdout: stdout, stderr: stderr}
-	return fail(stderr, cmd.run(ctx, e, pos))
+	out := &stickyWriter{w: stdout}
+	e := &env{opts: o, stdout: out, stderr: stderr}
+	err = cmd.run(ctx, e, pos)
+	if err == nil && out.err != nil {
+		// A script reading the output must not take a lost one for success.
+		err = fmt.Errorf("writing the output: %w", out.err)
+	}
+	return fail(stderr, err)
+}
+
+// stickyWriter keeps the first error writing to w (a full disk, a closed
+// pipe) and writes nothing after it, so that one check at the end covers
+// every line a command printed.
+type stickyWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (s *stickyWriter) Write(p []byte) (int, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	n, err := s.w.Write(p)
+	s.err = err
+	return n, err
 }
 
 // parseInterspersed parses flags wherever they stand among the arguments

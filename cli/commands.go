@@ -344,7 +344,7 @@ func describe(act action, pchannel string, en *persistence.Entry, id wal.Message
 
 func set(ctx context.Context, e *env, args []string) error {
 	pchannel, text := args[0], args[1]
-	s, err := e.open(e.writeMode(readWrite))
+	s, err := e.open(ctx, e.writeMode(readWrite))
 	if err != nil {
 		return err
 	}
@@ -408,7 +408,7 @@ func (e *env) writeMode(m mode) mode {
 
 func del(ctx context.Context, e *env, args []string) error {
 	pchannel := args[0]
-	s, err := e.open(e.writeMode(readWrite))
+	s, err := e.open(ctx, e.writeMode(readWrite))
 	if err != nil {
 		return err
 	}

@@ -81,23 +81,33 @@ func dump(ctx context.Context, e *env, args []string) error {
 		_, err := e.stdout.Write(out)
 		return err
 	}
-	// A dump never overwrites: it may be the only copy of another one.
-	f, err := os.OpenFile(args[0], os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(out); err != nil {
-		_ = f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		_ = f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
+	if err := writeNew(args[0], out); err != nil {
 		return err
 	}
 	fmt.Fprintf(e.stdout, "dumped %d checkpoints from %s to %s\n", len(d.Checkpoints), s.url, args[0])
+	return nil
+}
+
+// writeNew writes data to a file it creates, durably. A dump never
+// overwrites: it may be the only copy of another one. A failed write
+// (a full disk) removes the file, whole or not, so that the same command
+// can be run again once there is room.
+func writeNew(path string, data []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		_ = os.Remove(path)
+		return fmt.Errorf("writing %s: %w (nothing kept)", path, err)
+	}
 	return nil
 }
 
@@ -156,7 +166,7 @@ func restore(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	s, err := e.open(e.writeMode(createFile))
+	s, err := e.open(ctx, e.writeMode(createFile))
 	if err != nil {
 		return err
 	}

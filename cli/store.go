@@ -46,7 +46,7 @@ const (
 	dryCreate              // as readOnly, and a missing file reads as empty
 )
 
-func (e *env) open(m mode) (*store, error) {
+func (e *env) open(ctx context.Context, m mode) (*store, error) {
 	u, err := catalogurl.Parse(e.opts.catalog)
 	if err != nil {
 		return nil, usagef("--catalog: %v", err)
@@ -67,10 +67,8 @@ func (e *env) open(m mode) (*store, error) {
 				return nil, fmt.Errorf("bbolt file: %w", err)
 			}
 		}
-		b, err := persistence.OpenBolt(u.Path,
-			persistence.WithReadOnly(m == readOnly || m == dryCreate),
-			persistence.WithOpenTimeout(e.opts.lockTimeout))
-		if errors.Is(err, persistence.ErrLocked) {
+		b, err := openBolt(ctx, u.Path, m == readOnly || m == dryCreate, e.opts.lockTimeout)
+		if errors.Is(err, persistence.ErrLocked) && ctx.Err() == nil {
 			return nil, fmt.Errorf("%s is locked by another process, most likely a running "+
 				"lowwater node: stop it first (waited %v, see --lock-timeout)", u.Path, e.opts.lockTimeout)
 		}
@@ -98,6 +96,26 @@ func (e *env) open(m mode) (*store, error) {
 	return s, nil
 }
 
+// lockPoll is how long one attempt waits for a bbolt file lock.
+const lockPoll = 100 * time.Millisecond
+
+// openBolt waits for the file lock until lockTimeout has passed or ctx
+// ends (--timeout, Ctrl-C), whichever comes first. bbolt's own wait for
+// the lock cannot be interrupted, so it waits in attempts of lockPoll.
+func openBolt(ctx context.Context, path string, readOnly bool, lockTimeout time.Duration) (*persistence.Bolt, error) {
+	deadline := time.Now().Add(lockTimeout)
+	for {
+		step := min(time.Until(deadline), lockPoll)
+		b, err := persistence.OpenBolt(path, persistence.WithReadOnly(readOnly), persistence.WithOpenTimeout(max(step, time.Millisecond)))
+		if !errors.Is(err, persistence.ErrLocked) || time.Until(deadline) <= 0 {
+			return b, err
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("waiting for the lock of %s: %w", path, context.Cause(ctx))
+		}
+	}
+}
+
 func (s *store) close() {
 	if s.session != nil {
 		_ = s.session.Close()
@@ -108,7 +126,7 @@ func (s *store) close() {
 // read opens the catalog read-only and reads every record (see entries);
 // the caller closes the store.
 func (e *env) read(ctx context.Context) (*store, map[string]persistence.Entry, []persistence.Entry, error) {
-	s, err := e.open(readOnly)
+	s, err := e.open(ctx, readOnly)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -310,6 +310,26 @@ func TestCommandLine(t *testing.T) {
 	wantCode(t, lw(t, []string{"LOWWATER_CATALOG=bolt:" + path}, "get", "by-dev-rootcoord-dml_0"), cli.ExitOK, "kafka:1200")
 }
 
+// A dump that runs out of room keeps no file: the same command succeeds
+// once there is room again, where the partial file used to block it
+// ("file exists"). The file size limit stands in for a full disk.
+func TestDumpOutOfRoomKeepsNoFile(t *testing.T) {
+	src := seedBolt(t, seed)
+	file := filepath.Join(t.TempDir(), "dump.json")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "sh", "-c", `ulimit -f 0 && exec "$0" "$@"`, binary, "--catalog", "bolt:"+src, "dump", file)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, "%s", out)
+	require.Equal(t, cli.ExitFailed, exit.ExitCode(), "%s", out)
+	require.Contains(t, string(out), "nothing kept")
+	_, err = os.Stat(file)
+	require.ErrorIs(t, err, os.ErrNotExist, "the partial dump was kept")
+
+	wantCode(t, on(t, "bolt:"+src, "dump", file), cli.ExitOK, "dumped 3 checkpoints")
+}
+
 func TestDumpRestoreBoltToBolt(t *testing.T) {
 	src := seedBolt(t, seed)
 	file := filepath.Join(t.TempDir(), "dump.json")
