@@ -186,7 +186,9 @@ func OpenBolt(path string, opts ...BoltOption) (*Bolt, error) {
 		if err := b.verify(); err != nil {
 			return err
 		}
-		if o.readOnly {
+		if o.readOnly || b.hasBucket() {
+			// Nothing to write: an open that only reads (the tool's
+			// refused or unchanged set) leaves the file as it was.
 			return nil
 		}
 		return db.Update(func(tx *bolt.Tx) error {
@@ -207,6 +209,16 @@ func OpenBolt(path string, opts ...BoltOption) (*Bolt, error) {
 		}
 	}
 	return b, nil
+}
+
+// hasBucket reports whether the file holds the bucket already.
+func (b *Bolt) hasBucket() bool {
+	found := false
+	_ = b.db.View(func(tx *bolt.Tx) error {
+		found = tx.Bucket(b.bucket) != nil
+		return nil
+	})
+	return found
 }
 
 // checkPath refuses, before bbolt sees it, a path that bbolt would

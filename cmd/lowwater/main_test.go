@@ -310,6 +310,30 @@ func TestCommandLine(t *testing.T) {
 	wantCode(t, lw(t, []string{"LOWWATER_CATALOG=bolt:" + path}, "get", "by-dev-rootcoord-dml_0"), cli.ExitOK, "kafka:1200")
 }
 
+// A set or delete that writes nothing (refused, unchanged, nothing to
+// delete, a dry run) leaves the file byte for byte as it was: opening it
+// for writing used to commit a transaction of its own.
+func TestWritesThatWriteNothingLeaveTheFile(t *testing.T) {
+	path := seedBolt(t, seed)
+	before, err := os.ReadFile(path)
+	require.NoError(t, err)
+	for _, c := range []struct {
+		code int
+		args []string
+	}{
+		{cli.ExitRefused, []string{"set", "by-dev-rootcoord-dml_0", "kafka:1"}},
+		{cli.ExitOK, []string{"set", "by-dev-rootcoord-dml_0", "kafka:1200"}},
+		{cli.ExitOK, []string{"set", "by-dev-rootcoord-dml_0", "kafka:9999", "--dry-run"}},
+		{cli.ExitOK, []string{"delete", "nothing-here"}},
+	} {
+		r := on(t, "bolt:"+path, c.args...)
+		wantCode(t, r, c.code)
+		after, err := os.ReadFile(path)
+		require.NoError(t, err)
+		require.True(t, bytes.Equal(before, after), "%v changed the file", c.args)
+	}
+}
+
 // A dump that runs out of room keeps no file: the same command succeeds
 // once there is room again, where the partial file used to block it
 // ("file exists"). The file size limit stands in for a full disk.
