@@ -23,7 +23,8 @@
 //
 // Dropping is the price of never blocking. A consumer that needs every
 // event (an audit, the checks of cmd/demo) asks for Lossless and accepts
-// that it slows the actors when it lags (Blocked counts how often).
+// that it slows the actors when it lags (Blocked counts how often); its
+// handler must not wait on a pchannel, which may be waiting for it.
 // Monitoring (package metrics) and dashboards prefer a gap, which Dropped
 // makes visible, to a slower pchannel.
 //

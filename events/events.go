@@ -83,6 +83,11 @@ func WithBuffer(n int) Option {
 // that must see every event, such as an audit or the checks of a test; a
 // dashboard or a metrics exporter prefers a counted gap to a slower
 // pchannel.
+//
+// Its consumer must never wait on a pchannel (actors.GetState,
+// actors.Request, a Sender's Flush) while it handles events: once the
+// buffer is full, the pchannel waits for the consumer, which then waits for
+// the pchannel, until the request's deadline. Ask from another goroutine.
 func Lossless() Option {
 	return optionFunc(func(c *config) { c.lossless = true })
 }
