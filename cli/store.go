@@ -67,6 +67,11 @@ func (e *env) open(ctx context.Context, m mode) (*store, error) {
 				return nil, fmt.Errorf("bbolt file: %w", err)
 			}
 		}
+		if e.opts.dryRun {
+			if err := writable(u.Path); err != nil {
+				return nil, err
+			}
+		}
 		b, err := openBolt(ctx, u.Path, m == readOnly || m == dryCreate, e.opts.lockTimeout)
 		if errors.Is(err, persistence.ErrLocked) && ctx.Err() == nil {
 			return nil, fmt.Errorf("%s is locked by another process, most likely a running "+
