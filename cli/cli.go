@@ -22,6 +22,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -52,7 +53,8 @@ Commands:
   list [--json]            every pchannel: WAL, checkpoint, owner term and
                            record version
   get PCHANNEL             one pchannel's record (and its owner, on etcd)
-  verify                   decode every record; report the corrupt ones
+  verify                   decode every record; report the corrupt ones,
+                           and those under a name no node can use
   set PCHANNEL ID          store ID (kafka:123, rocksmq:9, pulsar:L:E:B[@P],
                            woodpecker:S:E). Raises only: lowering needs
                            --force and prints the replay it causes
@@ -78,6 +80,8 @@ Record terms are not restored: a restored record carries the writer's.
 Names and IDs that are not plain printable text (a newline, an escape
 sequence, a tab, a space) are printed quoted and escaped as Go strings
 are: "x\ny" is the name x, newline, y; give it as $'x\ny' in bash.
+get and delete --quoted take the name quoted, as verify shows a name no
+node can use (over 512 bytes, not UTF-8, a NUL): --quoted '"a\x00b"'.
 
 Exit codes:
   0  done                 3  unreadable records, damaged file
@@ -93,6 +97,7 @@ type options struct {
 	json        bool
 	dryRun      bool
 	force       bool
+	quoted      bool
 }
 
 // usageError is a command line the tool cannot run.
@@ -134,10 +139,10 @@ type command struct {
 
 var commands = map[string]command{
 	"list":    {flags: jsonFlag, argsHelp: "list [--json]", run: list},
-	"get":     {min: 1, max: 1, pchannel: true, argsHelp: "get PCHANNEL", run: get},
+	"get":     {flags: quotedFlag, min: 1, max: 1, pchannel: true, argsHelp: "get [--quoted] PCHANNEL", run: get},
 	"verify":  {argsHelp: "verify", run: verify},
 	"set":     {flags: writeFlags, min: 2, max: 2, pchannel: true, argsHelp: "set PCHANNEL ID", run: set},
-	"delete":  {flags: writeFlags, min: 1, max: 1, pchannel: true, argsHelp: "delete PCHANNEL", run: del},
+	"delete":  {flags: deleteFlags, min: 1, max: 1, pchannel: true, argsHelp: "delete [--quoted] PCHANNEL", run: del},
 	"dump":    {max: 1, argsHelp: "dump [FILE]", run: dump},
 	"restore": {flags: writeFlags, min: 1, max: 1, argsHelp: "restore FILE", run: restore},
 }
@@ -149,6 +154,15 @@ func jsonFlag(fs *flag.FlagSet, o *options) {
 func writeFlags(fs *flag.FlagSet, o *options) {
 	fs.BoolVar(&o.dryRun, "dry-run", false, "write nothing")
 	fs.BoolVar(&o.force, "force", false, "override the safety refusals")
+}
+
+func quotedFlag(fs *flag.FlagSet, o *options) {
+	fs.BoolVar(&o.quoted, "quoted", false, "PCHANNEL is Go-quoted, as verify shows a name no node can use")
+}
+
+func deleteFlags(fs *flag.FlagSet, o *options) {
+	writeFlags(fs, o)
+	quotedFlag(fs, o)
 }
 
 func commonFlags(fs *flag.FlagSet, o *options) {
@@ -198,7 +212,16 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	if len(pos) < cmd.min || len(pos) > cmd.max {
 		return fail(stderr, usagef("usage: lowwater %s", cmd.argsHelp))
 	}
-	if cmd.pchannel {
+	switch {
+	case cmd.pchannel && o.quoted:
+		// A record under a name lowwater refuses (another writer's, an
+		// older build's) can be read and deleted, not written.
+		p, err := strconv.Unquote(pos[0])
+		if err != nil || p == "" {
+			return fail(stderr, usagef("%s --quoted: %s is not a Go-quoted name", name, strconv.Quote(pos[0])))
+		}
+		pos[0] = p
+	case cmd.pchannel:
 		if err := persistence.ValidatePChannel(pos[0]); err != nil {
 			return fail(stderr, usagef("%s: %v", name, err))
 		}

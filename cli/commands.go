@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"unicode"
@@ -31,7 +32,11 @@ func rawCause(e persistence.Entry) string {
 // damaged one, or one of a WAL this build has not registered (see the
 // package comment for building one that has).
 func unreadable(e persistence.Entry) string {
-	if errors.Is(e.Err, wal.ErrUnknownWAL) {
+	var bad *badNameError
+	switch {
+	case errors.As(e.Err, &bad):
+		return "BAD NAME"
+	case errors.Is(e.Err, wal.ErrUnknownWAL):
 		return "UNKNOWN WAL"
 	}
 	return "CORRUPT"
@@ -163,7 +168,11 @@ func verify(ctx context.Context, e *env, _ []string) error {
 		if en.Err != nil {
 			unread++
 			found[unreadable(en)] = true
-			fmt.Fprintf(e.stdout, "%s  %s: %s\n", unreadable(en), shown(en.PChannel), cause(en))
+			name := shown(en.PChannel)
+			if unreadable(en) == "BAD NAME" {
+				name = strconv.Quote(en.PChannel) // as delete --quoted takes it
+			}
+			fmt.Fprintf(e.stdout, "%s  %s: %s\n", unreadable(en), name, cause(en))
 		}
 	}
 	fmt.Fprintf(e.stdout, "%d records, %d unreadable\n", len(entries), unread)
@@ -174,6 +183,7 @@ func verify(ctx context.Context, e *env, _ []string) error {
 	for _, h := range []struct{ kind, hint string }{
 		{"CORRUPT", "repair with 'set --force PCHANNEL ID' or 'delete PCHANNEL'"},
 		{"UNKNOWN WAL", "read with a lowwater built with that WAL (package cli)"},
+		{"BAD NAME", "no node can use it: 'delete --quoted NAME', NAME quoted as shown here"},
 	} {
 		if found[h.kind] {
 			msg += fmt.Sprintf("\n  %s: %s", h.kind, h.hint)
@@ -423,7 +433,7 @@ func del(ctx context.Context, e *env, args []string) error {
 		return nil
 	}
 	was := "a corrupt record"
-	if en.Err == nil {
+	if en.Checkpoint != nil {
 		was = shownID(en.Checkpoint)
 	}
 	if e.opts.dryRun {

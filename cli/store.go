@@ -150,11 +150,25 @@ func (s *store) entries(ctx context.Context) (map[string]persistence.Entry, []pe
 		return nil, nil, fmt.Errorf("read %s: %w", s.url, err)
 	}
 	byName := make(map[string]persistence.Entry, len(list))
-	for _, e := range list {
+	for i, e := range list {
+		if err := persistence.ValidatePChannel(e.PChannel); err != nil && e.Err == nil {
+			e.Err = &badNameError{err: err}
+			list[i] = e
+		}
 		byName[e.PChannel] = e
 	}
 	return byName, list, nil
 }
+
+// badNameError marks a record stored under a name lowwater refuses, which
+// another writer or an older build may have written: no node can load or
+// save it, a dump could not carry it (JSON rewrites bytes that are not
+// UTF-8), and restore would refuse it. It counts as unreadable, as a
+// corrupt record does; get and delete --quoted reach it.
+type badNameError struct{ err error }
+
+func (e *badNameError) Error() string { return e.err.Error() }
+func (e *badNameError) Unwrap() error { return e.err }
 
 // ownerTerm is the term of the node owning pchannel on etcd, 0 if none
 // (and always 0 on bbolt, whose file lock keeps nodes out).

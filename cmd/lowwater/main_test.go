@@ -304,7 +304,7 @@ func TestCommandLine(t *testing.T) {
 	wantCode(t, lw(t, nil, "--catalog", "memory", "list"), cli.ExitUsage, "lives inside one process")
 	wantCode(t, lw(t, nil, "--catalog", "nats://x", "list"), cli.ExitUsage, "unknown kind")
 	wantCode(t, lw(t, nil, "--catalog", "bolt", "list"), cli.ExitUsage, "bolt:PATH")
-	wantCode(t, lw(t, nil, "--catalog", "bolt:"+path, "get"), cli.ExitUsage, "usage: lowwater get PCHANNEL")
+	wantCode(t, lw(t, nil, "--catalog", "bolt:"+path, "get"), cli.ExitUsage, "usage: lowwater get [--quoted] PCHANNEL")
 	wantCode(t, lw(t, nil, "--catalog", "bolt:"+path, "list", "--force"), cli.ExitUsage, "flag provided but not defined")
 	wantCode(t, lw(t, nil, "--catalog", "bolt:"+filepath.Join(t.TempDir(), "none.db"), "list"), cli.ExitFailed, "no such file")
 	wantCode(t, lw(t, []string{"LOWWATER_CATALOG=bolt:" + path}, "get", "by-dev-rootcoord-dml_0"), cli.ExitOK, "kafka:1200")

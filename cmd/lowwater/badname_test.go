@@ -1,0 +1,59 @@
+package main
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/lowwater/lowwater/cli"
+)
+
+// Records under names lowwater refuses (not UTF-8, a NUL, over 512 bytes),
+// as another writer or an older build may have left them, are unreadable:
+// verify reports them, a dump refuses to leave them out or rewrite them
+// (JSON turned the bytes that are not UTF-8 into U+FFFD: another name),
+// and get and delete --quoted reach them. verify called them fine, and
+// nothing could delete them.
+func TestRecordsUnderNamesNoNodeCanUse(t *testing.T) {
+	path := seedBolt(t, seed)
+	bad := []string{"bad\xffutf8", "a\x00b", strings.Repeat("L", 600)}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	require.NoError(t, err)
+	require.NoError(t, db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte("lowwater-checkpoints"))
+		good := b.Get([]byte("by-dev-rootcoord-dml_0"))
+		for _, p := range bad {
+			if err := b.Put([]byte(p), good); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	require.NoError(t, db.Close())
+	url := "bolt:" + path
+
+	r := on(t, url, "verify")
+	wantCode(t, r, cli.ExitCorrupt, "6 records, 3 unreadable", "BAD NAME", "delete --quoted NAME")
+	for _, p := range bad {
+		require.Contains(t, r.stdout, "BAD NAME  "+strconv.Quote(p)+": ")
+	}
+	wantCode(t, on(t, url, "list"), cli.ExitOK, "3 unreadable (run verify)")
+	r = on(t, url, "dump")
+	wantCode(t, r, cli.ExitCorrupt, "nothing dumped")
+	require.Empty(t, r.stdout)
+
+	wantCode(t, on(t, url, "get", "--quoted", strconv.Quote(bad[1])), cli.ExitCorrupt, "checkpoint  BAD NAME: ", "holds a NUL byte")
+	wantCode(t, on(t, url, "get", "--quoted", "not quoted"), cli.ExitUsage, "is not a Go-quoted name")
+	wantCode(t, on(t, url, "delete", bad[0]), cli.ExitUsage, "not valid UTF-8") // without --quoted, as before
+	for _, p := range bad {
+		wantCode(t, on(t, url, "delete", "--quoted", strconv.Quote(p), "--dry-run"), cli.ExitOK, "would delete kafka:1200")
+		wantCode(t, on(t, url, "delete", "--quoted", strconv.Quote(p)), cli.ExitOK, "deleted kafka:1200")
+	}
+	wantCode(t, on(t, url, "verify"), cli.ExitOK, "3 records, 0 unreadable")
+	wantCode(t, on(t, url, "dump"), cli.ExitOK)
+	require.Equal(t, seed, stored(t, path))
+}
