@@ -32,7 +32,7 @@ import (
 // The exit codes of Main, as --help documents them.
 const (
 	ExitOK       = 0
-	ExitFailed   = 1 // the catalog could not be read or written
+	ExitFailed   = 1 // the catalog, or the command's file (dump, restore) or output, could not be read or written
 	ExitUsage    = 2 // bad command line: flags, arguments, pchannel name, ID text, WAL
 	ExitCorrupt  = 3 // unreadable records (verify, dump), or a damaged bbolt file
 	ExitRefused  = 4 // a write refused for safety: owner, lowering, WAL switch, corrupt or incomparable ID
@@ -84,9 +84,12 @@ get and delete --quoted take the name quoted, as verify shows a name no
 node can use (over 512 bytes, not UTF-8, a NUL): --quoted '"a\x00b"'.
 
 Exit codes:
-  0  done                 3  unreadable records, damaged file
-  1  catalog failure      4  refused: owned, lowering, WAL switch, corrupt
-  2  bad command line     5  get: nothing stored
+  0  done
+  1  a read or write failed: the catalog, a dump file, or the output
+  2  bad command line
+  3  unreadable records, damaged file
+  4  refused: owned, lowering, WAL switch, corrupt
+  5  get: nothing stored
 `
 
 // options are the flags every command takes.
