@@ -80,8 +80,9 @@ Record terms are not restored: a restored record carries the writer's.
 Names and IDs that are not plain printable text (a newline, an escape
 sequence, a tab, a space) are printed quoted and escaped as Go strings
 are: "x\ny" is the name x, newline, y; give it as $'x\ny' in bash.
-get and delete --quoted take the name quoted, as verify shows a name no
-node can use (over 512 bytes, not UTF-8, a NUL): --quoted '"a\x00b"'.
+get and delete --quoted take the name quoted, as verify (and list --json,
+in "quoted") shows a name no node can use (over 512 bytes, not UTF-8, a
+NUL): delete --quoted '"a\x00b"'.
 
 Exit codes:
   0  done
@@ -184,8 +185,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	commonFlags(global, &o)
 	err := global.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(stdout, usage)
-		return ExitOK
+		return help(stdout, stderr)
 	}
 	if err != nil {
 		return fail(stderr, usagef("%v", err))
@@ -206,8 +206,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	}
 	pos, err := parseInterspersed(fs, rest)
 	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(stdout, usage)
-		return ExitOK
+		return help(stdout, stderr)
 	}
 	if err != nil {
 		return fail(stderr, usagef("%s: %v", name, err))
@@ -220,8 +219,11 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 		// A record under a name lowwater refuses (another writer's, an
 		// older build's) can be read and deleted, not written.
 		p, err := strconv.Unquote(pos[0])
-		if err != nil || p == "" {
-			return fail(stderr, usagef("%s --quoted: %s is not a Go-quoted name", name, strconv.Quote(pos[0])))
+		switch {
+		case err != nil || !strings.HasPrefix(pos[0], `"`):
+			return fail(stderr, usagef("%s --quoted: %s is not a Go-quoted string", name, strconv.Quote(pos[0])))
+		case p == "":
+			return fail(stderr, usagef("%s: empty pchannel name", name))
 		}
 		pos[0] = p
 	case cmd.pchannel:
@@ -235,16 +237,24 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	if o.timeout <= 0 || o.lockTimeout <= 0 {
 		return fail(stderr, usagef("--timeout and --lock-timeout must be positive"))
 	}
-	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	ctx, cancel := context.WithTimeoutCause(ctx, o.timeout, fmt.Errorf("%w: --timeout %v passed", context.DeadlineExceeded, o.timeout))
 	defer cancel()
 	out := &stickyWriter{w: stdout}
 	e := &env{opts: o, stdout: out, stderr: stderr}
 	err = cmd.run(ctx, e, pos)
 	if err == nil && out.err != nil {
 		// A script reading the output must not take a lost one for success.
-		err = fmt.Errorf("writing the output: %w", out.err)
+		err = fmt.Errorf("the command ran, but writing its output failed: %w", out.err)
 	}
 	return fail(stderr, err)
+}
+
+// help prints the usage, and fails as any command does when it cannot.
+func help(stdout, stderr io.Writer) int {
+	if _, err := io.WriteString(stdout, usage); err != nil {
+		return fail(stderr, fmt.Errorf("writing the help: %w", err))
+	}
+	return ExitOK
 }
 
 // stickyWriter keeps the first error writing to w (a full disk, a closed

@@ -61,6 +61,10 @@ type listEntry struct {
 	Term       uint64   `json:"term"`
 	Version    int      `json:"version"`
 	Error      string   `json:"error,omitempty"`
+	// Quoted is the name Go-quoted, as delete --quoted takes it, for a
+	// record under a name no node can use (BAD NAME): JSON turns bytes
+	// that are not UTF-8 into U+FFFD, another name.
+	Quoted string `json:"quoted,omitempty"`
 }
 
 func list(ctx context.Context, e *env, _ []string) error {
@@ -75,6 +79,9 @@ func list(ctx context.Context, e *env, _ []string) error {
 			le := listEntry{PChannel: en.PChannel, WAL: en.WAL, Term: en.Term, Version: en.Version}
 			if en.Err != nil {
 				le.Error = rawCause(en)
+				if unreadable(en) == "BAD NAME" {
+					le.Quoted = strconv.Quote(en.PChannel)
+				}
 			} else {
 				le.Checkpoint = wal.String(en.Checkpoint)
 			}

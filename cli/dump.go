@@ -81,11 +81,12 @@ func dump(ctx context.Context, e *env, args []string) error {
 		_, err := e.stdout.Write(out)
 		return err
 	}
-	if err := writeNew(args[0], out); err != nil {
-		return err
+	// Said before the file is made: should the output be lost (a full
+	// disk, a closed pipe), no file is left to block the same command.
+	if _, err := fmt.Fprintf(e.stdout, "dumping %d checkpoints from %s to %s\n", len(d.Checkpoints), s.url, args[0]); err != nil {
+		return fmt.Errorf("writing the output: %w; no file made", err)
 	}
-	fmt.Fprintf(e.stdout, "dumped %d checkpoints from %s to %s\n", len(d.Checkpoints), s.url, args[0])
-	return nil
+	return writeNew(args[0], out)
 }
 
 // writeNew writes data to a file it creates, durably. A dump never
@@ -204,6 +205,11 @@ func restore(ctx context.Context, e *env, args []string) error {
 	if e.opts.dryRun {
 		return nil
 	}
+	// The lines wait until the writes are done: output that cannot be
+	// written (a closed pipe, whose SIGPIPE ends the process) must not cut
+	// a restore short. A write that fails prints those before it.
+	var done bytes.Buffer
+	defer func() { _, _ = e.stdout.Write(done.Bytes()) }()
 	written := 0
 	for i, de := range entries {
 		en := (*persistence.Entry)(nil)
@@ -219,8 +225,8 @@ func restore(ctx context.Context, e *env, args []string) error {
 			}
 			written++
 		}
-		fmt.Fprintln(e.stdout, describe(acts[i], de.PChannel, en, ids[i], false))
+		fmt.Fprintln(&done, describe(acts[i], de.PChannel, en, ids[i], false))
 	}
-	fmt.Fprintf(e.stdout, "restored %d checkpoints into %s (%d written)\n", len(entries), s.url, written)
+	fmt.Fprintf(&done, "restored %d checkpoints into %s (%d written)\n", len(entries), s.url, written)
 	return nil
 }

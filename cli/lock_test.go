@@ -34,7 +34,7 @@ func TestLockWaitEndsWithTheCommand(t *testing.T) {
 	for _, cmd := range [][]string{{"list"}, {"set", "p", "kafka:9"}} {
 		code, stderr, took := run(context.Background(), append([]string{"--timeout", "300ms"}, cmd...)...)
 		require.Equal(t, cli.ExitFailed, code, stderr)
-		require.Contains(t, stderr, "waiting for the lock of "+path+": context deadline exceeded")
+		require.Contains(t, stderr, "waiting for the lock of "+path+": context deadline exceeded: --timeout 300ms passed")
 		require.Less(t, took, 20*time.Second, "--timeout did not end the wait")
 
 		ctx, cancel := context.WithCancel(context.Background())

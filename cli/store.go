@@ -57,6 +57,11 @@ func (e *env) open(ctx context.Context, m mode) (*store, error) {
 		if u.Path == "" {
 			return nil, usagef("--catalog bolt: name the file, bolt:PATH")
 		}
+		if e.opts.dryRun {
+			if err := writable(u.Path); err != nil {
+				return nil, err
+			}
+		}
 		if _, err := os.Stat(u.Path); err != nil {
 			switch {
 			case m == dryCreate && errors.Is(err, os.ErrNotExist):
@@ -65,11 +70,6 @@ func (e *env) open(ctx context.Context, m mode) (*store, error) {
 				return s, nil
 			case m != createFile:
 				return nil, fmt.Errorf("bbolt file: %w", err)
-			}
-		}
-		if e.opts.dryRun {
-			if err := writable(u.Path); err != nil {
-				return nil, err
 			}
 		}
 		b, err := openBolt(ctx, u.Path, m == readOnly || m == dryCreate, e.opts.lockTimeout)

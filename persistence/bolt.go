@@ -254,13 +254,35 @@ func openError(path string, err error) error {
 // close: the file it opened is unlocked and closed here instead. Its
 // mapping stays (bbolt keeps it unexported): a leak of one mapping of a
 // damaged file per failed open.
+//
+// A file this open created is removed again if the open fails other than
+// on the lock: bbolt writes its first pages as it creates one, and a write
+// that fails (a full disk) left an empty or partial file, which the next
+// start then called damaged, sending the operator to look for a backup of
+// a catalog that never held anything.
 func openBoltDB(path string, o boltOptions) (db *bolt.DB, err error) {
 	var file *os.File
+	created := false
 	openFile := func(name string, flag int, perm os.FileMode) (*os.File, error) {
-		f, err := os.OpenFile(name, flag, perm)
+		if flag&os.O_CREATE != 0 {
+			f, err := os.OpenFile(name, flag|os.O_EXCL, perm)
+			if err == nil {
+				file, created = f, true
+				return f, nil
+			}
+			if !errors.Is(err, os.ErrExist) {
+				return nil, err
+			}
+		}
+		f, err := os.OpenFile(name, flag&^os.O_CREATE, perm)
 		file = f
 		return f, err
 	}
+	defer func() {
+		if err != nil && created && !errors.Is(err, bolterrors.ErrTimeout) {
+			_ = os.Remove(path)
+		}
+	}()
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if p := recover(); p != nil {

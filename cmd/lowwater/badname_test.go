@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"strconv"
 	"strings"
 	"testing"
@@ -42,12 +43,29 @@ func TestRecordsUnderNamesNoNodeCanUse(t *testing.T) {
 		require.Contains(t, r.stdout, "BAD NAME  "+strconv.Quote(p)+": ")
 	}
 	wantCode(t, on(t, url, "list"), cli.ExitOK, "3 unreadable (run verify)")
+	// JSON cannot carry a name that is not UTF-8: quoted gives it exactly.
+	r = on(t, url, "list", "--json")
+	wantCode(t, r, cli.ExitOK)
+	var listed []struct{ PChannel, Quoted, Error string }
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &listed))
+	quoted := map[string]bool{}
+	for _, l := range listed {
+		if l.Quoted != "" {
+			name, err := strconv.Unquote(l.Quoted)
+			require.NoError(t, err)
+			quoted[name] = true
+			require.Contains(t, l.Error, "pchannel name")
+		}
+	}
+	require.Equal(t, map[string]bool{bad[0]: true, bad[1]: true, bad[2]: true}, quoted)
 	r = on(t, url, "dump")
 	wantCode(t, r, cli.ExitCorrupt, "nothing dumped")
 	require.Empty(t, r.stdout)
 
 	wantCode(t, on(t, url, "get", "--quoted", strconv.Quote(bad[1])), cli.ExitCorrupt, "checkpoint  BAD NAME: ", "holds a NUL byte")
-	wantCode(t, on(t, url, "get", "--quoted", "not quoted"), cli.ExitUsage, "is not a Go-quoted name")
+	wantCode(t, on(t, url, "get", "--quoted", "not quoted"), cli.ExitUsage, "is not a Go-quoted string")
+	wantCode(t, on(t, url, "delete", "--quoted", "'r'"), cli.ExitUsage, "is not a Go-quoted string") // a rune, not a string
+	wantCode(t, on(t, url, "get", "--quoted", `""`), cli.ExitUsage, "empty pchannel name")
 	wantCode(t, on(t, url, "delete", bad[0]), cli.ExitUsage, "not valid UTF-8") // without --quoted, as before
 	for _, p := range bad {
 		wantCode(t, on(t, url, "delete", "--quoted", strconv.Quote(p), "--dry-run"), cli.ExitOK, "would delete kafka:1200")

@@ -67,4 +67,26 @@ func TestDryRunChecksTheFileCanBeWritten(t *testing.T) {
 	require.Contains(t, out, "permission denied")
 	code, out = run("delete", "by-dev-rootcoord-dml_0", "--dry-run")
 	require.Equal(t, cli.ExitFailed, code, out)
+
+	// A restore into a file it would create: the directory must take it.
+	dump := filepath.Join(dir, "dump.json")
+	wantCode(t, on(t, "bolt:"+seeded, "dump", dump), cli.ExitOK)
+	require.NoError(t, os.Chmod(dump, 0o644))
+	if os.Geteuid() != 0 {
+		require.NoError(t, os.Chmod(dir, 0o555))
+		t.Cleanup(func() { os.Chmod(dir, 0o755) }) // before the RemoveAll
+	}
+	for _, dst := range []string{filepath.Join(dir, "new.db"), filepath.Join(dir, "missing", "new.db")} {
+		restore := func(args ...string) (int, string) {
+			path = dst // run's catalog
+			return run(append([]string{"restore", dump}, args...)...)
+		}
+		code, out = restore()
+		require.Equal(t, cli.ExitFailed, code, "the directory cannot be written: %s", out)
+		code, out = restore("--dry-run")
+		require.Equal(t, cli.ExitFailed, code, out)
+		require.Contains(t, out, filepath.Dir(dst)+" could not be written")
+		_, err := os.Stat(dst)
+		require.ErrorIs(t, err, os.ErrNotExist)
+	}
 }

@@ -62,7 +62,7 @@ func TestMigrateBoltToEtcdAndBack(t *testing.T) {
 	wantCode(t, on(t, url, "list"), cli.ExitOK, "by-dev-rootcoord-dml_1  pulsar      pulsar:88:1402:0@1", "3 pchannels")
 
 	back := filepath.Join(t.TempDir(), "back.json")
-	wantCode(t, on(t, url, "dump", back), cli.ExitOK, "dumped 3 checkpoints")
+	wantCode(t, on(t, url, "dump", back), cli.ExitOK, "dumping 3 checkpoints")
 	dst := filepath.Join(t.TempDir(), "back.db")
 	wantCode(t, on(t, "bolt:"+dst, "restore", back), cli.ExitOK)
 	require.Equal(t, seed, stored(t, dst))

@@ -351,13 +351,85 @@ func TestDumpOutOfRoomKeepsNoFile(t *testing.T) {
 	_, err = os.Stat(file)
 	require.ErrorIs(t, err, os.ErrNotExist, "the partial dump was kept")
 
-	wantCode(t, on(t, "bolt:"+src, "dump", file), cli.ExitOK, "dumped 3 checkpoints")
+	wantCode(t, on(t, "bolt:"+src, "dump", file), cli.ExitOK, "dumping 3 checkpoints")
+}
+
+// Output that cannot be written (a closed pipe, whose SIGPIPE ends the
+// process, or a full disk) never cuts a restore short, nor leaves a dump
+// file behind: restore prints once its writes are done, and dump before it
+// makes the file. A restore piped to `head` used to die after a few
+// records, its output lost and the restore half done.
+func TestLostOutputCutsNoWriteShort(t *testing.T) {
+	src := seedBolt(t, seed)
+	file := filepath.Join(t.TempDir(), "dump.json")
+	wantCode(t, on(t, "bolt:"+src, "dump", file), cli.ExitOK, "dumping 3 checkpoints")
+
+	runTo := func(stdout *os.File, args ...string) (int, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, binary, args...)
+		var stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = stdout, &stderr
+		err := cmd.Run()
+		var exit *exec.ExitError
+		if err != nil && !errors.As(err, &exit) {
+			t.Fatalf("run %v: %v", args, err)
+		}
+		return cmd.ProcessState.ExitCode(), stderr.String()
+	}
+	closedPipe := func() *os.File {
+		r, w, err := os.Pipe()
+		require.NoError(t, err)
+		require.NoError(t, r.Close())
+		t.Cleanup(func() { w.Close() })
+		return w
+	}
+	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+	require.NoError(t, err)
+	defer full.Close()
+
+	for name, out := range map[string]*os.File{"closed pipe": closedPipe(), "full disk": full} {
+		dst := filepath.Join(t.TempDir(), "new.db")
+		code, stderr := runTo(out, "--catalog", "bolt:"+dst, "restore", file)
+		require.NotEqual(t, cli.ExitOK, code, "%s: %s", name, stderr)
+		require.Equal(t, seed, stored(t, dst), "%s: the restore was cut short", name)
+
+		again := filepath.Join(t.TempDir(), "again.json")
+		code, stderr = runTo(out, "--catalog", "bolt:"+src, "dump", again)
+		require.NotEqual(t, cli.ExitOK, code, "%s: %s", name, stderr)
+		_, err := os.Stat(again)
+		require.ErrorIs(t, err, os.ErrNotExist, "%s: a dump file was left", name)
+	}
+	code, stderr := runTo(full, "--help")
+	require.Equal(t, cli.ExitFailed, code, "help lost on a full disk: %s", stderr)
+}
+
+// A bbolt file that could not be made (a full disk) is not left behind:
+// bbolt writes its first pages as it creates one, and the empty file a
+// failed write left was called damaged by the next open, exit 3, "restore
+// the file from a backup".
+func TestFileThatCouldNotBeMadeIsNotLeft(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "dump.json")
+	wantCode(t, on(t, "bolt:"+seedBolt(t, seed), "dump", file), cli.ExitOK)
+	dst := filepath.Join(t.TempDir(), "new.db")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "sh", "-c", `ulimit -f 0 && exec "$0" "$@"`, binary, "--catalog", "bolt:"+dst, "restore", file)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, "%s", out)
+	require.Equal(t, cli.ExitFailed, exit.ExitCode(), "%s", out)
+	_, err = os.Stat(dst)
+	require.ErrorIs(t, err, os.ErrNotExist, "the file that could not be made was left")
+
+	wantCode(t, on(t, "bolt:"+dst, "restore", file), cli.ExitOK, "restored 3 checkpoints")
+	require.Equal(t, seed, stored(t, dst))
 }
 
 func TestDumpRestoreBoltToBolt(t *testing.T) {
 	src := seedBolt(t, seed)
 	file := filepath.Join(t.TempDir(), "dump.json")
-	wantCode(t, on(t, "bolt:"+src, "dump", file), cli.ExitOK, "dumped 3 checkpoints")
+	wantCode(t, on(t, "bolt:"+src, "dump", file), cli.ExitOK, "dumping 3 checkpoints")
 	wantCode(t, on(t, "bolt:"+src, "dump", file), cli.ExitFailed, "file exists")
 
 	dst := filepath.Join(t.TempDir(), "new.db")
