@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -142,7 +143,9 @@ func defaultBoltOptions() boltOptions {
 }
 
 // OpenBolt opens or creates the bbolt file at path. The file stays locked
-// until Close.
+// until Close. A new file is made whole beside path, under a temporary
+// name (".NAME.new-*"), and then linked into place: no other process ever
+// finds it empty, and a creation that fails leaves nothing.
 func OpenBolt(path string, opts ...BoltOption) (*Bolt, error) {
 	o := defaultBoltOptions()
 	for _, opt := range opts {
@@ -248,41 +251,60 @@ func openError(path string, err error) error {
 	return fmt.Errorf("persistence: open bolt file %s: %w", path, err)
 }
 
-// openBoltDB is bolt.Open with its panics (and faults reading the mapped
+// openBoltDB opens the store at path; one that does not exist yet is made
+// whole first (createBoltDB), unless read-only.
+func openBoltDB(path string, o boltOptions) (*bolt.DB, error) {
+	if !o.readOnly {
+		if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {
+			db, placed, err := createBoltDB(path, o)
+			if err != nil || placed {
+				return db, err
+			}
+		}
+	}
+	return openBoltFile(path, o)
+}
+
+// createBoltDB makes a new store whole under a temporary name beside path,
+// then links it into place. No other process then ever finds the file
+// empty, which OpenBolt calls damaged (two nodes, or the tool, creating it
+// at once), and a creation that fails (a full disk) leaves nothing behind:
+// the empty file it left used to be called damaged by the next start,
+// sending the operator to look for a backup of a store that never held
+// anything. placed is false, with no error, when path appeared meanwhile
+// (another process put its file there first), and on a file system
+// without hard links: the caller then opens path as bbolt would.
+func createBoltDB(path string, o boltOptions) (db *bolt.DB, placed bool, err error) {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".new-")
+	if err != nil {
+		return nil, false, err
+	}
+	tmp := f.Name()
+	_ = f.Close()
+	defer os.Remove(tmp) // once linked, path keeps the file
+	if db, err = openBoltFile(tmp, o); err != nil {
+		return nil, false, err
+	}
+	if err := os.Link(tmp, path); err != nil {
+		_ = db.Close()
+		return nil, false, nil
+	}
+	return db, true, nil
+}
+
+// openBoltFile is bolt.Open with its panics (and faults reading the mapped
 // file) turned into ErrCorruptStore. bbolt reads the freelist inside Open,
 // so a damaged or truncated file panics there, before there is a DB to
 // close: the file it opened is unlocked and closed here instead. Its
 // mapping stays (bbolt keeps it unexported): a leak of one mapping of a
 // damaged file per failed open.
-//
-// A file this open created is removed again if the open fails other than
-// on the lock: bbolt writes its first pages as it creates one, and a write
-// that fails (a full disk) left an empty or partial file, which the next
-// start then called damaged, sending the operator to look for a backup of
-// a catalog that never held anything.
-func openBoltDB(path string, o boltOptions) (db *bolt.DB, err error) {
+func openBoltFile(path string, o boltOptions) (db *bolt.DB, err error) {
 	var file *os.File
-	created := false
 	openFile := func(name string, flag int, perm os.FileMode) (*os.File, error) {
-		if flag&os.O_CREATE != 0 {
-			f, err := os.OpenFile(name, flag|os.O_EXCL, perm)
-			if err == nil {
-				file, created = f, true
-				return f, nil
-			}
-			if !errors.Is(err, os.ErrExist) {
-				return nil, err
-			}
-		}
-		f, err := os.OpenFile(name, flag&^os.O_CREATE, perm)
+		f, err := os.OpenFile(name, flag, perm)
 		file = f
 		return f, err
 	}
-	defer func() {
-		if err != nil && created && !errors.Is(err, bolterrors.ErrTimeout) {
-			_ = os.Remove(path)
-		}
-	}()
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if p := recover(); p != nil {
