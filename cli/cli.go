@@ -249,6 +249,17 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	return fail(stderr, err)
 }
 
+// report prints err as fail does.
+func report(stderr io.Writer, err error) {
+	fmt.Fprintln(stderr, "lowwater: "+safeLines(strings.TrimPrefix(err.Error(), "lowwater: ")))
+}
+
+// reportedError is an error its command printed already (report), before
+// output that might end the process (see restore).
+type reportedError struct{ error }
+
+func (e *reportedError) Unwrap() error { return e.error }
+
 // help prints the usage, and fails as any command does when it cannot.
 func help(stdout, stderr io.Writer) int {
 	if _, err := io.WriteString(stdout, usage); err != nil {
@@ -298,7 +309,10 @@ func fail(stderr io.Writer, err error) int {
 	if err == nil {
 		return ExitOK
 	}
-	fmt.Fprintln(stderr, "lowwater: "+safeLines(strings.TrimPrefix(err.Error(), "lowwater: ")))
+	var re *reportedError
+	if !errors.As(err, &re) {
+		report(stderr, err)
+	}
 	var ue *usageError
 	var ee *exitError
 	switch {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -176,6 +177,10 @@ func restore(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	// Lines for stdout wait in out, and errors go to stderr first: a closed
+	// pipe on stdout (whose SIGPIPE ends the process) then neither cuts
+	// the restore short nor hides why it failed or was refused.
+	var out bytes.Buffer
 	acts := make([]action, len(entries))
 	var refusals []error
 	for i, de := range entries {
@@ -193,7 +198,7 @@ func restore(ctx context.Context, e *env, args []string) error {
 		}
 		acts[i] = act
 		if e.opts.dryRun {
-			fmt.Fprintln(e.stdout, describe(act, de.PChannel, en, ids[i], true))
+			fmt.Fprintln(&out, describe(act, de.PChannel, en, ids[i], true))
 		}
 	}
 	if len(refusals) > 0 {
@@ -203,13 +208,9 @@ func restore(ctx context.Context, e *env, args []string) error {
 		return refused("%d of %d checkpoints refused; nothing written", len(refusals), len(entries))
 	}
 	if e.opts.dryRun {
-		return nil
+		_, err := e.stdout.Write(out.Bytes())
+		return err
 	}
-	// The lines wait until the writes are done: output that cannot be
-	// written (a closed pipe, whose SIGPIPE ends the process) must not cut
-	// a restore short. A write that fails prints those before it.
-	var done bytes.Buffer
-	defer func() { _, _ = e.stdout.Write(done.Bytes()) }()
 	written := 0
 	for i, de := range entries {
 		en := (*persistence.Entry)(nil)
@@ -221,12 +222,19 @@ func restore(ctx context.Context, e *env, args []string) error {
 				return apply(ctx, c, de.PChannel, acts[i], ids[i])
 			})
 			if err != nil {
-				return fmt.Errorf("after %d of %d checkpoints: %w", written, len(entries), err)
+				if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+					err = context.Cause(ctx) // names --timeout, or the signal
+				}
+				err = fmt.Errorf("after %d of %d checkpoints: %w", written, len(entries), err)
+				report(e.stderr, err)
+				_, _ = e.stdout.Write(out.Bytes())
+				return &reportedError{err}
 			}
 			written++
 		}
-		fmt.Fprintln(&done, describe(acts[i], de.PChannel, en, ids[i], false))
+		fmt.Fprintln(&out, describe(acts[i], de.PChannel, en, ids[i], false))
 	}
-	fmt.Fprintf(&done, "restored %d checkpoints into %s (%d written)\n", len(entries), s.url, written)
-	return nil
+	fmt.Fprintf(&out, "restored %d checkpoints into %s (%d written)\n", len(entries), s.url, written)
+	_, err = e.stdout.Write(out.Bytes())
+	return err
 }

@@ -426,6 +426,57 @@ func TestFileThatCouldNotBeMadeIsNotLeft(t *testing.T) {
 	require.Equal(t, seed, stored(t, dst))
 }
 
+// Nor does lost output hide why a restore failed or was refused: the
+// error goes to stderr before the lines for stdout, which a closed pipe
+// ends with SIGPIPE. The failure here is the file size limit, part-way.
+func TestLostOutputHidesNoFailure(t *testing.T) {
+	dir := t.TempDir()
+	big := filepath.Join(dir, "big.json")
+	var d strings.Builder
+	d.WriteString(`{"format":"lowwater-checkpoints/1","checkpoints":[`)
+	for i := range 3000 {
+		if i > 0 {
+			d.WriteString(",")
+		}
+		fmt.Fprintf(&d, `{"pchannel":"p%05d","wal":"kafka","checkpoint":"kafka:%d"}`, i, i+1)
+	}
+	d.WriteString("]}")
+	require.NoError(t, os.WriteFile(big, []byte(d.String()), 0o600))
+	empty := filepath.Join(dir, "empty.json")
+	require.NoError(t, os.WriteFile(empty, []byte(`{"format":"lowwater-checkpoints/1","checkpoints":[]}`), 0o600))
+	dst := filepath.Join(dir, "dst.db")
+	wantCode(t, on(t, "bolt:"+dst, "restore", empty), cli.ExitOK)
+
+	run := func(limit bool, args ...string) (int, string) {
+		r, w, err := os.Pipe()
+		require.NoError(t, err)
+		require.NoError(t, r.Close())
+		defer w.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		script := `exec "$0" "$@"`
+		if limit {
+			script = `ulimit -f 64 && ` + script // 32 KiB: the empty store's size
+		}
+		cmd := exec.CommandContext(ctx, "sh", append([]string{"-c", script, binary, "--catalog", "bolt:" + dst}, args...)...)
+		var stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = w, &stderr
+		_ = cmd.Run()
+		return cmd.ProcessState.ExitCode(), stderr.String()
+	}
+	code, stderr := run(true, "restore", big)
+	require.NotEqual(t, cli.ExitOK, code)
+	require.Regexp(t, `after [1-9][0-9]* of 3000 checkpoints: .*file too large`, stderr)
+
+	// A dry run that would be refused: the refusal, not a SIGPIPE.
+	lower := filepath.Join(dir, "lower.json")
+	require.NoError(t, os.WriteFile(lower, []byte(strings.Replace(d.String(), `"kafka:1"}`, `"kafka:0"}`, 1)), 0o600))
+	wantCode(t, on(t, "bolt:"+dst, "set", "p00000", "kafka:5"), cli.ExitOK)
+	code, stderr = run(false, "restore", lower, "--dry-run")
+	require.Equal(t, cli.ExitRefused, code, stderr)
+	require.Contains(t, stderr, "refused: ")
+}
+
 func TestDumpRestoreBoltToBolt(t *testing.T) {
 	src := seedBolt(t, seed)
 	file := filepath.Join(t.TempDir(), "dump.json")
