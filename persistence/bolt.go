@@ -254,7 +254,8 @@ func openError(path string, err error) error {
 // openBoltDB opens the store at path; one that does not exist yet is made
 // whole first (createBoltDB), unless read-only.
 func openBoltDB(path string, o boltOptions) (*bolt.DB, error) {
-	if !o.readOnly {
+	// Not on Windows, where a file open elsewhere cannot lose a name.
+	if !o.readOnly && runtime.GOOS != "windows" {
 		if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {
 			db, placed, err := createBoltDB(path, o)
 			if err != nil || placed {
