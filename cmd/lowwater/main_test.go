@@ -79,6 +79,41 @@ func lw(t *testing.T, env []string, args ...string) result {
 	return r
 }
 
+// lwWith runs the binary as lw does, with stdout to out unless it is nil
+// (a closed pipe, /dev/full), under a file size limit of blocks 512-byte
+// blocks unless it is negative: the limit stands in for a full disk.
+func lwWith(t *testing.T, out *os.File, blocks int, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	script := `exec "$0" "$@"`
+	if blocks >= 0 {
+		script = fmt.Sprintf("ulimit -f %d && %s", blocks, script)
+	}
+	cmd := exec.CommandContext(ctx, "sh", append([]string{"-c", script, binary}, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if out != nil {
+		cmd.Stdout = out
+	}
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatalf("run %v: %v", args, err)
+	}
+	return result{code: cmd.ProcessState.ExitCode(), stdout: stdout.String(), stderr: stderr.String()}
+}
+
+// closedPipe is the write end of a pipe nobody reads: a write to it ends
+// the process with SIGPIPE, as `| head` does once head has exited.
+func closedPipe(t *testing.T) *os.File {
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	require.NoError(t, r.Close())
+	t.Cleanup(func() { w.Close() })
+	return w
+}
+
 // on runs lw against the catalog url.
 func on(t *testing.T, url string, args ...string) result {
 	t.Helper()
@@ -340,15 +375,8 @@ func TestWritesThatWriteNothingLeaveTheFile(t *testing.T) {
 func TestDumpOutOfRoomKeepsNoFile(t *testing.T) {
 	src := seedBolt(t, seed)
 	file := filepath.Join(t.TempDir(), "dump.json")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "sh", "-c", `ulimit -f 0 && exec "$0" "$@"`, binary, "--catalog", "bolt:"+src, "dump", file)
-	out, err := cmd.CombinedOutput()
-	var exit *exec.ExitError
-	require.ErrorAs(t, err, &exit, "%s", out)
-	require.Equal(t, cli.ExitFailed, exit.ExitCode(), "%s", out)
-	require.Contains(t, string(out), "nothing kept")
-	_, err = os.Stat(file)
+	wantCode(t, lwWith(t, nil, 0, "--catalog", "bolt:"+src, "dump", file), cli.ExitFailed, "nothing kept")
+	_, err := os.Stat(file)
 	require.ErrorIs(t, err, os.ErrNotExist, "the partial dump was kept")
 
 	wantCode(t, on(t, "bolt:"+src, "dump", file), cli.ExitOK, "dumping 3 checkpoints")
@@ -364,44 +392,23 @@ func TestLostOutputCutsNoWriteShort(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "dump.json")
 	wantCode(t, on(t, "bolt:"+src, "dump", file), cli.ExitOK, "dumping 3 checkpoints")
 
-	runTo := func(stdout *os.File, args ...string) (int, string) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, binary, args...)
-		var stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = stdout, &stderr
-		err := cmd.Run()
-		var exit *exec.ExitError
-		if err != nil && !errors.As(err, &exit) {
-			t.Fatalf("run %v: %v", args, err)
-		}
-		return cmd.ProcessState.ExitCode(), stderr.String()
-	}
-	closedPipe := func() *os.File {
-		r, w, err := os.Pipe()
-		require.NoError(t, err)
-		require.NoError(t, r.Close())
-		t.Cleanup(func() { w.Close() })
-		return w
-	}
 	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
 	require.NoError(t, err)
 	defer full.Close()
 
-	for name, out := range map[string]*os.File{"closed pipe": closedPipe(), "full disk": full} {
+	for name, out := range map[string]*os.File{"closed pipe": closedPipe(t), "full disk": full} {
 		dst := filepath.Join(t.TempDir(), "new.db")
-		code, stderr := runTo(out, "--catalog", "bolt:"+dst, "restore", file)
-		require.NotEqual(t, cli.ExitOK, code, "%s: %s", name, stderr)
+		r := lwWith(t, out, -1, "--catalog", "bolt:"+dst, "restore", file)
+		require.NotEqual(t, cli.ExitOK, r.code, "%s: %s", name, r)
 		require.Equal(t, seed, stored(t, dst), "%s: the restore was cut short", name)
 
 		again := filepath.Join(t.TempDir(), "again.json")
-		code, stderr = runTo(out, "--catalog", "bolt:"+src, "dump", again)
-		require.NotEqual(t, cli.ExitOK, code, "%s: %s", name, stderr)
+		r = lwWith(t, out, -1, "--catalog", "bolt:"+src, "dump", again)
+		require.NotEqual(t, cli.ExitOK, r.code, "%s: %s", name, r)
 		_, err := os.Stat(again)
 		require.ErrorIs(t, err, os.ErrNotExist, "%s: a dump file was left", name)
 	}
-	code, stderr := runTo(full, "--help")
-	require.Equal(t, cli.ExitFailed, code, "help lost on a full disk: %s", stderr)
+	wantCode(t, lwWith(t, full, -1, "--help"), cli.ExitFailed, "writing the help")
 }
 
 // A bbolt file that could not be made (a full disk) is not left behind:
@@ -412,14 +419,8 @@ func TestFileThatCouldNotBeMadeIsNotLeft(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "dump.json")
 	wantCode(t, on(t, "bolt:"+seedBolt(t, seed), "dump", file), cli.ExitOK)
 	dst := filepath.Join(t.TempDir(), "new.db")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "sh", "-c", `ulimit -f 0 && exec "$0" "$@"`, binary, "--catalog", "bolt:"+dst, "restore", file)
-	out, err := cmd.CombinedOutput()
-	var exit *exec.ExitError
-	require.ErrorAs(t, err, &exit, "%s", out)
-	require.Equal(t, cli.ExitFailed, exit.ExitCode(), "%s", out)
-	_, err = os.Stat(dst)
+	wantCode(t, lwWith(t, nil, 0, "--catalog", "bolt:"+dst, "restore", file), cli.ExitFailed)
+	_, err := os.Stat(dst)
 	require.ErrorIs(t, err, os.ErrNotExist, "the file that could not be made was left")
 
 	wantCode(t, on(t, "bolt:"+dst, "restore", file), cli.ExitOK, "restored 3 checkpoints")
@@ -447,34 +448,15 @@ func TestLostOutputHidesNoFailure(t *testing.T) {
 	dst := filepath.Join(dir, "dst.db")
 	wantCode(t, on(t, "bolt:"+dst, "restore", empty), cli.ExitOK)
 
-	run := func(limit bool, args ...string) (int, string) {
-		r, w, err := os.Pipe()
-		require.NoError(t, err)
-		require.NoError(t, r.Close())
-		defer w.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		script := `exec "$0" "$@"`
-		if limit {
-			script = `ulimit -f 64 && ` + script // 32 KiB: the empty store's size
-		}
-		cmd := exec.CommandContext(ctx, "sh", append([]string{"-c", script, binary, "--catalog", "bolt:" + dst}, args...)...)
-		var stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = w, &stderr
-		_ = cmd.Run()
-		return cmd.ProcessState.ExitCode(), stderr.String()
-	}
-	code, stderr := run(true, "restore", big)
-	require.NotEqual(t, cli.ExitOK, code)
-	require.Regexp(t, `after [1-9][0-9]* of 3000 checkpoints: .*file too large`, stderr)
+	r := lwWith(t, closedPipe(t), 64, "--catalog", "bolt:"+dst, "restore", big) // 64 blocks: the empty store's 32 KiB
+	require.NotEqual(t, cli.ExitOK, r.code)
+	require.Regexp(t, `after [1-9][0-9]* of 3000 checkpoints: .*file too large`, r.stderr)
 
 	// A dry run that would be refused: the refusal, not a SIGPIPE.
 	lower := filepath.Join(dir, "lower.json")
 	require.NoError(t, os.WriteFile(lower, []byte(strings.Replace(d.String(), `"kafka:1"}`, `"kafka:0"}`, 1)), 0o600))
 	wantCode(t, on(t, "bolt:"+dst, "set", "p00000", "kafka:5"), cli.ExitOK)
-	code, stderr = run(false, "restore", lower, "--dry-run")
-	require.Equal(t, cli.ExitRefused, code, stderr)
-	require.Contains(t, stderr, "refused: ")
+	wantCode(t, lwWith(t, closedPipe(t), -1, "--catalog", "bolt:"+dst, "restore", lower, "--dry-run"), cli.ExitRefused, "refused: ")
 }
 
 func TestDumpRestoreBoltToBolt(t *testing.T) {
