@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,7 +13,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
 
+	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/persistence/faultinject"
 	"github.com/lowwater/lowwater/wal"
 )
 
@@ -155,5 +158,51 @@ func TestConfigRejected(t *testing.T) {
 		if err := Run(t.Context(), c); !errors.Is(err, ErrConfig) {
 			t.Errorf("%s: %v, want ErrConfig", name, err)
 		}
+	}
+}
+
+// A graceful stop that cannot save (the catalog down) is the run's error:
+// Run promises every checkpoint saved when it returns nil, and returned nil
+// all the same, the stored checkpoint behind what the sink held.
+func TestStopWithTheCatalogDownFails(t *testing.T) {
+	brokers := cluster(t, 1)
+	dir := t.TempDir()
+	catalog := faultinject.Wrap(persistence.NewMemory())
+	ready := make(chan struct{})
+	cfg := Config{
+		Brokers: brokers, Topic: testTopic, Partitions: 1, VChannels: 2,
+		SinkPath: filepath.Join(dir, "sink.db"), Catalog: catalog,
+		Ready: func() { close(ready) },
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, cfg) }()
+	select {
+	case <-ready:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the node never got ready")
+	}
+	catalog.SetDown(true)
+	before := catalog.Calls(faultinject.OpSave)
+	produce(t, brokers, make([]int64, 1), 0, 50)
+	deadline := time.Now().Add(20 * time.Second)
+	for catalog.Calls(faultinject.OpSave) == before { // a rise of the minimum, failing to save
+		if time.Now().After(deadline) {
+			t.Fatal("no save was attempted after the records came")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "unsaved") {
+			t.Fatalf("Run = %v, want the unsaved checkpoint", err)
+		}
+		if !errors.Is(err, messages.ErrFlushTimeout) {
+			t.Fatalf("Run = %v, want it to wrap ErrFlushTimeout", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return")
 	}
 }

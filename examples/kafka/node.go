@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -80,14 +81,16 @@ func (c *Config) setDefaults(needCatalog bool) error {
 
 // Run is the consumer node that keeps its position with lowwater. It
 // returns nil when ctx ends or Until is reached, after a graceful stop:
-// every worker flushed, every checkpoint saved.
+// every worker flushed, every checkpoint saved. A pchannel that could not
+// save its minimum at the stop (the catalog down) is an error, naming it;
+// the next start replays from the checkpoint saved before.
 //
 // Each partition is a pchannel actor whose vchannels are the partition's
 // workers. A worker reports its checkpoint after each flush; the actor
 // saves the minimum over its workers to the catalog. On start, the node
 // seeks each partition to the saved minimum: below it, every worker has
 // flushed every record.
-func Run(ctx context.Context, cfg Config) error {
+func Run(ctx context.Context, cfg Config) (err error) {
 	if err := cfg.setDefaults(true); err != nil {
 		return err
 	}
@@ -116,9 +119,11 @@ func Run(ctx context.Context, cfg Config) error {
 	pids := make([]*actor.PID, 0, cfg.Partitions)
 	defer func() {
 		// Graceful: the actors apply the workers' last reports, then
-		// save the minimum (bounded by the stop flush timeout).
-		for _, pid := range pids {
-			_ = system.Root.PoisonFuture(pid).Wait()
+		// save the minimum (bounded by the stop flush timeout). One that
+		// could not (the catalog down) makes the run fail: the next
+		// start replays from the last saved checkpoint.
+		if unsaved := stopAll(system, pids); err == nil {
+			err = unsaved
 		}
 	}()
 
@@ -175,6 +180,27 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	serve(runCtx, cl, pl, done, cfg.Ready)
 	return failure(ctx, runCtx)
+}
+
+// stopAll stops the pchannels gracefully and reports those that stopped
+// with their minimum unsaved (messages.Stopped, Flushed false).
+func stopAll(system *actor.ActorSystem, pids []*actor.PID) error {
+	var mu sync.Mutex
+	var unsaved []error
+	sub := system.EventStream.Subscribe(func(ev any) {
+		if e, ok := ev.(*messages.Stopped); ok && !e.Flushed {
+			mu.Lock()
+			unsaved = append(unsaved, fmt.Errorf("kafka: pchannel %s stopped with its minimum (%s) unsaved: %w", e.PChannel, wal.String(e.Dropped), e.Reason))
+			mu.Unlock()
+		}
+	})
+	defer system.EventStream.Unsubscribe(sub)
+	for _, pid := range pids {
+		_ = system.Root.PoisonFuture(pid).Wait()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return errors.Join(unsaved...)
 }
 
 // spawnPChannel spawns the actor of partition p, its vchannels at the

@@ -162,31 +162,51 @@ func (pl *pipeline) consume(ctx context.Context, cl *kgo.Client) {
 		fetches.EachError(func(topic string, p int32, err error) {
 			pl.logger.Warn("fetch", zap.String("topic", topic), zap.Int32("partition", p), zap.Error(err))
 		})
+		stopped := false
 		fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
-			if len(fp.Records) == 0 || int(fp.Partition) >= len(pl.workers) {
+			if stopped || len(fp.Records) == 0 || int(fp.Partition) >= len(pl.workers) {
 				return
 			}
 			ws := pl.workers[fp.Partition]
 			for _, r := range fp.Records {
-				pl.send(ctx, ws[VChannelOf(r.Key, pl.vchannels)], item{offset: r.Offset})
+				if !pl.send(ctx, ws[VChannelOf(r.Key, pl.vchannels)], item{offset: r.Offset}) {
+					stopped = true
+					return
+				}
 			}
-			pl.mark(ctx, fp.Partition, fp.Records[len(fp.Records)-1].Offset+1)
+			stopped = !pl.mark(ctx, fp.Partition, fp.Records[len(fp.Records)-1].Offset+1)
 		})
+		if stopped {
+			return
+		}
 	}
 }
 
 // mark tells every worker of partition p that the records below offset
-// have been handed out.
-func (pl *pipeline) mark(ctx context.Context, p int32, offset int64) {
+// have been handed out. It reports false if ctx ended first.
+func (pl *pipeline) mark(ctx context.Context, p int32, offset int64) bool {
 	for _, w := range pl.workers[p] {
-		pl.send(ctx, w, item{offset: offset, mark: true})
+		if !pl.send(ctx, w, item{offset: offset, mark: true}) {
+			return false
+		}
 	}
+	return true
 }
 
-func (pl *pipeline) send(ctx context.Context, w *worker, it item) {
+// send hands it to w, unless ctx ends first, and reports whether it did.
+// Once a send fails nothing more may be handed out: a later record or mark
+// would carry the worker's checkpoint past the record dropped here, which
+// the node would then never consume again. (With ctx done and w.in ready,
+// select picks either at random: a graceful stop lost records this way.)
+func (pl *pipeline) send(ctx context.Context, w *worker, it item) bool {
+	if ctx.Err() != nil {
+		return false
+	}
 	select {
 	case w.in <- it:
+		return true
 	case <-ctx.Done():
+		return false
 	}
 }
 

@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"context"
 	"errors"
 	"path/filepath"
 	"slices"
@@ -100,5 +101,29 @@ func TestVChannelOfSpreadsKeys(t *testing.T) {
 	}
 	if len(seen) != 16 {
 		t.Errorf("1000 keys reached %d of 16 vchannels", len(seen))
+	}
+}
+
+// Once the reader's context has ended, nothing more is handed out, even
+// to a worker with room: a record dropped at the stop and a later record
+// or mark handed out after it would carry the worker's checkpoint past the
+// dropped one. With both ready, select picked either at random, and a
+// graceful stop lost records.
+func TestNothingHandedOutOnceStopped(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	pl := &pipeline{workers: [][]*worker{{{in: make(chan item, 1)}, {in: make(chan item, 1)}}}}
+	for range 100 {
+		if pl.send(ctx, pl.workers[0][0], item{offset: 1}) {
+			t.Fatal("send after the stop handed a record out")
+		}
+		if pl.mark(ctx, 0, 2) {
+			t.Fatal("mark after the stop handed a mark out")
+		}
+	}
+	for _, w := range pl.workers[0] {
+		if n := len(w.in); n != 0 {
+			t.Fatalf("a worker got %d items after the stop", n)
+		}
 	}
 }

@@ -7,7 +7,11 @@
 // persistence.Record (versioned, checksummed, self-describing). The owner of a
 // pchannel, when ownership is used, is <prefix>/wal/<pchannel>/owner. The
 // prefix defaults to "lowwater" (WithPrefix). One etcd cluster can serve many
-// deployments side by side, each under its own prefix.
+// deployments side by side, each under its own prefix, provided no prefix
+// lies under another's "<prefix>/wal/": "lowwater/wal/tenant-b" would put
+// its records among the pchannels of "lowwater", and LoadAll there would
+// read them (and fail on one it cannot decode). Siblings such as
+// "tenant-a" and "tenant-b" are safe.
 //
 // # Saves never go backward
 //
