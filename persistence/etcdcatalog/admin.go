@@ -69,8 +69,7 @@ func (o *Owned) Delete(ctx context.Context, pchannel string) error {
 // succeeded, and the loop judges again.
 func (o *Owned) delete(ctx context.Context, pchannel string) error {
 	key := o.c.keys.checkpoint(pchannel)
-	f := &fence{ownerKey: o.ownerKey, term: o.term}
-	ownerHolds := clientv3.Compare(clientv3.CreateRevision(o.ownerKey), "=", o.term)
+	f := o.fence()
 	for {
 		resp, err := o.c.client.Txn(ctx).Then(clientv3.OpGet(key), clientv3.OpGet(o.ownerKey)).Commit()
 		if err != nil {
@@ -87,7 +86,7 @@ func (o *Owned) delete(ctx context.Context, pchannel string) error {
 			return &FencedError{PChannel: pchannel, Term: uint64(o.term), StoredTerm: h.Term}
 		}
 		del, err := o.c.client.Txn(ctx).
-			If(ownerHolds, clientv3.Compare(clientv3.ModRevision(key), "=", kvs[0].ModRevision)).
+			If(append(f.holds(), clientv3.Compare(clientv3.ModRevision(key), "=", kvs[0].ModRevision))...).
 			Then(clientv3.OpDelete(key)).
 			Commit()
 		if err != nil {
@@ -150,7 +149,7 @@ func sortEntries(entries []persistence.Entry) {
 // ownerRead.
 func ownerCheck(pchannel string, f *fence, ownerRead *etcdserverpb.ResponseOp) error {
 	owner := ownerRead.GetResponseRange().GetKvs()
-	if len(owner) > 0 && owner[0].CreateRevision == f.term {
+	if len(owner) > 0 && f.heldBy(owner[0]) {
 		return nil
 	}
 	fe := &FencedError{PChannel: pchannel, Term: uint64(f.term)}

@@ -146,6 +146,25 @@ func (c *Catalog) Save(ctx context.Context, pchannel string, checkpoint wal.Mess
 type fence struct {
 	ownerKey string
 	term     int64
+	// lease is the owner's: the term alone is the owner key's create
+	// revision, which etcd hands out again after its data is wiped or
+	// restored from a backup, so that a stale owner's term can equal the
+	// new owner's. Their leases differ. 0 fences on the term alone.
+	lease clientv3.LeaseID
+}
+
+// holds is the compare that the owner key is still this fence's.
+func (f *fence) holds() []clientv3.Cmp {
+	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(f.ownerKey), "=", f.term)}
+	if f.lease != 0 {
+		cmps = append(cmps, clientv3.Compare(clientv3.LeaseValue(f.ownerKey), "=", int64(f.lease)))
+	}
+	return cmps
+}
+
+// heldBy reports whether the owner key read (nil: none) is this fence's.
+func (f *fence) heldBy(owner *mvccpb.KeyValue) bool {
+	return owner != nil && owner.CreateRevision == f.term && (f.lease == 0 || clientv3.LeaseID(owner.Lease) == f.lease)
 }
 
 // save is the read-compare-swap loop behind every save.
@@ -211,7 +230,7 @@ func (c *Catalog) save(ctx context.Context, pchannel string, checkpoint wal.Mess
 		cmps := []clientv3.Cmp{cmp}
 		reads := []clientv3.Op{clientv3.OpGet(key)}
 		if f != nil {
-			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(f.ownerKey), "=", f.term))
+			cmps = append(cmps, f.holds()...)
 			reads = append(reads, clientv3.OpGet(f.ownerKey))
 		}
 		resp, err := c.client.Txn(ctx).If(cmps...).Then(clientv3.OpPut(key, string(val))).Else(reads...).Commit()
@@ -291,7 +310,7 @@ func (c *Catalog) read(ctx context.Context, pchannel, key string, f *fence) (hin
 func (c *Catalog) judgeReads(pchannel, key string, f *fence, reads []*etcdserverpb.ResponseOp) (hint, error) {
 	if f != nil {
 		owner := reads[1].GetResponseRange().GetKvs()
-		if len(owner) == 0 || owner[0].CreateRevision != f.term {
+		if len(owner) == 0 || !f.heldBy(owner[0]) {
 			fe := &FencedError{PChannel: pchannel, Term: uint64(f.term)}
 			if len(owner) > 0 {
 				fe.OwnerTerm = uint64(owner[0].CreateRevision)

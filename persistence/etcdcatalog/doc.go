@@ -31,9 +31,11 @@
 // bound to the session's lease, created in one transaction. Its create
 // revision is the owner's term, larger for every new owner. The returned
 // *Owned is a persistence.Catalog for that pchannel alone: every save is
-// conditioned, in its transaction, on the owner key still carrying that term,
-// and stores the term in the record; a stored record with a higher term also
-// refuses it. A writer that lost ownership gets an error wrapping
+// conditioned, in its transaction, on the owner key still carrying that term
+// and that lease, and stores the term in the record; a stored record with a
+// higher term also refuses it. The lease matters once etcd's data has been
+// wiped or restored from a backup: revisions, and so terms, are handed out
+// again, and a stale owner may hold the very term of the new one. A writer that lost ownership gets an error wrapping
 // persistence.ErrFenced (a *FencedError) and nothing is written, so two nodes
 // that both believe they own a pchannel cannot both write it, nor regress it.
 // Owned.Done is closed as soon as ownership is known lost (session ended,

@@ -3,6 +3,8 @@ package etcdcatalog
 import (
 	"context"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/lowwater/lowwater/wal"
 )
 
@@ -13,4 +15,9 @@ func SetAfterPage(c *Catalog, f func(page int)) { c.afterPage = f }
 // process knows about ownership: it exercises the fence inside etcd alone.
 func SaveFenced(ctx context.Context, c *Catalog, pchannel string, checkpoint wal.MessageID, term int64) error {
 	return c.save(ctx, pchannel, checkpoint, &fence{ownerKey: c.keys.owner(pchannel), term: term})
+}
+
+// SaveFencedAs is SaveFenced for an owner holding lease too.
+func SaveFencedAs(ctx context.Context, c *Catalog, pchannel string, checkpoint wal.MessageID, term int64, lease clientv3.LeaseID) error {
+	return c.save(ctx, pchannel, checkpoint, &fence{ownerKey: c.keys.owner(pchannel), term: term, lease: lease})
 }

@@ -72,6 +72,8 @@ func (e *FencedError) Error() string {
 		return msg + ": " + e.Cause.Error()
 	case e.StoredTerm != 0:
 		return msg + fmt.Sprintf(": stored record has term %d", e.StoredTerm)
+	case e.OwnerTerm == e.Term:
+		return msg + fmt.Sprintf(": owned at term %d under another lease (etcd handed the term out again: its data was wiped or restored)", e.OwnerTerm)
 	case e.OwnerTerm != 0:
 		return msg + fmt.Sprintf(": owned at term %d", e.OwnerTerm)
 	default:
@@ -190,6 +192,7 @@ type Owned struct {
 	pchannel string
 	ownerKey string
 	term     int64
+	lease    clientv3.LeaseID // the session's, which the owner key carries
 
 	closed atomic.Bool
 
@@ -216,6 +219,7 @@ func (c *Catalog) newOwned(ctx context.Context, pchannel, key string, session *c
 		pchannel:  pchannel,
 		ownerKey:  key,
 		term:      term,
+		lease:     session.Lease(),
 		lost:      make(chan struct{}),
 		ctx:       ownedCtx,
 		endCtx:    endCtx,
@@ -227,7 +231,7 @@ func (c *Catalog) newOwned(ctx context.Context, pchannel, key string, session *c
 		c.mu.Unlock()
 		cancel()
 		endCtx(persistence.ErrClosed)
-		_ = c.deleteOwner(ctx, key, term) // best effort: the lease ends it anyway
+		_ = c.deleteOwner(ctx, o.fence()) // best effort: the lease ends it anyway
 		return nil, persistence.ErrClosed
 	}
 	c.owned[o] = struct{}{}
@@ -237,13 +241,18 @@ func (c *Catalog) newOwned(ctx context.Context, pchannel, key string, session *c
 	return o, nil
 }
 
-// deleteOwner deletes the owner key if it still carries term.
-func (c *Catalog) deleteOwner(ctx context.Context, key string, term int64) error {
+// deleteOwner deletes the owner key if it is still f's.
+func (c *Catalog) deleteOwner(ctx context.Context, f *fence) error {
 	_, err := c.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", term)).
-		Then(clientv3.OpDelete(key)).
+		If(f.holds()...).
+		Then(clientv3.OpDelete(f.ownerKey)).
 		Commit()
 	return err
+}
+
+// fence is what a write of this owner compares: its term and its lease.
+func (o *Owned) fence() *fence {
+	return &fence{ownerKey: o.ownerKey, term: o.term, lease: o.lease}
 }
 
 // PChannel returns the owned pchannel.
@@ -299,7 +308,7 @@ func (o *Owned) watch(ctx context.Context, rev int64) {
 	for {
 		for wr := range o.c.client.Watch(ctx, o.ownerKey, clientv3.WithRev(rev)) {
 			for _, ev := range wr.Events {
-				if ev.Type == mvccpb.DELETE || ev.Kv.CreateRevision != o.term {
+				if ev.Type == mvccpb.DELETE || !o.fence().heldBy(ev.Kv) {
 					o.lose(ErrOwnerChanged)
 					return
 				}
@@ -324,7 +333,7 @@ func (o *Owned) watch(ctx context.Context, rev int64) {
 			// was fenced in any case.
 			o.lose(fmt.Errorf("etcdcatalog: re-reading owner key: %w", err))
 			return
-		case len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != o.term:
+		case len(resp.Kvs) == 0 || !o.fence().heldBy(resp.Kvs[0]):
 			o.lose(ErrOwnerChanged)
 			return
 		}
@@ -343,7 +352,7 @@ func (o *Owned) Release(ctx context.Context) error {
 	if o.c.closed.Load() {
 		return persistence.ErrClosed
 	}
-	if err := o.c.deleteOwner(ctx, o.ownerKey, o.term); err != nil {
+	if err := o.c.deleteOwner(ctx, o.fence()); err != nil {
 		return fmt.Errorf("etcdcatalog: release %q: %w", o.pchannel, err)
 	}
 	return nil
@@ -397,7 +406,7 @@ func (o *Owned) Save(ctx context.Context, pchannel string, checkpoint wal.Messag
 	if err := o.Err(); err != nil {
 		return &FencedError{PChannel: pchannel, Term: uint64(o.term), Cause: err}
 	}
-	err := o.c.save(ctx, pchannel, checkpoint, &fence{ownerKey: o.ownerKey, term: o.term})
+	err := o.c.save(ctx, pchannel, checkpoint, o.fence())
 	var fe *FencedError
 	if errors.As(err, &fe) {
 		o.lose(ErrOwnerChanged)

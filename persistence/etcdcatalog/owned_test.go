@@ -303,3 +303,28 @@ func TestOwnRejectsBadArguments(t *testing.T) {
 	require.ErrorIs(t, err, persistence.ErrInvalidArgument)
 	require.False(t, errors.Is(err, etcdcatalog.ErrOwned))
 }
+
+// The fence holds when etcd hands out a term again. A term is the owner
+// key's create revision, which etcd reuses after its data is wiped or
+// restored from a backup: a stale owner can then hold the very term of the
+// new one, and its saves passed the fence. The owner's lease tells them
+// apart. Here the stale owner is played by a session of its own that saves
+// with the new owner's term.
+func TestFenceHoldsWhenATermIsHandedOutAgain(t *testing.T) {
+	eps := etcdtest.Start(t)
+	stale, owner := newNode(t, eps), newNode(t, eps)
+	o := own(t, owner, "p")
+	require.NoError(t, o.Save(ctxT(t), "p", wal.KafkaID(50)))
+
+	term := int64(o.Term())
+	err := etcdcatalog.SaveFencedAs(ctxT(t), stale.cat, "p", wal.KafkaID(200), term, stale.session.Lease())
+	fe := requireFenced(t, err)
+	require.Equal(t, o.Term(), fe.OwnerTerm)
+	require.Contains(t, fe.Error(), "under another lease")
+	got, err := owner.cat.Load(ctxT(t), "p")
+	require.NoError(t, err)
+	require.Equal(t, wal.KafkaID(50), got, "the stale owner's save landed")
+
+	require.NoError(t, etcdcatalog.SaveFencedAs(ctxT(t), stale.cat, "p", wal.KafkaID(60), term, owner.session.Lease()))
+	require.NoError(t, o.Save(ctxT(t), "p", wal.KafkaID(70)))
+}
