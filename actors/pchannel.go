@@ -782,8 +782,12 @@ func (p *pchannel) becomeStopped() {
 		switch {
 		case err != nil:
 			ev.Reason = err // whether it was saved cannot be told
-		case sp.fenced && !errors.Is(ev.Reason, persistence.ErrFenced):
+		case sp.fenced && ev.Reason == nil:
 			ev.Reason = persistence.ErrFenced // the persister learned it first
+		case sp.fenced && !errors.Is(ev.Reason, persistence.ErrFenced):
+			// The persister was fenced too: both hold, the ownership's
+			// cause (say, its session ended) kept.
+			ev.Reason = fmt.Errorf("%w: %w", persistence.ErrFenced, ev.Reason)
 		case ev.Reason == nil:
 			ev.Reason = messages.ErrFlushTimeout
 		}
