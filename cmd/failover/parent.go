@@ -193,7 +193,7 @@ func (p *parent) run(ctx context.Context) (int, error) {
 		each = append(each, name+" "+ms(d).String())
 	}
 	p.printf("takeover: node A's pchannels saving again on node B %v after node A's death (%s)", ms(takeover), strings.Join(each, ", "))
-	p.printf("         (node A's lease outlived it by up to the %ds TTL: keep-alives renew it every TTL/3, and etcd revokes expired leases every 500ms)", ttl)
+	p.printf("         (node A's lease outlived it by up to the %ds TTL, or etcd's minimum TTL if larger, 2s with its default election timeout: keep-alives renew it every TTL/3, and etcd revokes expired leases every 500ms)", ttl)
 
 	p.printf("running for %v more", cfg.after)
 	if err := pause(ctx, cfg.after); err != nil {
