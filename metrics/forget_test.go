@@ -64,6 +64,12 @@ func TestForgetWinsOverLateEvents(t *testing.T) {
 			}
 			back := run("moved-0", 100_000) // moved back here: counted again
 			defer func() { require.NoError(t, system.Root.PoisonFuture(back).Wait()) }()
+			// An update is answered during recovery: wait for Recovered to
+			// be published, so that the sentinel below comes after it.
+			require.Eventually(t, func() bool {
+				st, err := actors.GetState(ctxtest.Within(testBound), system.Root, back)
+				return err == nil && st.Recovered
+			}, testBound, tick, "the pchannel that came back did not recover")
 
 			// The collector has caught up once the event published last
 			// has been counted.
