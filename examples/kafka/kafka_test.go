@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -167,7 +168,15 @@ func TestConfigRejected(t *testing.T) {
 func TestStopWithTheCatalogDownFails(t *testing.T) {
 	brokers := cluster(t, 1)
 	dir := t.TempDir()
-	catalog := faultinject.Wrap(persistence.NewMemory())
+	// failed closes on the first save the catalog, down, refuses: a rise
+	// of the minimum that the stop will find unsaved.
+	failed := make(chan struct{})
+	var once sync.Once
+	catalog := faultinject.Wrap(persistence.NewMemory(), faultinject.WithOnSave(func(_ string, _ wal.MessageID, err error) {
+		if errors.Is(err, faultinject.ErrInjected) {
+			once.Do(func() { close(failed) })
+		}
+	}))
 	ready := make(chan struct{})
 	cfg := Config{
 		Brokers: brokers, Topic: testTopic, Partitions: 1, VChannels: 2,
@@ -184,14 +193,11 @@ func TestStopWithTheCatalogDownFails(t *testing.T) {
 		t.Fatal("the node never got ready")
 	}
 	catalog.SetDown(true)
-	before := catalog.Calls(faultinject.OpSave)
 	produce(t, brokers, make([]int64, 1), 0, 50)
-	deadline := time.Now().Add(20 * time.Second)
-	for catalog.Calls(faultinject.OpSave) == before { // a rise of the minimum, failing to save
-		if time.Now().After(deadline) {
-			t.Fatal("no save was attempted after the records came")
-		}
-		time.Sleep(5 * time.Millisecond)
+	select {
+	case <-failed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("no save was attempted after the records came")
 	}
 	cancel()
 	select {
