@@ -49,7 +49,11 @@ type Plan struct {
 	// back off. Invariant: once set, it stays set.
 	flushing bool
 
-	backoff     backoff.BackOff
+	backoff backoff.BackOff
+	// backedOff is set once the backoff has given an interval since it was
+	// last reset: a success resets it only then, so that the common case,
+	// a save that succeeds at once, never touches it.
+	backedOff   bool
 	minInterval time.Duration
 }
 
@@ -94,7 +98,7 @@ func (p *Plan) Succeeded() Step {
 	p.raiseFloor(p.inFlight)
 	p.inFlight = nil
 	p.attempt = 0
-	p.backoff.Reset()
+	p.resetBackoff()
 	if p.minInterval > 0 && !p.flushing {
 		p.waiting = true
 		return Step{Wait: p.minInterval}
@@ -107,6 +111,7 @@ func (p *Plan) Succeeded() Step {
 func (p *Plan) Failed() Step {
 	p.inFlight = nil
 	p.waiting = true
+	p.backedOff = true
 	wait := p.backoff.NextBackOff()
 	if wait == backoff.Stop || wait <= 0 {
 		// A BackOff that gives up must not leave the checkpoint unsaved
@@ -123,8 +128,15 @@ func (p *Plan) Adopt(stored wal.MessageID) Step {
 	p.raiseFloor(stored)
 	p.inFlight = nil
 	p.attempt = 0
-	p.backoff.Reset()
+	p.resetBackoff()
 	return p.next()
+}
+
+func (p *Plan) resetBackoff() {
+	if p.backedOff {
+		p.backoff.Reset()
+		p.backedOff = false
+	}
 }
 
 // Fence records that this writer lost the pchannel: no save starts again.

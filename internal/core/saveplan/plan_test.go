@@ -72,6 +72,17 @@ func TestRetrySavesLatestAfterBackoff(t *testing.T) {
 	require.Equal(t, 0, p.Attempt())
 	require.Equal(t, Step{Save: k(3)}, p.Offer(k(3)))
 	require.Equal(t, Step{Wait: 10 * time.Millisecond}, p.Failed(), "a success resets the backoff")
+	require.Equal(t, Step{Wait: 20 * time.Millisecond}, func() Step { p.TimerFired(); return p.Failed() }())
+	require.Equal(t, Step{Save: k(3)}, p.TimerFired())
+	require.Equal(t, Step{}, p.Succeeded())
+	require.Equal(t, Step{Save: k(4)}, p.Offer(k(4)))
+	require.Equal(t, Step{}, p.Succeeded(), "a success at the first attempt")
+	require.Equal(t, Step{Save: k(5)}, p.Offer(k(5)))
+	require.Equal(t, Step{Wait: 10 * time.Millisecond}, p.Failed(), "still from the start after successes in a row")
+	require.Equal(t, Step{Save: k(5)}, p.TimerFired())
+	require.Equal(t, Step{}, p.Adopt(k(6)))
+	require.Equal(t, Step{Save: k(7)}, p.Offer(k(7)))
+	require.Equal(t, Step{Wait: 10 * time.Millisecond}, p.Failed(), "adopting a stored value resets the backoff too")
 }
 
 func TestAdoptStoredAhead(t *testing.T) {
