@@ -68,6 +68,9 @@ type callDone struct {
 	value   wal.MessageID
 	err     error
 	latency time.Duration
+	// ended is when the call returned: the time of the event that
+	// publishes a save's success, which reads the clock no second time.
+	ended time.Time
 }
 
 // startCall runs fn(arg) off the mailbox, bounded by timeout, and sends its
@@ -94,7 +97,8 @@ func (k *call) run() task {
 	}
 	v, err := guard(&k.ctx, k.op, k.fn, k.arg)
 	k.ctx.cancel(context.Canceled)
-	k.result = callDone{seq: k.seq, value: v, err: err, latency: time.Since(k.ctx.began)}
+	ended := time.Now()
+	k.result = callDone{seq: k.seq, value: v, err: err, latency: ended.Sub(k.ctx.began), ended: ended}
 	if k.inbox == nil {
 		k.root.Send(k.self, &k.result)
 		k.finish()

@@ -29,8 +29,9 @@ import (
 //     actor that asks for it (drainWatcher) is handed mailboxDrained, on
 //     the mailbox goroutine like any message: it learns that the burst it
 //     is in has been applied.
-//  4. A bare UpdateCheckpoint goes straight to the pchannel
-//     (directUpdater), where protoactor's dispatch would do nothing for it.
+//  4. The hot messages go straight to the actor (directReceiver): a bare
+//     UpdateCheckpoint to the pchannel, a save's result to the persister,
+//     where protoactor's dispatch would do nothing for them.
 type mailbox struct {
 	user mpsc
 
@@ -58,7 +59,14 @@ type mailbox struct {
 	pool *pool
 	// root answers a request whose handler panicked (answerPanicked).
 	root *actor.RootContext
-	// direct allows directUpdater: the system records no per-message
+	// inc is what the current incarnation takes part in, looked up once
+	// per incarnation (learn) rather than on every run: the look-up reads
+	// the actor context, which with thousands of actors is a cache miss
+	// per run, and the direct path otherwise never touches it. Only the
+	// goroutine running the mailbox uses it.
+	inc   incarnation
+	known bool
+	// direct allows directReceiver: the system records no per-message
 	// metrics, and the actor has no middleware, that it would skip.
 	direct bool
 }
@@ -229,7 +237,9 @@ func (m *mailbox) run() {
 		}
 	}()
 	i, t := 0, m.dispatcher.Throughput()
-	direct, closer := m.incarnation()
+	if !m.known {
+		m.learn()
+	}
 	for {
 		if m.after != nil {
 			return // let the mailbox go first (drain)
@@ -251,7 +261,7 @@ func (m *mailbox) run() {
 				default:
 					m.invoker.InvokeSystemMessage(msg)
 					// A restart makes a new incarnation.
-					direct, closer = m.incarnation()
+					m.learn()
 				}
 				continue
 			}
@@ -263,8 +273,8 @@ func (m *mailbox) run() {
 		if msg, ok = m.user.pop(); !ok {
 			return
 		}
-		if u, isUpdate := msg.(*messages.UpdateCheckpoint); !isUpdate || direct == nil || !direct.updateDirect(u) {
-			if closer != nil && closer.closing() {
+		if m.inc.direct == nil || !m.inc.direct.receiveDirect(msg) {
+			if m.inc.closer != nil && m.inc.closer.closing() {
 				m.refuse(msg)
 			} else {
 				m.invoker.InvokeUserMessage(msg)
@@ -272,7 +282,9 @@ func (m *mailbox) run() {
 		}
 		if (i >= t || !m.user.ready()) && m.wantsDrained() {
 			msg = mailboxDrained{}
-			m.invoker.InvokeUserMessage(msg)
+			if m.inc.direct == nil || !m.inc.direct.receiveDirect(msg) {
+				m.invoker.InvokeUserMessage(msg)
+			}
 		}
 	}
 }
@@ -300,32 +312,47 @@ func (m *mailbox) refuse(msg any) {
 	m.root.Send(env.Sender, &actor.DeadLetterResponse{Target: self})
 }
 
-// directUpdater is an actor that applies a bare UpdateCheckpoint itself,
-// without protoactor's dispatch around it: the pchannel. An update is the
-// hot path, and the dispatch (state and receive-timeout checks, a metrics
-// look-up, the envelope, the type switch) was a fifth of its cost. It is
-// bypassed only where it does nothing for such a message: the actor has
-// no middleware or context decorator (which alone could set it a receive
-// timeout: the pchannel never does), and the system has no metrics
-// provider. The actor declines once it stops, and protoactor decides.
-type directUpdater interface {
-	updateDirect(*messages.UpdateCheckpoint) bool
+// directReceiver is an actor that takes the messages of its hot path
+// itself, without protoactor's dispatch around them: the pchannel a bare
+// UpdateCheckpoint, the persister a save's result or a new minimum. That
+// dispatch (state and receive-timeout checks, a metrics look-up, the
+// envelope, the type switch, the interface checks) was a fifth of an
+// update and a tenth of a save. It is bypassed only where it does nothing
+// for such a message: the actor has no middleware or context decorator
+// (which alone could set it a receive timeout: neither actor ever does),
+// and the system has no metrics provider. An envelope (a message with a
+// sender) is never taken: only protoactor can answer its sender.
+type directReceiver interface {
+	// receiveDirect handles msg as Receive would and reports true, or
+	// declines: then protoactor dispatches it. An actor declines whatever
+	// it does not know, and everything once it stops, where protoactor's
+	// own handling of a stopped actor decides.
+	receiveDirect(msg any) bool
 }
 
-// incarnation returns the current incarnation as a directUpdater, if it is
-// one and may be, and as a closer, if it is one: one look-up for both,
-// once per run and after each system message.
-func (m *mailbox) incarnation() (directUpdater, closer) {
+// incarnation is the current incarnation as the mailbox serves it: each
+// field is nil if the actor is not one, or (direct) may not be.
+type incarnation struct {
+	direct  directReceiver
+	closer  closer
+	watcher drainWatcher
+	owner   mailboxOwner
+}
+
+// learn looks the current incarnation up.
+func (m *mailbox) learn() {
+	m.known = true
+	m.inc = incarnation{}
 	if m.context == nil {
-		return nil, nil
+		return
 	}
 	a := m.context.Actor()
-	c, _ := a.(closer)
-	if !m.direct {
-		return nil, c
+	m.inc.closer, _ = a.(closer)
+	m.inc.watcher, _ = a.(drainWatcher)
+	m.inc.owner, _ = a.(mailboxOwner)
+	if m.direct {
+		m.inc.direct, _ = a.(directReceiver)
 	}
-	d, _ := a.(directUpdater)
-	return d, c
 }
 
 // metered reports whether protoactor records per-message metrics in sys:
@@ -412,14 +439,11 @@ func (w wake) run() task {
 type mailboxOwner interface{ ownMailbox(*mailbox) }
 
 func (m *mailbox) wantsDrained() bool {
-	if m.context == nil || m.suspended.Load() {
+	w := m.inc.watcher
+	if w == nil || m.suspended.Load() || !w.wantsDrained() {
 		return false
 	}
-	w, ok := m.context.Actor().(drainWatcher)
-	if !ok || !w.wantsDrained() {
-		return false
-	}
-	if o, ok := w.(mailboxOwner); ok {
+	if o := m.inc.owner; o != nil {
 		o.ownMailbox(m)
 	}
 	return true

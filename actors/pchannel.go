@@ -392,16 +392,25 @@ func (p *pchannel) handOn() {
 	p.handed = p.spawn.handOn(handedOn{tracker: p.tracker, status: p.status, persisted: p.persistedBefore})
 }
 
-// updateDirect is the mailbox's way to apply an UpdateCheckpoint sent
-// without a sender, as Receive would, without protoactor's dispatch
-// around it (see mailbox.run). It declines (false) once the pchannel
-// stops, where protoactor's own handling of a stopped actor decides.
-func (p *pchannel) updateDirect(m *messages.UpdateCheckpoint) bool {
+// receiveDirect takes an UpdateCheckpoint sent without a sender, and the
+// hand-over of a rise to the persister, as Receive would, without
+// protoactor's dispatch around them (see directReceiver).
+func (p *pchannel) receiveDirect(msg any) bool {
 	if p.phase >= stopping {
 		return false
 	}
-	_ = p.update(m)
-	return true
+	switch m := msg.(type) {
+	case *messages.UpdateCheckpoint:
+		_ = p.update(m)
+		return true
+	case mailboxDrained:
+		if p.phase != running || p.mailbox == nil || p.persisterInbox == nil {
+			return false
+		}
+		p.handOver(nil)
+		return true
+	}
+	return false
 }
 
 // applied finishes a single command: reply, events, persister.
@@ -577,9 +586,14 @@ func (p *pchannel) notifyPersister(ctx actor.Context) {
 // straight to the persister's mailbox, which this goroutine then runs, if
 // it is idle, once it has let go of this one (runAfter), rather than
 // waking another goroutine for it.
+//
+// ctx may be nil when both mailboxes are known (receiveDirect).
 func (p *pchannel) handOver(ctx actor.Context) {
 	ev := p.pendingAdvance
-	if ev == nil || p.mailbox == nil || p.persisterInbox == nil {
+	if ev == nil {
+		return
+	}
+	if p.mailbox == nil || p.persisterInbox == nil {
 		p.notifyPersister(ctx)
 		return
 	}

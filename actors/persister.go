@@ -56,6 +56,9 @@ type persister struct {
 	overdueSeq uint64
 	// flushWaiter is the graceful stop waiting for flushed.
 	flushWaiter *actor.PID
+	// over is set by Stopping or Restarting: this incarnation takes no
+	// more messages of its own (receiveDirect).
+	over bool
 }
 
 // overdueCheck is the watchdog's message: see persister.overdue.
@@ -114,6 +117,48 @@ func persisterProps(cfg *config, status *saveStatus) (props *actor.Props, inbox 
 
 func (s *persister) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
+	case *flushRequest:
+		s.flushWaiter = ctx.Sender()
+		s.do(s.plan.Flush())
+		s.answerFlush()
+	case *actor.Started:
+		s.self, s.parent = ctx.Self(), ctx.Parent()
+		s.root, s.events = ctx.ActorSystem().Root, ctx.ActorSystem().EventStream
+		s.saveFn = s.catalogSave
+		s.inbox = *s.inboxRef
+		s.plan = saveplan.New(s.status.load().persisted, &lazyBackoff{schedule: &s.cfg.backoff}, s.cfg.minInterval)
+	case *actor.Stopping, *actor.Restarting:
+		s.over = true
+		stopTimer(s.timer)
+		stopTimer(s.watchdog)
+		k := s.save
+		if k.end(s.cfg, "Save") && s.cfg.counters != nil {
+			s.cfg.counters.savesInFlight.Add(-1) // it never ran
+		}
+		s.save = nil
+		if res, ok := k.joined(); ok && res.err == nil && s.plan.InFlight() != nil {
+			// The catalog acknowledged the save before it was joined, and
+			// its result had no turn in the mailbox: it is durable all the
+			// same, and Stopped must not call it dropped.
+			value, attempt := s.plan.InFlight(), s.plan.Attempt()
+			s.plan.Succeeded()
+			s.report()
+			publish(s.events, s.cfg.logger, &messages.CheckpointPersisted{Header: messages.Header{PChannel: s.cfg.pchannel, At: res.ended},
+				Value: value, Attempts: attempt, Latency: res.latency})
+		}
+		s.report()
+	default:
+		s.receiveDirect(m)
+	}
+}
+
+// receiveDirect takes the persister's own messages, from Receive or
+// straight from the mailbox (see directReceiver).
+func (s *persister) receiveDirect(msg any) bool {
+	if s.over {
+		return false
+	}
+	switch m := msg.(type) {
 	case *messages.MinimumAdvanced:
 		// Rises sent to a crashed predecessor wait in the mailbox and
 		// reach the restarted persister first; the offer behind them is
@@ -134,35 +179,10 @@ func (s *persister) Receive(ctx actor.Context) {
 		}
 	case overdueCheck:
 		s.overdue()
-	case *flushRequest:
-		s.flushWaiter = ctx.Sender()
-		s.do(s.plan.Flush())
-		s.answerFlush()
-	case *actor.Started:
-		s.self, s.parent = ctx.Self(), ctx.Parent()
-		s.root, s.events = ctx.ActorSystem().Root, ctx.ActorSystem().EventStream
-		s.saveFn = s.catalogSave
-		s.inbox = *s.inboxRef
-		s.plan = saveplan.New(s.status.load().persisted, &lazyBackoff{schedule: &s.cfg.backoff}, s.cfg.minInterval)
-	case *actor.Stopping, *actor.Restarting:
-		stopTimer(s.timer)
-		stopTimer(s.watchdog)
-		k := s.save
-		if k.end(s.cfg, "Save") && s.cfg.counters != nil {
-			s.cfg.counters.savesInFlight.Add(-1) // it never ran
-		}
-		s.save = nil
-		if res, ok := k.joined(); ok && res.err == nil && s.plan.InFlight() != nil {
-			// The catalog acknowledged the save before it was joined, and
-			// its result had no turn in the mailbox: it is durable all the
-			// same, and Stopped must not call it dropped.
-			value, attempt := s.plan.InFlight(), s.plan.Attempt()
-			s.plan.Succeeded()
-			s.report()
-			publish(s.events, s.cfg.logger, &messages.CheckpointPersisted{Header: newHeader(s.cfg.pchannel), Value: value, Attempts: attempt, Latency: res.latency})
-		}
-		s.report()
+	default:
+		return false
 	}
+	return true
 }
 
 // lazyBackoff builds its schedule's BackOff on the first failure: most
@@ -286,7 +306,8 @@ func (s *persister) saved(m *callDone) {
 	if m.err == nil {
 		step = s.plan.Succeeded()
 		s.report()
-		publish(s.events, s.cfg.logger, &messages.CheckpointPersisted{Header: newHeader(s.cfg.pchannel), Value: m.value, Attempts: attempt, Latency: m.latency})
+		publish(s.events, s.cfg.logger, &messages.CheckpointPersisted{Header: messages.Header{PChannel: s.cfg.pchannel, At: m.ended},
+			Value: m.value, Attempts: attempt, Latency: m.latency})
 	} else {
 		step = s.saveFailed(m, attempt)
 	}
