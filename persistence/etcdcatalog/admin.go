@@ -26,6 +26,10 @@ func (c *Catalog) Delete(ctx context.Context, pchannel string) error {
 	if pchannel == "" {
 		return fmt.Errorf("etcdcatalog: %w: empty pchannel name", persistence.ErrInvalidArgument)
 	}
+	if err := c.acquire(ctx, "delete", pchannel); err != nil {
+		return err
+	}
+	defer c.release()
 	key := c.keys.checkpoint(pchannel)
 	if _, err := c.client.Delete(ctx, key); err != nil {
 		return fmt.Errorf("etcdcatalog: delete %q: %w", pchannel, err)
@@ -68,6 +72,10 @@ func (o *Owned) Delete(ctx context.Context, pchannel string) error {
 // the record if neither changed meanwhile; a change means another writer
 // succeeded, and the loop judges again.
 func (o *Owned) delete(ctx context.Context, pchannel string) error {
+	if err := o.c.acquire(ctx, "delete", pchannel); err != nil {
+		return err
+	}
+	defer o.c.release()
 	key := o.c.keys.checkpoint(pchannel)
 	f := o.fence()
 	for {

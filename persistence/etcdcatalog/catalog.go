@@ -31,6 +31,9 @@ type Catalog struct {
 
 	closed atomic.Bool
 
+	// calls holds a token per call in flight (WithMaxConcurrentCalls).
+	calls chan struct{}
+
 	mu sync.Mutex
 	// hints remembers, per checkpoint key, the record last read or written,
 	// so that a save usually needs one round trip. A stale hint only costs
@@ -99,8 +102,28 @@ func newCatalog(client *clientv3.Client, own bool, o options) *Catalog {
 		pageSize:  o.pageSize,
 		hints:     make(map[string]hint),
 		owned:     make(map[*Owned]struct{}),
+		calls:     make(chan struct{}, o.maxCalls),
 	}
 }
+
+// acquire waits for a call slot (WithMaxConcurrentCalls) until ctx ends;
+// release gives it back.
+func (c *Catalog) acquire(ctx context.Context, op, pchannel string) error {
+	select {
+	case c.calls <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case c.calls <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("etcdcatalog: %s %q: waiting for one of %d calls in flight to end: %w",
+			op, pchannel, cap(c.calls), context.Cause(ctx))
+	}
+}
+
+func (c *Catalog) release() { <-c.calls }
 
 // Client returns the etcd client the catalog uses.
 func (c *Catalog) Client() *clientv3.Client { return c.client }
@@ -113,6 +136,10 @@ func (c *Catalog) Load(ctx context.Context, pchannel string) (wal.MessageID, err
 	if pchannel == "" {
 		return nil, fmt.Errorf("etcdcatalog: %w: empty pchannel name", persistence.ErrInvalidArgument)
 	}
+	if err := c.acquire(ctx, "load", pchannel); err != nil {
+		return nil, err
+	}
+	defer c.release()
 	key := c.keys.checkpoint(pchannel)
 	resp, err := c.client.Get(ctx, key)
 	if err != nil {
@@ -197,6 +224,10 @@ func (f *fence) heldBy(owner *mvccpb.KeyValue) bool {
 // succeeded, so the loop makes progress; it ends when the value is written,
 // found equal, found ahead, fenced, or ctx ends.
 func (c *Catalog) save(ctx context.Context, pchannel string, checkpoint wal.MessageID, f *fence) error {
+	if err := c.acquire(ctx, "save", pchannel); err != nil {
+		return err
+	}
+	defer c.release()
 	key := c.keys.checkpoint(pchannel)
 	h, fresh := c.hint(key), false
 	for {

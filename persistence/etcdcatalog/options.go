@@ -13,6 +13,9 @@ const (
 	// DefaultPageSize is the number of keys LoadAll reads per request
 	// without WithPageSize.
 	DefaultPageSize = 10000
+	// DefaultMaxConcurrentCalls is how many per-pchannel calls a catalog
+	// has in flight at most without WithMaxConcurrentCalls.
+	DefaultMaxConcurrentCalls = 512
 )
 
 // Option configures a Catalog.
@@ -25,10 +28,11 @@ func (f optionFunc) apply(o *options) { f(o) }
 type options struct {
 	prefix   string
 	pageSize int64
+	maxCalls int
 }
 
 func buildOptions(opts []Option) (options, error) {
-	o := options{prefix: DefaultPrefix, pageSize: DefaultPageSize}
+	o := options{prefix: DefaultPrefix, pageSize: DefaultPageSize, maxCalls: DefaultMaxConcurrentCalls}
 	for _, opt := range opts {
 		if opt != nil {
 			opt.apply(&o)
@@ -41,6 +45,10 @@ func buildOptions(opts []Option) (options, error) {
 	if o.pageSize <= 0 {
 		return options{}, fmt.Errorf("etcdcatalog: %w: page size %d must be positive",
 			persistence.ErrInvalidArgument, o.pageSize)
+	}
+	if o.maxCalls <= 0 {
+		return options{}, fmt.Errorf("etcdcatalog: %w: at most %d concurrent calls: must be positive",
+			persistence.ErrInvalidArgument, o.maxCalls)
 	}
 	return o, nil
 }
@@ -56,4 +64,21 @@ func WithPrefix(prefix string) Option {
 // consistent snapshot whatever the page size.
 func WithPageSize(n int) Option {
 	return optionFunc(func(o *options) { o.pageSize = int64(n) })
+}
+
+// WithMaxConcurrentCalls bounds the calls of single pchannels that the
+// catalog has in flight at once (default DefaultMaxConcurrentCalls): Load,
+// Save, Delete, and Own's claim, whether through an Owned or not. A call
+// past the bound waits its turn, within its own context; one whose
+// context ends first fails with its cause and sends nothing.
+//
+// Every pchannel saves on its own, so a node with many of them would
+// otherwise send etcd one request per pchannel at once. Past some tens of
+// thousands, requests queued in the client and the server outlast the
+// save timeout; the retries pile onto the queue and few saves ever land.
+// Waiting here instead, a save that times out has cost etcd nothing.
+// LoadAll and the calls of a Batcher's own transactions (bounded by
+// WithMaxInFlight) do not count.
+func WithMaxConcurrentCalls(n int) Option {
+	return optionFunc(func(o *options) { o.maxCalls = n })
 }

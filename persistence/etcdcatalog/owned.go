@@ -125,13 +125,9 @@ func (c *Catalog) own(ctx context.Context, pchannel string, session *concurrency
 	key := c.keys.owner(pchannel)
 	lease := session.Lease()
 	for {
-		resp, err := c.client.Txn(ctx).
-			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-			Then(clientv3.OpPut(key, strconv.FormatInt(int64(lease), 16), clientv3.WithLease(lease))).
-			Else(clientv3.OpGet(key)).
-			Commit()
+		resp, err := c.claim(ctx, pchannel, key, lease)
 		if err != nil {
-			return nil, fmt.Errorf("etcdcatalog: own %q: %w", pchannel, causeOf(ctx, err))
+			return nil, err
 		}
 		if resp.Succeeded {
 			return c.newOwned(ctx, pchannel, key, session, resp.Header.Revision, resp.Header.Revision+1)
@@ -150,6 +146,24 @@ func (c *Catalog) own(ctx context.Context, pchannel string, session *concurrency
 			return nil, fmt.Errorf("etcdcatalog: own %q: %w", pchannel, causeOf(ctx, err))
 		}
 	}
+}
+
+// claim puts the owner key of pchannel under lease unless it exists, in a
+// call slot: Own's wait for another owner to go holds none.
+func (c *Catalog) claim(ctx context.Context, pchannel, key string, lease clientv3.LeaseID) (*clientv3.TxnResponse, error) {
+	if err := c.acquire(ctx, "own", pchannel); err != nil {
+		return nil, err
+	}
+	defer c.release()
+	resp, err := c.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, strconv.FormatInt(int64(lease), 16), clientv3.WithLease(lease))).
+		Else(clientv3.OpGet(key)).
+		Commit()
+	if err != nil {
+		return nil, fmt.Errorf("etcdcatalog: own %q: %w", pchannel, causeOf(ctx, err))
+	}
+	return resp, nil
 }
 
 // causeOf prefers the reason ctx was cancelled (the session ended) to the

@@ -1,0 +1,195 @@
+package etcdcatalog_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+	"google.golang.org/grpc"
+
+	"github.com/lowwater/lowwater/internal/testkit/etcdtest"
+	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/persistence/etcdcatalog"
+	"github.com/lowwater/lowwater/wal"
+)
+
+// txnGate holds every Txn the client sends until the test lets it go, and
+// records how many were held at once.
+type txnGate struct {
+	entered chan string // the method of each call held
+	release chan struct{}
+
+	mu       sync.Mutex
+	inFlight int
+	most     int
+}
+
+func newTxnGate() *txnGate {
+	return &txnGate{entered: make(chan string, 100), release: make(chan struct{})}
+}
+
+func (g *txnGate) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	if !strings.HasSuffix(method, "/Txn") {
+		return invoker(ctx, method, req, reply, cc, opts...)
+	}
+	g.mu.Lock()
+	g.inFlight++
+	g.most = max(g.most, g.inFlight)
+	g.mu.Unlock()
+	defer func() {
+		g.mu.Lock()
+		g.inFlight--
+		g.mu.Unlock()
+	}()
+	g.entered <- method
+	select {
+	case <-g.release:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return invoker(ctx, method, req, reply, cc, opts...)
+}
+
+func (g *txnGate) mostAtOnce() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.most
+}
+
+func (g *txnGate) waitEntered(t *testing.T) {
+	t.Helper()
+	select {
+	case <-g.entered:
+	case <-time.After(callTimeout):
+		t.Fatal("no Txn reached etcd within the call timeout")
+	}
+}
+
+func gatedCatalog(t *testing.T, eps []string, g *txnGate, opts ...etcdcatalog.Option) *etcdcatalog.Catalog {
+	t.Helper()
+	cfg := clientConfig(eps, nil)
+	cfg.DialOptions = []grpc.DialOption{grpc.WithChainUnaryInterceptor(g.intercept)}
+	c, err := etcdcatalog.Open(cfg, opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// Ten saves at once on a catalog bound to three calls: etcd never has more
+// than three of them, and every one lands.
+func TestConcurrentCallsAreBounded(t *testing.T) {
+	eps := etcdtest.Start(t)
+	g := newTxnGate()
+	c := gatedCatalog(t, eps, g, etcdcatalog.WithMaxConcurrentCalls(3))
+	const saves = 10
+	errs := make(chan error, saves)
+	for i := range saves {
+		go func() { errs <- c.Save(ctxT(t), fmt.Sprintf("p%d", i), wal.KafkaID(7)) }()
+	}
+	for range 3 {
+		g.waitEntered(t)
+	}
+	// One out, one in: with three held, the rest wait for a slot, not for
+	// etcd.
+	for range saves - 3 {
+		g.release <- struct{}{}
+		g.waitEntered(t)
+	}
+	for range 3 {
+		g.release <- struct{}{}
+	}
+	for range saves {
+		require.NoError(t, <-errs)
+	}
+	require.Equal(t, 3, g.mostAtOnce())
+	cli := newClient(t, eps)
+	for i := range saves {
+		rec, _ := rawRecord(t, cli, checkpointKey(fmt.Sprintf("p%d", i)))
+		require.Equal(t, wal.KafkaID(7), rec.Checkpoint)
+	}
+}
+
+// A save that finds no free slot before its deadline fails with the
+// deadline, and sends etcd nothing.
+func TestSaveWaitingForASlotEndsWithItsContext(t *testing.T) {
+	eps := etcdtest.Start(t)
+	g := newTxnGate()
+	c := gatedCatalog(t, eps, g, etcdcatalog.WithMaxConcurrentCalls(1))
+	held := make(chan error, 1)
+	go func() { held <- c.Save(ctxT(t), "held", wal.KafkaID(1)) }()
+	g.waitEntered(t)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	err := c.Save(ctx, "late", wal.KafkaID(1))
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorContains(t, err, `etcdcatalog: save "late": waiting for one of 1 calls in flight to end`)
+
+	g.release <- struct{}{}
+	require.NoError(t, <-held)
+	got, err := c.Load(ctxT(t), "late")
+	require.NoError(t, err)
+	require.Nil(t, got, "the save that timed out waiting wrote nothing")
+	require.Equal(t, 1, g.mostAtOnce())
+}
+
+// Own waiting for another session to let go holds no slot: the owner's
+// saves through the same catalog go on meanwhile.
+func TestOwnWaitingHoldsNoSlot(t *testing.T) {
+	eps := etcdtest.Start(t)
+	txns := make(chan struct{}, 100)
+	cfg := clientConfig(eps, nil)
+	cfg.DialOptions = []grpc.DialOption{grpc.WithChainUnaryInterceptor(
+		func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			if strings.HasSuffix(method, "/Txn") {
+				txns <- struct{}{}
+			}
+			return invoker(ctx, method, req, reply, cc, opts...)
+		})}
+	c, err := etcdcatalog.Open(cfg, etcdcatalog.WithMaxConcurrentCalls(1))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	sessions := make([]*concurrency.Session, 2)
+	for i := range sessions {
+		s, err := concurrency.NewSession(c.Client(), concurrency.WithTTL(10))
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = s.Close() })
+		sessions[i] = s
+	}
+	owner, err := c.Own(ctxT(t), "p", sessions[0])
+	require.NoError(t, err)
+	<-txns // the owner's claim
+	waiting, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	next := make(chan error, 1)
+	go func() {
+		o, err := c.Own(waiting, "p", sessions[1])
+		if err == nil {
+			_ = o.Close()
+		}
+		next <- err
+	}()
+	select {
+	case <-txns: // the second claim, refused: it waits for the owner to go
+	case <-time.After(callTimeout):
+		t.Fatal("the second Own sent no claim within the call timeout")
+	}
+	for v := int64(1); v <= 3; v++ {
+		require.NoError(t, owner.Save(ctxT(t), "p", wal.KafkaID(v)))
+	}
+	require.NoError(t, owner.Close())
+	require.NoError(t, <-next, "the waiting Own takes over once the owner lets go")
+}
+
+func TestMaxConcurrentCallsMustBePositive(t *testing.T) {
+	for _, n := range []int{0, -1} {
+		_, err := etcdcatalog.New(&clientv3.Client{}, etcdcatalog.WithMaxConcurrentCalls(n))
+		require.ErrorIs(t, err, persistence.ErrInvalidArgument, "n=%d", n)
+	}
+}
