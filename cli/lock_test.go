@@ -18,11 +18,22 @@ import (
 // when the caller's context ends (Ctrl-C, in cmd/lowwater), not only at
 // --lock-timeout. It used to sit out the whole --lock-timeout, deaf to both.
 func TestLockWaitEndsWithTheCommand(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "checkpoints.db")
+	dir := t.TempDir()
+	path := filepath.Join(dir, "checkpoints.db")
 	node, err := persistence.OpenBolt(path)
 	require.NoError(t, err)
 	defer node.Close()
 	require.NoError(t, node.Save(context.Background(), "p", wal.KafkaID(7)))
+	// A dump to restore from, made of another file: the node holds this one.
+	dump, other := filepath.Join(dir, "dump.json"), filepath.Join(dir, "other.db")
+	made, err := persistence.OpenBolt(other)
+	require.NoError(t, err)
+	require.NoError(t, made.Save(context.Background(), "p", wal.KafkaID(9)))
+	require.NoError(t, made.Close())
+	var stdout, stderr bytes.Buffer
+	code := cli.Main(context.Background(), []string{"--catalog", "bolt:" + other, "dump", dump},
+		func(string) string { return "" }, &stdout, &stderr)
+	require.Equal(t, cli.ExitOK, code, stderr.String())
 
 	run := func(ctx context.Context, args ...string) (int, string, time.Duration) {
 		var stdout, stderr bytes.Buffer
@@ -31,7 +42,7 @@ func TestLockWaitEndsWithTheCommand(t *testing.T) {
 			func(string) string { return "" }, &stdout, &stderr)
 		return code, stderr.String(), time.Since(began)
 	}
-	for _, cmd := range [][]string{{"list"}, {"set", "p", "kafka:9"}} {
+	for _, cmd := range [][]string{{"list"}, {"set", "p", "kafka:9"}, {"restore", dump}} {
 		code, stderr, took := run(context.Background(), append([]string{"--timeout", "300ms"}, cmd...)...)
 		require.Equal(t, cli.ExitFailed, code, stderr)
 		require.Contains(t, stderr, "waiting for the lock of "+path+": context deadline exceeded: --timeout 300ms passed")
@@ -48,8 +59,9 @@ func TestLockWaitEndsWithTheCommand(t *testing.T) {
 	}
 
 	// Past --lock-timeout the message names the lock holder, as before.
-	var stdout, stderr bytes.Buffer
-	code := cli.Main(context.Background(), []string{"--catalog", "bolt:" + path, "--lock-timeout", "250ms", "list"},
+	stdout.Reset()
+	stderr.Reset()
+	code = cli.Main(context.Background(), []string{"--catalog", "bolt:" + path, "--lock-timeout", "250ms", "list"},
 		func(string) string { return "" }, &stdout, &stderr)
 	require.Equal(t, cli.ExitFailed, code)
 	require.Contains(t, stderr.String(), "is locked by another process")
