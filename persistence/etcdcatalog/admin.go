@@ -26,7 +26,7 @@ func (c *Catalog) Delete(ctx context.Context, pchannel string) error {
 	if pchannel == "" {
 		return fmt.Errorf("etcdcatalog: %w: empty pchannel name", persistence.ErrInvalidArgument)
 	}
-	if err := c.acquire(ctx, "delete", pchannel); err != nil {
+	if err := c.acquire(ctx, "delete", pchannel, nil); err != nil {
 		return err
 	}
 	defer c.release()
@@ -58,7 +58,7 @@ func (o *Owned) Delete(ctx context.Context, pchannel string) error {
 		return err
 	}
 	if err := o.Err(); err != nil {
-		return &FencedError{PChannel: pchannel, Term: uint64(o.term), Cause: err}
+		return o.lostError(pchannel, err)
 	}
 	err := o.delete(ctx, pchannel)
 	var fe *FencedError
@@ -72,12 +72,12 @@ func (o *Owned) Delete(ctx context.Context, pchannel string) error {
 // the record if neither changed meanwhile; a change means another writer
 // succeeded, and the loop judges again.
 func (o *Owned) delete(ctx context.Context, pchannel string) error {
-	if err := o.c.acquire(ctx, "delete", pchannel); err != nil {
+	f := o.fence()
+	if err := o.c.acquire(ctx, "delete", pchannel, f); err != nil {
 		return err
 	}
 	defer o.c.release()
 	key := o.c.keys.checkpoint(pchannel)
-	f := o.fence()
 	for {
 		resp, err := o.c.client.Txn(ctx).Then(clientv3.OpGet(key), clientv3.OpGet(o.ownerKey)).Commit()
 		if err != nil {

@@ -33,6 +33,8 @@ type Catalog struct {
 
 	// calls holds a token per call in flight (WithMaxConcurrentCalls).
 	calls chan struct{}
+	// closing is closed by Close, for the calls waiting for a token.
+	closing chan struct{}
 
 	mu sync.Mutex
 	// hints remembers, per checkpoint key, the record last read or written,
@@ -103,24 +105,54 @@ func newCatalog(client *clientv3.Client, own bool, o options) *Catalog {
 		hints:     make(map[string]hint),
 		owned:     make(map[*Owned]struct{}),
 		calls:     make(chan struct{}, o.maxCalls),
+		closing:   make(chan struct{}),
 	}
 }
 
-// acquire waits for a call slot (WithMaxConcurrentCalls) until ctx ends;
-// release gives it back.
-func (c *Catalog) acquire(ctx context.Context, op, pchannel string) error {
+// acquire waits for a call slot (WithMaxConcurrentCalls) until ctx ends,
+// the catalog closes or, for a write of an owner (f), its ownership ends;
+// release gives it back. A call that was waiting when the catalog closed
+// or the ownership ended fails as one made afterwards would, and sends
+// nothing.
+func (c *Catalog) acquire(ctx context.Context, op, pchannel string, f *fence) error {
+	var lost <-chan struct{}
+	if f != nil && f.owner != nil {
+		lost = f.owner.lost
+	}
+	held := true
 	select {
 	case c.calls <- struct{}{}:
-		return nil
 	default:
+		select {
+		case c.calls <- struct{}{}:
+		case <-c.closing:
+			held = false
+		case <-lost:
+			held = false
+		case <-ctx.Done():
+			return fmt.Errorf("etcdcatalog: %s %q: waiting for one of %d calls in flight to end: %w",
+				op, pchannel, cap(c.calls), context.Cause(ctx))
+		}
 	}
-	select {
-	case c.calls <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("etcdcatalog: %s %q: waiting for one of %d calls in flight to end: %w",
-			op, pchannel, cap(c.calls), context.Cause(ctx))
+	err := c.over(pchannel, f)
+	if err != nil && held {
+		c.release()
 	}
+	return err
+}
+
+// over is the error of a call made now, if the catalog is closed or the
+// owner of f has lost the pchannel.
+func (c *Catalog) over(pchannel string, f *fence) error {
+	if c.closed.Load() {
+		return persistence.ErrClosed
+	}
+	if f != nil && f.owner != nil {
+		if err := f.owner.Err(); err != nil {
+			return f.owner.lostError(pchannel, err)
+		}
+	}
+	return nil
 }
 
 func (c *Catalog) release() { <-c.calls }
@@ -136,7 +168,7 @@ func (c *Catalog) Load(ctx context.Context, pchannel string) (wal.MessageID, err
 	if pchannel == "" {
 		return nil, fmt.Errorf("etcdcatalog: %w: empty pchannel name", persistence.ErrInvalidArgument)
 	}
-	if err := c.acquire(ctx, "load", pchannel); err != nil {
+	if err := c.acquire(ctx, "load", pchannel, nil); err != nil {
 		return nil, err
 	}
 	defer c.release()
@@ -171,6 +203,9 @@ func (c *Catalog) Save(ctx context.Context, pchannel string, checkpoint wal.Mess
 
 // fence conditions a save on the writer still owning the pchannel.
 type fence struct {
+	// owner, if known, ends a wait for a call slot when it loses the
+	// pchannel (acquire).
+	owner    *Owned
 	ownerKey string
 	term     int64
 	// lease is the owner's: the term alone is the owner key's create
@@ -224,7 +259,7 @@ func (f *fence) heldBy(owner *mvccpb.KeyValue) bool {
 // succeeded, so the loop makes progress; it ends when the value is written,
 // found equal, found ahead, fenced, or ctx ends.
 func (c *Catalog) save(ctx context.Context, pchannel string, checkpoint wal.MessageID, f *fence) error {
-	if err := c.acquire(ctx, "save", pchannel); err != nil {
+	if err := c.acquire(ctx, "save", pchannel, f); err != nil {
 		return err
 	}
 	defer c.release()
@@ -443,6 +478,7 @@ func (c *Catalog) Close() error {
 	if !c.closed.CompareAndSwap(false, true) {
 		return persistence.ErrClosed
 	}
+	close(c.closing)
 	c.mu.Lock()
 	owned := make([]*Owned, 0, len(c.owned))
 	for o := range c.owned {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
@@ -68,6 +69,32 @@ func (g *txnGate) waitEntered(t *testing.T) {
 	case <-g.entered:
 	case <-time.After(callTimeout):
 		t.Fatal("no Txn reached etcd within the call timeout")
+	}
+}
+
+// waitingCtx tells when a call first asks for its Done channel: a call of
+// the catalog does only once it waits for a slot.
+type waitingCtx struct {
+	context.Context
+	once    sync.Once
+	waiting chan struct{}
+}
+
+func newWaitingCtx(t *testing.T) *waitingCtx {
+	return &waitingCtx{Context: ctxT(t), waiting: make(chan struct{})}
+}
+
+func (w *waitingCtx) Done() <-chan struct{} {
+	w.once.Do(func() { close(w.waiting) })
+	return w.Context.Done()
+}
+
+func (w *waitingCtx) waitWaiting(t *testing.T) {
+	t.Helper()
+	select {
+	case <-w.waiting:
+	case <-time.After(callTimeout):
+		t.Fatal("the call did not wait for a slot within the call timeout")
 	}
 }
 
@@ -192,4 +219,131 @@ func TestMaxConcurrentCallsMustBePositive(t *testing.T) {
 		_, err := etcdcatalog.New(&clientv3.Client{}, etcdcatalog.WithMaxConcurrentCalls(n))
 		require.ErrorIs(t, err, persistence.ErrInvalidArgument, "n=%d", n)
 	}
+}
+
+// Calls waiting for a slot when the catalog closes fail with ErrClosed at
+// once, as calls made after Close do, and write nothing once the slot
+// frees: a plain save, and an owner's, whose Done closes with the catalog.
+func TestCallsWaitingAtCloseFail(t *testing.T) {
+	for _, owns := range []bool{false, true} {
+		t.Run(map[bool]string{false: "client of the caller", true: "owner"}[owns], func(t *testing.T) {
+			eps := etcdtest.Start(t)
+			g := newTxnGate()
+			cfg := clientConfig(eps, nil)
+			cfg.DialOptions = []grpc.DialOption{grpc.WithChainUnaryInterceptor(g.intercept)}
+			cli, err := clientv3.New(cfg)
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = cli.Close() })
+			c, err := etcdcatalog.New(cli, etcdcatalog.WithMaxConcurrentCalls(1))
+			require.NoError(t, err)
+			var save func(ctx context.Context, pchannel string, v wal.MessageID) error = c.Save
+			if owns {
+				s, err := concurrency.NewSession(cli, concurrency.WithTTL(10))
+				require.NoError(t, err)
+				t.Cleanup(func() { _ = s.Close() })
+				claimed := make(chan *etcdcatalog.Owned, 1)
+				go func() {
+					o, err := c.Own(ctxT(t), "late", s)
+					assert.NoError(t, err)
+					claimed <- o
+				}()
+				g.waitEntered(t)
+				g.release <- struct{}{}
+				save = (<-claimed).Save
+			}
+			held := make(chan error, 1)
+			go func() { held <- c.Save(ctxT(t), "held", wal.KafkaID(1)) }()
+			g.waitEntered(t)
+			late := make(chan error, 1)
+			ctx := newWaitingCtx(t)
+			go func() { late <- save(ctx, "late", wal.KafkaID(1)) }()
+			ctx.waitWaiting(t)
+
+			require.NoError(t, c.Close())
+			select {
+			case err := <-late:
+				require.ErrorIs(t, err, persistence.ErrClosed)
+			case <-time.After(callTimeout):
+				t.Fatal("the waiting save did not end at Close")
+			}
+			g.release <- struct{}{}
+			require.NoError(t, <-held, "a save in flight at Close ends as etcd answers it")
+			resp, err := cli.Get(ctxT(t), checkpointKey("late"))
+			require.NoError(t, err)
+			require.Empty(t, resp.Kvs, "the save that waited wrote nothing")
+			require.Equal(t, 1, g.mostAtOnce())
+		})
+	}
+}
+
+// With a client of its own, Close ends the waiting calls too, before the
+// client's: not one after the other as each call in flight gives up.
+func TestCallsWaitingAtCloseFailWithOwnClient(t *testing.T) {
+	eps := etcdtest.Start(t)
+	g := newTxnGate()
+	c := gatedCatalog(t, eps, g, etcdcatalog.WithMaxConcurrentCalls(1))
+	held := make(chan error, 1)
+	go func() { held <- c.Save(ctxT(t), "held", wal.KafkaID(1)) }()
+	g.waitEntered(t)
+	const waiting = 5
+	late := make(chan error, waiting)
+	for i := range waiting {
+		ctx := newWaitingCtx(t)
+		go func() { late <- c.Save(ctx, fmt.Sprintf("late%d", i), wal.KafkaID(1)) }()
+		ctx.waitWaiting(t)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- c.Close() }()
+	for range waiting {
+		select {
+		case err := <-late:
+			require.ErrorIs(t, err, persistence.ErrClosed)
+		case <-time.After(callTimeout):
+			t.Fatal("a waiting save did not end at Close")
+		}
+	}
+	close(g.release) // the held Txn goes on, into a closing client
+	require.Error(t, <-held)
+	require.NoError(t, <-closed)
+	require.Equal(t, 1, g.mostAtOnce())
+}
+
+// An owner's save waiting for a slot ends when the ownership does, fenced,
+// without sending anything: here the session ends while a save of another
+// pchannel holds the only slot.
+func TestOwnerSaveWaitingEndsWithTheOwnership(t *testing.T) {
+	eps := etcdtest.Start(t)
+	g := newTxnGate()
+	c := gatedCatalog(t, eps, g, etcdcatalog.WithMaxConcurrentCalls(1))
+	s, err := concurrency.NewSession(c.Client(), concurrency.WithTTL(10))
+	require.NoError(t, err)
+	claimed := make(chan *etcdcatalog.Owned, 1)
+	go func() {
+		o, err := c.Own(ctxT(t), "p", s)
+		assert.NoError(t, err)
+		claimed <- o
+	}()
+	g.waitEntered(t)
+	g.release <- struct{}{}
+	o := <-claimed
+	t.Cleanup(func() { _ = o.Close() })
+
+	held := make(chan error, 1)
+	go func() { held <- c.Save(ctxT(t), "held", wal.KafkaID(1)) }()
+	g.waitEntered(t)
+	late := make(chan error, 1)
+	ctx := newWaitingCtx(t)
+	go func() { late <- o.Save(ctx, "p", wal.KafkaID(1)) }()
+	ctx.waitWaiting(t)
+	require.NoError(t, s.Close()) // revokes the lease: the owner key goes
+	select {
+	case err := <-late:
+		fe := requireFenced(t, err)
+		require.ErrorIs(t, fe.Cause, etcdcatalog.ErrSessionDone)
+	case <-time.After(callTimeout):
+		t.Fatal("the waiting save did not end with the ownership")
+	}
+	close(g.release) // the held save, and the Release of o.Close
+	require.NoError(t, <-held)
+	require.Equal(t, 1, g.mostAtOnce())
 }

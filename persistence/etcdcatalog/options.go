@@ -70,7 +70,9 @@ func WithPageSize(n int) Option {
 // catalog has in flight at once (default DefaultMaxConcurrentCalls): Load,
 // Save, Delete, and Own's claim, whether through an Owned or not. A call
 // past the bound waits its turn, within its own context; one whose
-// context ends first fails with its cause and sends nothing.
+// context ends first fails with its cause and sends nothing. Close ends
+// every wait with persistence.ErrClosed, and an owner's saves and deletes
+// stop waiting, fenced, once its Done closes.
 //
 // Every pchannel saves on its own, so a node with many of them would
 // otherwise send etcd one request per pchannel at once. Past some tens of

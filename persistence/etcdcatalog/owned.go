@@ -151,7 +151,7 @@ func (c *Catalog) own(ctx context.Context, pchannel string, session *concurrency
 // claim puts the owner key of pchannel under lease unless it exists, in a
 // call slot: Own's wait for another owner to go holds none.
 func (c *Catalog) claim(ctx context.Context, pchannel, key string, lease clientv3.LeaseID) (*clientv3.TxnResponse, error) {
-	if err := c.acquire(ctx, "own", pchannel); err != nil {
+	if err := c.acquire(ctx, "own", pchannel, nil); err != nil {
 		return nil, err
 	}
 	defer c.release()
@@ -266,7 +266,13 @@ func (c *Catalog) deleteOwner(ctx context.Context, f *fence) error {
 
 // fence is what a write of this owner compares: its term and its lease.
 func (o *Owned) fence() *fence {
-	return &fence{ownerKey: o.ownerKey, term: o.term, lease: o.lease}
+	return &fence{owner: o, ownerKey: o.ownerKey, term: o.term, lease: o.lease}
+}
+
+// lostError is the error of a save made once the ownership ended, with
+// cause, Err's value.
+func (o *Owned) lostError(pchannel string, cause error) error {
+	return &FencedError{PChannel: pchannel, Term: uint64(o.term), Cause: cause}
 }
 
 // PChannel returns the owned pchannel.
@@ -418,7 +424,7 @@ func (o *Owned) Save(ctx context.Context, pchannel string, checkpoint wal.Messag
 		return fmt.Errorf("etcdcatalog: %w", err)
 	}
 	if err := o.Err(); err != nil {
-		return &FencedError{PChannel: pchannel, Term: uint64(o.term), Cause: err}
+		return o.lostError(pchannel, err)
 	}
 	err := o.c.save(ctx, pchannel, checkpoint, o.fence())
 	var fe *FencedError
