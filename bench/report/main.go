@@ -49,6 +49,7 @@ var runs = []run{
 	{"^BenchmarkScale$", "1x"},
 	{"^BenchmarkGroupCommit$/impl=(baseline|lowwater)/commit=single", "3x"},
 	{"^BenchmarkGroupCommit$/impl=/commit=group", "30x"},
+	{"^BenchmarkGroupCommit$/impl=/commit=none", "300x"},
 	{"^BenchmarkEtcdSaves$/impl=serial", "1x"},
 	{"^BenchmarkEtcdSaves$/impl=(concurrent|lowwater)", "5x"},
 }
