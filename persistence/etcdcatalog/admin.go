@@ -93,6 +93,10 @@ func (o *Owned) delete(ctx context.Context, pchannel string) error {
 		if h, ok, _, _ := record.Decode(kvs[0].Value); ok && h.Term > uint64(o.term) {
 			return &FencedError{PChannel: pchannel, Term: uint64(o.term), StoredTerm: h.Term}
 		}
+		// As in save: closed or lost since the read, nothing is written.
+		if err := o.c.over(pchannel, f); err != nil {
+			return err
+		}
 		del, err := o.c.client.Txn(ctx).
 			If(append(f.holds(), clientv3.Compare(clientv3.ModRevision(key), "=", kvs[0].ModRevision))...).
 			Then(clientv3.OpDelete(key)).

@@ -130,8 +130,14 @@ func (c *Catalog) acquire(ctx context.Context, op, pchannel string, f *fence) er
 		case <-lost:
 			held = false
 		case <-ctx.Done():
+			// Both the context's error and its cause, if it has one of its
+			// own: a call that did not wait fails with the former.
+			err := ctx.Err()
+			if cause := context.Cause(ctx); cause != nil && cause != err {
+				err = fmt.Errorf("%w: %w", err, cause)
+			}
 			return fmt.Errorf("etcdcatalog: %s %q: waiting for one of %d calls in flight to end: %w",
-				op, pchannel, cap(c.calls), context.Cause(ctx))
+				op, pchannel, cap(c.calls), err)
 		}
 	}
 	err := c.over(pchannel, f)
@@ -292,6 +298,12 @@ func (c *Catalog) save(ctx context.Context, pchannel string, checkpoint wal.Mess
 		cmp := clientv3.Compare(clientv3.Value(key), "=", string(h.raw))
 		if h.rev == 0 {
 			cmp = clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
+		}
+		// A save needs a second round trip when its hint was stale: by
+		// then the catalog may have closed, or the owner lost the
+		// pchannel, and a write made now would come after.
+		if err := c.over(pchannel, f); err != nil {
+			return err
 		}
 		cmps := []clientv3.Cmp{cmp}
 		reads := []clientv3.Op{clientv3.OpGet(key)}

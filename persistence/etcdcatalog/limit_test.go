@@ -2,6 +2,7 @@ package etcdcatalog_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -346,4 +347,112 @@ func TestOwnerSaveWaitingEndsWithTheOwnership(t *testing.T) {
 	close(g.release) // the held save, and the Release of o.Close
 	require.NoError(t, <-held)
 	require.Equal(t, 1, g.mostAtOnce())
+}
+
+// A save whose hint was stale needs a second round trip: closed meanwhile,
+// the catalog sends it no more, and the record keeps the other writer's
+// value.
+func TestSecondRoundTripAfterCloseIsNotSent(t *testing.T) {
+	eps := etcdtest.Start(t)
+	g := newTxnGate()
+	cfg := clientConfig(eps, nil)
+	cfg.DialOptions = []grpc.DialOption{grpc.WithChainUnaryInterceptor(g.intercept)}
+	cli, err := clientv3.New(cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cli.Close() })
+	c, err := etcdcatalog.New(cli)
+	require.NoError(t, err)
+	first := make(chan error, 1)
+	go func() { first <- c.Save(ctxT(t), "p", wal.KafkaID(1)) }()
+	g.waitEntered(t)
+	g.release <- struct{}{}
+	require.NoError(t, <-first)
+	other := openCatalog(t, eps, nil)
+	require.NoError(t, other.Save(ctxT(t), "p", wal.KafkaID(2))) // c's hint is stale now
+
+	saved := make(chan error, 1)
+	go func() { saved <- c.Save(ctxT(t), "p", wal.KafkaID(3)) }()
+	g.waitEntered(t) // its first try, comparing with the stale value
+	require.NoError(t, c.Close())
+	g.release <- struct{}{}
+	select {
+	case err := <-saved:
+		require.ErrorIs(t, err, persistence.ErrClosed)
+	case <-g.entered:
+		close(g.release)
+		t.Fatal("a second Txn went out after Close")
+	case <-time.After(callTimeout):
+		t.Fatal("the save did not end")
+	}
+	got, err := other.Load(ctxT(t), "p")
+	require.NoError(t, err)
+	require.Equal(t, wal.KafkaID(2), got)
+}
+
+// A context with a cause of its own: a call that waited for a slot fails
+// with both the deadline and the cause, as one that did not wait fails
+// with the deadline.
+func TestWaitKeepsTheDeadlineAndItsCause(t *testing.T) {
+	eps := etcdtest.Start(t)
+	g := newTxnGate()
+	c := gatedCatalog(t, eps, g, etcdcatalog.WithMaxConcurrentCalls(1))
+	held := make(chan error, 1)
+	go func() { held <- c.Save(ctxT(t), "held", wal.KafkaID(1)) }()
+	g.waitEntered(t)
+	budget := errors.New("budget spent")
+	ctx, cancel := context.WithTimeoutCause(context.Background(), 100*time.Millisecond, budget)
+	defer cancel()
+	err := c.Save(ctx, "late", wal.KafkaID(1))
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorIs(t, err, budget)
+	g.release <- struct{}{}
+	require.NoError(t, <-held)
+}
+
+// An owner's delete reads, then deletes: closed in between, the catalog
+// sends the delete no more, and the record stays.
+func TestOwnedDeleteAfterCloseIsNotSent(t *testing.T) {
+	eps := etcdtest.Start(t)
+	g := newTxnGate()
+	cfg := clientConfig(eps, nil)
+	cfg.DialOptions = []grpc.DialOption{grpc.WithChainUnaryInterceptor(g.intercept)}
+	cli, err := clientv3.New(cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cli.Close() })
+	c, err := etcdcatalog.New(cli)
+	require.NoError(t, err)
+	s, err := concurrency.NewSession(cli, concurrency.WithTTL(10))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	done := make(chan error, 1)
+	var o *etcdcatalog.Owned
+	go func() {
+		var err error
+		if o, err = c.Own(ctxT(t), "p", s); err == nil {
+			err = o.Save(ctxT(t), "p", wal.KafkaID(1))
+		}
+		done <- err
+	}()
+	for range 2 { // the claim, the save
+		g.waitEntered(t)
+		g.release <- struct{}{}
+	}
+	require.NoError(t, <-done)
+
+	go func() { done <- o.Delete(ctxT(t), "p") }()
+	g.waitEntered(t) // its read
+	require.NoError(t, c.Close())
+	g.release <- struct{}{}
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, persistence.ErrClosed)
+	case <-g.entered:
+		close(g.release)
+		t.Fatal("the delete went out after Close")
+	case <-time.After(callTimeout):
+		t.Fatal("the delete did not end")
+	}
+	resp, err := cli.Get(ctxT(t), checkpointKey("p"))
+	require.NoError(t, err)
+	require.Len(t, resp.Kvs, 1, "the record stays")
 }
