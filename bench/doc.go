@@ -31,6 +31,9 @@
 //	                       and on a catalog that costs nothing (the save path's own cost)
 //	BenchmarkEtcdSaves     1,000 pchannels saving on a 3-member etcd cluster:
 //	                       one txn at a time, concurrent txns, etcdcatalog.Batcher
+//	BenchmarkEtcdFleet     100,000 pchannels saving at once on etcd, with and
+//	                       without the catalog's bound on calls in flight (not
+//	                       in make bench: tens of seconds a run)
 //
 // Catalog latency is simulated by blocking the saving thread in nanosleep
 // (catalogs_test.go), as fsync or a socket read blocks it; Go's timers
