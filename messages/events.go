@@ -112,7 +112,7 @@ type MinimumResumed struct {
 }
 
 // CheckpointPersisted is published once the catalog acknowledged Value:
-// it is durable.
+// it is durable. At is when the catalog's call returned.
 type CheckpointPersisted struct {
 	Header
 	Value wal.MessageID
