@@ -317,11 +317,14 @@ func (m *mailbox) refuse(msg any) {
 // UpdateCheckpoint, the persister a save's result or a new minimum. That
 // dispatch (state and receive-timeout checks, a metrics look-up, the
 // envelope, the type switch, the interface checks) was a fifth of an
-// update and a tenth of a save. It is bypassed only where it does nothing
-// for such a message: the actor has no middleware or context decorator
-// (which alone could set it a receive timeout: neither actor ever does),
-// and the system has no metrics provider. An envelope (a message with a
-// sender) is never taken: only protoactor can answer its sender.
+// update; skipping it for a save's messages too, with the look-up of the
+// incarnation once per incarnation (learn), cut a sixth of the CPU of a
+// save on a catalog that costs nothing. It is bypassed only where it does
+// nothing for such a message: the actor has no middleware or context
+// decorator (which alone could set it a receive timeout: neither actor
+// ever does), and the system has no metrics provider. An envelope (a
+// message with a sender) is never taken: only protoactor can answer its
+// sender.
 type directReceiver interface {
 	// receiveDirect handles msg as Receive would and reports true, or
 	// declines: then protoactor dispatches it. An actor declines whatever
