@@ -73,6 +73,49 @@ func (g *txnGate) waitEntered(t *testing.T) {
 	}
 }
 
+// holdSlot starts a save of "held" and returns once g holds its Txn: with
+// a bound of 1, every other call waits for it. Its result comes on the
+// channel once g lets it go.
+func holdSlot(t *testing.T, c *etcdcatalog.Catalog, g *txnGate) <-chan error {
+	t.Helper()
+	held := make(chan error, 1)
+	go func() { held <- c.Save(ctxT(t), "held", wal.KafkaID(1)) }()
+	g.waitEntered(t)
+	return held
+}
+
+// ownGated owns pchannel for s through c, letting its claim pass g.
+func ownGated(t *testing.T, c *etcdcatalog.Catalog, g *txnGate, pchannel string, s *concurrency.Session) *etcdcatalog.Owned {
+	t.Helper()
+	claimed := make(chan *etcdcatalog.Owned, 1)
+	go func() {
+		o, err := c.Own(ctxT(t), pchannel, s)
+		assert.NoError(t, err)
+		claimed <- o
+	}()
+	g.waitEntered(t)
+	g.release <- struct{}{}
+	o := <-claimed
+	require.NotNil(t, o, "Own failed")
+	return o
+}
+
+// releaseLast lets the Txn held go, and requires the call whose result
+// comes on done to end with want, sending no other Txn.
+func (g *txnGate) releaseLast(t *testing.T, done <-chan error, want error) {
+	t.Helper()
+	g.release <- struct{}{}
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, want)
+	case <-g.entered:
+		close(g.release)
+		t.Fatal("another Txn went out")
+	case <-time.After(callTimeout):
+		t.Fatal("the call did not end within the call timeout")
+	}
+}
+
 // waitingCtx tells when a call first asks for its Done channel: a call of
 // the catalog does only once it waits for a slot.
 type waitingCtx struct {
@@ -99,14 +142,29 @@ func (w *waitingCtx) waitWaiting(t *testing.T) {
 	}
 }
 
+// gatedCatalog opens a catalog, owning its client, whose Txns pass g.
 func gatedCatalog(t *testing.T, eps []string, g *txnGate, opts ...etcdcatalog.Option) *etcdcatalog.Catalog {
 	t.Helper()
-	cfg := clientConfig(eps, nil)
-	cfg.DialOptions = []grpc.DialOption{grpc.WithChainUnaryInterceptor(g.intercept)}
-	c, err := etcdcatalog.Open(cfg, opts...)
+	c, err := etcdcatalog.Open(gatedConfig(eps, g), opts...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 	return c
+}
+
+// gatedClient is a client whose Txns pass g, for a catalog made with New:
+// it outlives the catalog's Close.
+func gatedClient(t *testing.T, eps []string, g *txnGate) *clientv3.Client {
+	t.Helper()
+	cli, err := clientv3.New(gatedConfig(eps, g))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cli.Close() })
+	return cli
+}
+
+func gatedConfig(eps []string, g *txnGate) clientv3.Config {
+	cfg := clientConfig(eps, nil)
+	cfg.DialOptions = []grpc.DialOption{grpc.WithChainUnaryInterceptor(g.intercept)}
+	return cfg
 }
 
 // Ten saves at once on a catalog bound to three calls: etcd never has more
@@ -149,9 +207,7 @@ func TestSaveWaitingForASlotEndsWithItsContext(t *testing.T) {
 	eps := etcdtest.Start(t)
 	g := newTxnGate()
 	c := gatedCatalog(t, eps, g, etcdcatalog.WithMaxConcurrentCalls(1))
-	held := make(chan error, 1)
-	go func() { held <- c.Save(ctxT(t), "held", wal.KafkaID(1)) }()
-	g.waitEntered(t)
+	held := holdSlot(t, c, g)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
@@ -230,11 +286,7 @@ func TestCallsWaitingAtCloseFail(t *testing.T) {
 		t.Run(map[bool]string{false: "client of the caller", true: "owner"}[owns], func(t *testing.T) {
 			eps := etcdtest.Start(t)
 			g := newTxnGate()
-			cfg := clientConfig(eps, nil)
-			cfg.DialOptions = []grpc.DialOption{grpc.WithChainUnaryInterceptor(g.intercept)}
-			cli, err := clientv3.New(cfg)
-			require.NoError(t, err)
-			t.Cleanup(func() { _ = cli.Close() })
+			cli := gatedClient(t, eps, g)
 			c, err := etcdcatalog.New(cli, etcdcatalog.WithMaxConcurrentCalls(1))
 			require.NoError(t, err)
 			var save func(ctx context.Context, pchannel string, v wal.MessageID) error = c.Save
@@ -242,19 +294,9 @@ func TestCallsWaitingAtCloseFail(t *testing.T) {
 				s, err := concurrency.NewSession(cli, concurrency.WithTTL(10))
 				require.NoError(t, err)
 				t.Cleanup(func() { _ = s.Close() })
-				claimed := make(chan *etcdcatalog.Owned, 1)
-				go func() {
-					o, err := c.Own(ctxT(t), "late", s)
-					assert.NoError(t, err)
-					claimed <- o
-				}()
-				g.waitEntered(t)
-				g.release <- struct{}{}
-				save = (<-claimed).Save
+				save = ownGated(t, c, g, "late", s).Save
 			}
-			held := make(chan error, 1)
-			go func() { held <- c.Save(ctxT(t), "held", wal.KafkaID(1)) }()
-			g.waitEntered(t)
+			held := holdSlot(t, c, g)
 			late := make(chan error, 1)
 			ctx := newWaitingCtx(t)
 			go func() { late <- save(ctx, "late", wal.KafkaID(1)) }()
@@ -283,9 +325,7 @@ func TestCallsWaitingAtCloseFailWithOwnClient(t *testing.T) {
 	eps := etcdtest.Start(t)
 	g := newTxnGate()
 	c := gatedCatalog(t, eps, g, etcdcatalog.WithMaxConcurrentCalls(1))
-	held := make(chan error, 1)
-	go func() { held <- c.Save(ctxT(t), "held", wal.KafkaID(1)) }()
-	g.waitEntered(t)
+	held := holdSlot(t, c, g)
 	const waiting = 5
 	late := make(chan error, waiting)
 	for i := range waiting {
@@ -318,20 +358,10 @@ func TestOwnerSaveWaitingEndsWithTheOwnership(t *testing.T) {
 	c := gatedCatalog(t, eps, g, etcdcatalog.WithMaxConcurrentCalls(1))
 	s, err := concurrency.NewSession(c.Client(), concurrency.WithTTL(10))
 	require.NoError(t, err)
-	claimed := make(chan *etcdcatalog.Owned, 1)
-	go func() {
-		o, err := c.Own(ctxT(t), "p", s)
-		assert.NoError(t, err)
-		claimed <- o
-	}()
-	g.waitEntered(t)
-	g.release <- struct{}{}
-	o := <-claimed
+	o := ownGated(t, c, g, "p", s)
 	t.Cleanup(func() { _ = o.Close() })
 
-	held := make(chan error, 1)
-	go func() { held <- c.Save(ctxT(t), "held", wal.KafkaID(1)) }()
-	g.waitEntered(t)
+	held := holdSlot(t, c, g)
 	late := make(chan error, 1)
 	ctx := newWaitingCtx(t)
 	go func() { late <- o.Save(ctx, "p", wal.KafkaID(1)) }()
@@ -355,11 +385,7 @@ func TestOwnerSaveWaitingEndsWithTheOwnership(t *testing.T) {
 func TestSecondRoundTripAfterCloseIsNotSent(t *testing.T) {
 	eps := etcdtest.Start(t)
 	g := newTxnGate()
-	cfg := clientConfig(eps, nil)
-	cfg.DialOptions = []grpc.DialOption{grpc.WithChainUnaryInterceptor(g.intercept)}
-	cli, err := clientv3.New(cfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = cli.Close() })
+	cli := gatedClient(t, eps, g)
 	c, err := etcdcatalog.New(cli)
 	require.NoError(t, err)
 	first := make(chan error, 1)
@@ -374,16 +400,7 @@ func TestSecondRoundTripAfterCloseIsNotSent(t *testing.T) {
 	go func() { saved <- c.Save(ctxT(t), "p", wal.KafkaID(3)) }()
 	g.waitEntered(t) // its first try, comparing with the stale value
 	require.NoError(t, c.Close())
-	g.release <- struct{}{}
-	select {
-	case err := <-saved:
-		require.ErrorIs(t, err, persistence.ErrClosed)
-	case <-g.entered:
-		close(g.release)
-		t.Fatal("a second Txn went out after Close")
-	case <-time.After(callTimeout):
-		t.Fatal("the save did not end")
-	}
+	g.releaseLast(t, saved, persistence.ErrClosed)
 	got, err := other.Load(ctxT(t), "p")
 	require.NoError(t, err)
 	require.Equal(t, wal.KafkaID(2), got)
@@ -396,9 +413,7 @@ func TestWaitKeepsTheDeadlineAndItsCause(t *testing.T) {
 	eps := etcdtest.Start(t)
 	g := newTxnGate()
 	c := gatedCatalog(t, eps, g, etcdcatalog.WithMaxConcurrentCalls(1))
-	held := make(chan error, 1)
-	go func() { held <- c.Save(ctxT(t), "held", wal.KafkaID(1)) }()
-	g.waitEntered(t)
+	held := holdSlot(t, c, g)
 	budget := errors.New("budget spent")
 	ctx, cancel := context.WithTimeoutCause(context.Background(), 100*time.Millisecond, budget)
 	defer cancel()
@@ -414,44 +429,23 @@ func TestWaitKeepsTheDeadlineAndItsCause(t *testing.T) {
 func TestOwnedDeleteAfterCloseIsNotSent(t *testing.T) {
 	eps := etcdtest.Start(t)
 	g := newTxnGate()
-	cfg := clientConfig(eps, nil)
-	cfg.DialOptions = []grpc.DialOption{grpc.WithChainUnaryInterceptor(g.intercept)}
-	cli, err := clientv3.New(cfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = cli.Close() })
+	cli := gatedClient(t, eps, g)
 	c, err := etcdcatalog.New(cli)
 	require.NoError(t, err)
 	s, err := concurrency.NewSession(cli, concurrency.WithTTL(10))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
+	o := ownGated(t, c, g, "p", s)
 	done := make(chan error, 1)
-	var o *etcdcatalog.Owned
-	go func() {
-		var err error
-		if o, err = c.Own(ctxT(t), "p", s); err == nil {
-			err = o.Save(ctxT(t), "p", wal.KafkaID(1))
-		}
-		done <- err
-	}()
-	for range 2 { // the claim, the save
-		g.waitEntered(t)
-		g.release <- struct{}{}
-	}
+	go func() { done <- o.Save(ctxT(t), "p", wal.KafkaID(1)) }()
+	g.waitEntered(t)
+	g.release <- struct{}{}
 	require.NoError(t, <-done)
 
 	go func() { done <- o.Delete(ctxT(t), "p") }()
 	g.waitEntered(t) // its read
 	require.NoError(t, c.Close())
-	g.release <- struct{}{}
-	select {
-	case err := <-done:
-		require.ErrorIs(t, err, persistence.ErrClosed)
-	case <-g.entered:
-		close(g.release)
-		t.Fatal("the delete went out after Close")
-	case <-time.After(callTimeout):
-		t.Fatal("the delete did not end")
-	}
+	g.releaseLast(t, done, persistence.ErrClosed)
 	resp, err := cli.Get(ctxT(t), checkpointKey("p"))
 	require.NoError(t, err)
 	require.Len(t, resp.Kvs, 1, "the record stays")
