@@ -16,23 +16,29 @@ import (
 	"github.com/lowwater/lowwater/wal"
 )
 
-// spawnWithMailbox spawns a do-nothing actor on a mailbox of ours and
-// returns the mailbox once it has been registered.
+// plainActor answers a ping, and would take messages directly (it
+// declines them all): it shows whether its mailbox offers it the direct
+// path.
+type plainActor struct{}
+
+func (plainActor) Receive(ctx actor.Context) {
+	if _, ok := ctx.Message().(string); ok {
+		ctx.Respond("pong")
+	}
+}
+
+func (plainActor) receiveDirect(any) bool { return false }
+
+// spawnWithMailbox spawns a plainActor on a mailbox of ours and returns
+// the mailbox once the actor has started and answered a ping.
 func spawnWithMailbox(t *testing.T, system *actor.ActorSystem, opts ...actor.PropsOption) *mailbox {
 	t.Helper()
 	var mb *mailbox
-	started := make(chan struct{})
-	props := actor.PropsFromFunc(func(ctx actor.Context) {
-		if _, ok := ctx.Message().(*actor.Started); ok {
-			close(started)
-		}
-	}, append([]actor.PropsOption{actor.WithMailbox(func() actor.Mailbox { mb = newMailbox(); return mb })}, opts...)...)
+	props := actor.PropsFromProducer(func() actor.Actor { return plainActor{} },
+		append([]actor.PropsOption{actor.WithMailbox(func() actor.Mailbox { mb = newMailbox(); return mb })}, opts...)...)
 	pid := system.Root.Spawn(props)
-	select {
-	case <-started:
-	case <-time.After(10 * time.Second):
-		t.Fatal("actor not started within 10 s")
-	}
+	_, err := system.Root.RequestFuture(pid, "ping", 10*time.Second).Result()
+	require.NoError(t, err)
 	t.Cleanup(func() { _ = system.Root.StopFuture(pid).Wait() })
 	return mb
 }
@@ -66,6 +72,7 @@ func TestMailboxDirectPathOnlyWherePlain(t *testing.T) {
 			}
 			mb := spawnWithMailbox(t, system, tc.props...)
 			require.Equal(t, tc.want, mb.direct)
+			require.Equal(t, tc.want, mb.inc.direct != nil, "the incarnation as the mailbox knows it")
 		})
 	}
 }

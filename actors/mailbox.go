@@ -60,12 +60,12 @@ type mailbox struct {
 	// root answers a request whose handler panicked (answerPanicked).
 	root *actor.RootContext
 	// inc is what the current incarnation takes part in, looked up once
-	// per incarnation (learn) rather than on every run: the look-up reads
-	// the actor context, which with thousands of actors is a cache miss
-	// per run, and the direct path otherwise never touches it. Only the
-	// goroutine running the mailbox uses it.
-	inc   incarnation
-	known bool
+	// per incarnation (learn: at registration, protoactor having made the
+	// first one, and after each system message) rather than on every run:
+	// the look-up reads the actor context, which with thousands of actors
+	// is a cache miss per run, and the direct path otherwise never touches
+	// it. Only the goroutine running the mailbox uses it, once registered.
+	inc incarnation
 	// direct allows directReceiver: the system records no per-message
 	// metrics, and the actor has no middleware, that it would skip.
 	direct bool
@@ -151,6 +151,7 @@ func (m *mailbox) RegisterHandlers(invoker actor.MessageInvoker, dispatcher acto
 		m.pool = poolOf(c.ActorSystem())
 		m.direct = !metered(c.ActorSystem()) && plainDispatch(invoker)
 	}
+	m.learn()
 }
 
 func (m *mailbox) Start() {}
@@ -237,9 +238,6 @@ func (m *mailbox) run() {
 		}
 	}()
 	i, t := 0, m.dispatcher.Throughput()
-	if !m.known {
-		m.learn()
-	}
 	for {
 		if m.after != nil {
 			return // let the mailbox go first (drain)
@@ -344,7 +342,6 @@ type incarnation struct {
 
 // learn looks the current incarnation up.
 func (m *mailbox) learn() {
-	m.known = true
 	m.inc = incarnation{}
 	if m.context == nil {
 		return
