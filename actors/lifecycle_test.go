@@ -236,6 +236,8 @@ func TestOverdueSaveIsReportedAndWaitedFor(t *testing.T) {
 	props, err := NewProps("p", wal.Kafka, cat, WithSaveTimeout(50*time.Millisecond),
 		WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(7)}))
 	require.NoError(t, err)
+	// Before the spawn: the save may start before Spawn returns.
+	began := time.Now()
 	pid := system.Root.Spawn(props)
 	next := func() messages.Event {
 		t.Helper()
@@ -248,7 +250,6 @@ func TestOverdueSaveIsReportedAndWaitedFor(t *testing.T) {
 		}
 	}
 
-	began := time.Now()
 	failed, ok := next().(*messages.PersistFailed)
 	require.True(t, ok, "want PersistFailed first")
 	require.ErrorIs(t, failed.Err, ErrCatalogOverdue)
