@@ -1,8 +1,6 @@
 package actors
 
 import (
-	"github.com/lowwater/lowwater/internal/core/saveplan"
-
 	"testing"
 	"time"
 
@@ -11,6 +9,7 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 
+	"github.com/lowwater/lowwater/internal/core/saveplan"
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/wal"

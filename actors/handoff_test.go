@@ -1,8 +1,6 @@
 package actors
 
 import (
-	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
-
 	"context"
 	"testing"
 	"time"
@@ -12,6 +10,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/wal"

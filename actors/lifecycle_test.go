@@ -1,10 +1,6 @@
 package actors
 
 import (
-	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
-
-	"github.com/lowwater/lowwater/internal/core/saveplan"
-
 	"context"
 	"errors"
 	"strings"
@@ -17,6 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 
+	"github.com/lowwater/lowwater/internal/core/saveplan"
+	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/wal"

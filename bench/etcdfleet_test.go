@@ -53,6 +53,7 @@ func benchEtcdFleet(b *testing.B, endpoints []string, bound, n int) {
 	}
 	defer c.Close()
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(actors.LoggerFactory(zap.NewNop())))
+	defer sys.Shutdown() // deferred first: it runs after the pchannels' stops
 	risen := wal.KafkaID(1)
 	var persisted, failed atomic.Int64
 	all := make(chan struct{})

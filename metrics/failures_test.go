@@ -22,8 +22,7 @@ import (
 // the pchannel counted as retrying, until the minimum passed the stored
 // value. A save still running past its deadline is a timeout, not retried.
 func TestFailuresThatAreNotRetried(t *testing.T) {
-	t0 := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
-	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	t0, at := fixedClock()
 	now := t0
 	c, err := metrics.New(metrics.WithClock(func() time.Time { return now }))
 	require.NoError(t, err)

@@ -1,13 +1,11 @@
 package metrics_test
 
 import (
-	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
-	"time"
-
 	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lowwater/lowwater/actors"
+	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/metrics"
 	"github.com/lowwater/lowwater/persistence"

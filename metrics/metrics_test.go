@@ -1,8 +1,6 @@
 package metrics_test
 
 import (
-	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
-
 	"fmt"
 	"log/slog"
 	"net/http/httptest"
@@ -21,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/lowwater/lowwater/actors"
+	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
 	"github.com/lowwater/lowwater/internal/testkit/promtest"
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/metrics"
@@ -279,6 +278,13 @@ func applyUpdates(t *testing.T, pchannel string, counters *actors.Counters, n in
 	}
 	require.NoError(t, system.Root.PoisonFuture(pid).Wait())
 	require.Equal(t, uint64(n), counters.Updates())
+}
+
+// fixedClock is the start of a test's own clock, and at(s), s seconds
+// after it.
+func fixedClock() (t0 time.Time, at func(s float64) time.Time) {
+	t0 = time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+	return t0, func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
 }
 
 func registry(t *testing.T, c prometheus.Collector) *prometheus.Registry {

@@ -1,8 +1,6 @@
 package metrics_test
 
 import (
-	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
-
 	"fmt"
 	"log/slog"
 	"testing"
@@ -12,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lowwater/lowwater/actors"
+	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/metrics"
 	"github.com/lowwater/lowwater/persistence"
@@ -22,8 +21,7 @@ import (
 // running), read at scrape time; pchannels_stalled follows MinimumStalled
 // and MinimumResumed, and Stopped and Forget clear both.
 func TestMinimumAgeAndStalled(t *testing.T) {
-	t0 := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
-	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	t0, at := fixedClock()
 	for _, labelled := range []bool{false, true} {
 		t.Run(fmt.Sprintf("pchannel label %t", labelled), func(t *testing.T) {
 			now := t0

@@ -4,8 +4,6 @@
 package tests
 
 import (
-	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
-
 	"context"
 	"errors"
 	"runtime"
@@ -23,6 +21,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/lowwater/lowwater/actors"
+	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
 	"github.com/lowwater/lowwater/internal/testkit/eventlog"
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/persistence"

@@ -1,8 +1,6 @@
 package tests
 
 import (
-	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
-
 	"fmt"
 	"sync"
 	"testing"
@@ -12,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lowwater/lowwater/actors"
+	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/persistence/faultinject"

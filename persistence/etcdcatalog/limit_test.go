@@ -66,10 +66,20 @@ func (g *txnGate) mostAtOnce() int {
 
 func (g *txnGate) waitEntered(t *testing.T) {
 	t.Helper()
+	within(t, g.entered, "a Txn to reach etcd")
+}
+
+// within receives from ch, failing the test if nothing comes within the
+// call timeout.
+func within[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
 	select {
-	case <-g.entered:
+	case v := <-ch:
+		return v
 	case <-time.After(callTimeout):
-		t.Fatal("no Txn reached etcd within the call timeout")
+		t.Fatalf("waited the call timeout for %s", what)
+		var zero T
+		return zero
 	}
 }
 
@@ -135,11 +145,7 @@ func (w *waitingCtx) Done() <-chan struct{} {
 
 func (w *waitingCtx) waitWaiting(t *testing.T) {
 	t.Helper()
-	select {
-	case <-w.waiting:
-	case <-time.After(callTimeout):
-		t.Fatal("the call did not wait for a slot within the call timeout")
-	}
+	within(t, w.waiting, "the call to wait for a slot")
 }
 
 // gatedCatalog opens a catalog, owning its client, whose Txns pass g.
@@ -259,11 +265,8 @@ func TestOwnWaitingHoldsNoSlot(t *testing.T) {
 		}
 		next <- err
 	}()
-	select {
-	case <-txns: // the second claim, refused: it waits for the owner to go
-	case <-time.After(callTimeout):
-		t.Fatal("the second Own sent no claim within the call timeout")
-	}
+	// The second claim, refused: it waits for the owner to go.
+	within(t, txns, "the second Own's claim")
 	for v := int64(1); v <= 3; v++ {
 		require.NoError(t, owner.Save(ctxT(t), "p", wal.KafkaID(v)))
 	}
@@ -303,12 +306,7 @@ func TestCallsWaitingAtCloseFail(t *testing.T) {
 			ctx.waitWaiting(t)
 
 			require.NoError(t, c.Close())
-			select {
-			case err := <-late:
-				require.ErrorIs(t, err, persistence.ErrClosed)
-			case <-time.After(callTimeout):
-				t.Fatal("the waiting save did not end at Close")
-			}
+			require.ErrorIs(t, within(t, late, "the waiting save to end at Close"), persistence.ErrClosed)
 			g.release <- struct{}{}
 			require.NoError(t, <-held, "a save in flight at Close ends as etcd answers it")
 			resp, err := cli.Get(ctxT(t), checkpointKey("late"))
@@ -336,12 +334,7 @@ func TestCallsWaitingAtCloseFailWithOwnClient(t *testing.T) {
 	closed := make(chan error, 1)
 	go func() { closed <- c.Close() }()
 	for range waiting {
-		select {
-		case err := <-late:
-			require.ErrorIs(t, err, persistence.ErrClosed)
-		case <-time.After(callTimeout):
-			t.Fatal("a waiting save did not end at Close")
-		}
+		require.ErrorIs(t, within(t, late, "a waiting save to end at Close"), persistence.ErrClosed)
 	}
 	close(g.release) // the held Txn goes on, into a closing client
 	require.Error(t, <-held)
@@ -367,13 +360,8 @@ func TestOwnerSaveWaitingEndsWithTheOwnership(t *testing.T) {
 	go func() { late <- o.Save(ctx, "p", wal.KafkaID(1)) }()
 	ctx.waitWaiting(t)
 	require.NoError(t, s.Close()) // revokes the lease: the owner key goes
-	select {
-	case err := <-late:
-		fe := requireFenced(t, err)
-		require.ErrorIs(t, fe.Cause, etcdcatalog.ErrSessionDone)
-	case <-time.After(callTimeout):
-		t.Fatal("the waiting save did not end with the ownership")
-	}
+	fe := requireFenced(t, within(t, late, "the waiting save to end with the ownership"))
+	require.ErrorIs(t, fe.Cause, etcdcatalog.ErrSessionDone)
 	close(g.release) // the held save, and the Release of o.Close
 	require.NoError(t, <-held)
 	require.Equal(t, 1, g.mostAtOnce())

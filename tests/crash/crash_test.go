@@ -4,8 +4,6 @@
 package crash
 
 import (
-	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
-
 	"bufio"
 	"bytes"
 	"context"
@@ -28,6 +26,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lowwater/lowwater/actors"
+	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/wal"

@@ -1,8 +1,6 @@
 package etcd_test
 
 import (
-	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
-
 	"context"
 	"fmt"
 	"log/slog"
@@ -23,6 +21,7 @@ import (
 	"google.golang.org/grpc/backoff"
 
 	"github.com/lowwater/lowwater/actors"
+	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
 	"github.com/lowwater/lowwater/internal/testkit/eventlog"
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/persistence"

@@ -1,8 +1,6 @@
 package etcd_test
 
 import (
-	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
-
 	"context"
 	"errors"
 	"testing"
@@ -14,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/lowwater/lowwater/actors"
+	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
 	"github.com/lowwater/lowwater/internal/testkit/etcdtest"
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/persistence"

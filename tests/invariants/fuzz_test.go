@@ -1,8 +1,6 @@
 package invariants
 
 import (
-	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
-
 	"context"
 	"errors"
 	"testing"
@@ -10,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lowwater/lowwater/actors"
+	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/wal"
 )

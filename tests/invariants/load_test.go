@@ -1,8 +1,6 @@
 package invariants
 
 import (
-	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
-
 	"context"
 	"fmt"
 	"os"
@@ -18,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lowwater/lowwater/actors"
+	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/persistence/faultinject"

@@ -1,8 +1,6 @@
 package invariants
 
 import (
-	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
-
 	"context"
 	"errors"
 	"fmt"
@@ -24,6 +22,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/lowwater/lowwater/actors"
+	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/persistence/faultinject"

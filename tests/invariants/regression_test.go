@@ -1,8 +1,6 @@
 package invariants
 
 import (
-	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
-
 	"testing"
 	"testing/synctest"
 	"time"
@@ -13,6 +11,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/lowwater/lowwater/actors"
+	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/persistence/faultinject"
 	"github.com/lowwater/lowwater/wal"
