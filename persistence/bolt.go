@@ -43,15 +43,17 @@ var ErrReadOnly = errors.New("persistence: bolt catalog is read-only")
 // A damaged file is ErrCorruptStore, never a panic and never an empty
 // store: OpenBolt refuses an existing empty file and reads every page before
 // it returns, and a later call that meets damage (bbolt panics on it) marks
-// the Bolt damaged, after which every call returns that error. One hole is
-// left: with WithGroupCommit, bbolt may commit a batch on its own timer
-// goroutine, where a panic inside the commit itself cannot be caught.
+// the Bolt damaged, after which every call returns that error, group
+// commits included (see groupCommit).
 type Bolt struct {
-	db     *bolt.DB
+	db *bolt.DB
+	// file is the file bbolt opened, kept for closeDB.
+	file   *os.File
 	path   string
 	bucket []byte
-	// group routes Save through db.Batch (WithGroupCommit).
-	group bool
+	// group gathers concurrent Saves into one commit (WithGroupCommit);
+	// nil without it.
+	group *groupCommit
 	// readOnly refuses writes (WithReadOnly) before bbolt does, whose
 	// refusal names neither the file nor a sentinel of this package.
 	readOnly bool
@@ -66,6 +68,10 @@ type Bolt struct {
 	// half applied in memory, and writing on over a damaged file could lose
 	// what it still holds.
 	damaged atomic.Pointer[error]
+	// wedged is set when bbolt panicked while starting a transaction:
+	// it still holds the locks it took then, and DB.Close would wait for
+	// them for good (see closeDB).
+	wedged atomic.Bool
 }
 
 var _ Catalog = (*Bolt)(nil)
@@ -109,8 +115,8 @@ func WithNoSync(noSync bool) BoltOption {
 }
 
 // WithGroupCommit makes concurrent Saves share one write transaction and
-// one fsync (bbolt's DB.Batch): many pchannels advancing together cost a
-// few commits instead of one each. Every Save still returns only after the
+// one fsync, as bbolt's DB.Batch does: many pchannels advancing together
+// cost a few commits instead of one each. Every Save still returns only after the
 // transaction holding its write committed, so the durability promise is
 // unchanged, and the never-lower check still runs inside that transaction.
 // The price is latency: a Save waits until the batch is full (1000 calls)
@@ -166,7 +172,7 @@ func OpenBolt(path string, opts ...BoltOption) (*Bolt, error) {
 	if err := checkPath(path); err != nil {
 		return nil, err
 	}
-	db, err := openBoltDB(path, o)
+	db, file, err := openBoltDB(path, o)
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("%w: %s: not released within %v: %w", ErrLocked, path, o.openTimeout, err)
 	}
@@ -183,8 +189,10 @@ func OpenBolt(path string, opts ...BoltOption) (*Bolt, error) {
 	if err != nil {
 		return nil, openError(path, err)
 	}
-	db.MaxBatchDelay = o.groupDelay
-	b := &Bolt{db: db, path: path, bucket: []byte(o.bucket), group: o.group, readOnly: o.readOnly}
+	b := &Bolt{db: db, file: file, path: path, bucket: []byte(o.bucket), readOnly: o.readOnly}
+	if o.group {
+		b.group = &groupCommit{delay: o.groupDelay}
+	}
 	err = b.guard("open", func() error {
 		if err := b.verify(); err != nil {
 			return err
@@ -200,7 +208,7 @@ func OpenBolt(path string, opts ...BoltOption) (*Bolt, error) {
 		})
 	})
 	if err != nil {
-		_ = db.Close()
+		_ = b.closeDB()
 		if errors.Is(err, ErrCorruptStore) {
 			return nil, err
 		}
@@ -253,13 +261,13 @@ func openError(path string, err error) error {
 
 // openBoltDB opens the store at path; one that does not exist yet is made
 // whole first (createBoltDB), unless read-only.
-func openBoltDB(path string, o boltOptions) (*bolt.DB, error) {
+func openBoltDB(path string, o boltOptions) (*bolt.DB, *os.File, error) {
 	// Not on Windows, where a file open elsewhere cannot lose a name.
 	if !o.readOnly && runtime.GOOS != "windows" {
 		if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {
-			db, placed, err := createBoltDB(path, o)
+			db, file, placed, err := createBoltDB(path, o)
 			if err != nil || placed {
-				return db, err
+				return db, file, err
 			}
 		}
 	}
@@ -275,22 +283,22 @@ func openBoltDB(path string, o boltOptions) (*bolt.DB, error) {
 // anything. placed is false, with no error, when path appeared meanwhile
 // (another process put its file there first), and on a file system
 // without hard links: the caller then opens path as bbolt would.
-func createBoltDB(path string, o boltOptions) (db *bolt.DB, placed bool, err error) {
+func createBoltDB(path string, o boltOptions) (db *bolt.DB, file *os.File, placed bool, err error) {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".new-")
 	if err != nil {
-		return nil, false, err
+		return nil, nil, false, err
 	}
 	tmp := f.Name()
 	_ = f.Close()
 	defer os.Remove(tmp) // once linked, path keeps the file
-	if db, err = openBoltFile(tmp, o); err != nil {
-		return nil, false, err
+	if db, file, err = openBoltFile(tmp, o); err != nil {
+		return nil, nil, false, err
 	}
 	if err := os.Link(tmp, path); err != nil {
 		_ = db.Close()
-		return nil, false, nil
+		return nil, nil, false, nil
 	}
-	return db, true, nil
+	return db, file, true, nil
 }
 
 // openBoltFile is bolt.Open with its panics (and faults reading the mapped
@@ -299,8 +307,7 @@ func createBoltDB(path string, o boltOptions) (db *bolt.DB, placed bool, err err
 // close: the file it opened is unlocked and closed here instead. Its
 // mapping stays (bbolt keeps it unexported): a leak of one mapping of a
 // damaged file per failed open.
-func openBoltFile(path string, o boltOptions) (db *bolt.DB, err error) {
-	var file *os.File
+func openBoltFile(path string, o boltOptions) (db *bolt.DB, file *os.File, err error) {
 	openFile := func(name string, flag int, perm os.FileMode) (*os.File, error) {
 		f, err := os.OpenFile(name, flag, perm)
 		file = f
@@ -313,10 +320,14 @@ func openBoltFile(path string, o boltOptions) (db *bolt.DB, err error) {
 				unlockFile(file)
 				_ = file.Close()
 			}
-			db, err = nil, fmt.Errorf("%w: %s: open: bbolt panicked: %v", ErrCorruptStore, path, p)
+			db, file, err = nil, nil, fmt.Errorf("%w: %s: open: bbolt panicked: %v", ErrCorruptStore, path, p)
 		}
 	}()
-	return bolt.Open(path, 0o600, &bolt.Options{Timeout: o.openTimeout, NoSync: o.noSync, ReadOnly: o.readOnly, OpenFile: openFile})
+	db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: o.openTimeout, NoSync: o.noSync, ReadOnly: o.readOnly, OpenFile: openFile})
+	if err != nil {
+		return nil, nil, err
+	}
+	return db, file, nil
 }
 
 // verify reads every page a catalog can reach before the store is used,
@@ -386,6 +397,9 @@ func (b *Bolt) guard(op string, call func() error) (err error) {
 			// to the heap on every call, not only on a panic.
 			damaged := fmt.Errorf("%w: %s: %s: bbolt panicked: %v", ErrCorruptStore, b.path, op, p)
 			b.damaged.CompareAndSwap(nil, &damaged)
+			if panickedStartingTx() {
+				b.wedged.Store(true)
+			}
 			err = *b.damaged.Load()
 		}
 	}()
@@ -440,38 +454,19 @@ func (b *Bolt) Save(ctx context.Context, pchannel string, checkpoint wal.Message
 	if err != nil {
 		return err
 	}
-	key := []byte(pchannel)
-	if !b.group {
-		return b.guard("save", func() error {
-			return b.db.Update(func(tx *bolt.Tx) error {
-				refused, err := b.put(tx, key, pchannel, checkpoint, raw)
-				if err != nil {
-					return err
-				}
-				return refused
-			})
-		})
+	if b.group != nil {
+		return b.saveGrouped(pchannel, checkpoint, raw)
 	}
-	// db.Batch runs fn once more, in a new transaction, whenever another
-	// call of the batch fails, so fn must be idempotent: it only reads,
-	// compares and puts, and keeps its refusal in refused instead of
-	// returning it, since an error would roll back everyone's writes. A
-	// Put failure is returned: bbolt then reruns this call alone. fn may
-	// run on bbolt's batch timer goroutine, so it has a guard of its own.
-	var refused error
-	err = b.guard("save", func() error {
-		return b.db.Batch(func(tx *bolt.Tx) error {
-			return b.guard("save", func() error {
-				var err error
-				refused, err = b.put(tx, key, pchannel, checkpoint, raw)
+	key := []byte(pchannel)
+	return b.guard("save", func() error {
+		return b.db.Update(func(tx *bolt.Tx) error {
+			refused, err := b.put(tx, key, pchannel, checkpoint, raw)
+			if err != nil {
 				return err
-			})
+			}
+			return refused
 		})
 	})
-	if err != nil {
-		return err
-	}
-	return refused
 }
 
 // put writes raw as the record of pchannel unless the stored one is above
@@ -524,10 +519,43 @@ func (b *Bolt) Close() error {
 		return ErrClosed
 	}
 	b.closed = true
-	if err := b.db.Close(); err != nil {
+	if err := b.closeDB(); err != nil {
 		return fmt.Errorf("persistence: close bolt file: %w", err)
 	}
 	return nil
+}
+
+// closeDB closes the bbolt file. Of a wedged Bolt it closes the file
+// itself, which lets go of its lock too, since DB.Close would wait for
+// good for the locks bbolt still holds; bbolt's mapping of the file is
+// then left to the process. Nothing touches the db by then: a wedged Bolt
+// is damaged, and refuses every call.
+func (b *Bolt) closeDB() error {
+	if !b.wedged.Load() {
+		return b.db.Close()
+	}
+	unlockFile(b.file)
+	return b.file.Close()
+}
+
+// panickedStartingTx reports whether the panic being recovered was raised
+// while bbolt was starting a transaction (it checks the meta pages then,
+// and panics if neither is valid), after it took its locks and before any
+// code of its own could release them. Called from a deferred recover, it
+// sees the panicking frames still on the stack.
+func panickedStartingTx() bool {
+	pcs := make([]uintptr, 64)
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs)])
+	for {
+		f, more := frames.Next()
+		switch f.Function {
+		case "go.etcd.io/bbolt.(*DB).beginTx", "go.etcd.io/bbolt.(*DB).beginRWTx":
+			return true
+		}
+		if !more {
+			return false
+		}
+	}
 }
 
 func (b *Bolt) ready(ctx context.Context) error {

@@ -58,7 +58,7 @@ func (b *Bolt) checkBucket(path string) error {
 		return nil
 	})
 	if err != nil {
-		_ = b.db.Close()
+		_ = b.closeDB()
 		return err
 	}
 	return nil

@@ -259,16 +259,7 @@ func testBoltDamagedWhileOpen(t *testing.T, opts ...persistence.BoltOption) {
 		t.Fatal(err)
 	}
 	damaged := flipLeafElements(0x80, 7)(t, data)
-	f, err := os.OpenFile(path, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteAt(damaged, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	writeInPlace(t, path, damaged)
 
 	// The Save meets the damage first (its cursor reads the leaf), then
 	// LoadAll and Load find the Bolt refusing.
@@ -287,6 +278,70 @@ func testBoltDamagedWhileOpen(t *testing.T, opts ...persistence.BoltOption) {
 	}
 	if err := b.Close(); err != nil {
 		t.Fatalf("Close of a damaged Bolt = %v", err)
+	}
+}
+
+// TestBoltDamagedMetaWhileOpen damages both meta pages of an open store.
+// bbolt panics while starting the next transaction, still holding the
+// locks it took (on a batch's timer goroutine, with group commit, where
+// nothing could catch it and the process died). The Save reports
+// ErrCorruptStore, Close returns rather than waiting on those locks for
+// good, and it lets go of the file: opening it again finds the damage,
+// not a lock.
+func TestBoltDamagedMetaWhileOpen(t *testing.T) {
+	for name, opts := range map[string][]persistence.BoltOption{
+		"single":       nil,
+		"group commit": {persistence.WithGroupCommit(true), persistence.WithGroupCommitDelay(time.Millisecond)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "checkpoints.db")
+			writeHealthyBolt(t, path)
+			b := openBolt(t, path, opts...)
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The magic number of each meta page.
+			data[pageHeaderSize] ^= 0xff
+			data[bboltPageSize+pageHeaderSize] ^= 0xff
+			writeInPlace(t, path, data)
+
+			ctx := context.Background()
+			err = noPanic(t, "Save", func() error { return b.Save(ctx, damagedName(0), wal.KafkaID(9999)) })
+			wantCorruptStore(t, "Save", err, path)
+			_, err = noPanicValue(t, "Load", func() (wal.MessageID, error) { return b.Load(ctx, damagedName(1)) })
+			wantCorruptStore(t, "Load after the damage", err, path)
+
+			closed := make(chan error, 1)
+			go func() { closed <- b.Close() }()
+			select {
+			case err := <-closed:
+				if err != nil {
+					t.Fatalf("Close of a damaged Bolt = %v", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("Close of a Bolt whose bbolt panicked starting a transaction did not return within 10 s")
+			}
+			_, err = persistence.OpenBolt(path, persistence.WithOpenTimeout(100*time.Millisecond))
+			wantCorruptStore(t, "OpenBolt after Close", err, path)
+		})
+	}
+}
+
+// writeInPlace writes data over the file at path, as a disk would damage
+// it under an open store: through the file, seen through bbolt's shared
+// mapping.
+func writeInPlace(t *testing.T, path string, data []byte) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt(data, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -98,6 +98,36 @@ func TestBoltGroupCommitRefusalSparesTheBatch(t *testing.T) {
 	}
 }
 
+// TestBoltGroupCommitFullBatchGoesAtOnce fills a batch whose delay is an
+// hour: the thousandth save commits it on the spot.
+func TestBoltGroupCommitFullBatchGoesAtOnce(t *testing.T) {
+	const full = 1000 // a full batch: bbolt's default MaxBatchSize
+	b := openBolt(t, filepath.Join(t.TempDir(), "checkpoints.db"),
+		persistence.WithGroupCommit(true), persistence.WithGroupCommitDelay(time.Hour))
+	ctx := context.Background()
+	errs := make(chan error, full)
+	for i := range full {
+		go func() { errs <- b.Save(ctx, fmt.Sprintf("p%d", i), wal.KafkaID(i+1)) }()
+	}
+	deadline := time.After(time.Minute)
+	for range full {
+		select {
+		case err := <-errs:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-deadline:
+			t.Fatal("a full batch did not commit within a minute; its delay is an hour")
+		}
+	}
+	for _, i := range []int{0, full - 1} {
+		if got, err := b.Load(ctx, fmt.Sprintf("p%d", i)); err != nil || got != wal.KafkaID(i+1) {
+			t.Fatalf("Load(p%d) = (%v, %v), want kafka:%d", i, got, err, i+1)
+		}
+	}
+
+}
+
 func TestBoltSecondOpenIsLocked(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "checkpoints.db")
 	first := openBolt(t, path)

@@ -1,0 +1,135 @@
+package persistence
+
+import (
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/lowwater/lowwater/wal"
+)
+
+// maxGroupSaves is how many saves one group commit carries at most:
+// bbolt's default MaxBatchSize. A full batch commits at once, without
+// waiting out its delay.
+const maxGroupSaves = 1000
+
+// groupCommit gathers the Saves that arrive together (WithGroupCommit)
+// into one write transaction and one fsync, as bbolt's DB.Batch does, with
+// the same policy: a batch commits when it is full or when its delay has
+// passed since its first save. It is ours rather than DB.Batch for two
+// reasons:
+//
+//   - A batch whose delay passes commits on a timer goroutine. DB.Batch
+//     runs the commit there unguarded, so a damaged page met while
+//     writing panicked that goroutine and took the process down; here the
+//     commit runs under the Bolt's guard, wherever it runs, and becomes
+//     ErrCorruptStore like any other damage.
+//   - A waiting Save costs no channel, closure or retry of its own: the
+//     saves of a batch wait on one channel, and each reads its own
+//     outcome. DB.Batch reran the whole transaction without a save whose
+//     function failed; a save here fails alone and the others commit,
+//     since a put that bbolt refuses changes nothing.
+//
+// Every Save still returns only once the transaction holding its write
+// committed, and the never-lower check still runs inside it.
+type groupCommit struct {
+	delay time.Duration
+
+	mu sync.Mutex
+	// open is the batch still taking saves, or nil.
+	open *batch // guarded by mu
+	// last is how many saves the last batch took: the next one is made
+	// that large, so that under a steady load a batch is one allocation.
+	last int // guarded by mu
+}
+
+// batch is one group commit: its saves, in the order they came, and done,
+// closed once every save's err is set.
+type batch struct {
+	saves []batchedSave
+	done  chan struct{}
+	timer *time.Timer
+}
+
+type batchedSave struct {
+	pchannel   string
+	checkpoint wal.MessageID
+	raw        []byte
+	// err is the save's outcome: nil once durable, its refusal, or the
+	// failure of the whole commit.
+	err error
+}
+
+// join adds s to the open batch, opening one if there is none, and
+// returns the batch and the index of s in it. full reports that s filled
+// the batch: the caller must commit it, now that no one else will.
+func (g *groupCommit) join(s batchedSave, commit func(*batch)) (bt *batch, i int, full bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	bt = g.open
+	if bt == nil {
+		bt = &batch{saves: make([]batchedSave, 0, max(g.last, 8)), done: make(chan struct{})}
+		g.open = bt
+		bt.timer = time.AfterFunc(g.delay, func() {
+			if g.take(bt) {
+				commit(bt)
+			}
+		})
+	}
+	i = len(bt.saves)
+	bt.saves = append(bt.saves, s)
+	if len(bt.saves) < maxGroupSaves {
+		return bt, i, false
+	}
+	g.open, g.last = nil, len(bt.saves)
+	bt.timer.Stop()
+	return bt, i, true
+}
+
+// take closes bt to new saves, if it still takes them, and reports
+// whether it did: whoever takes a batch commits it, once.
+func (g *groupCommit) take(bt *batch) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.open != bt {
+		return false // filled, and committed by the save that filled it
+	}
+	g.open, g.last = nil, len(bt.saves)
+	return true
+}
+
+// saveGrouped is Save under WithGroupCommit; the caller holds b.mu for
+// reading, and keeps it until this returns, so that the file stays open
+// for the commit, wherever it runs.
+func (b *Bolt) saveGrouped(pchannel string, checkpoint wal.MessageID, raw []byte) error {
+	bt, i, full := b.group.join(batchedSave{pchannel: pchannel, checkpoint: checkpoint, raw: raw}, b.commit)
+	if full {
+		b.commit(bt)
+	}
+	<-bt.done
+	return bt.saves[i].err
+}
+
+// commit writes a batch in one transaction and tells its saves.
+func (b *Bolt) commit(bt *batch) {
+	err := b.guard("save", func() error {
+		return b.db.Update(func(tx *bolt.Tx) error {
+			for i := range bt.saves {
+				s := &bt.saves[i]
+				refused, err := b.put(tx, []byte(s.pchannel), s.pchannel, s.checkpoint, s.raw)
+				if err == nil {
+					err = refused
+				}
+				s.err = err
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		for i := range bt.saves {
+			bt.saves[i].err = err
+		}
+	}
+	close(bt.done)
+}
