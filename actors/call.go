@@ -34,18 +34,13 @@ const joinGrace = 100 * time.Millisecond
 //   - wait lets a stop wait for it, up to a deadline, without the mailbox.
 //
 // A save is the hot path: the call is one allocation, its context included,
-// and runs on a pooled worker.
+// and runs on a pooled worker. What every call of an actor shares is in
+// its site, so that a call holds only its own.
 type call struct {
 	seq  uint64
 	ctx  callContext
-	root *actor.RootContext
-	self *actor.PID
-	op   string
-	fn   catalogCall
+	site *callSite
 	arg  wal.MessageID
-	// inbox, if set, is the mailbox of self: the result is delivered to it
-	// directly, and the call's goroutine runs it if it is idle.
-	inbox *mailbox
 	// started is set by whichever comes first, run or end: a call ended
 	// before it ran never runs.
 	started atomic.Bool
@@ -61,6 +56,19 @@ type call struct {
 // returns it.
 type catalogCall func(ctx context.Context, arg wal.MessageID) (wal.MessageID, error)
 
+// callSite is what the calls of one actor share: whom they answer, what
+// they run, and for how long at most.
+type callSite struct {
+	root    *actor.RootContext
+	self    *actor.PID
+	op      string // names the call in errors ("Load", "Save")
+	fn      catalogCall
+	timeout time.Duration
+	// inbox, if set, is the mailbox of self: a result is delivered to it
+	// directly, and the call's goroutine runs it if it is idle.
+	inbox *mailbox
+}
+
 // callDone carries the outcome of a catalog call to the actor that started
 // it. value is what Load returned or what Save saved.
 type callDone struct {
@@ -68,45 +76,45 @@ type callDone struct {
 	value   wal.MessageID
 	err     error
 	latency time.Duration
-	// ended is when the call returned: the time of the event that
-	// publishes a save's success, which reads the clock no second time.
-	ended time.Time
 }
 
-// startCall runs fn(arg) off the mailbox, bounded by timeout, and sends its
-// outcome to self. op names the call in errors ("Load", "Save").
-func startCall(root *actor.RootContext, self *actor.PID, seq uint64, timeout time.Duration, op string, fn catalogCall, arg wal.MessageID) *call {
-	k := newCall(root, self, seq, timeout, op, fn, arg)
-	poolOf(root.ActorSystem()).Go(k)
+// startCall runs the site's call of arg off the mailbox and sends its
+// outcome to the site's actor.
+func startCall(site *callSite, seq uint64, arg wal.MessageID) *call {
+	k := newCall(site, seq, arg)
+	poolOf(site.root.ActorSystem()).Go(k)
 	return k
 }
 
-// newCall prepares a call for its caller to run: it is bounded by timeout
-// from now. With inbox, its result goes straight to that mailbox, which
-// must be self's.
-func newCall(root *actor.RootContext, self *actor.PID, seq uint64, timeout time.Duration, op string, fn catalogCall, arg wal.MessageID) *call {
-	k := &call{seq: seq, root: root, self: self, op: op, fn: fn, arg: arg}
+// newCall prepares a call for its caller to run: it is bounded by the
+// site's timeout from now.
+func newCall(site *callSite, seq uint64, arg wal.MessageID) *call {
+	k := &call{seq: seq, site: site, arg: arg}
 	k.ctx.began = time.Now()
-	k.ctx.deadline = k.ctx.began.Add(timeout)
+	k.ctx.timeout = site.timeout
 	return k
 }
+
+// ended is when the call returned, given its result: the time of the
+// event that publishes a save's success, which reads the clock no second
+// time.
+func (k *call) ended(res *callDone) time.Time { return k.ctx.began.Add(res.latency) }
 
 func (k *call) run() task {
 	if !k.started.CompareAndSwap(false, true) {
 		return nil // ended before it ran
 	}
-	v, err := guard(&k.ctx, k.op, k.fn, k.arg)
+	v, err := guard(&k.ctx, k.site.op, k.site.fn, k.arg)
 	k.ctx.cancel(context.Canceled)
-	ended := time.Now()
-	k.result = callDone{seq: k.seq, value: v, err: err, latency: ended.Sub(k.ctx.began), ended: ended}
-	if k.inbox == nil {
-		k.root.Send(k.self, &k.result)
+	k.result = callDone{seq: k.seq, value: v, err: err, latency: time.Since(k.ctx.began)}
+	if k.site.inbox == nil {
+		k.site.root.Send(k.site.self, &k.result)
 		k.finish()
 		return nil
 	}
 	// Finished first: the mailbox run that follows may end this very call.
 	k.finish()
-	return k.inbox.deliver(&k.result)
+	return k.site.inbox.deliver(&k.result)
 }
 
 func (k *call) finish() {
@@ -165,14 +173,14 @@ func overdueAfter(timeout time.Duration) time.Duration {
 // then err, wrapping ErrCatalogOverdue, if the call is still running (nil
 // if it has returned: its result is on its way).
 func (k *call) overdue() (wait time.Duration, err error) {
-	timeout := k.ctx.deadline.Sub(k.ctx.began)
+	timeout := k.ctx.timeout
 	if wait = time.Until(k.ctx.began.Add(overdueAfter(timeout))); wait > 0 {
 		return wait, nil
 	}
 	if _, done := k.joined(); done {
 		return 0, nil
 	}
-	return 0, fmt.Errorf("%w: %s still running %v past its %v deadline; the next attempt waits for it", ErrCatalogOverdue, k.op, joinGrace, timeout)
+	return 0, fmt.Errorf("%w: %s still running %v past its %v deadline; the next attempt waits for it", ErrCatalogOverdue, k.site.op, joinGrace, timeout)
 }
 
 // ErrCatalogOverdue is the error of a PersistFailed published for a save
@@ -255,8 +263,8 @@ func (k *call) end(cfg *config, op string) (never bool) {
 // closes it at the deadline are made only if the catalog asks for Done;
 // a catalog that only checks Err (bbolt) costs neither.
 type callContext struct {
-	began    time.Time
-	deadline time.Time
+	began   time.Time
+	timeout time.Duration
 
 	mu    sync.Mutex
 	err   error         // guarded by mu
@@ -266,7 +274,9 @@ type callContext struct {
 
 var _ context.Context = (*callContext)(nil)
 
-func (c *callContext) Deadline() (time.Time, bool) { return c.deadline, true }
+func (c *callContext) Deadline() (time.Time, bool) { return c.deadline(), true }
+
+func (c *callContext) deadline() time.Time { return c.began.Add(c.timeout) }
 
 func (c *callContext) Value(any) any { return nil }
 
@@ -282,7 +292,7 @@ func (c *callContext) Done() <-chan struct{} {
 		if c.expiredLocked() {
 			return c.done // closed by endLocked
 		}
-		c.timer = time.AfterFunc(time.Until(c.deadline), func() { c.cancel(context.DeadlineExceeded) })
+		c.timer = time.AfterFunc(time.Until(c.deadline()), func() { c.cancel(context.DeadlineExceeded) })
 	}
 	return c.done
 }
@@ -297,7 +307,7 @@ func (c *callContext) Err() error {
 // expiredLocked ends the context if its deadline passed, and reports
 // whether it has ended.
 func (c *callContext) expiredLocked() bool {
-	if c.err == nil && !time.Now().Before(c.deadline) {
+	if c.err == nil && !time.Now().Before(c.deadline()) {
 		c.endLocked(context.DeadlineExceeded)
 	}
 	return c.err != nil

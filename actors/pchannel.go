@@ -651,8 +651,9 @@ func (p *pchannel) load(ctx actor.Context) {
 	stopTimer(p.recovery.watch) // a graceful stop reads again with no loadDone
 	p.recovery.attempt++
 	catalog, name := p.cfg.catalog, p.cfg.pchannel
-	p.recovery.call = startCall(ctx.ActorSystem().Root, p.self, p.cfg.seq.Add(1), p.cfg.saveTimeout, "Load",
-		func(c context.Context, _ wal.MessageID) (wal.MessageID, error) { return catalog.Load(c, name) }, nil)
+	site := &callSite{root: ctx.ActorSystem().Root, self: p.self, op: "Load", timeout: p.cfg.saveTimeout,
+		fn: func(c context.Context, _ wal.MessageID) (wal.MessageID, error) { return catalog.Load(c, name) }}
+	p.recovery.call = startCall(site, p.cfg.seq.Add(1), nil)
 	p.recovery.watchSeq = p.cfg.seq.Add(1)
 	p.recovery.watch = afterFunc(overdueAfter(p.cfg.saveTimeout), ctx.ActorSystem().Root, p.self, p.recovery.watchSeq)
 }

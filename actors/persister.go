@@ -45,8 +45,8 @@ type persister struct {
 	offered bool
 
 	save *call
-	// saveFn is catalogSave, bound once.
-	saveFn   catalogCall
+	// site is what every save shares: catalogSave, bound once.
+	site     *callSite
 	timer    *time.Timer
 	timerSeq uint64
 	// watchdog fires overdueCheck; watching is set while it is armed, and
@@ -124,8 +124,8 @@ func (s *persister) Receive(ctx actor.Context) {
 	case *actor.Started:
 		s.self, s.parent = ctx.Self(), ctx.Parent()
 		s.root, s.events = ctx.ActorSystem().Root, ctx.ActorSystem().EventStream
-		s.saveFn = s.catalogSave
 		s.inbox = *s.inboxRef
+		s.site = &callSite{root: s.root, self: s.self, op: "Save", fn: s.catalogSave, timeout: s.cfg.saveTimeout, inbox: s.inbox}
 		s.plan = saveplan.New(s.status.load().persisted, &lazyBackoff{schedule: &s.cfg.backoff}, s.cfg.minInterval)
 	case *actor.Stopping, *actor.Restarting:
 		s.over = true
@@ -143,7 +143,7 @@ func (s *persister) Receive(ctx actor.Context) {
 			value, attempt := s.plan.InFlight(), s.plan.Attempt()
 			s.plan.Succeeded()
 			s.report()
-			publish(s.events, s.cfg.logger, &messages.CheckpointPersisted{Header: messages.Header{PChannel: s.cfg.pchannel, At: res.ended},
+			publish(s.events, s.cfg.logger, &messages.CheckpointPersisted{Header: messages.Header{PChannel: s.cfg.pchannel, At: k.ended(&res)},
 				Value: value, Attempts: attempt, Latency: res.latency})
 		}
 		s.report()
@@ -232,8 +232,7 @@ func (s *persister) start(v wal.MessageID) {
 	if s.cfg.counters != nil {
 		s.cfg.counters.savesInFlight.Add(1)
 	}
-	s.save = newCall(s.root, s.self, s.cfg.seq.Add(1), s.cfg.saveTimeout, "Save", s.saveFn, v)
-	s.save.inbox = s.inbox
+	s.save = newCall(s.site, s.cfg.seq.Add(1), v)
 	s.inbox.runAfter(s.save)
 	s.report()
 	s.watch()
@@ -299,6 +298,7 @@ func (s *persister) catalogSave(ctx context.Context, v wal.MessageID) (wal.Messa
 // moves before any event is published, so that a GetState sent on seeing
 // the event already sees its effect.
 func (s *persister) saved(m *callDone) {
+	ended := s.save.ended(m)
 	s.save = nil
 	m.value = s.plan.InFlight() // also when the catalog panicked
 	attempt := s.plan.Attempt()
@@ -306,7 +306,7 @@ func (s *persister) saved(m *callDone) {
 	if m.err == nil {
 		step = s.plan.Succeeded()
 		s.report()
-		publish(s.events, s.cfg.logger, &messages.CheckpointPersisted{Header: messages.Header{PChannel: s.cfg.pchannel, At: m.ended},
+		publish(s.events, s.cfg.logger, &messages.CheckpointPersisted{Header: messages.Header{PChannel: s.cfg.pchannel, At: ended},
 			Value: m.value, Attempts: attempt, Latency: m.latency})
 	} else {
 		step = s.saveFailed(m, attempt)

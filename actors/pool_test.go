@@ -91,10 +91,10 @@ func TestPoolIsNeverCapped(t *testing.T) {
 
 func TestCallEndedBeforeItRanNeverRuns(t *testing.T) {
 	ran := false
-	k := newCall(nil, nil, 1, time.Second, "Save", func(context.Context, wal.MessageID) (wal.MessageID, error) {
+	k := newCall(&callSite{op: "Save", timeout: time.Second, fn: func(context.Context, wal.MessageID) (wal.MessageID, error) {
 		ran = true
 		return nil, nil
-	}, wal.KafkaID(1))
+	}}, 1, wal.KafkaID(1))
 	cfg := &config{logger: zap.NewNop()}
 	require.True(t, k.end(cfg, "Save"), "ended before it ran")
 	k.run()
@@ -106,7 +106,7 @@ func TestCallEndedBeforeItRanNeverRuns(t *testing.T) {
 
 func TestCallContextDeadlineAndCancel(t *testing.T) {
 	t.Run("deadline, Err only", func(t *testing.T) {
-		c := &callContext{deadline: time.Now().Add(-time.Millisecond)}
+		c := &callContext{began: time.Now(), timeout: -time.Millisecond}
 		require.ErrorIs(t, c.Err(), context.DeadlineExceeded)
 		select {
 		case <-c.Done():
@@ -115,7 +115,7 @@ func TestCallContextDeadlineAndCancel(t *testing.T) {
 		}
 	})
 	t.Run("deadline, Done", func(t *testing.T) {
-		c := &callContext{deadline: time.Now().Add(20 * time.Millisecond)}
+		c := &callContext{began: time.Now(), timeout: 20 * time.Millisecond}
 		require.NoError(t, c.Err())
 		select {
 		case <-c.Done():
@@ -125,10 +125,10 @@ func TestCallContextDeadlineAndCancel(t *testing.T) {
 		require.ErrorIs(t, c.Err(), context.DeadlineExceeded)
 		d, ok := c.Deadline()
 		require.True(t, ok)
-		require.Equal(t, c.deadline, d)
+		require.Equal(t, c.began.Add(20*time.Millisecond), d)
 	})
 	t.Run("cancel before Done", func(t *testing.T) {
-		c := &callContext{deadline: time.Now().Add(time.Hour)}
+		c := &callContext{began: time.Now(), timeout: time.Hour}
 		c.cancel(context.Canceled)
 		select {
 		case <-c.Done():
@@ -138,7 +138,7 @@ func TestCallContextDeadlineAndCancel(t *testing.T) {
 		require.ErrorIs(t, c.Err(), context.Canceled)
 	})
 	t.Run("cancel after Done, derived contexts follow", func(t *testing.T) {
-		c := &callContext{deadline: time.Now().Add(time.Hour)}
+		c := &callContext{began: time.Now(), timeout: time.Hour}
 		child, stop := context.WithCancel(c)
 		defer stop()
 		c.cancel(context.Canceled)
