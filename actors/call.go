@@ -44,6 +44,9 @@ type call struct {
 	// started is set by whichever comes first, run or end: a call ended
 	// before it ran never runs.
 	started atomic.Bool
+	// answered is set by the first outcome of a save started through a
+	// SaveStarter: a catalog that tells twice is believed once.
+	answered atomic.Bool
 
 	mu       sync.Mutex
 	finished bool          // guarded by mu
@@ -67,6 +70,12 @@ type callSite struct {
 	// inbox, if set, is the mailbox of self: a result is delivered to it
 	// directly, and the call's goroutine runs it if it is idle.
 	inbox *mailbox
+	// start, if set, starts a save without waiting for it (the catalog's
+	// StartSave); the call falls back on fn when it declines. Only with
+	// inbox. inFlight, if set, counts the saves it started until they are
+	// answered.
+	start    func(ctx context.Context, arg wal.MessageID, done func(error)) error
+	inFlight *atomic.Int64
 }
 
 // callDone carries the outcome of a catalog call to the actor that started
@@ -104,6 +113,18 @@ func (k *call) run() task {
 	if !k.started.CompareAndSwap(false, true) {
 		return nil // ended before it ran
 	}
+	if k.site.start != nil {
+		err := startGuarded(&k.ctx, k.site, k.arg, k.told)
+		switch {
+		case err == nil:
+			return nil // told later, on the catalog's goroutine
+		case !errors.Is(err, errors.ErrUnsupported):
+			if !k.answer(err) {
+				return nil
+			}
+			return k.site.inbox.deliver(&k.result)
+		}
+	}
 	v, err := guard(&k.ctx, k.site.op, k.site.fn, k.arg)
 	k.ctx.cancel(context.Canceled)
 	k.result = callDone{seq: k.seq, value: v, err: err, latency: time.Since(k.ctx.began)}
@@ -115,6 +136,43 @@ func (k *call) run() task {
 	// Finished first: the mailbox run that follows may end this very call.
 	k.finish()
 	return k.site.inbox.deliver(&k.result)
+}
+
+// told is the done of a save started through the catalog's StartSave. It
+// runs on the catalog's goroutine, which the actor must not hold up (a
+// subscriber of the events its result publishes may be slow), so the
+// result is posted to the mailbox for the pool to run.
+func (k *call) told(err error) {
+	if k.answer(err) {
+		k.site.inbox.push(&k.result)
+	}
+}
+
+// answer records the outcome of a started save, if it is the first, and
+// reports whether it was.
+func (k *call) answer(err error) bool {
+	if !k.answered.CompareAndSwap(false, true) {
+		return false
+	}
+	k.ctx.cancel(context.Canceled)
+	k.result = callDone{seq: k.seq, value: k.arg, err: err, latency: time.Since(k.ctx.began)}
+	if k.site.inFlight != nil {
+		k.site.inFlight.Add(-1)
+	}
+	k.finish()
+	return true
+}
+
+// startGuarded starts a save through the catalog's StartSave, turning a
+// panic into an error. A catalog that panicked after it took done and
+// tells later is not believed twice (answer).
+func startGuarded(ctx context.Context, site *callSite, arg wal.MessageID, done func(error)) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &CatalogPanicError{Op: "Save", Value: r}
+		}
+	}()
+	return site.start(ctx, arg, done)
 }
 
 func (k *call) finish() {

@@ -126,6 +126,15 @@ func (s *persister) Receive(ctx actor.Context) {
 		s.root, s.events = ctx.ActorSystem().Root, ctx.ActorSystem().EventStream
 		s.inbox = *s.inboxRef
 		s.site = &callSite{root: s.root, self: s.self, op: "Save", fn: s.catalogSave, timeout: s.cfg.saveTimeout, inbox: s.inbox}
+		if starter, ok := s.cfg.catalog.(persistence.SaveStarter); ok {
+			pchannel := s.cfg.pchannel
+			s.site.start = func(ctx context.Context, v wal.MessageID, done func(error)) error {
+				return starter.StartSave(ctx, pchannel, v, done)
+			}
+			if c := s.cfg.counters; c != nil {
+				s.site.inFlight = &c.savesInFlight
+			}
+		}
 		s.plan = saveplan.New(s.status.load().persisted, &lazyBackoff{schedule: &s.cfg.backoff}, s.cfg.minInterval)
 	case *actor.Stopping, *actor.Restarting:
 		s.over = true

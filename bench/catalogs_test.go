@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -64,6 +65,27 @@ func (m *meter) Save(ctx context.Context, pchannel string, v wal.MessageID) erro
 	if err != nil {
 		return err
 	}
+	m.saved(pchannel, v)
+	return nil
+}
+
+// StartSave passes a save on to a catalog that starts it without waiting
+// (bbolt with group commit), and meters it once it is told.
+func (m *meter) StartSave(ctx context.Context, pchannel string, v wal.MessageID, done func(error)) error {
+	starter, ok := m.Catalog.(persistence.SaveStarter)
+	if !ok {
+		return errors.ErrUnsupported
+	}
+	return starter.StartSave(ctx, pchannel, v, func(err error) {
+		if err == nil {
+			m.saved(pchannel, v)
+		}
+		done(err)
+	})
+}
+
+// saved meters a successful save.
+func (m *meter) saved(pchannel string, v wal.MessageID) {
 	now := time.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -84,7 +106,6 @@ func (m *meter) Save(ctx context.Context, pchannel string, v wal.MessageID) erro
 	}
 	clear(m.waiters[len(kept):])
 	m.waiters = kept
-	return nil
 }
 
 // count returns the number of successful saves so far.

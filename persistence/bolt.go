@@ -62,6 +62,9 @@ type Bolt struct {
 	// closed db: calls hold it for reading, Close for writing.
 	mu     sync.RWMutex
 	closed bool
+	// started counts the saves StartSave started and has not answered:
+	// Close waits for them too, since they hold no lock while they wait.
+	started sync.WaitGroup
 
 	// damaged holds the ErrCorruptStore of the first bbolt panic. From then
 	// on every call returns it: a panic may have left a write transaction
@@ -74,7 +77,7 @@ type Bolt struct {
 	wedged atomic.Bool
 }
 
-var _ Catalog = (*Bolt)(nil)
+var _ SaveStarter = (*Bolt)(nil)
 
 // BoltOption configures OpenBolt.
 type BoltOption interface{ apply(*boltOptions) }
@@ -441,16 +444,7 @@ func (b *Bolt) Load(ctx context.Context, pchannel string) (wal.MessageID, error)
 func (b *Bolt) Save(ctx context.Context, pchannel string, checkpoint wal.MessageID) error {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
-	if err := b.ready(ctx); err != nil {
-		return err
-	}
-	if err := b.writable("save", pchannel); err != nil {
-		return err
-	}
-	if err := CheckSaveArgs(pchannel, checkpoint); err != nil {
-		return err
-	}
-	raw, err := EncodeRecord(Record{Checkpoint: checkpoint})
+	raw, err := b.checkSave(ctx, pchannel, checkpoint)
 	if err != nil {
 		return err
 	}
@@ -467,6 +461,50 @@ func (b *Bolt) Save(ctx context.Context, pchannel string, checkpoint wal.Message
 			return refused
 		})
 	})
+}
+
+// StartSave implements SaveStarter under WithGroupCommit: the save joins
+// a batch and holds no goroutine until the batch commits, when done is
+// called on the goroutine that committed it. Without group commit it
+// returns errors.ErrUnsupported: a save is then a write transaction of
+// its own, which waits for bbolt's one writer, and Save does that. As for
+// Save, the context is checked when the save starts; once started, it
+// commits with its batch.
+func (b *Bolt) StartSave(ctx context.Context, pchannel string, checkpoint wal.MessageID, done func(error)) error {
+	if b.group == nil {
+		return errNoGroupCommit
+	}
+	if done == nil {
+		return fmt.Errorf("%w: nil done for pchannel %q", ErrInvalidArgument, pchannel)
+	}
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	raw, err := b.checkSave(ctx, pchannel, checkpoint)
+	if err != nil {
+		return err
+	}
+	b.started.Add(1)
+	b.startGrouped(pchannel, checkpoint, raw, done)
+	return nil
+}
+
+// errNoGroupCommit is StartSave's answer without group commit. Made once:
+// a caller may ask on every save.
+var errNoGroupCommit = fmt.Errorf("persistence: a bolt save starts without waiting only with group commit: %w", errors.ErrUnsupported)
+
+// checkSave checks a save before it starts, and encodes its record. The
+// caller holds b.mu for reading.
+func (b *Bolt) checkSave(ctx context.Context, pchannel string, checkpoint wal.MessageID) ([]byte, error) {
+	if err := b.ready(ctx); err != nil {
+		return nil, err
+	}
+	if err := b.writable("save", pchannel); err != nil {
+		return nil, err
+	}
+	if err := CheckSaveArgs(pchannel, checkpoint); err != nil {
+		return nil, err
+	}
+	return EncodeRecord(Record{Checkpoint: checkpoint})
 }
 
 // put writes raw as the record of pchannel unless the stored one is above
@@ -510,15 +548,20 @@ func (b *Bolt) LoadAll(ctx context.Context) (map[string]wal.MessageID, error) {
 	return all, nil
 }
 
-// Close implements Catalog. It waits for calls in flight and releases the
-// file lock.
+// Close implements Catalog. It waits for calls in flight, and for the
+// saves StartSave started to be answered (bounded by the group commit's
+// delay and one commit), and releases the file lock.
 func (b *Bolt) Close() error {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	if b.closed {
+		b.mu.Unlock()
 		return ErrClosed
 	}
 	b.closed = true
+	b.mu.Unlock()
+	// No save starts from here on: each started one was counted under
+	// b.mu, before closed was set.
+	b.started.Wait()
 	if err := b.closeDB(); err != nil {
 		return fmt.Errorf("persistence: close bolt file: %w", err)
 	}

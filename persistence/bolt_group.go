@@ -56,6 +56,9 @@ type batchedSave struct {
 	pchannel   string
 	checkpoint wal.MessageID
 	raw        []byte
+	// done, if set, is StartSave's: it is told the outcome once the
+	// batch is committed. A Save without it waits for the batch's done.
+	done func(error)
 	// err is the save's outcome: nil once durable, its refusal, or the
 	// failure of the whole commit.
 	err error
@@ -111,7 +114,18 @@ func (b *Bolt) saveGrouped(pchannel string, checkpoint wal.MessageID, raw []byte
 	return bt.saves[i].err
 }
 
-// commit writes a batch in one transaction and tells its saves.
+// startGrouped is StartSave under WithGroupCommit. A batch it fills is
+// committed on a goroutine of its own: the caller does not wait for it.
+func (b *Bolt) startGrouped(pchannel string, checkpoint wal.MessageID, raw []byte, done func(error)) {
+	bt, _, full := b.group.join(batchedSave{pchannel: pchannel, checkpoint: checkpoint, raw: raw, done: done}, b.commit)
+	if full {
+		go b.commit(bt)
+	}
+}
+
+// commit writes a batch in one transaction and tells its saves: those of
+// Save through the batch's done, those of StartSave through their own, in
+// the order they came, on this goroutine.
 func (b *Bolt) commit(bt *batch) {
 	err := b.guard("save", func() error {
 		return b.db.Update(func(tx *bolt.Tx) error {
@@ -132,4 +146,19 @@ func (b *Bolt) commit(bt *batch) {
 		}
 	}
 	close(bt.done)
+	for i := range bt.saves {
+		if s := &bt.saves[i]; s.done != nil {
+			b.answer(s.done, s.err)
+		}
+	}
+}
+
+// answer tells a started save its outcome. A done that panics is taken
+// as told: the panic goes no further than this, where it would end the
+// process (this may be a timer's goroutine), leave the saves after it
+// untold and Close waiting for them.
+func (b *Bolt) answer(done func(error), err error) {
+	defer b.started.Done()
+	defer func() { _ = recover() }()
+	done(err)
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -402,4 +403,146 @@ func TestBoltCloseDuringCalls(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("callers did not stop after Close")
 	}
+}
+
+// TestBoltStartSave starts saves that share a batch with Save's: each
+// done is told once, after StartSave returned, with Save's answer; a save
+// that cannot start says so at once and is never told; Close waits for
+// the started ones.
+func TestBoltStartSave(t *testing.T) {
+	ctx := context.Background()
+	t.Run("without group commit", func(t *testing.T) {
+		b := openBolt(t, filepath.Join(t.TempDir(), "checkpoints.db"))
+		defer b.Close()
+		err := b.StartSave(ctx, "p", wal.KafkaID(1), func(error) { t.Error("done called for a save that did not start") })
+		if !errors.Is(err, errors.ErrUnsupported) {
+			t.Fatalf("StartSave = %v, want errors.ErrUnsupported", err)
+		}
+	})
+
+	t.Run("answers", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "checkpoints.db")
+		ahead, err := persistence.EncodeRecord(persistence.Record{Checkpoint: wal.KafkaID(100)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		plant(t, path, defaultBucket, map[string][]byte{"ahead": ahead})
+		b := openBolt(t, path, persistence.WithGroupCommit(true), persistence.WithGroupCommitDelay(50*time.Millisecond))
+		defer b.Close()
+
+		type answer struct {
+			i   int
+			err error
+		}
+		answers := make(chan answer, 10)
+		var returned [3]atomic.Bool
+		start := func(i int, pchannel string, v wal.MessageID) {
+			t.Helper()
+			err := b.StartSave(ctx, pchannel, v, func(err error) {
+				if !returned[i].Load() {
+					t.Errorf("save %d: done called before StartSave returned", i)
+				}
+				answers <- answer{i, err}
+			})
+			returned[i].Store(true)
+			if err != nil {
+				t.Fatalf("StartSave(%s) = %v", pchannel, err)
+			}
+		}
+		start(0, "p", wal.KafkaID(7))
+		start(1, "ahead", wal.KafkaID(50))
+		start(2, "q", wal.KafkaID(8))
+		if err := b.Save(ctx, "r", wal.KafkaID(9)); err != nil { // the same batch
+			t.Fatalf("Save beside started saves = %v", err)
+		}
+		got := make(map[int]error)
+		for range 3 {
+			select {
+			case a := <-answers:
+				if _, twice := got[a.i]; twice {
+					t.Fatalf("save %d told twice", a.i)
+				}
+				got[a.i] = a.err
+			case <-time.After(10 * time.Second):
+				t.Fatalf("%d of 3 started saves told within 10 s", len(got))
+			}
+		}
+		if got[0] != nil || got[2] != nil {
+			t.Fatalf("done of good saves = %v, %v, want nil", got[0], got[2])
+		}
+		var stored *persistence.StoredAheadError
+		if !errors.As(got[1], &stored) || stored.Stored != wal.KafkaID(100) {
+			t.Fatalf("done of a save below the stored value = %v, want a StoredAheadError naming kafka:100", got[1])
+		}
+		for pchannel, want := range map[string]wal.MessageID{"p": wal.KafkaID(7), "q": wal.KafkaID(8), "r": wal.KafkaID(9), "ahead": wal.KafkaID(100)} {
+			if v, err := b.Load(ctx, pchannel); err != nil || v != want {
+				t.Fatalf("Load(%s) = (%v, %v), want %v", pchannel, v, err, want)
+			}
+		}
+	})
+
+	t.Run("refused before it starts", func(t *testing.T) {
+		b := openBolt(t, filepath.Join(t.TempDir(), "checkpoints.db"), persistence.WithGroupCommit(true))
+		never := func(error) { t.Error("done called for a save that did not start") }
+		canceled, cancel := context.WithCancel(ctx)
+		cancel()
+		if err := b.StartSave(canceled, "p", wal.KafkaID(1), never); !errors.Is(err, context.Canceled) {
+			t.Fatalf("StartSave with an ended context = %v, want context.Canceled", err)
+		}
+		if err := b.StartSave(ctx, "", wal.KafkaID(1), never); !errors.Is(err, persistence.ErrInvalidArgument) {
+			t.Fatalf("StartSave of an empty name = %v, want ErrInvalidArgument", err)
+		}
+		if err := b.StartSave(ctx, "p", nil, never); !errors.Is(err, persistence.ErrInvalidArgument) {
+			t.Fatalf("StartSave of nil = %v, want ErrInvalidArgument", err)
+		}
+		if err := b.StartSave(ctx, "p", wal.KafkaID(1), nil); !errors.Is(err, persistence.ErrInvalidArgument) {
+			t.Fatalf("StartSave with a nil done = %v, want ErrInvalidArgument", err)
+		}
+		if err := b.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.StartSave(ctx, "p", wal.KafkaID(1), never); !errors.Is(err, persistence.ErrClosed) {
+			t.Fatalf("StartSave after Close = %v, want ErrClosed", err)
+		}
+	})
+
+	t.Run("Close waits for started saves", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "checkpoints.db")
+		const delay = 200 * time.Millisecond
+		b := openBolt(t, path, persistence.WithGroupCommit(true), persistence.WithGroupCommitDelay(delay))
+		var told atomic.Int32
+		started := time.Now()
+		if err := b.StartSave(ctx, "p", wal.KafkaID(5), func(err error) {
+			if err != nil {
+				t.Errorf("done = %v, want nil", err)
+			}
+			told.Add(1)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		// A done that panics goes no further, and the saves after it in the
+		// batch are still told.
+		if err := b.StartSave(ctx, "q", wal.KafkaID(6), func(error) { panic("a caller's bug") }); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.StartSave(ctx, "r", wal.KafkaID(7), func(error) { told.Add(1) }); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Close(); err != nil {
+			t.Fatalf("Close = %v", err)
+		}
+		if n := told.Load(); n != 2 {
+			t.Fatalf("Close returned with %d of 2 started saves told", n)
+		}
+		if elapsed := time.Since(started); elapsed < delay {
+			t.Fatalf("the batch committed after %v, before its delay of %v", elapsed, delay)
+		}
+		b = openBolt(t, path)
+		defer b.Close()
+		for pchannel, want := range map[string]wal.MessageID{"p": wal.KafkaID(5), "q": wal.KafkaID(6), "r": wal.KafkaID(7)} {
+			if v, err := b.Load(ctx, pchannel); err != nil || v != want {
+				t.Fatalf("Load(%s) after reopening = (%v, %v), want %v", pchannel, v, err, want)
+			}
+		}
+	})
 }

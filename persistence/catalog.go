@@ -49,6 +49,26 @@ type Catalog interface {
 	Close() error
 }
 
+// SaveStarter is a Catalog that can take a save without a goroutine
+// waiting on it: thousands of pchannels saving at once then hold no
+// goroutine each while their saves wait to be committed together. The
+// actors start their saves through it where a catalog has it (a *Bolt
+// with WithGroupCommit does), and call Save otherwise.
+type SaveStarter interface {
+	Catalog
+
+	// StartSave starts saving checkpoint for pchannel, with Save's
+	// contract, and returns without waiting for it. If it returns an
+	// error, the save did not start and done is never called; an error
+	// matching errors.ErrUnsupported means this save needs Save, which
+	// the caller then calls. Otherwise done is called exactly once, never
+	// from within StartSave, with what Save would have returned, once the
+	// value is durable or the save has failed. done must not block: it
+	// runs on the goroutine that committed the save, and the done of
+	// other saves wait behind it.
+	StartSave(ctx context.Context, pchannel string, checkpoint wal.MessageID, done func(error)) error
+}
+
 var (
 	// ErrStoredAhead is returned by Save when the stored checkpoint is above
 	// the one offered: another writer got ahead. Retrying cannot succeed.

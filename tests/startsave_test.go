@@ -1,0 +1,241 @@
+package tests
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lowwater/lowwater/actors"
+	"github.com/lowwater/lowwater/messages"
+	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/wal"
+)
+
+// starter is a SaveStarter over a Memory whose StartSave each test
+// scripts through start; by default a save is handed to the test, which
+// tells it when and how it chooses.
+type starter struct {
+	*persistence.Memory
+	started chan *startedSave
+	start   func(s *startedSave) error
+	saves   atomic.Int32 // calls of Save
+}
+
+var _ persistence.SaveStarter = (*starter)(nil)
+
+type startedSave struct {
+	mem  *persistence.Memory
+	ctx  context.Context
+	v    wal.MessageID
+	done func(error)
+}
+
+// tell stores the value, unless err is set, and tells the save, from a
+// goroutine of its own as the contract asks.
+func (s *startedSave) tell(err error) {
+	if err == nil {
+		err = s.mem.Save(context.Background(), pch, s.v)
+	}
+	go s.done(err)
+}
+
+func newStarter() *starter {
+	s := &starter{Memory: persistence.NewMemory(), started: make(chan *startedSave, 16)}
+	s.start = func(ss *startedSave) error { s.started <- ss; return nil }
+	return s
+}
+
+func (s *starter) StartSave(ctx context.Context, pchannel string, v wal.MessageID, done func(error)) error {
+	return s.start(&startedSave{mem: s.Memory, ctx: ctx, v: v, done: done})
+}
+
+func (s *starter) Save(ctx context.Context, pchannel string, v wal.MessageID) error {
+	s.saves.Add(1)
+	return s.Memory.Save(ctx, pchannel, v)
+}
+
+// next waits for the next started save.
+func (s *starter) next(t *testing.T) *startedSave {
+	t.Helper()
+	select {
+	case ss := <-s.started:
+		return ss
+	case <-time.After(eventWait):
+		t.Fatalf("no save started within %v", eventWait)
+		return nil
+	}
+}
+
+// A save started through the catalog's StartSave holds nothing while it
+// waits: it is in flight until the catalog tells it, and only then
+// persisted, published and settled. A catalog that tells twice is
+// believed once.
+func TestStartedSaveIsPersistedWhenTold(t *testing.T) {
+	h := newHarness(t)
+	cat := newStarter()
+	pid, _ := spawnRecovered(t, h, wal.Kafka, cat, actors.WithVChannels(map[string]wal.MessageID{"a": k(10)}))
+
+	first := cat.next(t)
+	require.Equal(t, k(10), first.v)
+	require.True(t, h.state(pid, false).SaveInFlight, "a started save that was not told yet is in flight")
+	from := h.rec.Len()
+	first.tell(nil)
+	ev := waitFrom(t, h.rec, from, persistedIs(k(10)))
+	require.Equal(t, 1, ev.Attempts)
+	require.Equal(t, k(10), loadNow(t, cat.Memory))
+	first.tell(nil) // a second time: believed once
+
+	h.update(pid, "a", 20)
+	second := cat.next(t)
+	require.Equal(t, k(20), second.v)
+	second.tell(nil)
+	waitFor(t, h.rec, persistedIs(k(20)))
+	require.Len(t, collect[*messages.CheckpointPersisted](h.rec), 2, "one CheckpointPersisted per value: %s", describe(h.rec.Since(0)))
+	require.Zero(t, cat.saves.Load(), "Save called beside StartSave")
+
+	stopped, _ := h.poison(pid)
+	require.Equal(t, k(20), stopped.LastPersisted)
+	require.True(t, stopped.Flushed)
+	require.NoError(t, stopped.Reason)
+}
+
+// What a StartSave may do besides starting the save: refuse it at once,
+// panic, decline it (errors.ErrUnsupported: Save then runs it), or tell
+// it before it returns. Each is a failed save retried on the backoff, or
+// a save that lands; none stops the pchannel.
+func TestStartSaveRefusedPanickingDecliningOrEager(t *testing.T) {
+	refused := errors.New("the store is busy")
+	for name, tc := range map[string]struct {
+		start   func(s *startedSave) error
+		wantErr error // of the first attempt's PersistFailed, or nil: it persists
+		saves   int32 // calls of Save
+	}{
+		"refused":   {start: func(*startedSave) error { return refused }, wantErr: refused},
+		"panicking": {start: func(*startedSave) error { panic("a catalog's bug") }, wantErr: actors.ErrCatalogPanicked},
+		"declining": {start: func(*startedSave) error { return fmt.Errorf("not this one: %w", errors.ErrUnsupported) }, saves: 1},
+		"eager": {start: func(s *startedSave) error {
+			if err := s.mem.Save(s.ctx, pch, s.v); err != nil {
+				return err
+			}
+			s.done(nil)
+			return nil
+		}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t)
+			cat := newStarter()
+			var attempts atomic.Int32
+			cat.start = func(s *startedSave) error {
+				if attempts.Add(1) == 1 {
+					return tc.start(s)
+				}
+				s.tell(nil)
+				return nil
+			}
+			pid, _ := spawnRecovered(t, h, wal.Kafka, cat, actors.WithVChannels(map[string]wal.MessageID{"a": k(10)}), actors.WithBackoff(fastBackoff))
+			if tc.wantErr != nil {
+				failed := waitFor(t, h.rec, func(*messages.PersistFailed) bool { return true })
+				require.ErrorIs(t, failed.Err, tc.wantErr)
+				require.Equal(t, k(10), failed.Value)
+				require.Positive(t, failed.NextRetry, "a failed start is retried on the backoff")
+			}
+			ev := waitFor(t, h.rec, persistedIs(k(10)))
+			require.Equal(t, k(10), loadNow(t, cat.Memory))
+			if tc.wantErr != nil {
+				require.Equal(t, 2, ev.Attempts)
+			} else {
+				require.Equal(t, 1, ev.Attempts)
+			}
+			require.Equal(t, tc.saves, cat.saves.Load(), "calls of Save")
+			stopped, _ := h.poison(pid)
+			require.Equal(t, k(10), stopped.LastPersisted)
+		})
+	}
+}
+
+// A started save that the catalog never tells is reported overdue, as a
+// Save that ignores its context is, and a stop does not wait for it.
+func TestStartedSaveNeverToldIsOverdue(t *testing.T) {
+	h := newHarness(t)
+	cat := newStarter()
+	const saveTimeout = 50 * time.Millisecond
+	pid, _ := spawnRecovered(t, h, wal.Kafka, cat, actors.WithVChannels(map[string]wal.MessageID{"a": k(10)}), actors.WithSaveTimeout(saveTimeout))
+	cat.next(t) // and never told
+	failed := waitFor(t, h.rec, func(*messages.PersistFailed) bool { return true })
+	require.ErrorIs(t, failed.Err, actors.ErrCatalogOverdue)
+	require.Zero(t, failed.NextRetry, "an overdue save is waited for, not retried")
+
+	stopped, took := h.stop(pid)
+	require.Less(t, took, 5*time.Second)
+	require.Nil(t, stopped.LastPersisted)
+	require.Equal(t, k(10), stopped.Dropped, "the minimum never told durable is reported dropped")
+}
+
+// countingStarter passes saves on to a Bolt and counts those that went
+// in, started or called.
+type countingStarter struct {
+	*persistence.Bolt
+	entered atomic.Int32
+}
+
+func (c *countingStarter) StartSave(ctx context.Context, pchannel string, v wal.MessageID, done func(error)) error {
+	err := c.Bolt.StartSave(ctx, pchannel, v, done)
+	if err == nil {
+		c.entered.Add(1)
+	}
+	return err
+}
+
+func (c *countingStarter) Save(ctx context.Context, pchannel string, v wal.MessageID) error {
+	c.entered.Add(1)
+	return c.Bolt.Save(ctx, pchannel, v)
+}
+
+// Hundreds of pchannels saving on bbolt with group commit hold no
+// goroutine each while their saves wait for the batch to commit: the
+// saves are started, not waited for.
+func TestGroupCommitHoldsNoGoroutinePerSave(t *testing.T) {
+	const pchannels = 500
+	const delay = 5 * time.Second // every save joins one batch, which waits this long
+	bolt, err := persistence.OpenBolt(filepath.Join(t.TempDir(), "checkpoints.db"),
+		persistence.WithGroupCommit(true), persistence.WithGroupCommitDelay(delay))
+	require.NoError(t, err)
+	cat := &countingStarter{Bolt: bolt}
+	defer cat.Close()
+
+	h := newHarness(t)
+	var persisted atomic.Int32
+	sub := h.sys.EventStream.Subscribe(func(ev any) {
+		if _, ok := ev.(*messages.CheckpointPersisted); ok {
+			persisted.Add(1)
+		}
+	})
+	defer h.sys.EventStream.Unsubscribe(sub)
+	before := runtime.NumGoroutine()
+	for i := range pchannels {
+		props, err := actors.NewProps(fmt.Sprintf("p-%03d", i), wal.Kafka, cat, actors.WithLogger(h.logger),
+			actors.WithVChannels(map[string]wal.MessageID{"a": k(int64(i + 1))}))
+		require.NoError(t, err)
+		pid := h.sys.Root.Spawn(props)
+		h.mu.Lock()
+		h.live = append(h.live, pid)
+		h.mu.Unlock()
+	}
+	require.Eventually(t, func() bool { return cat.entered.Load() == pchannels }, eventWait, time.Millisecond,
+		"every pchannel starts its first save")
+	// The pool's workers shed within its idle time; what is left is not
+	// one goroutine per waiting save. Looked at well inside the delay,
+	// while every save still waits.
+	require.Eventually(t, func() bool { return runtime.NumGoroutine()-before < pchannels/10 }, delay/3, time.Millisecond,
+		"goroutines while %d saves wait for their batch: %d more than before", pchannels, runtime.NumGoroutine()-before)
+	require.Zero(t, persisted.Load(), "the batch committed before its delay of %v", delay)
+	require.Eventually(t, func() bool { return persisted.Load() == pchannels }, eventWait, time.Millisecond,
+		"every save persisted once the batch committed")
+}
