@@ -35,16 +35,22 @@ var ErrReadOnly = errors.New("persistence: bolt catalog is read-only")
 // Bolt is the embedded Catalog: one bbolt file, one bucket, one record per
 // pchannel.
 //
-// Contexts are checked before each call starts and not after: bbolt cannot
-// abandon a transaction half way, so a call that has started runs to its
-// end (a durable put is about 0.2 ms; a save may also wait for the one
-// writer bbolt admits at a time).
+// One call at a time goes into bbolt, and a call waits for its turn within
+// its context; once in, it runs to its end, since bbolt cannot abandon a
+// transaction half way (a durable put is about 0.2 ms). With
+// WithGroupCommit a save also waits for its batch, whatever its deadline:
+// up to the batch's delay and one commit.
 //
-// A damaged file is ErrCorruptStore, never a panic and never an empty
-// store: OpenBolt refuses an existing empty file and reads every page before
-// it returns, and a later call that meets damage (bbolt panics on it) marks
-// the Bolt damaged, after which every call returns that error, group
-// commits included (see groupCommit).
+// A damaged file is ErrCorruptStore, never a panic, never a hang and never
+// an empty store: OpenBolt refuses an existing empty file and reads every
+// page before it returns, and a later call that meets damage (bbolt panics
+// on it) marks the Bolt damaged, after which every call returns that
+// error, group commits included (see groupCommit), and Close lets go of
+// the file without bbolt (see closeDB).
+//
+// The lock is on the file that was opened: a file moved or replaced under
+// an open Bolt is not followed, and saves go on into the file that was
+// opened, wherever it now is.
 type Bolt struct {
 	db *bolt.DB
 	// file is the file bbolt opened, kept for closeDB.
@@ -58,23 +64,28 @@ type Bolt struct {
 	// refusal names neither the file nor a sentinel of this package.
 	readOnly bool
 
-	// mu makes Close wait for calls in flight, so that no call touches a
-	// closed db: calls hold it for reading, Close for writing.
-	mu     sync.RWMutex
-	closed bool
-	// started counts the saves StartSave started and has not answered:
-	// Close waits for them too, since they hold no lock while they wait.
-	started sync.WaitGroup
+	// calls admits calls and lets Close wait for those in flight, so that
+	// none touches a closed db (enter, exit). A save StartSave started is
+	// in flight until it is answered.
+	calls    sync.Mutex
+	closed   bool          // guarded by calls
+	inFlight int           // guarded by calls
+	drained  chan struct{} // guarded by calls; made by a Close that waits
+	// turn lets one call at a time into bbolt, and lets a call wait for
+	// its turn within its context. A panic inside bbolt (damage, see
+	// guard) may leave a lock of bbolt's held for good, and a call already
+	// waiting on that lock would never return; waiting here instead, the
+	// next call finds the Bolt damaged and refuses. Writers take turns in
+	// bbolt anyway; reads (recovery, tools) are few, and wait for a commit.
+	turn chan struct{}
 
 	// damaged holds the ErrCorruptStore of the first bbolt panic. From then
 	// on every call returns it: a panic may have left a write transaction
 	// half applied in memory, and writing on over a damaged file could lose
 	// what it still holds.
 	damaged atomic.Pointer[error]
-	// wedged is set when bbolt panicked while starting a transaction:
-	// it still holds the locks it took then, and DB.Close would wait for
-	// them for good (see closeDB).
-	wedged atomic.Bool
+	// damagedNow is closed when damaged is set.
+	damagedNow chan struct{}
 }
 
 var _ SaveStarter = (*Bolt)(nil)
@@ -129,8 +140,10 @@ func WithGroupCommit(enabled bool) BoltOption {
 }
 
 // WithGroupCommitDelay bounds how long a Save under WithGroupCommit waits
-// for others to join its transaction. Default 10 ms (bbolt's); it must be
-// positive.
+// for others to join its transaction: a save waits that long at most, and
+// then for one commit, whatever its context's deadline, and so does Close
+// for the saves in flight. Default 10 ms (bbolt's); it must be positive and
+// at most MaxGroupCommitDelay.
 func WithGroupCommitDelay(d time.Duration) BoltOption {
 	return boltOptionFunc(func(o *boltOptions) { o.groupDelay = d })
 }
@@ -143,6 +156,11 @@ func WithGroupCommitDelay(d time.Duration) BoltOption {
 func WithReadOnly(readOnly bool) BoltOption {
 	return boltOptionFunc(func(o *boltOptions) { o.readOnly = readOnly })
 }
+
+// MaxGroupCommitDelay is the longest delay WithGroupCommitDelay takes: a
+// save's deadline does not cut its batch's delay short, so the delay must
+// stay well inside any sensible save timeout.
+const MaxGroupCommitDelay = time.Second
 
 // defaultGroupCommitDelay is bbolt's own default MaxBatchDelay.
 const defaultGroupCommitDelay = 10 * time.Millisecond
@@ -169,8 +187,8 @@ func OpenBolt(path string, opts ...BoltOption) (*Bolt, error) {
 	if o.openTimeout <= 0 {
 		return nil, fmt.Errorf("%w: bolt open timeout %v is not positive", ErrInvalidArgument, o.openTimeout)
 	}
-	if o.groupDelay <= 0 {
-		return nil, fmt.Errorf("%w: bolt group commit delay %v is not positive", ErrInvalidArgument, o.groupDelay)
+	if o.groupDelay <= 0 || o.groupDelay > MaxGroupCommitDelay {
+		return nil, fmt.Errorf("%w: bolt group commit delay %v is not in (0, %v]", ErrInvalidArgument, o.groupDelay, MaxGroupCommitDelay)
 	}
 	if err := checkPath(path); err != nil {
 		return nil, err
@@ -192,7 +210,8 @@ func OpenBolt(path string, opts ...BoltOption) (*Bolt, error) {
 	if err != nil {
 		return nil, openError(path, err)
 	}
-	b := &Bolt{db: db, file: file, path: path, bucket: []byte(o.bucket), readOnly: o.readOnly}
+	b := &Bolt{db: db, file: file, path: path, bucket: []byte(o.bucket), readOnly: o.readOnly,
+		turn: make(chan struct{}, 1), damagedNow: make(chan struct{})}
 	if o.group {
 		b.group = &groupCommit{delay: o.groupDelay}
 	}
@@ -351,8 +370,17 @@ func (b *Bolt) verify() error {
 				ErrCorruptStore, b.path, info.Size(), need)
 		}
 		var touched byte
-		err := tx.ForEach(func(_ []byte, bucket *bolt.Bucket) error {
+		err := tx.ForEach(func(name []byte, bucket *bolt.Bucket) error {
 			return bucket.ForEach(func(k, v []byte) error {
+				if v == nil {
+					// No catalog makes a bucket inside its bucket: this
+					// one is damage (a flipped flag) or another program's.
+					// Not followed: bbolt's check below would, on a
+					// goroutine of its own, where a root page past the
+					// mapped file is a fault no guard can catch.
+					return fmt.Errorf("%w: %s: bucket %q holds a bucket at key %q, which no catalog writes",
+						ErrCorruptStore, b.path, name, k)
+				}
 				// The last byte of each: a size or position damaged to
 				// point past the mapped file faults here, under guard.
 				if len(k) > 0 {
@@ -399,9 +427,8 @@ func (b *Bolt) guard(op string, call func() error) (err error) {
 			// A variable of its own: taking err's address would move it
 			// to the heap on every call, not only on a panic.
 			damaged := fmt.Errorf("%w: %s: %s: bbolt panicked: %v", ErrCorruptStore, b.path, op, p)
-			b.damaged.CompareAndSwap(nil, &damaged)
-			if panickedStartingTx() {
-				b.wedged.Store(true)
+			if b.damaged.CompareAndSwap(nil, &damaged) {
+				close(b.damagedNow)
 			}
 			err = *b.damaged.Load()
 		}
@@ -411,14 +438,17 @@ func (b *Bolt) guard(op string, call func() error) (err error) {
 
 // Load implements Catalog.
 func (b *Bolt) Load(ctx context.Context, pchannel string) (wal.MessageID, error) {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	if err := b.ready(ctx); err != nil {
+	if err := b.enter(ctx); err != nil {
 		return nil, err
 	}
+	defer b.exit()
 	if err := checkLoadArgs(pchannel); err != nil {
 		return nil, err
 	}
+	if err := b.takeTurn(ctx); err != nil {
+		return nil, err
+	}
+	defer b.releaseTurn()
 	var id wal.MessageID
 	err := b.guard("load", func() error {
 		return b.db.View(func(tx *bolt.Tx) error {
@@ -442,15 +472,21 @@ func (b *Bolt) Load(ctx context.Context, pchannel string) (wal.MessageID, error)
 // stored record that cannot be decoded is reported and kept: overwriting it
 // could lower the checkpoint.
 func (b *Bolt) Save(ctx context.Context, pchannel string, checkpoint wal.MessageID) error {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	raw, err := b.checkSave(ctx, pchannel, checkpoint)
+	if err := b.enter(ctx); err != nil {
+		return err
+	}
+	defer b.exit()
+	raw, err := b.checkSave(pchannel, checkpoint)
 	if err != nil {
 		return err
 	}
 	if b.group != nil {
 		return b.saveGrouped(pchannel, checkpoint, raw)
 	}
+	if err := b.takeTurn(ctx); err != nil {
+		return err
+	}
+	defer b.releaseTurn()
 	key := []byte(pchannel)
 	return b.guard("save", func() error {
 		return b.db.Update(func(tx *bolt.Tx) error {
@@ -477,14 +513,15 @@ func (b *Bolt) StartSave(ctx context.Context, pchannel string, checkpoint wal.Me
 	if done == nil {
 		return fmt.Errorf("%w: nil done for pchannel %q", ErrInvalidArgument, pchannel)
 	}
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	raw, err := b.checkSave(ctx, pchannel, checkpoint)
-	if err != nil {
+	if err := b.enter(ctx); err != nil {
 		return err
 	}
-	b.started.Add(1)
-	b.startGrouped(pchannel, checkpoint, raw, done)
+	raw, err := b.checkSave(pchannel, checkpoint)
+	if err != nil {
+		b.exit()
+		return err
+	}
+	b.startGrouped(pchannel, checkpoint, raw, done) // exits once answered
 	return nil
 }
 
@@ -492,12 +529,8 @@ func (b *Bolt) StartSave(ctx context.Context, pchannel string, checkpoint wal.Me
 // a caller may ask on every save.
 var errNoGroupCommit = fmt.Errorf("persistence: a bolt save starts without waiting only with group commit: %w", errors.ErrUnsupported)
 
-// checkSave checks a save before it starts, and encodes its record. The
-// caller holds b.mu for reading.
-func (b *Bolt) checkSave(ctx context.Context, pchannel string, checkpoint wal.MessageID) ([]byte, error) {
-	if err := b.ready(ctx); err != nil {
-		return nil, err
-	}
+// checkSave checks a save before it starts, and encodes its record.
+func (b *Bolt) checkSave(pchannel string, checkpoint wal.MessageID) ([]byte, error) {
 	if err := b.writable("save", pchannel); err != nil {
 		return nil, err
 	}
@@ -523,11 +556,14 @@ func (b *Bolt) put(tx *bolt.Tx, key []byte, pchannel string, checkpoint wal.Mess
 
 // LoadAll implements Catalog.
 func (b *Bolt) LoadAll(ctx context.Context) (map[string]wal.MessageID, error) {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	if err := b.ready(ctx); err != nil {
+	if err := b.enter(ctx); err != nil {
 		return nil, err
 	}
+	defer b.exit()
+	if err := b.takeTurn(ctx); err != nil {
+		return nil, err
+	}
+	defer b.releaseTurn()
 	all := make(map[string]wal.MessageID)
 	err := b.guard("load all", func() error {
 		return b.db.View(func(tx *bolt.Tx) error {
@@ -548,65 +584,118 @@ func (b *Bolt) LoadAll(ctx context.Context) (map[string]wal.MessageID, error) {
 	return all, nil
 }
 
-// Close implements Catalog. It waits for calls in flight, and for the
-// saves StartSave started to be answered (bounded by the group commit's
-// delay and one commit), and releases the file lock.
+// Close implements Catalog. It refuses new calls, waits for those in
+// flight (a save StartSave started is in flight until it is answered,
+// within the group commit's delay and one commit), and releases the file
+// and its lock.
+//
+// Of a damaged Bolt it waits only abandonAfter for calls in flight, once
+// the damage is known: a panic inside bbolt may leave a lock of bbolt's
+// held for good, and a call waiting on it then never returns. It then
+// closes the file itself (see closeDB).
 func (b *Bolt) Close() error {
-	b.mu.Lock()
+	b.calls.Lock()
 	if b.closed {
-		b.mu.Unlock()
+		b.calls.Unlock()
 		return ErrClosed
 	}
 	b.closed = true
-	b.mu.Unlock()
-	// No save starts from here on: each started one was counted under
-	// b.mu, before closed was set.
-	b.started.Wait()
+	var drained chan struct{}
+	if b.inFlight > 0 {
+		drained = make(chan struct{})
+		b.drained = drained
+	}
+	b.calls.Unlock()
+	if drained != nil {
+		b.awaitDrained(drained)
+	}
 	if err := b.closeDB(); err != nil {
 		return fmt.Errorf("persistence: close bolt file: %w", err)
 	}
 	return nil
 }
 
-// closeDB closes the bbolt file. Of a wedged Bolt it closes the file
-// itself, which lets go of its lock too, since DB.Close would wait for
-// good for the locks bbolt still holds; bbolt's mapping of the file is
-// then left to the process. Nothing touches the db by then: a wedged Bolt
-// is damaged, and refuses every call.
+// abandonAfter is how long Close of a damaged Bolt waits for calls still
+// in flight: a call that does not return by then waits on a lock bbolt
+// will never release.
+const abandonAfter = time.Second
+
+// awaitDrained waits until drained closes, or, once the Bolt is damaged,
+// abandonAfter at most.
+func (b *Bolt) awaitDrained(drained chan struct{}) {
+	select {
+	case <-drained:
+		return
+	case <-b.damagedNow:
+	}
+	t := time.NewTimer(abandonAfter)
+	defer t.Stop()
+	select {
+	case <-drained:
+	case <-t.C:
+	}
+}
+
+// closeDB closes the bbolt file. Of a damaged Bolt it closes the file
+// itself, and drops its lock, rather than through DB.Close: a panic
+// inside bbolt (a damaged page met in a read, a write, a rollback, or
+// while a transaction starts) may have left bbolt's own locks held, and
+// DB.Close would wait for them for good. bbolt's mapping of the file is
+// then left to the process. No call touches the db by then: a damaged
+// Bolt refuses every call.
 func (b *Bolt) closeDB() error {
-	if !b.wedged.Load() {
+	if b.damaged.Load() == nil {
 		return b.db.Close()
 	}
 	unlockFile(b.file)
 	return b.file.Close()
 }
 
-// panickedStartingTx reports whether the panic being recovered was raised
-// while bbolt was starting a transaction (it checks the meta pages then,
-// and panics if neither is valid), after it took its locks and before any
-// code of its own could release them. Called from a deferred recover, it
-// sees the panicking frames still on the stack.
-func panickedStartingTx() bool {
-	pcs := make([]uintptr, 64)
-	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs)])
-	for {
-		f, more := frames.Next()
-		switch f.Function {
-		case "go.etcd.io/bbolt.(*DB).beginTx", "go.etcd.io/bbolt.(*DB).beginRWTx":
-			return true
-		}
-		if !more {
-			return false
-		}
+// enter admits a call unless the Bolt is closed or ctx has ended; the call
+// then exits once it is done with the db.
+func (b *Bolt) enter(ctx context.Context) error {
+	b.calls.Lock()
+	if b.closed {
+		b.calls.Unlock()
+		return ErrClosed
+	}
+	b.inFlight++
+	b.calls.Unlock()
+	if err := ctx.Err(); err != nil {
+		b.exit()
+		return err
+	}
+	return nil
+}
+
+// exit ends a call that entered, and tells a Close waiting for the last.
+func (b *Bolt) exit() {
+	b.calls.Lock()
+	b.inFlight--
+	if b.inFlight == 0 && b.drained != nil {
+		close(b.drained)
+		b.drained = nil
+	}
+	b.calls.Unlock()
+}
+
+// takeTurn waits within ctx for the turn to call into bbolt;
+// releaseTurn gives it back.
+func (b *Bolt) takeTurn(ctx context.Context) error {
+	select {
+	case b.turn <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case b.turn <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
-func (b *Bolt) ready(ctx context.Context) error {
-	if b.closed {
-		return ErrClosed
-	}
-	return ctx.Err()
-}
+func (b *Bolt) releaseTurn() { <-b.turn }
 
 // writable fails a write (op, such as "save") of pchannel on a read-only
 // Bolt.

@@ -11,34 +11,44 @@ var _ Inspector = (*Bolt)(nil)
 
 // Delete implements Catalog, in one write transaction.
 func (b *Bolt) Delete(ctx context.Context, pchannel string) error {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	if err := b.ready(ctx); err != nil {
+	if err := b.enter(ctx); err != nil {
 		return err
 	}
+	defer b.exit()
 	if err := b.writable("delete", pchannel); err != nil {
 		return err
 	}
 	if err := checkDeleteArgs(pchannel); err != nil {
 		return err
 	}
-	return b.db.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket(b.bucket).Delete([]byte(pchannel)) // nil when absent
+	if err := b.takeTurn(ctx); err != nil {
+		return err
+	}
+	defer b.releaseTurn()
+	return b.guard("delete", func() error {
+		return b.db.Update(func(tx *bolt.Tx) error {
+			return tx.Bucket(b.bucket).Delete([]byte(pchannel)) // nil when absent
+		})
 	})
 }
 
 // Inspect implements Inspector, in one read transaction.
 func (b *Bolt) Inspect(ctx context.Context) ([]Entry, error) {
-	b.mu.RLock()
-	defer b.mu.RUnlock()
-	if err := b.ready(ctx); err != nil {
+	if err := b.enter(ctx); err != nil {
 		return nil, err
 	}
+	defer b.exit()
+	if err := b.takeTurn(ctx); err != nil {
+		return nil, err
+	}
+	defer b.releaseTurn()
 	entries := []Entry{}
-	err := b.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(b.bucket).ForEach(func(k, raw []byte) error {
-			entries = append(entries, inspectRecord(string(k), raw))
-			return nil
+	err := b.guard("inspect", func() error {
+		return b.db.View(func(tx *bolt.Tx) error {
+			return tx.Bucket(b.bucket).ForEach(func(k, raw []byte) error {
+				entries = append(entries, inspectRecord(string(k), raw))
+				return nil
+			})
 		})
 	})
 	if err != nil {
@@ -51,11 +61,13 @@ func (b *Bolt) Inspect(ctx context.Context) ([]Entry, error) {
 // catalog ever wrote (OpenBolt creates it on the first open), so that Load
 // never meets a missing bucket.
 func (b *Bolt) checkBucket(path string) error {
-	err := b.db.View(func(tx *bolt.Tx) error {
-		if tx.Bucket(b.bucket) == nil {
-			return fmt.Errorf("%w: %s has no bucket %q: not a lowwater catalog", ErrInvalidArgument, path, b.bucket)
-		}
-		return nil
+	err := b.guard("open", func() error {
+		return b.db.View(func(tx *bolt.Tx) error {
+			if tx.Bucket(b.bucket) == nil {
+				return fmt.Errorf("%w: %s has no bucket %q: not a lowwater catalog", ErrInvalidArgument, path, b.bucket)
+			}
+			return nil
+		})
 	})
 	if err != nil {
 		_ = b.closeDB()

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -121,7 +122,33 @@ func damagedCases() []struct {
 		{"flipped position bytes in leaf pages", flipLeafElements(0x80, 7)},
 		{"flipped size bytes in leaf pages", flipLeafElements(0xff, 8, 12)},
 		{"flipped low position bits in leaf pages", flipLeafElements(0x01, 5)},
+		// A record flagged as a bucket whose root page lies far past the
+		// file: bbolt's consistency check follows it on a goroutine of its
+		// own, where the fault ended the process.
+		{"record flagged as a bucket rooted past the file", bucketPastTheFile},
 	}
+}
+
+// bucketPastTheFile flags the first record of a leaf page as a nested
+// bucket and points its root page far past the file.
+func bucketPastTheFile(t *testing.T, data []byte) []byte {
+	for off := 2 * bboltPageSize; off+bboltPageSize <= len(data); off += bboltPageSize {
+		page := data[off : off+bboltPageSize]
+		if binary.LittleEndian.Uint16(page[8:]) != leafPageFlag || binary.LittleEndian.Uint16(page[10:]) < 2 {
+			continue
+		}
+		elem := page[pageHeaderSize : pageHeaderSize+leafElemSize]
+		pos, ksize, vsize := binary.LittleEndian.Uint32(elem[4:]), binary.LittleEndian.Uint32(elem[8:]), binary.LittleEndian.Uint32(elem[12:])
+		if vsize < 16 {
+			continue
+		}
+		binary.LittleEndian.PutUint32(elem[0:], 0x01) // bucketLeafFlag
+		value := page[pageHeaderSize+pos+ksize:]
+		binary.LittleEndian.PutUint64(value, 1<<22) // the bucket's root page
+		return data
+	}
+	t.Fatal("no leaf page found to damage")
+	return nil
 }
 
 func rewrite(t *testing.T, path string, d damage) {
@@ -232,99 +259,186 @@ func useDamaged(t *testing.T, b *persistence.Bolt, path string) (reported int) {
 	return reported
 }
 
-// TestBoltDamagedWhileOpen damages the pages of an open store on disk:
-// the call that meets the damage reports ErrCorruptStore instead of
-// panicking, and from then on the Bolt refuses every call without writing
-// a byte to the file.
+// TestBoltDamagedWhileOpen damages an open store on disk, the ways disks
+// do, and lets each kind of call meet the damage first. That call reports
+// ErrCorruptStore instead of panicking, and from then on the Bolt refuses
+// every call without writing a byte to the file. bbolt may have panicked
+// holding its own locks (while a transaction starts, or in a rollback
+// after a failed write): Close still returns, and lets go of the file, so
+// that opening it again finds the damage and not a lock.
 func TestBoltDamagedWhileOpen(t *testing.T) {
-	t.Run("single", func(t *testing.T) { testBoltDamagedWhileOpen(t) })
-	t.Run("group commit", func(t *testing.T) {
-		testBoltDamagedWhileOpen(t, persistence.WithGroupCommit(true), persistence.WithGroupCommitDelay(time.Millisecond))
-	})
+	damages := map[string]func(t *testing.T, path string){
+		"flipped positions in leaf pages": func(t *testing.T, path string) {
+			writeInPlace(t, path, flipLeafElements(0x80, 7)(t, readFile(t, path)))
+		},
+		"data pages overwritten": func(t *testing.T, path string) {
+			writeInPlace(t, path, overDataPages(func(p []byte) { fill(p, 0xff) })(t, readFile(t, path)))
+		},
+		"both meta pages": func(t *testing.T, path string) {
+			data := readFile(t, path)
+			data[pageHeaderSize] ^= 0xff // the magic number of each
+			data[bboltPageSize+pageHeaderSize] ^= 0xff
+			writeInPlace(t, path, data)
+		},
+		"truncated": func(t *testing.T, path string) {
+			if err := os.Truncate(path, int64(3*bboltPageSize)); err != nil {
+				t.Fatal(err)
+			}
+		},
+	}
+	ctx := context.Background()
+	calls := map[string]func(b *persistence.Bolt) error{
+		"Save":   func(b *persistence.Bolt) error { return b.Save(ctx, damagedName(0), wal.KafkaID(9999)) },
+		"Delete": func(b *persistence.Bolt) error { return b.Delete(ctx, damagedName(0)) },
+		"LoadAll": func(b *persistence.Bolt) error {
+			_, err := b.LoadAll(ctx)
+			return err
+		},
+		"Inspect": func(b *persistence.Bolt) error {
+			_, err := b.Inspect(ctx)
+			return err
+		},
+	}
+	modes := map[string][]persistence.BoltOption{
+		"single":       nil,
+		"group commit": {persistence.WithGroupCommit(true), persistence.WithGroupCommitDelay(time.Millisecond)},
+	}
+	for damageName, damage := range damages {
+		for firstName := range calls {
+			for modeName, opts := range modes {
+				t.Run(damageName+"/"+firstName+" first/"+modeName, func(t *testing.T) {
+					path := filepath.Join(t.TempDir(), "checkpoints.db")
+					writeHealthyBolt(t, path)
+					b := openBolt(t, path, opts...)
+					if _, err := b.LoadAll(ctx); err != nil {
+						t.Fatal(err)
+					}
+					damage(t, path)
+					damaged := readFile(t, path)
+
+					wantCorruptStore(t, firstName, noPanic(t, firstName, func() error { return calls[firstName](b) }), path)
+					for name, call := range calls {
+						wantCorruptStore(t, name+" after "+firstName, noPanic(t, name, func() error { return call(b) }), path)
+					}
+					_, err := noPanicValue(t, "Load", func() (wal.MessageID, error) { return b.Load(ctx, damagedName(1)) })
+					wantCorruptStore(t, "Load after "+firstName, err, path)
+					if !bytes.Equal(readFile(t, path), damaged) {
+						t.Fatal("the damaged Bolt wrote to its file")
+					}
+					closeWithin(t, b, 10*time.Second)
+					_, err = persistence.OpenBolt(path, persistence.WithOpenTimeout(100*time.Millisecond))
+					wantCorruptStore(t, "OpenBolt after Close", err, path)
+				})
+			}
+		}
+	}
 }
 
-func testBoltDamagedWhileOpen(t *testing.T, opts ...persistence.BoltOption) {
-	path := filepath.Join(t.TempDir(), "checkpoints.db")
-	writeHealthyBolt(t, path)
-	b := openBolt(t, path, opts...)
-	defer b.Close()
-	ctx := context.Background()
-	if _, err := b.LoadAll(ctx); err != nil {
-		t.Fatal(err)
+// TestBoltDamagedUnderConcurrentCalls damages both meta pages while
+// goroutines load and save without pause. A call into bbolt may panic
+// holding bbolt's locks; the calls behind it wait for their turn in the
+// Bolt, not on those locks, so each returns, with ErrCorruptStore if it
+// met the damage, and Close returns too. (A commit that lands before any
+// call meets the damage writes a good meta page again: then nothing
+// fails, and that is right too.)
+func TestBoltDamagedUnderConcurrentCalls(t *testing.T) {
+	for modeName, opts := range map[string][]persistence.BoltOption{
+		"single":       nil,
+		"group commit": {persistence.WithGroupCommit(true), persistence.WithGroupCommitDelay(time.Millisecond)},
+	} {
+		t.Run(modeName, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "checkpoints.db")
+			writeHealthyBolt(t, path)
+			b := openBolt(t, path, opts...)
+			ctx := context.Background()
+			const callers = 8
+			var calls, failed atomic.Int64
+			var stop atomic.Bool
+			errs := make(chan error, callers)
+			for g := range callers {
+				go func() {
+					for i := 0; !stop.Load(); i++ {
+						var err error
+						if g%2 == 0 {
+							_, err = b.Load(ctx, damagedName(i%damagedRecords))
+						} else {
+							err = b.Save(ctx, damagedName(i%damagedRecords), wal.KafkaID(5000+i))
+						}
+						calls.Add(1)
+						if err != nil {
+							failed.Add(1)
+							errs <- err
+							return
+						}
+					}
+					errs <- nil
+				}()
+			}
+			waitFor(t, "calls under way", func() bool { return calls.Load() > 100 })
+			data := readFile(t, path)
+			data[pageHeaderSize] ^= 0xff
+			data[bboltPageSize+pageHeaderSize] ^= 0xff
+			writeInPlace(t, path, data)
+			after := calls.Load()
+			waitFor(t, "calls after the damage, or every caller failed", func() bool {
+				return calls.Load() > after+100 || failed.Load() == callers
+			})
+			stop.Store(true)
+			deadline := time.After(10 * time.Second)
+			for range callers {
+				select {
+				case err := <-errs:
+					if err != nil {
+						wantCorruptStore(t, "a call racing the damage", err, path)
+					}
+				case <-deadline:
+					t.Fatal("a call racing the damage did not return within 10 s")
+				}
+			}
+			closeWithin(t, b, 10*time.Second)
+		})
 	}
+}
 
-	// Written through the file, seen through bbolt's shared mapping.
+// closeWithin closes b and fails unless Close returns nil within d.
+func closeWithin(t *testing.T, b *persistence.Bolt, d time.Duration) {
+	t.Helper()
+	closed := make(chan error, 1)
+	go func() { closed <- b.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatalf("Close of a damaged Bolt = %v", err)
+		}
+	case <-time.After(d):
+		t.Fatalf("Close of a damaged Bolt did not return within %v", d)
+	}
+}
+
+// waitFor waits until cond holds, within 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 10 s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	damaged := flipLeafElements(0x80, 7)(t, data)
-	writeInPlace(t, path, damaged)
-
-	// The Save meets the damage first (its cursor reads the leaf), then
-	// LoadAll and Load find the Bolt refusing.
-	err = noPanic(t, "Save", func() error { return b.Save(ctx, damagedName(0), wal.KafkaID(9999)) })
-	wantCorruptStore(t, "Save", err, path)
-	_, err = noPanicValue(t, "LoadAll", func() (map[string]wal.MessageID, error) { return b.LoadAll(ctx) })
-	wantCorruptStore(t, "LoadAll after the damage", err, path)
-	_, err = noPanicValue(t, "Load", func() (wal.MessageID, error) { return b.Load(ctx, damagedName(1)) })
-	wantCorruptStore(t, "Load after the damage", err, path)
-	after, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(after, damaged) {
-		t.Fatal("the damaged Bolt wrote to its file")
-	}
-	if err := b.Close(); err != nil {
-		t.Fatalf("Close of a damaged Bolt = %v", err)
-	}
+	return data
 }
 
-// TestBoltDamagedMetaWhileOpen damages both meta pages of an open store.
-// bbolt panics while starting the next transaction, still holding the
-// locks it took (on a batch's timer goroutine, with group commit, where
-// nothing could catch it and the process died). The Save reports
-// ErrCorruptStore, Close returns rather than waiting on those locks for
-// good, and it lets go of the file: opening it again finds the damage,
-// not a lock.
-func TestBoltDamagedMetaWhileOpen(t *testing.T) {
-	for name, opts := range map[string][]persistence.BoltOption{
-		"single":       nil,
-		"group commit": {persistence.WithGroupCommit(true), persistence.WithGroupCommitDelay(time.Millisecond)},
-	} {
-		t.Run(name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), "checkpoints.db")
-			writeHealthyBolt(t, path)
-			b := openBolt(t, path, opts...)
-			data, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			// The magic number of each meta page.
-			data[pageHeaderSize] ^= 0xff
-			data[bboltPageSize+pageHeaderSize] ^= 0xff
-			writeInPlace(t, path, data)
-
-			ctx := context.Background()
-			err = noPanic(t, "Save", func() error { return b.Save(ctx, damagedName(0), wal.KafkaID(9999)) })
-			wantCorruptStore(t, "Save", err, path)
-			_, err = noPanicValue(t, "Load", func() (wal.MessageID, error) { return b.Load(ctx, damagedName(1)) })
-			wantCorruptStore(t, "Load after the damage", err, path)
-
-			closed := make(chan error, 1)
-			go func() { closed <- b.Close() }()
-			select {
-			case err := <-closed:
-				if err != nil {
-					t.Fatalf("Close of a damaged Bolt = %v", err)
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatal("Close of a Bolt whose bbolt panicked starting a transaction did not return within 10 s")
-			}
-			_, err = persistence.OpenBolt(path, persistence.WithOpenTimeout(100*time.Millisecond))
-			wantCorruptStore(t, "OpenBolt after Close", err, path)
-		})
+func fill(p []byte, v byte) {
+	for i := range p {
+		p[i] = v
 	}
 }
 

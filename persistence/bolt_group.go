@@ -1,6 +1,7 @@
 package persistence
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -102,9 +103,9 @@ func (g *groupCommit) take(bt *batch) bool {
 	return true
 }
 
-// saveGrouped is Save under WithGroupCommit; the caller holds b.mu for
-// reading, and keeps it until this returns, so that the file stays open
-// for the commit, wherever it runs.
+// saveGrouped is Save under WithGroupCommit. The caller has entered, and
+// exits once this returns: the file stays open for the commit, wherever
+// it runs.
 func (b *Bolt) saveGrouped(pchannel string, checkpoint wal.MessageID, raw []byte) error {
 	bt, i, full := b.group.join(batchedSave{pchannel: pchannel, checkpoint: checkpoint, raw: raw}, b.commit)
 	if full {
@@ -125,8 +126,11 @@ func (b *Bolt) startGrouped(pchannel string, checkpoint wal.MessageID, raw []byt
 
 // commit writes a batch in one transaction and tells its saves: those of
 // Save through the batch's done, those of StartSave through their own, in
-// the order they came, on this goroutine.
+// the order they came, on this goroutine. It waits for its turn without
+// a bound: its saves have started, and a call holds the turn for one
+// transaction at most.
 func (b *Bolt) commit(bt *batch) {
+	_ = b.takeTurn(context.Background())
 	err := b.guard("save", func() error {
 		return b.db.Update(func(tx *bolt.Tx) error {
 			for i := range bt.saves {
@@ -140,6 +144,7 @@ func (b *Bolt) commit(bt *batch) {
 			return nil
 		})
 	})
+	b.releaseTurn()
 	if err != nil {
 		for i := range bt.saves {
 			bt.saves[i].err = err
@@ -153,12 +158,12 @@ func (b *Bolt) commit(bt *batch) {
 	}
 }
 
-// answer tells a started save its outcome. A done that panics is taken
-// as told: the panic goes no further than this, where it would end the
-// process (this may be a timer's goroutine), leave the saves after it
-// untold and Close waiting for them.
+// answer tells a started save its outcome, which ends its call. A done
+// that panics is taken as told: the panic goes no further than this,
+// where it would end the process (this may be a timer's goroutine), leave
+// the saves after it untold and Close waiting for them.
 func (b *Bolt) answer(done func(error), err error) {
-	defer b.started.Done()
+	defer b.exit()
 	defer func() { _ = recover() }()
 	done(err)
 }
