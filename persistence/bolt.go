@@ -369,6 +369,9 @@ func (b *Bolt) verify() error {
 			return fmt.Errorf("%w: %s: the file has %d bytes, its pages need %d: truncated",
 				ErrCorruptStore, b.path, info.Size(), need)
 		}
+		if err := b.checkPages(); err != nil {
+			return err
+		}
 		var touched byte
 		err := tx.ForEach(func(name []byte, bucket *bolt.Bucket) error {
 			return bucket.ForEach(func(k, v []byte) error {
@@ -397,7 +400,11 @@ func (b *Bolt) verify() error {
 			return err
 		}
 		var first error
-		for err := range tx.Check() { // drained to the end: Check's goroutine must finish
+		// Drained to the end: Check's goroutine must finish. It runs on a
+		// goroutine of bbolt's, where a read past the mapped file is a
+		// fault no guard can catch: it names keys by their length alone,
+		// rather than reading a key whose damaged size runs past the file.
+		for err := range tx.Check(bolt.WithKVStringer(sizeOnly{})) {
 			if first == nil {
 				first = err
 			}
@@ -408,6 +415,26 @@ func (b *Bolt) verify() error {
 		return nil
 	})
 }
+
+// checkPages checks the structure of the file's pages before bbolt walks
+// them (see the function checkPages), reading the file, not the mapping.
+func (b *Bolt) checkPages() error {
+	data, err := os.ReadFile(b.path)
+	if err != nil {
+		return fmt.Errorf("persistence: read bolt file %s: %w", b.path, err)
+	}
+	if err := checkPages(data); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrCorruptStore, b.path, err)
+	}
+	return nil
+}
+
+// sizeOnly names the keys and values in bbolt's consistency check errors
+// by their length, without reading them.
+type sizeOnly struct{}
+
+func (sizeOnly) KeyToString(k []byte) string   { return fmt.Sprintf("<a key of %d bytes>", len(k)) }
+func (sizeOnly) ValueToString(v []byte) string { return fmt.Sprintf("<a value of %d bytes>", len(v)) }
 
 // guard runs a call into bbolt. bbolt panics on damaged pages (and the
 // runtime faults on a mapped page the file no longer holds); guard turns

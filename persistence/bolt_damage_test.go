@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/wal"
 )
@@ -46,8 +48,9 @@ var bboltPageSize = os.Getpagesize()
 // Page header fields of bbolt's on-disk format (go.etcd.io/bbolt/internal/common/page.go).
 const (
 	pageHeaderSize = 16
+	branchPageFlag = 0x01
 	leafPageFlag   = 0x02
-	leafElemSize   = 16
+	leafElemSize   = 16 // a branch element's size too
 )
 
 // damage rewrites the file at path in place.
@@ -126,6 +129,30 @@ func damagedCases() []struct {
 		// file: bbolt's consistency check follows it on a goroutine of its
 		// own, where the fault ended the process.
 		{"record flagged as a bucket rooted past the file", bucketPastTheFile},
+		// A cycle of branch pages grew bbolt's cursor stack until memory
+		// ran out; a branch key sized past the file faulted bbolt's check.
+		{"branch page pointing at itself", onBranchElement(func(page []byte, id uint64, elem []byte) {
+			binary.LittleEndian.PutUint64(elem[8:], id)
+		})},
+		{"branch key sized past the file", onBranchElement(func(page []byte, id uint64, elem []byte) {
+			binary.LittleEndian.PutUint32(elem[4:], 1<<23)
+		})},
+	}
+}
+
+// onBranchElement damages the last element of the catalog bucket's root
+// page, a branch page in a file of damagedRecords records.
+func onBranchElement(damage func(page []byte, id uint64, elem []byte)) damage {
+	return func(t *testing.T, data []byte) []byte {
+		id := uint64(bucketRoot(t, data))
+		page := data[id*uint64(bboltPageSize) : (id+1)*uint64(bboltPageSize)]
+		count := int(binary.LittleEndian.Uint16(page[10:]))
+		if binary.LittleEndian.Uint16(page[8:]) != branchPageFlag || count == 0 {
+			t.Fatalf("the bucket's root page %d is not a branch page", id)
+		}
+		at := pageHeaderSize + (count-1)*leafElemSize
+		damage(page, id, page[at:at+leafElemSize])
+		return data
 	}
 }
 
@@ -149,6 +176,24 @@ func bucketPastTheFile(t *testing.T, data []byte) []byte {
 	}
 	t.Fatal("no leaf page found to damage")
 	return nil
+}
+
+// bucketRoot is the root page of the catalog's bucket in the file data.
+func bucketRoot(t *testing.T, data []byte) (root int) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "copy.db")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.View(func(tx *bolt.Tx) error { root = int(tx.Bucket([]byte(defaultBucket)).Root()); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return root
 }
 
 func rewrite(t *testing.T, path string, d damage) {
