@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -69,14 +68,27 @@ func (m *meter) Save(ctx context.Context, pchannel string, v wal.MessageID) erro
 	return nil
 }
 
-// StartSave passes a save on to a catalog that starts it without waiting
-// (bbolt with group commit), and meters it once it is told.
-func (m *meter) StartSave(ctx context.Context, pchannel string, v wal.MessageID, done func(error)) error {
-	starter, ok := m.Catalog.(persistence.SaveStarter)
-	if !ok {
-		return errors.ErrUnsupported
+// startingMeter is a meter of a catalog that starts saves without
+// waiting (bbolt with group commit): it passes StartSave on, as the
+// catalog alone would be used. A meter of any other catalog has no
+// StartSave, so that the actors call Save, as on that catalog alone.
+type startingMeter struct{ *meter }
+
+// metered wraps catalog in a meter, with StartSave if catalog has it.
+func metered(catalog persistence.Catalog) interface {
+	persistence.Catalog
+	untilCount(n int) <-chan time.Time
+} {
+	m := &meter{Catalog: catalog}
+	if _, ok := catalog.(persistence.SaveStarter); ok {
+		return startingMeter{m}
 	}
-	return starter.StartSave(ctx, pchannel, v, func(err error) {
+	return m
+}
+
+// StartSave passes a save on, and meters it once it is told.
+func (m startingMeter) StartSave(ctx context.Context, pchannel string, v wal.MessageID, done func(error)) error {
+	return m.Catalog.(persistence.SaveStarter).StartSave(ctx, pchannel, v, func(err error) {
 		if err == nil {
 			m.saved(pchannel, v)
 		}

@@ -54,7 +54,7 @@ func benchGroupCommit(b *testing.B, impl, mode string) {
 		}
 		catalog = bolt
 	}
-	m := &meter{Catalog: catalog}
+	m := metered(catalog)
 	defer m.Close()
 	pchannels := names("pchannel-", groupPChannels)
 	id := ids(b.N + 1)
