@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -178,22 +179,38 @@ func TestStartedSaveNeverToldIsOverdue(t *testing.T) {
 	require.Equal(t, k(10), stopped.Dropped, "the minimum never told durable is reported dropped")
 }
 
-// countingStarter passes saves on to a Bolt and counts those that went
-// in, started or called.
-type countingStarter struct {
+// gatheringStarter passes saves on to a Bolt, and counts those that went
+// in. Started saves are held until want of them have come, then passed on
+// together, so that all of them join one batch.
+type gatheringStarter struct {
 	*persistence.Bolt
+	want int
+
+	mu      sync.Mutex
+	held    []func()
 	entered atomic.Int32
 }
 
-func (c *countingStarter) StartSave(ctx context.Context, pchannel string, v wal.MessageID, done func(error)) error {
-	err := c.Bolt.StartSave(ctx, pchannel, v, done)
-	if err == nil {
-		c.entered.Add(1)
+func (c *gatheringStarter) StartSave(ctx context.Context, pchannel string, v wal.MessageID, done func(error)) error {
+	c.mu.Lock()
+	c.held = append(c.held, func() {
+		if err := c.Bolt.StartSave(ctx, pchannel, v, done); err != nil {
+			go done(err)
+		}
+	})
+	var all []func()
+	if len(c.held) == c.want {
+		all, c.held = c.held, nil
 	}
-	return err
+	c.mu.Unlock()
+	for _, start := range all {
+		start()
+	}
+	c.entered.Add(1)
+	return nil
 }
 
-func (c *countingStarter) Save(ctx context.Context, pchannel string, v wal.MessageID) error {
+func (c *gatheringStarter) Save(ctx context.Context, pchannel string, v wal.MessageID) error {
 	c.entered.Add(1)
 	return c.Bolt.Save(ctx, pchannel, v)
 }
@@ -203,11 +220,11 @@ func (c *countingStarter) Save(ctx context.Context, pchannel string, v wal.Messa
 // saves are started, not waited for.
 func TestGroupCommitHoldsNoGoroutinePerSave(t *testing.T) {
 	const pchannels = 500
-	const delay = 5 * time.Second // every save joins one batch, which waits this long
+	const delay = persistence.MaxGroupCommitDelay // the batch of all the saves waits this long
 	bolt, err := persistence.OpenBolt(filepath.Join(t.TempDir(), "checkpoints.db"),
 		persistence.WithGroupCommit(true), persistence.WithGroupCommitDelay(delay))
 	require.NoError(t, err)
-	cat := &countingStarter{Bolt: bolt}
+	cat := &gatheringStarter{Bolt: bolt, want: pchannels}
 	defer cat.Close()
 
 	h := newHarness(t)
