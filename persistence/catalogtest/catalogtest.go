@@ -53,9 +53,31 @@ import (
 // context's error and writes nothing; every call after Close fails with
 // persistence.ErrClosed, and so does a second Close.
 //
+// A catalog that is a persistence.SaveStarter runs every check a second
+// time, under "StartSave/", with each save started through StartSave (and
+// through Save where StartSave declines with errors.ErrUnsupported, as the
+// actors do): the same rules hold, and each save that started is told
+// exactly once, within a minute.
+//
 // Run needs no goroutine of the catalog's to end by itself: checks that
 // race writers wait for them with a deadline of a minute.
 func Run(t *testing.T, newCatalog func(t *testing.T) persistence.Catalog) {
+	t.Helper()
+	run(t, newCatalog)
+	t.Run("StartSave", func(t *testing.T) {
+		run(t, func(t *testing.T) persistence.Catalog {
+			c := newCatalog(t)
+			starter, ok := c.(persistence.SaveStarter)
+			if !ok {
+				_ = c.Close()
+				t.Skip("not a persistence.SaveStarter")
+			}
+			return startedSaves{SaveStarter: starter, t: t}
+		})
+	})
+}
+
+func run(t *testing.T, newCatalog func(t *testing.T) persistence.Catalog) {
 	t.Helper()
 	tests := []struct {
 		name string
@@ -497,5 +519,43 @@ func testClosed(t *testing.T, c persistence.Catalog) {
 	}
 	if err := c.Close(); !errors.Is(err, persistence.ErrClosed) {
 		t.Errorf("second Close = %v, want ErrClosed", err)
+	}
+}
+
+// startedSaves saves through StartSave, and checks that each save that
+// started is told exactly once.
+type startedSaves struct {
+	persistence.SaveStarter
+	t *testing.T
+}
+
+// toldWithin bounds the wait for a started save to be told.
+const toldWithin = time.Minute
+
+func (s startedSaves) Save(ctx context.Context, pchannel string, checkpoint wal.MessageID) error {
+	var told sync.Mutex
+	times := 0
+	result := make(chan error, 1)
+	err := s.StartSave(ctx, pchannel, checkpoint, func(err error) {
+		told.Lock()
+		defer told.Unlock()
+		if times++; times == 1 {
+			result <- err
+			return
+		}
+		s.t.Errorf("StartSave(%q, %s): done called %d times", pchannel, wal.String(checkpoint), times)
+	})
+	switch {
+	case errors.Is(err, errors.ErrUnsupported):
+		return s.SaveStarter.Save(ctx, pchannel, checkpoint)
+	case err != nil:
+		return err
+	}
+	select {
+	case err := <-result:
+		return err
+	case <-time.After(toldWithin):
+		s.t.Errorf("StartSave(%q, %s) started, and was not told within %v", pchannel, wal.String(checkpoint), toldWithin)
+		return fmt.Errorf("not told within %v", toldWithin)
 	}
 }
