@@ -114,16 +114,22 @@ func (k *call) run() task {
 		return nil // ended before it ran
 	}
 	if k.site.start != nil {
-		err := startGuarded(&k.ctx, k.site, k.arg, k.told)
+		panicked, err := startGuarded(&k.ctx, k.site, k.arg, k.told)
 		switch {
 		case err == nil:
 			return nil // told later, on the catalog's goroutine
-		case !errors.Is(err, errors.ErrUnsupported):
+		case panicked || !errors.Is(err, errors.ErrUnsupported):
 			if !k.answer(err) {
 				return nil
 			}
 			return k.site.inbox.deliver(&k.result)
+		case !k.answered.CompareAndSwap(false, true):
+			// Declined, and told all the same: a catalog that breaks
+			// the contract is believed the first time.
+			return nil
 		}
+		// Declined: Save runs it, and a done that comes late is not
+		// believed.
 	}
 	v, err := guard(&k.ctx, k.site.op, k.site.fn, k.arg)
 	k.ctx.cancel(context.Canceled)
@@ -164,15 +170,16 @@ func (k *call) answer(err error) bool {
 }
 
 // startGuarded starts a save through the catalog's StartSave, turning a
-// panic into an error. A catalog that panicked after it took done and
-// tells later is not believed twice (answer).
-func startGuarded(ctx context.Context, site *callSite, arg wal.MessageID, done func(error)) (err error) {
+// panic into an error, and reports which it was: a panic is a failed save
+// even when its value wraps errors.ErrUnsupported. A catalog that panicked
+// after it took done and tells later is not believed twice (answer).
+func startGuarded(ctx context.Context, site *callSite, arg wal.MessageID, done func(error)) (panicked bool, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = &CatalogPanicError{Op: "Save", Value: r}
+			panicked, err = true, &CatalogPanicError{Op: "Save", Value: r}
 		}
 	}()
-	return site.start(ctx, arg, done)
+	return false, site.start(ctx, arg, done)
 }
 
 func (k *call) finish() {

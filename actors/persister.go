@@ -330,10 +330,16 @@ func (s *persister) saveFailed(m *callDone, attempt int) saveplan.Step {
 	var stored *persistence.StoredAheadError
 	switch {
 	case errors.As(m.err, &stored):
-		// Another writer got ahead; its value is durable, so it is ours too.
-		step := s.plan.Adopt(stored.Stored)
+		// Another writer got ahead; its value is durable, so it is ours
+		// too. A catalog naming a value that is not ahead is wrong, and
+		// the save is retried on the backoff (see saveplan.Plan.Adopt).
+		step, adopted := s.plan.Adopt(stored.Stored)
 		s.report()
-		s.failed(m, attempt, 0)
+		if adopted {
+			s.failed(m, attempt, 0)
+		} else {
+			s.failed(m, attempt, step.Wait)
+		}
 		return step
 	case errors.Is(m.err, persistence.ErrFenced):
 		s.plan.Fence()

@@ -65,7 +65,10 @@ type SaveStarter interface {
 	// from within StartSave, with what Save would have returned, once the
 	// value is durable or the save has failed. done must not block: it
 	// runs on the goroutine that committed the save, and the done of
-	// other saves wait behind it.
+	// other saves wait behind it. done(nil) is taken, as Save's nil is,
+	// for the value being durable. A catalog that breaks this contract
+	// (tells a save twice, or tells it and also returns an error) is
+	// believed the first time.
 	StartSave(ctx context.Context, pchannel string, checkpoint wal.MessageID, done func(error)) error
 }
 

@@ -121,6 +121,8 @@ func TestStartSaveRefusedPanickingDecliningOrEager(t *testing.T) {
 		"refused":   {start: func(*startedSave) error { return refused }, wantErr: refused},
 		"panicking": {start: func(*startedSave) error { panic("a catalog's bug") }, wantErr: actors.ErrCatalogPanicked},
 		"declining": {start: func(*startedSave) error { return fmt.Errorf("not this one: %w", errors.ErrUnsupported) }, saves: 1},
+		// A panic is a failed save, even one whose value says "decline".
+		"panicking with a decline": {start: func(*startedSave) error { panic(fmt.Errorf("oops: %w", errors.ErrUnsupported)) }, wantErr: actors.ErrCatalogPanicked},
 		"eager": {start: func(s *startedSave) error {
 			if err := s.mem.Save(s.ctx, pch, s.v); err != nil {
 				return err
@@ -157,6 +159,45 @@ func TestStartSaveRefusedPanickingDecliningOrEager(t *testing.T) {
 			require.Equal(t, tc.saves, cat.saves.Load(), "calls of Save")
 			stopped, _ := h.poison(pid)
 			require.Equal(t, k(10), stopped.LastPersisted)
+		})
+	}
+}
+
+// A catalog that tells a save and then declines it (errors.ErrUnsupported)
+// breaks the contract: it is believed the first time, and Save is not
+// called on top. Told at once, or only after the watchdog reported the
+// save overdue and so waits on it: finishing the call a second time then
+// closed a closed channel on a pool goroutine and ended the process.
+func TestStartSaveToldThenDeclined(t *testing.T) {
+	for name, late := range map[string]bool{"at once": false, "after the save is overdue": true} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t)
+			cat := newStarter()
+			release := make(chan struct{})
+			cat.start = func(s *startedSave) error {
+				if late {
+					<-release
+				}
+				if err := s.mem.Save(s.ctx, pch, s.v); err != nil {
+					return err
+				}
+				s.done(nil)
+				return fmt.Errorf("after all: %w", errors.ErrUnsupported)
+			}
+			counters := &actors.Counters{}
+			pid, _ := spawnRecovered(t, h, wal.Kafka, cat, actors.WithVChannels(map[string]wal.MessageID{"a": k(10)}),
+				actors.WithSaveTimeout(20*time.Millisecond), actors.WithCounters(counters))
+			if late {
+				failed := waitFor(t, h.rec, func(*messages.PersistFailed) bool { return true })
+				require.ErrorIs(t, failed.Err, actors.ErrCatalogOverdue)
+				close(release)
+			}
+			waitFor(t, h.rec, persistedIs(k(10)))
+			stopped, _ := h.poison(pid)
+			require.Equal(t, k(10), stopped.LastPersisted)
+			require.Zero(t, cat.saves.Load(), "Save called for a save already told")
+			require.Zero(t, counters.SavesInFlight())
+			require.Len(t, collect[*messages.CheckpointPersisted](h.rec), 1, "%s", describe(h.rec.Since(0)))
 		})
 	}
 }
@@ -255,4 +296,40 @@ func TestGroupCommitHoldsNoGoroutinePerSave(t *testing.T) {
 	require.Zero(t, persisted.Load(), "the batch committed before its delay of %v", delay)
 	require.Eventually(t, func() bool { return persisted.Load() == pchannels }, eventWait, time.Millisecond,
 		"every save persisted once the batch committed")
+}
+
+// aheadLiar refuses its first saves as stored ahead, naming a value below
+// the one saved: a catalog with a bug.
+type aheadLiar struct {
+	*persistence.Memory
+	lies atomic.Int32
+}
+
+func (l *aheadLiar) Save(ctx context.Context, pchannel string, v wal.MessageID) error {
+	if l.lies.Add(-1) >= 0 {
+		return &persistence.StoredAheadError{PChannel: pchannel, Stored: k(1), Attempted: v}
+	}
+	return l.Memory.Save(ctx, pchannel, v)
+}
+
+// A "stored ahead" naming a value that is not ahead proves nothing: it is
+// a failure retried on the backoff, not a save started again at once
+// (which looped, publishing hundreds of thousands of PersistFailed a
+// second).
+func TestStoredAheadThatIsNotAheadIsRetriedOnTheBackoff(t *testing.T) {
+	h := newHarness(t)
+	cat := &aheadLiar{Memory: persistence.NewMemory()}
+	cat.lies.Store(3)
+	pid, _ := spawnRecovered(t, h, wal.Kafka, cat, actors.WithVChannels(map[string]wal.MessageID{"a": k(10)}), actors.WithBackoff(fastBackoff))
+	ev := waitFor(t, h.rec, persistedIs(k(10)))
+	require.Equal(t, 4, ev.Attempts)
+	failed := collect[*messages.PersistFailed](h.rec)
+	require.Len(t, failed, 3)
+	for _, f := range failed {
+		require.ErrorIs(t, f.Err, persistence.ErrStoredAhead)
+		require.Positive(t, f.NextRetry, "a refusal naming a lower value is retried on the backoff")
+	}
+	require.Equal(t, k(10), loadNow(t, cat.Memory))
+	stopped, _ := h.poison(pid)
+	require.Equal(t, k(10), stopped.LastPersisted)
 }

@@ -123,13 +123,29 @@ func (p *Plan) Failed() Step {
 
 // Adopt records that the catalog holds stored, at or above the value in
 // flight: another writer got ahead. Retrying the same value cannot succeed,
-// so the floor rises to stored and only a higher minimum is saved.
-func (p *Plan) Adopt(stored wal.MessageID) Step {
+// so the floor rises to stored and only a higher minimum is saved. A
+// stored value that does not reach the one in flight (lower, or another
+// WAL's) proves nothing: a catalog that names one is wrong, and adopting
+// it would start the same save again at once, and again, for good. It is
+// a failure like any other, retried on the backoff; adopted reports which.
+func (p *Plan) Adopt(stored wal.MessageID) (step Step, adopted bool) {
+	if p.inFlight != nil && !reaches(stored, p.inFlight) {
+		return p.Failed(), false
+	}
 	p.raiseFloor(stored)
 	p.inFlight = nil
 	p.attempt = 0
 	p.resetBackoff()
-	return p.next()
+	return p.next(), true
+}
+
+// reaches reports whether v is at or above target, by above's rules.
+func reaches(v, target wal.MessageID) bool {
+	if above(v, target) {
+		return true
+	}
+	c, err := wal.Compare(v, target)
+	return err == nil && c == 0
 }
 
 func (p *Plan) resetBackoff() {

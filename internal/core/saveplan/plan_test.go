@@ -80,7 +80,7 @@ func TestRetrySavesLatestAfterBackoff(t *testing.T) {
 	require.Equal(t, Step{Save: k(5)}, p.Offer(k(5)))
 	require.Equal(t, Step{Wait: 10 * time.Millisecond}, p.Failed(), "still from the start after successes in a row")
 	require.Equal(t, Step{Save: k(5)}, p.TimerFired())
-	require.Equal(t, Step{}, p.Adopt(k(6)))
+	require.Equal(t, Step{}, adopt(t, p, k(6)))
 	require.Equal(t, Step{Save: k(7)}, p.Offer(k(7)))
 	require.Equal(t, Step{Wait: 10 * time.Millisecond}, p.Failed(), "adopting a stored value resets the backoff too")
 }
@@ -88,14 +88,37 @@ func TestRetrySavesLatestAfterBackoff(t *testing.T) {
 func TestAdoptStoredAhead(t *testing.T) {
 	p := newPlan(k(1))
 	require.Equal(t, Step{Save: k(5)}, p.Offer(k(5)))
-	require.Equal(t, Step{}, p.Adopt(k(7)), "stored ahead of the minimum: nothing left to save")
+	require.Equal(t, Step{}, adopt(t, p, k(7)), "stored ahead of the minimum: nothing left to save")
 	require.Equal(t, k(7), p.Persisted())
 	require.Equal(t, Step{}, p.Offer(k(7)))
 	require.Equal(t, Step{Save: k(8)}, p.Offer(k(8)))
-	require.Equal(t, Step{Save: k(8)}, p.Adopt(k(6)), "a stale report never lowers the floor; the pending value is tried again")
-	require.Equal(t, k(7), p.Persisted())
-	require.Equal(t, Step{Save: k(8)}, p.Adopt(wal.PulsarID{LedgerID: 99}), "another WAL's value is never adopted")
-	require.Equal(t, k(7), p.Persisted())
+	require.Equal(t, Step{}, adopt(t, p, k(8)), "stored equal: nothing left of it to save")
+	require.Equal(t, k(8), p.Persisted())
+}
+
+// A catalog that names, as ahead, a stored value that does not reach the
+// one in flight is wrong: its answer is a failure, retried on the backoff,
+// never a save started again at once (which looped for good).
+func TestAdoptNotAheadIsAFailure(t *testing.T) {
+	p := New(k(1), &fixed{next: 10 * time.Millisecond}, 0)
+	require.Equal(t, Step{Save: k(8)}, p.Offer(k(8)))
+	step, adopted := p.Adopt(k(6))
+	require.False(t, adopted)
+	require.Equal(t, Step{Wait: 10 * time.Millisecond}, step, "below the value in flight: retried on the backoff")
+	require.Equal(t, k(1), p.Persisted(), "a stale report never raises or lowers the floor")
+	require.Equal(t, Step{Save: k(8)}, p.TimerFired())
+	step, adopted = p.Adopt(wal.PulsarID{LedgerID: 99})
+	require.False(t, adopted)
+	require.Equal(t, Step{Wait: 20 * time.Millisecond}, step, "another WAL's value is never adopted")
+	require.Equal(t, k(1), p.Persisted())
+}
+
+// adopt is Adopt of a value that must be adopted.
+func adopt(t *testing.T, p *Plan, stored wal.MessageID) Step {
+	t.Helper()
+	step, adopted := p.Adopt(stored)
+	require.True(t, adopted, "Adopt(%s) refused", stored)
+	return step
 }
 
 func TestFenceStopsSavingForGood(t *testing.T) {
