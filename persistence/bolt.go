@@ -515,15 +515,30 @@ func (b *Bolt) Save(ctx context.Context, pchannel string, checkpoint wal.Message
 	}
 	defer b.releaseTurn()
 	key := []byte(pchannel)
-	return b.guard("save", func() error {
+	var refused error
+	err = b.guard("save", func() error {
 		return b.db.Update(func(tx *bolt.Tx) error {
-			refused, err := b.put(tx, key, pchannel, checkpoint, raw)
-			if err != nil {
+			var err error
+			if refused, err = b.put(tx, key, pchannel, checkpoint, raw); err != nil {
 				return err
 			}
-			return refused
+			return refused // nothing written: rolled back
 		})
 	})
+	if err != nil && err != refused {
+		return b.writeFailed("save", err)
+	}
+	return err
+}
+
+// writeFailed names the file in the failure of a write (op): bbolt's own
+// errors name the file it opened, which is the temporary name of a store
+// OpenBolt made, long gone. Damage keeps its own error.
+func (b *Bolt) writeFailed(op string, err error) error {
+	if errors.Is(err, ErrCorruptStore) {
+		return err
+	}
+	return fmt.Errorf("persistence: %s: %s: %w", b.path, op, err)
 }
 
 // StartSave implements SaveStarter under WithGroupCommit: the save joins

@@ -25,11 +25,15 @@ func (b *Bolt) Delete(ctx context.Context, pchannel string) error {
 		return err
 	}
 	defer b.releaseTurn()
-	return b.guard("delete", func() error {
+	err := b.guard("delete", func() error {
 		return b.db.Update(func(tx *bolt.Tx) error {
 			return tx.Bucket(b.bucket).Delete([]byte(pchannel)) // nil when absent
 		})
 	})
+	if err != nil {
+		return b.writeFailed("delete", err)
+	}
+	return nil
 }
 
 // Inspect implements Inspector, in one read transaction.

@@ -146,6 +146,7 @@ func (b *Bolt) commit(bt *batch) {
 	})
 	b.releaseTurn()
 	if err != nil {
+		err = b.writeFailed("save", err)
 		for i := range bt.saves {
 			bt.saves[i].err = err
 		}
