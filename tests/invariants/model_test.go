@@ -1416,6 +1416,24 @@ func (m *model) callEnded(c *call, kind stepKind, last bool) {
 		} else {
 			require.Equal(t, m.stored.id(), sa.Stored)
 		}
+		// A report that does not reach the value saved proves nothing (a
+		// racing store's may be stale): the value is tried again, at once
+		// after its first attempt, on the backoff after a later one, and
+		// its attempts go on.
+		stale := optOf(sa.Stored).less(optOf(v))
+		if stale && attempts > 1 {
+			ev := m.expectLife(fmt.Sprintf("PersistFailed(%s, #%d, stale stored ahead)", v, attempts), func(ev messages.Event) error {
+				e, ok := ev.(*messages.PersistFailed)
+				if !ok || e.Value != v || e.Attempt != attempts || !errors.Is(e.Err, persistence.ErrStoredAhead) {
+					return errMismatch
+				}
+				return inRange(e.NextRetry)
+			})
+			m.lastSaveRetry = ev.(*messages.PersistFailed).NextRetry
+			m.lastFailure, m.void = c.end, !m.floor.less(m.target)
+			m.crashed(c, kind)
+			break
+		}
 		m.expectLife(fmt.Sprintf("PersistFailed(%s, stored ahead)", v), func(ev messages.Event) error {
 			e, ok := ev.(*messages.PersistFailed)
 			if !ok || e.Value != v || e.Attempt != attempts || e.NextRetry != 0 || !errors.Is(e.Err, persistence.ErrStoredAhead) {
@@ -1423,8 +1441,10 @@ func (m *model) callEnded(c *call, kind stepKind, last bool) {
 			}
 			return nil
 		})
-		m.floor, m.attempts = maxOpt(m.floor, optOf(sa.Stored)), 0
-		m.floors[m.floor.v] = true
+		if !stale {
+			m.floor, m.attempts = maxOpt(m.floor, optOf(sa.Stored)), 0
+			m.floors[m.floor.v] = true
+		}
 		m.crashed(c, kind)
 	default:
 		// A failed save, a catalog's panic included: retried after the

@@ -123,14 +123,21 @@ func (p *Plan) Failed() Step {
 
 // Adopt records that the catalog holds stored, at or above the value in
 // flight: another writer got ahead. Retrying the same value cannot succeed,
-// so the floor rises to stored and only a higher minimum is saved. A
-// stored value that does not reach the one in flight (lower, or another
-// WAL's) proves nothing: a catalog that names one is wrong, and adopting
-// it would start the same save again at once, and again, for good. It is
-// a failure like any other, retried on the backoff; adopted reports which.
+// so the floor rises to stored and only a higher minimum is saved.
+//
+// A stored value that does not reach the one in flight (lower, or another
+// WAL's) proves nothing: a racing store's report may be stale, or the
+// catalog is wrong. It is not adopted (adopted is false), and the value
+// in flight is tried again: at once after its first attempt, on the
+// backoff after a later one, so that a catalog that keeps saying so is
+// not asked again and again without a pause.
 func (p *Plan) Adopt(stored wal.MessageID) (step Step, adopted bool) {
 	if p.inFlight != nil && !reaches(stored, p.inFlight) {
-		return p.Failed(), false
+		if p.attempt > 1 {
+			return p.Failed(), false
+		}
+		p.inFlight = nil
+		return p.next(), false
 	}
 	p.raiseFloor(stored)
 	p.inFlight = nil

@@ -97,20 +97,27 @@ func TestAdoptStoredAhead(t *testing.T) {
 }
 
 // A catalog that names, as ahead, a stored value that does not reach the
-// one in flight is wrong: its answer is a failure, retried on the backoff,
-// never a save started again at once (which looped for good).
-func TestAdoptNotAheadIsAFailure(t *testing.T) {
+// one in flight proves nothing: the value is tried again at once after a
+// first attempt (a racing store's report may be stale), and on the
+// backoff after later ones, never again and again without a pause (which
+// looped for good).
+func TestAdoptNotAheadIsTriedAgain(t *testing.T) {
 	p := New(k(1), &fixed{next: 10 * time.Millisecond}, 0)
 	require.Equal(t, Step{Save: k(8)}, p.Offer(k(8)))
 	step, adopted := p.Adopt(k(6))
 	require.False(t, adopted)
-	require.Equal(t, Step{Wait: 10 * time.Millisecond}, step, "below the value in flight: retried on the backoff")
+	require.Equal(t, Step{Save: k(8)}, step, "after a first attempt: at once")
+	require.Equal(t, 2, p.Attempt())
+	step, adopted = p.Adopt(wal.PulsarID{LedgerID: 99})
+	require.False(t, adopted, "another WAL's value is never adopted")
+	require.Equal(t, Step{Wait: 10 * time.Millisecond}, step, "after a later attempt: on the backoff")
+	require.Equal(t, Step{Save: k(8)}, p.TimerFired())
+	step, _ = p.Adopt(k(7))
+	require.Equal(t, Step{Wait: 20 * time.Millisecond}, step)
 	require.Equal(t, k(1), p.Persisted(), "a stale report never raises or lowers the floor")
 	require.Equal(t, Step{Save: k(8)}, p.TimerFired())
-	step, adopted = p.Adopt(wal.PulsarID{LedgerID: 99})
-	require.False(t, adopted)
-	require.Equal(t, Step{Wait: 20 * time.Millisecond}, step, "another WAL's value is never adopted")
-	require.Equal(t, k(1), p.Persisted())
+	require.Equal(t, Step{}, p.Succeeded())
+	require.Equal(t, k(8), p.Persisted())
 }
 
 // adopt is Adopt of a value that must be adopted.
