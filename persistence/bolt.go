@@ -631,10 +631,11 @@ func (b *Bolt) LoadAll(ctx context.Context) (map[string]wal.MessageID, error) {
 // within the group commit's delay and one commit), and releases the file
 // and its lock.
 //
-// Of a damaged Bolt it waits only abandonAfter for calls in flight, once
+// Of a damaged Bolt it waits a second at most for calls in flight, once
 // the damage is known: a panic inside bbolt may leave a lock of bbolt's
-// held for good, and a call waiting on it then never returns. It then
-// closes the file itself (see closeDB).
+// held for good, and a call waiting on it would never return. It then
+// closes the file itself, not through bbolt (see closeDB), and bbolt's
+// mapping of the file stays until the process exits.
 func (b *Bolt) Close() error {
 	b.calls.Lock()
 	if b.closed {
