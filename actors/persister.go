@@ -331,15 +331,12 @@ func (s *persister) saveFailed(m *callDone, attempt int) saveplan.Step {
 	switch {
 	case errors.As(m.err, &stored):
 		// Another writer got ahead; its value is durable, so it is ours
-		// too. A catalog naming a value that is not ahead is wrong, and
-		// the save is retried on the backoff (see saveplan.Plan.Adopt).
-		step, adopted := s.plan.Adopt(stored.Stored)
+		// too. A report naming a value that is not ahead is not adopted:
+		// the save is tried again, on the backoff after a first retry
+		// (see saveplan.Plan.Adopt).
+		step := s.plan.Adopt(stored.Stored)
 		s.report()
-		if adopted {
-			s.failed(m, attempt, 0)
-		} else {
-			s.failed(m, attempt, step.Wait)
-		}
+		s.failed(m, attempt, step.Wait)
 		return step
 	case errors.Is(m.err, persistence.ErrFenced):
 		s.plan.Fence()

@@ -377,10 +377,8 @@ func (b *Bolt) verify() error {
 			return bucket.ForEach(func(k, v []byte) error {
 				if v == nil {
 					// No catalog makes a bucket inside its bucket: this
-					// one is damage (a flipped flag) or another program's.
-					// Not followed: bbolt's check below would, on a
-					// goroutine of its own, where a root page past the
-					// mapped file is a fault no guard can catch.
+					// one is damage (a flipped flag) or another program's,
+					// and Load would read its key as nothing stored.
 					return fmt.Errorf("%w: %s: bucket %q holds a bucket at key %q, which no catalog writes",
 						ErrCorruptStore, b.path, name, k)
 				}

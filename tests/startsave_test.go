@@ -81,7 +81,8 @@ func (s *starter) next(t *testing.T) *startedSave {
 func TestStartedSaveIsPersistedWhenTold(t *testing.T) {
 	h := newHarness(t)
 	cat := newStarter()
-	pid, _ := spawnRecovered(t, h, wal.Kafka, cat, actors.WithVChannels(map[string]wal.MessageID{"a": k(10)}))
+	counters := &actors.Counters{}
+	pid, _ := spawnRecovered(t, h, wal.Kafka, cat, actors.WithVChannels(map[string]wal.MessageID{"a": k(10)}), actors.WithCounters(counters))
 
 	first := cat.next(t)
 	require.Equal(t, k(10), first.v)
@@ -102,6 +103,7 @@ func TestStartedSaveIsPersistedWhenTold(t *testing.T) {
 	require.Zero(t, cat.saves.Load(), "Save called beside StartSave")
 
 	stopped, _ := h.poison(pid)
+	require.Zero(t, counters.SavesInFlight(), "a save told twice is counted done once")
 	require.Equal(t, k(20), stopped.LastPersisted)
 	require.True(t, stopped.Flushed)
 	require.NoError(t, stopped.Reason)

@@ -127,23 +127,23 @@ func (p *Plan) Failed() Step {
 //
 // A stored value that does not reach the one in flight (lower, or another
 // WAL's) proves nothing: a racing store's report may be stale, or the
-// catalog is wrong. It is not adopted (adopted is false), and the value
-// in flight is tried again: at once after its first attempt, on the
-// backoff after a later one, so that a catalog that keeps saying so is
-// not asked again and again without a pause.
-func (p *Plan) Adopt(stored wal.MessageID) (step Step, adopted bool) {
+// catalog is wrong. It is not adopted, and the value in flight is tried
+// again: at once after its first attempt, on the backoff after a later
+// one (the Step's Wait), so that a catalog that keeps saying so is not
+// asked again and again without a pause.
+func (p *Plan) Adopt(stored wal.MessageID) Step {
 	if p.inFlight != nil && !reaches(stored, p.inFlight) {
 		if p.attempt > 1 {
-			return p.Failed(), false
+			return p.Failed()
 		}
 		p.inFlight = nil
-		return p.next(), false
+		return p.next()
 	}
 	p.raiseFloor(stored)
 	p.inFlight = nil
 	p.attempt = 0
 	p.resetBackoff()
-	return p.next(), true
+	return p.next()
 }
 
 // reaches reports whether v is at or above target, by above's rules.

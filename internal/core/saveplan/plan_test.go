@@ -80,7 +80,7 @@ func TestRetrySavesLatestAfterBackoff(t *testing.T) {
 	require.Equal(t, Step{Save: k(5)}, p.Offer(k(5)))
 	require.Equal(t, Step{Wait: 10 * time.Millisecond}, p.Failed(), "still from the start after successes in a row")
 	require.Equal(t, Step{Save: k(5)}, p.TimerFired())
-	require.Equal(t, Step{}, adopt(t, p, k(6)))
+	require.Equal(t, Step{}, p.Adopt(k(6)))
 	require.Equal(t, Step{Save: k(7)}, p.Offer(k(7)))
 	require.Equal(t, Step{Wait: 10 * time.Millisecond}, p.Failed(), "adopting a stored value resets the backoff too")
 }
@@ -88,11 +88,11 @@ func TestRetrySavesLatestAfterBackoff(t *testing.T) {
 func TestAdoptStoredAhead(t *testing.T) {
 	p := newPlan(k(1))
 	require.Equal(t, Step{Save: k(5)}, p.Offer(k(5)))
-	require.Equal(t, Step{}, adopt(t, p, k(7)), "stored ahead of the minimum: nothing left to save")
+	require.Equal(t, Step{}, p.Adopt(k(7)), "stored ahead of the minimum: nothing left to save")
 	require.Equal(t, k(7), p.Persisted())
 	require.Equal(t, Step{}, p.Offer(k(7)))
 	require.Equal(t, Step{Save: k(8)}, p.Offer(k(8)))
-	require.Equal(t, Step{}, adopt(t, p, k(8)), "stored equal: nothing left of it to save")
+	require.Equal(t, Step{}, p.Adopt(k(8)), "stored equal: nothing left of it to save")
 	require.Equal(t, k(8), p.Persisted())
 }
 
@@ -104,28 +104,17 @@ func TestAdoptStoredAhead(t *testing.T) {
 func TestAdoptNotAheadIsTriedAgain(t *testing.T) {
 	p := New(k(1), &fixed{next: 10 * time.Millisecond}, 0)
 	require.Equal(t, Step{Save: k(8)}, p.Offer(k(8)))
-	step, adopted := p.Adopt(k(6))
-	require.False(t, adopted)
-	require.Equal(t, Step{Save: k(8)}, step, "after a first attempt: at once")
+	require.Equal(t, Step{Save: k(8)}, p.Adopt(k(6)), "after a first attempt: at once")
+	require.Equal(t, k(1), p.Persisted(), "not adopted")
 	require.Equal(t, 2, p.Attempt())
-	step, adopted = p.Adopt(wal.PulsarID{LedgerID: 99})
-	require.False(t, adopted, "another WAL's value is never adopted")
-	require.Equal(t, Step{Wait: 10 * time.Millisecond}, step, "after a later attempt: on the backoff")
+	require.Equal(t, Step{Wait: 10 * time.Millisecond}, p.Adopt(wal.PulsarID{LedgerID: 99}), "after a later attempt: on the backoff")
+	require.Equal(t, k(1), p.Persisted(), "another WAL's value is never adopted")
 	require.Equal(t, Step{Save: k(8)}, p.TimerFired())
-	step, _ = p.Adopt(k(7))
-	require.Equal(t, Step{Wait: 20 * time.Millisecond}, step)
+	require.Equal(t, Step{Wait: 20 * time.Millisecond}, p.Adopt(k(7)))
 	require.Equal(t, k(1), p.Persisted(), "a stale report never raises or lowers the floor")
 	require.Equal(t, Step{Save: k(8)}, p.TimerFired())
 	require.Equal(t, Step{}, p.Succeeded())
 	require.Equal(t, k(8), p.Persisted())
-}
-
-// adopt is Adopt of a value that must be adopted.
-func adopt(t *testing.T, p *Plan, stored wal.MessageID) Step {
-	t.Helper()
-	step, adopted := p.Adopt(stored)
-	require.True(t, adopted, "Adopt(%s) refused", stored)
-	return step
 }
 
 func TestFenceStopsSavingForGood(t *testing.T) {
