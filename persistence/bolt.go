@@ -1,6 +1,7 @@
 package persistence
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -213,7 +214,7 @@ func OpenBolt(path string, opts ...BoltOption) (*Bolt, error) {
 	b := &Bolt{db: db, file: file, path: path, bucket: []byte(o.bucket), readOnly: o.readOnly,
 		turn: make(chan struct{}, 1), damagedNow: make(chan struct{})}
 	if o.group {
-		b.group = &groupCommit{delay: o.groupDelay}
+		b.group = &groupCommit{delay: o.groupDelay, commit: b.commit}
 	}
 	err = b.guard("open", func() error {
 		if err := b.verify(); err != nil {
@@ -517,7 +518,7 @@ func (b *Bolt) Save(ctx context.Context, pchannel string, checkpoint wal.Message
 	err = b.guard("save", func() error {
 		return b.db.Update(func(tx *bolt.Tx) error {
 			var err error
-			if refused, err = b.put(tx, key, pchannel, checkpoint, raw); err != nil {
+			if refused, err = newWriter(tx, b.bucket).put(key, pchannel, checkpoint, raw); err != nil {
 				return err
 			}
 			return refused // nothing written: rolled back
@@ -580,18 +581,35 @@ func (b *Bolt) checkSave(pchannel string, checkpoint wal.MessageID) ([]byte, err
 	return EncodeRecord(Record{Checkpoint: checkpoint})
 }
 
+// writer writes records in one write transaction: a Save's whole, or a
+// batch's. Its cursor reads the stored records; bbolt's Get makes a
+// cursor per read.
+type writer struct {
+	bucket *bolt.Bucket
+	cursor *bolt.Cursor
+}
+
+func newWriter(tx *bolt.Tx, bucket []byte) writer {
+	bk := tx.Bucket(bucket)
+	return writer{bucket: bk, cursor: bk.Cursor()}
+}
+
 // put writes raw as the record of pchannel unless the stored one is above
 // checkpoint or cannot be decoded (refused), or is equal (nothing to
-// write). err is the failure of the write itself. It is the whole write
-// transaction of a Save, or its share of a batch.
-func (b *Bolt) put(tx *bolt.Tx, key []byte, pchannel string, checkpoint wal.MessageID, raw []byte) (refused, err error) {
-	bucket := tx.Bucket(b.bucket)
-	old := bucket.Get(key)
+// write). err is the failure of the write itself. The key is read, never
+// kept: bbolt's Put copies it.
+func (w writer) put(key []byte, pchannel string, checkpoint wal.MessageID, raw []byte) (refused, err error) {
+	// As Get: a value only under this very key, and none for a nested
+	// bucket (Seek gives it a nil value; verify refuses them anyway).
+	k, old := w.cursor.Seek(key)
+	if !bytes.Equal(k, key) {
+		old = nil
+	}
 	write, refused := admit(pchannel, old, old != nil, checkpoint)
 	if refused != nil || !write {
 		return refused, nil // refused, or already durable: an earlier commit wrote it
 	}
-	return nil, bucket.Put(key, raw)
+	return nil, w.bucket.Put(key, raw)
 }
 
 // LoadAll implements Catalog.

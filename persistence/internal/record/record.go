@@ -88,7 +88,7 @@ func decodeHeader(b []byte) (Header, error) {
 	if len(rest) < nameLen+2 {
 		return Header{}, ErrTruncated
 	}
-	h.WAL = wal.Name(rest[:nameLen])
+	h.WAL = walName(rest[:nameLen])
 	rest = rest[nameLen:]
 	idLen := int(binary.BigEndian.Uint16(rest))
 	rest = rest[2:]
@@ -97,4 +97,21 @@ func decodeHeader(b []byte) (Header, error) {
 	}
 	h.ID = rest
 	return h, nil
+}
+
+// walName is the name b spells. The WALs built in are returned as the
+// constants they are, without a copy: every save reads the stored record
+// first, and the copy was an allocation of each.
+func walName(b []byte) wal.Name {
+	switch string(b) {
+	case string(wal.Kafka):
+		return wal.Kafka
+	case string(wal.Pulsar):
+		return wal.Pulsar
+	case string(wal.RocksMQ):
+		return wal.RocksMQ
+	case string(wal.Woodpecker):
+		return wal.Woodpecker
+	}
+	return wal.Name(b)
 }
