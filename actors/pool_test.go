@@ -164,10 +164,54 @@ func TestPoolQueuedTaskNeverWaitsOnBlockedWorkers(t *testing.T) {
 	close(release)
 	done.Wait()
 	waitFor(t, "no worker left", func() bool { return p.live.Load() == 0 })
+	requireSettled(t, p)
+}
+
+// requireSettled waits for a worker on its way to arrive, then checks
+// that nothing is queued.
+func requireSettled(t *testing.T, p *pool) {
+	t.Helper()
+	waitFor(t, "no worker on its way", func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return !p.coming
+	})
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	require.Zero(t, p.starting)
 	require.Equal(t, p.queued, len(p.queue), "nothing left queued")
+}
+
+// TestPoolWakesOneWorkerAtATime: a task that comes while a worker is on
+// its way is queued for it, and wakes none; the worker, once it runs,
+// sends for the next if tasks are still queued, and for none otherwise.
+func TestPoolWakesOneWorkerAtATime(t *testing.T) {
+	p := newPool(time.Millisecond, 4)
+	ran := make(chan int, 2)
+	p.mu.Lock()
+	p.coming = true // as if one had been woken
+	p.mu.Unlock()
+	p.Go(funcTask(func() { ran <- 1 }))
+	p.Go(funcTask(func() { ran <- 2 }))
+	p.mu.Lock()
+	require.Equal(t, 2, len(p.queue)-p.queued, "queued for the worker on its way")
+	require.Zero(t, p.live.Load(), "no worker woken or started")
+	p.arrived() // it runs: tasks are still queued, so it sends for one
+	require.EqualValues(t, 1, p.live.Load())
+	for want := 1; want <= 2; want++ {
+		select {
+		case got := <-ran:
+			require.Equal(t, want, got, "queued tasks run in the order they came")
+		case <-time.After(5 * time.Second):
+			t.Fatalf("queued task %d did not run", want)
+		}
+	}
+	requireSettled(t, p)
+
+	p.mu.Lock()
+	p.coming = true
+	p.arrived() // nothing queued: it sends for no one
+	require.False(t, p.coming)
+	waitFor(t, "no worker left", func() bool { return p.live.Load() == 0 })
 }
 
 // numbered is a task that only tells which it is.
