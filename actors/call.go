@@ -370,9 +370,10 @@ func (c *callContext) Err() error {
 }
 
 // expiredLocked ends the context if its deadline passed, and reports
-// whether it has ended.
+// whether it has ended. It reads the monotonic clock alone (time.Since),
+// not the wall clock as well: a catalog may ask on every call.
 func (c *callContext) expiredLocked() bool {
-	if c.err == nil && !time.Now().Before(c.deadline()) {
+	if c.err == nil && time.Since(c.began) >= c.timeout {
 		c.endLocked(context.DeadlineExceeded)
 	}
 	return c.err != nil
