@@ -178,10 +178,9 @@ func (p *pool) dequeueLocked() task {
 	p.queued++
 	switch {
 	case p.queued == len(p.queue):
+		// The backing array is kept for the next burst (a round of
+		// saves), and let go with the last idle worker (evict).
 		p.queue, p.queued = p.queue[:0], 0
-		if cap(p.queue) > p.maxIdle {
-			p.queue = nil // let a burst's backing array go
-		}
 	case p.queued > len(p.queue)/2 && p.queued >= 64:
 		// A queue that never runs empty must not grow for good.
 		n := copy(p.queue, p.queue[p.queued:])
@@ -237,6 +236,9 @@ func (p *pool) evict() {
 		p.sweeping = false
 		if cap(p.idle) > p.maxIdle/4 {
 			p.idle = nil // let a burst's backing array go
+		}
+		if len(p.queue) == 0 {
+			p.queue = nil // and the queue's
 		}
 		return
 	}

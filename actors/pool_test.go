@@ -56,6 +56,9 @@ func TestPoolShedsIdleWorkers(t *testing.T) {
 	// The rest exit after idleFor.
 	waitFor(t, "no worker left", func() bool { return p.live.Load() == 0 })
 	require.Zero(t, p.idleWorkers())
+	p.mu.Lock()
+	require.Zero(t, cap(p.queue), "the queue's array is let go with the last idle worker")
+	p.mu.Unlock()
 
 	// The pool works again after it emptied, and reuses an idle worker.
 	ran := make(chan struct{})
