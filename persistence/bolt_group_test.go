@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"testing"
 	"time"
@@ -71,5 +72,80 @@ func waitJoined(t *testing.T, g *groupCommit, n int) {
 			t.Fatalf("%d saves joined the open batch within 10 s, want %d", joined, n)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestGroupCommitRecyclesToldBatches: the saves of a batch whose saves
+// were all started (StartSave) are kept, emptied, for the next batch once
+// every one is told; those of a batch that a Save waits on are not, since
+// each Save reads its own outcome there after the commit.
+func TestGroupCommitRecyclesToldBatches(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "checkpoints.db")
+	b, err := OpenBolt(path, WithGroupCommit(true), WithGroupCommitDelay(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx := context.Background()
+	told := make(chan error, 3)
+	for i, p := range []string{"a", "b", "c"} {
+		if err := b.StartSave(ctx, p, wal.KafkaID(i+1), func(err error) { told <- err }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 3 {
+		select {
+		case err := <-told:
+			if err != nil {
+				t.Fatalf("told %v, want nil", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a started save was not told")
+		}
+	}
+	spare := func() []batchedSave {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			b.group.mu.Lock()
+			s := b.group.spare
+			b.group.mu.Unlock()
+			if s != nil || time.Now().After(deadline) {
+				return s
+			}
+			time.Sleep(time.Millisecond) // the commit recycles after the last done
+		}
+	}
+	s := spare()
+	if len(s) != 0 || cap(s) < 3 {
+		t.Fatalf("spare saves: len %d, cap %d; want the told batch's, emptied", len(s), cap(s))
+	}
+	for i, bs := range s[:cap(s)] {
+		if bs.pchannel != "" || bs.checkpoint != nil || bs.raw != nil || bs.done != nil || bs.err != nil {
+			t.Fatalf("spare save %d still holds %+v", i, bs)
+		}
+	}
+
+	// Stored ahead: this Save is refused, and must read its own refusal
+	// from the batch it waits on.
+	if err := b.Save(ctx, "a", wal.KafkaID(5)); err != nil {
+		t.Fatal(err)
+	}
+	refused := make(chan error, 1)
+	go func() { refused <- b.Save(ctx, "a", wal.KafkaID(4)) }()
+	waitJoined(t, b.group, 1)
+	if err := b.StartSave(ctx, "b", wal.KafkaID(9), func(err error) { told <- err }); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-told; err != nil {
+		t.Fatalf("told %v, want nil", err)
+	}
+	var ahead *StoredAheadError
+	if err := <-refused; !errors.As(err, &ahead) {
+		t.Fatalf("Save below the stored checkpoint = %v, want *StoredAheadError", err)
+	}
+	b.group.mu.Lock()
+	defer b.group.mu.Unlock()
+	if b.group.spare != nil {
+		t.Fatal("a batch that a Save waited on was recycled")
 	}
 }
