@@ -93,31 +93,35 @@ func newMailbox() *mailbox {
 }
 
 func (m *mailbox) PostUserMessage(msg any) {
+	urgent := false
 	switch x := msg.(type) {
 	case *messages.UpdateCheckpoint, *messages.UpdateBatch:
 		// The hot path: nothing to unpack or announce.
 	case *actor.PoisonPill:
-		m.push(drainRequested{})
+		m.user.push(drainRequested{}) // scheduled with the pill
+		urgent = true
 	case *actor.MessageEnvelope:
 		switch y := x.Message.(type) {
 		case *actor.PoisonPill:
-			m.push(drainRequested{})
+			m.user.push(drainRequested{})
 		case actor.MessageBatch:
 			for _, z := range y.GetMessages() {
 				m.PostUserMessage(z)
 			}
 		}
+		urgent = true // a request, or a stop that someone waits for
 	case actor.MessageBatch:
 		for _, z := range x.GetMessages() {
 			m.PostUserMessage(z)
 		}
 	}
-	m.push(msg)
+	m.user.push(msg)
+	m.scheduleAs(urgent)
 }
 
 func (m *mailbox) push(msg any) {
 	m.user.push(msg)
-	m.schedule()
+	m.scheduleAs(false)
 }
 
 func (m *mailbox) PostSystemMessage(msg any) {
@@ -125,7 +129,7 @@ func (m *mailbox) PostSystemMessage(msg any) {
 	m.sys = append(m.sys, msg)
 	m.sysMu.Unlock()
 	m.sysN.Add(1)
-	m.schedule()
+	m.scheduleAs(true)
 }
 
 func (m *mailbox) popSystem() any {
@@ -159,21 +163,27 @@ func (m *mailbox) Start() {}
 // UserMessageCount is an estimate, for protoactor's mailbox-length metric.
 func (m *mailbox) UserMessageCount() int { return m.user.len() }
 
-// schedule starts the mailbox goroutine unless it runs. The load first
+// scheduleAs starts the mailbox goroutine unless it runs. The load first
 // spares a busy mailbox a compare-and-swap per message.
-func (m *mailbox) schedule() {
+func (m *mailbox) scheduleAs(urgent bool) {
 	if !m.running.Load() && m.running.CompareAndSwap(false, true) {
-		m.start()
+		m.start(urgent)
 	}
 }
 
 // start runs the mailbox on another goroutine; the caller holds running.
-func (m *mailbox) start() {
-	if m.pool != nil {
+// An urgent start (a system message, a request, a stop) gets a worker of
+// its own rather than a place in the pool's queue: a GetState or a stop
+// must not wait behind a burst of updates whose runs are long (see pool).
+func (m *mailbox) start(urgent bool) {
+	switch {
+	case m.pool == nil:
+		m.dispatcher.Schedule(m.process)
+	case urgent:
+		m.pool.GoNow(drainTask{m})
+	default:
 		m.pool.Go(drainTask{m})
-		return
 	}
-	m.dispatcher.Schedule(m.process)
 }
 
 // drainTask runs a mailbox on the pool.
@@ -217,7 +227,7 @@ func (m *mailbox) drain() task {
 		more := m.sysN.Load() != 0 || (!m.suspended.Load() && next.ready())
 		if after != nil {
 			if more && m.running.CompareAndSwap(false, true) {
-				m.start()
+				m.start(m.sysN.Load() != 0)
 			}
 			return after
 		}

@@ -16,6 +16,10 @@ const (
 	// poolMaxIdle is enough for a thousand pchannels saving together to
 	// find their call goroutines again in the next round.
 	poolMaxIdle = 1024
+	// poolStallAfter is how long a worker may be on its way before the
+	// pool takes every core for busy: far above the time a woken worker
+	// takes to run on an idle core, far below a scheduler's time slice.
+	poolStallAfter = time.Millisecond
 )
 
 // pool runs the pchannel and persister mailboxes and the catalog calls of
@@ -43,9 +47,20 @@ const (
 // which may all be blocked: while any task is queued, a worker is on its
 // way.
 //
-// It sheds idle workers instead: one idle longer than idleFor exits, and
-// no more than maxIdle wait at a time, so that thousands of idle pchannels
-// hold no goroutine, and none is left shortly after a system stops.
+// A worker on its way needs a core to run on. When every core runs long
+// tasks (a subscriber that computes for a while on each event), it
+// arrives only when the scheduler preempts one of them, and a queue would
+// move at that pace, every new task behind all of it. So once a worker
+// has been on its way for poolStallAfter, the pool spreads: it gives
+// every queued task and every new one a worker of its own, as it did
+// before it queued, and the scheduler shares the cores among them all. It
+// queues again once no worker is on its way. A task that someone waits
+// for (a request, a stop) never queues (GoNow).
+//
+// The pool is never capped, but it sheds idle workers: one idle longer
+// than idleFor exits, and no more than maxIdle wait at a time, so that
+// thousands of idle pchannels hold no goroutine, and none is left shortly
+// after a system stops.
 //
 // One pool per actor system, not one per process: a system started in a
 // testing/synctest bubble then has its workers, and their idle timer, in
@@ -66,12 +81,19 @@ type pool struct {
 	sweep    *time.Timer
 	// queue holds the tasks that came while a worker was on its way, in
 	// the order they came; a worker takes the next one when it finishes a
-	// task, before it parks. coming is set while a worker is on its way.
-	// Invariant: queue is empty or coming is set, so that a queued task
+	// task, before it parks. coming counts the workers on their way: it
+	// grows under mu, and shrinks without it, as each arrives (arrived).
+	// Invariant: queue is empty or coming > 0, so that a queued task
 	// never waits on busy workers alone: they may all be blocked.
 	queue  []task // guarded by mu
 	queued int    // guarded by mu; the head of queue
-	coming bool   // guarded by mu
+	coming atomic.Int64
+	// since is when the first of the workers on their way was sent for,
+	// on the pool's clock (since started); spreading is set from a stall
+	// until no worker is on its way.
+	since     time.Duration // guarded by mu
+	spreading bool          // guarded by mu
+	started   time.Time
 	// live counts the workers, busy or idle.
 	live atomic.Int64
 }
@@ -86,7 +108,7 @@ type worker struct {
 }
 
 func newPool(idleFor time.Duration, maxIdle int) *pool {
-	p := &pool{idleFor: idleFor, maxIdle: maxIdle}
+	p := &pool{idleFor: idleFor, maxIdle: maxIdle, started: time.Now()}
 	p.sweep = time.AfterFunc(time.Hour, p.evict)
 	p.sweep.Stop()
 	return p
@@ -111,56 +133,141 @@ func runAll(t task) {
 }
 
 // Go runs f on a worker: one is woken for it, or started, unless one is
-// on its way already; then f is queued for the workers.
+// on its way already; then f is queued, unless the pool spreads.
 func (p *pool) Go(f task) {
 	p.mu.Lock()
-	if p.coming {
-		p.queue = append(p.queue, f)
-		p.mu.Unlock()
-		return
+	var spread []handoff
+	if p.coming.Load() > 0 {
+		if !p.spreadsLocked() {
+			p.queue = append(p.queue, f)
+			p.mu.Unlock()
+			return
+		}
+		spread = p.spreadLocked()
 	}
-	p.send(f)
+	h := p.sendLocked(f, spread != nil)
+	p.mu.Unlock()
+	for _, s := range spread {
+		s.do(p)
+	}
+	h.do(p) // last: readied last, it runs next on this core
 }
 
-// send puts a worker on its way with f, and unlocks mu: an idle worker is
-// handed f, or f is queued for a new one. A nil f is the queue's head,
-// queued already.
-func (p *pool) send(f task) {
-	p.coming = true
-	if n := len(p.idle); n > 0 {
+// GoNow runs f on a worker of its own, woken or started for it, whatever
+// is on its way or queued: for a task that someone waits for.
+func (p *pool) GoNow(f task) {
+	p.mu.Lock()
+	h := p.sendLocked(f, true)
+	p.mu.Unlock()
+	h.do(p)
+}
+
+// clock reads the pool's clock: the monotonic clock alone, which costs
+// less than a wall-clock reading.
+func (p *pool) clock() time.Duration { return time.Since(p.started) }
+
+// spreadsLocked reports whether the pool spreads: it has since a worker
+// was on its way for poolStallAfter (every core busy), and some still are.
+func (p *pool) spreadsLocked() bool {
+	if !p.spreading && p.coming.Load() > 0 && p.clock()-p.since >= poolStallAfter {
+		p.spreading = true
+	}
+	return p.spreading
+}
+
+// handoff is a worker put on its way with a task, under mu: an idle one
+// (w), or one to start (w nil). It is done once mu is unlocked: with every
+// core busy, a goroutine that readied others while holding mu was likely
+// to be preempted holding it, and every worker that went for it then
+// waited for that goroutine's next turn on a core.
+type handoff struct {
+	w *worker
+	f task
+}
+
+// do hands the task over. A worker's channel holds one task, and an idle
+// worker has none: the send does not block.
+func (h handoff) do(p *pool) {
+	if h.w != nil {
+		h.w.next <- h.f
+		return
+	}
+	p.live.Add(1)
+	go p.work(&worker{next: make(chan task, 1)}, h.f)
+}
+
+// sendLocked puts a worker on its way with f: the idle worker that came
+// last, which likely runs on a warm cache, or, for a task that must run
+// soon, one that is surely waiting. A worker that has just made itself
+// idle may not have blocked yet: preempted right before (likely on a
+// busy core, after a long task), it takes a task only when its turn comes
+// again, behind every goroutine that is ready to run. One idle since the
+// last sweep has blocked; failing one, a new worker is started.
+func (p *pool) sendLocked(f task, soon bool) handoff {
+	if p.coming.Add(1) == 1 {
+		p.since = p.clock()
+	}
+	n := len(p.idle)
+	switch {
+	case n == 0:
+	case !soon:
 		w := p.idle[n-1]
 		p.idle[n-1] = nil
 		p.idle = p.idle[:n-1]
-		if f == nil {
-			f = p.dequeueLocked()
-		}
-		p.mu.Unlock()
-		w.next <- f
-		return
+		return handoff{w: w, f: f}
+	case p.idle[0].epoch != p.epoch:
+		w := p.idle[0]
+		copy(p.idle, p.idle[1:])
+		p.idle[n-1] = nil
+		p.idle = p.idle[:n-1]
+		return handoff{w: w, f: f}
 	}
-	if f != nil {
-		p.queue = append(p.queue, f)
-	}
-	p.mu.Unlock()
-	p.live.Add(1)
-	go p.work(&worker{next: make(chan task, 1)})
+	return handoff{f: f}
 }
 
-// arrived is a worker's first step once it runs, and unlocks mu: it is no
-// longer on its way, so if tasks are still queued it sends for the next.
+// spreadLocked gives every queued task a worker of its own.
+func (p *pool) spreadLocked() []handoff {
+	hs := make([]handoff, 0, len(p.queue)-p.queued)
+	for p.queued < len(p.queue) {
+		hs = append(hs, p.sendLocked(p.dequeueLocked(), true))
+	}
+	return hs
+}
+
+// arrived is a worker's first step once it runs. If another worker is
+// still on its way, that one sees to the queue, and this one takes no
+// lock: when every core is busy, workers woken together (spreadLocked)
+// would each wait for the lock's holder to get a core again before
+// running their task. The last to arrive sends for the next worker if
+// tasks are queued, or gives each a worker of its own if it came late.
+//
+// A task queued by Go, which reads coming under mu, is seen: either Go
+// read coming before this one's decrement and queued the task before
+// this one takes mu, or it read it after and sent a worker itself.
 func (p *pool) arrived() {
-	p.coming = false
-	if p.queued < len(p.queue) {
-		p.send(nil)
+	if p.coming.Add(-1) > 0 {
 		return
 	}
+	p.mu.Lock()
+	late := p.clock()-p.since >= poolStallAfter
+	p.spreading = false
+	var hs []handoff
+	switch {
+	case p.queued == len(p.queue):
+	case late:
+		p.spreading = true
+		hs = p.spreadLocked()
+	default:
+		hs = []handoff{p.sendLocked(p.dequeueLocked(), false)}
+	}
 	p.mu.Unlock()
+	for _, h := range hs {
+		h.do(p)
+	}
 }
 
-func (p *pool) work(w *worker) {
+func (p *pool) work(w *worker, f task) {
 	defer p.live.Add(-1)
-	p.mu.Lock()
-	f := p.dequeueLocked()
 	p.arrived()
 	for f != nil {
 		runAll(f)
@@ -211,7 +318,6 @@ func (p *pool) park(w *worker) task {
 	p.mu.Unlock()
 	f := <-w.next
 	if f != nil {
-		p.mu.Lock()
 		p.arrived()
 	}
 	return f

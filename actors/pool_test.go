@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -177,7 +178,7 @@ func requireSettled(t *testing.T, p *pool) {
 	waitFor(t, "no worker on its way", func() bool {
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		return !p.coming
+		return p.coming.Load() == 0
 	})
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -191,30 +192,101 @@ func TestPoolWakesOneWorkerAtATime(t *testing.T) {
 	p := newPool(time.Millisecond, 4)
 	ran := make(chan int, 2)
 	p.mu.Lock()
-	p.coming = true // as if one had been woken
+	p.coming.Store(1)           // as if one had been woken
+	p.since = math.MaxInt64 / 2 // just now, however slow this test: no stall
 	p.mu.Unlock()
 	p.Go(funcTask(func() { ran <- 1 }))
 	p.Go(funcTask(func() { ran <- 2 }))
 	p.mu.Lock()
 	require.Equal(t, 2, len(p.queue)-p.queued, "queued for the worker on its way")
 	require.Zero(t, p.live.Load(), "no worker woken or started")
+	p.mu.Unlock()
 	p.arrived() // it runs: tasks are still queued, so it sends for one
 	require.EqualValues(t, 1, p.live.Load())
-	for want := 1; want <= 2; want++ {
+	got := map[int]bool{}
+	for range 2 {
 		select {
-		case got := <-ran:
-			require.Equal(t, want, got, "queued tasks run in the order they came")
+		case i := <-ran:
+			got[i] = true
 		case <-time.After(5 * time.Second):
-			t.Fatalf("queued task %d did not run", want)
+			t.Fatalf("queued tasks %v ran, not both", got)
 		}
 	}
 	requireSettled(t, p)
 
-	p.mu.Lock()
-	p.coming = true
+	p.coming.Store(1)
 	p.arrived() // nothing queued: it sends for no one
-	require.False(t, p.coming)
+	require.Zero(t, p.coming.Load())
 	waitFor(t, "no worker left", func() bool { return p.live.Load() == 0 })
+}
+
+// TestPoolStalledQueueIsSpread: once a worker has been on its way for
+// poolStallAfter (every core busy with a long task, say), every queued
+// task and every new one gets a worker of its own, rather than waiting for
+// that one to find a core.
+func TestPoolStalledQueueIsSpread(t *testing.T) {
+	p := newPool(time.Minute, 4)
+	t.Cleanup(func() { stopIdle(p) })
+	ran := make(chan int, 3)
+	p.mu.Lock()
+	p.coming.Store(1) // as if one had been woken
+	p.since = math.MaxInt64 / 2
+	p.mu.Unlock()
+	p.Go(funcTask(func() { ran <- 1 }))
+	p.Go(funcTask(func() { ran <- 2 }))
+	p.mu.Lock()
+	require.Equal(t, 2, len(p.queue)-p.queued, "queued while the worker on its way is not late")
+	p.since = p.clock() - 2*poolStallAfter // and now it is: it finds no core
+	p.mu.Unlock()
+	p.Go(funcTask(func() { ran <- 3 }))
+	got := map[int]bool{}
+	for range 3 {
+		select {
+		case i := <-ran:
+			got[i] = true
+		case <-time.After(5 * time.Second):
+			t.Fatalf("tasks %v ran; the rest waited for the late worker", got)
+		}
+	}
+	p.mu.Lock()
+	require.Equal(t, p.queued, len(p.queue), "nothing left queued")
+	p.mu.Unlock()
+	p.arrived() // the late one comes at last, to find nothing to do
+	requireSettled(t, p)
+}
+
+// TestPoolGoNowPassesTheQueue: a task someone waits for (a request, a
+// stop: see mailbox.start) gets a worker of its own at once, even while
+// a worker is on its way and tasks are queued for it: it runs before them.
+func TestPoolGoNowPassesTheQueue(t *testing.T) {
+	p := newPool(time.Millisecond, 4)
+	p.coming.Store(1)           // as if one had been woken
+	p.since = math.MaxInt64 / 2 // just now: the pool does not spread
+	ran := make(chan string, 2)
+	p.Go(funcTask(func() { ran <- "queued" }))
+	p.GoNow(funcTask(func() { ran <- "now" }))
+	for _, want := range []string{"now", "queued"} {
+		select {
+		case got := <-ran:
+			// The worker of GoNow's task takes the queued one after it.
+			require.Equal(t, want, got)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s did not run", want)
+		}
+	}
+	p.arrived() // the one on its way comes at last, to find nothing to do
+	requireSettled(t, p)
+	waitFor(t, "no worker left", func() bool { return p.live.Load() == 0 })
+}
+
+// stopIdle ends the idle workers of a pool whose idleFor outlasts a test.
+func stopIdle(p *pool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, w := range p.idle {
+		w.next <- nil
+	}
+	p.idle = nil
 }
 
 // numbered is a task that only tells which it is.
