@@ -16,10 +16,6 @@ const (
 	// poolMaxIdle is enough for a thousand pchannels saving together to
 	// find their call goroutines again in the next round.
 	poolMaxIdle = 1024
-	// poolStallAfter is how long a worker may be on its way before the
-	// pool takes every core for busy: far above the time a woken worker
-	// takes to run on an idle core, far below a scheduler's time slice.
-	poolStallAfter = time.Millisecond
 )
 
 // pool runs the pchannel and persister mailboxes and the catalog calls of
@@ -47,15 +43,14 @@ const (
 // which may all be blocked: while any task is queued, a worker is on its
 // way.
 //
-// A worker on its way needs a core to run on. When every core runs long
+// A worker on its way needs a core to run on: when every core runs long
 // tasks (a subscriber that computes for a while on each event), it
-// arrives only when the scheduler preempts one of them, and a queue would
-// move at that pace, every new task behind all of it. So once a worker
-// has been on its way for poolStallAfter, the pool spreads: it gives
-// every queued task and every new one a worker of its own, as it did
-// before it queued, and the scheduler shares the cores among them all. It
-// queues again once no worker is on its way. A task that someone waits
-// for (a request, a stop) never queues (GoNow).
+// arrives only when the scheduler preempts one of them, and the queue
+// moves at that pace. A task that someone waits for (a request, a stop)
+// never queues behind them (GoNow). Handing out every queued task as soon
+// as the workers lag (as the pool did before it queued) cut that wait,
+// but halved the updates per second of 10,000 busy pchannels: it was
+// measured and not kept.
 //
 // The pool is never capped, but it sheds idle workers: one idle longer
 // than idleFor exits, and no more than maxIdle wait at a time, so that
@@ -88,12 +83,6 @@ type pool struct {
 	queue  []task // guarded by mu
 	queued int    // guarded by mu; the head of queue
 	coming atomic.Int64
-	// since is when the first of the workers on their way was sent for,
-	// on the pool's clock (since started); spreading is set from a stall
-	// until no worker is on its way.
-	since     time.Duration // guarded by mu
-	spreading bool          // guarded by mu
-	started   time.Time
 	// live counts the workers, busy or idle.
 	live atomic.Int64
 }
@@ -108,7 +97,7 @@ type worker struct {
 }
 
 func newPool(idleFor time.Duration, maxIdle int) *pool {
-	p := &pool{idleFor: idleFor, maxIdle: maxIdle, started: time.Now()}
+	p := &pool{idleFor: idleFor, maxIdle: maxIdle}
 	p.sweep = time.AfterFunc(time.Hour, p.evict)
 	p.sweep.Stop()
 	return p
@@ -133,24 +122,17 @@ func runAll(t task) {
 }
 
 // Go runs f on a worker: one is woken for it, or started, unless one is
-// on its way already; then f is queued, unless the pool spreads.
+// on its way already; then f is queued.
 func (p *pool) Go(f task) {
 	p.mu.Lock()
-	var spread []handoff
 	if p.coming.Load() > 0 {
-		if !p.spreadsLocked() {
-			p.queue = append(p.queue, f)
-			p.mu.Unlock()
-			return
-		}
-		spread = p.spreadLocked()
+		p.queue = append(p.queue, f)
+		p.mu.Unlock()
+		return
 	}
-	h := p.sendLocked(f, spread != nil)
+	h := p.sendLocked(f, false)
 	p.mu.Unlock()
-	for _, s := range spread {
-		s.do(p)
-	}
-	h.do(p) // last: readied last, it runs next on this core
+	h.do(p)
 }
 
 // GoNow runs f on a worker of its own, woken or started for it, whatever
@@ -162,24 +144,9 @@ func (p *pool) GoNow(f task) {
 	h.do(p)
 }
 
-// clock reads the pool's clock: the monotonic clock alone, which costs
-// less than a wall-clock reading.
-func (p *pool) clock() time.Duration { return time.Since(p.started) }
-
-// spreadsLocked reports whether the pool spreads: it has since a worker
-// was on its way for poolStallAfter (every core busy), and some still are.
-func (p *pool) spreadsLocked() bool {
-	if !p.spreading && p.coming.Load() > 0 && p.clock()-p.since >= poolStallAfter {
-		p.spreading = true
-	}
-	return p.spreading
-}
-
 // handoff is a worker put on its way with a task, under mu: an idle one
-// (w), or one to start (w nil). It is done once mu is unlocked: with every
-// core busy, a goroutine that readied others while holding mu was likely
-// to be preempted holding it, and every worker that went for it then
-// waited for that goroutine's next turn on a core.
+// (w), or one to start (w nil). It is done once mu is unlocked, which is
+// then held for no more than a few loads and stores.
 type handoff struct {
 	w *worker
 	f task
@@ -197,16 +164,15 @@ func (h handoff) do(p *pool) {
 }
 
 // sendLocked puts a worker on its way with f: the idle worker that came
-// last, which likely runs on a warm cache, or, for a task that must run
-// soon, one that is surely waiting. A worker that has just made itself
-// idle may not have blocked yet: preempted right before (likely on a
-// busy core, after a long task), it takes a task only when its turn comes
-// again, behind every goroutine that is ready to run. One idle since the
-// last sweep has blocked; failing one, a new worker is started.
+// last, which likely runs on a warm cache, or, for a task that someone
+// waits for (soon), one that is surely waiting. A worker that has just
+// made itself idle may not have blocked yet: preempted right before
+// (likely on a busy core, after a long task), it takes a task only when
+// its turn comes again, behind every goroutine that is ready to run. One
+// idle since the last sweep has blocked; failing one, a new worker is
+// started.
 func (p *pool) sendLocked(f task, soon bool) handoff {
-	if p.coming.Add(1) == 1 {
-		p.since = p.clock()
-	}
+	p.coming.Add(1)
 	n := len(p.idle)
 	switch {
 	case n == 0:
@@ -225,21 +191,11 @@ func (p *pool) sendLocked(f task, soon bool) handoff {
 	return handoff{f: f}
 }
 
-// spreadLocked gives every queued task a worker of its own.
-func (p *pool) spreadLocked() []handoff {
-	hs := make([]handoff, 0, len(p.queue)-p.queued)
-	for p.queued < len(p.queue) {
-		hs = append(hs, p.sendLocked(p.dequeueLocked(), true))
-	}
-	return hs
-}
-
 // arrived is a worker's first step once it runs. If another worker is
 // still on its way, that one sees to the queue, and this one takes no
-// lock: when every core is busy, workers woken together (spreadLocked)
-// would each wait for the lock's holder to get a core again before
-// running their task. The last to arrive sends for the next worker if
-// tasks are queued, or gives each a worker of its own if it came late.
+// lock: when every core is busy, workers woken together would each wait
+// for the lock's holder to get a core again before running their task.
+// The last to arrive sends for the next worker if tasks are queued.
 //
 // A task queued by Go, which reads coming under mu, is seen: either Go
 // read coming before this one's decrement and queued the task before
@@ -249,21 +205,13 @@ func (p *pool) arrived() {
 		return
 	}
 	p.mu.Lock()
-	late := p.clock()-p.since >= poolStallAfter
-	p.spreading = false
-	var hs []handoff
-	switch {
-	case p.queued == len(p.queue):
-	case late:
-		p.spreading = true
-		hs = p.spreadLocked()
-	default:
-		hs = []handoff{p.sendLocked(p.dequeueLocked(), false)}
+	if p.queued == len(p.queue) {
+		p.mu.Unlock()
+		return
 	}
+	h := p.sendLocked(p.dequeueLocked(), false)
 	p.mu.Unlock()
-	for _, h := range hs {
-		h.do(p)
-	}
+	h.do(p)
 }
 
 func (p *pool) work(w *worker, f task) {

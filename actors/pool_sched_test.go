@@ -12,11 +12,12 @@ import (
 )
 
 // TestPoolNewTaskIsNotStuckBehindLongTasks: with every core busy with
-// long tasks and many more queued, a new task still runs soon, not after
-// the queue: the pool spreads, and the task readied last runs next on its
-// core. Without the race detector only: it shuffles the order in which
-// ready goroutines get a core, on purpose (`make test` runs this test
-// without it as well).
+// long tasks and many more queued, a task someone waits for (GoNow: a
+// request, a stop) still runs soon, not after the queue: it gets a worker
+// that is surely waiting, and readied last, it runs next on its core.
+// Without the race detector only: it shuffles the order in which ready
+// goroutines get a core, on purpose (`make test` runs this test without
+// it as well).
 func TestPoolNewTaskIsNotStuckBehindLongTasks(t *testing.T) {
 	const each = 10 * time.Millisecond
 	long := 40 * runtime.GOMAXPROCS(0)
@@ -31,14 +32,16 @@ func TestPoolNewTaskIsNotStuckBehindLongTasks(t *testing.T) {
 			}
 		}))
 	}
-	waitFor(t, "every core busy: a worker late on its way", func() bool {
+	// Every core busy, and the rest queued: the first tasks start at
+	// once, a worker at a time.
+	waitFor(t, "the long tasks running, the rest queued", func() bool {
 		p.mu.Lock()
 		defer p.mu.Unlock()
-		return p.spreadsLocked()
+		return p.live.Load() >= int64(runtime.GOMAXPROCS(0)) && len(p.queue)-p.queued > long/2
 	})
 	ran := make(chan time.Duration, 1)
 	sent := time.Now()
-	p.Go(funcTask(func() { ran <- time.Since(sent) }))
+	p.GoNow(funcTask(func() { ran <- time.Since(sent) }))
 	select {
 	case waited := <-ran:
 		// Behind the queue, a worker arriving at each of the scheduler's

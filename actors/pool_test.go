@@ -3,7 +3,6 @@ package actors
 import (
 	"context"
 	"errors"
-	"math"
 	"sync"
 	"testing"
 	"time"
@@ -192,8 +191,7 @@ func TestPoolWakesOneWorkerAtATime(t *testing.T) {
 	p := newPool(time.Millisecond, 4)
 	ran := make(chan int, 2)
 	p.mu.Lock()
-	p.coming.Store(1)           // as if one had been woken
-	p.since = math.MaxInt64 / 2 // just now, however slow this test: no stall
+	p.coming.Store(1) // as if one had been woken
 	p.mu.Unlock()
 	p.Go(funcTask(func() { ran <- 1 }))
 	p.Go(funcTask(func() { ran <- 2 }))
@@ -220,48 +218,12 @@ func TestPoolWakesOneWorkerAtATime(t *testing.T) {
 	waitFor(t, "no worker left", func() bool { return p.live.Load() == 0 })
 }
 
-// TestPoolStalledQueueIsSpread: once a worker has been on its way for
-// poolStallAfter (every core busy with a long task, say), every queued
-// task and every new one gets a worker of its own, rather than waiting for
-// that one to find a core.
-func TestPoolStalledQueueIsSpread(t *testing.T) {
-	p := newPool(time.Minute, 4)
-	t.Cleanup(func() { stopIdle(p) })
-	ran := make(chan int, 3)
-	p.mu.Lock()
-	p.coming.Store(1) // as if one had been woken
-	p.since = math.MaxInt64 / 2
-	p.mu.Unlock()
-	p.Go(funcTask(func() { ran <- 1 }))
-	p.Go(funcTask(func() { ran <- 2 }))
-	p.mu.Lock()
-	require.Equal(t, 2, len(p.queue)-p.queued, "queued while the worker on its way is not late")
-	p.since = p.clock() - 2*poolStallAfter // and now it is: it finds no core
-	p.mu.Unlock()
-	p.Go(funcTask(func() { ran <- 3 }))
-	got := map[int]bool{}
-	for range 3 {
-		select {
-		case i := <-ran:
-			got[i] = true
-		case <-time.After(5 * time.Second):
-			t.Fatalf("tasks %v ran; the rest waited for the late worker", got)
-		}
-	}
-	p.mu.Lock()
-	require.Equal(t, p.queued, len(p.queue), "nothing left queued")
-	p.mu.Unlock()
-	p.arrived() // the late one comes at last, to find nothing to do
-	requireSettled(t, p)
-}
-
 // TestPoolGoNowPassesTheQueue: a task someone waits for (a request, a
 // stop: see mailbox.start) gets a worker of its own at once, even while
 // a worker is on its way and tasks are queued for it: it runs before them.
 func TestPoolGoNowPassesTheQueue(t *testing.T) {
 	p := newPool(time.Millisecond, 4)
-	p.coming.Store(1)           // as if one had been woken
-	p.since = math.MaxInt64 / 2 // just now: the pool does not spread
+	p.coming.Store(1) // as if one had been woken
 	ran := make(chan string, 2)
 	p.Go(funcTask(func() { ran <- "queued" }))
 	p.GoNow(funcTask(func() { ran <- "now" }))
