@@ -241,16 +241,6 @@ func TestPoolGoNowPassesTheQueue(t *testing.T) {
 	waitFor(t, "no worker left", func() bool { return p.live.Load() == 0 })
 }
 
-// stopIdle ends the idle workers of a pool whose idleFor outlasts a test.
-func stopIdle(p *pool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, w := range p.idle {
-		w.next <- nil
-	}
-	p.idle = nil
-}
-
 // numbered is a task that only tells which it is.
 type numbered int
 
