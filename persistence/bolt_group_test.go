@@ -32,13 +32,8 @@ func TestGroupCommitCloseWaitsForTheBatch(t *testing.T) {
 	// goroutine may not have sent its result yet: hence the deadline. Had
 	// Close not waited for the batch, the commit would have found the
 	// file closed.
-	select {
-	case err := <-saved:
-		if err != nil {
-			t.Fatalf("Save = %v, want nil: its batch committed before Close returned", err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("Save did not return")
+	if err := within(t, saved, "Save's result"); err != nil {
+		t.Fatalf("Save = %v, want nil: its batch committed before Close returned", err)
 	}
 	if elapsed := time.Since(start); elapsed < delay {
 		t.Fatalf("the batch committed after %v, before its delay of %v", elapsed, delay)
@@ -57,21 +52,35 @@ func TestGroupCommitCloseWaitsForTheBatch(t *testing.T) {
 // waitJoined waits until the open batch of g holds n saves.
 func waitJoined(t *testing.T, g *groupCommit, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	eventually(t, "the saves joining the open batch", func() bool {
 		g.mu.Lock()
-		joined := 0
-		if g.open != nil {
-			joined = len(g.open.saves)
-		}
-		g.mu.Unlock()
-		if joined >= n {
-			return
-		}
+		defer g.mu.Unlock()
+		return g.open != nil && len(g.open.saves) >= n
+	})
+}
+
+// eventually waits until cond holds, within 10 s: for what a commit does
+// on its own goroutine after the saves it tells have seen their outcome.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d saves joined the open batch within 10 s, want %d", joined, n)
+			t.Fatalf("%s: not within 10 s", what)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// within receives from ch, within 10 s.
+func within[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: not within 10 s", what)
+		panic("unreachable")
 	}
 }
 
@@ -94,28 +103,17 @@ func TestGroupCommitRecyclesToldBatches(t *testing.T) {
 		}
 	}
 	for range 3 {
-		select {
-		case err := <-told:
-			if err != nil {
-				t.Fatalf("told %v, want nil", err)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatal("a started save was not told")
+		if err := within(t, told, "a started save's outcome"); err != nil {
+			t.Fatalf("told %v, want nil", err)
 		}
 	}
-	spare := func() []batchedSave {
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			b.group.mu.Lock()
-			s := b.group.spare
-			b.group.mu.Unlock()
-			if s != nil || time.Now().After(deadline) {
-				return s
-			}
-			time.Sleep(time.Millisecond) // the commit recycles after the last done
-		}
-	}
-	s := spare()
+	var s []batchedSave
+	eventually(t, "the told batch recycled", func() bool { // after its last done returned
+		b.group.mu.Lock()
+		defer b.group.mu.Unlock()
+		s = b.group.spare
+		return s != nil
+	})
 	if len(s) != 0 || cap(s) < 3 {
 		t.Fatalf("spare saves: len %d, cap %d; want the told batch's, emptied", len(s), cap(s))
 	}
@@ -136,11 +134,11 @@ func TestGroupCommitRecyclesToldBatches(t *testing.T) {
 	if err := b.StartSave(ctx, "b", wal.KafkaID(9), func(err error) { told <- err }); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-told; err != nil {
+	if err := within(t, told, "the started save's outcome"); err != nil {
 		t.Fatalf("told %v, want nil", err)
 	}
 	var ahead *StoredAheadError
-	if err := <-refused; !errors.As(err, &ahead) {
+	if err := within(t, refused, "the refused Save's outcome"); !errors.As(err, &ahead) {
 		t.Fatalf("Save below the stored checkpoint = %v, want *StoredAheadError", err)
 	}
 	b.group.mu.Lock()
