@@ -419,13 +419,13 @@ func TestBoltDamagedUnderConcurrentCalls(t *testing.T) {
 					errs <- nil
 				}()
 			}
-			waitFor(t, "calls under way", func() bool { return calls.Load() > 100 })
+			persistence.Eventually(t, "calls under way", func() bool { return calls.Load() > 100 })
 			data := readFile(t, path)
 			data[pageHeaderSize] ^= 0xff
 			data[bboltPageSize+pageHeaderSize] ^= 0xff
 			writeInPlace(t, path, data)
 			after := calls.Load()
-			waitFor(t, "calls after the damage, or every caller failed", func() bool {
+			persistence.Eventually(t, "calls after the damage, or every caller failed", func() bool {
 				return calls.Load() > after+100 || failed.Load() == callers
 			})
 			stop.Store(true)
@@ -457,18 +457,6 @@ func closeWithin(t *testing.T, b *persistence.Bolt, d time.Duration) {
 		}
 	case <-time.After(d):
 		t.Fatalf("Close of a damaged Bolt did not return within %v", d)
-	}
-}
-
-// waitFor waits until cond holds, within 10 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 10 s", what)
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
 

@@ -52,16 +52,17 @@ func TestGroupCommitCloseWaitsForTheBatch(t *testing.T) {
 // waitJoined waits until the open batch of g holds n saves.
 func waitJoined(t *testing.T, g *groupCommit, n int) {
 	t.Helper()
-	eventually(t, "the saves joining the open batch", func() bool {
+	Eventually(t, "the saves joining the open batch", func() bool {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		return g.open != nil && len(g.open.saves) >= n
 	})
 }
 
-// eventually waits until cond holds, within 10 s: for what a commit does
-// on its own goroutine after the saves it tells have seen their outcome.
-func eventually(t *testing.T, what string, cond func() bool) {
+// Eventually waits until cond holds, within 10 s: for what a Bolt does on
+// its own goroutines (a commit after the saves it tells have seen their
+// outcome). Exported for the package's black-box tests.
+func Eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for !cond() {
@@ -108,7 +109,7 @@ func TestGroupCommitRecyclesToldBatches(t *testing.T) {
 		}
 	}
 	var s []batchedSave
-	eventually(t, "the told batch recycled", func() bool { // after its last done returned
+	Eventually(t, "the told batch recycled", func() bool { // after its last done returned
 		b.group.mu.Lock()
 		defer b.group.mu.Unlock()
 		s = b.group.spare
