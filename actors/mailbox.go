@@ -101,7 +101,14 @@ func (m *mailbox) PostUserMessage(msg any) {
 		m.user.push(drainRequested{}) // scheduled with the pill
 		urgent = true
 	case *actor.MessageEnvelope:
+		urgent = true // a request, or a stop that someone waits for
 		switch y := x.Message.(type) {
+		case *messages.UpdateBatch:
+			// A Sender's batch is the data plane, as a bare update is:
+			// a worker of its own per batch, with a thousand pchannels
+			// busy, started a goroutine per batch and cut the updates
+			// per second through Senders by more than half.
+			urgent = false
 		case *actor.PoisonPill:
 			m.user.push(drainRequested{})
 		case actor.MessageBatch:
@@ -109,7 +116,6 @@ func (m *mailbox) PostUserMessage(msg any) {
 				m.PostUserMessage(z)
 			}
 		}
-		urgent = true // a request, or a stop that someone waits for
 	case actor.MessageBatch:
 		for _, z := range x.GetMessages() {
 			m.PostUserMessage(z)

@@ -10,6 +10,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/stretchr/testify/require"
+
+	"github.com/lowwater/lowwater/messages"
 )
 
 // TestMPSCKeepsEachProducersOrder pushes from many goroutines at once and
@@ -316,4 +318,38 @@ func TestMailboxKeepsNothingItHandled(t *testing.T) {
 	for i := range m.user.head.cells {
 		require.Nil(t, m.user.head.cells[i].msg, "cell %d", i)
 	}
+}
+
+// A request or a stop gets a worker of its own, but a Sender's batch is
+// the data plane: it waits its turn in the pool's queue, as a bare update
+// does.
+func TestMailboxBatchesWaitTheirTurnRequestsDoNot(t *testing.T) {
+	p := newPool(time.Millisecond, 4)
+	p.coming.Store(1) // as if one had been woken: what is not urgent queues
+	batches, asks := &invoker{delivered: make(chan struct{}, 1)}, &invoker{delivered: make(chan struct{}, 1)}
+	mb, ma := newTestMailbox(batches), newTestMailbox(asks)
+	mb.pool, ma.pool = p, p
+	batch := &actor.MessageEnvelope{Message: &messages.UpdateBatch{}}
+	ask := &actor.MessageEnvelope{Message: &messages.GetState{}}
+
+	mb.PostUserMessage(batch)
+	p.mu.Lock()
+	require.Equal(t, 1, len(p.queue)-p.queued, "the batch is not queued")
+	p.mu.Unlock()
+	require.Zero(t, p.live.Load(), "a worker was started for the batch")
+
+	// The request's own worker runs it, and then takes the queued batch.
+	ma.PostUserMessage(ask)
+	for _, r := range []*invoker{asks, batches} {
+		select {
+		case <-r.delivered:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the request, or the batch after it, did not run")
+		}
+	}
+	require.Equal(t, []any{ask}, asks.messages())
+	require.Equal(t, []any{batch}, batches.messages())
+	p.arrived() // the worker on its way comes at last, to find nothing to do
+	requireSettled(t, p)
+	waitFor(t, "no worker left", func() bool { return p.live.Load() == 0 })
 }

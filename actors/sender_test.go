@@ -426,9 +426,14 @@ func TestSenderNeverChangesADeliveredBatch(t *testing.T) {
 }
 
 // An actor between a Sender and the pchannel may keep what it forwards: the
-// Sender must not build a later batch in a buffer it shipped.
+// Sender must not build a later batch in a buffer it shipped. A Sender
+// straight to the same pchannel comes first, so that the pchannel has one
+// it knows to be straight when the forwarded batches come.
 func TestSenderNeverChangesABatchAnActorForwarded(t *testing.T) {
-	r := newSenderRig(t, kafkaAt(2, 0))
+	r := newSenderRig(t, kafkaAt(3, 0))
+	straight := newTestSender(t, r.system, r.pchannel)
+	require.NoError(t, straight.Update("v2", wal.KafkaID(1)))
+	require.NoError(t, straight.Flush(ctx10s(t)))
 	var k batchKeeper
 	proxy := r.system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
 		if b, ok := ctx.Message().(*messages.UpdateBatch); ok {

@@ -66,6 +66,8 @@ var tables = []table{
 		[]string{"-filter", ".name:Update", "-col", "/impl@(mutex sender lowwater baseline)"}},
 	{"One update at a time against the hand-off floor (goal 2)",
 		[]string{"-filter", ".name:Update", "-col", "/impl@(floor lowwater)"}},
+	{"10,000 pchannels: the baseline, raw Send, and a Sender per pchannel in its worst case (goal 4)",
+		[]string{"-filter", ".name:Scale", "-col", "/impl@(baseline lowwater sender)"}},
 	{"Group commit on bbolt against raw db.Batch with 1,000 writers (goal 3)",
 		[]string{"-filter", ".name:GroupCommit /commit:group", "-col", "/impl@(bboltbatch baseline lowwater)"}},
 	{"1,000 pchannels saving on a 3-member etcd cluster (goal 5)",
