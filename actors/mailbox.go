@@ -225,7 +225,15 @@ func (m *mailbox) processMessages() { runAll(m.drain()) }
 // catalog call) holds up no message.
 func (m *mailbox) drain() task {
 	for {
-		m.run()
+		if m.run() {
+			// Its turn is over, and it keeps running: it goes to the
+			// back of the pool's queue, and this goroutine takes the
+			// head, which is the mailbox again if none waits.
+			if t := m.pool.requeue(drainTask{m}); t != (drainTask{m}) {
+				return t
+			}
+			continue
+		}
 		next := m.user.next()
 		after := m.after
 		m.after = nil
@@ -243,8 +251,16 @@ func (m *mailbox) drain() task {
 	}
 }
 
-// run handles messages until none is left or the mailbox is suspended.
-func (m *mailbox) run() {
+// run handles messages until none is left or the mailbox is suspended,
+// or, on a pool, until its turn is over (Throughput messages in a row):
+// it then reports true, to go to the back of the pool's queue (drain).
+//
+// On a pool it does not yield its goroutine as protoactor's mailbox does:
+// that put it behind every goroutine ready to run, and with many
+// producers sending to one pchannel it came back only once they had
+// filled its queue, so that it drained them at the end on one core alone.
+// Go preempts a run that goes on too long all the same.
+func (m *mailbox) run() (turnOver bool) {
 	var msg any
 	defer func() {
 		m.user.settle()
@@ -261,6 +277,9 @@ func (m *mailbox) run() {
 		if i > t {
 			i = 0
 			m.user.settle()
+			if m.pool != nil {
+				return true
+			}
 			runtime.Gosched()
 		}
 		i++

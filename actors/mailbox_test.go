@@ -353,3 +353,39 @@ func TestMailboxBatchesWaitTheirTurnRequestsDoNot(t *testing.T) {
 	requireSettled(t, p)
 	waitFor(t, "no worker left", func() bool { return p.live.Load() == 0 })
 }
+
+// On a pool, a mailbox whose turn is over (Throughput messages in a row)
+// goes to the back of the pool's queue, and its goroutine runs what waited
+// there; with nothing waiting, it goes on. It never yields its goroutine
+// to the scheduler, behind every goroutine ready to run.
+func TestMailboxTurnOverGoesToTheBackOfThePool(t *testing.T) {
+	p := newPool(time.Millisecond, 4)
+	r := &invoker{}
+	m := newDrainingMailbox().(*mailbox)
+	m.RegisterHandlers(r, actor.NewSynchronizedDispatcher(2))
+	m.pool = p
+	m.running.Store(true) // the test runs it, by hand
+	for i := range 8 {
+		m.PostUserMessage(i)
+	}
+	var ran []string
+	p.coming.Store(1) // as if one had been woken: the other task queues
+	p.Go(funcTask(func() { ran = append(ran, "other") }))
+
+	next := drainTask{m}.run()
+	require.Equal(t, []any{0, 1, 2}, r.messages(), "a turn is Throughput messages and one more")
+	require.NotNil(t, next)
+	require.Nil(t, next.run())
+	require.Equal(t, []string{"other"}, ran)
+	p.mu.Lock()
+	require.Equal(t, []task{drainTask{m}}, p.queue[p.queued:], "the mailbox is not queued behind it")
+	back := p.dequeueLocked()
+	p.mu.Unlock()
+
+	// Its turn again, and nothing waits: past its turn, it goes on to
+	// the end.
+	require.Nil(t, back.run())
+	require.Equal(t, []any{0, 1, 2, 3, 4, 5, 6, 7}, r.messages())
+	require.False(t, m.running.Load())
+	p.coming.Store(0)
+}

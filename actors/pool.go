@@ -243,6 +243,19 @@ func (p *pool) dequeueLocked() task {
 	return f
 }
 
+// requeue puts t, a task whose turn is over, at the back of the queue and
+// returns the head, for the caller to run instead: t itself when nothing
+// waits. A worker is then on its way already if anything is queued.
+func (p *pool) requeue(t task) task {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.queued == len(p.queue) {
+		return t
+	}
+	p.queue = append(p.queue, t)
+	return p.dequeueLocked()
+}
+
 // park returns the next queued task, if any; otherwise it makes w idle and
 // returns its next task, or nil when it should exit.
 func (p *pool) park(w *worker) task {
