@@ -14,9 +14,9 @@ import (
 
 // mailbox is the PChannel actor's mailbox. It keeps the contract of
 // protoactor's default unbounded mailbox (system messages first; suspend
-// and resume; a yield every Throughput messages; a panic escalated to the
-// supervisor with the message that caused it; MessageBatch unpacked), and
-// adds four things:
+// and resume; turns of Throughput messages, others' tasks running between
+// them; a panic escalated to the supervisor with the message that caused
+// it; MessageBatch unpacked), and adds four things:
 //
 //  1. User messages go through a lock-free queue (mpsc): a sender never
 //     waits for the mailbox goroutine or for another sender, and the two
