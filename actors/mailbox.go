@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -107,8 +108,9 @@ func (m *mailbox) PostUserMessage(msg any) {
 			// A Sender's batch is the data plane, as a bare update is:
 			// a worker of its own per batch, with a thousand pchannels
 			// busy, started a goroutine per batch and cut the updates
-			// per second through Senders by more than half.
-			urgent = false
+			// per second through Senders by more than half. Anyone
+			// else's is a request that someone waits for.
+			urgent = !fromSender(x)
 		case *actor.PoisonPill:
 			m.user.push(drainRequested{})
 		case actor.MessageBatch:
@@ -123,6 +125,13 @@ func (m *mailbox) PostUserMessage(msg any) {
 	}
 	m.user.push(msg)
 	m.scheduleAs(urgent)
+}
+
+// fromSender reports whether env's reply goes to a Sender. An id is only
+// a name, which anyone may take, but what rides on it is only whether the
+// batch gets a worker of its own.
+func fromSender(env *actor.MessageEnvelope) bool {
+	return env.Sender != nil && strings.HasPrefix(env.Sender.Id, senderIDPrefix)
 }
 
 func (m *mailbox) push(msg any) {

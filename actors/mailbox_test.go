@@ -322,15 +322,15 @@ func TestMailboxKeepsNothingItHandled(t *testing.T) {
 
 // A request or a stop gets a worker of its own, but a Sender's batch is
 // the data plane: it waits its turn in the pool's queue, as a bare update
-// does.
-func TestMailboxBatchesWaitTheirTurnRequestsDoNot(t *testing.T) {
+// does. A batch that anyone else asks for is a request like any other.
+func TestMailboxSendersBatchesWaitTheirTurnRequestsDoNot(t *testing.T) {
 	p := newPool(time.Millisecond, 4)
 	p.coming.Store(1) // as if one had been woken: what is not urgent queues
 	batches, asks := &invoker{delivered: make(chan struct{}, 1)}, &invoker{delivered: make(chan struct{}, 1)}
 	mb, ma := newTestMailbox(batches), newTestMailbox(asks)
 	mb.pool, ma.pool = p, p
-	batch := &actor.MessageEnvelope{Message: &messages.UpdateBatch{}}
-	ask := &actor.MessageEnvelope{Message: &messages.GetState{}}
+	batch := &actor.MessageEnvelope{Message: &messages.UpdateBatch{}, Sender: actor.NewPID("local", senderIDPrefix+"1")}
+	ask := &actor.MessageEnvelope{Message: &messages.UpdateBatch{}, Sender: actor.NewPID("local", "future$1")}
 
 	mb.PostUserMessage(batch)
 	p.mu.Lock()

@@ -161,7 +161,7 @@ func NewSender(system *actor.ActorSystem, pid *actor.PID, opts ...SenderOption) 
 		slots:    make(map[string]int),
 		gen:      1,
 	}
-	s.replies, _ = system.ProcessRegistry.Add(replyProcess{s}, "lowwater-sender-"+system.ProcessRegistry.NextId())
+	s.replies, _ = system.ProcessRegistry.Add(replyProcess{s}, senderIDPrefix+system.ProcessRegistry.NextId())
 	s.systemMessage(&actor.Watch{Watcher: s.replies})
 	return s, nil
 }
@@ -434,9 +434,13 @@ func (s *Sender) ship(batch []messages.VChannelCheckpoint) {
 // batchConsumed is a pchannel's answer to a Sender's UpdateBatch applied
 // in full when nothing but the pchannel saw it: the Sender shipped it to
 // the pchannel itself, no middleware or context decorator stands between
-// them, and no event holds it (see pchannel.exclusive). It is sent to a
+// them, and no event holds it (see pchannel.shippedStraight). It is sent to a
 // Sender only, so no other requester meets it.
 type batchConsumed struct{}
+
+// senderIDPrefix begins the id of every Sender's reply process: a batch
+// whose reply goes to one is a Sender's (see mailbox.PostUserMessage).
+const senderIDPrefix = "lowwater-sender-"
 
 // replyProcess receives the pchannel's replies. It is a bare Process, as
 // protoactor's futures are, not an actor: a mailbox drops nil messages, and
