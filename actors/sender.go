@@ -434,8 +434,8 @@ func (s *Sender) ship(batch []messages.VChannelCheckpoint) {
 // batchConsumed is a pchannel's answer to a Sender's UpdateBatch applied
 // in full when nothing but the pchannel saw it: the Sender shipped it to
 // the pchannel itself, no middleware or context decorator stands between
-// them, and no event holds it (see pchannel.shippedStraight). It is sent to a
-// Sender only, so no other requester meets it.
+// them, and no event holds it (see pchannel.shippedStraight). It is sent
+// to a Sender only, so no other requester meets it.
 type batchConsumed struct{}
 
 // senderIDPrefix begins the id of every Sender's reply process: a batch
