@@ -35,6 +35,12 @@
 //	                       without the catalog's bound on calls in flight (not
 //	                       in make bench: tens of seconds a run)
 //
+// Two flags take a benchmark apart by hand (after -args): -group-pchannels
+// N runs BenchmarkGroupCommit with N pchannels, whose state no longer fits
+// in the caches at 10,000; -scale-drained makes BenchmarkScale drain the
+// producers' backlog before the last update of each pchannel, so that its
+// persist lag is the last round of saves alone.
+//
 // Catalog latency is simulated by blocking the saving thread in nanosleep
 // (catalogs_test.go), as fsync or a socket read blocks it; Go's timers
 // would round a 100 µs wait up to a millisecond on an idle machine.

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"flag"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -13,8 +14,14 @@ import (
 	"github.com/lowwater/lowwater/wal"
 )
 
-// groupPChannels is how many pchannels advance together in 2f.
-const groupPChannels = 1000
+// groupPChannels is how many pchannels advance together in 2f:
+// -group-pchannels, 1,000 in make bench.
+var groupPChannels = 1000
+
+func init() {
+	flag.IntVar(&groupPChannels, "group-pchannels", groupPChannels,
+		"how many pchannels advance together in BenchmarkGroupCommit")
+}
 
 // BenchmarkGroupCommit (2f) is 1,000 pchannels of one vchannel each on a
 // bbolt file with fsync, all advancing together: each of b.N rounds moves

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"flag"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -12,6 +13,12 @@ import (
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/wal"
 )
+
+// scaleDrained makes BenchmarkScale wait until the actors have applied
+// every update before the last one of each pchannel: its persist lag is
+// then the last round of saves alone, without the backlog the producers
+// leave when they outrun the actors.
+var scaleDrained = flag.Bool("scale-drained", false, "BenchmarkScale: drain the backlog before the last sweep")
 
 // The shape of BenchmarkScale.
 const (
@@ -103,24 +110,35 @@ func benchScale(b *testing.B, impl string) {
 	// sentAt is when each pchannel's last update was sent: the one that
 	// makes its final minimum.
 	sentAt := make([]time.Time, scalePChannels)
-	var wg sync.WaitGroup
-	for w := range producers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			last := scaleLaps*scaleVChannels - 1
-			for k := range scaleLaps * scaleVChannels {
-				v, cp := vchannels[k%scaleVChannels], id[k/scaleVChannels+1]
-				for i := w; i < scalePChannels; i += producers {
-					f.update(i, v, cp)
-					if k == last {
-						sentAt[i] = time.Now()
+	last := scaleLaps*scaleVChannels - 1
+	// sweeps sends the updates of sweeps from to to, every producer its
+	// share of the pchannels.
+	sweeps := func(from, to int) {
+		var wg sync.WaitGroup
+		for w := range producers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for k := from; k <= to; k++ {
+					v, cp := vchannels[k%scaleVChannels], id[k/scaleVChannels+1]
+					for i := w; i < scalePChannels; i += producers {
+						f.update(i, v, cp)
+						if k == last {
+							sentAt[i] = time.Now()
+						}
 					}
 				}
-			}
-		}()
+			}()
+		}
+		wg.Wait()
 	}
-	wg.Wait()
+	if *scaleDrained {
+		sweeps(0, last-1)
+		f.barrier(b)
+		sweeps(last, last)
+	} else {
+		sweeps(0, last)
+	}
 	f.barrier(b)
 	elapsed := time.Since(t1)
 	b.StopTimer()
