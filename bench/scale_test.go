@@ -111,8 +111,8 @@ func benchScale(b *testing.B, impl string) {
 	// makes its final minimum.
 	sentAt := make([]time.Time, scalePChannels)
 	last := scaleLaps*scaleVChannels - 1
-	// sweeps sends the updates of sweeps from to to, every producer its
-	// share of the pchannels.
+	// sweeps runs the sweeps numbered from through to, each moving one
+	// vchannel of every pchannel, each producer its share of them.
 	sweeps := func(from, to int) {
 		var wg sync.WaitGroup
 		for w := range producers {
