@@ -61,7 +61,7 @@ func benchGroupCommit(b *testing.B, impl, mode string) {
 		}
 		catalog = bolt
 	}
-	m := metered(catalog)
+	m := counted(catalog)
 	defer m.Close()
 	pchannels := names("pchannel-", groupPChannels)
 	id := ids(b.N + 1)
