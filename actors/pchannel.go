@@ -668,7 +668,7 @@ func (p *pchannel) load(ctx actor.Context) {
 	p.recovery.attempt++
 	catalog, name := p.cfg.catalog, p.cfg.pchannel
 	site := &callSite{root: ctx.ActorSystem().Root, self: p.self, op: "Load", timeout: p.cfg.saveTimeout,
-		fn: func(c context.Context, _ wal.MessageID) (wal.MessageID, error) { return catalog.Load(c, name) }}
+		fn: catalogFunc(func(c context.Context, _ wal.MessageID) (wal.MessageID, error) { return catalog.Load(c, name) })}
 	p.recovery.call = startCall(site, p.cfg.seq.Add(1), nil)
 	p.recovery.watchSeq = p.cfg.seq.Add(1)
 	p.recovery.watch = afterFunc(overdueAfter(p.cfg.saveTimeout), ctx.ActorSystem().Root, p.self, p.recovery.watchSeq)

@@ -48,7 +48,7 @@ type persister struct {
 	offered bool
 
 	save *call
-	// site is what every save shares: catalogSave, bound once.
+	// site is what every save shares: the persister's callCatalog.
 	site     callSite
 	timer    *time.Timer
 	timerSeq uint64
@@ -128,12 +128,9 @@ func (s *persister) Receive(ctx actor.Context) {
 		s.self, s.parent = ctx.Self(), ctx.Parent()
 		s.root, s.events = ctx.ActorSystem().Root, ctx.ActorSystem().EventStream
 		s.inbox = *s.inboxRef
-		s.site = callSite{root: s.root, self: s.self, op: "Save", fn: s.catalogSave, timeout: s.cfg.saveTimeout, inbox: s.inbox}
+		s.site = callSite{root: s.root, self: s.self, op: "Save", fn: s, timeout: s.cfg.saveTimeout, inbox: s.inbox}
 		if starter, ok := s.cfg.catalog.(persistence.SaveStarter); ok {
-			pchannel := s.cfg.pchannel
-			s.site.start = func(ctx context.Context, v wal.MessageID, done func(error)) error {
-				return starter.StartSave(ctx, pchannel, v, done)
-			}
+			s.site.starter, s.site.pchannel = starter, s.cfg.pchannel
 			if c := s.cfg.counters; c != nil {
 				s.site.inFlight = &c.savesInFlight
 			}
@@ -298,8 +295,8 @@ func (s *persister) overdue() {
 		zap.Int("attempt", s.plan.Attempt()), zap.Duration("saveTimeout", s.cfg.saveTimeout))
 }
 
-// catalogSave is the Save of one call; bound once, as saveFn.
-func (s *persister) catalogSave(ctx context.Context, v wal.MessageID) (wal.MessageID, error) {
+// callCatalog is the Save of one call (catalogCall).
+func (s *persister) callCatalog(ctx context.Context, v wal.MessageID) (wal.MessageID, error) {
 	if c := s.cfg.counters; c != nil {
 		defer c.savesInFlight.Add(-1)
 	}

@@ -94,10 +94,10 @@ func TestPoolIsNeverCapped(t *testing.T) {
 
 func TestCallEndedBeforeItRanNeverRuns(t *testing.T) {
 	ran := false
-	k := newCall(&callSite{op: "Save", timeout: time.Second, fn: func(context.Context, wal.MessageID) (wal.MessageID, error) {
+	k := newCall(&callSite{op: "Save", timeout: time.Second, fn: catalogFunc(func(context.Context, wal.MessageID) (wal.MessageID, error) {
 		ran = true
 		return nil, nil
-	}}, 1, wal.KafkaID(1))
+	})}, 1, wal.KafkaID(1))
 	cfg := &config{logger: zap.NewNop()}
 	require.True(t, k.end(cfg, "Save"), "ended before it ran")
 	k.run()
