@@ -32,17 +32,19 @@ type starter struct {
 var _ persistence.SaveStarter = (*starter)(nil)
 
 type startedSave struct {
-	mem  *persistence.Memory
-	ctx  context.Context
-	v    wal.MessageID
-	done func(error)
+	mem      *persistence.Memory
+	ctx      context.Context
+	pchannel string
+	v        wal.MessageID
+	done     func(error)
 }
 
-// tell stores the value, unless err is set, and tells the save, from a
-// goroutine of its own as the contract asks.
+// tell stores the value under the pchannel it was started for, unless err
+// is set, and tells the save, from a goroutine of its own as the contract
+// asks.
 func (s *startedSave) tell(err error) {
 	if err == nil {
-		err = s.mem.Save(context.Background(), pch, s.v)
+		err = s.mem.Save(context.Background(), s.pchannel, s.v)
 	}
 	go s.done(err)
 }
@@ -54,7 +56,7 @@ func newStarter() *starter {
 }
 
 func (s *starter) StartSave(ctx context.Context, pchannel string, v wal.MessageID, done func(error)) error {
-	return s.start(&startedSave{mem: s.Memory, ctx: ctx, v: v, done: done})
+	return s.start(&startedSave{mem: s.Memory, ctx: ctx, pchannel: pchannel, v: v, done: done})
 }
 
 func (s *starter) Save(ctx context.Context, pchannel string, v wal.MessageID) error {
@@ -85,6 +87,7 @@ func TestStartedSaveIsPersistedWhenTold(t *testing.T) {
 	pid, _ := spawnRecovered(t, h, wal.Kafka, cat, actors.WithVChannels(map[string]wal.MessageID{"a": k(10)}), actors.WithCounters(counters))
 
 	first := cat.next(t)
+	require.Equal(t, pch, first.pchannel)
 	require.Equal(t, k(10), first.v)
 	require.True(t, h.state(pid, false).SaveInFlight, "a started save that was not told yet is in flight")
 	from := h.rec.Len()
