@@ -1,6 +1,7 @@
 package tests
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"testing"
@@ -358,4 +359,52 @@ func repeat(f faultinject.Fault, n int) []faultinject.Fault {
 		out[i] = f
 	}
 	return out
+}
+
+// doneWatcher is a catalog that watches each call's context from a
+// goroutine of its own, as a client with a connection per call may, and
+// reports how the context ended.
+type doneWatcher struct {
+	*persistence.Memory
+	ended chan string
+}
+
+func (d *doneWatcher) watch(ctx context.Context, op string) {
+	done := ctx.Done()
+	go func() {
+		<-done
+		d.ended <- fmt.Sprintf("%s: %v", op, ctx.Err())
+	}()
+}
+
+func (d *doneWatcher) Load(ctx context.Context, pchannel string) (wal.MessageID, error) {
+	d.watch(ctx, "Load")
+	return d.Memory.Load(ctx, pchannel)
+}
+
+func (d *doneWatcher) Save(ctx context.Context, pchannel string, v wal.MessageID) error {
+	d.watch(ctx, "Save")
+	return d.Memory.Save(ctx, pchannel, v)
+}
+
+// A call's context ends as soon as the call returns, not at its deadline:
+// what the catalog started for it (a goroutine watching Done, a timer, a
+// stream) is let go at once, not held for the save timeout.
+func TestCatalogCallsContextEndsWhenItReturns(t *testing.T) {
+	h := newHarness(t)
+	cat := &doneWatcher{Memory: persistence.NewMemory(), ended: make(chan string, 4)}
+	pid, _ := spawnRecovered(t, h, wal.Kafka, cat, actors.WithSaveTimeout(time.Hour),
+		actors.WithVChannels(map[string]wal.MessageID{"a": k(10)}))
+	waitFor(t, h.rec, persistedIs(k(10)))
+	var ended []string
+	for range 2 {
+		select {
+		case e := <-cat.ended:
+			ended = append(ended, e)
+		case <-time.After(eventWait):
+			t.Fatalf("a call's context had not ended %v after it returned; ended so far: %q", eventWait, ended)
+		}
+	}
+	require.ElementsMatch(t, []string{"Load: context canceled", "Save: context canceled"}, ended)
+	h.poison(pid)
 }
