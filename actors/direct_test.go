@@ -112,3 +112,27 @@ func TestMiddlewareSeesEveryUpdate(t *testing.T) {
 	defer mu.Unlock()
 	require.Equal(t, want, seen)
 }
+
+// Once past its Stopping handler an actor declines its direct messages:
+// the mailbox then refuses them (closing), as protoactor refuses a
+// stopped actor's, rather than the update landing in a pchannel that will
+// save nothing more, or a save starting in a persister that is going.
+func TestDirectMessagesDeclinedOnceStopping(t *testing.T) {
+	cfg, err := newConfig("p", wal.Kafka, persistence.NewMemory(), nil)
+	require.NoError(t, err)
+	from, err := newSpawn(wal.Kafka, map[string]wal.MessageID{"a": wal.KafkaID(10)})
+	require.NoError(t, err)
+	p := newPChannel(cfg, from)
+	for _, ph := range []phase{stopping, stopped} {
+		p.phase = ph
+		require.False(t, p.receiveDirect(&messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(20)}), "%v", ph)
+		require.False(t, p.receiveDirect(mailboxDrained{}), "%v", ph)
+		require.Equal(t, wal.KafkaID(10), p.tracker.Minimum(), "%v: an update was applied", ph)
+	}
+
+	s, _ := barePersister(t)
+	s.over = true
+	require.False(t, s.receiveDirect(offer{minimum: wal.KafkaID(5)}))
+	require.False(t, s.receiveDirect(&messages.MinimumAdvanced{To: wal.KafkaID(6)}))
+	require.Nil(t, s.save, "a save started in a persister that is going")
+}
