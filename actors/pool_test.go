@@ -72,6 +72,24 @@ func TestPoolShedsIdleWorkers(t *testing.T) {
 	waitFor(t, "no worker left", func() bool { return p.live.Load() == 0 })
 }
 
+// Beyond maxIdle a worker exits as soon as it is idle, without waiting
+// for a sweep: a burst leaves no more than maxIdle goroutines behind it.
+func TestPoolKeepsNoMoreThanMaxIdle(t *testing.T) {
+	p := newPool(time.Hour, 4)
+	defer p.sweep.Stop()
+	release := make(chan struct{})
+	var done sync.WaitGroup
+	blocked(p, 10, release, &done)
+	close(release)
+	done.Wait()
+	waitFor(t, "back to maxIdle workers", func() bool { return p.live.Load() <= 4 })
+	require.Equal(t, 4, p.idleWorkers())
+	// Two sweeps end the workers idle since the first.
+	p.evict()
+	p.evict()
+	waitFor(t, "no worker left", func() bool { return p.live.Load() == 0 })
+}
+
 // TestPoolIsNeverCapped: a task that waits for another task (a graceful
 // stop waits in a handler for its persister) must not starve it, however
 // few workers are kept.

@@ -148,3 +148,34 @@ func TestGroupCommitRecyclesToldBatches(t *testing.T) {
 		t.Fatal("a batch that a Save waited on was recycled")
 	}
 }
+
+// A batch is committed once, by whoever takes it: the save that fills it,
+// or its timer, which may fire while the filler commits (a stopped timer
+// whose function has started runs all the same). The one that comes
+// second finds it taken.
+func TestGroupCommitBatchIsTakenOnce(t *testing.T) {
+	g := &groupCommit{delay: time.Hour, commit: func(*batch) { t.Error("committed by a timer") }}
+	var bt *batch
+	full := false
+	for i := range maxGroupSaves {
+		bt, _, full = g.join(&batchedSave{pchannel: "p", checkpoint: wal.KafkaID(i), done: func(error) {}})
+	}
+	if !full {
+		t.Fatalf("%d saves did not fill a batch", maxGroupSaves)
+	}
+	if g.take(bt) {
+		t.Fatal("the timer took a batch its filler commits")
+	}
+
+	open, _, full := g.join(&batchedSave{pchannel: "p", checkpoint: wal.KafkaID(1), done: func(error) {}})
+	defer open.timer.Stop()
+	if full || open == bt {
+		t.Fatal("a save after a full batch did not open a new one")
+	}
+	if !g.take(open) {
+		t.Fatal("the timer of an open batch could not take it")
+	}
+	if g.take(open) {
+		t.Fatal("a batch was taken twice")
+	}
+}
