@@ -316,12 +316,17 @@ func TestFenceHoldsWhenATermIsHandedOutAgain(t *testing.T) {
 	o := own(t, owner, "p")
 	require.NoError(t, o.Save(ctxT(t), "p", wal.KafkaID(50)))
 
+	// The stale node has read the record: its save's compare of the
+	// stored value passes, and the fence inside the transaction decides.
+	got, err := stale.cat.Load(ctxT(t), "p")
+	require.NoError(t, err)
+	require.Equal(t, wal.KafkaID(50), got)
 	term := int64(o.Term())
-	err := etcdcatalog.SaveFencedAs(ctxT(t), stale.cat, "p", wal.KafkaID(200), term, stale.session.Lease())
+	err = etcdcatalog.SaveFencedAs(ctxT(t), stale.cat, "p", wal.KafkaID(200), term, stale.session.Lease())
 	fe := requireFenced(t, err)
 	require.Equal(t, o.Term(), fe.OwnerTerm)
 	require.Contains(t, fe.Error(), "under another lease")
-	got, err := owner.cat.Load(ctxT(t), "p")
+	got, err = owner.cat.Load(ctxT(t), "p")
 	require.NoError(t, err)
 	require.Equal(t, wal.KafkaID(50), got, "the stale owner's save landed")
 
