@@ -285,9 +285,9 @@ func (b *Batcher) commit(batch []*batchedSave) {
 		}
 		together = append(together, s)
 		recs = append(recs, rec)
-		cmps = append(cmps,
-			clientv3.Compare(clientv3.ModRevision(key), "=", h.rev),
-			clientv3.Compare(clientv3.Value(key), "=", string(stored)))
+		// As Save: the stored bytes alone (see Catalog.save), not the
+		// revision, which etcd hands out again after a restore.
+		cmps = append(cmps, clientv3.Compare(clientv3.Value(key), "=", string(stored)))
 		puts = append(puts, clientv3.OpPut(key, string(val)))
 		gets = append(gets, clientv3.OpGet(key))
 	}
