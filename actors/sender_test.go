@@ -159,6 +159,27 @@ func TestSenderReportsActorRejectionsPerFlush(t *testing.T) {
 	require.Equal(t, map[string]wal.MessageID{"v0": wal.KafkaID(10), "v1": wal.KafkaID(20)}, r.checkpoints(t))
 }
 
+// The rejections waiting for a Flush are bounded as the buffer is
+// (WithMaxPending): those past the bound are counted, not kept, so that a
+// producer that flushes seldom does not grow the Sender without bound.
+func TestSenderKeepsAtMostMaxPendingRejections(t *testing.T) {
+	r := newSenderRig(t, kafkaAt(1, 10))
+	s := newTestSender(t, r.system, r.pchannel, WithMaxPending(2))
+	for i := range 5 {
+		require.NoError(t, s.Update(fmt.Sprintf("nope-%d", i), wal.KafkaID(1)))
+	}
+	err := s.Flush(ctx10s(t))
+	var be *messages.BatchError
+	require.ErrorAs(t, err, &be)
+	require.Len(t, be.Rejected, 2)
+	for i, rej := range be.Rejected {
+		require.Equal(t, i, rej.Index)
+		require.ErrorIs(t, rej.Err, messages.ErrVChannelNotFound)
+	}
+	require.ErrorContains(t, err, "3 more rejection(s) not kept")
+	require.NoError(t, s.Flush(ctx10s(t)), "the count is reported once")
+}
+
 func TestSenderRejectsLocallyWhatItCanJudge(t *testing.T) {
 	r := newSenderRig(t, kafkaAt(2, 0))
 	g := &gate{target: r.pchannel}
