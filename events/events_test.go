@@ -198,6 +198,42 @@ func TestConcurrentPublishers(t *testing.T) {
 	assert.Equal(t, uint64(publishers*n), uint64(delivered)+sub.Dropped())
 }
 
+// An event whose publish began before Close, and reaches the
+// subscription after it, is not delivered, nor does it panic the
+// publishing actor: protoactor calls the handlers of a copy of its
+// subscriptions, taken before Close unsubscribed.
+func TestPublishRacingCloseIsDropped(t *testing.T) {
+	es := eventstream.NewEventStream()
+	entered, proceed := make(chan struct{}), make(chan struct{})
+	es.Subscribe(func(any) { // before the subscription: runs first
+		close(entered)
+		<-proceed
+	})
+	sub, err := events.Subscribe(es)
+	require.NoError(t, err)
+
+	published := make(chan struct{})
+	go func() {
+		defer close(published)
+		es.Publish(advanced("p", 1))
+	}()
+	select {
+	case <-entered:
+	case <-time.After(testBound):
+		t.Fatal("the publish did not begin")
+	}
+	sub.Close()
+	close(proceed)
+	select {
+	case <-published:
+	case <-time.After(testBound):
+		t.Fatal("the publish did not return")
+	}
+	for ev := range sub.C() {
+		t.Fatalf("delivered after Close: %v", ev)
+	}
+}
+
 func TestInvalidOptions(t *testing.T) {
 	es := eventstream.NewEventStream()
 	for name, opts := range map[string][]events.Option{
