@@ -327,3 +327,42 @@ func gauge(t *testing.T, c prometheus.Collector, name string) float64 {
 	t.Fatalf("no series %s", name)
 	return 0
 }
+
+// The lag and age clocks follow the pchannel's own order: a vchannel added
+// below the minimum can end the lag, a success or a stored-ahead refusal
+// observed late never lowers the persisted checkpoint, a further rise
+// keeps the lag's start, and a pchannel recovering again shows no age from
+// its previous run.
+func TestLagAndAgeFollowOnlyNewerValues(t *testing.T) {
+	_, at := fixedClock()
+	now := at(100)
+	c, err := metrics.New(metrics.WithClock(func() time.Time { return now }))
+	require.NoError(t, err)
+	h := func(s float64) messages.Header { return messages.Header{PChannel: "p", At: at(s)} }
+	k := func(n int) wal.MessageID { return wal.KafkaID(n) }
+	lag := func() float64 { return gauge(t, c, "lowwater_persist_lag_seconds") }
+
+	c.Observe(&messages.Recovered{Header: h(0), StartMessageID: k(10), FromCatalog: true})
+	c.Observe(&messages.MinimumAdvanced{Header: h(1), From: k(10), To: k(20)})
+	require.Equal(t, 99.0, lag())
+	c.Observe(&messages.VChannelAdded{Header: h(2), VChannel: "late", Checkpoint: k(5)})
+	require.Zero(t, lag(), "a vchannel added below the persisted checkpoint leaves nothing to save")
+
+	c.Observe(&messages.MinimumAdvanced{Header: h(3), From: k(5), To: k(30)})
+	c.Observe(&messages.CheckpointPersisted{Header: h(4), Value: k(30), Attempts: 1})
+	require.Zero(t, lag())
+	c.Observe(&messages.CheckpointPersisted{Header: h(5), Value: k(20), Attempts: 1})
+	require.Zero(t, lag(), "an older save observed late lowered the persisted checkpoint")
+	c.Observe(&messages.PersistFailed{Header: h(6), Value: k(30), Attempt: 1,
+		Err: &persistence.StoredAheadError{PChannel: "p", Stored: k(25), Attempted: k(30)}})
+	require.Zero(t, lag(), "a stored value below the persisted one was adopted")
+
+	c.Observe(&messages.MinimumAdvanced{Header: h(7), From: k(30), To: k(40)})
+	c.Observe(&messages.MinimumAdvanced{Header: h(8), From: k(40), To: k(50)})
+	require.Equal(t, 93.0, lag(), "a further rise restarted the lag clock")
+	require.Equal(t, 92.0, gauge(t, c, "lowwater_minimum_age_seconds"))
+
+	c.Observe(&messages.Stopped{Header: h(9)})
+	c.Observe(&messages.RecoveryFailed{Header: h(10), Attempt: 1, Err: persistence.ErrClosed})
+	require.Zero(t, gauge(t, c, "lowwater_minimum_age_seconds"), "a recovering pchannel showed its previous run's age")
+}
