@@ -128,14 +128,7 @@ func (s *persister) Receive(ctx actor.Context) {
 		s.self, s.parent = ctx.Self(), ctx.Parent()
 		s.root, s.events = ctx.ActorSystem().Root, ctx.ActorSystem().EventStream
 		s.inbox = *s.inboxRef
-		s.site = callSite{root: s.root, self: s.self, op: "Save", fn: s, timeout: s.cfg.saveTimeout, inbox: s.inbox}
-		if starter, ok := s.cfg.catalog.(persistence.SaveStarter); ok {
-			s.site.starter, s.site.pchannel = starter, s.cfg.pchannel
-			if c := s.cfg.counters; c != nil {
-				s.site.inFlight = &c.savesInFlight
-			}
-		}
-		s.plan = *saveplan.New(s.status.load().persisted, &lazyBackoff{schedule: &s.cfg.backoff}, s.cfg.minInterval)
+		s.ready()
 	case *actor.Stopping, *actor.Restarting:
 		s.over = true
 		stopTimer(s.timer)
@@ -159,6 +152,20 @@ func (s *persister) Receive(ctx actor.Context) {
 	default:
 		s.receiveDirect(m)
 	}
+}
+
+// ready makes what every save shares (the call site) and the plan, which
+// starts from the status a predecessor left: on Started, once the
+// persister knows its addresses and its mailbox.
+func (s *persister) ready() {
+	s.site = callSite{root: s.root, self: s.self, op: "Save", fn: s, timeout: s.cfg.saveTimeout, inbox: s.inbox}
+	if starter, ok := s.cfg.catalog.(persistence.SaveStarter); ok {
+		s.site.starter, s.site.pchannel = starter, s.cfg.pchannel
+		if c := s.cfg.counters; c != nil {
+			s.site.inFlight = &c.savesInFlight
+		}
+	}
+	s.plan = *saveplan.New(s.status.load().persisted, &lazyBackoff{schedule: &s.cfg.backoff}, s.cfg.minInterval)
 }
 
 // receiveDirect takes the persister's own messages, from Receive or

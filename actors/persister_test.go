@@ -8,13 +8,12 @@ import (
 	"github.com/asynkron/protoactor-go/eventstream"
 	"github.com/stretchr/testify/require"
 
-	"github.com/lowwater/lowwater/internal/core/saveplan"
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/wal"
 )
 
-// barePersister is a persister taken past Started by hand, with no actor
+// barePersister is a persister made ready as Started does (ready), with no actor
 // around it and a backoff and save timeout of an hour, so that none of its
 // timers fires during a test: what it does shows in its plan, its save in
 // flight and the events it publishes.
@@ -26,8 +25,7 @@ func barePersister(t *testing.T) (*persister, *[]messages.Event) {
 	var published []messages.Event
 	events.Subscribe(func(ev any) { published = append(published, ev.(messages.Event)) })
 	s := &persister{cfg: cfg, status: newSaveStatus(nil), events: events, inbox: newMailbox()}
-	s.site = callSite{op: "Save", fn: s, timeout: cfg.saveTimeout, inbox: s.inbox}
-	s.plan = *saveplan.New(nil, &lazyBackoff{schedule: &cfg.backoff}, 0)
+	s.ready()
 	t.Cleanup(func() { stopTimer(s.timer); stopTimer(s.watchdog) })
 	return s, &published
 }
