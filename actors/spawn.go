@@ -51,7 +51,7 @@ func newSpawn(walName wal.Name, vchannels map[string]wal.MessageID) (*spawn, err
 	if err != nil {
 		return nil, err
 	}
-	set, err := newSpawnSet(t.ShareNames(), cps)
+	set, err := newSpawnSet(t.ShareNames(), vchannels)
 	if err != nil {
 		return nil, err
 	}
@@ -101,25 +101,29 @@ func (s *spawn) take() handedOn {
 
 // spawnSet keeps the vchannels given at spawn for the actor's restarts, in
 // less memory than a map: their names, which the first tracker shares until
-// a vchannel is added or dropped (tracker.ShareNames), and their IDs
-// marshalled back to back, each after its length as a uvarint.
+// a vchannel is added or dropped (tracker.ShareNames, where "" is a free
+// slot), and the IDs of the names in that order, marshalled back to back,
+// each after its length as a uvarint.
 type spawnSet struct {
 	names []string
 	ids   []byte
 }
 
-// newSpawnSet keeps cps; names are cps' names in the same order. An ID
-// whose Marshal panics (a registered type's) is refused, wrapping
-// wal.ErrCorruptID.
-func newSpawnSet(names []string, cps []messages.VChannelCheckpoint) (spawnSet, error) {
-	ids := make([][]byte, len(cps))
+// newSpawnSet keeps the checkpoints of vchannels, whose names are names,
+// in that order, among "". An ID whose Marshal panics (a registered
+// type's) is refused, wrapping wal.ErrCorruptID.
+func newSpawnSet(names []string, vchannels map[string]wal.MessageID) (spawnSet, error) {
+	ids := make([][]byte, 0, len(vchannels))
 	n := 0
-	for i, c := range cps {
-		id, err := wal.Marshal(c.Checkpoint)
-		if err != nil {
-			return spawnSet{}, fmt.Errorf("vchannel %q: %w", c.VChannel, err)
+	for _, name := range names {
+		if name == "" {
+			continue
 		}
-		ids[i] = id
+		id, err := wal.Marshal(vchannels[name])
+		if err != nil {
+			return spawnSet{}, fmt.Errorf("vchannel %q: %w", name, err)
+		}
+		ids = append(ids, id)
 		n += uvarintLen(len(id)) + len(id)
 	}
 	// Sized exactly: it is kept for the actor's life, per pchannel.
@@ -141,16 +145,19 @@ func uvarintLen(n int) int {
 
 // checkpoints decodes the set: IDs equal to those given, by value.
 func (s spawnSet) checkpoints(walName wal.Name) ([]messages.VChannelCheckpoint, error) {
-	cps := make([]messages.VChannelCheckpoint, len(s.names))
+	cps := make([]messages.VChannelCheckpoint, 0, len(s.names))
 	rest := s.ids
-	for i, name := range s.names {
+	for _, name := range s.names {
+		if name == "" {
+			continue
+		}
 		n, k := binary.Uvarint(rest)
 		id, err := wal.Unmarshal(walName, rest[k:k+int(n)])
 		if err != nil {
 			return nil, err
 		}
 		rest = rest[k+int(n):]
-		cps[i] = messages.VChannelCheckpoint{VChannel: name, Checkpoint: id}
+		cps = append(cps, messages.VChannelCheckpoint{VChannel: name, Checkpoint: id})
 	}
 	return cps, nil
 }

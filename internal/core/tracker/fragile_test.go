@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"maps"
+	"math/rand/v2"
 	"strconv"
 	"testing"
 
@@ -222,4 +223,74 @@ func TestDropWithAWrongAndAPanickingComparison(t *testing.T) {
 	if len(after) != len(before)-1 && err == nil {
 		t.Errorf("%d vchannels after a Drop of 15 that succeeded", len(after))
 	}
+}
+
+// TestRandomComparisonPanicsChangeNothing runs random Adds, Updates and
+// Drops on a fragile WAL whose LT panics at a random comparison of some
+// of them: a change that panicked is refused and leaves the tracker as
+// it was, one that did not does what the model (a map) says, and the
+// internal invariants hold after each. Drops move slots around (a hole
+// in the table is filled from behind), which a restore must follow.
+func TestRandomComparisonPanicsChangeNothing(t *testing.T) {
+	defer func() { fragileRule = nil }()
+	rng := rand.New(rand.NewPCG(11, 12))
+	names := []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l"}
+	tr, err := New("test-fragile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := map[string]wal.MessageID{}
+	refused := 0
+	for step := range 5000 {
+		name := names[rng.IntN(len(names))]
+		old, tracked := model[name]
+		v := fragile(rng.Int64N(50))
+		if tracked && rng.IntN(4) != 0 {
+			v = old.(fragile) + fragile(rng.Int64N(4))
+		}
+		// The k-th comparison of this change panics, if it makes k.
+		k, n := rng.IntN(8), 0
+		fragileRule = func(a, b fragile) bool { n++; return n == k }
+		var op string
+		var change func() (bool, error)
+		switch rng.IntN(3) {
+		case 0:
+			op, change = "Add", func() (bool, error) { return tr.Add(name, v) }
+		case 1:
+			op, change = "Update", func() (bool, error) { return tr.Update(name, v) }
+		default:
+			op, change = "Drop", func() (bool, error) { return tr.Drop(name) }
+		}
+		before := tr.Checkpoints()
+		_, err := change()
+		fragileRule = nil
+		switch {
+		case errors.Is(err, wal.ErrCorruptID):
+			refused++
+		case err != nil:
+		case op == "Drop":
+			delete(model, name)
+		default:
+			model[name] = v
+		}
+		if err != nil && !maps.Equal(tr.Checkpoints(), before) {
+			t.Fatalf("step %d: %s %q %v refused (%v) but changed %v to %v", step, op, name, v, err, before, tr.Checkpoints())
+		}
+		if got := tr.Checkpoints(); !maps.Equal(got, model) {
+			t.Fatalf("step %d: %s %q %v (err %v): checkpoints %v, want %v", step, op, name, v, err, got, model)
+		}
+		if err := checkHeap(tr); err != nil {
+			t.Fatalf("step %d: %s %q %v: %v", step, op, name, v, err)
+		}
+		if tr.Broken() != nil {
+			t.Fatalf("step %d: broken: %v", step, tr.Broken())
+		}
+		if want := linearMin(model); (want == nil) != (tr.Minimum() == nil) || want != nil && !want.EQ(tr.Minimum()) {
+			t.Fatalf("step %d: minimum %v, want %v", step, tr.Minimum(), want)
+		}
+	}
+	if refused < 500 {
+		t.Fatalf("only %d changes refused for a panic: the test exercises too few", refused)
+	}
+	t.Logf("%d of 5000 changes refused for a panic", refused)
 }

@@ -18,36 +18,44 @@ import (
 // minimum is O(1) and every change is O(log n) with no allocation on Update.
 //
 // It is laid out for memory, since a node keeps thousands of them: flat
-// parallel slices and no pointer per vchannel. A vchannel has a slot s
-// (names[s], pos[s]) that never moves while it is tracked, except when a
-// Drop moves the last slot into the hole; index finds a slot by name; the
-// heap orders the checkpoints, each naming its slot.
+// parallel slices and no pointer per vchannel. And for the cache, since
+// with thousands of pchannels each Update finds its tracker cold: the
+// slots are the hash table itself, so that finding a vchannel reads
+// consecutive names, on one cache line mostly, rather than an index and
+// then a name elsewhere for every probe: a sixth of an Update's time over
+// 10,000 pchannels (BenchmarkUpdateCold).
+//
+// A vchannel has a slot s, a place in names and pos, found by hashing its
+// name (open addressing, linear probing); the heap orders the
+// checkpoints, each naming its slot. A slot moves only when a Drop shifts
+// the probe run after the hole back, or when the table is resized.
 type Tracker struct {
 	wal wal.Checker
 	// broken, once set, is returned by every later change (see restore).
 	broken error
 	// heap is a binary min-heap of checkpoints; heapSlot[i] is the slot of
 	// heap[i].
-	// Invariant: pos[heapSlot[i]] == i for every i, and all four slices
+	// Invariant: pos[heapSlot[i]] == i for every i, and heap and heapSlot
 	// are as long.
 	heap     []wal.MessageID
 	heapSlot []int32
-	names    []string
-	pos      []int32
+	// names is the hash table of slots: names[s] is the vchannel in slot
+	// s, "" a free slot (no vchannel is named so), and pos[s] its heap
+	// position. Their length is a power of two, at least 8/7 of the
+	// vchannel count plus one, so that a probe always ends at a free slot.
+	// Invariant: every vchannel is reachable from its hash's home slot
+	// without crossing a free one.
+	names []string
+	pos   []int32
 	// namesShared is true once ShareNames gave names away: it is copied
 	// before any change in place.
 	namesShared bool
 	// guarded is set for a WAL registered outside package wal, whose IDs'
 	// comparisons may panic: its changes run under guard.
 	guarded bool
-	// index is an open-addressing hash table (linear probing) of slot
-	// numbers plus one, zero meaning empty. Its length is a power of two,
-	// at least 8/7 of the vchannel count plus one, so that a probe always
-	// ends. Invariant: it holds exactly one reference to every slot.
-	index []int32
 }
 
-// seed keys the index's hash; one per process is enough, since the index
+// seed keys the table's hash; one per process is enough, since the table
 // lives only in memory.
 var seed = maphash.MakeSeed()
 
@@ -57,27 +65,27 @@ func New(walName wal.Name) (*Tracker, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Tracker{wal: checker, guarded: !checker.BuiltIn(), index: make([]int32, indexSize(0))}, nil
+	size := tableSize(0)
+	return &Tracker{wal: checker, guarded: !checker.BuiltIn(), names: make([]string, size), pos: make([]int32, size)}, nil
 }
 
 // NewFrom returns a tracker of the named WAL holding checkpoints, sized for
-// them exactly and heapified at once; slot i holds checkpoints[i]. It
-// rejects what a sequence of Adds would reject, with the error of the first
-// entry Add would refuse, and then returns no tracker.
+// them and heapified at once. It rejects what a sequence of Adds would
+// reject, with the error of the first entry Add would refuse, and then
+// returns no tracker.
 func NewFrom(walName wal.Name, checkpoints []messages.VChannelCheckpoint) (*Tracker, error) {
 	checker, err := wal.NewChecker(walName)
 	if err != nil {
 		return nil, err
 	}
-	n := len(checkpoints)
+	n, size := len(checkpoints), tableSize(len(checkpoints))
 	t := &Tracker{
 		wal:      checker,
 		guarded:  !checker.BuiltIn(),
 		heap:     make([]wal.MessageID, 0, n),
 		heapSlot: make([]int32, 0, n),
-		names:    make([]string, 0, n),
-		pos:      make([]int32, 0, n),
-		index:    make([]int32, indexSize(n)),
+		names:    make([]string, size),
+		pos:      make([]int32, size),
 	}
 	for _, c := range checkpoints {
 		if err := t.Validate(c.VChannel, c.Checkpoint); err != nil {
@@ -98,10 +106,10 @@ func NewFrom(walName wal.Name, checkpoints []messages.VChannelCheckpoint) (*Trac
 	return t, nil
 }
 
-// ShareNames returns the names of the tracked vchannels, slot by slot
-// (for a tracker from NewFrom, in the order of its input), without a copy:
-// the caller must not change them, and the tracker copies them before it
-// changes them itself.
+// ShareNames returns the slots' names, without a copy: the name of every
+// tracked vchannel, in an order of the tracker's, and "" for each free
+// slot. The caller must not change them, and the tracker copies them
+// before it changes them itself.
 func (t *Tracker) ShareNames() []string {
 	t.namesShared = true
 	return t.names[:len(t.names):len(t.names)]
@@ -143,9 +151,11 @@ func (t *Tracker) Get(vchannel string) (wal.MessageID, bool) {
 
 // Checkpoints returns a copy of every vchannel's checkpoint.
 func (t *Tracker) Checkpoints() map[string]wal.MessageID {
-	m := make(map[string]wal.MessageID, len(t.names))
+	m := make(map[string]wal.MessageID, len(t.heap))
 	for s, name := range t.names {
-		m[name] = t.heap[t.pos[s]]
+		if name != "" {
+			m[name] = t.heap[t.pos[s]]
+		}
 	}
 	return m
 }
@@ -177,7 +187,7 @@ func (t *Tracker) Add(vchannel string, checkpoint wal.MessageID) (advanced bool,
 	if _, ok := t.lookup(vchannel); ok {
 		return false, fmt.Errorf("%w: %q", messages.ErrVChannelExists, vchannel)
 	}
-	if size := indexSize(len(t.names) + 1); size > len(t.index) {
+	if size := tableSize(len(t.heap) + 1); size > len(t.names) {
 		t.rehash(size)
 	}
 	if t.guarded {
@@ -292,10 +302,10 @@ func (t *Tracker) drop(s int32) bool {
 	return len(t.heap) > 0 && before.LT(t.heap[0])
 }
 
-// removeSlot takes slot s out of the heap, the index and the slots, with
-// no comparison: the last heap item fills its hole in the heap, the last
-// slot its hole among the slots. It returns the heap position whose order
-// the caller must restore, which is past the heap when there is none.
+// removeSlot takes slot s out of the heap and the slots, with no
+// comparison: the last heap item fills its hole in the heap. It returns
+// the heap position whose order the caller must restore, which is past
+// the heap when there is none.
 func (t *Tracker) removeSlot(s int32) int {
 	i, last := int(t.pos[s]), len(t.heap)-1
 	if i != last {
@@ -304,19 +314,7 @@ func (t *Tracker) removeSlot(s int32) int {
 	}
 	t.heap[last] = nil
 	t.heap, t.heapSlot = t.heap[:last], t.heapSlot[:last]
-
-	t.remove(t.names[s])
-	if t.namesShared {
-		t.names = slices.Clone(t.names)
-		t.namesShared = false
-	}
-	if ls := int32(last); s != ls {
-		t.names[s], t.pos[s] = t.names[ls], t.pos[ls]
-		t.heapSlot[t.pos[s]] = s
-		t.index[t.find(t.names[s], ls)] = s + 1
-	}
-	t.names[last] = ""
-	t.names, t.pos = t.names[:last], t.pos[:last]
+	t.free(s)
 	return i
 }
 
@@ -373,7 +371,7 @@ func (t *Tracker) fillHole(x wal.MessageID) {
 		return
 	}
 	for s, i := range t.pos {
-		if t.heapSlot[i] != int32(s) {
+		if t.names[s] != "" && t.heapSlot[i] != int32(s) {
 			t.heap[hole], t.heapSlot[hole] = x, int32(s)
 			t.pos[s] = int32(hole)
 			return
@@ -405,9 +403,9 @@ const shrinkFloor = 64
 
 // shrink returns memory after a mass drop, so that a tracker does not keep
 // its peak size forever. When the vchannels fill less than a quarter of
-// the slots' capacity, the four slices move to ones of twice the count;
-// when the index is at least four times the size twice the count needs, it
-// is rebuilt at that size. Either way at least as many Adds or Drops as
+// the heap's capacity, its two slices move to ones of twice the count;
+// when the slots are at least four times as many as twice the count
+// needs, they are rebuilt at that size. Either way at least as many Adds or Drops as
 // there are vchannels come before the next grow or shrink, so each costs
 // O(1) amortised. Update never shrinks, so it never allocates.
 func (t *Tracker) shrink() {
@@ -416,29 +414,22 @@ func (t *Tracker) shrink() {
 		c = max(2*n, shrinkFloor)
 		t.heap = append(make([]wal.MessageID, 0, c), t.heap...)
 		t.heapSlot = append(make([]int32, 0, c), t.heapSlot...)
-		t.names = append(make([]string, 0, c), t.names...)
-		t.namesShared = false // a copy now: what ShareNames gave away stays as it was
-		t.pos = append(make([]int32, 0, c), t.pos...)
 	}
-	if size := indexSize(max(2*n, shrinkFloor)); 4*size <= len(t.index) {
+	if size := tableSize(max(2*n, shrinkFloor)); 4*size <= len(t.names) {
 		t.rehash(size)
 	}
 }
 
-// push appends a vchannel at the end of the heap, in a new slot, and
-// returns its heap position. The index must have room for it.
+// push appends a vchannel, not tracked, at the end of the heap, in a
+// new slot, and returns its heap position. There must be a free slot
+// besides the one it takes.
 func (t *Tracker) push(vchannel string, checkpoint wal.MessageID) int {
-	if t.namesShared {
-		t.names = slices.Clone(t.names)
-		t.namesShared = false
-	}
-	s := int32(len(t.names))
-	t.names = append(t.names, vchannel)
-	t.pos = append(t.pos, s)
+	i := len(t.heap)
+	s := t.insert(vchannel)
+	t.pos[s] = int32(i)
 	t.heap = append(t.heap, checkpoint)
 	t.heapSlot = append(t.heapSlot, s)
-	t.insert(vchannel, s)
-	return int(s)
+	return i
 }
 
 // up moves the item at i toward the root while it is below its parent.
@@ -485,10 +476,10 @@ func (t *Tracker) down(i int) (moved bool) {
 	return i != i0
 }
 
-// indexSize is the index length for n vchannels: the smallest power of two
-// that keeps the load at or below 7/8 (as Go's own maps do), with room for
-// one more.
-func indexSize(n int) int {
+// tableSize is the number of slots for n vchannels: the smallest power of
+// two that keeps the load at or below 7/8 (as Go's own maps do), with room
+// for one more.
+func tableSize(n int) int {
 	size := 8
 	for size*7 < (n+1)*8 {
 		size *= 2
@@ -500,62 +491,67 @@ func hash(vchannel string) uint64 { return maphash.String(seed, vchannel) }
 
 // lookup returns the slot of a vchannel.
 func (t *Tracker) lookup(vchannel string) (int32, bool) {
-	mask := uint64(len(t.index) - 1)
+	mask := uint64(len(t.names) - 1)
 	for i := hash(vchannel) & mask; ; i = (i + 1) & mask {
-		ref := t.index[i]
-		if ref == 0 {
+		switch t.names[i] {
+		case "":
 			return 0, false
-		}
-		if t.names[ref-1] == vchannel {
-			return ref - 1, true
-		}
-	}
-}
-
-// find returns the index position that refers to slot s, whose vchannel
-// is named.
-func (t *Tracker) find(vchannel string, s int32) uint64 {
-	mask := uint64(len(t.index) - 1)
-	for i := hash(vchannel) & mask; ; i = (i + 1) & mask {
-		if t.index[i] == s+1 {
-			return i
+		case vchannel:
+			return int32(i), true
 		}
 	}
 }
 
-// insert records that vchannel, not in the index, is in slot s.
-func (t *Tracker) insert(vchannel string, s int32) {
-	mask := uint64(len(t.index) - 1)
+// insert puts vchannel, not tracked, in the first free slot from its
+// home, and returns it; its pos is the caller's to set.
+func (t *Tracker) insert(vchannel string) int32 {
+	t.own()
+	mask := uint64(len(t.names) - 1)
 	i := hash(vchannel) & mask
-	for t.index[i] != 0 {
+	for t.names[i] != "" {
 		i = (i + 1) & mask
 	}
-	t.index[i] = s + 1
+	t.names[i] = vchannel
+	return int32(i)
 }
 
-// remove takes a tracked vchannel out of the index, shifting back the
-// entries after it that would otherwise become unreachable.
-func (t *Tracker) remove(vchannel string) {
-	mask := uint64(len(t.index) - 1)
-	s, _ := t.lookup(vchannel)
-	hole := t.find(vchannel, s)
-	for j := (hole + 1) & mask; t.index[j] != 0; j = (j + 1) & mask {
-		home := hash(t.names[t.index[j]-1]) & mask
-		// The entry at j may fill the hole unless its home lies
+// free empties slot s, shifting back the slots after it that would
+// otherwise become unreachable, each with its heap item's slot.
+func (t *Tracker) free(s int32) {
+	t.own()
+	mask := uint64(len(t.names) - 1)
+	hole := uint64(s)
+	for j := (hole + 1) & mask; t.names[j] != ""; j = (j + 1) & mask {
+		home := hash(t.names[j]) & mask
+		// The slot at j may fill the hole unless its home lies
 		// cyclically in (hole, j]: then it is reachable already.
 		if (j-home)&mask < (j-hole)&mask {
 			continue
 		}
-		t.index[hole] = t.index[j]
+		t.names[hole], t.pos[hole] = t.names[j], t.pos[j]
+		t.heapSlot[t.pos[hole]] = int32(hole)
 		hole = j
 	}
-	t.index[hole] = 0
+	t.names[hole], t.pos[hole] = "", 0
 }
 
-// rehash rebuilds the index with the given length.
+// own copies the names before a change if ShareNames gave them away.
+func (t *Tracker) own() {
+	if t.namesShared {
+		t.names = slices.Clone(t.names)
+		t.namesShared = false
+	}
+}
+
+// rehash moves the slots to a table of the given size.
 func (t *Tracker) rehash(size int) {
-	t.index = make([]int32, size)
-	for s, name := range t.names {
-		t.insert(name, int32(s))
+	names, pos := t.names, t.pos
+	t.names, t.pos, t.namesShared = make([]string, size), make([]int32, size), false
+	for j, name := range names {
+		if name != "" {
+			s := t.insert(name)
+			t.pos[s] = pos[j]
+			t.heapSlot[pos[j]] = s
+		}
 	}
 }
