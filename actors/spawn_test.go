@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/lowwater/lowwater/internal/core/tracker"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/wal"
 )
@@ -68,4 +69,40 @@ func TestNewPropsRefusesAnIDWhoseMarshalPanics(t *testing.T) {
 	_, err := NewProps("p", wideWAL, persistence.NewMemory(), WithVChannels(map[string]wal.MessageID{"a": wideID{v: 1, width: -1}}))
 	require.ErrorIs(t, err, ErrInvalidOption)
 	require.ErrorIs(t, err, wal.ErrCorruptID)
+}
+
+// The vchannels given at spawn come back as given after the first
+// tracker, which shares their names, added or dropped vchannels: a drop
+// moves names around the tracker's table, an add writes into it, and
+// neither may reach the names the spawn set keeps. Each goes first once,
+// the first change being the one that must copy them.
+func TestSpawnSetOutlivesChangesToTheTracker(t *testing.T) {
+	given := make(map[string]wal.MessageID, 50)
+	for i := range 50 {
+		given[fmt.Sprintf("v%02d", i)] = wal.KafkaID(int64(i))
+	}
+	drop := func(t *testing.T, tr *tracker.Tracker) {
+		for i := range 40 {
+			_, err := tr.Drop(fmt.Sprintf("v%02d", i))
+			require.NoError(t, err)
+		}
+	}
+	add := func(t *testing.T, tr *tracker.Tracker) {
+		for i := range 5 { // within the table's room: no resize, which would copy
+			_, err := tr.Add(fmt.Sprintf("w%02d", i), wal.KafkaID(100))
+			require.NoError(t, err)
+		}
+	}
+	for name, changes := range map[string][]func(*testing.T, *tracker.Tracker){"drop first": {drop, add}, "add first": {add, drop}} {
+		t.Run(name, func(t *testing.T) {
+			from, err := newSpawn(wal.Kafka, given)
+			require.NoError(t, err)
+			tr := from.take().tracker
+			for _, change := range changes {
+				change(t, tr)
+			}
+			require.Equal(t, 15, tr.Len())
+			require.Equal(t, given, from.take().tracker.Checkpoints(), "a restart with no tracker handed on starts from the vchannels given at spawn")
+		})
+	}
 }
