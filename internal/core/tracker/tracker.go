@@ -405,9 +405,9 @@ const shrinkFloor = 64
 // its peak size forever. When the vchannels fill less than a quarter of
 // the heap's capacity, its two slices move to ones of twice the count;
 // when the slots are at least four times as many as twice the count
-// needs, they are rebuilt at that size. Either way at least as many Adds or Drops as
-// there are vchannels come before the next grow or shrink, so each costs
-// O(1) amortised. Update never shrinks, so it never allocates.
+// needs, they are rebuilt at that size. Either way at least as many Adds
+// or Drops as there are vchannels come before the next grow or shrink, so
+// each costs O(1) amortised. Update never shrinks, so it never allocates.
 func (t *Tracker) shrink() {
 	n := len(t.heap)
 	if c := cap(t.heap); c > shrinkFloor && n < c/4 {
