@@ -330,6 +330,12 @@ func createBoltDB(path string, o boltOptions) (db *bolt.DB, file *os.File, place
 // close: the file it opened is unlocked and closed here instead. Its
 // mapping stays (bbolt keeps it unexported): a leak of one mapping of a
 // damaged file per failed open.
+//
+// The error names the damage checkPages finds in the file's bytes, as
+// opening it read-only does (a file shorter than its pages, a page that
+// says it is another): a nil pointer dereference inside bbolt tells an
+// operator nothing but that something is wrong with the program. Only
+// when it finds none is the panic the message.
 func openBoltFile(path string, o boltOptions) (db *bolt.DB, file *os.File, err error) {
 	openFile := func(name string, flag int, perm os.FileMode) (*os.File, error) {
 		f, err := os.OpenFile(name, flag, perm)
@@ -344,6 +350,11 @@ func openBoltFile(path string, o boltOptions) (db *bolt.DB, file *os.File, err e
 				_ = file.Close()
 			}
 			db, file, err = nil, nil, fmt.Errorf("%w: %s: open: bbolt panicked: %v", ErrCorruptStore, path, p)
+			if data, rerr := os.ReadFile(path); rerr == nil {
+				if perr := checkPages(data); perr != nil {
+					err = fmt.Errorf("%w: %s: %w", ErrCorruptStore, path, perr)
+				}
+			}
 		}
 	}()
 	db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: o.openTimeout, NoSync: o.noSync, ReadOnly: o.readOnly, OpenFile: openFile})

@@ -250,6 +250,12 @@ func TestBoltDamagedFile(t *testing.T) {
 			})
 			if err != nil {
 				wantCorruptStore(t, "OpenBolt", err, path)
+				// It names the damage, as a read-only open does: a
+				// panic inside bbolt would send an operator looking for
+				// a bug rather than a backup.
+				if strings.Contains(err.Error(), "panicked") {
+					t.Errorf("OpenBolt = %v, want the damage named", err)
+				}
 				if b != nil {
 					t.Fatal("OpenBolt returned a Bolt with its error")
 				}
