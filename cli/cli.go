@@ -57,12 +57,15 @@ Commands:
                            and those under a name no node can use
   set PCHANNEL ID          store ID (kafka:123, rocksmq:9, pulsar:L:E:B[@P],
                            woodpecker:S:E). Raises only: lowering needs
-                           --force and prints the replay it causes
+                           --force and prints the replay it causes. The
+                           bbolt file must exist: a mistyped path is not
+                           made into a new, empty catalog
   delete PCHANNEL          retire a pchannel: its record is removed
   dump [FILE]              write every record as JSON (stdout without FILE)
-  restore FILE             write the records of a dump; raises only, as set
+  restore FILE             write the records of a dump; raises only, as set;
+                           creates a bbolt file that does not exist
 
-Write flags (set, delete, restore):
+Write flags (set, delete, restore), after the command:
   --dry-run  check everything and say what would change; write nothing
   --force    also lower a checkpoint, replace a corrupt record, one of
              another WAL or one whose ID cannot be compared with the new

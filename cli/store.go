@@ -68,6 +68,9 @@ func (e *env) open(ctx context.Context, m mode) (*store, error) {
 				fmt.Fprintf(e.stdout, "%s does not exist: it would be created\n", u.Path)
 				s.cat = persistence.NewMemory()
 				return s, nil
+			case (m == readWrite || m == readOnly && e.opts.dryRun) && errors.Is(err, os.ErrNotExist):
+				return nil, fmt.Errorf("bbolt file: %w: a write goes to an existing catalog, "+
+					"so that a mistyped path is not made into an empty one; restore creates one", err)
 			case m != createFile:
 				return nil, fmt.Errorf("bbolt file: %w", err)
 			}

@@ -326,6 +326,39 @@ func TestDamagedBolt(t *testing.T) {
 	}
 }
 
+// A damaged file opened for a write (set) names the damage, as a read does,
+// not a panic inside bbolt: here a file cut short of its pages.
+func TestDamagedBoltNamedOnWrite(t *testing.T) {
+	path := seedBolt(t, seed)
+	require.NoError(t, os.Truncate(path, 8192)) // the two meta pages, no freelist
+	for _, args := range [][]string{{"list"}, {"set", "by-dev-rootcoord-dml_0", "kafka:9999"}} {
+		r := on(t, "bolt:"+path, args...)
+		wantCode(t, r, cli.ExitCorrupt, "checkpoint store is damaged", "the file has 8192 bytes")
+		require.NotContains(t, r.stderr, "panicked", args)
+	}
+}
+
+// A write to a bbolt file that does not exist is refused, dry run or not,
+// and says which command creates one: a mistyped path is not made into a
+// new, empty catalog. restore creates the file.
+func TestWritesNeedAnExistingFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "typo.db")
+	url := "bolt:" + path
+	for _, args := range [][]string{
+		{"set", "by-dev-rootcoord-dml_0", "kafka:1"},
+		{"set", "--dry-run", "by-dev-rootcoord-dml_0", "kafka:1"},
+		{"delete", "by-dev-rootcoord-dml_0"},
+	} {
+		wantCode(t, on(t, url, args...), cli.ExitFailed, "no such file or directory", "restore creates one")
+		_, err := os.Stat(path)
+		require.ErrorIs(t, err, os.ErrNotExist, args)
+	}
+	dump := filepath.Join(t.TempDir(), "dump.json")
+	wantCode(t, on(t, "bolt:"+seedBolt(t, seed), "dump", dump), cli.ExitOK)
+	wantCode(t, on(t, url, "restore", dump), cli.ExitOK)
+	require.Equal(t, wal.KafkaID(1200), stored(t, path)["by-dev-rootcoord-dml_0"])
+}
+
 func TestCommandLine(t *testing.T) {
 	path := seedBolt(t, seed)
 	r := lw(t, nil, "--help")
