@@ -26,7 +26,8 @@
 //     asked.
 //  4. Minimum rose. MinimumAdvanced is published at once. The same message
 //     goes to the persister, the latest one only, once the commands queued
-//     in the mailbox are applied (or after a run of Throughput messages):
+//     in the mailbox are applied (or after a run of the dispatcher's
+//     Throughput messages, 300 by default, protoactor's turn):
 //     a burst of rises costs the persister one message, not one each. If
 //     it is not above the persisted value (an Add pulled the minimum below
 //     it), nothing is saved until it passes it.
@@ -84,63 +85,23 @@
 // the exception: like a stop, it abandons the call in flight (counted),
 // and the new incarnation reads or saves afresh.
 //
-// # Phases and events
+// # Phases
 //
-// A pchannel is in one phase at a time; each phase answers the lifecycle
-// messages in its own step function (stepRecovering, stepRunning,
-// stepStopping), and is entered through one function (becomeRunning,
-// becomeFenced, becomeStopped, or the Stopping handler for stopping).
-// Commands, GetState and a Poison's drain marker are answered alike in
-// every phase, before the phase is consulted.
+// A pchannel is in one phase at a time: recovering (reading its stored
+// checkpoint), running, fenced (its ownership ended, or the order of its
+// vchannels was lost: it saves nothing more and stops), stopping, and
+// stopped. Commands and GetState are answered alike in every phase until
+// the stop begins. Once the actor's Stopping handler has run, the mailbox
+// hands it no more user messages: a request gets a DeadLetterResponse
+// (actor.ErrDeadLetter from Request and GetState, ErrPChannelGone from a
+// Sender), as from a stopped actor, and the rest is dropped. protoactor
+// would still deliver them until the stop completes, and a panic there (a
+// receiver middleware the caller added) made it restart the actor and lose
+// the stop. Losing the ownership publishes OwnershipLost. Becoming running
+// restarts the stall clock (HeldSince := Recovered's time).
 //
-//	event \ phase      recovering               running                     fenced / stopping         stopped
-//	-----------------  -----------------------  --------------------------  ------------------------  -------
-//	command            applied, answered        applied, answered; a rise   fenced: applied,          -
-//	                                            goes to the persister       answered, nothing saved;
-//	                                                                        stopping: refused *
-//	GetState           Recovered=false          persister's status          fenced: persister's       -
-//	                                                                        status; stopping: *
-//	load result        ok: → running            ignored (stale seq)         ignored                   -
-//	                   failed: RecoveryFailed,
-//	                   retry timer
-//	recovery timer     read again               ignored (stale seq)         ignored                   -
-//	minimum rose       HeldSince := now         HeldSince := now; ends a    HeldSince := now          -
-//	                                            stall (MinimumResumed); arms
-//	                                            the stall timer if none is
-//	last vchannel      -                        ends a stall (resumed)      -                         -
-//	dropped
-//	stall timer        -                        no vchannel: disarmed;      ignored (stale seq)       -
-//	                                            rose since: re-armed for
-//	                                            the remainder; else
-//	                                            MinimumStalled, disarmed
-//	mailbox drained    -                        hand the latest rise over   -                         -
-//	save result        -                        persister: plan step,       -                         -
-//	                                            event; fenced: → fenced
-//	persister crash    -                        PersisterRestarted,         PersisterRestarted only   -
-//	                                            restart after a delay
-//	restart timer      -                        restart, offer the minimum  ignored                   -
-//	ownership lost     → fenced                 → fenced                    ignored                   -
-//	Stop               join the read → stopping persister stopped           join → stopping           -
-//	                   (ErrHardStop)            (ErrHardStop) → stopping
-//	Poison             wait for the read up to  flush up to the flush       no flush → stopping       -
-//	                   the flush timeout, then  timeout (a crashed
-//	                   as running; else         persister restarts at
-//	                   ErrNotRecovered          once) → stopping
-//	actor Stopped      Stopped → stopped        Stopped → stopped           Stopped → stopped         -
-//
-// * Past the Stopping handler the mailbox hands the actor no more user
-// messages: a request gets a DeadLetterResponse (actor.ErrDeadLetter from
-// Request and GetState, ErrPChannelGone from a Sender), as from a stopped
-// actor, and the rest is dropped. protoactor would still deliver them
-// until the stop completes, and a panic there (a receiver middleware the
-// caller added) made it restart the actor and lose the stop.
-//
-// → fenced publishes OwnershipLost, stops the persister and the actor; so
-// does a tracker that lost the order of its vchannels (becomeBroken),
-// without the event.
-// Becoming running (the load result's "→ running") restarts the stall
-// clock (HeldSince := Recovered's time) and arms the stall timer if there
-// is a vchannel; → fenced and every Stopping disarm it.
+// What each phase does with each event is tabled in the source, on the
+// type phase (pchannel.go), for whoever changes the lifecycle.
 //
 // # Who holds the minimum back
 //
@@ -162,23 +123,16 @@
 //
 // # The persister
 //
-// The persister is a thin shell over saveplan.Plan, which alone decides
-// what to save and when, and owns the persisted value, the save in flight
-// and the fenced flag. The persister publishes them after every change to
-// a status that the parent only reads (GetState, Stopped): one writer, one
-// source. Its configuration and that status come through its producer
-// closure, so a restart rebuilds it from the same ones with no handshake;
-// the parent then offers it the current minimum. The messages between the
-// two are: the minimum (offer, then MinimumAdvanced on each drained
-// rise), flushRequest and its answer, and ownershipLost when a save was
-// fenced. A save needs no goroutine hand-off of its own when nothing else
-// holds the persister: the PChannel actor's goroutine, having let go of
-// its mailbox after the drained rise, runs the persister's; the save runs
-// on the goroutine of the persister's handler that started it, once that
-// handler returned and the mailbox was let go; and the save's result is
-// handled on the same goroutine. Messages that come meanwhile are run by
-// another goroutine: no mailbox waits for a save (but a graceful stop's,
-// for its flush).
+// Each PChannel actor has one child, its persister, that saves the latest
+// minimum: one save in flight at most, so a pchannel never has two calls in
+// a catalog at once, and the minima that rise meanwhile replace each other.
+// It takes no message from users, and what it reports (State's Persisted,
+// SaveInFlight and Fenced; Stopped's LastPersisted) is the one source of
+// what is durable. A save costs no hand-off between goroutines when nothing
+// else holds the pchannel: the goroutine that applied the rise runs the
+// save and then handles its result. Messages that come meanwhile are run by
+// another goroutine: no mailbox waits for a save (but a graceful stop's, for
+// its flush).
 //
 // # Goroutines
 //

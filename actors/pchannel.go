@@ -47,9 +47,57 @@ func NewProps(pchannel string, walName wal.Name, catalog persistence.Catalog, op
 
 var _ actor.SupervisorStrategy = (*pchannel)(nil)
 
-// phase is where a pchannel is in its life; see the table in doc.go. Each
-// phase answers the lifecycle messages in its own step function, and is
-// entered through one become function that sets up what it owns.
+// phase is where a pchannel is in its life. Each phase answers the
+// lifecycle messages in its own step function (stepRecovering,
+// stepRunning, stepStopping), and is entered through one function that
+// sets up what it owns (becomeRunning, becomeFenced, becomeStopped, or the
+// Stopping handler for stopping). Commands, GetState and a Poison's drain
+// marker are answered alike in every phase, before the phase is consulted.
+//
+//	event \ phase      recovering               running                     fenced / stopping         stopped
+//	-----------------  -----------------------  --------------------------  ------------------------  -------
+//	command            applied, answered        applied, answered; a rise   fenced: applied,          -
+//	                                            goes to the persister       answered, nothing saved;
+//	                                                                        stopping: refused *
+//	GetState           Recovered=false          persister's status          fenced: persister's       -
+//	                                                                        status; stopping: *
+//	load result        ok: → running            ignored (stale seq)         ignored                   -
+//	                   failed: RecoveryFailed,
+//	                   retry timer
+//	recovery timer     read again               ignored (stale seq)         ignored                   -
+//	minimum rose       HeldSince := now         HeldSince := now; ends a    HeldSince := now          -
+//	                                            stall (MinimumResumed); arms
+//	                                            the stall timer if none is
+//	last vchannel      -                        ends a stall (resumed)      -                         -
+//	dropped
+//	stall timer        -                        no vchannel: disarmed;      ignored (stale seq)       -
+//	                                            rose since: re-armed for
+//	                                            the remainder; else
+//	                                            MinimumStalled, disarmed
+//	mailbox drained    -                        hand the latest rise over   -                         -
+//	save result        -                        persister: plan step,       -                         -
+//	                                            event; fenced: → fenced
+//	persister crash    -                        PersisterRestarted,         PersisterRestarted only   -
+//	                                            restart after a delay
+//	restart timer      -                        restart, offer the minimum  ignored                   -
+//	ownership lost     → fenced                 → fenced                    ignored                   -
+//	Stop               join the read → stopping persister stopped           join → stopping           -
+//	                   (ErrHardStop)            (ErrHardStop) → stopping
+//	Poison             wait for the read up to  flush up to the flush       no flush → stopping       -
+//	                   the flush timeout, then  timeout (a crashed
+//	                   as running; else         persister restarts at
+//	                   ErrNotRecovered          once) → stopping
+//	actor Stopped      Stopped → stopped        Stopped → stopped           Stopped → stopped         -
+//
+// * Past the Stopping handler the mailbox hands the actor no more user
+// messages (mailbox.refuse): see the package doc, under Phases.
+//
+// → fenced publishes OwnershipLost, stops the persister and the actor; so
+// does a tracker that lost the order of its vchannels (becomeBroken),
+// without the event.
+// Becoming running (the load result's "→ running") restarts the stall
+// clock (HeldSince := Recovered's time) and arms the stall timer if there
+// is a vchannel; → fenced and every Stopping disarm it.
 type phase uint8
 
 const (

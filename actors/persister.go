@@ -25,6 +25,18 @@ import (
 // whether the pchannel is fenced. The persister publishes that to a
 // saveStatus the parent only reads (GetState, Stopped), and tells the
 // parent of the one change it must act on: fencing (ownershipLost).
+//
+// Its configuration and that status come through its producer closure
+// (persisterProps), so a restart rebuilds it from the same ones with no
+// handshake; the parent then offers it the current minimum. Between the
+// two go: the minimum (offer, then MinimumAdvanced on each drained rise),
+// flushRequest and flushed, and ownershipLost. A save needs no hand-off
+// between goroutines of its own when nothing else holds the persister: the
+// PChannel actor's goroutine, having let go of its mailbox after the
+// drained rise, runs the persister's (handOver); the save runs on the
+// goroutine of the handler that started it, once that handler returned
+// and the mailbox was let go (runAfter); and its result is handled on the
+// same goroutine (deliver).
 type persister struct {
 	cfg    *config
 	status *saveStatus

@@ -53,7 +53,9 @@ func (*UpdateBatch) command()      {}
 // *State. It is answered during recovery too.
 type GetState struct {
 	// WithVChannels asks for a copy of every vchannel's checkpoint, which
-	// costs O(vchannels); leave it false for monitoring.
+	// costs O(vchannels); leave it false for monitoring. (actors.GetState
+	// sets it with actors.IncludeCheckpoints. It is unrelated to the
+	// option actors.WithVChannels, which gives the vchannels at spawn.)
 	WithVChannels bool
 }
 
@@ -87,7 +89,8 @@ type State struct {
 	// recovery); nil when none.
 	Persisted wal.MessageID
 	VChannels int
-	// Checkpoints is set only when GetState.WithVChannels was.
+	// Checkpoints is set only when asked for: GetState.WithVChannels, or
+	// actors.IncludeCheckpoints with actors.GetState.
 	Checkpoints map[string]wal.MessageID
 	// Recovered is false while the stored checkpoint is still being read.
 	Recovered bool

@@ -3,17 +3,24 @@
 // publishes. It holds types only, so that callers depend on the protocol and
 // not on the actors.
 //
-//	message            reply (RequestFuture)         events
-//	AddVChannel        nil | error                   VChannelAdded, MinimumAdvanced?, CommandRejected
-//	UpdateCheckpoint   nil | error                   MinimumAdvanced?, CommandRejected
-//	UpdateBatch        nil | *BatchError             MinimumAdvanced?, CommandRejected per entry
-//	DropVChannel       nil | error                   VChannelDropped, MinimumAdvanced?, CommandRejected
-//	GetState           *State                        -
+//	message           reply (RequestFuture)  events
+//	AddVChannel       nil | error            VChannelAdded, MinimumAdvanced?
+//	UpdateCheckpoint  nil | error            MinimumAdvanced?
+//	UpdateBatch       nil | *BatchError      MinimumAdvanced?
+//	DropVChannel      nil | error            VChannelDropped, MinimumAdvanced?
+//	GetState          *State                 -
+//
+// A command that is refused publishes CommandRejected (one per refused
+// entry of an UpdateBatch) and changes nothing.
 //
 // Errors: ErrVChannelExists, ErrVChannelNotFound, ErrCheckpointRollback,
 // ErrNilCheckpoint, ErrEmptyVChannel, ErrWALMismatch, ErrNilCommand (a nil
-// command pointer), ErrUnknownMessage (a request of another type);
-// errors.Is works on every reply, including each entry of a *BatchError.
+// command pointer), ErrUnknownMessage (a request of another type); from
+// other packages, persistence.ErrInvalidArgument (a vchannel name no
+// catalog can store: over 512 bytes, not UTF-8, a NUL byte) and
+// wal.ErrCorruptID (an ID of a WAL registered with wal.Register whose
+// comparison panics). errors.Is works on every reply, including each
+// entry of a *BatchError.
 //
 // Lifecycle events: Recovered, RecoveryFailed, CheckpointPersisted,
 // PersistFailed, PersisterRestarted, OwnershipLost, Stopped. Stall events
