@@ -350,10 +350,8 @@ func openBoltFile(path string, o boltOptions) (db *bolt.DB, file *os.File, err e
 				_ = file.Close()
 			}
 			db, file, err = nil, nil, fmt.Errorf("%w: %s: open: bbolt panicked: %v", ErrCorruptStore, path, p)
-			if data, rerr := os.ReadFile(path); rerr == nil {
-				if perr := checkPages(data); perr != nil {
-					err = fmt.Errorf("%w: %s: %w", ErrCorruptStore, path, perr)
-				}
+			if damage := pageDamage(path); damage != nil {
+				err = fmt.Errorf("%w: %s: %w", ErrCorruptStore, path, damage)
 			}
 		}
 	}()
@@ -362,6 +360,24 @@ func openBoltFile(path string, o boltOptions) (db *bolt.DB, file *os.File, err e
 		return nil, nil, err
 	}
 	return db, file, nil
+}
+
+// pageDamage is what checkPages finds wrong with the file at path, or nil
+// if it finds nothing or cannot read it. It runs inside openBoltFile's
+// recover, where a panic of its own would escape: checkPages reads the
+// file's bytes with every index checked, and should one be missed, the
+// panic is taken for finding nothing.
+func pageDamage(path string) (damage error) {
+	defer func() {
+		if recover() != nil {
+			damage = nil
+		}
+	}()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	return checkPages(data)
 }
 
 // verify reads every page a catalog can reach before the store is used,
