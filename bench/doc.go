@@ -24,7 +24,8 @@
 //	                       catalogs, updates paced at 1M/s
 //	BenchmarkPersistLag    last update of a burst to its minimum durable, 1 ms catalog
 //	BenchmarkScale         10,000 pchannels × 100 vchannels: memory, goroutines,
-//	                       recovery from bbolt, aggregate update rate, persist lag p99
+//	                       recovery from bbolt, aggregate update rate, persist lag p99,
+//	                       and the last round's p99 counted from its first update
 //	BenchmarkGroupCommit   1,000 pchannels advancing together on bbolt, one
 //	                       transaction per save against bbolt's Batch; raw
 //	                       db.Batch with 1,000 writers (bboltbatch); CPU per save;
