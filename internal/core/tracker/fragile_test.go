@@ -3,8 +3,10 @@ package tracker
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"maps"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"testing"
 
@@ -293,4 +295,104 @@ func TestRandomComparisonPanicsChangeNothing(t *testing.T) {
 		t.Fatalf("only %d changes refused for a panic: the test exercises too few", refused)
 	}
 	t.Logf("%d of 5000 changes refused for a panic", refused)
+}
+
+// TestComparisonPanicsAcrossResizes grows a fragile tracker to thousands
+// of vchannels and drops it back to a few, twice, with a comparison panic
+// in a third of the changes and the names shared now and then: the table
+// is rebuilt on the way up and on the way down, and a refused change must
+// leave it as it was all the same, a shared name list untouched.
+func TestComparisonPanicsAcrossResizes(t *testing.T) {
+	defer func() { fragileRule = nil }()
+	rng := rand.New(rand.NewPCG(3, 7))
+	tr, err := New("test-fragile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := map[string]wal.MessageID{}
+	var shared, sharedWas []string
+	resizes, refused := 0, 0
+	// change runs f with a panic at a random comparison, in a third of the
+	// calls, and reports whether it was accepted.
+	change := func(f func() error) bool {
+		if rng.IntN(3) == 0 {
+			k, n := rng.IntN(14), 0
+			fragileRule = func(a, b fragile) bool { n++; return n == k }
+		}
+		err := f()
+		fragileRule = nil
+		if err != nil && !errors.Is(err, wal.ErrCorruptID) {
+			t.Fatal(err)
+		}
+		if err != nil {
+			refused++
+		}
+		return err == nil
+	}
+	check := func(step string) {
+		t.Helper()
+		if got := tr.Checkpoints(); !maps.Equal(got, model) {
+			t.Fatalf("%s: %d checkpoints, want %d as the model's", step, len(got), len(model))
+		}
+		if err := checkHeap(tr); err != nil {
+			t.Fatalf("%s: %v", step, err)
+		}
+		if shared != nil && !slices.Equal(shared, sharedWas) {
+			t.Fatalf("%s: the shared names changed", step)
+		}
+		if tr.Broken() != nil {
+			t.Fatalf("%s: broken: %v", step, tr.Broken())
+		}
+	}
+	share := func() {
+		if rng.IntN(500) == 0 {
+			shared = tr.ShareNames()
+			sharedWas = slices.Clone(shared)
+		}
+	}
+	for round := range 2 {
+		for i := range 1500 {
+			name, v := fmt.Sprintf("r%d-%d", round, i), fragile(rng.Int64N(100))
+			size := len(tr.names)
+			if change(func() error { _, err := tr.Add(name, v); return err }) {
+				model[name] = v
+			}
+			if len(tr.names) != size {
+				resizes++
+				check("grown")
+			}
+			share()
+		}
+		check("full")
+		names := slices.Sorted(maps.Keys(model))
+		rng.Shuffle(len(names), func(i, j int) { names[i], names[j] = names[j], names[i] })
+		for i, name := range names[:len(names)-10] {
+			size := len(tr.names)
+			if change(func() error { _, err := tr.Drop(name); return err }) {
+				delete(model, name)
+			}
+			if len(tr.names) != size {
+				resizes++
+				check("shrunk")
+			}
+			if i%5 == 0 {
+				other := names[len(names)-1-rng.IntN(10)]
+				if old, ok := model[other]; ok {
+					v := old.(fragile) + fragile(rng.Int64N(5))
+					if change(func() error { _, err := tr.Update(other, v); return err }) {
+						model[other] = v
+					}
+				}
+			}
+			if i%97 == 0 {
+				check("dropping")
+			}
+			share()
+		}
+		check("emptied")
+	}
+	if resizes < 8 || refused < 200 {
+		t.Fatalf("%d resizes and %d refused changes: the test exercises too few", resizes, refused)
+	}
+	t.Logf("%d resizes, %d changes refused for a panic", resizes, refused)
 }
