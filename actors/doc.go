@@ -75,6 +75,9 @@
 //	PoisonFuture returns within the stop flush timeout + 100 ms (+ scheduling)
 //
 // (A graceful stop of a fenced actor does not flush: the hard bound holds.)
+// The bounds do not cover the caller's own code on the actor's goroutine:
+// an EventStream subscriber that blocks holds up the stop as long as it
+// blocks (package events puts a bounded buffer in between).
 //
 // A call still running 100 ms past its deadline, the catalog ignoring its
 // context, is reported then: PersistFailed (or RecoveryFailed) with
