@@ -390,8 +390,11 @@ func set(ctx context.Context, e *env, args []string) error {
 			shown(pchannel), incomparable(id, en.Checkpoint))
 	}
 	if e.opts.dryRun {
-		if err := s.checkOwner(ctx, pchannel, e.opts.force); err != nil {
-			return err
+		// As the write itself: one that changes nothing asks no owner.
+		if act != unchanged {
+			if err := s.checkOwner(ctx, pchannel, e.opts.force); err != nil {
+				return err
+			}
 		}
 		fmt.Fprintln(e.stdout, describe(act, pchannel, en, id, true))
 		return nil

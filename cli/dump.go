@@ -189,7 +189,7 @@ func restore(ctx context.Context, e *env, args []string) error {
 			en = &v
 		}
 		act, err := plan(de.PChannel, en, ids[i], e.opts.force)
-		if err == nil && (e.opts.dryRun || act != unchanged) {
+		if err == nil && act != unchanged {
 			err = s.checkOwner(ctx, de.PChannel, e.opts.force)
 		}
 		if err != nil {

@@ -69,7 +69,8 @@ func TestMigrateBoltToEtcdAndBack(t *testing.T) {
 }
 
 // TestEtcdOwnerIsRespected: a running node owns a pchannel; every write to
-// it is refused, dry or not, unless --force; other pchannels are writable.
+// it that would change it is refused, dry or not, unless --force; other
+// pchannels are writable.
 func TestEtcdOwnerIsRespected(t *testing.T) {
 	url, cat := etcdURL(t, "owned")
 	for p, id := range seed {
@@ -91,6 +92,14 @@ func TestEtcdOwnerIsRespected(t *testing.T) {
 	dump := filepath.Join(t.TempDir(), "d.json")
 	wantCode(t, on(t, "bolt:"+seedBolt(t, map[string]wal.MessageID{p: wal.KafkaID(3000), "other": wal.KafkaID(1)}), "dump", dump), cli.ExitOK)
 	wantCode(t, on(t, url, "restore", dump), cli.ExitRefused, owned, "1 of 2 checkpoints refused; nothing written")
+	// A write that changes nothing asks no owner, and its dry run says
+	// the same: a script gating on the dry run gets the write's answer.
+	wantCode(t, on(t, url, "set", p, "kafka:1200", "--dry-run"), cli.ExitOK, p+": would be unchanged at kafka:1200")
+	wantCode(t, on(t, url, "set", p, "kafka:1200"), cli.ExitOK, p+": unchanged at kafka:1200")
+	same := filepath.Join(t.TempDir(), "same.json")
+	wantCode(t, on(t, url, "dump", same), cli.ExitOK)
+	wantCode(t, on(t, url, "restore", same, "--dry-run"), cli.ExitOK, p+": would be unchanged at kafka:1200")
+	wantCode(t, on(t, url, "restore", same), cli.ExitOK, "(0 written)")
 	got, err := cat.LoadAll(ctxT(t))
 	require.NoError(t, err)
 	require.Equal(t, seed, got, "nothing written while refused")
