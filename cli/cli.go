@@ -26,6 +26,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lowwater/lowwater/internal/catalogurl"
 	"github.com/lowwater/lowwater/persistence"
 )
 
@@ -33,7 +34,7 @@ import (
 const (
 	ExitOK       = 0
 	ExitFailed   = 1 // the catalog, or the command's file (dump, restore) or output, could not be read or written
-	ExitUsage    = 2 // bad command line: flags, arguments, pchannel name, ID text, WAL
+	ExitUsage    = 2 // bad command line: flags, arguments, pchannel name, ID text, WAL; or a restore file that is not a dump
 	ExitCorrupt  = 3 // unreadable records (verify, dump), or a damaged bbolt file
 	ExitRefused  = 4 // a write refused for safety: owner, lowering, WAL switch, corrupt or incomparable ID
 	ExitNotFound = 5 // get: nothing stored for the pchannel
@@ -90,7 +91,7 @@ NUL): delete --quoted '"a\x00b"'.
 Exit codes:
   0  done
   1  a read or write failed: the catalog, a dump file, or the output
-  2  bad command line
+  2  bad command line, or a restore FILE that is not a valid dump
   3  unreadable records, damaged file
   4  refused: owned, lowering, WAL switch, corrupt
   5  get: nothing stored
@@ -107,13 +108,24 @@ type options struct {
 	quoted      bool
 }
 
-// usageError is a command line the tool cannot run.
-type usageError struct{ msg string }
+// usageError is a command line the tool cannot run, or a file it names
+// that is not what the command takes (a restore of a file that is not a
+// dump): the input is wrong, not the catalog.
+type usageError struct {
+	msg string
+	// inFile: what is wrong is in a file, which --help cannot mend.
+	inFile bool
+}
 
 func (e *usageError) Error() string { return e.msg }
 
 func usagef(format string, args ...any) error {
 	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// badFile is a usage error in a file the command line names.
+func badFile(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...), inFile: true}
 }
 
 // exitError carries an exit code other than ExitFailed.
@@ -245,11 +257,26 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	out := &stickyWriter{w: stdout}
 	e := &env{opts: o, stdout: out, stderr: stderr}
 	err = cmd.run(ctx, e, pos)
+	if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
+		err = timedOut(err, o)
+	}
 	if err == nil && out.err != nil {
 		// A script reading the output must not take a lost one for success.
 		err = fmt.Errorf("the command ran, but writing its output failed: %w", out.err)
 	}
 	return fail(stderr, err)
+}
+
+// timedOut says, of a command that ran out of --timeout, what it waited
+// for: an etcd that is down or out of reach answers nothing, and its
+// client's own error says only "context deadline exceeded".
+func timedOut(err error, o options) error {
+	u, perr := catalogurl.Parse(o.catalog)
+	if perr != nil || u.Kind != catalogurl.Etcd {
+		return err
+	}
+	return fmt.Errorf("%w: no answer within --timeout %v; is etcd up, and reachable at %s?",
+		err, o.timeout, strings.Join(u.Endpoints, ","))
 }
 
 // report prints err as fail does.
@@ -320,7 +347,9 @@ func fail(stderr io.Writer, err error) int {
 	var ee *exitError
 	switch {
 	case errors.As(err, &ue):
-		fmt.Fprintln(stderr, "run 'lowwater --help' for usage")
+		if !ue.inFile {
+			fmt.Fprintln(stderr, "run 'lowwater --help' for usage")
+		}
 		return ExitUsage
 	case errors.As(err, &ee):
 		return ee.code

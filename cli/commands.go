@@ -115,7 +115,7 @@ func list(ctx context.Context, e *env, _ []string) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(e.stdout, "%d pchannels", len(entries))
+	fmt.Fprint(e.stdout, count(len(entries), "pchannel"))
 	if corrupt > 0 {
 		fmt.Fprintf(e.stdout, ", %d unreadable (run verify)", corrupt)
 	}
@@ -182,7 +182,7 @@ func verify(ctx context.Context, e *env, _ []string) error {
 			fmt.Fprintf(e.stdout, "%s  %s: %s\n", unreadable(en), name, cause(en))
 		}
 	}
-	fmt.Fprintf(e.stdout, "%d records, %d unreadable\n", len(entries), unread)
+	fmt.Fprintf(e.stdout, "%s, %d unreadable\n", count(len(entries), "record"), unread)
 	if unread == 0 {
 		return nil
 	}
@@ -461,6 +461,14 @@ func del(ctx context.Context, e *env, args []string) error {
 	}
 	fmt.Fprintf(e.stdout, "%s: deleted %s\n", shown(pchannel), was)
 	return nil
+}
+
+// count is n of noun, in the plural unless n is 1.
+func count(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // walNames lists the WALs this build knows, for an error message.

@@ -66,8 +66,8 @@ func dump(ctx context.Context, e *env, args []string) error {
 		})
 	}
 	if corrupt > 0 {
-		return &exitError{code: ExitCorrupt, err: fmt.Errorf("%d unreadable records, nothing dumped: "+
-			"a dump must be whole; repair them first (see verify)", corrupt)}
+		return &exitError{code: ExitCorrupt, err: fmt.Errorf("%s unreadable, nothing dumped: "+
+			"a dump must be whole; repair them first (see verify)", count(corrupt, "record"))}
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -84,7 +84,7 @@ func dump(ctx context.Context, e *env, args []string) error {
 	}
 	// Said before the file is made: should the output be lost (a full
 	// disk, a closed pipe), no file is left to block the same command.
-	if _, err := fmt.Fprintf(e.stdout, "dumping %d checkpoints from %s to %s\n", len(d.Checkpoints), s.url, args[0]); err != nil {
+	if _, err := fmt.Fprintf(e.stdout, "dumping %s from %s to %s\n", count(len(d.Checkpoints), "checkpoint"), s.url, args[0]); err != nil {
 		return fmt.Errorf("writing the output: %w; no file made", err)
 	}
 	return writeNew(args[0], out)
@@ -125,10 +125,10 @@ func readDump(path string) ([]dumpEntry, []wal.MessageID, error) {
 	dec.DisallowUnknownFields()
 	var d dumpFile
 	if err := dec.Decode(&d); err != nil {
-		return nil, nil, usagef("%s: not a dump file: %v", path, err)
+		return nil, nil, badFile("%s: not a dump file: %v", path, err)
 	}
 	if d.Format != dumpFormat {
-		return nil, nil, usagef("%s: format %q, want %q", path, d.Format, dumpFormat)
+		return nil, nil, badFile("%s: format %q, want %q", path, d.Format, dumpFormat)
 	}
 	ids := make([]wal.MessageID, len(d.Checkpoints))
 	seen := make(map[string]bool, len(d.Checkpoints))
@@ -137,23 +137,23 @@ func readDump(path string) ([]dumpEntry, []wal.MessageID, error) {
 		// Checked here, as on the command line: found at Save, it would
 		// stop the restore half way.
 		if err := persistence.ValidatePChannel(de.PChannel); err != nil {
-			return nil, nil, usagef("%s: %v", where, err)
+			return nil, nil, badFile("%s: %v", where, err)
 		}
 		if seen[de.PChannel] {
-			return nil, nil, usagef("%s: pchannel given twice", where)
+			return nil, nil, badFile("%s: pchannel given twice", where)
 		}
 		seen[de.PChannel] = true
 		id, err := wal.Parse(de.WAL, de.Checkpoint)
 		if err != nil {
-			return nil, nil, usagef("%s: %s", where, shownText(err.Error()))
+			return nil, nil, badFile("%s: %s", where, shownText(err.Error()))
 		}
 		if de.ID != nil {
 			exact, err := wal.Unmarshal(de.WAL, de.ID)
 			if err != nil {
-				return nil, nil, usagef("%s: id: %s", where, shownText(err.Error()))
+				return nil, nil, badFile("%s: id: %s", where, shownText(err.Error()))
 			}
 			if exact != id { // comparable: wal.Register takes no other ID type
-				return nil, nil, usagef("%s: id bytes say %s, checkpoint says %s", where, shownID(exact), shownID(id))
+				return nil, nil, badFile("%s: id bytes say %s, checkpoint says %s", where, shownID(exact), shownID(id))
 			}
 		}
 		ids[i] = id
@@ -205,7 +205,7 @@ func restore(ctx context.Context, e *env, args []string) error {
 		for _, r := range refusals {
 			fmt.Fprintln(e.stderr, "refused: "+safeLines(r.Error()))
 		}
-		return refused("%d of %d checkpoints refused; nothing written", len(refusals), len(entries))
+		return refused("%d of %s refused; nothing written", len(refusals), count(len(entries), "checkpoint"))
 	}
 	if e.opts.dryRun {
 		_, err := e.stdout.Write(out.Bytes())
@@ -225,7 +225,7 @@ func restore(ctx context.Context, e *env, args []string) error {
 				if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 					err = context.Cause(ctx) // names --timeout, or the signal
 				}
-				err = fmt.Errorf("after %d of %d checkpoints: %w", written, len(entries), err)
+				err = fmt.Errorf("after %d of %s: %w", written, count(len(entries), "checkpoint"), err)
 				report(e.stderr, err)
 				_, _ = e.stdout.Write(out.Bytes())
 				return &reportedError{err}
@@ -234,7 +234,7 @@ func restore(ctx context.Context, e *env, args []string) error {
 		}
 		fmt.Fprintln(&out, describe(acts[i], de.PChannel, en, ids[i], false))
 	}
-	fmt.Fprintf(&out, "restored %d checkpoints into %s (%d written)\n", len(entries), s.url, written)
+	fmt.Fprintf(&out, "restored %s into %s (%d written)\n", count(len(entries), "checkpoint"), s.url, written)
 	_, err = e.stdout.Write(out.Bytes())
 	return err
 }

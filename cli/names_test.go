@@ -260,7 +260,7 @@ func TestPChannelArgument(t *testing.T) {
 	require.Equal(t, cli.ExitUsage, code, stderr)
 	require.Empty(t, stdout)
 	require.Equal(t, "lowwater: "+dump+`: checkpoint 1 ("a\x00b"): persistence: invalid argument: `+
-		`pchannel name "a\x00b" holds a NUL byte at 1`+"\nrun 'lowwater --help' for usage\n", stderr)
+		`pchannel name "a\x00b" holds a NUL byte at 1`+"\n", stderr, "no word of --help: the file is to mend")
 	require.Equal(t, map[string]string{"p": "kafka:1"}, storedIn(t, path))
 }
 

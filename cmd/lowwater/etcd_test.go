@@ -127,7 +127,7 @@ func TestEtcdVerifyAndDelete(t *testing.T) {
 	require.NoError(t, err)
 	wantCode(t, on(t, url, "verify"), cli.ExitCorrupt, "CORRUPT  bad: record truncated", "2 records, 1 unreadable")
 	wantCode(t, on(t, url, "delete", "bad"), cli.ExitOK, "bad: deleted a corrupt record")
-	wantCode(t, on(t, url, "verify"), cli.ExitOK, "1 records, 0 unreadable")
+	wantCode(t, on(t, url, "verify"), cli.ExitOK, "1 record, 0 unreadable")
 	wantCode(t, on(t, url, "set", "good", "kafka:0"), cli.ExitRefused, "lowering needs --force", "(1 messages)")
 }
 

@@ -372,6 +372,10 @@ func TestCommandLine(t *testing.T) {
 	wantCode(t, lw(t, nil, "--catalog", "memory", "list"), cli.ExitUsage, "lives inside one process")
 	wantCode(t, lw(t, nil, "--catalog", "nats://x", "list"), cli.ExitUsage, "unknown kind")
 	wantCode(t, lw(t, nil, "--catalog", "bolt", "list"), cli.ExitUsage, "bolt:PATH")
+	wantCode(t, lw(t, nil, "--catalog", "etcd://127.0.0.1:1/lowwater/", "list"), cli.ExitUsage, `prefix "lowwater/" ends with '/'`)
+	// Nothing listens on port 1: the command runs out of its --timeout.
+	wantCode(t, lw(t, nil, "--catalog", "etcd://127.0.0.1:1/lowwater", "--timeout", "500ms", "list"), cli.ExitFailed,
+		"no answer within --timeout 500ms; is etcd up, and reachable at 127.0.0.1:1?")
 	wantCode(t, lw(t, nil, "--catalog", "bolt:"+path, "get"), cli.ExitUsage, "usage: lowwater get [--quoted] PCHANNEL")
 	wantCode(t, lw(t, nil, "--catalog", "bolt:"+path, "list", "--force"), cli.ExitUsage, "flag provided but not defined")
 	wantCode(t, lw(t, nil, "--catalog", "bolt:"+filepath.Join(t.TempDir(), "none.db"), "list"), cli.ExitFailed, "no such file")
@@ -515,12 +519,18 @@ func TestDumpRestoreBoltToBolt(t *testing.T) {
 	require.Len(t, stored(t, bigger), 1)
 
 	// A file that does not parse, or whose id bytes and text disagree, is
-	// a usage error.
+	// a usage error, with no word of --help: the file is to mend.
 	bad := filepath.Join(t.TempDir(), "bad.json")
 	require.NoError(t, os.WriteFile(bad, []byte(`{"format":"lowwater-checkpoints/1","checkpoints":[
 		{"pchannel":"a","wal":"kafka","checkpoint":"kafka:1"},
 		{"pchannel":"b","wal":"kafka","checkpoint":"kafka:x"}]}`), 0o600))
-	wantCode(t, on(t, "bolt:"+dst, "restore", bad), cli.ExitUsage, `checkpoint 1 ("b")`)
+	r := on(t, "bolt:"+dst, "restore", bad)
+	wantCode(t, r, cli.ExitUsage, `checkpoint 1 ("b")`)
+	require.NotContains(t, r.stderr, "--help", "%s", r)
+	require.NoError(t, os.WriteFile(bad, []byte(`not json`), 0o600))
+	r = on(t, "bolt:"+dst, "restore", bad)
+	wantCode(t, r, cli.ExitUsage, "bad.json: not a dump file")
+	require.NotContains(t, r.stderr, "--help", "%s", r)
 	require.NoError(t, os.WriteFile(bad, []byte(`{"format":"lowwater-checkpoints/1","checkpoints":[
 		{"pchannel":"a","wal":"kafka","checkpoint":"kafka:1","id":"AAAAAAAAAAI="}]}`), 0o600))
 	wantCode(t, on(t, "bolt:"+dst, "restore", bad), cli.ExitUsage, "id bytes say kafka:2, checkpoint says kafka:1")

@@ -54,8 +54,13 @@ func Parse(spec string) (URL, error) {
 		if !ok || hosts == "" {
 			return URL{}, fmt.Errorf("%w: %q: want etcd://host:port[,host:port]/prefix", ErrInvalid, spec)
 		}
-		if prefix == "" {
+		switch {
+		case prefix == "":
 			prefix = etcdcatalog.DefaultPrefix
+		case strings.HasSuffix(prefix, "/"):
+			// etcdcatalog.WithPrefix refuses it too; said here, it is a
+			// bad command line rather than a catalog that fails to open.
+			return URL{}, fmt.Errorf("%w: %q: the prefix %q ends with '/'", ErrInvalid, spec, prefix)
 		}
 		endpoints := strings.Split(hosts, ",")
 		for _, e := range endpoints {
