@@ -307,8 +307,17 @@ func openBoltDB(path string, o boltOptions) (*bolt.DB, *os.File, error) {
 // (another process put its file there first), and on a file system
 // without hard links: the caller then opens path as bbolt would.
 func createBoltDB(path string, o boltOptions) (db *bolt.DB, file *os.File, placed bool, err error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".new-")
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".new-")
 	if err != nil {
+		// The temporary name is ours, not the caller's: name theirs.
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = &fs.PathError{Op: "create", Path: path, Err: pe.Err}
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			err = fmt.Errorf("%w: the directory %s does not exist", err, dir)
+		}
 		return nil, nil, false, err
 	}
 	tmp := f.Name()

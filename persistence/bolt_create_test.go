@@ -2,9 +2,13 @@ package persistence_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -79,5 +83,32 @@ func TestBoltCreatedThroughALink(t *testing.T) {
 	}
 	if info, err := os.Stat(target); err != nil || info.Size() == 0 {
 		t.Fatalf("the link's target: %v, %v", info, err)
+	}
+}
+
+// A file in a directory that does not exist: the error names the file
+// asked for and the missing directory, not the temporary name the file
+// would have been made under, and still matches fs.ErrNotExist.
+func TestBoltInAMissingDirectory(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("on Windows bbolt creates the file itself, and names it")
+	}
+	dir := filepath.Join(t.TempDir(), "missing")
+	path := filepath.Join(dir, "checkpoints.db")
+	_, err := persistence.OpenBolt(path)
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("OpenBolt in a missing directory: %v, want fs.ErrNotExist", err)
+	}
+	for _, want := range []string{"persistence: open bolt file " + path + ": create " + path + ": ",
+		": the directory " + dir + " does not exist"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("OpenBolt in a missing directory: %v, want it to say %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), ".new-") {
+		t.Fatalf("the error names the temporary file: %v", err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the directory was made: %v", err)
 	}
 }
