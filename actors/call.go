@@ -174,7 +174,7 @@ func (k *call) answer(err error) bool {
 		return false
 	}
 	k.ctx.cancel(context.Canceled)
-	k.result = callDone{seq: k.seq, value: k.arg, err: err, latency: time.Since(k.ctx.began)}
+	k.result = callDone{seq: k.seq, value: k.arg, err: checkCatalogError(err), latency: time.Since(k.ctx.began)}
 	if k.site.inFlight != nil {
 		k.site.inFlight.Add(-1)
 	}
@@ -189,10 +189,10 @@ func (k *call) answer(err error) bool {
 func startGuarded(ctx context.Context, site *callSite, arg wal.MessageID, done func(error)) (panicked bool, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			panicked, err = true, &CatalogPanicError{Op: "Save", Value: r}
+			panicked, err = true, &CatalogPanicError{Op: "Save", Value: checkPanicValue(r)}
 		}
 	}()
-	return false, site.starter.StartSave(ctx, site.pchannel, arg, done)
+	return false, checkCatalogError(site.starter.StartSave(ctx, site.pchannel, arg, done))
 }
 
 func (k *call) finish() {
@@ -221,10 +221,11 @@ func (k *call) finishedChan() <-chan struct{} {
 func guard(ctx context.Context, op string, fn catalogCall, arg wal.MessageID) (v wal.MessageID, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			v, err = nil, &CatalogPanicError{Op: op, Value: r}
+			v, err = nil, &CatalogPanicError{Op: op, Value: checkPanicValue(r)}
 		}
 	}()
-	return fn.callCatalog(ctx, arg)
+	v, err = fn.callCatalog(ctx, arg)
+	return v, checkCatalogError(err)
 }
 
 // CatalogPanicError is the error of a catalog call that panicked: a failed

@@ -79,6 +79,12 @@
 // an EventStream subscriber that blocks holds up the stop as long as it
 // blocks (package events puts a bounded buffer in between).
 //
+// An error a catalog returns, tells or panics with is looked into
+// (errors.Is, errors.As) only once it is known to be safe to: one that is
+// not (a typed nil whose methods dereference it, an Unwrap that panics or
+// returns its own receiver) fails the call with ErrMalformedCatalogError
+// in its stead, retried as any failure.
+//
 // A call still running 100 ms past its deadline, the catalog ignoring its
 // context, is reported then: PersistFailed (or RecoveryFailed) with
 // ErrCatalogOverdue and no NextRetry, and an Error line. It is still

@@ -1,0 +1,228 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lowwater/lowwater/messages"
+	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/wal"
+)
+
+// nilDerefError is a catalog's error type with the commonest of Go's
+// error bugs: returned as a typed nil, its methods dereference it.
+type nilDerefError struct{ inner error }
+
+func (e *nilDerefError) Error() string { return "catalog: " + e.inner.Error() }
+func (e *nilDerefError) Unwrap() error { return e.inner }
+
+// nilSafeMessageError says its message as a typed nil too, and
+// dereferences itself in Unwrap.
+type nilSafeMessageError struct{ inner error }
+
+func (e *nilSafeMessageError) Error() string { return "nil-safe" }
+func (e *nilSafeMessageError) Unwrap() error { return e.inner }
+
+// ownTailError unwraps to itself: errors.Is on it never returns.
+type ownTailError struct{}
+
+func (e *ownTailError) Error() string { return "round and round" }
+func (e *ownTailError) Unwrap() error { return e }
+
+// panickyUnwrapError is not nil, and its Unwrap panics all the same.
+type panickyUnwrapError struct{}
+
+func (panickyUnwrapError) Error() string { return "fine so far" }
+func (panickyUnwrapError) Unwrap() error { panic("unwrap bug") }
+
+// panickyMessageError panics when asked its message.
+type panickyMessageError struct{}
+
+func (panickyMessageError) Error() string { panic("message bug") }
+
+// chain wraps err n times.
+func chain(err error, n int) error {
+	for range n {
+		err = fmt.Errorf("wrapped: %w", err)
+	}
+	return err
+}
+
+func TestCheckCatalogError(t *testing.T) {
+	require.NoError(t, checkCatalogError(nil))
+	for _, fine := range []error{
+		fs.ErrNotExist,
+		chain(persistence.ErrFenced, 3),
+		errors.Join(persistence.ErrFenced, context.Canceled),
+		&nilDerefError{inner: context.DeadlineExceeded},
+		chain(fs.ErrNotExist, maxErrorChain-1),
+	} {
+		require.Same(t, fine, checkCatalogError(fine), "%v is inspected as it is", fine)
+	}
+	for _, c := range []struct {
+		err       error
+		msg, why  string
+		wrapsTail bool
+	}{
+		{err: (*nilDerefError)(nil), msg: "*actors.nilDerefError whose Error panicked", why: "a method of it panicked"},
+		{err: chain((*nilDerefError)(nil), 2), msg: "wrapped: wrapped: ", why: "it holds a nil *actors.nilDerefError"},
+		{err: errors.Join(fs.ErrNotExist, (*nilDerefError)(nil)), msg: "*errors.joinError whose Error panicked", why: "a method of it panicked"},
+		{err: errors.Join(fs.ErrNotExist, (*nilSafeMessageError)(nil)), msg: `file does not exist\nnil-safe`, why: "it holds a nil *actors.nilSafeMessageError"},
+		{err: &ownTailError{}, msg: "round and round", why: "goes on past 64"},
+		{err: chain(panickyUnwrapError{}, 1), msg: "wrapped: fine so far", why: "a method of it panicked: unwrap bug"},
+		{err: panickyMessageError{}, msg: "actors.panickyMessageError whose Error panicked: message bug", why: "message bug"},
+		{err: chain(fs.ErrNotExist, maxErrorChain), msg: "wrapped: ", why: "goes on past 64"},
+	} {
+		got := checkCatalogError(c.err)
+		require.ErrorIs(t, got, ErrMalformedCatalogError)
+		require.Contains(t, got.Error(), c.why)
+		require.Contains(t, got.Error(), c.msg)
+		require.False(t, errors.Is(got, fs.ErrNotExist), "nothing of the malformed chain is kept")
+		require.Same(t, got, checkCatalogError(got), "a replacement is inspected as it is")
+	}
+	// A panic value that is a malformed error is replaced within the
+	// CatalogPanicError, which errors.Is looks into.
+	pe := &CatalogPanicError{Op: "Save", Value: checkPanicValue((*nilDerefError)(nil))}
+	require.ErrorIs(t, pe, ErrCatalogPanicked)
+	require.ErrorIs(t, pe, ErrMalformedCatalogError)
+	require.Equal(t, "plain", checkPanicValue("plain"))
+}
+
+// malformingCatalog fails where (Load, Save, a panic in Save, StartSave's
+// own return, StartSave's done) with a malformed error from mk, until
+// healed. With a StartSave, it starts saves on a goroutine of its own.
+type malformingCatalog struct {
+	*persistence.Memory
+	where  string
+	mk     func() error
+	healed atomic.Bool
+}
+
+func (c *malformingCatalog) failing(where string) bool { return c.where == where && !c.healed.Load() }
+
+func (c *malformingCatalog) Load(ctx context.Context, pchannel string) (wal.MessageID, error) {
+	if c.failing("Load") {
+		return nil, c.mk()
+	}
+	return c.Memory.Load(ctx, pchannel)
+}
+
+func (c *malformingCatalog) Save(ctx context.Context, pchannel string, v wal.MessageID) error {
+	switch {
+	case c.failing("Save"):
+		return c.mk()
+	case c.failing("panic"):
+		panic(c.mk())
+	}
+	return c.Memory.Save(ctx, pchannel, v)
+}
+
+type startingMalformer struct{ *malformingCatalog }
+
+func (c startingMalformer) StartSave(ctx context.Context, pchannel string, v wal.MessageID, done func(error)) error {
+	switch {
+	case c.failing("StartSave"):
+		return c.mk()
+	case c.failing("done"):
+		go done(c.mk())
+		return nil
+	}
+	go func() { done(c.Memory.Save(ctx, pchannel, v)) }()
+	return nil
+}
+
+// A catalog whose error cannot be inspected safely (a typed nil whose
+// methods dereference it, an Unwrap that returns its own receiver) fails
+// the call it returned from, wherever that is, and nothing else: the
+// failure is published with ErrMalformedCatalogError and retried, the
+// persister does not crash over it, and once the catalog heals the
+// pchannel recovers, saves and stops gracefully. Before, errors.Is on such
+// an error panicked a pool goroutine outside every recover (the process
+// died), crashed the pchannel in recovery or the persister, or never
+// returned.
+func TestMalformedCatalogErrorsFailTheCall(t *testing.T) {
+	for _, bad := range []struct {
+		name string
+		mk   func() error
+	}{
+		{"typed nil", func() error { return (*nilDerefError)(nil) }},
+		{"own tail", func() error { return &ownTailError{} }},
+	} {
+		for _, where := range []string{"Load", "Save", "panic", "StartSave", "done"} {
+			t.Run(bad.name+"/"+where, func(t *testing.T) {
+				c := &malformingCatalog{Memory: persistence.NewMemory(), where: where, mk: bad.mk}
+				var catalog persistence.Catalog = c
+				if where == "StartSave" || where == "done" {
+					catalog = startingMalformer{c}
+				}
+				system := quietSystem(t)
+				evs := make(chan messages.Event, 1024)
+				sub := system.EventStream.Subscribe(func(ev any) {
+					if e, ok := ev.(messages.Event); ok {
+						select {
+						case evs <- e:
+						default:
+						}
+					}
+				})
+				t.Cleanup(func() { system.EventStream.Unsubscribe(sub) })
+				next := func(want func(messages.Event) bool) messages.Event {
+					t.Helper()
+					deadline := time.After(10 * time.Second)
+					for {
+						select {
+						case ev := <-evs:
+							if _, ok := ev.(*messages.PersisterRestarted); ok {
+								t.Fatalf("the persister crashed: %+v", ev)
+							}
+							if want(ev) {
+								return ev
+							}
+						case <-deadline:
+							t.Fatal("no such event within 10 s")
+						}
+					}
+				}
+				props, err := NewProps("p", wal.Kafka, catalog, WithVChannels(map[string]wal.MessageID{"v": wal.KafkaID(1)}),
+					WithBackoff(Backoff{Initial: time.Millisecond, Max: 10 * time.Millisecond, Multiplier: 2}))
+				require.NoError(t, err)
+				pid := system.Root.Spawn(props)
+
+				var failure error
+				if where == "Load" {
+					ev := next(func(ev messages.Event) bool { _, ok := ev.(*messages.RecoveryFailed); return ok })
+					failure = ev.(*messages.RecoveryFailed).Err
+					c.healed.Store(true)
+					next(func(ev messages.Event) bool { _, ok := ev.(*messages.Recovered); return ok })
+				} else {
+					next(func(ev messages.Event) bool { _, ok := ev.(*messages.Recovered); return ok })
+					require.NoError(t, Request(ctx10s(t), system.Root, pid, &messages.UpdateCheckpoint{VChannel: "v", Checkpoint: wal.KafkaID(5)}))
+					ev := next(func(ev messages.Event) bool { _, ok := ev.(*messages.PersistFailed); return ok })
+					failure = ev.(*messages.PersistFailed).Err
+					c.healed.Store(true)
+				}
+				require.ErrorIs(t, failure, ErrMalformedCatalogError)
+				if where == "panic" {
+					require.ErrorIs(t, failure, ErrCatalogPanicked)
+				}
+				require.False(t, strings.Contains(failure.Error(), "PANIC="), failure.Error())
+				persisted := next(func(ev messages.Event) bool {
+					p, ok := ev.(*messages.CheckpointPersisted)
+					return ok && p.Value == wal.KafkaID(map[bool]int64{true: 1, false: 5}[where == "Load"])
+				})
+				require.NotNil(t, persisted)
+				require.NoError(t, system.Root.PoisonFuture(pid).Wait())
+				stopped := next(func(ev messages.Event) bool { _, ok := ev.(*messages.Stopped); return ok }).(*messages.Stopped)
+				require.True(t, stopped.Graceful, "%+v", stopped)
+			})
+		}
+	}
+}
