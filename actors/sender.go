@@ -80,7 +80,8 @@ func WithFullWait(d time.Duration) SenderOption {
 //     *messages.BatchError naming each rejected vchannel with its error
 //     (errors.As, errors.Is), together with ErrPChannelGone if the actor
 //     stopped. A Flush returns the errors received since the previous Flush
-//     or Close returned, whoever called it.
+//     or Close returned, whoever called it: up to WithMaxPending
+//     rejections, and past that how many more there were.
 //
 // Rejection.Index in those errors counts rejections, not updates: the
 // batches were built by the Sender, and their positions mean nothing to a
@@ -131,6 +132,9 @@ type Sender struct {
 	dropped  int
 	gone     error
 	closed   bool
+	// detached is set once Close has taken the reply process away: no
+	// answer reaches the Sender any more, and nobody waits for one.
+	detached bool
 }
 
 // NewSender returns a Sender of updates to the pchannel actor at pid. It
@@ -326,7 +330,8 @@ func (s *Sender) usable() error {
 // Flush ships what is buffered and waits until the actor has answered every
 // batch holding an update made before the call, or ctx ends. It returns the
 // errors received since the previous Flush (see Sender), or ctx's error;
-// after Close, ErrSenderClosed.
+// after Close, ErrSenderClosed, and so does a Flush still waiting when a
+// Close gives up waiting (its ctx ended) and closes.
 func (s *Sender) Flush(ctx context.Context) error {
 	s.mu.Lock()
 	closed := s.closed
@@ -344,6 +349,10 @@ func (s *Sender) flush(ctx context.Context) error {
 		target++ // shipped when the batch in flight is answered
 	}
 	for s.answered < target && s.gone == nil {
+		if s.detached {
+			s.mu.Unlock()
+			return fmt.Errorf("%w before the pchannel answered: the updates in flight may or may not be applied", ErrSenderClosed)
+		}
 		progress := s.progressLocked()
 		s.mu.Unlock()
 		select {
@@ -378,6 +387,12 @@ func (s *Sender) Close(ctx context.Context) error {
 		s.systemMessage(&actor.Unwatch{Watcher: s.replies})
 	}
 	s.system.ProcessRegistry.Remove(s.replies)
+	// A Flush still waiting (ctx ended this one's wait first) would wait
+	// for good: the answer it waits for now goes to the dead letters.
+	s.mu.Lock()
+	s.detached = true
+	s.wakeLocked()
+	s.mu.Unlock()
 	return err
 }
 

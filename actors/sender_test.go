@@ -526,3 +526,35 @@ func TestSenderCloseWakesABlockedUpdate(t *testing.T) {
 	require.NoError(t, <-closed)
 	require.Equal(t, map[string]wal.MessageID{"v0": wal.KafkaID(2), "v1": wal.KafkaID(0)}, r.checkpoints(t))
 }
+
+// A Flush still waiting when a Close gives up its own wait (its ctx ended)
+// and closes returns ErrSenderClosed: the answer it waits for goes to the
+// dead letters once Close has taken the reply process away. It used to
+// wait for good.
+func TestSenderCloseThatGivesUpEndsAWaitingFlush(t *testing.T) {
+	r := newSenderRig(t, kafkaAt(1, 0))
+	g := &gate{target: r.pchannel}
+	gpid := r.system.Root.Spawn(g.props())
+	s, err := NewSender(r.system, gpid)
+	require.NoError(t, err)
+	require.NoError(t, s.Update("v0", wal.KafkaID(1))) // in flight, held by the gate
+	flushed := make(chan error, 1)
+	go func() { flushed <- s.Flush(context.Background()) }()
+	require.Eventually(t, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.progress != nil
+	}, 10*time.Second, time.Millisecond)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, s.Close(ctx), context.DeadlineExceeded)
+	select {
+	case err := <-flushed:
+		require.ErrorIs(t, err, ErrSenderClosed)
+		require.ErrorContains(t, err, "may or may not be applied")
+	case <-time.After(10 * time.Second):
+		t.Fatal("Flush still waiting 10 s after Close closed the Sender")
+	}
+	require.ErrorIs(t, s.Flush(ctx10s(t)), ErrSenderClosed)
+}
