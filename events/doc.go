@@ -29,5 +29,7 @@
 // makes visible, to a slower pchannel.
 //
 // Close unsubscribes, delivers what is still buffered, and returns when the
-// subscription's goroutine, if any, has ended.
+// subscription's goroutine, if any, has ended; a SubscribeFunc handler
+// that wants to end its subscription calls go sub.Close(), since Close
+// waits for the handler.
 package events

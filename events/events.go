@@ -166,8 +166,8 @@ func Subscribe(es *eventstream.EventStream, opts ...Option) (*Subscription, erro
 
 // SubscribeFunc calls f with each lowwater event published on es, in order,
 // on one goroutine of the subscription's own: f may take its time, at the
-// cost of dropped events, never of a slower actor. A panic in f is not
-// recovered.
+// cost of dropped events, never of a slower actor (unless Lossless). A
+// panic in f is not recovered. f must not call Close (see Close).
 func SubscribeFunc(es *eventstream.EventStream, f func(messages.Event), opts ...Option) (*Subscription, error) {
 	if f == nil {
 		return nil, fmt.Errorf("%w: nil func", ErrInvalidOption)
@@ -207,6 +207,11 @@ func (s *Subscription) Blocked() uint64 { return s.blocked.Load() }
 // the subscription's goroutine, if any, has ended. It is idempotent. Read
 // a Subscribe channel until it is closed: a Lossless publisher may be
 // waiting on it.
+//
+// A SubscribeFunc handler must not call Close: Close would wait for the
+// handler to return, on the handler's own goroutine, for good. To end the
+// subscription from the handler (on seeing Stopped, say), call go
+// sub.Close(): it returns once the handler has.
 func (s *Subscription) Close() {
 	s.closeOnce.Do(func() {
 		s.es.Unsubscribe(s.sub)

@@ -251,3 +251,31 @@ func TestInvalidOptions(t *testing.T) {
 	assert.ErrorIs(t, err, events.ErrInvalidOption)
 	assert.Zero(t, es.Length(), "a failed Subscribe must leave no subscription")
 }
+
+// A handler ends its own subscription with go sub.Close(), as Close's doc
+// says: the Close returns once the handler has, nothing is delivered past
+// the events already buffered, and no goroutine is left (goleak).
+func TestHandlerEndsItsOwnSubscription(t *testing.T) {
+	es := eventstream.NewEventStream()
+	var sub *events.Subscription
+	closed := make(chan struct{})
+	var got []int // written by the subscription's goroutine only
+	sub, err := events.SubscribeFunc(es, func(ev messages.Event) {
+		got = append(got, seqOf(t, ev))
+		if seqOf(t, ev) == 3 {
+			go func() {
+				sub.Close()
+				close(closed)
+			}()
+		}
+	})
+	require.NoError(t, err)
+	publishAll(t, es, "p0", 1, 3)
+	select {
+	case <-closed:
+	case <-time.After(testBound):
+		t.Fatal("go sub.Close() from the handler did not return")
+	}
+	publishAll(t, es, "p0", 4, 6) // unsubscribed: not delivered
+	require.Equal(t, []int{1, 2, 3}, got)
+}
