@@ -125,7 +125,8 @@ func ask(ctx context.Context, sender actor.SenderContext, pid *actor.PID, msg an
 // LoggerFactory bridges protoactor's slog logging to l, so that one zap
 // logger carries both lowwater's and the actor system's lines:
 //
-//	system := actor.NewActorSystem(actor.WithLoggerFactory(actors.LoggerFactory(logger)))
+//	system := actor.NewActorSystem(
+//		actor.WithLoggerFactory(actors.LoggerFactory(logger)))
 func LoggerFactory(l *zap.Logger) func(*actor.ActorSystem) *slog.Logger {
 	return func(system *actor.ActorSystem) *slog.Logger {
 		return slog.New(zapslog.NewHandler(l.Core(), zapslog.WithName("protoactor"))).With("system", system.ID)

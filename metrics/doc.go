@@ -17,31 +17,43 @@
 //	registry.MustRegister(collector)
 //	sub, _ := collector.Subscribe(system.EventStream)
 //	defer sub.Close()
-//	props, _ := actors.NewProps(name, wal.Kafka, catalog, actors.WithCounters(collector.Counters(name)))
+//	counters := actors.WithCounters(collector.Counters(name))
+//	props, _ := actors.NewProps(name, wal.Kafka, catalog, counters)
 //
-// The series, all prefixed lowwater_:
+// The series, all prefixed lowwater_ (c counter, g gauge, h histogram):
 //
-//	updates_total                  counter    checkpoint updates applied
-//	commands_rejected_total        counter    by reason: exists, not_found, rollback, nil_checkpoint, empty_vchannel, wal_mismatch, other
-//	vchannels_added_total          counter
-//	vchannels_dropped_total        counter
-//	minimum_advances_total         counter    the low-water mark rose
-//	saves_total                    counter    checkpoints the catalog acknowledged
-//	save_failures_total            counter    by reason: timeout (also a save still running past its deadline), stored_ahead, fenced, closed, canceled, error
-//	save_latency_seconds           histogram  of successful saves
-//	persist_lag_seconds            gauge      how long the minimum has waited above the persisted checkpoint (max over pchannels)
-//	minimum_age_seconds            gauge      seconds since the minimum last rose, or the pchannel began running (max over pchannels)
-//	pchannels_stalled              gauge      whose minimum stalled (actors.WithStallAfter) and has not moved since
-//	minimum_stalls_total           counter    MinimumStalled events
-//	saves_in_flight                gauge      catalog saves running now
-//	abandoned_calls_total          counter    catalog calls a stop or restart abandoned (they ignored ctx)
-//	pchannels                      gauge      pchannels running on this node
-//	pchannels_recovering           gauge      still reading their stored checkpoint
-//	pchannels_retrying             gauge      whose last save failed and waits for its retry (not stored_ahead, fenced, or still running)
-//	recovery_failures_total        counter    failed reads of the stored checkpoint
-//	persister_restarts_total       counter    persisters restarted after a panic
-//	ownership_lost_total           counter
-//	events_dropped_total           counter    events the subscription dropped: the metrics above missed them
+//	updates_total             c  checkpoint updates applied
+//	commands_rejected_total   c  by reason: exists, not_found, rollback,
+//	                             nil_checkpoint, empty_vchannel,
+//	                             wal_mismatch, other
+//	vchannels_added_total     c
+//	vchannels_dropped_total   c
+//	minimum_advances_total    c  the low-water mark rose
+//	saves_total               c  checkpoints the catalog acknowledged
+//	save_failures_total       c  by reason: timeout (a save still running
+//	                             past its deadline too), stored_ahead,
+//	                             fenced, closed, canceled, error
+//	save_latency_seconds      h  of successful saves
+//	persist_lag_seconds       g  how long the minimum has waited above the
+//	                             persisted checkpoint (max over pchannels)
+//	minimum_age_seconds       g  since the minimum last rose, or the
+//	                             pchannel began running (max over them)
+//	pchannels_stalled         g  whose minimum stalled
+//	                             (actors.WithStallAfter), unmoved since
+//	minimum_stalls_total      c  MinimumStalled events
+//	saves_in_flight           g  catalog saves running now
+//	abandoned_calls_total     c  catalog calls a stop or restart
+//	                             abandoned (they ignored their context)
+//	pchannels                 g  pchannels running on this node
+//	pchannels_recovering      g  still reading their stored checkpoint
+//	pchannels_retrying        g  whose last save failed and waits for its
+//	                             retry (not stored_ahead, fenced, or
+//	                             still running)
+//	recovery_failures_total   c  failed reads of the stored checkpoint
+//	persister_restarts_total  c  persisters restarted after a panic
+//	ownership_lost_total      c
+//	events_dropped_total      c  events the subscription dropped: the
+//	                             metrics above missed them
 //
 // Labels stay bounded: reason takes the values listed, and the pchannel
 // label is added to every series only with WithPChannelLabel, for

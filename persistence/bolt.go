@@ -46,8 +46,8 @@ var ErrReadOnly = errors.New("persistence: bolt catalog is read-only")
 // an empty store: OpenBolt refuses an existing empty file and reads every
 // page before it returns, and a later call that meets damage (bbolt panics
 // on it) marks the Bolt damaged, after which every call returns that
-// error, group commits included (see groupCommit), and Close lets go of
-// the file without bbolt (see closeDB).
+// error, group commits included, and Close lets go of the file without
+// bbolt.
 //
 // The lock is on the file that was opened: a file moved or replaced under
 // an open Bolt is not followed, and saves go on into the file that was
@@ -686,8 +686,8 @@ func (b *Bolt) LoadAll(ctx context.Context) (map[string]wal.MessageID, error) {
 // Of a damaged Bolt it waits a second at most for calls in flight, once
 // the damage is known: a panic inside bbolt may leave a lock of bbolt's
 // held for good, and a call waiting on it would never return. It then
-// closes the file itself, not through bbolt (see closeDB), and bbolt's
-// mapping of the file stays until the process exits.
+// closes the file itself, not through bbolt, and bbolt's mapping of the
+// file stays until the process exits.
 func (b *Bolt) Close() error {
 	b.calls.Lock()
 	if b.closed {
