@@ -47,6 +47,13 @@ func TestFailover(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, text, stderr.String())
 	}
+	for _, line := range strings.Split(strings.TrimSuffix(text, "\n"), "\n") {
+		if len(line) > outWidth {
+			t.Errorf("a line of %d columns, over %d:\n%s", len(line), outWidth, line)
+		}
+	}
+	// Matched whole: a line's continuations back on it.
+	text = regexp.MustCompile(`\n {11,}`).ReplaceAllString(text, " ")
 	for _, want := range []string{"SIGKILL node A", "node B owns p0", "node B owns p1", "PASS: "} {
 		if !strings.Contains(text, want) {
 			t.Errorf("no %q in the output:\n%s", want, text)

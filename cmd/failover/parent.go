@@ -63,9 +63,32 @@ func runParent(ctx context.Context, cfg parentConfig, cmd command, stdout, stder
 	return code
 }
 
+// outWidth is the width of the output in columns: a terminal's default.
+const outWidth = 80
+
+// printf prints a line after the time since the start, broken at spaces
+// into lines of outWidth columns at most, each after the first indented
+// two columns deeper than the line's text.
 func (p *parent) printf(format string, args ...any) {
-	fmt.Fprintf(p.out, "%6.2fs  ", time.Since(p.began).Seconds())
-	fmt.Fprintf(p.out, format+"\n", args...)
+	stamp := fmt.Sprintf("%6.2fs  ", time.Since(p.began).Seconds())
+	msg := fmt.Sprintf(format, args...)
+	text := strings.TrimLeft(msg, " ")
+	lead := stamp + msg[:len(msg)-len(text)]
+	var b strings.Builder
+	line := lead
+	for i, word := range strings.Fields(text) {
+		if i > 0 && len(line)+1+len(word) > outWidth {
+			b.WriteString(line + "\n")
+			line = strings.Repeat(" ", len(lead)+2) + word
+			continue
+		}
+		if i > 0 {
+			line += " "
+		}
+		line += word
+	}
+	b.WriteString(line + "\n")
+	_, _ = io.WriteString(p.out, b.String())
 }
 
 func (p *parent) run(ctx context.Context) (int, error) {
