@@ -77,6 +77,16 @@ Common flags:
   --timeout D           bound on the whole command (default 30s)
   --lock-timeout D      wait for a bbolt file lock (default 1s)
 
+etcd over TLS, or with authentication (each flag also read from the
+variable beside it):
+  --etcd-cacert FILE    verify etcd's certificate with this CA (PEM),
+                        not the system's          $LOWWATER_ETCD_CACERT
+  --etcd-cert FILE      client certificate (PEM)  $LOWWATER_ETCD_CERT
+  --etcd-key FILE       its private key (PEM)     $LOWWATER_ETCD_KEY
+  --etcd-user NAME      authenticate as NAME      $LOWWATER_ETCD_USER
+                        with the password in $LOWWATER_ETCD_PASSWORD
+  Any of the first three turns TLS on.
+
 Safety: on etcd a write takes the pchannel's ownership for its duration,
 so no node can take it meanwhile, and is refused while a node owns it.
 Record terms are not restored: a restored record carries the writer's.
@@ -102,6 +112,7 @@ type options struct {
 	catalog     string
 	timeout     time.Duration
 	lockTimeout time.Duration
+	etcd        etcdAccess
 	json        bool
 	dryRun      bool
 	force       bool
@@ -188,13 +199,18 @@ func commonFlags(fs *flag.FlagSet, o *options) {
 	fs.StringVar(&o.catalog, "catalog", o.catalog, "catalog URL")
 	fs.DurationVar(&o.timeout, "timeout", o.timeout, "bound on the whole command")
 	fs.DurationVar(&o.lockTimeout, "lock-timeout", o.lockTimeout, "wait for a bbolt file lock")
+	fs.StringVar(&o.etcd.caFile, "etcd-cacert", o.etcd.caFile, "CA of etcd's certificate")
+	fs.StringVar(&o.etcd.certFile, "etcd-cert", o.etcd.certFile, "client certificate")
+	fs.StringVar(&o.etcd.keyFile, "etcd-key", o.etcd.keyFile, "client certificate's key")
+	fs.StringVar(&o.etcd.user, "etcd-user", o.etcd.user, "etcd user")
 }
 
 // Main runs the tool with the command-line arguments args (without the
 // program name), reading LOWWATER_CATALOG through getenv, and returns the
 // exit code. ctx bounds it, as --timeout does.
 func Main(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	o := options{catalog: getenv("LOWWATER_CATALOG"), timeout: 30 * time.Second, lockTimeout: time.Second}
+	o := options{catalog: getenv("LOWWATER_CATALOG"), timeout: 30 * time.Second, lockTimeout: time.Second,
+		etcd: etcdAccessFromEnv(getenv)}
 	global := flag.NewFlagSet("lowwater", flag.ContinueOnError)
 	global.SetOutput(io.Discard)
 	commonFlags(global, &o)
@@ -251,6 +267,9 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	}
 	if o.timeout <= 0 || o.lockTimeout <= 0 {
 		return fail(stderr, usagef("--timeout and --lock-timeout must be positive"))
+	}
+	if err := o.etcd.check(o.catalog); err != nil {
+		return fail(stderr, err)
 	}
 	ctx, cancel := context.WithTimeoutCause(ctx, o.timeout, fmt.Errorf("%w: --timeout %v passed", context.DeadlineExceeded, o.timeout))
 	defer cancel()

@@ -89,11 +89,15 @@ func (e *env) open(ctx context.Context, m mode) (*store, error) {
 		}
 		s.cat = b
 	case catalogurl.Etcd:
-		c, err := etcdcatalog.Open(clientv3.Config{
+		cfg := clientv3.Config{
 			Endpoints:   u.Endpoints,
 			DialTimeout: 5 * time.Second,
 			Logger:      zap.NewNop(),
-		}, etcdcatalog.WithPrefix(u.Prefix))
+		}
+		if err := e.opts.etcd.apply(&cfg); err != nil {
+			return nil, err
+		}
+		c, err := etcdcatalog.Open(cfg, etcdcatalog.WithPrefix(u.Prefix))
 		if err != nil {
 			return nil, err
 		}

@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -132,3 +135,70 @@ func TestEtcdVerifyAndDelete(t *testing.T) {
 }
 
 func itoa(n uint64) string { return strconv.FormatUint(n, 10) }
+
+// TestEtcdOverTLSWithAuth: an etcd that serves clients over TLS only, asks
+// them for a certificate, and has authentication on. The tool reaches it
+// with --etcd-cacert, --etcd-cert, --etcd-key and --etcd-user (the
+// password from the environment only), or the same from the environment,
+// and is refused without them.
+func TestEtcdOverTLSWithAuth(t *testing.T) {
+	eps, files := etcdtest.StartTLS(t)
+	var hosts []string
+	for _, e := range eps {
+		hosts = append(hosts, strings.TrimPrefix(e, "https://"))
+	}
+	url := "etcd://" + strings.Join(hosts, ",") + "/secure"
+
+	tlsConfig := func(t *testing.T) *tls.Config {
+		t.Helper()
+		pem, err := os.ReadFile(files.CA)
+		require.NoError(t, err)
+		pool := x509.NewCertPool()
+		require.True(t, pool.AppendCertsFromPEM(pem))
+		cert, err := tls.LoadX509KeyPair(files.Cert, files.Key)
+		require.NoError(t, err)
+		return &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	}
+	admin, err := clientv3.New(clientv3.Config{Endpoints: eps, TLS: tlsConfig(t), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	require.NoError(t, err)
+	_, err = admin.UserAdd(ctxT(t), "root", "s3cret")
+	require.NoError(t, err)
+	_, err = admin.UserGrantRole(ctxT(t), "root", "root")
+	require.NoError(t, err)
+	_, err = admin.AuthEnable(ctxT(t))
+	require.NoError(t, err)
+	require.NoError(t, admin.Close())
+	cat, err := etcdcatalog.Open(clientv3.Config{Endpoints: eps, TLS: tlsConfig(t), Username: "root", Password: "s3cret",
+		DialTimeout: 5 * time.Second, Logger: zap.NewNop()}, etcdcatalog.WithPrefix("secure"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cat.Close() })
+	require.NoError(t, cat.Save(ctxT(t), "p", wal.KafkaID(7)))
+
+	tlsFlags := []string{"--etcd-cacert", files.CA, "--etcd-cert", files.Cert, "--etcd-key", files.Key}
+	withPassword := []string{"LOWWATER_ETCD_PASSWORD=s3cret"}
+	secured := func(env []string, args ...string) result {
+		t.Helper()
+		return lw(t, env, append(append([]string{"--catalog", url}, tlsFlags...), args...)...)
+	}
+
+	wantCode(t, secured(withPassword, "--etcd-user", "root", "list"), cli.ExitOK, "p         kafka  kafka:7", "1 pchannel\n")
+	wantCode(t, secured(withPassword, "--etcd-user", "root", "set", "p", "kafka:9"), cli.ExitOK, "raised from kafka:7 to kafka:9")
+	id, err := cat.Load(ctxT(t), "p")
+	require.NoError(t, err)
+	require.Equal(t, wal.KafkaID(9), id)
+
+	// The same from the environment alone.
+	env := []string{"LOWWATER_CATALOG=" + url, "LOWWATER_ETCD_CACERT=" + files.CA, "LOWWATER_ETCD_CERT=" + files.Cert,
+		"LOWWATER_ETCD_KEY=" + files.Key, "LOWWATER_ETCD_USER=root", "LOWWATER_ETCD_PASSWORD=s3cret"}
+	wantCode(t, lw(t, env, "get", "p"), cli.ExitOK, "kafka:9")
+
+	// Refused: a wrong password, no user, no TLS.
+	wantCode(t, secured([]string{"LOWWATER_ETCD_PASSWORD=wrong"}, "--etcd-user", "root", "list"), cli.ExitFailed, "authentication failed")
+	wantCode(t, secured(nil, "--timeout", "2s", "list"), cli.ExitFailed)
+	wantCode(t, on(t, url, "--timeout", "1s", "list"), cli.ExitFailed, "is etcd up, and reachable at")
+
+	// Settings that cannot work are a bad command line.
+	wantCode(t, on(t, url, "--etcd-cert", files.Cert, "list"), cli.ExitUsage, "--etcd-cert and --etcd-key go together")
+	wantCode(t, on(t, "bolt:"+seedBolt(t, seed), "--etcd-cacert", files.CA, "list"), cli.ExitUsage, "are for an etcd catalog")
+	wantCode(t, on(t, url, "--etcd-cacert", files.Key, "list"), cli.ExitFailed, "no PEM certificate in it")
+}

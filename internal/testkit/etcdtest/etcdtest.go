@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
@@ -39,6 +40,8 @@ type Server struct {
 	// start only (a restart reads the membership from dir).
 	cluster string
 	token   string
+	// tls, if set, is how the member serves its clients (StartTLS).
+	tls *transport.TLSInfo
 
 	mu sync.Mutex
 	e  *embed.Etcd // nil while stopped
@@ -183,6 +186,9 @@ func (s *Server) start(wait bool) (*embed.Etcd, error) {
 	cfg.InitialCluster = s.cluster
 	cfg.InitialClusterToken = s.token
 	cfg.EnableGRPCGateway = false
+	if s.tls != nil {
+		cfg.ClientTLSInfo = *s.tls
+	}
 	if os.Getenv("LOWWATER_ETCD_LOG") == "" {
 		cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 	} else {
