@@ -25,7 +25,8 @@
 //	BenchmarkPersistLag    last update of a burst to its minimum durable, 1 ms catalog
 //	BenchmarkScale         10,000 pchannels × 100 vchannels: memory, goroutines,
 //	                       recovery from bbolt, aggregate update rate, persist lag p99,
-//	                       and the last round's p99 counted from its first update
+//	                       and the last round's p99 counted from its first update;
+//	                       run again with 500,000 updates/s offered (-scale-rate)
 //	BenchmarkGroupCommit   1,000 pchannels advancing together on bbolt, one
 //	                       transaction per save against bbolt's Batch; raw
 //	                       db.Batch with 1,000 writers (bboltbatch); CPU per save;
@@ -36,11 +37,16 @@
 //	                       without the catalog's bound on calls in flight (not
 //	                       in make bench: tens of seconds a run)
 //
-// Two flags take a benchmark apart by hand (after -args): -group-pchannels
-// N runs BenchmarkGroupCommit with N pchannels, whose state no longer fits
+// Three flags take a benchmark apart (after -args): -group-pchannels N
+// runs BenchmarkGroupCommit with N pchannels, whose state no longer fits
 // in the caches at 10,000; -scale-drained makes BenchmarkScale drain the
 // producers' backlog before the last update of each pchannel, so that its
-// persist lag is the last round of saves alone.
+// persist lag is the last round of saves alone; -scale-rate R paces its
+// producers to R updates per second in all (they park between steps, as
+// a consumer waiting on its WAL does), so that the two implementations'
+// lags are compared at one load rather than each at its own top speed.
+// make bench runs it at 500,000: at full speed lowwater's producers send
+// twice the baseline's updates and leave a backlog, which is its lag.
 //
 // Catalog latency is simulated by blocking the saving thread in nanosleep
 // (catalogs_test.go), as fsync or a socket read blocks it; Go's timers

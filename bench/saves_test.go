@@ -73,7 +73,7 @@ func BenchmarkSaves(b *testing.B) {
 
 				b.ReportAllocs()
 				b.ResetTimer()
-				p := newPacer(savesRate)
+				p := newPacer(savesRate, sleepThread)
 				var last wal.MessageID
 				for range b.N {
 					last = r.next(f)
@@ -93,18 +93,23 @@ func BenchmarkSaves(b *testing.B) {
 }
 
 // pacer keeps a loop at a rate: every 100 ticks it sleeps until the
-// schedule has caught up. This is rate limiting, not synchronisation. It
-// sleeps in nanosleep (sleepThread), precise to some microseconds, because
-// the runtime's timers wake a millisecond late on an idle machine, which
-// would turn the pace into bursts of a thousand updates.
+// schedule has caught up. This is rate limiting, not synchronisation.
+// BenchmarkSaves sleeps in nanosleep (sleepThread), precise to some
+// microseconds, because the runtime's timers wake a millisecond late on an
+// idle machine, which would turn its pace into bursts of a thousand
+// updates. BenchmarkScale's producers park instead (time.Sleep), as a
+// consumer waiting on its WAL's network does: one that holds its thread
+// in nanosleep also holds the P the actors' goroutine it just woke waits
+// on, until the runtime takes the P back.
 type pacer struct {
 	start time.Time
 	every time.Duration
 	n     int
+	sleep func(time.Duration)
 }
 
-func newPacer(perSecond int) *pacer {
-	return &pacer{start: time.Now(), every: time.Second / time.Duration(perSecond)}
+func newPacer(perSecond int, sleep func(time.Duration)) *pacer {
+	return &pacer{start: time.Now(), every: time.Second / time.Duration(perSecond), sleep: sleep}
 }
 
 func (p *pacer) tick() {
@@ -113,7 +118,7 @@ func (p *pacer) tick() {
 		return
 	}
 	if ahead := time.Until(p.start.Add(time.Duration(p.n) * p.every)); ahead > 0 {
-		sleepThread(ahead)
+		p.sleep(ahead)
 	}
 }
 

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"flag"
+	"fmt"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -19,6 +20,12 @@ import (
 // then the last round of saves alone, without the backlog the producers
 // leave when they outrun the actors.
 var scaleDrained = flag.Bool("scale-drained", false, "BenchmarkScale: drain the backlog before the last sweep")
+
+// scaleRate paces BenchmarkScale's producers to that many updates per
+// second in all, so that both implementations are measured at the same
+// load: 0, as fast as they go, is where lowwater's producers outrun its
+// actors and its lag is the backlog they leave.
+var scaleRate = flag.Int("scale-rate", 0, "BenchmarkScale: updates per second offered by all producers together (0: as fast as they go)")
 
 // The shape of BenchmarkScale.
 const (
@@ -64,8 +71,12 @@ const (
 // built before the first memory reading, so only what each implementation
 // keeps per pchannel is counted. Run it with -benchtime=1x.
 func BenchmarkScale(b *testing.B) {
+	name := "/pchannels=10000/vchannels=100"
+	if *scaleRate > 0 {
+		name += fmt.Sprintf("/rate=%d", *scaleRate)
+	}
 	for _, impl := range []string{implBaseline, implLowwater, implSender} {
-		b.Run("impl="+impl+"/pchannels=10000/vchannels=100", func(b *testing.B) {
+		b.Run("impl="+impl+name, func(b *testing.B) {
 			for range b.N {
 				benchScale(b, impl)
 			}
@@ -128,9 +139,16 @@ func benchScale(b *testing.B, impl string) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				var pace *pacer
+				if *scaleRate > 0 {
+					pace = newPacer(max(*scaleRate/producers, 1), time.Sleep)
+				}
 				for k := from; k <= to; k++ {
 					v, cp := vchannels[k%scaleVChannels], id[k/scaleVChannels+1]
 					for i := w; i < scalePChannels; i += producers {
+						if pace != nil {
+							pace.tick()
+						}
 						f.update(i, v, cp)
 						if k == last {
 							sentAt[i] = time.Now()
