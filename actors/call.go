@@ -233,8 +233,10 @@ func guard(ctx context.Context, op string, fn catalogCall, arg wal.MessageID) (v
 // on the backoff like any other failure. errors.Is(err, ErrCatalogPanicked)
 // matches it, and a panic with an error value unwraps to that error too.
 type CatalogPanicError struct {
-	Op    string // "Load" or "Save"
-	Value any    // what the catalog panicked with
+	Op string // "Load" or "Save"
+	// Value is what the catalog panicked with; an error that cannot be
+	// inspected safely is replaced (see ErrMalformedCatalogError).
+	Value any
 }
 
 // overdueAfter is how long after its start a call that ignores its context
@@ -272,7 +274,7 @@ var ErrCatalogOverdue = errors.New("lowwater: catalog call overran its deadline"
 var ErrCatalogPanicked = errors.New("lowwater: catalog panicked")
 
 func (e *CatalogPanicError) Error() string {
-	return fmt.Sprintf("lowwater: catalog panicked in %s: %v", e.Op, e.Value)
+	return fmt.Sprintf("lowwater: catalog panicked in %s: %s", e.Op, describe(e.Value))
 }
 
 // Unwrap gives ErrCatalogPanicked, and the panic's own error if it was one.

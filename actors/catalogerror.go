@@ -7,27 +7,36 @@ import (
 )
 
 // ErrMalformedCatalogError matches the error of a catalog call that
-// returned (or panicked with) an error lowwater could not safely look
-// into: a typed nil (a nil *T returned as error, whose Unwrap or Error
-// dereferences it), an Error or Unwrap that panics, or a chain of wrapped
-// errors that does not end (an Unwrap that returns its own receiver). The
-// call failed, and is retried on the backoff like any other failure; the
-// catalog's own error is replaced, since errors.Is or errors.As on it, in
-// lowwater or in a subscriber, would panic or never return.
+// returned (or told, or panicked with) an error lowwater could not safely
+// look into: one that holds a nil pointer (a nil *T returned as error, the
+// commonest of Go's error bugs), whose Error, Unwrap, Is or As panics, or
+// whose chain of wrapped errors does not end (an Unwrap that returns its
+// own receiver). The call failed, and is retried on the backoff like any
+// other failure; the catalog's error is replaced, since errors.Is or
+// errors.As on it, in lowwater or in a subscriber, could panic or never
+// return.
 var ErrMalformedCatalogError = errors.New("lowwater: catalog returned a malformed error")
 
-// maxErrorChain bounds how many wrapped errors checkCatalogError walks: no
-// real chain comes near it, and one that does not end is cut there.
-const maxErrorChain = 64
+// Bounds of the walk over a catalog's error: no real error comes near
+// them, and one that does not end is cut there.
+const (
+	maxErrorDepth = 64   // errors wrapped in one another
+	maxErrorNodes = 1024 // errors in the whole tree (errors.Join)
+)
 
 // checkCatalogError returns err, or, if err is malformed (see
 // ErrMalformedCatalogError), an error in its stead that is safe to
 // inspect and says what was wrong. Every error a catalog hands lowwater
-// goes through it before anything asks errors.Is of it.
+// goes through it before anything asks errors.Is of it. A nil error costs
+// no call.
 func checkCatalogError(err error) error {
 	if err == nil {
 		return nil
 	}
+	return checkNonNil(err)
+}
+
+func checkNonNil(err error) error {
 	why := malformed(err)
 	if why == "" {
 		return err
@@ -44,33 +53,53 @@ func checkPanicValue(r any) any {
 	return r
 }
 
+// errProbe is what malformed asks each error's Is and As about: an error
+// that is no one's, so that a method that answers at all answers false.
+var errProbe = errors.New("lowwater: probe")
+
 // malformed says what makes err unsafe to inspect, or "" if nothing does.
+// It calls Error on err, and Unwrap, Is and As on every error in its
+// tree, as errors.Is and errors.As would, under a recover.
 func malformed(err error) (why string) {
 	defer func() {
 		if r := recover(); r != nil {
-			why = fmt.Sprintf("a method of it panicked: %v", r)
+			why = "a method of it panicked: " + describe(r)
 		}
 	}()
 	_ = err.Error()
-	next := []error{err}
+	type node struct {
+		err   error
+		depth int
+	}
+	next := []node{{err, 1}}
 	for n := 0; len(next) > 0; n++ {
-		if n == maxErrorChain {
-			return fmt.Sprintf("its chain of wrapped errors goes on past %d", maxErrorChain)
-		}
 		e := next[0]
 		next = next[1:]
-		if v := reflect.ValueOf(e); v.Kind() == reflect.Pointer && v.IsNil() {
-			return fmt.Sprintf("it holds a nil %T", e)
+		switch {
+		case e.depth > maxErrorDepth:
+			return fmt.Sprintf("its errors are wrapped more than %d deep", maxErrorDepth)
+		case n == maxErrorNodes:
+			return fmt.Sprintf("it holds more than %d errors", maxErrorNodes)
 		}
-		switch u := e.(type) {
+		if v := reflect.ValueOf(e.err); v.Kind() == reflect.Pointer && v.IsNil() {
+			return fmt.Sprintf("it holds a nil %T", e.err)
+		}
+		if x, ok := e.err.(interface{ Is(error) bool }); ok {
+			_ = x.Is(errProbe)
+		}
+		if x, ok := e.err.(interface{ As(any) bool }); ok {
+			var probe *malformedError
+			_ = x.As(&probe)
+		}
+		switch u := e.err.(type) {
 		case interface{ Unwrap() error }:
 			if inner := u.Unwrap(); inner != nil {
-				next = append(next, inner)
+				next = append(next, node{inner, e.depth + 1})
 			}
 		case interface{ Unwrap() []error }:
 			for _, inner := range u.Unwrap() {
 				if inner != nil {
-					next = append(next, inner)
+					next = append(next, node{inner, e.depth + 1})
 				}
 			}
 		}
@@ -82,10 +111,22 @@ func malformed(err error) (why string) {
 func messageOf(err error) (msg string) {
 	defer func() {
 		if r := recover(); r != nil {
-			msg = fmt.Sprintf("%T whose Error panicked: %v", err, r)
+			msg = fmt.Sprintf("%T whose Error panicked: %s", err, describe(r))
 		}
 	}()
 	return err.Error()
+}
+
+// describe formats a value a catalog panicked with, which may itself
+// panic when formatted (an Error that panics with its own receiver): its
+// type then stands for it.
+func describe(v any) (s string) {
+	defer func() {
+		if recover() != nil {
+			s = fmt.Sprintf("a %T that cannot be formatted", v)
+		}
+	}()
+	return fmt.Sprint(v)
 }
 
 // malformedError stands for a malformed catalog error.

@@ -48,6 +48,24 @@ type panickyMessageError struct{}
 
 func (panickyMessageError) Error() string { panic("message bug") }
 
+// panickyIsError and panickyAsError panic when errors.Is, resp. errors.As,
+// asks them.
+type panickyIsError struct{}
+
+func (panickyIsError) Error() string { return "is" }
+func (panickyIsError) Is(error) bool { panic("is bug") }
+
+type panickyAsError struct{}
+
+func (panickyAsError) Error() string { return "as" }
+func (panickyAsError) As(any) bool   { panic("as bug") }
+
+// selfPanicError panics with itself when asked its message: formatting
+// what it panicked with panics again.
+type selfPanicError struct{}
+
+func (e *selfPanicError) Error() string { panic(e) }
+
 // chain wraps err n times.
 func chain(err error, n int) error {
 	for range n {
@@ -63,7 +81,8 @@ func TestCheckCatalogError(t *testing.T) {
 		chain(persistence.ErrFenced, 3),
 		errors.Join(persistence.ErrFenced, context.Canceled),
 		&nilDerefError{inner: context.DeadlineExceeded},
-		chain(fs.ErrNotExist, maxErrorChain-1),
+		chain(fs.ErrNotExist, maxErrorDepth-1),
+		errors.Join(wide(70)...),
 	} {
 		require.Same(t, fine, checkCatalogError(fine), "%v is inspected as it is", fine)
 	}
@@ -76,10 +95,15 @@ func TestCheckCatalogError(t *testing.T) {
 		{err: chain((*nilDerefError)(nil), 2), msg: "wrapped: wrapped: ", why: "it holds a nil *actors.nilDerefError"},
 		{err: errors.Join(fs.ErrNotExist, (*nilDerefError)(nil)), msg: "*errors.joinError whose Error panicked", why: "a method of it panicked"},
 		{err: errors.Join(fs.ErrNotExist, (*nilSafeMessageError)(nil)), msg: `file does not exist\nnil-safe`, why: "it holds a nil *actors.nilSafeMessageError"},
-		{err: &ownTailError{}, msg: "round and round", why: "goes on past 64"},
+		{err: &ownTailError{}, msg: "round and round", why: "wrapped more than 64 deep"},
 		{err: chain(panickyUnwrapError{}, 1), msg: "wrapped: fine so far", why: "a method of it panicked: unwrap bug"},
 		{err: panickyMessageError{}, msg: "actors.panickyMessageError whose Error panicked: message bug", why: "message bug"},
-		{err: chain(fs.ErrNotExist, maxErrorChain), msg: "wrapped: ", why: "goes on past 64"},
+		{err: chain(fs.ErrNotExist, maxErrorDepth), msg: "wrapped: ", why: "wrapped more than 64 deep"},
+		{err: errors.Join(wide(maxErrorNodes)...), why: "it holds more than 1024 errors"},
+		{err: chain(panickyIsError{}, 2), msg: "wrapped: wrapped: is", why: "a method of it panicked: is bug"},
+		{err: errors.Join(fs.ErrNotExist, panickyAsError{}), why: "a method of it panicked: as bug"},
+		{err: &selfPanicError{}, msg: "*actors.selfPanicError whose Error panicked: a *actors.selfPanicError that cannot be formatted",
+			why: "a method of it panicked: a *actors.selfPanicError that cannot be formatted"},
 	} {
 		got := checkCatalogError(c.err)
 		require.ErrorIs(t, got, ErrMalformedCatalogError)
@@ -94,6 +118,18 @@ func TestCheckCatalogError(t *testing.T) {
 	require.ErrorIs(t, pe, ErrCatalogPanicked)
 	require.ErrorIs(t, pe, ErrMalformedCatalogError)
 	require.Equal(t, "plain", checkPanicValue("plain"))
+	// What a catalog panics with is described safely, whatever it is.
+	require.Equal(t, "lowwater: catalog panicked in Save: a *actors.selfPanicError that cannot be formatted",
+		(&CatalogPanicError{Op: "Save", Value: &selfPanicError{}}).Error())
+}
+
+// wide is n distinct plain errors.
+func wide(n int) []error {
+	errs := make([]error, n)
+	for i := range errs {
+		errs[i] = fmt.Errorf("error %d", i)
+	}
+	return errs
 }
 
 // malformingCatalog fails where (Load, Save, a panic in Save, StartSave's
@@ -155,6 +191,7 @@ func TestMalformedCatalogErrorsFailTheCall(t *testing.T) {
 	}{
 		{"typed nil", func() error { return (*nilDerefError)(nil) }},
 		{"own tail", func() error { return &ownTailError{} }},
+		{"panicky Is", func() error { return panickyIsError{} }},
 	} {
 		for _, where := range []string{"Load", "Save", "panic", "StartSave", "done"} {
 			t.Run(bad.name+"/"+where, func(t *testing.T) {
@@ -224,5 +261,43 @@ func TestMalformedCatalogErrorsFailTheCall(t *testing.T) {
 				require.True(t, stopped.Graceful, "%+v", stopped)
 			})
 		}
+	}
+}
+
+// The cause of an ownership's end is checked as a catalog's error: it is
+// published (OwnershipLost.Cause, Stopped.Reason), and errors.Is is asked
+// of it.
+func TestMalformedOwnershipCause(t *testing.T) {
+	for _, before := range []bool{true, false} {
+		t.Run(fmt.Sprintf("ended before the spawn: %v", before), func(t *testing.T) {
+			system := quietSystem(t)
+			lost := make(chan *messages.OwnershipLost, 1)
+			sub := system.EventStream.Subscribe(func(ev any) {
+				if l, ok := ev.(*messages.OwnershipLost); ok {
+					lost <- l
+				}
+			})
+			t.Cleanup(func() { system.EventStream.Unsubscribe(sub) })
+			stopped := stoppedOf(t, system)
+			owned, cancel := context.WithCancelCause(context.Background())
+			defer cancel(nil)
+			if before {
+				cancel((*nilDerefError)(nil))
+			}
+			props, err := NewProps("p", wal.Kafka, persistence.NewMemory(), WithOwnership(owned),
+				WithVChannels(map[string]wal.MessageID{"v": wal.KafkaID(1)}))
+			require.NoError(t, err)
+			system.Root.Spawn(props)
+			if !before {
+				cancel((*nilDerefError)(nil))
+			}
+			select {
+			case l := <-lost:
+				require.ErrorIs(t, l.Cause, ErrMalformedCatalogError)
+			case <-time.After(10 * time.Second):
+				t.Fatal("no OwnershipLost within 10 s")
+			}
+			require.ErrorIs(t, stopped().Reason, ErrMalformedCatalogError)
+		})
 	}
 }

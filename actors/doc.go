@@ -81,9 +81,10 @@
 //
 // An error a catalog returns, tells or panics with is looked into
 // (errors.Is, errors.As) only once it is known to be safe to: one that is
-// not (a typed nil whose methods dereference it, an Unwrap that panics or
-// returns its own receiver) fails the call with ErrMalformedCatalogError
-// in its stead, retried as any failure.
+// not (it holds a nil pointer, its Error, Unwrap, Is or As panics, its
+// chain does not end) fails the call with ErrMalformedCatalogError in its
+// stead, retried as any failure. The cause of an ownership's end is
+// checked alike.
 //
 // A call still running 100 ms past its deadline, the catalog ignoring its
 // context, is reported then: PersistFailed (or RecoveryFailed) with

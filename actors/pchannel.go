@@ -817,6 +817,10 @@ func (p *pchannel) becomeRunning(ctx actor.Context, stored wal.MessageID) {
 // becomeFenced stops saving at once and stops the actor: another owner
 // may already be saving, and only the catalog's fencing stood between us.
 func (p *pchannel) becomeFenced(ctx actor.Context, cause error) {
+	// The cause is the ownership context's, which the catalog (or the
+	// caller) set: checked as a catalog's error, since it is published
+	// and errors.Is is asked of it.
+	cause = checkCatalogError(cause)
 	p.phase = fenced
 	p.pendingAdvance = nil
 	p.disarmStall()

@@ -254,7 +254,7 @@ func (s *persister) start(v wal.MessageID) {
 	if o := s.cfg.ownership; o != nil && o.Err() != nil {
 		s.plan.Fence()
 		s.report()
-		s.root.Send(s.parent, &ownershipLost{cause: checkCatalogError(context.Cause(o))})
+		s.root.Send(s.parent, &ownershipLost{cause: context.Cause(o)})
 		return
 	}
 	if s.cfg.counters != nil {
