@@ -132,8 +132,9 @@ type Sender struct {
 	dropped  int
 	gone     error
 	closed   bool
-	// detached is set once Close has taken the reply process away: no
-	// answer reaches the Sender any more, and nobody waits for one.
+	// detached is set once Close has taken the reply process away and
+	// returned: nobody waits for an answer any more, and one that still
+	// comes (a PID caches its process) ships nothing.
 	detached bool
 }
 
@@ -350,15 +351,22 @@ func (s *Sender) flush(ctx context.Context) error {
 	}
 	for s.answered < target && s.gone == nil {
 		if s.detached {
+			err := errors.Join(fmt.Errorf("%w before the pchannel answered: the updates in flight may or may not be applied",
+				ErrSenderClosed), s.takeErrorsLocked())
 			s.mu.Unlock()
-			return fmt.Errorf("%w before the pchannel answered: the updates in flight may or may not be applied", ErrSenderClosed)
+			return err
 		}
 		progress := s.progressLocked()
 		s.mu.Unlock()
 		select {
 		case <-progress:
 		case <-ctx.Done():
-			return ctx.Err()
+			// What came meanwhile is this call's to report: after a
+			// Close, no later Flush could.
+			s.mu.Lock()
+			err := errors.Join(ctx.Err(), s.takeErrorsLocked())
+			s.mu.Unlock()
+			return err
 		}
 		s.mu.Lock()
 	}
@@ -539,7 +547,7 @@ func (s *Sender) answer(rejected *messages.BatchError, gone error, consumed bool
 			s.spare = s.flying[:0]
 		}
 		s.flying = nil
-		if len(s.pending) > 0 && s.gone == nil {
+		if len(s.pending) > 0 && s.gone == nil && !s.detached {
 			next = s.takeLocked()
 		}
 	}

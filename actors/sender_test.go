@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -557,4 +558,61 @@ func TestSenderCloseThatGivesUpEndsAWaitingFlush(t *testing.T) {
 		t.Fatal("Flush still waiting 10 s after Close closed the Sender")
 	}
 	require.ErrorIs(t, s.Flush(ctx10s(t)), ErrSenderClosed)
+}
+
+// After a Close that gave up its wait, an answer that still reaches the
+// Sender (a PID caches its process once a reply went through it) ships
+// nothing: what was buffered stays unsent, as Close said by failing. And
+// what the actor rejected before Close gave up is Close's to report.
+func TestSenderClosedShipsNothingMore(t *testing.T) {
+	r := newSenderRig(t, kafkaAt(2, 0))
+	var hold atomic.Bool
+	var held []func(actor.Context)
+	gpid := r.system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		switch m := ctx.Message().(type) {
+		case *messages.UpdateBatch:
+			sender := ctx.Sender()
+			forward := func(ctx actor.Context) { ctx.RequestWithCustomSender(r.pchannel, m, sender) }
+			if hold.Load() {
+				held = append(held, forward)
+				return
+			}
+			forward(ctx)
+		case gateRelease:
+			for _, f := range held {
+				f(ctx)
+			}
+			held = nil
+		}
+	}))
+	s, err := NewSender(r.system, gpid)
+	require.NoError(t, err)
+	require.NoError(t, s.Update("v0", wal.KafkaID(1)))
+	require.NoError(t, s.Flush(ctx10s(t)))
+	require.NoError(t, s.Update("ghost", wal.KafkaID(1))) // rejected: no such vchannel
+	require.Eventually(t, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.answered == s.shipped
+	}, 10*time.Second, time.Millisecond)
+	hold.Store(true)
+	require.NoError(t, s.Update("v0", wal.KafkaID(2))) // held by the gate
+	require.NoError(t, s.Update("v0", wal.KafkaID(3))) // buffered behind it
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	err = s.Close(ctx)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorIs(t, err, messages.ErrVChannelNotFound, "the rejection that came before Close gave up")
+
+	hold.Store(false)
+	r.system.Root.Send(gpid, gateRelease{}) // kafka:2 is applied and answered
+	require.Eventually(t, func() bool { return r.checkpoints(t)["v0"] == wal.KafkaID(2) }, 10*time.Second, time.Millisecond)
+	// Anything the answer shipped would be ahead of this batch at the
+	// gate, and applied once it is answered.
+	probe := r.system.Root.RequestFuture(gpid, &messages.UpdateBatch{Updates: []messages.VChannelCheckpoint{
+		{VChannel: "v1", Checkpoint: wal.KafkaID(1)}}}, 10*time.Second)
+	_, err = probe.Result()
+	require.NoError(t, err)
+	require.Equal(t, map[string]wal.MessageID{"v0": wal.KafkaID(2), "v1": wal.KafkaID(1)}, r.checkpoints(t))
 }
