@@ -330,8 +330,8 @@ func (s *Sender) usable() error {
 
 // Flush ships what is buffered and waits until the actor has answered every
 // batch holding an update made before the call, or ctx ends. It returns the
-// errors received since the previous Flush (see Sender), or ctx's error;
-// after Close, ErrSenderClosed, and so does a Flush still waiting when a
+// errors received since the previous Flush (see Sender), with ctx's error
+// if it ended first; after Close, ErrSenderClosed, and so does a Flush still waiting when a
 // Close gives up waiting (its ctx ended) and closes.
 func (s *Sender) Flush(ctx context.Context) error {
 	s.mu.Lock()
