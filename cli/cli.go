@@ -74,7 +74,8 @@ Write flags (set, delete, restore), after the command:
 
 Common flags:
   --catalog URL         the catalog
-  --timeout D           bound on the whole command (default 30s)
+  --timeout D           bound on the whole command (default 30s); on
+                        etcd, up to 1s more then finds out why
   --lock-timeout D      wait for a bbolt file lock (default 1s)
 
 etcd over TLS, or with authentication (each flag also read from the
@@ -206,8 +207,9 @@ func commonFlags(fs *flag.FlagSet, o *options) {
 }
 
 // Main runs the tool with the command-line arguments args (without the
-// program name), reading LOWWATER_CATALOG through getenv, and returns the
-// exit code. ctx bounds it, as --timeout does.
+// program name), reading LOWWATER_CATALOG and the LOWWATER_ETCD_ variables
+// through getenv, and returns the exit code. ctx bounds it, as --timeout
+// does.
 func Main(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	o := options{catalog: getenv("LOWWATER_CATALOG"), timeout: 30 * time.Second, lockTimeout: time.Second,
 		etcd: etcdAccessFromEnv(getenv)}
@@ -268,7 +270,11 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	if o.timeout <= 0 || o.lockTimeout <= 0 {
 		return fail(stderr, usagef("--timeout and --lock-timeout must be positive"))
 	}
-	if err := o.etcd.check(o.catalog); err != nil {
+	given := map[string]bool{}
+	for _, set := range []*flag.FlagSet{global, fs} {
+		set.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	}
+	if err := o.etcd.check(o.catalog, given); err != nil {
 		return fail(stderr, err)
 	}
 	ctx, cancel := context.WithTimeoutCause(ctx, o.timeout, fmt.Errorf("%w: --timeout %v passed", context.DeadlineExceeded, o.timeout))
@@ -277,7 +283,14 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	e := &env{opts: o, stdout: out, stderr: stderr}
 	err = cmd.run(ctx, e, pos)
 	if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
-		err = timedOut(err, o)
+		if hint := timeoutHint(o); hint != "" {
+			var re *reportedError
+			if errors.As(err, &re) {
+				report(stderr, errors.New(hint)) // after the error it printed
+			} else {
+				err = fmt.Errorf("%w: %s", err, hint)
+			}
+		}
 	}
 	if err == nil && out.err != nil {
 		// A script reading the output must not take a lost one for success.
@@ -286,16 +299,20 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	return fail(stderr, err)
 }
 
-// timedOut says, of a command that ran out of --timeout, what it waited
-// for: an etcd that is down or out of reach answers nothing, and its
-// client's own error says only "context deadline exceeded".
-func timedOut(err error, o options) error {
-	u, perr := catalogurl.Parse(o.catalog)
-	if perr != nil || u.Kind != catalogurl.Etcd {
-		return err
+// timeoutHint says, of a command that ran out of --timeout on etcd, what
+// it waited for, "" on another catalog: an etcd that is down, out of
+// reach, or whose TLS does not match answers nothing, and its client's
+// own error says only "context deadline exceeded". Finding which takes
+// up to probeTime more.
+func timeoutHint(o options) string {
+	u, err := catalogurl.Parse(o.catalog)
+	if err != nil || u.Kind != catalogurl.Etcd {
+		return ""
 	}
-	return fmt.Errorf("%w: no answer within --timeout %v; is etcd up, and reachable at %s?",
-		err, o.timeout, strings.Join(u.Endpoints, ","))
+	if why := o.etcd.diagnose(u.Endpoints[0]); why != "" {
+		return fmt.Sprintf("no answer within --timeout %v; %s", o.timeout, why)
+	}
+	return fmt.Sprintf("no answer within --timeout %v; is etcd up, and reachable at %s?", o.timeout, strings.Join(u.Endpoints, ","))
 }
 
 // report prints err as fail does.

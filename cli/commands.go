@@ -303,11 +303,11 @@ func replay(from, to wal.MessageID) string {
 	switch f := from.(type) {
 	case wal.KafkaID:
 		if t, ok := to.(wal.KafkaID); ok {
-			msg += fmt.Sprintf(" (%d messages)", int64(f)-int64(t))
+			msg += " (" + count(int64(f)-int64(t), "message") + ")"
 		}
 	case wal.RocksMQID:
 		if t, ok := to.(wal.RocksMQID); ok {
-			msg += fmt.Sprintf(" (%d messages)", int64(f)-int64(t))
+			msg += " (" + count(int64(f)-int64(t), "message") + ")"
 		}
 	}
 	return msg
@@ -464,7 +464,7 @@ func del(ctx context.Context, e *env, args []string) error {
 }
 
 // count is n of noun, in the plural unless n is 1.
-func count(n int, noun string) string {
+func count[N int | int64](n N, noun string) string {
 	if n == 1 {
 		return "1 " + noun
 	}

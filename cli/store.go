@@ -89,9 +89,16 @@ func (e *env) open(ctx context.Context, m mode) (*store, error) {
 		}
 		s.cat = b
 	case catalogurl.Etcd:
+		// The client's own waits (the first connection, and with a user
+		// its token) end with the command's.
+		dial := 5 * time.Second
+		if deadline, ok := ctx.Deadline(); ok {
+			dial = min(dial, max(time.Until(deadline), time.Millisecond))
+		}
 		cfg := clientv3.Config{
 			Endpoints:   u.Endpoints,
-			DialTimeout: 5 * time.Second,
+			DialTimeout: dial,
+			Context:     ctx,
 			Logger:      zap.NewNop(),
 		}
 		if err := e.opts.etcd.apply(&cfg); err != nil {
@@ -192,8 +199,13 @@ func (s *store) checkOwner(ctx context.Context, pchannel string, force bool) err
 	if err != nil {
 		return err
 	}
-	if term != 0 && !force {
+	switch {
+	case term != 0 && !force:
 		return ownedRefusal(pchannel, term)
+	case term != 0:
+		// As the write would warn (write): a dry run says what it would do.
+		fmt.Fprintf(s.stderr, "warning: %s is owned by a running node (term %d); it would be written anyway (--force)\n",
+			shown(pchannel), term)
 	}
 	return nil
 }

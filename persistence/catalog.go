@@ -12,10 +12,12 @@ import (
 //
 // Implementations are safe for concurrent use and honour the context of
 // every call: a deadline bounds the call, so a hung store costs the caller
-// one attempt, not its goroutine. Every call that takes a pchannel name
-// refuses one no catalog may store (ValidatePChannel: empty, over 512
-// bytes, not UTF-8, a NUL byte) with ErrInvalidArgument and touches
-// nothing (catalogtest.Run checks that it does).
+// one attempt, not its goroutine. Save refuses a pchannel name no catalog
+// may store (ValidatePChannel: empty, over 512 bytes, not UTF-8, a NUL
+// byte) with ErrInvalidArgument and writes nothing; Load and Delete
+// refuse an empty one alike, and take any other, so that a record stored
+// under a name no node can use (by another writer, or an older build) can
+// still be read and removed. catalogtest.Run checks the empty name.
 type Catalog interface {
 	// Load returns the stored checkpoint of pchannel, or (nil, nil) when
 	// nothing is stored. A record that cannot be decoded gives an error
@@ -87,11 +89,10 @@ var (
 	ErrFenced = errors.New("persistence: writer does not own the pchannel")
 	// ErrClosed is returned by calls on a closed catalog.
 	ErrClosed = errors.New("persistence: catalog closed")
-	// ErrInvalidArgument is returned for a pchannel name no catalog may
-	// store (ValidatePChannel: empty, over 512 bytes, not UTF-8, a NUL
-	// byte), a nil or unknown-WAL checkpoint, or a checkpoint that cannot
-	// be ordered against the stored one (of another WAL, or whose
-	// comparison panics); nothing is written.
+	// ErrInvalidArgument is returned for a pchannel name that cannot be
+	// stored (see Catalog), a nil or unknown-WAL checkpoint, or a
+	// checkpoint that cannot be ordered against the stored one (of another
+	// WAL, or whose comparison panics); nothing is written.
 	ErrInvalidArgument = errors.New("persistence: invalid argument")
 	// ErrCorruptStore is returned when the store itself is damaged, not one
 	// record: a bbolt file that is empty, truncated, or has damaged pages.

@@ -48,7 +48,8 @@ func TestFailover(t *testing.T) {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, text, stderr.String())
 	}
 	for _, line := range strings.Split(strings.TrimSuffix(text, "\n"), "\n") {
-		if len(line) > outWidth {
+		// A word longer than a line (a long TMPDIR) has one of its own.
+		if len(line) > outWidth && len(strings.Fields(line)) > 1 {
 			t.Errorf("a line of %d columns, over %d:\n%s", len(line), outWidth, line)
 		}
 	}

@@ -110,7 +110,10 @@ func TestEtcdOwnerIsRespected(t *testing.T) {
 	// Another pchannel is free: written under the tool's own ownership.
 	wantCode(t, on(t, url, "set", "by-dev-rootcoord-dml_2", "woodpecker:4:0"), cli.ExitOK, "raised")
 
-	// --force writes around the owner, and says so.
+	// --force writes around the owner, and says so, dry or not.
+	wantCode(t, on(t, url, "set", p, "kafka:2000", "--force", "--dry-run"), cli.ExitOK,
+		"warning: "+p+" is owned by a running node (term "+itoa(node.Term())+"); it would be written anyway (--force)",
+		"would raise from kafka:1200 to kafka:2000")
 	wantCode(t, on(t, url, "set", p, "kafka:2000", "--force"), cli.ExitOK, "warning: "+p+" is owned", "raised from kafka:1200 to kafka:2000")
 	id, err := cat.Load(ctxT(t), p)
 	require.NoError(t, err)
@@ -131,7 +134,7 @@ func TestEtcdVerifyAndDelete(t *testing.T) {
 	wantCode(t, on(t, url, "verify"), cli.ExitCorrupt, "CORRUPT  bad: record truncated", "2 records, 1 unreadable")
 	wantCode(t, on(t, url, "delete", "bad"), cli.ExitOK, "bad: deleted a corrupt record")
 	wantCode(t, on(t, url, "verify"), cli.ExitOK, "1 record, 0 unreadable")
-	wantCode(t, on(t, url, "set", "good", "kafka:0"), cli.ExitRefused, "lowering needs --force", "(1 messages)")
+	wantCode(t, on(t, url, "set", "good", "kafka:0"), cli.ExitRefused, "lowering needs --force", "(1 message)")
 }
 
 func itoa(n uint64) string { return strconv.FormatUint(n, 10) }
@@ -192,13 +195,23 @@ func TestEtcdOverTLSWithAuth(t *testing.T) {
 		"LOWWATER_ETCD_KEY=" + files.Key, "LOWWATER_ETCD_USER=root", "LOWWATER_ETCD_PASSWORD=s3cret"}
 	wantCode(t, lw(t, env, "get", "p"), cli.ExitOK, "kafka:9")
 
-	// Refused: a wrong password, no user, no TLS.
+	// Refused: a wrong password, no user, no TLS, a CA that did not sign
+	// etcd's certificate, no client certificate. The last three time out
+	// in the client, and the tool finds out why.
 	wantCode(t, secured([]string{"LOWWATER_ETCD_PASSWORD=wrong"}, "--etcd-user", "root", "list"), cli.ExitFailed, "authentication failed")
-	wantCode(t, secured(nil, "--timeout", "2s", "list"), cli.ExitFailed)
-	wantCode(t, on(t, url, "--timeout", "1s", "list"), cli.ExitFailed, "is etcd up, and reachable at")
+	// With no user, etcd takes the client certificate's name for one.
+	wantCode(t, secured(nil, "list"), cli.ExitFailed, "etcdserver: permission denied")
+	wantCode(t, on(t, url, "--timeout", "1s", "list"), cli.ExitFailed,
+		"no answer within --timeout 1s; "+hosts[0]+" speaks TLS: give --etcd-cacert")
+	wantCode(t, on(t, url, "--timeout", "1s", "--etcd-cacert", files.Cert, "list"), cli.ExitFailed,
+		"TLS with "+hosts[0]+" failed: tls: failed to verify certificate: x509: certificate signed by unknown authority")
+	wantCode(t, on(t, url, "--timeout", "1s", "--etcd-cacert", files.CA, "list"), cli.ExitFailed,
+		"TLS with "+hosts[0]+" failed: remote error: tls: certificate required")
+	wantCode(t, secured([]string{"LOWWATER_ETCD_PASSWORD=s3cret"}, "list"), cli.ExitUsage,
+		"$LOWWATER_ETCD_PASSWORD is set, but no user")
 
 	// Settings that cannot work are a bad command line.
-	wantCode(t, on(t, url, "--etcd-cert", files.Cert, "list"), cli.ExitUsage, "--etcd-cert and --etcd-key go together")
-	wantCode(t, on(t, "bolt:"+seedBolt(t, seed), "--etcd-cacert", files.CA, "list"), cli.ExitUsage, "are for an etcd catalog")
+	wantCode(t, on(t, url, "--etcd-cert", files.Cert, "list"), cli.ExitUsage, "--etcd-cert and --etcd-key ($LOWWATER_ETCD_CERT, $LOWWATER_ETCD_KEY) go together")
+	wantCode(t, on(t, "bolt:"+seedBolt(t, seed), "--etcd-cacert", files.CA, "list"), cli.ExitUsage, "--etcd-cacert is for an etcd catalog")
 	wantCode(t, on(t, url, "--etcd-cacert", files.Key, "list"), cli.ExitFailed, "no PEM certificate in it")
 }

@@ -375,7 +375,18 @@ func TestCommandLine(t *testing.T) {
 	wantCode(t, lw(t, nil, "--catalog", "etcd://127.0.0.1:1/lowwater/", "list"), cli.ExitUsage, `prefix "lowwater/" ends with '/'`)
 	// Nothing listens on port 1: the command runs out of its --timeout.
 	wantCode(t, lw(t, nil, "--catalog", "etcd://127.0.0.1:1/lowwater", "--timeout", "500ms", "list"), cli.ExitFailed,
-		"no answer within --timeout 500ms; is etcd up, and reachable at 127.0.0.1:1?")
+		"no answer within --timeout 500ms; cannot connect to 127.0.0.1:1:", "connection refused")
+	// restore prints its own errors; the hint comes after them.
+	dump := filepath.Join(t.TempDir(), "d.json")
+	wantCode(t, lw(t, nil, "--catalog", "bolt:"+path, "dump", dump), cli.ExitOK)
+	wantCode(t, lw(t, nil, "--catalog", "etcd://127.0.0.1:1/lowwater", "--timeout", "500ms", "restore", dump), cli.ExitFailed,
+		"no answer within --timeout 500ms; cannot connect to 127.0.0.1:1:")
+	// What the environment says for etcd is no business of a bbolt command.
+	etcdEnv := []string{"LOWWATER_CATALOG=bolt:" + path, "LOWWATER_ETCD_CACERT=/nonexistent", "LOWWATER_ETCD_CERT=/x",
+		"LOWWATER_ETCD_USER=u"}
+	wantCode(t, lw(t, etcdEnv, "get", "by-dev-rootcoord-dml_0"), cli.ExitOK, "kafka:1200")
+	wantCode(t, lw(t, etcdEnv, "--etcd-user", "u", "get", "by-dev-rootcoord-dml_0"), cli.ExitUsage,
+		"--etcd-user is for an etcd catalog, not bbolt file "+path)
 	wantCode(t, lw(t, nil, "--catalog", "bolt:"+path, "get"), cli.ExitUsage, "usage: lowwater get [--quoted] PCHANNEL")
 	wantCode(t, lw(t, nil, "--catalog", "bolt:"+path, "list", "--force"), cli.ExitUsage, "flag provided but not defined")
 	wantCode(t, lw(t, nil, "--catalog", "bolt:"+filepath.Join(t.TempDir(), "none.db"), "list"), cli.ExitFailed, "no such file")

@@ -75,9 +75,10 @@ func New(client *clientv3.Client, opts ...Option) (*Catalog, error) {
 // closes it.
 //
 // Open caps gRPC's reconnection backoff at 1 s, where gRPC's own grows to
-// 120 s: after an outage the persister must find etcd back within its own
-// backoff cap (the README's liveness promise), not two minutes later. DialOptions in cfg come after
-// and win. A client given to New is taken as it is.
+// 120 s: after an outage the persister must find etcd back within its
+// own backoff cap (the README's liveness promise), not two minutes
+// later. DialOptions in cfg come after and win. A client given to New is
+// taken as it is.
 func Open(cfg clientv3.Config, opts ...Option) (*Catalog, error) {
 	o, err := buildOptions(opts)
 	if err != nil {
