@@ -218,7 +218,9 @@ func TestPoolWakesOneWorkerAtATime(t *testing.T) {
 	require.Zero(t, p.live.Load(), "no worker woken or started")
 	p.mu.Unlock()
 	p.arrived() // it runs: tasks are still queued, so it sends for one
-	require.EqualValues(t, 1, p.live.Load())
+	// That one, once it runs, may have sent for the next already, with the
+	// second task still queued: one each, never both at once by arrived.
+	require.Contains(t, []int64{1, 2}, p.live.Load())
 	got := map[int]bool{}
 	for range 2 {
 		select {
