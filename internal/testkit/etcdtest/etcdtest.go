@@ -57,13 +57,25 @@ func Start(t testing.TB) []string {
 // OS; Stop and Restart keep it, so that clients reconnect on their own.
 func StartServer(t testing.TB) *Server {
 	t.Helper()
+	return startSolo(t, nil)
+}
+
+// startSolo starts a single-member etcd, serving its clients over TLS if
+// tls is set.
+func startSolo(t testing.TB, tls *transport.TLSInfo) *Server {
+	t.Helper()
+	scheme := "http"
+	if tls != nil {
+		scheme = "https"
+	}
 	s := &Server{
 		t:         t,
 		name:      "solo",
 		dir:       t.TempDir(),
-		clientURL: url.URL{Scheme: "http", Host: "127.0.0.1:0"},
+		clientURL: url.URL{Scheme: scheme, Host: "127.0.0.1:0"},
 		peerURL:   url.URL{Scheme: "http", Host: "127.0.0.1:0"},
 		token:     uniqueToken(),
+		tls:       tls,
 	}
 	s.cluster = s.name + "=" + s.peerURL.String()
 	e, err := s.start(true)

@@ -9,7 +9,6 @@ import (
 	"encoding/pem"
 	"math/big"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"testing"
@@ -47,23 +46,8 @@ func StartTLS(t testing.TB) ([]string, TLSFiles) {
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}, files.Cert, files.Key)
 
-	s := &Server{
-		t:         t,
-		name:      "solo",
-		dir:       t.TempDir(),
-		clientURL: url.URL{Scheme: "https", Host: "127.0.0.1:0"},
-		peerURL:   url.URL{Scheme: "http", Host: "127.0.0.1:0"},
-		token:     uniqueToken(),
-		tls: &transport.TLSInfo{CertFile: serverCert, KeyFile: serverKey, TrustedCAFile: files.CA,
-			ClientCertAuth: true},
-	}
-	s.cluster = s.name + "=" + s.peerURL.String()
-	e, err := s.start(true)
-	if err != nil {
-		t.Fatalf("etcdtest: start with TLS: %v", err)
-	}
-	s.setRunning(e)
-	t.Cleanup(s.Stop)
+	s := startSolo(t, &transport.TLSInfo{CertFile: serverCert, KeyFile: serverKey, TrustedCAFile: files.CA,
+		ClientCertAuth: true})
 	return s.Endpoints(), files
 }
 
