@@ -1,9 +1,12 @@
 package actors
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"reflect"
+
+	"github.com/lowwater/lowwater/persistence"
 )
 
 // ErrMalformedCatalogError matches the error of a catalog call that
@@ -53,13 +56,20 @@ func checkPanicValue(r any) any {
 	return r
 }
 
-// errProbe is what malformed asks each error's Is and As about: an error
-// that is no one's, so that a method that answers at all answers false.
-var errProbe = errors.New("lowwater: probe")
+// isTargets are what malformed asks each error's Is about: every error
+// lowwater, or package metrics, asks errors.Is of a catalog's error for,
+// so that an Is that panics for one of them only is caught here too, and
+// an error that is no one's.
+var isTargets = []error{
+	errors.ErrUnsupported, context.Canceled, context.DeadlineExceeded,
+	persistence.ErrCorruptRecord, persistence.ErrFenced, persistence.ErrStoredAhead, persistence.ErrClosed,
+	ErrCatalogOverdue, errors.New("lowwater: probe"),
+}
 
 // malformed says what makes err unsafe to inspect, or "" if nothing does.
 // It calls Error on err, and Unwrap, Is and As on every error in its
-// tree, as errors.Is and errors.As would, under a recover.
+// tree, as errors.Is and errors.As would for the targets lowwater asks
+// about, under a recover.
 func malformed(err error) (why string) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -85,9 +95,13 @@ func malformed(err error) (why string) {
 			return fmt.Sprintf("it holds a nil %T", e.err)
 		}
 		if x, ok := e.err.(interface{ Is(error) bool }); ok {
-			_ = x.Is(errProbe)
+			for _, target := range isTargets {
+				_ = x.Is(target)
+			}
 		}
 		if x, ok := e.err.(interface{ As(any) bool }); ok {
+			var stored *persistence.StoredAheadError // as the persister asks
+			_ = x.As(&stored)
 			var probe *malformedError
 			_ = x.As(&probe)
 		}
