@@ -148,11 +148,16 @@ func (c *Catalog) acquire(ctx context.Context, op, pchannel string, f *fence) er
 	return err
 }
 
-// over is the error of a call made now, if the catalog is closed or the
-// owner of f has lost the pchannel.
+// over is the error of a call made now, if the catalog is closed, its
+// client was closed under it (New's, by its owner), or the owner of f has
+// lost the pchannel. A call on a closed client would retry until its
+// deadline and fail as a timeout.
 func (c *Catalog) over(pchannel string, f *fence) error {
 	if c.closed.Load() {
 		return persistence.ErrClosed
+	}
+	if c.client.Ctx().Err() != nil {
+		return errClientClosed
 	}
 	if f != nil && f.owner != nil {
 		if err := f.owner.Err(); err != nil {
@@ -163,6 +168,9 @@ func (c *Catalog) over(pchannel string, f *fence) error {
 }
 
 func (c *Catalog) release() { <-c.calls }
+
+// errClientClosed is over's error once the client was closed.
+var errClientClosed = fmt.Errorf("%w: its etcd client was closed", persistence.ErrClosed)
 
 // Client returns the etcd client the catalog uses.
 func (c *Catalog) Client() *clientv3.Client { return c.client }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/lowwater/lowwater/internal/testkit/etcdtest"
 	"github.com/lowwater/lowwater/persistence"
@@ -393,6 +394,29 @@ func TestEtcdDownCallsEndAtTheirDeadline(t *testing.T) {
 }
 
 // TestCloseOwnedClient: Open's client is closed by Close, New's is not.
+// A client closed under a catalog (New's, by whoever owns it) fails every
+// call at once with ErrClosed, where it would retry until the call's
+// deadline and fail as a timeout, counted as one.
+func TestClientClosedUnderTheCatalog(t *testing.T) {
+	eps := etcdtest.Start(t)
+	cli, err := clientv3.New(clientConfig(eps, nil)) // closed here, not at the test's end
+	require.NoError(t, err)
+	c, err := etcdcatalog.New(cli)
+	require.NoError(t, err)
+	require.NoError(t, c.Save(ctxT(t), "p", wal.KafkaID(1)))
+	require.NoError(t, cli.Close())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err = c.Save(ctx, "p", wal.KafkaID(2))
+	require.ErrorIs(t, err, persistence.ErrClosed)
+	require.ErrorContains(t, err, "its etcd client was closed")
+	_, err = c.Load(ctx, "p")
+	require.ErrorIs(t, err, persistence.ErrClosed)
+	require.ErrorIs(t, c.Delete(ctx, "p"), persistence.ErrClosed)
+	require.NoError(t, ctx.Err(), "failed at once, not at the deadline")
+	require.NoError(t, c.Close())
+}
+
 func TestCloseOwnedClient(t *testing.T) {
 	eps := etcdtest.Start(t)
 	c, err := etcdcatalog.Open(clientConfig(eps, nil))
