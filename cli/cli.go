@@ -10,7 +10,8 @@
 //		if err := wal.Register("pglsn", lsnCodec); err != nil {
 //			log.Fatal(err)
 //		}
-//		os.Exit(cli.Main(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
+//		os.Exit(cli.Main(context.Background(), os.Args[1:],
+//			os.Getenv, os.Stdout, os.Stderr))
 //	}
 //
 // Run `lowwater --help` for the commands, their flags and exit codes.
