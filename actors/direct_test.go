@@ -123,6 +123,7 @@ func TestDirectMessagesDeclinedOnceStopping(t *testing.T) {
 	from, err := newSpawn(wal.Kafka, map[string]wal.MessageID{"a": wal.KafkaID(10)})
 	require.NoError(t, err)
 	p := newPChannel(cfg, from)
+	p.tracker = from.take(testPID("p")).tracker // as Started would
 	for _, ph := range []phase{stopping, stopped} {
 		p.phase = ph
 		require.False(t, p.receiveDirect(&messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(20)}), "%v", ph)

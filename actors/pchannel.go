@@ -223,10 +223,10 @@ type crashes struct {
 	supervisor actor.Supervisor
 }
 
+// newPChannel makes an incarnation; it takes what it starts from (the
+// tracker above all) as it starts, by its PID (see spawn).
 func newPChannel(cfg *config, from *spawn) *pchannel {
-	h := from.take()
-	return &pchannel{cfg: cfg, tracker: h.tracker, spawn: from, spawnMinimum: h.tracker.Minimum(),
-		persistedBefore: h.persisted, restarted: h.restarted}
+	return &pchannel{cfg: cfg, spawn: from}
 }
 
 // Receive is one type switch: commands first (the hot path; every phase
@@ -401,6 +401,8 @@ func (p *pchannel) dropVChannel(ctx actor.Context, m *messages.DropVChannel) {
 
 func (p *pchannel) started(ctx actor.Context) {
 	p.self, p.root, p.events = ctx.Self(), ctx.ActorSystem().Root, ctx.ActorSystem().EventStream
+	h := p.spawn.take(p.self)
+	p.tracker, p.spawnMinimum, p.persistedBefore, p.restarted = h.tracker, h.tracker.Minimum(), h.persisted, h.restarted
 	p.plain = plainDispatch(ctx)
 	p.stall.since = time.Now()
 	if err := p.tracker.Broken(); err != nil {
@@ -443,7 +445,7 @@ func (p *pchannel) closing() bool { return p.stopBegan }
 // handOn hands the tracker and the save status to the next incarnation:
 // the actor restarts.
 func (p *pchannel) handOn() {
-	p.handed = p.spawn.handOn(handedOn{tracker: p.tracker, status: p.status, persisted: p.persistedBefore})
+	p.handed = p.spawn.handOn(p.self, handedOn{tracker: p.tracker, status: p.status, persisted: p.persistedBefore})
 }
 
 // receiveDirect takes an UpdateCheckpoint sent without a sender, and the
@@ -853,7 +855,7 @@ func (p *pchannel) becomeBroken(err error) {
 // final, the persister having stopped before its parent.
 func (p *pchannel) becomeStopped() {
 	p.phase = stopped
-	p.spawn.forget(p.handed)
+	p.spawn.forget(p.self, p.handed)
 	sp := p.savePoint()
 	ev := &messages.Stopped{Header: p.header(), Graceful: p.graceful, LastPersisted: sp.persisted, Flushed: true}
 	min := p.tracker.Minimum()

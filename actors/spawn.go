@@ -3,7 +3,9 @@ package actors
 import (
 	"encoding/binary"
 	"fmt"
-	"sync/atomic"
+	"sync"
+
+	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/lowwater/lowwater/internal/core/tracker"
 	"github.com/lowwater/lowwater/messages"
@@ -16,12 +18,25 @@ import (
 // (handOn), so that a restart forgets no vchannel added, dropped or moved
 // since. The tracker's changes are whole or nothing, a comparison's panic
 // included (see tracker.Broken), so the tracker handed on is consistent.
+//
+// What an incarnation hands on is kept for its own actor, by PID: protoactor
+// runs the Props' producer before it checks a name, so a SpawnNamed that
+// fails (the name is taken: a "make sure it runs" loop) makes an actor
+// that never starts, and one spawned again from the same Props is another
+// actor. Neither must take a restart's tracker: the restarted actor would
+// start from the vchannels given at spawn, and could save a minimum above
+// a vchannel added since.
 type spawn struct {
 	walName wal.Name
 	set     spawnSet
-	// next is what the next incarnation takes: the tracker newSpawn built,
-	// which validated the vchannels, or what the one before handed on.
-	next atomic.Pointer[handedOn]
+
+	mu sync.Mutex
+	// first is the tracker newSpawn built, which validated the vchannels,
+	// for the first actor to start from the Props; nil once taken.
+	first *tracker.Tracker // guarded by mu
+	// handed holds what each restarting actor handed on, by PID, until its
+	// next incarnation starts.
+	handed map[string]*handedOn // guarded by mu
 }
 
 // handedOn is what an incarnation hands the next: its tracker, and the
@@ -55,38 +70,60 @@ func newSpawn(walName wal.Name, vchannels map[string]wal.MessageID) (*spawn, err
 	if err != nil {
 		return nil, err
 	}
-	s := &spawn{walName: walName, set: set}
-	s.next.Store(&handedOn{tracker: t})
-	return s, nil
+	return &spawn{walName: walName, set: set, first: t}, nil
 }
 
-// handOn keeps what the next incarnation starts from: the actor restarts.
-// It returns what it kept, for forget.
-func (s *spawn) handOn(h handedOn) *handedOn {
+// handOn keeps what the next incarnation of the actor at pid starts from:
+// it restarts. It returns what it kept, for forget.
+func (s *spawn) handOn(pid *actor.PID, h handedOn) *handedOn {
 	h.restarted = true
-	s.next.Store(&h)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.handed == nil {
+		s.handed = make(map[string]*handedOn, 1)
+	}
+	s.handed[pidKey(pid)] = &h
 	return &h
 }
 
-// forget drops h if the next incarnation has not taken it: the actor
-// stopped after all (a stop came while its restart waited for its
-// children), and a later actor spawned from the same Props must start
-// from the vchannels given at spawn, not from this one's.
-func (s *spawn) forget(h *handedOn) {
-	if h != nil {
-		s.next.CompareAndSwap(h, nil)
+// forget drops h if the next incarnation of the actor at pid has not taken
+// it: the actor stopped after all (a stop came while its restart waited
+// for its children).
+func (s *spawn) forget(pid *actor.PID, h *handedOn) {
+	if h == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.handed[pidKey(pid)] == h {
+		delete(s.handed, pidKey(pid))
 	}
 }
 
-// take returns what an incarnation starts from: what was handed on, or the
-// first tracker; else (never, while every restart hands one on) a new
-// tracker holding the vchannels given at spawn.
-func (s *spawn) take() handedOn {
-	if h := s.next.Swap(nil); h != nil {
+// pidKey is a PID as a map key: its address and id.
+func pidKey(pid *actor.PID) string { return pid.Address + "/" + pid.Id }
+
+// take returns what the incarnation of the actor at pid starts from, as
+// it starts: what its incarnation before handed on; else, for an actor
+// that starts afresh, the first tracker, or once that is taken, a new one
+// holding the vchannels given at spawn.
+func (s *spawn) take(pid *actor.PID) handedOn {
+	s.mu.Lock()
+	h := s.handed[pidKey(pid)]
+	delete(s.handed, pidKey(pid))
+	first := s.first
+	if h == nil {
+		s.first = nil
+	}
+	s.mu.Unlock()
+	if h != nil {
 		if h.status != nil {
 			h.persisted = h.status.load().persisted
 		}
 		return *h
+	}
+	if first != nil {
+		return handedOn{tracker: first}
 	}
 	cps, err := s.set.checkpoints(s.walName)
 	if err == nil {
@@ -95,7 +132,8 @@ func (s *spawn) take() handedOn {
 			return handedOn{tracker: t}
 		}
 	}
-	// newSpawn validated these very checkpoints: unreachable.
+	// newSpawn validated these very checkpoints, and that they read back:
+	// unreachable.
 	panic(fmt.Sprintf("lowwater: rebuilding the vchannels given at spawn: %v", err))
 }
 

@@ -2,14 +2,18 @@ package actors
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/stretchr/testify/require"
 
 	"github.com/lowwater/lowwater/internal/core/tracker"
+	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/wal"
 )
@@ -58,8 +62,8 @@ func TestSpawnSetKeepsLongIDs(t *testing.T) {
 	given := map[string]wal.MessageID{"a": wideID{v: 1, width: 300}, "b": wideID{v: 2, width: 8}, "c": wideID{v: 3, width: 70000}}
 	from, err := newSpawn(wideWAL, given)
 	require.NoError(t, err)
-	from.next.Store(nil) // as if no incarnation had handed one on
-	require.Equal(t, given, from.take().tracker.Checkpoints())
+	from.take(testPID("first")) // the first actor's
+	require.Equal(t, given, from.take(testPID("second")).tracker.Checkpoints())
 }
 
 // An ID whose Marshal panics is refused at NewProps, never a panic in the
@@ -97,12 +101,116 @@ func TestSpawnSetOutlivesChangesToTheTracker(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			from, err := newSpawn(wal.Kafka, given)
 			require.NoError(t, err)
-			tr := from.take().tracker
+			tr := from.take(testPID("first")).tracker
 			for _, change := range changes {
 				change(t, tr)
 			}
 			require.Equal(t, 15, tr.Len())
-			require.Equal(t, given, from.take().tracker.Checkpoints(), "a restart with no tracker handed on starts from the vchannels given at spawn")
+			require.Equal(t, given, from.take(testPID("second")).tracker.Checkpoints(), "an actor with no tracker handed on starts from the vchannels given at spawn")
 		})
 	}
+}
+
+func testPID(id string) *actor.PID { return actor.NewPID("nonhost", id) }
+
+// What a restarting actor hands on is its next incarnation's alone: an
+// actor made from the same Props meanwhile (a SpawnNamed that fails on
+// the taken name runs the producer all the same, and so does a second
+// spawn) starts from the vchannels given at spawn, and the restarted one
+// still finds its own. It used to take the first tracker handed on,
+// whoever it was: the restarted actor then forgot the vchannels added
+// since, and could save a minimum above one of them.
+func TestHandedOnIsTheRestartedActorsAlone(t *testing.T) {
+	given := map[string]wal.MessageID{"a": wal.KafkaID(100)}
+	from, err := newSpawn(wal.Kafka, given)
+	require.NoError(t, err)
+	pc := testPID("pc")
+	tr := from.take(pc).tracker
+	_, err = tr.Add("low", wal.KafkaID(50))
+	require.NoError(t, err)
+	h := from.handOn(pc, handedOn{tracker: tr})
+
+	other := from.take(testPID("pc-again")) // a failed SpawnNamed's actor, never started, or another
+	require.False(t, other.restarted)
+	require.Equal(t, given, other.tracker.Checkpoints())
+
+	next := from.take(pc)
+	require.True(t, next.restarted)
+	require.Same(t, tr, next.tracker)
+	require.Equal(t, map[string]wal.MessageID{"a": wal.KafkaID(100), "low": wal.KafkaID(50)}, next.tracker.Checkpoints())
+
+	// A hand-on its actor stopped before taking is forgotten: the PID
+	// spawned again later starts from the vchannels given at spawn.
+	h = from.handOn(pc, handedOn{tracker: tr})
+	from.forget(pc, h)
+	require.Equal(t, given, from.take(pc).tracker.Checkpoints())
+}
+
+// A restart while someone keeps calling SpawnNamed with the pchannel's
+// Props and name (a "make sure it runs" loop, each call failing on the
+// taken name) keeps the vchannels added since the spawn: protoactor runs
+// the producer of every such call, and it used to take the tracker the
+// restarting actor handed on. The restarted actor then started from the
+// vchannels given at spawn, without "low", and could save a minimum above
+// it. It did in two runs of three.
+func TestRestartKeepsItsVChannelsWhileSpawnNamedFails(t *testing.T) {
+	system := quietSystem(t)
+	recovered := make(chan struct{}, 4)
+	sub := system.EventStream.Subscribe(func(ev any) {
+		if _, ok := ev.(*messages.Recovered); ok {
+			recovered <- struct{}{}
+		}
+	})
+	t.Cleanup(func() { system.EventStream.Unsubscribe(sub) })
+	props, err := NewProps("p", wal.Kafka, persistence.NewMemory(), WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(100)}))
+	require.NoError(t, err)
+	props.Configure(actor.WithReceiverMiddleware(func(next actor.ReceiverFunc) actor.ReceiverFunc {
+		return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
+			if m, ok := env.Message.(*messages.UpdateCheckpoint); ok && m != nil && m.VChannel == boomVChannel {
+				panic("middleware bug")
+			}
+			next(c, env)
+		}
+	}))
+	pid, err := system.Root.SpawnNamed(props, "pc")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = system.Root.PoisonFuture(pid).Wait() })
+	waitRecovered := func() {
+		t.Helper()
+		select {
+		case <-recovered:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no Recovered within 10 s")
+		}
+	}
+	waitRecovered()
+	require.NoError(t, Request(ctx10s(t), system.Root, pid, &messages.AddVChannel{VChannel: "low", Checkpoint: wal.KafkaID(50)}))
+	require.NoError(t, Request(ctx10s(t), system.Root, pid, &messages.AddVChannel{VChannel: boomVChannel, Checkpoint: wal.KafkaID(60)}))
+
+	stop := make(chan struct{})
+	spawning := make(chan error, 1)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				spawning <- nil
+				return
+			default:
+			}
+			if _, err := system.Root.SpawnNamed(props, "pc"); !errors.Is(err, actor.ErrNameExists) {
+				spawning <- err
+				return
+			}
+		}
+	}()
+	err = Request(ctx10s(t), system.Root, pid, &messages.UpdateCheckpoint{VChannel: boomVChannel, Checkpoint: wal.KafkaID(70)})
+	require.ErrorIs(t, err, ErrPChannelPanicked)
+	waitRecovered() // the restarted incarnation's
+	close(stop)
+	require.NoError(t, <-spawning)
+
+	st, err := GetState(ctx10s(t), system.Root, pid, IncludeCheckpoints())
+	require.NoError(t, err)
+	require.Equal(t, map[string]wal.MessageID{"a": wal.KafkaID(100), "low": wal.KafkaID(50), boomVChannel: wal.KafkaID(60)}, st.Checkpoints)
+	require.Equal(t, wal.KafkaID(50), st.Minimum)
 }
