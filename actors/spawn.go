@@ -70,6 +70,11 @@ func newSpawn(walName wal.Name, vchannels map[string]wal.MessageID) (*spawn, err
 	if err != nil {
 		return nil, err
 	}
+	if checker, _ := wal.NewChecker(walName); !checker.BuiltIn() {
+		if err := set.readsBack(walName, vchannels); err != nil {
+			return nil, err
+		}
+	}
 	return &spawn{walName: walName, set: set, first: t}, nil
 }
 
@@ -179,6 +184,23 @@ func uvarintLen(n int) int {
 		l++
 	}
 	return l
+}
+
+// readsBack checks that the set decodes to vchannels, as an actor that
+// starts from it would decode it: a registered codec whose Unmarshal does
+// not read what its Marshal wrote would otherwise fail that actor's start,
+// a panic in whoever spawns it. The built-in codecs do not need it.
+func (s spawnSet) readsBack(walName wal.Name, vchannels map[string]wal.MessageID) error {
+	cps, err := s.checkpoints(walName)
+	if err != nil {
+		return fmt.Errorf("the vchannels given do not read back as marshalled: %w", err)
+	}
+	for _, c := range cps {
+		if given := vchannels[c.VChannel]; c.Checkpoint != given { // comparable: wal.Register takes no other type
+			return fmt.Errorf("%w: vchannel %q: %s reads back as %s", wal.ErrCorruptID, c.VChannel, wal.String(given), wal.String(c.Checkpoint))
+		}
+	}
+	return nil
 }
 
 // checkpoints decodes the set: IDs equal to those given, by value.

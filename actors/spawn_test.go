@@ -214,3 +214,57 @@ func TestRestartKeepsItsVChannelsWhileSpawnNamedFails(t *testing.T) {
 	require.Equal(t, map[string]wal.MessageID{"a": wal.KafkaID(100), "low": wal.KafkaID(50), boomVChannel: wal.KafkaID(60)}, st.Checkpoints)
 	require.Equal(t, wal.KafkaID(50), st.Minimum)
 }
+
+// lossyID is the ID of a registered WAL whose codec does not read back
+// what it wrote: Marshal keeps the low byte only, and nothing for 0.
+type lossyID int64
+
+const lossyWAL wal.Name = "lossy-test"
+
+func (lossyID) WALName() wal.Name          { return lossyWAL }
+func (a lossyID) LT(o wal.MessageID) bool  { return a < o.(lossyID) }
+func (a lossyID) LTE(o wal.MessageID) bool { return a <= o.(lossyID) }
+func (a lossyID) EQ(o wal.MessageID) bool  { return a == o.(lossyID) }
+func (a lossyID) String() string           { return fmt.Sprintf("%s:%d", lossyWAL, int64(a)) }
+func (a lossyID) Marshal() []byte {
+	if a == 0 {
+		return nil
+	}
+	return []byte{byte(a)}
+}
+
+var registerLossy = sync.OnceValue(func() error {
+	return wal.Register(lossyWAL, wal.Codec[lossyID]{
+		Unmarshal: func(b []byte) (lossyID, error) {
+			if len(b) != 1 {
+				return 0, fmt.Errorf("want 1 byte, got %d", len(b))
+			}
+			return lossyID(b[0]), nil
+		},
+		Parse: func(s string) (lossyID, error) {
+			n, err := strconv.ParseInt(s, 10, 64)
+			return lossyID(n), err
+		},
+	})
+})
+
+// vchannels given at spawn whose IDs do not read back are refused at
+// NewProps: an actor made from the Props later (a second spawn, a restart
+// with nothing handed on) decodes them, and its producer panicked in the
+// caller's Spawn.
+func TestNewPropsRefusesIDsThatDoNotReadBack(t *testing.T) {
+	require.NoError(t, registerLossy())
+	for _, c := range []struct {
+		id   lossyID
+		want string
+	}{
+		{0, "do not read back as marshalled"},
+		{300, `vchannel "a": lossy-test:300 reads back as lossy-test:44`},
+	} {
+		_, err := NewProps("p", lossyWAL, persistence.NewMemory(), WithVChannels(map[string]wal.MessageID{"a": c.id}))
+		require.ErrorIs(t, err, ErrInvalidOption)
+		require.ErrorContains(t, err, c.want)
+	}
+	_, err := NewProps("p", lossyWAL, persistence.NewMemory(), WithVChannels(map[string]wal.MessageID{"a": lossyID(7)}))
+	require.NoError(t, err, "one that reads back")
+}
