@@ -403,6 +403,14 @@ func (p *pchannel) started(ctx actor.Context) {
 	p.self, p.root, p.events = ctx.Self(), ctx.ActorSystem().Root, ctx.ActorSystem().EventStream
 	h := p.spawn.take(p.self)
 	p.tracker, p.spawnMinimum, p.persistedBefore, p.restarted = h.tracker, h.tracker.Minimum(), h.persisted, h.restarted
+	if h.stop != nil {
+		// The incarnation before was stopping when its restart came, and
+		// had flushed what it could: this one ends the stop, as it was,
+		// with no recovery, no persister and no command.
+		p.stopBegan, p.graceful, p.unflushed, p.phase = true, h.stop.graceful, h.stop.unflushed, stopping
+		ctx.Stop(p.self)
+		return
+	}
 	p.plain = plainDispatch(ctx)
 	p.stall.since = time.Now()
 	if err := p.tracker.Broken(); err != nil {
@@ -442,10 +450,14 @@ func (p *pchannel) update(m *messages.UpdateCheckpoint) error {
 // Stopping handler has run. A restart does not count: the actor lives on.
 func (p *pchannel) closing() bool { return p.stopBegan }
 
-// handOn hands the tracker and the save status to the next incarnation:
-// the actor restarts.
+// handOn hands the tracker, the save status and the stop under way, if
+// any, to the next incarnation: the actor restarts.
 func (p *pchannel) handOn() {
-	p.handed = p.spawn.handOn(p.self, handedOn{tracker: p.tracker, status: p.status, persisted: p.persistedBefore})
+	h := handedOn{tracker: p.tracker, status: p.status, persisted: p.persistedBefore}
+	if p.stopBegan {
+		h.stop = &stopUnderWay{graceful: p.graceful, unflushed: p.unflushed}
+	}
+	p.handed = p.spawn.handOn(p.self, h)
 }
 
 // receiveDirect takes an UpdateCheckpoint sent without a sender, and the

@@ -49,6 +49,18 @@ type handedOn struct {
 	status    *saveStatus
 	persisted wal.MessageID
 	restarted bool
+	// stop is the stop under way when the actor restarted, if one was:
+	// protoactor restarts a stopping actor (its supervisor's decision, or
+	// a sibling's failure under AllForOne) and forgets the stop, which the
+	// next incarnation then ends.
+	stop *stopUnderWay
+}
+
+// stopUnderWay is what an incarnation that began stopping hands on: how
+// the stop was asked for, and what its flush left unsaved (nil: nothing).
+type stopUnderWay struct {
+	graceful  bool
+	unflushed error
 }
 
 // newSpawn validates the vchannels given at spawn by building the first

@@ -1,0 +1,91 @@
+package actors
+
+import (
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lowwater/lowwater/messages"
+	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/wal"
+)
+
+// siblingActor panics on "boom" and says when each incarnation starts.
+type siblingActor struct{ started chan struct{} }
+
+func (s siblingActor) Receive(c actor.Context) {
+	switch m := c.Message().(type) {
+	case *actor.Started:
+		s.started <- struct{}{}
+	case string:
+		if m == "boom" {
+			panic("sibling bug")
+		}
+	}
+}
+
+// A restart that comes while the pchannel is stopping (the user's
+// AllForOne strategy restarts every child when a sibling fails) does not
+// lose the stop: protoactor restarts a stopping actor and forgets the
+// stop, and the incarnation after it ends it. The pchannel used to run on
+// after its PoisonFuture had timed out, and published no Stopped.
+func TestRestartDuringAStopEndsTheStop(t *testing.T) {
+	for _, graceful := range []bool{true, false} {
+		t.Run(map[bool]string{true: "poison", false: "stop"}[graceful], func(t *testing.T) {
+			system := quietSystem(t)
+			stopped := stoppedOf(t, system)
+			sibStarted := make(chan struct{}, 2)
+			within := func(what string, c <-chan struct{}) {
+				t.Helper()
+				select {
+				case <-c:
+				case <-time.After(10 * time.Second):
+					t.Fatalf("no %s within 10 s", what)
+				}
+			}
+			var sib *actor.PID
+			props, err := NewProps("p", wal.Kafka, persistence.NewMemory(), WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(10)}))
+			require.NoError(t, err)
+			// The sibling fails, and the parent's strategy restarts its
+			// children, while the pchannel handles its Stopping.
+			props.Configure(actor.WithReceiverMiddleware(func(next actor.ReceiverFunc) actor.ReceiverFunc {
+				return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
+					if _, ok := env.Message.(*actor.Stopping); ok && sib != nil {
+						system.Root.Send(sib, "boom")
+						within("sibling restart", sibStarted) // the pchannel's Restart was sent first
+						sib = nil
+					}
+					next(c, env)
+				}
+			}))
+			children := make(chan *actor.PID, 2)
+			parent := system.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+				if _, ok := c.Message().(*actor.Started); ok {
+					children <- c.Spawn(props) // first: AllForOne restarts it first
+					children <- c.Spawn(actor.PropsFromProducer(func() actor.Actor { return siblingActor{started: sibStarted} }))
+				}
+			}, actor.WithSupervisor(actor.NewAllForOneStrategy(10, time.Minute, func(any) actor.Directive { return actor.RestartDirective }))))
+			t.Cleanup(func() { _ = system.Root.PoisonFuture(parent).Wait() })
+			pc := <-children
+			sib = <-children
+			within("sibling start", sibStarted)
+			require.NoError(t, Request(ctx10s(t), system.Root, pc, &messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(20)}))
+
+			stop := system.Root.StopFuture
+			if graceful {
+				stop = system.Root.PoisonFuture
+			}
+			require.NoError(t, stop(pc).Wait())
+			s := stopped()
+			require.Equal(t, graceful, s.Graceful, "%+v", s)
+			if graceful {
+				require.True(t, s.Flushed, "%+v", s)
+				require.Equal(t, wal.KafkaID(20), s.LastPersisted)
+			}
+			_, err = GetState(ctx10s(t), system.Root, pc)
+			require.ErrorIs(t, err, actor.ErrDeadLetter, "the pchannel is gone")
+		})
+	}
+}
