@@ -128,7 +128,7 @@ func TestHandedOnIsTheRestartedActorsAlone(t *testing.T) {
 	tr := from.take(pc).tracker
 	_, err = tr.Add("low", wal.KafkaID(50))
 	require.NoError(t, err)
-	h := from.handOn(pc, handedOn{tracker: tr})
+	from.handOn(pc, handedOn{tracker: tr})
 
 	other := from.take(testPID("pc-again")) // a failed SpawnNamed's actor, never started, or another
 	require.False(t, other.restarted)
@@ -141,7 +141,7 @@ func TestHandedOnIsTheRestartedActorsAlone(t *testing.T) {
 
 	// A hand-on its actor stopped before taking is forgotten: the PID
 	// spawned again later starts from the vchannels given at spawn.
-	h = from.handOn(pc, handedOn{tracker: tr})
+	h := from.handOn(pc, handedOn{tracker: tr})
 	from.forget(pc, h)
 	require.Equal(t, given, from.take(pc).tracker.Checkpoints())
 }
