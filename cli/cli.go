@@ -112,6 +112,7 @@ Exit codes:
 // options are the flags every command takes.
 type options struct {
 	catalog     string
+	url         catalogurl.URL // catalog, parsed once Main has it
 	timeout     time.Duration
 	lockTimeout time.Duration
 	etcd        etcdAccess
@@ -268,6 +269,9 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	if o.catalog == "" {
 		return fail(stderr, usagef("no catalog: give --catalog URL or set LOWWATER_CATALOG"))
 	}
+	if o.url, err = catalogurl.Parse(o.catalog); err != nil {
+		return fail(stderr, usagef("--catalog: %v", err))
+	}
 	if o.timeout <= 0 || o.lockTimeout <= 0 {
 		return fail(stderr, usagef("--timeout and --lock-timeout must be positive"))
 	}
@@ -275,7 +279,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	for _, set := range []*flag.FlagSet{global, fs} {
 		set.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	}
-	if err := o.etcd.check(o.catalog, given); err != nil {
+	if err := o.etcd.check(o.url, given); err != nil {
 		return fail(stderr, err)
 	}
 	ctx, cancel := context.WithTimeoutCause(ctx, o.timeout, fmt.Errorf("%w: --timeout %v passed", context.DeadlineExceeded, o.timeout))
@@ -306,8 +310,8 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 // own error says only "context deadline exceeded". Finding which takes
 // up to probeTime more.
 func timeoutHint(o options) string {
-	u, err := catalogurl.Parse(o.catalog)
-	if err != nil || u.Kind != catalogurl.Etcd {
+	u := o.url
+	if u.Kind != catalogurl.Etcd {
 		return ""
 	}
 	if why := o.etcd.diagnose(u.Endpoints[0]); why != "" {

@@ -40,8 +40,8 @@ func (a etcdAccess) tls() bool { return a.caFile != "" || a.certFile != "" || a.
 // they would be ignored. given names the flags on the command line; what
 // the environment set is ignored for a catalog other than etcd, where it
 // may well be meant for another command.
-func (a etcdAccess) check(catalog string, given map[string]bool) error {
-	if u, err := catalogurl.Parse(catalog); err == nil && u.Kind != catalogurl.Etcd {
+func (a etcdAccess) check(u catalogurl.URL, given map[string]bool) error {
+	if u.Kind != catalogurl.Etcd {
 		for _, f := range []string{"etcd-cacert", "etcd-cert", "etcd-key", "etcd-user"} {
 			if given[f] {
 				return usagef("--%s is for an etcd catalog, not %s", f, u)

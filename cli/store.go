@@ -47,10 +47,7 @@ const (
 )
 
 func (e *env) open(ctx context.Context, m mode) (*store, error) {
-	u, err := catalogurl.Parse(e.opts.catalog)
-	if err != nil {
-		return nil, usagef("--catalog: %v", err)
-	}
+	u := e.opts.url
 	s := &store{url: u, stderr: e.stderr}
 	switch u.Kind {
 	case catalogurl.Bolt:
