@@ -82,11 +82,6 @@ func newSpawn(walName wal.Name, vchannels map[string]wal.MessageID) (*spawn, err
 	if err != nil {
 		return nil, err
 	}
-	if checker, _ := wal.NewChecker(walName); !checker.BuiltIn() {
-		if err := set.readsBack(walName, vchannels); err != nil {
-			return nil, err
-		}
-	}
 	return &spawn{walName: walName, set: set, first: t}, nil
 }
 
@@ -149,8 +144,8 @@ func (s *spawn) take(pid *actor.PID) handedOn {
 			return handedOn{tracker: t}
 		}
 	}
-	// newSpawn validated these very checkpoints, and that they read back:
-	// unreachable.
+	// newSpawn validated these very checkpoints, which wal.Marshal checked
+	// read back: unreachable.
 	panic(fmt.Sprintf("lowwater: rebuilding the vchannels given at spawn: %v", err))
 }
 
@@ -196,23 +191,6 @@ func uvarintLen(n int) int {
 		l++
 	}
 	return l
-}
-
-// readsBack checks that the set decodes to vchannels, as an actor that
-// starts from it would decode it: a registered codec whose Unmarshal does
-// not read what its Marshal wrote would otherwise fail that actor's start,
-// a panic in whoever spawns it. The built-in codecs do not need it.
-func (s spawnSet) readsBack(walName wal.Name, vchannels map[string]wal.MessageID) error {
-	cps, err := s.checkpoints(walName)
-	if err != nil {
-		return fmt.Errorf("the vchannels given do not read back as marshalled: %w", err)
-	}
-	for _, c := range cps {
-		if given := vchannels[c.VChannel]; c.Checkpoint != given { // comparable: wal.Register takes no other type
-			return fmt.Errorf("%w: vchannel %q: %s reads back as %s", wal.ErrCorruptID, c.VChannel, wal.String(given), wal.String(c.Checkpoint))
-		}
-	}
-	return nil
 }
 
 // checkpoints decodes the set: IDs equal to those given, by value.

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -248,6 +249,47 @@ var registerLossy = sync.OnceValue(func() error {
 	})
 })
 
+// An ID that does not read back as marshalled is refused where it comes
+// in, with wal.ErrCorruptID, and changes nothing. Held, it became the
+// minimum: bbolt stored lossy-test:300 as its low byte, and the next
+// recovery read back 44, lower than the checkpoint acknowledged.
+func TestIDsThatDoNotReadBackAreRefused(t *testing.T) {
+	require.NoError(t, registerLossy())
+	path := filepath.Join(t.TempDir(), "checkpoints.db")
+	bolt, err := persistence.OpenBolt(path)
+	require.NoError(t, err)
+	system := quietSystem(t)
+	props, err := NewProps("p", lossyWAL, bolt, WithVChannels(map[string]wal.MessageID{"a": lossyID(7)}))
+	require.NoError(t, err)
+	pid := system.Root.Spawn(props)
+	for _, cmd := range []messages.Command{
+		&messages.UpdateCheckpoint{VChannel: "a", Checkpoint: lossyID(300)},
+		&messages.AddVChannel{VChannel: "b", Checkpoint: lossyID(0)},
+	} {
+		require.ErrorIs(t, Request(ctx10s(t), system.Root, pid, cmd), wal.ErrCorruptID, "%T", cmd)
+	}
+	st, err := GetState(ctx10s(t), system.Root, pid, IncludeCheckpoints())
+	require.NoError(t, err)
+	require.Equal(t, map[string]wal.MessageID{"a": lossyID(7)}, st.Checkpoints)
+
+	require.NoError(t, Request(ctx10s(t), system.Root, pid, &messages.UpdateCheckpoint{VChannel: "a", Checkpoint: lossyID(9)}))
+	require.NoError(t, system.Root.PoisonFuture(pid).Wait())
+	require.NoError(t, bolt.Close())
+	bolt, err = persistence.OpenBolt(path)
+	require.NoError(t, err)
+	defer bolt.Close()
+	got, err := bolt.Load(ctx10s(t), "p")
+	require.NoError(t, err)
+	require.Equal(t, lossyID(9), got)
+
+	err = bolt.Save(ctx10s(t), "p", lossyID(300))
+	require.ErrorIs(t, err, persistence.ErrInvalidArgument)
+	require.ErrorIs(t, err, wal.ErrCorruptID)
+	got, err = bolt.Load(ctx10s(t), "p")
+	require.NoError(t, err)
+	require.Equal(t, lossyID(9), got, "a refused save changes nothing")
+}
+
 // vchannels given at spawn whose IDs do not read back are refused at
 // NewProps: an actor made from the Props later (a second spawn, a restart
 // with nothing handed on) decodes them, and its producer panicked in the
@@ -258,8 +300,8 @@ func TestNewPropsRefusesIDsThatDoNotReadBack(t *testing.T) {
 		id   lossyID
 		want string
 	}{
-		{0, "do not read back as marshalled"},
-		{300, `vchannel "a": lossy-test:300 reads back as lossy-test:44`},
+		{0, `vchannel "a": lossy-test:0 does not read back as marshalled`},
+		{300, `vchannel "a": wal: corrupt message ID: lossy-test:300 reads back as lossy-test:44`},
 	} {
 		_, err := NewProps("p", lossyWAL, persistence.NewMemory(), WithVChannels(map[string]wal.MessageID{"a": c.id}))
 		require.ErrorIs(t, err, ErrInvalidOption)

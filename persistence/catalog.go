@@ -14,7 +14,8 @@ import (
 // every call: a deadline bounds the call, so a hung store costs the caller
 // one attempt, not its goroutine. Save refuses a pchannel name no catalog
 // may store (ValidatePChannel: empty, over 512 bytes, not UTF-8, a NUL
-// byte) with ErrInvalidArgument and writes nothing; Load and Delete
+// byte), and a checkpoint that does not read back as marshalled
+// (wal.Marshal), with ErrInvalidArgument and writes nothing; Load and Delete
 // refuse an empty one alike, and take any other, so that a record stored
 // under a name no node can use (by another writer, or an older build) can
 // still be read and removed. catalogtest.Run checks the empty name.

@@ -2,7 +2,10 @@ package wal_test
 
 import (
 	"errors"
+	"fmt"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/lowwater/lowwater/wal"
@@ -70,18 +73,105 @@ func TestBuiltIn(t *testing.T) {
 	}
 }
 
-// brokenMarshal is an ID whose Marshal panics.
+// brokenMarshal is an ID whose Marshal panics, of no registered WAL.
 type brokenMarshal struct{ fragile }
 
 func (brokenMarshal) Marshal() []byte { panic("Marshal bug") }
 
-func TestMarshalTurnsAPanicIntoErrCorruptID(t *testing.T) {
+// choosyID is a registered WAL's ID whose codec fails in every way Marshal
+// checks for: its Marshal panics for 13, keeps the low byte alone (so 300
+// reads back as 44), and writes nothing for 0, which Unmarshal refuses.
+type choosyID int64
+
+func (choosyID) WALName() wal.Name          { return "test-choosy" }
+func (a choosyID) LT(o wal.MessageID) bool  { b, ok := o.(choosyID); return ok && a < b }
+func (a choosyID) LTE(o wal.MessageID) bool { b, ok := o.(choosyID); return ok && a <= b }
+func (a choosyID) EQ(o wal.MessageID) bool  { b, ok := o.(choosyID); return ok && a == b }
+func (a choosyID) String() string           { return "test-choosy:" + strconv.FormatInt(int64(a), 10) }
+func (a choosyID) Marshal() []byte {
+	switch {
+	case a == 13:
+		panic("Marshal bug")
+	case a == 0:
+		return nil
+	}
+	return []byte{byte(a)}
+}
+
+var registerChoosy = sync.OnceValue(func() error {
+	return wal.Register("test-choosy", wal.Codec[choosyID]{
+		Unmarshal: func(b []byte) (choosyID, error) {
+			if len(b) != 1 {
+				return 0, fmt.Errorf("%d bytes, want 1", len(b))
+			}
+			return choosyID(b[0]), nil
+		},
+		Parse: func(s string) (choosyID, error) {
+			n, err := strconv.ParseInt(s, 10, 64)
+			return choosyID(n), err
+		},
+	})
+})
+
+// taggedID carries a note its codec does not keep: it reads back as
+// another value at the same position, which is all a checkpoint needs.
+type taggedID struct {
+	pos  int64
+	note string
+}
+
+func (taggedID) WALName() wal.Name          { return "test-tagged" }
+func (a taggedID) LT(o wal.MessageID) bool  { b, ok := o.(taggedID); return ok && a.pos < b.pos }
+func (a taggedID) LTE(o wal.MessageID) bool { b, ok := o.(taggedID); return ok && a.pos <= b.pos }
+func (a taggedID) EQ(o wal.MessageID) bool  { b, ok := o.(taggedID); return ok && a.pos == b.pos }
+func (a taggedID) Marshal() []byte          { return []byte{byte(a.pos)} }
+func (a taggedID) String() string           { return "test-tagged:" + strconv.FormatInt(a.pos, 10) }
+
+var registerTagged = sync.OnceValue(func() error {
+	return wal.Register("test-tagged", wal.Codec[taggedID]{
+		Unmarshal: func(b []byte) (taggedID, error) {
+			if len(b) != 1 {
+				return taggedID{}, fmt.Errorf("%d bytes, want 1", len(b))
+			}
+			return taggedID{pos: int64(b[0])}, nil
+		},
+		Parse: func(string) (taggedID, error) { return taggedID{}, nil },
+	})
+})
+
+// Marshal never panics, and gives only bytes that read back as the same
+// position: a checkpoint stored otherwise would be read at the next
+// recovery as another, lower maybe, or not at all.
+func TestMarshalGivesOnlyBytesThatReadBack(t *testing.T) {
+	if err := registerChoosy(); err != nil {
+		t.Fatal(err)
+	}
 	if b, err := wal.Marshal(wal.KafkaID(7)); err != nil || string(b) != string(wal.KafkaID(7).Marshal()) {
 		t.Errorf("Marshal(kafka:7) = (%x, %v)", b, err)
 	}
-	b, err := wal.Marshal(brokenMarshal{})
-	if !errors.Is(err, wal.ErrCorruptID) || b != nil || !strings.Contains(err.Error(), "Marshal bug") {
-		t.Errorf("Marshal of a panicking ID = (%x, %v), want (nil, ErrCorruptID naming the panic)", b, err)
+	if b, err := wal.Marshal(choosyID(7)); err != nil || string(b) != "\x07" {
+		t.Errorf("Marshal(test-choosy:7) = (%x, %v), want (07, nil)", b, err)
+	}
+	if err := registerTagged(); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := wal.Marshal(taggedID{pos: 5, note: "kept in memory only"}); err != nil || string(b) != "\x05" {
+		t.Errorf("Marshal(test-tagged:5) = (%x, %v), want (05, nil): the same position", b, err)
+	}
+	for _, c := range []struct {
+		id   wal.MessageID
+		want error
+		text string
+	}{
+		{choosyID(13), wal.ErrCorruptID, "choosyID.Marshal panicked: Marshal bug"},
+		{choosyID(300), wal.ErrCorruptID, "test-choosy:300 reads back as test-choosy:44"},
+		{choosyID(0), wal.ErrCorruptID, "test-choosy:0 does not read back as marshalled: wal: corrupt message ID: test-choosy: 0 bytes, want 1"},
+		{brokenMarshal{}, wal.ErrWALMismatch, "brokenMarshal is not a registered message ID type"},
+	} {
+		b, err := wal.Marshal(c.id)
+		if !errors.Is(err, c.want) || b != nil || !strings.Contains(err.Error(), c.text) {
+			t.Errorf("Marshal(%s) = (%x, %v), want (nil, %v containing %q)", wal.String(c.id), b, err, c.want, c.text)
+		}
 	}
 }
 

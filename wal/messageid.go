@@ -137,13 +137,52 @@ func compare(a, b MessageID) int {
 	return 1
 }
 
-// Marshal returns id.Marshal(), and never panics: a registered ID type's
-// Marshal that panics gives ErrCorruptID, naming the panic, as Unmarshal
-// does for a codec that panics.
-func Marshal(id MessageID) (b []byte, err error) {
+// Marshal returns id's bytes, as a catalog stores them. It never panics.
+// For an ID type registered outside this package it also checks that the
+// bytes read back, through the registered Unmarshal, as the same position:
+// a codec that does not (one that truncates, say) would have a checkpoint
+// acknowledged and then read at the next recovery as another position,
+// lower maybe, or not at all. A Marshal that panics, or bytes that do not
+// read back, give ErrCorruptID; an unregistered type gives ErrWALMismatch.
+func Marshal(id MessageID) ([]byte, error) {
 	if BuiltIn(id) {
 		return id.Marshal(), nil
 	}
+	name, err := NameOf(id)
+	if err != nil {
+		return nil, err
+	}
+	b, err := marshalGuarded(id)
+	if err != nil {
+		return nil, err
+	}
+	back, err := Unmarshal(name, b)
+	if err != nil {
+		return nil, fmt.Errorf("%s does not read back as marshalled: %w", String(id), err)
+	}
+	if !samePosition(back, id) {
+		return nil, fmt.Errorf("%w: %s reads back as %s", ErrCorruptID, String(id), String(back))
+	}
+	return b, nil
+}
+
+// samePosition reports whether a and b, of one registered type, are at one
+// position: equal values (the type is comparable), or else equal as their
+// EQ says. Equal values skip EQ, which may panic on some of them.
+func samePosition(a, b MessageID) (same bool) {
+	defer func() {
+		if recover() != nil {
+			same = false // == on a value holding an incomparable one
+		}
+	}()
+	if a == b {
+		return true
+	}
+	c, err := Compare(a, b)
+	return err == nil && c == 0
+}
+
+func marshalGuarded(id MessageID) (b []byte, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			b, err = nil, fmt.Errorf("%w: %T.Marshal panicked: %v", ErrCorruptID, id, r)

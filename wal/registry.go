@@ -77,7 +77,10 @@ const maxNameLen = 255
 // '_' and '-', or is taken; when a function is missing; when ID is not a
 // comparable value type (a pointer could be a typed nil, an interface
 // matches no dynamic type) or is registered under another name; or when the
-// zero ID's WALName is not name. It is safe for concurrent use, but is
+// zero ID's WALName is not name. Every ID of it is checked to read back
+// through Unmarshal as the same position, wherever it comes in (an update,
+// a spawn) and wherever it is stored (Marshal): one that does not is
+// refused with ErrCorruptID. It is safe for concurrent use, but is
 // meant for program start: every process sharing a catalog must register
 // the same WALs, or records of the others read as corrupt.
 func Register[ID MessageID](name Name, c Codec[ID]) error {

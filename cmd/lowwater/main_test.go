@@ -561,8 +561,13 @@ func (s seqID) String() string           { return fmt.Sprintf("test-seq:%d", uin
 
 var registerSeq = sync.OnceValue(func() error {
 	return wal.Register("test-seq", wal.Codec[seqID]{
-		Unmarshal: func([]byte) (seqID, error) { return 0, nil },
-		Parse:     func(string) (seqID, error) { return 0, nil },
+		Unmarshal: func(b []byte) (seqID, error) {
+			if len(b) != 4 {
+				return 0, fmt.Errorf("%d bytes, want 4", len(b))
+			}
+			return seqID(b[0])<<24 | seqID(b[1])<<16 | seqID(b[2])<<8 | seqID(b[3]), nil
+		},
+		Parse: func(string) (seqID, error) { return 0, nil },
 	})
 })
 

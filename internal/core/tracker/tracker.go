@@ -161,7 +161,11 @@ func (t *Tracker) Checkpoints() map[string]wal.MessageID {
 }
 
 // Validate returns the error Add or Update would reject this checkpoint
-// with before looking at the vchannel's state: empty name, nil or foreign ID.
+// with before looking at the vchannel's state: empty name, nil or foreign
+// ID, or, for a WAL registered outside package wal, an ID that does not
+// read back as marshalled (wal.Marshal): held, it would become the minimum
+// one day, and a save the catalog refuses, or, stored, a misread
+// checkpoint.
 func (t *Tracker) Validate(vchannel string, checkpoint wal.MessageID) error {
 	if vchannel == "" {
 		return messages.ErrEmptyVChannel
@@ -171,6 +175,11 @@ func (t *Tracker) Validate(vchannel string, checkpoint wal.MessageID) error {
 	}
 	if err := t.wal.Check(checkpoint); err != nil {
 		return fmt.Errorf("vchannel %q: %w", vchannel, err)
+	}
+	if t.guarded {
+		if _, err := wal.Marshal(checkpoint); err != nil {
+			return fmt.Errorf("vchannel %q: %w", vchannel, err)
+		}
 	}
 	return nil
 }
