@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -78,6 +79,49 @@ func TestRestartDuringAStopEndsTheStop(t *testing.T) {
 				stop = system.Root.PoisonFuture
 			}
 			require.NoError(t, stop(pc).Wait())
+			s := stopped()
+			require.Equal(t, graceful, s.Graceful, "%+v", s)
+			if graceful {
+				require.True(t, s.Flushed, "%+v", s)
+				require.Equal(t, wal.KafkaID(20), s.LastPersisted)
+			}
+			_, err = GetState(ctx10s(t), system.Root, pc)
+			require.ErrorIs(t, err, actor.ErrDeadLetter, "the pchannel is gone")
+		})
+	}
+}
+
+// The same when the restart is of the pchannel's own making: a receiver
+// middleware of the user's panics on the way out of its Stopping handler,
+// and the default supervisor restarts it. The stop had begun, so the next
+// incarnation ends it. A middleware that panics before the handler runs
+// loses the stop in protoactor for any actor: the pchannel never heard of
+// it (README, Limitations).
+func TestOwnPanicDuringAStopEndsTheStop(t *testing.T) {
+	for _, graceful := range []bool{true, false} {
+		t.Run(map[bool]string{true: "poison", false: "stop"}[graceful], func(t *testing.T) {
+			system := quietSystem(t)
+			stopped := stoppedOf(t, system)
+			props, err := NewProps("p", wal.Kafka, persistence.NewMemory(), WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(10)}))
+			require.NoError(t, err)
+			var panicked atomic.Int32
+			props.Configure(actor.WithReceiverMiddleware(func(next actor.ReceiverFunc) actor.ReceiverFunc {
+				return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
+					next(c, env)
+					if _, ok := env.Message.(*actor.Stopping); ok && panicked.Add(1) == 1 {
+						panic("middleware bug on the way out")
+					}
+				}
+			}))
+			pc := system.Root.Spawn(props)
+			require.NoError(t, Request(ctx10s(t), system.Root, pc, &messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(20)}))
+
+			stop := system.Root.StopFuture
+			if graceful {
+				stop = system.Root.PoisonFuture
+			}
+			require.NoError(t, stop(pc).Wait())
+			require.Equal(t, int32(2), panicked.Load(), "a Stopping for each incarnation, the first panicking")
 			s := stopped()
 			require.Equal(t, graceful, s.Graceful, "%+v", s)
 			if graceful {
