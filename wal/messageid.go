@@ -148,38 +148,11 @@ func Marshal(id MessageID) ([]byte, error) {
 	if BuiltIn(id) {
 		return id.Marshal(), nil
 	}
-	name, err := NameOf(id)
+	c, err := codecOf(id)
 	if err != nil {
 		return nil, err
 	}
-	b, err := marshalGuarded(id)
-	if err != nil {
-		return nil, err
-	}
-	back, err := Unmarshal(name, b)
-	if err != nil {
-		return nil, fmt.Errorf("%s does not read back as marshalled: %w", String(id), err)
-	}
-	if !samePosition(back, id) {
-		return nil, fmt.Errorf("%w: %s reads back as %s", ErrCorruptID, String(id), String(back))
-	}
-	return b, nil
-}
-
-// samePosition reports whether a and b, of one registered type, are at one
-// position: equal values (the type is comparable), or else equal as their
-// EQ says. Equal values skip EQ, which may panic on some of them.
-func samePosition(a, b MessageID) (same bool) {
-	defer func() {
-		if recover() != nil {
-			same = false // == on a value holding an incomparable one
-		}
-	}()
-	if a == b {
-		return true
-	}
-	c, err := Compare(a, b)
-	return err == nil && c == 0
+	return c.marshal(id)
 }
 
 func marshalGuarded(id MessageID) (b []byte, err error) {
@@ -199,4 +172,20 @@ func BuiltIn(id MessageID) bool {
 		return true
 	}
 	return false
+}
+
+// samePosition reports whether a and b, of one registered type, are at one
+// position: equal values (the type is comparable), or else equal as their
+// EQ says. Equal values skip EQ, which may panic on some of them.
+func samePosition(a, b MessageID) (same bool) {
+	defer func() {
+		if recover() != nil {
+			same = false // == on a value holding an incomparable one
+		}
+	}()
+	if a == b {
+		return true
+	}
+	c, err := Compare(a, b)
+	return err == nil && c == 0
 }

@@ -198,36 +198,67 @@ func Known(walName Name) bool {
 // foreign implementation): a nil id or a type no WAL registered gives
 // ErrWALMismatch.
 func NameOf(id MessageID) (Name, error) {
-	if id == nil {
-		return "", fmt.Errorf("%w: nil ID", ErrWALMismatch)
-	}
-	c := current.Load().byType(reflect.TypeOf(id))
-	if c == nil {
-		return "", fmt.Errorf("%w: %T is not a registered message ID type", ErrWALMismatch, id)
+	c, err := codecOf(id)
+	if err != nil {
+		return "", err
 	}
 	return c.name, nil
 }
 
+// codecOf returns the codec of id's dynamic type, as NameOf describes.
+func codecOf(id MessageID) (*codec, error) {
+	if id == nil {
+		return nil, fmt.Errorf("%w: nil ID", ErrWALMismatch)
+	}
+	c := current.Load().byType(reflect.TypeOf(id))
+	if c == nil {
+		return nil, fmt.Errorf("%w: %T is not a registered message ID type", ErrWALMismatch, id)
+	}
+	return c, nil
+}
+
 // Unmarshal decodes the bytes of an ID of the named WAL. It never panics:
 // an unknown name gives ErrUnknownWAL, bad bytes give ErrCorruptID.
-func Unmarshal(walName Name, b []byte) (id MessageID, err error) {
+func Unmarshal(walName Name, b []byte) (MessageID, error) {
 	c, err := lookup(walName)
 	if err != nil {
 		return nil, err
 	}
+	return c.decode(b)
+}
+
+// decode is Unmarshal once the codec is known.
+func (c *codec) decode(b []byte) (id MessageID, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			id, err = nil, fmt.Errorf("%w: %s codec panicked: %v", ErrCorruptID, walName, r)
+			id, err = nil, fmt.Errorf("%w: %s codec panicked: %v", ErrCorruptID, c.name, r)
 		}
 	}()
 	id, err = c.unmarshal(b)
 	if err != nil && !errors.Is(err, ErrCorruptID) {
-		err = fmt.Errorf("%w: %s: %w", ErrCorruptID, walName, err)
+		err = fmt.Errorf("%w: %s: %w", ErrCorruptID, c.name, err)
 	}
 	if err != nil {
 		return nil, err
 	}
 	return id, nil
+}
+
+// marshal is Marshal for an ID of the codec's type, registered outside
+// this package: its bytes, checked to read back.
+func (c *codec) marshal(id MessageID) ([]byte, error) {
+	b, err := marshalGuarded(id)
+	if err != nil {
+		return nil, err
+	}
+	back, err := c.decode(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s does not read back as marshalled: %w", String(id), err)
+	}
+	if !samePosition(back, id) {
+		return nil, fmt.Errorf("%w: %s reads back as %s", ErrCorruptID, String(id), String(back))
+	}
+	return b, nil
 }
 
 // Parse reads the text form of an ID of the named WAL: what String prints
@@ -284,6 +315,7 @@ func Check(walName Name, id MessageID) error {
 type Checker struct {
 	walName Name
 	idType  reflect.Type
+	codec   *codec
 }
 
 // NewChecker returns a Checker for the named WAL.
@@ -292,7 +324,7 @@ func NewChecker(walName Name) (Checker, error) {
 	if err != nil {
 		return Checker{}, err
 	}
-	return Checker{walName: walName, idType: c.idType}, nil
+	return Checker{walName: walName, idType: c.idType, codec: c}, nil
 }
 
 // BuiltIn reports whether the checker's WAL is one of this package's own,
@@ -303,6 +335,15 @@ func (c Checker) BuiltIn() bool {
 		return true
 	}
 	return false
+}
+
+// Marshal is the package function Marshal for an ID that Check accepts,
+// without looking its WAL up: for hot paths.
+func (c Checker) Marshal(id MessageID) ([]byte, error) {
+	if BuiltIn(id) {
+		return id.Marshal(), nil
+	}
+	return c.codec.marshal(id)
 }
 
 // WALName returns the name of the WAL the checker accepts.

@@ -177,7 +177,7 @@ func (t *Tracker) Validate(vchannel string, checkpoint wal.MessageID) error {
 		return fmt.Errorf("vchannel %q: %w", vchannel, err)
 	}
 	if t.guarded {
-		if _, err := wal.Marshal(checkpoint); err != nil {
+		if _, err := t.wal.Marshal(checkpoint); err != nil {
 			return fmt.Errorf("vchannel %q: %w", vchannel, err)
 		}
 	}
