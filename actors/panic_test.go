@@ -166,9 +166,14 @@ const (
 	brittleMark brittleID = 13
 )
 
+// brittleCalm, while set, keeps brittleID's comparison from panicking: a
+// test stores brittleMark with it, as an older build or damage could have,
+// since a catalog now refuses an ID that cannot be compared (wal.Marshal).
+var brittleCalm atomic.Bool
+
 func (brittleID) WALName() wal.Name { return brittleWAL }
 func (b brittleID) LT(o wal.MessageID) bool {
-	if b == brittleMark || o.(brittleID) == brittleMark {
+	if !brittleCalm.Load() && (b == brittleMark || o.(brittleID) == brittleMark) {
 		panic("brittle comparison")
 	}
 	return b < o.(brittleID)
@@ -326,7 +331,10 @@ func TestStoredCheckpointWhoseComparisonPanics(t *testing.T) {
 	require.NoError(t, registerBrittle())
 	system := quietSystem(t)
 	catalog := persistence.NewMemory()
-	require.NoError(t, catalog.Save(ctx10s(t), "p", brittleMark))
+	brittleCalm.Store(true)
+	err := catalog.Save(ctx10s(t), "p", brittleMark)
+	brittleCalm.Store(false)
+	require.NoError(t, err)
 	evs := make(chan messages.Event, 256)
 	sub := system.EventStream.Subscribe(func(ev any) {
 		switch e := ev.(type) {

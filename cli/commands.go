@@ -226,6 +226,11 @@ func parseID(en *persistence.Entry, text string) (wal.MessageID, error) {
 		// A registered WAL's Parse wrote this error: it may hold anything.
 		return nil, usagef("ID %q: %s", text, shownText(err.Error()))
 	}
+	if _, err := wal.Marshal(id); err != nil {
+		// A registered WAL's codec that does not read it back, or cannot
+		// order it: every catalog refuses it, --force or not.
+		return nil, usagef("ID %q cannot be stored: %s", text, shownText(err.Error()))
+	}
 	return id, nil
 }
 

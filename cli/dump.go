@@ -144,6 +144,9 @@ func readDump(path string) ([]dumpEntry, []wal.MessageID, error) {
 		}
 		seen[de.PChannel] = true
 		id, err := wal.Parse(de.WAL, de.Checkpoint)
+		if err == nil {
+			_, err = wal.Marshal(id) // as on the command line (parseID)
+		}
 		if err != nil {
 			return nil, nil, badFile("%s: %s", where, shownText(err.Error()))
 		}

@@ -137,9 +137,12 @@ func (e *CorruptRecordError) Is(target error) bool { return target == ErrCorrupt
 // Unwrap exposes the decoding error.
 func (e *CorruptRecordError) Unwrap() error { return e.Err }
 
-// CheckSaveArgs validates Save's arguments the same way in every catalog.
-// It is for implementations of Catalog outside this module too: the
-// conformance suite (package catalogtest) expects exactly these errors.
+// CheckSaveArgs validates Save's arguments the same way in every catalog:
+// the pchannel name (ValidatePChannel), and the checkpoint: not nil, of a
+// registered type, and, for a WAL registered outside package wal, reading
+// back as marshalled and ordered without a panic (wal.Marshal). It is for
+// implementations of Catalog outside this module too: the conformance
+// suite (package catalogtest) expects exactly these errors.
 func CheckSaveArgs(pchannel string, checkpoint wal.MessageID) error {
 	if err := ValidatePChannel(pchannel); err != nil {
 		return err
@@ -147,8 +150,15 @@ func CheckSaveArgs(pchannel string, checkpoint wal.MessageID) error {
 	if checkpoint == nil {
 		return fmt.Errorf("%w: nil checkpoint for %q", ErrInvalidArgument, pchannel)
 	}
-	_, err := walOf(checkpoint)
-	return err
+	if _, err := walOf(checkpoint); err != nil {
+		return err
+	}
+	if !wal.BuiltIn(checkpoint) {
+		if _, err := wal.Marshal(checkpoint); err != nil {
+			return fmt.Errorf("%w: pchannel %q: %w", ErrInvalidArgument, pchannel, err)
+		}
+	}
+	return nil
 }
 
 // walOf names the WAL of a non-nil id from its type alone (wal.NameOf): a

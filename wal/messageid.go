@@ -121,7 +121,7 @@ func Compare(a, b MessageID) (int, error) {
 func compareGuarded(a, b MessageID) (c int, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			c, err = 0, fmt.Errorf("%w: comparing %T with %T panicked: %v", ErrCorruptID, a, b, r)
+			c, err = 0, fmt.Errorf("%w: comparing %s with %s panicked: %v", ErrCorruptID, String(a), String(b), r)
 		}
 	}()
 	return compare(a, b), nil
@@ -142,8 +142,11 @@ func compare(a, b MessageID) int {
 // bytes read back, through the registered Unmarshal, as the same position:
 // a codec that does not (one that truncates, say) would have a checkpoint
 // acknowledged and then read at the next recovery as another position,
-// lower maybe, or not at all. A Marshal that panics, or bytes that do not
-// read back, give ErrCorruptID; an unregistered type gives ErrWALMismatch.
+// lower maybe, or not at all. The ID read back is compared with it, with
+// the type's LT and EQ: an ID that cannot be ordered even against itself
+// would, stored, stop every save over it. A Marshal that panics, bytes
+// that do not read back, or a comparison that panics give ErrCorruptID; an
+// unregistered type gives ErrWALMismatch.
 func Marshal(id MessageID) ([]byte, error) {
 	if BuiltIn(id) {
 		return id.Marshal(), nil
@@ -172,20 +175,4 @@ func BuiltIn(id MessageID) bool {
 		return true
 	}
 	return false
-}
-
-// samePosition reports whether a and b, of one registered type, are at one
-// position: equal values (the type is comparable), or else equal as their
-// EQ says. Equal values skip EQ, which may panic on some of them.
-func samePosition(a, b MessageID) (same bool) {
-	defer func() {
-		if recover() != nil {
-			same = false // == on a value holding an incomparable one
-		}
-	}()
-	if a == b {
-		return true
-	}
-	c, err := Compare(a, b)
-	return err == nil && c == 0
 }

@@ -78,9 +78,10 @@ const maxNameLen = 255
 // comparable value type (a pointer could be a typed nil, an interface
 // matches no dynamic type) or is registered under another name; or when the
 // zero ID's WALName is not name. Every ID of it is checked to read back
-// through Unmarshal as the same position, wherever it comes in (an update,
-// a spawn) and wherever it is stored (Marshal): one that does not is
-// refused with ErrCorruptID. It is safe for concurrent use, but is
+// through Unmarshal as the same position, compared with LT and EQ without
+// a panic, wherever it comes in (an update, a spawn) and wherever it is
+// stored (Marshal): one that does not is refused with ErrCorruptID. It is
+// safe for concurrent use, but is
 // meant for program start: every process sharing a catalog must register
 // the same WALs, or records of the others read as corrupt.
 func Register[ID MessageID](name Name, c Codec[ID]) error {
@@ -255,7 +256,12 @@ func (c *codec) marshal(id MessageID) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s does not read back as marshalled: %w", String(id), err)
 	}
-	if !samePosition(back, id) {
+	// Compared, not tested for equal values: a value that reads back is
+	// one that can be ordered too, or it would stop every save over it.
+	switch c, err := Compare(back, id); {
+	case err != nil:
+		return nil, err
+	case c != 0:
 		return nil, fmt.Errorf("%w: %s reads back as %s", ErrCorruptID, String(id), String(back))
 	}
 	return b, nil

@@ -60,12 +60,14 @@ func (c *mapCatalog) Save(ctx context.Context, pchannel string, checkpoint wal.M
 	if err := c.ready(ctx, pchannel, true); err != nil {
 		return err
 	}
-	// NameOf looks at the type only: a typed nil or a foreign ID type is
-	// refused without calling its methods, which might panic.
-	name, err := wal.NameOf(checkpoint)
-	if err != nil {
-		return fmt.Errorf("%w: %w", persistence.ErrInvalidArgument, err)
+	// The arguments every catalog refuses: a bad name, a typed nil or a
+	// foreign ID type (judged by its type, without calling its methods,
+	// which might panic), an ID that does not read back or cannot be
+	// ordered.
+	if err := persistence.CheckSaveArgs(pchannel, checkpoint); err != nil {
+		return err
 	}
+	name, _ := wal.NameOf(checkpoint)
 	old := c.stored[pchannel]
 	if old == nil {
 		c.stored[pchannel] = checkpoint
