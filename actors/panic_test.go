@@ -333,7 +333,7 @@ func TestStoredCheckpointWhoseComparisonPanics(t *testing.T) {
 	catalog := persistence.NewMemory()
 	brittleCalm.Store(true)
 	err := catalog.Save(ctx10s(t), "p", brittleMark)
-	brittleCalm.Store(false)
+	brittleCalm.Store(false) // before require: a failure must not leave it set
 	require.NoError(t, err)
 	evs := make(chan messages.Event, 256)
 	sub := system.EventStream.Subscribe(func(ev any) {

@@ -82,6 +82,19 @@ func newSpawn(walName wal.Name, vchannels map[string]wal.MessageID) (*spawn, err
 	if err != nil {
 		return nil, err
 	}
+	if checker, _ := wal.NewChecker(walName); !checker.BuiltIn() {
+		// A restart with nothing handed on rebuilds the tracker from the
+		// set (take), where a failure has no caller to go to: it is tried
+		// here once. wal.Marshal checked that each ID reads back at its
+		// position; a codec may still decode a value it cannot encode.
+		cps, err := set.checkpoints(walName)
+		if err == nil {
+			_, err = tracker.NewFrom(walName, cps)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("the vchannels given do not read back as marshalled: %w", err)
+		}
+	}
 	return &spawn{walName: walName, set: set, first: t}, nil
 }
 
@@ -144,8 +157,7 @@ func (s *spawn) take(pid *actor.PID) handedOn {
 			return handedOn{tracker: t}
 		}
 	}
-	// newSpawn validated these very checkpoints, which wal.Marshal checked
-	// read back: unreachable.
+	// newSpawn rebuilt a tracker from this very set: unreachable.
 	panic(fmt.Sprintf("lowwater: rebuilding the vchannels given at spawn: %v", err))
 }
 
@@ -160,8 +172,9 @@ type spawnSet struct {
 }
 
 // newSpawnSet keeps the checkpoints of vchannels, whose names are names,
-// in that order, among "". An ID whose Marshal panics (a registered
-// type's) is refused, wrapping wal.ErrCorruptID.
+// in that order, among "". An ID that wal.Marshal refuses (a registered
+// type's that panics, does not read back or cannot be ordered) is refused,
+// wrapping wal.ErrCorruptID.
 func newSpawnSet(names []string, vchannels map[string]wal.MessageID) (spawnSet, error) {
 	ids := make([][]byte, 0, len(vchannels))
 	n := 0
@@ -193,7 +206,7 @@ func uvarintLen(n int) int {
 	return l
 }
 
-// checkpoints decodes the set: IDs equal to those given, by value.
+// checkpoints decodes the set: IDs at the positions of those given.
 func (s spawnSet) checkpoints(walName wal.Name) ([]messages.VChannelCheckpoint, error) {
 	cps := make([]messages.VChannelCheckpoint, 0, len(s.names))
 	rest := s.ids

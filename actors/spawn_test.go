@@ -290,6 +290,51 @@ func TestIDsThatDoNotReadBackAreRefused(t *testing.T) {
 	require.Equal(t, lossyID(9), got, "a refused save changes nothing")
 }
 
+// notedID is a registered WAL's ID whose codec decodes a value it cannot
+// encode: Marshal needs the note, which Unmarshal does not keep.
+type notedID struct {
+	pos  int64
+	note string
+}
+
+const notedWAL wal.Name = "noted-test"
+
+func (notedID) WALName() wal.Name          { return notedWAL }
+func (a notedID) LT(o wal.MessageID) bool  { b, ok := o.(notedID); return ok && a.pos < b.pos }
+func (a notedID) LTE(o wal.MessageID) bool { b, ok := o.(notedID); return ok && a.pos <= b.pos }
+func (a notedID) EQ(o wal.MessageID) bool  { b, ok := o.(notedID); return ok && a.pos == b.pos }
+func (a notedID) String() string           { return fmt.Sprintf("%s:%d", notedWAL, a.pos) }
+func (a notedID) Marshal() []byte {
+	if a.note == "" {
+		panic("no note")
+	}
+	return []byte{byte(a.pos)}
+}
+
+var registerNoted = sync.OnceValue(func() error {
+	return wal.Register(notedWAL, wal.Codec[notedID]{
+		Unmarshal: func(b []byte) (notedID, error) {
+			if len(b) != 1 {
+				return notedID{}, fmt.Errorf("want 1 byte, got %d", len(b))
+			}
+			return notedID{pos: int64(b[0])}, nil
+		},
+		Parse: func(string) (notedID, error) { return notedID{}, nil },
+	})
+})
+
+// A vchannel given at spawn whose ID reads back at its position, but as a
+// value that cannot be marshalled again, is refused at NewProps: a restart
+// with nothing handed on rebuilds the tracker from what it reads back, and
+// would panic there, in the actor's producer.
+func TestNewPropsRefusesIDsThatDoNotRebuild(t *testing.T) {
+	require.NoError(t, registerNoted())
+	_, err := NewProps("p", notedWAL, persistence.NewMemory(), WithVChannels(map[string]wal.MessageID{"a": notedID{pos: 5, note: "x"}}))
+	require.ErrorIs(t, err, ErrInvalidOption)
+	require.ErrorIs(t, err, wal.ErrCorruptID)
+	require.ErrorContains(t, err, "no note")
+}
+
 // vchannels given at spawn whose IDs do not read back are refused at
 // NewProps: an actor made from the Props later (a second spawn, a restart
 // with nothing handed on) decodes them, and its producer panicked in the

@@ -145,9 +145,11 @@ func TestSetIDsThatCannotBeCompared(t *testing.T) {
 	require.Equal(t, map[string]string{"slot": "test-panicky:10"}, storedIn(t, path))
 
 	// A stored ID that cannot be compared with the new one.
-	panickyCalm.Store(true)
-	url, path = boltWith(t, map[string]wal.MessageID{"slot": panicky(666)})
-	panickyCalm.Store(false)
+	func() {
+		panickyCalm.Store(true)
+		defer panickyCalm.Store(false)
+		url, path = boltWith(t, map[string]wal.MessageID{"slot": panicky(666)})
+	}()
 	const refusal = "lowwater: slot: test-panicky:11 cannot be compared with the stored test-panicky:666" +
 		" (wal: corrupt message ID: comparing test-panicky:11 with test-panicky:666 panicked: LT bug):" +
 		" --force replaces the record\n"

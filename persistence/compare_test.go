@@ -110,9 +110,11 @@ func TestSaveComparePanicIsRefused(t *testing.T) {
 			wantLoad(t, c, "q", nil)
 			// A poisoned value stored (by an older build, say): the next
 			// save meets it as the stored one.
-			poisonCalm.Store(true)
-			mustSaveID(t, c, "q", poisonID)
-			poisonCalm.Store(false)
+			func() {
+				poisonCalm.Store(true)
+				defer poisonCalm.Store(false)
+				mustSaveID(t, c, "q", poisonID)
+			}()
 			err := noPanic(t, "Save(q, 5)", func() error { return c.Save(ctx, "q", panickyID(5)) })
 			wantUnordered(t, err, "q", panickyID(5), poisonID)
 			wantLoad(t, c, "q", poisonID)

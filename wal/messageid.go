@@ -22,7 +22,8 @@ type MessageID interface {
 	// EQ reports whether both IDs name the same position.
 	EQ(other MessageID) bool
 	// Marshal returns the ID's canonical bytes; Unmarshal with the same WAL
-	// name gives back an equal ID.
+	// name gives back an ID at the same position (EQ), which lowwater
+	// checks before it holds or stores one (the package function Marshal).
 	Marshal() []byte
 	// String is the ID's text form, for logs, humans and the command
 	// line: Parse with the same WAL name gives back an equal ID. By

@@ -346,6 +346,9 @@ func (c Checker) BuiltIn() bool {
 // Marshal is the package function Marshal for an ID that Check accepts,
 // without looking its WAL up: for hot paths.
 func (c Checker) Marshal(id MessageID) ([]byte, error) {
+	if err := c.Check(id); err != nil {
+		return nil, err
+	}
 	if BuiltIn(id) {
 		return id.Marshal(), nil
 	}

@@ -230,15 +230,15 @@ func testSaveOtherWAL(t *testing.T, c persistence.Catalog) {
 // while the value compares, as an older build could have stored it.
 func testSaveComparePanic(t *testing.T, c persistence.Catalog) {
 	registerPanicky(t)
+	poisonMu.Lock() // poisonCalm is the process's: one such check at a time
+	defer poisonMu.Unlock()
 	mustSave(t, c, "other", wal.KafkaID(1))
 	mustSave(t, c, "p", panickyID(10))
 	wantUnordered(t, c, "p", poisonID)
 	wantStored(t, c, "p", panickyID(10))
 	wantUnordered(t, c, "q", poisonID) // nothing stored: refused all the same
 	wantStored(t, c, "q", nil)
-	poisonCalm.Store(true)
-	mustSave(t, c, "q", poisonID)
-	poisonCalm.Store(false)
+	saveCalm(t, c, "q", poisonID)
 	wantUnordered(t, c, "q", panickyID(5))
 	wantStored(t, c, "q", poisonID)
 	mustSave(t, c, "p", panickyID(11))
@@ -281,8 +281,21 @@ func (a panickyID) EQ(o wal.MessageID) bool  { return a.order(o) == 0 }
 func (a panickyID) Marshal() []byte          { return binary.BigEndian.AppendUint64(nil, uint64(a)) }
 func (a panickyID) String() string           { return fmt.Sprintf("%s:%d", panickyWAL, int64(a)) }
 
-// poisonCalm, while set, keeps poisonID's comparisons from panicking.
-var poisonCalm atomic.Bool
+// poisonCalm, while set, keeps poisonID's comparisons from panicking;
+// poisonMu keeps the checks that rely on it apart.
+var (
+	poisonCalm atomic.Bool
+	poisonMu   sync.Mutex
+)
+
+// saveCalm saves id while its comparisons do not panic, as an older build
+// could have stored it.
+func saveCalm(t *testing.T, c persistence.Catalog, pchannel string, id wal.MessageID) {
+	t.Helper()
+	poisonCalm.Store(true)
+	defer poisonCalm.Store(false)
+	mustSave(t, c, pchannel, id)
+}
 
 func (a panickyID) order(o wal.MessageID) int {
 	b := o.(panickyID)

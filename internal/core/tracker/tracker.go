@@ -341,7 +341,7 @@ func (t *Tracker) Broken() error { return t.broken }
 func (t *Tracker) guard(vchannel string, x wal.MessageID, change func() bool, undo func()) (rose bool, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			fault := fmt.Errorf("%w: comparing %T values panicked: %v", wal.ErrCorruptID, x, r)
+			fault := fmt.Errorf("%w: ordering %s among the tracked checkpoints panicked: %v", wal.ErrCorruptID, wal.String(x), r)
 			rose, err = false, t.restore(vchannel, x, fault, undo)
 		}
 	}()
