@@ -74,19 +74,7 @@ func TestRestartDuringAStopEndsTheStop(t *testing.T) {
 			within("sibling start", sibStarted)
 			require.NoError(t, Request(ctx10s(t), system.Root, pc, &messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(20)}))
 
-			stop := system.Root.StopFuture
-			if graceful {
-				stop = system.Root.PoisonFuture
-			}
-			require.NoError(t, stop(pc).Wait())
-			s := stopped()
-			require.Equal(t, graceful, s.Graceful, "%+v", s)
-			if graceful {
-				require.True(t, s.Flushed, "%+v", s)
-				require.Equal(t, wal.KafkaID(20), s.LastPersisted)
-			}
-			_, err = GetState(ctx10s(t), system.Root, pc)
-			require.ErrorIs(t, err, actor.ErrDeadLetter, "the pchannel is gone")
+			stopEnds(t, system, pc, graceful, stopped)
 		})
 	}
 }
@@ -116,20 +104,28 @@ func TestOwnPanicDuringAStopEndsTheStop(t *testing.T) {
 			pc := system.Root.Spawn(props)
 			require.NoError(t, Request(ctx10s(t), system.Root, pc, &messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(20)}))
 
-			stop := system.Root.StopFuture
-			if graceful {
-				stop = system.Root.PoisonFuture
-			}
-			require.NoError(t, stop(pc).Wait())
+			stopEnds(t, system, pc, graceful, stopped)
 			require.Equal(t, int32(2), panicked.Load(), "a Stopping for each incarnation, the first panicking")
-			s := stopped()
-			require.Equal(t, graceful, s.Graceful, "%+v", s)
-			if graceful {
-				require.True(t, s.Flushed, "%+v", s)
-				require.Equal(t, wal.KafkaID(20), s.LastPersisted)
-			}
-			_, err = GetState(ctx10s(t), system.Root, pc)
-			require.ErrorIs(t, err, actor.ErrDeadLetter, "the pchannel is gone")
 		})
 	}
+}
+
+// stopEnds stops pc, which has kafka:20 to flush, gracefully or not, and
+// checks that the stop ended: its future returned, Stopped says how, and
+// the pchannel is gone.
+func stopEnds(t *testing.T, system *actor.ActorSystem, pc *actor.PID, graceful bool, stopped func() *messages.Stopped) {
+	t.Helper()
+	stop := system.Root.StopFuture
+	if graceful {
+		stop = system.Root.PoisonFuture
+	}
+	require.NoError(t, stop(pc).Wait())
+	s := stopped()
+	require.Equal(t, graceful, s.Graceful, "%+v", s)
+	if graceful {
+		require.True(t, s.Flushed, "%+v", s)
+		require.Equal(t, wal.KafkaID(20), s.LastPersisted)
+	}
+	_, err := GetState(ctx10s(t), system.Root, pc)
+	require.ErrorIs(t, err, actor.ErrDeadLetter, "the pchannel is gone")
 }
