@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/lowwater/lowwater/wal"
 )
@@ -128,7 +129,9 @@ type CorruptRecordError struct {
 }
 
 func (e *CorruptRecordError) Error() string {
-	return fmt.Sprintf("persistence: pchannel %q: corrupt checkpoint record: %v", e.PChannel, e.Err)
+	// DecodeRecord's errors begin with what this one says: said once.
+	cause := strings.TrimPrefix(fmt.Sprint(e.Err), ErrCorruptRecord.Error()+": ")
+	return fmt.Sprintf("persistence: pchannel %q: corrupt checkpoint record: %s", e.PChannel, cause)
 }
 
 // Is makes errors.Is(err, ErrCorruptRecord) hold.

@@ -176,7 +176,7 @@ func TestBadRecordsAndArguments(t *testing.T) {
 	require.EqualError(t, err, `persistence: invalid argument: empty pchannel name`)
 	mem.Put("q", []byte("garbage-record-bytes"))
 	_, err = mem.Load(ctx, "q")
-	require.EqualError(t, err, `persistence: pchannel "q": corrupt checkpoint record: persistence: corrupt checkpoint record: checksum mismatch`)
+	require.EqualError(t, err, `persistence: pchannel "q": corrupt checkpoint record: checksum mismatch`)
 	require.ErrorIs(t, err, persistence.ErrCorruptRecord)
 	err = mem.Save(ctx, "q", wal.KafkaID(1))
 	require.ErrorIs(t, err, persistence.ErrCorruptRecord, "a corrupt record is never overwritten")
