@@ -61,6 +61,8 @@ func Parse(spec string) (URL, error) {
 			// etcdcatalog.WithPrefix refuses it too; said here, it is a
 			// bad command line rather than a catalog that fails to open.
 			return URL{}, fmt.Errorf("%w: %q: the prefix %q ends with '/'", ErrInvalid, spec, prefix)
+		case etcdcatalog.ValidatePrefix(prefix) != nil:
+			return URL{}, fmt.Errorf("%w: %q: %w", ErrInvalid, spec, etcdcatalog.ValidatePrefix(prefix))
 		}
 		endpoints := strings.Split(hosts, ",")
 		for _, e := range endpoints {

@@ -27,7 +27,7 @@ func TestParse(t *testing.T) {
 			t.Errorf("Parse(%q) = (%+v, %v), want %+v", spec, got, err, want)
 		}
 	}
-	for _, bad := range []string{"", "nats:x", "memory:x", "etcd", "etcd:h1:2379", "etcd:///p", "etcd://h1,,h2/p", "etcd://nohostport/p", "etcd://h:0/p", "etcd://h:x/p", "etcd://:2379/p", "etcd://h:1/p/", "etcd://h:1//"} {
+	for _, bad := range []string{"", "nats:x", "memory:x", "etcd", "etcd:h1:2379", "etcd:///p", "etcd://h1,,h2/p", "etcd://nohostport/p", "etcd://h:0/p", "etcd://h:x/p", "etcd://:2379/p", "etcd://h:1/p/", "etcd://h:1//", "etcd://h:1/lowwater/wal/b", "etcd://h:1/a/wal"} {
 		if got, err := catalogurl.Parse(bad); !errors.Is(err, catalogurl.ErrInvalid) {
 			t.Errorf("Parse(%q) = (%+v, %v), want ErrInvalid", bad, got, err)
 		}

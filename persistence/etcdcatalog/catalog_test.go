@@ -38,6 +38,8 @@ func TestOptionsAreValidated(t *testing.T) {
 	for _, opt := range []etcdcatalog.Option{
 		etcdcatalog.WithPrefix(""),
 		etcdcatalog.WithPrefix("lowwater/"),
+		etcdcatalog.WithPrefix("lowwater/wal/tenant-b"), // among lowwater's pchannels
+		etcdcatalog.WithPrefix("lowwater/wal"),
 		etcdcatalog.WithPageSize(0),
 		etcdcatalog.WithPageSize(-1),
 	} {
@@ -424,4 +426,15 @@ func TestCloseOwnedClient(t *testing.T) {
 	cli := c.Client()
 	require.NoError(t, c.Close())
 	require.ErrorIs(t, cli.Ctx().Err(), context.Canceled, "the client is closed")
+}
+
+// ValidatePrefix refuses exactly the prefixes whose keys could fall in
+// another prefix's pchannel range, "<prefix>/wal/".
+func TestValidatePrefix(t *testing.T) {
+	for _, ok := range []string{"lowwater", "tenant-a/lowwater", "lowwater/tenant-b", "wal", "wal/x", "a/walrus", "a/wall/b", "a/xwal"} {
+		require.NoError(t, etcdcatalog.ValidatePrefix(ok), ok)
+	}
+	for _, bad := range []string{"", "/", "lowwater/", "lowwater/wal", "lowwater/wal/tenant-b", "a/wal/b/c", "wal/wal"} {
+		require.ErrorIs(t, etcdcatalog.ValidatePrefix(bad), persistence.ErrInvalidArgument, bad)
+	}
 }

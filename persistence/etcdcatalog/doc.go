@@ -10,8 +10,9 @@
 // deployments side by side, each under its own prefix, provided no prefix
 // lies under another's "<prefix>/wal/": "lowwater/wal/tenant-b" would put
 // its records among the pchannels of "lowwater", and LoadAll there would
-// read them (and fail on one it cannot decode). Siblings such as
-// "tenant-a" and "tenant-b" are safe.
+// read them (and fail on one it cannot decode). WithPrefix refuses a
+// prefix that could (ValidatePrefix). Siblings such as "tenant-a" and
+// "tenant-b", or nested ones such as "lowwater/tenant-b", are safe.
 //
 // # Saves never go backward
 //

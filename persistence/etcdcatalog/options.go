@@ -31,6 +31,23 @@ type options struct {
 	maxCalls int
 }
 
+// ValidatePrefix returns nil for a prefix WithPrefix takes, and an error
+// wrapping persistence.ErrInvalidArgument for one that is empty, ends with
+// '/', or could lie under another deployment's pchannels: one that holds
+// "/wal/" or ends with "/wal" ("lowwater/wal/tenant-b" puts its records
+// among the pchannels of "lowwater", where that catalog's LoadAll reads
+// them as its own).
+func ValidatePrefix(prefix string) error {
+	switch {
+	case prefix == "" || strings.HasSuffix(prefix, "/"):
+		return fmt.Errorf("%w: prefix %q must be non-empty and not end with '/'", persistence.ErrInvalidArgument, prefix)
+	case strings.Contains(prefix, "/wal/") || strings.HasSuffix(prefix, "/wal"):
+		return fmt.Errorf("%w: prefix %q holds a %q segment after its first: its keys would lie among the pchannels of the prefix before it",
+			persistence.ErrInvalidArgument, prefix, "wal")
+	}
+	return nil
+}
+
 func buildOptions(opts []Option) (options, error) {
 	o := options{prefix: DefaultPrefix, pageSize: DefaultPageSize, maxCalls: DefaultMaxConcurrentCalls}
 	for _, opt := range opts {
@@ -38,9 +55,8 @@ func buildOptions(opts []Option) (options, error) {
 			opt.apply(&o)
 		}
 	}
-	if o.prefix == "" || strings.HasSuffix(o.prefix, "/") {
-		return options{}, fmt.Errorf("etcdcatalog: %w: prefix %q must be non-empty and not end with '/'",
-			persistence.ErrInvalidArgument, o.prefix)
+	if err := ValidatePrefix(o.prefix); err != nil {
+		return options{}, fmt.Errorf("etcdcatalog: %w", err)
 	}
 	if o.pageSize <= 0 {
 		return options{}, fmt.Errorf("etcdcatalog: %w: page size %d must be positive",
@@ -54,7 +70,7 @@ func buildOptions(opts []Option) (options, error) {
 }
 
 // WithPrefix sets the prefix of every key the catalog reads or writes
-// (default DefaultPrefix). It must not be empty nor end with '/'.
+// (default DefaultPrefix). ValidatePrefix says which it takes.
 func WithPrefix(prefix string) Option {
 	return optionFunc(func(o *options) { o.prefix = prefix })
 }
