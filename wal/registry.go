@@ -258,10 +258,10 @@ func (c *codec) marshal(id MessageID) ([]byte, error) {
 	}
 	// Compared, not tested for equal values: a value that reads back is
 	// one that can be ordered too, or it would stop every save over it.
-	switch c, err := Compare(back, id); {
+	switch order, err := Compare(back, id); {
 	case err != nil:
 		return nil, err
-	case c != 0:
+	case order != 0:
 		return nil, fmt.Errorf("%w: %s reads back as %s", ErrCorruptID, String(id), String(back))
 	}
 	return b, nil
