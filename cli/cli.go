@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/lowwater/lowwater/internal/catalogurl"
+	"github.com/lowwater/lowwater/internal/etcdaccess"
 	"github.com/lowwater/lowwater/persistence"
 )
 
@@ -115,7 +116,7 @@ type options struct {
 	url         catalogurl.URL // catalog, parsed once Main has it
 	timeout     time.Duration
 	lockTimeout time.Duration
-	etcd        etcdAccess
+	etcd        etcdaccess.Access
 	json        bool
 	dryRun      bool
 	force       bool
@@ -202,10 +203,7 @@ func commonFlags(fs *flag.FlagSet, o *options) {
 	fs.StringVar(&o.catalog, "catalog", o.catalog, "catalog URL")
 	fs.DurationVar(&o.timeout, "timeout", o.timeout, "bound on the whole command")
 	fs.DurationVar(&o.lockTimeout, "lock-timeout", o.lockTimeout, "wait for a bbolt file lock")
-	fs.StringVar(&o.etcd.caFile, "etcd-cacert", o.etcd.caFile, "CA of etcd's certificate")
-	fs.StringVar(&o.etcd.certFile, "etcd-cert", o.etcd.certFile, "client certificate")
-	fs.StringVar(&o.etcd.keyFile, "etcd-key", o.etcd.keyFile, "client certificate's key")
-	fs.StringVar(&o.etcd.user, "etcd-user", o.etcd.user, "etcd user")
+	o.etcd.Register(fs)
 }
 
 // Main runs the tool with the command-line arguments args (without the
@@ -214,7 +212,7 @@ func commonFlags(fs *flag.FlagSet, o *options) {
 // does.
 func Main(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
 	o := options{catalog: getenv("LOWWATER_CATALOG"), timeout: 30 * time.Second, lockTimeout: time.Second,
-		etcd: etcdAccessFromEnv(getenv)}
+		etcd: etcdaccess.FromEnv(getenv)}
 	global := flag.NewFlagSet("lowwater", flag.ContinueOnError)
 	global.SetOutput(io.Discard)
 	commonFlags(global, &o)
@@ -279,7 +277,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	for _, set := range []*flag.FlagSet{global, fs} {
 		set.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	}
-	if err := o.etcd.check(o.url, given); err != nil {
+	if err := checkEtcdAccess(o, given); err != nil {
 		return fail(stderr, err)
 	}
 	ctx, cancel := context.WithTimeoutCause(ctx, o.timeout, fmt.Errorf("%w: --timeout %v passed", context.DeadlineExceeded, o.timeout))
@@ -304,17 +302,37 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	return fail(stderr, err)
 }
 
+// checkEtcdAccess refuses, as a bad command line, etcd settings that
+// cannot work, and any of the etcd flags given for a catalog other than
+// etcd, where they would be ignored. given names the flags on the command
+// line; what the environment set is ignored for a catalog other than etcd,
+// where it may well be meant for another command.
+func checkEtcdAccess(o options, given map[string]bool) error {
+	if o.url.Kind != catalogurl.Etcd {
+		for _, f := range etcdaccess.FlagNames {
+			if given[f] {
+				return usagef("--%s is for an etcd catalog, not %s", f, o.url)
+			}
+		}
+		return nil
+	}
+	if err := o.etcd.Validate(); err != nil {
+		return usagef("%v", err)
+	}
+	return nil
+}
+
 // timeoutHint says, of a command that ran out of --timeout on etcd, what
 // it waited for, "" on another catalog: an etcd that is down, out of
 // reach, or whose TLS does not match answers nothing, and its client's
 // own error says only "context deadline exceeded". Finding which takes
-// up to probeTime more.
+// up to etcdaccess.ProbeTime more.
 func timeoutHint(o options) string {
 	u := o.url
 	if u.Kind != catalogurl.Etcd {
 		return ""
 	}
-	if why := o.etcd.diagnose(u.Endpoints[0]); why != "" {
+	if why := o.etcd.Diagnose(u.Endpoints[0]); why != "" {
 		return fmt.Sprintf("no answer within --timeout %v; %s", o.timeout, why)
 	}
 	return fmt.Sprintf("no answer within --timeout %v; is etcd up, and reachable at %s?", o.timeout, strings.Join(u.Endpoints, ","))

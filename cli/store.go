@@ -98,7 +98,7 @@ func (e *env) open(ctx context.Context, m mode) (*store, error) {
 			Context:     ctx,
 			Logger:      zap.NewNop(),
 		}
-		if err := e.opts.etcd.apply(&cfg); err != nil {
+		if err := e.opts.etcd.Apply(&cfg); err != nil {
 			return nil, err
 		}
 		c, err := etcdcatalog.Open(cfg, etcdcatalog.WithPrefix(u.Prefix))

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/lowwater/lowwater/internal/catalogurl"
+	"github.com/lowwater/lowwater/internal/etcdaccess"
 	"github.com/lowwater/lowwater/persistence"
 )
 
@@ -36,10 +37,37 @@ var stores = map[string]storeOpener{
 	catalogurl.Etcd:   openEtcdStore,
 }
 
-// checkCatalog validates --catalog while parsing flags, without touching
-// the store.
-func checkCatalog(spec string) error {
-	_, err := parseCatalog(spec)
+// checkCatalog validates --catalog and the etcd access flags while
+// parsing flags, without touching the store. given names the flags on the
+// command line: an etcd flag given for another catalog would be ignored,
+// and is refused; the environment may well be meant for another command.
+func checkCatalog(spec string, etcd etcdaccess.Access, given map[string]bool) error {
+	u, err := parseCatalog(spec)
+	if err != nil {
+		return err
+	}
+	if u.Kind != catalogurl.Etcd {
+		for _, f := range etcdaccess.FlagNames {
+			if given[f] {
+				return fmt.Errorf("--%s is for an etcd catalog, not %s", f, u)
+			}
+		}
+		return nil
+	}
+	return etcd.Validate()
+}
+
+// explain adds to err, a store's failure to answer in time, what the
+// store can find out about the cause: an etcd client says only that the
+// deadline passed, whether etcd is down or wants TLS.
+func explain(s store, err error) error {
+	d, ok := s.(interface{ diagnose() string })
+	if !ok || !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	if why := d.diagnose(); why != "" {
+		return fmt.Errorf("%w; %s", err, why)
+	}
 	return err
 }
 

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lowwater/lowwater/internal/catalogurl"
+	"github.com/lowwater/lowwater/internal/etcdaccess"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/persistence/etcdcatalog"
 )
@@ -19,16 +20,24 @@ import (
 type etcdStore struct {
 	endpoints []string
 	prefix    string
+	access    etcdaccess.Access
 }
 
-func openEtcdStore(u catalogurl.URL, _ config) (store, error) {
-	return &etcdStore{endpoints: u.Endpoints, prefix: u.Prefix}, nil
+func openEtcdStore(u catalogurl.URL, cfg config) (store, error) {
+	return &etcdStore{endpoints: u.Endpoints, prefix: u.Prefix, access: cfg.etcd}, nil
 }
 
 func (e *etcdStore) open(context.Context) (persistence.Catalog, error) {
-	return etcdcatalog.Open(clientv3.Config{Endpoints: e.endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()},
-		etcdcatalog.WithPrefix(e.prefix))
+	cfg := clientv3.Config{Endpoints: e.endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
+	if err := e.access.Apply(&cfg); err != nil {
+		return nil, err
+	}
+	return etcdcatalog.Open(cfg, etcdcatalog.WithPrefix(e.prefix))
 }
+
+// diagnose says why etcd may not have answered in time: the client's own
+// error says only that the deadline passed.
+func (e *etcdStore) diagnose() string { return e.access.Diagnose(e.endpoints[0]) }
 
 func (e *etcdStore) describe() string {
 	return fmt.Sprintf("etcd at %s, prefix %q", strings.Join(e.endpoints, ","), e.prefix)

@@ -3,9 +3,17 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/lowwater/lowwater/internal/catalogurl"
+	"github.com/lowwater/lowwater/internal/etcdaccess"
 	"github.com/lowwater/lowwater/internal/testkit/etcdtest"
 )
 
@@ -54,5 +62,62 @@ func TestEtcdSpec(t *testing.T) {
 	}
 	if _, err := parseCatalog("etcd:///p"); err == nil {
 		t.Fatal("no endpoint accepted")
+	}
+}
+
+// TestRunOnEtcdOverTLS runs the demo on an etcd that serves clients over
+// TLS only, asks them for a certificate and has authentication on: the
+// demo reaches it with the lowwater tool's flags and environment, finds
+// out why it cannot without them, and refuses settings that cannot work.
+func TestRunOnEtcdOverTLS(t *testing.T) {
+	eps, files := etcdtest.StartTLS(t)
+	var hosts []string
+	for _, e := range eps {
+		hosts = append(hosts, strings.TrimPrefix(e, "https://"))
+	}
+	secure := etcdaccess.Access{CAFile: files.CA, CertFile: files.Cert, KeyFile: files.Key}
+	admin := clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
+	require.NoError(t, secure.Apply(&admin))
+	c, err := clientv3.New(admin)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err = c.UserAdd(ctx, "root", "s3cret")
+	require.NoError(t, err)
+	_, err = c.UserGrantRole(ctx, "root", "root")
+	require.NoError(t, err)
+	_, err = c.AuthEnable(ctx)
+	require.NoError(t, err)
+	require.NoError(t, c.Close())
+
+	t.Setenv(etcdaccess.EnvPassword, "s3cret")
+	spec := "--catalog=etcd://" + strings.Join(hosts, ",") + "/demo-tls"
+	tlsFlags := []string{"--etcd-cacert", files.CA, "--etcd-cert", files.Cert, "--etcd-key", files.Key}
+	var out, stderr bytes.Buffer
+	args := append([]string{"--duration=1s", "--seed=3", spec, "--etcd-user", "root"}, tlsFlags...)
+	if code := run(context.Background(), args, &out, &stderr); code != exitOK || !strings.Contains(out.String(), "\nPASS in ") {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), stderr.String())
+	}
+
+	// Without TLS, the client would say only that its deadline passed.
+	s, err := openEtcdStore(catalogurl.URL{Kind: catalogurl.Etcd, Endpoints: hosts, Prefix: "demo-tls"}, config{})
+	require.NoError(t, err)
+	timedOut := fmt.Errorf("etcdcatalog: load all: %w", context.DeadlineExceeded)
+	require.EqualError(t, explain(s, timedOut),
+		"etcdcatalog: load all: context deadline exceeded; "+hosts[0]+" speaks TLS: give --etcd-cacert (and --etcd-cert, --etcd-key if it asks clients for a certificate)")
+
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{spec, "--etcd-cert", files.Cert}, "--etcd-cert and --etcd-key ($LOWWATER_ETCD_CERT, $LOWWATER_ETCD_KEY) go together"},
+		{[]string{spec}, "$LOWWATER_ETCD_PASSWORD is set, but no user: give --etcd-user (or $LOWWATER_ETCD_USER)"},
+		{[]string{"--catalog=memory", "--etcd-cacert", files.CA}, "--etcd-cacert is for an etcd catalog, not in memory"},
+	} {
+		out.Reset()
+		stderr.Reset()
+		if code := run(context.Background(), c.args, &out, &stderr); code != exitSetup || !strings.Contains(stderr.String(), c.want) {
+			t.Errorf("%q: exit %d, stderr %q; want exit %d and %q", c.args, code, stderr.String(), exitSetup, c.want)
+		}
 	}
 }

@@ -87,7 +87,7 @@ func (d *demo) run(ctx context.Context) (int, error) {
 	ev.floor, err = loadAll(bg, raw)
 	if err != nil {
 		_ = raw.Close()
-		return exitSetup, fmt.Errorf("read %s: %w", d.store.describe(), err)
+		return exitSetup, fmt.Errorf("read %s: %w", d.store.describe(), explain(d.store, err))
 	}
 	catalog := newFaultyCatalog(raw, d.cfg)
 	sims := make(map[string]*simulator, len(names))
@@ -215,7 +215,7 @@ func (d *demo) run(ctx context.Context) (int, error) {
 	inFile, err := loadAll(bg, raw)
 	if err != nil {
 		_ = raw.Close()
-		return exitSetup, fmt.Errorf("reread %s: %w", d.store.describe(), err)
+		return exitSetup, fmt.Errorf("reread %s: %w", d.store.describe(), explain(d.store, err))
 	}
 	sims2 := make(map[string]*simulator, len(names))
 	for _, name := range names {

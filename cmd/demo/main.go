@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/lowwater/lowwater/actors"
+	"github.com/lowwater/lowwater/internal/etcdaccess"
 	"github.com/lowwater/lowwater/persistence"
 )
 
@@ -109,6 +110,7 @@ type config struct {
 	rate, churn, badRate float64
 
 	catalog  string
+	etcd     etcdaccess.Access
 	dataDir  string
 	failRate float64
 	latency  time.Duration
@@ -256,6 +258,8 @@ func parseFlags(args []string, help io.Writer) (config, error) {
 	fs.Float64Var(&c.badRate, "bad-rate", 0.4, "commands per second per pchannel that must be rejected (rollback, unknown or duplicate vchannel)")
 	// The catalog and its faults.
 	fs.StringVar(&c.catalog, "catalog", "bolt", "where checkpoints are kept: bolt (lowwater.db in --data), bolt:PATH, memory, or etcd://host:port[,host:port]/prefix")
+	c.etcd = etcdaccess.FromEnv(os.Getenv)
+	c.etcd.Register(fs)
 	fs.StringVar(&c.dataDir, "data", "", "directory of the bbolt file (default: a temporary directory, removed at exit)")
 	fs.Float64Var(&c.failRate, "fail-rate", 0.2, "share of catalog saves that fail, in [0, 1]")
 	fs.DurationVar(&c.latency, "latency", 0, "delay added to every catalog call")
@@ -331,7 +335,9 @@ func parseFlags(args []string, help io.Writer) (config, error) {
 	if c.duration > 0 {
 		errs = append(errs, checkWindows(c.outages, c.duration))
 	}
-	errs = append(errs, checkCatalog(c.catalog))
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	errs = append(errs, checkCatalog(c.catalog, c.etcd, given))
 	if c.chart != "" {
 		if _, err := chartFormat(c.chart); err != nil {
 			errs = append(errs, err)

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lowwater/lowwater/internal/catalogurl"
+	"github.com/lowwater/lowwater/internal/etcdaccess"
 	"github.com/lowwater/lowwater/internal/testkit/promtest"
 	"github.com/lowwater/lowwater/internal/testkit/syncbuf"
 	"github.com/lowwater/lowwater/messages"
@@ -273,10 +274,10 @@ func TestParseFlags(t *testing.T) {
 
 func TestCatalogSpec(t *testing.T) {
 	for _, spec := range []string{"bolt", "bolt:/tmp/x.db", "memory", "etcd://h1:2379,h2:2379/lowater"} {
-		assert.NoError(t, checkCatalog(spec), spec)
+		assert.NoError(t, checkCatalog(spec, etcdaccess.Access{}, nil), spec)
 	}
 	for _, spec := range []string{"memory:x", "nats", "etcd://"} {
-		assert.ErrorIs(t, checkCatalog(spec), catalogurl.ErrInvalid, spec)
+		assert.ErrorIs(t, checkCatalog(spec, etcdaccess.Access{}, nil), catalogurl.ErrInvalid, spec)
 	}
 }
 

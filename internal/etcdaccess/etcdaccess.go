@@ -1,0 +1,164 @@
+// Package etcdaccess is how lowwater's commands (the lowwater tool and the
+// demo) reach a secured etcd: over TLS, with a CA of its own and a client
+// certificate, and as a user. Both take the same flags and environment
+// variables, so that an operator sets them once. The password is read
+// from the environment only, never a flag, so that it shows in no process
+// list.
+package etcdaccess
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// The environment variables that FromEnv reads.
+const (
+	EnvCACert   = "LOWWATER_ETCD_CACERT"
+	EnvCert     = "LOWWATER_ETCD_CERT"
+	EnvKey      = "LOWWATER_ETCD_KEY"
+	EnvUser     = "LOWWATER_ETCD_USER"
+	EnvPassword = "LOWWATER_ETCD_PASSWORD"
+)
+
+// FlagNames are the flags that Register defines, for a command that
+// refuses them on a catalog other than etcd, where they would be ignored.
+var FlagNames = []string{"etcd-cacert", "etcd-cert", "etcd-key", "etcd-user"}
+
+// Access is the TLS and the credentials of an etcd client. The zero value
+// is a plain connection with no user.
+type Access struct {
+	CAFile, CertFile, KeyFile string
+	User, Password            string
+}
+
+// FromEnv reads the environment variables through getenv (os.Getenv, or
+// a test's own).
+func FromEnv(getenv func(string) string) Access {
+	return Access{
+		CAFile:   getenv(EnvCACert),
+		CertFile: getenv(EnvCert),
+		KeyFile:  getenv(EnvKey),
+		User:     getenv(EnvUser),
+		Password: getenv(EnvPassword),
+	}
+}
+
+// Register defines the flags on fs, each defaulting to what a holds
+// already (from the environment, through FromEnv): a flag given wins.
+func (a *Access) Register(fs *flag.FlagSet) {
+	fs.StringVar(&a.CAFile, "etcd-cacert", a.CAFile, "verify etcd's certificate with the CA in `FILE` (PEM), not the system's; turns TLS on ($"+EnvCACert+")")
+	fs.StringVar(&a.CertFile, "etcd-cert", a.CertFile, "client certificate in `FILE` (PEM); turns TLS on ($"+EnvCert+")")
+	fs.StringVar(&a.KeyFile, "etcd-key", a.KeyFile, "its private key in `FILE` (PEM) ($"+EnvKey+")")
+	fs.StringVar(&a.User, "etcd-user", a.User, "authenticate to etcd as `NAME`, with the password in $"+EnvPassword+" ($"+EnvUser+")")
+}
+
+// TLS reports whether the connection is to use TLS.
+func (a Access) TLS() bool { return a.CAFile != "" || a.CertFile != "" || a.KeyFile != "" }
+
+// Validate refuses settings that cannot work: a certificate without its
+// key or the other way round, and a password with no user. The files are
+// read only by Apply.
+func (a Access) Validate() error {
+	switch {
+	case (a.CertFile == "") != (a.KeyFile == ""):
+		return fmt.Errorf("--etcd-cert and --etcd-key ($%s, $%s) go together", EnvCert, EnvKey)
+	case a.Password != "" && a.User == "":
+		return fmt.Errorf("$%s is set, but no user: give --etcd-user (or $%s)", EnvPassword, EnvUser)
+	}
+	return nil
+}
+
+// Apply sets cfg's TLS and credentials. A file that cannot be read or
+// holds no certificate is an error that names its flag.
+func (a Access) Apply(cfg *clientv3.Config) error {
+	if a.User != "" {
+		cfg.Username, cfg.Password = a.User, a.Password
+	}
+	tc, err := a.tlsConfig()
+	cfg.TLS = tc
+	return err
+}
+
+// tlsConfig is the TLS the settings ask for, nil for none.
+func (a Access) tlsConfig() (*tls.Config, error) {
+	if !a.TLS() {
+		return nil, nil
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if a.CAFile != "" {
+		pem, err := os.ReadFile(a.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("--etcd-cacert: %w", err)
+		}
+		tc.RootCAs = x509.NewCertPool()
+		if !tc.RootCAs.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--etcd-cacert: %s: %w", a.CAFile, errNoCertificate)
+		}
+	}
+	if a.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(a.CertFile, a.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("--etcd-cert, --etcd-key: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
+}
+
+var errNoCertificate = errors.New("no PEM certificate in it")
+
+// ProbeTime bounds what Diagnose spends.
+const ProbeTime = time.Second
+
+// Diagnose says why the etcd at endpoint (host:port) may not answer,
+// found by connecting to it as the client would, or "" if nothing shows.
+// The client's own error after a timeout says only that the deadline
+// passed, whether etcd is down, speaks TLS to a client that does not, or
+// refuses its certificate.
+func (a Access) Diagnose(endpoint string) string {
+	deadline := time.Now().Add(ProbeTime)
+	conn, err := net.DialTimeout("tcp", endpoint, ProbeTime)
+	if err != nil {
+		return fmt.Sprintf("cannot connect to %s: %v", endpoint, err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(deadline)
+	tc, err := a.tlsConfig()
+	if err != nil {
+		return err.Error()
+	}
+	host, _, _ := net.SplitHostPort(endpoint)
+	if tc == nil {
+		// Only to learn whether it speaks TLS: nothing is sent over it.
+		probe := tls.Client(conn, &tls.Config{InsecureSkipVerify: true, ServerName: host})
+		if probe.Handshake() == nil {
+			return fmt.Sprintf("%s speaks TLS: give --etcd-cacert (and --etcd-cert, --etcd-key if it asks clients for a certificate)", endpoint)
+		}
+		return ""
+	}
+	tc = tc.Clone()
+	tc.ServerName = host
+	tc.NextProtos = []string{"h2"}
+	c := tls.Client(conn, tc)
+	if err := c.Handshake(); err != nil {
+		return fmt.Sprintf("TLS with %s failed: %v", endpoint, err)
+	}
+	// TLS 1.3 tells a refused client certificate after the handshake, on
+	// the first read.
+	_ = c.SetReadDeadline(time.Now().Add(min(200*time.Millisecond, time.Until(deadline))))
+	if _, err := c.Read(make([]byte, 1)); err != nil {
+		var ne net.Error
+		if !errors.As(err, &ne) || !ne.Timeout() {
+			return fmt.Sprintf("TLS with %s failed: %v", endpoint, err)
+		}
+	}
+	return ""
+}
