@@ -112,9 +112,9 @@ func storedIn(t *testing.T, path string) map[string]string {
 // panics makes set and restore refuse the write. An ID that cannot be
 // ordered even against itself cannot be stored by any catalog: a usage
 // error, --force or not, and nothing written. One stored already (by an
-// older build, say) that cannot be compared with the new one is refused
-// as a corrupt record is (ExitRefused), naming the pchannel and both IDs;
-// --force replaces the record without comparing.
+// older build, say) is a corrupt record to every command: set refuses to
+// write over it (ExitRefused), naming the pchannel and why, and --force
+// replaces it.
 func TestSetIDsThatCannotBeCompared(t *testing.T) {
 	url, path := boltWith(t, nil)
 
@@ -144,15 +144,32 @@ func TestSetIDsThatCannotBeCompared(t *testing.T) {
 		" comparing test-panicky:666 with test-panicky:666 panicked: LT bug\n", stderr)
 	require.Equal(t, map[string]string{"slot": "test-panicky:10"}, storedIn(t, path))
 
-	// A stored ID that cannot be compared with the new one.
+	// A stored ID that cannot be compared even with itself (stored by an
+	// older build, say): a node would recover from it and then never save
+	// over it. Every command reports it as the corrupt record it is, and
+	// set replaces it with --force only.
 	func() {
 		panickyCalm.Store(true)
 		defer panickyCalm.Store(false)
-		url, path = boltWith(t, map[string]wal.MessageID{"slot": panicky(666)})
+		url, path = boltWith(t, map[string]wal.MessageID{"other": wal.KafkaID(1), "slot": panicky(666)})
 	}()
-	const refusal = "lowwater: slot: test-panicky:11 cannot be compared with the stored test-panicky:666" +
-		" (wal: corrupt message ID: comparing test-panicky:11 with test-panicky:666 panicked: LT bug):" +
-		" --force replaces the record\n"
+	const why = "wal: corrupt message ID: comparing test-panicky:666 with test-panicky:666 panicked: LT bug"
+	stdout, _, code = runSplit(t, url, "list")
+	require.Equal(t, cli.ExitOK, code)
+	require.Contains(t, stdout, "\nslot      test-panicky  CORRUPT     0     1\n")
+	require.Contains(t, stdout, "2 pchannels, 1 unreadable (run verify)\n")
+	stdout, _, code = runSplit(t, url, "get", "slot")
+	require.Equal(t, cli.ExitCorrupt, code)
+	require.Contains(t, stdout, "checkpoint  CORRUPT: "+why+"\n")
+	stdout, stderr, code = runSplit(t, url, "verify")
+	require.Equal(t, cli.ExitCorrupt, code)
+	require.Equal(t, "CORRUPT  slot: "+why+"\n2 records, 1 unreadable\n", stdout)
+	require.Contains(t, stderr, "CORRUPT: repair with 'set --force PCHANNEL ID' or 'delete PCHANNEL'")
+	_, stderr, code = runSplit(t, url, "dump", filepath.Join(t.TempDir(), "d.json"))
+	require.Equal(t, cli.ExitCorrupt, code)
+	require.Contains(t, stderr, "CORRUPT  slot: "+why+"\n")
+
+	const refusal = "lowwater: slot: the stored record is corrupt (" + why + "): --force replaces it\n"
 	for _, dry := range []string{"", "--dry-run"} {
 		args := []string{url, "set", "slot", "11"}
 		if dry != "" {
@@ -163,19 +180,19 @@ func TestSetIDsThatCannotBeCompared(t *testing.T) {
 		require.Empty(t, stdout)
 		require.Equal(t, refusal, stderr)
 	}
-	require.Equal(t, map[string]string{"slot": "test-panicky:666"}, storedIn(t, path))
+	require.Equal(t, map[string]string{"other": "kafka:1", "slot": "test-panicky:666"}, storedIn(t, path))
 
 	stdout, stderr, code = runSplit(t, url, "set", "slot", "11", "--dry-run", "--force")
 	require.Equal(t, cli.ExitOK, code, stderr)
-	require.Equal(t, "slot: would replace from test-panicky:666 to test-panicky:11\n", stdout)
-	require.Equal(t, "warning: slot: test-panicky:11 cannot be compared with the stored test-panicky:666;"+
-		" if it is below, consumers replay from it\n", stderr)
-	require.Equal(t, map[string]string{"slot": "test-panicky:666"}, storedIn(t, path))
+	require.Equal(t, "slot: would replace from a corrupt record to test-panicky:11\n", stdout)
+	require.Equal(t, map[string]string{"other": "kafka:1", "slot": "test-panicky:666"}, storedIn(t, path))
 
 	stdout, stderr, code = runSplit(t, url, "set", "slot", "11", "--force")
 	require.Equal(t, cli.ExitOK, code, stderr)
-	require.Equal(t, "slot: replaced from test-panicky:666 to test-panicky:11\n", stdout)
-	require.Equal(t, map[string]string{"slot": "test-panicky:11"}, storedIn(t, path))
+	require.Equal(t, "slot: replaced from a corrupt record to test-panicky:11\n", stdout)
+	require.Equal(t, map[string]string{"other": "kafka:1", "slot": "test-panicky:11"}, storedIn(t, path))
+	_, _, code = runSplit(t, url, "verify")
+	require.Equal(t, cli.ExitOK, code)
 
 	// IDs whose comparison works are still raised, kept and lowered as ever.
 	url, _ = boltWith(t, map[string]wal.MessageID{"slot": panicky(10)})

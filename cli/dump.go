@@ -52,9 +52,10 @@ func dump(ctx context.Context, e *env, args []string) error {
 			fmt.Fprintf(e.stderr, "%s  %s: %s\n", unreadable(en), shown(en.PChannel), cause(en))
 			continue
 		}
-		// Through wal.Marshal: a registered type's Marshal may panic, and
-		// an ID stored by an older build may not read back or compare,
-		// which restore would refuse.
+		// entries has refused an ID that wal.Marshal refuses (one stored
+		// by an older build that does not read back or compare, which
+		// restore would refuse); a Marshal that fails only now, on a
+		// second call, is reported the same way.
 		raw, err := wal.Marshal(en.Checkpoint)
 		if err != nil {
 			corrupt++

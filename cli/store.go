@@ -15,6 +15,7 @@ import (
 	"github.com/lowwater/lowwater/internal/catalogurl"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/persistence/etcdcatalog"
+	"github.com/lowwater/lowwater/wal"
 )
 
 // env is what a command runs with.
@@ -162,8 +163,16 @@ func (s *store) entries(ctx context.Context) (map[string]persistence.Entry, []pe
 	}
 	byName := make(map[string]persistence.Entry, len(list))
 	for i, e := range list {
-		if err := persistence.ValidatePChannel(e.PChannel); err != nil && e.Err == nil {
-			e.Err = &badNameError{err: err}
+		if e.Err == nil {
+			if err := persistence.ValidatePChannel(e.PChannel); err != nil {
+				e.Err = &badNameError{err: err}
+			} else if _, err := wal.Marshal(e.Checkpoint); err != nil {
+				// An ID of a registered WAL that does not read back or
+				// cannot be compared with itself, stored by an older
+				// build: a node recovers from it, and then no save over
+				// it succeeds. It is reported as the corrupt record it is.
+				e.Err = err
+			}
 			list[i] = e
 		}
 		byName[e.PChannel] = e
