@@ -30,7 +30,10 @@
 //     Throughput messages, 300 by default, protoactor's turn):
 //     a burst of rises costs the persister one message, not one each. If
 //     it is not above the persisted value (an Add pulled the minimum below
-//     it), nothing is saved until it passes it.
+//     it), nothing is saved until it passes it. An Add that pulls the
+//     minimum down is handed to the persister the same way: a rise not
+//     saved yet is never saved over it, only a save already in flight
+//     when it came may land above it.
 //     A rise also stamps State.HeldSince with the event's time, and ends a
 //     stall in force (MinimumResumed, after the MinimumAdvanced).
 //  5. Save. At most one is in flight, off the persister's mailbox, bounded by

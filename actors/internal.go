@@ -45,6 +45,11 @@ type flushRequest struct{}
 type flushed struct{}
 
 // offer is the first minimum a new or restarted persister takes; rises
-// (MinimumAdvanced) follow. A restarted persister ignores the rises it
-// finds queued before it: they were meant for its crashed predecessor.
+// (MinimumAdvanced) and falls (minimumFell) follow. A restarted persister
+// ignores the moves it finds queued before it: they were meant for its
+// crashed predecessor.
 type offer struct{ minimum wal.MessageID }
+
+// minimumFell tells the persister that the minimum fell to to: an Add
+// below it. Unlike a rise it is no event: the VChannelAdded is.
+type minimumFell struct{ to wal.MessageID }

@@ -169,10 +169,11 @@ type pchannel struct {
 	// own (see handOver).
 	persisterInbox *mailbox
 	mailbox        *mailbox
-	// pendingAdvance is the latest rise of the minimum not yet handed to
-	// the persister (see advanced).
-	pendingAdvance *messages.MinimumAdvanced
-	crash          crashes
+	// pendingTarget is the latest move of the minimum not yet handed to
+	// the persister: a rise, as the *messages.MinimumAdvanced published
+	// (see advanced), or a fall, as minimumFell (see addVChannel).
+	pendingTarget any
+	crash         crashes
 
 	// stall watches the minimum for stalls (WithStallAfter).
 	stall stallWatch
@@ -377,6 +378,15 @@ func (p *pchannel) addVChannel(ctx actor.Context, m *messages.AddVChannel) {
 	if err == nil {
 		p.publish(&messages.VChannelAdded{Header: p.header(), VChannel: m.VChannel, Checkpoint: m.Checkpoint})
 		p.cfg.logger.Info("vchannel added", zap.String("vchannel", m.VChannel), zap.Stringer("checkpoint", m.Checkpoint))
+		if !advanced && p.phase == running && p.tracker.Holder() == m.VChannel {
+			// The minimum fell to the new vchannel's checkpoint. The
+			// persister's target, a rise not saved yet (failing, or
+			// behind the save in flight), is now above a live vchannel:
+			// its next save, a retry included, takes the new minimum,
+			// or nothing if that is not above the persisted value. Only
+			// a save already in flight may still land above it.
+			p.pendingTarget = minimumFell{to: p.tracker.Minimum()}
+		}
 	}
 	p.applied(ctx, m, from, advanced, err)
 }
@@ -585,7 +595,7 @@ func (p *pchannel) advanced(from wal.MessageID) {
 	p.publish(ev)
 	p.stall.since = ev.At
 	if p.phase == running {
-		p.pendingAdvance = ev
+		p.pendingTarget = ev
 		if p.cfg.stallAfter > 0 {
 			p.rose(ev.At)
 		}
@@ -648,14 +658,14 @@ func (p *pchannel) resume(at time.Time) {
 	p.cfg.logger.Info("minimum resumed", zap.String("holder", s.Holder), zap.Duration("stalledFor", ev.StalledFor))
 }
 
-// wantsDrained asks the mailbox for mailboxDrained while a rise of the
+// wantsDrained asks the mailbox for mailboxDrained while a move of the
 // minimum waits to be handed to the persister.
-func (p *pchannel) wantsDrained() bool { return p.pendingAdvance != nil }
+func (p *pchannel) wantsDrained() bool { return p.pendingTarget != nil }
 
-// notifyPersister hands the latest rise of the minimum to the persister.
+// notifyPersister hands the latest move of the minimum to the persister.
 func (p *pchannel) notifyPersister(ctx actor.Context) {
-	if ev := p.pendingAdvance; ev != nil {
-		p.pendingAdvance = nil
+	if ev := p.pendingTarget; ev != nil {
+		p.pendingTarget = nil
 		ctx.Send(p.persister, ev)
 	}
 }
@@ -667,7 +677,7 @@ func (p *pchannel) notifyPersister(ctx actor.Context) {
 //
 // ctx may be nil when both mailboxes are known (receiveDirect).
 func (p *pchannel) handOver(ctx actor.Context) {
-	ev := p.pendingAdvance
+	ev := p.pendingTarget
 	if ev == nil {
 		return
 	}
@@ -675,7 +685,7 @@ func (p *pchannel) handOver(ctx actor.Context) {
 		p.notifyPersister(ctx)
 		return
 	}
-	p.pendingAdvance = nil
+	p.pendingTarget = nil
 	p.persisterInbox.user.push(ev)
 	p.mailbox.runAfter(wake{p.persisterInbox})
 }
@@ -685,9 +695,9 @@ func (p *pchannel) ownMailbox(m *mailbox) { p.mailbox = m }
 
 // offerMinimum hands the persister the current minimum: a new persister
 // (spawned or restarted) starts from its floor and this, and needs nothing
-// else from the parent. Any rise pending is superseded by it.
+// else from the parent. Any move pending is superseded by it.
 func (p *pchannel) offerMinimum(ctx actor.Context) {
-	p.pendingAdvance = nil
+	p.pendingTarget = nil
 	ctx.Send(p.persister, offer{minimum: p.tracker.Minimum()})
 }
 
@@ -836,7 +846,7 @@ func (p *pchannel) becomeFenced(ctx actor.Context, cause error) {
 	// and errors.Is is asked of it.
 	cause = checkCatalogError(cause)
 	p.phase = fenced
-	p.pendingAdvance = nil
+	p.pendingTarget = nil
 	p.disarmStall()
 	p.unflushed = cause
 	p.publish(&messages.OwnershipLost{Header: p.header(), Cause: cause})
@@ -853,7 +863,7 @@ func (p *pchannel) becomeFenced(ctx actor.Context, cause error) {
 // the user whose comparisons panic, over and over, can bring it about.
 func (p *pchannel) becomeBroken(err error) {
 	p.phase = fenced
-	p.pendingAdvance = nil
+	p.pendingTarget = nil
 	p.disarmStall()
 	p.unflushed = err
 	p.cfg.logger.Error("vchannel order lost; stopping without saving", zap.Error(err))
@@ -978,7 +988,7 @@ func (p *pchannel) restartPersister(ctx actor.Context) {
 // quiet ends what runs for this actor off the mailbox: the ownership
 // watch, the timers and the recovery read (joined within joinGrace).
 func (p *pchannel) quiet() {
-	p.pendingAdvance = nil // nothing is handed to the persister any more
+	p.pendingTarget = nil // nothing is handed to the persister any more
 	if p.unwatch != nil {
 		p.unwatch()
 	}

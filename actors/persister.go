@@ -194,6 +194,10 @@ func (s *persister) receiveDirect(msg any) bool {
 		if s.offered {
 			s.do(s.plan.Offer(m.To))
 		}
+	case minimumFell:
+		if s.offered {
+			s.do(s.plan.Offer(m.to))
+		}
 	case offer:
 		s.offered = true
 		s.do(s.plan.Offer(m.minimum))

@@ -416,12 +416,20 @@ func (m *model) drop(name string) error {
 }
 
 // moved records a minimum change from before: the minimum joins the
-// incarnation's minima and, when it rose, MinimumAdvanced is due and the
-// persister (if it is up) takes it as its target.
+// incarnation's minima; when it rose, MinimumAdvanced is due and the
+// persister (if it is up) takes it as its target; when it fell (an Add
+// below it), the persister takes it as its target all the same
+// (semantics 8: a retry saves the latest minimum).
 func (m *model) moved(before opt) {
 	after := m.minimum()
 	if after.ok {
 		m.minima[after.v] = true
+	}
+	if after.ok && after.less(before) && m.ps == psUp {
+		m.target = after
+		if !m.floor.less(m.target) {
+			m.void = true
+		}
 	}
 	if !before.less(after) {
 		return

@@ -170,3 +170,49 @@ func cellOf(fault, phase string) cell {
 	}
 	panic("no cell " + fault + "/" + phase)
 }
+
+// An Add below a minimum that was not saved yet (its save failing, or
+// waiting behind the save in flight) did not reach the persister: its
+// retry, or its save after the one in flight, stored the old minimum,
+// above the live vchannel added at 50, and a restart from it would have
+// skipped that vchannel's data in [50, 100) (I1: data loss). Each save
+// that starts after the Add now takes the minimum it made.
+func TestRegressionAddBelowAnUnsavedMinimum(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		// faults are those of the save of 100; with none, the save
+		// before it (10, at spawn) is slow instead.
+		faults []faultinject.Fault
+	}{
+		{"retried", []faultinject.Fault{faultinject.Error()}},
+		{"queued behind a slow save", nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newScene(t)
+				slow := c.faults == nil
+				if slow {
+					// The spawn's save of 10 takes a second.
+					s.fi.Script(faultinject.OpSave, faultinject.Latency(time.Second))
+				}
+				s.spawn(actors.WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(10)}))
+				synctest.Wait()
+				if !slow {
+					require.Equal(t, wal.KafkaID(10), s.stored())
+					s.fi.Script(faultinject.OpSave, c.faults...)
+				}
+				s.update("a", 100)
+				synctest.Wait()
+				require.NoError(t, actors.Request(ctxtest.Within(time.Minute), s.sys.Root, s.pid,
+					&messages.AddVChannel{VChannel: "b", Checkpoint: wal.KafkaID(50)}))
+				time.Sleep(time.Minute) // every retry and the slow save are over
+				synctest.Wait()
+				require.Equal(t, []wal.MessageID{wal.KafkaID(10), wal.KafkaID(50)}, s.mem.History(scenePChannel),
+					"I1: b is at 50")
+				st := s.state()
+				require.Equal(t, wal.KafkaID(50), st.Minimum)
+				require.Equal(t, wal.KafkaID(50), st.Persisted)
+			})
+		})
+	}
+}
