@@ -349,6 +349,9 @@ func openBoltFile(path string, o boltOptions) (db *bolt.DB, file *os.File, err e
 	openFile := func(name string, flag int, perm os.FileMode) (*os.File, error) {
 		f, err := os.OpenFile(name, flag, perm)
 		file = f
+		if err == nil && lockedFiles {
+			err = checkBeforeOpen(f, path, o)
+		}
 		return f, err
 	}
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
@@ -369,6 +372,31 @@ func openBoltFile(path string, o boltOptions) (db *bolt.DB, file *os.File, err e
 		return nil, nil, err
 	}
 	return db, file, nil
+}
+
+// checkBeforeOpen takes bbolt's lock on f, which bolt.Open is about to
+// open, and checks its pages before bbolt reads them: a writer's Open
+// reads the freelist page at once, and a freelist that counts more pages
+// than the file holds makes it allocate terabytes, which ends the process
+// where no recover reaches. Under the lock, no writer is between two
+// writes of the file. An empty file is bbolt's to make a store of, or
+// OpenBolt's to call damaged.
+func checkBeforeOpen(f *os.File, path string, o boltOptions) error {
+	if err := lockFile(f, !o.readOnly, o.openTimeout); err != nil {
+		return err
+	}
+	info, err := f.Stat()
+	if err != nil || info.Size() == 0 {
+		return err
+	}
+	data := make([]byte, info.Size())
+	if _, err := f.ReadAt(data, 0); err != nil {
+		return fmt.Errorf("persistence: read bolt file %s: %w", path, err)
+	}
+	if err := checkPages(data); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrCorruptStore, path, err)
+	}
+	return nil
 }
 
 // pageDamage is what checkPages finds wrong with the file at path, or nil

@@ -137,6 +137,63 @@ func damagedCases() []struct {
 		{"branch key sized past the file", onBranchElement(func(page []byte, id uint64, elem []byte) {
 			binary.LittleEndian.PutUint32(elem[4:], 1<<23)
 		})},
+		// bbolt's consistency check counted up to the freelist page's
+		// overflow, four billion map entries: OpenBolt never returned.
+		{"freelist page with a huge overflow", onFreelist(func(page []byte) { page[15] = 0xA2 })},
+		{"freelist counting more pages than it holds", onFreelist(func(page []byte) {
+			binary.LittleEndian.PutUint16(page[10:], 0xFFFF)
+			binary.LittleEndian.PutUint64(page[pageHeaderSize:], 1<<40)
+		})},
+		// One byte of a key: a look-up misses a record that is there, or
+		// LoadAll finds two under one name and reads one for the other.
+		{"a key made equal to the one before it", onLiveLeafKeys(func(first, second []byte) { copy(second, first) })},
+		{"a key made greater than the one after it", onLiveLeafKeys(func(first, second []byte) { first[len(first)-1] = '9' + 1 })},
+	}
+}
+
+// onFreelist damages the freelist page the newest meta page names.
+func onFreelist(damage func(page []byte)) damage {
+	return func(t *testing.T, data []byte) []byte {
+		le := binary.LittleEndian
+		var freelist, txid uint64
+		for _, off := range []int{0, bboltPageSize} {
+			meta := data[off+pageHeaderSize:]
+			if tx := le.Uint64(meta[48:]); tx >= txid {
+				txid, freelist = tx, le.Uint64(meta[32:])
+			}
+		}
+		page := data[freelist*uint64(bboltPageSize):]
+		if le.Uint16(page[8:]) != 0x10 || le.Uint16(page[10:]) == 0 {
+			t.Fatalf("page %d is not a freelist page that frees pages", freelist)
+		}
+		damage(page[:bboltPageSize])
+		return data
+	}
+}
+
+// onLiveLeafKeys damages the first two keys of a leaf page the catalog's
+// bucket reaches (its root's second child), both of the same length.
+func onLiveLeafKeys(damage func(first, second []byte)) damage {
+	return func(t *testing.T, data []byte) []byte {
+		le := binary.LittleEndian
+		root := uint64(bucketRoot(t, data))
+		branch := data[root*uint64(bboltPageSize):]
+		if le.Uint16(branch[8:]) != branchPageFlag || le.Uint16(branch[10:]) < 2 {
+			t.Fatalf("the bucket's root page %d is not a branch page", root)
+		}
+		leaf := le.Uint64(branch[pageHeaderSize+leafElemSize+8:])
+		page := data[leaf*uint64(bboltPageSize) : (leaf+1)*uint64(bboltPageSize)]
+		if le.Uint16(page[8:]) != leafPageFlag || le.Uint16(page[10:]) < 2 {
+			t.Fatalf("page %d is not a leaf page of records", leaf)
+		}
+		key := func(i int) []byte {
+			elem := page[pageHeaderSize+i*leafElemSize:]
+			pos, ksize := le.Uint32(elem[4:]), le.Uint32(elem[8:])
+			at := pageHeaderSize + uint32(i)*leafElemSize + pos
+			return page[at : at+ksize]
+		}
+		damage(key(0), key(1))
+		return data
 	}
 }
 
@@ -526,5 +583,47 @@ func TestBoltEmptyFileIsDamaged(t *testing.T) {
 	fresh := openBolt(t, filepath.Join(t.TempDir(), "new.db"))
 	if err := fresh.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestBoltKeyDamageIsRefused damages one byte of a key in a small store,
+// whose bucket bbolt keeps inline and its consistency check does not
+// order: the store opened, verify found nothing, and LoadAll read one
+// pchannel's checkpoint as another's (two records under one name), or
+// Load found nothing where a record was (keys out of order).
+func TestBoltKeyDamageIsRefused(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		from, to string
+		want     string
+	}{
+		{"a key made equal to the one before it", "slot-b", "slot-a", `key 1 ("slot-a") is not above the key before it ("slot-a")`},
+		{"a key made greater than the one after it", "slot-a", "slot-z", `key 1 ("slot-b") is not above the key before it ("slot-z")`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "checkpoints.db")
+			b := openBolt(t, path, persistence.WithNoSync(true))
+			for i, p := range []string{"slot-a", "slot-b", "slot-c"} {
+				if err := b.Save(context.Background(), p, wal.KafkaID(10*(i+1))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := b.Close(); err != nil {
+				t.Fatal(err)
+			}
+			rewrite(t, path, func(t *testing.T, data []byte) []byte {
+				// Every copy of the key: the live page, and any the
+				// freelist holds.
+				if n := bytes.Count(data, []byte(c.from)); n == 0 {
+					t.Fatalf("no key %q in the file", c.from)
+				}
+				return bytes.ReplaceAll(data, []byte(c.from), []byte(c.to))
+			})
+			_, err := persistence.OpenBolt(path)
+			wantCorruptStore(t, "OpenBolt", err, path)
+			if !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("OpenBolt = %v, want it to say %s", err, c.want)
+			}
+		})
 	}
 }

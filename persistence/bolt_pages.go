@@ -1,6 +1,7 @@
 package persistence
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -18,7 +19,14 @@ const (
 	metaChecksumOffset = 56 // the checksum covers the meta's bytes before it
 	branchPageFlag     = 0x01
 	leafPageFlag       = 0x02
+	freelistPageFlag   = 0x10
 	bucketLeafFlag     = 0x01
+	// noFreelist is the freelist page ID of a file that keeps none
+	// (bbolt's NoFreelistSync).
+	noFreelist = ^uint64(0)
+	// freelistCountOverflow in a freelist page's count says that the
+	// count is the page's first uint64 instead.
+	freelistCountOverflow = 0xFFFF
 )
 
 // errPages is the cause of every checkPages failure.
@@ -28,12 +36,17 @@ var errPages = errors.New("page structure")
 // the file's bytes and checks what bbolt trusts without a check: that each
 // page lies inside the file and below the high-water mark, is reached once
 // (no cycle), says it is the page it is, and holds its elements, keys and
-// values inside itself. bbolt reads through such damage wherever it
-// meets it: a key or value past the mapped file faults, and a cycle of
-// branch pages grows a cursor's stack until memory runs out. Under guard
-// a fault becomes an error, but not on the goroutine bbolt's consistency
-// check runs on, and running out of memory ends the process anywhere; so
-// OpenBolt checks the structure first, with no pointer into the file.
+// values inside itself; that the keys of each bucket are in order; and
+// that the freelist page is one, inside the file, holding the page IDs it
+// counts. bbolt reads through such damage wherever it meets it: a key or
+// value past the mapped file faults, a cycle of branch pages grows a
+// cursor's stack until memory runs out, a freelist's overflow count sets
+// its consistency check counting to four billion, and keys out of order
+// make a look-up miss a record that is there (Load saying nothing is
+// stored) or find two under one name. Under guard a fault becomes an
+// error, but not on the goroutine bbolt's consistency check runs on, and
+// running out of memory ends the process anywhere; so OpenBolt checks the
+// structure first, with no pointer into the file.
 func checkPages(data []byte) error {
 	meta, err := newestMeta(data)
 	if err != nil {
@@ -43,12 +56,16 @@ func checkPages(data []byte) error {
 	if w.highWater > uint64(len(data))/w.pageSize {
 		return fmt.Errorf("%w: the file has %d bytes, short of its %d pages", errPages, len(data), w.highWater)
 	}
-	return w.tree(meta.root)
+	if err := w.tree(meta.root, &keyRange{}); err != nil {
+		return err
+	}
+	return w.freelist(meta.freelist)
 }
 
 type boltMeta struct {
 	pageSize uint32
 	root     uint64
+	freelist uint64
 	pgid     uint64
 	txid     uint64
 }
@@ -93,7 +110,7 @@ func metaAt(data []byte, off int) (boltMeta, bool) {
 	}
 	b := data[off+pageHeaderSize:]
 	le := binary.LittleEndian
-	m := boltMeta{pageSize: le.Uint32(b[8:]), root: le.Uint64(b[16:]), pgid: le.Uint64(b[40:]), txid: le.Uint64(b[48:])}
+	m := boltMeta{pageSize: le.Uint32(b[8:]), root: le.Uint64(b[16:]), freelist: le.Uint64(b[32:]), pgid: le.Uint64(b[40:]), txid: le.Uint64(b[48:])}
 	h := fnv.New64a()
 	h.Write(b[:metaChecksumOffset])
 	valid := le.Uint32(b) == boltMagic && le.Uint32(b[4:]) == boltVersion && le.Uint64(b[metaChecksumOffset:]) == h.Sum64() &&
@@ -108,8 +125,31 @@ type pageWalk struct {
 	seen      map[uint64]bool
 }
 
-// tree checks the pages of a tree rooted at page id.
-func (w *pageWalk) tree(id uint64) error {
+// keyRange is what the keys of one part of a bucket must keep to, walked
+// in order: above the last key met (after), at or above the branch key
+// that leads there (low), and below the next branch key (high).
+type keyRange struct {
+	low, high []byte // nil: unbounded
+	last      []byte
+	any       bool // a key was met: last is set
+}
+
+// key checks k, the next key of the bucket in order, and records it.
+func (r *keyRange) key(id uint64, i int, k []byte) error {
+	switch {
+	case r.any && bytes.Compare(k, r.last) <= 0:
+		return fmt.Errorf("%w: page %d: key %d (%q) is not above the key before it (%q)", errPages, id, i, k, r.last)
+	case r.low != nil && bytes.Compare(k, r.low) < 0:
+		return fmt.Errorf("%w: page %d: key %d (%q) is below its branch key (%q)", errPages, id, i, k, r.low)
+	case r.high != nil && bytes.Compare(k, r.high) >= 0:
+		return fmt.Errorf("%w: page %d: key %d (%q) is not below the next branch key (%q)", errPages, id, i, k, r.high)
+	}
+	r.last, r.any = k, true
+	return nil
+}
+
+// tree checks the pages of a tree rooted at page id, whose keys keep to r.
+func (w *pageWalk) tree(id uint64, r *keyRange) error {
 	if id < 2 || id >= w.highWater {
 		return fmt.Errorf("%w: page %d is outside the data pages [2, %d)", errPages, id, w.highWater)
 	}
@@ -117,23 +157,32 @@ func (w *pageWalk) tree(id uint64) error {
 		return fmt.Errorf("%w: page %d is reached twice", errPages, id)
 	}
 	w.seen[id] = true
+	page, err := w.pageAt(id)
+	if err != nil {
+		return err
+	}
+	return w.page(id, page, r)
+}
+
+// pageAt is page id with its overflow, once its header is checked.
+func (w *pageWalk) pageAt(id uint64) ([]byte, error) {
 	off := id * w.pageSize
 	header := w.data[off : off+pageHeaderSize]
 	le := binary.LittleEndian
 	if got := le.Uint64(header); got != id {
-		return fmt.Errorf("%w: page %d says it is page %d", errPages, id, got)
+		return nil, fmt.Errorf("%w: page %d says it is page %d", errPages, id, got)
 	}
 	overflow := uint64(le.Uint32(header[12:]))
 	if id+overflow >= w.highWater {
-		return fmt.Errorf("%w: page %d and its %d overflow pages run past the high-water mark %d", errPages, id, overflow, w.highWater)
+		return nil, fmt.Errorf("%w: page %d and its %d overflow pages run past the high-water mark %d", errPages, id, overflow, w.highWater)
 	}
-	page := w.data[off : off+(overflow+1)*w.pageSize]
-	return w.page(id, page)
+	return w.data[off : off+(overflow+1)*w.pageSize], nil
 }
 
 // page checks one page's elements, inside page (a whole page and its
-// overflow, or an inline bucket's value), and the trees they lead to.
-func (w *pageWalk) page(id uint64, page []byte) error {
+// overflow, or an inline bucket's value), the order of their keys (r),
+// and the trees they lead to.
+func (w *pageWalk) page(id uint64, page []byte, r *keyRange) error {
 	le := binary.LittleEndian
 	flags, count := le.Uint16(page[8:]), int(le.Uint16(page[10:]))
 	if flags != branchPageFlag && flags != leafPageFlag {
@@ -146,11 +195,7 @@ func (w *pageWalk) page(id uint64, page []byte) error {
 		at := pageHeaderSize + i*pageElementSize
 		elem := page[at : at+pageElementSize]
 		if flags == branchPageFlag {
-			pos, ksize := uint64(le.Uint32(elem)), uint64(le.Uint32(elem[4:]))
-			if uint64(at)+pos+ksize > uint64(len(page)) {
-				return fmt.Errorf("%w: page %d: key %d runs past the page", errPages, id, i)
-			}
-			if err := w.tree(le.Uint64(elem[8:])); err != nil {
+			if err := w.branch(id, page, i, r, count); err != nil {
 				return err
 			}
 			continue
@@ -160,6 +205,9 @@ func (w *pageWalk) page(id uint64, page []byte) error {
 		if end > uint64(len(page)) {
 			return fmt.Errorf("%w: page %d: record %d runs past the page", errPages, id, i)
 		}
+		if err := r.key(id, i, page[uint64(at)+pos:uint64(at)+pos+ksize]); err != nil {
+			return err
+		}
 		if eflags&bucketLeafFlag == 0 {
 			continue
 		}
@@ -167,8 +215,9 @@ func (w *pageWalk) page(id uint64, page []byte) error {
 		if len(value) < bucketHeaderSize {
 			return fmt.Errorf("%w: page %d: bucket %d has a %d-byte header", errPages, id, i, len(value))
 		}
+		// A bucket's keys are a sequence of their own.
 		if root := le.Uint64(value); root != 0 {
-			if err := w.tree(root); err != nil {
+			if err := w.tree(root, &keyRange{}); err != nil {
 				return err
 			}
 			continue
@@ -177,8 +226,86 @@ func (w *pageWalk) page(id uint64, page []byte) error {
 		if len(inline) < pageHeaderSize {
 			return fmt.Errorf("%w: page %d: inline bucket %d is shorter than a page header", errPages, id, i)
 		}
-		if err := w.page(id, inline); err != nil {
+		if err := w.page(id, inline, &keyRange{}); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// branch checks element i of branch page id and the tree it leads to,
+// whose keys lie from its key up to the next element's (or r's high).
+func (w *pageWalk) branch(id uint64, page []byte, i int, r *keyRange, count int) error {
+	le := binary.LittleEndian
+	keyOf := func(i int) ([]byte, error) {
+		at := pageHeaderSize + i*pageElementSize
+		elem := page[at : at+pageElementSize]
+		pos, ksize := uint64(le.Uint32(elem)), uint64(le.Uint32(elem[4:]))
+		if uint64(at)+pos+ksize > uint64(len(page)) {
+			return nil, fmt.Errorf("%w: page %d: key %d runs past the page", errPages, id, i)
+		}
+		return page[uint64(at)+pos : uint64(at)+pos+ksize], nil
+	}
+	low, err := keyOf(i)
+	if err != nil {
+		return err
+	}
+	high := r.high
+	if i+1 < count {
+		if high, err = keyOf(i + 1); err != nil {
+			return err
+		}
+	}
+	// The first child may hold keys below its branch key: bbolt keeps
+	// the key a page had when it was split, and a delete can move it.
+	sub := keyRange{low: low, high: high, last: r.last, any: r.any}
+	if i == 0 {
+		sub.low = r.low
+	}
+	child := le.Uint64(page[pageHeaderSize+i*pageElementSize+8:])
+	if err := w.tree(child, &sub); err != nil {
+		return err
+	}
+	r.last, r.any = sub.last, sub.any
+	return nil
+}
+
+// freelist checks the freelist page id that the meta names, which bbolt
+// reads, and walks page by page up to its overflow count, before it reads
+// any bucket: that it is a freelist page of its own inside the file, and
+// that the page IDs it counts fit in it and are data pages.
+func (w *pageWalk) freelist(id uint64) error {
+	if id == noFreelist {
+		return nil
+	}
+	if id < 2 || id >= w.highWater {
+		return fmt.Errorf("%w: freelist page %d is outside the data pages [2, %d)", errPages, id, w.highWater)
+	}
+	if w.seen[id] {
+		return fmt.Errorf("%w: freelist page %d is also a page of the tree", errPages, id)
+	}
+	page, err := w.pageAt(id)
+	if err != nil {
+		return err
+	}
+	le := binary.LittleEndian
+	if flags := le.Uint16(page[8:]); flags != freelistPageFlag {
+		return fmt.Errorf("%w: freelist page %d has flags %#x", errPages, id, flags)
+	}
+	ids := page[pageHeaderSize:]
+	n := uint64(le.Uint16(page[10:]))
+	if n == freelistCountOverflow {
+		if len(ids) < 8 {
+			return fmt.Errorf("%w: freelist page %d has no room for its count", errPages, id)
+		}
+		n, ids = le.Uint64(ids), ids[8:]
+	}
+	if n > uint64(len(ids))/8 {
+		return fmt.Errorf("%w: freelist page %d counts %d free pages, more than it holds", errPages, id, n)
+	}
+	for i := range n {
+		if free := le.Uint64(ids[i*8:]); free < 2 || free >= w.highWater {
+			return fmt.Errorf("%w: freelist page %d frees page %d, outside the data pages [2, %d)", errPages, id, free, w.highWater)
 		}
 	}
 	return nil
