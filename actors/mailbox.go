@@ -443,7 +443,7 @@ func (m *mailbox) answerPanicked(msg, reason any) {
 	if !ok || env.Sender == nil || m.root == nil {
 		return
 	}
-	m.root.Send(env.Sender, &PChannelPanicError{Command: fmt.Sprintf("%T", env.Message), Value: reason})
+	m.root.Send(env.Sender, &PChannelPanicError{Command: fmt.Sprintf("%T", env.Message), Value: reason, message: env.Message})
 }
 
 // runAfter runs t on the mailbox's goroutine once the mailbox has let go

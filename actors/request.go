@@ -141,6 +141,9 @@ func LoggerFactory(l *zap.Logger) func(*actor.ActorSystem) *slog.Logger {
 type PChannelPanicError struct {
 	Command string // the type of the message being handled
 	Value   any    // what the handler panicked with
+	// message is the one being handled, by which a Sender tells which of
+	// its batches the panic answers.
+	message any
 }
 
 // ErrPChannelPanicked matches every PChannelPanicError.

@@ -117,8 +117,12 @@ type Sender struct {
 	// sent, a message is its receivers'.
 	spare []messages.VChannelCheckpoint
 	// flying is the batch in flight, nil when none: at most one is, and
-	// it is never empty.
-	flying []messages.VChannelCheckpoint
+	// it is never empty. flyingMsg is the message that carries it, and
+	// answeredMsg the one before, once answered: a second answer to it
+	// (a middleware that panics after the pchannel replied) is not taken
+	// for the answer to the batch in flight.
+	flying                 []messages.VChannelCheckpoint
+	flyingMsg, answeredMsg *messages.UpdateBatch
 	// shipped and answered count batches; answered <= shipped.
 	shipped, answered uint64
 	// progress, when someone waits, is closed and cleared when a batch is
@@ -433,8 +437,9 @@ func (s *Sender) takeErrorsLocked() error {
 // kept for good.
 const senderForgetAfter = 2 * DefaultMaxPending
 
-// takeLocked takes the next batch and marks it in flight.
-func (s *Sender) takeLocked() []messages.VChannelCheckpoint {
+// takeLocked takes the next batch, as the message to ship, and marks it in
+// flight.
+func (s *Sender) takeLocked() *messages.UpdateBatch {
 	batch := s.pending
 	s.pending, s.spare = s.spare[:0], nil
 	s.gen++
@@ -443,15 +448,14 @@ func (s *Sender) takeLocked() []messages.VChannelCheckpoint {
 		clear(s.entries)
 		s.entries = s.entries[:0]
 	}
-	s.flying = batch
+	s.flying, s.flyingMsg = batch, &messages.UpdateBatch{Updates: batch}
 	s.shipped++
-	return batch
+	return s.flyingMsg
 }
 
-// ship sends batch, taken by takeLocked, as one UpdateBatch whose reply
-// goes to s.replies.
-func (s *Sender) ship(batch []messages.VChannelCheckpoint) {
-	s.root.RequestWithCustomSender(s.pchannel, &messages.UpdateBatch{Updates: batch}, s.replies)
+// ship sends batch, taken by takeLocked, with its reply to s.replies.
+func (s *Sender) ship(batch *messages.UpdateBatch) {
+	s.root.RequestWithCustomSender(s.pchannel, batch, s.replies)
 }
 
 // batchConsumed is a pchannel's answer to a Sender's UpdateBatch applied
@@ -488,7 +492,9 @@ func (p replyProcess) SendUserMessage(_ *actor.PID, message any) {
 		// The pchannel panicked handling the batch (PChannelPanicError), or
 		// something else answered: every update of the batch may be lost,
 		// and each is named with the error.
-		p.s.answer(p.s.failedBatch(m), nil, false)
+		if be := p.s.failedBatch(m); be != nil {
+			p.s.answer(be, nil, false)
+		}
 	}
 }
 
@@ -501,10 +507,16 @@ func (p replyProcess) SendSystemMessage(_ *actor.PID, message any) {
 func (p replyProcess) Stop(*actor.PID) {}
 
 // failedBatch names every update of the batch in flight with err: an
-// answer that covers the whole batch, such as the pchannel's panic.
+// answer that covers the whole batch, such as the pchannel's panic. It is
+// nil for a panic while handling the batch answered before, after its
+// reply: that batch had its answer, and the one in flight has yet to.
 func (s *Sender) failedBatch(err error) *messages.BatchError {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var pe *PChannelPanicError
+	if errors.As(err, &pe) && pe.message != nil && pe.message == s.answeredMsg {
+		return nil
+	}
 	be := &messages.BatchError{Rejected: make([]messages.Rejection, 0, max(len(s.flying), 1))}
 	for _, u := range s.flying {
 		be.Rejected = append(be.Rejected, messages.Rejection{VChannel: u.VChannel, Err: err})
@@ -539,14 +551,14 @@ func (s *Sender) answer(rejected *messages.BatchError, gone error, consumed bool
 			s.rejected = append(s.rejected, r)
 		}
 	}
-	var next []messages.VChannelCheckpoint
+	var next *messages.UpdateBatch
 	if s.flying != nil {
 		s.answered++
 		if consumed && rejected == nil && gone == nil {
 			clear(s.flying)
 			s.spare = s.flying[:0]
 		}
-		s.flying = nil
+		s.flying, s.answeredMsg, s.flyingMsg = nil, s.flyingMsg, nil
 		if len(s.pending) > 0 && s.gone == nil && !s.detached {
 			next = s.takeLocked()
 		}

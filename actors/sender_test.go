@@ -616,3 +616,46 @@ func TestSenderClosedShipsNothingMore(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, map[string]wal.MessageID{"v0": wal.KafkaID(2), "v1": wal.KafkaID(1)}, r.checkpoints(t))
 }
+
+// A receiver middleware that panics after passing a batch on sends the
+// Sender a second answer to it, the panic, once the pchannel has replied
+// and the next batch is in flight. It was taken for that batch's answer:
+// Flush returned before the pchannel answered the batch, naming as
+// rejected an update the pchannel applied. The panic answers the batch
+// that had its reply; the Sender leaves it be.
+func TestSenderTakesNoSecondAnswerForTheNextBatch(t *testing.T) {
+	system := actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(zap.NewNop())))
+	t.Cleanup(system.Shutdown)
+	catalog := persistence.NewMemory()
+	t.Cleanup(func() { _ = catalog.Close() })
+	props, err := NewProps("p", wal.Kafka, catalog, WithVChannels(map[string]wal.MessageID{"boom": wal.KafkaID(1), "a": wal.KafkaID(1)}))
+	require.NoError(t, err)
+	held, release := make(chan struct{}), make(chan struct{})
+	props.Configure(actor.WithReceiverMiddleware(func(next actor.ReceiverFunc) actor.ReceiverFunc {
+		return func(ctx actor.ReceiverContext, env *actor.MessageEnvelope) {
+			b, ok := env.Message.(*messages.UpdateBatch)
+			if !ok || b.Updates[0].VChannel != "boom" {
+				next(ctx, env)
+				return
+			}
+			close(held)
+			<-release // until the next batch waits in the Sender
+			next(ctx, env)
+			panic("a middleware's bug, after the reply")
+		}
+	}))
+	pid := system.Root.Spawn(props)
+	t.Cleanup(func() { _ = system.Root.PoisonFuture(pid).Wait() })
+	s := newTestSender(t, system, pid)
+	require.NoError(t, s.Update("boom", wal.KafkaID(10))) // shipped, held
+	<-held
+	require.NoError(t, s.Update("a", wal.KafkaID(20))) // waits for its answer
+	close(release)
+	require.NoError(t, s.Flush(ctx10s(t)))
+	st, err := GetState(ctx10s(t), system.Root, pid, IncludeCheckpoints())
+	require.NoError(t, err)
+	require.Equal(t, map[string]wal.MessageID{"boom": wal.KafkaID(10), "a": wal.KafkaID(20)}, st.Checkpoints)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	require.Equal(t, s.shipped, s.answered)
+}
