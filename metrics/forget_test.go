@@ -1,6 +1,7 @@
 package metrics_test
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -143,4 +144,43 @@ func seriesOf(t *testing.T, reg *prometheus.Registry, prefix string) []string {
 		}
 	}
 	return out
+}
+
+// stubbornLoad is a catalog whose Load ignores its context until released.
+type stubbornLoad struct {
+	*persistence.Memory
+	entered, release chan struct{}
+}
+
+func (s stubbornLoad) Load(ctx context.Context, pchannel string) (wal.MessageID, error) {
+	s.entered <- struct{}{}
+	<-s.release
+	return s.Memory.Load(ctx, pchannel)
+}
+
+// A catalog call that a stop abandoned counts in abandoned_calls_total
+// after its pchannel is forgotten, as its updates do: a counter that went
+// down would read as a reset, and the call would vanish from rate().
+func TestForgetKeepsAbandonedCallsInTheTotal(t *testing.T) {
+	collector, err := metrics.New()
+	require.NoError(t, err)
+	reg := registry(t, collector)
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }),
+		actor.WithDeadLetterThrottleInterval(time.Millisecond))
+	defer system.Shutdown()
+	cat := stubbornLoad{Memory: persistence.NewMemory(), entered: make(chan struct{}, 1), release: make(chan struct{})}
+	defer close(cat.release)
+	props, err := actors.NewProps("p1", wal.Kafka, cat, actors.WithCounters(collector.Counters("p1")),
+		actors.WithVChannels(map[string]wal.MessageID{"v": wal.KafkaID(1)}))
+	require.NoError(t, err)
+	pid := system.Root.Spawn(props)
+	select {
+	case <-cat.entered:
+	case <-time.After(testBound):
+		t.Fatal("the recovery's Load never started")
+	}
+	require.NoError(t, system.Root.StopFuture(pid).Wait())
+	require.Equal(t, 1.0, sample(t, reg, "lowwater_abandoned_calls_total", false, ""))
+	collector.Forget("p1")
+	require.Equal(t, 1.0, sample(t, reg, "lowwater_abandoned_calls_total", false, ""))
 }

@@ -109,9 +109,9 @@ type Collector struct {
 	// one entry under "".
 	series    map[string]*series
 	pchannels map[string]*pchannelState
-	// retiredUpdates keeps the updates of forgotten pchannels in the
-	// unlabelled total, which must never go down.
-	retiredUpdates uint64
+	// retiredUpdates and retiredAbandoned keep the counts of forgotten
+	// pchannels in the unlabelled totals, which must never go down.
+	retiredUpdates, retiredAbandoned uint64
 	// forgotten holds when each forgotten pchannel was forgotten. The
 	// collector is fed asynchronously, so events of a pchannel's last run
 	// may arrive after Forget: those stamped before it are ignored, and the
@@ -292,6 +292,7 @@ func (c *Collector) Forget(pchannel string) {
 		delete(c.series, pchannel)
 	} else if p.counters != nil {
 		c.retiredUpdates += p.counters.Updates()
+		c.retiredAbandoned += p.counters.AbandonedCalls()
 	}
 	delete(c.pchannels, pchannel)
 }
@@ -467,8 +468,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 
 	// State, per pchannel or summed (the lag: the largest).
 	now := c.cfg.now()
-	updates := c.retiredUpdates
-	var abandoned uint64
+	updates, abandoned := c.retiredUpdates, c.retiredAbandoned
 	var inFlight, live, recovering, retrying, lag, age, stalled float64
 	for _, name := range sortedKeys(c.pchannels) {
 		p := c.pchannels[name]
