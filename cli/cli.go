@@ -221,12 +221,20 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 		return help(stdout, stderr)
 	}
 	if err != nil {
+		if name, ok := commandFlag(err); ok {
+			// A command's flag before the command: the common flags are
+			// the only ones that go there.
+			return fail(stderr, usagef("%v: a command's own flags go after it (lowwater COMMAND --%s …)", err, name))
+		}
 		return fail(stderr, usagef("%v", err))
 	}
 	if global.NArg() == 0 {
 		return fail(stderr, usagef("no command"))
 	}
 	name, rest := global.Arg(0), global.Args()[1:]
+	if name == "help" {
+		return help(stdout, stderr)
+	}
 	cmd, ok := commands[name]
 	if !ok {
 		return fail(stderr, usagef("unknown command %q", name))
@@ -300,6 +308,27 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 		err = fmt.Errorf("the command ran, but writing its output failed: %w", out.err)
 	}
 	return fail(stderr, err)
+}
+
+// commandFlag reports whether err, from parsing the common flags, names a
+// flag that some command takes, and which.
+func commandFlag(err error) (string, bool) {
+	const undefined = "flag provided but not defined: -"
+	name, ok := strings.CutPrefix(err.Error(), undefined)
+	if !ok {
+		return "", false
+	}
+	for _, c := range commands {
+		if c.flags == nil {
+			continue
+		}
+		fs := flag.NewFlagSet("", flag.ContinueOnError)
+		c.flags(fs, &options{})
+		if fs.Lookup(name) != nil {
+			return name, true
+		}
+	}
+	return "", false
 }
 
 // checkEtcdAccess refuses, as a bad command line, etcd settings that

@@ -42,6 +42,16 @@ func unreadable(e persistence.Entry) string {
 	return "CORRUPT"
 }
 
+// header is a record's term and layout version as list and get print
+// them: "-" when its header could not be read, rather than a zero it does
+// not hold.
+func header(en persistence.Entry) (term, version string) {
+	if en.Version == 0 {
+		return "-", "-"
+	}
+	return fmt.Sprint(en.Term), fmt.Sprint(en.Version)
+}
+
 // walShown is a record's WAL name as list and get print it: "-" when the
 // header could not be read, and as shown otherwise, since a record of a
 // WAL this build does not know carries whatever name it was written with.
@@ -100,17 +110,15 @@ func list(ctx context.Context, e *env, _ []string) error {
 	fmt.Fprintln(tw, "PCHANNEL\tWAL\tCHECKPOINT\tTERM\tVERSION")
 	corrupt := 0
 	for _, en := range entries {
-		checkpoint, version := "", "-"
+		checkpoint := ""
 		if en.Err == nil {
 			checkpoint = shownID(en.Checkpoint)
 		} else {
 			checkpoint = unreadable(en)
 			corrupt++
 		}
-		if en.Version != 0 {
-			version = fmt.Sprint(en.Version)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", shown(en.PChannel), walShown(en.WAL), checkpoint, en.Term, version)
+		term, version := header(en)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", shown(en.PChannel), walShown(en.WAL), checkpoint, term, version)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -148,8 +156,9 @@ func get(ctx context.Context, e *env, args []string) error {
 	} else {
 		fmt.Fprintf(e.stdout, "checkpoint  %s\n", shownID(en.Checkpoint))
 	}
-	fmt.Fprintf(e.stdout, "term        %d\n", en.Term)
-	fmt.Fprintf(e.stdout, "version     %d\n", en.Version)
+	term, version := header(en)
+	fmt.Fprintf(e.stdout, "term        %s\n", term)
+	fmt.Fprintf(e.stdout, "version     %s\n", version)
 	switch {
 	case s.etcd == nil:
 	case owner != 0:
@@ -186,7 +195,7 @@ func verify(ctx context.Context, e *env, _ []string) error {
 	if unread == 0 {
 		return nil
 	}
-	msg := fmt.Sprintf("%d unreadable records", unread)
+	msg := count(unread, "unreadable record")
 	for _, h := range []struct{ kind, hint string }{
 		{"CORRUPT", "repair with 'set --force PCHANNEL ID' or 'delete PCHANNEL'"},
 		{"UNKNOWN WAL", "read with a lowwater built with that WAL (package cli)"},
@@ -266,6 +275,11 @@ func plan(pchannel string, en *persistence.Entry, id wal.MessageID, force bool) 
 	switch {
 	case en == nil:
 		return create, nil
+	case en.Err != nil && !force && errors.Is(en.Err, wal.ErrUnknownWAL):
+		// Whole, of a WAL this build was not made with: not corrupt.
+		return 0, refused("%s stores a checkpoint of WAL %s, which this build of lowwater does not know:"+
+			" read and write it with one built with that WAL (package cli); --force replaces it unread",
+			shown(pchannel), shown(string(en.WAL)))
 	case en.Err != nil:
 		if !force {
 			return 0, refused("%s: the stored record is corrupt (%s): --force replaces it", shown(pchannel), cause(*en))

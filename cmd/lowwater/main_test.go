@@ -184,7 +184,7 @@ func TestListGetVerify(t *testing.T) {
 by-dev-rootcoord-dml_0  kafka       kafka:1200          0     1
 by-dev-rootcoord-dml_1  pulsar      pulsar:88:1402:0@1  0     1
 by-dev-rootcoord-dml_2  woodpecker  woodpecker:3:77     0     1
-by-dev-rootcoord-dml_9  -           CORRUPT             0     -
+by-dev-rootcoord-dml_9  -           CORRUPT             -     -
 4 pchannels, 1 unreadable (run verify)
 `, r.stdout)
 	for _, line := range strings.Split(r.stdout, "\n") {
@@ -213,10 +213,13 @@ by-dev-rootcoord-dml_9  -           CORRUPT             0     -
 	wantCode(t, r, cli.ExitOK)
 	require.Equal(t, "pchannel    by-dev-rootcoord-dml_1\nwal         pulsar\ncheckpoint  pulsar:88:1402:0@1\nterm        0\nversion     1\n", r.stdout)
 	wantCode(t, on(t, url, "get", "nope"), cli.ExitNotFound, "nope: no checkpoint stored")
-	wantCode(t, on(t, url, "get", "by-dev-rootcoord-dml_9"), cli.ExitCorrupt, "CORRUPT: checksum mismatch")
+	r = on(t, url, "get", "by-dev-rootcoord-dml_9")
+	wantCode(t, r, cli.ExitCorrupt)
+	// Its header unread, it has no term or version to show.
+	require.Equal(t, "pchannel    by-dev-rootcoord-dml_9\nwal         -\ncheckpoint  CORRUPT: checksum mismatch\nterm        -\nversion     -\n", r.stdout)
 
 	r = on(t, url, "verify")
-	wantCode(t, r, cli.ExitCorrupt, "CORRUPT  by-dev-rootcoord-dml_9: checksum mismatch", "4 records, 1 unreadable")
+	wantCode(t, r, cli.ExitCorrupt, "CORRUPT  by-dev-rootcoord-dml_9: checksum mismatch", "4 records, 1 unreadable", "lowwater: 1 unreadable record\n")
 	wantCode(t, on(t, "bolt:"+seedBolt(t, seed), "verify"), cli.ExitOK, "3 records, 0 unreadable")
 
 	// Reads never write: the file is byte for byte the same.
@@ -369,6 +372,14 @@ func TestCommandLine(t *testing.T) {
 	wantCode(t, lw(t, nil), cli.ExitUsage, "no command")
 	wantCode(t, lw(t, nil, "list"), cli.ExitUsage, "no catalog")
 	wantCode(t, lw(t, nil, "--catalog", "bolt:"+path, "frobnicate"), cli.ExitUsage, `unknown command "frobnicate"`)
+	help := lw(t, nil, "help")
+	wantCode(t, help, cli.ExitOK)
+	require.Equal(t, r.stdout, help.stdout, "lowwater help is lowwater --help")
+	// A command's flag before the command says where it goes.
+	wantCode(t, lw(t, nil, "--catalog", "bolt:"+path, "--dry-run", "set", "p0", "kafka:60"), cli.ExitUsage,
+		"flag provided but not defined: -dry-run: a command's own flags go after it (lowwater COMMAND --dry-run …)")
+	r = lw(t, nil, "--catalog", "bolt:"+path, "--bogus", "list")
+	wantCode(t, r, cli.ExitUsage, "flag provided but not defined: -bogus\n")
 	wantCode(t, lw(t, nil, "--catalog", "memory", "list"), cli.ExitUsage, "lives inside one process")
 	wantCode(t, lw(t, nil, "--catalog", "nats://x", "list"), cli.ExitUsage, "unknown kind")
 	wantCode(t, lw(t, nil, "--catalog", "bolt", "list"), cli.ExitUsage, "bolt:PATH")
@@ -580,5 +591,8 @@ func TestUnknownWALInThisBuild(t *testing.T) {
 	r = on(t, url, "verify")
 	wantCode(t, r, cli.ExitCorrupt, `UNKNOWN WAL  b: wal: unknown WAL name: "test-seq"`, "built with that WAL")
 	wantCode(t, on(t, url, "set", "b", "test-seq:9"), cli.ExitUsage, `unknown WAL name: "test-seq"`)
+	// The record is whole: set says so, rather than calling it corrupt.
+	wantCode(t, on(t, url, "set", "b", "kafka:5"), cli.ExitRefused, "b stores a checkpoint of WAL test-seq, which this build"+
+		" of lowwater does not know: read and write it with one built with that WAL (package cli); --force replaces it unread")
 	wantCode(t, on(t, url, "dump"), cli.ExitCorrupt, "nothing dumped")
 }
