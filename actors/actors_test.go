@@ -47,6 +47,17 @@ func TestNewPropsRejectsInvalidOptions(t *testing.T) {
 	props, err := NewProps("p", wal.Kafka, cat, WithLogger(zap.NewNop()), WithMinSaveInterval(time.Second))
 	require.NoError(t, err)
 	require.NotNil(t, props)
+
+	// Every problem at once, the WAL's and the vchannels' among them.
+	_, err = NewProps("", "nope", nil, WithLogger(nil), WithSaveTimeout(0), WithVChannels(map[string]wal.MessageID{"x": nil}))
+	require.ErrorIs(t, err, ErrInvalidOption)
+	require.ErrorIs(t, err, wal.ErrUnknownWAL)
+	for _, want := range []string{"nil logger", "empty", "nil catalog", "save timeout 0s is not positive", `unknown WAL name: "nope"`} {
+		require.Contains(t, err.Error(), want)
+	}
+	_, err = NewProps("p", "nope", nil)
+	require.ErrorIs(t, err, wal.ErrUnknownWAL)
+	require.Contains(t, err.Error(), "nil catalog")
 }
 
 func TestRestartDelayGrowsToCap(t *testing.T) {

@@ -55,8 +55,10 @@ type config struct {
 	pchannel string
 	walName  wal.Name
 	catalog  persistence.Catalog
-	// vchannels is WithVChannels' map; NewProps turns it into a spawn.
+	// vchannels is WithVChannels' map; newConfig turns it into from,
+	// which NewProps hands to the actor's producer.
 	vchannels   map[string]wal.MessageID
+	from        *spawn
 	logger      *zap.Logger
 	backoff     saveplan.Backoff
 	saveTimeout time.Duration
@@ -245,6 +247,12 @@ func newConfig(pchannel string, walName wal.Name, catalog persistence.Catalog, o
 	if c.minInterval < 0 {
 		errs = append(errs, fmt.Errorf("min save interval %v is negative", c.minInterval))
 	}
+	// The WAL and the vchannels too, so that every problem is told at once.
+	from, err := newSpawn(walName, c.vchannels)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	c.from, c.vchannels = from, nil
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%w: pchannel %q: %w", ErrInvalidOption, shortName(pchannel), errors.Join(errs...))
 	}

@@ -34,11 +34,8 @@ func NewProps(pchannel string, walName wal.Name, catalog persistence.Catalog, op
 	if err != nil {
 		return nil, err
 	}
-	from, err := newSpawn(walName, cfg.vchannels)
-	if err != nil {
-		return nil, fmt.Errorf("%w: pchannel %q: %w", ErrInvalidOption, shortName(pchannel), err)
-	}
-	cfg.vchannels = nil
+	from := cfg.from
+	cfg.from = nil // kept by the producer alone
 	return actor.PropsFromProducer(
 		func() actor.Actor { return newPChannel(cfg, from) },
 		actor.WithMailbox(newDrainingMailbox),
