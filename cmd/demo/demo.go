@@ -116,9 +116,7 @@ func (d *demo) run(ctx context.Context) (int, error) {
 		tl.start(name, sims[name].initialMinimum, ev.floor[name])
 		vchannels[name], minima[name] = len(spawn[name]), sims[name].initialMinimum
 	}
-	dashHeader := slices.Clone(header)
-	dashHeader[0] = strings.TrimPrefix(dashHeader[0], "lowwater demo: ") // the view's title says it
-	dash := newDashboard(d.began, d.cfg.duration, dashHeader, collector.Counters)
+	dash := newDashboard(d.began, d.cfg.duration, liveHeader(header), collector.Counters)
 	dash.start("run", names, vchannels, minima)
 	sinks := []sink{rec.observe, tl.observe}
 	if d.live {
@@ -328,6 +326,14 @@ func (d *demo) header(floor map[string]wal.MessageID, metricsURL string) []strin
 		lines = append(lines, "metrics: "+metricsURL)
 	}
 	return lines
+}
+
+// liveHeader is header for the live view, whose title line names the demo
+// already.
+func liveHeader(header []string) []string {
+	h := slices.Clone(header)
+	h[0] = strings.TrimPrefix(h[0], "lowwater demo: ")
+	return h
 }
 
 func (d *demo) sampling() string {

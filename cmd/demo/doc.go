@@ -59,7 +59,8 @@
 // check passed, 1 when one failed (an invariant was violated), 2 on a usage
 // error (one line on standard error) or a setup error, 3 when the
 // checkpoint store is damaged (persistence.ErrCorruptStore: a bbolt file
-// emptied, truncated or with damaged pages), 130 after a second Ctrl-C.
+// emptied, truncated or with damaged pages) or a record in it is
+// (persistence.ErrCorruptRecord), 130 after a second Ctrl-C.
 //
 // Files: main.go holds the flags and the two-stage Ctrl-C; demo.go the
 // phases; catalog.go and catalog_etcd.go the --catalog kinds (bolt,

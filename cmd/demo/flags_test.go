@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"go.etcd.io/bbolt"
+
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/wal"
 )
@@ -93,6 +95,37 @@ func TestHelpListsExitCodes(t *testing.T) {
 		if len([]rune(line)) > 80 {
 			t.Errorf("--help line over 80 columns: %q", line)
 		}
+	}
+}
+
+// TestDamagedRecord runs the demo on a bbolt file holding a record that
+// fails its checksum: a damaged store, exit 3, with the tool that repairs
+// it named.
+func TestDamagedRecord(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lowwater.db")
+	db, err := bbolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bbolt.Tx) error {
+		b, err := tx.CreateBucket([]byte("lowwater-checkpoints"))
+		if err != nil {
+			return err
+		}
+		return b.Put([]byte("p1"), []byte("not a record at all"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var out, stderr bytes.Buffer
+	code := run(context.Background(), []string{"--duration=1s", "--view=plain", "--catalog=bolt:" + path}, &out, &stderr)
+	if code != exitDamaged {
+		t.Fatalf("exit %d, want %d\nstderr:\n%s", code, exitDamaged, stderr.String())
+	}
+	if msg := stderr.String(); strings.Count(msg, "\n") != 1 || !strings.Contains(msg, "corrupt checkpoint record") || !strings.Contains(msg, "(verify)") {
+		t.Fatalf("stderr = %q, want one line naming the corrupt record and the tool", msg)
 	}
 }
 

@@ -195,11 +195,11 @@ func renderDashboard(v dashView, rates map[string]float64, width, height int, fi
 	default:
 		footer = styleDim.Render("Ctrl-C stops gracefully (flushes the pending checkpoints); twice quits at once")
 	}
-	// The recent events take what height is left, the title line and the
-	// footer included; at least two of them stay.
+	// The recent events take what height is left, their title line and
+	// the footer included.
 	recent := recentLines
 	if height > 0 {
-		recent = min(recentLines, max(2, height-len(lines)-2))
+		recent = min(recentLines, max(0, height-len(lines)-2))
 	}
 	add(styleTitle.Render("recent events"))
 	shown := v.recent[max(0, len(v.recent)-recent):]
@@ -211,7 +211,13 @@ func renderDashboard(v dashView, rates map[string]float64, width, height int, fi
 		add(fit("  " + line))
 	}
 	add(fit(footer))
-	return strings.Join(lines, "\n") + "\n"
+	if height > 0 && len(lines) > height {
+		// Too short even for the table: the bottom goes, not the title.
+		// (bubbletea drops a frame's first lines when it is too tall.)
+		lines = lines[:height]
+	}
+	// No newline after the last line: bubbletea would count a line more.
+	return strings.Join(lines, "\n")
 }
 
 // column is one column of the live table: its header, a shorter header
@@ -283,33 +289,62 @@ func idCell(id wal.MessageID, short bool) string {
 
 // renderTable draws the pchannel table within width (when > 0): with the
 // full headers if they fit, else the short ones, dropping columns in their
-// drop order until it fits. It returns the headers of the columns dropped.
+// drop order until it fits, then taking back any dropped before the last
+// that fits again (a narrow column dropped early, once a wide one has
+// gone). It returns the headers of the columns dropped, in drop order.
 func renderTable(v dashView, rates map[string]float64, width int) (string, []string) {
-	cols := liveColumns(rates)
-	short := false
-	var hidden []string
-	for {
-		out := drawTable(v, cols, short)
-		if width <= 0 || maxWidth(out) <= width {
-			return out, hidden
-		}
-		if !short {
-			short = true
-			continue
-		}
-		i := nextToDrop(cols)
-		if i < 0 {
-			return out, hidden // only the columns that never go are left
-		}
-		hidden = append(hidden, cols[i].header)
-		cols = append(cols[:i:i], cols[i+1:]...)
+	all := liveColumns(rates)
+	out := drawTable(v, all, false)
+	if width <= 0 || maxWidth(out) <= width {
+		return out, nil
 	}
+	shown := make([]bool, len(all))
+	for i := range shown {
+		shown[i] = true
+	}
+	draw := func() (string, bool) {
+		var cols []column
+		for i, c := range all {
+			if shown[i] {
+				cols = append(cols, c)
+			}
+		}
+		out := drawTable(v, cols, true)
+		return out, maxWidth(out) <= width
+	}
+	var dropped []int
+	out, fits := draw()
+	for !fits {
+		i := nextToDrop(all, shown)
+		if i < 0 {
+			break // only the columns that never go are left
+		}
+		shown[i] = false
+		dropped = append(dropped, i)
+		out, fits = draw()
+	}
+	for j := len(dropped) - 2; j >= 0 && fits; j-- {
+		i := dropped[j]
+		shown[i] = true
+		if o, ok := draw(); ok {
+			out = o
+			dropped = append(dropped[:j], dropped[j+1:]...)
+		} else {
+			shown[i] = false
+		}
+	}
+	hidden := make([]string, len(dropped))
+	for k, i := range dropped {
+		hidden[k] = all[i].header
+	}
+	return out, hidden
 }
 
-func nextToDrop(cols []column) int {
+// nextToDrop is the shown column that goes first, or -1 if none may.
+func nextToDrop(cols []column, shown []bool) int {
 	at := -1
 	for i, c := range cols {
-		if c.drop > 0 && (at < 0 || c.drop < cols[at].drop) {
+		if shown[i] && c.drop > 0 && (at < 0 || c.drop < cols[at].drop) {
 			at = i
 		}
 	}

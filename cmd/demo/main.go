@@ -31,7 +31,7 @@ const (
 	exitOK          = 0
 	exitViolated    = 1   // a check failed: an invariant was violated
 	exitSetup       = 2   // a usage error (checked before the run) or a setup error
-	exitDamaged     = 3   // the checkpoint store is damaged (persistence.ErrCorruptStore)
+	exitDamaged     = 3   // the checkpoint store or a record is damaged (persistence.ErrCorruptStore, ErrCorruptRecord)
 	exitInterrupted = 130 // a second Ctrl-C: stopped at once, nothing checked
 )
 
@@ -201,8 +201,12 @@ func runConfig(ctx context.Context, intr *interrupter, cfg config, stdin io.Read
 	}
 	code, err := d.run(ctx)
 	err = errors.Join(err, st.close())
-	if errors.Is(err, persistence.ErrCorruptStore) {
+	switch {
+	case errors.Is(err, persistence.ErrCorruptStore):
 		fmt.Fprintf(stderr, "demo: %s: restore it from a backup, or move it aside to start from nothing\n", oneLine(err))
+		return exitDamaged
+	case errors.Is(err, persistence.ErrCorruptRecord):
+		fmt.Fprintf(stderr, "demo: %s: the lowwater tool shows it (verify) and repairs it (set --force, or delete), or move the store aside\n", oneLine(err))
 		return exitDamaged
 	}
 	if err != nil {
@@ -233,7 +237,8 @@ exit status:
   1    a check failed: an invariant was violated
   2    usage error (a bad flag, reported in one line) or setup error
   3    the checkpoint store is damaged (a bbolt file truncated, emptied or
-       with damaged pages): restore it from a backup, or move it aside
+       with damaged pages): restore it from a backup, or move it aside;
+       or a record in it is (the lowwater tool's verify names it)
   130  interrupted twice: exited at once, nothing checked
 
 flags:

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/ansi"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -392,11 +393,14 @@ func TestRenderDashboardFitsTerminal(t *testing.T) {
 
 	allHeaders := []string{"PCHANNEL", "STATE", "VCHANNELS", "MINIMUM", "HOLDER", "PERSISTED", "LAG", "BEHIND FOR", "SAVES", "FAILURES", "UPDATES/S"}
 	shortOf := map[string]string{"VCHANNELS": "VCH", "BEHIND FOR": "BEHIND", "FAILURES": "FAILS", "UPDATES/S": "UPD/S"}
-	for _, size := range []struct{ w, h int }{{80, 24}, {100, 30}, {60, 24}, {200, 50}} {
+	for _, size := range []struct{ w, h int }{{80, 24}, {100, 30}, {60, 24}, {200, 50}, {80, 20}, {80, 18}, {80, 12}, {80, 6}} {
 		t.Run(fmt.Sprintf("%dx%d", size.w, size.h), func(t *testing.T) {
 			frame := renderDashboard(d.view(), rates, size.w, size.h, false)
-			lines := strings.Split(strings.TrimSuffix(frame, "\n"), "\n")
+			// Every line counts, an empty last one too: bubbletea drops a
+			// frame's first lines, the title's, when it is too tall.
+			lines := strings.Split(frame, "\n")
 			assert.LessOrEqual(t, len(lines), size.h, "the frame fits the terminal's height")
+			assert.Contains(t, lines[0], "lowwater demo", "the title line is kept")
 			for _, line := range lines {
 				assert.LessOrEqual(t, lipgloss.Width(line), size.w, "%q", line)
 			}
@@ -406,7 +410,7 @@ func TestRenderDashboardFitsTerminal(t *testing.T) {
 				shown := containsWord(headerLine, h) || (shortOf[h] != "" && containsWord(headerLine, shortOf[h]))
 				assert.True(t, shown != slices.Contains(hidden, h), "column %s: shown %v, hidden %v", h, shown, hidden)
 			}
-			if len(hidden) > 0 {
+			if len(hidden) > 0 && size.h >= 18 { // below, the table fills the height
 				// The list may wrap, after a comma: read it back whole.
 				_, list, _ := strings.Cut(frame, "hidden to fit: ")
 				list, _, _ = strings.Cut(list, "(widen the terminal)")
@@ -440,4 +444,61 @@ func containsWord(headerLine, w string) bool {
 		}
 	}
 	return false
+}
+
+// TestREADMELiveView draws the live view at 80 columns as the README shows
+// it, during an outage: a column dropped early comes back once a wider one
+// has gone (VCH stays when HOLDER goes), and the README's sample is this
+// frame, to the letter.
+func TestREADMELiveView(t *testing.T) {
+	began := time.Now().Add(-6300 * time.Millisecond)
+	names := []string{"p0", "p1", "p2"}
+	d := newDashboard(began, 12*time.Second, liveHeader([]string{
+		"lowwater demo: 3 pchannels x 20 kafka vchannels, 12s, 50 rounds/s, seed 42",
+		"faults: 20% of saves fail, outages 4.8s+2.4s",
+		"catalog: bbolt file /tmp/lowwater-demo-2484912296/lowwater.db",
+	}), nil)
+	d.start("run", names, map[string]int{"p0": 20, "p1": 20, "p2": 20},
+		map[string]wal.MessageID{"p0": wal.KafkaID(100), "p1": wal.KafkaID(100), "p2": wal.KafkaID(100)})
+	rows := []struct {
+		minimum, persisted int64
+		saves, fails       int
+		added              int
+	}{{186, 140, 16, 9, 1}, {276, 217, 15, 10, 0}, {273, 239, 16, 9, 0}}
+	for i, n := range names {
+		h := messages.Header{PChannel: n, At: began.Add(time.Second)}
+		d.observe(&messages.Recovered{Header: h, StartMessageID: wal.KafkaID(100)})
+		for k := range rows[i].added {
+			d.observe(&messages.VChannelAdded{Header: h, VChannel: fmt.Sprintf("%s-v%03d", n, 20+k), Checkpoint: wal.KafkaID(150)})
+		}
+		d.observe(&messages.MinimumAdvanced{Header: h, From: wal.KafkaID(100), To: wal.KafkaID(rows[i].minimum), Holder: n + "-v007"})
+		for range rows[i].saves {
+			d.observe(&messages.CheckpointPersisted{Header: h, Value: wal.KafkaID(rows[i].persisted), Attempts: 1})
+		}
+		for a := range rows[i].fails {
+			d.observe(&messages.PersistFailed{Header: h, Value: wal.KafkaID(rows[i].minimum), Attempt: a + 1, Err: errors.New("lowwater: injected")})
+		}
+	}
+	view := d.view()
+	view.outage, view.outageLeft = &catalogOutage{index: 1, down: true, length: 2400 * time.Millisecond}, 900*time.Millisecond
+	view.recent = []string{
+		"  3.942s  p1   added       p1-v021 at kafka:201",
+		"  4.233s  p0   dropped     p0-v004",
+		"  4.516s  p2   rejected    update p2-v011 to kafka:590: checkpoint rollback",
+		"  4.801s  CATALOG DOWN outage 1 for 2.4s: every call fails",
+		"  4.809s  p0   rejected    drop p0-ghost: vchannel not found: \"p0-ghost\"",
+		"  5.050s  p2   added       p2-v022 at kafka:728",
+		"  5.611s  p1   dropped     p1-v013",
+		"  6.012s  p0   added       p0-v023 at kafka:143",
+	}
+	frame := ansi.Strip(renderDashboard(view, map[string]float64{"p0": 467, "p1": 538, "p2": 459}, 80, 24, false))
+	t.Log("\n" + frame)
+	table, hidden := renderTable(view, nil, 80)
+	require.Equal(t, []string{"BEHIND FOR", "HOLDER"}, hidden, "%s", table)
+	require.True(t, containsWord(strings.Split(table, "\n")[1], "VCH"), "%s", table)
+
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	require.True(t, strings.Contains(string(readme), "The live view at 80 columns, during the outage:\n\n```\n"+frame+"\n```\n"),
+		"the README's live view is not this frame: copy it from the log above")
 }
