@@ -25,7 +25,9 @@ func (f optionFunc) apply(c *config) { f(c) }
 // Backoff paces retries of failed saves and failed recoveries. It never
 // gives up: a checkpoint that cannot be saved now is saved later.
 type Backoff struct {
-	// Initial is the first wait; no retry comes sooner.
+	// Initial is the first wait; no retry comes sooner. At least
+	// MinBackoffInitial (1 ms): shorter, a catalog failing at once would
+	// be called in a hot loop.
 	Initial time.Duration
 	// Max caps every wait, jitter included.
 	Max time.Duration
@@ -40,6 +42,9 @@ type Backoff struct {
 // 100 ms, then ×1.5 per failure up to 10 s, with 20 % jitter that never
 // goes below the first interval nor above the cap.
 func DefaultBackoff() Backoff { return Backoff(saveplan.DefaultBackoff) }
+
+// MinBackoffInitial is the shortest Backoff.Initial NewProps takes.
+const MinBackoffInitial = saveplan.MinInitial
 
 // Defaults of the options below.
 const (

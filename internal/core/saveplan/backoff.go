@@ -28,12 +28,19 @@ var DefaultBackoff = Backoff{Initial: 100 * time.Millisecond, Max: 10 * time.Sec
 // ErrInvalidBackoff reports a Backoff that would hot-loop or never wait.
 var ErrInvalidBackoff = errors.New("lowwater: invalid backoff")
 
+// MinInitial is the shortest first wait a Backoff may have: below it, a
+// catalog that fails at once would be called in what is a hot loop, a
+// thousand times a second and more.
+const MinInitial = time.Millisecond
+
 // Validate reports a schedule that cannot work. The float checks are
 // written so that NaN fails them too.
 func (b Backoff) Validate() error {
 	switch {
 	case b.Initial <= 0:
 		return fmt.Errorf("%w: initial interval %v is not positive", ErrInvalidBackoff, b.Initial)
+	case b.Initial < MinInitial:
+		return fmt.Errorf("%w: initial interval %v is below %v: a failing catalog would be retried in a hot loop", ErrInvalidBackoff, b.Initial, MinInitial)
 	case b.Max < b.Initial:
 		return fmt.Errorf("%w: max interval %v is below the initial %v", ErrInvalidBackoff, b.Max, b.Initial)
 	case !(b.Multiplier >= 1):

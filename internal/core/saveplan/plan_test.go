@@ -232,8 +232,11 @@ func TestPlanInvariants(t *testing.T) {
 
 func TestBackoffValidate(t *testing.T) {
 	require.NoError(t, DefaultBackoff.Validate())
+	require.NoError(t, Backoff{Initial: MinInitial, Max: MinInitial, Multiplier: 1}.Validate())
 	for _, b := range []Backoff{
 		{Initial: 0, Max: time.Second, Multiplier: 1.5},
+		{Initial: time.Nanosecond, Max: time.Nanosecond, Multiplier: 1},      // a hot loop
+		{Initial: 999 * time.Microsecond, Max: time.Second, Multiplier: 1.5}, // just below MinInitial
 		{Initial: time.Second, Max: time.Millisecond, Multiplier: 1.5},
 		{Initial: time.Millisecond, Max: time.Second, Multiplier: 0.5},
 		{Initial: time.Millisecond, Max: time.Second, Multiplier: 1.5, Jitter: 1},
