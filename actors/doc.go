@@ -77,6 +77,11 @@
 //	StopFuture   returns within 100 ms (+ scheduling)
 //	PoisonFuture returns within the stop flush timeout + 100 ms (+ scheduling)
 //
+// A Stop that comes while a graceful stop waits in its handler (for the
+// flush, or for the recovery read) cannot be handled before the handler
+// returns: the mailbox, which sees it posted, ends the wait at once, so
+// the first bound holds for it too, and Stopped reports ErrHardStop.
+//
 // (A graceful stop of a fenced actor does not flush: the hard bound holds.)
 // The bounds do not cover the caller's own code on the actor's goroutine:
 // an EventStream subscriber that blocks holds up the stop as long as it

@@ -50,6 +50,10 @@ type flushed struct{}
 // crashed predecessor.
 type offer struct{ minimum wal.MessageID }
 
+// flushCut tells the persister that a hard stop came while a graceful one
+// waited for its flush: it answers the flush at once, ErrHardStop.
+type flushCut struct{}
+
 // minimumFell tells the persister that the minimum fell to to: an Add
 // below it. Unlike a rise it is no event: the VChannelAdded is.
 type minimumFell struct{ to wal.MessageID }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -70,7 +71,46 @@ type mailbox struct {
 	// direct allows directReceiver: the system records no per-message
 	// metrics, and the actor has no middleware, that it would skip.
 	direct bool
+	// cut, while set, is a graceful stop waiting in a handler (armStopCut).
+	cut atomic.Pointer[stopCut]
 }
+
+// stopCut ends a graceful stop's bounded wait in a handler (a flush, a
+// recovery read) when a hard stop comes: the Stop system message cannot
+// be handled while the handler waits, so PostSystemMessage, on the
+// stopper's goroutine, closes ch and runs then, once.
+type stopCut struct {
+	ch   chan struct{}
+	then func()
+	once sync.Once
+}
+
+func (c *stopCut) cut() {
+	c.once.Do(func() {
+		close(c.ch)
+		if c.then != nil {
+			c.then()
+		}
+	})
+}
+
+// armStopCut returns a channel that a Stop posted from now on closes, and
+// runs then (non-blocking: a send) when it does; until disarmStopCut. Only
+// the actor may call it, from a handler.
+func (m *mailbox) armStopCut(then func()) <-chan struct{} {
+	c := &stopCut{ch: make(chan struct{}), then: then}
+	m.cut.Store(c)
+	// A Stop posted before, still queued behind the handler, cuts too.
+	m.sysMu.Lock()
+	queued := slices.ContainsFunc(m.sys, func(msg any) bool { _, ok := msg.(*actor.Stop); return ok })
+	m.sysMu.Unlock()
+	if queued {
+		c.cut()
+	}
+	return c.ch
+}
+
+func (m *mailbox) disarmStopCut() { m.cut.Store(nil) }
 
 // drainWatcher is an actor that wants mailboxDrained now.
 type drainWatcher interface{ wantsDrained() bool }
@@ -143,6 +183,12 @@ func (m *mailbox) PostSystemMessage(msg any) {
 	m.sysMu.Lock()
 	m.sys = append(m.sys, msg)
 	m.sysMu.Unlock()
+	// After the append: a cut armed meanwhile finds the Stop queued.
+	if _, ok := msg.(*actor.Stop); ok {
+		if c := m.cut.Load(); c != nil {
+			c.cut()
+		}
+	}
 	m.sysN.Add(1)
 	m.scheduleAs(true)
 }
@@ -394,6 +440,9 @@ func (m *mailbox) learn() {
 	m.inc.closer, _ = a.(closer)
 	m.inc.watcher, _ = a.(drainWatcher)
 	m.inc.owner, _ = a.(mailboxOwner)
+	if m.inc.owner != nil {
+		m.inc.owner.ownMailbox(m) // before any handler can arm a stop cut
+	}
 	if m.direct {
 		m.inc.direct, _ = a.(directReceiver)
 	}

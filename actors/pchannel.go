@@ -1020,12 +1020,18 @@ func (p *pchannel) stopRecovering(ctx actor.Context) {
 // passes: the read in flight, else one at once, and after a failure
 // another after the backoff.
 func (p *pchannel) recoverBy(ctx actor.Context, deadline time.Time) bool {
+	// A hard stop while it waits ends the wait (see flush).
+	var cut <-chan struct{}
+	if p.mailbox != nil {
+		cut = p.mailbox.armStopCut(nil)
+		defer p.mailbox.disarmStopCut()
+	}
 	var lastErr error
 	for time.Now().Before(deadline) {
 		if p.recovery.call == nil {
 			p.load(ctx)
 		}
-		res, ok := p.recovery.call.wait(deadline)
+		res, ok := p.recovery.call.wait(deadline, cut)
 		if !ok {
 			break
 		}
@@ -1035,9 +1041,15 @@ func (p *pchannel) recoverBy(ctx actor.Context, deadline time.Time) bool {
 			return true
 		}
 		lastErr = res.err
-		if !sleepUntil(time.Now().Add(wait), deadline) {
+		if !sleepUntil(time.Now().Add(wait), deadline, cut) {
 			break
 		}
+	}
+	select {
+	case <-cut:
+		p.graceful, p.unflushed = false, messages.ErrHardStop
+		return false
+	default:
 	}
 	p.unflushed = messages.ErrNotRecovered
 	if lastErr != nil {
@@ -1046,13 +1058,20 @@ func (p *pchannel) recoverBy(ctx actor.Context, deadline time.Time) bool {
 	return false
 }
 
-// sleepUntil waits until t, and reports false if deadline comes first.
-func sleepUntil(t, deadline time.Time) bool {
+// sleepUntil waits until t, and reports false if deadline or cut comes
+// first.
+func sleepUntil(t, deadline time.Time, cut <-chan struct{}) bool {
 	if !t.Before(deadline) {
 		return false
 	}
-	time.Sleep(time.Until(t))
-	return true
+	timer := time.NewTimer(time.Until(t))
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return true
+	case <-cut:
+		return false
+	}
 }
 
 // flush is a graceful stop while running: it hands the persister the
@@ -1070,8 +1089,17 @@ func (p *pchannel) flush(ctx actor.Context, deadline time.Time) {
 		p.unflushed = messages.ErrFlushTimeout
 		return
 	}
+	// A hard stop while it waits ends the wait: the persister answers at
+	// once (flushCut), whatever its save is doing.
+	if p.mailbox != nil {
+		root, persister := p.root, p.persister
+		p.mailbox.armStopCut(func() { root.Send(persister, flushCut{}) })
+		defer p.mailbox.disarmStopCut()
+	}
 	res, err := ctx.RequestFuture(p.persister, &flushRequest{}, left).Result()
 	switch failed, ok := res.(error); {
+	case ok && errors.Is(failed, messages.ErrHardStop):
+		p.graceful, p.unflushed = false, messages.ErrHardStop
 	case errors.Is(err, actor.ErrTimeout):
 		// The deadline itself, which ErrFlushTimeout says; protoactor's
 		// "future: timeout" after it would only repeat it.

@@ -136,6 +136,11 @@ func (s *persister) Receive(ctx actor.Context) {
 		s.flushWaiter = ctx.Sender()
 		s.do(s.plan.Flush())
 		s.answerFlush()
+	case flushCut:
+		if s.flushWaiter != nil {
+			s.root.Send(s.flushWaiter, messages.ErrHardStop)
+			s.flushWaiter = nil
+		}
 	case *actor.Started:
 		s.self, s.parent = ctx.Self(), ctx.Parent()
 		s.root, s.events = ctx.ActorSystem().Root, ctx.ActorSystem().EventStream

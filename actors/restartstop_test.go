@@ -7,6 +7,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
 
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/persistence"
@@ -128,4 +129,66 @@ func stopEnds(t *testing.T, system *actor.ActorSystem, pc *actor.PID, graceful b
 	}
 	_, err := GetState(ctx10s(t), system.Root, pc)
 	require.ErrorIs(t, err, actor.ErrDeadLetter, "the pchannel is gone")
+}
+
+// A hard stop while a graceful one waits in its Stopping handler, for a
+// flush or for the recovery read, behind a catalog that ignores its
+// context, ends that wait at once: StopFuture returns within its own
+// bound, not after the stop flush timeout, and Stopped says the stop
+// ended hard. Before, the Stop waited behind the handler.
+func TestHardStopCutsAGracefulStopShort(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		load, save bool
+	}{{"flushing", false, true}, {"recovering", true, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			system := actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(zap.NewNop())),
+				actor.WithDeadLetterThrottleInterval(time.Millisecond))
+			defer system.Shutdown()
+			cat := newStubborn(tc.load, tc.save)
+			defer cat.unblock()
+			stopped := make(chan *messages.Stopped, 1)
+			sub := system.EventStream.Subscribe(func(ev any) {
+				if s, ok := ev.(*messages.Stopped); ok {
+					stopped <- s
+				}
+			})
+			defer system.EventStream.Unsubscribe(sub)
+			const flush = 20 * time.Second
+			props, err := NewProps("p", wal.Kafka, cat, WithStopFlushTimeout(flush), WithSaveTimeout(time.Hour),
+				WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(7)}))
+			require.NoError(t, err)
+			stopping := make(chan struct{})
+			props.Configure(actor.WithReceiverMiddleware(func(next actor.ReceiverFunc) actor.ReceiverFunc {
+				return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
+					if _, ok := env.Message.(*actor.Stopping); ok {
+						close(stopping)
+					}
+					next(c, env)
+				}
+			}))
+			pid := system.Root.Spawn(props)
+			select {
+			case <-cat.entered: // the recovery read, or the save of kafka:7
+			case <-time.After(10 * time.Second):
+				t.Fatal("the catalog call never started")
+			}
+			poisoned := system.Root.PoisonFuture(pid)
+			select {
+			case <-stopping:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the graceful stop never began")
+			}
+			began := time.Now()
+			require.NoError(t, system.Root.StopFuture(pid).Wait())
+			took := time.Since(began)
+			require.Less(t, took, flush/4, "the hard stop waited for the graceful one")
+			require.NoError(t, poisoned.Wait())
+			s := <-stopped
+			require.False(t, s.Graceful, "%+v", s)
+			require.False(t, s.Flushed, "%+v", s)
+			require.ErrorIs(t, s.Reason, messages.ErrHardStop)
+			require.Equal(t, wal.KafkaID(7), s.Dropped)
+		})
+	}
 }
