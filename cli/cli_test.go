@@ -82,7 +82,7 @@ func TestRegisteredWAL(t *testing.T) {
 
 	out, code := run(t, url, "list")
 	require.Equal(t, cli.ExitOK, code, out)
-	require.Contains(t, out, "slot      test-lsn  test-lsn:16/B374D848  0     1")
+	require.Contains(t, out, "slot      test-lsn  test-lsn:16/B374D848  0     2")
 	out, code = run(t, url, "set", "slot", "17/0")
 	require.Equal(t, cli.ExitOK, code, out)
 	require.Contains(t, out, "slot: raised from test-lsn:16/B374D848 to test-lsn:17/0")

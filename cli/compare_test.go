@@ -156,7 +156,7 @@ func TestSetIDsThatCannotBeCompared(t *testing.T) {
 	const why = "wal: corrupt message ID: comparing test-panicky:666 with test-panicky:666 panicked: LT bug"
 	stdout, _, code = runSplit(t, url, "list")
 	require.Equal(t, cli.ExitOK, code)
-	require.Contains(t, stdout, "\nslot      test-panicky  CORRUPT     0     1\n")
+	require.Contains(t, stdout, "\nslot      test-panicky  CORRUPT     0     2\n")
 	require.Contains(t, stdout, "2 pchannels, 1 unreadable (run verify)\n")
 	stdout, _, code = runSplit(t, url, "get", "slot")
 	require.Equal(t, cli.ExitCorrupt, code)

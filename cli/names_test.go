@@ -111,17 +111,17 @@ func TestStoredTextIsQuoted(t *testing.T) {
 	stdout, stderr, code := runSplit(t, url, "list")
 	require.Equal(t, cli.ExitOK, code, stderr)
 	require.Equal(t, `PCHANNEL                                                   WAL         CHECKPOINT                          TERM  VERSION
-"\"quoted\""                                               kafka       kafka:8                             0     1
-by-dev-rootcoord-dml_0                                     kafka       kafka:1                             0     1
-c                                                          test-weird  CORRUPT                             0     1
-"csi\u009b2J"                                              kafka       kafka:4                             0     1
-"esc\x1b]0;pwned\a\x1b[2J"                                 kafka       kafka:3                             0     1
-"has space"                                                kafka       kafka:7                             0     1
-"rtl\u202eevil"                                            kafka       kafka:6                             0     1
-"tab\there"                                                kafka       kafka:5                             0     1
-w                                                          test-weird  "test-weird:9\n\x1b[2Jforged\trow"  0     1
-"x\nby-dev-rootcoord-dml_9  kafka  kafka:999999999  0  1"  kafka       kafka:2                             0     1
-ünïcode-ok                                                 kafka       kafka:9                             0     1
+"\"quoted\""                                               kafka       kafka:8                             0     2
+by-dev-rootcoord-dml_0                                     kafka       kafka:1                             0     2
+c                                                          test-weird  CORRUPT                             0     2
+"csi\u009b2J"                                              kafka       kafka:4                             0     2
+"esc\x1b]0;pwned\a\x1b[2J"                                 kafka       kafka:3                             0     2
+"has space"                                                kafka       kafka:7                             0     2
+"rtl\u202eevil"                                            kafka       kafka:6                             0     2
+"tab\there"                                                kafka       kafka:5                             0     2
+w                                                          test-weird  "test-weird:9\n\x1b[2Jforged\trow"  0     2
+"x\nby-dev-rootcoord-dml_9  kafka  kafka:999999999  0  1"  kafka       kafka:2                             0     2
+ünïcode-ok                                                 kafka       kafka:9                             0     2
 11 pchannels, 1 unreadable (run verify)
 `, stdout)
 	requirePlain(t, stdout)
@@ -129,15 +129,15 @@ w                                                          test-weird  "test-wei
 	stdout, stderr, code = runSplit(t, url, "get", forger)
 	require.Equal(t, cli.ExitOK, code, stderr)
 	require.Equal(t, `pchannel    "x\nby-dev-rootcoord-dml_9  kafka  kafka:999999999  0  1"`+"\n"+
-		"wal         kafka\ncheckpoint  kafka:2\nterm        0\nversion     1\n", stdout)
+		"wal         kafka\ncheckpoint  kafka:2\nterm        0\nversion     2\n", stdout)
 	stdout, stderr, code = runSplit(t, url, "get", "w")
 	require.Equal(t, cli.ExitOK, code, stderr)
 	require.Equal(t, "pchannel    w\nwal         test-weird\n"+
-		`checkpoint  "test-weird:9\n\x1b[2Jforged\trow"`+"\nterm        0\nversion     1\n", stdout)
+		`checkpoint  "test-weird:9\n\x1b[2Jforged\trow"`+"\nterm        0\nversion     2\n", stdout)
 	stdout, stderr, code = runSplit(t, url, "get", "c")
 	require.Equal(t, cli.ExitCorrupt, code, stderr)
 	require.Equal(t, "pchannel    c\nwal         test-weird\n"+
-		`checkpoint  CORRUPT: "wal: corrupt message ID: test-weird: bad\x1b[31m\nforged line"`+"\nterm        0\nversion     1\n", stdout)
+		`checkpoint  CORRUPT: "wal: corrupt message ID: test-weird: bad\x1b[31m\nforged line"`+"\nterm        0\nversion     2\n", stdout)
 	require.Equal(t, `lowwater: c: unreadable record: "wal: corrupt message ID: test-weird: bad\x1b[31m\nforged line"`+"\n", stderr)
 	stdout, stderr, code = runSplit(t, url, "get", osc+"-missing")
 	require.Equal(t, cli.ExitNotFound, code)

@@ -163,10 +163,13 @@ func (s *store) entries(ctx context.Context) (map[string]persistence.Entry, []pe
 	}
 	byName := make(map[string]persistence.Entry, len(list))
 	for i, e := range list {
-		if e.Err == nil {
-			if err := persistence.ValidatePChannel(e.PChannel); err != nil {
-				e.Err = &badNameError{err: err}
-			} else if _, err := wal.Marshal(e.Checkpoint); err != nil {
+		// A name no node can use comes first, whatever the record holds:
+		// only delete --quoted can do anything with it.
+		if err := persistence.ValidatePChannel(e.PChannel); err != nil {
+			e.Err = &badNameError{err: err}
+			list[i] = e
+		} else if e.Err == nil {
+			if _, err := wal.Marshal(e.Checkpoint); err != nil {
 				// An ID of a registered WAL that does not read back or
 				// cannot be compared with itself, stored by an older
 				// build: a node recovers from it, and then no save over

@@ -14,16 +14,16 @@ import (
 	"github.com/lowwater/lowwater/wal"
 )
 
-// foreignRecord is a well-formed record of a WAL this process never
-// registered, as another program's catalog may hold: a header is readable,
-// the ID is not.
-func foreignRecord(t *testing.T) []byte {
+// foreignRecord is pchannel's well-formed record of a WAL this process
+// never registered, as another program's catalog may hold: a header is
+// readable, the ID is not.
+func foreignRecord(t *testing.T, pchannel string) []byte {
 	t.Helper()
-	good, err := persistence.EncodeRecord(persistence.Record{Checkpoint: wal.KafkaID(1), Term: 4})
+	good, err := persistence.EncodeRecord(pchannel, persistence.Record{Checkpoint: wal.KafkaID(1), Term: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return reencodeWithWAL(t, good, "nosuchwal")
+	return reencodeWithWAL(t, good, "nosuchwal", pchannel)
 }
 
 func TestInspectListsEveryRecord(t *testing.T) {
@@ -44,11 +44,11 @@ func TestInspectListsEveryRecord(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			good, err := persistence.EncodeRecord(persistence.Record{Checkpoint: wal.PulsarID{LedgerID: 3, EntryID: 4, BatchIndex: 5, Partition: 6}, Term: 9})
+			good, err := persistence.EncodeRecord("a-good", persistence.Record{Checkpoint: wal.PulsarID{LedgerID: 3, EntryID: 4, BatchIndex: 5, Partition: 6}, Term: 9})
 			if err != nil {
 				t.Fatal(err)
 			}
-			c := open(t, map[string][]byte{"a-good": good, "b-garbage": []byte("garbage!garbage!"), "c-foreign": foreignRecord(t)})
+			c := open(t, map[string][]byte{"a-good": good, "b-garbage": []byte("garbage!garbage!"), "c-foreign": foreignRecord(t, "c-foreign")})
 			entries, err := c.Inspect(context.Background())
 			if err != nil {
 				t.Fatalf("Inspect = %v", err)
@@ -58,7 +58,7 @@ func TestInspectListsEveryRecord(t *testing.T) {
 			}
 			g, b, f := entries[0], entries[1], entries[2]
 			if g.PChannel != "a-good" || g.WAL != wal.Pulsar || g.Checkpoint != (wal.PulsarID{LedgerID: 3, EntryID: 4, BatchIndex: 5, Partition: 6}) ||
-				g.Term != 9 || g.Version != 1 || g.Err != nil {
+				g.Term != 9 || g.Version != 2 || g.Err != nil {
 				t.Errorf("good entry = %+v", g)
 			}
 			var corrupt *persistence.CorruptRecordError
@@ -157,7 +157,7 @@ func wantReadOnly(t *testing.T, call string, err error, path, op, pchannel strin
 
 // reencodeWithWAL rewrites the WAL name of a valid record and its checksum,
 // so that the record is well formed but names another WAL.
-func reencodeWithWAL(t *testing.T, rec []byte, name string) []byte {
+func reencodeWithWAL(t *testing.T, rec []byte, name, pchannel string) []byte {
 	t.Helper()
 	body := rec[:len(rec)-4]
 	nameLen := int(body[9])
@@ -165,5 +165,6 @@ func reencodeWithWAL(t *testing.T, rec []byte, name string) []byte {
 	out = append(out, byte(len(name)))
 	out = append(out, name...)
 	out = append(out, body[10+nameLen:]...)
-	return binary.BigEndian.AppendUint32(out, crc32.Checksum(out, crc32.MakeTable(crc32.Castagnoli)))
+	table := crc32.MakeTable(crc32.Castagnoli)
+	return binary.BigEndian.AppendUint32(out, crc32.Update(crc32.Checksum(out, table), table, []byte(pchannel)))
 }

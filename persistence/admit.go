@@ -9,7 +9,7 @@ import (
 // decodeStored reads the record a store holds for pchannel, naming the
 // pchannel when the record cannot be read.
 func decodeStored(pchannel string, raw []byte) (wal.MessageID, error) {
-	r, err := DecodeRecord(raw)
+	r, err := DecodeRecord(pchannel, raw)
 	if err != nil {
 		return nil, &CorruptRecordError{PChannel: pchannel, Err: err}
 	}

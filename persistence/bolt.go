@@ -642,7 +642,7 @@ func (b *Bolt) checkSave(pchannel string, checkpoint wal.MessageID) ([]byte, err
 	if err := CheckSaveArgs(pchannel, checkpoint); err != nil {
 		return nil, err
 	}
-	return EncodeRecord(Record{Checkpoint: checkpoint})
+	return EncodeRecord(pchannel, Record{Checkpoint: checkpoint})
 }
 
 // writer writes records in one write transaction: a Save's whole, or a

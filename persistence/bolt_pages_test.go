@@ -34,7 +34,7 @@ func FuzzCheckPages(f *testing.F) {
 			return err
 		}
 		for i := range 40 { // a branch page over leaves
-			if err := bucket.Put(fmt.Appendf(nil, "pchannel-%03d", i), record.Encode(wal.Kafka, wal.KafkaID(int64(i)).Marshal(), 0)); err != nil {
+			if err := bucket.Put(fmt.Appendf(nil, "pchannel-%03d", i), record.Encode(fmt.Sprintf("pchannel-%03d", i), wal.Kafka, wal.KafkaID(int64(i)).Marshal(), 0)); err != nil {
 				return err
 			}
 		}

@@ -52,7 +52,7 @@ func TestBoltGroupCommitContract(t *testing.T) {
 // undoes nobody's write.
 func TestBoltGroupCommitRefusalSparesTheBatch(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "checkpoints.db")
-	ahead, err := persistence.EncodeRecord(persistence.Record{Checkpoint: wal.KafkaID(100)})
+	ahead, err := persistence.EncodeRecord("ahead", persistence.Record{Checkpoint: wal.KafkaID(100)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +241,7 @@ func rawRecord(t *testing.T, path, bucket, key string) []byte {
 
 func TestBoltCorruptRecord(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "checkpoints.db")
-	good, err := persistence.EncodeRecord(persistence.Record{Checkpoint: wal.RocksMQID(11)})
+	good, err := persistence.EncodeRecord("good", persistence.Record{Checkpoint: wal.RocksMQID(11)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +279,7 @@ func TestBoltWithBucket(t *testing.T) {
 		t.Fatal(err)
 	}
 	raw := rawRecord(t, path, "mine", "p")
-	if r, err := persistence.DecodeRecord(raw); err != nil || r.Checkpoint != wal.KafkaID(3) {
+	if r, err := persistence.DecodeRecord("p", raw); err != nil || r.Checkpoint != wal.KafkaID(3) {
 		t.Fatalf("record in bucket mine = (%+v, %v), want kafka:3", r, err)
 	}
 	if raw := rawRecord(t, path, defaultBucket, "p"); raw != nil {
@@ -423,7 +423,7 @@ func TestBoltStartSave(t *testing.T) {
 
 	t.Run("answers", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "checkpoints.db")
-		ahead, err := persistence.EncodeRecord(persistence.Record{Checkpoint: wal.KafkaID(100)})
+		ahead, err := persistence.EncodeRecord("ahead", persistence.Record{Checkpoint: wal.KafkaID(100)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -43,7 +43,7 @@ type Inspector interface {
 
 // inspectRecord reads raw as stored for pchannel.
 func inspectRecord(pchannel string, raw []byte) Entry {
-	h, _, id, err := record.Decode(raw)
+	h, _, id, err := record.Decode(pchannel, raw)
 	e := Entry{PChannel: pchannel, WAL: h.WAL, Checkpoint: id, Term: h.Term, Version: h.Version}
 	if err != nil {
 		e.Err = &CorruptRecordError{PChannel: pchannel, Err: err}

@@ -57,7 +57,7 @@ func (m *Memory) Save(ctx context.Context, pchannel string, checkpoint wal.Messa
 	if err := CheckSaveArgs(pchannel, checkpoint); err != nil {
 		return err
 	}
-	raw, err := EncodeRecord(Record{Checkpoint: checkpoint})
+	raw, err := EncodeRecord(pchannel, Record{Checkpoint: checkpoint})
 	if err != nil {
 		return err
 	}

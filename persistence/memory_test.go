@@ -77,7 +77,7 @@ func TestMemoryCorruptRecord(t *testing.T) {
 	ctx := context.Background()
 	garbage := []byte("not a record")
 	m.Put("bad", garbage)
-	good, err := persistence.EncodeRecord(persistence.Record{Checkpoint: wal.KafkaID(8), Term: 3})
+	good, err := persistence.EncodeRecord("good", persistence.Record{Checkpoint: wal.KafkaID(8), Term: 3})
 	if err != nil {
 		t.Fatal(err)
 	}

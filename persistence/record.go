@@ -17,8 +17,11 @@ type Record struct {
 	Term uint64
 }
 
-// EncodeRecord returns the versioned, checksummed bytes of r.
-func EncodeRecord(r Record) ([]byte, error) {
+// EncodeRecord returns the versioned, checksummed bytes of r, pchannel's
+// record: the checksum covers the name the record is stored under, so
+// that a record read under another is refused, never taken for its
+// checkpoint.
+func EncodeRecord(pchannel string, r Record) ([]byte, error) {
 	if r.Checkpoint == nil {
 		return nil, fmt.Errorf("%w: nil checkpoint", ErrInvalidArgument)
 	}
@@ -33,13 +36,15 @@ func EncodeRecord(r Record) ([]byte, error) {
 	if len(raw) > record.MaxIDLen {
 		return nil, fmt.Errorf("%w: %s ID is %d bytes, more than a record holds (%d)", ErrInvalidArgument, name, len(raw), record.MaxIDLen)
 	}
-	return record.Encode(name, raw, r.Term), nil
+	return record.Encode(pchannel, name, raw, r.Term), nil
 }
 
-// DecodeRecord parses bytes written by EncodeRecord. Every failure wraps
-// ErrCorruptRecord; it never panics, whatever the input.
-func DecodeRecord(b []byte) (Record, error) {
-	h, _, id, err := record.Decode(b)
+// DecodeRecord parses bytes written by EncodeRecord for pchannel (or by a
+// version before it, whose checksum covers no name). Every failure wraps
+// ErrCorruptRecord, a record encoded for another pchannel's name too; it
+// never panics, whatever the input.
+func DecodeRecord(pchannel string, b []byte) (Record, error) {
+	h, _, id, err := record.Decode(pchannel, b)
 	if err != nil {
 		return Record{}, fmt.Errorf("%w: %w", ErrCorruptRecord, err)
 	}

@@ -24,11 +24,11 @@ func validRecords() []persistence.Record {
 func TestRecordRoundTrip(t *testing.T) {
 	for _, r := range validRecords() {
 		t.Run(r.Checkpoint.String(), func(t *testing.T) {
-			b, err := persistence.EncodeRecord(r)
+			b, err := persistence.EncodeRecord("p", r)
 			if err != nil {
 				t.Fatalf("EncodeRecord: %v", err)
 			}
-			got, err := persistence.DecodeRecord(b)
+			got, err := persistence.DecodeRecord("p", b)
 			if err != nil {
 				t.Fatalf("DecodeRecord: %v", err)
 			}
@@ -39,22 +39,49 @@ func TestRecordRoundTrip(t *testing.T) {
 	}
 }
 
-// TestRecordGolden pins the version 1 layout: a change here breaks every
-// record already on disk.
+// TestRecordGolden pins the version 2 layout, whose checksum covers the
+// pchannel's name, and the version 1 layout before it, which every build
+// still reads: a change here breaks every record already on disk.
 func TestRecordGolden(t *testing.T) {
-	const golden = "01" + "0000000000000007" + "05" + "6b61666b61" + "0008" + "0000000000000005" + "150a9922"
-	b, err := persistence.EncodeRecord(persistence.Record{Checkpoint: wal.KafkaID(5), Term: 7})
+	const golden = "02" + "0000000000000007" + "05" + "6b61666b61" + "0008" + "0000000000000005" + "a00eccff"
+	b, err := persistence.EncodeRecord("orders-dml-0", persistence.Record{Checkpoint: wal.KafkaID(5), Term: 7})
 	if err != nil {
 		t.Fatalf("EncodeRecord: %v", err)
 	}
 	if got := hex.EncodeToString(b); got != golden {
 		t.Fatalf("EncodeRecord = %s, want %s", got, golden)
 	}
+	// Version 1: the same record, its checksum over the bytes alone.
+	v1, err := hex.DecodeString("01" + "0000000000000007" + "05" + "6b61666b61" + "0008" + "0000000000000005" + "150a9922")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pchannel := range []string{"orders-dml-0", "any other"} {
+		if r, err := persistence.DecodeRecord(pchannel, v1); err != nil || r != (persistence.Record{Checkpoint: wal.KafkaID(5), Term: 7}) {
+			t.Fatalf("DecodeRecord(%q, version 1) = (%+v, %v), want kafka:5, term 7", pchannel, r, err)
+		}
+	}
+}
+
+// A version 2 record read under another name than its own fails its
+// checksum: a key damaged by one byte, or a record copied to another
+// pchannel's key, never gives one pchannel another's checkpoint.
+func TestDecodeRecordUnderAnotherName(t *testing.T) {
+	b, err := persistence.EncodeRecord("orders-dml-0", persistence.Record{Checkpoint: wal.KafkaID(5)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, other := range []string{"orders-dml-1", "orders-dml-", "", "orders-dml-0 "} {
+		_, err := persistence.DecodeRecord(other, b)
+		if !errors.Is(err, persistence.ErrCorruptRecord) || err.Error() != "persistence: corrupt checkpoint record: checksum mismatch (of the record, or of the name it is stored under)" {
+			t.Fatalf("DecodeRecord(%q) = %v, want a checksum mismatch", other, err)
+		}
+	}
 }
 
 func TestEncodeRecordRejectsBadCheckpoint(t *testing.T) {
 	for _, cp := range []wal.MessageID{nil, otherID{}, (*wal.KafkaID)(nil), new(wal.PulsarID)} {
-		_, err := persistence.EncodeRecord(persistence.Record{Checkpoint: cp})
+		_, err := persistence.EncodeRecord("p", persistence.Record{Checkpoint: cp})
 		if !errors.Is(err, persistence.ErrInvalidArgument) {
 			t.Errorf("EncodeRecord(%T) = %v, want ErrInvalidArgument", cp, err)
 		}
@@ -63,7 +90,7 @@ func TestEncodeRecordRejectsBadCheckpoint(t *testing.T) {
 
 func TestDecodeRecordRejectsEveryByteFlip(t *testing.T) {
 	for _, r := range validRecords() {
-		valid, err := persistence.EncodeRecord(r)
+		valid, err := persistence.EncodeRecord("p", r)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -71,7 +98,7 @@ func TestDecodeRecordRejectsEveryByteFlip(t *testing.T) {
 			for x := 1; x <= 0xff; x++ {
 				b := bytes.Clone(valid)
 				b[i] ^= byte(x)
-				if _, err := persistence.DecodeRecord(b); !errors.Is(err, persistence.ErrCorruptRecord) {
+				if _, err := persistence.DecodeRecord("p", b); !errors.Is(err, persistence.ErrCorruptRecord) {
 					t.Fatalf("%s: byte %d xor %#x: DecodeRecord = %v, want ErrCorruptRecord", r.Checkpoint, i, x, err)
 				}
 			}
@@ -81,19 +108,19 @@ func TestDecodeRecordRejectsEveryByteFlip(t *testing.T) {
 
 func TestDecodeRecordRejectsTruncationAndExtension(t *testing.T) {
 	for _, r := range validRecords() {
-		valid, err := persistence.EncodeRecord(r)
+		valid, err := persistence.EncodeRecord("p", r)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for n := range len(valid) {
-			if _, err := persistence.DecodeRecord(valid[:n]); !errors.Is(err, persistence.ErrCorruptRecord) {
+			if _, err := persistence.DecodeRecord("p", valid[:n]); !errors.Is(err, persistence.ErrCorruptRecord) {
 				t.Fatalf("%s: first %d bytes: DecodeRecord = %v, want ErrCorruptRecord", r.Checkpoint, n, err)
 			}
-			if _, err := persistence.DecodeRecord(valid[n:]); n > 0 && !errors.Is(err, persistence.ErrCorruptRecord) {
+			if _, err := persistence.DecodeRecord("p", valid[n:]); n > 0 && !errors.Is(err, persistence.ErrCorruptRecord) {
 				t.Fatalf("%s: without first %d bytes: DecodeRecord = %v, want ErrCorruptRecord", r.Checkpoint, n, err)
 			}
 		}
-		if _, err := persistence.DecodeRecord(append(bytes.Clone(valid), 0)); !errors.Is(err, persistence.ErrCorruptRecord) {
+		if _, err := persistence.DecodeRecord("p", append(bytes.Clone(valid), 0)); !errors.Is(err, persistence.ErrCorruptRecord) {
 			t.Fatalf("%s: trailing byte: DecodeRecord = %v, want ErrCorruptRecord", r.Checkpoint, err)
 		}
 	}
@@ -101,7 +128,7 @@ func TestDecodeRecordRejectsTruncationAndExtension(t *testing.T) {
 
 func FuzzDecodeRecord(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
-		r, err := persistence.DecodeRecord(b)
+		r, err := persistence.DecodeRecord("p", b)
 		if err != nil {
 			if !errors.Is(err, persistence.ErrCorruptRecord) {
 				t.Fatalf("DecodeRecord(%x) = %v, want ErrCorruptRecord", b, err)
@@ -109,10 +136,17 @@ func FuzzDecodeRecord(f *testing.F) {
 			return
 		}
 		// The encoding is canonical: anything accepted is what EncodeRecord
-		// writes for the decoded value.
-		again, err := persistence.EncodeRecord(r)
+		// writes for the decoded value, but for the version byte and the
+		// checksum of a version 1 record.
+		again, err := persistence.EncodeRecord("p", r)
 		if err != nil {
 			t.Fatalf("EncodeRecord(DecodeRecord(%x)): %v", b, err)
+		}
+		if b[0] == 1 {
+			if !bytes.Equal(again[1:len(again)-4], b[1:len(b)-4]) {
+				t.Fatalf("EncodeRecord(DecodeRecord(%x)) = %x, another body", b, again)
+			}
+			return
 		}
 		if !bytes.Equal(again, b) {
 			t.Fatalf("EncodeRecord(DecodeRecord(%x)) = %x", b, again)

@@ -156,7 +156,11 @@ func TestRecoveryLoadPanic(t *testing.T) {
 // nothing over a record we cannot read. Once an operator repairs the
 // record, recovery goes through.
 func TestRecoveryUnreadableRecord(t *testing.T) {
-	foreign, err := persistence.EncodeRecord(persistence.Record{Checkpoint: wal.PulsarID{LedgerID: 7, EntryID: 1}})
+	foreign, err := persistence.EncodeRecord(pch, persistence.Record{Checkpoint: wal.PulsarID{LedgerID: 7, EntryID: 1}})
+	require.NoError(t, err)
+	// Another pchannel's record, copied or found under this name (a key
+	// damaged by one byte): whole, but not this pchannel's checkpoint.
+	others, err := persistence.EncodeRecord(pch+"-other", persistence.Record{Checkpoint: k(90)})
 	require.NoError(t, err)
 	for _, c := range []struct {
 		name   string
@@ -166,6 +170,7 @@ func TestRecoveryUnreadableRecord(t *testing.T) {
 		{"garbage", []byte("garbage, not a record"), persistence.ErrCorruptRecord},
 		{"empty", []byte{}, persistence.ErrCorruptRecord},
 		{"another WAL", foreign, wal.ErrWALMismatch},
+		{"another pchannel's", others, persistence.ErrCorruptRecord},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h := newHarness(t)
@@ -220,7 +225,7 @@ func TestRecoveryAfterRecordRepaired(t *testing.T) {
 	// Hold the next read, repair the record under it, let it through.
 	held := g.holdNext(t, faultinject.OpLoad)
 	held.waitEntered(t)
-	good, err := persistence.EncodeRecord(persistence.Record{Checkpoint: k(40)})
+	good, err := persistence.EncodeRecord(pch, persistence.Record{Checkpoint: k(40)})
 	require.NoError(t, err)
 	mem.Put(pch, good)
 	held.Release()

@@ -63,9 +63,9 @@ type write struct {
 // errCompacted says that etcd no longer holds the whole history.
 var errCompacted = errors.New("history compacted away")
 
-// history returns every value written at key from revision from on, up to
+// history returns every value written at key, pchannel's, from revision from on, up to
 // the one stored now, read back through a watch.
-func history(ctx context.Context, cli *clientv3.Client, key string, from int64) ([]write, error) {
+func history(ctx context.Context, cli *clientv3.Client, pchannel, key string, from int64) ([]write, error) {
 	resp, err := cli.Get(ctx, key)
 	if err != nil {
 		return nil, err
@@ -88,7 +88,7 @@ func history(ctx context.Context, cli *clientv3.Client, key string, from int64) 
 			if ev.Type != mvccpb.PUT {
 				return nil, fmt.Errorf("%s deleted at revision %d", key, ev.Kv.ModRevision)
 			}
-			rec, err := persistence.DecodeRecord(ev.Kv.Value)
+			rec, err := persistence.DecodeRecord(pchannel, ev.Kv.Value)
 			if err != nil {
 				return nil, fmt.Errorf("revision %d: %w", ev.Kv.ModRevision, err)
 			}

@@ -35,7 +35,7 @@ func (p *parent) verify(ctx context.Context, cli *clientv3.Client, names []strin
 		bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
 
 		hctx, cancel := context.WithTimeout(ctx, p.cfg.timeout)
-		h, err := history(hctx, cli, checkpointKey(p.cfg.prefix, name), startRev)
+		h, err := history(hctx, cli, name, checkpointKey(p.cfg.prefix, name), startRev)
 		cancel()
 		compacted := errors.Is(err, errCompacted)
 		if err != nil && !compacted {
@@ -176,7 +176,7 @@ func storedNow(ctx context.Context, cli *clientv3.Client, prefix, pchannel strin
 	if len(resp.Kvs) == 0 {
 		return nil, nil
 	}
-	rec, err := persistence.DecodeRecord(resp.Kvs[0].Value)
+	rec, err := persistence.DecodeRecord(pchannel, resp.Kvs[0].Value)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", pchannel, err)
 	}

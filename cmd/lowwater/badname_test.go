@@ -11,6 +11,8 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/lowwater/lowwater/cli"
+	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/wal"
 )
 
 // Records under names lowwater refuses (not UTF-8, a NUL, over 512 bytes),
@@ -26,8 +28,13 @@ func TestRecordsUnderNamesNoNodeCanUse(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket([]byte("lowwater-checkpoints"))
-		good := b.Get([]byte("by-dev-rootcoord-dml_0"))
 		for _, p := range bad {
+			// Whole records, each for its own name, as another writer
+			// would write them.
+			good, err := persistence.EncodeRecord(p, persistence.Record{Checkpoint: wal.KafkaID(1200)})
+			if err != nil {
+				return err
+			}
 			if err := b.Put([]byte(p), good); err != nil {
 				return err
 			}

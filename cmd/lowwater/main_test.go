@@ -181,9 +181,9 @@ func TestListGetVerify(t *testing.T) {
 	r := on(t, url, "list")
 	wantCode(t, r, cli.ExitOK)
 	require.Equal(t, `PCHANNEL                WAL         CHECKPOINT          TERM  VERSION
-by-dev-rootcoord-dml_0  kafka       kafka:1200          0     1
-by-dev-rootcoord-dml_1  pulsar      pulsar:88:1402:0@1  0     1
-by-dev-rootcoord-dml_2  woodpecker  woodpecker:3:77     0     1
+by-dev-rootcoord-dml_0  kafka       kafka:1200          0     2
+by-dev-rootcoord-dml_1  pulsar      pulsar:88:1402:0@1  0     2
+by-dev-rootcoord-dml_2  woodpecker  woodpecker:3:77     0     2
 by-dev-rootcoord-dml_9  -           CORRUPT             -     -
 4 pchannels, 1 unreadable (run verify)
 `, r.stdout)
@@ -205,13 +205,13 @@ by-dev-rootcoord-dml_9  -           CORRUPT             -     -
 	var entries []listed
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &entries))
 	require.Len(t, entries, 4)
-	require.Equal(t, listed{PChannel: "by-dev-rootcoord-dml_1", WAL: "pulsar", Checkpoint: "pulsar:88:1402:0@1", Version: 1}, entries[1])
+	require.Equal(t, listed{PChannel: "by-dev-rootcoord-dml_1", WAL: "pulsar", Checkpoint: "pulsar:88:1402:0@1", Version: 2}, entries[1])
 	require.Equal(t, "by-dev-rootcoord-dml_9", entries[3].PChannel)
 	require.Equal(t, "checksum mismatch", entries[3].Error)
 
 	r = on(t, url, "get", "by-dev-rootcoord-dml_1")
 	wantCode(t, r, cli.ExitOK)
-	require.Equal(t, "pchannel    by-dev-rootcoord-dml_1\nwal         pulsar\ncheckpoint  pulsar:88:1402:0@1\nterm        0\nversion     1\n", r.stdout)
+	require.Equal(t, "pchannel    by-dev-rootcoord-dml_1\nwal         pulsar\ncheckpoint  pulsar:88:1402:0@1\nterm        0\nversion     2\n", r.stdout)
 	wantCode(t, on(t, url, "get", "nope"), cli.ExitNotFound, "nope: no checkpoint stored")
 	r = on(t, url, "get", "by-dev-rootcoord-dml_9")
 	wantCode(t, r, cli.ExitCorrupt)

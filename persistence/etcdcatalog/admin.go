@@ -90,7 +90,7 @@ func (o *Owned) delete(ctx context.Context, pchannel string) error {
 		if len(kvs) == 0 {
 			return nil // nothing to delete
 		}
-		if h, ok, _, _ := record.Decode(kvs[0].Value); ok && h.Term > uint64(o.term) {
+		if h, ok, _, _ := record.Decode(pchannel, kvs[0].Value); ok && h.Term > uint64(o.term) {
 			return &FencedError{PChannel: pchannel, Term: uint64(o.term), StoredTerm: h.Term}
 		}
 		// As in save: closed or lost since the read, nothing is written.
@@ -120,7 +120,7 @@ func (c *Catalog) Inspect(ctx context.Context) ([]persistence.Entry, error) {
 	var entries []persistence.Entry
 	err := c.scan(ctx, "inspect", func() { entries = []persistence.Entry{} },
 		func(pchannel string, kv *mvccpb.KeyValue) error {
-			h, _, id, err := record.Decode(kv.Value)
+			h, _, id, err := record.Decode(pchannel, kv.Value)
 			e := persistence.Entry{PChannel: pchannel, WAL: h.WAL, Checkpoint: id, Term: h.Term, Version: h.Version}
 			if err != nil {
 				e.Err = &persistence.CorruptRecordError{PChannel: pchannel, Err: err}

@@ -36,7 +36,7 @@ func TestOwnedDeleteIsFenced(t *testing.T) {
 
 	// A record of a higher term fences the key's owner, as a save is.
 	high := second.Term() + 1000
-	raw, err := persistence.EncodeRecord(persistence.Record{Checkpoint: wal.KafkaID(2), Term: high})
+	raw, err := persistence.EncodeRecord("p", persistence.Record{Checkpoint: wal.KafkaID(2), Term: high})
 	require.NoError(t, err)
 	_, err = cli.Put(ctxT(t), checkpointKey("p"), string(raw))
 	require.NoError(t, err)
@@ -63,11 +63,11 @@ func TestInspectAndOwnerTerm(t *testing.T) {
 	entries, err := n.cat.Inspect(ctxT(t))
 	require.NoError(t, err)
 	require.Len(t, entries, 3)
-	require.Equal(t, persistence.Entry{PChannel: "a", WAL: wal.Kafka, Checkpoint: wal.KafkaID(1), Version: 1}, entries[0])
+	require.Equal(t, persistence.Entry{PChannel: "a", WAL: wal.Kafka, Checkpoint: wal.KafkaID(1), Version: 2}, entries[0])
 	require.Equal(t, "a-bad", entries[1].PChannel)
 	require.ErrorIs(t, entries[1].Err, persistence.ErrCorruptRecord)
 	require.Equal(t, persistence.Entry{PChannel: "b", WAL: wal.Woodpecker, Checkpoint: wal.WoodpeckerID{SegmentID: 1, EntryID: 2},
-		Term: o.Term(), Version: 1}, entries[2])
+		Term: o.Term(), Version: 2}, entries[2])
 
 	term, err := n.cat.OwnerTerm(ctxT(t), "b")
 	require.NoError(t, err)

@@ -265,6 +265,7 @@ func (b *Batcher) commit(batch []*batchedSave) {
 	var cmps []clientv3.Cmp
 	var puts, gets []clientv3.Op
 	var recs []persistence.Record
+	var vals [][]byte
 	for _, s := range batch {
 		key := b.c.keys.checkpoint(s.pchannel)
 		h := b.c.hint(key)
@@ -276,18 +277,17 @@ func (b *Batcher) commit(batch []*batchedSave) {
 			direct = append(direct, s) // Save confirms against a fresh read
 			continue
 		}
-		stored, err1 := persistence.EncodeRecord(h.rec)
 		rec := persistence.Record{Checkpoint: s.checkpoint, Term: h.rec.Term}
-		val, err2 := persistence.EncodeRecord(rec)
-		if err1 != nil || err2 != nil {
+		val, err := persistence.EncodeRecord(s.pchannel, rec)
+		if err != nil {
 			direct = append(direct, s)
 			continue
 		}
 		together = append(together, s)
-		recs = append(recs, rec)
+		recs, vals = append(recs, rec), append(vals, val)
 		// As Save: the stored bytes alone (see Catalog.save), not the
 		// revision, which etcd hands out again after a restore.
-		cmps = append(cmps, clientv3.Compare(clientv3.Value(key), "=", string(stored)))
+		cmps = append(cmps, clientv3.Compare(clientv3.Value(key), "=", string(h.raw)))
 		puts = append(puts, clientv3.OpPut(key, string(val)))
 		gets = append(gets, clientv3.OpGet(key))
 	}
@@ -308,7 +308,7 @@ func (b *Batcher) commit(batch []*batchedSave) {
 		case resp.Succeeded:
 			// Every write of one transaction has its header's revision.
 			for i, s := range together {
-				b.c.remember(b.c.keys.checkpoint(s.pchannel), hint{rev: resp.Header.Revision, rec: recs[i]})
+				b.c.remember(b.c.keys.checkpoint(s.pchannel), hint{rev: resp.Header.Revision, rec: recs[i], raw: vals[i]})
 				s.done <- nil
 			}
 		default:

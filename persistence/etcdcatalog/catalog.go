@@ -300,7 +300,7 @@ func (c *Catalog) save(ctx context.Context, pchannel string, checkpoint wal.Mess
 			term = uint64(f.term)
 		}
 		rec := persistence.Record{Checkpoint: checkpoint, Term: term}
-		val, err := persistence.EncodeRecord(rec)
+		val, err := persistence.EncodeRecord(pchannel, rec)
 		if err != nil {
 			return fmt.Errorf("etcdcatalog: %w", err)
 		}
@@ -520,7 +520,7 @@ func (c *Catalog) Close() error {
 
 // decode decodes a stored record and remembers its revision and term.
 func (c *Catalog) decode(pchannel string, kv *mvccpb.KeyValue) (persistence.Record, error) {
-	rec, err := persistence.DecodeRecord(kv.Value)
+	rec, err := persistence.DecodeRecord(pchannel, kv.Value)
 	if err != nil {
 		return persistence.Record{}, &persistence.CorruptRecordError{PChannel: pchannel, Err: err}
 	}

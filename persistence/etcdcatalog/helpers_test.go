@@ -94,6 +94,12 @@ func checkpointKey(pchannel string) string {
 	return etcdcatalog.DefaultPrefix + "/wal/" + pchannel + "/consume-checkpoint"
 }
 
+// pchannelOf is the pchannel whose checkpoint key is key, of any prefix.
+func pchannelOf(key string) string {
+	_, rest, _ := strings.Cut(key[strings.LastIndex(key, "/wal/"):], "/wal/")
+	return strings.TrimSuffix(rest, "/consume-checkpoint")
+}
+
 func ownerKey(pchannel string) string {
 	return etcdcatalog.DefaultPrefix + "/wal/" + pchannel + "/owner"
 }
@@ -104,7 +110,7 @@ func rawRecord(t testing.TB, cli *clientv3.Client, key string) (persistence.Reco
 	resp, err := cli.Get(ctxT(t), key)
 	require.NoError(t, err)
 	require.Len(t, resp.Kvs, 1, "no record at %s", key)
-	rec, err := persistence.DecodeRecord(resp.Kvs[0].Value)
+	rec, err := persistence.DecodeRecord(pchannelOf(key), resp.Kvs[0].Value)
 	require.NoError(t, err)
 	return rec, resp.Kvs[0].ModRevision
 }
@@ -130,7 +136,7 @@ func history(t testing.TB, cli *clientv3.Client, key string, from, to int64) []w
 		require.NoError(t, wr.Err())
 		for _, ev := range wr.Events {
 			require.Equal(t, mvccpb.PUT, ev.Type, "event %v at revision %d", ev.Type, ev.Kv.ModRevision)
-			rec, err := persistence.DecodeRecord(ev.Kv.Value)
+			rec, err := persistence.DecodeRecord(pchannelOf(key), ev.Kv.Value)
 			require.NoError(t, err)
 			out = append(out, rec.Checkpoint)
 			if ev.Kv.ModRevision >= to {

@@ -151,7 +151,7 @@ func TestFenceInsideEtcd(t *testing.T) {
 
 	// A record of a higher term fences even the owner of the key.
 	high := second.Term() + 1000
-	raw, err := persistence.EncodeRecord(persistence.Record{Checkpoint: wal.KafkaID(2), Term: high})
+	raw, err := persistence.EncodeRecord("p", persistence.Record{Checkpoint: wal.KafkaID(2), Term: high})
 	require.NoError(t, err)
 	_, err = cli.Put(ctxT(t), checkpointKey("p"), string(raw))
 	require.NoError(t, err)

@@ -331,7 +331,7 @@ func history(t testing.TB, cli *clientv3.Client, pchannel string, from int64) []
 		require.NoError(t, wr.Err())
 		for _, ev := range wr.Events {
 			require.Equal(t, mvccpb.PUT, ev.Type, "event %v at revision %d", ev.Type, ev.Kv.ModRevision)
-			rec, err := persistence.DecodeRecord(ev.Kv.Value)
+			rec, err := persistence.DecodeRecord(pchannel, ev.Kv.Value)
 			require.NoError(t, err)
 			out = append(out, stored{rev: ev.Kv.ModRevision, rec: rec})
 			if ev.Kv.ModRevision >= to {

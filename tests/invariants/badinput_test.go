@@ -185,7 +185,7 @@ func TestBadRecordsAndArguments(t *testing.T) {
 	_, err = wal.Unmarshal(wal.Kafka, []byte{1})
 	require.EqualError(t, err, `wal: corrupt message ID: kafka ID is 8 bytes, got 1`)
 	require.EqualError(t, wal.Check(wal.Kafka, nil), `wal: message ID of another WAL: nil ID for "kafka"`)
-	_, err = persistence.DecodeRecord([]byte{1, 2, 3})
+	_, err = persistence.DecodeRecord("p", []byte{1, 2, 3})
 	require.EqualError(t, err, `persistence: corrupt checkpoint record: record truncated`)
 	require.NoError(t, mem.Close())
 }

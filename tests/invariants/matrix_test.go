@@ -152,7 +152,7 @@ func runCell(t *testing.T, c cell) {
 			s.probe.setAfter(func(cl call) {
 				if cl.op == op && cl.err != nil {
 					if failures++; failures == 2 {
-						good, err := persistence.EncodeRecord(persistence.Record{Checkpoint: s.stored0()})
+						good, err := persistence.EncodeRecord(scenePChannel, persistence.Record{Checkpoint: s.stored0()})
 						require.NoError(t, err)
 						s.mem.Put(scenePChannel, good)
 					}

@@ -12,14 +12,25 @@ import (
 	"github.com/lowwater/lowwater/wal"
 )
 
-// Version is the layout written today. Version 1, big-endian:
+// Version is the layout written today. Version 2, big-endian:
 //
-//	version   u8   = 1
+//	version   u8   = 2
 //	term      u64
 //	walLen    u8   , wal name bytes
 //	idLen     u16  , ID bytes (wal.MessageID.Marshal)
-//	crc32c    u32  over everything before it
-const Version = 1
+//	crc32c    u32  over everything before it, then the pchannel's name
+//
+// The name is not stored (it is the key the record is stored under), but
+// the checksum covers it: a record read under another name than its own
+// (a damaged key, a record copied to another pchannel's key) fails it,
+// rather than giving one pchannel another's checkpoint.
+//
+// Version 1, which Decode still reads, is the same but for the version
+// byte and a checksum that covers no name.
+const Version = 2
+
+// v1 is the layout before Version 2, read and never written.
+const v1 = 1
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -29,11 +40,11 @@ var ErrTruncated = errors.New("record truncated")
 // MaxIDLen is the longest ID, in bytes, a record holds (idLen is a u16).
 const MaxIDLen = 1<<16 - 1
 
-// Encode returns the bytes of a record of an ID whose bytes are raw and
-// whose WAL is walName, written by an owner of the given term (zero
-// without fencing). The caller has checked the ID (wal.NameOf) and that
-// raw is at most MaxIDLen bytes.
-func Encode(walName wal.Name, raw []byte, term uint64) []byte {
+// Encode returns the bytes of pchannel's record of an ID whose bytes are
+// raw and whose WAL is walName, written by an owner of the given term
+// (zero without fencing). The caller has checked the ID (wal.NameOf) and
+// that raw is at most MaxIDLen bytes.
+func Encode(pchannel string, walName wal.Name, raw []byte, term uint64) []byte {
 	b := make([]byte, 0, 1+8+1+len(walName)+2+len(raw)+4)
 	b = append(b, Version)
 	b = binary.BigEndian.AppendUint64(b, term)
@@ -41,7 +52,12 @@ func Encode(walName wal.Name, raw []byte, term uint64) []byte {
 	b = append(b, walName...)
 	b = binary.BigEndian.AppendUint16(b, uint16(len(raw)))
 	b = append(b, raw...)
-	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+	return binary.BigEndian.AppendUint32(b, checksum(b, pchannel))
+}
+
+// checksum is a version 2 record's: over body, then the pchannel's name.
+func checksum(body []byte, pchannel string) uint32 {
+	return crc32.Update(crc32.Checksum(body, castagnoli), castagnoli, []byte(pchannel))
 }
 
 // Header is what a record says about itself. A record whose checksum or
@@ -54,12 +70,12 @@ type Header struct {
 	ID []byte
 }
 
-// Decode parses bytes written by Encode. It never panics, whatever the
-// input. The header is returned whenever it could be read, also when the ID
+// Decode parses bytes written by Encode, as stored for pchannel. It never
+// panics, whatever the input. The header is returned whenever it could be read, also when the ID
 // could not be decoded (an unregistered WAL, bad ID bytes), so that a tool
 // can say what the record is; ok tells whether it could.
-func Decode(b []byte) (h Header, ok bool, id wal.MessageID, err error) {
-	h, err = decodeHeader(b)
+func Decode(pchannel string, b []byte) (h Header, ok bool, id wal.MessageID, err error) {
+	h, err = decodeHeader(pchannel, b)
 	if err != nil {
 		return Header{}, false, nil, err
 	}
@@ -70,15 +86,17 @@ func Decode(b []byte) (h Header, ok bool, id wal.MessageID, err error) {
 	return h, true, id, nil
 }
 
-func decodeHeader(b []byte) (Header, error) {
+func decodeHeader(pchannel string, b []byte) (Header, error) {
 	if len(b) < 1+8+1+2+4 {
 		return Header{}, ErrTruncated
 	}
 	body, sum := b[:len(b)-4], binary.BigEndian.Uint32(b[len(b)-4:])
-	if crc32.Checksum(body, castagnoli) != sum {
+	switch {
+	case body[0] == Version && checksum(body, pchannel) != sum:
+		return Header{}, errors.New("checksum mismatch (of the record, or of the name it is stored under)")
+	case body[0] != Version && crc32.Checksum(body, castagnoli) != sum:
 		return Header{}, errors.New("checksum mismatch")
-	}
-	if body[0] != Version {
+	case body[0] != Version && body[0] != v1:
 		return Header{}, fmt.Errorf("unknown record version %d", body[0])
 	}
 	h := Header{Version: int(body[0]), Term: binary.BigEndian.Uint64(body[1:9])}
