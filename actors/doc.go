@@ -31,9 +31,11 @@
 //     a burst of rises costs the persister one message, not one each. If
 //     it is not above the persisted value (an Add pulled the minimum below
 //     it), nothing is saved until it passes it. An Add that pulls the
-//     minimum down is handed to the persister the same way: a rise not
-//     saved yet is never saved over it, only a save already in flight
-//     when it came may land above it.
+//     minimum down is handed to the persister too, and a request for it
+//     is answered by the persister once it holds the new target: a rise
+//     not saved yet is never saved over it after the reply (after the
+//     burst, for an Add sent without one); only a save already in
+//     flight when it came may land above it.
 //     A rise also stamps State.HeldSince with the event's time, and ends a
 //     stall in force (MinimumResumed, after the MinimumAdvanced).
 //  5. Save. At most one is in flight, off the persister's mailbox, bounded by
@@ -81,6 +83,8 @@
 // flush, or for the recovery read) cannot be handled before the handler
 // returns: the mailbox, which sees it posted, ends the wait at once, so
 // the first bound holds for it too, and Stopped reports ErrHardStop.
+// (Props given a mailbox of the caller's own, with actor.WithMailbox, lose
+// this: the Stop then waits for the handler, as protoactor's would.)
 //
 // (A graceful stop of a fenced actor does not flush: the hard bound holds.)
 // The bounds do not cover the caller's own code on the actor's goroutine:

@@ -51,9 +51,11 @@ type flushed struct{}
 type offer struct{ minimum wal.MessageID }
 
 // flushCut tells the persister that a hard stop came while a graceful one
-// waited for its flush: it answers the flush at once, ErrHardStop.
+// waited for its flush: it answers the flush at once, ErrHardStop, and so
+// any flush asked for after it (the cut may come first: see armStopCut).
 type flushCut struct{}
 
-// minimumFell tells the persister that the minimum fell to to: an Add
-// below it. Unlike a rise it is no event: the VChannelAdded is.
+// minimumFell tells the persister that the minimum fell to the value in
+// to: an Add below it. Unlike a rise it is no event: the VChannelAdded
+// is.
 type minimumFell struct{ to wal.MessageID }

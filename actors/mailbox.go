@@ -73,6 +73,28 @@ type mailbox struct {
 	direct bool
 	// cut, while set, is a graceful stop waiting in a handler (armStopCut).
 	cut atomic.Pointer[stopCut]
+	// poisoned is set once the PoisonPill is handed to protoactor, which
+	// stops the actor for it: a Stop handled before, though the actor
+	// had its drainRequested, is a hard one (tookPoison). Only the
+	// goroutine running the mailbox touches it.
+	poisoned bool
+}
+
+// tookPoison reports whether the PoisonPill has been handed on: the Stop
+// being handled is then the Poison's. Only the actor may call it, from a
+// handler.
+func (m *mailbox) tookPoison() bool { return m.poisoned }
+
+// isPoison reports whether msg is a PoisonPill, bare or with a sender.
+func isPoison(msg any) bool {
+	switch x := msg.(type) {
+	case *actor.PoisonPill:
+		return true
+	case *actor.MessageEnvelope:
+		_, ok := x.Message.(*actor.PoisonPill)
+		return ok
+	}
+	return false
 }
 
 // stopCut ends a graceful stop's bounded wait in a handler (a flush, a
@@ -85,6 +107,8 @@ type stopCut struct {
 	once sync.Once
 }
 
+// cut closes ch and runs then, the first time only: a Stop may be posted
+// twice (a parent's and the caller's).
 func (c *stopCut) cut() {
 	c.once.Do(func() {
 		close(c.ch)
@@ -110,6 +134,7 @@ func (m *mailbox) armStopCut(then func()) <-chan struct{} {
 	return c.ch
 }
 
+// disarmStopCut ends what armStopCut began: the wait is over.
 func (m *mailbox) disarmStopCut() { m.cut.Store(nil) }
 
 // drainWatcher is an actor that wants mailboxDrained now.
@@ -365,6 +390,7 @@ func (m *mailbox) run() (turnOver bool) {
 			if m.inc.closer != nil && m.inc.closer.closing() {
 				m.refuse(msg)
 			} else {
+				m.poisoned = m.poisoned || isPoison(msg)
 				m.invoker.InvokeUserMessage(msg)
 			}
 		}

@@ -286,7 +286,7 @@ func (p *pchannel) stepRecovering(ctx actor.Context, msg any) {
 	case *ownershipLost:
 		p.becomeFenced(ctx, m.cause)
 	case *actor.Stopping:
-		p.stopBegan = true
+		p.beginStop()
 		p.stopRecovering(ctx)
 	case *actor.Restarting:
 		p.quiet()
@@ -311,7 +311,7 @@ func (p *pchannel) stepRunning(ctx actor.Context, msg any) {
 	case *ownershipLost:
 		p.becomeFenced(ctx, m.cause)
 	case *actor.Stopping:
-		p.stopBegan = true
+		p.beginStop()
 		if p.graceful {
 			p.flush(ctx, time.Now().Add(p.cfg.flushTime))
 		} else {
@@ -334,7 +334,7 @@ func (p *pchannel) stepRunning(ctx actor.Context, msg any) {
 func (p *pchannel) stepStopping(ctx actor.Context, msg any) {
 	switch msg.(type) {
 	case *actor.Stopping:
-		p.stopBegan = true
+		p.beginStop()
 		p.quiet()
 		p.phase = stopping
 	case *actor.Restarting:
@@ -382,7 +382,19 @@ func (p *pchannel) addVChannel(ctx actor.Context, m *messages.AddVChannel) {
 			// its next save, a retry included, takes the new minimum,
 			// or nothing if that is not above the persisted value. Only
 			// a save already in flight may still land above it.
-			p.pendingTarget = minimumFell{to: p.tracker.Minimum()}
+			fell := minimumFell{to: p.tracker.Minimum()}
+			if ctx.Sender() == nil || p.crash.timer != nil {
+				// Nobody waits (or a restarting persister is offered
+				// the minimum anyway): handed over with the burst.
+				p.pendingTarget = fell
+			} else {
+				// The persister answers the request once it holds the
+				// new target: no save it starts after the reply, a retry
+				// whose timer is due included, takes the old one.
+				p.pendingTarget = nil
+				ctx.RequestWithCustomSender(p.persister, fell, ctx.Sender())
+				return
+			}
 		}
 	}
 	p.applied(ctx, m, from, advanced, err)
@@ -1038,24 +1050,45 @@ func (p *pchannel) recoverBy(ctx actor.Context, deadline time.Time) bool {
 		p.recovery.call = nil
 		wait, ok := p.loaded(ctx, &res)
 		if ok {
-			return true
+			// Recovered: unless a hard stop came meanwhile, the flush
+			// follows.
+			return !p.cutShort(cut)
 		}
 		lastErr = res.err
 		if !sleepUntil(time.Now().Add(wait), deadline, cut) {
 			break
 		}
 	}
-	select {
-	case <-cut:
-		p.graceful, p.unflushed = false, messages.ErrHardStop
+	if p.cutShort(cut) {
 		return false
-	default:
 	}
 	p.unflushed = messages.ErrNotRecovered
 	if lastErr != nil {
 		p.unflushed = fmt.Errorf("%w: %w", messages.ErrNotRecovered, lastErr)
 	}
 	return false
+}
+
+// beginStop marks the stop begun, graceful only if it is the Poison's: a
+// hard Stop posted after the mailbox announced the pill (drainRequested)
+// and before the pill was handed on is handled first, and is hard.
+func (p *pchannel) beginStop() {
+	p.stopBegan = true
+	if p.graceful && p.mailbox != nil && !p.mailbox.tookPoison() {
+		p.graceful = false
+	}
+}
+
+// cutShort reports whether cut is closed: a hard stop ended the graceful
+// one, which then saves nothing more.
+func (p *pchannel) cutShort(cut <-chan struct{}) bool {
+	select {
+	case <-cut:
+		p.graceful, p.unflushed = false, messages.ErrHardStop
+		return true
+	default:
+		return false
+	}
 }
 
 // sleepUntil waits until t, and reports false if deadline or cut comes

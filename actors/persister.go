@@ -71,6 +71,10 @@ type persister struct {
 	overdueSeq uint64
 	// flushWaiter is the graceful stop waiting for flushed.
 	flushWaiter *actor.PID
+	// cut is set once a hard stop cut the graceful one short (flushCut):
+	// a flush asked for after it, the cut having come first, is answered
+	// at once all the same.
+	cut bool
 	// over is set by Stopping or Restarting: this incarnation takes no
 	// more messages of its own (receiveDirect).
 	over bool
@@ -134,12 +138,19 @@ func (s *persister) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *flushRequest:
 		s.flushWaiter = ctx.Sender()
+		if s.cut {
+			s.answerCut()
+			return
+		}
 		s.do(s.plan.Flush())
 		s.answerFlush()
 	case flushCut:
-		if s.flushWaiter != nil {
-			s.root.Send(s.flushWaiter, messages.ErrHardStop)
-			s.flushWaiter = nil
+		s.cut = true
+		s.answerCut()
+	case minimumFell:
+		s.receiveDirect(m)
+		if ctx.Sender() != nil {
+			ctx.Respond(nil) // for the Add that made it (pchannel.addVChannel)
 		}
 	case *actor.Started:
 		s.self, s.parent = ctx.Self(), ctx.Parent()
@@ -390,6 +401,14 @@ func (s *persister) failed(m *callDone, attempt int, next time.Duration) {
 // report publishes the plan to the parent's view.
 func (s *persister) report() {
 	s.status.store(savePoint{persisted: s.plan.Persisted(), inFlight: s.save != nil, fenced: s.plan.Fenced()})
+}
+
+// answerCut answers the flush waited for, if any, with ErrHardStop.
+func (s *persister) answerCut() {
+	if s.flushWaiter != nil {
+		s.root.Send(s.flushWaiter, messages.ErrHardStop)
+		s.flushWaiter = nil
+	}
 }
 
 func (s *persister) answerFlush() {

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -135,12 +136,25 @@ func stopEnds(t *testing.T, system *actor.ActorSystem, pc *actor.PID, graceful b
 // flush or for the recovery read, behind a catalog that ignores its
 // context, ends that wait at once: StopFuture returns within its own
 // bound, not after the stop flush timeout, and Stopped says the stop
-// ended hard. Before, the Stop waited behind the handler.
+// ended hard. Before, the Stop waited behind the handler. The Stop may
+// come while the handler waits, or be queued before it begins to wait
+// (the cut then reached the persister before the flush did, and was
+// lost); and a Stop that comes after the Poison's drainRequested but
+// before the pill itself is a hard stop, not the Poison's.
 func TestHardStopCutsAGracefulStopShort(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		load, save bool
-	}{{"flushing", false, true}, {"recovering", true, false}} {
+		// when the Stop comes: while the handler waits, queued before it
+		// waits, or before the pill is handed on.
+		when string
+	}{
+		{"flushing", false, true, "waiting"},
+		{"recovering", true, false, "waiting"},
+		{"flushing, the stop queued first", false, true, "queued"},
+		{"recovering, the stop queued first", true, false, "queued"},
+		{"flushing, the stop before the pill", false, true, "before the pill"},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
 			system := actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(zap.NewNop())),
 				actor.WithDeadLetterThrottleInterval(time.Millisecond))
@@ -158,11 +172,21 @@ func TestHardStopCutsAGracefulStopShort(t *testing.T) {
 			props, err := NewProps("p", wal.Kafka, cat, WithStopFlushTimeout(flush), WithSaveTimeout(time.Hour),
 				WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(7)}))
 			require.NoError(t, err)
-			stopping := make(chan struct{})
+			// The middleware holds the message the Stop must come during
+			// (Stopping, or the Poison's drainRequested) until release,
+			// except when the Stop is to come while the handler waits.
+			held, release := make(chan struct{}), make(chan struct{})
+			var hold any = &actor.Stopping{}
+			if tc.when == "before the pill" {
+				hold = drainRequested{}
+			}
 			props.Configure(actor.WithReceiverMiddleware(func(next actor.ReceiverFunc) actor.ReceiverFunc {
 				return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
-					if _, ok := env.Message.(*actor.Stopping); ok {
-						close(stopping)
+					if fmt.Sprintf("%T", env.Message) == fmt.Sprintf("%T", hold) {
+						close(held)
+						if tc.when != "waiting" {
+							<-release
+						}
 					}
 					next(c, env)
 				}
@@ -175,12 +199,14 @@ func TestHardStopCutsAGracefulStopShort(t *testing.T) {
 			}
 			poisoned := system.Root.PoisonFuture(pid)
 			select {
-			case <-stopping:
+			case <-held:
 			case <-time.After(10 * time.Second):
 				t.Fatal("the graceful stop never began")
 			}
 			began := time.Now()
-			require.NoError(t, system.Root.StopFuture(pid).Wait())
+			stop := system.Root.StopFuture(pid) // posted now, whatever the handler does
+			close(release)
+			require.NoError(t, stop.Wait())
 			took := time.Since(began)
 			require.Less(t, took, flush/4, "the hard stop waited for the graceful one")
 			require.NoError(t, poisoned.Wait())

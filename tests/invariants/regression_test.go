@@ -216,3 +216,45 @@ func TestRegressionAddBelowAnUnsavedMinimum(t *testing.T) {
 		})
 	}
 }
+
+// The Add's reply went out before the fallen minimum reached the
+// persister, which it did only once the mailbox ran empty: a retry whose
+// timer fired in between, the mailbox busy with the commands after the
+// Add, saved the old minimum over the vchannel just added. The persister
+// now answers the Add once it holds the new target.
+func TestRegressionAddAnsweredBeforeThePersisterHeardOfIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScene(t)
+		s.spawn(actors.WithBackoff(actors.Backoff{Initial: 100 * time.Millisecond, Max: time.Second, Multiplier: 2}),
+			actors.WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(100)}))
+		synctest.Wait()
+		require.Equal(t, wal.KafkaID(100), s.stored())
+		s.fi.SetDown(true)
+		s.update("a", 200) // its save fails; a retry is due in 100 ms
+		synctest.Wait()
+
+		// The command after the Add holds the mailbox: its rejection's
+		// subscriber waits.
+		release := make(chan struct{})
+		sub := s.sys.EventStream.Subscribe(func(ev any) {
+			if r, ok := ev.(*messages.CommandRejected); ok {
+				if d, ok := r.Command.(*messages.DropVChannel); ok && d.VChannel == "ghost" {
+					<-release
+				}
+			}
+		})
+		defer s.sys.EventStream.Unsubscribe(sub)
+		added := s.sys.Root.RequestFuture(s.pid, &messages.AddVChannel{VChannel: "b", Checkpoint: wal.KafkaID(150)}, time.Minute)
+		s.sys.Root.Send(s.pid, &messages.DropVChannel{VChannel: "ghost"})
+		res, err := added.Result()
+		require.NoError(t, err)
+		require.Nil(t, res, "the Add is applied")
+
+		s.fi.SetDown(false)
+		time.Sleep(time.Second) // the retry
+		synctest.Wait()
+		require.Equal(t, []wal.MessageID{wal.KafkaID(100), wal.KafkaID(150)}, s.mem.History(scenePChannel), "I1: b is at 150")
+		close(release)
+		synctest.Wait()
+	})
+}
