@@ -380,7 +380,9 @@ func openBoltFile(path string, o boltOptions) (db *bolt.DB, file *os.File, err e
 // than the file holds makes it allocate terabytes, which ends the process
 // where no recover reaches. Under the lock, no writer is between two
 // writes of the file. An empty file is bbolt's to make a store of, or
-// OpenBolt's to call damaged.
+// OpenBolt's to call damaged. Where files are not locked with flock (not
+// unix), the pages are checked only once bbolt has opened the file, and
+// such a freelist still ends the process.
 func checkBeforeOpen(f *os.File, path string, o boltOptions) error {
 	if err := lockFile(f, !o.readOnly, o.openTimeout); err != nil {
 		return err
@@ -434,16 +436,20 @@ func (b *Bolt) verify() error {
 			return fmt.Errorf("%w: %s: the file has %d bytes, its pages need %d: truncated",
 				ErrCorruptStore, b.path, info.Size(), need)
 		}
-		if err := b.checkPages(); err != nil {
-			return err
+		if !lockedFiles { // else checked already, before bbolt read it
+			if err := b.checkPages(); err != nil {
+				return err
+			}
 		}
 		var touched byte
 		err := tx.ForEach(func(name []byte, bucket *bolt.Bucket) error {
 			return bucket.ForEach(func(k, v []byte) error {
-				if v == nil {
+				if v == nil && bytes.Equal(name, b.bucket) {
 					// No catalog makes a bucket inside its bucket: this
 					// one is damage (a flipped flag) or another program's,
 					// and Load would read its key as nothing stored.
+					// Another program's bucket may hold buckets of its
+					// own: a catalog opened on it (WithBucket) says so.
 					return fmt.Errorf("%w: %s: bucket %q holds a bucket at key %q, which no catalog writes",
 						ErrCorruptStore, b.path, name, k)
 				}

@@ -213,26 +213,30 @@ func onBranchElement(damage func(page []byte, id uint64, elem []byte)) damage {
 	}
 }
 
-// bucketPastTheFile flags the first record of a leaf page as a nested
-// bucket and points its root page far past the file.
+// bucketPastTheFile flags the first record of a leaf page the catalog's
+// bucket reaches as a nested bucket and points its root page far past the
+// file.
 func bucketPastTheFile(t *testing.T, data []byte) []byte {
-	for off := 2 * bboltPageSize; off+bboltPageSize <= len(data); off += bboltPageSize {
-		page := data[off : off+bboltPageSize]
-		if binary.LittleEndian.Uint16(page[8:]) != leafPageFlag || binary.LittleEndian.Uint16(page[10:]) < 2 {
-			continue
-		}
-		elem := page[pageHeaderSize : pageHeaderSize+leafElemSize]
-		pos, ksize, vsize := binary.LittleEndian.Uint32(elem[4:]), binary.LittleEndian.Uint32(elem[8:]), binary.LittleEndian.Uint32(elem[12:])
-		if vsize < 16 {
-			continue
-		}
-		binary.LittleEndian.PutUint32(elem[0:], 0x01) // bucketLeafFlag
-		value := page[pageHeaderSize+pos+ksize:]
-		binary.LittleEndian.PutUint64(value, 1<<22) // the bucket's root page
-		return data
+	le := binary.LittleEndian
+	root := uint64(bucketRoot(t, data))
+	branch := data[root*uint64(bboltPageSize):]
+	if le.Uint16(branch[8:]) != branchPageFlag {
+		t.Fatalf("the bucket's root page %d is not a branch page", root)
 	}
-	t.Fatal("no leaf page found to damage")
-	return nil
+	leaf := le.Uint64(branch[pageHeaderSize+8:])
+	page := data[leaf*uint64(bboltPageSize) : (leaf+1)*uint64(bboltPageSize)]
+	if le.Uint16(page[8:]) != leafPageFlag || le.Uint16(page[10:]) < 2 {
+		t.Fatalf("page %d is not a leaf page of records", leaf)
+	}
+	elem := page[pageHeaderSize : pageHeaderSize+leafElemSize]
+	pos, ksize, vsize := le.Uint32(elem[4:]), le.Uint32(elem[8:]), le.Uint32(elem[12:])
+	if vsize < 16 {
+		t.Fatalf("page %d: a record of %d bytes has no room for a bucket header", leaf, vsize)
+	}
+	le.PutUint32(elem[0:], 0x01) // bucketLeafFlag
+	value := page[pageHeaderSize+pos+ksize:]
+	le.PutUint64(value, 1<<22) // the bucket's root page
+	return data
 }
 
 // bucketRoot is the root page of the catalog's bucket in the file data.

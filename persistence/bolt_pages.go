@@ -29,6 +29,14 @@ const (
 	freelistCountOverflow = 0xFFFF
 )
 
+// The page sizes a file may have: bbolt takes any (Options.PageSize), as
+// long as a meta page fits in one; the cap only keeps a damaged size from
+// being believed.
+const (
+	minPageSize = pageHeaderSize + metaChecksumOffset + 8
+	maxPageSize = 1 << 30
+)
+
 // errPages is the cause of every checkPages failure.
 var errPages = errors.New("page structure")
 
@@ -96,7 +104,7 @@ func readMeta(data []byte, off int) (boltMeta, bool) {
 			// The first meta is damaged: its page size may still be read.
 			first.pageSize = binary.LittleEndian.Uint32(data[pageHeaderSize+8:])
 		}
-		if first.pageSize == 0 || first.pageSize > 1<<20 {
+		if first.pageSize < minPageSize || first.pageSize > maxPageSize {
 			return boltMeta{}, false
 		}
 		return metaAt(data, int(first.pageSize))
@@ -114,7 +122,7 @@ func metaAt(data []byte, off int) (boltMeta, bool) {
 	h := fnv.New64a()
 	h.Write(b[:metaChecksumOffset])
 	valid := le.Uint32(b) == boltMagic && le.Uint32(b[4:]) == boltVersion && le.Uint64(b[metaChecksumOffset:]) == h.Sum64() &&
-		m.pageSize >= 512 && m.pageSize <= 1<<20
+		m.pageSize >= minPageSize && m.pageSize <= maxPageSize
 	return m, valid
 }
 

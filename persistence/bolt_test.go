@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -546,4 +547,102 @@ func TestBoltStartSave(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A bucket inside the catalog's own bucket is damage or another writer's,
+// and refused; one inside another program's bucket in the same file is
+// that program's business: the store opens. Any nested bucket refused the
+// whole file before, sending the operator to a backup of a healthy one.
+func TestBoltNestedBucketsOnlyInItsOwnBucketAreRefused(t *testing.T) {
+	nest := func(t *testing.T, path, outer string) {
+		t.Helper()
+		db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		if err := db.Update(func(tx *bolt.Tx) error {
+			o, err := tx.CreateBucketIfNotExists([]byte(outer))
+			if err != nil {
+				return err
+			}
+			inner, err := o.CreateBucket([]byte("sub"))
+			if err != nil {
+				return err
+			}
+			return inner.Put([]byte("k"), []byte("v"))
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	good, err := persistence.EncodeRecord("p", persistence.Record{Checkpoint: wal.KafkaID(4)})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	path := filepath.Join(t.TempDir(), "shared.db")
+	plant(t, path, defaultBucket, map[string][]byte{"p": good})
+	nest(t, path, "app")
+	b := openBolt(t, path)
+	if got, err := b.Load(context.Background(), "p"); err != nil || got != wal.KafkaID(4) {
+		t.Fatalf("Load(p) = (%v, %v), want kafka:4", got, err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = persistence.OpenBolt(path, persistence.WithBucket("app"))
+	if !errors.Is(err, persistence.ErrCorruptStore) || !strings.Contains(err.Error(), `bucket "app" holds a bucket at key "sub"`) {
+		t.Fatalf("OpenBolt(WithBucket(app)) = %v, want the nested bucket refused", err)
+	}
+
+	path = filepath.Join(t.TempDir(), "own.db")
+	plant(t, path, defaultBucket, map[string][]byte{"p": good})
+	nest(t, path, defaultBucket)
+	_, err = persistence.OpenBolt(path)
+	if !errors.Is(err, persistence.ErrCorruptStore) {
+		t.Fatalf("OpenBolt = %v, want ErrCorruptStore", err)
+	}
+}
+
+// bbolt takes any page size a meta page fits in: a file made with small
+// or large pages (Options.PageSize) opens, where one outside 512 B–1 MiB
+// was called damaged ("no valid meta page").
+func TestBoltOpensAnyPageSize(t *testing.T) {
+	for _, size := range []int{256, 384, 2 << 20} {
+		t.Run(fmt.Sprint(size), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "pages.db")
+			db, err := bolt.Open(path, 0o600, &bolt.Options{PageSize: size, Timeout: time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := db.Update(func(tx *bolt.Tx) error {
+				bk, err := tx.CreateBucket([]byte(defaultBucket))
+				if err != nil {
+					return err
+				}
+				for i := range 300 {
+					p := fmt.Sprintf("pchannel-%03d", i)
+					rec, err := persistence.EncodeRecord(p, persistence.Record{Checkpoint: wal.KafkaID(int64(i))})
+					if err != nil {
+						return err
+					}
+					if err := bk.Put([]byte(p), rec); err != nil {
+						return err
+					}
+				}
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			b := openBolt(t, path)
+			defer b.Close()
+			all, err := b.LoadAll(context.Background())
+			if err != nil || len(all) != 300 || all["pchannel-299"] != wal.KafkaID(299) {
+				t.Fatalf("LoadAll = %d records, %v", len(all), err)
+			}
+		})
+	}
 }

@@ -84,8 +84,9 @@ var (
 	// the one offered: another writer got ahead. Retrying cannot succeed.
 	ErrStoredAhead = errors.New("persistence: stored checkpoint is ahead")
 	// ErrCorruptRecord is returned when a stored record cannot be decoded:
-	// bad checksum (a record stored under another name than its own too),
-	// unknown version, unknown WAL, or undecodable ID bytes.
+	// bad checksum, a whole record of another pchannel's (stored under
+	// another name than the one it was written for), unknown version,
+	// unknown WAL, or undecodable ID bytes.
 	ErrCorruptRecord = errors.New("persistence: corrupt checkpoint record")
 	// ErrFenced is returned when the writer no longer owns the pchannel: a
 	// newer owner term is stored, or the writer's ownership ended.

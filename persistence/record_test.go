@@ -39,11 +39,12 @@ func TestRecordRoundTrip(t *testing.T) {
 	}
 }
 
-// TestRecordGolden pins the version 2 layout, whose checksum covers the
-// pchannel's name, and the version 1 layout before it, which every build
-// still reads: a change here breaks every record already on disk.
+// TestRecordGolden pins the version 2 layout, which checks the pchannel's
+// name (crc32c of "orders-dml-0" before the checksum), and the version 1
+// layout before it, which every build still reads: a change here breaks
+// every record already on disk.
 func TestRecordGolden(t *testing.T) {
-	const golden = "02" + "0000000000000007" + "05" + "6b61666b61" + "0008" + "0000000000000005" + "a00eccff"
+	const golden = "02" + "0000000000000007" + "05" + "6b61666b61" + "0008" + "0000000000000005" + "ff1ff471" + "592d86cc"
 	b, err := persistence.EncodeRecord("orders-dml-0", persistence.Record{Checkpoint: wal.KafkaID(5), Term: 7})
 	if err != nil {
 		t.Fatalf("EncodeRecord: %v", err)
@@ -63,9 +64,9 @@ func TestRecordGolden(t *testing.T) {
 	}
 }
 
-// A version 2 record read under another name than its own fails its
-// checksum: a key damaged by one byte, or a record copied to another
-// pchannel's key, never gives one pchannel another's checkpoint.
+// A version 2 record read under another name than its own is refused as
+// another pchannel's: a key damaged by one byte, or a record copied to
+// another pchannel's key, never gives one pchannel another's checkpoint.
 func TestDecodeRecordUnderAnotherName(t *testing.T) {
 	b, err := persistence.EncodeRecord("orders-dml-0", persistence.Record{Checkpoint: wal.KafkaID(5)})
 	if err != nil {
@@ -73,8 +74,9 @@ func TestDecodeRecordUnderAnotherName(t *testing.T) {
 	}
 	for _, other := range []string{"orders-dml-1", "orders-dml-", "", "orders-dml-0 "} {
 		_, err := persistence.DecodeRecord(other, b)
-		if !errors.Is(err, persistence.ErrCorruptRecord) || err.Error() != "persistence: corrupt checkpoint record: checksum mismatch (of the record, or of the name it is stored under)" {
-			t.Fatalf("DecodeRecord(%q) = %v, want a checksum mismatch", other, err)
+		if !errors.Is(err, persistence.ErrCorruptRecord) ||
+			err.Error() != "persistence: corrupt checkpoint record: another pchannel's record: its key was damaged, or it was copied under this name" {
+			t.Fatalf("DecodeRecord(%q) = %v, want another pchannel's record", other, err)
 		}
 	}
 }
@@ -136,14 +138,14 @@ func FuzzDecodeRecord(f *testing.F) {
 			return
 		}
 		// The encoding is canonical: anything accepted is what EncodeRecord
-		// writes for the decoded value, but for the version byte and the
-		// checksum of a version 1 record.
+		// writes for the decoded value, but for the version byte, the name
+		// check and the checksum of a version 1 record.
 		again, err := persistence.EncodeRecord("p", r)
 		if err != nil {
 			t.Fatalf("EncodeRecord(DecodeRecord(%x)): %v", b, err)
 		}
 		if b[0] == 1 {
-			if !bytes.Equal(again[1:len(again)-4], b[1:len(b)-4]) {
+			if !bytes.Equal(again[1:len(again)-8], b[1:len(b)-4]) {
 				t.Fatalf("EncodeRecord(DecodeRecord(%x)) = %x, another body", b, again)
 			}
 			return

@@ -18,15 +18,18 @@ import (
 //	term      u64
 //	walLen    u8   , wal name bytes
 //	idLen     u16  , ID bytes (wal.MessageID.Marshal)
-//	crc32c    u32  over everything before it, then the pchannel's name
+//	nameSum   u32  crc32c of the pchannel's name
+//	crc32c    u32  over everything before it
 //
 // The name is not stored (it is the key the record is stored under), but
-// the checksum covers it: a record read under another name than its own
-// (a damaged key, a record copied to another pchannel's key) fails it,
-// rather than giving one pchannel another's checkpoint.
+// nameSum checks it: a record read under another name than its own (a
+// damaged key, a record copied to another pchannel's key) is refused as
+// another pchannel's, rather than giving one pchannel another's
+// checkpoint. The last checksum is computed as version 1's, so that a
+// build that knows only version 1 calls such a record of an unknown
+// version, not damaged.
 //
-// Version 1, which Decode still reads, is the same but for the version
-// byte and a checksum that covers no name.
+// Version 1, which Decode still reads, has no nameSum.
 const Version = 2
 
 // v1 is the layout before Version 2, read and never written.
@@ -45,20 +48,23 @@ const MaxIDLen = 1<<16 - 1
 // (zero without fencing). The caller has checked the ID (wal.NameOf) and
 // that raw is at most MaxIDLen bytes.
 func Encode(pchannel string, walName wal.Name, raw []byte, term uint64) []byte {
-	b := make([]byte, 0, 1+8+1+len(walName)+2+len(raw)+4)
+	b := make([]byte, 0, 1+8+1+len(walName)+2+len(raw)+4+4)
 	b = append(b, Version)
 	b = binary.BigEndian.AppendUint64(b, term)
 	b = append(b, byte(len(walName)))
 	b = append(b, walName...)
 	b = binary.BigEndian.AppendUint16(b, uint16(len(raw)))
 	b = append(b, raw...)
-	return binary.BigEndian.AppendUint32(b, checksum(b, pchannel))
+	b = binary.BigEndian.AppendUint32(b, nameSum(pchannel))
+	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
 
-// checksum is a version 2 record's: over body, then the pchannel's name.
-func checksum(body []byte, pchannel string) uint32 {
-	return crc32.Update(crc32.Checksum(body, castagnoli), castagnoli, []byte(pchannel))
-}
+// nameSum checks the name a version 2 record is stored under.
+func nameSum(pchannel string) uint32 { return crc32.Checksum([]byte(pchannel), castagnoli) }
+
+// ErrAnotherPChannel is the error of a whole record stored under another
+// name than the one it was written for.
+var ErrAnotherPChannel = errors.New("another pchannel's record: its key was damaged, or it was copied under this name")
 
 // Header is what a record says about itself. A record whose checksum or
 // version is wrong has no header worth reading.
@@ -91,12 +97,21 @@ func decodeHeader(pchannel string, b []byte) (Header, error) {
 		return Header{}, ErrTruncated
 	}
 	body, sum := b[:len(b)-4], binary.BigEndian.Uint32(b[len(b)-4:])
-	switch {
-	case body[0] == Version && checksum(body, pchannel) != sum:
-		return Header{}, errors.New("checksum mismatch (of the record, or of the name it is stored under)")
-	case body[0] != Version && crc32.Checksum(body, castagnoli) != sum:
+	if crc32.Checksum(body, castagnoli) != sum {
 		return Header{}, errors.New("checksum mismatch")
-	case body[0] != Version && body[0] != v1:
+	}
+	switch body[0] {
+	case v1:
+	case Version:
+		if len(body) < 1+8+1+2+4 {
+			return Header{}, ErrTruncated
+		}
+		var named uint32
+		body, named = body[:len(body)-4], binary.BigEndian.Uint32(body[len(body)-4:])
+		if named != nameSum(pchannel) {
+			return Header{}, ErrAnotherPChannel
+		}
+	default:
 		return Header{}, fmt.Errorf("unknown record version %d", body[0])
 	}
 	h := Header{Version: int(body[0]), Term: binary.BigEndian.Uint64(body[1:9])}
