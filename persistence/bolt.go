@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -19,6 +21,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 
+	"github.com/lowwater/lowwater/persistence/internal/record"
 	"github.com/lowwater/lowwater/wal"
 )
 
@@ -72,6 +75,14 @@ type Bolt struct {
 	closed   bool          // guarded by calls
 	inFlight int           // guarded by calls
 	drained  chan struct{} // guarded by calls; made by a Close that waits
+	// misplaced names the records found at open under a name they were
+	// not written for (a damaged key, a record copied there): one of
+	// them may be the record of a pchannel whose Load finds nothing, and
+	// Load then says so rather than "nothing stored" (see notStored).
+	// Delete takes a name off.
+	misplacedMu sync.Mutex
+	misplaced   map[string]bool // guarded by misplacedMu
+
 	// turn lets one call at a time into bbolt, and lets a call wait for
 	// its turn within its context. A panic inside bbolt (damage, see
 	// guard) may leave a lock of bbolt's held for good, and a call already
@@ -211,7 +222,7 @@ func OpenBolt(path string, opts ...BoltOption) (*Bolt, error) {
 	if err != nil {
 		return nil, openError(path, err)
 	}
-	b := &Bolt{db: db, file: file, path: path, bucket: []byte(o.bucket), readOnly: o.readOnly,
+	b := &Bolt{db: db, file: file, path: path, bucket: []byte(o.bucket), readOnly: o.readOnly, misplaced: map[string]bool{},
 		turn: make(chan struct{}, 1), damagedNow: make(chan struct{})}
 	if o.group {
 		b.group = &groupCommit{delay: o.groupDelay, commit: b.commit}
@@ -461,6 +472,11 @@ func (b *Bolt) verify() error {
 				if len(v) > 0 {
 					touched ^= v[len(v)-1]
 				}
+				if bytes.Equal(name, b.bucket) {
+					if _, _, _, err := record.Decode(string(k), v); errors.Is(err, record.ErrAnotherPChannel) {
+						b.misplaced[string(k)] = true
+					}
+				}
 				return nil
 			})
 		})
@@ -550,7 +566,7 @@ func (b *Bolt) Load(ctx context.Context, pchannel string) (wal.MessageID, error)
 		return b.db.View(func(tx *bolt.Tx) error {
 			raw := tx.Bucket(b.bucket).Get([]byte(pchannel))
 			if raw == nil {
-				return nil
+				return b.notStored(pchannel)
 			}
 			var err error
 			id, err = decodeStored(pchannel, raw)
@@ -561,6 +577,32 @@ func (b *Bolt) Load(ctx context.Context, pchannel string) (wal.MessageID, error)
 		return nil, err
 	}
 	return id, nil
+}
+
+// notStored is Load's answer when nothing is stored under pchannel: nil,
+// unless the store holds a record under a name it was not written for.
+// That may be this pchannel's, its key damaged: starting from nothing
+// would replay from the start, and its first save could go below what it
+// had acknowledged. Recovery fails instead, as over a corrupt record,
+// until an operator deletes the misplaced record (lowwater verify names
+// it, and delete --quoted removes it).
+func (b *Bolt) notStored(pchannel string) error {
+	b.misplacedMu.Lock()
+	defer b.misplacedMu.Unlock()
+	if len(b.misplaced) == 0 {
+		return nil
+	}
+	names := slices.Sorted(maps.Keys(b.misplaced))
+	return &CorruptRecordError{PChannel: pchannel, Err: fmt.Errorf(
+		"nothing stored under this name, but %s holds another pchannel's record under %q, which may be this one's under a damaged key: delete it to go on",
+		b.path, names[0])}
+}
+
+// forgetMisplaced takes pchannel off the misplaced records: deleted.
+func (b *Bolt) forgetMisplaced(pchannel string) {
+	b.misplacedMu.Lock()
+	defer b.misplacedMu.Unlock()
+	delete(b.misplaced, pchannel)
 }
 
 // Save implements Catalog. The stored record is read and compared inside the

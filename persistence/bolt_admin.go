@@ -33,6 +33,7 @@ func (b *Bolt) Delete(ctx context.Context, pchannel string) error {
 	if err != nil {
 		return b.writeFailed("delete", err)
 	}
+	b.forgetMisplaced(pchannel)
 	return nil
 }
 

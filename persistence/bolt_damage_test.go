@@ -631,3 +631,48 @@ func TestBoltKeyDamageIsRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestBoltDamagedKeyIsNotNothingStored flips one byte of a key so that
+// it still sorts where it stood: the file opens, but the record now lies
+// under another name, which its name check tells. Load of the pchannel
+// whose key it was said "nothing stored", and a node would have started
+// from nothing and could have saved below what it had acknowledged. It is
+// refused as a corrupt record until the misplaced one is deleted.
+func TestBoltDamagedKeyIsNotNothingStored(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "checkpoints.db")
+	b := openBolt(t, path, persistence.WithNoSync(true))
+	ctx := context.Background()
+	for p, v := range map[string]int64{"orders-2": 500, "orders-4": 700} {
+		if err := b.Save(ctx, p, wal.KafkaID(v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rewrite(t, path, func(t *testing.T, data []byte) []byte {
+		return bytes.ReplaceAll(data, []byte("orders-2"), []byte("orders-3"))
+	})
+
+	b = openBolt(t, path)
+	defer b.Close()
+	_, err := b.Load(ctx, "orders-2")
+	var ce *persistence.CorruptRecordError
+	if !errors.As(err, &ce) || ce.PChannel != "orders-2" || !strings.Contains(err.Error(), `another pchannel's record under "orders-3"`) {
+		t.Fatalf("Load(orders-2) = %v, want a corrupt record naming orders-3", err)
+	}
+	if got, err := b.Load(ctx, "orders-4"); err != nil || got != wal.KafkaID(700) {
+		t.Fatalf("Load(orders-4) = (%v, %v), want kafka:700", got, err)
+	}
+	_, err = b.Load(ctx, "orders-3")
+	if !errors.Is(err, persistence.ErrCorruptRecord) || !strings.Contains(err.Error(), "another pchannel's record") {
+		t.Fatalf("Load(orders-3) = %v, want another pchannel's record", err)
+	}
+	// The operator deletes it: nothing is stored for orders-2 any more.
+	if err := b.Delete(ctx, "orders-3"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := b.Load(ctx, "orders-2"); err != nil || got != nil {
+		t.Fatalf("Load(orders-2) after the delete = (%v, %v), want nothing stored", got, err)
+	}
+}
