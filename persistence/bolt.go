@@ -472,10 +472,8 @@ func (b *Bolt) verify() error {
 				if len(v) > 0 {
 					touched ^= v[len(v)-1]
 				}
-				if bytes.Equal(name, b.bucket) {
-					if _, _, _, err := record.Decode(string(k), v); errors.Is(err, record.ErrAnotherPChannel) {
-						b.misplaced[string(k)] = true
-					}
+				if bytes.Equal(name, b.bucket) && misplaced(k, v) {
+					b.misplaced[string(k)] = true
 				}
 				return nil
 			})
@@ -594,8 +592,23 @@ func (b *Bolt) notStored(pchannel string) error {
 	}
 	names := slices.Sorted(maps.Keys(b.misplaced))
 	return &CorruptRecordError{PChannel: pchannel, Err: fmt.Errorf(
-		"nothing stored under this name, but %s holds another pchannel's record under %q, which may be this one's under a damaged key: delete it to go on",
+		"nothing stored under this name, but %s holds a record under %q that was not written there, which may be this one's under a damaged key: delete it to go on",
 		b.path, names[0])}
+}
+
+// misplaced reports whether the record v stored under k may belong under
+// another name: it was written for another (its name check says so), or
+// it cannot be read and k is no name a catalog writes (a key whose damaged
+// length took in bytes of its record).
+func misplaced(k, v []byte) bool {
+	_, readable, _, err := record.Decode(string(k), v)
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, record.ErrAnotherPChannel):
+		return true
+	}
+	return !readable && ValidatePChannel(string(k)) != nil
 }
 
 // forgetMisplaced takes pchannel off the misplaced records: deleted.

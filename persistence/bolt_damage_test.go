@@ -658,7 +658,7 @@ func TestBoltDamagedKeyIsNotNothingStored(t *testing.T) {
 	defer b.Close()
 	_, err := b.Load(ctx, "orders-2")
 	var ce *persistence.CorruptRecordError
-	if !errors.As(err, &ce) || ce.PChannel != "orders-2" || !strings.Contains(err.Error(), `another pchannel's record under "orders-3"`) {
+	if !errors.As(err, &ce) || ce.PChannel != "orders-2" || !strings.Contains(err.Error(), `a record under "orders-3" that was not written there`) {
 		t.Fatalf("Load(orders-2) = %v, want a corrupt record naming orders-3", err)
 	}
 	if got, err := b.Load(ctx, "orders-4"); err != nil || got != wal.KafkaID(700) {
@@ -674,5 +674,26 @@ func TestBoltDamagedKeyIsNotNothingStored(t *testing.T) {
 	}
 	if got, err := b.Load(ctx, "orders-2"); err != nil || got != nil {
 		t.Fatalf("Load(orders-2) after the delete = (%v, %v), want nothing stored", got, err)
+	}
+}
+
+// A key whose damaged length took in bytes of its record, leaving a name
+// no catalog writes over a record that cannot be read: that record may be
+// any pchannel's, and a Load that finds nothing says so.
+func TestBoltUnreadableRecordUnderABadNameIsNotNothingStored(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "checkpoints.db")
+	good, err := persistence.EncodeRecord("orders-4", persistence.Record{Checkpoint: wal.KafkaID(700)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plant(t, path, defaultBucket, map[string][]byte{"orders-2\x02\x00\x00": []byte("\x07\x00"), "orders-4": good})
+	b := openBolt(t, path)
+	defer b.Close()
+	_, err = b.Load(context.Background(), "orders-2")
+	if !errors.Is(err, persistence.ErrCorruptRecord) || !strings.Contains(err.Error(), `a record under "orders-2\x02\x00\x00" that was not written there`) {
+		t.Fatalf("Load(orders-2) = %v, want a corrupt record naming the bad name", err)
+	}
+	if got, err := b.Load(context.Background(), "orders-4"); err != nil || got != wal.KafkaID(700) {
+		t.Fatalf("Load(orders-4) = (%v, %v), want kafka:700", got, err)
 	}
 }
