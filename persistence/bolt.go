@@ -237,6 +237,12 @@ func OpenBolt(path string, opts ...BoltOption) (*Bolt, error) {
 			return nil
 		}
 		return db.Update(func(tx *bolt.Tx) error {
+			if damaged := flippedName(tx, b.bucket); damaged != nil {
+				// A new, empty bucket beside it would make every Load
+				// say "nothing stored".
+				return fmt.Errorf("%w: %s: no bucket %q, but one named %q, one bit away: its name is damaged",
+					ErrCorruptStore, path, b.bucket, damaged)
+			}
 			_, err := tx.CreateBucketIfNotExists(b.bucket)
 			return err
 		})
@@ -254,6 +260,36 @@ func OpenBolt(path string, opts ...BoltOption) (*Bolt, error) {
 		}
 	}
 	return b, nil
+}
+
+// flippedName is a bucket of tx whose name is want's with one bit
+// flipped, or nil: the catalog's own bucket, its name damaged. Another
+// catalog's bucket in the same file (WithBucket) is named by a person,
+// never one bit away.
+func flippedName(tx *bolt.Tx, want []byte) []byte {
+	var found []byte
+	_ = tx.ForEach(func(name []byte, _ *bolt.Bucket) error {
+		if len(name) != len(want) {
+			return nil
+		}
+		bits := 0
+		for i := range name {
+			bits += popcount(name[i] ^ want[i])
+		}
+		if bits == 1 {
+			found = slices.Clone(name)
+		}
+		return nil
+	})
+	return found
+}
+
+func popcount(b byte) int {
+	n := 0
+	for ; b != 0; b &= b - 1 {
+		n++
+	}
+	return n
 }
 
 // hasBucket reports whether the file holds the bucket already.

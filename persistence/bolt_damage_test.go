@@ -697,3 +697,25 @@ func TestBoltUnreadableRecordUnderABadNameIsNotNothingStored(t *testing.T) {
 		t.Fatalf("Load(orders-4) = (%v, %v), want kafka:700", got, err)
 	}
 }
+
+// TestBoltBucketNameFlippedIsDamage flips one bit of the catalog bucket's
+// name: a writer's OpenBolt made a new, empty bucket beside it, and every
+// Load said "nothing stored". It is a damaged store; a bucket of another
+// name (another catalog's, WithBucket) is not.
+func TestBoltBucketNameFlippedIsDamage(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "checkpoints.db")
+	writeHealthyBolt(t, path)
+	rewrite(t, path, func(t *testing.T, data []byte) []byte {
+		return bytes.ReplaceAll(data, []byte(defaultBucket), []byte("lowwauer-checkpoints"))
+	})
+	_, err := persistence.OpenBolt(path)
+	wantCorruptStore(t, "OpenBolt", err, path)
+	if !strings.Contains(err.Error(), `one named "lowwauer-checkpoints", one bit away`) {
+		t.Fatalf("OpenBolt = %v, want the flipped name named", err)
+	}
+	// Another catalog's bucket in the same file is left be.
+	b := openBolt(t, path, persistence.WithBucket("tenant-b"))
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
