@@ -453,7 +453,6 @@ type incarnation struct {
 	direct  directReceiver
 	closer  closer
 	watcher drainWatcher
-	owner   mailboxOwner
 }
 
 // learn looks the current incarnation up.
@@ -465,9 +464,8 @@ func (m *mailbox) learn() {
 	a := m.context.Actor()
 	m.inc.closer, _ = a.(closer)
 	m.inc.watcher, _ = a.(drainWatcher)
-	m.inc.owner, _ = a.(mailboxOwner)
-	if m.inc.owner != nil {
-		m.inc.owner.ownMailbox(m) // before any handler can arm a stop cut
+	if o, ok := a.(mailboxOwner); ok {
+		o.ownMailbox(m) // before any handler of this incarnation runs
 	}
 	if m.direct {
 		m.inc.direct, _ = a.(directReceiver)
@@ -554,18 +552,13 @@ func (w wake) run() task {
 }
 
 // mailboxOwner is an actor that wants to know its mailbox, to hand work
-// to its goroutine (runAfter); it is told before each mailboxDrained.
+// to its goroutine (runAfter) and to have a graceful stop's wait cut short
+// (armStopCut); each incarnation is told once, before its first handler.
 type mailboxOwner interface{ ownMailbox(*mailbox) }
 
 func (m *mailbox) wantsDrained() bool {
 	w := m.inc.watcher
-	if w == nil || m.suspended.Load() || !w.wantsDrained() {
-		return false
-	}
-	if o := m.inc.owner; o != nil {
-		o.ownMailbox(m)
-	}
-	return true
+	return w != nil && !m.suspended.Load() && w.wantsDrained()
 }
 
 // mpsc is an unbounded multi-producer, single-consumer queue: a linked

@@ -699,7 +699,7 @@ func (p *pchannel) handOver(ctx actor.Context) {
 	p.mailbox.runAfter(wake{p.persisterInbox})
 }
 
-// ownMailbox learns the actor's mailbox, before each mailboxDrained.
+// ownMailbox learns the actor's mailbox (see mailboxOwner).
 func (p *pchannel) ownMailbox(m *mailbox) { p.mailbox = m }
 
 // offerMinimum hands the persister the current minimum: a new persister

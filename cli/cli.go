@@ -285,8 +285,8 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	for _, set := range []*flag.FlagSet{global, fs} {
 		set.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	}
-	if err := checkEtcdAccess(o, given); err != nil {
-		return fail(stderr, err)
+	if err := o.etcd.Check(o.url, given); err != nil {
+		return fail(stderr, usagef("%v", err))
 	}
 	ctx, cancel := context.WithTimeoutCause(ctx, o.timeout, fmt.Errorf("%w: --timeout %v passed", context.DeadlineExceeded, o.timeout))
 	defer cancel()
@@ -329,26 +329,6 @@ func commandFlag(err error) (string, bool) {
 		}
 	}
 	return "", false
-}
-
-// checkEtcdAccess refuses, as a bad command line, etcd settings that
-// cannot work, and any of the etcd flags given for a catalog other than
-// etcd, where they would be ignored. given names the flags on the command
-// line; what the environment set is ignored for a catalog other than etcd,
-// where it may well be meant for another command.
-func checkEtcdAccess(o options, given map[string]bool) error {
-	if o.url.Kind != catalogurl.Etcd {
-		for _, f := range etcdaccess.FlagNames {
-			if given[f] {
-				return usagef("--%s is for an etcd catalog, not %s", f, o.url)
-			}
-		}
-		return nil
-	}
-	if err := o.etcd.Validate(); err != nil {
-		return usagef("%v", err)
-	}
-	return nil
 }
 
 // timeoutHint says, of a command that ran out of --timeout on etcd, what

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"math/bits"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -79,9 +80,10 @@ type Bolt struct {
 	// not written for (a damaged key, a record copied there): one of
 	// them may be the record of a pchannel whose Load finds nothing, and
 	// Load then says so rather than "nothing stored" (see notStored).
-	// Delete takes a name off.
+	// Delete takes a name off. verify fills it before the Bolt is
+	// returned, without the lock.
 	misplacedMu sync.Mutex
-	misplaced   map[string]bool // guarded by misplacedMu
+	misplaced   map[string]bool // guarded by misplacedMu once shared
 
 	// turn lets one call at a time into bbolt, and lets a call wait for
 	// its turn within its context. A panic inside bbolt (damage, see
@@ -272,24 +274,16 @@ func flippedName(tx *bolt.Tx, want []byte) []byte {
 		if len(name) != len(want) {
 			return nil
 		}
-		bits := 0
+		flipped := 0
 		for i := range name {
-			bits += popcount(name[i] ^ want[i])
+			flipped += bits.OnesCount8(name[i] ^ want[i])
 		}
-		if bits == 1 {
+		if flipped == 1 {
 			found = slices.Clone(name)
 		}
 		return nil
 	})
 	return found
-}
-
-func popcount(b byte) int {
-	n := 0
-	for ; b != 0; b &= b - 1 {
-		n++
-	}
-	return n
 }
 
 // hasBucket reports whether the file holds the bucket already.

@@ -46,15 +46,7 @@ func checkCatalog(spec string, etcd etcdaccess.Access, given map[string]bool) er
 	if err != nil {
 		return err
 	}
-	if u.Kind != catalogurl.Etcd {
-		for _, f := range etcdaccess.FlagNames {
-			if given[f] {
-				return fmt.Errorf("--%s is for an etcd catalog, not %s", f, u)
-			}
-		}
-		return nil
-	}
-	return etcd.Validate()
+	return etcd.Check(u, given)
 }
 
 // explain adds to err, a store's failure to answer in time, what the

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/lowwater/lowwater/internal/catalogurl"
 )
 
 // The environment variables that FromEnv reads.
@@ -28,9 +30,8 @@ const (
 	EnvPassword = "LOWWATER_ETCD_PASSWORD"
 )
 
-// FlagNames are the flags that Register defines, for a command that
-// refuses them on a catalog other than etcd, where they would be ignored.
-var FlagNames = []string{"etcd-cacert", "etcd-cert", "etcd-key", "etcd-user"}
+// flagNames are the flags that Register defines.
+var flagNames = []string{"etcd-cacert", "etcd-cert", "etcd-key", "etcd-user"}
 
 // Access is the TLS and the credentials of an etcd client. The zero value
 // is a plain connection with no user.
@@ -62,6 +63,23 @@ func (a *Access) Register(fs *flag.FlagSet) {
 
 // TLS reports whether the connection is to use TLS.
 func (a Access) TLS() bool { return a.CAFile != "" || a.CertFile != "" || a.KeyFile != "" }
+
+// Check refuses, for the catalog u, settings that cannot work: any of the
+// flags Register defines, given (named in given, the flags on the command
+// line) for a catalog other than etcd, where they would be ignored; and
+// for etcd what Validate refuses. What the environment set is left be for
+// another catalog: it may well be meant for another command.
+func (a Access) Check(u catalogurl.URL, given map[string]bool) error {
+	if u.Kind != catalogurl.Etcd {
+		for _, f := range flagNames {
+			if given[f] {
+				return fmt.Errorf("--%s is for an etcd catalog, not %s", f, u)
+			}
+		}
+		return nil
+	}
+	return a.Validate()
+}
 
 // Validate refuses settings that cannot work: a certificate without its
 // key or the other way round, and a password with no user. The files are
