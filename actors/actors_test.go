@@ -58,6 +58,16 @@ func TestNewPropsRejectsInvalidOptions(t *testing.T) {
 	_, err = NewProps("p", "nope", nil)
 	require.ErrorIs(t, err, wal.ErrUnknownWAL)
 	require.Contains(t, err.Error(), "nil catalog")
+
+	// A Backoff has no defaults of its own: the error says where to start.
+	_, err = NewProps("p", wal.Kafka, cat, WithBackoff(Backoff{Initial: 50 * time.Millisecond}))
+	require.ErrorIs(t, err, ErrInvalidOption)
+	require.ErrorIs(t, err, ErrInvalidBackoff)
+	require.ErrorContains(t, err, "max interval 0s is below the initial 50ms (a field left at zero is not a default: start from DefaultBackoff")
+	b := DefaultBackoff()
+	b.Initial = 50 * time.Millisecond
+	_, err = NewProps("p", wal.Kafka, cat, WithBackoff(b))
+	require.NoError(t, err)
 }
 
 func TestRestartDelayGrowsToCap(t *testing.T) {

@@ -23,7 +23,7 @@
 //     after the command took effect in memory: a reply promises that later
 //     GetStates see it, not that anything is durable. A rejection is
 //     published (CommandRejected) and logged at Warn whether or not anyone
-//     asked.
+//     asked (to the logger of WithLogger; the default logs nothing).
 //  4. Minimum rose. MinimumAdvanced is published at once. The same message
 //     goes to the persister, the latest one only, once the commands queued
 //     in the mailbox are applied (or after a run of the dispatcher's
@@ -148,9 +148,9 @@
 // Each PChannel actor has one child, its persister, that saves the latest
 // minimum: one save in flight at most, so a pchannel never has two calls in
 // a catalog at once, and the minima that rise meanwhile replace each other.
-// It takes no message from users, and what it reports (State's Persisted,
-// SaveInFlight and Fenced; Stopped's LastPersisted) is the one source of
-// what is durable. A save costs no hand-off between goroutines when nothing
+// It takes no message from users, and what it reports (State's Persisted
+// and SaveInFlight; Stopped's LastPersisted) is the one source of what is
+// durable. A save costs no hand-off between goroutines when nothing
 // else holds the pchannel: the goroutine that applied the rise runs the
 // save and then handles its result. Messages that come meanwhile are run by
 // another goroutine: no mailbox waits for a save (but a graceful stop's, for

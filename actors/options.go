@@ -24,6 +24,9 @@ func (f optionFunc) apply(c *config) { f(c) }
 
 // Backoff paces retries of failed saves and failed recoveries. It never
 // gives up: a checkpoint that cannot be saved now is saved later.
+//
+// Every field is checked, zero ones included (ErrInvalidBackoff): start
+// from DefaultBackoff() and change the fields you need.
 type Backoff struct {
 	// Initial is the first wait; no retry comes sooner. At least
 	// MinBackoffInitial (1 ms): shorter, a catalog failing at once would
@@ -45,6 +48,10 @@ func DefaultBackoff() Backoff { return Backoff(saveplan.DefaultBackoff) }
 
 // MinBackoffInitial is the shortest Backoff.Initial NewProps takes.
 const MinBackoffInitial = saveplan.MinInitial
+
+// ErrInvalidBackoff is wrapped, beside ErrInvalidOption, by the error of
+// NewProps given a Backoff that would retry in a hot loop or never wait.
+var ErrInvalidBackoff = saveplan.ErrInvalidBackoff
 
 // Defaults of the options below.
 const (

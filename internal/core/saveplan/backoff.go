@@ -38,17 +38,27 @@ const MinInitial = time.Millisecond
 func (b Backoff) Validate() error {
 	switch {
 	case b.Initial <= 0:
-		return fmt.Errorf("%w: initial interval %v is not positive", ErrInvalidBackoff, b.Initial)
+		return fmt.Errorf("%w: initial interval %v is not positive%s", ErrInvalidBackoff, b.Initial, fromDefault(b.Initial))
 	case b.Initial < MinInitial:
 		return fmt.Errorf("%w: initial interval %v is below %v: a failing catalog would be retried in a hot loop", ErrInvalidBackoff, b.Initial, MinInitial)
 	case b.Max < b.Initial:
-		return fmt.Errorf("%w: max interval %v is below the initial %v", ErrInvalidBackoff, b.Max, b.Initial)
+		return fmt.Errorf("%w: max interval %v is below the initial %v%s", ErrInvalidBackoff, b.Max, b.Initial, fromDefault(b.Max))
 	case !(b.Multiplier >= 1):
-		return fmt.Errorf("%w: multiplier %v is below 1", ErrInvalidBackoff, b.Multiplier)
+		return fmt.Errorf("%w: multiplier %v is below 1%s", ErrInvalidBackoff, b.Multiplier, fromDefault(b.Multiplier))
 	case !(b.Jitter >= 0 && b.Jitter < 1):
 		return fmt.Errorf("%w: jitter %v is outside [0, 1)", ErrInvalidBackoff, b.Jitter)
 	}
 	return nil
+}
+
+// fromDefault is the hint for a field left at zero: a Backoff has no
+// defaults of its own, and one made with only Initial set is refused for
+// its Max.
+func fromDefault[T time.Duration | float64](field T) string {
+	if field == 0 {
+		return " (a field left at zero is not a default: start from DefaultBackoff and change what you need)"
+	}
+	return ""
 }
 
 // New returns a cenkalti ExponentialBackOff that keeps the promises the
