@@ -186,7 +186,10 @@ func defaultBoltOptions() boltOptions {
 // OpenBolt opens or creates the bbolt file at path. The file stays locked
 // until Close. A new file is made whole beside path, under a temporary
 // name (".NAME.new-*"), and then linked into place: no other process ever
-// finds it empty, and a creation that fails leaves nothing.
+// finds it empty, and a creation that fails leaves nothing. So give it a
+// path that does not exist yet, not one from os.CreateTemp: an existing
+// empty file is refused (ErrCorruptStore), since a truncated catalog
+// must not become an empty one.
 func OpenBolt(path string, opts ...BoltOption) (*Bolt, error) {
 	o := defaultBoltOptions()
 	for _, opt := range opts {
@@ -312,7 +315,8 @@ func checkPath(path string) error {
 	case info.IsDir(): // before the size: a directory may have size 0
 		return openError(path, &fs.PathError{Op: "open", Path: path, Err: syscall.EISDIR})
 	case info.Size() == 0:
-		return fmt.Errorf("%w: %s: the file is empty", ErrCorruptStore, path)
+		return fmt.Errorf("%w: %s: the file is empty, which a truncated catalog may be; "+
+			"OpenBolt creates the file itself: give it a path that does not exist", ErrCorruptStore, path)
 	}
 	return nil
 }

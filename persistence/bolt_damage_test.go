@@ -578,6 +578,9 @@ func TestBoltEmptyFileIsDamaged(t *testing.T) {
 	}
 	b, err := persistence.OpenBolt(path)
 	wantCorruptStore(t, "OpenBolt of an empty file", err, path)
+	if !strings.Contains(err.Error(), "give it a path that does not exist") {
+		t.Fatalf("the error %q does not say what to do", err)
+	}
 	if b != nil {
 		t.Fatal("OpenBolt returned a Bolt with its error")
 	}
@@ -588,6 +591,58 @@ func TestBoltEmptyFileIsDamaged(t *testing.T) {
 	if err := fresh.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestBoltNotABoltFile: a file that never was a bbolt file (a wrong path)
+// is refused as damage, as it must be, but the error says it may be a
+// wrong path before anyone restores a backup over it; a file whose first
+// meta page alone was hit is damage, not a wrong path.
+func TestBoltNotABoltFile(t *testing.T) {
+	dir := t.TempDir()
+	for name, data := range map[string][]byte{
+		"text":      []byte("hi\n"),
+		"zeroes":    make([]byte, 16384),
+		"a 4k text": bytes.Repeat([]byte("lorem ipsum "), 1000),
+	} {
+		path := filepath.Join(dir, strings.ReplaceAll(name, " ", "-"))
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := persistence.OpenBolt(path)
+		wantCorruptStore(t, "OpenBolt of "+name, err, path)
+		if !strings.Contains(err.Error(), "not a bbolt file (a wrong path?)") {
+			t.Fatalf("OpenBolt of %s: %q does not say it may be a wrong path", name, err)
+		}
+	}
+	path := filepath.Join(dir, "checkpoints.db")
+	b := openBolt(t, path)
+	if err := b.Save(context.Background(), "p", wal.KafkaID(7)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[16] ^= 0xff // the first meta's magic number
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b, err = persistence.OpenBolt(path)
+	if err != nil {
+		t.Fatalf("OpenBolt with one meta page intact: %v", err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data[4096+16] ^= 0xff // and the second's
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = persistence.OpenBolt(path)
+	wantCorruptStore(t, "OpenBolt with both magic numbers hit", err, path)
 }
 
 // TestBoltKeyDamageIsRefused damages one byte of a key in a small store,

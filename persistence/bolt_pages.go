@@ -89,10 +89,21 @@ func newestMeta(data []byte) (boltMeta, error) {
 			best, found = m, true
 		}
 	}
-	if !found {
+	switch {
+	case !found && !hasMagic(data, 0) && !hasMagic(data, 4096):
+		// The second meta lies one page size further; 4096 is the usual
+		// one, and a file with no magic at either offset is most likely
+		// not a bbolt file at all: a wrong path, before a backup.
+		return best, fmt.Errorf("%w: no meta page has bbolt's magic number: not a bbolt file (a wrong path?), or one damaged from its start", errPages)
+	case !found:
 		return best, fmt.Errorf("%w: no valid meta page", errPages)
 	}
 	return best, nil
+}
+
+// hasMagic reports whether the page at off begins a bbolt meta.
+func hasMagic(data []byte, off int) bool {
+	return off+pageHeaderSize+4 <= len(data) && binary.LittleEndian.Uint32(data[off+pageHeaderSize:]) == boltMagic
 }
 
 // readMeta reads the meta page at offset off, or (-1) the second one,
