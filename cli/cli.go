@@ -79,6 +79,8 @@ Common flags:
   --timeout D           bound on the whole command (default 30s); on
                         etcd, up to 1s more then finds out why
   --lock-timeout D      wait for a bbolt file lock (default 1s)
+  --bucket NAME         the bbolt bucket of the records (default
+                        lowwater-checkpoints; persistence.WithBucket)
 
 etcd over TLS, or with authentication (each flag also read from the
 variable beside it):
@@ -117,6 +119,7 @@ type options struct {
 	timeout     time.Duration
 	lockTimeout time.Duration
 	etcd        etcdaccess.Access
+	bucket      string // bbolt only
 	json        bool
 	dryRun      bool
 	force       bool
@@ -203,6 +206,7 @@ func commonFlags(fs *flag.FlagSet, o *options) {
 	fs.StringVar(&o.catalog, "catalog", o.catalog, "catalog URL")
 	fs.DurationVar(&o.timeout, "timeout", o.timeout, "bound on the whole command")
 	fs.DurationVar(&o.lockTimeout, "lock-timeout", o.lockTimeout, "wait for a bbolt file lock")
+	fs.StringVar(&o.bucket, "bucket", o.bucket, "the bbolt bucket")
 	o.etcd.Register(fs)
 }
 
@@ -211,7 +215,7 @@ func commonFlags(fs *flag.FlagSet, o *options) {
 // through getenv, and returns the exit code. ctx bounds it, as --timeout
 // does.
 func Main(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	o := options{catalog: getenv("LOWWATER_CATALOG"), timeout: 30 * time.Second, lockTimeout: time.Second,
+	o := options{catalog: getenv("LOWWATER_CATALOG"), timeout: 30 * time.Second, lockTimeout: time.Second, bucket: persistence.DefaultBucket,
 		etcd: etcdaccess.FromEnv(getenv)}
 	global := flag.NewFlagSet("lowwater", flag.ContinueOnError)
 	global.SetOutput(io.Discard)
@@ -287,6 +291,12 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	}
 	if err := o.etcd.Check(o.url, given); err != nil {
 		return fail(stderr, usagef("%v", err))
+	}
+	switch {
+	case given["bucket"] && o.url.Kind != catalogurl.Bolt:
+		return fail(stderr, usagef("--bucket is for a bbolt catalog (bolt:PATH)"))
+	case o.bucket == "":
+		return fail(stderr, usagef("--bucket: empty bucket name"))
 	}
 	ctx, cancel := context.WithTimeoutCause(ctx, o.timeout, fmt.Errorf("%w: --timeout %v passed", context.DeadlineExceeded, o.timeout))
 	defer cancel()

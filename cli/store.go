@@ -73,7 +73,7 @@ func (e *env) open(ctx context.Context, m mode) (*store, error) {
 				return nil, fmt.Errorf("bbolt file: %w", err)
 			}
 		}
-		b, err := openBolt(ctx, u.Path, m == readOnly || m == dryCreate, e.opts.lockTimeout)
+		b, err := openBolt(ctx, u.Path, e.opts.bucket, m == readOnly || m == dryCreate, e.opts.lockTimeout)
 		if errors.Is(err, persistence.ErrLocked) && ctx.Err() == nil {
 			return nil, fmt.Errorf("%s is locked by another process, most likely a running "+
 				"lowwater node: stop it first (waited %v, see --lock-timeout)", u.Path, e.opts.lockTimeout)
@@ -119,11 +119,16 @@ const lockPoll = 100 * time.Millisecond
 // openBolt waits for the file lock until lockTimeout has passed or ctx
 // ends (--timeout, Ctrl-C), whichever comes first. bbolt's own wait for
 // the lock cannot be interrupted, so it waits in attempts of lockPoll.
-func openBolt(ctx context.Context, path string, readOnly bool, lockTimeout time.Duration) (*persistence.Bolt, error) {
+//
+// A write goes only to a file that holds the bucket already, or to a new
+// file: a mistyped --bucket is not made into a new, empty catalog beside
+// the real one.
+func openBolt(ctx context.Context, path, bucket string, readOnly bool, lockTimeout time.Duration) (*persistence.Bolt, error) {
 	deadline := time.Now().Add(lockTimeout)
 	for {
 		step := min(time.Until(deadline), lockPoll)
-		b, err := persistence.OpenBolt(path, persistence.WithReadOnly(readOnly), persistence.WithOpenTimeout(max(step, time.Millisecond)))
+		b, err := persistence.OpenBolt(path, persistence.WithBucket(bucket), persistence.WithReadOnly(readOnly),
+			persistence.WithExistingBucket(true), persistence.WithOpenTimeout(max(step, time.Millisecond)))
 		if !errors.Is(err, persistence.ErrLocked) || time.Until(deadline) <= 0 {
 			return b, err
 		}

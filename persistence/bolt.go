@@ -114,15 +114,18 @@ type boltOptions struct {
 	group       bool
 	groupDelay  time.Duration
 	readOnly    bool
+	existing    bool
 }
 
 type boltOptionFunc func(*boltOptions)
 
 func (f boltOptionFunc) apply(o *boltOptions) { f(o) }
 
+// DefaultBucket is the bucket that holds the records without WithBucket.
+const DefaultBucket = "lowwater-checkpoints"
+
 // WithBucket names the bucket that holds the records, so that one file can
-// serve several independent catalogs over time. Default
-// "lowwater-checkpoints".
+// serve several independent catalogs over time. Default DefaultBucket.
 func WithBucket(name string) BoltOption {
 	return boltOptionFunc(func(o *boltOptions) { o.bucket = name })
 }
@@ -171,6 +174,15 @@ func WithReadOnly(readOnly bool) BoltOption {
 	return boltOptionFunc(func(o *boltOptions) { o.readOnly = readOnly })
 }
 
+// WithExistingBucket makes OpenBolt of a file without the bucket fail, as
+// a read-only open does, instead of creating it: for a tool that writes
+// to a catalog named by a person, where a mistyped bucket must not become
+// a new, empty catalog beside the real one. A file that does not exist is
+// still created. Default false.
+func WithExistingBucket(existing bool) BoltOption {
+	return boltOptionFunc(func(o *boltOptions) { o.existing = existing })
+}
+
 // MaxGroupCommitDelay is the longest delay WithGroupCommitDelay takes: a
 // save's deadline does not cut its batch's delay short, so the delay must
 // stay well inside any sensible save timeout.
@@ -180,7 +192,7 @@ const MaxGroupCommitDelay = time.Second
 const defaultGroupCommitDelay = 10 * time.Millisecond
 
 func defaultBoltOptions() boltOptions {
-	return boltOptions{bucket: "lowwater-checkpoints", openTimeout: time.Second, groupDelay: defaultGroupCommitDelay}
+	return boltOptions{bucket: DefaultBucket, openTimeout: time.Second, groupDelay: defaultGroupCommitDelay}
 }
 
 // OpenBolt opens or creates the bbolt file at path. The file stays locked
@@ -210,6 +222,10 @@ func OpenBolt(path string, opts ...BoltOption) (*Bolt, error) {
 	if err := checkPath(path); err != nil {
 		return nil, err
 	}
+	// The bucket must be there already when reading, or when asked to on
+	// a file that exists.
+	_, statErr := os.Lstat(path)
+	mustHaveBucket := o.readOnly || o.existing && !errors.Is(statErr, os.ErrNotExist)
 	db, file, err := openBoltDB(path, o)
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("%w: %s: not released within %v: %w", ErrLocked, path, o.openTimeout, err)
@@ -236,7 +252,7 @@ func OpenBolt(path string, opts ...BoltOption) (*Bolt, error) {
 		if err := b.verify(); err != nil {
 			return err
 		}
-		if o.readOnly || b.hasBucket() {
+		if mustHaveBucket || b.hasBucket() {
 			// Nothing to write: an open that only reads (the tool's
 			// refused or unchanged set) leaves the file as it was.
 			return nil
@@ -259,7 +275,7 @@ func OpenBolt(path string, opts ...BoltOption) (*Bolt, error) {
 		}
 		return nil, fmt.Errorf("persistence: create bucket %q in %s: %w", o.bucket, path, err)
 	}
-	if o.readOnly {
+	if mustHaveBucket {
 		if err := b.checkBucket(path); err != nil {
 			return nil, err
 		}

@@ -3,6 +3,8 @@ package persistence
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -64,14 +66,25 @@ func (b *Bolt) Inspect(ctx context.Context) ([]Entry, error) {
 
 // checkBucket fails a read-only open of a file without the bucket, which no
 // catalog ever wrote (OpenBolt creates it on the first open), so that Load
-// never meets a missing bucket.
+// never meets a missing bucket; and a writing one WithExistingBucket. The
+// error names the buckets the file has: a catalog kept under another name
+// (WithBucket) is then found, not taken for no catalog at all.
 func (b *Bolt) checkBucket(path string) error {
 	err := b.guard("open", func() error {
 		return b.db.View(func(tx *bolt.Tx) error {
-			if tx.Bucket(b.bucket) == nil {
-				return fmt.Errorf("%w: %s has no bucket %q: not a lowwater catalog", ErrInvalidArgument, path, b.bucket)
+			if tx.Bucket(b.bucket) != nil {
+				return nil
 			}
-			return nil
+			var names []string
+			_ = tx.ForEach(func(name []byte, _ *bolt.Bucket) error {
+				names = append(names, strconv.Quote(string(name)))
+				return nil
+			})
+			if len(names) == 0 {
+				return fmt.Errorf("%w: %s has no bucket %q, nor any other: not a lowwater catalog", ErrInvalidArgument, path, b.bucket)
+			}
+			return fmt.Errorf("%w: %s has no bucket %q, only %s: not a lowwater catalog under that bucket name (WithBucket)",
+				ErrInvalidArgument, path, b.bucket, strings.Join(names, ", "))
 		})
 	})
 	if err != nil {

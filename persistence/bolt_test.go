@@ -288,6 +288,67 @@ func TestBoltWithBucket(t *testing.T) {
 	}
 }
 
+// TestBoltExistingBucket: a file whose catalog is under another bucket
+// is found, not taken for no catalog (the error names the buckets it
+// has), and a writer that asks for an existing bucket does not add an
+// empty one beside it.
+func TestBoltExistingBucket(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "checkpoints.db")
+	b := openBolt(t, path, persistence.WithBucket("mine"))
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for name, opts := range map[string][]persistence.BoltOption{
+		"read-only":       {persistence.WithReadOnly(true)},
+		"existing bucket": {persistence.WithExistingBucket(true)},
+	} {
+		_, err := persistence.OpenBolt(path, opts...)
+		if !errors.Is(err, persistence.ErrInvalidArgument) {
+			t.Fatalf("%s open without the bucket = %v, want ErrInvalidArgument", name, err)
+		}
+		want := `has no bucket "lowwater-checkpoints", only "mine": not a lowwater catalog under that bucket name`
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("%s open: %q does not say %q", name, err, want)
+		}
+	}
+	if raw := rawRecord(t, path, defaultBucket, "p"); raw != nil {
+		t.Fatalf("default bucket holds %x", raw)
+	}
+	b = openBolt(t, path, persistence.WithBucket("mine"), persistence.WithExistingBucket(true))
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// A file that does not exist is still created, bucket and all.
+	fresh := filepath.Join(dir, "new.db")
+	b = openBolt(t, fresh, persistence.WithExistingBucket(true))
+	if err := b.Save(context.Background(), "p", wal.KafkaID(1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// A file of no catalog at all says so.
+	_, err := persistence.OpenBolt(emptyBoltFile(t, dir), persistence.WithReadOnly(true))
+	if !errors.Is(err, persistence.ErrInvalidArgument) || !strings.Contains(err.Error(), "nor any other: not a lowwater catalog") {
+		t.Fatalf("read-only open of a bbolt file with no bucket = %v", err)
+	}
+}
+
+// emptyBoltFile is a bbolt file with no bucket, made by bbolt itself.
+func emptyBoltFile(t *testing.T, dir string) string {
+	t.Helper()
+	path := filepath.Join(dir, "bare.db")
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 func TestBoltNoSync(t *testing.T) {
 	b := openBolt(t, filepath.Join(t.TempDir(), "checkpoints.db"), persistence.WithNoSync(true))
 	defer b.Close()

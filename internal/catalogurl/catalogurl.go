@@ -71,6 +71,12 @@ func Parse(spec string) (URL, error) {
 			}
 		}
 		return URL{Kind: Etcd, Endpoints: endpoints, Prefix: prefix}, nil
+	case spec:
+		if strings.ContainsAny(spec, `/\.`) {
+			// No kind at all, and it looks like a path: the usual slip.
+			return URL{}, fmt.Errorf("%w: %q: no kind; for a bbolt file, give bolt:%s", ErrInvalid, spec, spec)
+		}
+		fallthrough
 	default:
 		return URL{}, fmt.Errorf("%w: %q: unknown kind %q, want bolt, etcd or memory", ErrInvalid, spec, kind)
 	}

@@ -3,6 +3,7 @@ package catalogurl_test
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -30,6 +31,13 @@ func TestParse(t *testing.T) {
 	for _, bad := range []string{"", "nats:x", "memory:x", "etcd", "etcd:h1:2379", "etcd:///p", "etcd://h1,,h2/p", "etcd://nohostport/p", "etcd://h:0/p", "etcd://h:x/p", "etcd://:2379/p", "etcd://h:1/p/", "etcd://h:1//", "etcd://h:1/lowwater/wal/b", "etcd://h:1/a/wal"} {
 		if got, err := catalogurl.Parse(bad); !errors.Is(err, catalogurl.ErrInvalid) {
 			t.Errorf("Parse(%q) = (%+v, %v), want ErrInvalid", bad, got, err)
+		}
+	}
+	// A bare path is a bbolt file without its kind: the error says how.
+	for _, path := range []string{"/tmp/p.db", "checkpoints.db", "data/x"} {
+		_, err := catalogurl.Parse(path)
+		if !errors.Is(err, catalogurl.ErrInvalid) || !strings.Contains(err.Error(), "give bolt:"+path) {
+			t.Errorf("Parse(%q) = %v, want a hint at bolt:%s", path, err, path)
 		}
 	}
 }
