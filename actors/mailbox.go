@@ -34,6 +34,8 @@ import (
 //  4. The hot messages go straight to the actor (directReceiver): a bare
 //     UpdateCheckpoint to the pchannel, a save's result to the persister,
 //     where protoactor's dispatch would do nothing for them.
+//  5. A message that only protoactor or the parent may give the actor is
+//     refused when anyone posts it (forged): see PostUserMessage.
 type mailbox struct {
 	user mpsc
 
@@ -73,6 +75,9 @@ type mailbox struct {
 	direct bool
 	// cut, while set, is a graceful stop waiting in a handler (armStopCut).
 	cut atomic.Pointer[stopCut]
+	// persister is set on a persister's mailbox: its parent hands it the
+	// minimum straight (push), so a MinimumAdvanced posted is forged.
+	persister bool
 	// poisoned is set once the PoisonPill is handed to protoactor, which
 	// stops the actor for it: a Stop handled before, though the actor
 	// had its drainRequested, is a hard one (tookPoison). Only the
@@ -155,19 +160,41 @@ func newMailbox() *mailbox {
 	m := &mailbox{}
 	m.user.init()
 	m.process = m.processMessages
+	// Held until RegisterHandlers: protoactor makes the actor's PID known
+	// before it registers the handlers, and a message posted meanwhile
+	// (by a sender that knows the name) would start a mailbox with no
+	// dispatcher, panicking in the sender. It waits in the queue instead.
+	m.running.Store(true)
 	return m
 }
 
+// PostUserMessage queues msg, which anyone may have sent: a message only
+// protoactor or the parent may give the actor is refused (forged), so that
+// a hostile neighbour, or a parent actor that forwards whatever it gets to
+// its children, cannot make it act on a stop or a start that never was.
 func (m *mailbox) PostUserMessage(msg any) {
 	urgent := false
 	switch x := msg.(type) {
 	case *messages.UpdateCheckpoint, *messages.UpdateBatch:
 		// The hot path: nothing to unpack or announce.
+	case *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting, *messages.MinimumAdvanced:
+		if m.forged(x) {
+			return
+		}
 	case *actor.PoisonPill:
 		m.user.push(drainRequested{}) // scheduled with the pill
 		urgent = true
 	case *actor.MessageEnvelope:
 		urgent = true // a request, or a stop that someone waits for
+		if m.forged(x.Message) {
+			if x.Sender != nil {
+				// Answered on the mailbox goroutine (run), which alone
+				// may use what registration set.
+				m.user.push(forgedRequest{x})
+				m.scheduleAs(true)
+			}
+			return
+		}
 		switch y := x.Message.(type) {
 		case *messages.UpdateBatch:
 			// A Sender's batch is the data plane, as a bare update is:
@@ -191,6 +218,27 @@ func (m *mailbox) PostUserMessage(msg any) {
 	m.user.push(msg)
 	m.scheduleAs(urgent)
 }
+
+// forged reports whether msg, posted as a user message, is one that never
+// comes that way: protoactor hands an actor its lifecycle messages itself,
+// and a pchannel hands its persister the minimum straight. Taken as real,
+// a Started rebuilt the vchannels from those given at spawn, forgetting
+// those added since; a Stopped or a Stopping left a pchannel that applied
+// updates and never saved them, or answered nothing; a MinimumAdvanced
+// made the persister save a checkpoint above the minimum.
+func (m *mailbox) forged(msg any) bool {
+	switch msg.(type) {
+	case *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting:
+		return true
+	case *messages.MinimumAdvanced:
+		return m.persister
+	}
+	return false
+}
+
+// forgedRequest is a forged message that someone asked for: the mailbox
+// answers it ErrUnknownMessage, and the actor never sees it.
+type forgedRequest struct{ env *actor.MessageEnvelope }
 
 // fromSender reports whether env's reply goes to a Sender. An id is only
 // a name, which anyone may take, but what rides on it is only whether the
@@ -242,6 +290,11 @@ func (m *mailbox) RegisterHandlers(invoker actor.MessageInvoker, dispatcher acto
 		m.direct = !metered(c.ActorSystem()) && plainDispatch(invoker)
 	}
 	m.learn()
+	m.running.Store(false)
+	// What was posted while held; protoactor posts Started next anyway.
+	if m.sysN.Load() != 0 || m.user.ready() {
+		m.scheduleAs(true)
+	}
 }
 
 func (m *mailbox) Start() {}
@@ -385,6 +438,10 @@ func (m *mailbox) run() (turnOver bool) {
 		var ok bool
 		if msg, ok = m.user.pop(); !ok {
 			return
+		}
+		if f, ok := msg.(forgedRequest); ok && m.root != nil {
+			m.root.Send(f.env.Sender, fmt.Errorf("%w: %T, which only protoactor or lowwater itself sends", messages.ErrUnknownMessage, f.env.Message))
+			continue
 		}
 		if m.inc.direct == nil || !m.inc.direct.receiveDirect(msg) {
 			if m.inc.closer != nil && m.inc.closer.closing() {

@@ -389,3 +389,15 @@ func TestMailboxTurnOverGoesToTheBackOfThePool(t *testing.T) {
 	require.False(t, m.running.Load())
 	p.coming.Store(0)
 }
+
+// TestMailboxHeldUntilRegistered: protoactor makes a PID known before it
+// registers the mailbox's handlers; a message posted in between used to
+// start a mailbox with no dispatcher, panicking in the sender. It waits
+// for the registration instead, and is delivered then.
+func TestMailboxHeldUntilRegistered(t *testing.T) {
+	m := newDrainingMailbox().(*mailbox)
+	m.PostUserMessage("early")
+	r := &invoker{}
+	m.RegisterHandlers(r, actor.NewSynchronizedDispatcher(300))
+	require.Equal(t, []any{"early"}, r.messages())
+}

@@ -671,11 +671,12 @@ func (p *pchannel) resume(at time.Time) {
 // minimum waits to be handed to the persister.
 func (p *pchannel) wantsDrained() bool { return p.pendingTarget != nil }
 
-// notifyPersister hands the latest move of the minimum to the persister.
-func (p *pchannel) notifyPersister(ctx actor.Context) {
-	if ev := p.pendingTarget; ev != nil {
+// notifyPersister hands the latest move of the minimum to the persister,
+// straight to its mailbox: one posted there is refused as forged.
+func (p *pchannel) notifyPersister() {
+	if ev := p.pendingTarget; ev != nil && p.persisterInbox != nil {
 		p.pendingTarget = nil
-		ctx.Send(p.persister, ev)
+		p.persisterInbox.push(ev)
 	}
 }
 
@@ -691,7 +692,7 @@ func (p *pchannel) handOver(ctx actor.Context) {
 		return
 	}
 	if p.mailbox == nil || p.persisterInbox == nil {
-		p.notifyPersister(ctx)
+		p.notifyPersister()
 		return
 	}
 	p.pendingTarget = nil
@@ -1116,7 +1117,7 @@ func (p *pchannel) flush(ctx actor.Context, deadline time.Time) {
 	}
 	// A stop can come before the mailbox ran empty: hand the latest rise
 	// over first, as the drained mailbox would have, then ask for the flush.
-	p.notifyPersister(ctx)
+	p.notifyPersister()
 	left := time.Until(deadline)
 	if left <= 0 {
 		p.unflushed = messages.ErrFlushTimeout

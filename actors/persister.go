@@ -129,6 +129,7 @@ func persisterProps(cfg *config, status *saveStatus) (props *actor.Props, inbox 
 	return actor.PropsFromProducer(func() actor.Actor { return &persister{cfg: cfg, status: status, inboxRef: inbox} },
 		actor.WithMailbox(func() actor.Mailbox {
 			m := newMailbox()
+			m.persister = true
 			*inbox = m
 			return m
 		})), inbox

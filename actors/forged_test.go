@@ -1,0 +1,169 @@
+package actors_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lowwater/lowwater/actors"
+	"github.com/lowwater/lowwater/events"
+	"github.com/lowwater/lowwater/messages"
+	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/wal"
+)
+
+// loadsWhenReleased is a catalog whose Load waits until release is closed:
+// the pchannel stays in recovery until then.
+type loadsWhenReleased struct {
+	*persistence.Memory
+	release chan struct{}
+}
+
+func (c *loadsWhenReleased) Load(ctx context.Context, pchannel string) (wal.MessageID, error) {
+	select {
+	case <-c.release:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return c.Memory.Load(ctx, pchannel)
+}
+
+// forgeries are protoactor's lifecycle messages, which it hands an actor
+// itself and never posts: sent by anyone else (a hostile neighbour, a
+// parent actor forwarding what it gets to its children), each is refused.
+var forgeries = []any{&actor.Started{}, &actor.Stopping{}, &actor.Stopped{}, &actor.Restarting{}}
+
+// requireRefused asks pid to take msg, and wants ErrUnknownMessage back.
+func requireRefused(t *testing.T, system *actor.ActorSystem, pid *actor.PID, msg any) {
+	t.Helper()
+	reply, err := system.Root.RequestFuture(pid, msg, 5*time.Second).Result()
+	require.NoError(t, err, "%T", msg)
+	replyErr, _ := reply.(error)
+	require.ErrorIs(t, replyErr, messages.ErrUnknownMessage, "%T", msg)
+}
+
+// TestForgedLifecycleMessagesAreRefused: taken as real, a Started during
+// recovery rebuilt the vchannels from those given at spawn, forgetting
+// one added since, whose acknowledged checkpoint was then saved over; a
+// Stopped left a pchannel that applied updates and saved none, its
+// graceful stop flushing nothing; a Stopping left one that answered no
+// request and never stopped.
+func TestForgedLifecycleMessagesAreRefused(t *testing.T) {
+	cat := &loadsWhenReleased{Memory: persistence.NewMemory(), release: make(chan struct{})}
+	system := actor.NewActorSystem()
+	defer system.Shutdown()
+	sub, err := events.Subscribe(system.EventStream, events.Lossless(), events.ForPChannels("p"))
+	require.NoError(t, err)
+	defer sub.Close()
+	props, err := actors.NewProps("p", wal.Kafka, cat, actors.WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(10)}))
+	require.NoError(t, err)
+	pid := system.Root.Spawn(props)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	// In recovery: c is added and acknowledged, then the forgeries come.
+	require.NoError(t, actors.Request(ctx, system.Root, pid, &messages.AddVChannel{VChannel: "c", Checkpoint: wal.KafkaID(5)}))
+	for _, f := range forgeries {
+		system.Root.Send(pid, f)
+		requireRefused(t, system, pid, f)
+	}
+	close(cat.release)
+	require.NoError(t, actors.Request(ctx, system.Root, pid, &messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(30)}))
+
+	// Running: the forgeries again, then updates.
+	for _, f := range forgeries {
+		system.Root.Send(pid, f)
+		requireRefused(t, system, pid, f)
+	}
+	require.NoError(t, actors.Request(ctx, system.Root, pid, &messages.UpdateCheckpoint{VChannel: "c", Checkpoint: wal.KafkaID(20)}))
+	st, err := actors.GetState(ctx, system.Root, pid, actors.IncludeCheckpoints())
+	require.NoError(t, err)
+	require.Equal(t, map[string]wal.MessageID{"a": wal.KafkaID(30), "c": wal.KafkaID(20)}, st.Checkpoints)
+	require.Equal(t, wal.KafkaID(20), st.Minimum)
+
+	require.NoError(t, system.Root.PoisonFuture(pid).Wait())
+	stored, err := cat.Memory.Load(ctx, "p")
+	require.NoError(t, err)
+	require.Equal(t, wal.KafkaID(20), stored, "the graceful stop saved the minimum")
+	var stopped []*messages.Stopped
+	for ev := range eventsUntilStopped(t, sub) {
+		if s, ok := ev.(*messages.Stopped); ok {
+			stopped = append(stopped, s)
+		}
+	}
+	require.Len(t, stopped, 1)
+	require.True(t, stopped[0].Graceful)
+	require.True(t, stopped[0].Flushed)
+	require.Equal(t, wal.KafkaID(20), stopped[0].LastPersisted)
+}
+
+// eventsUntilStopped yields the subscription's events up to the first
+// Stopped, and then what is already buffered behind it.
+func eventsUntilStopped(t *testing.T, sub *events.Subscription) func(yield func(messages.Event) bool) {
+	return func(yield func(messages.Event) bool) {
+		deadline := time.After(10 * time.Second)
+		for {
+			select {
+			case ev := <-sub.C():
+				if !yield(ev) {
+					return
+				}
+				if _, ok := ev.(*messages.Stopped); ok {
+					for {
+						select {
+						case ev := <-sub.C():
+							if !yield(ev) {
+								return
+							}
+						default:
+							return
+						}
+					}
+				}
+			case <-deadline:
+				t.Fatal("no Stopped within 10 s")
+			}
+		}
+	}
+}
+
+// TestForgedMinimumToThePersisterIsRefused: the persister's name is known
+// (PID/persister) and MinimumAdvanced is a public type; taken from anyone,
+// it saved a checkpoint far above the minimum, for good.
+func TestForgedMinimumToThePersisterIsRefused(t *testing.T) {
+	cat := persistence.NewMemory()
+	system := actor.NewActorSystem()
+	defer system.Shutdown()
+	props, err := actors.NewProps("p", wal.Kafka, cat, actors.WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(1)}))
+	require.NoError(t, err)
+	pid := system.Root.Spawn(props)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// Once recovered, the persister is there: a message to it before
+	// would be a dead letter, whatever its type.
+	for {
+		st, err := actors.GetState(ctx, system.Root, pid)
+		require.NoError(t, err)
+		if st.Recovered {
+			break
+		}
+	}
+
+	persister := actor.NewPID(pid.Address, pid.Id+"/persister")
+	forged := &messages.MinimumAdvanced{Header: messages.Header{PChannel: "p"}, To: wal.KafkaID(1 << 40)}
+	system.Root.Send(persister, forged)
+	requireRefused(t, system, persister, forged)
+	for _, f := range forgeries {
+		system.Root.Send(persister, f)
+		requireRefused(t, system, persister, f)
+	}
+
+	require.NoError(t, actors.Request(ctx, system.Root, pid, &messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(2)}))
+	require.NoError(t, system.Root.PoisonFuture(pid).Wait())
+	stored, err := cat.Load(ctx, "p")
+	require.NoError(t, err)
+	require.Equal(t, wal.KafkaID(2), stored)
+}
