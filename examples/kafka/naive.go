@@ -48,7 +48,7 @@ func RunNaive(ctx context.Context, cfg Config) error {
 	runCtx, fail := context.WithCancelCause(ctx)
 	defer fail(nil)
 	pl := startPipeline(&cfg, sink, starts, fail, func(p int32, v int, cp int64) { done.set(slots(p, v), cp) })
-	defer pl.stop()
+	defer pl.stop() // for an early return; the last line reports its error
 
 	ready := make(chan struct{})
 	cl, err := kgo.NewClient(
@@ -89,5 +89,5 @@ func RunNaive(ctx context.Context, cfg Config) error {
 		case <-runCtx.Done():
 		}
 	})
-	return failure(ctx, runCtx)
+	return pl.stop()
 }

@@ -106,6 +106,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	// One read for every partition, handed to the actors (WithPreloaded).
 	stored, err := catalog.LoadAll(ctx)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // ended before it began
+		}
 		return err
 	}
 	sink, err := OpenSink(cfg.SinkPath)
@@ -164,7 +167,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			Checkpoint: wal.KafkaID(cp),
 		})
 	})
-	defer pl.stop()
+	defer pl.stop() // for an early return; the last line reports its error
 
 	offsets := make(map[int32]kgo.Offset, cfg.Partitions)
 	for p, start := range starts {
@@ -179,7 +182,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return err
 	}
 	serve(runCtx, cl, pl, done, cfg.Ready)
-	return failure(ctx, runCtx)
+	return pl.stop()
 }
 
 // stopAll stops the pchannels gracefully and reports those that stopped
@@ -195,8 +198,14 @@ func stopAll(system *actor.ActorSystem, pids []*actor.PID) error {
 		}
 	})
 	defer system.EventStream.Unsubscribe(sub)
-	for _, pid := range pids {
-		_ = system.Root.PoisonFuture(pid).Wait()
+	// All at once: each waits up to the stop flush timeout when the
+	// catalog is down, and one after another they would add up.
+	stops := make([]*actor.Future, len(pids))
+	for i, pid := range pids {
+		stops[i] = system.Root.PoisonFuture(pid)
+	}
+	for _, f := range stops {
+		_ = f.Wait()
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -262,13 +271,4 @@ func serve(ctx context.Context, cl *kgo.Client, pl *pipeline, done *goal, ready 
 	stopReading()
 	<-read
 	cl.Close()
-}
-
-// failure is the error of a worker that ended runCtx, nil when the
-// caller's ctx ended it or it did not end.
-func failure(ctx, runCtx context.Context) error {
-	if ctx.Err() != nil {
-		return nil
-	}
-	return context.Cause(runCtx)
 }

@@ -125,6 +125,9 @@ type pipeline struct {
 	vchannels int
 	workers   [][]*worker // by partition, then vchannel
 	wg        sync.WaitGroup
+	stopOnce  sync.Once
+	mu        sync.Mutex
+	err       error // guarded by mu: the first worker's failure
 }
 
 // startPipeline starts a worker per vchannel, each from the start offset
@@ -139,6 +142,11 @@ func startPipeline(cfg *Config, sink *Sink, starts []int64, fail context.CancelC
 			ws = append(ws, w)
 			pl.wg.Go(func() {
 				if err := w.run(); err != nil {
+					pl.mu.Lock()
+					if pl.err == nil {
+						pl.err = err
+					}
+					pl.mu.Unlock()
 					fail(err)
 				}
 			})
@@ -212,13 +220,22 @@ func (pl *pipeline) send(ctx context.Context, w *worker, it item) bool {
 
 // stop closes the workers' input, once the reader is done, and waits for
 // their last flush.
-func (pl *pipeline) stop() {
-	for _, ws := range pl.workers {
-		for _, w := range ws {
-			close(w.in)
+//
+// It returns the first worker's failure, the last flushes' included: one
+// that fails after the node was told to end is still the run's error.
+// Calls after the first wait for nothing and return the same.
+func (pl *pipeline) stop() error {
+	pl.stopOnce.Do(func() {
+		for _, ws := range pl.workers {
+			for _, w := range ws {
+				close(w.in)
+			}
 		}
-	}
-	pl.wg.Wait()
+		pl.wg.Wait()
+	})
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	return pl.err
 }
 
 // goal closes reached once every slot got to its target: the node's way

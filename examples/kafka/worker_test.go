@@ -9,6 +9,9 @@ import (
 	"time"
 
 	bolterrors "go.etcd.io/bbolt/errors"
+	"go.uber.org/zap"
+
+	"github.com/lowwater/lowwater/persistence"
 )
 
 func openTestSink(t *testing.T) (*Sink, string) {
@@ -125,5 +128,43 @@ func TestNothingHandedOutOnceStopped(t *testing.T) {
 		if n := len(w.in); n != 0 {
 			t.Fatalf("a worker got %d items after the stop", n)
 		}
+	}
+}
+
+// TestPipelineStopReportsTheLastFlush: a sink write that fails in the
+// workers' last flush, once the node was told to end, is the run's error:
+// Run returned nil, promising every worker flushed.
+func TestPipelineStopReportsTheLastFlush(t *testing.T) {
+	sink, _ := openTestSink(t)
+	cfg := Config{Partitions: 1, VChannels: 1, Pace: func(int32, int) time.Duration { return time.Hour }, Logger: zap.NewNop()}
+	ctx, fail := context.WithCancelCause(context.Background())
+	defer fail(nil)
+	pl := startPipeline(&cfg, sink, []int64{0}, fail, func(int32, int, int64) {})
+	pl.workers[0][0].in <- item{offset: 0}
+	if err := sink.Close(); err != nil {
+		t.Fatal(err)
+	}
+	err := pl.stop()
+	if !errors.Is(err, bolterrors.ErrDatabaseNotOpen) {
+		t.Fatalf("stop = %v, want %v", err, bolterrors.ErrDatabaseNotOpen)
+	}
+	if !errors.Is(context.Cause(ctx), bolterrors.ErrDatabaseNotOpen) {
+		t.Fatalf("the node was not told: %v", context.Cause(ctx))
+	}
+	if again := pl.stop(); again != err {
+		t.Fatalf("second stop = %v, want %v", again, err)
+	}
+}
+
+// TestRunEndedBeforeItBegan: Run returns nil when ctx ends, even before
+// it read the catalog.
+func TestRunEndedBeforeItBegan(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	cfg := Config{Brokers: []string{"127.0.0.1:1"}, Topic: testTopic, Partitions: 1,
+		SinkPath: filepath.Join(dir, "sink.db"), Catalog: persistence.NewMemory()}
+	if err := Run(ctx, cfg); err != nil {
+		t.Fatalf("Run = %v, want nil", err)
 	}
 }
