@@ -422,7 +422,7 @@ func set(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintln(e.stdout, describe(act, pchannel, en, id, false))
 		return nil
 	}
-	err = s.write(ctx, pchannel, e.opts.force, func(c persistence.Catalog) error {
+	err = s.write(ctx, pchannel, termOf(en), e.opts.force, func(c persistence.Catalog) error {
 		return apply(ctx, c, pchannel, act, id)
 	})
 	if err != nil {
@@ -472,7 +472,7 @@ func del(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(e.stdout, "%s: would delete %s\n", shown(pchannel), was)
 		return nil
 	}
-	err = s.write(ctx, pchannel, e.opts.force, func(c persistence.Catalog) error {
+	err = s.write(ctx, pchannel, en.Term, e.opts.force, func(c persistence.Catalog) error {
 		return c.Delete(ctx, pchannel)
 	})
 	if err != nil {
@@ -497,4 +497,12 @@ func walNames() string {
 		names = append(names, string(n))
 	}
 	return strings.Join(names, ", ")
+}
+
+// termOf is the term of en, 0 when nothing is stored.
+func termOf(en *persistence.Entry) uint64 {
+	if en == nil {
+		return 0
+	}
+	return en.Term
 }

@@ -223,7 +223,7 @@ func restore(ctx context.Context, e *env, args []string) error {
 			en = &v
 		}
 		if acts[i] != unchanged {
-			err := s.write(ctx, de.PChannel, e.opts.force, func(c persistence.Catalog) error {
+			err := s.write(ctx, de.PChannel, termOf(en), e.opts.force, func(c persistence.Catalog) error {
 				return apply(ctx, c, de.PChannel, acts[i], ids[i])
 			})
 			if err != nil {

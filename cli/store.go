@@ -138,6 +138,39 @@ func openBolt(ctx context.Context, path, bucket string, readOnly bool, lockTimeo
 	}
 }
 
+// staleTermClearing is the tool's ownership of a pchannel whose record
+// carries a term above it. The record is deleted without the term check
+// (the tool holds the owner key, so no node writes meanwhile) before the
+// first write: Owned's own writes would be fenced by it, and a fenced
+// write ends the ownership.
+type staleTermClearing struct {
+	*etcdcatalog.Owned
+	cat     *etcdcatalog.Catalog
+	cleared bool
+}
+
+func (o *staleTermClearing) clear(ctx context.Context, pchannel string) error {
+	if o.cleared {
+		return nil
+	}
+	if err := o.cat.Delete(ctx, pchannel); err != nil {
+		return err
+	}
+	o.cleared = true
+	return nil
+}
+
+func (o *staleTermClearing) Delete(ctx context.Context, pchannel string) error {
+	return o.clear(ctx, pchannel)
+}
+
+func (o *staleTermClearing) Save(ctx context.Context, pchannel string, id wal.MessageID) error {
+	if err := o.clear(ctx, pchannel); err != nil {
+		return err
+	}
+	return o.Owned.Save(ctx, pchannel, id)
+}
+
 func (s *store) close() {
 	if s.session != nil {
 		_ = s.session.Close()
@@ -233,7 +266,12 @@ func ownedRefusal(pchannel string, term uint64) error {
 // while the tool writes it and every write is fenced; a pchannel a node
 // owns is refused, unless force, which writes around the owner. On bbolt
 // the file lock already keeps nodes out.
-func (s *store) write(ctx context.Context, pchannel string, force bool, fn func(persistence.Catalog) error) error {
+//
+// storedTerm is the term of the record the command read. One above the
+// tool's own term was written before an etcd restore reset the terms, or
+// copied from another cluster: it fences every owner's writes, the
+// tool's too, and clearing it is the operator's remedy (staleTermClearing).
+func (s *store) write(ctx context.Context, pchannel string, storedTerm uint64, force bool, fn func(persistence.Catalog) error) error {
 	if s.etcd == nil {
 		return fn(s.cat)
 	}
@@ -255,7 +293,14 @@ func (s *store) write(ctx context.Context, pchannel string, force bool, fn func(
 	case err != nil:
 		return err
 	}
-	werr := fn(owned)
+	var c persistence.Catalog = owned
+	if storedTerm > owned.Term() {
+		fmt.Fprintf(s.stderr, "note: %s: its term %d is above the tool's own (%d): the record was written "+
+			"before an etcd restore reset the terms, or copied from another cluster, and fences every owner; "+
+			"it is written over\n", shown(pchannel), storedTerm, owned.Term())
+		c = &staleTermClearing{Owned: owned, cat: s.etcd}
+	}
+	werr := fn(c)
 	if err := owned.Close(); err != nil && werr == nil {
 		return fmt.Errorf("release %s: %w", shown(pchannel), err)
 	}

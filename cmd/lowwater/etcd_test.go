@@ -18,6 +18,7 @@ import (
 
 	"github.com/lowwater/lowwater/cli"
 	"github.com/lowwater/lowwater/internal/testkit/etcdtest"
+	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/persistence/etcdcatalog"
 	"github.com/lowwater/lowwater/wal"
 )
@@ -135,6 +136,32 @@ func TestEtcdVerifyAndDelete(t *testing.T) {
 	wantCode(t, on(t, url, "delete", "bad"), cli.ExitOK, "bad: deleted a corrupt record")
 	wantCode(t, on(t, url, "verify"), cli.ExitOK, "1 record, 0 unreadable")
 	wantCode(t, on(t, url, "set", "good", "kafka:0"), cli.ExitRefused, "lowering needs --force", "(1 message)")
+}
+
+// TestEtcdRecordOfAHigherTermIsCleared: a record whose term is above any
+// owner's in this etcd (written before a restore reset the terms, or
+// copied from another cluster) fences every owner's saves; the README
+// sends the operator to delete it, which the tool's own fenced delete
+// refused. delete clears it, set writes over it, and both say why.
+func TestEtcdRecordOfAHigherTermIsCleared(t *testing.T) {
+	url, cat := etcdURL(t, "terms")
+	for _, p := range []string{"a", "b"} {
+		raw, err := persistence.EncodeRecord(p, persistence.Record{Checkpoint: wal.KafkaID(100), Term: 1 << 40})
+		require.NoError(t, err)
+		_, err = cat.Client().Put(ctxT(t), "terms/wal/"+p+"/consume-checkpoint", string(raw))
+		require.NoError(t, err)
+	}
+	wantCode(t, on(t, url, "delete", "a"), cli.ExitOK, "a: deleted kafka:100", "its term 1099511627776 is above the tool's own")
+	got, err := cat.Load(ctxT(t), "a")
+	require.NoError(t, err)
+	require.Nil(t, got)
+
+	wantCode(t, on(t, url, "set", "b", "kafka:200"), cli.ExitOK, "its term 1099511627776 is above the tool's own")
+	entries, err := cat.Inspect(ctxT(t))
+	require.NoError(t, err)
+	require.Len(t, entries, 1)
+	require.Equal(t, wal.KafkaID(200), entries[0].Checkpoint)
+	require.Less(t, entries[0].Term, uint64(1<<40), "written under the tool's own term")
 }
 
 func itoa(n uint64) string { return strconv.FormatUint(n, 10) }
