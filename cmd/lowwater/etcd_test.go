@@ -236,6 +236,9 @@ func TestEtcdOverTLSWithAuth(t *testing.T) {
 		"TLS with "+hosts[0]+" failed: remote error: tls: certificate required")
 	wantCode(t, secured([]string{"LOWWATER_ETCD_PASSWORD=s3cret"}, "list"), cli.ExitUsage,
 		"$LOWWATER_ETCD_PASSWORD is set, but no user")
+	// etcd's client sends no user without a password: etcd said "user
+	// name is empty".
+	wantCode(t, secured(nil, "--etcd-user", "root", "list"), cli.ExitUsage, "--etcd-user root needs its password in $LOWWATER_ETCD_PASSWORD")
 
 	// Settings that cannot work are a bad command line.
 	wantCode(t, on(t, url, "--etcd-cert", files.Cert, "list"), cli.ExitUsage, "--etcd-cert and --etcd-key ($LOWWATER_ETCD_CERT, $LOWWATER_ETCD_KEY) go together")

@@ -90,6 +90,10 @@ func (a Access) Validate() error {
 		return fmt.Errorf("--etcd-cert and --etcd-key ($%s, $%s) go together", EnvCert, EnvKey)
 	case a.Password != "" && a.User == "":
 		return fmt.Errorf("$%s is set, but no user: give --etcd-user (or $%s)", EnvPassword, EnvUser)
+	case a.User != "" && a.Password == "":
+		// etcd's client sends no credentials without a password, and
+		// etcd then answers "user name is empty".
+		return fmt.Errorf("--etcd-user %s needs its password in $%s", a.User, EnvPassword)
 	}
 	return nil
 }

@@ -14,9 +14,10 @@ import (
 
 // Defaults of the BatchOptions.
 const (
-	// DefaultMaxBatch is half etcd's default --max-txn-ops (128), since
-	// each save compares two things: a transaction with more than
-	// --max-txn-ops compares is refused.
+	// DefaultMaxBatch is half etcd's default --max-txn-ops (128). A save
+	// adds one compare, one put and one read to its transaction, and etcd
+	// refuses a transaction with more compares, puts or reads than
+	// --max-txn-ops.
 	DefaultMaxBatch = 64
 	// DefaultMaxInFlight is how many batch transactions run at once.
 	DefaultMaxInFlight = 4
@@ -38,8 +39,9 @@ type batchOptions struct {
 }
 
 // WithMaxBatch sets how many saves one transaction carries at most (default
-// DefaultMaxBatch). Keep it at or below half the cluster's --max-txn-ops:
-// each save adds two compares.
+// DefaultMaxBatch). Keep it at or below the cluster's --max-txn-ops:
+// each save adds one compare, one put and one read, and etcd refuses a
+// transaction with more of any of them than that.
 func WithMaxBatch(n int) BatchOption {
 	return batchOptionFunc(func(o *batchOptions) { o.maxBatch = n })
 }
@@ -66,9 +68,9 @@ func WithBatchTimeout(d time.Duration) BatchOption {
 // one entry for many checkpoints.
 //
 // Every guarantee of Catalog.Save holds per pchannel. Each key in a batch
-// has its own compare: its mod revision and its value must both still be
-// the record the Catalog last saw and judged lower (a revision alone could
-// be reused by an etcd restored from a snapshot). An etcd transaction is
+// has its own compare: its stored bytes must still be the record the
+// Catalog last saw and judged lower (the bytes, not the mod revision, which
+// an etcd restored from a snapshot hands out again). An etcd transaction is
 // all-or-nothing, so when any compare fails nothing is written, the
 // transaction returns every key's current record instead, and each save of
 // the batch then goes through Catalog.Save on its own: those whose record
@@ -90,6 +92,10 @@ type Batcher struct {
 	closed   bool
 	// running counts the goroutines committing batches, for Close.
 	running sync.WaitGroup
+	// closing ends with Close's grace (see Close): every transaction and
+	// every save a batch hands to the Catalog ends with it.
+	closing    context.Context
+	endClosing context.CancelCauseFunc
 }
 
 var _ persistence.Catalog = (*Batcher)(nil)
@@ -121,7 +127,8 @@ func NewBatcher(c *Catalog, opts ...BatchOption) (*Batcher, error) {
 	case o.timeout <= 0:
 		return nil, fmt.Errorf("etcdcatalog: %w: batch timeout %v must be positive", persistence.ErrInvalidArgument, o.timeout)
 	}
-	return &Batcher{c: c, opt: o}, nil
+	closing, end := context.WithCancelCause(context.Background())
+	return &Batcher{c: c, opt: o, closing: closing, endClosing: end}, nil
 }
 
 // Catalog returns the Catalog the Batcher saves through, for ownership.
@@ -190,6 +197,12 @@ func (b *Batcher) Delete(ctx context.Context, pchannel string) error {
 
 // Close commits what is queued, waits for the transactions in flight, and
 // closes the Catalog. Later calls fail with persistence.ErrClosed.
+//
+// It waits no longer than the batch timeout (WithBatchTimeout): then what
+// is still in flight or queued ends, its callers getting
+// persistence.ErrClosed, as the Catalog's own Close ends its calls. A save
+// whose caller's context has no deadline, with etcd down, would otherwise
+// hold Close until etcd came back.
 func (b *Batcher) Close() error {
 	b.mu.Lock()
 	if b.closed {
@@ -198,7 +211,20 @@ func (b *Batcher) Close() error {
 	}
 	b.closed = true
 	b.mu.Unlock()
-	b.running.Wait()
+	done := make(chan struct{})
+	go func() {
+		b.running.Wait()
+		close(done)
+	}()
+	grace := time.NewTimer(b.opt.timeout)
+	defer grace.Stop()
+	select {
+	case <-done:
+	case <-grace.C:
+		b.endClosing(persistence.ErrClosed)
+		<-done
+	}
+	b.endClosing(persistence.ErrClosed)
 	return b.c.Close()
 }
 
@@ -237,6 +263,10 @@ func (b *Batcher) take() []*batchedSave {
 		}
 		if err := s.ctx.Err(); err != nil {
 			s.done <- err // never sent: nothing written
+			continue
+		}
+		if b.closing.Err() != nil {
+			s.done <- persistence.ErrClosed // never sent: nothing written
 			continue
 		}
 		if _, dup := seen[s.pchannel]; dup {
@@ -295,13 +325,16 @@ func (b *Batcher) commit(batch []*batchedSave) {
 		direct, together = append(direct, together...), nil
 	}
 	if len(together) > 0 {
-		ctx, cancel := context.WithTimeout(context.Background(), b.opt.timeout)
+		ctx, cancel := context.WithTimeout(b.closing, b.opt.timeout)
 		resp, err := b.c.client.Txn(ctx).If(cmps...).Then(puts...).Else(gets...).Commit()
 		cancel()
 		switch {
 		case err != nil:
 			// The batch may have committed; each caller's retry finds it
 			// equal.
+			if b.closing.Err() != nil {
+				err = fmt.Errorf("%w: %w", persistence.ErrClosed, err)
+			}
 			for _, s := range together {
 				s.done <- fmt.Errorf("etcdcatalog: save %q: %w", s.pchannel, err)
 			}
@@ -327,7 +360,15 @@ func (b *Batcher) commit(batch []*batchedSave) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s.done <- b.c.Save(s.ctx, s.pchannel, s.checkpoint)
+			// The caller's deadline, and Close's grace.
+			ctx, cancel := context.WithCancel(s.ctx)
+			defer cancel()
+			defer context.AfterFunc(b.closing, cancel)()
+			err := b.c.Save(ctx, s.pchannel, s.checkpoint)
+			if err != nil && s.ctx.Err() == nil && b.closing.Err() != nil {
+				err = fmt.Errorf("%w: %w", persistence.ErrClosed, err)
+			}
+			s.done <- err
 		}()
 	}
 	wg.Wait()

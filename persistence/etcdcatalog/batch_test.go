@@ -1,12 +1,15 @@
 package etcdcatalog_test
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
 
 	"github.com/lowwater/lowwater/internal/testkit/etcdtest"
 	"github.com/lowwater/lowwater/persistence"
@@ -121,4 +124,58 @@ func TestNewBatcherRejectsInvalidOptions(t *testing.T) {
 	b, err := etcdcatalog.NewBatcher(nil)
 	require.ErrorIs(t, err, persistence.ErrInvalidArgument)
 	require.Nil(t, b)
+}
+
+// TestBatcherCloseWithEtcdDown: a save whose caller's context has no
+// deadline, with etcd down, held Close until etcd came back. Close waits
+// the batch timeout at most, then ends it: the save returns ErrClosed.
+func TestBatcherCloseWithEtcdDown(t *testing.T) {
+	srv := etcdtest.StartServer(t)
+	cfg := clientConfig(srv.Endpoints(), nil)
+	// calls tells when a save's call to etcd has begun, once it is down.
+	var down atomic.Bool
+	calls := make(chan struct{}, 16)
+	cfg.DialOptions = []grpc.DialOption{grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any,
+		cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if down.Load() {
+			calls <- struct{}{}
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	})}
+	c, err := etcdcatalog.Open(cfg)
+	require.NoError(t, err)
+	const grace = 300 * time.Millisecond
+	b, err := etcdcatalog.NewBatcher(c, etcdcatalog.WithBatchTimeout(grace))
+	require.NoError(t, err)
+	require.NoError(t, b.Save(ctxT(t), "known", wal.KafkaID(1)))
+	srv.Stop()
+	down.Store(true)
+
+	saved := make(chan error, 2)
+	for _, p := range []string{"new", "known"} {
+		go func() { saved <- b.Save(context.Background(), p, wal.KafkaID(2)) }()
+	}
+	for range 2 {
+		select {
+		case <-calls:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the saves did not reach etcd's client")
+		}
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- b.Close() }()
+	select {
+	case err := <-closed:
+		require.NoError(t, err)
+	case <-time.After(10 * grace):
+		t.Fatalf("Close still waits %v after etcd went down", 10*grace)
+	}
+	for range 2 {
+		select {
+		case err := <-saved:
+			require.Error(t, err)
+		case <-time.After(10 * grace):
+			t.Fatal("a save still waits after Close returned")
+		}
+	}
 }
