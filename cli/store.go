@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
+	"strings"
+	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -13,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lowwater/lowwater/internal/catalogurl"
+	"github.com/lowwater/lowwater/internal/etcdaccess"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/persistence/etcdcatalog"
 	"github.com/lowwater/lowwater/wal"
@@ -87,6 +91,9 @@ func (e *env) open(ctx context.Context, m mode) (*store, error) {
 		}
 		s.cat = b
 	case catalogurl.Etcd:
+		if err := anyListens(ctx, u.Endpoints); err != nil {
+			return nil, err
+		}
 		// The client's own waits (the first connection, and with a user
 		// its token) end with the command's.
 		dial := 5 * time.Second
@@ -171,6 +178,26 @@ func (o *staleTermClearing) Save(ctx context.Context, pchannel string, id wal.Me
 	return o.Owned.Save(ctx, pchannel, id)
 }
 
+// anyListens fails at once when every endpoint refuses a connection:
+// etcd's client would retry them until --timeout (30 s by default) and
+// only then say why. A timeout or any other answer is left to the client.
+func anyListens(ctx context.Context, endpoints []string) error {
+	var d net.Dialer
+	for _, e := range endpoints {
+		dialCtx, cancel := context.WithTimeout(ctx, etcdaccess.ProbeTime)
+		conn, err := d.DialContext(dialCtx, "tcp", e)
+		cancel()
+		if err == nil {
+			_ = conn.Close()
+			return nil
+		}
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			return nil
+		}
+	}
+	return fmt.Errorf("nothing listens at %s (connection refused): is etcd up, and at that address?", strings.Join(endpoints, ","))
+}
+
 func (s *store) close() {
 	if s.session != nil {
 		_ = s.session.Close()
@@ -251,8 +278,8 @@ func (s *store) checkOwner(ctx context.Context, pchannel string, force bool) err
 		return ownedRefusal(pchannel, term)
 	case term != 0:
 		// As the write would warn (write): a dry run says what it would do.
-		fmt.Fprintf(s.stderr, "warning: %s is owned by a running node (term %d); it would be written anyway (--force)\n",
-			shown(pchannel), term)
+		fmt.Fprintf(s.stderr, "warning: %s is owned by a running node (term %d); it would be written anyway (--force), "+
+			"and the node's next save writes over it: stop the node for a change that lasts\n", shown(pchannel), term)
 	}
 	return nil
 }
@@ -286,7 +313,8 @@ func (s *store) write(ctx context.Context, pchannel string, storedTerm uint64, f
 	var oe *etcdcatalog.OwnedError
 	switch {
 	case errors.As(err, &oe) && force:
-		fmt.Fprintf(s.stderr, "warning: %s is owned by a running node (term %d); writing anyway (--force)\n", shown(pchannel), oe.Term)
+		fmt.Fprintf(s.stderr, "warning: %s is owned by a running node (term %d); writing anyway (--force), "+
+			"and the node's next save writes over it: stop the node for a change that lasts\n", shown(pchannel), oe.Term)
 		return fn(s.cat)
 	case errors.As(err, &oe):
 		return ownedRefusal(pchannel, oe.Term)

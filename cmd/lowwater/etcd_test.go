@@ -115,7 +115,8 @@ func TestEtcdOwnerIsRespected(t *testing.T) {
 	wantCode(t, on(t, url, "set", p, "kafka:2000", "--force", "--dry-run"), cli.ExitOK,
 		"warning: "+p+" is owned by a running node (term "+itoa(node.Term())+"); it would be written anyway (--force)",
 		"would raise from kafka:1200 to kafka:2000")
-	wantCode(t, on(t, url, "set", p, "kafka:2000", "--force"), cli.ExitOK, "warning: "+p+" is owned", "raised from kafka:1200 to kafka:2000")
+	wantCode(t, on(t, url, "set", p, "kafka:2000", "--force"), cli.ExitOK, "warning: "+p+" is owned",
+		"the node's next save writes over it", "raised from kafka:1200 to kafka:2000")
 	id, err := cat.Load(ctxT(t), p)
 	require.NoError(t, err)
 	require.Equal(t, wal.KafkaID(2000), id)
