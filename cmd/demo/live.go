@@ -72,6 +72,11 @@ func startLiveView(dash *dashboard, out io.Writer, in io.Reader, interrupt func(
 	return v
 }
 
+// redraws reports whether a terminal of type term can take the live view,
+// which moves the cursor: a dumb one (Emacs' shell, some CI logs) prints
+// the escape sequences as they are.
+func redraws(term string) bool { return term != "dumb" }
+
 func isTerminalReader(r io.Reader) bool {
 	f, ok := r.(*os.File)
 	return ok && term.IsTerminal(int(f.Fd()))

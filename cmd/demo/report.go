@@ -188,8 +188,11 @@ func printRestart(out io.Writer, names []string, restart map[string]restartView)
 func printChecks(out io.Writer, checks []check, width int) {
 	for _, c := range checks {
 		verdict := "ok"
-		if !c.ok() {
+		switch {
+		case !c.ok():
 			verdict = "VIOLATED"
+		case c.skipped:
+			verdict = "skipped"
 		}
 		head := fmt.Sprintf("check %-13s %-8s ", c.name, verdict)
 		printEntry(out, head+c.summary, len(head), width)

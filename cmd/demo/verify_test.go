@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -101,6 +102,26 @@ func TestChecks(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRejectionsSkippedWhenNoneSent: a short run may send no bad command;
+// the check then says it had nothing to judge, not "ok".
+func TestRejectionsSkippedWhenNoneSent(t *testing.T) {
+	ev := evidenceOf(ids(10), nil)
+	c := checkRejections(ev)
+	if !c.ok() || !c.skipped {
+		t.Fatalf("no bad command sent: ok=%t skipped=%t, want both", c.ok(), c.skipped)
+	}
+	var out strings.Builder
+	printChecks(&out, []check{c}, 80)
+	if !strings.Contains(out.String(), "check rejections    skipped  no bad command was sent") {
+		t.Fatalf("printed %q", out.String())
+	}
+	ev.phases[0].sims["p0"].badSent = 1
+	ev.phases[0].rec.pchannels["p0"].rejected = 1
+	if c := checkRejections(ev); c.skipped || !c.ok() {
+		t.Fatalf("one sent and rejected: ok=%t skipped=%t", c.ok(), c.skipped)
 	}
 }
 
