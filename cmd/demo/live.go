@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"os"
@@ -173,8 +174,13 @@ func renderDashboard(v dashView, rates map[string]float64, width, height int, fi
 	var lines []string
 	add := func(s string) { lines = append(lines, strings.Split(s, "\n")...) }
 	elapsed := min(v.elapsed, v.duration)
-	add(fit(fmt.Sprintf("%s  %s  %s", styleTitle.Render("lowwater demo"),
-		progressBar(elapsed, v.duration, 24), fmt.Sprintf("%.1fs / %v  %s", elapsed.Seconds(), v.duration, v.phase))))
+	status := fmt.Sprintf("%.1fs / %v  %s", elapsed.Seconds(), v.duration, v.phase)
+	// The bar gives up width before the time does, down to 8 cells.
+	bar := 24
+	if width > 0 {
+		bar = min(bar, max(8, width-len("lowwater demo")-len(status)-6))
+	}
+	add(fit(fmt.Sprintf("%s  %s  %s", styleTitle.Render("lowwater demo"), progressBar(elapsed, v.duration, bar), status)))
 	for _, h := range v.header {
 		add(fit(styleDim.Render(h)))
 	}
@@ -338,9 +344,10 @@ func renderTable(v dashView, rates map[string]float64, width int) (string, []str
 			shown[i] = false
 		}
 	}
+	// Named as the narrowed table names its columns.
 	hidden := make([]string, len(dropped))
 	for k, i := range dropped {
-		hidden[k] = all[i].header
+		hidden[k] = cmp.Or(all[i].short, all[i].header)
 	}
 	return out, hidden
 }
