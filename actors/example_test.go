@@ -2,7 +2,6 @@ package actors_test
 
 import (
 	"context"
-
 	"fmt"
 	"time"
 
@@ -10,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lowwater/lowwater/actors"
+	"github.com/lowwater/lowwater/events"
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/wal"
@@ -22,12 +22,15 @@ func Example() {
 	system := actor.NewActorSystem(actor.WithLoggerFactory(actors.LoggerFactory(logger)))
 	catalog := persistence.NewMemory()
 
-	persisted := make(chan wal.MessageID, 16)
-	sub := system.EventStream.Subscribe(func(ev any) {
-		if p, ok := ev.(*messages.CheckpointPersisted); ok {
-			persisted <- p.Value // handlers run on the actor's goroutine: be quick
-		}
-	})
+	// Events off the actor's goroutine, through a buffer of their own.
+	sub, err := events.Subscribe(system.EventStream, events.WithFilter(func(ev messages.Event) bool {
+		_, ok := ev.(*messages.CheckpointPersisted)
+		return ok
+	}))
+	if err != nil {
+		panic(err)
+	}
+	persisted := func() wal.MessageID { return (<-sub.C()).(*messages.CheckpointPersisted).Value }
 
 	props, err := actors.NewProps("orders-dml-0", wal.Kafka, catalog,
 		actors.WithLogger(logger),
@@ -40,9 +43,9 @@ func Example() {
 	}
 	pchannel := system.Root.Spawn(props)
 
-	fmt.Println(<-persisted) // the minimum at spawn
+	fmt.Println(persisted()) // the minimum at spawn
 	system.Root.Send(pchannel, &messages.UpdateCheckpoint{VChannel: "orders-shard-a", Checkpoint: wal.KafkaID(130)})
-	fmt.Println(<-persisted) // shard-b is now the slowest
+	fmt.Println(persisted()) // shard-b is now the slowest
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -50,7 +53,7 @@ func Example() {
 	fmt.Println(err)
 
 	_ = system.Root.PoisonFuture(pchannel).Wait() // flushes what is pending
-	system.EventStream.Unsubscribe(sub)
+	sub.Close()
 	system.Shutdown()
 	// Output:
 	// kafka:100
