@@ -57,7 +57,8 @@ Commands:
                            record version
   get PCHANNEL             one pchannel's record (and its owner, on etcd)
   verify                   decode every record; report the corrupt ones,
-                           and those under a name no node can use
+                           those under a name no node can use, and on
+                           etcd those whose term fences every owner
   set PCHANNEL ID          store ID (kafka:123, rocksmq:9, pulsar:L:E:B[@P],
                            woodpecker:S:E). Raises only: lowering needs
                            --force and prints the replay it causes. The

@@ -191,15 +191,33 @@ func verify(ctx context.Context, e *env, _ []string) error {
 			fmt.Fprintf(e.stdout, "%s  %s: %s\n", unreadable(en), name, cause(en))
 		}
 	}
+	fencing, err := s.fencing(ctx, entries)
+	if err != nil {
+		return err
+	}
+	for _, en := range fencing {
+		fmt.Fprintf(e.stdout, "FENCING  %s: term %d is above etcd's revision, so above every owner's\n", shown(en.PChannel), en.Term)
+	}
 	fmt.Fprintf(e.stdout, "%s, %d unreadable\n", count(len(entries), "record"), unread)
-	if unread == 0 {
+	if unread == 0 && len(fencing) == 0 {
 		return nil
 	}
-	msg := count(unread, "unreadable record")
+	var msg string
+	switch {
+	case unread == 0:
+		msg = count(len(fencing), "record") + " no owner can write over"
+	default:
+		msg = count(unread, "unreadable record")
+	}
+	if len(fencing) > 0 {
+		found["FENCING"] = true
+	}
 	for _, h := range []struct{ kind, hint string }{
 		{"CORRUPT", "repair with 'set --force PCHANNEL ID' or 'delete PCHANNEL'"},
 		{"UNKNOWN WAL", "read with a lowwater built with that WAL (package cli)"},
 		{"BAD NAME", "no node can use it: 'delete --quoted NAME', NAME quoted as shown here"},
+		{"FENCING", "written before an etcd restore reset the terms, or copied from another cluster: " +
+			"it fences every owner's saves; 'delete PCHANNEL'"},
 	} {
 		if found[h.kind] {
 			msg += fmt.Sprintf("\n  %s: %s", h.kind, h.hint)

@@ -145,6 +145,29 @@ func openBolt(ctx context.Context, path, bucket string, readOnly bool, lockTimeo
 	}
 }
 
+// fencing returns the readable records of entries whose term is above
+// etcd's current revision: no owner key was ever created at that revision
+// in this etcd's history, so the record comes from another (before a
+// restore that reset the revisions, or another cluster), and its term
+// fences every owner. None on bbolt, whose records carry no term.
+func (s *store) fencing(ctx context.Context, entries []persistence.Entry) ([]persistence.Entry, error) {
+	if s.etcd == nil {
+		return nil, nil
+	}
+	// Read after the records: the revision only grows meanwhile.
+	resp, err := s.etcd.Client().Get(ctx, s.url.Prefix+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return nil, fmt.Errorf("etcd revision: %w", err)
+	}
+	var out []persistence.Entry
+	for _, en := range entries {
+		if en.Err == nil && en.Term > uint64(resp.Header.Revision) {
+			out = append(out, en)
+		}
+	}
+	return out, nil
+}
+
 // staleTermClearing is the tool's ownership of a pchannel whose record
 // carries a term above it. The record is deleted without the term check
 // (the tool holds the owner key, so no node writes meanwhile) before the

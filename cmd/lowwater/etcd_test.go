@@ -152,6 +152,8 @@ func TestEtcdRecordOfAHigherTermIsCleared(t *testing.T) {
 		_, err = cat.Client().Put(ctxT(t), "terms/wal/"+p+"/consume-checkpoint", string(raw))
 		require.NoError(t, err)
 	}
+	wantCode(t, on(t, url, "verify"), cli.ExitCorrupt, "FENCING  a: term 1099511627776 is above etcd's revision",
+		"FENCING  b: term", "2 records no owner can write over", "it fences every owner's saves; 'delete PCHANNEL'")
 	wantCode(t, on(t, url, "delete", "a"), cli.ExitOK, "a: deleted kafka:100", "its term 1099511627776 is above the tool's own")
 	got, err := cat.Load(ctxT(t), "a")
 	require.NoError(t, err)
@@ -163,6 +165,7 @@ func TestEtcdRecordOfAHigherTermIsCleared(t *testing.T) {
 	require.Len(t, entries, 1)
 	require.Equal(t, wal.KafkaID(200), entries[0].Checkpoint)
 	require.Less(t, entries[0].Term, uint64(1<<40), "written under the tool's own term")
+	wantCode(t, on(t, url, "verify"), cli.ExitOK, "1 record, 0 unreadable")
 }
 
 func itoa(n uint64) string { return strconv.FormatUint(n, 10) }
