@@ -75,6 +75,13 @@ type mailbox struct {
 	direct bool
 	// cut, while set, is a graceful stop waiting in a handler (armStopCut).
 	cut atomic.Pointer[stopCut]
+	// awaitsStart is set at registration for an actor's mailbox: no user
+	// message is handed on until the Started that protoactor posts right
+	// after (begun), since the actor is not made until then. A message
+	// posted meanwhile, by a sender that knows the name, reached a
+	// pchannel with no tracker. begun is the mailbox goroutine's alone.
+	awaitsStart bool
+	begun       bool
 	// persister is set on a persister's mailbox: its parent hands it the
 	// minimum straight (push), so a MinimumAdvanced posted is forged.
 	persister bool
@@ -290,12 +297,20 @@ func (m *mailbox) RegisterHandlers(invoker actor.MessageInvoker, dispatcher acto
 		m.direct = !metered(c.ActorSystem()) && plainDispatch(invoker)
 	}
 	m.learn()
+	// An actor's: its user messages wait for Started, which protoactor
+	// posts next and which starts the mailbox. Otherwise (a test's
+	// invoker), what was posted while held runs now.
+	m.awaitsStart = m.root != nil
 	m.running.Store(false)
-	// What was posted while held; protoactor posts Started next anyway.
-	if m.sysN.Load() != 0 || m.user.ready() {
+	if m.sysN.Load() != 0 || !m.awaitsStart && m.user.ready() {
 		m.scheduleAs(true)
 	}
 }
+
+// started reports whether user messages may be handed on: the actor has
+// handled its Started, or the mailbox waits for none. Only the mailbox
+// goroutine may call it.
+func (m *mailbox) started() bool { return m.begun || !m.awaitsStart }
 
 func (m *mailbox) Start() {}
 
@@ -371,7 +386,7 @@ func (m *mailbox) drain() task {
 		after := m.after
 		m.after = nil
 		m.running.Store(false)
-		more := m.sysN.Load() != 0 || (!m.suspended.Load() && next.ready())
+		more := m.sysN.Load() != 0 || (!m.suspended.Load() && m.started() && next.ready())
 		if after != nil {
 			if more && m.running.CompareAndSwap(false, true) {
 				m.start(m.sysN.Load() != 0)
@@ -426,13 +441,16 @@ func (m *mailbox) run() (turnOver bool) {
 					m.suspended.Store(false)
 				default:
 					m.invoker.InvokeSystemMessage(msg)
+					if _, ok := msg.(*actor.Started); ok {
+						m.begun = true
+					}
 					// A restart makes a new incarnation.
 					m.learn()
 				}
 				continue
 			}
 		}
-		if m.suspended.Load() {
+		if m.suspended.Load() || !m.started() {
 			return
 		}
 		var ok bool

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -400,4 +401,35 @@ func TestMailboxHeldUntilRegistered(t *testing.T) {
 	r := &invoker{}
 	m.RegisterHandlers(r, actor.NewSynchronizedDispatcher(300))
 	require.Equal(t, []any{"early"}, r.messages())
+}
+
+// actorInvoker is an invoker of an actor system's, as an actor context is.
+type actorInvoker struct {
+	*invoker
+	system *actor.ActorSystem
+}
+
+func (a actorInvoker) ActorSystem() *actor.ActorSystem { return a.system }
+
+// TestMailboxWaitsForStarted: an actor's mailbox hands on no user message
+// before the actor handled Started, which protoactor posts only after the
+// registration: a message posted by name during the spawn reached a
+// pchannel with no tracker, which panicked, and the update was lost.
+func TestMailboxWaitsForStarted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		system := actor.NewActorSystem()
+		r := actorInvoker{invoker: &invoker{}, system: system}
+		m := newDrainingMailbox().(*mailbox)
+		m.PostUserMessage("before registration")
+		m.RegisterHandlers(r, actor.NewDefaultDispatcher(300))
+		m.PostUserMessage("before Started")
+		synctest.Wait()
+		require.Empty(t, r.messages(), "handed on before Started")
+		started := &actor.Started{}
+		m.PostSystemMessage(started)
+		synctest.Wait()
+		require.Equal(t, []any{started, "before registration", "before Started"}, r.messages())
+		system.Shutdown()
+		time.Sleep(3 * poolIdleFor) // the bubble's clock: the pool sheds its idle workers
+	})
 }
