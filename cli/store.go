@@ -5,10 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
-	"strings"
-	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -91,7 +88,7 @@ func (e *env) open(ctx context.Context, m mode) (*store, error) {
 		}
 		s.cat = b
 	case catalogurl.Etcd:
-		if err := anyListens(ctx, u.Endpoints); err != nil {
+		if err := etcdaccess.AnyListens(ctx, u.Endpoints); err != nil {
 			return nil, err
 		}
 		// The client's own waits (the first connection, and with a user
@@ -169,56 +166,39 @@ func (s *store) fencing(ctx context.Context, entries []persistence.Entry) ([]per
 }
 
 // staleTermClearing is the tool's ownership of a pchannel whose record
-// carries a term above it. The record is deleted without the term check
-// (the tool holds the owner key, so no node writes meanwhile) before the
-// first write: Owned's own writes would be fenced by it, and a fenced
-// write ends the ownership.
+// carries a term above it, which fences every owner's writes, the tool's
+// too. Delete clears it (Owned.DeleteAnyTerm: still fenced by the tool's
+// ownership, and of whatever record is there at the moment). A Save is
+// refused unless forced: judged against a record a node may overwrite
+// meanwhile (a node on a plain Catalog holds no owner key), replacing it
+// could lower the checkpoint; forced, the record is cleared first.
 type staleTermClearing struct {
 	*etcdcatalog.Owned
-	cat     *etcdcatalog.Catalog
-	cleared bool
+	storedTerm uint64
+	force      bool
+	cleared    bool
 }
 
-func (o *staleTermClearing) clear(ctx context.Context, pchannel string) error {
-	if o.cleared {
-		return nil
-	}
-	if err := o.cat.Delete(ctx, pchannel); err != nil {
+func (o *staleTermClearing) Delete(ctx context.Context, pchannel string) error {
+	if err := o.DeleteAnyTerm(ctx, pchannel); err != nil {
 		return err
 	}
 	o.cleared = true
 	return nil
 }
 
-func (o *staleTermClearing) Delete(ctx context.Context, pchannel string) error {
-	return o.clear(ctx, pchannel)
-}
-
 func (o *staleTermClearing) Save(ctx context.Context, pchannel string, id wal.MessageID) error {
-	if err := o.clear(ctx, pchannel); err != nil {
-		return err
+	if !o.cleared && !o.force {
+		return refused("%s: its record's term %d is above the tool's own (%d): it was written before an etcd restore "+
+			"reset the terms, or copied from another cluster, and fences every owner's saves: 'delete %s' clears it, "+
+			"or --force replaces it", shown(pchannel), o.storedTerm, o.Term(), shown(pchannel))
+	}
+	if !o.cleared {
+		if err := o.Delete(ctx, pchannel); err != nil {
+			return err
+		}
 	}
 	return o.Owned.Save(ctx, pchannel, id)
-}
-
-// anyListens fails at once when every endpoint refuses a connection:
-// etcd's client would retry them until --timeout (30 s by default) and
-// only then say why. A timeout or any other answer is left to the client.
-func anyListens(ctx context.Context, endpoints []string) error {
-	var d net.Dialer
-	for _, e := range endpoints {
-		dialCtx, cancel := context.WithTimeout(ctx, etcdaccess.ProbeTime)
-		conn, err := d.DialContext(dialCtx, "tcp", e)
-		cancel()
-		if err == nil {
-			_ = conn.Close()
-			return nil
-		}
-		if !errors.Is(err, syscall.ECONNREFUSED) {
-			return nil
-		}
-	}
-	return fmt.Errorf("nothing listens at %s (connection refused): is etcd up, and at that address?", strings.Join(endpoints, ","))
 }
 
 func (s *store) close() {
@@ -346,10 +326,7 @@ func (s *store) write(ctx context.Context, pchannel string, storedTerm uint64, f
 	}
 	var c persistence.Catalog = owned
 	if storedTerm > owned.Term() {
-		fmt.Fprintf(s.stderr, "note: %s: its term %d is above the tool's own (%d): the record was written "+
-			"before an etcd restore reset the terms, or copied from another cluster, and fences every owner; "+
-			"it is written over\n", shown(pchannel), storedTerm, owned.Term())
-		c = &staleTermClearing{Owned: owned, cat: s.etcd}
+		c = &staleTermClearing{Owned: owned, storedTerm: storedTerm, force: force}
 	}
 	werr := fn(c)
 	if err := owned.Close(); err != nil && werr == nil {

@@ -643,6 +643,30 @@ func TestBoltNotABoltFile(t *testing.T) {
 	}
 	_, err = persistence.OpenBolt(path)
 	wantCorruptStore(t, "OpenBolt with both magic numbers hit", err, path)
+
+	// Pages of 16 KiB: the first meta's magic hit, the second's checksum,
+	// its magic intact, is damage, not a wrong path.
+	big := filepath.Join(dir, "big.db")
+	db, err := bolt.Open(big, 0o600, &bolt.Options{PageSize: 16384})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if data, err = os.ReadFile(big); err != nil {
+		t.Fatal(err)
+	}
+	data[16] ^= 0xff
+	data[16384+16+60] ^= 0xff // in the second meta, past its magic
+	if err := os.WriteFile(big, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = persistence.OpenBolt(big)
+	wantCorruptStore(t, "OpenBolt of a 16 KiB-page file with both metas hit", err, big)
+	if strings.Contains(err.Error(), "wrong path") {
+		t.Fatalf("a bbolt file of 16 KiB pages called a wrong path: %v", err)
+	}
 }
 
 // TestBoltKeyDamageIsRefused damages one byte of a key in a small store,

@@ -90,10 +90,9 @@ func newestMeta(data []byte) (boltMeta, error) {
 		}
 	}
 	switch {
-	case !found && !hasMagic(data, 0) && !hasMagic(data, 4096):
-		// The second meta lies one page size further; 4096 is the usual
-		// one, and a file with no magic at either offset is most likely
-		// not a bbolt file at all: a wrong path, before a backup.
+	case !found && !anyMagic(data):
+		// Most likely not a bbolt file at all: a wrong path, before a
+		// backup.
 		return best, fmt.Errorf("%w: no meta page has bbolt's magic number: not a bbolt file (a wrong path?), or one damaged from its start", errPages)
 	case !found:
 		return best, fmt.Errorf("%w: no valid meta page", errPages)
@@ -101,9 +100,21 @@ func newestMeta(data []byte) (boltMeta, error) {
 	return best, nil
 }
 
-// hasMagic reports whether the page at off begins a bbolt meta.
-func hasMagic(data []byte, off int) bool {
-	return off+pageHeaderSize+4 <= len(data) && binary.LittleEndian.Uint32(data[off+pageHeaderSize:]) == boltMagic
+// anyMagic reports whether either meta page begins with bbolt's magic
+// number. The second lies one page size further: the first meta's, if its
+// page size field is readable, and 4096, the usual one, besides.
+func anyMagic(data []byte) bool {
+	hasMagic := func(off int) bool {
+		return off+pageHeaderSize+4 <= len(data) && binary.LittleEndian.Uint32(data[off+pageHeaderSize:]) == boltMagic
+	}
+	if hasMagic(0) || hasMagic(4096) {
+		return true
+	}
+	if len(data) < pageHeaderSize+12 {
+		return false
+	}
+	size := binary.LittleEndian.Uint32(data[pageHeaderSize+8:])
+	return size >= minPageSize && size <= maxPageSize && hasMagic(int(size))
 }
 
 // readMeta reads the meta page at offset off, or (-1) the second one,

@@ -27,7 +27,10 @@ func openEtcdStore(u catalogurl.URL, cfg config) (store, error) {
 	return &etcdStore{endpoints: u.Endpoints, prefix: u.Prefix, access: cfg.etcd}, nil
 }
 
-func (e *etcdStore) open(context.Context) (persistence.Catalog, error) {
+func (e *etcdStore) open(ctx context.Context) (persistence.Catalog, error) {
+	if err := etcdaccess.AnyListens(ctx, e.endpoints); err != nil {
+		return nil, err
+	}
 	cfg := clientv3.Config{Endpoints: e.endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
 	if err := e.access.Apply(&cfg); err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -62,6 +63,24 @@ func TestEtcdSpec(t *testing.T) {
 	}
 	if _, err := parseCatalog("etcd:///p"); err == nil {
 		t.Fatal("no endpoint accepted")
+	}
+}
+
+// TestEtcdNothingListens: an etcd endpoint that refuses connections is a
+// setup failure said at once, not after the client's 10 s.
+func TestEtcdNothingListens(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var out, stderr bytes.Buffer
+	code := run(context.Background(), []string{"--duration=1s", "--catalog=etcd://" + addr + "/x"}, &out, &stderr)
+	if want := "nothing listens at " + addr + " (connection refused)"; code != exitSetup || !strings.Contains(stderr.String(), want) {
+		t.Fatalf("exit %d, stderr %q; want exit %d and %q", code, stderr.String(), exitSetup, want)
 	}
 }
 

@@ -143,7 +143,8 @@ func TestEtcdVerifyAndDelete(t *testing.T) {
 // owner's in this etcd (written before a restore reset the terms, or
 // copied from another cluster) fences every owner's saves; the README
 // sends the operator to delete it, which the tool's own fenced delete
-// refused. delete clears it, set writes over it, and both say why.
+// refused. verify reports it, delete clears it, and set refuses to judge
+// against it unless forced, which replaces it.
 func TestEtcdRecordOfAHigherTermIsCleared(t *testing.T) {
 	url, cat := etcdURL(t, "terms")
 	for _, p := range []string{"a", "b"} {
@@ -154,13 +155,18 @@ func TestEtcdRecordOfAHigherTermIsCleared(t *testing.T) {
 	}
 	wantCode(t, on(t, url, "verify"), cli.ExitCorrupt, "FENCING  a: term 1099511627776 is above etcd's revision",
 		"FENCING  b: term", "2 records no owner can write over", "it fences every owner's saves; 'delete PCHANNEL'")
-	wantCode(t, on(t, url, "delete", "a"), cli.ExitOK, "a: deleted kafka:100", "its term 1099511627776 is above the tool's own")
+	wantCode(t, on(t, url, "delete", "a"), cli.ExitOK, "a: deleted kafka:100")
 	got, err := cat.Load(ctxT(t), "a")
 	require.NoError(t, err)
 	require.Nil(t, got)
 
-	wantCode(t, on(t, url, "set", "b", "kafka:200"), cli.ExitOK, "its term 1099511627776 is above the tool's own")
+	wantCode(t, on(t, url, "set", "b", "kafka:200"), cli.ExitRefused,
+		"b: its record's term 1099511627776 is above the tool's own", "'delete b' clears it, or --force replaces it")
 	entries, err := cat.Inspect(ctxT(t))
+	require.NoError(t, err)
+	require.Equal(t, []persistence.Entry{{PChannel: "b", WAL: wal.Kafka, Checkpoint: wal.KafkaID(100), Term: 1 << 40, Version: 2}}, entries)
+	wantCode(t, on(t, url, "set", "b", "kafka:200", "--force"), cli.ExitOK, "raised from kafka:100 to kafka:200")
+	entries, err = cat.Inspect(ctxT(t))
 	require.NoError(t, err)
 	require.Len(t, entries, 1)
 	require.Equal(t, wal.KafkaID(200), entries[0].Checkpoint)

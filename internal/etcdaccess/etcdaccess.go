@@ -7,6 +7,7 @@
 package etcdaccess
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -14,6 +15,8 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
+	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -183,4 +186,25 @@ func (a Access) Diagnose(endpoint string) string {
 		}
 	}
 	return ""
+}
+
+// AnyListens fails at once when every endpoint (host:port) refuses a
+// connection: etcd's client would retry them until its deadline, and only
+// then could Diagnose say why. A timeout or any other answer is left to
+// the client.
+func AnyListens(ctx context.Context, endpoints []string) error {
+	var d net.Dialer
+	for _, e := range endpoints {
+		dialCtx, cancel := context.WithTimeout(ctx, ProbeTime)
+		conn, err := d.DialContext(dialCtx, "tcp", e)
+		cancel()
+		if err == nil {
+			_ = conn.Close()
+			return nil
+		}
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			return nil
+		}
+	}
+	return fmt.Errorf("nothing listens at %s (connection refused): is etcd up, and at that address?", strings.Join(endpoints, ","))
 }

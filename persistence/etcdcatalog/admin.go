@@ -54,13 +54,26 @@ func (c *Catalog) forget(key string) {
 // not: deleting is how it is cleared). Otherwise it returns a *FencedError
 // (errors.Is persistence.ErrFenced), deletes nothing, and Done closes.
 func (o *Owned) Delete(ctx context.Context, pchannel string) error {
+	return o.deleteChecked(ctx, pchannel, false)
+}
+
+// DeleteAnyTerm is Delete without the refusal of a record whose term is
+// above the owner's: for an operator clearing a record written before an
+// etcd restore reset the terms, or copied from another cluster, which
+// fences every owner's saves (the lowwater tool's delete). The ownership
+// still fences it, at the moment of the write.
+func (o *Owned) DeleteAnyTerm(ctx context.Context, pchannel string) error {
+	return o.deleteChecked(ctx, pchannel, true)
+}
+
+func (o *Owned) deleteChecked(ctx context.Context, pchannel string, anyTerm bool) error {
 	if err := o.check(pchannel); err != nil {
 		return err
 	}
 	if err := o.Err(); err != nil {
 		return o.lostError(pchannel, err)
 	}
-	err := o.delete(ctx, pchannel)
+	err := o.delete(ctx, pchannel, anyTerm)
 	var fe *FencedError
 	if errors.As(err, &fe) {
 		o.lose(ErrOwnerChanged)
@@ -70,8 +83,9 @@ func (o *Owned) Delete(ctx context.Context, pchannel string) error {
 
 // delete reads the record and the owner key, judges the term, and deletes
 // the record if neither changed meanwhile; a change means another writer
-// succeeded, and the loop judges again.
-func (o *Owned) delete(ctx context.Context, pchannel string) error {
+// succeeded, and the loop judges again. anyTerm deletes a record of a
+// higher term too (DeleteAnyTerm).
+func (o *Owned) delete(ctx context.Context, pchannel string, anyTerm bool) error {
 	f := o.fence()
 	if err := o.c.acquire(ctx, "delete", pchannel, f); err != nil {
 		return err
@@ -90,7 +104,7 @@ func (o *Owned) delete(ctx context.Context, pchannel string) error {
 		if len(kvs) == 0 {
 			return nil // nothing to delete
 		}
-		if h, ok, _, _ := record.Decode(pchannel, kvs[0].Value); ok && h.Term > uint64(o.term) {
+		if h, ok, _, _ := record.Decode(pchannel, kvs[0].Value); ok && h.Term > uint64(o.term) && !anyTerm {
 			return &FencedError{PChannel: pchannel, Term: uint64(o.term), StoredTerm: h.Term}
 		}
 		// As in save: closed or lost since the read, nothing is written.

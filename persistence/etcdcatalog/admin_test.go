@@ -48,6 +48,21 @@ func TestOwnedDeleteIsFenced(t *testing.T) {
 
 	// Another pchannel is not the owner's to delete.
 	require.ErrorIs(t, second.Delete(ctxT(t), "q"), persistence.ErrInvalidArgument)
+
+	// DeleteAnyTerm clears the record of a higher term, and only while
+	// the ownership holds.
+	_, err = cli.Revoke(ctxT(t), b.session.Lease())
+	require.NoError(t, err)
+	c := newNode(t, eps)
+	third := own(t, c, "p")
+	require.Less(t, third.Term(), high)
+	requireFenced(t, second.DeleteAnyTerm(ctxT(t), "p"))
+	require.NoError(t, third.DeleteAnyTerm(ctxT(t), "p"))
+	left, err := cli.Get(ctxT(t), checkpointKey("p"))
+	require.NoError(t, err)
+	require.Empty(t, left.Kvs, "the record of a higher term is gone")
+	require.NoError(t, third.Save(ctxT(t), "p", wal.KafkaID(3)), "and the owner saves again")
+	require.NoError(t, third.Err())
 }
 
 func TestInspectAndOwnerTerm(t *testing.T) {

@@ -2,6 +2,7 @@ package etcdcatalog
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -332,7 +333,7 @@ func (b *Batcher) commit(batch []*batchedSave) {
 		case err != nil:
 			// The batch may have committed; each caller's retry finds it
 			// equal.
-			if b.closing.Err() != nil {
+			if b.closing.Err() != nil && errors.Is(err, context.Canceled) {
 				err = fmt.Errorf("%w: %w", persistence.ErrClosed, err)
 			}
 			for _, s := range together {
@@ -365,7 +366,7 @@ func (b *Batcher) commit(batch []*batchedSave) {
 			defer cancel()
 			defer context.AfterFunc(b.closing, cancel)()
 			err := b.c.Save(ctx, s.pchannel, s.checkpoint)
-			if err != nil && s.ctx.Err() == nil && b.closing.Err() != nil {
+			if s.ctx.Err() == nil && b.closing.Err() != nil && errors.Is(err, context.Canceled) {
 				err = fmt.Errorf("%w: %w", persistence.ErrClosed, err)
 			}
 			s.done <- err

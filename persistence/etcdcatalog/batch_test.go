@@ -2,6 +2,7 @@ package etcdcatalog_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -138,7 +139,10 @@ func TestBatcherCloseWithEtcdDown(t *testing.T) {
 	cfg.DialOptions = []grpc.DialOption{grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any,
 		cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 		if down.Load() {
-			calls <- struct{}{}
+			select {
+			case calls <- struct{}{}:
+			default:
+			}
 		}
 		return invoker(ctx, method, req, reply, cc, opts...)
 	})}
@@ -147,15 +151,24 @@ func TestBatcherCloseWithEtcdDown(t *testing.T) {
 	const grace = 300 * time.Millisecond
 	b, err := etcdcatalog.NewBatcher(c, etcdcatalog.WithBatchTimeout(grace))
 	require.NoError(t, err)
-	require.NoError(t, b.Save(ctxT(t), "known", wal.KafkaID(1)))
+	// Two known keys go out in one transaction; a new one through Save.
+	known := []string{"k1", "k2"}
+	for _, p := range known {
+		require.NoError(t, b.Save(ctxT(t), p, wal.KafkaID(1)))
+	}
 	srv.Stop()
 	down.Store(true)
 
-	saved := make(chan error, 2)
-	for _, p := range []string{"new", "known"} {
-		go func() { saved <- b.Save(context.Background(), p, wal.KafkaID(2)) }()
+	pchannels := append(known, "new")
+	type outcome struct {
+		pchannel string
+		err      error
 	}
-	for range 2 {
+	saved := make(chan outcome, len(pchannels))
+	for _, p := range pchannels {
+		go func() { saved <- outcome{p, b.Save(context.Background(), p, wal.KafkaID(2))} }()
+	}
+	for range 2 { // the transaction and the new key's own call
 		select {
 		case <-calls:
 		case <-time.After(10 * time.Second):
@@ -170,10 +183,17 @@ func TestBatcherCloseWithEtcdDown(t *testing.T) {
 	case <-time.After(10 * grace):
 		t.Fatalf("Close still waits %v after etcd went down", 10*grace)
 	}
-	for range 2 {
+	for range pchannels {
 		select {
-		case err := <-saved:
-			require.Error(t, err)
+		case o := <-saved:
+			if o.pchannel == "new" {
+				// Its caller's context has no end: Close ended it.
+				require.ErrorIs(t, o.err, persistence.ErrClosed)
+			} else if !errors.Is(o.err, persistence.ErrClosed) {
+				// The transaction is bounded by the batch timeout too,
+				// which may end it first.
+				require.ErrorIs(t, o.err, context.DeadlineExceeded)
+			}
 		case <-time.After(10 * grace):
 			t.Fatal("a save still waits after Close returned")
 		}
