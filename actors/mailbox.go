@@ -35,7 +35,8 @@ import (
 //     UpdateCheckpoint to the pchannel, a save's result to the persister,
 //     where protoactor's dispatch would do nothing for them.
 //  5. A message that only protoactor or the parent may give the actor is
-//     refused when anyone posts it (forged): see PostUserMessage.
+//     refused when anyone posts it (forged): see PostUserMessage. And no
+//     user message reaches an actor before its Started (awaitsStart).
 type mailbox struct {
 	user mpsc
 
@@ -170,7 +171,8 @@ func newMailbox() *mailbox {
 	// Held until RegisterHandlers: protoactor makes the actor's PID known
 	// before it registers the handlers, and a message posted meanwhile
 	// (by a sender that knows the name) would start a mailbox with no
-	// dispatcher, panicking in the sender. It waits in the queue instead.
+	// dispatcher, panicking in the sender. It waits in the queue instead,
+	// and then for the actor's Started (awaitsStart).
 	m.running.Store(true)
 	return m
 }
