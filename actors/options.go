@@ -200,8 +200,11 @@ type Counters struct {
 // ones are published as CommandRejected instead.
 func (c *Counters) Updates() uint64 { return c.updates.Load() }
 
-// SavesInFlight is 1 while a catalog save of the pchannel runs and 0
-// otherwise (at most one is in flight): a gauge, not a counter.
+// SavesInFlight counts the pchannel's catalog saves running now: a gauge,
+// not a counter. The actor starts one at a time, so it is 1 or 0, but for
+// calls a stop or restart abandoned (AbandonedCalls) that are still
+// running, which count until the catalog returns them: a gauge above 1
+// that stays there is a catalog ignoring its context.
 func (c *Counters) SavesInFlight() int64 { return c.savesInFlight.Load() }
 
 // AbandonedCalls counts catalog calls (Load or Save) that were still running

@@ -3,6 +3,7 @@ package events
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"sync/atomic"
 
@@ -53,7 +54,8 @@ func ForPChannels(names ...string) Option {
 
 // WithFilter keeps only the events keep returns true for. keep runs on the
 // publishing actor's goroutine, before the buffer: it must be quick, must
-// not block, and must be safe for concurrent use. Filtering there is what
+// not block, and must be safe for concurrent use. An event it panics on is
+// dropped, for this subscription only. Filtering there is what
 // keeps unwanted events from pushing wanted ones out of the buffer.
 func WithFilter(keep func(messages.Event) bool) Option {
 	return optionFunc(func(c *config) {
@@ -124,6 +126,10 @@ type Subscription struct {
 	// Unsubscribe may still call the handler afterwards.
 	mu     sync.RWMutex
 	closed bool
+	// closing ends a Lossless publisher's wait on a full buffer once
+	// Close began: Close waits for mu, which that publisher holds, and
+	// the consumer may only read once Close returned.
+	closing chan struct{}
 
 	// done is closed when the delivery goroutine (SubscribeFunc) has
 	// ended, at once for Subscribe.
@@ -143,10 +149,11 @@ func newSubscription(es *eventstream.EventStream, opts []Option) (*Subscription,
 		return nil, err
 	}
 	return &Subscription{
-		es:   es,
-		cfg:  cfg,
-		ch:   make(chan messages.Event, cfg.buffer),
-		done: make(chan struct{}),
+		es:      es,
+		cfg:     cfg,
+		ch:      make(chan messages.Event, cfg.buffer),
+		done:    make(chan struct{}),
+		closing: make(chan struct{}),
 	}, nil
 }
 
@@ -204,9 +211,10 @@ func (s *Subscription) Dropped() uint64 { return s.dropped.Load() }
 func (s *Subscription) Blocked() uint64 { return s.blocked.Load() }
 
 // Close unsubscribes, delivers the events still buffered, and returns once
-// the subscription's goroutine, if any, has ended. It is idempotent. Read
-// a Subscribe channel until it is closed: a Lossless publisher may be
-// waiting on it.
+// the subscription's goroutine, if any, has ended. It is idempotent. It
+// may be called before the channel of Subscribe is read: a Lossless
+// publisher waiting on a full buffer then gives up its event, and the
+// buffered ones are still read until the channel is closed.
 //
 // A SubscribeFunc handler must not call Close: Close would wait for the
 // handler to return, on the handler's own goroutine, for good. To end the
@@ -214,6 +222,7 @@ func (s *Subscription) Blocked() uint64 { return s.blocked.Load() }
 // sub.Close(): it returns once the handler has.
 func (s *Subscription) Close() {
 	s.closeOnce.Do(func() {
+		close(s.closing)
 		s.es.Unsubscribe(s.sub)
 		s.mu.Lock()
 		s.closed = true
@@ -231,6 +240,11 @@ func (s *Subscription) handle(e any) {
 	if !ok {
 		return // protoactor's own events (dead letters, supervision)
 	}
+	if v := reflect.ValueOf(ev); v.Kind() == reflect.Pointer && v.IsNil() {
+		// Published by someone else: no lowwater actor publishes one, and
+		// reading its header would panic on the consumer's goroutine.
+		return
+	}
 	if !s.wants(ev) {
 		return
 	}
@@ -244,7 +258,10 @@ func (s *Subscription) handle(e any) {
 		case s.ch <- ev:
 		default:
 			s.blocked.Add(1)
-			s.ch <- ev
+			select {
+			case s.ch <- ev:
+			case <-s.closing:
+			}
 		}
 		return
 	}
@@ -270,5 +287,17 @@ func (s *Subscription) wants(ev messages.Event) bool {
 			return false
 		}
 	}
-	return s.cfg.filter == nil || s.cfg.filter(ev)
+	return s.cfg.filter == nil || s.keep(ev)
+}
+
+// keep runs the filter. One that panics drops the event for this
+// subscription alone: let through, the panic would also have kept the
+// event from every subscriber after this one on the stream.
+func (s *Subscription) keep(ev messages.Event) (ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	return s.cfg.filter(ev)
 }

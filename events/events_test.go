@@ -279,3 +279,85 @@ func TestHandlerEndsItsOwnSubscription(t *testing.T) {
 	publishAll(t, es, "p0", 4, 6) // unsubscribed: not delivered
 	require.Equal(t, []int{1, 2, 3}, got)
 }
+
+// TestLosslessCloseBeforeReading: Close, then read what was buffered, as
+// the README's quick start does. With the buffer full and a Lossless
+// publisher waiting on it, Close waited for that publisher, which waited
+// for a reader that would only read once Close returned: both, and the
+// publishing actor with them, for good.
+func TestLosslessCloseBeforeReading(t *testing.T) {
+	es := eventstream.NewEventStream()
+	sub, err := events.Subscribe(es, events.Lossless(), events.WithBuffer(2))
+	require.NoError(t, err)
+	published := make(chan struct{})
+	go func() {
+		defer close(published)
+		for i := range 3 {
+			es.Publish(advanced("p", i))
+		}
+	}()
+	require.Eventually(t, func() bool { return sub.Blocked() == 1 }, testBound, time.Millisecond, "the third event waits")
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		sub.Close()
+	}()
+	for _, c := range []chan struct{}{closed, published} {
+		select {
+		case <-c:
+		case <-time.After(testBound):
+			t.Fatal("Close, or the publisher, still waits")
+		}
+	}
+	var got []int
+	for ev := range sub.C() {
+		got = append(got, seqOf(t, ev))
+	}
+	require.Equal(t, []int{0, 1}, got, "the buffered events are still read")
+}
+
+// TestSubscriptionSurvivesBadEvents: a typed nil event published by a
+// neighbour panicked on the consumer's goroutine (the metrics collector's,
+// ending the process), and a filter that panics kept the event from every
+// subscriber after it. Both drop that event for that subscription only.
+func TestSubscriptionSurvivesBadEvents(t *testing.T) {
+	es := eventstream.NewEventStream()
+	seen := make(chan int, 4)
+	fn, err := events.SubscribeFunc(es, func(ev messages.Event) { seen <- seqOf(t, ev) }, events.ForPChannels("p"))
+	require.NoError(t, err)
+	defer fn.Close()
+	panicky, err := events.Subscribe(es, events.WithFilter(func(ev messages.Event) bool {
+		if seqOf(t, ev) == 1 {
+			panic("filter")
+		}
+		return true
+	}))
+	require.NoError(t, err)
+	after, err := events.Subscribe(es)
+	require.NoError(t, err)
+
+	es.Publish((*messages.CheckpointPersisted)(nil))
+	es.Publish(advanced("p", 1))
+	es.Publish(advanced("p", 2))
+
+	for _, want := range []int{1, 2} {
+		select {
+		case got := <-seen:
+			require.Equal(t, want, got)
+		case <-time.After(testBound):
+			t.Fatalf("event %d never reached the func subscriber", want)
+		}
+	}
+	panicky.Close()
+	var kept []int
+	for ev := range panicky.C() {
+		kept = append(kept, seqOf(t, ev))
+	}
+	require.Equal(t, []int{2}, kept, "the event its filter panicked on is dropped")
+	after.Close()
+	var got []int
+	for ev := range after.C() {
+		got = append(got, seqOf(t, ev))
+	}
+	require.Equal(t, []int{1, 2}, got, "a subscriber after the panicking filter sees every event")
+}

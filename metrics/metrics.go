@@ -119,6 +119,10 @@ type Collector struct {
 	// here again. One entry per forgotten name is kept until then.
 	forgotten map[string]time.Time
 	subs      []*events.Subscription
+	// stream is the one EventStream the subscriptions are on: the
+	// pchannels of two actor systems may share names, and would be
+	// counted as one.
+	stream *eventstream.EventStream
 }
 
 var _ prometheus.Collector = (*Collector)(nil)
@@ -225,7 +229,7 @@ func New(opts ...Option) (*Collector, error) {
 			failures:         d("save_failures_total", "Failed saves, by reason; timeout includes a save still running past its deadline.", withReason),
 			latency:          d("save_latency_seconds", "Latency of successful catalog saves.", base),
 			lag:              d("persist_lag_seconds", "How long the minimum has been above the persisted checkpoint without a save catching up; 0 when nothing waits (without the pchannel label: the largest).", base),
-			inFlight:         d("saves_in_flight", "Catalog saves running now (at most one per pchannel).", base),
+			inFlight:         d("saves_in_flight", "Catalog saves running now: one per pchannel at most, but for abandoned calls still running.", base),
 			pchannels:        d("pchannels", "Pchannels running on this node.", base),
 			recovering:       d("pchannels_recovering", "Pchannels still reading their stored checkpoint.", base),
 			retrying:         d("pchannels_retrying", "Pchannels whose last save failed and waits for its retry on the backoff.", base),
@@ -263,16 +267,28 @@ func (c *Collector) Counters(pchannel string) *actors.Counters {
 // does not: Observe is quick). opts may narrow it, e.g. to some pchannels.
 // Close the subscription when done; its drops stay counted in
 // events_dropped_total.
+//
+// A Collector counts the pchannels of one actor system: a Subscribe on
+// another's EventStream fails (ErrOtherSystem), since pchannels of the
+// same name there would be counted as one. Make a Collector per system.
 func (c *Collector) Subscribe(es *eventstream.EventStream, opts ...events.Option) (*events.Subscription, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stream != nil && es != c.stream {
+		return nil, ErrOtherSystem
+	}
 	sub, err := events.SubscribeFunc(es, c.Observe, opts...)
 	if err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
+	c.stream = es
 	c.subs = append(c.subs, sub)
-	c.mu.Unlock()
 	return sub, nil
 }
+
+// ErrOtherSystem is returned by Subscribe for the EventStream of another
+// actor system than the Collector's first.
+var ErrOtherSystem = errors.New("metrics: a Collector counts the pchannels of one actor system")
 
 // Forget removes a pchannel that no longer runs on this node (it moved to
 // another): its series disappear with the pchannel label, and its counts
