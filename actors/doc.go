@@ -85,9 +85,11 @@
 // the first bound holds for it too, and Stopped reports ErrHardStop.
 // (Props given a mailbox of the caller's own, with actor.WithMailbox, lose
 // this: the Stop then waits for the handler, as protoactor's would. They
-// also lose the refusal of forged lifecycle messages, and the wait of a
-// message sent during the spawn for the actor's Started: see
-// docs/bad-input.md.)
+// lose more: a PoisonFuture is a hard stop, since only lowwater's mailbox
+// tells the actor a PoisonPill is coming; each rise of the minimum goes to
+// the persister at once, with no coalescing of a burst; forged lifecycle
+// messages are not refused, and a message sent during the spawn does not
+// wait for the actor's Started: see docs/bad-input.md.)
 //
 // (A graceful stop of a fenced actor does not flush: the hard bound holds.)
 // The bounds do not cover the caller's own code on the actor's goroutine:

@@ -83,6 +83,9 @@ type mailbox struct {
 	// pchannel with no tracker. begun is the mailbox goroutine's alone.
 	awaitsStart bool
 	begun       bool
+	// startPosted is set once Started is posted: until then, the system
+	// messages queued wait too (popSystem), and give the mailbox no run.
+	startPosted atomic.Bool
 	// persister is set on a persister's mailbox: its parent hands it the
 	// minimum straight (push), so a MinimumAdvanced posted is forged.
 	persister bool
@@ -265,6 +268,9 @@ func (m *mailbox) PostSystemMessage(msg any) {
 	m.sysMu.Lock()
 	m.sys = append(m.sys, msg)
 	m.sysMu.Unlock()
+	if _, ok := msg.(*actor.Started); ok {
+		m.startPosted.Store(true)
+	}
 	// After the append: a cut armed meanwhile finds the Stop queued.
 	if _, ok := msg.(*actor.Stop); ok {
 		if c := m.cut.Load(); c != nil {
@@ -275,11 +281,24 @@ func (m *mailbox) PostSystemMessage(msg any) {
 	m.scheduleAs(true)
 }
 
+// popSystem takes the next system message, or nil. Until the actor has
+// handled its Started (awaitsStart), that one comes first, and nothing
+// before it is posted: a Stop posted by name during the spawn would reach
+// an actor not yet made. Only the mailbox goroutine may call it.
 func (m *mailbox) popSystem() any {
 	m.sysMu.Lock()
 	defer m.sysMu.Unlock()
 	if len(m.sys) == 0 {
 		return nil
+	}
+	if !m.started() {
+		i := slices.IndexFunc(m.sys, func(msg any) bool { _, ok := msg.(*actor.Started); return ok })
+		if i < 0 {
+			return nil
+		}
+		msg := m.sys[i]
+		m.sys = slices.Delete(m.sys, i, i+1)
+		return msg
 	}
 	msg := m.sys[0]
 	m.sys[0] = nil
@@ -388,7 +407,7 @@ func (m *mailbox) drain() task {
 		after := m.after
 		m.after = nil
 		m.running.Store(false)
-		more := m.sysN.Load() != 0 || (!m.suspended.Load() && m.started() && next.ready())
+		more := m.sysN.Load() != 0 && (m.started() || m.startPosted.Load()) || (!m.suspended.Load() && m.started() && next.ready())
 		if after != nil {
 			if more && m.running.CompareAndSwap(false, true) {
 				m.start(m.sysN.Load() != 0)
@@ -442,10 +461,13 @@ func (m *mailbox) run() (turnOver bool) {
 				case *actor.ResumeMailbox:
 					m.suspended.Store(false)
 				default:
-					m.invoker.InvokeSystemMessage(msg)
 					if _, ok := msg.(*actor.Started); ok {
+						// Before it is handed on: should the actor panic
+						// on it, protoactor restarts it and hands the new
+						// incarnation its Started itself.
 						m.begun = true
 					}
+					m.invoker.InvokeSystemMessage(msg)
 					// A restart makes a new incarnation.
 					m.learn()
 				}

@@ -433,3 +433,26 @@ func TestMailboxWaitsForStarted(t *testing.T) {
 		time.Sleep(3 * poolIdleFor) // the bubble's clock: the pool sheds its idle workers
 	})
 }
+
+// TestMailboxStartedFirst: a Stop posted by name during the spawn, before
+// protoactor posted Started, was handled first: the actor stopped without
+// ever starting, and a pchannel's Stopped handler panicked on its missing
+// tracker, so no Stopped was published and the stop never completed.
+func TestMailboxStartedFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		system := actor.NewActorSystem()
+		r := actorInvoker{invoker: &invoker{}, system: system}
+		m := newDrainingMailbox().(*mailbox)
+		m.RegisterHandlers(r, actor.NewDefaultDispatcher(300))
+		stop := &actor.Stop{}
+		m.PostSystemMessage(stop)
+		synctest.Wait()
+		require.Empty(t, r.messages(), "handled before Started")
+		started := &actor.Started{}
+		m.PostSystemMessage(started)
+		synctest.Wait()
+		require.Equal(t, []any{started, stop}, r.messages())
+		system.Shutdown()
+		time.Sleep(3 * poolIdleFor) // the bubble's clock: the pool sheds its idle workers
+	})
+}

@@ -252,6 +252,9 @@ func (p *pchannel) Receive(ctx actor.Context) {
 	case drainRequested:
 		p.graceful = true
 	case *actor.Stopped:
+		if p.self == nil {
+			return // never started: nothing to report, nor the stream to
+		}
 		p.becomeStopped()
 	default:
 		switch p.phase {
@@ -286,6 +289,10 @@ func (p *pchannel) stepRecovering(ctx actor.Context, msg any) {
 	case *ownershipLost:
 		p.becomeFenced(ctx, m.cause)
 	case *actor.Stopping:
+		if p.self == nil {
+			p.phase = stopping // never started: nothing to flush
+			return
+		}
 		p.beginStop()
 		p.stopRecovering(ctx)
 	case *actor.Restarting:
@@ -387,6 +394,7 @@ func (p *pchannel) addVChannel(ctx actor.Context, m *messages.AddVChannel) {
 				// Nobody waits (or a restarting persister is offered
 				// the minimum anyway): handed over with the burst.
 				p.pendingTarget = fell
+				p.handOverWithoutDrain()
 			} else {
 				// The persister answers the request once it holds the
 				// new target: no save it starts after the reply, a retry
@@ -472,6 +480,12 @@ func (p *pchannel) closing() bool { return p.stopBegan }
 // handOn hands the tracker, the save status and the stop under way, if
 // any, to the next incarnation: the actor restarts.
 func (p *pchannel) handOn() {
+	if p.self == nil {
+		// It never handled its Started (a receiver middleware panicked
+		// on it): there is nothing to hand on, and the next incarnation
+		// starts from the configuration.
+		return
+	}
 	h := handedOn{tracker: p.tracker, status: p.status, persisted: p.persistedBefore}
 	if p.stopBegan {
 		h.stop = &stopUnderWay{graceful: p.graceful, unflushed: p.unflushed}
@@ -605,9 +619,20 @@ func (p *pchannel) advanced(from wal.MessageID) {
 	p.stall.since = ev.At
 	if p.phase == running {
 		p.pendingTarget = ev
+		p.handOverWithoutDrain()
 		if p.cfg.stallAfter > 0 {
 			p.rose(ev.At)
 		}
+	}
+}
+
+// handOverWithoutDrain hands the move of the minimum over at once when the
+// actor runs on a mailbox of the caller's (actor.WithMailbox), which never
+// tells it that it drained: else no rise would ever be saved. Bursts are
+// then not coalesced.
+func (p *pchannel) handOverWithoutDrain() {
+	if p.mailbox == nil && p.crash.timer == nil {
+		p.notifyPersister()
 	}
 }
 
