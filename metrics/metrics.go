@@ -119,10 +119,6 @@ type Collector struct {
 	// here again. One entry per forgotten name is kept until then.
 	forgotten map[string]time.Time
 	subs      []*events.Subscription
-	// stream is the one EventStream the subscriptions are on: the
-	// pchannels of two actor systems may share names, and would be
-	// counted as one.
-	stream *eventstream.EventStream
 }
 
 var _ prometheus.Collector = (*Collector)(nil)
@@ -268,27 +264,21 @@ func (c *Collector) Counters(pchannel string) *actors.Counters {
 // Close the subscription when done; its drops stay counted in
 // events_dropped_total.
 //
-// A Collector counts the pchannels of one actor system: a Subscribe on
-// another's EventStream fails (ErrOtherSystem), since pchannels of the
-// same name there would be counted as one. Make a Collector per system.
+// A Collector counts pchannels by name: subscribed to two actor systems
+// that run at once, it counts their pchannels of the same name as one.
+// One system after another (a node's restart in the same process, closing
+// the first subscription) is what it is for; for two at once, make a
+// Collector each.
 func (c *Collector) Subscribe(es *eventstream.EventStream, opts ...events.Option) (*events.Subscription, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.stream != nil && es != c.stream {
-		return nil, ErrOtherSystem
-	}
 	sub, err := events.SubscribeFunc(es, c.Observe, opts...)
 	if err != nil {
 		return nil, err
 	}
-	c.stream = es
+	c.mu.Lock()
 	c.subs = append(c.subs, sub)
+	c.mu.Unlock()
 	return sub, nil
 }
-
-// ErrOtherSystem is returned by Subscribe for the EventStream of another
-// actor system than the Collector's first.
-var ErrOtherSystem = errors.New("metrics: a Collector counts the pchannels of one actor system")
 
 // Forget removes a pchannel that no longer runs on this node (it moved to
 // another): its series disappear with the pchannel label, and its counts

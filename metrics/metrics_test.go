@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/asynkron/protoactor-go/eventstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -20,7 +19,6 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/lowwater/lowwater/actors"
-	"github.com/lowwater/lowwater/events"
 	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
 	"github.com/lowwater/lowwater/internal/testkit/promtest"
 	"github.com/lowwater/lowwater/messages"
@@ -367,22 +365,4 @@ func TestLagAndAgeFollowOnlyNewerValues(t *testing.T) {
 	c.Observe(&messages.Stopped{Header: h(9)})
 	c.Observe(&messages.RecoveryFailed{Header: h(10), Attempt: 1, Err: persistence.ErrClosed})
 	require.Zero(t, gauge(t, c, "lowwater_minimum_age_seconds"), "a recovering pchannel showed its previous run's age")
-}
-
-// TestOneSystemPerCollector: pchannels of two actor systems may share a
-// name, which one collector counted as one pchannel (its gauge went to 0
-// when one of the two stopped). A second system's stream is refused; more
-// subscriptions on the first are not.
-func TestOneSystemPerCollector(t *testing.T) {
-	collector, err := metrics.New()
-	require.NoError(t, err)
-	first, second := eventstream.NewEventStream(), eventstream.NewEventStream()
-	a, err := collector.Subscribe(first)
-	require.NoError(t, err)
-	defer a.Close()
-	b, err := collector.Subscribe(first, events.ForPChannels("p"))
-	require.NoError(t, err)
-	defer b.Close()
-	_, err = collector.Subscribe(second)
-	require.ErrorIs(t, err, metrics.ErrOtherSystem)
 }
