@@ -202,7 +202,9 @@
 // once with a PChannelPanicError rather than never. A restarted actor goes
 // on with the vchannels as they were (added, dropped and moved since
 // spawn): it recovers its stored checkpoint again, and saves no minimum
-// above a live vchannel.
+// above a live vchannel. One thing no actor can mend: a middleware that
+// panics on Stopped, the stop's last message, cuts protoactor's own stop
+// short, and a StopFuture or PoisonFuture then waits its full timeout.
 //
 // A nil command pointer is rejected with messages.ErrNilCommand, like any
 // other bad command: it changes nothing and never panics the actor. A

@@ -160,6 +160,8 @@ func TestForgedMinimumToThePersisterIsRefused(t *testing.T) {
 		system.Root.Send(persister, f)
 		requireRefused(t, system, persister, f)
 	}
+	// Any other request gets a typed error too, not a timeout.
+	requireRefused(t, system, persister, &messages.GetState{})
 
 	require.NoError(t, actors.Request(ctx, system.Root, pid, &messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(2)}))
 	require.NoError(t, system.Root.PoisonFuture(pid).Wait())

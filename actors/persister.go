@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -179,7 +180,11 @@ func (s *persister) Receive(ctx actor.Context) {
 		}
 		s.report()
 	default:
-		s.receiveDirect(m)
+		if !s.receiveDirect(m) && ctx.Sender() != nil {
+			// It takes no message from users: a request gets a typed
+			// error, as the pchannel's does, rather than a timeout.
+			ctx.Respond(fmt.Errorf("%w: %T: a persister takes its parent's messages only", messages.ErrUnknownMessage, m))
+		}
 	}
 }
 

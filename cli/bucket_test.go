@@ -27,6 +27,7 @@ func TestBucket(t *testing.T) {
 	out, code := run(t, catalog, "list")
 	require.Equal(t, cli.ExitFailed, code, out)
 	require.Contains(t, out, `has no bucket "lowwater-checkpoints", only "mine"`)
+	require.Contains(t, out, "give --bucket NAME")
 
 	out, code = run(t, catalog, "--bucket", "mine", "get", "p")
 	require.Equal(t, cli.ExitOK, code, out)

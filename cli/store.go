@@ -79,6 +79,9 @@ func (e *env) open(ctx context.Context, m mode) (*store, error) {
 			return nil, fmt.Errorf("%s is locked by another process, most likely a running "+
 				"lowwater node: stop it first (waited %v, see --lock-timeout)", u.Path, e.opts.lockTimeout)
 		}
+		if errors.Is(err, persistence.ErrNoBucket) {
+			return nil, fmt.Errorf("%w; if it is kept under another bucket, give --bucket NAME", err)
+		}
 		if errors.Is(err, persistence.ErrCorruptStore) {
 			return nil, &exitError{code: ExitCorrupt, err: fmt.Errorf("%w: restore the file from a backup, "+
 				"or move it aside and restore the checkpoints from a dump", err)}

@@ -64,6 +64,11 @@ func (b *Bolt) Inspect(ctx context.Context) ([]Entry, error) {
 	return entries, nil // bbolt iterates keys in byte order: sorted
 }
 
+// ErrNoBucket is the error of opening a bbolt file without the catalog's
+// bucket for reading (WithReadOnly) or WithExistingBucket. It wraps
+// ErrInvalidArgument, and names the buckets the file has.
+var ErrNoBucket = fmt.Errorf("%w: no such bucket", ErrInvalidArgument)
+
 // checkBucket fails a read-only open of a file without the bucket, which no
 // catalog ever wrote (OpenBolt creates it on the first open), so that Load
 // never meets a missing bucket; and a writing one WithExistingBucket. The
@@ -81,10 +86,10 @@ func (b *Bolt) checkBucket(path string) error {
 				return nil
 			})
 			if len(names) == 0 {
-				return fmt.Errorf("%w: %s has no bucket %q, nor any other: not a lowwater catalog", ErrInvalidArgument, path, b.bucket)
+				return fmt.Errorf("%w: %s has no bucket %q, nor any other: not a lowwater catalog", ErrNoBucket, path, b.bucket)
 			}
 			return fmt.Errorf("%w: %s has no bucket %q, only %s: not a lowwater catalog under that bucket name (WithBucket)",
-				ErrInvalidArgument, path, b.bucket, strings.Join(names, ", "))
+				ErrNoBucket, path, b.bucket, strings.Join(names, ", "))
 		})
 	})
 	if err != nil {

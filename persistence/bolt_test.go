@@ -304,8 +304,8 @@ func TestBoltExistingBucket(t *testing.T) {
 		"existing bucket": {persistence.WithExistingBucket(true)},
 	} {
 		_, err := persistence.OpenBolt(path, opts...)
-		if !errors.Is(err, persistence.ErrInvalidArgument) {
-			t.Fatalf("%s open without the bucket = %v, want ErrInvalidArgument", name, err)
+		if !errors.Is(err, persistence.ErrNoBucket) || !errors.Is(err, persistence.ErrInvalidArgument) {
+			t.Fatalf("%s open without the bucket = %v, want ErrNoBucket, an ErrInvalidArgument", name, err)
 		}
 		want := `has no bucket "lowwater-checkpoints", only "mine": not a lowwater catalog under that bucket name`
 		if !strings.Contains(err.Error(), want) {
