@@ -137,20 +137,18 @@ func TestForgedMinimumToThePersisterIsRefused(t *testing.T) {
 	cat := persistence.NewMemory()
 	system := actor.NewActorSystem()
 	defer system.Shutdown()
-	props, err := actors.NewProps("p", wal.Kafka, cat, actors.WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(1)}))
+	// Preloaded, it recovers in its Started handler: once GetState is
+	// answered, the persister is there (a message to it before would be a
+	// dead letter, whatever its type).
+	props, err := actors.NewProps("p", wal.Kafka, cat, actors.WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(1)}),
+		actors.WithPreloaded(nil))
 	require.NoError(t, err)
 	pid := system.Root.Spawn(props)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	// Once recovered, the persister is there: a message to it before
-	// would be a dead letter, whatever its type.
-	for {
-		st, err := actors.GetState(ctx, system.Root, pid)
-		require.NoError(t, err)
-		if st.Recovered {
-			break
-		}
-	}
+	st, err := actors.GetState(ctx, system.Root, pid)
+	require.NoError(t, err)
+	require.True(t, st.Recovered)
 
 	persister := actor.NewPID(pid.Address, pid.Id+"/persister")
 	forged := &messages.MinimumAdvanced{Header: messages.Header{PChannel: "p"}, To: wal.KafkaID(1 << 40)}

@@ -189,10 +189,6 @@ func (m *mailbox) PostUserMessage(msg any) {
 	switch x := msg.(type) {
 	case *messages.UpdateCheckpoint, *messages.UpdateBatch:
 		// The hot path: nothing to unpack or announce.
-	case *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting, *messages.MinimumAdvanced:
-		if m.forged(x) {
-			return
-		}
 	case *actor.PoisonPill:
 		m.user.push(drainRequested{}) // scheduled with the pill
 		urgent = true
@@ -225,6 +221,10 @@ func (m *mailbox) PostUserMessage(msg any) {
 	case actor.MessageBatch:
 		for _, z := range x.GetMessages() {
 			m.PostUserMessage(z)
+		}
+	default:
+		if m.forged(x) {
+			return
 		}
 	}
 	m.user.push(msg)
