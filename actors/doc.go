@@ -46,7 +46,7 @@
 //     writer will see the stored checkpoint below it. GetState sent on
 //     seeing the event already reports it as Persisted.
 //  7. Failed. PersistFailed is published, then the latest minimum is saved
-//     again after the backoff (100 ms first, ×1.5, 10 s cap, never gives
+//     again after the backoff (100–150 ms first, ×1.5, 10 s cap, never gives
 //     up). A panic inside the catalog is a failed save like any other, as a
 //     panic inside Load is a failed recovery. A catalog reporting a value
 //     stored ahead ends that save: the stored value becomes the floor. A

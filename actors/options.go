@@ -36,14 +36,17 @@ type Backoff struct {
 	Max time.Duration
 	// Multiplier grows the wait after each failure; at least 1.
 	Multiplier float64
-	// Jitter spreads waits by up to this fraction, in [0, 1), so that
-	// pchannels failing together do not retry together.
+	// Jitter spreads waits by up to this fraction either way, in [0, 1),
+	// so that pchannels failing together do not retry together. The
+	// centre is raised by 1/(1-Jitter), so that no wait falls below
+	// Initial: with Jitter 0.2, the first wait is Initial to 1.5×Initial.
 	Jitter float64
 }
 
 // DefaultBackoff returns the schedule NewProps uses without WithBackoff:
-// 100 ms, then ×1.5 per failure up to 10 s, with 20 % jitter that never
-// goes below the first interval nor above the cap.
+// 100 ms, then ×1.5 per failure up to 10 s, with 20 % jitter (see Jitter)
+// that never goes below the first interval nor above the cap: the first
+// wait is 100–150 ms, the second 150–225 ms.
 func DefaultBackoff() Backoff { return Backoff(saveplan.DefaultBackoff) }
 
 // MinBackoffInitial is the shortest Backoff.Initial NewProps takes.

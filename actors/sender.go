@@ -71,10 +71,11 @@ func WithFullWait(d time.Duration) SenderOption {
 // Errors reach the caller in two ways:
 //   - Update rejects at once, with the typed error of package messages, what
 //     it can judge alone: an empty vchannel name, a nil checkpoint, an ID
-//     that is not one of package wal's, and a checkpoint below (or of another
-//     WAL than) the one still waiting for the same vchannel
-//     (messages.ErrCheckpointRollback), or one whose comparison with it
-//     panics (wal.ErrCorruptID). A rejected update changes nothing.
+//     that is not one of package wal's, and, against the checkpoint still
+//     waiting for the same vchannel, one below it
+//     (messages.ErrCheckpointRollback), one of another WAL
+//     (messages.ErrWALMismatch), or one whose comparison with it panics
+//     (wal.ErrCorruptID). A rejected update changes nothing.
 //   - What the actor rejects (an unknown vchannel, a rollback below the
 //     applied checkpoint) is reported per flush: Flush and Close return a
 //     *messages.BatchError naming each rejected vchannel with its error

@@ -31,7 +31,9 @@ type Recovered struct {
 	// FromCatalog is true when StartMessageID is the stored checkpoint,
 	// false when it is the minimum of the vchannels given at spawn.
 	FromCatalog bool
-	// Attempts is the number of catalog reads it took.
+	// Attempts is the number of catalog reads it took; 1 when the stored
+	// checkpoint was given at spawn (actors.WithPreloaded), which reads
+	// none.
 	Attempts int
 }
 
@@ -122,8 +124,14 @@ type CheckpointPersisted struct {
 	Latency time.Duration
 }
 
-// PersistFailed is published when a save failed. Unless Err is permanent
-// (fenced), the latest minimum is saved again after NextRetry.
+// PersistFailed is published when a save failed, and the latest minimum
+// is saved again after NextRetry, except for three errors:
+//   - fenced (persistence.ErrFenced): the actor stops;
+//   - stored ahead (persistence.ErrStoredAhead, NextRetry 0): the stored
+//     value becomes the floor, and nothing is saved until the minimum
+//     passes it;
+//   - actors.ErrCatalogOverdue (NextRetry 0): the call overran its
+//     deadline ignoring its context, and is still waited for.
 type PersistFailed struct {
 	Header
 	Value     wal.MessageID

@@ -46,6 +46,10 @@
 //	                             abandoned (they ignored their context)
 //	pchannels                 g  pchannels running on this node
 //	pchannels_recovering      g  still reading their stored checkpoint
+//	                             after a failed read: the events tell
+//	                             (a first read still running is in
+//	                             neither gauge until it fails or
+//	                             overruns its save timeout)
 //	pchannels_retrying        g  whose last save failed and waits for its
 //	                             retry (not stored_ahead, fenced, or
 //	                             still running)
@@ -56,7 +60,8 @@
 //	                             metrics above missed them
 //
 // Labels stay bounded: reason takes the values listed, and the pchannel
-// label is added to every series only with WithPChannelLabel, for
+// label is added to every series but events_dropped_total (the
+// subscription's, not a pchannel's) only with WithPChannelLabel, for
 // deployments whose pchannels are few and fixed. Without it every series is
 // a total over the node's pchannels (the lag: the largest).
 //

@@ -42,7 +42,8 @@ type config struct {
 	errs      []error
 }
 
-// WithPChannelLabel adds a pchannel label to every series. Use it only
+// WithPChannelLabel adds a pchannel label to every series but
+// events_dropped_total, which counts the subscription's losses. Use it only
 // where the pchannels are few and fixed: each one multiplies the series.
 func WithPChannelLabel() Option {
 	return optionFunc(func(c *config) { c.labelled = true })
@@ -227,7 +228,7 @@ func New(opts ...Option) (*Collector, error) {
 			lag:              d("persist_lag_seconds", "How long the minimum has been above the persisted checkpoint without a save catching up; 0 when nothing waits (without the pchannel label: the largest).", base),
 			inFlight:         d("saves_in_flight", "Catalog saves running now: one per pchannel at most, but for abandoned calls still running.", base),
 			pchannels:        d("pchannels", "Pchannels running on this node.", base),
-			recovering:       d("pchannels_recovering", "Pchannels still reading their stored checkpoint.", base),
+			recovering:       d("pchannels_recovering", "Pchannels still reading their stored checkpoint after a failed read.", base),
 			retrying:         d("pchannels_retrying", "Pchannels whose last save failed and waits for its retry on the backoff.", base),
 			recoveryFailures: d("recovery_failures_total", "Failed reads of a stored checkpoint; each is retried with backoff.", base),
 			restarts:         d("persister_restarts_total", "Persisters restarted after a panic.", base),

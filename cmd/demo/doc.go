@@ -38,8 +38,8 @@
 //
 //	go run ./cmd/demo [--duration 8s] [--pchannels 3] [--vchannels 20]
 //	                  [--rate 50] [--churn 0.5] [--bad-rate 0.4]
-//	                  [--catalog bolt|bolt:PATH|memory] [--data DIR]
-//	                  [--fail-rate 0.2] [--latency 0] [--outage 3s+2s ...]
+//	                  [--catalog bolt|bolt:PATH|memory|etcd://HOST:PORT/PREFIX]
+//	                  [--data DIR] [--fail-rate 0.2] [--latency 0] [--outage 3s+2s ...]
 //	                  [--stall p0-v003@2s[+3s]] [--stall-after 1s]
 //	                  [--seed N] [--chart out.svg|out.png] [--metrics-addr :9464]
 //	                  [--view auto|live|plain] [--log FILE] [--verbose]

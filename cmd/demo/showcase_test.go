@@ -134,7 +134,13 @@ func TestShowcase(t *testing.T) {
 	assert.Contains(t, flat, "after the faults ended: 3/3 caught up")
 	assert.Contains(t, text, "from catalog", "the restart on the same memory store finds the checkpoints")
 	assert.Contains(t, text, "\nPASS in ")
-	_, err := scrape(url)
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	shown := regexp.MustCompile("(?s)and the verdict it ends with:\n\n```\n(.*?)```").FindSubmatch(readme)
+	require.NotNil(t, shown, "the README's verdict block is gone")
+	assert.Equal(t, verdictShape(text), verdictShape(string(shown[1])),
+		"the README's verdict is not what the demo prints: copy it from a run of make demo")
+	_, err = scrape(url)
 	assert.Error(t, err, "the metrics server must be gone after the demo")
 
 	raw, err := os.ReadFile(svg)
@@ -152,6 +158,16 @@ func TestShowcase(t *testing.T) {
 	img, err := png.Decode(f)
 	require.NoError(t, err)
 	assert.Greater(t, img.Bounds().Dx(), 800)
+}
+
+// verdictShape is the demo's verdict in text, from its "== checks" line
+// on, with the wraps undone and what changes from run to run (counts,
+// durations, a catch-up at once or not) made alike.
+func verdictShape(text string) string {
+	_, verdict, _ := strings.Cut(text, "== checks\n")
+	flat := strings.Join(strings.Fields(verdict), " ")
+	flat = strings.ReplaceAll(flat, "caught up at once", "caught up within 0s")
+	return regexp.MustCompile(`\d+(\.\d+)?(ms|µs|s)?`).ReplaceAllString(flat, "N")
 }
 
 // A first Ctrl-C (ctx cancelled) ends the run early; the demo still stops

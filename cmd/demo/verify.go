@@ -261,10 +261,10 @@ func checkMonotonic(ev *evidence) check {
 		}
 		last := ev.phases[len(ev.phases)-1].rec.pchannels[name]
 		if !fileAgrees(prev, ev.final[name], last.stopped) {
-			c.failf("%s: the file holds %s at the end, the last persisted was %s", name, wal.String(ev.final[name]), wal.String(prev))
+			c.failf("%s: the catalog holds %s at the end, the last persisted was %s", name, wal.String(ev.final[name]), wal.String(prev))
 		}
 	}
-	c.summary = fmt.Sprintf("%d values strictly increase per pchannel, from the stored floor through the restart; the file ends at the last", values)
+	c.summary = fmt.Sprintf("%d values strictly increase per pchannel, from the stored floor through the restart; the catalog ends at the last", values)
 	return c
 }
 
