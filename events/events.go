@@ -133,7 +133,9 @@ type Subscription struct {
 
 	// done is closed when the delivery goroutine (SubscribeFunc) has
 	// ended, at once for Subscribe.
-	done      chan struct{}
+	done chan struct{}
+	// ended is closed by Close, once done is (Done).
+	ended     chan struct{}
 	closeOnce sync.Once
 
 	// toChan is set for Subscribe, whose consumer reads ch itself.
@@ -153,6 +155,7 @@ func newSubscription(es *eventstream.EventStream, opts []Option) (*Subscription,
 		cfg:     cfg,
 		ch:      make(chan messages.Event, cfg.buffer),
 		done:    make(chan struct{}),
+		ended:   make(chan struct{}),
 		closing: make(chan struct{}),
 	}, nil
 }
@@ -228,9 +231,18 @@ func (s *Subscription) Close() {
 		s.closed = true
 		close(s.ch)
 		s.mu.Unlock()
+		<-s.done
+		close(s.ended)
 	})
 	<-s.done
 }
+
+// Done is closed once Close has ended the subscription: no event is
+// buffered, dropped or blocked on it any more, and a SubscribeFunc handler
+// has returned for the last time. Whoever keeps subscriptions (the metrics
+// collector sums their drops) lets a closed one go then: it holds its
+// actor system's event stream, and with it the system.
+func (s *Subscription) Done() <-chan struct{} { return s.ended }
 
 // handle is the EventStream handler. It runs on the publishing actor's
 // goroutine and never waits unless Lossless: a full buffer loses its

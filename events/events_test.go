@@ -2,6 +2,7 @@ package events_test
 
 import (
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -360,4 +361,35 @@ func TestSubscriptionSurvivesBadEvents(t *testing.T) {
 		got = append(got, seqOf(t, ev))
 	}
 	require.Equal(t, []int{1, 2}, got, "a subscriber after the panicking filter sees every event")
+}
+
+// Done closes when Close ends the subscription, not before, and after a
+// SubscribeFunc handler's last call.
+func TestDone(t *testing.T) {
+	es := eventstream.NewEventStream()
+	ch, err := events.Subscribe(es)
+	require.NoError(t, err)
+	var last atomic.Int64
+	fn, err := events.SubscribeFunc(es, func(ev messages.Event) { last.Store(int64(seqOf(t, ev))) })
+	require.NoError(t, err)
+
+	publishAll(t, es, "p0", 1, 10)
+	for _, sub := range []*events.Subscription{ch, fn} {
+		select {
+		case <-sub.Done():
+			t.Fatal("Done closed before Close")
+		default:
+		}
+	}
+	ch.Close()
+	fn.Close()
+	for _, sub := range []*events.Subscription{ch, fn} {
+		select {
+		case <-sub.Done():
+		default:
+			t.Fatal("Done still open after Close returned")
+		}
+	}
+	assert.Equal(t, int64(10), last.Load(), "the handler had every event before Done")
+	assert.Len(t, ch.C(), 10, "Done does not drain the channel of Subscribe")
 }

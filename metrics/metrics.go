@@ -119,7 +119,12 @@ type Collector struct {
 	// entry goes when a Recovered stamped after it says the pchannel runs
 	// here again. One entry per forgotten name is kept until then.
 	forgotten map[string]time.Time
-	subs      []*events.Subscription
+	// subs are the subscriptions of Subscribe not yet seen closed, and
+	// closedDropped the drops of those seen closed and let go: a closed
+	// one holds its actor system, which a node restarting in the process
+	// would otherwise leave behind each time (pruneLocked).
+	subs          []*events.Subscription
+	closedDropped uint64
 }
 
 var _ prometheus.Collector = (*Collector)(nil)
@@ -263,7 +268,8 @@ func (c *Collector) Counters(pchannel string) *actors.Counters {
 // never blocking them, dropping the oldest events if the collector lags (it
 // does not: Observe is quick). opts may narrow it, e.g. to some pchannels.
 // Close the subscription when done; its drops stay counted in
-// events_dropped_total.
+// events_dropped_total, and the collector lets it go, with the actor
+// system it holds, at the next Subscribe or scrape.
 //
 // A Collector counts pchannels by name: subscribed to two actor systems
 // that run at once, it counts their pchannels of the same name as one.
@@ -276,9 +282,27 @@ func (c *Collector) Subscribe(es *eventstream.EventStream, opts ...events.Option
 		return nil, err
 	}
 	c.mu.Lock()
+	c.pruneLocked()
 	c.subs = append(c.subs, sub)
 	c.mu.Unlock()
 	return sub, nil
+}
+
+// pruneLocked lets go of the subscriptions closed since the last call,
+// keeping their drops. It runs at each Subscribe and each scrape, so that
+// at most the subscriptions closed since then are held.
+func (c *Collector) pruneLocked() {
+	live := c.subs[:0]
+	for _, s := range c.subs {
+		select {
+		case <-s.Done():
+			c.closedDropped += s.Dropped()
+		default:
+			live = append(live, s)
+		}
+	}
+	clear(c.subs[len(live):])
+	c.subs = live
 }
 
 // Forget removes a pchannel that no longer runs on this node (it moved to
@@ -524,7 +548,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(d.stalled, stalled)
 	}
 
-	var dropped uint64
+	c.pruneLocked()
+	dropped := c.closedDropped
 	for _, s := range c.subs {
 		dropped += s.Dropped()
 	}

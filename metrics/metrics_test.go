@@ -4,12 +4,15 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http/httptest"
+	"runtime"
 	"sort"
 	"strings"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/eventstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -19,6 +22,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/lowwater/lowwater/actors"
+	"github.com/lowwater/lowwater/events"
 	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
 	"github.com/lowwater/lowwater/internal/testkit/promtest"
 	"github.com/lowwater/lowwater/messages"
@@ -365,4 +369,56 @@ func TestLagAndAgeFollowOnlyNewerValues(t *testing.T) {
 	c.Observe(&messages.Stopped{Header: h(9)})
 	c.Observe(&messages.RecoveryFailed{Header: h(10), Attempt: 1, Err: persistence.ErrClosed})
 	require.Zero(t, gauge(t, c, "lowwater_minimum_age_seconds"), "a recovering pchannel showed its previous run's age")
+}
+
+// A closed subscription is let go at the next Subscribe, with the event
+// stream (and so the actor system) it held, and its drops stay counted:
+// a node restarting in the process leaves nothing behind each time.
+func TestClosedSubscriptionIsLetGo(t *testing.T) {
+	collector, err := metrics.New()
+	require.NoError(t, err)
+	dropped, gone := subscribeAndDrop(t, collector)
+
+	second := eventstream.NewEventStream()
+	sub, err := collector.Subscribe(second)
+	require.NoError(t, err)
+	defer sub.Close()
+	runtime.GC()
+	assert.Nil(t, gone.Value(), "the closed subscription's event stream is still held")
+	assert.Equal(t, float64(dropped), counter(t, collector, "lowwater_events_dropped_total"), "its drops must stay counted")
+}
+
+// subscribeAndDrop subscribes collector to a stream of its own, makes the
+// subscription drop events, closes it, and returns how many it dropped
+// and a weak pointer to the stream. A scrape holds the collector's lock
+// while the test does not read it, so that Observe waits and the buffer
+// fills.
+func subscribeAndDrop(t *testing.T, collector *metrics.Collector) (uint64, weak.Pointer[eventstream.EventStream]) {
+	es := eventstream.NewEventStream()
+	sub, err := collector.Subscribe(es, events.WithBuffer(8))
+	require.NoError(t, err)
+	ch := make(chan prometheus.Metric)
+	go func() { collector.Collect(ch); close(ch) }()
+	<-ch // the scrape holds the lock now
+	for i := range 100 {
+		es.Publish(&messages.MinimumAdvanced{Header: messages.Header{PChannel: "p0", At: time.Now()}, To: wal.KafkaID(i)})
+	}
+	for range ch {
+	}
+	sub.Close()
+	require.Greater(t, sub.Dropped(), uint64(90), "a blocked collector must have dropped all but the buffer and the one in hand")
+	return sub.Dropped(), weak.Make(es)
+}
+
+func counter(t *testing.T, c prometheus.Collector, name string) float64 {
+	t.Helper()
+	families, err := registry(t, c).Gather()
+	require.NoError(t, err)
+	for _, f := range families {
+		if f.GetName() == name {
+			return f.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("no series %s", name)
+	return 0
 }
