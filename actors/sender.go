@@ -145,7 +145,9 @@ type Sender struct {
 
 // NewSender returns a Sender of updates to the pchannel actor at pid. It
 // registers one process (no goroutine) in system to receive the replies;
-// Close removes it.
+// Close removes it, and so does the pchannel's stop. A Sender dropped
+// without Close while its pchannel runs stays registered, about a
+// kilobyte, until the pchannel stops.
 func NewSender(system *actor.ActorSystem, pid *actor.PID, opts ...SenderOption) (*Sender, error) {
 	cfg := senderConfig{maxPending: DefaultMaxPending, fullWait: DefaultFullWait}
 	for _, o := range opts {
@@ -499,9 +501,13 @@ func (p replyProcess) SendUserMessage(_ *actor.PID, message any) {
 	}
 }
 
+// SendSystemMessage takes the pchannel's Terminated: the Sender is done
+// for, and its process leaves the registry at once, so that a Sender
+// dropped without Close is not kept for good by the registry.
 func (p replyProcess) SendSystemMessage(_ *actor.PID, message any) {
 	if _, ok := message.(*actor.Terminated); ok {
 		p.s.answer(nil, ErrPChannelGone, false)
+		p.s.system.ProcessRegistry.Remove(p.s.replies)
 	}
 }
 

@@ -282,6 +282,12 @@ func TestSenderReportsAStoppedPChannel(t *testing.T) {
 	_ = s.Update("v0", wal.KafkaID(2)) // may be buffered before the Sender learns
 	require.ErrorIs(t, s.Flush(ctx10s(t)), ErrPChannelGone)
 	require.ErrorIs(t, s.Update("v0", wal.KafkaID(3)), ErrPChannelGone)
+	// Its reply process leaves the registry with the pchannel's
+	// Terminated, Close or not: one dropped without Close is not kept.
+	require.Eventually(t, func() bool {
+		_, registered := r.system.ProcessRegistry.Get(s.replies)
+		return !registered
+	}, 10*time.Second, time.Millisecond, "the reply process of a Sender whose pchannel stopped is still registered")
 	require.ErrorIs(t, s.Close(ctx10s(t)), ErrPChannelGone)
 }
 

@@ -40,8 +40,10 @@ type Catalog struct {
 	// hints remembers, per checkpoint key, the record last read or written,
 	// so that a save usually needs one round trip. A stale hint only costs
 	// a second one: it is never trusted, only compared inside the
-	// transaction (see save), and a failed compare replaces it.
-	hints map[string]hint
+	// transaction (see save), and a failed compare replaces it. At most
+	// hintCap are kept (putHintLocked).
+	hints   map[string]hint
+	hintCap int
 	// owned holds the Owned values whose watcher runs, for Close to end.
 	owned map[*Owned]struct{}
 }
@@ -104,6 +106,7 @@ func newCatalog(client *clientv3.Client, own bool, o options) *Catalog {
 		keys:      keys{prefix: o.prefix},
 		pageSize:  o.pageSize,
 		hints:     make(map[string]hint),
+		hintCap:   maxHints,
 		owned:     make(map[*Owned]struct{}),
 		calls:     make(chan struct{}, o.maxCalls),
 		closing:   make(chan struct{}),
@@ -544,6 +547,24 @@ func (c *Catalog) remember(key string, h hint) {
 	if old, ok := c.hints[key]; ok && old.rev > h.rev {
 		return
 	}
+	c.putHintLocked(key, h)
+}
+
+// maxHints bounds the hints a catalog keeps: well above the pchannels of
+// one cluster, and about 30 MB at most. Pchannels come and go over a
+// process's life, deleted by other nodes or tools, and one hint per name
+// ever seen would grow for good.
+const maxHints = 1 << 17
+
+// putHintLocked records h at key, first forgetting an arbitrary other
+// hint when hintCap are kept: losing one costs its next save a round trip.
+func (c *Catalog) putHintLocked(key string, h hint) {
+	if _, ok := c.hints[key]; !ok && len(c.hints) >= c.hintCap {
+		for k := range c.hints {
+			delete(c.hints, k)
+			break
+		}
+	}
 	c.hints[key] = h
 }
 
@@ -556,5 +577,5 @@ func (c *Catalog) replace(key string, h hint) {
 		delete(c.hints, key)
 		return
 	}
-	c.hints[key] = h
+	c.putHintLocked(key, h)
 }

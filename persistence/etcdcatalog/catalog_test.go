@@ -168,6 +168,33 @@ func TestSaveRoundTrips(t *testing.T) {
 	require.Equal(t, map[string]int{"Range": 1, "Txn": 1}, calls.take(), "load then save")
 }
 
+// The hints are bounded: pchannels come and go, and a forgotten hint
+// costs its next save one more round trip, never a wrong save.
+func TestHintsAreBounded(t *testing.T) {
+	eps := etcdtest.Start(t)
+	var calls rpcCounter
+	c := openCatalog(t, eps, &calls)
+	etcdcatalog.SetHintCap(c, 3)
+	ctx := ctxT(t)
+	for i := range 10 {
+		require.NoError(t, c.Save(ctx, fmt.Sprintf("p%d", i), wal.KafkaID(1)))
+		require.LessOrEqual(t, etcdcatalog.Hints(c), 3)
+	}
+	calls.take()
+	for i := range 10 {
+		require.NoError(t, c.Save(ctx, fmt.Sprintf("p%d", i), wal.KafkaID(2)))
+	}
+	txns := calls.take()["Txn"]
+	require.Equal(t, 3, etcdcatalog.Hints(c))
+	require.GreaterOrEqual(t, txns, 10+7, "the seven saves without a hint take a second round trip")
+	all, err := c.LoadAll(ctx)
+	require.NoError(t, err)
+	require.Len(t, all, 10)
+	for p, v := range all {
+		require.Equal(t, wal.KafkaID(2), v, p)
+	}
+}
+
 func TestCorruptRecordIsReported(t *testing.T) {
 	eps := etcdtest.Start(t)
 	cli := newClient(t, eps)

@@ -8,6 +8,18 @@ import (
 	"github.com/lowwater/lowwater/wal"
 )
 
+// Watching is closed once o's watcher has returned.
+func Watching(o *Owned) <-chan struct{} { return o.watching }
+
+// SetHintCap bounds the hints c keeps to n; Hints counts them.
+func SetHintCap(c *Catalog, n int) { c.hintCap = n }
+
+func Hints(c *Catalog) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.hints)
+}
+
 // SetAfterPage makes LoadAll call f after each page it reads.
 func SetAfterPage(c *Catalog, f func(page int)) { c.afterPage = f }
 

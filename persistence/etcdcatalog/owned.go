@@ -93,6 +93,11 @@ func (e *FencedError) Unwrap() error { return e.Cause }
 // does. Owning again with the session that already owns the pchannel (say,
 // after an Own whose reply was lost) returns the same term.
 //
+// Each Owned watches its owner key (a goroutine and an etcd watch) until
+// the ownership ends or it is closed: Close one you are done with, before
+// owning the pchannel again with the same session (to respawn its actor,
+// say), or both keep watching until the session ends.
+//
 // The session may use another client than the catalog, but must be on the
 // same etcd cluster. If ctx ends after the key was created but before the
 // reply, the key stays until the session ends or Own is called again.
@@ -216,9 +221,11 @@ type Owned struct {
 	ctx      context.Context
 	endCtx   context.CancelCauseFunc // ends ctx with the cause, in lose
 
-	stopWatch   context.CancelFunc // ends the watcher
-	watching    chan struct{}      // closed when the watcher has returned
-	stopSession func() bool        // unregisters the session-end callback
+	stopWatch context.CancelFunc // ends the watcher
+	watching  chan struct{}      // closed when the watcher has returned
+	// sessionHook unregisters the session-end callback (unhookSession);
+	// set once, by newOwned.
+	sessionHook atomic.Pointer[func() bool]
 }
 
 var _ persistence.Catalog = (*Owned)(nil)
@@ -250,7 +257,11 @@ func (c *Catalog) newOwned(ctx context.Context, pchannel, key string, session *c
 	}
 	c.owned[o] = struct{}{}
 	c.mu.Unlock()
-	o.stopSession = context.AfterFunc(session.Ctx(), func() { o.lose(ErrSessionDone) })
+	unhook := context.AfterFunc(session.Ctx(), func() { o.lose(ErrSessionDone) })
+	o.sessionHook.Store(&unhook)
+	if o.Err() != nil { // lost before the hook was stored: lose missed it
+		unhook()
+	}
 	go o.watch(watchCtx, from)
 	return o, nil
 }
@@ -312,7 +323,17 @@ func (o *Owned) lose(cause error) {
 		close(o.lost)
 		o.endCtx(cause)
 		o.stopWatch()
+		o.unhookSession()
 	})
+}
+
+// unhookSession unregisters the session-end callback: an ownership that
+// is over needs it no more, and a session outlives many owners, each of
+// which it would otherwise keep, closed or not, until it ends.
+func (o *Owned) unhookSession() {
+	if unhook := o.sessionHook.Load(); unhook != nil {
+		(*unhook)()
+	}
 }
 
 // watch closes Done as soon as the owner key is deleted or replaced: a
@@ -368,7 +389,6 @@ func (o *Owned) watch(ctx context.Context, rev int64) {
 func (o *Owned) Release(ctx context.Context) error {
 	o.lose(ErrReleased)
 	<-o.watching
-	o.stopSession()
 	if o.c.closed.Load() {
 		return persistence.ErrClosed
 	}

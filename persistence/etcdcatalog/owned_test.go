@@ -3,8 +3,10 @@ package etcdcatalog_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -332,4 +334,24 @@ func TestFenceHoldsWhenATermIsHandedOutAgain(t *testing.T) {
 
 	require.NoError(t, etcdcatalog.SaveFencedAs(ctxT(t), stale.cat, "p", wal.KafkaID(60), term, owner.session.Lease()))
 	require.NoError(t, o.Save(ctxT(t), "p", wal.KafkaID(70)))
+}
+
+// An ownership lost and never closed is let go: the session, which
+// outlives many owners, does not keep each one.
+func TestLostOwnershipIsLetGo(t *testing.T) {
+	eps := etcdtest.Start(t)
+	cli := newClient(t, eps)
+	n := newNode(t, eps)
+	gone := func() weak.Pointer[etcdcatalog.Owned] {
+		o, err := n.cat.Own(ctxT(t), "p", n.session)
+		require.NoError(t, err)
+		_, err = cli.Delete(ctxT(t), ownerKey("p"))
+		require.NoError(t, err)
+		waitClosed(t, o.Done(), lostWithin, "Done after the owner key was deleted")
+		waitClosed(t, etcdcatalog.Watching(o), lostWithin, "the watcher's return")
+		return weak.Make(o)
+	}()
+	runtime.GC()
+	require.Nil(t, gone.Value(), "the session still holds a lost ownership")
+	require.NoError(t, n.session.Ctx().Err(), "the session lives on")
 }
