@@ -76,7 +76,7 @@ func (o *Owned) deleteChecked(ctx context.Context, pchannel string, anyTerm bool
 	err := o.delete(ctx, pchannel, anyTerm)
 	var fe *FencedError
 	if errors.As(err, &fe) {
-		o.lose(ErrOwnerChanged)
+		o.lose(fencedCause(fe))
 	}
 	return err
 }
@@ -128,8 +128,8 @@ func (o *Owned) delete(ctx context.Context, pchannel string, anyTerm bool) error
 // Inspect implements persistence.Inspector: every record under the prefix,
 // read page by page at one revision as LoadAll reads.
 func (c *Catalog) Inspect(ctx context.Context) ([]persistence.Entry, error) {
-	if c.closed.Load() {
-		return nil, persistence.ErrClosed
+	if err := c.over("", nil); err != nil {
+		return nil, err
 	}
 	var entries []persistence.Entry
 	err := c.scan(ctx, "inspect", func() { entries = []persistence.Entry{} },
@@ -154,8 +154,8 @@ func (c *Catalog) Inspect(ctx context.Context) ([]persistence.Entry, error) {
 // OwnerTerm returns the term of the session that owns pchannel now, 0 when
 // none does, for tools that must not write under a running owner.
 func (c *Catalog) OwnerTerm(ctx context.Context, pchannel string) (uint64, error) {
-	if c.closed.Load() {
-		return 0, persistence.ErrClosed
+	if err := c.over(pchannel, nil); err != nil {
+		return 0, err
 	}
 	resp, err := c.client.Get(ctx, c.keys.owner(pchannel))
 	if err != nil {

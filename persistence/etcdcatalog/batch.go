@@ -55,7 +55,11 @@ func WithMaxInFlight(n int) BatchOption {
 
 // WithBatchTimeout bounds each batch transaction (default
 // DefaultBatchTimeout), whatever the deadlines of the saves it carries;
-// each caller still waits no longer than its own context.
+// each caller still waits no longer than its own context. Keep it at or
+// under the callers' deadline (actors.WithSaveTimeout): a batch stuck on
+// a member that answers nothing holds its commit slot (WithMaxInFlight)
+// until this timeout, and while every slot is so held, no save of any
+// pchannel goes out, however short its own deadline.
 func WithBatchTimeout(d time.Duration) BatchOption {
 	return batchOptionFunc(func(o *batchOptions) { o.timeout = d })
 }

@@ -79,12 +79,25 @@ func New(client *clientv3.Client, opts ...Option) (*Catalog, error) {
 // Open caps gRPC's reconnection backoff at 1 s, where gRPC's own grows to
 // 120 s: after an outage the persister must find etcd back within its
 // own backoff cap (the README's liveness promise), not two minutes
-// later. DialOptions in cfg come after and win. A client given to New is
-// taken as it is.
+// later. DialOptions in cfg come after and win.
+//
+// It also pings each member after DefaultKeepAliveTime without a word from
+// it, unless cfg sets DialKeepAliveTime: a member that keeps its
+// connections open and answers nothing (a frozen host, a partition that
+// drops packets) is then dropped after DefaultKeepAliveTimeout more, and
+// the calls go to the others. Without it each call that lands there waits
+// out its deadline, for as long as the member hangs, though a quorum
+// answers. A client given to New is taken as it is.
 func Open(cfg clientv3.Config, opts ...Option) (*Catalog, error) {
 	o, err := buildOptions(opts)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.DialKeepAliveTime == 0 {
+		cfg.DialKeepAliveTime = DefaultKeepAliveTime
+		if cfg.DialKeepAliveTimeout == 0 {
+			cfg.DialKeepAliveTimeout = DefaultKeepAliveTimeout
+		}
 	}
 	cfg.DialOptions = append([]grpc.DialOption{reconnectWithinASecond}, cfg.DialOptions...)
 	client, err := clientv3.New(cfg)
@@ -93,6 +106,14 @@ func Open(cfg clientv3.Config, opts ...Option) (*Catalog, error) {
 	}
 	return newCatalog(client, true, o), nil
 }
+
+// The keep-alive Open sets. The time is etcd's least
+// (--grpc-keepalive-min-time): a server closes a client that pings more
+// often.
+const (
+	DefaultKeepAliveTime    = 5 * time.Second
+	DefaultKeepAliveTimeout = 2 * time.Second
+)
 
 var reconnectWithinASecond = grpc.WithConnectParams(grpc.ConnectParams{
 	Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
@@ -425,8 +446,8 @@ func (c *Catalog) judgeReads(pchannel, key string, f *fence, reads []*etcdserver
 // write. Should that revision be compacted away between pages, the read
 // starts over at a new one.
 func (c *Catalog) LoadAll(ctx context.Context) (map[string]wal.MessageID, error) {
-	if c.closed.Load() {
-		return nil, persistence.ErrClosed
+	if err := c.over("", nil); err != nil {
+		return nil, err
 	}
 	var all map[string]wal.MessageID
 	err := c.scan(ctx, "load all", func() { all = make(map[string]wal.MessageID) },

@@ -442,6 +442,12 @@ func TestClientClosedUnderTheCatalog(t *testing.T) {
 	_, err = c.Load(ctx, "p")
 	require.ErrorIs(t, err, persistence.ErrClosed)
 	require.ErrorIs(t, c.Delete(ctx, "p"), persistence.ErrClosed)
+	_, err = c.LoadAll(ctx)
+	require.ErrorIs(t, err, persistence.ErrClosed)
+	_, err = c.Inspect(ctx)
+	require.ErrorIs(t, err, persistence.ErrClosed)
+	_, err = c.OwnerTerm(ctx, "p")
+	require.ErrorIs(t, err, persistence.ErrClosed)
 	require.NoError(t, ctx.Err(), "failed at once, not at the deadline")
 	require.NoError(t, c.Close())
 }

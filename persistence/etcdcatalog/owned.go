@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -129,20 +130,28 @@ func (c *Catalog) own(ctx context.Context, pchannel string, session *concurrency
 
 	key := c.keys.owner(pchannel)
 	lease := session.Lease()
+	token := ownerToken(lease)
 	for {
-		resp, err := c.claim(ctx, pchannel, key, lease)
+		resp, err := c.claim(ctx, pchannel, key, lease, token)
 		if err != nil {
 			return nil, err
 		}
 		if resp.Succeeded {
-			return c.newOwned(ctx, pchannel, key, session, resp.Header.Revision, resp.Header.Revision+1)
+			return c.newOwned(ctx, pchannel, key, token, session, resp.Header.Revision, resp.Header.Revision+1)
 		}
 		kvs := resp.Responses[0].GetResponseRange().GetKvs()
 		if len(kvs) == 0 {
 			continue
 		}
 		if clientv3.LeaseID(kvs[0].Lease) == lease {
-			return c.newOwned(ctx, pchannel, key, session, kvs[0].CreateRevision, resp.Header.Revision+1)
+			retaken, err := c.retake(ctx, pchannel, kvs[0], token)
+			if err != nil {
+				return nil, err
+			}
+			if !retaken.Succeeded {
+				continue // the key changed since: read it again
+			}
+			return c.newOwned(ctx, pchannel, key, token, session, kvs[0].CreateRevision, retaken.Header.Revision+1)
 		}
 		if !wait {
 			return nil, &OwnedError{PChannel: pchannel, Lease: clientv3.LeaseID(kvs[0].Lease), Term: uint64(kvs[0].CreateRevision)}
@@ -153,22 +162,51 @@ func (c *Catalog) own(ctx context.Context, pchannel string, session *concurrency
 	}
 }
 
-// claim puts the owner key of pchannel under lease unless it exists, in a
-// call slot: Own's wait for another owner to go holds none.
-func (c *Catalog) claim(ctx context.Context, pchannel, key string, lease clientv3.LeaseID) (*clientv3.TxnResponse, error) {
+// claim puts the owner key of pchannel under lease, holding token, unless
+// it exists, in a call slot: Own's wait for another owner to go holds none.
+func (c *Catalog) claim(ctx context.Context, pchannel, key string, lease clientv3.LeaseID, token string) (*clientv3.TxnResponse, error) {
 	if err := c.acquire(ctx, "own", pchannel, nil); err != nil {
 		return nil, err
 	}
 	defer c.release()
 	resp, err := c.client.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, strconv.FormatInt(int64(lease), 16), clientv3.WithLease(lease))).
+		Then(clientv3.OpPut(key, token, clientv3.WithLease(lease))).
 		Else(clientv3.OpGet(key)).
 		Commit()
 	if err != nil {
 		return nil, fmt.Errorf("etcdcatalog: own %q: %w", pchannel, causeOf(ctx, err))
 	}
 	return resp, nil
+}
+
+// retake puts token in the owner key owner, which the session's lease
+// holds already (an Own again with that session), keeping its term: an
+// earlier Owned of the session then no longer matches the key's value, and
+// its Release, late maybe (sent before a partition, delivered after it),
+// deletes nothing. It fails if the key changed since it was read.
+func (c *Catalog) retake(ctx context.Context, pchannel string, owner *mvccpb.KeyValue, token string) (*clientv3.TxnResponse, error) {
+	if err := c.acquire(ctx, "own", pchannel, nil); err != nil {
+		return nil, err
+	}
+	defer c.release()
+	key := string(owner.Key)
+	resp, err := c.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", owner.CreateRevision),
+			clientv3.Compare(clientv3.LeaseValue(key), "=", owner.Lease)).
+		Then(clientv3.OpPut(key, token, clientv3.WithLease(clientv3.LeaseID(owner.Lease)))).
+		Commit()
+	if err != nil {
+		return nil, fmt.Errorf("etcdcatalog: own %q: %w", pchannel, causeOf(ctx, err))
+	}
+	return resp, nil
+}
+
+// ownerToken is the value an Own puts in the owner key: the lease, for a
+// reader, and a random part that tells one Owned of the session from
+// another.
+func ownerToken(lease clientv3.LeaseID) string {
+	return strconv.FormatInt(int64(lease), 16) + "/" + strconv.FormatUint(rand.Uint64(), 16)
 }
 
 // causeOf prefers the reason ctx was cancelled (the session ended) to the
@@ -210,8 +248,11 @@ type Owned struct {
 	c        *Catalog
 	pchannel string
 	ownerKey string
-	term     int64
-	lease    clientv3.LeaseID // the session's, which the owner key carries
+	// token is the owner key's value as this Owned's Own put it
+	// (ownerToken): Release deletes the key only while it holds it.
+	token string
+	term  int64
+	lease clientv3.LeaseID // the session's, which the owner key carries
 
 	closed atomic.Bool
 
@@ -232,13 +273,14 @@ var _ persistence.Catalog = (*Owned)(nil)
 
 // newOwned starts watching the owner key from revision from on. Should the
 // catalog have closed meanwhile, it gives the ownership up again.
-func (c *Catalog) newOwned(ctx context.Context, pchannel, key string, session *concurrency.Session, term, from int64) (*Owned, error) {
+func (c *Catalog) newOwned(ctx context.Context, pchannel, key, token string, session *concurrency.Session, term, from int64) (*Owned, error) {
 	watchCtx, cancel := context.WithCancel(context.Background())
 	ownedCtx, endCtx := context.WithCancelCause(context.Background())
 	o := &Owned{
 		c:         c,
 		pchannel:  pchannel,
 		ownerKey:  key,
+		token:     token,
 		term:      term,
 		lease:     session.Lease(),
 		lost:      make(chan struct{}),
@@ -252,7 +294,7 @@ func (c *Catalog) newOwned(ctx context.Context, pchannel, key string, session *c
 		c.mu.Unlock()
 		cancel()
 		endCtx(persistence.ErrClosed)
-		_ = c.deleteOwner(ctx, o.fence()) // best effort: the lease ends it anyway
+		_ = c.deleteOwner(ctx, o) // best effort: the lease ends it anyway
 		return nil, persistence.ErrClosed
 	}
 	c.owned[o] = struct{}{}
@@ -266,11 +308,13 @@ func (c *Catalog) newOwned(ctx context.Context, pchannel, key string, session *c
 	return o, nil
 }
 
-// deleteOwner deletes the owner key if it is still f's.
-func (c *Catalog) deleteOwner(ctx context.Context, f *fence) error {
+// deleteOwner deletes the owner key if it is still o's: its term and
+// lease, and the token o put there, which a later Own of the same session
+// replaces (retake).
+func (c *Catalog) deleteOwner(ctx context.Context, o *Owned) error {
 	_, err := c.client.Txn(ctx).
-		If(f.holds()...).
-		Then(clientv3.OpDelete(f.ownerKey)).
+		If(append(o.fence().holds(), clientv3.Compare(clientv3.Value(o.ownerKey), "=", o.token))...).
+		Then(clientv3.OpDelete(o.ownerKey)).
 		Commit()
 	return err
 }
@@ -385,14 +429,16 @@ func (o *Owned) watch(ctx context.Context, rev int64) {
 // Release ends the ownership: Done closes, and the owner key is deleted if
 // it still carries this term, so that another session can own the pchannel
 // at once. Releasing a lost or released ownership deletes nothing and
-// returns nil (unless the catalog is closed).
+// returns nil (unless the catalog is closed), and so does releasing one
+// that a later Own of the same session took over: the ownership is that
+// Own's then.
 func (o *Owned) Release(ctx context.Context) error {
 	o.lose(ErrReleased)
 	<-o.watching
 	if o.c.closed.Load() {
 		return persistence.ErrClosed
 	}
-	if err := o.c.deleteOwner(ctx, o.fence()); err != nil {
+	if err := o.c.deleteOwner(ctx, o); err != nil {
 		return fmt.Errorf("etcdcatalog: release %q: %w", o.pchannel, err)
 	}
 	return nil
@@ -449,9 +495,19 @@ func (o *Owned) Save(ctx context.Context, pchannel string, checkpoint wal.Messag
 	err := o.c.save(ctx, pchannel, checkpoint, o.fence())
 	var fe *FencedError
 	if errors.As(err, &fe) {
-		o.lose(ErrOwnerChanged)
+		o.lose(fencedCause(fe))
 	}
 	return err
+}
+
+// fencedCause is why a fenced write ends the ownership: the owner key
+// changed (ErrOwnerChanged), or a record of a higher term is stored, which
+// the key does not show: the *FencedError itself says so.
+func fencedCause(fe *FencedError) error {
+	if fe.StoredTerm != 0 {
+		return fe
+	}
+	return ErrOwnerChanged
 }
 
 // LoadAll returns the owned pchannel's checkpoint, if one is stored: the

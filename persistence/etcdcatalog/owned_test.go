@@ -160,9 +160,22 @@ func TestFenceInsideEtcd(t *testing.T) {
 	fe = requireFenced(t, second.Save(ctxT(t), "p", wal.KafkaID(3)))
 	require.Equal(t, etcdcatalog.FencedError{PChannel: "p", Term: second.Term(), StoredTerm: high}, *fe)
 	waitClosed(t, second.Done(), lostWithin, "Done after a fenced save")
-	require.ErrorIs(t, second.Err(), etcdcatalog.ErrOwnerChanged)
+	require.NotErrorIs(t, second.Err(), etcdcatalog.ErrOwnerChanged, "the owner key did not change")
+	var cause *etcdcatalog.FencedError
+	require.ErrorAs(t, second.Err(), &cause)
+	require.Equal(t, high, cause.StoredTerm)
 	rec, _ = rawRecord(t, cli, checkpointKey("p"))
 	require.Equal(t, persistence.Record{Checkpoint: wal.KafkaID(2), Term: high}, rec)
+
+	// An operator clears the record, and the node owns the pchannel again
+	// with its session: closing the fenced Owned must not end the new one.
+	_, err = cli.Delete(ctxT(t), checkpointKey("p"))
+	require.NoError(t, err)
+	again := own(t, b, "p")
+	require.Equal(t, second.Term(), again.Term())
+	require.NoError(t, second.Close())
+	require.NoError(t, again.Save(ctxT(t), "p", wal.KafkaID(4)))
+	require.NoError(t, again.Err())
 }
 
 func TestOwnWaitsForTheOwner(t *testing.T) {
@@ -222,6 +235,22 @@ func TestOwnAgainWithTheSameSession(t *testing.T) {
 	require.Equal(t, first.Term(), again.Term())
 	require.NoError(t, again.Save(ctxT(t), "p", wal.KafkaID(1)))
 	require.NoError(t, first.Save(ctxT(t), "p", wal.KafkaID(2)))
+
+	// Releasing the first, late say (sent before a partition, delivered
+	// after the node owned the pchannel again), deletes nothing: the
+	// ownership is the second's now.
+	require.NoError(t, first.Release(ctxT(t)))
+	require.NoError(t, again.Save(ctxT(t), "p", wal.KafkaID(3)))
+	require.NoError(t, again.Err())
+	other := newNode(t, eps)
+	_, err = other.cat.TryOwn(ctxT(t), "p", other.session)
+	require.ErrorIs(t, err, etcdcatalog.ErrOwned)
+
+	// Releasing the second frees it.
+	require.NoError(t, again.Release(ctxT(t)))
+	next, err := other.cat.TryOwn(ctxT(t), "p", other.session)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = next.Close() })
 }
 
 // TestSessionEndClosesDone orphans the session (its keep-alive stops, the
