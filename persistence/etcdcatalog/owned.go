@@ -94,6 +94,11 @@ func (e *FencedError) Unwrap() error { return e.Cause }
 // does. Owning again with the session that already owns the pchannel (say,
 // after an Own whose reply was lost) returns the same term.
 //
+// The session's TTL bounds how long a dead node's pchannels wait for a new
+// owner, and must outlast a member that answers nothing: with a TTL under
+// 12 s (Open's keep-alive), a session whose keep-alive stream is on such a
+// member ends though a quorum answers, and its pchannels stop.
+//
 // Each Owned watches its owner key (a goroutine and an etcd watch) until
 // the ownership ends or it is closed: Close one you are done with, before
 // owning the pchannel again with the same session (to respawn its actor,
