@@ -7,7 +7,11 @@ import (
 	"strings"
 )
 
-// KafkaID is a Kafka partition offset.
+// KafkaID is a Kafka partition offset. It is ordered as a number, negative
+// ones too: Kafka clients' -1 (the end) and -2 (the start) are sentinels,
+// not positions, and -1 here is below every offset, so a vchannel held at
+// it would hold the minimum there, and a consumer seeking to the stored
+// -1 would skip to the end. Give real offsets: 0 for a partition's start.
 type KafkaID int64
 
 // RocksMQID is a RocksMQ message offset.
