@@ -82,7 +82,8 @@ func New(client *clientv3.Client, opts ...Option) (*Catalog, error) {
 // later. DialOptions in cfg come after and win.
 //
 // It also pings each member after DefaultKeepAliveTime without a word from
-// it, unless cfg sets DialKeepAliveTime: a member that keeps its
+// it, unless cfg sets DialKeepAliveTime or PermitWithoutStream (etcd closes
+// a client that pings idle connections): a member that keeps its
 // connections open and answers nothing (a frozen host, a partition that
 // drops packets) is then dropped after DefaultKeepAliveTimeout more, and
 // the calls go to the others. Without it each call that lands there waits
@@ -93,7 +94,7 @@ func Open(cfg clientv3.Config, opts ...Option) (*Catalog, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.DialKeepAliveTime == 0 {
+	if cfg.DialKeepAliveTime == 0 && !cfg.PermitWithoutStream {
 		cfg.DialKeepAliveTime = DefaultKeepAliveTime
 		if cfg.DialKeepAliveTimeout == 0 {
 			cfg.DialKeepAliveTimeout = DefaultKeepAliveTimeout
@@ -107,11 +108,11 @@ func Open(cfg clientv3.Config, opts ...Option) (*Catalog, error) {
 	return newCatalog(client, true, o), nil
 }
 
-// The keep-alive Open sets. The time is etcd's least
-// (--grpc-keepalive-min-time): a server closes a client that pings more
-// often.
+// The keep-alive Open sets. The time is gRPC's least: it raises a shorter
+// one to it, and etcd's servers take pings 5 s apart and more
+// (--grpc-keepalive-min-time).
 const (
-	DefaultKeepAliveTime    = 5 * time.Second
+	DefaultKeepAliveTime    = 10 * time.Second
 	DefaultKeepAliveTimeout = 2 * time.Second
 )
 
@@ -572,7 +573,7 @@ func (c *Catalog) remember(key string, h hint) {
 }
 
 // maxHints bounds the hints a catalog keeps: well above the pchannels of
-// one cluster, and about 30 MB at most. Pchannels come and go over a
+// one cluster, and about 36 MB at most with names of 40 bytes. Pchannels come and go over a
 // process's life, deleted by other nodes or tools, and one hint per name
 // ever seen would grow for good.
 const maxHints = 1 << 17

@@ -3,10 +3,21 @@ package etcdcatalog
 import (
 	"context"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/lowwater/lowwater/wal"
 )
+
+// Retake retakes the owner key as read in owner, as an Own of its lease
+// does, and reports whether it wrote.
+func Retake(ctx context.Context, c *Catalog, pchannel string, owner *mvccpb.KeyValue) (bool, error) {
+	resp, err := c.retake(ctx, pchannel, owner, ownerToken(clientv3.LeaseID(owner.Lease)))
+	if err != nil {
+		return false, err
+	}
+	return resp.Succeeded, nil
+}
 
 // Watching is closed once o's watcher has returned.
 func Watching(o *Owned) <-chan struct{} { return o.watching }

@@ -61,8 +61,9 @@ type FencedError struct {
 	// writer's.
 	StoredTerm uint64
 	// Cause is why ownership ended, when it was known before the save
-	// (ErrSessionDone, ErrOwnerChanged, ErrReleased); nil when the store
-	// refused the save.
+	// (ErrSessionDone, ErrOwnerChanged, ErrReleased, persistence.ErrClosed);
+	// nil when the store refused the save. After a refusal for a stored
+	// term above the writer's, later saves get that refusal again.
 	Cause error
 }
 
@@ -189,7 +190,10 @@ func (c *Catalog) claim(ctx context.Context, pchannel, key string, lease clientv
 // holds already (an Own again with that session), keeping its term: an
 // earlier Owned of the session then no longer matches the key's value, and
 // its Release, late maybe (sent before a partition, delivered after it),
-// deletes nothing. It fails if the key changed since it was read.
+// deletes nothing. It fails if the key changed since it was read (its mod
+// revision): a retake delivered late, after a later Own of the session
+// retook the key, must not put a token that no Owned holds, which no
+// Release would then delete.
 func (c *Catalog) retake(ctx context.Context, pchannel string, owner *mvccpb.KeyValue, token string) (*clientv3.TxnResponse, error) {
 	if err := c.acquire(ctx, "own", pchannel, nil); err != nil {
 		return nil, err
@@ -197,7 +201,8 @@ func (c *Catalog) retake(ctx context.Context, pchannel string, owner *mvccpb.Key
 	defer c.release()
 	key := string(owner.Key)
 	resp, err := c.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", owner.CreateRevision),
+		If(clientv3.Compare(clientv3.ModRevision(key), "=", owner.ModRevision),
+			clientv3.Compare(clientv3.CreateRevision(key), "=", owner.CreateRevision),
 			clientv3.Compare(clientv3.LeaseValue(key), "=", owner.Lease)).
 		Then(clientv3.OpPut(key, token, clientv3.WithLease(clientv3.LeaseID(owner.Lease)))).
 		Commit()
@@ -332,6 +337,9 @@ func (o *Owned) fence() *fence {
 // lostError is the error of a save made once the ownership ended, with
 // cause, Err's value.
 func (o *Owned) lostError(pchannel string, cause error) error {
+	if fe, ok := cause.(*FencedError); ok {
+		return fe // the refusal that ended it (fencedCause)
+	}
 	return &FencedError{PChannel: pchannel, Term: uint64(o.term), Cause: cause}
 }
 

@@ -164,6 +164,9 @@ func TestFenceInsideEtcd(t *testing.T) {
 	var cause *etcdcatalog.FencedError
 	require.ErrorAs(t, second.Err(), &cause)
 	require.Equal(t, high, cause.StoredTerm)
+	later := requireFenced(t, second.Save(ctxT(t), "p", wal.KafkaID(3)))
+	require.Equal(t, etcdcatalog.FencedError{PChannel: "p", Term: second.Term(), StoredTerm: high}, *later,
+		"a later save gets the refusal that ended the ownership, not one wrapped in another")
 	rec, _ = rawRecord(t, cli, checkpointKey("p"))
 	require.Equal(t, persistence.Record{Checkpoint: wal.KafkaID(2), Term: high}, rec)
 
@@ -383,4 +386,30 @@ func TestLostOwnershipIsLetGo(t *testing.T) {
 	runtime.GC()
 	require.Nil(t, gone.Value(), "the session still holds a lost ownership")
 	require.NoError(t, n.session.Ctx().Err(), "the session lives on")
+}
+
+// A retake delivered late (an Own whose reply was lost at a member that
+// answered nothing, its transaction applied after a later Own of the
+// session succeeded) writes nothing: the later Owned's Close still frees
+// the pchannel.
+func TestLateRetakeWritesNothing(t *testing.T) {
+	eps := etcdtest.Start(t)
+	cli := newClient(t, eps)
+	a, b := newNode(t, eps), newNode(t, eps)
+	first := own(t, a, "p")
+	read, err := cli.Get(ctxT(t), ownerKey("p"))
+	require.NoError(t, err)
+	require.Len(t, read.Kvs, 1)
+	stale := read.Kvs[0]
+
+	again := own(t, a, "p")
+	require.Equal(t, first.Term(), again.Term())
+	wrote, err := etcdcatalog.Retake(ctxT(t), a.cat, "p", stale)
+	require.NoError(t, err)
+	require.False(t, wrote, "a retake of a key read before the last one wrote over it")
+
+	require.NoError(t, again.Close())
+	next, err := b.cat.TryOwn(ctxT(t), "p", b.session)
+	require.NoError(t, err, "the pchannel stayed owned after its last Owned closed")
+	t.Cleanup(func() { _ = next.Close() })
 }
