@@ -307,17 +307,19 @@ func TestCountersCountNoPChannel(t *testing.T) {
 	_, err = actors.NewProps("bad\x00name", wal.Kafka, persistence.NewMemory(),
 		actors.WithCounters(collector.Counters("bad\x00name")))
 	require.ErrorIs(t, err, persistence.ErrInvalidArgument)
-	require.Zero(t, gauge(t, collector, "lowwater_pchannels"))
-	require.Zero(t, gauge(t, collector, "lowwater_pchannels_recovering"))
+	require.Zero(t, valueOf(t, collector, "lowwater_pchannels"))
+	require.Zero(t, valueOf(t, collector, "lowwater_pchannels_recovering"))
 
 	collector.Counters("p0")
 	collector.Observe(&messages.RecoveryFailed{Header: messages.Header{PChannel: "p0", At: time.Now()}, Err: persistence.ErrClosed})
-	require.Equal(t, 1.0, gauge(t, collector, "lowwater_pchannels"))
-	require.Equal(t, 1.0, gauge(t, collector, "lowwater_pchannels_recovering"))
+	require.Equal(t, 1.0, valueOf(t, collector, "lowwater_pchannels"))
+	require.Equal(t, 1.0, valueOf(t, collector, "lowwater_pchannels_recovering"))
 }
 
 // gauge is the value of the one series of name that c reports.
-func gauge(t *testing.T, c prometheus.Collector, name string) float64 {
+// valueOf is the value of the first series named name: a gauge's or a
+// counter's.
+func valueOf(t *testing.T, c prometheus.Collector, name string) float64 {
 	t.Helper()
 	reg := prometheus.NewPedanticRegistry()
 	require.NoError(t, reg.Register(c))
@@ -325,6 +327,9 @@ func gauge(t *testing.T, c prometheus.Collector, name string) float64 {
 	require.NoError(t, err)
 	for _, f := range families {
 		if f.GetName() == name {
+			if m := f.GetMetric()[0]; m.Counter != nil {
+				return m.GetCounter().GetValue()
+			}
 			return f.GetMetric()[0].GetGauge().GetValue()
 		}
 	}
@@ -344,7 +349,7 @@ func TestLagAndAgeFollowOnlyNewerValues(t *testing.T) {
 	require.NoError(t, err)
 	h := func(s float64) messages.Header { return messages.Header{PChannel: "p", At: at(s)} }
 	k := func(n int) wal.MessageID { return wal.KafkaID(n) }
-	lag := func() float64 { return gauge(t, c, "lowwater_persist_lag_seconds") }
+	lag := func() float64 { return valueOf(t, c, "lowwater_persist_lag_seconds") }
 
 	c.Observe(&messages.Recovered{Header: h(0), StartMessageID: k(10), FromCatalog: true})
 	c.Observe(&messages.MinimumAdvanced{Header: h(1), From: k(10), To: k(20)})
@@ -364,11 +369,11 @@ func TestLagAndAgeFollowOnlyNewerValues(t *testing.T) {
 	c.Observe(&messages.MinimumAdvanced{Header: h(7), From: k(30), To: k(40)})
 	c.Observe(&messages.MinimumAdvanced{Header: h(8), From: k(40), To: k(50)})
 	require.Equal(t, 93.0, lag(), "a further rise restarted the lag clock")
-	require.Equal(t, 92.0, gauge(t, c, "lowwater_minimum_age_seconds"))
+	require.Equal(t, 92.0, valueOf(t, c, "lowwater_minimum_age_seconds"))
 
 	c.Observe(&messages.Stopped{Header: h(9)})
 	c.Observe(&messages.RecoveryFailed{Header: h(10), Attempt: 1, Err: persistence.ErrClosed})
-	require.Zero(t, gauge(t, c, "lowwater_minimum_age_seconds"), "a recovering pchannel showed its previous run's age")
+	require.Zero(t, valueOf(t, c, "lowwater_minimum_age_seconds"), "a recovering pchannel showed its previous run's age")
 }
 
 // A closed subscription is let go at the next Subscribe, with the event
@@ -385,7 +390,7 @@ func TestClosedSubscriptionIsLetGo(t *testing.T) {
 	defer sub.Close()
 	runtime.GC()
 	assert.Nil(t, gone.Value(), "the closed subscription's event stream is still held")
-	assert.Equal(t, float64(dropped), counter(t, collector, "lowwater_events_dropped_total"), "its drops must stay counted")
+	assert.Equal(t, float64(dropped), valueOf(t, collector, "lowwater_events_dropped_total"), "its drops must stay counted")
 }
 
 // subscribeAndDrop subscribes collector to a stream of its own, makes the
@@ -408,17 +413,4 @@ func subscribeAndDrop(t *testing.T, collector *metrics.Collector) (uint64, weak.
 	sub.Close()
 	require.Greater(t, sub.Dropped(), uint64(90), "a blocked collector must have dropped all but the buffer and the one in hand")
 	return sub.Dropped(), weak.Make(es)
-}
-
-func counter(t *testing.T, c prometheus.Collector, name string) float64 {
-	t.Helper()
-	families, err := registry(t, c).Gather()
-	require.NoError(t, err)
-	for _, f := range families {
-		if f.GetName() == name {
-			return f.GetMetric()[0].GetCounter().GetValue()
-		}
-	}
-	t.Fatalf("no series %s", name)
-	return 0
 }
