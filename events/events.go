@@ -233,8 +233,7 @@ func (s *Subscription) Close() {
 		s.mu.Unlock()
 		<-s.done
 		close(s.ended)
-	})
-	<-s.done
+	}) // a concurrent Close returns once this one has: done is closed then
 }
 
 // Done is closed once Close has ended the subscription: no event is
