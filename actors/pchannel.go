@@ -382,13 +382,20 @@ func (p *pchannel) addVChannel(ctx actor.Context, m *messages.AddVChannel) {
 	if err == nil {
 		p.publish(&messages.VChannelAdded{Header: p.header(), VChannel: m.VChannel, Checkpoint: m.Checkpoint})
 		p.cfg.logger.Info("vchannel added", zap.String("vchannel", m.VChannel), zap.Stringer("checkpoint", m.Checkpoint))
-		if !advanced && p.phase == running && p.tracker.Holder() == m.VChannel {
-			// The minimum fell to the new vchannel's checkpoint. The
-			// persister's target, a rise not saved yet (failing, or
-			// behind the save in flight), is now above a live vchannel:
-			// its next save, a retry included, takes the new minimum,
-			// or nothing if that is not above the persisted value. Only
-			// a save already in flight may still land above it.
+		if p.phase == running && p.tracker.Holder() == m.VChannel && (!advanced || from == nil) {
+			// The minimum fell to the new vchannel's checkpoint, or the
+			// vchannel came into an empty pchannel, where the persister
+			// still targets the minimum from before the last one left:
+			// an Add is a rise only to the tracker. The persister's
+			// target, not saved yet (failing, or behind the save in
+			// flight), may be above a live vchannel now: its next save,
+			// a retry included, takes the new minimum, or nothing if
+			// that is not above the persisted value. Only a save
+			// already in flight may still land above it.
+			if advanced {
+				p.advanced(from) // its event and stall clock, once
+				advanced = false
+			}
 			fell := minimumFell{to: p.tracker.Minimum()}
 			if ctx.Sender() == nil || p.crash.timer != nil {
 				// Nobody waits (or a restarting persister is offered

@@ -221,40 +221,89 @@ func TestRegressionAddBelowAnUnsavedMinimum(t *testing.T) {
 // persister, which it did only once the mailbox ran empty: a retry whose
 // timer fired in between, the mailbox busy with the commands after the
 // Add, saved the old minimum over the vchannel just added. The persister
-// now answers the Add once it holds the new target.
+// now answers the Add once it holds the new target. An Add into a
+// pchannel whose last vchannel had left was no fall to the tracker (from
+// no minimum to one), and took the old way: the retry saved 200 there.
 func TestRegressionAddAnsweredBeforeThePersisterHeardOfIt(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		// emptied drops a before the Add: b comes into an empty pchannel.
+		emptied bool
+	}{
+		{"below the minimum", false},
+		{"into an emptied pchannel", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				s := newScene(t)
+				s.spawn(actors.WithBackoff(actors.Backoff{Initial: 100 * time.Millisecond, Max: time.Second, Multiplier: 2}),
+					actors.WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(100)}))
+				synctest.Wait()
+				require.Equal(t, wal.KafkaID(100), s.stored())
+				s.fi.SetDown(true)
+				s.update("a", 200) // its save fails; a retry is due in 100 ms
+				synctest.Wait()
+				if c.emptied {
+					require.NoError(t, actors.Request(ctxtest.Within(time.Minute), s.sys.Root, s.pid,
+						&messages.DropVChannel{VChannel: "a"}))
+				}
+
+				// The command after the Add holds the mailbox: its
+				// rejection's subscriber waits.
+				release := make(chan struct{})
+				sub := s.sys.EventStream.Subscribe(func(ev any) {
+					if r, ok := ev.(*messages.CommandRejected); ok {
+						if d, ok := r.Command.(*messages.DropVChannel); ok && d.VChannel == "ghost" {
+							<-release
+						}
+					}
+				})
+				defer s.sys.EventStream.Unsubscribe(sub)
+				from := s.rec.Len()
+				added := s.sys.Root.RequestFuture(s.pid, &messages.AddVChannel{VChannel: "b", Checkpoint: wal.KafkaID(150)}, time.Minute)
+				s.sys.Root.Send(s.pid, &messages.DropVChannel{VChannel: "ghost"})
+				res, err := added.Result()
+				require.NoError(t, err)
+				require.Nil(t, res, "the Add is applied")
+
+				s.fi.SetDown(false)
+				time.Sleep(time.Second) // the retry
+				synctest.Wait()
+				require.Equal(t, []wal.MessageID{wal.KafkaID(100), wal.KafkaID(150)}, s.mem.History(scenePChannel), "I1: b is at 150")
+				close(release)
+				synctest.Wait()
+				// Into an empty pchannel the Add is still a rise, told once.
+				rises := ofType[*messages.MinimumAdvanced](s.rec.Since(from))
+				if c.emptied {
+					require.Len(t, rises, 1)
+					require.Nil(t, rises[0].From)
+					require.Equal(t, wal.KafkaID(150), rises[0].To)
+					require.Equal(t, "b", rises[0].Holder)
+				} else {
+					require.Empty(t, rises)
+				}
+				st := s.state()
+				require.Equal(t, wal.KafkaID(150), st.Minimum)
+				require.Equal(t, wal.KafkaID(150), st.Persisted)
+			})
+		})
+	}
+}
+
+// An Add sent into an emptied pchannel, with nobody waiting for its reply,
+// is handed over with the burst: it is told as one rise, not two.
+func TestRegressionAddSentIntoAnEmptiedPChannel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newScene(t)
-		s.spawn(actors.WithBackoff(actors.Backoff{Initial: 100 * time.Millisecond, Max: time.Second, Multiplier: 2}),
-			actors.WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(100)}))
+		s.spawn(actors.WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(100)}))
 		synctest.Wait()
-		require.Equal(t, wal.KafkaID(100), s.stored())
-		s.fi.SetDown(true)
-		s.update("a", 200) // its save fails; a retry is due in 100 ms
+		s.sys.Root.Send(s.pid, &messages.DropVChannel{VChannel: "a"})
+		from := s.rec.Len()
+		s.sys.Root.Send(s.pid, &messages.AddVChannel{VChannel: "b", Checkpoint: wal.KafkaID(150)})
 		synctest.Wait()
-
-		// The command after the Add holds the mailbox: its rejection's
-		// subscriber waits.
-		release := make(chan struct{})
-		sub := s.sys.EventStream.Subscribe(func(ev any) {
-			if r, ok := ev.(*messages.CommandRejected); ok {
-				if d, ok := r.Command.(*messages.DropVChannel); ok && d.VChannel == "ghost" {
-					<-release
-				}
-			}
-		})
-		defer s.sys.EventStream.Unsubscribe(sub)
-		added := s.sys.Root.RequestFuture(s.pid, &messages.AddVChannel{VChannel: "b", Checkpoint: wal.KafkaID(150)}, time.Minute)
-		s.sys.Root.Send(s.pid, &messages.DropVChannel{VChannel: "ghost"})
-		res, err := added.Result()
-		require.NoError(t, err)
-		require.Nil(t, res, "the Add is applied")
-
-		s.fi.SetDown(false)
-		time.Sleep(time.Second) // the retry
-		synctest.Wait()
-		require.Equal(t, []wal.MessageID{wal.KafkaID(100), wal.KafkaID(150)}, s.mem.History(scenePChannel), "I1: b is at 150")
-		close(release)
-		synctest.Wait()
+		rises := ofType[*messages.MinimumAdvanced](s.rec.Since(from))
+		require.Len(t, rises, 1)
+		require.Equal(t, wal.KafkaID(150), rises[0].To)
+		require.Equal(t, wal.KafkaID(150), s.stored())
 	})
 }
