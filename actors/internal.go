@@ -1,6 +1,10 @@
 package actors
 
-import "github.com/lowwater/lowwater/wal"
+import (
+	"sync/atomic"
+
+	"github.com/lowwater/lowwater/wal"
+)
 
 // Messages between the PChannel actor, its persister and their goroutines.
 // They are unexported: the protocol for users is package messages. With
@@ -29,8 +33,19 @@ func (*callDone) IgnoreDeadLetterLogging()      {}
 
 // timerFired fires when a timer elapsed; seq tells a timer that is still
 // wanted from one that was superseded or belongs to an ended incarnation.
-// Every seq is drawn from config.seq, unique per pchannel.
+// Every seq is drawn from nextSeq.
 type timerFired struct{ seq uint64 }
+
+// seqs numbers the catalog calls and timers of every pchannel and
+// persister in the process. A late result (a call its actor gave up on,
+// a timer that fired as it stopped) comes back by PID, that is by name,
+// and a pchannel spawned again under its old name, from Props of its own,
+// would number its calls as the old one did: counted per pchannel, it
+// took the old incarnation's late read for its own recovery.
+var seqs atomic.Uint64
+
+// nextSeq returns a seq no call or timer in the process had before.
+func nextSeq() uint64 { return seqs.Add(1) }
 
 // drainRequested is posted right before a PoisonPill, so that the actor
 // knows its coming stop is graceful (see mailbox).

@@ -84,10 +84,6 @@ type config struct {
 	preloaded   *wal.MessageID
 	counters    *Counters
 	errs        []error
-	// seq numbers the catalog calls and timers of every incarnation of the
-	// pchannel and its persister, so that a late one is never taken for
-	// the current one.
-	seq atomic.Uint64
 }
 
 // WithVChannels sets the vchannels tracked from the start, as recovered

@@ -656,7 +656,7 @@ func (p *pchannel) rose(at time.Time) {
 }
 
 func (p *pchannel) armStall(d time.Duration) {
-	p.stall.timerSeq = p.cfg.seq.Add(1)
+	p.stall.timerSeq = nextSeq()
 	p.stall.timer = afterFunc(d, p.root, p.self, p.stall.timerSeq)
 }
 
@@ -783,8 +783,8 @@ func (p *pchannel) load(ctx actor.Context) {
 	catalog, name := p.cfg.catalog, p.cfg.pchannel
 	site := &callSite{root: ctx.ActorSystem().Root, self: p.self, op: "Load", timeout: p.cfg.saveTimeout,
 		fn: catalogFunc(func(c context.Context, _ wal.MessageID) (wal.MessageID, error) { return catalog.Load(c, name) })}
-	p.recovery.call = startCall(site, p.cfg.seq.Add(1), nil)
-	p.recovery.watchSeq = p.cfg.seq.Add(1)
+	p.recovery.call = startCall(site, nextSeq(), nil)
+	p.recovery.watchSeq = nextSeq()
 	p.recovery.watch = afterFunc(overdueAfter(p.cfg.saveTimeout), ctx.ActorSystem().Root, p.self, p.recovery.watchSeq)
 }
 
@@ -799,7 +799,7 @@ func (p *pchannel) loadOverdue() {
 	}
 	wait, err := k.overdue()
 	if wait > 0 {
-		p.recovery.watchSeq = p.cfg.seq.Add(1)
+		p.recovery.watchSeq = nextSeq()
 		p.recovery.watch = afterFunc(wait, p.root, p.self, p.recovery.watchSeq)
 		return
 	}
@@ -816,7 +816,7 @@ func (p *pchannel) loadOverdue() {
 func (p *pchannel) loadDone(ctx actor.Context, m *callDone) {
 	stopTimer(p.recovery.watch)
 	if wait, ok := p.loaded(ctx, m); !ok {
-		p.recovery.timerSeq = p.cfg.seq.Add(1)
+		p.recovery.timerSeq = nextSeq()
 		p.recovery.timer = afterFunc(wait, ctx.ActorSystem().Root, p.self, p.recovery.timerSeq)
 	}
 }
@@ -984,7 +984,7 @@ func (p *pchannel) HandleFailure(system *actor.ActorSystem, supervisor actor.Sup
 		return // the stop under way ends the persister anyway
 	}
 	stopTimer(c.timer)
-	c.timerSeq = p.cfg.seq.Add(1)
+	c.timerSeq = nextSeq()
 	c.timer = afterFunc(delay, system.Root, p.self, c.timerSeq)
 }
 

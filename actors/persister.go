@@ -267,7 +267,7 @@ func (s *persister) do(step saveplan.Step) {
 	}
 	if step.Wait > 0 {
 		stopTimer(s.timer)
-		s.timerSeq = s.cfg.seq.Add(1)
+		s.timerSeq = nextSeq()
 		s.timer = afterFunc(step.Wait, s.root, s.self, s.timerSeq)
 	}
 }
@@ -286,7 +286,7 @@ func (s *persister) start(v wal.MessageID) {
 	if s.cfg.counters != nil {
 		s.cfg.counters.savesInFlight.Add(1)
 	}
-	s.save = newCall(&s.site, s.cfg.seq.Add(1), v)
+	s.save = newCall(&s.site, nextSeq(), v)
 	s.inbox.runAfter(s.save)
 	s.report()
 	s.watch()

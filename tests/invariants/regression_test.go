@@ -1,10 +1,12 @@
 package invariants
 
 import (
+	"context"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -13,6 +15,7 @@ import (
 	"github.com/lowwater/lowwater/actors"
 	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
 	"github.com/lowwater/lowwater/messages"
+	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/persistence/faultinject"
 	"github.com/lowwater/lowwater/wal"
 )
@@ -305,5 +308,110 @@ func TestRegressionAddSentIntoAnEmptiedPChannel(t *testing.T) {
 		require.Len(t, rises, 1)
 		require.Equal(t, wal.KafkaID(150), rises[0].To)
 		require.Equal(t, wal.KafkaID(150), s.stored())
+	})
+}
+
+// heldLoads is a catalog whose Load reads at once and answers only once
+// release is closed, whatever its context says.
+type heldLoads struct {
+	persistence.Catalog
+	release chan struct{}
+}
+
+func (h *heldLoads) Load(ctx context.Context, pchannel string) (wal.MessageID, error) {
+	id, err := h.Catalog.Load(context.WithoutCancel(ctx), pchannel)
+	<-h.release
+	return id, err
+}
+
+// A read given up by a stop (its catalog ignored the context) came back
+// late, by name, to a pchannel spawned again under that name from Props
+// of its own. Its calls were numbered per Props, from one again, and it
+// took the old read for its own: it recovered from 100, where 500 was
+// stored before it was spawned.
+func TestRegressionLateReadOfAnEarlierIncarnation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScene(t)
+		s.store(100)
+		spawn := func(cat persistence.Catalog) *actor.PID {
+			props, err := actors.NewProps(scenePChannel, wal.Kafka, cat)
+			require.NoError(t, err)
+			pid, err := s.sys.Root.SpawnNamed(props, "pch")
+			require.NoError(t, err)
+			return pid
+		}
+		old := &heldLoads{Catalog: s.mem, release: make(chan struct{})}
+		pid := spawn(old)
+		synctest.Wait() // its read of 100 is held
+		require.NoError(t, s.sys.Root.StopFuture(pid).Wait())
+
+		s.store(500)
+		from := s.rec.Len()
+		cur := &heldLoads{Catalog: s.mem, release: make(chan struct{})}
+		pid = spawn(cur)
+		synctest.Wait() // its own read, of 500, is held
+		close(old.release)
+		synctest.Wait() // the old read's result has come
+		close(cur.release)
+		synctest.Wait()
+		recovered := ofType[*messages.Recovered](s.rec.Since(from))
+		require.Len(t, recovered, 1)
+		require.Equal(t, wal.KafkaID(500), recovered[0].StartMessageID)
+		require.True(t, recovered[0].FromCatalog)
+		require.NoError(t, s.sys.Root.StopFuture(pid).Wait())
+	})
+}
+
+// heldSaves is a catalog whose Save writes only once release is closed,
+// whatever its context says.
+type heldSaves struct {
+	persistence.Catalog
+	release chan struct{}
+}
+
+func (h *heldSaves) Save(ctx context.Context, pchannel string, id wal.MessageID) error {
+	<-h.release
+	return h.Catalog.Save(context.WithoutCancel(ctx), pchannel, id)
+}
+
+// The same for a save, whose late result would tell the persister of a
+// pchannel spawned again under the name that its own save, still held,
+// was durable. A save's result goes to the mailbox of the persister that
+// started it, not by name; this keeps it so.
+func TestRegressionLateSaveOfAnEarlierIncarnation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScene(t)
+		s.store(100)
+		spawn := func(cat persistence.Catalog) *actor.PID {
+			props, err := actors.NewProps(scenePChannel, wal.Kafka, cat,
+				actors.WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(100)}))
+			require.NoError(t, err)
+			pid, err := s.sys.Root.SpawnNamed(props, "pch")
+			require.NoError(t, err)
+			synctest.Wait()
+			require.NoError(t, actors.Request(ctxtest.Within(time.Minute), s.sys.Root, pid,
+				&messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(200)}))
+			synctest.Wait() // its save of 200 is held
+			return pid
+		}
+		old := &heldSaves{Catalog: s.mem, release: make(chan struct{})}
+		pid := spawn(old)
+		require.NoError(t, s.sys.Root.StopFuture(pid).Wait())
+
+		from := s.rec.Len()
+		cur := &heldSaves{Catalog: s.mem, release: make(chan struct{})}
+		pid = spawn(cur)
+		close(old.release)
+		synctest.Wait() // the old save has written 200, and its result has come
+		require.Empty(t, ofType[*messages.CheckpointPersisted](s.rec.Since(from)), "the new persister's save is still held")
+		st, err := actors.GetState(ctxtest.Within(time.Minute), s.sys.Root, pid)
+		require.NoError(t, err)
+		require.Equal(t, wal.KafkaID(100), st.Persisted)
+		close(cur.release)
+		synctest.Wait()
+		persisted := ofType[*messages.CheckpointPersisted](s.rec.Since(from))
+		require.Len(t, persisted, 1)
+		require.Equal(t, wal.KafkaID(200), persisted[0].Value)
+		require.NoError(t, s.sys.Root.StopFuture(pid).Wait())
 	})
 }
