@@ -177,8 +177,9 @@ func WithOwnership(ctx context.Context) Option {
 
 // WithPreloaded tells the actor what the catalog holds for its pchannel
 // (nil: nothing), read beforehand with one LoadAll for many pchannels, so
-// that recovery needs no read of its own. The value is validated like a
-// stored record: one of another WAL fails recovery.
+// that recovery needs no read of its own. One of another WAL is an
+// ErrInvalidOption (wrapping wal.ErrWALMismatch): taken to recovery, it
+// was reported as a corrupt record, which the catalog's may not be.
 func WithPreloaded(checkpoint wal.MessageID) Option {
 	return optionFunc(func(c *config) { c.preloaded = &checkpoint })
 }
@@ -265,6 +266,14 @@ func newConfig(pchannel string, walName wal.Name, catalog persistence.Catalog, o
 	from, err := newSpawn(walName, c.vchannels)
 	if err != nil {
 		errs = append(errs, err)
+	}
+	if c.preloaded != nil && *c.preloaded != nil {
+		// An unknown WAL is told once, by newSpawn.
+		if check, err := wal.NewChecker(walName); err == nil {
+			if err := check.Check(*c.preloaded); err != nil {
+				errs = append(errs, fmt.Errorf("preloaded checkpoint %v: %w", *c.preloaded, err))
+			}
+		}
 	}
 	c.from, c.vchannels = from, nil
 	if len(errs) > 0 {
