@@ -78,7 +78,8 @@ Write flags (set, delete, restore), after the command:
 Common flags:
   --catalog URL         the catalog
   --timeout D           bound on the whole command (default 30s); on
-                        etcd, up to 1s more then finds out why
+                        etcd, up to 1s more then finds out why; a write
+                        it cuts short is finished within 1s more
   --lock-timeout D      wait for a bbolt file lock (default 1s)
   --bucket NAME         the bbolt bucket of the records (default
                         lowwater-checkpoints; persistence.WithBucket)

@@ -351,16 +351,19 @@ func replay(from, to wal.MessageID) string {
 }
 
 // apply writes id for pchannel as act says, through c.
-func apply(ctx context.Context, c persistence.Catalog, pchannel string, act action, id wal.MessageID) error {
+func (s *store) apply(ctx context.Context, c persistence.Catalog, pchannel string, act action, id wal.MessageID) error {
+	if act == unchanged {
+		return nil
+	}
+	var err error
 	if act == lower || act == replace || act == unordered {
 		if err := c.Delete(ctx, pchannel); err != nil {
 			return err
 		}
+		err = s.saveDeleted(ctx, c, pchannel, id)
+	} else {
+		err = c.Save(ctx, pchannel, id)
 	}
-	if act == unchanged {
-		return nil
-	}
-	err := c.Save(ctx, pchannel, id)
 	var ahead *persistence.StoredAheadError
 	if errors.As(err, &ahead) {
 		return refused("%s: %s was stored meanwhile, above %s", shown(pchannel), shownID(ahead.Stored), shownID(id))
@@ -441,7 +444,7 @@ func set(ctx context.Context, e *env, args []string) error {
 		return nil
 	}
 	err = s.write(ctx, pchannel, termOf(en), e.opts.force, func(c persistence.Catalog) error {
-		return apply(ctx, c, pchannel, act, id)
+		return s.apply(ctx, c, pchannel, act, id)
 	})
 	if err != nil {
 		return err

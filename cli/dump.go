@@ -224,7 +224,7 @@ func restore(ctx context.Context, e *env, args []string) error {
 		}
 		if acts[i] != unchanged {
 			err := s.write(ctx, de.PChannel, termOf(en), e.opts.force, func(c persistence.Catalog) error {
-				return apply(ctx, c, de.PChannel, acts[i], ids[i])
+				return s.apply(ctx, c, de.PChannel, acts[i], ids[i])
 			})
 			if err != nil {
 				if ctx.Err() != nil && errors.Is(err, ctx.Err()) {

@@ -32,6 +32,38 @@ type store struct {
 	etcd    *etcdcatalog.Catalog // nil for bbolt
 	session *concurrency.Session // made by the first fenced write
 	stderr  io.Writer
+	// graceEnd is when what the command owes after its end must be over
+	// (grace), set once the command's context has ended.
+	graceEnd time.Time
+	// endClient ends the etcd client's context.
+	endClient func()
+}
+
+// cleanupGrace is how long past the command's end (its --timeout, or a
+// signal) the tool still finishes a write it began and gives back what it
+// took on etcd.
+const cleanupGrace = time.Second
+
+// grace returns a context for what a write owes once begun, whether or
+// not ctx has ended by then: the save after a forced lowering's delete
+// (else a timeout or a signal between the two lost the checkpoint), the
+// release of the tool's ownership and the revoke of its session (else its
+// owner key outlived it, taken by the next command for a running node's).
+// All of it ends cleanupGrace after ctx's deadline, or after ctx ended,
+// if sooner.
+func (s *store) grace(ctx context.Context) (context.Context, context.CancelFunc) {
+	end := s.graceEnd
+	if end.IsZero() {
+		end = time.Now()
+		if dl, ok := ctx.Deadline(); ok && ctx.Err() == nil {
+			end = dl
+		}
+		end = end.Add(cleanupGrace)
+		if ctx.Err() != nil {
+			s.graceEnd = end
+		}
+	}
+	return context.WithDeadline(context.WithoutCancel(ctx), end)
 }
 
 // sessionTTL bounds how long a pchannel stays owned should the tool die
@@ -95,22 +127,29 @@ func (e *env) open(ctx context.Context, m mode) (*store, error) {
 			return nil, err
 		}
 		// The client's own waits (the first connection, and with a user
-		// its token) end with the command's.
+		// its token) end with the command's, and the client a second
+		// after it: what a write owes past the command's end (grace)
+		// needs it still.
 		dial := 5 * time.Second
 		if deadline, ok := ctx.Deadline(); ok {
 			dial = min(dial, max(time.Until(deadline), time.Millisecond))
 		}
+		cctx, ccancel := context.WithCancel(context.WithoutCancel(ctx))
+		unwatch := context.AfterFunc(ctx, func() { time.AfterFunc(cleanupGrace, ccancel) })
+		s.endClient = func() { unwatch(); ccancel() }
 		cfg := clientv3.Config{
 			Endpoints:   u.Endpoints,
 			DialTimeout: dial,
-			Context:     ctx,
+			Context:     cctx,
 			Logger:      zap.NewNop(),
 		}
 		if err := e.opts.etcd.Apply(&cfg); err != nil {
+			s.endClient()
 			return nil, err
 		}
 		c, err := etcdcatalog.Open(cfg, etcdcatalog.WithPrefix(u.Prefix))
 		if err != nil {
+			s.endClient()
 			return nil, err
 		}
 		s.cat, s.etcd = c, c
@@ -180,6 +219,7 @@ type staleTermClearing struct {
 	storedTerm uint64
 	force      bool
 	cleared    bool
+	store      *store
 }
 
 func (o *staleTermClearing) Delete(ctx context.Context, pchannel string) error {
@@ -200,15 +240,37 @@ func (o *staleTermClearing) Save(ctx context.Context, pchannel string, id wal.Me
 		if err := o.Delete(ctx, pchannel); err != nil {
 			return err
 		}
+		return o.store.saveDeleted(ctx, o.Owned, pchannel, id)
 	}
 	return o.Owned.Save(ctx, pchannel, id)
 }
 
+// saveDeleted writes id for pchannel, whose record c has just deleted, to
+// the end even if ctx ends meanwhile (grace).
+func (s *store) saveDeleted(ctx context.Context, c persistence.Catalog, pchannel string, id wal.MessageID) error {
+	gctx, cancel := s.grace(ctx)
+	defer cancel()
+	if err := c.Save(gctx, pchannel, id); err != nil {
+		return fmt.Errorf("%s: its record was deleted and %s not written: 'set %s %s' writes it: %w",
+			shown(pchannel), shownID(id), shown(pchannel), shownID(id), err)
+	}
+	return nil
+}
+
 func (s *store) close() {
 	if s.session != nil {
-		_ = s.session.Close()
+		// Revoked with the session's own context, the command's, which
+		// may be over: the lease, and the tool's owner keys, would then
+		// stay for the session's TTL.
+		s.session.Orphan()
+		ctx, cancel := s.grace(context.Background())
+		_, _ = s.etcd.Client().Revoke(ctx, s.session.Lease())
+		cancel()
 	}
 	_ = s.cat.Close()
+	if s.endClient != nil {
+		s.endClient()
+	}
 }
 
 // read opens the catalog read-only and reads every record (see entries);
@@ -329,10 +391,13 @@ func (s *store) write(ctx context.Context, pchannel string, storedTerm uint64, f
 	}
 	var c persistence.Catalog = owned
 	if storedTerm > owned.Term() {
-		c = &staleTermClearing{Owned: owned, storedTerm: storedTerm, force: force}
+		c = &staleTermClearing{Owned: owned, storedTerm: storedTerm, force: force, store: s}
 	}
 	werr := fn(c)
-	if err := owned.Close(); err != nil && werr == nil {
+	// Not Close, which gives the release a budget of its own.
+	rctx, cancel := s.grace(ctx)
+	defer cancel()
+	if err := owned.Release(rctx); err != nil && werr == nil {
 		return fmt.Errorf("release %s: %w", shown(pchannel), err)
 	}
 	return werr
