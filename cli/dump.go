@@ -129,6 +129,11 @@ func readDump(path string) ([]dumpEntry, []wal.MessageID, error) {
 	if err := dec.Decode(&d); err != nil {
 		return nil, nil, badFile("%s: not a dump file: %v", path, err)
 	}
+	// Only the first value would be restored: two dumps in one file, or
+	// one that was damaged, must not pass for the first one alone.
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, nil, badFile("%s: more follows the dump's end: two dumps in one file, or a damaged one", path)
+	}
 	if d.Format != dumpFormat {
 		return nil, nil, badFile("%s: format %q, want %q", path, d.Format, dumpFormat)
 	}

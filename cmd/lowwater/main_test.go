@@ -561,6 +561,17 @@ func TestDumpRestoreBoltToBolt(t *testing.T) {
 		{"pchannel":"a","wal":"kafka","checkpoint":"kafka:1","id":"AAAAAAAAAAI="}]}`), 0o600))
 	wantCode(t, on(t, "bolt:"+dst, "restore", bad), cli.ExitUsage, "id bytes say kafka:2, checkpoint says kafka:1")
 	require.Equal(t, seed, stored(t, dst))
+
+	// Two dumps in one file, or one followed by garbage: only the first
+	// would have been restored.
+	one := `{"format":"lowwater-checkpoints/1","checkpoints":[{"pchannel":"late","wal":"kafka","checkpoint":"kafka:1"}]}`
+	for _, tail := range []string{"\n" + one, "garbage", "}"} {
+		require.NoError(t, os.WriteFile(bad, []byte(one+tail), 0o600))
+		wantCode(t, on(t, "bolt:"+dst, "restore", bad), cli.ExitUsage, "bad.json: more follows the dump's end")
+	}
+	require.NoError(t, os.WriteFile(bad, []byte(one+"\n\n"), 0o600))
+	wantCode(t, on(t, "bolt:"+dst, "restore", bad, "--dry-run"), cli.ExitOK, "would create")
+	require.Equal(t, seed, stored(t, dst))
 }
 
 // seqID is a WAL this test process registers and the binary does not: its
