@@ -87,6 +87,15 @@ func WithFullWait(d time.Duration) SenderOption {
 // Rejection.Index in those errors counts rejections, not updates: the
 // batches were built by the Sender, and their positions mean nothing to a
 // caller.
+//
+// An update waits in the Sender until the batch before it is answered, so
+// a command sent to the pchannel meanwhile, straight or through a
+// Request, overtakes it. Flush first what the command must come after:
+// before a Drop of a vchannel, and an Add of it again, its buffered update
+// of the old incarnation, applied after the Add, would raise the new one
+// to where the old one was (a checkpoint saved above its data); before a
+// graceful stop (PoisonFuture), the updates still buffered are not
+// applied, and the stop's flush saves the minimum without them.
 type Sender struct {
 	system   *actor.ActorSystem
 	root     *actor.RootContext

@@ -162,7 +162,11 @@ type OwnershipLost struct {
 // from a Stop.
 type Stopped struct {
 	Header
-	Graceful      bool
+	Graceful bool
+	// LastPersisted is the checkpoint the actor knew durable: the one it
+	// recovered, or saved since. Stopped before it recovered (Reason
+	// ErrNotRecovered), it may know none, and LastPersisted is then nil
+	// whatever the catalog holds: read the catalog, not this.
 	LastPersisted wal.MessageID
 	// Flushed is true when nothing was left unsaved; Dropped is the minimum
 	// that was above LastPersisted and could not be saved in time, if any.

@@ -12,6 +12,10 @@ import (
 // not positions, and -1 here is below every offset, so a vchannel held at
 // it would hold the minimum there, and a consumer seeking to the stored
 // -1 would skip to the end. Give real offsets: 0 for a partition's start.
+//
+// As in Kafka's own offset commits, a vchannel reports the offset of the
+// next record to read, the last one processed plus one: the checkpoint
+// recovered is where consumption starts again.
 type KafkaID int64
 
 // RocksMQID is a RocksMQ message offset.
