@@ -82,6 +82,9 @@ type Bolt struct {
 	// Load then says so rather than "nothing stored" (see notStored).
 	// Delete takes a name off. verify fills it before the Bolt is
 	// returned, without the lock.
+	// The value says whether the record may be any pchannel's (true), or
+	// only one whose name begins as its key does, or whose name its key
+	// begins with (see misplaced).
 	misplacedMu sync.Mutex
 	misplaced   map[string]bool // guarded by misplacedMu once shared
 
@@ -522,8 +525,10 @@ func (b *Bolt) verify() error {
 				if len(v) > 0 {
 					touched ^= v[len(v)-1]
 				}
-				if bytes.Equal(name, b.bucket) && misplaced(k, v) {
-					b.misplaced[string(k)] = true
+				if bytes.Equal(name, b.bucket) {
+					if whose := misplaced(k, v); whose != ownName {
+						b.misplaced[string(k)] = whose == anyName
+					}
 				}
 				return nil
 			})
@@ -640,25 +645,44 @@ func (b *Bolt) notStored(pchannel string) error {
 	if len(b.misplaced) == 0 {
 		return nil
 	}
-	names := slices.Sorted(maps.Keys(b.misplaced))
-	return &CorruptRecordError{PChannel: pchannel, Err: fmt.Errorf(
-		"nothing stored under this name, but %s holds a record under %q that was not written there, which may be this one's under a damaged key: delete it to go on",
-		b.path, names[0])}
+	for _, k := range slices.Sorted(maps.Keys(b.misplaced)) {
+		if b.misplaced[k] || strings.HasPrefix(k, pchannel) || strings.HasPrefix(pchannel, k) {
+			return &CorruptRecordError{PChannel: pchannel, Err: fmt.Errorf(
+				"nothing stored under this name, but %s holds a record under %q that was not written there or cannot be read, which may be this one's under a damaged key: delete it to go on",
+				b.path, k)}
+		}
+	}
+	return nil
 }
 
-// misplaced reports whether the record v stored under k may belong under
-// another name: it was written for another (its name check says so), or
-// it cannot be read and k is no name a catalog writes (a key whose damaged
-// length took in bytes of its record).
-func misplaced(k, v []byte) bool {
+// The pchannels whose record a record stored under a key may be.
+const (
+	ownName    = iota // its key's alone: it reads, or it is its own, damaged
+	anyName           // any pchannel's
+	nearbyName        // one whose name begins as the key does, or that the key begins with
+)
+
+// misplaced reports whose record v, stored under k, may be. One written
+// for another name (its name check says so) may be any pchannel's, and
+// so may one that cannot be read under a key that is no name a catalog
+// writes (a key whose damaged length took in bytes of its record). One
+// that cannot be read under a valid key may have lost its key's tail to
+// the record, or taken in the record's head ("orders" for "orders-2", or
+// "orders-2x" for "orders-2"): it may be the record of a name that begins
+// as the key, or that the key begins with. (A record whose own bytes were
+// damaged fails the same way under its own key, which then holds back
+// only the names near it.)
+func misplaced(k, v []byte) int {
 	_, readable, _, err := record.Decode(string(k), v)
 	switch {
-	case err == nil:
-		return false
+	case err == nil || readable:
+		return ownName
 	case errors.Is(err, record.ErrAnotherPChannel):
-		return true
+		return anyName
+	case ValidatePChannel(string(k)) != nil:
+		return anyName
 	}
-	return !readable && ValidatePChannel(string(k)) != nil
+	return nearbyName
 }
 
 // forgetMisplaced takes pchannel off the misplaced records: deleted.
@@ -693,7 +717,7 @@ func (b *Bolt) Save(ctx context.Context, pchannel string, checkpoint wal.Message
 	err = b.guard("save", func() error {
 		return b.db.Update(func(tx *bolt.Tx) error {
 			var err error
-			if refused, err = newWriter(tx, b.bucket).put(key, pchannel, checkpoint, raw); err != nil {
+			if refused, err = b.newWriter(tx).put(key, pchannel, checkpoint, raw); err != nil {
 				return err
 			}
 			return refused // nothing written: rolled back
@@ -762,11 +786,15 @@ func (b *Bolt) checkSave(pchannel string, checkpoint wal.MessageID) ([]byte, err
 type writer struct {
 	bucket *bolt.Bucket
 	cursor *bolt.Cursor
+	// absent answers a save of a pchannel that nothing is stored under:
+	// nil, unless the file holds a misplaced record (notStored), which
+	// may be this pchannel's, above what the save would write.
+	absent func(pchannel string) error
 }
 
-func newWriter(tx *bolt.Tx, bucket []byte) writer {
-	bk := tx.Bucket(bucket)
-	return writer{bucket: bk, cursor: bk.Cursor()}
+func (b *Bolt) newWriter(tx *bolt.Tx) writer {
+	bk := tx.Bucket(b.bucket)
+	return writer{bucket: bk, cursor: bk.Cursor(), absent: b.notStored}
 }
 
 // put writes raw as the record of pchannel unless the stored one is above
@@ -779,6 +807,11 @@ func (w writer) put(key []byte, pchannel string, checkpoint wal.MessageID, raw [
 	k, old := w.cursor.Seek(key)
 	if !bytes.Equal(k, key) {
 		old = nil
+	}
+	if old == nil {
+		if refused := w.absent(pchannel); refused != nil {
+			return refused, nil
+		}
 	}
 	write, refused := admit(pchannel, old, old != nil, checkpoint)
 	if refused != nil || !write {

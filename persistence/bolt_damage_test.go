@@ -740,6 +740,10 @@ func TestBoltDamagedKeyIsNotNothingStored(t *testing.T) {
 	if !errors.As(err, &ce) || ce.PChannel != "orders-2" || !strings.Contains(err.Error(), `a record under "orders-3" that was not written there`) {
 		t.Fatalf("Load(orders-2) = %v, want a corrupt record naming orders-3", err)
 	}
+	// A save is refused as well: the misplaced record may hold more.
+	if err := b.Save(ctx, "orders-2", wal.KafkaID(100)); !errors.As(err, &ce) || ce.PChannel != "orders-2" {
+		t.Fatalf("Save(orders-2, kafka:100) = %v, want it refused as a corrupt record", err)
+	}
 	if got, err := b.Load(ctx, "orders-4"); err != nil || got != wal.KafkaID(700) {
 		t.Fatalf("Load(orders-4) = (%v, %v), want kafka:700", got, err)
 	}
@@ -796,5 +800,46 @@ func TestBoltBucketNameFlippedIsDamage(t *testing.T) {
 	b := openBolt(t, path, persistence.WithBucket("tenant-b"))
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A key whose damaged length gave its tail to the record ("orders-2"
+// read as "orders", the record behind it unreadable) left a valid name
+// over a record that cannot be read: Load of orders-2 said nothing was
+// stored, and its first save went below what it had acknowledged. Names
+// that begin as that key, or that it begins with, are now held back, as
+// under a misplaced record; a name far from it is not.
+func TestBoltKeyThatLostItsTailIsNotNothingStored(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "checkpoints.db")
+	rec, err := persistence.EncodeRecord("orders-2", persistence.Record{Checkpoint: wal.KafkaID(500)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shifted := append([]byte("-2"), rec[:len(rec)-2]...)
+	plant(t, path, defaultBucket, map[string][]byte{"orders": shifted})
+	for _, group := range []bool{false, true} {
+		b := openBolt(t, path, persistence.WithGroupCommit(group))
+		ctx := context.Background()
+		for _, p := range []string{"orders-2", "order"} {
+			_, err = b.Load(ctx, p)
+			if !errors.Is(err, persistence.ErrCorruptRecord) || !strings.Contains(err.Error(), `a record under "orders" that was not written there or cannot be read`) {
+				t.Fatalf("group %v: Load(%s) = %v, want a corrupt record naming orders", group, p, err)
+			}
+			if err := b.Save(ctx, p, wal.KafkaID(1)); !errors.Is(err, persistence.ErrCorruptRecord) {
+				t.Fatalf("group %v: Save(%s, kafka:1) = %v, want it refused, nothing written", group, p, err)
+			}
+		}
+		if err := b.Save(ctx, "payments-1", wal.KafkaID(7)); err != nil {
+			t.Fatalf("group %v: Save(payments-1) = %v: a name far from the key is not held back", group, err)
+		}
+		if err := b.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := openBolt(t, path)
+	defer b.Close()
+	all, err := b.LoadAll(context.Background())
+	if err == nil {
+		t.Fatalf("LoadAll = %v, want the unreadable record reported", all)
 	}
 }

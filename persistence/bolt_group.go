@@ -160,7 +160,7 @@ func (b *Bolt) commit(bt *batch) {
 		return b.db.Update(func(tx *bolt.Tx) error {
 			// One key buffer and one cursor for the whole batch: a
 			// save's own made three allocations, a tenth of its cost.
-			w := newWriter(tx, b.bucket)
+			w := b.newWriter(tx)
 			var key []byte
 			for i := range bt.saves {
 				s := &bt.saves[i]
