@@ -82,13 +82,13 @@ func GetState(ctx context.Context, sender actor.SenderContext, pchannel *actor.P
 // pchannel PID: there is no one to ask.
 var ErrNoPChannel = errors.New("lowwater: no pchannel to ask (nil sender or PID)")
 
-// canceled completes a request's future when its context ends first.
-type canceled struct{}
-
-// ask is RequestFuture bounded by ctx. It uses a future because Root.Request
-// sets no sender at the pinned protoactor version. The future's own timer
-// keeps the deadline; a context that can be cancelled ends the future early
-// through context.AfterFunc, so that no goroutine waits beside the caller.
+// ask sends msg to pid and waits for the reply, bounded by ctx, or by
+// DefaultRequestTimeout when ctx has no deadline. Root.Request sets no
+// sender at the pinned protoactor version; the reply comes to an address
+// of ask's own (replyBox), not to a protoactor future: ending a future
+// early, as ctx ends, means completing it a second time, beside the
+// reply, and a future's completions write its result unguarded (a data
+// race). Nothing else waits, no goroutine beside the caller.
 func ask(ctx context.Context, sender actor.SenderContext, pid *actor.PID, msg any) (any, error) {
 	if sender == nil || pid == nil {
 		return nil, ErrNoPChannel
@@ -101,26 +101,43 @@ func ask(ctx context.Context, sender actor.SenderContext, pid *actor.PID, msg an
 	if hasDeadline {
 		timeout = max(time.Until(deadline), time.Nanosecond)
 	}
-	future := sender.RequestFuture(pid, msg, timeout)
-	if ctx.Done() != nil {
-		root, fpid := sender.ActorSystem().Root, future.PID()
-		stop := context.AfterFunc(ctx, func() { root.Send(fpid, canceled{}) })
-		defer stop()
-	}
-	res, err := future.Result()
-	switch {
-	case errors.Is(err, actor.ErrTimeout) && hasDeadline:
-		return nil, context.DeadlineExceeded
-	case errors.Is(err, actor.ErrTimeout):
-		return nil, fmt.Errorf("lowwater: no reply within %v: %w", timeout, context.DeadlineExceeded)
-	case err != nil:
-		return nil, err
-	}
-	if _, ok := res.(canceled); ok {
+	registry := sender.ActorSystem().ProcessRegistry
+	box := replyBox(make(chan any, 1))
+	self, _ := registry.Add(box, "request"+registry.NextId())
+	defer registry.Remove(self)
+	sender.RequestWithCustomSender(pid, msg, self)
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case res := <-box:
+		if _, ok := res.(*actor.DeadLetterResponse); ok {
+			return nil, actor.ErrDeadLetter
+		}
+		return res, nil
+	case <-ctx.Done():
 		return nil, ctx.Err()
+	case <-timer.C:
+		if hasDeadline {
+			return nil, context.DeadlineExceeded
+		}
+		return nil, fmt.Errorf("lowwater: no reply within %v: %w", timeout, context.DeadlineExceeded)
 	}
-	return res, nil
 }
+
+// replyBox is where one request's reply comes: the first reply is kept,
+// any other dropped. It is a bare Process, as a future is: a mailbox
+// drops nil, the reply to a command applied.
+type replyBox chan any
+
+func (b replyBox) SendUserMessage(_ *actor.PID, message any) {
+	select {
+	case b <- actor.UnwrapEnvelopeMessage(message):
+	default:
+	}
+}
+
+func (replyBox) SendSystemMessage(*actor.PID, any) {}
+func (replyBox) Stop(*actor.PID)                   {}
 
 // LoggerFactory bridges protoactor's slog logging to l, so that one zap
 // logger carries both lowwater's and the actor system's lines:

@@ -1,0 +1,75 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lowwater/lowwater/messages"
+	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/wal"
+)
+
+// A context that ended as the reply came completed a protoactor future a
+// second time, beside the reply, and a future's completion writes its
+// result unguarded: a data race (-race), on every request whose context
+// could be cancelled. Each request gets its answer or its context's
+// error, and leaves no address behind.
+func TestRequestCancelledAsTheReplyComes(t *testing.T) {
+	system := actor.NewActorSystem(actor.WithDeadLetterThrottleInterval(time.Millisecond))
+	props, err := NewProps("p", wal.Kafka, persistence.NewMemory(), WithVChannels(map[string]wal.MessageID{"v": wal.KafkaID(1)}))
+	require.NoError(t, err)
+	pid := system.Root.Spawn(props)
+	defer func() { require.NoError(t, system.Root.PoisonFuture(pid).Wait()) }()
+	processes := processCount(system)
+
+	answered := 0
+	for range 2000 {
+		ctx, cancel := context.WithCancel(context.Background())
+		go cancel()
+		st, err := GetState(ctx, system.Root, pid)
+		switch {
+		case err == nil:
+			require.Equal(t, wal.KafkaID(1), st.Minimum)
+			answered++
+		default:
+			require.ErrorIs(t, err, context.Canceled)
+		}
+	}
+	t.Logf("%d of 2000 answered before their context ended", answered)
+	require.Equal(t, processes, processCount(system), "no reply address is left")
+}
+
+// A request to a stopped pchannel is a dead letter; one unanswered within
+// its deadline is the context's.
+func TestRequestDeadLetterAndDeadline(t *testing.T) {
+	system := actor.NewActorSystem(actor.WithDeadLetterThrottleInterval(time.Millisecond))
+	props, err := NewProps("p", wal.Kafka, persistence.NewMemory())
+	require.NoError(t, err)
+	pid := system.Root.Spawn(props)
+	require.NoError(t, system.Root.StopFuture(pid).Wait())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err = Request(ctx, system.Root, pid, &messages.UpdateCheckpoint{VChannel: "v", Checkpoint: wal.KafkaID(2)})
+	require.ErrorIs(t, err, actor.ErrDeadLetter)
+
+	silent := system.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {}))
+	defer func() { require.NoError(t, system.Root.StopFuture(silent).Wait()) }()
+	ctx, cancel = context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	_, err = GetState(ctx, system.Root, silent)
+	require.True(t, errors.Is(err, context.DeadlineExceeded), "%v", err)
+}
+
+// processCount counts the processes an actor system has registered.
+func processCount(system *actor.ActorSystem) int {
+	n := 0
+	for _, bucket := range system.ProcessRegistry.LocalPIDs.LocalPIDs {
+		n += bucket.Count()
+	}
+	return n
+}
