@@ -419,6 +419,9 @@ func set(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	act, err := plan(pchannel, en, id, e.opts.force)
+	if err == nil && act != unchanged {
+		err = s.checkTerm(ctx, pchannel, en, e.opts.force)
+	}
 	if err != nil {
 		return err
 	}

@@ -200,6 +200,9 @@ func restore(ctx context.Context, e *env, args []string) error {
 		}
 		act, err := plan(de.PChannel, en, ids[i], e.opts.force)
 		if err == nil && act != unchanged {
+			err = s.checkTerm(ctx, de.PChannel, en, e.opts.force)
+		}
+		if err == nil && act != unchanged {
 			err = s.checkOwner(ctx, de.PChannel, e.opts.force)
 		}
 		if err != nil {

@@ -37,6 +37,8 @@ type store struct {
 	graceEnd time.Time
 	// endClient ends the etcd client's context.
 	endClient func()
+	// revision is etcd's, read once by checkTerm.
+	revision int64
 }
 
 // cleanupGrace is how long past the command's end (its --timeout, or a
@@ -205,6 +207,31 @@ func (s *store) fencing(ctx context.Context, entries []persistence.Entry) ([]per
 		}
 	}
 	return out, nil
+}
+
+// checkTerm refuses, unless force, a write over a record whose term is
+// above etcd's revision (verify's FENCING): it fences every owner's
+// writes, the tool's too, so the write would be refused once under way
+// (staleTermClearing). Checked before anything is written, a dry run says
+// what the write would do, and a restore writes none of its records
+// rather than those before it.
+func (s *store) checkTerm(ctx context.Context, pchannel string, en *persistence.Entry, force bool) error {
+	if s.etcd == nil || en == nil || en.Err != nil || force {
+		return nil
+	}
+	if s.revision == 0 {
+		resp, err := s.etcd.Client().Get(ctx, s.url.Prefix+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			return fmt.Errorf("etcd revision: %w", err)
+		}
+		s.revision = resp.Header.Revision
+	}
+	if en.Term <= uint64(s.revision) {
+		return nil
+	}
+	return refused("%s: its record's term %d is above etcd's revision (%d): it was written before an etcd restore "+
+		"reset the terms, or copied from another cluster, and fences every owner's saves: 'delete %s' clears it, "+
+		"or --force replaces it", shown(pchannel), en.Term, s.revision, shown(pchannel))
 }
 
 // staleTermClearing is the tool's ownership of a pchannel whose record

@@ -160,8 +160,22 @@ func TestEtcdRecordOfAHigherTermIsCleared(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, got)
 
-	wantCode(t, on(t, url, "set", "b", "kafka:200"), cli.ExitRefused,
-		"b: its record's term 1099511627776 is above the tool's own", "'delete b' clears it, or --force replaces it")
+	// Refused before anything is written, the dry run as the write; a
+	// restore of c and b writes neither (it wrote c, then was refused b).
+	for _, dry := range []bool{true, false} {
+		args := []string{"set", "b", "kafka:200"}
+		if dry {
+			args = append(args, "--dry-run")
+		}
+		wantCode(t, on(t, url, args...), cli.ExitRefused,
+			"b: its record's term 1099511627776 is above etcd's revision", "'delete b' clears it, or --force replaces it")
+	}
+	dump := filepath.Join(t.TempDir(), "dump.json")
+	require.NoError(t, os.WriteFile(dump, []byte(`{"format":"lowwater-checkpoints/1","checkpoints":[
+		{"pchannel":"c","wal":"kafka","checkpoint":"kafka:1"},
+		{"pchannel":"b","wal":"kafka","checkpoint":"kafka:200"}]}`), 0o600))
+	wantCode(t, on(t, url, "restore", dump, "--dry-run"), cli.ExitRefused, "1 of 2 checkpoints refused")
+	wantCode(t, on(t, url, "restore", dump), cli.ExitRefused, "1 of 2 checkpoints refused; nothing written")
 	entries, err := cat.Inspect(ctxT(t))
 	require.NoError(t, err)
 	require.Equal(t, []persistence.Entry{{PChannel: "b", WAL: wal.Kafka, Checkpoint: wal.KafkaID(100), Term: 1 << 40, Version: 2}}, entries)
