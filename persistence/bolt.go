@@ -261,11 +261,25 @@ func OpenBolt(path string, opts ...BoltOption) (*Bolt, error) {
 			return nil
 		}
 		return db.Update(func(tx *bolt.Tx) error {
-			if damaged := flippedName(tx, b.bucket); damaged != nil {
-				// A new, empty bucket beside it would make every Load
-				// say "nothing stored".
-				return fmt.Errorf("%w: %s: no bucket %q, but one named %q, one bit away: its name is damaged",
-					ErrCorruptStore, path, b.bucket, damaged)
+			// A new, empty bucket beside the damaged one would make every
+			// Load say "nothing stored".
+			if damaged, flips := flippedName(tx, b.bucket); damaged != nil {
+				away := "one bit away"
+				if flips > 1 {
+					away = fmt.Sprintf("%d bits away", flips)
+				}
+				return fmt.Errorf("%w: %s: no bucket %q, but one named %q, %s: its name is damaged",
+					ErrCorruptStore, path, b.bucket, damaged, away)
+			}
+			// A fresh file has committed one transaction (bbolt's own, at
+			// its making), and the bucket is made by the next: a file
+			// that has committed more and holds no bucket at all lost
+			// its root (a damaged page count drops a small store's bucket,
+			// kept inside the root page).
+			if first, _ := tx.Cursor().First(); tx.ID() > 2 && first == nil {
+				return fmt.Errorf("%w: %s: no bucket, though %d transactions were committed to it: its root is damaged, "+
+					"or its buckets were deleted (for a new catalog, give a path that does not exist)",
+					ErrCorruptStore, path, tx.ID()-1)
 			}
 			_, err := tx.CreateBucketIfNotExists(b.bucket)
 			return err
@@ -286,12 +300,18 @@ func OpenBolt(path string, opts ...BoltOption) (*Bolt, error) {
 	return b, nil
 }
 
-// flippedName is a bucket of tx whose name is want's with one bit
-// flipped, or nil: the catalog's own bucket, its name damaged. Another
-// catalog's bucket in the same file (WithBucket) is named by a person,
-// never one bit away.
-func flippedName(tx *bolt.Tx, want []byte) []byte {
+// maxFlippedBits is how many bits of a bucket's name damage may have
+// flipped for flippedName to call it damaged.
+const maxFlippedBits = 4
+
+// flippedName is a bucket of tx whose name is want's with a few bits
+// flipped (up to maxFlippedBits), and how many, or nil: the catalog's own
+// bucket, its name damaged. Another catalog's bucket in the same file
+// (WithBucket) is named by a person, who does not pick a name so few bits
+// from another.
+func flippedName(tx *bolt.Tx, want []byte) ([]byte, int) {
 	var found []byte
+	fewest := 0
 	_ = tx.ForEach(func(name []byte, _ *bolt.Bucket) error {
 		if len(name) != len(want) {
 			return nil
@@ -300,12 +320,12 @@ func flippedName(tx *bolt.Tx, want []byte) []byte {
 		for i := range name {
 			flipped += bits.OnesCount8(name[i] ^ want[i])
 		}
-		if flipped == 1 {
-			found = slices.Clone(name)
+		if flipped >= 1 && flipped <= maxFlippedBits && (found == nil || flipped < fewest) {
+			found, fewest = slices.Clone(name), flipped
 		}
 		return nil
 	})
-	return found
+	return found, fewest
 }
 
 // hasBucket reports whether the file holds the bucket already.

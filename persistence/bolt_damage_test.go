@@ -786,16 +786,27 @@ func TestBoltUnreadableRecordUnderABadNameIsNotNothingStored(t *testing.T) {
 // Load said "nothing stored". It is a damaged store; a bucket of another
 // name (another catalog's, WithBucket) is not.
 func TestBoltBucketNameFlippedIsDamage(t *testing.T) {
+	for _, c := range []struct{ damaged, away string }{
+		{"lowwauer-checkpoints", "one bit away"},
+		// w 0x77 → g 0x67, c 0x63 → a 0x61: two bits.
+		{"lowgater-aheckpoints", "2 bits away"},
+	} {
+		path := filepath.Join(t.TempDir(), "checkpoints.db")
+		writeHealthyBolt(t, path)
+		rewrite(t, path, func(t *testing.T, data []byte) []byte {
+			return bytes.ReplaceAll(data, []byte(defaultBucket), []byte(c.damaged))
+		})
+		_, err := persistence.OpenBolt(path)
+		wantCorruptStore(t, "OpenBolt", err, path)
+		if !strings.Contains(err.Error(), fmt.Sprintf("one named %q, %s", c.damaged, c.away)) {
+			t.Fatalf("OpenBolt = %v, want the flipped name named", err)
+		}
+	}
 	path := filepath.Join(t.TempDir(), "checkpoints.db")
 	writeHealthyBolt(t, path)
 	rewrite(t, path, func(t *testing.T, data []byte) []byte {
 		return bytes.ReplaceAll(data, []byte(defaultBucket), []byte("lowwauer-checkpoints"))
 	})
-	_, err := persistence.OpenBolt(path)
-	wantCorruptStore(t, "OpenBolt", err, path)
-	if !strings.Contains(err.Error(), `one named "lowwauer-checkpoints", one bit away`) {
-		t.Fatalf("OpenBolt = %v, want the flipped name named", err)
-	}
 	// Another catalog's bucket in the same file is left be.
 	b := openBolt(t, path, persistence.WithBucket("tenant-b"))
 	if err := b.Close(); err != nil {
@@ -841,5 +852,46 @@ func TestBoltKeyThatLostItsTailIsNotNothingStored(t *testing.T) {
 	all, err := b.LoadAll(context.Background())
 	if err == nil {
 		t.Fatalf("LoadAll = %v, want the unreadable record reported", all)
+	}
+}
+
+// A small store keeps its bucket inside the root page, and a damaged page
+// count drops it: the file holds no bucket at all, and a writer's OpenBolt
+// made a new, empty one, over which every Load said "nothing stored". A
+// file that has committed transactions and holds no bucket is refused;
+// deleting the buckets leaves one alike, and it is refused as well.
+func TestBoltFileWithoutItsBucketIsDamage(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "checkpoints.db")
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range []func(*bolt.Tx) error{
+		func(tx *bolt.Tx) error { _, err := tx.CreateBucket([]byte(defaultBucket)); return err },
+		func(tx *bolt.Tx) error { return tx.DeleteBucket([]byte(defaultBucket)) },
+	} {
+		if err := db.Update(op); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = persistence.OpenBolt(path)
+	wantCorruptStore(t, "OpenBolt", err, path)
+	if !strings.Contains(err.Error(), "no bucket, though 3 transactions were committed to it") {
+		t.Fatalf("OpenBolt = %v, want the missing bucket named", err)
+	}
+	if after, _ := os.ReadFile(path); !bytes.Equal(before, after) {
+		t.Fatal("the refused open wrote to the file")
+	}
+	// A new file gets its bucket.
+	b := openBolt(t, filepath.Join(t.TempDir(), "new.db"))
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
