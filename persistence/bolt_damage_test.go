@@ -121,6 +121,22 @@ func damagedCases() []struct {
 				p[i] = byte(rng.Uint32())
 			}
 		})},
+		// A leaf's count lowered: its last records are out of reach, with
+		// every check of what it does reach passing.
+		{"leaf element counts lowered", func(t *testing.T, data []byte) []byte {
+			lowered := 0
+			for off := 2 * bboltPageSize; off+bboltPageSize <= len(data); off += bboltPageSize {
+				page := data[off : off+bboltPageSize]
+				if count := binary.LittleEndian.Uint16(page[10:]); binary.LittleEndian.Uint16(page[8:]) == leafPageFlag && count >= 2 {
+					binary.LittleEndian.PutUint16(page[10:], count-1)
+					lowered++
+				}
+			}
+			if lowered == 0 {
+				t.Fatal("no leaf page found to damage")
+			}
+			return data
+		}},
 		// Leaf element header: flags, pos, ksize, vsize (4 bytes each).
 		{"flipped position bytes in leaf pages", flipLeafElements(0x80, 7)},
 		{"flipped size bytes in leaf pages", flipLeafElements(0xff, 8, 12)},

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 )
 
 // bbolt's on-disk format, version 2 (go.etcd.io/bbolt/internal/common):
@@ -212,7 +213,7 @@ func (w *pageWalk) pageAt(id uint64) ([]byte, error) {
 // page checks one page's elements, inside page (a whole page and its
 // overflow, or an inline bucket's value), the order of their keys (r),
 // and the trees they lead to.
-func (w *pageWalk) page(id uint64, page []byte, r *keyRange) error {
+func (w *pageWalk) page(id uint64, page []byte, r *keyRange) (err error) {
 	le := binary.LittleEndian
 	flags, count := le.Uint16(page[8:]), int(le.Uint16(page[10:]))
 	if flags != branchPageFlag && flags != leafPageFlag {
@@ -221,6 +222,19 @@ func (w *pageWalk) page(id uint64, page []byte, r *keyRange) error {
 	if pageHeaderSize+count*pageElementSize > len(page) {
 		return fmt.Errorf("%w: page %d counts %d elements, more than it holds", errPages, id, count)
 	}
+	// used is where the page's last key or value ends. bbolt writes a
+	// page whole, from a zeroed buffer, its elements' data packed after
+	// their headers: a byte in use past that end is data the count no
+	// longer reaches (a count damaged lower, whose records would be
+	// missing with no error).
+	used := uint64(pageHeaderSize + count*pageElementSize)
+	defer func() {
+		if err == nil {
+			if i := slices.IndexFunc(page[used:], func(b byte) bool { return b != 0 }); i >= 0 {
+				err = fmt.Errorf("%w: page %d has data past its last of %d elements: its element count is damaged", errPages, id, count)
+			}
+		}
+	}()
 	for i := range count {
 		at := pageHeaderSize + i*pageElementSize
 		elem := page[at : at+pageElementSize]
@@ -228,6 +242,7 @@ func (w *pageWalk) page(id uint64, page []byte, r *keyRange) error {
 			if err := w.branch(id, page, i, r, count); err != nil {
 				return err
 			}
+			used = max(used, uint64(at)+uint64(le.Uint32(elem))+uint64(le.Uint32(elem[4:])))
 			continue
 		}
 		eflags, pos, ksize, vsize := le.Uint32(elem), uint64(le.Uint32(elem[4:])), uint64(le.Uint32(elem[8:])), uint64(le.Uint32(elem[12:]))
@@ -235,6 +250,7 @@ func (w *pageWalk) page(id uint64, page []byte, r *keyRange) error {
 		if end > uint64(len(page)) {
 			return fmt.Errorf("%w: page %d: record %d runs past the page", errPages, id, i)
 		}
+		used = max(used, end)
 		if err := r.key(id, i, page[uint64(at)+pos:uint64(at)+pos+ksize]); err != nil {
 			return err
 		}
