@@ -60,7 +60,8 @@ Commands:
                            those under a name no node can use, and on
                            etcd those whose term fences every owner
   set PCHANNEL ID          store ID (kafka:123, rocksmq:9, pulsar:L:E:B[@P],
-                           woodpecker:S:E). Raises only: lowering needs
+                           without @P the stored partition, woodpecker:S:E).
+                           Raises only: lowering needs
                            --force and prints the replay it causes. The
                            bbolt file must exist: a mistyped path is not
                            made into a new, empty catalog

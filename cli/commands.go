@@ -258,6 +258,14 @@ func parseID(en *persistence.Entry, text string) (wal.MessageID, error) {
 		// order it: every catalog refuses it, --force or not.
 		return nil, usagef("ID %q cannot be stored: %s", text, shownText(err.Error()))
 	}
+	// A Pulsar ID written without its partition keeps the stored one:
+	// parsed as partition 0, a raise moved the consumers' partition.
+	if p, ok := id.(wal.PulsarID); ok && !strings.Contains(text, "@") && en != nil {
+		if stored, ok := en.Checkpoint.(wal.PulsarID); ok {
+			p.Partition = stored.Partition
+			id = p
+		}
+	}
 	return id, nil
 }
 
@@ -317,6 +325,13 @@ func plan(pchannel string, en *persistence.Entry, id wal.MessageID, force bool) 
 			shown(pchannel), incomparable(id, en.Checkpoint), shownText(err.Error()))
 	case err != nil:
 		return unordered, nil
+	case c == 0 && !sameBytes(id, en.Checkpoint) && !force:
+		// Equal in order, not in what the order ignores (a Pulsar
+		// partition): written, it would be, unforced, an unseen change.
+		return 0, refused("%s: %s differs from the stored %s only in what orders neither (a partition): --force replaces it",
+			shown(pchannel), shownID(id), shownID(en.Checkpoint))
+	case c == 0 && !sameBytes(id, en.Checkpoint):
+		return replace, nil
 	case c == 0:
 		return unchanged, nil
 	case c < 0 && !force:
@@ -327,6 +342,16 @@ func plan(pchannel string, en *persistence.Entry, id wal.MessageID, force bool) 
 	default:
 		return raise, nil
 	}
+}
+
+// sameBytes reports whether a and b are stored as the same bytes.
+func sameBytes(a, b wal.MessageID) bool {
+	x, err := wal.Marshal(a)
+	if err != nil {
+		return false
+	}
+	y, err := wal.Marshal(b)
+	return err == nil && bytes.Equal(x, y)
 }
 
 // incomparable says that id and the stored checkpoint cannot be ordered.
@@ -393,7 +418,11 @@ func describe(act action, pchannel string, en *persistence.Entry, id wal.Message
 	default:
 		from = shownID(en.Checkpoint)
 	}
-	if act == unchanged || act == create {
+	if act == unchanged {
+		// The stored ID, which may differ in what orders neither.
+		return fmt.Sprintf("%s: %s at %s", shown(pchannel), v, shownID(en.Checkpoint))
+	}
+	if act == create {
 		return fmt.Sprintf("%s: %s at %s", shown(pchannel), v, shownID(id))
 	}
 	return fmt.Sprintf("%s: %s from %s to %s", shown(pchannel), v, from, shownID(id))

@@ -261,6 +261,17 @@ func TestSetRaisesAndLowersOnlyWithForce(t *testing.T) {
 	wantCode(t, on(t, url, "set", "by-dev-rootcoord-dml_1", "pulsar:1:2"), cli.ExitUsage, "malformed")
 	wantCode(t, on(t, url, "set", p, "nats:5"), cli.ExitUsage, `unknown WAL name: "nats"`, "known WALs: kafka, pulsar")
 
+	// A Pulsar ID without its partition keeps the stored one (@1); a
+	// partition that differs alone is no raise, and needs --force.
+	pulsar := "by-dev-rootcoord-dml_1"
+	wantCode(t, on(t, url, "set", pulsar, "88:1402:0@5"), cli.ExitRefused,
+		"pulsar:88:1402:0@5 differs from the stored pulsar:88:1402:0@1 only in what orders neither")
+	wantCode(t, on(t, url, "set", pulsar, "88:1402:0"), cli.ExitOK, "unchanged at pulsar:88:1402:0@1")
+	wantCode(t, on(t, url, "set", pulsar, "88:1500:0"), cli.ExitOK, "raised from pulsar:88:1402:0@1 to pulsar:88:1500:0@1")
+	wantCode(t, on(t, url, "set", pulsar, "88:1500:0@5", "--force"), cli.ExitOK, "replaced from pulsar:88:1500:0@1 to pulsar:88:1500:0@5")
+	require.Equal(t, wal.PulsarID{LedgerID: 88, EntryID: 1500, Partition: 5}, stored(t, path)[pulsar])
+	wantCode(t, on(t, url, "set", pulsar, "88:1402:0@1", "--force"), cli.ExitOK, "LOWERED")
+
 	// Switching WAL, or writing over a corrupt record, needs --force.
 	wantCode(t, on(t, url, "set", p, "pulsar:1:2:3"), cli.ExitRefused, "stores a kafka checkpoint, not pulsar")
 	wantCode(t, on(t, url, "set", "broken", "kafka:9"), cli.ExitRefused, "corrupt", "--force replaces it")
