@@ -64,7 +64,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		endpoints = fs.String("endpoints", "", "etcd client URLs, comma-separated (default: start an embedded etcd)")
 		prefix    = fs.String("prefix", "", "etcd key prefix (default: one of its own per run)")
 		pchannels = fs.Int("pchannels", 4, "pchannels shared by the two nodes")
-		ttl       = fs.Duration("ttl", 2*time.Second, "session TTL (whole seconds): how long a dead node keeps its pchannels")
+		ttl       = fs.Duration("ttl", 2*time.Second, "session TTL (whole seconds): how long a dead node\nkeeps its pchannels")
 		runFor    = fs.Duration("run", 4*time.Second, "how long both nodes run before node A is killed")
 		after     = fs.Duration("after", 3*time.Second, "how long node B runs after the takeover")
 		tick      = fs.Duration("tick", 20*time.Millisecond, "interval between two rounds of vchannel progress")

@@ -115,7 +115,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	kill := fs.String("kill-after", "500ms-2s", "range of the time from both nodes ready to the SIGKILL")
 	fs.DurationVar(&cfg.autocommit, "autocommit", time.Second, "naive node: interval of kgo's autocommit")
 	fs.DurationVar(&cfg.timeout, "timeout", 30*time.Second, "bound on each wait for a node")
-	fs.StringVar(&cfg.catalog, "catalog", catalogBolt, "lowwater's catalog: bbolt (a file) or etcd://host:port[,host:port][/prefix]")
+	fs.StringVar(&cfg.catalog, "catalog", catalogBolt, "lowwater's catalog: bbolt (a file), or\netcd://host:port[,host:port][/prefix]")
 	fs.BoolVar(&cfg.verbose, "verbose", false, "copy the nodes' logs to standard error")
 	var node nodeArgs
 	fs.StringVar(&node.kind, "node", "", "run as a node: lowwater or naive (the parent passes it)")
