@@ -21,10 +21,26 @@ import (
 // error, and leaves no address behind.
 func TestRequestCancelledAsTheReplyComes(t *testing.T) {
 	system := actor.NewActorSystem(actor.WithDeadLetterThrottleInterval(time.Millisecond))
+	recovered := make(chan struct{}, 1)
+	sub := system.EventStream.Subscribe(func(ev any) {
+		if _, ok := ev.(*messages.Recovered); ok {
+			recovered <- struct{}{}
+		}
+	})
+	defer system.EventStream.Unsubscribe(sub)
 	props, err := NewProps("p", wal.Kafka, persistence.NewMemory(), WithVChannels(map[string]wal.MessageID{"v": wal.KafkaID(1)}))
 	require.NoError(t, err)
 	pid := system.Root.Spawn(props)
 	defer func() { require.NoError(t, system.Root.PoisonFuture(pid).Wait()) }()
+	// The persister is spawned as recovery ends, in the handler that
+	// publishes Recovered: a request answered after it counts it.
+	select {
+	case <-recovered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no Recovered within 10 s")
+	}
+	_, err = GetState(ctx10s(t), system.Root, pid)
+	require.NoError(t, err)
 	processes := processCount(system)
 
 	answered := 0
