@@ -79,6 +79,9 @@ type persister struct {
 	// over is set by Stopping or Restarting: this incarnation takes no
 	// more messages of its own (receiveDirect).
 	over bool
+	// stopped is set by Stopping alone: the mailbox refuses what is left
+	// in it (closing).
+	stopped bool
 }
 
 // overdueCheck is the watchdog's message: see persister.overdue.
@@ -160,6 +163,7 @@ func (s *persister) Receive(ctx actor.Context) {
 		s.inbox = *s.inboxRef
 		s.ready()
 	case *actor.Stopping, *actor.Restarting:
+		_, s.stopped = m.(*actor.Stopping)
 		s.over = true
 		stopTimer(s.timer)
 		stopTimer(s.watchdog)
@@ -186,6 +190,19 @@ func (s *persister) Receive(ctx actor.Context) {
 			ctx.Respond(fmt.Errorf("%w: %T: a persister takes its parent's messages only", messages.ErrUnknownMessage, m))
 		}
 	}
+}
+
+// closing tells the mailbox to refuse user messages (mailbox.refuse): the
+// Stopping handler has run, and protoactor would drop them unanswered.
+func (s *persister) closing() bool { return s.stopped }
+
+// lateReply is the answer to a request refused after the stop. An Add
+// that lowered the minimum waits for the persister (minimumFell): it was
+// applied, and no save takes the old target once the persister is gone,
+// so it is answered as in time. Anything else is a dead letter.
+func (s *persister) lateReply(msg any) (any, bool) {
+	_, fell := msg.(minimumFell)
+	return nil, fell
 }
 
 // ready makes what every save shares (the call site) and the plan, which

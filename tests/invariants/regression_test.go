@@ -311,6 +311,48 @@ func TestRegressionAddSentIntoAnEmptiedPChannel(t *testing.T) {
 	})
 }
 
+// An Add that lowers the minimum is answered by the persister, once it
+// holds the new target. A hard stop that came while the persister was busy
+// stopped it before it took the Add, and protoactor drops what is left in
+// a stopped actor's mailbox: the Add, applied, went unanswered, and its
+// caller waited out its whole deadline.
+func TestRegressionAddForwardedToAPersisterThatStops(t *testing.T) {
+	for _, emptied := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			s := newScene(t)
+			s.spawn(actors.WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(100)}))
+			synctest.Wait()
+			// The persister's goroutine is held in a subscriber.
+			release := make(chan struct{})
+			sub := s.sys.EventStream.Subscribe(func(ev any) {
+				if p, ok := ev.(*messages.CheckpointPersisted); ok && p.Value.EQ(wal.KafkaID(200)) {
+					<-release
+				}
+			})
+			defer s.sys.EventStream.Unsubscribe(sub)
+			s.update("a", 200)
+			synctest.Wait()
+			if emptied {
+				require.NoError(t, actors.Request(ctxtest.Within(time.Minute), s.sys.Root, s.pid,
+					&messages.DropVChannel{VChannel: "a"}))
+			}
+			added := s.sys.Root.RequestFuture(s.pid, &messages.AddVChannel{VChannel: "b", Checkpoint: wal.KafkaID(150)}, time.Minute)
+			synctest.Wait() // applied, and waiting for the persister
+			stopped := s.sys.Root.StopFuture(s.pid)
+			synctest.Wait()
+			close(release)
+			began := time.Now()
+			res, err := added.Result()
+			require.NoError(t, err)
+			require.Nil(t, res, "the Add was applied")
+			require.Zero(t, time.Since(began), "answered as the persister stopped")
+			require.NoError(t, stopped.Wait())
+			s.pid = nil
+			require.Equal(t, wal.KafkaID(200), s.stored())
+		})
+	}
+}
+
 // heldLoads is a catalog whose Load reads at once and answers only once
 // release is closed, whatever its context says.
 type heldLoads struct {
