@@ -129,6 +129,9 @@ const DefaultBucket = "lowwater-checkpoints"
 
 // WithBucket names the bucket that holds the records, so that one file can
 // serve several independent catalogs over time. Default DefaultBucket.
+// A new bucket's name must not be one bit from a bucket the file holds
+// ("tenant-a" beside "tenant-c"): a writer's OpenBolt takes that for the
+// bucket's own name damaged, and refuses the file (ErrCorruptStore).
 func WithBucket(name string) BoltOption {
 	return boltOptionFunc(func(o *boltOptions) { o.bucket = name })
 }
@@ -263,13 +266,10 @@ func OpenBolt(path string, opts ...BoltOption) (*Bolt, error) {
 		return db.Update(func(tx *bolt.Tx) error {
 			// A new, empty bucket beside the damaged one would make every
 			// Load say "nothing stored".
-			if damaged, flips := flippedName(tx, b.bucket); damaged != nil {
-				away := "one bit away"
-				if flips > 1 {
-					away = fmt.Sprintf("%d bits away", flips)
-				}
-				return fmt.Errorf("%w: %s: no bucket %q, but one named %q, %s: its name is damaged",
-					ErrCorruptStore, path, b.bucket, damaged, away)
+			if damaged := flippedName(tx, b.bucket); damaged != nil {
+				return fmt.Errorf("%w: %s: no bucket %q, but one named %q, one bit away: its name is damaged "+
+					"(or, if it is another catalog's, name yours further from it)",
+					ErrCorruptStore, path, b.bucket, damaged)
 			}
 			// A fresh file has committed one transaction (bbolt's own, at
 			// its making), and the bucket is made by the next: a file
@@ -300,18 +300,12 @@ func OpenBolt(path string, opts ...BoltOption) (*Bolt, error) {
 	return b, nil
 }
 
-// maxFlippedBits is how many bits of a bucket's name damage may have
-// flipped for flippedName to call it damaged.
-const maxFlippedBits = 4
-
-// flippedName is a bucket of tx whose name is want's with a few bits
-// flipped (up to maxFlippedBits), and how many, or nil: the catalog's own
-// bucket, its name damaged. Another catalog's bucket in the same file
-// (WithBucket) is named by a person, who does not pick a name so few bits
-// from another.
-func flippedName(tx *bolt.Tx, want []byte) ([]byte, int) {
+// flippedName is a bucket of tx whose name is want's with one bit
+// flipped, or nil: the catalog's own bucket, its name damaged. Two bits
+// may be a person's choice ("tenant-a" beside "tenant-b"), and one bit is
+// where damage most often stops.
+func flippedName(tx *bolt.Tx, want []byte) []byte {
 	var found []byte
-	fewest := 0
 	_ = tx.ForEach(func(name []byte, _ *bolt.Bucket) error {
 		if len(name) != len(want) {
 			return nil
@@ -320,12 +314,12 @@ func flippedName(tx *bolt.Tx, want []byte) ([]byte, int) {
 		for i := range name {
 			flipped += bits.OnesCount8(name[i] ^ want[i])
 		}
-		if flipped >= 1 && flipped <= maxFlippedBits && (found == nil || flipped < fewest) {
-			found, fewest = slices.Clone(name), flipped
+		if flipped == 1 {
+			found = slices.Clone(name)
 		}
 		return nil
 	})
-	return found, fewest
+	return found
 }
 
 // hasBucket reports whether the file holds the bucket already.
