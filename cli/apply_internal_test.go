@@ -44,13 +44,86 @@ func TestLoweringOutlivesTheCommandsEnd(t *testing.T) {
 	defer cancel()
 	mem := persistence.NewMemory()
 	require.NoError(t, mem.Save(ctx, "p", wal.KafkaID(1000)))
-	s := &store{}
+	s := newStore(ctx, catalogurl.URL{}, io.Discard)
+	defer s.end()
 	require.NoError(t, s.apply(ctx, &endsOnDelete{Catalog: mem, end: cancel}, "p", lower, wal.KafkaID(500)))
 	got, err := mem.Load(context.Background(), "p")
 	require.NoError(t, err)
 	require.Equal(t, wal.KafkaID(500), got)
-	require.False(t, s.graceEnd.IsZero(), "the grace is fixed once the command is over")
-	require.WithinDuration(t, time.Now().Add(cleanupGrace), s.graceEnd, cleanupGrace)
+}
+
+// hangingSave is a catalog whose Save waits for its context to end, as
+// on an etcd that answers nothing.
+type hangingSave struct{ persistence.Catalog }
+
+func (hangingSave) Save(ctx context.Context, _ string, _ wal.MessageID) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// What a write owes past the command's end ends cleanupGrace after the
+// first of its --timeout and a signal. A signal during the save after the
+// delete was ignored until the --timeout's grace, fixed before it; and
+// each later wait (the release) took a second of its own after the one
+// before.
+func TestGraceEndsASecondAfterTheCommand(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		// signal is when a Ctrl-C comes; the --timeout is at a minute.
+		signal time.Duration
+	}{
+		{"signal", 50 * time.Millisecond},
+		{"already over", 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			mem := persistence.NewMemory()
+			require.NoError(t, mem.Save(ctx, "p", wal.KafkaID(1000)))
+			s := newStore(ctx, catalogurl.URL{}, io.Discard)
+			defer s.end()
+			var signalled time.Time
+			time.AfterFunc(c.signal, func() { signalled = time.Now(); cancel() })
+			if c.signal == 0 {
+				<-ctx.Done()
+			}
+			err := s.replaceRecord(context.Background(), hangingSave{mem}, "p", wal.KafkaID(500))
+			require.ErrorIs(t, err, context.Canceled)
+			require.ErrorContains(t, err, "p: its record was deleted and kafka:500 not written")
+			took := time.Since(signalled)
+			require.GreaterOrEqual(t, took, cleanupGrace)
+			require.Less(t, took, cleanupGrace+time.Second/2, "the save ends a second after the signal")
+			// A wait after it has no second of its own.
+			<-s.grace.Done()
+			require.Less(t, time.Since(signalled), cleanupGrace+time.Second/2)
+		})
+	}
+}
+
+// lostDelete deletes, and reports the error of a delete whose reply was
+// lost: applied all the same.
+type lostDelete struct{ persistence.Catalog }
+
+func (c lostDelete) Delete(ctx context.Context, pchannel string) error {
+	if err := c.Catalog.Delete(ctx, pchannel); err != nil {
+		return err
+	}
+	return errors.New("connection reset")
+}
+
+// A forced lowering whose delete failed and was applied all the same (on
+// etcd, a deadline that landed during the call) lost the checkpoint: the
+// error was returned, and nothing written in its place.
+func TestLoweringAfterADeleteThatFailedButWasApplied(t *testing.T) {
+	ctx := context.Background()
+	mem := persistence.NewMemory()
+	require.NoError(t, mem.Save(ctx, "p", wal.KafkaID(1000)))
+	s := newStore(ctx, catalogurl.URL{}, io.Discard)
+	defer s.end()
+	require.NoError(t, s.apply(ctx, lostDelete{mem}, "p", lower, wal.KafkaID(500)))
+	got, err := mem.Load(ctx, "p")
+	require.NoError(t, err)
+	require.Equal(t, wal.KafkaID(500), got)
 }
 
 // When the save after the delete fails all the same, the error says what
@@ -60,7 +133,8 @@ func TestLoweringWhoseSaveFailsSaysHowToFinish(t *testing.T) {
 	mem := persistence.NewMemory()
 	require.NoError(t, mem.Save(ctx, "p", wal.KafkaID(1000)))
 	down := errors.New("catalog down")
-	s := &store{}
+	s := newStore(ctx, catalogurl.URL{}, io.Discard)
+	defer s.end()
 	err := s.apply(ctx, &endsOnDelete{Catalog: mem, end: func() {}, failSave: down}, "p", lower, wal.KafkaID(500))
 	require.ErrorIs(t, err, down)
 	require.ErrorContains(t, err, "p: its record was deleted and kafka:500 not written: 'set p kafka:500' writes it: catalog down")

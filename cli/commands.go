@@ -382,10 +382,7 @@ func (s *store) apply(ctx context.Context, c persistence.Catalog, pchannel strin
 	}
 	var err error
 	if act == lower || act == replace || act == unordered {
-		if err := c.Delete(ctx, pchannel); err != nil {
-			return err
-		}
-		err = s.saveDeleted(ctx, c, pchannel, id)
+		err = s.replaceRecord(ctx, c, pchannel, id)
 	} else {
 		err = c.Save(ctx, pchannel, id)
 	}

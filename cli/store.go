@@ -32,11 +32,17 @@ type store struct {
 	etcd    *etcdcatalog.Catalog // nil for bbolt
 	session *concurrency.Session // made by the first fenced write
 	stderr  io.Writer
-	// graceEnd is when what the command owes after its end must be over
-	// (grace), set once the command's context has ended.
-	graceEnd time.Time
-	// endClient ends the etcd client's context.
-	endClient func()
+	// grace is for what a write owes once begun, whether or not the
+	// command has ended by then: the save after a forced lowering's delete
+	// (else a timeout or a signal between the two lost the checkpoint),
+	// the release of the tool's ownership and the revoke of its session
+	// (else its owner key outlived it, taken by the next command for a
+	// running node's). It ends cleanupGrace after the command's context
+	// does (its --timeout or a signal, whichever came first), and at
+	// close; the etcd client lives as long.
+	grace context.Context
+	// end ends grace.
+	end func()
 	// revision is etcd's, read once by checkTerm.
 	revision int64
 }
@@ -46,26 +52,12 @@ type store struct {
 // took on etcd.
 const cleanupGrace = time.Second
 
-// grace returns a context for what a write owes once begun, whether or
-// not ctx has ended by then: the save after a forced lowering's delete
-// (else a timeout or a signal between the two lost the checkpoint), the
-// release of the tool's ownership and the revoke of its session (else its
-// owner key outlived it, taken by the next command for a running node's).
-// All of it ends cleanupGrace after ctx's deadline, or after ctx ended,
-// if sooner.
-func (s *store) grace(ctx context.Context) (context.Context, context.CancelFunc) {
-	end := s.graceEnd
-	if end.IsZero() {
-		end = time.Now()
-		if dl, ok := ctx.Deadline(); ok && ctx.Err() == nil {
-			end = dl
-		}
-		end = end.Add(cleanupGrace)
-		if ctx.Err() != nil {
-			s.graceEnd = end
-		}
-	}
-	return context.WithDeadline(context.WithoutCancel(ctx), end)
+// newStore is a store of the command whose context is ctx, with nothing
+// open yet.
+func newStore(ctx context.Context, u catalogurl.URL, stderr io.Writer) *store {
+	grace, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	unwatch := context.AfterFunc(ctx, func() { time.AfterFunc(cleanupGrace, cancel) })
+	return &store{url: u, stderr: stderr, grace: grace, end: func() { unwatch(); cancel() }}
 }
 
 // sessionTTL bounds how long a pchannel stays owned should the tool die
@@ -82,9 +74,14 @@ const (
 	dryCreate              // as readOnly, and a missing file reads as empty
 )
 
-func (e *env) open(ctx context.Context, m mode) (*store, error) {
+func (e *env) open(ctx context.Context, m mode) (_ *store, err error) {
 	u := e.opts.url
-	s := &store{url: u, stderr: e.stderr}
+	s := newStore(ctx, u, e.stderr)
+	defer func() {
+		if err != nil {
+			s.end()
+		}
+	}()
 	switch u.Kind {
 	case catalogurl.Bolt:
 		if u.Path == "" {
@@ -129,29 +126,23 @@ func (e *env) open(ctx context.Context, m mode) (*store, error) {
 			return nil, err
 		}
 		// The client's own waits (the first connection, and with a user
-		// its token) end with the command's, and the client a second
-		// after it: what a write owes past the command's end (grace)
-		// needs it still.
+		// its token) end with the command's, and the client with grace:
+		// what a write owes past the command's end needs it still.
 		dial := 5 * time.Second
 		if deadline, ok := ctx.Deadline(); ok {
 			dial = min(dial, max(time.Until(deadline), time.Millisecond))
 		}
-		cctx, ccancel := context.WithCancel(context.WithoutCancel(ctx))
-		unwatch := context.AfterFunc(ctx, func() { time.AfterFunc(cleanupGrace, ccancel) })
-		s.endClient = func() { unwatch(); ccancel() }
 		cfg := clientv3.Config{
 			Endpoints:   u.Endpoints,
 			DialTimeout: dial,
-			Context:     cctx,
+			Context:     s.grace,
 			Logger:      zap.NewNop(),
 		}
 		if err := e.opts.etcd.Apply(&cfg); err != nil {
-			s.endClient()
 			return nil, err
 		}
 		c, err := etcdcatalog.Open(cfg, etcdcatalog.WithPrefix(u.Prefix))
 		if err != nil {
-			s.endClient()
 			return nil, err
 		}
 		s.cat, s.etcd = c, c
@@ -264,20 +255,35 @@ func (o *staleTermClearing) Save(ctx context.Context, pchannel string, id wal.Me
 			"or --force replaces it", shown(pchannel), o.storedTerm, o.Term(), shown(pchannel))
 	}
 	if !o.cleared {
-		if err := o.Delete(ctx, pchannel); err != nil {
-			return err
-		}
-		return o.store.saveDeleted(ctx, o.Owned, pchannel, id)
+		// The save follows the delete, whatever came of it (replaceRecord).
+		o.cleared = true
+		return o.store.replaceRecord(ctx, o, pchannel, id)
 	}
 	return o.Owned.Save(ctx, pchannel, id)
 }
 
-// saveDeleted writes id for pchannel, whose record c has just deleted, to
-// the end even if ctx ends meanwhile (grace).
-func (s *store) saveDeleted(ctx context.Context, c persistence.Catalog, pchannel string, id wal.MessageID) error {
-	gctx, cancel := s.grace(ctx)
-	defer cancel()
-	if err := c.Save(gctx, pchannel, id); err != nil {
+// replaceRecord deletes pchannel's record and writes id in its place, as
+// a lowering or a replacement must (Save refuses them). Once the delete
+// is sent the write is owed, and both run under grace: a --timeout or a
+// signal during the delete (applied, its reply lost) or between the two
+// lost the checkpoint.
+func (s *store) replaceRecord(ctx context.Context, c persistence.Catalog, pchannel string, id wal.MessageID) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := c.Delete(s.grace, pchannel); err != nil {
+		// A failed delete may have been applied all the same: what is
+		// stored now says whether the write is owed.
+		stored, lerr := c.Load(s.grace, pchannel)
+		switch {
+		case lerr != nil:
+			return fmt.Errorf("%s: its record may have been deleted, and %s was not written: "+
+				"'set %s %s' writes it: %w", shown(pchannel), shownID(id), shown(pchannel), shownID(id), err)
+		case stored != nil:
+			return err
+		}
+	}
+	if err := c.Save(s.grace, pchannel, id); err != nil {
 		return fmt.Errorf("%s: its record was deleted and %s not written: 'set %s %s' writes it: %w",
 			shown(pchannel), shownID(id), shown(pchannel), shownID(id), err)
 	}
@@ -290,14 +296,12 @@ func (s *store) close() {
 		// may be over: the lease, and the tool's owner keys, would then
 		// stay for the session's TTL.
 		s.session.Orphan()
-		ctx, cancel := s.grace(context.Background())
+		ctx, cancel := context.WithTimeout(s.grace, cleanupGrace)
 		_, _ = s.etcd.Client().Revoke(ctx, s.session.Lease())
 		cancel()
 	}
 	_ = s.cat.Close()
-	if s.endClient != nil {
-		s.endClient()
-	}
+	s.end()
 }
 
 // read opens the catalog read-only and reads every record (see entries);
@@ -422,9 +426,7 @@ func (s *store) write(ctx context.Context, pchannel string, storedTerm uint64, f
 	}
 	werr := fn(c)
 	// Not Close, which gives the release a budget of its own.
-	rctx, cancel := s.grace(ctx)
-	defer cancel()
-	if err := owned.Release(rctx); err != nil && werr == nil {
+	if err := owned.Release(s.grace); err != nil && werr == nil {
 		return fmt.Errorf("release %s: %w", shown(pchannel), err)
 	}
 	return werr
