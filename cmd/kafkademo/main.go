@@ -112,7 +112,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fs.IntVar(&cfg.partitions, "partitions", 4, "partitions of the topic (pchannels)")
 	fs.IntVar(&cfg.vchannels, "vchannels", 16, "vchannels (workers) per partition")
 	fs.DurationVar(&cfg.produceFor, "produce-for", 8*time.Second, "how long the producer takes to write the records")
-	kill := fs.String("kill-after", "500ms-2s", "range of the time from both nodes ready to the SIGKILL")
+	kill := fs.String("kill-after", "500ms-2s", "time from both nodes ready to the SIGKILL, a range")
 	fs.DurationVar(&cfg.autocommit, "autocommit", time.Second, "naive node: interval of kgo's autocommit")
 	fs.DurationVar(&cfg.timeout, "timeout", 30*time.Second, "bound on each wait for a node")
 	fs.StringVar(&cfg.catalog, "catalog", catalogBolt, "lowwater's catalog: bbolt (a file), or\netcd://host:port[,host:port][/prefix]")

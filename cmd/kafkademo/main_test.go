@@ -91,6 +91,28 @@ func checkDemo(t *testing.T, cfg config) {
 	t.Logf("naive: lost %d, duplicates %d; lowwater: duplicates %d, bound %d", nv.lostEnd, nv.duplicates, lw.duplicates, lw.bound)
 }
 
+// TestHelpFits80Columns: flag indents with tabs, which a terminal
+// widens to the next multiple of eight.
+func TestHelpFits80Columns(t *testing.T) {
+	var out, stderr bytes.Buffer
+	if code := run(t.Context(), []string{"--help"}, nil, &out, &stderr, testBinary); code != 0 {
+		t.Fatalf("--help: exit %d", code)
+	}
+	for _, line := range strings.Split(out.String()+stderr.String(), "\n") {
+		col := 0
+		for _, r := range line {
+			if r == '\t' {
+				col = col/8*8 + 8
+			} else {
+				col++
+			}
+		}
+		if col > 80 {
+			t.Errorf("--help line of %d columns: %q", col, line)
+		}
+	}
+}
+
 func TestUsage(t *testing.T) {
 	for _, args := range [][]string{
 		{"--records=0"},
