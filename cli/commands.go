@@ -258,15 +258,20 @@ func parseID(en *persistence.Entry, text string) (wal.MessageID, error) {
 		// order it: every catalog refuses it, --force or not.
 		return nil, usagef("ID %q cannot be stored: %s", text, shownText(err.Error()))
 	}
-	// A Pulsar ID written without its partition keeps the stored one:
-	// parsed as partition 0, a raise moved the consumers' partition.
+	return withStoredPartition(id, text, en), nil
+}
+
+// withStoredPartition is id, parsed from text: a Pulsar ID written without
+// its partition keeps the stored one. Parsed as partition 0, a raise
+// moved the consumers' partition.
+func withStoredPartition(id wal.MessageID, text string, en *persistence.Entry) wal.MessageID {
 	if p, ok := id.(wal.PulsarID); ok && !strings.Contains(text, "@") && en != nil {
 		if stored, ok := en.Checkpoint.(wal.PulsarID); ok {
 			p.Partition = stored.Partition
-			id = p
+			return p
 		}
 	}
-	return id, nil
+	return id
 }
 
 // action is what a write does to one pchannel.

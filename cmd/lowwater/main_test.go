@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -583,6 +584,40 @@ func TestDumpRestoreBoltToBolt(t *testing.T) {
 	require.NoError(t, os.WriteFile(bad, []byte(one+"\n\n"), 0o600))
 	wantCode(t, on(t, "bolt:"+dst, "restore", bad, "--dry-run"), cli.ExitOK, "would create")
 	require.Equal(t, seed, stored(t, dst))
+
+	// A key given twice, of which encoding/json keeps the last.
+	for key, dup := range map[string]string{
+		"checkpoints": `{"format":"lowwater-checkpoints/1","checkpoints":[],` + one[len(`{"format":"lowwater-checkpoints/1",`):],
+		"pchannel":    `{"format":"lowwater-checkpoints/1","checkpoints":[{"pchannel":"a","pchannel":"late","wal":"kafka","checkpoint":"kafka:1"}]}`,
+	} {
+		require.NoError(t, os.WriteFile(bad, []byte(dup), 0o600))
+		wantCode(t, on(t, "bolt:"+dst, "restore", bad), cli.ExitUsage, fmt.Sprintf("bad.json: key %q given twice in one object", key))
+	}
+	require.Equal(t, seed, stored(t, dst))
+}
+
+// A Pulsar ID in a dump follows set's rule: its text without a partition
+// keeps the stored one, and its bytes, when given, are what is written;
+// their text must say the same partition.
+func TestRestorePulsarPartition(t *testing.T) {
+	p := "by-dev-rootcoord-dml_1"
+	dst := seedBolt(t, map[string]wal.MessageID{p: wal.PulsarID{LedgerID: 88, EntryID: 1402, Partition: 1}})
+	file := filepath.Join(t.TempDir(), "dump.json")
+	restore := func(entry string) result {
+		require.NoError(t, os.WriteFile(file, []byte(`{"format":"lowwater-checkpoints/1","checkpoints":[`+entry+`]}`), 0o600))
+		return on(t, "bolt:"+dst, "restore", file)
+	}
+	wantCode(t, restore(`{"pchannel":"`+p+`","wal":"pulsar","checkpoint":"pulsar:88:1500:0"}`), cli.ExitOK,
+		"raised from pulsar:88:1402:0@1 to pulsar:88:1500:0@1")
+
+	raw, err := wal.Marshal(wal.PulsarID{LedgerID: 88, EntryID: 1600, Partition: 5})
+	require.NoError(t, err)
+	id := base64.StdEncoding.EncodeToString(raw)
+	wantCode(t, restore(`{"pchannel":"`+p+`","wal":"pulsar","checkpoint":"pulsar:88:1600:0@1","id":"`+id+`"}`), cli.ExitUsage,
+		"id bytes say pulsar:88:1600:0@5, checkpoint says pulsar:88:1600:0@1")
+	wantCode(t, restore(`{"pchannel":"`+p+`","wal":"pulsar","checkpoint":"pulsar:88:1600:0","id":"`+id+`"}`), cli.ExitOK,
+		"raised from pulsar:88:1500:0@1 to pulsar:88:1600:0@5")
+	require.Equal(t, map[string]wal.MessageID{p: wal.PulsarID{LedgerID: 88, EntryID: 1600, Partition: 5}}, stored(t, dst))
 }
 
 // seqID is a WAL this test process registers and the binary does not: its
