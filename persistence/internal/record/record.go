@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"unsafe"
 
 	"github.com/lowwater/lowwater/wal"
 )
@@ -59,8 +60,12 @@ func Encode(pchannel string, walName wal.Name, raw []byte, term uint64) []byte {
 	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
 
-// nameSum checks the name a version 2 record is stored under.
-func nameSum(pchannel string) uint32 { return crc32.Checksum([]byte(pchannel), castagnoli) }
+// nameSum checks the name a version 2 record is stored under. crc32 only
+// reads its input, so it is given the string's own bytes: a copy escaped
+// to the heap, twice on each save (its read and its write).
+func nameSum(pchannel string) uint32 {
+	return crc32.Checksum(unsafe.Slice(unsafe.StringData(pchannel), len(pchannel)), castagnoli)
+}
 
 // ErrAnotherPChannel is the error of a whole record stored under another
 // name than the one it was written for.
