@@ -37,15 +37,22 @@ func (c *endsOnDelete) Save(ctx context.Context, pchannel string, id wal.Message
 	return c.Catalog.Save(ctx, pchannel, id)
 }
 
+// lowering is a store of the command whose context is ctx, and a catalog
+// holding kafka:1000 for p, to be lowered.
+func lowering(t *testing.T, ctx context.Context) (*persistence.Memory, *store) {
+	mem := persistence.NewMemory()
+	require.NoError(t, mem.Save(context.Background(), "p", wal.KafkaID(1000)))
+	s := newStore(ctx, catalogurl.URL{}, io.Discard)
+	t.Cleanup(s.end)
+	return mem, s
+}
+
 // A forced lowering deletes, then saves: a command that ended between the
 // two, its save under the same context, lost the checkpoint.
 func TestLoweringOutlivesTheCommandsEnd(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	mem := persistence.NewMemory()
-	require.NoError(t, mem.Save(ctx, "p", wal.KafkaID(1000)))
-	s := newStore(ctx, catalogurl.URL{}, io.Discard)
-	defer s.end()
+	mem, s := lowering(t, ctx)
 	require.NoError(t, s.apply(ctx, &endsOnDelete{Catalog: mem, end: cancel}, "p", lower, wal.KafkaID(500)))
 	got, err := mem.Load(context.Background(), "p")
 	require.NoError(t, err)
@@ -78,10 +85,7 @@ func TestGraceEndsASecondAfterTheCommand(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			mem := persistence.NewMemory()
-			require.NoError(t, mem.Save(ctx, "p", wal.KafkaID(1000)))
-			s := newStore(ctx, catalogurl.URL{}, io.Discard)
-			defer s.end()
+			mem, s := lowering(t, ctx)
 			var signalled time.Time
 			time.AfterFunc(c.signal, func() { signalled = time.Now(); cancel() })
 			if c.signal == 0 {
@@ -116,10 +120,7 @@ func (c lostDelete) Delete(ctx context.Context, pchannel string) error {
 // error was returned, and nothing written in its place.
 func TestLoweringAfterADeleteThatFailedButWasApplied(t *testing.T) {
 	ctx := context.Background()
-	mem := persistence.NewMemory()
-	require.NoError(t, mem.Save(ctx, "p", wal.KafkaID(1000)))
-	s := newStore(ctx, catalogurl.URL{}, io.Discard)
-	defer s.end()
+	mem, s := lowering(t, ctx)
 	require.NoError(t, s.apply(ctx, lostDelete{mem}, "p", lower, wal.KafkaID(500)))
 	got, err := mem.Load(ctx, "p")
 	require.NoError(t, err)
@@ -130,11 +131,8 @@ func TestLoweringAfterADeleteThatFailedButWasApplied(t *testing.T) {
 // is left to do.
 func TestLoweringWhoseSaveFailsSaysHowToFinish(t *testing.T) {
 	ctx := context.Background()
-	mem := persistence.NewMemory()
-	require.NoError(t, mem.Save(ctx, "p", wal.KafkaID(1000)))
+	mem, s := lowering(t, ctx)
 	down := errors.New("catalog down")
-	s := newStore(ctx, catalogurl.URL{}, io.Discard)
-	defer s.end()
 	err := s.apply(ctx, &endsOnDelete{Catalog: mem, end: func() {}, failSave: down}, "p", lower, wal.KafkaID(500))
 	require.ErrorIs(t, err, down)
 	require.ErrorContains(t, err, "p: its record was deleted and kafka:500 not written: 'set p kafka:500' writes it: catalog down")

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/lowwater/lowwater/internal/testkit/syncbuf"
+	"github.com/lowwater/lowwater/internal/testkit/termtest"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/wal"
 )
@@ -81,25 +82,13 @@ func TestFailover(t *testing.T) {
 	t.Logf("takeover in %v; whole run %v", took, time.Since(began).Round(time.Millisecond))
 }
 
-// TestHelpFits80Columns: flag indents with tabs, which a terminal
-// widens to the next multiple of eight.
 func TestHelpFits80Columns(t *testing.T) {
 	var out, stderr bytes.Buffer
 	if code := run(t.Context(), []string{"--help"}, nil, &out, &stderr, testBinary); code != 0 {
 		t.Fatalf("--help: exit %d", code)
 	}
-	for _, line := range strings.Split(out.String()+stderr.String(), "\n") {
-		col := 0
-		for _, r := range line {
-			if r == '\t' {
-				col = col/8*8 + 8
-			} else {
-				col++
-			}
-		}
-		if col > 80 {
-			t.Errorf("--help line of %d columns: %q", col, line)
-		}
+	for _, line := range termtest.Wider(out.String()+stderr.String(), 80) {
+		t.Errorf("--help line of %d columns: %q", termtest.Columns(line), line)
 	}
 }
 

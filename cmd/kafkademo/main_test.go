@@ -14,6 +14,7 @@ import (
 	"github.com/lowwater/lowwater/examples/kafka"
 	"github.com/lowwater/lowwater/internal/testkit/etcdtest"
 	"github.com/lowwater/lowwater/internal/testkit/syncbuf"
+	"github.com/lowwater/lowwater/internal/testkit/termtest"
 )
 
 // asNode makes the test binary a node process: TestDemo runs it again with
@@ -91,25 +92,13 @@ func checkDemo(t *testing.T, cfg config) {
 	t.Logf("naive: lost %d, duplicates %d; lowwater: duplicates %d, bound %d", nv.lostEnd, nv.duplicates, lw.duplicates, lw.bound)
 }
 
-// TestHelpFits80Columns: flag indents with tabs, which a terminal
-// widens to the next multiple of eight.
 func TestHelpFits80Columns(t *testing.T) {
 	var out, stderr bytes.Buffer
 	if code := run(t.Context(), []string{"--help"}, nil, &out, &stderr, testBinary); code != 0 {
 		t.Fatalf("--help: exit %d", code)
 	}
-	for _, line := range strings.Split(out.String()+stderr.String(), "\n") {
-		col := 0
-		for _, r := range line {
-			if r == '\t' {
-				col = col/8*8 + 8
-			} else {
-				col++
-			}
-		}
-		if col > 80 {
-			t.Errorf("--help line of %d columns: %q", col, line)
-		}
+	for _, line := range termtest.Wider(out.String()+stderr.String(), 80) {
+		t.Errorf("--help line of %d columns: %q", termtest.Columns(line), line)
 	}
 }
 
