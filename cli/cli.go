@@ -66,7 +66,7 @@ Commands:
                            bbolt file must exist: a mistyped path is not
                            made into a new, empty catalog
   delete PCHANNEL          retire a pchannel: its record is removed
-  dump [FILE]              write every record as JSON (stdout without FILE)
+  dump [FILE]              write every record as JSON (stdout: no FILE, or -)
   restore FILE             write the records of a dump; raises only, as set;
                            creates a bbolt file that does not exist
 
@@ -398,18 +398,22 @@ func (s *stickyWriter) Write(p []byte) (int, error) {
 
 // parseInterspersed parses flags wherever they stand among the arguments
 // ("set p kafka:1 --dry-run" as well as "set --dry-run p kafka:1") and
-// returns the arguments.
+// returns the arguments. After "--" every one is an argument: a name or
+// an ID that begins with "-".
 func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
 			return nil, err
 		}
-		args = fs.Args()
-		if len(args) == 0 {
+		rest := fs.Args()
+		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		if len(rest) == 0 {
 			return pos, nil
 		}
-		pos, args = append(pos, args[0]), args[1:]
+		pos, args = append(pos, rest[0]), rest[1:]
 	}
 }
 

@@ -80,7 +80,7 @@ func dump(ctx context.Context, e *env, args []string) error {
 	// Escaped for stdout, a terminal perhaps; the file gets the same bytes,
 	// as it may well be shown on one too.
 	out := escapeJSON(buf.Bytes())
-	if len(args) == 0 {
+	if len(args) == 0 || args[0] == "-" {
 		_, err := e.stdout.Write(out)
 		return err
 	}

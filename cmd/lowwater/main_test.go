@@ -418,6 +418,13 @@ func TestCommandLine(t *testing.T) {
 	wantCode(t, lw(t, nil, "--catalog", "bolt:"+path, "list", "--force"), cli.ExitUsage, "flag provided but not defined")
 	wantCode(t, lw(t, nil, "--catalog", "bolt:"+filepath.Join(t.TempDir(), "none.db"), "list"), cli.ExitFailed, "no such file")
 	wantCode(t, lw(t, []string{"LOWWATER_CATALOG=bolt:" + path}, "get", "by-dev-rootcoord-dml_0"), cli.ExitOK, "kafka:1200")
+	// After "--" what begins with "-" is an argument: it was taken for a
+	// flag. dump's "-" is standard output, not a file named "-".
+	wantCode(t, lw(t, nil, "--catalog", "bolt:"+path, "get", "-p"), cli.ExitUsage, "flag provided but not defined: -p")
+	wantCode(t, lw(t, nil, "--catalog", "bolt:"+path, "get", "--", "-p"), cli.ExitNotFound, "-p: no checkpoint stored")
+	wantCode(t, lw(t, nil, "--catalog", "bolt:"+path, "set", "by-dev-rootcoord-dml_0", "--", "-5"), cli.ExitRefused,
+		"kafka:-5 is below the stored kafka:1200")
+	wantCode(t, lw(t, nil, "--catalog", "bolt:"+path, "dump", "-"), cli.ExitOK, `"format": "lowwater-checkpoints/1"`)
 }
 
 // A set or delete that writes nothing (refused, unchanged, nothing to
