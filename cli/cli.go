@@ -306,6 +306,17 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	out := &stickyWriter{w: stdout}
 	e := &env{opts: o, stdout: out, stderr: stderr}
 	err = cmd.run(ctx, e, pos)
+	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		// "context canceled" or "deadline exceeded" alone does not say
+		// that the command was cut short, nor by what.
+		why := fmt.Sprintf("--timeout %v passed", o.timeout)
+		if errors.Is(ctx.Err(), context.Canceled) {
+			why = context.Cause(ctx).Error() // "interrupt signal received"
+		}
+		if !strings.Contains(err.Error(), why) {
+			err = fmt.Errorf("%w (%s)", err, why)
+		}
+	}
 	if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
 		if hint := timeoutHint(o); hint != "" {
 			var re *reportedError

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strconv"
@@ -99,4 +100,25 @@ func TestRegisteredWAL(t *testing.T) {
 	out, code = run(t, "--catalog=bolt:"+other, "get", "slot")
 	require.Equal(t, cli.ExitOK, code, out)
 	require.Contains(t, out, "checkpoint  test-lsn:17/0")
+}
+
+// A command cut short said "context canceled" or "context deadline
+// exceeded" and nothing of why: the error now names the --timeout or the
+// signal.
+func TestCutShortSaysWhy(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.db")
+	b, err := persistence.OpenBolt(path)
+	require.NoError(t, err)
+	require.NoError(t, b.Close())
+
+	out, code := run(t, "--catalog=bolt:"+path, "--timeout=1ns", "list")
+	require.Equal(t, cli.ExitFailed, code, out)
+	require.Contains(t, out, "context deadline exceeded (--timeout 1ns passed)")
+
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(errors.New("interrupt signal received")) // as signal.NotifyContext's
+	var buf bytes.Buffer
+	code = cli.Main(ctx, []string{"--catalog=bolt:" + path, "list"}, func(string) string { return "" }, &buf, &buf)
+	require.Equal(t, cli.ExitFailed, code, buf.String())
+	require.Contains(t, buf.String(), "context canceled (interrupt signal received)")
 }
