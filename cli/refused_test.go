@@ -20,3 +20,11 @@ func TestEtcdNothingListens(t *testing.T) {
 	require.Equal(t, cli.ExitFailed, code, out)
 	require.Contains(t, out, "nothing listens at "+addr+" (connection refused)")
 }
+
+// A host with no address is said at once too. A .onion name is never
+// looked up (RFC 7686): it has none, whatever the machine's DNS.
+func TestEtcdNoSuchHost(t *testing.T) {
+	out, code := run(t, "--catalog=etcd://no-such-host.onion:2379/x", "--timeout", "1m", "list")
+	require.Equal(t, cli.ExitFailed, code, out)
+	require.Contains(t, out, "nothing listens at no-such-host.onion:2379 (no suitable address found)")
+}

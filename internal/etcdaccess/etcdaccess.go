@@ -189,22 +189,31 @@ func (a Access) Diagnose(endpoint string) string {
 }
 
 // AnyListens fails at once when every endpoint (host:port) refuses a
-// connection: etcd's client would retry them until its deadline, and only
-// then could Diagnose say why. A timeout or any other answer is left to
-// the client.
+// connection or names a host that does not exist: etcd's client would
+// retry them until its deadline, and only then could Diagnose say why. A
+// timeout or any other answer is left to the client.
 func AnyListens(ctx context.Context, endpoints []string) error {
 	var d net.Dialer
+	reasons := make([]string, 0, len(endpoints))
 	for _, e := range endpoints {
 		dialCtx, cancel := context.WithTimeout(ctx, ProbeTime)
 		conn, err := d.DialContext(dialCtx, "tcp", e)
 		cancel()
-		if err == nil {
+		var dnsErr *net.DNSError
+		var addrErr *net.AddrError
+		switch {
+		case err == nil:
 			_ = conn.Close()
 			return nil
-		}
-		if !errors.Is(err, syscall.ECONNREFUSED) {
+		case errors.Is(err, syscall.ECONNREFUSED):
+			reasons = append(reasons, e+" (connection refused)")
+		case errors.As(err, &dnsErr) && dnsErr.IsNotFound:
+			reasons = append(reasons, e+" (no such host)")
+		case errors.As(err, &addrErr):
+			reasons = append(reasons, e+" ("+addrErr.Err+")")
+		default:
 			return nil
 		}
 	}
-	return fmt.Errorf("nothing listens at %s (connection refused): is etcd up, and at that address?", strings.Join(endpoints, ","))
+	return fmt.Errorf("nothing listens at %s: is etcd up, and at that address?", strings.Join(reasons, ", "))
 }
