@@ -215,9 +215,10 @@ func verify(ctx context.Context, e *env, _ []string) error {
 	for _, h := range []struct{ kind, hint string }{
 		{"CORRUPT", "repair with 'set --force PCHANNEL ID' or 'delete PCHANNEL'"},
 		{"UNKNOWN WAL", "read with a lowwater built with that WAL (package cli)"},
-		{"BAD NAME", "no node can use it: 'delete --quoted NAME', NAME quoted as shown here"},
-		{"FENCING", "written before an etcd restore reset the terms, or copied from another cluster: " +
-			"it fences every owner's saves; 'delete PCHANNEL'"},
+		// Within 80 columns, after "  KIND: ".
+		{"BAD NAME", "no node can use it: 'delete --quoted NAME',\n    NAME quoted as shown here"},
+		{"FENCING", "written before an etcd restore reset the terms, or copied from\n" +
+			"    another cluster: it fences every owner's saves; 'delete PCHANNEL'"},
 	} {
 		if found[h.kind] {
 			msg += fmt.Sprintf("\n  %s: %s", h.kind, h.hint)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/lowwater/lowwater/cli"
 	"github.com/lowwater/lowwater/internal/testkit/etcdtest"
+	"github.com/lowwater/lowwater/internal/testkit/termtest"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/persistence/etcdcatalog"
 	"github.com/lowwater/lowwater/wal"
@@ -153,8 +154,10 @@ func TestEtcdRecordOfAHigherTermIsCleared(t *testing.T) {
 		_, err = cat.Client().Put(ctxT(t), "terms/wal/"+p+"/consume-checkpoint", string(raw))
 		require.NoError(t, err)
 	}
-	wantCode(t, on(t, url, "verify"), cli.ExitCorrupt, "FENCING  a: term 1099511627776 is above etcd's revision",
+	r := on(t, url, "verify")
+	wantCode(t, r, cli.ExitCorrupt, "FENCING  a: term 1099511627776 is above etcd's revision",
 		"FENCING  b: term", "2 records no owner can write over", "it fences every owner's saves; 'delete PCHANNEL'")
+	require.Empty(t, termtest.Wider(r.stdout+r.stderr, 80), "within 80 columns")
 	wantCode(t, on(t, url, "delete", "a"), cli.ExitOK, "a: deleted kafka:100")
 	got, err := cat.Load(ctxT(t), "a")
 	require.NoError(t, err)
