@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -365,6 +366,18 @@ func incomparable(id, stored wal.MessageID) string {
 	return fmt.Sprintf("%s cannot be compared with the stored %s", shownID(id), shownID(stored))
 }
 
+// warnReplay warns, for a forced write, that consumers will read again
+// what they have read.
+func warnReplay(w io.Writer, act action, pchannel string, en *persistence.Entry, id wal.MessageID) {
+	switch act {
+	case lower:
+		fmt.Fprintf(w, "warning: %s: %s\n", shown(pchannel), replay(en.Checkpoint, id))
+	case unordered:
+		fmt.Fprintf(w, "warning: %s: %s; if it is below, consumers replay from it\n",
+			shown(pchannel), incomparable(id, en.Checkpoint))
+	}
+}
+
 // replay says what lowering from to to costs: consumers restart earlier.
 func replay(from, to wal.MessageID) string {
 	msg := fmt.Sprintf("replay: consumers restart at %s and re-read what follows it up to %s", shownID(to), shownID(from))
@@ -457,13 +470,7 @@ func set(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	switch act {
-	case lower:
-		fmt.Fprintln(e.stderr, "warning: "+replay(en.Checkpoint, id))
-	case unordered:
-		fmt.Fprintf(e.stderr, "warning: %s: %s; if it is below, consumers replay from it\n",
-			shown(pchannel), incomparable(id, en.Checkpoint))
-	}
+	warnReplay(e.stderr, act, pchannel, en, id)
 	if e.opts.dryRun {
 		// As the write itself: one that changes nothing asks no owner.
 		if act != unchanged {

@@ -271,6 +271,11 @@ func restore(ctx context.Context, e *env, args []string) error {
 		}
 		return refused("%d of %s refused; nothing written", len(refusals), count(len(entries), "checkpoint"))
 	}
+	for i, de := range entries {
+		if en, ok := byName[de.PChannel]; ok {
+			warnReplay(e.stderr, acts[i], de.PChannel, &en, ids[i])
+		}
+	}
 	if e.opts.dryRun {
 		_, err := e.stdout.Write(out.Bytes())
 		return err

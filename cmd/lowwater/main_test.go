@@ -250,7 +250,7 @@ func TestSetRaisesAndLowersOnlyWithForce(t *testing.T) {
 	wantCode(t, on(t, url, "set", p, "kafka:1000", "--force", "--dry-run"), cli.ExitOK, "would LOWER from kafka:1500 to kafka:1000")
 	require.Equal(t, wal.KafkaID(1500), stored(t, path)[p])
 	r = on(t, url, "set", "--force", p, "kafka:1000")
-	wantCode(t, r, cli.ExitOK, "LOWERED from kafka:1500 to kafka:1000", "warning: replay")
+	wantCode(t, r, cli.ExitOK, "LOWERED from kafka:1500 to kafka:1000", "warning: by-dev-rootcoord-dml_0: replay")
 	require.Equal(t, wal.KafkaID(1000), stored(t, path)[p])
 
 	// A new pchannel needs its WAL in the text.
@@ -562,6 +562,10 @@ func TestDumpRestoreBoltToBolt(t *testing.T) {
 	bigger := seedBolt(t, map[string]wal.MessageID{"by-dev-rootcoord-dml_0": wal.KafkaID(5000)})
 	wantCode(t, on(t, "bolt:"+bigger, "restore", file), cli.ExitRefused, "1 of 3 checkpoints refused; nothing written")
 	require.Len(t, stored(t, bigger), 1)
+	// Forced, it says what the lowering costs, as set does.
+	wantCode(t, on(t, "bolt:"+bigger, "restore", "--force", file), cli.ExitOK, "by-dev-rootcoord-dml_0: LOWERED from kafka:5000 to kafka:1200",
+		"warning: by-dev-rootcoord-dml_0: replay: consumers restart at kafka:1200 and re-read what follows it up to kafka:5000 (3800 messages)")
+	require.Equal(t, seed, stored(t, bigger))
 
 	// A file that does not parse, or whose id bytes and text disagree, is
 	// a usage error, with no word of --help: the file is to mend.
