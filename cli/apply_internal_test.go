@@ -138,6 +138,36 @@ func TestLoweringWhoseSaveFailsSaysHowToFinish(t *testing.T) {
 	require.ErrorContains(t, err, "p: its record was deleted and kafka:500 not written: 'set p kafka:500' writes it: catalog down")
 }
 
+// A forced lowering on etcd whose command ended between the delete and
+// the save lost the checkpoint: the tool's etcd session lived on the
+// command's context, and its end fenced the save.
+func TestLoweringOnEtcdOutlivesTheCommandsEnd(t *testing.T) {
+	eps := etcdtest.Start(t)
+	u, err := catalogurl.Parse("etcd://" + strings.TrimPrefix(eps[0], "http://") + "/lower")
+	require.NoError(t, err)
+	e := &env{opts: options{url: u, timeout: time.Minute}, stdout: io.Discard, stderr: io.Discard}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s, err := e.open(ctx, readWrite)
+	require.NoError(t, err)
+	defer s.close()
+	require.NoError(t, s.cat.Save(ctx, "p", wal.KafkaID(1000)))
+	err = s.write(ctx, "p", 0, true, func(c persistence.Catalog) error {
+		end := func() {
+			cancel() // Ctrl-C, between the delete and the save
+			select { // the session's end, had it the command's context
+			case <-s.session.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+		return s.apply(ctx, &endsOnDelete{Catalog: c, end: end}, "p", lower, wal.KafkaID(500))
+	})
+	require.NoError(t, err)
+	got, err := s.cat.Load(context.Background(), "p")
+	require.NoError(t, err)
+	require.Equal(t, wal.KafkaID(500), got)
+}
+
 // A write on etcd that the command's end cut short left the tool's owner
 // key for its session's TTL: its release and its session's revoke ran
 // under the command's context, over by then, and the next command within

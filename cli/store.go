@@ -402,7 +402,10 @@ func (s *store) write(ctx context.Context, pchannel string, storedTerm uint64, f
 		return fn(s.cat)
 	}
 	if s.session == nil {
-		session, err := concurrency.NewSession(s.etcd.Client(), concurrency.WithTTL(sessionTTL), concurrency.WithContext(ctx))
+		// The session lives as long as what the write owes (grace): on
+		// the command's context, its end fenced the save after a forced
+		// lowering's delete.
+		session, err := concurrency.NewSession(s.etcd.Client(), concurrency.WithTTL(sessionTTL), concurrency.WithContext(s.grace))
 		if err != nil {
 			return fmt.Errorf("etcd session: %w", err)
 		}
