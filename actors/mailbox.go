@@ -474,7 +474,10 @@ func (m *mailbox) run() (turnOver bool) {
 				continue
 			}
 		}
-		if m.suspended.Load() || !m.started() {
+		// A failed actor's mailbox is suspended until its supervisor
+		// restarts it; one that stopped meanwhile takes no more, and
+		// what waits in it is refused, not left unanswered.
+		if m.suspended.Load() && !m.closed() || !m.started() {
 			return
 		}
 		var ok bool
@@ -486,7 +489,7 @@ func (m *mailbox) run() (turnOver bool) {
 			continue
 		}
 		if m.inc.direct == nil || !m.inc.direct.receiveDirect(msg) {
-			if m.inc.closer != nil && m.inc.closer.closing() {
+			if m.closed() {
 				m.refuse(msg)
 			} else {
 				m.poisoned = m.poisoned || isPoison(msg)
@@ -505,6 +508,10 @@ func (m *mailbox) run() (turnOver bool) {
 // closer is an actor that is past its Stopping handler: it takes no more
 // user messages (see refuse).
 type closer interface{ closing() bool }
+
+// closed reports whether the current incarnation is past its Stopping
+// handler.
+func (m *mailbox) closed() bool { return m.inc.closer != nil && m.inc.closer.closing() }
 
 // refuse answers a user message that came after the actor's stop began as
 // protoactor answers one to a stopped actor: a request gets a

@@ -353,6 +353,51 @@ func TestRegressionAddForwardedToAPersisterThatStops(t *testing.T) {
 	}
 }
 
+// The same, with the persister crashed (a bug in its logger) while the Add
+// waited in its mailbox: a failed actor's mailbox is suspended until its
+// restart, and the stop that came first left the Add in it.
+func TestRegressionAddForwardedToACrashedPersisterThatStops(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s := newScene(t)
+		crashed := false
+		core, _ := observer.New(zap.DebugLevel)
+		s.spawn(actors.WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(100)}),
+			actors.WithBackoff(actors.Backoff{Initial: 10 * time.Second, Max: time.Minute, Multiplier: 2}),
+			actors.WithLogger(zap.New(core, zap.Hooks(func(e zapcore.Entry) error {
+				if e.Message == "save failed" && !crashed {
+					crashed = true
+					panic("a logger's bug")
+				}
+				return nil
+			}))))
+		synctest.Wait()
+		// The persister is held in a subscriber of its failed save, just
+		// before the log line that crashes it.
+		release := make(chan struct{})
+		sub := s.sys.EventStream.Subscribe(func(ev any) {
+			if _, ok := ev.(*messages.PersistFailed); ok {
+				<-release
+			}
+		})
+		defer s.sys.EventStream.Unsubscribe(sub)
+		s.probe.script(faultinject.OpSave, fault{kind: fError})
+		s.update("a", 200)
+		synctest.Wait()
+		added := s.sys.Root.RequestFuture(s.pid, &messages.AddVChannel{VChannel: "b", Checkpoint: wal.KafkaID(150)}, time.Minute)
+		synctest.Wait() // applied, and waiting in the persister's mailbox
+		close(release)
+		synctest.Wait() // crashed: its restart is 10 s away
+		require.Len(t, ofType[*messages.PersisterRestarted](s.rec.Since(0)), 1)
+		began := time.Now()
+		require.NoError(t, s.sys.Root.StopFuture(s.pid).Wait())
+		s.pid = nil
+		res, err := added.Result()
+		require.NoError(t, err)
+		require.Nil(t, res, "the Add was applied")
+		require.Zero(t, time.Since(began), "answered as the persister stopped")
+	})
+}
+
 // heldLoads is a catalog whose Load reads at once and answers only once
 // release is closed, whatever its context says.
 type heldLoads struct {
