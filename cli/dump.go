@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/wal"
@@ -123,7 +124,16 @@ func readDump(path string) ([]dumpEntry, []wal.MessageID, error) {
 		return nil, nil, err
 	}
 	defer f.Close()
-	dec := json.NewDecoder(io.LimitReader(f, 1<<30))
+	// Read whole, and then parsed twice: a pipe (restore /dev/stdin)
+	// cannot be read again.
+	data, err := io.ReadAll(io.LimitReader(f, maxDump+1))
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(data) > maxDump {
+		return nil, nil, badFile("%s: larger than a dump can be (%d MiB)", path, maxDump>>20)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var d dumpFile
 	if err := dec.Decode(&d); err != nil {
@@ -136,10 +146,7 @@ func readDump(path string) ([]dumpEntry, []wal.MessageID, error) {
 	}
 	// encoding/json keeps the last of a key given twice: a dump edited by
 	// hand, or two put together, must not pass for one of its halves.
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return nil, nil, err
-	}
-	if err := noDuplicateKey(json.NewDecoder(io.LimitReader(f, 1<<30))); err != nil {
+	if err := noDuplicateKey(json.NewDecoder(bytes.NewReader(data))); err != nil {
 		return nil, nil, badFile("%s: %v", path, err)
 	}
 	if d.Format != dumpFormat {
@@ -183,8 +190,13 @@ func readDump(path string) ([]dumpEntry, []wal.MessageID, error) {
 	return d.Checkpoints, ids, nil
 }
 
+// maxDump bounds what restore reads: a dump of a million pchannels is a
+// few hundred MiB.
+const maxDump = 1 << 30
+
 // noDuplicateKey reads one JSON value from dec and fails on an object
-// that gives a key twice.
+// that gives a key twice, as encoding/json matches keys: without regard
+// to case ("checkpoint" and "Checkpoint" are one).
 func noDuplicateKey(dec *json.Decoder) error {
 	tok, err := dec.Token()
 	if err != nil {
@@ -199,10 +211,13 @@ func noDuplicateKey(dec *json.Decoder) error {
 				return err
 			}
 			k, _ := key.(string)
-			if seen[k] {
+			// Upper, then lower: as encoding/json folds, "ſ" is "s"
+			// and the Kelvin sign "k".
+			folded := strings.ToLower(strings.ToUpper(k))
+			if seen[folded] {
 				return fmt.Errorf("key %q given twice in one object", k)
 			}
-			seen[k] = true
+			seen[folded] = true
 			if err := noDuplicateKey(dec); err != nil {
 				return err
 			}

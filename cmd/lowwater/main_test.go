@@ -594,12 +594,21 @@ func TestDumpRestoreBoltToBolt(t *testing.T) {
 	}
 	require.NoError(t, os.WriteFile(bad, []byte(one+"\n\n"), 0o600))
 	wantCode(t, on(t, "bolt:"+dst, "restore", bad, "--dry-run"), cli.ExitOK, "would create")
+	// A pipe, which cannot be read twice.
+	pipe := exec.Command(binary, "--catalog", "bolt:"+dst, "restore", "/dev/stdin", "--dry-run")
+	pipe.Stdin = strings.NewReader(one)
+	out, err := pipe.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "late: would create at kafka:1")
 	require.Equal(t, seed, stored(t, dst))
 
-	// A key given twice, of which encoding/json keeps the last.
+	// A key given twice, of which encoding/json keeps the last, matching
+	// keys without regard to case.
 	for key, dup := range map[string]string{
 		"checkpoints": `{"format":"lowwater-checkpoints/1","checkpoints":[],` + one[len(`{"format":"lowwater-checkpoints/1",`):],
 		"pchannel":    `{"format":"lowwater-checkpoints/1","checkpoints":[{"pchannel":"a","pchannel":"late","wal":"kafka","checkpoint":"kafka:1"}]}`,
+		"Checkpoint":  `{"format":"lowwater-checkpoints/1","checkpoints":[{"pchannel":"a","wal":"kafka","checkpoint":"kafka:9","Checkpoint":"kafka:1"}]}`,
+		"PCHANNEL":    `{"format":"lowwater-checkpoints/1","checkpoints":[{"pchannel":"a","PCHANNEL":"late","wal":"kafka","checkpoint":"kafka:1"}]}`,
 	} {
 		require.NoError(t, os.WriteFile(bad, []byte(dup), 0o600))
 		wantCode(t, on(t, "bolt:"+dst, "restore", bad), cli.ExitUsage, fmt.Sprintf("bad.json: key %q given twice in one object", key))
