@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io/fs"
 	"maps"
 	"math/bits"
@@ -129,9 +130,11 @@ const DefaultBucket = "lowwater-checkpoints"
 
 // WithBucket names the bucket that holds the records, so that one file can
 // serve several independent catalogs over time. Default DefaultBucket.
-// A new bucket's name must not be one bit from a bucket the file holds
-// ("tenant-a" beside "tenant-c"): a writer's OpenBolt takes that for the
-// bucket's own name damaged, and refuses the file (ErrCorruptStore).
+// Each bucket carries a mark of its name, by which a damaged name is told
+// from a sibling's however close the two: "tenant-0" and "tenant-1" may
+// share a file. A bucket made before the marks (an older lowwater) is
+// marked by the first writer's OpenBolt; until then, a new name one bit
+// from it is refused as its name damaged (ErrCorruptStore).
 func WithBucket(name string) BoltOption {
 	return boltOptionFunc(func(o *boltOptions) { o.bucket = name })
 }
@@ -258,18 +261,23 @@ func OpenBolt(path string, opts ...BoltOption) (*Bolt, error) {
 		if err := b.verify(); err != nil {
 			return err
 		}
-		if mustHaveBucket || b.hasBucket() {
+		if mustHaveBucket {
 			// Nothing to write: an open that only reads (the tool's
 			// refused or unchanged set) leaves the file as it was.
 			return nil
 		}
+		if marked, ok := b.bucketMarked(); ok {
+			if marked {
+				return nil
+			}
+			// A bucket made before buckets were marked, once.
+			return db.Update(func(tx *bolt.Tx) error { return tx.Bucket(b.bucket).SetSequence(bucketMark(b.bucket)) })
+		}
 		return db.Update(func(tx *bolt.Tx) error {
 			// A new, empty bucket beside the damaged one would make every
 			// Load say "nothing stored".
-			if damaged := flippedName(tx, b.bucket); damaged != nil {
-				return fmt.Errorf("%w: %s: no bucket %q, but one named %q, one bit away: its name is damaged "+
-					"(or, if it is another catalog's, name yours further from it)",
-					ErrCorruptStore, path, b.bucket, damaged)
+			if damaged, marked := damagedBucket(tx, b.bucket); damaged != nil {
+				return damagedBucketError(path, b.bucket, damaged, marked)
 			}
 			// A fresh file has committed one transaction (bbolt's own, at
 			// its making), and the bucket is made by the next: a file
@@ -281,8 +289,11 @@ func OpenBolt(path string, opts ...BoltOption) (*Bolt, error) {
 					"or its buckets were deleted (for a new catalog, give a path that does not exist)",
 					ErrCorruptStore, path, tx.ID()-1)
 			}
-			_, err := tx.CreateBucketIfNotExists(b.bucket)
-			return err
+			bucket, err := tx.CreateBucket(b.bucket)
+			if err != nil {
+				return err
+			}
+			return bucket.SetSequence(bucketMark(b.bucket))
 		})
 	})
 	if err != nil {
@@ -300,36 +311,67 @@ func OpenBolt(path string, opts ...BoltOption) (*Bolt, error) {
 	return b, nil
 }
 
-// flippedName is a bucket of tx whose name is want's with one bit
-// flipped, or nil: the catalog's own bucket, its name damaged. Two bits
-// may be a person's choice ("tenant-a" beside "tenant-b"), and one bit is
-// where damage most often stops.
-func flippedName(tx *bolt.Tx, want []byte) []byte {
-	var found []byte
-	_ = tx.ForEach(func(name []byte, _ *bolt.Bucket) error {
-		if len(name) != len(want) {
-			return nil
-		}
-		flipped := 0
-		for i := range name {
-			flipped += bits.OnesCount8(name[i] ^ want[i])
-		}
-		if flipped == 1 {
+// bucketMark is what a catalog's bucket holds as its sequence (which
+// bbolt keeps in the bucket's header, apart from its name, and lowwater
+// does not otherwise use): a sum of its name. A bucket whose mark is
+// another name's had its name damaged, by any number of bits; a sibling
+// catalog's bucket carries its own name's, however close the names.
+func bucketMark(name []byte) uint64 {
+	const tag = uint64(0x6c776d6b) << 32 // "lwmk": no counter reaches it
+	return tag | uint64(crc32.ChecksumIEEE(name))
+}
+
+// damagedBucket is a bucket of tx that holds want's records under a
+// damaged name, and whether it is marked so; nil if there is none. A
+// bucket made before buckets were marked is taken for one if its name is
+// one bit from want's: damage often stops there, and a person naming a
+// sibling seldom does.
+func damagedBucket(tx *bolt.Tx, want []byte) (found []byte, marked bool) {
+	_ = tx.ForEach(func(name []byte, bucket *bolt.Bucket) error {
+		switch seq := bucket.Sequence(); {
+		case seq == bucketMark(want):
+			found, marked = slices.Clone(name), true
+			return errStop
+		case seq == 0 && len(name) == len(want) && flippedBits(name, want) == 1:
 			found = slices.Clone(name)
 		}
 		return nil
 	})
-	return found
+	return found, marked
 }
 
-// hasBucket reports whether the file holds the bucket already.
-func (b *Bolt) hasBucket() bool {
-	found := false
+// damagedBucketError says that the bucket want is under the name found.
+func damagedBucketError(path string, want, found []byte, marked bool) error {
+	if marked {
+		return fmt.Errorf("%w: %s: no bucket %q, but one named %q that holds its records: its name is damaged",
+			ErrCorruptStore, path, want, found)
+	}
+	return fmt.Errorf("%w: %s: no bucket %q, but one named %q, one bit away, made before lowwater marked its buckets: "+
+		"its name is damaged (or, if it is another catalog's, name yours further from it)", ErrCorruptStore, path, want, found)
+}
+
+// errStop ends a ForEach early.
+var errStop = errors.New("stop")
+
+// flippedBits counts the bits a and b, of one length, differ in.
+func flippedBits(a, b []byte) int {
+	n := 0
+	for i := range a {
+		n += bits.OnesCount8(a[i] ^ b[i])
+	}
+	return n
+}
+
+// bucketMarked reports whether the file holds the bucket already, and if
+// so whether it is marked (bucketMark).
+func (b *Bolt) bucketMarked() (marked, ok bool) {
 	_ = b.db.View(func(tx *bolt.Tx) error {
-		found = tx.Bucket(b.bucket) != nil
+		if bucket := tx.Bucket(b.bucket); bucket != nil {
+			ok, marked = true, bucket.Sequence() == bucketMark(b.bucket)
+		}
 		return nil
 	})
-	return found
+	return marked, ok
 }
 
 // checkPath refuses, before bbolt sees it, a path that bbolt would

@@ -797,44 +797,91 @@ func TestBoltUnreadableRecordUnderABadNameIsNotNothingStored(t *testing.T) {
 	}
 }
 
-// TestBoltBucketNameFlippedIsDamage flips one bit of the catalog bucket's
-// name: a writer's OpenBolt made a new, empty bucket beside it, and every
-// Load said "nothing stored". It is a damaged store; a bucket of another
-// name (another catalog's, WithBucket) is not.
+// TestBoltBucketNameFlippedIsDamage damages the catalog bucket's name: a
+// writer's OpenBolt made a new, empty bucket beside it, and every Load
+// said "nothing stored". A bucket carries a mark of its own name, so that
+// a damaged name is known by any number of bits, and a sibling catalog's
+// bucket is not taken for one however close its name.
 func TestBoltBucketNameFlippedIsDamage(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "checkpoints.db")
-	writeHealthyBolt(t, path)
-	rewrite(t, path, func(t *testing.T, data []byte) []byte {
-		return bytes.ReplaceAll(data, []byte(defaultBucket), []byte("lowwauer-checkpoints"))
-	})
-	_, err := persistence.OpenBolt(path)
-	wantCorruptStore(t, "OpenBolt", err, path)
-	if !strings.Contains(err.Error(), `one named "lowwauer-checkpoints", one bit away`) {
-		t.Fatalf("OpenBolt = %v, want the flipped name named", err)
+	for _, damaged := range []string{
+		"lowwauer-checkpoints", // one bit
+		"lowgater-aheckpoints", // w→g, c→a: two bits
+		"lowwater-checkpoint!", // s→!: three bits
+	} {
+		path := filepath.Join(t.TempDir(), "checkpoints.db")
+		writeHealthyBolt(t, path)
+		rewrite(t, path, func(t *testing.T, data []byte) []byte {
+			return bytes.ReplaceAll(data, []byte(defaultBucket), []byte(damaged))
+		})
+		for _, readOnly := range []bool{false, true} {
+			_, err := persistence.OpenBolt(path, persistence.WithReadOnly(readOnly))
+			wantCorruptStore(t, "OpenBolt", err, path)
+			if !strings.Contains(err.Error(), fmt.Sprintf("one named %q that holds its records", damaged)) {
+				t.Fatalf("OpenBolt = %v, want the damaged name named", err)
+			}
+		}
 	}
 
-	// Two bits away is a name a person may give a sibling catalog.
-	path = filepath.Join(t.TempDir(), "checkpoints.db")
-	for _, bucket := range []string{"tenant-a", "tenant-b"} {
+	// Siblings, one bit apart or two, each with its own records.
+	path := filepath.Join(t.TempDir(), "checkpoints.db")
+	for i, bucket := range []string{"tenant-0", "tenant-1", "tenant-2"} {
 		b := openBolt(t, path, persistence.WithBucket(bucket))
-		if err := b.Save(context.Background(), "p", wal.KafkaID(7)); err != nil {
+		if err := b.Save(context.Background(), "p", wal.KafkaID(int64(i))); err != nil {
 			t.Fatal(err)
 		}
 		if err := b.Close(); err != nil {
 			t.Fatal(err)
 		}
 	}
-
-	path = filepath.Join(t.TempDir(), "checkpoints.db")
-	writeHealthyBolt(t, path)
-	rewrite(t, path, func(t *testing.T, data []byte) []byte {
-		return bytes.ReplaceAll(data, []byte(defaultBucket), []byte("lowwauer-checkpoints"))
-	})
-	// Another catalog's bucket in the same file is left be.
-	b := openBolt(t, path, persistence.WithBucket("tenant-b"))
+	b := openBolt(t, path, persistence.WithBucket("tenant-1"))
+	if got, err := b.Load(context.Background(), "p"); err != nil || got != wal.KafkaID(1) {
+		t.Fatalf("Load = (%v, %v), want kafka:1", got, err)
+	}
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A bucket made before buckets were marked: one bit from the name asked
+// for is taken for damage, as before; the bucket itself is marked by the
+// first writer that opens it, and from then on known by its mark.
+func TestBoltUnmarkedBucket(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "checkpoints.db")
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := persistence.EncodeRecord("p", persistence.Record{Checkpoint: wal.KafkaID(7)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bolt.Tx) error {
+		bucket, err := tx.CreateBucket([]byte(defaultBucket))
+		if err != nil {
+			return err
+		}
+		return bucket.Put([]byte("p"), rec)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = persistence.OpenBolt(path, persistence.WithBucket("lowwauer-checkpoints"))
+	wantCorruptStore(t, "OpenBolt", err, path)
+	if !strings.Contains(err.Error(), "one bit away, made before lowwater marked its buckets") {
+		t.Fatalf("OpenBolt = %v, want the unmarked bucket one bit away", err)
+	}
+
+	b := openBolt(t, path) // marks it
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rewrite(t, path, func(t *testing.T, data []byte) []byte {
+		return bytes.ReplaceAll(data, []byte(defaultBucket), []byte("lowgater-aheckpoints"))
+	})
+	_, err = persistence.OpenBolt(path)
+	wantCorruptStore(t, "OpenBolt", err, path)
 }
 
 // A key whose damaged length gave its tail to the record ("orders-2"
