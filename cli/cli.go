@@ -418,7 +418,7 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 			return nil, err
 		}
 		rest := fs.Args()
-		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" {
+		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" && (used < 2 || !takesValue(fs, args[used-2])) {
 			return append(pos, rest...), nil
 		}
 		if len(rest) == 0 {
@@ -426,6 +426,22 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 		}
 		pos, args = append(pos, rest[0]), rest[1:]
 	}
+}
+
+// takesValue reports whether arg is a flag of fs that takes the next
+// argument as its value ("--bucket" of "--bucket --").
+func takesValue(fs *flag.FlagSet, arg string) bool {
+	name, ok := strings.CutPrefix(arg, "-")
+	name = strings.TrimPrefix(name, "-")
+	if !ok || strings.Contains(name, "=") {
+		return false
+	}
+	f := fs.Lookup(name)
+	if f == nil {
+		return false
+	}
+	b, isBool := f.Value.(interface{ IsBoolFlag() bool })
+	return !isBool || !b.IsBoolFlag()
 }
 
 // fail prints err and returns its exit code. The commands show the names

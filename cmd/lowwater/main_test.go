@@ -425,6 +425,9 @@ func TestCommandLine(t *testing.T) {
 	wantCode(t, lw(t, nil, "--catalog", "bolt:"+path, "set", "by-dev-rootcoord-dml_0", "--", "-5"), cli.ExitRefused,
 		"kafka:-5 is below the stored kafka:1200")
 	wantCode(t, lw(t, nil, "--catalog", "bolt:"+path, "dump", "-"), cli.ExitOK, `"format": "lowwater-checkpoints/1"`)
+	// A "--" that is a flag's value ends nothing.
+	wantCode(t, lw(t, nil, "--catalog", "bolt:"+path, "set", "--bucket", "--", "p0", "kafka:60", "--dry-run"), cli.ExitFailed,
+		`has no bucket "--"`)
 }
 
 // A set or delete that writes nothing (refused, unchanged, nothing to
