@@ -138,21 +138,28 @@ func TestLoweringWhoseSaveFailsSaysHowToFinish(t *testing.T) {
 	require.ErrorContains(t, err, "p: its record was deleted and kafka:500 not written: 'set p kafka:500' writes it: catalog down")
 }
 
+// onEtcd opens a store for writing on an etcd of its own, for a command
+// whose context is ctx, which cancel ends (a Ctrl-C).
+func onEtcd(t *testing.T) (*env, context.Context, context.CancelFunc, *store) {
+	eps := etcdtest.Start(t)
+	u, err := catalogurl.Parse("etcd://" + strings.TrimPrefix(eps[0], "http://") + "/cli")
+	require.NoError(t, err)
+	e := &env{opts: options{url: u, timeout: time.Minute}, stdout: io.Discard, stderr: io.Discard}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	s, err := e.open(ctx, readWrite)
+	require.NoError(t, err)
+	return e, ctx, cancel, s
+}
+
 // A forced lowering on etcd whose command ended between the delete and
 // the save lost the checkpoint: the tool's etcd session lived on the
 // command's context, and its end fenced the save.
 func TestLoweringOnEtcdOutlivesTheCommandsEnd(t *testing.T) {
-	eps := etcdtest.Start(t)
-	u, err := catalogurl.Parse("etcd://" + strings.TrimPrefix(eps[0], "http://") + "/lower")
-	require.NoError(t, err)
-	e := &env{opts: options{url: u, timeout: time.Minute}, stdout: io.Discard, stderr: io.Discard}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	s, err := e.open(ctx, readWrite)
-	require.NoError(t, err)
+	_, ctx, cancel, s := onEtcd(t)
 	defer s.close()
 	require.NoError(t, s.cat.Save(ctx, "p", wal.KafkaID(1000)))
-	err = s.write(ctx, "p", 0, true, func(c persistence.Catalog) error {
+	err := s.write(ctx, "p", 0, true, func(c persistence.Catalog) error {
 		end := func() {
 			cancel() // Ctrl-C, between the delete and the save
 			select { // the session's end, had it the command's context
@@ -173,15 +180,8 @@ func TestLoweringOnEtcdOutlivesTheCommandsEnd(t *testing.T) {
 // under the command's context, over by then, and the next command within
 // 10 s was refused as if a node owned the pchannel.
 func TestAnInterruptedWriteLeavesNoOwner(t *testing.T) {
-	eps := etcdtest.Start(t)
-	u, err := catalogurl.Parse("etcd://" + strings.TrimPrefix(eps[0], "http://") + "/ghost")
-	require.NoError(t, err)
-	e := &env{opts: options{url: u, timeout: time.Minute}, stdout: io.Discard, stderr: io.Discard}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	s, err := e.open(ctx, readWrite)
-	require.NoError(t, err)
-	err = s.write(ctx, "p", 0, false, func(c persistence.Catalog) error {
+	e, ctx, cancel, s := onEtcd(t)
+	err := s.write(ctx, "p", 0, false, func(c persistence.Catalog) error {
 		cancel() // Ctrl-C, as the tool writes
 		return c.Save(ctx, "p", wal.KafkaID(1))
 	})

@@ -2,6 +2,7 @@ package invariants
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -71,17 +72,9 @@ func TestRegressionNilCommandIsRejected(t *testing.T) {
 func TestRegressionSaveInFlightClearedOnCrash(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newScene(t)
-		crashed := false
-		core, _ := observer.New(zap.DebugLevel)
 		s.spawn(actors.WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(1)}),
 			actors.WithBackoff(actors.Backoff{Initial: 10 * time.Second, Max: time.Minute, Multiplier: 2}),
-			actors.WithLogger(zap.New(core, zap.Hooks(func(e zapcore.Entry) error {
-				if e.Message == "save failed" && !crashed {
-					crashed = true
-					panic("a logger's bug")
-				}
-				return nil
-			}))))
+			crashingLogger())
 		synctest.Wait()
 		s.probe.script(faultinject.OpSave, fault{kind: fError})
 		s.update("a", 2)
@@ -94,6 +87,19 @@ func TestRegressionSaveInFlightClearedOnCrash(t *testing.T) {
 		synctest.Wait()
 		require.Equal(t, wal.KafkaID(2), s.stored())
 	})
+}
+
+// crashingLogger is a logger with a bug: its first "save failed" line
+// panics, and crashes the persister that logs it.
+func crashingLogger() actors.Option {
+	var crashed atomic.Bool
+	core, _ := observer.New(zap.DebugLevel)
+	return actors.WithLogger(zap.New(core, zap.Hooks(func(e zapcore.Entry) error {
+		if e.Message == "save failed" && crashed.CompareAndSwap(false, true) {
+			panic("a logger's bug")
+		}
+		return nil
+	})))
 }
 
 // With WithMinSaveInterval, a graceful stop whose flush saw the save in
@@ -359,17 +365,9 @@ func TestRegressionAddForwardedToAPersisterThatStops(t *testing.T) {
 func TestRegressionAddForwardedToACrashedPersisterThatStops(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newScene(t)
-		crashed := false
-		core, _ := observer.New(zap.DebugLevel)
 		s.spawn(actors.WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(100)}),
 			actors.WithBackoff(actors.Backoff{Initial: 10 * time.Second, Max: time.Minute, Multiplier: 2}),
-			actors.WithLogger(zap.New(core, zap.Hooks(func(e zapcore.Entry) error {
-				if e.Message == "save failed" && !crashed {
-					crashed = true
-					panic("a logger's bug")
-				}
-				return nil
-			}))))
+			crashingLogger())
 		synctest.Wait()
 		// The persister is held in a subscriber of its failed save, just
 		// before the log line that crashes it.
