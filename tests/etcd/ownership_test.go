@@ -190,11 +190,17 @@ func TestFencedSaveStopsActor(t *testing.T) {
 	require.Equal(t, k(10), stopped.LastPersisted)
 	require.Equal(t, k(100), stopped.Dropped)
 
+	// The first owner's writes (its spawn minimum's too, when its save
+	// started before the update to 10 came), then the second owner's
+	// one: the fenced save of 100 wrote nothing.
 	h := history(t, admin, pch, from)
 	requireIncreasing(t, h)
-	require.Len(t, h, 2, "two writes, one per owner")
-	require.Equal(t, persistence.Record{Checkpoint: k(10), Term: oa.Term()}, h[0].rec)
-	require.Equal(t, persistence.Record{Checkpoint: k(15), Term: ob.Term()}, h[1].rec)
+	require.GreaterOrEqual(t, len(h), 2)
+	for _, v := range h[:len(h)-1] {
+		require.Equal(t, oa.Term(), v.rec.Term, "%v", h)
+	}
+	require.Equal(t, persistence.Record{Checkpoint: k(10), Term: oa.Term()}, h[len(h)-2].rec)
+	require.Equal(t, persistence.Record{Checkpoint: k(15), Term: ob.Term()}, h[len(h)-1].rec)
 	require.Equal(t, k(15), s.state(pb).Persisted)
 }
 
