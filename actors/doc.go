@@ -32,13 +32,12 @@
 //     it is not above the persisted value (an Add pulled the minimum below
 //     it), nothing is saved until it passes it. An Add that pulls the
 //     minimum down is handed to the persister too, and a request for it
-//     is answered by the persister once it holds the new target: a rise
-//     not saved yet is never saved over it after the reply (after the
+//     is answered once the persister holds the new target: a rise not
+//     saved yet is never saved over it after the reply (after the
 //     burst, for an Add sent without one); only a save already in
-//     flight when it came may land above it. A persister that crashed
-//     (a bug in a logger) answers it once restarted, after the backoff's
-//     delay: a caller's deadline shorter than that sees a command
-//     applied as timed out. A stop answers it at once.
+//     flight when it came may land above it. A stop, or a crash of the
+//     persister (whose successor starts from the minimum of then),
+//     answers it at once.
 //     A rise also stamps State.HeldSince with the event's time, and ends a
 //     stall in force (MinimumResumed, after the MinimumAdvanced).
 //  5. Save. At most one is in flight, off the persister's mailbox, bounded by

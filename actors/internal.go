@@ -16,8 +16,11 @@ import (
 //	drainRequested  the stop to come is a Poison (see mailbox)
 //	mailboxDrained  the mailbox ran empty: hand the latest rise over
 //	offer           the minimum a new (or restarted) persister starts from
+//	minimumFell     an Add pulled the minimum down: the persister's new target
+//	fellHeld        the persister's answer: it holds the falls up to seq
 //	flushRequest    a graceful stop asks the persister to save now
 //	flushed         the persister's answer: nothing pending, nothing in flight
+//	flushCut        a hard stop ends the flush a graceful one waits for
 
 // ownershipLost fires when the ownership context ends, or when the
 // persister's save was refused with persistence.ErrFenced.
@@ -28,6 +31,7 @@ type ownershipLost struct{ cause error }
 // (protoactor would log each, through the caller's logger, at any time).
 func (*ownershipLost) IgnoreDeadLetterLogging() {}
 func (*timerFired) IgnoreDeadLetterLogging()    {}
+func (fellHeld) IgnoreDeadLetterLogging()       {}
 func (overdueCheck) IgnoreDeadLetterLogging()   {}
 func (*callDone) IgnoreDeadLetterLogging()      {}
 
@@ -72,5 +76,13 @@ type flushCut struct{}
 
 // minimumFell tells the persister that the minimum fell to the value in
 // to: an Add below it. Unlike a rise it is no event: the VChannelAdded
-// is.
-type minimumFell struct{ to wal.MessageID }
+// is. A non-zero seq asks for fellHeld once the persister holds it: a
+// request for the Add waits for that (see pchannel.fells).
+type minimumFell struct {
+	to  wal.MessageID
+	seq uint64
+}
+
+// fellHeld tells the pchannel that its persister holds the fall numbered
+// seq, and every one before it.
+type fellHeld struct{ seq uint64 }

@@ -525,23 +525,11 @@ func (m *mailbox) refuse(msg any) {
 	if !ok || env.Sender == nil || m.root == nil {
 		return
 	}
-	if l, ok := m.inc.closer.(lateReplier); ok {
-		if reply, ok := l.lateReply(env.Message); ok {
-			m.root.Send(env.Sender, reply)
-			return
-		}
-	}
 	var self *actor.PID
 	if c, ok := m.invoker.(interface{ Self() *actor.PID }); ok {
 		self = c.Self()
 	}
 	m.root.Send(env.Sender, &actor.DeadLetterResponse{Target: self})
-}
-
-// lateReplier is a closer with an answer of its own to some requests that
-// come after its stop, in place of a dead letter.
-type lateReplier interface {
-	lateReply(msg any) (reply any, ok bool)
 }
 
 // directReceiver is an actor that takes the messages of its hot path

@@ -152,11 +152,6 @@ func (s *persister) Receive(ctx actor.Context) {
 	case flushCut:
 		s.cut = true
 		s.answerCut()
-	case minimumFell:
-		s.receiveDirect(m)
-		if ctx.Sender() != nil {
-			ctx.Respond(nil) // for the Add that made it (pchannel.addVChannel)
-		}
 	case *actor.Started:
 		s.self, s.parent = ctx.Self(), ctx.Parent()
 		s.root, s.events = ctx.ActorSystem().Root, ctx.ActorSystem().EventStream
@@ -196,15 +191,6 @@ func (s *persister) Receive(ctx actor.Context) {
 // Stopping handler has run, and protoactor would drop them unanswered.
 func (s *persister) closing() bool { return s.stopped }
 
-// lateReply is the answer to a request refused after the stop. An Add
-// that lowered the minimum waits for the persister (minimumFell): it was
-// applied, and no save takes the old target once the persister is gone,
-// so it is answered as in time. Anything else is a dead letter.
-func (s *persister) lateReply(msg any) (any, bool) {
-	_, fell := msg.(minimumFell)
-	return nil, fell
-}
-
 // ready makes what every save shares (the call site) and the plan, which
 // starts from the status a predecessor left: on Started, once the
 // persister knows its addresses and its mailbox.
@@ -236,6 +222,11 @@ func (s *persister) receiveDirect(msg any) bool {
 	case minimumFell:
 		if s.offered {
 			s.do(s.plan.Offer(m.to))
+		}
+		// Held, or stale (a restarted persister's, before its offer of
+		// the minimum now): the Add it came from may be answered.
+		if m.seq != 0 {
+			s.root.Send(s.parent, fellHeld{seq: m.seq})
 		}
 	case offer:
 		s.offered = true

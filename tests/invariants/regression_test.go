@@ -229,8 +229,8 @@ func TestRegressionAddBelowAnUnsavedMinimum(t *testing.T) {
 // The Add's reply went out before the fallen minimum reached the
 // persister, which it did only once the mailbox ran empty: a retry whose
 // timer fired in between, the mailbox busy with the commands after the
-// Add, saved the old minimum over the vchannel just added. The persister
-// now answers the Add once it holds the new target. An Add into a
+// Add, saved the old minimum over the vchannel just added. The Add is now
+// answered once the persister holds the new target. An Add into a
 // pchannel whose last vchannel had left was no fall to the tracker (from
 // no minimum to one), and took the old way: the retry saved 200 there.
 func TestRegressionAddAnsweredBeforeThePersisterHeardOfIt(t *testing.T) {
@@ -271,16 +271,15 @@ func TestRegressionAddAnsweredBeforeThePersisterHeardOfIt(t *testing.T) {
 				from := s.rec.Len()
 				added := s.sys.Root.RequestFuture(s.pid, &messages.AddVChannel{VChannel: "b", Checkpoint: wal.KafkaID(150)}, time.Minute)
 				s.sys.Root.Send(s.pid, &messages.DropVChannel{VChannel: "ghost"})
-				res, err := added.Result()
-				require.NoError(t, err)
-				require.Nil(t, res, "the Add is applied")
-
 				s.fi.SetDown(false)
 				time.Sleep(time.Second) // the retry
 				synctest.Wait()
 				require.Equal(t, []wal.MessageID{wal.KafkaID(100), wal.KafkaID(150)}, s.mem.History(scenePChannel), "I1: b is at 150")
 				close(release)
 				synctest.Wait()
+				res, err := added.Result()
+				require.NoError(t, err)
+				require.Nil(t, res, "the Add is applied")
 				// Into an empty pchannel the Add is still a rise, told once.
 				rises := ofType[*messages.MinimumAdvanced](s.rec.Since(from))
 				if c.emptied {
@@ -361,8 +360,11 @@ func TestRegressionAddForwardedToAPersisterThatStops(t *testing.T) {
 
 // The same, with the persister crashed (a bug in its logger) while the Add
 // waited in its mailbox: a failed actor's mailbox is suspended until its
-// restart, and the stop that came first left the Add in it.
-func TestRegressionAddForwardedToACrashedPersisterThatStops(t *testing.T) {
+// restart, the backoff's delay, and the Add waited for it, or for ever if
+// a stop came first. The crash answers it now: the persister that follows
+// starts from the minimum of then. A request left in the crashed one's
+// mailbox is refused at the stop.
+func TestRegressionAddForwardedToAPersisterThatCrashes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s := newScene(t)
 		s.spawn(actors.WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(100)}),
@@ -382,17 +384,25 @@ func TestRegressionAddForwardedToACrashedPersisterThatStops(t *testing.T) {
 		s.update("a", 200)
 		synctest.Wait()
 		added := s.sys.Root.RequestFuture(s.pid, &messages.AddVChannel{VChannel: "b", Checkpoint: wal.KafkaID(150)}, time.Minute)
+		persister := actor.NewPID(s.pid.Address, s.pid.Id+"/persister")
+		asked := s.sys.Root.RequestFuture(persister, &messages.GetState{}, time.Minute)
 		synctest.Wait() // applied, and waiting in the persister's mailbox
 		close(release)
 		synctest.Wait() // crashed: its restart is 10 s away
 		require.Len(t, ofType[*messages.PersisterRestarted](s.rec.Since(0)), 1)
 		began := time.Now()
-		require.NoError(t, s.sys.Root.StopFuture(s.pid).Wait())
-		s.pid = nil
 		res, err := added.Result()
 		require.NoError(t, err)
 		require.Nil(t, res, "the Add was applied")
-		require.Zero(t, time.Since(began), "answered as the persister stopped")
+		require.Zero(t, time.Since(began), "answered at the crash")
+
+		require.NoError(t, s.sys.Root.StopFuture(s.pid).Wait())
+		s.pid = nil
+		_, err = asked.Result()
+		require.ErrorIs(t, err, actor.ErrDeadLetter)
+		require.Zero(t, time.Since(began), "refused at the stop")
+		// A hard stop saves nothing more: 100 stays, below b.
+		require.Equal(t, wal.KafkaID(100), s.stored())
 	})
 }
 
