@@ -3,6 +3,8 @@ package actors
 import (
 	"sync/atomic"
 
+	"github.com/asynkron/protoactor-go/actor"
+
 	"github.com/lowwater/lowwater/wal"
 )
 
@@ -17,7 +19,6 @@ import (
 //	mailboxDrained  the mailbox ran empty: hand the latest rise over
 //	offer           the minimum a new (or restarted) persister starts from
 //	minimumFell     an Add pulled the minimum down: the persister's new target
-//	fellHeld        the persister's answer: it holds the falls up to seq
 //	flushRequest    a graceful stop asks the persister to save now
 //	flushed         the persister's answer: nothing pending, nothing in flight
 //	flushCut        a hard stop ends the flush a graceful one waits for
@@ -31,7 +32,6 @@ type ownershipLost struct{ cause error }
 // (protoactor would log each, through the caller's logger, at any time).
 func (*ownershipLost) IgnoreDeadLetterLogging() {}
 func (*timerFired) IgnoreDeadLetterLogging()    {}
-func (fellHeld) IgnoreDeadLetterLogging()       {}
 func (overdueCheck) IgnoreDeadLetterLogging()   {}
 func (*callDone) IgnoreDeadLetterLogging()      {}
 
@@ -76,13 +76,28 @@ type flushCut struct{}
 
 // minimumFell tells the persister that the minimum fell to the value in
 // to: an Add below it. Unlike a rise it is no event: the VChannelAdded
-// is. A non-zero seq asks for fellHeld once the persister holds it: a
-// request for the Add waits for that (see pchannel.fells).
+// is. reply, if set, is the request for the Add, which the persister
+// answers once it holds the new target.
 type minimumFell struct {
-	to  wal.MessageID
-	seq uint64
+	to    wal.MessageID
+	reply *fellReply
 }
 
-// fellHeld tells the pchannel that its persister holds the fall numbered
-// seq, and every one before it.
-type fellHeld struct{ seq uint64 }
+// fellReply is the request for an Add that pulled the minimum down. The
+// persister answers it once it holds the fall; the pchannel keeps it too,
+// and answers it on a stop or a crash of the persister, which would leave
+// it unanswered. Whichever comes first answers; the other finds it done.
+type fellReply struct {
+	sender *actor.PID
+	sent   atomic.Bool
+}
+
+// answered reports whether the Add has had its reply.
+func (r *fellReply) answered() bool { return r.sent.Load() }
+
+// answer replies to the Add, if nobody has.
+func (r *fellReply) answer(root *actor.RootContext) {
+	if r != nil && r.sent.CompareAndSwap(false, true) {
+		root.Send(r.sender, nil)
+	}
+}

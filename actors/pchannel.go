@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -171,11 +172,9 @@ type pchannel struct {
 	// (see advanced), or a fall, as minimumFell (see addVChannel).
 	pendingTarget any
 	crash         crashes
-	// fells are the requests for Adds that pulled the minimum down, each
-	// waiting for the persister to hold its fall (fellHeld), in the
-	// order of their numbers; fellSeq numbers the next.
-	fells   []fellWaiter
-	fellSeq uint64
+	// fells are the requests for Adds that pulled the minimum down, not
+	// known to be answered (see fellReply).
+	fells []*fellReply
 
 	// stall watches the minimum for stalls (WithStallAfter).
 	stall stallWatch
@@ -256,8 +255,6 @@ func (p *pchannel) Receive(ctx actor.Context) {
 		ctx.Respond(p.state(m != nil && m.WithVChannels))
 	case drainRequested:
 		p.graceful = true
-	case fellHeld:
-		p.answerFells(m.seq)
 	case *actor.Stopped:
 		if p.self == nil {
 			return // never started: nothing to report, nor the stream to
@@ -410,14 +407,12 @@ func (p *pchannel) addVChannel(ctx actor.Context, m *messages.AddVChannel) {
 				p.pendingTarget = fell
 				p.handOverWithoutDrain()
 			} else {
-				// The request is answered once the persister holds the
-				// new target (fellHeld): no save it starts after the
-				// reply, a retry whose timer is due included, takes the
-				// old one.
+				// The persister answers the request once it holds the
+				// new target: no save it starts after the reply, a retry
+				// whose timer is due included, takes the old one.
 				p.pendingTarget = nil
-				p.fellSeq++
-				fell.seq = p.fellSeq
-				p.fells = append(p.fells, fellWaiter{seq: fell.seq, sender: ctx.Sender()})
+				fell.reply = &fellReply{sender: ctx.Sender()}
+				p.fells = append(slices.DeleteFunc(p.fells, (*fellReply).answered), fell.reply)
 				ctx.Send(p.persister, fell)
 				return
 			}
@@ -993,7 +988,7 @@ func (p *pchannel) HandleFailure(system *actor.ActorSystem, supervisor actor.Sup
 	// The crashed persister saves nothing more, and the one that follows
 	// ignores the moves queued for it and starts from the minimum offered
 	// then: the Adds waiting for it need not wait for its restart.
-	p.answerFells(math.MaxUint64)
+	p.answerFells()
 	p.cfg.logger.Error("persister crashed; restarting", zap.Any("reason", reason), zap.Duration("delay", delay), zap.Int("restarts", c.restarts))
 	if p.phase != running {
 		return // the stop under way ends the persister anyway
@@ -1042,26 +1037,15 @@ func (p *pchannel) restartPersister(ctx actor.Context) {
 	p.offerMinimum(ctx)
 }
 
-// fellWaiter is a request for an Add that pulled the minimum down, waiting
-// for the persister to hold the fall numbered seq.
-type fellWaiter struct {
-	seq    uint64
-	sender *actor.PID
-}
-
-// answerFells answers the Adds whose falls up to seq the persister holds:
-// they were applied, and no save it starts from now on takes a target
-// above them.
-func (p *pchannel) answerFells(seq uint64) {
-	i := 0
-	for ; i < len(p.fells) && p.fells[i].seq <= seq; i++ {
-		p.root.Send(p.fells[i].sender, nil)
-		p.fells[i] = fellWaiter{}
+// answerFells answers the Adds waiting for the persister, when it will
+// not: it stops, or it crashed and the one that follows ignores the moves
+// queued for it. They were applied, and no save takes a target above them
+// from then on.
+func (p *pchannel) answerFells() {
+	for _, r := range p.fells {
+		r.answer(p.root)
 	}
-	p.fells = p.fells[i:]
-	if len(p.fells) == 0 {
-		p.fells = nil
-	}
+	p.fells = nil
 }
 
 // quiet ends what runs for this actor off the mailbox: the ownership
@@ -1069,7 +1053,7 @@ func (p *pchannel) answerFells(seq uint64) {
 // Adds waiting for the persister are answered: it saves nothing more
 // that the flush, if any, did not.
 func (p *pchannel) quiet() {
-	p.answerFells(math.MaxUint64)
+	p.answerFells()
 	p.pendingTarget = nil // nothing is handed to the persister any more
 	if p.unwatch != nil {
 		p.unwatch()

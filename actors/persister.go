@@ -225,9 +225,7 @@ func (s *persister) receiveDirect(msg any) bool {
 		}
 		// Held, or stale (a restarted persister's, before its offer of
 		// the minimum now): the Add it came from may be answered.
-		if m.seq != 0 {
-			s.root.Send(s.parent, fellHeld{seq: m.seq})
-		}
+		m.reply.answer(s.root)
 	case offer:
 		s.offered = true
 		s.do(s.plan.Offer(m.minimum))

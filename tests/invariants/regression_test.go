@@ -229,8 +229,8 @@ func TestRegressionAddBelowAnUnsavedMinimum(t *testing.T) {
 // The Add's reply went out before the fallen minimum reached the
 // persister, which it did only once the mailbox ran empty: a retry whose
 // timer fired in between, the mailbox busy with the commands after the
-// Add, saved the old minimum over the vchannel just added. The Add is now
-// answered once the persister holds the new target. An Add into a
+// Add, saved the old minimum over the vchannel just added. The persister
+// now answers the Add once it holds the new target. An Add into a
 // pchannel whose last vchannel had left was no fall to the tracker (from
 // no minimum to one), and took the old way: the retry saved 200 there.
 func TestRegressionAddAnsweredBeforeThePersisterHeardOfIt(t *testing.T) {
@@ -271,15 +271,16 @@ func TestRegressionAddAnsweredBeforeThePersisterHeardOfIt(t *testing.T) {
 				from := s.rec.Len()
 				added := s.sys.Root.RequestFuture(s.pid, &messages.AddVChannel{VChannel: "b", Checkpoint: wal.KafkaID(150)}, time.Minute)
 				s.sys.Root.Send(s.pid, &messages.DropVChannel{VChannel: "ghost"})
+				res, err := added.Result()
+				require.NoError(t, err)
+				require.Nil(t, res, "the Add is applied")
+
 				s.fi.SetDown(false)
 				time.Sleep(time.Second) // the retry
 				synctest.Wait()
 				require.Equal(t, []wal.MessageID{wal.KafkaID(100), wal.KafkaID(150)}, s.mem.History(scenePChannel), "I1: b is at 150")
 				close(release)
 				synctest.Wait()
-				res, err := added.Result()
-				require.NoError(t, err)
-				require.Nil(t, res, "the Add is applied")
 				// Into an empty pchannel the Add is still a rise, told once.
 				rises := ofType[*messages.MinimumAdvanced](s.rec.Since(from))
 				if c.emptied {
