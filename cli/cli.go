@@ -11,7 +11,7 @@
 //			log.Fatal(err)
 //		}
 //		os.Exit(cli.Main(context.Background(), os.Args[1:],
-//			os.Getenv, os.Stdout, os.Stderr))
+//			os.Getenv, os.Stdin, os.Stdout, os.Stderr))
 //	}
 //
 // Run `lowwater --help` for the commands, their flags and exit codes.
@@ -67,8 +67,9 @@ Commands:
                            made into a new, empty catalog
   delete PCHANNEL          retire a pchannel: its record is removed
   dump [FILE]              write every record as JSON (stdout: no FILE, or -)
-  restore FILE             write the records of a dump; raises only, as set;
-                           creates a bbolt file that does not exist
+  restore FILE             write the records of a dump (stdin: -); raises
+                           only, as set; creates a bbolt file that does
+                           not exist
 
 Write flags (set, delete, restore), after the command:
   --dry-run  check everything and say what would change; write nothing
@@ -184,7 +185,7 @@ var commands = map[string]command{
 	"set":     {flags: writeFlags, min: 2, max: 2, pchannel: true, argsHelp: "set PCHANNEL ID", run: set},
 	"delete":  {flags: deleteFlags, min: 1, max: 1, pchannel: true, argsHelp: "delete [--quoted] PCHANNEL", run: del},
 	"dump":    {max: 1, argsHelp: "dump [FILE]", run: dump},
-	"restore": {flags: writeFlags, min: 1, max: 1, argsHelp: "restore FILE", run: restore},
+	"restore": {flags: writeFlags, min: 1, max: 1, argsHelp: "restore FILE|-", run: restore},
 }
 
 func jsonFlag(fs *flag.FlagSet, o *options) {
@@ -216,8 +217,8 @@ func commonFlags(fs *flag.FlagSet, o *options) {
 // Main runs the tool with the command-line arguments args (without the
 // program name), reading LOWWATER_CATALOG and the LOWWATER_ETCD_ variables
 // through getenv, and returns the exit code. ctx bounds it, as --timeout
-// does.
-func Main(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+// does. stdin is read by `restore -` alone; it may be nil.
+func Main(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
 	o := options{catalog: getenv("LOWWATER_CATALOG"), timeout: 30 * time.Second, lockTimeout: time.Second, bucket: persistence.DefaultBucket,
 		etcd: etcdaccess.FromEnv(getenv)}
 	global := flag.NewFlagSet("lowwater", flag.ContinueOnError)
@@ -304,7 +305,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdout
 	ctx, cancel := context.WithTimeoutCause(ctx, o.timeout, fmt.Errorf("%w: --timeout %v passed", context.DeadlineExceeded, o.timeout))
 	defer cancel()
 	out := &stickyWriter{w: stdout}
-	e := &env{opts: o, stdout: out, stderr: stderr}
+	e := &env{opts: o, stdin: stdin, stdout: out, stderr: stderr}
 	err = cmd.run(ctx, e, pos)
 	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		// "context canceled" or "deadline exceeded" alone does not say

@@ -67,7 +67,7 @@ func init() {
 func run(t *testing.T, args ...string) (string, int) {
 	t.Helper()
 	var out bytes.Buffer
-	code := cli.Main(context.Background(), args, func(string) string { return "" }, &out, &out)
+	code := cli.Main(context.Background(), args, func(string) string { return "" }, nil, &out, &out)
 	return out.String(), code
 }
 
@@ -118,7 +118,7 @@ func TestCutShortSaysWhy(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	cancel(errors.New("interrupt signal received")) // as signal.NotifyContext's
 	var buf bytes.Buffer
-	code = cli.Main(ctx, []string{"--catalog=bolt:" + path, "list"}, func(string) string { return "" }, &buf, &buf)
+	code = cli.Main(ctx, []string{"--catalog=bolt:" + path, "list"}, func(string) string { return "" }, nil, &buf, &buf)
 	require.Equal(t, cli.ExitFailed, code, buf.String())
 	require.Contains(t, buf.String(), "context canceled (interrupt signal received)")
 }

@@ -74,7 +74,7 @@ func runSplit(t *testing.T, args ...string) (stdout, stderr string, code int) {
 				t.Fatalf("cli.Main(%q) panicked: %v", args, r)
 			}
 		}()
-		code = cli.Main(context.Background(), args, func(string) string { return "" }, &out, &errb)
+		code = cli.Main(context.Background(), args, func(string) string { return "" }, nil, &out, &errb)
 	}()
 	return out.String(), errb.String(), code
 }

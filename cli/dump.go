@@ -117,18 +117,14 @@ func writeNew(path string, data []byte) error {
 }
 
 // readDump reads and checks a whole dump file before anything is written:
-// a bad file changes nothing.
-func readDump(path string) ([]dumpEntry, []wal.MessageID, error) {
-	f, err := os.Open(path)
+// a bad file changes nothing. The file "-" is stdin.
+func readDump(ctx context.Context, stdin io.Reader, path string) ([]dumpEntry, []wal.MessageID, error) {
+	data, err := readWhole(ctx, stdin, path)
 	if err != nil {
 		return nil, nil, err
 	}
-	defer f.Close()
-	// Read whole, and then parsed twice: a pipe (restore /dev/stdin)
-	// cannot be read again.
-	data, err := io.ReadAll(io.LimitReader(f, maxDump+1))
-	if err != nil {
-		return nil, nil, err
+	if path == "-" {
+		path = "standard input" // for the messages below
 	}
 	if len(data) > maxDump {
 		return nil, nil, badFile("%s: larger than a dump can be (%d MiB)", path, maxDump>>20)
@@ -190,6 +186,47 @@ func readDump(path string) ([]dumpEntry, []wal.MessageID, error) {
 	return d.Checkpoints, ids, nil
 }
 
+// readWhole reads path, or stdin for "-", whole (and a byte past maxDump
+// at most): the dump is parsed twice, and a pipe cannot be read again. It
+// returns when ctx ends, whatever the open or the read does: a named pipe
+// no one writes, or a terminal no one types on, must not hold the command
+// past its --timeout or a Ctrl-C. The read is then left to end with the
+// process.
+func readWhole(ctx context.Context, stdin io.Reader, path string) ([]byte, error) {
+	what := path
+	if path == "-" {
+		if stdin == nil {
+			return nil, errors.New("restore -: no standard input to read")
+		}
+		what = "standard input"
+	}
+	type result struct {
+		data []byte
+		err  error
+	}
+	read := make(chan result, 1)
+	go func() {
+		r := stdin
+		if path != "-" {
+			f, err := os.Open(path)
+			if err != nil {
+				read <- result{err: err}
+				return
+			}
+			defer f.Close()
+			r = f
+		}
+		data, err := io.ReadAll(io.LimitReader(r, maxDump+1))
+		read <- result{data, err}
+	}()
+	select {
+	case res := <-read:
+		return res.data, res.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("reading %s: %w", what, context.Cause(ctx))
+	}
+}
+
 // maxDump bounds what restore reads: a dump of a million pchannels is a
 // few hundred MiB.
 const maxDump = 1 << 30
@@ -237,7 +274,7 @@ func noDuplicateKey(dec *json.Decoder) error {
 // restore writes a dump, pchannel by pchannel, with set's rules. Every
 // write is planned first: if any is refused, nothing is written.
 func restore(ctx context.Context, e *env, args []string) error {
-	entries, ids, err := readDump(args[0])
+	entries, ids, err := readDump(ctx, e.stdin, args[0])
 	if err != nil {
 		return err
 	}

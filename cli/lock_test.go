@@ -32,14 +32,14 @@ func TestLockWaitEndsWithTheCommand(t *testing.T) {
 	require.NoError(t, made.Close())
 	var stdout, stderr bytes.Buffer
 	code := cli.Main(context.Background(), []string{"--catalog", "bolt:" + other, "dump", dump},
-		func(string) string { return "" }, &stdout, &stderr)
+		func(string) string { return "" }, nil, &stdout, &stderr)
 	require.Equal(t, cli.ExitOK, code, stderr.String())
 
 	run := func(ctx context.Context, args ...string) (int, string, time.Duration) {
 		var stdout, stderr bytes.Buffer
 		began := time.Now()
 		code := cli.Main(ctx, append([]string{"--catalog", "bolt:" + path, "--lock-timeout", "1m"}, args...),
-			func(string) string { return "" }, &stdout, &stderr)
+			func(string) string { return "" }, nil, &stdout, &stderr)
 		return code, stderr.String(), time.Since(began)
 	}
 	for _, cmd := range [][]string{{"list"}, {"set", "p", "kafka:9"}, {"restore", dump}} {
@@ -62,7 +62,7 @@ func TestLockWaitEndsWithTheCommand(t *testing.T) {
 	stdout.Reset()
 	stderr.Reset()
 	code = cli.Main(context.Background(), []string{"--catalog", "bolt:" + path, "--lock-timeout", "250ms", "list"},
-		func(string) string { return "" }, &stdout, &stderr)
+		func(string) string { return "" }, nil, &stdout, &stderr)
 	require.Equal(t, cli.ExitFailed, code)
 	require.Contains(t, stderr.String(), "is locked by another process")
 	require.Contains(t, stderr.String(), "waited 250ms")

@@ -43,7 +43,7 @@ func TestLostOutputFails(t *testing.T) {
 		for _, room := range []int{0, 10} {
 			var stderr bytes.Buffer
 			code := cli.Main(context.Background(), append([]string{"--catalog", "bolt:" + path}, args...),
-				func(string) string { return "" }, &fullWriter{n: room}, &stderr)
+				func(string) string { return "" }, nil, &fullWriter{n: room}, &stderr)
 			require.Equal(t, cli.ExitFailed, code, "%v with room for %d bytes: %s", args, room, stderr.String())
 			require.Contains(t, stderr.String(), errFull.Error(), "%v", args)
 		}

@@ -22,6 +22,7 @@ import (
 // env is what a command runs with.
 type env struct {
 	opts           options
+	stdin          io.Reader // nil: there is none
 	stdout, stderr io.Writer
 }
 
