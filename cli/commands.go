@@ -9,7 +9,6 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"unicode"
 
 	"github.com/lowwater/lowwater/persistence"
@@ -107,8 +106,8 @@ func list(ctx context.Context, e *env, _ []string) error {
 		_, err := e.stdout.Write(escapeJSON(buf.Bytes()))
 		return err
 	}
-	tw := tabwriter.NewWriter(e.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "PCHANNEL\tWAL\tCHECKPOINT\tTERM\tVERSION")
+	var tw table
+	tw.row("PCHANNEL", "WAL", "CHECKPOINT", "TERM", "VERSION")
 	corrupt := 0
 	for _, en := range entries {
 		checkpoint := ""
@@ -119,9 +118,9 @@ func list(ctx context.Context, e *env, _ []string) error {
 			corrupt++
 		}
 		term, version := header(en)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", shown(en.PChannel), walShown(en.WAL), checkpoint, term, version)
+		tw.row(shown(en.PChannel), walShown(en.WAL), checkpoint, term, version)
 	}
-	if err := tw.Flush(); err != nil {
+	if err := tw.writeTo(e.stdout); err != nil {
 		return err
 	}
 	fmt.Fprint(e.stdout, count(len(entries), "pchannel"))

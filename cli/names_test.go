@@ -283,3 +283,17 @@ func TestErrorsFromBelowAreEscaped(t *testing.T) {
 	require.Equal(t, "lowwater: "+strconv.Quote("bbolt file: stat "+path+": no such file or directory")+"\n", stderr)
 	require.Contains(t, stderr, `no\x1b[2J.db`)
 }
+
+// TestListColumnsByTerminalWidth: list lines its columns up by the columns
+// each name takes on a terminal, not by its runes: a CJK rune takes two,
+// a combining accent none.
+func TestListColumnsByTerminalWidth(t *testing.T) {
+	url, _ := boltWith(t, map[string]wal.MessageID{"通道-1": wal.KafkaID(1), "cafe\u0301": wal.KafkaID(2), "plain-name": wal.KafkaID(3)})
+	stdout, stderr, code := runSplit(t, url, "list")
+	require.Equal(t, cli.ExitOK, code, stderr)
+	require.Equal(t, "PCHANNEL    WAL    CHECKPOINT  TERM  VERSION\n"+
+		"cafe\u0301        kafka  kafka:2     0     2\n"+
+		"plain-name  kafka  kafka:3     0     2\n"+
+		"通道-1      kafka  kafka:1     0     2\n"+
+		"3 pchannels\n", stdout)
+}
