@@ -223,7 +223,7 @@ func readWhole(ctx context.Context, stdin io.Reader, path string) ([]byte, error
 	case res := <-read:
 		return res.data, res.err
 	case <-ctx.Done():
-		return nil, fmt.Errorf("reading %s: %w", what, context.Cause(ctx))
+		return nil, fmt.Errorf("reading %s: %w", what, ctx.Err())
 	}
 }
 

@@ -165,10 +165,16 @@ const lockPoll = 100 * time.Millisecond
 // the real one.
 func openBolt(ctx context.Context, path, bucket string, readOnly bool, lockTimeout time.Duration) (*persistence.Bolt, error) {
 	deadline := time.Now().Add(lockTimeout)
-	for {
+	for locked := false; ; locked = true {
 		step := min(time.Until(deadline), lockPoll)
-		b, err := persistence.OpenBolt(path, persistence.WithBucket(bucket), persistence.WithReadOnly(readOnly),
+		b, err := openAttempt(ctx, path, persistence.WithBucket(bucket), persistence.WithReadOnly(readOnly),
 			persistence.WithExistingBucket(true), persistence.WithOpenTimeout(max(step, time.Millisecond)))
+		if errors.Is(err, errOpenCut) {
+			if locked {
+				return nil, fmt.Errorf("waiting for the lock of %s: %w", path, context.Cause(ctx))
+			}
+			return nil, fmt.Errorf("opening %s: %w", path, ctx.Err())
+		}
 		if !errors.Is(err, persistence.ErrLocked) || time.Until(deadline) <= 0 {
 			return b, err
 		}
@@ -177,6 +183,39 @@ func openBolt(ctx context.Context, path, bucket string, readOnly bool, lockTimeo
 		}
 	}
 }
+
+// openFile is persistence.OpenBolt; a test slows it down.
+var openFile = persistence.OpenBolt
+
+// openAttempt is one OpenBolt, which returns when ctx ends, whatever the
+// open does: OpenBolt reads every page of the file before it returns,
+// which takes a while on a big file, and cannot be cut short. An open left behind finishes on its own goroutine, and
+// closes what it opened: the file's lock is let go.
+func openAttempt(ctx context.Context, path string, opts ...persistence.BoltOption) (*persistence.Bolt, error) {
+	type opened struct {
+		b   *persistence.Bolt
+		err error
+	}
+	done := make(chan opened, 1)
+	go func() {
+		b, err := openFile(path, opts...)
+		done <- opened{b, err}
+	}()
+	select {
+	case o := <-done:
+		return o.b, o.err
+	case <-ctx.Done():
+		go func() {
+			if o := <-done; o.b != nil {
+				_ = o.b.Close()
+			}
+		}()
+		return nil, errOpenCut
+	}
+}
+
+// errOpenCut is openAttempt's error once ctx ended first.
+var errOpenCut = errors.New("the open was cut short")
 
 // fencing returns the readable records of entries whose term is above
 // etcd's current revision: no owner key was ever created at that revision

@@ -75,7 +75,7 @@ func TestRestoreOfAStalledInputEndsAtTimeout(t *testing.T) {
 		select {
 		case err := <-ended:
 			require.Equal(t, cli.ExitFailed, exitCode(t, err), "%s", out.String())
-			require.Contains(t, out.String(), "reading "+name+": context deadline exceeded: --timeout 300ms passed")
+			require.Contains(t, out.String(), "reading "+name+": context deadline exceeded (--timeout 300ms passed)")
 		case <-time.After(30 * time.Second):
 			_ = cmd.Process.Kill()
 			<-ended
