@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"math/rand"
 	"slices"
 
@@ -11,6 +12,29 @@ import (
 
 // addBelowMin is the share of adds placed below the minimum (semantics 6).
 const addBelowMin = 0.3
+
+// spawnSpread is how far above the stored floor a vchannel may start, and
+// maxStep the largest advance of a vchannel in a round: with the number of
+// rounds they bound how far a run can carry a pchannel's checkpoints.
+const (
+	spawnSpread = 200
+	maxStep     = 20
+)
+
+// lastOffset is where the simulated partition ends: the largest offset a
+// KafkaID holds. A floor stored near it (by hand, or a run long ago) would
+// otherwise carry a vchannel past it and round to a negative offset, which
+// the actor rightly rejects as a rollback the simulator never meant.
+const lastOffset = wal.KafkaID(math.MaxInt64)
+
+// advance returns cp moved n (>= 0) offsets on, stopping at lastOffset as a
+// consumer stops at the end of its log.
+func advance(cp wal.KafkaID, n int) wal.KafkaID {
+	if cp > lastOffset-wal.KafkaID(n) {
+		return lastOffset
+	}
+	return cp + wal.KafkaID(n)
+}
 
 // vchannel is the simulator's view of one vchannel: its checkpoint and how
 // fast it moves.
@@ -55,7 +79,8 @@ type simulator struct {
 }
 
 // newSimulator starts cfg.vchannels vchannels a little above base (the
-// checkpoint stored by an earlier run, or 0).
+// checkpoint stored by an earlier run, or 0), or at lastOffset when there
+// is no room above it.
 func newSimulator(pchannel string, cfg config, base wal.KafkaID, seed int64) *simulator {
 	n := cfg.vchannels
 	s := &simulator{
@@ -67,7 +92,7 @@ func newSimulator(pchannel string, cfg config, base wal.KafkaID, seed int64) *si
 		badOdds:  cfg.badRate / cfg.rate,
 	}
 	for range n {
-		s.live = append(s.live, s.newVChannel(base+1+wal.KafkaID(s.rng.Intn(200))))
+		s.live = append(s.live, s.newVChannel(advance(base, 1+s.rng.Intn(spawnSpread))))
 	}
 	s.initialMinimum = s.minimum()
 	s.minima[s.initialMinimum] = struct{}{}
@@ -79,7 +104,7 @@ func (s *simulator) newVChannel(cp wal.KafkaID) *vchannel {
 		name: fmt.Sprintf("%s-v%03d", s.pchannel, s.nextID),
 		cp:   cp,
 		pace: laggardPace + 0.85*s.rng.Float64(),
-		step: 1 + s.rng.Intn(20),
+		step: 1 + s.rng.Intn(maxStep),
 	}
 	s.nextID++
 	return v
@@ -157,7 +182,11 @@ func (s *simulator) round() (cmds []messages.Command) {
 			if s.frozen && v.name == s.keep {
 				continue
 			}
-			v.cp += wal.KafkaID(1 + s.rng.Intn(v.step))
+			cp := advance(v.cp, 1+s.rng.Intn(v.step))
+			if cp == v.cp {
+				continue // at lastOffset: there is nothing past it to read
+			}
+			v.cp = cp
 			batch = append(batch, messages.VChannelCheckpoint{VChannel: v.name, Checkpoint: v.cp})
 		}
 	}
