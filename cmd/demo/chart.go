@@ -236,7 +236,7 @@ func lastAt(t *track) (last time.Duration) {
 func xys(s []sample) plotter.XYs {
 	pts := make(plotter.XYs, len(s))
 	for i, v := range s {
-		pts[i].X, pts[i].Y = v.at.Seconds(), v.v
+		pts[i].X, pts[i].Y = v.at.Seconds(), float64(v.v)
 	}
 	return pts
 }

@@ -351,6 +351,22 @@ func TestTimelineReach(t *testing.T) {
 	assert.False(t, ok)
 }
 
+// Near the largest Kafka offset float64 holds no integer exactly: a
+// persisted checkpoint 7 below the minimum has not reached it, though both
+// round to the same float64.
+func TestTimelineReachNearLastOffset(t *testing.T) {
+	tr := &track{
+		minimum:   []sample{{0, lastOffset - 7}, {time.Millisecond, lastOffset}},
+		persisted: []sample{{0, lastOffset - 7}},
+	}
+	_, ok := tr.reachFinal(0)
+	assert.False(t, ok, "persisted at the last offset - 7 reached a minimum at the last offset")
+	tr.persisted = append(tr.persisted, sample{2 * time.Millisecond, lastOffset})
+	took, ok := tr.reachFinal(0)
+	assert.True(t, ok)
+	assert.Equal(t, 2*time.Millisecond, took)
+}
+
 func TestCheckLive(t *testing.T) {
 	bound := 15 * time.Second
 	for _, tc := range []struct {

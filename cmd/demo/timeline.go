@@ -8,10 +8,13 @@ import (
 	"github.com/lowwater/lowwater/wal"
 )
 
-// sample is one value of a step function: v from at on.
+// sample is one value of a step function: v from at on. v is the offset
+// itself, not a float64: above 2^53 a float64 rounds offsets together, and
+// I3 would see a checkpoint a few offsets short as reaching the minimum.
+// Only the chart draws it as a float64.
 type sample struct {
 	at time.Duration
-	v  float64
+	v  wal.KafkaID
 }
 
 // track is one pchannel over the run, from the events: what the chart
@@ -58,9 +61,9 @@ func newTimeline(began time.Time, names []string) *timeline {
 	return tl
 }
 
-func offset(id wal.MessageID) (float64, bool) {
+func offset(id wal.MessageID) (wal.KafkaID, bool) {
 	k, ok := id.(wal.KafkaID)
-	return float64(k), ok
+	return k, ok
 }
 
 // start records the minimum a pchannel is spawned with, and the checkpoint
@@ -116,7 +119,7 @@ func (tl *timeline) observe(ev messages.Event) {
 
 // valueAt is the step function s at time at, and false before its first
 // sample.
-func valueAt(s []sample, at time.Duration) (float64, bool) {
+func valueAt(s []sample, at time.Duration) (wal.KafkaID, bool) {
 	i := sort.Search(len(s), func(i int) bool { return s[i].at > at })
 	if i == 0 {
 		return 0, false
@@ -145,7 +148,7 @@ func (t *track) reachFinal(from time.Duration) (took time.Duration, ok bool) {
 	return t.reachValue(from, t.minimum[len(t.minimum)-1].v)
 }
 
-func (t *track) reachValue(from time.Duration, target float64) (time.Duration, bool) {
+func (t *track) reachValue(from time.Duration, target wal.KafkaID) (time.Duration, bool) {
 	if p, ok := valueAt(t.persisted, from); ok && p >= target {
 		return 0, true
 	}
