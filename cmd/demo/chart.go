@@ -179,6 +179,13 @@ func panel(tl *timeline, name string) (*plot.Plot, []legendEntry, error) {
 		failed.GlyphStyle = draw.GlyphStyle{Color: colFailed, Radius: 2.5, Shape: draw.CrossGlyph{}}
 		p.Add(failed)
 	}
+	// A pchannel near the largest offset can draw a flat line whose height
+	// gonum's widening by 1 either way leaves flat (float64 steps by 1024
+	// there), and its ticks then panic on the empty range.
+	if p.Y.Min == p.Y.Max {
+		pad := max(1, math.Abs(p.Y.Min)*1e-12)
+		p.Y.Min, p.Y.Max = p.Y.Min-pad, p.Y.Max+pad
+	}
 	if tl.healAt > 0 {
 		p.Add(vline{x: tl.healAt.Seconds(), color: colMarker})
 	}

@@ -399,6 +399,19 @@ func TestChartFormat(t *testing.T) {
 	assert.NoError(t, writeChart(filepath.Join(t.TempDir(), "c.png"), "t", newTimeline(time.Now(), []string{"p0"})))
 }
 
+// A pchannel whose offsets near the largest one all round to one float64
+// draws: gonum widens a flat range by 1 either way, which changes nothing
+// there, and its ticks panicked on the empty range.
+func TestChartNearLastOffset(t *testing.T) {
+	tl := newTimeline(time.Now(), []string{"p0"})
+	tl.tracks["p0"] = &track{
+		minimum:   []sample{{0, lastOffset - 7}, {time.Second, lastOffset}},
+		persisted: []sample{{0, lastOffset - 7}, {2 * time.Second, lastOffset}},
+	}
+	tl.healAt, tl.stopAt = 2*time.Second, 3*time.Second
+	assert.NoError(t, writeChart(filepath.Join(t.TempDir(), "c.svg"), "t", tl))
+}
+
 // TestRenderDashboardFitsTerminal draws the live view at the sizes of
 // common terminals, with wide values (long IDs, thousands of failures, a
 // full event list): every line fits, the frame fits the height, and every
