@@ -104,6 +104,10 @@ func (d *demo) run(ctx context.Context) (int, error) {
 		}
 		sims[name] = newSimulator(name, d.cfg, base, d.cfg.seed+int64(i))
 		if st := d.cfg.stall; st != nil && st.pchannel == name {
+			if err := st.checkRoom(base, d.cfg.tick()); err != nil {
+				_ = catalog.Close()
+				return exitSetup, err
+			}
 			sims[name].makeLaggard(st.vchannel)
 		}
 		spawn[name] = sims[name].checkpoints()

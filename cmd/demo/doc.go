@@ -25,7 +25,10 @@
 // freezes (a vchannel far ahead would hold nothing back until every other
 // one passed it). It stands still from START (since the demo started) for
 // LENGTH, or to the end of the run without one, then moves on. The freeze
-// must last --stall-after plus a second within the run. --stall turns on
+// must last --stall-after plus a second within the run, and begin below
+// the largest Kafka offset, where every vchannel stops (as at the end of a
+// log) and none can pass the frozen one: a pchannel whose stored
+// checkpoint is too near it is refused (exit 2). --stall turns on
 // stall detection (actors.WithStallAfter with --stall-after, default 1s;
 // --stall-after alone turns it on too): the plain output prints STALLED
 // and resumed lines naming the holder, the live view's HOLDER column

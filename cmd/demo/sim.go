@@ -36,6 +36,12 @@ func advance(cp wal.KafkaID, n int) wal.KafkaID {
 	return cp + wal.KafkaID(n)
 }
 
+// room is how many offsets lie above floor up to lastOffset. It is
+// unsigned: above a negative floor there are more than an int64 holds.
+func room(floor wal.KafkaID) uint64 {
+	return uint64(lastOffset) - uint64(floor)
+}
+
 // vchannel is the simulator's view of one vchannel: its checkpoint and how
 // fast it moves.
 type vchannel struct {

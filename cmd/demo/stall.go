@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/lowwater/lowwater/wal"
 )
 
 // defaultStallAfter is --stall-after's default: a stall of the demo's fast
@@ -56,6 +58,22 @@ func (s *stallSpec) check(pchannels, vchannels int, duration, stallAfter time.Du
 	if need := stallAfter + minFreeze; end-s.start < need {
 		return fmt.Errorf("--stall %v: the freeze lasts %v within the --duration %v run; it needs --stall-after + %v = %v to be seen",
 			s, max(0, end-s.start), duration, minFreeze, need)
+	}
+	return nil
+}
+
+// checkRoom refuses a freeze that the end of the offsets would hide. The
+// frozen vchannel holds its pchannel's minimum alone only while the others
+// can pass it, and none passes lastOffset: it must be below it when it
+// freezes. It starts at most spawnSpread above floor (its pchannel's
+// stored checkpoint, or 0), and rises at most one offset a round, a round
+// a tick, until then.
+func (s *stallSpec) checkRoom(floor wal.KafkaID, tick time.Duration) error {
+	rise := uint64(spawnSpread) + uint64(s.start/tick) + 1
+	if left := room(floor); left <= rise {
+		return fmt.Errorf("--stall %v: %s's stored %s is %d below the largest Kafka offset, and %s may be %d above it when it freezes: "+
+			"at the end no vchannel can pass it, so no stall would show; stall another pchannel, or lower %s's checkpoint (lowwater set --force)",
+			s, s.pchannel, floor, left, s.vchannel, rise, s.pchannel)
 	}
 	return nil
 }
