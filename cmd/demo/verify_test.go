@@ -205,3 +205,42 @@ func TestCheckStall(t *testing.T) {
 		assert.NotEqual(t, "stall", c.name, "and not without")
 	}
 }
+
+// I2 near the largest Kafka offset, where the simulator's vchannels now
+// stop: the checker still fails a save below the floor or below the one
+// before, and passes saves that rise to the end.
+func TestCheckMonotonicNearLastOffset(t *testing.T) {
+	evidenceAt := func(floor wal.KafkaID, run, restart []wal.KafkaID) *evidence {
+		ev := &evidence{names: []string{"p0"}, floor: map[string]wal.MessageID{"p0": floor}}
+		last := wal.MessageID(floor)
+		for i, values := range [][]wal.KafkaID{run, restart} {
+			rec := newRecord(ev.names)
+			for _, v := range values {
+				rec.observe(&messages.CheckpointPersisted{Header: messages.Header{PChannel: "p0", At: time.Now()}, Value: v})
+				last = v
+			}
+			rec.observe(&messages.Stopped{Header: messages.Header{PChannel: "p0", At: time.Now()}, Graceful: true, Flushed: true})
+			ev.phases = append(ev.phases, phase{name: []string{"run", "restart"}[i], rec: rec})
+		}
+		ev.final = map[string]wal.MessageID{"p0": last}
+		return ev
+	}
+	for _, tc := range []struct {
+		name         string
+		run, restart []wal.KafkaID
+		problems     []string
+	}{
+		{name: "rises to the end", run: []wal.KafkaID{lastOffset - 3, lastOffset}},
+		{name: "below the floor", run: []wal.KafkaID{lastOffset - 8},
+			problems: []string{"p0: run save #1 persisted kafka:9223372036854775799, not above kafka:9223372036854775800 (stored before the demo)"}},
+		{name: "the end twice", run: []wal.KafkaID{lastOffset}, restart: []wal.KafkaID{lastOffset},
+			problems: []string{"p0: restart save #1 persisted kafka:9223372036854775807, not above kafka:9223372036854775807 (run save #1)"}},
+		{name: "lowered after the restart", run: []wal.KafkaID{lastOffset}, restart: []wal.KafkaID{lastOffset - 1},
+			problems: []string{"p0: restart save #1 persisted kafka:9223372036854775806, not above kafka:9223372036854775807 (run save #1)"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := checkMonotonic(evidenceAt(lastOffset-7, tc.run, tc.restart))
+			assert.Equal(t, tc.problems, c.problems)
+		})
+	}
+}
