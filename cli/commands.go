@@ -383,15 +383,19 @@ func replay(from, to wal.MessageID) string {
 	switch f := from.(type) {
 	case wal.KafkaID:
 		if t, ok := to.(wal.KafkaID); ok {
-			msg += " (" + count(int64(f)-int64(t), "message") + ")"
+			msg += " (" + count(distance(int64(f), int64(t)), "message") + ")"
 		}
 	case wal.RocksMQID:
 		if t, ok := to.(wal.RocksMQID); ok {
-			msg += " (" + count(int64(f)-int64(t), "message") + ")"
+			msg += " (" + count(distance(int64(f), int64(t)), "message") + ")"
 		}
 	}
 	return msg
 }
+
+// distance is from - to, for from >= to, in a type that holds it: from the
+// largest offset down to the smallest is more than an int64 holds.
+func distance(from, to int64) uint64 { return uint64(from) - uint64(to) }
 
 // apply writes id for pchannel as act says, through c.
 func (s *store) apply(ctx context.Context, c persistence.Catalog, pchannel string, act action, id wal.MessageID) error {
@@ -545,7 +549,7 @@ func del(ctx context.Context, e *env, args []string) error {
 }
 
 // count is n of noun, in the plural unless n is 1.
-func count[N int | int64](n N, noun string) string {
+func count[N int | int64 | uint64](n N, noun string) string {
 	if n == 1 {
 		return "1 " + noun
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -206,4 +207,14 @@ func TestSetIDsThatCannotBeCompared(t *testing.T) {
 	require.Equal(t, cli.ExitRefused, code)
 	require.Equal(t, "lowwater: slot: test-panicky:11 is below the stored test-panicky:12; lowering needs --force\n"+
 		"replay: consumers restart at test-panicky:11 and re-read what follows it up to test-panicky:12\n", stderr)
+}
+
+// The replay a lowering causes is counted in offsets whatever their span:
+// from the largest Kafka offset down to the smallest is more messages
+// than an int64 holds, and was printed as a negative count.
+func TestReplayCountsTheWholeSpan(t *testing.T) {
+	url, _ := boltWith(t, map[string]wal.MessageID{"p": wal.KafkaID(math.MaxInt64)})
+	stdout, stderr, code := runSplit(t, url, "set", "--force", "--dry-run", "p", "kafka:-9223372036854775808")
+	require.Equal(t, cli.ExitOK, code, stderr)
+	require.Contains(t, stdout+stderr, "up to kafka:9223372036854775807 (18446744073709551615 messages)")
 }
