@@ -105,7 +105,8 @@ sequence, a tab, a space) are printed quoted and escaped as Go strings
 are: "x\ny" is the name x, newline, y; give it as $'x\ny' in bash.
 get and delete --quoted take the name quoted, as verify (and list --json,
 in "quoted") shows a name no node can use (over 512 bytes, not UTF-8, a
-NUL): delete --quoted '"a\x00b"'.
+NUL, or empty, which only etcd can hold): delete --quoted '"a\x00b"',
+delete --quoted '""'.
 
 Exit codes:
   0  done
@@ -268,11 +269,8 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 		// A record under a name lowwater refuses (another writer's, an
 		// older build's) can be read and deleted, not written.
 		p, err := strconv.Unquote(pos[0])
-		switch {
-		case err != nil || !strings.HasPrefix(pos[0], `"`):
+		if err != nil || !strings.HasPrefix(pos[0], `"`) {
 			return fail(stderr, usagef("%s --quoted: %s is not a Go-quoted string", name, strconv.Quote(pos[0])))
-		case p == "":
-			return fail(stderr, usagef("%s: empty pchannel name", name))
 		}
 		pos[0] = p
 	case cmd.pchannel:
@@ -285,6 +283,11 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 	}
 	if o.url, err = catalogurl.Parse(o.catalog); err != nil {
 		return fail(stderr, usagef("--catalog: %v", err))
+	}
+	if cmd.pchannel && pos[0] == "" && o.url.Kind != catalogurl.Etcd {
+		// Given --quoted: a key put by hand can hold a record under the
+		// empty name on etcd, never on bbolt, which refuses an empty key.
+		return fail(stderr, usagef("%s: empty pchannel name, which only an etcd catalog can hold a record under", name))
 	}
 	if o.timeout <= 0 || o.lockTimeout <= 0 {
 		return fail(stderr, usagef("--timeout and --lock-timeout must be positive"))

@@ -302,6 +302,14 @@ func (o *staleTermClearing) Save(ctx context.Context, pchannel string, id wal.Me
 	return o.Owned.Save(ctx, pchannel, id)
 }
 
+// emptyName is the catalog a write to the record under the empty
+// pchannel name goes through. Every Catalog call refuses that name, as
+// the contract has it, so its Delete is etcdcatalog's DeleteEmptyName; a
+// Save stays refused, and only delete reaches it.
+type emptyName struct{ *etcdcatalog.Catalog }
+
+func (c emptyName) Delete(ctx context.Context, _ string) error { return c.DeleteEmptyName(ctx) }
+
 // replaceRecord deletes pchannel's record and writes id in its place, as
 // a lowering or a replacement must (Save refuses them). Once the delete
 // is sent the write is owed, and both run under grace: a --timeout or a
@@ -440,6 +448,12 @@ func ownedRefusal(pchannel string, term uint64) error {
 func (s *store) write(ctx context.Context, pchannel string, storedTerm uint64, force bool, fn func(persistence.Catalog) error) error {
 	if s.etcd == nil {
 		return fn(s.cat)
+	}
+	if pchannel == "" {
+		// delete --quoted '""': no session can own the empty name, so
+		// there is no owner to ask or to take, and a record there was put
+		// by hand or by another tool.
+		return fn(emptyName{s.etcd})
 	}
 	if s.session == nil {
 		// The session lives as long as what the write owes (grace): on

@@ -38,6 +38,23 @@ func (c *Catalog) Delete(ctx context.Context, pchannel string) error {
 	return nil
 }
 
+// DeleteEmptyName removes the record stored under the empty pchannel
+// name, if there is one. No lowwater writer puts one there (every call
+// refuses the empty name, Delete too, as the Catalog contract has it), so
+// it was written by hand or by another tool; Inspect shows it, and this is
+// how an operator clears it. No session can own the empty name (Own
+// refuses it), so there is no owner to fence the delete or to ask.
+func (c *Catalog) DeleteEmptyName(ctx context.Context) error {
+	if err := c.acquire(ctx, "delete", "", nil); err != nil {
+		return err
+	}
+	defer c.release()
+	if _, err := c.client.Delete(ctx, c.keys.checkpoint("")); err != nil {
+		return fmt.Errorf("etcdcatalog: delete the record under the empty name: %w", err)
+	}
+	return nil
+}
+
 // forget drops the hint of a deleted key. A concurrent save may put back
 // a hint of the deleted record; that costs it one more round trip, since a
 // hint is only ever compared in a transaction, never trusted.
@@ -126,7 +143,9 @@ func (o *Owned) delete(ctx context.Context, pchannel string, anyTerm bool) error
 }
 
 // Inspect implements persistence.Inspector: every record under the prefix,
-// read page by page at one revision as LoadAll reads.
+// read page by page at one revision as LoadAll reads. A record under the
+// empty pchannel name, which LoadAll leaves out, is an Entry too: what an
+// operator cannot see, an operator cannot clear (DeleteEmptyName).
 func (c *Catalog) Inspect(ctx context.Context) ([]persistence.Entry, error) {
 	if err := c.over("", nil); err != nil {
 		return nil, err

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/lowwater/lowwater/internal/testkit/etcdtest"
 	"github.com/lowwater/lowwater/persistence"
@@ -96,4 +97,52 @@ func TestInspectAndOwnerTerm(t *testing.T) {
 	all, err := n.cat.LoadAll(ctxT(t))
 	require.NoError(t, err)
 	require.Equal(t, map[string]wal.MessageID{"a": wal.KafkaID(1), "b": wal.WoodpeckerID{SegmentID: 1, EntryID: 2}}, all)
+}
+
+// A record under the empty pchannel name (put by hand or by another tool
+// at <prefix>/wal//consume-checkpoint) was invisible to Inspect, so the
+// operator tool could neither show nor clear it. Inspect shows it; LoadAll
+// still leaves it out, readable or not, as no node can use it; and
+// DeleteEmptyName clears it.
+func TestRecordUnderTheEmptyName(t *testing.T) {
+	eps := etcdtest.Start(t)
+	cli := newClient(t, eps)
+	cat := openCatalog(t, eps, nil)
+	require.NoError(t, cat.Save(ctxT(t), "a", wal.KafkaID(1)))
+	raw, err := persistence.EncodeRecord("", persistence.Record{Checkpoint: wal.KafkaID(7), Term: 3})
+	require.NoError(t, err)
+	_, err = cli.Put(ctxT(t), etcdcatalog.DefaultPrefix+"/wal//consume-checkpoint", string(raw))
+	require.NoError(t, err)
+
+	entries, err := cat.Inspect(ctxT(t))
+	require.NoError(t, err)
+	require.Equal(t, []persistence.Entry{
+		{PChannel: "", WAL: wal.Kafka, Checkpoint: wal.KafkaID(7), Term: 3, Version: 2},
+		{PChannel: "a", WAL: wal.Kafka, Checkpoint: wal.KafkaID(1), Version: 2},
+	}, entries)
+	all, err := cat.LoadAll(ctxT(t))
+	require.NoError(t, err)
+	require.Equal(t, map[string]wal.MessageID{"a": wal.KafkaID(1)}, all)
+
+	_, err = cli.Put(ctxT(t), etcdcatalog.DefaultPrefix+"/wal//consume-checkpoint", "garbage!garbage!")
+	require.NoError(t, err)
+	all, err = cat.LoadAll(ctxT(t))
+	require.NoError(t, err, "a record no node can use fails no node's recovery")
+	require.Equal(t, map[string]wal.MessageID{"a": wal.KafkaID(1)}, all)
+	entries, err = cat.Inspect(ctxT(t))
+	require.NoError(t, err)
+	require.Len(t, entries, 2)
+	require.Equal(t, "", entries[0].PChannel)
+	require.ErrorIs(t, entries[0].Err, persistence.ErrCorruptRecord)
+
+	require.ErrorIs(t, cat.Delete(ctxT(t), ""), persistence.ErrInvalidArgument, "as the Catalog contract has it")
+	require.NoError(t, cat.DeleteEmptyName(ctxT(t)))
+	left, err := cli.Get(ctxT(t), etcdcatalog.DefaultPrefix+"/wal/", clientv3.WithPrefix())
+	require.NoError(t, err)
+	require.Len(t, left.Kvs, 1)
+	require.Equal(t, checkpointKey("a"), string(left.Kvs[0].Key), "only the empty name's record is gone")
+	require.NoError(t, cat.DeleteEmptyName(ctxT(t)), "deleting nothing")
+
+	require.NoError(t, cat.Close())
+	require.ErrorIs(t, cat.DeleteEmptyName(ctxT(t)), persistence.ErrClosed)
 }

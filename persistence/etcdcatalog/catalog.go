@@ -441,7 +441,8 @@ func (c *Catalog) judgeReads(pchannel, key string, f *fence, reads []*etcdserver
 	return hint{rev: kvs[0].ModRevision, rec: rec, raw: kvs[0].Value}, nil
 }
 
-// LoadAll returns every stored checkpoint under the prefix. It reads
+// LoadAll returns every stored checkpoint under the prefix, but for a
+// record under the empty pchannel name, which no node can use. It reads
 // page-size keys per request; the first request fixes the revision and every
 // later page is read at it, so the result is one snapshot even while others
 // write. Should that revision be compacted away between pages, the read
@@ -453,6 +454,13 @@ func (c *Catalog) LoadAll(ctx context.Context) (map[string]wal.MessageID, error)
 	var all map[string]wal.MessageID
 	err := c.scan(ctx, "load all", func() { all = make(map[string]wal.MessageID) },
 		func(pchannel string, kv *mvccpb.KeyValue) error {
+			if pchannel == "" {
+				// No node can load, save or own the empty name: a record
+				// there is not one of the pchannels a node recovers, and
+				// one it cannot decode must not fail their recovery.
+				// Inspect shows it, and DeleteEmptyName clears it.
+				return nil
+			}
 			rec, err := c.decode(pchannel, kv)
 			if err != nil {
 				return err

@@ -27,12 +27,13 @@ func (k keys) checkpoint(pchannel string) string {
 func (k keys) owner(pchannel string) string { return k.pchannels() + pchannel + ownerSuffix }
 
 // pchannelOf returns the pchannel whose checkpoint key is key, and false for
-// any other key.
+// any other key. The name may be empty: no lowwater writer puts a record at
+// <prefix>/wal//consume-checkpoint, but a hand or another tool may, and
+// Inspect must show what is there.
 func (k keys) pchannelOf(key string) (string, bool) {
 	rest, ok := strings.CutPrefix(key, k.pchannels())
 	if !ok {
 		return "", false
 	}
-	pchannel, ok := strings.CutSuffix(rest, checkpointSuffix)
-	return pchannel, ok && pchannel != ""
+	return strings.CutSuffix(rest, checkpointSuffix)
 }
