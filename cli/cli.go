@@ -66,6 +66,11 @@ Commands:
                            bbolt file must exist: a mistyped path is not
                            made into a new, empty catalog
   delete PCHANNEL          retire a pchannel: its record is removed
+  release PCHANNEL         on etcd, remove an owner key with no lease: put
+                           by hand or by another tool, not by a node, it
+                           never expires and keeps every node off
+                           PCHANNEL (get shows it); a node's is refused.
+                           Takes --dry-run, not --force
   dump [FILE]              write every record as JSON (stdout: no FILE, or -)
   restore FILE             write the records of a dump (stdin: -); raises
                            only, as set; creates a bbolt file that does
@@ -98,15 +103,18 @@ variable beside it):
 
 Safety: on etcd a write takes the pchannel's ownership for its duration,
 so no node can take it meanwhile, and is refused while a node owns it.
+An owner key with no lease is no node's, yet it keeps the pchannel from
+every node for good: get says so, --force writes around it, and release
+removes it.
 Record terms are not restored: a restored record carries the writer's.
 
 Names and IDs that are not plain printable text (a newline, an escape
 sequence, a tab, a space) are printed quoted and escaped as Go strings
 are: "x\ny" is the name x, newline, y; give it as $'x\ny' in bash.
-get and delete --quoted take the name quoted, as verify (and list --json,
-in "quoted") shows a name no node can use (over 512 bytes, not UTF-8, a
-NUL, or empty, which only etcd can hold): delete --quoted '"a\x00b"',
-delete --quoted '""'.
+get, delete and release --quoted take the name quoted, as verify (and
+list --json, in "quoted") shows a name no node can use (over 512 bytes,
+not UTF-8, a NUL, or empty, which only etcd can hold): delete --quoted
+'"a\x00b"', delete --quoted '""'.
 
 Exit codes:
   0  done
@@ -185,6 +193,7 @@ var commands = map[string]command{
 	"verify":  {argsHelp: "verify", run: verify},
 	"set":     {flags: writeFlags, min: 2, max: 2, pchannel: true, argsHelp: "set PCHANNEL ID", run: set},
 	"delete":  {flags: deleteFlags, min: 1, max: 1, pchannel: true, argsHelp: "delete [--quoted] PCHANNEL", run: del},
+	"release": {flags: releaseFlags, min: 1, max: 1, pchannel: true, argsHelp: "release [--dry-run] [--quoted] PCHANNEL", run: release},
 	"dump":    {max: 1, argsHelp: "dump [FILE]", run: dump},
 	"restore": {flags: writeFlags, min: 1, max: 1, argsHelp: "restore FILE|-", run: restore},
 }
@@ -204,6 +213,11 @@ func quotedFlag(fs *flag.FlagSet, o *options) {
 
 func deleteFlags(fs *flag.FlagSet, o *options) {
 	writeFlags(fs, o)
+	quotedFlag(fs, o)
+}
+
+func releaseFlags(fs *flag.FlagSet, o *options) {
+	fs.BoolVar(&o.dryRun, "dry-run", false, "write nothing")
 	quotedFlag(fs, o)
 }
 

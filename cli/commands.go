@@ -11,7 +11,9 @@ import (
 	"strings"
 	"unicode"
 
+	"github.com/lowwater/lowwater/internal/catalogurl"
 	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/persistence/etcdcatalog"
 	"github.com/lowwater/lowwater/wal"
 )
 
@@ -139,13 +141,13 @@ func get(ctx context.Context, e *env, args []string) error {
 	}
 	defer s.close()
 	en, found := byName[pchannel]
-	owner, err := s.ownerTerm(ctx, pchannel)
+	owner, err := s.owner(ctx, pchannel)
 	if err != nil {
 		return err
 	}
 	if !found {
-		if owner != 0 {
-			fmt.Fprintf(e.stdout, "owner       term %d (a node owns it)\n", owner)
+		if owner.Term != 0 {
+			fmt.Fprint(e.stdout, ownerLines(pchannel, owner))
 		}
 		return &exitError{code: ExitNotFound, err: fmt.Errorf("%s: no checkpoint stored", shown(pchannel))}
 	}
@@ -161,8 +163,8 @@ func get(ctx context.Context, e *env, args []string) error {
 	fmt.Fprintf(e.stdout, "version     %s\n", version)
 	switch {
 	case s.etcd == nil:
-	case owner != 0:
-		fmt.Fprintf(e.stdout, "owner       term %d (a node owns it)\n", owner)
+	case owner.Term != 0:
+		fmt.Fprint(e.stdout, ownerLines(pchannel, owner))
 	default:
 		fmt.Fprintln(e.stdout, "owner       none")
 	}
@@ -170,6 +172,56 @@ func get(ctx context.Context, e *env, args []string) error {
 		return &exitError{code: ExitCorrupt, err: fmt.Errorf("%s: unreadable record: %s", shown(pchannel), cause(en))}
 	}
 	return nil
+}
+
+// ownerLines is what get prints of pchannel's owner key o.
+func ownerLines(pchannel string, o etcdcatalog.Owner) string {
+	if o.Leaseless() {
+		return fmt.Sprintf("owner       term %d, no lease: not a node's, and it never expires\n"+
+			"            (no node can own %s until 'release %s' removes it)\n", o.Term, shown(pchannel), shown(pchannel))
+	}
+	return fmt.Sprintf("owner       term %d (a node owns it)\n", o.Term)
+}
+
+// release removes an owner key with no lease (etcdcatalog.Owner.Leaseless),
+// which keeps every node off the pchannel for good, and only such a key.
+// A node's is bound to its session's lease: it goes with the session,
+// and removing it under a running node would end its ownership.
+func release(ctx context.Context, e *env, args []string) error {
+	pchannel := args[0]
+	if e.opts.url.Kind != catalogurl.Etcd {
+		return usagef("release: only an etcd catalog has owners (a bbolt file's lock keeps nodes out)")
+	}
+	s, err := e.open(ctx, readOnly)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	for {
+		o, err := s.owner(ctx, pchannel)
+		switch {
+		case err != nil:
+			return err
+		case o.Term == 0:
+			fmt.Fprintf(e.stdout, "%s: no owner\n", shown(pchannel))
+			return nil
+		case !o.Leaseless():
+			return refused("%s is owned by a running node (term %d): its ownership ends with the node's session; "+
+				"stop the node", shown(pchannel), o.Term)
+		case e.opts.dryRun:
+			fmt.Fprintf(e.stdout, "%s: would remove its owner key (term %d), which has no lease\n", shown(pchannel), o.Term)
+			return nil
+		}
+		removed, err := s.etcd.DeleteLeaselessOwner(ctx, pchannel, o.Term)
+		if err != nil {
+			return err
+		}
+		if removed {
+			fmt.Fprintf(e.stdout, "%s: removed its owner key (term %d), which had no lease\n", shown(pchannel), o.Term)
+			return nil
+		}
+		// Removed or replaced since it was read: judge what is there now.
+	}
 }
 
 func verify(ctx context.Context, e *env, _ []string) error {

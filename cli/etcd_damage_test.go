@@ -3,17 +3,21 @@ package cli_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
 
 	"github.com/lowwater/lowwater/cli"
 	"github.com/lowwater/lowwater/internal/testkit/etcdtest"
 	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/persistence/etcdcatalog"
 	"github.com/lowwater/lowwater/wal"
 )
 
@@ -93,4 +97,98 @@ lowwater: 1 unreadable record
 	out, code = run(t, catalog, "delete", "--quoted", `""`)
 	require.Equal(t, cli.ExitOK, code, out)
 	require.Equal(t, `"": nothing stored`+"\n", out)
+}
+
+// An owner key with no lease (put by hand, or left by another tool) read
+// as a running node's for good: get said a node owns it, and a write was
+// refused as owned, with no word that the key never expires, nor that it
+// keeps every node off the pchannel, nor of what removes it. Now get and
+// the refusals say so; --force still writes around it, and release removes
+// it, never a node's.
+func TestEtcdOwnerKeyWithNoLease(t *testing.T) {
+	catalog, client := onDamagedEtcd(t)
+	out, code := run(t, catalog, "set", "p", "kafka:100")
+	require.Equal(t, cli.ExitOK, code, out)
+	put, err := client.Put(ctxT(t), "cli/wal/p/owner", "by hand")
+	require.NoError(t, err)
+	term := put.Header.Revision
+	leaseless := fmt.Sprintf("its owner key (term %d) has no lease: put by hand or by another tool, not by a node, "+
+		"it never expires, and no node can own p until 'release p' removes it", term)
+
+	out, code = run(t, catalog, "get", "p")
+	require.Equal(t, cli.ExitOK, code, out)
+	require.Contains(t, out, fmt.Sprintf("owner       term %d, no lease: not a node's, and it never expires\n"+
+		"            (no node can own p until 'release p' removes it)\n", term))
+	require.NotContains(t, out, "a node owns it")
+	for _, args := range [][]string{
+		{"set", "p", "kafka:200"}, {"set", "p", "kafka:200", "--dry-run"}, {"delete", "p"}, {"delete", "p", "--dry-run"},
+	} {
+		out, code = run(t, append([]string{catalog}, args...)...)
+		require.Equal(t, cli.ExitRefused, code, "%v: %s", args, out)
+		require.Equal(t, "lowwater: p: "+leaseless+"; --force writes around it\n", out, args)
+	}
+	stdout, stderr, code := runSplit(t, catalog, "set", "p", "kafka:200", "--force", "--dry-run")
+	require.Equal(t, cli.ExitOK, code, stderr)
+	require.Equal(t, "warning: p: "+leaseless+"; it would be written anyway (--force)\n", stderr)
+	require.Equal(t, "p: would raise from kafka:100 to kafka:200\n", stdout)
+	stdout, stderr, code = runSplit(t, catalog, "set", "p", "kafka:200", "--force")
+	require.Equal(t, cli.ExitOK, code, stderr)
+	require.Equal(t, "warning: p: "+leaseless+"; writing anyway (--force)\n", stderr)
+	require.Equal(t, "p: raised from kafka:100 to kafka:200\n", stdout)
+	requireOwnerKey(t, client, "p", term, 0) // written around, not removed
+
+	out, code = run(t, catalog, "release", "p", "--dry-run")
+	require.Equal(t, cli.ExitOK, code, out)
+	require.Equal(t, fmt.Sprintf("p: would remove its owner key (term %d), which has no lease\n", term), out)
+	requireOwnerKey(t, client, "p", term, 0)
+	out, code = run(t, catalog, "release", "p")
+	require.Equal(t, cli.ExitOK, code, out)
+	require.Equal(t, fmt.Sprintf("p: removed its owner key (term %d), which had no lease\n", term), out)
+	requireOwnerKey(t, client, "p", 0, 0)
+	out, code = run(t, catalog, "release", "p")
+	require.Equal(t, cli.ExitOK, code, out)
+	require.Equal(t, "p: no owner\n", out)
+	out, code = run(t, catalog, "set", "p", "kafka:300")
+	require.Equal(t, cli.ExitOK, code, out)
+	require.Equal(t, "p: raised from kafka:200 to kafka:300\n", out)
+
+	// A node's owner key, bound to its session's lease, is not release's
+	// to remove: refused, and the node keeps its ownership.
+	cat, err := etcdcatalog.New(client, etcdcatalog.WithPrefix("cli"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cat.Close() })
+	session, err := concurrency.NewSession(client, concurrency.WithTTL(30))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = session.Close() })
+	node, err := cat.TryOwn(ctxT(t), "p", session)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = node.Close() })
+	out, code = run(t, catalog, "release", "p")
+	require.Equal(t, cli.ExitRefused, code, out)
+	require.Equal(t, fmt.Sprintf("lowwater: p is owned by a running node (term %d): its ownership ends with "+
+		"the node's session; stop the node\n", node.Term()), out)
+	requireOwnerKey(t, client, "p", int64(node.Term()), session.Lease())
+	require.NoError(t, node.Err())
+	out, code = run(t, catalog, "get", "p")
+	require.Equal(t, cli.ExitOK, code, out)
+	require.Contains(t, out, fmt.Sprintf("owner       term %d (a node owns it)\n", node.Term()))
+
+	out, code = run(t, "--catalog=bolt:"+filepath.Join(t.TempDir(), "c.db"), "release", "p")
+	require.Equal(t, cli.ExitUsage, code, out)
+	require.Contains(t, out, "release: only an etcd catalog has owners")
+}
+
+// requireOwnerKey checks pchannel's owner key: its term (create revision,
+// 0 for no key) and lease.
+func requireOwnerKey(t *testing.T, client *clientv3.Client, pchannel string, term int64, lease clientv3.LeaseID) {
+	t.Helper()
+	resp, err := client.Get(ctxT(t), "cli/wal/"+pchannel+"/owner")
+	require.NoError(t, err)
+	if term == 0 {
+		require.Empty(t, resp.Kvs)
+		return
+	}
+	require.Len(t, resp.Kvs, 1)
+	require.Equal(t, term, resp.Kvs[0].CreateRevision)
+	require.Equal(t, lease, clientv3.LeaseID(resp.Kvs[0].Lease))
 }

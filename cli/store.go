@@ -405,34 +405,58 @@ type badNameError struct{ err error }
 func (e *badNameError) Error() string { return e.err.Error() }
 func (e *badNameError) Unwrap() error { return e.err }
 
-// ownerTerm is the term of the node owning pchannel on etcd, 0 if none
-// (and always 0 on bbolt, whose file lock keeps nodes out).
-func (s *store) ownerTerm(ctx context.Context, pchannel string) (uint64, error) {
+// owner is the owner key of pchannel on etcd, none on bbolt, whose file
+// lock keeps nodes out.
+func (s *store) owner(ctx context.Context, pchannel string) (etcdcatalog.Owner, error) {
 	if s.etcd == nil {
-		return 0, nil
+		return etcdcatalog.Owner{}, nil
 	}
-	return s.etcd.OwnerTerm(ctx, pchannel)
+	return s.etcd.OwnerOf(ctx, pchannel)
 }
 
 // checkOwner refuses a write to a pchannel a node owns, unless force.
 func (s *store) checkOwner(ctx context.Context, pchannel string, force bool) error {
-	term, err := s.ownerTerm(ctx, pchannel)
-	if err != nil {
-		return err
-	}
+	o, err := s.owner(ctx, pchannel)
 	switch {
-	case term != 0 && !force:
-		return ownedRefusal(pchannel, term)
-	case term != 0:
-		// As the write would warn (write): a dry run says what it would do.
-		fmt.Fprintf(s.stderr, "warning: %s is owned by a running node (term %d); it would be written anyway (--force), "+
-			"and the node's next save writes over it: stop the node for a change that lasts\n", shown(pchannel), term)
+	case err != nil:
+		return err
+	case o.Term == 0:
+		return nil
+	case !force:
+		return ownedRefusal(pchannel, o)
 	}
+	// As the write would warn (write): a dry run says what it would do.
+	fmt.Fprintln(s.stderr, ownedWarning(pchannel, o, "it would be written anyway (--force)"))
 	return nil
 }
 
-func ownedRefusal(pchannel string, term uint64) error {
-	return refused("%s is owned by a running node (term %d): stop it, or --force", shown(pchannel), term)
+// ownedRefusal refuses an unforced write to a pchannel under owner o. An
+// owner key with no lease is no node's, and is refused all the same: the
+// tool cannot tell what put it there, nor why, and --force is the
+// operator's word that writing around it is meant.
+func ownedRefusal(pchannel string, o etcdcatalog.Owner) error {
+	if o.Leaseless() {
+		return refused("%s: %s; --force writes around it", shown(pchannel), leaseless(pchannel, o.Term))
+	}
+	return refused("%s is owned by a running node (term %d): stop it, or --force", shown(pchannel), o.Term)
+}
+
+// ownedWarning is the warning of a forced write, doing it, to a pchannel
+// under owner o.
+func ownedWarning(pchannel string, o etcdcatalog.Owner, doing string) string {
+	if o.Leaseless() {
+		return fmt.Sprintf("warning: %s: %s; %s", shown(pchannel), leaseless(pchannel, o.Term), doing)
+	}
+	return fmt.Sprintf("warning: %s is owned by a running node (term %d); %s, and the node's next save "+
+		"writes over it: stop the node for a change that lasts", shown(pchannel), o.Term, doing)
+}
+
+// leaseless says what an owner key of term with no lease is: a node's
+// always has one, its session's, and goes with it; this one stays, and
+// keeps every node off the pchannel, until an operator removes it.
+func leaseless(pchannel string, term uint64) string {
+	return fmt.Sprintf("its owner key (term %d) has no lease: put by hand or by another tool, not by a node, "+
+		"it never expires, and no node can own %s until 'release %s' removes it", term, shown(pchannel), shown(pchannel))
 }
 
 // write runs fn with the catalog to write pchannel through. On etcd that
@@ -469,11 +493,10 @@ func (s *store) write(ctx context.Context, pchannel string, storedTerm uint64, f
 	var oe *etcdcatalog.OwnedError
 	switch {
 	case errors.As(err, &oe) && force:
-		fmt.Fprintf(s.stderr, "warning: %s is owned by a running node (term %d); writing anyway (--force), "+
-			"and the node's next save writes over it: stop the node for a change that lasts\n", shown(pchannel), oe.Term)
+		fmt.Fprintln(s.stderr, ownedWarning(pchannel, etcdcatalog.Owner{Term: oe.Term, Lease: oe.Lease}, "writing anyway (--force)"))
 		return fn(s.cat)
 	case errors.As(err, &oe):
-		return ownedRefusal(pchannel, oe.Term)
+		return ownedRefusal(pchannel, etcdcatalog.Owner{Term: oe.Term, Lease: oe.Lease})
 	case err != nil:
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -171,19 +172,68 @@ func (c *Catalog) Inspect(ctx context.Context) ([]persistence.Entry, error) {
 }
 
 // OwnerTerm returns the term of the session that owns pchannel now, 0 when
-// none does, for tools that must not write under a running owner.
+// none does, for tools that must not write under a running owner. An
+// owner key under no lease has a term too: see OwnerOf.
 func (c *Catalog) OwnerTerm(ctx context.Context, pchannel string) (uint64, error) {
+	o, err := c.OwnerOf(ctx, pchannel)
+	return o.Term, err
+}
+
+// Owner is a pchannel's owner key as a tool reads it.
+type Owner struct {
+	// Term is the key's create revision, 0 when there is no key.
+	Term uint64
+	// Lease is the lease the key is bound to. Own always binds it to the
+	// session's, which is never 0, so that the key goes when the session
+	// does. 0 with a Term is a key put without a lease, by hand or by
+	// another tool: no session holds it, it never expires, and no session
+	// can own the pchannel while it is there (Own waits for it, TryOwn is
+	// refused). DeleteLeaselessOwner removes it.
+	Lease clientv3.LeaseID
+}
+
+// Leaseless reports an owner key that carries no lease.
+func (o Owner) Leaseless() bool { return o.Term != 0 && o.Lease == 0 }
+
+// OwnerOf returns the owner key of pchannel, the zero Owner when there is
+// none.
+func (c *Catalog) OwnerOf(ctx context.Context, pchannel string) (Owner, error) {
 	if err := c.over(pchannel, nil); err != nil {
-		return 0, err
+		return Owner{}, err
 	}
 	resp, err := c.client.Get(ctx, c.keys.owner(pchannel))
 	if err != nil {
-		return 0, fmt.Errorf("etcdcatalog: read owner of %q: %w", pchannel, err)
+		return Owner{}, fmt.Errorf("etcdcatalog: read owner of %q: %w", pchannel, err)
 	}
 	if len(resp.Kvs) == 0 {
-		return 0, nil
+		return Owner{}, nil
 	}
-	return uint64(resp.Kvs[0].CreateRevision), nil
+	return Owner{Term: uint64(resp.Kvs[0].CreateRevision), Lease: clientv3.LeaseID(resp.Kvs[0].Lease)}, nil
+}
+
+// DeleteLeaselessOwner removes the owner key of pchannel if it is still
+// the one of term and carries no lease (Owner.Leaseless), in one
+// transaction, and reports whether it did. A key bound to a lease is a
+// session's, and is never removed here: it goes when its session ends,
+// and removing it would end a running owner's ownership under it.
+func (c *Catalog) DeleteLeaselessOwner(ctx context.Context, pchannel string, term uint64) (bool, error) {
+	if term == 0 || term > math.MaxInt64 {
+		return false, fmt.Errorf("etcdcatalog: %w: owner term %d", persistence.ErrInvalidArgument, term)
+	}
+	if err := c.acquire(ctx, "delete owner", pchannel, nil); err != nil {
+		return false, err
+	}
+	defer c.release()
+	key := c.keys.owner(pchannel)
+	resp, err := c.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", int64(term)),
+			clientv3.Compare(clientv3.LeaseValue(key), "=", clientv3.NoLease)).
+		Then(clientv3.OpDelete(key)).
+		Commit()
+	if err != nil {
+		return false, fmt.Errorf("etcdcatalog: delete owner of %q: %w", pchannel, err)
+	}
+	return resp.Succeeded, nil
 }
 
 func sortEntries(entries []persistence.Entry) {

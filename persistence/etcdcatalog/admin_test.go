@@ -146,3 +146,51 @@ func TestRecordUnderTheEmptyName(t *testing.T) {
 	require.NoError(t, cat.Close())
 	require.ErrorIs(t, cat.DeleteEmptyName(ctxT(t)), persistence.ErrClosed)
 }
+
+// An owner key put without a lease (by hand, or by another tool) is no
+// session's and never expires, and OwnerTerm read it as a running owner's.
+// OwnerOf says it carries no lease, and DeleteLeaselessOwner removes it,
+// and never a session's key.
+func TestLeaselessOwner(t *testing.T) {
+	eps := etcdtest.Start(t)
+	cli := newClient(t, eps)
+	n := newNode(t, eps)
+	put, err := cli.Put(ctxT(t), ownerKey("p"), "by hand")
+	require.NoError(t, err)
+	term := uint64(put.Header.Revision)
+
+	got, err := n.cat.OwnerOf(ctxT(t), "p")
+	require.NoError(t, err)
+	require.Equal(t, etcdcatalog.Owner{Term: term}, got)
+	require.True(t, got.Leaseless())
+	_, err = n.cat.TryOwn(ctxT(t), "p", n.session)
+	require.Equal(t, &etcdcatalog.OwnedError{PChannel: "p", Term: term}, err, "the library's fencing is as it was")
+
+	// A session's key is never removed, nor one of another term.
+	node := own(t, n, "q")
+	got, err = n.cat.OwnerOf(ctxT(t), "q")
+	require.NoError(t, err)
+	require.Equal(t, etcdcatalog.Owner{Term: node.Term(), Lease: n.session.Lease()}, got)
+	require.False(t, got.Leaseless())
+	deleted, err := n.cat.DeleteLeaselessOwner(ctxT(t), "q", node.Term())
+	require.NoError(t, err)
+	require.False(t, deleted)
+	require.NoError(t, node.Err(), "the running owner keeps its ownership")
+	deleted, err = n.cat.DeleteLeaselessOwner(ctxT(t), "p", term+1)
+	require.NoError(t, err)
+	require.False(t, deleted)
+	_, err = n.cat.DeleteLeaselessOwner(ctxT(t), "p", 0)
+	require.ErrorIs(t, err, persistence.ErrInvalidArgument)
+	got, err = n.cat.OwnerOf(ctxT(t), "p")
+	require.NoError(t, err)
+	require.Equal(t, etcdcatalog.Owner{Term: term}, got, "still there")
+
+	deleted, err = n.cat.DeleteLeaselessOwner(ctxT(t), "p", term)
+	require.NoError(t, err)
+	require.True(t, deleted)
+	got, err = n.cat.OwnerOf(ctxT(t), "p")
+	require.NoError(t, err)
+	require.Equal(t, etcdcatalog.Owner{}, got)
+	require.False(t, got.Leaseless())
+	own(t, n, "p") // a session owns it now
+}
