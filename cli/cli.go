@@ -58,7 +58,8 @@ Commands:
   get PCHANNEL             one pchannel's record (and its owner, on etcd)
   verify                   decode every record; report the corrupt ones,
                            those under a name no node can use, and on
-                           etcd those whose term fences every owner
+                           etcd those whose term fences every owner and
+                           the owner keys with no lease
   set PCHANNEL ID          store ID (kafka:123, rocksmq:9, pulsar:L:E:B[@P],
                            without @P the stored partition, woodpecker:S:E).
                            Raises only: lowering needs

@@ -250,19 +250,35 @@ func verify(ctx context.Context, e *env, _ []string) error {
 	for _, en := range fencing {
 		fmt.Fprintf(e.stdout, "FENCING  %s: term %d is above etcd's revision, so above every owner's\n", shown(en.PChannel), en.Term)
 	}
+	noLease, err := s.leaselessOwners(ctx)
+	if err != nil {
+		return err
+	}
+	for _, o := range noLease {
+		name := shown(o.pchannel)
+		if persistence.ValidatePChannel(o.pchannel) != nil {
+			name = strconv.Quote(o.pchannel) // as release --quoted takes it
+		}
+		fmt.Fprintf(e.stdout, "NO LEASE  %s: its owner key (term %d) has no lease: it never expires\n", name, o.Term)
+	}
 	fmt.Fprintf(e.stdout, "%s, %d unreadable\n", count(len(entries), "record"), unread)
-	if unread == 0 && len(fencing) == 0 {
+	if unread == 0 && len(fencing) == 0 && len(noLease) == 0 {
 		return nil
 	}
 	var msg string
 	switch {
-	case unread == 0:
+	case unread > 0:
+		msg = count(unread, "unreadable record")
+	case len(fencing) > 0:
 		msg = count(len(fencing), "record") + " no owner can write over"
 	default:
-		msg = count(unread, "unreadable record")
+		msg = count(len(noLease), "owner key") + " with no lease"
 	}
 	if len(fencing) > 0 {
 		found["FENCING"] = true
+	}
+	if len(noLease) > 0 {
+		found["NO LEASE"] = true
 	}
 	for _, h := range []struct{ kind, hint string }{
 		{"CORRUPT", "repair with 'set --force PCHANNEL ID' or 'delete PCHANNEL'"},
@@ -271,6 +287,8 @@ func verify(ctx context.Context, e *env, _ []string) error {
 		{"BAD NAME", "no node can use it: 'delete --quoted NAME',\n    NAME quoted as shown here"},
 		{"FENCING", "written before an etcd restore reset the terms, or copied from\n" +
 			"    another cluster: it fences every owner's saves; 'delete PCHANNEL'"},
+		{"NO LEASE", "put by hand or by another tool, not by a node: it keeps\n" +
+			"    every node off the pchannel for good; 'release PCHANNEL'"},
 	} {
 		if found[h.kind] {
 			msg += fmt.Sprintf("\n  %s: %s", h.kind, h.hint)

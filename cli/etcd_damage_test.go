@@ -16,6 +16,7 @@ import (
 
 	"github.com/lowwater/lowwater/cli"
 	"github.com/lowwater/lowwater/internal/testkit/etcdtest"
+	"github.com/lowwater/lowwater/internal/testkit/termtest"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/persistence/etcdcatalog"
 	"github.com/lowwater/lowwater/wal"
@@ -102,9 +103,9 @@ lowwater: 1 unreadable record
 // An owner key with no lease (put by hand, or left by another tool) read
 // as a running node's for good: get said a node owns it, and a write was
 // refused as owned, with no word that the key never expires, nor that it
-// keeps every node off the pchannel, nor of what removes it. Now get and
-// the refusals say so; --force still writes around it, and release removes
-// it, never a node's.
+// keeps every node off the pchannel, nor of what removes it. Now get,
+// verify and the refusals say so; --force still writes around it, and
+// release removes it, never a node's.
 func TestEtcdOwnerKeyWithNoLease(t *testing.T) {
 	catalog, client := onDamagedEtcd(t)
 	out, code := run(t, catalog, "set", "p", "kafka:100")
@@ -120,6 +121,15 @@ func TestEtcdOwnerKeyWithNoLease(t *testing.T) {
 	require.Contains(t, out, fmt.Sprintf("owner       term %d, no lease: not a node's, and it never expires\n"+
 		"            (no node can own p until 'release p' removes it)\n", term))
 	require.NotContains(t, out, "a node owns it")
+	out, code = run(t, catalog, "verify")
+	require.Equal(t, cli.ExitCorrupt, code, out)
+	require.Equal(t, fmt.Sprintf(`NO LEASE  p: its owner key (term %d) has no lease: it never expires
+1 record, 0 unreadable
+lowwater: 1 owner key with no lease
+  NO LEASE: put by hand or by another tool, not by a node: it keeps
+    every node off the pchannel for good; 'release PCHANNEL'
+`, term), out)
+	require.Empty(t, termtest.Wider(out, 80), "within 80 columns")
 	for _, args := range [][]string{
 		{"set", "p", "kafka:200"}, {"set", "p", "kafka:200", "--dry-run"}, {"delete", "p"}, {"delete", "p", "--dry-run"},
 	} {
@@ -151,6 +161,9 @@ func TestEtcdOwnerKeyWithNoLease(t *testing.T) {
 	out, code = run(t, catalog, "set", "p", "kafka:300")
 	require.Equal(t, cli.ExitOK, code, out)
 	require.Equal(t, "p: raised from kafka:200 to kafka:300\n", out)
+	out, code = run(t, catalog, "verify")
+	require.Equal(t, cli.ExitOK, code, out)
+	require.Equal(t, "1 record, 0 unreadable\n", out)
 
 	// A node's owner key, bound to its session's lease, is not release's
 	// to remove: refused, and the node keeps its ownership.
@@ -172,6 +185,8 @@ func TestEtcdOwnerKeyWithNoLease(t *testing.T) {
 	out, code = run(t, catalog, "get", "p")
 	require.Equal(t, cli.ExitOK, code, out)
 	require.Contains(t, out, fmt.Sprintf("owner       term %d (a node owns it)\n", node.Term()))
+	out, code = run(t, catalog, "verify")
+	require.Equal(t, cli.ExitOK, code, out, "a node's owner key is no finding")
 
 	out, code = run(t, "--catalog=bolt:"+filepath.Join(t.TempDir(), "c.db"), "release", "p")
 	require.Equal(t, cli.ExitUsage, code, out)

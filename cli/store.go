@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -412,6 +414,32 @@ func (s *store) owner(ctx context.Context, pchannel string) (etcdcatalog.Owner, 
 		return etcdcatalog.Owner{}, nil
 	}
 	return s.etcd.OwnerOf(ctx, pchannel)
+}
+
+// namedOwner is the owner key of one pchannel.
+type namedOwner struct {
+	pchannel string
+	etcdcatalog.Owner
+}
+
+// leaselessOwners returns the owner keys with no lease, by pchannel; none
+// on bbolt.
+func (s *store) leaselessOwners(ctx context.Context) ([]namedOwner, error) {
+	if s.etcd == nil {
+		return nil, nil
+	}
+	all, err := s.etcd.Owners(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", s.url, err)
+	}
+	var out []namedOwner
+	for p, o := range all {
+		if o.Leaseless() {
+			out = append(out, namedOwner{pchannel: p, Owner: o})
+		}
+	}
+	slices.SortFunc(out, func(a, b namedOwner) int { return strings.Compare(a.pchannel, b.pchannel) })
+	return out, nil
 }
 
 // checkOwner refuses a write to a pchannel a node owns, unless force.

@@ -211,6 +211,28 @@ func (c *Catalog) OwnerOf(ctx context.Context, pchannel string) (Owner, error) {
 	return Owner{Term: uint64(resp.Kvs[0].CreateRevision), Lease: clientv3.LeaseID(resp.Kvs[0].Lease)}, nil
 }
 
+// Owners returns every owner key under the prefix, by pchannel, read page
+// by page at one revision as LoadAll reads: for a tool that looks for
+// keys with no lease (Owner.Leaseless), which keep every node off their
+// pchannel for good. It reads the values too: a keys-only read, which
+// etcd serves from its index, carries no lease, and every key would look
+// leaseless.
+func (c *Catalog) Owners(ctx context.Context) (map[string]Owner, error) {
+	if err := c.over("", nil); err != nil {
+		return nil, err
+	}
+	var owners map[string]Owner
+	err := c.scanKeys(ctx, "read owners", c.keys.pchannelOfOwner, func() { owners = make(map[string]Owner) },
+		func(pchannel string, kv *mvccpb.KeyValue) error {
+			owners[pchannel] = Owner{Term: uint64(kv.CreateRevision), Lease: clientv3.LeaseID(kv.Lease)}
+			return nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	return owners, nil
+}
+
 // DeleteLeaselessOwner removes the owner key of pchannel if it is still
 // the one of term and carries no lease (Owner.Leaseless), in one
 // transaction, and reports whether it did. A key bound to a lease is a

@@ -185,6 +185,19 @@ func TestLeaselessOwner(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, etcdcatalog.Owner{Term: term}, got, "still there")
 
+	// Owners finds every owner key, and no record's key: not that of the
+	// pchannel "y/owner".
+	require.NoError(t, n.cat.Save(ctxT(t), "y/owner", wal.KafkaID(1)))
+	put, err = cli.Put(ctxT(t), ownerKey("y/owner"), "by hand")
+	require.NoError(t, err)
+	owners, err := n.cat.Owners(ctxT(t))
+	require.NoError(t, err)
+	require.Equal(t, map[string]etcdcatalog.Owner{
+		"p":       {Term: term},
+		"q":       {Term: node.Term(), Lease: n.session.Lease()},
+		"y/owner": {Term: uint64(put.Header.Revision)},
+	}, owners)
+
 	deleted, err = n.cat.DeleteLeaselessOwner(ctxT(t), "p", term)
 	require.NoError(t, err)
 	require.True(t, deleted)

@@ -479,9 +479,16 @@ func (c *Catalog) LoadAll(ctx context.Context) (map[string]wal.MessageID, error)
 // it takes. When that revision is compacted away between pages it starts
 // again from the top (calling reset first), until ctx is done.
 func (c *Catalog) scan(ctx context.Context, op string, reset func(), each func(pchannel string, kv *mvccpb.KeyValue) error) error {
+	return c.scanKeys(ctx, op, c.keys.pchannelOf, reset, each)
+}
+
+// scanKeys is scan of the keys name finds a pchannel in: the records'
+// (keys.pchannelOf), or the owners'.
+func (c *Catalog) scanKeys(ctx context.Context, op string, name func(key string) (string, bool), reset func(),
+	each func(pchannel string, kv *mvccpb.KeyValue) error) error {
 	for {
 		reset()
-		err := c.scanAt(ctx, op, each)
+		err := c.scanAt(ctx, op, name, each)
 		if errors.Is(err, rpctypes.ErrCompacted) && ctx.Err() == nil {
 			continue
 		}
@@ -489,7 +496,8 @@ func (c *Catalog) scan(ctx context.Context, op string, reset func(), each func(p
 	}
 }
 
-func (c *Catalog) scanAt(ctx context.Context, op string, each func(pchannel string, kv *mvccpb.KeyValue) error) error {
+func (c *Catalog) scanAt(ctx context.Context, op string, name func(key string) (string, bool),
+	each func(pchannel string, kv *mvccpb.KeyValue) error) error {
 	start := c.keys.pchannels()
 	end := clientv3.GetPrefixRangeEnd(start)
 	var rev int64
@@ -506,9 +514,9 @@ func (c *Catalog) scanAt(ctx context.Context, op string, each func(pchannel stri
 			rev = resp.Header.Revision
 		}
 		for _, kv := range resp.Kvs {
-			pchannel, ok := c.keys.pchannelOf(string(kv.Key))
+			pchannel, ok := name(string(kv.Key))
 			if !ok {
-				continue // an owner key
+				continue // a key of the other kind
 			}
 			if err := each(pchannel, kv); err != nil {
 				return err

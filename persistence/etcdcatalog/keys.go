@@ -37,3 +37,14 @@ func (k keys) pchannelOf(key string) (string, bool) {
 	}
 	return strings.CutSuffix(rest, checkpointSuffix)
 }
+
+// pchannelOfOwner returns the pchannel whose owner key is key, and false
+// for any other key. No checkpoint key ends as an owner key does, whatever
+// the pchannel's name ("p/owner" has <prefix>/wal/p/owner/consume-checkpoint).
+func (k keys) pchannelOfOwner(key string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, k.pchannels())
+	if !ok {
+		return "", false
+	}
+	return strings.CutSuffix(rest, ownerSuffix)
+}
