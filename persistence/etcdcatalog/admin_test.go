@@ -165,6 +165,13 @@ func TestLeaselessOwner(t *testing.T) {
 	require.True(t, got.Leaseless())
 	_, err = n.cat.TryOwn(ctxT(t), "p", n.session)
 	require.Equal(t, &etcdcatalog.OwnedError{PChannel: "p", Term: term}, err, "the library's fencing is as it was")
+	require.ErrorIs(t, err, etcdcatalog.ErrOwnerWithoutLease)
+	// Own does not wait for a key that never goes: it says so at once.
+	_, err = n.cat.Own(ctxT(t), "p", n.session)
+	require.Equal(t, &etcdcatalog.OwnedError{PChannel: "p", Term: term}, err)
+	require.ErrorIs(t, err, etcdcatalog.ErrOwned)
+	require.ErrorIs(t, err, etcdcatalog.ErrOwnerWithoutLease)
+	require.ErrorContains(t, err, "no lease")
 
 	// A session's key is never removed, nor one of another term.
 	node := own(t, n, "q")

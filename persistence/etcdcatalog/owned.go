@@ -30,9 +30,16 @@ var (
 	ErrOwnerChanged = errors.New("etcdcatalog: owner key deleted or taken over")
 	// ErrReleased is why ownership ends after Release or Close.
 	ErrReleased = errors.New("etcdcatalog: ownership released")
+	// ErrOwnerWithoutLease is returned by Own and TryOwn when the owner key
+	// carries no lease (Owner.Leaseless): put by hand or by another tool, it
+	// is no session's and never expires. Own does not wait for it: it
+	// would wait for good, for an operator who does not know.
+	ErrOwnerWithoutLease = errors.New("etcdcatalog: owner key with no lease")
 )
 
-// OwnedError is returned by TryOwn when another session owns the pchannel.
+// OwnedError is returned by TryOwn when another session owns the
+// pchannel, and by Own and TryOwn when an owner key with no lease holds
+// it (Lease 0).
 type OwnedError struct {
 	PChannel string
 	// Lease is the lease the owner key is bound to.
@@ -42,11 +49,18 @@ type OwnedError struct {
 }
 
 func (e *OwnedError) Error() string {
+	if e.Lease == clientv3.NoLease {
+		return fmt.Sprintf("etcdcatalog: pchannel %q held by an owner key with no lease (term %d), "+
+			"put by hand or by another tool: it never expires; 'lowwater release' removes it", e.PChannel, e.Term)
+	}
 	return fmt.Sprintf("etcdcatalog: pchannel %q owned by lease %x (term %d)", e.PChannel, int64(e.Lease), e.Term)
 }
 
-// Is makes errors.Is(err, ErrOwned) hold.
-func (e *OwnedError) Is(target error) bool { return target == ErrOwned }
+// Is makes errors.Is(err, ErrOwned) hold, and errors.Is(err,
+// ErrOwnerWithoutLease) for a key with no lease.
+func (e *OwnedError) Is(target error) bool {
+	return target == ErrOwned || target == ErrOwnerWithoutLease && e.Lease == clientv3.NoLease
+}
 
 // FencedError is returned when a writer that no longer owns the pchannel
 // tries to save it. Nothing was written.
@@ -90,7 +104,9 @@ func (e *FencedError) Is(target error) bool { return target == persistence.ErrFe
 func (e *FencedError) Unwrap() error { return e.Cause }
 
 // Own makes session the owner of pchannel, waiting while another session
-// owns it, until ctx or the session ends. The owner key is created in one
+// owns it, until ctx or the session ends. An owner key with no lease, which
+// no session holds and which never expires, is not waited for: Own
+// returns an *OwnedError at once (errors.Is ErrOwnerWithoutLease). The owner key is created in one
 // transaction, bound to the session's lease, so it goes when the session
 // does. Owning again with the session that already owns the pchannel (say,
 // after an Own whose reply was lost) returns the same term.
@@ -159,7 +175,7 @@ func (c *Catalog) own(ctx context.Context, pchannel string, session *concurrency
 			}
 			return c.newOwned(ctx, pchannel, key, token, session, kvs[0].CreateRevision, retaken.Header.Revision+1)
 		}
-		if !wait {
+		if !wait || kvs[0].Lease == int64(clientv3.NoLease) {
 			return nil, &OwnedError{PChannel: pchannel, Lease: clientv3.LeaseID(kvs[0].Lease), Term: uint64(kvs[0].CreateRevision)}
 		}
 		if err := waitDelete(ctx, c.client, key, resp.Header.Revision+1); err != nil {
