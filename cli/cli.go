@@ -66,7 +66,9 @@ Commands:
                            --force and prints the replay it causes. The
                            bbolt file must exist: a mistyped path is not
                            made into a new, empty catalog
-  delete PCHANNEL          retire a pchannel: its record is removed
+  delete PCHANNEL          retire a pchannel: its record is removed. One a
+                           node would recover from needs --force: a node
+                           then starts from its vchannels' checkpoints
   release PCHANNEL         on etcd, remove an owner key with no lease: put
                            by hand or by another tool, not by a node, it
                            never expires and keeps every node off
@@ -79,9 +81,10 @@ Commands:
 
 Write flags (set, delete, restore), after the command:
   --dry-run  check everything and say what would change; write nothing
-  --force    also lower a checkpoint, replace a corrupt record, one of
-             another WAL or one whose ID cannot be compared with the new
-             one, and write a pchannel an etcd owner holds
+  --force    also lower a checkpoint, delete a readable one, replace a
+             corrupt record, one of another WAL or one whose ID cannot be
+             compared with the new one, and write a pchannel an etcd owner
+             holds
 
 Common flags:
   --catalog URL         the catalog

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -588,7 +589,7 @@ func del(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer s.close()
-	byName, _, err := s.entries(ctx)
+	byName, list, err := s.entries(ctx)
 	if err != nil {
 		return err
 	}
@@ -600,6 +601,25 @@ func del(ctx context.Context, e *env, args []string) error {
 	was := "a corrupt record"
 	if en.Checkpoint != nil {
 		was = shownID(en.Checkpoint)
+	}
+	if en.Err == nil && !e.opts.force {
+		// A record a node recovers from: deleting it is the largest of
+		// lowerings, and asks for what a lowering does. A record that
+		// cannot be read, or that no node can use, is deleted as the
+		// repair verify points to; so is one that fences every owner.
+		fencing, err := s.fencing(ctx, list)
+		if err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(fencing, func(f persistence.Entry) bool { return f.PChannel == pchannel }) {
+			// An owner, if any, is the first thing to know.
+			if err := s.checkOwner(ctx, pchannel, false); err != nil {
+				return err
+			}
+			return refused("%s: delete removes %s, and a node that recovers %s then starts from its "+
+				"vchannels' own checkpoints, re-reading what they are below it: --force deletes it",
+				shown(pchannel), was, shown(pchannel))
+		}
 	}
 	if e.opts.dryRun {
 		if err := s.checkOwner(ctx, pchannel, e.opts.force); err != nil {

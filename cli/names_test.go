@@ -167,7 +167,12 @@ w                                                          test-weird  "test-wei
 	require.Equal(t, `lowwater: ID "test-weird:boom": "wal: malformed message ID text: \"test-weird:boom\" as a test-weird ID: `+
 		`no\x1b]0;title\a\nforged line"`+"\nrun 'lowwater --help' for usage\n", stderr)
 
-	stdout, stderr, code = runSplit(t, url, "delete", forger)
+	_, stderr, code = runSplit(t, url, "delete", forger)
+	require.Equal(t, cli.ExitRefused, code, stderr)
+	require.Equal(t, `lowwater: "x\nby-dev-rootcoord-dml_9  kafka  kafka:999999999  0  1": delete removes kafka:2, and a node that recovers `+
+		`"x\nby-dev-rootcoord-dml_9  kafka  kafka:999999999  0  1" then starts from its vchannels' own checkpoints, `+
+		`re-reading what they are below it: --force deletes it`+"\n", stderr)
+	stdout, stderr, code = runSplit(t, url, "delete", "--force", forger)
 	require.Equal(t, cli.ExitOK, code, stderr)
 	require.Equal(t, `"x\nby-dev-rootcoord-dml_9  kafka  kafka:999999999  0  1": deleted kafka:2`+"\n", stdout)
 	stdout, stderr, code = runSplit(t, url, "delete", forger)

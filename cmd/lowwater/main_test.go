@@ -293,7 +293,16 @@ func TestDelete(t *testing.T) {
 	wantCode(t, on(t, url, "delete", "broken", "--dry-run"), cli.ExitOK, "broken: would delete a corrupt record")
 	require.Len(t, stored2(t, path), 4)
 	wantCode(t, on(t, url, "delete", "broken"), cli.ExitOK, "broken: deleted a corrupt record")
-	wantCode(t, on(t, url, "delete", "by-dev-rootcoord-dml_2"), cli.ExitOK, "deleted woodpecker:3:77")
+	// A record a node recovers from goes only with --force: deleting it
+	// is a lowering, to whatever the vchannels hold.
+	for _, args := range [][]string{{"delete", "by-dev-rootcoord-dml_2"}, {"delete", "by-dev-rootcoord-dml_2", "--dry-run"}} {
+		wantCode(t, on(t, url, args...), cli.ExitRefused,
+			"by-dev-rootcoord-dml_2: delete removes woodpecker:3:77, and a node that recovers by-dev-rootcoord-dml_2 then starts "+
+				"from its vchannels' own checkpoints, re-reading what they are below it: --force deletes it")
+	}
+	require.Len(t, stored(t, path), 3)
+	wantCode(t, on(t, url, "delete", "by-dev-rootcoord-dml_2", "--force", "--dry-run"), cli.ExitOK, "would delete woodpecker:3:77")
+	wantCode(t, on(t, url, "delete", "by-dev-rootcoord-dml_2", "--force"), cli.ExitOK, "deleted woodpecker:3:77")
 	wantCode(t, on(t, url, "delete", "by-dev-rootcoord-dml_2"), cli.ExitOK, "nothing stored")
 	wantCode(t, on(t, url, "verify"), cli.ExitOK, "2 records, 0 unreadable")
 	require.Len(t, stored(t, path), 2)
