@@ -308,9 +308,15 @@ func restore(ctx context.Context, e *env, args []string) error {
 		if err == nil && act != unchanged {
 			err = s.checkOwner(ctx, de.PChannel, e.opts.force)
 		}
-		if err != nil {
+		var ee *exitError
+		switch {
+		case err != nil && errors.As(err, &ee) && ee.code == ExitRefused:
 			refusals = append(refusals, err)
 			continue
+		case err != nil:
+			// Not a refusal: the catalog failed, or the command was cut
+			// short. Nothing is written, and the rest would fail alike.
+			return fmt.Errorf("checking %s before any write: %w; nothing written", shown(de.PChannel), err)
 		}
 		acts[i] = act
 		if e.opts.dryRun {

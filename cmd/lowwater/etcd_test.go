@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -271,4 +272,30 @@ func TestEtcdOverTLSWithAuth(t *testing.T) {
 	wantCode(t, on(t, url, "--etcd-cert", files.Cert, "list"), cli.ExitUsage, "--etcd-cert and --etcd-key ($LOWWATER_ETCD_CERT, $LOWWATER_ETCD_KEY) go together")
 	wantCode(t, on(t, "bolt:"+seedBolt(t, seed), "--etcd-cacert", files.CA, "list"), cli.ExitUsage, "--etcd-cacert is for an etcd catalog")
 	wantCode(t, on(t, url, "--etcd-cacert", files.Key, "list"), cli.ExitFailed, "no PEM certificate in it")
+}
+
+// A restore cut short while it checks each pchannel's owner, before any
+// write, says what cut it and that nothing was written (exit 1): a check
+// that failed is not the refusal of a write, and was reported as
+// thousands of them, exit 4.
+func TestRestoreCutShortWhilePlanning(t *testing.T) {
+	url, cat := etcdURL(t, "cut")
+	var b strings.Builder
+	b.WriteString(`{"format":"lowwater-checkpoints/1","checkpoints":[`)
+	for i := range 20000 {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"pchannel":"p%05d","wal":"kafka","checkpoint":"kafka:%d"}`, i, i+1)
+	}
+	b.WriteString("]}")
+	dump := filepath.Join(t.TempDir(), "d.json")
+	require.NoError(t, os.WriteFile(dump, []byte(b.String()), 0o600))
+
+	r := on(t, url, "--timeout", "1s", "restore", dump)
+	wantCode(t, r, cli.ExitFailed, "nothing written", "--timeout 1s passed")
+	require.NotContains(t, r.stderr, "refused", "%s", r)
+	all, err := cat.LoadAll(ctxT(t))
+	require.NoError(t, err)
+	require.Empty(t, all)
 }
