@@ -179,7 +179,7 @@ func get(ctx context.Context, e *env, args []string) error {
 func ownerLines(pchannel string, o etcdcatalog.Owner) string {
 	if o.Leaseless() {
 		return fmt.Sprintf("owner       term %d, no lease: not a node's, and it never expires\n"+
-			"            (no node can own %s until 'release %s' removes it)\n", o.Term, shown(pchannel), shown(pchannel))
+			"            (no node can own %s until %s removes it)\n", o.Term, shown(pchannel), releaseCommand(pchannel))
 	}
 	return fmt.Sprintf("owner       term %d (a node owns it)\n", o.Term)
 }
@@ -289,7 +289,8 @@ func verify(ctx context.Context, e *env, _ []string) error {
 		{"FENCING", "written before an etcd restore reset the terms, or copied from\n" +
 			"    another cluster: it fences every owner's saves; 'delete PCHANNEL'"},
 		{"NO LEASE", "put by hand or by another tool, not by a node: it keeps\n" +
-			"    every node off the pchannel for good; 'release PCHANNEL'"},
+			"    every node off the pchannel for good; 'release PCHANNEL', or for a\n" +
+			"    name shown quoted, 'release --quoted NAME' as shown here"},
 	} {
 		if found[h.kind] {
 			msg += fmt.Sprintf("\n  %s: %s", h.kind, h.hint)

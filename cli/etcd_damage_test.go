@@ -127,7 +127,8 @@ func TestEtcdOwnerKeyWithNoLease(t *testing.T) {
 1 record, 0 unreadable
 lowwater: 1 owner key with no lease
   NO LEASE: put by hand or by another tool, not by a node: it keeps
-    every node off the pchannel for good; 'release PCHANNEL'
+    every node off the pchannel for good; 'release PCHANNEL', or for a
+    name shown quoted, 'release --quoted NAME' as shown here
 `, term), out)
 	require.Empty(t, termtest.Wider(out, 80), "within 80 columns")
 	for _, args := range [][]string{

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -484,8 +485,22 @@ func ownedWarning(pchannel string, o etcdcatalog.Owner, doing string) string {
 // keeps every node off the pchannel, until an operator removes it.
 func leaseless(pchannel string, term uint64) string {
 	return fmt.Sprintf("its owner key (term %d) has no lease: put by hand or by another tool, not by a node, "+
-		"it never expires, and no node can own %s until 'release %s' removes it", term, shown(pchannel), shown(pchannel))
+		"it never expires, and no node can own %s until %s removes it", term, shown(pchannel), releaseCommand(pchannel))
 }
+
+// releaseCommand is the release of pchannel as a shell takes it: the name
+// as it is when the tool shows it so and takes it so, and otherwise
+// Go-quoted behind --quoted (a name shown quoted, copied as shown, was
+// another name, whose owner the tool reported as none).
+func releaseCommand(pchannel string) string {
+	if shown(pchannel) == pchannel && persistence.ValidatePChannel(pchannel) == nil {
+		return "'release " + pchannel + "'"
+	}
+	return "release --quoted " + shellQuote(strconv.Quote(pchannel))
+}
+
+// shellQuote puts s in single quotes, as a POSIX shell reads it back.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // write runs fn with the catalog to write pchannel through. On etcd that
 // is an ownership taken for the call, so that no node takes the pchannel
