@@ -106,13 +106,21 @@ func list(ctx context.Context, e *env, _ []string) error {
 		if err := enc.Encode(out); err != nil {
 			return err
 		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("listing %s: %w", count(len(entries), "record"), err) // late: nothing printed
+		}
 		_, err := e.stdout.Write(escapeJSON(buf.Bytes()))
 		return err
 	}
 	var tw table
 	tw.row("PCHANNEL", "WAL", "CHECKPOINT", "TERM", "VERSION")
 	corrupt := 0
-	for _, en := range entries {
+	for i, en := range entries {
+		if i%4096 == 0 && ctx.Err() != nil {
+			// A million records take seconds to lay out: --timeout and
+			// Ctrl-C bound that too, and nothing is printed.
+			return fmt.Errorf("listing %s: %w", count(len(entries), "record"), ctx.Err())
+		}
 		checkpoint := ""
 		if en.Err == nil {
 			checkpoint = shownID(en.Checkpoint)

@@ -81,6 +81,11 @@ func dump(ctx context.Context, e *env, args []string) error {
 	// Escaped for stdout, a terminal perhaps; the file gets the same bytes,
 	// as it may well be shown on one too.
 	out := escapeJSON(buf.Bytes())
+	if err := ctx.Err(); err != nil {
+		// A million records take seconds to encode: late, nothing is
+		// written, rather than a dump past --timeout or a Ctrl-C.
+		return fmt.Errorf("dumping %s: %w; nothing written", count(len(d.Checkpoints), "checkpoint"), err)
+	}
 	if len(args) == 0 || args[0] == "-" {
 		_, err := e.stdout.Write(out)
 		return err
