@@ -77,7 +77,9 @@ Commands:
   dump [FILE]              write every record as JSON (stdout: no FILE, or -)
   restore FILE             write the records of a dump (stdin: -); raises
                            only, as set; creates a bbolt file that does
-                           not exist
+                           not exist. A dump holds 1 GiB at most; each
+                           record is one write, so a big one needs a
+                           longer --timeout (run again, it goes on)
 
 Write flags (set, delete, restore), after the command:
   --dry-run  check everything and say what would change; write nothing
