@@ -245,11 +245,7 @@ func verify(ctx context.Context, e *env, _ []string) error {
 		if en.Err != nil {
 			unread++
 			found[unreadable(en)] = true
-			name := shown(en.PChannel)
-			if unreadable(en) == "BAD NAME" {
-				name = strconv.Quote(en.PChannel) // as delete --quoted takes it
-			}
-			fmt.Fprintf(e.stdout, "%s  %s: %s\n", unreadable(en), name, cause(en))
+			fmt.Fprintf(e.stdout, "%s  %s: %s\n", unreadable(en), typed(en.PChannel), cause(en))
 		}
 	}
 	fencing, err := s.fencing(ctx, entries)
@@ -264,11 +260,7 @@ func verify(ctx context.Context, e *env, _ []string) error {
 		return err
 	}
 	for _, o := range noLease {
-		name := shown(o.pchannel)
-		if persistence.ValidatePChannel(o.pchannel) != nil {
-			name = strconv.Quote(o.pchannel) // as release --quoted takes it
-		}
-		fmt.Fprintf(e.stdout, "NO LEASE  %s: its owner key (term %d) has no lease: it never expires\n", name, o.Term)
+		fmt.Fprintf(e.stdout, "NO LEASE  %s: its owner key (term %d) has no lease: it never expires\n", typed(o.pchannel), o.Term)
 	}
 	fmt.Fprintf(e.stdout, "%s, %d unreadable\n", count(len(entries), "record"), unread)
 	if unread == 0 && len(fencing) == 0 && len(noLease) == 0 {

@@ -7,6 +7,7 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
+	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/wal"
 )
 
@@ -27,6 +28,16 @@ func shown(s string) string {
 		return strconv.Quote(s)
 	}
 	return s
+}
+
+// typed is a pchannel name as a command takes it back: as shown, or, for
+// a name no node can use (which shown prints plain when it is printable:
+// 513 letters), Go-quoted, for --quoted.
+func typed(pchannel string) string {
+	if persistence.ValidatePChannel(pchannel) != nil {
+		return strconv.Quote(pchannel)
+	}
+	return shown(pchannel)
 }
 
 // shownID is shown for an ID's text, through

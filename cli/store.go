@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -192,8 +191,9 @@ var openFile = persistence.OpenBolt
 
 // openAttempt is one OpenBolt, which returns when ctx ends, whatever the
 // open does: OpenBolt reads every page of the file before it returns,
-// which takes a while on a big file, and cannot be cut short. An open left behind finishes on its own goroutine, and
-// closes what it opened: the file's lock is let go.
+// which takes a while on a big file, and cannot be cut short. An open left
+// behind finishes on its own goroutine, and closes what it opened: the
+// file's lock is let go.
 func openAttempt(ctx context.Context, path string, opts ...persistence.BoltOption) (*persistence.Bolt, error) {
 	type opened struct {
 		b   *persistence.Bolt
@@ -489,14 +489,14 @@ func leaseless(pchannel string, term uint64) string {
 }
 
 // releaseCommand is the release of pchannel as a shell takes it: the name
-// as it is when the tool shows it so and takes it so, and otherwise
-// Go-quoted behind --quoted (a name shown quoted, copied as shown, was
-// another name, whose owner the tool reported as none).
+// as it is when the tool takes it so, and otherwise quoted behind --quoted
+// (a name shown quoted, copied as shown, was another name, whose owner the
+// tool reported as none).
 func releaseCommand(pchannel string) string {
-	if shown(pchannel) == pchannel && persistence.ValidatePChannel(pchannel) == nil {
-		return "'release " + pchannel + "'"
+	if name := typed(pchannel); name != pchannel {
+		return "release --quoted " + shellQuote(name)
 	}
-	return "release --quoted " + shellQuote(strconv.Quote(pchannel))
+	return "'release " + pchannel + "'"
 }
 
 // shellQuote puts s in single quotes, as a POSIX shell reads it back.

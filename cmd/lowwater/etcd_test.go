@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -280,17 +279,8 @@ func TestEtcdOverTLSWithAuth(t *testing.T) {
 // thousands of them, exit 4.
 func TestRestoreCutShortWhilePlanning(t *testing.T) {
 	url, cat := etcdURL(t, "cut")
-	var b strings.Builder
-	b.WriteString(`{"format":"lowwater-checkpoints/1","checkpoints":[`)
-	for i := range 20000 {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, `{"pchannel":"p%05d","wal":"kafka","checkpoint":"kafka:%d"}`, i, i+1)
-	}
-	b.WriteString("]}")
 	dump := filepath.Join(t.TempDir(), "d.json")
-	require.NoError(t, os.WriteFile(dump, []byte(b.String()), 0o600))
+	writeDump(t, dump, 20000)
 
 	r := on(t, url, "--timeout", "1s", "restore", dump)
 	wantCode(t, r, cli.ExitFailed, "nothing written", "--timeout 1s passed")

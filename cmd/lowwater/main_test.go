@@ -527,16 +527,7 @@ func TestFileThatCouldNotBeMadeIsNotLeft(t *testing.T) {
 func TestLostOutputHidesNoFailure(t *testing.T) {
 	dir := t.TempDir()
 	big := filepath.Join(dir, "big.json")
-	var d strings.Builder
-	d.WriteString(`{"format":"lowwater-checkpoints/1","checkpoints":[`)
-	for i := range 3000 {
-		if i > 0 {
-			d.WriteString(",")
-		}
-		fmt.Fprintf(&d, `{"pchannel":"p%05d","wal":"kafka","checkpoint":"kafka:%d"}`, i, i+1)
-	}
-	d.WriteString("]}")
-	require.NoError(t, os.WriteFile(big, []byte(d.String()), 0o600))
+	writeDump(t, big, 3000)
 	empty := filepath.Join(dir, "empty.json")
 	require.NoError(t, os.WriteFile(empty, []byte(`{"format":"lowwater-checkpoints/1","checkpoints":[]}`), 0o600))
 	dst := filepath.Join(dir, "dst.db")
@@ -548,7 +539,9 @@ func TestLostOutputHidesNoFailure(t *testing.T) {
 
 	// A dry run that would be refused: the refusal, not a SIGPIPE.
 	lower := filepath.Join(dir, "lower.json")
-	require.NoError(t, os.WriteFile(lower, []byte(strings.Replace(d.String(), `"kafka:1"}`, `"kafka:0"}`, 1)), 0o600))
+	data, err := os.ReadFile(big)
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(lower, []byte(strings.Replace(string(data), `"kafka:1"}`, `"kafka:0"}`, 1)), 0o600))
 	wantCode(t, on(t, "bolt:"+dst, "set", "p00000", "kafka:5"), cli.ExitOK)
 	wantCode(t, lwWith(t, closedPipe(t), -1, "--catalog", "bolt:"+dst, "restore", lower, "--dry-run"), cli.ExitRefused, "refused: ")
 }
@@ -721,4 +714,20 @@ func silentListener(t *testing.T) string {
 		}
 	})
 	return l.Addr().String()
+}
+
+// writeDump writes a dump of n pchannels, p00000 at kafka:1 and on, to
+// path.
+func writeDump(t *testing.T, path string, n int) {
+	t.Helper()
+	var d strings.Builder
+	d.WriteString(`{"format":"lowwater-checkpoints/1","checkpoints":[`)
+	for i := range n {
+		if i > 0 {
+			d.WriteString(",")
+		}
+		fmt.Fprintf(&d, `{"pchannel":"p%05d","wal":"kafka","checkpoint":"kafka:%d"}`, i, i+1)
+	}
+	d.WriteString("]}")
+	require.NoError(t, os.WriteFile(path, []byte(d.String()), 0o600))
 }
