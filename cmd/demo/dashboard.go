@@ -53,9 +53,11 @@ type dashRow struct {
 	// holder is the vchannel at the minimum as the events said ("" when
 	// unknown: before the first rise, or after the holder was dropped
 	// from a tie); stalledSince is the Since of the stall in force, zero
-	// when none.
+	// when none. atEnd is true while the minimum stands at lastOffset,
+	// from the atEnd that said so until an Add lowers it.
 	holder       string
 	stalledSince time.Time
+	atEnd        bool
 }
 
 // dashView is a copy of the dashboard for one frame.
@@ -138,7 +140,7 @@ func (d *dashboard) observe(ev messages.Event) {
 	case *messages.VChannelAdded:
 		r.vchannels++
 		if r.minimum == nil || wal.Less(e.Checkpoint, r.minimum) {
-			r.minimum, r.holder = e.Checkpoint, e.VChannel
+			r.minimum, r.holder, r.atEnd = e.Checkpoint, e.VChannel, false
 		}
 	case *messages.VChannelDropped:
 		r.vchannels--
@@ -150,6 +152,8 @@ func (d *dashboard) observe(ev messages.Event) {
 		notable = false
 	case *messages.MinimumStalled:
 		r.holder, r.stalledSince = e.Holder, e.Since
+	case *atEnd:
+		r.atEnd = true
 	case *messages.MinimumResumed:
 		r.stalledSince = time.Time{}
 	case *messages.CheckpointPersisted:
@@ -168,7 +172,7 @@ func (d *dashboard) observe(ev messages.Event) {
 		notable = d.outage == nil
 	case *messages.Stopped:
 		r.state = stateStopped
-		r.stalledSince = time.Time{}
+		r.stalledSince, r.atEnd = time.Time{}, false
 	}
 	if wal.Less(r.persisted, r.minimum) {
 		if r.behindSince.IsZero() {

@@ -37,7 +37,9 @@
 // further check requires a MinimumStalled naming the frozen vchannel,
 // published after START (exit 1 if none, unless Ctrl-C ended the run).
 // Other stalls can show too: the slowest vchannels sometimes stand still
-// for a second by chance.
+// for a second by chance. A minimum that stands at the largest offset is
+// no stall: nothing lies past it to rise to. The plain output and the live
+// view say "at end" for it, and neither the chart nor the check counts it.
 //
 //	go run ./cmd/demo [--duration 8s] [--pchannels 3] [--vchannels 20]
 //	                  [--rate 50] [--churn 0.5] [--bad-rate 0.4]

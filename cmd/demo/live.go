@@ -269,8 +269,12 @@ func liveColumns(rates map[string]float64) []column {
 }
 
 // holderCell names the vchannel holding the minimum back, and how long
-// the minimum has not risen when it is stalled (--stall-after).
+// the minimum has not risen when it is stalled (--stall-after). At the
+// last offset nothing holds it back.
 func holderCell(_ string, r dashRow, short bool) string {
+	if r.atEnd {
+		return "at end"
+	}
 	h := r.holder
 	if h == "" {
 		h = "-"

@@ -44,11 +44,7 @@ func startNode(cfg config, logger *zap.Logger, catalog persistence.Catalog, name
 	system := actor.NewActorSystem(actor.WithLoggerFactory(actors.LoggerFactory(logger)))
 	n := &node{system: system, names: names, pids: make(map[string]*actor.PID, len(names))}
 	var err error
-	n.feed, err = events.SubscribeFunc(system.EventStream, func(ev messages.Event) {
-		for _, s := range sinks {
-			s(ev)
-		}
-	}, events.Lossless(), events.WithBuffer(feedBuffer))
+	n.feed, err = events.SubscribeFunc(system.EventStream, feed(sinks...), events.Lossless(), events.WithBuffer(feedBuffer))
 	if err != nil {
 		system.Shutdown()
 		return nil, err
@@ -143,6 +139,49 @@ const feedBuffer = 8192
 
 // sink takes every event of the feed, in order, on the feed's goroutine.
 type sink func(messages.Event)
+
+// feed returns the sink that hands each event to sinks in turn, a stall at
+// lastOffset as atEnd (see endMarker).
+func feed(sinks ...sink) sink {
+	ends := endMarker{}
+	return func(ev messages.Event) {
+		if ev = ends.mark(ev); ev == nil {
+			return
+		}
+		for _, s := range sinks {
+			s(ev)
+		}
+	}
+}
+
+// atEnd is the demo's own event in place of a MinimumStalled at
+// lastOffset: the minimum does not rise there because no offset lies past
+// it, not because a vchannel holds it back, and it is no stall to report.
+type atEnd struct{ *messages.MinimumStalled }
+
+// endMarker turns a MinimumStalled at lastOffset into atEnd, and drops the
+// MinimumResumed that ends it (an Add lowered the minimum, which then rose
+// again): it would end a stall that was never reported. It holds the
+// pchannels whose minimum is at the end; only the feed's goroutine uses it.
+type endMarker map[string]bool
+
+func (m endMarker) mark(ev messages.Event) messages.Event {
+	switch e := ev.(type) {
+	case *messages.MinimumStalled:
+		if sameID(e.Checkpoint, lastOffset) {
+			m[e.PChannel] = true
+			return &atEnd{e}
+		}
+	case *messages.MinimumResumed:
+		if m[e.PChannel] {
+			delete(m, e.PChannel)
+			return nil
+		}
+	case *messages.Stopped:
+		delete(m, e.PChannel)
+	}
+	return ev
+}
 
 // stop is the clean shutdown DESIGN.md asks for: stop every actor
 // gracefully (Poison flushes the pending checkpoint) and wait for it, then

@@ -552,3 +552,43 @@ func TestREADMELiveView(t *testing.T) {
 	require.True(t, strings.Contains(string(readme), "The live view at 80 columns, during the outage:\n\n```\n"+frame+"\n```\n"),
 		"the README's live view is not this frame: copy it from the log above")
 }
+
+// TestLiveViewAtEnd feeds the live view as the node does: a minimum that
+// stands at the last offset is "at end" in the holder column and the
+// recent events, not STALLED, and the MinimumResumed that follows an Add
+// below the end ends no stall; a real stall is STALLED still.
+func TestLiveViewAtEnd(t *testing.T) {
+	began := time.Now().Add(-3 * time.Second)
+	names := []string{"p0", "p1"}
+	d := newDashboard(began, 8*time.Second, []string{"lowwater demo"}, nil)
+	d.start("run", names, map[string]int{"p0": 20, "p1": 20}, map[string]wal.MessageID{"p0": lastOffset, "p1": wal.KafkaID(40)})
+	f := feed(d.observe)
+	at := func(n string, ms int) messages.Header {
+		return messages.Header{PChannel: n, At: began.Add(time.Duration(ms) * time.Millisecond)}
+	}
+	f(&messages.Recovered{Header: at("p0", 1), StartMessageID: lastOffset - 7, FromCatalog: true})
+	f(&messages.Recovered{Header: at("p1", 1)})
+	f(&messages.MinimumStalled{Header: at("p0", 1001), Holder: "p0-v003", Checkpoint: lastOffset, Since: began, For: time.Second})
+	f(&messages.MinimumStalled{Header: at("p1", 1500), Holder: "p1-v002", Checkpoint: wal.KafkaID(40), Since: began, For: 1500 * time.Millisecond})
+	cells := func() map[string]string {
+		v := d.view()
+		return map[string]string{"p0": holderCell("p0", v.rows["p0"], false), "p1": holderCell("p1", v.rows["p1"], false)}
+	}
+	got := cells()
+	assert.Equal(t, "at end", got["p0"])
+	assert.Regexp(t, `^p1-v002 STALLED [0-9.]+s$`, got["p1"])
+	table, _ := renderTable(d.view(), nil, 200)
+	assert.Contains(t, table, "at end")
+
+	// An Add lowers p0's minimum below the end; it rises, and the actor
+	// ends its stall: p0 has a holder again, and the view names no stall.
+	f(&messages.VChannelAdded{Header: at("p0", 2000), VChannel: "p0-v020", Checkpoint: lastOffset - 12})
+	f(&messages.MinimumAdvanced{Header: at("p0", 2100), From: lastOffset - 12, To: lastOffset - 5, Holder: "p0-v020"})
+	f(&messages.MinimumResumed{Header: at("p0", 2100), Holder: "p0-v003", StalledFor: 2100 * time.Millisecond})
+	assert.Equal(t, "p0-v020", cells()["p0"])
+
+	recent := strings.Join(d.view().recent, "\n")
+	assert.Regexp(t, `p0 +at end +minimum kafka:9223372036854775807 is the last offset`, recent)
+	assert.Regexp(t, `p1 +STALLED +minimum kafka:40 has not risen for 1.5s: p1-v002 holds it back`, recent)
+	assert.NotRegexp(t, `p0 +(STALLED|resumed)`, recent)
+}

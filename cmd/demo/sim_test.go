@@ -3,7 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -112,5 +115,62 @@ func TestRunNearLastOffset(t *testing.T) {
 		if got, ok := stored[name].(wal.KafkaID); !ok || got < id {
 			t.Errorf("%s: the file ends at %v, below the floor %s", name, stored[name], id)
 		}
+	}
+}
+
+// TestRunReachesLastOffset runs the demo with stall detection on, p0 from
+// a checkpoint 7 below the last Kafka offset and p1 from none, with one of
+// p1's vchannels frozen: p0's minimum stands at the last offset, which the
+// report says ("at end") and does not call a stall, in the lines, the
+// check's count or the chart, while p1's real stall is still STALLED. They
+// called p0 STALLED, holder and all, and counted it among the stalls.
+func TestRunReachesLastOffset(t *testing.T) {
+	dir := t.TempDir()
+	path, chart := filepath.Join(dir, "lowwater.db"), filepath.Join(dir, "c.svg")
+	b, err := persistence.OpenBolt(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Save(context.Background(), "p0", lastOffset-7); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var out, stderr bytes.Buffer
+	args := []string{"--duration=2500ms", "--seed=5", "--pchannels=2", "--outage=none", "--view=plain",
+		"--stall=p1-v002@300ms+1500ms", "--stall-after=300ms", "--chart=" + chart, "--catalog=bolt:" + path}
+	code := run(context.Background(), args, &out, &stderr)
+	text := out.String()
+	if code != exitOK || !strings.Contains(text, "\nPASS in ") {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, text, stderr.String())
+	}
+	runPart, _, _ := strings.Cut(unwrapped(text), "\n== restart")
+	if !regexp.MustCompile(`\n +[0-9.]+s  p0 +at end +minimum kafka:9223372036854775807 is the last offset`).MatchString(runPart) {
+		t.Errorf("no line says p0 is at the end:\n%s", text)
+	}
+	if m := regexp.MustCompile(`p0 +(STALLED|resumed) .*`).FindString(text); m != "" {
+		t.Errorf("p0 at the end is reported as a stall: %q\n%s", m, text)
+	}
+	if !regexp.MustCompile(`p1 +STALLED +minimum kafka:\d+ has not risen for [0-9.]+m?s: p1-v002 holds it back`).MatchString(runPart) {
+		t.Errorf("no STALLED line naming p1-v002:\n%s", text)
+	}
+	// The check counts the stalls of the run: those the lines show.
+	counted := regexp.MustCompile(`check stall +ok +p1-v002 froze at 300ms: .*; (\d+) stall\(s\) in all`).FindStringSubmatch(strings.Join(strings.Fields(text), " "))
+	if counted == nil {
+		t.Fatalf("the stall check did not pass:\n%s", text)
+	}
+	if shown := strconv.Itoa(strings.Count(runPart, " STALLED ")); counted[1] != shown {
+		t.Errorf("the stall check counts %s stall(s), the run printed %s STALLED lines:\n%s", counted[1], shown, text)
+	}
+	svg, err := os.ReadFile(chart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(svg), ">p1-v002<") {
+		t.Error("the chart does not name p1-v002 over its stall")
+	}
+	if m := regexp.MustCompile(`>p0-v\d+<`).Find(svg); m != nil {
+		t.Errorf("the chart shades p0 at the end as a stall, held by %s", m)
 	}
 }
