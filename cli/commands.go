@@ -187,7 +187,7 @@ func get(ctx context.Context, e *env, args []string) error {
 func ownerLines(pchannel string, o etcdcatalog.Owner) string {
 	if o.Leaseless() {
 		return fmt.Sprintf("owner       term %d, no lease: not a node's, and it never expires\n"+
-			"            (no node can own %s until %s removes it)\n", o.Term, shown(pchannel), releaseCommand(pchannel))
+			"            (no node can own %s until %s removes it)\n", o.Term, shown(pchannel), commandLine("release", pchannel))
 	}
 	return fmt.Sprintf("owner       term %d (a node owns it)\n", o.Term)
 }
@@ -560,11 +560,13 @@ func set(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintln(e.stdout, describe(act, pchannel, en, id, false))
 		return nil
 	}
+	sent := false
 	err = s.write(ctx, pchannel, termOf(en), e.opts.force, func(c persistence.Catalog) error {
+		sent = true
 		return s.apply(ctx, c, pchannel, act, id)
 	})
 	if err != nil {
-		return err
+		return s.cutShort(ctx, err, pchannel, "writing", "written", sent)
 	}
 	fmt.Fprintln(e.stdout, describe(act, pchannel, en, id, false))
 	return nil
@@ -629,11 +631,13 @@ func del(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(e.stdout, "%s: would delete %s\n", shown(pchannel), was)
 		return nil
 	}
+	sent := false
 	err = s.write(ctx, pchannel, en.Term, e.opts.force, func(c persistence.Catalog) error {
+		sent = true
 		return c.Delete(ctx, pchannel)
 	})
 	if err != nil {
-		return err
+		return s.cutShort(ctx, err, pchannel, "deleting", "deleted", sent)
 	}
 	fmt.Fprintf(e.stdout, "%s: deleted %s\n", shown(pchannel), was)
 	return nil
