@@ -62,8 +62,9 @@ Commands:
                            the owner keys with no lease
   set PCHANNEL ID          store ID (kafka:123, rocksmq:9, pulsar:L:E:B[@P],
                            without @P the stored partition, woodpecker:S:E).
-                           Raises only: lowering needs
-                           --force and prints the replay it causes. The
+                           Raises only: lowering, or a switch of WAL,
+                           needs --force and prints what it costs
+                           consumers (a replay, a lost position). The
                            bbolt file must exist: a mistyped path is not
                            made into a new, empty catalog
   delete PCHANNEL          retire a pchannel: its record is removed. One a
