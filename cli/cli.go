@@ -23,9 +23,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/term"
 
 	"github.com/lowwater/lowwater/internal/catalogurl"
 	"github.com/lowwater/lowwater/internal/etcdaccess"
@@ -430,6 +433,14 @@ func (s *stickyWriter) Write(p []byte) (int, error) {
 	n, err := s.w.Write(p)
 	s.err = err
 	return n, err
+}
+
+// isTerminal reports whether r is a terminal: restore - reading one waits
+// for someone to type, or paste, the dump, and seems to hang unless it
+// says so.
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // parseInterspersed parses flags wherever they stand among the arguments
