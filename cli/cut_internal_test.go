@@ -140,3 +140,49 @@ func TestCutShortWriteSaysItsStepOnEtcd(t *testing.T) {
 		require.Empty(t, out)
 	}
 }
+
+// cutAfterRead ends the command (cut) as soon as its catalog read
+// returns: a Ctrl-C, or the --timeout, while the records are laid out.
+type cutAfterRead struct {
+	persistence.Inspector
+	cut func(context.Context)
+}
+
+func (c cutAfterRead) Inspect(ctx context.Context) ([]persistence.Entry, error) {
+	entries, err := c.Inspector.Inspect(ctx)
+	c.cut(ctx)
+	return entries, err
+}
+
+// list, list --json and dump of a million records take seconds to lay
+// out once read: a Ctrl-C or the --timeout then ends them, and nothing is
+// printed, nor a dump file made.
+func TestLayoutEndsWithTheCommand(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.db")
+	b, err := persistence.OpenBolt(path)
+	require.NoError(t, err)
+	require.NoError(t, b.Save(context.Background(), "p", wal.KafkaID(5)))
+	require.NoError(t, b.Close())
+	file := filepath.Join(t.TempDir(), "d.json")
+	const (
+		listing = "lowwater: listing 1 record: context canceled (interrupt signal received)\n"
+		dumping = "lowwater: dumping 1 checkpoint: context canceled; nothing written (interrupt signal received)\n"
+	)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"list"}, listing},
+		{[]string{"list", "--json"}, listing},
+		{[]string{"dump"}, dumping},
+		{[]string{"dump", file}, dumping},
+	} {
+		ctx, cut := interrupted(t)
+		hookOpened(t, func(i persistence.Inspector) persistence.Inspector { return cutAfterRead{i, cut} })
+		out, errs, code := runMain(ctx, append([]string{"--catalog=bolt:" + path}, c.args...)...)
+		require.Equal(t, ExitFailed, code, "%v: %s", c.args, errs)
+		require.Equal(t, c.want, errs, c.args)
+		require.Empty(t, out, c.args)
+		require.NoFileExists(t, file, c.args)
+	}
+}
