@@ -23,9 +23,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/term"
 
 	"github.com/lowwater/lowwater/internal/catalogurl"
 	"github.com/lowwater/lowwater/internal/etcdaccess"
@@ -62,8 +65,9 @@ Commands:
                            the owner keys with no lease
   set PCHANNEL ID          store ID (kafka:123, rocksmq:9, pulsar:L:E:B[@P],
                            without @P the stored partition, woodpecker:S:E).
-                           Raises only: lowering needs
-                           --force and prints the replay it causes. The
+                           Raises only: lowering, or a switch of WAL,
+                           needs --force and prints what it costs
+                           consumers (a replay, a lost position). The
                            bbolt file must exist: a mistyped path is not
                            made into a new, empty catalog
   delete PCHANNEL          retire a pchannel: its record is removed. One a
@@ -429,6 +433,14 @@ func (s *stickyWriter) Write(p []byte) (int, error) {
 	n, err := s.w.Write(p)
 	s.err = err
 	return n, err
+}
+
+// isTerminal reports whether r is a terminal: restore - reading one waits
+// for someone to type, or paste, the dump, and seems to hang unless it
+// says so.
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // parseInterspersed parses flags wherever they stand among the arguments

@@ -187,7 +187,7 @@ func get(ctx context.Context, e *env, args []string) error {
 func ownerLines(pchannel string, o etcdcatalog.Owner) string {
 	if o.Leaseless() {
 		return fmt.Sprintf("owner       term %d, no lease: not a node's, and it never expires\n"+
-			"            (no node can own %s until %s removes it)\n", o.Term, shown(pchannel), releaseCommand(pchannel))
+			"            (no node can own %s until %s removes it)\n", o.Term, shown(pchannel), commandLine("release", pchannel))
 	}
 	return fmt.Sprintf("owner       term %d (a node owns it)\n", o.Term)
 }
@@ -437,15 +437,26 @@ func incomparable(id, stored wal.MessageID) string {
 	return fmt.Sprintf("%s cannot be compared with the stored %s", shownID(id), shownID(stored))
 }
 
-// warnReplay warns, for a forced write, that consumers will read again
-// what they have read.
+// warnReplay warns of what a forced write costs consumers: they read
+// again what they have read, or, across a WAL switch, lose their place.
 func warnReplay(w io.Writer, act action, pchannel string, en *persistence.Entry, id wal.MessageID) {
-	switch act {
-	case lower:
+	switch {
+	case act == lower:
 		fmt.Fprintf(w, "warning: %s: %s\n", shown(pchannel), replay(en.Checkpoint, id))
-	case unordered:
+	case act == unordered:
 		fmt.Fprintf(w, "warning: %s: %s; if it is below, consumers replay from it\n",
 			shown(pchannel), incomparable(id, en.Checkpoint))
+	case act == replace && en.WAL != "" && en.WAL != walOf(id):
+		// A node checks the WAL of what it recovers: one of another is
+		// as unusable to it as a corrupt record.
+		dropped := "its record"
+		if en.Err == nil {
+			dropped = shownID(en.Checkpoint)
+		}
+		from, to := shown(string(en.WAL)), shown(string(walOf(id)))
+		fmt.Fprintf(w, "warning: %s: WAL switch from %s to %s: %s is dropped and consumers restart at %s; "+
+			"a node still on %s takes the record for a corrupt one and does not recover %s\n",
+			shown(pchannel), from, to, dropped, shownID(id), from, shown(pchannel))
 	}
 }
 
@@ -560,11 +571,13 @@ func set(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintln(e.stdout, describe(act, pchannel, en, id, false))
 		return nil
 	}
+	sent := false
 	err = s.write(ctx, pchannel, termOf(en), e.opts.force, func(c persistence.Catalog) error {
+		sent = true
 		return s.apply(ctx, c, pchannel, act, id)
 	})
 	if err != nil {
-		return err
+		return s.cutShort(ctx, err, pchannel, "writing", "written", sent)
 	}
 	fmt.Fprintln(e.stdout, describe(act, pchannel, en, id, false))
 	return nil
@@ -629,11 +642,13 @@ func del(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(e.stdout, "%s: would delete %s\n", shown(pchannel), was)
 		return nil
 	}
+	sent := false
 	err = s.write(ctx, pchannel, en.Term, e.opts.force, func(c persistence.Catalog) error {
+		sent = true
 		return c.Delete(ctx, pchannel)
 	})
 	if err != nil {
-		return err
+		return s.cutShort(ctx, err, pchannel, "deleting", "deleted", sent)
 	}
 	fmt.Fprintf(e.stdout, "%s: deleted %s\n", shown(pchannel), was)
 	return nil

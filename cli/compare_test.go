@@ -218,3 +218,35 @@ func TestReplayCountsTheWholeSpan(t *testing.T) {
 	require.Equal(t, cli.ExitOK, code, stderr)
 	require.Contains(t, stdout+stderr, "up to kafka:9223372036854775807 (18446744073709551615 messages)")
 }
+
+// A forced switch to another WAL printed no warning, as a lowering does,
+// though it drops the stored position, and a node still on the old WAL
+// then recovers nothing: it takes the record for a corrupt one.
+func TestWALSwitchWarns(t *testing.T) {
+	url, path := boltWith(t, map[string]wal.MessageID{"p": wal.KafkaID(1000)})
+	dump := filepath.Join(t.TempDir(), "d.json")
+	require.NoError(t, os.WriteFile(dump, []byte(`{"format":"lowwater-checkpoints/1","checkpoints":[`+
+		`{"pchannel":"p","wal":"pulsar","checkpoint":"pulsar:1:2:3"}]}`), 0o600))
+	const warning = "warning: p: WAL switch from kafka to pulsar: kafka:1000 is dropped and consumers restart at pulsar:1:2:3@0; " +
+		"a node still on kafka takes the record for a corrupt one and does not recover p\n"
+	for _, c := range []struct {
+		args   []string
+		stdout string
+	}{
+		{[]string{"set", "--force", "--dry-run", "p", "pulsar:1:2:3"}, "p: would replace from kafka:1000 to pulsar:1:2:3@0\n"},
+		{[]string{"restore", "--force", "--dry-run", dump}, "p: would replace from kafka:1000 to pulsar:1:2:3@0\n"},
+		{[]string{"set", "--force", "p", "pulsar:1:2:3"}, "p: replaced from kafka:1000 to pulsar:1:2:3@0\n"},
+	} {
+		stdout, stderr, code := runSplit(t, append([]string{url}, c.args...)...)
+		require.Equal(t, cli.ExitOK, code, stderr)
+		require.Equal(t, c.stdout, stdout, c.args)
+		require.Equal(t, warning, stderr, c.args)
+	}
+	require.Equal(t, map[string]string{"p": "pulsar:1:2:3@0"}, storedIn(t, path))
+
+	// A replacement within one WAL is no switch.
+	stdout, stderr, code := runSplit(t, url, "set", "--force", "p", "pulsar:1:2:3@5")
+	require.Equal(t, cli.ExitOK, code, stderr)
+	require.Equal(t, "p: replaced from pulsar:1:2:3@0 to pulsar:1:2:3@5\n", stdout)
+	require.Empty(t, stderr)
+}

@@ -279,6 +279,9 @@ func noDuplicateKey(dec *json.Decoder) error {
 // restore writes a dump, pchannel by pchannel, with set's rules. Every
 // write is planned first: if any is refused, nothing is written.
 func restore(ctx context.Context, e *env, args []string) error {
+	if args[0] == "-" && isTerminal(e.stdin) {
+		fmt.Fprintln(e.stderr, "reading the dump from standard input: end it with Ctrl-D, or abort with Ctrl-C")
+	}
 	entries, ids, err := readDump(ctx, e.stdin, args[0])
 	if err != nil {
 		return err

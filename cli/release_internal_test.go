@@ -21,7 +21,7 @@ func TestReleaseCommandReadsBackInAShell(t *testing.T) {
 		long:     `release --quoted '"` + long + `"'`,
 		"a'b\tc": `release --quoted '"a'\''b\tc"'`,
 	} {
-		got := releaseCommand(name)
+		got := commandLine("release", name)
 		require.Equal(t, want, got)
 		if !strings.HasPrefix(got, "release --quoted ") {
 			continue

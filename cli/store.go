@@ -152,8 +152,15 @@ func (e *env) open(ctx context.Context, m mode) (_ *store, err error) {
 	default:
 		return nil, usagef("--catalog %s: a %s catalog lives inside one process; use bolt: or etcd://", e.opts.catalog, u.Kind)
 	}
+	if openedHook != nil {
+		s.cat = openedHook(s.cat)
+	}
 	return s, nil
 }
+
+// openedHook, set by a test, stands between a command and the catalog it
+// opened, to end the command at the step the test chooses.
+var openedHook func(persistence.Inspector) persistence.Inspector
 
 // lockPoll is how long one attempt waits for a bbolt file lock.
 const lockPoll = 100 * time.Millisecond
@@ -328,17 +335,43 @@ func (s *store) replaceRecord(ctx context.Context, c persistence.Catalog, pchann
 		stored, lerr := c.Load(s.grace, pchannel)
 		switch {
 		case lerr != nil:
-			return fmt.Errorf("%s: its record may have been deleted, and %s was not written: "+
-				"'set %s %s' writes it: %w", shown(pchannel), shownID(id), shown(pchannel), shownID(id), err)
+			return &outcomeError{fmt.Errorf("%s: its record may have been deleted, and %s was not written: "+
+				"'set %s %s' writes it: %w", shown(pchannel), shownID(id), shown(pchannel), shownID(id), err)}
 		case stored != nil:
 			return err
 		}
 	}
 	if err := c.Save(s.grace, pchannel, id); err != nil {
-		return fmt.Errorf("%s: its record was deleted and %s not written: 'set %s %s' writes it: %w",
-			shown(pchannel), shownID(id), shown(pchannel), shownID(id), err)
+		return &outcomeError{fmt.Errorf("%s: its record was deleted and %s not written: 'set %s %s' writes it: %w",
+			shown(pchannel), shownID(id), shown(pchannel), shownID(id), err)}
 	}
 	return nil
+}
+
+// outcomeError is a failed write that says what it left of the record:
+// cutShort adds nothing to it.
+type outcomeError struct{ error }
+
+func (e *outcomeError) Unwrap() error { return e.error }
+
+// cutShort is err, of a write of pchannel that the command's end (its
+// --timeout, a signal) cut short, with the step (doing: "writing") and
+// what the write left of the record (done: "written"); another err as it
+// is. sent: the write was handed to the catalog. A bbolt write looks at
+// the context only before its transaction, which nothing cuts short once
+// begun: cut, it did nothing. On etcd a transaction cut short may have
+// been applied all the same, and only a read tells.
+func (s *store) cutShort(ctx context.Context, err error, pchannel, doing, done string, sent bool) error {
+	var said *outcomeError
+	if err == nil || ctx.Err() == nil || !errors.Is(err, ctx.Err()) || errors.As(err, &said) {
+		return err
+	}
+	left := "nothing " + done
+	if sent && s.etcd != nil {
+		left = fmt.Sprintf("it may or may not have been %s: %s shows which", done, commandLine("get", pchannel))
+	}
+	// As restore's: the cause names the --timeout, or the signal.
+	return &outcomeError{fmt.Errorf("%s %s: %w; %s", doing, shown(pchannel), context.Cause(ctx), left)}
 }
 
 func (s *store) close() {
@@ -485,18 +518,18 @@ func ownedWarning(pchannel string, o etcdcatalog.Owner, doing string) string {
 // keeps every node off the pchannel, until an operator removes it.
 func leaseless(pchannel string, term uint64) string {
 	return fmt.Sprintf("its owner key (term %d) has no lease: put by hand or by another tool, not by a node, "+
-		"it never expires, and no node can own %s until %s removes it", term, shown(pchannel), releaseCommand(pchannel))
+		"it never expires, and no node can own %s until %s removes it", term, shown(pchannel), commandLine("release", pchannel))
 }
 
-// releaseCommand is the release of pchannel as a shell takes it: the name
-// as it is when the tool takes it so, and otherwise quoted behind --quoted
-// (a name shown quoted, copied as shown, was another name, whose owner the
-// tool reported as none).
-func releaseCommand(pchannel string) string {
+// commandLine is the command verb (release, get) of pchannel as a shell
+// takes it: the name as it is when the tool takes it so, and otherwise
+// quoted behind --quoted (a name shown quoted, copied as shown, was
+// another name, whose owner the tool reported as none).
+func commandLine(verb, pchannel string) string {
 	if name := typed(pchannel); name != pchannel {
-		return "release --quoted " + shellQuote(name)
+		return verb + " --quoted " + shellQuote(name)
 	}
-	return "'release " + pchannel + "'"
+	return "'" + verb + " " + pchannel + "'"
 }
 
 // shellQuote puts s in single quotes, as a POSIX shell reads it back.

@@ -1,0 +1,188 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/lowwater/lowwater/internal/testkit/etcdtest"
+	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/wal"
+)
+
+// hookOpened puts wrap between every command of the test and the catalog
+// it opens.
+func hookOpened(t *testing.T, wrap func(persistence.Inspector) persistence.Inspector) {
+	openedHook = wrap
+	t.Cleanup(func() { openedHook = nil })
+}
+
+// cutOnWrite ends the command (cut: a Ctrl-C, or a wait for its --timeout)
+// as its write reaches the catalog.
+type cutOnWrite struct {
+	persistence.Inspector
+	cut func(ctx context.Context)
+}
+
+func (c cutOnWrite) Save(ctx context.Context, pchannel string, id wal.MessageID) error {
+	c.cut(ctx)
+	return c.Inspector.Save(ctx, pchannel, id)
+}
+
+func (c cutOnWrite) Delete(ctx context.Context, pchannel string) error {
+	c.cut(ctx)
+	return c.Inspector.Delete(ctx, pchannel)
+}
+
+// runMain runs the tool under ctx and returns what it printed on stdout
+// and stderr, and its exit code.
+func runMain(ctx context.Context, args ...string) (stdout, stderr string, code int) {
+	var out, errs bytes.Buffer
+	code = Main(ctx, args, func(string) string { return "" }, nil, &out, &errs)
+	return out.String(), errs.String(), code
+}
+
+// interrupted is a command's context and the Ctrl-C that ends it, with
+// the cause signal.NotifyContext gives.
+func interrupted(t *testing.T) (context.Context, func(context.Context)) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	t.Cleanup(func() { cancel(nil) })
+	return ctx, func(context.Context) { cancel(errors.New("interrupt signal received")) }
+}
+
+// untilDone waits for the command's --timeout.
+func untilDone(ctx context.Context) { <-ctx.Done() }
+
+// A set or delete that --timeout or a Ctrl-C cut short as it wrote said
+// "context deadline exceeded (--timeout 1s passed)" and no more: not what
+// was being done, nor whether anything was written. On bbolt, whose
+// transaction nothing cuts short once begun, a cut write wrote nothing.
+func TestCutShortWriteSaysItsStepOnBolt(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.db")
+	b, err := persistence.OpenBolt(path)
+	require.NoError(t, err)
+	require.NoError(t, b.Save(context.Background(), "p", wal.KafkaID(5)))
+	require.NoError(t, b.Close())
+	catalog := "--catalog=bolt:" + path
+
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"set, Ctrl-C", []string{"set", "p", "kafka:9"},
+			"lowwater: writing p: interrupt signal received; nothing written\n"},
+		{"set, --timeout", []string{"--timeout=1s", "set", "p", "kafka:9"},
+			"lowwater: writing p: context deadline exceeded: --timeout 1s passed; nothing written\n"},
+		{"delete, Ctrl-C", []string{"delete", "--force", "p"},
+			"lowwater: deleting p: interrupt signal received; nothing deleted\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cut := interrupted(t)
+			if strings.HasPrefix(c.args[0], "--timeout") {
+				cut = untilDone
+			}
+			hookOpened(t, func(i persistence.Inspector) persistence.Inspector { return cutOnWrite{i, cut} })
+			out, errs, code := runMain(ctx, append([]string{catalog}, c.args...)...)
+			require.Equal(t, ExitFailed, code, errs)
+			require.Equal(t, c.want, errs)
+			require.Empty(t, out)
+
+			b, err := persistence.OpenBolt(path)
+			require.NoError(t, err)
+			defer b.Close()
+			got, err := b.Load(context.Background(), "p")
+			require.NoError(t, err)
+			require.Equal(t, wal.KafkaID(5), got)
+		})
+	}
+}
+
+// On etcd a transaction cut short may have been applied all the same:
+// the error says so, and how to find out.
+func TestCutShortWriteSaysItsStepOnEtcd(t *testing.T) {
+	eps := etcdtest.Start(t)
+	client, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	require.NoError(t, err)
+	defer client.Close()
+	catalog := "--catalog=etcd://" + strings.TrimPrefix(eps[0], "http://") + "/cli"
+	_, _, code := runMain(context.Background(), catalog, "set", "p", "kafka:5")
+	require.Equal(t, ExitOK, code)
+	// An owner key put by hand: --force writes around it, through the
+	// catalog the command opened.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err = client.Put(ctx, "cli/wal/p/owner", "by hand")
+	require.NoError(t, err)
+
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"set", "--force", "p", "kafka:9"},
+			"lowwater: writing p: interrupt signal received; it may or may not have been written: 'get p' shows which\n"},
+		{[]string{"delete", "--force", "p"},
+			"lowwater: deleting p: interrupt signal received; it may or may not have been deleted: 'get p' shows which\n"},
+	} {
+		signal, ctrlC := interrupted(t)
+		hookOpened(t, func(i persistence.Inspector) persistence.Inspector { return cutOnWrite{i, ctrlC} })
+		out, errs, code := runMain(signal, append([]string{catalog}, c.args...)...)
+		require.Equal(t, ExitFailed, code, errs)
+		require.True(t, strings.HasSuffix(errs, c.want), "%v: %s", c.args, errs)
+		require.Empty(t, out)
+	}
+}
+
+// cutAfterRead ends the command (cut) as soon as its catalog read
+// returns: a Ctrl-C, or the --timeout, while the records are laid out.
+type cutAfterRead struct {
+	persistence.Inspector
+	cut func(context.Context)
+}
+
+func (c cutAfterRead) Inspect(ctx context.Context) ([]persistence.Entry, error) {
+	entries, err := c.Inspector.Inspect(ctx)
+	c.cut(ctx)
+	return entries, err
+}
+
+// list, list --json and dump of a million records take seconds to lay
+// out once read: a Ctrl-C or the --timeout then ends them, and nothing is
+// printed, nor a dump file made.
+func TestLayoutEndsWithTheCommand(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.db")
+	b, err := persistence.OpenBolt(path)
+	require.NoError(t, err)
+	require.NoError(t, b.Save(context.Background(), "p", wal.KafkaID(5)))
+	require.NoError(t, b.Close())
+	file := filepath.Join(t.TempDir(), "d.json")
+	const (
+		listing = "lowwater: listing 1 record: context canceled (interrupt signal received)\n"
+		dumping = "lowwater: dumping 1 checkpoint: context canceled; nothing written (interrupt signal received)\n"
+	)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"list"}, listing},
+		{[]string{"list", "--json"}, listing},
+		{[]string{"dump"}, dumping},
+		{[]string{"dump", file}, dumping},
+	} {
+		ctx, cut := interrupted(t)
+		hookOpened(t, func(i persistence.Inspector) persistence.Inspector { return cutAfterRead{i, cut} })
+		out, errs, code := runMain(ctx, append([]string{"--catalog=bolt:" + path}, c.args...)...)
+		require.Equal(t, ExitFailed, code, "%v: %s", c.args, errs)
+		require.Equal(t, c.want, errs, c.args)
+		require.Empty(t, out, c.args)
+		require.NoFileExists(t, file, c.args)
+	}
+}
