@@ -40,7 +40,7 @@ const (
 	ExitOK       = 0
 	ExitFailed   = 1 // the catalog, or the command's file (dump, restore) or output, could not be read or written
 	ExitUsage    = 2 // bad command line: flags, arguments, pchannel name, ID text, WAL; or a restore file that is not a dump
-	ExitCorrupt  = 3 // unreadable records (verify, dump), or a damaged bbolt file
+	ExitCorrupt  = 3 // unreadable records (verify, dump), a damaged bbolt file, or any other finding of verify
 	ExitRefused  = 4 // a write refused for safety: owner, lowering, WAL switch, corrupt or incomparable ID
 	ExitNotFound = 5 // get: nothing stored for the pchannel
 )
@@ -61,8 +61,11 @@ Commands:
   get PCHANNEL             one pchannel's record (and its owner, on etcd)
   verify                   decode every record; report the corrupt ones,
                            those under a name no node can use, and on
-                           etcd those whose term fences every owner and
-                           the owner keys with no lease
+                           etcd those whose term fences every owner, the
+                           owner keys with no lease, and the stray keys
+                           under P/wal/: neither a record nor an owner
+                           key, another writer's (list and dump warn of
+                           them)
   set PCHANNEL ID          store ID (kafka:123, rocksmq:9, pulsar:L:E:B[@P],
                            without @P the stored partition, woodpecker:S:E).
                            Raises only: lowering, or a switch of WAL,
@@ -130,7 +133,7 @@ Exit codes:
   0  done
   1  a read or write failed: the catalog, a dump file, or the output
   2  bad command line, or a restore FILE that is not a valid dump
-  3  unreadable records, damaged file
+  3  unreadable records, damaged file; verify: anything it reports
   4  refused: owned, lowering, WAL switch, corrupt
   5  get: nothing stored
 `

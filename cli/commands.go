@@ -86,6 +86,9 @@ func list(ctx context.Context, e *env, _ []string) error {
 		return err
 	}
 	defer s.close()
+	if err := s.warnStray(ctx); err != nil {
+		return err
+	}
 	if e.opts.json {
 		out := make([]listEntry, 0, len(entries))
 		for _, en := range entries {
@@ -262,8 +265,19 @@ func verify(ctx context.Context, e *env, _ []string) error {
 	for _, o := range noLease {
 		fmt.Fprintf(e.stdout, "NO LEASE  %s: its owner key (term %d) has no lease: it never expires\n", typed(o.pchannel), o.Term)
 	}
-	fmt.Fprintf(e.stdout, "%s, %d unreadable\n", count(len(entries), "record"), unread)
-	if unread == 0 && len(fencing) == 0 && len(noLease) == 0 {
+	stray, err := s.strayKeys(ctx)
+	if err != nil {
+		return err
+	}
+	for _, k := range stray {
+		fmt.Fprintf(e.stdout, "STRAY  %s: neither a record nor an owner key\n", shown(k))
+	}
+	fmt.Fprintf(e.stdout, "%s, %d unreadable", count(len(entries), "record"), unread)
+	if len(stray) > 0 {
+		fmt.Fprintf(e.stdout, ", %s", count(len(stray), "stray key"))
+	}
+	fmt.Fprintln(e.stdout)
+	if unread == 0 && len(fencing) == 0 && len(noLease) == 0 && len(stray) == 0 {
 		return nil
 	}
 	var msg string
@@ -272,14 +286,19 @@ func verify(ctx context.Context, e *env, _ []string) error {
 		msg = count(unread, "unreadable record")
 	case len(fencing) > 0:
 		msg = count(len(fencing), "record") + " no owner can write over"
-	default:
+	case len(noLease) > 0:
 		msg = count(len(noLease), "owner key") + " with no lease"
+	default:
+		msg = count(len(stray), "stray key") + " under " + s.strayDir()
 	}
 	if len(fencing) > 0 {
 		found["FENCING"] = true
 	}
 	if len(noLease) > 0 {
 		found["NO LEASE"] = true
+	}
+	if len(stray) > 0 {
+		found["STRAY"] = true
 	}
 	for _, h := range []struct{ kind, hint string }{
 		{"CORRUPT", "repair with 'set --force PCHANNEL ID' or 'delete PCHANNEL'"},
@@ -291,6 +310,9 @@ func verify(ctx context.Context, e *env, _ []string) error {
 		{"NO LEASE", "put by hand or by another tool, not by a node: it keeps\n" +
 			"    every node off the pchannel for good; 'release PCHANNEL', or for a\n" +
 			"    name shown quoted, 'release --quoted NAME' as shown here"},
+		{"STRAY", "not lowwater's: something else writes among the catalog's\n" +
+			"    keys (a tool given the same prefix, a hand edit, a later lowwater);\n" +
+			"    lowwater neither reads nor removes them: find what wrote them"},
 	} {
 		if found[h.kind] {
 			msg += fmt.Sprintf("\n  %s: %s", h.kind, h.hint)

@@ -45,6 +45,9 @@ func dump(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer s.close()
+	if err := s.warnStray(ctx); err != nil {
+		return err
+	}
 	d := dumpFile{Format: dumpFormat, Source: s.url.String(), Checkpoints: []dumpEntry{}}
 	corrupt := 0
 	for _, en := range entries {

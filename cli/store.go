@@ -476,6 +476,34 @@ func (s *store) leaselessOwners(ctx context.Context) ([]namedOwner, error) {
 	return out, nil
 }
 
+// strayKeys returns the keys under the prefix's wal/ that are neither a
+// record nor an owner key (etcdcatalog.Catalog.StrayKeys); none on bbolt.
+func (s *store) strayKeys(ctx context.Context) ([]string, error) {
+	if s.etcd == nil {
+		return nil, nil
+	}
+	keys, err := s.etcd.StrayKeys(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", s.url, err)
+	}
+	return keys, nil
+}
+
+// strayDir is where verify looks for stray keys, as the tool shows it.
+func (s *store) strayDir() string { return shown(s.url.Prefix + "/wal/") }
+
+// warnStray says on stderr, for list and dump, which show records alone,
+// that stray keys exist: else something else writing among the catalog's
+// keys would go unseen until verify was run for another reason.
+func (s *store) warnStray(ctx context.Context) error {
+	keys, err := s.strayKeys(ctx)
+	if err == nil && len(keys) > 0 {
+		fmt.Fprintf(s.stderr, "warning: %s under %s (neither a record nor an owner key): run verify\n",
+			count(len(keys), "stray key"), s.strayDir())
+	}
+	return err
+}
+
 // checkOwner refuses a write to a pchannel a node owns, unless force.
 func (s *store) checkOwner(ctx context.Context, pchannel string, force bool) error {
 	o, err := s.owner(ctx, pchannel)

@@ -222,7 +222,7 @@ func (c *Catalog) Owners(ctx context.Context) (map[string]Owner, error) {
 		return nil, err
 	}
 	var owners map[string]Owner
-	err := c.scanKeys(ctx, "read owners", c.keys.pchannelOfOwner, func() { owners = make(map[string]Owner) },
+	err := c.scanKeys(ctx, "read owners", c.keys.pchannelOfOwner, false, func() { owners = make(map[string]Owner) },
 		func(pchannel string, kv *mvccpb.KeyValue) error {
 			owners[pchannel] = Owner{Term: uint64(kv.CreateRevision), Lease: clientv3.LeaseID(kv.Lease)}
 			return nil
@@ -231,6 +231,29 @@ func (c *Catalog) Owners(ctx context.Context) (map[string]Owner, error) {
 		return nil, err
 	}
 	return owners, nil
+}
+
+// StrayKeys returns, in key order, the keys under <prefix>/wal/ that are
+// neither a record's nor an owner's. No lowwater writer puts one there, and
+// LoadAll, Inspect and Owners pass them over, so only this says that
+// something else writes among the catalog's keys: another tool given the
+// same prefix, a hand edit, a later version's layout. It reads keys only,
+// page by page at one revision as LoadAll reads. Keys outside
+// <prefix>/wal/ are not the catalog's, and not looked at.
+func (c *Catalog) StrayKeys(ctx context.Context) ([]string, error) {
+	if err := c.over("", nil); err != nil {
+		return nil, err
+	}
+	var stray []string
+	err := c.scanKeys(ctx, "read stray keys", c.keys.stray, true, func() { stray = nil },
+		func(key string, _ *mvccpb.KeyValue) error {
+			stray = append(stray, key)
+			return nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	return stray, nil
 }
 
 // DeleteLeaselessOwner removes the owner key of pchannel if it is still

@@ -479,16 +479,17 @@ func (c *Catalog) LoadAll(ctx context.Context) (map[string]wal.MessageID, error)
 // it takes. When that revision is compacted away between pages it starts
 // again from the top (calling reset first), until ctx is done.
 func (c *Catalog) scan(ctx context.Context, op string, reset func(), each func(pchannel string, kv *mvccpb.KeyValue) error) error {
-	return c.scanKeys(ctx, op, c.keys.pchannelOf, reset, each)
+	return c.scanKeys(ctx, op, c.keys.pchannelOf, false, reset, each)
 }
 
 // scanKeys is scan of the keys name finds a pchannel in: the records'
-// (keys.pchannelOf), or the owners'.
-func (c *Catalog) scanKeys(ctx context.Context, op string, name func(key string) (string, bool), reset func(),
+// (keys.pchannelOf), the owners', or the stray ones. keysOnly leaves the
+// values, and the leases, unread.
+func (c *Catalog) scanKeys(ctx context.Context, op string, name func(key string) (string, bool), keysOnly bool, reset func(),
 	each func(pchannel string, kv *mvccpb.KeyValue) error) error {
 	for {
 		reset()
-		err := c.scanAt(ctx, op, name, each)
+		err := c.scanAt(ctx, op, name, keysOnly, each)
 		if errors.Is(err, rpctypes.ErrCompacted) && ctx.Err() == nil {
 			continue
 		}
@@ -496,13 +497,16 @@ func (c *Catalog) scanKeys(ctx context.Context, op string, name func(key string)
 	}
 }
 
-func (c *Catalog) scanAt(ctx context.Context, op string, name func(key string) (string, bool),
+func (c *Catalog) scanAt(ctx context.Context, op string, name func(key string) (string, bool), keysOnly bool,
 	each func(pchannel string, kv *mvccpb.KeyValue) error) error {
 	start := c.keys.pchannels()
 	end := clientv3.GetPrefixRangeEnd(start)
 	var rev int64
 	for page := 0; ; page++ {
 		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(c.pageSize)}
+		if keysOnly {
+			opts = append(opts, clientv3.WithKeysOnly())
+		}
 		if rev != 0 {
 			opts = append(opts, clientv3.WithRev(rev))
 		}
@@ -516,7 +520,7 @@ func (c *Catalog) scanAt(ctx context.Context, op string, name func(key string) (
 		for _, kv := range resp.Kvs {
 			pchannel, ok := name(string(kv.Key))
 			if !ok {
-				continue // a key of the other kind
+				continue // a key of another kind
 			}
 			if err := each(pchannel, kv); err != nil {
 				return err

@@ -5,7 +5,9 @@
 //
 // A checkpoint lives at <prefix>/wal/<pchannel>/consume-checkpoint and holds a
 // persistence.Record (versioned, checksummed, self-describing). The owner of a
-// pchannel, when ownership is used, is <prefix>/wal/<pchannel>/owner. The
+// pchannel, when ownership is used, is <prefix>/wal/<pchannel>/owner. Any
+// other key under <prefix>/wal/ was put there by something else, and the
+// catalog neither reads nor removes it; StrayKeys lists them. The
 // prefix defaults to "lowwater" (WithPrefix). One etcd cluster can serve many
 // deployments side by side, each under its own prefix, provided no prefix
 // lies under another's "<prefix>/wal/": "lowwater/wal/tenant-b" would put

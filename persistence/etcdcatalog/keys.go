@@ -48,3 +48,18 @@ func (k keys) pchannelOfOwner(key string) (string, bool) {
 	}
 	return strings.CutSuffix(rest, ownerSuffix)
 }
+
+// stray returns key itself when it lies under pchannels() and is neither a
+// checkpoint key nor an owner key, and false for any other key.
+func (k keys) stray(key string) (string, bool) {
+	if !strings.HasPrefix(key, k.pchannels()) {
+		return "", false
+	}
+	if _, ok := k.pchannelOf(key); ok {
+		return "", false
+	}
+	if _, ok := k.pchannelOfOwner(key); ok {
+		return "", false
+	}
+	return key, true
+}
