@@ -137,21 +137,34 @@ func readDump(ctx context.Context, stdin io.Reader, path string) ([]dumpEntry, [
 	if len(data) > maxDump {
 		return nil, nil, badFile("%s: larger than a dump can be (%d MiB)", path, maxDump>>20)
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	var d dumpFile
-	if err := dec.Decode(&d); err != nil {
-		return nil, nil, badFile("%s: not a dump file: %v", path, err)
+	// Checked between checkpoints, the parse ends soon after ctx; but one
+	// value is decoded whole, in seconds should it fill the file (no dump
+	// lowwater writes has such a value). It is then left to end on its
+	// own, as readWhole leaves a read.
+	type result struct {
+		entries []dumpEntry
+		ids     []wal.MessageID
+		err     error
 	}
-	// Only the first value would be restored: two dumps in one file, or
-	// one that was damaged, must not pass for the first one alone.
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, nil, badFile("%s: more follows the dump's end: two dumps in one file, or a damaged one", path)
+	done := make(chan result, 1)
+	go func() {
+		entries, ids, err := checkDump(ctx, data, path)
+		done <- result{entries, ids, err}
+	}()
+	select {
+	case r := <-done:
+		return r.entries, r.ids, r.err
+	case <-ctx.Done():
+		return nil, nil, fmt.Errorf("parsing %s: %w; nothing written", path, ctx.Err())
 	}
-	// encoding/json keeps the last of a key given twice: a dump edited by
-	// hand, or two put together, must not pass for one of its halves.
-	if err := noDuplicateKey(json.NewDecoder(bytes.NewReader(data))); err != nil {
-		return nil, nil, badFile("%s: %v", path, err)
+}
+
+// checkDump parses data, the dump named path, and checks each checkpoint
+// as set checks its arguments.
+func checkDump(ctx context.Context, data []byte, path string) ([]dumpEntry, []wal.MessageID, error) {
+	d, err := parseDump(ctx, data, path)
+	if err != nil {
+		return nil, nil, err
 	}
 	if d.Format != dumpFormat {
 		return nil, nil, badFile("%s: format %q, want %q", path, d.Format, dumpFormat)
@@ -159,14 +172,17 @@ func readDump(ctx context.Context, stdin io.Reader, path string) ([]dumpEntry, [
 	ids := make([]wal.MessageID, len(d.Checkpoints))
 	seen := make(map[string]bool, len(d.Checkpoints))
 	for i, de := range d.Checkpoints {
-		where := fmt.Sprintf("%s: checkpoint %d (%q)", path, i, de.PChannel)
+		if i%ctxEvery == 0 && ctx.Err() != nil {
+			return nil, nil, fmt.Errorf("checking %s: %w after %s; nothing written", path, ctx.Err(), count(i, "checkpoint"))
+		}
+		where := func() string { return fmt.Sprintf("%s: checkpoint %d (%q)", path, i, de.PChannel) }
 		// Checked here, as on the command line: found at Save, it would
 		// stop the restore half way.
 		if err := persistence.ValidatePChannel(de.PChannel); err != nil {
-			return nil, nil, badFile("%s: %v", where, err)
+			return nil, nil, badFile("%s: %v", where(), err)
 		}
 		if seen[de.PChannel] {
-			return nil, nil, badFile("%s: pchannel given twice", where)
+			return nil, nil, badFile("%s: pchannel given twice", where())
 		}
 		seen[de.PChannel] = true
 		id, err := wal.Parse(de.WAL, de.Checkpoint)
@@ -174,18 +190,18 @@ func readDump(ctx context.Context, stdin io.Reader, path string) ([]dumpEntry, [
 			_, err = wal.Marshal(id) // as on the command line (parseID)
 		}
 		if err != nil {
-			return nil, nil, badFile("%s: %s", where, shownText(err.Error()))
+			return nil, nil, badFile("%s: %s", where(), shownText(err.Error()))
 		}
 		if de.ID != nil {
 			exact, err := wal.Unmarshal(de.WAL, de.ID)
 			if err != nil {
-				return nil, nil, badFile("%s: id: %s", where, shownText(err.Error()))
+				return nil, nil, badFile("%s: id: %s", where(), shownText(err.Error()))
 			}
 			// The bytes are what is written; the text, which a person
 			// reads and may edit, must say the same, down to what orders
 			// neither (a Pulsar partition).
 			if !sameBytes(exact, id) && !sameBytes(exact, withStoredPartition(id, de.Checkpoint, &persistence.Entry{Checkpoint: exact})) {
-				return nil, nil, badFile("%s: id bytes say %s, checkpoint says %s", where, shownID(exact), shownID(id))
+				return nil, nil, badFile("%s: id bytes say %s, checkpoint says %s", where(), shownID(exact), shownID(id))
 			}
 			id = exact
 		}
@@ -194,8 +210,171 @@ func readDump(ctx context.Context, stdin io.Reader, path string) ([]dumpEntry, [
 	return d.Checkpoints, ids, nil
 }
 
+// ctxEvery is how many checkpoints checkDump parses or checks between two
+// looks at its context: a few milliseconds' work.
+const ctxEvery = 1024
+
+// parseDump parses data, a dump named path, in one pass: each checkpoint
+// is decoded on its own, so that the memory it takes is about the file's
+// and the entries', and ctx ends it. The format is left to the caller,
+// as the keys may come in any order.
+func parseDump(ctx context.Context, data []byte, path string) (dumpFile, error) {
+	var d dumpFile
+	notDump := func(err error) error { return badFile("%s: not a dump file: %v", path, err) }
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if tok, err := dec.Token(); err != nil {
+		return d, notDump(err)
+	} else if tok != json.Delim('{') {
+		return d, notDump(errors.New("not a JSON object"))
+	}
+	var keys [][]byte
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return d, notDump(err)
+		}
+		key, _ := tok.(string) // else Token fails
+		// encoding/json keeps the last of a key given twice: a dump
+		// edited by hand, or two put together, must not pass for one of
+		// its halves.
+		if err := givenTwice(keys, []byte(key)); err != nil {
+			return d, badFile("%s: %v", path, err)
+		}
+		keys = append(keys, []byte(key))
+		switch {
+		case strings.EqualFold(key, "format"):
+			err = dec.Decode(&d.Format)
+		case strings.EqualFold(key, "source"):
+			err = dec.Decode(&d.Source)
+		case strings.EqualFold(key, "checkpoints"):
+			d.Checkpoints, err = parseEntries(ctx, dec, data, path)
+			if err != nil {
+				return d, err
+			}
+		default:
+			err = fmt.Errorf("json: unknown field %q", key) // as DisallowUnknownFields says it
+		}
+		if err != nil {
+			return d, notDump(err)
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		return d, notDump(err)
+	}
+	// Only the first value would be restored: two dumps in one file, or
+	// one that was damaged, must not pass for the first one alone.
+	if _, err := dec.Token(); err != io.EOF {
+		return d, badFile("%s: more follows the dump's end: two dumps in one file, or a damaged one", path)
+	}
+	return d, nil
+}
+
+// parseEntries parses the value of "checkpoints" from dec, which reads
+// data, one checkpoint at a time.
+func parseEntries(ctx context.Context, dec *json.Decoder, data []byte, path string) ([]dumpEntry, error) {
+	tok, err := dec.Token()
+	switch {
+	case err != nil:
+		return nil, badFile("%s: not a dump file: %v", path, err)
+	case tok == nil:
+		return nil, nil // null, as encoding/json reads it into a slice
+	case tok != json.Delim('['):
+		return nil, badFile("%s: not a dump file: checkpoints: not a JSON array", path)
+	}
+	var entries []dumpEntry
+	for i := 0; dec.More(); i++ {
+		if i%ctxEvery == 0 && ctx.Err() != nil {
+			return nil, fmt.Errorf("parsing %s: %w after %s; nothing written", path, ctx.Err(), count(i, "checkpoint"))
+		}
+		start := dec.InputOffset()
+		entries = append(entries, dumpEntry{}) // decoded in place
+		if err := dec.Decode(&entries[i]); err != nil {
+			return nil, badFile("%s: not a dump file: checkpoint %d: %v", path, i, err)
+		}
+		// From the comma before it, if any, which the decoder skips.
+		value := bytes.TrimLeft(data[start:dec.InputOffset()], ", \t\r\n")
+		if err := uniqueKeys(value); err != nil {
+			return nil, badFile("%s: %v", path, err)
+		}
+	}
+	if _, err := dec.Token(); err != nil {
+		return nil, badFile("%s: not a dump file: %v", path, err)
+	}
+	return entries, nil
+}
+
+// uniqueKeys fails on an object in value, JSON that encoding/json has
+// read without error, that gives a key twice.
+func uniqueKeys(value []byte) error {
+	// The keys of the objects open, innermost last, and where each open
+	// object's begin (-1 for an array), in arrays on the stack: a
+	// million checkpoints then cost no allocation here.
+	var keyArr [16][]byte
+	var openArr [8]int
+	keys, open := keyArr[:0], openArr[:0]
+	isKey := false // the next string is a key
+	for i := 0; i < len(value); i++ {
+		switch value[i] {
+		case '{':
+			open = append(open, len(keys))
+			isKey = true
+		case '[':
+			open = append(open, -1)
+			isKey = false
+		case '}':
+			keys = keys[:open[len(open)-1]]
+			open = open[:len(open)-1]
+			isKey = false
+		case ']':
+			open = open[:len(open)-1]
+			isKey = false
+		case ',':
+			isKey = open[len(open)-1] >= 0
+		case '"':
+			j := i + 1
+			for ; value[j] != '"'; j++ {
+				if value[j] == '\\' {
+					j++
+				}
+			}
+			if isKey {
+				key := value[i+1 : j]
+				if bytes.IndexByte(key, '\\') >= 0 {
+					var s string
+					if err := json.Unmarshal(value[i:j+1], &s); err != nil {
+						return err
+					}
+					key = []byte(s)
+				}
+				if err := givenTwice(keys[open[len(open)-1]:], key); err != nil {
+					return err
+				}
+				keys = append(keys, key)
+				isKey = false
+			}
+			i = j
+		}
+	}
+	return nil
+}
+
+// givenTwice fails if key is among keys, as encoding/json matches a key
+// to a field: without regard to case, as bytes.EqualFold folds ("ſ" is
+// "s", the Kelvin sign "k"). An object of a dump has a few keys: a
+// linear search is the quickest.
+func givenTwice(keys [][]byte, key []byte) error {
+	for _, k := range keys {
+		if bytes.EqualFold(k, key) {
+			return fmt.Errorf("key %q given twice in one object", key)
+		}
+	}
+	return nil
+}
+
 // readWhole reads path, or stdin for "-", whole (and a byte past maxDump
-// at most): the dump is parsed twice, and a pipe cannot be read again. It
+// at most): each checkpoint's keys are checked in its bytes once it is
+// decoded, and a pipe cannot be read again. It
 // returns when ctx ends, whatever the open or the read does: a named pipe
 // no one writes, or a terminal no one types on, must not hold the command
 // past its --timeout or a Ctrl-C. The read is then left to end with the
@@ -224,8 +403,16 @@ func readWhole(ctx context.Context, stdin io.Reader, path string) ([]byte, error
 			defer f.Close()
 			r = f
 		}
-		data, err := io.ReadAll(io.LimitReader(r, maxDump+1))
-		read <- result{data, err}
+		// Read into a buffer of the file's size, where it has one: grown
+		// as io.ReadAll grows it, a dump took twice its size and more.
+		var buf bytes.Buffer
+		if f, ok := r.(interface{ Stat() (os.FileInfo, error) }); ok {
+			if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+				buf.Grow(int(min(fi.Size(), maxDump+1)) + bytes.MinRead)
+			}
+		}
+		_, err := buf.ReadFrom(io.LimitReader(r, maxDump+1))
+		read <- result{buf.Bytes(), err}
 	}()
 	select {
 	case res := <-read:
@@ -238,46 +425,6 @@ func readWhole(ctx context.Context, stdin io.Reader, path string) ([]byte, error
 // maxDump bounds what restore reads: a dump of a million pchannels is a
 // few hundred MiB.
 const maxDump = 1 << 30
-
-// noDuplicateKey reads one JSON value from dec and fails on an object
-// that gives a key twice, as encoding/json matches keys: without regard
-// to case ("checkpoint" and "Checkpoint" are one).
-func noDuplicateKey(dec *json.Decoder) error {
-	tok, err := dec.Token()
-	if err != nil {
-		return err
-	}
-	switch tok {
-	case json.Delim('{'):
-		seen := make(map[string]bool)
-		for dec.More() {
-			key, err := dec.Token()
-			if err != nil {
-				return err
-			}
-			k, _ := key.(string)
-			// Upper, then lower: as encoding/json folds, "ſ" is "s"
-			// and the Kelvin sign "k".
-			folded := strings.ToLower(strings.ToUpper(k))
-			if seen[folded] {
-				return fmt.Errorf("key %q given twice in one object", k)
-			}
-			seen[folded] = true
-			if err := noDuplicateKey(dec); err != nil {
-				return err
-			}
-		}
-		_, err = dec.Token()
-	case json.Delim('['):
-		for dec.More() {
-			if err := noDuplicateKey(dec); err != nil {
-				return err
-			}
-		}
-		_, err = dec.Token()
-	}
-	return err
-}
 
 // restore writes a dump, pchannel by pchannel, with set's rules. Every
 // write is planned first: if any is refused, nothing is written.

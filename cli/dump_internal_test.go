@@ -1,0 +1,152 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lowwater/lowwater/wal"
+)
+
+// dumpOf is a dump of n kafka checkpoints, laid out as dump lays it out.
+func dumpOf(t *testing.T, n int) string {
+	d := dumpFile{Format: dumpFormat, Checkpoints: make([]dumpEntry, n)}
+	for i := range d.Checkpoints {
+		raw, err := wal.Marshal(wal.KafkaID(i))
+		require.NoError(t, err)
+		d.Checkpoints[i] = dumpEntry{PChannel: fmt.Sprintf("p%d", i), WAL: "kafka", Checkpoint: fmt.Sprintf("kafka:%d", i), ID: raw}
+	}
+	out, err := json.MarshalIndent(d, "", "  ")
+	require.NoError(t, err)
+	return string(out)
+}
+
+// endsAfter is a context that ends as it is asked for the err+1th time,
+// as a --timeout or a Ctrl-C part way through a parse would end it.
+type endsAfter struct {
+	context.Context
+	cancel context.CancelFunc
+	asked  atomic.Int64
+	err    int64
+}
+
+func newEndsAfter(t *testing.T, err int64) *endsAfter {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	return &endsAfter{Context: ctx, cancel: cancel, err: err}
+}
+
+func (c *endsAfter) Err() error {
+	if c.asked.Add(1) > c.err {
+		c.cancel()
+	}
+	return c.Context.Err()
+}
+
+// A restore's parse ends with its context (--timeout, Ctrl-C), whatever
+// the size of the dump, and nothing comes of it. It went on to the end,
+// which for a dump of a million checkpoints took seconds.
+func TestReadDumpEndsWithItsContext(t *testing.T) {
+	doc := dumpOf(t, 5*ctxEvery)
+	entries, ids, err := readDump(context.Background(), strings.NewReader(doc), "-")
+	require.NoError(t, err)
+	require.Len(t, entries, 5*ctxEvery)
+	require.Len(t, ids, 5*ctxEvery)
+
+	entries, ids, err = readDump(newEndsAfter(t, 2), strings.NewReader(doc), "-")
+	require.ErrorIs(t, err, context.Canceled)
+	require.ErrorContains(t, err, "nothing written")
+	require.Nil(t, entries)
+	require.Nil(t, ids)
+
+	// Where it ends: the parse looks at its context every ctxEvery
+	// checkpoints; the checks after it, too.
+	ended, end := context.WithCancel(context.Background())
+	end()
+	for asked, want := range map[int64]string{
+		0: "parsing standard input: context canceled after 0 checkpoints; nothing written",
+		2: fmt.Sprintf("parsing standard input: context canceled after %d checkpoints; nothing written", 2*ctxEvery),
+		5: "checking standard input: context canceled after 0 checkpoints; nothing written",
+		7: fmt.Sprintf("checking standard input: context canceled after %d checkpoints; nothing written", 2*ctxEvery),
+	} {
+		ctx := context.Context(newEndsAfter(t, asked))
+		if asked == 0 {
+			ctx = ended
+		}
+		entries, ids, err := checkDump(ctx, []byte(doc), "standard input")
+		require.ErrorIs(t, err, context.Canceled)
+		require.EqualError(t, err, want)
+		require.Nil(t, entries)
+		require.Nil(t, ids)
+	}
+}
+
+// Each checkpoint decoded on its own, the checks of the whole document
+// hold: keys in any order, a key given twice in any object, nothing after
+// the dump's end, and the format checked before any checkpoint is.
+func TestReadDumpChecksStreamed(t *testing.T) {
+	const a = `{"pchannel":"a","wal":"kafka","checkpoint":"kafka:1"}`
+	const b = `{"pchannel":"b","wal":"kafka","checkpoint":"kafka:2","id":"AAAAAAAAAAI="}`
+	read := func(doc string) ([]dumpEntry, error) {
+		entries, _, err := readDump(context.Background(), strings.NewReader(doc), "-")
+		return entries, err
+	}
+
+	for _, doc := range []string{
+		`{"checkpoints":[` + a + `,` + b + `],"format":"lowwater-checkpoints/1"}`,
+		`{"source":"x","Checkpoints":[` + a + ` ,` + "\n" + b + `],"FORMAT":"lowwater-checkpoints/1"}` + "\n\n",
+		` { "checkpoints" : [ ` + a + ` , ` + b + ` ] , "format" : "lowwater-checkpoints/1" } `,
+	} {
+		entries, err := read(doc)
+		require.NoError(t, err, doc)
+		require.Equal(t, []dumpEntry{
+			{PChannel: "a", WAL: "kafka", Checkpoint: "kafka:1"},
+			{PChannel: "b", WAL: "kafka", Checkpoint: "kafka:2", ID: []byte{0, 0, 0, 0, 0, 0, 0, 2}},
+		}, entries, doc)
+	}
+
+	for doc, want := range map[string]string{
+		// The format, given last, is checked before the checkpoints.
+		`{"checkpoints":[{"pchannel":"a","wal":"kafka","checkpoint":"kafka:x"}],"format":"other/2"}`: `standard input: format "other/2", want "lowwater-checkpoints/1"`,
+		`{"checkpoints":[` + a + `]}`: `standard input: format "", want "lowwater-checkpoints/1"`,
+		// A key given twice, as encoding/json matches keys, in a
+		// checkpoint, the first or a later one, and in the whole.
+		`{"format":"lowwater-checkpoints/1","checkpoints":[{"pchannel":"a","wal":"kafka","checkpoint":"kafka:1","PChannel":"b"}]}`:                                  `standard input: key "PChannel" given twice in one object`,
+		`{"format":"lowwater-checkpoints/1","checkpoints":[` + a + `,{"pchannel":"b","\u0070channel":"c","wal":"kafka","checkpoint":"kafka:2"}]}`:                   `standard input: key "pchannel" given twice in one object`,
+		`{"format":"lowwater-checkpoints/1","checkpoints":[` + a + `,` + b + `,{"pchannel":"c","wal":"kafka","checkpoint":"kafka:1","chec\u212apoint":"kafka:9"}]}`: "standard input: key \"chec\u212apoint\" given twice in one object",
+		`{"format":"lowwater-checkpoints/1","checkpoints":[` + a + `],"ſource":"x","Source":"y"}`:                                                                   `standard input: key "Source" given twice in one object`,
+		`{"checkpoints":[` + a + `],"format":"lowwater-checkpoints/1","checkpoints":[` + b + `]}`:                                                                   `standard input: key "checkpoints" given twice in one object`,
+		`{"format":"other/2","checkpoints":[` + a + `],"Format":"lowwater-checkpoints/1"}`:                                                                          `standard input: key "Format" given twice in one object`,
+		// Nothing after the end.
+		`{"checkpoints":[` + a + `],"format":"lowwater-checkpoints/1"}{}`: "standard input: more follows the dump's end: two dumps in one file, or a damaged one",
+		`{"checkpoints":[` + a + `],"format":"lowwater-checkpoints/1"}]`:  "standard input: more follows the dump's end: two dumps in one file, or a damaged one",
+		// Unknown keys, anywhere.
+		`{"format":"lowwater-checkpoints/1","checkpoints":[],"sources":"x"}`:                                                        `standard input: not a dump file: json: unknown field "sources"`,
+		`{"format":"lowwater-checkpoints/1","checkpoints":[` + a + `,{"pchannel":"b","wal":"kafka","checkpoint":"kafka:2","t":1}]}`: `standard input: not a dump file: checkpoint 1: json: unknown field "t"`,
+		// Not a dump's shape.
+		`[]`: "standard input: not a dump file: not a JSON object",
+		`{"format":"lowwater-checkpoints/1","checkpoints":{}}`:                    "standard input: not a dump file: checkpoints: not a JSON array",
+		`{"format":"lowwater-checkpoints/1","checkpoints":[` + a + `,"b"]}`:       "standard input: not a dump file: checkpoint 1: json: cannot unmarshal string into Go value of type cli.dumpEntry",
+		`{"format":"lowwater-checkpoints/1","checkpoints":[` + a + `,` + a + `]}`: `standard input: checkpoint 1 ("a"): pchannel given twice`,
+	} {
+		entries, err := read(doc)
+		require.EqualError(t, err, want, doc)
+		require.Nil(t, entries)
+		var ue *usageError
+		require.ErrorAs(t, err, &ue)
+		require.True(t, ue.inFile)
+	}
+
+	// A dump cut anywhere is no dump.
+	whole := `{"format":"lowwater-checkpoints/1","checkpoints":[` + a + `,` + b + `]}`
+	for n := range len(whole) {
+		entries, err := read(whole[:n])
+		require.ErrorContains(t, err, "standard input: not a dump file: ", whole[:n])
+		require.Nil(t, entries)
+	}
+}
