@@ -84,8 +84,10 @@ Commands:
   dump [FILE]              write every record as JSON (stdout: no FILE, or -)
   restore FILE             write the records of a dump (stdin: -); raises
                            only, as set; creates a bbolt file that does
-                           not exist. A dump holds 1 GiB at most; each
-                           record is one write, so a big one needs a
+                           not exist. A dump holds 1 GiB at most. On
+                           bbolt the writes share commits, but for the
+                           deletes of a forced lowering; on etcd each
+                           record is one write, so a big dump needs a
                            longer --timeout (run again, it goes on)
 
 Write flags (set, delete, restore), after the command:

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/wal"
@@ -496,30 +497,141 @@ func restore(ctx context.Context, e *env, args []string) error {
 		_, err := e.stdout.Write(out.Bytes())
 		return err
 	}
+	done, errs := s.writeAll(ctx, entries, byName, acts, ids, e.opts.force)
 	written := 0
 	for i, de := range entries {
-		en := (*persistence.Entry)(nil)
-		if v, ok := byName[de.PChannel]; ok {
-			en = &v
-		}
-		if acts[i] != unchanged {
-			err := s.write(ctx, de.PChannel, termOf(en), e.opts.force, func(c persistence.Catalog) error {
-				return s.apply(ctx, c, de.PChannel, acts[i], ids[i])
-			})
-			if err != nil {
-				if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-					err = context.Cause(ctx) // names --timeout, or the signal
-				}
-				err = fmt.Errorf("after %d of %s: %w", written, count(len(entries), "checkpoint"), err)
-				report(e.stderr, err)
-				_, _ = e.stdout.Write(out.Bytes())
-				return &reportedError{err}
-			}
+		if done[i] {
 			written++
 		}
-		fmt.Fprintln(&out, describe(acts[i], de.PChannel, en, ids[i], false))
+		if acts[i] == unchanged || done[i] {
+			en := (*persistence.Entry)(nil)
+			if v, ok := byName[de.PChannel]; ok {
+				en = &v
+			}
+			fmt.Fprintln(&out, describe(acts[i], de.PChannel, en, ids[i], false))
+		}
+	}
+	if len(errs) > 0 {
+		err := reportFailures(ctx, e.stderr, errs, written, len(entries))
+		_, _ = e.stdout.Write(out.Bytes())
+		return err
 	}
 	fmt.Fprintf(&out, "restored %s into %s (%d written)\n", count(len(entries), "checkpoint"), s.url, written)
 	_, err = e.stdout.Write(out.Bytes())
 	return err
+}
+
+// reportFailures prints the failures of a restore's writes, written of
+// total having been written, and returns the first as reported. Each
+// other failure is printed too when it says something else: a
+// replacement's names the record it may have left deleted. (A batch's
+// commit fails every save in it alike, and a cut every write it stops.)
+func reportFailures(ctx context.Context, stderr io.Writer, errs []error, written, total int) error {
+	var first error
+	seen := map[string]bool{}
+	for _, err := range errs {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			err = context.Cause(ctx) // names --timeout, or the signal
+		}
+		if seen[err.Error()] {
+			continue
+		}
+		seen[err.Error()] = true
+		if first == nil {
+			err = fmt.Errorf("after %d of %s: %w; those written are listed on standard output, and a rerun writes the rest",
+				written, count(total, "checkpoint"), err)
+			first = err
+		}
+		report(stderr, err)
+	}
+	return &reportedError{first}
+}
+
+// restoreWriters bounds the writes of a bbolt restore under way at once.
+// The file is opened for restore with group commit (createFile), whose
+// batch commits at once when a thousand saves have joined it, and
+// otherwise waits 10 ms for more: a thousand writers fill every batch.
+// With a commit a record, a million records took over ten minutes.
+const restoreWriters = 1000
+
+// restoreReplacers bounds the replacements (a delete, then the save it
+// owes) under way at once. At a cut, each of them still waiting for the
+// file must get both done within cleanupGrace (replaceRecord), behind the
+// others: deletes are a commit each.
+const restoreReplacers = 32
+
+// writeAll writes what acts says of entries, and says which it wrote
+// (done): those are durable, whatever the order they ended in. On bbolt up to restoreWriters writes are under way at once, so that
+// they share commits; on etcd one, in its own ownership. After the first
+// failure, or once ctx ends, no write starts; those under way end, and
+// errs holds every failure, the first first.
+//
+// The writers start as one, and each write that ends well adds one, up
+// to restoreWriters: the first commits carry 1, 2, 4… records. A catalog
+// that fails at once fails one record, not a thousand, and a disk that
+// fills part way has taken what fitted.
+func (s *store) writeAll(ctx context.Context, entries []dumpEntry, byName map[string]persistence.Entry,
+	acts []action, ids []wal.MessageID, force bool) (done []bool, errs []error) {
+	limit := restoreWriters
+	if s.etcd != nil {
+		limit = 1
+	}
+	done = make([]bool, len(entries))
+	var (
+		mu      sync.Mutex
+		writers = 1 // guarded by mu
+		wg      sync.WaitGroup
+	)
+	slots := make(chan struct{}, limit)
+	slots <- struct{}{}
+	replacing := make(chan struct{}, restoreReplacers)
+	failed := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(errs) == 0 && ctx.Err() != nil {
+			errs = append(errs, ctx.Err())
+		}
+		return len(errs) > 0
+	}
+	for i, de := range entries {
+		if acts[i] == unchanged {
+			continue
+		}
+		<-slots // a write under way ends on its own, within its bounds
+		if failed() {
+			break
+		}
+		var en *persistence.Entry
+		if v, ok := byName[de.PChannel]; ok {
+			en = &v
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if acts[i] == lower || acts[i] == replace || acts[i] == unordered {
+				replacing <- struct{}{}
+				defer func() { <-replacing }()
+			}
+			err := s.write(ctx, de.PChannel, termOf(en), force, func(c persistence.Catalog) error {
+				return s.apply(ctx, c, de.PChannel, acts[i], ids[i])
+			})
+			mu.Lock()
+			grow := err == nil && writers < limit
+			if err == nil {
+				done[i] = true
+			} else {
+				errs = append(errs, err)
+			}
+			if grow {
+				writers++
+			}
+			mu.Unlock()
+			if grow {
+				slots <- struct{}{}
+			}
+			slots <- struct{}{}
+		}()
+	}
+	wg.Wait()
+	return done, errs
 }

@@ -73,7 +73,7 @@ type mode int
 const (
 	readOnly   mode = iota // shared lock; the file must exist
 	readWrite              // exclusive lock; the file must exist
-	createFile             // exclusive lock; a missing file is created
+	createFile             // exclusive lock; a missing file is created; saves share commits (restore's)
 	dryCreate              // as readOnly, and a missing file reads as empty
 )
 
@@ -108,7 +108,7 @@ func (e *env) open(ctx context.Context, m mode) (_ *store, err error) {
 				return nil, fmt.Errorf("bbolt file: %w", err)
 			}
 		}
-		b, err := openBolt(ctx, u.Path, e.opts.bucket, m == readOnly || m == dryCreate, e.opts.lockTimeout)
+		b, err := openBolt(ctx, u.Path, e.opts.bucket, m == readOnly || m == dryCreate, m == createFile, e.opts.lockTimeout)
 		if errors.Is(err, persistence.ErrLocked) && ctx.Err() == nil {
 			return nil, fmt.Errorf("%s is locked by another process, most likely a running "+
 				"lowwater node: stop it first (waited %v, see --lock-timeout)", u.Path, e.opts.lockTimeout)
@@ -172,12 +172,16 @@ const lockPoll = 100 * time.Millisecond
 // A write goes only to a file that holds the bucket already, or to a new
 // file: a mistyped --bucket is not made into a new, empty catalog beside
 // the real one.
-func openBolt(ctx context.Context, path, bucket string, readOnly bool, lockTimeout time.Duration) (*persistence.Bolt, error) {
+//
+// With group, saves under way together share one commit and one fsync
+// (persistence.WithGroupCommit): restore's many writers.
+func openBolt(ctx context.Context, path, bucket string, readOnly, group bool, lockTimeout time.Duration) (*persistence.Bolt, error) {
 	deadline := time.Now().Add(lockTimeout)
 	for locked := false; ; locked = true {
 		step := min(time.Until(deadline), lockPoll)
 		b, err := openAttempt(ctx, path, persistence.WithBucket(bucket), persistence.WithReadOnly(readOnly),
-			persistence.WithExistingBucket(true), persistence.WithOpenTimeout(max(step, time.Millisecond)))
+			persistence.WithExistingBucket(true), persistence.WithOpenTimeout(max(step, time.Millisecond)),
+			persistence.WithGroupCommit(group))
 		if errors.Is(err, errOpenCut) {
 			if locked {
 				return nil, fmt.Errorf("waiting for the lock of %s: %w", path, context.Cause(ctx))

@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -544,6 +546,49 @@ func TestLostOutputHidesNoFailure(t *testing.T) {
 	require.NoError(t, os.WriteFile(lower, []byte(strings.Replace(string(data), `"kafka:1"}`, `"kafka:0"}`, 1)), 0o600))
 	wantCode(t, on(t, "bolt:"+dst, "set", "p00000", "kafka:5"), cli.ExitOK)
 	wantCode(t, lwWith(t, closedPipe(t), -1, "--catalog", "bolt:"+dst, "restore", lower, "--dry-run"), cli.ExitRefused, "refused: ")
+}
+
+// A bbolt restore whose writes share commits, failing part way (the file
+// size limit stands in for a full disk), counts only the records it
+// wrote, whatever order they were written in: it lists them, each is in
+// the file, and a rerun writes the rest.
+func TestRestoreFailingPartWayResumes(t *testing.T) {
+	const n = 20000
+	dir := t.TempDir()
+	file := filepath.Join(dir, "dump.json")
+	writeDump(t, file, n)
+	dst := filepath.Join(dir, "dst.db")
+	r := lwWith(t, nil, 2048, "--catalog", "bolt:"+dst, "restore", file) // 1 MiB
+	require.Equal(t, cli.ExitFailed, r.code, "%s", r)
+	m := regexp.MustCompile(`after ([0-9]+) of 20000 checkpoints: .*file too large; ` +
+		`those written are listed on standard output, and a rerun writes the rest\n`).FindStringSubmatch(r.stderr)
+	require.NotNil(t, m, "%s", r)
+	written, err := strconv.Atoi(m[1])
+	require.NoError(t, err)
+	require.Greater(t, written, 0)
+	require.Less(t, written, n)
+	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+	require.Len(t, lines, written, "%s", r)
+	got := stored(t, dst)
+	require.Len(t, got, written, "a commit that failed wrote none of its records")
+	last := -1
+	for _, line := range lines {
+		var i, id int
+		_, err := fmt.Sscanf(line, "p%05d: created at kafka:%d", &i, &id)
+		require.NoError(t, err, line)
+		require.Greater(t, i, last, "not in the dump's order")
+		last = i
+		require.Equal(t, i+1, id, line)
+		require.Equal(t, wal.KafkaID(id), got[fmt.Sprintf("p%05d", i)], line)
+	}
+
+	wantCode(t, on(t, "bolt:"+dst, "restore", file), cli.ExitOK,
+		fmt.Sprintf("restored 20000 checkpoints into bbolt file %s (%d written)", dst, n-written))
+	got = stored(t, dst)
+	require.Len(t, got, n)
+	for i := range n {
+		require.Equal(t, wal.KafkaID(i+1), got[fmt.Sprintf("p%05d", i)])
+	}
 }
 
 func TestDumpRestoreBoltToBolt(t *testing.T) {

@@ -1,0 +1,92 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lowwater/lowwater/internal/catalogurl"
+	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/wal"
+)
+
+// cutAtSave ends the command (a Ctrl-C) as its save number at begins.
+type cutAtSave struct {
+	*persistence.Memory
+	at    int64
+	saves atomic.Int64
+	cut   func()
+}
+
+func (c *cutAtSave) Save(ctx context.Context, pchannel string, id wal.MessageID) error {
+	if c.saves.Add(1) == c.at {
+		c.cut()
+	}
+	return c.Memory.Save(ctx, pchannel, id)
+}
+
+// A restore cut short part way, its writes under way together and ending
+// in any order, counts as written only what is stored, and starts no
+// write once it knows of the cut.
+func TestRestoreCutPartWayCountsWhatItWrote(t *testing.T) {
+	const n = 5000
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cat := &cutAtSave{Memory: persistence.NewMemory(), at: 300, cut: cancel}
+	s := newStore(ctx, catalogurl.URL{}, io.Discard)
+	defer s.end()
+	s.cat = cat
+	entries, acts, ids := make([]dumpEntry, n), make([]action, n), make([]wal.MessageID, n)
+	for i := range n {
+		entries[i], acts[i], ids[i] = dumpEntry{PChannel: fmt.Sprintf("p%05d", i)}, create, wal.KafkaID(i+1)
+	}
+
+	done, errs := s.writeAll(ctx, entries, nil, acts, ids, false)
+	require.NotEmpty(t, errs)
+	require.ErrorIs(t, errs[0], context.Canceled)
+	stored, err := cat.LoadAll(context.Background())
+	require.NoError(t, err)
+	written := 0
+	for i, d := range done {
+		if d {
+			written++
+			require.Equal(t, wal.KafkaID(i+1), stored[entries[i].PChannel])
+		}
+	}
+	require.Len(t, stored, written)
+	require.Less(t, written, int(cat.at))
+	require.LessOrEqual(t, cat.saves.Load(), cat.at+restoreWriters, "writes started after the cut was known")
+}
+
+// Every failure that says something else is reported, the first with the
+// count: several replacements under way may each leave a record deleted.
+func TestRestoreReportsEachDistinctFailure(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(errors.New("interrupt signal received"))
+	down := errors.New("disk full")
+	var stderr bytes.Buffer
+	err := reportFailures(ctx, &stderr, []error{
+		context.Canceled,
+		fmt.Errorf("p1: its record was deleted and kafka:1 not written: 'set p1 kafka:1' writes it: %w", down),
+		context.Canceled,
+		down,
+		fmt.Errorf("p2: its record was deleted and kafka:2 not written: 'set p2 kafka:2' writes it: %w", down),
+		down,
+	}, 7, 10)
+	var re *reportedError
+	require.ErrorAs(t, err, &re)
+	require.EqualError(t, err, "after 7 of 10 checkpoints: interrupt signal received; "+
+		"those written are listed on standard output, and a rerun writes the rest")
+	require.Equal(t, "lowwater: after 7 of 10 checkpoints: interrupt signal received; "+
+		"those written are listed on standard output, and a rerun writes the rest\n"+
+		"lowwater: p1: its record was deleted and kafka:1 not written: 'set p1 kafka:1' writes it: disk full\n"+
+		"lowwater: disk full\n"+
+		"lowwater: p2: its record was deleted and kafka:2 not written: 'set p2 kafka:2' writes it: disk full\n",
+		stderr.String())
+}

@@ -1,0 +1,91 @@
+package cli_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/lowwater/lowwater/cli"
+)
+
+// dumpOf writes a dump of n pchannels, p00000 on, whose checkpoints are
+// kafka:from on, and returns its path.
+func dumpOf(t *testing.T, n, from int) string {
+	t.Helper()
+	var d strings.Builder
+	d.WriteString(`{"format":"lowwater-checkpoints/1","checkpoints":[`)
+	for i := range n {
+		if i > 0 {
+			d.WriteString(",")
+		}
+		fmt.Fprintf(&d, `{"pchannel":"p%05d","wal":"kafka","checkpoint":"kafka:%d"}`, i, from+i)
+	}
+	d.WriteString("]}")
+	path := filepath.Join(t.TempDir(), "dump.json")
+	require.NoError(t, os.WriteFile(path, []byte(d.String()), 0o600))
+	return path
+}
+
+// commits is how many write transactions the bbolt file at path has
+// committed: its last transaction's ID.
+func commits(t *testing.T, path string) int {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	require.NoError(t, err)
+	defer db.Close()
+	var id int
+	require.NoError(t, db.View(func(tx *bolt.Tx) error { id = tx.ID(); return nil }))
+	return id
+}
+
+// TestBigRestoreSharesCommits: a bbolt restore's writes share commits, and
+// print, store and count as they did one commit each. A commit each, a
+// million records took over 20 minutes, far past the default --timeout.
+func TestBigRestoreSharesCommits(t *testing.T) {
+	const n = 20000
+	url, path := boltWith(t, nil)
+	before := commits(t, path)
+	stdout, stderr, code := runSplit(t, url, "restore", dumpOf(t, n, 10))
+	require.Equal(t, cli.ExitOK, code, stderr)
+	var want strings.Builder
+	for i := range n {
+		fmt.Fprintf(&want, "p%05d: created at kafka:%d\n", i, 10+i)
+	}
+	fmt.Fprintf(&want, "restored %d checkpoints into bbolt file %s (%d written)\n", n, path, n)
+	require.Equal(t, want.String(), stdout)
+	require.Less(t, commits(t, path)-before, n/50)
+	got := storedIn(t, path)
+	require.Len(t, got, n)
+	for i := range n {
+		require.Equal(t, fmt.Sprintf("kafka:%d", 10+i), got[fmt.Sprintf("p%05d", i)])
+	}
+
+	// A forced lowering deletes each record, then saves it: a commit per
+	// delete, and the saves shared (a replacement at a time took two).
+	const lowered = 500
+	before = commits(t, path)
+	stdout, stderr, code = runSplit(t, url, "restore", "--force", dumpOf(t, lowered, 0))
+	require.Equal(t, cli.ExitOK, code, stderr)
+	want.Reset()
+	for i := range lowered {
+		fmt.Fprintf(&want, "p%05d: LOWERED from kafka:%d to kafka:%d\n", i, 10+i, i)
+	}
+	fmt.Fprintf(&want, "restored %d checkpoints into bbolt file %s (%d written)\n", lowered, path, lowered)
+	require.Equal(t, want.String(), stdout)
+	require.Less(t, commits(t, path)-before, 2*lowered)
+	got = storedIn(t, path)
+	require.Len(t, got, n)
+	for i := range n {
+		want := 10 + i
+		if i < lowered {
+			want = i
+		}
+		require.Equal(t, fmt.Sprintf("kafka:%d", want), got[fmt.Sprintf("p%05d", i)])
+	}
+}
