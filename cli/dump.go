@@ -530,8 +530,12 @@ func reportFailures(ctx context.Context, stderr io.Writer, errs []error, written
 	var first error
 	seen := map[string]bool{}
 	for _, err := range errs {
-		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-			err = context.Cause(ctx) // names --timeout, or the signal
+		// A cut names --timeout, or the signal; but a replacement cut
+		// between its delete and its save says which record it left
+		// deleted, and how to write it (outcomeError).
+		var said *outcomeError
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) && !errors.As(err, &said) {
+			err = context.Cause(ctx)
 		}
 		if seen[err.Error()] {
 			continue
@@ -561,8 +565,9 @@ const restoreWriters = 1000
 const restoreReplacers = 32
 
 // writeAll writes what acts says of entries, and says which it wrote
-// (done): those are durable, whatever the order they ended in. On bbolt up to restoreWriters writes are under way at once, so that
-// they share commits; on etcd one, in its own ownership. After the first
+// (done): those are durable, whatever the order they ended in. On bbolt
+// up to restoreWriters writes are under way at once, so that they share
+// commits; on etcd one, in its own ownership. After the first
 // failure, or once ctx ends, no write starts; those under way end, and
 // errs holds every failure, the first first.
 //

@@ -90,3 +90,21 @@ func TestRestoreReportsEachDistinctFailure(t *testing.T) {
 		"lowwater: p2: its record was deleted and kafka:2 not written: 'set p2 kafka:2' writes it: disk full\n",
 		stderr.String())
 }
+
+// A replacement cut between its delete and its save says which record it
+// left deleted: the cut's cause does not take the place of that.
+func TestRestoreCutKeepsWhatAReplacementLeft(t *testing.T) {
+	ctx, cancel := context.WithTimeoutCause(context.Background(), 0, fmt.Errorf("%w: --timeout 1s passed", context.DeadlineExceeded))
+	defer cancel()
+	<-ctx.Done()
+	left := &outcomeError{fmt.Errorf("p1: its record was deleted and kafka:1 not written: 'set p1 kafka:1' writes it: %w",
+		context.DeadlineExceeded)}
+	var stderr bytes.Buffer
+	err := reportFailures(ctx, &stderr, []error{context.DeadlineExceeded, left}, 3, 10)
+	require.EqualError(t, err, "after 3 of 10 checkpoints: context deadline exceeded: --timeout 1s passed; "+
+		"those written are listed on standard output, and a rerun writes the rest")
+	require.Equal(t, "lowwater: after 3 of 10 checkpoints: context deadline exceeded: --timeout 1s passed; "+
+		"those written are listed on standard output, and a rerun writes the rest\n"+
+		"lowwater: p1: its record was deleted and kafka:1 not written: 'set p1 kafka:1' writes it: context deadline exceeded\n",
+		stderr.String())
+}
