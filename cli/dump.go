@@ -10,6 +10,8 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/wal"
@@ -129,14 +131,14 @@ func writeNew(path string, data []byte) error {
 // a bad file changes nothing. The file "-" is stdin.
 func readDump(ctx context.Context, stdin io.Reader, path string) ([]dumpEntry, []wal.MessageID, error) {
 	data, err := readWhole(ctx, stdin, path)
-	if err != nil {
-		return nil, nil, err
-	}
 	if path == "-" {
 		path = "standard input" // for the messages below
 	}
-	if len(data) > maxDump {
+	if errors.Is(err, errTooBig) || len(data) > maxDump {
 		return nil, nil, badFile("%s: larger than a dump can be (%d MiB)", path, maxDump>>20)
+	}
+	if err != nil {
+		return nil, nil, err
 	}
 	// Checked between checkpoints, the parse ends soon after ctx; but one
 	// value is decoded whole, in seconds should it fill the file (no dump
@@ -221,7 +223,7 @@ const ctxEvery = 1024
 // as the keys may come in any order.
 func parseDump(ctx context.Context, data []byte, path string) (dumpFile, error) {
 	var d dumpFile
-	notDump := func(err error) error { return badFile("%s: not a dump file: %v", path, err) }
+	notDump := func(err error) error { return badFile("%s: not a dump file: %v", path, endedEarly(err)) }
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if tok, err := dec.Token(); err != nil {
@@ -277,7 +279,7 @@ func parseEntries(ctx context.Context, dec *json.Decoder, data []byte, path stri
 	tok, err := dec.Token()
 	switch {
 	case err != nil:
-		return nil, badFile("%s: not a dump file: %v", path, err)
+		return nil, badFile("%s: not a dump file: %v", path, endedEarly(err))
 	case tok == nil:
 		return nil, nil // null, as encoding/json reads it into a slice
 	case tok != json.Delim('['):
@@ -291,23 +293,36 @@ func parseEntries(ctx context.Context, dec *json.Decoder, data []byte, path stri
 		start := dec.InputOffset()
 		entries = append(entries, dumpEntry{}) // decoded in place
 		if err := dec.Decode(&entries[i]); err != nil {
-			return nil, badFile("%s: not a dump file: checkpoint %d: %v", path, i, err)
+			return nil, badFile("%s: not a dump file: checkpoint %d: %v", path, i, endedEarly(err))
 		}
 		// From the comma before it, if any, which the decoder skips.
 		value := bytes.TrimLeft(data[start:dec.InputOffset()], ", \t\r\n")
 		if err := uniqueKeys(value); err != nil {
-			return nil, badFile("%s: %v", path, err)
+			return nil, badFile("%s: checkpoint %d: %v", path, i, err)
 		}
 	}
 	if _, err := dec.Token(); err != nil {
-		return nil, badFile("%s: not a dump file: %v", path, err)
+		return nil, badFile("%s: not a dump file: %v", path, endedEarly(err))
 	}
 	return entries, nil
 }
 
+// endedEarly names the decoder's end of input for what it means here.
+func endedEarly(err error) error {
+	if err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF) {
+		return errors.New("it ends before the dump does: empty, or cut short")
+	}
+	return err
+}
+
 // uniqueKeys fails on an object in value, JSON that encoding/json has
-// read without error, that gives a key twice.
+// read without error, that gives a key twice, and on a string that is
+// not UTF-8: encoding/json reads a byte that is not, or an escaped half
+// of a surrogate pair, as U+FFFD, and a name so read is another name.
 func uniqueKeys(value []byte) error {
+	if !utf8.Valid(value) {
+		return errNotUTF8
+	}
 	// The keys of the objects open, innermost last, and where each open
 	// object's begin (-1 for an array), in arrays on the stack: a
 	// million checkpoints then cost no allocation here.
@@ -335,8 +350,18 @@ func uniqueKeys(value []byte) error {
 		case '"':
 			j := i + 1
 			for ; value[j] != '"'; j++ {
-				if value[j] == '\\' {
-					j++
+				if value[j] != '\\' {
+					continue
+				}
+				j++
+				if value[j] != 'u' {
+					continue
+				}
+				if r := hexRune(value[j+1:]); utf16.IsSurrogate(r) {
+					if r >= 0xdc00 || !lowHalf(value[j+5:]) {
+						return errNotUTF8
+					}
+					j += 6 // to the low half's u
 				}
 			}
 			if isKey {
@@ -358,6 +383,37 @@ func uniqueKeys(value []byte) error {
 		}
 	}
 	return nil
+}
+
+// errNotUTF8 is uniqueKeys' refusal of a string that is not UTF-8.
+var errNotUTF8 = errors.New("a string that is not UTF-8 (a raw byte, or an escaped half of a surrogate pair), " +
+	"which would be read as U+FFFD: a name so read is another name")
+
+// lowHalf reports whether b begins with the escaped low half of a
+// surrogate pair.
+func lowHalf(b []byte) bool {
+	if len(b) < 6 || b[0] != '\\' || b[1] != 'u' {
+		return false
+	}
+	r := hexRune(b[2:])
+	return r >= 0xdc00 && r <= 0xdfff
+}
+
+// hexRune is the rune of four hex digits, which encoding/json has checked.
+func hexRune(hex []byte) rune {
+	var r rune
+	for _, c := range hex[:4] {
+		switch {
+		case c >= 'a':
+			c -= 'a' - 10
+		case c >= 'A':
+			c -= 'A' - 10
+		default:
+			c -= '0'
+		}
+		r = r<<4 | rune(c)
+	}
+	return r
 }
 
 // givenTwice fails if key is among keys, as encoding/json matches a key
@@ -404,16 +460,24 @@ func readWhole(ctx context.Context, stdin io.Reader, path string) ([]byte, error
 			defer f.Close()
 			r = f
 		}
-		// Read into a buffer of the file's size, where it has one: grown
-		// as io.ReadAll grows it, a dump took twice its size and more.
-		var buf bytes.Buffer
+		// A file is read into a buffer of its size, and one too big is
+		// refused unread; grown as io.ReadAll grows it, a dump took twice
+		// its size and more. A stream's size is known only once read.
 		if f, ok := r.(interface{ Stat() (os.FileInfo, error) }); ok {
 			if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
-				buf.Grow(int(min(fi.Size(), maxDump+1)) + bytes.MinRead)
+				if fi.Size() > maxDump {
+					read <- result{err: errTooBig}
+					return
+				}
+				var buf bytes.Buffer
+				buf.Grow(int(fi.Size()) + bytes.MinRead)
+				_, err := buf.ReadFrom(io.LimitReader(r, maxDump+1))
+				read <- result{buf.Bytes(), err}
+				return
 			}
 		}
-		_, err := buf.ReadFrom(io.LimitReader(r, maxDump+1))
-		read <- result{buf.Bytes(), err}
+		data, err := io.ReadAll(io.LimitReader(r, maxDump+1))
+		read <- result{data, err}
 	}()
 	select {
 	case res := <-read:
@@ -426,6 +490,9 @@ func readWhole(ctx context.Context, stdin io.Reader, path string) ([]byte, error
 // maxDump bounds what restore reads: a dump of a million pchannels is a
 // few hundred MiB.
 const maxDump = 1 << 30
+
+// errTooBig is readWhole's refusal of a file larger than maxDump.
+var errTooBig = errors.New("larger than a dump can be")
 
 // restore writes a dump, pchannel by pchannel, with set's rules. Every
 // write is planned first: if any is refused, nothing is written.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -116,9 +118,9 @@ func TestReadDumpChecksStreamed(t *testing.T) {
 		`{"checkpoints":[` + a + `]}`: `standard input: format "", want "lowwater-checkpoints/1"`,
 		// A key given twice, as encoding/json matches keys, in a
 		// checkpoint, the first or a later one, and in the whole.
-		`{"format":"lowwater-checkpoints/1","checkpoints":[{"pchannel":"a","wal":"kafka","checkpoint":"kafka:1","PChannel":"b"}]}`:                                  `standard input: key "PChannel" given twice in one object`,
-		`{"format":"lowwater-checkpoints/1","checkpoints":[` + a + `,{"pchannel":"b","\u0070channel":"c","wal":"kafka","checkpoint":"kafka:2"}]}`:                   `standard input: key "pchannel" given twice in one object`,
-		`{"format":"lowwater-checkpoints/1","checkpoints":[` + a + `,` + b + `,{"pchannel":"c","wal":"kafka","checkpoint":"kafka:1","chec\u212apoint":"kafka:9"}]}`: "standard input: key \"chec\u212apoint\" given twice in one object",
+		`{"format":"lowwater-checkpoints/1","checkpoints":[{"pchannel":"a","wal":"kafka","checkpoint":"kafka:1","PChannel":"b"}]}`:                                  `standard input: checkpoint 0: key "PChannel" given twice in one object`,
+		`{"format":"lowwater-checkpoints/1","checkpoints":[` + a + `,{"pchannel":"b","\u0070channel":"c","wal":"kafka","checkpoint":"kafka:2"}]}`:                   `standard input: checkpoint 1: key "pchannel" given twice in one object`,
+		`{"format":"lowwater-checkpoints/1","checkpoints":[` + a + `,` + b + `,{"pchannel":"c","wal":"kafka","checkpoint":"kafka:1","chec\u212apoint":"kafka:9"}]}`: "standard input: checkpoint 2: key \"chec\u212apoint\" given twice in one object",
 		`{"format":"lowwater-checkpoints/1","checkpoints":[` + a + `],"ſource":"x","Source":"y"}`:                                                                   `standard input: key "Source" given twice in one object`,
 		`{"checkpoints":[` + a + `],"format":"lowwater-checkpoints/1","checkpoints":[` + b + `]}`:                                                                   `standard input: key "checkpoints" given twice in one object`,
 		`{"format":"other/2","checkpoints":[` + a + `],"Format":"lowwater-checkpoints/1"}`:                                                                          `standard input: key "Format" given twice in one object`,
@@ -142,11 +144,50 @@ func TestReadDumpChecksStreamed(t *testing.T) {
 		require.True(t, ue.inFile)
 	}
 
+	// A name that is not UTF-8 would be read as another, U+FFFD in its
+	// place: refused, whether its bytes or its escapes say so.
+	notUTF8 := "standard input: checkpoint 1: a string that is not UTF-8 (a raw byte, or an escaped half of a surrogate pair), " +
+		"which would be read as U+FFFD: a name so read is another name"
+	for _, name := range []string{"a\xffb", `\ud800`, `x\ud800y`, `\udc00`, `\ud800\u0041`, `\ud83d`} {
+		doc := `{"format":"lowwater-checkpoints/1","checkpoints":[` + a + `,{"pchannel":"` + name + `","wal":"kafka","checkpoint":"kafka:1"}]}`
+		entries, err := read(doc)
+		require.EqualError(t, err, notUTF8, doc)
+		require.Nil(t, entries)
+	}
+	// A pair of halves, an escaped backslash before a u, and U+FFFD
+	// itself are names as written.
+	for text, name := range map[string]string{`\ud83d\ude00`: "\U0001F600", `a\\ud800`: `a\ud800`, "\ufffd": "\ufffd", `\uFFFD`: "\ufffd"} {
+		doc := `{"format":"lowwater-checkpoints/1","checkpoints":[{"pchannel":"` + text + `","wal":"kafka","checkpoint":"kafka:1"}]}`
+		entries, err := read(doc)
+		require.NoError(t, err, doc)
+		require.Equal(t, name, entries[0].PChannel, doc)
+	}
+
 	// A dump cut anywhere is no dump.
 	whole := `{"format":"lowwater-checkpoints/1","checkpoints":[` + a + `,` + b + `]}`
+	for _, cut := range []string{"", whole[:1], whole[:len(whole)-2], whole[:len(whole)-1]} {
+		_, err := read(cut)
+		require.EqualError(t, err, "standard input: not a dump file: it ends before the dump does: empty, or cut short", cut)
+	}
 	for n := range len(whole) {
 		entries, err := read(whole[:n])
 		require.ErrorContains(t, err, "standard input: not a dump file: ", whole[:n])
 		require.Nil(t, entries)
 	}
+}
+
+// A file larger than a dump can be is refused by its size, unread: a
+// sparse file of a few GiB took seconds and a GiB of memory to refuse.
+func TestReadDumpRefusesABigFileUnread(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "big.json")
+	f, err := os.Create(path)
+	require.NoError(t, err)
+	require.NoError(t, f.Truncate(4*maxDump))
+	require.NoError(t, f.Close())
+	entries, _, err := readDump(context.Background(), nil, path)
+	require.EqualError(t, err, path+": larger than a dump can be (1024 MiB)")
+	require.Nil(t, entries)
+	var ue *usageError
+	require.ErrorAs(t, err, &ue)
+	require.True(t, ue.inFile)
 }
