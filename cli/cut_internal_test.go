@@ -186,3 +186,39 @@ func TestLayoutEndsWithTheCommand(t *testing.T) {
 		require.NoFileExists(t, file, c.args)
 	}
 }
+
+// afterWrite runs then once the write it wraps returned.
+type afterWrite struct {
+	persistence.Inspector
+	then func()
+}
+
+func (a afterWrite) Save(ctx context.Context, pchannel string, id wal.MessageID) error {
+	defer a.then()
+	return a.Inspector.Save(ctx, pchannel, id)
+}
+
+// A command that cannot revoke its etcd session (etcd stopped answering)
+// leaves its owner keys behind for the lease's time, which the same
+// command run again takes for a running node's: it says so.
+func TestUnrevokedSessionIsReported(t *testing.T) {
+	srv := etcdtest.StartServer(t)
+	eps := srv.Endpoints()
+	catalog := "--catalog=etcd://" + strings.TrimPrefix(eps[0], "http://") + "/cli"
+	client, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	require.NoError(t, err)
+	defer client.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// An owner key put by hand: --force writes around it, through the
+	// catalog the command opened, once its session is made.
+	_, err = client.Put(ctx, "cli/wal/p/owner", "by hand")
+	require.NoError(t, err)
+
+	hookOpened(t, func(i persistence.Inspector) persistence.Inspector { return afterWrite{i, srv.Stop} })
+	out, errs, code := runMain(context.Background(), catalog, "set", "--force", "p", "kafka:9")
+	require.Equal(t, ExitOK, code, errs)
+	require.Equal(t, "p: created at kafka:9\n", out)
+	require.Regexp(t, `\nwarning: this command's etcd lease [0-9a-f]+ was not revoked \(context deadline exceeded\): `+
+		`what it owned stays owned for up to 10 s, and a write to it until then is refused as owned\n$`, errs)
+}

@@ -385,7 +385,12 @@ func (s *store) close() {
 		// stay for the session's TTL.
 		s.session.Orphan()
 		ctx, cancel := context.WithTimeout(s.grace, cleanupGrace)
-		_, _ = s.etcd.Client().Revoke(ctx, s.session.Lease())
+		if _, err := s.etcd.Client().Revoke(ctx, s.session.Lease()); err != nil {
+			// Else the tool's own owner keys read as a node's, and the
+			// same command run again is refused as owned.
+			fmt.Fprintf(s.stderr, "warning: this command's etcd lease %x was not revoked (%v): what it owned "+
+				"stays owned for up to %d s, and a write to it until then is refused as owned\n", s.session.Lease(), err, sessionTTL)
+		}
 		cancel()
 	}
 	_ = s.cat.Close()
