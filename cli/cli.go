@@ -85,8 +85,7 @@ Commands:
   restore FILE             write the records of a dump (stdin: -); raises
                            only, as set; creates a bbolt file that does
                            not exist. A dump holds 1 GiB at most. On
-                           bbolt the writes share commits, but for the
-                           deletes of a forced lowering; on etcd each
+                           bbolt the writes share commits; on etcd each
                            record is one write, so a big dump needs a
                            longer --timeout (run again, it goes on)
 

@@ -625,12 +625,6 @@ func reportFailures(ctx context.Context, stderr io.Writer, errs []error, written
 // With a commit a record, a million records took over ten minutes.
 const restoreWriters = 1000
 
-// restoreReplacers bounds the replacements (a delete, then the save it
-// owes) under way at once. At a cut, each of them still waiting for the
-// file must get both done within cleanupGrace (replaceRecord), behind the
-// others: deletes are a commit each.
-const restoreReplacers = 32
-
 // writeAll writes what acts says of entries, and says which it wrote
 // (done): those are durable, whatever the order they ended in. On bbolt
 // up to restoreWriters writes are under way at once, so that they share
@@ -656,7 +650,6 @@ func (s *store) writeAll(ctx context.Context, entries []dumpEntry, byName map[st
 	)
 	slots := make(chan struct{}, limit)
 	slots <- struct{}{}
-	replacing := make(chan struct{}, restoreReplacers)
 	failed := func() bool {
 		mu.Lock()
 		defer mu.Unlock()
@@ -680,10 +673,6 @@ func (s *store) writeAll(ctx context.Context, entries []dumpEntry, byName map[st
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if acts[i] == lower || acts[i] == replace || acts[i] == unordered {
-				replacing <- struct{}{}
-				defer func() { <-replacing }()
-			}
 			err := s.write(ctx, de.PChannel, termOf(en), force, func(c persistence.Catalog) error {
 				return s.apply(ctx, c, de.PChannel, acts[i], ids[i])
 			})

@@ -324,14 +324,18 @@ type emptyName struct{ *etcdcatalog.Catalog }
 
 func (c emptyName) Delete(ctx context.Context, _ string) error { return c.DeleteEmptyName(ctx) }
 
-// replaceRecord deletes pchannel's record and writes id in its place, as
-// a lowering or a replacement must (Save refuses them). Once the delete
-// is sent the write is owed, and both run under grace: a --timeout or a
+// replaceRecord writes id in place of pchannel's record, as a lowering or
+// a replacement must (Save refuses them): in one write where the catalog
+// can (a replacer), else as a delete and then a save. Once the delete is
+// sent the save is owed, and both run under grace: a --timeout or a
 // signal during the delete (applied, its reply lost) or between the two
 // lost the checkpoint.
 func (s *store) replaceRecord(ctx context.Context, c persistence.Catalog, pchannel string, id wal.MessageID) error {
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if r, ok := c.(replacer); ok {
+		return r.Replace(ctx, pchannel, id)
 	}
 	if err := c.Delete(s.grace, pchannel); err != nil {
 		// A failed delete may have been applied all the same: what is
@@ -350,6 +354,13 @@ func (s *store) replaceRecord(ctx context.Context, c persistence.Catalog, pchann
 			shown(pchannel), shownID(id), shown(pchannel), shownID(id), err)}
 	}
 	return nil
+}
+
+// replacer is a catalog that replaces a record in one write, leaving no
+// moment without it (persistence.Bolt): replaceRecord's delete and save
+// are then one.
+type replacer interface {
+	Replace(ctx context.Context, pchannel string, id wal.MessageID) error
 }
 
 // outcomeError is a failed write that says what it left of the record:

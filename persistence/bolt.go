@@ -762,7 +762,7 @@ func (b *Bolt) Save(ctx context.Context, pchannel string, checkpoint wal.Message
 		return err
 	}
 	if b.group != nil {
-		return b.saveGrouped(pchannel, checkpoint, raw)
+		return b.saveGrouped(&batchedSave{pchannel: pchannel, checkpoint: checkpoint, raw: raw})
 	}
 	if err := b.takeTurn(ctx); err != nil {
 		return err

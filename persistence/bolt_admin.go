@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/lowwater/lowwater/wal"
 )
 
 var _ Inspector = (*Bolt)(nil)
@@ -36,6 +38,57 @@ func (b *Bolt) Delete(ctx context.Context, pchannel string) error {
 		return b.writeFailed("delete", err)
 	}
 	b.forgetMisplaced(pchannel)
+	return nil
+}
+
+// Replace writes checkpoint as the record of pchannel whatever is stored
+// there: a record above it, of another WAL, or one that cannot be read.
+// It is an operator's repair (lowwater set --force), which Save refuses
+// by design. One write transaction does it, not a Delete and a Save, so
+// that neither a crash nor a reader finds the record gone in between;
+// under WithGroupCommit it joins a batch as a Save does, and a restore's
+// many replacements share commits.
+func (b *Bolt) Replace(ctx context.Context, pchannel string, checkpoint wal.MessageID) error {
+	if err := b.enter(ctx); err != nil {
+		return err
+	}
+	defer b.exit()
+	if err := b.writable("replace", pchannel); err != nil {
+		return err
+	}
+	if err := CheckSaveArgs(pchannel, checkpoint); err != nil {
+		return err
+	}
+	raw, err := EncodeRecord(pchannel, Record{Checkpoint: checkpoint})
+	if err != nil {
+		return err
+	}
+	if b.group != nil {
+		err = b.saveGrouped(&batchedSave{pchannel: pchannel, checkpoint: checkpoint, raw: raw, replace: true})
+	} else {
+		err = b.replaceAlone(ctx, pchannel, raw)
+	}
+	if err != nil {
+		return err
+	}
+	b.forgetMisplaced(pchannel) // its key holds a record that reads now
+	return nil
+}
+
+// replaceAlone is Replace in a write transaction of its own.
+func (b *Bolt) replaceAlone(ctx context.Context, pchannel string, raw []byte) error {
+	if err := b.takeTurn(ctx); err != nil {
+		return err
+	}
+	defer b.releaseTurn()
+	err := b.guard("replace", func() error {
+		return b.db.Update(func(tx *bolt.Tx) error {
+			return tx.Bucket(b.bucket).Put([]byte(pchannel), raw)
+		})
+	})
+	if err != nil {
+		return b.writeFailed("replace", err)
+	}
 	return nil
 }
 

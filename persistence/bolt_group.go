@@ -69,6 +69,8 @@ type batchedSave struct {
 	// done, if set, is StartSave's: it is told the outcome once the
 	// batch is committed. A Save without it waits for the batch's done.
 	done func(error)
+	// replace writes raw whatever is stored (Replace).
+	replace bool
 	// err is the save's outcome: nil once durable, its refusal, or the
 	// failure of the whole commit.
 	err error
@@ -131,8 +133,8 @@ func (g *groupCommit) take(bt *batch) bool {
 // saveGrouped is Save under WithGroupCommit. The caller has entered, and
 // exits once this returns: the file stays open for the commit, wherever
 // it runs.
-func (b *Bolt) saveGrouped(pchannel string, checkpoint wal.MessageID, raw []byte) error {
-	bt, i, full := b.group.join(&batchedSave{pchannel: pchannel, checkpoint: checkpoint, raw: raw})
+func (b *Bolt) saveGrouped(s *batchedSave) error {
+	bt, i, full := b.group.join(s)
 	if full {
 		b.commit(bt)
 	}
@@ -165,6 +167,10 @@ func (b *Bolt) commit(bt *batch) {
 			for i := range bt.saves {
 				s := &bt.saves[i]
 				key = append(key[:0], s.pchannel...)
+				if s.replace {
+					s.err = w.bucket.Put(key, s.raw)
+					continue
+				}
 				refused, err := w.put(key, s.pchannel, s.checkpoint, s.raw)
 				if err == nil {
 					err = refused
