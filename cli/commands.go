@@ -270,7 +270,7 @@ func verify(ctx context.Context, e *env, _ []string) error {
 		return err
 	}
 	for _, k := range stray {
-		fmt.Fprintf(e.stdout, "STRAY  %s: neither a record nor an owner key\n", shown(k))
+		fmt.Fprintf(e.stdout, "STRAY  %s: neither a record nor an owner key\n", shownKey(k))
 	}
 	fmt.Fprintf(e.stdout, "%s, %d unreadable", count(len(entries), "record"), unread)
 	if len(stray) > 0 {

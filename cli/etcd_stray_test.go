@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -93,4 +94,14 @@ lowwater: 1 stray key under cli/wal/
 	require.Equal(t, cli.ExitOK, code, stderr)
 	require.Equal(t, before["[list]"], stdout)
 	require.Equal(t, "warning: 1 stray key under cli/wal/ (neither a record nor an owner key): run verify\n", stderr)
+
+	// A key of 100 KiB is shown by its head and its length: the operator
+	// finds it by that, and a screenful of it helps no one.
+	_, err = client.Delete(ctxT(t), "cli/wal/p/owner/extra")
+	require.NoError(t, err)
+	_, err = client.Put(ctxT(t), "cli/wal/é"+strings.Repeat("x", 100<<10), "another writer's")
+	require.NoError(t, err)
+	out, code = run(t, catalog, "verify")
+	require.Equal(t, cli.ExitCorrupt, code, out)
+	require.True(t, strings.HasPrefix(out, "STRAY  cli/wal/é"+strings.Repeat("x", 54)+"… (102410 bytes): neither a record nor an owner key\n"), out)
 }

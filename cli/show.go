@@ -114,3 +114,18 @@ func escapeJSON(b []byte) []byte {
 	}
 	return out
 }
+
+// shownKey is a stray key as verify shows it: whole, or, past a line's
+// worth, its head and its length. No command takes a stray key back, and
+// the operator who looks for what wrote it needs no more.
+func shownKey(k string) string {
+	const head = 64
+	if len(k) <= 2*head {
+		return shown(k)
+	}
+	cut := head
+	for cut > 0 && !utf8.RuneStart(k[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes)", shown(k[:cut]), len(k))
+}
