@@ -19,6 +19,9 @@ import (
 	"github.com/charmbracelet/x/ansi"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
 
 	"github.com/lowwater/lowwater/internal/catalogurl"
 	"github.com/lowwater/lowwater/internal/etcdaccess"
@@ -410,6 +413,61 @@ func TestChartNearLastOffset(t *testing.T) {
 	}
 	tl.healAt, tl.stopAt = 2*time.Second, 3*time.Second
 	assert.NoError(t, writeChart(filepath.Join(t.TempDir(), "c.svg"), "t", tl))
+}
+
+// Near the largest offset the y axis names exact offsets, none above the
+// largest or below the lowest shown, and draws offsets a few apart apart:
+// as float64s they round by 1024 there, and the labels made from them
+// named offsets past the largest. Offsets from 0 keep gonum's ticks.
+func TestChartAxisNearLastOffset(t *testing.T) {
+	const m = lastOffset
+	for _, tc := range []struct {
+		name               string
+		minimum, persisted []wal.KafkaID
+		want               []string
+		apart              [][2]wal.KafkaID // drawn at least a point apart
+	}{
+		{name: "from 0, as gonum draws it", minimum: []wal.KafkaID{12, 1234, 2345}, persisted: []wal.KafkaID{12, 2000},
+			want: []string{"250", "1250", "2250"}},
+		{name: "flat at the end", minimum: []wal.KafkaID{m}, persisted: []wal.KafkaID{m},
+			want: []string{"9223372036854775807"}},
+		{name: "flat 3 below", minimum: []wal.KafkaID{m - 3}, persisted: []wal.KafkaID{m - 3},
+			want: []string{"9223372036854775804"}},
+		{name: "flat 100000 below", minimum: []wal.KafkaID{m - 100000}, persisted: []wal.KafkaID{m - 100000},
+			want: []string{"9223372036854675807"}},
+		{name: "3 apart", minimum: []wal.KafkaID{m - 3, m}, persisted: []wal.KafkaID{m - 3},
+			want:  []string{"9223372036854775804", "9223372036854775805", "9223372036854775806", "9223372036854775807"},
+			apart: [][2]wal.KafkaID{{m - 3, m}}},
+		{name: "100000 apart", minimum: []wal.KafkaID{m - 100000, m - 3, m}, persisted: []wal.KafkaID{m - 100000, m},
+			want:  []string{"9223372036854680000", "9223372036854720000", "9223372036854760000"},
+			apart: [][2]wal.KafkaID{{m - 100000, m}}},
+	} {
+		tl := newTimeline(time.Now(), []string{"p0"})
+		tr := tl.tracks["p0"]
+		for i, v := range tc.minimum {
+			tr.minimum = append(tr.minimum, sample{time.Duration(i) * time.Second, v})
+		}
+		for i, v := range tc.persisted {
+			tr.persisted = append(tr.persisted, sample{time.Duration(i) * time.Second, v})
+		}
+		tl.stopAt = 3 * time.Second
+		p, _, err := panel(tl, "p0")
+		require.NoError(t, err, tc.name)
+		c := draw.New(vgimg.New(10*vg.Inch, 2.3*vg.Inch))
+		p.Draw(c) // settles the axis's range, as writeChart does
+		var labels []string
+		for _, tick := range p.Y.Tick.Marker.Ticks(p.Y.Min, p.Y.Max) {
+			if tick.Label != "" {
+				labels = append(labels, tick.Label)
+			}
+		}
+		assert.Equal(t, tc.want, labels, tc.name)
+		ax := p.Y.Tick.Marker.(offsetAxis)
+		_, y := p.Transforms(&c)
+		for _, a := range tc.apart {
+			assert.GreaterOrEqual(t, float64(y(ax.y(a[1]))-y(ax.y(a[0]))), 1.0, "%s: %d and %d", tc.name, a[0], a[1])
+		}
+	}
 }
 
 // TestRenderDashboardFitsTerminal draws the live view at the sizes of
