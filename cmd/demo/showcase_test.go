@@ -646,7 +646,44 @@ func TestLiveViewAtEnd(t *testing.T) {
 	assert.Equal(t, "p0-v020", cells()["p0"])
 
 	recent := strings.Join(d.view().recent, "\n")
-	assert.Regexp(t, `p0 +at end +minimum kafka:9223372036854775807 is the last offset`, recent)
+	assert.Regexp(t, `p0 +at end +minimum at the last offset: none can pass it`, recent)
 	assert.Regexp(t, `p1 +STALLED +minimum kafka:40 has not risen for 1.5s: p1-v002 holds it back`, recent)
 	assert.NotRegexp(t, `p0 +(STALLED|resumed)`, recent)
+}
+
+// At 80 columns, where the holder column is hidden to fit, a pchannel whose
+// minimum stands at the last offset says "at end" in its state, and the
+// event that says so keeps its key words.
+func TestLiveViewAtEndAt80Columns(t *testing.T) {
+	began := time.Now().Add(-3 * time.Second)
+	names := []string{"p0", "p1", "p2"}
+	d := newDashboard(began, 8*time.Second, liveHeader([]string{
+		"lowwater demo: 3 pchannels x 20 kafka vchannels, 8s, 50 rounds/s, seed 42",
+		"faults: 20% of saves fail, outages 3.2s+1.6s",
+		"catalog: bbolt file /tmp/lowwater-demo-2484912296/lowwater.db",
+	}), nil)
+	d.start("run", names, map[string]int{"p0": 20, "p1": 20, "p2": 20},
+		map[string]wal.MessageID{"p0": lastOffset - 100000, "p1": lastOffset, "p2": lastOffset - 3})
+	f := feed(d.observe)
+	for _, n := range names {
+		h := messages.Header{PChannel: n, At: began.Add(time.Millisecond)}
+		f(&messages.Recovered{Header: h, StartMessageID: d.view().rows[n].minimum, FromCatalog: true})
+	}
+	f(&messages.MinimumAdvanced{Header: messages.Header{PChannel: "p2", At: began.Add(500 * time.Millisecond)},
+		From: lastOffset - 3, To: lastOffset - 1, Holder: "p2-v004"})
+	f(&messages.MinimumStalled{Header: messages.Header{PChannel: "p1", At: began.Add(1001 * time.Millisecond)},
+		Holder: "p1-v003", Checkpoint: lastOffset, Since: began, For: time.Second})
+
+	rates := map[string]float64{"p0": 467, "p1": 538, "p2": 459}
+	frame := ansi.Strip(renderDashboard(d.view(), rates, 80, 24, false))
+	t.Log("\n" + frame)
+	_, hidden := renderTable(d.view(), rates, 80)
+	require.Contains(t, hidden, "HOLDER", "the case this test is for")
+	assert.Regexp(t, `(?m)^│ p1 +│ ● at end +│`, frame)
+	assert.Regexp(t, `(?m)^│ p0 +│ ● ok +│`, frame)
+	assert.Regexp(t, `(?m)^│ p2 +│ ● ok +│`, frame)
+	assert.Regexp(t, `(?m)^ +[0-9.]+s +p1 +at end +minimum at the last offset: none can pass it$`, frame)
+	for _, line := range strings.Split(frame, "\n") {
+		assert.LessOrEqual(t, lipgloss.Width(line), 80, line)
+	}
 }
