@@ -17,6 +17,8 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 	"gonum.org/v1/plot/vg/vgsvg"
+
+	"github.com/lowwater/lowwater/wal"
 )
 
 // maxChartPanels bounds the chart's height: the first pchannels only.
@@ -140,7 +142,8 @@ func panel(tl *timeline, name string) (*plot.Plot, []legendEntry, error) {
 	p.X.Min = 0
 	p.X.Max = max(tl.stopAt, lastAt(t)).Seconds()
 	p.X.Tick.Marker = secondTicks{}
-	p.Y.Tick.Marker = plainTicks{}
+	ax := newOffsetAxis(t.minimum, t.persisted, t.failed)
+	p.Y.Tick.Marker = ax
 	p.Add(plotter.NewGrid())
 
 	spans := make([][2]float64, 0, len(tl.outages))
@@ -160,11 +163,11 @@ func panel(tl *timeline, name string) (*plot.Plot, []legendEntry, error) {
 	}
 	p.Add(stalls)
 
-	minimum, err := stepLine(t.minimum, p.X.Max, colMinimum, 1.2)
+	minimum, err := stepLine(ax.xys(t.minimum), p.X.Max, colMinimum, 1.2)
 	if err != nil {
 		return nil, nil, err
 	}
-	persisted, err := stepLine(t.persisted, p.X.Max, colPersisted, 2.2)
+	persisted, err := stepLine(ax.xys(t.persisted), p.X.Max, colPersisted, 2.2)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -172,19 +175,12 @@ func panel(tl *timeline, name string) (*plot.Plot, []legendEntry, error) {
 
 	var failed *plotter.Scatter
 	if len(t.failed) > 0 {
-		failed, err = plotter.NewScatter(xys(t.failed))
+		failed, err = plotter.NewScatter(ax.xys(t.failed))
 		if err != nil {
 			return nil, nil, err
 		}
 		failed.GlyphStyle = draw.GlyphStyle{Color: colFailed, Radius: 2.5, Shape: draw.CrossGlyph{}}
 		p.Add(failed)
-	}
-	// A pchannel near the largest offset can draw a flat line whose height
-	// gonum's widening by 1 either way leaves flat (float64 steps by 1024
-	// there), and its ticks then panic on the empty range.
-	if p.Y.Min == p.Y.Max {
-		pad := max(1, math.Abs(p.Y.Min)*1e-12)
-		p.Y.Min, p.Y.Max = p.Y.Min-pad, p.Y.Max+pad
 	}
 	if tl.healAt > 0 {
 		p.Add(vline{x: tl.healAt.Seconds(), color: colMarker})
@@ -240,17 +236,94 @@ func lastAt(t *track) (last time.Duration) {
 	return last
 }
 
-func xys(s []sample) plotter.XYs {
+// offsetAxis draws offsets as their distance from base, a round number at
+// or below the lowest one shown: near the largest offset a float64 steps
+// by 1024, so offsets drawn as they are round together, and labels made
+// from such floats name offsets above the largest. Distances stay small,
+// and labels are computed in integers. When the offsets start near 0,
+// base is 0 and the axis is the one the offsets would draw themselves.
+type offsetAxis struct {
+	base wal.KafkaID
+	// lo and hi are the lowest and highest offsets shown, less base.
+	lo, hi uint64
+}
+
+func newOffsetAxis(series ...[]sample) offsetAxis {
+	var lo, hi wal.KafkaID
+	seen := false
+	for _, s := range series {
+		for _, v := range s {
+			if !seen || v.v < lo {
+				lo = v.v
+			}
+			if !seen || v.v > hi {
+				hi = v.v
+			}
+			seen = true
+		}
+	}
+	// unit is the smallest power of ten not below the span (in uint64, as
+	// the span of two int64s may not fit one); base is lo rounded down to
+	// it, or lo itself where that would go below the smallest int64.
+	span := uint64(hi) - uint64(lo)
+	unit := wal.KafkaID(1)
+	for uint64(unit) < span && unit <= math.MaxInt64/10 {
+		unit *= 10
+	}
+	base := lo - lo%unit
+	if base > lo {
+		if base < math.MinInt64+unit {
+			base = lo
+		} else {
+			base -= unit
+		}
+	}
+	return offsetAxis{base: base, lo: uint64(lo) - uint64(base), hi: uint64(hi) - uint64(base)}
+}
+
+// y is where offset v is drawn.
+func (a offsetAxis) y(v wal.KafkaID) float64 { return float64(uint64(v) - uint64(a.base)) }
+
+func (a offsetAxis) xys(s []sample) plotter.XYs {
 	pts := make(plotter.XYs, len(s))
 	for i, v := range s {
-		pts[i].X, pts[i].Y = v.at.Seconds(), float64(v.v)
+		pts[i].X, pts[i].Y = v.at.Seconds(), a.y(v.v)
 	}
 	return pts
 }
 
+func (a offsetAxis) label(d uint64) string {
+	return strconv.FormatInt(int64(a.base+wal.KafkaID(d)), 10)
+}
+
+// Ticks are gonum's default ticks between the lowest and the highest
+// offset shown, labelled only at whole offsets; a flat line, which gonum
+// widens by 1 either way, has one tick: its offset.
+func (a offsetAxis) Ticks(lo, hi float64) []plot.Tick {
+	if a.lo == a.hi {
+		return []plot.Tick{{Value: float64(a.lo), Label: a.label(a.lo)}}
+	}
+	var ticks []plot.Tick
+	for _, t := range (plot.DefaultTicks{}).Ticks(lo, hi) {
+		if t.Value < float64(a.lo) || t.Value > float64(a.hi) {
+			continue
+		}
+		d := uint64(t.Value)
+		switch {
+		case float64(d) != t.Value:
+			t.Label = "" // between two offsets: a minor tick
+		case d < a.lo || d > a.hi:
+			continue // float64(a.lo) or float64(a.hi) rounded
+		case t.Label != "":
+			t.Label = a.label(d)
+		}
+		ticks = append(ticks, t)
+	}
+	return ticks
+}
+
 // stepLine draws a step function that holds its last value until end.
-func stepLine(s []sample, end float64, c color.Color, width vg.Length) (*plotter.Line, error) {
-	pts := xys(s)
+func stepLine(pts plotter.XYs, end float64, c color.Color, width vg.Length) (*plotter.Line, error) {
 	if n := len(pts); n > 0 && pts[n-1].X < end {
 		pts = append(pts, plotter.XY{X: end, Y: pts[n-1].Y})
 	}
@@ -268,7 +341,7 @@ func stepLine(s []sample, end float64, c color.Color, width vg.Length) (*plotter
 }
 
 // plainTicks are gonum's default ticks, labelled without trailing zeros:
-// offsets are integers.
+// the seconds of a long run.
 type plainTicks struct{}
 
 func (plainTicks) Ticks(lo, hi float64) []plot.Tick {

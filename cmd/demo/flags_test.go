@@ -98,6 +98,21 @@ func TestHelpListsExitCodes(t *testing.T) {
 	}
 }
 
+// TestHelpStallAfterDefault: --help gives --stall-after's true default,
+// off unless --stall turns it on, not the 1s that --stall uses.
+func TestHelpStallAfterDefault(t *testing.T) {
+	var out, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"--help"}, &out, &stderr); code != exitOK {
+		t.Fatalf("--help: exit %d", code)
+	}
+	_, entry, _ := strings.Cut(out.String(), "\n  --stall-after ")
+	entry, _, _ = strings.Cut(entry, "\n  --")
+	entry = strings.Join(strings.Fields(entry), " ")
+	if !strings.HasSuffix(entry, "0: off (default: off; 1s with --stall)") || strings.Contains(entry, "(default 1s)") {
+		t.Errorf("--stall-after's help: %q", entry)
+	}
+}
+
 // TestDamagedRecord runs the demo on a bbolt file holding a record that
 // fails its checksum: a damaged store, exit 3, with the tool that repairs
 // it named.

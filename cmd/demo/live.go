@@ -245,12 +245,7 @@ type column struct {
 func liveColumns(rates map[string]float64) []column {
 	return []column{
 		{header: "PCHANNEL", short: "PCHANNEL", cell: func(n string, _ dashRow, _ bool) string { return n }},
-		{header: "STATE", short: "STATE", cell: func(_ string, r dashRow, short bool) string {
-			if short {
-				return stateMarks[r.state] + " " + shortStates[r.state]
-			}
-			return stateMarks[r.state] + " " + r.state
-		}, drop: 6},
+		{header: "STATE", short: "STATE", cell: stateCell, drop: 8},
 		{header: "VCHANNELS", short: "VCH", cell: func(_ string, r dashRow, _ bool) string { return fmt.Sprint(r.vchannels) }, numeric: true, drop: 2},
 		{header: "MINIMUM", short: "MINIMUM", cell: func(_ string, r dashRow, short bool) string { return idCell(r.minimum, short) }, numeric: true},
 		{header: "HOLDER", short: "HOLDER", cell: holderCell, drop: 3},
@@ -262,10 +257,24 @@ func liveColumns(rates map[string]float64) []column {
 			}
 			return fmt.Sprintf("%.2fs", time.Since(r.behindSince).Seconds())
 		}, numeric: true, drop: 1},
-		{header: "SAVES", short: "SAVES", cell: func(_ string, r dashRow, _ bool) string { return fmt.Sprint(r.saves) }, numeric: true, drop: 7},
-		{header: "FAILURES", short: "FAILS", cell: func(_ string, r dashRow, _ bool) string { return fmt.Sprint(r.failures) }, numeric: true, drop: 8},
+		{header: "SAVES", short: "SAVES", cell: func(_ string, r dashRow, _ bool) string { return fmt.Sprint(r.saves) }, numeric: true, drop: 6},
+		{header: "FAILURES", short: "FAILS", cell: func(_ string, r dashRow, _ bool) string { return fmt.Sprint(r.failures) }, numeric: true, drop: 7},
 		{header: "UPDATES/S", short: "UPD/S", cell: func(n string, _ dashRow, _ bool) string { return fmt.Sprintf("%.0f", rates[n]) }, numeric: true, drop: 5},
 	}
+}
+
+// stateCell is the pchannel's state. A narrow table, which hides the
+// holder column first, says "at end" there for a healthy pchannel whose
+// minimum stands at the last offset: it is the one column that stays. So
+// that it does, the counters go before it.
+func stateCell(_ string, r dashRow, short bool) string {
+	switch {
+	case !short:
+		return stateMarks[r.state] + " " + r.state
+	case r.atEnd && r.state == stateHealthy:
+		return stateMarks[r.state] + " at end"
+	}
+	return stateMarks[r.state] + " " + shortStates[r.state]
 }
 
 // holderCell names the vchannel holding the minimum back, and how long

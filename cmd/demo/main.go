@@ -270,7 +270,7 @@ func parseFlags(args []string, help io.Writer) (config, error) {
 	fs.DurationVar(&c.latency, "latency", 0, "delay added to every catalog call")
 	fs.Var(&outages, "outage", "catalog outage `START+LENGTH` since the demo started, e.g. 3s+2s; repeatable; none for no outage (default: one from 40% to 60% of --duration)")
 	fs.Var(&stall, "stall", "freeze one vchannel so that its pchannel's minimum stalls: `VCHANNEL@START[+LENGTH]`, e.g. p0-v003@2s; VCHANNEL is one the run starts with, pP-vNNN (P < --pchannels, NNN < --vchannels); it is never dropped, starts at the minimum and moves as slowly as the slowest vchannel, then stands still from START (since the demo started) for LENGTH, or to the end of the run; the freeze must last --stall-after + 1s within the run; turns on --stall-after, and a check then requires a MinimumStalled naming it (exit 1 if none)")
-	fs.DurationVar(&c.stallAfter, "stall-after", defaultStallAfter, "report a pchannel whose minimum has not risen for this long (actors.WithStallAfter), or that it is \"at end\" when the minimum is the largest Kafka offset, which none can pass; on with --stall, or when given; 0: off")
+	fs.DurationVar(&c.stallAfter, "stall-after", 0, fmt.Sprintf("report a pchannel whose minimum has not risen for this long (actors.WithStallAfter), or that it is \"at end\" when the minimum is the largest Kafka offset, which none can pass; 0: off (default: off; %v with --stall)", defaultStallAfter))
 	fs.Int64Var(&c.seed, "seed", 0, "random seed of the simulation and the faults (0: pick one and print it)")
 	// What to show.
 	fs.StringVar(&c.chart, "chart", "", "write a chart of the minimum and persisted checkpoint of each pchannel over the run to this .svg or .png file")
@@ -319,8 +319,8 @@ func parseFlags(args []string, help io.Writer) (config, error) {
 	}
 	stallAfterSet := false
 	fs.Visit(func(f *flag.Flag) { stallAfterSet = stallAfterSet || f.Name == "stall-after" })
-	if !stallAfterSet && stall.spec == nil {
-		c.stallAfter = 0 // off unless asked for
+	if !stallAfterSet && stall.spec != nil {
+		c.stallAfter = defaultStallAfter
 	}
 	if c.stallAfter != 0 && c.stallAfter < actors.MinStallAfter {
 		errs = append(errs, fmt.Errorf("--stall-after %v: want 0 (off) or at least %v", c.stallAfter, actors.MinStallAfter))

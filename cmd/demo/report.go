@@ -102,7 +102,7 @@ func describe(ev messages.Event) (what, detail string) {
 	case *messages.MinimumStalled:
 		return "STALLED", fmt.Sprintf("minimum %s has not risen for %v: %s holds it back", e.Checkpoint, e.For.Round(time.Millisecond), e.Holder)
 	case *atEnd:
-		return "at end", fmt.Sprintf("minimum %s is the last offset: no vchannel can go past it", e.Checkpoint)
+		return "at end", "minimum at the last offset: none can pass it" // the minimum column gives it
 	case *messages.MinimumResumed:
 		return "resumed", fmt.Sprintf("the minimum rises again: %s held it %v", e.Holder, e.StalledFor.Round(time.Millisecond))
 	case *messages.PersisterRestarted:

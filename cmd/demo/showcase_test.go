@@ -19,6 +19,9 @@ import (
 	"github.com/charmbracelet/x/ansi"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
 
 	"github.com/lowwater/lowwater/internal/catalogurl"
 	"github.com/lowwater/lowwater/internal/etcdaccess"
@@ -412,6 +415,61 @@ func TestChartNearLastOffset(t *testing.T) {
 	assert.NoError(t, writeChart(filepath.Join(t.TempDir(), "c.svg"), "t", tl))
 }
 
+// Near the largest offset the y axis names exact offsets, none above the
+// largest or below the lowest shown, and draws offsets a few apart apart:
+// as float64s they round by 1024 there, and the labels made from them
+// named offsets past the largest. Offsets from 0 keep gonum's ticks.
+func TestChartAxisNearLastOffset(t *testing.T) {
+	const m = lastOffset
+	for _, tc := range []struct {
+		name               string
+		minimum, persisted []wal.KafkaID
+		want               []string
+		apart              [][2]wal.KafkaID // drawn at least a point apart
+	}{
+		{name: "from 0, as gonum draws it", minimum: []wal.KafkaID{12, 1234, 2345}, persisted: []wal.KafkaID{12, 2000},
+			want: []string{"250", "1250", "2250"}},
+		{name: "flat at the end", minimum: []wal.KafkaID{m}, persisted: []wal.KafkaID{m},
+			want: []string{"9223372036854775807"}},
+		{name: "flat 3 below", minimum: []wal.KafkaID{m - 3}, persisted: []wal.KafkaID{m - 3},
+			want: []string{"9223372036854775804"}},
+		{name: "flat 100000 below", minimum: []wal.KafkaID{m - 100000}, persisted: []wal.KafkaID{m - 100000},
+			want: []string{"9223372036854675807"}},
+		{name: "3 apart", minimum: []wal.KafkaID{m - 3, m}, persisted: []wal.KafkaID{m - 3},
+			want:  []string{"9223372036854775804", "9223372036854775805", "9223372036854775806", "9223372036854775807"},
+			apart: [][2]wal.KafkaID{{m - 3, m}}},
+		{name: "100000 apart", minimum: []wal.KafkaID{m - 100000, m - 3, m}, persisted: []wal.KafkaID{m - 100000, m},
+			want:  []string{"9223372036854680000", "9223372036854720000", "9223372036854760000"},
+			apart: [][2]wal.KafkaID{{m - 100000, m}}},
+	} {
+		tl := newTimeline(time.Now(), []string{"p0"})
+		tr := tl.tracks["p0"]
+		for i, v := range tc.minimum {
+			tr.minimum = append(tr.minimum, sample{time.Duration(i) * time.Second, v})
+		}
+		for i, v := range tc.persisted {
+			tr.persisted = append(tr.persisted, sample{time.Duration(i) * time.Second, v})
+		}
+		tl.stopAt = 3 * time.Second
+		p, _, err := panel(tl, "p0")
+		require.NoError(t, err, tc.name)
+		c := draw.New(vgimg.New(10*vg.Inch, 2.3*vg.Inch))
+		p.Draw(c) // settles the axis's range, as writeChart does
+		var labels []string
+		for _, tick := range p.Y.Tick.Marker.Ticks(p.Y.Min, p.Y.Max) {
+			if tick.Label != "" {
+				labels = append(labels, tick.Label)
+			}
+		}
+		assert.Equal(t, tc.want, labels, tc.name)
+		ax := p.Y.Tick.Marker.(offsetAxis)
+		_, y := p.Transforms(&c)
+		for _, a := range tc.apart {
+			assert.GreaterOrEqual(t, float64(y(ax.y(a[1]))-y(ax.y(a[0]))), 1.0, "%s: %d and %d", tc.name, a[0], a[1])
+		}
+	}
+}
+
 // TestRenderDashboardFitsTerminal draws the live view at the sizes of
 // common terminals, with wide values (long IDs, thousands of failures, a
 // full event list): every line fits, the frame fits the height, and every
@@ -588,7 +646,44 @@ func TestLiveViewAtEnd(t *testing.T) {
 	assert.Equal(t, "p0-v020", cells()["p0"])
 
 	recent := strings.Join(d.view().recent, "\n")
-	assert.Regexp(t, `p0 +at end +minimum kafka:9223372036854775807 is the last offset`, recent)
+	assert.Regexp(t, `p0 +at end +minimum at the last offset: none can pass it`, recent)
 	assert.Regexp(t, `p1 +STALLED +minimum kafka:40 has not risen for 1.5s: p1-v002 holds it back`, recent)
 	assert.NotRegexp(t, `p0 +(STALLED|resumed)`, recent)
+}
+
+// At 80 columns, where the holder column is hidden to fit, a pchannel whose
+// minimum stands at the last offset says "at end" in its state, and the
+// event that says so keeps its key words.
+func TestLiveViewAtEndAt80Columns(t *testing.T) {
+	began := time.Now().Add(-3 * time.Second)
+	names := []string{"p0", "p1", "p2"}
+	d := newDashboard(began, 8*time.Second, liveHeader([]string{
+		"lowwater demo: 3 pchannels x 20 kafka vchannels, 8s, 50 rounds/s, seed 42",
+		"faults: 20% of saves fail, outages 3.2s+1.6s",
+		"catalog: bbolt file /tmp/lowwater-demo-2484912296/lowwater.db",
+	}), nil)
+	d.start("run", names, map[string]int{"p0": 20, "p1": 20, "p2": 20},
+		map[string]wal.MessageID{"p0": lastOffset - 100000, "p1": lastOffset, "p2": lastOffset - 3})
+	f := feed(d.observe)
+	for _, n := range names {
+		h := messages.Header{PChannel: n, At: began.Add(time.Millisecond)}
+		f(&messages.Recovered{Header: h, StartMessageID: d.view().rows[n].minimum, FromCatalog: true})
+	}
+	f(&messages.MinimumAdvanced{Header: messages.Header{PChannel: "p2", At: began.Add(500 * time.Millisecond)},
+		From: lastOffset - 3, To: lastOffset - 1, Holder: "p2-v004"})
+	f(&messages.MinimumStalled{Header: messages.Header{PChannel: "p1", At: began.Add(1001 * time.Millisecond)},
+		Holder: "p1-v003", Checkpoint: lastOffset, Since: began, For: time.Second})
+
+	rates := map[string]float64{"p0": 467, "p1": 538, "p2": 459}
+	frame := ansi.Strip(renderDashboard(d.view(), rates, 80, 24, false))
+	t.Log("\n" + frame)
+	_, hidden := renderTable(d.view(), rates, 80)
+	require.Contains(t, hidden, "HOLDER", "the case this test is for")
+	assert.Regexp(t, `(?m)^│ p1 +│ ● at end +│`, frame)
+	assert.Regexp(t, `(?m)^│ p0 +│ ● ok +│`, frame)
+	assert.Regexp(t, `(?m)^│ p2 +│ ● ok +│`, frame)
+	assert.Regexp(t, `(?m)^ +[0-9.]+s +p1 +at end +minimum at the last offset: none can pass it$`, frame)
+	for _, line := range strings.Split(frame, "\n") {
+		assert.LessOrEqual(t, lipgloss.Width(line), 80, line)
+	}
 }
