@@ -757,7 +757,7 @@ func (b *Bolt) Save(ctx context.Context, pchannel string, checkpoint wal.Message
 		return err
 	}
 	defer b.exit()
-	raw, err := b.checkSave(pchannel, checkpoint)
+	raw, err := b.checkSave("save", pchannel, checkpoint)
 	if err != nil {
 		return err
 	}
@@ -812,7 +812,7 @@ func (b *Bolt) StartSave(ctx context.Context, pchannel string, checkpoint wal.Me
 	if err := b.enter(ctx); err != nil {
 		return err
 	}
-	raw, err := b.checkSave(pchannel, checkpoint)
+	raw, err := b.checkSave("save", pchannel, checkpoint)
 	if err != nil {
 		b.exit()
 		return err
@@ -825,9 +825,10 @@ func (b *Bolt) StartSave(ctx context.Context, pchannel string, checkpoint wal.Me
 // a caller may ask on every save.
 var errNoGroupCommit = fmt.Errorf("persistence: a bolt save starts without waiting only with group commit: %w", errors.ErrUnsupported)
 
-// checkSave checks a save before it starts, and encodes its record.
-func (b *Bolt) checkSave(pchannel string, checkpoint wal.MessageID) ([]byte, error) {
-	if err := b.writable("save", pchannel); err != nil {
+// checkSave checks a save (op: "save", "replace") before it starts, and
+// encodes its record.
+func (b *Bolt) checkSave(op, pchannel string, checkpoint wal.MessageID) ([]byte, error) {
+	if err := b.writable(op, pchannel); err != nil {
 		return nil, err
 	}
 	if err := CheckSaveArgs(pchannel, checkpoint); err != nil {

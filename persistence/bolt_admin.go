@@ -53,13 +53,7 @@ func (b *Bolt) Replace(ctx context.Context, pchannel string, checkpoint wal.Mess
 		return err
 	}
 	defer b.exit()
-	if err := b.writable("replace", pchannel); err != nil {
-		return err
-	}
-	if err := CheckSaveArgs(pchannel, checkpoint); err != nil {
-		return err
-	}
-	raw, err := EncodeRecord(pchannel, Record{Checkpoint: checkpoint})
+	raw, err := b.checkSave("replace", pchannel, checkpoint)
 	if err != nil {
 		return err
 	}
