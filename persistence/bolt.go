@@ -785,15 +785,29 @@ func (b *Bolt) Save(ctx context.Context, pchannel string, checkpoint wal.Message
 	return err
 }
 
-// writeFailed names the file in the failure of a write (op): bbolt's own
-// errors name the file it opened, which is the temporary name of a store
-// OpenBolt made, long gone. Damage keeps its own error.
+// writeFailed names the file in the failure of a write (op). bbolt's own
+// errors name the file it opened, which for a store OpenBolt made is a
+// temporary name, long gone: an operator looking for it finds nothing, so
+// the error says the path instead. Damage keeps its own error.
 func (b *Bolt) writeFailed(op string, err error) error {
 	if errors.Is(err, ErrCorruptStore) {
 		return err
 	}
+	if opened := b.db.Path(); opened != b.path {
+		err = &renamedError{err: err, opened: opened, path: b.path}
+	}
 	return fmt.Errorf("persistence: %s: %s: %w", b.path, op, err)
 }
+
+// renamedError is err with the name a file was opened under replaced by
+// its path, in its text alone: errors.Is and As see err.
+type renamedError struct {
+	err          error
+	opened, path string
+}
+
+func (e *renamedError) Error() string { return strings.ReplaceAll(e.err.Error(), e.opened, e.path) }
+func (e *renamedError) Unwrap() error { return e.err }
 
 // StartSave implements SaveStarter under WithGroupCommit: the save joins
 // a batch and holds no goroutine until the batch commits, when done is
