@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -184,8 +185,12 @@ func TestReadDumpRefusesABigFileUnread(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, f.Truncate(4*maxDump))
 	require.NoError(t, f.Close())
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
 	entries, _, err := readDump(context.Background(), nil, path)
+	runtime.ReadMemStats(&after)
 	require.EqualError(t, err, path+": larger than a dump can be (1024 MiB)")
+	require.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(64<<20), "read before it was refused")
 	require.Nil(t, entries)
 	var ue *usageError
 	require.ErrorAs(t, err, &ue)

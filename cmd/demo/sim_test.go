@@ -84,25 +84,14 @@ func TestAdvance(t *testing.T) {
 // round to negative offsets.
 func TestRunNearLastOffset(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "lowwater.db")
-	b, err := persistence.OpenBolt(path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	floor := map[string]wal.KafkaID{"p0": lastOffset - 7, "p1": lastOffset}
-	for name, id := range floor {
-		if err := b.Save(context.Background(), name, id); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := b.Close(); err != nil {
-		t.Fatal(err)
-	}
+	seedBolt(t, path, floor)
 	var out, stderr bytes.Buffer
 	code := run(context.Background(), []string{"--duration=1s", "--seed=1", "--pchannels=2", "--catalog=bolt:" + path}, &out, &stderr)
 	if code != exitOK || !strings.Contains(out.String(), "\nPASS in ") {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), stderr.String())
 	}
-	b, err = persistence.OpenBolt(path)
+	b, err := persistence.OpenBolt(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,16 +116,7 @@ func TestRunNearLastOffset(t *testing.T) {
 func TestRunReachesLastOffset(t *testing.T) {
 	dir := t.TempDir()
 	path, chart := filepath.Join(dir, "lowwater.db"), filepath.Join(dir, "c.svg")
-	b, err := persistence.OpenBolt(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Save(context.Background(), "p0", lastOffset-7); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Close(); err != nil {
-		t.Fatal(err)
-	}
+	seedBolt(t, path, map[string]wal.KafkaID{"p0": lastOffset - 7})
 	var out, stderr bytes.Buffer
 	args := []string{"--duration=2500ms", "--seed=5", "--pchannels=2", "--outage=none", "--view=plain",
 		"--stall=p1-v002@300ms+1500ms", "--stall-after=300ms", "--chart=" + chart, "--catalog=bolt:" + path}
@@ -172,5 +152,22 @@ func TestRunReachesLastOffset(t *testing.T) {
 	}
 	if m := regexp.MustCompile(`>p0-v\d+<`).Find(svg); m != nil {
 		t.Errorf("the chart shades p0 at the end as a stall, held by %s", m)
+	}
+}
+
+// seedBolt makes the bbolt catalog at path, holding floor.
+func seedBolt(t *testing.T, path string, floor map[string]wal.KafkaID) {
+	t.Helper()
+	b, err := persistence.OpenBolt(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, id := range floor {
+		if err := b.Save(context.Background(), name, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/wal"
 )
 
@@ -43,16 +42,7 @@ func TestStallCheckRoom(t *testing.T) {
 // cannot be passed, and the stall check failed or passed by chance.
 func TestRunStallNearLastOffset(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "lowwater.db")
-	b, err := persistence.OpenBolt(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Save(context.Background(), "p0", lastOffset-7); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Close(); err != nil {
-		t.Fatal(err)
-	}
+	seedBolt(t, path, map[string]wal.KafkaID{"p0": lastOffset - 7})
 	var out, stderr bytes.Buffer
 	args := []string{"--duration=4s", "--seed=2", "--stall=p0-v003@2s", "--catalog=bolt:" + path}
 	code := run(context.Background(), args, &out, &stderr)
