@@ -376,7 +376,7 @@ const (
 	unchanged action = iota
 	create
 	raise
-	lower     // forced: delete, then save
+	lower     // forced: the record replaced (replaceRecord)
 	replace   // forced: a corrupt record or one of another WAL
 	unordered // forced, as replace: a record id cannot be compared with
 )

@@ -282,16 +282,16 @@ func (s *store) checkTerm(ctx context.Context, pchannel string, en *persistence.
 // staleTermClearing is the tool's ownership of a pchannel whose record
 // carries a term above it, which fences every owner's writes, the tool's
 // too. Delete clears it (Owned.DeleteAnyTerm: still fenced by the tool's
-// ownership, and of whatever record is there at the moment). A Save is
+// ownership, and of whatever record is there at the moment). A write is
 // refused unless forced: judged against a record a node may overwrite
 // meanwhile (a node on a plain Catalog holds no owner key), replacing it
-// could lower the checkpoint; forced, the record is cleared first.
+// could lower the checkpoint; forced, it is replaced in one write
+// (Owned.ReplaceAnyTerm).
 type staleTermClearing struct {
 	*etcdcatalog.Owned
 	storedTerm uint64
 	force      bool
 	cleared    bool
-	store      *store
 }
 
 func (o *staleTermClearing) Delete(ctx context.Context, pchannel string) error {
@@ -303,17 +303,23 @@ func (o *staleTermClearing) Delete(ctx context.Context, pchannel string) error {
 }
 
 func (o *staleTermClearing) Save(ctx context.Context, pchannel string, id wal.MessageID) error {
+	if o.cleared {
+		return o.Owned.Save(ctx, pchannel, id)
+	}
+	return o.Replace(ctx, pchannel, id)
+}
+
+func (o *staleTermClearing) Replace(ctx context.Context, pchannel string, id wal.MessageID) error {
 	if !o.cleared && !o.force {
 		return refused("%s: its record's term %d is above the tool's own (%d): it was written before an etcd restore "+
 			"reset the terms, or copied from another cluster, and fences every owner's saves: 'delete %s' clears it, "+
 			"or --force replaces it", shown(pchannel), o.storedTerm, o.Term(), shown(pchannel))
 	}
-	if !o.cleared {
-		// The save follows the delete, whatever came of it (replaceRecord).
-		o.cleared = true
-		return o.store.replaceRecord(ctx, o, pchannel, id)
+	if err := o.ReplaceAnyTerm(ctx, pchannel, id); err != nil {
+		return err
 	}
-	return o.Owned.Save(ctx, pchannel, id)
+	o.cleared = true
+	return nil
 }
 
 // emptyName is the catalog a write to the record under the empty
@@ -357,8 +363,8 @@ func (s *store) replaceRecord(ctx context.Context, c persistence.Catalog, pchann
 }
 
 // replacer is a catalog that replaces a record in one write, leaving no
-// moment without it (persistence.Bolt): replaceRecord's delete and save
-// are then one.
+// moment without it (persistence.Bolt, etcdcatalog's Catalog and Owned):
+// replaceRecord's delete and save are then one.
 type replacer interface {
 	Replace(ctx context.Context, pchannel string, id wal.MessageID) error
 }
@@ -626,7 +632,7 @@ func (s *store) write(ctx context.Context, pchannel string, storedTerm uint64, f
 	}
 	var c persistence.Catalog = owned
 	if storedTerm > owned.Term() {
-		c = &staleTermClearing{Owned: owned, storedTerm: storedTerm, force: force, store: s}
+		c = &staleTermClearing{Owned: owned, storedTerm: storedTerm, force: force}
 	}
 	werr := fn(c)
 	// Not Close, which gives the release a budget of its own.

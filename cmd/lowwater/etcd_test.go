@@ -118,9 +118,13 @@ func TestEtcdOwnerIsRespected(t *testing.T) {
 		"would raise from kafka:1200 to kafka:2000")
 	wantCode(t, on(t, url, "set", p, "kafka:2000", "--force"), cli.ExitOK, "warning: "+p+" is owned",
 		"the node's next save writes over it", "raised from kafka:1200 to kafka:2000")
+	alwaysStored(t, cat.Client(), "owned/wal/"+p+"/consume-checkpoint", func() {
+		wantCode(t, on(t, url, "set", p, "kafka:1900", "--force"), cli.ExitOK, "warning: "+p+" is owned",
+			"LOWERED from kafka:2000 to kafka:1900")
+	})
 	id, err := cat.Load(ctxT(t), p)
 	require.NoError(t, err)
-	require.Equal(t, wal.KafkaID(2000), id)
+	require.Equal(t, wal.KafkaID(1900), id)
 	require.NoError(t, node.Err(), "the owner keeps its ownership")
 
 	// Once the owner is gone, the tool's write is fenced by its own term.
@@ -138,6 +142,28 @@ func TestEtcdVerifyAndDelete(t *testing.T) {
 	wantCode(t, on(t, url, "delete", "bad"), cli.ExitOK, "bad: deleted a corrupt record")
 	wantCode(t, on(t, url, "verify"), cli.ExitOK, "1 record, 0 unreadable")
 	wantCode(t, on(t, url, "set", "good", "kafka:0"), cli.ExitRefused, "lowering needs --force", "(1 message)")
+	alwaysStored(t, cat.Client(), "verify/wal/good/consume-checkpoint", func() {
+		wantCode(t, on(t, url, "set", "good", "kafka:0", "--force"), cli.ExitOK, "LOWERED from kafka:1 to kafka:0")
+	})
+}
+
+// alwaysStored runs write, and fails unless key held a record at every
+// revision etcd made meanwhile: a forced write replaces a record in one
+// transaction, and a delete before the save would leave a moment (or,
+// after a crash, for good) with none.
+func alwaysStored(t *testing.T, client *clientv3.Client, key string, write func()) {
+	t.Helper()
+	before, err := client.Get(ctxT(t), key)
+	require.NoError(t, err)
+	write()
+	after, err := client.Get(ctxT(t), key)
+	require.NoError(t, err)
+	require.Greater(t, after.Header.Revision, before.Header.Revision, "nothing written")
+	for rev := before.Header.Revision + 1; rev <= after.Header.Revision; rev++ {
+		at, err := client.Get(ctxT(t), key, clientv3.WithRev(rev))
+		require.NoError(t, err)
+		require.Len(t, at.Kvs, 1, "no record at revision %d", rev)
+	}
 }
 
 // TestEtcdRecordOfAHigherTermIsCleared: a record whose term is above any
@@ -182,7 +208,9 @@ func TestEtcdRecordOfAHigherTermIsCleared(t *testing.T) {
 	entries, err := cat.Inspect(ctxT(t))
 	require.NoError(t, err)
 	require.Equal(t, []persistence.Entry{{PChannel: "b", WAL: wal.Kafka, Checkpoint: wal.KafkaID(100), Term: 1 << 40, Version: 2}}, entries)
-	wantCode(t, on(t, url, "set", "b", "kafka:200", "--force"), cli.ExitOK, "raised from kafka:100 to kafka:200")
+	alwaysStored(t, cat.Client(), "terms/wal/b/consume-checkpoint", func() {
+		wantCode(t, on(t, url, "set", "b", "kafka:200", "--force"), cli.ExitOK, "raised from kafka:100 to kafka:200")
+	})
 	entries, err = cat.Inspect(ctxT(t))
 	require.NoError(t, err)
 	require.Len(t, entries, 1)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/persistence/internal/record"
+	"github.com/lowwater/lowwater/wal"
 )
 
 var _ persistence.Inspector = (*Catalog)(nil)
@@ -138,6 +139,120 @@ func (o *Owned) delete(ctx context.Context, pchannel string, anyTerm bool) error
 		}
 		if del.Succeeded {
 			o.c.forget(key)
+			return nil
+		}
+	}
+}
+
+// Replace writes checkpoint as the record of pchannel whatever is stored
+// there: a record above it, of another WAL, or one that cannot be read.
+// It is the unfenced repair of an operator (lowwater set --force on a
+// pchannel a node owns), which Save refuses by design; Owned.Replace is
+// the fenced one. One transaction writes it, not a Delete and a Save, so
+// that neither a crash nor a reader finds the record gone in between. The
+// stored record's owner term is carried over, as Save carries it.
+func (c *Catalog) Replace(ctx context.Context, pchannel string, checkpoint wal.MessageID) error {
+	if c.closed.Load() {
+		return persistence.ErrClosed
+	}
+	if err := persistence.CheckSaveArgs(pchannel, checkpoint); err != nil {
+		return fmt.Errorf("etcdcatalog: %w", err)
+	}
+	return c.overwrite(ctx, pchannel, checkpoint, nil, false)
+}
+
+// Replace is Catalog.Replace, fenced as Save is: the write carries the
+// owner's term and happens only if the ownership holds at that moment and
+// no record of a higher term is stored. Otherwise it returns a
+// *FencedError (errors.Is persistence.ErrFenced), writes nothing, and Done
+// closes.
+func (o *Owned) Replace(ctx context.Context, pchannel string, checkpoint wal.MessageID) error {
+	return o.replaceChecked(ctx, pchannel, checkpoint, false)
+}
+
+// ReplaceAnyTerm is Replace over a record of a higher term too, as
+// DeleteAnyTerm deletes one: for an operator replacing a record written
+// before an etcd restore reset the terms. The ownership still fences it.
+func (o *Owned) ReplaceAnyTerm(ctx context.Context, pchannel string, checkpoint wal.MessageID) error {
+	return o.replaceChecked(ctx, pchannel, checkpoint, true)
+}
+
+func (o *Owned) replaceChecked(ctx context.Context, pchannel string, checkpoint wal.MessageID, anyTerm bool) error {
+	if err := o.check(pchannel); err != nil {
+		return err
+	}
+	if err := persistence.CheckSaveArgs(pchannel, checkpoint); err != nil {
+		return fmt.Errorf("etcdcatalog: %w", err)
+	}
+	if err := o.Err(); err != nil {
+		return o.lostError(pchannel, err)
+	}
+	err := o.c.overwrite(ctx, pchannel, checkpoint, o.fence(), anyTerm)
+	var fe *FencedError
+	if errors.As(err, &fe) {
+		o.lose(fencedCause(fe))
+	}
+	return err
+}
+
+// overwrite is the loop behind Replace: it reads the record (and the owner
+// key, when fenced), and writes checkpoint in its place if neither changed
+// meanwhile, comparing the stored bytes as save does. A change means
+// another writer succeeded, and the loop reads again.
+func (c *Catalog) overwrite(ctx context.Context, pchannel string, checkpoint wal.MessageID, f *fence, anyTerm bool) error {
+	if err := c.acquire(ctx, "replace", pchannel, f); err != nil {
+		return err
+	}
+	defer c.release()
+	key := c.keys.checkpoint(pchannel)
+	reads := []clientv3.Op{clientv3.OpGet(key)}
+	if f != nil {
+		reads = append(reads, clientv3.OpGet(f.ownerKey))
+	}
+	for {
+		resp, err := c.client.Txn(ctx).Then(reads...).Commit()
+		if err != nil {
+			return fmt.Errorf("etcdcatalog: replace %q: %w", pchannel, err)
+		}
+		if f != nil {
+			if err := ownerCheck(pchannel, f, resp.Responses[1]); err != nil {
+				return err
+			}
+		}
+		cmp := clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
+		var term uint64
+		if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
+			cmp = clientv3.Compare(clientv3.Value(key), "=", string(kvs[0].Value))
+			if h, ok, _, _ := record.Decode(pchannel, kvs[0].Value); ok {
+				term = h.Term
+			}
+		}
+		if f != nil {
+			if term > uint64(f.term) && !anyTerm {
+				return &FencedError{PChannel: pchannel, Term: uint64(f.term), StoredTerm: term}
+			}
+			term = uint64(f.term)
+		}
+		rec := persistence.Record{Checkpoint: checkpoint, Term: term}
+		val, err := persistence.EncodeRecord(pchannel, rec)
+		if err != nil {
+			return fmt.Errorf("etcdcatalog: %w", err)
+		}
+		// As in save: closed or lost since the read, nothing is written.
+		if err := c.over(pchannel, f); err != nil {
+			return err
+		}
+		cmps := []clientv3.Cmp{cmp}
+		if f != nil {
+			cmps = append(cmps, f.holds()...)
+		}
+		put, err := c.client.Txn(ctx).If(cmps...).Then(clientv3.OpPut(key, string(val))).Commit()
+		if err != nil {
+			// The write may have committed: only a read tells.
+			return fmt.Errorf("etcdcatalog: replace %q: %w", pchannel, err)
+		}
+		if put.Succeeded {
+			c.remember(key, hint{rev: put.Header.Revision, rec: rec, raw: val})
 			return nil
 		}
 	}
