@@ -350,11 +350,15 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 		}
 	}
 	if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
-		if hint := timeoutHint(o); hint != "" {
+		if why := timeoutHint(o); why != "" {
+			hint := fmt.Sprintf("no answer within --timeout %v; %s", o.timeout, why)
 			var re *reportedError
-			if errors.As(err, &re) {
+			switch {
+			case errors.As(err, &re):
 				report(stderr, errors.New(hint)) // after the error it printed
-			} else {
+			case strings.Contains(err.Error(), "--timeout"):
+				err = fmt.Errorf("%w: %s", err, why) // said once is enough
+			default:
 				err = fmt.Errorf("%w: %s", err, hint)
 			}
 		}
@@ -387,8 +391,8 @@ func commandFlag(err error) (string, bool) {
 	return "", false
 }
 
-// timeoutHint says, of a command that ran out of --timeout on etcd, what
-// it waited for, "" on another catalog: an etcd that is down, out of
+// timeoutHint says, of a command that ran out of --timeout on etcd, why
+// etcd may not have answered, "" on another catalog: an etcd that is down, out of
 // reach, or whose TLS does not match answers nothing, and its client's
 // own error says only "context deadline exceeded". Finding which takes
 // up to etcdaccess.ProbeTime more.
@@ -398,9 +402,9 @@ func timeoutHint(o options) string {
 		return ""
 	}
 	if why := o.etcd.Diagnose(u.Endpoints[0]); why != "" {
-		return fmt.Sprintf("no answer within --timeout %v; %s", o.timeout, why)
+		return why
 	}
-	return fmt.Sprintf("no answer within --timeout %v; is etcd up, and reachable at %s?", o.timeout, strings.Join(u.Endpoints, ","))
+	return fmt.Sprintf("is etcd up, and reachable at %s?", strings.Join(u.Endpoints, ","))
 }
 
 // report prints err as fail does.

@@ -283,8 +283,9 @@ func TestEtcdOverTLSWithAuth(t *testing.T) {
 	wantCode(t, secured([]string{"LOWWATER_ETCD_PASSWORD=wrong"}, "--etcd-user", "root", "list"), cli.ExitFailed, "authentication failed")
 	// With no user, etcd takes the client certificate's name for one.
 	wantCode(t, secured(nil, "list"), cli.ExitFailed, "etcdserver: permission denied")
-	wantCode(t, on(t, url, "--timeout", "1s", "list"), cli.ExitFailed,
-		"no answer within --timeout 1s; "+hosts[0]+" speaks TLS: give --etcd-cacert")
+	r := on(t, url, "--timeout", "1s", "list")
+	wantCode(t, r, cli.ExitFailed, "(--timeout 1s passed): "+hosts[0]+" speaks TLS: give --etcd-cacert")
+	require.Equal(t, 1, strings.Count(r.stderr, "--timeout"), "the timeout said once: %s", r.stderr)
 	wantCode(t, on(t, url, "--timeout", "1s", "--etcd-cacert", files.Cert, "list"), cli.ExitFailed,
 		"TLS with "+hosts[0]+" failed: tls: failed to verify certificate: x509: certificate signed by unknown authority")
 	wantCode(t, on(t, url, "--timeout", "1s", "--etcd-cacert", files.CA, "list"), cli.ExitFailed,

@@ -417,8 +417,9 @@ func TestCommandLine(t *testing.T) {
 	// An endpoint that takes connections and never answers runs out of
 	// --timeout.
 	silent := silentListener(t)
-	wantCode(t, lw(t, nil, "--catalog", "etcd://"+silent+"/lowwater", "--timeout", "500ms", "restore", dump), cli.ExitFailed,
-		"no answer within --timeout 500ms; is etcd up, and reachable at "+silent+"?")
+	r = lw(t, nil, "--catalog", "etcd://"+silent+"/lowwater", "--timeout", "500ms", "restore", dump)
+	wantCode(t, r, cli.ExitFailed, "(--timeout 500ms passed): is etcd up, and reachable at "+silent+"?")
+	require.Equal(t, 1, strings.Count(r.stderr, "--timeout"), "the timeout said once: %s", r.stderr)
 	// What the environment says for etcd is no business of a bbolt command.
 	etcdEnv := []string{"LOWWATER_CATALOG=bolt:" + path, "LOWWATER_ETCD_CACERT=/nonexistent", "LOWWATER_ETCD_CERT=/x",
 		"LOWWATER_ETCD_USER=u"}
