@@ -219,6 +219,35 @@ func TestEtcdRecordOfAHigherTermIsCleared(t *testing.T) {
 	wantCode(t, on(t, url, "verify"), cli.ExitOK, "1 record, 0 unreadable")
 }
 
+// A forced write around a running node over a record whose term is above
+// etcd's revision cleared that term when it was a delete and a save, and
+// kept it when it became one write: the tool said it had written, verify
+// still reported FENCING, and the node's next save was fenced. A record
+// no owner of this etcd can have written carries no term over.
+func TestEtcdForcedWriteAroundAnOwnerClearsAFencingTerm(t *testing.T) {
+	url, cat := etcdURL(t, "around")
+	session, err := concurrency.NewSession(cat.Client(), concurrency.WithTTL(30))
+	require.NoError(t, err)
+	defer session.Close()
+	for _, p := range []string{"lower", "raise"} {
+		raw, err := persistence.EncodeRecord(p, persistence.Record{Checkpoint: wal.KafkaID(500), Term: 1 << 40})
+		require.NoError(t, err)
+		_, err = cat.Client().Put(ctxT(t), "around/wal/"+p+"/consume-checkpoint", string(raw))
+		require.NoError(t, err)
+	}
+	nodes := map[string]*etcdcatalog.Owned{}
+	for _, p := range []string{"lower", "raise"} {
+		nodes[p], err = cat.TryOwn(ctxT(t), p, session)
+		require.NoError(t, err)
+		defer nodes[p].Close()
+	}
+	wantCode(t, on(t, url, "set", "lower", "kafka:300", "--force"), cli.ExitOK, "writing anyway (--force)", "LOWERED from kafka:500 to kafka:300")
+	wantCode(t, on(t, url, "set", "raise", "kafka:700", "--force"), cli.ExitOK, "writing anyway (--force)", "raised from kafka:500 to kafka:700")
+	wantCode(t, on(t, url, "verify"), cli.ExitOK, "2 records, 0 unreadable")
+	require.NoError(t, nodes["lower"].Save(ctxT(t), "lower", wal.KafkaID(301)))
+	require.NoError(t, nodes["raise"].Save(ctxT(t), "raise", wal.KafkaID(701)))
+}
+
 func itoa(n uint64) string { return strconv.FormatUint(n, 10) }
 
 // TestEtcdOverTLSWithAuth: an etcd that serves clients over TLS only, asks

@@ -150,7 +150,8 @@ func (o *Owned) delete(ctx context.Context, pchannel string, anyTerm bool) error
 // pchannel a node owns), which Save refuses by design; Owned.Replace is
 // the fenced one. One transaction writes it, not a Delete and a Save, so
 // that neither a crash nor a reader finds the record gone in between. The
-// stored record's owner term is carried over, as Save carries it.
+// stored record's owner term is carried over as Save carries it
+// (carriedTerm).
 func (c *Catalog) Replace(ctx context.Context, pchannel string, checkpoint wal.MessageID) error {
 	if c.closed.Load() {
 		return persistence.ErrClosed
@@ -220,16 +221,16 @@ func (c *Catalog) overwrite(ctx context.Context, pchannel string, checkpoint wal
 			}
 		}
 		cmp := clientv3.Compare(clientv3.CreateRevision(key), "=", 0)
-		var term uint64
+		var stored, term uint64
 		if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
 			cmp = clientv3.Compare(clientv3.Value(key), "=", string(kvs[0].Value))
 			if h, ok, _, _ := record.Decode(pchannel, kvs[0].Value); ok {
-				term = h.Term
+				stored, term = h.Term, carriedTerm(h.Term, kvs[0].ModRevision)
 			}
 		}
 		if f != nil {
-			if term > uint64(f.term) && !anyTerm {
-				return &FencedError{PChannel: pchannel, Term: uint64(f.term), StoredTerm: term}
+			if stored > uint64(f.term) && !anyTerm {
+				return &FencedError{PChannel: pchannel, Term: uint64(f.term), StoredTerm: stored}
 			}
 			term = uint64(f.term)
 		}

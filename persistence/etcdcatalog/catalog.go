@@ -230,7 +230,7 @@ func (c *Catalog) Load(ctx context.Context, pchannel string) (wal.MessageID, err
 // Save stores checkpoint for pchannel unless a checkpoint at or above it is
 // stored: equal succeeds without writing, above fails with a
 // *persistence.StoredAheadError. Without ownership the record's owner term is
-// carried over unchanged.
+// carried over (carriedTerm).
 func (c *Catalog) Save(ctx context.Context, pchannel string, checkpoint wal.MessageID) error {
 	if c.closed.Load() {
 		return persistence.ErrClosed
@@ -320,7 +320,7 @@ func (c *Catalog) save(ctx context.Context, pchannel string, checkpoint wal.Mess
 				continue
 			}
 		}
-		term := h.rec.Term // without a fence, the stored term is carried over
+		term := carriedTerm(h.rec.Term, h.rev)
 		if f != nil {
 			term = uint64(f.term)
 		}
@@ -363,6 +363,21 @@ func (c *Catalog) save(ctx context.Context, pchannel string, checkpoint wal.Mess
 		c.replace(key, h)
 		fresh = true
 	}
+}
+
+// carriedTerm is the owner term a write without ownership gives the
+// record it replaces, stored with term at revision rev: the same, so that
+// an owner's older rivals stay fenced by it, unless no owner of this etcd
+// could have written it. An owner's term is the create revision of its
+// owner key, which comes before any write it makes, so a term above the
+// revision of the record's own write came from another cluster, or from
+// before a restore of etcd that took its revisions back; kept, it would
+// fence every owner's saves for good, and it is dropped (0).
+func carriedTerm(term uint64, rev int64) uint64 {
+	if rev > 0 && term > uint64(rev) {
+		return 0
+	}
+	return term
 }
 
 // sameWAL tells whether two IDs are of one WAL by their types, not their

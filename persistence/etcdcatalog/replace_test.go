@@ -113,3 +113,34 @@ func TestOwnedReplaceIsFenced(t *testing.T) {
 	require.NoError(t, fourth.Save(ctxT(t), "p", wal.KafkaID(6)), "and the owner saves again")
 	require.NoError(t, fourth.Err())
 }
+
+// A record whose term is above the revision it was written at came from
+// another cluster, or from before a restore of etcd: no owner here holds
+// that term, and every owner's saves are fenced by it. A write without
+// ownership (Save or Replace) drops it rather than carrying it over, as
+// it carries a term an owner of this etcd wrote.
+func TestWritesWithoutOwnershipDropAnImpossibleTerm(t *testing.T) {
+	eps := etcdtest.Start(t)
+	cli := newClient(t, eps)
+	cat := openCatalog(t, eps, nil)
+	const high = 1 << 40
+	for _, p := range []string{"raise", "lower"} {
+		raw, err := persistence.EncodeRecord(p, persistence.Record{Checkpoint: wal.KafkaID(100), Term: high})
+		require.NoError(t, err)
+		_, err = cli.Put(ctxT(t), checkpointKey(p), string(raw))
+		require.NoError(t, err)
+	}
+	require.NoError(t, cat.Save(ctxT(t), "raise", wal.KafkaID(200)))
+	require.NoError(t, cat.Replace(ctxT(t), "lower", wal.KafkaID(50)))
+	for p, want := range map[string]wal.MessageID{"raise": wal.KafkaID(200), "lower": wal.KafkaID(50)} {
+		rec, _ := rawRecord(t, cli, checkpointKey(p))
+		require.Equal(t, persistence.Record{Checkpoint: want}, rec, p)
+	}
+
+	// And an owner saves over them again.
+	n := newNode(t, eps)
+	for _, p := range []string{"raise", "lower"} {
+		o := own(t, n, p)
+		require.NoError(t, o.Save(ctxT(t), p, wal.KafkaID(300)), p)
+	}
+}
