@@ -196,3 +196,29 @@ func TestAnInterruptedWriteLeavesNoOwner(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, term, "the tool's owner key is gone with the command")
 }
+
+// A write that landed stands when the release of the tool's hold on the
+// pchannel fails after it (etcd stopped, or the grace ran out): it was
+// reported as failed, and a restore left it off the list of those it
+// wrote. The failed release is a warning.
+func TestFailedReleaseKeepsTheWrite(t *testing.T) {
+	e, ctx, _, s := onEtcd(t)
+	var stderr strings.Builder
+	s.stderr = &stderr
+	err := s.write(ctx, "p", 0, false, func(c persistence.Catalog) error {
+		err := c.Save(ctx, "p", wal.KafkaID(7))
+		s.end() // the release that follows cannot be sent
+		return err
+	})
+	require.NoError(t, err)
+	require.Contains(t, stderr.String(), "warning: p: the tool's hold on it was not released (")
+	require.Contains(t, stderr.String(), "no node can take it until this command's etcd lease ends, within 10 s\n")
+	s.close()
+
+	check, err := e.open(context.Background(), readOnly)
+	require.NoError(t, err)
+	defer check.close()
+	got, err := check.cat.Load(context.Background(), "p")
+	require.NoError(t, err)
+	require.Equal(t, wal.KafkaID(7), got)
+}

@@ -24,8 +24,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/term"
@@ -349,7 +351,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 			err = fmt.Errorf("%w (%s)", err, why)
 		}
 	}
-	if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
+	if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil && e.etcdAsked.Load() && !e.etcdAnswered.Load() {
 		if why := timeoutHint(o); why != "" {
 			hint := fmt.Sprintf("no answer within --timeout %v; %s", o.timeout, why)
 			var re *reportedError
@@ -391,8 +393,9 @@ func commandFlag(err error) (string, bool) {
 	return "", false
 }
 
-// timeoutHint says, of a command that ran out of --timeout on etcd, why
-// etcd may not have answered, "" on another catalog: an etcd that is down, out of
+// timeoutHint says, of a command that ran out of --timeout on an etcd
+// that answered none of its requests, why it may not have, "" on another
+// catalog: an etcd that is down, out of
 // reach, or whose TLS does not match answers nothing, and its client's
 // own error says only "context deadline exceeded". Finding which takes
 // up to etcdaccess.ProbeTime more.
@@ -401,8 +404,16 @@ func timeoutHint(o options) string {
 	if u.Kind != catalogurl.Etcd {
 		return ""
 	}
-	if why := o.etcd.Diagnose(u.Endpoints[0]); why != "" {
-		return why
+	// Every endpoint, at once: the client tries each, and the first may
+	// be down for a reason that is not the others'.
+	whys := make([]string, len(u.Endpoints))
+	var wg sync.WaitGroup
+	for i, endpoint := range u.Endpoints {
+		wg.Go(func() { whys[i] = o.etcd.Diagnose(endpoint) })
+	}
+	wg.Wait()
+	if whys = slices.DeleteFunc(whys, func(why string) bool { return why == "" }); len(whys) > 0 {
+		return strings.Join(whys, "; ")
 	}
 	return fmt.Sprintf("is etcd up, and reachable at %s?", strings.Join(u.Endpoints, ","))
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -221,4 +222,40 @@ func TestUnrevokedSessionIsReported(t *testing.T) {
 	require.Equal(t, "p: created at kafka:9\n", out)
 	require.Regexp(t, `\nwarning: this command's etcd lease [0-9a-f]+ was not revoked \(context deadline exceeded\): `+
 		`what it owned stays owned for up to 10 s, and a write to it until then is refused as owned\n$`, errs)
+}
+
+// A --timeout that runs out once etcd has answered is not etcd's silence:
+// the error names the timeout once, and asks no "is etcd up?". It did for
+// a write cut short after the read, and, on a line of its own, after a
+// restore that had written hundreds of records.
+func TestTimeoutAfterEtcdAnsweredGivesNoHint(t *testing.T) {
+	eps := etcdtest.Start(t)
+	client, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	require.NoError(t, err)
+	defer client.Close()
+	catalog := "--catalog=etcd://" + strings.TrimPrefix(eps[0], "http://") + "/cli"
+	_, _, code := runMain(context.Background(), catalog, "set", "p", "kafka:5")
+	require.Equal(t, ExitOK, code)
+	// An owner key put by hand: --force writes around it, through the
+	// catalog the command opened, which the test holds until the timeout.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err = client.Put(ctx, "cli/wal/p/owner", "by hand")
+	require.NoError(t, err)
+	dump := filepath.Join(t.TempDir(), "d.json")
+	require.NoError(t, os.WriteFile(dump, []byte(`{"format":"lowwater-checkpoints/1","checkpoints":[
+		{"pchannel":"p","wal":"kafka","checkpoint":"kafka:9"}]}`), 0o600))
+	hookOpened(t, func(i persistence.Inspector) persistence.Inspector {
+		return cutOnWrite{i, func(ctx context.Context) { <-ctx.Done() }}
+	})
+
+	for _, args := range [][]string{
+		{"set", "--force", "p", "kafka:9"},
+		{"restore", "--force", dump},
+	} {
+		_, errs, code := runMain(context.Background(), append([]string{catalog, "--timeout", "300ms"}, args...)...)
+		require.Equal(t, ExitFailed, code, errs)
+		require.Equal(t, 1, strings.Count(errs, "--timeout 300ms"), "%v: %s", args, errs)
+		require.NotContains(t, errs, "is etcd up", args)
+	}
 }

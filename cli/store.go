@@ -8,11 +8,13 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"github.com/lowwater/lowwater/internal/catalogurl"
 	"github.com/lowwater/lowwater/internal/etcdaccess"
@@ -26,6 +28,20 @@ type env struct {
 	opts           options
 	stdin          io.Reader // nil: there is none
 	stdout, stderr io.Writer
+	// etcdAsked and etcdAnswered say whether the command has reached for
+	// etcd, and whether etcd has answered any of its requests: only a
+	// --timeout that ran out on an etcd that answered nothing is etcd's
+	// silence, worth finding out why (timeoutHint).
+	etcdAsked, etcdAnswered atomic.Bool
+}
+
+// noteAnswers marks e.etcdAnswered once a request on the client succeeds.
+func (e *env) noteAnswers(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	err := invoker(ctx, method, req, reply, cc, opts...)
+	if err == nil {
+		e.etcdAnswered.Store(true)
+	}
+	return err
 }
 
 // store is an open catalog and the means to write it safely.
@@ -144,6 +160,8 @@ func (e *env) open(ctx context.Context, m mode) (_ *store, err error) {
 		if err := e.opts.etcd.Apply(&cfg); err != nil {
 			return nil, err
 		}
+		cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainUnaryInterceptor(e.noteAnswers))
+		e.etcdAsked.Store(true)
 		c, err := etcdcatalog.Open(cfg, etcdcatalog.WithPrefix(u.Prefix))
 		if err != nil {
 			return nil, err
@@ -563,8 +581,9 @@ func ownedWarning(pchannel string, o etcdcatalog.Owner, doing string) string {
 	if o.Leaseless() {
 		return fmt.Sprintf("warning: %s: %s; %s", shown(pchannel), leaseless(pchannel, o.Term), doing)
 	}
-	return fmt.Sprintf("warning: %s is owned by a running node (term %d); %s, and the node's next save "+
-		"writes over it: stop the node for a change that lasts", shown(pchannel), o.Term, doing)
+	return fmt.Sprintf("warning: %s is owned by a running node (term %d); %s: the node's next save writes over "+
+		"a lower checkpoint or a deleted one, and fails against another WAL's: stop the node for a change that lasts",
+		shown(pchannel), o.Term, doing)
 }
 
 // leaseless says what an owner key of term with no lease is: a node's
@@ -636,8 +655,13 @@ func (s *store) write(ctx context.Context, pchannel string, storedTerm uint64, f
 	}
 	werr := fn(c)
 	// Not Close, which gives the release a budget of its own.
-	if err := owned.Release(s.grace); err != nil && werr == nil {
-		return fmt.Errorf("release %s: %w", shown(pchannel), err)
+	if err := owned.Release(s.grace); err != nil {
+		// The write stands whatever came of the release: failing it
+		// would report a record written as not, and a restore would
+		// leave it off the list of those it wrote. The hold ends with
+		// the tool's lease, revoked as it exits, or at the lease's end.
+		fmt.Fprintf(s.stderr, "warning: %s: the tool's hold on it was not released (%v): no node can take it "+
+			"until this command's etcd lease ends, within %d s\n", shown(pchannel), err, sessionTTL)
 	}
 	return werr
 }

@@ -117,7 +117,8 @@ func TestEtcdOwnerIsRespected(t *testing.T) {
 		"warning: "+p+" is owned by a running node (term "+itoa(node.Term())+"); it would be written anyway (--force)",
 		"would raise from kafka:1200 to kafka:2000")
 	wantCode(t, on(t, url, "set", p, "kafka:2000", "--force"), cli.ExitOK, "warning: "+p+" is owned",
-		"the node's next save writes over it", "raised from kafka:1200 to kafka:2000")
+		"the node's next save writes over a lower checkpoint or a deleted one, and fails against another WAL's",
+		"raised from kafka:1200 to kafka:2000")
 	alwaysStored(t, cat.Client(), "owned/wal/"+p+"/consume-checkpoint", func() {
 		wantCode(t, on(t, url, "set", p, "kafka:1900", "--force"), cli.ExitOK, "warning: "+p+" is owned",
 			"LOWERED from kafka:2000 to kafka:1900")
@@ -315,6 +316,11 @@ func TestEtcdOverTLSWithAuth(t *testing.T) {
 	r := on(t, url, "--timeout", "1s", "list")
 	wantCode(t, r, cli.ExitFailed, "(--timeout 1s passed): "+hosts[0]+" speaks TLS: give --etcd-cacert")
 	require.Equal(t, 1, strings.Count(r.stderr, "--timeout"), "the timeout said once: %s", r.stderr)
+	// Each endpoint is asked why, not the first alone: one that refuses
+	// connections hid that the next speaks TLS.
+	closed := "127.0.0.1:1"
+	wantCode(t, on(t, "etcd://"+closed+","+hosts[0]+"/secure", "--timeout", "1s", "list"), cli.ExitFailed,
+		"(--timeout 1s passed): cannot connect to "+closed+": ", "; "+hosts[0]+" speaks TLS: give --etcd-cacert")
 	wantCode(t, on(t, url, "--timeout", "1s", "--etcd-cacert", files.Cert, "list"), cli.ExitFailed,
 		"TLS with "+hosts[0]+" failed: tls: failed to verify certificate: x509: certificate signed by unknown authority")
 	wantCode(t, on(t, url, "--timeout", "1s", "--etcd-cacert", files.CA, "list"), cli.ExitFailed,
