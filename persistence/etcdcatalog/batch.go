@@ -312,7 +312,7 @@ func (b *Batcher) commit(batch []*batchedSave) {
 			direct = append(direct, s) // Save confirms against a fresh read
 			continue
 		}
-		rec := persistence.Record{Checkpoint: s.checkpoint, Term: h.rec.Term}
+		rec := persistence.Record{Checkpoint: s.checkpoint, Term: carriedTerm(h.rec.Term, h.rev)}
 		val, err := persistence.EncodeRecord(s.pchannel, rec)
 		if err != nil {
 			direct = append(direct, s)

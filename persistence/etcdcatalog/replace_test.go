@@ -7,6 +7,7 @@ import (
 
 	"github.com/lowwater/lowwater/internal/testkit/etcdtest"
 	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/persistence/etcdcatalog"
 	"github.com/lowwater/lowwater/wal"
 )
 
@@ -135,6 +136,25 @@ func TestWritesWithoutOwnershipDropAnImpossibleTerm(t *testing.T) {
 	for p, want := range map[string]wal.MessageID{"raise": wal.KafkaID(200), "lower": wal.KafkaID(50)} {
 		rec, _ := rawRecord(t, cli, checkpointKey(p))
 		require.Equal(t, persistence.Record{Checkpoint: want}, rec, p)
+	}
+
+	// A Batcher's saves, which write without ownership as well, in one
+	// transaction of a batch: its hints of the records are those it read
+	// when their owner term fenced every owner.
+	b := openBatcher(t, eps, nil)
+	for _, p := range []string{"x", "y"} {
+		raw, err := persistence.EncodeRecord(p, persistence.Record{Checkpoint: wal.KafkaID(100), Term: high})
+		require.NoError(t, err)
+		_, err = cli.Put(ctxT(t), checkpointKey(p), string(raw))
+		require.NoError(t, err)
+		var ahead *persistence.StoredAheadError
+		require.ErrorAs(t, b.Save(ctxT(t), p, wal.KafkaID(50)), &ahead, "read, and remembered")
+	}
+	require.Equal(t, map[string]error{"x": nil, "y": nil},
+		etcdcatalog.CommitBatch(ctxT(t), b, map[string]wal.MessageID{"x": wal.KafkaID(200), "y": wal.KafkaID(200)}))
+	for _, p := range []string{"x", "y"} {
+		rec, _ := rawRecord(t, cli, checkpointKey(p))
+		require.Equal(t, persistence.Record{Checkpoint: wal.KafkaID(200)}, rec, p)
 	}
 
 	// And an owner saves over them again.
