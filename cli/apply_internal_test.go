@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"io"
 	"strings"
 	"testing"
@@ -16,63 +15,28 @@ import (
 	"github.com/lowwater/lowwater/wal"
 )
 
-// endsOnDelete ends the command (a --timeout, a Ctrl-C) right after its
-// Delete has deleted; failSave, if set, is what every Save returns.
-type endsOnDelete struct {
-	persistence.Catalog
-	end      func()
-	failSave error
-}
-
-func (c *endsOnDelete) Delete(ctx context.Context, pchannel string) error {
-	err := c.Catalog.Delete(ctx, pchannel)
-	c.end()
-	return err
-}
-
-func (c *endsOnDelete) Save(ctx context.Context, pchannel string, id wal.MessageID) error {
-	if c.failSave != nil {
-		return c.failSave
-	}
-	return c.Catalog.Save(ctx, pchannel, id)
-}
-
-// lowering is a store of the command whose context is ctx, and a catalog
-// holding kafka:1000 for p, to be lowered.
-func lowering(t *testing.T, ctx context.Context) (*persistence.Memory, *store) {
+// A lowering or a replacement is one write, through a catalog that can
+// (replacer); one that cannot is refused, and its record left as it was,
+// rather than deleted and then saved, which a crash or a cut between the
+// two turned into a lost checkpoint.
+func TestLoweringNeedsAReplacer(t *testing.T) {
+	ctx := context.Background()
 	mem := persistence.NewMemory()
-	require.NoError(t, mem.Save(context.Background(), "p", wal.KafkaID(1000)))
+	require.NoError(t, mem.Save(ctx, "p", wal.KafkaID(1000)))
 	s := newStore(ctx, catalogurl.URL{}, io.Discard)
-	t.Cleanup(s.end)
-	return mem, s
-}
-
-// A forced lowering deletes, then saves: a command that ended between the
-// two, its save under the same context, lost the checkpoint.
-func TestLoweringOutlivesTheCommandsEnd(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	mem, s := lowering(t, ctx)
-	require.NoError(t, s.apply(ctx, &endsOnDelete{Catalog: mem, end: cancel}, "p", lower, wal.KafkaID(500)))
-	got, err := mem.Load(context.Background(), "p")
+	defer s.end()
+	err := s.apply(ctx, mem, "p", lower, wal.KafkaID(500))
+	require.EqualError(t, err, "p: *persistence.Memory cannot replace a record in one write")
+	got, err := mem.Load(ctx, "p")
 	require.NoError(t, err)
-	require.Equal(t, wal.KafkaID(500), got)
+	require.Equal(t, wal.KafkaID(1000), got)
 }
 
-// hangingSave is a catalog whose Save waits for its context to end, as
-// on an etcd that answers nothing.
-type hangingSave struct{ persistence.Catalog }
-
-func (hangingSave) Save(ctx context.Context, _ string, _ wal.MessageID) error {
-	<-ctx.Done()
-	return ctx.Err()
-}
-
-// What a write owes past the command's end ends cleanupGrace after the
-// first of its --timeout and a signal. A signal during the save after the
-// delete was ignored until the --timeout's grace, fixed before it; and
-// each later wait (the release) took a second of its own after the one
-// before.
+// What a write owes past the command's end (the release of the tool's
+// ownership, the revoke of its session) ends cleanupGrace after the first
+// of its --timeout and a signal. A signal was ignored until the
+// --timeout's grace, fixed before it; and each later wait took a second
+// of its own after the one before.
 func TestGraceEndsASecondAfterTheCommand(t *testing.T) {
 	for _, c := range []struct {
 		name string
@@ -85,57 +49,19 @@ func TestGraceEndsASecondAfterTheCommand(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			mem, s := lowering(t, ctx)
+			s := newStore(ctx, catalogurl.URL{}, io.Discard)
+			defer s.end()
 			var signalled time.Time
 			time.AfterFunc(c.signal, func() { signalled = time.Now(); cancel() })
 			if c.signal == 0 {
 				<-ctx.Done()
 			}
-			err := s.replaceRecord(context.Background(), hangingSave{mem}, "p", wal.KafkaID(500))
-			require.ErrorIs(t, err, context.Canceled)
-			require.ErrorContains(t, err, "p: its record was deleted and kafka:500 not written")
+			<-s.grace.Done()
 			took := time.Since(signalled)
 			require.GreaterOrEqual(t, took, cleanupGrace)
-			require.Less(t, took, cleanupGrace+time.Second/2, "the save ends a second after the signal")
-			// A wait after it has no second of its own.
-			<-s.grace.Done()
-			require.Less(t, time.Since(signalled), cleanupGrace+time.Second/2)
+			require.Less(t, took, cleanupGrace+time.Second/2, "grace ends a second after the signal")
 		})
 	}
-}
-
-// lostDelete deletes, and reports the error of a delete whose reply was
-// lost: applied all the same.
-type lostDelete struct{ persistence.Catalog }
-
-func (c lostDelete) Delete(ctx context.Context, pchannel string) error {
-	if err := c.Catalog.Delete(ctx, pchannel); err != nil {
-		return err
-	}
-	return errors.New("connection reset")
-}
-
-// A forced lowering whose delete failed and was applied all the same (on
-// etcd, a deadline that landed during the call) lost the checkpoint: the
-// error was returned, and nothing written in its place.
-func TestLoweringAfterADeleteThatFailedButWasApplied(t *testing.T) {
-	ctx := context.Background()
-	mem, s := lowering(t, ctx)
-	require.NoError(t, s.apply(ctx, lostDelete{mem}, "p", lower, wal.KafkaID(500)))
-	got, err := mem.Load(ctx, "p")
-	require.NoError(t, err)
-	require.Equal(t, wal.KafkaID(500), got)
-}
-
-// When the save after the delete fails all the same, the error says what
-// is left to do.
-func TestLoweringWhoseSaveFailsSaysHowToFinish(t *testing.T) {
-	ctx := context.Background()
-	mem, s := lowering(t, ctx)
-	down := errors.New("catalog down")
-	err := s.apply(ctx, &endsOnDelete{Catalog: mem, end: func() {}, failSave: down}, "p", lower, wal.KafkaID(500))
-	require.ErrorIs(t, err, down)
-	require.ErrorContains(t, err, "p: its record was deleted and kafka:500 not written: 'set p kafka:500' writes it: catalog down")
 }
 
 // onEtcd opens a store for writing on an etcd of its own, for a command
@@ -150,28 +76,6 @@ func onEtcd(t *testing.T) (*env, context.Context, context.CancelFunc, *store) {
 	s, err := e.open(ctx, readWrite)
 	require.NoError(t, err)
 	return e, ctx, cancel, s
-}
-
-// A forced lowering on etcd whose command ended between the delete and
-// the save lost the checkpoint: the tool's etcd session lived on the
-// command's context, and its end fenced the save.
-func TestLoweringOnEtcdOutlivesTheCommandsEnd(t *testing.T) {
-	_, ctx, cancel, s := onEtcd(t)
-	defer s.close()
-	require.NoError(t, s.cat.Save(ctx, "p", wal.KafkaID(1000)))
-	err := s.write(ctx, "p", 0, true, func(c persistence.Catalog) error {
-		end := func() {
-			cancel() // Ctrl-C, between the delete and the save
-			if s.session.Ctx().Err() != nil {
-				<-s.session.Done() // on the command's context: it ends now
-			}
-		}
-		return s.apply(ctx, &endsOnDelete{Catalog: c, end: end}, "p", lower, wal.KafkaID(500))
-	})
-	require.NoError(t, err)
-	got, err := s.cat.Load(context.Background(), "p")
-	require.NoError(t, err)
-	require.Equal(t, wal.KafkaID(500), got)
 }
 
 // A write on etcd that the command's end cut short left the tool's owner

@@ -38,6 +38,11 @@ func (c cutOnWrite) Save(ctx context.Context, pchannel string, id wal.MessageID)
 	return c.Inspector.Save(ctx, pchannel, id)
 }
 
+func (c cutOnWrite) Replace(ctx context.Context, pchannel string, id wal.MessageID) error {
+	c.cut(ctx)
+	return c.Inspector.(replacer).Replace(ctx, pchannel, id)
+}
+
 func (c cutOnWrite) Delete(ctx context.Context, pchannel string) error {
 	c.cut(ctx)
 	return c.Inspector.Delete(ctx, pchannel)
@@ -85,6 +90,9 @@ func TestCutShortWriteSaysItsStepOnBolt(t *testing.T) {
 			"lowwater: writing p: context deadline exceeded: --timeout 1s passed; nothing written\n"},
 		{"delete, Ctrl-C", []string{"delete", "--force", "p"},
 			"lowwater: deleting p: interrupt signal received; nothing deleted\n"},
+		{"lowering, Ctrl-C", []string{"set", "--force", "p", "kafka:1"},
+			"warning: p: replay: consumers restart at kafka:1 and re-read what follows it up to kafka:5 (4 messages)\n" +
+				"lowwater: writing p: interrupt signal received; nothing written\n"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			ctx, cut := interrupted(t)
@@ -132,6 +140,8 @@ func TestCutShortWriteSaysItsStepOnEtcd(t *testing.T) {
 			"lowwater: writing p: interrupt signal received; it may or may not have been written: 'get p' shows which\n"},
 		{[]string{"delete", "--force", "p"},
 			"lowwater: deleting p: interrupt signal received; it may or may not have been deleted: 'get p' shows which\n"},
+		{[]string{"set", "--force", "p", "kafka:1"},
+			"lowwater: writing p: interrupt signal received; it may or may not have been written: 'get p' shows which\n"},
 	} {
 		signal, ctrlC := interrupted(t)
 		hookOpened(t, func(i persistence.Inspector) persistence.Inspector { return cutOnWrite{i, ctrlC} })

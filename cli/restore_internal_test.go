@@ -65,7 +65,7 @@ func TestRestoreCutPartWayCountsWhatItWrote(t *testing.T) {
 }
 
 // Every failure that says something else is reported, the first with the
-// count: several replacements under way may each leave a record deleted.
+// count: several writes under way may each leave something to say.
 func TestRestoreReportsEachDistinctFailure(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	cancel(errors.New("interrupt signal received"))
@@ -73,10 +73,10 @@ func TestRestoreReportsEachDistinctFailure(t *testing.T) {
 	var stderr bytes.Buffer
 	err := reportFailures(ctx, &stderr, []error{
 		context.Canceled,
-		fmt.Errorf("p1: its record was deleted and kafka:1 not written: 'set p1 kafka:1' writes it: %w", down),
+		fmt.Errorf("writing p1: %w; it may or may not have been written: 'get p1' shows which", down),
 		context.Canceled,
 		down,
-		fmt.Errorf("p2: its record was deleted and kafka:2 not written: 'set p2 kafka:2' writes it: %w", down),
+		fmt.Errorf("writing p2: %w; it may or may not have been written: 'get p2' shows which", down),
 		down,
 	}, 7, 10)
 	var re *reportedError
@@ -85,19 +85,19 @@ func TestRestoreReportsEachDistinctFailure(t *testing.T) {
 		"those written are listed on standard output, and a rerun writes the rest")
 	require.Equal(t, "lowwater: after 7 of 10 checkpoints: interrupt signal received; "+
 		"those written are listed on standard output, and a rerun writes the rest\n"+
-		"lowwater: p1: its record was deleted and kafka:1 not written: 'set p1 kafka:1' writes it: disk full\n"+
+		"lowwater: writing p1: disk full; it may or may not have been written: 'get p1' shows which\n"+
 		"lowwater: disk full\n"+
-		"lowwater: p2: its record was deleted and kafka:2 not written: 'set p2 kafka:2' writes it: disk full\n",
+		"lowwater: writing p2: disk full; it may or may not have been written: 'get p2' shows which\n",
 		stderr.String())
 }
 
-// A replacement cut between its delete and its save says which record it
-// left deleted: the cut's cause does not take the place of that.
-func TestRestoreCutKeepsWhatAReplacementLeft(t *testing.T) {
+// A write on etcd cut short says what it may have left, and how to find
+// out: the cut's cause does not take the place of that.
+func TestRestoreCutKeepsWhatAWriteLeft(t *testing.T) {
 	ctx, cancel := context.WithTimeoutCause(context.Background(), 0, fmt.Errorf("%w: --timeout 1s passed", context.DeadlineExceeded))
 	defer cancel()
 	<-ctx.Done()
-	left := &outcomeError{fmt.Errorf("p1: its record was deleted and kafka:1 not written: 'set p1 kafka:1' writes it: %w",
+	left := &outcomeError{fmt.Errorf("writing p1: %w; it may or may not have been written: 'get p1' shows which",
 		context.DeadlineExceeded)}
 	var stderr bytes.Buffer
 	err := reportFailures(ctx, &stderr, []error{context.DeadlineExceeded, left}, 3, 10)
@@ -105,6 +105,6 @@ func TestRestoreCutKeepsWhatAReplacementLeft(t *testing.T) {
 		"those written are listed on standard output, and a rerun writes the rest")
 	require.Equal(t, "lowwater: after 3 of 10 checkpoints: context deadline exceeded: --timeout 1s passed; "+
 		"those written are listed on standard output, and a rerun writes the rest\n"+
-		"lowwater: p1: its record was deleted and kafka:1 not written: 'set p1 kafka:1' writes it: context deadline exceeded\n",
+		"lowwater: writing p1: context deadline exceeded; it may or may not have been written: 'get p1' shows which\n",
 		stderr.String())
 }

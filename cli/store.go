@@ -52,13 +52,11 @@ type store struct {
 	session *concurrency.Session // made by the first fenced write
 	stderr  io.Writer
 	// grace is for what a write owes once begun, whether or not the
-	// command has ended by then: the save after a forced lowering's delete
-	// (else a timeout or a signal between the two lost the checkpoint),
-	// the release of the tool's ownership and the revoke of its session
-	// (else its owner key outlived it, taken by the next command for a
-	// running node's). It ends cleanupGrace after the command's context
-	// does (its --timeout or a signal, whichever came first), and at
-	// close; the etcd client lives as long.
+	// command has ended by then: the release of the tool's ownership and
+	// the revoke of its session (else its owner key outlived it, taken by
+	// the next command for a running node's). It ends cleanupGrace after
+	// the command's context does (its --timeout or a signal, whichever
+	// came first), and at close; the etcd client lives as long.
 	grace context.Context
 	// end ends grace.
 	end func()
@@ -349,40 +347,19 @@ type emptyName struct{ *etcdcatalog.Catalog }
 func (c emptyName) Delete(ctx context.Context, _ string) error { return c.DeleteEmptyName(ctx) }
 
 // replaceRecord writes id in place of pchannel's record, as a lowering or
-// a replacement must (Save refuses them): in one write where the catalog
-// can (a replacer), else as a delete and then a save. Once the delete is
-// sent the save is owed, and both run under grace: a --timeout or a
-// signal during the delete (applied, its reply lost) or between the two
-// lost the checkpoint.
+// a replacement must (Save refuses them), in one write: there is no
+// moment, nor a crash, that finds the record gone, as there was between a
+// delete and a save. Every catalog the tool writes through can.
 func (s *store) replaceRecord(ctx context.Context, c persistence.Catalog, pchannel string, id wal.MessageID) error {
-	if err := ctx.Err(); err != nil {
-		return err
+	r, ok := c.(replacer)
+	if !ok {
+		return fmt.Errorf("%s: %T cannot replace a record in one write", shown(pchannel), c)
 	}
-	if r, ok := c.(replacer); ok {
-		return r.Replace(ctx, pchannel, id)
-	}
-	if err := c.Delete(s.grace, pchannel); err != nil {
-		// A failed delete may have been applied all the same: what is
-		// stored now says whether the write is owed.
-		stored, lerr := c.Load(s.grace, pchannel)
-		switch {
-		case lerr != nil:
-			return &outcomeError{fmt.Errorf("%s: its record may have been deleted, and %s was not written: "+
-				"'set %s %s' writes it: %w", shown(pchannel), shownID(id), shown(pchannel), shownID(id), err)}
-		case stored != nil:
-			return err
-		}
-	}
-	if err := c.Save(s.grace, pchannel, id); err != nil {
-		return &outcomeError{fmt.Errorf("%s: its record was deleted and %s not written: 'set %s %s' writes it: %w",
-			shown(pchannel), shownID(id), shown(pchannel), shownID(id), err)}
-	}
-	return nil
+	return r.Replace(ctx, pchannel, id)
 }
 
-// replacer is a catalog that replaces a record in one write, leaving no
-// moment without it (persistence.Bolt, etcdcatalog's Catalog and Owned):
-// replaceRecord's delete and save are then one.
+// replacer is a catalog that replaces a record in one write, whatever is
+// stored (persistence.Bolt, etcdcatalog's Catalog and Owned).
 type replacer interface {
 	Replace(ctx context.Context, pchannel string, id wal.MessageID) error
 }
@@ -629,9 +606,8 @@ func (s *store) write(ctx context.Context, pchannel string, storedTerm uint64, f
 		return fn(emptyName{s.etcd})
 	}
 	if s.session == nil {
-		// The session lives as long as what the write owes (grace): on
-		// the command's context, its end fenced the save after a forced
-		// lowering's delete.
+		// The session lives as long as what the write owes (grace), not
+		// the command's context: the release and the revoke come after.
 		session, err := concurrency.NewSession(s.etcd.Client(), concurrency.WithTTL(sessionTTL), concurrency.WithContext(s.grace))
 		if err != nil {
 			return fmt.Errorf("etcd session: %w", err)
