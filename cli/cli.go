@@ -351,9 +351,13 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 			err = fmt.Errorf("%w (%s)", err, why)
 		}
 	}
-	if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil && e.etcdAsked.Load() && !e.etcdAnswered.Load() {
-		if why := timeoutHint(o); why != "" {
-			hint := fmt.Sprintf("no answer within --timeout %v; %s", o.timeout, why)
+	if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil && e.etcdAsked.Load() {
+		answered := e.etcdAnswered.Load()
+		if why := timeoutHint(o, answered); why != "" {
+			hint := why // etcd answered, then stopped: why is news
+			if !answered {
+				hint = fmt.Sprintf("no answer within --timeout %v; %s", o.timeout, why)
+			}
 			var re *reportedError
 			switch {
 			case errors.As(err, &re):
@@ -393,13 +397,14 @@ func commandFlag(err error) (string, bool) {
 	return "", false
 }
 
-// timeoutHint says, of a command that ran out of --timeout on an etcd
-// that answered none of its requests, why it may not have, "" on another
-// catalog: an etcd that is down, out of
+// timeoutHint says, of a command that ran out of --timeout on etcd, why
+// etcd may not have answered, "" on another catalog or when nothing shows
+// and etcd had answered some of its requests (answered): the command may
+// then simply have had too much to do. An etcd that is down, out of
 // reach, or whose TLS does not match answers nothing, and its client's
 // own error says only "context deadline exceeded". Finding which takes
 // up to etcdaccess.ProbeTime more.
-func timeoutHint(o options) string {
+func timeoutHint(o options, answered bool) string {
 	u := o.url
 	if u.Kind != catalogurl.Etcd {
 		return ""
@@ -414,6 +419,9 @@ func timeoutHint(o options) string {
 	wg.Wait()
 	if whys = slices.DeleteFunc(whys, func(why string) bool { return why == "" }); len(whys) > 0 {
 		return strings.Join(whys, "; ")
+	}
+	if answered {
+		return ""
 	}
 	return fmt.Sprintf("is etcd up, and reachable at %s?", strings.Join(u.Endpoints, ","))
 }

@@ -14,6 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
+	"github.com/lowwater/lowwater/internal/catalogurl"
 	"github.com/lowwater/lowwater/internal/testkit/etcdtest"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/wal"
@@ -268,4 +269,22 @@ func TestTimeoutAfterEtcdAnsweredGivesNoHint(t *testing.T) {
 		require.Equal(t, 1, strings.Count(errs, "--timeout 300ms"), "%v: %s", args, errs)
 		require.NotContains(t, errs, "is etcd up", args)
 	}
+}
+
+// After a --timeout, the endpoints are probed whether or not etcd had
+// answered: one that answered and then went away (killed part way through
+// a restore) is named, where the error said only that the timeout passed,
+// as if the dump had been too big for it. Nothing found, the "is etcd
+// up?" question is for an etcd that never answered.
+func TestTimeoutHintAfterAnswers(t *testing.T) {
+	eps := etcdtest.Start(t)
+	up := strings.TrimPrefix(eps[0], "http://")
+	hint := func(endpoints string, answered bool) string {
+		u, err := catalogurl.Parse("etcd://" + endpoints + "/cli")
+		require.NoError(t, err)
+		return timeoutHint(options{url: u}, answered)
+	}
+	require.Regexp(t, `^cannot connect to 127\.0\.0\.1:1: .*connection refused$`, hint("127.0.0.1:1,"+up, true))
+	require.Empty(t, hint(up, true), "etcd is up: the command had too much to do")
+	require.Equal(t, "is etcd up, and reachable at "+up+"?", hint(up, false))
 }

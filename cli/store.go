@@ -29,9 +29,9 @@ type env struct {
 	stdin          io.Reader // nil: there is none
 	stdout, stderr io.Writer
 	// etcdAsked and etcdAnswered say whether the command has reached for
-	// etcd, and whether etcd has answered any of its requests: only a
-	// --timeout that ran out on an etcd that answered nothing is etcd's
-	// silence, worth finding out why (timeoutHint).
+	// etcd, and whether etcd has answered any of its requests: a --timeout
+	// that ran out on an etcd that answered nothing is etcd's silence, and
+	// one after answers may be a command with too much to do (timeoutHint).
 	etcdAsked, etcdAnswered atomic.Bool
 }
 
