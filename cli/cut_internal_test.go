@@ -116,9 +116,11 @@ func TestCutShortWriteSaysItsStepOnBolt(t *testing.T) {
 	}
 }
 
-// On etcd a transaction cut short may have been applied all the same:
-// the error says so, and how to find out.
-func TestCutShortWriteSaysItsStepOnEtcd(t *testing.T) {
+// ownedByHand starts an etcd holding kafka:5 for p under an owner key put
+// by hand, and returns the --catalog flag of it: a --force write goes
+// around that owner through the catalog the command opened (openedHook).
+func ownedByHand(t *testing.T) string {
+	t.Helper()
 	eps := etcdtest.Start(t)
 	client, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	require.NoError(t, err)
@@ -126,12 +128,17 @@ func TestCutShortWriteSaysItsStepOnEtcd(t *testing.T) {
 	catalog := "--catalog=etcd://" + strings.TrimPrefix(eps[0], "http://") + "/cli"
 	_, _, code := runMain(context.Background(), catalog, "set", "p", "kafka:5")
 	require.Equal(t, ExitOK, code)
-	// An owner key put by hand: --force writes around it, through the
-	// catalog the command opened.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, err = client.Put(ctx, "cli/wal/p/owner", "by hand")
 	require.NoError(t, err)
+	return catalog
+}
+
+// On etcd a transaction cut short may have been applied all the same:
+// the error says so, and how to find out.
+func TestCutShortWriteSaysItsStepOnEtcd(t *testing.T) {
+	catalog := ownedByHand(t)
 
 	for _, c := range []struct {
 		args []string
@@ -240,19 +247,7 @@ func TestUnrevokedSessionIsReported(t *testing.T) {
 // a write cut short after the read, and, on a line of its own, after a
 // restore that had written hundreds of records.
 func TestTimeoutAfterEtcdAnsweredGivesNoHint(t *testing.T) {
-	eps := etcdtest.Start(t)
-	client, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	require.NoError(t, err)
-	defer client.Close()
-	catalog := "--catalog=etcd://" + strings.TrimPrefix(eps[0], "http://") + "/cli"
-	_, _, code := runMain(context.Background(), catalog, "set", "p", "kafka:5")
-	require.Equal(t, ExitOK, code)
-	// An owner key put by hand: --force writes around it, through the
-	// catalog the command opened, which the test holds until the timeout.
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	_, err = client.Put(ctx, "cli/wal/p/owner", "by hand")
-	require.NoError(t, err)
+	catalog := ownedByHand(t) // the hook holds the write until the timeout
 	dump := filepath.Join(t.TempDir(), "d.json")
 	require.NoError(t, os.WriteFile(dump, []byte(`{"format":"lowwater-checkpoints/1","checkpoints":[
 		{"pchannel":"p","wal":"kafka","checkpoint":"kafka:9"}]}`), 0o600))

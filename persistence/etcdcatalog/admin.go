@@ -2,7 +2,6 @@ package etcdcatalog
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -92,12 +91,7 @@ func (o *Owned) deleteChecked(ctx context.Context, pchannel string, anyTerm bool
 	if err := o.Err(); err != nil {
 		return o.lostError(pchannel, err)
 	}
-	err := o.delete(ctx, pchannel, anyTerm)
-	var fe *FencedError
-	if errors.As(err, &fe) {
-		o.lose(fencedCause(fe))
-	}
-	return err
+	return o.loseIfFenced(o.delete(ctx, pchannel, anyTerm))
 }
 
 // delete reads the record and the owner key, judges the term, and deletes
@@ -188,12 +182,7 @@ func (o *Owned) replaceChecked(ctx context.Context, pchannel string, checkpoint 
 	if err := o.Err(); err != nil {
 		return o.lostError(pchannel, err)
 	}
-	err := o.c.overwrite(ctx, pchannel, checkpoint, o.fence(), anyTerm)
-	var fe *FencedError
-	if errors.As(err, &fe) {
-		o.lose(fencedCause(fe))
-	}
-	return err
+	return o.loseIfFenced(o.c.overwrite(ctx, pchannel, checkpoint, o.fence(), anyTerm))
 }
 
 // overwrite is the loop behind Replace: it reads the record (and the owner

@@ -521,7 +521,12 @@ func (o *Owned) Save(ctx context.Context, pchannel string, checkpoint wal.Messag
 	if err := o.Err(); err != nil {
 		return o.lostError(pchannel, err)
 	}
-	err := o.c.save(ctx, pchannel, checkpoint, o.fence())
+	return o.loseIfFenced(o.c.save(ctx, pchannel, checkpoint, o.fence()))
+}
+
+// loseIfFenced ends the ownership if err, of a fenced write, says that
+// it is fenced, and returns err.
+func (o *Owned) loseIfFenced(err error) error {
 	var fe *FencedError
 	if errors.As(err, &fe) {
 		o.lose(fencedCause(fe))
