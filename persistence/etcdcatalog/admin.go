@@ -173,14 +173,8 @@ func (o *Owned) ReplaceAnyTerm(ctx context.Context, pchannel string, checkpoint 
 }
 
 func (o *Owned) replaceChecked(ctx context.Context, pchannel string, checkpoint wal.MessageID, anyTerm bool) error {
-	if err := o.check(pchannel); err != nil {
+	if err := o.checkWrite(pchannel, checkpoint); err != nil {
 		return err
-	}
-	if err := persistence.CheckSaveArgs(pchannel, checkpoint); err != nil {
-		return fmt.Errorf("etcdcatalog: %w", err)
-	}
-	if err := o.Err(); err != nil {
-		return o.lostError(pchannel, err)
 	}
 	return o.loseIfFenced(o.c.overwrite(ctx, pchannel, checkpoint, o.fence(), anyTerm))
 }

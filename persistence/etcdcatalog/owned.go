@@ -512,6 +512,16 @@ func (o *Owned) Load(ctx context.Context, pchannel string) (wal.MessageID, error
 // be above it. Otherwise it returns a *FencedError (errors.Is
 // persistence.ErrFenced), writes nothing, and Done closes.
 func (o *Owned) Save(ctx context.Context, pchannel string, checkpoint wal.MessageID) error {
+	if err := o.checkWrite(pchannel, checkpoint); err != nil {
+		return err
+	}
+	return o.loseIfFenced(o.c.save(ctx, pchannel, checkpoint, o.fence()))
+}
+
+// checkWrite refuses, before anything is sent, a save or a replacement
+// the owner cannot make: of another pchannel, of bad arguments, or once
+// the ownership is lost.
+func (o *Owned) checkWrite(pchannel string, checkpoint wal.MessageID) error {
 	if err := o.check(pchannel); err != nil {
 		return err
 	}
@@ -521,7 +531,7 @@ func (o *Owned) Save(ctx context.Context, pchannel string, checkpoint wal.Messag
 	if err := o.Err(); err != nil {
 		return o.lostError(pchannel, err)
 	}
-	return o.loseIfFenced(o.c.save(ctx, pchannel, checkpoint, o.fence()))
+	return nil
 }
 
 // loseIfFenced ends the ownership if err, of a fenced write, says that
