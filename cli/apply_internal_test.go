@@ -84,7 +84,7 @@ func onEtcd(t *testing.T) (*env, context.Context, context.CancelFunc, *store) {
 // 10 s was refused as if a node owned the pchannel.
 func TestAnInterruptedWriteLeavesNoOwner(t *testing.T) {
 	e, ctx, cancel, s := onEtcd(t)
-	err := s.write(ctx, "p", 0, false, func(c persistence.Catalog) error {
+	err := s.write(ctx, "p", change{act: create}, false, func(c persistence.Catalog) error {
 		cancel() // Ctrl-C, as the tool writes
 		return c.Save(ctx, "p", wal.KafkaID(1))
 	})
@@ -109,7 +109,7 @@ func TestFailedReleaseKeepsTheWrite(t *testing.T) {
 	e, ctx, _, s := onEtcd(t)
 	var stderr strings.Builder
 	s.stderr = &stderr
-	err := s.write(ctx, "p", 0, false, func(c persistence.Catalog) error {
+	err := s.write(ctx, "p", change{act: create}, false, func(c persistence.Catalog) error {
 		err := c.Save(ctx, "p", wal.KafkaID(7))
 		s.end() // the release that follows cannot be sent
 		return err

@@ -379,7 +379,35 @@ const (
 	lower     // forced: the record replaced (replaceRecord)
 	replace   // forced: a corrupt record or one of another WAL
 	unordered // forced, as replace: a record id cannot be compared with
+	remove    // delete's, never planned: named for the warning of a forced one
 )
+
+// change is a write the tool is about to make: act, over en (nil: nothing
+// stored), to id (nil: a delete).
+type change struct {
+	act action
+	en  *persistence.Entry
+	id  wal.MessageID
+}
+
+// aroundNode says what becomes of the change when it is forced around a
+// running node. The node keeps its checkpoint in memory and saves it
+// again when its minimum next moves, and a save never lowers what is
+// stored: a save below it adopts what is stored as its own.
+func (ch change) aroundNode() string {
+	switch {
+	case ch.act == raise:
+		return "the raise stands, as the node's saves never lower it"
+	case ch.act == remove:
+		return "the node's next save writes its checkpoint back: stop the node for a change that lasts"
+	case ch.act == lower:
+		return "the node's next save writes over it if the node's checkpoint is higher: stop the node for a change that lasts"
+	case ch.act == unordered || ch.en != nil && ch.en.WAL != "" && ch.en.WAL != walOf(ch.id):
+		return "the node's saves, which cannot be ordered against it, fail: stop the node"
+	default:
+		return "the node's next save writes over it if the node's checkpoint is higher"
+	}
+}
 
 // walOf names id's WAL by its type: a registered type's WALName may panic.
 // id came from wal.Parse, so its type is registered.
@@ -579,10 +607,11 @@ func set(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	warnReplay(e.stderr, act, pchannel, en, id)
+	ch := change{act: act, en: en, id: id}
 	if e.opts.dryRun {
 		// As the write itself: one that changes nothing asks no owner.
 		if act != unchanged {
-			if err := s.checkOwner(ctx, pchannel, e.opts.force); err != nil {
+			if err := s.checkOwner(ctx, pchannel, ch, e.opts.force); err != nil {
 				return err
 			}
 		}
@@ -594,7 +623,7 @@ func set(ctx context.Context, e *env, args []string) error {
 		return nil
 	}
 	sent := false
-	err = s.write(ctx, pchannel, termOf(en), e.opts.force, func(c persistence.Catalog) error {
+	err = s.write(ctx, pchannel, ch, e.opts.force, func(c persistence.Catalog) error {
 		sent = true
 		return s.apply(ctx, c, pchannel, act, id)
 	})
@@ -638,6 +667,7 @@ func del(ctx context.Context, e *env, args []string) error {
 	if en.Checkpoint != nil {
 		was = shownID(en.Checkpoint)
 	}
+	ch := change{act: remove, en: &en}
 	if en.Err == nil && !e.opts.force {
 		// A record a node recovers from: deleting it is the largest of
 		// lowerings, and asks for what a lowering does. A record that
@@ -649,7 +679,7 @@ func del(ctx context.Context, e *env, args []string) error {
 		}
 		if !slices.ContainsFunc(fencing, func(f persistence.Entry) bool { return f.PChannel == pchannel }) {
 			// An owner, if any, is the first thing to know.
-			if err := s.checkOwner(ctx, pchannel, false); err != nil {
+			if err := s.checkOwner(ctx, pchannel, ch, false); err != nil {
 				return err
 			}
 			return refused("%s: delete removes %s, and a node that recovers %s then starts from its "+
@@ -658,14 +688,14 @@ func del(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	if e.opts.dryRun {
-		if err := s.checkOwner(ctx, pchannel, e.opts.force); err != nil {
+		if err := s.checkOwner(ctx, pchannel, ch, e.opts.force); err != nil {
 			return err
 		}
 		fmt.Fprintf(e.stdout, "%s: would delete %s\n", shown(pchannel), was)
 		return nil
 	}
 	sent := false
-	err = s.write(ctx, pchannel, en.Term, e.opts.force, func(c persistence.Catalog) error {
+	err = s.write(ctx, pchannel, ch, e.opts.force, func(c persistence.Catalog) error {
 		sent = true
 		return c.Delete(ctx, pchannel)
 	})

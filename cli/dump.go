@@ -532,7 +532,7 @@ func restore(ctx context.Context, e *env, args []string) error {
 			err = s.checkTerm(ctx, de.PChannel, en, e.opts.force)
 		}
 		if err == nil && act != unchanged {
-			err = s.checkOwner(ctx, de.PChannel, e.opts.force)
+			err = s.checkOwner(ctx, de.PChannel, change{act: act, en: en, id: ids[i]}, e.opts.force)
 		}
 		var ee *exitError
 		switch {
@@ -673,7 +673,7 @@ func (s *store) writeAll(ctx context.Context, entries []dumpEntry, byName map[st
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := s.write(ctx, de.PChannel, termOf(en), force, func(c persistence.Catalog) error {
+			err := s.write(ctx, de.PChannel, change{act: acts[i], en: en, id: ids[i]}, force, func(c persistence.Catalog) error {
 				return s.apply(ctx, c, de.PChannel, acts[i], ids[i])
 			})
 			mu.Lock()

@@ -62,6 +62,8 @@ type store struct {
 	end func()
 	// revision is etcd's, read once by checkTerm.
 	revision int64
+	// dry is a dry run's: it writes nothing, and says what it would.
+	dry bool
 }
 
 // cleanupGrace is how long past the command's end (its --timeout, or a
@@ -94,6 +96,7 @@ const (
 func (e *env) open(ctx context.Context, m mode) (_ *store, err error) {
 	u := e.opts.url
 	s := newStore(ctx, u, e.stderr)
+	s.dry = e.opts.dryRun
 	defer func() {
 		if err != nil {
 			s.end()
@@ -525,8 +528,10 @@ func (s *store) warnStray(ctx context.Context) error {
 	return err
 }
 
-// checkOwner refuses a write to a pchannel a node owns, unless force.
-func (s *store) checkOwner(ctx context.Context, pchannel string, force bool) error {
+// checkOwner refuses ch, a write to pchannel, if a node owns it, unless
+// force. A dry run is warned as the write would be (write); a write is
+// warned once, by write itself.
+func (s *store) checkOwner(ctx context.Context, pchannel string, ch change, force bool) error {
 	o, err := s.owner(ctx, pchannel)
 	switch {
 	case err != nil:
@@ -536,8 +541,9 @@ func (s *store) checkOwner(ctx context.Context, pchannel string, force bool) err
 	case !force:
 		return ownedRefusal(pchannel, o)
 	}
-	// As the write would warn (write): a dry run says what it would do.
-	fmt.Fprintln(s.stderr, ownedWarning(pchannel, o, "it would be written anyway (--force)"))
+	if s.dry {
+		fmt.Fprintln(s.stderr, ownedWarning(pchannel, o, ch, "it would be written anyway (--force)"))
+	}
 	return nil
 }
 
@@ -552,15 +558,14 @@ func ownedRefusal(pchannel string, o etcdcatalog.Owner) error {
 	return refused("%s is owned by a running node (term %d): stop it, or --force", shown(pchannel), o.Term)
 }
 
-// ownedWarning is the warning of a forced write, doing it, to a pchannel
-// under owner o.
-func ownedWarning(pchannel string, o etcdcatalog.Owner, doing string) string {
+// ownedWarning is the warning of ch, a forced write, doing it, to a
+// pchannel under owner o.
+func ownedWarning(pchannel string, o etcdcatalog.Owner, ch change, doing string) string {
 	if o.Leaseless() {
 		return fmt.Sprintf("warning: %s: %s; %s", shown(pchannel), leaseless(pchannel, o.Term), doing)
 	}
-	return fmt.Sprintf("warning: %s is owned by a running node (term %d); %s: the node's next save writes over "+
-		"a lower checkpoint or a deleted one, and fails against another WAL's: stop the node for a change that lasts",
-		shown(pchannel), o.Term, doing)
+	return fmt.Sprintf("warning: %s is owned by a running node (term %d); %s: %s",
+		shown(pchannel), o.Term, doing, ch.aroundNode())
 }
 
 // leaseless says what an owner key of term with no lease is: a node's
@@ -591,11 +596,11 @@ func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''
 // owns is refused, unless force, which writes around the owner. On bbolt
 // the file lock already keeps nodes out.
 //
-// storedTerm is the term of the record the command read. One above the
+// The term of the record the command read (ch.en) matters: one above the
 // tool's own term was written before an etcd restore reset the terms, or
 // copied from another cluster: it fences every owner's writes, the
 // tool's too, and clearing it is the operator's remedy (staleTermClearing).
-func (s *store) write(ctx context.Context, pchannel string, storedTerm uint64, force bool, fn func(persistence.Catalog) error) error {
+func (s *store) write(ctx context.Context, pchannel string, ch change, force bool, fn func(persistence.Catalog) error) error {
 	if s.etcd == nil {
 		return fn(s.cat)
 	}
@@ -618,7 +623,7 @@ func (s *store) write(ctx context.Context, pchannel string, storedTerm uint64, f
 	var oe *etcdcatalog.OwnedError
 	switch {
 	case errors.As(err, &oe) && force:
-		fmt.Fprintln(s.stderr, ownedWarning(pchannel, etcdcatalog.Owner{Term: oe.Term, Lease: oe.Lease}, "writing anyway (--force)"))
+		fmt.Fprintln(s.stderr, ownedWarning(pchannel, etcdcatalog.Owner{Term: oe.Term, Lease: oe.Lease}, ch, "writing anyway (--force)"))
 		return fn(s.cat)
 	case errors.As(err, &oe):
 		return ownedRefusal(pchannel, etcdcatalog.Owner{Term: oe.Term, Lease: oe.Lease})
@@ -626,7 +631,7 @@ func (s *store) write(ctx context.Context, pchannel string, storedTerm uint64, f
 		return err
 	}
 	var c persistence.Catalog = owned
-	if storedTerm > owned.Term() {
+	if storedTerm := termOf(ch.en); storedTerm > owned.Term() {
 		c = &staleTermClearing{Owned: owned, storedTerm: storedTerm, force: force}
 	}
 	werr := fn(c)
