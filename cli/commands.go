@@ -258,10 +258,16 @@ func verify(ctx context.Context, e *env, _ []string) error {
 	for _, en := range fencing {
 		fmt.Fprintf(e.stdout, "FENCING  %s: term %d is above etcd's revision, so above every owner's\n", shown(en.PChannel), en.Term)
 	}
-	noLease, err := s.leaselessOwners(ctx)
+	owners, err := s.owners(ctx)
 	if err != nil {
 		return err
 	}
+	fenced := fencedOwners(entries, fencing, owners)
+	for _, f := range fenced {
+		fmt.Fprintf(e.stdout, "FENCED OWNER  %s: term %d, above its owner's (%d), refuses its saves\n",
+			shown(f.PChannel), f.Term, f.owner)
+	}
+	noLease := leaselessOwners(owners)
 	for _, o := range noLease {
 		fmt.Fprintf(e.stdout, "NO LEASE  %s: its owner key (term %d) has no lease: it never expires\n", typed(o.pchannel), o.Term)
 	}
@@ -277,7 +283,7 @@ func verify(ctx context.Context, e *env, _ []string) error {
 		fmt.Fprintf(e.stdout, ", %s", count(len(stray), "stray key"))
 	}
 	fmt.Fprintln(e.stdout)
-	if unread == 0 && len(fencing) == 0 && len(noLease) == 0 && len(stray) == 0 {
+	if unread == 0 && len(fencing) == 0 && len(fenced) == 0 && len(noLease) == 0 && len(stray) == 0 {
 		return nil
 	}
 	var msg string
@@ -286,6 +292,8 @@ func verify(ctx context.Context, e *env, _ []string) error {
 		msg = count(unread, "unreadable record")
 	case len(fencing) > 0:
 		msg = count(len(fencing), "record") + " no owner can write over"
+	case len(fenced) > 0:
+		msg = count(len(fenced), "record") + " fencing an owner"
 	case len(noLease) > 0:
 		msg = count(len(noLease), "owner key") + " with no lease"
 	default:
@@ -293,6 +301,9 @@ func verify(ctx context.Context, e *env, _ []string) error {
 	}
 	if len(fencing) > 0 {
 		found["FENCING"] = true
+	}
+	if len(fenced) > 0 {
+		found["FENCED OWNER"] = true
 	}
 	if len(noLease) > 0 {
 		found["NO LEASE"] = true
@@ -307,6 +318,9 @@ func verify(ctx context.Context, e *env, _ []string) error {
 		{"BAD NAME", "no node can use it: 'delete --quoted NAME',\n    NAME quoted as shown here"},
 		{"FENCING", "written before an etcd restore reset the terms, or copied from\n" +
 			"    another cluster: it fences every owner's saves; 'delete PCHANNEL'"},
+		{"FENCED OWNER", "the record came from another cluster, or from before an etcd\n" +
+			"    restore: restart the node that owns it, which takes it again under a\n" +
+			"    newer term"},
 		{"NO LEASE", "put by hand or by another tool, not by a node: it keeps\n" +
 			"    every node off the pchannel for good; 'release PCHANNEL', or for a\n" +
 			"    name shown quoted, 'release --quoted NAME' as shown here"},

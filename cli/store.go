@@ -480,9 +480,8 @@ type namedOwner struct {
 	etcdcatalog.Owner
 }
 
-// leaselessOwners returns the owner keys with no lease, by pchannel; none
-// on bbolt.
-func (s *store) leaselessOwners(ctx context.Context) ([]namedOwner, error) {
+// owners returns the owner keys by pchannel; none on bbolt.
+func (s *store) owners(ctx context.Context) (map[string]etcdcatalog.Owner, error) {
 	if s.etcd == nil {
 		return nil, nil
 	}
@@ -490,6 +489,12 @@ func (s *store) leaselessOwners(ctx context.Context) ([]namedOwner, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", s.url, err)
 	}
+	return all, nil
+}
+
+// leaselessOwners returns the owner keys of all with no lease, sorted by
+// pchannel.
+func leaselessOwners(all map[string]etcdcatalog.Owner) []namedOwner {
 	var out []namedOwner
 	for p, o := range all {
 		if o.Leaseless() {
@@ -497,7 +502,31 @@ func (s *store) leaselessOwners(ctx context.Context) ([]namedOwner, error) {
 		}
 	}
 	slices.SortFunc(out, func(a, b namedOwner) int { return strings.Compare(a.pchannel, b.pchannel) })
-	return out, nil
+	return out
+}
+
+// fencedOwners returns the owners of all, with their records among
+// entries, whose record carries a term above their own, one of the
+// fencing ones aside: their next save is refused, and they stop saving.
+// An owner writes under its term, which is above every term stored
+// before it took the pchannel, so such a record came from another
+// cluster, or from before a restore of etcd.
+func fencedOwners(entries, fencing []persistence.Entry, all map[string]etcdcatalog.Owner) []fencedOwner {
+	var out []fencedOwner
+	for _, en := range entries {
+		o, owned := all[en.PChannel]
+		if en.Err == nil && owned && !o.Leaseless() && en.Term > o.Term &&
+			!slices.ContainsFunc(fencing, func(f persistence.Entry) bool { return f.PChannel == en.PChannel }) {
+			out = append(out, fencedOwner{Entry: en, owner: o.Term})
+		}
+	}
+	return out
+}
+
+// fencedOwner is a record whose term is above its owner's.
+type fencedOwner struct {
+	persistence.Entry
+	owner uint64
 }
 
 // strayKeys returns the keys under the prefix's wal/ that are neither a

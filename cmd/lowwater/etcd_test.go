@@ -219,6 +219,46 @@ func TestEtcdRecordOfAHigherTermIsCleared(t *testing.T) {
 	wantCode(t, on(t, url, "verify"), cli.ExitOK, "1 record, 0 unreadable")
 }
 
+// TestEtcdVerifyFindsAnOwnerFencedByItsRecord: a record whose term is
+// above its owner's, though below etcd's revision, fences that owner's
+// saves. No owner of this etcd writes it (an owner's term is above every
+// term stored before it took the pchannel): it came from another cluster,
+// or from before a restore of etcd. verify passed over it.
+func TestEtcdVerifyFindsAnOwnerFencedByItsRecord(t *testing.T) {
+	url, cat := etcdURL(t, "fenced")
+	require.NoError(t, cat.Save(ctxT(t), "p", wal.KafkaID(100)))
+	session, err := concurrency.NewSession(cat.Client(), concurrency.WithTTL(30))
+	require.NoError(t, err)
+	defer session.Close()
+	node, err := cat.TryOwn(ctxT(t), "p", session)
+	require.NoError(t, err)
+	defer node.Close()
+	for i := range 5 { // revisions past the term to come, outside the prefix
+		_, err := cat.Client().Put(ctxT(t), "elsewhere", strconv.Itoa(i))
+		require.NoError(t, err)
+	}
+	foreign := node.Term() + 3
+	raw, err := persistence.EncodeRecord("p", persistence.Record{Checkpoint: wal.KafkaID(100), Term: foreign})
+	require.NoError(t, err)
+	_, err = cat.Client().Put(ctxT(t), "fenced/wal/p/consume-checkpoint", string(raw))
+	require.NoError(t, err)
+
+	r := on(t, url, "verify")
+	wantCode(t, r, cli.ExitCorrupt, "FENCED OWNER  p: term "+itoa(foreign)+", above its owner's ("+
+		itoa(node.Term())+"), refuses its saves\n", "1 record fencing an owner", "restart the node that owns it")
+	require.NotContains(t, r.stdout, "FENCING  p")
+	require.Empty(t, termtest.Wider(r.stdout+r.stderr, 80), "within 80 columns")
+	require.ErrorIs(t, node.Save(ctxT(t), "p", wal.KafkaID(101)), persistence.ErrFenced)
+
+	// As the hint says: owned again, under a newer term, the node saves.
+	require.NoError(t, node.Close())
+	again, err := cat.TryOwn(ctxT(t), "p", session)
+	require.NoError(t, err)
+	defer again.Close()
+	wantCode(t, on(t, url, "verify"), cli.ExitOK, "1 record, 0 unreadable")
+	require.NoError(t, again.Save(ctxT(t), "p", wal.KafkaID(101)))
+}
+
 // A forced write around a running node over a record whose term is above
 // etcd's revision cleared that term when it was a delete and a save, and
 // kept it when it became one write: the tool said it had written, verify
