@@ -398,23 +398,31 @@ func commandFlag(err error) (string, bool) {
 }
 
 // timeoutHint says, of a command that ran out of --timeout on etcd, why
-// etcd may not have answered, "" on another catalog or when nothing shows
-// and etcd had answered some of its requests (answered): the command may
-// then simply have had too much to do. An etcd that is down, out of
-// reach, or whose TLS does not match answers nothing, and its client's
-// own error says only "context deadline exceeded". Finding which takes
-// up to etcdaccess.ProbeTime more.
+// etcd may not have answered, "" on another catalog or when etcd answers
+// now and had answered some of the command's requests (answered): the
+// command may then simply have had too much to do. An etcd that is down,
+// out of reach, or whose TLS does not match answers nothing, and its
+// client's own error says only "context deadline exceeded"; nor does it
+// tell an etcd that takes connections and answers nothing (stopped, or
+// without a quorum) from a --timeout too short for a healthy one. Each
+// endpoint is asked (Diagnose, then Answers), all at once, within twice
+// etcdaccess.ProbeTime.
 func timeoutHint(o options, answered bool) string {
 	u := o.url
 	if u.Kind != catalogurl.Etcd {
 		return ""
 	}
-	// Every endpoint, at once: the client tries each, and the first may
-	// be down for a reason that is not the others'.
+	// Every endpoint: the client tries each, and each may fail for a
+	// reason of its own.
 	whys := make([]string, len(u.Endpoints))
 	var wg sync.WaitGroup
 	for i, endpoint := range u.Endpoints {
-		wg.Go(func() { whys[i] = o.etcd.Diagnose(endpoint) })
+		wg.Go(func() {
+			if whys[i] = o.etcd.Diagnose(endpoint); whys[i] == "" && !o.etcd.Answers(endpoint) {
+				whys[i] = fmt.Sprintf("%s takes connections but answers no request within %v: is etcd stopped, "+
+					"or without a quorum?", endpoint, etcdaccess.ProbeTime)
+			}
+		})
 	}
 	wg.Wait()
 	if whys = slices.DeleteFunc(whys, func(why string) bool { return why == "" }); len(whys) > 0 {
@@ -423,7 +431,7 @@ func timeoutHint(o options, answered bool) string {
 	if answered {
 		return ""
 	}
-	return fmt.Sprintf("is etcd up, and reachable at %s?", strings.Join(u.Endpoints, ","))
+	return fmt.Sprintf("etcd answers at %s, so the command needs a longer --timeout", strings.Join(u.Endpoints, ","))
 }
 
 // report prints err as fail does.

@@ -269,8 +269,8 @@ func TestTimeoutAfterEtcdAnsweredGivesNoHint(t *testing.T) {
 // After a --timeout, the endpoints are probed whether or not etcd had
 // answered: one that answered and then went away (killed part way through
 // a restore) is named, where the error said only that the timeout passed,
-// as if the dump had been too big for it. Nothing found, the "is etcd
-// up?" question is for an etcd that never answered.
+// as if the dump had been too big for it. An etcd that answers, and
+// answered the command nothing, was given too short a --timeout.
 func TestTimeoutHintAfterAnswers(t *testing.T) {
 	eps := etcdtest.Start(t)
 	up := strings.TrimPrefix(eps[0], "http://")
@@ -281,5 +281,5 @@ func TestTimeoutHintAfterAnswers(t *testing.T) {
 	}
 	require.Regexp(t, `^cannot connect to 127\.0\.0\.1:1: .*connection refused$`, hint("127.0.0.1:1,"+up, true))
 	require.Empty(t, hint(up, true), "etcd is up: the command had too much to do")
-	require.Equal(t, "is etcd up, and reachable at "+up+"?", hint(up, false))
+	require.Equal(t, "etcd answers at "+up+", so the command needs a longer --timeout", hint(up, false))
 }

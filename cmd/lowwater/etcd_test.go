@@ -420,7 +420,13 @@ func TestEtcdOverTLSWithAuth(t *testing.T) {
 	wantCode(t, secured([]string{"LOWWATER_ETCD_PASSWORD=wrong"}, "--etcd-user", "root", "list"), cli.ExitFailed, "authentication failed")
 	// With no user, etcd takes the client certificate's name for one.
 	wantCode(t, secured(nil, "list"), cli.ExitFailed, "etcdserver: permission denied")
-	r := on(t, url, "--timeout", "1s", "list")
+	// A healthy etcd, and a --timeout too short for anything to answer:
+	// the tool asked "is etcd up?".
+	r := secured(withPassword, "--etcd-user", "root", "--timeout", "1ms", "list")
+	wantCode(t, r, cli.ExitFailed, "(--timeout 1ms passed): etcd answers at "+strings.Join(hosts, ",")+
+		", so the command needs a longer --timeout")
+	require.NotContains(t, r.stderr, "is etcd up", "%s", r)
+	r = on(t, url, "--timeout", "1s", "list")
 	wantCode(t, r, cli.ExitFailed, "(--timeout 1s passed): "+hosts[0]+" speaks TLS: give --etcd-cacert")
 	require.Equal(t, 1, strings.Count(r.stderr, "--timeout"), "the timeout said once: %s", r.stderr)
 	// Each endpoint is asked why, not the first alone: one that refuses

@@ -418,8 +418,12 @@ func TestCommandLine(t *testing.T) {
 	// --timeout.
 	silent := silentListener(t)
 	r = lw(t, nil, "--catalog", "etcd://"+silent+"/lowwater", "--timeout", "500ms", "restore", dump)
-	wantCode(t, r, cli.ExitFailed, "(--timeout 500ms passed): is etcd up, and reachable at "+silent+"?")
+	wantCode(t, r, cli.ExitFailed, "(--timeout 500ms passed): "+silent+" takes connections but answers no request "+
+		"within 1s: is etcd stopped, or without a quorum?")
 	require.Equal(t, 1, strings.Count(r.stderr, "--timeout"), "the timeout said once: %s", r.stderr)
+	// Named beside an endpoint that has a reason of its own: it was not.
+	wantCode(t, lw(t, nil, "--catalog", "etcd://127.0.0.1:1,"+silent+"/lowwater", "--timeout", "500ms", "list"), cli.ExitFailed,
+		"(--timeout 500ms passed): cannot connect to 127.0.0.1:1: ", "; "+silent+" takes connections but answers no request")
 	// What the environment says for etcd is no business of a bbolt command.
 	etcdEnv := []string{"LOWWATER_CATALOG=bolt:" + path, "LOWWATER_ETCD_CACERT=/nonexistent", "LOWWATER_ETCD_CERT=/x",
 		"LOWWATER_ETCD_USER=u"}

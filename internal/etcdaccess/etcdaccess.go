@@ -19,7 +19,9 @@ import (
 	"syscall"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/lowwater/lowwater/internal/catalogurl"
 )
@@ -186,6 +188,33 @@ func (a Access) Diagnose(endpoint string) string {
 		}
 	}
 	return ""
+}
+
+// Answers reports whether the etcd at endpoint (host:port) answers a
+// request within ProbeTime: a linearizable read of one key, as etcdctl's
+// endpoint health asks, so that an etcd with no leader does not answer.
+// A refusal (a user without the right to read it) is an answer. An etcd
+// that Diagnose finds nothing wrong with may still answer nothing: it is
+// stopped (SIGSTOP, a full disk), or has lost its quorum.
+func (a Access) Answers(endpoint string) bool {
+	scheme := "http://"
+	if a.TLS() {
+		scheme = "https://"
+	}
+	cfg := clientv3.Config{Endpoints: []string{scheme + endpoint}, DialTimeout: ProbeTime, Logger: zap.NewNop()}
+	if err := a.Apply(&cfg); err != nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), ProbeTime)
+	defer cancel()
+	cfg.Context = ctx // its authentication, if any, is bounded too
+	c, err := clientv3.New(cfg)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	_, err = c.Get(ctx, "health")
+	return err == nil || errors.Is(err, rpctypes.ErrPermissionDenied)
 }
 
 // AnyListens fails at once when every endpoint (host:port) refuses a
