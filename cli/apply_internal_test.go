@@ -2,7 +2,9 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -70,7 +72,7 @@ func onEtcd(t *testing.T) (*env, context.Context, context.CancelFunc, *store) {
 	eps := etcdtest.Start(t)
 	u, err := catalogurl.Parse("etcd://" + strings.TrimPrefix(eps[0], "http://") + "/cli")
 	require.NoError(t, err)
-	e := &env{opts: options{url: u, timeout: time.Minute}, stdout: io.Discard, stderr: io.Discard}
+	e := &env{command: "set", opts: options{url: u, timeout: time.Minute}, stdout: io.Discard, stderr: io.Discard}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	s, err := e.open(ctx, readWrite)
@@ -119,10 +121,19 @@ func TestFailedReleaseKeepsTheWrite(t *testing.T) {
 	require.Contains(t, stderr.String(), "no node can take it until this command's etcd lease ends, within 10 s\n")
 	s.close()
 
-	check, err := e.open(context.Background(), readOnly)
+	check, err := e.open(context.Background(), readWrite)
 	require.NoError(t, err)
 	defer check.close()
 	got, err := check.cat.Load(context.Background(), "p")
 	require.NoError(t, err)
 	require.Equal(t, wal.KafkaID(7), got)
+	// The next command finds the hold, and says whose it is and when it
+	// ends: it said "a running node", and to stop it.
+	err = check.write(context.Background(), "p", change{act: raise}, false, func(persistence.Catalog) error {
+		t.Error("written under the hold")
+		return nil
+	})
+	host, _ := os.Hostname()
+	require.EqualError(t, err, fmt.Sprintf("p is held by lowwater-cli set, pid %d on %s: it lets go as that command ends or, "+
+		"were it killed, as its etcd lease does, within 10 s; try again then, or --force", os.Getpid(), host))
 }

@@ -338,7 +338,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 	ctx, cancel := context.WithTimeoutCause(ctx, o.timeout, fmt.Errorf("%w: --timeout %v passed", context.DeadlineExceeded, o.timeout))
 	defer cancel()
 	out := &stickyWriter{w: stdout}
-	e := &env{opts: o, stdin: stdin, stdout: out, stderr: stderr}
+	e := &env{command: name, opts: o, stdin: stdin, stdout: out, stderr: stderr}
 	err = cmd.run(ctx, e, pos)
 	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		// "context canceled" or "deadline exceeded" alone does not say

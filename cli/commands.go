@@ -192,6 +192,12 @@ func ownerLines(pchannel string, o etcdcatalog.Owner) string {
 		return fmt.Sprintf("owner       term %d, no lease: not a node's, and it never expires\n"+
 			"            (no node can own %s until %s removes it)\n", o.Term, shown(pchannel), commandLine("release", pchannel))
 	}
+	switch {
+	case toolHold(o):
+		return fmt.Sprintf("owner       term %d, held by %s:\n            %s\n", o.Term, shownText(o.Holder), toolHoldEnds)
+	case o.Holder != "":
+		return fmt.Sprintf("owner       term %d (a node owns it: %s)\n", o.Term, shownText(o.Holder))
+	}
 	return fmt.Sprintf("owner       term %d (a node owns it)\n", o.Term)
 }
 
@@ -217,9 +223,11 @@ func release(ctx context.Context, e *env, args []string) error {
 		case o.Term == 0:
 			fmt.Fprintf(e.stdout, "%s: no owner\n", shown(pchannel))
 			return nil
+		case toolHold(o):
+			return refused("%s is held by %s: %s", shown(pchannel), shownText(o.Holder), toolHoldEnds)
 		case !o.Leaseless():
-			return refused("%s is owned by a running node (term %d): its ownership ends with the node's session; "+
-				"stop the node", shown(pchannel), o.Term)
+			return refused("%s is owned by %s: its ownership ends with the node's session; "+
+				"stop the node", shown(pchannel), runningNode(o))
 		case e.opts.dryRun:
 			fmt.Fprintf(e.stdout, "%s: would remove its owner key (term %d), which has no lease\n", shown(pchannel), o.Term)
 			return nil

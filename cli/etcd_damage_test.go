@@ -168,7 +168,7 @@ lowwater: 1 owner key with no lease
 
 	// A node's owner key, bound to its session's lease, is not release's
 	// to remove: refused, and the node keeps its ownership.
-	cat, err := etcdcatalog.New(client, etcdcatalog.WithPrefix("cli"))
+	cat, err := etcdcatalog.New(client, etcdcatalog.WithPrefix("cli"), etcdcatalog.WithHolder("querynode-1"))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cat.Close() })
 	session, err := concurrency.NewSession(client, concurrency.WithTTL(30))
@@ -179,13 +179,13 @@ lowwater: 1 owner key with no lease
 	t.Cleanup(func() { _ = node.Close() })
 	out, code = run(t, catalog, "release", "p")
 	require.Equal(t, cli.ExitRefused, code, out)
-	require.Equal(t, fmt.Sprintf("lowwater: p is owned by a running node (term %d): its ownership ends with "+
+	require.Equal(t, fmt.Sprintf("lowwater: p is owned by a running node, querynode-1 (term %d): its ownership ends with "+
 		"the node's session; stop the node\n", node.Term()), out)
 	requireOwnerKey(t, client, "p", int64(node.Term()), session.Lease())
 	require.NoError(t, node.Err())
 	out, code = run(t, catalog, "get", "p")
 	require.Equal(t, cli.ExitOK, code, out)
-	require.Contains(t, out, fmt.Sprintf("owner       term %d (a node owns it)\n", node.Term()))
+	require.Contains(t, out, fmt.Sprintf("owner       term %d (a node owns it: querynode-1)\n", node.Term()))
 	out, code = run(t, catalog, "verify")
 	require.Equal(t, cli.ExitOK, code, out, "a node's owner key is no finding")
 

@@ -25,6 +25,7 @@ import (
 
 // env is what a command runs with.
 type env struct {
+	command        string // its name: set, restore…
 	opts           options
 	stdin          io.Reader // nil: there is none
 	stdout, stderr io.Writer
@@ -163,7 +164,7 @@ func (e *env) open(ctx context.Context, m mode) (_ *store, err error) {
 		}
 		cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainUnaryInterceptor(e.noteAnswers))
 		e.etcdAsked.Store(true)
-		c, err := etcdcatalog.Open(cfg, etcdcatalog.WithPrefix(u.Prefix))
+		c, err := etcdcatalog.Open(cfg, etcdcatalog.WithPrefix(u.Prefix), etcdcatalog.WithHolder(toolHolder(e.command)))
 		if err != nil {
 			return nil, err
 		}
@@ -581,21 +582,57 @@ func (s *store) checkOwner(ctx context.Context, pchannel string, ch change, forc
 // tool cannot tell what put it there, nor why, and --force is the
 // operator's word that writing around it is meant.
 func ownedRefusal(pchannel string, o etcdcatalog.Owner) error {
-	if o.Leaseless() {
+	switch {
+	case o.Leaseless():
 		return refused("%s: %s; --force writes around it", shown(pchannel), leaseless(pchannel, o.Term))
+	case toolHold(o):
+		return refused("%s is held by %s: %s; try again then, or --force", shown(pchannel), shownText(o.Holder), toolHoldEnds)
 	}
-	return refused("%s is owned by a running node (term %d): stop it, or --force", shown(pchannel), o.Term)
+	return refused("%s is owned by %s: stop it, or --force", shown(pchannel), runningNode(o))
 }
 
 // ownedWarning is the warning of ch, a forced write, doing it, to a
 // pchannel under owner o.
 func ownedWarning(pchannel string, o etcdcatalog.Owner, ch change, doing string) string {
-	if o.Leaseless() {
+	switch {
+	case o.Leaseless():
 		return fmt.Sprintf("warning: %s: %s; %s", shown(pchannel), leaseless(pchannel, o.Term), doing)
+	case toolHold(o):
+		return fmt.Sprintf("warning: %s is held by %s; %s", shown(pchannel), shownText(o.Holder), doing)
 	}
-	return fmt.Sprintf("warning: %s is owned by a running node (term %d); %s: %s",
-		shown(pchannel), o.Term, doing, ch.aroundNode())
+	return fmt.Sprintf("warning: %s is owned by %s; %s: %s", shown(pchannel), runningNode(o), doing, ch.aroundNode())
 }
+
+// runningNode names the node that owns a pchannel under owner key o, by
+// the holder the key names if it names one.
+func runningNode(o etcdcatalog.Owner) string {
+	if o.Holder == "" {
+		return fmt.Sprintf("a running node (term %d)", o.Term)
+	}
+	return fmt.Sprintf("a running node, %s (term %d)", shownText(o.Holder), o.Term)
+}
+
+// toolHolderPrefix begins the holder the tool names in the owner keys it
+// puts (etcdcatalog.WithHolder): "lowwater-cli set, pid 5123 on ops-1".
+// A hold of the tool's is then told from a node's: one left by a command
+// that was killed, or could not release it, ends within sessionTTL, and
+// waiting is the remedy, where a node's needs the node stopped.
+const toolHolderPrefix = "lowwater-cli "
+
+// toolHolder is the holder of the tool running command.
+func toolHolder(command string) string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		return fmt.Sprintf("%s%s, pid %d", toolHolderPrefix, command, os.Getpid())
+	}
+	return fmt.Sprintf("%s%s, pid %d on %s", toolHolderPrefix, command, os.Getpid(), host)
+}
+
+// toolHold reports whether the tool put owner key o.
+func toolHold(o etcdcatalog.Owner) bool { return strings.HasPrefix(o.Holder, toolHolderPrefix) }
+
+// toolHoldEnds says when a hold of the tool's ends.
+var toolHoldEnds = fmt.Sprintf("it lets go as that command ends or, were it killed, as its etcd lease does, within %d s", sessionTTL)
 
 // leaseless says what an owner key of term with no lease is: a node's
 // always has one, its session's, and goes with it; this one stays, and
@@ -652,10 +689,10 @@ func (s *store) write(ctx context.Context, pchannel string, ch change, force boo
 	var oe *etcdcatalog.OwnedError
 	switch {
 	case errors.As(err, &oe) && force:
-		fmt.Fprintln(s.stderr, ownedWarning(pchannel, etcdcatalog.Owner{Term: oe.Term, Lease: oe.Lease}, ch, "writing anyway (--force)"))
+		fmt.Fprintln(s.stderr, ownedWarning(pchannel, etcdcatalog.Owner{Term: oe.Term, Lease: oe.Lease, Holder: oe.Holder}, ch, "writing anyway (--force)"))
 		return fn(s.cat)
 	case errors.As(err, &oe):
-		return ownedRefusal(pchannel, etcdcatalog.Owner{Term: oe.Term, Lease: oe.Lease})
+		return ownedRefusal(pchannel, etcdcatalog.Owner{Term: oe.Term, Lease: oe.Lease, Holder: oe.Holder})
 	case err != nil:
 		return err
 	}

@@ -92,7 +92,7 @@ func runNode(ctx context.Context, cfg nodeConfig, stdin io.Reader, stdout io.Wri
 		return fmt.Errorf("etcd client: %w", err)
 	}
 	defer cli.Close()
-	cat, err := etcdcatalog.New(cli, etcdcatalog.WithPrefix(cfg.prefix))
+	cat, err := etcdcatalog.New(cli, etcdcatalog.WithPrefix(cfg.prefix), etcdcatalog.WithHolder(cfg.name))
 	if err != nil {
 		return err
 	}

@@ -25,7 +25,8 @@ import (
 )
 
 // etcdURL starts an embedded etcd and returns a catalog URL on it with the
-// prefix, and a catalog of the test's own on the same keys.
+// prefix, and a catalog of the test's own on the same keys, whose owner
+// keys name the node querynode-1.
 func etcdURL(t *testing.T, prefix string) (string, *etcdcatalog.Catalog) {
 	t.Helper()
 	var hosts []string
@@ -34,7 +35,7 @@ func etcdURL(t *testing.T, prefix string) (string, *etcdcatalog.Catalog) {
 		hosts = append(hosts, strings.TrimPrefix(e, "http://"))
 	}
 	cat, err := etcdcatalog.Open(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()},
-		etcdcatalog.WithPrefix(prefix))
+		etcdcatalog.WithPrefix(prefix), etcdcatalog.WithHolder("querynode-1"))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cat.Close() })
 	return "etcd://" + strings.Join(hosts, ",") + "/" + prefix, cat
@@ -88,9 +89,9 @@ func TestEtcdOwnerIsRespected(t *testing.T) {
 	node, err := cat.TryOwn(ctxT(t), p, session)
 	require.NoError(t, err)
 	defer node.Close()
-	owned := "owned by a running node (term " + itoa(node.Term()) + ")"
+	owned := "owned by a running node, querynode-1 (term " + itoa(node.Term()) + ")"
 
-	wantCode(t, on(t, url, "get", p), cli.ExitOK, "owner       term "+itoa(node.Term()))
+	wantCode(t, on(t, url, "get", p), cli.ExitOK, "owner       term "+itoa(node.Term())+" (a node owns it: querynode-1)\n")
 	wantCode(t, on(t, url, "set", p, "kafka:2000"), cli.ExitRefused, owned, "--force")
 	wantCode(t, on(t, url, "set", p, "kafka:2000", "--dry-run"), cli.ExitRefused, owned)
 	wantCode(t, on(t, url, "delete", p), cli.ExitRefused, owned)
@@ -114,7 +115,7 @@ func TestEtcdOwnerIsRespected(t *testing.T) {
 
 	// --force writes around the owner, and says so, dry or not.
 	wantCode(t, on(t, url, "set", p, "kafka:2000", "--force", "--dry-run"), cli.ExitOK,
-		"warning: "+p+" is owned by a running node (term "+itoa(node.Term())+"); it would be written anyway (--force)",
+		"warning: "+p+" is owned by a running node, querynode-1 (term "+itoa(node.Term())+"); it would be written anyway (--force)",
 		"would raise from kafka:1200 to kafka:2000")
 	wantCode(t, on(t, url, "set", p, "kafka:2000", "--force"), cli.ExitOK, "warning: "+p+" is owned",
 		"the raise stands", "raised from kafka:1200 to kafka:2000")
@@ -309,7 +310,7 @@ func TestEtcdForcedWriteAroundANodeSaysWhatBecomesOfIt(t *testing.T) {
 	}
 	warned := func(r result, p, doing, then string) {
 		t.Helper()
-		want := "warning: " + p + " is owned by a running node (term " + itoa(nodes[p].Term()) + "); " + doing + ": " + then + "\n"
+		want := "warning: " + p + " is owned by a running node, querynode-1 (term " + itoa(nodes[p].Term()) + "); " + doing + ": " + then + "\n"
 		require.Equal(t, 1, strings.Count(r.stderr, "is owned by a running node"), "%s", r)
 		require.Contains(t, r.stderr, want, "%s", r)
 	}

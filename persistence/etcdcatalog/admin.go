@@ -282,6 +282,9 @@ func (c *Catalog) OwnerTerm(ctx context.Context, pchannel string) (uint64, error
 type Owner struct {
 	// Term is the key's create revision, 0 when there is no key.
 	Term uint64
+	// Holder is who put the key, as its Own names it (WithHolder): "" for
+	// a key that names none, or has no lease.
+	Holder string
 	// Lease is the lease the key is bound to. Own always binds it to the
 	// session's, which is never 0, so that the key goes when the session
 	// does. 0 with a Term is a key put without a lease, by hand or by
@@ -307,7 +310,7 @@ func (c *Catalog) OwnerOf(ctx context.Context, pchannel string) (Owner, error) {
 	if len(resp.Kvs) == 0 {
 		return Owner{}, nil
 	}
-	return Owner{Term: uint64(resp.Kvs[0].CreateRevision), Lease: clientv3.LeaseID(resp.Kvs[0].Lease)}, nil
+	return ownerOf(resp.Kvs[0]), nil
 }
 
 // Owners returns every owner key under the prefix, by pchannel, read page
@@ -323,7 +326,7 @@ func (c *Catalog) Owners(ctx context.Context) (map[string]Owner, error) {
 	var owners map[string]Owner
 	err := c.scanKeys(ctx, "read owners", c.keys.pchannelOfOwner, false, func() { owners = make(map[string]Owner) },
 		func(pchannel string, kv *mvccpb.KeyValue) error {
-			owners[pchannel] = Owner{Term: uint64(kv.CreateRevision), Lease: clientv3.LeaseID(kv.Lease)}
+			owners[pchannel] = ownerOf(kv)
 			return nil
 		})
 	if err != nil {

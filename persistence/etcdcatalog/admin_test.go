@@ -177,7 +177,7 @@ func TestLeaselessOwner(t *testing.T) {
 	node := own(t, n, "q")
 	got, err = n.cat.OwnerOf(ctxT(t), "q")
 	require.NoError(t, err)
-	require.Equal(t, etcdcatalog.Owner{Term: node.Term(), Lease: n.session.Lease()}, got)
+	require.Equal(t, etcdcatalog.Owner{Term: node.Term(), Lease: n.session.Lease(), Holder: defaultHolder()}, got)
 	require.False(t, got.Leaseless())
 	deleted, err := n.cat.DeleteLeaselessOwner(ctxT(t), "q", node.Term())
 	require.NoError(t, err)
@@ -201,7 +201,7 @@ func TestLeaselessOwner(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, map[string]etcdcatalog.Owner{
 		"p":       {Term: term},
-		"q":       {Term: node.Term(), Lease: n.session.Lease()},
+		"q":       {Term: node.Term(), Lease: n.session.Lease(), Holder: defaultHolder()},
 		"y/owner": {Term: uint64(put.Header.Revision)},
 	}, owners)
 

@@ -25,6 +25,7 @@ type Catalog struct {
 	ownClient bool // Open made the client, so Close closes it
 	keys      keys
 	pageSize  int64
+	holder    string // named in the owner keys it puts (WithHolder)
 
 	// afterPage, when set by a test, runs after each page LoadAll reads.
 	afterPage func(page int)
@@ -127,6 +128,7 @@ func newCatalog(client *clientv3.Client, own bool, o options) *Catalog {
 		ownClient: own,
 		keys:      keys{prefix: o.prefix},
 		pageSize:  o.pageSize,
+		holder:    o.holder,
 		hints:     make(map[string]hint),
 		hintCap:   maxHints,
 		owned:     make(map[*Owned]struct{}),

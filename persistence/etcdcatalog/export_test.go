@@ -12,7 +12,7 @@ import (
 // Retake retakes the owner key as read in owner, as an Own of its lease
 // does, and reports whether it wrote.
 func Retake(ctx context.Context, c *Catalog, pchannel string, owner *mvccpb.KeyValue) (bool, error) {
-	resp, err := c.retake(ctx, pchannel, owner, ownerToken(clientv3.LeaseID(owner.Lease)))
+	resp, err := c.retake(ctx, pchannel, owner, ownerToken(clientv3.LeaseID(owner.Lease), c.holder))
 	if err != nil {
 		return false, err
 	}

@@ -2,7 +2,9 @@ package etcdcatalog
 
 import (
 	"fmt"
+	"os"
 	"strings"
+	"sync"
 
 	"github.com/lowwater/lowwater/persistence"
 )
@@ -16,6 +18,8 @@ const (
 	// DefaultMaxConcurrentCalls is how many per-pchannel calls a catalog
 	// has in flight at most without WithMaxConcurrentCalls.
 	DefaultMaxConcurrentCalls = 512
+	// MaxHolderLen bounds the name WithHolder takes, in bytes.
+	MaxHolderLen = 256
 )
 
 // Option configures a Catalog.
@@ -29,6 +33,7 @@ type options struct {
 	prefix   string
 	pageSize int64
 	maxCalls int
+	holder   string
 }
 
 // ValidatePrefix returns nil for a prefix WithPrefix takes, and an error
@@ -49,7 +54,7 @@ func ValidatePrefix(prefix string) error {
 }
 
 func buildOptions(opts []Option) (options, error) {
-	o := options{prefix: DefaultPrefix, pageSize: DefaultPageSize, maxCalls: DefaultMaxConcurrentCalls}
+	o := options{prefix: DefaultPrefix, pageSize: DefaultPageSize, maxCalls: DefaultMaxConcurrentCalls, holder: defaultHolder()}
 	for _, opt := range opts {
 		if opt != nil {
 			opt.apply(&o)
@@ -61,6 +66,10 @@ func buildOptions(opts []Option) (options, error) {
 	if o.pageSize <= 0 {
 		return options{}, fmt.Errorf("etcdcatalog: %w: page size %d must be positive",
 			persistence.ErrInvalidArgument, o.pageSize)
+	}
+	if len(o.holder) > MaxHolderLen {
+		return options{}, fmt.Errorf("etcdcatalog: %w: a holder of %d bytes: at most %d",
+			persistence.ErrInvalidArgument, len(o.holder), MaxHolderLen)
 	}
 	if o.maxCalls <= 0 {
 		return options{}, fmt.Errorf("etcdcatalog: %w: at most %d concurrent calls: must be positive",
@@ -100,3 +109,22 @@ func WithPageSize(n int) Option {
 func WithMaxConcurrentCalls(n int) Option {
 	return optionFunc(func(o *options) { o.maxCalls = n })
 }
+
+// WithHolder names this process in the owner keys its Own and TryOwn put
+// (default "pid PID on HOST"), so that whoever finds a pchannel owned can
+// tell by whom: Owner.Holder and OwnedError.Holder carry it, and the
+// lowwater tool shows it. The node's name in its cluster (a pod's, say)
+// serves best. At most MaxHolderLen bytes; "" names none.
+func WithHolder(name string) Option {
+	return optionFunc(func(o *options) { o.holder = name })
+}
+
+// defaultHolder is "pid PID on HOST", or "pid PID" when the host has no
+// name to give.
+var defaultHolder = sync.OnceValue(func() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		return fmt.Sprintf("pid %d", os.Getpid())
+	}
+	return fmt.Sprintf("pid %d on %s", os.Getpid(), host)
+})

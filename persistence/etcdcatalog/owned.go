@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,12 +47,18 @@ type OwnedError struct {
 	Lease clientv3.LeaseID
 	// Term is the current owner's term.
 	Term uint64
+	// Holder is who the owner says it is (WithHolder), "" when it names
+	// none.
+	Holder string
 }
 
 func (e *OwnedError) Error() string {
 	if e.Lease == clientv3.NoLease {
 		return fmt.Sprintf("etcdcatalog: pchannel %q held by an owner key with no lease (term %d), "+
 			"put by hand or by another tool: it never expires; 'lowwater release' removes it", e.PChannel, e.Term)
+	}
+	if e.Holder != "" {
+		return fmt.Sprintf("etcdcatalog: pchannel %q owned by %q (lease %x, term %d)", e.PChannel, e.Holder, int64(e.Lease), e.Term)
 	}
 	return fmt.Sprintf("etcdcatalog: pchannel %q owned by lease %x (term %d)", e.PChannel, int64(e.Lease), e.Term)
 }
@@ -152,7 +159,7 @@ func (c *Catalog) own(ctx context.Context, pchannel string, session *concurrency
 
 	key := c.keys.owner(pchannel)
 	lease := session.Lease()
-	token := ownerToken(lease)
+	token := ownerToken(lease, c.holder)
 	for {
 		resp, err := c.claim(ctx, pchannel, key, lease, token)
 		if err != nil {
@@ -176,7 +183,8 @@ func (c *Catalog) own(ctx context.Context, pchannel string, session *concurrency
 			return c.newOwned(ctx, pchannel, key, token, session, kvs[0].CreateRevision, retaken.Header.Revision+1)
 		}
 		if !wait || kvs[0].Lease == int64(clientv3.NoLease) {
-			return nil, &OwnedError{PChannel: pchannel, Lease: clientv3.LeaseID(kvs[0].Lease), Term: uint64(kvs[0].CreateRevision)}
+			o := ownerOf(kvs[0])
+			return nil, &OwnedError{PChannel: pchannel, Lease: o.Lease, Term: o.Term, Holder: o.Holder}
 		}
 		if err := waitDelete(ctx, c.client, key, resp.Header.Revision+1); err != nil {
 			return nil, fmt.Errorf("etcdcatalog: own %q: %w", pchannel, causeOf(ctx, err))
@@ -229,10 +237,21 @@ func (c *Catalog) retake(ctx context.Context, pchannel string, owner *mvccpb.Key
 }
 
 // ownerToken is the value an Own puts in the owner key: the lease, for a
-// reader, and a random part that tells one Owned of the session from
-// another.
-func ownerToken(lease clientv3.LeaseID) string {
-	return strconv.FormatInt(int64(lease), 16) + "/" + strconv.FormatUint(rand.Uint64(), 16)
+// reader, a random part that tells one Owned of the session from
+// another, and the holder (WithHolder), for an operator.
+func ownerToken(lease clientv3.LeaseID, holder string) string {
+	return strconv.FormatInt(int64(lease), 16) + "/" + strconv.FormatUint(rand.Uint64(), 16) + "/" + holder
+}
+
+// ownerOf reads an owner key. The holder is read from a key under a lease
+// alone: one with none was put by hand or by another tool, not by Own,
+// and its value is not ownerToken's.
+func ownerOf(kv *mvccpb.KeyValue) Owner {
+	o := Owner{Term: uint64(kv.CreateRevision), Lease: clientv3.LeaseID(kv.Lease)}
+	if parts := strings.SplitN(string(kv.Value), "/", 3); len(parts) == 3 && o.Lease != clientv3.NoLease {
+		o.Holder = parts[2]
+	}
+	return o
 }
 
 // causeOf prefers the reason ctx was cancelled (the session ended) to the

@@ -3,7 +3,10 @@ package etcdcatalog_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 	"weak"
@@ -190,7 +193,7 @@ func TestOwnWaitsForTheOwner(t *testing.T) {
 	var owned *etcdcatalog.OwnedError
 	require.ErrorAs(t, err, &owned)
 	require.ErrorIs(t, err, etcdcatalog.ErrOwned)
-	require.Equal(t, etcdcatalog.OwnedError{PChannel: "p", Lease: a.session.Lease(), Term: first.Term()}, *owned)
+	require.Equal(t, etcdcatalog.OwnedError{PChannel: "p", Lease: a.session.Lease(), Term: first.Term(), Holder: defaultHolder()}, *owned)
 
 	// Own waits, and gives up at its deadline.
 	short, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
@@ -412,4 +415,57 @@ func TestLateRetakeWritesNothing(t *testing.T) {
 	next, err := b.cat.TryOwn(ctxT(t), "p", b.session)
 	require.NoError(t, err, "the pchannel stayed owned after its last Owned closed")
 	t.Cleanup(func() { _ = next.Close() })
+}
+
+// defaultHolder is the holder a catalog names without WithHolder.
+func defaultHolder() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		return fmt.Sprintf("pid %d", os.Getpid())
+	}
+	return fmt.Sprintf("pid %d on %s", os.Getpid(), host)
+}
+
+// An owner key says who put it (WithHolder), so that whoever finds the
+// pchannel owned can tell by whom; one put by hand names no one, whatever
+// its value.
+func TestOwnerKeyNamesItsHolder(t *testing.T) {
+	eps := etcdtest.Start(t)
+	named := openCatalog(t, eps, nil, etcdcatalog.WithHolder("querynode-7/pod a"))
+	session, err := concurrency.NewSession(named.Client(), concurrency.WithTTL(10))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = session.Close() })
+	first, err := named.Own(ctxT(t), "p", session)
+	require.NoError(t, err)
+	defer first.Close()
+
+	other := newNode(t, eps)
+	got, err := other.cat.OwnerOf(ctxT(t), "p")
+	require.NoError(t, err)
+	require.Equal(t, etcdcatalog.Owner{Term: first.Term(), Lease: session.Lease(), Holder: "querynode-7/pod a"}, got)
+	_, err = other.cat.TryOwn(ctxT(t), "p", other.session)
+	var owned *etcdcatalog.OwnedError
+	require.ErrorAs(t, err, &owned)
+	require.Equal(t, "querynode-7/pod a", owned.Holder)
+	require.ErrorContains(t, err, `owned by "querynode-7/pod a" (lease `)
+	// Released, and owned by the other, which names its process.
+	require.NoError(t, first.Close())
+	second := own(t, other, "p")
+	owners, err := named.Owners(ctxT(t))
+	require.NoError(t, err)
+	require.Equal(t, map[string]etcdcatalog.Owner{"p": {Term: second.Term(), Lease: other.session.Lease(), Holder: defaultHolder()}}, owners)
+
+	unnamed := openCatalog(t, eps, nil, etcdcatalog.WithHolder(""))
+	s2, err := concurrency.NewSession(unnamed.Client(), concurrency.WithTTL(10))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s2.Close() })
+	q, err := unnamed.Own(ctxT(t), "q", s2)
+	require.NoError(t, err)
+	defer q.Close()
+	got, err = unnamed.OwnerOf(ctxT(t), "q")
+	require.NoError(t, err)
+	require.Empty(t, got.Holder)
+
+	_, err = etcdcatalog.Open(clientConfig(eps, nil), etcdcatalog.WithHolder(strings.Repeat("x", etcdcatalog.MaxHolderLen+1)))
+	require.ErrorIs(t, err, persistence.ErrInvalidArgument)
 }
