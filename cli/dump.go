@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -136,6 +137,10 @@ func readDump(ctx context.Context, stdin io.Reader, path string) ([]dumpEntry, [
 	}
 	if errors.Is(err, errTooBig) || len(data) > maxDump {
 		return nil, nil, badFile("%s: larger than a dump can be (%d MiB)", path, maxDump>>20)
+	}
+	var other *notADump
+	if errors.As(err, &other) {
+		return nil, nil, badFile("%s: not a dump file: not a JSON object (it begins with %s)", path, other.shown())
 	}
 	if err != nil {
 		return nil, nil, err
@@ -463,21 +468,30 @@ func readWhole(ctx context.Context, stdin io.Reader, path string) ([]byte, error
 		// A file is read into a buffer of its size, and one too big is
 		// refused unread; grown as io.ReadAll grows it, a dump took twice
 		// its size and more. A stream's size is known only once read.
+		var size int64 = -1
 		if f, ok := r.(interface{ Stat() (os.FileInfo, error) }); ok {
 			if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
-				if fi.Size() > maxDump {
-					read <- result{err: errTooBig}
-					return
-				}
-				var buf bytes.Buffer
-				buf.Grow(int(fi.Size()) + bytes.MinRead)
-				_, err := buf.ReadFrom(io.LimitReader(r, maxDump+1))
-				read <- result{buf.Bytes(), err}
-				return
+				size = fi.Size()
 			}
 		}
-		data, err := io.ReadAll(io.LimitReader(r, maxDump+1))
-		read <- result{data, err}
+		if size > maxDump {
+			read <- result{err: errTooBig}
+			return
+		}
+		sniffed, err := sniffDump(r)
+		if err != nil {
+			read <- result{err: err}
+			return
+		}
+		if size < 0 {
+			data, err := io.ReadAll(io.LimitReader(sniffed, maxDump+1))
+			read <- result{data, err}
+			return
+		}
+		var buf bytes.Buffer
+		buf.Grow(int(size) + bytes.MinRead)
+		_, err = buf.ReadFrom(io.LimitReader(sniffed, maxDump+1))
+		read <- result{buf.Bytes(), err}
 	}()
 	select {
 	case res := <-read:
@@ -485,6 +499,53 @@ func readWhole(ctx context.Context, stdin io.Reader, path string) ([]byte, error
 	case <-ctx.Done():
 		return nil, fmt.Errorf("reading %s: %w", what, ctx.Err())
 	}
+}
+
+// sniffDump refuses input that cannot be a dump from its first bytes, and
+// returns the reader to read it all from: a stream of anything else (a
+// tar file, /dev/zero, the wrong end of a pipe) was read up to maxDump,
+// hundreds of MiB in memory, before the parse refused it. The bytes looked
+// at are not taken from the stream, so that the parse still counts lines
+// and offsets from its start; input that is all white space in the bytes
+// looked at is left to the parse.
+func sniffDump(r io.Reader) (io.Reader, error) {
+	br := bufio.NewReaderSize(r, sniffSize)
+	head, err := br.Peek(sniffSize)
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, bufio.ErrBufferFull) {
+		return nil, err
+	}
+	if bom := "\uFEFF"; strings.HasPrefix(string(head[:min(len(head), len(bom))]), bom) {
+		// Put there by an editor: JSON's RFC lets a reader ignore it.
+		_, _ = br.Discard(len(bom))
+		head = head[len(bom):]
+	}
+	if i := bytes.IndexFunc(head, func(c rune) bool { return !strings.ContainsRune(" \t\r\n", c) }); i >= 0 && head[i] != '{' {
+		return nil, &notADump{first: head[i]}
+	}
+	if errors.Is(err, io.EOF) {
+		// All of it: a terminal says its end of input (Ctrl-D) once, and
+		// the Peek that saw it has forgotten it.
+		return bytes.NewReader(head), nil
+	}
+	return br, nil
+}
+
+// sniffSize is how much of its input restore looks at before reading it.
+const sniffSize = 4096
+
+// notADump is sniffDump's refusal: first is the byte a dump cannot begin
+// with.
+type notADump struct{ first byte }
+
+func (e *notADump) Error() string { return "not a dump: it begins with " + e.shown() }
+
+// shown is the byte as a character if it is one, ASCII, else in hex: as a
+// character, a byte of a longer UTF-8 sequence would be another one.
+func (e *notADump) shown() string {
+	if e.first < utf8.RuneSelf {
+		return fmt.Sprintf("%q", e.first)
+	}
+	return fmt.Sprintf("byte 0x%02x", e.first)
 }
 
 // maxDump bounds what restore reads: a dump of a million pchannels is a

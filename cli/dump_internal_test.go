@@ -132,7 +132,7 @@ func TestReadDumpChecksStreamed(t *testing.T) {
 		`{"format":"lowwater-checkpoints/1","checkpoints":[],"sources":"x"}`:                                                        `standard input: not a dump file: json: unknown field "sources"`,
 		`{"format":"lowwater-checkpoints/1","checkpoints":[` + a + `,{"pchannel":"b","wal":"kafka","checkpoint":"kafka:2","t":1}]}`: `standard input: not a dump file: checkpoint 1: json: unknown field "t"`,
 		// Not a dump's shape.
-		`[]`: "standard input: not a dump file: not a JSON object",
+		`[]`: "standard input: not a dump file: not a JSON object (it begins with '[')",
 		`{"format":"lowwater-checkpoints/1","checkpoints":{}}`:                    "standard input: not a dump file: checkpoints: not a JSON array",
 		`{"format":"lowwater-checkpoints/1","checkpoints":[` + a + `,"b"]}`:       "standard input: not a dump file: checkpoint 1: json: cannot unmarshal string into Go value of type cli.dumpEntry",
 		`{"format":"lowwater-checkpoints/1","checkpoints":[` + a + `,` + a + `]}`: `standard input: checkpoint 1 ("a"): pchannel given twice`,

@@ -108,3 +108,59 @@ func TestRestoreCutKeepsWhatAWriteLeft(t *testing.T) {
 		"lowwater: writing p1: context deadline exceeded; it may or may not have been written: 'get p1' shows which\n",
 		stderr.String())
 }
+
+// endless is a stream of one byte, read in pieces, that fails the test
+// once more than limit bytes are taken from it.
+type endless struct {
+	b     byte
+	read  int
+	limit int
+	t     *testing.T
+}
+
+func (e *endless) Read(p []byte) (int, error) {
+	if e.read > e.limit {
+		e.t.Errorf("%d bytes read of a stream no dump begins like", e.read)
+		return 0, errors.New("read too far")
+	}
+	p = p[:min(len(p), 512)]
+	for i := range p {
+		p[i] = e.b
+	}
+	e.read += len(p)
+	return len(p), nil
+}
+
+// A stream that cannot be a dump is refused from its first bytes: one of
+// zeros (restore - < /dev/zero, or the wrong end of a pipe) was read up to
+// the dump's bound, a GiB, in memory before the parse refused it.
+func TestRestoreRefusesWhatCannotBeADumpUnread(t *testing.T) {
+	for _, c := range []struct {
+		b    byte
+		said string
+	}{
+		{0, `'\x00'`},
+		{'[', `'['`},
+		{0xff, "byte 0xff"}, // UTF-16, or binary
+	} {
+		stream := &endless{b: c.b, limit: 1 << 20, t: t}
+		_, _, err := readDump(context.Background(), stream, "-")
+		var ue *usageError
+		require.ErrorAs(t, err, &ue)
+		require.True(t, ue.inFile)
+		require.EqualError(t, err, "standard input: not a dump file: not a JSON object (it begins with "+c.said+")")
+		require.LessOrEqual(t, stream.read, sniffSize)
+	}
+}
+
+// A dump an editor saved with a byte-order mark, as JSON's RFC lets a
+// reader take it, and one after white space, parse as they are.
+func TestRestoreTakesAByteOrderMark(t *testing.T) {
+	const dump = `{"format":"lowwater-checkpoints/1","checkpoints":[{"pchannel":"p","wal":"kafka","checkpoint":"kafka:9"}]}`
+	for _, in := range []string{"\uFEFF" + dump, "\n \t\r\n" + dump} {
+		entries, ids, err := readDump(context.Background(), bytes.NewReader([]byte(in)), "-")
+		require.NoError(t, err)
+		require.Len(t, entries, 1)
+		require.Equal(t, []wal.MessageID{wal.KafkaID(9)}, ids)
+	}
+}
