@@ -24,12 +24,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"golang.org/x/term"
 
 	"github.com/lowwater/lowwater/internal/catalogurl"
@@ -351,6 +350,12 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 			err = fmt.Errorf("%w (%s)", err, why)
 		}
 	}
+	if errors.Is(err, rpctypes.ErrUserEmpty) {
+		// etcd's words for a client that gave no user to an etcd with
+		// authentication on.
+		err = fmt.Errorf("%w: etcd has authentication on: give --etcd-user, and its password in $%s",
+			err, etcdaccess.EnvPassword)
+	}
 	if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil && e.etcdAsked.Load() {
 		answered := e.etcdAnswered.Load()
 		if why := timeoutHint(o, answered); why != "" {
@@ -400,33 +405,15 @@ func commandFlag(err error) (string, bool) {
 // timeoutHint says, of a command that ran out of --timeout on etcd, why
 // etcd may not have answered, "" on another catalog or when etcd answers
 // now and had answered some of the command's requests (answered): the
-// command may then simply have had too much to do. An etcd that is down,
-// out of reach, or whose TLS does not match answers nothing, and its
-// client's own error says only "context deadline exceeded"; nor does it
-// tell an etcd that takes connections and answers nothing (stopped, or
-// without a quorum) from a --timeout too short for a healthy one. Each
-// endpoint is asked (Diagnose, then Answers), all at once, within twice
-// etcdaccess.ProbeTime.
+// command may then simply have had too much to do. Finding out takes up
+// to etcdaccess.ProbeTime (etcdaccess.Access.ProbeAll).
 func timeoutHint(o options, answered bool) string {
 	u := o.url
 	if u.Kind != catalogurl.Etcd {
 		return ""
 	}
-	// Every endpoint: the client tries each, and each may fail for a
-	// reason of its own.
-	whys := make([]string, len(u.Endpoints))
-	var wg sync.WaitGroup
-	for i, endpoint := range u.Endpoints {
-		wg.Go(func() {
-			if whys[i] = o.etcd.Diagnose(endpoint); whys[i] == "" && !o.etcd.Answers(endpoint) {
-				whys[i] = fmt.Sprintf("%s takes connections but answers no request within %v: is etcd stopped, "+
-					"or without a quorum?", endpoint, etcdaccess.ProbeTime)
-			}
-		})
-	}
-	wg.Wait()
-	if whys = slices.DeleteFunc(whys, func(why string) bool { return why == "" }); len(whys) > 0 {
-		return strings.Join(whys, "; ")
+	if why := o.etcd.ProbeAll(u.Endpoints); why != "" {
+		return why
 	}
 	if answered {
 		return ""

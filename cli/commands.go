@@ -14,7 +14,6 @@ import (
 
 	"github.com/lowwater/lowwater/internal/catalogurl"
 	"github.com/lowwater/lowwater/persistence"
-	"github.com/lowwater/lowwater/persistence/etcdcatalog"
 	"github.com/lowwater/lowwater/wal"
 )
 
@@ -159,7 +158,7 @@ func get(ctx context.Context, e *env, args []string) error {
 	}
 	if !found {
 		if owner.Term != 0 {
-			fmt.Fprint(e.stdout, ownerLines(pchannel, owner))
+			fmt.Fprint(e.stdout, ownerLines(pchannel, owner, nil))
 		}
 		return &exitError{code: ExitNotFound, err: fmt.Errorf("%s: no checkpoint stored", shown(pchannel))}
 	}
@@ -176,7 +175,7 @@ func get(ctx context.Context, e *env, args []string) error {
 	switch {
 	case s.etcd == nil:
 	case owner.Term != 0:
-		fmt.Fprint(e.stdout, ownerLines(pchannel, owner))
+		fmt.Fprint(e.stdout, ownerLines(pchannel, owner, &en))
 	default:
 		fmt.Fprintln(e.stdout, "owner       none")
 	}
@@ -186,19 +185,32 @@ func get(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
-// ownerLines is what get prints of pchannel's owner key o.
-func ownerLines(pchannel string, o etcdcatalog.Owner) string {
-	if o.Leaseless() {
+// ownerLines is what get prints of pchannel's owner key o, and of the
+// record, en, if one is stored.
+func ownerLines(pchannel string, o holder, en *persistence.Entry) string {
+	var line string
+	switch {
+	case o.Leaseless():
 		return fmt.Sprintf("owner       term %d, no lease: not a node's, and it never expires\n"+
 			"            (no node can own %s until %s removes it)\n", o.Term, shown(pchannel), commandLine("release", pchannel))
-	}
-	switch {
-	case toolHold(o):
-		return fmt.Sprintf("owner       term %d, held by %s:\n            %s\n", o.Term, shownText(o.Holder), toolHoldEnds)
+	case o.toolHold():
+		line = fmt.Sprintf("owner       term %d, held by %s:\n            %s\n", o.Term, shownText(o.Holder), o.ends())
+	case o.lapsing():
+		who := "a node"
+		if o.Holder != "" {
+			who = shownText(o.Holder)
+		}
+		line = fmt.Sprintf("owner       term %d (%s, which looks gone):\n            %s\n", o.Term, who, o.ends())
 	case o.Holder != "":
-		return fmt.Sprintf("owner       term %d (a node owns it: %s)\n", o.Term, shownText(o.Holder))
+		line = fmt.Sprintf("owner       term %d (a node owns it: %s)\n", o.Term, shownText(o.Holder))
+	default:
+		line = fmt.Sprintf("owner       term %d (a node owns it)\n", o.Term)
 	}
-	return fmt.Sprintf("owner       term %d (a node owns it)\n", o.Term)
+	if en != nil && en.Err == nil && en.Term > o.Term {
+		line += fmt.Sprintf("            fenced: the record's term, %d, is above it, so its saves are\n"+
+			"            refused; restart the node\n", en.Term)
+	}
+	return line
 }
 
 // release removes an owner key with no lease (etcdcatalog.Owner.Leaseless),
@@ -223,11 +235,13 @@ func release(ctx context.Context, e *env, args []string) error {
 		case o.Term == 0:
 			fmt.Fprintf(e.stdout, "%s: no owner\n", shown(pchannel))
 			return nil
-		case toolHold(o):
-			return refused("%s is held by %s: %s", shown(pchannel), shownText(o.Holder), toolHoldEnds)
+		case o.toolHold():
+			return refused("%s is held by %s: %s", shown(pchannel), shownText(o.Holder), o.ends())
+		case o.lapsing():
+			return refused("%s is owned by %s: %s", shown(pchannel), o.node(), o.ends())
 		case !o.Leaseless():
 			return refused("%s is owned by %s: its ownership ends with the node's session; "+
-				"stop the node", shown(pchannel), runningNode(o))
+				"stop the node", shown(pchannel), o.node())
 		case e.opts.dryRun:
 			fmt.Fprintf(e.stdout, "%s: would remove its owner key (term %d), which has no lease\n", shown(pchannel), o.Term)
 			return nil
@@ -272,8 +286,11 @@ func verify(ctx context.Context, e *env, _ []string) error {
 	}
 	fenced := fencedOwners(entries, fencing, owners)
 	for _, f := range fenced {
-		fmt.Fprintf(e.stdout, "FENCED OWNER  %s: term %d, above its owner's (%d), refuses its saves\n",
-			shown(f.PChannel), f.Term, f.owner)
+		owner := strconv.FormatUint(f.owner.Term, 10)
+		if f.owner.Holder != "" {
+			owner += ", " + shownText(f.owner.Holder)
+		}
+		fmt.Fprintf(e.stdout, "FENCED OWNER  %s: term %d, above its owner's (%s)\n", shown(f.PChannel), f.Term, owner)
 	}
 	noLease := leaselessOwners(owners)
 	for _, o := range noLease {
@@ -427,7 +444,9 @@ func (ch change) aroundNode() string {
 	case ch.act == unordered || ch.en != nil && ch.en.WAL != "" && ch.en.WAL != walOf(ch.id):
 		return "the node's saves, which cannot be ordered against it, fail: stop the node"
 	default:
-		return "the node's next save writes over it if the node's checkpoint is higher"
+		// A create, or a record replaced: the node's checkpoint may be of
+		// another WAL than the one written, which the tool cannot see.
+		return "the node's next save writes over it if the node's checkpoint is higher, and fails if it is of another WAL"
 	}
 }
 
@@ -626,7 +645,7 @@ func set(ctx context.Context, e *env, args []string) error {
 		err = s.checkTerm(ctx, pchannel, en, e.opts.force)
 	}
 	if err != nil {
-		return err
+		return s.alsoOwned(ctx, pchannel, err)
 	}
 	warnReplay(e.stderr, act, pchannel, en, id)
 	ch := change{act: act, en: en, id: id}

@@ -239,7 +239,7 @@ func TestUnrevokedSessionIsReported(t *testing.T) {
 	require.Equal(t, ExitOK, code, errs)
 	require.Equal(t, "p: created at kafka:9\n", out)
 	require.Regexp(t, `\nwarning: this command's etcd lease [0-9a-f]+ was not revoked \(context deadline exceeded\): `+
-		`what it owned stays owned for up to 10 s, and a write to it until then is refused as owned\n$`, errs)
+		`what it owned stays held for up to 10 s, and a write to it until then is refused\n$`, errs)
 }
 
 // A --timeout that runs out once etcd has answered is not etcd's silence:

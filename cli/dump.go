@@ -97,6 +97,9 @@ func dump(ctx context.Context, e *env, args []string) error {
 		_, err := e.stdout.Write(out)
 		return err
 	}
+	if _, err := os.Lstat(args[0]); err == nil {
+		return existsRefusal(args[0]) // before it says it dumps
+	}
 	// Said before the file is made: should the output be lost (a full
 	// disk, a closed pipe), no file is left to block the same command.
 	if _, err := fmt.Fprintf(e.stdout, "dumping %s from %s to %s\n", count(len(d.Checkpoints), "checkpoint"), s.url, args[0]); err != nil {
@@ -105,12 +108,20 @@ func dump(ctx context.Context, e *env, args []string) error {
 	return writeNew(args[0], out)
 }
 
+// existsRefusal refuses a dump to path, which exists.
+func existsRefusal(path string) error {
+	return refused("%s exists, and a dump never writes over a file: name another, or - for standard output", path)
+}
+
 // writeNew writes data to a file it creates, durably. A dump never
 // overwrites: it may be the only copy of another one. A failed write
 // (a full disk) removes the file, whole or not, so that the same command
 // can be run again once there is room.
 func writeNew(path string, data []byte) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		return existsRefusal(path) // made meanwhile
+	}
 	if err != nil {
 		return err
 	}
@@ -591,6 +602,9 @@ func restore(ctx context.Context, e *env, args []string) error {
 		act, err := plan(de.PChannel, en, ids[i], e.opts.force)
 		if err == nil && act != unchanged {
 			err = s.checkTerm(ctx, de.PChannel, en, e.opts.force)
+		}
+		if err != nil {
+			err = s.alsoOwned(ctx, de.PChannel, err)
 		}
 		if err == nil && act != unchanged {
 			err = s.checkOwner(ctx, de.PChannel, change{act: act, en: en, id: ids[i]}, e.opts.force)

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
@@ -401,11 +402,13 @@ func (s *store) close() {
 		// stay for the session's TTL.
 		s.session.Orphan()
 		ctx, cancel := context.WithTimeout(s.grace, cleanupGrace)
-		if _, err := s.etcd.Client().Revoke(ctx, s.session.Lease()); err != nil {
-			// Else the tool's own owner keys read as a node's, and the
-			// same command run again is refused as owned.
+		_, err := s.etcd.Client().Revoke(ctx, s.session.Lease())
+		// A lease etcd no longer knows has ended, and its keys with it:
+		// the command was stopped (Ctrl-Z) past its TTL.
+		if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			// Else the same command run again finds its owner keys.
 			fmt.Fprintf(s.stderr, "warning: this command's etcd lease %x was not revoked (%v): what it owned "+
-				"stays owned for up to %d s, and a write to it until then is refused as owned\n", s.session.Lease(), err, sessionTTL)
+				"stays held for up to %d s, and a write to it until then is refused\n", s.session.Lease(), err, sessionTTL)
 		}
 		cancel()
 	}
@@ -468,12 +471,45 @@ func (e *badNameError) Unwrap() error { return e.err }
 
 // owner is the owner key of pchannel on etcd, none on bbolt, whose file
 // lock keeps nodes out.
-func (s *store) owner(ctx context.Context, pchannel string) (etcdcatalog.Owner, error) {
+func (s *store) owner(ctx context.Context, pchannel string) (holder, error) {
 	if s.etcd == nil {
-		return etcdcatalog.Owner{}, nil
+		return holder{}, nil
 	}
-	return s.etcd.OwnerOf(ctx, pchannel)
+	o, err := s.etcd.OwnerOf(ctx, pchannel)
+	if err != nil {
+		return holder{}, err
+	}
+	return s.withLease(ctx, o), nil
 }
+
+// holder is an owner key as the tool judges it: with what etcd says of
+// its lease, in whole seconds as etcd counts them; both are 0 when etcd
+// did not say, or the key has no lease.
+type holder struct {
+	etcdcatalog.Owner
+	left, granted int64
+}
+
+// withLease reads what etcd says of o's lease. A holder that is alive
+// renews its lease a third of its TTL apart (concurrency.Session); one
+// whose lease has run down past half its TTL has not for a while
+// (lapsing), and one that says it is the tool with a lease of any TTL
+// but the tool's is not the tool (toolHold). Unknown, it is judged on
+// its key alone.
+func (s *store) withLease(ctx context.Context, o etcdcatalog.Owner) holder {
+	h := holder{Owner: o}
+	if o.Lease == clientv3.NoLease {
+		return h
+	}
+	if resp, err := s.etcd.Client().TimeToLive(ctx, o.Lease); err == nil && resp.TTL > 0 {
+		h.left, h.granted = resp.TTL, resp.GrantedTTL
+	}
+	return h
+}
+
+// lapsing reports a lease that is not being renewed: its holder looks
+// gone (killed, or cut off from etcd), and lets go when the lease ends.
+func (h holder) lapsing() bool { return h.granted > 0 && 2*h.left < h.granted }
 
 // namedOwner is the owner key of one pchannel.
 type namedOwner struct {
@@ -518,7 +554,7 @@ func fencedOwners(entries, fencing []persistence.Entry, all map[string]etcdcatal
 		o, owned := all[en.PChannel]
 		if en.Err == nil && owned && !o.Leaseless() && en.Term > o.Term &&
 			!slices.ContainsFunc(fencing, func(f persistence.Entry) bool { return f.PChannel == en.PChannel }) {
-			out = append(out, fencedOwner{Entry: en, owner: o.Term})
+			out = append(out, fencedOwner{Entry: en, owner: o})
 		}
 	}
 	return out
@@ -527,7 +563,7 @@ func fencedOwners(entries, fencing []persistence.Entry, all map[string]etcdcatal
 // fencedOwner is a record whose term is above its owner's.
 type fencedOwner struct {
 	persistence.Entry
-	owner uint64
+	owner etcdcatalog.Owner
 }
 
 // strayKeys returns the keys under the prefix's wal/ that are neither a
@@ -577,39 +613,81 @@ func (s *store) checkOwner(ctx context.Context, pchannel string, ch change, forc
 	return nil
 }
 
+// alsoOwned adds to err, a refusal of a write to pchannel for what it
+// would write (plan), that a node owns the pchannel too, if one does:
+// else the operator learnt it only from --force's warning, once the write
+// had gone around the node. Any other error is returned as it is.
+func (s *store) alsoOwned(ctx context.Context, pchannel string, err error) error {
+	var ee *exitError
+	if s.etcd == nil || !errors.As(err, &ee) || ee.code != ExitRefused {
+		return err
+	}
+	o, oerr := s.owner(ctx, pchannel)
+	if oerr != nil || o.Term == 0 {
+		return err
+	}
+	return refused("%w\n%s", ee.err, owned(pchannel, o))
+}
+
 // ownedRefusal refuses an unforced write to a pchannel under owner o. An
 // owner key with no lease is no node's, and is refused all the same: the
 // tool cannot tell what put it there, nor why, and --force is the
 // operator's word that writing around it is meant.
-func ownedRefusal(pchannel string, o etcdcatalog.Owner) error {
+func ownedRefusal(pchannel string, o holder) error { return refused("%s", owned(pchannel, o)) }
+
+// owned says who holds pchannel under owner o, and what a write to it
+// needs.
+func owned(pchannel string, o holder) string {
 	switch {
 	case o.Leaseless():
-		return refused("%s: %s; --force writes around it", shown(pchannel), leaseless(pchannel, o.Term))
-	case toolHold(o):
-		return refused("%s is held by %s: %s; try again then, or --force", shown(pchannel), shownText(o.Holder), toolHoldEnds)
+		return fmt.Sprintf("%s: %s; --force writes around it", shown(pchannel), leaseless(pchannel, o.Term))
+	case o.toolHold():
+		return fmt.Sprintf("%s is held by %s: %s; try again then, or --force", shown(pchannel), shownText(o.Holder), o.ends())
+	case o.lapsing():
+		return fmt.Sprintf("%s is owned by %s: %s; wait, or --force", shown(pchannel), o.node(), o.ends())
 	}
-	return refused("%s is owned by %s: stop it, or --force", shown(pchannel), runningNode(o))
+	return fmt.Sprintf("%s is owned by %s: stop it, or --force", shown(pchannel), o.node())
 }
 
 // ownedWarning is the warning of ch, a forced write, doing it, to a
 // pchannel under owner o.
-func ownedWarning(pchannel string, o etcdcatalog.Owner, ch change, doing string) string {
+func ownedWarning(pchannel string, o holder, ch change, doing string) string {
 	switch {
 	case o.Leaseless():
 		return fmt.Sprintf("warning: %s: %s; %s", shown(pchannel), leaseless(pchannel, o.Term), doing)
-	case toolHold(o):
+	case o.toolHold():
 		return fmt.Sprintf("warning: %s is held by %s; %s", shown(pchannel), shownText(o.Holder), doing)
+	case ch.en != nil && ch.en.Err == nil && ch.en.Term > o.Term:
+		return fmt.Sprintf("warning: %s is owned by %s; %s: the node's saves are refused all the same, "+
+			"as the record's term (%d) is above its own: restart the node", shown(pchannel), o.node(), doing, ch.en.Term)
 	}
-	return fmt.Sprintf("warning: %s is owned by %s; %s: %s", shown(pchannel), runningNode(o), doing, ch.aroundNode())
+	return fmt.Sprintf("warning: %s is owned by %s; %s: %s", shown(pchannel), o.node(), doing, ch.aroundNode())
 }
 
-// runningNode names the node that owns a pchannel under owner key o, by
-// the holder the key names if it names one.
-func runningNode(o etcdcatalog.Owner) string {
-	if o.Holder == "" {
-		return fmt.Sprintf("a running node (term %d)", o.Term)
+// node names the node that holds a pchannel under o, by the holder its key
+// names if it names one.
+func (o holder) node() string {
+	running := "a running node"
+	if o.lapsing() {
+		running = "a node that looks gone"
 	}
-	return fmt.Sprintf("a running node, %s (term %d)", shownText(o.Holder), o.Term)
+	if o.Holder == "" {
+		return fmt.Sprintf("%s (term %d)", running, o.Term)
+	}
+	return fmt.Sprintf("%s, %s (term %d)", running, shownText(o.Holder), o.Term)
+}
+
+// ends says when the hold of a holder that is not renewing it, the tool
+// or a node that looks gone, ends: with its lease.
+func (o holder) ends() string {
+	left := o.left
+	if left == 0 {
+		left = sessionTTL // etcd did not say: the tool's own is at most that
+	}
+	if o.toolHold() {
+		return fmt.Sprintf("it lets go as that command ends, or within %d s if it was killed", left)
+	}
+	return fmt.Sprintf("its lease is not being renewed, and ends within %d s", left)
 }
 
 // toolHolderPrefix begins the holder the tool names in the owner keys it
@@ -628,11 +706,11 @@ func toolHolder(command string) string {
 	return fmt.Sprintf("%s%s, pid %d on %s", toolHolderPrefix, command, os.Getpid(), host)
 }
 
-// toolHold reports whether the tool put owner key o.
-func toolHold(o etcdcatalog.Owner) bool { return strings.HasPrefix(o.Holder, toolHolderPrefix) }
-
-// toolHoldEnds says when a hold of the tool's ends.
-var toolHoldEnds = fmt.Sprintf("it lets go as that command ends or, were it killed, as its etcd lease does, within %d s", sessionTTL)
+// toolHold reports whether the tool put owner key o: it names the tool,
+// and its lease has the tool's TTL, when etcd said what it was.
+func (o holder) toolHold() bool {
+	return strings.HasPrefix(o.Holder, toolHolderPrefix) && (o.granted == 0 || o.granted == sessionTTL)
+}
 
 // leaseless says what an owner key of term with no lease is: a node's
 // always has one, its session's, and goes with it; this one stays, and
@@ -689,10 +767,11 @@ func (s *store) write(ctx context.Context, pchannel string, ch change, force boo
 	var oe *etcdcatalog.OwnedError
 	switch {
 	case errors.As(err, &oe) && force:
-		fmt.Fprintln(s.stderr, ownedWarning(pchannel, etcdcatalog.Owner{Term: oe.Term, Lease: oe.Lease, Holder: oe.Holder}, ch, "writing anyway (--force)"))
+		o := s.withLease(ctx, etcdcatalog.Owner{Term: oe.Term, Lease: oe.Lease, Holder: oe.Holder})
+		fmt.Fprintln(s.stderr, ownedWarning(pchannel, o, ch, "writing anyway (--force)"))
 		return fn(s.cat)
 	case errors.As(err, &oe):
-		return ownedRefusal(pchannel, etcdcatalog.Owner{Term: oe.Term, Lease: oe.Lease, Holder: oe.Holder})
+		return ownedRefusal(pchannel, s.withLease(ctx, etcdcatalog.Owner{Term: oe.Term, Lease: oe.Lease, Holder: oe.Holder}))
 	case err != nil:
 		return err
 	}

@@ -40,7 +40,7 @@ func (e *etcdStore) open(ctx context.Context) (persistence.Catalog, error) {
 
 // diagnose says why etcd may not have answered in time: the client's own
 // error says only that the deadline passed.
-func (e *etcdStore) diagnose() string { return e.access.Diagnose(e.endpoints[0]) }
+func (e *etcdStore) diagnose() string { return e.access.ProbeAll(e.endpoints) }
 
 func (e *etcdStore) describe() string {
 	return fmt.Sprintf("etcd at %s, prefix %q", strings.Join(e.endpoints, ","), e.prefix)

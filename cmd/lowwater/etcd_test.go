@@ -93,6 +93,11 @@ func TestEtcdOwnerIsRespected(t *testing.T) {
 
 	wantCode(t, on(t, url, "get", p), cli.ExitOK, "owner       term "+itoa(node.Term())+" (a node owns it: querynode-1)\n")
 	wantCode(t, on(t, url, "set", p, "kafka:2000"), cli.ExitRefused, owned, "--force")
+	// Refused for what it writes, a lowering, and owned too: both said,
+	// where the owner came to light only once --force had gone around it.
+	r := on(t, url, "set", p, "kafka:1")
+	wantCode(t, r, cli.ExitRefused, "lowering needs --force\n")
+	require.True(t, strings.HasSuffix(r.stderr, "\n"+p+" is "+owned+": stop it, or --force\n"), "%s", r)
 	wantCode(t, on(t, url, "set", p, "kafka:2000", "--dry-run"), cli.ExitRefused, owned)
 	wantCode(t, on(t, url, "delete", p), cli.ExitRefused, owned)
 	dump := filepath.Join(t.TempDir(), "d.json")
@@ -246,10 +251,17 @@ func TestEtcdVerifyFindsAnOwnerFencedByItsRecord(t *testing.T) {
 
 	r := on(t, url, "verify")
 	wantCode(t, r, cli.ExitCorrupt, "FENCED OWNER  p: term "+itoa(foreign)+", above its owner's ("+
-		itoa(node.Term())+"), refuses its saves\n", "1 record fencing an owner", "restart the node that owns it")
+		itoa(node.Term())+", querynode-1)\n", "1 record fencing an owner", "restart the node that owns it")
 	require.NotContains(t, r.stdout, "FENCING  p")
 	require.Empty(t, termtest.Wider(r.stdout+r.stderr, 80), "within 80 columns")
-	require.ErrorIs(t, node.Save(ctxT(t), "p", wal.KafkaID(101)), persistence.ErrFenced)
+	// get says so too, and a forced write around the node, which keeps the
+	// record's term, does not promise what the node's saves will do.
+	wantCode(t, on(t, url, "get", "p"), cli.ExitOK, "            fenced: the record's term, "+itoa(foreign)+
+		", is above it, so its saves are\n            refused; restart the node\n")
+	wantCode(t, on(t, url, "set", "p", "kafka:150", "--force"), cli.ExitOK, "warning: p is owned by a running node, querynode-1 (term "+
+		itoa(node.Term())+"); writing anyway (--force): the node's saves are refused all the same, as the record's term ("+
+		itoa(foreign)+") is above its own: restart the node\n")
+	require.ErrorIs(t, node.Save(ctxT(t), "p", wal.KafkaID(200)), persistence.ErrFenced)
 
 	// As the hint says: owned again, under a newer term, the node saves.
 	require.NoError(t, node.Close())
@@ -257,7 +269,7 @@ func TestEtcdVerifyFindsAnOwnerFencedByItsRecord(t *testing.T) {
 	require.NoError(t, err)
 	defer again.Close()
 	wantCode(t, on(t, url, "verify"), cli.ExitOK, "1 record, 0 unreadable")
-	require.NoError(t, again.Save(ctxT(t), "p", wal.KafkaID(101)))
+	require.NoError(t, again.Save(ctxT(t), "p", wal.KafkaID(200)))
 }
 
 // A forced write around a running node over a record whose term is above
@@ -295,8 +307,8 @@ func TestEtcdForcedWriteAroundAnOwnerClearsAFencingTerm(t *testing.T) {
 // warning was one line for every case, and restore gave it twice.
 func TestEtcdForcedWriteAroundANodeSaysWhatBecomesOfIt(t *testing.T) {
 	url, cat := etcdURL(t, "cases")
-	pchannels := []string{"raise", "lower", "gone", "switch", "restored"}
-	for _, p := range pchannels {
+	pchannels := []string{"raise", "lower", "gone", "switch", "restored", "fresh"}
+	for _, p := range pchannels[:5] {
 		require.NoError(t, cat.Save(ctxT(t), p, wal.KafkaID(500)))
 	}
 	session, err := concurrency.NewSession(cat.Client(), concurrency.WithTTL(30))
@@ -342,6 +354,14 @@ func TestEtcdForcedWriteAroundANodeSaysWhatBecomesOfIt(t *testing.T) {
 	warned(r, "switch", writing, "the node's saves, which cannot be ordered against it, fail: stop the node")
 	require.ErrorIs(t, nodes["switch"].Save(ctxT(t), "switch", wal.KafkaID(600)), persistence.ErrInvalidArgument)
 
+	// Nothing stored: the node's checkpoint may be of another WAL, which
+	// the tool cannot see.
+	r = on(t, url, "set", "fresh", "kafka:10", "--force")
+	wantCode(t, r, cli.ExitOK, "fresh: created at kafka:10")
+	warned(r, "fresh", writing, "the node's next save writes over it if the node's checkpoint is higher, and fails if it is of another WAL")
+	require.ErrorIs(t, nodes["fresh"].Save(ctxT(t), "fresh", wal.PulsarID{LedgerID: 1}), persistence.ErrInvalidArgument)
+	require.NoError(t, nodes["fresh"].Save(ctxT(t), "fresh", wal.KafkaID(11)))
+
 	dump := filepath.Join(t.TempDir(), "d.json")
 	wantCode(t, on(t, "bolt:"+seedBolt(t, map[string]wal.MessageID{"restored": wal.KafkaID(100)}), "dump", dump), cli.ExitOK)
 	r = on(t, url, "restore", dump, "--force", "--dry-run")
@@ -354,7 +374,7 @@ func TestEtcdForcedWriteAroundANodeSaysWhatBecomesOfIt(t *testing.T) {
 	got, err := cat.LoadAll(ctxT(t))
 	require.NoError(t, err)
 	require.Equal(t, map[string]wal.MessageID{"raise": wal.KafkaID(700), "lower": wal.KafkaID(400), "gone": wal.KafkaID(500),
-		"switch": wal.WoodpeckerID{SegmentID: 4}, "restored": wal.KafkaID(100)}, got)
+		"switch": wal.WoodpeckerID{SegmentID: 4}, "restored": wal.KafkaID(100), "fresh": wal.KafkaID(11)}, got)
 }
 
 func itoa(n uint64) string { return strconv.FormatUint(n, 10) }
@@ -421,6 +441,19 @@ func TestEtcdOverTLSWithAuth(t *testing.T) {
 	wantCode(t, secured([]string{"LOWWATER_ETCD_PASSWORD=wrong"}, "--etcd-user", "root", "list"), cli.ExitFailed, "authentication failed")
 	// With no user, etcd takes the client certificate's name for one.
 	wantCode(t, secured(nil, "list"), cli.ExitFailed, "etcdserver: permission denied")
+	// Out of --timeout before etcd could say so, the probe finds out: it
+	// took an etcd that refused the user for a stopped one.
+	wantCode(t, secured([]string{"LOWWATER_ETCD_PASSWORD=wrong"}, "--etcd-user", "root", "--timeout", "1ms", "list"), cli.ExitFailed,
+		"(--timeout 1ms passed): etcd at "+hosts[0]+" refuses the client: etcdserver: authentication failed")
+	// With --etcd-cacert, an endpoint that takes connections and answers
+	// nothing was a TLS failure ("i/o timeout"); a plain etcd, one that
+	// said "EOF".
+	silent := silentListener(t)
+	wantCode(t, on(t, "etcd://"+silent+"/secure", "--etcd-cacert", files.CA, "--timeout", "500ms", "list"), cli.ExitFailed,
+		"(--timeout 500ms passed): "+silent+" takes connections but answers no request within 1s")
+	plain := strings.TrimPrefix(etcdtest.Start(t)[0], "http://")
+	wantCode(t, on(t, "etcd://"+plain+"/secure", "--etcd-cacert", files.CA, "--timeout", "1s", "list"), cli.ExitFailed,
+		"(--timeout 1s passed): "+plain+" ended the TLS handshake unanswered: does it speak TLS?")
 	// A healthy etcd, and a --timeout too short for anything to answer:
 	// the tool asked "is etcd up?".
 	r := secured(withPassword, "--etcd-user", "root", "--timeout", "1ms", "list")
@@ -449,6 +482,82 @@ func TestEtcdOverTLSWithAuth(t *testing.T) {
 	wantCode(t, on(t, url, "--etcd-cert", files.Cert, "list"), cli.ExitUsage, "--etcd-cert and --etcd-key ($LOWWATER_ETCD_CERT, $LOWWATER_ETCD_KEY) go together")
 	wantCode(t, on(t, "bolt:"+seedBolt(t, seed), "--etcd-cacert", files.CA, "list"), cli.ExitUsage, "--etcd-cacert is for an etcd catalog")
 	wantCode(t, on(t, url, "--etcd-cacert", files.Key, "list"), cli.ExitFailed, "no PEM certificate in it")
+}
+
+// An etcd with authentication on, and a command with no user: etcd's
+// "user name is empty" said nothing of --etcd-user. Out of --timeout
+// before etcd could say it, the probe took etcd for a stopped one.
+func TestEtcdWithAuthAndNoUser(t *testing.T) {
+	eps := etcdtest.Start(t)
+	admin, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	require.NoError(t, err)
+	defer admin.Close()
+	_, err = admin.UserAdd(ctxT(t), "root", "s3cret")
+	require.NoError(t, err)
+	_, err = admin.UserGrantRole(ctxT(t), "root", "root")
+	require.NoError(t, err)
+	_, err = admin.AuthEnable(ctxT(t))
+	require.NoError(t, err)
+	host := strings.TrimPrefix(eps[0], "http://")
+	url := "etcd://" + host + "/lowwater"
+
+	wantCode(t, on(t, url, "list"), cli.ExitFailed,
+		"etcdserver: user name is empty: etcd has authentication on: give --etcd-user, and its password in $LOWWATER_ETCD_PASSWORD")
+	wantCode(t, on(t, url, "--timeout", "1ms", "list"), cli.ExitFailed,
+		"(--timeout 1ms passed): etcd at "+host+" refuses the client: etcdserver: user name is empty")
+	wantCode(t, lw(t, []string{"LOWWATER_ETCD_PASSWORD=s3cret"}, "--catalog", url, "--etcd-user", "root", "list"), cli.ExitOK, "0 pchannels")
+}
+
+// A holder is judged by its lease as well as its name: a node that calls
+// itself the tool, with a lease of another TTL, is a node; one whose
+// lease is not renewed (killed, or cut off from etcd) looks gone, and the
+// time its hold has left is said, where the tool said "stop it" until the
+// lease ended.
+func TestEtcdHolderJudgedByItsLease(t *testing.T) {
+	url, cat := etcdURL(t, "leases")
+	impostor, err := etcdcatalog.New(cat.Client(), etcdcatalog.WithPrefix("leases"), etcdcatalog.WithHolder("lowwater-cli set, pid 1 on x"))
+	require.NoError(t, err)
+	defer impostor.Close()
+	session, err := concurrency.NewSession(cat.Client(), concurrency.WithTTL(30))
+	require.NoError(t, err)
+	defer session.Close()
+	node, err := impostor.TryOwn(ctxT(t), "named", session)
+	require.NoError(t, err)
+	defer node.Close()
+	wantCode(t, on(t, url, "set", "named", "kafka:1"), cli.ExitRefused,
+		"named is owned by a running node, lowwater-cli set, pid 1 on x (term "+itoa(node.Term())+"): stop it, or --force")
+
+	// A node killed: its session's keep-alive stops, and its lease runs
+	// down. Judged once it has run past half its TTL, with 2 s left: the
+	// commands that follow run well within them.
+	const ttl = 6
+	gone, err := concurrency.NewSession(cat.Client(), concurrency.WithTTL(ttl))
+	require.NoError(t, err)
+	owned, err := cat.TryOwn(ctxT(t), "gone", gone)
+	require.NoError(t, err)
+	gone.Orphan()
+	for {
+		resp, err := cat.Client().TimeToLive(ctxT(t), gone.Lease())
+		require.NoError(t, err)
+		require.Positive(t, resp.TTL, "the lease ended before it was judged")
+		if 2*resp.TTL < ttl {
+			break
+		}
+		select {
+		case <-ctxT(t).Done():
+			t.Fatal("the lease did not run down")
+		case <-time.After(100 * time.Millisecond): // a poll of etcd's clock, not a wait for this process
+		}
+	}
+	term := itoa(owned.Term())
+	r := on(t, url, "set", "gone", "kafka:1")
+	require.Equal(t, cli.ExitRefused, r.code, "%s", r)
+	require.Regexp(t, `^lowwater: gone is owned by a node that looks gone, querynode-1 \(term `+term+`\): `+
+		`its lease is not being renewed, and ends within [12] s; wait, or --force\n$`, r.stderr)
+	r = on(t, url, "get", "gone")
+	require.Equal(t, cli.ExitNotFound, r.code, "%s", r)
+	require.Regexp(t, `^owner       term `+term+` \(querynode-1, which looks gone\):\n`+
+		`            its lease is not being renewed, and ends within [12] s\n$`, r.stdout)
 }
 
 // A restore cut short while it checks each pchannel's owner, before any

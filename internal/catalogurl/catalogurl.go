@@ -78,7 +78,7 @@ func Parse(spec string) (URL, error) {
 		}
 		fallthrough
 	default:
-		return URL{}, fmt.Errorf("%w: %q: unknown kind %q, want bolt, etcd or memory", ErrInvalid, spec, kind)
+		return URL{}, fmt.Errorf("%w: %q: unknown kind %q: want bolt:PATH, etcd://HOST:PORT/PREFIX or, inside one process, memory", ErrInvalid, spec, kind)
 	}
 }
 

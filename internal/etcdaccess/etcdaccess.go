@@ -13,15 +13,20 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/lowwater/lowwater/internal/catalogurl"
 )
@@ -142,15 +147,61 @@ func (a Access) tlsConfig() (*tls.Config, error) {
 
 var errNoCertificate = errors.New("no PEM certificate in it")
 
-// ProbeTime bounds what Diagnose spends.
+// ProbeTime bounds what Probe spends.
 const ProbeTime = time.Second
 
-// Diagnose says why the etcd at endpoint (host:port) may not answer,
-// found by connecting to it as the client would, or "" if nothing shows.
-// The client's own error after a timeout says only that the deadline
-// passed, whether etcd is down, speaks TLS to a client that does not, or
-// refuses its certificate.
-func (a Access) Diagnose(endpoint string) string {
+// Probe says why the etcd at endpoint (host:port) may not have answered
+// a command, or "" when it answers a request now and nothing shows. The client's own error after a timeout says only that the
+// deadline passed, whether etcd is down, speaks TLS to a client that does
+// not, refuses its certificate or its user, is stopped (SIGSTOP, a full
+// disk), or has lost its quorum. Probe connects to it as the client
+// would (diagnose) and, at the same time, asks it for a key (ask), all
+// within ProbeTime.
+func (a Access) Probe(endpoint string) string {
+	type answer struct {
+		answered bool
+		refusal  error
+	}
+	asked := make(chan answer, 1)
+	go func() {
+		answered, refusal := a.ask(endpoint)
+		asked <- answer{answered, refusal}
+	}()
+	why := a.diagnose(endpoint)
+	ans := <-asked
+	switch {
+	case why != "":
+		return why
+	case !ans.answered:
+		return silent(endpoint)
+	case ans.refusal != nil:
+		return fmt.Sprintf("etcd at %s refuses the client: %v", endpoint, ans.refusal)
+	}
+	return ""
+}
+
+// ProbeAll probes every endpoint at once (Probe): the client tries each,
+// and each may fail for a reason of its own. why joins the reasons of
+// those that have one, "" if none has.
+func (a Access) ProbeAll(endpoints []string) (why string) {
+	whys := make([]string, len(endpoints))
+	var wg sync.WaitGroup
+	for i, endpoint := range endpoints {
+		wg.Go(func() { whys[i] = a.Probe(endpoint) })
+	}
+	wg.Wait()
+	return strings.Join(slices.DeleteFunc(whys, func(why string) bool { return why == "" }), "; ")
+}
+
+// silent says that endpoint takes connections and answers nothing.
+func silent(endpoint string) string {
+	return fmt.Sprintf("%s takes connections but answers no request within %v: is etcd stopped, or without a quorum?",
+		endpoint, ProbeTime)
+}
+
+// diagnose says why the etcd at endpoint may not answer, found by
+// connecting to it as the client would, or "" if nothing shows.
+func (a Access) diagnose(endpoint string) string {
 	deadline := time.Now().Add(ProbeTime)
 	conn, err := net.DialTimeout("tcp", endpoint, ProbeTime)
 	if err != nil {
@@ -176,6 +227,14 @@ func (a Access) Diagnose(endpoint string) string {
 	tc.NextProtos = []string{"h2"}
 	c := tls.Client(conn, tc)
 	if err := c.Handshake(); err != nil {
+		var ne net.Error
+		switch {
+		case errors.As(err, &ne) && ne.Timeout():
+			return silent(endpoint) // stopped: it takes connections, and says nothing
+		case errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET):
+			return fmt.Sprintf("%s ended the TLS handshake unanswered: does it speak TLS? (a plain etcd needs no "+
+				"--etcd-cacert, --etcd-cert nor --etcd-key)", endpoint)
+		}
 		return fmt.Sprintf("TLS with %s failed: %v", endpoint, err)
 	}
 	// TLS 1.3 tells a refused client certificate after the handshake, on
@@ -190,31 +249,39 @@ func (a Access) Diagnose(endpoint string) string {
 	return ""
 }
 
-// Answers reports whether the etcd at endpoint (host:port) answers a
-// request within ProbeTime: a linearizable read of one key, as etcdctl's
-// endpoint health asks, so that an etcd with no leader does not answer.
-// A refusal (a user without the right to read it) is an answer. An etcd
-// that Diagnose finds nothing wrong with may still answer nothing: it is
-// stopped (SIGSTOP, a full disk), or has lost its quorum.
-func (a Access) Answers(endpoint string) bool {
+// ask reports whether the etcd at endpoint answers a request within
+// ProbeTime: a linearizable read of one key, as etcdctl's endpoint health
+// asks, so that an etcd with no leader does not answer. A refusal is an
+// answer, and is returned: of the client's user (no user where etcd
+// wants one, a wrong password), not of its right to read that key.
+func (a Access) ask(endpoint string) (answered bool, refusal error) {
 	scheme := "http://"
 	if a.TLS() {
 		scheme = "https://"
 	}
 	cfg := clientv3.Config{Endpoints: []string{scheme + endpoint}, DialTimeout: ProbeTime, Logger: zap.NewNop()}
 	if err := a.Apply(&cfg); err != nil {
-		return false
+		return false, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), ProbeTime)
 	defer cancel()
 	cfg.Context = ctx // its authentication, if any, is bounded too
 	c, err := clientv3.New(cfg)
-	if err != nil {
-		return false
+	if err == nil {
+		defer c.Close()
+		_, err = c.Get(ctx, "health")
 	}
-	defer c.Close()
-	_, err = c.Get(ctx, "health")
-	return err == nil || errors.Is(err, rpctypes.ErrPermissionDenied)
+	switch {
+	case err == nil || errors.Is(err, rpctypes.ErrPermissionDenied):
+		return true, nil
+	case ctx.Err() != nil || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
+		return false, nil
+	}
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+		return false, nil
+	}
+	return true, err
 }
 
 // AnyListens fails at once when every endpoint (host:port) refuses a
