@@ -699,11 +699,7 @@ const toolHolderPrefix = "lowwater-cli "
 
 // toolHolder is the holder of the tool running command.
 func toolHolder(command string) string {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		return fmt.Sprintf("%s%s, pid %d", toolHolderPrefix, command, os.Getpid())
-	}
-	return fmt.Sprintf("%s%s, pid %d on %s", toolHolderPrefix, command, os.Getpid(), host)
+	return toolHolderPrefix + command + ", " + etcdcatalog.DefaultHolder()
 }
 
 // toolHold reports whether the tool put owner key o: it names the tool,

@@ -111,7 +111,7 @@ func WithMaxConcurrentCalls(n int) Option {
 }
 
 // WithHolder names this process in the owner keys its Own and TryOwn put
-// (default "pid PID on HOST"), so that whoever finds a pchannel owned can
+// (default DefaultHolder), so that whoever finds a pchannel owned can
 // tell by whom: Owner.Holder and OwnedError.Holder carry it, and the
 // lowwater tool shows it. The node's name in its cluster (a pod's, say)
 // serves best. At most MaxHolderLen bytes; "" names none.
@@ -119,8 +119,10 @@ func WithHolder(name string) Option {
 	return optionFunc(func(o *options) { o.holder = name })
 }
 
-// defaultHolder is "pid PID on HOST", or "pid PID" when the host has no
-// name to give.
+// DefaultHolder is the holder a catalog names without WithHolder: "pid
+// PID on HOST", or "pid PID" when the host has no name to give.
+func DefaultHolder() string { return defaultHolder() }
+
 var defaultHolder = sync.OnceValue(func() string {
 	host, err := os.Hostname()
 	if err != nil || host == "" {

@@ -417,7 +417,8 @@ func TestLateRetakeWritesNothing(t *testing.T) {
 	t.Cleanup(func() { _ = next.Close() })
 }
 
-// defaultHolder is the holder a catalog names without WithHolder.
+// defaultHolder is the holder a catalog names without WithHolder: the
+// process, as an operator finds it.
 func defaultHolder() string {
 	host, err := os.Hostname()
 	if err != nil || host == "" {
@@ -455,6 +456,7 @@ func TestOwnerKeyNamesItsHolder(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, map[string]etcdcatalog.Owner{"p": {Term: second.Term(), Lease: other.session.Lease(), Holder: defaultHolder()}}, owners)
 
+	require.Equal(t, defaultHolder(), etcdcatalog.DefaultHolder())
 	unnamed := openCatalog(t, eps, nil, etcdcatalog.WithHolder(""))
 	s2, err := concurrency.NewSession(unnamed.Client(), concurrency.WithTTL(10))
 	require.NoError(t, err)
