@@ -15,6 +15,7 @@ import (
 	"github.com/lowwater/lowwater/internal/catalogurl"
 	"github.com/lowwater/lowwater/internal/testkit/etcdtest"
 	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/persistence/etcdcatalog"
 	"github.com/lowwater/lowwater/wal"
 )
 
@@ -153,4 +154,50 @@ func TestLeaseEndedAlreadyIsNoWarning(t *testing.T) {
 	require.NoError(t, err)
 	s.close()
 	require.Empty(t, stderr.String())
+}
+
+// A holder is judged by what etcd says of its lease, in whole seconds
+// counted down: a live holder renews a third of its TTL apart, so a lease
+// of 3 s reading 1 s left is alive (it was taken for one not renewed), and
+// one that has run out reads 0 until etcd removes it (it was taken for
+// one etcd said nothing of: "a running node").
+func TestHolderJudgedByItsLease(t *testing.T) {
+	for _, c := range []struct {
+		left, granted int64
+		lapsing       bool
+		ends          string
+	}{
+		{left: 1, granted: 3},
+		{left: 2, granted: 6},
+		{left: 1, granted: 6, lapsing: true, ends: "its lease is not being renewed, and ends within 1 s"},
+		{left: 4, granted: 15, lapsing: true, ends: "its lease is not being renewed, and ends within 4 s"},
+		{left: 0, granted: 6, lapsing: true, ends: "its lease has run out, and etcd removes its hold within moments"},
+		{}, // etcd did not say
+	} {
+		h := holder{Owner: etcdcatalog.Owner{Term: 7, Lease: 1, Holder: "pod-a"}, left: c.left, granted: c.granted}
+		require.Equal(t, c.lapsing, h.lapsing(), "%+v", c)
+		if c.lapsing {
+			require.Equal(t, c.ends, h.ends(), "%+v", c)
+			require.Equal(t, "a node that looks gone, pod-a (term 7)", h.node())
+		} else {
+			require.Equal(t, "a running node, pod-a (term 7)", h.node())
+		}
+	}
+}
+
+// A command stopped (Ctrl-Z) past its lease's TTL, then resumed, wrote
+// nothing, and said only "writer of term N is fenced: no owner".
+func TestLeaseRanOutBeforeTheWriteIsSaid(t *testing.T) {
+	_, ctx, _, s := onEtcd(t)
+	err := s.write(ctx, "p", change{act: create}, false, func(c persistence.Catalog) error {
+		if _, err := s.etcd.Client().Revoke(ctx, s.session.Lease()); err != nil { // as the TTL's end does
+			return err
+		}
+		<-s.session.Done()
+		return c.Save(ctx, "p", wal.KafkaID(7))
+	})
+	require.ErrorIs(t, err, persistence.ErrFenced)
+	require.ErrorContains(t, err, "p: nothing written: this command's etcd lease ran out before the write (was the command "+
+		"stopped, or etcd out of its reach, for 10 s?), and its hold with it; run it again: ")
+	s.close()
 }

@@ -406,19 +406,32 @@ func commandFlag(err error) (string, bool) {
 // etcd may not have answered, "" on another catalog or when etcd answers
 // now and had answered some of the command's requests (answered): the
 // command may then simply have had too much to do. Finding out takes up
-// to etcdaccess.ProbeTime (etcdaccess.Access.ProbeAll).
+// to etcdaccess.ProbeTime (etcdaccess.Access.ProbeAll). An endpoint that
+// answers is named beside those that do not: the command's time may
+// have run out on it, and not on them.
 func timeoutHint(o options, answered bool) string {
 	u := o.url
 	if u.Kind != catalogurl.Etcd {
 		return ""
 	}
-	if why := o.etcd.ProbeAll(u.Endpoints); why != "" {
-		return why
+	var whys, answering []string
+	for i, why := range o.etcd.ProbeAll(u.Endpoints) {
+		if why == "" {
+			answering = append(answering, u.Endpoints[i])
+		} else {
+			whys = append(whys, why)
+		}
 	}
-	if answered {
+	switch {
+	case len(answering) == 0:
+		return strings.Join(whys, "; ")
+	case len(whys) == 0 && answered:
 		return ""
+	case len(whys) == 0:
+		return fmt.Sprintf("etcd answers at %s, so the command needs a longer --timeout", strings.Join(answering, ","))
 	}
-	return fmt.Sprintf("etcd answers at %s, so the command needs a longer --timeout", strings.Join(u.Endpoints, ","))
+	return fmt.Sprintf("%s; etcd answers at %s, so the command may need a longer --timeout",
+		strings.Join(whys, "; "), strings.Join(answering, ","))
 }
 
 // report prints err as fail does.

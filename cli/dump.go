@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"unicode/utf16"
@@ -97,8 +98,14 @@ func dump(ctx context.Context, e *env, args []string) error {
 		_, err := e.stdout.Write(out)
 		return err
 	}
+	// Before it says it dumps.
 	if _, err := os.Lstat(args[0]); err == nil {
-		return existsRefusal(args[0]) // before it says it dumps
+		return existsRefusal(args[0])
+	}
+	if dir := filepath.Dir(args[0]); dir != "." {
+		if _, err := os.Stat(dir); err != nil {
+			return fmt.Errorf("dumping to %s: %w; nothing written", args[0], err)
+		}
 	}
 	// Said before the file is made: should the output be lost (a full
 	// disk, a closed pipe), no file is left to block the same command.
@@ -151,7 +158,7 @@ func readDump(ctx context.Context, stdin io.Reader, path string) ([]dumpEntry, [
 	}
 	var other *notADump
 	if errors.As(err, &other) {
-		return nil, nil, badFile("%s: not a dump file: not a JSON object (it begins with %s)", path, other.shown())
+		return nil, nil, badFile("%s: not a dump file: not a JSON object (%s)", path, other.why)
 	}
 	if err != nil {
 		return nil, nil, err
@@ -530,8 +537,17 @@ func sniffDump(r io.Reader) (io.Reader, error) {
 		_, _ = br.Discard(len(bom))
 		head = head[len(bom):]
 	}
-	if i := bytes.IndexFunc(head, func(c rune) bool { return !strings.ContainsRune(" \t\r\n", c) }); i >= 0 && head[i] != '{' {
-		return nil, &notADump{first: head[i]}
+	i := bytes.IndexFunc(head, func(c rune) bool { return !strings.ContainsRune(" \t\r\n", c) })
+	switch {
+	case bytes.HasPrefix(head, []byte{0xff, 0xfe}) || bytes.HasPrefix(head, []byte{0xfe, 0xff}) ||
+		i >= 0 && (i+1 < len(head) && head[i] == '{' && head[i+1] == 0 || head[i] == 0 && i+1 < len(head) && head[i+1] == '{'):
+		// A byte-order mark, or a '{' of two bytes: saved as UTF-16.
+		return nil, &notADump{why: "UTF-16 text: save it as UTF-8"}
+	case i >= 0 && head[i] != '{':
+		return nil, &notADump{why: "it begins with " + shownByte(head[i])}
+	case i < 0 && len(head) == sniffSize:
+		// No dump has that much before it: a stream of blank lines.
+		return nil, &notADump{why: fmt.Sprintf("its first %d bytes are white space", sniffSize)}
 	}
 	if errors.Is(err, io.EOF) {
 		// All of it: a terminal says its end of input (Ctrl-D) once, and
@@ -544,19 +560,18 @@ func sniffDump(r io.Reader) (io.Reader, error) {
 // sniffSize is how much of its input restore looks at before reading it.
 const sniffSize = 4096
 
-// notADump is sniffDump's refusal: first is the byte a dump cannot begin
-// with.
-type notADump struct{ first byte }
+// notADump is sniffDump's refusal, and why.
+type notADump struct{ why string }
 
-func (e *notADump) Error() string { return "not a dump: it begins with " + e.shown() }
+func (e *notADump) Error() string { return "not a dump: " + e.why }
 
-// shown is the byte as a character if it is one, ASCII, else in hex: as a
+// shownByte is b as a character if it is one, ASCII, else in hex: as a
 // character, a byte of a longer UTF-8 sequence would be another one.
-func (e *notADump) shown() string {
-	if e.first < utf8.RuneSelf {
-		return fmt.Sprintf("%q", e.first)
+func shownByte(b byte) string {
+	if b < utf8.RuneSelf {
+		return fmt.Sprintf("%q", b)
 	}
-	return fmt.Sprintf("byte 0x%02x", e.first)
+	return fmt.Sprintf("byte 0x%02x", b)
 }
 
 // maxDump bounds what restore reads: a dump of a million pchannels is a

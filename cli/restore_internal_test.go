@@ -139,17 +139,23 @@ func TestRestoreRefusesWhatCannotBeADumpUnread(t *testing.T) {
 		b    byte
 		said string
 	}{
-		{0, `'\x00'`},
-		{'[', `'['`},
-		{0xff, "byte 0xff"}, // UTF-16, or binary
+		{0, `it begins with '\x00'`},
+		{'[', `it begins with '['`},
+		{0xfd, "it begins with byte 0xfd"},
+		{'\n', "its first 4096 bytes are white space"}, // yes '' | restore -
 	} {
 		stream := &endless{b: c.b, limit: 1 << 20, t: t}
 		_, _, err := readDump(context.Background(), stream, "-")
 		var ue *usageError
 		require.ErrorAs(t, err, &ue)
 		require.True(t, ue.inFile)
-		require.EqualError(t, err, "standard input: not a dump file: not a JSON object (it begins with "+c.said+")")
+		require.EqualError(t, err, "standard input: not a dump file: not a JSON object ("+c.said+")")
 		require.LessOrEqual(t, stream.read, sniffSize)
+	}
+	// A dump saved as UTF-16, with its byte-order mark or without.
+	for _, in := range []string{"\xff\xfe{\x00\"\x00", "\xfe\xff\x00{\x00\"", "{\x00\"\x00", "\x00{\x00\""} {
+		_, _, err := readDump(context.Background(), bytes.NewReader([]byte(in)), "-")
+		require.EqualError(t, err, "standard input: not a dump file: not a JSON object (UTF-16 text: save it as UTF-8)", "%q", in)
 	}
 }
 

@@ -170,6 +170,10 @@ func (e *env) open(ctx context.Context, m mode) (_ *store, err error) {
 			return nil, err
 		}
 		s.cat, s.etcd = c, c
+		if err := s.checkPrefix(ctx, m != readOnly || e.opts.dryRun); err != nil {
+			_ = c.Close()
+			return nil, err
+		}
 	default:
 		return nil, usagef("--catalog %s: a %s catalog lives inside one process; use bolt: or etcd://", e.opts.catalog, u.Kind)
 	}
@@ -177,6 +181,44 @@ func (e *env) open(ctx context.Context, m mode) (_ *store, err error) {
 		s.cat = openedHook(s.cat)
 	}
 	return s, nil
+}
+
+// leaseRanOut explains err, the failure of a write to pchannel, when the
+// tool's etcd lease ran out before it (the command stopped with Ctrl-Z,
+// or etcd out of its reach, for longer than the lease's TTL): the write
+// was fenced, or its ownership not taken, for no reason it says.
+func (s *store) leaseRanOut(pchannel string, err error) error {
+	if err == nil || !errors.Is(err, persistence.ErrFenced) && !errors.Is(err, etcdcatalog.ErrSessionDone) {
+		return err
+	}
+	select {
+	case <-s.session.Done():
+		return fmt.Errorf("%s: nothing written: this command's etcd lease ran out before the write (was the command "+
+			"stopped, or etcd out of its reach, for %d s?), and its hold with it; run it again: %w", shown(pchannel), sessionTTL, err)
+	default:
+		return err
+	}
+}
+
+// checkPrefix warns of a prefix that holds no key: a mistyped one, which
+// etcd cannot tell from a new one, read an empty catalog in silence, and a
+// write started a new catalog beside the real one. A write is not refused,
+// as one to a bbolt file that does not exist is: on etcd a catalog is
+// started by the nodes' own first saves, or by set.
+func (s *store) checkPrefix(ctx context.Context, write bool) error {
+	resp, err := s.etcd.Client().Get(ctx, s.url.Prefix+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+	switch {
+	case err != nil:
+		return fmt.Errorf("read %s: %w", s.url, err)
+	case resp.Count > 0:
+	case write:
+		fmt.Fprintf(s.stderr, "warning: etcd holds nothing under the prefix %q: this write starts a catalog there; "+
+			"is it the right prefix? (they are case-sensitive)\n", s.url.Prefix)
+	default:
+		fmt.Fprintf(s.stderr, "warning: etcd holds nothing under the prefix %q: is it the right one? "+
+			"(prefixes are case-sensitive)\n", s.url.Prefix)
+	}
+	return nil
 }
 
 // openedHook, set by a test, stands between a command and the catalog it
@@ -492,16 +534,18 @@ type holder struct {
 
 // withLease reads what etcd says of o's lease. A holder that is alive
 // renews its lease a third of its TTL apart (concurrency.Session); one
-// whose lease has run down past half its TTL has not for a while
-// (lapsing), and one that says it is the tool with a lease of any TTL
-// but the tool's is not the tool (toolHold). Unknown, it is judged on
-// its key alone.
+// whose lease has run down past two thirds of its TTL has not for a while
+// (lapsing), and one that says it is the tool with a lease of any TTL but
+// the tool's is not the tool (toolHold). Unknown, it is judged on its key
+// alone.
 func (s *store) withLease(ctx context.Context, o etcdcatalog.Owner) holder {
 	h := holder{Owner: o}
 	if o.Lease == clientv3.NoLease {
 		return h
 	}
-	if resp, err := s.etcd.Client().TimeToLive(ctx, o.Lease); err == nil && resp.TTL > 0 {
+	// A lease that has run out reads 0 until etcd removes it, with its
+	// keys, a moment later.
+	if resp, err := s.etcd.Client().TimeToLive(ctx, o.Lease); err == nil && resp.TTL >= 0 && resp.GrantedTTL > 0 {
 		h.left, h.granted = resp.TTL, resp.GrantedTTL
 	}
 	return h
@@ -509,7 +553,10 @@ func (s *store) withLease(ctx context.Context, o etcdcatalog.Owner) holder {
 
 // lapsing reports a lease that is not being renewed: its holder looks
 // gone (killed, or cut off from etcd), and lets go when the lease ends.
-func (h holder) lapsing() bool { return h.granted > 0 && 2*h.left < h.granted }
+// etcd counts whole seconds, down: a live holder's lease, renewed a third
+// of its TTL ago, reads a second less than the two thirds left, and only
+// a lease below a third of its TTL is taken for one not renewed.
+func (h holder) lapsing() bool { return h.granted > 0 && 3*h.left < h.granted }
 
 // namedOwner is the owner key of one pchannel.
 type namedOwner struct {
@@ -657,9 +704,13 @@ func ownedWarning(pchannel string, o holder, ch change, doing string) string {
 		return fmt.Sprintf("warning: %s: %s; %s", shown(pchannel), leaseless(pchannel, o.Term), doing)
 	case o.toolHold():
 		return fmt.Sprintf("warning: %s is held by %s; %s", shown(pchannel), shownText(o.Holder), doing)
-	case ch.en != nil && ch.en.Err == nil && ch.en.Term > o.Term:
+	case ch.act != remove && ch.en != nil && ch.en.Err == nil && ch.en.Term > o.Term:
+		// A write keeps the stored term (etcdcatalog's carriedTerm); a
+		// delete takes it away, and the node's next save goes through.
 		return fmt.Sprintf("warning: %s is owned by %s; %s: the node's saves are refused all the same, "+
 			"as the record's term (%d) is above its own: restart the node", shown(pchannel), o.node(), doing, ch.en.Term)
+	case o.lapsing():
+		return fmt.Sprintf("warning: %s is owned by %s; %s: should it still run, %s", shown(pchannel), o.node(), doing, ch.aroundNode())
 	}
 	return fmt.Sprintf("warning: %s is owned by %s; %s: %s", shown(pchannel), o.node(), doing, ch.aroundNode())
 }
@@ -681,10 +732,13 @@ func (o holder) node() string {
 // or a node that looks gone, ends: with its lease.
 func (o holder) ends() string {
 	left := o.left
-	if left == 0 {
+	if o.granted == 0 {
 		left = sessionTTL // etcd did not say: the tool's own is at most that
 	}
-	if o.toolHold() {
+	switch {
+	case left == 0:
+		return "its lease has run out, and etcd removes its hold within moments"
+	case o.toolHold():
 		return fmt.Sprintf("it lets go as that command ends, or within %d s if it was killed", left)
 	}
 	return fmt.Sprintf("its lease is not being renewed, and ends within %d s", left)
@@ -760,6 +814,7 @@ func (s *store) write(ctx context.Context, pchannel string, ch change, force boo
 		s.session = session
 	}
 	owned, err := s.etcd.TryOwn(ctx, pchannel, s.session)
+	err = s.leaseRanOut(pchannel, err)
 	var oe *etcdcatalog.OwnedError
 	switch {
 	case errors.As(err, &oe) && force:
@@ -775,7 +830,7 @@ func (s *store) write(ctx context.Context, pchannel string, ch change, force boo
 	if storedTerm := termOf(ch.en); storedTerm > owned.Term() {
 		c = &staleTermClearing{Owned: owned, storedTerm: storedTerm, force: force}
 	}
-	werr := fn(c)
+	werr := s.leaseRanOut(pchannel, fn(c))
 	// Not Close, which gives the release a budget of its own.
 	if err := owned.Release(s.grace); err != nil {
 		// The write stands whatever came of the release: failing it

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -40,7 +41,10 @@ func (e *etcdStore) open(ctx context.Context) (persistence.Catalog, error) {
 
 // diagnose says why etcd may not have answered in time: the client's own
 // error says only that the deadline passed.
-func (e *etcdStore) diagnose() string { return e.access.ProbeAll(e.endpoints) }
+func (e *etcdStore) diagnose() string {
+	whys := slices.DeleteFunc(e.access.ProbeAll(e.endpoints), func(why string) bool { return why == "" })
+	return strings.Join(whys, "; ")
+}
 
 func (e *etcdStore) describe() string {
 	return fmt.Sprintf("etcd at %s, prefix %q", strings.Join(e.endpoints, ","), e.prefix)

@@ -263,12 +263,29 @@ func TestEtcdVerifyFindsAnOwnerFencedByItsRecord(t *testing.T) {
 		itoa(foreign)+") is above its own: restart the node\n")
 	require.ErrorIs(t, node.Save(ctxT(t), "p", wal.KafkaID(200)), persistence.ErrFenced)
 
+	// A delete takes the fence away with the record: the node's next save
+	// goes through, and the warning says so.
+	other, err := cat.TryOwn(ctxT(t), "q", session)
+	require.NoError(t, err)
+	defer other.Close()
+	for i := range 5 {
+		_, err := cat.Client().Put(ctxT(t), "elsewhere", strconv.Itoa(i))
+		require.NoError(t, err)
+	}
+	raw, err = persistence.EncodeRecord("q", persistence.Record{Checkpoint: wal.KafkaID(100), Term: other.Term() + 3})
+	require.NoError(t, err)
+	_, err = cat.Client().Put(ctxT(t), "fenced/wal/q/consume-checkpoint", string(raw))
+	require.NoError(t, err)
+	wantCode(t, on(t, url, "delete", "q", "--force"), cli.ExitOK, "; writing anyway (--force): the node's next save writes its checkpoint back")
+	require.NoError(t, other.Save(ctxT(t), "q", wal.KafkaID(300)))
+	require.NoError(t, other.Close())
+
 	// As the hint says: owned again, under a newer term, the node saves.
 	require.NoError(t, node.Close())
 	again, err := cat.TryOwn(ctxT(t), "p", session)
 	require.NoError(t, err)
 	defer again.Close()
-	wantCode(t, on(t, url, "verify"), cli.ExitOK, "1 record, 0 unreadable")
+	wantCode(t, on(t, url, "verify"), cli.ExitOK, "2 records, 0 unreadable")
 	require.NoError(t, again.Save(ctxT(t), "p", wal.KafkaID(200)))
 }
 
@@ -528,9 +545,9 @@ func TestEtcdHolderJudgedByItsLease(t *testing.T) {
 		"named is owned by a running node, lowwater-cli set, pid 1 on x (term "+itoa(node.Term())+"): stop it, or --force")
 
 	// A node killed: its session's keep-alive stops, and its lease runs
-	// down. Judged once it has run past half its TTL, with 2 s left: the
-	// commands that follow run well within them.
-	const ttl = 6
+	// down. Judged once it has run past two thirds of its TTL, with 2 s
+	// left: the commands that follow run well within them.
+	const ttl = 9
 	gone, err := concurrency.NewSession(cat.Client(), concurrency.WithTTL(ttl))
 	require.NoError(t, err)
 	owned, err := cat.TryOwn(ctxT(t), "gone", gone)
@@ -540,7 +557,7 @@ func TestEtcdHolderJudgedByItsLease(t *testing.T) {
 		resp, err := cat.Client().TimeToLive(ctxT(t), gone.Lease())
 		require.NoError(t, err)
 		require.Positive(t, resp.TTL, "the lease ended before it was judged")
-		if 2*resp.TTL < ttl {
+		if 3*resp.TTL < ttl {
 			break
 		}
 		select {
@@ -558,6 +575,32 @@ func TestEtcdHolderJudgedByItsLease(t *testing.T) {
 	require.Equal(t, cli.ExitNotFound, r.code, "%s", r)
 	require.Regexp(t, `^owner       term `+term+` \(querynode-1, which looks gone\):\n`+
 		`            its lease is not being renewed, and ends within [12] s\n$`, r.stdout)
+	r = on(t, url, "set", "gone", "kafka:1", "--force")
+	wantCode(t, r, cli.ExitOK, "gone: created at kafka:1")
+	require.Contains(t, r.stderr, "; writing anyway (--force): should it still run, the node's next save writes over it")
+}
+
+// A prefix that holds nothing, mistyped most likely (they are
+// case-sensitive), read as an empty catalog and took a write as the start
+// of a new one, in silence.
+func TestEtcdEmptyPrefixIsSaid(t *testing.T) {
+	url, cat := etcdURL(t, "lowwater")
+	require.NoError(t, cat.Save(ctxT(t), "p", wal.KafkaID(500)))
+	typo := strings.Replace(url, "/lowwater", "/Lowwater", 1)
+
+	r := on(t, typo, "list")
+	wantCode(t, r, cli.ExitOK, "0 pchannels")
+	require.Equal(t, "warning: etcd holds nothing under the prefix \"Lowwater\": is it the right one? (prefixes are case-sensitive)\n", r.stderr)
+	r = on(t, typo, "set", "p", "kafka:900")
+	wantCode(t, r, cli.ExitOK, "p: created at kafka:900")
+	require.Equal(t, "warning: etcd holds nothing under the prefix \"Lowwater\": this write starts a catalog there; "+
+		"is it the right prefix? (they are case-sensitive)\n", r.stderr)
+	r = on(t, typo, "list")
+	wantCode(t, r, cli.ExitOK, "1 pchannel")
+	require.Empty(t, r.stderr)
+	r = on(t, url, "get", "p")
+	wantCode(t, r, cli.ExitOK, "checkpoint  kafka:500")
+	require.Empty(t, r.stderr)
 }
 
 // A restore cut short while it checks each pchannel's owner, before any

@@ -609,6 +609,11 @@ func TestDumpRestoreBoltToBolt(t *testing.T) {
 	wantCode(t, r, cli.ExitRefused)
 	require.Equal(t, "", r.stdout)
 	require.Equal(t, "lowwater: "+file+" exists, and a dump never writes over a file: name another, or - for standard output\n", r.stderr)
+	nowhere := filepath.Join(t.TempDir(), "nodir", "dump.json")
+	r = on(t, "bolt:"+src, "dump", nowhere)
+	wantCode(t, r, cli.ExitFailed)
+	require.Equal(t, "", r.stdout)
+	require.Equal(t, "lowwater: dumping to "+nowhere+": stat "+filepath.Dir(nowhere)+": no such file or directory; nothing written\n", r.stderr)
 
 	dst := filepath.Join(t.TempDir(), "new.db")
 	wantCode(t, on(t, "bolt:"+dst, "restore", file, "--dry-run"), cli.ExitOK, "would create")

@@ -16,7 +16,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -181,16 +180,16 @@ func (a Access) Probe(endpoint string) string {
 }
 
 // ProbeAll probes every endpoint at once (Probe): the client tries each,
-// and each may fail for a reason of its own. why joins the reasons of
-// those that have one, "" if none has.
-func (a Access) ProbeAll(endpoints []string) (why string) {
-	whys := make([]string, len(endpoints))
+// and each may fail for a reason of its own. whys holds each endpoint's,
+// "" for one that answers now.
+func (a Access) ProbeAll(endpoints []string) (whys []string) {
+	whys = make([]string, len(endpoints))
 	var wg sync.WaitGroup
 	for i, endpoint := range endpoints {
 		wg.Go(func() { whys[i] = a.Probe(endpoint) })
 	}
 	wg.Wait()
-	return strings.Join(slices.DeleteFunc(whys, func(why string) bool { return why == "" }), "; ")
+	return whys
 }
 
 // silent says that endpoint takes connections and answers nothing.
