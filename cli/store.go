@@ -167,6 +167,12 @@ func (e *env) open(ctx context.Context, m mode) (_ *store, err error) {
 		e.etcdAsked.Store(true)
 		c, err := etcdcatalog.Open(cfg, etcdcatalog.WithPrefix(u.Prefix), etcdcatalog.WithHolder(toolHolder(e.command)))
 		if err != nil {
+			if deadline, ok := ctx.Deadline(); ok && !time.Now().Before(deadline) {
+				// The dial ran out with the command's time, by a timer of
+				// its own that may fire first: the command's is told, and
+				// the error then said to be --timeout's (Main).
+				<-ctx.Done()
+			}
 			return nil, err
 		}
 		s.cat, s.etcd = c, c
