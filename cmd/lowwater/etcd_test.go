@@ -239,15 +239,7 @@ func TestEtcdVerifyFindsAnOwnerFencedByItsRecord(t *testing.T) {
 	node, err := cat.TryOwn(ctxT(t), "p", session)
 	require.NoError(t, err)
 	defer node.Close()
-	for i := range 5 { // revisions past the term to come, outside the prefix
-		_, err := cat.Client().Put(ctxT(t), "elsewhere", strconv.Itoa(i))
-		require.NoError(t, err)
-	}
-	foreign := node.Term() + 3
-	raw, err := persistence.EncodeRecord("p", persistence.Record{Checkpoint: wal.KafkaID(100), Term: foreign})
-	require.NoError(t, err)
-	_, err = cat.Client().Put(ctxT(t), "fenced/wal/p/consume-checkpoint", string(raw))
-	require.NoError(t, err)
+	foreign := putForeignTerm(t, cat, "fenced", "p", node.Term())
 
 	r := on(t, url, "verify")
 	wantCode(t, r, cli.ExitCorrupt, "FENCED OWNER  p: term "+itoa(foreign)+", above its owner's ("+
@@ -268,14 +260,7 @@ func TestEtcdVerifyFindsAnOwnerFencedByItsRecord(t *testing.T) {
 	other, err := cat.TryOwn(ctxT(t), "q", session)
 	require.NoError(t, err)
 	defer other.Close()
-	for i := range 5 {
-		_, err := cat.Client().Put(ctxT(t), "elsewhere", strconv.Itoa(i))
-		require.NoError(t, err)
-	}
-	raw, err = persistence.EncodeRecord("q", persistence.Record{Checkpoint: wal.KafkaID(100), Term: other.Term() + 3})
-	require.NoError(t, err)
-	_, err = cat.Client().Put(ctxT(t), "fenced/wal/q/consume-checkpoint", string(raw))
-	require.NoError(t, err)
+	putForeignTerm(t, cat, "fenced", "q", other.Term())
 	wantCode(t, on(t, url, "delete", "q", "--force"), cli.ExitOK, "; writing anyway (--force): the node's next save writes its checkpoint back")
 	require.NoError(t, other.Save(ctxT(t), "q", wal.KafkaID(300)))
 	require.NoError(t, other.Close())
@@ -394,6 +379,39 @@ func TestEtcdForcedWriteAroundANodeSaysWhatBecomesOfIt(t *testing.T) {
 		"switch": wal.WoodpeckerID{SegmentID: 4}, "restored": wal.KafkaID(100), "fresh": wal.KafkaID(11)}, got)
 }
 
+// putForeignTerm puts a record of kafka:100 for pchannel under prefix
+// with a term above owner's and below etcd's revision, as no owner of
+// this etcd writes one (a copy from another cluster), and returns it.
+func putForeignTerm(t *testing.T, cat *etcdcatalog.Catalog, prefix, pchannel string, owner uint64) uint64 {
+	t.Helper()
+	for i := range 5 { // revisions past the term, outside the prefix
+		_, err := cat.Client().Put(ctxT(t), "elsewhere", strconv.Itoa(i))
+		require.NoError(t, err)
+	}
+	term := owner + 3
+	raw, err := persistence.EncodeRecord(pchannel, persistence.Record{Checkpoint: wal.KafkaID(100), Term: term})
+	require.NoError(t, err)
+	_, err = cat.Client().Put(ctxT(t), prefix+"/wal/"+pchannel+"/consume-checkpoint", string(raw))
+	require.NoError(t, err)
+	return term
+}
+
+// enableAuth turns authentication on, with the user root, password
+// s3cret, through a client of cfg.
+func enableAuth(t *testing.T, cfg clientv3.Config) {
+	t.Helper()
+	cfg.DialTimeout, cfg.Logger = 5*time.Second, zap.NewNop()
+	admin, err := clientv3.New(cfg)
+	require.NoError(t, err)
+	defer admin.Close()
+	_, err = admin.UserAdd(ctxT(t), "root", "s3cret")
+	require.NoError(t, err)
+	_, err = admin.UserGrantRole(ctxT(t), "root", "root")
+	require.NoError(t, err)
+	_, err = admin.AuthEnable(ctxT(t))
+	require.NoError(t, err)
+}
+
 func itoa(n uint64) string { return strconv.FormatUint(n, 10) }
 
 // TestEtcdOverTLSWithAuth: an etcd that serves clients over TLS only, asks
@@ -419,15 +437,7 @@ func TestEtcdOverTLSWithAuth(t *testing.T) {
 		require.NoError(t, err)
 		return &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
-	admin, err := clientv3.New(clientv3.Config{Endpoints: eps, TLS: tlsConfig(t), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	require.NoError(t, err)
-	_, err = admin.UserAdd(ctxT(t), "root", "s3cret")
-	require.NoError(t, err)
-	_, err = admin.UserGrantRole(ctxT(t), "root", "root")
-	require.NoError(t, err)
-	_, err = admin.AuthEnable(ctxT(t))
-	require.NoError(t, err)
-	require.NoError(t, admin.Close())
+	enableAuth(t, clientv3.Config{Endpoints: eps, TLS: tlsConfig(t)})
 	cat, err := etcdcatalog.Open(clientv3.Config{Endpoints: eps, TLS: tlsConfig(t), Username: "root", Password: "s3cret",
 		DialTimeout: 5 * time.Second, Logger: zap.NewNop()}, etcdcatalog.WithPrefix("secure"))
 	require.NoError(t, err)
@@ -507,15 +517,7 @@ func TestEtcdOverTLSWithAuth(t *testing.T) {
 // before etcd could say it, the probe took etcd for a stopped one.
 func TestEtcdWithAuthAndNoUser(t *testing.T) {
 	eps := etcdtest.Start(t)
-	admin, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	require.NoError(t, err)
-	defer admin.Close()
-	_, err = admin.UserAdd(ctxT(t), "root", "s3cret")
-	require.NoError(t, err)
-	_, err = admin.UserGrantRole(ctxT(t), "root", "root")
-	require.NoError(t, err)
-	_, err = admin.AuthEnable(ctxT(t))
-	require.NoError(t, err)
+	enableAuth(t, clientv3.Config{Endpoints: eps})
 	host := strings.TrimPrefix(eps[0], "http://")
 	url := "etcd://" + host + "/lowwater"
 
