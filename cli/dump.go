@@ -99,11 +99,18 @@ func dump(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	// Before it says it dumps.
+	if fi, err := os.Stat(args[0]); err == nil && fi.IsDir() {
+		return refused("%s is a directory: name a file in it, or - for standard output", args[0])
+	}
 	if _, err := os.Lstat(args[0]); err == nil {
 		return existsRefusal(args[0])
 	}
 	if dir := filepath.Dir(args[0]); dir != "." {
-		if _, err := os.Stat(dir); err != nil {
+		fi, err := os.Stat(dir)
+		if err == nil && !fi.IsDir() {
+			err = fmt.Errorf("%s is not a directory", dir)
+		}
+		if err != nil {
 			return fmt.Errorf("dumping to %s: %w; nothing written", args[0], err)
 		}
 	}
@@ -538,11 +545,10 @@ func sniffDump(r io.Reader) (io.Reader, error) {
 		head = head[len(bom):]
 	}
 	i := bytes.IndexFunc(head, func(c rune) bool { return !strings.ContainsRune(" \t\r\n", c) })
+	if wide := wideText(head); wide != "" {
+		return nil, &notADump{why: wide + " text: save it as UTF-8"}
+	}
 	switch {
-	case bytes.HasPrefix(head, []byte{0xff, 0xfe}) || bytes.HasPrefix(head, []byte{0xfe, 0xff}) ||
-		i >= 0 && (i+1 < len(head) && head[i] == '{' && head[i+1] == 0 || head[i] == 0 && i+1 < len(head) && head[i+1] == '{'):
-		// A byte-order mark, or a '{' of two bytes: saved as UTF-16.
-		return nil, &notADump{why: "UTF-16 text: save it as UTF-8"}
 	case i >= 0 && head[i] != '{':
 		return nil, &notADump{why: "it begins with " + shownByte(head[i])}
 	case i < 0 && len(head) == sniffSize:
@@ -555,6 +561,28 @@ func sniffDump(r io.Reader) (io.Reader, error) {
 		return bytes.NewReader(head), nil
 	}
 	return br, nil
+}
+
+// wideText names the encoding of head if it is text in UTF-16 or UTF-32,
+// as an editor on Windows saves it: by its byte-order mark, or, without
+// one, by NUL bytes beside a JSON object's first characters (no dump
+// holds a NUL). "" for anything else.
+func wideText(head []byte) string {
+	switch {
+	case bytes.HasPrefix(head, []byte{0xff, 0xfe, 0, 0}) || bytes.HasPrefix(head, []byte{0, 0, 0xfe, 0xff}):
+		return "UTF-32"
+	case bytes.HasPrefix(head, []byte{0xff, 0xfe}) || bytes.HasPrefix(head, []byte{0xfe, 0xff}):
+		return "UTF-16"
+	}
+	start := head[:min(len(head), 64)]
+	if bytes.IndexByte(start, 0) < 0 {
+		return ""
+	}
+	narrow := bytes.ReplaceAll(start, []byte{0}, nil)
+	if i := bytes.IndexFunc(narrow, func(c rune) bool { return !strings.ContainsRune(" \t\r\n", c) }); i >= 0 && narrow[i] == '{' {
+		return "UTF-16 or UTF-32"
+	}
+	return ""
 }
 
 // sniffSize is how much of its input restore looks at before reading it.

@@ -152,10 +152,19 @@ func TestRestoreRefusesWhatCannotBeADumpUnread(t *testing.T) {
 		require.EqualError(t, err, "standard input: not a dump file: not a JSON object ("+c.said+")")
 		require.LessOrEqual(t, stream.read, sniffSize)
 	}
-	// A dump saved as UTF-16, with its byte-order mark or without.
-	for _, in := range []string{"\xff\xfe{\x00\"\x00", "\xfe\xff\x00{\x00\"", "{\x00\"\x00", "\x00{\x00\""} {
+	// A dump saved as UTF-16 or UTF-32, with its byte-order mark or
+	// without, white space first or not.
+	for in, wide := range map[string]string{
+		"\xff\xfe{\x00\"\x00":           "UTF-16",
+		"\xfe\xff\x00{\x00\"":           "UTF-16",
+		"\xff\xfe\x00\x00{\x00\x00\x00": "UTF-32",
+		"{\x00\"\x00":                   "UTF-16 or UTF-32",
+		"\x00{\x00\"":                   "UTF-16 or UTF-32",
+		" \x00\n\x00{\x00\"\x00":        "UTF-16 or UTF-32",
+		"\x00\n\x00\n\x00{":             "UTF-16 or UTF-32",
+	} {
 		_, _, err := readDump(context.Background(), bytes.NewReader([]byte(in)), "-")
-		require.EqualError(t, err, "standard input: not a dump file: not a JSON object (UTF-16 text: save it as UTF-8)", "%q", in)
+		require.EqualError(t, err, "standard input: not a dump file: not a JSON object ("+wide+" text: save it as UTF-8)", "%q", in)
 	}
 }
 

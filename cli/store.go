@@ -176,7 +176,7 @@ func (e *env) open(ctx context.Context, m mode) (_ *store, err error) {
 			return nil, err
 		}
 		s.cat, s.etcd = c, c
-		if err := s.checkPrefix(ctx, m != readOnly || e.opts.dryRun); err != nil {
+		if err := s.checkPrefix(ctx); err != nil {
 			_ = c.Close()
 			return nil, err
 		}
@@ -211,16 +211,12 @@ func (s *store) leaseRanOut(pchannel string, err error) error {
 // write started a new catalog beside the real one. A write is not refused,
 // as one to a bbolt file that does not exist is: on etcd a catalog is
 // started by the nodes' own first saves, or by set.
-func (s *store) checkPrefix(ctx context.Context, write bool) error {
+func (s *store) checkPrefix(ctx context.Context) error {
 	resp, err := s.etcd.Client().Get(ctx, s.url.Prefix+"/", clientv3.WithPrefix(), clientv3.WithCountOnly())
 	switch {
 	case err != nil:
 		return fmt.Errorf("read %s: %w", s.url, err)
-	case resp.Count > 0:
-	case write:
-		fmt.Fprintf(s.stderr, "warning: etcd holds nothing under the prefix %q: this write starts a catalog there; "+
-			"is it the right prefix? (they are case-sensitive)\n", s.url.Prefix)
-	default:
+	case resp.Count == 0:
 		fmt.Fprintf(s.stderr, "warning: etcd holds nothing under the prefix %q: is it the right one? "+
 			"(prefixes are case-sensitive)\n", s.url.Prefix)
 	}

@@ -524,7 +524,8 @@ func TestEtcdWithAuthAndNoUser(t *testing.T) {
 	wantCode(t, on(t, url, "list"), cli.ExitFailed,
 		"etcdserver: user name is empty: etcd has authentication on: give --etcd-user, and its password in $LOWWATER_ETCD_PASSWORD")
 	wantCode(t, on(t, url, "--timeout", "1ms", "list"), cli.ExitFailed,
-		"(--timeout 1ms passed): etcd at "+host+" refuses the client: etcdserver: user name is empty")
+		"(--timeout 1ms passed): etcd at "+host+" refuses the client: etcdserver: user name is empty: give --etcd-user, "+
+			"and its password in $LOWWATER_ETCD_PASSWORD")
 	wantCode(t, lw(t, []string{"LOWWATER_ETCD_PASSWORD=s3cret"}, "--catalog", url, "--etcd-user", "root", "list"), cli.ExitOK, "0 pchannels")
 }
 
@@ -596,8 +597,7 @@ func TestEtcdEmptyPrefixIsSaid(t *testing.T) {
 	require.Equal(t, "warning: etcd holds nothing under the prefix \"Lowwater\": is it the right one? (prefixes are case-sensitive)\n", r.stderr)
 	r = on(t, typo, "set", "p", "kafka:900")
 	wantCode(t, r, cli.ExitOK, "p: created at kafka:900")
-	require.Equal(t, "warning: etcd holds nothing under the prefix \"Lowwater\": this write starts a catalog there; "+
-		"is it the right prefix? (they are case-sensitive)\n", r.stderr)
+	require.Equal(t, "warning: etcd holds nothing under the prefix \"Lowwater\": is it the right one? (prefixes are case-sensitive)\n", r.stderr)
 	r = on(t, typo, "list")
 	wantCode(t, r, cli.ExitOK, "1 pchannel")
 	require.Empty(t, r.stderr)

@@ -173,6 +173,9 @@ func (a Access) Probe(endpoint string) string {
 		return why
 	case !ans.answered:
 		return silent(endpoint)
+	case errors.Is(ans.refusal, rpctypes.ErrUserEmpty):
+		return fmt.Sprintf("etcd at %s refuses the client: %v: give --etcd-user, and its password in $%s",
+			endpoint, ans.refusal, EnvPassword)
 	case ans.refusal != nil:
 		return fmt.Sprintf("etcd at %s refuses the client: %v", endpoint, ans.refusal)
 	}
