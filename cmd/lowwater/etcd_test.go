@@ -82,9 +82,7 @@ func TestEtcdOwnerIsRespected(t *testing.T) {
 	for p, id := range seed {
 		require.NoError(t, cat.Save(ctxT(t), p, id))
 	}
-	session, err := concurrency.NewSession(cat.Client(), concurrency.WithTTL(30))
-	require.NoError(t, err)
-	defer session.Close()
+	session := nodeSession(t, cat)
 	const p = "by-dev-rootcoord-dml_0"
 	node, err := cat.TryOwn(ctxT(t), p, session)
 	require.NoError(t, err)
@@ -233,9 +231,7 @@ func TestEtcdRecordOfAHigherTermIsCleared(t *testing.T) {
 func TestEtcdVerifyFindsAnOwnerFencedByItsRecord(t *testing.T) {
 	url, cat := etcdURL(t, "fenced")
 	require.NoError(t, cat.Save(ctxT(t), "p", wal.KafkaID(100)))
-	session, err := concurrency.NewSession(cat.Client(), concurrency.WithTTL(30))
-	require.NoError(t, err)
-	defer session.Close()
+	session := nodeSession(t, cat)
 	node, err := cat.TryOwn(ctxT(t), "p", session)
 	require.NoError(t, err)
 	defer node.Close()
@@ -281,9 +277,7 @@ func TestEtcdVerifyFindsAnOwnerFencedByItsRecord(t *testing.T) {
 // no owner of this etcd can have written carries no term over.
 func TestEtcdForcedWriteAroundAnOwnerClearsAFencingTerm(t *testing.T) {
 	url, cat := etcdURL(t, "around")
-	session, err := concurrency.NewSession(cat.Client(), concurrency.WithTTL(30))
-	require.NoError(t, err)
-	defer session.Close()
+	session := nodeSession(t, cat)
 	for _, p := range []string{"lower", "raise"} {
 		raw, err := persistence.EncodeRecord(p, persistence.Record{Checkpoint: wal.KafkaID(500), Term: 1 << 40})
 		require.NoError(t, err)
@@ -292,6 +286,7 @@ func TestEtcdForcedWriteAroundAnOwnerClearsAFencingTerm(t *testing.T) {
 	}
 	nodes := map[string]*etcdcatalog.Owned{}
 	for _, p := range []string{"lower", "raise"} {
+		var err error
 		nodes[p], err = cat.TryOwn(ctxT(t), p, session)
 		require.NoError(t, err)
 		defer nodes[p].Close()
@@ -313,11 +308,10 @@ func TestEtcdForcedWriteAroundANodeSaysWhatBecomesOfIt(t *testing.T) {
 	for _, p := range pchannels[:5] {
 		require.NoError(t, cat.Save(ctxT(t), p, wal.KafkaID(500)))
 	}
-	session, err := concurrency.NewSession(cat.Client(), concurrency.WithTTL(30))
-	require.NoError(t, err)
-	defer session.Close()
+	session := nodeSession(t, cat)
 	nodes := map[string]*etcdcatalog.Owned{}
 	for _, p := range pchannels {
+		var err error
 		nodes[p], err = cat.TryOwn(ctxT(t), p, session)
 		require.NoError(t, err)
 		defer nodes[p].Close()
@@ -377,6 +371,15 @@ func TestEtcdForcedWriteAroundANodeSaysWhatBecomesOfIt(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, map[string]wal.MessageID{"raise": wal.KafkaID(700), "lower": wal.KafkaID(400), "gone": wal.KafkaID(500),
 		"switch": wal.WoodpeckerID{SegmentID: 4}, "restored": wal.KafkaID(100), "fresh": wal.KafkaID(11)}, got)
+}
+
+// nodeSession is the etcd session of a node of cat's, ended with the test.
+func nodeSession(t *testing.T, cat *etcdcatalog.Catalog) *concurrency.Session {
+	t.Helper()
+	session, err := concurrency.NewSession(cat.Client(), concurrency.WithTTL(30))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = session.Close() })
+	return session
 }
 
 // putForeignTerm puts a record of kafka:100 for pchannel under prefix
@@ -539,9 +542,7 @@ func TestEtcdHolderJudgedByItsLease(t *testing.T) {
 	impostor, err := etcdcatalog.New(cat.Client(), etcdcatalog.WithPrefix("leases"), etcdcatalog.WithHolder("lowwater-cli set, pid 1 on x"))
 	require.NoError(t, err)
 	defer impostor.Close()
-	session, err := concurrency.NewSession(cat.Client(), concurrency.WithTTL(30))
-	require.NoError(t, err)
-	defer session.Close()
+	session := nodeSession(t, cat)
 	node, err := impostor.TryOwn(ctxT(t), "named", session)
 	require.NoError(t, err)
 	defer node.Close()

@@ -30,9 +30,9 @@ type node struct {
 	session *concurrency.Session
 }
 
-func newNode(t *testing.T, endpoints []string) node {
+func newNode(t *testing.T, endpoints []string, opts ...etcdcatalog.Option) node {
 	t.Helper()
-	cat := openCatalog(t, endpoints, nil)
+	cat := openCatalog(t, endpoints, nil, opts...)
 	s, err := concurrency.NewSession(cat.Client(), concurrency.WithTTL(10))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
@@ -432,18 +432,13 @@ func defaultHolder() string {
 // its value.
 func TestOwnerKeyNamesItsHolder(t *testing.T) {
 	eps := etcdtest.Start(t)
-	named := openCatalog(t, eps, nil, etcdcatalog.WithHolder("querynode-7/pod a"))
-	session, err := concurrency.NewSession(named.Client(), concurrency.WithTTL(10))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = session.Close() })
-	first, err := named.Own(ctxT(t), "p", session)
-	require.NoError(t, err)
-	defer first.Close()
+	named := newNode(t, eps, etcdcatalog.WithHolder("querynode-7/pod a"))
+	first := own(t, named, "p")
 
 	other := newNode(t, eps)
 	got, err := other.cat.OwnerOf(ctxT(t), "p")
 	require.NoError(t, err)
-	require.Equal(t, etcdcatalog.Owner{Term: first.Term(), Lease: session.Lease(), Holder: "querynode-7/pod a"}, got)
+	require.Equal(t, etcdcatalog.Owner{Term: first.Term(), Lease: named.session.Lease(), Holder: "querynode-7/pod a"}, got)
 	_, err = other.cat.TryOwn(ctxT(t), "p", other.session)
 	var owned *etcdcatalog.OwnedError
 	require.ErrorAs(t, err, &owned)
@@ -452,19 +447,14 @@ func TestOwnerKeyNamesItsHolder(t *testing.T) {
 	// Released, and owned by the other, which names its process.
 	require.NoError(t, first.Close())
 	second := own(t, other, "p")
-	owners, err := named.Owners(ctxT(t))
+	owners, err := named.cat.Owners(ctxT(t))
 	require.NoError(t, err)
 	require.Equal(t, map[string]etcdcatalog.Owner{"p": {Term: second.Term(), Lease: other.session.Lease(), Holder: defaultHolder()}}, owners)
 
 	require.Equal(t, defaultHolder(), etcdcatalog.DefaultHolder())
-	unnamed := openCatalog(t, eps, nil, etcdcatalog.WithHolder(""))
-	s2, err := concurrency.NewSession(unnamed.Client(), concurrency.WithTTL(10))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = s2.Close() })
-	q, err := unnamed.Own(ctxT(t), "q", s2)
-	require.NoError(t, err)
-	defer q.Close()
-	got, err = unnamed.OwnerOf(ctxT(t), "q")
+	unnamed := newNode(t, eps, etcdcatalog.WithHolder(""))
+	own(t, unnamed, "q")
+	got, err = unnamed.cat.OwnerOf(ctxT(t), "q")
 	require.NoError(t, err)
 	require.Empty(t, got.Holder)
 
