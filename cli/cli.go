@@ -311,6 +311,10 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 		return fail(stderr, usagef("no catalog: give --catalog URL or set LOWWATER_CATALOG"))
 	}
 	if o.url, err = catalogurl.Parse(o.catalog); err != nil {
+		if kind, _, _ := strings.Cut(o.catalog, ":"); kind == catalogurl.Memory {
+			// "memory:" is no more usable than "memory": say why not.
+			return fail(stderr, inProcessOnly(o.catalog))
+		}
 		return fail(stderr, usagef("--catalog: %v", err))
 	}
 	if cmd.pchannel && pos[0] == "" && o.url.Kind != catalogurl.Etcd {

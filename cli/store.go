@@ -181,7 +181,7 @@ func (e *env) open(ctx context.Context, m mode) (_ *store, err error) {
 			return nil, err
 		}
 	default:
-		return nil, usagef("--catalog %s: a %s catalog lives inside one process; use bolt: or etcd://", e.opts.catalog, u.Kind)
+		return nil, inProcessOnly(e.opts.catalog)
 	}
 	if openedHook != nil {
 		s.cat = openedHook(s.cat)
@@ -551,6 +551,12 @@ func (s *store) withLease(ctx context.Context, o etcdcatalog.Owner) holder {
 		h.left, h.granted = resp.TTL, resp.GrantedTTL
 	}
 	return h
+}
+
+// inProcessOnly refuses spec, a memory catalog: it lives inside the
+// process that made it, and the tool is another process.
+func inProcessOnly(spec string) error {
+	return usagef("--catalog %s: a memory catalog lives inside one process; use bolt:PATH or etcd://HOST:PORT/PREFIX", spec)
 }
 
 // lapsing reports a lease that is not being renewed: its holder looks

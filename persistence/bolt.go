@@ -391,7 +391,7 @@ func checkPath(path string) error {
 		return openError(path, &fs.PathError{Op: "open", Path: path, Err: syscall.EISDIR})
 	case info.Size() == 0:
 		return fmt.Errorf("%w: %s: the file is empty, which a truncated catalog may be; "+
-			"OpenBolt creates the file itself: give it a path that does not exist", ErrCorruptStore, path)
+			"a new catalog is laid out only at a path where no file exists", ErrCorruptStore, path)
 	}
 	return nil
 }

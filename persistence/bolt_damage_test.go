@@ -594,7 +594,7 @@ func TestBoltEmptyFileIsDamaged(t *testing.T) {
 	}
 	b, err := persistence.OpenBolt(path)
 	wantCorruptStore(t, "OpenBolt of an empty file", err, path)
-	if !strings.Contains(err.Error(), "give it a path that does not exist") {
+	if !strings.Contains(err.Error(), "laid out only at a path where no file exists") {
 		t.Fatalf("the error %q does not say what to do", err)
 	}
 	if b != nil {

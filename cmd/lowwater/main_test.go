@@ -349,6 +349,11 @@ func TestDamagedBolt(t *testing.T) {
 		for _, args := range [][]string{{"list"}, {"verify"}, {"set", "by-dev-rootcoord-dml_0", "kafka:9999"}} {
 			r := on(t, "bolt:"+file, args...)
 			wantCode(t, r, cli.ExitCorrupt, "checkpoint store is damaged", "restore the file from a backup")
+			// The library's own names mean nothing to an operator.
+			require.NotContains(t, r.stderr, "OpenBolt")
+			if file == empty {
+				require.Contains(t, r.stderr, "the file is empty")
+			}
 		}
 	}
 }
@@ -404,7 +409,11 @@ func TestCommandLine(t *testing.T) {
 		"flag provided but not defined: -dry-run: a command's own flags go after it (lowwater COMMAND --dry-run …)")
 	r = lw(t, nil, "--catalog", "bolt:"+path, "--bogus", "list")
 	wantCode(t, r, cli.ExitUsage, "flag provided but not defined: -bogus\n")
-	wantCode(t, lw(t, nil, "--catalog", "memory", "list"), cli.ExitUsage, "lives inside one process")
+	for _, spec := range []string{"memory", "memory:", "memory:x"} {
+		r := lw(t, nil, "--catalog", spec, "list")
+		wantCode(t, r, cli.ExitUsage, "--catalog "+spec+": a memory catalog lives inside one process; use bolt:PATH or etcd://HOST:PORT/PREFIX")
+		require.NotContains(t, r.stderr, "takes no argument")
+	}
 	wantCode(t, lw(t, nil, "--catalog", "nats://x", "list"), cli.ExitUsage, "unknown kind")
 	wantCode(t, lw(t, nil, "--catalog", "bolt", "list"), cli.ExitUsage, "bolt:PATH")
 	wantCode(t, lw(t, nil, "--catalog", "etcd://127.0.0.1:1/lowwater/", "list"), cli.ExitUsage, `prefix "lowwater/" ends with '/'`)
