@@ -59,13 +59,21 @@ demo-kafka:
 	$(GO) run ./cmd/kafkademo
 
 # Every benchmark of ./bench in BENCH_COUNT (default 6) interleaved rounds:
-# the raw `go test -bench` output goes to bench/raw.txt, and bench/RESULTS.md
-# gets the machine, its load, the goals and the benchstat tables of it
-# (medians, 95 % intervals, -col /impl). About 6-10 minutes on 2 cores.
+# the raw `go test -bench` output goes to bench/raw.txt and, named by when
+# the run began, to bench/runs; bench/RESULTS.md gets the machine, its
+# load, the goals and the benchstat tables of it (medians, 95 % intervals,
+# -col /impl), and bench/HISTORY.md each goal over every run kept. About
+# 4-10 minutes on 2 cores.
 # `make bench-micro` runs every other package's micro-benchmarks.
 BENCH_COUNT ?= 6
 bench:
-	$(GO) run ./bench/report -go $(GO) -count $(BENCH_COUNT) -out bench/RESULTS.md -raw bench/raw.txt
+	$(GO) run ./bench/report -go $(GO) -count $(BENCH_COUNT) -out bench/RESULTS.md -raw bench/raw.txt \
+	  -runs bench/runs -history bench/HISTORY.md
+
+# bench/HISTORY.md again from the runs kept in bench/runs, running nothing.
+.PHONY: bench-history
+bench-history:
+	$(GO) run ./bench/report -history-only -runs bench/runs -history bench/HISTORY.md
 
 .PHONY: bench-micro
 bench-micro:

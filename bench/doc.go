@@ -7,8 +7,10 @@
 // bounded in time.
 //
 // `make bench` runs them through ./bench/report in interleaved rounds,
-// keeps the raw output in bench/raw.txt and writes bench/RESULTS.md with
-// benchstat's tables (-col /impl). One benchmark by hand:
+// keeps the raw output in bench/raw.txt, and a copy in bench/runs named by
+// when the run began, and writes bench/RESULTS.md with benchstat's tables
+// (-col /impl) and bench/HISTORY.md, each goal over every run kept: one
+// run is one state of a shared machine. One benchmark by hand:
 //
 //	go test -run='^$' -bench='^BenchmarkUpdate$' -benchtime=2000000x -count=6 -benchmem ./bench/ | tee new.txt
 //	go tool benchstat -col '/impl@(mutex sender lowwater)' new.txt

@@ -6,9 +6,15 @@
 // the performance work judged on medians read with golang.org/x/perf's
 // benchfmt and benchmath.
 //
+// Each run's raw output is also kept in bench/runs, headed by the commit
+// it measured and the load it began under, and bench/HISTORY.md judges
+// every goal over all the runs kept there: on a shared machine a figure
+// is quoted with its spread over runs, not from one.
+//
 // Run it from the module root (make bench does):
 //
 //	go run ./bench/report -count 6
+//	go run ./bench/report -history-only   # HISTORY.md from bench/runs alone
 //
 // Any table can be made again from the raw output alone:
 //
@@ -21,6 +27,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -77,8 +84,13 @@ var tables = []table{
 		[]string{"-filter", ".name:EtcdSaves", "-col", "/impl@(serial concurrent lowwater)"}},
 }
 
+// cpuUnit is CPU per save, the one goal judged against a bound of its own
+// rather than against a reference.
+const cpuUnit = "cpu-µs/save"
+
 // goal is one target, judged on the ratio of two medians.
 type goal struct {
+	key         string // names the goal in HISTORY.md's tables
 	text        string
 	bench, unit string // bench names the benchmark with %s for the impl
 	num, den    string // ratio = num impl / den impl
@@ -88,17 +100,17 @@ type goal struct {
 }
 
 var goals = []goal{
-	{text: "1: one update through the Sender ≤ 1.0× the mutex design, 1 producer", bench: "Update/impl=%s/producers=1", unit: "sec/op", num: "sender", den: "mutex", most: 1.0},
-	{text: "1: one update through the Sender ≤ 1.0× the mutex design, 8 producers", bench: "Update/impl=%s/producers=8", unit: "sec/op", num: "sender", den: "mutex", most: 1.0},
-	{text: "2: one raw Send update ≤ 1.2× the hand-off floor, 1 producer", bench: "Update/impl=%s/producers=1", unit: "sec/op", num: "lowwater", den: "floor", most: 1.2},
-	{text: "2: one raw Send update ≤ 1.5× the baseline, 8 producers", bench: "Update/impl=%s/producers=8", unit: "sec/op", num: "lowwater", den: "baseline", most: 1.5},
-	{text: "3: group commit saves/s ≥ 1.0× the baseline on the same catalog", bench: "GroupCommit/impl=%s/commit=group", unit: "saves/s", num: "lowwater", den: "baseline", least: 1.0, atLeast: true},
-	{text: "3: group commit saves/s ≥ 0.5× raw bbolt db.Batch", bench: "GroupCommit/impl=%s/commit=group", unit: "saves/s", num: "lowwater", den: "bboltbatch", least: 0.5, atLeast: true},
-	{text: "3: CPU per save ≤ 6 µs (ratio to the baseline's)", bench: "GroupCommit/impl=%s/commit=group", unit: "cpu-µs/save", num: "lowwater", den: "baseline", most: 6},
-	{text: "4: aggregate updates/s over 10,000 pchannels ≥ 1.0× the baseline", bench: "Scale/impl=%s/pchannels=10000/vchannels=100", unit: "updates/s", num: "lowwater", den: "baseline", least: 1.0, atLeast: true},
-	{text: "4: persist lag p99 over 10,000 pchannels ≤ 1.0× the baseline's", bench: "Scale/impl=%s/pchannels=10000/vchannels=100", unit: "lag-p99-ms", num: "lowwater", den: "baseline", most: 1.0},
-	{text: "4, at equal load (a finding, not the goal): persist lag p99 with 500,000 updates/s offered ≤ 1.0× the baseline's", bench: "Scale/impl=%s/pchannels=10000/vchannels=100/rate=500000", unit: "lag-p99-ms", num: "lowwater", den: "baseline", most: 1.0},
-	{text: "5: etcd saves/s, 1,000 pchannels, 3 members ≥ 5× one txn per save at a time", bench: "EtcdSaves/impl=%s/pchannels=1000/members=3", unit: "saves/s", num: "lowwater", den: "serial", least: 5, atLeast: true},
+	{key: "1a", text: "one update through the Sender ≤ 1.0× the mutex design, 1 producer", bench: "Update/impl=%s/producers=1", unit: "sec/op", num: "sender", den: "mutex", most: 1.0},
+	{key: "1b", text: "one update through the Sender ≤ 1.0× the mutex design, 8 producers", bench: "Update/impl=%s/producers=8", unit: "sec/op", num: "sender", den: "mutex", most: 1.0},
+	{key: "2a", text: "one raw Send update ≤ 1.2× the hand-off floor, 1 producer", bench: "Update/impl=%s/producers=1", unit: "sec/op", num: "lowwater", den: "floor", most: 1.2},
+	{key: "2b", text: "one raw Send update ≤ 1.5× the baseline, 8 producers", bench: "Update/impl=%s/producers=8", unit: "sec/op", num: "lowwater", den: "baseline", most: 1.5},
+	{key: "3a", text: "group commit saves/s ≥ 1.0× the baseline on the same catalog", bench: "GroupCommit/impl=%s/commit=group", unit: "saves/s", num: "lowwater", den: "baseline", least: 1.0, atLeast: true},
+	{key: "3b", text: "group commit saves/s ≥ 0.5× raw bbolt db.Batch", bench: "GroupCommit/impl=%s/commit=group", unit: "saves/s", num: "lowwater", den: "bboltbatch", least: 0.5, atLeast: true},
+	{key: "3c", text: "CPU per save ≤ 6 µs (ratio to the baseline's)", bench: "GroupCommit/impl=%s/commit=group", unit: "cpu-µs/save", num: "lowwater", den: "baseline", most: 6},
+	{key: "4a", text: "aggregate updates/s over 10,000 pchannels ≥ 1.0× the baseline", bench: "Scale/impl=%s/pchannels=10000/vchannels=100", unit: "updates/s", num: "lowwater", den: "baseline", least: 1.0, atLeast: true},
+	{key: "4b", text: "persist lag p99 over 10,000 pchannels ≤ 1.0× the baseline's", bench: "Scale/impl=%s/pchannels=10000/vchannels=100", unit: "lag-p99-ms", num: "lowwater", den: "baseline", most: 1.0},
+	{key: "4c", text: "at equal load (a finding, not the goal): persist lag p99 with 500,000 updates/s offered ≤ 1.0× the baseline's", bench: "Scale/impl=%s/pchannels=10000/vchannels=100/rate=500000", unit: "lag-p99-ms", num: "lowwater", den: "baseline", most: 1.0},
+	{key: "5", text: "etcd saves/s, 1,000 pchannels, 3 members ≥ 5× one txn per save at a time", bench: "EtcdSaves/impl=%s/pchannels=1000/members=3", unit: "saves/s", num: "lowwater", den: "serial", least: 5, atLeast: true},
 }
 
 func main() {
@@ -107,14 +119,32 @@ func main() {
 	raw := flag.String("raw", "bench/raw.txt", "where to write the raw benchmark output")
 	pkg := flag.String("pkg", "./bench/", "the package holding the benchmarks")
 	goTool := flag.String("go", "go", "the go command")
+	runsDir := flag.String("runs", "bench/runs", "where to keep a copy of each run's raw output; empty: keep none")
+	hist := flag.String("history", "bench/HISTORY.md", "where to write the goals over every run kept in -runs; empty: nowhere")
+	historyOnly := flag.Bool("history-only", false, "run nothing: write -history from the runs kept in -runs")
 	flag.Parse()
-	if err := report(*goTool, *count, *out, *raw, *pkg); err != nil {
+	err := error(nil)
+	if !*historyOnly {
+		err = report(*goTool, *count, *out, *raw, *pkg, *runsDir)
+	}
+	if err == nil && *hist != "" && *runsDir != "" {
+		err = writeHistory(*runsDir, *hist)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "report:", err)
 		os.Exit(1)
 	}
 }
 
-func report(goCmd string, count int, out, raw, pkg string) error {
+func writeHistory(runsDir, path string) error {
+	md, err := history(runsDir)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte(md), 0o644)
+}
+
+func report(goCmd string, count int, out, raw, pkg, runsDir string) error {
 	if count < 1 {
 		return errors.New("-count must be at least 1")
 	}
@@ -133,6 +163,12 @@ func report(goCmd string, count int, out, raw, pkg string) error {
 	loadStart := loadAvg()
 	started := time.Now()
 	var rawOut bytes.Buffer
+	// The run's record of itself, as benchfmt configuration: it stays with
+	// the raw output wherever it is kept.
+	if c := checkout(); c != "" {
+		fmt.Fprintf(&rawOut, "%s: %s\n", commitKey, c)
+	}
+	fmt.Fprintf(&rawOut, "%s: %s\n", loadKey, loadStart)
 	var commands []string
 	for _, r := range runs {
 		line := fmt.Sprintf("go test -run='^$' -bench='%s' -benchtime=%s -count=%d -benchmem %s",
@@ -162,6 +198,13 @@ func report(goCmd string, count int, out, raw, pkg string) error {
 	loadEnd := loadAvg()
 	if err := os.WriteFile(raw, rawOut.Bytes(), 0o644); err != nil {
 		return err
+	}
+	if runsDir != "" {
+		kept, err := keep(runsDir, started, rawOut.Bytes())
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "kept as %s\n", kept)
 	}
 
 	var md strings.Builder
@@ -215,15 +258,19 @@ func read(path string) (samples, error) {
 		if !ok {
 			continue
 		}
-		name := procs.ReplaceAllString(string(res.Name), "")
-		if s[name] == nil {
-			s[name] = map[string][]float64{}
-		}
-		for _, v := range res.Values {
-			s[name][v.Unit] = append(s[name][v.Unit], v.Value)
-		}
+		s.add(res)
 	}
 	return s, r.Err()
+}
+
+func (s samples) add(res *benchfmt.Result) {
+	name := procs.ReplaceAllString(string(res.Name), "")
+	if s[name] == nil {
+		s[name] = map[string][]float64{}
+	}
+	for _, v := range res.Values {
+		s[name][v.Unit] = append(s[name][v.Unit], v.Value)
+	}
 }
 
 // judge compares the numerator with the target: the denominator times
@@ -231,10 +278,10 @@ func read(path string) (samples, error) {
 func judge(s samples, g goal) string {
 	numVals, denVals := s[fmt.Sprintf(g.bench, g.num)][g.unit], s[fmt.Sprintf(g.bench, g.den)][g.unit]
 	if len(numVals) == 0 || len(denVals) == 0 {
-		return fmt.Sprintf("| %s | n/a | n/a | n/a | not measured |\n", g.text)
+		return fmt.Sprintf("| %s: %s | n/a | n/a | n/a | not measured |\n", g.key, g.text)
 	}
 	num, den := summarize(numVals), summarize(denVals)
-	return fmt.Sprintf("| %s | %s %s (%s) | %s %s (%s) | %.2f× | %s |\n", g.text,
+	return fmt.Sprintf("| %s: %s | %s %s (%s) | %s %s (%s) | %.2f× | %s |\n", g.key, g.text,
 		num3(num.Center), g.unit, g.num+" "+interval(num), num3(den.Center), g.unit, g.den+" "+interval(den),
 		num.Center/den.Center, verdict(g, numVals, denVals))
 }
@@ -252,7 +299,7 @@ func verdict(g goal, numVals, denVals []float64) string {
 			target[i] = v * g.least
 		}
 	}
-	if g.unit == "cpu-µs/save" {
+	if g.unit == cpuUnit {
 		for i := range target {
 			target[i] = g.most
 		}
@@ -310,6 +357,47 @@ func quoteArgs(args []string) string {
 		q[i] = a
 	}
 	return strings.Join(q, " ")
+}
+
+// checkout names the code measured: git's short hash of HEAD, and
+// "+dirty" if the tree differs from it; "" outside a git checkout.
+func checkout() string {
+	out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
+	if err != nil {
+		return ""
+	}
+	c := strings.TrimSpace(string(out))
+	if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(bytes.TrimSpace(st)) > 0 {
+		c += "+dirty"
+	}
+	return c
+}
+
+// keep writes a run's raw output into dir, named by when it began (UTC),
+// without overwriting a run kept before, and returns its path.
+func keep(dir string, began time.Time, raw []byte) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	stem := filepath.Join(dir, began.UTC().Format("2006-01-02-1504"))
+	for i := 1; ; i++ {
+		path := stem + ".txt"
+		if i > 1 {
+			path = fmt.Sprintf("%s-%d.txt", stem, i)
+		}
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		if _, err := f.Write(raw); err != nil {
+			f.Close()
+			return "", err
+		}
+		return path, f.Close()
+	}
 }
 
 func loadAvg() string {

@@ -1,8 +1,13 @@
 package main
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestVerdict(t *testing.T) {
@@ -40,5 +45,63 @@ func TestVerdict(t *testing.T) {
 	}
 	if got := verdict(atMost, []float64{51, 54, 57, 59, 62, 63}, []float64{50, 53, 55, 57, 60, 64}); !strings.HasSuffix(got, "medians: **no**)") {
 		t.Errorf("above on medians: verdict = %q, want the medians' no", got)
+	}
+}
+
+// history reads each kept run's own record and judges every goal as
+// RESULTS.md does; a run that did not measure a goal counts for none.
+func TestHistory(t *testing.T) {
+	dir := t.TempDir()
+	run := func(name, header string, sender, mutex float64) {
+		var b strings.Builder
+		b.WriteString(header)
+		for range 6 {
+			fmt.Fprintf(&b, "BenchmarkUpdate/impl=sender/producers=1-2 \t1\t%g ns/op\n", sender)
+			fmt.Fprintf(&b, "BenchmarkUpdate/impl=mutex/producers=1-2 \t1\t%g ns/op\n", mutex)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name+".txt"), []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run("2026-01-01-1000", "", 40, 50)                                                   // 0.80×, met
+	run("2026-01-02-1000", commitKey+": abc1234\n"+loadKey+": 0.50 0.40 0.30\n", 60, 50) // 1.20×, missed
+	md, err := history(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"from the 2 runs kept in [",
+		"| 1a: one update through the Sender ≤ 1.0× the mutex design, 1 producer | 2 | 0.80× / 1.00× / 1.20× | 1 | 1 / 1 |",
+		"| 1b: one update through the Sender ≤ 1.0× the mutex design, 8 producers | 0 | | | |",
+		"| 2026-01-01-1000 | – | – | 0.80 | – |",
+		"| 2026-01-02-1000 | abc1234 | 0.50 0.40 0.30 | 1.20 | – |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("history lacks %q:\n%s", want, md)
+		}
+	}
+	if _, err := history(t.TempDir()); err == nil {
+		t.Error("history of no run: no error")
+	}
+}
+
+// keep never overwrites a run kept before in the same minute.
+func TestKeepNamesEachRunApart(t *testing.T) {
+	dir := t.TempDir()
+	began := time.Date(2026, 12, 3, 14, 5, 0, 0, time.UTC)
+	var paths []string
+	for i := range 3 {
+		p, err := keep(dir, began, []byte{byte('a' + i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, filepath.Base(p))
+	}
+	want := []string{"2026-12-03-1405.txt", "2026-12-03-1405-2.txt", "2026-12-03-1405-3.txt"}
+	if !slices.Equal(paths, want) {
+		t.Fatalf("kept as %v, want %v", paths, want)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, want[0])); string(b) != "a" {
+		t.Fatalf("the first run was overwritten: %q", b)
 	}
 }
