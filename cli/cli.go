@@ -249,6 +249,7 @@ func commonFlags(fs *flag.FlagSet, o *options) {
 // through getenv, and returns the exit code. ctx bounds it, as --timeout
 // does. stdin is read by `restore -` alone; it may be nil.
 func Main(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
+	stderr = forTerminal(stderr)
 	o := options{catalog: getenv("LOWWATER_CATALOG"), timeout: 30 * time.Second, lockTimeout: time.Second, bucket: persistence.DefaultBucket,
 		etcd: etcdaccess.FromEnv(getenv)}
 	global := flag.NewFlagSet("lowwater", flag.ContinueOnError)

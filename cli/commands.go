@@ -652,9 +652,11 @@ func set(ctx context.Context, e *env, args []string) error {
 	if e.opts.dryRun {
 		// As the write itself: one that changes nothing asks no owner.
 		if act != unchanged {
-			if err := s.checkOwner(ctx, pchannel, ch, e.opts.force); err != nil {
+			w, err := s.checkOwner(ctx, pchannel, ch, e.opts.force)
+			if err != nil {
 				return err
 			}
+			s.warn(w)
 		}
 		fmt.Fprintln(e.stdout, describe(act, pchannel, en, id, true))
 		return nil
@@ -720,7 +722,7 @@ func del(ctx context.Context, e *env, args []string) error {
 		}
 		if !slices.ContainsFunc(fencing, func(f persistence.Entry) bool { return f.PChannel == pchannel }) {
 			// An owner, if any, is the first thing to know.
-			if err := s.checkOwner(ctx, pchannel, ch, false); err != nil {
+			if _, err := s.checkOwner(ctx, pchannel, ch, false); err != nil {
 				return err
 			}
 			return refused("%s: delete removes %s, and a node that recovers %s then starts from its "+
@@ -729,9 +731,11 @@ func del(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	if e.opts.dryRun {
-		if err := s.checkOwner(ctx, pchannel, ch, e.opts.force); err != nil {
+		w, err := s.checkOwner(ctx, pchannel, ch, e.opts.force)
+		if err != nil {
 			return err
 		}
+		s.warn(w)
 		fmt.Fprintf(e.stdout, "%s: would delete %s\n", shown(pchannel), was)
 		return nil
 	}

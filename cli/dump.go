@@ -634,6 +634,10 @@ func restore(ctx context.Context, e *env, args []string) error {
 	var out bytes.Buffer
 	acts := make([]action, len(entries))
 	var refusals []error
+	// owned holds a dry run's warnings of writes around an owner: printed
+	// after the replay warnings, as the writes of a real restore print
+	// theirs.
+	var owned []string
 	for i, de := range entries {
 		var en *persistence.Entry
 		if v, ok := byName[de.PChannel]; ok {
@@ -650,7 +654,11 @@ func restore(ctx context.Context, e *env, args []string) error {
 			err = s.alsoOwned(ctx, de.PChannel, err)
 		}
 		if err == nil && act != unchanged {
-			err = s.checkOwner(ctx, de.PChannel, change{act: act, en: en, id: ids[i]}, e.opts.force)
+			var w string
+			w, err = s.checkOwner(ctx, de.PChannel, change{act: act, en: en, id: ids[i]}, e.opts.force)
+			if w != "" {
+				owned = append(owned, w)
+			}
 		}
 		var ee *exitError
 		switch {
@@ -679,6 +687,9 @@ func restore(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	if e.opts.dryRun {
+		for _, w := range owned {
+			s.warn(w)
+		}
 		_, err := e.stdout.Write(out.Bytes())
 		return err
 	}

@@ -650,22 +650,29 @@ func (s *store) warnStray(ctx context.Context) error {
 }
 
 // checkOwner refuses ch, a write to pchannel, if a node owns it, unless
-// force. A dry run is warned as the write would be (write); a write is
-// warned once, by write itself.
-func (s *store) checkOwner(ctx context.Context, pchannel string, ch change, force bool) error {
+// force. A write is warned once, by write itself; for a dry run,
+// checkOwner returns the warning the write would give, for the caller to
+// print where the write would.
+func (s *store) checkOwner(ctx context.Context, pchannel string, ch change, force bool) (dryWarning string, err error) {
 	o, err := s.owner(ctx, pchannel)
 	switch {
 	case err != nil:
-		return err
+		return "", err
 	case o.Term == 0:
-		return nil
+		return "", nil
 	case !force:
-		return ownedRefusal(pchannel, o)
+		return "", ownedRefusal(pchannel, o)
+	case s.dry:
+		return ownedWarning(pchannel, o, ch, "it would be written anyway (--force)"), nil
 	}
-	if s.dry {
-		fmt.Fprintln(s.stderr, ownedWarning(pchannel, o, ch, "it would be written anyway (--force)"))
+	return "", nil
+}
+
+// warn prints w, a warning, on stderr, if there is one.
+func (s *store) warn(w string) {
+	if w != "" {
+		fmt.Fprintln(s.stderr, w)
 	}
-	return nil
 }
 
 // alsoOwned adds to err, a refusal of a write to pchannel for what it

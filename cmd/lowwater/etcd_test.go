@@ -360,12 +360,18 @@ func TestEtcdForcedWriteAroundANodeSaysWhatBecomesOfIt(t *testing.T) {
 
 	dump := filepath.Join(t.TempDir(), "d.json")
 	wantCode(t, on(t, "bolt:"+seedBolt(t, map[string]wal.MessageID{"restored": wal.KafkaID(100)}), "dump", dump), cli.ExitOK)
-	r = on(t, url, "restore", dump, "--force", "--dry-run")
-	wantCode(t, r, cli.ExitOK, "restored: would LOWER from kafka:500 to kafka:100")
-	warned(r, "restored", wouldWrite, undone)
+	dry := on(t, url, "restore", dump, "--force", "--dry-run")
+	wantCode(t, dry, cli.ExitOK, "restored: would LOWER from kafka:500 to kafka:100")
+	warned(dry, "restored", wouldWrite, undone)
 	r = on(t, url, "restore", dump, "--force")
 	wantCode(t, r, cli.ExitOK, "(1 written)")
 	warned(r, "restored", writing, undone)
+	// A dry run warns in the order the restore does: of the replay, then
+	// of the write around the node.
+	for _, r := range []result{dry, r} {
+		replayAt, ownedAt := strings.Index(r.stderr, "replay: consumers restart"), strings.Index(r.stderr, "is owned by")
+		require.True(t, replayAt >= 0 && ownedAt > replayAt, "%s", r)
+	}
 
 	got, err := cat.LoadAll(ctxT(t))
 	require.NoError(t, err)

@@ -1,0 +1,60 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/mattn/go-runewidth"
+)
+
+// On a terminal of 80 columns (a wrapper of 79) a warning is broken at spaces, its
+// continuations indented, and no line is wider than the terminal; a word
+// wider than a line is left whole, and what a pipe would get is the same
+// text once the breaks are taken out.
+func TestWrapperBreaksAtSpaces(t *testing.T) {
+	const msg = "warning: by-dev-rootcoord-dml_0 is owned by a running node, lowwater-cli set, pid 5123 on ops-1 (term 7); " +
+		"writing anyway (--force): the node's next save writes over it if the node's checkpoint is higher: stop the node for a change that lasts"
+	var out strings.Builder
+	w := &wrapper{w: &out, width: 79}
+	fmt.Fprintln(w, msg)
+	fmt.Fprintln(w, "short line")
+	fmt.Fprint(w, "a write that does not end its line, ")
+	fmt.Fprintln(w, strings.Repeat("x", 90)+" then more")
+	got := out.String()
+	lines := strings.Split(strings.TrimSuffix(got, "\n"), "\n")
+	for _, l := range lines {
+		if n := runewidth.StringWidth(l); n > 79 && !strings.Contains(l, strings.Repeat("x", 90)) {
+			t.Errorf("a line of %d columns: %q", n, l)
+		}
+	}
+	want := []string{
+		"warning: by-dev-rootcoord-dml_0 is owned by a running node, lowwater-cli set,",
+		"  pid 5123 on ops-1 (term 7); writing anyway (--force): the node's next save",
+		"  writes over it if the node's checkpoint is higher: stop the node for a change",
+		"  that lasts",
+		"short line",
+		"a write that does not end its line,",
+		"  " + strings.Repeat("x", 90),
+		"  then more",
+	}
+	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("wrapped as\n%s\nwant\n%s", got, strings.Join(want, "\n"))
+	}
+	unwrapped := strings.ReplaceAll(got, "\n"+wrapIndent, " ")
+	if !strings.HasPrefix(unwrapped, msg+"\nshort line\n") {
+		t.Fatalf("the words changed: %q", unwrapped)
+	}
+}
+
+// Wide characters count for two columns, as a terminal shows them.
+func TestWrapperCountsDisplayColumns(t *testing.T) {
+	var out strings.Builder
+	w := &wrapper{w: &out, width: 40}
+	fmt.Fprintln(w, "warning: 通道通道通道通道通道 is owned by a running node (term 7)")
+	for _, l := range strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n") {
+		if n := runewidth.StringWidth(l); n > 40 {
+			t.Errorf("a line of %d columns: %q", n, l)
+		}
+	}
+}
