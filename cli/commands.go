@@ -429,6 +429,20 @@ type change struct {
 	id  wal.MessageID
 }
 
+// anyway says that the change is made around a holder all the same
+// (--force), or would be in a dry run.
+func (ch change) anyway(dry bool) string {
+	switch {
+	case ch.act == remove && dry:
+		return "it would be deleted anyway (--force)"
+	case ch.act == remove:
+		return "deleting anyway (--force)"
+	case dry:
+		return "it would be written anyway (--force)"
+	}
+	return "writing anyway (--force)"
+}
+
 // aroundNode says what becomes of the change when it is forced around a
 // running node. The node keeps its checkpoint in memory and saves it
 // again when its minimum next moves, and a save never lowers what is

@@ -58,7 +58,7 @@ func dump(ctx context.Context, e *env, args []string) error {
 	for _, en := range entries {
 		if en.Err != nil {
 			corrupt++
-			fmt.Fprintf(e.stderr, "%s  %s: %s\n", unreadable(en), shown(en.PChannel), cause(en))
+			fmt.Fprintf(e.stderr, "%s  %s: %s\n", unreadable(en), typed(en.PChannel), cause(en))
 			continue
 		}
 		// entries has refused an ID that wal.Marshal refuses (one stored
@@ -68,7 +68,7 @@ func dump(ctx context.Context, e *env, args []string) error {
 		raw, err := wal.Marshal(en.Checkpoint)
 		if err != nil {
 			corrupt++
-			fmt.Fprintf(e.stderr, "CORRUPT  %s: %s\n", shown(en.PChannel), shownText(err.Error()))
+			fmt.Fprintf(e.stderr, "CORRUPT  %s: %s\n", typed(en.PChannel), shownText(err.Error()))
 			continue
 		}
 		d.Checkpoints = append(d.Checkpoints, dumpEntry{

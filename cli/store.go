@@ -556,7 +556,7 @@ func (s *store) withLease(ctx context.Context, o etcdcatalog.Owner) holder {
 // inProcessOnly refuses spec, a memory catalog: it lives inside the
 // process that made it, and the tool is another process.
 func inProcessOnly(spec string) error {
-	return usagef("--catalog %s: a memory catalog lives inside one process; use bolt:PATH or etcd://HOST:PORT/PREFIX", spec)
+	return usagef("--catalog %q: a memory catalog lives inside one process; use bolt:PATH or etcd://HOST:PORT/PREFIX", spec)
 }
 
 // lapsing reports a lease that is not being renewed: its holder looks
@@ -663,7 +663,7 @@ func (s *store) checkOwner(ctx context.Context, pchannel string, ch change, forc
 	case !force:
 		return "", ownedRefusal(pchannel, o)
 	case s.dry:
-		return ownedWarning(pchannel, o, ch, "it would be written anyway (--force)"), nil
+		return ownedWarning(pchannel, o, ch, ch.anyway(true)), nil
 	}
 	return "", nil
 }
@@ -834,7 +834,7 @@ func (s *store) write(ctx context.Context, pchannel string, ch change, force boo
 	switch {
 	case errors.As(err, &oe) && force:
 		o := s.withLease(ctx, etcdcatalog.Owner{Term: oe.Term, Lease: oe.Lease, Holder: oe.Holder})
-		fmt.Fprintln(s.stderr, ownedWarning(pchannel, o, ch, "writing anyway (--force)"))
+		fmt.Fprintln(s.stderr, ownedWarning(pchannel, o, ch, ch.anyway(false)))
 		return fn(s.cat)
 	case errors.As(err, &oe):
 		return ownedRefusal(pchannel, s.withLease(ctx, etcdcatalog.Owner{Term: oe.Term, Lease: oe.Lease, Holder: oe.Holder}))

@@ -36,15 +36,20 @@ func forTerminal(stderr io.Writer) io.Writer {
 
 // wrapper breaks what is written through it at spaces, so that no line
 // is wider than width: a terminal breaks a long warning wherever its
-// width falls, inside a word or a name. A word wider than a line on its
-// own is left whole. Writes need not end lines: the column carries over,
-// and spaces wait for the word after them, which decides whether they
-// are a space or a break.
+// width falls, inside a word or a name. A continuation is indented two
+// columns past its line's own indent, so that a message laid out over
+// lines keeps its layout. A space inside quotes is no break: a quoted
+// name or command is copied as one. A word wider than a line on its own
+// is left whole. Writes need not end lines: the column carries over, and
+// spaces wait for the word after them, which decides whether they are a
+// space or a break.
 type wrapper struct {
 	w       io.Writer
 	width   int
-	col     int // display columns written since the last newline
-	pending int // spaces read and not yet written
+	col     int  // display columns written since the last newline
+	pending int  // spaces read and not yet written
+	started bool // a word was written since the last newline
+	indent  int  // where the current line's continuations begin
 }
 
 func (w *wrapper) Write(p []byte) (int, error) {
@@ -52,7 +57,8 @@ func (w *wrapper) Write(p []byte) (int, error) {
 	for i, line := range strings.Split(string(p), "\n") {
 		if i > 0 {
 			b.WriteByte('\n')
-			w.col, w.pending = 0, 0 // a line's trailing spaces show nothing
+			// A line's trailing spaces show nothing.
+			w.col, w.pending, w.started = 0, 0, false
 		}
 		w.wrapLine(&b, line)
 	}
@@ -64,19 +70,22 @@ func (w *wrapper) Write(p []byte) (int, error) {
 
 // wrapLine writes line, which holds no newline, from the current column.
 func (w *wrapper) wrapLine(b *strings.Builder, line string) {
-	for i, word := range strings.Split(line, " ") {
+	for i, word := range splitUnquoted(line) {
 		if i > 0 {
 			w.pending++
 		}
 		if word == "" {
 			continue
 		}
+		if !w.started {
+			w.started, w.indent = true, w.col+w.pending+len(wrapIndent)
+		}
 		n := runewidth.StringWidth(word)
 		// A word that would cross the edge after a space goes to a line
-		// of its own, unless the line holds nothing but the indent yet.
-		if w.pending > 0 && w.col+w.pending+n > w.width && w.col > len(wrapIndent) {
-			b.WriteString("\n" + wrapIndent)
-			w.col = len(wrapIndent)
+		// of its own, unless the line holds nothing but its indent yet.
+		if w.pending > 0 && w.col+w.pending+n > w.width && w.col > w.indent {
+			b.WriteString("\n" + strings.Repeat(" ", w.indent))
+			w.col = w.indent
 		} else {
 			b.WriteString(strings.Repeat(" ", w.pending))
 			w.col += w.pending
@@ -85,4 +94,31 @@ func (w *wrapper) wrapLine(b *strings.Builder, line string) {
 		b.WriteString(word)
 		w.col += n
 	}
+}
+
+// splitUnquoted splits line at its spaces, as strings.Split does, but
+// not at those inside double quotes (a Go-quoted name, escapes and all)
+// or inside single quotes that open a word ('lowwater --help'). A quote
+// left open runs to the end of the line.
+func splitUnquoted(line string) []string {
+	var words []string
+	var quote byte
+	start := 0
+	for i := 0; i < len(line); i++ {
+		c := line[i]
+		switch {
+		case quote == '"' && c == '\\':
+			i++ // the escaped character, a quote among them
+		case quote != 0:
+			if c == quote {
+				quote = 0
+			}
+		case c == ' ':
+			words = append(words, line[start:i])
+			start = i + 1
+		case c == '"', c == '\'' && (i == 0 || line[i-1] == ' '):
+			quote = c
+		}
+	}
+	return append(words, line[start:])
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -55,6 +56,44 @@ func TestWrapperCountsDisplayColumns(t *testing.T) {
 	for _, l := range strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n") {
 		if n := runewidth.StringWidth(l); n > 40 {
 			t.Errorf("a line of %d columns: %q", n, l)
+		}
+	}
+}
+
+// A quoted name or command is never broken, its spaces kept as they are,
+// and a line laid out with an indent of its own continues past it.
+func TestWrapperKeepsQuotesAndLayout(t *testing.T) {
+	var out strings.Builder
+	w := &wrapper{w: &out, width: 39}
+	fmt.Fprintln(w, `warning: "ops  team   channel    with     spaces": replay: consumers restart at kafka:100`)
+	fmt.Fprintln(w, "lowwater: 5 unreadable records\n  CORRUPT: repair with 'set --force PCHANNEL ID' or 'delete PCHANNEL'\n    NAME quoted as shown here, the node's own")
+	want := strings.Join([]string{
+		`warning:`,
+		`  "ops  team   channel    with     spaces":`,
+		`  replay: consumers restart at`,
+		`  kafka:100`,
+		`lowwater: 5 unreadable records`,
+		`  CORRUPT: repair with`,
+		`    'set --force PCHANNEL ID' or`,
+		`    'delete PCHANNEL'`,
+		`    NAME quoted as shown here, the`,
+		`      node's own`,
+	}, "\n") + "\n"
+	if out.String() != want {
+		t.Fatalf("wrapped as\n%s\nwant\n%s", out.String(), want)
+	}
+}
+
+func TestSplitUnquoted(t *testing.T) {
+	for line, want := range map[string][]string{
+		`a  b`:                    {"a", "", "b"},
+		`"x \" y" z`:              {`"x \" y"`, "z"},
+		`the node's next save`:    {"the", "node's", "next", "save"},
+		`run 'lowwater --help' x`: {"run", "'lowwater --help'", "x"},
+		`open "quote runs on`:     {"open", `"quote runs on`},
+	} {
+		if got := splitUnquoted(line); !slices.Equal(got, want) {
+			t.Errorf("splitUnquoted(%q) = %q, want %q", line, got, want)
 		}
 	}
 }

@@ -389,6 +389,10 @@ func checkPath(path string) error {
 		return nil
 	case info.IsDir(): // before the size: a directory may have size 0
 		return openError(path, &fs.PathError{Op: "open", Path: path, Err: syscall.EISDIR})
+	case !info.Mode().IsRegular():
+		// A device, a pipe or a socket (/dev/null reads as empty): bbolt
+		// would lay a store over it, or fail on its first mmap.
+		return openError(path, fmt.Errorf("not a regular file: %w", fs.ErrInvalid))
 	case info.Size() == 0:
 		return fmt.Errorf("%w: %s: the file is empty, which a truncated catalog may be; "+
 			"a new catalog is laid out only at a path where no file exists", ErrCorruptStore, path)

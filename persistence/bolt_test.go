@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -389,6 +390,29 @@ func TestBoltOpenMissingDirectory(t *testing.T) {
 	}
 	if !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("OpenBolt error %v does not wrap the cause", err)
+	}
+}
+
+// A device is not a catalog: /dev/null reads as an empty file, and was
+// called a damaged store ("the file is empty"), sending an operator to
+// look for a backup of a file that never held one.
+func TestBoltOpenDevice(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no /dev/null")
+	}
+	for name, opts := range map[string][]persistence.BoltOption{
+		"read-write": nil,
+		"read-only":  {persistence.WithReadOnly(true)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			b, err := persistence.OpenBolt(os.DevNull, opts...)
+			if b != nil || !errors.Is(err, fs.ErrInvalid) || errors.Is(err, persistence.ErrCorruptStore) {
+				t.Fatalf("OpenBolt(%s) = (%v, %v), want fs.ErrInvalid, not ErrCorruptStore", os.DevNull, b, err)
+			}
+			if want := "persistence: open bolt file " + os.DevNull + ": not a regular file: invalid argument"; err.Error() != want {
+				t.Fatalf("OpenBolt(%s) = %q, want %q", os.DevNull, err, want)
+			}
+		})
 	}
 }
 

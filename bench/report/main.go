@@ -15,6 +15,7 @@
 //
 //	go run ./bench/report -count 6
 //	go run ./bench/report -history-only   # HISTORY.md from bench/runs alone
+//	go run ./bench/report -history-only -since 2026-12-02-0429 -history /tmp/h.md
 //
 // Any table can be made again from the raw output alone:
 //
@@ -120,15 +121,19 @@ func main() {
 	pkg := flag.String("pkg", "./bench/", "the package holding the benchmarks")
 	goTool := flag.String("go", "go", "the go command")
 	runsDir := flag.String("runs", "bench/runs", "where to keep a copy of each run's raw output; empty: keep none")
-	hist := flag.String("history", "bench/HISTORY.md", "where to write the goals over every run kept in -runs; empty: nowhere")
+	hist := flag.String("history", "", "where to write the goals over the runs kept in -runs (default: HISTORY.md beside that directory)")
+	since := flag.String("since", "", "judge only the runs kept whose names sort at or after this one (2026-12-02-0429)")
 	historyOnly := flag.Bool("history-only", false, "run nothing: write -history from the runs kept in -runs")
 	flag.Parse()
+	if *hist == "" && *runsDir != "" {
+		*hist = filepath.Join(filepath.Dir(filepath.Clean(*runsDir)), "HISTORY.md")
+	}
 	err := error(nil)
 	if !*historyOnly {
 		err = report(*goTool, *count, *out, *raw, *pkg, *runsDir)
 	}
-	if err == nil && *hist != "" && *runsDir != "" {
-		err = writeHistory(*runsDir, *hist)
+	if err == nil && *runsDir != "" {
+		err = writeHistory(*runsDir, *since, *hist)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "report:", err)
@@ -136,8 +141,12 @@ func main() {
 	}
 }
 
-func writeHistory(runsDir, path string) error {
-	md, err := history(runsDir)
+func writeHistory(runsDir, since, path string) error {
+	link, err := filepath.Rel(filepath.Dir(path), runsDir)
+	if err != nil {
+		link = runsDir
+	}
+	md, err := history(runsDir, since, filepath.ToSlash(link))
 	if err != nil {
 		return err
 	}

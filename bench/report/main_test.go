@@ -65,12 +65,12 @@ func TestHistory(t *testing.T) {
 	}
 	run("2026-01-01-1000", "", 40, 50)                                                   // 0.80×, met
 	run("2026-01-02-1000", commitKey+": abc1234\n"+loadKey+": 0.50 0.40 0.30\n", 60, 50) // 1.20×, missed
-	md, err := history(dir)
+	md, err := history(dir, "", "runs")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"from the 2 runs kept in [",
+		"from 2 runs kept in [",
 		"| 1a: one update through the Sender ≤ 1.0× the mutex design, 1 producer | 2 | 0.80× / 1.00× / 1.20× | 1 | 1 / 1 |",
 		"| 1b: one update through the Sender ≤ 1.0× the mutex design, 8 producers | 0 | | | |",
 		"| 2026-01-01-1000 | – | – | 0.80 | – |",
@@ -80,8 +80,20 @@ func TestHistory(t *testing.T) {
 			t.Errorf("history lacks %q:\n%s", want, md)
 		}
 	}
-	if _, err := history(t.TempDir()); err == nil {
+	if _, err := history(t.TempDir(), "", "runs"); err == nil {
 		t.Error("history of no run: no error")
+	}
+	// since leaves the earlier runs out.
+	md, err = history(dir, "2026-01-02", "runs")
+	if err != nil || !strings.Contains(md, "from 1 run kept in [") || strings.Contains(md, "2026-01-01-1000") {
+		t.Errorf("history since 2026-01-02 = %v:\n%s", err, md)
+	}
+	// A file that holds no result is no run, and is named.
+	if err := os.WriteFile(filepath.Join(dir, "x.txt"), []byte("hello world\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := history(dir, "", "runs"); err == nil || !strings.Contains(err.Error(), "x.txt: no benchmark result") {
+		t.Errorf("history with a file that is no run: %v", err)
 	}
 }
 
@@ -103,5 +115,22 @@ func TestKeepNamesEachRunApart(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(dir, want[0])); string(b) != "a" {
 		t.Fatalf("the first run was overwritten: %q", b)
+	}
+	// And they are read in the order they ran.
+	for _, p := range paths {
+		if err := os.WriteFile(filepath.Join(dir, p), []byte("BenchmarkX-2 \t1\t1 ns/op\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runs, err := readRuns(dir, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, r := range runs {
+		names = append(names, r.name+".txt")
+	}
+	if !slices.Equal(names, want) {
+		t.Fatalf("read as %v, want %v", names, want)
 	}
 }

@@ -68,6 +68,11 @@ func TestRecordsUnderNamesNoNodeCanUse(t *testing.T) {
 	r = on(t, url, "dump")
 	wantCode(t, r, cli.ExitCorrupt, "nothing dumped")
 	require.Empty(t, r.stdout)
+	// Named as verify names them, quoted for delete --quoted, the
+	// printable 600 letters too.
+	for _, p := range bad {
+		require.Contains(t, r.stderr, "BAD NAME  "+strconv.Quote(p)+": ")
+	}
 
 	wantCode(t, on(t, url, "get", "--quoted", strconv.Quote(bad[1])), cli.ExitCorrupt, "checkpoint  BAD NAME: ", "holds a NUL byte")
 	wantCode(t, on(t, url, "get", "--quoted", "not quoted"), cli.ExitUsage, "is not a Go-quoted string")

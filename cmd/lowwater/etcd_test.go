@@ -257,7 +257,7 @@ func TestEtcdVerifyFindsAnOwnerFencedByItsRecord(t *testing.T) {
 	require.NoError(t, err)
 	defer other.Close()
 	putForeignTerm(t, cat, "fenced", "q", other.Term())
-	wantCode(t, on(t, url, "delete", "q", "--force"), cli.ExitOK, "; writing anyway (--force): the node's next save writes its checkpoint back")
+	wantCode(t, on(t, url, "delete", "q", "--force"), cli.ExitOK, "; deleting anyway (--force): the node's next save writes its checkpoint back")
 	require.NoError(t, other.Save(ctxT(t), "q", wal.KafkaID(300)))
 	require.NoError(t, other.Close())
 
@@ -323,6 +323,7 @@ func TestEtcdForcedWriteAroundANodeSaysWhatBecomesOfIt(t *testing.T) {
 		require.Contains(t, r.stderr, want, "%s", r)
 	}
 	const writing, wouldWrite = "writing anyway (--force)", "it would be written anyway (--force)"
+	const deleting, wouldDelete = "deleting anyway (--force)", "it would be deleted anyway (--force)"
 
 	r := on(t, url, "set", "raise", "kafka:700", "--force")
 	wantCode(t, r, cli.ExitOK, "raised from kafka:500 to kafka:700")
@@ -339,10 +340,10 @@ func TestEtcdForcedWriteAroundANodeSaysWhatBecomesOfIt(t *testing.T) {
 
 	r = on(t, url, "delete", "gone", "--force", "--dry-run")
 	wantCode(t, r, cli.ExitOK, "gone: would delete kafka:500")
-	warned(r, "gone", wouldWrite, "the node's next save writes its checkpoint back: stop the node for a change that lasts")
+	warned(r, "gone", wouldDelete, "the node's next save writes its checkpoint back: stop the node for a change that lasts")
 	r = on(t, url, "delete", "gone", "--force")
 	wantCode(t, r, cli.ExitOK, "gone: deleted kafka:500")
-	warned(r, "gone", writing, "the node's next save writes its checkpoint back: stop the node for a change that lasts")
+	warned(r, "gone", deleting, "the node's next save writes its checkpoint back: stop the node for a change that lasts")
 	require.NoError(t, nodes["gone"].Save(ctxT(t), "gone", wal.KafkaID(500)))
 
 	r = on(t, url, "set", "switch", "woodpecker:4:0", "--force")

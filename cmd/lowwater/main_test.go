@@ -411,7 +411,7 @@ func TestCommandLine(t *testing.T) {
 	wantCode(t, r, cli.ExitUsage, "flag provided but not defined: -bogus\n")
 	for _, spec := range []string{"memory", "memory:", "memory:x"} {
 		r := lw(t, nil, "--catalog", spec, "list")
-		wantCode(t, r, cli.ExitUsage, "--catalog "+spec+": a memory catalog lives inside one process; use bolt:PATH or etcd://HOST:PORT/PREFIX")
+		wantCode(t, r, cli.ExitUsage, "--catalog "+strconv.Quote(spec)+": a memory catalog lives inside one process; use bolt:PATH or etcd://HOST:PORT/PREFIX")
 		require.NotContains(t, r.stderr, "takes no argument")
 	}
 	wantCode(t, lw(t, nil, "--catalog", "nats://x", "list"), cli.ExitUsage, "unknown kind")
