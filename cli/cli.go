@@ -99,9 +99,10 @@ Write flags (set, delete, restore), after the command:
 
 Common flags:
   --catalog URL         the catalog
-  --timeout D           bound on the whole command (default 30s); on
-                        etcd, up to 1s more then finds out why; a write
-                        it cuts short is finished within 1s more
+  --timeout D           bound on the whole command (default 30s); a
+                        write it cuts short is finished within 1s more,
+                        while on etcd the tool finds out why etcd did
+                        not answer
   --lock-timeout D      wait for a bbolt file lock (default 1s)
   --bucket NAME         the bbolt bucket of the records (default
                         lowwater-checkpoints; persistence.WithBucket)
@@ -343,6 +344,8 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 	defer cancel()
 	out := &stickyWriter{w: stdout}
 	e := &env{command: name, opts: o, stdin: stdin, stdout: out, stderr: stderr}
+	probe := probeAtTimeout(ctx, e)
+	defer probe.end() // before cancel, deferred above, ends ctx
 	err = cmd.run(ctx, e, pos)
 	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		// "context canceled" or "deadline exceeded" alone does not say
@@ -361,9 +364,9 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 		err = fmt.Errorf("%w: etcd has authentication on: give --etcd-user, and its password in $%s",
 			err, etcdaccess.EnvPassword)
 	}
-	if err != nil && errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil && e.etcdAsked.Load() {
+	if whys, probed := probe.result(); err != nil && errors.Is(err, context.DeadlineExceeded) && probed {
 		answered := e.etcdAnswered.Load()
-		if why := timeoutHint(o, answered); why != "" {
+		if why := timeoutHint(o.url.Endpoints, whys, answered); why != "" {
 			hint := why // etcd answered, then stopped: why is news
 			if !answered {
 				hint = fmt.Sprintf("no answer within --timeout %v; %s", o.timeout, why)
@@ -407,22 +410,81 @@ func commandFlag(err error) (string, bool) {
 	return "", false
 }
 
-// timeoutHint says, of a command that ran out of --timeout on etcd, why
-// etcd may not have answered, "" on another catalog or when etcd answers
-// now and had answered some of the command's requests (answered): the
-// command may then simply have had too much to do. Finding out takes up
-// to etcdaccess.ProbeTime (etcdaccess.Access.ProbeAll). An endpoint that
-// answers is named beside those that do not: the command's time may
-// have run out on it, and not on them.
-func timeoutHint(o options, answered bool) string {
-	u := o.url
-	if u.Kind != catalogurl.Etcd {
-		return ""
+// probe is why etcd did not answer a command, asked of each endpoint as
+// soon as the command's --timeout passes (etcdaccess.Access.ProbeAll),
+// while a write the timeout cut short is finished: the two take
+// etcdaccess.ProbeTime and cleanupGrace, a second each, side by side
+// rather than one after the other. A command cut short before it reached
+// for etcd is probed once it has ended, if it reached for etcd by then.
+type probe struct {
+	ctx  context.Context
+	e    *env
+	stop func() bool   // stops the probe from starting
+	done chan struct{} // closed once the probe ended, or chose not to start
+	// whys is each endpoint's answer (etcdaccess.Access.Probe), nil if
+	// no probe ran.
+	whys []string
+}
+
+// probeAtTimeout arms the probe of a command on etcd whose context is
+// ctx; nil on another catalog.
+func probeAtTimeout(ctx context.Context, e *env) *probe {
+	if e.opts.url.Kind != catalogurl.Etcd {
+		return nil
 	}
+	p := &probe{ctx: ctx, e: e, done: make(chan struct{})}
+	p.stop = context.AfterFunc(ctx, func() {
+		defer close(p.done)
+		if p.due() {
+			p.whys = e.opts.etcd.ProbeAll(e.opts.url.Endpoints)
+		}
+	})
+	return p
+}
+
+// due reports whether the command was cut by its --timeout after it
+// reached for etcd.
+func (p *probe) due() bool {
+	return errors.Is(p.ctx.Err(), context.DeadlineExceeded) && p.e.etcdAsked.Load()
+}
+
+// result waits for the probe, if it started, and reports its answers and
+// whether it ran: once the command has ended, it runs the probe the
+// --timeout did not start. It may be called again, and answers the same.
+func (p *probe) result() ([]string, bool) {
+	if p == nil {
+		return nil, false
+	}
+	if p.stop() {
+		close(p.done) // the command ended before its --timeout
+		return nil, false
+	}
+	<-p.done
+	if p.whys == nil && p.due() {
+		p.whys = p.e.opts.etcd.ProbeAll(p.e.opts.url.Endpoints)
+	}
+	return p.whys, p.whys != nil
+}
+
+// end waits for the probe, if it started, so that none outlives the
+// command.
+func (p *probe) end() {
+	if p != nil && !p.stop() {
+		<-p.done
+	}
+}
+
+// timeoutHint says, of a command on etcd that ran out of --timeout, why
+// etcd may not have answered, from the probe of each of endpoints
+// (whys), or "" when etcd answers now and had answered some of the
+// command's requests (answered): the command may then simply have had
+// too much to do. An endpoint that answers is named beside those that do
+// not: the command's time may have run out on it, and not on them.
+func timeoutHint(endpoints, probed []string, answered bool) string {
 	var whys, answering []string
-	for i, why := range o.etcd.ProbeAll(u.Endpoints) {
+	for i, why := range probed {
 		if why == "" {
-			answering = append(answering, u.Endpoints[i])
+			answering = append(answering, endpoints[i])
 		} else {
 			whys = append(whys, why)
 		}
