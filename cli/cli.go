@@ -364,7 +364,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 		err = fmt.Errorf("%w: etcd has authentication on: give --etcd-user, and its password in $%s",
 			err, etcdaccess.EnvPassword)
 	}
-	if whys, probed := probe.result(); err != nil && errors.Is(err, context.DeadlineExceeded) && probed {
+	if whys, probed := probeOf(probe, err); probed {
 		answered := e.etcdAnswered.Load()
 		if why := timeoutHint(o.url.Endpoints, whys, answered); why != "" {
 			hint := why // etcd answered, then stopped: why is news
@@ -466,6 +466,15 @@ func (p *probe) result() ([]string, bool) {
 	return p.whys, p.whys != nil
 }
 
+// probeOf is the probe's result for a command that ended with err, run
+// only for an error of its --timeout.
+func probeOf(p *probe, err error) ([]string, bool) {
+	if err == nil || !errors.Is(err, context.DeadlineExceeded) {
+		return nil, false
+	}
+	return p.result()
+}
+
 // end waits for the probe, if it started, so that none outlives the
 // command.
 func (p *probe) end() {
@@ -476,7 +485,7 @@ func (p *probe) end() {
 
 // timeoutHint says, of a command on etcd that ran out of --timeout, why
 // etcd may not have answered, from the probe of each of endpoints
-// (whys), or "" when etcd answers now and had answered some of the
+// (probed), or "" when etcd answers now and had answered some of the
 // command's requests (answered): the command may then simply have had
 // too much to do. An endpoint that answers is named beside those that do
 // not: the command's time may have run out on it, and not on them.
