@@ -126,17 +126,26 @@ func TestCutShortWriteSaysItsStepOnBolt(t *testing.T) {
 func ownedByHand(t *testing.T) string {
 	t.Helper()
 	eps := etcdtest.Start(t)
-	client, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	require.NoError(t, err)
-	defer client.Close()
 	catalog := "--catalog=etcd://" + strings.TrimPrefix(eps[0], "http://") + "/cli"
 	_, _, code := runMain(context.Background(), catalog, "set", "p", "kafka:5")
 	require.Equal(t, ExitOK, code)
+	putOwnerByHand(t, eps)
+	return catalog
+}
+
+// putOwnerByHand puts an owner key of p under the prefix cli, with no
+// lease, on the etcd at eps: --force writes around it, through the
+// catalog the command opened (which a test may hook), once its session
+// is made.
+func putOwnerByHand(t *testing.T, eps []string) {
+	t.Helper()
+	client, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	require.NoError(t, err)
+	defer client.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	_, err = client.Put(ctx, "cli/wal/p/owner", "by hand")
 	require.NoError(t, err)
-	return catalog
 }
 
 // On etcd a transaction cut short may have been applied all the same:
@@ -228,15 +237,7 @@ func TestUnrevokedSessionIsReported(t *testing.T) {
 	srv := etcdtest.StartServer(t)
 	eps := srv.Endpoints()
 	catalog := "--catalog=etcd://" + strings.TrimPrefix(eps[0], "http://") + "/cli"
-	client, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	require.NoError(t, err)
-	defer client.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	// An owner key put by hand: --force writes around it, through the
-	// catalog the command opened, once its session is made.
-	_, err = client.Put(ctx, "cli/wal/p/owner", "by hand")
-	require.NoError(t, err)
+	putOwnerByHand(t, eps)
 
 	hookOpened(t, func(i persistence.Inspector) persistence.Inspector { return afterWrite{i, srv.Stop} })
 	out, errs, code := runMain(context.Background(), catalog, "set", "--force", "p", "kafka:9")
@@ -300,14 +301,7 @@ func TestTimeoutProbeRunsBesideTheCutWrite(t *testing.T) {
 	catalog := "--catalog=etcd://" + front.addr + "/cli"
 	_, errs, code := runMain(context.Background(), catalog, "set", "p", "kafka:5")
 	require.Equal(t, ExitOK, code, errs)
-	client, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
-	require.NoError(t, err)
-	defer client.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	// Owned by hand: --force writes around it, through the hooked catalog.
-	_, err = client.Put(ctx, "cli/wal/p/owner", "by hand")
-	require.NoError(t, err)
+	putOwnerByHand(t, eps)
 	hookOpened(t, func(i persistence.Inspector) persistence.Inspector {
 		return cutOnWrite{i, func(ctx context.Context) { front.freeze(); <-ctx.Done() }}
 	})
