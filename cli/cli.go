@@ -99,10 +99,10 @@ Write flags (set, delete, restore), after the command:
 
 Common flags:
   --catalog URL         the catalog
-  --timeout D           bound on the whole command (default 30s); a
-                        write it cuts short is finished within 1s more,
-                        while on etcd the tool finds out why etcd did
-                        not answer
+  --timeout D           bound on the whole command (default 30s); within
+                        1s past it, a write it cut short is finished and,
+                        on etcd, the tool finds out why etcd did not
+                        answer
   --lock-timeout D      wait for a bbolt file lock (default 1s)
   --bucket NAME         the bbolt bucket of the records (default
                         lowwater-checkpoints; persistence.WithBucket)

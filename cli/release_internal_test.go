@@ -16,6 +16,7 @@ func TestReleaseCommandReadsBackInAShell(t *testing.T) {
 	long := strings.Repeat("L", 513)
 	for name, want := range map[string]string{
 		"p":      "'release p'",
+		"-x":     "'release -- -x'",
 		"x\ny":   `release --quoted '"x\ny"'`,
 		"":       `release --quoted '""'`,
 		long:     `release --quoted '"` + long + `"'`,

@@ -340,8 +340,8 @@ func (s *store) checkTerm(ctx context.Context, pchannel string, en *persistence.
 		return nil
 	}
 	return refused("%s: its record's term %d is above etcd's revision (%d): it was written before an etcd restore "+
-		"reset the terms, or copied from another cluster, and fences every owner's saves: 'delete %s' clears it, "+
-		"or --force replaces it", shown(pchannel), en.Term, s.revision, shown(pchannel))
+		"reset the terms, or copied from another cluster, and fences every owner's saves: %s clears it, "+
+		"or --force replaces it", shown(pchannel), en.Term, s.revision, commandLine("delete", pchannel))
 }
 
 // staleTermClearing is the tool's ownership of a pchannel whose record
@@ -377,8 +377,8 @@ func (o *staleTermClearing) Save(ctx context.Context, pchannel string, id wal.Me
 func (o *staleTermClearing) Replace(ctx context.Context, pchannel string, id wal.MessageID) error {
 	if !o.cleared && !o.force {
 		return refused("%s: its record's term %d is above the tool's own (%d): it was written before an etcd restore "+
-			"reset the terms, or copied from another cluster, and fences every owner's saves: 'delete %s' clears it, "+
-			"or --force replaces it", shown(pchannel), o.storedTerm, o.Term(), shown(pchannel))
+			"reset the terms, or copied from another cluster, and fences every owner's saves: %s clears it, "+
+			"or --force replaces it", shown(pchannel), o.storedTerm, o.Term(), commandLine("delete", pchannel))
 	}
 	if err := o.ReplaceAnyTerm(ctx, pchannel, id); err != nil {
 		return err
@@ -792,6 +792,10 @@ func leaseless(pchannel string, term uint64) string {
 func commandLine(verb, pchannel string) string {
 	if name := typed(pchannel); name != pchannel {
 		return verb + " --quoted " + shellQuote(name)
+	}
+	if strings.HasPrefix(pchannel, "-") {
+		// Else the name reads as a flag.
+		return "'" + verb + " -- " + pchannel + "'"
 	}
 	return "'" + verb + " " + pchannel + "'"
 }

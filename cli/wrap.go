@@ -77,13 +77,14 @@ func (w *wrapper) wrapLine(b *strings.Builder, line string) {
 		if word == "" {
 			continue
 		}
-		if !w.started {
-			w.started, w.indent = true, w.col+w.pending+len(wrapIndent)
-		}
 		n := runewidth.StringWidth(word)
 		// A word that would cross the edge after a space goes to a line
-		// of its own, unless the line holds nothing but its indent yet.
-		if w.pending > 0 && w.col+w.pending+n > w.width && w.col > w.indent {
+		// of its own, unless the line holds no word yet.
+		first := !w.started
+		if first {
+			w.started, w.indent = true, w.col+w.pending+len(wrapIndent)
+		}
+		if !first && w.pending > 0 && w.col+w.pending+n > w.width {
 			b.WriteString("\n" + strings.Repeat(" ", w.indent))
 			w.col = w.indent
 		} else {
@@ -97,28 +98,48 @@ func (w *wrapper) wrapLine(b *strings.Builder, line string) {
 }
 
 // splitUnquoted splits line at its spaces, as strings.Split does, but
-// not at those inside double quotes (a Go-quoted name, escapes and all)
-// or inside single quotes that open a word ('lowwater --help'). A quote
-// left open runs to the end of the line.
+// not at those inside quotes that open a word and close: a Go-quoted name
+// ("a  b", escapes and all), or a command quoted in single quotes
+// ('delete --quoted "x y"'). A quote that does not close on the line is
+// a character like any other: a name printed as it is may hold one.
 func splitUnquoted(line string) []string {
 	var words []string
-	var quote byte
 	start := 0
 	for i := 0; i < len(line); i++ {
-		c := line[i]
-		switch {
-		case quote == '"' && c == '\\':
-			i++ // the escaped character, a quote among them
-		case quote != 0:
-			if c == quote {
-				quote = 0
-			}
+		switch c := line[i]; {
 		case c == ' ':
 			words = append(words, line[start:i])
 			start = i + 1
-		case c == '"', c == '\'' && (i == 0 || line[i-1] == ' '):
-			quote = c
+		case (c == '"' || c == '\'') && (i == 0 || line[i-1] == ' '):
+			if end := closing(line, i); end > 0 {
+				i = end
+			}
 		}
 	}
 	return append(words, line[start:])
+}
+
+// closing returns where the quote at open closes, or -1 if it does not
+// on this line. A double quote closes at the next one not escaped. A
+// single quote closes at the next one that ends a word (before a space,
+// a punctuation mark or the end), a Go-quoted name inside it skipped
+// whole, quotes and all.
+func closing(line string, open int) int {
+	q := line[open]
+	for i := open + 1; i < len(line); i++ {
+		c := line[i]
+		switch {
+		case q == '"' && c == '\\':
+			i++
+		case q == '"' && c == '"':
+			return i
+		case q == '\'' && c == '"' && (line[i-1] == ' ' || i == open+1):
+			if end := closing(line, i); end > 0 {
+				i = end
+			}
+		case q == '\'' && c == '\'' && (i+1 == len(line) || strings.ContainsRune(" ,.;:)", rune(line[i+1]))):
+			return i
+		}
+	}
+	return -1
 }

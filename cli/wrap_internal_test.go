@@ -90,10 +90,27 @@ func TestSplitUnquoted(t *testing.T) {
 		`"x \" y" z`:              {`"x \" y"`, "z"},
 		`the node's next save`:    {"the", "node's", "next", "save"},
 		`run 'lowwater --help' x`: {"run", "'lowwater --help'", "x"},
-		`open "quote runs on`:     {"open", `"quote runs on`},
+		// A quote that does not close is no quote: a name printed as it
+		// is may hold one.
+		`open "quote runs on`:   {"open", `"quote`, "runs", "on"},
+		`q"uote and 'leading x`: {`q"uote`, "and", "'leading", "x"},
+		// A command quoted whole, with a Go-quoted name inside it that
+		// holds a single quote, shell-quoted or not.
+		`run 'delete "x' y"' now`:                       {"run", `'delete "x' y"'`, "now"},
+		`until release --quoted '"a'\'' b"' removes it`: {"until", "release", "--quoted", `'"a'\'' b"'`, "removes", "it"},
 	} {
 		if got := splitUnquoted(line); !slices.Equal(got, want) {
 			t.Errorf("splitUnquoted(%q) = %q, want %q", line, got, want)
 		}
+	}
+}
+
+// A line that begins with a short word breaks after it all the same.
+func TestWrapperBreaksAfterAShortFirstWord(t *testing.T) {
+	var out strings.Builder
+	w := &wrapper{w: &out, width: 39}
+	fmt.Fprintln(w, "ab "+strings.Repeat("w", 37))
+	if want := "ab\n  " + strings.Repeat("w", 37) + "\n"; out.String() != want {
+		t.Fatalf("wrapped as %q, want %q", out.String(), want)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"golang.org/x/perf/benchfmt"
@@ -30,6 +31,9 @@ type keptRun struct {
 // in the same minute as another is named after it with "-2": names are
 // compared without ".txt", which sorts before it.
 func readRuns(dir, since string) ([]keptRun, error) {
+	if _, err := os.Stat(dir); err != nil {
+		return nil, fmt.Errorf("the runs: %w", err)
+	}
 	paths, err := filepath.Glob(filepath.Join(dir, "*.txt"))
 	if err != nil {
 		return nil, err
@@ -45,8 +49,27 @@ func readRuns(dir, since string) ([]keptRun, error) {
 		}
 		runs = append(runs, r)
 	}
-	slices.SortFunc(runs, func(a, b keptRun) int { return strings.Compare(a.name, b.name) })
+	slices.SortFunc(runs, func(a, b keptRun) int { return compareNames(a.name, b.name) })
 	return runs, nil
+}
+
+// compareNames orders run names as they ran: by the minute they began,
+// then the runs of one minute by their number (keep names the second
+// one "-2"), "-10" after "-2".
+func compareNames(a, b string) int {
+	const minute = len("2006-01-02-1504")
+	if len(a) < minute || len(b) < minute || a[:minute] != b[:minute] {
+		return strings.Compare(a, b)
+	}
+	na, errA := strconv.Atoi(strings.TrimPrefix(a[minute:], "-"))
+	nb, errB := strconv.Atoi(strings.TrimPrefix(b[minute:], "-"))
+	switch {
+	case a[minute:] == "" || b[minute:] == "":
+		return len(a) - len(b) // the first of the minute has no number
+	case errA == nil && errB == nil:
+		return na - nb
+	}
+	return strings.Compare(a, b)
 }
 
 func readRun(path string) (keptRun, error) {
@@ -154,7 +177,7 @@ func history(dir, since, link string) (string, error) {
 		fmt.Fprintf(&md, "| %s: %s | %d | %s | %d | %d / %d |\n", g.key, g.text, len(rs),
 			spread, onMedians, toldMet, toldMissed)
 	}
-	md.WriteString("\n## Each run\n\nThe ratio of each goal, named as above; – where the run did not measure it.\n\n| run | commit | load at start |")
+	md.WriteString("\n## Each run\n\nThe ratio of each goal, named as above, in bold where the run's medians missed it; – where the run did not measure it.\n\n| run | commit | load at start |")
 	for _, g := range goals {
 		fmt.Fprintf(&md, " %s |", g.key)
 	}
@@ -163,7 +186,12 @@ func history(dir, since, link string) (string, error) {
 		fmt.Fprintf(&md, "| %s | %s | %s |", r.name, orDash(r.commit), orDash(r.load))
 		for _, g := range goals {
 			if v, ok := ratio(r.res, g); ok {
-				fmt.Fprintf(&md, " %.2f |", v)
+				// A miss in bold: 0.9987 shows as 1.00 and misses ≥ 1.0.
+				if yes, _ := met(judgeVerdict(r.res, g)); yes {
+					fmt.Fprintf(&md, " %.2f |", v)
+				} else {
+					fmt.Fprintf(&md, " **%.2f** |", v)
+				}
 			} else {
 				md.WriteString(" – |")
 			}

@@ -125,6 +125,10 @@ func main() {
 	since := flag.String("since", "", "judge only the runs kept whose names sort at or after this one (2026-12-02-0429)")
 	historyOnly := flag.Bool("history-only", false, "run nothing: write -history from the runs kept in -runs")
 	flag.Parse()
+	if *historyOnly && *runsDir == "" {
+		fmt.Fprintln(os.Stderr, "report: -history-only needs -runs, the runs to judge")
+		os.Exit(2)
+	}
 	if *hist == "" && *runsDir != "" {
 		*hist = filepath.Join(filepath.Dir(filepath.Clean(*runsDir)), "HISTORY.md")
 	}
@@ -142,9 +146,11 @@ func main() {
 }
 
 func writeHistory(runsDir, since, path string) error {
-	link, err := filepath.Rel(filepath.Dir(path), runsDir)
-	if err != nil {
-		link = runsDir
+	link := runsDir
+	from, err1 := filepath.Abs(filepath.Dir(path))
+	to, err2 := filepath.Abs(runsDir)
+	if rel, err := filepath.Rel(from, to); err1 == nil && err2 == nil && err == nil {
+		link = rel
 	}
 	md, err := history(runsDir, since, filepath.ToSlash(link))
 	if err != nil {

@@ -74,7 +74,7 @@ func TestHistory(t *testing.T) {
 		"| 1a: one update through the Sender ≤ 1.0× the mutex design, 1 producer | 2 | 0.80× / 1.00× / 1.20× | 1 | 1 / 1 |",
 		"| 1b: one update through the Sender ≤ 1.0× the mutex design, 8 producers | 0 | | | |",
 		"| 2026-01-01-1000 | – | – | 0.80 | – |",
-		"| 2026-01-02-1000 | abc1234 | 0.50 0.40 0.30 | 1.20 | – |",
+		"| 2026-01-02-1000 | abc1234 | 0.50 0.40 0.30 | **1.20** | – |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("history lacks %q:\n%s", want, md)
@@ -110,6 +110,14 @@ func TestKeepNamesEachRunApart(t *testing.T) {
 		paths = append(paths, filepath.Base(p))
 	}
 	want := []string{"2026-12-03-1405.txt", "2026-12-03-1405-2.txt", "2026-12-03-1405-3.txt"}
+	for i := 4; i <= 10; i++ {
+		p, err := keep(dir, began, []byte{'x'})
+		if err != nil {
+			t.Fatal(err)
+		}
+		paths = append(paths, filepath.Base(p))
+		want = append(want, fmt.Sprintf("2026-12-03-1405-%d.txt", i))
+	}
 	if !slices.Equal(paths, want) {
 		t.Fatalf("kept as %v, want %v", paths, want)
 	}
