@@ -4,6 +4,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 
 	"github.com/mattn/go-runewidth"
 	"golang.org/x/term"
@@ -44,8 +45,11 @@ func forTerminal(stderr io.Writer) io.Writer {
 // spaces wait for the word after them, which decides whether they are a
 // space or a break.
 type wrapper struct {
-	w       io.Writer
-	width   int
+	w     io.Writer
+	width int
+	// mu keeps a write whole, as the file under it does: what is written
+	// from two goroutines interleaves by writes, never inside one.
+	mu      sync.Mutex
 	col     int  // display columns written since the last newline
 	pending int  // spaces read and not yet written
 	started bool // a word was written since the last newline
@@ -53,6 +57,8 @@ type wrapper struct {
 }
 
 func (w *wrapper) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	var b strings.Builder
 	for i, line := range strings.Split(string(p), "\n") {
 		if i > 0 {

@@ -111,15 +111,6 @@ func ratio(s samples, g goal) (float64, bool) {
 	return summarize(num).Center / summarize(den).Center, true
 }
 
-// met reads a verdict as the medians' side of the target, and whether the
-// rounds told it from the target.
-func met(v string) (yes, told bool) {
-	if strings.HasPrefix(v, "even") {
-		return strings.HasSuffix(v, "medians: yes)"), false
-	}
-	return v == "yes", true
-}
-
 // history writes, for every goal, what the runs kept in dir (those named
 // since or later) measured of it: how many met it, the spread of its
 // ratio, and each run's ratio. A single run is one state of a shared
@@ -153,14 +144,14 @@ func history(dir, since, link string) (string, error) {
 			if g.unit == cpuUnit {
 				cpu = append(cpu, summarize(r.res[fmt.Sprintf(g.bench, g.num)][g.unit]).Center)
 			}
-			yes, told := met(judgeVerdict(r.res, g))
+			o := judgeRun(r.res, g)
 			switch {
-			case yes:
+			case o.met:
 				onMedians++
-				if told {
+				if o.told {
 					toldMet++
 				}
-			case told:
+			case o.told:
 				toldMissed++
 			}
 		}
@@ -187,7 +178,7 @@ func history(dir, since, link string) (string, error) {
 		for _, g := range goals {
 			if v, ok := ratio(r.res, g); ok {
 				// A miss in bold: 0.9987 shows as 1.00 and misses ≥ 1.0.
-				if yes, _ := met(judgeVerdict(r.res, g)); yes {
+				if judgeRun(r.res, g).met {
 					fmt.Fprintf(&md, " %.2f |", v)
 				} else {
 					fmt.Fprintf(&md, " **%.2f** |", v)
@@ -201,9 +192,9 @@ func history(dir, since, link string) (string, error) {
 	return md.String(), nil
 }
 
-// judgeVerdict is the met column of judge, for a run that measured g.
-func judgeVerdict(s samples, g goal) string {
-	return verdict(g, s[fmt.Sprintf(g.bench, g.num)][g.unit], s[fmt.Sprintf(g.bench, g.den)][g.unit])
+// judgeRun judges goal g on the rounds of a run that measured it.
+func judgeRun(s samples, g goal) outcome {
+	return judgeRounds(g, s[fmt.Sprintf(g.bench, g.num)][g.unit], s[fmt.Sprintf(g.bench, g.den)][g.unit])
 }
 
 func median(sorted []float64) float64 {

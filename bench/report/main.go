@@ -307,6 +307,21 @@ func judge(s samples, g goal) string {
 // code then comes out on either side of the target from run to run, and
 // the medians' verdict, given beside it, is not a figure to quote.
 func verdict(g goal, numVals, denVals []float64) string {
+	o := judgeRounds(g, numVals, denVals)
+	if o.told {
+		return yesNo(o.met)
+	}
+	return fmt.Sprintf("even (p=%.2f; medians: %s)", o.p, yesNo(o.met))
+}
+
+// outcome is a goal judged on one run's rounds.
+type outcome struct {
+	met  bool    // on the medians
+	told bool    // the rounds told the figure from the target
+	p    float64 // of the test that told them, or did not
+}
+
+func judgeRounds(g goal, numVals, denVals []float64) outcome {
 	target := make([]float64, len(denVals))
 	for i, v := range denVals {
 		target[i] = v * g.most
@@ -327,10 +342,7 @@ func verdict(g goal, numVals, denVals []float64) string {
 		met = numMedian >= tgtMedian
 	}
 	c := benchmath.AssumeNothing.Compare(num, tgt)
-	if c.P < c.Alpha {
-		return yesNo(met)
-	}
-	return fmt.Sprintf("even (p=%.2f; medians: %s)", c.P, yesNo(met))
+	return outcome{met: met, told: c.P < c.Alpha, p: c.P}
 }
 
 func summarize(vs []float64) benchmath.Summary {
