@@ -306,6 +306,21 @@ func (p *parent) reap(n *proc) error {
 	return n.cmd.Wait()
 }
 
+// failures says what the nodes reported failing, for the error of a wait
+// that ran out: a node that could not take a pchannel says so only there.
+func failures(ls []line) string {
+	var out []string
+	for _, l := range ls {
+		if l.Ev == evFailed {
+			out = append(out, fmt.Sprintf("node %s: %s: %s", l.Node, l.PCh, l.Err))
+		}
+	}
+	if len(out) == 0 {
+		return "no node reported a failure"
+	}
+	return strings.Join(out, "; ")
+}
+
 // await waits until cond holds on the lines received, up to the timeout;
 // it gives up at once should a node in alive exit.
 func (p *parent) await(ctx context.Context, what string, cond func([]line) bool, alive ...*proc) error {
@@ -336,7 +351,7 @@ func (p *parent) await(ctx context.Context, what string, cond func([]line) bool,
 			return fmt.Errorf("node %s exited while waiting for %s", name, what)
 		case <-changed:
 		case <-timer.C:
-			return fmt.Errorf("waited %v for %s", p.cfg.timeout, what)
+			return fmt.Errorf("waited %v for %s (%s)", p.cfg.timeout, what, failures(p.lines.all()))
 		case <-ctx.Done():
 			return fmt.Errorf("waiting for %s: %w", what, ctx.Err())
 		}
