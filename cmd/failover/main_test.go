@@ -174,8 +174,9 @@ func TestFailuresNamesWhatTheNodesSaid(t *testing.T) {
 	if got := failures([]line{{Ev: evOwned, Node: "A", PCh: "p0"}}); got != "no node reported a failure" {
 		t.Errorf("failures of none = %q", got)
 	}
-	got := failures([]line{{Ev: evOwned, Node: "A", PCh: "p0"}, {Ev: evFailed, Node: "B", PCh: "p1", Err: "own: session done"}})
-	if want := "node B: p1: own: session done"; got != want {
+	got := failures([]line{{Ev: evOwned, Node: "A", PCh: "p0"}, {Ev: evFailed, Node: "B", PCh: "p1", Err: "own: session done"},
+		{Ev: evLost, Node: "B", PCh: "p2", Err: "fenced"}})
+	if want := "node B: p1 failed: own: session done; node B: p2 lost: fenced"; got != want {
 		t.Errorf("failures = %q, want %q", got, want)
 	}
 }

@@ -306,13 +306,14 @@ func (p *parent) reap(n *proc) error {
 	return n.cmd.Wait()
 }
 
-// failures says what the nodes reported failing, for the error of a wait
-// that ran out: a node that could not take a pchannel says so only there.
+// failures says what the nodes reported failing or losing, for the error
+// of a wait that ran out: a node that could not take a pchannel, or lost
+// one, says so only in its lines.
 func failures(ls []line) string {
 	var out []string
 	for _, l := range ls {
-		if l.Ev == evFailed {
-			out = append(out, fmt.Sprintf("node %s: %s: %s", l.Node, l.PCh, l.Err))
+		if l.Ev == evFailed || l.Ev == evLost {
+			out = append(out, fmt.Sprintf("node %s: %s %s: %s", l.Node, l.PCh, l.Ev, l.Err))
 		}
 	}
 	if len(out) == 0 {
