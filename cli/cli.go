@@ -136,7 +136,7 @@ Exit codes:
   0  done
   1  a read or write failed: the catalog, a dump file, or the output
   2  bad command line, or a restore FILE that is not a valid dump
-  3  unreadable records, damaged file; verify: anything it reports
+  3  damaged file; get, dump: an unreadable record; verify: all it reports
   4  refused: owned, lowering, WAL switch, corrupt
   5  get: nothing stored
 `
