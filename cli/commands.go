@@ -303,16 +303,28 @@ func verify(ctx context.Context, e *env, _ []string) error {
 	for _, k := range stray {
 		fmt.Fprintf(e.stdout, "STRAY  %s: neither a record nor an owner key\n", shownKey(k))
 	}
+	var meta string // a damaged meta page of a bbolt file
+	if u := e.opts.url; u.Kind == catalogurl.Bolt {
+		if meta, err = damagedMeta(u.Path); err != nil {
+			return err
+		}
+		if meta != "" {
+			fmt.Fprintf(e.stdout, "DAMAGED META  %s: %s\n", u.Path, meta)
+		}
+	}
 	fmt.Fprintf(e.stdout, "%s, %d unreadable", count(len(entries), "record"), unread)
 	if len(stray) > 0 {
 		fmt.Fprintf(e.stdout, ", %s", count(len(stray), "stray key"))
 	}
 	fmt.Fprintln(e.stdout)
-	if unread == 0 && len(fencing) == 0 && len(fenced) == 0 && len(noLease) == 0 && len(stray) == 0 {
+	if unread == 0 && len(fencing) == 0 && len(fenced) == 0 && len(noLease) == 0 && len(stray) == 0 && meta == "" {
 		return nil
 	}
 	var msg string
 	switch {
+	case meta != "":
+		msg = "a damaged meta page"
+		found["DAMAGED META"] = true
 	case unread > 0:
 		msg = count(unread, "unreadable record")
 	case len(fencing) > 0:
@@ -349,6 +361,9 @@ func verify(ctx context.Context, e *env, _ []string) error {
 		{"NO LEASE", "put by hand or by another tool, not by a node: it keeps\n" +
 			"    every node off the pchannel for good; 'release PCHANNEL', or for a\n" +
 			"    name shown quoted, 'release --quoted NAME' as shown here"},
+		{"DAMAGED META", "a page newer than the one read hides the file's last commit:\n" +
+			"    torn by a crash, it was never acknowledged; damaged since, its saves\n" +
+			"    are lost: restore the file from a backup. The next write mends it"},
 		{"STRAY", "not lowwater's: something else writes among the catalog's\n" +
 			"    keys (a tool given the same prefix, a hand edit, a later lowwater);\n" +
 			"    lowwater neither reads nor removes them: find what wrote them"},

@@ -817,3 +817,59 @@ func writeDump(t *testing.T, path string, n int) {
 	d.WriteString("]}")
 	require.NoError(t, os.WriteFile(path, []byte(d.String()), 0o600))
 }
+
+// A bbolt file whose newest meta page is damaged opens as of the commit
+// before, and its records read back older, with no error: verify reads
+// the two pages itself and says which is damaged and what the file reads
+// as. The next write mends the page.
+func TestVerifyFindsADamagedMetaPage(t *testing.T) {
+	path := seedBolt(t, seed)
+	url := "bolt:" + path
+	wantCode(t, on(t, url, "set", "by-dev-rootcoord-dml_0", "kafka:1300"), cli.ExitOK)
+	newest, txid := newestMeta(t, path)
+	pageSize := int64(os.Getpagesize())
+	// Its checksum's last byte, flipped: the commit it holds still reads.
+	flipByte(t, path, int64(newest)*pageSize+16+63)
+
+	wantCode(t, on(t, url, "get", "by-dev-rootcoord-dml_0"), cli.ExitOK, "kafka:1200") // the commit before
+	r := on(t, url, "verify")
+	wantCode(t, r, cli.ExitCorrupt, fmt.Sprintf("DAMAGED META  %s: meta page %d is damaged; it held commit %d, newer than commit %d, which the file reads as",
+		path, newest, txid, txid-1), "a damaged meta page", "DAMAGED META: a page newer than the one read hides the file's last commit")
+
+	wantCode(t, on(t, url, "set", "by-dev-rootcoord-dml_0", "kafka:1400"), cli.ExitOK)
+	wantCode(t, on(t, url, "verify"), cli.ExitOK)
+
+	// The older page damaged hides nothing, and is said to be older.
+	newest, txid = newestMeta(t, path)
+	flipByte(t, path, int64(1-newest)*pageSize+16+63)
+	wantCode(t, on(t, url, "get", "by-dev-rootcoord-dml_0"), cli.ExitOK, "kafka:1400")
+	wantCode(t, on(t, url, "verify"), cli.ExitCorrupt, fmt.Sprintf("meta page %d is damaged; it held commit %d, older than commit %d", 1-newest, txid-1, txid))
+}
+
+// flipByte inverts the byte at offset in the file at path.
+func flipByte(t *testing.T, path string, offset int64) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	require.NoError(t, err)
+	defer f.Close()
+	var b [1]byte
+	_, err = f.ReadAt(b[:], offset)
+	require.NoError(t, err)
+	b[0] ^= 0xff
+	_, err = f.WriteAt(b[:], offset)
+	require.NoError(t, err)
+}
+
+// newestMeta returns which of a bbolt file's two meta pages holds its
+// newest commit, and that commit's transaction ID.
+func newestMeta(t *testing.T, path string) (page int, txid uint64) {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	require.NoError(t, err)
+	defer db.Close()
+	tx, err := db.Begin(false)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback() }()
+	id := uint64(tx.ID())
+	return int(id % 2), id
+}
