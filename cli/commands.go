@@ -303,13 +303,13 @@ func verify(ctx context.Context, e *env, _ []string) error {
 	for _, k := range stray {
 		fmt.Fprintf(e.stdout, "STRAY  %s: neither a record nor an owner key\n", shownKey(k))
 	}
-	var meta string // a damaged meta page of a bbolt file
-	if u := e.opts.url; u.Kind == catalogurl.Bolt {
-		if meta, err = damagedMeta(u.Path); err != nil {
+	var meta *persistence.MetaDamage
+	if s.bolt != nil {
+		if meta, err = s.bolt.DamagedMeta(); err != nil {
 			return err
 		}
-		if meta != "" {
-			fmt.Fprintf(e.stdout, "DAMAGED META  %s: %s\n", u.Path, meta)
+		if meta != nil {
+			fmt.Fprintf(e.stdout, "DAMAGED META  %s: %s\n", e.opts.url.Path, metaDamage(meta))
 		}
 	}
 	fmt.Fprintf(e.stdout, "%s, %d unreadable", count(len(entries), "record"), unread)
@@ -317,12 +317,12 @@ func verify(ctx context.Context, e *env, _ []string) error {
 		fmt.Fprintf(e.stdout, ", %s", count(len(stray), "stray key"))
 	}
 	fmt.Fprintln(e.stdout)
-	if unread == 0 && len(fencing) == 0 && len(fenced) == 0 && len(noLease) == 0 && len(stray) == 0 && meta == "" {
+	if unread == 0 && len(fencing) == 0 && len(fenced) == 0 && len(noLease) == 0 && len(stray) == 0 && meta == nil {
 		return nil
 	}
 	var msg string
 	switch {
-	case meta != "":
+	case meta != nil:
 		msg = "a damaged meta page"
 		found["DAMAGED META"] = true
 	case unread > 0:
@@ -373,6 +373,19 @@ func verify(ctx context.Context, e *env, _ []string) error {
 		}
 	}
 	return &exitError{code: ExitCorrupt, err: errors.New(msg)}
+}
+
+// metaDamage says which meta page of a bbolt file is damaged, which
+// commit it held as far as that still reads, and the one the file reads
+// as.
+func metaDamage(d *persistence.MetaDamage) string {
+	switch {
+	case d.Known && d.Newer:
+		return fmt.Sprintf("meta page %d is damaged; it held commit %d, newer than commit %d, which the file reads as", d.Page, d.Held, d.ReadsAs)
+	case d.Known:
+		return fmt.Sprintf("meta page %d is damaged; it held commit %d, older than commit %d, which the file reads as", d.Page, d.Held, d.ReadsAs)
+	}
+	return fmt.Sprintf("meta page %d is damaged, and which commit it held cannot be read; the file reads as commit %d", d.Page, d.ReadsAs)
 }
 
 // parseID reads the ID text of a set for the pchannel whose record is en

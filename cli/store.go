@@ -51,6 +51,7 @@ type store struct {
 	url     catalogurl.URL
 	cat     persistence.Inspector
 	etcd    *etcdcatalog.Catalog // nil for bbolt
+	bolt    *persistence.Bolt    // nil for etcd
 	session *concurrency.Session // made by the first fenced write
 	stderr  io.Writer
 	// grace is for what a write owes once begun, whether or not the
@@ -142,7 +143,7 @@ func (e *env) open(ctx context.Context, m mode) (_ *store, err error) {
 		if err != nil {
 			return nil, err
 		}
-		s.cat = b
+		s.cat, s.bolt = b, b
 	case catalogurl.Etcd:
 		if err := etcdaccess.AnyListens(ctx, u.Endpoints); err != nil {
 			return nil, err

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"os"
 	"slices"
 )
 
@@ -355,4 +356,59 @@ func (w *pageWalk) freelist(id uint64) error {
 		}
 	}
 	return nil
+}
+
+// MetaDamage is a meta page of a bbolt file that is damaged while the
+// other is whole (Bolt.DamagedMeta).
+type MetaDamage struct {
+	Page int // 0 or 1
+	// Held is the commit (transaction ID) the damaged page held, when it
+	// still reads as one next to ReadsAs: Newer says on which side.
+	Held  uint64
+	Known bool // Held could be read
+	Newer bool // Held is the newer commit: the file hides it
+	// ReadsAs is the commit of the whole page, which the file reads as.
+	ReadsAs uint64
+}
+
+// metaDamage finds a damaged meta page in the file's bytes while the
+// other is whole; nil when both are whole, or both damaged (bbolt then
+// refuses the file, and checkPages says so).
+func metaDamage(data []byte) *MetaDamage {
+	first, ok0 := readMeta(data, 0)
+	second, ok1 := readMeta(data, -1)
+	if ok0 == ok1 {
+		return nil
+	}
+	d := &MetaDamage{ReadsAs: first.txid}
+	bad := second
+	if ok0 {
+		d.Page = 1
+	} else {
+		d.ReadsAs, bad = second.txid, first
+	}
+	// A commit's page is the one of its ID's parity: the damaged page held
+	// the commit after the whole one, or the one before, and its ID may
+	// still read as such.
+	switch bad.txid {
+	case d.ReadsAs + 1:
+		d.Held, d.Known, d.Newer = bad.txid, true, true
+	case d.ReadsAs - 1:
+		d.Held, d.Known = bad.txid, true
+	}
+	return d
+}
+
+// DamagedMeta reports a meta page of the file that is damaged while the
+// other is whole, or nil. bbolt keeps two and opens the file as of the
+// whole one, with no error: after a crash that tore the last commit's
+// write, that commit was never acknowledged; damaged later, it was, and
+// the file reads without its saves. Nothing else tells the two apart
+// from a sound file; the next commit rewrites the damaged page.
+func (b *Bolt) DamagedMeta() (*MetaDamage, error) {
+	data, err := os.ReadFile(b.path)
+	if err != nil {
+		return nil, fmt.Errorf("persistence: read bolt file %s: %w", b.path, err)
+	}
+	return metaDamage(data), nil
 }

@@ -74,3 +74,54 @@ func FuzzCheckPages(f *testing.F) {
 		_ = checkPages(data)
 	})
 }
+
+// A meta page damaged while the other is whole is found, with the commit
+// it held on the side it held it; both whole, nothing is.
+func TestMetaDamage(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.db")
+	b, err := OpenBolt(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if err := b.Save(t.Context(), "p", wal.KafkaID(i+1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d, err := b.DamagedMeta(); d != nil || err != nil {
+		t.Fatalf("DamagedMeta of a sound file = %+v, %v", d, err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newest, err := newestMeta(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pageSize := int(newest.pageSize)
+	for _, c := range []struct {
+		page int
+		want MetaDamage
+	}{
+		{int(newest.txid % 2), MetaDamage{Page: int(newest.txid % 2), Held: newest.txid, Known: true, Newer: true, ReadsAs: newest.txid - 1}},
+		{int(1 - newest.txid%2), MetaDamage{Page: int(1 - newest.txid%2), Held: newest.txid - 1, Known: true, ReadsAs: newest.txid}},
+	} {
+		damaged := append([]byte(nil), data...)
+		damaged[c.page*pageSize+pageHeaderSize+metaChecksumOffset] ^= 0xff
+		if got := metaDamage(damaged); got == nil || *got != c.want {
+			t.Errorf("page %d damaged: metaDamage = %+v, want %+v", c.page, got, c.want)
+		}
+	}
+	// The transaction ID itself damaged: the commit it held is not known.
+	damaged := append([]byte(nil), data...)
+	page := int(newest.txid % 2)
+	damaged[page*pageSize+pageHeaderSize+48] ^= 0x40
+	want := MetaDamage{Page: page, ReadsAs: newest.txid - 1}
+	if got := metaDamage(damaged); got == nil || *got != want {
+		t.Errorf("txid damaged: metaDamage = %+v, want %+v", got, want)
+	}
+}

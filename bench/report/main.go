@@ -232,10 +232,11 @@ func report(goCmd string, count int, out, raw, pkg, runsDir string) error {
 	fmt.Fprintf(&md, "- raw output: [raw.txt](raw.txt) (%d interleaved rounds; every table below is `go tool benchstat` over it, with the arguments shown)\n\n", count)
 	md.WriteString("## Goals\n\nMedians over the rounds, with benchmath's 95 % confidence interval of the median; ratio = the first / the second. Met: yes or no on the medians when the rounds tell the measured figure from the target (the reference times the bound; benchstat's Mann-Whitney U test at α = 0.05), even when they do not, with the p-value and the medians' verdict beside it.\n\n")
 	md.WriteString("| goal | measured | reference | ratio | met |\n| --- | ---: | ---: | ---: | --- |\n")
-	res, err := read(raw)
+	run, err := readRun(raw)
 	if err != nil {
 		return err
 	}
+	res := run.res
 	for _, g := range goals {
 		md.WriteString(judge(res, g))
 	}
@@ -259,24 +260,6 @@ func report(goCmd string, count int, out, raw, pkg, runsDir string) error {
 type samples map[string]map[string][]float64
 
 var procs = regexp.MustCompile(`-\d+$`)
-
-func read(path string) (samples, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	s := samples{}
-	r := benchfmt.NewReader(f, path)
-	for r.Scan() {
-		res, ok := r.Result().(*benchfmt.Result)
-		if !ok {
-			continue
-		}
-		s.add(res)
-	}
-	return s, r.Err()
-}
 
 func (s samples) add(res *benchfmt.Result) {
 	name := procs.ReplaceAllString(string(res.Name), "")
