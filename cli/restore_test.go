@@ -79,7 +79,11 @@ func TestBigRestoreSharesCommits(t *testing.T) {
 	}
 	fmt.Fprintf(&want, "restored %d checkpoints into bbolt file %s (%d written)\n", lowered, path, lowered)
 	require.Equal(t, want.String(), stdout)
-	require.Less(t, commits(t, path)-before, lowered/50)
+	// The writers' slow start carries 500 records in nine commits at best
+	// (1, 2, 4… 256); a busy machine splits a round now and then, when a
+	// writer joins its batch after bbolt's 10 ms timer. Writes that did
+	// not share commits would take 500 or more.
+	require.Less(t, commits(t, path)-before, 20)
 	got = storedIn(t, path)
 	require.Len(t, got, n)
 	for i := range n {
