@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -72,15 +73,17 @@ func compareNames(a, b string) int {
 	return strings.Compare(a, b)
 }
 
+// readRun reads one kept run. A run ends as the test binary ends one that
+// passed, with PASS: a file cut short (a disk that filled, a copy that
+// stopped) would be judged on the rounds it kept, and is refused instead.
 func readRun(path string) (keptRun, error) {
 	r := keptRun{name: strings.TrimSuffix(filepath.Base(path), ".txt")}
-	f, err := os.Open(path)
+	raw, err := os.ReadFile(path)
 	if err != nil {
 		return r, err
 	}
-	defer f.Close()
 	r.res = samples{}
-	br := benchfmt.NewReader(f, path)
+	br := benchfmt.NewReader(bytes.NewReader(raw), path)
 	for br.Scan() {
 		res, ok := br.Result().(*benchfmt.Result)
 		if !ok {
@@ -97,6 +100,9 @@ func readRun(path string) (keptRun, error) {
 	}
 	if len(r.res) == 0 {
 		return r, fmt.Errorf("%s: no benchmark result in it: not a run of make bench", path)
+	}
+	if words := strings.Fields(string(raw)); words[len(words)-1] != "PASS" {
+		return r, fmt.Errorf("%s: cut short: it does not end with PASS, as a whole run of make bench does", path)
 	}
 	return r, nil
 }

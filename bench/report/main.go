@@ -402,11 +402,16 @@ func keep(dir string, began time.Time, raw []byte) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		if _, err := f.Write(raw); err != nil {
-			f.Close()
+		_, err = f.Write(raw)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			// A part of a run is no run (readRun refuses it): none is kept.
+			os.Remove(path)
 			return "", err
 		}
-		return path, f.Close()
+		return path, nil
 	}
 }
 

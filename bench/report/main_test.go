@@ -59,6 +59,7 @@ func TestHistory(t *testing.T) {
 			fmt.Fprintf(&b, "BenchmarkUpdate/impl=sender/producers=1-2 \t1\t%g ns/op\n", sender)
 			fmt.Fprintf(&b, "BenchmarkUpdate/impl=mutex/producers=1-2 \t1\t%g ns/op\n", mutex)
 		}
+		b.WriteString("PASS\n")
 		if err := os.WriteFile(filepath.Join(dir, name+".txt"), []byte(b.String()), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -95,6 +96,18 @@ func TestHistory(t *testing.T) {
 	if _, err := history(dir, "", "runs"); err == nil || !strings.Contains(err.Error(), "x.txt: no benchmark result") {
 		t.Errorf("history with a file that is no run: %v", err)
 	}
+	// A run cut short is refused, and named: its rounds are not all there.
+	cut := t.TempDir()
+	whole, err := os.ReadFile(filepath.Join(dir, "2026-01-01-1000.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(cut, "2026-01-03-1000.txt"), whole[:len(whole)/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := history(cut, "", "runs"); err == nil || !strings.Contains(err.Error(), "2026-01-03-1000.txt: cut short") {
+		t.Errorf("history with a run cut short: %v", err)
+	}
 }
 
 // keep never overwrites a run kept before in the same minute.
@@ -126,7 +139,7 @@ func TestKeepNamesEachRunApart(t *testing.T) {
 	}
 	// And they are read in the order they ran.
 	for _, p := range paths {
-		if err := os.WriteFile(filepath.Join(dir, p), []byte("BenchmarkX-2 \t1\t1 ns/op\n"), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, p), []byte("BenchmarkX-2 \t1\t1 ns/op\nPASS\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
