@@ -89,6 +89,10 @@ type mailbox struct {
 	// persister is set on a persister's mailbox: its parent hands it the
 	// minimum straight (push), so a MinimumAdvanced posted is forged.
 	persister bool
+	// lateWatchers watched the actor while it stopped: protoactor would
+	// tell them Terminated at once, before the stop ends (holdWatch).
+	// Only the goroutine running the mailbox touches it.
+	lateWatchers []*actor.PID
 	// poisoned is set once the PoisonPill is handed to protoactor, which
 	// stops the actor for it: a Stop handled before, though the actor
 	// had its drainRequested, is a hard one (tookPoison). Only the
@@ -461,6 +465,9 @@ func (m *mailbox) run() (turnOver bool) {
 				case *actor.ResumeMailbox:
 					m.suspended.Store(false)
 				default:
+					if m.holdWatch(msg) {
+						continue
+					}
 					if _, ok := msg.(*actor.Started); ok {
 						// Before it is handed on: should the actor panic
 						// on it, protoactor restarts it and hands the new
@@ -470,6 +477,7 @@ func (m *mailbox) run() (turnOver bool) {
 					m.invoker.InvokeSystemMessage(msg)
 					// A restart makes a new incarnation.
 					m.learn()
+					m.answerLateWatchers()
 				}
 				continue
 			}
@@ -505,13 +513,56 @@ func (m *mailbox) run() (turnOver bool) {
 	}
 }
 
-// closer is an actor that is past its Stopping handler: it takes no more
-// user messages (see refuse).
-type closer interface{ closing() bool }
+// closer is an actor that says how far its stop has gone: past its
+// Stopping handler (closing), it takes no more user messages (see refuse);
+// past its Stopped (gone), protoactor has let go of it and of its name.
+type closer interface {
+	closing() bool
+	gone() bool
+}
 
 // closed reports whether the current incarnation is past its Stopping
 // handler.
 func (m *mailbox) closed() bool { return m.inc.closer != nil && m.inc.closer.closing() }
+
+// holdWatch keeps the watcher of a Watch that comes while the actor stops,
+// and reports whether it did. protoactor tells such a watcher Terminated
+// at once, while the stop may still wait for a child (a persister joining
+// a save that ignores its context) for up to joinGrace: a StopFuture or
+// PoisonFuture sent during a graceful stop returned before the actor was
+// gone, its Stopped unpublished and its name still taken. The watcher is
+// told once the actor is gone instead (answerLateWatchers). An Unwatch
+// drops it, and goes on to protoactor all the same.
+func (m *mailbox) holdWatch(msg any) bool {
+	switch x := msg.(type) {
+	case *actor.Watch:
+		if m.closed() && !m.inc.closer.gone() {
+			m.lateWatchers = append(m.lateWatchers, x.Watcher)
+			return true
+		}
+	case *actor.Unwatch:
+		m.lateWatchers = slices.DeleteFunc(m.lateWatchers, x.Watcher.Equal)
+	}
+	return false
+}
+
+// answerLateWatchers tells the watchers held by holdWatch that the actor
+// is gone, once it is: after its Stopped, as protoactor tells its own.
+func (m *mailbox) answerLateWatchers() {
+	if len(m.lateWatchers) == 0 || m.inc.closer == nil || !m.inc.closer.gone() {
+		return
+	}
+	var self *actor.PID
+	if c, ok := m.invoker.(interface{ Self() *actor.PID }); ok {
+		self = c.Self()
+	}
+	registry := m.root.ActorSystem().ProcessRegistry
+	for _, w := range m.lateWatchers {
+		p, _ := registry.Get(w) // the dead-letter process when w is gone
+		p.SendSystemMessage(w, &actor.Terminated{Who: self})
+	}
+	m.lateWatchers = nil
+}
 
 // refuse answers a user message that came after the actor's stop began as
 // protoactor answers one to a stopped actor: a request gets a

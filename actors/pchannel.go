@@ -134,6 +134,9 @@ type pchannel struct {
 	// stopBegan is set once the Stopping handler ran: the mailbox refuses
 	// user messages from then on (closing).
 	stopBegan bool
+	// stoppedSeen is set by Stopped: protoactor has let go of the actor
+	// (gone).
+	stoppedSeen bool
 	// spawnMinimum is the minimum of the vchannels the incarnation began
 	// with: the start message ID when the catalog holds nothing
 	// (semantics 7).
@@ -256,6 +259,7 @@ func (p *pchannel) Receive(ctx actor.Context) {
 	case drainRequested:
 		p.graceful = true
 	case *actor.Stopped:
+		p.stoppedSeen = true
 		if p.self == nil {
 			return // never started: nothing to report, nor the stream to
 		}
@@ -489,6 +493,8 @@ func (p *pchannel) update(m *messages.UpdateCheckpoint) error {
 // closing tells the mailbox to refuse user messages (mailbox.refuse): the
 // Stopping handler has run. A restart does not count: the actor lives on.
 func (p *pchannel) closing() bool { return p.stopBegan }
+
+func (p *pchannel) gone() bool { return p.stoppedSeen }
 
 // handOn hands the tracker, the save status and the stop under way, if
 // any, to the next incarnation: the actor restarts.

@@ -82,6 +82,9 @@ type persister struct {
 	// stopped is set by Stopping alone: the mailbox refuses what is left
 	// in it (closing).
 	stopped bool
+	// stoppedSeen is set by Stopped: protoactor has let go of the
+	// persister (gone).
+	stoppedSeen bool
 }
 
 // overdueCheck is the watchdog's message: see persister.overdue.
@@ -152,6 +155,8 @@ func (s *persister) Receive(ctx actor.Context) {
 	case flushCut:
 		s.cut = true
 		s.answerCut()
+	case *actor.Stopped:
+		s.stoppedSeen = true
 	case *actor.Started:
 		s.self, s.parent = ctx.Self(), ctx.Parent()
 		s.root, s.events = ctx.ActorSystem().Root, ctx.ActorSystem().EventStream
@@ -190,6 +195,8 @@ func (s *persister) Receive(ctx actor.Context) {
 // closing tells the mailbox to refuse user messages (mailbox.refuse): the
 // Stopping handler has run, and protoactor would drop them unanswered.
 func (s *persister) closing() bool { return s.stopped }
+
+func (s *persister) gone() bool { return s.stoppedSeen }
 
 // ready makes what every save shares (the call site) and the plan, which
 // starts from the status a predecessor left: on Started, once the

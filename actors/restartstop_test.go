@@ -209,12 +209,127 @@ func TestHardStopCutsAGracefulStopShort(t *testing.T) {
 			require.NoError(t, stop.Wait())
 			took := time.Since(began)
 			require.Less(t, took, flush/4, "the hard stop waited for the graceful one")
+			// The Stop's watch came while the actor stopped, which
+			// protoactor answers at once; it is answered once the actor
+			// is gone: Stopped is published, and the name is free.
+			var s *messages.Stopped
+			select {
+			case s = <-stopped:
+			default:
+				t.Fatalf("StopFuture returned after %v, before the pchannel stopped", took)
+			}
+			_, err = system.Root.SpawnNamed(actor.PropsFromFunc(func(actor.Context) {}), pid.Id)
+			require.NoError(t, err, "the name is still taken")
 			require.NoError(t, poisoned.Wait())
-			s := <-stopped
 			require.False(t, s.Graceful, "%+v", s)
 			require.False(t, s.Flushed, "%+v", s)
 			require.ErrorIs(t, s.Reason, messages.ErrHardStop)
 			require.Equal(t, wal.KafkaID(7), s.Dropped)
 		})
 	}
+}
+
+// watcherActor watches or stops watching a pid on request, and answers
+// whether it was told Terminated.
+type watcherActor struct{ terminated chan struct{} }
+
+type (
+	watchIt   struct{ pid *actor.PID }
+	unwatchIt struct{ pid *actor.PID }
+	toldYet   struct{}
+)
+
+func (w *watcherActor) Receive(c actor.Context) {
+	switch m := c.Message().(type) {
+	case watchIt:
+		c.Watch(m.pid)
+		c.Respond(true)
+	case unwatchIt:
+		c.Unwatch(m.pid)
+		c.Respond(true)
+	case *actor.Terminated:
+		close(w.terminated)
+	case toldYet:
+		select {
+		case <-w.terminated:
+			c.Respond(true)
+		default:
+			c.Respond(false)
+		}
+	}
+}
+
+// A watch that comes while the pchannel stops is answered once it is
+// gone, as one from before the stop is: protoactor answered it at once,
+// and the persister was still joining a save that ignores its context.
+// A watcher that stops watching meanwhile is told nothing.
+func TestWatchDuringAStopIsAnsweredOnceGone(t *testing.T) {
+	system := quietSystem(t)
+	stopped := make(chan *messages.Stopped, 1)
+	sub := system.EventStream.Subscribe(func(ev any) {
+		if s, ok := ev.(*messages.Stopped); ok {
+			stopped <- s
+		}
+	})
+	defer system.EventStream.Unsubscribe(sub)
+	cat := newStubborn(false, true)
+	defer cat.unblock()
+	props, err := NewProps("p", wal.Kafka, cat, WithStopFlushTimeout(20*time.Second), WithSaveTimeout(time.Hour),
+		WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(7)}))
+	require.NoError(t, err)
+	// The Stopping handler is held until the watches are queued behind it.
+	held, release := make(chan struct{}), make(chan struct{})
+	props.Configure(actor.WithReceiverMiddleware(func(next actor.ReceiverFunc) actor.ReceiverFunc {
+		return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
+			if _, ok := env.Message.(*actor.Stopping); ok {
+				close(held)
+				<-release
+			}
+			next(c, env)
+		}
+	}))
+	pid := system.Root.Spawn(props)
+	select {
+	case <-cat.entered: // the save of kafka:7, which never returns
+	case <-time.After(10 * time.Second):
+		t.Fatal("no save started")
+	}
+	poisoned := system.Root.PoisonFuture(pid)
+	select {
+	case <-held:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the graceful stop never began")
+	}
+	ask := func(w *actor.PID, msg any) any {
+		t.Helper()
+		res, err := system.Root.RequestFuture(w, msg, 10*time.Second).Result()
+		require.NoError(t, err)
+		return res
+	}
+	stays := &watcherActor{terminated: make(chan struct{})}
+	leaves := &watcherActor{terminated: make(chan struct{})}
+	stayer := system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return stays }))
+	leaver := system.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return leaves }))
+	ask(leaver, watchIt{pid})
+	ask(stayer, watchIt{pid})
+	ask(leaver, unwatchIt{pid})
+	stop := system.Root.StopFuture(pid) // cuts the flush short
+	close(release)
+
+	select {
+	case <-stays.terminated:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watcher was never told the pchannel is gone")
+	}
+	select {
+	case s := <-stopped:
+		require.ErrorIs(t, s.Reason, messages.ErrHardStop)
+	default:
+		t.Fatal("the watcher was told before the pchannel stopped")
+	}
+	// Told in the order they watched: the leaver would have been told by
+	// now, and its system messages come before this request.
+	require.Equal(t, false, ask(leaver, toldYet{}), "told though it stopped watching")
+	require.NoError(t, stop.Wait())
+	require.NoError(t, poisoned.Wait())
 }
