@@ -26,6 +26,11 @@ var (
 	// updates buffered or in flight then were not applied (or not known to
 	// be), and no later one will be.
 	ErrPChannelGone = errors.New("lowwater: pchannel actor stopped")
+	// ErrUpdatesAbandoned is returned by Close, beside ctx's error, when
+	// it gave up waiting with updates unconfirmed: buffered ones, which
+	// were never sent, or a batch in flight, which may or may not have
+	// been applied. Its text says how many of each.
+	ErrUpdatesAbandoned = errors.New("lowwater: sender closed with updates unconfirmed")
 )
 
 // Defaults of the SenderOptions.
@@ -345,10 +350,13 @@ func (s *Sender) usable() error {
 }
 
 // Flush ships what is buffered and waits until the actor has answered every
-// batch holding an update made before the call, or ctx ends. It returns the
-// errors received since the previous Flush (see Sender), with ctx's error
-// if it ended first; after Close, ErrSenderClosed, and so does a Flush still waiting when a
-// Close gives up waiting (its ctx ended) and closes.
+// batch holding an update made before the call, or ctx ends
+// (DefaultRequestTimeout passes when ctx has no deadline: an actor held
+// up, by a Lossless subscriber that reads nothing say, is not waited for
+// for good). It returns the errors received since the previous Flush (see
+// Sender), with ctx's error if it ended first; after Close,
+// ErrSenderClosed, and so does a Flush still waiting when a Close gives up
+// waiting (its ctx ended) and closes.
 func (s *Sender) Flush(ctx context.Context) error {
 	s.mu.Lock()
 	closed := s.closed
@@ -365,6 +373,12 @@ func (s *Sender) flush(ctx context.Context) error {
 	if len(s.pending) > 0 {
 		target++ // shipped when the batch in flight is answered
 	}
+	var expired <-chan time.Time
+	if _, ok := ctx.Deadline(); !ok && s.answered < target {
+		timer := time.NewTimer(DefaultRequestTimeout)
+		defer timer.Stop()
+		expired = timer.C
+	}
 	for s.answered < target && s.gone == nil {
 		if s.detached {
 			err := errors.Join(fmt.Errorf("%w before the pchannel answered: the updates in flight may or may not be applied",
@@ -374,17 +388,22 @@ func (s *Sender) flush(ctx context.Context) error {
 		}
 		progress := s.progressLocked()
 		s.mu.Unlock()
+		var ended error
 		select {
 		case <-progress:
 		case <-ctx.Done():
+			ended = ctx.Err()
+		case <-expired:
+			ended = fmt.Errorf("lowwater: no answer within %v: %w", DefaultRequestTimeout, context.DeadlineExceeded)
+		}
+		s.mu.Lock()
+		if ended != nil {
 			// What came meanwhile is this call's to report: after a
 			// Close, no later Flush could.
-			s.mu.Lock()
-			err := errors.Join(ctx.Err(), s.takeErrorsLocked())
+			err := errors.Join(ended, s.takeErrorsLocked())
 			s.mu.Unlock()
 			return err
 		}
-		s.mu.Lock()
 	}
 	err := s.takeErrorsLocked()
 	s.mu.Unlock()
@@ -393,7 +412,9 @@ func (s *Sender) flush(ctx context.Context) error {
 
 // Close ships what is buffered, waits for the answers as Flush does, and
 // stops the Sender's actor. Later calls fail with ErrSenderClosed. The
-// pchannel actor is not stopped: it is the caller's.
+// pchannel actor is not stopped: it is the caller's. If ctx ends first,
+// nothing more is sent: the error wraps ErrUpdatesAbandoned, and says how
+// many updates were never sent and how many were sent and not answered.
 func (s *Sender) Close(ctx context.Context) error {
 	s.mu.Lock()
 	if s.closed {
@@ -405,19 +426,37 @@ func (s *Sender) Close(ctx context.Context) error {
 	s.mu.Unlock()
 	err := s.flush(ctx)
 	s.mu.Lock()
+	// From here an answer that still comes ships nothing, and a Flush
+	// still waiting (ctx ended this one's wait first) returns: the answer
+	// it waits for would go to the dead letters.
+	s.detached = true
+	s.wakeLocked()
 	gone := s.gone != nil
+	if !gone { // ErrPChannelGone says it then
+		err = errors.Join(err, s.abandonedLocked())
+	}
 	s.mu.Unlock()
 	if !gone { // an Unwatch to a stopped actor would be a dead letter
 		s.systemMessage(&actor.Unwatch{Watcher: s.replies})
 	}
 	s.system.ProcessRegistry.Remove(s.replies)
-	// A Flush still waiting (ctx ended this one's wait first) would wait
-	// for good: the answer it waits for now goes to the dead letters.
-	s.mu.Lock()
-	s.detached = true
-	s.wakeLocked()
-	s.mu.Unlock()
 	return err
+}
+
+// abandonedLocked says what a Close that gave up waiting leaves
+// unconfirmed, and drops what was never sent: nil if nothing.
+func (s *Sender) abandonedLocked() error {
+	var errs []error
+	if n := len(s.pending); n > 0 {
+		errs = append(errs, fmt.Errorf("%w: %d buffered update(s) never sent", ErrUpdatesAbandoned, n))
+		clear(s.pending)
+		s.pending = s.pending[:0]
+		s.gen++
+	}
+	if n := len(s.flying); n > 0 {
+		errs = append(errs, fmt.Errorf("%w: %d update(s) sent and not answered: they may or may not be applied", ErrUpdatesAbandoned, n))
+	}
+	return errors.Join(errs...)
 }
 
 // systemMessage sends a Watch or Unwatch to the pchannel, as an actor's

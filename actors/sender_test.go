@@ -31,7 +31,10 @@ type senderRig struct {
 
 func newSenderRig(t *testing.T, vchannels map[string]wal.MessageID) *senderRig {
 	t.Helper()
-	system := actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(zap.NewNop())))
+	// A reply to a Sender closed before it came is a dead letter, whose
+	// throttle outlives its interval on a goroutine of its own.
+	system := actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(zap.NewNop())),
+		actor.WithDeadLetterThrottleInterval(time.Millisecond))
 	catalog := persistence.NewMemory()
 	props, err := NewProps("p", wal.Kafka, catalog, WithVChannels(vchannels))
 	require.NoError(t, err)
@@ -315,6 +318,32 @@ func TestSenderFlushHonoursItsContext(t *testing.T) {
 	require.ErrorIs(t, s.Flush(ctx), context.DeadlineExceeded)
 	r.system.Root.Send(gpid, gateRelease{})
 	require.NoError(t, s.Flush(ctx10s(t)))
+}
+
+// A Flush or Close whose context has no deadline waits for the actor
+// DefaultRequestTimeout at most, as Request does: an actor held up (here
+// by a gate that never answers) is not waited for for good.
+func TestSenderWaitsBoundedWithoutADeadline(t *testing.T) {
+	r := newSenderRig(t, kafkaAt(1, 0))
+	g := &gate{target: r.pchannel}
+	gpid := r.system.Root.Spawn(g.props())
+	s, err := NewSender(r.system, gpid)
+	require.NoError(t, err)
+	require.NoError(t, s.Update("v0", wal.KafkaID(1))) // in flight, held by the gate
+	began := time.Now()
+	err = s.Flush(context.Background())
+	took := time.Since(began)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorContains(t, err, "no answer within 5s")
+	require.GreaterOrEqual(t, took, DefaultRequestTimeout)
+	require.Less(t, took, 2*DefaultRequestTimeout)
+	require.NoError(t, s.Update("v0", wal.KafkaID(2))) // buffered behind it
+	err = s.Close(context.Background())
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorIs(t, err, ErrUpdatesAbandoned)
+	require.ErrorContains(t, err, "1 buffered update(s) never sent")
+	r.system.Root.Send(gpid, gateRelease{}) // kafka:1 is applied; kafka:2 never sent
+	require.Eventually(t, func() bool { return r.checkpoints(t)["v0"] == wal.KafkaID(1) }, 10*time.Second, time.Millisecond)
 }
 
 func TestNewSenderRejectsInvalidOptions(t *testing.T) {
@@ -610,6 +639,11 @@ func TestSenderClosedShipsNothingMore(t *testing.T) {
 	err = s.Close(ctx)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.ErrorIs(t, err, messages.ErrVChannelNotFound, "the rejection that came before Close gave up")
+	// And it says what it leaves unconfirmed: kafka:3 never sent, kafka:2
+	// sent and not answered.
+	require.ErrorIs(t, err, ErrUpdatesAbandoned)
+	require.ErrorContains(t, err, "1 buffered update(s) never sent")
+	require.ErrorContains(t, err, "1 update(s) sent and not answered")
 
 	hold.Store(false)
 	r.system.Root.Send(gpid, gateRelease{}) // kafka:2 is applied and answered
