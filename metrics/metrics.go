@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/eventstream"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/model"
 
 	"github.com/lowwater/lowwater/actors"
 	"github.com/lowwater/lowwater/events"
@@ -49,9 +52,19 @@ func WithPChannelLabel() Option {
 	return optionFunc(func(c *config) { c.labelled = true })
 }
 
-// WithNamespace replaces the "lowwater" prefix of every series.
+// WithNamespace replaces the "lowwater" prefix of every series; "" leaves
+// none. It must be a name of the classic exposition format (letters,
+// digits and underscores, not beginning with a digit): a series named
+// otherwise comes out quoted, which older Prometheus servers and
+// text-format parsers refuse.
 func WithNamespace(ns string) Option {
-	return optionFunc(func(c *config) { c.namespace = ns })
+	return optionFunc(func(c *config) {
+		if ns != "" && (!model.LegacyValidation.IsValidMetricName(ns) || strings.Contains(ns, ":")) {
+			c.errs = append(c.errs, fmt.Errorf("namespace %q: want letters, digits and underscores, not beginning with a digit", ns))
+			return
+		}
+		c.namespace = ns
+	})
 }
 
 // WithLatencyBuckets sets the upper bounds, in seconds, of the save latency
@@ -59,7 +72,7 @@ func WithNamespace(ns string) Option {
 // DefaultLatencyBuckets.
 func WithLatencyBuckets(b []float64) Option {
 	return optionFunc(func(c *config) {
-		if len(b) == 0 || !slices.IsSorted(b) || len(slices.Compact(slices.Clone(b))) != len(b) {
+		if len(b) == 0 || slices.ContainsFunc(b, math.IsNaN) || !slices.IsSorted(b) || len(slices.Compact(slices.Clone(b))) != len(b) {
 			c.errs = append(c.errs, fmt.Errorf("latency buckets %v: want strictly increasing bounds", b))
 			return
 		}

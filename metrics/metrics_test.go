@@ -3,6 +3,7 @@ package metrics_test
 import (
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http/httptest"
 	"runtime"
 	"sort"
@@ -256,13 +257,23 @@ lowwater_saves_total 1
 }
 
 func TestInvalidOptions(t *testing.T) {
-	for _, b := range [][]float64{nil, {1, 1}, {2, 1}} {
+	for _, b := range [][]float64{nil, {1, 1}, {2, 1}, {math.NaN()}, {0.1, math.NaN(), 1}} {
 		_, err := metrics.New(metrics.WithLatencyBuckets(b))
 		assert.ErrorIs(t, err, metrics.ErrInvalidOption, "%v", b)
+	}
+	// A name that the classic exposition format cannot carry unquoted.
+	for _, ns := range []string{"bad-ns", "1abc", "a:b", "ümlaut", "a b"} {
+		_, err := metrics.New(metrics.WithNamespace(ns))
+		assert.ErrorIs(t, err, metrics.ErrInvalidOption, "%q", ns)
 	}
 	c, err := metrics.New(metrics.WithNamespace("myapp"), metrics.WithLatencyBuckets([]float64{0.1, 1}))
 	require.NoError(t, err)
 	n, err := testutil.GatherAndCount(registry(t, c), "myapp_saves_total")
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+	c, err = metrics.New(metrics.WithNamespace("_my_app2"), metrics.WithLatencyBuckets([]float64{0.1, math.Inf(1)}))
+	require.NoError(t, err)
+	n, err = testutil.GatherAndCount(registry(t, c), "_my_app2_saves_total")
 	require.NoError(t, err)
 	assert.Equal(t, 1, n)
 }
