@@ -49,7 +49,7 @@ type Backoff struct {
 // wait is 100–150 ms, the second 150–225 ms.
 func DefaultBackoff() Backoff { return Backoff(saveplan.DefaultBackoff) }
 
-// MinBackoffInitial is the shortest Backoff.Initial NewProps takes.
+// MinBackoffInitial is the shortest Backoff.Initial NewProps takes: 1 ms.
 const MinBackoffInitial = saveplan.MinInitial
 
 // ErrInvalidBackoff is wrapped, beside ErrInvalidOption, by the error of
@@ -105,7 +105,8 @@ func WithLogger(l *zap.Logger) Option {
 	})
 }
 
-// WithBackoff sets the retry schedule of saves and recovery.
+// WithBackoff sets the retry schedule of saves and recovery; the default
+// is DefaultBackoff().
 func WithBackoff(b Backoff) Option {
 	return optionFunc(func(c *config) { c.backoff = saveplan.Backoff(b) })
 }
@@ -115,7 +116,8 @@ func WithBackoff(b Backoff) Option {
 // It is the call's context deadline: a catalog that ignores its context is
 // not stopped by it. Such a call is reported 100 ms past the deadline
 // (ErrCatalogOverdue) and waited for, and a stop never waits for it longer
-// than 100 ms after cancelling it (see the package doc).
+// than 100 ms after cancelling it (see the package doc). The default is
+// DefaultSaveTimeout (5 s).
 func WithSaveTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.saveTimeout = d })
 }
@@ -124,7 +126,8 @@ func WithSaveTimeout(d time.Duration) Option {
 // the pending checkpoint to be saved, or, during recovery, for the stored
 // checkpoint to be read first. PoisonFuture returns within d + 100 ms
 // (plus scheduling) whatever the catalog does, even if it ignores its
-// context; StopFuture within 100 ms.
+// context; StopFuture within 100 ms. The default is
+// DefaultStopFlushTimeout (3 s).
 func WithStopFlushTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.flushTime = d })
 }
