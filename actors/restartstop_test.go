@@ -40,14 +40,6 @@ func TestRestartDuringAStopEndsTheStop(t *testing.T) {
 			system := quietSystem(t)
 			stopped := stoppedOf(t, system)
 			sibStarted := make(chan struct{}, 2)
-			within := func(what string, c <-chan struct{}) {
-				t.Helper()
-				select {
-				case <-c:
-				case <-time.After(10 * time.Second):
-					t.Fatalf("no %s within 10 s", what)
-				}
-			}
 			var sib *actor.PID
 			props, err := NewProps("p", wal.Kafka, persistence.NewMemory(), WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(10)}))
 			require.NoError(t, err)
@@ -57,7 +49,7 @@ func TestRestartDuringAStopEndsTheStop(t *testing.T) {
 				return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
 					if _, ok := env.Message.(*actor.Stopping); ok && sib != nil {
 						system.Root.Send(sib, "boom")
-						within("sibling restart", sibStarted) // the pchannel's Restart was sent first
+						within(t, "sibling restart", sibStarted) // the pchannel's Restart was sent first
 						sib = nil
 					}
 					next(c, env)
@@ -73,7 +65,7 @@ func TestRestartDuringAStopEndsTheStop(t *testing.T) {
 			t.Cleanup(func() { _ = system.Root.PoisonFuture(parent).Wait() })
 			pc := <-children
 			sib = <-children
-			within("sibling start", sibStarted)
+			within(t, "sibling start", sibStarted)
 			require.NoError(t, Request(ctx10s(t), system.Root, pc, &messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(20)}))
 
 			stopEnds(t, system, pc, graceful, stopped)
@@ -192,17 +184,9 @@ func TestHardStopCutsAGracefulStopShort(t *testing.T) {
 				}
 			}))
 			pid := system.Root.Spawn(props)
-			select {
-			case <-cat.entered: // the recovery read, or the save of kafka:7
-			case <-time.After(10 * time.Second):
-				t.Fatal("the catalog call never started")
-			}
+			within(t, "catalog call", cat.entered) // the recovery read, or the save of kafka:7
 			poisoned := system.Root.PoisonFuture(pid)
-			select {
-			case <-held:
-			case <-time.After(10 * time.Second):
-				t.Fatal("the graceful stop never began")
-			}
+			within(t, "graceful stop", held)
 			began := time.Now()
 			stop := system.Root.StopFuture(pid) // posted now, whatever the handler does
 			close(release)
@@ -289,17 +273,9 @@ func TestWatchDuringAStopIsAnsweredOnceGone(t *testing.T) {
 		}
 	}))
 	pid := system.Root.Spawn(props)
-	select {
-	case <-cat.entered: // the save of kafka:7, which never returns
-	case <-time.After(10 * time.Second):
-		t.Fatal("no save started")
-	}
+	within(t, "save", cat.entered) // of kafka:7, which never returns
 	poisoned := system.Root.PoisonFuture(pid)
-	select {
-	case <-held:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the graceful stop never began")
-	}
+	within(t, "graceful stop", held)
 	ask := func(w *actor.PID, msg any) any {
 		t.Helper()
 		res, err := system.Root.RequestFuture(w, msg, 10*time.Second).Result()
@@ -316,11 +292,7 @@ func TestWatchDuringAStopIsAnsweredOnceGone(t *testing.T) {
 	stop := system.Root.StopFuture(pid) // cuts the flush short
 	close(release)
 
-	select {
-	case <-stays.terminated:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the watcher was never told the pchannel is gone")
-	}
+	within(t, "Terminated", stays.terminated)
 	select {
 	case s := <-stopped:
 		require.ErrorIs(t, s.Reason, messages.ErrHardStop)
@@ -332,4 +304,15 @@ func TestWatchDuringAStopIsAnsweredOnceGone(t *testing.T) {
 	require.Equal(t, false, ask(leaver, toldYet{}), "told though it stopped watching")
 	require.NoError(t, stop.Wait())
 	require.NoError(t, poisoned.Wait())
+}
+
+// within waits for c, and fails the test if it takes over 10 s: what is
+// waited for, named in the failure, never came.
+func within(t *testing.T, what string, c <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-c:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no %s within 10 s", what)
+	}
 }
