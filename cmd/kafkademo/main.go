@@ -25,7 +25,7 @@
 //	                       [--partitions 4] [--vchannels 16]
 //	                       [--produce-for 8s] [--kill-after 500ms-2s]
 //	                       [--autocommit 1s] [--verbose]
-//	                       [--catalog bbolt|etcd://host:port[,host:port][/prefix]]
+//	                       [--catalog bolt|bolt:PATH|etcd://host:port[,host:port][/prefix]]
 //
 // Exit status: 0 when every check passed, 1 when one failed, 2 on a usage
 // or setup error.
@@ -41,6 +41,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -50,6 +51,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lowwater/lowwater/examples/kafka"
+	"github.com/lowwater/lowwater/internal/catalogurl"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/persistence/etcdcatalog"
 )
@@ -115,7 +117,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	kill := fs.String("kill-after", "500ms-2s", "time from both nodes ready to the SIGKILL, a range")
 	fs.DurationVar(&cfg.autocommit, "autocommit", time.Second, "naive node: interval of kgo's autocommit")
 	fs.DurationVar(&cfg.timeout, "timeout", 30*time.Second, "bound on each wait for a node")
-	fs.StringVar(&cfg.catalog, "catalog", catalogBolt, "lowwater's catalog: bbolt (a file), or\netcd://host:port[,host:port][/prefix]")
+	fs.StringVar(&cfg.catalog, "catalog", catalogBolt, "lowwater's catalog: bolt (a file in the run's directory),\nbolt:PATH, or etcd://host:port[,host:port][/prefix]\n(prefix "+etcdPrefix+" if none)")
 	fs.BoolVar(&cfg.verbose, "verbose", false, "copy the nodes' logs to standard error")
 	var node nodeArgs
 	fs.StringVar(&node.kind, "node", "", "run as a node: lowwater or naive (the parent passes it)")
@@ -137,11 +139,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintf(stderr, "kafkademo: --kill-after: %v\n", err)
 		return exitSetup
 	}
-	if cfg.catalog != catalogBolt {
-		if _, _, err := parseEtcd(cfg.catalog); err != nil {
-			fmt.Fprintf(stderr, "kafkademo: %v\n", err)
-			return exitSetup
-		}
+	if cfg.catalog, err = parseCatalog(cfg.catalog); err != nil {
+		fmt.Fprintf(stderr, "kafkademo: %v\n", err)
+		return exitSetup
 	}
 	if cfg.records < 1 || cfg.rounds < 0 || cfg.partitions < 1 || cfg.vchannels < 1 ||
 		cfg.produceFor < 0 || cfg.autocommit <= 0 || cfg.timeout <= 0 {
@@ -259,39 +259,63 @@ func runNode(ctx context.Context, cfg config, a nodeArgs, stdin io.Reader, stdou
 	return err
 }
 
-// The kinds of catalog: a file, or etcd at etcdScheme + endpoints.
+// The catalog the demo places itself: a bbolt file in the run's
+// directory.
 const (
-	catalogBolt = "bbolt"
+	catalogBolt = catalogurl.Bolt
 	etcdScheme  = "etcd://"
+	// etcdPrefix is the prefix of an etcd catalog given none: the demo's
+	// own, not lowwater's default, which a real deployment may use.
+	etcdPrefix = "kafkademo"
 )
 
-// openCatalog opens lowwater's catalog as a node and the parent both do:
-// the bbolt file in dir, or etcd.
-func openCatalog(kind, dir string) (persistence.Catalog, error) {
-	if kind == catalogBolt {
-		return persistence.OpenBolt(catalogPath(dir))
+// parseCatalog reads --catalog as the demo and the lowwater tool do
+// (catalogurl), and gives it whole: a bbolt file's path made absolute and
+// etcd's prefix said, so that the nodes, run elsewhere, read it alike.
+func parseCatalog(spec string) (string, error) {
+	if rest, ok := strings.CutPrefix(spec, etcdScheme); ok && !strings.Contains(rest, "/") {
+		spec += "/" + etcdPrefix
 	}
-	hosts, prefix, err := parseEtcd(kind)
+	u, err := catalogurl.Parse(spec)
+	if err != nil {
+		return "", fmt.Errorf("--catalog: %w", err)
+	}
+	switch u.Kind {
+	case catalogurl.Memory:
+		return "", fmt.Errorf("--catalog %q: the nodes are processes of their own, killed each round; give bolt, bolt:PATH or etcd://host:port/prefix", spec)
+	case catalogurl.Bolt:
+		if u.Path == "" {
+			return catalogBolt, nil
+		}
+		abs, err := filepath.Abs(u.Path)
+		if err != nil {
+			return "", fmt.Errorf("--catalog %q: %w", spec, err)
+		}
+		return catalogBolt + ":" + abs, nil
+	}
+	return spec, nil
+}
+
+// openCatalog opens lowwater's catalog, given by parseCatalog, as a node
+// and the parent both do: a bbolt file (in dir unless one is named), or
+// etcd.
+func openCatalog(spec, dir string) (persistence.Catalog, error) {
+	u, err := catalogurl.Parse(spec)
 	if err != nil {
 		return nil, err
 	}
-	return etcdcatalog.Open(clientv3.Config{Endpoints: hosts, DialTimeout: 5 * time.Second, Logger: zap.NewNop()},
-		etcdcatalog.WithPrefix(prefix))
+	if u.Kind == catalogurl.Etcd {
+		return etcdcatalog.Open(clientv3.Config{Endpoints: u.Endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()},
+			etcdcatalog.WithPrefix(u.Prefix))
+	}
+	if u.Path == "" {
+		return persistence.OpenBolt(catalogPath(dir))
+	}
+	return persistence.OpenBolt(u.Path)
 }
 
-// parseEtcd reads "etcd://host:port[,host:port][/prefix]"; the prefix
-// defaults to "kafkademo".
-func parseEtcd(s string) (hosts []string, prefix string, err error) {
-	rest, ok := strings.CutPrefix(s, etcdScheme)
-	h, prefix, _ := strings.Cut(rest, "/")
-	if !ok || h == "" {
-		return nil, "", fmt.Errorf("--catalog %q is neither %s nor %shost:port[,host:port][/prefix]", s, catalogBolt, etcdScheme)
-	}
-	if prefix == "" {
-		prefix = "kafkademo"
-	}
-	return strings.Split(h, ","), prefix, nil
-}
+// isBolt reports whether a catalog given by parseCatalog is a bbolt file.
+func isBolt(spec string) bool { return strings.HasPrefix(spec, catalogBolt) }
 
 // pace gives each vchannel its flush interval, from the seed: in every
 // partition two vchannels are slow (300-600 ms), the others quick

@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -47,6 +48,42 @@ func shortDemo(catalog string) config {
 // TestDemo: lowwater must lose nothing and replay within the bound at
 // every kill; the naive node's figures are reported.
 func TestDemo(t *testing.T) { checkDemo(t, shortDemo(catalogBolt)) }
+
+// TestDemoWithFewRecords: a partition that gets no record has an end of
+// 0, where the demo indexed past its list of what was produced. The
+// catalog is a file named on the command line, which a second run finds
+// holding the first one's checkpoints, and refuses.
+func TestDemoWithFewRecords(t *testing.T) {
+	spec, err := parseCatalog("bolt:" + filepath.Join(t.TempDir(), "c.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := shortDemo(spec)
+	cfg.records, cfg.rounds, cfg.partitions, cfg.produceFor = 1, 1, 4, 100*time.Millisecond
+	checkDemo(t, cfg)
+	var out bytes.Buffer
+	var stderr syncbuf.Buffer
+	_, err = runDemo(t.Context(), cfg, testBinary, &out, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "holds checkpoints of an earlier run") {
+		t.Fatalf("a second run on the same catalog: %v", err)
+	}
+}
+
+func TestParseCatalog(t *testing.T) {
+	for spec, want := range map[string]string{
+		"bolt":                  "bolt",
+		"bolt:/x/c.db":          "bolt:/x/c.db",
+		"etcd://127.0.0.1:2379": "etcd://127.0.0.1:2379/" + etcdPrefix,
+		"etcd://h:1,h:2/mine":   "etcd://h:1,h:2/mine",
+	} {
+		if got, err := parseCatalog(spec); err != nil || got != want {
+			t.Errorf("parseCatalog(%q) = %q, %v; want %q", spec, got, err, want)
+		}
+	}
+	if got, err := parseCatalog("bolt:c.db"); err != nil || !filepath.IsAbs(strings.TrimPrefix(got, "bolt:")) {
+		t.Errorf("parseCatalog(bolt:c.db) = %q, %v; want an absolute path", got, err)
+	}
+}
 
 // TestDemoEtcd: the same with the checkpoints in etcd (embedded in the
 // test, as the demo's users bring their own).
@@ -106,6 +143,8 @@ func TestUsage(t *testing.T) {
 	for _, args := range [][]string{
 		{"--records=0"},
 		{"--catalog=zk"},
+		{"--catalog=bbolt"},
+		{"--catalog=memory"},
 		{"--catalog=etcd://"},
 		{"--kill-after=1s"},
 		{"--kill-after=2s-1s"},

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -65,12 +66,25 @@ type snapshot struct {
 
 func runDemo(ctx context.Context, cfg config, cmd command, stdout, stderr io.Writer) (*summary, error) {
 	began := time.Now()
-	d := &demo{cfg: cfg, cmd: cmd, out: stdout, stderr: stderr}
+	// Every partition has its list, empty when no record landed in it:
+	// with few records, some get none.
+	d := &demo{cfg: cfg, cmd: cmd, out: stdout, stderr: stderr, produced: make(produced, cfg.partitions)}
 	var err error
 	if d.dir, err = os.MkdirTemp("", "lowwater-kafkademo-"); err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(d.dir)
+
+	// The topic is new, so the catalog must hold nothing: a checkpoint of
+	// an earlier run would have the nodes skip records of this one.
+	checkCtx, cancel := context.WithTimeout(ctx, cfg.timeout)
+	left, err := d.stored(checkCtx)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("catalog: %w", err)
+	} else if slices.ContainsFunc(left, func(o int64) bool { return o != 0 }) {
+		return nil, fmt.Errorf("--catalog %s holds checkpoints of an earlier run (%v): give one that holds none", cfg.catalog, left)
+	}
 
 	// The cluster lives in this process and outlives every node.
 	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(int32(cfg.partitions), topic))

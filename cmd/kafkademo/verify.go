@@ -183,7 +183,7 @@ func endFigures(prod produced, counts map[kafka.RecordID]uint32) (lost, duplicat
 // print writes the table, at most 80 columns wide.
 func (s *summary) print(w io.Writer, cfg config) {
 	where := "a bbolt catalog"
-	if cfg.catalog != catalogBolt {
+	if !isBolt(cfg.catalog) {
 		where = "etcd"
 	}
 	fmt.Fprintf(w, "  lowwater: each partition's low-water mark, saved to %s\n", where)
