@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 	"time"
 
@@ -151,17 +152,18 @@ type Sender struct {
 	dropped  int
 	gone     error
 	closed   bool
-	// detached is set once Close has taken the reply process away and
-	// returned: nobody waits for an answer any more, and one that still
-	// comes (a PID caches its process) ships nothing.
-	detached bool
+	// detached is set once Close has stopped waiting: nobody waits for
+	// an answer any more, and one that still comes ships nothing.
+	// released is set once the reply process is gone (release).
+	detached, released bool
 }
 
 // NewSender returns a Sender of updates to the pchannel actor at pid. It
 // registers one process (no goroutine) in system to receive the replies;
 // Close removes it, and so does the pchannel's stop. A Sender dropped
 // without Close while its pchannel runs stays registered, about a
-// kilobyte, until the pchannel stops.
+// kilobyte, until the pchannel stops; one whose Close gave up with a
+// batch in flight, until the pchannel answers it or stops.
 func NewSender(system *actor.ActorSystem, pid *actor.PID, opts ...SenderOption) (*Sender, error) {
 	cfg := senderConfig{maxPending: DefaultMaxPending, fullWait: DefaultFullWait}
 	for _, o := range opts {
@@ -427,36 +429,59 @@ func (s *Sender) Close(ctx context.Context) error {
 	err := s.flush(ctx)
 	s.mu.Lock()
 	// From here an answer that still comes ships nothing, and a Flush
-	// still waiting (ctx ended this one's wait first) returns: the answer
-	// it waits for would go to the dead letters.
+	// still waiting (ctx ended this one's wait first) returns.
 	s.detached = true
 	s.wakeLocked()
 	gone := s.gone != nil
 	if !gone { // ErrPChannelGone says it then
 		err = errors.Join(err, s.abandonedLocked())
 	}
+	// A batch still in flight keeps the reply process until its answer
+	// or the pchannel's end (release): removed now, the answer would be
+	// a dead letter, logged on the system's logger.
+	waits := !gone && s.flying != nil
+	s.mu.Unlock()
+	if !waits {
+		s.release()
+	}
+	return err
+}
+
+// release takes the reply process out of the registry and its watch off
+// the pchannel, once: at Close, or after it, once the batch Close left
+// in flight is answered or the pchannel is gone.
+func (s *Sender) release() {
+	s.mu.Lock()
+	if s.released {
+		s.mu.Unlock()
+		return
+	}
+	s.released = true
+	gone := s.gone != nil
 	s.mu.Unlock()
 	if !gone { // an Unwatch to a stopped actor would be a dead letter
 		s.systemMessage(&actor.Unwatch{Watcher: s.replies})
 	}
 	s.system.ProcessRegistry.Remove(s.replies)
-	return err
 }
 
 // abandonedLocked says what a Close that gave up waiting leaves
 // unconfirmed, and drops what was never sent: nil if nothing.
 func (s *Sender) abandonedLocked() error {
-	var errs []error
+	var left []string
 	if n := len(s.pending); n > 0 {
-		errs = append(errs, fmt.Errorf("%w: %d buffered update(s) never sent", ErrUpdatesAbandoned, n))
+		left = append(left, fmt.Sprintf("%d buffered update(s) never sent", n))
 		clear(s.pending)
 		s.pending = s.pending[:0]
 		s.gen++
 	}
 	if n := len(s.flying); n > 0 {
-		errs = append(errs, fmt.Errorf("%w: %d update(s) sent and not answered: they may or may not be applied", ErrUpdatesAbandoned, n))
+		left = append(left, fmt.Sprintf("%d update(s) sent and not answered, which may or may not be applied", n))
 	}
-	return errors.Join(errs...)
+	if len(left) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", ErrUpdatesAbandoned, strings.Join(left, "; "))
 }
 
 // systemMessage sends a Watch or Unwatch to the pchannel, as an actor's
@@ -530,22 +555,28 @@ type replyProcess struct{ s *Sender }
 var _ actor.Process = replyProcess{}
 
 func (p replyProcess) SendUserMessage(_ *actor.PID, message any) {
+	detached := false
 	switch m := actor.UnwrapEnvelopeMessage(message).(type) {
 	case nil:
-		p.s.answer(nil, nil, false)
+		detached = p.s.answer(nil, nil, false)
 	case batchConsumed:
-		p.s.answer(nil, nil, true)
+		detached = p.s.answer(nil, nil, true)
 	case *messages.BatchError:
-		p.s.answer(m, nil, false)
+		detached = p.s.answer(m, nil, false)
 	case *actor.DeadLetterResponse:
-		p.s.answer(nil, fmt.Errorf("%w: %w", ErrPChannelGone, actor.ErrDeadLetter), false)
+		detached = p.s.answer(nil, fmt.Errorf("%w: %w", ErrPChannelGone, actor.ErrDeadLetter), false)
 	case error:
 		// The pchannel panicked handling the batch (PChannelPanicError), or
 		// something else answered: every update of the batch may be lost,
 		// and each is named with the error.
 		if be := p.s.failedBatch(m); be != nil {
-			p.s.answer(be, nil, false)
+			detached = p.s.answer(be, nil, false)
 		}
+	}
+	if detached {
+		// The answer a Close that gave up left waiting: nothing more
+		// comes that anyone waits for.
+		p.s.release()
 	}
 }
 
@@ -555,7 +586,7 @@ func (p replyProcess) SendUserMessage(_ *actor.PID, message any) {
 func (p replyProcess) SendSystemMessage(_ *actor.PID, message any) {
 	if _, ok := message.(*actor.Terminated); ok {
 		p.s.answer(nil, ErrPChannelGone, false)
-		p.s.system.ProcessRegistry.Remove(p.s.replies)
+		p.s.release()
 	}
 }
 
@@ -584,9 +615,10 @@ func (s *Sender) failedBatch(err error) *messages.BatchError {
 
 // answer ends the batch in flight; gone, when set, ends the Sender.
 // consumed is the pchannel's word that nothing holds the batch any more:
-// its buffer is taken back.
-func (s *Sender) answer(rejected *messages.BatchError, gone error, consumed bool) {
+// its buffer is taken back. It reports whether Close had stopped waiting.
+func (s *Sender) answer(rejected *messages.BatchError, gone error, consumed bool) (detached bool) {
 	s.mu.Lock()
+	detached = s.detached
 	if gone != nil && s.gone == nil {
 		s.gone = gone
 		if n := len(s.pending); n > 0 {
@@ -623,4 +655,5 @@ func (s *Sender) answer(rejected *messages.BatchError, gone error, consumed bool
 	if next != nil {
 		s.ship(next)
 	}
+	return detached
 }

@@ -341,9 +341,29 @@ func TestSenderWaitsBoundedWithoutADeadline(t *testing.T) {
 	err = s.Close(context.Background())
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.ErrorIs(t, err, ErrUpdatesAbandoned)
-	require.ErrorContains(t, err, "1 buffered update(s) never sent")
+	require.ErrorContains(t, err, ErrUpdatesAbandoned.Error()+": 1 buffered update(s) never sent; "+
+		"1 update(s) sent and not answered, which may or may not be applied")
+
+	// The late answer is taken quietly, and takes the reply process with
+	// it: removed at Close, the answer was a dead letter, logged.
+	deadLetters := make(chan any, 8)
+	sub := r.system.EventStream.Subscribe(func(ev any) {
+		if d, ok := ev.(*actor.DeadLetterEvent); ok {
+			deadLetters <- d.Message
+		}
+	})
+	defer r.system.EventStream.Unsubscribe(sub)
+	_, registered := r.system.ProcessRegistry.GetLocal(s.replies.Id)
+	require.True(t, registered, "removed with its batch in flight")
 	r.system.Root.Send(gpid, gateRelease{}) // kafka:1 is applied; kafka:2 never sent
 	require.Eventually(t, func() bool { return r.checkpoints(t)["v0"] == wal.KafkaID(1) }, 10*time.Second, time.Millisecond)
+	_, registered = r.system.ProcessRegistry.GetLocal(s.replies.Id)
+	require.False(t, registered, "still registered after its answer")
+	select {
+	case m := <-deadLetters:
+		t.Fatalf("a dead letter: %#v", m)
+	default:
+	}
 }
 
 func TestNewSenderRejectsInvalidOptions(t *testing.T) {
