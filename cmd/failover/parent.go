@@ -15,6 +15,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/lowwater/lowwater/internal/etcdaccess"
 )
 
 // parentConfig is the demo's command line.
@@ -109,6 +111,15 @@ func (p *parent) run(ctx context.Context) (int, error) {
 		p.printf("etcd: embedded at %s, data in %s", url, dir)
 	} else {
 		p.printf("etcd: %s", strings.Join(endpoints, ","))
+		// An etcd that is not there is said at once, and why; the
+		// client would retry until --timeout, then say only that.
+		hosts := make([]string, len(endpoints))
+		for i, e := range endpoints {
+			hosts[i] = hostPort(e)
+		}
+		if err := etcdaccess.AnyListens(ctx, hosts); err != nil {
+			return exitSetup, fmt.Errorf("etcd: %w", err)
+		}
 	}
 	cli, err := clientv3.New(clientConfig(endpoints))
 	if err != nil {
@@ -119,7 +130,7 @@ func (p *parent) run(ctx context.Context) (int, error) {
 	resp, err := cli.Get(rctx, "\x00")
 	cancel()
 	if err != nil {
-		return exitSetup, fmt.Errorf("etcd: %w", err)
+		return exitSetup, fmt.Errorf("etcd: no answer within --timeout %v: %w", cfg.timeout, err)
 	}
 	startRev := resp.Header.Revision + 1
 
@@ -463,3 +474,11 @@ func valueString(v *int64) string {
 }
 
 func ms(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
+
+// hostPort is an etcd client URL's host:port ("http://h:p" or "h:p").
+func hostPort(endpoint string) string {
+	if _, rest, ok := strings.Cut(endpoint, "://"); ok {
+		return rest
+	}
+	return endpoint
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -136,6 +137,27 @@ func TestHelpFits80Columns(t *testing.T) {
 	}
 	for _, line := range termtest.Wider(out.String()+stderr.String(), 80) {
 		t.Errorf("--help line of %d columns: %q", termtest.Columns(line), line)
+	}
+}
+
+// An etcd that is not there is said at once, with why, not after the
+// wait for an answer (--timeout) as a bare deadline.
+func TestAnEtcdThatIsNotThereIsSaidAtOnce(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	var out bytes.Buffer
+	var stderr syncbuf.Buffer
+	began := time.Now()
+	code := run(t.Context(), []string{"--catalog", "etcd://" + addr + "/x"}, nil, &out, &stderr, testBinary)
+	if took := time.Since(began); took > 5*time.Second {
+		t.Errorf("said after %v", took)
+	}
+	if want := "nothing listens at " + addr + " (connection refused)"; code != exitSetup || !strings.Contains(stderr.String(), want) {
+		t.Errorf("exit %d, want %d with %q; stderr: %s", code, exitSetup, want, stderr.String())
 	}
 }
 

@@ -23,6 +23,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/lowwater/lowwater/examples/kafka"
+	"github.com/lowwater/lowwater/internal/catalogurl"
+	"github.com/lowwater/lowwater/internal/etcdaccess"
 	"github.com/lowwater/lowwater/wal"
 )
 
@@ -77,6 +79,12 @@ func runDemo(ctx context.Context, cfg config, cmd command, stdout, stderr io.Wri
 
 	// The topic is new, so the catalog must hold nothing: a checkpoint of
 	// an earlier run would have the nodes skip records of this one.
+	if u, err := catalogurl.Parse(cfg.catalog); err == nil && u.Kind == catalogurl.Etcd {
+		// Said at once, and why: the client would retry until --timeout.
+		if err := etcdaccess.AnyListens(ctx, u.Endpoints); err != nil {
+			return nil, fmt.Errorf("catalog: %w", err)
+		}
+	}
 	checkCtx, cancel := context.WithTimeout(ctx, cfg.timeout)
 	left, err := d.stored(checkCtx)
 	cancel()
