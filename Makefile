@@ -47,16 +47,18 @@ docs: bin/demo
 
 # Failover on etcd: an embedded etcd and two node processes sharing 4
 # pchannels through ownership; one is killed, the other takes over.
+# FAILOVER_FLAGS=--help lists its flags.
 .PHONY: demo-etcd
 demo-etcd:
-	$(GO) run ./cmd/failover
+	$(GO) run ./cmd/failover $(FAILOVER_FLAGS)
 
 # lowwater behind a real Kafka wire protocol (kfake, in this process): a
 # consumer node SIGKILLed and restarted for several rounds; fails on a lost
 # record or a replay over its bound, and shows kgo's autocommit beside it.
+# KAFKADEMO_FLAGS=--help lists its flags.
 .PHONY: demo-kafka
 demo-kafka:
-	$(GO) run ./cmd/kafkademo
+	$(GO) run ./cmd/kafkademo $(KAFKADEMO_FLAGS)
 
 # Every benchmark of ./bench in BENCH_COUNT (default 6) interleaved rounds:
 # the raw `go test -bench` output goes to bench/raw.txt and, named by when

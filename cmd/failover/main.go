@@ -31,6 +31,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/lowwater/lowwater/internal/cmdhelp"
 )
 
 // Exit codes.
@@ -56,10 +58,33 @@ func self(args []string) *exec.Cmd {
 	return exec.Command(exe, args...)
 }
 
+// usageHead begins --help: what the program does, within 80 columns.
+const usageHead = `failover: pchannels changing hands on etcd. An embedded etcd (or the
+one at --endpoints), two node processes sharing the pchannels through
+ownership, then a SIGKILL of node A: node B takes A's pchannels over once
+A's session lease expires, and goes on saving from their stored
+checkpoints. The checks, against etcd's history of each checkpoint key:
+no stored checkpoint went backward, and none acknowledged was lost.
+
+usage: failover [flags]
+
+exit status:
+  0  every check passed
+  1  a check failed
+  2  a bad flag, or a setup error (etcd not there, say)
+
+flags:
+`
+
+// nodeFlags are the flags the parent passes its nodes: not the user's.
+var nodeFlags = []string{"node", "prefer", "share"}
+
 // run is the whole program: the parent, or a node when --node is given.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, cmd command) int {
 	fs := flag.NewFlagSet("failover", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	// The flag package prints its errors and the whole list itself:
+	// --help prints the user's flags, and an error is one line.
+	fs.SetOutput(io.Discard)
 	var (
 		endpoints = fs.String("endpoints", "", "etcd client URLs, comma-separated (default: start an embedded etcd)")
 		prefix    = fs.String("prefix", "", "etcd key prefix (default: one of its own per run)")
@@ -76,8 +101,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, usageHead)
+			cmdhelp.PrintFlags(stdout, fs, nodeFlags...)
 			return exitOK
 		}
+		fmt.Fprintf(stderr, "failover: %v (--help lists the flags)\n", err)
 		return exitSetup
 	}
 	if fs.NArg() > 0 {

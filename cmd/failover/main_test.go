@@ -95,6 +95,25 @@ func TestHelpFits80Columns(t *testing.T) {
 	for _, line := range termtest.Wider(out.String()+stderr.String(), 80) {
 		t.Errorf("--help line of %d columns: %q", termtest.Columns(line), line)
 	}
+	// What the program does, its exit codes and the user's flags; not
+	// those the parent passes its nodes.
+	for _, want := range []string{"usage: ", "exit status:", "  -timeout duration"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("--help lacks %q:\n%s", want, out.String())
+		}
+	}
+	for _, name := range nodeFlags {
+		if strings.Contains(out.String(), "  -"+name+" ") {
+			t.Errorf("--help lists the node's flag --%s:\n%s", name, out.String())
+		}
+	}
+	// A bad flag is one line, not the whole list.
+	out.Reset()
+	stderr.Reset()
+	if code := run(t.Context(), []string{"--no-such-flag"}, nil, &out, &stderr, testBinary); code != exitSetup ||
+		strings.Count(stderr.String(), "\n") != 1 || out.Len() != 0 {
+		t.Errorf("a bad flag: exit %d, stdout %q, stderr %q", code, out.String(), stderr.String())
+	}
 }
 
 // An etcd that is not there is said at once, with why, not after the

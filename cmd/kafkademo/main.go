@@ -52,6 +52,7 @@ import (
 
 	"github.com/lowwater/lowwater/examples/kafka"
 	"github.com/lowwater/lowwater/internal/catalogurl"
+	"github.com/lowwater/lowwater/internal/cmdhelp"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/persistence/etcdcatalog"
 )
@@ -104,9 +105,36 @@ type config struct {
 	verbose    bool
 }
 
+// usageHead begins --help: what the program does, within 80 columns.
+const usageHead = `kafkademo: lowwater behind a real Kafka wire protocol (kfake, in this
+process), beside kgo's autocommit. Two consumer nodes, child processes
+flushing keyed records to a bbolt sink at their workers' own pace, are
+SIGKILLed at one seeded moment each round and restarted:
+  lowwater  keeps each partition's low-water mark in its catalog
+  naive     commits its polled offsets every --autocommit
+A table per round: for lowwater, the bound on the replay (records in the
+sink at or above the stored checkpoint at the kill), the replay measured,
+the records lost; for naive, its replay and its losses.
+
+usage: kafkademo [flags]
+
+exit status:
+  0  every check passed
+  1  lowwater lost a record, replayed over its bound, or ended short of
+     the topic's end (naive's losses are only reported)
+  2  a bad flag, or a setup error (etcd not there, say)
+
+flags:
+`
+
+// nodeFlags are the flags the parent passes its nodes: not the user's.
+var nodeFlags = []string{"node", "brokers", "dir", "until"}
+
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, cmd command) int {
 	fs := flag.NewFlagSet("kafkademo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	// The flag package prints its errors and the whole list itself:
+	// --help prints the user's flags, and an error is one line.
+	fs.SetOutput(io.Discard)
 	var cfg config
 	fs.IntVar(&cfg.records, "records", 20000, "keyed records the producer writes")
 	fs.IntVar(&cfg.rounds, "rounds", 6, "SIGKILL rounds before the last run")
@@ -126,8 +154,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fs.StringVar(&node.until, "until", "", "node: end offsets, comma-separated by partition; stop there")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, usageHead)
+			cmdhelp.PrintFlags(stdout, fs, nodeFlags...)
 			return exitOK
 		}
+		fmt.Fprintf(stderr, "kafkademo: %v (--help lists the flags)\n", err)
 		return exitSetup
 	}
 	if fs.NArg() > 0 {
