@@ -68,12 +68,19 @@ func WithNamespace(ns string) Option {
 }
 
 // WithLatencyBuckets sets the upper bounds, in seconds, of the save latency
-// histogram; they must strictly increase. The default is
+// histogram; they must be above 0 and strictly increase. The default is
 // DefaultLatencyBuckets.
 func WithLatencyBuckets(b []float64) Option {
 	return optionFunc(func(c *config) {
-		if len(b) == 0 || slices.ContainsFunc(b, math.IsNaN) || !slices.IsSorted(b) || len(slices.Compact(slices.Clone(b))) != len(b) {
+		switch {
+		case len(b) == 0:
+			c.errs = append(c.errs, errors.New("latency buckets: none given (without the option, DefaultLatencyBuckets)"))
+			return
+		case slices.ContainsFunc(b, math.IsNaN) || !slices.IsSorted(b) || len(slices.Compact(slices.Clone(b))) != len(b):
 			c.errs = append(c.errs, fmt.Errorf("latency buckets %v: want strictly increasing bounds", b))
+			return
+		case b[0] <= 0:
+			c.errs = append(c.errs, fmt.Errorf("latency buckets %v: a latency is above 0 s: want bounds above it", b))
 			return
 		}
 		c.buckets = slices.Clone(b)

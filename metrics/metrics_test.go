@@ -257,7 +257,7 @@ lowwater_saves_total 1
 }
 
 func TestInvalidOptions(t *testing.T) {
-	for _, b := range [][]float64{nil, {1, 1}, {2, 1}, {math.NaN()}, {0.1, math.NaN(), 1}} {
+	for _, b := range [][]float64{nil, {}, {1, 1}, {2, 1}, {math.NaN()}, {0.1, math.NaN(), 1}, {0, 1}, {-1, 1}, {math.Inf(-1), 1}} {
 		_, err := metrics.New(metrics.WithLatencyBuckets(b))
 		assert.ErrorIs(t, err, metrics.ErrInvalidOption, "%v", b)
 	}
