@@ -139,7 +139,7 @@ func TestShowcase(t *testing.T) {
 	assert.Contains(t, text, "\nPASS in ")
 	readme, err := os.ReadFile("../../README.md")
 	require.NoError(t, err)
-	shown := regexp.MustCompile("(?s)and the verdict it ends with:\n\n```\n(.*?)```").FindSubmatch(readme)
+	shown := regexp.MustCompile("(?s)and the verdict a run ends with[^:]*:\n\n```\n(.*?)```").FindSubmatch(readme)
 	require.NotNil(t, shown, "the README's verdict block is gone")
 	assert.Equal(t, verdictShape(text), verdictShape(string(shown[1])),
 		"the README's verdict is not what the demo prints: copy it from a run of make demo")
