@@ -17,6 +17,8 @@ func PrintFlags(w io.Writer, fs *flag.FlagSet, hidden ...string) {
 	fs.VisitAll(func(f *flag.Flag) {
 		if !slices.Contains(hidden, f.Name) {
 			shown.Var(f.Value, f.Name, f.Usage)
+			// Its default, not what a flag before --help set it to.
+			shown.Lookup(f.Name).DefValue = f.DefValue
 		}
 	})
 	shown.PrintDefaults()
