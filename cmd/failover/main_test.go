@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"net"
+	"io"
 	"os"
 	"os/exec"
 	"regexp"
@@ -14,8 +14,8 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/lowwater/lowwater/internal/testkit/cmdtest"
 	"github.com/lowwater/lowwater/internal/testkit/syncbuf"
-	"github.com/lowwater/lowwater/internal/testkit/termtest"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/wal"
 )
@@ -87,53 +87,18 @@ func TestFailover(t *testing.T) {
 	t.Logf("takeover in %v; whole run %v", took, time.Since(began).Round(time.Millisecond))
 }
 
-func TestHelpFits80Columns(t *testing.T) {
-	var out, stderr bytes.Buffer
-	if code := run(t.Context(), []string{"--help"}, nil, &out, &stderr, testBinary); code != 0 {
-		t.Fatalf("--help: exit %d", code)
-	}
-	for _, line := range termtest.Wider(out.String()+stderr.String(), 80) {
-		t.Errorf("--help line of %d columns: %q", termtest.Columns(line), line)
-	}
-	// What the program does, its exit codes and the user's flags; not
-	// those the parent passes its nodes.
-	for _, want := range []string{"usage: ", "exit status:", "  -timeout duration"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("--help lacks %q:\n%s", want, out.String())
-		}
-	}
-	for _, name := range nodeFlags {
-		if strings.Contains(out.String(), "  -"+name+" ") {
-			t.Errorf("--help lists the node's flag --%s:\n%s", name, out.String())
-		}
-	}
-	// A bad flag is one line, not the whole list.
-	out.Reset()
-	stderr.Reset()
-	if code := run(t.Context(), []string{"--no-such-flag"}, nil, &out, &stderr, testBinary); code != exitSetup ||
-		strings.Count(stderr.String(), "\n") != 1 || out.Len() != 0 {
-		t.Errorf("a bad flag: exit %d, stdout %q, stderr %q", code, out.String(), stderr.String())
-	}
-}
+func TestHelp(t *testing.T) { cmdtest.Help(t, runIt(t), nodeFlags) }
 
 // An etcd that is not there is said at once, with why, not after the
 // wait for an answer (--timeout) as a bare deadline.
 func TestAnEtcdThatIsNotThereIsSaidAtOnce(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	var out bytes.Buffer
-	var stderr syncbuf.Buffer
-	began := time.Now()
-	code := run(t.Context(), []string{"--endpoints", "http://" + addr}, nil, &out, &stderr, testBinary)
-	if took := time.Since(began); took > 5*time.Second {
-		t.Errorf("said after %v", took)
-	}
-	if want := "nothing listens at " + addr + " (connection refused)"; code != exitSetup || !strings.Contains(stderr.String(), want) {
-		t.Errorf("exit %d, want %d with %q; stderr: %s", code, exitSetup, want, stderr.String())
+	cmdtest.EtcdNotThere(t, runIt(t), func(addr string) []string { return []string{"--endpoints", "http://" + addr} })
+}
+
+// runIt runs the command in this process, as cmdtest calls it.
+func runIt(t *testing.T) cmdtest.Run {
+	return func(args []string, stdout, stderr io.Writer) int {
+		return run(t.Context(), args, nil, stdout, stderr, testBinary)
 	}
 }
 
