@@ -82,6 +82,20 @@ func kafkaAt(n int, id int64) map[string]wal.MessageID {
 	return m
 }
 
+// heldSender is a Sender, not closed at the end, whose first update,
+// kafka:1 of v0, is in flight and held by a gate at gpid in front of the
+// pchannel until the gate is released.
+func heldSender(t *testing.T) (r *senderRig, gpid *actor.PID, s *Sender) {
+	t.Helper()
+	r = newSenderRig(t, kafkaAt(1, 0))
+	g := &gate{target: r.pchannel}
+	gpid = r.system.Root.Spawn(g.props())
+	s, err := NewSender(r.system, gpid)
+	require.NoError(t, err)
+	require.NoError(t, s.Update("v0", wal.KafkaID(1)))
+	return r, gpid, s
+}
+
 // gate stands in front of a pchannel and holds the batches it gets until
 // released, so that a test decides when the Sender's batch in flight is
 // answered. It records the size of every batch.
@@ -324,14 +338,9 @@ func TestSenderFlushHonoursItsContext(t *testing.T) {
 // DefaultRequestTimeout at most, as Request does: an actor held up (here
 // by a gate that never answers) is not waited for for good.
 func TestSenderWaitsBoundedWithoutADeadline(t *testing.T) {
-	r := newSenderRig(t, kafkaAt(1, 0))
-	g := &gate{target: r.pchannel}
-	gpid := r.system.Root.Spawn(g.props())
-	s, err := NewSender(r.system, gpid)
-	require.NoError(t, err)
-	require.NoError(t, s.Update("v0", wal.KafkaID(1))) // in flight, held by the gate
+	r, gpid, s := heldSender(t)
 	began := time.Now()
-	err = s.Flush(context.Background())
+	err := s.Flush(context.Background())
 	took := time.Since(began)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.ErrorContains(t, err, "no answer within 5s")
@@ -588,12 +597,7 @@ func TestSenderCloseWakesABlockedUpdate(t *testing.T) {
 // dead letters once Close has taken the reply process away. It used to
 // wait for good.
 func TestSenderCloseThatGivesUpEndsAWaitingFlush(t *testing.T) {
-	r := newSenderRig(t, kafkaAt(1, 0))
-	g := &gate{target: r.pchannel}
-	gpid := r.system.Root.Spawn(g.props())
-	s, err := NewSender(r.system, gpid)
-	require.NoError(t, err)
-	require.NoError(t, s.Update("v0", wal.KafkaID(1))) // in flight, held by the gate
+	_, _, s := heldSender(t)
 	flushed := make(chan error, 1)
 	go func() { flushed <- s.Flush(context.Background()) }()
 	require.Eventually(t, func() bool {
