@@ -409,14 +409,16 @@ func (o *Owned) Err() error {
 // costs no goroutine.
 func (o *Owned) Context() context.Context { return o.ctx }
 
-func (o *Owned) lose(cause error) {
+func (o *Owned) lose(cause error) (ended bool) {
 	o.lostOnce.Do(func() {
+		ended = true
 		o.cause = cause
 		close(o.lost)
 		o.endCtx(cause)
 		o.stopWatch()
 		o.unhookSession()
 	})
+	return ended
 }
 
 // unhookSession unregisters the session-end callback: an ownership that
@@ -476,15 +478,23 @@ func (o *Owned) watch(ctx context.Context, rev int64) {
 
 // Release ends the ownership: Done closes, and the owner key is deleted if
 // it still carries this term, so that another session can own the pchannel
-// at once. Releasing a lost or released ownership deletes nothing and
-// returns nil (unless the catalog is closed), and so does releasing one
-// that a later Own of the same session took over: the ownership is that
-// Own's then.
+// at once. Releasing a released ownership, or one another owner ended (its
+// key deleted or replaced, a save fenced: ErrOwnerChanged,
+// persistence.ErrFenced), sends nothing and returns nil (unless the
+// catalog is closed): a node that lost its pchannel with etcd out of
+// reach does not wait on etcd to let it go. Releasing one lost otherwise
+// (its session ended, whose lease may keep the key for up to its TTL)
+// still deletes the key if it carries this term. Releasing one that a
+// later Own of the same session took over deletes nothing: the ownership
+// is that Own's then.
 func (o *Owned) Release(ctx context.Context) error {
-	o.lose(ErrReleased)
+	ended := o.lose(ErrReleased)
 	<-o.watching
 	if o.c.closed.Load() {
 		return persistence.ErrClosed
+	}
+	if !ended && (errors.Is(o.cause, ErrReleased) || errors.Is(o.cause, ErrOwnerChanged) || errors.Is(o.cause, persistence.ErrFenced)) {
+		return nil // the key is not this owner's to delete
 	}
 	if err := o.c.deleteOwner(ctx, o); err != nil {
 		return fmt.Errorf("etcdcatalog: release %q: %w", o.pchannel, err)

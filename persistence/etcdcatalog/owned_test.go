@@ -113,6 +113,11 @@ func TestStaleOwnerIsFenced(t *testing.T) {
 
 	fe := requireFenced(t, stale.Save(ctxT(t), "p", wal.KafkaID(20)))
 	require.Equal(t, etcdcatalog.FencedError{PChannel: "p", Term: stale.Term(), Cause: etcdcatalog.ErrOwnerChanged}, *fe)
+	// Its release sends nothing: with etcd out of reach (here, a context
+	// already ended), it does not wait on it.
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.NoError(t, stale.Release(gone))
 
 	owner := own(t, b, "p")
 	require.Greater(t, owner.Term(), stale.Term())
