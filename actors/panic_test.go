@@ -14,6 +14,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
 	"github.com/lowwater/lowwater/messages"
@@ -40,10 +41,10 @@ func quietSystem(t *testing.T) *actor.ActorSystem {
 
 // spawnPanicky spawns a Kafka pchannel on catalog, tracking vchannels,
 // behind a receiver middleware that panics on any update of boomVChannel.
-func spawnPanicky(t *testing.T, catalog persistence.Catalog, vchannels map[string]wal.MessageID) (*actor.ActorSystem, *actor.PID) {
+func spawnPanicky(t *testing.T, catalog persistence.Catalog, vchannels map[string]wal.MessageID, opts ...Option) (*actor.ActorSystem, *actor.PID) {
 	t.Helper()
 	system := quietSystem(t)
-	props, err := NewProps("p", wal.Kafka, catalog, WithVChannels(vchannels))
+	props, err := NewProps("p", wal.Kafka, catalog, append(opts, WithVChannels(vchannels))...)
 	require.NoError(t, err)
 	props.Configure(actor.WithReceiverMiddleware(func(next actor.ReceiverFunc) actor.ReceiverFunc {
 		return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
@@ -125,7 +126,9 @@ func TestRequestThatPanicsThePChannelIsAnswered(t *testing.T) {
 // start over from the vchannels given at spawn.
 func TestRestartKeepsTheVChannels(t *testing.T) {
 	catalog := persistence.NewMemory()
-	system, pid := spawnPanicky(t, catalog, map[string]wal.MessageID{"a": wal.KafkaID(10), "b": wal.KafkaID(20), "gone": wal.KafkaID(1), boomVChannel: wal.KafkaID(50)})
+	core, logs := observer.New(zap.WarnLevel)
+	system, pid := spawnPanicky(t, catalog, map[string]wal.MessageID{"a": wal.KafkaID(10), "b": wal.KafkaID(20), "gone": wal.KafkaID(1), boomVChannel: wal.KafkaID(50)},
+		WithLogger(zap.New(core)))
 	req := func(c messages.Command) error { return Request(ctx10s(t), system.Root, pid, c) }
 	require.NoError(t, req(&messages.AddVChannel{VChannel: "c", Checkpoint: wal.KafkaID(5)}))
 	require.NoError(t, req(&messages.DropVChannel{VChannel: "gone"}))
@@ -144,6 +147,11 @@ func TestRestartKeepsTheVChannels(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the pchannel did not recover after its restart within 10 s")
 	}
+	// The restart is said, at warn: protoactor's own line is at info.
+	restarts := logs.FilterMessageSnippet("pchannel restarting").All()
+	require.Len(t, restarts, 1, "%v", logs.All())
+	require.Equal(t, zap.WarnLevel, restarts[0].Level)
+	require.Equal(t, "p", restarts[0].ContextMap()["pchannel"])
 
 	require.NoError(t, req(&messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(100)}))
 	require.NoError(t, req(&messages.UpdateCheckpoint{VChannel: "b", Checkpoint: wal.KafkaID(100)}))

@@ -499,6 +499,7 @@ func (p *pchannel) gone() bool { return p.stoppedSeen }
 // handOn hands the tracker, the save status and the stop under way, if
 // any, to the next incarnation: the actor restarts.
 func (p *pchannel) handOn() {
+	p.cfg.logger.Warn("pchannel restarting: its supervisor restarts it after a failure, its own or a sibling's; its vchannels and checkpoints carry over")
 	if p.self == nil {
 		// It never handled its Started (a receiver middleware panicked
 		// on it): there is nothing to hand on, and the next incarnation
