@@ -478,22 +478,22 @@ func (o *Owned) watch(ctx context.Context, rev int64) {
 
 // Release ends the ownership: Done closes, and the owner key is deleted if
 // it still carries this term, so that another session can own the pchannel
-// at once. Releasing a released ownership, or one another owner ended (its
-// key deleted or replaced, a save fenced: ErrOwnerChanged,
-// persistence.ErrFenced), sends nothing and returns nil (unless the
-// catalog is closed): a node that lost its pchannel with etcd out of
-// reach does not wait on etcd to let it go. Releasing one lost otherwise
-// (its session ended, whose lease may keep the key for up to its TTL)
-// still deletes the key if it carries this term. Releasing one that a
-// later Own of the same session took over deletes nothing: the ownership
-// is that Own's then.
+// at once. Releasing a released ownership, or one whose owner key was
+// deleted or replaced (ErrOwnerChanged), sends nothing and returns nil
+// (unless the catalog is closed): a node that lost its pchannel to another
+// with etcd out of reach does not wait on etcd to let it go. Releasing one
+// lost otherwise still deletes the key if it carries this term: one whose
+// session ended, whose lease may keep the key for up to its TTL, and one
+// fenced by a record of a higher term, whose key stays this owner's until
+// then. Releasing one that a later Own of the same session took over
+// deletes nothing: the ownership is that Own's then.
 func (o *Owned) Release(ctx context.Context) error {
 	ended := o.lose(ErrReleased)
 	<-o.watching
 	if o.c.closed.Load() {
 		return persistence.ErrClosed
 	}
-	if !ended && (errors.Is(o.cause, ErrReleased) || errors.Is(o.cause, ErrOwnerChanged) || errors.Is(o.cause, persistence.ErrFenced)) {
+	if !ended && (errors.Is(o.cause, ErrReleased) || errors.Is(o.cause, ErrOwnerChanged)) {
 		return nil // the key is not this owner's to delete
 	}
 	if err := o.c.deleteOwner(ctx, o); err != nil {
