@@ -3,6 +3,7 @@ package actors_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -91,4 +92,78 @@ func TestCatalogPanicUnwraps(t *testing.T) {
 	require.ErrorIs(t, err, cause)
 	require.EqualError(t, err, "lowwater: catalog panicked in Save: disk on fire")
 	require.ErrorIs(t, &actors.CatalogPanicError{Op: "Load", Value: "boom"}, actors.ErrCatalogPanicked)
+}
+
+// countingSaves counts the saves its catalog is asked for.
+type countingSaves struct {
+	*persistence.Memory
+	saves atomic.Int64
+}
+
+func (c *countingSaves) Save(ctx context.Context, pchannel string, id wal.MessageID) error {
+	c.saves.Add(1)
+	return c.Memory.Save(ctx, pchannel, id)
+}
+
+// A catalog closed under a running pchannel (a service that closes it
+// before its actors) fails the save in flight once: no save is tried
+// again, and a graceful stop reports the minimum left unsaved at once,
+// with the closed catalog as its reason, where it retried on the backoff
+// and the stop waited out its flush timeout.
+func TestAClosedCatalogIsNotRetried(t *testing.T) {
+	cat := &countingSaves{Memory: persistence.NewMemory()}
+	system := actor.NewActorSystem()
+	defer system.Shutdown()
+	sub, err := events.Subscribe(system.EventStream, events.Lossless(), events.WithBuffer(64))
+	require.NoError(t, err)
+	props, err := actors.NewProps("p", wal.Kafka, cat, actors.WithStopFlushTimeout(20*time.Second),
+		actors.WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(10)}))
+	require.NoError(t, err)
+	pid := system.Root.Spawn(props)
+	next := func() messages.Event {
+		t.Helper()
+		select {
+		case ev := <-sub.C():
+			return ev
+		case <-time.After(10 * time.Second):
+			t.Fatal("no event within 10 s")
+			return nil
+		}
+	}
+	for ev := next(); ; ev = next() {
+		if p, ok := ev.(*messages.CheckpointPersisted); ok && p.Value == wal.KafkaID(10) {
+			break
+		}
+	}
+	require.NoError(t, cat.Close())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, actors.Request(ctx, system.Root, pid, &messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(20)}))
+	var failed *messages.PersistFailed
+	for failed == nil {
+		failed, _ = next().(*messages.PersistFailed)
+	}
+	require.ErrorIs(t, failed.Err, persistence.ErrClosed)
+	require.Equal(t, time.Duration(0), failed.NextRetry)
+	require.NoError(t, actors.Request(ctx, system.Root, pid, &messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(30)}))
+
+	began := time.Now()
+	require.NoError(t, system.Root.PoisonFuture(pid).Wait())
+	require.Less(t, time.Since(began), 5*time.Second, "the stop waited for a catalog that is closed")
+	var stopped *messages.Stopped
+	for stopped == nil {
+		switch ev := next().(type) {
+		case *messages.Stopped:
+			stopped = ev
+		case *messages.PersistFailed:
+			t.Fatalf("a save tried again: %v", ev.Err)
+		}
+	}
+	sub.Close()
+	require.True(t, stopped.Graceful)
+	require.False(t, stopped.Flushed)
+	require.Equal(t, wal.KafkaID(10), stopped.LastPersisted)
+	require.Equal(t, wal.KafkaID(30), stopped.Dropped)
+	require.ErrorIs(t, stopped.Reason, persistence.ErrClosed)
+	require.Equal(t, int64(2), cat.saves.Load(), "kafka:10, then kafka:20 once")
 }

@@ -944,6 +944,8 @@ func (p *pchannel) becomeStopped() {
 		switch {
 		case err != nil:
 			ev.Reason = err // whether it was saved cannot be told
+		case sp.closed && ev.Reason == nil:
+			ev.Reason = persistence.ErrClosed // the persister stopped saving at once
 		case sp.fenced && ev.Reason == nil:
 			ev.Reason = persistence.ErrFenced // the persister learned it first
 		case sp.fenced && !errors.Is(ev.Reason, persistence.ErrFenced):

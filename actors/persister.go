@@ -107,6 +107,7 @@ type savePoint struct {
 	persisted wal.MessageID
 	inFlight  bool
 	fenced    bool
+	closed    bool // the catalog is closed: nothing is saved again
 }
 
 func (s *saveStatus) load() savePoint {
@@ -402,6 +403,15 @@ func (s *persister) saveFailed(m *callDone, attempt int) saveplan.Step {
 		s.failed(m, attempt, 0)
 		s.root.Send(s.parent, &ownershipLost{cause: persistence.ErrFenced})
 		return saveplan.Step{}
+	case errors.Is(m.err, persistence.ErrClosed):
+		// Closed for good (a service closing its catalog before its
+		// actors): no save is tried again, and the stop says why.
+		s.plan.CatalogClosed()
+		s.report()
+		s.failed(m, attempt, 0)
+		s.cfg.logger.Error("catalog closed: no save is tried again; the stop will report the minimum not saved",
+			zap.Stringer("minimum", stringer{s.plan.Target()}))
+		return saveplan.Step{}
 	default:
 		// A panic inside the catalog comes here too, as an error.
 		step := s.plan.Failed()
@@ -419,7 +429,7 @@ func (s *persister) failed(m *callDone, attempt int, next time.Duration) {
 
 // report publishes the plan to the parent's view.
 func (s *persister) report() {
-	s.status.store(savePoint{persisted: s.plan.Persisted(), inFlight: s.save != nil, fenced: s.plan.Fenced()})
+	s.status.store(savePoint{persisted: s.plan.Persisted(), inFlight: s.save != nil, fenced: s.plan.Fenced(), closed: s.plan.Closed()})
 }
 
 // answerCut answers the flush waited for, if any, with ErrHardStop.

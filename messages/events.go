@@ -125,8 +125,11 @@ type CheckpointPersisted struct {
 }
 
 // PersistFailed is published when a save failed, and the latest minimum
-// is saved again after NextRetry, except for three errors:
+// is saved again after NextRetry, except for four errors:
 //   - fenced (persistence.ErrFenced): the actor stops;
+//   - closed (persistence.ErrClosed, NextRetry 0): the catalog is closed
+//     for good; nothing is saved again, the actor runs on in memory, and
+//     its stop reports the minimum left unsaved at once;
 //   - stored ahead (persistence.ErrStoredAhead, NextRetry 0): the stored
 //     value becomes the floor, and nothing is saved until the minimum
 //     passes it;
@@ -174,7 +177,9 @@ type Stopped struct {
 	Dropped wal.MessageID
 	// Reason says why something was left unsaved (nil when Flushed):
 	// ErrHardStop, ErrFlushTimeout, ErrNotRecovered, the cause of an
-	// ownership loss, or, with no Dropped, the loss of the vchannels'
-	// order (wal.ErrCorruptID: an ID type whose comparisons panic).
+	// ownership loss, persistence.ErrClosed (the catalog was closed while
+	// the actor ran: saving stopped there), or, with no Dropped, the loss
+	// of the vchannels' order (wal.ErrCorruptID: an ID type whose
+	// comparisons panic).
 	Reason error
 }

@@ -43,6 +43,9 @@ type Plan struct {
 	// fenced is true once the catalog said another owner holds the
 	// pchannel: no save will ever start again.
 	fenced bool
+	// closed is true once the catalog said it is closed, which is for
+	// good: no save will ever start again.
+	closed bool
 	// flushing is true once a graceful stop asked for the pending value:
 	// the min save interval no longer spaces saves (it spares the catalog
 	// load over time; there is no later to spare it for). Failures still
@@ -76,11 +79,15 @@ func (p *Plan) InFlight() wal.MessageID { return p.inFlight }
 // Attempt returns the number of attempts since the last success.
 func (p *Plan) Attempt() int { return p.attempt }
 
-// Fenced reports whether saving has stopped for good.
+// Fenced reports whether saving has stopped for good: another owner.
 func (p *Plan) Fenced() bool { return p.fenced }
 
-// Pending reports whether the latest minimum is above what is persisted.
-func (p *Plan) Pending() bool { return !p.fenced && above(p.target, p.persisted) }
+// Closed reports whether saving has stopped for good: the catalog closed.
+func (p *Plan) Closed() bool { return p.closed }
+
+// Pending reports whether the latest minimum is above what is persisted
+// and may still be saved.
+func (p *Plan) Pending() bool { return !p.fenced && !p.closed && above(p.target, p.persisted) }
 
 // Settled reports whether nothing is in flight and nothing is pending: the
 // moment a graceful stop is waiting for.
@@ -166,6 +173,16 @@ func (p *Plan) resetBackoff() {
 func (p *Plan) Fence() {
 	p.inFlight = nil
 	p.fenced = true
+}
+
+// CatalogClosed records that the save in flight failed as the catalog is
+// closed: no save starts again, and a graceful stop waits for none (a
+// retry could never succeed, and the stop would wait out its flush
+// timeout for nothing).
+func (p *Plan) CatalogClosed() {
+	p.inFlight = nil
+	p.waiting = false
+	p.closed = true
 }
 
 // TimerFired records that the timer asked for by a Step fired.

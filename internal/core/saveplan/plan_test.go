@@ -129,6 +129,28 @@ func TestFenceStopsSavingForGood(t *testing.T) {
 	require.True(t, p.Settled())
 }
 
+// A catalog closed stops saving for good, even a retry already waiting,
+// and leaves the plan settled: a graceful stop waits for nothing. What was
+// acknowledged before stays persisted.
+func TestCatalogClosedStopsSavingForGood(t *testing.T) {
+	p := newPlan(k(1))
+	require.Equal(t, Step{Save: k(2)}, p.Offer(k(2)))
+	require.Equal(t, Step{}, p.Succeeded())
+	require.Equal(t, Step{Save: k(3)}, p.Offer(k(3)))
+	require.Equal(t, Step{Wait: 10 * time.Millisecond}, p.Failed())
+	require.Equal(t, Step{Save: k(3)}, p.TimerFired())
+	p.CatalogClosed()
+	require.True(t, p.Closed())
+	require.False(t, p.Fenced())
+	require.Nil(t, p.InFlight())
+	require.Equal(t, Step{}, p.Offer(k(4)))
+	require.Equal(t, Step{}, p.TimerFired())
+	require.Equal(t, Step{}, p.Flush())
+	require.False(t, p.Pending())
+	require.True(t, p.Settled())
+	require.Equal(t, k(2), p.Persisted())
+}
+
 func TestMinIntervalSpacesSuccesses(t *testing.T) {
 	p := New(nil, &fixed{}, time.Second)
 	require.Equal(t, Step{Save: k(1)}, p.Offer(k(1)))
