@@ -167,3 +167,43 @@ func TestAClosedCatalogIsNotRetried(t *testing.T) {
 	require.ErrorIs(t, stopped.Reason, persistence.ErrClosed)
 	require.Equal(t, int64(2), cat.saves.Load(), "kafka:10, then kafka:20 once")
 }
+
+// A catalog closed before the pchannel recovered: a graceful stop does
+// not wait out its flush timeout re-reading it, and says why nothing was
+// recovered.
+func TestAStopDoesNotWaitOnAClosedCatalogToRecover(t *testing.T) {
+	cat := persistence.NewMemory()
+	require.NoError(t, cat.Close())
+	system := actor.NewActorSystem()
+	defer system.Shutdown()
+	sub, err := events.Subscribe(system.EventStream, events.Lossless(), events.WithBuffer(64))
+	require.NoError(t, err)
+	props, err := actors.NewProps("p", wal.Kafka, cat, actors.WithStopFlushTimeout(20*time.Second),
+		actors.WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(10)}))
+	require.NoError(t, err)
+	pid := system.Root.Spawn(props)
+	var stopped *messages.Stopped
+	for read := false; stopped == nil; {
+		select {
+		case ev := <-sub.C():
+			switch ev := ev.(type) {
+			case *messages.RecoveryFailed:
+				require.ErrorIs(t, ev.Err, persistence.ErrClosed)
+				if !read {
+					read = true
+					began := time.Now()
+					require.NoError(t, system.Root.PoisonFuture(pid).Wait())
+					require.Less(t, time.Since(began), 5*time.Second, "the stop re-read a closed catalog until its deadline")
+				}
+			case *messages.Stopped:
+				stopped = ev
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("no Stopped within 10 s")
+		}
+	}
+	sub.Close()
+	require.False(t, stopped.Flushed)
+	require.ErrorIs(t, stopped.Reason, messages.ErrNotRecovered)
+	require.ErrorIs(t, stopped.Reason, persistence.ErrClosed)
+}

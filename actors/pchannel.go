@@ -1121,6 +1121,9 @@ func (p *pchannel) recoverBy(ctx actor.Context, deadline time.Time) bool {
 			return !p.cutShort(cut)
 		}
 		lastErr = res.err
+		if errors.Is(lastErr, persistence.ErrClosed) {
+			break // for good: another read would wait out the deadline for nothing
+		}
 		if !sleepUntil(time.Now().Add(wait), deadline, cut) {
 			break
 		}
