@@ -52,7 +52,9 @@
 //     up). A panic inside the catalog is a failed save like any other, as a
 //     panic inside Load is a failed recovery. A catalog reporting a value
 //     stored ahead ends that save: the stored value becomes the floor. A
-//     fenced writer stops saving for good, and the actor stops.
+//     fenced writer stops saving for good, and the actor stops. A closed
+//     catalog (persistence.ErrClosed) is not retried: the actor runs on
+//     in memory, and its stop reports the minimum left unsaved at once.
 //  8. Stop. PoisonFuture drains the mailbox, then waits up to the stop flush
 //     timeout for the minimum to be saved, in whatever phase it finds the
 //     actor: during recovery it first waits for the recovery read (retrying
@@ -63,8 +65,8 @@
 //     with its CheckpointPersisted), then Stopped is published:
 //     LastPersisted, and if something
 //     was left unsaved, Flushed=false, Dropped and a Reason
-//     (messages.ErrHardStop, ErrFlushTimeout, ErrNotRecovered, or the
-//     ownership loss).
+//     (messages.ErrHardStop, ErrFlushTimeout, ErrNotRecovered, the
+//     ownership loss, or persistence.ErrClosed).
 //
 // # Every wait is bounded
 //

@@ -23,7 +23,9 @@ type optionFunc func(*config)
 func (f optionFunc) apply(c *config) { f(c) }
 
 // Backoff paces retries of failed saves and failed recoveries. It never
-// gives up: a checkpoint that cannot be saved now is saved later.
+// gives up: a checkpoint that cannot be saved now is saved later, but for
+// a catalog that is closed (persistence.ErrClosed), which never takes a
+// save again.
 //
 // Every field is checked, zero ones included (ErrInvalidBackoff): start
 // from DefaultBackoff() and change the fields you need.

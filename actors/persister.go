@@ -401,7 +401,9 @@ func (s *persister) saveFailed(m *callDone, attempt int) saveplan.Step {
 		s.plan.Fence()
 		s.report()
 		s.failed(m, attempt, 0)
-		s.root.Send(s.parent, &ownershipLost{cause: persistence.ErrFenced})
+		// The save's own error, which says by whom (a record of a
+		// higher term, say), where bare ErrFenced said nothing more.
+		s.root.Send(s.parent, &ownershipLost{cause: m.err})
 		return saveplan.Step{}
 	case errors.Is(m.err, persistence.ErrClosed):
 		// Closed for good (a service closing its catalog before its

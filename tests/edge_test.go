@@ -3,6 +3,7 @@ package tests
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -50,8 +51,11 @@ func (f *fencing) Save(context.Context, string, wal.MessageID) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.saves++
-	return persistence.ErrFenced
+	return errFencedByTerm
 }
+
+// errFencedByTerm says by whom, as a catalog's fencing error does.
+var errFencedByTerm = fmt.Errorf("%w: a record of term 8 is stored", persistence.ErrFenced)
 
 func (f *fencing) count() int {
 	f.mu.Lock()
@@ -71,6 +75,7 @@ func TestFencedWriterStops(t *testing.T) {
 	require.Zero(t, f.NextRetry)
 	lost := waitFor(t, h.rec, any1[*messages.OwnershipLost])
 	require.ErrorIs(t, lost.Cause, persistence.ErrFenced)
+	require.ErrorContains(t, lost.Cause, "a record of term 8 is stored", "the catalog's word on why, carried on")
 	stopped := waitFor(t, h.rec, any1[*messages.Stopped])
 	h.forget(pid)
 	require.Nil(t, stopped.LastPersisted)
