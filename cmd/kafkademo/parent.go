@@ -91,7 +91,7 @@ func runDemo(ctx context.Context, cfg config, cmd command, stdout, stderr io.Wri
 	if err != nil {
 		return nil, fmt.Errorf("catalog: %w", err)
 	} else if slices.ContainsFunc(left, func(o int64) bool { return o != 0 }) {
-		return nil, fmt.Errorf("--catalog %s holds checkpoints of an earlier run (%v): give one that holds none", cfg.catalog, left)
+		return nil, fmt.Errorf("--catalog %s holds checkpoints of an earlier run (offsets by partition: %v): give a new file or prefix, or delete that one", cfg.catalog, left)
 	}
 
 	// The cluster lives in this process and outlives every node.
