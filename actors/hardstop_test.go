@@ -94,6 +94,20 @@ func TestCatalogPanicUnwraps(t *testing.T) {
 	require.ErrorIs(t, &actors.CatalogPanicError{Op: "Load", Value: "boom"}, actors.ErrCatalogPanicked)
 }
 
+// spawnOnCatalog spawns pchannel p on cat, vchannel a at kafka:10, with a
+// stop flush timeout of 20 s, and subscribes to every event, losslessly.
+func spawnOnCatalog(t *testing.T, cat persistence.Catalog) (*actor.ActorSystem, *events.Subscription, *actor.PID) {
+	t.Helper()
+	system := actor.NewActorSystem()
+	t.Cleanup(system.Shutdown)
+	sub, err := events.Subscribe(system.EventStream, events.Lossless(), events.WithBuffer(64))
+	require.NoError(t, err)
+	props, err := actors.NewProps("p", wal.Kafka, cat, actors.WithStopFlushTimeout(20*time.Second),
+		actors.WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(10)}))
+	require.NoError(t, err)
+	return system, sub, system.Root.Spawn(props)
+}
+
 // countingSaves counts the saves its catalog is asked for.
 type countingSaves struct {
 	*persistence.Memory
@@ -112,14 +126,7 @@ func (c *countingSaves) Save(ctx context.Context, pchannel string, id wal.Messag
 // and the stop waited out its flush timeout.
 func TestAClosedCatalogIsNotRetried(t *testing.T) {
 	cat := &countingSaves{Memory: persistence.NewMemory()}
-	system := actor.NewActorSystem()
-	defer system.Shutdown()
-	sub, err := events.Subscribe(system.EventStream, events.Lossless(), events.WithBuffer(64))
-	require.NoError(t, err)
-	props, err := actors.NewProps("p", wal.Kafka, cat, actors.WithStopFlushTimeout(20*time.Second),
-		actors.WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(10)}))
-	require.NoError(t, err)
-	pid := system.Root.Spawn(props)
+	system, sub, pid := spawnOnCatalog(t, cat)
 	next := func() messages.Event {
 		t.Helper()
 		select {
@@ -174,14 +181,7 @@ func TestAClosedCatalogIsNotRetried(t *testing.T) {
 func TestAStopDoesNotWaitOnAClosedCatalogToRecover(t *testing.T) {
 	cat := persistence.NewMemory()
 	require.NoError(t, cat.Close())
-	system := actor.NewActorSystem()
-	defer system.Shutdown()
-	sub, err := events.Subscribe(system.EventStream, events.Lossless(), events.WithBuffer(64))
-	require.NoError(t, err)
-	props, err := actors.NewProps("p", wal.Kafka, cat, actors.WithStopFlushTimeout(20*time.Second),
-		actors.WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(10)}))
-	require.NoError(t, err)
-	pid := system.Root.Spawn(props)
+	system, sub, pid := spawnOnCatalog(t, cat)
 	var stopped *messages.Stopped
 	for read := false; stopped == nil; {
 		select {
