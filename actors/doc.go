@@ -53,8 +53,9 @@
 //     panic inside Load is a failed recovery. A catalog reporting a value
 //     stored ahead ends that save: the stored value becomes the floor. A
 //     fenced writer stops saving for good, and the actor stops. A closed
-//     catalog (persistence.ErrClosed) is not retried: the actor runs on
-//     in memory, and its stop reports the minimum left unsaved at once.
+//     catalog (persistence.ErrClosed) is not retried, for a save nor for
+//     the recovery read: the actor runs on in memory, and its stop reports
+//     at once what is left unsaved.
 //  8. Stop. PoisonFuture drains the mailbox, then waits up to the stop flush
 //     timeout for the minimum to be saved, in whatever phase it finds the
 //     actor: during recovery it first waits for the recovery read (retrying

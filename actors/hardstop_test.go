@@ -175,9 +175,9 @@ func TestAClosedCatalogIsNotRetried(t *testing.T) {
 	require.Equal(t, int64(2), cat.saves.Load(), "kafka:10, then kafka:20 once")
 }
 
-// A catalog closed before the pchannel recovered: a graceful stop does
-// not wait out its flush timeout re-reading it, and says why nothing was
-// recovered.
+// A catalog closed before the pchannel recovered is not read again, and a
+// graceful stop does not wait out its flush timeout re-reading it: it says
+// why nothing was recovered.
 func TestAStopDoesNotWaitOnAClosedCatalogToRecover(t *testing.T) {
 	cat := persistence.NewMemory()
 	require.NoError(t, cat.Close())
@@ -189,6 +189,7 @@ func TestAStopDoesNotWaitOnAClosedCatalogToRecover(t *testing.T) {
 			switch ev := ev.(type) {
 			case *messages.RecoveryFailed:
 				require.ErrorIs(t, ev.Err, persistence.ErrClosed)
+				require.Zero(t, ev.NextRetry, "a closed catalog read again")
 				if !read {
 					read = true
 					began := time.Now()

@@ -828,7 +828,7 @@ func (p *pchannel) loadOverdue() {
 // retry after the backoff.
 func (p *pchannel) loadDone(ctx actor.Context, m *callDone) {
 	stopTimer(p.recovery.watch)
-	if wait, ok := p.loaded(ctx, m); !ok {
+	if wait, ok := p.loaded(ctx, m); !ok && wait > 0 {
 		p.recovery.timerSeq = nextSeq()
 		p.recovery.timer = afterFunc(wait, ctx.ActorSystem().Root, p.self, p.recovery.timerSeq)
 	}
@@ -847,6 +847,14 @@ func (p *pchannel) loaded(ctx actor.Context, m *callDone) (time.Duration, bool) 
 	if err == nil {
 		p.becomeRunning(ctx, m.value)
 		return 0, true
+	}
+	if errors.Is(err, persistence.ErrClosed) {
+		// Closed for good: no read is tried again (NextRetry 0), and
+		// the pchannel never recovers; its stop says why.
+		p.publish(&messages.RecoveryFailed{Header: p.header(), Err: err, Attempt: p.recovery.attempt})
+		p.cfg.logger.Error("catalog closed: the stored checkpoint is never read; the pchannel does not recover",
+			zap.Int("attempt", p.recovery.attempt), zap.Error(err))
+		return 0, false
 	}
 	if p.recovery.backoff == nil {
 		p.recovery.backoff = p.cfg.backoff.New()

@@ -39,7 +39,8 @@ type Recovered struct {
 
 // RecoveryFailed is published when reading the stored checkpoint failed;
 // the read is retried after NextRetry. A corrupt or foreign record fails
-// this way until repaired.
+// this way until repaired. A closed catalog (persistence.ErrClosed) is
+// not read again (NextRetry 0): the pchannel never recovers.
 type RecoveryFailed struct {
 	Header
 	Err       error
