@@ -552,11 +552,7 @@ func (m *mailbox) answerLateWatchers() {
 	if len(m.lateWatchers) == 0 || m.inc.closer == nil || !m.inc.closer.gone() {
 		return
 	}
-	var self *actor.PID
-	if c, ok := m.invoker.(interface{ Self() *actor.PID }); ok {
-		self = c.Self()
-	}
-	registry := m.root.ActorSystem().ProcessRegistry
+	self, registry := m.self(), m.root.ActorSystem().ProcessRegistry
 	for _, w := range m.lateWatchers {
 		p, _ := registry.Get(w) // the dead-letter process when w is gone
 		p.SendSystemMessage(w, &actor.Terminated{Who: self})
@@ -576,11 +572,15 @@ func (m *mailbox) refuse(msg any) {
 	if !ok || env.Sender == nil || m.root == nil {
 		return
 	}
-	var self *actor.PID
+	m.root.Send(env.Sender, &actor.DeadLetterResponse{Target: m.self()})
+}
+
+// self is the actor's PID, nil for an invoker that is no actor context.
+func (m *mailbox) self() *actor.PID {
 	if c, ok := m.invoker.(interface{ Self() *actor.PID }); ok {
-		self = c.Self()
+		return c.Self()
 	}
-	m.root.Send(env.Sender, &actor.DeadLetterResponse{Target: self})
+	return nil
 }
 
 // directReceiver is an actor that takes the messages of its hot path
