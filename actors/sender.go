@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/bits"
 	"reflect"
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -117,6 +119,11 @@ type Sender struct {
 	// no write to the map: the buffer is not rebuilt per batch.
 	slots   map[string]int
 	entries []senderEntry
+	// recent is a direct-mapped index of entries by the address of a
+	// vchannel name's bytes (slotOf), so that a caller who passes the
+	// same string each time skips hashing it.
+	recent     []int
+	recentBits int
 	// pending is the next UpdateBatch as it will be sent: the latest
 	// checkpoint of each waiting vchannel, in the order they came; at
 	// most maxPending. An entry waits, at its pos in pending, while its
@@ -197,6 +204,10 @@ func NewSender(system *actor.ActorSystem, pid *actor.PID, opts ...SenderOption) 
 // Update buffers checkpoint as vchannel's latest. It returns once the update
 // is buffered (or shipped), not once applied: Flush says what the actor
 // made of it. It blocks only while the buffer is full, up to WithFullWait.
+//
+// It is cheapest when the caller passes the same string for a vchannel
+// each time (a name kept, not built per call): the Sender finds it by its
+// address then, without hashing it.
 func (s *Sender) Update(vchannel string, checkpoint wal.MessageID) error {
 	if vchannel == "" {
 		return messages.ErrEmptyVChannel
@@ -211,7 +222,7 @@ func (s *Sender) Update(vchannel string, checkpoint wal.MessageID) error {
 			s.mu.Unlock()
 			return err
 		}
-		i, known := s.slots[vchannel]
+		i, known := s.slotOf(vchannel)
 		if known && s.entries[i].gen == s.gen {
 			// The type of old was checked when it came in: equal types
 			// make checkpoint of a registered WAL too.
@@ -247,9 +258,10 @@ func (s *Sender) Update(vchannel string, checkpoint wal.MessageID) error {
 			if !known {
 				i = len(s.entries)
 				s.slots[vchannel] = i
-				s.entries = append(s.entries, senderEntry{})
+				s.entries = append(s.entries, senderEntry{name: vchannel})
+				s.remember(vchannel, i)
 			}
-			s.entries[i] = senderEntry{pos: len(s.pending), gen: s.gen, typ: typ}
+			s.entries[i] = senderEntry{name: vchannel, pos: len(s.pending), gen: s.gen, typ: typ}
 			s.pending = append(s.pending, messages.VChannelCheckpoint{VChannel: vchannel, Checkpoint: checkpoint})
 			break
 		}
@@ -299,9 +311,56 @@ func belowGuarded(vchannel string, checkpoint, old wal.MessageID) (lower bool, e
 // Sender's, and the type of its latest checkpoint, known to be of a
 // registered WAL.
 type senderEntry struct {
-	pos int
-	gen uint64
-	typ reflect.Type
+	name string
+	pos  int
+	gen  uint64
+	typ  reflect.Type
+}
+
+// slotOf returns vchannel's index in entries, if it has one. It looks in
+// recent first, where a hit is the same string the caller passed before:
+// same bytes at the same address, and strings are immutable. Callers
+// mostly keep their vchannel names and pass the same strings each time,
+// and hashing the name in slots was over half of an update's cost. A
+// name built anew for each call misses, and costs a multiply and two
+// compares more.
+//
+// No entry needs clearing: an entry of recent is only a guess, checked
+// against entries, whose names are distinct.
+func (s *Sender) slotOf(vchannel string) (int, bool) {
+	if len(s.recent) != 0 {
+		i := s.recent[s.recentIndex(vchannel)]
+		if i < len(s.entries) && sameString(s.entries[i].name, vchannel) {
+			return i, true
+		}
+	}
+	i, ok := s.slots[vchannel]
+	if ok {
+		s.remember(vchannel, i)
+	}
+	return i, ok
+}
+
+// remember records that vchannel is at i in entries, growing recent to
+// twice the size of entries first, so that collisions stay few.
+func (s *Sender) remember(vchannel string, i int) {
+	if len(s.recent) < 2*len(s.entries) {
+		s.recentBits = bits.Len(uint(2*len(s.entries) - 1))
+		s.recent = make([]int, 1<<s.recentBits)
+	}
+	s.recent[s.recentIndex(vchannel)] = i
+}
+
+// recentIndex is where vchannel's bytes' address falls in recent: the top
+// bits of a Fibonacci hash of it.
+func (s *Sender) recentIndex(vchannel string) uint {
+	return uint(uint64(uintptr(unsafe.Pointer(unsafe.StringData(vchannel))))*0x9E3779B97F4A7C15>>(64-s.recentBits)) & uint(len(s.recent)-1)
+}
+
+// sameString reports whether a and b are one string: the same bytes at
+// the same address.
+func sameString(a, b string) bool {
+	return len(a) == len(b) && unsafe.StringData(a) == unsafe.StringData(b)
 }
 
 // progressLocked returns the channel that the next answer closes.

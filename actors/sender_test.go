@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -398,22 +399,64 @@ func TestNewSenderRejectsInvalidOptions(t *testing.T) {
 
 func TestSenderForgetsVChannelsPastItsBound(t *testing.T) {
 	const n = senderForgetAfter + 100
-	r := newSenderRig(t, kafkaAt(n, 0))
-	s := newTestSender(t, r.system, r.pchannel)
-	for round := int64(1); round <= 3; round++ {
-		for i := range n {
-			require.NoError(t, s.Update(fmt.Sprintf("v%d", i), wal.KafkaID(round*int64(n)+int64(i))))
-		}
-		require.NoError(t, s.Flush(ctx10s(t)))
-		s.mu.Lock()
-		remembered := len(s.entries)
-		s.mu.Unlock()
-		require.LessOrEqual(t, remembered, senderForgetAfter, "round %d", round)
+	kept := make([]string, n)
+	for i := range kept {
+		kept[i] = fmt.Sprintf("v%d", i)
 	}
-	want := make(map[string]wal.MessageID, n)
-	for i := range n {
-		want[fmt.Sprintf("v%d", i)] = wal.KafkaID(3*int64(n) + int64(i))
+	// Kept, the names hit the Sender's index of recent strings, which
+	// must not outlive the forgetting; built anew, they never do.
+	for _, names := range []struct {
+		what string
+		name func(i int) string
+	}{
+		{"kept", func(i int) string { return kept[i] }},
+		{"built anew", func(i int) string { return fmt.Sprintf("v%d", i) }},
+	} {
+		t.Run(names.what, func(t *testing.T) {
+			r := newSenderRig(t, kafkaAt(n, 0))
+			s := newTestSender(t, r.system, r.pchannel)
+			for round := int64(1); round <= 3; round++ {
+				for i := range n {
+					require.NoError(t, s.Update(names.name(i), wal.KafkaID(round*int64(n)+int64(i))))
+				}
+				require.NoError(t, s.Flush(ctx10s(t)))
+				s.mu.Lock()
+				remembered := len(s.entries)
+				s.mu.Unlock()
+				require.LessOrEqual(t, remembered, senderForgetAfter, "round %d", round)
+			}
+			want := make(map[string]wal.MessageID, n)
+			for i := range n {
+				want[fmt.Sprintf("v%d", i)] = wal.KafkaID(3*int64(n) + int64(i))
+			}
+			require.Equal(t, want, r.checkpoints(t))
+		})
 	}
+}
+
+// A name is its bytes, wherever they are: two strings at one address are
+// two names when their lengths differ, and one name at two addresses is
+// one vchannel.
+func TestSenderCoalescesByNameNotByAddress(t *testing.T) {
+	r := newSenderRig(t, kafkaAt(11, 0))
+	g := &gate{target: r.pchannel}
+	gpid := r.system.Root.Spawn(g.props())
+	s := newTestSender(t, r.system, gpid)
+	require.NoError(t, s.Update("v0", wal.KafkaID(1))) // in flight, held
+
+	backing := "v10"
+	v1, v10 := backing[:2], backing // one address
+	require.NoError(t, s.Update(v10, wal.KafkaID(5)))
+	require.NoError(t, s.Update(v1, wal.KafkaID(6)))
+	require.NoError(t, s.Update(strings.Clone("v10"), wal.KafkaID(7)))
+	require.NoError(t, s.Update(v1, wal.KafkaID(8)))
+	require.ErrorIs(t, s.Update(strings.Clone("v1"), wal.KafkaID(3)), messages.ErrCheckpointRollback)
+
+	r.system.Root.Send(gpid, gateRelease{})
+	require.NoError(t, s.Flush(ctx10s(t)))
+	require.Equal(t, []int{1, 2}, g.batchSizes())
+	want := kafkaAt(11, 0)
+	want["v0"], want["v1"], want["v10"] = wal.KafkaID(1), wal.KafkaID(8), wal.KafkaID(7)
 	require.Equal(t, want, r.checkpoints(t))
 }
 
