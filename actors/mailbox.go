@@ -93,11 +93,25 @@ type mailbox struct {
 	// tell them Terminated at once, before the stop ends (holdWatch).
 	// Only the goroutine running the mailbox touches it.
 	lateWatchers []*actor.PID
+	// failure is why the actor last failed: a panic the mailbox
+	// escalated, until the actor takes it as it restarts (takeFailure)
+	// or its supervisor resumes it. protoactor tells the supervisor why,
+	// and the restarted actor nothing. Only the goroutine running the
+	// mailbox touches it.
+	failure any
 	// poisoned is set once the PoisonPill is handed to protoactor, which
 	// stops the actor for it: a Stop handled before, though the actor
 	// had its drainRequested, is a hard one (tookPoison). Only the
 	// goroutine running the mailbox touches it.
 	poisoned bool
+}
+
+// takeFailure returns why the actor failed, if it did since it was last
+// resumed, and forgets it. Only the actor may call it, from a handler.
+func (m *mailbox) takeFailure() any {
+	r := m.failure
+	m.failure = nil
+	return r
 }
 
 // tookPoison reports whether the PoisonPill has been handed on: the Stop
@@ -438,6 +452,7 @@ func (m *mailbox) run() (turnOver bool) {
 	defer func() {
 		m.user.settle()
 		if r := recover(); r != nil {
+			m.failure = r
 			m.answerPanicked(msg, r)
 			m.invoker.EscalateFailure(r, msg)
 		}
@@ -464,6 +479,7 @@ func (m *mailbox) run() (turnOver bool) {
 					m.suspended.Store(true)
 				case *actor.ResumeMailbox:
 					m.suspended.Store(false)
+					m.failure = nil
 				default:
 					if m.holdWatch(msg) {
 						continue

@@ -152,6 +152,8 @@ func TestRestartKeepsTheVChannels(t *testing.T) {
 	require.Len(t, restarts, 1, "%v", logs.All())
 	require.Equal(t, zap.WarnLevel, restarts[0].Level)
 	require.Equal(t, "p", restarts[0].ContextMap()["pchannel"])
+	require.Contains(t, restarts[0].Message, "after it panicked")
+	require.Equal(t, "middleware bug", restarts[0].ContextMap()["reason"], "the restart says why")
 
 	require.NoError(t, req(&messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(100)}))
 	require.NoError(t, req(&messages.UpdateCheckpoint{VChannel: "b", Checkpoint: wal.KafkaID(100)}))

@@ -499,7 +499,12 @@ func (p *pchannel) gone() bool { return p.stoppedSeen }
 // handOn hands the tracker, the save status and the stop under way, if
 // any, to the next incarnation: the actor restarts.
 func (p *pchannel) handOn() {
-	p.cfg.logger.Warn("pchannel restarting: its supervisor restarts it after a failure, its own or a sibling's; its vchannels and checkpoints carry over")
+	const carry = "; its vchannels and checkpoints carry over"
+	if reason := p.failure(); reason != nil {
+		p.cfg.logger.Warn("pchannel restarting after it panicked"+carry, zap.Any("reason", reason))
+	} else {
+		p.cfg.logger.Warn("pchannel restarting: its supervisor restarts it after another actor's failure (a sibling's, under an all-for-one strategy)" + carry)
+	}
 	if p.self == nil {
 		// It never handled its Started (a receiver middleware panicked
 		// on it): there is nothing to hand on, and the next incarnation
@@ -743,6 +748,15 @@ func (p *pchannel) handOver(ctx actor.Context) {
 	p.pendingTarget = nil
 	p.persisterInbox.user.push(ev)
 	p.mailbox.runAfter(wake{p.persisterInbox})
+}
+
+// failure is why the pchannel failed, if it did since it was last resumed
+// (see mailbox.takeFailure).
+func (p *pchannel) failure() any {
+	if p.mailbox == nil {
+		return nil
+	}
+	return p.mailbox.takeFailure()
 }
 
 // ownMailbox learns the actor's mailbox (see mailboxOwner).

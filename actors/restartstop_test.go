@@ -9,6 +9,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/persistence"
@@ -71,6 +72,68 @@ func TestRestartDuringAStopEndsTheStop(t *testing.T) {
 			stopEnds(t, system, pc, graceful, stopped)
 		})
 	}
+}
+
+// A pchannel restarted for a sibling's failure says so, and carries no
+// reason of its own: not even that of a panic of its own that its
+// supervisor resumed it from before.
+func TestRestartForASiblingSaysWhose(t *testing.T) {
+	system := quietSystem(t)
+	core, logs := observer.New(zap.WarnLevel)
+	recovered := make(chan struct{}, 2)
+	sub := system.EventStream.Subscribe(func(ev any) {
+		if _, ok := ev.(*messages.Recovered); ok {
+			recovered <- struct{}{}
+		}
+	})
+	t.Cleanup(func() { system.EventStream.Unsubscribe(sub) })
+	props, err := NewProps("p", wal.Kafka, persistence.NewMemory(), WithLogger(zap.New(core)),
+		WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(10)}))
+	require.NoError(t, err)
+	props.Configure(actor.WithReceiverMiddleware(func(next actor.ReceiverFunc) actor.ReceiverFunc {
+		return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
+			if u, ok := env.Message.(*messages.UpdateCheckpoint); ok && u.VChannel == "bug" {
+				panic("middleware bug")
+			}
+			next(c, env)
+		}
+	}))
+	sibStarted := make(chan struct{}, 2)
+	children := make(chan *actor.PID, 2)
+	// The pchannel's own failure is resumed; the sibling's restarts both.
+	decide := func(reason any) actor.Directive {
+		if reason == "middleware bug" {
+			return actor.ResumeDirective
+		}
+		return actor.RestartDirective
+	}
+	parent := system.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		if _, ok := c.Message().(*actor.Started); ok {
+			children <- c.Spawn(props)
+			children <- c.Spawn(actor.PropsFromProducer(func() actor.Actor { return siblingActor{started: sibStarted} }))
+		}
+	}, actor.WithSupervisor(actor.NewAllForOneStrategy(10, time.Minute, decide))))
+	t.Cleanup(func() { _ = system.Root.PoisonFuture(parent).Wait() })
+	pc, sib := <-children, <-children
+	within(t, "sibling start", sibStarted)
+	within(t, "the pchannel's recovery", recovered)
+
+	err = Request(ctx10s(t), system.Root, pc, &messages.UpdateCheckpoint{VChannel: "bug", Checkpoint: wal.KafkaID(1)})
+	require.ErrorIs(t, err, ErrPChannelPanicked)
+	require.NoError(t, Request(ctx10s(t), system.Root, pc, &messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(20)}),
+		"resumed, not restarted")
+	require.Zero(t, logs.FilterMessageSnippet("pchannel restarting").Len())
+
+	system.Root.Send(sib, "boom")
+	within(t, "the sibling's restart", sibStarted)
+	within(t, "the pchannel's recovery after its restart", recovered)
+	restarts := logs.FilterMessageSnippet("pchannel restarting").All()
+	require.Len(t, restarts, 1, "%v", logs.All())
+	require.Contains(t, restarts[0].Message, "another actor's failure")
+	require.NotContains(t, restarts[0].ContextMap(), "reason")
+	st, err := GetState(ctx10s(t), system.Root, pc)
+	require.NoError(t, err)
+	require.Equal(t, wal.KafkaID(20), st.Minimum, "the restart kept the update")
 }
 
 // The same when the restart is of the pchannel's own making: a receiver
