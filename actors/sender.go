@@ -442,7 +442,7 @@ func (s *Sender) flush(ctx context.Context) error {
 	}
 	for s.answered < target && s.gone == nil {
 		if s.detached {
-			err := errors.Join(fmt.Errorf("%w before the pchannel answered: the updates in flight may or may not be applied",
+			err := joinErrors(fmt.Errorf("%w before the pchannel answered: the updates in flight may or may not be applied",
 				ErrSenderClosed), s.takeErrorsLocked())
 			s.mu.Unlock()
 			return err
@@ -461,7 +461,7 @@ func (s *Sender) flush(ctx context.Context) error {
 		if ended != nil {
 			// What came meanwhile is this call's to report: after a
 			// Close, no later Flush could.
-			err := errors.Join(ended, s.takeErrorsLocked())
+			err := joinErrors(ended, s.takeErrorsLocked())
 			s.mu.Unlock()
 			return err
 		}
@@ -493,7 +493,7 @@ func (s *Sender) Close(ctx context.Context) error {
 	s.wakeLocked()
 	gone := s.gone != nil
 	if !gone { // ErrPChannelGone says it then
-		err = errors.Join(err, s.abandonedLocked())
+		err = joinErrors(err, s.abandonedLocked())
 	}
 	// A batch still in flight keeps the reply process until its answer
 	// or the pchannel's end (release): removed now, the answer would be
@@ -563,8 +563,40 @@ func (s *Sender) takeErrorsLocked() error {
 		errs = append(errs, fmt.Errorf("lowwater: %d more rejection(s) not kept", s.dropped))
 		s.dropped = 0
 	}
-	return errors.Join(errs...)
+	return joinErrors(errs...)
 }
+
+// joinErrors is errors.Join on one line: what a Sender returns ends up in
+// log lines, which errors.Join's newlines split. Nil errors are left out;
+// a single one is returned as it is.
+func joinErrors(errs ...error) error {
+	var l errorList
+	for _, err := range errs {
+		if err != nil {
+			l = append(l, err)
+		}
+	}
+	switch len(l) {
+	case 0:
+		return nil
+	case 1:
+		return l[0]
+	}
+	return l
+}
+
+// errorList is what joinErrors returns for two errors or more.
+type errorList []error
+
+func (l errorList) Error() string {
+	msgs := make([]string, len(l))
+	for i, err := range l {
+		msgs[i] = err.Error()
+	}
+	return strings.Join(msgs, "; ")
+}
+
+func (l errorList) Unwrap() []error { return l }
 
 // senderForgetAfter bounds the vchannels a Sender remembers between
 // batches, beyond the maxPending that may wait: past it, a ship forgets

@@ -353,6 +353,7 @@ func TestSenderWaitsBoundedWithoutADeadline(t *testing.T) {
 	require.ErrorIs(t, err, ErrUpdatesAbandoned)
 	require.ErrorContains(t, err, ErrUpdatesAbandoned.Error()+": 1 buffered update(s) never sent; "+
 		"1 update(s) sent and not answered, which may or may not be applied")
+	require.NotContains(t, err.Error(), "\n", "one line, for a log line")
 
 	// The late answer is taken quietly, and takes the reply process with
 	// it: removed at Close, the answer was a dead letter, logged.
