@@ -96,9 +96,13 @@ type mailbox struct {
 	// failure is why the actor last failed: a panic the mailbox
 	// escalated, until the actor takes it as it restarts (takeFailure)
 	// or its supervisor resumes it. protoactor tells the supervisor why,
-	// and the restarted actor nothing. Only the goroutine running the
-	// mailbox touches it.
-	failure any
+	// and the restarted actor nothing. failureHeld is set once the
+	// mailbox is suspended for it: a resume before then is not the
+	// supervisor's answer to it but the one that a restart posts before
+	// the new incarnation's Started, on which it may have failed. Only
+	// the goroutine running the mailbox touches them.
+	failure     any
+	failureHeld bool
 	// poisoned is set once the PoisonPill is handed to protoactor, which
 	// stops the actor for it: a Stop handled before, though the actor
 	// had its drainRequested, is a hard one (tookPoison). Only the
@@ -110,7 +114,7 @@ type mailbox struct {
 // resumed, and forgets it. Only the actor may call it, from a handler.
 func (m *mailbox) takeFailure() any {
 	r := m.failure
-	m.failure = nil
+	m.failure, m.failureHeld = nil, false
 	return r
 }
 
@@ -452,9 +456,13 @@ func (m *mailbox) run() (turnOver bool) {
 	defer func() {
 		m.user.settle()
 		if r := recover(); r != nil {
-			m.failure = r
+			m.failure, m.failureHeld = r, false
 			m.answerPanicked(msg, r)
 			m.invoker.EscalateFailure(r, msg)
+			// A restart makes the new incarnation and hands it its
+			// Started within one system message: if that panicked, the
+			// look-up after it (run) never came.
+			m.learn()
 		}
 	}()
 	i, t := 0, m.dispatcher.Throughput()
@@ -477,9 +485,12 @@ func (m *mailbox) run() (turnOver bool) {
 				switch msg.(type) {
 				case *actor.SuspendMailbox:
 					m.suspended.Store(true)
+					m.failureHeld = m.failure != nil
 				case *actor.ResumeMailbox:
 					m.suspended.Store(false)
-					m.failure = nil
+					if m.failureHeld {
+						m.failure, m.failureHeld = nil, false
+					}
 				default:
 					if m.holdWatch(msg) {
 						continue

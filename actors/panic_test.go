@@ -14,6 +14,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
@@ -529,4 +530,120 @@ func TestOverdueAfterSaturates(t *testing.T) {
 	require.Equal(t, 5*time.Second+joinGrace, overdueAfter(5*time.Second))
 	require.Equal(t, time.Duration(math.MaxInt64), overdueAfter(math.MaxInt64))
 	require.Equal(t, time.Duration(math.MaxInt64), overdueAfter(math.MaxInt64-joinGrace/2))
+}
+
+// recoveries returns a wait for the next Recovered of system, with a
+// deadline.
+func recoveries(t *testing.T, system *actor.ActorSystem) func(what string) {
+	t.Helper()
+	recovered := make(chan struct{}, 8)
+	sub := system.EventStream.Subscribe(func(ev any) {
+		if _, ok := ev.(*messages.Recovered); ok {
+			recovered <- struct{}{}
+		}
+	})
+	t.Cleanup(func() { system.EventStream.Unsubscribe(sub) })
+	return func(what string) { t.Helper(); within(t, what, recovered) }
+}
+
+// An incarnation that fails on its Started, after a restart, is restarted
+// with its own reason: protoactor makes it and hands it its Started within
+// the restart, and posts the resume of the restart before it.
+func TestRestartAfterAPanicInStartedSaysWhy(t *testing.T) {
+	system := quietSystem(t)
+	recovered := recoveries(t, system)
+	core, logs := observer.New(zap.WarnLevel)
+	props, err := NewProps("p", wal.Kafka, persistence.NewMemory(), WithLogger(zap.New(core)),
+		WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(10)}))
+	require.NoError(t, err)
+	var started atomic.Int32
+	props.Configure(actor.WithReceiverMiddleware(func(next actor.ReceiverFunc) actor.ReceiverFunc {
+		return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
+			if _, ok := env.Message.(*actor.Started); ok {
+				if n := started.Add(1); n <= 3 {
+					panic(fmt.Sprintf("Started #%d", n))
+				}
+			}
+			next(c, env)
+		}
+	}))
+	pid := system.Root.Spawn(props)
+	t.Cleanup(func() { _ = system.Root.PoisonFuture(pid).Wait() })
+	recovered("the fourth incarnation's recovery")
+
+	restarts := logs.FilterMessageSnippet("pchannel restarting").All()
+	require.Len(t, restarts, 3, "%v", logs.All())
+	for i, r := range restarts {
+		require.Contains(t, r.Message, "after it panicked", "restart %d", i+1)
+		require.Equal(t, fmt.Sprintf("Started #%d", i+1), r.ContextMap()["reason"], "restart %d", i+1)
+	}
+}
+
+// marshalPanics is a panic value whose MarshalJSON panics: a user's type
+// with a bug of its own.
+type marshalPanics struct{ detail *string }
+
+func (m marshalPanics) MarshalJSON() ([]byte, error) { return []byte(strconv.Quote(*m.detail)), nil }
+
+// lockedBuffer is a log sink that the test reads while the actors write.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf = append(b.buf, p...)
+	return len(p), nil
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.buf)
+}
+
+// A panic value that zap cannot encode is logged as text, by lowwater's
+// lines and by protoactor's through LoggerFactory: encoded as it is, it
+// panicked in the Restarting handler, a second failure that took the
+// supervisor's retries, and in protoactor's own line, written from the
+// mailbox's recover, it ended the process.
+func TestAPanicValueThatCannotBeEncodedIsLoggedAsText(t *testing.T) {
+	sink := &lockedBuffer{}
+	logger := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(sink), zap.InfoLevel))
+	system := actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(logger)), actor.WithDeadLetterThrottleInterval(time.Millisecond))
+	t.Cleanup(system.Shutdown)
+	recovered := recoveries(t, system)
+	props, err := NewProps("p", wal.Kafka, persistence.NewMemory(), WithLogger(logger),
+		WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(10)}))
+	require.NoError(t, err)
+	props.Configure(actor.WithReceiverMiddleware(func(next actor.ReceiverFunc) actor.ReceiverFunc {
+		return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
+			if u, ok := env.Message.(*messages.UpdateCheckpoint); ok && u.VChannel == "x" {
+				panic(marshalPanics{})
+			}
+			next(c, env)
+		}
+	}))
+	// One retry only: the panic is one failure, not two.
+	children := make(chan *actor.PID, 1)
+	parent := system.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		if _, ok := c.Message().(*actor.Started); ok {
+			children <- c.Spawn(props)
+		}
+	}, actor.WithSupervisor(actor.NewOneForOneStrategy(1, time.Minute, actor.DefaultDecider))))
+	t.Cleanup(func() { _ = system.Root.PoisonFuture(parent).Wait() })
+	pid := <-children
+	recovered("the first recovery")
+
+	err = Request(ctx10s(t), system.Root, pid, &messages.UpdateCheckpoint{VChannel: "x", Checkpoint: wal.KafkaID(1)})
+	require.ErrorIs(t, err, ErrPChannelPanicked)
+	recovered("the recovery after the restart")
+	require.NoError(t, Request(ctx10s(t), system.Root, pid, &messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(20)}),
+		"restarted once, and running")
+
+	lines := sink.String()
+	require.Regexp(t, `"msg":"pchannel restarting after it panicked[^"]*","pchannel":"p","reason":"\{<nil>\}"`, lines)
+	require.Regexp(t, `"msg":"\[ACTOR\] Recovering".*"reason":"\{<nil>\}"`, lines)
 }

@@ -501,7 +501,7 @@ func (p *pchannel) gone() bool { return p.stoppedSeen }
 func (p *pchannel) handOn() {
 	const carry = "; its vchannels and checkpoints carry over"
 	if reason := p.failure(); reason != nil {
-		p.cfg.logger.Warn("pchannel restarting after it panicked"+carry, zap.Any("reason", reason))
+		p.cfg.logger.Warn("pchannel restarting after it panicked"+carry, reasonField(reason))
 	} else {
 		p.cfg.logger.Warn("pchannel restarting: its supervisor restarts it after another actor's failure (a sibling's, under an all-for-one strategy)" + carry)
 	}
@@ -1020,7 +1020,7 @@ func (p *pchannel) HandleFailure(system *actor.ActorSystem, supervisor actor.Sup
 	// ignores the moves queued for it and starts from the minimum offered
 	// then: the Adds waiting for it need not wait for its restart.
 	p.answerFells()
-	p.cfg.logger.Error("persister crashed; restarting", zap.Any("reason", reason), zap.Duration("delay", delay), zap.Int("restarts", c.restarts))
+	p.cfg.logger.Error("persister crashed; restarting", reasonField(reason), zap.Duration("delay", delay), zap.Int("restarts", c.restarts))
 	if p.phase != running {
 		return // the stop under way ends the persister anyway
 	}
@@ -1257,11 +1257,17 @@ func (p *pchannel) publish(ev messages.Event) { publish(p.events, p.cfg.logger, 
 func publish(events *eventstream.EventStream, logger *zap.Logger, ev messages.Event) {
 	defer func() {
 		if r := recover(); r != nil {
-			logger.Error("event subscriber panicked", zap.String("event", fmt.Sprintf("%T", ev)), zap.Any("reason", r))
+			logger.Error("event subscriber panicked", zap.String("event", fmt.Sprintf("%T", ev)), reasonField(r))
 		}
 	}()
 	events.Publish(ev)
 }
+
+// reasonField logs why something panicked as text: zap.Any would run the
+// panic value's own MarshalJSON or MarshalLogObject, on the actor's
+// goroutine, and a value that panics there too made the log line a second
+// failure. fmt recovers a panicking Error, String or Format method.
+func reasonField(r any) zap.Field { return zap.String("reason", fmt.Sprint(r)) }
 
 func stopTimer(t *time.Timer) {
 	if t != nil {

@@ -146,8 +146,68 @@ func (replyBox) Stop(*actor.PID)                   {}
 //		actor.WithLoggerFactory(actors.LoggerFactory(logger)))
 func LoggerFactory(l *zap.Logger) func(*actor.ActorSystem) *slog.Logger {
 	return func(system *actor.ActorSystem) *slog.Logger {
-		return slog.New(zapslog.NewHandler(l.Core(), zapslog.WithName("protoactor"))).With("system", system.ID)
+		return slog.New(guardedHandler{zapslog.NewHandler(l.Core(), zapslog.WithName("protoactor"))}).With("system", system.ID)
 	}
+}
+
+// guardedHandler writes protoactor's records through zap, and one that zap
+// cannot encode with its attributes as text. protoactor logs values of the
+// user's as they are (slog.Any): what an actor panicked with, a message
+// it could not deliver. zap encodes such a value with its own MarshalJSON,
+// which may panic, and protoactor logs a panic's value from the mailbox's
+// recover: the second panic would end the process.
+type guardedHandler struct{ slog.Handler }
+
+func (h guardedHandler) Handle(ctx context.Context, r slog.Record) (err error) {
+	defer func() {
+		if recover() != nil {
+			err = h.Handler.Handle(ctx, recordAsText(r))
+		}
+	}()
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h guardedHandler) WithAttrs(attrs []slog.Attr) (w slog.Handler) {
+	defer func() {
+		if recover() != nil {
+			w = guardedHandler{h.Handler.WithAttrs(attrsAsText(attrs))}
+		}
+	}()
+	return guardedHandler{h.Handler.WithAttrs(attrs)}
+}
+
+func (h guardedHandler) WithGroup(name string) slog.Handler {
+	return guardedHandler{h.Handler.WithGroup(name)}
+}
+
+// recordAsText is r with every attribute of a value of any type as text.
+func recordAsText(r slog.Record) slog.Record {
+	t := slog.NewRecord(r.Time, r.Level, r.Message, r.PC)
+	r.Attrs(func(a slog.Attr) bool {
+		t.AddAttrs(attrAsText(a))
+		return true
+	})
+	return t
+}
+
+func attrsAsText(attrs []slog.Attr) []slog.Attr {
+	t := make([]slog.Attr, len(attrs))
+	for i, a := range attrs {
+		t[i] = attrAsText(a)
+	}
+	return t
+}
+
+// attrAsText formats a value of any type with fmt, which recovers a
+// panicking Error, String or Format method.
+func attrAsText(a slog.Attr) slog.Attr {
+	switch a.Value.Kind() {
+	case slog.KindAny:
+		return slog.String(a.Key, fmt.Sprint(a.Value.Any()))
+	case slog.KindGroup:
+		return slog.Attr{Key: a.Key, Value: slog.GroupValue(attrsAsText(a.Value.Group())...)}
+	}
+	return a
 }
 
 // PChannelPanicError answers a request (Request, GetState, a Sender's
