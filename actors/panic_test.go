@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -646,4 +648,31 @@ func TestAPanicValueThatCannotBeEncodedIsLoggedAsText(t *testing.T) {
 	lines := sink.String()
 	require.Regexp(t, `"msg":"pchannel restarting after it panicked[^"]*","pchannel":"p","reason":"\{<nil>\}"`, lines)
 	require.Regexp(t, `"msg":"\[ACTOR\] Recovering".*"reason":"\{<nil>\}"`, lines)
+}
+
+// logsAsValuer is a slog.LogValuer that resolves to a value zap cannot
+// encode.
+type logsAsValuer struct{}
+
+func (logsAsValuer) LogValue() slog.Value { return slog.AnyValue(marshalPanics{}) }
+
+// LoggerFactory's handler writes a record zap cannot encode once, its
+// attributes as text, whatever holds the value: an attribute, a group, a
+// LogValuer, or the logger's own attributes.
+func TestLoggerFactoryWritesWhatZapCannotEncodeAsText(t *testing.T) {
+	sink := &lockedBuffer{}
+	logger := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(sink), zap.InfoLevel))
+	system := actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(zap.NewNop())))
+	t.Cleanup(system.Shutdown)
+	l := LoggerFactory(logger)(system)
+	l.Info("attr", "v", marshalPanics{}, "n", 1)
+	l.Info("group", slog.Group("g", "v", marshalPanics{}))
+	l.Info("valuer", "v", logsAsValuer{})
+	l.With("v", logsAsValuer{}).Info("with")
+	lines := strings.Split(strings.TrimSpace(sink.String()), "\n")
+	require.Len(t, lines, 4, sink.String())
+	require.Contains(t, lines[0], `"v":"{<nil>}","n":1`)
+	require.Contains(t, lines[1], `"g":{"v":"{<nil>}"}`)
+	require.Contains(t, lines[2], `"v":"{<nil>}"`)
+	require.Contains(t, lines[3], `"v":"{<nil>}"`)
 }

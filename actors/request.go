@@ -206,6 +206,10 @@ func attrAsText(a slog.Attr) slog.Attr {
 		return slog.String(a.Key, fmt.Sprint(a.Value.Any()))
 	case slog.KindGroup:
 		return slog.Attr{Key: a.Key, Value: slog.GroupValue(attrsAsText(a.Value.Group())...)}
+	case slog.KindLogValuer:
+		// Resolve recovers a LogValue that panics; what it resolves to
+		// may be a value zap cannot encode all the same.
+		return attrAsText(slog.Attr{Key: a.Key, Value: a.Value.Resolve()})
 	}
 	return a
 }
