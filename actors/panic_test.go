@@ -20,6 +20,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
+	"github.com/lowwater/lowwater/internal/testkit/syncbuf"
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/wal"
@@ -587,32 +588,13 @@ type marshalPanics struct{ detail *string }
 
 func (m marshalPanics) MarshalJSON() ([]byte, error) { return []byte(strconv.Quote(*m.detail)), nil }
 
-// lockedBuffer is a log sink that the test reads while the actors write.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf []byte
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.buf = append(b.buf, p...)
-	return len(p), nil
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return string(b.buf)
-}
-
 // A panic value that zap cannot encode is logged as text, by lowwater's
 // lines and by protoactor's through LoggerFactory: encoded as it is, it
 // panicked in the Restarting handler, a second failure that took the
 // supervisor's retries, and in protoactor's own line, written from the
 // mailbox's recover, it ended the process.
 func TestAPanicValueThatCannotBeEncodedIsLoggedAsText(t *testing.T) {
-	sink := &lockedBuffer{}
+	sink := &syncbuf.Buffer{}
 	logger := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(sink), zap.InfoLevel))
 	system := actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(logger)), actor.WithDeadLetterThrottleInterval(time.Millisecond))
 	t.Cleanup(system.Shutdown)
@@ -660,7 +642,7 @@ func (logsAsValuer) LogValue() slog.Value { return slog.AnyValue(marshalPanics{}
 // attributes as text, whatever holds the value: an attribute, a group, a
 // LogValuer, or the logger's own attributes.
 func TestLoggerFactoryWritesWhatZapCannotEncodeAsText(t *testing.T) {
-	sink := &lockedBuffer{}
+	sink := &syncbuf.Buffer{}
 	logger := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(sink), zap.InfoLevel))
 	system := actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(zap.NewNop())))
 	t.Cleanup(system.Shutdown)
