@@ -767,3 +767,45 @@ func TestSenderTakesNoSecondAnswerForTheNextBatch(t *testing.T) {
 	defer s.mu.Unlock()
 	require.Equal(t, s.shipped, s.answered)
 }
+
+// Two kept names whose addresses fall in one set of the Sender's index
+// are both found there, with no hashing: a caller moving its vchannels in
+// turn would otherwise hash each of them on every update, as each evicts
+// the other.
+func TestSenderFindsTwoKeptNamesOfOneSetWithoutHashing(t *testing.T) {
+	r := newSenderRig(t, kafkaAt(16, 0))
+	s := newTestSender(t, r.system, r.pchannel)
+	// Fourteen names and the two below make 128 places, which the two do
+	// not grow: the set each falls in is known before it is added.
+	for i := range 14 {
+		require.NoError(t, s.Update(fmt.Sprintf("v%d", i), wal.KafkaID(1)))
+	}
+	s.mu.Lock()
+	require.Len(t, s.recent, 128)
+	var names []string
+	bySet := map[uint]string{}
+	for i := 0; names == nil; i++ {
+		require.Less(t, i, 1000, "no two names in one set")
+		name := strings.Clone([]string{"v14", "v15"}[i%2])
+		if other, ok := bySet[s.recentSet(name)]; ok && other != name {
+			names = []string{other, name}
+		}
+		bySet[s.recentSet(name)] = name
+	}
+	s.mu.Unlock()
+	for _, name := range names {
+		require.NoError(t, s.Update(name, wal.KafkaID(2)))
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	require.Len(t, s.recent, 128)
+	slots := s.slots
+	s.slots = map[string]int{} // a look-up that reaches the map misses
+	defer func() { s.slots = slots }()
+	for _, name := range names {
+		i, ok := s.slotOf(name)
+		require.True(t, ok, "%s not found in its set", name)
+		require.Equal(t, name, s.entries[i].name)
+	}
+}
