@@ -94,14 +94,14 @@ type mailbox struct {
 	// Only the goroutine running the mailbox touches it.
 	lateWatchers []*actor.PID
 	// failure is why the actor last failed: a panic the mailbox
-	// escalated, until the actor takes it as it restarts (takeFailure)
-	// or its supervisor resumes it. protoactor tells the supervisor why,
-	// and the restarted actor nothing. failureHeld is set once the
+	// escalated, until the actor takes it as it restarts or stops
+	// (takeFailure) or its supervisor resumes it. protoactor tells the
+	// supervisor why, and the restarted or stopped actor nothing. failureHeld is set once the
 	// mailbox is suspended for it: a resume before then is not the
 	// supervisor's answer to it but the one that a restart posts before
 	// the new incarnation's Started, on which it may have failed. Only
 	// the goroutine running the mailbox touches them.
-	failure     any
+	failure     *PChannelPanicError
 	failureHeld bool
 	// poisoned is set once the PoisonPill is handed to protoactor, which
 	// stops the actor for it: a Stop handled before, though the actor
@@ -112,7 +112,7 @@ type mailbox struct {
 
 // takeFailure returns why the actor failed, if it did since it was last
 // resumed, and forgets it. Only the actor may call it, from a handler.
-func (m *mailbox) takeFailure() any {
+func (m *mailbox) takeFailure() *PChannelPanicError {
 	r := m.failure
 	m.failure, m.failureHeld = nil, false
 	return r
@@ -456,8 +456,8 @@ func (m *mailbox) run() (turnOver bool) {
 	defer func() {
 		m.user.settle()
 		if r := recover(); r != nil {
-			m.failure, m.failureHeld = r, false
-			m.answerPanicked(msg, r)
+			m.failure, m.failureHeld = panicOn(msg, r), false
+			m.answerPanicked(msg, m.failure)
 			m.invoker.EscalateFailure(r, msg)
 			// A restart makes the new incarnation and hands it its
 			// Started within one system message: if that panicked, the
@@ -695,12 +695,21 @@ func plainDispatch(ctx any) bool {
 // decides, and its answer would never come: a caller of Request would
 // learn at its deadline, and a Sender, which has no deadline, would wait
 // for good with its batch in flight.
-func (m *mailbox) answerPanicked(msg, reason any) {
+func (m *mailbox) answerPanicked(msg any, failure *PChannelPanicError) {
 	env, ok := msg.(*actor.MessageEnvelope)
 	if !ok || env.Sender == nil || m.root == nil {
 		return
 	}
-	m.root.Send(env.Sender, &PChannelPanicError{Command: fmt.Sprintf("%T", env.Message), Value: reason, message: env.Message})
+	m.root.Send(env.Sender, failure)
+}
+
+// panicOn is the error of a panic with reason while handling msg, a
+// request's own message if it is one.
+func panicOn(msg, reason any) *PChannelPanicError {
+	if env, ok := msg.(*actor.MessageEnvelope); ok {
+		msg = env.Message
+	}
+	return &PChannelPanicError{Command: fmt.Sprintf("%T", msg), Value: reason, message: msg}
 }
 
 // runAfter runs t on the mailbox's goroutine once the mailbox has let go

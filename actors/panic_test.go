@@ -658,3 +658,69 @@ func TestLoggerFactoryWritesWhatZapCannotEncodeAsText(t *testing.T) {
 	require.Contains(t, lines[2], `"v":"{<nil>}"`)
 	require.Contains(t, lines[3], `"v":"{<nil>}"`)
 }
+
+// A pchannel that its supervisor stops after a panic says so: Stopped
+// carries the panic and the message it came on, and the stop line is a
+// warning that gives them. A stop with no panic before it, or one after
+// the restart that took the panic, carries none.
+func TestAStopAfterAPanicSaysWhy(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	logger := zap.New(core)
+	system := quietSystem(t)
+	stopped := stoppedOf(t, system)
+	props, err := NewProps("p", wal.Kafka, persistence.NewMemory(), WithLogger(logger),
+		WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(10)}))
+	require.NoError(t, err)
+	props.Configure(actor.WithReceiverMiddleware(func(next actor.ReceiverFunc) actor.ReceiverFunc {
+		return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
+			if u, ok := env.Message.(*messages.UpdateCheckpoint); ok && u.VChannel == "x" {
+				panic(fmt.Errorf("middleware bug on %s", u.Checkpoint))
+			}
+			next(c, env)
+		}
+	}))
+	// The decider restarts on the first panic and stops on the second.
+	var panics atomic.Int32
+	decider := func(any) actor.Directive {
+		if panics.Add(1) == 1 {
+			return actor.RestartDirective
+		}
+		return actor.StopDirective
+	}
+	children := make(chan *actor.PID, 3)
+	parent := system.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		if _, ok := c.Message().(*actor.Started); ok {
+			for range 3 {
+				children <- c.Spawn(props)
+			}
+		}
+	}, actor.WithSupervisor(actor.NewOneForOneStrategy(10, time.Minute, decider))))
+	t.Cleanup(func() { _ = system.Root.PoisonFuture(parent).Wait() })
+	quiet, restarted, panicky := <-children, <-children, <-children
+
+	system.Root.Stop(quiet)
+	require.Nil(t, stopped().Failure, "a hard stop with no panic before it")
+
+	err = Request(ctx10s(t), system.Root, restarted, &messages.UpdateCheckpoint{VChannel: "x", Checkpoint: wal.KafkaID(1)})
+	require.ErrorIs(t, err, ErrPChannelPanicked)
+	require.NoError(t, Request(ctx10s(t), system.Root, restarted, &messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(20)}),
+		"restarted, and running")
+	system.Root.Stop(restarted)
+	require.Nil(t, stopped().Failure, "a stop after the restart that took the panic")
+
+	system.Root.Send(panicky, &messages.UpdateCheckpoint{VChannel: "x", Checkpoint: wal.KafkaID(2)})
+	s := stopped()
+	require.False(t, s.Graceful)
+	var pe *PChannelPanicError
+	require.ErrorAs(t, s.Failure, &pe)
+	require.ErrorIs(t, s.Failure, ErrPChannelPanicked)
+	require.Equal(t, "*messages.UpdateCheckpoint", pe.Command)
+	require.EqualError(t, pe.Value.(error), "middleware bug on kafka:2")
+
+	warned := logs.FilterMessage("stopped after it panicked, before any restart").All()
+	require.Len(t, warned, 1)
+	require.Equal(t, zap.WarnLevel, warned[0].Level)
+	require.Equal(t, "middleware bug on kafka:2", warned[0].ContextMap()["reason"])
+	require.Equal(t, "*messages.UpdateCheckpoint", warned[0].ContextMap()["command"])
+	require.Len(t, logs.FilterMessage("stopped").All(), 2, "the stop lines of the other two")
+}

@@ -500,8 +500,8 @@ func (p *pchannel) gone() bool { return p.stoppedSeen }
 // any, to the next incarnation: the actor restarts.
 func (p *pchannel) handOn() {
 	const carry = "; its vchannels and checkpoints carry over"
-	if reason := p.failure(); reason != nil {
-		p.cfg.logger.Warn("pchannel restarting after it panicked"+carry, reasonField(reason))
+	if f := p.failure(); f != nil {
+		p.cfg.logger.Warn("pchannel restarting after it panicked"+carry, reasonField(f.Value))
 	} else {
 		p.cfg.logger.Warn("pchannel restarting: its supervisor restarts it after another actor's failure (a sibling's, under an all-for-one strategy)" + carry)
 	}
@@ -752,7 +752,7 @@ func (p *pchannel) handOver(ctx actor.Context) {
 
 // failure is why the pchannel failed, if it did since it was last resumed
 // (see mailbox.takeFailure).
-func (p *pchannel) failure() any {
+func (p *pchannel) failure() *PChannelPanicError {
 	if p.mailbox == nil {
 		return nil
 	}
@@ -978,10 +978,16 @@ func (p *pchannel) becomeStopped() {
 			ev.Reason = messages.ErrFlushTimeout
 		}
 	}
+	fields := []zap.Field{zap.Bool("graceful", ev.Graceful), zap.Stringer("persisted", stringer{ev.LastPersisted}),
+		zap.Bool("flushed", ev.Flushed), zap.Stringer("dropped", stringer{ev.Dropped}), zap.Error(ev.Reason)}
 	// Logged first: whoever ends on seeing Stopped (a test whose logger
 	// dies with it) must find the actor done with its logger.
-	p.cfg.logger.Info("stopped", zap.Bool("graceful", ev.Graceful), zap.Stringer("persisted", stringer{ev.LastPersisted}),
-		zap.Bool("flushed", ev.Flushed), zap.Stringer("dropped", stringer{ev.Dropped}), zap.Error(ev.Reason))
+	if f := p.failure(); f != nil {
+		ev.Failure = f
+		p.cfg.logger.Warn("stopped after it panicked, before any restart", append(fields, zap.String("command", f.Command), reasonField(f.Value))...)
+	} else {
+		p.cfg.logger.Info("stopped", fields...)
+	}
 	p.publish(ev)
 }
 

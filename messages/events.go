@@ -183,4 +183,10 @@ type Stopped struct {
 	// of the vchannels' order (wal.ErrCorruptID: an ID type whose
 	// comparisons panic).
 	Reason error
+	// Failure is the panic the actor stopped after, if it had panicked
+	// and was not restarted since: its supervisor's answer was to stop
+	// it, or a stop came while that answer was pending. It is an
+	// *actors.PChannelPanicError (errors.Is actors.ErrPChannelPanicked),
+	// naming the message being handled; the stop itself was a hard one.
+	Failure error
 }

@@ -112,6 +112,9 @@ func describe(ev messages.Event) (what, detail string) {
 		if !e.Flushed {
 			detail += fmt.Sprintf(", left unsaved %s", wal.String(e.Dropped))
 		}
+		if e.Failure != nil {
+			detail += ", after " + shortErr(e.Failure)
+		}
 		return "stopped", detail
 	case *catalogOutage:
 		if e.down {

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/lowwater/lowwater/actors"
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/persistence/faultinject"
 	"github.com/lowwater/lowwater/wal"
@@ -189,4 +190,11 @@ func TestPlainOutputWider(t *testing.T) {
 		assert.NotRegexp(t, `^ {5}`, line, "a continuation line in 200 columns")
 	}
 	assert.Regexp(t, `(?m)^ +\S+s  p\d +save failed kafka:\d+  attempt \d+  retry in \S+: faultinject: injected failure \(rate\) of Save "p\d"$`, text)
+}
+
+// A pchannel stopped after a panic says what it panicked on.
+func TestPrinterTellsAStopAfterAPanic(t *testing.T) {
+	got := printed(200, &messages.Stopped{Header: eventAt("p3", 2*time.Second), LastPersisted: wal.KafkaID(7), Flushed: true,
+		Failure: &actors.PChannelPanicError{Command: "*messages.UpdateCheckpoint", Value: "boom"}})
+	assert.Equal(t, "   2.000s  p3    stopped     graceful=false persisted kafka:7, after pchannel panicked handling *messages.UpdateCheckpoint: boom\n", got)
 }
