@@ -638,25 +638,72 @@ type logsAsValuer struct{}
 
 func (logsAsValuer) LogValue() slog.Value { return slog.AnyValue(marshalPanics{}) }
 
-// LoggerFactory's handler writes a record zap cannot encode once, its
-// attributes as text, whatever holds the value: an attribute, a group, a
-// LogValuer, or the logger's own attributes.
+// LoggerFactory's handler writes a record zap cannot encode once, the
+// attributes that fail as text, whatever holds the value: an attribute, a
+// group, a LogValuer, or the logger's own attributes.
 func TestLoggerFactoryWritesWhatZapCannotEncodeAsText(t *testing.T) {
 	sink := &syncbuf.Buffer{}
 	logger := zap.New(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(sink), zap.InfoLevel))
 	system := actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(zap.NewNop())))
 	t.Cleanup(system.Shutdown)
 	l := LoggerFactory(logger)(system)
-	l.Info("attr", "v", marshalPanics{}, "n", 1)
-	l.Info("group", slog.Group("g", "v", marshalPanics{}))
+	l.Info("attr", "v", marshalPanics{}, "n", 1, "ok", map[string]int{"a": 1})
+	l.Info("group", slog.Group("g", "v", marshalPanics{}, "ok", []int{1}))
 	l.Info("valuer", "v", logsAsValuer{})
-	l.With("v", logsAsValuer{}).Info("with")
+	l.With("v", logsAsValuer{}, "ok", struct{ A int }{2}).Info("with")
+	l.Info("flaky", "v", &panicsAfterOnce{}, "n", 1)
 	lines := strings.Split(strings.TrimSpace(sink.String()), "\n")
-	require.Len(t, lines, 4, sink.String())
-	require.Contains(t, lines[0], `"v":"{<nil>}","n":1`)
-	require.Contains(t, lines[1], `"g":{"v":"{<nil>}"}`)
+	require.Len(t, lines, 5, sink.String())
+	require.Contains(t, lines[4], `"v":"again","n":1`, "written again as text, once the core panicked")
+	require.Contains(t, lines[0], `"v":"{<nil>}","n":1,"ok":{"a":1}`)
+	require.Contains(t, lines[1], `"g":{"v":"{<nil>}","ok":[1]}`)
 	require.Contains(t, lines[2], `"v":"{<nil>}"`)
-	require.Contains(t, lines[3], `"v":"{<nil>}"`)
+	require.Contains(t, lines[3], `"v":"{<nil>}","ok":{"A":2}`)
+}
+
+// panicsAfterOnce encodes once, on the handler's trial, and then panics,
+// in the core.
+type panicsAfterOnce struct{ calls atomic.Int32 }
+
+func (p *panicsAfterOnce) MarshalJSON() ([]byte, error) {
+	if p.calls.Add(1) > 1 {
+		panic("encoded again")
+	}
+	return []byte(`"once"`), nil
+}
+
+func (p *panicsAfterOnce) String() string { return "again" }
+
+// A record zap cannot encode reaches the core once: a sampler that lets
+// one line of a message through writes it, and the cores of a tee each get
+// it once. Retried after the core panicked, the sampler dropped it as the
+// second, and the core before the failing one in the tee had it twice.
+func TestLoggerFactoryChecksARecordOnce(t *testing.T) {
+	sink := &syncbuf.Buffer{}
+	json := zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(sink), zap.InfoLevel)
+	observed, logs := observer.New(zap.InfoLevel)
+	tee := zapcore.NewTee(observed, zapcore.NewSamplerWithOptions(json, time.Hour, 1, 0))
+	system := actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(zap.NewNop())))
+	t.Cleanup(system.Shutdown)
+	l := LoggerFactory(zap.New(tee))(system)
+	l.Info("once", "v", marshalPanics{})
+	require.Equal(t, 1, logs.FilterMessage("once").Len())
+	require.Equal(t, "{<nil>}", logs.FilterMessage("once").All()[0].ContextMap()["v"])
+	lines := strings.Split(strings.TrimSpace(sink.String()), "\n")
+	require.Len(t, lines, 1, sink.String())
+	require.Contains(t, lines[0], `"msg":"once"`)
+}
+
+// An error line's stack starts where the logger was called, as with
+// zapslog alone: not inside log/slog.
+func TestLoggerFactoryStackStartsAtTheCaller(t *testing.T) {
+	observed, logs := observer.New(zap.InfoLevel)
+	system := actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(zap.NewNop())))
+	t.Cleanup(system.Shutdown)
+	LoggerFactory(zap.New(observed))(system).Error("failed")
+	require.Equal(t, 1, logs.Len())
+	stack := logs.All()[0].Stack
+	require.True(t, strings.HasPrefix(stack, "github.com/lowwater/lowwater/actors.TestLoggerFactoryStackStartsAtTheCaller"), stack)
 }
 
 // A pchannel that its supervisor stops after a panic says so: Stopped

@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"go.uber.org/zap"
 	"go.uber.org/zap/exp/zapslog"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/lowwater/lowwater/messages"
 )
@@ -146,31 +147,46 @@ func (replyBox) Stop(*actor.PID)                   {}
 //		actor.WithLoggerFactory(actors.LoggerFactory(logger)))
 func LoggerFactory(l *zap.Logger) func(*actor.ActorSystem) *slog.Logger {
 	return func(system *actor.ActorSystem) *slog.Logger {
-		return slog.New(guardedHandler{zapslog.NewHandler(l.Core(), zapslog.WithName("protoactor"))}).With("system", system.ID)
+		return slog.New(guardedHandler{zapslog.NewHandler(l.Core(), zapslog.WithName("protoactor"),
+			// A stack is taken from within the handler: guardedHandler
+			// is one frame more.
+			zapslog.WithCallerSkip(1))}).With("system", system.ID)
 	}
 }
 
-// guardedHandler writes protoactor's records through zap, and one that zap
-// cannot encode with its attributes as text. protoactor logs values of the
-// user's as they are (slog.Any): what an actor panicked with, a message
-// it could not deliver. zap encodes such a value with its own MarshalJSON,
-// which may panic, and protoactor logs a panic's value from the mailbox's
-// recover: the second panic would end the process.
+// guardedHandler writes protoactor's records through zap, an attribute
+// that zap cannot encode as text. protoactor logs values of the user's as
+// they are (slog.Any): what an actor panicked with, a message it could not
+// deliver. zap encodes such a value with its own MarshalJSON,
+// MarshalLogObject, Error or String, which may panic, and protoactor logs a
+// panic's value from the mailbox's recover: the second panic would end the
+// process.
+//
+// Each such value is tried on an encoder of its own first, so that the
+// record goes to the core once, as it is or with the failing attributes
+// as text: retried after a panic in the core, it was counted twice by a
+// sampler, and written twice by the cores of a tee that came before the
+// one that failed. A value that encodes once and panics the next time is
+// still caught, and then written again, all as text.
 type guardedHandler struct{ slog.Handler }
 
 func (h guardedHandler) Handle(ctx context.Context, r slog.Record) (err error) {
+	if unencodable(r) {
+		r = recordWith(r, safeAttr)
+	}
 	defer func() {
 		if recover() != nil {
-			err = h.Handler.Handle(ctx, recordAsText(r))
+			err = h.Handler.Handle(ctx, recordWith(r, attrAsText))
 		}
 	}()
 	return h.Handler.Handle(ctx, r)
 }
 
 func (h guardedHandler) WithAttrs(attrs []slog.Attr) (w slog.Handler) {
+	attrs = attrsWith(attrs, safeAttr)
 	defer func() {
 		if recover() != nil {
-			w = guardedHandler{h.Handler.WithAttrs(attrsAsText(attrs))}
+			w = guardedHandler{h.Handler.WithAttrs(attrsWith(attrs, attrAsText))}
 		}
 	}()
 	return guardedHandler{h.Handler.WithAttrs(attrs)}
@@ -180,22 +196,72 @@ func (h guardedHandler) WithGroup(name string) slog.Handler {
 	return guardedHandler{h.Handler.WithGroup(name)}
 }
 
-// recordAsText is r with every attribute of a value of any type as text.
-func recordAsText(r slog.Record) slog.Record {
+// unencodable reports whether any attribute of r fails to encode.
+func unencodable(r slog.Record) (bad bool) {
+	r.Attrs(func(a slog.Attr) bool {
+		bad = !encodes(a)
+		return !bad
+	})
+	return bad
+}
+
+// recordWith is r with each attribute mapped by f.
+func recordWith(r slog.Record, f func(slog.Attr) slog.Attr) slog.Record {
 	t := slog.NewRecord(r.Time, r.Level, r.Message, r.PC)
 	r.Attrs(func(a slog.Attr) bool {
-		t.AddAttrs(attrAsText(a))
+		t.AddAttrs(f(a))
 		return true
 	})
 	return t
 }
 
-func attrsAsText(attrs []slog.Attr) []slog.Attr {
+func attrsWith(attrs []slog.Attr, f func(slog.Attr) slog.Attr) []slog.Attr {
 	t := make([]slog.Attr, len(attrs))
 	for i, a := range attrs {
-		t[i] = attrAsText(a)
+		t[i] = f(a)
 	}
 	return t
+}
+
+// safeAttr is a, or, if it fails to encode, a as text: in a group, only
+// the members that fail.
+func safeAttr(a slog.Attr) slog.Attr {
+	switch a.Value.Kind() {
+	case slog.KindGroup:
+		return slog.Attr{Key: a.Key, Value: slog.GroupValue(attrsWith(a.Value.Group(), safeAttr)...)}
+	case slog.KindLogValuer:
+		return safeAttr(slog.Attr{Key: a.Key, Value: a.Value.Resolve()})
+	}
+	if encodes(a) {
+		return a
+	}
+	return attrAsText(a)
+}
+
+// encodes reports whether zap encodes a without a panic, trying a value
+// of any type on a JSON encoder of its own: zapslog gives it to the core
+// as zap.Any, and every zap encoder of fields runs the value's own
+// marshalling there. A LogValuer is resolved as zapslog resolves it.
+func encodes(a slog.Attr) (ok bool) {
+	switch a.Value.Kind() {
+	case slog.KindGroup:
+		for _, m := range a.Value.Group() {
+			if !encodes(m) {
+				return false
+			}
+		}
+		return true
+	case slog.KindLogValuer:
+		return encodes(slog.Attr{Key: a.Key, Value: a.Value.Resolve()})
+	case slog.KindAny:
+		defer func() {
+			if recover() != nil {
+				ok = false
+			}
+		}()
+		zap.Any(a.Key, a.Value.Any()).AddTo(zapcore.NewJSONEncoder(zapcore.EncoderConfig{}))
+	}
+	return true
 }
 
 // attrAsText formats a value of any type with fmt, which recovers a
@@ -205,7 +271,7 @@ func attrAsText(a slog.Attr) slog.Attr {
 	case slog.KindAny:
 		return slog.String(a.Key, fmt.Sprint(a.Value.Any()))
 	case slog.KindGroup:
-		return slog.Attr{Key: a.Key, Value: slog.GroupValue(attrsAsText(a.Value.Group())...)}
+		return slog.Attr{Key: a.Key, Value: slog.GroupValue(attrsWith(a.Value.Group(), attrAsText)...)}
 	case slog.KindLogValuer:
 		// Resolve recovers a LogValue that panics; what it resolves to
 		// may be a value zap cannot encode all the same.
