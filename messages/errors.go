@@ -72,7 +72,10 @@ func (e *BatchError) Error() string {
 		}
 		// %q for the name, as every other message has it: a caller's
 		// vchannel name may hold anything, a newline or an escape too.
-		fmt.Fprintf(&b, " [%d] %q: %v", r.Index, r.VChannel, r.Err)
+		// An error of several lines (errors.Join, a panic's value) is
+		// joined with "; ", as several errors are: the text is one line
+		// of a log.
+		fmt.Fprintf(&b, " [%d] %q: %s", r.Index, r.VChannel, strings.ReplaceAll(fmt.Sprint(r.Err), "\n", "; "))
 	}
 	return b.String()
 }
