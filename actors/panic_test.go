@@ -771,3 +771,46 @@ func TestAStopAfterAPanicSaysWhy(t *testing.T) {
 	require.Equal(t, "*messages.UpdateCheckpoint", warned[0].ContextMap()["command"])
 	require.Len(t, logs.FilterMessage("stopped").All(), 2, "the stop lines of the other two")
 }
+
+// A pchannel whose Started panics, and that its supervisor then stops,
+// never ran: Stopped says so all the same, with the panic and nothing
+// persisted or dropped.
+func TestAStopAfterAPanicOnStartedSaysWhy(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	system := quietSystem(t)
+	stopped := stoppedOf(t, system)
+	props, err := NewProps("p", wal.Kafka, persistence.NewMemory(), WithLogger(zap.New(core)),
+		WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(10)}))
+	require.NoError(t, err)
+	props.Configure(actor.WithReceiverMiddleware(func(next actor.ReceiverFunc) actor.ReceiverFunc {
+		return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
+			if _, ok := env.Message.(*actor.Started); ok {
+				panic("no start")
+			}
+			next(c, env)
+		}
+	}))
+	children := make(chan *actor.PID, 1)
+	parent := system.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		if _, ok := c.Message().(*actor.Started); ok {
+			children <- c.Spawn(props)
+		}
+	}, actor.WithSupervisor(actor.NewOneForOneStrategy(10, time.Minute, func(any) actor.Directive { return actor.StopDirective }))))
+	t.Cleanup(func() { _ = system.Root.PoisonFuture(parent).Wait() })
+	<-children
+
+	s := stopped()
+	require.Equal(t, "p", s.PChannel)
+	require.False(t, s.Graceful)
+	require.False(t, s.Flushed)
+	require.Nil(t, s.LastPersisted)
+	require.Nil(t, s.Dropped)
+	require.ErrorIs(t, s.Reason, messages.ErrHardStop)
+	var pe *PChannelPanicError
+	require.ErrorAs(t, s.Failure, &pe)
+	require.Equal(t, "*actor.Started", pe.Command)
+	require.Equal(t, "no start", pe.Value)
+	warned := logs.FilterMessage("stopped after it panicked, before any restart; it never started").All()
+	require.Len(t, warned, 1)
+	require.Equal(t, "no start", warned[0].ContextMap()["reason"])
+}

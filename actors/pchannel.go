@@ -261,7 +261,8 @@ func (p *pchannel) Receive(ctx actor.Context) {
 	case *actor.Stopped:
 		p.stoppedSeen = true
 		if p.self == nil {
-			return // never started: nothing to report, nor the stream to
+			p.becomeStoppedUnstarted(ctx)
+			return
 		}
 		p.becomeStopped()
 	default:
@@ -988,6 +989,23 @@ func (p *pchannel) becomeStopped() {
 	} else {
 		p.cfg.logger.Info("stopped", fields...)
 	}
+	p.publish(ev)
+}
+
+// becomeStoppedUnstarted ends an incarnation that never handled its
+// Started: a receiver middleware panicked on it, and the supervisor
+// stopped the actor rather than restarting it. Nothing was tracked,
+// recovered or saved; Stopped says why, with no LastPersisted nor
+// Dropped. Without a panic held there is nothing to tell.
+func (p *pchannel) becomeStoppedUnstarted(ctx actor.Context) {
+	f := p.failure()
+	if f == nil {
+		return
+	}
+	p.phase, p.events = stopped, ctx.ActorSystem().EventStream
+	ev := &messages.Stopped{Header: p.header(), Reason: messages.ErrHardStop, Failure: f}
+	p.cfg.logger.Warn("stopped after it panicked, before any restart; it never started", zap.Error(ev.Reason),
+		zap.String("command", f.Command), reasonField(f.Value))
 	p.publish(ev)
 }
 

@@ -208,7 +208,10 @@ func NewSender(system *actor.ActorSystem, pid *actor.PID, opts ...SenderOption) 
 //
 // It is cheapest when the caller passes the same string for a vchannel
 // each time (a name kept, not built per call): the Sender finds it by its
-// address then, without hashing it.
+// address then, without hashing it. The Sender keeps the strings it is
+// given, as a map does, so a name must not change: one made with
+// unsafe.String over a buffer that the caller rewrites changes under the
+// Sender, which then mixes up the two vchannels.
 func (s *Sender) Update(vchannel string, checkpoint wal.MessageID) error {
 	if vchannel == "" {
 		return messages.ErrEmptyVChannel

@@ -188,5 +188,7 @@ type Stopped struct {
 	// it, or a stop came while that answer was pending. It is an
 	// *actors.PChannelPanicError (errors.Is actors.ErrPChannelPanicked),
 	// naming the message being handled; the stop itself was a hard one.
+	// One that panicked on its Started never ran: it has neither
+	// LastPersisted nor Dropped.
 	Failure error
 }
