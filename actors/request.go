@@ -145,6 +145,14 @@ func (replyBox) Stop(*actor.PID)                   {}
 //
 //	system := actor.NewActorSystem(
 //		actor.WithLoggerFactory(actors.LoggerFactory(logger)))
+//
+// The lines go to l's core, through zapslog: they are named "protoactor"
+// whatever l's name, carry no caller, and carry a stack from error level
+// on, whatever l's own options (zap.WithCaller, zap.AddStacktrace) say.
+// A value of any type in a line is first tried on an encoder of its own
+// (see guardedHandler): such an attribute costs about 2.5 times what it
+// does through zapslog alone. protoactor logs seldom: a panic, a dead letter
+// (throttled), a stop.
 func LoggerFactory(l *zap.Logger) func(*actor.ActorSystem) *slog.Logger {
 	return func(system *actor.ActorSystem) *slog.Logger {
 		return slog.New(guardedHandler{zapslog.NewHandler(l.Core(), zapslog.WithName("protoactor"),

@@ -75,10 +75,14 @@ func (e *BatchError) Error() string {
 		// An error of several lines (errors.Join, a panic's value) is
 		// joined with "; ", as several errors are: the text is one line
 		// of a log.
-		fmt.Fprintf(&b, " [%d] %q: %s", r.Index, r.VChannel, strings.ReplaceAll(fmt.Sprint(r.Err), "\n", "; "))
+		fmt.Fprintf(&b, " [%d] %q: %s", r.Index, r.VChannel, lineBreaks.Replace(fmt.Sprint(r.Err)))
 	}
 	return b.String()
 }
+
+// lineBreaks joins the lines of an error's text with "; ": every break a
+// terminal or a log viewer takes for one.
+var lineBreaks = strings.NewReplacer("\r\n", "; ", "\n", "; ", "\r", "; ", "\v", "; ", "\f", "; ", "\u0085", "; ", "\u2028", "; ", "\u2029", "; ")
 
 // Unwrap returns each rejected entry's error, for errors.Is and errors.As.
 func (e *BatchError) Unwrap() []error {
