@@ -456,7 +456,14 @@ func (m *mailbox) run() (turnOver bool) {
 	defer func() {
 		m.user.settle()
 		if r := recover(); r != nil {
-			m.failure, m.failureHeld = panicOn(msg, r), false
+			on := msg
+			if m.inc.owner != nil && any(m.context.Actor()) != any(m.inc.owner) {
+				// A restart (on a Restart, or on the Terminated of the
+				// last child it waited for) made a new incarnation and
+				// handed it its Started, on which it failed.
+				on = &actor.Started{}
+			}
+			m.failure, m.failureHeld = panicOn(on, r), false
 			m.answerPanicked(msg, m.failure)
 			m.invoker.EscalateFailure(r, msg)
 			// A restart makes the new incarnation and hands it its
@@ -637,6 +644,10 @@ type incarnation struct {
 	direct  directReceiver
 	closer  closer
 	watcher drainWatcher
+	// owner is the incarnation itself, if it is one of lowwater's actors:
+	// a panic after which the actor is another failed in the Started
+	// that a restart handed the new one (see run).
+	owner mailboxOwner
 }
 
 // learn looks the current incarnation up.
@@ -649,6 +660,7 @@ func (m *mailbox) learn() {
 	m.inc.closer, _ = a.(closer)
 	m.inc.watcher, _ = a.(drainWatcher)
 	if o, ok := a.(mailboxOwner); ok {
+		m.inc.owner = o
 		o.ownMailbox(m) // before any handler of this incarnation runs
 	}
 	if m.direct {

@@ -814,3 +814,136 @@ func TestAStopAfterAPanicOnStartedSaysWhy(t *testing.T) {
 	require.Len(t, warned, 1)
 	require.Equal(t, "no start", warned[0].ContextMap()["reason"])
 }
+
+// A pchannel restarted after a panic, whose next Started panics too and
+// which its supervisor then stops, ends as the incarnation before would
+// have: Stopped gives what it had persisted, and the panic on Started. What
+// it handed on is gone with it: the next actor of that name starts from
+// the vchannels given at spawn.
+func TestAStopAfterAPanicOnARestartsStartedTakesWhatWasHandedOn(t *testing.T) {
+	system := quietSystem(t)
+	stopped := stoppedOf(t, system)
+	persisted := make(chan wal.MessageID, 16)
+	sub := system.EventStream.Subscribe(func(ev any) {
+		if e, ok := ev.(*messages.CheckpointPersisted); ok {
+			persisted <- e.Value
+		}
+	})
+	t.Cleanup(func() { system.EventStream.Unsubscribe(sub) })
+	waitPersisted := func(want wal.MessageID) {
+		t.Helper()
+		deadline := time.After(10 * time.Second)
+		for {
+			select {
+			case v := <-persisted:
+				if v.EQ(want) {
+					return
+				}
+			case <-deadline:
+				t.Fatalf("%s not persisted within 10 s", want)
+			}
+		}
+	}
+	props, err := NewProps("p", wal.Kafka, persistence.NewMemory(), WithLogger(zap.NewNop()),
+		WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(10)}))
+	require.NoError(t, err)
+	var failStart atomic.Bool
+	props.Configure(actor.WithReceiverMiddleware(func(next actor.ReceiverFunc) actor.ReceiverFunc {
+		return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
+			switch m := env.Message.(type) {
+			case *actor.Started:
+				if failStart.Load() {
+					panic("no start")
+				}
+			case *messages.UpdateCheckpoint:
+				if m.VChannel == "x" {
+					failStart.Store(true)
+					panic("middleware bug")
+				}
+			}
+			next(c, env)
+		}
+	}))
+	var failures atomic.Int32
+	decider := func(any) actor.Directive {
+		if failures.Add(1) == 1 {
+			return actor.RestartDirective
+		}
+		return actor.StopDirective
+	}
+	type respawn struct{}
+	children := make(chan *actor.PID, 2)
+	parent := system.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		switch c.Message().(type) {
+		case *actor.Started, respawn:
+			pid, err := c.SpawnNamed(props, "pc")
+			require.NoError(t, err)
+			children <- pid
+		}
+	}, actor.WithSupervisor(actor.NewOneForOneStrategy(10, time.Minute, decider))))
+	t.Cleanup(func() { _ = system.Root.PoisonFuture(parent).Wait() })
+	pid := <-children
+
+	require.NoError(t, Request(ctx10s(t), system.Root, pid, &messages.AddVChannel{VChannel: "b", Checkpoint: wal.KafkaID(30)}))
+	require.NoError(t, Request(ctx10s(t), system.Root, pid, &messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(25)}))
+	waitPersisted(wal.KafkaID(25))
+	system.Root.Send(pid, &messages.UpdateCheckpoint{VChannel: "x", Checkpoint: wal.KafkaID(1)})
+
+	s := stopped()
+	require.Equal(t, wal.KafkaID(25), s.LastPersisted, "what the incarnation before had persisted")
+	require.True(t, s.Flushed)
+	require.Nil(t, s.Dropped)
+	require.NoError(t, s.Reason)
+	var pe *PChannelPanicError
+	require.ErrorAs(t, s.Failure, &pe)
+	require.Equal(t, "*actor.Started", pe.Command, "the restart's Started, not the message it came in")
+	require.Equal(t, "no start", pe.Value)
+
+	failStart.Store(false)
+	system.Root.Send(parent, respawn{})
+	st, err := GetState(ctx10s(t), system.Root, <-children, IncludeCheckpoints())
+	require.NoError(t, err)
+	require.Equal(t, map[string]wal.MessageID{"a": wal.KafkaID(10)}, st.Checkpoints, "the vchannels given at spawn, not those handed on")
+}
+
+// A pchannel whose Started panicked, and that its supervisor resumed,
+// starts on its first message after: it applies commands, answers and
+// stops as any other, where it panicked on every command.
+func TestAPChannelResumedAfterItsStartedPanickedStartsLate(t *testing.T) {
+	core, logs := observer.New(zap.WarnLevel)
+	system := quietSystem(t)
+	stopped := stoppedOf(t, system)
+	props, err := NewProps("p", wal.Kafka, persistence.NewMemory(), WithLogger(zap.New(core)),
+		WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(10)}))
+	require.NoError(t, err)
+	var started atomic.Int32
+	props.Configure(actor.WithReceiverMiddleware(func(next actor.ReceiverFunc) actor.ReceiverFunc {
+		return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
+			if _, ok := env.Message.(*actor.Started); ok && started.Add(1) == 1 {
+				panic("no start")
+			}
+			next(c, env)
+		}
+	}))
+	children := make(chan *actor.PID, 1)
+	parent := system.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		if _, ok := c.Message().(*actor.Started); ok {
+			children <- c.Spawn(props)
+		}
+	}, actor.WithSupervisor(actor.NewOneForOneStrategy(10, time.Minute, func(any) actor.Directive { return actor.ResumeDirective }))))
+	t.Cleanup(func() { _ = system.Root.PoisonFuture(parent).Wait() })
+	pid := <-children
+
+	require.NoError(t, Request(ctx10s(t), system.Root, pid, &messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(20)}))
+	st, err := GetState(ctx10s(t), system.Root, pid, IncludeCheckpoints())
+	require.NoError(t, err)
+	require.Equal(t, map[string]wal.MessageID{"a": wal.KafkaID(20)}, st.Checkpoints)
+	require.Len(t, logs.FilterMessage("pchannel starting on its first message: its supervisor resumed it after its Started failed").All(), 1)
+
+	require.NoError(t, system.Root.PoisonFuture(pid).Wait())
+	s := stopped()
+	require.True(t, s.Graceful)
+	require.True(t, s.Flushed)
+	require.Equal(t, wal.KafkaID(20), s.LastPersisted)
+	require.Nil(t, s.Failure)
+}

@@ -238,6 +238,9 @@ func newPChannel(cfg *config, from *spawn) *pchannel {
 // applies them alike), then what every phase answers alike, then the
 // phase's own step function for the rest of the lifecycle.
 func (p *pchannel) Receive(ctx actor.Context) {
+	if p.self == nil {
+		p.startLate(ctx)
+	}
 	switch m := ctx.Message().(type) {
 	case *messages.UpdateCheckpoint:
 		err := p.update(m)
@@ -523,7 +526,8 @@ func (p *pchannel) handOn() {
 // hand-over of a rise to the persister, as Receive would, without
 // protoactor's dispatch around them (see directReceiver).
 func (p *pchannel) receiveDirect(msg any) bool {
-	if p.phase >= stopping {
+	// No tracker: the incarnation has not started (startLate).
+	if p.phase >= stopping || p.tracker == nil {
 		return false
 	}
 	switch m := msg.(type) {
@@ -992,20 +996,61 @@ func (p *pchannel) becomeStopped() {
 	p.publish(ev)
 }
 
-// becomeStoppedUnstarted ends an incarnation that never handled its
-// Started: a receiver middleware panicked on it, and the supervisor
-// stopped the actor rather than restarting it. Nothing was tracked,
-// recovered or saved; Stopped says why, with no LastPersisted nor
-// Dropped. Without a panic held there is nothing to tell.
-func (p *pchannel) becomeStoppedUnstarted(ctx actor.Context) {
-	f := p.failure()
-	if f == nil {
+// startLate starts an incarnation that never handled its Started, on the
+// first message of another kind: its Started panicked (in a receiver
+// middleware) and its supervisor resumed it. It would otherwise panic on
+// every command, having no tracker, and publish nothing as it stopped.
+func (p *pchannel) startLate(ctx actor.Context) {
+	switch ctx.Message().(type) {
+	case *actor.Started, *actor.Stopping, *actor.Stopped, *actor.Restarting:
 		return
 	}
+	p.cfg.logger.Warn("pchannel starting on its first message: its supervisor resumed it after its Started failed",
+		zap.String("message", fmt.Sprintf("%T", ctx.Message())))
+	p.started(ctx)
+}
+
+// becomeStoppedUnstarted ends an incarnation that never handled its
+// Started: a receiver middleware panicked on it, and the supervisor
+// stopped the actor rather than restarting it. What the incarnation
+// before handed on, if one did, is taken, so that no later actor of that
+// name starts from it, and Stopped tells it as that one would have: the
+// checkpoint persisted, the minimum left unsaved. A first incarnation
+// tracked, recovered and saved nothing: it has neither.
+func (p *pchannel) becomeStoppedUnstarted(ctx actor.Context) {
+	f := p.failure()
+	h, handed := p.spawn.takeHanded(ctx.Self())
+	if f == nil && !handed {
+		return // never started, and never failed: not a pchannel's stop
+	}
 	p.phase, p.events = stopped, ctx.ActorSystem().EventStream
-	ev := &messages.Stopped{Header: p.header(), Reason: messages.ErrHardStop, Failure: f}
-	p.cfg.logger.Warn("stopped after it panicked, before any restart; it never started", zap.Error(ev.Reason),
-		zap.String("command", f.Command), reasonField(f.Value))
+	ev := &messages.Stopped{Header: p.header(), Reason: messages.ErrHardStop}
+	if f != nil {
+		ev.Failure = f
+	}
+	if handed {
+		ev.LastPersisted, ev.Flushed, ev.Reason = h.persisted, true, nil
+		if h.stop != nil {
+			ev.Graceful = h.stop.graceful
+		}
+		min := h.tracker.Minimum()
+		if left, err := unsaved(h.persisted, min); left {
+			ev.Flushed, ev.Dropped, ev.Reason = false, min, messages.ErrHardStop
+			switch {
+			case err != nil:
+				ev.Reason = err
+			case h.stop != nil && h.stop.unflushed != nil:
+				ev.Reason = h.stop.unflushed
+			}
+		}
+	}
+	fields := []zap.Field{zap.Bool("graceful", ev.Graceful), zap.Stringer("persisted", stringer{ev.LastPersisted}),
+		zap.Bool("flushed", ev.Flushed), zap.Stringer("dropped", stringer{ev.Dropped}), zap.Error(ev.Reason)}
+	if f != nil {
+		p.cfg.logger.Warn("stopped after it panicked, before any restart; it never started", append(fields, zap.String("command", f.Command), reasonField(f.Value))...)
+	} else {
+		p.cfg.logger.Info("stopped; it never started", fields...)
+	}
 	p.publish(ev)
 }
 

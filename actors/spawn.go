@@ -133,20 +133,13 @@ func pidKey(pid *actor.PID) string { return pid.Address + "/" + pid.Id }
 // that starts afresh, the first tracker, or once that is taken, a new one
 // holding the vchannels given at spawn.
 func (s *spawn) take(pid *actor.PID) handedOn {
+	if h, ok := s.takeHanded(pid); ok {
+		return h
+	}
 	s.mu.Lock()
-	h := s.handed[pidKey(pid)]
-	delete(s.handed, pidKey(pid))
 	first := s.first
-	if h == nil {
-		s.first = nil
-	}
+	s.first = nil
 	s.mu.Unlock()
-	if h != nil {
-		if h.status != nil {
-			h.persisted = h.status.load().persisted
-		}
-		return *h
-	}
 	if first != nil {
 		return handedOn{tracker: first}
 	}
@@ -159,6 +152,22 @@ func (s *spawn) take(pid *actor.PID) handedOn {
 	}
 	// newSpawn rebuilt a tracker from this very set: unreachable.
 	panic(fmt.Sprintf("lowwater: rebuilding the vchannels given at spawn: %v", err))
+}
+
+// takeHanded returns what the incarnation before the actor's at pid
+// handed on, if it did, and forgets it.
+func (s *spawn) takeHanded(pid *actor.PID) (handedOn, bool) {
+	s.mu.Lock()
+	h := s.handed[pidKey(pid)]
+	delete(s.handed, pidKey(pid))
+	s.mu.Unlock()
+	if h == nil {
+		return handedOn{}, false
+	}
+	if h.status != nil {
+		h.persisted = h.status.load().persisted
+	}
+	return *h, true
 }
 
 // spawnSet keeps the vchannels given at spawn for the actor's restarts, in
