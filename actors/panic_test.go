@@ -611,14 +611,7 @@ func TestAPanicValueThatCannotBeEncodedIsLoggedAsText(t *testing.T) {
 		}
 	}))
 	// One retry only: the panic is one failure, not two.
-	children := make(chan *actor.PID, 1)
-	parent := system.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
-		if _, ok := c.Message().(*actor.Started); ok {
-			children <- c.Spawn(props)
-		}
-	}, actor.WithSupervisor(actor.NewOneForOneStrategy(1, time.Minute, actor.DefaultDecider))))
-	t.Cleanup(func() { _ = system.Root.PoisonFuture(parent).Wait() })
-	pid := <-children
+	pid := spawnUnder(t, system, props, actor.NewOneForOneStrategy(1, time.Minute, actor.DefaultDecider))
 	recovered("the first recovery")
 
 	err = Request(ctx10s(t), system.Root, pid, &messages.UpdateCheckpoint{VChannel: "x", Checkpoint: wal.KafkaID(1)})
@@ -734,16 +727,10 @@ func TestAStopAfterAPanicSaysWhy(t *testing.T) {
 		}
 		return actor.StopDirective
 	}
-	children := make(chan *actor.PID, 3)
-	parent := system.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
-		if _, ok := c.Message().(*actor.Started); ok {
-			for range 3 {
-				children <- c.Spawn(props)
-			}
-		}
-	}, actor.WithSupervisor(actor.NewOneForOneStrategy(10, time.Minute, decider))))
-	t.Cleanup(func() { _ = system.Root.PoisonFuture(parent).Wait() })
-	quiet, restarted, panicky := <-children, <-children, <-children
+	strategy := actor.NewOneForOneStrategy(10, time.Minute, decider)
+	quiet := spawnUnder(t, system, props, strategy)
+	restarted := spawnUnder(t, system, props, strategy)
+	panicky := spawnUnder(t, system, props, strategy)
 
 	system.Root.Stop(quiet)
 	require.Nil(t, stopped().Failure, "a hard stop with no panic before it")
@@ -790,14 +777,7 @@ func TestAStopAfterAPanicOnStartedSaysWhy(t *testing.T) {
 			next(c, env)
 		}
 	}))
-	children := make(chan *actor.PID, 1)
-	parent := system.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
-		if _, ok := c.Message().(*actor.Started); ok {
-			children <- c.Spawn(props)
-		}
-	}, actor.WithSupervisor(actor.NewOneForOneStrategy(10, time.Minute, func(any) actor.Directive { return actor.StopDirective }))))
-	t.Cleanup(func() { _ = system.Root.PoisonFuture(parent).Wait() })
-	<-children
+	spawnUnder(t, system, props, actor.NewOneForOneStrategy(10, time.Minute, func(any) actor.Directive { return actor.StopDirective }))
 
 	s := stopped()
 	require.Equal(t, "p", s.PChannel)
@@ -925,14 +905,7 @@ func TestAPChannelResumedAfterItsStartedPanickedStartsLate(t *testing.T) {
 			next(c, env)
 		}
 	}))
-	children := make(chan *actor.PID, 1)
-	parent := system.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
-		if _, ok := c.Message().(*actor.Started); ok {
-			children <- c.Spawn(props)
-		}
-	}, actor.WithSupervisor(actor.NewOneForOneStrategy(10, time.Minute, func(any) actor.Directive { return actor.ResumeDirective }))))
-	t.Cleanup(func() { _ = system.Root.PoisonFuture(parent).Wait() })
-	pid := <-children
+	pid := spawnUnder(t, system, props, actor.NewOneForOneStrategy(10, time.Minute, func(any) actor.Directive { return actor.ResumeDirective }))
 
 	require.NoError(t, Request(ctx10s(t), system.Root, pid, &messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(20)}))
 	st, err := GetState(ctx10s(t), system.Root, pid, IncludeCheckpoints())
@@ -946,4 +919,18 @@ func TestAPChannelResumedAfterItsStartedPanickedStartsLate(t *testing.T) {
 	require.True(t, s.Flushed)
 	require.Equal(t, wal.KafkaID(20), s.LastPersisted)
 	require.Nil(t, s.Failure)
+}
+
+// spawnUnder spawns props as the only child of a parent whose supervisor
+// is strategy, and returns the child. The parent is poisoned at the end.
+func spawnUnder(t *testing.T, system *actor.ActorSystem, props *actor.Props, strategy actor.SupervisorStrategy) *actor.PID {
+	t.Helper()
+	children := make(chan *actor.PID, 1)
+	parent := system.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		if _, ok := c.Message().(*actor.Started); ok {
+			children <- c.Spawn(props)
+		}
+	}, actor.WithSupervisor(strategy)))
+	t.Cleanup(func() { _ = system.Root.PoisonFuture(parent).Wait() })
+	return <-children
 }
