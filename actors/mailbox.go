@@ -96,11 +96,11 @@ type mailbox struct {
 	// failure is why the actor last failed: a panic the mailbox
 	// escalated, until the actor takes it as it restarts or stops
 	// (takeFailure) or its supervisor resumes it. protoactor tells the
-	// supervisor why, and the restarted or stopped actor nothing. failureHeld is set once the
-	// mailbox is suspended for it: a resume before then is not the
-	// supervisor's answer to it but the one that a restart posts before
-	// the new incarnation's Started, on which it may have failed. Only
-	// the goroutine running the mailbox touches them.
+	// supervisor why, and the restarted or stopped actor nothing.
+	// failureHeld is set once the mailbox is suspended for it: a resume
+	// before then is not the supervisor's answer to it but the one that a
+	// restart posts before the new incarnation's Started, on which it may
+	// have failed. Only the goroutine running the mailbox touches them.
 	failure     *PChannelPanicError
 	failureHeld bool
 	// poisoned is set once the PoisonPill is handed to protoactor, which

@@ -983,15 +983,21 @@ func (p *pchannel) becomeStopped() {
 			ev.Reason = messages.ErrFlushTimeout
 		}
 	}
+	p.tellStopped(ev, p.failure(), "")
+}
+
+// tellStopped logs and publishes ev, with f, the panic the actor stopped
+// after, if there was one; note ends the log message.
+func (p *pchannel) tellStopped(ev *messages.Stopped, f *PChannelPanicError, note string) {
 	fields := []zap.Field{zap.Bool("graceful", ev.Graceful), zap.Stringer("persisted", stringer{ev.LastPersisted}),
 		zap.Bool("flushed", ev.Flushed), zap.Stringer("dropped", stringer{ev.Dropped}), zap.Error(ev.Reason)}
 	// Logged first: whoever ends on seeing Stopped (a test whose logger
 	// dies with it) must find the actor done with its logger.
-	if f := p.failure(); f != nil {
+	if f != nil {
 		ev.Failure = f
-		p.cfg.logger.Warn("stopped after it panicked, before any restart", append(fields, zap.String("command", f.Command), reasonField(f.Value))...)
+		p.cfg.logger.Warn("stopped after it panicked, before any restart"+note, append(fields, zap.String("command", f.Command), reasonField(f.Value))...)
 	} else {
-		p.cfg.logger.Info("stopped", fields...)
+		p.cfg.logger.Info("stopped"+note, fields...)
 	}
 	p.publish(ev)
 }
@@ -1025,9 +1031,6 @@ func (p *pchannel) becomeStoppedUnstarted(ctx actor.Context) {
 	}
 	p.phase, p.events = stopped, ctx.ActorSystem().EventStream
 	ev := &messages.Stopped{Header: p.header(), Reason: messages.ErrHardStop}
-	if f != nil {
-		ev.Failure = f
-	}
 	if handed {
 		ev.LastPersisted, ev.Flushed, ev.Reason = h.persisted, true, nil
 		if h.stop != nil {
@@ -1044,14 +1047,7 @@ func (p *pchannel) becomeStoppedUnstarted(ctx actor.Context) {
 			}
 		}
 	}
-	fields := []zap.Field{zap.Bool("graceful", ev.Graceful), zap.Stringer("persisted", stringer{ev.LastPersisted}),
-		zap.Bool("flushed", ev.Flushed), zap.Stringer("dropped", stringer{ev.Dropped}), zap.Error(ev.Reason)}
-	if f != nil {
-		p.cfg.logger.Warn("stopped after it panicked, before any restart; it never started", append(fields, zap.String("command", f.Command), reasonField(f.Value))...)
-	} else {
-		p.cfg.logger.Info("stopped; it never started", fields...)
-	}
-	p.publish(ev)
+	p.tellStopped(ev, f, "; it never started")
 }
 
 // unsaved reports whether a stop leaves min unsaved: it is above the
