@@ -654,6 +654,30 @@ func TestLoggerFactoryWritesWhatZapCannotEncodeAsText(t *testing.T) {
 	require.Contains(t, lines[3], `"v":"{<nil>}","ok":{"A":2}`)
 }
 
+// countsLogValue counts the calls of its LogValue.
+type countsLogValue struct{ calls atomic.Int32 }
+
+func (c *countsLogValue) LogValue() slog.Value {
+	c.calls.Add(1)
+	return slog.IntValue(7)
+}
+
+// A LogValuer is resolved once per record, in a group too, as zapslog
+// alone resolves it: the handler's trial takes its value.
+func TestLoggerFactoryResolvesALogValuerOnce(t *testing.T) {
+	observed, logs := observer.New(zap.InfoLevel)
+	system := actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(zap.NewNop())))
+	t.Cleanup(system.Shutdown)
+	l := LoggerFactory(zap.New(observed))(system)
+	top, inGroup, with := &countsLogValue{}, &countsLogValue{}, &countsLogValue{}
+	l.Info("valuers", "v", top, slog.Group("g", "w", inGroup))
+	l.With("x", with).Info("with")
+	require.Equal(t, []int32{1, 1, 1}, []int32{top.calls.Load(), inGroup.calls.Load(), with.calls.Load()})
+	require.Equal(t, int64(7), logs.All()[0].ContextMap()["v"])
+	require.Equal(t, map[string]any{"w": int64(7)}, logs.All()[0].ContextMap()["g"])
+	require.Equal(t, int64(7), logs.All()[1].ContextMap()["x"])
+}
+
 // panicsAfterOnce encodes once, on the handler's trial, and then panics,
 // in the core.
 type panicsAfterOnce struct{ calls atomic.Int32 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -179,7 +180,7 @@ func LoggerFactory(l *zap.Logger) func(*actor.ActorSystem) *slog.Logger {
 type guardedHandler struct{ slog.Handler }
 
 func (h guardedHandler) Handle(ctx context.Context, r slog.Record) (err error) {
-	if unencodable(r) {
+	if needsRewrite(r) {
 		r = recordWith(r, safeAttr)
 	}
 	defer func() {
@@ -204,13 +205,25 @@ func (h guardedHandler) WithGroup(name string) slog.Handler {
 	return guardedHandler{h.Handler.WithGroup(name)}
 }
 
-// unencodable reports whether any attribute of r fails to encode.
-func unencodable(r slog.Record) (bad bool) {
+// needsRewrite reports whether any attribute of r fails to encode or
+// is a LogValuer: one is resolved once, by safeAttr, and zapslog then
+// finds its value.
+func needsRewrite(r slog.Record) (needs bool) {
 	r.Attrs(func(a slog.Attr) bool {
-		bad = !encodes(a)
-		return !bad
+		needs = attrNeedsRewrite(a)
+		return !needs
 	})
-	return bad
+	return needs
+}
+
+func attrNeedsRewrite(a slog.Attr) bool {
+	switch a.Value.Kind() {
+	case slog.KindLogValuer:
+		return true
+	case slog.KindGroup:
+		return slices.ContainsFunc(a.Value.Group(), attrNeedsRewrite)
+	}
+	return !encodes(a)
 }
 
 // recordWith is r with each attribute mapped by f.
@@ -246,29 +259,21 @@ func safeAttr(a slog.Attr) slog.Attr {
 	return attrAsText(a)
 }
 
-// encodes reports whether zap encodes a without a panic, trying a value
-// of any type on a JSON encoder of its own: zapslog gives it to the core
-// as zap.Any, and every zap encoder of fields runs the value's own
-// marshalling there. A LogValuer is resolved as zapslog resolves it.
+// encodes reports whether zap encodes a value of any type without a
+// panic, trying it on a JSON encoder of its own: zapslog gives it to the
+// core as zap.Any, and every zap encoder of fields runs the value's own
+// marshalling there. A value of any other kind encodes; a group or a
+// LogValuer is for the caller to open.
 func encodes(a slog.Attr) (ok bool) {
-	switch a.Value.Kind() {
-	case slog.KindGroup:
-		for _, m := range a.Value.Group() {
-			if !encodes(m) {
-				return false
-			}
-		}
+	if a.Value.Kind() != slog.KindAny {
 		return true
-	case slog.KindLogValuer:
-		return encodes(slog.Attr{Key: a.Key, Value: a.Value.Resolve()})
-	case slog.KindAny:
-		defer func() {
-			if recover() != nil {
-				ok = false
-			}
-		}()
-		zap.Any(a.Key, a.Value.Any()).AddTo(zapcore.NewJSONEncoder(zapcore.EncoderConfig{}))
 	}
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	zap.Any(a.Key, a.Value.Any()).AddTo(zapcore.NewJSONEncoder(zapcore.EncoderConfig{}))
 	return true
 }
 
