@@ -743,15 +743,7 @@ func TestAStopAfterAPanicSaysWhy(t *testing.T) {
 			next(c, env)
 		}
 	}))
-	// The decider restarts on the first panic and stops on the second.
-	var panics atomic.Int32
-	decider := func(any) actor.Directive {
-		if panics.Add(1) == 1 {
-			return actor.RestartDirective
-		}
-		return actor.StopDirective
-	}
-	strategy := actor.NewOneForOneStrategy(10, time.Minute, decider)
+	strategy := actor.NewOneForOneStrategy(10, time.Minute, restartOnceThenStop())
 	quiet := spawnUnder(t, system, props, strategy)
 	restarted := spawnUnder(t, system, props, strategy)
 	panicky := spawnUnder(t, system, props, strategy)
@@ -868,13 +860,6 @@ func TestAStopAfterAPanicOnARestartsStartedTakesWhatWasHandedOn(t *testing.T) {
 			next(c, env)
 		}
 	}))
-	var failures atomic.Int32
-	decider := func(any) actor.Directive {
-		if failures.Add(1) == 1 {
-			return actor.RestartDirective
-		}
-		return actor.StopDirective
-	}
 	type respawn struct{}
 	children := make(chan *actor.PID, 2)
 	parent := system.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
@@ -884,7 +869,7 @@ func TestAStopAfterAPanicOnARestartsStartedTakesWhatWasHandedOn(t *testing.T) {
 			require.NoError(t, err)
 			children <- pid
 		}
-	}, actor.WithSupervisor(actor.NewOneForOneStrategy(10, time.Minute, decider))))
+	}, actor.WithSupervisor(actor.NewOneForOneStrategy(10, time.Minute, restartOnceThenStop()))))
 	t.Cleanup(func() { _ = system.Root.PoisonFuture(parent).Wait() })
 	pid := <-children
 
@@ -957,4 +942,16 @@ func spawnUnder(t *testing.T, system *actor.ActorSystem, props *actor.Props, str
 	}, actor.WithSupervisor(strategy)))
 	t.Cleanup(func() { _ = system.Root.PoisonFuture(parent).Wait() })
 	return <-children
+}
+
+// restartOnceThenStop is a decider that restarts on the first failure it
+// is told of, whichever child's, and stops on every one after.
+func restartOnceThenStop() actor.DeciderFunc {
+	var failures atomic.Int32
+	return func(any) actor.Directive {
+		if failures.Add(1) == 1 {
+			return actor.RestartDirective
+		}
+		return actor.StopDirective
+	}
 }
