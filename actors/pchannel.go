@@ -900,7 +900,8 @@ func (p *pchannel) becomeRunning(ctx actor.Context, stored wal.MessageID) {
 	if p.start == nil {
 		p.start = p.spawnMinimum
 	}
-	rec := &messages.Recovered{Header: p.header(), StartMessageID: p.start, FromCatalog: stored != nil, Attempts: p.recovery.attempt}
+	rec := &messages.Recovered{Header: p.header(), StartMessageID: p.start, FromCatalog: stored != nil, Minimum: p.tracker.Minimum(),
+		Attempts: p.recovery.attempt}
 	p.publish(rec)
 	// The stall clock starts over: a pchannel is not stalled by the time
 	// it took to recover.

@@ -31,6 +31,11 @@ type Recovered struct {
 	// FromCatalog is true when StartMessageID is the stored checkpoint,
 	// false when it is the minimum of the vchannels given at spawn.
 	FromCatalog bool
+	// Minimum is the low-water mark as recovery ends (nil with no
+	// vchannel). Commands applied during recovery may have raised it past
+	// StartMessageID, their events published before this one: a save of it
+	// is due when it is above the stored checkpoint.
+	Minimum wal.MessageID
 	// Attempts is the number of catalog reads it took; 1 when the stored
 	// checkpoint was given at spawn (actors.WithPreloaded), which reads
 	// none.

@@ -162,8 +162,11 @@ type series struct {
 
 // pchannelState is what the collector knows of one pchannel right now.
 type pchannelState struct {
-	counters   *actors.Counters
-	live       bool // spawned (Counters or an event said so) and not stopped
+	counters *actors.Counters
+	// seen is set by the pchannel's first event: until then (its Counters
+	// asked for, its NewProps perhaps failing after) it has no series.
+	seen       bool
+	live       bool // running, as its events say: not stopped
 	recovering bool
 	retrying   bool
 	minimum    wal.MessageID
@@ -273,7 +276,14 @@ func New(opts ...Option) (*Collector, error) {
 // respawned pchannel counts on. Asking for them counts no pchannel as
 // running: its events do (Recovered, or RecoveryFailed while its catalog
 // cannot be read), so that a NewProps that fails leaves no phantom behind.
+//
+// A name no pchannel can have (persistence.ValidatePChannel), which
+// NewProps refuses, gets counters kept nowhere: no series of it could be
+// exported.
 func (c *Collector) Counters(pchannel string) *actors.Counters {
+	if persistence.ValidatePChannel(pchannel) != nil {
+		return new(actors.Counters)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p := c.pchannel(pchannel)
@@ -295,7 +305,10 @@ func (c *Collector) Counters(pchannel string) *actors.Counters {
 // that run at once, it counts their pchannels of the same name as one.
 // One system after another (a node's restart in the same process, closing
 // the first subscription) is what it is for; for two at once, make a
-// Collector each.
+// Collector each, and register both under a label of their own
+// (prometheus.WrapRegistererWith), or each with a namespace of its own
+// (WithNamespace): a registry refuses the same series twice, and the same
+// name with a label and without.
 func (c *Collector) Subscribe(es *eventstream.EventStream, opts ...events.Option) (*events.Subscription, error) {
 	sub, err := events.SubscribeFunc(es, c.Observe, opts...)
 	if err != nil {
@@ -349,7 +362,9 @@ func (c *Collector) Forget(pchannel string) {
 }
 
 // Observe counts one event. Subscribe calls it; call it yourself to feed
-// the collector from elsewhere.
+// the collector from elsewhere. An event of a name no pchannel can have
+// (persistence.ValidatePChannel) is ignored: as a label it would fail
+// every scrape.
 func (c *Collector) Observe(ev messages.Event) {
 	h := ev.EventHeader()
 	c.mu.Lock()
@@ -357,12 +372,25 @@ func (c *Collector) Observe(ev messages.Event) {
 	if c.late(h, ev) {
 		return
 	}
-	s, p := c.seriesOf(h.PChannel), c.pchannel(h.PChannel)
+	p := c.pchannels[h.PChannel]
+	if p == nil || !p.seen {
+		if persistence.ValidatePChannel(h.PChannel) != nil {
+			return
+		}
+		p = c.pchannel(h.PChannel)
+		p.seen = true
+	}
+	s := c.seriesOf(h.PChannel)
 	switch e := ev.(type) {
 	case *messages.Recovered:
 		p.live, p.recovering = true, false
 		p.heldSince, p.stalled = h.At, false
-		p.persisted, p.minimum = nil, e.StartMessageID
+		// The minimum as recovery ends: commands applied during it may
+		// have raised it past the start, a save of it then due.
+		p.persisted, p.minimum = nil, e.Minimum
+		if p.minimum == nil {
+			p.minimum = e.StartMessageID
+		}
 		if e.FromCatalog {
 			p.persisted = e.StartMessageID
 		}
@@ -449,6 +477,13 @@ func (p *pchannelState) pending(at time.Time) {
 	}
 }
 
+// counted reports whether the pchannel's counters have counted anything:
+// its actor runs, though no event of it has come yet.
+func (p *pchannelState) counted() bool {
+	c := p.counters
+	return c != nil && (c.Updates() != 0 || c.SavesInFlight() != 0 || c.AbandonedCalls() != 0)
+}
+
 func (c *Collector) pchannel(name string) *pchannelState {
 	p, ok := c.pchannels[name]
 	if !ok {
@@ -523,6 +558,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	var inFlight, live, recovering, retrying, lag, age, stalled float64
 	for _, name := range sortedKeys(c.pchannels) {
 		p := c.pchannels[name]
+		if !p.seen && !p.counted() {
+			continue // no event yet, and nothing counted: perhaps never spawned
+		}
 		var up, ab uint64
 		var fl, l, rec, ret, pl, ag, st float64
 		if p.counters != nil {

@@ -185,6 +185,39 @@ func TestScrapeMoves(t *testing.T) {
 	}
 }
 
+// A pchannel whose vchannels start above its stored checkpoint owes a
+// save as it recovers: while the catalog refuses it, the lag grows from
+// Recovered on, though no MinimumAdvanced follows it.
+func TestLagCountsFromRecoveryWhenTheMinimumIsAboveTheStoredCheckpoint(t *testing.T) {
+	collector, err := metrics.New()
+	require.NoError(t, err)
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	defer system.Shutdown()
+	sub, err := collector.Subscribe(system.EventStream)
+	require.NoError(t, err)
+	defer sub.Close()
+	catalog := faultinject.Wrap(persistence.NewMemory())
+	catalog.SetDown(true) // every save fails
+	props, err := actors.NewProps("p0", wal.Kafka, catalog, actors.WithBackoff(fast),
+		actors.WithCounters(collector.Counters("p0")), actors.WithPreloaded(wal.KafkaID(10)),
+		actors.WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(20), "b": wal.KafkaID(30)}))
+	require.NoError(t, err)
+	pid := system.Root.Spawn(props)
+	defer func() { require.NoError(t, system.Root.StopFuture(pid).Wait()) }()
+
+	var lag float64
+	require.Eventually(t, func() bool {
+		lag = valueOf(t, collector, "lowwater_persist_lag_seconds")
+		return valueOf(t, collector, "lowwater_pchannels_retrying") == 1 && lag > 0
+	}, testBound, tick, "the save of kafka:20 owed since recovery fails, and the lag shows it")
+	require.Eventually(t, func() bool { return valueOf(t, collector, "lowwater_persist_lag_seconds") > lag }, testBound, tick,
+		"the lag grows while the save fails")
+	st, err := actors.GetState(ctxtest.Within(time.Second), system.Root, pid)
+	require.NoError(t, err)
+	require.Equal(t, wal.KafkaID(20), st.Minimum)
+	require.Equal(t, wal.KafkaID(10), st.Persisted)
+}
+
 // Every series is there from the first scrape, passes promlint, and the
 // reasons are bounded.
 func TestSeriesAndLint(t *testing.T) {
@@ -310,21 +343,85 @@ func registry(t *testing.T, c prometheus.Collector) *prometheus.Registry {
 }
 
 // Counters alone counts no pchannel: a NewProps that fails after asking
-// for them (a bad name, say) leaves no phantom pchannel behind. Its first
-// event does.
+// for them (a bad name, a bad option) leaves no series behind, with the
+// pchannel label or without; a name no pchannel can have, not even in an
+// event fed by hand, which as a label would fail every scrape. Its first
+// event, or its first update counted, brings it in.
 func TestCountersCountNoPChannel(t *testing.T) {
-	collector, err := metrics.New()
-	require.NoError(t, err)
-	_, err = actors.NewProps("bad\x00name", wal.Kafka, persistence.NewMemory(),
-		actors.WithCounters(collector.Counters("bad\x00name")))
-	require.ErrorIs(t, err, persistence.ErrInvalidArgument)
-	require.Zero(t, valueOf(t, collector, "lowwater_pchannels"))
-	require.Zero(t, valueOf(t, collector, "lowwater_pchannels_recovering"))
+	for _, labelled := range []bool{false, true} {
+		t.Run(fmt.Sprintf("pchannel label %t", labelled), func(t *testing.T) {
+			var opts []metrics.Option
+			if labelled {
+				opts = append(opts, metrics.WithPChannelLabel())
+			}
+			collector, err := metrics.New(opts...)
+			require.NoError(t, err)
+			reg := registry(t, collector)
+			for _, name := range []string{"bad\x00name", "bad\xff", strings.Repeat("y", 513)} {
+				_, err = actors.NewProps(name, wal.Kafka, persistence.NewMemory(), actors.WithCounters(collector.Counters(name)))
+				require.ErrorIs(t, err, persistence.ErrInvalidArgument)
+				collector.Observe(&messages.RecoveryFailed{Header: messages.Header{PChannel: name, At: time.Now()}, Err: persistence.ErrClosed})
+			}
+			_, err = actors.NewProps("refused", wal.Kafka, persistence.NewMemory(), actors.WithCounters(collector.Counters("refused")),
+				actors.WithSaveTimeout(-1))
+			require.ErrorIs(t, err, actors.ErrInvalidOption)
+			families, err := reg.Gather()
+			require.NoError(t, err, "a scrape must not fail")
+			for _, f := range families {
+				for _, m := range f.GetMetric() {
+					if f.GetName() == "lowwater_pchannels" {
+						require.Zero(t, m.GetGauge().GetValue())
+					}
+					for _, l := range m.GetLabel() {
+						require.NotEqual(t, "pchannel", l.GetName(), "%s has a series of a pchannel that never ran", f.GetName())
+					}
+				}
+			}
 
-	collector.Counters("p0")
-	collector.Observe(&messages.RecoveryFailed{Header: messages.Header{PChannel: "p0", At: time.Now()}, Err: persistence.ErrClosed})
-	require.Equal(t, 1.0, valueOf(t, collector, "lowwater_pchannels"))
-	require.Equal(t, 1.0, valueOf(t, collector, "lowwater_pchannels_recovering"))
+			collector.Counters("p0")
+			collector.Observe(&messages.RecoveryFailed{Header: messages.Header{PChannel: "p0", At: time.Now()}, Err: persistence.ErrClosed})
+			require.Equal(t, 1.0, valueOf(t, collector, "lowwater_pchannels"))
+			require.Equal(t, 1.0, valueOf(t, collector, "lowwater_pchannels_recovering"))
+			applyUpdates(t, "p1", collector.Counters("p1"), 2) // its events go to a system the collector does not watch
+			families, err = reg.Gather()
+			require.NoError(t, err)
+			updates := 0.0
+			for _, f := range families {
+				if f.GetName() == "lowwater_updates_total" {
+					for _, m := range f.GetMetric() {
+						updates += m.GetCounter().GetValue()
+					}
+				}
+			}
+			require.Equal(t, 2.0, updates)
+		})
+	}
+}
+
+// Two collectors, for two actor systems at once, register in one registry
+// as Subscribe says: each under a label of its own, or each with a
+// namespace of its own.
+func TestTwoCollectorsShareARegistry(t *testing.T) {
+	newCollector := func(opts ...metrics.Option) *metrics.Collector {
+		c, err := metrics.New(opts...)
+		require.NoError(t, err)
+		c.Observe(&messages.RecoveryFailed{Header: messages.Header{PChannel: "p0", At: time.Now()}, Err: persistence.ErrClosed})
+		return c
+	}
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, prometheus.WrapRegistererWith(prometheus.Labels{"system": "a"}, reg).Register(newCollector()))
+	require.NoError(t, prometheus.WrapRegistererWith(prometheus.Labels{"system": "b"}, reg).Register(newCollector()))
+	require.NoError(t, reg.Register(newCollector(metrics.WithNamespace("other"))))
+	families, err := reg.Gather()
+	require.NoError(t, err)
+	pchannels := map[string]int{}
+	for _, f := range families {
+		if strings.HasSuffix(f.GetName(), "_pchannels") {
+			pchannels[f.GetName()] += len(f.GetMetric())
+		}
+	}
+	require.Equal(t, map[string]int{"lowwater_pchannels": 2, "other_pchannels": 1}, pchannels)
+	require.Error(t, reg.Register(newCollector()), "the same series with a label and without")
 }
 
 // gauge is the value of the one series of name that c reports.
