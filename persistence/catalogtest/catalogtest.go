@@ -23,7 +23,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -58,14 +60,19 @@ import (
 // time, under "StartSave/", with each save started through StartSave (and
 // through Save where StartSave declines with errors.ErrUnsupported, as the
 // actors do): the same rules hold, and each save that started is told
-// exactly once, within a minute.
+// exactly once, within a minute, and never from within StartSave. Once a
+// started save was not told in time, the saves after it in that check
+// fail at once. A save told again after its check ended fails the
+// "StartSave" test around it, if that has not ended.
 //
 // Run needs no goroutine of the catalog's to end by itself: checks that
-// race writers wait for them with a deadline of a minute.
+// race writers wait for them with a deadline of a minute and a half, and
+// whatever those find after it is not reported.
 func Run(t *testing.T, newCatalog func(t *testing.T) persistence.Catalog) {
 	t.Helper()
 	run(t, newCatalog)
 	t.Run("StartSave", func(t *testing.T) {
+		outer := newReporter(t, nil)
 		run(t, func(t *testing.T) persistence.Catalog {
 			c := newCatalog(t)
 			starter, ok := c.(persistence.SaveStarter)
@@ -73,7 +80,7 @@ func Run(t *testing.T, newCatalog func(t *testing.T) persistence.Catalog) {
 				_ = c.Close()
 				t.Skip("not a persistence.SaveStarter")
 			}
-			return startedSaves{SaveStarter: starter, t: t}
+			return &startedSaves{SaveStarter: starter, report: newReporter(t, outer)}
 		})
 	})
 }
@@ -142,7 +149,7 @@ func wantStored(t *testing.T, c persistence.Catalog, pchannel string, want wal.M
 		t.Fatalf("Load(%q) = %v", pchannel, err)
 	}
 	if got != want {
-		t.Fatalf("Load(%q) = %#v, want %#v", pchannel, got, want)
+		t.Fatalf("Load(%q) = %s, want %s", pchannel, exact(got), exact(want))
 	}
 }
 
@@ -157,7 +164,7 @@ func wantAll(t *testing.T, c persistence.Catalog, want map[string]wal.MessageID)
 	}
 	for pchannel, id := range want {
 		if got[pchannel] != id {
-			t.Fatalf("LoadAll[%q] = %#v, want %#v", pchannel, got[pchannel], id)
+			t.Fatalf("LoadAll[%q] = %s, want %s", pchannel, exact(got[pchannel]), exact(id))
 		}
 	}
 }
@@ -363,7 +370,7 @@ func testInvalidArguments(t *testing.T, c persistence.Catalog) {
 		}
 	}
 	if id, err := c.Load(ctx, ""); !errors.Is(err, persistence.ErrInvalidArgument) || id != nil {
-		t.Errorf("Load(\"\") = (%v, %v), want ErrInvalidArgument", id, err)
+		t.Errorf("Load(\"\") = (%s, %v), want ErrInvalidArgument", wal.String(id), err)
 	}
 	if err := c.Delete(ctx, ""); !errors.Is(err, persistence.ErrInvalidArgument) {
 		t.Errorf("Delete(\"\") = %v, want ErrInvalidArgument", err)
@@ -399,6 +406,9 @@ func testLoadAll(t *testing.T, c persistence.Catalog) {
 func testConcurrentSaves(t *testing.T, c persistence.Catalog) {
 	const writers, perWriter = 4, 100
 	ctx := context.Background()
+	// The writers and the reader report through it: should one of them
+	// outlive the wait for it, it cannot report to the ended test.
+	r := newReporter(t, nil)
 	var wg sync.WaitGroup
 	for w := range writers {
 		wg.Add(1)
@@ -412,10 +422,10 @@ func testConcurrentSaves(t *testing.T, c persistence.Catalog) {
 				case err == nil:
 				case errors.As(err, &ahead):
 					if !id.LT(ahead.Stored) {
-						t.Errorf("Save(%s) refused with stored %s, which is not above it", id, ahead.Stored)
+						r.errorf("Save(%s) refused with stored %s, which is not above it", id, ahead.Stored)
 					}
 				default:
-					t.Errorf("Save(%s) = %v", id, err)
+					r.errorf("Save(%s) = %v", id, err)
 				}
 			}
 		}()
@@ -435,11 +445,11 @@ func testConcurrentSaves(t *testing.T, c persistence.Catalog) {
 			}
 			got, err := c.Load(ctx, "p")
 			if err != nil {
-				t.Errorf("Load = %v", err)
+				r.errorf("Load = %v", err)
 				return
 			}
 			if wal.Less(got, last) {
-				t.Errorf("stored checkpoint went back from %s to %s", wal.String(last), wal.String(got))
+				r.errorf("stored checkpoint went back from %s to %s", wal.String(last), wal.String(got))
 				return
 			}
 			last = got
@@ -453,13 +463,14 @@ func testConcurrentSaves(t *testing.T, c persistence.Catalog) {
 }
 
 // waitFor bounds a wait so that a deadlock fails the test instead of hanging
-// it.
+// it. Its bound is above toldWithin, so that a started save never told
+// fails as such, not as a writer that never finished.
 func waitFor(t *testing.T, done <-chan struct{}, what string) {
 	t.Helper()
 	select {
 	case <-done:
-	case <-time.After(time.Minute):
-		t.Fatalf("%s did not finish within a minute", what)
+	case <-time.After(toldWithin + 30*time.Second):
+		t.Fatalf("%s did not finish within %v", what, toldWithin+30*time.Second)
 	}
 }
 
@@ -510,7 +521,7 @@ func testDoneContext(t *testing.T, c persistence.Catalog) {
 			t.Errorf("Save = %v, want %v", err, tc.want)
 		}
 		if id, err := c.Load(tc.ctx, "p"); !errors.Is(err, tc.want) || id != nil {
-			t.Errorf("Load = (%v, %v), want %v", id, err, tc.want)
+			t.Errorf("Load = (%s, %v), want %v", wal.String(id), err, tc.want)
 		}
 		if all, err := c.LoadAll(tc.ctx); !errors.Is(err, tc.want) || all != nil {
 			t.Errorf("LoadAll = (%v, %v), want %v", all, err, tc.want)
@@ -532,7 +543,7 @@ func testClosed(t *testing.T, c persistence.Catalog) {
 		t.Errorf("Save after Close = %v, want ErrClosed", err)
 	}
 	if id, err := c.Load(ctx, "p"); !errors.Is(err, persistence.ErrClosed) || id != nil {
-		t.Errorf("Load after Close = (%v, %v), want ErrClosed", id, err)
+		t.Errorf("Load after Close = (%s, %v), want ErrClosed", wal.String(id), err)
 	}
 	if all, err := c.LoadAll(ctx); !errors.Is(err, persistence.ErrClosed) || all != nil {
 		t.Errorf("LoadAll after Close = (%v, %v), want ErrClosed", all, err)
@@ -545,28 +556,79 @@ func testClosed(t *testing.T, c persistence.Catalog) {
 	}
 }
 
-// startedSaves saves through StartSave, and checks that each save that
-// started is told exactly once.
-type startedSaves struct {
-	persistence.SaveStarter
-	t *testing.T
+// exact shows an ID as it prints and with every field, so that two IDs
+// that print alike are told apart.
+func exact(id wal.MessageID) string {
+	if id == nil {
+		return wal.String(id)
+	}
+	return fmt.Sprintf("%s (%#v)", wal.String(id), id)
 }
 
-// toldWithin bounds the wait for a started save to be told.
-const toldWithin = time.Minute
+// reporter takes the failures goroutines find, which testing forbids
+// reporting to a test that has ended: a check's started saves may be told
+// after it ends. Once its test has ended a failure goes to the test
+// around it, while that one runs, and after that to no one.
+type reporter struct {
+	mu     sync.Mutex
+	t      *testing.T
+	ended  bool // guarded by mu
+	parent *reporter
+}
 
-func (s startedSaves) Save(ctx context.Context, pchannel string, checkpoint wal.MessageID) error {
+func newReporter(t *testing.T, parent *reporter) *reporter {
+	r := &reporter{t: t, parent: parent}
+	t.Cleanup(func() {
+		r.mu.Lock()
+		r.ended = true
+		r.mu.Unlock()
+	})
+	return r
+}
+
+func (r *reporter) errorf(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case !r.ended:
+		r.t.Errorf(format, args...)
+	case r.parent != nil:
+		r.parent.errorf("after %s ended: "+format, append([]any{r.t.Name()}, args...)...)
+	}
+}
+
+// startedSaves saves through StartSave, and checks that each save that
+// started is told exactly once, within toldWithin, and never from within
+// StartSave. Once a save was not told in time, the saves after it fail at
+// once: a check of many saves would otherwise wait that long for each.
+type startedSaves struct {
+	persistence.SaveStarter
+	report *reporter
+	untold atomic.Bool
+}
+
+// toldWithin bounds the wait for a started save to be told. A variable
+// for the suite's own tests alone.
+var toldWithin = time.Minute
+
+func (s *startedSaves) Save(ctx context.Context, pchannel string, checkpoint wal.MessageID) error {
+	if s.untold.Load() {
+		return errors.New("a save started earlier was never told: no more are started")
+	}
 	var told sync.Mutex
 	times := 0
 	result := make(chan error, 1)
 	err := s.StartSave(ctx, pchannel, checkpoint, func(err error) {
+		if withinStartSave() {
+			s.report.errorf("StartSave(%q, %s) called done from within StartSave", pchannel, wal.String(checkpoint))
+		}
 		told.Lock()
 		defer told.Unlock()
 		if times++; times == 1 {
 			result <- err
 			return
 		}
-		s.t.Errorf("StartSave(%q, %s): done called %d times", pchannel, wal.String(checkpoint), times)
+		s.report.errorf("StartSave(%q, %s): done called %d times", pchannel, wal.String(checkpoint), times)
 	})
 	switch {
 	case errors.Is(err, errors.ErrUnsupported):
@@ -578,7 +640,26 @@ func (s startedSaves) Save(ctx context.Context, pchannel string, checkpoint wal.
 	case err := <-result:
 		return err
 	case <-time.After(toldWithin):
-		s.t.Errorf("StartSave(%q, %s) started, and was not told within %v", pchannel, wal.String(checkpoint), toldWithin)
+		s.untold.Store(true)
+		s.report.errorf("StartSave(%q, %s) started, and was not told within %v", pchannel, wal.String(checkpoint), toldWithin)
 		return fmt.Errorf("not told within %v", toldWithin)
+	}
+}
+
+// withinStartSave reports whether startedSaves.Save, which calls
+// StartSave, is on the calling goroutine's stack: a done called there is
+// called from within StartSave. One the catalog calls on a goroutine of
+// its own has it nowhere on its stack, however soon it runs.
+func withinStartSave() bool {
+	pcs := make([]uintptr, 64)
+	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs)])
+	for {
+		f, more := frames.Next()
+		if strings.HasSuffix(f.Function, "catalogtest.(*startedSaves).Save") {
+			return true
+		}
+		if !more {
+			return false
+		}
 	}
 }

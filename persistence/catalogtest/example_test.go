@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -155,5 +156,92 @@ func TestRunCatchesABrokenCatalog(t *testing.T) {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("child output lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// starterCatalog is mapCatalog with a StartSave that breaks the contract
+// in the way its mode names (see TestRunCatchesABrokenSaveStarter).
+type starterCatalog struct {
+	*mapCatalog
+	mode string
+}
+
+// toldAgain is, in mode "twice-late", the done of the last save of the
+// catalog closed last: the next catalog's first save calls it again, once
+// the check that started it has ended.
+var toldAgain struct {
+	sync.Mutex
+	last, closed func(error)
+}
+
+func (c *starterCatalog) StartSave(ctx context.Context, pchannel string, checkpoint wal.MessageID, done func(error)) error {
+	switch c.mode {
+	case "within":
+		done(c.Save(ctx, pchannel, checkpoint))
+	case "twice-late":
+		toldAgain.Lock()
+		again := toldAgain.closed
+		toldAgain.closed, toldAgain.last = nil, done
+		toldAgain.Unlock()
+		if again != nil {
+			told := make(chan struct{})
+			go func() { again(nil); close(told) }()
+			<-told
+		}
+		go done(c.Save(ctx, pchannel, checkpoint))
+	case "never":
+	}
+	return nil
+}
+
+func (c *starterCatalog) Close() error {
+	toldAgain.Lock()
+	toldAgain.closed, toldAgain.last = toldAgain.last, nil
+	toldAgain.Unlock()
+	return c.mapCatalog.Close()
+}
+
+// TestRunCatchesABrokenSaveStarter runs the suite, in a child process, on
+// catalogs whose StartSave calls done from within itself, calls it again
+// after the check that started it ended, or never calls it. Each is failed
+// with its reason, and none crashes the run: testing panics when a
+// goroutine reports to a test that has ended.
+func TestRunCatchesABrokenSaveStarter(t *testing.T) {
+	if mode := os.Getenv("CATALOGTEST_STARTER"); mode != "" {
+		defer catalogtest.SetToldWithin(100 * time.Millisecond)()
+		catalogtest.Run(t, func(*testing.T) persistence.Catalog { return &starterCatalog{mapCatalog: newMapCatalog(), mode: mode} })
+		return
+	}
+	for mode, want := range map[string][]string{
+		"within": {
+			"--- FAIL: TestRunCatchesABrokenSaveStarter/StartSave/SaveThenLoadEveryWAL",
+			`StartSave("pch-kafka", kafka:10) called done from within StartSave`,
+		},
+		"twice-late": {
+			"--- FAIL: TestRunCatchesABrokenSaveStarter/StartSave ",
+			"after TestRunCatchesABrokenSaveStarter/StartSave/SaveThenLoadEveryWAL ended:",
+			"--- PASS: TestRunCatchesABrokenSaveStarter/StartSave/SaveThenLoadEveryWAL",
+		},
+		"never": {
+			"--- FAIL: TestRunCatchesABrokenSaveStarter/StartSave/ConcurrentSavesNeverGoBack",
+			"started, and was not told within 100ms",
+		},
+	} {
+		t.Run(mode, func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "-test.run=^TestRunCatchesABrokenSaveStarter$", "-test.v")
+			cmd.Env = append(os.Environ(), "CATALOGTEST_STARTER="+mode)
+			out, err := cmd.CombinedOutput()
+			if err == nil {
+				t.Fatalf("the suite passed a StartSave that breaks the contract:\n%s", out)
+			}
+			if strings.Contains(string(out), "panic:") {
+				t.Errorf("the run crashed:\n%s", out)
+			}
+			for _, w := range want {
+				if !strings.Contains(string(out), w) {
+					t.Errorf("child output lacks %q:\n%s", w, out)
+				}
+			}
+		})
 	}
 }
