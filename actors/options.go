@@ -184,7 +184,9 @@ func WithOwnership(ctx context.Context) Option {
 // (nil: nothing), read beforehand with one LoadAll for many pchannels, so
 // that recovery needs no read of its own. One of another WAL is an
 // ErrInvalidOption (wrapping wal.ErrWALMismatch): taken to recovery, it
-// was reported as a corrupt record, which the catalog's may not be.
+// was reported as a corrupt record, which the catalog's may not be. So is
+// one that does not read back or cannot be compared (wrapping
+// wal.ErrCorruptID), as a vchannel's checkpoint is.
 func WithPreloaded(checkpoint wal.MessageID) Option {
 	return optionFunc(func(c *config) { c.preloaded = &checkpoint })
 }
@@ -275,8 +277,10 @@ func newConfig(pchannel string, walName wal.Name, catalog persistence.Catalog, o
 	if c.preloaded != nil && *c.preloaded != nil {
 		// An unknown WAL is told once, by newSpawn.
 		if check, err := wal.NewChecker(walName); err == nil {
-			if err := check.Check(*c.preloaded); err != nil {
-				errs = append(errs, fmt.Errorf("preloaded checkpoint %v: %w", *c.preloaded, err))
+			// Marshal, not Check: an ID of a registered type must also
+			// read back and be ordered without a panic, as a vchannel's.
+			if _, err := check.Marshal(*c.preloaded); err != nil {
+				errs = append(errs, fmt.Errorf("preloaded checkpoint %s: %w", wal.String(*c.preloaded), err))
 			}
 		}
 	}

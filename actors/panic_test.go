@@ -337,10 +337,12 @@ func TestBrokenOrderStopsThePChannel(t *testing.T) {
 }
 
 // A stored checkpoint whose comparison panics (brittleMark, as bytes that
-// decoded to a broken ID may be) makes neither actor panic: every save
-// over it is refused by the catalog and retried on the backoff, and a
-// graceful stop ends within its bound, the minimum left unsaved. The
-// persister used to crash over and over, and the stop to hang.
+// decoded to a broken ID may be) is a corrupt record, as one that cannot
+// be decoded is: recovery fails on it and is retried on the backoff until
+// it is repaired, rather than starting from a checkpoint no save could
+// ever pass. Neither actor panics, and a graceful stop ends within its
+// bound. The persister used to crash over and over, and the stop to hang;
+// then every save failed, the pchannel having recovered from it.
 func TestStoredCheckpointWhoseComparisonPanics(t *testing.T) {
 	require.NoError(t, registerBrittle())
 	system := quietSystem(t)
@@ -352,7 +354,7 @@ func TestStoredCheckpointWhoseComparisonPanics(t *testing.T) {
 	evs := make(chan messages.Event, 256)
 	sub := system.EventStream.Subscribe(func(ev any) {
 		switch e := ev.(type) {
-		case *messages.PersistFailed, *messages.PersisterRestarted, *messages.Stopped:
+		case *messages.RecoveryFailed, *messages.Recovered, *messages.PersistFailed, *messages.PersisterRestarted, *messages.Stopped:
 			select {
 			case evs <- e.(messages.Event):
 			default:
@@ -368,15 +370,19 @@ func TestStoredCheckpointWhoseComparisonPanics(t *testing.T) {
 	pid := system.Root.Spawn(props)
 	require.NoError(t, Request(ctx10s(t), system.Root, pid, &messages.UpdateCheckpoint{VChannel: "v", Checkpoint: brittleID(20)}))
 
-	select {
-	case ev := <-evs:
-		f, ok := ev.(*messages.PersistFailed)
-		require.True(t, ok, "want PersistFailed, got %T", ev)
-		require.ErrorIs(t, f.Err, wal.ErrCorruptID)
-		require.ErrorIs(t, f.Err, persistence.ErrInvalidArgument)
-		require.NotZero(t, f.NextRetry)
-	case <-time.After(10 * time.Second):
-		t.Fatal("no PersistFailed within 10 s")
+	for failed := 0; failed < 2; {
+		select {
+		case ev := <-evs:
+			f, ok := ev.(*messages.RecoveryFailed)
+			require.True(t, ok, "want RecoveryFailed, got %T", ev)
+			require.ErrorIs(t, f.Err, persistence.ErrCorruptRecord)
+			require.ErrorIs(t, f.Err, wal.ErrCorruptID)
+			require.Equal(t, failed+1, f.Attempt)
+			require.NotZero(t, f.NextRetry)
+			failed++
+		case <-time.After(10 * time.Second):
+			t.Fatal("no RecoveryFailed within 10 s")
+		}
 	}
 	began := time.Now()
 	require.NoError(t, system.Root.PoisonFuture(pid).Wait())
@@ -385,18 +391,29 @@ func TestStoredCheckpointWhoseComparisonPanics(t *testing.T) {
 		select {
 		case ev := <-evs:
 			switch e := ev.(type) {
-			case *messages.PersisterRestarted:
-				t.Fatalf("the persister crashed: %v", e.Reason)
+			case *messages.RecoveryFailed:
 			case *messages.Stopped:
 				require.False(t, e.Flushed)
-				require.ErrorIs(t, e.Reason, wal.ErrCorruptID)
 				require.Equal(t, []wal.MessageID{brittleMark}, catalog.History("p"))
 				return
+			default:
+				t.Fatalf("%T: recovery over a record that cannot be compared went on", e)
 			}
 		case <-time.After(10 * time.Second):
 			t.Fatal("no Stopped within 10 s")
 		}
 	}
+}
+
+// A preloaded checkpoint is refused at NewProps as a vchannel's is when
+// its ID cannot be compared: the spawn is where it comes in.
+func TestAPreloadedIDWhoseComparisonPanicsIsRefused(t *testing.T) {
+	require.NoError(t, registerBrittle())
+	_, err := NewProps("p", brittleWAL, persistence.NewMemory(), WithPreloaded(brittleMark),
+		WithVChannels(map[string]wal.MessageID{"v": brittleID(1)}))
+	require.ErrorIs(t, err, ErrInvalidOption)
+	require.ErrorIs(t, err, wal.ErrCorruptID)
+	require.ErrorContains(t, err, "preloaded checkpoint brittle-test:13")
 }
 
 // slowReread is a Memory whose every Load after the first waits for its

@@ -858,8 +858,15 @@ func (p *pchannel) loadDone(ctx actor.Context, m *callDone) {
 func (p *pchannel) loaded(ctx actor.Context, m *callDone) (time.Duration, bool) {
 	err := m.err
 	if err == nil && m.value != nil {
-		if werr := wal.Check(p.cfg.walName, m.value); werr != nil {
-			// A record of another WAL is as unusable as a corrupt one.
+		// A record of another WAL is as unusable as a corrupt one, and so
+		// is one of a registered type that does not read back or cannot
+		// be ordered (written by a build whose type compared it): no save
+		// could ever pass it.
+		werr := wal.Check(p.cfg.walName, m.value)
+		if werr == nil {
+			_, werr = wal.Marshal(m.value)
+		}
+		if werr != nil {
 			err = &persistence.CorruptRecordError{PChannel: p.cfg.pchannel, Err: werr}
 		}
 	}
