@@ -64,6 +64,27 @@ func init() {
 	}
 }
 
+// holdsReference finds a pointer, interface, channel or unsafe pointer in
+// t, through its fields and array elements, and says where. An ID holding
+// one is not a plain value: whoever holds that reference can change the
+// position after an update was acknowledged, behind the actor's back.
+// Strings are kept: they cannot be changed.
+func holdsReference(t reflect.Type, path string) (where string, kind reflect.Kind, ok bool) {
+	switch t.Kind() {
+	case reflect.Pointer, reflect.Interface, reflect.Chan, reflect.UnsafePointer:
+		return path, t.Kind(), true
+	case reflect.Array:
+		return holdsReference(t.Elem(), path+"[]")
+	case reflect.Struct:
+		for f := range t.Fields() {
+			if where, kind, ok := holdsReference(f.Type, path+"."+f.Name); ok {
+				return where, kind, true
+			}
+		}
+	}
+	return "", 0, false
+}
+
 // maxNameLen is what a stored record can carry (one length byte).
 const maxNameLen = 255
 
@@ -76,8 +97,10 @@ const maxNameLen = 255
 // empty, longer than 255 bytes, holds anything but letters, digits, '.',
 // '_' and '-', or is taken; when a function is missing; when ID is not a
 // comparable value type (a pointer could be a typed nil, an interface
-// matches no dynamic type) or is registered under another name; or when the
-// zero ID's WALName is not name. Every ID of it is checked to read back
+// matches no dynamic type), holds a pointer, interface or channel in its
+// fields (whoever shares it could move a position already acknowledged),
+// or is registered under another name; or when the zero ID's WALName is
+// not name. Every ID of it is checked to read back
 // through Unmarshal as the same position, compared with LT and EQ without
 // a panic, wherever it comes in (an update, a spawn) and wherever it is
 // stored (Marshal): one that does not is refused with ErrCorruptID. It is
@@ -97,6 +120,9 @@ func Register[ID MessageID](name Name, c Codec[ID]) error {
 		return fmt.Errorf("%w: %q: ID type %v is a %v, want a value type", ErrInvalidCodec, name, t, t.Kind())
 	case !t.Comparable():
 		return fmt.Errorf("%w: %q: ID type %v is not comparable", ErrInvalidCodec, name, t)
+	}
+	if path, kind, ok := holdsReference(t, t.String()); ok {
+		return fmt.Errorf("%w: %q: ID type %v holds a %v (%s), want a plain value", ErrInvalidCodec, name, t, kind, path)
 	}
 	if got, err := zeroWALName[ID](); err != nil || got != name {
 		return fmt.Errorf("%w: %q: %v.WALName() = %q (%v), want %q", ErrInvalidCodec, name, t, got, err, name)

@@ -89,6 +89,18 @@ type panicID struct{ seqID }
 
 func (panicID) WALName() wal.Name { panic("boom") }
 
+// boxID holds a pointer: whoever shares it could change the position.
+type boxID struct {
+	seqID
+	at *uint64
+}
+
+// deepBoxID holds an interface, in an array in a field.
+type deepBoxID struct {
+	seqID
+	parts [2]struct{ v any }
+}
+
 // sliceID holds a slice, so == on it would panic.
 type sliceID struct {
 	seqID
@@ -121,6 +133,12 @@ func TestRegisterRefusesWithoutPanicking(t *testing.T) {
 		{"not comparable", wal.Register("test-slice", wal.Codec[sliceID]{
 			Unmarshal: func([]byte) (sliceID, error) { return sliceID{}, nil },
 			Parse:     func(string) (sliceID, error) { return sliceID{}, nil }})},
+		{"holds a pointer", wal.Register("test-box", wal.Codec[boxID]{
+			Unmarshal: func([]byte) (boxID, error) { return boxID{}, nil },
+			Parse:     func(string) (boxID, error) { return boxID{}, nil }})},
+		{"holds an interface deep down", wal.Register("test-deepbox", wal.Codec[deepBoxID]{
+			Unmarshal: func([]byte) (deepBoxID, error) { return deepBoxID{}, nil },
+			Parse:     func(string) (deepBoxID, error) { return deepBoxID{}, nil }})},
 		{"WALName differs", wal.Register("test-wrong", wal.Codec[wrongNameID]{
 			Unmarshal: func([]byte) (wrongNameID, error) { return wrongNameID{}, nil },
 			Parse:     func(string) (wrongNameID, error) { return wrongNameID{}, nil }})},
@@ -132,6 +150,7 @@ func TestRegisterRefusesWithoutPanicking(t *testing.T) {
 		if !errors.Is(tt.err, wal.ErrInvalidCodec) {
 			t.Errorf("%s: Register = %v, want ErrInvalidCodec", tt.name, tt.err)
 		}
+		t.Logf("%s: %v", tt.name, tt.err)
 	}
 	if after := wal.Names(); fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Fatalf("refused registrations changed Names from %v to %v", before, after)
