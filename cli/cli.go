@@ -137,7 +137,8 @@ Exit codes:
   1  a read or write failed: the catalog, a dump file, or the output
   2  bad command line, or a restore FILE that is not a valid dump
   3  damaged file; get, dump: an unreadable record; verify: all it reports
-  4  refused: owned, lowering, WAL switch, corrupt
+  4  refused: owned, lowering, WAL switch, corrupt, a damaged meta page,
+     a dump FILE that exists
   5  get: nothing stored
 `
 

@@ -363,7 +363,8 @@ func verify(ctx context.Context, e *env, _ []string) error {
 			"    name shown quoted, 'release --quoted NAME' as shown here"},
 		{"DAMAGED META", "a page newer than the one read hides the file's last commit:\n" +
 			"    torn by a crash, it was never acknowledged; damaged since, its saves\n" +
-			"    are lost: restore the file from a backup. The next write mends it"},
+			"    are lost: restore the file from a backup. The next write rewrites\n" +
+			"    the page, and makes the loss permanent: the tool refuses to write"},
 		{"STRAY", "not lowwater's: something else writes among the catalog's\n" +
 			"    keys (a tool given the same prefix, a hand edit, a later lowwater);\n" +
 			"    lowwater neither reads nor removes them: find what wrote them"},

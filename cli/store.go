@@ -144,6 +144,9 @@ func (e *env) open(ctx context.Context, m mode) (_ *store, err error) {
 			return nil, err
 		}
 		s.cat, s.bolt = b, b
+		if err := e.checkMeta(b, m); err != nil {
+			return nil, err
+		}
 	case catalogurl.Etcd:
 		if err := etcdaccess.AnyListens(ctx, u.Endpoints); err != nil {
 			return nil, err
@@ -188,6 +191,34 @@ func (e *env) open(ctx context.Context, m mode) (_ *store, err error) {
 		s.cat = openedHook(s.cat)
 	}
 	return s, nil
+}
+
+// checkMeta looks for a damaged meta page in the bbolt file b, opened in
+// mode m. bbolt then reads the file as of the other page's commit, with no
+// error: a read warns that it may show older records than were saved, and
+// a write is refused, unless --force, where the damaged page may have held
+// the newer commit: the write's commit rewrites that page, and makes the
+// loss of what it held permanent. verify reports it itself.
+func (e *env) checkMeta(b *persistence.Bolt, m mode) error {
+	d, err := b.DamagedMeta()
+	if err != nil || d == nil || e.command == "verify" {
+		return err
+	}
+	path := e.opts.url.Path
+	write := m != readOnly || e.opts.dryRun
+	switch {
+	case !write:
+		fmt.Fprintf(e.stderr, "warning: %s: %s: what is shown may be older than what was saved; run verify\n", path, metaDamage(d))
+	case d.Known && !d.Newer:
+		// The page held the older commit: the write's rewrites it, and
+		// the file loses nothing it showed.
+	case !e.opts.force:
+		return refused("%s: %s: a write would rewrite that page, and make the loss of what it held permanent: "+
+			"run verify, and restore the file from a backup; or give --force to write over it", path, metaDamage(d))
+	default:
+		fmt.Fprintf(e.stderr, "warning: %s: %s: writing over it, as --force asks: what it held is lost for good\n", path, metaDamage(d))
+	}
+	return nil
 }
 
 // leaseRanOut explains err, the failure of a write to pchannel, when the

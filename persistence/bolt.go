@@ -597,6 +597,11 @@ func (b *Bolt) verify() error {
 		if err != nil {
 			return err
 		}
+		if data, err := os.ReadFile(b.path); err != nil || metaHeaderDamaged(data) {
+			// bbolt's check would fail on the damaged meta page that
+			// bbolt reads around; checkPages walked the rest.
+			return err
+		}
 		var first error
 		// Drained to the end: Check's goroutine must finish. It runs on a
 		// goroutine of bbolt's, where a read past the mapped file is a

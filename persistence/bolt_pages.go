@@ -21,6 +21,7 @@ const (
 	metaChecksumOffset = 56 // the checksum covers the meta's bytes before it
 	branchPageFlag     = 0x01
 	leafPageFlag       = 0x02
+	metaPageFlag       = 0x04
 	freelistPageFlag   = 0x10
 	bucketLeafFlag     = 0x01
 	// noFreelist is the freelist page ID of a file that keeps none
@@ -120,20 +121,52 @@ func anyMagic(data []byte) bool {
 }
 
 // readMeta reads the meta page at offset off, or (-1) the second one,
-// which lies one page size (the first meta's) further.
+// which lies one page size further: the first meta's page size, or, that
+// one damaged beyond reading it (a page torn to zeros), the first size at
+// which a whole meta page lies, as bbolt looks for it.
 func readMeta(data []byte, off int) (boltMeta, bool) {
-	if off < 0 {
-		first, ok := metaAt(data, 0)
-		if !ok && len(data) >= pageHeaderSize+12 {
-			// The first meta is damaged: its page size may still be read.
-			first.pageSize = binary.LittleEndian.Uint32(data[pageHeaderSize+8:])
-		}
-		if first.pageSize < minPageSize || first.pageSize > maxPageSize {
-			return boltMeta{}, false
-		}
+	if off >= 0 {
+		return metaAt(data, off)
+	}
+	first, ok := metaAt(data, 0)
+	if ok {
 		return metaAt(data, int(first.pageSize))
 	}
-	return metaAt(data, off)
+	// The first meta is damaged: its page size may still be read.
+	if len(data) >= pageHeaderSize+12 {
+		if size := binary.LittleEndian.Uint32(data[pageHeaderSize+8:]); size >= minPageSize && size <= maxPageSize {
+			if m, ok := metaAt(data, int(size)); ok {
+				return m, true
+			}
+		}
+	}
+	for size := 1024; size <= 1024<<14 && size < len(data)-1024; size <<= 1 {
+		if m, ok := metaAt(data, size); ok && int(m.pageSize) == size {
+			return m, true
+		}
+	}
+	return boltMeta{}, false
+}
+
+// metaHeaderDamaged reports whether a meta page's header is not a meta
+// page's own: one torn to zeros names page 0 and has no flags. bbolt's
+// consistency check asserts both of each meta page, and fails on such a
+// file, which bbolt itself opens as of the other page.
+func metaHeaderDamaged(data []byte) bool {
+	le := binary.LittleEndian
+	header := func(off int, id uint64) bool {
+		return off+pageHeaderSize <= len(data) && (le.Uint64(data[off:]) != id || le.Uint16(data[off+8:]) != metaPageFlag)
+	}
+	if header(0, 0) {
+		return true
+	}
+	m, ok := readMeta(data, 0)
+	if !ok {
+		if m, ok = readMeta(data, -1); !ok {
+			return false
+		}
+	}
+	return header(int(m.pageSize), 1)
 }
 
 func metaAt(data []byte, off int) (boltMeta, bool) {
@@ -351,8 +384,13 @@ func (w *pageWalk) freelist(id uint64) error {
 		return fmt.Errorf("%w: freelist page %d counts %d free pages, more than it holds", errPages, id, n)
 	}
 	for i := range n {
-		if free := le.Uint64(ids[i*8:]); free < 2 || free >= w.highWater {
+		free := le.Uint64(ids[i*8:])
+		switch {
+		case free < 2 || free >= w.highWater:
 			return fmt.Errorf("%w: freelist page %d frees page %d, outside the data pages [2, %d)", errPages, id, free, w.highWater)
+		case w.seen[free]:
+			// The next write would take it for new data over the tree's.
+			return fmt.Errorf("%w: freelist page %d frees page %d, which the tree uses", errPages, id, free)
 		}
 	}
 	return nil

@@ -1,9 +1,11 @@
 package persistence
 
 import (
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
@@ -123,5 +125,104 @@ func TestMetaDamage(t *testing.T) {
 	want := MetaDamage{Page: page, ReadsAs: newest.txid - 1}
 	if got := metaDamage(damaged); got == nil || *got != want {
 		t.Errorf("txid damaged: metaDamage = %+v, want %+v", got, want)
+	}
+}
+
+// A meta page torn to zeros, the first (whose page size then cannot be
+// read) or the second, leaves the file readable as of the other page's
+// commit, as bbolt reads it, read-only and read-write: checkPages found
+// no valid meta for the first, and bbolt's own consistency check failed
+// on the second.
+func TestAZeroedMetaPageReadsAsTheOther(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.db")
+	b, err := OpenBolt(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if err := b.Save(t.Context(), "p", wal.KafkaID(i+1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newest, err := newestMeta(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pageSize := int(newest.pageSize)
+	for page := range 2 {
+		zeroed := append([]byte(nil), data...)
+		clear(zeroed[page*pageSize : (page+1)*pageSize])
+		holdsNewest := page == int(newest.txid%2)
+		want := MetaDamage{Page: page, ReadsAs: newest.txid}
+		if holdsNewest {
+			want.ReadsAs = newest.txid - 1
+		}
+		if got := metaDamage(zeroed); got == nil || *got != want {
+			t.Errorf("page %d zeroed: metaDamage = %+v, want %+v", page, got, want)
+		}
+		wantLoad := wal.KafkaID(3)
+		if holdsNewest {
+			wantLoad = 2
+		}
+		for _, readOnly := range []bool{true, false} {
+			copyPath := filepath.Join(t.TempDir(), "zeroed.db")
+			if err := os.WriteFile(copyPath, zeroed, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			c, err := OpenBolt(copyPath, WithReadOnly(readOnly))
+			if err != nil {
+				t.Fatalf("page %d zeroed, read-only %t: OpenBolt = %v", page, readOnly, err)
+			}
+			got, err := c.Load(t.Context(), "p")
+			if err != nil || got != wantLoad {
+				t.Errorf("page %d zeroed, read-only %t: Load = %v, %v, want %v", page, readOnly, got, err, wantLoad)
+			}
+			if err := c.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// A freelist that frees a page the tree uses is refused: the next write
+// would take that page for new data over the tree's.
+func TestAFreelistFreeingATreePageIsRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.db")
+	b, err := OpenBolt(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		if err := b.Save(t.Context(), "p", wal.KafkaID(i+1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta, err := newestMeta(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	le := binary.LittleEndian
+	free := data[meta.freelist*uint64(meta.pageSize):]
+	if n := le.Uint16(free[10:]); n == 0 {
+		t.Fatalf("the freelist frees no page: no entry to damage")
+	}
+	le.PutUint64(free[pageHeaderSize:], meta.root)
+	err = checkPages(data)
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("frees page %d, which the tree uses", meta.root)) {
+		t.Fatalf("checkPages = %v, want the freed page in use named", err)
 	}
 }

@@ -821,7 +821,9 @@ func writeDump(t *testing.T, path string, n int) {
 // A bbolt file whose newest meta page is damaged opens as of the commit
 // before, and its records read back older, with no error: verify reads
 // the two pages itself and says which is damaged and what the file reads
-// as. The next write mends the page.
+// as, and every other read warns. A write, whose commit would rewrite the
+// page and make the loss permanent, is refused unless forced; where the
+// damaged page held the older commit, it goes ahead.
 func TestVerifyFindsADamagedMetaPage(t *testing.T) {
 	path := seedBolt(t, seed)
 	url := "bolt:" + path
@@ -830,20 +832,36 @@ func TestVerifyFindsADamagedMetaPage(t *testing.T) {
 	pageSize := int64(os.Getpagesize())
 	// Its checksum's last byte, flipped: the commit it holds still reads.
 	flipByte(t, path, int64(newest)*pageSize+16+63)
+	damage := fmt.Sprintf("meta page %d is damaged; it held commit %d, newer than commit %d, which the file reads as", newest, txid, txid-1)
 
-	wantCode(t, on(t, url, "get", "by-dev-rootcoord-dml_0"), cli.ExitOK, "kafka:1200") // the commit before
+	for _, read := range [][]string{{"get", "by-dev-rootcoord-dml_0"}, {"list"}, {"dump", "-"}} {
+		r := on(t, url, read...)
+		wantCode(t, r, cli.ExitOK, "kafka:1200") // the commit before
+		require.Contains(t, r.stderr, "warning: "+path+": "+damage+": what is shown may be older than what was saved; run verify", read[0])
+	}
 	r := on(t, url, "verify")
-	wantCode(t, r, cli.ExitCorrupt, fmt.Sprintf("DAMAGED META  %s: meta page %d is damaged; it held commit %d, newer than commit %d, which the file reads as",
-		path, newest, txid, txid-1), "a damaged meta page", "DAMAGED META: a page newer than the one read hides the file's last commit")
+	wantCode(t, r, cli.ExitCorrupt, "DAMAGED META  "+path+": "+damage, "a damaged meta page",
+		"DAMAGED META: a page newer than the one read hides the file's last commit")
+	require.NotContains(t, r.stderr, "warning:")
 
-	wantCode(t, on(t, url, "set", "by-dev-rootcoord-dml_0", "kafka:1400"), cli.ExitOK)
+	for _, write := range [][]string{{"set", "by-dev-rootcoord-dml_0", "kafka:1400"}, {"set", "--dry-run", "by-dev-rootcoord-dml_0", "kafka:1400"},
+		{"delete", "by-dev-rootcoord-dml_1"}} {
+		wantCode(t, on(t, url, write...), cli.ExitRefused, damage+": a write would rewrite that page, and make the loss of what it held permanent")
+	}
+	wantCode(t, on(t, url, "verify"), cli.ExitCorrupt, damage)
+	r = on(t, url, "set", "--force", "by-dev-rootcoord-dml_0", "kafka:1400")
+	wantCode(t, r, cli.ExitOK)
+	require.Contains(t, r.stderr, damage+": writing over it, as --force asks: what it held is lost for good")
 	wantCode(t, on(t, url, "verify"), cli.ExitOK)
 
-	// The older page damaged hides nothing, and is said to be older.
+	// The older page damaged hides nothing, is said to be older, and a
+	// write goes ahead.
 	newest, txid = newestMeta(t, path)
 	flipByte(t, path, int64(1-newest)*pageSize+16+63)
 	wantCode(t, on(t, url, "get", "by-dev-rootcoord-dml_0"), cli.ExitOK, "kafka:1400")
 	wantCode(t, on(t, url, "verify"), cli.ExitCorrupt, fmt.Sprintf("meta page %d is damaged; it held commit %d, older than commit %d", 1-newest, txid-1, txid))
+	wantCode(t, on(t, url, "set", "by-dev-rootcoord-dml_0", "kafka:1500"), cli.ExitOK)
+	wantCode(t, on(t, url, "verify"), cli.ExitOK)
 }
 
 // flipByte inverts the byte at offset in the file at path.
