@@ -42,7 +42,7 @@ const (
 	ExitFailed   = 1 // the catalog, or the command's file (dump, restore) or output, could not be read or written
 	ExitUsage    = 2 // bad command line: flags, arguments, pchannel name, ID text, WAL; or a restore file that is not a dump
 	ExitCorrupt  = 3 // unreadable records (verify, dump), a damaged bbolt file, or any other finding of verify
-	ExitRefused  = 4 // a write refused for safety: owner, lowering, WAL switch, corrupt or incomparable ID
+	ExitRefused  = 4 // a write refused for safety: owner, lowering, WAL switch, corrupt or incomparable ID, a Kafka sentinel, a damaged meta page; a dump over a file
 	ExitNotFound = 5 // get: nothing stored for the pchannel
 )
 
@@ -137,8 +137,8 @@ Exit codes:
   1  a read or write failed: the catalog, a dump file, or the output
   2  bad command line, or a restore FILE that is not a valid dump
   3  damaged file; get, dump: an unreadable record; verify: all it reports
-  4  refused: owned, lowering, WAL switch, corrupt, a damaged meta page,
-     a dump FILE that exists
+  4  refused: owned, lowering, WAL switch, corrupt, a negative Kafka
+     offset, a damaged meta page, a dump FILE that exists
   5  get: nothing stored
 `
 

@@ -510,6 +510,13 @@ func walOf(id wal.MessageID) wal.Name {
 // since which of the two is broken cannot be told; --force replaces the
 // record without comparing, as it replaces a corrupt one.
 func plan(pchannel string, en *persistence.Entry, id wal.MessageID, force bool) (action, error) {
+	if k, ok := id.(wal.KafkaID); ok && k < 0 && !force {
+		// Kafka's clients read -1 as the log's end and -2 as its start:
+		// a consumer seeking to it skips, or replays, everything.
+		return 0, refused("%s: %s is not an offset: Kafka's clients read -1 as the end of the log and -2 as its start, "+
+			"so a consumer seeking to it skips or replays every record; give a real offset (0 for the start), "+
+			"or --force to store it all the same", shown(pchannel), shownID(id))
+	}
 	switch {
 	case en == nil:
 		return create, nil

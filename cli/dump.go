@@ -619,6 +619,12 @@ func restore(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	if len(entries) == 0 {
+		// Nothing to write, and no file to create: a mistyped path is
+		// not made into an empty catalog by an empty dump either.
+		fmt.Fprintln(e.stdout, "the dump holds no checkpoint: nothing to restore, nothing written")
+		return nil
+	}
 	s, err := e.open(ctx, e.writeMode(createFile))
 	if err != nil {
 		return err

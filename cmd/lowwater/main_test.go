@@ -802,6 +802,39 @@ func silentListener(t *testing.T) string {
 	return l.Addr().String()
 }
 
+// A dump that holds no checkpoint restores nothing, and makes no file at
+// a path where none is: a mistyped path is not made into an empty catalog
+// by an empty dump either.
+func TestRestoreOfAnEmptyDumpCreatesNothing(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "typo.db")
+	for i, body := range []string{`{"format":"lowwater-checkpoints/1"}`, `{"format":"lowwater-checkpoints/1","checkpoints":[]}`,
+		`{"format":"lowwater-checkpoints/1","checkpoints":null}`} {
+		dump := filepath.Join(dir, fmt.Sprintf("empty%d.json", i))
+		require.NoError(t, os.WriteFile(dump, []byte(body), 0o600))
+		wantCode(t, on(t, "bolt:"+missing, "restore", dump), cli.ExitOK, "the dump holds no checkpoint: nothing to restore, nothing written")
+		_, err := os.Stat(missing)
+		require.ErrorIs(t, err, os.ErrNotExist, "%s made a file", body)
+	}
+}
+
+// A negative Kafka offset is one of Kafka's sentinels, not a position:
+// set and restore refuse it unless forced.
+func TestANegativeKafkaOffsetIsRefused(t *testing.T) {
+	path := seedBolt(t, seed)
+	url := "bolt:" + path
+	for _, text := range []string{"kafka:-1", "kafka:-2", "kafka:-9"} {
+		wantCode(t, on(t, url, "set", "q", text), cli.ExitRefused, "q: "+text+" is not an offset")
+		wantCode(t, on(t, url, "set", "by-dev-rootcoord-dml_0", text), cli.ExitRefused, text+" is not an offset")
+	}
+	dump := filepath.Join(t.TempDir(), "d.json")
+	require.NoError(t, os.WriteFile(dump, []byte(`{"format":"lowwater-checkpoints/1","checkpoints":[{"pchannel":"q","wal":"kafka","checkpoint":"kafka:-1"}]}`), 0o600))
+	wantCode(t, on(t, url, "restore", dump), cli.ExitRefused, "q: kafka:-1 is not an offset")
+	wantCode(t, on(t, url, "get", "q"), cli.ExitNotFound)
+	wantCode(t, on(t, url, "set", "--force", "q", "kafka:-1"), cli.ExitOK)
+	wantCode(t, on(t, url, "get", "q"), cli.ExitOK, "kafka:-1")
+}
+
 // writeDump writes a dump of n pchannels, p00000 at kafka:1 and on, to
 // path.
 func writeDump(t *testing.T, path string, n int) {
