@@ -86,6 +86,11 @@ func WithBuffer(n int) Option {
 // dashboard or a metrics exporter prefers a counted gap to a slower
 // pchannel.
 //
+// Slower actors hold back only the producers that wait for them: a
+// request (actors.Request) or a Sender. Commands sent with a raw Send
+// queue in the pchannel's mailbox meanwhile, which has no bound: the
+// backlog the buffer does not hold is held there.
+//
 // Its consumer must never wait on a pchannel (actors.GetState,
 // actors.Request, a Sender's Flush) while it handles events: once the
 // buffer is full, the pchannel waits for the consumer, which then waits for
@@ -206,7 +211,8 @@ func (s *Subscription) C() <-chan messages.Event {
 }
 
 // Dropped returns how many events were pushed out of a full buffer by newer
-// ones; always 0 for a Lossless subscription.
+// ones; for a Lossless subscription, how many a publisher waiting on a
+// full buffer gave up when Close came (see Close).
 func (s *Subscription) Dropped() uint64 { return s.dropped.Load() }
 
 // Blocked returns how many events of a Lossless subscription found the
@@ -272,6 +278,7 @@ func (s *Subscription) handle(e any) {
 			select {
 			case s.ch <- ev:
 			case <-s.closing:
+				s.dropped.Add(1) // given up: the consumer never sees it
 			}
 		}
 		return

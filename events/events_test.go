@@ -315,6 +315,7 @@ func TestLosslessCloseBeforeReading(t *testing.T) {
 		got = append(got, seqOf(t, ev))
 	}
 	require.Equal(t, []int{0, 1}, got, "the buffered events are still read")
+	require.Equal(t, uint64(1), sub.Dropped(), "the event its publisher gave up at Close is counted")
 }
 
 // TestSubscriptionSurvivesBadEvents: a typed nil event published by a

@@ -8,7 +8,12 @@ import (
 
 // Event is implemented by everything a pchannel publishes on the actor
 // system's EventStream. Subscribers run on the publishing actor's goroutine:
-// they must be quick and must not block.
+// they must be quick and must not block. Above all, a subscriber must not
+// wait on the pchannel that published the event (actors.GetState,
+// actors.Request, a Sender's Flush, PoisonFuture(...).Wait()): that
+// pchannel answers only once the subscriber returns, so the wait runs to
+// its deadline. Ask from another goroutine, or subscribe through package
+// events, whose buffer takes the events off the actor's goroutine.
 type Event interface {
 	EventHeader() Header
 }
