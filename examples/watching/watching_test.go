@@ -79,7 +79,7 @@ func TestREADMEShowsTheSnippets(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, fn := range []string{"Watch", "Export"} {
-		body := regexp.MustCompile(`(?s)\nfunc `+fn+`\([^\n]*\{\n(.*?)\treturn nil\n\}\n`).FindSubmatch(code)
+		body := regexp.MustCompile(`(?s)\nfunc ` + fn + `\([^\n]*\{\n(.*?)\treturn nil\n\}\n`).FindSubmatch(code)
 		if body == nil {
 			t.Fatalf("watching.go has no func %s ending in return nil", fn)
 		}
