@@ -63,6 +63,16 @@ type write struct {
 // errCompacted says that etcd no longer holds the whole history.
 var errCompacted = errors.New("history compacted away")
 
+// deletedError says that the key was deleted: something else (an
+// operator's tool, another program) removed a checkpoint the nodes wrote,
+// which the check finds, rather than a failure to check.
+type deletedError struct {
+	key string
+	rev int64
+}
+
+func (e *deletedError) Error() string { return fmt.Sprintf("%s deleted at revision %d", e.key, e.rev) }
+
 // history returns every value written at key, pchannel's, from revision from on, up to
 // the one stored now, read back through a watch.
 func history(ctx context.Context, cli *clientv3.Client, pchannel, key string, from int64) ([]write, error) {
@@ -86,7 +96,7 @@ func history(ctx context.Context, cli *clientv3.Client, pchannel, key string, fr
 		}
 		for _, ev := range wr.Events {
 			if ev.Type != mvccpb.PUT {
-				return nil, fmt.Errorf("%s deleted at revision %d", key, ev.Kv.ModRevision)
+				return nil, &deletedError{key: key, rev: ev.Kv.ModRevision}
 			}
 			rec, err := persistence.DecodeRecord(pchannel, ev.Kv.Value)
 			if err != nil {

@@ -38,6 +38,11 @@ func (p *parent) verify(ctx context.Context, cli *clientv3.Client, names []strin
 		h, err := history(hctx, cli, name, checkpointKey(p.cfg.prefix, name), startRev)
 		cancel()
 		compacted := errors.Is(err, errCompacted)
+		if deleted, ok := errors.AsType[*deletedError](err); ok {
+			allOK = false
+			p.printf("  %s FAILED: its checkpoint was deleted at revision %d, by something other than the nodes", name, deleted.rev)
+			continue
+		}
 		if err != nil && !compacted {
 			return false, fmt.Errorf("history of %s: %w", name, err)
 		}
