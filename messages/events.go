@@ -143,7 +143,11 @@ type CheckpointPersisted struct {
 //     its stop reports the minimum left unsaved at once;
 //   - stored ahead (persistence.ErrStoredAhead, NextRetry 0): the stored
 //     value becomes the floor, and nothing is saved until the minimum
-//     passes it;
+//     passes it. A report whose stored value does not reach Value (lower,
+//     nil, of another WAL: stale, or the catalog's error) proves nothing
+//     and is not adopted: Value is saved again, at once after a first
+//     attempt (NextRetry 0 all the same), after NextRetry after a later
+//     one;
 //   - actors.ErrCatalogOverdue (NextRetry 0): the call overran its
 //     deadline ignoring its context, and is still waited for.
 type PersistFailed struct {

@@ -24,6 +24,9 @@ type MessageID interface {
 	// Marshal returns the ID's canonical bytes; Unmarshal with the same WAL
 	// name gives back an ID at the same position (EQ), which lowwater
 	// checks before it holds or stores one (the package function Marshal).
+	// The slice is the caller's: a new one on every call, never written
+	// again by the ID. A catalog may keep it as its stored value, and one
+	// that a later call rewrote would change a checkpoint already stored.
 	Marshal() []byte
 	// String is the ID's text form, for logs, humans and the command
 	// line: Parse with the same WAL name gives back an equal ID. By
