@@ -13,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/persistence"
@@ -160,6 +162,56 @@ func TestConfigRejected(t *testing.T) {
 			t.Errorf("%s: %v, want ErrConfig", name, err)
 		}
 	}
+}
+
+// A Config whose partitions are not the topic's is refused before any
+// record is read: with fewer, the partitions past them were never read,
+// and Run returned nil; with more, it stored checkpoints of partitions that
+// do not exist.
+func TestPartitionsOtherThanTheTopicsAreRefused(t *testing.T) {
+	brokers := cluster(t, 3)
+	for _, n := range []int32{2, 4} {
+		dir := t.TempDir()
+		cfg := Config{Brokers: brokers, Topic: testTopic, Partitions: n, VChannels: 2,
+			SinkPath: filepath.Join(dir, "sink.db"), CatalogPath: filepath.Join(dir, "catalog.db")}
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		err := Run(ctx, cfg)
+		cancel()
+		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), fmt.Sprintf("topic events has 3 partitions, Config.Partitions says %d", n)) {
+			t.Errorf("%d partitions of 3: Run = %v, want ErrConfig naming both", n, err)
+		}
+	}
+}
+
+// A stored checkpoint past a partition's end (the topic made again, here
+// a fresh cluster) is warned of, and kept: the node does not lower it.
+func TestACheckpointPastThePartitionsEndIsWarnedOf(t *testing.T) {
+	brokers := cluster(t, 1)
+	dir := t.TempDir()
+	catalogPath := filepath.Join(dir, "catalog.db")
+	cat, err := persistence.OpenBolt(catalogPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cat.Save(t.Context(), PChannelName(testTopic, 0), wal.KafkaID(1000)); err != nil {
+		t.Fatal(err)
+	}
+	if err := cat.Close(); err != nil {
+		t.Fatal(err)
+	}
+	core, logs := observer.New(zap.WarnLevel)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	cfg := Config{Brokers: brokers, Topic: testTopic, Partitions: 1, VChannels: 2, Logger: zap.New(core),
+		SinkPath: filepath.Join(dir, "sink.db"), CatalogPath: catalogPath, Ready: cancel}
+	if err := Run(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	warned := logs.FilterMessageSnippet("past the partition's end").All()
+	if len(warned) != 1 || warned[0].ContextMap()["checkpoint"] != int64(1000) || warned[0].ContextMap()["end"] != int64(0) {
+		t.Fatalf("warnings: %v, want one naming checkpoint 1000 and end 0", logs.All())
+	}
+	assertStored(t, cfg, []int64{1000})
 }
 
 // A graceful stop that cannot save (the catalog down) is the run's error:

@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/zap"
 
 	"github.com/lowwater/lowwater/actors"
@@ -181,8 +183,63 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if err != nil {
 		return err
 	}
+	if err := checkTopic(runCtx, cl, &cfg, starts); err != nil {
+		cl.Close()
+		return err
+	}
 	serve(runCtx, cl, pl, done, cfg.Ready)
 	return pl.stop()
+}
+
+// checkTopic asks the brokers for the topic's partitions and where each
+// ends. Config.Partitions other than the topic's count is an ErrConfig: the
+// partitions past it would never be read, or checkpoints of partitions
+// that do not exist kept. A start past a partition's end (the topic
+// deleted and made again, or another cluster) is warned of: the node
+// waits there for records that may never come, and does not lower the
+// checkpoint on its own.
+func checkTopic(ctx context.Context, cl *kgo.Client, cfg *Config, starts []int64) error {
+	meta := kmsg.NewPtrMetadataRequest()
+	topic := kmsg.NewMetadataRequestTopic()
+	topic.Topic = kmsg.StringPtr(cfg.Topic)
+	meta.Topics = append(meta.Topics, topic)
+	resp, err := meta.RequestWith(ctx, cl)
+	switch {
+	case err != nil:
+		return fmt.Errorf("kafka: metadata of topic %s: %w", cfg.Topic, err)
+	case len(resp.Topics) != 1:
+		return fmt.Errorf("kafka: metadata of topic %s: %d topics in the answer", cfg.Topic, len(resp.Topics))
+	}
+	if err := kerr.ErrorForCode(resp.Topics[0].ErrorCode); err != nil {
+		return fmt.Errorf("kafka: topic %s: %w", cfg.Topic, err)
+	}
+	if n := len(resp.Topics[0].Partitions); n != int(cfg.Partitions) {
+		return fmt.Errorf("%w: topic %s has %d partitions, Config.Partitions says %d", ErrConfig, cfg.Topic, n, cfg.Partitions)
+	}
+	list := kmsg.NewPtrListOffsetsRequest()
+	list.ReplicaID = -1
+	lt := kmsg.NewListOffsetsRequestTopic()
+	lt.Topic = cfg.Topic
+	for p := range cfg.Partitions {
+		lp := kmsg.NewListOffsetsRequestTopicPartition()
+		lp.Partition, lp.Timestamp = p, -1 // the end
+		lt.Partitions = append(lt.Partitions, lp)
+	}
+	list.Topics = append(list.Topics, lt)
+	ends, err := list.RequestWith(ctx, cl)
+	if err != nil {
+		return fmt.Errorf("kafka: ends of topic %s: %w", cfg.Topic, err)
+	}
+	for _, t := range ends.Topics {
+		for _, p := range t.Partitions {
+			if kerr.ErrorForCode(p.ErrorCode) == nil && p.Partition >= 0 && p.Partition < cfg.Partitions && starts[p.Partition] > p.Offset {
+				cfg.Logger.Warn("the stored checkpoint is past the partition's end: was the topic made again? "+
+					"nothing is read until the log reaches it", zap.Int32("partition", p.Partition),
+					zap.Int64("checkpoint", starts[p.Partition]), zap.Int64("end", p.Offset))
+			}
+		}
+	}
+	return nil
 }
 
 // stopAll stops the pchannels gracefully and reports those that stopped
