@@ -117,6 +117,7 @@ func list(ctx context.Context, e *env, _ []string) error {
 	var tw table
 	tw.row("PCHANNEL", "WAL", "CHECKPOINT", "TERM", "VERSION")
 	corrupt := 0
+	anyCut := false
 	for i, en := range entries {
 		if i%4096 == 0 && ctx.Err() != nil {
 			// A million records take seconds to lay out: --timeout and
@@ -131,10 +132,15 @@ func list(ctx context.Context, e *env, _ []string) error {
 			corrupt++
 		}
 		term, version := header(en)
-		tw.row(shown(en.PChannel), walShown(en.WAL), checkpoint, term, version)
+		name, cut := tableName(en.PChannel)
+		anyCut = anyCut || cut
+		tw.row(name, walShown(en.WAL), checkpoint, term, version)
 	}
 	if err := tw.writeTo(e.stdout); err != nil {
 		return err
+	}
+	if anyCut {
+		fmt.Fprintln(e.stdout, "names over 64 bytes are cut: list --json gives them whole")
 	}
 	fmt.Fprint(e.stdout, count(len(entries), "pchannel"))
 	if corrupt > 0 {

@@ -208,7 +208,7 @@ func checkDump(ctx context.Context, data []byte, path string) ([]dumpEntry, []wa
 		if i%ctxEvery == 0 && ctx.Err() != nil {
 			return nil, nil, fmt.Errorf("checking %s: %w after %s; nothing written", path, ctx.Err(), count(i, "checkpoint"))
 		}
-		where := func() string { return fmt.Sprintf("%s: checkpoint %d (%q)", path, i, de.PChannel) }
+		where := func() string { return fmt.Sprintf("%s: checkpoint %d (%s)", path, i, shortQuoted(de.PChannel)) }
 		// Checked here, as on the command line: found at Save, it would
 		// stop the restore half way.
 		if err := persistence.ValidatePChannel(de.PChannel); err != nil {

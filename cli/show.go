@@ -118,14 +118,39 @@ func escapeJSON(b []byte) []byte {
 // shownKey is a stray key as verify shows it: whole, or, past a line's
 // worth, its head and its length. No command takes a stray key back, and
 // the operator who looks for what wrote it needs no more.
+// shortQuoted is s Go-quoted, cut after its first 64 bytes, with its
+// length, when it is longer than 128: a name in an error, which a
+// damaged or hostile dump may make as long as it likes.
+func shortQuoted(s string) string {
+	const head = 64
+	if len(s) <= 2*head {
+		return strconv.Quote(s)
+	}
+	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(headOf(s, head)), len(s))
+}
+
+// headOf is s's first n bytes, or fewer, not to split a rune.
+func headOf(s string, n int) string {
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// tableName is a pchannel name in list's table: as typed takes it, or,
+// longer than 64 bytes, quoted and cut after 40 with its length, so that
+// one long name does not widen every row (list --json gives it whole).
+func tableName(name string) (shown string, cut bool) {
+	if len(name) <= 64 {
+		return typed(name), false
+	}
+	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(headOf(name, 40)), len(name)), true
+}
+
 func shownKey(k string) string {
 	const head = 64
 	if len(k) <= 2*head {
 		return shown(k)
 	}
-	cut := head
-	for cut > 0 && !utf8.RuneStart(k[cut]) {
-		cut--
-	}
-	return fmt.Sprintf("%s… (%d bytes)", shown(k[:cut]), len(k))
+	return fmt.Sprintf("%s… (%d bytes)", shown(headOf(k, head)), len(k))
 }

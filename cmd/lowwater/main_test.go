@@ -835,6 +835,22 @@ func TestANegativeKafkaOffsetIsRefused(t *testing.T) {
 	wantCode(t, on(t, url, "get", "q"), cli.ExitOK, "kafka:-1")
 }
 
+// A long name is cut in list's table, so that one name does not widen
+// every row past the terminal; list --json gives it whole.
+func TestListCutsALongName(t *testing.T) {
+	path := seedBolt(t, seed)
+	url := "bolt:" + path
+	long := strings.Repeat("n", 300)
+	wantCode(t, on(t, url, "set", long, "kafka:1"), cli.ExitOK)
+	r := on(t, url, "list")
+	wantCode(t, r, cli.ExitOK, `"`+strings.Repeat("n", 40)+`"… (300 bytes)  kafka`, "names over 64 bytes are cut: list --json gives them whole")
+	for _, line := range strings.Split(r.stdout, "\n") {
+		require.LessOrEqual(t, len(line), 110, "a row as wide as the name: %q", line)
+	}
+	wantCode(t, on(t, url, "list", "--json"), cli.ExitOK, `"pchannel": "`+long+`"`)
+	wantCode(t, on(t, url, "get", long), cli.ExitOK, "kafka:1")
+}
+
 // writeDump writes a dump of n pchannels, p00000 at kafka:1 and on, to
 // path.
 func writeDump(t *testing.T, path string, n int) {
