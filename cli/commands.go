@@ -177,6 +177,15 @@ func get(ctx context.Context, e *env, args []string) error {
 	}
 	term, version := header(en)
 	fmt.Fprintf(e.stdout, "term        %s\n", term)
+	fencing, err := s.fencing(ctx, []persistence.Entry{en})
+	if err != nil {
+		return err
+	}
+	if len(fencing) > 0 {
+		// As verify says it: no owner can write over the record.
+		fmt.Fprintf(e.stdout, "            above etcd's revision, so above every owner's: it fences\n"+
+			"            every save (%s clears it; see verify)\n", commandLine("delete", pchannel))
+	}
 	fmt.Fprintf(e.stdout, "version     %s\n", version)
 	switch {
 	case s.etcd == nil:

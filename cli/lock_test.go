@@ -45,7 +45,7 @@ func TestLockWaitEndsWithTheCommand(t *testing.T) {
 	for _, cmd := range [][]string{{"list"}, {"set", "p", "kafka:9"}, {"restore", dump}} {
 		code, stderr, took := run(context.Background(), append([]string{"--timeout", "300ms"}, cmd...)...)
 		require.Equal(t, cli.ExitFailed, code, stderr)
-		require.Contains(t, stderr, "waiting for the lock of "+path+": context deadline exceeded: --timeout 300ms passed")
+		require.Contains(t, stderr, "waiting for the lock of "+path+", which another process holds (most likely a running lowwater node: stop it first): context deadline exceeded: --timeout 300ms passed")
 		require.Less(t, took, 20*time.Second, "--timeout did not end the wait")
 
 		ctx, cancel := context.WithCancel(context.Background())
@@ -54,7 +54,7 @@ func TestLockWaitEndsWithTheCommand(t *testing.T) {
 		stop.Stop()
 		cancel()
 		require.Equal(t, cli.ExitFailed, code, stderr)
-		require.Contains(t, stderr, "waiting for the lock of "+path+": context canceled")
+		require.Contains(t, stderr, "waiting for the lock of "+path+", which another process holds (most likely a running lowwater node: stop it first): context canceled")
 		require.Less(t, took, 20*time.Second, "the context did not end the wait")
 	}
 

@@ -281,7 +281,7 @@ func openBolt(ctx context.Context, path, bucket string, readOnly, group bool, lo
 			persistence.WithGroupCommit(group))
 		if errors.Is(err, errOpenCut) {
 			if locked {
-				return nil, fmt.Errorf("waiting for the lock of %s: %w", path, context.Cause(ctx))
+				return nil, lockWaitCut(ctx, path)
 			}
 			return nil, fmt.Errorf("opening %s: %w", path, ctx.Err())
 		}
@@ -289,9 +289,17 @@ func openBolt(ctx context.Context, path, bucket string, readOnly, group bool, lo
 			return b, err
 		}
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("waiting for the lock of %s: %w", path, context.Cause(ctx))
+			return nil, lockWaitCut(ctx, path)
 		}
 	}
+}
+
+// lockWaitCut is the error of a wait for the lock of path that the
+// command's end cut short: it says who holds the lock, as the end of
+// --lock-timeout does.
+func lockWaitCut(ctx context.Context, path string) error {
+	return fmt.Errorf("waiting for the lock of %s, which another process holds (most likely a running "+
+		"lowwater node: stop it first): %w", path, context.Cause(ctx))
 }
 
 // openFile is persistence.OpenBolt; a test slows it down.

@@ -188,6 +188,10 @@ func TestEtcdRecordOfAHigherTermIsCleared(t *testing.T) {
 	wantCode(t, r, cli.ExitCorrupt, "FENCING  a: term 1099511627776 is above etcd's revision",
 		"FENCING  b: term", "2 records no owner can write over", "it fences every owner's saves; 'delete PCHANNEL'")
 	require.Empty(t, termtest.Wider(r.stdout+r.stderr, 80), "within 80 columns")
+	r = on(t, url, "get", "a")
+	wantCode(t, r, cli.ExitOK, "term        1099511627776\n            above etcd's revision, so above every owner's: it fences\n"+
+		"            every save ('delete a' clears it; see verify)\n")
+	require.Empty(t, termtest.Wider(r.stdout+r.stderr, 80), "within 80 columns")
 	wantCode(t, on(t, url, "delete", "a"), cli.ExitOK, "a: deleted kafka:100")
 	got, err := cat.Load(ctxT(t), "a")
 	require.NoError(t, err)
