@@ -634,6 +634,9 @@ func restore(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	if err := s.knowOwners(ctx); err != nil {
+		return err
+	}
 	// Lines for stdout wait in out, and errors go to stderr first: a closed
 	// pipe on stdout (whose SIGPIPE ends the process) then neither cuts
 	// the restore short nor hides why it failed or was refused.

@@ -67,6 +67,10 @@ type store struct {
 	revision int64
 	// dry is a dry run's: it writes nothing, and says what it would.
 	dry bool
+	// known, once set (knowOwners), is every owner key, read at once: a
+	// restore plans thousands of writes, and one read each ran its
+	// --timeout out before the first write, the same on every rerun.
+	known map[string]etcdcatalog.Owner
 }
 
 // cleanupGrace is how long past the command's end (its --timeout, or a
@@ -556,8 +560,15 @@ func (e *badNameError) Unwrap() error { return e.err }
 // owner is the owner key of pchannel on etcd, none on bbolt, whose file
 // lock keeps nodes out.
 func (s *store) owner(ctx context.Context, pchannel string) (holder, error) {
-	if s.etcd == nil {
+	switch {
+	case s.etcd == nil:
 		return holder{}, nil
+	case s.known != nil:
+		o, ok := s.known[pchannel]
+		if !ok {
+			return holder{}, nil
+		}
+		return s.withLease(ctx, o), nil
 	}
 	o, err := s.etcd.OwnerOf(ctx, pchannel)
 	if err != nil {
@@ -613,6 +624,17 @@ type namedOwner struct {
 }
 
 // owners returns the owner keys by pchannel; none on bbolt.
+// knowOwners reads every owner key at once, for owner to answer from:
+// a node that takes a pchannel later is met by the write's own TryOwn.
+func (s *store) knowOwners(ctx context.Context) error {
+	all, err := s.owners(ctx)
+	if err == nil && all == nil && s.etcd != nil {
+		all = map[string]etcdcatalog.Owner{}
+	}
+	s.known = all
+	return err
+}
+
 func (s *store) owners(ctx context.Context) (map[string]etcdcatalog.Owner, error) {
 	if s.etcd == nil {
 		return nil, nil
