@@ -394,6 +394,9 @@ func TestStoredCheckpointWhoseComparisonPanics(t *testing.T) {
 			case *messages.RecoveryFailed:
 			case *messages.Stopped:
 				require.False(t, e.Flushed)
+				require.ErrorIs(t, e.Reason, messages.ErrNotRecovered)
+				require.ErrorIs(t, e.Reason, persistence.ErrCorruptRecord, "the stop says why it did not recover")
+				require.ErrorIs(t, e.Reason, wal.ErrCorruptID)
 				require.Equal(t, []wal.MessageID{brittleMark}, catalog.History("p"))
 				return
 			default:

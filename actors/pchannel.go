@@ -867,7 +867,9 @@ func (p *pchannel) loaded(ctx actor.Context, m *callDone) (time.Duration, bool) 
 			_, werr = wal.Marshal(m.value)
 		}
 		if werr != nil {
+			// In m too: a stop waiting on the read tells it (recoverBy).
 			err = &persistence.CorruptRecordError{PChannel: p.cfg.pchannel, Err: werr}
+			m.err = err
 		}
 	}
 	if err == nil {

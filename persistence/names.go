@@ -43,9 +43,15 @@ func validateName(kind, name string) error {
 	if why == "" {
 		return nil
 	}
-	shown := name
-	if len(shown) > 40 {
-		shown = shown[:40] + "…"
+	return fmt.Errorf("%w: %s name %s %s", ErrInvalidArgument, kind, quotedName(name), why)
+}
+
+// quotedName is a name for an error: quoted, and cut after 40 bytes, so
+// that a name that is bad input because of its length does not make the
+// error as long.
+func quotedName(name string) string {
+	if len(name) > 40 {
+		return fmt.Sprintf("%q", name[:40]+"…")
 	}
-	return fmt.Errorf("%w: %s name %q %s", ErrInvalidArgument, kind, shown, why)
+	return fmt.Sprintf("%q", name)
 }

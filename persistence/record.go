@@ -23,18 +23,19 @@ type Record struct {
 // checkpoint.
 func EncodeRecord(pchannel string, r Record) ([]byte, error) {
 	if r.Checkpoint == nil {
-		return nil, fmt.Errorf("%w: nil checkpoint", ErrInvalidArgument)
+		return nil, fmt.Errorf("%w: nil checkpoint for %s", ErrInvalidArgument, quotedName(pchannel))
 	}
 	name, err := walOf(r.Checkpoint)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("pchannel %s: %w", quotedName(pchannel), err)
 	}
 	raw, err := wal.Marshal(r.Checkpoint)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+		return nil, fmt.Errorf("%w: pchannel %s: %w", ErrInvalidArgument, quotedName(pchannel), err)
 	}
 	if len(raw) > record.MaxIDLen {
-		return nil, fmt.Errorf("%w: %s ID is %d bytes, more than a record holds (%d)", ErrInvalidArgument, name, len(raw), record.MaxIDLen)
+		return nil, fmt.Errorf("%w: pchannel %s: %s ID is %d bytes, more than a record holds (%d)",
+			ErrInvalidArgument, quotedName(pchannel), name, len(raw), record.MaxIDLen)
 	}
 	return record.Encode(pchannel, name, raw, r.Term), nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/lowwater/lowwater/persistence"
@@ -81,11 +82,18 @@ func TestDecodeRecordUnderAnotherName(t *testing.T) {
 	}
 }
 
+// A bad checkpoint is refused, and the error names the pchannel (cut
+// when long), as CheckSaveArgs's do.
 func TestEncodeRecordRejectsBadCheckpoint(t *testing.T) {
+	long := strings.Repeat("q", 1000)
 	for _, cp := range []wal.MessageID{nil, otherID{}, (*wal.KafkaID)(nil), new(wal.PulsarID)} {
-		_, err := persistence.EncodeRecord("p", persistence.Record{Checkpoint: cp})
-		if !errors.Is(err, persistence.ErrInvalidArgument) {
-			t.Errorf("EncodeRecord(%T) = %v, want ErrInvalidArgument", cp, err)
+		_, err := persistence.EncodeRecord("orders-dml-0", persistence.Record{Checkpoint: cp})
+		if !errors.Is(err, persistence.ErrInvalidArgument) || !strings.Contains(err.Error(), `"orders-dml-0"`) {
+			t.Errorf("EncodeRecord(%T) = %v, want ErrInvalidArgument naming the pchannel", cp, err)
+		}
+		_, err = persistence.EncodeRecord(long, persistence.Record{Checkpoint: cp})
+		if err == nil || len(err.Error()) > 300 {
+			t.Errorf("EncodeRecord(%T) of a 1000-byte name: an error of %d bytes", cp, len(err.Error()))
 		}
 	}
 }
