@@ -211,6 +211,13 @@ func defaultBoltOptions() boltOptions {
 // path that does not exist yet, not one from os.CreateTemp: an existing
 // empty file is refused (ErrCorruptStore), since a truncated catalog
 // must not become an empty one.
+//
+// A file with one meta page damaged (a flipped byte, a page torn to
+// zeros) opens, with no error, as of the other page's commit, as bbolt
+// opens it: a crash that tore the last commit's write leaves a file so,
+// and that commit was never acknowledged. Damaged later, the file reads
+// without that commit's saves, and the next commit makes it for good. A
+// node that must tell the two apart asks DamagedMeta after it opens.
 func OpenBolt(path string, opts ...BoltOption) (*Bolt, error) {
 	o := defaultBoltOptions()
 	for _, opt := range opts {
