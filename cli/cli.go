@@ -24,6 +24,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -89,6 +91,8 @@ Commands:
                            bbolt the writes share commits; on etcd each
                            record is one write, so a big dump needs a
                            longer --timeout (run again, it goes on)
+  version                  the tool's lowwater version and Go (also
+                           --version)
 
 Write flags (set, delete, restore), after the command:
   --dry-run  check everything and say what would change; write nothing
@@ -257,9 +261,13 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 	global := flag.NewFlagSet("lowwater", flag.ContinueOnError)
 	global.SetOutput(io.Discard)
 	commonFlags(global, &o)
+	wantVersion := global.Bool("version", false, "print the version")
 	err := global.Parse(args)
 	if errors.Is(err, flag.ErrHelp) {
 		return help(stdout, stderr)
+	}
+	if err == nil && *wantVersion {
+		return version(stdout, stderr)
 	}
 	if err != nil {
 		if name, ok := commandFlag(err); ok {
@@ -273,8 +281,11 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 		return fail(stderr, usagef("no command"))
 	}
 	name, rest := global.Arg(0), global.Args()[1:]
-	if name == "help" {
+	switch name {
+	case "help":
 		return help(stdout, stderr)
+	case "version":
+		return version(stdout, stderr)
 	}
 	cmd, ok := commands[name]
 	if !ok {
@@ -523,6 +534,39 @@ type reportedError struct{ error }
 func (e *reportedError) Unwrap() error { return e.error }
 
 // help prints the usage, and fails as any command does when it cannot.
+// version prints the version of lowwater the tool was built with: the
+// main module's, or, in a tool built elsewhere with this package, the
+// lowwater module it requires; and the commit, when the build knows it.
+func version(stdout, stderr io.Writer) int {
+	v := "(unknown)"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		m := &bi.Main
+		for _, d := range bi.Deps {
+			if m.Path != lowwaterModule && d.Path == lowwaterModule {
+				m = d
+			}
+		}
+		v = m.Version
+		if m == &bi.Main {
+			for _, st := range bi.Settings {
+				switch {
+				case st.Key == "vcs.revision" && len(st.Value) >= 12:
+					v += ", commit " + st.Value[:12]
+				case st.Key == "vcs.modified" && st.Value == "true":
+					v += ", modified"
+				}
+			}
+		}
+	}
+	if _, err := fmt.Fprintf(stdout, "lowwater %s, %s\n", v, runtime.Version()); err != nil {
+		return fail(stderr, fmt.Errorf("writing the version: %w", err))
+	}
+	return ExitOK
+}
+
+// lowwaterModule is this module's path, which version looks for.
+const lowwaterModule = "github.com/lowwater/lowwater"
+
 func help(stdout, stderr io.Writer) int {
 	if _, err := io.WriteString(stdout, usage); err != nil {
 		return fail(stderr, fmt.Errorf("writing the help: %w", err))

@@ -122,3 +122,15 @@ func TestCutShortSaysWhy(t *testing.T) {
 	require.Equal(t, cli.ExitFailed, code, buf.String())
 	require.Contains(t, buf.String(), "context canceled (interrupt signal received)")
 }
+
+// version, as a command or a flag, says which lowwater and which Go the
+// tool was built with, and needs no catalog.
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"version"}, {"--version"}, {"--catalog", "bolt:/nowhere", "version"}} {
+		var out, errs bytes.Buffer
+		code := cli.Main(context.Background(), args, func(string) string { return "" }, nil, &out, &errs)
+		require.Equal(t, cli.ExitOK, code, errs.String())
+		require.Regexp(t, `^lowwater \S.*, go1\.\d+`, out.String(), "%v", args)
+		require.Empty(t, errs.String())
+	}
+}
