@@ -376,10 +376,7 @@ func verify(ctx context.Context, e *env, _ []string) error {
 		{"NO LEASE", "put by hand or by another tool, not by a node: it keeps\n" +
 			"    every node off the pchannel for good; 'release PCHANNEL', or for a\n" +
 			"    name shown quoted, 'release --quoted NAME' as shown here"},
-		{"DAMAGED META", "a page newer than the one read hides the file's last commit:\n" +
-			"    torn by a crash, it was never acknowledged; damaged since, its saves\n" +
-			"    are lost: restore the file from a backup. The next write rewrites\n" +
-			"    the page, and makes the loss permanent: the tool refuses to write"},
+		{"DAMAGED META", metaHint(meta)},
 		{"STRAY", "not lowwater's: something else writes among the catalog's\n" +
 			"    keys (a tool given the same prefix, a hand edit, a later lowwater);\n" +
 			"    lowwater neither reads nor removes them: find what wrote them"},
@@ -389,6 +386,18 @@ func verify(ctx context.Context, e *env, _ []string) error {
 		}
 	}
 	return &exitError{code: ExitCorrupt, err: errors.New(msg)}
+}
+
+// metaHint is verify's advice on a damaged meta page d (nil: none).
+func metaHint(d *persistence.MetaDamage) string {
+	if d != nil && d.Known && !d.Newer {
+		return "the damaged page held the commit before the one read: nothing\n" +
+			"    is hidden, and the next write rewrites it"
+	}
+	return "a page newer than the one read may hide the file's last commit:\n" +
+		"    torn by a crash, it was never acknowledged; damaged since, its saves\n" +
+		"    are lost: restore the file from a backup. The next write rewrites\n" +
+		"    the page, and makes the loss permanent: the tool refuses to write"
 }
 
 // metaDamage says which meta page of a bbolt file is damaged, which
@@ -618,6 +627,14 @@ func warnReplay(w io.Writer, act action, pchannel string, en *persistence.Entry,
 
 // replay says what lowering from to to costs: consumers restart earlier.
 func replay(from, to wal.MessageID) string {
+	switch to {
+	case wal.KafkaID(-1):
+		return fmt.Sprintf("skip: Kafka's clients read %s as the end of the log: consumers restart there, "+
+			"past every record after %s not yet read, which they never see", shownID(to), shownID(from))
+	case wal.KafkaID(-2):
+		return fmt.Sprintf("replay: Kafka's clients read %s as the start of the log: consumers re-read "+
+			"all of it that is kept", shownID(to))
+	}
 	msg := fmt.Sprintf("replay: consumers restart at %s and re-read what follows it up to %s", shownID(to), shownID(from))
 	switch f := from.(type) {
 	case wal.KafkaID:

@@ -15,6 +15,7 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
+	"github.com/lowwater/lowwater/internal/catalogurl"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/wal"
 )
@@ -621,7 +622,17 @@ func restore(ctx context.Context, e *env, args []string) error {
 	}
 	if len(entries) == 0 {
 		// Nothing to write, and no file to create: a mistyped path is
-		// not made into an empty catalog by an empty dump either.
+		// not made into an empty catalog by an empty dump either. A file
+		// that is there is opened all the same, to be judged.
+		if e.opts.url.Kind == catalogurl.Bolt && e.opts.url.Path != "" {
+			if _, err := os.Stat(e.opts.url.Path); err == nil {
+				s, err := e.open(ctx, readOnly)
+				if err != nil {
+					return err
+				}
+				s.close()
+			}
+		}
 		fmt.Fprintln(e.stdout, "the dump holds no checkpoint: nothing to restore, nothing written")
 		return nil
 	}
@@ -630,6 +641,12 @@ func restore(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer s.close()
+	written := 0
+	defer func() {
+		if written == 0 {
+			s.discardCreated() // before close: the file is still locked
+		}
+	}()
 	byName, _, err := s.entries(ctx)
 	if err != nil {
 		return err
@@ -703,7 +720,6 @@ func restore(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	done, errs := s.writeAll(ctx, entries, byName, acts, ids, e.opts.force)
-	written := 0
 	for i, de := range entries {
 		if done[i] {
 			written++

@@ -67,6 +67,9 @@ type store struct {
 	revision int64
 	// dry is a dry run's: it writes nothing, and says what it would.
 	dry bool
+	// created is set when the command made the bbolt file (restore): one
+	// that ends writing nothing removes it (discardCreated).
+	created bool
 	// known, once set (knowOwners), is every owner key, read at once: a
 	// restore plans thousands of writes, and one read each ran its
 	// --timeout out before the first write, the same on every rerun.
@@ -119,7 +122,8 @@ func (e *env) open(ctx context.Context, m mode) (_ *store, err error) {
 				return nil, err
 			}
 		}
-		if _, err := os.Stat(u.Path); err != nil {
+		_, statErr := os.Stat(u.Path)
+		if err := statErr; err != nil {
 			switch {
 			case m == dryCreate && errors.Is(err, os.ErrNotExist):
 				fmt.Fprintf(e.stdout, "%s does not exist: it would be created\n", u.Path)
@@ -148,6 +152,7 @@ func (e *env) open(ctx context.Context, m mode) (_ *store, err error) {
 			return nil, err
 		}
 		s.cat, s.bolt = b, b
+		s.created = m == createFile && errors.Is(statErr, os.ErrNotExist)
 		if err := e.checkMeta(b, m); err != nil {
 			return nil, err
 		}
@@ -624,6 +629,17 @@ type namedOwner struct {
 }
 
 // owners returns the owner keys by pchannel; none on bbolt.
+// discardCreated removes the bbolt file the command made, before close
+// lets go of its lock: a restore that wrote nothing (every record
+// refused, the first write failed) makes no new, empty catalog of a
+// mistyped path.
+func (s *store) discardCreated() {
+	if s.created {
+		_ = os.Remove(s.url.Path)
+		s.created = false
+	}
+}
+
 // knowOwners reads every owner key at once, for owner to answer from:
 // a node that takes a pchannel later is met by the write's own TryOwn.
 func (s *store) knowOwners(ctx context.Context) error {

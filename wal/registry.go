@@ -85,6 +85,11 @@ func holdsReference(t reflect.Type, path string) (where string, kind reflect.Kin
 	return "", 0, false
 }
 
+// referenceKinds names, for an error, each kind holdsReference finds.
+var referenceKinds = map[reflect.Kind]string{
+	reflect.Pointer: "a pointer", reflect.Interface: "an interface", reflect.Chan: "a channel", reflect.UnsafePointer: "an unsafe.Pointer",
+}
+
 // maxNameLen is what a stored record can carry (one length byte).
 const maxNameLen = 255
 
@@ -122,7 +127,7 @@ func Register[ID MessageID](name Name, c Codec[ID]) error {
 		return fmt.Errorf("%w: %q: ID type %v is not comparable", ErrInvalidCodec, name, t)
 	}
 	if path, kind, ok := holdsReference(t, t.String()); ok {
-		return fmt.Errorf("%w: %q: ID type %v holds a %v (%s), want a plain value", ErrInvalidCodec, name, t, kind, path)
+		return fmt.Errorf("%w: %q: ID type %v holds %s (%s), want a plain value", ErrInvalidCodec, name, t, referenceKinds[kind], path)
 	}
 	if got, err := zeroWALName[ID](); err != nil || got != name {
 		return fmt.Errorf("%w: %q: %v.WALName() = %q (%v), want %q", ErrInvalidCodec, name, t, got, err, name)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -150,7 +151,15 @@ func TestRegisterRefusesWithoutPanicking(t *testing.T) {
 		if !errors.Is(tt.err, wal.ErrInvalidCodec) {
 			t.Errorf("%s: Register = %v, want ErrInvalidCodec", tt.name, tt.err)
 		}
-		t.Logf("%s: %v", tt.name, tt.err)
+	}
+	said := map[string]string{
+		"holds a pointer":              "holds a pointer (wal_test.boxID.at)",
+		"holds an interface deep down": "holds an interface (wal_test.deepBoxID.parts[].v)",
+	}
+	for _, tt := range tests {
+		if want, ok := said[tt.name]; ok && !strings.Contains(fmt.Sprint(tt.err), want) {
+			t.Errorf("%s: Register = %v, want it to say %q", tt.name, tt.err, want)
+		}
 	}
 	if after := wal.Names(); fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Fatalf("refused registrations changed Names from %v to %v", before, after)

@@ -816,6 +816,17 @@ func TestRestoreOfAnEmptyDumpCreatesNothing(t *testing.T) {
 		_, err := os.Stat(missing)
 		require.ErrorIs(t, err, os.ErrNotExist, "%s made a file", body)
 	}
+	// Nor one whose every checkpoint is refused, or whose first write
+	// fails: nothing written, no file left.
+	refusedOnly := filepath.Join(dir, "refused.json")
+	require.NoError(t, os.WriteFile(refusedOnly, []byte(`{"format":"lowwater-checkpoints/1","checkpoints":[{"pchannel":"a","wal":"kafka","checkpoint":"kafka:-1"}]}`), 0o600))
+	wantCode(t, on(t, "bolt:"+missing, "restore", refusedOnly), cli.ExitRefused, "nothing written")
+	_, err := os.Stat(missing)
+	require.ErrorIs(t, err, os.ErrNotExist, "a restore that wrote nothing made a file")
+	// An empty dump over a file that is not a catalog says so.
+	notBolt := filepath.Join(dir, "notes.txt")
+	require.NoError(t, os.WriteFile(notBolt, []byte("not a catalog"), 0o600))
+	wantCode(t, on(t, "bolt:"+notBolt, "restore", filepath.Join(dir, "empty0.json")), cli.ExitCorrupt, "not a bbolt file")
 }
 
 // A negative Kafka offset is one of Kafka's sentinels, not a position:
@@ -833,6 +844,9 @@ func TestANegativeKafkaOffsetIsRefused(t *testing.T) {
 	wantCode(t, on(t, url, "get", "q"), cli.ExitNotFound)
 	wantCode(t, on(t, url, "set", "--force", "q", "kafka:-1"), cli.ExitOK)
 	wantCode(t, on(t, url, "get", "q"), cli.ExitOK, "kafka:-1")
+	r := on(t, url, "set", "--force", "by-dev-rootcoord-dml_0", "kafka:-1")
+	wantCode(t, r, cli.ExitOK, "skip: Kafka's clients read kafka:-1 as the end of the log")
+	require.NotContains(t, r.stdout+r.stderr, "re-read", "a skip told as a replay")
 }
 
 // A long name is cut in list's table, so that one name does not widen
@@ -890,7 +904,7 @@ func TestVerifyFindsADamagedMetaPage(t *testing.T) {
 	}
 	r := on(t, url, "verify")
 	wantCode(t, r, cli.ExitCorrupt, "DAMAGED META  "+path+": "+damage, "a damaged meta page",
-		"DAMAGED META: a page newer than the one read hides the file's last commit")
+		"DAMAGED META: a page newer than the one read may hide the file's last commit")
 	require.NotContains(t, r.stderr, "warning:")
 
 	for _, write := range [][]string{{"set", "by-dev-rootcoord-dml_0", "kafka:1400"}, {"set", "--dry-run", "by-dev-rootcoord-dml_0", "kafka:1400"},
@@ -908,7 +922,10 @@ func TestVerifyFindsADamagedMetaPage(t *testing.T) {
 	newest, txid = newestMeta(t, path)
 	flipByte(t, path, int64(1-newest)*pageSize+16+63)
 	wantCode(t, on(t, url, "get", "by-dev-rootcoord-dml_0"), cli.ExitOK, "kafka:1400")
-	wantCode(t, on(t, url, "verify"), cli.ExitCorrupt, fmt.Sprintf("meta page %d is damaged; it held commit %d, older than commit %d", 1-newest, txid-1, txid))
+	r = on(t, url, "verify")
+	wantCode(t, r, cli.ExitCorrupt, fmt.Sprintf("meta page %d is damaged; it held commit %d, older than commit %d", 1-newest, txid-1, txid),
+		"DAMAGED META: the damaged page held the commit before the one read: nothing\n    is hidden")
+	require.NotContains(t, r.stderr, "refuses to write")
 	wantCode(t, on(t, url, "set", "by-dev-rootcoord-dml_0", "kafka:1500"), cli.ExitOK)
 	wantCode(t, on(t, url, "verify"), cli.ExitOK)
 }

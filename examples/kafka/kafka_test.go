@@ -165,9 +165,9 @@ func TestConfigRejected(t *testing.T) {
 }
 
 // A Config whose partitions are not the topic's is refused before any
-// record is read: with fewer, the partitions past them were never read,
-// and Run returned nil; with more, it stored checkpoints of partitions that
-// do not exist.
+// actor is spawned, and so with nothing saved: with fewer, the partitions
+// past them were never read, and Run returned nil; with more, it stored
+// checkpoints of partitions that do not exist.
 func TestPartitionsOtherThanTheTopicsAreRefused(t *testing.T) {
 	brokers := cluster(t, 3)
 	for _, n := range []int32{2, 4} {
@@ -179,6 +179,15 @@ func TestPartitionsOtherThanTheTopicsAreRefused(t *testing.T) {
 		cancel()
 		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), fmt.Sprintf("topic events has 3 partitions, Config.Partitions says %d", n)) {
 			t.Errorf("%d partitions of 3: Run = %v, want ErrConfig naming both", n, err)
+		}
+		cat, err := persistence.OpenBolt(cfg.CatalogPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored, err := cat.LoadAll(t.Context())
+		_ = cat.Close()
+		if err != nil || len(stored) != 0 {
+			t.Errorf("%d partitions of 3: the catalog holds %v (%v), want nothing saved", n, stored, err)
 		}
 	}
 }

@@ -105,6 +105,14 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		defer bolt.Close()
 		catalog = bolt
 	}
+	// The topic first: a Config that names other partitions than it has
+	// spawns no actor, and so saves no checkpoint.
+	if err := checkPartitions(ctx, &cfg); err != nil {
+		if ctx.Err() != nil {
+			return nil // ended before it began
+		}
+		return err
+	}
 	// One read for every partition, handed to the actors (WithPreloaded).
 	stored, err := catalog.LoadAll(ctx)
 	if err != nil {
@@ -183,7 +191,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if err != nil {
 		return err
 	}
-	if err := checkTopic(runCtx, cl, &cfg, starts); err != nil {
+	if err := warnPastEnd(runCtx, cl, &cfg, starts); err != nil {
 		cl.Close()
 		return err
 	}
@@ -191,14 +199,16 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	return pl.stop()
 }
 
-// checkTopic asks the brokers for the topic's partitions and where each
-// ends. Config.Partitions other than the topic's count is an ErrConfig: the
-// partitions past it would never be read, or checkpoints of partitions
-// that do not exist kept. A start past a partition's end (the topic
-// deleted and made again, or another cluster) is warned of: the node
-// waits there for records that may never come, and does not lower the
-// checkpoint on its own.
-func checkTopic(ctx context.Context, cl *kgo.Client, cfg *Config, starts []int64) error {
+// checkPartitions asks the brokers for the topic's partitions:
+// Config.Partitions other than their count is an ErrConfig, found before
+// any actor is spawned. The partitions past it would never be read, or
+// checkpoints of partitions that do not exist kept.
+func checkPartitions(ctx context.Context, cfg *Config) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
 	meta := kmsg.NewPtrMetadataRequest()
 	topic := kmsg.NewMetadataRequestTopic()
 	topic.Topic = kmsg.StringPtr(cfg.Topic)
@@ -216,6 +226,14 @@ func checkTopic(ctx context.Context, cl *kgo.Client, cfg *Config, starts []int64
 	if n := len(resp.Topics[0].Partitions); n != int(cfg.Partitions) {
 		return fmt.Errorf("%w: topic %s has %d partitions, Config.Partitions says %d", ErrConfig, cfg.Topic, n, cfg.Partitions)
 	}
+	return nil
+}
+
+// warnPastEnd asks the brokers where each partition ends, and warns of a
+// start past it (the topic deleted and made again, or another cluster):
+// the node waits there for records that may never come, and does not
+// lower the checkpoint on its own.
+func warnPastEnd(ctx context.Context, cl *kgo.Client, cfg *Config, starts []int64) error {
 	list := kmsg.NewPtrListOffsetsRequest()
 	list.ReplicaID = -1
 	lt := kmsg.NewListOffsetsRequestTopic()

@@ -61,8 +61,8 @@ import (
 // through Save where StartSave declines with errors.ErrUnsupported, as the
 // actors do): the same rules hold, and each save that started is told
 // exactly once, within a minute, and never from within StartSave. Once a
-// started save was not told in time, the saves after it in that check
-// fail at once. A save told again after its check ended fails the
+// started save was not told in time, every save after it fails at once,
+// so that the run ends within go test's default timeout. A save told again after its check ended fails the
 // "StartSave" test around it, if that has not ended.
 //
 // Run needs no goroutine of the catalog's to end by itself: checks that
@@ -73,6 +73,7 @@ func Run(t *testing.T, newCatalog func(t *testing.T) persistence.Catalog) {
 	run(t, newCatalog)
 	t.Run("StartSave", func(t *testing.T) {
 		outer := newReporter(t, nil)
+		untold := new(atomic.Bool)
 		run(t, func(t *testing.T) persistence.Catalog {
 			c := newCatalog(t)
 			starter, ok := c.(persistence.SaveStarter)
@@ -80,7 +81,7 @@ func Run(t *testing.T, newCatalog func(t *testing.T) persistence.Catalog) {
 				_ = c.Close()
 				t.Skip("not a persistence.SaveStarter")
 			}
-			return &startedSaves{SaveStarter: starter, report: newReporter(t, outer)}
+			return &startedSaves{SaveStarter: starter, report: newReporter(t, outer), untold: untold}
 		})
 	})
 }
@@ -599,12 +600,13 @@ func (r *reporter) errorf(format string, args ...any) {
 
 // startedSaves saves through StartSave, and checks that each save that
 // started is told exactly once, within toldWithin, and never from within
-// StartSave. Once a save was not told in time, the saves after it fail at
-// once: a check of many saves would otherwise wait that long for each.
+// StartSave. Once a save was not told in time, every save after it, in
+// its check and those that follow, fails at once: each would otherwise
+// wait that long, and the run outlast go test's own timeout.
 type startedSaves struct {
 	persistence.SaveStarter
 	report *reporter
-	untold atomic.Bool
+	untold *atomic.Bool // shared by the checks of a run
 }
 
 // toldWithin bounds the wait for a started save to be told. A variable
@@ -613,7 +615,7 @@ var toldWithin = time.Minute
 
 func (s *startedSaves) Save(ctx context.Context, pchannel string, checkpoint wal.MessageID) error {
 	if s.untold.Load() {
-		return errors.New("a save started earlier was never told: no more are started")
+		return errors.New("a save started earlier was never told (see the first check that failed): no more are started")
 	}
 	var told sync.Mutex
 	times := 0
@@ -647,12 +649,18 @@ func (s *startedSaves) Save(ctx context.Context, pchannel string, checkpoint wal
 }
 
 // withinStartSave reports whether startedSaves.Save, which calls
-// StartSave, is on the calling goroutine's stack: a done called there is
-// called from within StartSave. One the catalog calls on a goroutine of
-// its own has it nowhere on its stack, however soon it runs.
+// StartSave, is on the calling goroutine's stack, however deep: a done
+// called there is called from within StartSave. One the catalog calls on
+// a goroutine of its own has it nowhere on its stack, however soon it
+// runs (even while StartSave waits for that goroutine: not checked).
 func withinStartSave() bool {
 	pcs := make([]uintptr, 64)
-	frames := runtime.CallersFrames(pcs[:runtime.Callers(2, pcs)])
+	n := runtime.Callers(2, pcs)
+	for n == len(pcs) {
+		pcs = make([]uintptr, 2*len(pcs))
+		n = runtime.Callers(2, pcs)
+	}
+	frames := runtime.CallersFrames(pcs[:n])
 	for {
 		f, more := frames.Next()
 		if strings.HasSuffix(f.Function, "catalogtest.(*startedSaves).Save") {

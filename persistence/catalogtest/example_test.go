@@ -178,6 +178,8 @@ func (c *starterCatalog) StartSave(ctx context.Context, pchannel string, checkpo
 	switch c.mode {
 	case "within":
 		done(c.Save(ctx, pchannel, checkpoint))
+	case "within-deep":
+		deep(100, func() { done(c.Save(ctx, pchannel, checkpoint)) })
 	case "twice-late":
 		toldAgain.Lock()
 		again := toldAgain.closed
@@ -192,6 +194,15 @@ func (c *starterCatalog) StartSave(ctx context.Context, pchannel string, checkpo
 	case "never":
 	}
 	return nil
+}
+
+// deep calls f n frames down.
+func deep(n int, f func()) {
+	if n == 0 {
+		f()
+		return
+	}
+	deep(n-1, f)
 }
 
 func (c *starterCatalog) Close() error {
@@ -217,14 +228,19 @@ func TestRunCatchesABrokenSaveStarter(t *testing.T) {
 			"--- FAIL: TestRunCatchesABrokenSaveStarter/StartSave/SaveThenLoadEveryWAL",
 			`StartSave("pch-kafka", kafka:10) called done from within StartSave`,
 		},
+		"within-deep": {
+			`StartSave("pch-kafka", kafka:10) called done from within StartSave`,
+		},
 		"twice-late": {
 			"--- FAIL: TestRunCatchesABrokenSaveStarter/StartSave ",
 			"after TestRunCatchesABrokenSaveStarter/StartSave/SaveThenLoadEveryWAL ended:",
 			"--- PASS: TestRunCatchesABrokenSaveStarter/StartSave/SaveThenLoadEveryWAL",
 		},
 		"never": {
-			"--- FAIL: TestRunCatchesABrokenSaveStarter/StartSave/ConcurrentSavesNeverGoBack",
+			"--- FAIL: TestRunCatchesABrokenSaveStarter/StartSave/SaveThenLoadEveryWAL",
 			"started, and was not told within 100ms",
+			"--- FAIL: TestRunCatchesABrokenSaveStarter/StartSave/ConcurrentSavesNeverGoBack",
+			"a save started earlier was never told (see the first check that failed): no more are started",
 		},
 	} {
 		t.Run(mode, func(t *testing.T) {
