@@ -135,10 +135,10 @@ func TestRegisterRefusesWithoutPanicking(t *testing.T) {
 			Unmarshal: func([]byte) (sliceID, error) { return sliceID{}, nil },
 			Parse:     func(string) (sliceID, error) { return sliceID{}, nil }})},
 		{"holds a pointer", wal.Register("test-box", wal.Codec[boxID]{
-			Unmarshal: func([]byte) (boxID, error) { return boxID{}, nil },
+			Unmarshal: func([]byte) (boxID, error) { return boxID{at: new(uint64)}, nil },
 			Parse:     func(string) (boxID, error) { return boxID{}, nil }})},
 		{"holds an interface deep down", wal.Register("test-deepbox", wal.Codec[deepBoxID]{
-			Unmarshal: func([]byte) (deepBoxID, error) { return deepBoxID{}, nil },
+			Unmarshal: func([]byte) (deepBoxID, error) { return deepBoxID{parts: [2]struct{ v any }{{v: 1}}}, nil },
 			Parse:     func(string) (deepBoxID, error) { return deepBoxID{}, nil }})},
 		{"WALName differs", wal.Register("test-wrong", wal.Codec[wrongNameID]{
 			Unmarshal: func([]byte) (wrongNameID, error) { return wrongNameID{}, nil },
