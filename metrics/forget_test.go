@@ -31,15 +31,9 @@ func TestForgetWinsOverLateEvents(t *testing.T) {
 	const cycles, names = 1000, 250 // each name moves away 4 times
 	for _, labelled := range []bool{false, true} {
 		t.Run(fmt.Sprintf("pchannel label %t", labelled), func(t *testing.T) {
-			var opts []metrics.Option
-			if labelled {
-				opts = append(opts, metrics.WithPChannelLabel())
-			}
-			collector, err := metrics.New(opts...)
-			require.NoError(t, err)
+			collector := collectorOf(t, labelled)
 			reg := registry(t, collector)
-			system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-			defer system.Shutdown()
+			system := quietSystem(t)
 			sub, err := collector.Subscribe(system.EventStream)
 			require.NoError(t, err)
 			defer sub.Close()

@@ -119,8 +119,7 @@ func TestScrapeMoves(t *testing.T) {
 				return last
 			}
 
-			system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-			defer system.Shutdown()
+			system := quietSystem(t)
 			sub, err := collector.Subscribe(system.EventStream)
 			require.NoError(t, err)
 			defer sub.Close()
@@ -191,8 +190,7 @@ func TestScrapeMoves(t *testing.T) {
 func TestLagCountsFromRecoveryWhenTheMinimumIsAboveTheStoredCheckpoint(t *testing.T) {
 	collector, err := metrics.New()
 	require.NoError(t, err)
-	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	defer system.Shutdown()
+	system := quietSystem(t)
 	sub, err := collector.Subscribe(system.EventStream)
 	require.NoError(t, err)
 	defer sub.Close()
@@ -258,12 +256,7 @@ lowwater_save_failures_total{reason="timeout"} 0
 // total from going down.
 func TestForget(t *testing.T) {
 	for _, labelled := range []bool{false, true} {
-		var opts []metrics.Option
-		if labelled {
-			opts = append(opts, metrics.WithPChannelLabel())
-		}
-		collector, err := metrics.New(opts...)
-		require.NoError(t, err)
+		collector := collectorOf(t, labelled)
 		applyUpdates(t, "p0", collector.Counters("p0"), 5)
 		applyUpdates(t, "p1", collector.Counters("p1"), 7)
 		collector.Observe(&messages.CheckpointPersisted{Header: messages.Header{PChannel: "p0", At: time.Now()}, Value: wal.KafkaID(1)})
@@ -315,8 +308,7 @@ func TestInvalidOptions(t *testing.T) {
 // counters, then stops it.
 func applyUpdates(t *testing.T, pchannel string, counters *actors.Counters, n int) {
 	t.Helper()
-	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	defer system.Shutdown()
+	system := quietSystem(t)
 	props, err := actors.NewProps(pchannel, wal.Kafka, persistence.NewMemory(), actors.WithCounters(counters),
 		actors.WithVChannels(map[string]wal.MessageID{"v": wal.KafkaID(0)}))
 	require.NoError(t, err)
@@ -326,6 +318,26 @@ func applyUpdates(t *testing.T, pchannel string, counters *actors.Counters, n in
 	}
 	require.NoError(t, system.Root.PoisonFuture(pid).Wait())
 	require.Equal(t, uint64(n), counters.Updates())
+}
+
+// collectorOf is a new collector, with the pchannel label or without.
+func collectorOf(t *testing.T, labelled bool) *metrics.Collector {
+	t.Helper()
+	var opts []metrics.Option
+	if labelled {
+		opts = append(opts, metrics.WithPChannelLabel())
+	}
+	c, err := metrics.New(opts...)
+	require.NoError(t, err)
+	return c
+}
+
+// quietSystem is an actor system that logs nothing, shut down once the
+// test has ended.
+func quietSystem(t *testing.T) *actor.ActorSystem {
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	t.Cleanup(system.Shutdown)
+	return system
 }
 
 // fixedClock is the start of a test's own clock, and at(s), s seconds
@@ -350,19 +362,14 @@ func registry(t *testing.T, c prometheus.Collector) *prometheus.Registry {
 func TestCountersCountNoPChannel(t *testing.T) {
 	for _, labelled := range []bool{false, true} {
 		t.Run(fmt.Sprintf("pchannel label %t", labelled), func(t *testing.T) {
-			var opts []metrics.Option
-			if labelled {
-				opts = append(opts, metrics.WithPChannelLabel())
-			}
-			collector, err := metrics.New(opts...)
-			require.NoError(t, err)
+			collector := collectorOf(t, labelled)
 			reg := registry(t, collector)
 			for _, name := range []string{"bad\x00name", "bad\xff", strings.Repeat("y", 513)} {
-				_, err = actors.NewProps(name, wal.Kafka, persistence.NewMemory(), actors.WithCounters(collector.Counters(name)))
+				_, err := actors.NewProps(name, wal.Kafka, persistence.NewMemory(), actors.WithCounters(collector.Counters(name)))
 				require.ErrorIs(t, err, persistence.ErrInvalidArgument)
 				collector.Observe(&messages.RecoveryFailed{Header: messages.Header{PChannel: name, At: time.Now()}, Err: persistence.ErrClosed})
 			}
-			_, err = actors.NewProps("refused", wal.Kafka, persistence.NewMemory(), actors.WithCounters(collector.Counters("refused")),
+			_, err := actors.NewProps("refused", wal.Kafka, persistence.NewMemory(), actors.WithCounters(collector.Counters("refused")),
 				actors.WithSaveTimeout(-1))
 			require.ErrorIs(t, err, actors.ErrInvalidOption)
 			families, err := reg.Gather()

@@ -2,11 +2,9 @@ package metrics_test
 
 import (
 	"fmt"
-	"log/slog"
 	"testing"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"github.com/stretchr/testify/require"
 
 	"github.com/lowwater/lowwater/actors"
@@ -100,8 +98,7 @@ func TestStalledFromActor(t *testing.T) {
 	c, err := metrics.New(metrics.WithPChannelLabel())
 	require.NoError(t, err)
 	reg := registry(t, c)
-	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	defer system.Shutdown()
+	system := quietSystem(t)
 	sub, err := c.Subscribe(system.EventStream)
 	require.NoError(t, err)
 	defer sub.Close()

@@ -80,30 +80,7 @@ func FuzzCheckPages(f *testing.F) {
 // A meta page damaged while the other is whole is found, with the commit
 // it held on the side it held it; both whole, nothing is.
 func TestMetaDamage(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "c.db")
-	b, err := OpenBolt(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 3 {
-		if err := b.Save(t.Context(), "p", wal.KafkaID(i+1)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if d, err := b.DamagedMeta(); d != nil || err != nil {
-		t.Fatalf("DamagedMeta of a sound file = %+v, %v", d, err)
-	}
-	if err := b.Close(); err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	newest, err := newestMeta(data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, data, newest := savedFile(t, 3)
 	pageSize := int(newest.pageSize)
 	for _, c := range []struct {
 		page int
@@ -134,27 +111,7 @@ func TestMetaDamage(t *testing.T) {
 // no valid meta for the first, and bbolt's own consistency check failed
 // on the second.
 func TestAZeroedMetaPageReadsAsTheOther(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "c.db")
-	b, err := OpenBolt(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 3 {
-		if err := b.Save(t.Context(), "p", wal.KafkaID(i+1)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := b.Close(); err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	newest, err := newestMeta(data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, data, newest := savedFile(t, 3)
 	pageSize := int(newest.pageSize)
 	for page := range 2 {
 		zeroed := append([]byte(nil), data...)
@@ -194,35 +151,44 @@ func TestAZeroedMetaPageReadsAsTheOther(t *testing.T) {
 // A freelist that frees a page the tree uses is refused: the next write
 // would take that page for new data over the tree's.
 func TestAFreelistFreeingATreePageIsRefused(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "c.db")
-	b, err := OpenBolt(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 5 {
-		if err := b.Save(t.Context(), "p", wal.KafkaID(i+1)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := b.Close(); err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	meta, err := newestMeta(data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, data, meta := savedFile(t, 5)
 	le := binary.LittleEndian
 	free := data[meta.freelist*uint64(meta.pageSize):]
 	if n := le.Uint16(free[10:]); n == 0 {
 		t.Fatalf("the freelist frees no page: no entry to damage")
 	}
 	le.PutUint64(free[pageHeaderSize:], meta.root)
-	err = checkPages(data)
+	err := checkPages(data)
 	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("frees page %d, which the tree uses", meta.root)) {
 		t.Fatalf("checkPages = %v, want the freed page in use named", err)
 	}
+}
+
+// savedFile saves kafka:1 … kafka:saves for "p" in a new bbolt file, and
+// returns its path, its bytes once closed, and its newest meta page.
+func savedFile(t *testing.T, saves int) (path string, data []byte, newest boltMeta) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), "c.db")
+	b, err := OpenBolt(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range saves {
+		if err := b.Save(t.Context(), "p", wal.KafkaID(i+1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d, err := b.DamagedMeta(); d != nil || err != nil {
+		t.Fatalf("DamagedMeta of a sound file = %+v, %v", d, err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if data, err = os.ReadFile(path); err != nil {
+		t.Fatal(err)
+	}
+	if newest, err = newestMeta(data); err != nil {
+		t.Fatal(err)
+	}
+	return path, data, newest
 }
