@@ -123,17 +123,17 @@ func (e *env) open(ctx context.Context, m mode) (_ *store, err error) {
 			}
 		}
 		_, statErr := os.Stat(u.Path)
-		if err := statErr; err != nil {
+		if statErr != nil {
 			switch {
-			case m == dryCreate && errors.Is(err, os.ErrNotExist):
+			case m == dryCreate && errors.Is(statErr, os.ErrNotExist):
 				fmt.Fprintf(e.stdout, "%s does not exist: it would be created\n", u.Path)
 				s.cat = persistence.NewMemory()
 				return s, nil
-			case (m == readWrite || m == readOnly && e.opts.dryRun) && errors.Is(err, os.ErrNotExist):
+			case (m == readWrite || m == readOnly && e.opts.dryRun) && errors.Is(statErr, os.ErrNotExist):
 				return nil, fmt.Errorf("bbolt file: %w: a write goes to an existing catalog, "+
-					"so that a mistyped path is not made into an empty one; restore creates one", err)
+					"so that a mistyped path is not made into an empty one; restore creates one", statErr)
 			case m != createFile:
-				return nil, fmt.Errorf("bbolt file: %w", err)
+				return nil, fmt.Errorf("bbolt file: %w", statErr)
 			}
 		}
 		b, err := openBolt(ctx, u.Path, e.opts.bucket, m == readOnly || m == dryCreate, m == createFile, e.opts.lockTimeout)
@@ -628,7 +628,6 @@ type namedOwner struct {
 	etcdcatalog.Owner
 }
 
-// owners returns the owner keys by pchannel; none on bbolt.
 // discardCreated removes the bbolt file the command made, before close
 // lets go of its lock: a restore that wrote nothing (every record
 // refused, the first write failed) makes no new, empty catalog of a
@@ -651,6 +650,7 @@ func (s *store) knowOwners(ctx context.Context) error {
 	return err
 }
 
+// owners returns the owner keys by pchannel; none on bbolt.
 func (s *store) owners(ctx context.Context) (map[string]etcdcatalog.Owner, error) {
 	if s.etcd == nil {
 		return nil, nil
