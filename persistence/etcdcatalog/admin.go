@@ -289,8 +289,8 @@ type Owner struct {
 	// session's, which is never 0, so that the key goes when the session
 	// does. 0 with a Term is a key put without a lease, by hand or by
 	// another tool: no session holds it, it never expires, and no session
-	// can own the pchannel while it is there (Own waits for it, TryOwn is
-	// refused). DeleteLeaselessOwner removes it.
+	// can own the pchannel while it is there (Own and TryOwn fail with
+	// ErrOwnerWithoutLease at once). DeleteLeaselessOwner removes it.
 	Lease clientv3.LeaseID
 }
 

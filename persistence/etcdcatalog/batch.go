@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/lowwater/lowwater/persistence"
@@ -42,7 +43,9 @@ type batchOptions struct {
 // WithMaxBatch sets how many saves one transaction carries at most (default
 // DefaultMaxBatch). Keep it at or below the cluster's --max-txn-ops:
 // each save adds one compare, one put and one read, and etcd refuses a
-// transaction with more of any of them than that.
+// transaction with more of any of them than that. A batch etcd refuses so
+// is saved key by key, and the Batcher halves its bound until etcd takes
+// its batches.
 func WithMaxBatch(n int) BatchOption {
 	return batchOptionFunc(func(o *batchOptions) { o.maxBatch = n })
 }
@@ -133,7 +136,28 @@ func NewBatcher(c *Catalog, opts ...BatchOption) (*Batcher, error) {
 		return nil, fmt.Errorf("etcdcatalog: %w: batch timeout %v must be positive", persistence.ErrInvalidArgument, o.timeout)
 	}
 	closing, end := context.WithCancelCause(context.Background())
+	// The Catalog closed under the Batcher (by its owner, who should have
+	// closed the Batcher) ends it as the Batcher's own Close does: its
+	// saves fail with ErrClosed at once rather than each at its deadline.
+	go func() {
+		select {
+		case <-c.closing:
+			end(persistence.ErrClosed)
+		case <-closing.Done():
+		}
+	}()
 	return &Batcher{c: c, opt: o, closing: closing, endClosing: end}, nil
+}
+
+// closedErr is err, a save's failure, said to be ErrClosed when the
+// Batcher or its Catalog has closed meanwhile: a transaction cut short by
+// the close fails as a canceled call or a closing connection, and nothing
+// is saved through the Batcher again.
+func (b *Batcher) closedErr(err error) error {
+	if err == nil || errors.Is(err, persistence.ErrClosed) || b.closing.Err() == nil {
+		return err
+	}
+	return fmt.Errorf("%w: %w", persistence.ErrClosed, err)
 }
 
 // Catalog returns the Catalog the Batcher saves through, for ownership.
@@ -233,7 +257,12 @@ func (b *Batcher) Close() error {
 	return b.c.Close()
 }
 
+// isClosed reports whether the Batcher, or the Catalog under it, is
+// closed.
 func (b *Batcher) isClosed() bool {
+	if b.closing.Err() != nil {
+		return true
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.closed
@@ -334,12 +363,18 @@ func (b *Batcher) commit(batch []*batchedSave) {
 		resp, err := b.c.client.Txn(ctx).If(cmps...).Then(puts...).Else(gets...).Commit()
 		cancel()
 		switch {
+		case errors.Is(err, rpctypes.ErrTooManyOps):
+			// The cluster takes fewer operations a transaction than
+			// WithMaxBatch says: nothing was written, each save goes on
+			// its own, and the next batches are smaller.
+			b.mu.Lock()
+			b.opt.maxBatch = max(1, min(b.opt.maxBatch, len(together))/2)
+			b.mu.Unlock()
+			direct = append(direct, together...)
 		case err != nil:
 			// The batch may have committed; each caller's retry finds it
 			// equal.
-			if b.closing.Err() != nil && errors.Is(err, context.Canceled) {
-				err = fmt.Errorf("%w: %w", persistence.ErrClosed, err)
-			}
+			err = b.closedErr(err)
 			for _, s := range together {
 				s.done <- fmt.Errorf("etcdcatalog: save %q: %w", s.pchannel, err)
 			}
@@ -370,8 +405,8 @@ func (b *Batcher) commit(batch []*batchedSave) {
 			defer cancel()
 			defer context.AfterFunc(b.closing, cancel)()
 			err := b.c.Save(ctx, s.pchannel, s.checkpoint)
-			if s.ctx.Err() == nil && b.closing.Err() != nil && errors.Is(err, context.Canceled) {
-				err = fmt.Errorf("%w: %w", persistence.ErrClosed, err)
+			if s.ctx.Err() == nil {
+				err = b.closedErr(err)
 			}
 			s.done <- err
 		}()

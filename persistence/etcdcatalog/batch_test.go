@@ -194,3 +194,98 @@ func TestBatcherCloseWithEtcdDown(t *testing.T) {
 		}
 	}
 }
+
+// The Catalog closed under a Batcher (by its owner, rather than through
+// the Batcher's Close) ends the Batcher as its own Close does: the saves
+// under way and every save after fail with persistence.ErrClosed at once.
+// They failed each at its deadline, and the actors retried them for good.
+func TestBatcherEndsWithItsCatalog(t *testing.T) {
+	eps := etcdtest.Start(t)
+	c, err := etcdcatalog.Open(clientConfig(eps, nil))
+	require.NoError(t, err)
+	b, err := etcdcatalog.NewBatcher(c)
+	require.NoError(t, err)
+	const writers = 50
+	for i := range writers { // known keys: the next saves go in batches
+		require.NoError(t, b.Save(ctxT(t), fmt.Sprintf("p%d", i), wal.KafkaID(1)))
+	}
+	stop := make(chan struct{})
+	errs := make(chan error, writers)
+	var saved atomic.Int64
+	for i := range writers {
+		go func() {
+			for n := int64(2); ; n++ {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				err := b.Save(ctx, fmt.Sprintf("p%d", i), wal.KafkaID(n))
+				cancel()
+				if err == nil {
+					saved.Add(1)
+				}
+				select {
+				case <-stop:
+					errs <- err
+					return
+				default:
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	// Closed with saves under way: once each writer has saved a few times.
+	require.Eventually(t, func() bool { return saved.Load() >= 4*writers }, 10*time.Second, time.Millisecond)
+	close(stop)
+	require.NoError(t, c.Close())
+	for range writers {
+		select {
+		case err := <-errs:
+			if err != nil {
+				require.ErrorIs(t, err, persistence.ErrClosed)
+			}
+		case <-time.After(2 * time.Second):
+			t.Fatal("a save under way did not end within 2 s of the close")
+		}
+	}
+	began := time.Now()
+	require.ErrorIs(t, b.Save(ctxT(t), "p0", wal.KafkaID(1000)), persistence.ErrClosed)
+	require.ErrorIs(t, b.Save(ctxT(t), "new", wal.KafkaID(1)), persistence.ErrClosed)
+	require.Less(t, time.Since(began), time.Second)
+	require.ErrorIs(t, b.Close(), persistence.ErrClosed)
+}
+
+// A batch bound above what the cluster takes a transaction (etcd's
+// --max-txn-ops, 128 by default) costs round trips, not saves: a batch etcd
+// refuses is saved key by key, and the bound halves until etcd takes the
+// batches. Every such save failed, and the actors retried them for good.
+func TestBatcherTooLargeForTheClusterStillSaves(t *testing.T) {
+	eps := etcdtest.Start(t)
+	b := openBatcher(t, eps, nil, etcdcatalog.WithMaxBatch(100_000))
+	const n = 400
+	for i := range n { // known keys: the next saves go in batches
+		require.NoError(t, b.Save(ctxT(t), fmt.Sprintf("p%d", i), wal.KafkaID(1)))
+	}
+	for round := int64(2); round <= 3; round++ {
+		var wg sync.WaitGroup
+		errs := make(chan error, n)
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs <- b.Save(ctxT(t), fmt.Sprintf("p%d", i), wal.KafkaID(round))
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			require.NoError(t, err, "round %d", round)
+		}
+	}
+	all, err := b.LoadAll(ctxT(t))
+	require.NoError(t, err)
+	require.Len(t, all, n)
+	for p, v := range all {
+		require.Equal(t, wal.KafkaID(3), v, p)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/lowwater/lowwater/persistence"
 )
@@ -36,14 +37,24 @@ type options struct {
 	holder   string
 }
 
+// MaxPrefixLen is the longest prefix WithPrefix takes: every key holds
+// it, and etcd refuses a request past its size limit (1.5 MiB by default),
+// a transaction of many keys sooner.
+const MaxPrefixLen = 1024
+
 // ValidatePrefix returns nil for a prefix WithPrefix takes, and an error
-// wrapping persistence.ErrInvalidArgument for one that is empty, ends with
-// '/', or could lie under another deployment's pchannels: one that holds
-// "/wal/" or ends with "/wal" ("lowwater/wal/tenant-b" puts its records
-// among the pchannels of "lowwater", where that catalog's LoadAll reads
-// them as its own).
+// wrapping persistence.ErrInvalidArgument for one that is empty, longer
+// than MaxPrefixLen, not UTF-8, holds a NUL, ends with '/', or could lie
+// under another deployment's pchannels: one that holds "/wal/" or ends
+// with "/wal" ("lowwater/wal/tenant-b" puts its records among the
+// pchannels of "lowwater", where that catalog's LoadAll reads them as its
+// own).
 func ValidatePrefix(prefix string) error {
 	switch {
+	case len(prefix) > MaxPrefixLen:
+		return fmt.Errorf("%w: a prefix of %d bytes (%q…): at most %d", persistence.ErrInvalidArgument, len(prefix), prefix[:32], MaxPrefixLen)
+	case !utf8.ValidString(prefix) || strings.ContainsRune(prefix, 0):
+		return fmt.Errorf("%w: prefix %q is not text: not UTF-8, or holds a NUL", persistence.ErrInvalidArgument, prefix)
 	case prefix == "" || strings.HasSuffix(prefix, "/"):
 		return fmt.Errorf("%w: prefix %q must be non-empty and not end with '/'", persistence.ErrInvalidArgument, prefix)
 	case strings.Contains(prefix, "/wal/") || strings.HasSuffix(prefix, "/wal"):
@@ -70,6 +81,10 @@ func buildOptions(opts []Option) (options, error) {
 	if len(o.holder) > MaxHolderLen {
 		return options{}, fmt.Errorf("etcdcatalog: %w: a holder of %d bytes: at most %d",
 			persistence.ErrInvalidArgument, len(o.holder), MaxHolderLen)
+	}
+	if !utf8.ValidString(o.holder) || strings.ContainsRune(o.holder, 0) {
+		return options{}, fmt.Errorf("etcdcatalog: %w: holder %q is not text: not UTF-8, or holds a NUL",
+			persistence.ErrInvalidArgument, o.holder)
 	}
 	if o.maxCalls <= 0 {
 		return options{}, fmt.Errorf("etcdcatalog: %w: at most %d concurrent calls: must be positive",
@@ -114,7 +129,8 @@ func WithMaxConcurrentCalls(n int) Option {
 // (default DefaultHolder), so that whoever finds a pchannel owned can
 // tell by whom: Owner.Holder and OwnedError.Holder carry it, and the
 // lowwater tool shows it. The node's name in its cluster (a pod's, say)
-// serves best. At most MaxHolderLen bytes; "" names none.
+// serves best. At most MaxHolderLen bytes of UTF-8 text with no NUL; ""
+// names none.
 func WithHolder(name string) Option {
 	return optionFunc(func(o *options) { o.holder = name })
 }

@@ -145,8 +145,10 @@ func (c *Catalog) own(ctx context.Context, pchannel string, session *concurrency
 	if c.closed.Load() {
 		return nil, persistence.ErrClosed
 	}
-	if pchannel == "" {
-		return nil, fmt.Errorf("etcdcatalog: %w: empty pchannel name", persistence.ErrInvalidArgument)
+	// The names Save takes, no other: an owner key of a name no record
+	// can be saved under would hold the pchannel for nothing.
+	if err := persistence.ValidatePChannel(pchannel); err != nil {
+		return nil, fmt.Errorf("etcdcatalog: %w", err)
 	}
 	if session == nil {
 		return nil, fmt.Errorf("etcdcatalog: %w: nil session", persistence.ErrInvalidArgument)

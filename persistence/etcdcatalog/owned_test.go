@@ -463,6 +463,26 @@ func TestOwnerKeyNamesItsHolder(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, got.Holder)
 
-	_, err = etcdcatalog.Open(clientConfig(eps, nil), etcdcatalog.WithHolder(strings.Repeat("x", etcdcatalog.MaxHolderLen+1)))
-	require.ErrorIs(t, err, persistence.ErrInvalidArgument)
+	for _, bad := range []string{strings.Repeat("x", etcdcatalog.MaxHolderLen+1), "a\x00b", "bad\xff"} {
+		_, err = etcdcatalog.Open(clientConfig(eps, nil), etcdcatalog.WithHolder(bad))
+		require.ErrorIs(t, err, persistence.ErrInvalidArgument, "%q", bad)
+	}
+}
+
+// Own and TryOwn take the names Save takes, no other: a name no record can
+// be saved under (too long, not UTF-8, a NUL) is refused, and no owner key
+// is put for it. TryOwn put one, and every save under it failed.
+func TestOwnRefusesANameNoRecordCanHave(t *testing.T) {
+	eps := etcdtest.Start(t)
+	n := newNode(t, eps)
+	for _, name := range []string{"", strings.Repeat("p", 513), "a\x00b", "bad\xff"} {
+		_, err := n.cat.TryOwn(ctxT(t), name, n.session)
+		require.ErrorIs(t, err, persistence.ErrInvalidArgument, "%q", name)
+		_, err = n.cat.Own(ctxT(t), name, n.session)
+		require.ErrorIs(t, err, persistence.ErrInvalidArgument, "%q", name)
+	}
+	owners, err := n.cat.Owners(ctxT(t))
+	require.NoError(t, err)
+	require.Empty(t, owners)
+	own(t, n, strings.Repeat("p", 512)) // the longest name a record takes
 }
