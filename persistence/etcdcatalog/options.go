@@ -53,7 +53,7 @@ func ValidatePrefix(prefix string) error {
 	switch {
 	case len(prefix) > MaxPrefixLen:
 		return fmt.Errorf("%w: a prefix of %d bytes (%q…): at most %d", persistence.ErrInvalidArgument, len(prefix), prefix[:32], MaxPrefixLen)
-	case !utf8.ValidString(prefix) || strings.ContainsRune(prefix, 0):
+	case !isText(prefix):
 		return fmt.Errorf("%w: prefix %q is not text: not UTF-8, or holds a NUL", persistence.ErrInvalidArgument, prefix)
 	case prefix == "" || strings.HasSuffix(prefix, "/"):
 		return fmt.Errorf("%w: prefix %q must be non-empty and not end with '/'", persistence.ErrInvalidArgument, prefix)
@@ -63,6 +63,10 @@ func ValidatePrefix(prefix string) error {
 	}
 	return nil
 }
+
+// isText reports whether s is UTF-8 with no NUL: what a prefix and a
+// holder must be, as a pchannel name must (persistence.ValidatePChannel).
+func isText(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune(s, 0) }
 
 func buildOptions(opts []Option) (options, error) {
 	o := options{prefix: DefaultPrefix, pageSize: DefaultPageSize, maxCalls: DefaultMaxConcurrentCalls, holder: defaultHolder()}
@@ -82,7 +86,7 @@ func buildOptions(opts []Option) (options, error) {
 		return options{}, fmt.Errorf("etcdcatalog: %w: a holder of %d bytes: at most %d",
 			persistence.ErrInvalidArgument, len(o.holder), MaxHolderLen)
 	}
-	if !utf8.ValidString(o.holder) || strings.ContainsRune(o.holder, 0) {
+	if !isText(o.holder) {
 		return options{}, fmt.Errorf("etcdcatalog: %w: holder %q is not text: not UTF-8, or holds a NUL",
 			persistence.ErrInvalidArgument, o.holder)
 	}
