@@ -634,7 +634,11 @@ func TestRestoreCutShortGoesOnWhenRunAgain(t *testing.T) {
 		if r.code == cli.ExitOK {
 			break
 		}
-		wantCode(t, r, cli.ExitFailed, "--timeout 500ms passed")
+		// Cut by --timeout, or, on a loaded machine, by etcd's own
+		// request timeout: either way a failure that a rerun goes on
+		// from, never a refusal.
+		wantCode(t, r, cli.ExitFailed)
+		require.Regexp(t, `--timeout 500ms passed|a rerun writes the rest`, r.stderr)
 		require.NotContains(t, r.stderr, "refused", "%s", r)
 	}
 	all, err := cat.LoadAll(ctxT(t))
