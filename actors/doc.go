@@ -126,7 +126,10 @@
 // the stop begins. Once the actor's Stopping handler has run, the mailbox
 // hands it no more user messages: a request gets a DeadLetterResponse
 // (actor.ErrDeadLetter from Request and GetState, ErrPChannelGone from a
-// Sender), as from a stopped actor, and the rest is dropped. protoactor
+// Sender), as from a stopped actor, and the rest is dropped. A request
+// that comes while a graceful stop waits in that handler (for its flush,
+// or for the recovery read) is refused so at once; one queued before the
+// stop began is refused when the wait ends. protoactor
 // would still deliver them until the stop completes, and a panic there (a
 // receiver middleware the caller added) made it restart the actor and lose
 // the stop. Losing the ownership publishes OwnershipLost. Becoming running

@@ -194,6 +194,54 @@ func TestStopBoundedWhateverTheCatalog(t *testing.T) {
 	}
 }
 
+// A request that comes while a graceful stop waits for its flush is
+// refused at once, as one to a stopped actor is, rather than held until
+// the wait ends: a dashboard polling GetState stalled for the whole stop
+// flush timeout on every graceful stop.
+func TestRequestDuringAStopsWaitIsRefusedAtOnce(t *testing.T) {
+	cat := newStubborn(false, true)
+	defer cat.unblock()
+	system := actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(zap.NewNop())),
+		actor.WithDeadLetterThrottleInterval(time.Millisecond))
+	defer system.Shutdown()
+	props, err := NewProps("p", wal.Kafka, cat, WithStopFlushTimeout(time.Minute), WithSaveTimeout(time.Hour),
+		WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(7)}))
+	require.NoError(t, err)
+	pid := system.Root.Spawn(props)
+	select {
+	case <-cat.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the save never started")
+	}
+	stop := system.Root.PoisonFuture(pid)
+
+	// A request queued behind the pill waits for the stop; those sent once
+	// the flush waits are refused. Each is asked with a short deadline
+	// until one is refused, within ten seconds of a minute-long wait.
+	deadline := time.Now().Add(10 * time.Second)
+	var last error
+	for !errors.Is(last, actor.ErrDeadLetter) {
+		require.True(t, time.Now().Before(deadline), "no request refused during the wait; last: %v", last)
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		_, last = GetState(ctx, system.Root, pid)
+		cancel()
+		if last == nil {
+			continue // answered: the stop had not begun
+		}
+		require.True(t, errors.Is(last, actor.ErrDeadLetter) || errors.Is(last, context.DeadlineExceeded), "GetState: %v", last)
+	}
+	began := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err = Request(ctx, system.Root, pid, &messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(8)})
+	require.ErrorIs(t, err, actor.ErrDeadLetter)
+	require.Less(t, time.Since(began), 5*time.Second, "refused at once, not at the wait's end")
+
+	// The save still hangs: the wait goes on until a hard stop cuts it.
+	system.Root.Stop(pid)
+	require.NoError(t, stop.Wait())
+}
+
 // deafOnce is a Memory whose first Save ignores its context: it blocks
 // until released, then saves as asked.
 type deafOnce struct {

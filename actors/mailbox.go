@@ -225,6 +225,15 @@ func (m *mailbox) PostUserMessage(msg any) {
 			}
 			return
 		}
+		if x.Sender != nil && !isPoison(x) && m.cut.Load() != nil {
+			// The stop has begun and waits in the actor's Stopping
+			// handler (a flush, a recovery read) for up to the stop
+			// flush timeout: the actor takes no user message again, and
+			// a request queued now would wait that long to be refused.
+			// Once the cut is seen armed, what registration set is too.
+			m.refuse(x)
+			return
+		}
 		switch y := x.Message.(type) {
 		case *messages.UpdateBatch:
 			// A Sender's batch is the data plane, as a bare update is:
