@@ -28,7 +28,8 @@ var (
 	ErrSenderClosed = errors.New("lowwater: sender closed")
 	// ErrPChannelGone is returned once the pchannel actor has stopped: the
 	// updates buffered or in flight then were not applied (or not known to
-	// be), and no later one will be.
+	// be), and no later one will be. The first error that says so counts
+	// the buffered ones; those after it do not count them again.
 	ErrPChannelGone = errors.New("lowwater: pchannel actor stopped")
 	// ErrUpdatesAbandoned is returned by Close, beside ctx's error, when
 	// it gave up waiting with updates unconfirmed: buffered ones, which
@@ -155,10 +156,13 @@ type Sender struct {
 	// channel.
 	progress chan struct{}
 	// rejected and dropped (the rejections beyond maxPending) wait for the
-	// next Flush; gone, once set, ends the Sender.
+	// next Flush; gone, once set, ends the Sender. lost counts the
+	// buffered updates that its end left unapplied, until an error says
+	// so: once, so that a caller who adds them up counts each once.
 	rejected []messages.Rejection
 	dropped  int
 	gone     error
+	lost     int
 	closed   bool
 	// detached is set once Close has stopped waiting: nobody waits for
 	// an answer any more, and one that still comes ships nothing.
@@ -424,9 +428,19 @@ func (s *Sender) usable() error {
 	case s.closed:
 		return ErrSenderClosed
 	case s.gone != nil:
-		return s.gone
+		return s.goneLocked()
 	}
 	return nil
+}
+
+// goneLocked is the error of a Sender whose pchannel is gone: the first
+// one says how many buffered updates that left unapplied.
+func (s *Sender) goneLocked() error {
+	if n := s.lost; n > 0 {
+		s.lost = 0
+		return fmt.Errorf("%w: %d buffered update(s) not applied", s.gone, n)
+	}
+	return s.gone
 }
 
 // Flush ships what is buffered and waits until the actor has answered every
@@ -572,7 +586,7 @@ func (s *Sender) systemMessage(m any) {
 func (s *Sender) takeErrorsLocked() error {
 	var errs []error
 	if s.gone != nil {
-		errs = append(errs, s.gone)
+		errs = append(errs, s.goneLocked())
 	}
 	if len(s.rejected) > 0 {
 		errs = append(errs, &messages.BatchError{Rejected: s.rejected})
@@ -732,7 +746,7 @@ func (s *Sender) answer(rejected *messages.BatchError, gone error, consumed bool
 	if gone != nil && s.gone == nil {
 		s.gone = gone
 		if n := len(s.pending); n > 0 {
-			s.gone = fmt.Errorf("%w: %d buffered update(s) not applied", gone, n)
+			s.lost = n
 			clear(s.pending)
 			s.pending = s.pending[:0]
 			s.gen++

@@ -309,6 +309,30 @@ func TestSenderReportsAStoppedPChannel(t *testing.T) {
 	require.ErrorIs(t, s.Close(ctx10s(t)), ErrPChannelGone)
 }
 
+// The updates a pchannel's end leaves in the buffer are counted by the
+// first error that says it is gone, and by no later one: a caller who adds
+// the counts up counts each update once.
+func TestSenderCountsUnappliedUpdatesOnce(t *testing.T) {
+	system := actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(zap.NewNop())))
+	defer system.Shutdown()
+	// It never answers: the first batch stays in flight, and the updates
+	// after it wait in the buffer.
+	silent := system.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {}))
+	s := newTestSender(t, system, silent)
+	require.NoError(t, s.Update("a", wal.KafkaID(1)))
+	require.NoError(t, s.Update("b", wal.KafkaID(1)))
+	require.NoError(t, s.Update("c", wal.KafkaID(1)))
+	require.NoError(t, system.Root.StopFuture(silent).Wait())
+
+	first := s.Flush(ctx10s(t))
+	require.ErrorIs(t, first, ErrPChannelGone)
+	require.Contains(t, first.Error(), "2 buffered update(s) not applied")
+	for _, err := range []error{s.Update("d", wal.KafkaID(2)), s.Flush(ctx10s(t)), s.Close(ctx10s(t))} {
+		require.ErrorIs(t, err, ErrPChannelGone)
+		require.NotContains(t, err.Error(), "buffered", "counted again")
+	}
+}
+
 func TestSenderCloseShipsWhatIsPending(t *testing.T) {
 	r := newSenderRig(t, kafkaAt(3, 0))
 	s, err := NewSender(r.system, r.pchannel)
