@@ -39,9 +39,10 @@ var (
 	// within the stop flush timeout (the catalog failed or was slow).
 	ErrFlushTimeout = errors.New("lowwater: minimum not saved within the stop flush timeout")
 	// ErrNotRecovered: a graceful stop came during recovery, and the stored
-	// checkpoint could not be read within the stop flush timeout, so nothing
-	// could be saved safely.
-	ErrNotRecovered = errors.New("lowwater: stored checkpoint not read within the stop flush timeout")
+	// checkpoint could not be read within the stop flush timeout (or not at
+	// all: the catalog was closed, and the stop did not wait), so nothing
+	// could be saved safely. The read's last error is wrapped beside it.
+	ErrNotRecovered = errors.New("lowwater: stopped before the stored checkpoint was read")
 )
 
 // Rejection is one entry of an UpdateBatch that was not applied.
