@@ -60,10 +60,14 @@ func IncludeCheckpoints() StateOption {
 	return stateOptionFunc(func(g *messages.GetState) { g.WithVChannels = true })
 }
 
-// GetState asks a pchannel for its state, waiting as Request does.
+// GetState asks a pchannel for its state, waiting as Request does. A nil
+// option is an ErrInvalidOption, and nothing is asked.
 func GetState(ctx context.Context, sender actor.SenderContext, pchannel *actor.PID, opts ...StateOption) (*messages.State, error) {
 	q := &messages.GetState{}
 	for _, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("%w: nil state option", ErrInvalidOption)
+		}
 		o.applyState(q)
 	}
 	res, err := ask(ctx, sender, pchannel, q)

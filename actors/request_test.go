@@ -89,3 +89,19 @@ func processCount(system *actor.ActorSystem) int {
 	}
 	return n
 }
+
+// A nil StateOption is refused with a typed error, not a panic in the
+// caller, and nothing is sent: not even to a pchannel that is no more.
+func TestGetStateRefusesANilOption(t *testing.T) {
+	system := actor.NewActorSystem()
+	defer system.Shutdown()
+	props, err := NewProps("p", wal.Kafka, persistence.NewMemory())
+	require.NoError(t, err)
+	pid := system.Root.Spawn(props)
+	require.NoError(t, system.Root.StopFuture(pid).Wait())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err = GetState(ctx, system.Root, pid, IncludeCheckpoints(), nil)
+	require.ErrorIs(t, err, ErrInvalidOption)
+	require.NotErrorIs(t, err, actor.ErrDeadLetter)
+}
