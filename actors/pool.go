@@ -311,13 +311,6 @@ func (p *pool) evict() {
 	p.sweep.Reset(p.idleFor)
 }
 
-// idleWorkers reports how many workers wait for a task.
-func (p *pool) idleWorkers() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.idle)
-}
-
 // poolExtension keeps a system's pool among its protoactor extensions.
 var poolExtension = extensions.NextExtensionID()
 

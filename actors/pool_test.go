@@ -283,3 +283,10 @@ func TestPoolQueueReclaimsItsHead(t *testing.T) {
 		require.LessOrEqual(t, len(p.queue), 2*waiting+1, "after %d tasks", i)
 	}
 }
+
+// idleWorkers reports how many workers wait for a task.
+func (p *pool) idleWorkers() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.idle)
+}

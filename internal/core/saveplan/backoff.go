@@ -73,10 +73,18 @@ func (b Backoff) New() backoff.BackOff {
 		backoff.WithMultiplier(b.Multiplier),
 		backoff.WithRandomizationFactor(b.Jitter),
 		backoff.WithMaxElapsedTime(0),
+		backoff.WithClockProvider(noClock{}),
 	)
 	e.Reset()
 	return &bounded{ExponentialBackOff: e, min: b.Initial, max: b.Max}
 }
+
+// noClock is the clock of a BackOff that never gives up: the library
+// reads one on every Reset and every wait, only to measure the elapsed
+// time that MaxElapsedTime 0 never asks about.
+type noClock struct{}
+
+func (noClock) Now() time.Time { return time.Time{} }
 
 // bounded clamps the library's float rounding to the promised range.
 type bounded struct {

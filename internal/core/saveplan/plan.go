@@ -3,7 +3,10 @@
 // It is the persister actor's pure core, as raft.go is etcd's: inputs are
 // method calls (a new minimum, a save's outcome, a timer), outputs are Steps
 // (start a save of this value; arm a timer). It starts no goroutine, does no
-// I/O and reads no clock, so every schedule can be tested step by step.
+// I/O and reads no clock, so every schedule can be tested step by step. The
+// one thing it does not decide alone is the jitter of its waits, which
+// cenkalti/backoff draws from math/rand: a test that needs exact waits
+// gives it a Backoff without jitter.
 package saveplan
 
 import (
@@ -201,9 +204,6 @@ func (p *Plan) Flush() Step {
 	p.waiting = false
 	return p.next()
 }
-
-// Flushing reports whether Flush was called.
-func (p *Plan) Flushing() bool { return p.flushing }
 
 func (p *Plan) next() Step {
 	if p.inFlight != nil || p.waiting || !p.Pending() {
