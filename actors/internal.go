@@ -10,7 +10,8 @@ import (
 
 // Messages between the PChannel actor, its persister and their goroutines.
 // They are unexported: the protocol for users is package messages. With
-// callDone (call.go) and mailboxDrained (mailbox.go), these are all:
+// callDone (call.go), mailboxDrained and forgedRequest (mailbox.go),
+// overdueCheck (persister.go) and batchConsumed (sender.go), these are all:
 //
 //	callDone        a catalog call's result, to the actor that started it
 //	timerFired      a retry, throttle or restart delay elapsed
@@ -22,6 +23,9 @@ import (
 //	flushRequest    a graceful stop asks the persister to save now
 //	flushed         the persister's answer: nothing pending, nothing in flight
 //	flushCut        a hard stop ends the flush a graceful one waits for
+//	overdueCheck    the watchdog: is the save in flight past its deadline?
+//	batchConsumed   a Sender's batch is applied: its buffer may be reused
+//	forgedRequest   a request for a message only protoactor may send
 
 // ownershipLost fires when the ownership context ends, or when the
 // persister's save was refused with persistence.ErrFenced.

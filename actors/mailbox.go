@@ -18,7 +18,7 @@ import (
 // protoactor's default unbounded mailbox (system messages first; suspend
 // and resume; turns of Throughput messages, others' tasks running between
 // them; a panic escalated to the supervisor with the message that caused
-// it; MessageBatch unpacked), and adds four things:
+// it; MessageBatch unpacked), and adds five things:
 //
 //  1. User messages go through a lock-free queue (mpsc): a sender never
 //     waits for the mailbox goroutine or for another sender, and the two

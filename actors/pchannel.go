@@ -138,8 +138,8 @@ type pchannel struct {
 	// (gone).
 	stoppedSeen bool
 	// spawnMinimum is the minimum of the vchannels the incarnation began
-	// with: the start message ID when the catalog holds nothing
-	// (semantics 7).
+	// with: the start message ID when the catalog holds nothing, as in
+	// the reference.
 	spawnMinimum wal.MessageID
 
 	phase phase

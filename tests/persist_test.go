@@ -293,7 +293,8 @@ func TestUpdatesDuringSaveAreCoalesced(t *testing.T) {
 }
 
 // An Add below the persisted value pulls the minimum down; nothing is saved
-// until the minimum passes the persisted value again (semantics 6).
+// until the minimum passes the persisted value again: the stored checkpoint
+// never goes backward.
 func TestAddBelowPersistedSavesNothingUntilPassed(t *testing.T) {
 	h := newHarness(t)
 	mem := persistence.NewMemory()

@@ -152,7 +152,7 @@ func TestRecoveryLoadPanic(t *testing.T) {
 // A stored record that cannot be read (garbage, or a record of another
 // WAL): RecoveryFailed with ErrCorruptRecord again and again, never
 // Recovered, never a save; commands are still answered. This is the
-// behaviour documented in actors/pchannel.go (onLoaded): never start from
+// behaviour documented in actors/pchannel.go (loadDone, loaded): never start from
 // nothing over a record we cannot read. Once an operator repairs the
 // record, recovery goes through.
 func TestRecoveryUnreadableRecord(t *testing.T) {

@@ -16,7 +16,10 @@ import (
 	"github.com/lowwater/lowwater/wal"
 )
 
-// The reference's scenarios (semantics 1-4 of DESIGN.md), through the actor.
+// The reference's scenarios, through the actor: Add of a vchannel that
+// exists, Update and Drop of one that does not, an Update below the
+// checkpoint (rollback) or equal to it (a no-op), and the minimum over none,
+// and over ties.
 
 func newRand(t *testing.T) *rand.Rand {
 	seed := uint64(time.Now().UnixNano())

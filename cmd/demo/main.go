@@ -259,7 +259,7 @@ func parseFlags(args []string, help io.Writer) (config, error) {
 	fs.IntVar(&c.vchannels, "vchannels", 20, "vchannels per pchannel at start")
 	fs.DurationVar(&c.duration, "duration", 8*time.Second, "how long the vchannels advance")
 	fs.Float64Var(&c.rate, "rate", 50, "update rounds per second per pchannel; each round sends one UpdateBatch of the vchannels that moved")
-	fs.Float64Var(&c.churn, "churn", 0.5, "vchannels added per second per pchannel, and as many dropped (a third of the adds below the minimum)")
+	fs.Float64Var(&c.churn, "churn", 0.5, "vchannels added per second per pchannel, and as many dropped (up to 30 % of the adds below the minimum)")
 	fs.Float64Var(&c.badRate, "bad-rate", 0.4, "commands per second per pchannel that must be rejected (rollback, unknown or duplicate vchannel)")
 	// The catalog and its faults.
 	fs.StringVar(&c.catalog, "catalog", "bolt", "where checkpoints are kept: bolt (lowwater.db in --data), bolt:PATH, memory, or etcd://host:port[,host:port]/prefix")

@@ -183,7 +183,7 @@ func (m endMarker) mark(ev messages.Event) messages.Event {
 	return ev
 }
 
-// stop is the clean shutdown DESIGN.md asks for: stop every actor
+// stop is a clean shutdown: stop every actor
 // gracefully (Poison flushes the pending checkpoint) and wait for it, then
 // unsubscribe, drain the feed, and only then shut the system down, which
 // stops no actor by itself.

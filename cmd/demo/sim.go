@@ -10,7 +10,8 @@ import (
 	"github.com/lowwater/lowwater/wal"
 )
 
-// addBelowMin is the share of adds placed below the minimum (semantics 6).
+// addBelowMin is the share of adds placed below the minimum, which must
+// save nothing until the minimum passes the persisted value again.
 const addBelowMin = 0.3
 
 // spawnSpread is how far above the stored floor a vchannel may start, and

@@ -345,7 +345,7 @@ func frozenStall(ev *evidence, resumed []*messages.MinimumResumed, st *messages.
 }
 
 // checkRestart: after the graceful stop and the reopen, each pchannel
-// starts from the last persisted checkpoint (semantics 7), which the file
+// starts from the last persisted checkpoint, which the file
 // holds.
 func checkRestart(ev *evidence) check {
 	c := check{name: "restart"}

@@ -293,7 +293,7 @@ func (a Access) ask(endpoint string) (answered bool, refusal error) {
 
 // AnyListens fails at once when every endpoint (host:port) refuses a
 // connection or names a host that does not exist: etcd's client would
-// retry them until its deadline, and only then could Diagnose say why. A
+// retry them until its deadline, and only then could Probe say why. A
 // timeout or any other answer is left to the client.
 func AnyListens(ctx context.Context, endpoints []string) error {
 	var d net.Dialer

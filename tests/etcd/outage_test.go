@@ -19,7 +19,7 @@ func TestEtcdDownTenSeconds(t *testing.T) {
 	testOutage(t, 10*time.Second, (*etcdtest.Server).Stop)
 }
 
-// testOutage checks what DESIGN.md promises of an unreachable catalog:
+// testOutage checks what lowwater promises of an unreachable catalog:
 //   - the persister retries on its backoff, never faster: each retry comes
 //     at least the announced NextRetry after the previous failure, and the
 //     number of attempts is at most what the schedule allows in the window

@@ -23,8 +23,8 @@ import (
 	"github.com/lowwater/lowwater/wal"
 )
 
-// loadUpdates is the size of TestLoad: LOWWATER_LOAD_UPDATES, or the full
-// 1,000,000 of the issue, which takes about 5 s under -race on 2 cores
+// loadUpdates is the size of TestLoad: LOWWATER_LOAD_UPDATES, or
+// 1,000,000 updates, which takes about 5 s under -race on 2 cores
 // (make soak runs it 5 times over).
 func loadUpdates(t *testing.T) int {
 	if s := os.Getenv("LOWWATER_LOAD_UPDATES"); s != "" {

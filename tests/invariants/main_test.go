@@ -1,5 +1,5 @@
 // Package invariants hunts for counterexamples to lowwater's invariants
-// I1–I7 (DESIGN.md): a rapid model-based test of the PChannel actor against
+// I1–I7 (README, Guarantees): a rapid model-based test of the PChannel actor against
 // a plain reference model, a table of faults × phases, the retry schedule,
 // coalescing and bounded state, a load test, and a fuzz target for command
 // validation.

@@ -40,8 +40,8 @@ import (
 //   - every reply, every command event and every log line of a command is
 //     the one the model predicts (I7: a rejection changes nothing);
 //   - every catalog call is checked as it starts: it saves the persister's
-//     latest target (semantics 8), strictly above the persisted value
-//     (semantics 6), which was a minimum of this incarnation (I1), with at
+//     latest target (a retry saves the latest minimum), strictly above
+//     the persisted value (it never goes backward), which was a minimum of this incarnation (I1), with at
 //     most one save in flight (I4), and retries follow the backoff exactly:
 //     the next attempt starts NextRetry after a failure (never sooner, and
 //     NextRetry is never below the initial interval), unless a graceful
@@ -419,7 +419,7 @@ func (m *model) drop(name string) error {
 // incarnation's minima; when it rose, MinimumAdvanced is due and the
 // persister (if it is up) takes it as its target; when it fell (an Add
 // below it), the persister takes it as its target all the same
-// (semantics 8: a retry saves the latest minimum).
+// (a retry saves the latest minimum, not the one that failed).
 func (m *model) moved(before opt) {
 	after := m.minimum()
 	if after.ok {
@@ -1288,8 +1288,8 @@ func (m *model) callStarted(c *call, kind stepKind) {
 	case faultinject.OpSave:
 		require.Equal(t, psUp, m.ps, "save %s with no persister up", c)
 		v := optOf(c.value)
-		require.Equal(t, m.target, v, "semantics 8: save %s is not the latest target", c)
-		require.True(t, m.floor.less(v), "semantics 6: save %s not above persisted %s", c, m.floor)
+		require.Equal(t, m.target, v, "save %s is not the latest target: a retry saves the latest minimum", c)
+		require.True(t, m.floor.less(v), "save %s not above persisted %s: the stored checkpoint went backward", c, m.floor)
 		require.True(t, m.minima[v.v], "I1: save %s was never a minimum of this incarnation (%v)", c, m.minima)
 		m.attempts++
 		if m.lastSave == nil {

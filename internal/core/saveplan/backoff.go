@@ -21,8 +21,9 @@ type Backoff struct {
 	Jitter float64
 }
 
-// DefaultBackoff is the reference's schedule (100 ms, ×1.5, 10 s cap) with
-// 20 % jitter, and it never gives up.
+// DefaultBackoff is the schedule of the design lowwater replaces, Milvus'
+// pchannelCheckpointManager (the reference, here and below): 100 ms, ×1.5,
+// a 10 s cap; with 20 % jitter, and it never gives up.
 var DefaultBackoff = Backoff{Initial: 100 * time.Millisecond, Max: 10 * time.Second, Multiplier: 1.5, Jitter: 0.2}
 
 // ErrInvalidBackoff reports a Backoff that would hot-loop or never wait.
