@@ -150,7 +150,10 @@ func (s *spawn) take(pid *actor.PID) handedOn {
 			return handedOn{tracker: t}
 		}
 	}
-	// newSpawn rebuilt a tracker from this very set: unreachable.
+	// newSpawn rebuilt a tracker from this very set: unreachable, unless a
+	// third party's codec reads the same bytes differently from one call
+	// to the next. The panic then fails the actor on its Started, which
+	// its supervisor sees and Stopped tells (Failure); it reaches no caller.
 	panic(fmt.Sprintf("lowwater: rebuilding the vchannels given at spawn: %v", err))
 }
 
