@@ -448,8 +448,10 @@ func (p *pchannel) dropVChannel(ctx actor.Context, m *messages.DropVChannel) {
 }
 
 func (p *pchannel) started(ctx actor.Context) {
+	// take first: should it panic, the incarnation never started (p.self
+	// stays nil), and its stop is told as such (becomeStoppedUnstarted).
+	h := p.spawn.take(ctx.Self())
 	p.self, p.root, p.events = ctx.Self(), ctx.ActorSystem().Root, ctx.ActorSystem().EventStream
-	h := p.spawn.take(p.self)
 	p.tracker, p.spawnMinimum, p.persistedBefore, p.restarted = h.tracker, h.tracker.Minimum(), h.persisted, h.restarted
 	if h.stop != nil {
 		// The incarnation before was stopping when its restart came, and

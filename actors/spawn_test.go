@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -354,4 +355,75 @@ func TestNewPropsRefusesIDsThatDoNotReadBack(t *testing.T) {
 	}
 	_, err := NewProps("p", lossyWAL, persistence.NewMemory(), WithVChannels(map[string]wal.MessageID{"a": lossyID(7)}))
 	require.NoError(t, err, "one that reads back")
+}
+
+// fickleID is a registered WAL's ID whose codec stops reading what it
+// wrote once fickleBroken is set: a third party's codec that is not the
+// same from one call to the next.
+type fickleID int64
+
+const fickleWAL wal.Name = "fickle-test"
+
+var fickleBroken atomic.Bool
+
+func (fickleID) WALName() wal.Name          { return fickleWAL }
+func (a fickleID) LT(o wal.MessageID) bool  { return a < o.(fickleID) }
+func (a fickleID) LTE(o wal.MessageID) bool { return a <= o.(fickleID) }
+func (a fickleID) EQ(o wal.MessageID) bool  { return a == o.(fickleID) }
+func (a fickleID) String() string           { return fmt.Sprintf("%s:%d", fickleWAL, int64(a)) }
+func (a fickleID) Marshal() []byte          { return []byte(strconv.FormatInt(int64(a), 10)) }
+
+var registerFickle = sync.OnceValue(func() error {
+	decode := func(s string) (fickleID, error) {
+		if fickleBroken.Load() {
+			return 0, errors.New("fickle codec: not today")
+		}
+		n, err := strconv.ParseInt(s, 10, 64)
+		return fickleID(n), err
+	}
+	return wal.Register(fickleWAL, wal.Codec[fickleID]{
+		Unmarshal: func(b []byte) (fickleID, error) { return decode(string(b)) },
+		Parse:     decode,
+	})
+})
+
+// A second actor spawned from the same Props rebuilds its vchannels from
+// those given at spawn; should that fail (a codec that no longer reads
+// what it wrote), the actor fails on its Started and its supervisor stops
+// it, and Stopped says so. The Stopped handler, which took the actor for
+// started, panicked on the tracker it never got, and no Stopped came.
+func TestRebuildFailingAtStartIsTheActorsFailure(t *testing.T) {
+	require.NoError(t, registerFickle())
+	t.Cleanup(func() { fickleBroken.Store(false) })
+	system := quietSystem(t)
+	stopped := make(chan *messages.Stopped, 16)
+	sub := system.EventStream.Subscribe(func(ev any) {
+		if s, ok := ev.(*messages.Stopped); ok {
+			stopped <- s
+		}
+	})
+	defer system.EventStream.Unsubscribe(sub)
+	props, err := NewProps("p", fickleWAL, persistence.NewMemory(), WithVChannels(map[string]wal.MessageID{"a": fickleID(5)}))
+	require.NoError(t, err)
+	first := system.Root.Spawn(props) // takes the tracker built at NewProps
+	st, err := GetState(ctx10s(t), system.Root, first)
+	require.NoError(t, err)
+	require.Equal(t, fickleID(5), st.Minimum)
+
+	fickleBroken.Store(true)
+	second := system.Root.Spawn(props)
+	select {
+	case s := <-stopped:
+		require.Equal(t, "p", s.PChannel)
+		var failure *PChannelPanicError
+		require.ErrorAs(t, s.Failure, &failure)
+		require.Equal(t, "*actor.Started", failure.Command)
+		require.Nil(t, s.LastPersisted)
+		require.Nil(t, s.Dropped)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the actor that could not start published no Stopped")
+	}
+	require.NoError(t, system.Root.StopFuture(second).Wait())
+	fickleBroken.Store(false)
+	require.NoError(t, system.Root.PoisonFuture(first).Wait())
 }
