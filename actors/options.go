@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lowwater/lowwater/internal/core/saveplan"
+	"github.com/lowwater/lowwater/internal/shorten"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/wal"
 )
@@ -286,7 +287,7 @@ func newConfig(pchannel string, walName wal.Name, catalog persistence.Catalog, o
 	}
 	c.from, c.vchannels = from, nil
 	if len(errs) > 0 {
-		return nil, fmt.Errorf("%w: pchannel %q: %w", ErrInvalidOption, shortName(pchannel), errors.Join(errs...))
+		return nil, fmt.Errorf("%w: pchannel %s: %w", ErrInvalidOption, shorten.Quoted(pchannel), errors.Join(errs...))
 	}
 	c.logger = c.logger.With(zap.String("pchannel", pchannel))
 	return c, nil
@@ -300,14 +301,6 @@ func validVChannel(name string) error {
 		return nil
 	}
 	return persistence.ValidateVChannel(name)
-}
-
-// shortName is a pchannel name short enough for an error message.
-func shortName(pchannel string) string {
-	if len(pchannel) > 40 {
-		return pchannel[:40] + "…"
-	}
-	return pchannel
 }
 
 // isNil reports a nil interface, and a typed nil pointer in one, such as a

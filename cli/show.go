@@ -7,6 +7,7 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
+	"github.com/lowwater/lowwater/internal/shorten"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/wal"
 )
@@ -126,15 +127,7 @@ func shortQuoted(s string) string {
 	if len(s) <= 2*head {
 		return strconv.Quote(s)
 	}
-	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(headOf(s, head)), len(s))
-}
-
-// headOf is s's first n bytes, or fewer, not to split a rune.
-func headOf(s string, n int) string {
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
+	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(shorten.Head(s, head)), len(s))
 }
 
 // tableName is a pchannel name in list's table: as typed takes it, or,
@@ -144,7 +137,7 @@ func tableName(name string) (shown string, cut bool) {
 	if len(name) <= 64 {
 		return typed(name), false
 	}
-	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(headOf(name, 40)), len(name)), true
+	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(shorten.Head(name, 40)), len(name)), true
 }
 
 func shownKey(k string) string {
@@ -152,5 +145,5 @@ func shownKey(k string) string {
 	if len(k) <= 2*head {
 		return shown(k)
 	}
-	return fmt.Sprintf("%s… (%d bytes)", shown(headOf(k, head)), len(k))
+	return fmt.Sprintf("%s… (%d bytes)", shown(shorten.Head(k, head)), len(k))
 }

@@ -1,6 +1,8 @@
 package persistence
 
 import (
+	"github.com/lowwater/lowwater/internal/shorten"
+
 	"fmt"
 	"unicode/utf8"
 )
@@ -43,15 +45,5 @@ func validateName(kind, name string) error {
 	if why == "" {
 		return nil
 	}
-	return fmt.Errorf("%w: %s name %s %s", ErrInvalidArgument, kind, quotedName(name), why)
-}
-
-// quotedName is a name for an error: quoted, and cut after 40 bytes, so
-// that a name that is bad input because of its length does not make the
-// error as long.
-func quotedName(name string) string {
-	if len(name) > 40 {
-		return fmt.Sprintf("%q", name[:40]+"…")
-	}
-	return fmt.Sprintf("%q", name)
+	return fmt.Errorf("%w: %s name %s %s", ErrInvalidArgument, kind, shorten.Quoted(name), why)
 }

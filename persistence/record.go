@@ -3,6 +3,7 @@ package persistence
 import (
 	"fmt"
 
+	"github.com/lowwater/lowwater/internal/shorten"
 	"github.com/lowwater/lowwater/persistence/internal/record"
 	"github.com/lowwater/lowwater/wal"
 )
@@ -23,19 +24,19 @@ type Record struct {
 // checkpoint.
 func EncodeRecord(pchannel string, r Record) ([]byte, error) {
 	if r.Checkpoint == nil {
-		return nil, fmt.Errorf("%w: nil checkpoint for %s", ErrInvalidArgument, quotedName(pchannel))
+		return nil, fmt.Errorf("%w: nil checkpoint for %s", ErrInvalidArgument, shorten.Quoted(pchannel))
 	}
 	name, err := walOf(r.Checkpoint)
 	if err != nil {
-		return nil, fmt.Errorf("pchannel %s: %w", quotedName(pchannel), err)
+		return nil, fmt.Errorf("pchannel %s: %w", shorten.Quoted(pchannel), err)
 	}
 	raw, err := wal.Marshal(r.Checkpoint)
 	if err != nil {
-		return nil, fmt.Errorf("%w: pchannel %s: %w", ErrInvalidArgument, quotedName(pchannel), err)
+		return nil, fmt.Errorf("%w: pchannel %s: %w", ErrInvalidArgument, shorten.Quoted(pchannel), err)
 	}
 	if len(raw) > record.MaxIDLen {
 		return nil, fmt.Errorf("%w: pchannel %s: %s ID is %d bytes, more than a record holds (%d)",
-			ErrInvalidArgument, quotedName(pchannel), name, len(raw), record.MaxIDLen)
+			ErrInvalidArgument, shorten.Quoted(pchannel), name, len(raw), record.MaxIDLen)
 	}
 	return record.Encode(pchannel, name, raw, r.Term), nil
 }
