@@ -620,7 +620,7 @@ func inProcessOnly(spec string) error {
 // etcd counts whole seconds, down: a live holder's lease, renewed a third
 // of its TTL ago, reads a second less than the two thirds left, and only
 // a lease below a third of its TTL is taken for one not renewed.
-func (h holder) lapsing() bool { return h.granted > 0 && 3*h.left < h.granted }
+func (o holder) lapsing() bool { return o.granted > 0 && 3*o.left < o.granted }
 
 // namedOwner is the owner key of one pchannel.
 type namedOwner struct {

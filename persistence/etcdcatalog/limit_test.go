@@ -292,7 +292,7 @@ func TestCallsWaitingAtCloseFail(t *testing.T) {
 			cli := gatedClient(t, eps, g)
 			c, err := etcdcatalog.New(cli, etcdcatalog.WithMaxConcurrentCalls(1))
 			require.NoError(t, err)
-			var save func(ctx context.Context, pchannel string, v wal.MessageID) error = c.Save
+			save := c.Save
 			if owns {
 				s, err := concurrency.NewSession(cli, concurrency.WithTTL(10))
 				require.NoError(t, err)
