@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -15,9 +16,10 @@ import (
 	"github.com/lowwater/lowwater/wal"
 )
 
-// stallAfter is short so that the tests are quick; every wait below is on
-// an event, with a deadline, except the windows in which nothing may
-// happen (quietFor), which are a few times it.
+// stallAfter is the stall threshold of most tests. They run in synctest
+// bubbles, whose clock moves only when every goroutine in them waits: the
+// windows in which nothing may happen (quietFor) and the spacing of a rise
+// cost no real time, and a loaded machine cannot stretch them.
 const stallAfter = 40 * time.Millisecond
 
 // stallRig runs one pchannel and records, in order, the events the stall
@@ -51,6 +53,9 @@ func newStallRig(t *testing.T, catalog persistence.Catalog, opts ...Option) *sta
 	t.Cleanup(func() {
 		system.EventStream.Unsubscribe(sub)
 		system.Shutdown()
+		// The tests run in a synctest bubble, on its clock: the pool sheds
+		// its idle workers, which must end before the bubble does.
+		time.Sleep(3 * poolIdleFor)
 	})
 	props, err := NewProps("p", wal.Kafka, catalog, opts...)
 	require.NoError(t, err)
@@ -116,103 +121,112 @@ func vchannels(kv ...any) Option {
 // start of running; a rise ends it, naming the same holder, and the next
 // stall names the new holder, measured from that rise.
 func TestStallNamesHolderAndResumes(t *testing.T) {
-	r := newStallRig(t, persistence.NewMemory(), WithStallAfter(stallAfter), vchannels("a", 10, "b", 20))
-	rec := next[*messages.Recovered](r)
+	synctest.Test(t, func(t *testing.T) {
+		r := newStallRig(t, persistence.NewMemory(), WithStallAfter(stallAfter), vchannels("a", 10, "b", 20))
+		rec := next[*messages.Recovered](r)
 
-	s := next[*messages.MinimumStalled](r)
-	require.Equal(t, "p", s.PChannel)
-	require.Equal(t, "a", s.Holder)
-	require.Equal(t, wal.KafkaID(10), s.Checkpoint)
-	require.Equal(t, rec.At, s.Since, "the clock starts when running begins")
-	require.Equal(t, s.At.Sub(s.Since), s.For)
-	require.GreaterOrEqual(t, s.For, stallAfter)
+		s := next[*messages.MinimumStalled](r)
+		require.Equal(t, "p", s.PChannel)
+		require.Equal(t, "a", s.Holder)
+		require.Equal(t, wal.KafkaID(10), s.Checkpoint)
+		require.Equal(t, rec.At, s.Since, "the clock starts when running begins")
+		require.Equal(t, s.At.Sub(s.Since), s.For)
+		require.GreaterOrEqual(t, s.For, stallAfter)
 
-	st := r.state()
-	require.Equal(t, "a", st.Holder)
-	require.True(t, st.Stalled)
-	require.Equal(t, s.Since, st.HeldSince)
+		st := r.state()
+		require.Equal(t, "a", st.Holder)
+		require.True(t, st.Stalled)
+		require.Equal(t, s.Since, st.HeldSince)
 
-	r.quietFor(3 * stallAfter) // once per stall, and no timer meanwhile
+		r.quietFor(3 * stallAfter) // once per stall, and no timer meanwhile
 
-	r.send(&messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(30)})
-	adv := next[*messages.MinimumAdvanced](r)
-	require.Equal(t, wal.KafkaID(20), adv.To)
-	require.Equal(t, "b", adv.Holder)
-	res := next[*messages.MinimumResumed](r)
-	require.Equal(t, "a", res.Holder, "the resumed event names the stall's holder")
-	require.Equal(t, adv.At, res.At)
-	require.Equal(t, res.At.Sub(s.Since), res.StalledFor)
-	st = r.state()
-	require.Equal(t, "b", st.Holder)
-	require.False(t, st.Stalled)
-	require.Equal(t, adv.At, st.HeldSince)
+		r.send(&messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(30)})
+		adv := next[*messages.MinimumAdvanced](r)
+		require.Equal(t, wal.KafkaID(20), adv.To)
+		require.Equal(t, "b", adv.Holder)
+		res := next[*messages.MinimumResumed](r)
+		require.Equal(t, "a", res.Holder, "the resumed event names the stall's holder")
+		require.Equal(t, adv.At, res.At)
+		require.Equal(t, res.At.Sub(s.Since), res.StalledFor)
+		st = r.state()
+		require.Equal(t, "b", st.Holder)
+		require.False(t, st.Stalled)
+		require.Equal(t, adv.At, st.HeldSince)
 
-	s2 := next[*messages.MinimumStalled](r)
-	require.Equal(t, "b", s2.Holder)
-	require.Equal(t, wal.KafkaID(20), s2.Checkpoint)
-	require.Equal(t, adv.At, s2.Since, "the clock restarts at the rise")
-	require.GreaterOrEqual(t, s2.For, stallAfter)
-	r.stop()
+		s2 := next[*messages.MinimumStalled](r)
+		require.Equal(t, "b", s2.Holder)
+		require.Equal(t, wal.KafkaID(20), s2.Checkpoint)
+		require.Equal(t, adv.At, s2.Since, "the clock restarts at the rise")
+		require.GreaterOrEqual(t, s2.For, stallAfter)
+		r.stop()
+	})
 }
 
 // A rise while the timer is armed only moves the clock: when the timer
 // fires it re-arms for the remainder, so the stall comes stallAfter after
 // the rise, not after the first arming.
 func TestStallTimerRearmsForTheRemainder(t *testing.T) {
-	const after = 5 * stallAfter
-	r := newStallRig(t, persistence.NewMemory(), WithStallAfter(after), vchannels("a", 10, "b", 20))
-	rec := next[*messages.Recovered](r)
-	// Spacing, not synchronisation: the rise comes half way to the first
-	// timer, so that a stall measured from the arming would show.
-	<-time.After(time.Until(rec.At.Add(after / 2)))
-	r.send(&messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(15)})
-	adv := next[*messages.MinimumAdvanced](r)
-	s := next[*messages.MinimumStalled](r)
-	require.Equal(t, "a", s.Holder)
-	require.Equal(t, wal.KafkaID(15), s.Checkpoint)
-	require.Equal(t, adv.At, s.Since)
-	require.GreaterOrEqual(t, s.For, after)
-	require.GreaterOrEqual(t, s.At.Sub(adv.At), after)
-	r.stop()
+	synctest.Test(t, func(t *testing.T) {
+		const after = 5 * stallAfter
+		r := newStallRig(t, persistence.NewMemory(), WithStallAfter(after), vchannels("a", 10, "b", 20))
+		rec := next[*messages.Recovered](r)
+		// The rise comes half way to the first timer (on the bubble's
+		// clock, exactly), so that a stall measured from the arming would
+		// show.
+		time.Sleep(time.Until(rec.At.Add(after / 2)))
+		r.send(&messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(15)})
+		adv := next[*messages.MinimumAdvanced](r)
+		s := next[*messages.MinimumStalled](r)
+		require.Equal(t, "a", s.Holder)
+		require.Equal(t, wal.KafkaID(15), s.Checkpoint)
+		require.Equal(t, adv.At, s.Since)
+		require.GreaterOrEqual(t, s.For, after)
+		require.GreaterOrEqual(t, s.At.Sub(adv.At), after)
+		r.stop()
+	})
 }
 
 // Off by default: no timer, no event, and State says not stalled.
 func TestStallOffByDefault(t *testing.T) {
-	r := newStallRig(t, persistence.NewMemory(), vchannels("a", 10))
-	next[*messages.Recovered](r)
-	r.quietFor(5 * stallAfter)
-	st := r.state()
-	require.False(t, st.Stalled)
-	require.Equal(t, "a", st.Holder)
-	require.False(t, st.HeldSince.IsZero())
-	r.stop()
+	synctest.Test(t, func(t *testing.T) {
+		r := newStallRig(t, persistence.NewMemory(), vchannels("a", 10))
+		next[*messages.Recovered](r)
+		r.quietFor(5 * stallAfter)
+		st := r.state()
+		require.False(t, st.Stalled)
+		require.Equal(t, "a", st.Holder)
+		require.False(t, st.HeldSince.IsZero())
+		r.stop()
+	})
 }
 
 // Zero vchannels is not a stall: nothing holds the minimum back. The first
 // Add is a rise, which arms the timer; dropping the last vchannel ends the
 // stall.
 func TestNoStallWithoutVChannels(t *testing.T) {
-	r := newStallRig(t, persistence.NewMemory(), WithStallAfter(stallAfter))
-	next[*messages.Recovered](r)
-	r.quietFor(4 * stallAfter)
-	st := r.state()
-	require.Equal(t, "", st.Holder)
-	require.True(t, st.HeldSince.IsZero())
+	synctest.Test(t, func(t *testing.T) {
+		r := newStallRig(t, persistence.NewMemory(), WithStallAfter(stallAfter))
+		next[*messages.Recovered](r)
+		r.quietFor(4 * stallAfter)
+		st := r.state()
+		require.Equal(t, "", st.Holder)
+		require.True(t, st.HeldSince.IsZero())
 
-	r.send(&messages.AddVChannel{VChannel: "late", Checkpoint: wal.KafkaID(5)})
-	adv := next[*messages.MinimumAdvanced](r)
-	require.Equal(t, "late", adv.Holder)
-	s := next[*messages.MinimumStalled](r)
-	require.Equal(t, "late", s.Holder)
-	require.Equal(t, adv.At, s.Since)
+		r.send(&messages.AddVChannel{VChannel: "late", Checkpoint: wal.KafkaID(5)})
+		adv := next[*messages.MinimumAdvanced](r)
+		require.Equal(t, "late", adv.Holder)
+		s := next[*messages.MinimumStalled](r)
+		require.Equal(t, "late", s.Holder)
+		require.Equal(t, adv.At, s.Since)
 
-	r.send(&messages.DropVChannel{VChannel: "late"})
-	drop := next[*messages.VChannelDropped](r)
-	res := next[*messages.MinimumResumed](r)
-	require.Equal(t, "late", res.Holder)
-	require.Equal(t, drop.At.Sub(s.Since), res.StalledFor)
-	r.quietFor(4 * stallAfter) // no vchannel, no timer
-	r.stop()
+		r.send(&messages.DropVChannel{VChannel: "late"})
+		drop := next[*messages.VChannelDropped](r)
+		res := next[*messages.MinimumResumed](r)
+		require.Equal(t, "late", res.Holder)
+		require.Equal(t, drop.At.Sub(s.Since), res.StalledFor)
+		r.quietFor(4 * stallAfter) // no vchannel, no timer
+		r.stop()
+	})
 }
 
 // gatedLoad is a catalog whose Load waits until opened (or its context
@@ -234,16 +248,18 @@ func (g *gatedLoad) Load(ctx context.Context, pchannel string) (wal.MessageID, e
 // No stall is detected while recovering, and the time it took does not
 // count: the clock starts at Recovered.
 func TestNoStallWhileRecovering(t *testing.T) {
-	cat := &gatedLoad{Memory: persistence.NewMemory(), open: make(chan struct{})}
-	r := newStallRig(t, cat, WithStallAfter(stallAfter), vchannels("a", 10))
-	r.quietFor(4 * stallAfter)
-	require.False(t, r.state().Recovered)
-	close(cat.open)
-	rec := next[*messages.Recovered](r)
-	s := next[*messages.MinimumStalled](r)
-	require.Equal(t, rec.At, s.Since)
-	require.Less(t, s.For, 3*stallAfter+time.Second, "the recovery's wait is not counted")
-	r.stop()
+	synctest.Test(t, func(t *testing.T) {
+		cat := &gatedLoad{Memory: persistence.NewMemory(), open: make(chan struct{})}
+		r := newStallRig(t, cat, WithStallAfter(stallAfter), vchannels("a", 10))
+		r.quietFor(4 * stallAfter)
+		require.False(t, r.state().Recovered)
+		close(cat.open)
+		rec := next[*messages.Recovered](r)
+		s := next[*messages.MinimumStalled](r)
+		require.Equal(t, rec.At, s.Since)
+		require.Less(t, s.For, 3*stallAfter+time.Second, "the recovery's wait is not counted")
+		r.stop()
+	})
 }
 
 // Every stop path stops the timer: no stall after it, and no timer message
@@ -252,29 +268,31 @@ func TestNoStallWhileRecovering(t *testing.T) {
 func TestStallTimerStoppedOnStop(t *testing.T) {
 	for _, how := range []string{"stop", "poison", "ownership lost"} {
 		t.Run(how, func(t *testing.T) {
-			owner, lose := context.WithCancel(context.Background())
-			defer lose()
-			r := newStallRig(t, persistence.NewMemory(), WithStallAfter(2*stallAfter), vchannels("a", 10), WithOwnership(owner))
-			next[*messages.Recovered](r)
-			switch how {
-			case "stop":
-				require.NoError(t, r.system.Root.StopFuture(r.pid).Wait())
-			case "poison":
-				require.NoError(t, r.system.Root.PoisonFuture(r.pid).Wait())
-			default:
-				lose()
-			}
-			// A poison flushes: the save of kafka:10 may come first.
-			deadline := time.After(10 * time.Second)
-			for stopped := false; !stopped; {
-				select {
-				case ev := <-r.events:
-					_, stopped = ev.(*messages.Stopped)
-				case <-deadline:
-					t.Fatal("no Stopped within 10s")
+			synctest.Test(t, func(t *testing.T) {
+				owner, lose := context.WithCancel(context.Background())
+				defer lose()
+				r := newStallRig(t, persistence.NewMemory(), WithStallAfter(2*stallAfter), vchannels("a", 10), WithOwnership(owner))
+				next[*messages.Recovered](r)
+				switch how {
+				case "stop":
+					require.NoError(t, r.system.Root.StopFuture(r.pid).Wait())
+				case "poison":
+					require.NoError(t, r.system.Root.PoisonFuture(r.pid).Wait())
+				default:
+					lose()
 				}
-			}
-			r.quietFor(5 * stallAfter)
+				// A poison flushes: the save of kafka:10 may come first.
+				deadline := time.After(10 * time.Second)
+				for stopped := false; !stopped; {
+					select {
+					case ev := <-r.events:
+						_, stopped = ev.(*messages.Stopped)
+					case <-deadline:
+						t.Fatal("no Stopped within 10s")
+					}
+				}
+				r.quietFor(5 * stallAfter)
+			})
 		})
 	}
 }
