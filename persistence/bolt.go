@@ -44,8 +44,10 @@ var ErrReadOnly = errors.New("persistence: bolt catalog is read-only")
 // One call at a time goes into bbolt, and a call waits for its turn within
 // its context; once in, it runs to its end, since bbolt cannot abandon a
 // transaction half way (a durable put is about 0.2 ms). With
-// WithGroupCommit a save also waits for its batch, whatever its deadline:
-// up to the batch's delay and one commit.
+// WithGroupCommit a Save whose context ends while it waits for its batch
+// returns the context's error at once, and its write stays in the batch:
+// it may still commit, as a write whose answer was lost may, and a retry
+// of the same value then succeeds. Close waits for that commit.
 //
 // A damaged file is ErrCorruptStore, never a panic, never a hang and never
 // an empty store: OpenBolt refuses an existing empty file and reads every
@@ -167,7 +169,7 @@ func WithGroupCommit(enabled bool) BoltOption {
 
 // WithGroupCommitDelay bounds how long a Save under WithGroupCommit waits
 // for others to join its transaction: a save waits that long at most, and
-// then for one commit, whatever its context's deadline, and so does Close
+// then for one commit, unless its context ends first, and so does Close
 // for the saves in flight. Default 10 ms (bbolt's); it must be positive and
 // at most MaxGroupCommitDelay.
 func WithGroupCommitDelay(d time.Duration) BoltOption {
@@ -193,8 +195,9 @@ func WithExistingBucket(existing bool) BoltOption {
 }
 
 // MaxGroupCommitDelay is the longest delay WithGroupCommitDelay takes: a
-// save's deadline does not cut its batch's delay short, so the delay must
-// stay well inside any sensible save timeout.
+// save whose deadline comes before its batch commits fails, though its
+// write may commit after, so the delay must stay well inside any sensible
+// save timeout.
 const MaxGroupCommitDelay = time.Second
 
 // defaultGroupCommitDelay is bbolt's own default MaxBatchDelay.
@@ -772,14 +775,19 @@ func (b *Bolt) Save(ctx context.Context, pchannel string, checkpoint wal.Message
 	if err := b.enter(ctx); err != nil {
 		return err
 	}
-	defer b.exit()
 	raw, err := b.checkSave("save", pchannel, checkpoint)
 	if err != nil {
+		b.exit()
 		return err
 	}
 	if b.group != nil {
-		return b.saveGrouped(&batchedSave{pchannel: pchannel, checkpoint: checkpoint, raw: raw})
+		err, left := b.saveGrouped(ctx, &batchedSave{pchannel: pchannel, checkpoint: checkpoint, raw: raw})
+		if !left {
+			b.exit()
+		}
+		return err
 	}
+	defer b.exit()
 	if err := b.takeTurn(ctx); err != nil {
 		return err
 	}

@@ -52,21 +52,24 @@ func (b *Bolt) Replace(ctx context.Context, pchannel string, checkpoint wal.Mess
 	if err := b.enter(ctx); err != nil {
 		return err
 	}
-	defer b.exit()
 	raw, err := b.checkSave("replace", pchannel, checkpoint)
 	if err != nil {
+		b.exit()
 		return err
 	}
 	if b.group != nil {
-		err = b.saveGrouped(&batchedSave{pchannel: pchannel, checkpoint: checkpoint, raw: raw, replace: true})
+		var left bool
+		if err, left = b.saveGrouped(ctx, &batchedSave{pchannel: pchannel, checkpoint: checkpoint, raw: raw, replace: true}); left {
+			return err // the commit exits for it
+		}
 	} else {
 		err = b.replaceAlone(ctx, pchannel, raw)
 	}
-	if err != nil {
-		return err
+	if err == nil {
+		b.forgetMisplaced(pchannel) // its key holds a record that reads now
 	}
-	b.forgetMisplaced(pchannel) // its key holds a record that reads now
-	return nil
+	b.exit()
+	return err
 }
 
 // replaceAlone is Replace in a write transaction of its own.

@@ -60,6 +60,13 @@ type batch struct {
 	// waiters counts the saves of Save, which read their outcome from
 	// saves once done is closed: a batch that had any is not recycled.
 	waiters int
+	// told is set as the commit tells the batch's saves. left counts the
+	// Saves whose context ended before: each returned at once, and the
+	// commit ends their calls (exit), so that Close still waits for the
+	// write they left in the batch.
+	mu   sync.Mutex
+	told bool // guarded by mu
+	left int  // guarded by mu
 }
 
 type batchedSave struct {
@@ -131,15 +138,28 @@ func (g *groupCommit) take(bt *batch) bool {
 }
 
 // saveGrouped is Save under WithGroupCommit. The caller has entered, and
-// exits once this returns: the file stays open for the commit, wherever
-// it runs.
-func (b *Bolt) saveGrouped(s *batchedSave) error {
+// exits once this returns, unless it reports that the save left its batch
+// (its context ended first): the commit exits for it then, so that the
+// file stays open for the write, wherever the commit runs.
+func (b *Bolt) saveGrouped(ctx context.Context, s *batchedSave) (err error, left bool) {
 	bt, i, full := b.group.join(s)
 	if full {
 		b.commit(bt)
 	}
-	<-bt.done
-	return bt.saves[i].err
+	select {
+	case <-bt.done:
+		return bt.saves[i].err, false
+	case <-ctx.Done():
+	}
+	bt.mu.Lock()
+	if bt.told {
+		bt.mu.Unlock()
+		<-bt.done // being closed
+		return bt.saves[i].err, false
+	}
+	bt.left++
+	bt.mu.Unlock()
+	return ctx.Err(), true
 }
 
 // startGrouped is StartSave under WithGroupCommit. A batch it fills is
@@ -187,11 +207,18 @@ func (b *Bolt) commit(bt *batch) {
 			bt.saves[i].err = err
 		}
 	}
+	bt.mu.Lock()
+	bt.told = true
+	left := bt.left
+	bt.mu.Unlock()
 	close(bt.done)
 	for i := range bt.saves {
 		if s := &bt.saves[i]; s.done != nil {
 			b.answer(s.done, s.err)
 		}
+	}
+	for range left {
+		b.exit()
 	}
 	if bt.waiters == 0 {
 		b.group.recycle(bt.saves)

@@ -49,6 +49,42 @@ func TestGroupCommitCloseWaitsForTheBatch(t *testing.T) {
 	}
 }
 
+// A Save whose context ends while it waits for its batch returns the
+// context's error then, not at the commit: a Save under WithGroupCommit
+// waited out its batch whatever its deadline, and a commit that hung held
+// it for good. Its write stays in the batch, and Close still waits for
+// the commit that makes it durable.
+func TestGroupCommitSaveHonoursItsContext(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "checkpoints.db")
+	b, err := OpenBolt(path, WithGroupCommit(true), WithGroupCommitDelay(MaxGroupCommitDelay))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	saved := make(chan error, 1)
+	go func() { saved <- b.Save(ctx, "p", wal.KafkaID(42)) }()
+	waitJoined(t, b.group, 1)
+	cancel()
+	if err := within(t, saved, "Save's result"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Save = %v, want context.Canceled before its batch commits", err)
+	}
+	if got, err := b.Load(context.Background(), "p"); err != nil || got != nil {
+		t.Fatalf("Load before the commit = (%v, %v), want nothing yet", got, err)
+	}
+	// The commit comes at the batch's delay; Close waits for it.
+	if err := b.Close(); err != nil {
+		t.Fatalf("Close = %v", err)
+	}
+	b, err = OpenBolt(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if got, err := b.Load(context.Background(), "p"); err != nil || got != wal.KafkaID(42) {
+		t.Fatalf("Load after reopening = (%v, %v), want kafka:42: the write left in the batch", got, err)
+	}
+}
+
 // waitJoined waits until the open batch of g holds n saves.
 func waitJoined(t *testing.T, g *groupCommit, n int) {
 	t.Helper()
