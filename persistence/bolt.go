@@ -781,7 +781,7 @@ func (b *Bolt) Save(ctx context.Context, pchannel string, checkpoint wal.Message
 		return err
 	}
 	if b.group != nil {
-		err, left := b.saveGrouped(ctx, &batchedSave{pchannel: pchannel, checkpoint: checkpoint, raw: raw})
+		left, err := b.saveGrouped(ctx, &batchedSave{pchannel: pchannel, checkpoint: checkpoint, raw: raw})
 		if !left {
 			b.exit()
 		}

@@ -59,7 +59,7 @@ func (b *Bolt) Replace(ctx context.Context, pchannel string, checkpoint wal.Mess
 	}
 	if b.group != nil {
 		var left bool
-		if err, left = b.saveGrouped(ctx, &batchedSave{pchannel: pchannel, checkpoint: checkpoint, raw: raw, replace: true}); left {
+		if left, err = b.saveGrouped(ctx, &batchedSave{pchannel: pchannel, checkpoint: checkpoint, raw: raw, replace: true}); left {
 			return err // the commit exits for it
 		}
 	} else {

@@ -141,25 +141,25 @@ func (g *groupCommit) take(bt *batch) bool {
 // exits once this returns, unless it reports that the save left its batch
 // (its context ended first): the commit exits for it then, so that the
 // file stays open for the write, wherever the commit runs.
-func (b *Bolt) saveGrouped(ctx context.Context, s *batchedSave) (err error, left bool) {
+func (b *Bolt) saveGrouped(ctx context.Context, s *batchedSave) (left bool, err error) {
 	bt, i, full := b.group.join(s)
 	if full {
 		b.commit(bt)
 	}
 	select {
 	case <-bt.done:
-		return bt.saves[i].err, false
+		return false, bt.saves[i].err
 	case <-ctx.Done():
 	}
 	bt.mu.Lock()
 	if bt.told {
 		bt.mu.Unlock()
 		<-bt.done // being closed
-		return bt.saves[i].err, false
+		return false, bt.saves[i].err
 	}
 	bt.left++
 	bt.mu.Unlock()
-	return ctx.Err(), true
+	return true, ctx.Err()
 }
 
 // startGrouped is StartSave under WithGroupCommit. A batch it fills is
