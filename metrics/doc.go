@@ -34,8 +34,10 @@
 //	                             past its deadline too), stored_ahead,
 //	                             fenced, closed, canceled, error
 //	save_latency_seconds      h  of successful saves
-//	persist_lag_seconds       g  how long the minimum has waited above the
-//	                             persisted checkpoint (max over pchannels)
+//	persist_lag_seconds       g  since the minimum rose past the persisted
+//	                             checkpoint: the age of the oldest rise
+//	                             not saved, what a crash would replay
+//	                             (max over pchannels)
 //	minimum_age_seconds       g  since the minimum last rose, or the
 //	                             pchannel began running (max over them)
 //	pchannels_stalled         g  whose minimum stalled

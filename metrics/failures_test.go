@@ -79,3 +79,34 @@ func failuresByReason(t *testing.T, reg *prometheus.Registry) map[string]float64
 	}
 	return out
 }
+
+// The lag is the age of the oldest rise the catalog does not hold: with
+// saves landing every second while the minimum runs ahead, it reads how
+// long ago the minimum passed the persisted checkpoint. It restarted at
+// every save, and read well under a second whatever the backlog.
+func TestLagIsTheAgeOfTheOldestRiseNotSaved(t *testing.T) {
+	_, at := fixedClock()
+	var now time.Time
+	c, err := metrics.New(metrics.WithClock(func() time.Time { return now }))
+	require.NoError(t, err)
+	reg := registry(t, c)
+	h := func(s float64) messages.Header { return messages.Header{PChannel: "p", At: at(s)} }
+	lagAt := func(clock float64) float64 {
+		t.Helper()
+		now = at(clock)
+		return sample(t, reg, "lowwater_persist_lag_seconds", false, "")
+	}
+
+	c.Observe(&messages.Recovered{Header: h(0), StartMessageID: wal.KafkaID(100), FromCatalog: true})
+	for i := 1; i <= 15; i++ { // a rise every 200 ms: 110 at 0.2 s, … 250 at 3 s
+		c.Observe(&messages.MinimumAdvanced{Header: h(0.2 * float64(i)), To: wal.KafkaID(100 + 10*i), Holder: "a"})
+	}
+	require.InDelta(t, 3.3, lagAt(3.5), 1e-9, "nothing saved: since the first rise")
+	// Each save takes a second, and saves the minimum as it began.
+	c.Observe(&messages.CheckpointPersisted{Header: h(1.1), Value: wal.KafkaID(110)})
+	require.InDelta(t, 3.1, lagAt(3.5), 1e-9, "110 was passed at 0.4 s")
+	c.Observe(&messages.CheckpointPersisted{Header: h(2.1), Value: wal.KafkaID(150)})
+	require.InDelta(t, 2.3, lagAt(3.5), 1e-9, "150 was passed at 1.2 s")
+	c.Observe(&messages.CheckpointPersisted{Header: h(3.1), Value: wal.KafkaID(250)})
+	require.Zero(t, lagAt(3.5), "caught up")
+}

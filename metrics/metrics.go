@@ -171,9 +171,8 @@ type pchannelState struct {
 	retrying   bool
 	minimum    wal.MessageID
 	persisted  wal.MessageID
-	// pendingSince is when the persisted checkpoint last fell behind the
-	// minimum or last moved toward it; zero while it is caught up.
-	pendingSince time.Time
+	// lag tells since when the minimum has been above persisted.
+	lag lagClock
 	// heldSince is when the minimum last rose, or the pchannel began
 	// running if later (messages.State.HeldSince): the age of the minimum
 	// is computed from it at scrape time. stalled is true from a
@@ -253,7 +252,7 @@ func New(opts ...Option) (*Collector, error) {
 			saves:            d("saves_total", "Checkpoints the catalog acknowledged: durable.", base),
 			failures:         d("save_failures_total", "Failed saves, by reason; timeout includes a save still running past its deadline.", withReason),
 			latency:          d("save_latency_seconds", "Latency of successful catalog saves.", base),
-			lag:              d("persist_lag_seconds", "How long the minimum has been above the persisted checkpoint without a save catching up; 0 when nothing waits (without the pchannel label: the largest).", base),
+			lag:              d("persist_lag_seconds", "How long ago the minimum rose past the persisted checkpoint: the age of the oldest rise the catalog does not hold; 0 when nothing waits (without the pchannel label: the largest).", base),
 			inFlight:         d("saves_in_flight", "Catalog saves running now: one per pchannel at most, but for abandoned calls still running.", base),
 			pchannels:        d("pchannels", "Pchannels running on this node.", base),
 			recovering:       d("pchannels_recovering", "Pchannels still reading their stored checkpoint after a failed read.", base),
@@ -394,16 +393,22 @@ func (c *Collector) Observe(ev messages.Event) {
 		if e.FromCatalog {
 			p.persisted = e.StartMessageID
 		}
-		p.pending(h.At)
+		p.lag.reset()
+		p.settle(h.At)
 	case *messages.RecoveryFailed:
 		p.live, p.recovering = true, true
 		s.recoveryFailures++
 	case *messages.VChannelAdded:
 		s.added++
-		if p.minimum == nil || less(e.Checkpoint, p.minimum) {
+		switch {
+		case p.minimum == nil:
 			p.minimum = e.Checkpoint
+			p.settle(h.At)
+		case less(e.Checkpoint, p.minimum):
+			p.minimum = e.Checkpoint
+			p.lag.fell(e.Checkpoint)
+			p.settle(h.At)
 		}
-		p.pending(h.At)
 	case *messages.VChannelDropped:
 		s.dropped++
 	case *messages.CommandRejected:
@@ -411,7 +416,10 @@ func (c *Collector) Observe(ev messages.Event) {
 	case *messages.MinimumAdvanced:
 		s.advances++
 		p.minimum = e.To
-		p.pending(h.At)
+		if less(p.persisted, e.To) {
+			p.lag.rose(e.To, h.At)
+		}
+		p.settle(h.At)
 		if h.At.After(p.heldSince) {
 			p.heldSince = h.At
 		}
@@ -427,8 +435,7 @@ func (c *Collector) Observe(ev messages.Event) {
 		if less(p.persisted, e.Value) {
 			p.persisted = e.Value
 		}
-		p.pendingSince = time.Time{}
-		p.pending(h.At) // still behind: it moved toward the minimum now
+		p.settle(h.At)
 	case *messages.PersistFailed:
 		s.failures[failReason(e.Err)]++
 		// Only a failure with a backoff is retried: not one the store
@@ -437,14 +444,15 @@ func (c *Collector) Observe(ev messages.Event) {
 		p.retrying = e.NextRetry > 0
 		if stored, ok := errors.AsType[*persistence.StoredAheadError](e.Err); ok && less(p.persisted, stored.Stored) {
 			p.persisted = stored.Stored
-			p.pending(h.At)
+			p.settle(h.At)
 		}
 	case *messages.PersisterRestarted:
 		s.restarts++
 	case *messages.OwnershipLost:
 		s.ownershipLosses++
 	case *messages.Stopped:
-		p.live, p.recovering, p.retrying, p.pendingSince = false, false, false, time.Time{}
+		p.live, p.recovering, p.retrying = false, false, false
+		p.lag.reset()
 		p.stalled = false
 	}
 }
@@ -465,15 +473,17 @@ func (c *Collector) late(h messages.Header, ev messages.Event) bool {
 	return false
 }
 
-// pending starts the lag clock when the minimum is above the persisted
-// checkpoint, and stops it when it is not.
-func (p *pchannelState) pending(at time.Time) {
-	if p.minimum == nil || !less(p.persisted, p.minimum) {
-		p.pendingSince = time.Time{}
+// settle keeps the lag clock to the persisted checkpoint: stopped when
+// the minimum is not above it, else timing the first rise past it. A rise
+// it never saw (the collector subscribed late) is timed from at.
+func (p *pchannelState) settle(at time.Time) {
+	if !less(p.persisted, p.minimum) {
+		p.lag.reset()
 		return
 	}
-	if p.pendingSince.IsZero() {
-		p.pendingSince = at
+	p.lag.persisted(p.persisted)
+	if p.lag.since().IsZero() {
+		p.lag.rose(p.minimum, at)
 	}
 }
 
@@ -570,8 +580,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		if p.live {
 			l = 1
 			rec, ret = b2f(p.recovering), b2f(p.retrying)
-			if !p.pendingSince.IsZero() {
-				pl = max(0, now.Sub(p.pendingSince).Seconds())
+			if since := p.lag.since(); !since.IsZero() {
+				pl = max(0, now.Sub(since).Seconds())
 			}
 			if !p.recovering && !p.heldSince.IsZero() {
 				ag = max(0, now.Sub(p.heldSince).Seconds())
