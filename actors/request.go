@@ -25,7 +25,8 @@ const DefaultRequestTimeout = 5 * time.Second
 // rejected (errors.Is(err, messages.ErrCheckpointRollback), ...). It waits
 // until ctx is done, or DefaultRequestTimeout when ctx has no deadline, and
 // then returns ctx's error (context.DeadlineExceeded for the timeout). A
-// pchannel that no longer exists gives actor.ErrDeadLetter.
+// pchannel that is stopping or no longer exists gives an error that names
+// it and wraps actor.ErrDeadLetter.
 //
 // It must not be called from inside an actor's Receive, which would block
 // the actor: wait with ReenterAfter there instead.
@@ -117,7 +118,7 @@ func ask(ctx context.Context, sender actor.SenderContext, pid *actor.PID, msg an
 	select {
 	case res := <-box:
 		if _, ok := res.(*actor.DeadLetterResponse); ok {
-			return nil, actor.ErrDeadLetter
+			return nil, fmt.Errorf("lowwater: pchannel actor %s is stopping or gone: %w", pid.Id, actor.ErrDeadLetter)
 		}
 		return res, nil
 	case <-ctx.Done():

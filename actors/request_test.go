@@ -72,6 +72,7 @@ func TestRequestDeadLetterAndDeadline(t *testing.T) {
 	defer cancel()
 	err = Request(ctx, system.Root, pid, &messages.UpdateCheckpoint{VChannel: "v", Checkpoint: wal.KafkaID(2)})
 	require.ErrorIs(t, err, actor.ErrDeadLetter)
+	require.Contains(t, err.Error(), pid.Id, "the error names the pchannel")
 
 	silent := system.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {}))
 	defer func() { require.NoError(t, system.Root.StopFuture(silent).Wait()) }()

@@ -30,7 +30,7 @@ import (
 // ErrLocked is returned by OpenBolt when another process, or another Bolt in
 // this one, holds the file for longer than the open timeout. It wraps
 // bbolt's timeout error.
-var ErrLocked = errors.New("persistence: bolt file is locked by another catalog")
+var ErrLocked = errors.New("persistence: bolt file is locked by another process, or another Bolt in this one")
 
 // ErrReadOnly is returned by Save and Delete on a Bolt opened
 // WithReadOnly(true), naming the file; nothing is written. Such a Bolt is
