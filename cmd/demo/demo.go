@@ -317,7 +317,7 @@ func measureLiveness(cfg config, tl *timeline) []liveness {
 func (d *demo) header(floor map[string]wal.MessageID, metricsURL string) []string {
 	c := d.cfg
 	lines := []string{
-		fmt.Sprintf("lowwater demo: %d pchannels x %d kafka vchannels, %v, %.0f rounds/s, seed %d",
+		fmt.Sprintf("lowwater demo: %d pchannels x %d kafka vchannels, %v, %.0f rounds/s, seed"+keep+"%d",
 			c.pchannels, c.vchannels, c.duration, c.rate, c.seed),
 		"faults: " + c.describeFaults(),
 	}
@@ -337,6 +337,9 @@ func (d *demo) header(floor map[string]wal.MessageID, metricsURL string) []strin
 func liveHeader(header []string) []string {
 	h := slices.Clone(header)
 	h[0] = strings.TrimPrefix(h[0], "lowwater demo: ")
+	for i := range h {
+		h[i] = strings.ReplaceAll(h[i], keep, " ") // cut to fit, not wrapped
+	}
 	return h
 }
 

@@ -236,10 +236,11 @@ func printLabelled(out io.Writer, line string, width int) {
 // fields with them; those at a break are dropped. Nothing is cut off: a
 // word too long for a line of its own is broken where the line ends.
 // Columns are display columns (lipgloss.Width): a wide character takes
-// two.
+// two. A no-break space (keep) joins two words that mean nothing apart,
+// such as "seed" and its number: it never breaks, and prints as a space.
 func wrapHanging(line string, indent, width int) []string {
 	if width <= 0 || lipgloss.Width(line) <= width {
-		return []string{line}
+		return []string{strings.ReplaceAll(line, keep, " ")}
 	}
 	pad := strings.Repeat(" ", min(indent, width/2))
 	var lines []string
@@ -277,8 +278,14 @@ func wrapHanging(line string, indent, width int) []string {
 	if !empty {
 		lines = append(lines, cur)
 	}
+	for i := range lines {
+		lines[i] = strings.ReplaceAll(lines[i], keep, " ")
+	}
 	return lines
 }
+
+// keep is the no-break space that wrapHanging never breaks at.
+const keep = "\u00a0"
 
 // cutWidth splits s after its longest start of at most n columns, and
 // after its first character at least, so that breaking a word moves on.

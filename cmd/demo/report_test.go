@@ -148,8 +148,8 @@ func TestPlainOutputFits80(t *testing.T) {
 		assert.LessOrEqual(t, utf8.RuneCountInString(line), 80, line)
 	}
 	assert.Equal(t, []string{
-		"lowwater demo: 3 pchannels x 20 kafka vchannels, 1s, 50 rounds/s, seed",
-		"               1796134958068316047",
+		"lowwater demo: 3 pchannels x 20 kafka vchannels, 1s, 50 rounds/s,",
+		"               seed 1796134958068316047",
 		"faults: 50% of saves fail, no outage",
 		"catalog: in memory (gone when the demo exits)",
 		"events: all but MinimumAdvanced, which is sampled (at most one per pchannel per",
