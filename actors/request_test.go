@@ -73,6 +73,11 @@ func TestRequestDeadLetterAndDeadline(t *testing.T) {
 	err = Request(ctx, system.Root, pid, &messages.UpdateCheckpoint{VChannel: "v", Checkpoint: wal.KafkaID(2)})
 	require.ErrorIs(t, err, actor.ErrDeadLetter)
 	require.Contains(t, err.Error(), pid.Id, "the error names the pchannel")
+	// A nil StateOption is refused with a typed error, not a panic in the
+	// caller, and nothing is sent: no dead letter.
+	_, err = GetState(ctx, system.Root, pid, IncludeCheckpoints(), nil)
+	require.ErrorIs(t, err, ErrInvalidOption)
+	require.NotErrorIs(t, err, actor.ErrDeadLetter)
 
 	silent := system.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {}))
 	defer func() { require.NoError(t, system.Root.StopFuture(silent).Wait()) }()
@@ -89,20 +94,4 @@ func processCount(system *actor.ActorSystem) int {
 		n += bucket.Count()
 	}
 	return n
-}
-
-// A nil StateOption is refused with a typed error, not a panic in the
-// caller, and nothing is sent: not even to a pchannel that is no more.
-func TestGetStateRefusesANilOption(t *testing.T) {
-	system := actor.NewActorSystem()
-	defer system.Shutdown()
-	props, err := NewProps("p", wal.Kafka, persistence.NewMemory())
-	require.NoError(t, err)
-	pid := system.Root.Spawn(props)
-	require.NoError(t, system.Root.StopFuture(pid).Wait())
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	_, err = GetState(ctx, system.Root, pid, IncludeCheckpoints(), nil)
-	require.ErrorIs(t, err, ErrInvalidOption)
-	require.NotErrorIs(t, err, actor.ErrDeadLetter)
 }
