@@ -58,18 +58,20 @@ func (b *Bolt) Replace(ctx context.Context, pchannel string, checkpoint wal.Mess
 		return err
 	}
 	if b.group != nil {
-		var left bool
-		if left, err = b.saveGrouped(ctx, &batchedSave{pchannel: pchannel, checkpoint: checkpoint, raw: raw, replace: true}); left {
-			return err // the commit exits for it
+		// The commit forgets the misplaced record, and exits for a
+		// Replace whose context ended first.
+		left, err := b.saveGrouped(ctx, &batchedSave{pchannel: pchannel, checkpoint: checkpoint, raw: raw, replace: true})
+		if !left {
+			b.exit()
 		}
-	} else {
-		err = b.replaceAlone(ctx, pchannel, raw)
+		return err
 	}
-	if err == nil {
-		b.forgetMisplaced(pchannel) // its key holds a record that reads now
+	defer b.exit()
+	if err := b.replaceAlone(ctx, pchannel, raw); err != nil {
+		return err
 	}
-	b.exit()
-	return err
+	b.forgetMisplaced(pchannel) // its key holds a record that reads now
+	return nil
 }
 
 // replaceAlone is Replace in a write transaction of its own.

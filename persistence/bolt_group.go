@@ -207,6 +207,12 @@ func (b *Bolt) commit(bt *batch) {
 			bt.saves[i].err = err
 		}
 	}
+	// Here, not in Replace: one whose context ended has returned already.
+	for i := range bt.saves {
+		if s := &bt.saves[i]; s.replace && s.err == nil {
+			b.forgetMisplaced(s.pchannel) // its key holds a record that reads now
+		}
+	}
 	bt.mu.Lock()
 	bt.told = true
 	left := bt.left

@@ -1,11 +1,14 @@
 package persistence
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"path/filepath"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/lowwater/lowwater/wal"
 )
@@ -82,6 +85,66 @@ func TestGroupCommitSaveHonoursItsContext(t *testing.T) {
 	defer b.Close()
 	if got, err := b.Load(context.Background(), "p"); err != nil || got != wal.KafkaID(42) {
 		t.Fatalf("Load after reopening = (%v, %v), want kafka:42: the write left in the batch", got, err)
+	}
+}
+
+// A grouped Replace whose context ends before its batch commits still
+// repairs what it was for: once its write commits, the misplaced record
+// it replaced no longer fails the Loads of pchannels with nothing stored.
+// The Replace forgot it on its own return, which came first.
+func TestGroupCommitReplaceLeftInItsBatchRepairs(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "checkpoints.db")
+	ctx := context.Background()
+	b, err := OpenBolt(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Save(ctx, "x", wal.KafkaID(5)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// x's record moves under the key y: misplaced.
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bolt.Tx) error {
+		bk := tx.Bucket([]byte(DefaultBucket))
+		if err := bk.Put([]byte("y"), bytes.Clone(bk.Get([]byte("x")))); err != nil {
+			return err
+		}
+		return bk.Delete([]byte("x"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	b, err = OpenBolt(path, WithGroupCommit(true), WithGroupCommitDelay(MaxGroupCommitDelay))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if _, err := b.Load(ctx, "z"); !errors.Is(err, ErrCorruptRecord) {
+		t.Fatalf("Load(z) = %v, want ErrCorruptRecord while y holds a misplaced record", err)
+	}
+	cut, cancel := context.WithCancel(ctx)
+	replaced := make(chan error, 1)
+	go func() { replaced <- b.Replace(cut, "y", wal.KafkaID(7)) }()
+	waitJoined(t, b.group, 1)
+	cancel()
+	if err := within(t, replaced, "Replace's result"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Replace = %v, want context.Canceled before its batch commits", err)
+	}
+	Eventually(t, "Load(z) finding nothing once the repair commits", func() bool {
+		got, err := b.Load(ctx, "z")
+		return err == nil && got == nil
+	})
+	if got, err := b.Load(ctx, "y"); err != nil || got != wal.KafkaID(7) {
+		t.Fatalf("Load(y) = (%v, %v), want kafka:7", got, err)
 	}
 }
 
