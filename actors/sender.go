@@ -458,9 +458,13 @@ func (s *Sender) Flush(ctx context.Context) error {
 	if closed {
 		return ErrSenderClosed
 	}
-	return s.flush(ctx)
+	err := s.flush(ctx)
+	s.mu.Unlock()
+	return err
 }
 
+// flush is Flush but for the check of closed, and returns with s.mu held:
+// Close goes on from what it reported, before an answer can come between.
 func (s *Sender) flush(ctx context.Context) error {
 	s.mu.Lock()
 	target := s.shipped
@@ -475,10 +479,8 @@ func (s *Sender) flush(ctx context.Context) error {
 	}
 	for s.answered < target && s.gone == nil {
 		if s.detached {
-			err := joinErrors(fmt.Errorf("%w before the pchannel answered: the updates in flight may or may not be applied",
+			return joinErrors(fmt.Errorf("%w before the pchannel answered: the updates in flight may or may not be applied",
 				ErrSenderClosed), s.takeErrorsLocked())
-			s.mu.Unlock()
-			return err
 		}
 		progress := s.progressLocked()
 		s.mu.Unlock()
@@ -494,14 +496,10 @@ func (s *Sender) flush(ctx context.Context) error {
 		if ended != nil {
 			// What came meanwhile is this call's to report: after a
 			// Close, no later Flush could.
-			err := joinErrors(ended, s.takeErrorsLocked())
-			s.mu.Unlock()
-			return err
+			return joinErrors(ended, s.takeErrorsLocked())
 		}
 	}
-	err := s.takeErrorsLocked()
-	s.mu.Unlock()
-	return err
+	return s.takeErrorsLocked()
 }
 
 // Close ships what is buffered, waits for the answers as Flush does, and
@@ -518,8 +516,10 @@ func (s *Sender) Close(ctx context.Context) error {
 	s.closed = true
 	s.wakeLocked() // an Update waiting for room returns ErrSenderClosed
 	s.mu.Unlock()
+	// flush returns holding the lock: an end of the pchannel that came
+	// after it reported, and before this took the lock again, went
+	// unreported, its buffered updates counted by no call.
 	err := s.flush(ctx)
-	s.mu.Lock()
 	// From here an answer that still comes ships nothing, and a Flush
 	// still waiting (ctx ended this one's wait first) returns.
 	s.detached = true

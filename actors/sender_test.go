@@ -3,7 +3,11 @@ package actors
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
+	"regexp"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -330,6 +334,55 @@ func TestSenderCountsUnappliedUpdatesOnce(t *testing.T) {
 	for _, err := range []error{s.Update("d", wal.KafkaID(2)), s.Flush(ctx10s(t)), s.Close(ctx10s(t))} {
 		require.ErrorIs(t, err, ErrPChannelGone)
 		require.NotContains(t, err.Error(), "buffered", "counted again")
+	}
+}
+
+// A Close whose context ends as the pchannel stops reports the buffered
+// updates once, as never sent or as not applied, whichever came first.
+// An end that came between Close's wait and its report went unreported:
+// later calls say ErrSenderClosed, and the updates were counted by none.
+func TestSenderCloseRacingThePChannelsEndCountsOnce(t *testing.T) {
+	system := quietSystem(t)
+	counted := regexp.MustCompile(`(\d+) buffered update\(s\) (not applied|never sent)`)
+	jitter := func(rng *rand.Rand) {
+		for range rng.IntN(64) {
+			runtime.Gosched()
+		}
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for it := range 2000 {
+		silent := system.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {}))
+		s, err := NewSender(system, silent)
+		require.NoError(t, err)
+		for i := range 5 { // one batch in flight, four buffered
+			require.NoError(t, s.Update(fmt.Sprintf("v%d", i), wal.KafkaID(1)))
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		closed := make(chan error, 1)
+		go func() { closed <- s.Close(ctx) }()
+		jitter(rng)
+		if it%2 == 0 {
+			cancel()
+			system.Root.Stop(silent)
+		} else {
+			system.Root.Stop(silent)
+			cancel()
+		}
+		errs := []error{<-closed}
+		jitter(rng)
+		errs = append(errs, s.Flush(ctx10s(t)), s.Update("v0", wal.KafkaID(2)), s.Close(ctx10s(t)))
+		total, mentions := 0, 0
+		for _, err := range errs {
+			if err == nil {
+				continue
+			}
+			for _, m := range counted.FindAllStringSubmatch(err.Error(), -1) {
+				n, _ := strconv.Atoi(m[1])
+				total, mentions = total+n, mentions+1
+			}
+		}
+		require.Equal(t, 1, mentions, "iteration %d: the four buffered updates counted in %d errors: %v", it, mentions, errs)
+		require.Equal(t, 4, total, "iteration %d: %v", it, errs)
 	}
 }
 
