@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap/exp/zapslog"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/lowwater/lowwater/internal/shorten"
 	"github.com/lowwater/lowwater/messages"
 )
 
@@ -26,7 +27,8 @@ const DefaultRequestTimeout = 5 * time.Second
 // until ctx is done, or DefaultRequestTimeout when ctx has no deadline, and
 // then returns ctx's error (context.DeadlineExceeded for the timeout). A
 // pchannel that is stopping or no longer exists gives an error that names
-// it and wraps actor.ErrDeadLetter.
+// its actor (the PID's id: the name given to SpawnNamed) and wraps
+// actor.ErrDeadLetter.
 //
 // It must not be called from inside an actor's Receive, which would block
 // the actor: wait with ReenterAfter there instead.
@@ -118,7 +120,7 @@ func ask(ctx context.Context, sender actor.SenderContext, pid *actor.PID, msg an
 	select {
 	case res := <-box:
 		if _, ok := res.(*actor.DeadLetterResponse); ok {
-			return nil, fmt.Errorf("lowwater: pchannel actor %s is stopping or gone: %w", pid.Id, actor.ErrDeadLetter)
+			return nil, fmt.Errorf("lowwater: pchannel actor %s is stopping or gone: %w", shorten.Quoted(pid.Id), actor.ErrDeadLetter)
 		}
 		return res, nil
 	case <-ctx.Done():

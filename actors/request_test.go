@@ -72,7 +72,7 @@ func TestRequestDeadLetterAndDeadline(t *testing.T) {
 	defer cancel()
 	err = Request(ctx, system.Root, pid, &messages.UpdateCheckpoint{VChannel: "v", Checkpoint: wal.KafkaID(2)})
 	require.ErrorIs(t, err, actor.ErrDeadLetter)
-	require.Contains(t, err.Error(), pid.Id, "the error names the pchannel")
+	require.Contains(t, err.Error(), `"`+pid.Id+`"`, "the error names the pchannel's actor")
 	// A nil StateOption is refused with a typed error, not a panic in the
 	// caller, and nothing is sent: no dead letter.
 	_, err = GetState(ctx, system.Root, pid, IncludeCheckpoints(), nil)
