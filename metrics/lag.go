@@ -52,6 +52,13 @@ func (l *lagClock) rose(to wal.MessageID, at time.Time) {
 	if n := len(l.rises); n > 0 && !less(l.rises[n-1].to, to) {
 		return // not a rise past the last one: nothing new to time
 	}
+	// Events come from two goroutines (a pchannel's, its persister's),
+	// and a rise timed from either may be earlier than one before it: the
+	// values below to were passed by at, at the latest. Times then rise
+	// with values, which the merge below relies on.
+	for i := len(l.rises) - 1; i >= 0 && l.rises[i].at.After(at); i-- {
+		l.rises[i].at = at
+	}
 	l.rises = append(l.rises, rise{to: to, at: at})
 	if len(l.rises) <= maxRises {
 		return

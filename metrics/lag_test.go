@@ -68,3 +68,16 @@ func TestLagClockIsBounded(t *testing.T) {
 		require.False(t, c.since().After(t0.Add(time.Duration(truth)*time.Millisecond)), "persisted %d", v)
 	}
 }
+
+// A rise timed earlier than the ones before it (events from two
+// goroutines) moves them back to its time: the values below it were
+// passed by then. Times keep rising with values.
+func TestLagClockTakesAnEarlierRise(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 8, 0, 0, 0, time.UTC)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	var l lagClock
+	l.rose(wal.KafkaID(110), at(100))
+	l.rose(wal.KafkaID(120), at(300))
+	l.rose(wal.KafkaID(130), at(200))
+	require.Equal(t, []rise{{wal.KafkaID(110), at(100)}, {wal.KafkaID(120), at(200)}, {wal.KafkaID(130), at(200)}}, l.rises)
+}
