@@ -121,6 +121,22 @@ func (s *stubborn) Save(ctx context.Context, pchannel string, v wal.MessageID) e
 
 func (s *stubborn) unblock() { s.once.Do(func() { close(s.release) }) }
 
+// spawnStuck spawns pchannel p on cat, tracking a at kafka:7, and returns
+// once its first catalog call has entered cat, where it hangs.
+func spawnStuck(t *testing.T, system *actor.ActorSystem, cat *stubborn, opts ...Option) *actor.PID {
+	t.Helper()
+	props, err := NewProps("p", wal.Kafka, cat, append([]Option{WithSaveTimeout(time.Hour),
+		WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(7)})}, opts...)...)
+	require.NoError(t, err)
+	pid := system.Root.Spawn(props)
+	select {
+	case <-cat.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the catalog call never started")
+	}
+	return pid
+}
+
 // Every stop returns within the documented bound, stop flush timeout +
 // joinGrace, whatever a catalog does with its context; the abandoned call
 // is counted and its late result ignored. Before, a Load ignoring its
@@ -144,11 +160,9 @@ func TestStopBoundedWhateverTheCatalog(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cat := newStubborn(tc.load, tc.save)
 			defer cat.unblock()
-			// The late result is a dead letter; protoactor's throttle then
-			// waits one interval on a goroutine of its own.
-			system := actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(zap.NewNop())),
-				actor.WithDeadLetterThrottleInterval(time.Millisecond))
-			defer system.Shutdown()
+			// The late result is a dead letter: quietSystem's throttle
+			// waits one interval for it, on a goroutine of its own.
+			system := quietSystem(t)
 			var c Counters
 			stopped := make(chan *messages.Stopped, 1)
 			sub := system.EventStream.Subscribe(func(ev any) {
@@ -157,15 +171,7 @@ func TestStopBoundedWhateverTheCatalog(t *testing.T) {
 				}
 			})
 			defer system.EventStream.Unsubscribe(sub)
-			props, err := NewProps("p", wal.Kafka, cat, WithCounters(&c), WithStopFlushTimeout(flush), WithSaveTimeout(time.Hour),
-				WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(7)}))
-			require.NoError(t, err)
-			pid := system.Root.Spawn(props)
-			select {
-			case <-cat.entered:
-			case <-time.After(10 * time.Second):
-				t.Fatal("the catalog call never started")
-			}
+			pid := spawnStuck(t, system, cat, WithCounters(&c), WithStopFlushTimeout(flush))
 			stop := system.Root.StopFuture
 			if tc.graceful {
 				stop = system.Root.PoisonFuture
@@ -201,18 +207,8 @@ func TestStopBoundedWhateverTheCatalog(t *testing.T) {
 func TestRequestDuringAStopsWaitIsRefusedAtOnce(t *testing.T) {
 	cat := newStubborn(false, true)
 	defer cat.unblock()
-	system := actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(zap.NewNop())),
-		actor.WithDeadLetterThrottleInterval(time.Millisecond))
-	defer system.Shutdown()
-	props, err := NewProps("p", wal.Kafka, cat, WithStopFlushTimeout(time.Minute), WithSaveTimeout(time.Hour),
-		WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(7)}))
-	require.NoError(t, err)
-	pid := system.Root.Spawn(props)
-	select {
-	case <-cat.entered:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the save never started")
-	}
+	system := quietSystem(t)
+	pid := spawnStuck(t, system, cat, WithStopFlushTimeout(time.Minute))
 	stop := system.Root.PoisonFuture(pid)
 
 	// A request queued behind the pill waits for the stop; those sent once
@@ -233,7 +229,7 @@ func TestRequestDuringAStopsWaitIsRefusedAtOnce(t *testing.T) {
 	began := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	err = Request(ctx, system.Root, pid, &messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(8)})
+	err := Request(ctx, system.Root, pid, &messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(8)})
 	require.ErrorIs(t, err, actor.ErrDeadLetter)
 	require.Less(t, time.Since(began), 5*time.Second, "refused at once, not at the wait's end")
 
