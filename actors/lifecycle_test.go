@@ -164,13 +164,7 @@ func TestStopBoundedWhateverTheCatalog(t *testing.T) {
 			// waits one interval for it, on a goroutine of its own.
 			system := quietSystem(t)
 			var c Counters
-			stopped := make(chan *messages.Stopped, 1)
-			sub := system.EventStream.Subscribe(func(ev any) {
-				if s, ok := ev.(*messages.Stopped); ok {
-					stopped <- s
-				}
-			})
-			defer system.EventStream.Unsubscribe(sub)
+			stopped := stoppedOf(t, system)
 			pid := spawnStuck(t, system, cat, WithCounters(&c), WithStopFlushTimeout(flush))
 			stop := system.Root.StopFuture
 			if tc.graceful {
@@ -183,7 +177,7 @@ func TestStopBoundedWhateverTheCatalog(t *testing.T) {
 			require.GreaterOrEqual(t, took, tc.bound, "the stop waited flush and grace")
 			require.Less(t, took, tc.bound+slack)
 			require.Equal(t, uint64(1), c.AbandonedCalls())
-			s := <-stopped
+			s := stopped()
 			require.False(t, s.Flushed)
 			require.Equal(t, wal.KafkaID(7), s.Dropped)
 			switch {

@@ -396,13 +396,7 @@ func TestRebuildFailingAtStartIsTheActorsFailure(t *testing.T) {
 	require.NoError(t, registerFickle())
 	t.Cleanup(func() { fickleBroken.Store(false) })
 	system := quietSystem(t)
-	stopped := make(chan *messages.Stopped, 16)
-	sub := system.EventStream.Subscribe(func(ev any) {
-		if s, ok := ev.(*messages.Stopped); ok {
-			stopped <- s
-		}
-	})
-	defer system.EventStream.Unsubscribe(sub)
+	stopped := stoppedOf(t, system)
 	props, err := NewProps("p", fickleWAL, persistence.NewMemory(), WithVChannels(map[string]wal.MessageID{"a": fickleID(5)}))
 	require.NoError(t, err)
 	first := system.Root.Spawn(props) // takes the tracker built at NewProps
@@ -412,17 +406,13 @@ func TestRebuildFailingAtStartIsTheActorsFailure(t *testing.T) {
 
 	fickleBroken.Store(true)
 	second := system.Root.Spawn(props)
-	select {
-	case s := <-stopped:
-		require.Equal(t, "p", s.PChannel)
-		var failure *PChannelPanicError
-		require.ErrorAs(t, s.Failure, &failure)
-		require.Equal(t, "*actor.Started", failure.Command)
-		require.Nil(t, s.LastPersisted)
-		require.Nil(t, s.Dropped)
-	case <-time.After(30 * time.Second):
-		t.Fatal("the actor that could not start published no Stopped")
-	}
+	s := stopped() // the actor that could not start: none came before
+	require.Equal(t, "p", s.PChannel)
+	var failure *PChannelPanicError
+	require.ErrorAs(t, s.Failure, &failure)
+	require.Equal(t, "*actor.Started", failure.Command)
+	require.Nil(t, s.LastPersisted)
+	require.Nil(t, s.Dropped)
 	require.NoError(t, system.Root.StopFuture(second).Wait())
 	fickleBroken.Store(false)
 	require.NoError(t, system.Root.PoisonFuture(first).Wait())

@@ -42,14 +42,24 @@ func TestGroupCommitCloseWaitsForTheBatch(t *testing.T) {
 		t.Fatalf("the batch committed after %v, before its delay of %v", elapsed, delay)
 	}
 
-	b, err = OpenBolt(path)
+	if got := loadReopened(t, path, "p"); got != wal.KafkaID(42) {
+		t.Fatalf("Load after reopening = %v, want kafka:42", got)
+	}
+}
+
+// loadReopened opens the file at path again and loads pchannel from it.
+func loadReopened(t *testing.T, path, pchannel string) wal.MessageID {
+	t.Helper()
+	b, err := OpenBolt(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	if got, err := b.Load(context.Background(), "p"); err != nil || got != wal.KafkaID(42) {
-		t.Fatalf("Load after reopening = (%v, %v), want kafka:42", got, err)
+	got, err := b.Load(context.Background(), pchannel)
+	if err != nil {
+		t.Fatalf("Load(%s) after reopening: %v", pchannel, err)
 	}
+	return got
 }
 
 // A Save whose context ends while it waits for its batch returns the
@@ -78,13 +88,8 @@ func TestGroupCommitSaveHonoursItsContext(t *testing.T) {
 	if err := b.Close(); err != nil {
 		t.Fatalf("Close = %v", err)
 	}
-	b, err = OpenBolt(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	if got, err := b.Load(context.Background(), "p"); err != nil || got != wal.KafkaID(42) {
-		t.Fatalf("Load after reopening = (%v, %v), want kafka:42: the write left in the batch", got, err)
+	if got := loadReopened(t, path, "p"); got != wal.KafkaID(42) {
+		t.Fatalf("Load after reopening = %v, want kafka:42: the write left in the batch", got)
 	}
 }
 
