@@ -352,7 +352,7 @@ func TestMailboxSendersBatchesWaitTheirTurnRequestsDoNot(t *testing.T) {
 	require.Equal(t, []any{batch}, batches.messages())
 	p.arrived() // the worker on its way comes at last, to find nothing to do
 	requireSettled(t, p)
-	waitFor(t, "no worker left", func() bool { return p.live.Load() == 0 })
+	require.Eventually(t, func() bool { return p.live.Load() == 0 }, 5*time.Second, time.Millisecond, "no worker left")
 }
 
 // On a pool, a mailbox whose turn is over (Throughput messages in a row)

@@ -34,11 +34,11 @@ func TestPoolNewTaskIsNotStuckBehindLongTasks(t *testing.T) {
 	}
 	// Every core busy, and the rest queued: the first tasks start at
 	// once, a worker at a time.
-	waitFor(t, "the long tasks running, the rest queued", func() bool {
+	require.Eventually(t, func() bool {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		return p.live.Load() >= int64(runtime.GOMAXPROCS(0)) && len(p.queue)-p.queued > long/2
-	})
+	}, 5*time.Second, time.Millisecond, "the long tasks running, the rest queued")
 	ran := make(chan time.Duration, 1)
 	sent := time.Now()
 	p.GoNow(funcTask(func() { ran <- time.Since(sent) }))
@@ -51,5 +51,5 @@ func TestPoolNewTaskIsNotStuckBehindLongTasks(t *testing.T) {
 		t.Fatal("the new task did not run")
 	}
 	done.Wait()
-	waitFor(t, "no worker left", func() bool { return p.live.Load() == 0 })
+	require.Eventually(t, func() bool { return p.live.Load() == 0 }, 5*time.Second, time.Millisecond, "no worker left")
 }

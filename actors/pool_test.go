@@ -13,19 +13,6 @@ import (
 	"github.com/lowwater/lowwater/wal"
 )
 
-// waitFor waits until cond holds, up to a deadline: for what the pool does
-// on its own clock (shedding idle workers).
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 5s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // blocked runs n tasks at once on p, each blocking until release is
 // closed, and returns once all of them run.
 func blocked(p *pool, n int, release <-chan struct{}, done *sync.WaitGroup) {
@@ -51,10 +38,10 @@ func TestPoolShedsIdleWorkers(t *testing.T) {
 	close(release)
 	done.Wait()
 	// Beyond maxIdle, a worker exits as soon as it is idle.
-	waitFor(t, "back to maxIdle workers", func() bool { return p.live.Load() <= 4 })
+	require.Eventually(t, func() bool { return p.live.Load() <= 4 }, 5*time.Second, time.Millisecond, "back to maxIdle workers")
 	require.LessOrEqual(t, p.idleWorkers(), 4)
 	// The rest exit after idleFor.
-	waitFor(t, "no worker left", func() bool { return p.live.Load() == 0 })
+	require.Eventually(t, func() bool { return p.live.Load() == 0 }, 5*time.Second, time.Millisecond, "no worker left")
 	require.Zero(t, p.idleWorkers())
 	p.mu.Lock()
 	require.Zero(t, cap(p.queue), "the queue's array is let go with the last idle worker")
@@ -64,12 +51,12 @@ func TestPoolShedsIdleWorkers(t *testing.T) {
 	ran := make(chan struct{})
 	p.Go(funcTask(func() { close(ran) }))
 	<-ran
-	waitFor(t, "the worker idle", func() bool { return p.idleWorkers() == 1 })
+	require.Eventually(t, func() bool { return p.idleWorkers() == 1 }, 5*time.Second, time.Millisecond, "the worker idle")
 	again := make(chan struct{})
 	p.Go(funcTask(func() { close(again) }))
 	<-again
 	require.EqualValues(t, 1, p.live.Load(), "an idle worker takes the next task")
-	waitFor(t, "no worker left", func() bool { return p.live.Load() == 0 })
+	require.Eventually(t, func() bool { return p.live.Load() == 0 }, 5*time.Second, time.Millisecond, "no worker left")
 }
 
 // Beyond maxIdle a worker exits as soon as it is idle, without waiting
@@ -82,12 +69,12 @@ func TestPoolKeepsNoMoreThanMaxIdle(t *testing.T) {
 	blocked(p, 10, release, &done)
 	close(release)
 	done.Wait()
-	waitFor(t, "back to maxIdle workers", func() bool { return p.live.Load() <= 4 })
+	require.Eventually(t, func() bool { return p.live.Load() <= 4 }, 5*time.Second, time.Millisecond, "back to maxIdle workers")
 	require.Equal(t, 4, p.idleWorkers())
 	// Two sweeps end the workers idle since the first.
 	p.evict()
 	p.evict()
-	waitFor(t, "no worker left", func() bool { return p.live.Load() == 0 })
+	require.Eventually(t, func() bool { return p.live.Load() == 0 }, 5*time.Second, time.Millisecond, "no worker left")
 }
 
 // TestPoolIsNeverCapped: a task that waits for another task (a graceful
@@ -107,7 +94,7 @@ func TestPoolIsNeverCapped(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("a task waiting for another task never ended")
 	}
-	waitFor(t, "no worker left", func() bool { return p.live.Load() == 0 })
+	require.Eventually(t, func() bool { return p.live.Load() == 0 }, 5*time.Second, time.Millisecond, "no worker left")
 }
 
 func TestCallEndedBeforeItRanNeverRuns(t *testing.T) {
@@ -184,7 +171,7 @@ func TestPoolQueuedTaskNeverWaitsOnBlockedWorkers(t *testing.T) {
 	require.EqualValues(t, 20, p.live.Load())
 	close(release)
 	done.Wait()
-	waitFor(t, "no worker left", func() bool { return p.live.Load() == 0 })
+	require.Eventually(t, func() bool { return p.live.Load() == 0 }, 5*time.Second, time.Millisecond, "no worker left")
 	requireSettled(t, p)
 }
 
@@ -192,11 +179,11 @@ func TestPoolQueuedTaskNeverWaitsOnBlockedWorkers(t *testing.T) {
 // that nothing is queued.
 func requireSettled(t *testing.T, p *pool) {
 	t.Helper()
-	waitFor(t, "no worker on its way", func() bool {
+	require.Eventually(t, func() bool {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		return p.coming.Load() == 0
-	})
+	}, 5*time.Second, time.Millisecond, "no worker on its way")
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	require.Equal(t, p.queued, len(p.queue), "nothing left queued")
@@ -235,7 +222,7 @@ func TestPoolWakesOneWorkerAtATime(t *testing.T) {
 	p.coming.Store(1)
 	p.arrived() // nothing queued: it sends for no one
 	require.Zero(t, p.coming.Load())
-	waitFor(t, "no worker left", func() bool { return p.live.Load() == 0 })
+	require.Eventually(t, func() bool { return p.live.Load() == 0 }, 5*time.Second, time.Millisecond, "no worker left")
 }
 
 // TestPoolGoNowPassesTheQueue: a task someone waits for (a request, a
@@ -258,7 +245,7 @@ func TestPoolGoNowPassesTheQueue(t *testing.T) {
 	}
 	p.arrived() // the one on its way comes at last, to find nothing to do
 	requireSettled(t, p)
-	waitFor(t, "no worker left", func() bool { return p.live.Load() == 0 })
+	require.Eventually(t, func() bool { return p.live.Load() == 0 }, 5*time.Second, time.Millisecond, "no worker left")
 }
 
 // numbered is a task that only tells which it is.

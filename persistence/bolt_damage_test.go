@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/lowwater/lowwater/persistence"
@@ -502,15 +503,15 @@ func TestBoltDamagedUnderConcurrentCalls(t *testing.T) {
 					errs <- nil
 				}()
 			}
-			persistence.Eventually(t, "calls under way", func() bool { return calls.Load() > 100 })
+			require.Eventually(t, func() bool { return calls.Load() > 100 }, 10*time.Second, time.Millisecond, "calls under way")
 			data := readFile(t, path)
 			data[pageHeaderSize] ^= 0xff
 			data[bboltPageSize+pageHeaderSize] ^= 0xff
 			writeInPlace(t, path, data)
 			after := calls.Load()
-			persistence.Eventually(t, "calls after the damage, or every caller failed", func() bool {
+			require.Eventually(t, func() bool {
 				return calls.Load() > after+100 || failed.Load() == callers
-			})
+			}, 10*time.Second, time.Millisecond, "calls after the damage, or every caller failed")
 			stop.Store(true)
 			deadline := time.After(10 * time.Second)
 			for range callers {

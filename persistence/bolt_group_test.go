@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/lowwater/lowwater/wal"
@@ -144,10 +145,10 @@ func TestGroupCommitReplaceLeftInItsBatchRepairs(t *testing.T) {
 	if err := within(t, replaced, "Replace's result"); !errors.Is(err, context.Canceled) {
 		t.Fatalf("Replace = %v, want context.Canceled before its batch commits", err)
 	}
-	Eventually(t, "Load(z) finding nothing once the repair commits", func() bool {
+	require.Eventually(t, func() bool {
 		got, err := b.Load(ctx, "z")
 		return err == nil && got == nil
-	})
+	}, 10*time.Second, time.Millisecond, "Load(z) finding nothing once the repair commits")
 	if got, err := b.Load(ctx, "y"); err != nil || got != wal.KafkaID(7) {
 		t.Fatalf("Load(y) = (%v, %v), want kafka:7", got, err)
 	}
@@ -156,25 +157,11 @@ func TestGroupCommitReplaceLeftInItsBatchRepairs(t *testing.T) {
 // waitJoined waits until the open batch of g holds n saves.
 func waitJoined(t *testing.T, g *groupCommit, n int) {
 	t.Helper()
-	Eventually(t, "the saves joining the open batch", func() bool {
+	require.Eventually(t, func() bool {
 		g.mu.Lock()
 		defer g.mu.Unlock()
 		return g.open != nil && len(g.open.saves) >= n
-	})
-}
-
-// Eventually waits until cond holds, within 10 s: for what a Bolt does on
-// its own goroutines (a commit after the saves it tells have seen their
-// outcome). Exported for the package's black-box tests.
-func Eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 10 s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	}, 10*time.Second, time.Millisecond, "the saves joining the open batch")
 }
 
 // within receives from ch, within 10 s.
@@ -213,12 +200,12 @@ func TestGroupCommitRecyclesToldBatches(t *testing.T) {
 		}
 	}
 	var s []batchedSave
-	Eventually(t, "the told batch recycled", func() bool { // after its last done returned
+	require.Eventually(t, func() bool { // after its last done returned
 		b.group.mu.Lock()
 		defer b.group.mu.Unlock()
 		s = b.group.spare
 		return s != nil
-	})
+	}, 10*time.Second, time.Millisecond, "the told batch recycled")
 	if len(s) != 0 || cap(s) < 3 {
 		t.Fatalf("spare saves: len %d, cap %d; want the told batch's, emptied", len(s), cap(s))
 	}
