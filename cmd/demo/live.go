@@ -8,9 +8,9 @@ import (
 	"strings"
 	"time"
 
-	tea "github.com/charmbracelet/bubbletea"
-	"github.com/charmbracelet/lipgloss"
-	"github.com/charmbracelet/lipgloss/table"
+	tea "charm.land/bubbletea/v2"
+	"charm.land/lipgloss/v2"
+	"charm.land/lipgloss/v2/table"
 	"golang.org/x/term"
 
 	"github.com/lowwater/lowwater/wal"
@@ -18,6 +18,13 @@ import (
 
 // refresh is the live view's frame interval: four times a second.
 const refresh = 250 * time.Millisecond
+
+// The size the live view takes when its output is not a terminal: wide
+// and tall enough for every column and the recent events.
+const (
+	offTerminalWidth  = 200
+	offTerminalHeight = 50
+)
 
 // isTerminal reports whether w is a terminal: the live view needs one.
 func isTerminal(w io.Writer) bool {
@@ -59,6 +66,11 @@ type quitMsg struct{}
 
 func startLiveView(dash *dashboard, out io.Writer, in io.Reader, interrupt func()) *liveView {
 	opts := []tea.ProgramOption{tea.WithOutput(out), tea.WithoutSignalHandler()}
+	if !isTerminal(out) {
+		// Asked for by --view=live: with no terminal to give a size,
+		// bubbletea would draw the frames into none.
+		opts = append(opts, tea.WithWindowSize(offTerminalWidth, offTerminalHeight))
+	}
 	if isTerminalReader(in) {
 		opts = append(opts, tea.WithInput(in))
 	} else {
@@ -122,8 +134,8 @@ func (m *liveModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case tickMsg:
 		m.sample()
 		return m, tick()
-	case tea.KeyMsg:
-		if msg.Type == tea.KeyCtrlC {
+	case tea.KeyPressMsg:
+		if msg.String() == "ctrl+c" {
 			m.interrupt()
 		}
 	case tea.WindowSizeMsg:
@@ -154,11 +166,11 @@ func (m *liveModel) sample() {
 	m.last = &v
 }
 
-func (m *liveModel) View() string {
+func (m *liveModel) View() tea.View {
 	if m.last == nil {
-		return ""
+		return tea.NewView("")
 	}
-	return renderDashboard(*m.last, m.rates, m.width, m.height, m.final)
+	return tea.NewView(renderDashboard(*m.last, m.rates, m.width, m.height, m.final))
 }
 
 // renderDashboard is one frame of the live view, no wider than width and

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/charmbracelet/lipgloss"
+	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -511,6 +511,7 @@ func TestRenderDashboardFitsTerminal(t *testing.T) {
 				assert.LessOrEqual(t, lipgloss.Width(line), size.w, "%q", line)
 			}
 			table, hidden := renderTable(d.view(), rates, size.w)
+			table = ansi.Strip(table)
 			headerLine := strings.Split(table, "\n")[1]
 			for _, h := range allHeaders {
 				shown := containsWord(headerLine, h) || (shortOf[h] != "" && containsWord(headerLine, shortOf[h]))
@@ -520,7 +521,7 @@ func TestRenderDashboardFitsTerminal(t *testing.T) {
 			}
 			if len(hidden) > 0 && size.h >= 18 { // below, the table fills the height
 				// The list may wrap, after a comma: read it back whole.
-				_, list, _ := strings.Cut(frame, "hidden to fit: ")
+				_, list, _ := strings.Cut(ansi.Strip(frame), "hidden to fit: ")
 				list, _, _ = strings.Cut(list, "(widen the terminal)")
 				assert.Equal(t, strings.Join(hidden, ", "), strings.Join(strings.Fields(list), " "))
 			}
@@ -602,6 +603,7 @@ func TestREADMELiveView(t *testing.T) {
 	frame := ansi.Strip(renderDashboard(view, map[string]float64{"p0": 467, "p1": 538, "p2": 459}, 80, 24, false))
 	t.Log("\n" + frame)
 	table, hidden := renderTable(view, nil, 80)
+	table = ansi.Strip(table)
 	require.Equal(t, []string{"BEHIND", "HOLDER"}, hidden, "%s", table)
 	require.True(t, containsWord(strings.Split(table, "\n")[1], "VCH"), "%s", table)
 
@@ -636,6 +638,7 @@ func TestLiveViewAtEnd(t *testing.T) {
 	assert.Equal(t, "at end", got["p0"])
 	assert.Regexp(t, `^p1-v002 STALLED [0-9.]+s$`, got["p1"])
 	table, _ := renderTable(d.view(), nil, 200)
+	table = ansi.Strip(table)
 	assert.Contains(t, table, "at end")
 
 	// An Add lowers p0's minimum below the end; it rises, and the actor
