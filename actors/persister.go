@@ -388,11 +388,12 @@ func (s *persister) saved(m *callDone) {
 func (s *persister) saveFailed(m *callDone, attempt int) saveplan.Step {
 	var stored *persistence.StoredAheadError
 	switch {
-	case errors.As(m.err, &stored):
+	case errors.As(m.err, &stored) && stored.PChannel == s.cfg.pchannel:
 		// Another writer got ahead; its value is durable, so it is ours
 		// too. A report naming a value that is not ahead is not adopted:
 		// the save is tried again, on the backoff after a first retry
-		// (see saveplan.Plan.Adopt).
+		// (see saveplan.Plan.Adopt). One about another pchannel's record
+		// (a catalog's bug) says nothing of ours: a failure like any.
 		step := s.plan.Adopt(stored.Stored)
 		s.report()
 		s.failed(m, attempt, step.Wait)

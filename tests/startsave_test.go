@@ -304,14 +304,19 @@ func TestGroupCommitHoldsNoGoroutinePerSave(t *testing.T) {
 }
 
 // aheadLiar refuses its first saves as stored ahead, naming a value below
-// the one saved: a catalog with a bug.
+// the one saved, or, with other set, naming that pchannel and a value
+// above: a catalog with a bug.
 type aheadLiar struct {
 	*persistence.Memory
-	lies atomic.Int32
+	lies  atomic.Int32
+	other string
 }
 
 func (l *aheadLiar) Save(ctx context.Context, pchannel string, v wal.MessageID) error {
 	if l.lies.Add(-1) >= 0 {
+		if l.other != "" {
+			return &persistence.StoredAheadError{PChannel: l.other, Stored: k(50), Attempted: v}
+		}
 		return &persistence.StoredAheadError{PChannel: pchannel, Stored: k(1), Attempted: v}
 	}
 	return l.Memory.Save(ctx, pchannel, v)
@@ -338,6 +343,27 @@ func TestStoredAheadThatIsNotAheadIsRetriedOnTheBackoff(t *testing.T) {
 		} else {
 			require.Positive(t, f.NextRetry, "after a later attempt: on the backoff")
 		}
+	}
+	require.Equal(t, k(10), loadNow(t, cat.Memory))
+	stopped, _ := h.poison(pid)
+	require.Equal(t, k(10), stopped.LastPersisted)
+}
+
+// A "stored ahead" about another pchannel says nothing of this one's
+// record: it is not adopted (the pchannel would take 50 for persisted
+// with nothing stored), and the save is tried again.
+func TestStoredAheadOfAnotherPChannelIsNotAdopted(t *testing.T) {
+	h := newHarness(t)
+	cat := &aheadLiar{Memory: persistence.NewMemory(), other: "someone-else"}
+	cat.lies.Store(2)
+	pid, _ := spawnRecovered(t, h, wal.Kafka, cat, actors.WithVChannels(map[string]wal.MessageID{"a": k(10)}), actors.WithBackoff(fastBackoff))
+	ev := waitFor(t, h.rec, persistedIs(k(10)))
+	require.Equal(t, 3, ev.Attempts)
+	failed := collect[*messages.PersistFailed](h.rec)
+	require.Len(t, failed, 2)
+	for _, f := range failed {
+		require.ErrorIs(t, f.Err, persistence.ErrStoredAhead)
+		require.Equal(t, k(10), f.Value)
 	}
 	require.Equal(t, k(10), loadNow(t, cat.Memory))
 	stopped, _ := h.poison(pid)
