@@ -63,6 +63,7 @@ Commands:
                            record version
   get PCHANNEL             one pchannel's record (and its owner, on etcd)
   verify                   decode every record; report the corrupt ones,
+                           those that hold a Kafka sentinel (kafka:-1),
                            those under a name no node can use, and on
                            etcd those whose term fences every owner, the
                            owner keys with no lease, and the stray keys

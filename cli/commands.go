@@ -288,6 +288,17 @@ func verify(ctx context.Context, e *env, _ []string) error {
 			fmt.Fprintf(e.stdout, "%s  %s: %s\n", unreadable(en), typed(en.PChannel), cause(en))
 		}
 	}
+	// Readable, but no checkpoint: a node refuses to recover from it.
+	var sentinels int
+	for _, en := range entries {
+		if en.Err == nil && errors.Is(wal.Check(en.WAL, en.Checkpoint), wal.ErrSentinel) {
+			sentinels++
+			fmt.Fprintf(e.stdout, "SENTINEL  %s: %s is not an offset; no node recovers from it\n", typed(en.PChannel), shownID(en.Checkpoint))
+		}
+	}
+	if sentinels > 0 {
+		found["SENTINEL"] = true
+	}
 	fencing, err := s.fencing(ctx, entries)
 	if err != nil {
 		return err
@@ -332,7 +343,7 @@ func verify(ctx context.Context, e *env, _ []string) error {
 		fmt.Fprintf(e.stdout, ", %s", count(len(stray), "stray key"))
 	}
 	fmt.Fprintln(e.stdout)
-	if unread == 0 && len(fencing) == 0 && len(fenced) == 0 && len(noLease) == 0 && len(stray) == 0 && meta == nil {
+	if unread == 0 && sentinels == 0 && len(fencing) == 0 && len(fenced) == 0 && len(noLease) == 0 && len(stray) == 0 && meta == nil {
 		return nil
 	}
 	var msg string
@@ -342,6 +353,8 @@ func verify(ctx context.Context, e *env, _ []string) error {
 		found["DAMAGED META"] = true
 	case unread > 0:
 		msg = count(unread, "unreadable record")
+	case sentinels > 0:
+		msg = count(sentinels, "record") + " holding a sentinel, not an offset"
 	case len(fencing) > 0:
 		msg = count(len(fencing), "record") + " no owner can write over"
 	case len(fenced) > 0:
@@ -365,6 +378,8 @@ func verify(ctx context.Context, e *env, _ []string) error {
 	}
 	for _, h := range []struct{ kind, hint string }{
 		{"CORRUPT", "repair with 'set --force PCHANNEL ID' or 'delete PCHANNEL'"},
+		{"SENTINEL", "Kafka's clients read -1 as the end of the log and -2 as its\n" +
+			"    start: 'set --force PCHANNEL kafka:N' with the offset to resume from"},
 		{"UNKNOWN WAL", "read with a lowwater built with that WAL (package cli)"},
 		// Within 80 columns, after "  KIND: ".
 		{"BAD NAME", "no node can use it: 'delete --quoted NAME',\n    NAME quoted as shown here"},

@@ -29,6 +29,10 @@ var (
 	// ErrWALMismatch rejects a checkpoint of another WAL than the pchannel's.
 	// It is the same value as wal.ErrWALMismatch.
 	ErrWALMismatch = wal.ErrWALMismatch
+	// ErrSentinel rejects a checkpoint that is a WAL's sentinel rather
+	// than a position: a negative Kafka offset. It is the same value as
+	// wal.ErrSentinel.
+	ErrSentinel = wal.ErrSentinel
 )
 
 // Reasons a Stopped event gives for a minimum it left unsaved.

@@ -226,7 +226,7 @@ func TestNothingAtOrBelowPersistedReachesCatalog(t *testing.T) {
 		case r < 6: // add, often below what is persisted
 			name := fmt.Sprintf("v%02d", next)
 			next++
-			n := int64(i/2) - rng.Int64N(200)
+			n := max(int64(i/2)-rng.Int64N(200), 0) // an offset: never negative
 			model[name] = n
 			h.sys.Root.Send(pid, &messages.AddVChannel{VChannel: name, Checkpoint: k(n)})
 		default:

@@ -7,11 +7,14 @@ import (
 	"strings"
 )
 
-// KafkaID is a Kafka partition offset. It is ordered as a number, negative
-// ones too: Kafka clients' -1 (the end) and -2 (the start) are sentinels,
-// not positions, and -1 here is below every offset, so a vchannel held at
-// it would hold the minimum there, and a consumer seeking to the stored
-// -1 would skip to the end. Give real offsets: 0 for a partition's start.
+// KafkaID is a Kafka partition offset. A negative one is no checkpoint:
+// Kafka clients' -1 (the end) and -2 (the start) are sentinels, not
+// positions, and -1 ordered as a number is below every offset, so a
+// vchannel held at it would hold the minimum there, and a consumer seeking
+// to the stored -1 would skip to the end. Check refuses them (ErrSentinel),
+// so no pchannel takes one; they still encode and decode, so that a record
+// someone stored reads back and can be named. Give real offsets: 0 for a
+// partition's start.
 //
 // As in Kafka's own offset commits, a vchannel reports the offset of the
 // next record to read, the last one processed plus one: the checkpoint

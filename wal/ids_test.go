@@ -53,10 +53,32 @@ func TestRoundTrip(t *testing.T) {
 			if got != tt.id {
 				t.Fatalf("Unmarshal() = %#v, want %#v", got, tt.id)
 			}
-			if err := wal.Check(tt.wal, got); err != nil {
+			err = wal.Check(tt.wal, got)
+			if k, ok := got.(wal.KafkaID); ok && k < 0 {
+				// It round-trips, as a record someone stored must read
+				// back, but it is no checkpoint.
+				if !errors.Is(err, wal.ErrSentinel) {
+					t.Fatalf("Check = %v, want ErrSentinel", err)
+				}
+			} else if err != nil {
 				t.Fatalf("Check: %v", err)
 			}
 		})
+	}
+}
+
+// Kafka's clients read a negative offset as a place (-1 the end, -2 the
+// start), not a position: Check refuses every one, and passes 0 and up.
+func TestCheckRefusesKafkaSentinels(t *testing.T) {
+	for _, k := range []wal.KafkaID{-1, -2, -3, math.MinInt64} {
+		if err := wal.Check(wal.Kafka, k); !errors.Is(err, wal.ErrSentinel) {
+			t.Errorf("Check(%v) = %v, want ErrSentinel", k, err)
+		}
+	}
+	for _, k := range []wal.KafkaID{0, 1, math.MaxInt64} {
+		if err := wal.Check(wal.Kafka, k); err != nil {
+			t.Errorf("Check(%v) = %v, want nil", k, err)
+		}
 	}
 }
 

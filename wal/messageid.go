@@ -50,6 +50,11 @@ var (
 	// ErrWALMismatch is returned when an ID belongs to another WAL than the
 	// one expected, or is not of a registered ID type.
 	ErrWALMismatch = errors.New("wal: message ID of another WAL")
+	// ErrSentinel is returned by Check for an ID that a WAL's clients read
+	// as a place rather than a position: a negative Kafka offset, which
+	// they take for the log's end (-1) or start (-2). Kept as a checkpoint,
+	// a consumer seeking to it would skip, or replay, every record.
+	ErrSentinel = errors.New("wal: a sentinel, not a position")
 	// ErrSyntax is returned by Parse for text that is not an ID of the WAL.
 	ErrSyntax = errors.New("wal: malformed message ID text")
 	// ErrInvalidCodec is returned by Register for a name or codec it cannot

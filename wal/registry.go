@@ -389,7 +389,8 @@ func (c Checker) Marshal(id MessageID) ([]byte, error) {
 // WALName returns the name of the WAL the checker accepts.
 func (c Checker) WALName() Name { return c.walName }
 
-// Check returns nil when id is a non-nil ID of the checker's WAL.
+// Check returns nil when id is a non-nil ID of the checker's WAL, and a
+// position rather than a sentinel (ErrSentinel).
 func (c Checker) Check(id MessageID) error {
 	if id == nil {
 		return fmt.Errorf("%w: nil ID for %q", ErrWALMismatch, c.walName)
@@ -398,6 +399,10 @@ func (c Checker) Check(id MessageID) error {
 		// Format the type only: a foreign implementation's methods may
 		// panic (a typed nil pointer, say), and bad input must not.
 		return fmt.Errorf("%w: %T where a %s ID was expected", ErrWALMismatch, id, c.walName)
+	}
+	if k, ok := id.(KafkaID); ok && k < 0 {
+		return fmt.Errorf("%w: %v: Kafka's clients read -1 as the end of the log and -2 as its start; "+
+			"give a real offset, 0 for the start", ErrSentinel, k)
 	}
 	return nil
 }

@@ -24,6 +24,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/lowwater/lowwater/cli"
+	"github.com/lowwater/lowwater/internal/testkit/termtest"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/wal"
 )
@@ -844,7 +845,15 @@ func TestANegativeKafkaOffsetIsRefused(t *testing.T) {
 	wantCode(t, on(t, url, "get", "q"), cli.ExitNotFound)
 	wantCode(t, on(t, url, "set", "--force", "q", "kafka:-1"), cli.ExitOK)
 	wantCode(t, on(t, url, "get", "q"), cli.ExitOK, "kafka:-1")
-	r := on(t, url, "set", "--force", "by-dev-rootcoord-dml_0", "kafka:-1")
+	// Stored all the same, it is a finding: no node recovers from it.
+	r := on(t, url, "verify")
+	wantCode(t, r, cli.ExitCorrupt, `SENTINEL  q: kafka:-1 is not an offset; no node recovers from it`)
+	require.Contains(t, r.stderr, "1 record holding a sentinel, not an offset")
+	require.Contains(t, r.stderr, "SENTINEL: Kafka's clients read -1")
+	require.Empty(t, termtest.Wider(r.stdout+r.stderr, 80))
+	wantCode(t, on(t, url, "set", "--force", "q", "kafka:0"), cli.ExitOK)
+	wantCode(t, on(t, url, "verify"), cli.ExitOK)
+	r = on(t, url, "set", "--force", "by-dev-rootcoord-dml_0", "kafka:-1")
 	wantCode(t, r, cli.ExitOK, "skip: Kafka's clients read kafka:-1 as the end of the log")
 	require.NotContains(t, r.stdout+r.stderr, "re-read", "a skip told as a replay")
 }
