@@ -335,7 +335,7 @@ func verify(ctx context.Context, e *env, _ []string) error {
 			return err
 		}
 		if meta != nil {
-			fmt.Fprintf(e.stdout, "DAMAGED META  %s: %s\n", e.opts.url.Path, metaDamage(meta))
+			fmt.Fprintf(e.stdout, "DAMAGED META  %s: %s\n", e.opts.url.Path, meta)
 		}
 	}
 	fmt.Fprintf(e.stdout, "%s, %d unreadable", count(len(entries), "record"), unread)
@@ -413,19 +413,6 @@ func metaHint(d *persistence.MetaDamage) string {
 		"    torn by a crash, it was never acknowledged; damaged since, its saves\n" +
 		"    are lost: restore the file from a backup. The next write rewrites\n" +
 		"    the page, and makes the loss permanent: the tool refuses to write"
-}
-
-// metaDamage says which meta page of a bbolt file is damaged, which
-// commit it held as far as that still reads, and the one the file reads
-// as.
-func metaDamage(d *persistence.MetaDamage) string {
-	switch {
-	case d.Known && d.Newer:
-		return fmt.Sprintf("meta page %d is damaged; it held commit %d, newer than commit %d, which the file reads as", d.Page, d.Held, d.ReadsAs)
-	case d.Known:
-		return fmt.Sprintf("meta page %d is damaged; it held commit %d, older than commit %d, which the file reads as", d.Page, d.Held, d.ReadsAs)
-	}
-	return fmt.Sprintf("meta page %d is damaged, and which commit it held cannot be read; the file reads as commit %d", d.Page, d.ReadsAs)
 }
 
 // parseID reads the ID text of a set for the pchannel whose record is en

@@ -217,15 +217,15 @@ func (e *env) checkMeta(b *persistence.Bolt, m mode) error {
 	write := m != readOnly || e.opts.dryRun
 	switch {
 	case !write:
-		fmt.Fprintf(e.stderr, "warning: %s: %s: what is shown may be older than what was saved; run verify\n", path, metaDamage(d))
+		fmt.Fprintf(e.stderr, "warning: %s: %s: what is shown may be older than what was saved; run verify\n", path, d)
 	case d.Known && !d.Newer:
 		// The page held the older commit: the write's rewrites it, and
 		// the file loses nothing it showed.
 	case !e.opts.force:
 		return refused("%s: %s: a write would rewrite that page, and make the loss of what it held permanent: "+
-			"run verify, and restore the file from a backup; or give --force to write over it", path, metaDamage(d))
+			"run verify, and restore the file from a backup; or give --force to write over it", path, d)
 	default:
-		fmt.Fprintf(e.stderr, "warning: %s: %s: writing over it, as --force asks: what it held is lost for good\n", path, metaDamage(d))
+		fmt.Fprintf(e.stderr, "warning: %s: %s: writing over it, as --force asks: what it held is lost for good\n", path, d)
 	}
 	return nil
 }

@@ -121,6 +121,7 @@ type boltOptions struct {
 	groupDelay  time.Duration
 	readOnly    bool
 	existing    bool
+	intactMeta  bool
 }
 
 type boltOptionFunc func(*boltOptions)
@@ -185,6 +186,15 @@ func WithReadOnly(readOnly bool) BoltOption {
 	return boltOptionFunc(func(o *boltOptions) { o.readOnly = readOnly })
 }
 
+// WithIntactMeta makes OpenBolt refuse a file with a damaged meta page
+// (see DamagedMeta) with a *MetaDamageError, before anything is written:
+// for a node that would rather stop than run on a file that may have lost
+// its last commit, which its first save would make for good. Default
+// false: the file opens as bbolt opens it.
+func WithIntactMeta(required bool) BoltOption {
+	return boltOptionFunc(func(o *boltOptions) { o.intactMeta = required })
+}
+
 // WithExistingBucket makes OpenBolt of a file without the bucket fail, as
 // a read-only open does, instead of creating it: for a tool that writes
 // to a catalog named by a person, where a mistyped bucket must not become
@@ -220,7 +230,8 @@ func defaultBoltOptions() boltOptions {
 // opens it: a crash that tore the last commit's write leaves a file so,
 // and that commit was never acknowledged. Damaged later, the file reads
 // without that commit's saves, and the next commit makes it for good. A
-// node that must tell the two apart asks DamagedMeta after it opens.
+// node that must tell the two apart asks DamagedMeta after it opens, or
+// opens the file WithIntactMeta.
 func OpenBolt(path string, opts ...BoltOption) (*Bolt, error) {
 	o := defaultBoltOptions()
 	for _, opt := range opts {
@@ -264,6 +275,16 @@ func OpenBolt(path string, opts ...BoltOption) (*Bolt, error) {
 	}
 	b := &Bolt{db: db, file: file, path: path, bucket: []byte(o.bucket), readOnly: o.readOnly, misplaced: map[string]bool{},
 		turn: make(chan struct{}, 1), damagedNow: make(chan struct{})}
+	if o.intactMeta {
+		d, err := b.DamagedMeta()
+		if err == nil && d != nil {
+			err = &MetaDamageError{Path: path, Damage: *d}
+		}
+		if err != nil {
+			_ = b.closeDB()
+			return nil, err
+		}
+	}
 	if o.group {
 		b.group = &groupCommit{delay: o.groupDelay, commit: b.commit}
 	}

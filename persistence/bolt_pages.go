@@ -409,6 +409,32 @@ type MetaDamage struct {
 	ReadsAs uint64
 }
 
+// String says which meta page is damaged, which commit it held as far as
+// that still reads, and the one the file reads as.
+func (d *MetaDamage) String() string {
+	switch {
+	case d.Known && d.Newer:
+		return fmt.Sprintf("meta page %d is damaged; it held commit %d, newer than commit %d, which the file reads as", d.Page, d.Held, d.ReadsAs)
+	case d.Known:
+		return fmt.Sprintf("meta page %d is damaged; it held commit %d, older than commit %d, which the file reads as", d.Page, d.Held, d.ReadsAs)
+	}
+	return fmt.Sprintf("meta page %d is damaged, and which commit it held cannot be read; the file reads as commit %d", d.Page, d.ReadsAs)
+}
+
+// MetaDamageError is OpenBolt's refusal, under WithIntactMeta, of a file
+// with a damaged meta page. errors.Is(err, ErrCorruptStore) holds.
+type MetaDamageError struct {
+	Path   string
+	Damage MetaDamage
+}
+
+func (e *MetaDamageError) Error() string {
+	return fmt.Sprintf("%v: %s: %s", ErrCorruptStore, e.Path, e.Damage.String())
+}
+
+// Is makes errors.Is(err, ErrCorruptStore) hold.
+func (e *MetaDamageError) Is(target error) bool { return target == ErrCorruptStore }
+
 // metaDamage finds a damaged meta page in the file's bytes while the
 // other is whole; nil when both are whole, or both damaged (bbolt then
 // refuses the file, and checkPages says so).

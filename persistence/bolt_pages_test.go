@@ -1,7 +1,9 @@
 package persistence
 
 import (
+	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -145,6 +147,41 @@ func TestAZeroedMetaPageReadsAsTheOther(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+		// WithIntactMeta refuses it, and writes nothing.
+		copyPath := filepath.Join(t.TempDir(), "zeroed.db")
+		if err := os.WriteFile(copyPath, zeroed, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := OpenBolt(copyPath, WithIntactMeta(true))
+		var refused *MetaDamageError
+		if !errors.Is(err, ErrCorruptStore) || !errors.As(err, &refused) || refused.Damage != want || refused.Path != copyPath {
+			t.Errorf("page %d zeroed: OpenBolt WithIntactMeta = %v, want a MetaDamageError of %+v", page, err, want)
+		}
+		if after, err := os.ReadFile(copyPath); err != nil || !bytes.Equal(after, zeroed) {
+			t.Errorf("page %d zeroed: the refused open changed the file (%v)", page, err)
+		}
+	}
+}
+
+// A sound file opens WithIntactMeta.
+func TestIntactMetaOpensASoundFile(t *testing.T) {
+	path, _, _ := savedFile(t, 2)
+	b, err := OpenBolt(path, WithIntactMeta(true))
+	if err != nil {
+		t.Fatalf("OpenBolt WithIntactMeta of a sound file = %v", err)
+	}
+	if got, err := b.Load(t.Context(), "p"); err != nil || got != wal.KafkaID(2) {
+		t.Errorf("Load = %v, %v, want kafka:2", got, err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := OpenBolt(filepath.Join(t.TempDir(), "new.db"), WithIntactMeta(true))
+	if err != nil {
+		t.Fatalf("OpenBolt WithIntactMeta of a new file = %v", err)
+	}
+	if err := fresh.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -98,8 +98,10 @@ func openBoltStore(u catalogurl.URL, cfg config) (store, error) {
 	return &boltStore{path: path}, nil
 }
 
+// open refuses a file with a damaged meta page: it may hide the file's
+// last commit, and the demo's first save would lose it for good.
 func (b *boltStore) open(context.Context) (persistence.Catalog, error) {
-	return persistence.OpenBolt(b.path)
+	return persistence.OpenBolt(b.path, persistence.WithIntactMeta(true))
 }
 
 func (b *boltStore) describe() string { return "bbolt file " + b.path }

@@ -144,6 +144,51 @@ func TestDamagedRecord(t *testing.T) {
 	}
 }
 
+// TestDamagedMetaPage runs the demo on a bbolt file with a meta page
+// zeroed: bbolt would open it as of the other page's commit, and the
+// demo's first save would make the loss of the newer one permanent. It
+// refuses the file in one line, and leaves it as it was.
+func TestDamagedMetaPage(t *testing.T) {
+	for page := range 2 {
+		t.Run(fmt.Sprintf("page %d", page), func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "lowwater.db")
+			b, err := persistence.OpenBolt(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 3 {
+				if err := b.Save(context.Background(), "p0", wal.KafkaID(i+1)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := b.Close(); err != nil {
+				t.Fatal(err)
+			}
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			size := os.Getpagesize() // bbolt's page size for a file it made
+			clear(data[page*size : (page+1)*size])
+			if err := os.WriteFile(path, data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var out, stderr bytes.Buffer
+			code := run(context.Background(), []string{"--duration=1s", "--view=plain", "--catalog=bolt:" + path}, &out, &stderr)
+			if code != exitDamaged {
+				t.Fatalf("exit %d, want %d\nstderr:\n%s", code, exitDamaged, stderr.String())
+			}
+			msg := stderr.String()
+			if strings.Count(msg, "\n") != 1 || !strings.Contains(msg, fmt.Sprintf("meta page %d is damaged", page)) || !strings.Contains(msg, path) {
+				t.Fatalf("stderr = %q, want one line naming %s and its damaged meta page", msg, path)
+			}
+			if after, err := os.ReadFile(path); err != nil || !bytes.Equal(after, data) {
+				t.Fatalf("the demo changed the damaged file (%v)", err)
+			}
+		})
+	}
+}
+
 // TestDamagedBoltFile runs the demo on a bbolt file that was emptied or
 // truncated: it says so in one line on standard error, names the file, and
 // exits with the status of a damaged store, not a stack trace.
