@@ -286,6 +286,9 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 	case "help":
 		return help(stdout, stderr)
 	case "version":
+		if len(rest) > 0 {
+			return fail(stderr, usagef("usage: lowwater version"))
+		}
 		return version(stdout, stderr)
 	}
 	cmd, ok := commands[name]

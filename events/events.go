@@ -47,6 +47,11 @@ func ForPChannels(names ...string) Option {
 			c.pchannels = make(map[string]struct{}, len(names))
 		}
 		for _, n := range names {
+			if n == "" {
+				// No pchannel has it: a filter on it would pass nothing.
+				c.errs = append(c.errs, errors.New("ForPChannels names the empty pchannel name"))
+				return
+			}
 			c.pchannels[n] = struct{}{}
 		}
 	})

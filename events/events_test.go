@@ -240,6 +240,7 @@ func TestInvalidOptions(t *testing.T) {
 	for name, opts := range map[string][]events.Option{
 		"buffer 0":     {events.WithBuffer(0)},
 		"no pchannels": {events.ForPChannels()},
+		"empty name":   {events.ForPChannels("p0", "")},
 		"nil filter":   {events.WithFilter(nil)},
 		"nil option":   {nil},
 	} {
