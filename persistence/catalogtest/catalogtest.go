@@ -24,6 +24,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -62,8 +63,12 @@ import (
 // actors do): the same rules hold, and each save that started is told
 // exactly once, within a minute, and never from within StartSave. Once a
 // started save was not told in time, every save after it fails at once,
-// so that the run ends within go test's default timeout. A save told again after its check ended fails the
-// "StartSave" test around it, if that has not ended.
+// so that the run ends within go test's default timeout. A save told
+// again after its check ended fails the "StartSave" test around it, if
+// that has not ended.
+//
+// A panic out of the catalog fails the check it happened in, with the
+// stack, and the checks after it still run.
 //
 // Run needs no goroutine of the catalog's to end by itself: checks that
 // race writers wait for them with a deadline of a minute and a half, and
@@ -114,6 +119,13 @@ func run(t *testing.T, newCatalog func(t *testing.T) persistence.Catalog) {
 				t.Fatal("newCatalog returned nil")
 			}
 			t.Cleanup(func() { _ = c.Close() })
+			// A panic out of the catalog fails this check, not the whole
+			// test binary, so that the other checks still run.
+			defer func() {
+				if p := recover(); p != nil {
+					t.Fatalf("the catalog panicked: %v\n%s", p, debug.Stack())
+				}
+			}()
 			tt.run(t, c)
 		})
 	}
@@ -259,17 +271,28 @@ func testSaveComparePanic(t *testing.T, c persistence.Catalog) {
 // whole test binary, so that the other checks still run.
 func wantUnordered(t *testing.T, c persistence.Catalog, pchannel string, id wal.MessageID) {
 	t.Helper()
-	err := func() (err error) {
-		defer func() {
-			if p := recover(); p != nil {
-				err = fmt.Errorf("panicked: %v", p)
-			}
-		}()
-		return c.Save(context.Background(), pchannel, id)
-	}()
+	err := saveRecovered(context.Background(), c, pchannel, id)
 	if !errors.Is(err, persistence.ErrInvalidArgument) || !errors.Is(err, wal.ErrCorruptID) {
 		t.Fatalf("Save(%q, %s), whose comparison panics, = %v, want ErrInvalidArgument wrapping wal.ErrCorruptID", pchannel, id, err)
 	}
+}
+
+// recoverTo reports a panic on a goroutine of a check, where the check's
+// own recover cannot see it, as a failure of the check. Deferred.
+func recoverTo(r *reporter, who string) {
+	if p := recover(); p != nil {
+		r.errorf("%s: the catalog panicked: %v", who, p)
+	}
+}
+
+// saveRecovered is c.Save, with a panic out of it returned as an error.
+func saveRecovered(ctx context.Context, c persistence.Catalog, pchannel string, id wal.MessageID) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("panicked: %v", p)
+		}
+	}()
+	return c.Save(ctx, pchannel, id)
 }
 
 // panickyID is the ID of the WAL panickyWAL: LT, LTE and EQ panic when
@@ -415,6 +438,7 @@ func testConcurrentSaves(t *testing.T, c persistence.Catalog) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer recoverTo(r, "a writer")
 			for i := range perWriter {
 				id := wal.KafkaID(i*writers + w + 1)
 				err := c.Save(ctx, "p", id)
@@ -437,6 +461,7 @@ func testConcurrentSaves(t *testing.T, c persistence.Catalog) {
 	readerDone := make(chan struct{})
 	go func() {
 		defer close(readerDone)
+		defer recoverTo(r, "the reader")
 		var last wal.MessageID
 		for {
 			select {

@@ -25,9 +25,10 @@ type mapCatalog struct {
 	mu     sync.Mutex
 	closed bool
 	stored map[string]wal.MessageID
-	// lowers, when set, breaks the contract on purpose (see
-	// TestRunCatchesABrokenCatalog).
-	lowers bool
+	// lowers and naive, when set, break the contract on purpose (see
+	// TestRunCatchesABrokenCatalog and TestRunSurvivesAPanickingCatalog):
+	// naive skips the argument checks, and so panics on a nil ID.
+	lowers, naive bool
 }
 
 func newMapCatalog() *mapCatalog { return &mapCatalog{stored: map[string]wal.MessageID{}} }
@@ -65,8 +66,11 @@ func (c *mapCatalog) Save(ctx context.Context, pchannel string, checkpoint wal.M
 	// foreign ID type (judged by its type, without calling its methods,
 	// which might panic), an ID that does not read back or cannot be
 	// ordered.
-	if err := persistence.CheckSaveArgs(pchannel, checkpoint); err != nil {
+	if err := persistence.CheckSaveArgs(pchannel, checkpoint); err != nil && !c.naive {
 		return err
+	}
+	if c.naive && c.stored[pchannel] != nil && checkpoint.LT(c.stored[pchannel]) {
+		return &persistence.StoredAheadError{PChannel: pchannel, Stored: c.stored[pchannel], Attempted: checkpoint}
 	}
 	name, _ := wal.NameOf(checkpoint)
 	old := c.stored[pchannel]
@@ -152,6 +156,36 @@ func TestRunCatchesABrokenCatalog(t *testing.T) {
 	for _, want := range []string{
 		"--- FAIL: TestRunCatchesABrokenCatalog/SaveLowerIsRefused",
 		"--- PASS: TestRunCatchesABrokenCatalog/SaveThenLoadEveryWAL",
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("child output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestRunSurvivesAPanickingCatalog runs the suite, in a child process, on
+// a catalog that panics on a nil ID: the check that gives it one fails,
+// saying so, and the checks after it still run.
+func TestRunSurvivesAPanickingCatalog(t *testing.T) {
+	if os.Getenv("CATALOGTEST_NAIVE") == "1" {
+		catalogtest.Run(t, func(*testing.T) persistence.Catalog {
+			c := newMapCatalog()
+			c.naive = true
+			return c
+		})
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestRunSurvivesAPanickingCatalog$", "-test.v")
+	cmd.Env = append(os.Environ(), "CATALOGTEST_NAIVE=1")
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("the suite passed a catalog that panics:\n%s", out)
+	}
+	for _, want := range []string{
+		"--- FAIL: TestRunSurvivesAPanickingCatalog/InvalidArguments",
+		"the catalog panicked: ",
+		"--- PASS: TestRunSurvivesAPanickingCatalog/LoadAllManyPChannels",
+		"--- PASS: TestRunSurvivesAPanickingCatalog/CallsAfterClose",
 	} {
 		if !strings.Contains(string(out), want) {
 			t.Errorf("child output lacks %q:\n%s", want, out)
