@@ -14,8 +14,9 @@
 // entry of an UpdateBatch) and changes nothing.
 //
 // Errors: ErrVChannelExists, ErrVChannelNotFound, ErrCheckpointRollback,
-// ErrNilCheckpoint, ErrEmptyVChannel, ErrWALMismatch, ErrNilCommand (a nil
-// command pointer), ErrUnknownMessage (a request of another type); from
+// ErrNilCheckpoint, ErrEmptyVChannel, ErrWALMismatch, ErrSentinel (a
+// negative Kafka offset), ErrNilCommand (a nil command pointer),
+// ErrUnknownMessage (a request of another type); from
 // other packages, persistence.ErrInvalidArgument (a vchannel name no
 // catalog can store: over 512 bytes, not UTF-8, a NUL byte) and
 // wal.ErrCorruptID (an ID of a WAL registered with wal.Register whose

@@ -13,13 +13,19 @@ import (
 )
 
 // A negative Kafka offset is a sentinel that Kafka's clients read as the
-// log's end or start: no way in takes it for a checkpoint. Given at spawn,
-// NewProps refuses it; in a command, the command is refused and changes
-// nothing; stored by someone else, the record is not recovered from.
+// log's end or start: no way in takes it for a checkpoint. Given at spawn
+// or preloaded, NewProps refuses it; in a command, the command is refused
+// and changes nothing; stored by someone else, the record is not
+// recovered from.
 func TestKafkaSentinelIsNoCheckpoint(t *testing.T) {
-	_, err := actors.NewProps("p", wal.Kafka, persistence.NewMemory(),
-		actors.WithVChannels(map[string]wal.MessageID{"a": k(-1)}))
-	require.ErrorIs(t, err, messages.ErrSentinel)
+	for _, opt := range []actors.Option{
+		actors.WithVChannels(map[string]wal.MessageID{"a": k(-1)}),
+		actors.WithPreloaded(k(-1)), // as LoadAll read it from the catalog
+	} {
+		_, err := actors.NewProps("p", wal.Kafka, persistence.NewMemory(), opt)
+		require.ErrorIs(t, err, actors.ErrInvalidOption)
+		require.ErrorIs(t, err, messages.ErrSentinel)
+	}
 
 	h := newHarness(t)
 	cat := persistence.NewMemory()
