@@ -187,7 +187,9 @@ func WithOwnership(ctx context.Context) Option {
 // ErrInvalidOption (wrapping wal.ErrWALMismatch): taken to recovery, it
 // was reported as a corrupt record, which the catalog's may not be. So is
 // one that does not read back or cannot be compared (wrapping
-// wal.ErrCorruptID), as a vchannel's checkpoint is.
+// wal.ErrCorruptID), as a vchannel's checkpoint is, and a sentinel
+// (wrapping wal.ErrSentinel: a negative Kafka offset), which recovery
+// reading it itself would take for a corrupt record and not start from.
 func WithPreloaded(checkpoint wal.MessageID) Option {
 	return optionFunc(func(c *config) { c.preloaded = &checkpoint })
 }

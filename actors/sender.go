@@ -81,7 +81,8 @@ func WithFullWait(d time.Duration) SenderOption {
 // Errors reach the caller in two ways:
 //   - Update rejects at once, with the typed error of package messages, what
 //     it can judge alone: an empty vchannel name, a nil checkpoint, an ID
-//     that is not one of package wal's, and, against the checkpoint still
+//     that is not one of package wal's, a sentinel (messages.ErrSentinel:
+//     a negative Kafka offset), and, against the checkpoint still
 //     waiting for the same vchannel, one below it
 //     (messages.ErrCheckpointRollback), one of another WAL
 //     (messages.ErrWALMismatch), or one whose comparison with it panics
@@ -222,6 +223,11 @@ func (s *Sender) Update(vchannel string, checkpoint wal.MessageID) error {
 	}
 	if checkpoint == nil {
 		return messages.ErrNilCheckpoint
+	}
+	if err := wal.CheckPosition(checkpoint); err != nil {
+		// Judged here, as the actor would: buffered, it could hide a
+		// good update before it, or be hidden by one after it.
+		return fmt.Errorf("vchannel %q: %w", vchannel, err)
 	}
 	var deadline time.Time
 	s.mu.Lock()

@@ -217,6 +217,12 @@ func TestSenderRejectsLocallyWhatItCanJudge(t *testing.T) {
 	require.ErrorIs(t, s.Update("", wal.KafkaID(1)), messages.ErrEmptyVChannel)
 	var typedNil *wal.KafkaID
 	require.ErrorIs(t, s.Update("v0", typedNil), messages.ErrWALMismatch)
+	// A sentinel is told as one: against the 12 waiting for v0 it would be
+	// a rollback, and for v1, where nothing waits, it would be buffered
+	// (the batches and checkpoints below show it was not).
+	require.ErrorIs(t, s.Update("v0", wal.KafkaID(-1)), messages.ErrSentinel)
+	require.EqualError(t, s.Update("v1", wal.KafkaID(-2)), `vchannel "v1": wal: a sentinel, not a position: kafka:-2: `+
+		`Kafka's clients read -1 as the end of the log and -2 as its start; give a real offset, 0 for the start`)
 	require.NoError(t, s.Update("v0", wal.KafkaID(12))) // equal: accepted
 
 	r.system.Root.Send(gpid, gateRelease{})

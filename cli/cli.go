@@ -268,6 +268,9 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 		return help(stdout, stderr)
 	}
 	if err == nil && *wantVersion {
+		if global.NArg() > 0 {
+			return fail(stderr, usagef("--version takes no command"))
+		}
 		return version(stdout, stderr)
 	}
 	if err != nil {
@@ -284,6 +287,9 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 	name, rest := global.Arg(0), global.Args()[1:]
 	switch name {
 	case "help":
+		if len(rest) > 0 {
+			return fail(stderr, usagef("usage: lowwater help"))
+		}
 		return help(stdout, stderr)
 	case "version":
 		if len(rest) > 0 {

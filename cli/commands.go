@@ -379,7 +379,7 @@ func verify(ctx context.Context, e *env, _ []string) error {
 	for _, h := range []struct{ kind, hint string }{
 		{"CORRUPT", "repair with 'set --force PCHANNEL ID' or 'delete PCHANNEL'"},
 		{"SENTINEL", "Kafka's clients read -1 as the end of the log and -2 as its\n" +
-			"    start: 'set --force PCHANNEL kafka:N' with the offset to resume from"},
+			"    start: 'set PCHANNEL kafka:N' with the offset to resume from"},
 		{"UNKNOWN WAL", "read with a lowwater built with that WAL (package cli)"},
 		// Within 80 columns, after "  KIND: ".
 		{"BAD NAME", "no node can use it: 'delete --quoted NAME',\n    NAME quoted as shown here"},
@@ -536,11 +536,12 @@ func walOf(id wal.MessageID) wal.Name {
 // since which of the two is broken cannot be told; --force replaces the
 // record without comparing, as it replaces a corrupt one.
 func plan(pchannel string, en *persistence.Entry, id wal.MessageID, force bool) (action, error) {
-	if k, ok := id.(wal.KafkaID); ok && k < 0 && !force {
+	if wal.CheckPosition(id) != nil && !force {
 		// Kafka's clients read -1 as the log's end and -2 as its start:
-		// a consumer seeking to it skips, or replays, everything.
+		// a consumer seeking to it skips, or replays, everything, and so
+		// no node recovers from it.
 		return 0, refused("%s: %s is not an offset: Kafka's clients read -1 as the end of the log and -2 as its start, "+
-			"so a consumer seeking to it skips or replays every record; give a real offset (0 for the start), "+
+			"so no node recovers from it; give a real offset (0 for the start), "+
 			"or --force to store it all the same", shown(pchannel), shownID(id))
 	}
 	switch {
@@ -629,13 +630,9 @@ func warnReplay(w io.Writer, act action, pchannel string, en *persistence.Entry,
 
 // replay says what lowering from to to costs: consumers restart earlier.
 func replay(from, to wal.MessageID) string {
-	switch to {
-	case wal.KafkaID(-1):
-		return fmt.Sprintf("skip: Kafka's clients read %s as the end of the log: consumers restart there, "+
-			"past every record after %s not yet read, which they never see", shownID(to), shownID(from))
-	case wal.KafkaID(-2):
-		return fmt.Sprintf("replay: Kafka's clients read %s as the start of the log: consumers re-read "+
-			"all of it that is kept", shownID(to))
+	if wal.CheckPosition(to) != nil {
+		return fmt.Sprintf("stall: %s is no offset (Kafka's clients read -1 as the end of the log and -2 as its start): "+
+			"no node recovers from it until 'set' gives an offset", shownID(to))
 	}
 	msg := fmt.Sprintf("replay: consumers restart at %s and re-read what follows it up to %s", shownID(to), shownID(from))
 	switch f := from.(type) {

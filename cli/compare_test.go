@@ -210,13 +210,20 @@ func TestSetIDsThatCannotBeCompared(t *testing.T) {
 }
 
 // The replay a lowering causes is counted in offsets whatever their span:
-// from the largest Kafka offset down to the smallest is more messages
-// than an int64 holds, and was printed as a negative count.
+// from the largest RocksMQ offset down to the smallest is more messages
+// than an int64 holds, and was printed as a negative count. (A negative
+// Kafka offset is a sentinel, told as a stall rather than a replay.)
 func TestReplayCountsTheWholeSpan(t *testing.T) {
-	url, _ := boltWith(t, map[string]wal.MessageID{"p": wal.KafkaID(math.MaxInt64)})
-	stdout, stderr, code := runSplit(t, url, "set", "--force", "--dry-run", "p", "kafka:-9223372036854775808")
+	url, _ := boltWith(t, map[string]wal.MessageID{"p": wal.RocksMQID(math.MaxInt64)})
+	stdout, stderr, code := runSplit(t, url, "set", "--force", "--dry-run", "p", "rocksmq:-9223372036854775808")
 	require.Equal(t, cli.ExitOK, code, stderr)
-	require.Contains(t, stdout+stderr, "up to kafka:9223372036854775807 (18446744073709551615 messages)")
+	require.Contains(t, stdout+stderr, "up to rocksmq:9223372036854775807 (18446744073709551615 messages)")
+
+	url, _ = boltWith(t, map[string]wal.MessageID{"p": wal.KafkaID(math.MaxInt64)})
+	stdout, stderr, code = runSplit(t, url, "set", "--force", "--dry-run", "p", "kafka:-9223372036854775808")
+	require.Equal(t, cli.ExitOK, code, stderr)
+	require.Contains(t, stdout+stderr, "stall: kafka:-9223372036854775808 is no offset")
+	require.NotContains(t, stdout+stderr, "replay")
 }
 
 // A forced switch to another WAL printed no warning, as a lowering does,

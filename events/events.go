@@ -36,7 +36,8 @@ type config struct {
 }
 
 // ForPChannels keeps only the events of the named pchannels. Without it a
-// Subscription takes the events of every pchannel of the actor system.
+// Subscription takes the events of every pchannel of the actor system. No
+// name, or the empty one, which no pchannel has, is an ErrInvalidOption.
 func ForPChannels(names ...string) Option {
 	return optionFunc(func(c *config) {
 		if len(names) == 0 {

@@ -187,10 +187,12 @@ func WithReadOnly(readOnly bool) BoltOption {
 }
 
 // WithIntactMeta makes OpenBolt refuse a file with a damaged meta page
-// (see DamagedMeta) with a *MetaDamageError, before anything is written:
-// for a node that would rather stop than run on a file that may have lost
-// its last commit, which its first save would make for good. Default
-// false: the file opens as bbolt opens it.
+// that may have held its last commit (see DamagedMeta: one that held the
+// commit before the one read hides nothing, and opens) with a
+// *MetaDamageError, before anything is written: for a node that would
+// rather stop than run on a file that may have lost its last commit,
+// which its first save would make for good. Default false: the file
+// opens as bbolt opens it.
 func WithIntactMeta(required bool) BoltOption {
 	return boltOptionFunc(func(o *boltOptions) { o.intactMeta = required })
 }
@@ -277,7 +279,9 @@ func OpenBolt(path string, opts ...BoltOption) (*Bolt, error) {
 		turn: make(chan struct{}, 1), damagedNow: make(chan struct{})}
 	if o.intactMeta {
 		d, err := b.DamagedMeta()
-		if err == nil && d != nil {
+		// A page that held the commit before the one read hides nothing:
+		// it was damaged after it was superseded.
+		if err == nil && d != nil && !(d.Known && !d.Newer) {
 			err = &MetaDamageError{Path: path, Damage: *d}
 		}
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"os"
 	"slices"
 )
@@ -411,7 +412,7 @@ type MetaDamage struct {
 
 // String says which meta page is damaged, which commit it held as far as
 // that still reads, and the one the file reads as.
-func (d *MetaDamage) String() string {
+func (d MetaDamage) String() string {
 	switch {
 	case d.Known && d.Newer:
 		return fmt.Sprintf("meta page %d is damaged; it held commit %d, newer than commit %d, which the file reads as", d.Page, d.Held, d.ReadsAs)
@@ -429,7 +430,7 @@ type MetaDamageError struct {
 }
 
 func (e *MetaDamageError) Error() string {
-	return fmt.Sprintf("%v: %s: %s", ErrCorruptStore, e.Path, e.Damage.String())
+	return fmt.Sprintf("%v: %s: %v", ErrCorruptStore, e.Path, e.Damage)
 }
 
 // Is makes errors.Is(err, ErrCorruptStore) hold.
@@ -470,9 +471,20 @@ func metaDamage(data []byte) *MetaDamage {
 // the file reads without its saves. Nothing else tells the two apart
 // from a sound file; the next commit rewrites the damaged page.
 func (b *Bolt) DamagedMeta() (*MetaDamage, error) {
-	data, err := os.ReadFile(b.path)
+	f, err := os.Open(b.path)
+	if err != nil {
+		return nil, fmt.Errorf("persistence: read bolt file %s: %w", b.path, err)
+	}
+	defer func() { _ = f.Close() }()
+	// The meta pages lie in the first two pages, which readMeta looks
+	// for up to 16 MiB each: the rest of the file is not read.
+	data, err := io.ReadAll(io.LimitReader(f, metaSpan))
 	if err != nil {
 		return nil, fmt.Errorf("persistence: read bolt file %s: %w", b.path, err)
 	}
 	return metaDamage(data), nil
 }
+
+// metaSpan is how far into a file readMeta looks for the meta pages: two
+// pages of the largest size it tries.
+const metaSpan = 2 * (1024 << 14)

@@ -96,6 +96,25 @@ func TestMetaDamage(t *testing.T) {
 		if got := metaDamage(damaged); got == nil || *got != c.want {
 			t.Errorf("page %d damaged: metaDamage = %+v, want %+v", c.page, got, c.want)
 		}
+		// WithIntactMeta refuses the page that held the newer commit, and
+		// opens the file over the one that held the older: it hides
+		// nothing.
+		path := filepath.Join(t.TempDir(), "damaged.db")
+		if err := os.WriteFile(path, damaged, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		b, err := OpenBolt(path, WithIntactMeta(true))
+		if c.want.Newer != errors.Is(err, ErrCorruptStore) {
+			t.Errorf("page %d damaged (held the newer commit: %t): OpenBolt WithIntactMeta = %v", c.page, c.want.Newer, err)
+		}
+		if err == nil {
+			if got, err := b.Load(t.Context(), "p"); err != nil || got != wal.KafkaID(3) {
+				t.Errorf("page %d damaged: Load = %v, %v, want kafka:3", c.page, got, err)
+			}
+			if err := b.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	// The transaction ID itself damaged: the commit it held is not known.
 	damaged := append([]byte(nil), data...)

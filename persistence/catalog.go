@@ -116,7 +116,9 @@ var (
 )
 
 // StoredAheadError carries the value that won, so that the writer can adopt
-// it instead of retrying.
+// it instead of retrying. PChannel must be the name the Save was given:
+// the actors adopt Stored only then, and take a report about another
+// pchannel's record for a failure like any, tried again.
 type StoredAheadError struct {
 	PChannel  string
 	Stored    wal.MessageID

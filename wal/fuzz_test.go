@@ -98,8 +98,8 @@ func decode(t *testing.T, name wal.Name, size int, raw []byte) (wal.MessageID, b
 		t.Fatalf("Marshal(Unmarshal(%x)) = %x", raw, got)
 	}
 	if k, ok := id.(wal.KafkaID); ok && k < 0 {
-		if err := wal.Check(name, id); !errors.Is(err, wal.ErrSentinel) {
-			t.Fatalf("Check(%s) = %v, want ErrSentinel", id, err)
+		if err := wal.Check(name, id); !errors.Is(err, wal.ErrSentinel) || id.WALName() != name {
+			t.Fatalf("Check(%s) = %v, want ErrSentinel (WALName %q)", id, err, id.WALName())
 		}
 	} else if err := wal.Check(name, id); err != nil || id.WALName() != name {
 		t.Fatalf("decoded %s ID fails Check: %v (WALName %q)", name, err, id.WALName())

@@ -338,7 +338,7 @@ func ParseAny(text string) (MessageID, error) {
 
 // Check returns nil when id is a non-nil ID of the named WAL and of the type
 // registered for it, so that comparing it with other IDs of that WAL is
-// meaningful.
+// meaningful, and a position rather than a sentinel (ErrSentinel).
 func Check(walName Name, id MessageID) error {
 	c, err := NewChecker(walName)
 	if err != nil {
@@ -400,6 +400,13 @@ func (c Checker) Check(id MessageID) error {
 		// panic (a typed nil pointer, say), and bad input must not.
 		return fmt.Errorf("%w: %T where a %s ID was expected", ErrWALMismatch, id, c.walName)
 	}
+	return CheckPosition(id)
+}
+
+// CheckPosition returns ErrSentinel for an ID that a WAL's clients read
+// as a place rather than a position (a negative Kafka offset), and nil
+// for any other. It needs no WAL name: for callers that take IDs of any.
+func CheckPosition(id MessageID) error {
 	if k, ok := id.(KafkaID); ok && k < 0 {
 		return fmt.Errorf("%w: %v: Kafka's clients read -1 as the end of the log and -2 as its start; "+
 			"give a real offset, 0 for the start", ErrSentinel, k)

@@ -851,11 +851,11 @@ func TestANegativeKafkaOffsetIsRefused(t *testing.T) {
 	require.Contains(t, r.stderr, "1 record holding a sentinel, not an offset")
 	require.Contains(t, r.stderr, "SENTINEL: Kafka's clients read -1")
 	require.Empty(t, termtest.Wider(r.stdout+r.stderr, 80))
-	wantCode(t, on(t, url, "set", "--force", "q", "kafka:0"), cli.ExitOK)
+	wantCode(t, on(t, url, "set", "q", "kafka:0"), cli.ExitOK, "raised from kafka:-1 to kafka:0") // no force: a raise
 	wantCode(t, on(t, url, "verify"), cli.ExitOK)
 	r = on(t, url, "set", "--force", "by-dev-rootcoord-dml_0", "kafka:-1")
-	wantCode(t, r, cli.ExitOK, "skip: Kafka's clients read kafka:-1 as the end of the log")
-	require.NotContains(t, r.stdout+r.stderr, "re-read", "a skip told as a replay")
+	wantCode(t, r, cli.ExitOK, "stall: kafka:-1 is no offset", "no node recovers from it")
+	require.NotContains(t, r.stdout+r.stderr, "re-read", "a stall told as a replay")
 }
 
 // A long name is cut in list's table, so that one name does not widen

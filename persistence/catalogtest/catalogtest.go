@@ -67,8 +67,9 @@ import (
 // again after its check ended fails the "StartSave" test around it, if
 // that has not ended.
 //
-// A panic out of the catalog fails the check it happened in, with the
-// stack, and the checks after it still run.
+// A panic out of a call the suite makes fails the check it happened in,
+// with the stack, and the checks after it still run; one on a goroutine
+// of the catalog's own still ends the test binary, as any would.
 //
 // Run needs no goroutine of the catalog's to end by itself: checks that
 // race writers wait for them with a deadline of a minute and a half, and
@@ -271,7 +272,14 @@ func testSaveComparePanic(t *testing.T, c persistence.Catalog) {
 // whole test binary, so that the other checks still run.
 func wantUnordered(t *testing.T, c persistence.Catalog, pchannel string, id wal.MessageID) {
 	t.Helper()
-	err := saveRecovered(context.Background(), c, pchannel, id)
+	err := func() (err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("panicked: %v", p)
+			}
+		}()
+		return c.Save(context.Background(), pchannel, id)
+	}()
 	if !errors.Is(err, persistence.ErrInvalidArgument) || !errors.Is(err, wal.ErrCorruptID) {
 		t.Fatalf("Save(%q, %s), whose comparison panics, = %v, want ErrInvalidArgument wrapping wal.ErrCorruptID", pchannel, id, err)
 	}
@@ -281,18 +289,8 @@ func wantUnordered(t *testing.T, c persistence.Catalog, pchannel string, id wal.
 // own recover cannot see it, as a failure of the check. Deferred.
 func recoverTo(r *reporter, who string) {
 	if p := recover(); p != nil {
-		r.errorf("%s: the catalog panicked: %v", who, p)
+		r.errorf("%s: the catalog panicked: %v\n%s", who, p, debug.Stack())
 	}
-}
-
-// saveRecovered is c.Save, with a panic out of it returned as an error.
-func saveRecovered(ctx context.Context, c persistence.Catalog, pchannel string, id wal.MessageID) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			err = fmt.Errorf("panicked: %v", p)
-		}
-	}()
-	return c.Save(ctx, pchannel, id)
 }
 
 // panickyID is the ID of the WAL panickyWAL: LT, LTE and EQ panic when
