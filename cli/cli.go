@@ -277,9 +277,9 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 		if name, ok := commandFlag(err); ok {
 			// A command's flag before the command: the common flags are
 			// the only ones that go there.
-			return fail(stderr, usagef("%v: a command's own flags go after it (lowwater COMMAND --%s …)", err, name))
+			return fail(stderr, usagef("%s: a command's own flags go after it (lowwater COMMAND --%s …)", dashes(err), name))
 		}
-		return fail(stderr, usagef("%v", err))
+		return fail(stderr, usagef("%s", dashes(err)))
 	}
 	if global.NArg() == 0 {
 		return fail(stderr, usagef("no command"))
@@ -312,7 +312,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 		return help(stdout, stderr)
 	}
 	if err != nil {
-		return fail(stderr, usagef("%s: %v", name, err))
+		return fail(stderr, usagef("%s: %s", name, dashes(err)))
 	}
 	if len(pos) < cmd.min || len(pos) > cmd.max {
 		return fail(stderr, usagef("usage: lowwater %s", cmd.argsHelp))
@@ -409,6 +409,12 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 		err = fmt.Errorf("the command ran, but writing its output failed: %w", out.err)
 	}
 	return fail(stderr, err)
+}
+
+// dashes is a flag error's text with its flag spelled as --help spells
+// it: package flag writes one dash.
+func dashes(err error) string {
+	return strings.NewReplacer("flag -", "flag --", "defined: -", "defined: --").Replace(err.Error())
 }
 
 // commandFlag reports whether err, from parsing the common flags, names a

@@ -346,24 +346,31 @@ func verify(ctx context.Context, e *env, _ []string) error {
 	if unread == 0 && sentinels == 0 && len(fencing) == 0 && len(fenced) == 0 && len(noLease) == 0 && len(stray) == 0 && meta == nil {
 		return nil
 	}
-	var msg string
-	switch {
-	case meta != nil:
-		msg = "a damaged meta page"
+	// Every kind found, in the order of the lines above.
+	var kinds []string
+	if meta != nil {
+		kinds = append(kinds, "a damaged meta page")
 		found["DAMAGED META"] = true
-	case unread > 0:
-		msg = count(unread, "unreadable record")
-	case sentinels > 0:
-		msg = count(sentinels, "record") + " holding a sentinel, not an offset"
-	case len(fencing) > 0:
-		msg = count(len(fencing), "record") + " no owner can write over"
-	case len(fenced) > 0:
-		msg = count(len(fenced), "record") + " fencing an owner"
-	case len(noLease) > 0:
-		msg = count(len(noLease), "owner key") + " with no lease"
-	default:
-		msg = count(len(stray), "stray key") + " under " + s.strayDir()
 	}
+	if unread > 0 {
+		kinds = append(kinds, count(unread, "unreadable record"))
+	}
+	if sentinels > 0 {
+		kinds = append(kinds, count(sentinels, "record")+" holding a sentinel, not an offset")
+	}
+	if len(fencing) > 0 {
+		kinds = append(kinds, count(len(fencing), "record")+" no owner can write over")
+	}
+	if len(fenced) > 0 {
+		kinds = append(kinds, count(len(fenced), "record")+" fencing an owner")
+	}
+	if len(noLease) > 0 {
+		kinds = append(kinds, count(len(noLease), "owner key")+" with no lease")
+	}
+	if len(stray) > 0 {
+		kinds = append(kinds, count(len(stray), "stray key")+" under "+s.strayDir())
+	}
+	msg := strings.Join(kinds, "; ")
 	if len(fencing) > 0 {
 		found["FENCING"] = true
 	}

@@ -73,7 +73,7 @@ lowwater: 5 stray keys under cli/wal/
 	require.NoError(t, err)
 	out, code = run(t, catalog, "verify")
 	require.Equal(t, cli.ExitCorrupt, code, out)
-	require.Contains(t, out, "1 record, 0 unreadable, 5 stray keys\nlowwater: 1 owner key with no lease\n  NO LEASE: ")
+	require.Contains(t, out, "1 record, 0 unreadable, 5 stray keys\nlowwater: 1 owner key with no lease; 5 stray keys under cli/wal/\n  NO LEASE: ")
 	require.Contains(t, out, "\n  STRAY: not lowwater's")
 
 	for _, k := range []string{"cli/wal/good/owner", "cli/wal/p/consume-checkpoint.bak", "cli/wal/p/notes", "cli/wal/stray",

@@ -300,6 +300,10 @@ func (c *Collector) Counters(pchannel string) *actors.Counters {
 // events_dropped_total, and the collector lets it go, with the actor
 // system it holds, at the next Subscribe or scrape.
 //
+// Subscribe each event stream once: two subscriptions to one stream hand
+// the collector each event twice, and it counts it twice, unless their
+// options split the pchannels between them (ForPChannels).
+//
 // A Collector counts pchannels by name: subscribed to two actor systems
 // that run at once, it counts their pchannels of the same name as one.
 // One system after another (a node's restart in the same process, closing

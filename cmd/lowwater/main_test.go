@@ -407,9 +407,11 @@ func TestCommandLine(t *testing.T) {
 	require.Equal(t, r.stdout, help.stdout, "lowwater help is lowwater --help")
 	// A command's flag before the command says where it goes.
 	wantCode(t, lw(t, nil, "--catalog", "bolt:"+path, "--dry-run", "set", "p0", "kafka:60"), cli.ExitUsage,
-		"flag provided but not defined: -dry-run: a command's own flags go after it (lowwater COMMAND --dry-run …)")
+		"flag provided but not defined: --dry-run: a command's own flags go after it (lowwater COMMAND --dry-run …)")
 	r = lw(t, nil, "--catalog", "bolt:"+path, "--bogus", "list")
-	wantCode(t, r, cli.ExitUsage, "flag provided but not defined: -bogus\n")
+	wantCode(t, r, cli.ExitUsage, "flag provided but not defined: --bogus\n")
+	// A flag is named as --help names it, with two dashes.
+	wantCode(t, lw(t, nil, "--catalog", "bolt:"+path, "--timeout", "abc", "list"), cli.ExitUsage, `invalid value "abc" for flag --timeout`)
 	for _, spec := range []string{"memory", "memory:", "memory:x"} {
 		r := lw(t, nil, "--catalog", spec, "list")
 		wantCode(t, r, cli.ExitUsage, "--catalog "+strconv.Quote(spec)+": a memory catalog lives inside one process; use bolt:PATH or etcd://HOST:PORT/PREFIX")
@@ -446,7 +448,7 @@ func TestCommandLine(t *testing.T) {
 	wantCode(t, lw(t, []string{"LOWWATER_CATALOG=bolt:" + path}, "get", "by-dev-rootcoord-dml_0"), cli.ExitOK, "kafka:1200")
 	// After "--" what begins with "-" is an argument: it was taken for a
 	// flag. dump's "-" is standard output, not a file named "-".
-	wantCode(t, lw(t, nil, "--catalog", "bolt:"+path, "get", "-p"), cli.ExitUsage, "flag provided but not defined: -p")
+	wantCode(t, lw(t, nil, "--catalog", "bolt:"+path, "get", "-p"), cli.ExitUsage, "flag provided but not defined: --p")
 	wantCode(t, lw(t, nil, "--catalog", "bolt:"+path, "get", "--", "-p"), cli.ExitNotFound, "-p: no checkpoint stored")
 	wantCode(t, lw(t, nil, "--catalog", "bolt:"+path, "set", "by-dev-rootcoord-dml_0", "--", "-5"), cli.ExitRefused,
 		"kafka:-5 is not an offset") // the argument reached set

@@ -116,7 +116,9 @@ func (e *FencedError) Unwrap() error { return e.Cause }
 // returns an *OwnedError at once (errors.Is ErrOwnerWithoutLease). The owner key is created in one
 // transaction, bound to the session's lease, so it goes when the session
 // does. Owning again with the session that already owns the pchannel (say,
-// after an Own whose reply was lost) returns the same term.
+// after an Own whose reply was lost) returns the same term, and takes the
+// ownership over: the earlier Owned still saves under that term, its
+// Release deletes nothing, and the later one's Release ends both.
 //
 // The session's TTL bounds how long a dead node's pchannels wait for a new
 // owner, and must outlast a member that answers nothing: with a TTL under
