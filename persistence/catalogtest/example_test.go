@@ -26,8 +26,8 @@ type mapCatalog struct {
 	closed bool
 	stored map[string]wal.MessageID
 	// lowers and naive, when set, break the contract on purpose (see
-	// TestRunCatchesABrokenCatalog and TestRunSurvivesAPanickingCatalog):
-	// naive skips the argument checks, and so panics on a nil ID.
+	// TestRunCatchesABrokenCatalog): naive skips the argument checks, and
+	// so panics on a nil ID.
 	lowers, naive bool
 }
 
@@ -135,60 +135,43 @@ func TestThirdPartyCatalog(t *testing.T) {
 	catalogtest.Run(t, func(*testing.T) persistence.Catalog { return newMapCatalog() })
 }
 
-// TestRunCatchesABrokenCatalog runs the suite on a catalog that lets a save
-// lower the stored checkpoint, in a child process (a failing subtest would
-// fail this test too), and expects the suite to fail it and say why.
+// TestRunCatchesABrokenCatalog runs the suite, in a child process (a
+// failing subtest would fail this test too), on catalogs that break the
+// contract, and expects it to fail each and say why: one whose save
+// lowers the stored checkpoint; one that skips the argument checks and
+// panics on a nil ID, where the check that gives it one fails, saying
+// so, and the checks after it still run.
 func TestRunCatchesABrokenCatalog(t *testing.T) {
-	if os.Getenv("CATALOGTEST_BROKEN") == "1" {
+	if mode := os.Getenv("CATALOGTEST_BROKEN"); mode != "" {
 		catalogtest.Run(t, func(*testing.T) persistence.Catalog {
 			c := newMapCatalog()
-			c.lowers = true
+			c.lowers, c.naive = mode == "lowers", mode == "naive"
 			return c
 		})
 		return
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestRunCatchesABrokenCatalog$", "-test.v")
-	cmd.Env = append(os.Environ(), "CATALOGTEST_BROKEN=1")
-	out, err := cmd.CombinedOutput()
-	if err == nil {
-		t.Fatalf("the suite passed a catalog that lowers checkpoints:\n%s", out)
-	}
-	for _, want := range []string{
-		"--- FAIL: TestRunCatchesABrokenCatalog/SaveLowerIsRefused",
-		"--- PASS: TestRunCatchesABrokenCatalog/SaveThenLoadEveryWAL",
+	for mode, want := range map[string][]string{
+		"lowers": {
+			"--- FAIL: TestRunCatchesABrokenCatalog/SaveLowerIsRefused",
+			"--- PASS: TestRunCatchesABrokenCatalog/SaveThenLoadEveryWAL",
+		},
+		"naive": {
+			"--- FAIL: TestRunCatchesABrokenCatalog/InvalidArguments",
+			"the catalog panicked: ",
+			"--- PASS: TestRunCatchesABrokenCatalog/LoadAllManyPChannels",
+			"--- PASS: TestRunCatchesABrokenCatalog/CallsAfterClose",
+		},
 	} {
-		if !strings.Contains(string(out), want) {
-			t.Errorf("child output lacks %q:\n%s", want, out)
+		cmd := exec.Command(os.Args[0], "-test.run=^TestRunCatchesABrokenCatalog$", "-test.v")
+		cmd.Env = append(os.Environ(), "CATALOGTEST_BROKEN="+mode)
+		out, err := cmd.CombinedOutput()
+		if err == nil {
+			t.Fatalf("%s: the suite passed it:\n%s", mode, out)
 		}
-	}
-}
-
-// TestRunSurvivesAPanickingCatalog runs the suite, in a child process, on
-// a catalog that panics on a nil ID: the check that gives it one fails,
-// saying so, and the checks after it still run.
-func TestRunSurvivesAPanickingCatalog(t *testing.T) {
-	if os.Getenv("CATALOGTEST_NAIVE") == "1" {
-		catalogtest.Run(t, func(*testing.T) persistence.Catalog {
-			c := newMapCatalog()
-			c.naive = true
-			return c
-		})
-		return
-	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestRunSurvivesAPanickingCatalog$", "-test.v")
-	cmd.Env = append(os.Environ(), "CATALOGTEST_NAIVE=1")
-	out, err := cmd.CombinedOutput()
-	if err == nil {
-		t.Fatalf("the suite passed a catalog that panics:\n%s", out)
-	}
-	for _, want := range []string{
-		"--- FAIL: TestRunSurvivesAPanickingCatalog/InvalidArguments",
-		"the catalog panicked: ",
-		"--- PASS: TestRunSurvivesAPanickingCatalog/LoadAllManyPChannels",
-		"--- PASS: TestRunSurvivesAPanickingCatalog/CallsAfterClose",
-	} {
-		if !strings.Contains(string(out), want) {
-			t.Errorf("child output lacks %q:\n%s", want, out)
+		for _, w := range want {
+			if !strings.Contains(string(out), w) {
+				t.Errorf("%s: child output lacks %q:\n%s", mode, w, out)
+			}
 		}
 	}
 }
