@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"runtime"
 	"runtime/debug"
 	"strconv"
@@ -412,10 +413,14 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 }
 
 // dashes is a flag error's text with its flag spelled as --help spells
-// it: package flag writes one dash.
+// it: package flag writes one dash. A one-letter name, which no flag of
+// the tool has, keeps the one dash it was most likely typed with.
 func dashes(err error) string {
-	return strings.NewReplacer("flag -", "flag --", "defined: -", "defined: --").Replace(err.Error())
+	return longFlag.ReplaceAllString(err.Error(), "$1--$2")
 }
+
+// longFlag is a flag named in package flag's errors, two letters or more.
+var longFlag = regexp.MustCompile(`(flag |defined: )-([^-\s][^\s:]+)`)
 
 // commandFlag reports whether err, from parsing the common flags, names a
 // flag that some command takes, and which.

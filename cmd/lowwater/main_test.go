@@ -448,7 +448,7 @@ func TestCommandLine(t *testing.T) {
 	wantCode(t, lw(t, []string{"LOWWATER_CATALOG=bolt:" + path}, "get", "by-dev-rootcoord-dml_0"), cli.ExitOK, "kafka:1200")
 	// After "--" what begins with "-" is an argument: it was taken for a
 	// flag. dump's "-" is standard output, not a file named "-".
-	wantCode(t, lw(t, nil, "--catalog", "bolt:"+path, "get", "-p"), cli.ExitUsage, "flag provided but not defined: --p")
+	wantCode(t, lw(t, nil, "--catalog", "bolt:"+path, "get", "-p"), cli.ExitUsage, "flag provided but not defined: -p\n")
 	wantCode(t, lw(t, nil, "--catalog", "bolt:"+path, "get", "--", "-p"), cli.ExitNotFound, "-p: no checkpoint stored")
 	wantCode(t, lw(t, nil, "--catalog", "bolt:"+path, "set", "by-dev-rootcoord-dml_0", "--", "-5"), cli.ExitRefused,
 		"kafka:-5 is not an offset") // the argument reached set
