@@ -47,18 +47,27 @@ docs: bin/demo
 
 # Failover on etcd: an embedded etcd and two node processes sharing 4
 # pchannels through ownership; one is killed, the other takes over.
-# FAILOVER_FLAGS=--help lists its flags.
+# FAILOVER_FLAGS=--help lists its flags. Built, then run, as the demo is.
 .PHONY: demo-etcd
-demo-etcd:
-	$(GO) run ./cmd/failover $(FAILOVER_FLAGS)
+demo-etcd: bin/failover
+	./bin/failover $(FAILOVER_FLAGS)
+
+.PHONY: bin/failover
+bin/failover:
+	$(GO) build -o bin/failover ./cmd/failover
 
 # lowwater behind a real Kafka wire protocol (kfake, in this process): a
 # consumer node SIGKILLed and restarted for several rounds; fails on a lost
 # record or a replay over its bound, and shows kgo's autocommit beside it.
-# KAFKADEMO_FLAGS=--help lists its flags.
+# KAFKADEMO_FLAGS=--help lists its flags. Built, then run, as the demo is:
+# the binary's own exit status, which go run would make 1.
 .PHONY: demo-kafka
-demo-kafka:
-	$(GO) run ./cmd/kafkademo $(KAFKADEMO_FLAGS)
+demo-kafka: bin/kafkademo
+	./bin/kafkademo $(KAFKADEMO_FLAGS)
+
+.PHONY: bin/kafkademo
+bin/kafkademo:
+	$(GO) build -o bin/kafkademo ./cmd/kafkademo
 
 # Every benchmark of ./bench in BENCH_COUNT (default 6) interleaved rounds:
 # the raw `go test -bench` output goes to bench/raw.txt and, named by when

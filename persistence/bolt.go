@@ -474,7 +474,9 @@ func createBoltDB(path string, o boltOptions) (db *bolt.DB, file *os.File, place
 		if errors.As(err, &pe) {
 			err = &fs.PathError{Op: "create", Path: path, Err: pe.Err}
 		}
-		if errors.Is(err, fs.ErrNotExist) {
+		// Not every ENOENT is a missing directory (/proc refuses to
+		// create a file so): say so only when it is.
+		if _, statErr := os.Stat(dir); errors.Is(err, fs.ErrNotExist) && errors.Is(statErr, fs.ErrNotExist) {
 			err = fmt.Errorf("%w: the directory %s does not exist", err, dir)
 		}
 		return nil, nil, false, err

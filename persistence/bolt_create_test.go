@@ -86,6 +86,18 @@ func TestBoltCreatedThroughALink(t *testing.T) {
 	}
 }
 
+// A directory that is there but takes no file, as Linux's /proc answers a
+// create with ENOENT, is not said to be missing.
+func TestBoltInADirectoryThatTakesNoFile(t *testing.T) {
+	if _, err := os.Stat("/proc/self"); runtime.GOOS != "linux" || err != nil {
+		t.Skip("needs Linux's /proc")
+	}
+	_, err := persistence.OpenBolt("/proc/checkpoints.db")
+	if err == nil || strings.Contains(err.Error(), "does not exist") {
+		t.Fatalf("OpenBolt in /proc: %v, want an error that does not call /proc missing", err)
+	}
+}
+
 // A file in a directory that does not exist: the error names the file
 // asked for and the missing directory, not the temporary name the file
 // would have been made under, and still matches fs.ErrNotExist.

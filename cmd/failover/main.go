@@ -40,6 +40,7 @@ const (
 	exitOK       = 0
 	exitViolated = 1
 	exitSetup    = 2
+	exitStopped  = 130 // interrupted (SIGINT, SIGTERM): nothing checked
 )
 
 func main() {
@@ -72,6 +73,8 @@ exit status:
   0  every check passed
   1  a check failed
   2  a bad flag, or a setup error (etcd not there, say)
+  130  interrupted (Ctrl-C, SIGTERM): the nodes are stopped, nothing is
+       checked
 
 flags:
 `
@@ -137,11 +140,15 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			fmt.Fprintln(stderr, "failover: a node needs --endpoints, --prefix and --share")
 			return exitSetup
 		}
-		if err := runNode(ctx, cfg, stdin, stdout); err != nil {
-			fmt.Fprintf(stderr, "failover: node %s: %v\n", cfg.name, err)
-			return exitSetup
+		err := runNode(ctx, cfg, stdin, stdout)
+		switch {
+		case err == nil:
+			return exitOK
+		case ctx.Err() != nil:
+			return exitStopped // the parent, interrupted too, says so
 		}
-		return exitOK
+		fmt.Fprintf(stderr, "failover: node %s: %v\n", cfg.name, err)
+		return exitSetup
 	}
 
 	if *pchannels < 2 {

@@ -117,6 +117,17 @@ func TestUsage(t *testing.T) {
 	}
 }
 
+// An interrupt exits 130, with one line, and is not a setup error.
+func TestInterrupted(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel() // as SIGINT does, through signal.NotifyContext
+	var out, stderr bytes.Buffer
+	const want = "failover: interrupted: the nodes are stopped, nothing is checked\n"
+	if code := run(ctx, nil, nil, &out, &stderr, testBinary); code != exitStopped || stderr.String() != want {
+		t.Errorf("exit %d, want %d; stderr %q, want %q", code, exitStopped, stderr.String(), want)
+	}
+}
+
 // TestCheckTakeover feeds the takeover check what a broken failover would
 // print and store.
 func TestCheckTakeover(t *testing.T) {

@@ -59,7 +59,11 @@ type parent struct {
 func runParent(ctx context.Context, cfg parentConfig, cmd command, stdout, stderr io.Writer) int {
 	p := &parent{cfg: cfg, cmd: cmd, out: stdout, stderr: stderr, began: time.Now(), lines: newCollector()}
 	code, err := p.run(ctx)
-	if err != nil {
+	switch {
+	case err != nil && ctx.Err() != nil:
+		fmt.Fprintln(stderr, "failover: interrupted: the nodes are stopped, nothing is checked")
+		return exitStopped
+	case err != nil:
 		fmt.Fprintln(stderr, "failover:", err)
 	}
 	return code

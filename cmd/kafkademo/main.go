@@ -37,6 +37,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -62,6 +63,8 @@ const (
 	exitOK       = 0
 	exitViolated = 1
 	exitSetup    = 2
+	exitDamaged  = 3   // the catalog is damaged (persistence.ErrCorruptStore, ErrCorruptRecord)
+	exitStopped  = 130 // interrupted (SIGINT, SIGTERM): nothing checked
 )
 
 // The topic, and the naive node's consumer group.
@@ -123,6 +126,10 @@ exit status:
   1  lowwater lost a record, replayed over its bound, or ended short of
      the topic's end (naive's losses are only reported)
   2  a bad flag, or a setup error (etcd not there, say)
+  3  the catalog is damaged: a bbolt file truncated or with damaged pages,
+     or a record in it (the lowwater tool's verify names it)
+  130  interrupted (Ctrl-C, SIGTERM): the nodes are stopped, nothing is
+       checked
 
 flags:
 `
@@ -174,20 +181,37 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintf(stderr, "kafkademo: %v\n", err)
 		return exitSetup
 	}
+	if cfg.vchannels > math.MaxInt16 {
+		// The parent keeps each record's vchannel in 16 bits.
+		fmt.Fprintf(stderr, "kafkademo: --vchannels is at most %d\n", math.MaxInt16)
+		return exitSetup
+	}
 	if cfg.records < 1 || cfg.rounds < 0 || cfg.partitions < 1 || cfg.vchannels < 1 ||
 		cfg.produceFor < 0 || cfg.autocommit <= 0 || cfg.timeout <= 0 {
 		fmt.Fprintln(stderr, "kafkademo: --records, --partitions, --vchannels, --autocommit and --timeout must be positive; --rounds and --produce-for not negative")
 		return exitSetup
 	}
 	if node.kind != "" {
-		if err := runNode(ctx, cfg, node, stdin, stdout, stderr); err != nil {
-			fmt.Fprintf(stderr, "kafkademo: %s node: %v\n", node.kind, err)
-			return exitSetup
+		err := runNode(ctx, cfg, node, stdin, stdout, stderr)
+		switch {
+		case err == nil:
+			return exitOK
+		case ctx.Err() != nil:
+			return exitStopped // the parent, interrupted too, says so
 		}
-		return exitOK
+		fmt.Fprintf(stderr, "kafkademo: %s node: %v\n", node.kind, err)
+		return exitSetup
 	}
 	sum, err := runDemo(ctx, cfg, cmd, stdout, stderr)
-	if err != nil {
+	switch {
+	case err == nil:
+	case ctx.Err() != nil:
+		fmt.Fprintln(stderr, "kafkademo: interrupted: the nodes are stopped, nothing is checked")
+		return exitStopped
+	case errors.Is(err, persistence.ErrCorruptStore), errors.Is(err, persistence.ErrCorruptRecord):
+		fmt.Fprintln(stderr, "kafkademo:", err)
+		return exitDamaged
+	default:
 		fmt.Fprintln(stderr, "kafkademo:", err)
 		return exitSetup
 	}

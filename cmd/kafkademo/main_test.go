@@ -158,11 +158,35 @@ func TestUsage(t *testing.T) {
 		{"extra"},
 		{"--no-such-flag"},
 		{"--node=lowwater"}, // no brokers or dir
+		{"--vchannels=40000"},
 	} {
 		var out, stderr bytes.Buffer
 		if code := run(t.Context(), args, nil, &out, &stderr, testBinary); code != exitSetup {
 			t.Errorf("%q: exit %d, want %d; stderr: %s", args, code, exitSetup, stderr.String())
 		}
+	}
+}
+
+// A damaged catalog exits 3, as the demo's does; an interrupt exits 130,
+// with one line, and is not a setup error.
+func TestDamagedAndInterrupted(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "damaged.db")
+	if err := os.WriteFile(path, bytes.Repeat([]byte{0xa5}, 32<<10), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, stderr bytes.Buffer
+	if code := run(t.Context(), []string{"--catalog=bolt:" + path}, nil, &out, &stderr, testBinary); code != exitDamaged ||
+		!strings.Contains(stderr.String(), "checkpoint store is damaged") {
+		t.Errorf("damaged catalog: exit %d, want %d; stderr: %s", code, exitDamaged, stderr.String())
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel() // as SIGINT does, through signal.NotifyContext
+	out.Reset()
+	stderr.Reset()
+	const want = "kafkademo: interrupted: the nodes are stopped, nothing is checked\n"
+	if code := run(ctx, nil, nil, &out, &stderr, testBinary); code != exitStopped || stderr.String() != want {
+		t.Errorf("interrupted: exit %d, want %d; stderr %q, want %q", code, exitStopped, stderr.String(), want)
 	}
 }
 
