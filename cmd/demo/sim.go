@@ -263,6 +263,10 @@ func (s *simulator) bad() messages.Command {
 	v := s.live[s.rng.Intn(len(s.live))]
 	switch s.rng.Intn(4) {
 	case 0:
+		if v.cp == 0 {
+			// Below 0 is no offset: refused as a sentinel, not a rollback.
+			return &messages.AddVChannel{VChannel: v.name, Checkpoint: v.cp} // exists
+		}
 		return &messages.UpdateCheckpoint{VChannel: v.name, Checkpoint: v.cp - 1} // rollback
 	case 1:
 		return &messages.AddVChannel{VChannel: v.name, Checkpoint: v.cp} // exists
