@@ -476,8 +476,10 @@ func createBoltDB(path string, o boltOptions) (db *bolt.DB, file *os.File, place
 		}
 		// Not every ENOENT is a missing directory (/proc refuses to
 		// create a file so): say so only when it is.
-		if _, statErr := os.Stat(dir); errors.Is(err, fs.ErrNotExist) && errors.Is(statErr, fs.ErrNotExist) {
-			err = fmt.Errorf("%w: the directory %s does not exist", err, dir)
+		if errors.Is(err, fs.ErrNotExist) {
+			if _, statErr := os.Stat(dir); errors.Is(statErr, fs.ErrNotExist) {
+				err = fmt.Errorf("%w: the directory %s does not exist", err, dir)
+			}
 		}
 		return nil, nil, false, err
 	}
