@@ -383,26 +383,7 @@ func verify(ctx context.Context, e *env, _ []string) error {
 	if len(stray) > 0 {
 		found["STRAY"] = true
 	}
-	for _, h := range []struct{ kind, hint string }{
-		{"CORRUPT", "repair with 'set --force PCHANNEL ID' or 'delete PCHANNEL'"},
-		{"SENTINEL", "Kafka's clients read -1 as the end of the log and -2 as its\n" +
-			"    start: 'set PCHANNEL kafka:N' with the offset to resume from"},
-		{"UNKNOWN WAL", "read with a lowwater built with that WAL (package cli)"},
-		// Within 80 columns, after "  KIND: ".
-		{"BAD NAME", "no node can use it: 'delete --quoted NAME',\n    NAME quoted as shown here"},
-		{"FENCING", "written before an etcd restore reset the terms, or copied from\n" +
-			"    another cluster: it fences every owner's saves; 'delete PCHANNEL'"},
-		{"FENCED OWNER", "the record came from another cluster, or from before an etcd\n" +
-			"    restore: restart the node that owns it, which takes it again under a\n" +
-			"    newer term"},
-		{"NO LEASE", "put by hand or by another tool, not by a node: it keeps\n" +
-			"    every node off the pchannel for good; 'release PCHANNEL', or for a\n" +
-			"    name shown quoted, 'release --quoted NAME' as shown here"},
-		{"DAMAGED META", metaHint(meta)},
-		{"STRAY", "not lowwater's: something else writes among the catalog's\n" +
-			"    keys (a tool given the same prefix, a hand edit, a later lowwater);\n" +
-			"    lowwater neither reads nor removes them: find what wrote them"},
-	} {
+	for _, h := range verifyHints(meta) {
 		if found[h.kind] {
 			msg += fmt.Sprintf("\n  %s: %s", h.kind, h.hint)
 		}
@@ -410,16 +391,43 @@ func verify(ctx context.Context, e *env, _ []string) error {
 	return &exitError{code: ExitCorrupt, err: errors.New(msg)}
 }
 
+// verifyHints is verify's advice for each kind of finding, meta the
+// damaged meta page if any. Each is one line, as every message of the
+// tool is: on a terminal, the wrapper breaks it at its width.
+func verifyHints(meta *persistence.MetaDamage) []verifyHint {
+	return []verifyHint{
+		{"CORRUPT", "repair with 'set --force PCHANNEL ID' or 'delete PCHANNEL'"},
+		{"SENTINEL", "Kafka's clients read -1 as the end of the log and -2 as its " +
+			"start: 'set PCHANNEL kafka:N' with the offset to resume from"},
+		{"UNKNOWN WAL", "read with a lowwater built with that WAL (package cli)"},
+		{"BAD NAME", "no node can use it: 'delete --quoted NAME', NAME quoted as shown here"},
+		{"FENCING", "written before an etcd restore reset the terms, or copied from " +
+			"another cluster: it fences every owner's saves; 'delete PCHANNEL'"},
+		{"FENCED OWNER", "the record came from another cluster, or from before an etcd " +
+			"restore: restart the node that owns it, which takes it again under a " +
+			"newer term"},
+		{"NO LEASE", "put by hand or by another tool, not by a node: it keeps " +
+			"every node off the pchannel for good; 'release PCHANNEL', or for a " +
+			"name shown quoted, 'release --quoted NAME' as shown here"},
+		{"DAMAGED META", metaHint(meta)},
+		{"STRAY", "not lowwater's: something else writes among the catalog's " +
+			"keys (a tool given the same prefix, a hand edit, a later lowwater); " +
+			"lowwater neither reads nor removes them: find what wrote them"},
+	}
+}
+
+type verifyHint struct{ kind, hint string }
+
 // metaHint is verify's advice on a damaged meta page d (nil: none).
 func metaHint(d *persistence.MetaDamage) string {
 	if d != nil && d.Known && !d.Newer {
-		return "the damaged page held the commit before the one read: nothing\n" +
-			"    is hidden, and the next write rewrites it"
+		return "the damaged page held the commit before the one read: nothing " +
+			"is hidden, and the next write rewrites it"
 	}
-	return "a page newer than the one read may hide the file's last commit:\n" +
-		"    torn by a crash, it was never acknowledged; damaged since, its saves\n" +
-		"    are lost: restore the file from a backup. The next write rewrites\n" +
-		"    the page, and makes the loss permanent: the tool refuses to write"
+	return "a page newer than the one read may hide the file's last commit: " +
+		"torn by a crash, it was never acknowledged; damaged since, its saves " +
+		"are lost: restore the file from a backup. The next write rewrites " +
+		"the page, and makes the loss permanent: the tool refuses to write"
 }
 
 // parseID reads the ID text of a set for the pchannel whose record is en

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/mattn/go-runewidth"
+
+	"github.com/lowwater/lowwater/persistence"
 )
 
 // On a terminal of 80 columns (a wrapper of 79) a warning is broken at spaces, its
@@ -112,5 +114,35 @@ func TestWrapperBreaksAfterAShortFirstWord(t *testing.T) {
 	fmt.Fprintln(w, "ab "+strings.Repeat("w", 37))
 	if want := "ab\n  " + strings.Repeat("w", 37) + "\n"; out.String() != want {
 		t.Fatalf("wrapped as %q, want %q", out.String(), want)
+	}
+}
+
+// verify's advice is one line per kind of finding, for grep; on a
+// terminal, however narrow, the wrapper lays it out under its kind,
+// every line within the width and no break but its own.
+func TestVerifyHintsWrapUnderTheirKind(t *testing.T) {
+	for _, meta := range []*persistence.MetaDamage{nil, {Known: true}} {
+		for _, h := range verifyHints(meta) {
+			line := fmt.Sprintf("  %s: %s", h.kind, h.hint)
+			if strings.Contains(h.hint, "\n") {
+				t.Errorf("%s: the hint breaks its own lines: %q", h.kind, h.hint)
+			}
+			for _, width := range []int{79, 49} {
+				var out strings.Builder
+				fmt.Fprintln(&wrapper{w: &out, width: width}, line)
+				lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+				for i, l := range lines {
+					if n := runewidth.StringWidth(l); n > width {
+						t.Errorf("%s at %d columns: a line of %d: %q", h.kind, width, n, l)
+					}
+					if i > 0 && (!strings.HasPrefix(l, "    ") || strings.HasPrefix(l, "     ")) {
+						t.Errorf("%s at %d columns: continuation %q not indented 4", h.kind, width, l)
+					}
+				}
+				if got := strings.ReplaceAll(out.String(), "\n    ", " "); got != line+"\n" {
+					t.Errorf("%s at %d columns: the words changed: %q", h.kind, width, got)
+				}
+			}
+		}
 	}
 }
