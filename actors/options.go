@@ -205,8 +205,9 @@ type Counters struct {
 	abandonedCalls atomic.Uint64
 }
 
-// Updates counts the vchannel checkpoint updates applied: one per accepted
-// UpdateCheckpoint and one per accepted entry of an UpdateBatch. Rejected
+// Updates counts the vchannel checkpoint updates accepted: one per accepted
+// UpdateCheckpoint and one per accepted entry of an UpdateBatch, one equal
+// to the checkpoint held (which changes nothing) included. Rejected
 // ones are published as CommandRejected instead.
 func (c *Counters) Updates() uint64 { return c.updates.Load() }
 

@@ -34,8 +34,10 @@ func TestBucket(t *testing.T) {
 	require.Contains(t, out, "kafka:7")
 
 	out, code = run(t, catalog, "set", "--bucket", "mien", "p", "kafka:9")
-	require.Equal(t, cli.ExitFailed, code, out)
+	require.Equal(t, cli.ExitUsage, code, out)
+	require.Contains(t, out, `--bucket mien: `)
 	require.Contains(t, out, `has no bucket "mien", only "mine"`)
+	require.NotContains(t, out, "give --bucket NAME", "it was given")
 	out, code = run(t, catalog, "set", "p", "kafka:9")
 	require.Equal(t, cli.ExitFailed, code, out)
 

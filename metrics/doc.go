@@ -7,7 +7,7 @@
 //     by Subscribe through package events, so that a slow scrape never slows
 //     a pchannel; and
 //   - an actors.Counters per pchannel (Counters, given to the actor with
-//     actors.WithCounters) for what no event carries: the updates applied,
+//     actors.WithCounters) for what no event carries: the updates accepted,
 //     and whether a save is in flight. The actor adds to them atomically,
 //     without allocating.
 //
@@ -22,7 +22,7 @@
 //
 // The series, all prefixed lowwater_ (c counter, g gauge, h histogram):
 //
-//	updates_total             c  checkpoint updates applied
+//	updates_total             c  checkpoint updates accepted (an equal one too)
 //	commands_rejected_total   c  by reason: exists, not_found, rollback,
 //	                             nil_checkpoint, empty_vchannel,
 //	                             wal_mismatch, other

@@ -244,7 +244,7 @@ func New(opts ...Option) (*Collector, error) {
 		pchannels: make(map[string]*pchannelState),
 		forgotten: make(map[string]time.Time),
 		descs: descs{
-			updates:          d("updates_total", "Vchannel checkpoint updates applied.", base),
+			updates:          d("updates_total", "Vchannel checkpoint updates accepted, an equal one included.", base),
 			rejected:         d("commands_rejected_total", "Commands rejected, by reason; a rejected command changes nothing.", withReason),
 			added:            d("vchannels_added_total", "Vchannels added.", base),
 			dropped:          d("vchannels_dropped_total", "Vchannels dropped.", base),

@@ -265,14 +265,14 @@ func TestForget(t *testing.T) {
 		reg := registry(t, collector)
 		if labelled {
 			require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP lowwater_updates_total Vchannel checkpoint updates applied.
+# HELP lowwater_updates_total Vchannel checkpoint updates accepted, an equal one included.
 # TYPE lowwater_updates_total counter
 lowwater_updates_total{pchannel="p1"} 7
 `), "lowwater_updates_total"))
 			continue
 		}
 		require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP lowwater_updates_total Vchannel checkpoint updates applied.
+# HELP lowwater_updates_total Vchannel checkpoint updates accepted, an equal one included.
 # TYPE lowwater_updates_total counter
 lowwater_updates_total 12
 # HELP lowwater_saves_total Checkpoints the catalog acknowledged: durable.

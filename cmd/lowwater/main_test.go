@@ -465,7 +465,7 @@ func TestCommandLine(t *testing.T) {
 		"kafka:-5 is not an offset") // the argument reached set
 	wantCode(t, lw(t, nil, "--catalog", "bolt:"+path, "dump", "-"), cli.ExitOK, `"format": "lowwater-checkpoints/1"`)
 	// A "--" that is a flag's value ends nothing.
-	wantCode(t, lw(t, nil, "--catalog", "bolt:"+path, "set", "--bucket", "--", "p0", "kafka:60", "--dry-run"), cli.ExitFailed,
+	wantCode(t, lw(t, nil, "--catalog", "bolt:"+path, "set", "--bucket", "--", "p0", "kafka:60", "--dry-run"), cli.ExitUsage,
 		`has no bucket "--"`)
 }
 
