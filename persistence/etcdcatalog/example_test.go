@@ -25,7 +25,9 @@ func ExampleCatalog_Own() {
 		log.Fatal(err)
 	}
 	defer cat.Close()
-	session, err := concurrency.NewSession(cat.Client(), concurrency.WithTTL(10))
+	// Above 12 s: Open takes that long to drop a member that answers
+	// nothing, and a session whose lease stream is on it ends meanwhile.
+	session, err := concurrency.NewSession(cat.Client(), concurrency.WithTTL(15))
 	if err != nil {
 		log.Fatal(err)
 	}
