@@ -27,6 +27,7 @@ import (
 	"regexp"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -51,7 +52,8 @@ const (
 
 const usage = `usage: lowwater [--catalog URL] COMMAND [ARGS]
 
-Reads and repairs the checkpoints a lowwater catalog stores.
+Reads and repairs the checkpoints a lowwater catalog stores. One
+command's usage alone: lowwater COMMAND --help.
 
 Catalog URL (--catalog, or $LOWWATER_CATALOG):
   bolt:PATH                       a bbolt file; a running node holds its lock,
@@ -293,6 +295,9 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 		}
 		return help(stdout, stderr)
 	case "version":
+		if len(rest) == 1 && isHelpFlag(rest[0]) {
+			return commandHelp(stdout, stderr, name, "lowwater version")
+		}
 		if len(rest) > 0 {
 			return fail(stderr, usagef("usage: lowwater version"))
 		}
@@ -310,7 +315,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 	}
 	pos, err := parseInterspersed(fs, rest)
 	if errors.Is(err, flag.ErrHelp) {
-		return help(stdout, stderr)
+		return commandHelp(stdout, stderr, name, "lowwater [common flags] "+cmd.argsHelp)
 	}
 	if err != nil {
 		return fail(stderr, usagef("%s: %s", name, dashes(err)))
@@ -554,7 +559,6 @@ type reportedError struct{ error }
 
 func (e *reportedError) Unwrap() error { return e.error }
 
-// help prints the usage, and fails as any command does when it cannot.
 // version prints the version of lowwater the tool was built with: the
 // main module's, or, in a tool built elsewhere with this package, the
 // lowwater module it requires; and the commit, when the build knows it.
@@ -588,6 +592,7 @@ func version(stdout, stderr io.Writer) int {
 // lowwaterModule is this module's path, which version looks for.
 const lowwaterModule = "github.com/lowwater/lowwater"
 
+// help prints the usage, and fails as any command does when it cannot.
 func help(stdout, stderr io.Writer) int {
 	if _, err := io.WriteString(stdout, usage); err != nil {
 		return fail(stderr, fmt.Errorf("writing the help: %w", err))
@@ -681,4 +686,47 @@ func fail(stderr io.Writer, err error) int {
 	default:
 		return ExitFailed
 	}
+}
+
+// commandHelp is --help after a command: its line of usage, its entry
+// among the commands and, for one that writes, the write flags; one
+// screen, where the whole usage scrolls past it.
+func commandHelp(stdout, stderr io.Writer, name, usageLine string) int {
+	text := "usage: " + usageLine + "\n\n" + usageBlock("  "+name+" ")
+	if name == "set" || name == "delete" || name == "restore" {
+		text += "\n" + usageBlock("Write flags")
+	}
+	text += "\nThe common flags, the catalog's URL and the exit codes: lowwater --help\n"
+	if _, err := io.WriteString(stdout, text); err != nil {
+		return fail(stderr, fmt.Errorf("writing the help: %w", err))
+	}
+	return ExitOK
+}
+
+// usageBlock is the lines of the usage from the one that begins with
+// prefix through those indented deeper under it.
+func usageBlock(prefix string) string {
+	lines := strings.SplitAfter(usage, "\n")
+	i := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, prefix) })
+	if i < 0 {
+		return ""
+	}
+	indent := len(lines[i]) - len(strings.TrimLeft(lines[i], " "))
+	block := lines[i]
+	for _, l := range lines[i+1:] {
+		if strings.TrimSpace(l) == "" || len(l)-len(strings.TrimLeft(l, " ")) <= indent {
+			break
+		}
+		block += l
+	}
+	return block
+}
+
+// isHelpFlag reports whether arg asks for help, as package flag takes it.
+func isHelpFlag(arg string) bool {
+	switch arg {
+	case "-h", "-help", "--h", "--help":
+		return true
+	}
+	return false
 }

@@ -140,3 +140,27 @@ func TestVersion(t *testing.T) {
 		require.Empty(t, out.String(), "%v", args)
 	}
 }
+
+// --help after a command gives that command's usage on one screen, with
+// the write flags for a command that writes, and where the rest is.
+func TestCommandHelp(t *testing.T) {
+	for _, name := range []string{"list", "get", "verify", "set", "delete", "release", "dump", "restore", "version"} {
+		for _, flag := range []string{"--help", "-h"} {
+			out, code := run(t, name, flag)
+			require.Equal(t, cli.ExitOK, code, out)
+			require.True(t, strings.HasPrefix(out, "usage: lowwater "), out)
+			require.Contains(t, out, "\n  "+name+" ", "its entry among the commands")
+			require.True(t, strings.HasSuffix(out, "exit codes: lowwater --help\n"), out)
+			writes := name == "set" || name == "delete" || name == "restore"
+			require.Equal(t, writes, strings.Contains(out, "\n  --force "), "the write flags: %s", out)
+			lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+			require.LessOrEqual(t, len(lines), 23, "one screen of 80×24 with the prompt: %s", out)
+			for _, l := range lines {
+				require.LessOrEqual(t, len(l), 80, l)
+			}
+		}
+	}
+	out, code := run(t, "version", "--help")
+	require.Equal(t, cli.ExitOK, code)
+	require.True(t, strings.HasPrefix(out, "usage: lowwater version\n"), "version takes no common flag: %s", out)
+}
