@@ -48,6 +48,10 @@ type call struct {
 	// answered is set by the first outcome of a save started through a
 	// SaveStarter: a catalog that tells twice is believed once.
 	answered atomic.Bool
+	// in names the catalog's method while it runs on run's goroutine
+	// ("StartSave", or site.op), for run's account of a catalog that
+	// ends that goroutine. Only that goroutine touches it.
+	in string
 
 	mu       sync.Mutex
 	finished bool          // guarded by mu
@@ -126,8 +130,45 @@ func (k *call) run() task {
 	if !k.started.CompareAndSwap(false, true) {
 		return nil // ended before it ran
 	}
+	// k.in is the catalog's method running, if any: when the catalog ends
+	// the goroutine (runtime.Goexit), only deferred calls run, and the
+	// call is answered from here. Not once the catalog returned: a
+	// handler the result runs (deliver) may end it too, and the mailbox
+	// answers for that.
+	defer func() {
+		if k.in != "" {
+			k.exited(k.in)
+		}
+	}()
+	return k.runCall()
+}
+
+// exited answers a call whose catalog ended the goroutine in its method
+// in ("StartSave", or the call's own): the result is posted for the pool
+// to run, a failure (ErrGoexit).
+func (k *call) exited(in string) {
+	err := &CatalogPanicError{Op: k.site.op, Value: ErrGoexit}
+	if in == "StartSave" {
+		if k.answer(err) {
+			k.site.inbox.push(&k.result)
+		}
+		return
+	}
+	k.ctx.cancel(context.Canceled)
+	k.result = callDone{seq: k.seq, err: err, latency: time.Since(k.ctx.began)}
+	k.finish()
+	if k.site.inbox == nil {
+		k.site.root.Send(k.site.self, &k.result)
+		return
+	}
+	k.site.inbox.push(&k.result)
+}
+
+func (k *call) runCall() task {
 	if k.site.starter != nil {
+		k.in = "StartSave"
 		panicked, err := startGuarded(&k.ctx, k.site, k.arg, k.told)
+		k.in = ""
 		switch {
 		case err == nil:
 			return nil // told later, on the catalog's goroutine
@@ -144,7 +185,9 @@ func (k *call) run() task {
 		// Declined: Save runs it, and a done that comes late is not
 		// believed.
 	}
+	k.in = k.site.op
 	v, err := guard(&k.ctx, k.site.op, k.site.fn, k.arg)
+	k.in = ""
 	k.ctx.cancel(context.Canceled)
 	k.result = callDone{seq: k.seq, value: v, err: err, latency: time.Since(k.ctx.began)}
 	if k.site.inbox == nil {
@@ -269,6 +312,14 @@ func (k *call) overdue() (wait time.Duration, err error) {
 // it: the catalog ignores its context. The save is still waited for, and
 // the next attempt starts once it returns; its outcome is published then.
 var ErrCatalogOverdue = errors.New("lowwater: catalog call overran its deadline")
+
+// ErrGoexit is what a catalog call or a handler that ended its goroutine
+// with runtime.Goexit (as t.FailNow does, in a test's fake catalog or
+// subscriber) is taken to have panicked with: the CatalogPanicError's or
+// the PChannelPanicError's Value. The call fails, and is retried; the
+// actor fails, and its supervisor decides. Without it, the call's result,
+// or the mailbox's next run, would never come.
+var ErrGoexit = errors.New("lowwater: the goroutine was ended (runtime.Goexit)")
 
 // ErrCatalogPanicked matches every CatalogPanicError.
 var ErrCatalogPanicked = errors.New("lowwater: catalog panicked")

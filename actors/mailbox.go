@@ -462,9 +462,19 @@ func (m *mailbox) drain() task {
 // Go preempts a run that goes on too long all the same.
 func (m *mailbox) run() (turnOver bool) {
 	var msg any
+	returned := false
 	defer func() {
 		m.user.settle()
-		if r := recover(); r != nil {
+		r := recover()
+		if r == nil && !returned {
+			// A handler ended the goroutine (runtime.Goexit): a failure
+			// as a panic is, and the mailbox, still held, goes on on
+			// another goroutine, since only deferred calls run on this
+			// one now.
+			r = ErrGoexit
+			defer m.start(true)
+		}
+		if r != nil {
 			on := msg
 			if m.inc.owner != nil && any(m.context.Actor()) != any(m.inc.owner) {
 				// A restart (on a Restart, or on the Terminated of the
@@ -481,6 +491,16 @@ func (m *mailbox) run() (turnOver bool) {
 			m.learn()
 		}
 	}()
+	turnOver = m.loop(&msg)
+	returned = true
+	return turnOver
+}
+
+// loop is run's body: msg is the message being handled, for run's
+// account of a failure.
+func (m *mailbox) loop(msgp *any) (turnOver bool) {
+	var msg any
+	defer func() { *msgp = msg }()
 	i, t := 0, m.dispatcher.Throughput()
 	for {
 		if m.after != nil {

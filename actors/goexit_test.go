@@ -1,0 +1,111 @@
+package actors_test
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lowwater/lowwater/actors"
+	"github.com/lowwater/lowwater/messages"
+	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/wal"
+)
+
+// goexitOnce is a catalog whose Load or Save, the first time it is
+// called with exitOn, ends its goroutine, as t.FailNow in a test's fake
+// does; every other call goes through.
+type goexitOnce struct {
+	*persistence.Memory
+	exitOn string // "Load" or "Save"
+	calls  atomic.Int64
+	done   atomic.Bool
+}
+
+func (g *goexitOnce) exit(op string) {
+	g.calls.Add(1)
+	if op == g.exitOn && g.done.CompareAndSwap(false, true) {
+		runtime.Goexit()
+	}
+}
+
+func (g *goexitOnce) Load(ctx context.Context, pchannel string) (wal.MessageID, error) {
+	g.exit("Load")
+	return g.Memory.Load(ctx, pchannel)
+}
+
+func (g *goexitOnce) Save(ctx context.Context, pchannel string, id wal.MessageID) error {
+	g.exit("Save")
+	return g.Memory.Save(ctx, pchannel, id)
+}
+
+// A catalog call that ends its goroutine fails as a panic does, and is
+// tried again on the backoff: its result used to never come, and the
+// pchannel saved nothing, or never recovered, for good.
+func TestACatalogCallThatEndsItsGoroutineFails(t *testing.T) {
+	for _, op := range []string{"Load", "Save"} {
+		t.Run(op, func(t *testing.T) {
+			cat := &goexitOnce{Memory: persistence.NewMemory(), exitOn: op}
+			system, sub, pid := spawnOnCatalog(t, cat)
+			var failure error
+			for persisted := false; !persisted; {
+				select {
+				case ev := <-sub.C():
+					switch ev := ev.(type) {
+					case *messages.RecoveryFailed:
+						failure = ev.Err
+					case *messages.PersistFailed:
+						failure = ev.Err
+					case *messages.CheckpointPersisted:
+						persisted = ev.Value == wal.KafkaID(10)
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatalf("kafka:10 not persisted within 10 s; the last failure: %v", failure)
+				}
+			}
+			var pe *actors.CatalogPanicError
+			require.True(t, errors.As(failure, &pe), "%v", failure)
+			require.Equal(t, op, pe.Op)
+			require.ErrorIs(t, failure, actors.ErrCatalogPanicked)
+			require.ErrorIs(t, failure, actors.ErrGoexit)
+			require.NoError(t, system.Root.PoisonFuture(pid).Wait())
+			sub.Close()
+			stored, err := cat.Memory.Load(context.Background(), "p")
+			require.NoError(t, err)
+			require.Equal(t, wal.KafkaID(10), stored)
+		})
+	}
+}
+
+// A raw subscriber that ends the goroutine of the pchannel's mailbox
+// fails the pchannel as a panic does: the request is answered, the
+// pchannel restarts with its vchannels, and answers and stops after. Its
+// mailbox, held by a goroutine that was gone, used to answer nothing
+// again, not even a stop.
+func TestAHandlerThatEndsItsGoroutineFailsThePChannel(t *testing.T) {
+	system, sub, pid := spawnOnCatalog(t, persistence.NewMemory())
+	defer sub.Close()
+	var once atomic.Bool
+	raw := system.EventStream.Subscribe(func(ev any) {
+		if m, ok := ev.(*messages.MinimumAdvanced); ok && m.To.EQ(wal.KafkaID(20)) && once.CompareAndSwap(false, true) {
+			runtime.Goexit()
+		}
+	})
+	defer system.EventStream.Unsubscribe(raw)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := actors.Request(ctx, system.Root, pid, &messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(20)})
+	var pe *actors.PChannelPanicError
+	require.True(t, errors.As(err, &pe), "%v", err)
+	require.ErrorIs(t, pe, actors.ErrPChannelPanicked)
+	require.Equal(t, actors.ErrGoexit, pe.Value)
+	require.NoError(t, actors.Request(ctx, system.Root, pid, &messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(30)}))
+	st, err := actors.GetState(ctx, system.Root, pid)
+	require.NoError(t, err)
+	require.Equal(t, wal.KafkaID(30), st.Minimum, "the update applied before the exit carried over, and the next one")
+	require.NoError(t, system.Root.PoisonFuture(pid).Wait())
+}
