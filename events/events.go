@@ -188,7 +188,9 @@ func Subscribe(es *eventstream.EventStream, opts ...Option) (*Subscription, erro
 // SubscribeFunc calls f with each lowwater event published on es, in order,
 // on one goroutine of the subscription's own: f may take its time, at the
 // cost of dropped events, never of a slower actor (unless Lossless). A
-// panic in f is not recovered. f must not call Close (see Close).
+// panic in f is not recovered. f must not call Close (see Close). An f
+// that ends its goroutine (runtime.Goexit) ends the subscription, as
+// Close does: Done is closed.
 func SubscribeFunc(es *eventstream.EventStream, f func(messages.Event), opts ...Option) (*Subscription, error) {
 	if f == nil {
 		return nil, fmt.Errorf("%w: nil func", ErrInvalidOption)
@@ -199,9 +201,20 @@ func SubscribeFunc(es *eventstream.EventStream, f func(messages.Event), opts ...
 	}
 	go func() {
 		defer close(s.done)
+		returned := false
+		defer func() {
+			if !returned {
+				// f ended the goroutine (runtime.Goexit, as t.FailNow
+				// does): nothing reads the buffer again, so the
+				// subscription ends, as Close ends it, rather than hold
+				// up a Lossless publisher for good.
+				go s.Close()
+			}
+		}()
 		for ev := range s.ch {
 			f(ev)
 		}
+		returned = true
 	}()
 	s.sub = es.Subscribe(s.handle)
 	return s, nil

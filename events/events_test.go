@@ -1,6 +1,7 @@
 package events_test
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -394,4 +395,32 @@ func TestDone(t *testing.T) {
 	}
 	assert.Equal(t, int64(10), last.Load(), "the handler had every event before Done")
 	assert.Len(t, ch.C(), 10, "Done does not drain the channel of Subscribe")
+}
+
+// A handler that ends its goroutine (runtime.Goexit, as t.FailNow does)
+// ends its subscription: a Lossless publisher is not held up for good by
+// a buffer that nothing reads again.
+func TestAHandlerThatEndsItsGoroutineEndsTheSubscription(t *testing.T) {
+	es := eventstream.NewEventStream()
+	sub, err := events.SubscribeFunc(es, func(messages.Event) { runtime.Goexit() },
+		events.WithBuffer(1), events.Lossless())
+	require.NoError(t, err)
+	published := make(chan struct{})
+	go func() {
+		defer close(published)
+		for i := 1; i <= 10; i++ {
+			es.Publish(advanced("p0", i))
+		}
+	}()
+	select {
+	case <-published:
+	case <-time.After(testBound):
+		t.Fatal("a publisher is held up by a subscription whose handler is gone")
+	}
+	select {
+	case <-sub.Done():
+	case <-time.After(testBound):
+		t.Fatal("the subscription did not end")
+	}
+	sub.Close() // idempotent, and returns at once
 }
