@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/stretchr/testify/require"
 
 	"github.com/lowwater/lowwater/actors"
@@ -108,4 +109,41 @@ func TestAHandlerThatEndsItsGoroutineFailsThePChannel(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, wal.KafkaID(30), st.Minimum, "the update applied before the exit carried over, and the next one")
 	require.NoError(t, system.Root.PoisonFuture(pid).Wait())
+}
+
+// A handler that panics while it ends its goroutine (a deferred call
+// that panics after runtime.Goexit) fails the pchannel too: the panic is
+// recovered, the goroutine ends all the same, and the mailbox goes on on
+// another one. It was left held by a goroutine that was gone.
+func TestAHandlerThatPanicsAsItEndsItsGoroutineFailsThePChannel(t *testing.T) {
+	for name, exit := range map[string]func(){
+		"Goexit":                 func() { runtime.Goexit() },
+		"Goexit, then a panic":   func() { defer func() { panic("deferred") }(); runtime.Goexit() },
+		"a panic, then a Goexit": func() { defer runtime.Goexit(); panic("first") },
+	} {
+		t.Run(name, func(t *testing.T) {
+			system := actor.NewActorSystem()
+			defer system.Shutdown()
+			props, err := actors.NewProps("p", wal.Kafka, persistence.NewMemory(),
+				actors.WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(10)}))
+			require.NoError(t, err)
+			var once atomic.Bool
+			props.Configure(actor.WithReceiverMiddleware(func(next actor.ReceiverFunc) actor.ReceiverFunc {
+				return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
+					if u, ok := env.Message.(*messages.UpdateCheckpoint); ok && u.Checkpoint.EQ(wal.KafkaID(20)) && once.CompareAndSwap(false, true) {
+						exit()
+					}
+					next(c, env)
+				}
+			}))
+			pid := system.Root.Spawn(props)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			err = actors.Request(ctx, system.Root, pid, &messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(20)})
+			require.ErrorIs(t, err, actors.ErrPChannelPanicked)
+			require.NoError(t, actors.Request(ctx, system.Root, pid, &messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(30)}),
+				"the mailbox goes on after the failure")
+			require.NoError(t, system.Root.PoisonFuture(pid).Wait())
+		})
+	}
 }

@@ -425,7 +425,11 @@ func (m *mailbox) processMessages() { runAll(m.drain()) }
 // catalog call) holds up no message.
 func (m *mailbox) drain() task {
 	for {
-		if m.run() {
+		turnOver, handedOff := m.run()
+		if handedOff {
+			return nil // another goroutine has the mailbox now
+		}
+		if turnOver {
 			// Its turn is over, and it keeps running: it goes to the
 			// back of the pool's queue, and this goroutine takes the
 			// head, which is the mailbox again if none waits.
@@ -460,40 +464,44 @@ func (m *mailbox) drain() task {
 // producers sending to one pchannel it came back only once they had
 // filled its queue, so that it drained them at the end on one core alone.
 // Go preempts a run that goes on too long all the same.
-func (m *mailbox) run() (turnOver bool) {
+//
+// A handler that fails hands the mailbox, still held, on to another
+// goroutine (handedOff), where the supervisor's answer is handled: it may
+// have ended this one (runtime.Goexit, taken as a panic with ErrGoexit),
+// or panicked while ending it, which no recover stops, and then only
+// deferred calls still run here.
+func (m *mailbox) run() (turnOver, handedOff bool) {
 	var msg any
 	returned := false
 	defer func() {
 		m.user.settle()
+		if returned {
+			return
+		}
 		r := recover()
-		if r == nil && !returned {
-			// A handler ended the goroutine (runtime.Goexit): a failure
-			// as a panic is, and the mailbox, still held, goes on on
-			// another goroutine, since only deferred calls run on this
-			// one now.
+		if r == nil {
 			r = ErrGoexit
-			defer m.start(true)
 		}
-		if r != nil {
-			on := msg
-			if m.inc.owner != nil && any(m.context.Actor()) != any(m.inc.owner) {
-				// A restart (on a Restart, or on the Terminated of the
-				// last child it waited for) made a new incarnation and
-				// handed it its Started, on which it failed.
-				on = &actor.Started{}
-			}
-			m.failure, m.failureHeld = panicOn(on, r), false
-			m.answerPanicked(msg, m.failure)
-			m.invoker.EscalateFailure(r, msg)
-			// A restart makes the new incarnation and hands it its
-			// Started within one system message: if that panicked, the
-			// look-up after it (run) never came.
-			m.learn()
+		defer m.start(true)
+		handedOff = true
+		on := msg
+		if m.inc.owner != nil && any(m.context.Actor()) != any(m.inc.owner) {
+			// A restart (on a Restart, or on the Terminated of the
+			// last child it waited for) made a new incarnation and
+			// handed it its Started, on which it failed.
+			on = &actor.Started{}
 		}
+		m.failure, m.failureHeld = panicOn(on, r), false
+		m.answerPanicked(msg, m.failure)
+		m.invoker.EscalateFailure(r, msg)
+		// A restart makes the new incarnation and hands it its
+		// Started within one system message: if that panicked, the
+		// look-up after it (run) never came.
+		m.learn()
 	}()
 	turnOver = m.loop(&msg)
 	returned = true
-	return turnOver
+	return turnOver, false
 }
 
 // loop is run's body: msg is the message being handled, for run's

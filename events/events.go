@@ -199,6 +199,9 @@ func SubscribeFunc(es *eventstream.EventStream, f func(messages.Event), opts ...
 	if err != nil {
 		return nil, err
 	}
+	// Subscribed first: the goroutine may end the subscription (below),
+	// which unsubscribes it.
+	s.sub = es.Subscribe(s.handle)
 	go func() {
 		defer close(s.done)
 		returned := false
@@ -216,7 +219,6 @@ func SubscribeFunc(es *eventstream.EventStream, f func(messages.Event), opts ...
 		}
 		returned = true
 	}()
-	s.sub = es.Subscribe(s.handle)
 	return s, nil
 }
 
@@ -257,6 +259,12 @@ func (s *Subscription) Close() {
 		close(s.ch)
 		s.mu.Unlock()
 		<-s.done
+		if !s.toChan {
+			// Left by a handler that ended its goroutine: never read.
+			for range s.ch {
+				s.dropped.Add(1)
+			}
+		}
 		close(s.ended)
 	}) // a concurrent Close returns once this one has: done is closed then
 }

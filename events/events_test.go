@@ -399,11 +399,16 @@ func TestDone(t *testing.T) {
 
 // A handler that ends its goroutine (runtime.Goexit, as t.FailNow does)
 // ends its subscription: a Lossless publisher is not held up for good by
-// a buffer that nothing reads again.
+// a buffer that nothing reads again, and what the buffer held counts as
+// dropped.
 func TestAHandlerThatEndsItsGoroutineEndsTheSubscription(t *testing.T) {
 	es := eventstream.NewEventStream()
-	sub, err := events.SubscribeFunc(es, func(messages.Event) { runtime.Goexit() },
-		events.WithBuffer(1), events.Lossless())
+	got, gate := make(chan struct{}), make(chan struct{})
+	sub, err := events.SubscribeFunc(es, func(messages.Event) {
+		got <- struct{}{}
+		<-gate
+		runtime.Goexit()
+	}, events.WithBuffer(2), events.Lossless())
 	require.NoError(t, err)
 	published := make(chan struct{})
 	go func() {
@@ -412,6 +417,9 @@ func TestAHandlerThatEndsItsGoroutineEndsTheSubscription(t *testing.T) {
 			es.Publish(advanced("p0", i))
 		}
 	}()
+	<-got
+	require.Eventually(t, func() bool { return sub.Blocked() > 0 }, testBound, time.Millisecond, "the buffer fills")
+	close(gate)
 	select {
 	case <-published:
 	case <-time.After(testBound):
@@ -422,5 +430,35 @@ func TestAHandlerThatEndsItsGoroutineEndsTheSubscription(t *testing.T) {
 	case <-time.After(testBound):
 		t.Fatal("the subscription did not end")
 	}
+	// Two buffered, never read, and the one whose publisher waited, given
+	// up; and another published before the unsubscription took, if any.
+	require.GreaterOrEqual(t, sub.Dropped(), uint64(3))
 	sub.Close() // idempotent, and returns at once
+}
+
+// A handler that ends its goroutine on an event published while
+// SubscribeFunc returns still ends the subscription: it is subscribed
+// before the handler's goroutine starts, and unsubscribed by its end.
+func TestAHandlerThatEndsItsGoroutineAtOnceIsUnsubscribed(t *testing.T) {
+	es := eventstream.NewEventStream()
+	var stop atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; !stop.Load(); i++ {
+			es.Publish(advanced("p0", i))
+		}
+	}()
+	for range 500 {
+		sub, err := events.SubscribeFunc(es, func(messages.Event) { runtime.Goexit() })
+		require.NoError(t, err)
+		select {
+		case <-sub.Done():
+		case <-time.After(testBound):
+			t.Fatal("the subscription did not end")
+		}
+	}
+	stop.Store(true)
+	<-done
+	require.Zero(t, es.Length(), "subscriptions left on the stream after every one ended")
 }
