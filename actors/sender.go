@@ -285,7 +285,7 @@ func (s *Sender) Update(vchannel string, checkpoint wal.MessageID) error {
 		}
 		if !s.waitLocked(deadline) {
 			s.mu.Unlock()
-			return fmt.Errorf("%w: it holds as many vchannels as WithMaxPending allows (%d), and none was shipped within %v", ErrSenderFull, s.cfg.maxPending, s.cfg.fullWait)
+			return fmt.Errorf("%w: it holds as many vchannels as WithMaxPending allows (%d), and no room was made within %v", ErrSenderFull, s.cfg.maxPending, s.cfg.fullWait)
 		}
 	}
 	if s.flying != nil {

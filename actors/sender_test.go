@@ -245,7 +245,7 @@ func TestSenderBufferIsBounded(t *testing.T) {
 	start := time.Now()
 	err := s.Update("v5", wal.KafkaID(1))
 	require.ErrorIs(t, err, ErrSenderFull)
-	require.EqualError(t, err, "lowwater: sender buffer full: it holds as many vchannels as WithMaxPending allows (4), and none was shipped within 20ms")
+	require.EqualError(t, err, "lowwater: sender buffer full: it holds as many vchannels as WithMaxPending allows (4), and no room was made within 20ms")
 	require.GreaterOrEqual(t, time.Since(start), 20*time.Millisecond)
 	require.NoError(t, s.Update("v1", wal.KafkaID(2)), "a vchannel already waiting never blocks")
 

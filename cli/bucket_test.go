@@ -38,6 +38,9 @@ func TestBucket(t *testing.T) {
 	require.Contains(t, out, `--bucket mien: `)
 	require.Contains(t, out, `has no bucket "mien", only "mine"`)
 	require.NotContains(t, out, "give --bucket NAME", "it was given")
+	out, code = run(t, catalog, "--bucket", persistence.DefaultBucket, "list")
+	require.Equal(t, cli.ExitUsage, code, "given, even as the default: %s", out)
+	require.NotContains(t, out, "give --bucket NAME", "it was given")
 	out, code = run(t, catalog, "set", "p", "kafka:9")
 	require.Equal(t, cli.ExitFailed, code, out)
 

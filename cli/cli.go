@@ -53,7 +53,7 @@ const (
 const usage = `usage: lowwater [--catalog URL] COMMAND [ARGS]
 
 Reads and repairs the checkpoints a lowwater catalog stores. One
-command's usage alone: lowwater COMMAND --help.
+command's usage alone: lowwater help COMMAND, or lowwater COMMAND --help.
 
 Catalog URL (--catalog, or $LOWWATER_CATALOG):
   bolt:PATH                       a bbolt file; a running node holds its lock,
@@ -158,6 +158,7 @@ type options struct {
 	lockTimeout time.Duration
 	etcd        etcdaccess.Access
 	bucket      string // bbolt only
+	bucketGiven bool   // on the command line, rather than the default
 	json        bool
 	dryRun      bool
 	force       bool
@@ -216,11 +217,11 @@ var commands = map[string]command{
 	"list":    {flags: jsonFlag, argsHelp: "list [--json]", run: list},
 	"get":     {flags: quotedFlag, min: 1, max: 1, pchannel: true, argsHelp: "get [--quoted] PCHANNEL", run: get},
 	"verify":  {argsHelp: "verify", run: verify},
-	"set":     {flags: writeFlags, min: 2, max: 2, pchannel: true, argsHelp: "set PCHANNEL ID", run: set},
-	"delete":  {flags: deleteFlags, min: 1, max: 1, pchannel: true, argsHelp: "delete [--quoted] PCHANNEL", run: del},
+	"set":     {flags: writeFlags, min: 2, max: 2, pchannel: true, argsHelp: "set [--dry-run] [--force] PCHANNEL ID", run: set},
+	"delete":  {flags: deleteFlags, min: 1, max: 1, pchannel: true, argsHelp: "delete [--dry-run] [--force] [--quoted] PCHANNEL", run: del},
 	"release": {flags: releaseFlags, min: 1, max: 1, pchannel: true, argsHelp: "release [--dry-run] [--quoted] PCHANNEL", run: release},
 	"dump":    {max: 1, argsHelp: "dump [FILE]", run: dump},
-	"restore": {flags: writeFlags, min: 1, max: 1, argsHelp: "restore FILE|-", run: restore},
+	"restore": {flags: writeFlags, min: 1, max: 1, argsHelp: "restore [--dry-run] [--force] FILE|-", run: restore},
 }
 
 func jsonFlag(fs *flag.FlagSet, o *options) {
@@ -290,8 +291,19 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 	name, rest := global.Arg(0), global.Args()[1:]
 	switch name {
 	case "help":
+		if len(rest) == 1 && isHelpFlag(rest[0]) {
+			return help(stdout, stderr)
+		}
+		if len(rest) == 1 {
+			if c, ok := commands[rest[0]]; ok {
+				return commandHelp(stdout, stderr, rest[0], "lowwater [common flags] "+c.argsHelp)
+			}
+			if rest[0] == "version" {
+				return commandHelp(stdout, stderr, rest[0], "lowwater version")
+			}
+		}
 		if len(rest) > 0 {
-			return fail(stderr, usagef("usage: lowwater help"))
+			return fail(stderr, usagef("usage: lowwater help [COMMAND]"))
 		}
 		return help(stdout, stderr)
 	case "version":
@@ -368,6 +380,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 	case o.bucket == "":
 		return fail(stderr, usagef("--bucket: empty bucket name"))
 	}
+	o.bucketGiven = given["bucket"]
 	ctx, cancel := context.WithTimeoutCause(ctx, o.timeout, fmt.Errorf("%w: --timeout %v passed", context.DeadlineExceeded, o.timeout))
 	defer cancel()
 	out := &stickyWriter{w: stdout}
@@ -696,7 +709,14 @@ func commandHelp(stdout, stderr io.Writer, name, usageLine string) int {
 	if name == "set" || name == "delete" || name == "restore" {
 		text += "\n" + usageBlock("Write flags")
 	}
-	text += "\nThe common flags, the catalog's URL and the exit codes: lowwater --help\n"
+	if strings.Contains(usageLine, "--quoted") {
+		text += "\n  --quoted   PCHANNEL as verify shows a name no node can use: quoted\n"
+	}
+	if name == "version" {
+		text += "\nThe other commands: lowwater --help\n"
+	} else {
+		text += "\nThe common flags, the catalog's URL and the exit codes: lowwater --help\n"
+	}
 	if _, err := io.WriteString(stdout, text); err != nil {
 		return fail(stderr, fmt.Errorf("writing the help: %w", err))
 	}

@@ -150,7 +150,7 @@ func TestCommandHelp(t *testing.T) {
 			require.Equal(t, cli.ExitOK, code, out)
 			require.True(t, strings.HasPrefix(out, "usage: lowwater "), out)
 			require.Contains(t, out, "\n  "+name+" ", "its entry among the commands")
-			require.True(t, strings.HasSuffix(out, "exit codes: lowwater --help\n"), out)
+			require.True(t, strings.HasSuffix(out, ": lowwater --help\n"), out)
 			writes := name == "set" || name == "delete" || name == "restore"
 			require.Equal(t, writes, strings.Contains(out, "\n  --force "), "the write flags: %s", out)
 			lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
@@ -163,4 +163,23 @@ func TestCommandHelp(t *testing.T) {
 	out, code := run(t, "version", "--help")
 	require.Equal(t, cli.ExitOK, code)
 	require.True(t, strings.HasPrefix(out, "usage: lowwater version\n"), "version takes no common flag: %s", out)
+	require.NotContains(t, out, "common flags")
+	out, code = run(t, "delete", "--help")
+	require.Equal(t, cli.ExitOK, code)
+	require.Contains(t, out, "usage: lowwater [common flags] delete [--dry-run] [--force] [--quoted] PCHANNEL\n")
+	require.Contains(t, out, "\n  --quoted ")
+	help, code := run(t, "--help")
+	require.Equal(t, cli.ExitOK, code)
+	out, code = run(t, "help", "--help")
+	require.Equal(t, cli.ExitOK, code)
+	require.Equal(t, help, out, "help --help is the help")
+	for _, name := range []string{"set", "version"} {
+		out, code = run(t, "help", name)
+		require.Equal(t, cli.ExitOK, code)
+		own, _ := run(t, name, "--help")
+		require.Equal(t, own, out, "help %s is %s --help", name, name)
+	}
+	out, code = run(t, "help", "frobnicate")
+	require.Equal(t, cli.ExitUsage, code)
+	require.Contains(t, out, "usage: lowwater help [COMMAND]")
 }

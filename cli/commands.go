@@ -398,7 +398,8 @@ func verifyHints(meta *persistence.MetaDamage) []verifyHint {
 	return []verifyHint{
 		{"CORRUPT", "repair with 'set --force PCHANNEL ID' or 'delete PCHANNEL'"},
 		{"SENTINEL", "Kafka's clients read -1 as the end of the log and -2 as its " +
-			"start: 'set PCHANNEL kafka:N' with the offset to resume from"},
+			"start: 'set PCHANNEL kafka:N' with the offset to resume from, or " +
+			"'delete PCHANNEL' to start from the vchannels' own checkpoints"},
 		{"UNKNOWN WAL", "read with a lowwater built with that WAL (package cli)"},
 		{"BAD NAME", "no node can use it: 'delete --quoted NAME', NAME quoted as shown here"},
 		{"FENCING", "written before an etcd restore reset the terms, or copied from " +
@@ -807,11 +808,12 @@ func del(ctx context.Context, e *env, args []string) error {
 		was = shownID(en.Checkpoint)
 	}
 	ch := change{act: remove, en: &en}
-	if en.Err == nil && !e.opts.force {
+	if en.Err == nil && wal.CheckPosition(en.Checkpoint) == nil && !e.opts.force {
 		// A record a node recovers from: deleting it is the largest of
 		// lowerings, and asks for what a lowering does. A record that
-		// cannot be read, or that no node can use, is deleted as the
-		// repair verify points to; so is one that fences every owner.
+		// cannot be read, or that no node can use (a name it refuses, a
+		// Kafka sentinel), is deleted as the repair verify points to; so
+		// is one that fences every owner.
 		fencing, err := s.fencing(ctx, list)
 		if err != nil {
 			return err
@@ -822,7 +824,7 @@ func del(ctx context.Context, e *env, args []string) error {
 				return err
 			}
 			return refused("%s: delete removes %s, and a node that recovers %s then starts from its "+
-				"vchannels' own checkpoints, re-reading what they are below it: --force deletes it",
+				"vchannels' own checkpoints, re-reading the WAL from the lowest of them: --force deletes it",
 				shown(pchannel), was, shown(pchannel))
 		}
 	}

@@ -171,7 +171,7 @@ w                                                          test-weird  "test-wei
 	require.Equal(t, cli.ExitRefused, code, stderr)
 	require.Equal(t, `lowwater: "x\nby-dev-rootcoord-dml_9  kafka  kafka:999999999  0  1": delete removes kafka:2, and a node that recovers `+
 		`"x\nby-dev-rootcoord-dml_9  kafka  kafka:999999999  0  1" then starts from its vchannels' own checkpoints, `+
-		`re-reading what they are below it: --force deletes it`+"\n", stderr)
+		`re-reading the WAL from the lowest of them: --force deletes it`+"\n", stderr)
 	stdout, stderr, code = runSplit(t, url, "delete", "--force", forger)
 	require.Equal(t, cli.ExitOK, code, stderr)
 	require.Equal(t, `"x\nby-dev-rootcoord-dml_9  kafka  kafka:999999999  0  1": deleted kafka:2`+"\n", stdout)

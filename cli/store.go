@@ -142,9 +142,9 @@ func (e *env) open(ctx context.Context, m mode) (_ *store, err error) {
 				"lowwater node: stop it first (waited %v, see --lock-timeout)", u.Path, e.opts.lockTimeout)
 		}
 		if errors.Is(err, persistence.ErrNoBucket) {
-			if e.opts.bucket != persistence.DefaultBucket {
+			if e.opts.bucketGiven {
 				// The name given is wrong: the command line's to mend.
-				return nil, usagef("--bucket %s: %v", shownText(e.opts.bucket), err)
+				return nil, usagef("--bucket %s: %s", shownText(e.opts.bucket), strings.TrimSuffix(err.Error(), " (WithBucket)"))
 			}
 			return nil, fmt.Errorf("%w; if it is kept under another bucket, give --bucket NAME", err)
 		}

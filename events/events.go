@@ -190,7 +190,7 @@ func Subscribe(es *eventstream.EventStream, opts ...Option) (*Subscription, erro
 // cost of dropped events, never of a slower actor (unless Lossless). A
 // panic in f is not recovered. f must not call Close (see Close). An f
 // that ends its goroutine (runtime.Goexit) ends the subscription, as
-// Close does: Done is closed.
+// Close does: Done is closed, and what was left unread counts as dropped.
 func SubscribeFunc(es *eventstream.EventStream, f func(messages.Event), opts ...Option) (*Subscription, error) {
 	if f == nil {
 		return nil, fmt.Errorf("%w: nil func", ErrInvalidOption)
@@ -233,7 +233,8 @@ func (s *Subscription) C() <-chan messages.Event {
 
 // Dropped returns how many events were pushed out of a full buffer by newer
 // ones; for a Lossless subscription, how many a publisher waiting on a
-// full buffer gave up when Close came (see Close).
+// full buffer gave up when Close came (see Close); and those a
+// SubscribeFunc handler that ended its goroutine left unread.
 func (s *Subscription) Dropped() uint64 { return s.dropped.Load() }
 
 // Blocked returns how many events of a Lossless subscription found the

@@ -430,9 +430,9 @@ func TestAHandlerThatEndsItsGoroutineEndsTheSubscription(t *testing.T) {
 	case <-time.After(testBound):
 		t.Fatal("the subscription did not end")
 	}
-	// Two buffered, never read, and the one whose publisher waited, given
-	// up; and another published before the unsubscription took, if any.
-	require.GreaterOrEqual(t, sub.Dropped(), uint64(3))
+	// The two buffered, never read; and any that a publisher waiting on
+	// the full buffer gave up.
+	require.GreaterOrEqual(t, sub.Dropped(), uint64(2))
 	sub.Close() // idempotent, and returns at once
 }
 

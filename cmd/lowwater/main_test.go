@@ -312,7 +312,7 @@ func TestDelete(t *testing.T) {
 	for _, args := range [][]string{{"delete", "by-dev-rootcoord-dml_2"}, {"delete", "by-dev-rootcoord-dml_2", "--dry-run"}} {
 		wantCode(t, on(t, url, args...), cli.ExitRefused,
 			"by-dev-rootcoord-dml_2: delete removes woodpecker:3:77, and a node that recovers by-dev-rootcoord-dml_2 then starts "+
-				"from its vchannels' own checkpoints, re-reading what they are below it: --force deletes it")
+				"from its vchannels' own checkpoints, re-reading the WAL from the lowest of them: --force deletes it")
 	}
 	require.Len(t, stored(t, path), 3)
 	wantCode(t, on(t, url, "delete", "by-dev-rootcoord-dml_2", "--force", "--dry-run"), cli.ExitOK, "would delete woodpecker:3:77")
@@ -864,6 +864,9 @@ func TestANegativeKafkaOffsetIsRefused(t *testing.T) {
 	require.Contains(t, r.stderr, "1 record holding a sentinel, not an offset")
 	require.Contains(t, r.stderr, "SENTINEL: Kafka's clients read -1")
 	require.Empty(t, termtest.Wider(withoutHints(r.stdout+r.stderr), 80))
+	// No node recovers from it: delete needs no --force, as for a corrupt
+	// record.
+	wantCode(t, on(t, url, "delete", "--dry-run", "q"), cli.ExitOK, "q: would delete kafka:-1")
 	wantCode(t, on(t, url, "set", "q", "kafka:0"), cli.ExitOK, "raised from kafka:-1 to kafka:0") // no force: a raise
 	wantCode(t, on(t, url, "verify"), cli.ExitOK)
 	r = on(t, url, "set", "--force", "by-dev-rootcoord-dml_0", "kafka:-1")
