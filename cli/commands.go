@@ -625,6 +625,9 @@ func incomparable(id, stored wal.MessageID) string {
 // again what they have read, or, across a WAL switch, lose their place.
 func warnReplay(w io.Writer, act action, pchannel string, en *persistence.Entry, id wal.MessageID) {
 	switch {
+	case act != unchanged && wal.CheckPosition(id) != nil:
+		// Whatever it replaces, if anything: what no node recovers from.
+		fmt.Fprintf(w, "warning: %s: %s\n", shown(pchannel), noOffset(id))
 	case act == lower:
 		fmt.Fprintf(w, "warning: %s: %s\n", shown(pchannel), replay(en.Checkpoint, id))
 	case act == unordered:
@@ -647,8 +650,7 @@ func warnReplay(w io.Writer, act action, pchannel string, en *persistence.Entry,
 // replay says what lowering from to to costs: consumers restart earlier.
 func replay(from, to wal.MessageID) string {
 	if wal.CheckPosition(to) != nil {
-		return fmt.Sprintf("stall: %s is no offset (Kafka's clients read -1 as the end of the log and -2 as its start): "+
-			"no node recovers from it until 'set' gives an offset", shownID(to))
+		return noOffset(to)
 	}
 	msg := fmt.Sprintf("replay: consumers restart at %s and re-read what follows it up to %s", shownID(to), shownID(from))
 	switch f := from.(type) {
@@ -662,6 +664,12 @@ func replay(from, to wal.MessageID) string {
 		}
 	}
 	return msg
+}
+
+// noOffset says what storing a Kafka sentinel costs: the pchannel stalls.
+func noOffset(id wal.MessageID) string {
+	return fmt.Sprintf("%s is no offset (Kafka's clients read -1 as the end of the log and -2 as its start): "+
+		"no node recovers from it until 'set' gives an offset", shownID(id))
 }
 
 // distance is from - to, for from >= to, in a type that holds it: from the

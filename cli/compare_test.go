@@ -212,7 +212,7 @@ func TestSetIDsThatCannotBeCompared(t *testing.T) {
 // The replay a lowering causes is counted in offsets whatever their span:
 // from the largest RocksMQ offset down to the smallest is more messages
 // than an int64 holds, and was printed as a negative count. (A negative
-// Kafka offset is a sentinel, told as a stall rather than a replay.)
+// Kafka offset is a sentinel, told as such rather than as a replay.)
 func TestReplayCountsTheWholeSpan(t *testing.T) {
 	url, _ := boltWith(t, map[string]wal.MessageID{"p": wal.RocksMQID(math.MaxInt64)})
 	stdout, stderr, code := runSplit(t, url, "set", "--force", "--dry-run", "p", "rocksmq:-9223372036854775808")
@@ -222,8 +222,16 @@ func TestReplayCountsTheWholeSpan(t *testing.T) {
 	url, _ = boltWith(t, map[string]wal.MessageID{"p": wal.KafkaID(math.MaxInt64)})
 	stdout, stderr, code = runSplit(t, url, "set", "--force", "--dry-run", "p", "kafka:-9223372036854775808")
 	require.Equal(t, cli.ExitOK, code, stderr)
-	require.Contains(t, stdout+stderr, "stall: kafka:-9223372036854775808 is no offset")
+	require.Contains(t, stdout+stderr, "kafka:-9223372036854775808 is no offset")
 	require.NotContains(t, stdout+stderr, "replay")
+
+	// Forced in as a new record, it is said as well: no node recovers
+	// from it, whatever was stored before.
+	stdout, stderr, code = runSplit(t, url, "set", "--force", "new", "kafka:-1")
+	require.Equal(t, cli.ExitOK, code, stderr)
+	require.Equal(t, "new: created at kafka:-1\n", stdout)
+	require.Equal(t, "warning: new: kafka:-1 is no offset (Kafka's clients read -1 as the end of the log and -2 as its start): "+
+		"no node recovers from it until 'set' gives an offset\n", stderr)
 }
 
 // A forced switch to another WAL printed no warning, as a lowering does,
