@@ -24,7 +24,10 @@ const (
 type keptRun struct {
 	name         string // the file name without .txt: when it began, UTC
 	commit, load string // "" for a run that did not record them
-	res          samples
+	// cpu is the processor as go test names it (its cpu line): the
+	// host, which /proc/cpuinfo may name alike for two that differ.
+	cpu string
+	res samples
 }
 
 // readRuns reads the runs kept in dir, those named since or later, in
@@ -92,6 +95,9 @@ func readRun(path string) (keptRun, error) {
 		if r.commit == "" {
 			r.commit = res.GetConfig(commitKey)
 			r.load = res.GetConfig(loadKey)
+		}
+		if r.cpu == "" {
+			r.cpu = strings.TrimSpace(res.GetConfig("cpu"))
 		}
 		r.res.add(res)
 	}
@@ -175,13 +181,14 @@ func history(dir, since, link string) (string, error) {
 			spread, onMedians, toldMet, toldMissed)
 	}
 	md.WriteString("\n## Each run\n\nThe ratio of each goal, named as above, in bold where the run's medians missed it; – where the run did not measure it. " +
-		"3c gives lowwater's CPU per save in µs instead, the figure its bound is on.\n\n| run | commit | load at start |")
+		"3c gives lowwater's CPU per save in µs instead, the figure its bound is on. " +
+		"The cpu is as the benchmarks named it: the host, whose figures another host's need not match.\n\n| run | commit | cpu | load at start |")
 	for _, g := range goals {
 		fmt.Fprintf(&md, " %s |", g.key)
 	}
-	md.WriteString("\n| --- | --- | --- |" + strings.Repeat(" ---: |", len(goals)) + "\n")
+	md.WriteString("\n| --- | --- | --- | --- |" + strings.Repeat(" ---: |", len(goals)) + "\n")
 	for _, r := range runs {
-		fmt.Fprintf(&md, "| %s | %s | %s |", r.name, orDash(r.commit), orDash(r.load))
+		fmt.Fprintf(&md, "| %s | %s | %s | %s |", r.name, orDash(r.commit), orDash(r.cpu), orDash(r.load))
 		for _, g := range goals {
 			if v, ok := ratio(r.res, g); ok {
 				if g.unit == cpuUnit {

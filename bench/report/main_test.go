@@ -68,8 +68,8 @@ func TestHistory(t *testing.T) {
 	// 7.00 µs, a miss though it is 0.70× the baseline's.
 	cpuRun := "BenchmarkGroupCommit/impl=lowwater/commit=group-2 \t1\t7 cpu-µs/save\n" +
 		"BenchmarkGroupCommit/impl=baseline/commit=group-2 \t1\t10 cpu-µs/save\n"
-	run("2026-01-01-1000", strings.Repeat(cpuRun, 6), 40, 50)                            // 0.80×, met
-	run("2026-01-02-1000", commitKey+": abc1234\n"+loadKey+": 0.50 0.40 0.30\n", 60, 50) // 1.20×, missed
+	run("2026-01-01-1000", strings.Repeat(cpuRun, 6), 40, 50)                                             // 0.80×, met
+	run("2026-01-02-1000", commitKey+": abc1234\n"+loadKey+": 0.50 0.40 0.30\ncpu: Some CPU  \n", 60, 50) // 1.20×, missed
 	md, err := history(dir, "", "runs")
 	if err != nil {
 		t.Fatal(err)
@@ -78,8 +78,8 @@ func TestHistory(t *testing.T) {
 		"from 2 runs kept in [",
 		"| 1a: one update through the Sender ≤ 1.0× the mutex design, 1 producer | 2 | 0.80× / 1.00× / 1.20× | 1 | 1 / 1 |",
 		"| 1b: one update through the Sender ≤ 1.0× the mutex design, 8 producers | 0 | | | |",
-		"| 2026-01-01-1000 | – | – | 0.80 | – | – | – | – | – | **7.00** |",
-		"| 2026-01-02-1000 | abc1234 | 0.50 0.40 0.30 | **1.20** | – |",
+		"| 2026-01-01-1000 | – | – | – | 0.80 | – | – | – | – | – | **7.00** |",
+		"| 2026-01-02-1000 | abc1234 | Some CPU | 0.50 0.40 0.30 | **1.20** | – |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("history lacks %q:\n%s", want, md)
@@ -157,5 +157,19 @@ func TestKeepNamesEachRunApart(t *testing.T) {
 	}
 	if !slices.Equal(names, want) {
 		t.Fatalf("read as %v, want %v", names, want)
+	}
+}
+
+// The machine is named as the benchmarks named it, and as /proc/cpuinfo
+// does where that differs.
+func TestMachine(t *testing.T) {
+	for _, c := range []struct{ bench, model, want string }{
+		{"", "AMD EPYC", "AMD EPYC"},
+		{"AMD EPYC", "AMD EPYC", "AMD EPYC"},
+		{"Oxide Virtual Turin-like Processor", "AMD EPYC", "Oxide Virtual Turin-like Processor (/proc/cpuinfo: AMD EPYC)"},
+	} {
+		if got := machine(c.bench, c.model); got != c.want {
+			t.Errorf("machine(%q, %q) = %q, want %q", c.bench, c.model, got, c.want)
+		}
 	}
 }
