@@ -23,6 +23,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"regexp"
 	"runtime"
@@ -317,6 +318,9 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 	}
 	cmd, ok := commands[name]
 	if !ok {
+		if near := nearestCommand(name); near != "" {
+			return fail(stderr, usagef("unknown command %q; did you mean %s?", name, near))
+		}
 		return fail(stderr, usagef("unknown command %q", name))
 	}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
@@ -749,4 +753,49 @@ func isHelpFlag(arg string) bool {
 		return true
 	}
 	return false
+}
+
+// nearestCommand is the command name fewest edits from name (a letter
+// added, dropped, changed, or two swapped), two at most; "" if none is,
+// or if two are as near.
+func nearestCommand(name string) string {
+	near, best, tie := "", 3, false
+	for _, c := range append(slices.Sorted(maps.Keys(commands)), "help", "version") {
+		switch d := editDistance(name, c); {
+		case d < best:
+			near, best, tie = c, d, false
+		case d == best:
+			tie = true
+		}
+	}
+	if tie {
+		return ""
+	}
+	return near
+}
+
+// editDistance is the optimal string alignment distance between a and b,
+// in bytes: a command name is ASCII.
+func editDistance(a, b string) int {
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(a)][len(b)]
 }

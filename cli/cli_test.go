@@ -183,3 +183,20 @@ func TestCommandHelp(t *testing.T) {
 	require.Equal(t, cli.ExitUsage, code)
 	require.Contains(t, out, "usage: lowwater help [COMMAND]")
 }
+
+// A mistyped command is named, with the one it most likely meant.
+func TestUnknownCommandSuggestsOne(t *testing.T) {
+	for _, c := range []struct{ typed, want string }{
+		{"lsit", `unknown command "lsit"; did you mean list?`},
+		{"verfy", `unknown command "verfy"; did you mean verify?`},
+		{"dmup", `unknown command "dmup"; did you mean dump?`},
+		{"restor", `unknown command "restor"; did you mean restore?`},
+		{"versoin", `unknown command "versoin"; did you mean version?`},
+		{"frobnicate", `unknown command "frobnicate"` + "\n"},
+		{"et", `unknown command "et"` + "\n"}, // get and set alike: no guess
+	} {
+		out, code := run(t, "--catalog", "bolt:/nonexistent/x.db", c.typed)
+		require.Equal(t, cli.ExitUsage, code, out)
+		require.Contains(t, out, c.want)
+	}
+}
