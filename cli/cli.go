@@ -295,13 +295,8 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 		if len(rest) == 1 && isHelpFlag(rest[0]) {
 			return help(stdout, stderr)
 		}
-		if len(rest) == 1 {
-			if c, ok := commands[rest[0]]; ok {
-				return commandHelp(stdout, stderr, rest[0], "lowwater [common flags] "+c.argsHelp)
-			}
-			if rest[0] == "version" {
-				return commandHelp(stdout, stderr, rest[0], "lowwater version")
-			}
+		if len(rest) == 1 && (commands[rest[0]].run != nil || rest[0] == "version") {
+			return commandHelp(stdout, stderr, rest[0])
 		}
 		if len(rest) > 0 {
 			return fail(stderr, usagef("usage: lowwater help [COMMAND]"))
@@ -309,7 +304,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 		return help(stdout, stderr)
 	case "version":
 		if len(rest) == 1 && isHelpFlag(rest[0]) {
-			return commandHelp(stdout, stderr, name, "lowwater version")
+			return commandHelp(stdout, stderr, name)
 		}
 		if len(rest) > 0 {
 			return fail(stderr, usagef("usage: lowwater version"))
@@ -331,7 +326,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 	}
 	pos, err := parseInterspersed(fs, rest)
 	if errors.Is(err, flag.ErrHelp) {
-		return commandHelp(stdout, stderr, name, "lowwater [common flags] "+cmd.argsHelp)
+		return commandHelp(stdout, stderr, name)
 	}
 	if err != nil {
 		return fail(stderr, usagef("%s: %s", name, dashes(err)))
@@ -705,12 +700,17 @@ func fail(stderr io.Writer, err error) int {
 	}
 }
 
-// commandHelp is --help after a command: its line of usage, its entry
-// among the commands and, for one that writes, the write flags; one
-// screen, where the whole usage scrolls past it.
-func commandHelp(stdout, stderr io.Writer, name, usageLine string) int {
+// commandHelp is --help after a command, name (one of commands, or
+// version): its line of usage, its entry among the commands and the flags
+// that line names beyond the common ones; one screen, where the whole
+// usage scrolls past it.
+func commandHelp(stdout, stderr io.Writer, name string) int {
+	usageLine := "lowwater version"
+	if name != "version" {
+		usageLine = "lowwater [common flags] " + commands[name].argsHelp
+	}
 	text := "usage: " + usageLine + "\n\n" + usageBlock("  "+name+" ")
-	if name == "set" || name == "delete" || name == "restore" {
+	if strings.Contains(usageLine, "--force") {
 		text += "\n" + usageBlock("Write flags")
 	}
 	if strings.Contains(usageLine, "--quoted") {
