@@ -195,7 +195,10 @@
 // failed save; a subscriber's panic is logged). The PChannel actor
 // supervises it and restarts it after a delay that grows with its crashes
 // of the last minute (Initial × Multiplier^(n-1), capped at Max); it keeps
-// no more of them than reach the cap.
+// no more of them than reach the cap. One that crashes while a graceful
+// stop waits for its flush is restarted at once and asked again, and
+// after a delay if it crashes again: the stop waits no longer than the
+// minimum's save, and at most its flush timeout.
 //
 // An ID of a WAL registered by the user (wal.Register) whose comparison
 // panics is bad input like any other: the command is rejected with

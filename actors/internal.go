@@ -22,7 +22,6 @@ import (
 //	minimumFell     an Add pulled the minimum down: the persister's new target
 //	flushRequest    a graceful stop asks the persister to save now
 //	flushed         the persister's answer: nothing pending, nothing in flight
-//	flushCut        a hard stop ends the flush a graceful one waits for
 //	overdueCheck    the watchdog: is the save in flight past its deadline?
 //	batchConsumed   a Sender's batch is applied: its buffer may be reused
 //	forgedRequest   a request for a message only protoactor may send
@@ -60,23 +59,20 @@ func nextSeq() uint64 { return seqs.Add(1) }
 type drainRequested struct{}
 
 // flushRequest asks the persister, during a graceful stop, to enter the
-// plan's flushing mode and answer flushed once nothing is pending.
-type flushRequest struct{}
+// plan's flushing mode and answer flushed once nothing is pending. seq
+// tells the answer to this request from one to a request that a crashed
+// persister left queued for the next.
+type flushRequest struct{ seq uint64 }
 
-// flushed answers flushRequest. What was saved is in the persister's
-// status, which the parent reads.
-type flushed struct{}
+// flushed answers the flushRequest of seq. What was saved is in the
+// persister's status, which the parent reads.
+type flushed struct{ seq uint64 }
 
 // offer is the first minimum a new or restarted persister takes; rises
 // (MinimumAdvanced) and falls (minimumFell) follow. A restarted persister
 // ignores the moves it finds queued before it: they were meant for its
 // crashed predecessor.
 type offer struct{ minimum wal.MessageID }
-
-// flushCut tells the persister that a hard stop came while a graceful one
-// waited for its flush: it answers the flush at once, ErrHardStop, and so
-// any flush asked for after it (the cut may come first: see armStopCut).
-type flushCut struct{}
 
 // minimumFell tells the persister that the minimum fell to the value in
 // to: an Add below it. Unlike a rise it is no event: the VChannelAdded

@@ -138,29 +138,20 @@ func isPoison(msg any) bool {
 // stopCut ends a graceful stop's bounded wait in a handler (a flush, a
 // recovery read) when a hard stop comes: the Stop system message cannot
 // be handled while the handler waits, so PostSystemMessage, on the
-// stopper's goroutine, closes ch and runs then, once.
+// stopper's goroutine, closes ch, once.
 type stopCut struct {
 	ch   chan struct{}
-	then func()
 	once sync.Once
 }
 
-// cut closes ch and runs then, the first time only: a Stop may be posted
-// twice (a parent's and the caller's).
-func (c *stopCut) cut() {
-	c.once.Do(func() {
-		close(c.ch)
-		if c.then != nil {
-			c.then()
-		}
-	})
-}
+// cut closes ch, the first time only: a Stop may be posted twice (a
+// parent's and the caller's).
+func (c *stopCut) cut() { c.once.Do(func() { close(c.ch) }) }
 
-// armStopCut returns a channel that a Stop posted from now on closes, and
-// runs then (non-blocking: a send) when it does; until disarmStopCut. Only
-// the actor may call it, from a handler.
-func (m *mailbox) armStopCut(then func()) <-chan struct{} {
-	c := &stopCut{ch: make(chan struct{}), then: then}
+// armStopCut returns a channel that a Stop posted from now on closes,
+// until disarmStopCut. Only the actor may call it, from a handler.
+func (m *mailbox) armStopCut() <-chan struct{} {
+	c := &stopCut{ch: make(chan struct{})}
 	m.cut.Store(c)
 	// A Stop posted before, still queued behind the handler, cuts too.
 	m.sysMu.Lock()
@@ -744,13 +735,25 @@ func plainDispatch(ctx any) bool {
 // decides, and its answer would never come: a caller of Request would
 // learn at its deadline, and a Sender, which has no deadline, would wait
 // for good with its batch in flight.
+//
+// An actor that others wait for otherwise (the persister, which a flush
+// waits for) is told too (crashWatcher).
 func (m *mailbox) answerPanicked(msg any, failure *PChannelPanicError) {
-	env, ok := msg.(*actor.MessageEnvelope)
-	if !ok || env.Sender == nil || m.root == nil {
+	if env, ok := msg.(*actor.MessageEnvelope); ok && env.Sender != nil && m.root != nil {
+		m.root.Send(env.Sender, failure)
+	}
+	if m.context == nil {
 		return
 	}
-	m.root.Send(env.Sender, failure)
+	if w, ok := m.context.Actor().(crashWatcher); ok {
+		w.crashed(failure.Value)
+	}
 }
+
+// crashWatcher is an actor that someone may wait for, beside its
+// supervisor: when it fails, it is told so on the failing goroutine, to
+// tell them, since what they wait for will not come.
+type crashWatcher interface{ crashed(reason any) }
 
 // panicOn is the error of a panic with reason while handling msg, a
 // request's own message if it is one.

@@ -82,9 +82,10 @@ var _ actor.SupervisorStrategy = (*pchannel)(nil)
 //	Stop               join the read → stopping persister stopped           join → stopping           -
 //	                   (ErrHardStop)            (ErrHardStop) → stopping
 //	Poison             wait for the read up to  flush up to the flush       no flush → stopping       -
-//	                   the flush timeout, then  timeout (a crashed
-//	                   as running; else         persister restarts at
-//	                   ErrNotRecovered          once) → stopping
+//	                   the flush timeout, then  timeout (a persister that
+//	                   as running; else         crashed, before or during
+//	                   ErrNotRecovered          it, restarts at once)
+//	                                            → stopping
 //	actor Stopped      Stopped → stopped        Stopped → stopped           Stopped → stopped         -
 //
 // * Past the Stopping handler the mailbox hands the actor no more user
@@ -221,11 +222,14 @@ type recovery struct {
 // crashes is the persister's supervision: its recent crashes, kept bounded
 // (see HandleFailure), and the restart waiting for its delay, if any.
 type crashes struct {
-	restarts   int
-	recent     []time.Time
-	timer      *time.Timer // non-nil while a restart waits
-	timerSeq   uint64
-	supervisor actor.Supervisor
+	restarts int
+	recent   []time.Time
+	timer    *time.Timer // non-nil while a restart waits
+	timerSeq uint64
+	// seen counts the crashes a flush saw to, whose Failure is still to
+	// come: the flush waited inside the Stopping handler, and the Failure
+	// waited behind it.
+	seen int
 }
 
 // newPChannel makes an incarnation; it takes what it starts from (the
@@ -1085,9 +1089,31 @@ func unsaved(persisted, min wal.MessageID) (bool, error) {
 // protoactor's RestartStatistics keeps every failure's time forever; the
 // pchannel keeps its own, bounded: crashes of the last minute, and no more
 // than it takes the delay to reach its cap.
-func (p *pchannel) HandleFailure(system *actor.ActorSystem, supervisor actor.Supervisor, child *actor.PID, _ *actor.RestartStatistics, reason, _ any) {
+func (p *pchannel) HandleFailure(system *actor.ActorSystem, _ actor.Supervisor, _ *actor.PID, _ *actor.RestartStatistics, reason, _ any) {
 	c := &p.crash
-	c.supervisor = supervisor
+	if c.seen > 0 {
+		c.seen-- // a crash the flush saw to (flush)
+		return
+	}
+	if p.status != nil {
+		select {
+		case <-p.status.crashed: // sent before the Failure (see crashWatcher)
+		default:
+		}
+	}
+	delay := p.persisterCrashed(reason)
+	if p.phase != running {
+		return // the stop under way ends the persister anyway
+	}
+	stopTimer(c.timer)
+	c.timerSeq = nextSeq()
+	c.timer = afterFunc(delay, system.Root, p.self, c.timerSeq)
+}
+
+// persisterCrashed counts a crash of the persister and tells it, and
+// returns the delay before its restart.
+func (p *pchannel) persisterCrashed(reason any) time.Duration {
+	c := &p.crash
 	c.restarts++
 	now := time.Now()
 	c.recent = recentCrashes(c.recent, now, crashesToCap(p.cfg.backoff))
@@ -1098,12 +1124,7 @@ func (p *pchannel) HandleFailure(system *actor.ActorSystem, supervisor actor.Sup
 	// then: the Adds waiting for it need not wait for its restart.
 	p.answerFells()
 	p.cfg.logger.Error("persister crashed; restarting", reasonField(reason), zap.Duration("delay", delay), zap.Int("restarts", c.restarts))
-	if p.phase != running {
-		return // the stop under way ends the persister anyway
-	}
-	stopTimer(c.timer)
-	c.timerSeq = nextSeq()
-	c.timer = afterFunc(delay, system.Root, p.self, c.timerSeq)
+	return delay
 }
 
 // recentCrashes appends now to the crashes of the last minute, keeping at
@@ -1141,7 +1162,10 @@ func restartDelay(b saveplan.Backoff, failures int) time.Duration {
 func (p *pchannel) restartPersister(ctx actor.Context) {
 	stopTimer(p.crash.timer)
 	p.crash.timer = nil
-	p.crash.supervisor.RestartChildren(p.persister)
+	// As actor.Supervisor's RestartChildren does, which the context given
+	// to Receive need not offer (a context decorator's).
+	proc, _ := ctx.ActorSystem().ProcessRegistry.Get(p.persister)
+	proc.SendSystemMessage(p.persister, &actor.Restart{})
 	p.offerMinimum(ctx)
 }
 
@@ -1200,7 +1224,7 @@ func (p *pchannel) recoverBy(ctx actor.Context, deadline time.Time) bool {
 	// A hard stop while it waits ends the wait (see flush).
 	var cut <-chan struct{}
 	if p.mailbox != nil {
-		cut = p.mailbox.armStopCut(nil)
+		cut = p.mailbox.armStopCut()
 		defer p.mailbox.disarmStopCut()
 	}
 	var lastErr error
@@ -1278,6 +1302,12 @@ func sleepUntil(t, deadline time.Time, cut <-chan struct{}) bool {
 // flush is a graceful stop while running: it hands the persister the
 // latest minimum and waits, up to deadline, for it to be saved. This is
 // the one bounded wait in a handler, and the mailbox is closing anyway.
+//
+// A persister that crashes meanwhile tells so (crashWatcher), while its
+// Failure waits behind this handler: the flush sees to the crash as
+// HandleFailure would, restarts it at once, as it does one that crashed
+// before, and asks again. One that crashes again restarts after the delay
+// a crash while running waits.
 func (p *pchannel) flush(ctx actor.Context, deadline time.Time) {
 	if p.crash.timer != nil {
 		p.restartPersister(ctx) // a crashed persister restarts at once to flush
@@ -1285,31 +1315,82 @@ func (p *pchannel) flush(ctx actor.Context, deadline time.Time) {
 	// A stop can come before the mailbox ran empty: hand the latest rise
 	// over first, as the drained mailbox would have, then ask for the flush.
 	p.notifyPersister()
-	left := time.Until(deadline)
-	if left <= 0 {
-		p.unflushed = messages.ErrFlushTimeout
-		return
-	}
-	// A hard stop while it waits ends the wait: the persister answers at
-	// once (flushCut), whatever its save is doing.
+	// A hard stop while it waits ends the wait.
+	var cut <-chan struct{}
 	if p.mailbox != nil {
-		root, persister := p.root, p.persister
-		p.mailbox.armStopCut(func() { root.Send(persister, flushCut{}) })
+		cut = p.mailbox.armStopCut()
 		defer p.mailbox.disarmStopCut()
 	}
-	res, err := ctx.RequestFuture(p.persister, &flushRequest{}, left).Result()
-	switch failed, ok := res.(error); {
-	case ok && errors.Is(failed, messages.ErrHardStop):
-		p.graceful, p.unflushed = false, messages.ErrHardStop
-	case errors.Is(err, actor.ErrTimeout):
-		// The deadline itself, which ErrFlushTimeout says; protoactor's
-		// "future: timeout" after it would only repeat it.
-		p.unflushed = messages.ErrFlushTimeout
-	case err != nil:
-		p.unflushed = fmt.Errorf("%w: %w", messages.ErrFlushTimeout, err)
-	case ok:
-		// The persister panicked handling it (answerPanicked).
-		p.unflushed = fmt.Errorf("%w: %w", messages.ErrFlushTimeout, failed)
+	// Answers that are not awaited come too (see answered), and none may
+	// push out the one awaited: each request has one, and the loop takes
+	// them first, so that no more than three wait at a time.
+	registry := ctx.ActorSystem().ProcessRegistry
+	box := replyBox(make(chan any, 4))
+	self, _ := registry.Add(box, "flush"+registry.NextId())
+	defer registry.Remove(self)
+	var seq uint64
+	ask := func() {
+		seq++
+		ctx.RequestWithCustomSender(p.persister, &flushRequest{seq: seq}, self)
+	}
+	// answered reports whether res answers the last request. Anything else
+	// is dropped: a crash's answer (the crash itself comes on
+	// p.status.crashed), or the answer to a request the crashed persister
+	// left queued for the next, which that one takes before the minimum
+	// offered to it.
+	answered := func(res any) bool {
+		f, ok := res.(flushed)
+		return ok && f.seq == seq
+	}
+	ask()
+	timeout := time.NewTimer(time.Until(deadline))
+	defer timeout.Stop()
+	restart := time.NewTimer(0)
+	restart.Stop()
+	defer restart.Stop()
+	var restarting <-chan time.Time
+	var crashed error // the last crash, if any
+	for crashes := 0; ; {
+		select {
+		case res := <-box:
+			if answered(res) {
+				return
+			}
+			continue
+		default:
+		}
+		select {
+		case res := <-box:
+			if answered(res) {
+				return
+			}
+		case reason := <-p.status.crashed:
+			p.crash.seen++
+			crashes++
+			crashed = fmt.Errorf("persister crashed: %v", reason)
+			if err, ok := reason.(error); ok {
+				crashed = fmt.Errorf("persister crashed: %w", err)
+			}
+			delay := p.persisterCrashed(reason)
+			if crashes == 1 {
+				delay = 0
+			}
+			restart.Reset(delay)
+			restarting = restart.C
+		case <-restarting:
+			restarting = nil
+			p.restartPersister(ctx)
+			ask()
+		case <-cut:
+			p.graceful, p.unflushed = false, messages.ErrHardStop
+			return
+		case <-timeout.C:
+			p.unflushed = messages.ErrFlushTimeout
+			if crashed != nil {
+				p.unflushed = fmt.Errorf("%w: %w", messages.ErrFlushTimeout, crashed)
+			}
+			return
+		}
 	}
 }
 

@@ -70,12 +70,10 @@ type persister struct {
 	watchdog   *time.Timer
 	watching   bool
 	overdueSeq uint64
-	// flushWaiter is the graceful stop waiting for flushed.
+	// flushWaiter is the graceful stop waiting for flushed, for the
+	// request flushSeq.
 	flushWaiter *actor.PID
-	// cut is set once a hard stop cut the graceful one short (flushCut):
-	// a flush asked for after it, the cut having come first, is answered
-	// at once all the same.
-	cut bool
+	flushSeq    uint64
 	// over is set by Stopping or Restarting: this incarnation takes no
 	// more messages of its own (receiveDirect).
 	over bool
@@ -100,6 +98,10 @@ type overdueCheck struct{}
 type saveStatus struct {
 	mu sync.Mutex
 	sp savePoint // guarded by mu
+	// crashed carries why the persister crashed, from its failing
+	// goroutine (crashed) to the parent, which takes it with the Failure
+	// (HandleFailure) or, waiting for a flush, before (flush).
+	crashed chan any
 }
 
 // savePoint is one consistent reading of the plan.
@@ -123,7 +125,7 @@ func (s *saveStatus) store(sp savePoint) {
 }
 
 func newSaveStatus(persisted wal.MessageID) *saveStatus {
-	return &saveStatus{sp: savePoint{persisted: persisted}}
+	return &saveStatus{sp: savePoint{persisted: persisted}, crashed: make(chan any, 1)}
 }
 
 // persisterProps spawns the persister of one pchannel: the producer closure
@@ -146,16 +148,9 @@ func persisterProps(cfg *config, status *saveStatus) (props *actor.Props, inbox 
 func (s *persister) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *flushRequest:
-		s.flushWaiter = ctx.Sender()
-		if s.cut {
-			s.answerCut()
-			return
-		}
+		s.flushWaiter, s.flushSeq = ctx.Sender(), m.seq
 		s.do(s.plan.Flush())
 		s.answerFlush()
-	case flushCut:
-		s.cut = true
-		s.answerCut()
 	case *actor.Stopped:
 		s.stoppedSeen = true
 	case *actor.Started:
@@ -435,11 +430,12 @@ func (s *persister) report() {
 	s.status.store(savePoint{persisted: s.plan.Persisted(), inFlight: s.save != nil, fenced: s.plan.Fenced(), closed: s.plan.Closed()})
 }
 
-// answerCut answers the flush waited for, if any, with ErrHardStop.
-func (s *persister) answerCut() {
-	if s.flushWaiter != nil {
-		s.root.Send(s.flushWaiter, messages.ErrHardStop)
-		s.flushWaiter = nil
+// crashed tells the parent (see crashWatcher): it may wait for a flush
+// inside its Stopping handler, and take the Failure only after.
+func (s *persister) crashed(reason any) {
+	select {
+	case s.status.crashed <- reason:
+	default: // one crash per incarnation: the last is not yet taken
 	}
 }
 
@@ -447,6 +443,6 @@ func (s *persister) answerFlush() {
 	if s.flushWaiter == nil || !s.plan.Settled() {
 		return
 	}
-	s.root.Send(s.flushWaiter, flushed{})
+	s.root.Send(s.flushWaiter, flushed{seq: s.flushSeq})
 	s.flushWaiter = nil
 }
