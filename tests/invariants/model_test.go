@@ -1494,6 +1494,9 @@ func (m *model) crashed(c *call, kind stepKind) {
 	m.ps, m.restartAt = psDown, c.end.Add(restartDelay(m.cfg.backoff, m.crashes, c.end))
 	m.lastSave = nil
 	if kind == stepGraceful {
-		m.restartAt = m.flushDeadline.Add(time.Hour) // never, in this incarnation
+		// The flush restarts it at once, and asks again. (A second crash
+		// in one flush, which would wait out the delay, cannot happen
+		// here: a crash is armed once, and no action runs in a stop.)
+		m.restartAt = c.end
 	}
 }
