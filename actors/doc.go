@@ -191,14 +191,15 @@
 // decorator added, an actor system with a metrics provider, or a receive
 // timeout take protoactor's path for every message.
 //
-// A persister crashes only for a bug of its own (a catalog's panic is a
-// failed save; a subscriber's panic is logged). The PChannel actor
-// supervises it and restarts it after a delay that grows with its crashes
-// of the last minute (Initial × Multiplier^(n-1), capped at Max); it keeps
-// no more of them than reach the cap. One that crashes while a graceful
-// stop waits for its flush is restarted at once and asked again, and
-// after a delay if it crashes again: the stop waits no longer than the
-// minimum's save, and at most its flush timeout.
+// A persister crashes for a bug of its own, or for a subscriber that ends
+// its goroutine (runtime.Goexit) on an event it publishes: a catalog's
+// panic is a failed save, and a subscriber's panic is logged. The
+// PChannel actor supervises it and restarts it after a delay that grows
+// with its crashes of the last minute (Initial × Multiplier^(n-1), capped
+// at Max); it keeps no more of them than reach the cap. One that crashes
+// while a graceful stop waits for its flush is restarted at once and
+// asked again, and after that delay if it crashes again: the stop waits
+// no longer than the minimum's save, and at most its flush timeout.
 //
 // An ID of a WAL registered by the user (wal.Register) whose comparison
 // panics is bad input like any other: the command is rejected with

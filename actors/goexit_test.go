@@ -147,3 +147,37 @@ func TestAHandlerThatPanicsAsItEndsItsGoroutineFailsThePChannel(t *testing.T) {
 		})
 	}
 }
+
+// A subscriber that ends its goroutine on Stopped, the last event, ends
+// neither the stop nor its future: both stops return at once, and the
+// pchannel is gone. protoactor finished the stop on that goroutine, and
+// its futures waited out their timeout (10 s).
+func TestASubscriberThatEndsItsGoroutineOnStoppedEndsNoStop(t *testing.T) {
+	for _, graceful := range []bool{true, false} {
+		t.Run(map[bool]string{true: "Poison", false: "Stop"}[graceful], func(t *testing.T) {
+			system, sub, pid := spawnOnCatalog(t, persistence.NewMemory())
+			defer sub.Close()
+			var exited atomic.Bool
+			raw := system.EventStream.Subscribe(func(ev any) {
+				if _, ok := ev.(*messages.Stopped); ok {
+					exited.Store(true)
+					runtime.Goexit()
+				}
+			})
+			defer system.EventStream.Unsubscribe(raw)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			require.NoError(t, actors.Request(ctx, system.Root, pid, &messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(20)}))
+			stop := system.Root.StopFuture
+			if graceful {
+				stop = system.Root.PoisonFuture
+			}
+			began := time.Now()
+			require.NoError(t, stop(pid).Wait())
+			require.Less(t, time.Since(began), 5*time.Second)
+			require.True(t, exited.Load())
+			_, err := actors.GetState(ctx, system.Root, pid)
+			require.ErrorIs(t, err, actor.ErrDeadLetter)
+		})
+	}
+}

@@ -1015,7 +1015,29 @@ func (p *pchannel) tellStopped(ev *messages.Stopped, f *PChannelPanicError, note
 	} else {
 		p.cfg.logger.Info("stopped"+note, fields...)
 	}
-	p.publish(ev)
+	publishLast(p.events, p.cfg.logger, ev)
+}
+
+// publishLast publishes ev, the actor's last event, on a goroutine of its
+// own, and waits for it. It is handled as protoactor finishes the stop,
+// and a subscriber that ended that goroutine (runtime.Goexit, as
+// t.FailNow does), which no recover stops, cut the stop short before
+// protoactor told the actor's watchers: a StopFuture or PoisonFuture
+// waited out its timeout.
+func publishLast(events *eventstream.EventStream, logger *zap.Logger, ev messages.Event) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		returned := false
+		defer func() {
+			if !returned {
+				logger.Error("event subscriber ended its goroutine", zap.String("event", fmt.Sprintf("%T", ev)), zap.Error(ErrGoexit))
+			}
+		}()
+		publish(events, logger, ev)
+		returned = true
+	}()
+	<-done
 }
 
 // startLate starts an incarnation that never handled its Started, on the
@@ -1101,7 +1123,7 @@ func (p *pchannel) HandleFailure(system *actor.ActorSystem, _ actor.Supervisor, 
 		default:
 		}
 	}
-	delay := p.persisterCrashed(reason)
+	delay := p.persisterCrashed(reason, false)
 	if p.phase != running {
 		return // the stop under way ends the persister anyway
 	}
@@ -1111,13 +1133,17 @@ func (p *pchannel) HandleFailure(system *actor.ActorSystem, _ actor.Supervisor, 
 }
 
 // persisterCrashed counts a crash of the persister and tells it, and
-// returns the delay before its restart.
-func (p *pchannel) persisterCrashed(reason any) time.Duration {
+// returns the delay before its restart: none if atOnce, though the crash
+// counts towards the next one's.
+func (p *pchannel) persisterCrashed(reason any, atOnce bool) time.Duration {
 	c := &p.crash
 	c.restarts++
 	now := time.Now()
 	c.recent = recentCrashes(c.recent, now, crashesToCap(p.cfg.backoff))
 	delay := restartDelay(p.cfg.backoff, len(c.recent))
+	if atOnce {
+		delay = 0
+	}
 	p.publish(&messages.PersisterRestarted{Header: p.header(), Reason: reason, Restarts: c.restarts})
 	// The crashed persister saves nothing more, and the one that follows
 	// ignores the moves queued for it and starts from the minimum offered
@@ -1371,11 +1397,7 @@ func (p *pchannel) flush(ctx actor.Context, deadline time.Time) {
 			if err, ok := reason.(error); ok {
 				crashed = fmt.Errorf("persister crashed: %w", err)
 			}
-			delay := p.persisterCrashed(reason)
-			if crashes == 1 {
-				delay = 0
-			}
-			restart.Reset(delay)
+			restart.Reset(p.persisterCrashed(reason, crashes == 1))
 			restarting = restart.C
 		case <-restarting:
 			restarting = nil

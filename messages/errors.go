@@ -40,7 +40,9 @@ var (
 	// ErrHardStop: the stop was a Stop, which does not flush.
 	ErrHardStop = errors.New("lowwater: hard stop does not flush")
 	// ErrFlushTimeout: a graceful stop's flush did not save the minimum
-	// within the stop flush timeout (the catalog failed or was slow).
+	// within the stop flush timeout (the catalog failed or was slow, or
+	// the persister crashed on every try: the Reason then wraps the last
+	// crash).
 	ErrFlushTimeout = errors.New("lowwater: minimum not saved within the stop flush timeout")
 	// ErrNotRecovered: a graceful stop came during recovery, and the stored
 	// checkpoint could not be read within the stop flush timeout (or not at

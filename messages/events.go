@@ -158,9 +158,14 @@ type PersistFailed struct {
 	NextRetry time.Duration
 }
 
-// PersisterRestarted is published when the persister panicked (Reason) and
-// was restarted; it resumes from the parent's minimum and persisted
-// checkpoint.
+// PersisterRestarted is published when the persister crashed, as it
+// does, and is restarted: at once during a graceful stop's flush, else
+// after a delay that grows with its crashes of the last minute. It
+// resumes from the parent's minimum and persisted checkpoint. Reason is
+// the panic's value, or actors.ErrGoexit for a handler that ended its
+// goroutine (a subscriber calling runtime.Goexit, as t.FailNow does, on
+// an event the persister publishes); Restarts counts the crashes over
+// the actor's life.
 type PersisterRestarted struct {
 	Header
 	Reason   any
@@ -191,7 +196,8 @@ type Stopped struct {
 	Flushed bool
 	Dropped wal.MessageID
 	// Reason says why something was left unsaved (nil when Flushed):
-	// ErrHardStop, ErrFlushTimeout, ErrNotRecovered, the cause of an
+	// ErrHardStop, ErrFlushTimeout (wrapping the persister's last crash,
+	// when it crashed on every try), ErrNotRecovered, the cause of an
 	// ownership loss, persistence.ErrClosed (the catalog was closed while
 	// the actor ran: saving stopped there), or, with no Dropped, the loss
 	// of the vchannels' order (wal.ErrCorruptID: an ID type whose
