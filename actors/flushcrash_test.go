@@ -209,3 +209,93 @@ func TestAPersisterThatKeepsFailingDuringTheFlushEndsTheStopAtItsTimeout(t *test
 	require.ErrorIs(t, last.Reason, messages.ErrFlushTimeout)
 	require.ErrorIs(t, last.Reason, actors.ErrGoexit, "the stop says why it timed out")
 }
+
+// A persister that is gone (stopped by name) is not waited for: the flush
+// learns it from the dead letter its request gets, and the stop ends at
+// once, saying so.
+func TestAGracefulStopDoesNotWaitForAPersisterThatIsGone(t *testing.T) {
+	system, sub, pid := spawnOnCatalog(t, persistence.NewMemory())
+	for persisted := false; !persisted; {
+		select {
+		case ev := <-sub.C():
+			p, ok := ev.(*messages.CheckpointPersisted)
+			persisted = ok && p.Value.EQ(wal.KafkaID(10))
+		case <-time.After(10 * time.Second):
+			t.Fatal("kafka:10 not persisted within 10 s")
+		}
+	}
+	persister := actor.NewPID(pid.Address, pid.Id+"/persister")
+	require.NoError(t, system.Root.StopFuture(persister).Wait())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, actors.Request(ctx, system.Root, pid, &messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(30)}))
+
+	began := time.Now()
+	require.NoError(t, system.Root.PoisonFuture(pid).Wait())
+	require.Less(t, time.Since(began), 5*time.Second, "the stop waited for a persister that is gone (flush timeout: 20 s)")
+	var last *messages.Stopped
+	for last == nil {
+		select {
+		case ev := <-sub.C():
+			last, _ = ev.(*messages.Stopped)
+		case <-time.After(10 * time.Second):
+			t.Fatal("no Stopped within 10 s")
+		}
+	}
+	sub.Close()
+	require.False(t, last.Flushed)
+	require.Equal(t, wal.KafkaID(10), last.LastPersisted)
+	require.Equal(t, wal.KafkaID(30), last.Dropped)
+	require.ErrorIs(t, last.Reason, messages.ErrFlushTimeout)
+	require.ErrorIs(t, last.Reason, actor.ErrDeadLetter)
+}
+
+// savedOnCancel is a catalog whose save of kafka:30 commits only once its
+// context ends, as one whose reply is late does: the persister joins it as
+// it stops, and learns it durable then.
+type savedOnCancel struct{ *persistence.Memory }
+
+func (s savedOnCancel) Save(ctx context.Context, pchannel string, id wal.MessageID) error {
+	if id.EQ(wal.KafkaID(30)) {
+		<-ctx.Done()
+	}
+	return s.Memory.Save(context.Background(), pchannel, id)
+}
+
+// A subscriber that ends its goroutine on the CheckpointPersisted that a
+// stopping persister publishes, for the save it joined, ends no stop: it
+// was published on the goroutine protoactor stops the persister on, which
+// then never told its parent, and the stop never ended.
+func TestASubscriberThatEndsItsGoroutineAsThePersisterStopsEndsNoStop(t *testing.T) {
+	system, sub, pid := spawnOnCatalog(t, savedOnCancel{persistence.NewMemory()})
+	var exited atomic.Bool
+	raw := system.EventStream.Subscribe(func(ev any) {
+		if p, ok := ev.(*messages.CheckpointPersisted); ok && p.Value.EQ(wal.KafkaID(30)) {
+			exited.Store(true)
+			runtime.Goexit()
+		}
+	})
+	defer system.EventStream.Unsubscribe(raw)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, actors.Request(ctx, system.Root, pid, &messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(30)}))
+	require.Eventually(t, func() bool {
+		st, err := actors.GetState(ctx, system.Root, pid)
+		return err == nil && st.SaveInFlight
+	}, 10*time.Second, time.Millisecond, "the save of kafka:30 never started")
+
+	require.NoError(t, system.Root.StopFuture(pid).Wait())
+	var last *messages.Stopped
+	for last == nil {
+		select {
+		case ev := <-sub.C():
+			last, _ = ev.(*messages.Stopped)
+		case <-time.After(10 * time.Second):
+			t.Fatal("no Stopped within 10 s")
+		}
+	}
+	sub.Close()
+	require.True(t, exited.Load())
+	require.Equal(t, wal.KafkaID(30), last.LastPersisted, "the save joined is durable")
+	require.True(t, last.Flushed)
+}

@@ -737,7 +737,7 @@ func plainDispatch(ctx any) bool {
 // for good with its batch in flight.
 //
 // An actor that others wait for otherwise (the persister, which a flush
-// waits for) is told too (crashWatcher).
+// waits for) is told too (crashReporter).
 func (m *mailbox) answerPanicked(msg any, failure *PChannelPanicError) {
 	if env, ok := msg.(*actor.MessageEnvelope); ok && env.Sender != nil && m.root != nil {
 		m.root.Send(env.Sender, failure)
@@ -745,15 +745,16 @@ func (m *mailbox) answerPanicked(msg any, failure *PChannelPanicError) {
 	if m.context == nil {
 		return
 	}
-	if w, ok := m.context.Actor().(crashWatcher); ok {
+	if w, ok := m.context.Actor().(crashReporter); ok {
 		w.crashed(failure.Value)
 	}
 }
 
-// crashWatcher is an actor that someone may wait for, beside its
+// crashReporter is an actor that someone may wait for, beside its
 // supervisor: when it fails, it is told so on the failing goroutine, to
-// tell them, since what they wait for will not come.
-type crashWatcher interface{ crashed(reason any) }
+// tell them at once, since what they wait for will not come and the
+// supervisor may be the one waiting.
+type crashReporter interface{ crashed(reason any) }
 
 // panicOn is the error of a panic with reason while handling msg, a
 // request's own message if it is one.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -1119,7 +1120,7 @@ func (p *pchannel) HandleFailure(system *actor.ActorSystem, _ actor.Supervisor, 
 	}
 	if p.status != nil {
 		select {
-		case <-p.status.crashed: // sent before the Failure (see crashWatcher)
+		case <-p.status.crashed: // sent before the Failure (see crashReporter)
 		default:
 		}
 	}
@@ -1329,7 +1330,7 @@ func sleepUntil(t, deadline time.Time, cut <-chan struct{}) bool {
 // latest minimum and waits, up to deadline, for it to be saved. This is
 // the one bounded wait in a handler, and the mailbox is closing anyway.
 //
-// A persister that crashes meanwhile tells so (crashWatcher), while its
+// A persister that crashes meanwhile tells so (crashReporter), while its
 // Failure waits behind this handler: the flush sees to the crash as
 // HandleFailure would, restarts it at once, as it does one that crashed
 // before, and asks again. One that crashes again restarts after the delay
@@ -1347,74 +1348,99 @@ func (p *pchannel) flush(ctx actor.Context, deadline time.Time) {
 		cut = p.mailbox.armStopCut()
 		defer p.mailbox.disarmStopCut()
 	}
-	// Answers that are not awaited come too (see answered), and none may
-	// push out the one awaited: each request has one, and the loop takes
-	// them first, so that no more than three wait at a time.
 	registry := ctx.ActorSystem().ProcessRegistry
-	box := replyBox(make(chan any, 4))
-	self, _ := registry.Add(box, "flush"+registry.NextId())
+	replies := &flushReplies{ch: make(chan any, 1)}
+	self, _ := registry.Add(replies, "flush"+registry.NextId())
 	defer registry.Remove(self)
-	var seq uint64
-	ask := func() {
-		seq++
-		ctx.RequestWithCustomSender(p.persister, &flushRequest{seq: seq}, self)
-	}
-	// answered reports whether res answers the last request. Anything else
-	// is dropped: a crash's answer (the crash itself comes on
-	// p.status.crashed), or the answer to a request the crashed persister
-	// left queued for the next, which that one takes before the minimum
-	// offered to it.
-	answered := func(res any) bool {
-		f, ok := res.(flushed)
-		return ok && f.seq == seq
-	}
-	ask()
+	seq := replies.next()
+	ctx.RequestWithCustomSender(p.persister, &flushRequest{seq: seq}, self)
 	timeout := time.NewTimer(time.Until(deadline))
 	defer timeout.Stop()
 	restart := time.NewTimer(0)
 	restart.Stop()
 	defer restart.Stop()
 	var restarting <-chan time.Time
-	var crashed error // the last crash, if any
-	for crashes := 0; ; {
+	var lastCrash error
+	crashes := 0
+	for {
 		select {
-		case res := <-box:
-			if answered(res) {
-				return
+		case res := <-replies.ch:
+			if _, gone := res.(*actor.DeadLetterResponse); gone {
+				p.unflushed = fmt.Errorf("%w: the persister is gone: %w", messages.ErrFlushTimeout, actor.ErrDeadLetter)
 			}
-			continue
-		default:
-		}
-		select {
-		case res := <-box:
-			if answered(res) {
-				return
-			}
+			return
 		case reason := <-p.status.crashed:
 			p.crash.seen++
 			crashes++
-			crashed = fmt.Errorf("persister crashed: %v", reason)
+			lastCrash = fmt.Errorf("persister crashed: %v", reason)
 			if err, ok := reason.(error); ok {
-				crashed = fmt.Errorf("persister crashed: %w", err)
+				lastCrash = fmt.Errorf("persister crashed: %w", err)
 			}
 			restart.Reset(p.persisterCrashed(reason, crashes == 1))
 			restarting = restart.C
 		case <-restarting:
 			restarting = nil
+			// The next request is numbered before the restart, which
+			// the crashed persister's answers all came before (they
+			// came before its crash), and the next one's all after.
+			seq = replies.next()
 			p.restartPersister(ctx)
-			ask()
+			ctx.RequestWithCustomSender(p.persister, &flushRequest{seq: seq}, self)
 		case <-cut:
 			p.graceful, p.unflushed = false, messages.ErrHardStop
 			return
 		case <-timeout.C:
 			p.unflushed = messages.ErrFlushTimeout
-			if crashed != nil {
-				p.unflushed = fmt.Errorf("%w: %w", messages.ErrFlushTimeout, crashed)
+			if lastCrash != nil {
+				p.unflushed = fmt.Errorf("%w: %w", messages.ErrFlushTimeout, lastCrash)
 			}
 			return
 		}
 	}
 }
+
+// flushReplies is where a flush's answers come. It takes in the answer to
+// the request asked last, and a dead letter (the persister is gone), and
+// drops the rest: the answers to requests that a crashed persister left
+// queued for the one that follows, which takes them before the minimum
+// offered to it, and a crash's own answer (answerPanicked), the crash
+// itself coming on the status. One place is enough: the request asked
+// last has one answer, and next empties the place.
+type flushReplies struct {
+	asked atomic.Uint64
+	ch    chan any
+}
+
+// next numbers the next request, and lets go of an answer taken in
+// before: it answered a request asked before.
+func (r *flushReplies) next() uint64 {
+	seq := r.asked.Add(1)
+	select {
+	case <-r.ch:
+	default:
+	}
+	return seq
+}
+
+func (r *flushReplies) SendUserMessage(_ *actor.PID, message any) {
+	msg := actor.UnwrapEnvelopeMessage(message)
+	switch m := msg.(type) {
+	case flushed:
+		if m.seq != r.asked.Load() {
+			return
+		}
+	case *actor.DeadLetterResponse:
+	default:
+		return
+	}
+	select {
+	case r.ch <- msg:
+	default:
+	}
+}
+
+func (*flushReplies) SendSystemMessage(*actor.PID, any) {}
+func (*flushReplies) Stop(*actor.PID)                   {}
 
 func (p *pchannel) header() messages.Header { return newHeader(p.cfg.pchannel) }
 

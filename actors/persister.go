@@ -171,11 +171,13 @@ func (s *persister) Receive(ctx actor.Context) {
 		if res, ok := k.joined(); ok && res.err == nil && s.plan.InFlight() != nil {
 			// The catalog acknowledged the save before it was joined, and
 			// its result had no turn in the mailbox: it is durable all the
-			// same, and Stopped must not call it dropped.
+			// same, and Stopped must not call it dropped. Published as
+			// the last event (publishLast): a subscriber that ended this
+			// goroutine would cut protoactor's stop or restart short.
 			value, attempt := s.plan.InFlight(), s.plan.Attempt()
 			s.plan.Succeeded()
 			s.report()
-			publish(s.events, s.cfg.logger, &messages.CheckpointPersisted{Header: messages.Header{PChannel: s.cfg.pchannel, At: k.ended(&res)},
+			publishLast(s.events, s.cfg.logger, &messages.CheckpointPersisted{Header: messages.Header{PChannel: s.cfg.pchannel, At: k.ended(&res)},
 				Value: value, Attempts: attempt, Latency: res.latency})
 		}
 		s.report()
@@ -430,12 +432,15 @@ func (s *persister) report() {
 	s.status.store(savePoint{persisted: s.plan.Persisted(), inFlight: s.save != nil, fenced: s.plan.Fenced(), closed: s.plan.Closed()})
 }
 
-// crashed tells the parent (see crashWatcher): it may wait for a flush
+// crashed tells the parent (see crashReporter): it may wait for a flush
 // inside its Stopping handler, and take the Failure only after.
 func (s *persister) crashed(reason any) {
 	select {
 	case s.status.crashed <- reason:
-	default: // one crash per incarnation: the last is not yet taken
+	default:
+		// Not reached: the parent restarts a persister only once it
+		// took its last crash, from here (flush) or by its Failure,
+		// which comes after (HandleFailure).
 	}
 }
 

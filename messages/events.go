@@ -158,10 +158,11 @@ type PersistFailed struct {
 	NextRetry time.Duration
 }
 
-// PersisterRestarted is published when the persister crashed, as it
-// does, and is restarted: at once during a graceful stop's flush, else
-// after a delay that grows with its crashes of the last minute. It
-// resumes from the parent's minimum and persisted checkpoint. Reason is
+// PersisterRestarted is published when the persister crashed, and is to
+// be restarted after a delay that grows with its crashes of the last
+// minute; the first crash during a graceful stop's flush restarts it at
+// once, and a stop whose flush times out first ends without the restart.
+// It resumes from the parent's minimum and persisted checkpoint. Reason is
 // the panic's value, or actors.ErrGoexit for a handler that ended its
 // goroutine (a subscriber calling runtime.Goexit, as t.FailNow does, on
 // an event the persister publishes); Restarts counts the crashes over

@@ -1475,9 +1475,9 @@ func (m *model) callEnded(c *call, kind stepKind, last bool) {
 // crashed is the persister crashing, if armed, on the "save failed" line
 // that follows a PersistFailed: its supervisor restarts it after the
 // restart delay (at once if a graceful stop needs it), from its floor and
-// the current minimum. During a graceful stop's flush the parent is
-// blocked: the crash is reported, and the stop goes on without the
-// persister.
+// the current minimum. During a graceful stop's flush the parent, which
+// waits inside its Stopping handler, learns of the crash from the
+// persister itself, restarts it at once and asks for the flush again.
 func (m *model) crashed(c *call, kind stepKind) {
 	if !m.crashArmed {
 		return
