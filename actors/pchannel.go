@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -85,8 +85,8 @@ var _ actor.SupervisorStrategy = (*pchannel)(nil)
 //	Poison             wait for the read up to  flush up to the flush       no flush → stopping       -
 //	                   the flush timeout, then  timeout (a persister that
 //	                   as running; else         crashed, before or during
-//	                   ErrNotRecovered          it, restarts at once)
-//	                                            → stopping
+//	                   ErrNotRecovered          it, restarts at once; one
+//	                                            gone ends it) → stopping
 //	actor Stopped      Stopped → stopped        Stopped → stopped           Stopped → stopped         -
 //
 // * Past the Stopping handler the mailbox hands the actor no more user
@@ -1019,12 +1019,12 @@ func (p *pchannel) tellStopped(ev *messages.Stopped, f *PChannelPanicError, note
 	publishLast(p.events, p.cfg.logger, ev)
 }
 
-// publishLast publishes ev, the actor's last event, on a goroutine of its
-// own, and waits for it. It is handled as protoactor finishes the stop,
-// and a subscriber that ended that goroutine (runtime.Goexit, as
-// t.FailNow does), which no recover stops, cut the stop short before
-// protoactor told the actor's watchers: a StopFuture or PoisonFuture
-// waited out its timeout.
+// publishLast publishes ev, an event published as protoactor stops or
+// restarts the actor (Stopped, the last one), on a goroutine of its own,
+// and waits for it. A subscriber that ended the goroutine protoactor
+// runs that on (runtime.Goexit, as t.FailNow does), which no recover
+// stops, cut it short: protoactor never told the actor's watchers or its
+// parent, and a StopFuture or PoisonFuture waited out its timeout.
 func publishLast(events *eventstream.EventStream, logger *zap.Logger, ev messages.Event) {
 	done := make(chan struct{})
 	go func() {
@@ -1334,7 +1334,8 @@ func sleepUntil(t, deadline time.Time, cut <-chan struct{}) bool {
 // Failure waits behind this handler: the flush sees to the crash as
 // HandleFailure would, restarts it at once, as it does one that crashed
 // before, and asks again. One that crashes again restarts after the delay
-// a crash while running waits.
+// a crash while running waits. A persister that is gone (stopped by
+// name) ends the flush at once: its dead letter says so.
 func (p *pchannel) flush(ctx actor.Context, deadline time.Time) {
 	if p.crash.timer != nil {
 		p.restartPersister(ctx) // a crashed persister restarts at once to flush
@@ -1362,12 +1363,15 @@ func (p *pchannel) flush(ctx actor.Context, deadline time.Time) {
 	var restarting <-chan time.Time
 	var lastCrash error
 	crashes := 0
+	answered := func(res any) {
+		if _, gone := res.(*actor.DeadLetterResponse); gone {
+			p.unflushed = fmt.Errorf("%w: the persister is gone: %w", messages.ErrFlushTimeout, actor.ErrDeadLetter)
+		}
+	}
 	for {
 		select {
 		case res := <-replies.ch:
-			if _, gone := res.(*actor.DeadLetterResponse); gone {
-				p.unflushed = fmt.Errorf("%w: the persister is gone: %w", messages.ErrFlushTimeout, actor.ErrDeadLetter)
-			}
+			answered(res)
 			return
 		case reason := <-p.status.crashed:
 			p.crash.seen++
@@ -1380,6 +1384,14 @@ func (p *pchannel) flush(ctx actor.Context, deadline time.Time) {
 			restarting = restart.C
 		case <-restarting:
 			restarting = nil
+			select {
+			case res := <-replies.ch:
+				// The crashed persister answered before it crashed:
+				// the minimum was saved.
+				answered(res)
+				return
+			default:
+			}
 			// The next request is numbered before the restart, which
 			// the crashed persister's answers all came before (they
 			// came before its crash), and the next one's all after.
@@ -1407,26 +1419,31 @@ func (p *pchannel) flush(ctx actor.Context, deadline time.Time) {
 // itself coming on the status. One place is enough: the request asked
 // last has one answer, and next empties the place.
 type flushReplies struct {
-	asked atomic.Uint64
+	mu    sync.Mutex
+	asked uint64 // guarded by mu
 	ch    chan any
 }
 
 // next numbers the next request, and lets go of an answer taken in
-// before: it answered a request asked before.
+// before, to a request asked before (the flush has looked for one).
 func (r *flushReplies) next() uint64 {
-	seq := r.asked.Add(1)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.asked++
 	select {
 	case <-r.ch:
 	default:
 	}
-	return seq
+	return r.asked
 }
 
 func (r *flushReplies) SendUserMessage(_ *actor.PID, message any) {
 	msg := actor.UnwrapEnvelopeMessage(message)
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	switch m := msg.(type) {
 	case flushed:
-		if m.seq != r.asked.Load() {
+		if m.seq != r.asked {
 			return
 		}
 	case *actor.DeadLetterResponse:

@@ -171,9 +171,9 @@ func (s *persister) Receive(ctx actor.Context) {
 		if res, ok := k.joined(); ok && res.err == nil && s.plan.InFlight() != nil {
 			// The catalog acknowledged the save before it was joined, and
 			// its result had no turn in the mailbox: it is durable all the
-			// same, and Stopped must not call it dropped. Published as
-			// the last event (publishLast): a subscriber that ended this
-			// goroutine would cut protoactor's stop or restart short.
+			// same, and Stopped must not call it dropped. Published on a
+			// goroutine of its own (publishLast): a subscriber that ended
+			// this one would cut protoactor's stop or restart short.
 			value, attempt := s.plan.InFlight(), s.plan.Attempt()
 			s.plan.Succeeded()
 			s.report()

@@ -42,7 +42,8 @@ var (
 	// ErrFlushTimeout: a graceful stop's flush did not save the minimum
 	// within the stop flush timeout (the catalog failed or was slow, or
 	// the persister crashed on every try: the Reason then wraps the last
-	// crash).
+	// crash), or the persister was gone, stopped by name (the Reason
+	// wraps actor.ErrDeadLetter; the stop did not wait).
 	ErrFlushTimeout = errors.New("lowwater: minimum not saved within the stop flush timeout")
 	// ErrNotRecovered: a graceful stop came during recovery, and the stored
 	// checkpoint could not be read within the stop flush timeout (or not at

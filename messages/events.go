@@ -198,7 +198,8 @@ type Stopped struct {
 	Dropped wal.MessageID
 	// Reason says why something was left unsaved (nil when Flushed):
 	// ErrHardStop, ErrFlushTimeout (wrapping the persister's last crash,
-	// when it crashed on every try), ErrNotRecovered, the cause of an
+	// when it crashed on every try, or actor.ErrDeadLetter, when it was
+	// gone), ErrNotRecovered, the cause of an
 	// ownership loss, persistence.ErrClosed (the catalog was closed while
 	// the actor ran: saving stopped there), or, with no Dropped, the loss
 	// of the vchannels' order (wal.ErrCorruptID: an ID type whose
