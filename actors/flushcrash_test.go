@@ -97,18 +97,13 @@ func TestAPersisterThatFailsDuringTheFlushIsRestartedAtOnce(t *testing.T) {
 
 			var restarted *messages.PersisterRestarted
 			var last *messages.Stopped
-			for last == nil {
-				select {
-				case ev := <-sub.C():
-					switch ev := ev.(type) {
-					case *messages.PersisterRestarted:
-						require.Nil(t, restarted, "one failure, one restart")
-						restarted = ev
-					case *messages.Stopped:
-						last = ev
-					}
-				case <-time.After(10 * time.Second):
-					t.Fatal("no Stopped within 10 s")
+			for ev := range eventsUntilStopped(t, sub) {
+				switch ev := ev.(type) {
+				case *messages.PersisterRestarted:
+					require.Nil(t, restarted, "one failure, one restart")
+					restarted = ev
+				case *messages.Stopped:
+					last = ev
 				}
 			}
 			sub.Close()
@@ -164,15 +159,7 @@ func TestAPersisterThatKeepsFailingDuringTheFlushEndsTheStopAtItsTimeout(t *test
 		}
 	})
 	defer system.EventStream.Unsubscribe(raw)
-	for persisted := false; !persisted; {
-		select {
-		case ev := <-sub.C():
-			p, ok := ev.(*messages.CheckpointPersisted)
-			persisted = ok && p.Value.EQ(wal.KafkaID(10))
-		case <-time.After(10 * time.Second):
-			t.Fatal("kafka:10 not persisted within 10 s")
-		}
-	}
+	persistedAt(t, sub, wal.KafkaID(10))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	require.NoError(t, actors.Request(ctx, system.Root, pid, &messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(30)}))
@@ -183,18 +170,13 @@ func TestAPersisterThatKeepsFailingDuringTheFlushEndsTheStopAtItsTimeout(t *test
 
 	restarts := 0
 	var last *messages.Stopped
-	for last == nil {
-		select {
-		case ev := <-sub.C():
-			switch ev := ev.(type) {
-			case *messages.PersisterRestarted:
-				restarts++
-				require.Equal(t, restarts, ev.Restarts)
-			case *messages.Stopped:
-				last = ev
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatal("no Stopped within 10 s")
+	for ev := range eventsUntilStopped(t, sub) {
+		switch ev := ev.(type) {
+		case *messages.PersisterRestarted:
+			restarts++
+			require.Equal(t, restarts, ev.Restarts)
+		case *messages.Stopped:
+			last = ev
 		}
 	}
 	sub.Close()
@@ -215,15 +197,7 @@ func TestAPersisterThatKeepsFailingDuringTheFlushEndsTheStopAtItsTimeout(t *test
 // once, saying so.
 func TestAGracefulStopDoesNotWaitForAPersisterThatIsGone(t *testing.T) {
 	system, sub, pid := spawnOnCatalog(t, persistence.NewMemory())
-	for persisted := false; !persisted; {
-		select {
-		case ev := <-sub.C():
-			p, ok := ev.(*messages.CheckpointPersisted)
-			persisted = ok && p.Value.EQ(wal.KafkaID(10))
-		case <-time.After(10 * time.Second):
-			t.Fatal("kafka:10 not persisted within 10 s")
-		}
-	}
+	persistedAt(t, sub, wal.KafkaID(10))
 	persister := actor.NewPID(pid.Address, pid.Id+"/persister")
 	require.NoError(t, system.Root.StopFuture(persister).Wait())
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -233,15 +207,7 @@ func TestAGracefulStopDoesNotWaitForAPersisterThatIsGone(t *testing.T) {
 	began := time.Now()
 	require.NoError(t, system.Root.PoisonFuture(pid).Wait())
 	require.Less(t, time.Since(began), 5*time.Second, "the stop waited for a persister that is gone (flush timeout: 20 s)")
-	var last *messages.Stopped
-	for last == nil {
-		select {
-		case ev := <-sub.C():
-			last, _ = ev.(*messages.Stopped)
-		case <-time.After(10 * time.Second):
-			t.Fatal("no Stopped within 10 s")
-		}
-	}
+	last := stoppedOn(t, sub)
 	sub.Close()
 	require.False(t, last.Flushed)
 	require.Equal(t, wal.KafkaID(10), last.LastPersisted)
@@ -285,17 +251,31 @@ func TestASubscriberThatEndsItsGoroutineAsThePersisterStopsEndsNoStop(t *testing
 	}, 10*time.Second, time.Millisecond, "the save of kafka:30 never started")
 
 	require.NoError(t, system.Root.StopFuture(pid).Wait())
-	var last *messages.Stopped
-	for last == nil {
-		select {
-		case ev := <-sub.C():
-			last, _ = ev.(*messages.Stopped)
-		case <-time.After(10 * time.Second):
-			t.Fatal("no Stopped within 10 s")
-		}
-	}
+	last := stoppedOn(t, sub)
 	sub.Close()
 	require.True(t, exited.Load())
 	require.Equal(t, wal.KafkaID(30), last.LastPersisted, "the save joined is durable")
 	require.True(t, last.Flushed)
+}
+
+// persistedAt waits up to 10 s for the CheckpointPersisted of id.
+func persistedAt(t *testing.T, sub *events.Subscription, id wal.MessageID) {
+	t.Helper()
+	for ev := range eventsUntilStopped(t, sub) {
+		if p, ok := ev.(*messages.CheckpointPersisted); ok && p.Value.EQ(id) {
+			return
+		}
+	}
+	t.Fatalf("stopped before %v was persisted", id)
+}
+
+// stoppedOn waits up to 10 s for the Stopped event.
+func stoppedOn(t *testing.T, sub *events.Subscription) *messages.Stopped {
+	t.Helper()
+	for ev := range eventsUntilStopped(t, sub) {
+		if s, ok := ev.(*messages.Stopped); ok {
+			return s
+		}
+	}
+	panic("unreachable: eventsUntilStopped yields Stopped or fails the test")
 }
