@@ -20,7 +20,7 @@ import (
 // order it pushed them. Run under -race, it also checks the publication.
 func TestMPSCKeepsEachProducersOrder(t *testing.T) {
 	const producers, each = 8, 20_000
-	var q mpsc
+	var q mpsc[any]
 	q.init()
 	var wg sync.WaitGroup
 	for p := range producers {
@@ -335,7 +335,7 @@ func TestMailboxSendersBatchesWaitTheirTurnRequestsDoNot(t *testing.T) {
 
 	mb.PostUserMessage(batch)
 	p.mu.Lock()
-	require.Equal(t, 1, len(p.queue)-p.queued, "the batch is not queued")
+	require.Equal(t, 1, p.queuedLocked(), "the batch is not queued")
 	p.mu.Unlock()
 	require.Zero(t, p.live.Load(), "a worker was started for the batch")
 
@@ -379,9 +379,10 @@ func TestMailboxTurnOverGoesToTheBackOfThePool(t *testing.T) {
 	require.Nil(t, next.run())
 	require.Equal(t, []string{"other"}, ran)
 	p.mu.Lock()
-	require.Equal(t, []task{drainTask{m}}, p.queue[p.queued:], "the mailbox is not queued behind it")
+	require.Equal(t, 1, p.queuedLocked(), "the mailbox is not queued behind it")
 	back := p.dequeueLocked()
 	p.mu.Unlock()
+	require.Equal(t, drainTask{m}, back)
 
 	// Its turn again, and nothing waits: past its turn, it goes on to
 	// the end.

@@ -37,6 +37,14 @@ const (
 // goroutine being woken, scheduled and parked per task: the wake-ups were
 // a third of the CPU of a group-committed save.
 //
+// A task queued while a worker is on its way takes no lock: it goes into
+// a lock-free queue (mpsc), which the workers take from under the lock.
+// With the senders of 10,000 busy pchannels queueing a run each under
+// the lock, the lock was often in Go's starvation mode, where every
+// unlock hands the lock and the core to the next waiter: each queued run
+// then cost a switch of goroutines, and the updates per second fell to
+// about half, in some rounds and not others.
+//
 // The pool is never capped: a task may block (a catalog call; a graceful
 // stop waits inside a handler for its persister, whose mailbox needs a
 // worker of its own). A queued task never waits on busy workers alone,
@@ -75,12 +83,13 @@ type pool struct {
 	sweep    *time.Timer
 	// queue holds the tasks that came while a worker was on its way, in
 	// the order they came; a worker takes the next one when it finishes a
-	// task, before it parks. coming counts the workers on their way: it
-	// grows under mu, and shrinks without it, as each arrives (arrived).
-	// Invariant: queue is empty or coming > 0, so that a queued task
-	// never waits on busy workers alone: they may all be blocked.
-	queue  []task // guarded by mu
-	queued int    // guarded by mu; the head of queue
+	// task, before it parks. Anyone pushes; only the holder of mu pops.
+	// coming counts the workers on their way: it grows under mu, and
+	// shrinks without it, as each arrives (arrived).
+	// Invariant, once every Go under way has returned: queue is empty or
+	// coming > 0, so that a queued task never waits on busy workers
+	// alone: they may all be blocked.
+	queue  mpsc[task]
 	coming atomic.Int64
 	// live counts the workers, busy or idle.
 	live atomic.Int64
@@ -97,6 +106,7 @@ type worker struct {
 
 func newPool(idleFor time.Duration, maxIdle int) *pool {
 	p := &pool{idleFor: idleFor, maxIdle: maxIdle}
+	p.queue.init()
 	p.sweep = time.AfterFunc(time.Hour, p.evict)
 	p.sweep.Stop()
 	return p
@@ -121,11 +131,46 @@ func runAll(t task) {
 }
 
 // Go runs f on a worker: one is woken for it, or started, unless one is
-// on its way already; then f is queued.
+// on its way already; then f is queued, with no lock taken.
+//
+// A task queued just as the last worker on its way arrives is still
+// seen: Go publishes it, then reads coming, and that worker lowers
+// coming, then looks at the queue (arrived). Atomics are sequentially
+// consistent, so either the worker sees the task, or Go sees no worker
+// coming and sends one itself (serve).
 func (p *pool) Go(f task) {
+	if p.coming.Load() == 0 {
+		p.mu.Lock()
+		if p.coming.Load() == 0 {
+			h := p.sendLocked(f, false)
+			p.mu.Unlock()
+			h.do(p)
+			return
+		}
+		p.mu.Unlock()
+	}
+	p.queue.push(f)
+	if p.coming.Load() == 0 {
+		p.serve()
+	}
+}
+
+// serve sends a worker for the head of the queue, unless one is on its
+// way: that one, once it runs, does so itself (arrived).
+func (p *pool) serve() {
 	p.mu.Lock()
 	if p.coming.Load() > 0 {
-		p.queue = append(p.queue, f)
+		p.mu.Unlock()
+		return
+	}
+	p.sendNextLocked()
+}
+
+// sendNextLocked sends a worker for the head of the queue, if any, and
+// unlocks mu.
+func (p *pool) sendNextLocked() {
+	f := p.dequeueLocked()
+	if f == nil {
 		p.mu.Unlock()
 		return
 	}
@@ -194,23 +239,14 @@ func (p *pool) sendLocked(f task, soon bool) handoff {
 // still on its way, that one sees to the queue, and this one takes no
 // lock: when every core is busy, workers woken together would each wait
 // for the lock's holder to get a core again before running their task.
-// The last to arrive sends for the next worker if tasks are queued.
-//
-// A task queued by Go, which reads coming under mu, is seen: either Go
-// read coming before this one's decrement and queued the task before
-// this one takes mu, or it read it after and sent a worker itself.
+// The last to arrive sends for the next worker if tasks are queued: it
+// sees every task whose Go read coming before its decrement (see Go).
 func (p *pool) arrived() {
 	if p.coming.Add(-1) > 0 {
 		return
 	}
 	p.mu.Lock()
-	if p.queued == len(p.queue) {
-		p.mu.Unlock()
-		return
-	}
-	h := p.sendLocked(p.dequeueLocked(), false)
-	p.mu.Unlock()
-	h.do(p)
+	p.sendNextLocked()
 }
 
 func (p *pool) work(w *worker, f task) {
@@ -222,24 +258,14 @@ func (p *pool) work(w *worker, f task) {
 	}
 }
 
-// dequeueLocked takes the next queued task, or nil.
+// dequeueLocked takes the next queued task, or nil. A task whose Go has
+// claimed its place and not yet published it holds back those behind it:
+// that Go, once it has, reads coming and sends a worker if none comes.
 func (p *pool) dequeueLocked() task {
-	if p.queued == len(p.queue) {
+	f, ok := p.queue.pop()
+	if !ok {
+		p.queue.settle() // let go of the tasks taken
 		return nil
-	}
-	f := p.queue[p.queued]
-	p.queue[p.queued] = nil
-	p.queued++
-	switch {
-	case p.queued == len(p.queue):
-		// The backing array is kept for the next burst (a round of
-		// saves), and let go with the last idle worker (evict).
-		p.queue, p.queued = p.queue[:0], 0
-	case p.queued > len(p.queue)/2 && p.queued >= 64:
-		// A queue that never runs empty must not grow for good.
-		n := copy(p.queue, p.queue[p.queued:])
-		clear(p.queue[n:])
-		p.queue, p.queued = p.queue[:n], 0
 	}
 	return f
 }
@@ -250,10 +276,10 @@ func (p *pool) dequeueLocked() task {
 func (p *pool) requeue(t task) task {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.queued == len(p.queue) {
+	if !p.queue.ready() {
 		return t
 	}
-	p.queue = append(p.queue, t)
+	p.queue.push(t)
 	return p.dequeueLocked()
 }
 
@@ -302,9 +328,6 @@ func (p *pool) evict() {
 		p.sweeping = false
 		if cap(p.idle) > p.maxIdle/4 {
 			p.idle = nil // let a burst's backing array go
-		}
-		if len(p.queue) == 0 {
-			p.queue = nil // and the queue's
 		}
 		return
 	}

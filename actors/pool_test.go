@@ -44,7 +44,9 @@ func TestPoolShedsIdleWorkers(t *testing.T) {
 	require.Eventually(t, func() bool { return p.live.Load() == 0 }, 5*time.Second, time.Millisecond, "no worker left")
 	require.Zero(t, p.idleWorkers())
 	p.mu.Lock()
-	require.Zero(t, cap(p.queue), "the queue's array is let go with the last idle worker")
+	for i := range p.queue.head.cells {
+		require.Nil(t, p.queue.head.cells[i].msg, "cell %d of the queue still holds a task that ran", i)
+	}
 	p.mu.Unlock()
 
 	// The pool works again after it emptied, and reuses an idle worker.
@@ -186,7 +188,7 @@ func requireSettled(t *testing.T, p *pool) {
 	}, 5*time.Second, time.Millisecond, "no worker on its way")
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	require.Equal(t, p.queued, len(p.queue), "nothing left queued")
+	require.Zero(t, p.queuedLocked(), "nothing left queued")
 }
 
 // TestPoolWakesOneWorkerAtATime: a task that comes while a worker is on
@@ -201,7 +203,7 @@ func TestPoolWakesOneWorkerAtATime(t *testing.T) {
 	p.Go(funcTask(func() { ran <- 1 }))
 	p.Go(funcTask(func() { ran <- 2 }))
 	p.mu.Lock()
-	require.Equal(t, 2, len(p.queue)-p.queued, "queued for the worker on its way")
+	require.Equal(t, 2, p.queuedLocked(), "queued for the worker on its way")
 	require.Zero(t, p.live.Load(), "no worker woken or started")
 	p.mu.Unlock()
 	p.arrived() // it runs: tasks are still queued, so it sends for one
@@ -248,32 +250,48 @@ func TestPoolGoNowPassesTheQueue(t *testing.T) {
 	require.Eventually(t, func() bool { return p.live.Load() == 0 }, 5*time.Second, time.Millisecond, "no worker left")
 }
 
-// numbered is a task that only tells which it is.
-type numbered int
-
-func (numbered) run() task { return nil }
-
-// The queue's taken head is reclaimed even if the queue never runs empty,
-// and the order of what waits is kept.
-func TestPoolQueueReclaimsItsHead(t *testing.T) {
-	p := newPool(time.Millisecond, 4)
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	const waiting = 200
-	for i := range waiting {
-		p.queue = append(p.queue, numbered(i))
-	}
-	for i := range 10_000 {
-		require.Equal(t, numbered(i), p.dequeueLocked())
-		p.queue = append(p.queue, numbered(i+waiting)) // never runs empty
-		require.Equal(t, waiting, len(p.queue)-p.queued)
-		require.LessOrEqual(t, len(p.queue), 2*waiting+1, "after %d tasks", i)
-	}
-}
-
 // idleWorkers reports how many workers wait for a task.
 func (p *pool) idleWorkers() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.idle)
+}
+
+// queuedLocked counts the tasks queued; the caller holds mu.
+func (p *pool) queuedLocked() int { return p.queue.len() - int(p.queue.taken) }
+
+// TestPoolLosesNoQueuedTask: senders queue tasks with no lock while the
+// workers on their way arrive and the ones running park. Every task runs:
+// one queued just as the last worker on its way arrives is seen by that
+// worker, or its sender sends one itself.
+func TestPoolLosesNoQueuedTask(t *testing.T) {
+	p := newPool(time.Millisecond, 4)
+	const senders, rounds, each = 4, 200, 50
+	for round := range rounds {
+		var left sync.WaitGroup
+		left.Add(senders * each)
+		var sent sync.WaitGroup
+		for range senders {
+			sent.Add(1)
+			go func() {
+				defer sent.Done()
+				for range each {
+					p.Go(funcTask(left.Done))
+				}
+			}()
+		}
+		sent.Wait()
+		all := make(chan struct{})
+		go func() { left.Wait(); close(all) }()
+		select {
+		case <-all:
+		case <-time.After(10 * time.Second):
+			p.mu.Lock()
+			queued, coming := p.queuedLocked(), p.coming.Load()
+			p.mu.Unlock()
+			t.Fatalf("round %d: %d tasks queued with %d workers on their way, not run within 10 s", round, queued, coming)
+		}
+	}
+	requireSettled(t, p)
+	require.Eventually(t, func() bool { return p.live.Load() == 0 }, 5*time.Second, time.Millisecond, "no worker left")
 }
