@@ -9,7 +9,7 @@ import "sync/atomic"
 // into a segment that has taken a new place in the list.
 //
 // A mailbox queues its user messages in one; the pool queues its tasks in
-// another, whose consumer is whichever worker holds the pool's lock.
+// another, whose consumer is whoever holds the pool's lock.
 type mpsc[T any] struct {
 	tail atomic.Pointer[segment[T]]
 	// segments counts the segments linked so far, for len.
@@ -110,7 +110,8 @@ func (q *mpsc[T]) pop() (T, bool) {
 // seventh of a single update. So while a handler runs, up to
 // segmentCells-1 messages it has handled stay reachable; none do once
 // the run ends or yields. Only the consumer may call it: the mailbox does
-// then, and the pool when its queue runs empty.
+// then, and the pool when its queue runs empty, so that up to
+// segmentCells tasks that ran stay reachable until then.
 func (q *mpsc[T]) settle() {
 	if q.taken != 0 {
 		q.popped.Add(q.taken)

@@ -82,15 +82,19 @@ type pool struct {
 	epoch    uint64 // guarded by mu
 	sweep    *time.Timer
 	// queue holds the tasks that came while a worker was on its way, in
-	// the order they came; a worker takes the next one when it finishes a
-	// task, before it parks. Anyone pushes; only the holder of mu pops.
-	// coming counts the workers on their way: it grows under mu, and
-	// shrinks without it, as each arrives (arrived).
-	// Invariant, once every Go under way has returned: queue is empty or
-	// coming > 0, so that a queued task never waits on busy workers
-	// alone: they may all be blocked.
-	queue  mpsc[task]
+	// the order they came (a task sent to a worker at once may pass one
+	// whose Go is still under way); a worker takes the next one when it
+	// finishes a task, before it parks. Anyone pushes; only the holder of
+	// mu pops. coming counts the workers on their way: it grows under mu,
+	// and shrinks without it, as each arrives (arrived). It sits before
+	// queue, beside what the senders read, and away from the line every
+	// pop writes.
+	// Invariant, once every Go under way has returned, and the last
+	// worker to arrive has looked at the queue: queue is empty or coming
+	// > 0, so that a queued task never waits on busy workers alone: they
+	// may all be blocked.
 	coming atomic.Int64
+	queue  mpsc[task]
 	// live counts the workers, busy or idle.
 	live atomic.Int64
 }
@@ -137,7 +141,7 @@ func runAll(t task) {
 // seen: Go publishes it, then reads coming, and that worker lowers
 // coming, then looks at the queue (arrived). Atomics are sequentially
 // consistent, so either the worker sees the task, or Go sees no worker
-// coming and sends one itself (serve).
+// coming and sends one itself (enqueue).
 func (p *pool) Go(f task) {
 	if p.coming.Load() == 0 {
 		p.mu.Lock()
@@ -149,15 +153,18 @@ func (p *pool) Go(f task) {
 		}
 		p.mu.Unlock()
 	}
-	p.queue.push(f)
-	if p.coming.Load() == 0 {
-		p.serve()
-	}
+	p.enqueue(f)
 }
 
-// serve sends a worker for the head of the queue, unless one is on its
-// way: that one, once it runs, does so itself (arrived).
-func (p *pool) serve() {
+// enqueue queues f for a worker on its way, which may have arrived since
+// Go looked: with none coming, it sends a worker for the head of the
+// queue itself, unless one is sent meanwhile, which, once it runs, does
+// so (arrived).
+func (p *pool) enqueue(f task) {
+	p.queue.push(f)
+	if p.coming.Load() > 0 {
+		return
+	}
 	p.mu.Lock()
 	if p.coming.Load() > 0 {
 		p.mu.Unlock()
@@ -240,7 +247,9 @@ func (p *pool) sendLocked(f task, soon bool) handoff {
 // lock: when every core is busy, workers woken together would each wait
 // for the lock's holder to get a core again before running their task.
 // The last to arrive sends for the next worker if tasks are queued: it
-// sees every task whose Go read coming before its decrement (see Go).
+// sees every task whose Go read coming before its decrement (see Go),
+// unless one not yet published is ahead of it, whose Go then sends for
+// it (dequeueLocked).
 func (p *pool) arrived() {
 	if p.coming.Add(-1) > 0 {
 		return
@@ -272,7 +281,8 @@ func (p *pool) dequeueLocked() task {
 
 // requeue puts t, a task whose turn is over, at the back of the queue and
 // returns the head, for the caller to run instead: t itself when nothing
-// waits. A worker is then on its way already if anything is queued.
+// waits. If anything is queued, a worker is then on its way already, or
+// the Go that queued the head is about to send one (see Go).
 func (p *pool) requeue(t task) task {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -260,10 +260,30 @@ func (p *pool) idleWorkers() int {
 // queuedLocked counts the tasks queued; the caller holds mu.
 func (p *pool) queuedLocked() int { return p.queue.len() - int(p.queue.taken) }
 
+// TestPoolQueuedAsTheLastWorkerArrives: Go saw a worker on its way, and
+// that worker arrived, found nothing queued and sent for no one, before
+// Go queued its task. Go's second look at coming finds none on its way,
+// and it sends one for the task itself.
+func TestPoolQueuedAsTheLastWorkerArrives(t *testing.T) {
+	p := newPool(time.Millisecond, 4)
+	ran := make(chan struct{})
+	p.coming.Store(1) // as Go saw it
+	p.arrived()       // nothing queued yet: it sends for no one
+	require.Zero(t, p.live.Load())
+	p.enqueue(funcTask(func() { close(ran) })) // the rest of that Go
+	select {
+	case <-ran:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the task queued after the last worker arrived did not run")
+	}
+	requireSettled(t, p)
+	require.Eventually(t, func() bool { return p.live.Load() == 0 }, 5*time.Second, time.Millisecond, "no worker left")
+}
+
 // TestPoolLosesNoQueuedTask: senders queue tasks with no lock while the
-// workers on their way arrive and the ones running park. Every task runs:
-// one queued just as the last worker on its way arrives is seen by that
-// worker, or its sender sends one itself.
+// workers on their way arrive and the ones running park, and every task
+// runs. Without Go's second look at coming, a task was left queued with
+// no worker on its way in about one run of ten.
 func TestPoolLosesNoQueuedTask(t *testing.T) {
 	p := newPool(time.Millisecond, 4)
 	const senders, rounds, each = 4, 200, 50
