@@ -44,7 +44,15 @@ type mailbox struct {
 	sys   []any // guarded by sysMu
 	sysN  atomic.Int32
 
-	running   atomic.Bool
+	running atomic.Bool
+	// queued is odd while the mailbox waits in the pool's queue for its
+	// run (a start that is not urgent, or a turn over: drain), even
+	// otherwise; each wait has a number of its own. The queued task runs
+	// the mailbox only if it moves queued on from that number first: a
+	// message someone waits for that finds the mailbox waiting there moves
+	// it on and gives the mailbox a worker of its own (promote), and the
+	// queued task, when its turn comes, does nothing.
+	queued    atomic.Uint64
 	suspended atomic.Bool
 
 	invoker    actor.MessageInvoker
@@ -361,10 +369,26 @@ func (m *mailbox) Start() {}
 func (m *mailbox) UserMessageCount() int { return m.user.len() }
 
 // scheduleAs starts the mailbox goroutine unless it runs. The load first
-// spares a busy mailbox a compare-and-swap per message.
+// spares a busy mailbox a compare-and-swap per message. An urgent message
+// for a mailbox that waits in the pool's queue promotes it.
 func (m *mailbox) scheduleAs(urgent bool) {
 	if !m.running.Load() && m.running.CompareAndSwap(false, true) {
 		m.start(urgent)
+		return
+	}
+	if urgent {
+		m.promote()
+	}
+}
+
+// promote gives a mailbox that waits in the pool's queue a worker of its
+// own, for a message that someone waits for (a request, a stop, a
+// graceful stop's flush): behind 10,000 busy pchannels' runs, its turn
+// would come only after theirs. A mailbox that runs already takes the
+// message in its run.
+func (m *mailbox) promote() {
+	if q := m.queued.Load(); q&1 == 1 && m.pool != nil && m.queued.CompareAndSwap(q, q+1) {
+		m.pool.GoNow(drainTask{m: m})
 	}
 }
 
@@ -372,21 +396,32 @@ func (m *mailbox) scheduleAs(urgent bool) {
 // An urgent start (a system message, a request, a stop) gets a worker of
 // its own rather than a place in the pool's queue: a GetState or a stop
 // must not wait behind a burst of updates whose runs are long (see pool).
+// One that comes once the run is queued promotes it (scheduleAs).
 func (m *mailbox) start(urgent bool) {
 	switch {
 	case m.pool == nil:
 		m.dispatcher.Schedule(m.process)
 	case urgent:
-		m.pool.GoNow(drainTask{m})
+		m.pool.GoNow(drainTask{m: m})
 	default:
-		m.pool.Go(drainTask{m})
+		m.pool.Go(drainTask{m: m, queued: m.queued.Add(1)})
 	}
 }
 
-// drainTask runs a mailbox on the pool.
-type drainTask struct{ m *mailbox }
+// drainTask runs a mailbox on the pool. queued, unless 0, is the number of
+// the mailbox's wait in the pool's queue: the task runs it only if no
+// urgent message promoted it meanwhile (see mailbox.queued).
+type drainTask struct {
+	m      *mailbox
+	queued uint64
+}
 
-func (d drainTask) run() task { return d.m.drain() }
+func (d drainTask) run() task {
+	if d.queued != 0 && !d.m.queued.CompareAndSwap(d.queued, d.queued+1) {
+		return nil // promoted: another worker runs it
+	}
+	return d.m.drain()
+}
 
 // goTask runs t on another goroutine.
 func (m *mailbox) goTask(t task) {
@@ -423,9 +458,14 @@ func (m *mailbox) drain() task {
 		if turnOver {
 			// Its turn is over, and it keeps running: it goes to the
 			// back of the pool's queue, and this goroutine takes the
-			// head, which is the mailbox again if none waits.
-			if t := m.pool.requeue(drainTask{m}); t != (drainTask{m}) {
+			// head, which is the mailbox again if none waits, unless
+			// an urgent message promoted it meanwhile.
+			back := drainTask{m: m, queued: m.queued.Add(1)}
+			if t := m.pool.requeue(back); t != back {
 				return t
+			}
+			if !m.queued.CompareAndSwap(back.queued, back.queued+1) {
+				return nil
 			}
 			continue
 		}

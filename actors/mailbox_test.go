@@ -373,7 +373,7 @@ func TestMailboxTurnOverGoesToTheBackOfThePool(t *testing.T) {
 	p.coming.Store(1) // as if one had been woken: the other task queues
 	p.Go(funcTask(func() { ran = append(ran, "other") }))
 
-	next := drainTask{m}.run()
+	next := drainTask{m: m}.run()
 	require.Equal(t, []any{0, 1, 2}, r.messages(), "a turn is Throughput messages and one more")
 	require.NotNil(t, next)
 	require.Nil(t, next.run())
@@ -382,7 +382,7 @@ func TestMailboxTurnOverGoesToTheBackOfThePool(t *testing.T) {
 	require.Equal(t, 1, p.queuedLocked(), "the mailbox is not queued behind it")
 	back := p.dequeueLocked()
 	p.mu.Unlock()
-	require.Equal(t, drainTask{m}, back)
+	require.Equal(t, m, back.(drainTask).m)
 
 	// Its turn again, and nothing waits: past its turn, it goes on to
 	// the end.
