@@ -44,15 +44,8 @@ type mailbox struct {
 	sys   []any // guarded by sysMu
 	sysN  atomic.Int32
 
-	running atomic.Bool
-	// queued is odd while the mailbox waits in the pool's queue for its
-	// run (a start that is not urgent, or a turn over: drain), even
-	// otherwise; each wait has a number of its own. The queued task runs
-	// the mailbox only if it moves queued on from that number first: a
-	// message someone waits for that finds the mailbox waiting there moves
-	// it on and gives the mailbox a worker of its own (promote), and the
-	// queued task, when its turn comes, does nothing.
-	queued    atomic.Uint64
+	// state is idle, running or queued (see held).
+	state     atomic.Uint32
 	suspended atomic.Bool
 
 	invoker    actor.MessageInvoker
@@ -197,7 +190,7 @@ func newMailbox() *mailbox {
 	// (by a sender that knows the name) would start a mailbox with no
 	// dispatcher, panicking in the sender. It waits in the queue instead,
 	// and then for the actor's Started (awaitsStart).
-	m.running.Store(true)
+	m.state.Store(mailboxRunning)
 	return m
 }
 
@@ -352,7 +345,7 @@ func (m *mailbox) RegisterHandlers(invoker actor.MessageInvoker, dispatcher acto
 	// posts next and which starts the mailbox. Otherwise (a test's
 	// invoker), what was posted while held runs now.
 	m.awaitsStart = m.root != nil
-	m.running.Store(false)
+	m.state.Store(mailboxIdle)
 	if m.sysN.Load() != 0 || !m.awaitsStart && m.user.ready() {
 		m.scheduleAs(true)
 	}
@@ -368,11 +361,32 @@ func (m *mailbox) Start() {}
 // UserMessageCount is an estimate, for protoactor's mailbox-length metric.
 func (m *mailbox) UserMessageCount() int { return m.user.len() }
 
+// A mailbox's states. A goroutine that moves it from idle holds it, and
+// starts it (start); so does one that moves it from queued, where a start
+// that is not urgent leaves it, in the pool's queue (a turn over, drain,
+// too): the queued task, or a message someone waits for that finds it
+// there (promote), whichever comes first. A queued task that comes
+// second does nothing, or takes a later wait of the same mailbox, whose
+// own task then does nothing: each wait is run once.
+const (
+	mailboxIdle uint32 = iota
+	mailboxRunning
+	mailboxQueued
+)
+
+// held is the state a start leaves the mailbox in.
+func (m *mailbox) held(urgent bool) uint32 {
+	if urgent || m.pool == nil {
+		return mailboxRunning
+	}
+	return mailboxQueued
+}
+
 // scheduleAs starts the mailbox goroutine unless it runs. The load first
 // spares a busy mailbox a compare-and-swap per message. An urgent message
 // for a mailbox that waits in the pool's queue promotes it.
 func (m *mailbox) scheduleAs(urgent bool) {
-	if !m.running.Load() && m.running.CompareAndSwap(false, true) {
+	if m.state.Load() == mailboxIdle && m.state.CompareAndSwap(mailboxIdle, m.held(urgent)) {
 		m.start(urgent)
 		return
 	}
@@ -387,12 +401,12 @@ func (m *mailbox) scheduleAs(urgent bool) {
 // would come only after theirs. A mailbox that runs already takes the
 // message in its run.
 func (m *mailbox) promote() {
-	if q := m.queued.Load(); q&1 == 1 && m.pool != nil && m.queued.CompareAndSwap(q, q+1) {
-		m.pool.GoNow(drainTask{m: m})
+	if m.state.Load() == mailboxQueued && m.state.CompareAndSwap(mailboxQueued, mailboxRunning) {
+		m.pool.GoNow(drainNow{m})
 	}
 }
 
-// start runs the mailbox on another goroutine; the caller holds running.
+// start runs the mailbox on another goroutine; the caller holds it (held).
 // An urgent start (a system message, a request, a stop) gets a worker of
 // its own rather than a place in the pool's queue: a GetState or a stop
 // must not wait behind a burst of updates whose runs are long (see pool).
@@ -402,26 +416,28 @@ func (m *mailbox) start(urgent bool) {
 	case m.pool == nil:
 		m.dispatcher.Schedule(m.process)
 	case urgent:
-		m.pool.GoNow(drainTask{m: m})
+		m.pool.GoNow(drainNow{m})
 	default:
-		m.pool.Go(drainTask{m: m, queued: m.queued.Add(1)})
+		m.pool.Go(drainTask{m})
 	}
 }
 
-// drainTask runs a mailbox on the pool. queued, unless 0, is the number of
-// the mailbox's wait in the pool's queue: the task runs it only if no
-// urgent message promoted it meanwhile (see mailbox.queued).
-type drainTask struct {
-	m      *mailbox
-	queued uint64
-}
+// drainTask runs a mailbox that waits in the pool's queue, unless it was
+// run already (see queued). One pointer, it goes into a task with no
+// allocation.
+type drainTask struct{ m *mailbox }
 
 func (d drainTask) run() task {
-	if d.queued != 0 && !d.m.queued.CompareAndSwap(d.queued, d.queued+1) {
+	if !d.m.state.CompareAndSwap(mailboxQueued, mailboxRunning) {
 		return nil // promoted: another worker runs it
 	}
 	return d.m.drain()
 }
+
+// drainNow runs a mailbox on a worker of its own.
+type drainNow struct{ m *mailbox }
+
+func (d drainNow) run() task { return d.m.drain() }
 
 // goTask runs t on another goroutine.
 func (m *mailbox) goTask(t task) {
@@ -439,11 +455,11 @@ func (m *mailbox) processMessages() { runAll(m.drain()) }
 // drain runs until nothing is left that it may take.
 //
 // Going idle races with senders: a sender publishes its message, then
-// checks running; this goroutine clears running, then checks the one place
+// checks state; this goroutine makes it idle, then checks the one place
 // the next message will appear (user.next, found while it still owned the
 // queue). Atomics are sequentially consistent, so one of the two sees the
 // other. A message behind that place needs no check: whoever publishes the
-// place itself sees running cleared and starts the mailbox.
+// place itself sees it idle and starts the mailbox.
 //
 // A task the actor asked to run after (runAfter) is returned, for the
 // caller to run once the mailbox is let go; if messages are waiting by
@@ -456,15 +472,15 @@ func (m *mailbox) drain() task {
 			return nil // another goroutine has the mailbox now
 		}
 		if turnOver {
-			// Its turn is over, and it keeps running: it goes to the
+			// Its turn is over, and it keeps its hold: it goes to the
 			// back of the pool's queue, and this goroutine takes the
 			// head, which is the mailbox again if none waits, unless
 			// an urgent message promoted it meanwhile.
-			back := drainTask{m: m, queued: m.queued.Add(1)}
-			if t := m.pool.requeue(back); t != back {
+			m.state.Store(mailboxQueued)
+			if t := m.pool.requeue(drainTask{m}); t != (drainTask{m}) {
 				return t
 			}
-			if !m.queued.CompareAndSwap(back.queued, back.queued+1) {
+			if !m.state.CompareAndSwap(mailboxQueued, mailboxRunning) {
 				return nil
 			}
 			continue
@@ -472,15 +488,15 @@ func (m *mailbox) drain() task {
 		next := m.user.next()
 		after := m.after
 		m.after = nil
-		m.running.Store(false)
+		m.state.Store(mailboxIdle)
 		more := m.sysN.Load() != 0 && (m.started() || m.startPosted.Load()) || (!m.suspended.Load() && m.started() && next.ready())
 		if after != nil {
-			if more && m.running.CompareAndSwap(false, true) {
-				m.start(m.sysN.Load() != 0)
+			if urgent := m.sysN.Load() != 0; more && m.state.CompareAndSwap(mailboxIdle, m.held(urgent)) {
+				m.start(urgent)
 			}
 			return after
 		}
-		if !more || !m.running.CompareAndSwap(false, true) {
+		if !more || !m.state.CompareAndSwap(mailboxIdle, mailboxRunning) {
 			return nil
 		}
 	}
@@ -831,7 +847,7 @@ func (m *mailbox) deliver(msg any) task {
 type wake struct{ m *mailbox }
 
 func (w wake) run() task {
-	if !w.m.running.Load() && w.m.running.CompareAndSwap(false, true) {
+	if w.m.state.Load() == mailboxIdle && w.m.state.CompareAndSwap(mailboxIdle, mailboxRunning) {
 		return w.m.drain()
 	}
 	return nil
