@@ -44,8 +44,7 @@ type mailbox struct {
 	sys   []any // guarded by sysMu
 	sysN  atomic.Int32
 
-	// state is idle, running or queued (see held).
-	state     atomic.Uint32
+	running   atomic.Bool
 	suspended atomic.Bool
 
 	invoker    actor.MessageInvoker
@@ -190,7 +189,7 @@ func newMailbox() *mailbox {
 	// (by a sender that knows the name) would start a mailbox with no
 	// dispatcher, panicking in the sender. It waits in the queue instead,
 	// and then for the actor's Started (awaitsStart).
-	m.state.Store(mailboxRunning)
+	m.running.Store(true)
 	return m
 }
 
@@ -345,7 +344,7 @@ func (m *mailbox) RegisterHandlers(invoker actor.MessageInvoker, dispatcher acto
 	// posts next and which starts the mailbox. Otherwise (a test's
 	// invoker), what was posted while held runs now.
 	m.awaitsStart = m.root != nil
-	m.state.Store(mailboxIdle)
+	m.running.Store(false)
 	if m.sysN.Load() != 0 || !m.awaitsStart && m.user.ready() {
 		m.scheduleAs(true)
 	}
@@ -361,83 +360,33 @@ func (m *mailbox) Start() {}
 // UserMessageCount is an estimate, for protoactor's mailbox-length metric.
 func (m *mailbox) UserMessageCount() int { return m.user.len() }
 
-// A mailbox's states. A goroutine that moves it from idle holds it, and
-// starts it (start); so does one that moves it from queued, where a start
-// that is not urgent leaves it, in the pool's queue (a turn over, drain,
-// too): the queued task, or a message someone waits for that finds it
-// there (promote), whichever comes first. A queued task that comes
-// second does nothing, or takes a later wait of the same mailbox, whose
-// own task then does nothing: each wait is run once.
-const (
-	mailboxIdle uint32 = iota
-	mailboxRunning
-	mailboxQueued
-)
-
-// held is the state a start leaves the mailbox in.
-func (m *mailbox) held(urgent bool) uint32 {
-	if urgent || m.pool == nil {
-		return mailboxRunning
-	}
-	return mailboxQueued
-}
-
 // scheduleAs starts the mailbox goroutine unless it runs. The load first
-// spares a busy mailbox a compare-and-swap per message. An urgent message
-// for a mailbox that waits in the pool's queue promotes it.
+// spares a busy mailbox a compare-and-swap per message.
 func (m *mailbox) scheduleAs(urgent bool) {
-	if m.state.Load() == mailboxIdle && m.state.CompareAndSwap(mailboxIdle, m.held(urgent)) {
+	if !m.running.Load() && m.running.CompareAndSwap(false, true) {
 		m.start(urgent)
-		return
-	}
-	if urgent {
-		m.promote()
 	}
 }
 
-// promote gives a mailbox that waits in the pool's queue a worker of its
-// own, for a message that someone waits for (a request, a stop, a
-// graceful stop's flush): behind 10,000 busy pchannels' runs, its turn
-// would come only after theirs. A mailbox that runs already takes the
-// message in its run.
-func (m *mailbox) promote() {
-	if m.state.Load() == mailboxQueued && m.state.CompareAndSwap(mailboxQueued, mailboxRunning) {
-		m.pool.GoNow(drainNow{m})
-	}
-}
-
-// start runs the mailbox on another goroutine; the caller holds it (held).
+// start runs the mailbox on another goroutine; the caller holds running.
 // An urgent start (a system message, a request, a stop) gets a worker of
 // its own rather than a place in the pool's queue: a GetState or a stop
 // must not wait behind a burst of updates whose runs are long (see pool).
-// One that comes once the run is queued promotes it (scheduleAs).
 func (m *mailbox) start(urgent bool) {
 	switch {
 	case m.pool == nil:
 		m.dispatcher.Schedule(m.process)
 	case urgent:
-		m.pool.GoNow(drainNow{m})
+		m.pool.GoNow(drainTask{m})
 	default:
 		m.pool.Go(drainTask{m})
 	}
 }
 
-// drainTask runs a mailbox that waits in the pool's queue, unless it was
-// run already (see queued). One pointer, it goes into a task with no
-// allocation.
+// drainTask runs a mailbox on the pool.
 type drainTask struct{ m *mailbox }
 
-func (d drainTask) run() task {
-	if !d.m.state.CompareAndSwap(mailboxQueued, mailboxRunning) {
-		return nil // promoted: another worker runs it
-	}
-	return d.m.drain()
-}
-
-// drainNow runs a mailbox on a worker of its own.
-type drainNow struct{ m *mailbox }
-
-func (d drainNow) run() task { return d.m.drain() }
+func (d drainTask) run() task { return d.m.drain() }
 
 // goTask runs t on another goroutine.
 func (m *mailbox) goTask(t task) {
@@ -455,11 +404,11 @@ func (m *mailbox) processMessages() { runAll(m.drain()) }
 // drain runs until nothing is left that it may take.
 //
 // Going idle races with senders: a sender publishes its message, then
-// checks state; this goroutine makes it idle, then checks the one place
+// checks running; this goroutine clears running, then checks the one place
 // the next message will appear (user.next, found while it still owned the
 // queue). Atomics are sequentially consistent, so one of the two sees the
 // other. A message behind that place needs no check: whoever publishes the
-// place itself sees it idle and starts the mailbox.
+// place itself sees running cleared and starts the mailbox.
 //
 // A task the actor asked to run after (runAfter) is returned, for the
 // caller to run once the mailbox is let go; if messages are waiting by
@@ -472,31 +421,26 @@ func (m *mailbox) drain() task {
 			return nil // another goroutine has the mailbox now
 		}
 		if turnOver {
-			// Its turn is over, and it keeps its hold: it goes to the
+			// Its turn is over, and it keeps running: it goes to the
 			// back of the pool's queue, and this goroutine takes the
-			// head, which is the mailbox again if none waits, unless
-			// an urgent message promoted it meanwhile.
-			m.state.Store(mailboxQueued)
+			// head, which is the mailbox again if none waits.
 			if t := m.pool.requeue(drainTask{m}); t != (drainTask{m}) {
 				return t
-			}
-			if !m.state.CompareAndSwap(mailboxQueued, mailboxRunning) {
-				return nil
 			}
 			continue
 		}
 		next := m.user.next()
 		after := m.after
 		m.after = nil
-		m.state.Store(mailboxIdle)
+		m.running.Store(false)
 		more := m.sysN.Load() != 0 && (m.started() || m.startPosted.Load()) || (!m.suspended.Load() && m.started() && next.ready())
 		if after != nil {
-			if urgent := m.sysN.Load() != 0; more && m.state.CompareAndSwap(mailboxIdle, m.held(urgent)) {
-				m.start(urgent)
+			if more && m.running.CompareAndSwap(false, true) {
+				m.start(m.sysN.Load() != 0)
 			}
 			return after
 		}
-		if !more || !m.state.CompareAndSwap(mailboxIdle, mailboxRunning) {
+		if !more || !m.running.CompareAndSwap(false, true) {
 			return nil
 		}
 	}
@@ -847,7 +791,7 @@ func (m *mailbox) deliver(msg any) task {
 type wake struct{ m *mailbox }
 
 func (w wake) run() task {
-	if w.m.state.Load() == mailboxIdle && w.m.state.CompareAndSwap(mailboxIdle, mailboxRunning) {
+	if !w.m.running.Load() && w.m.running.CompareAndSwap(false, true) {
 		return w.m.drain()
 	}
 	return nil

@@ -161,7 +161,7 @@ func TestMailboxDrainedAfterTheBurst(t *testing.T) {
 	m := newDrainingMailbox().(*mailbox)
 	m.RegisterHandlers(r, actor.NewDefaultDispatcher(300))
 	// Hold the mailbox as if its goroutine were busy, so the burst queues.
-	require.True(t, m.state.CompareAndSwap(mailboxIdle, mailboxRunning))
+	require.True(t, m.running.CompareAndSwap(false, true))
 	r.want.Store(true)
 	for i := range 100 {
 		m.PostUserMessage(i)
@@ -200,7 +200,7 @@ func TestMailboxManySenders(t *testing.T) {
 		require.False(t, seen[msg], "%v delivered twice", msg)
 		seen[msg] = true
 	}
-	require.Eventually(t, func() bool { return m.state.Load() == mailboxIdle }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return !m.running.Load() }, 10*time.Second, time.Millisecond)
 }
 
 // afterInvoker starts a blocking task from a handler through runAfter, as
@@ -365,7 +365,7 @@ func TestMailboxTurnOverGoesToTheBackOfThePool(t *testing.T) {
 	m := newDrainingMailbox().(*mailbox)
 	m.RegisterHandlers(r, actor.NewSynchronizedDispatcher(2))
 	m.pool = p
-	m.state.Store(mailboxRunning) // the test runs it, by hand
+	m.running.Store(true) // the test runs it, by hand
 	for i := range 8 {
 		m.PostUserMessage(i)
 	}
@@ -373,7 +373,7 @@ func TestMailboxTurnOverGoesToTheBackOfThePool(t *testing.T) {
 	p.coming.Store(1) // as if one had been woken: the other task queues
 	p.Go(funcTask(func() { ran = append(ran, "other") }))
 
-	next := drainNow{m}.run()
+	next := drainTask{m}.run()
 	require.Equal(t, []any{0, 1, 2}, r.messages(), "a turn is Throughput messages and one more")
 	require.NotNil(t, next)
 	require.Nil(t, next.run())
@@ -382,13 +382,13 @@ func TestMailboxTurnOverGoesToTheBackOfThePool(t *testing.T) {
 	require.Equal(t, 1, p.queuedLocked(), "the mailbox is not queued behind it")
 	back := p.dequeueLocked()
 	p.mu.Unlock()
-	require.Equal(t, m, back.(drainTask).m)
+	require.Equal(t, drainTask{m}, back)
 
 	// Its turn again, and nothing waits: past its turn, it goes on to
 	// the end.
 	require.Nil(t, back.run())
 	require.Equal(t, []any{0, 1, 2, 3, 4, 5, 6, 7}, r.messages())
-	require.Equal(t, mailboxIdle, m.state.Load())
+	require.False(t, m.running.Load())
 	p.coming.Store(0)
 }
 

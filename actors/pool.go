@@ -55,12 +55,10 @@ const (
 // tasks (a subscriber that computes for a while on each event), it
 // arrives only when the scheduler preempts one of them, and the queue
 // moves at that pace. A task that someone waits for (a request, a stop)
-// never queues behind them (GoNow), and one for a mailbox whose run waits
-// in the queue already takes that run out of it (mailbox.promote); a
-// Sender's batches queue, as the updates they carry would. Handing every
-// queued task a worker of its own as soon as the workers lag would cut
-// that wait for all tasks, but it halved the updates per second of 10,000
-// busy pchannels.
+// never queues behind them (GoNow); a Sender's batches do, as the updates
+// they carry would. Handing every queued task a worker of its own as soon
+// as the workers lag would cut that wait for all tasks, but it halved the
+// updates per second of 10,000 busy pchannels.
 //
 // It sheds idle workers instead: one idle longer than idleFor exits, and
 // no more than maxIdle wait at a time, so that thousands of idle pchannels
