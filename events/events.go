@@ -277,6 +277,42 @@ func (s *Subscription) Close() {
 // actor system's event stream, and with it the system.
 func (s *Subscription) Done() <-chan struct{} { return s.ended }
 
+// Overlaps reports whether s and o are sure to take some events both: they
+// are on the same event stream, neither is closed, and their ForPChannels,
+// if either has one, share a pchannel. A WithFilter on either may keep
+// them apart, which Overlaps cannot tell: it then says false.
+func (s *Subscription) Overlaps(o *Subscription) bool {
+	if s == o {
+		return !s.isClosed()
+	}
+	if s.es != o.es || s.cfg.filter != nil || o.cfg.filter != nil || s.isClosed() || o.isClosed() {
+		return false
+	}
+	a, b := s.cfg.pchannels, o.cfg.pchannels
+	if a == nil || b == nil {
+		return true // one takes every pchannel's events
+	}
+	if len(a) > len(b) {
+		a, b = b, a
+	}
+	for name := range a {
+		if _, ok := b[name]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// isClosed reports whether Close has begun.
+func (s *Subscription) isClosed() bool {
+	select {
+	case <-s.closing:
+		return true
+	default:
+		return false
+	}
+}
+
 // handle is the EventStream handler. It runs on the publishing actor's
 // goroutine and never waits unless Lossless: a full buffer loses its
 // oldest event.

@@ -462,3 +462,42 @@ func TestAHandlerThatEndsItsGoroutineAtOnceIsUnsubscribed(t *testing.T) {
 	<-done
 	require.Zero(t, es.Length(), "subscriptions left on the stream after every one ended")
 }
+
+// Overlaps is sure of an overlap only where the pchannels are known: the
+// same stream, and ForPChannels that share a name or none at all. A
+// filter of the caller's may split them, and a closed subscription takes
+// nothing.
+func TestOverlaps(t *testing.T) {
+	es, other := eventstream.NewEventStream(), eventstream.NewEventStream()
+	sub := func(es *eventstream.EventStream, opts ...events.Option) *events.Subscription {
+		s, err := events.Subscribe(es, opts...)
+		require.NoError(t, err)
+		t.Cleanup(s.Close)
+		return s
+	}
+	all := sub(es)
+	keepAll := func(messages.Event) bool { return true }
+	for _, tc := range []struct {
+		name string
+		b    *events.Subscription
+		want bool
+	}{
+		{"itself", all, true},
+		{"every pchannel twice", sub(es, events.WithBuffer(8)), true},
+		{"another stream", sub(other), false},
+		{"some of all", sub(es, events.ForPChannels("a", "b")), true},
+		{"a filter, which may split them", sub(es, events.WithFilter(keepAll)), false},
+	} {
+		assert.Equal(t, tc.want, all.Overlaps(tc.b), tc.name)
+		assert.Equal(t, tc.want, tc.b.Overlaps(all), "%s, the other way", tc.name)
+	}
+	ab, cd, bc := sub(es, events.ForPChannels("a", "b")), sub(es, events.ForPChannels("c", "d")), sub(es, events.ForPChannels("b", "c"))
+	assert.False(t, ab.Overlaps(cd), "disjoint pchannels")
+	assert.True(t, ab.Overlaps(bc), "b in both")
+	assert.True(t, cd.Overlaps(bc), "c in both")
+
+	closed := sub(es)
+	closed.Close()
+	assert.False(t, all.Overlaps(closed))
+	assert.False(t, closed.Overlaps(closed))
+}

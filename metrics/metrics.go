@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/eventstream"
@@ -29,6 +30,11 @@ var DefaultLatencyBuckets = []float64{.0001, .00025, .0005, .001, .0025, .005, .
 
 // ErrInvalidOption is returned by New for a configuration that cannot work.
 var ErrInvalidOption = errors.New("metrics: invalid option")
+
+// ErrSubscribedTwice is returned by Subscribe for a subscription that would
+// hand the collector events another of its subscriptions takes already:
+// it would count them twice.
+var ErrSubscribedTwice = errors.New("metrics: collector already subscribed to these events")
 
 // Option configures a Collector.
 type Option interface{ apply(*config) }
@@ -300,9 +306,11 @@ func (c *Collector) Counters(pchannel string) *actors.Counters {
 // events_dropped_total, and the collector lets it go, with the actor
 // system it holds, at the next Subscribe or scrape.
 //
-// Subscribe each event stream once: two subscriptions to one stream hand
-// the collector each event twice, and it counts it twice, unless their
-// options split the pchannels between them (ForPChannels).
+// Subscribe each event stream once: a second subscription to a stream
+// the collector is subscribed to already is refused (ErrSubscribedTwice),
+// since it would count each event twice, unless their ForPChannels split
+// the pchannels between them. With a WithFilter it cannot tell: filters
+// that overlap count the events they share twice.
 //
 // A Collector counts pchannels by name: subscribed to two actor systems
 // that run at once, it counts their pchannels of the same name as one.
@@ -313,13 +321,26 @@ func (c *Collector) Counters(pchannel string) *actors.Counters {
 // (WithNamespace): a registry refuses the same series twice, and the same
 // name with a label and without.
 func (c *Collector) Subscribe(es *eventstream.EventStream, opts ...events.Option) (*events.Subscription, error) {
-	sub, err := events.SubscribeFunc(es, c.Observe, opts...)
+	// Nothing is counted before the subscription is checked: events
+	// published in between are not the caller's yet.
+	var counting atomic.Bool
+	sub, err := events.SubscribeFunc(es, func(ev messages.Event) {
+		if counting.Load() {
+			c.Observe(ev)
+		}
+	}, opts...)
 	if err != nil {
 		return nil, err
 	}
 	c.mu.Lock()
 	c.pruneLocked()
+	if slices.ContainsFunc(c.subs, sub.Overlaps) {
+		c.mu.Unlock()
+		sub.Close()
+		return nil, ErrSubscribedTwice
+	}
 	c.subs = append(c.subs, sub)
+	counting.Store(true)
 	c.mu.Unlock()
 	return sub, nil
 }

@@ -529,3 +529,34 @@ func subscribeAndDrop(t *testing.T, collector *metrics.Collector) (uint64, weak.
 	require.Greater(t, sub.Dropped(), uint64(90), "a blocked collector must have dropped all but the buffer and the one in hand")
 	return sub.Dropped(), weak.Make(es)
 }
+
+// A second subscription to events the collector takes already is refused:
+// it would count each of them twice. Subscriptions that split the
+// pchannels between them are not, nor one after the first is closed.
+func TestSubscribeTwiceIsRefused(t *testing.T) {
+	collector, err := metrics.New()
+	require.NoError(t, err)
+	es := eventstream.NewEventStream()
+	first, err := collector.Subscribe(es)
+	require.NoError(t, err)
+	for _, opts := range [][]events.Option{nil, {events.WithBuffer(8)}, {events.ForPChannels("p0")}} {
+		sub, err := collector.Subscribe(es, opts...)
+		require.ErrorIs(t, err, metrics.ErrSubscribedTwice)
+		require.Nil(t, sub)
+	}
+	const n = 10
+	for i := range n {
+		es.Publish(&messages.MinimumAdvanced{Header: messages.Header{PChannel: "p0", At: time.Now()}, To: wal.KafkaID(i + 1)})
+	}
+	first.Close() // after the events it buffered
+	require.Equal(t, float64(n), valueOf(t, collector, "lowwater_minimum_advances_total"), "an event counted twice")
+
+	p0, err := collector.Subscribe(es, events.ForPChannels("p0"))
+	require.NoError(t, err, "the first subscription is closed")
+	defer p0.Close()
+	p1, err := collector.Subscribe(es, events.ForPChannels("p1", "p2"))
+	require.NoError(t, err, "another pchannel's events")
+	defer p1.Close()
+	_, err = collector.Subscribe(es, events.ForPChannels("p2", "p3"))
+	require.ErrorIs(t, err, metrics.ErrSubscribedTwice, "p2's events twice")
+}
