@@ -280,8 +280,12 @@ func (s *Subscription) Done() <-chan struct{} { return s.ended }
 // Overlaps reports whether s and o are sure to take some events both: they
 // are on the same event stream, neither is closed, and their ForPChannels,
 // if either has one, share a pchannel. A WithFilter on either may keep
-// them apart, which Overlaps cannot tell: it then says false.
+// them apart, which Overlaps cannot tell: it then says false. A nil o
+// overlaps nothing.
 func (s *Subscription) Overlaps(o *Subscription) bool {
+	if o == nil {
+		return false
+	}
 	if s == o {
 		return !s.isClosed()
 	}

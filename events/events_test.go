@@ -500,4 +500,5 @@ func TestOverlaps(t *testing.T) {
 	closed.Close()
 	assert.False(t, all.Overlaps(closed))
 	assert.False(t, closed.Overlaps(closed))
+	assert.False(t, all.Overlaps(nil))
 }
