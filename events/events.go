@@ -280,10 +280,11 @@ func (s *Subscription) Done() <-chan struct{} { return s.ended }
 // Overlaps reports whether s and o are sure to take some events both: they
 // are on the same event stream, neither is closed, and their ForPChannels,
 // if either has one, share a pchannel. A WithFilter on either may keep
-// them apart, which Overlaps cannot tell: it then says false. A nil o
-// overlaps nothing.
+// them apart, which Overlaps cannot tell: it then says false, unless s
+// and o are one subscription. A nil or zero Subscription overlaps
+// nothing.
 func (s *Subscription) Overlaps(o *Subscription) bool {
-	if o == nil {
+	if s == nil || o == nil || s.es == nil || o.es == nil {
 		return false
 	}
 	if s == o {

@@ -501,4 +501,9 @@ func TestOverlaps(t *testing.T) {
 	assert.False(t, all.Overlaps(closed))
 	assert.False(t, closed.Overlaps(closed))
 	assert.False(t, all.Overlaps(nil))
+	assert.False(t, (*events.Subscription)(nil).Overlaps(all))
+	var zero, other0 events.Subscription
+	assert.False(t, zero.Overlaps(&other0), "subscribed to nothing")
+	filtered := sub(es, events.WithFilter(keepAll))
+	assert.True(t, filtered.Overlaps(filtered), "itself, filter or not")
 }

@@ -337,7 +337,7 @@ func (c *Collector) Subscribe(es *eventstream.EventStream, opts ...events.Option
 	if slices.ContainsFunc(c.subs, sub.Overlaps) {
 		c.mu.Unlock()
 		sub.Close()
-		return nil, ErrSubscribedTwice
+		return nil, fmt.Errorf("%w: close that subscription first, or split the pchannels between them (events.ForPChannels)", ErrSubscribedTwice)
 	}
 	c.subs = append(c.subs, sub)
 	counting.Store(true)
