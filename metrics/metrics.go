@@ -321,8 +321,8 @@ func (c *Collector) Counters(pchannel string) *actors.Counters {
 // (WithNamespace): a registry refuses the same series twice, and the same
 // name with a label and without.
 func (c *Collector) Subscribe(es *eventstream.EventStream, opts ...events.Option) (*events.Subscription, error) {
-	// Nothing is counted before the subscription is checked: events
-	// published in between are not the caller's yet.
+	// A refused subscription counts nothing: until it is checked, what it
+	// is handed is dropped, as what was published before Subscribe is.
 	var counting atomic.Bool
 	sub, err := events.SubscribeFunc(es, func(ev messages.Event) {
 		if counting.Load() {
