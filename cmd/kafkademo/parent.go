@@ -36,6 +36,10 @@ const (
 
 var approaches = []string{approachLowwater, approachNaive}
 
+// runDirPrefix names the directories of the demo's runs, which hold the
+// nodes' files, in the system's temporary directory.
+const runDirPrefix = "lowwater-kafkademo-"
+
 func sinkPath(dir, kind string) string { return filepath.Join(dir, "sink-"+kind+".db") }
 func catalogPath(dir string) string    { return filepath.Join(dir, "catalog.db") }
 
@@ -71,11 +75,19 @@ func runDemo(ctx context.Context, cfg config, cmd command, stdout, stderr io.Wri
 	// Every partition has its list, empty when no record landed in it:
 	// with few records, some get none.
 	d := &demo{cfg: cfg, cmd: cmd, out: stdout, stderr: stderr, produced: make(produced, cfg.partitions)}
-	var err error
-	if d.dir, err = os.MkdirTemp("", "lowwater-kafkademo-"); err != nil {
+	dir, release, swept, err := makeRunDir()
+	if err != nil {
 		return nil, err
 	}
+	d.dir = dir
 	defer os.RemoveAll(d.dir)
+	defer release()
+	switch {
+	case swept == 1:
+		fmt.Fprintln(stderr, "kafkademo: removed the directory of an earlier run that was killed")
+	case swept > 1:
+		fmt.Fprintf(stderr, "kafkademo: removed the directories of %d earlier runs that were killed\n", swept)
+	}
 
 	// The topic is new, so the catalog must hold nothing: a checkpoint of
 	// an earlier run would have the nodes skip records of this one.
