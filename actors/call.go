@@ -147,7 +147,7 @@ func (k *call) run() task {
 // in ("StartSave", or the call's own): the result is posted for the pool
 // to run, a failure (ErrGoexit).
 func (k *call) exited(in string) {
-	err := &CatalogPanicError{Op: k.site.op, Value: ErrGoexit}
+	err := &CatalogPanicError{Op: in, Value: ErrGoexit}
 	if in == "StartSave" {
 		if k.answer(err) {
 			k.site.inbox.push(&k.result)
@@ -232,7 +232,7 @@ func (k *call) answer(err error) bool {
 func startGuarded(ctx context.Context, site *callSite, arg wal.MessageID, done func(error)) (panicked bool, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			panicked, err = true, &CatalogPanicError{Op: "Save", Value: checkPanicValue(r)}
+			panicked, err = true, &CatalogPanicError{Op: "StartSave", Value: checkPanicValue(r)}
 		}
 	}()
 	return false, checkCatalogError(site.starter.StartSave(ctx, site.pchannel, arg, done))
@@ -276,7 +276,9 @@ func guard(ctx context.Context, op string, fn catalogCall, arg wal.MessageID) (v
 // on the backoff like any other failure. errors.Is(err, ErrCatalogPanicked)
 // matches it, and a panic with an error value unwraps to that error too.
 type CatalogPanicError struct {
-	Op string // "Load" or "Save"
+	// Op is the catalog's method that panicked: "Load", "Save" or
+	// "StartSave".
+	Op string
 	// Value is what the catalog panicked with; an error that cannot be
 	// inspected safely is replaced (see ErrMalformedCatalogError).
 	Value any

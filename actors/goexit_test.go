@@ -22,7 +22,7 @@ import (
 // does; every other call goes through.
 type goexitOnce struct {
 	*persistence.Memory
-	exitOn string // "Load" or "Save"
+	exitOn string // "Load", "Save" or "StartSave"
 	calls  atomic.Int64
 	done   atomic.Bool
 }
@@ -44,13 +44,28 @@ func (g *goexitOnce) Save(ctx context.Context, pchannel string, id wal.MessageID
 	return g.Memory.Save(ctx, pchannel, id)
 }
 
+// startingGoexit is a goexitOnce that starts its saves (a
+// persistence.SaveStarter), answering on a goroutine of its own.
+type startingGoexit struct{ *goexitOnce }
+
+func (g startingGoexit) StartSave(ctx context.Context, pchannel string, id wal.MessageID, done func(error)) error {
+	g.exit("StartSave")
+	go func() { done(g.Memory.Save(ctx, pchannel, id)) }()
+	return nil
+}
+
 // A catalog call that ends its goroutine fails as a panic does, and is
 // tried again on the backoff: its result used to never come, and the
-// pchannel saved nothing, or never recovered, for good.
+// pchannel saved nothing, or never recovered, for good. The failure names
+// the method that ended it.
 func TestACatalogCallThatEndsItsGoroutineFails(t *testing.T) {
-	for _, op := range []string{"Load", "Save"} {
+	for _, op := range []string{"Load", "Save", "StartSave"} {
 		t.Run(op, func(t *testing.T) {
-			cat := &goexitOnce{Memory: persistence.NewMemory(), exitOn: op}
+			g := &goexitOnce{Memory: persistence.NewMemory(), exitOn: op}
+			var cat persistence.Catalog = g
+			if op == "StartSave" {
+				cat = startingGoexit{g}
+			}
 			system, sub, pid := spawnOnCatalog(t, cat)
 			var failure error
 			for persisted := false; !persisted; {
@@ -75,11 +90,52 @@ func TestACatalogCallThatEndsItsGoroutineFails(t *testing.T) {
 			require.ErrorIs(t, failure, actors.ErrGoexit)
 			require.NoError(t, system.Root.PoisonFuture(pid).Wait())
 			sub.Close()
-			stored, err := cat.Memory.Load(context.Background(), "p")
+			stored, err := g.Memory.Load(context.Background(), "p")
 			require.NoError(t, err)
 			require.Equal(t, wal.KafkaID(10), stored)
 		})
 	}
+}
+
+// panickingStart is a catalog whose StartSave panics the first time, and
+// then starts its saves on a goroutine of its own.
+type panickingStart struct {
+	*persistence.Memory
+	panicked atomic.Bool
+}
+
+func (p *panickingStart) StartSave(ctx context.Context, pchannel string, id wal.MessageID, done func(error)) error {
+	if p.panicked.CompareAndSwap(false, true) {
+		panic("disk on fire")
+	}
+	go func() { done(p.Memory.Save(ctx, pchannel, id)) }()
+	return nil
+}
+
+// A StartSave that panics is a failed save, retried, and the failure
+// names StartSave: an operator reading "panicked in Save" would look in
+// the wrong method.
+func TestAStartSaveThatPanicsFailsTheSave(t *testing.T) {
+	cat := &panickingStart{Memory: persistence.NewMemory()}
+	system, sub, pid := spawnOnCatalog(t, cat)
+	var failure error
+	for persisted := false; !persisted; {
+		select {
+		case ev := <-sub.C():
+			switch ev := ev.(type) {
+			case *messages.PersistFailed:
+				failure = ev.Err
+			case *messages.CheckpointPersisted:
+				persisted = ev.Value == wal.KafkaID(10)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("kafka:10 not persisted within 10 s; the last failure: %v", failure)
+		}
+	}
+	require.EqualError(t, failure, "lowwater: catalog panicked in StartSave: disk on fire")
+	require.ErrorIs(t, failure, actors.ErrCatalogPanicked)
+	require.NoError(t, system.Root.PoisonFuture(pid).Wait())
+	sub.Close()
 }
 
 // A raw subscriber that ends the goroutine of the pchannel's mailbox
