@@ -279,13 +279,14 @@ func verify(ctx context.Context, e *env, _ []string) error {
 		return err
 	}
 	defer s.close()
+	out := e.prose
 	found := map[string]bool{} // kinds of unreadable record seen
 	unread := 0
 	for _, en := range entries {
 		if en.Err != nil {
 			unread++
 			found[unreadable(en)] = true
-			fmt.Fprintf(e.stdout, "%s  %s: %s\n", unreadable(en), typed(en.PChannel), cause(en))
+			fmt.Fprintf(out, "%s  %s: %s\n", unreadable(en), typed(en.PChannel), cause(en))
 		}
 	}
 	// Readable, but no checkpoint: a node refuses to recover from it.
@@ -293,7 +294,7 @@ func verify(ctx context.Context, e *env, _ []string) error {
 	for _, en := range entries {
 		if en.Err == nil && errors.Is(wal.Check(en.WAL, en.Checkpoint), wal.ErrSentinel) {
 			sentinels++
-			fmt.Fprintf(e.stdout, "SENTINEL  %s: %s is not an offset; no node recovers from it\n", typed(en.PChannel), shownID(en.Checkpoint))
+			fmt.Fprintf(out, "SENTINEL  %s: %s is not an offset; no node recovers from it\n", typed(en.PChannel), shownID(en.Checkpoint))
 		}
 	}
 	if sentinels > 0 {
@@ -304,7 +305,7 @@ func verify(ctx context.Context, e *env, _ []string) error {
 		return err
 	}
 	for _, en := range fencing {
-		fmt.Fprintf(e.stdout, "FENCING  %s: term %d is above etcd's revision, so above every owner's\n", shown(en.PChannel), en.Term)
+		fmt.Fprintf(out, "FENCING  %s: term %d is above etcd's revision, so above every owner's\n", shown(en.PChannel), en.Term)
 	}
 	owners, err := s.owners(ctx)
 	if err != nil {
@@ -316,18 +317,18 @@ func verify(ctx context.Context, e *env, _ []string) error {
 		if f.owner.Holder != "" {
 			owner += ", " + shownText(f.owner.Holder)
 		}
-		fmt.Fprintf(e.stdout, "FENCED OWNER  %s: term %d, above its owner's (%s)\n", shown(f.PChannel), f.Term, owner)
+		fmt.Fprintf(out, "FENCED OWNER  %s: term %d, above its owner's (%s)\n", shown(f.PChannel), f.Term, owner)
 	}
 	noLease := leaselessOwners(owners)
 	for _, o := range noLease {
-		fmt.Fprintf(e.stdout, "NO LEASE  %s: its owner key (term %d) has no lease: it never expires\n", typed(o.pchannel), o.Term)
+		fmt.Fprintf(out, "NO LEASE  %s: its owner key (term %d) has no lease: it never expires\n", typed(o.pchannel), o.Term)
 	}
 	stray, err := s.strayKeys(ctx)
 	if err != nil {
 		return err
 	}
 	for _, k := range stray {
-		fmt.Fprintf(e.stdout, "STRAY  %s: neither a record nor an owner key\n", shownKey(k))
+		fmt.Fprintf(out, "STRAY  %s: neither a record nor an owner key\n", shownKey(k))
 	}
 	var meta *persistence.MetaDamage
 	if s.bolt != nil {
@@ -335,14 +336,14 @@ func verify(ctx context.Context, e *env, _ []string) error {
 			return err
 		}
 		if meta != nil {
-			fmt.Fprintf(e.stdout, "DAMAGED META  %s: %s\n", e.opts.url.Path, meta)
+			fmt.Fprintf(out, "DAMAGED META  %s: %s\n", e.opts.url.Path, meta)
 		}
 	}
-	fmt.Fprintf(e.stdout, "%s, %d unreadable", count(len(entries), "record"), unread)
+	fmt.Fprintf(out, "%s, %d unreadable", count(len(entries), "record"), unread)
 	if len(stray) > 0 {
-		fmt.Fprintf(e.stdout, ", %s", count(len(stray), "stray key"))
+		fmt.Fprintf(out, ", %s", count(len(stray), "stray key"))
 	}
-	fmt.Fprintln(e.stdout)
+	fmt.Fprintln(out)
 	if unread == 0 && sentinels == 0 && len(fencing) == 0 && len(fenced) == 0 && len(noLease) == 0 && len(stray) == 0 && meta == nil {
 		return nil
 	}

@@ -30,6 +30,10 @@ type env struct {
 	opts           options
 	stdin          io.Reader // nil: there is none
 	stdout, stderr io.Writer
+	// prose is stdout for sentences (verify's findings): on a terminal,
+	// wrapped at its width, as stderr is; tables and JSON go to stdout
+	// as they are.
+	prose io.Writer
 	// etcdAsked and etcdAnswered say whether the command has reached for
 	// etcd, and whether etcd has answered any of its requests: a --timeout
 	// that ran out on an etcd that answered nothing is etcd's silence, and

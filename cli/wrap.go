@@ -21,18 +21,23 @@ const minWrapWidth = 40
 // forTerminal returns stderr as the tool writes to it: on a terminal,
 // wrapped at its width; anything else, a pipe or a file, as it is, every
 // message on one line for grep and for logs.
-func forTerminal(stderr io.Writer) io.Writer {
-	f, ok := stderr.(*os.File)
+func forTerminal(stderr io.Writer) io.Writer { return wrappedFor(stderr, stderr) }
+
+// wrappedFor returns w wrapped at the width of the terminal out is, or w
+// as it is when out is no terminal. w writes to out, through a writer of
+// its own (stdout's keeps its first error).
+func wrappedFor(out, w io.Writer) io.Writer {
+	f, ok := out.(*os.File)
 	if !ok || !term.IsTerminal(int(f.Fd())) {
-		return stderr
+		return w
 	}
 	width, _, err := term.GetSize(int(f.Fd()))
 	if err != nil || width < minWrapWidth {
-		return stderr
+		return w
 	}
 	// One column short of the edge: a terminal that wraps as soon as a
 	// line fills its last column would leave a blank line after it.
-	return &wrapper{w: stderr, width: width - 1}
+	return &wrapper{w: w, width: width - 1}
 }
 
 // wrapper breaks what is written through it at spaces, so that no line
