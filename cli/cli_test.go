@@ -6,12 +6,14 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	bolt "go.etcd.io/bbolt"
 	"go.uber.org/goleak"
 
 	"github.com/lowwater/lowwater/cli"
@@ -100,6 +102,55 @@ func TestRegisteredWAL(t *testing.T) {
 	out, code = run(t, "--catalog=bolt:"+other, "get", "slot")
 	require.Equal(t, cli.ExitOK, code, out)
 	require.Contains(t, out, "checkpoint  test-lsn:17/0")
+}
+
+// A record of a WAL this build was not made with is whole: a node built
+// with that WAL recovers from it. delete took it for a corrupt record and
+// removed it without --force; it is refused now, as set refuses it.
+func TestUnknownWALIsNotDeletedUnforced(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.db")
+	b, err := persistence.OpenBolt(path)
+	require.NoError(t, err)
+	require.NoError(t, b.Save(context.Background(), "slot", lsn(7)))
+	require.NoError(t, b.Close())
+	// The record as a build with a WAL named test-xyz, unknown here, wrote
+	// it: the name renamed in place, the checksum over the rest redone.
+	db, err := bolt.Open(path, 0o600, nil)
+	require.NoError(t, err)
+	require.NoError(t, db.Update(func(tx *bolt.Tx) error {
+		bk := tx.Bucket([]byte(persistence.DefaultBucket))
+		rec := bytes.Clone(bk.Get([]byte("slot")))
+		at := bytes.Index(rec, []byte("test-lsn"))
+		require.Positive(t, at)
+		copy(rec[at:], "test-xyz")
+		body := rec[:len(rec)-4]
+		binary.BigEndian.PutUint32(rec[len(body):], crc32.Checksum(body, crc32.MakeTable(crc32.Castagnoli)))
+		return bk.Put([]byte("slot"), rec)
+	}))
+	require.NoError(t, db.Close())
+	url := "--catalog=bolt:" + path
+
+	out, code := run(t, url, "verify")
+	require.Equal(t, cli.ExitCorrupt, code, out)
+	require.Contains(t, out, "UNKNOWN WAL  slot: ")
+	const refusal = "lowwater: slot stores a checkpoint of WAL test-xyz, which this build of lowwater does not know, " +
+		"and a node built with it recovers from: delete it with one built with that WAL (package cli), or --force\n"
+	for _, args := range [][]string{{url, "delete", "slot"}, {url, "delete", "--dry-run", "slot"}} {
+		stdout, stderr, code := runSplit(t, args...)
+		require.Equal(t, cli.ExitRefused, code, stderr)
+		require.Empty(t, stdout)
+		require.Equal(t, refusal, stderr)
+	}
+	stdout, stderr, code := runSplit(t, url, "delete", "--dry-run", "--force", "slot")
+	require.Equal(t, cli.ExitOK, code, stderr)
+	require.Equal(t, "slot: would delete a checkpoint of WAL test-xyz\n", stdout)
+	out, code = run(t, url, "verify")
+	require.Equal(t, cli.ExitCorrupt, code, "the record is still there: %s", out)
+	stdout, stderr, code = runSplit(t, url, "delete", "--force", "slot")
+	require.Equal(t, cli.ExitOK, code, stderr)
+	require.Equal(t, "slot: deleted a checkpoint of WAL test-xyz\n", stdout)
+	out, code = run(t, url, "verify")
+	require.Equal(t, cli.ExitOK, code, out)
 }
 
 // A command cut short said "context canceled" or "context deadline

@@ -813,10 +813,21 @@ func del(ctx context.Context, e *env, args []string) error {
 		return nil
 	}
 	was := "a corrupt record"
-	if en.Checkpoint != nil {
+	unknownWAL := en.Err != nil && errors.Is(en.Err, wal.ErrUnknownWAL)
+	switch {
+	case en.Checkpoint != nil:
 		was = shownID(en.Checkpoint)
+	case unknownWAL:
+		was = "a checkpoint of WAL " + shown(string(en.WAL))
 	}
 	ch := change{act: remove, en: &en}
+	if unknownWAL && !e.opts.force {
+		// Whole, of a WAL this build was not made with: a node built
+		// with it recovers from the record, as set says.
+		return refused("%s stores a checkpoint of WAL %s, which this build of lowwater does not know, and a node "+
+			"built with it recovers from: delete it with one built with that WAL (package cli), or --force",
+			shown(pchannel), shown(string(en.WAL)))
+	}
 	if en.Err == nil && wal.CheckPosition(en.Checkpoint) == nil && !e.opts.force {
 		// A record a node recovers from: deleting it is the largest of
 		// lowerings, and asks for what a lowering does. A record that
