@@ -48,10 +48,11 @@ type call struct {
 	// answered is set by the first outcome of a save started through a
 	// SaveStarter: a catalog that tells twice is believed once.
 	answered atomic.Bool
-	// in names the catalog's method while it runs on run's goroutine
-	// ("StartSave", or site.op), for run's account of a catalog that
-	// ends that goroutine. Only that goroutine touches it.
-	in string
+	// stage is where the call is (callQueued…): in which of the
+	// catalog's methods, for the account of a call that overran its
+	// deadline, was abandoned or ended its goroutine; and whether a
+	// StartSave told its outcome before it returned.
+	stage atomic.Int32
 
 	mu       sync.Mutex
 	finished bool          // guarded by mu
@@ -126,18 +127,30 @@ func newCall(site *callSite, seq uint64, arg wal.MessageID) *call {
 // time.
 func (k *call) ended(res *callDone) time.Time { return k.ctx.began.Add(res.latency) }
 
+// The stages of a call.
+const (
+	callQueued     int32 = iota // not run yet
+	callStarting                // in StartSave
+	callToldWithin              // in StartSave, the save told already
+	callStarted                 // StartSave returned: its done is awaited
+	callCalling                 // in site.op (Save, or Load)
+	callReturned                // out of the catalog: the outcome is known
+)
+
 func (k *call) run() task {
 	if !k.started.CompareAndSwap(false, true) {
 		return nil // ended before it ran
 	}
-	// k.in is the catalog's method running, if any: when the catalog ends
-	// the goroutine (runtime.Goexit), only deferred calls run, and the
-	// call is answered from here. Not once the catalog returned: a
-	// handler the result runs (deliver) may end it too, and the mailbox
-	// answers for that.
+	// When the catalog ends the goroutine (runtime.Goexit) in one of its
+	// methods, only deferred calls run, and the call is answered from
+	// here. Not once the catalog returned: a handler the result runs
+	// (deliver) may end it too, and the mailbox answers for that.
 	defer func() {
-		if k.in != "" {
-			k.exited(k.in)
+		switch k.stage.Load() {
+		case callStarting, callToldWithin:
+			k.exited("StartSave")
+		case callCalling:
+			k.exited(k.site.op)
 		}
 	}()
 	return k.runCall()
@@ -145,15 +158,18 @@ func (k *call) run() task {
 
 // exited answers a call whose catalog ended the goroutine in its method
 // in ("StartSave", or the call's own): the result is posted for the pool
-// to run, a failure (ErrGoexit).
+// to run, a failure (ErrGoexit), unless StartSave told one first.
 func (k *call) exited(in string) {
 	err := &CatalogPanicError{Op: in, Value: ErrGoexit}
 	if in == "StartSave" {
-		if k.answer(err) {
+		toldWithin := !k.stage.CompareAndSwap(callStarting, callStarted)
+		if toldWithin || k.answer(err) {
+			k.finish()
 			k.site.inbox.push(&k.result)
 		}
 		return
 	}
+	k.stage.Store(callReturned)
 	k.ctx.cancel(context.Canceled)
 	k.result = callDone{seq: k.seq, err: err, latency: time.Since(k.ctx.began)}
 	k.finish()
@@ -166,16 +182,25 @@ func (k *call) exited(in string) {
 
 func (k *call) runCall() task {
 	if k.site.starter != nil {
-		k.in = "StartSave"
+		k.stage.Store(callStarting)
 		panicked, err := startGuarded(&k.ctx, k.site, k.arg, k.told)
-		k.in = ""
 		switch {
+		case !k.stage.CompareAndSwap(callStarting, callStarted):
+			// Told before StartSave returned: by the catalog's own
+			// goroutine meanwhile, or from within StartSave, against its
+			// contract. The first outcome, believed, and delivered only
+			// now, so that the next save never finds this one still in
+			// the catalog.
+			k.stage.Store(callReturned)
+			k.finish()
+			return k.site.inbox.deliver(&k.result)
 		case err == nil:
 			return nil // told later, on the catalog's goroutine
 		case panicked || !errors.Is(err, errors.ErrUnsupported):
 			if !k.answer(err) {
-				return nil
+				return nil // told meanwhile, on another goroutine, which delivers it
 			}
+			k.finish()
 			return k.site.inbox.deliver(&k.result)
 		case !k.answered.CompareAndSwap(false, true):
 			// Declined, and told all the same: a catalog that breaks
@@ -185,9 +210,9 @@ func (k *call) runCall() task {
 		// Declined: Save runs it, and a done that comes late is not
 		// believed.
 	}
-	k.in = k.site.op
+	k.stage.Store(callCalling)
 	v, err := guard(&k.ctx, k.site.op, k.site.fn, k.arg)
-	k.in = ""
+	k.stage.Store(callReturned)
 	k.ctx.cancel(context.Canceled)
 	k.result = callDone{seq: k.seq, value: v, err: err, latency: time.Since(k.ctx.began)}
 	if k.site.inbox == nil {
@@ -205,13 +230,16 @@ func (k *call) runCall() task {
 // subscriber of the events its result publishes may be slow), so the
 // result is posted to the mailbox for the pool to run.
 func (k *call) told(err error) {
-	if k.answer(err) {
-		k.site.inbox.push(&k.result)
+	if !k.answer(err) || k.stage.CompareAndSwap(callStarting, callToldWithin) {
+		return // told before, or within StartSave, whose return delivers it
 	}
+	k.finish()
+	k.site.inbox.push(&k.result)
 }
 
 // answer records the outcome of a started save, if it is the first, and
-// reports whether it was.
+// reports whether it was. Its caller finishes the call once it is out of
+// the catalog.
 func (k *call) answer(err error) bool {
 	if !k.answered.CompareAndSwap(false, true) {
 		return false
@@ -221,7 +249,6 @@ func (k *call) answer(err error) bool {
 	if k.site.inFlight != nil {
 		k.site.inFlight.Add(-1)
 	}
-	k.finish()
 	return true
 }
 
@@ -306,7 +333,33 @@ func (k *call) overdue() (wait time.Duration, err error) {
 	if _, done := k.joined(); done {
 		return 0, nil
 	}
-	return 0, fmt.Errorf("%w: %s still running %v past its %v deadline; the next attempt waits for it", ErrCatalogOverdue, k.site.op, joinGrace, timeout)
+	return 0, fmt.Errorf("%w: %s %v past its %v deadline; the next attempt waits for it", ErrCatalogOverdue, k.awaited(), joinGrace, timeout)
+}
+
+// method names the catalog's method the call runs in or waits on:
+// StartSave until it declines the save, else site.op.
+func (k *call) method() string {
+	switch k.stage.Load() {
+	case callQueued:
+		if k.site.starter != nil {
+			return "StartSave"
+		}
+	case callStarting, callToldWithin, callStarted:
+		return "StartSave"
+	}
+	return k.site.op
+}
+
+// awaited says what the call waits for, in the catalog's method's name:
+// a method to run or to return, or StartSave's done.
+func (k *call) awaited() string {
+	switch k.stage.Load() {
+	case callQueued:
+		return k.method() + " not yet run"
+	case callStarted:
+		return "StartSave's done not yet called"
+	}
+	return k.method() + " still running"
 }
 
 // ErrCatalogOverdue is the error of a PersistFailed published for a save
@@ -371,7 +424,7 @@ func (k *call) joined() (callDone, bool) {
 // end cancels the call and joins its goroutine within joinGrace; a call
 // still running then is abandoned: logged, counted, its result ignored.
 // It reports whether the call never ran (it was ended first).
-func (k *call) end(cfg *config, op string) (never bool) {
+func (k *call) end(cfg *config) (never bool) {
 	if k == nil {
 		return false
 	}
@@ -389,7 +442,8 @@ func (k *call) end(cfg *config, op string) (never bool) {
 		if cfg.counters != nil {
 			cfg.counters.abandonedCalls.Add(1)
 		}
-		cfg.logger.Error("catalog ignored cancellation; abandoning the call", zap.String("op", op), zap.Duration("waited", joinGrace))
+		cfg.logger.Error("catalog ignored cancellation; abandoning the call", zap.String("op", k.method()),
+			zap.String("state", k.awaited()), zap.Duration("waited", joinGrace))
 	}
 	return false
 }

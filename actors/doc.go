@@ -110,10 +110,12 @@
 //
 // A call still running 100 ms past its deadline, the catalog ignoring its
 // context, is reported then: PersistFailed (or RecoveryFailed) with
-// ErrCatalogOverdue and no NextRetry, and an Error line. It is still
+// ErrCatalogOverdue and no NextRetry, and an Error line; so is a save
+// started through a SaveStarter whose done has not come. It is still
 // waited for: the next attempt starts once it returns, so that a
 // pchannel never has two calls in a catalog at once, and a store that
-// hangs never collects a goroutine per retry. A restart after a panic is
+// hangs never collects a goroutine per retry. A StartSave that tells its
+// save before it returns is in the catalog until it returns, too. A restart after a panic is
 // the exception: like a stop, it abandons the call in flight (counted),
 // and the new incarnation reads or saves afresh.
 //

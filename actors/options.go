@@ -115,12 +115,14 @@ func WithBackoff(b Backoff) Option {
 }
 
 // WithSaveTimeout bounds each catalog call (save or recovery read), so that
-// a hung store or an etcd leader change costs one attempt, not the actor.
-// It is the call's context deadline: a catalog that ignores its context is
-// not stopped by it. Such a call is reported 100 ms past the deadline
-// (ErrCatalogOverdue) and waited for, and a stop never waits for it longer
-// than 100 ms after cancelling it (see the package doc). The default is
-// DefaultSaveTimeout (5 s).
+// a store that hangs but honours its context, or an etcd leader change,
+// costs one attempt, not the actor. It is the call's context deadline: a
+// catalog that ignores its context is not stopped by it, and neither is a
+// StartSave whose done never comes. Such a call is reported 100 ms past
+// the deadline (ErrCatalogOverdue) and waited for: the pchannel saves
+// nothing more until it returns (the persist lag of package metrics
+// grows). A stop never waits for it longer than 100 ms after cancelling
+// it (see the package doc). The default is DefaultSaveTimeout (5 s).
 func WithSaveTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.saveTimeout = d })
 }

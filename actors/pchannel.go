@@ -1219,7 +1219,7 @@ func (p *pchannel) quiet() {
 	}
 	stopTimer(p.recovery.timer)
 	stopTimer(p.recovery.watch)
-	p.recovery.call.end(p.cfg, "Load")
+	p.recovery.call.end(p.cfg)
 	p.recovery.call = nil
 	stopTimer(p.crash.timer)
 	p.crash.timer = nil

@@ -164,7 +164,7 @@ func (s *persister) Receive(ctx actor.Context) {
 		stopTimer(s.timer)
 		stopTimer(s.watchdog)
 		k := s.save
-		if k.end(s.cfg, "Save") && s.cfg.counters != nil {
+		if k.end(s.cfg) && s.cfg.counters != nil {
 			s.cfg.counters.savesInFlight.Add(-1) // it never ran
 		}
 		s.save = nil

@@ -9,7 +9,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/wal"
 )
 
@@ -106,7 +108,7 @@ func TestCallEndedBeforeItRanNeverRuns(t *testing.T) {
 		return nil, nil
 	})}, 1, wal.KafkaID(1))
 	cfg := &config{logger: zap.NewNop()}
-	require.True(t, k.end(cfg, "Save"), "ended before it ran")
+	require.True(t, k.end(cfg), "ended before it ran")
 	k.run()
 	require.False(t, ran, "the catalog was called after the call ended")
 	res, ok := k.wait(time.Now().Add(time.Second), nil)
@@ -314,4 +316,61 @@ func TestPoolLosesNoQueuedTask(t *testing.T) {
 	}
 	requireSettled(t, p)
 	require.Eventually(t, func() bool { return p.live.Load() == 0 }, 5*time.Second, time.Millisecond, "no worker left")
+}
+
+// idleStarter starts every save and never tells it.
+type idleStarter struct{ persistence.SaveStarter }
+
+func (idleStarter) StartSave(context.Context, string, wal.MessageID, func(error)) error { return nil }
+
+// A call abandoned, or reported overdue, names what it waits on: the
+// catalog's method still running, or the done of a StartSave that
+// returned. Both used to say "Save", whichever it was.
+func TestAbandonedCallNamesWhatItWaitsOn(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	blocking := catalogFunc(func(context.Context, wal.MessageID) (wal.MessageID, error) {
+		close(entered)
+		<-release // ignoring its context
+		return nil, nil
+	})
+	system := quietSystem(t)
+	// The late result goes to no one: a dead letter.
+	nobody := system.NewLocalPID("nobody")
+	for _, tc := range []struct {
+		name      string
+		site      *callSite
+		op, state string
+	}{
+		{"a StartSave never told", &callSite{op: "Save", timeout: time.Millisecond, starter: idleStarter{}}, "StartSave", "StartSave's done not yet called"},
+		{"a Save ignoring its context", &callSite{root: system.Root, self: nobody, op: "Save", timeout: time.Millisecond, fn: blocking}, "Save", "Save still running"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := newCall(tc.site, 1, wal.KafkaID(1))
+			ran := make(chan struct{})
+			go func() {
+				defer close(ran)
+				k.run()
+			}()
+			if tc.site.starter != nil {
+				<-ran
+			} else {
+				<-entered
+			}
+			k.ctx.began = time.Now().Add(-time.Second)
+			_, err := k.overdue()
+			require.ErrorIs(t, err, ErrCatalogOverdue)
+			require.ErrorContains(t, err, ": "+tc.state+" 100ms past its 1ms deadline")
+
+			core, logs := observer.New(zap.ErrorLevel)
+			require.False(t, k.end(&config{logger: zap.New(core)}))
+			require.Equal(t, 1, logs.Len())
+			fields := logs.All()[0].ContextMap()
+			require.Equal(t, tc.op, fields["op"])
+			require.Equal(t, tc.state, fields["state"])
+			if tc.site.fn != nil {
+				close(release)
+			}
+			<-ran
+		})
+	}
 }

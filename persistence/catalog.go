@@ -15,8 +15,10 @@ import (
 // every call: a deadline bounds the call, so a hung store costs the caller
 // one attempt, not its goroutine. A write already handed to the store may
 // run to its end past the deadline where the store cannot abandon it (Bolt
-// says when); the actors bound their wait for it all the same, and abandon
-// a call still running shortly after its deadline. Save refuses a pchannel name no catalog
+// says when). The actors report a call still running shortly after its
+// deadline and wait for it, since a pchannel never has two calls in a
+// catalog at once: its saves stop until the call returns. A stop waits
+// for it no longer than that, and abandons it. Save refuses a pchannel name no catalog
 // may store (ValidatePChannel: empty, over 512 bytes, not UTF-8, a NUL
 // byte), and a checkpoint that does not read back as marshalled
 // (wal.Marshal), with ErrInvalidArgument and writes nothing; Load and Delete

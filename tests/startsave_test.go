@@ -207,6 +207,47 @@ func TestStartSaveToldThenDeclined(t *testing.T) {
 	}
 }
 
+// A StartSave that tells its save from within (against its contract)
+// and then blocks is still in the catalog: the outcome is taken, and
+// delivered once StartSave returns, so that the next save never runs
+// beside it. It used to be delivered at once, and the next StartSave of
+// the pchannel ran while the first had not returned.
+func TestStartSaveToldWithinThenBlocking(t *testing.T) {
+	h := newHarness(t)
+	cat := newStarter()
+	release := make(chan struct{})
+	var inside, most atomic.Int32
+	cat.start = func(s *startedSave) error {
+		n := inside.Add(1)
+		defer inside.Add(-1)
+		if n > most.Load() {
+			most.Store(n)
+		}
+		err := s.mem.Save(s.ctx, pch, s.v)
+		s.done(err)
+		if s.v.EQ(k(10)) {
+			<-release
+		}
+		return nil
+	}
+	pid, _ := spawnRecovered(t, h, wal.Kafka, cat, actors.WithVChannels(map[string]wal.MessageID{"a": k(10)}),
+		actors.WithSaveTimeout(20*time.Millisecond))
+	h.update(pid, "a", 20)
+	failed := waitFor(t, h.rec, func(*messages.PersistFailed) bool { return true })
+	require.ErrorIs(t, failed.Err, actors.ErrCatalogOverdue)
+	require.ErrorContains(t, failed.Err, "StartSave still running")
+	require.Empty(t, collect[*messages.CheckpointPersisted](h.rec), "persisted while its StartSave had not returned")
+	require.Equal(t, k(10), loadNow(t, cat.Memory))
+
+	close(release)
+	ev := waitFor(t, h.rec, persistedIs(k(10)))
+	require.Equal(t, 1, ev.Attempts)
+	waitFor(t, h.rec, persistedIs(k(20)))
+	require.Equal(t, int32(1), most.Load(), "two StartSaves of one pchannel in the catalog at once")
+	stopped, _ := h.poison(pid)
+	require.Equal(t, k(20), stopped.LastPersisted)
+}
+
 // A started save that the catalog never tells is reported overdue, as a
 // Save that ignores its context is, and a stop does not wait for it.
 func TestStartedSaveNeverToldIsOverdue(t *testing.T) {
@@ -217,6 +258,8 @@ func TestStartedSaveNeverToldIsOverdue(t *testing.T) {
 	cat.next(t) // and never told
 	failed := waitFor(t, h.rec, func(*messages.PersistFailed) bool { return true })
 	require.ErrorIs(t, failed.Err, actors.ErrCatalogOverdue)
+	require.ErrorContains(t, failed.Err, "StartSave's done not yet called 100ms past its 50ms deadline",
+		"StartSave returned at once: the catalog's done is what is late")
 	require.Zero(t, failed.NextRetry, "an overdue save is waited for, not retried")
 
 	stopped, took := h.stop(pid)
