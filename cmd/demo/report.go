@@ -88,11 +88,12 @@ func describe(ev messages.Event) (what, detail string) {
 		}
 		return "recovered", fmt.Sprintf("start %s from %s, %d read(s)", wal.String(e.StartMessageID), from, e.Attempts)
 	case *messages.RecoveryFailed:
-		return "RECOVERY FAILED", fmt.Sprintf("attempt %d, retry in %v: %v", e.Attempt, e.NextRetry.Round(time.Millisecond), e.Err)
+		// The cause first: a narrow live view cuts the end of a line.
+		return "RECOVERY FAILED", fmt.Sprintf("%v; attempt %d, retry in %v", e.Err, e.Attempt, e.NextRetry.Round(time.Millisecond))
 	case *messages.CheckpointPersisted:
 		return "persisted", fmt.Sprintf("%s  attempts %d  %v", e.Value, e.Attempts, e.Latency.Round(10*time.Microsecond))
 	case *messages.PersistFailed:
-		return "save failed", fmt.Sprintf("%s  attempt %d  retry in %v: %s", e.Value, e.Attempt, e.NextRetry.Round(time.Millisecond), shortErr(e.Err))
+		return "save failed", fmt.Sprintf("%s: %s; attempt %d, retry in %v", e.Value, shortErr(e.Err), e.Attempt, e.NextRetry.Round(time.Millisecond))
 	case *messages.VChannelAdded:
 		return "added", fmt.Sprintf("%s at %s", e.VChannel, e.Checkpoint)
 	case *messages.VChannelDropped:

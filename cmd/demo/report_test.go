@@ -59,13 +59,13 @@ func plainEvents() []messages.Event {
 // and the short one is as it was.
 func TestPrinterWrapsAt80(t *testing.T) {
 	want := "" +
-		`   0.011s  p0    save failed kafka:4  attempt 1  retry in 103ms: faultinject:` + "\n" +
-		`                             injected failure (rate) of Save "p0"` + "\n" +
+		`   0.011s  p0    save failed kafka:4: faultinject: injected failure (rate) of` + "\n" +
+		`                             Save "p0"; attempt 1, retry in 103ms` + "\n" +
 		`   0.015s  p1    persisted   kafka:6  attempts 1  960µs` + "\n" +
 		`   0.515s  p1    rejected    update p1-v002 to kafka:32: checkpoint rollback:` + "\n" +
 		`                             vchannel "p1-v002" from kafka:33 to kafka:32` + "\n" +
-		`   1.234s  p2    RECOVERY FAILED attempt 2, retry in 200ms: read p2: connection` + "\n" +
-		`                                 refused; record p2: not a kafka ID` + "\n"
+		`   1.234s  p2    RECOVERY FAILED read p2: connection refused; record p2: not a` + "\n" +
+		`                                 kafka ID; attempt 2, retry in 200ms` + "\n"
 	got := printed(80, plainEvents()...)
 	assert.Equal(t, want, got)
 	for _, line := range strings.Split(strings.TrimSuffix(got, "\n"), "\n") {
@@ -77,10 +77,10 @@ func TestPrinterWrapsAt80(t *testing.T) {
 // the plain view always had (a joined error's lines joined by "; ").
 func TestPrinterDoesNotWrapWhatFits(t *testing.T) {
 	want := "" +
-		`   0.011s  p0    save failed kafka:4  attempt 1  retry in 103ms: faultinject: injected failure (rate) of Save "p0"` + "\n" +
+		`   0.011s  p0    save failed kafka:4: faultinject: injected failure (rate) of Save "p0"; attempt 1, retry in 103ms` + "\n" +
 		`   0.015s  p1    persisted   kafka:6  attempts 1  960µs` + "\n" +
 		`   0.515s  p1    rejected    update p1-v002 to kafka:32: checkpoint rollback: vchannel "p1-v002" from kafka:33 to kafka:32` + "\n" +
-		`   1.234s  p2    RECOVERY FAILED attempt 2, retry in 200ms: read p2: connection refused; record p2: not a kafka ID` + "\n"
+		`   1.234s  p2    RECOVERY FAILED read p2: connection refused; record p2: not a kafka ID; attempt 2, retry in 200ms` + "\n"
 	assert.Equal(t, want, printed(200, plainEvents()...))
 }
 
@@ -169,7 +169,7 @@ func TestPlainOutputFits80(t *testing.T) {
 		}
 	}
 	assert.Positive(t, wrapped, "failed saves wrap in 80 columns:\n%s", run)
-	assert.Regexp(t, `(?m)^ +\S+s  p\d +save failed kafka:\d+  attempt \d+  retry in \S+: faultinject:\n {29}injected failure \(rate\) of Save "p\d"$`, run)
+	assert.Regexp(t, `(?m)^ +\S+s  p\d +save failed kafka:\d+: faultinject: injected failure \(rate\) of\n {29}Save "p\d"; attempt \d+, retry in \S+$`, run)
 }
 
 // The plain view in 200 columns: nothing is wrapped that fits, so no line
@@ -189,7 +189,7 @@ func TestPlainOutputWider(t *testing.T) {
 		assert.LessOrEqual(t, utf8.RuneCountInString(line), 200, line)
 		assert.NotRegexp(t, `^ {5}`, line, "a continuation line in 200 columns")
 	}
-	assert.Regexp(t, `(?m)^ +\S+s  p\d +save failed kafka:\d+  attempt \d+  retry in \S+: faultinject: injected failure \(rate\) of Save "p\d"$`, text)
+	assert.Regexp(t, `(?m)^ +\S+s  p\d +save failed kafka:\d+: faultinject: injected failure \(rate\) of Save "p\d"; attempt \d+, retry in \S+$`, text)
 }
 
 // A pchannel stopped after a panic says what it panicked on.
