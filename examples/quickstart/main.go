@@ -43,7 +43,7 @@ func run() error {
 	defer catalog.Close()
 
 	system := actor.NewActorSystem(actor.WithLoggerFactory(actors.LoggerFactory(logger)))
-	defer system.Shutdown() // stops no actor: stop them first (below)
+	defer system.Shutdown() // once (twice panics); stops no actor: stop them first
 
 	// Subscribe before spawning, so that no event is missed. The
 	// subscription buffers events off the actor's goroutine.
