@@ -230,8 +230,16 @@ func (k *call) runCall() task {
 // subscriber of the events its result publishes may be slow), so the
 // result is posted to the mailbox for the pool to run.
 func (k *call) told(err error) {
-	if !k.answer(err) || k.stage.CompareAndSwap(callStarting, callToldWithin) {
-		return // told before, or within StartSave, whose return delivers it
+	if !k.answer(err) {
+		return // told before
+	}
+	if e := k.result.err; e != nil && errors.Is(e, errors.ErrUnsupported) {
+		// A decline is StartSave's to return; told, it is a failure,
+		// retried, and Save is never called.
+		k.result.err = fmt.Errorf("%w (told through StartSave's done, where it fails the save: a catalog declines a save by StartSave's return)", e)
+	}
+	if k.stage.CompareAndSwap(callStarting, callToldWithin) {
+		return // within StartSave, whose return delivers it
 	}
 	k.finish()
 	k.site.inbox.push(&k.result)

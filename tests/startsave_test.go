@@ -119,13 +119,18 @@ func TestStartedSaveIsPersistedWhenTold(t *testing.T) {
 func TestStartSaveRefusedPanickingDecliningOrEager(t *testing.T) {
 	refused := errors.New("the store is busy")
 	for name, tc := range map[string]struct {
-		start   func(s *startedSave) error
-		wantErr error // of the first attempt's PersistFailed, or nil: it persists
-		saves   int32 // calls of Save
+		start    func(s *startedSave) error
+		wantErr  error  // of the first attempt's PersistFailed, or nil: it persists
+		wantText string // in that error, if set
+		saves    int32  // calls of Save
 	}{
 		"refused":   {start: func(*startedSave) error { return refused }, wantErr: refused},
 		"panicking": {start: func(*startedSave) error { panic("a catalog's bug") }, wantErr: actors.ErrCatalogPanicked},
 		"declining": {start: func(*startedSave) error { return fmt.Errorf("not this one: %w", errors.ErrUnsupported) }, saves: 1},
+		// A decline told through done is a failure: it is StartSave's
+		// return that declines.
+		"declining through done": {start: func(s *startedSave) error { s.tell(fmt.Errorf("not this one: %w", errors.ErrUnsupported)); return nil },
+			wantErr: errors.ErrUnsupported, wantText: "told through StartSave's done, where it fails the save"},
 		// A panic is a failed save, even one whose value says "decline".
 		"panicking with a decline": {start: func(*startedSave) error { panic(fmt.Errorf("oops: %w", errors.ErrUnsupported)) }, wantErr: actors.ErrCatalogPanicked},
 		"eager": {start: func(s *startedSave) error {
@@ -151,6 +156,7 @@ func TestStartSaveRefusedPanickingDecliningOrEager(t *testing.T) {
 			if tc.wantErr != nil {
 				failed := waitFor(t, h.rec, func(*messages.PersistFailed) bool { return true })
 				require.ErrorIs(t, failed.Err, tc.wantErr)
+				require.ErrorContains(t, failed.Err, tc.wantText)
 				require.Equal(t, k(10), failed.Value)
 				require.Positive(t, failed.NextRetry, "a failed start is retried on the backoff")
 			}
