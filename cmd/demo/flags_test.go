@@ -39,6 +39,11 @@ func TestBadFlagsStopBeforeTheRun(t *testing.T) {
 		{[]string{"--latency=-1ms"}, "--latency"},
 		{[]string{"--vchannels=10001"}, "--vchannels"},
 		{[]string{"--rate=0"}, "--rate"},
+		{[]string{"--rate=NaN"}, "--rate"}, // every comparison with NaN fails
+		{[]string{"--fail-rate=NaN"}, "--fail-rate"},
+		{[]string{"--churn=NaN"}, "--churn"},
+		{[]string{"--bad-rate=NaN"}, "--bad-rate"},
+		{[]string{"--duration=1000000h"}, "--duration"}, // its default outage overflowed, and began at once
 		{[]string{"--outage=1s"}, "outage"},
 		{[]string{"--no-such-flag"}, "no-such-flag"},
 		{[]string{"--stall=p0-v003"}, "stall"},                          // no START

@@ -138,6 +138,9 @@ type config struct {
 }
 
 // tick is the interval between two rounds of updates.
+// maxDuration is the longest --duration taken.
+const maxDuration = 24 * time.Hour
+
 func (c config) tick() time.Duration { return time.Duration(float64(time.Second) / c.rate) }
 
 // run is the demo as the tests call it: no standard input, and Ctrl-C is
@@ -257,7 +260,7 @@ func parseFlags(args []string, help io.Writer) (config, error) {
 	// The simulation.
 	fs.IntVar(&c.pchannels, "pchannels", 3, "number of pchannels")
 	fs.IntVar(&c.vchannels, "vchannels", 20, "vchannels per pchannel at start")
-	fs.DurationVar(&c.duration, "duration", 8*time.Second, "how long the vchannels advance")
+	fs.DurationVar(&c.duration, "duration", 8*time.Second, "how long the vchannels advance (at most 24h)")
 	fs.Float64Var(&c.rate, "rate", 50, "update rounds per second per pchannel; each round sends one UpdateBatch of the vchannels that moved")
 	fs.Float64Var(&c.churn, "churn", 0.5, "vchannels added per second per pchannel, and as many dropped (up to 30 % of the adds below the minimum)")
 	fs.Float64Var(&c.badRate, "bad-rate", 0.4, "commands per second per pchannel that must be rejected (rollback, unknown or duplicate vchannel)")
@@ -299,16 +302,20 @@ func parseFlags(args []string, help io.Writer) (config, error) {
 	if c.vchannels < 1 || c.vchannels > 10000 {
 		errs = append(errs, fmt.Errorf("--vchannels %d: want 1..10000", c.vchannels))
 	}
-	if c.duration <= 0 {
-		errs = append(errs, fmt.Errorf("--duration %v: want > 0", c.duration))
+	// A demo runs for minutes at most; a day bounds it far from where the
+	// run's arithmetic on durations would overflow.
+	if c.duration <= 0 || c.duration > maxDuration {
+		errs = append(errs, fmt.Errorf("--duration %v: want > 0 and at most %v", c.duration, maxDuration))
 	}
-	if c.rate <= 0 || c.rate > 1000 {
+	// Each range is checked as what it takes, so that NaN, which every
+	// comparison fails, is refused too.
+	if !(c.rate > 0 && c.rate <= 1000) {
 		errs = append(errs, fmt.Errorf("--rate %v: want (0, 1000]", c.rate))
 	}
-	if c.churn < 0 || c.badRate < 0 || (c.rate > 0 && (c.churn > c.rate || c.badRate > c.rate)) {
+	if !(c.churn >= 0 && c.badRate >= 0) || (c.rate > 0 && !(c.churn <= c.rate && c.badRate <= c.rate)) {
 		errs = append(errs, fmt.Errorf("--churn %v and --bad-rate %v: want 0..--rate", c.churn, c.badRate))
 	}
-	if c.failRate < 0 || c.failRate > 1 {
+	if !(c.failRate >= 0 && c.failRate <= 1) {
 		errs = append(errs, fmt.Errorf("--fail-rate %v: want 0..1", c.failRate))
 	}
 	if c.latency < 0 {
