@@ -160,7 +160,7 @@ func (d *demo) run(ctx context.Context) (int, error) {
 			ev.stallUntil = ev.stallFrom.Add(st.length)
 		}
 	}
-	dash.setPhase("updates stopped, faults ended: persisted catching up")
+	dash.setPhase("no more updates or faults: catching up")
 	if !d.live {
 		section(d.out, "updates stop, faults end: persisted must reach the minimum (I3)")
 	}

@@ -203,18 +203,33 @@ func renderDashboard(v dashView, rates map[string]float64, width, height int, fi
 		add(fit(styleUp.Render("catalog up")))
 	}
 	table, hidden := renderTable(v, rates, width)
-	add(table)
+	var notes []string
 	if len(hidden) > 0 {
-		for _, line := range wrapList("hidden to fit: ", hidden, " (widen the terminal)", width) {
-			add(fit(styleDim.Render(line)))
+		notes = wrapList("hidden to fit: ", hidden, " (widen the terminal)", width)
+	}
+	// Too many pchannels for the height: the table keeps the first ones
+	// and says so, with the recent events' title and the footer below
+	// it, rather than lose its bottom, and the footer, unsaid.
+	if spare := height - len(lines) - strings.Count(table, "\n") - 1 - len(notes) - 2; height > 0 && spare < 0 && len(v.names) > 1 {
+		all := len(v.names)
+		v.names = v.names[:max(1, all+spare-1)] // a line for the note
+		table, hidden = renderTable(v, rates, width)
+		notes = nil
+		if len(hidden) > 0 {
+			notes = wrapList("hidden to fit: ", hidden, " (widen the terminal)", width)
 		}
+		notes = append(notes, fmt.Sprintf("%d of %d pchannels shown (a taller terminal shows them all)", len(v.names), all))
+	}
+	add(table)
+	for _, line := range notes {
+		add(fit(styleDim.Render(line)))
 	}
 	var footer string
 	switch {
 	case final:
 		footer = styleDim.Render("the run is over; the summary follows")
 	case v.interrupted:
-		footer = styleWarn.Render("stopping gracefully: flushing the pending checkpoints; Ctrl-C again quits at once")
+		footer = styleWarn.Render("stopping gracefully (flushing pending checkpoints); Ctrl-C again quits at once")
 	default:
 		footer = styleDim.Render("Ctrl-C stops gracefully (flushes the pending checkpoints); twice quits at once")
 	}

@@ -544,6 +544,40 @@ func TestRenderDashboardFitsTerminal(t *testing.T) {
 	}
 }
 
+// More pchannels than a terminal's height takes: the table keeps the
+// first ones, with its bottom, says how many it shows, and the footer
+// stays. Its last rows, its bottom and the footer used to be cut unsaid.
+func TestRenderDashboardTooManyPChannels(t *testing.T) {
+	began := time.Now().Add(-2 * time.Second)
+	var names []string
+	vchannels, minima := map[string]int{}, map[string]wal.MessageID{}
+	for i := range 20 {
+		n := fmt.Sprintf("p%d", i)
+		names = append(names, n)
+		vchannels[n], minima[n] = 20, wal.KafkaID(100)
+	}
+	d := newDashboard(began, 8*time.Second, []string{"lowwater demo: 20 pchannels", "faults: none", "catalog: in memory"}, nil)
+	d.start("run", names, vchannels, minima)
+	frame := ansi.Strip(renderDashboard(d.view(), nil, 80, 24, false))
+	lines := strings.Split(frame, "\n")
+	require.Len(t, lines, 24, "the frame fills the height:\n%s", frame)
+	require.Contains(t, lines[len(lines)-1], "Ctrl-C stops gracefully", "the footer is the last line:\n%s", frame)
+	at := slices.IndexFunc(lines, func(l string) bool { return strings.HasSuffix(l, "pchannels shown (a taller terminal shows them all)") })
+	require.Positive(t, at, "no word of the pchannels left out:\n%s", frame)
+	bottom := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "╰") })
+	require.True(t, bottom > 0 && bottom < at, "the table's bottom is drawn, above the note:\n%s", frame)
+	var shown int
+	require.NoError(t, func() error { _, err := fmt.Sscanf(lines[at], "%d of 20", &shown); return err }())
+	rows := 0
+	for _, l := range lines {
+		if strings.HasPrefix(l, "│ p") {
+			rows++
+		}
+	}
+	require.Equal(t, shown, rows, "the note counts the rows drawn:\n%s", frame)
+	require.Contains(t, frame, "│ p0 ", "the first pchannels are kept")
+}
+
 // containsWord reports whether the table's header line has w as one of its
 // cells.
 func containsWord(headerLine, w string) bool {
