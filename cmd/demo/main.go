@@ -61,8 +61,10 @@ type interrupter struct {
 	stderr   io.Writer
 
 	mu sync.Mutex
-	// onFirst tells the live view; beforeExit restores the terminal.
-	onFirst, beforeExit func()
+	// onFirst tells the live view; beforeExit restores the terminal;
+	// cleanup removes the run's temporary directory, which the exit
+	// would otherwise leave behind.
+	onFirst, beforeExit, cleanup func()
 }
 
 func (i *interrupter) interrupt() {
@@ -82,15 +84,25 @@ func (i *interrupter) interrupt() {
 
 func (i *interrupter) hard() {
 	i.mu.Lock()
-	f := i.beforeExit
+	f, cleanup := i.beforeExit, i.cleanup
 	i.mu.Unlock()
 	if f != nil {
 		f()
+	}
+	if cleanup != nil {
+		cleanup()
 	}
 	fmt.Fprintln(i.stderr, "demo: interrupted twice: exiting at once, without flushing or checking")
 	if i.exit != nil {
 		i.exit(exitInterrupted)
 	}
+}
+
+// cleanUpAtExit has a second Ctrl-C run cleanup before it exits.
+func (i *interrupter) cleanUpAtExit(cleanup func()) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.cleanup = cleanup
 }
 
 func (i *interrupter) setHooks(onFirst, beforeExit func()) {
@@ -176,6 +188,7 @@ func runConfig(ctx context.Context, intr *interrupter, cfg config, stdin io.Read
 		return exitSetup
 	}
 	defer cleanup()
+	intr.cleanUpAtExit(cleanup)
 	cfg.dataDir = dir
 
 	logOut, closeLog, err := logDestination(cfg.logPath, live, stderr)

@@ -189,6 +189,43 @@ func TestInterrupted(t *testing.T) {
 	assert.Contains(t, text, "\nPASS in ")
 }
 
+// A second Ctrl-C exits at once, and the run's temporary directory goes
+// with it. It used to stay behind, bbolt file and all.
+func TestInterruptedTwiceRemovesItsDirectory(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	type exit struct {
+		code int
+		left []string
+	}
+	exited := make(chan exit, 1)
+	runDirs := func() []string {
+		dirs, err := filepath.Glob(filepath.Join(tmp, "lowwater-demo-*"))
+		require.NoError(t, err)
+		return dirs
+	}
+	s := &started{code: make(chan int, 1)}
+	intr := &interrupter{graceful: cancel, stderr: &s.stderr, exit: func(code int) { exited <- exit{code, runDirs()} }}
+	go func() {
+		s.code <- runWith(ctx, intr, []string{"--duration=1m", "--seed=5", "--view=plain"}, nil, &s.out, &s.stderr)
+	}()
+	s.waitFor(t, regexp.MustCompile(`p\d\s+persisted\s+kafka:`))
+	require.Len(t, runDirs(), 1, "the run's directory")
+	intr.interrupt()
+	intr.interrupt()
+	select {
+	case e := <-exited:
+		require.Equal(t, exitInterrupted, e.code)
+		require.Empty(t, e.left, "left behind by the exit")
+	case <-time.After(testBound):
+		t.Fatalf("no exit after a second Ctrl-C; stderr:\n%s", s.stderr.String())
+	}
+	require.Contains(t, s.stderr.String(), "interrupted twice: exiting at once")
+	s.wait(t) // the exit was a stub: the run ends as it can
+}
+
 // The live view, drawn into a buffer instead of a terminal: its frames show
 // the table and the states, and the demo's summary follows it.
 func TestLiveViewRun(t *testing.T) {
