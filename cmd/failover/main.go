@@ -115,8 +115,12 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintf(stderr, "failover: unexpected arguments %q\n", fs.Args())
 		return exitSetup
 	}
-	if *ttl < time.Second || *tick <= 0 || *timeout <= 0 || *runFor < 0 || *after < 0 {
-		fmt.Fprintln(stderr, "failover: --ttl must be at least 1s; --tick and --timeout positive; --run and --after not negative")
+	if *tick <= 0 || *timeout <= 0 || *runFor < 0 || *after < 0 {
+		fmt.Fprintln(stderr, "failover: --tick and --timeout must be positive; --run and --after not negative")
+		return exitSetup
+	}
+	if err := checkTTL(*ttl); err != nil {
+		fmt.Fprintln(stderr, "failover:", err)
 		return exitSetup
 	}
 	eps := splitList(*endpoints)
@@ -131,7 +135,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 			name:      *nodeName,
 			endpoints: eps,
 			prefix:    *prefix,
-			ttl:       int((*ttl + time.Second - 1) / time.Second),
+			ttl:       int(*ttl / time.Second),
 			pchannels: splitList(*share),
 			prefer:    splitList(*prefer),
 			tick:      *tick,
@@ -151,8 +155,12 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return exitSetup
 	}
 
-	if *pchannels < 2 {
-		fmt.Fprintln(stderr, "failover: --pchannels must be at least 2")
+	if err := checkTTLFits(*ttl, *timeout); err != nil {
+		fmt.Fprintln(stderr, "failover:", err)
+		return exitSetup
+	}
+	if *pchannels < 2 || *pchannels > maxPChannels {
+		fmt.Fprintf(stderr, "failover: --pchannels %d: must be from 2 to %d\n", *pchannels, maxPChannels)
 		return exitSetup
 	}
 	if *prefix == "" {
@@ -180,3 +188,50 @@ func splitList(s string) []string {
 	}
 	return out
 }
+
+// ttlError is a --ttl that the run cannot use.
+type ttlError struct {
+	ttl time.Duration
+	// timeout is --timeout, when the TTL is over maxTTL of it.
+	timeout time.Duration
+}
+
+func (e *ttlError) Error() string {
+	switch {
+	case e.timeout != 0:
+		return fmt.Sprintf("--ttl %v is over %v, half of --timeout %v: the takeover waits up to the TTL for node A's "+
+			"lease to expire, and must end within --timeout", e.ttl, maxTTL(e.timeout), e.timeout)
+	case e.ttl < time.Second:
+		return fmt.Sprintf("--ttl %v: must be at least 1s", e.ttl)
+	}
+	lo := e.ttl.Truncate(time.Second)
+	return fmt.Sprintf("--ttl %v is not whole seconds (etcd's lease TTLs are): give %v or %v", e.ttl, lo, lo+time.Second)
+}
+
+// checkTTL refuses a session TTL under a second, or not whole seconds:
+// etcd grants a lease in seconds, and a node would have to round it.
+func checkTTL(ttl time.Duration) error {
+	if ttl < time.Second || ttl%time.Second != 0 {
+		return &ttlError{ttl: ttl}
+	}
+	return nil
+}
+
+// checkTTLFits refuses, in the parent, a session TTL over maxTTL(timeout).
+func checkTTLFits(ttl, timeout time.Duration) error {
+	if ttl > maxTTL(timeout) {
+		return &ttlError{ttl: ttl, timeout: timeout}
+	}
+	return nil
+}
+
+// maxTTL is the longest session TTL a run with --timeout timeout can show
+// a takeover with. After the kill, the parent waits --timeout for node B
+// to save node A's pchannels again; that waits on A's lease to expire, up
+// to the TTL after the kill, then on etcd's expiry check (every 500ms),
+// B's Owns, the recoveries and a first save each. Half of --timeout for
+// the lease leaves the other half to those, on a loaded machine too.
+// etcd itself refuses a lease over lease.MaxLeaseTTL (9e9 s); half the
+// longest --timeout a time.Duration holds is below that, so this bound
+// is the one that applies.
+func maxTTL(timeout time.Duration) time.Duration { return (timeout / 2).Truncate(time.Second) }

@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"regexp"
@@ -195,5 +197,91 @@ func TestFailuresNamesWhatTheNodesSaid(t *testing.T) {
 		{Ev: evLost, Node: "B", PCh: "p2", Err: "fenced"}})
 	if want := "node B: p1 failed: own: session done; node B: p2 lost: fenced"; got != want {
 		t.Errorf("failures = %q, want %q", got, want)
+	}
+}
+
+// Flags the run cannot use are refused up front (exit 2), each with one
+// line that says why: a TTL that is not whole seconds, or too long for a
+// takeover within --timeout; more pchannels than the nodes' command lines
+// carry.
+func TestUsageSaysWhy(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--ttl=100000h"}, "failover: --ttl 100000h0m0s is over 10s, half of --timeout 20s: the takeover waits " +
+			"up to the TTL for node A's lease to expire, and must end within --timeout\n"},
+		{[]string{"--ttl=11s"}, "failover: --ttl 11s is over 10s, half of --timeout 20s: the takeover waits " +
+			"up to the TTL for node A's lease to expire, and must end within --timeout\n"},
+		{[]string{"--ttl=1500ms"}, "failover: --ttl 1.5s is not whole seconds (etcd's lease TTLs are): give 1s or 2s\n"},
+		{[]string{"--ttl=100ms"}, "failover: --ttl 100ms: must be at least 1s\n"},
+		{[]string{"--pchannels=1000000"}, "failover: --pchannels 1000000: must be from 2 to 1000\n"},
+		{[]string{"--pchannels=1"}, "failover: --pchannels 1: must be from 2 to 1000\n"},
+		// A node is given no --timeout: the TTL's bound is the parent's.
+		{[]string{"--node=A", "--ttl=30s"}, "failover: a node needs --endpoints, --prefix and --share\n"},
+	} {
+		var out, stderr bytes.Buffer
+		if code := run(t.Context(), tc.args, nil, &out, &stderr, testBinary); code != exitSetup || stderr.String() != tc.want {
+			t.Errorf("%q: exit %d, stderr %q; want %d, %q", tc.args, code, stderr.String(), exitSetup, tc.want)
+		}
+	}
+}
+
+// maxPChannels keeps the names a node gets in one argument (--share)
+// within what Linux takes of one argument (MAX_ARG_STRLEN, 32 pages of
+// 4 KiB, its terminating NUL included).
+func TestPChannelNamesFitOneArgument(t *testing.T) {
+	const maxArgStrLen = 32 * 4096
+	if n := len(strings.Join(pchannelNames(maxPChannels), ",")) + 1; n > maxArgStrLen {
+		t.Errorf("--share of %d pchannels is %d bytes, over %d", maxPChannels, n, maxArgStrLen)
+	}
+}
+
+// An endpoint that answers, but over HTTP as something other than etcd,
+// is said to have answered, at once: not as a silence after --timeout.
+func TestAnEndpointThatIsNotEtcdIsSaidSo(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.NotFoundHandler())
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetHTTP1(true)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true) // gRPC's prior knowledge
+	srv.Start()
+	defer srv.Close()
+	var out bytes.Buffer
+	var stderr syncbuf.Buffer
+	code := run(t.Context(), []string{"--endpoints", srv.URL}, nil, &out, &stderr, testBinary)
+	want := "failover: etcd: " + strings.TrimPrefix(srv.URL, "http://") + " answered, but not as etcd: HTTP 404 (Not Found)\n"
+	if code != exitSetup || stderr.String() != want {
+		t.Errorf("exit %d, stderr %q; want %d, %q", code, stderr.String(), exitSetup, want)
+	}
+}
+
+// An endpoint that takes connections and never answers runs out of
+// --timeout, and the error says what a probe of it finds.
+func TestASilentEtcdIsExplained(t *testing.T) {
+	addr := cmdtest.SilentListener(t)
+	var out bytes.Buffer
+	var stderr syncbuf.Buffer
+	code := run(t.Context(), []string{"--endpoints", addr, "--timeout", "2s", "--ttl", "1s"}, nil, &out, &stderr, testBinary)
+	want := "failover: etcd: no answer within --timeout 2s: context deadline exceeded; " + addr +
+		" takes connections but answers no request within 1s: is etcd stopped, or without a quorum?\n"
+	if code != exitSetup || stderr.String() != want {
+		t.Errorf("exit %d, stderr %q; want %d, %q", code, stderr.String(), exitSetup, want)
+	}
+}
+
+// A run killed with SIGKILL leaves its embedded etcd's directory; the
+// next run removes it, says so, and removes its own.
+func TestTheDirectoryOfAKilledRunIsRemoved(t *testing.T) {
+	tmp := cmdtest.KilledRun(t, runDirPrefix, "etcd.data")
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel() // the run ends as soon as its etcd is up
+	var out, stderr bytes.Buffer
+	const want = "failover: removed the directory of an earlier run that was killed\n" +
+		"failover: interrupted: the nodes are stopped, nothing is checked\n"
+	if code := run(ctx, nil, nil, &out, &stderr, testBinary); code != exitStopped || stderr.String() != want {
+		t.Errorf("exit %d, stderr %q; want %d, %q", code, stderr.String(), exitStopped, want)
+	}
+	if left, err := os.ReadDir(tmp); err != nil || len(left) != 0 {
+		t.Errorf("left in the temporary directory: %v, %v", left, err)
 	}
 }

@@ -4,10 +4,12 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,9 +17,15 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/status"
 
 	"github.com/lowwater/lowwater/internal/etcdaccess"
+	"github.com/lowwater/lowwater/internal/rundir"
 )
+
+// runDirPrefix names the directories of the runs' embedded etcd, in the
+// system's temporary directory (package rundir).
+const runDirPrefix = "lowwater-failover-"
 
 // parentConfig is the demo's command line.
 type parentConfig struct {
@@ -101,27 +109,26 @@ func (p *parent) run(ctx context.Context) (int, error) {
 	cfg := p.cfg
 	endpoints := cfg.endpoints
 	if len(endpoints) == 0 {
-		dir, err := os.MkdirTemp("", "lowwater-failover-")
+		dir, err := rundir.New(runDirPrefix)
 		if err != nil {
 			return exitSetup, err
 		}
-		defer os.RemoveAll(dir)
-		e, url, err := startEtcd(dir)
+		defer dir.Remove()
+		if note := dir.SweptNote(); note != "" {
+			fmt.Fprintln(p.stderr, "failover:", note)
+		}
+		e, url, err := startEtcd(dir.Path)
 		if err != nil {
 			return exitSetup, err
 		}
 		defer e.Close()
 		endpoints = []string{url}
-		p.printf("etcd: embedded at %s, data in %s", url, dir)
+		p.printf("etcd: embedded at %s, data in %s", url, dir.Path)
 	} else {
 		p.printf("etcd: %s", strings.Join(endpoints, ","))
 		// An etcd that is not there is said at once, and why; the
 		// client would retry until --timeout, then say only that.
-		hosts := make([]string, len(endpoints))
-		for i, e := range endpoints {
-			hosts[i] = hostPort(e)
-		}
-		if err := etcdaccess.AnyListens(ctx, hosts); err != nil {
+		if err := etcdaccess.AnyListens(ctx, hostPorts(endpoints)); err != nil {
 			return exitSetup, fmt.Errorf("etcd: %w", err)
 		}
 	}
@@ -134,15 +141,12 @@ func (p *parent) run(ctx context.Context) (int, error) {
 	resp, err := cli.Get(rctx, "\x00")
 	cancel()
 	if err != nil {
-		return exitSetup, fmt.Errorf("etcd: no answer within --timeout %v: %w", cfg.timeout, err)
+		return exitSetup, firstRequestError(ctx, endpoints, cfg.timeout, err)
 	}
 	startRev := resp.Header.Revision + 1
 
-	names := make([]string, cfg.pchannels)
-	for i := range names {
-		names[i] = "p" + strconv.Itoa(i)
-	}
-	ttl := int((cfg.ttl + time.Second - 1) / time.Second)
+	names := pchannelNames(cfg.pchannels)
+	ttl := int(cfg.ttl / time.Second) // whole seconds: checkTTL
 	p.printf("prefix %q, %d pchannels, session TTL %ds, two nodes", cfg.prefix, len(names), ttl)
 	half := (len(names) + 1) / 2
 	a, b := &proc{name: "A", prefer: names[:half]}, &proc{name: "B", prefer: names[half:]}
@@ -267,6 +271,23 @@ func (p *parent) run(ctx context.Context) (int, error) {
 	}
 	p.printf("PASS: no stored checkpoint went backward, none acknowledged was lost; takeover in %v", ms(takeover))
 	return exitOK, nil
+}
+
+// maxPChannels bounds --pchannels. The names reach each node on its
+// command line, all in one argument (--share), and Linux refuses to start
+// a process with an argument over 128 KiB (MAX_ARG_STRLEN), which the
+// names pass beyond some 20000 pchannels. 1000 (5.9 KB) is far within
+// it, and already more than two nodes on one etcd get ready within the
+// default --timeout: the run shows a takeover, it is no load test.
+const maxPChannels = 1000
+
+// pchannelNames are the names of n pchannels, as the nodes get them.
+func pchannelNames(n int) []string {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = "p" + strconv.Itoa(i)
+	}
+	return names
 }
 
 // start starts a node process and the reader of its output.
@@ -479,10 +500,57 @@ func valueString(v *int64) string {
 
 func ms(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
 
+// hostPorts are etcd client URLs' host:port, as etcdaccess takes them.
+func hostPorts(endpoints []string) []string {
+	hosts := make([]string, len(endpoints))
+	for i, e := range endpoints {
+		hosts[i] = hostPort(e)
+	}
+	return hosts
+}
+
 // hostPort is an etcd client URL's host:port ("http://h:p" or "h:p").
 func hostPort(endpoint string) string {
 	if _, rest, ok := strings.Cut(endpoint, "://"); ok {
 		return rest
 	}
 	return endpoint
+}
+
+// firstRequestError says why the parent's first request to etcd at
+// endpoints, bounded by timeout, failed with err. The client's own error
+// tells neither a silence from an answer nor why etcd was silent: a
+// silence gets what a probe of each endpoint finds (etcdaccess), and an
+// HTTP answer of something that is not etcd is called one.
+func firstRequestError(ctx context.Context, endpoints []string, timeout time.Duration, err error) error {
+	hosts := hostPorts(endpoints)
+	switch {
+	case ctx.Err() != nil:
+		return err // interrupted: runParent says so
+	case errors.Is(err, context.DeadlineExceeded):
+		err = fmt.Errorf("etcd: no answer within --timeout %v: %w", timeout, err)
+		if whys := slices.DeleteFunc(etcdaccess.Access{}.ProbeAll(hosts), func(why string) bool { return why == "" }); len(whys) > 0 {
+			err = fmt.Errorf("%w; %s", err, strings.Join(whys, "; "))
+		}
+		return err
+	}
+	if m := httpStatus.FindStringSubmatch(status.Convert(err).Message()); m != nil {
+		return &notEtcdError{endpoints: hosts, status: m[1]}
+	}
+	return fmt.Errorf("etcd: %w", err)
+}
+
+// httpStatus finds the HTTP status in gRPC's error for an HTTP answer that
+// is not gRPC's (google.golang.org/grpc/internal/transport).
+var httpStatus = regexp.MustCompile(`unexpected HTTP status code received from server: (\d+ \([^)]*\))`)
+
+// notEtcdError says that an endpoint answered over HTTP, but not as etcd
+// does: something else listens there.
+type notEtcdError struct {
+	endpoints []string
+	status    string // "404 (Not Found)"
+}
+
+func (e *notEtcdError) Error() string {
+	return fmt.Sprintf("etcd: %s answered, but not as etcd: HTTP %s", strings.Join(e.endpoints, " or "), e.status)
 }

@@ -174,7 +174,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	var err error
 	if cfg.killMin, cfg.killMax, err = parseRange(*kill); err != nil {
-		fmt.Fprintf(stderr, "kafkademo: --kill-after: %v\n", err)
+		fmt.Fprintf(stderr, "kafkademo: --kill-after %v\n", err)
 		return exitSetup
 	}
 	if cfg.catalog, err = parseCatalog(cfg.catalog); err != nil {
@@ -221,19 +221,27 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	return exitOK
 }
 
-// parseRange reads "500ms-2s".
+// parseRange reads "500ms-2s": two durations, the least first, neither
+// negative. A minus sign is no part of either: it parts them.
 func parseRange(s string) (lo, hi time.Duration, err error) {
 	a, b, ok := strings.Cut(s, "-")
-	if !ok {
-		return 0, 0, fmt.Errorf("%q is not MIN-MAX", s)
+	if ok {
+		lo, err = time.ParseDuration(a)
+		if err == nil {
+			hi, err = time.ParseDuration(b)
+		}
 	}
-	if lo, err = time.ParseDuration(a); err == nil {
-		hi, err = time.ParseDuration(b)
+	if !ok || err != nil || lo < 0 || hi < lo {
+		return 0, 0, &rangeError{s}
 	}
-	if err == nil && (lo < 0 || hi < lo) {
-		err = fmt.Errorf("%q: need 0 <= MIN <= MAX", s)
-	}
-	return lo, hi, err
+	return lo, hi, nil
+}
+
+// rangeError is a range that parseRange cannot read.
+type rangeError struct{ spec string }
+
+func (e *rangeError) Error() string {
+	return fmt.Sprintf("%q: want MIN-MAX, two durations with 0 <= MIN <= MAX, as 500ms-2s", e.spec)
 }
 
 // nodeArgs are a node process's own flags.
@@ -324,10 +332,22 @@ const (
 	etcdPrefix = "kafkademo"
 )
 
+// catalogForms are the forms of --catalog the demo takes, for its errors.
+const catalogForms = "bolt, bolt:PATH or etcd://HOST:PORT[,HOST:PORT][/PREFIX]"
+
 // parseCatalog reads --catalog as the demo and the lowwater tool do
 // (catalogurl), and gives it whole: a bbolt file's path made absolute and
 // etcd's prefix said, so that the nodes, run elsewhere, read it alike.
 func parseCatalog(spec string) (string, error) {
+	switch kind, _, hasRest := strings.Cut(spec, ":"); {
+	case kind == catalogurl.Bolt || kind == catalogurl.Memory || kind == catalogurl.Etcd:
+	case !hasRest && strings.ContainsAny(spec, `/\.`):
+		// No kind at all, and it looks like a path: the usual slip.
+		return "", fmt.Errorf("--catalog %q: no kind; for a bbolt file, give bolt:%s", spec, spec)
+	default:
+		// catalogurl would offer memory too, which the demo refuses.
+		return "", fmt.Errorf("--catalog %q: unknown kind %q: want %s", spec, kind, catalogForms)
+	}
 	if rest, ok := strings.CutPrefix(spec, etcdScheme); ok && !strings.Contains(rest, "/") {
 		spec += "/" + etcdPrefix
 	}
@@ -337,7 +357,7 @@ func parseCatalog(spec string) (string, error) {
 	}
 	switch u.Kind {
 	case catalogurl.Memory:
-		return "", fmt.Errorf("--catalog %q: the nodes are processes of their own, killed each round; give bolt, bolt:PATH or etcd://host:port/prefix", spec)
+		return "", fmt.Errorf("--catalog %q: the nodes are processes of their own, killed each round; give %s", spec, catalogForms)
 	case catalogurl.Bolt:
 		if u.Path == "" {
 			return catalogBolt, nil

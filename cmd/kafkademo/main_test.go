@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -305,5 +306,74 @@ func TestAwaitLastLine(t *testing.T) {
 		if err := p.exit(); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// A bad flag is refused with one line that names it and what it wants.
+func TestUsageSaysWhy(t *testing.T) {
+	const forms = "bolt, bolt:PATH or etcd://HOST:PORT[,HOST:PORT][/PREFIX]"
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--kill-after=-1s-2s"}, `kafkademo: --kill-after "-1s-2s": want MIN-MAX, two durations with 0 <= MIN <= MAX, as 500ms-2s` + "\n"},
+		{[]string{"--kill-after=2s-1s"}, `kafkademo: --kill-after "2s-1s": want MIN-MAX, two durations with 0 <= MIN <= MAX, as 500ms-2s` + "\n"},
+		{[]string{"--kill-after=1s"}, `kafkademo: --kill-after "1s": want MIN-MAX, two durations with 0 <= MIN <= MAX, as 500ms-2s` + "\n"},
+		// Only what the demo takes: not memory.
+		{[]string{"--catalog=foo"}, `kafkademo: --catalog "foo": unknown kind "foo": want ` + forms + "\n"},
+		{[]string{"--catalog=memory"}, `kafkademo: --catalog "memory": the nodes are processes of their own, killed each round; give ` + forms + "\n"},
+		{[]string{"--catalog=c.db"}, `kafkademo: --catalog "c.db": no kind; for a bbolt file, give bolt:c.db` + "\n"},
+	} {
+		var out, stderr bytes.Buffer
+		if code := run(t.Context(), tc.args, nil, &out, &stderr, testBinary); code != exitSetup || stderr.String() != tc.want {
+			t.Errorf("%q: exit %d, stderr %q; want %d, %q", tc.args, code, stderr.String(), exitSetup, tc.want)
+		}
+	}
+}
+
+// An etcd that takes connections and never answers runs out of
+// --timeout, and the error says what a probe of it finds, as the lowwater
+// tool's and the demo's do.
+func TestASilentEtcdIsExplained(t *testing.T) {
+	addr := cmdtest.SilentListener(t)
+	var out bytes.Buffer
+	var stderr syncbuf.Buffer
+	code := run(t.Context(), []string{"--catalog", "etcd://" + addr + "/x", "--timeout", "1s"}, nil, &out, &stderr, testBinary)
+	want := "kafkademo: catalog: no answer within --timeout 1s: etcdcatalog: load all: context deadline exceeded; " + addr +
+		" takes connections but answers no request within 1s: is etcd stopped, or without a quorum?\n"
+	if code != exitSetup || stderr.String() != want {
+		t.Errorf("exit %d, stderr %q; want %d, %q", code, stderr.String(), exitSetup, want)
+	}
+}
+
+// An interrupt while the nodes run to the end is the caller's to say,
+// once: finish prints nothing of it.
+func TestFinishInterruptedSaysNothing(t *testing.T) {
+	var stderr bytes.Buffer
+	// Nodes that never print their line: only the interrupt ends the wait.
+	d := &demo{cfg: config{timeout: time.Minute}, stderr: &stderr,
+		cmd: func([]string) *exec.Cmd { return exec.Command("cat") }}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	_, _, err := d.finish(ctx, []int64{1})
+	if !errors.Is(err, context.Canceled) || stderr.Len() != 0 {
+		t.Errorf("finish = %v, stderr %q; want context.Canceled and nothing printed", err, stderr.String())
+	}
+}
+
+// A run killed with SIGKILL leaves its directory; the next run removes
+// it, says so, and removes its own.
+func TestTheDirectoryOfAKilledRunIsRemoved(t *testing.T) {
+	tmp := cmdtest.KilledRun(t, runDirPrefix, "node-a.db")
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	var out, stderr bytes.Buffer
+	const want = "kafkademo: removed the directory of an earlier run that was killed\n" +
+		"kafkademo: interrupted: the nodes are stopped, nothing is checked\n"
+	if code := run(ctx, nil, nil, &out, &stderr, testBinary); code != exitStopped || stderr.String() != want {
+		t.Errorf("exit %d, stderr %q; want %d, %q", code, stderr.String(), exitStopped, want)
+	}
+	if left, err := os.ReadDir(tmp); err != nil || len(left) != 0 {
+		t.Errorf("left in the temporary directory: %v, %v", left, err)
 	}
 }

@@ -4,10 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -25,6 +25,7 @@ import (
 	"github.com/lowwater/lowwater/examples/kafka"
 	"github.com/lowwater/lowwater/internal/catalogurl"
 	"github.com/lowwater/lowwater/internal/etcdaccess"
+	"github.com/lowwater/lowwater/internal/rundir"
 	"github.com/lowwater/lowwater/wal"
 )
 
@@ -37,7 +38,7 @@ const (
 var approaches = []string{approachLowwater, approachNaive}
 
 // runDirPrefix names the directories of the demo's runs, which hold the
-// nodes' files, in the system's temporary directory.
+// nodes' files, in the system's temporary directory (package rundir).
 const runDirPrefix = "lowwater-kafkademo-"
 
 func sinkPath(dir, kind string) string { return filepath.Join(dir, "sink-"+kind+".db") }
@@ -75,18 +76,14 @@ func runDemo(ctx context.Context, cfg config, cmd command, stdout, stderr io.Wri
 	// Every partition has its list, empty when no record landed in it:
 	// with few records, some get none.
 	d := &demo{cfg: cfg, cmd: cmd, out: stdout, stderr: stderr, produced: make(produced, cfg.partitions)}
-	dir, release, swept, err := makeRunDir()
+	dir, err := rundir.New(runDirPrefix)
 	if err != nil {
 		return nil, err
 	}
-	d.dir = dir
-	defer os.RemoveAll(d.dir)
-	defer release()
-	switch {
-	case swept == 1:
-		fmt.Fprintln(stderr, "kafkademo: removed the directory of an earlier run that was killed")
-	case swept > 1:
-		fmt.Fprintf(stderr, "kafkademo: removed the directories of %d earlier runs that were killed\n", swept)
+	d.dir = dir.Path
+	defer dir.Remove()
+	if note := dir.SweptNote(); note != "" {
+		fmt.Fprintln(stderr, "kafkademo:", note)
 	}
 
 	// The topic is new, so the catalog must hold nothing: a checkpoint of
@@ -238,6 +235,11 @@ func (d *demo) round(ctx context.Context, wait time.Duration) (snapshot, error) 
 func (d *demo) finish(ctx context.Context, ends []int64) (s snapshot, finished map[string]bool, err error) {
 	finished = make(map[string]bool)
 	var procs []*proc
+	defer func() {
+		for _, p := range procs {
+			p.kill()
+		}
+	}()
 	for _, kind := range approaches {
 		p, err := d.start(kind, ends)
 		if err != nil {
@@ -246,9 +248,15 @@ func (d *demo) finish(ctx context.Context, ends []int64) (s snapshot, finished m
 		procs = append(procs, p)
 	}
 	for _, p := range procs {
-		if err := p.await(ctx, lineDone, d.cfg.timeout); err != nil {
+		err := p.await(ctx, lineDone, d.cfg.timeout)
+		switch {
+		case ctx.Err() != nil:
+			// Interrupted: the caller says so, once.
+			return s, nil, ctx.Err()
+		case err != nil:
+			// A node that did not finish is a finding of the checks.
 			fmt.Fprintf(d.stderr, "kafkademo: %v\n", err)
-		} else if p.exit() == nil {
+		case p.exit() == nil:
 			finished[p.kind] = true
 		}
 		p.kill()
@@ -284,7 +292,7 @@ func (d *demo) stored(ctx context.Context) ([]int64, error) {
 	defer cat.Close()
 	all, err := cat.LoadAll(ctx)
 	if err != nil {
-		return nil, err
+		return nil, d.explain(err)
 	}
 	out := make([]int64, d.cfg.partitions)
 	for p := range out {
@@ -293,6 +301,23 @@ func (d *demo) stored(ctx context.Context) ([]int64, error) {
 		}
 	}
 	return out, nil
+}
+
+// explain adds to err, a failure to read an etcd catalog in time, what a
+// probe of each endpoint finds (etcdaccess, as the lowwater tool and the
+// demo do): the client's own error says only that the deadline passed,
+// whether etcd is stopped, without a quorum or wants TLS.
+func (d *demo) explain(err error) error {
+	u, perr := catalogurl.Parse(d.cfg.catalog)
+	if perr != nil || u.Kind != catalogurl.Etcd || !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	err = fmt.Errorf("no answer within --timeout %v: %w", d.cfg.timeout, err)
+	whys := slices.DeleteFunc(etcdaccess.Access{}.ProbeAll(u.Endpoints), func(why string) bool { return why == "" })
+	if len(whys) > 0 {
+		err = fmt.Errorf("%w; %s", err, strings.Join(whys, "; "))
+	}
+	return err
 }
 
 // committed reads the naive group's offsets from the cluster.

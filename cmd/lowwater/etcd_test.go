@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lowwater/lowwater/cli"
+	"github.com/lowwater/lowwater/internal/testkit/cmdtest"
 	"github.com/lowwater/lowwater/internal/testkit/etcdtest"
 	"github.com/lowwater/lowwater/internal/testkit/termtest"
 	"github.com/lowwater/lowwater/persistence"
@@ -490,7 +491,7 @@ func TestEtcdOverTLSWithAuth(t *testing.T) {
 	// With --etcd-cacert, an endpoint that takes connections and answers
 	// nothing was a TLS failure ("i/o timeout"); a plain etcd, one that
 	// said "EOF".
-	silent := silentListener(t)
+	silent := cmdtest.SilentListener(t)
 	wantCode(t, on(t, "etcd://"+silent+"/secure", "--etcd-cacert", files.CA, "--timeout", "500ms", "list"), cli.ExitFailed,
 		"(--timeout 500ms passed): "+silent+" takes connections but answers no request within 1s")
 	plain := strings.TrimPrefix(etcdtest.Start(t)[0], "http://")

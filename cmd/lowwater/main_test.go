@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,6 +24,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/lowwater/lowwater/cli"
+	"github.com/lowwater/lowwater/internal/testkit/cmdtest"
 	"github.com/lowwater/lowwater/internal/testkit/termtest"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/wal"
@@ -439,7 +439,7 @@ func TestCommandLine(t *testing.T) {
 	wantCode(t, lw(t, nil, "--catalog", "bolt:"+path, "dump", dump), cli.ExitOK)
 	// An endpoint that takes connections and never answers runs out of
 	// --timeout.
-	silent := silentListener(t)
+	silent := cmdtest.SilentListener(t)
 	r = lw(t, nil, "--catalog", "etcd://"+silent+"/lowwater", "--timeout", "500ms", "restore", dump)
 	wantCode(t, r, cli.ExitFailed, "(--timeout 500ms passed): "+silent+" takes connections but answers no request "+
 		"within 1s: is etcd stopped, or without a quorum?")
@@ -781,39 +781,6 @@ func TestUnknownWALInThisBuild(t *testing.T) {
 	wantCode(t, on(t, url, "set", "b", "kafka:5"), cli.ExitRefused, "b stores a checkpoint of WAL test-seq, which this build"+
 		" of lowwater does not know: read and write it with one built with that WAL (package cli); --force replaces it unread")
 	wantCode(t, on(t, url, "dump"), cli.ExitCorrupt, "nothing dumped")
-}
-
-// silentListener accepts connections on 127.0.0.1 and never answers, as a
-// hung etcd would; it returns its address.
-func silentListener(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	var mu sync.Mutex
-	var conns []net.Conn
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		_ = l.Close()
-		<-done
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range conns {
-			_ = c.Close()
-		}
-	})
-	return l.Addr().String()
 }
 
 // A dump that holds no checkpoint restores nothing, and makes no file at

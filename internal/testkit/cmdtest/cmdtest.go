@@ -1,15 +1,20 @@
 // Package cmdtest checks what the demos' commands share: a --help that
-// says what the program does, and an etcd that is not there said at once.
+// says what the program does, and an etcd that is not there, or silent,
+// said at once.
 package cmdtest
 
 import (
 	"bytes"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/lowwater/lowwater/internal/rundir"
 	"github.com/lowwater/lowwater/internal/testkit/syncbuf"
 	"github.com/lowwater/lowwater/internal/testkit/termtest"
 )
@@ -70,4 +75,60 @@ func EtcdNotThere(t *testing.T, run Run, args func(hostPort string) []string) {
 	if want := "nothing listens at " + addr + " (connection refused)"; code != 2 || !strings.Contains(stderr.String(), want) {
 		t.Errorf("exit %d, want 2 with %q; stderr: %s", code, want, stderr.String())
 	}
+}
+
+// SilentListener accepts connections on 127.0.0.1 and never answers, as a
+// stopped etcd, or one without a quorum, would; it returns its address.
+// It is closed, its connections too, when the test ends.
+func SilentListener(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = l.Close()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	return l.Addr().String()
+}
+
+// KilledRun makes the system's temporary directory a new one of the
+// test's (TMPDIR), and in it the directory a run named prefix leaves when
+// it is killed: its lock file, held by no process, and file, empty. It
+// returns the temporary directory.
+func KilledRun(t *testing.T, prefix string, file string) string {
+	t.Helper()
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	killed := filepath.Join(tmp, prefix+"killed")
+	if err := os.Mkdir(killed, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{rundir.LockName, file} {
+		if err := os.WriteFile(filepath.Join(killed, name), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return tmp
 }
