@@ -23,6 +23,7 @@ import (
 
 	"github.com/lowwater/lowwater/actors"
 	"github.com/lowwater/lowwater/internal/etcdaccess"
+	"github.com/lowwater/lowwater/internal/rundir"
 	"github.com/lowwater/lowwater/persistence"
 )
 
@@ -182,7 +183,7 @@ func runWith(ctx context.Context, intr *interrupter, args []string, stdin io.Rea
 func runConfig(ctx context.Context, intr *interrupter, cfg config, stdin io.Reader, stdout, stderr io.Writer) int {
 	live := cfg.view == "live" || (cfg.view == "auto" && isTerminal(stdout) && redraws(os.Getenv("TERM")))
 
-	dir, cleanup, err := dataDir(cfg.dataDir)
+	dir, cleanup, err := dataDir(cfg.dataDir, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "demo:", err)
 		return exitSetup
@@ -281,7 +282,7 @@ func parseFlags(args []string, help io.Writer) (config, error) {
 	fs.StringVar(&c.catalog, "catalog", "bolt", "where checkpoints are kept: bolt (lowwater.db in --data), bolt:PATH, memory, or etcd://host:port[,host:port]/prefix")
 	c.etcd = etcdaccess.FromEnv(os.Getenv)
 	c.etcd.Register(fs)
-	fs.StringVar(&c.dataDir, "data", "", "directory of the bbolt file (default: a temporary directory, removed at exit)")
+	fs.StringVar(&c.dataDir, "data", "", "directory of the bbolt file (default: a temporary directory, removed at exit, or by the next run if this one is killed)")
 	fs.Float64Var(&c.failRate, "fail-rate", 0.2, "share of catalog saves that fail, in [0, 1]")
 	fs.DurationVar(&c.latency, "latency", 0, "delay added to every catalog call")
 	fs.Var(&outages, "outage", "catalog outage `START+LENGTH` since the demo started, e.g. 3s+2s; repeatable; none for no outage (default: one from 40% to 60% of --duration)")
@@ -477,19 +478,24 @@ func newLogger(out io.Writer, verbose bool) *zap.Logger {
 }
 
 // dataDir returns the directory of the bbolt file, creating a temporary one
-// when none is given; cleanup removes only what dataDir created.
-func dataDir(dir string) (string, func(), error) {
+// when none is given; cleanup removes only what dataDir created. A
+// temporary one is held while the run lives, so that the next run removes
+// it if this one is killed, and says so on stderr.
+func dataDir(dir string, stderr io.Writer) (string, func(), error) {
 	if dir != "" {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return "", nil, err
 		}
 		return dir, func() {}, nil
 	}
-	tmp, err := os.MkdirTemp("", "lowwater-demo-")
+	tmp, err := rundir.New("lowwater-demo-")
 	if err != nil {
 		return "", nil, err
 	}
-	return tmp, func() { _ = os.RemoveAll(tmp) }, nil
+	if note := tmp.SweptNote(); note != "" {
+		fmt.Fprintln(stderr, "demo:", note)
+	}
+	return tmp.Path, func() { _ = tmp.Remove() }, nil
 }
 
 // printFlags is flag.PrintDefaults within width columns: each flag on a

@@ -5,11 +5,13 @@ import (
 	"context"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
 
+	"github.com/lowwater/lowwater/internal/testkit/cmdtest"
 	"github.com/lowwater/lowwater/persistence"
 )
 
@@ -152,5 +154,25 @@ func TestRunStall(t *testing.T) {
 	}
 	if !strings.Contains(text, "faults: 20% of saves fail, no outage, stall p1-v002@300ms+1.5s") {
 		t.Errorf("the fault profile does not name the stall:\n%s", text)
+	}
+}
+
+// The directory of a run killed with SIGKILL, found free of its run's
+// lock, is removed by the next run, which says so; its own goes at its
+// end. A live run's, still locked, is kept.
+func TestADirectoryOfAKilledRunIsRemoved(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("runs hold their directories by flock, on unix only")
+	}
+	tmp := cmdtest.KilledRun(t, "lowwater-demo-", "lowwater.db")
+	var out, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"--duration=300ms", "--seed=3", "--view=plain"}, &out, &stderr); code != exitOK {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "demo: removed the directory of an earlier run that was killed\n") {
+		t.Errorf("stderr does not say it removed the killed run's directory:\n%s", stderr.String())
+	}
+	if left, _ := filepath.Glob(filepath.Join(tmp, "lowwater-demo-*")); len(left) != 0 {
+		t.Errorf("left behind: %v", left)
 	}
 }
