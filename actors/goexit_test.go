@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lowwater/lowwater/actors"
+	"github.com/lowwater/lowwater/events"
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/wal"
@@ -54,6 +55,30 @@ func (g startingGoexit) StartSave(ctx context.Context, pchannel string, id wal.M
 	return nil
 }
 
+// failedUntilPersisted waits, 10 s at most, for want to be persisted, and
+// returns the last failure of a read or a save before it.
+func failedUntilPersisted(t *testing.T, sub *events.Subscription, want wal.MessageID) error {
+	t.Helper()
+	var failure error
+	for {
+		select {
+		case ev := <-sub.C():
+			switch ev := ev.(type) {
+			case *messages.RecoveryFailed:
+				failure = ev.Err
+			case *messages.PersistFailed:
+				failure = ev.Err
+			case *messages.CheckpointPersisted:
+				if ev.Value.EQ(want) {
+					return failure
+				}
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%v not persisted within 10 s; the last failure: %v", want, failure)
+		}
+	}
+}
+
 // A catalog call that ends its goroutine fails as a panic does, and is
 // tried again on the backoff: its result used to never come, and the
 // pchannel saved nothing, or never recovered, for good. The failure names
@@ -67,22 +92,7 @@ func TestACatalogCallThatEndsItsGoroutineFails(t *testing.T) {
 				cat = startingGoexit{g}
 			}
 			system, sub, pid := spawnOnCatalog(t, cat)
-			var failure error
-			for persisted := false; !persisted; {
-				select {
-				case ev := <-sub.C():
-					switch ev := ev.(type) {
-					case *messages.RecoveryFailed:
-						failure = ev.Err
-					case *messages.PersistFailed:
-						failure = ev.Err
-					case *messages.CheckpointPersisted:
-						persisted = ev.Value == wal.KafkaID(10)
-					}
-				case <-time.After(10 * time.Second):
-					t.Fatalf("kafka:10 not persisted within 10 s; the last failure: %v", failure)
-				}
-			}
+			failure := failedUntilPersisted(t, sub, wal.KafkaID(10))
 			var pe *actors.CatalogPanicError
 			require.True(t, errors.As(failure, &pe), "%v", failure)
 			require.Equal(t, op, pe.Op)
@@ -118,20 +128,7 @@ func (p *panickingStart) StartSave(ctx context.Context, pchannel string, id wal.
 func TestAStartSaveThatPanicsFailsTheSave(t *testing.T) {
 	cat := &panickingStart{Memory: persistence.NewMemory()}
 	system, sub, pid := spawnOnCatalog(t, cat)
-	var failure error
-	for persisted := false; !persisted; {
-		select {
-		case ev := <-sub.C():
-			switch ev := ev.(type) {
-			case *messages.PersistFailed:
-				failure = ev.Err
-			case *messages.CheckpointPersisted:
-				persisted = ev.Value == wal.KafkaID(10)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatalf("kafka:10 not persisted within 10 s; the last failure: %v", failure)
-		}
-	}
+	failure := failedUntilPersisted(t, sub, wal.KafkaID(10))
 	require.EqualError(t, failure, "lowwater: catalog panicked in StartSave: disk on fire")
 	require.ErrorIs(t, failure, actors.ErrCatalogPanicked)
 	require.NoError(t, system.Root.PoisonFuture(pid).Wait())
