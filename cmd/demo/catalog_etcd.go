@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -41,10 +40,7 @@ func (e *etcdStore) open(ctx context.Context) (persistence.Catalog, error) {
 
 // diagnose says why etcd may not have answered in time: the client's own
 // error says only that the deadline passed.
-func (e *etcdStore) diagnose() string {
-	whys := slices.DeleteFunc(e.access.ProbeAll(e.endpoints), func(why string) bool { return why == "" })
-	return strings.Join(whys, "; ")
-}
+func (e *etcdStore) diagnose() string { return e.access.Diagnose(e.endpoints) }
 
 func (e *etcdStore) describe() string {
 	return fmt.Sprintf("etcd at %s, prefix %q", strings.Join(e.endpoints, ","), e.prefix)

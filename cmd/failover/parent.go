@@ -9,7 +9,6 @@ import (
 	"io"
 	"os/exec"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -529,8 +528,8 @@ func firstRequestError(ctx context.Context, endpoints []string, timeout time.Dur
 		return err // interrupted: runParent says so
 	case errors.Is(err, context.DeadlineExceeded):
 		err = fmt.Errorf("etcd: no answer within --timeout %v: %w", timeout, err)
-		if whys := slices.DeleteFunc(etcdaccess.Access{}.ProbeAll(hosts), func(why string) bool { return why == "" }); len(whys) > 0 {
-			err = fmt.Errorf("%w; %s", err, strings.Join(whys, "; "))
+		if why := (etcdaccess.Access{}).Diagnose(hosts); why != "" {
+			err = fmt.Errorf("%w; %s", err, why)
 		}
 		return err
 	}

@@ -313,9 +313,8 @@ func (d *demo) explain(err error) error {
 		return err
 	}
 	err = fmt.Errorf("no answer within --timeout %v: %w", d.cfg.timeout, err)
-	whys := slices.DeleteFunc(etcdaccess.Access{}.ProbeAll(u.Endpoints), func(why string) bool { return why == "" })
-	if len(whys) > 0 {
-		err = fmt.Errorf("%w; %s", err, strings.Join(whys, "; "))
+	if why := (etcdaccess.Access{}).Diagnose(u.Endpoints); why != "" {
+		err = fmt.Errorf("%w; %s", err, why)
 	}
 	return err
 }

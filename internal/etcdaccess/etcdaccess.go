@@ -16,6 +16,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -193,6 +194,15 @@ func (a Access) ProbeAll(endpoints []string) (whys []string) {
 	}
 	wg.Wait()
 	return whys
+}
+
+// Diagnose says why the etcd at endpoints may not have answered in time,
+// which the client's own error does not (it says only that a deadline
+// passed): what ProbeAll finds at each endpoint, joined by "; ", or ""
+// when every one answers now.
+func (a Access) Diagnose(endpoints []string) string {
+	whys := slices.DeleteFunc(a.ProbeAll(endpoints), func(why string) bool { return why == "" })
+	return strings.Join(whys, "; ")
 }
 
 // silent says that endpoint takes connections and answers nothing.
