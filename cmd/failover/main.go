@@ -198,9 +198,12 @@ type ttlError struct {
 
 func (e *ttlError) Error() string {
 	switch {
+	case e.timeout != 0 && maxTTL(e.timeout) < time.Second:
+		return fmt.Sprintf("--timeout %v leaves no --ttl: a TTL takes at most half of it, in whole seconds, and at "+
+			"least 1s, so --timeout must be 2s at least", e.timeout)
 	case e.timeout != 0:
-		return fmt.Sprintf("--ttl %v is over %v, half of --timeout %v: the takeover waits up to the TTL for node A's "+
-			"lease to expire, and must end within --timeout", e.ttl, maxTTL(e.timeout), e.timeout)
+		return fmt.Sprintf("--ttl %v is over %v, the most within half of --timeout %v: the takeover waits up to the "+
+			"TTL for node A's lease to expire, and must end within --timeout", e.ttl, maxTTL(e.timeout), e.timeout)
 	case e.ttl < time.Second:
 		return fmt.Sprintf("--ttl %v: must be at least 1s", e.ttl)
 	}

@@ -209,10 +209,14 @@ func TestUsageSaysWhy(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--ttl=100000h"}, "failover: --ttl 100000h0m0s is over 10s, half of --timeout 20s: the takeover waits " +
-			"up to the TTL for node A's lease to expire, and must end within --timeout\n"},
-		{[]string{"--ttl=11s"}, "failover: --ttl 11s is over 10s, half of --timeout 20s: the takeover waits " +
-			"up to the TTL for node A's lease to expire, and must end within --timeout\n"},
+		{[]string{"--ttl=100000h"}, "failover: --ttl 100000h0m0s is over 10s, the most within half of --timeout 20s: " +
+			"the takeover waits up to the TTL for node A's lease to expire, and must end within --timeout\n"},
+		{[]string{"--ttl=11s"}, "failover: --ttl 11s is over 10s, the most within half of --timeout 20s: " +
+			"the takeover waits up to the TTL for node A's lease to expire, and must end within --timeout\n"},
+		{[]string{"--ttl=2s", "--timeout=3999ms"}, "failover: --ttl 2s is over 1s, the most within half of --timeout 3.999s: " +
+			"the takeover waits up to the TTL for node A's lease to expire, and must end within --timeout\n"},
+		{[]string{"--ttl=1s", "--timeout=1999ms"}, "failover: --timeout 1.999s leaves no --ttl: a TTL takes at most half " +
+			"of it, in whole seconds, and at least 1s, so --timeout must be 2s at least\n"},
 		{[]string{"--ttl=1500ms"}, "failover: --ttl 1.5s is not whole seconds (etcd's lease TTLs are): give 1s or 2s\n"},
 		{[]string{"--ttl=100ms"}, "failover: --ttl 100ms: must be at least 1s\n"},
 		{[]string{"--pchannels=1000000"}, "failover: --pchannels 1000000: must be from 2 to 1000\n"},
@@ -250,6 +254,23 @@ func TestAnEndpointThatIsNotEtcdIsSaidSo(t *testing.T) {
 	var stderr syncbuf.Buffer
 	code := run(t.Context(), []string{"--endpoints", srv.URL}, nil, &out, &stderr, testBinary)
 	want := "failover: etcd: " + strings.TrimPrefix(srv.URL, "http://") + " answered, but not as etcd: HTTP 404 (Not Found)\n"
+	if code != exitSetup || stderr.String() != want {
+		t.Errorf("exit %d, stderr %q; want %d, %q", code, stderr.String(), exitSetup, want)
+	}
+}
+
+// An HTTP/1 server gives gRPC no answer it can read: the request runs out
+// of --timeout, and the probe says what answered. It used to be called a
+// stopped etcd.
+func TestAnHTTP1EndpointIsSaidSo(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	var out bytes.Buffer
+	var stderr syncbuf.Buffer
+	code := run(t.Context(), []string{"--endpoints", srv.URL, "--timeout", "2s", "--ttl", "1s"}, nil, &out, &stderr, testBinary)
+	want := "failover: etcd: no answer within --timeout 2s: context deadline exceeded; " + addr +
+		" answers HTTP/1, not etcd's gRPC: is it another server, or etcd's peer or metrics URL?\n"
 	if code != exitSetup || stderr.String() != want {
 		t.Errorf("exit %d, stderr %q; want %d, %q", code, stderr.String(), exitSetup, want)
 	}

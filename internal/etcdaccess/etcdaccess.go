@@ -229,8 +229,16 @@ func (a Access) diagnose(endpoint string) string {
 	if tc == nil {
 		// Only to learn whether it speaks TLS: nothing is sent over it.
 		probe := tls.Client(conn, &tls.Config{InsecureSkipVerify: true, ServerName: host})
-		if probe.Handshake() == nil {
+		err := probe.Handshake()
+		var answer tls.RecordHeaderError
+		switch {
+		case err == nil:
 			return fmt.Sprintf("%s speaks TLS: give --etcd-cacert (and --etcd-cert, --etcd-key if it asks clients for a certificate)", endpoint)
+		case errors.As(err, &answer) && string(answer.RecordHeader[:]) == "HTTP/":
+			// An HTTP/1 server answers the hello with an error page,
+			// where etcd, which speaks gRPC (HTTP/2), says nothing; the
+			// client then waits for an answer that never comes.
+			return fmt.Sprintf("%s answers HTTP/1, not etcd's gRPC: is it another server, or etcd's peer or metrics URL?", endpoint)
 		}
 		return ""
 	}
