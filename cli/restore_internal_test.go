@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -17,17 +18,23 @@ import (
 )
 
 // cutAtSave ends the command (a Ctrl-C) as its save number at begins.
+// The cut and the numbering are one step: a save numbered after at
+// begins after the cut. Apart, a save could take its number after the
+// cut's and store before it, as if it had begun first.
 type cutAtSave struct {
 	*persistence.Memory
 	at    int64
+	mu    sync.Mutex
 	saves atomic.Int64
 	cut   func()
 }
 
 func (c *cutAtSave) Save(ctx context.Context, pchannel string, id wal.MessageID) error {
+	c.mu.Lock()
 	if c.saves.Add(1) == c.at {
 		c.cut()
 	}
+	c.mu.Unlock()
 	return c.Memory.Save(ctx, pchannel, id)
 }
 
