@@ -5,7 +5,6 @@ import (
 	"context"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -161,9 +160,6 @@ func TestRunStall(t *testing.T) {
 // lock, is removed by the next run, which says so; its own goes at its
 // end. A live run's, still locked, is kept.
 func TestADirectoryOfAKilledRunIsRemoved(t *testing.T) {
-	if runtime.GOOS == "windows" {
-		t.Skip("runs hold their directories by flock, on unix only")
-	}
 	tmp := cmdtest.KilledRun(t, "lowwater-demo-", "lowwater.db")
 	var out, stderr bytes.Buffer
 	if code := run(context.Background(), []string{"--duration=300ms", "--seed=3", "--view=plain"}, &out, &stderr); code != exitOK {

@@ -9,6 +9,10 @@ import (
 	"syscall"
 )
 
+// Sweeps is whether New removes the directories of killed runs: here it
+// does, by their locks.
+const Sweeps = true
+
 // New makes the directory of this run, named prefix and a random suffix,
 // locked, and first removes those of earlier runs of the same prefix that
 // were killed before they could (Dir.Swept says how many).
