@@ -16,6 +16,7 @@
 //	go run ./bench/report -count 6
 //	go run ./bench/report -history-only   # HISTORY.md from bench/runs alone
 //	go run ./bench/report -history-only -since 2026-12-02-0429 -history /tmp/h.md
+//	go run ./bench/report -figures bench/runs/A.txt bench/runs/B.txt   # the README's table
 //
 // Any table can be made again from the raw output alone:
 //
@@ -124,7 +125,15 @@ func main() {
 	hist := flag.String("history", "", "where to write the goals over the runs kept in -runs (default: HISTORY.md beside that directory)")
 	since := flag.String("since", "", "judge only the runs kept whose names sort at or after this one (2026-12-02-0429)")
 	historyOnly := flag.Bool("history-only", false, "run nothing: write -history from the runs kept in -runs")
+	figuresOnly := flag.Bool("figures", false, "run nothing: print the README's table of figures from the kept runs named as arguments")
 	flag.Parse()
+	if *figuresOnly {
+		if err := printFigures(flag.Args()); err != nil {
+			fmt.Fprintln(os.Stderr, "report:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *historyOnly && *runsDir == "" {
 		fmt.Fprintln(os.Stderr, "report: -history-only needs -runs, the runs to judge")
 		os.Exit(2)
@@ -143,6 +152,22 @@ func main() {
 		fmt.Fprintln(os.Stderr, "report:", err)
 		os.Exit(1)
 	}
+}
+
+func printFigures(paths []string) error {
+	if len(paths) == 0 {
+		return errors.New("-figures needs the runs to read, as arguments: files of bench/runs")
+	}
+	runs := make([]keptRun, len(paths))
+	for i, p := range paths {
+		r, err := readRun(p)
+		if err != nil {
+			return err
+		}
+		runs[i] = r
+	}
+	fmt.Print(figuresTable(runs))
+	return nil
 }
 
 func writeHistory(runsDir, since, path string) error {

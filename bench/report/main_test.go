@@ -173,3 +173,71 @@ func TestMachine(t *testing.T) {
 		}
 	}
 }
+
+// The README's table of figures: each side's range of medians over the
+// runs, in a reader's units, and each run's ratio in the order given.
+func TestFiguresTable(t *testing.T) {
+	res := func(lines ...string) samples {
+		s := samples{}
+		for _, l := range lines {
+			name, rest, _ := strings.Cut(l, " ")
+			var v float64
+			var unit string
+			fmt.Sscanf(rest, "%g %s", &v, &unit)
+			if s[name] == nil {
+				s[name] = map[string][]float64{}
+			}
+			s[name][unit] = append(s[name][unit], v)
+		}
+		return s
+	}
+	runs := []keptRun{
+		{name: "2026-01-01-1000", commit: "abc1234", cpu: "Some CPU", load: "0.5 0.4 0.3", res: res(
+			"Update/impl=sender/producers=1 30e-9 sec/op",
+			"Update/impl=mutex/producers=1 40e-9 sec/op",
+			"GroupCommit/impl=lowwater/commit=group 345000 saves/s",
+			"GroupCommit/impl=baseline/commit=group 300000 saves/s",
+			"Scale/impl=lowwater/pchannels=10000/vchannels=100 0 goroutines",
+			"Scale/impl=baseline/pchannels=10000/vchannels=100 10000 goroutines",
+		)},
+		{name: "2026-01-01-1010", res: res(
+			"Update/impl=sender/producers=1 46e-9 sec/op",
+			"Update/impl=mutex/producers=1 40e-9 sec/op",
+		)},
+	}
+	md := figuresTable(runs)
+	for _, want := range []string{
+		"Runs: 1. 2026-01-01-1000 (commit abc1234, cpu Some CPU, load at start 0.5 0.4 0.3); 2. 2026-01-01-1010 (commit –, cpu –, load at start –).",
+		"| what | lowwater | reference | ratio, runs 1 / 2 |",
+		"| one update through `actors.Sender`, 1 producer | 30.0–46.0 ns | mutex, 40.0 ns | 0.75× / 1.15× |",
+		"| group commit, 1,000 pchannels on bbolt | 345k saves/s | baseline, 300k saves/s | 1.15× / – |",
+		"| one raw `Send` update, 1 producer | – | hand-off floor, – | – / – |",
+		"| idle goroutines, 10,000 pchannels | 0 | baseline, 10,000 |  |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the table lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+func TestInUnit(t *testing.T) {
+	for _, c := range []struct {
+		v          float64
+		unit, want string
+	}{
+		{37.4e-9, "sec/op", "37.4 ns"},
+		{127.2e-9, "sec/op", "127 ns"},
+		{2.853e6, "updates/s", "2.85M updates/s"},
+		{22164, "saves/s", "22.2k saves/s"},
+		{757, "saves/s", "757 saves/s"},
+		{1231, "saves/s", "1,231 saves/s"},
+		{0.953, "lag-p99-ms", "0.953 ms"},
+		{11468.8, "heap-bytes/pchannel", "11.2 KiB"},
+		{6.618, "cpu-µs/save", "6.62 µs"},
+	} {
+		s := inUnit(c.v, c.unit)
+		if got := s.n + s.suffix; got != c.want {
+			t.Errorf("inUnit(%g, %s) = %q, want %q", c.v, c.unit, got, c.want)
+		}
+	}
+}
