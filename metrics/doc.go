@@ -30,9 +30,10 @@
 //	vchannels_dropped_total   c
 //	minimum_advances_total    c  the low-water mark rose
 //	saves_total               c  checkpoints the catalog acknowledged
-//	save_failures_total       c  by reason: timeout (a save still running
-//	                             past its deadline too), stored_ahead,
-//	                             fenced, closed, canceled, error
+//	save_failures_total       c  failed attempts by reason: timeout (an
+//	                             attempt still running past its deadline
+//	                             too, once), stored_ahead, fenced,
+//	                             closed, canceled, error
 //	save_latency_seconds      h  of successful saves
 //	persist_lag_seconds       g  since the minimum rose past the persisted
 //	                             checkpoint: the age of the oldest rise
@@ -55,7 +56,8 @@
 //	pchannels_retrying        g  whose last save failed and waits for its
 //	                             retry (not stored_ahead, fenced, or
 //	                             still running)
-//	recovery_failures_total   c  failed reads of the stored checkpoint
+//	recovery_failures_total   c  failed reads of the stored checkpoint,
+//	                             one per attempt, as save_failures_total
 //	persister_restarts_total  c  persisters restarted after a panic
 //	ownership_lost_total      c
 //	events_dropped_total      c  events the subscription dropped: the

@@ -1,8 +1,10 @@
 package metrics_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -59,6 +61,46 @@ func TestFailuresThatAreNotRetried(t *testing.T) {
 	want(12, 0, 0, map[string]float64{"stored_ahead": 1, "error": 1, "timeout": 1})
 }
 
+// An attempt that overran its deadline is one failure, counted when it
+// overran: its own error, when the catalog returns at last, is not
+// counted again, and the attempt after it is. Saves and recovery reads
+// alike.
+func TestAnOverdueAttemptCountsOnce(t *testing.T) {
+	t0, at := fixedClock()
+	c, err := metrics.New(metrics.WithClock(func() time.Time { return t0 }))
+	require.NoError(t, err)
+	reg := registry(t, c)
+	h := func(s float64) messages.Header { return messages.Header{PChannel: "p", At: at(s)} }
+	overdue := fmt.Errorf("%w: Save still running", actors.ErrCatalogOverdue)
+	fail := func(s float64, attempt int, err error) {
+		c.Observe(&messages.PersistFailed{Header: h(s), Value: wal.KafkaID(200), Attempt: attempt, Err: err, NextRetry: time.Second})
+	}
+
+	// A recovery read alike.
+	readFailures := func() float64 { return sample(t, reg, "lowwater_recovery_failures_total", false, "") }
+	c.Observe(&messages.RecoveryFailed{Header: h(0), Attempt: 1, Err: overdue})
+	c.Observe(&messages.RecoveryFailed{Header: h(0), Attempt: 1, Err: errors.New("returned at last"), NextRetry: time.Second})
+	require.Equal(t, 1.0, readFailures(), "the overdue read and its own error")
+	c.Observe(&messages.RecoveryFailed{Header: h(0), Attempt: 2, Err: errors.New("still down"), NextRetry: time.Second})
+	require.Equal(t, 2.0, readFailures(), "the next read")
+
+	c.Observe(&messages.Recovered{Header: h(0), StartMessageID: wal.KafkaID(100), FromCatalog: true})
+	c.Observe(&messages.MinimumAdvanced{Header: h(1), To: wal.KafkaID(200), Holder: "a"})
+	fail(2, 1, overdue)
+	require.Equal(t, map[string]float64{"timeout": 1}, failuresByReason(t, reg), "overran")
+	fail(3, 1, errors.New("disk on fire"))
+	require.Equal(t, map[string]float64{"timeout": 1}, failuresByReason(t, reg), "the overdue attempt's own error")
+	fail(4, 2, errors.New("disk on fire"))
+	require.Equal(t, map[string]float64{"timeout": 1, "error": 1}, failuresByReason(t, reg), "the next attempt")
+
+	// A restarted persister numbers its attempts anew: its failures
+	// count, though an attempt of the same number overran before.
+	fail(5, 3, overdue)
+	c.Observe(&messages.PersisterRestarted{Header: h(6), Reason: "boom", Restarts: 1})
+	fail(7, 3, context.DeadlineExceeded)
+	require.Equal(t, map[string]float64{"timeout": 3, "error": 1}, failuresByReason(t, reg), "after a restart")
+}
+
 // failuresByReason returns the non-zero save_failures_total series.
 func failuresByReason(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 	t.Helper()
@@ -109,4 +151,49 @@ func TestLagIsTheAgeOfTheOldestRiseNotSaved(t *testing.T) {
 	require.InDelta(t, 2.3, lagAt(3.5), 1e-9, "150 was passed at 1.2 s")
 	c.Observe(&messages.CheckpointPersisted{Header: h(3.1), Value: wal.KafkaID(250)})
 	require.Zero(t, lagAt(3.5), "caught up")
+}
+
+// lateCatalog's first Save ignores its context: it returns an error only
+// when the test releases it, long past its deadline.
+type lateCatalog struct {
+	persistence.Catalog
+	calls   atomic.Int32
+	release chan struct{}
+}
+
+func (c *lateCatalog) Save(ctx context.Context, pchannel string, v wal.MessageID) error {
+	if c.calls.Add(1) == 1 {
+		<-c.release
+		return errors.New("returned at last")
+	}
+	return c.Catalog.Save(ctx, pchannel, v)
+}
+
+// Through the actors: a save that overruns its deadline is reported
+// overdue, then fails when the catalog returns, then is retried and
+// succeeds. The collector counts one failure, a timeout.
+func TestAnOverdueSaveIsOneFailure(t *testing.T) {
+	collector, err := metrics.New()
+	require.NoError(t, err)
+	reg := registry(t, collector)
+	system := quietSystem(t)
+	sub, err := collector.Subscribe(system.EventStream)
+	require.NoError(t, err)
+	defer sub.Close()
+	catalog := &lateCatalog{Catalog: persistence.NewMemory(), release: make(chan struct{})}
+	props, err := actors.NewProps("p0", wal.Kafka, catalog, actors.WithBackoff(fast), actors.WithSaveTimeout(20*time.Millisecond),
+		actors.WithCounters(collector.Counters("p0")), actors.WithPreloaded(wal.KafkaID(10)),
+		actors.WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(20)}))
+	require.NoError(t, err)
+	pid := system.Root.Spawn(props)
+	defer func() { require.NoError(t, system.Root.StopFuture(pid).Wait()) }()
+
+	require.Eventually(t, func() bool { return failuresByReason(t, reg)["timeout"] == 1 }, testBound, tick,
+		"the save owed since recovery overran its deadline")
+	close(catalog.release)
+	require.Eventually(t, func() bool { return valueOf(t, collector, "lowwater_saves_total") == 1 }, testBound, tick,
+		"retried, the save succeeds")
+	// The collector takes the events in order: the overdue save's own
+	// failure came before the success.
+	require.Equal(t, map[string]float64{"timeout": 1}, failuresByReason(t, reg))
 }

@@ -185,6 +185,25 @@ type pchannelState struct {
 	// MinimumStalled to its MinimumResumed (or Stopped, or a new run).
 	heldSince time.Time
 	stalled   bool
+	// overdueSave and overdueRead are the attempts last reported still
+	// running past their deadline (ErrCatalogOverdue), counted then; 0
+	// for none. Their own outcome, when the catalog returns, is not
+	// counted again: an attempt is one failure at most (countOnce).
+	overdueSave, overdueRead int
+}
+
+// countOnce says whether a failure of attempt, with err, is to be counted:
+// an attempt reported overdue was counted then, and the failure it
+// returns at last is not. overdue is the pchannel's record of the last
+// one reported.
+func countOnce(overdue *int, attempt int, err error) bool {
+	if errors.Is(err, actors.ErrCatalogOverdue) {
+		*overdue = attempt
+		return true
+	}
+	again := *overdue != 0 && attempt == *overdue
+	*overdue = 0
+	return !again
 }
 
 type histogram struct {
@@ -256,14 +275,14 @@ func New(opts ...Option) (*Collector, error) {
 			dropped:          d("vchannels_dropped_total", "Vchannels dropped.", base),
 			advances:         d("minimum_advances_total", "Times the low-water mark strictly rose.", base),
 			saves:            d("saves_total", "Checkpoints the catalog acknowledged: durable.", base),
-			failures:         d("save_failures_total", "Failed saves, by reason; timeout includes a save still running past its deadline.", withReason),
+			failures:         d("save_failures_total", "Failed save attempts, by reason; timeout includes an attempt still running past its deadline, counted then and not again when it returns.", withReason),
 			latency:          d("save_latency_seconds", "Latency of successful catalog saves.", base),
 			lag:              d("persist_lag_seconds", "How long ago the minimum rose past the persisted checkpoint: the age of the oldest rise the catalog does not hold; 0 when nothing waits (without the pchannel label: the largest).", base),
 			inFlight:         d("saves_in_flight", "Catalog saves running now: one per pchannel at most, but for abandoned calls still running.", base),
 			pchannels:        d("pchannels", "Pchannels running on this node.", base),
 			recovering:       d("pchannels_recovering", "Pchannels still reading their stored checkpoint after a failed read.", base),
 			retrying:         d("pchannels_retrying", "Pchannels whose last save failed and waits for its retry on the backoff.", base),
-			recoveryFailures: d("recovery_failures_total", "Failed reads of a stored checkpoint; each is retried with backoff.", base),
+			recoveryFailures: d("recovery_failures_total", "Failed reads of a stored checkpoint, one per attempt (a read still running past its deadline too); each is retried with backoff.", base),
 			restarts:         d("persister_restarts_total", "Persisters restarted after a panic.", base),
 			ownershipLost:    d("ownership_lost_total", "Pchannels that lost their ownership and stopped.", base),
 			eventsDropped:    d("events_dropped_total", "Events the collector's subscriptions dropped because it lagged: the event-fed metrics missed them.", nil),
@@ -407,7 +426,7 @@ func (c *Collector) Observe(ev messages.Event) {
 	s := c.seriesOf(h.PChannel)
 	switch e := ev.(type) {
 	case *messages.Recovered:
-		p.live, p.recovering = true, false
+		p.live, p.recovering, p.overdueRead = true, false, 0
 		p.heldSince, p.stalled = h.At, false
 		// The minimum as recovery ends: commands applied during it may
 		// have raised it past the start, a save of it then due.
@@ -422,7 +441,9 @@ func (c *Collector) Observe(ev messages.Event) {
 		p.settle(h.At)
 	case *messages.RecoveryFailed:
 		p.live, p.recovering = true, true
-		s.recoveryFailures++
+		if countOnce(&p.overdueRead, e.Attempt, e.Err) {
+			s.recoveryFailures++
+		}
 	case *messages.VChannelAdded:
 		s.added++
 		switch {
@@ -456,13 +477,15 @@ func (c *Collector) Observe(ev messages.Event) {
 	case *messages.CheckpointPersisted:
 		s.saves++
 		s.latency.observe(c.cfg.buckets, e.Latency.Seconds())
-		p.retrying = false
+		p.retrying, p.overdueSave = false, 0
 		if less(p.persisted, e.Value) {
 			p.persisted = e.Value
 		}
 		p.settle(h.At)
 	case *messages.PersistFailed:
-		s.failures[failReason(e.Err)]++
+		if countOnce(&p.overdueSave, e.Attempt, e.Err) {
+			s.failures[failReason(e.Err)]++
+		}
 		// Only a failure with a backoff is retried: not one the store
 		// refused because it holds more (that value is durable: the lag
 		// clock follows it), nor a fenced one, nor one still running.
@@ -473,6 +496,7 @@ func (c *Collector) Observe(ev messages.Event) {
 		}
 	case *messages.PersisterRestarted:
 		s.restarts++
+		p.overdueSave = 0 // its new plan numbers attempts anew
 	case *messages.OwnershipLost:
 		s.ownershipLosses++
 	case *messages.Stopped:

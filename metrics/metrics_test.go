@@ -241,7 +241,7 @@ lowwater_commands_rejected_total{reason="not_found"} 0
 lowwater_commands_rejected_total{reason="other"} 0
 lowwater_commands_rejected_total{reason="rollback"} 0
 lowwater_commands_rejected_total{reason="wal_mismatch"} 0
-# HELP lowwater_save_failures_total Failed saves, by reason; timeout includes a save still running past its deadline.
+# HELP lowwater_save_failures_total Failed save attempts, by reason; timeout includes an attempt still running past its deadline, counted then and not again when it returns.
 # TYPE lowwater_save_failures_total counter
 lowwater_save_failures_total{reason="canceled"} 0
 lowwater_save_failures_total{reason="closed"} 0
