@@ -328,14 +328,81 @@ func TestOverdueLoadIsReported(t *testing.T) {
 		WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(7)}))
 	require.NoError(t, err)
 	pid := system.Root.Spawn(props)
-	select {
-	case f := <-failed:
-		require.ErrorIs(t, f.Err, ErrCatalogOverdue)
-		require.Equal(t, 1, f.Attempt)
-		require.Zero(t, f.NextRetry)
-	case <-time.After(10 * time.Second):
-		t.Fatal("no RecoveryFailed within 10 s")
+	next := func() *messages.RecoveryFailed {
+		t.Helper()
+		select {
+		case f := <-failed:
+			return f
+		case <-time.After(10 * time.Second):
+			t.Fatal("no RecoveryFailed within 10 s")
+			return nil
+		}
 	}
+	f := next()
+	require.ErrorIs(t, f.Err, ErrCatalogOverdue)
+	require.Equal(t, 1, f.Attempt)
+	require.Zero(t, f.NextRetry)
+	require.False(t, f.Late)
 	require.Len(t, cat.entered, 1, "read once, still waited for")
+
+	// The read returns at last, failing: its outcome is the same attempt,
+	// marked Late, and the next read is not.
+	cat.unblock()
+	f = next()
+	require.ErrorContains(t, f.Err, "stubborn load returned late")
+	require.Equal(t, 1, f.Attempt)
+	require.True(t, f.Late)
+	require.Positive(t, f.NextRetry)
+	f = next()
+	require.Equal(t, 2, f.Attempt)
+	require.False(t, f.Late)
 	require.NoError(t, system.Root.StopFuture(pid).Wait())
+}
+
+// A save that overran its deadline and then fails publishes its failure
+// as Late, the same attempt as the overdue report; the retry after it is
+// an attempt of its own, not Late.
+func TestOverdueSaveThatFailsIsLate(t *testing.T) {
+	cat := newStubborn(false, true)
+	defer cat.unblock()
+	system := actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(zap.NewNop())))
+	defer system.Shutdown()
+	failed := make(chan *messages.PersistFailed, 64)
+	sub := system.EventStream.Subscribe(func(ev any) {
+		if f, ok := ev.(*messages.PersistFailed); ok {
+			failed <- f
+		}
+	})
+	defer system.EventStream.Unsubscribe(sub)
+	props, err := NewProps("p", wal.Kafka, cat, WithSaveTimeout(50*time.Millisecond),
+		WithBackoff(Backoff{Initial: 5 * time.Millisecond, Max: time.Second, Multiplier: 10}),
+		WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(7)}))
+	require.NoError(t, err)
+	pid := system.Root.Spawn(props)
+	defer func() { require.NoError(t, system.Root.StopFuture(pid).Wait()) }()
+	next := func() *messages.PersistFailed {
+		t.Helper()
+		select {
+		case f := <-failed:
+			return f
+		case <-time.After(10 * time.Second):
+			t.Fatal("no PersistFailed within 10 s")
+			return nil
+		}
+	}
+
+	f := next()
+	require.ErrorIs(t, f.Err, ErrCatalogOverdue)
+	require.Equal(t, 1, f.Attempt)
+	require.False(t, f.Late)
+	cat.unblock()
+	f = next()
+	require.ErrorContains(t, f.Err, "stubborn save returned late")
+	require.Equal(t, 1, f.Attempt)
+	require.True(t, f.Late)
+	require.Positive(t, f.NextRetry)
+	f = next()
+	require.ErrorContains(t, f.Err, "stubborn save returned late")
+	require.Equal(t, 2, f.Attempt)
+	require.False(t, f.Late)
 }

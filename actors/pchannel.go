@@ -218,6 +218,9 @@ type recovery struct {
 	// watch fires watchSeq once the read in flight is overdue (loadOverdue).
 	watch    *time.Timer
 	watchSeq uint64
+	// overdue is set once the read in flight was reported overdue: its
+	// outcome is then Late.
+	overdue bool
 }
 
 // crashes is the persister's supervision: its recent crashes, kept bounded
@@ -819,6 +822,7 @@ func (p *pchannel) load(ctx actor.Context) {
 	stopTimer(p.recovery.timer)
 	stopTimer(p.recovery.watch) // a graceful stop reads again with no loadDone
 	p.recovery.attempt++
+	p.recovery.overdue = false
 	catalog, name := p.cfg.catalog, p.cfg.pchannel
 	site := &callSite{root: ctx.ActorSystem().Root, self: p.self, op: "Load", timeout: p.cfg.saveTimeout,
 		fn: catalogFunc(func(c context.Context, _ wal.MessageID) (wal.MessageID, error) { return catalog.Load(c, name) })}
@@ -845,6 +849,7 @@ func (p *pchannel) loadOverdue() {
 	if err == nil {
 		return
 	}
+	p.recovery.overdue = true
 	p.publish(&messages.RecoveryFailed{Header: p.header(), Err: err, Attempt: p.recovery.attempt})
 	p.cfg.logger.Error("recovery read overran its deadline; waiting for the catalog", zap.Int("attempt", p.recovery.attempt),
 		zap.Duration("saveTimeout", p.cfg.saveTimeout))
@@ -886,7 +891,7 @@ func (p *pchannel) loaded(ctx actor.Context, m *callDone) (time.Duration, bool) 
 	if errors.Is(err, persistence.ErrClosed) {
 		// Closed for good: no read is tried again (NextRetry 0), and
 		// the pchannel never recovers; its stop says why.
-		p.publish(&messages.RecoveryFailed{Header: p.header(), Err: err, Attempt: p.recovery.attempt})
+		p.publish(&messages.RecoveryFailed{Header: p.header(), Err: err, Attempt: p.recovery.attempt, Late: p.recovery.overdue})
 		p.cfg.logger.Error("catalog closed: the stored checkpoint is never read; the pchannel does not recover",
 			zap.Int("attempt", p.recovery.attempt), zap.Error(err))
 		return 0, false
@@ -895,7 +900,7 @@ func (p *pchannel) loaded(ctx actor.Context, m *callDone) (time.Duration, bool) 
 		p.recovery.backoff = p.cfg.backoff.New()
 	}
 	wait := p.recovery.backoff.NextBackOff()
-	p.publish(&messages.RecoveryFailed{Header: p.header(), Err: err, Attempt: p.recovery.attempt, NextRetry: wait})
+	p.publish(&messages.RecoveryFailed{Header: p.header(), Err: err, Attempt: p.recovery.attempt, NextRetry: wait, Late: p.recovery.overdue})
 	log := p.cfg.logger.Warn
 	if errors.Is(err, persistence.ErrCorruptRecord) {
 		// Never start from nothing over a record we cannot read: that

@@ -422,7 +422,8 @@ func (s *persister) saveFailed(m *callDone, attempt int) saveplan.Step {
 }
 
 func (s *persister) failed(m *callDone, attempt int, next time.Duration) {
-	publish(s.events, s.cfg.logger, &messages.PersistFailed{Header: newHeader(s.cfg.pchannel), Value: m.value, Attempt: attempt, Err: m.err, NextRetry: next})
+	publish(s.events, s.cfg.logger, &messages.PersistFailed{Header: newHeader(s.cfg.pchannel), Value: m.value, Attempt: attempt, Err: m.err, NextRetry: next,
+		Late: m.seq == s.overdueSeq})
 	s.cfg.logger.Warn("save failed", zap.Stringer("checkpoint", m.value), zap.Int("attempt", attempt),
 		zap.Duration("nextRetry", next), zap.Duration("latency", m.latency), zap.Error(m.err))
 }

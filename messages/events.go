@@ -56,6 +56,10 @@ type RecoveryFailed struct {
 	Err       error
 	Attempt   int
 	NextRetry time.Duration
+	// Late marks the outcome of an attempt reported overdue before
+	// (actors.ErrCatalogOverdue, the same Attempt): the read returned at
+	// last. Counting failed attempts, count the report or this, not both.
+	Late bool
 }
 
 // VChannelAdded is published when an AddVChannel was applied.
@@ -156,6 +160,10 @@ type PersistFailed struct {
 	Attempt   int
 	Err       error
 	NextRetry time.Duration
+	// Late marks the outcome of an attempt reported overdue before
+	// (actors.ErrCatalogOverdue, the same Attempt): the save returned at
+	// last. Counting failed attempts, count the report or this, not both.
+	Late bool
 }
 
 // PersisterRestarted is published when the persister crashed, and is to

@@ -62,9 +62,10 @@ func TestFailuresThatAreNotRetried(t *testing.T) {
 }
 
 // An attempt that overran its deadline is one failure, counted when it
-// overran: its own error, when the catalog returns at last, is not
-// counted again, and the attempt after it is. Saves and recovery reads
-// alike.
+// overran: its own outcome, when the catalog returns at last (Late), is
+// not counted again, and every other failure is, whatever its attempt
+// number: a new run, or a restarted persister, numbers its attempts anew.
+// Saves and recovery reads alike.
 func TestAnOverdueAttemptCountsOnce(t *testing.T) {
 	t0, at := fixedClock()
 	c, err := metrics.New(metrics.WithClock(func() time.Time { return t0 }))
@@ -72,33 +73,34 @@ func TestAnOverdueAttemptCountsOnce(t *testing.T) {
 	reg := registry(t, c)
 	h := func(s float64) messages.Header { return messages.Header{PChannel: "p", At: at(s)} }
 	overdue := fmt.Errorf("%w: Save still running", actors.ErrCatalogOverdue)
-	fail := func(s float64, attempt int, err error) {
-		c.Observe(&messages.PersistFailed{Header: h(s), Value: wal.KafkaID(200), Attempt: attempt, Err: err, NextRetry: time.Second})
-	}
+	returned := errors.New("returned at last")
 
-	// A recovery read alike.
 	readFailures := func() float64 { return sample(t, reg, "lowwater_recovery_failures_total", false, "") }
 	c.Observe(&messages.RecoveryFailed{Header: h(0), Attempt: 1, Err: overdue})
-	c.Observe(&messages.RecoveryFailed{Header: h(0), Attempt: 1, Err: errors.New("returned at last"), NextRetry: time.Second})
-	require.Equal(t, 1.0, readFailures(), "the overdue read and its own error")
+	c.Observe(&messages.RecoveryFailed{Header: h(0), Attempt: 1, Err: returned, NextRetry: time.Second, Late: true})
+	require.Equal(t, 1.0, readFailures(), "the overdue read and its own outcome")
 	c.Observe(&messages.RecoveryFailed{Header: h(0), Attempt: 2, Err: errors.New("still down"), NextRetry: time.Second})
 	require.Equal(t, 2.0, readFailures(), "the next read")
 
+	fail := func(s float64, attempt int, err error, late bool) {
+		c.Observe(&messages.PersistFailed{Header: h(s), Value: wal.KafkaID(200), Attempt: attempt, Err: err, NextRetry: time.Second, Late: late})
+	}
 	c.Observe(&messages.Recovered{Header: h(0), StartMessageID: wal.KafkaID(100), FromCatalog: true})
 	c.Observe(&messages.MinimumAdvanced{Header: h(1), To: wal.KafkaID(200), Holder: "a"})
-	fail(2, 1, overdue)
+	fail(2, 1, overdue, false)
 	require.Equal(t, map[string]float64{"timeout": 1}, failuresByReason(t, reg), "overran")
-	fail(3, 1, errors.New("disk on fire"))
-	require.Equal(t, map[string]float64{"timeout": 1}, failuresByReason(t, reg), "the overdue attempt's own error")
-	fail(4, 2, errors.New("disk on fire"))
+	fail(3, 1, returned, true)
+	require.Equal(t, map[string]float64{"timeout": 1}, failuresByReason(t, reg), "the overdue attempt's own outcome")
+	fail(4, 2, returned, false)
 	require.Equal(t, map[string]float64{"timeout": 1, "error": 1}, failuresByReason(t, reg), "the next attempt")
 
-	// A restarted persister numbers its attempts anew: its failures
-	// count, though an attempt of the same number overran before.
-	fail(5, 3, overdue)
-	c.Observe(&messages.PersisterRestarted{Header: h(6), Reason: "boom", Restarts: 1})
-	fail(7, 3, context.DeadlineExceeded)
-	require.Equal(t, map[string]float64{"timeout": 3, "error": 1}, failuresByReason(t, reg), "after a restart")
+	// Overdue, then the run stops and abandons the call: its outcome never
+	// comes. The next run's attempt 1 is a failure of its own.
+	fail(5, 3, overdue, false)
+	c.Observe(&messages.Stopped{Header: h(6)})
+	c.Observe(&messages.Recovered{Header: h(7), StartMessageID: wal.KafkaID(100), FromCatalog: true})
+	fail(8, 1, returned, false)
+	require.Equal(t, map[string]float64{"timeout": 2, "error": 2}, failuresByReason(t, reg), "a new run")
 }
 
 // failuresByReason returns the non-zero save_failures_total series.

@@ -185,25 +185,6 @@ type pchannelState struct {
 	// MinimumStalled to its MinimumResumed (or Stopped, or a new run).
 	heldSince time.Time
 	stalled   bool
-	// overdueSave and overdueRead are the attempts last reported still
-	// running past their deadline (ErrCatalogOverdue), counted then; 0
-	// for none. Their own outcome, when the catalog returns, is not
-	// counted again: an attempt is one failure at most (countOnce).
-	overdueSave, overdueRead int
-}
-
-// countOnce says whether a failure of attempt, with err, is to be counted:
-// an attempt reported overdue was counted then, and the failure it
-// returns at last is not. overdue is the pchannel's record of the last
-// one reported.
-func countOnce(overdue *int, attempt int, err error) bool {
-	if errors.Is(err, actors.ErrCatalogOverdue) {
-		*overdue = attempt
-		return true
-	}
-	again := *overdue != 0 && attempt == *overdue
-	*overdue = 0
-	return !again
 }
 
 type histogram struct {
@@ -426,7 +407,7 @@ func (c *Collector) Observe(ev messages.Event) {
 	s := c.seriesOf(h.PChannel)
 	switch e := ev.(type) {
 	case *messages.Recovered:
-		p.live, p.recovering, p.overdueRead = true, false, 0
+		p.live, p.recovering = true, false
 		p.heldSince, p.stalled = h.At, false
 		// The minimum as recovery ends: commands applied during it may
 		// have raised it past the start, a save of it then due.
@@ -441,7 +422,7 @@ func (c *Collector) Observe(ev messages.Event) {
 		p.settle(h.At)
 	case *messages.RecoveryFailed:
 		p.live, p.recovering = true, true
-		if countOnce(&p.overdueRead, e.Attempt, e.Err) {
+		if !e.Late { // its attempt was counted when it overran
 			s.recoveryFailures++
 		}
 	case *messages.VChannelAdded:
@@ -477,13 +458,13 @@ func (c *Collector) Observe(ev messages.Event) {
 	case *messages.CheckpointPersisted:
 		s.saves++
 		s.latency.observe(c.cfg.buckets, e.Latency.Seconds())
-		p.retrying, p.overdueSave = false, 0
+		p.retrying = false
 		if less(p.persisted, e.Value) {
 			p.persisted = e.Value
 		}
 		p.settle(h.At)
 	case *messages.PersistFailed:
-		if countOnce(&p.overdueSave, e.Attempt, e.Err) {
+		if !e.Late { // its attempt was counted when it overran
 			s.failures[failReason(e.Err)]++
 		}
 		// Only a failure with a backoff is retried: not one the store
@@ -496,7 +477,6 @@ func (c *Collector) Observe(ev messages.Event) {
 		}
 	case *messages.PersisterRestarted:
 		s.restarts++
-		p.overdueSave = 0 // its new plan numbers attempts anew
 	case *messages.OwnershipLost:
 		s.ownershipLosses++
 	case *messages.Stopped:

@@ -165,7 +165,9 @@ func (d *dashboard) observe(ev messages.Event) {
 		r.behindSince = time.Time{}
 		notable = false
 	case *messages.PersistFailed:
-		r.failures++
+		if !e.Late { // its attempt was counted when it overran
+			r.failures++
+		}
 		r.state = stateRetrying
 		r.lastFailure = shortErr(e.Err)
 		// One line per outage is enough: the failures column counts them.

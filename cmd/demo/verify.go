@@ -70,7 +70,9 @@ func (r *record) observe(ev messages.Event) {
 	case *messages.CheckpointPersisted:
 		p.persisted = append(p.persisted, e.Value)
 	case *messages.PersistFailed:
-		p.failures++
+		if !e.Late { // its attempt was counted when it overran
+			p.failures++
+		}
 	case *messages.CommandRejected:
 		p.rejected++
 	case *messages.PersisterRestarted:
