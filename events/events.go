@@ -61,12 +61,20 @@ func ForPChannels(names ...string) Option {
 // WithFilter keeps only the events keep returns true for. keep runs on the
 // publishing actor's goroutine, before the buffer: it must be quick, must
 // not block, and must be safe for concurrent use. An event it panics on is
-// dropped, for this subscription only. Filtering there is what
+// filtered out, for this subscription only (it is not counted in
+// Dropped, which counts what the buffer lost). Filtering there is what
 // keeps unwanted events from pushing wanted ones out of the buffer.
+//
+// Options narrow a subscription together: with several WithFilter, an
+// event must pass every one, in the order given, and ForPChannels too.
 func WithFilter(keep func(messages.Event) bool) Option {
 	return optionFunc(func(c *config) {
 		if keep == nil {
 			c.errs = append(c.errs, errors.New("nil filter"))
+			return
+		}
+		if prev := c.filter; prev != nil {
+			c.filter = func(ev messages.Event) bool { return prev(ev) && keep(ev) }
 			return
 		}
 		c.filter = keep

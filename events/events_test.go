@@ -170,6 +170,36 @@ func TestFilters(t *testing.T) {
 	assert.Zero(t, sub.Dropped())
 }
 
+// Several WithFilter narrow together, as ForPChannels and WithFilter do:
+// an event passes only if every filter keeps it. The last one given used
+// to replace the others.
+func TestFiltersNarrowTogether(t *testing.T) {
+	es := eventstream.NewEventStream()
+	var asked []string
+	sub, err := events.Subscribe(es,
+		events.WithFilter(func(ev messages.Event) bool {
+			asked = append(asked, "pchannel")
+			return ev.EventHeader().PChannel == "p1"
+		}),
+		events.WithFilter(func(ev messages.Event) bool {
+			asked = append(asked, "kind")
+			_, ok := ev.(*messages.MinimumAdvanced)
+			return ok
+		}))
+	require.NoError(t, err)
+	es.Publish(advanced("p0", 1))
+	es.Publish(&messages.CheckpointPersisted{Header: messages.Header{PChannel: "p1", At: time.Now()}, Value: wal.KafkaID(2)})
+	es.Publish(advanced("p1", 3))
+	sub.Close()
+	var got []int
+	for ev := range sub.C() {
+		got = append(got, seqOf(t, ev))
+	}
+	assert.Equal(t, []int{3}, got)
+	assert.Equal(t, []string{"pchannel", "pchannel", "kind", "pchannel", "kind"}, asked, "in the order given, stopping at the first that refuses")
+	assert.Zero(t, sub.Dropped())
+}
+
 // Many publishers at once against one consumer: each publisher's events
 // arrive in its order, and none is lost without being counted.
 func TestConcurrentPublishers(t *testing.T) {
