@@ -121,6 +121,36 @@ func (s *stubborn) Save(ctx context.Context, pchannel string, v wal.MessageID) e
 
 func (s *stubborn) unblock() { s.once.Do(func() { close(s.release) }) }
 
+// subscribed feeds the events of type E that system publishes into a
+// channel, until the test ends. A full channel drops them: no actor ever
+// waits on the test.
+func subscribed[E any](t *testing.T, system *actor.ActorSystem) <-chan E {
+	ch := make(chan E, 64)
+	sub := system.EventStream.Subscribe(func(ev any) {
+		if e, ok := ev.(E); ok {
+			select {
+			case ch <- e:
+			default:
+			}
+		}
+	})
+	t.Cleanup(func() { system.EventStream.Unsubscribe(sub) })
+	return ch
+}
+
+// nextOf waits for the next of evs, failing the test after 10 s.
+func nextOf[E any](t *testing.T, evs <-chan E) E {
+	t.Helper()
+	select {
+	case e := <-evs:
+		return e
+	case <-time.After(10 * time.Second):
+		var zero E
+		t.Fatalf("no %T within 10 s", zero)
+		return zero
+	}
+}
+
 // spawnStuck spawns pchannel p on cat, tracking a at kafka:7, and returns
 // once its first catalog call has entered cat, where it hangs.
 func spawnStuck(t *testing.T, system *actor.ActorSystem, cat *stubborn, opts ...Option) *actor.PID {
@@ -317,28 +347,12 @@ func TestOverdueLoadIsReported(t *testing.T) {
 	system := actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(zap.NewNop())),
 		actor.WithDeadLetterThrottleInterval(time.Millisecond))
 	defer system.Shutdown()
-	failed := make(chan *messages.RecoveryFailed, 16)
-	sub := system.EventStream.Subscribe(func(ev any) {
-		if f, ok := ev.(*messages.RecoveryFailed); ok {
-			failed <- f
-		}
-	})
-	defer system.EventStream.Unsubscribe(sub)
+	failed := subscribed[*messages.RecoveryFailed](t, system)
 	props, err := NewProps("p", wal.Kafka, cat, WithSaveTimeout(50*time.Millisecond),
 		WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(7)}))
 	require.NoError(t, err)
 	pid := system.Root.Spawn(props)
-	next := func() *messages.RecoveryFailed {
-		t.Helper()
-		select {
-		case f := <-failed:
-			return f
-		case <-time.After(10 * time.Second):
-			t.Fatal("no RecoveryFailed within 10 s")
-			return nil
-		}
-	}
-	f := next()
+	f := nextOf(t, failed)
 	require.ErrorIs(t, f.Err, ErrCatalogOverdue)
 	require.Equal(t, 1, f.Attempt)
 	require.Zero(t, f.NextRetry)
@@ -348,12 +362,12 @@ func TestOverdueLoadIsReported(t *testing.T) {
 	// The read returns at last, failing: its outcome is the same attempt,
 	// marked Late, and the next read is not.
 	cat.unblock()
-	f = next()
+	f = nextOf(t, failed)
 	require.ErrorContains(t, f.Err, "stubborn load returned late")
 	require.Equal(t, 1, f.Attempt)
 	require.True(t, f.Late)
 	require.Positive(t, f.NextRetry)
-	f = next()
+	f = nextOf(t, failed)
 	require.Equal(t, 2, f.Attempt)
 	require.False(t, f.Late)
 	require.NoError(t, system.Root.StopFuture(pid).Wait())
@@ -367,41 +381,25 @@ func TestOverdueSaveThatFailsIsLate(t *testing.T) {
 	defer cat.unblock()
 	system := actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(zap.NewNop())))
 	defer system.Shutdown()
-	failed := make(chan *messages.PersistFailed, 64)
-	sub := system.EventStream.Subscribe(func(ev any) {
-		if f, ok := ev.(*messages.PersistFailed); ok {
-			failed <- f
-		}
-	})
-	defer system.EventStream.Unsubscribe(sub)
+	failed := subscribed[*messages.PersistFailed](t, system)
 	props, err := NewProps("p", wal.Kafka, cat, WithSaveTimeout(50*time.Millisecond),
 		WithBackoff(Backoff{Initial: 5 * time.Millisecond, Max: time.Second, Multiplier: 10}),
 		WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(7)}))
 	require.NoError(t, err)
 	pid := system.Root.Spawn(props)
 	defer func() { require.NoError(t, system.Root.StopFuture(pid).Wait()) }()
-	next := func() *messages.PersistFailed {
-		t.Helper()
-		select {
-		case f := <-failed:
-			return f
-		case <-time.After(10 * time.Second):
-			t.Fatal("no PersistFailed within 10 s")
-			return nil
-		}
-	}
 
-	f := next()
+	f := nextOf(t, failed)
 	require.ErrorIs(t, f.Err, ErrCatalogOverdue)
 	require.Equal(t, 1, f.Attempt)
 	require.False(t, f.Late)
 	cat.unblock()
-	f = next()
+	f = nextOf(t, failed)
 	require.ErrorContains(t, f.Err, "stubborn save returned late")
 	require.Equal(t, 1, f.Attempt)
 	require.True(t, f.Late)
 	require.Positive(t, f.NextRetry)
-	f = next()
+	f = nextOf(t, failed)
 	require.ErrorContains(t, f.Err, "stubborn save returned late")
 	require.Equal(t, 2, f.Attempt)
 	require.False(t, f.Late)
