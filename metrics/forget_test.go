@@ -178,3 +178,47 @@ func TestForgetKeepsAbandonedCallsInTheTotal(t *testing.T) {
 	collector.Forget("p1")
 	require.Equal(t, 1.0, sample(t, reg, "lowwater_abandoned_calls_total", false, ""))
 }
+
+// A forgotten pchannel is remembered, so that late events of its last run
+// cannot bring it back, for ForgetHorizon or until it runs here again: a
+// node that moves pchannels of ever new names away holds those of the
+// last minutes only. It held every name it was ever given.
+func TestForgottenNamesAreLetGo(t *testing.T) {
+	t0, _ := fixedClock()
+	now := t0
+	c, err := metrics.New(metrics.WithClock(func() time.Time { return now }), metrics.WithPChannelLabel())
+	require.NoError(t, err)
+	reg := registry(t, c)
+	stamped := func(pchannel string, at time.Time) messages.Header {
+		return messages.Header{PChannel: pchannel, At: at}
+	}
+
+	c.Forget("a")
+	c.Forget("b")
+	require.Equal(t, 2, c.Remembered())
+	c.Observe(&messages.VChannelAdded{Header: stamped("a", t0.Add(-time.Second)), VChannel: "v", Checkpoint: wal.KafkaID(1)})
+	require.Zero(t, sample(t, reg, "lowwater_vchannels_added_total", true, "a"), "a late event of a's last run")
+
+	// b is forgotten again later: its horizon runs from then.
+	now = t0.Add(metrics.ForgetHorizon / 2)
+	c.Forget("b")
+	now = t0.Add(metrics.ForgetHorizon - time.Nanosecond)
+	_, err = reg.Gather()
+	require.NoError(t, err)
+	require.Equal(t, 2, c.Remembered(), "within the horizon")
+	now = t0.Add(metrics.ForgetHorizon)
+	_, err = reg.Gather() // a scrape lets the expired go
+	require.NoError(t, err)
+	require.Equal(t, 1, c.Remembered(), "a expired, b renewed")
+	now = t0.Add(metrics.ForgetHorizon/2 + metrics.ForgetHorizon)
+	c.Forget("c") // so does a Forget
+	require.Equal(t, 1, c.Remembered(), "b expired, c new")
+
+	// Names forgotten one a second, by the hundred thousand: those of the
+	// last minute are held, 60 of them.
+	for i := range 100_000 {
+		now = now.Add(time.Second)
+		c.Forget(fmt.Sprintf("moved-%d", i))
+	}
+	require.Equal(t, int(metrics.ForgetHorizon/time.Second), c.Remembered())
+}

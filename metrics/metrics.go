@@ -141,10 +141,13 @@ type Collector struct {
 	retiredUpdates, retiredAbandoned uint64
 	// forgotten holds when each forgotten pchannel was forgotten. The
 	// collector is fed asynchronously, so events of a pchannel's last run
-	// may arrive after Forget: those stamped before it are ignored, and the
+	// may arrive after Forget: those stamped before it are ignored. The
 	// entry goes when a Recovered stamped after it says the pchannel runs
-	// here again. One entry per forgotten name is kept until then.
-	forgotten map[string]time.Time
+	// here again, or forgetHorizon after the Forget; forgetOrder lists the
+	// entries in the order of their Forget, so that the expired go oldest
+	// first, at each Forget and each scrape.
+	forgotten   map[string]time.Time
+	forgetOrder []forgetting
 	// subs are the subscriptions of Subscribe not yet seen closed, and
 	// closedDropped the drops of those seen closed and let go: a closed
 	// one holds its actor system, which a node restarting in the process
@@ -362,16 +365,35 @@ func (c *Collector) pruneLocked() {
 	c.subs = live
 }
 
+// forgetHorizon is how long the collector remembers a pchannel it was
+// told to Forget, unless the pchannel runs here again first: far longer
+// than an event of its last run can take to reach the collector (Observe
+// is quick, and a subscription holds DefaultBuffer events), and short
+// enough that a node that moves pchannels of ever new names away holds
+// only those of the last minute.
+const forgetHorizon = time.Minute
+
+// forgetting is one Forget, in the order of forgetOrder.
+type forgetting struct {
+	pchannel string
+	at       time.Time
+}
+
 // Forget removes a pchannel that no longer runs on this node (it moved to
 // another): its series disappear with the pchannel label, and its counts
 // stay in the totals without it. Call it once the pchannel has stopped.
 // Events stamped before the call that reach the collector after it (it is
 // fed asynchronously) are ignored, so they cannot bring the pchannel back;
-// it comes back with events stamped after the call, from a new run.
+// it comes back with events stamped after the call, from a new run. The
+// name is remembered for that until the pchannel runs here again, or for
+// a minute: an event delayed longer would count again.
 func (c *Collector) Forget(pchannel string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.forgotten[pchannel] = c.cfg.now()
+	now := c.cfg.now()
+	c.forgotten[pchannel] = now
+	c.forgetOrder = append(c.forgetOrder, forgetting{pchannel, now})
+	c.expireForgottenLocked(now)
 	p, ok := c.pchannels[pchannel]
 	if !ok {
 		return
@@ -486,6 +508,23 @@ func (c *Collector) Observe(ev messages.Event) {
 	}
 }
 
+// expireForgottenLocked lets go of the pchannels forgotten forgetHorizon
+// ago or more. An entry a later Forget of the same name renewed stays.
+func (c *Collector) expireForgottenLocked(now time.Time) {
+	n := 0
+	for _, f := range c.forgetOrder {
+		if now.Sub(f.at) < forgetHorizon {
+			break
+		}
+		if at, ok := c.forgotten[f.pchannel]; ok && at.Equal(f.at) {
+			delete(c.forgotten, f.pchannel)
+		}
+		n++
+	}
+	clear(c.forgetOrder[:n]) // the names, for the collector
+	c.forgetOrder = c.forgetOrder[n:]
+}
+
 // late reports whether ev is from a run of a pchannel that ended before
 // Forget was called for it.
 func (c *Collector) late(h messages.Header, ev messages.Event) bool {
@@ -559,6 +598,8 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	now := c.cfg.now()
+	c.expireForgottenLocked(now)
 	d := c.descs
 	counter := func(desc *prometheus.Desc, v uint64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, float64(v), labels...)
@@ -592,7 +633,6 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 
 	// State, per pchannel or summed (the lag: the largest).
-	now := c.cfg.now()
 	updates, abandoned := c.retiredUpdates, c.retiredAbandoned
 	var inFlight, live, recovering, retrying, lag, age, stalled float64
 	for _, name := range sortedKeys(c.pchannels) {
