@@ -1043,19 +1043,23 @@ func (b *Bolt) closeDB() error {
 }
 
 // enter admits a call unless the Bolt is closed or ctx has ended; the call
-// then exits once it is done with the db.
+// then exits once it is done with the db. The context is read before the
+// call counts: a nil one panicked there, and left counted a call that
+// never exited, for which Close then waited for ever.
 func (b *Bolt) enter(ctx context.Context) error {
+	if ctx == nil {
+		return errNilContext
+	}
+	ended := ctx.Err()
 	b.calls.Lock()
+	defer b.calls.Unlock()
 	if b.closed {
-		b.calls.Unlock()
 		return ErrClosed
 	}
-	b.inFlight++
-	b.calls.Unlock()
-	if err := ctx.Err(); err != nil {
-		b.exit()
-		return err
+	if ended != nil {
+		return ended
 	}
+	b.inFlight++
 	return nil
 }
 

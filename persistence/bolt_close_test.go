@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/lowwater/lowwater/wal"
 )
 
 // Close of a damaged Bolt waits abandonAfter at most for a call still in
@@ -36,5 +38,60 @@ func TestBoltCloseAbandonsACallOfADamagedFile(t *testing.T) {
 	}
 	if waited := time.Since(start); waited < abandonAfter {
 		t.Fatalf("Close returned after %v, before the %v a call is given", waited, abandonAfter)
+	}
+}
+
+// A call given a nil context, a caller's bug, is refused with
+// ErrInvalidArgument, and counts as no call: it panicked inside enter,
+// past the count, and Close then waited for it for ever. Memory alike.
+func TestNilContextIsRefused(t *testing.T) {
+	var noContext context.Context // nil, as a caller's bug passes it
+	for _, tc := range []struct {
+		name string
+		open func(dir string) (Catalog, error)
+	}{
+		{"memory", func(string) (Catalog, error) { return NewMemory(), nil }},
+		{"bolt", func(dir string) (Catalog, error) { return OpenBolt(filepath.Join(dir, "checkpoints.db")) }},
+		{"bolt, group commit", func(dir string) (Catalog, error) {
+			return OpenBolt(filepath.Join(dir, "checkpoints.db"), WithGroupCommit(true))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := tc.open(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Save(context.Background(), "p", wal.KafkaID(7)); err != nil {
+				t.Fatal(err)
+			}
+			refused := func(op string, err error) {
+				t.Helper()
+				if !errors.Is(err, ErrInvalidArgument) {
+					t.Errorf("%s(nil context) = %v, want ErrInvalidArgument", op, err)
+				}
+			}
+			refused("Save", c.Save(noContext, "p", wal.KafkaID(9)))
+			_, err = c.Load(noContext, "p")
+			refused("Load", err)
+			_, err = c.LoadAll(noContext)
+			refused("LoadAll", err)
+			refused("Delete", c.Delete(noContext, "p"))
+			if b, ok := c.(*Bolt); ok && b.group != nil {
+				refused("StartSave", b.StartSave(noContext, "p", wal.KafkaID(9), func(error) { t.Error("a refused start was told") }))
+			}
+			if got, err := c.Load(context.Background(), "p"); err != nil || got != wal.KafkaID(7) {
+				t.Fatalf("Load = %v, %v; want kafka:7 unchanged", got, err)
+			}
+			closed := make(chan error, 1)
+			go func() { closed <- c.Close() }()
+			select {
+			case err := <-closed:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("Close still waits 10 s after the refused calls")
+			}
+		})
 	}
 }

@@ -153,6 +153,10 @@ func (e *CorruptRecordError) Is(target error) bool { return target == ErrCorrupt
 // Unwrap exposes the decoding error.
 func (e *CorruptRecordError) Unwrap() error { return e.Err }
 
+// errNilContext refuses a call given a nil context, a caller's bug that
+// would otherwise panic inside the catalog.
+var errNilContext = fmt.Errorf("%w: nil context", ErrInvalidArgument)
+
 // CheckSaveArgs validates Save's arguments the same way in every catalog:
 // the pchannel name (ValidatePChannel), and the checkpoint: not nil, of a
 // registered type, and, for a WAL registered outside package wal, reading

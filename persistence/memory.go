@@ -159,5 +159,8 @@ func (m *Memory) ready(ctx context.Context) error {
 	if m.closed {
 		return ErrClosed
 	}
+	if ctx == nil {
+		return errNilContext
+	}
 	return ctx.Err()
 }
