@@ -303,6 +303,9 @@ func (c *Catalog) OwnerOf(ctx context.Context, pchannel string) (Owner, error) {
 	if err := c.over(pchannel, nil); err != nil {
 		return Owner{}, err
 	}
+	if ctx == nil {
+		return Owner{}, errNilContext
+	}
 	resp, err := c.client.Get(ctx, c.keys.owner(pchannel))
 	if err != nil {
 		return Owner{}, fmt.Errorf("etcdcatalog: read owner of %q: %w", pchannel, err)

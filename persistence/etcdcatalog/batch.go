@@ -190,6 +190,9 @@ func (b *Batcher) Save(ctx context.Context, pchannel string, checkpoint wal.Mess
 	if err := persistence.CheckSaveArgs(pchannel, checkpoint); err != nil {
 		return fmt.Errorf("etcdcatalog: %w", err)
 	}
+	if ctx == nil {
+		return errNilContext
+	}
 	if err := ctx.Err(); err != nil {
 		return err // nothing written
 	}

@@ -137,12 +137,19 @@ func newCatalog(client *clientv3.Client, own bool, o options) *Catalog {
 	}
 }
 
+// errNilContext refuses a call given a nil context, a caller's bug that
+// would otherwise panic inside the catalog.
+var errNilContext = fmt.Errorf("etcdcatalog: %w: nil context", persistence.ErrInvalidArgument)
+
 // acquire waits for a call slot (WithMaxConcurrentCalls) until ctx ends,
 // the catalog closes or, for a write of an owner (f), its ownership ends;
 // release gives it back. A call that was waiting when the catalog closed
 // or the ownership ended fails as one made afterwards would, and sends
 // nothing.
 func (c *Catalog) acquire(ctx context.Context, op, pchannel string, f *fence) error {
+	if ctx == nil {
+		return errNilContext
+	}
 	var lost <-chan struct{}
 	if f != nil && f.owner != nil {
 		lost = f.owner.lost
@@ -504,6 +511,9 @@ func (c *Catalog) scan(ctx context.Context, op string, reset func(), each func(p
 // values, and the leases, unread.
 func (c *Catalog) scanKeys(ctx context.Context, op string, name func(key string) (string, bool), keysOnly bool, reset func(),
 	each func(pchannel string, kv *mvccpb.KeyValue) error) error {
+	if ctx == nil {
+		return errNilContext
+	}
 	for {
 		reset()
 		err := c.scanAt(ctx, op, name, keysOnly, each)

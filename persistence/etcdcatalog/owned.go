@@ -144,6 +144,9 @@ func (c *Catalog) TryOwn(ctx context.Context, pchannel string, session *concurre
 }
 
 func (c *Catalog) own(ctx context.Context, pchannel string, session *concurrency.Session, wait bool) (*Owned, error) {
+	if ctx == nil {
+		return nil, errNilContext
+	}
 	if c.closed.Load() {
 		return nil, persistence.ErrClosed
 	}
@@ -492,6 +495,9 @@ func (o *Owned) watch(ctx context.Context, rev int64) {
 // then. Releasing one that a later Own of the same session took over
 // deletes nothing: the ownership is that Own's then.
 func (o *Owned) Release(ctx context.Context) error {
+	if ctx == nil {
+		return errNilContext
+	}
 	ended := o.lose(ErrReleased)
 	<-o.watching
 	if o.c.closed.Load() {
