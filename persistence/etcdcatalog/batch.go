@@ -121,9 +121,10 @@ type batchedSave struct {
 func NewBatcher(c *Catalog, opts ...BatchOption) (*Batcher, error) {
 	o := batchOptions{maxBatch: DefaultMaxBatch, maxInFlight: DefaultMaxInFlight, timeout: DefaultBatchTimeout}
 	for _, opt := range opts {
-		if opt != nil {
-			opt.applyBatch(&o)
+		if opt == nil {
+			return nil, fmt.Errorf("etcdcatalog: %w: nil batch option", persistence.ErrInvalidArgument)
 		}
+		opt.applyBatch(&o)
 	}
 	switch {
 	case c == nil:

@@ -43,6 +43,7 @@ func TestOptionsAreValidated(t *testing.T) {
 		etcdcatalog.WithPrefix("lowwater/wal"),
 		etcdcatalog.WithPageSize(0),
 		etcdcatalog.WithPageSize(-1),
+		nil, // refused, as every constructor of the project refuses one
 	} {
 		c, err := etcdcatalog.New(cli, opt)
 		require.ErrorIs(t, err, persistence.ErrInvalidArgument)

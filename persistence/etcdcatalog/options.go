@@ -71,9 +71,12 @@ func isText(s string) bool { return utf8.ValidString(s) && !strings.ContainsRune
 func buildOptions(opts []Option) (options, error) {
 	o := options{prefix: DefaultPrefix, pageSize: DefaultPageSize, maxCalls: DefaultMaxConcurrentCalls, holder: defaultHolder()}
 	for _, opt := range opts {
-		if opt != nil {
-			opt.apply(&o)
+		if opt == nil {
+			// Refused, as by every constructor of the project: a nil
+			// taken for "no option" hides an option built wrong.
+			return options{}, fmt.Errorf("etcdcatalog: %w: nil option", persistence.ErrInvalidArgument)
 		}
+		opt.apply(&o)
 	}
 	if err := ValidatePrefix(o.prefix); err != nil {
 		return options{}, fmt.Errorf("etcdcatalog: %w", err)
