@@ -418,6 +418,9 @@ func (b *Bolt) bucketMarked() (marked, ok bool) {
 // store that was there must not silently become an empty one. Any other
 // path, missing or unreadable, is left for bbolt to open or report.
 func checkPath(path string) error {
+	if path == "" {
+		return fmt.Errorf("%w: empty bolt file path", ErrInvalidArgument)
+	}
 	info, err := os.Stat(path)
 	switch {
 	case err != nil:

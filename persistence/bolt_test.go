@@ -383,6 +383,15 @@ func TestBoltOptionsAreValidated(t *testing.T) {
 	}
 }
 
+// An empty path is a caller's bug, said so: bbolt's own error named no
+// path at all ("open bolt file : open : no such file or directory").
+func TestBoltEmptyPathIsRefused(t *testing.T) {
+	b, err := persistence.OpenBolt("")
+	if !errors.Is(err, persistence.ErrInvalidArgument) || b != nil || !strings.Contains(err.Error(), "empty bolt file path") {
+		t.Fatalf("OpenBolt(\"\") = (%v, %v), want ErrInvalidArgument naming the empty path", b, err)
+	}
+}
+
 func TestBoltOpenMissingDirectory(t *testing.T) {
 	b, err := persistence.OpenBolt(filepath.Join(t.TempDir(), "missing", "checkpoints.db"))
 	if err == nil || errors.Is(err, persistence.ErrLocked) || b != nil {
