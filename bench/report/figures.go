@@ -89,15 +89,6 @@ func runNumbers(n int) string {
 	return strings.Join(s, " / ")
 }
 
-// medianOf is the median of a benchmark's unit over a run's rounds.
-func medianOf(s samples, bench, unit string) (float64, bool) {
-	vs := s[bench][unit]
-	if len(vs) == 0 {
-		return 0, false
-	}
-	return summarize(vs).Center, true
-}
-
 // span gives the lowest and highest of vs in unit as a reader reads it,
 // one figure if they show alike, – if there is none.
 func span(vs []float64, unit string) string {

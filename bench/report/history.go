@@ -116,11 +116,22 @@ func readRun(path string) (keptRun, error) {
 // ratio is goal g's ratio of medians in a run, and whether the run
 // measured it: runs kept from before a benchmark existed did not.
 func ratio(s samples, g goal) (float64, bool) {
-	num, den := s[fmt.Sprintf(g.bench, g.num)][g.unit], s[fmt.Sprintf(g.bench, g.den)][g.unit]
-	if len(num) == 0 || len(den) == 0 {
+	num, okNum := medianOf(s, fmt.Sprintf(g.bench, g.num), g.unit)
+	den, okDen := medianOf(s, fmt.Sprintf(g.bench, g.den), g.unit)
+	if !okNum || !okDen {
 		return 0, false
 	}
-	return summarize(num).Center / summarize(den).Center, true
+	return num / den, true
+}
+
+// medianOf is the median of a benchmark's unit over a run's rounds, and
+// whether the run measured it.
+func medianOf(s samples, bench, unit string) (float64, bool) {
+	vs := s[bench][unit]
+	if len(vs) == 0 {
+		return 0, false
+	}
+	return summarize(vs).Center, true
 }
 
 // history writes, for every goal, what the runs kept in dir (those named
@@ -154,7 +165,8 @@ func history(dir, since, link string) (string, error) {
 			}
 			rs = append(rs, v)
 			if g.unit == cpuUnit {
-				cpu = append(cpu, summarize(r.res[fmt.Sprintf(g.bench, g.num)][g.unit]).Center)
+				v, _ := medianOf(r.res, fmt.Sprintf(g.bench, g.num), g.unit) // measured: ratio said so
+				cpu = append(cpu, v)
 			}
 			o := judgeRun(r.res, g)
 			switch {
@@ -192,7 +204,7 @@ func history(dir, since, link string) (string, error) {
 		for _, g := range goals {
 			if v, ok := ratio(r.res, g); ok {
 				if g.unit == cpuUnit {
-					v = summarize(r.res[fmt.Sprintf(g.bench, g.num)][g.unit]).Center
+					v, _ = medianOf(r.res, fmt.Sprintf(g.bench, g.num), g.unit)
 				}
 				// A miss in bold: 0.9987 shows as 1.00 and misses ≥ 1.0.
 				if judgeRun(r.res, g).met {
