@@ -232,6 +232,7 @@ func TestInUnit(t *testing.T) {
 		{757, "saves/s", "757 saves/s"},
 		{1231, "saves/s", "1,231 saves/s"},
 		{0.953, "lag-p99-ms", "0.953 ms"},
+		{1.082, "lag-p50-ms", "1.08 ms"},
 		{11468.8, "heap-bytes/pchannel", "11.2 KiB"},
 		{6.618, "cpu-µs/save", "6.62 µs"},
 	} {
