@@ -10,7 +10,8 @@
 // keeps the raw output in bench/raw.txt, and a copy in bench/runs named by
 // when the run began, and writes bench/RESULTS.md with benchstat's tables
 // (-col /impl) and bench/HISTORY.md, each goal over every run kept: one
-// run is one state of a shared machine. One benchmark by hand:
+// run is one state of a shared machine. bench/EXPERIMENTS.md keeps what
+// was measured and not kept. One benchmark by hand:
 //
 //	go test -run='^$' -bench='^BenchmarkUpdate$' -benchtime=2000000x -count=6 -benchmem ./bench/ | tee new.txt
 //	go tool benchstat -col '/impl@(mutex sender lowwater)' new.txt
@@ -24,7 +25,8 @@
 //	BenchmarkUpdateBatch   UpdateBatch of 64 (the baseline applies them one by one)
 //	BenchmarkSaves         catalog saves per million updates, 100 µs and 1 ms
 //	                       catalogs, updates paced at 1M/s
-//	BenchmarkPersistLag    last update of a burst to its minimum durable, 1 ms catalog
+//	BenchmarkPersistLag    last update of a burst to its minimum durable, 1 ms catalog;
+//	                       saves per burst, and when the last save began
 //	BenchmarkScale         10,000 pchannels × 100 vchannels: memory, goroutines,
 //	                       recovery from bbolt, aggregate update rate, persist lag p99,
 //	                       and the last round's p99 counted from its first update;
