@@ -23,10 +23,13 @@
 //	                       buffered channel to a goroutine fixing a heap), mutex
 //	                       (mutex + container/heap of int64), sender (actors.Sender)
 //	BenchmarkUpdateBatch   UpdateBatch of 64 (the baseline applies them one by one)
+//	BenchmarkUpdateRising  one update at a time, each raising the minimum, 100
+//	                       vchannels; beside them, sender (actors.Sender)
 //	BenchmarkSaves         catalog saves per million updates, 100 µs and 1 ms
 //	                       catalogs, updates paced at 1M/s
 //	BenchmarkPersistLag    last update of a burst to its minimum durable, 1 ms catalog;
-//	                       saves per burst, and when the last save began
+//	                       saves per burst, and when the last save began; beside
+//	                       them, sender (actors.Sender)
 //	BenchmarkScale         10,000 pchannels × 100 vchannels: memory, goroutines,
 //	                       recovery from bbolt, aggregate update rate, persist lag p99,
 //	                       and the last round's p99 counted from its first update;

@@ -98,3 +98,29 @@ func BenchmarkUpdateBatch(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkUpdateRising (2g) is single updates to one pchannel of 100
+// vchannels from one producer, each of which raises the minimum (see
+// rising), as a consumer that moves its vchannels round-robin makes them.
+// Where BenchmarkUpdate's minimum rises once per lap, here every update is
+// a rise, which lowwater publishes (MinimumAdvanced) and the baseline
+// signals to its persister. ns/op and allocs/op are per update, until the
+// actor has applied the last one.
+func BenchmarkUpdateRising(b *testing.B) {
+	for _, impl := range []string{implBaseline, implLowwater, implSender} {
+		b.Run("impl="+impl+"/vchannels=100", func(b *testing.B) {
+			r := newRising(100, b.N)
+			cat := persistence.NewMemory()
+			defer cat.Close()
+			f := newFleet(b, impl, spec{pchannels: []string{"p"}, vchannels: r.initial(), catalog: cat})
+			defer f.close(b)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				r.next(f)
+			}
+			f.barrier(b)
+			b.StopTimer()
+		})
+	}
+}

@@ -54,6 +54,7 @@ type run struct {
 var runs = []run{
 	{"^BenchmarkUpdate$", "2000000x", nil},
 	{"^BenchmarkUpdateBatch$", "2000000x", nil},
+	{"^BenchmarkUpdateRising$", "200000x", nil},
 	{"^BenchmarkSaves$", "300000x", nil},
 	{"^BenchmarkPersistLag$", "300x", nil},
 	{"^BenchmarkScale$", "1x", nil},
@@ -78,6 +79,8 @@ var tables = []table{
 		[]string{"-filter", ".name:Update", "-col", "/impl@(mutex sender lowwater baseline)"}},
 	{"One update at a time against the hand-off floor (goal 2)",
 		[]string{"-filter", ".name:Update", "-col", "/impl@(floor lowwater)"}},
+	{"Updates that each raise the minimum, one at a time and in a burst before a 1 ms save: the baseline, raw Send, the Sender",
+		[]string{"-filter", ".name:(UpdateRising OR PersistLag)", "-col", "/impl@(baseline lowwater sender)"}},
 	{"10,000 pchannels: the baseline, raw Send, and a Sender per pchannel in its worst case (goal 4)",
 		[]string{"-filter", ".name:Scale", "-col", "/impl@(baseline lowwater sender)"}},
 	{"Group commit on bbolt against raw db.Batch with 1,000 writers (goal 3)",
