@@ -55,7 +55,7 @@ func figuresTable(runs []keptRun) string {
 	md.WriteString("Runs: ")
 	for i, r := range runs {
 		if i > 0 {
-			md.WriteString("; ")
+			md.WriteString(";\n") // a line a run: the README's source stays readable
 		}
 		fmt.Fprintf(&md, "%d. %s (commit %s, cpu %s, load at start %s)", i+1, r.name, orDash(r.commit), orDash(r.cpu), orDash(r.load))
 	}

@@ -207,7 +207,7 @@ func TestFiguresTable(t *testing.T) {
 	}
 	md := figuresTable(runs)
 	for _, want := range []string{
-		"Runs: 1. 2026-01-01-1000 (commit abc1234, cpu Some CPU, load at start 0.5 0.4 0.3); 2. 2026-01-01-1010 (commit –, cpu –, load at start –).",
+		"Runs: 1. 2026-01-01-1000 (commit abc1234, cpu Some CPU, load at start 0.5 0.4 0.3);\n2. 2026-01-01-1010 (commit –, cpu –, load at start –).",
 		"| what | lowwater | reference | ratio, runs 1 / 2 |",
 		"| one update through `actors.Sender`, 1 producer | 30.0–46.0 ns | mutex, 40.0 ns | 0.75× / 1.15× |",
 		"| group commit, 1,000 pchannels on bbolt | 345k saves/s | baseline, 300k saves/s | 1.15× / – |",
