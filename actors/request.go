@@ -28,7 +28,7 @@ const DefaultRequestTimeout = 5 * time.Second
 // then returns ctx's error (context.DeadlineExceeded for the timeout). A
 // pchannel that is stopping or no longer exists gives an error that names
 // its actor (the PID's id: the name given to SpawnNamed) and wraps
-// actor.ErrDeadLetter.
+// actor.ErrDeadLetter. A nil ctx is an ErrNilContext, and nothing is sent.
 //
 // It must not be called from inside an actor's Receive, which would block
 // the actor: wait with ReenterAfter there instead.
@@ -91,6 +91,11 @@ func GetState(ctx context.Context, sender actor.SenderContext, pchannel *actor.P
 // pchannel PID: there is no one to ask.
 var ErrNoPChannel = errors.New("lowwater: no pchannel to ask (nil sender or PID)")
 
+// ErrNilContext is returned by Request, GetState and a Sender's Flush and
+// Close given a nil context, rather than a panic: nothing is sent, and a
+// Sender stays as it was.
+var ErrNilContext = errors.New("lowwater: nil context")
+
 // ask sends msg to pid and waits for the reply, bounded by ctx, or by
 // DefaultRequestTimeout when ctx has no deadline. Root.Request sets no
 // sender at the pinned protoactor version; the reply comes to an address
@@ -99,6 +104,9 @@ var ErrNoPChannel = errors.New("lowwater: no pchannel to ask (nil sender or PID)
 // reply, and a future's completions write its result unguarded (a data
 // race). Nothing else waits, no goroutine beside the caller.
 func ask(ctx context.Context, sender actor.SenderContext, pid *actor.PID, msg any) (any, error) {
+	if ctx == nil {
+		return nil, ErrNilContext
+	}
 	if sender == nil || pid == nil {
 		return nil, ErrNoPChannel
 	}

@@ -179,10 +179,11 @@ type Sender struct {
 // batch in flight, until the pchannel answers it or stops.
 func NewSender(system *actor.ActorSystem, pid *actor.PID, opts ...SenderOption) (*Sender, error) {
 	cfg := senderConfig{maxPending: DefaultMaxPending, fullWait: DefaultFullWait}
-	for _, o := range opts {
-		if o != nil {
-			o.applySender(&cfg)
+	for i, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("%w: option %d is nil", ErrInvalidOption, i)
 		}
+		o.applySender(&cfg)
 	}
 	switch {
 	case system == nil:
@@ -456,29 +457,38 @@ func (s *Sender) goneLocked() error {
 // for good). It returns the errors received since the previous Flush (see
 // Sender), with ctx's error if it ended first; after Close,
 // ErrSenderClosed, and so does a Flush still waiting when a Close gives up
-// waiting (its ctx ended) and closes.
+// waiting (its ctx ended) and closes. A nil ctx is an ErrNilContext.
 func (s *Sender) Flush(ctx context.Context) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
+	_, hasDeadline := ctx.Deadline()
 	s.mu.Lock()
 	closed := s.closed
 	s.mu.Unlock()
 	if closed {
 		return ErrSenderClosed
 	}
-	err := s.flush(ctx)
+	err := s.flush(ctx, hasDeadline)
 	s.mu.Unlock()
 	return err
 }
 
 // flush is Flush but for the check of closed, and returns with s.mu held:
 // Close goes on from what it reported, before an answer can come between.
-func (s *Sender) flush(ctx context.Context) error {
+//
+// hasDeadline is ctx's, read by the caller before it changed anything or
+// took the lock: a context whose Deadline panics must leave neither a
+// half-closed Sender nor the lock held, which the pchannel's goroutine
+// takes to answer a batch. ctx is otherwise read with the lock let go.
+func (s *Sender) flush(ctx context.Context, hasDeadline bool) error {
 	s.mu.Lock()
 	target := s.shipped
 	if len(s.pending) > 0 {
 		target++ // shipped when the batch in flight is answered
 	}
 	var expired <-chan time.Time
-	if _, ok := ctx.Deadline(); !ok && s.answered < target {
+	if !hasDeadline && s.answered < target {
 		timer := time.NewTimer(DefaultRequestTimeout)
 		defer timer.Stop()
 		expired = timer.C
@@ -513,7 +523,12 @@ func (s *Sender) flush(ctx context.Context) error {
 // pchannel actor is not stopped: it is the caller's. If ctx ends first,
 // nothing more is sent: the error wraps ErrUpdatesAbandoned, and says how
 // many updates were never sent and how many were sent and not answered.
+// A nil ctx is an ErrNilContext, and the Sender stays open.
 func (s *Sender) Close(ctx context.Context) error {
+	if ctx == nil {
+		return ErrNilContext // and the Sender stays open
+	}
+	_, hasDeadline := ctx.Deadline()
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -525,7 +540,7 @@ func (s *Sender) Close(ctx context.Context) error {
 	// flush returns holding the lock: an end of the pchannel that came
 	// after it reported, and before this took the lock again, went
 	// unreported, its buffered updates counted by no call.
-	err := s.flush(ctx)
+	err := s.flush(ctx, hasDeadline)
 	// From here an answer that still comes ships nothing, and a Flush
 	// still waiting (ctx ended this one's wait first) returns.
 	s.detached = true

@@ -476,11 +476,41 @@ func TestNewSenderRejectsInvalidOptions(t *testing.T) {
 		"zero max pending":  {system, pid, []SenderOption{WithMaxPending(0)}},
 		"negative wait":     {system, pid, []SenderOption{WithFullWait(-time.Second)}},
 		"negative pending ": {system, pid, []SenderOption{WithMaxPending(-1)}},
+		"nil option":        {system, pid, []SenderOption{WithMaxPending(4), nil}},
 	} {
 		s, err := NewSender(tc.system, tc.pid, tc.opts...)
 		require.ErrorIs(t, err, ErrInvalidOption, name)
 		require.Nil(t, s, name)
 	}
+}
+
+// deadlinePanics is a context whose Deadline panics, as a broken wrapper's
+// might.
+type deadlinePanics struct{ context.Context }
+
+func (deadlinePanics) Deadline() (time.Time, bool) { panic("broken context") }
+
+// A nil context, or one that panics, given to Flush or Close while a batch
+// is in flight changes nothing: the Sender, and the pchannel that answers
+// it under the Sender's lock, go on as before. Request and GetState refuse
+// a nil one too, sending nothing (v0 is not moved to 9).
+func TestSenderRefusesNilContext(t *testing.T) {
+	r, gpid, s := heldSender(t)
+	var noContext context.Context // nil, as a caller's bug passes it
+	require.ErrorIs(t, s.Flush(noContext), ErrNilContext)
+	require.ErrorIs(t, s.Close(noContext), ErrNilContext)
+	require.ErrorIs(t, Request(noContext, r.system.Root, r.pchannel, &messages.UpdateCheckpoint{VChannel: "v0", Checkpoint: wal.KafkaID(9)}), ErrNilContext)
+	_, err := GetState(noContext, r.system.Root, r.pchannel)
+	require.ErrorIs(t, err, ErrNilContext)
+	require.PanicsWithValue(t, "broken context", func() { _ = s.Flush(deadlinePanics{context.Background()}) })
+	require.PanicsWithValue(t, "broken context", func() { _ = s.Close(deadlinePanics{context.Background()}) })
+
+	r.system.Root.Send(gpid, gateRelease{})
+	require.NoError(t, s.Update("v0", wal.KafkaID(2)), "still open")
+	require.NoError(t, s.Flush(ctx10s(t)))
+	require.Equal(t, wal.KafkaID(2), r.checkpoints(t)["v0"])
+	require.NoError(t, s.Close(ctx10s(t)))
+	require.ErrorIs(t, s.Flush(ctx10s(t)), ErrSenderClosed)
 }
 
 func TestSenderForgetsVChannelsPastItsBound(t *testing.T) {
