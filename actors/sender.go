@@ -29,7 +29,8 @@ var (
 	// ErrPChannelGone is returned once the pchannel actor has stopped: the
 	// updates buffered or in flight then were not applied (or not known to
 	// be), and no later one will be. The first error that says so counts
-	// the buffered ones; those after it do not count them again.
+	// them, the buffered ones and those of the batch in flight apart;
+	// those after it do not count them again.
 	ErrPChannelGone = errors.New("lowwater: pchannel actor stopped")
 	// ErrUpdatesAbandoned is returned by Close, beside ctx's error, when
 	// it gave up waiting with updates unconfirmed: buffered ones, which
@@ -158,13 +159,17 @@ type Sender struct {
 	progress chan struct{}
 	// rejected and dropped (the rejections beyond maxPending) wait for the
 	// next Flush; gone, once set, ends the Sender. lost counts the
-	// buffered updates that its end left unapplied, until an error says
-	// so: once, so that a caller who adds them up counts each once.
-	rejected []messages.Rejection
-	dropped  int
-	gone     error
-	lost     int
-	closed   bool
+	// buffered updates that its end left unapplied, and unanswered those
+	// of the batch it left in flight (refused: unapplied, when refused is
+	// set), until an error says so: once, so that a caller who adds them
+	// up counts each once.
+	rejected   []messages.Rejection
+	dropped    int
+	gone       error
+	lost       int
+	unanswered int
+	refused    bool
+	closed     bool
 	// detached is set once Close has stopped waiting: nobody waits for
 	// an answer any more, and one that still comes ships nothing.
 	// released is set once the reply process is gone (release).
@@ -443,11 +448,22 @@ func (s *Sender) usable() error {
 // goneLocked is the error of a Sender whose pchannel is gone: the first
 // one says how many buffered updates that left unapplied.
 func (s *Sender) goneLocked() error {
+	var counts []string
 	if n := s.lost; n > 0 {
-		s.lost = 0
-		return fmt.Errorf("%w: %d buffered update(s) not applied", s.gone, n)
+		counts = append(counts, fmt.Sprintf("%d buffered update(s) not applied", n))
 	}
-	return s.gone
+	if n := s.unanswered; n > 0 {
+		if s.refused {
+			counts = append(counts, fmt.Sprintf("%d update(s) sent and refused, not applied", n))
+		} else {
+			counts = append(counts, fmt.Sprintf("%d update(s) sent and not answered, which may or may not be applied", n))
+		}
+	}
+	s.lost, s.unanswered = 0, 0
+	if counts == nil {
+		return s.gone
+	}
+	return fmt.Errorf("%w: %s", s.gone, strings.Join(counts, "; "))
 }
 
 // Flush ships what is buffered and waits until the actor has answered every
@@ -703,19 +719,20 @@ func (p replyProcess) SendUserMessage(_ *actor.PID, message any) {
 	detached := false
 	switch m := actor.UnwrapEnvelopeMessage(message).(type) {
 	case nil:
-		detached = p.s.answer(nil, nil, false)
+		detached = p.s.answer(nil, nil, false, false)
 	case batchConsumed:
-		detached = p.s.answer(nil, nil, true)
+		detached = p.s.answer(nil, nil, true, false)
 	case *messages.BatchError:
-		detached = p.s.answer(m, nil, false)
+		detached = p.s.answer(m, nil, false, false)
 	case *actor.DeadLetterResponse:
-		detached = p.s.answer(nil, fmt.Errorf("%w: %w", ErrPChannelGone, actor.ErrDeadLetter), false)
+		// The batch was refused: the pchannel had stopped taking messages.
+		detached = p.s.answer(nil, fmt.Errorf("%w: %w", ErrPChannelGone, actor.ErrDeadLetter), false, true)
 	case error:
 		// The pchannel panicked handling the batch (PChannelPanicError), or
 		// something else answered: every update of the batch may be lost,
 		// and each is named with the error.
 		if be := p.s.failedBatch(m); be != nil {
-			detached = p.s.answer(be, nil, false)
+			detached = p.s.answer(be, nil, false, false)
 		}
 	}
 	if detached {
@@ -730,7 +747,7 @@ func (p replyProcess) SendUserMessage(_ *actor.PID, message any) {
 // dropped without Close is not kept for good by the registry.
 func (p replyProcess) SendSystemMessage(_ *actor.PID, message any) {
 	if _, ok := message.(*actor.Terminated); ok {
-		p.s.answer(nil, ErrPChannelGone, false)
+		p.s.answer(nil, ErrPChannelGone, false, false)
 		p.s.release()
 	}
 }
@@ -760,12 +777,16 @@ func (s *Sender) failedBatch(err error) *messages.BatchError {
 
 // answer ends the batch in flight; gone, when set, ends the Sender.
 // consumed is the pchannel's word that nothing holds the batch any more:
-// its buffer is taken back. It reports whether Close had stopped waiting.
-func (s *Sender) answer(rejected *messages.BatchError, gone error, consumed bool) (detached bool) {
+// its buffer is taken back. refused says the batch was refused, not
+// applied (a dead letter). It reports whether Close had stopped waiting.
+func (s *Sender) answer(rejected *messages.BatchError, gone error, consumed, refused bool) (detached bool) {
 	s.mu.Lock()
 	detached = s.detached
 	if gone != nil && s.gone == nil {
 		s.gone = gone
+		if !s.detached { // else Close counted them (abandonedLocked)
+			s.unanswered, s.refused = len(s.flying), refused
+		}
 		if n := len(s.pending); n > 0 {
 			s.lost = n
 			clear(s.pending)

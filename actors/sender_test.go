@@ -321,9 +321,9 @@ func TestSenderReportsAStoppedPChannel(t *testing.T) {
 	require.ErrorIs(t, s.Close(ctx10s(t)), ErrPChannelGone)
 }
 
-// The updates a pchannel's end leaves in the buffer are counted by the
-// first error that says it is gone, and by no later one: a caller who adds
-// the counts up counts each update once.
+// The updates a pchannel's end leaves in the buffer, and in the batch in
+// flight, are counted by the first error that says it is gone, and by no
+// later one: a caller who adds the counts up counts each update once.
 func TestSenderCountsUnappliedUpdatesOnce(t *testing.T) {
 	system := actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(zap.NewNop())))
 	defer system.Shutdown()
@@ -338,20 +338,23 @@ func TestSenderCountsUnappliedUpdatesOnce(t *testing.T) {
 
 	first := s.Flush(ctx10s(t))
 	require.ErrorIs(t, first, ErrPChannelGone)
-	require.Contains(t, first.Error(), "2 buffered update(s) not applied")
+	require.Contains(t, first.Error(), "2 buffered update(s) not applied; 1 update(s) sent and not answered, which may or may not be applied")
 	for _, err := range []error{s.Update("d", wal.KafkaID(2)), s.Flush(ctx10s(t)), s.Close(ctx10s(t))} {
 		require.ErrorIs(t, err, ErrPChannelGone)
 		require.NotContains(t, err.Error(), "buffered", "counted again")
+		require.NotContains(t, err.Error(), "sent", "counted again")
 	}
 }
 
 // A Close whose context ends as the pchannel stops reports the buffered
-// updates once, as never sent or as not applied, whichever came first.
+// updates once, as never sent or as not applied, whichever came first,
+// and the update in flight once.
 // An end that came between Close's wait and its report went unreported:
 // later calls say ErrSenderClosed, and the updates were counted by none.
 func TestSenderCloseRacingThePChannelsEndCountsOnce(t *testing.T) {
 	system := quietSystem(t)
 	counted := regexp.MustCompile(`(\d+) buffered update\(s\) (not applied|never sent)`)
+	inFlight := regexp.MustCompile(`(\d+) update\(s\) sent and (not answered|refused)`)
 	jitter := func(rng *rand.Rand) {
 		for range rng.IntN(64) {
 			runtime.Gosched()
@@ -379,7 +382,7 @@ func TestSenderCloseRacingThePChannelsEndCountsOnce(t *testing.T) {
 		errs := []error{<-closed}
 		jitter(rng)
 		errs = append(errs, s.Flush(ctx10s(t)), s.Update("v0", wal.KafkaID(2)), s.Close(ctx10s(t)))
-		total, mentions := 0, 0
+		total, mentions, flying := 0, 0, 0
 		for _, err := range errs {
 			if err == nil {
 				continue
@@ -388,9 +391,14 @@ func TestSenderCloseRacingThePChannelsEndCountsOnce(t *testing.T) {
 				n, _ := strconv.Atoi(m[1])
 				total, mentions = total+n, mentions+1
 			}
+			for _, m := range inFlight.FindAllStringSubmatch(err.Error(), -1) {
+				n, _ := strconv.Atoi(m[1])
+				flying += n
+			}
 		}
 		require.Equal(t, 1, mentions, "iteration %d: the four buffered updates counted in %d errors: %v", it, mentions, errs)
 		require.Equal(t, 4, total, "iteration %d: %v", it, errs)
+		require.Equal(t, 1, flying, "iteration %d: the update in flight counted %d times: %v", it, flying, errs)
 	}
 }
 
