@@ -446,7 +446,7 @@ func (s *Sender) usable() error {
 }
 
 // goneLocked is the error of a Sender whose pchannel is gone: the first
-// one says how many buffered updates that left unapplied.
+// one says how many updates that left unapplied, buffered or in flight.
 func (s *Sender) goneLocked() error {
 	var counts []string
 	if n := s.lost; n > 0 {
