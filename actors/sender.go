@@ -160,15 +160,13 @@ type Sender struct {
 	// rejected and dropped (the rejections beyond maxPending) wait for the
 	// next Flush; gone, once set, ends the Sender. lost counts the
 	// buffered updates that its end left unapplied, and unanswered those
-	// of the batch it left in flight (refused: unapplied, when refused is
-	// set), until an error says so: once, so that a caller who adds them
-	// up counts each once.
+	// of the batch it left in flight, until an error says so: once, so
+	// that a caller who adds them up counts each once.
 	rejected   []messages.Rejection
 	dropped    int
 	gone       error
 	lost       int
 	unanswered int
-	refused    bool
 	closed     bool
 	// detached is set once Close has stopped waiting: nobody waits for
 	// an answer any more, and one that still comes ships nothing.
@@ -453,7 +451,9 @@ func (s *Sender) goneLocked() error {
 		counts = append(counts, fmt.Sprintf("%d buffered update(s) not applied", n))
 	}
 	if n := s.unanswered; n > 0 {
-		if s.refused {
+		// A batch that came back as a dead letter was refused: the
+		// pchannel had stopped taking messages.
+		if errors.Is(s.gone, actor.ErrDeadLetter) {
 			counts = append(counts, fmt.Sprintf("%d update(s) sent and refused, not applied", n))
 		} else {
 			counts = append(counts, fmt.Sprintf("%d update(s) sent and not answered, which may or may not be applied", n))
@@ -719,20 +719,19 @@ func (p replyProcess) SendUserMessage(_ *actor.PID, message any) {
 	detached := false
 	switch m := actor.UnwrapEnvelopeMessage(message).(type) {
 	case nil:
-		detached = p.s.answer(nil, nil, false, false)
+		detached = p.s.answer(nil, nil, false)
 	case batchConsumed:
-		detached = p.s.answer(nil, nil, true, false)
+		detached = p.s.answer(nil, nil, true)
 	case *messages.BatchError:
-		detached = p.s.answer(m, nil, false, false)
+		detached = p.s.answer(m, nil, false)
 	case *actor.DeadLetterResponse:
-		// The batch was refused: the pchannel had stopped taking messages.
-		detached = p.s.answer(nil, fmt.Errorf("%w: %w", ErrPChannelGone, actor.ErrDeadLetter), false, true)
+		detached = p.s.answer(nil, fmt.Errorf("%w: %w", ErrPChannelGone, actor.ErrDeadLetter), false)
 	case error:
 		// The pchannel panicked handling the batch (PChannelPanicError), or
 		// something else answered: every update of the batch may be lost,
 		// and each is named with the error.
 		if be := p.s.failedBatch(m); be != nil {
-			detached = p.s.answer(be, nil, false, false)
+			detached = p.s.answer(be, nil, false)
 		}
 	}
 	if detached {
@@ -747,7 +746,7 @@ func (p replyProcess) SendUserMessage(_ *actor.PID, message any) {
 // dropped without Close is not kept for good by the registry.
 func (p replyProcess) SendSystemMessage(_ *actor.PID, message any) {
 	if _, ok := message.(*actor.Terminated); ok {
-		p.s.answer(nil, ErrPChannelGone, false, false)
+		p.s.answer(nil, ErrPChannelGone, false)
 		p.s.release()
 	}
 }
@@ -777,15 +776,14 @@ func (s *Sender) failedBatch(err error) *messages.BatchError {
 
 // answer ends the batch in flight; gone, when set, ends the Sender.
 // consumed is the pchannel's word that nothing holds the batch any more:
-// its buffer is taken back. refused says the batch was refused, not
-// applied (a dead letter). It reports whether Close had stopped waiting.
-func (s *Sender) answer(rejected *messages.BatchError, gone error, consumed, refused bool) (detached bool) {
+// its buffer is taken back. It reports whether Close had stopped waiting.
+func (s *Sender) answer(rejected *messages.BatchError, gone error, consumed bool) (detached bool) {
 	s.mu.Lock()
 	detached = s.detached
 	if gone != nil && s.gone == nil {
 		s.gone = gone
 		if !s.detached { // else Close counted them (abandonedLocked)
-			s.unanswered, s.refused = len(s.flying), refused
+			s.unanswered = len(s.flying)
 		}
 		if n := len(s.pending); n > 0 {
 			s.lost = n

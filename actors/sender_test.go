@@ -346,6 +346,30 @@ func TestSenderCountsUnappliedUpdatesOnce(t *testing.T) {
 	}
 }
 
+// A batch that comes back as a dead letter was refused by a pchannel that
+// had stopped taking messages: its updates were not applied, and the
+// error says so, apart from those left in the buffer.
+func TestSenderCountsARefusedBatch(t *testing.T) {
+	system := actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(zap.NewNop())))
+	defer system.Shutdown()
+	refusing := system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
+		if _, ok := ctx.Message().(*messages.UpdateBatch); ok {
+			ctx.Respond(&actor.DeadLetterResponse{Target: ctx.Self()})
+		}
+	}))
+	defer func() { require.NoError(t, system.Root.PoisonFuture(refusing).Wait()) }()
+	s := newTestSender(t, system, refusing)
+	require.NoError(t, s.Update("a", wal.KafkaID(1)))
+
+	err := s.Flush(ctx10s(t))
+	require.ErrorIs(t, err, ErrPChannelGone)
+	require.ErrorIs(t, err, actor.ErrDeadLetter)
+	require.ErrorContains(t, err, ": 1 update(s) sent and refused, not applied")
+	err = s.Flush(ctx10s(t))
+	require.ErrorIs(t, err, ErrPChannelGone)
+	require.NotContains(t, err.Error(), "sent", "counted again")
+}
+
 // A Close whose context ends as the pchannel stops reports the buffered
 // updates once, as never sent or as not applied, whichever came first,
 // and the update in flight once.
