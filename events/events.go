@@ -32,6 +32,7 @@ type config struct {
 	pchannels map[string]struct{}
 	filter    func(messages.Event) bool
 	lossless  bool
+	admit     []func(*Subscription) error
 	errs      []error
 }
 
@@ -113,6 +114,26 @@ func Lossless() Option {
 	return optionFunc(func(c *config) { c.lossless = true })
 }
 
+// Admit runs check on the subscription before it takes its first event,
+// on the goroutine that subscribes: an error from check refuses it, and
+// Subscribe or SubscribeFunc returns that error with nothing subscribed.
+// check may ask the subscription what it would take (Overlaps), and must
+// not Close it. With several Admit, each runs in the order given, up to
+// the first error.
+//
+// It is for whoever keeps subscriptions and must refuse some of them,
+// such as a metrics collector that would count an event twice: the check
+// and the subscription happen under its lock, with no event between them.
+func Admit(check func(*Subscription) error) Option {
+	return optionFunc(func(c *config) {
+		if check == nil {
+			c.errs = append(c.errs, errors.New("nil Admit check"))
+			return
+		}
+		c.admit = append(c.admit, check)
+	})
+}
+
 func newConfig(opts []Option) (config, error) {
 	c := config{buffer: DefaultBuffer}
 	for _, o := range opts {
@@ -141,13 +162,14 @@ type Subscription struct {
 	dropped atomic.Uint64
 	blocked atomic.Uint64
 
-	// mu orders pushes against Close: a Publish that began before
-	// Unsubscribe may still call the handler afterwards.
-	mu     sync.RWMutex
-	closed bool
-	// closing ends a Lossless publisher's wait on a full buffer once
-	// Close began: Close waits for mu, which that publisher holds, and
-	// the consumer may only read once Close returned.
+	// mu orders pushes against Close, which closes ch under it: a
+	// Publish that began before Unsubscribe may still call the handler
+	// afterwards.
+	mu sync.RWMutex
+	// closing is closed when Close begins; from then on the handler
+	// takes no event. It also ends a Lossless publisher's wait on a full
+	// buffer: Close waits for mu, which that publisher holds, and the
+	// consumer may only read once Close returned.
 	closing chan struct{}
 
 	// done is closed when the delivery goroutine (SubscribeFunc) has
@@ -169,14 +191,20 @@ func newSubscription(es *eventstream.EventStream, opts []Option) (*Subscription,
 	if err != nil {
 		return nil, err
 	}
-	return &Subscription{
+	s := &Subscription{
 		es:      es,
 		cfg:     cfg,
 		ch:      make(chan messages.Event, cfg.buffer),
 		done:    make(chan struct{}),
 		ended:   make(chan struct{}),
 		closing: make(chan struct{}),
-	}, nil
+	}
+	for _, check := range cfg.admit {
+		if err := check(s); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
 }
 
 // Subscribe delivers the lowwater events published on es to a channel: read
@@ -250,7 +278,10 @@ func (s *Subscription) Dropped() uint64 { return s.dropped.Load() }
 func (s *Subscription) Blocked() uint64 { return s.blocked.Load() }
 
 // Close unsubscribes, delivers the events still buffered, and returns once
-// the subscription's goroutine, if any, has ended. It is idempotent. It
+// the subscription's goroutine, if any, has ended. It is idempotent. No
+// event is taken once it has begun, not even from a publish that began
+// before it: so a subscription made once Close has begun, which may take
+// events from the start, never takes one this one takes too. It
 // may be called before the channel of Subscribe is read: a Lossless
 // publisher waiting on a full buffer then gives up its event, and the
 // buffered ones are still read until the channel is closed.
@@ -264,7 +295,6 @@ func (s *Subscription) Close() {
 		close(s.closing)
 		s.es.Unsubscribe(s.sub)
 		s.mu.Lock()
-		s.closed = true
 		close(s.ch)
 		s.mu.Unlock()
 		<-s.done
@@ -344,7 +374,7 @@ func (s *Subscription) handle(e any) {
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if s.closed {
+	if s.isClosed() {
 		return
 	}
 	if s.cfg.lossless {

@@ -1,6 +1,7 @@
 package events_test
 
 import (
+	"errors"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -266,6 +267,91 @@ func TestPublishRacingCloseIsDropped(t *testing.T) {
 	}
 }
 
+// A publish that took its list of subscribers before Close unsubscribed,
+// and reaches the subscription once Close has begun, delivers nothing: a
+// subscription made meanwhile, which may already take events, never takes
+// one this one takes too. The publish is held in a handler subscribed
+// first; Close is held between its beginning and its Unsubscribe by a
+// reader of the stream's lock.
+func TestCloseTakesNoEventOnceBegun(t *testing.T) {
+	es := eventstream.NewEventStream()
+	entered, proceed := make(chan struct{}), make(chan struct{})
+	es.Subscribe(func(any) { // before the subscription: runs first
+		close(entered)
+		<-proceed
+	})
+	sub, err := events.Subscribe(es)
+	require.NoError(t, err)
+	published := make(chan struct{})
+	go func() {
+		defer close(published)
+		es.Publish(advanced("p", 1))
+	}()
+	waitFor(t, entered, "the publish to begin")
+
+	es.RLock() // Unsubscribe waits for it
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		sub.Close()
+	}()
+	deadline := time.Now().Add(testBound)
+	for sub.Overlaps(sub) { // until Close has begun
+		require.True(t, time.Now().Before(deadline), "Close did not begin")
+		runtime.Gosched()
+	}
+	close(proceed)
+	waitFor(t, published, "the publish to return")
+	es.RUnlock()
+	waitFor(t, closed, "Close to return")
+	for ev := range sub.C() {
+		t.Fatalf("taken once Close had begun: %v", ev)
+	}
+}
+
+// Admit refuses a subscription before it takes any event, with the check's
+// own error, and leaves nothing subscribed; an event published while the
+// check runs is not taken by the subscription it lets through.
+func TestAdmit(t *testing.T) {
+	es := eventstream.NewEventStream()
+	errFull := errors.New("full")
+	var checked []string
+	_, err := events.SubscribeFunc(es, func(messages.Event) { t.Error("a refused subscription took an event") },
+		events.Admit(func(*events.Subscription) error { checked = append(checked, "first"); return nil }),
+		events.Admit(func(s *events.Subscription) error {
+			checked = append(checked, "second")
+			es.Publish(advanced("p", 1))
+			require.True(t, s.Overlaps(s), "the check sees the subscription it admits")
+			return errFull
+		}),
+		events.Admit(func(*events.Subscription) error { checked = append(checked, "third"); return nil }))
+	require.ErrorIs(t, err, errFull)
+	assert.Equal(t, []string{"first", "second"}, checked, "checks in order, up to the first error")
+	assert.Zero(t, es.Length(), "a refused subscription must leave nothing subscribed")
+
+	sub, err := events.Subscribe(es, events.Admit(func(*events.Subscription) error {
+		es.Publish(advanced("p", 1))
+		return nil
+	}))
+	require.NoError(t, err)
+	es.Publish(advanced("p", 2))
+	sub.Close()
+	var got []int
+	for ev := range sub.C() {
+		got = append(got, seqOf(t, ev))
+	}
+	assert.Equal(t, []int{2}, got, "only what was published once it was admitted")
+}
+
+func waitFor(t *testing.T, c <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-c:
+	case <-time.After(testBound):
+		t.Fatalf("waited too long for %s", what)
+	}
+}
+
 func TestInvalidOptions(t *testing.T) {
 	es := eventstream.NewEventStream()
 	for name, opts := range map[string][]events.Option{
@@ -273,6 +359,7 @@ func TestInvalidOptions(t *testing.T) {
 		"no pchannels": {events.ForPChannels()},
 		"empty name":   {events.ForPChannels("p0", "")},
 		"nil filter":   {events.WithFilter(nil)},
+		"nil admit":    {events.Admit(nil)},
 		"nil option":   {nil},
 	} {
 		_, err := events.Subscribe(es, opts...)

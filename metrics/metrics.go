@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/eventstream"
@@ -324,28 +323,21 @@ func (c *Collector) Counters(pchannel string) *actors.Counters {
 // (WithNamespace): a registry refuses the same series twice, and the same
 // name with a label and without.
 func (c *Collector) Subscribe(es *eventstream.EventStream, opts ...events.Option) (*events.Subscription, error) {
-	// A refused subscription counts nothing: until it is checked, what it
-	// is handed is dropped, as what was published before Subscribe is.
-	var counting atomic.Bool
-	sub, err := events.SubscribeFunc(es, func(ev messages.Event) {
-		if counting.Load() {
-			c.Observe(ev)
+	// Checked and kept before the subscription takes its first event, and
+	// after any check of the caller's, which may still refuse it: a
+	// Subscribe racing another, or the Close of an overlapping one (which
+	// takes no event once begun), never counts an event twice.
+	refuseOverlap := events.Admit(func(s *events.Subscription) error {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.pruneLocked()
+		if slices.ContainsFunc(c.subs, s.Overlaps) {
+			return fmt.Errorf("%w: close that subscription first, or split the pchannels between them (events.ForPChannels)", ErrSubscribedTwice)
 		}
-	}, opts...)
-	if err != nil {
-		return nil, err
-	}
-	c.mu.Lock()
-	c.pruneLocked()
-	if slices.ContainsFunc(c.subs, sub.Overlaps) {
-		c.mu.Unlock()
-		sub.Close()
-		return nil, fmt.Errorf("%w: close that subscription first, or split the pchannels between them (events.ForPChannels)", ErrSubscribedTwice)
-	}
-	c.subs = append(c.subs, sub)
-	counting.Store(true)
-	c.mu.Unlock()
-	return sub, nil
+		c.subs = append(c.subs, s)
+		return nil
+	})
+	return events.SubscribeFunc(es, c.Observe, append(slices.Clip(opts), refuseOverlap)...)
 }
 
 // pruneLocked lets go of the subscriptions closed since the last call,

@@ -1,6 +1,7 @@
 package metrics_test
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -533,6 +534,36 @@ func subscribeAndDrop(t *testing.T, collector *metrics.Collector) (uint64, weak.
 // A second subscription to events the collector takes already is refused:
 // it would count each of them twice. Subscriptions that split the
 // pchannels between them are not, nor one after the first is closed.
+// A subscription made while an overlapping one closes, here from a check
+// of the caller's that runs before the collector's, counts each event
+// once: the closing one counts what was published before, the new one
+// what was published once it was taken.
+func TestSubscribeAsTheOverlappingOneClosesCountsOnce(t *testing.T) {
+	collector, err := metrics.New()
+	require.NoError(t, err)
+	es := eventstream.NewEventStream()
+	advance := func(i int) {
+		es.Publish(&messages.MinimumAdvanced{Header: messages.Header{PChannel: "p0", At: time.Now()}, To: wal.KafkaID(i)})
+	}
+	first, err := collector.Subscribe(es)
+	require.NoError(t, err)
+	second, err := collector.Subscribe(es, events.Admit(func(*events.Subscription) error {
+		advance(1)
+		first.Close()
+		return nil
+	}))
+	require.NoError(t, err)
+	advance(2)
+	second.Close()
+	require.Equal(t, float64(2), valueOf(t, collector, "lowwater_minimum_advances_total"))
+
+	_, err = collector.Subscribe(es, events.Admit(func(*events.Subscription) error { return errors.New("refused by the caller") }))
+	require.ErrorContains(t, err, "refused by the caller")
+	third, err := collector.Subscribe(es)
+	require.NoError(t, err, "a subscription the caller refused is not kept")
+	third.Close()
+}
+
 func TestSubscribeTwiceIsRefused(t *testing.T) {
 	collector, err := metrics.New()
 	require.NoError(t, err)
