@@ -391,14 +391,18 @@ func (s *persister) saveFailed(m *callDone, attempt int) saveplan.Step {
 		// the save is tried again, on the backoff after a first retry
 		// (see saveplan.Plan.Adopt). One about another pchannel's record
 		// (a catalog's bug) says nothing of ours: a failure like any.
-		step := s.plan.Adopt(stored.Stored)
+		step, adopted := s.plan.Adopt(stored.Stored)
 		s.report()
-		s.failed(m, attempt, step.Wait)
+		var persisted wal.MessageID
+		if adopted {
+			persisted = stored.Stored
+		}
+		s.failed(m, attempt, step.Wait, persisted)
 		return step
 	case errors.Is(m.err, persistence.ErrFenced):
 		s.plan.Fence()
 		s.report()
-		s.failed(m, attempt, 0)
+		s.failed(m, attempt, 0, nil)
 		// The save's own error, which says by whom (a record of a
 		// higher term, say), where bare ErrFenced said nothing more.
 		s.root.Send(s.parent, &ownershipLost{cause: m.err})
@@ -408,7 +412,7 @@ func (s *persister) saveFailed(m *callDone, attempt int) saveplan.Step {
 		// actors): no save is tried again, and the stop says why.
 		s.plan.CatalogClosed()
 		s.report()
-		s.failed(m, attempt, 0)
+		s.failed(m, attempt, 0, nil)
 		s.cfg.logger.Error("catalog closed: no save is tried again; the stop will report the minimum not saved",
 			zap.Stringer("minimum", stringer{s.plan.Target()}))
 		return saveplan.Step{}
@@ -416,14 +420,16 @@ func (s *persister) saveFailed(m *callDone, attempt int) saveplan.Step {
 		// A panic inside the catalog comes here too, as an error.
 		step := s.plan.Failed()
 		s.report()
-		s.failed(m, attempt, step.Wait)
+		s.failed(m, attempt, step.Wait, nil)
 		return step
 	}
 }
 
-func (s *persister) failed(m *callDone, attempt int, next time.Duration) {
+// failed reports a failed attempt; adopted is the value of another
+// writer's the plan took as persisted, if any.
+func (s *persister) failed(m *callDone, attempt int, next time.Duration, adopted wal.MessageID) {
 	publish(s.events, s.cfg.logger, &messages.PersistFailed{Header: newHeader(s.cfg.pchannel), Value: m.value, Attempt: attempt, Err: m.err, NextRetry: next,
-		Late: m.seq == s.overdueSeq})
+		Late: m.seq == s.overdueSeq, Adopted: adopted})
 	s.cfg.logger.Warn("save failed", zap.Stringer("checkpoint", m.value), zap.Int("attempt", attempt),
 		zap.Duration("nextRetry", next), zap.Duration("latency", m.latency), zap.Error(m.err))
 }

@@ -146,12 +146,12 @@ type CheckpointPersisted struct {
 //     for good; nothing is saved again, the actor runs on in memory, and
 //     its stop reports the minimum left unsaved at once;
 //   - stored ahead (persistence.ErrStoredAhead, NextRetry 0): the stored
-//     value becomes the floor, and nothing is saved until the minimum
-//     passes it. A report whose stored value does not reach Value (lower,
-//     nil, of another WAL: stale, or the catalog's error) proves nothing
-//     and is not adopted: Value is saved again, at once after a first
-//     attempt (NextRetry 0 all the same), after NextRetry after a later
-//     one;
+//     value becomes the floor (Adopted), and nothing is saved until the
+//     minimum passes it. A report whose stored value does not reach Value
+//     (lower, nil, of another WAL: stale, or the catalog's error) proves
+//     nothing and is not adopted (Adopted nil): Value is saved again, at
+//     once after a first attempt (NextRetry 0 all the same), after
+//     NextRetry after a later one;
 //   - actors.ErrCatalogOverdue (NextRetry 0): the call overran its
 //     deadline ignoring its context, and is still waited for.
 type PersistFailed struct {
@@ -164,6 +164,12 @@ type PersistFailed struct {
 	// (actors.ErrCatalogOverdue, the same Attempt): the save returned at
 	// last. Counting failed attempts, count the report or this, not both.
 	Late bool
+	// Adopted is set when Err is a persistence.StoredAheadError that the
+	// persister took as its persisted checkpoint: another writer stored
+	// this value, at or above Value and above what was persisted before,
+	// under this pchannel's name and of its WAL. Nothing is persisted
+	// from this attempt otherwise, whatever the error names.
+	Adopted wal.MessageID
 }
 
 // PersisterRestarted is published when the persister crashed, and is to

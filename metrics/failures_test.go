@@ -19,8 +19,8 @@ import (
 )
 
 // Only a failure with a backoff counts as retrying. A save the store
-// refused because it holds more is not retried, and the stored value is
-// the persisted one: the lag clock stops, where it used to run on, with
+// refused because it holds more is not retried, and the stored value, once
+// the persister took it (Adopted), is the persisted one: the lag clock stops, where it used to run on, with
 // the pchannel counted as retrying, until the minimum passed the stored
 // value. A save still running past its deadline is a timeout, not retried.
 func TestFailuresThatAreNotRetried(t *testing.T) {
@@ -42,23 +42,30 @@ func TestFailuresThatAreNotRetried(t *testing.T) {
 	c.Observe(&messages.MinimumAdvanced{Header: h(1), To: wal.KafkaID(130), Holder: "a"})
 	want(2, 1, 0, map[string]float64{})
 
+	// A catalog that names another pchannel's record as ahead: the
+	// persister did not take it (no Adopted) and tries again; the lag
+	// clock runs on, however high the value named.
+	foreign := &persistence.StoredAheadError{PChannel: "q", Stored: wal.KafkaID(1 << 40), Attempted: wal.KafkaID(130)}
+	c.Observe(&messages.PersistFailed{Header: h(2), Value: wal.KafkaID(130), Attempt: 1, Err: foreign, NextRetry: time.Second})
+	want(3, 2, 1, map[string]float64{"stored_ahead": 1})
+
 	// Another writer stored 1000: the save of 130 is refused, not retried.
 	ahead := &persistence.StoredAheadError{PChannel: "p", Stored: wal.KafkaID(1000), Attempted: wal.KafkaID(130)}
-	c.Observe(&messages.PersistFailed{Header: h(2), Value: wal.KafkaID(130), Attempt: 1, Err: ahead})
-	want(5, 0, 0, map[string]float64{"stored_ahead": 1})
+	c.Observe(&messages.PersistFailed{Header: h(3), Value: wal.KafkaID(130), Attempt: 2, Err: ahead, Adopted: wal.KafkaID(1000)})
+	want(5, 0, 0, map[string]float64{"stored_ahead": 2})
 
 	// An error is retried on the backoff.
 	c.Observe(&messages.MinimumAdvanced{Header: h(6), To: wal.KafkaID(1100), Holder: "a"})
 	c.Observe(&messages.PersistFailed{Header: h(7), Value: wal.KafkaID(1100), Attempt: 1, Err: errors.New("disk on fire"), NextRetry: time.Second})
-	want(8, 2, 1, map[string]float64{"stored_ahead": 1, "error": 1})
+	want(8, 2, 1, map[string]float64{"stored_ahead": 2, "error": 1})
 
 	// The retry overruns its deadline: still running, not retried.
 	overdue := fmt.Errorf("%w: Save still running", actors.ErrCatalogOverdue)
 	c.Observe(&messages.PersistFailed{Header: h(9), Value: wal.KafkaID(1100), Attempt: 2, Err: overdue})
-	want(10, 4, 0, map[string]float64{"stored_ahead": 1, "error": 1, "timeout": 1})
+	want(10, 4, 0, map[string]float64{"stored_ahead": 2, "error": 1, "timeout": 1})
 
 	c.Observe(&messages.CheckpointPersisted{Header: h(11), Value: wal.KafkaID(1100), Attempts: 2})
-	want(12, 0, 0, map[string]float64{"stored_ahead": 1, "error": 1, "timeout": 1})
+	want(12, 0, 0, map[string]float64{"stored_ahead": 2, "error": 1, "timeout": 1})
 }
 
 // An attempt that overran its deadline is one failure, counted when it

@@ -485,8 +485,11 @@ func (c *Collector) Observe(ev messages.Event) {
 		// refused because it holds more (that value is durable: the lag
 		// clock follows it), nor a fenced one, nor one still running.
 		p.retrying = e.NextRetry > 0
-		if stored, ok := errors.AsType[*persistence.StoredAheadError](e.Err); ok && less(p.persisted, stored.Stored) {
-			p.persisted = stored.Stored
+		// Another writer's value, when the persister took it as its own:
+		// not any StoredAheadError, which may name another pchannel, another
+		// WAL or a value below the one attempted.
+		if less(p.persisted, e.Adopted) {
+			p.persisted = e.Adopted
 			p.settle(h.At)
 		}
 	case *messages.PersisterRestarted:

@@ -479,7 +479,7 @@ func TestLagAndAgeFollowOnlyNewerValues(t *testing.T) {
 	c.Observe(&messages.CheckpointPersisted{Header: h(5), Value: k(20), Attempts: 1})
 	require.Zero(t, lag(), "an older save observed late lowered the persisted checkpoint")
 	c.Observe(&messages.PersistFailed{Header: h(6), Value: k(30), Attempt: 1,
-		Err: &persistence.StoredAheadError{PChannel: "p", Stored: k(25), Attempted: k(30)}})
+		Err: &persistence.StoredAheadError{PChannel: "p", Stored: k(25), Attempted: k(30)}, Adopted: k(25)})
 	require.Zero(t, lag(), "a stored value below the persisted one was adopted")
 
 	c.Observe(&messages.MinimumAdvanced{Header: h(7), From: k(30), To: k(40)})

@@ -346,6 +346,7 @@ func TestStoredAheadAdopted(t *testing.T) {
 	f := waitFor(t, h.rec, any1[*messages.PersistFailed])
 	require.ErrorIs(t, f.Err, persistence.ErrStoredAhead)
 	require.Zero(t, f.NextRetry)
+	require.Equal(t, k(500), f.Adopted)
 	h.update(pid, "a", 400) // still below what the other writer stored
 	h.update(pid, "a", 600)
 	waitFor(t, h.rec, persistedIs(k(600)))

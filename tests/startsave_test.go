@@ -357,16 +357,20 @@ func TestGroupCommitHoldsNoGoroutinePerSave(t *testing.T) {
 // above: a catalog with a bug.
 type aheadLiar struct {
 	*persistence.Memory
-	lies  atomic.Int32
-	other string
+	lies atomic.Int32
+	// other is the pchannel the lie names, if not the one saved; stored
+	// the value it names.
+	other  string
+	stored wal.MessageID
 }
 
 func (l *aheadLiar) Save(ctx context.Context, pchannel string, v wal.MessageID) error {
 	if l.lies.Add(-1) >= 0 {
+		named := pchannel
 		if l.other != "" {
-			return &persistence.StoredAheadError{PChannel: l.other, Stored: k(50), Attempted: v}
+			named = l.other
 		}
-		return &persistence.StoredAheadError{PChannel: pchannel, Stored: k(1), Attempted: v}
+		return &persistence.StoredAheadError{PChannel: named, Stored: l.stored, Attempted: v}
 	}
 	return l.Memory.Save(ctx, pchannel, v)
 }
@@ -379,19 +383,26 @@ func (l *aheadLiar) Save(ctx context.Context, pchannel string, v wal.MessageID) 
 //     publishing hundreds of thousands of PersistFailed a second;
 //   - one about another pchannel's record, which says nothing of this
 //     one's: on the backoff, as any failure (adopted, the pchannel took 50
-//     for persisted with nothing stored).
+//     for persisted with nothing stored);
+//   - one naming a value of another WAL, which cannot be ahead: as one
+//     not ahead.
+//
+// None is reported as adopted (PersistFailed.Adopted), which a watcher
+// such as the metrics collector takes for persisted.
 func TestStoredAheadThatProvesNothingIsRetried(t *testing.T) {
 	for _, c := range []struct {
 		name        string
 		other       string
+		stored      wal.MessageID
 		firstAtOnce bool
 	}{
-		{name: "not ahead", firstAtOnce: true},
-		{name: "another pchannel's", other: "someone-else"},
+		{name: "not ahead", stored: k(1), firstAtOnce: true},
+		{name: "another pchannel's", other: "someone-else", stored: k(50)},
+		{name: "another WAL's", stored: wal.PulsarID{LedgerID: 99}, firstAtOnce: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h := newHarness(t)
-			cat := &aheadLiar{Memory: persistence.NewMemory(), other: c.other}
+			cat := &aheadLiar{Memory: persistence.NewMemory(), other: c.other, stored: c.stored}
 			cat.lies.Store(3)
 			pid, _ := spawnRecovered(t, h, wal.Kafka, cat, actors.WithVChannels(map[string]wal.MessageID{"a": k(10)}), actors.WithBackoff(fastBackoff))
 			ev := waitFor(t, h.rec, persistedIs(k(10)))
@@ -401,6 +412,7 @@ func TestStoredAheadThatProvesNothingIsRetried(t *testing.T) {
 			for i, f := range failed {
 				require.ErrorIs(t, f.Err, persistence.ErrStoredAhead)
 				require.Equal(t, k(10), f.Value)
+				require.Nil(t, f.Adopted, "not adopted")
 				if i == 0 && c.firstAtOnce {
 					require.Zero(t, f.NextRetry, "after a first attempt: tried again at once")
 				} else {

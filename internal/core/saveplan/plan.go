@@ -133,7 +133,9 @@ func (p *Plan) Failed() Step {
 
 // Adopt records that the catalog holds stored, at or above the value in
 // flight: another writer got ahead. Retrying the same value cannot succeed,
-// so the floor rises to stored and only a higher minimum is saved.
+// so the floor rises to stored and only a higher minimum is saved. adopted
+// reports whether the floor rose: the caller tells its watchers that
+// stored is persisted.
 //
 // A stored value that does not reach the one in flight (lower, or another
 // WAL's) proves nothing: a racing store's report may be stale, or the
@@ -141,19 +143,19 @@ func (p *Plan) Failed() Step {
 // again: at once after its first attempt, on the backoff after a later
 // one (the Step's Wait), so that a catalog that keeps saying so is not
 // asked again and again without a pause.
-func (p *Plan) Adopt(stored wal.MessageID) Step {
+func (p *Plan) Adopt(stored wal.MessageID) (step Step, adopted bool) {
 	if p.inFlight != nil && !reaches(stored, p.inFlight) {
 		if p.attempt > 1 {
-			return p.Failed()
+			return p.Failed(), false
 		}
 		p.inFlight = nil
-		return p.next()
+		return p.next(), false
 	}
-	p.raiseFloor(stored)
+	adopted = p.raiseFloor(stored)
 	p.inFlight = nil
 	p.attempt = 0
 	p.resetBackoff()
-	return p.next()
+	return p.next(), adopted
 }
 
 // reaches reports whether v is at or above target, by above's rules.
@@ -214,10 +216,12 @@ func (p *Plan) next() Step {
 	return Step{Save: p.inFlight}
 }
 
-func (p *Plan) raiseFloor(v wal.MessageID) {
+func (p *Plan) raiseFloor(v wal.MessageID) bool {
 	if above(v, p.persisted) {
 		p.persisted = v
+		return true
 	}
+	return false
 }
 
 // above reports whether v is above floor, nil being below every ID. Two

@@ -80,7 +80,7 @@ func TestRetrySavesLatestAfterBackoff(t *testing.T) {
 	require.Equal(t, Step{Save: k(5)}, p.Offer(k(5)))
 	require.Equal(t, Step{Wait: 10 * time.Millisecond}, p.Failed(), "still from the start after successes in a row")
 	require.Equal(t, Step{Save: k(5)}, p.TimerFired())
-	require.Equal(t, Step{}, p.Adopt(k(6)))
+	requireAdopt(t, p, k(6), Step{}, true)
 	require.Equal(t, Step{Save: k(7)}, p.Offer(k(7)))
 	require.Equal(t, Step{Wait: 10 * time.Millisecond}, p.Failed(), "adopting a stored value resets the backoff too")
 }
@@ -88,11 +88,14 @@ func TestRetrySavesLatestAfterBackoff(t *testing.T) {
 func TestAdoptStoredAhead(t *testing.T) {
 	p := newPlan(k(1))
 	require.Equal(t, Step{Save: k(5)}, p.Offer(k(5)))
-	require.Equal(t, Step{}, p.Adopt(k(7)), "stored ahead of the minimum: nothing left to save")
+	requireAdopt(t, p, k(7), Step{}, true) // stored ahead of the minimum: nothing left to save
 	require.Equal(t, k(7), p.Persisted())
 	require.Equal(t, Step{}, p.Offer(k(7)))
 	require.Equal(t, Step{Save: k(8)}, p.Offer(k(8)))
-	require.Equal(t, Step{}, p.Adopt(k(8)), "stored equal: nothing left of it to save")
+	requireAdopt(t, p, k(8), Step{}, true) // stored equal: nothing left of it to save
+	require.Equal(t, k(8), p.Persisted())
+	requireAdopt(t, p, k(8), Step{}, false) // the floor already: it does not rise
+	requireAdopt(t, p, k(3), Step{}, false) // below the floor, nothing in flight: it never lowers
 	require.Equal(t, k(8), p.Persisted())
 }
 
@@ -104,13 +107,13 @@ func TestAdoptStoredAhead(t *testing.T) {
 func TestAdoptNotAheadIsTriedAgain(t *testing.T) {
 	p := New(k(1), &fixed{next: 10 * time.Millisecond}, 0)
 	require.Equal(t, Step{Save: k(8)}, p.Offer(k(8)))
-	require.Equal(t, Step{Save: k(8)}, p.Adopt(k(6)), "after a first attempt: at once")
+	requireAdopt(t, p, k(6), Step{Save: k(8)}, false) // after a first attempt: at once
 	require.Equal(t, k(1), p.Persisted(), "not adopted")
 	require.Equal(t, 2, p.Attempt())
-	require.Equal(t, Step{Wait: 10 * time.Millisecond}, p.Adopt(wal.PulsarID{LedgerID: 99}), "after a later attempt: on the backoff")
+	requireAdopt(t, p, wal.PulsarID{LedgerID: 99}, Step{Wait: 10 * time.Millisecond}, false) // after a later attempt: on the backoff
 	require.Equal(t, k(1), p.Persisted(), "another WAL's value is never adopted")
 	require.Equal(t, Step{Save: k(8)}, p.TimerFired())
-	require.Equal(t, Step{Wait: 20 * time.Millisecond}, p.Adopt(k(7)))
+	requireAdopt(t, p, k(7), Step{Wait: 20 * time.Millisecond}, false)
 	require.Equal(t, k(1), p.Persisted(), "a stale report never raises or lowers the floor")
 	require.Equal(t, Step{Save: k(8)}, p.TimerFired())
 	require.Equal(t, Step{}, p.Succeeded())
@@ -302,4 +305,11 @@ func TestBackoffSchedule(t *testing.T) {
 	for _, want := range []time.Duration{100, 200, 400, 800, 1000, 1000} {
 		require.Equal(t, want*time.Millisecond, nj.NextBackOff())
 	}
+}
+
+func requireAdopt(t *testing.T, p *Plan, stored wal.MessageID, want Step, adopted bool) {
+	t.Helper()
+	step, ok := p.Adopt(stored)
+	require.Equal(t, want, step, "Adopt(%v)", stored)
+	require.Equal(t, adopted, ok, "Adopt(%v) adopted", stored)
 }
