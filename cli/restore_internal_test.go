@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -185,4 +187,47 @@ func TestRestoreTakesAByteOrderMark(t *testing.T) {
 		require.Len(t, entries, 1)
 		require.Equal(t, []wal.MessageID{wal.KafkaID(9)}, ids)
 	}
+}
+
+// failingSaves fails every write, as a full disk does.
+type failingSaves struct{ persistence.Inspector }
+
+func (failingSaves) Save(context.Context, string, wal.MessageID) error {
+	return errors.New("disk full")
+}
+
+// A restore through a symbolic link to a file not made yet makes the
+// catalog at the link's target. One that wrote nothing removes the file
+// it made, which is the target, and leaves the operator's link: it used
+// to remove the link and leave the file, and before that the file was an
+// empty store that every later restore refused.
+func TestRestoreThroughALinkToNothingYet(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "data", "c.db")
+	require.NoError(t, os.Mkdir(filepath.Dir(target), 0o700))
+	link := filepath.Join(dir, "link.db")
+	require.NoError(t, os.Symlink(filepath.Join("data", "c.db"), link))
+	dump := filepath.Join(dir, "dump.json")
+	require.NoError(t, os.WriteFile(dump, []byte(`{"format":"lowwater-checkpoints/1",`+
+		`"checkpoints":[{"pchannel":"p0","wal":"kafka","checkpoint":"kafka:1200"}]}`), 0o600))
+	isLink := func() bool {
+		info, err := os.Lstat(link)
+		return err == nil && info.Mode()&os.ModeSymlink != 0
+	}
+
+	hookOpened(t, func(i persistence.Inspector) persistence.Inspector { return failingSaves{i} })
+	_, errs, code := runMain(context.Background(), "--catalog=bolt:"+link, "restore", dump)
+	require.Equal(t, ExitFailed, code, errs)
+	require.Contains(t, errs, "disk full")
+	require.NoFileExists(t, target, "a restore that wrote nothing left the file it made")
+	require.True(t, isLink(), "the operator's link was removed")
+
+	openedHook = nil
+	out, errs, code := runMain(context.Background(), "--catalog=bolt:"+link, "restore", dump)
+	require.Equal(t, ExitOK, code, errs)
+	require.Equal(t, "p0: created at kafka:1200\nrestored 1 checkpoint into bbolt file "+link+" (1 written)\n", out)
+	require.True(t, isLink())
+	out, errs, code = runMain(context.Background(), "--catalog=bolt:"+target, "get", "p0")
+	require.Equal(t, ExitOK, code, errs)
+	require.Contains(t, out, "kafka:1200")
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -640,9 +641,16 @@ type namedOwner struct {
 // lets go of its lock: a restore that wrote nothing (every record
 // refused, the first write failed) makes no new, empty catalog of a
 // mistyped path.
+//
+// Through a symbolic link the operator made, the file made is the link's
+// target: it goes, and the link stays.
 func (s *store) discardCreated() {
 	if s.created {
-		_ = os.Remove(s.url.Path)
+		made := s.url.Path
+		if target, err := filepath.EvalSymlinks(made); err == nil {
+			made = target
+		}
+		_ = os.Remove(made)
 		s.created = false
 	}
 }

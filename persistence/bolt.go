@@ -255,8 +255,9 @@ func OpenBolt(path string, opts ...BoltOption) (*Bolt, error) {
 		return nil, err
 	}
 	// The bucket must be there already when reading, or when asked to on
-	// a file that exists.
-	_, statErr := os.Lstat(path)
+	// a file that exists: through a link, its target (a link to nothing
+	// yet is where a new store is made; see creationPath).
+	_, statErr := os.Stat(path)
 	mustHaveBucket := o.readOnly || o.existing && !errors.Is(statErr, os.ErrNotExist)
 	db, file, err := openBoltDB(path, o)
 	if errors.Is(err, bolterrors.ErrTimeout) {
@@ -449,14 +450,44 @@ func openError(path string, err error) error {
 func openBoltDB(path string, o boltOptions) (*bolt.DB, *os.File, error) {
 	// Not on Windows, where a file open elsewhere cannot lose a name.
 	if !o.readOnly && runtime.GOOS != "windows" {
-		if _, err := os.Lstat(path); errors.Is(err, os.ErrNotExist) {
-			db, file, placed, err := createBoltDB(path, o)
+		if at, ok := creationPath(path); ok {
+			db, file, placed, err := createBoltDB(at, o)
 			if err != nil || placed {
 				return db, file, err
 			}
 		}
 	}
 	return openBoltFile(path, o)
+}
+
+// creationPath is where a new store for path is made: path itself when
+// nothing is there, or the target of a symbolic link to nothing yet (a
+// catalog kept on another disk, linked in before its first start), after
+// as many links as the kernel follows. Made at the link instead, the
+// store would never be placed there, and bbolt would lay out an empty
+// one at the target, without the bucket a later open asks for. ok is
+// false when a file is there, or the links cannot be followed: path is
+// then opened as bbolt would.
+func creationPath(path string) (at string, ok bool) {
+	at = path
+	for range 40 { // Linux's bound on the links a lookup follows
+		info, err := os.Lstat(at)
+		if errors.Is(err, fs.ErrNotExist) {
+			return at, true
+		}
+		if err != nil || info.Mode()&fs.ModeSymlink == 0 {
+			return "", false
+		}
+		target, err := os.Readlink(at)
+		if err != nil {
+			return "", false
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(filepath.Dir(at), target)
+		}
+		at = target
+	}
+	return "", false
 }
 
 // createBoltDB makes a new store whole under a temporary name beside path,

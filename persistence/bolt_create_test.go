@@ -63,27 +63,71 @@ func TestBoltCreatedAtOnceIsNeverEmpty(t *testing.T) {
 }
 
 // A symbolic link to a file not made yet is followed, as bbolt follows it:
-// the store is made where the link points.
+// the store is made whole where the link points, through a chain of links
+// or a relative one too, and the link stays. With WithExistingBucket, as
+// the operator's tool opens a catalog, the link to nothing is a new store
+// as a missing path is: it used to be taken for a file that exists, and
+// bbolt laid out an empty store at the target, without the bucket, which
+// every later open then refused.
 func TestBoltCreatedThroughALink(t *testing.T) {
-	dir := t.TempDir()
-	target := filepath.Join(dir, "data", "checkpoints.db")
-	if err := os.Mkdir(filepath.Dir(target), 0o700); err != nil {
-		t.Fatal(err)
+	for _, c := range []struct {
+		name string
+		opts []persistence.BoltOption
+		link func(t *testing.T, dir, target string) string
+	}{
+		{"absolute", nil, func(t *testing.T, dir, target string) string {
+			return symlink(t, target, filepath.Join(dir, "link.db"))
+		}},
+		{"relative, existing bucket", []persistence.BoltOption{persistence.WithExistingBucket(true)},
+			func(t *testing.T, dir, _ string) string {
+				return symlink(t, filepath.Join("data", "checkpoints.db"), filepath.Join(dir, "link.db"))
+			}},
+		{"a chain, existing bucket", []persistence.BoltOption{persistence.WithExistingBucket(true)},
+			func(t *testing.T, dir, target string) string {
+				middle := symlink(t, target, filepath.Join(dir, "data", "middle.db"))
+				return symlink(t, middle, filepath.Join(dir, "link.db"))
+			}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			target := filepath.Join(dir, "data", "checkpoints.db")
+			if err := os.Mkdir(filepath.Dir(target), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			link := c.link(t, dir, target)
+			for i := range 2 { // made, then opened again
+				b, err := persistence.OpenBolt(link, c.opts...)
+				if err != nil {
+					t.Fatalf("open %d: %v", i, err)
+				}
+				if err := b.Save(context.Background(), "p", wal.KafkaID(int64(7+i))); err != nil {
+					t.Fatal(err)
+				}
+				if err := b.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if info, err := os.Lstat(target); err != nil || !info.Mode().IsRegular() {
+				t.Fatalf("the link's target: %v, %v", info, err)
+			}
+			if info, err := os.Lstat(link); err != nil || info.Mode()&fs.ModeSymlink == 0 {
+				t.Fatalf("the link: %v, %v; want it to stay a link", info, err)
+			}
+			b := openBolt(t, target)
+			defer b.Close()
+			if got, err := b.Load(context.Background(), "p"); err != nil || !got.EQ(wal.KafkaID(8)) {
+				t.Fatalf("Load through the target = (%v, %v), want kafka:8", got, err)
+			}
+		})
 	}
-	link := filepath.Join(dir, "link.db")
+}
+
+func symlink(t *testing.T, target, link string) string {
+	t.Helper()
 	if err := os.Symlink(target, link); err != nil {
 		t.Fatal(err)
 	}
-	b := openBolt(t, link)
-	if err := b.Save(context.Background(), "p", wal.KafkaID(7)); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if info, err := os.Stat(target); err != nil || info.Size() == 0 {
-		t.Fatalf("the link's target: %v, %v", info, err)
-	}
+	return link
 }
 
 // A directory that is there but takes no file, as Linux's /proc answers a
