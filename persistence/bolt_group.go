@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -171,6 +172,9 @@ func (b *Bolt) startGrouped(pchannel string, checkpoint wal.MessageID, raw []byt
 	}
 }
 
+// errNothingWritten rolls back a batch whose every save was refused.
+var errNothingWritten = errors.New("persistence: nothing written")
+
 // commit writes a batch in one transaction and tells its saves: those of
 // Save through the batch's done, those of StartSave through their own, in
 // the order they came, on this goroutine. It waits for its turn without
@@ -184,23 +188,33 @@ func (b *Bolt) commit(bt *batch) {
 			// save's own made three allocations, a tenth of its cost.
 			w := b.newWriter(tx)
 			var key []byte
+			wrote := false
 			for i := range bt.saves {
 				s := &bt.saves[i]
 				key = append(key[:0], s.pchannel...)
 				if s.replace {
 					s.err = w.bucket.Put(key, s.raw)
-					continue
+				} else {
+					refused, err := w.put(key, s.pchannel, s.checkpoint, s.raw)
+					if err == nil {
+						err = refused
+					}
+					s.err = err
 				}
-				refused, err := w.put(key, s.pchannel, s.checkpoint, s.raw)
-				if err == nil {
-					err = refused
-				}
-				s.err = err
+				wrote = wrote || s.err == nil
+			}
+			if !wrote {
+				// Every save refused: no commit, which would write a
+				// meta page and sync the file for nothing.
+				return errNothingWritten
 			}
 			return nil
 		})
 	})
 	b.releaseTurn()
+	if errors.Is(err, errNothingWritten) {
+		err = nil
+	}
 	if err != nil {
 		err = b.writeFailed("save", err)
 		for i := range bt.saves {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -269,4 +270,33 @@ func TestGroupCommitBatchIsTakenOnce(t *testing.T) {
 	if g.take(open) {
 		t.Fatal("a batch was taken twice")
 	}
+}
+
+// A batch whose every save is refused is rolled back, not committed: the
+// file is neither written nor synced for nothing (a restore refused
+// record by record used to rewrite a meta page and the freelist). In a
+// batch where one save is refused and another is not, the other commits.
+func TestGroupCommitOfRefusedSavesWritesNothing(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "checkpoints.db")
+	b, err := OpenBolt(path, WithGroupCommit(true), WithGroupCommitDelay(100*time.Millisecond))
+	require.NoError(t, err)
+	defer b.Close()
+	ctx := context.Background()
+	require.NoError(t, b.Save(ctx, "p", wal.KafkaID(10)))
+	before, err := os.ReadFile(path)
+	require.NoError(t, err)
+
+	require.ErrorIs(t, b.Save(ctx, "p", wal.KafkaID(5)), ErrStoredAhead)
+	after, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(before, after), "a batch of refused saves wrote the file")
+
+	results := make(chan error, 2)
+	require.NoError(t, b.StartSave(ctx, "p", wal.KafkaID(5), func(err error) { results <- err }))
+	require.NoError(t, b.StartSave(ctx, "q", wal.KafkaID(1), func(err error) { results <- err }))
+	require.ErrorIs(t, within(t, results, "p's outcome"), ErrStoredAhead)
+	require.NoError(t, within(t, results, "q's outcome"))
+	all, err := b.LoadAll(ctx)
+	require.NoError(t, err)
+	require.Equal(t, map[string]wal.MessageID{"p": wal.KafkaID(10), "q": wal.KafkaID(1)}, all)
 }
