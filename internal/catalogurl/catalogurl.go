@@ -51,6 +51,12 @@ func Parse(spec string) (URL, error) {
 	case Etcd:
 		rest, ok := strings.CutPrefix(rest, "//")
 		hosts, prefix, _ := strings.Cut(rest, "/")
+		if at := strings.LastIndexByte(hosts, '@'); at >= 0 {
+			// Not echoed: the part before '@' holds a password.
+			return URL{}, fmt.Errorf("%w: \"etcd://…%s\": a user and password do not go in the URL, "+
+				"where every user of the machine sees them; give --etcd-user NAME, and the password in "+
+				"$LOWWATER_ETCD_PASSWORD", ErrInvalid, rest[at:])
+		}
 		if !ok || hosts == "" {
 			return URL{}, fmt.Errorf("%w: %q: want etcd://host:port[,host:port]/prefix", ErrInvalid, spec)
 		}

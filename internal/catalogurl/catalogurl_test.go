@@ -33,6 +33,19 @@ func TestParse(t *testing.T) {
 			t.Errorf("Parse(%q) = (%+v, %v), want ErrInvalid", bad, got, err)
 		}
 	}
+	// A user and password in the URL are refused, and not echoed.
+	for _, spec := range []string{"etcd://alice:s3cret@127.0.0.1:2379/lowwater", "etcd://alice:s3cret@h1:1,h2:2", "etcd://@h:1/p"} {
+		_, err := catalogurl.Parse(spec)
+		if !errors.Is(err, catalogurl.ErrInvalid) || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "--etcd-user") {
+			t.Errorf("Parse(%q) = %v, want ErrInvalid naming --etcd-user, without the password", spec, err)
+		}
+	}
+	_, err := catalogurl.Parse("etcd://alice:s3cret@127.0.0.1:2379/lowwater")
+	want := `invalid catalog URL: "etcd://…@127.0.0.1:2379/lowwater": a user and password do not go in the URL, ` +
+		`where every user of the machine sees them; give --etcd-user NAME, and the password in $LOWWATER_ETCD_PASSWORD`
+	if err == nil || err.Error() != want {
+		t.Errorf("Parse with a password = %v, want %s", err, want)
+	}
 	// A bare path is a bbolt file without its kind: the error says how.
 	for _, path := range []string{"/tmp/p.db", "checkpoints.db", "data/x"} {
 		_, err := catalogurl.Parse(path)
