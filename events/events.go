@@ -121,9 +121,9 @@ func Lossless() Option {
 // not Close it. With several Admit, each runs in the order given, up to
 // the first error.
 //
-// It is for whoever keeps subscriptions and must refuse some of them,
-// such as a metrics collector that would count an event twice: the check
-// and the subscription happen under its lock, with no event between them.
+// It is for whoever keeps subscriptions and must refuse some of them: a
+// metrics collector refuses one that would count an event twice, and
+// keeps the one it admits, before that one has taken any event.
 func Admit(check func(*Subscription) error) Option {
 	return optionFunc(func(c *config) {
 		if check == nil {
