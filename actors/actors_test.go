@@ -77,20 +77,28 @@ func TestRestartDelayGrowsToCap(t *testing.T) {
 	}
 }
 
-// recorder is an invoker that records what a mailbox delivers.
-type recorder struct{ got chan any }
+// poisonProbe is an invoker that records, with each message a mailbox
+// delivers, whether the mailbox says it took the PoisonPill.
+type poisonProbe struct {
+	mb  *mailbox
+	got chan [2]any
+}
 
-func (r recorder) InvokeSystemMessage(any)  {}
-func (r recorder) InvokeUserMessage(m any)  { r.got <- m }
-func (r recorder) EscalateFailure(any, any) {}
+func (p poisonProbe) InvokeSystemMessage(any)  {}
+func (p poisonProbe) InvokeUserMessage(m any)  { p.got <- [2]any{m, p.mb.tookPoison()} }
+func (p poisonProbe) EscalateFailure(any, any) {}
 
-func TestDrainingMailboxAnnouncesPoisonPill(t *testing.T) {
+// The mailbox says it took the PoisonPill once it has handed it on, and
+// not before: the stop being handled then is the Poison's. It posts the
+// actor nothing of its own for it.
+func TestMailboxTellsItTookThePoisonPill(t *testing.T) {
 	mb := newDrainingMailbox()
-	r := recorder{got: make(chan any, 4)}
+	r := poisonProbe{mb: mb.(*mailbox), got: make(chan [2]any, 4)}
 	mb.RegisterHandlers(r, actor.NewSynchronizedDispatcher(10))
 	mb.Start()
 	update := &messages.UpdateCheckpoint{VChannel: "v", Checkpoint: wal.KafkaID(1)}
 	mb.PostUserMessage(update)
 	mb.PostUserMessage(&actor.PoisonPill{})
-	require.Equal(t, []any{update, drainRequested{}, &actor.PoisonPill{}}, []any{<-r.got, <-r.got, <-r.got})
+	require.Equal(t, [][2]any{{update, false}, {&actor.PoisonPill{}, true}}, [][2]any{<-r.got, <-r.got})
+	require.Empty(t, r.got)
 }

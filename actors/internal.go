@@ -16,7 +16,6 @@ import (
 //	callDone        a catalog call's result, to the actor that started it
 //	timerFired      a retry, throttle or restart delay elapsed
 //	ownershipLost   the ownership context ended, or the persister was fenced
-//	drainRequested  the stop to come is a Poison (see mailbox)
 //	mailboxDrained  the mailbox ran empty: hand the latest rise over
 //	offer           the minimum a new (or restarted) persister starts from
 //	minimumFell     an Add pulled the minimum down: the persister's new target
@@ -53,10 +52,6 @@ var seqs atomic.Uint64
 
 // nextSeq returns a seq no call or timer in the process had before.
 func nextSeq() uint64 { return seqs.Add(1) }
-
-// drainRequested is posted right before a PoisonPill, so that the actor
-// knows its coming stop is graceful (see mailbox).
-type drainRequested struct{}
 
 // flushRequest asks the persister, during a graceful stop, to enter the
 // plan's flushing mode and answer flushed once nothing is pending. seq

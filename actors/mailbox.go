@@ -24,9 +24,12 @@ import (
 //     waits for the mailbox goroutine or for another sender, and the two
 //     sides share no counter. The default mailbox takes a mutex on both
 //     sides of every message, which profiles showed to be most of a send.
-//  2. drainRequested is posted right before a PoisonPill: protoactor
+//  2. It remembers that it handed a PoisonPill on (tookPoison): protoactor
 //     handles the pill itself and the actor only sees Stopping, exactly as
-//     for a hard Stop, so this is how the actor tells the two apart.
+//     for a hard Stop, so this is how the actor tells the two apart. A
+//     flag of the mailbox's, not a message to the actor: a receiver
+//     middleware that panicked on such a message restarted the actor,
+//     which forgot it, and the Poison became a hard stop.
 //  3. When the queue runs empty, or after Throughput messages in a row, an
 //     actor that asks for it (drainWatcher) is handed mailboxDrained, on
 //     the mailbox goroutine like any message: it learns that the burst it
@@ -104,9 +107,9 @@ type mailbox struct {
 	failure     *PChannelPanicError
 	failureHeld bool
 	// poisoned is set once the PoisonPill is handed to protoactor, which
-	// stops the actor for it: a Stop handled before, though the actor
-	// had its drainRequested, is a hard one (tookPoison). Only the
-	// goroutine running the mailbox touches it.
+	// stops the actor for it: a Stop handled before, though posted after
+	// the pill, is a hard one (tookPoison). Only the goroutine running
+	// the mailbox touches it.
 	poisoned bool
 }
 
@@ -203,7 +206,6 @@ func (m *mailbox) PostUserMessage(msg any) {
 	case *messages.UpdateCheckpoint, *messages.UpdateBatch:
 		// The hot path: nothing to unpack or announce.
 	case *actor.PoisonPill:
-		m.user.push(drainRequested{}) // scheduled with the pill
 		urgent = true
 	case *actor.MessageEnvelope:
 		urgent = true // a request, or a stop that someone waits for
@@ -233,8 +235,6 @@ func (m *mailbox) PostUserMessage(msg any) {
 			// per second through Senders by more than half. Anyone
 			// else's is a request that someone waits for.
 			urgent = !fromSender(x)
-		case *actor.PoisonPill:
-			m.user.push(drainRequested{})
 		case actor.MessageBatch:
 			for _, z := range y.GetMessages() {
 				m.PostUserMessage(z)
@@ -481,6 +481,12 @@ func (m *mailbox) run() (turnOver, handedOff bool) {
 			// last child it waited for) made a new incarnation and
 			// handed it its Started, on which it failed.
 			on = &actor.Started{}
+		}
+		if isPoison(on) {
+			// Spent on a panic (a receiver middleware's): protoactor
+			// never stops the actor for it, and a Stop that comes
+			// later is a hard one.
+			m.poisoned = false
 		}
 		m.failure, m.failureHeld = panicOn(on, r), false
 		m.answerPanicked(msg, m.failure)

@@ -975,3 +975,73 @@ func restartOnceThenStop() actor.DeciderFunc {
 		return actor.StopDirective
 	}
 }
+
+// spawnBehind spawns a Kafka pchannel on a Memory, tracking "a" from
+// kafka:1, behind middleware, and returns it with a wait for its Stopped.
+func spawnBehind(t *testing.T, middleware actor.ReceiverMiddleware) (*actor.ActorSystem, *actor.PID, *persistence.Memory, func() *messages.Stopped) {
+	t.Helper()
+	system := quietSystem(t)
+	stopped := stoppedOf(t, system)
+	cat := persistence.NewMemory()
+	props, err := NewProps("p", wal.Kafka, cat, WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(1)}))
+	require.NoError(t, err)
+	props.Configure(actor.WithReceiverMiddleware(middleware))
+	return system, system.Root.Spawn(props), cat, stopped
+}
+
+// A Poison stays graceful through a receiver middleware that panics on
+// the first message it does not know, as the Poison comes: lowwater's own
+// messages pass through a middleware too. The Poison was announced to the
+// actor by such a message; a panic on it restarted the actor, which
+// forgot it, and the Poison became a hard stop that saved nothing.
+func TestAPoisonSurvivesAMiddlewareThatPanicsOnWhatItDoesNotKnow(t *testing.T) {
+	var armed atomic.Bool
+	system, pid, cat, stopped := spawnBehind(t, func(next actor.ReceiverFunc) actor.ReceiverFunc {
+		return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
+			known := strings.HasPrefix(fmt.Sprintf("%T", env.Message), "*messages.") ||
+				strings.HasPrefix(fmt.Sprintf("%T", env.Message), "*actor.")
+			if !known && armed.CompareAndSwap(true, false) {
+				panic(fmt.Sprintf("middleware bug: %T", env.Message))
+			}
+			next(c, env)
+		}
+	})
+	for i := range 9 {
+		require.NoError(t, Request(ctx10s(t), system.Root, pid, &messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(int64(i + 2))}))
+	}
+	armed.Store(true)
+	require.NoError(t, system.Root.PoisonFuture(pid).Wait())
+	s := stopped()
+	require.True(t, s.Graceful, "%+v", s)
+	require.True(t, s.Flushed, "%+v", s)
+	require.Equal(t, wal.KafkaID(10), s.LastPersisted)
+	got, err := cat.Load(context.Background(), "p")
+	require.NoError(t, err)
+	require.Equal(t, wal.KafkaID(10), got)
+}
+
+// A PoisonPill lost to a receiver middleware that panics on it (protoactor
+// then never stops the actor, as for any actor) is spent: the pchannel
+// restarts and runs on, and the Stop that comes later is a hard one, with
+// its own bound, not the Poison's flush.
+func TestAPoisonPillLostToAPanicLeavesTheNextStopHard(t *testing.T) {
+	var spent atomic.Bool
+	system, pid, _, stopped := spawnBehind(t, func(next actor.ReceiverFunc) actor.ReceiverFunc {
+		return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
+			if _, ok := env.Message.(*actor.PoisonPill); ok && spent.CompareAndSwap(false, true) {
+				panic("middleware bug on the PoisonPill")
+			}
+			next(c, env)
+		}
+	})
+	require.NoError(t, Request(ctx10s(t), system.Root, pid, &messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(2)}))
+	system.Root.Poison(pid)
+	// Answered after the pill, by the incarnation the panic made.
+	state, err := GetState(ctx10s(t), system.Root, pid)
+	require.NoError(t, err)
+	require.True(t, spent.Load())
+	require.Equal(t, wal.KafkaID(2), state.Minimum)
+	require.NoError(t, system.Root.StopFuture(pid).Wait())
+	s := stopped()
+	require.False(t, s.Graceful, "%+v", s)
+}

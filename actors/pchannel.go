@@ -154,7 +154,7 @@ type pchannel struct {
 	// where a look-up in the process registry was a third of handling a
 	// batch of one update.
 	straightFrom *actor.PID
-	// graceful is set by drainRequested: the stop to come is a Poison.
+	// graceful is set as the stop begins, if it is a Poison's (beginStop).
 	graceful bool
 	// unflushed says why a stop left the minimum unsaved, for Stopped.
 	unflushed error
@@ -267,8 +267,6 @@ func (p *pchannel) Receive(ctx actor.Context) {
 		p.dropVChannel(ctx, m)
 	case *messages.GetState:
 		ctx.Respond(p.state(m != nil && m.WithVChannels))
-	case drainRequested:
-		p.graceful = true
 	case *actor.Stopped:
 		p.stoppedSeen = true
 		if p.self == nil {
@@ -1293,14 +1291,17 @@ func (p *pchannel) recoverBy(ctx actor.Context, deadline time.Time) bool {
 	return false
 }
 
-// beginStop marks the stop begun, graceful only if it is the Poison's: a
-// hard Stop posted after the mailbox announced the pill (drainRequested)
-// and before the pill was handed on is handled first, and is hard.
+// beginStop marks the stop begun, graceful only if it is the Poison's: the
+// mailbox has handed the pill on. A hard Stop posted after the pill and
+// before it was handed on is handled first, and is hard.
+//
+// An incarnation that ends the stop of the one before (started) keeps
+// that stop's kind: its stop has begun already.
 func (p *pchannel) beginStop() {
-	p.stopBegan = true
-	if p.graceful && p.mailbox != nil && !p.mailbox.tookPoison() {
-		p.graceful = false
+	if !p.stopBegan {
+		p.graceful = p.mailbox != nil && p.mailbox.tookPoison()
 	}
+	p.stopBegan = true
 }
 
 // cutShort reports whether cut is closed: a hard stop ended the graceful

@@ -194,8 +194,8 @@ func stopEnds(t *testing.T, system *actor.ActorSystem, pc *actor.PID, graceful b
 // ended hard. Before, the Stop waited behind the handler. The Stop may
 // come while the handler waits, or be queued before it begins to wait
 // (the cut then reached the persister before the flush did, and was
-// lost); and a Stop that comes after the Poison's drainRequested but
-// before the pill itself is a hard stop, not the Poison's.
+// lost); and a Stop posted after the Poison, while a message before the
+// pill is handled, is a hard stop, not the Poison's.
 func TestHardStopCutsAGracefulStopShort(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
@@ -228,12 +228,13 @@ func TestHardStopCutsAGracefulStopShort(t *testing.T) {
 				WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(7)}))
 			require.NoError(t, err)
 			// The middleware holds the message the Stop must come during
-			// (Stopping, or the Poison's drainRequested) until release,
-			// except when the Stop is to come while the handler waits.
+			// (Stopping, or a request queued before the pill) until
+			// release, except when the Stop is to come while the handler
+			// waits.
 			held, release := make(chan struct{}), make(chan struct{})
 			var hold any = &actor.Stopping{}
 			if tc.when == "before the pill" {
-				hold = drainRequested{}
+				hold = &messages.GetState{}
 			}
 			props.Configure(actor.WithReceiverMiddleware(func(next actor.ReceiverFunc) actor.ReceiverFunc {
 				return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
@@ -248,6 +249,9 @@ func TestHardStopCutsAGracefulStopShort(t *testing.T) {
 			}))
 			pid := system.Root.Spawn(props)
 			within(t, "catalog call", cat.entered) // the recovery read, or the save of kafka:7
+			if tc.when == "before the pill" {
+				system.Root.Request(pid, &messages.GetState{})
+			}
 			poisoned := system.Root.PoisonFuture(pid)
 			within(t, "graceful stop", held)
 			began := time.Now()
