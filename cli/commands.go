@@ -683,7 +683,8 @@ func (s *store) apply(ctx context.Context, c persistence.Catalog, pchannel strin
 		return nil
 	}
 	var err error
-	if act == lower || act == replace || act == unordered {
+	// A sentinel, forced, goes in as a repair does: Save refuses it.
+	if act == lower || act == replace || act == unordered || wal.CheckPosition(id) != nil {
 		err = s.replaceRecord(ctx, c, pchannel, id)
 	} else {
 		err = c.Save(ctx, pchannel, id)

@@ -932,7 +932,11 @@ func (b *Bolt) checkSave(op, pchannel string, checkpoint wal.MessageID) ([]byte,
 	if err := b.writable(op, pchannel); err != nil {
 		return nil, err
 	}
-	if err := CheckSaveArgs(pchannel, checkpoint); err != nil {
+	check := CheckSaveArgs
+	if op == "replace" {
+		check = CheckReplaceArgs
+	}
+	if err := check(pchannel, checkpoint); err != nil {
 		return nil, err
 	}
 	return EncodeRecord(pchannel, Record{Checkpoint: checkpoint})

@@ -36,6 +36,9 @@ type Catalog interface {
 	// save whose first attempt committed does not fail. A value below the
 	// stored one is refused with a *StoredAheadError (errors.Is
 	// ErrStoredAhead) and nothing is written: the store never goes backward.
+	// A sentinel (a negative Kafka offset, wal.CheckPosition), which no
+	// node recovers from, is refused with ErrInvalidArgument wrapping
+	// wal.ErrSentinel, and nothing is written.
 	// A value that cannot be ordered against the stored one is refused with
 	// ErrInvalidArgument, and nothing is written: one of another WAL (wrapping
 	// wal.ErrWALMismatch), or one whose comparison panics (an ID type
@@ -159,11 +162,27 @@ var errNilContext = fmt.Errorf("%w: nil context", ErrInvalidArgument)
 
 // CheckSaveArgs validates Save's arguments the same way in every catalog:
 // the pchannel name (ValidatePChannel), and the checkpoint: not nil, of a
-// registered type, and, for a WAL registered outside package wal, reading
-// back as marshalled and ordered without a panic (wal.Marshal). It is for
-// implementations of Catalog outside this module too: the conformance
-// suite (package catalogtest) expects exactly these errors.
+// registered type, not a sentinel (wal.CheckPosition: a negative Kafka
+// offset, which no node recovers from), and, for a WAL registered outside
+// package wal, reading back as marshalled and ordered without a panic
+// (wal.Marshal). It is for implementations of Catalog outside this module
+// too: the conformance suite (package catalogtest) expects exactly these
+// errors.
 func CheckSaveArgs(pchannel string, checkpoint wal.MessageID) error {
+	if err := CheckReplaceArgs(pchannel, checkpoint); err != nil {
+		return err
+	}
+	if err := wal.CheckPosition(checkpoint); err != nil {
+		return fmt.Errorf("%w: pchannel %q: %w", ErrInvalidArgument, pchannel, err)
+	}
+	return nil
+}
+
+// CheckReplaceArgs is CheckSaveArgs for an operator's repair, which
+// writes whatever is stored (Bolt.Replace; lowwater set --force): it takes
+// a sentinel, which the operator may store on purpose, warned that no node
+// recovers from it.
+func CheckReplaceArgs(pchannel string, checkpoint wal.MessageID) error {
 	if err := ValidatePChannel(pchannel); err != nil {
 		return err
 	}

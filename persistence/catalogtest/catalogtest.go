@@ -48,7 +48,9 @@ import (
 // succeeds; a lower value is refused with a *persistence.StoredAheadError
 // naming both values and changes nothing; a value of another WAL, an empty
 // pchannel name, a nil, typed-nil or unregistered ID is
-// persistence.ErrInvalidArgument and changes nothing; so is a value whose
+// persistence.ErrInvalidArgument and changes nothing, and so is a sentinel
+// (a negative Kafka offset, wrapping wal.ErrSentinel), which no node
+// recovers from; so is a value whose
 // comparison with the stored one panics (wrapping wal.ErrCorruptID: compare
 // with wal.Compare), which fails that save only, whichever of the two
 // values the panic came from, and never the catalog; concurrent writers
@@ -389,6 +391,12 @@ func testInvalidArguments(t *testing.T, c persistence.Catalog) {
 	for _, s := range saves {
 		if err := c.Save(ctx, s.pchannel, s.id); !errors.Is(err, persistence.ErrInvalidArgument) {
 			t.Errorf("Save(%q, %T) = %v, want ErrInvalidArgument", s.pchannel, s.id, err)
+		}
+	}
+	for _, sentinel := range []wal.KafkaID{-1, -2} {
+		err := c.Save(ctx, "p", sentinel)
+		if !errors.Is(err, persistence.ErrInvalidArgument) || !errors.Is(err, wal.ErrSentinel) {
+			t.Errorf("Save(\"p\", %s) = %v, want ErrInvalidArgument wrapping wal.ErrSentinel", sentinel, err)
 		}
 	}
 	if id, err := c.Load(ctx, ""); !errors.Is(err, persistence.ErrInvalidArgument) || id != nil {

@@ -150,7 +150,7 @@ func (c *Catalog) Replace(ctx context.Context, pchannel string, checkpoint wal.M
 	if c.closed.Load() {
 		return persistence.ErrClosed
 	}
-	if err := persistence.CheckSaveArgs(pchannel, checkpoint); err != nil {
+	if err := persistence.CheckReplaceArgs(pchannel, checkpoint); err != nil {
 		return fmt.Errorf("etcdcatalog: %w", err)
 	}
 	return c.overwrite(ctx, pchannel, checkpoint, nil, false)
@@ -173,7 +173,7 @@ func (o *Owned) ReplaceAnyTerm(ctx context.Context, pchannel string, checkpoint 
 }
 
 func (o *Owned) replaceChecked(ctx context.Context, pchannel string, checkpoint wal.MessageID, anyTerm bool) error {
-	if err := o.checkWrite(pchannel, checkpoint); err != nil {
+	if err := o.checkWrite(pchannel, checkpoint, persistence.CheckReplaceArgs); err != nil {
 		return err
 	}
 	return o.loseIfFenced(o.c.overwrite(ctx, pchannel, checkpoint, o.fence(), anyTerm))

@@ -551,20 +551,20 @@ func (o *Owned) Load(ctx context.Context, pchannel string) (wal.MessageID, error
 // be above it. Otherwise it returns a *FencedError (errors.Is
 // persistence.ErrFenced), writes nothing, and Done closes.
 func (o *Owned) Save(ctx context.Context, pchannel string, checkpoint wal.MessageID) error {
-	if err := o.checkWrite(pchannel, checkpoint); err != nil {
+	if err := o.checkWrite(pchannel, checkpoint, persistence.CheckSaveArgs); err != nil {
 		return err
 	}
 	return o.loseIfFenced(o.c.save(ctx, pchannel, checkpoint, o.fence()))
 }
 
 // checkWrite refuses, before anything is sent, a save or a replacement
-// the owner cannot make: of another pchannel, of bad arguments, or once
-// the ownership is lost.
-func (o *Owned) checkWrite(pchannel string, checkpoint wal.MessageID) error {
+// the owner cannot make: of another pchannel, of bad arguments (checkArgs:
+// the save's or the replacement's), or once the ownership is lost.
+func (o *Owned) checkWrite(pchannel string, checkpoint wal.MessageID, checkArgs func(string, wal.MessageID) error) error {
 	if err := o.check(pchannel); err != nil {
 		return err
 	}
-	if err := persistence.CheckSaveArgs(pchannel, checkpoint); err != nil {
+	if err := checkArgs(pchannel, checkpoint); err != nil {
 		return fmt.Errorf("etcdcatalog: %w", err)
 	}
 	if err := o.Err(); err != nil {
