@@ -63,4 +63,14 @@
 // Duplicates are therefore bounded by how far the fastest vchannels run
 // ahead of the slowest, not by how long the node ran: flush the slow ones
 // more often and the replay shrinks with them.
+//
+// # A topic made again
+//
+// Offsets alone hold the node's place, and a topic deleted and made again
+// numbers its records from 0 again. The node reads nothing under a
+// checkpoint that describes another log: one past a partition's end stops
+// Run before it reads (ErrPastEnd), and the topic's ID changing under it,
+// or the brokers losing records it had read, ends Run (ErrTopicReplaced).
+// Records deleted by retention before the node processed them are lost
+// to it whatever it does: it warns, and reads from the log's start.
 package kafka

@@ -4,17 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/goleak"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/persistence"
@@ -193,34 +194,130 @@ func TestPartitionsOtherThanTheTopicsAreRefused(t *testing.T) {
 }
 
 // A stored checkpoint past a partition's end (the topic made again, here
-// a fresh cluster) is warned of, and kept: the node does not lower it.
-func TestACheckpointPastThePartitionsEndIsWarnedOf(t *testing.T) {
-	brokers := cluster(t, 1)
+// a fresh cluster) ends Run before any record is read, with ErrPastEnd
+// naming the pchannel: read from the start, the new topic's records were
+// processed under a checkpoint that covered them already, and skipped at
+// the next start once the log had grown past it. The checkpoint is kept.
+func TestACheckpointPastThePartitionsEndIsRefused(t *testing.T) {
+	brokers := cluster(t, 2)
+	produce(t, brokers, make([]int64, 2), 0, 20)
 	dir := t.TempDir()
 	catalogPath := filepath.Join(dir, "catalog.db")
 	cat, err := persistence.OpenBolt(catalogPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cat.Save(t.Context(), PChannelName(testTopic, 0), wal.KafkaID(1000)); err != nil {
+	if err := cat.Save(t.Context(), PChannelName(testTopic, 1), wal.KafkaID(1000)); err != nil {
 		t.Fatal(err)
 	}
 	if err := cat.Close(); err != nil {
 		t.Fatal(err)
 	}
-	core, logs := observer.New(zap.WarnLevel)
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	cfg := Config{Brokers: brokers, Topic: testTopic, Partitions: 1, VChannels: 2, Logger: zap.New(core),
-		SinkPath: filepath.Join(dir, "sink.db"), CatalogPath: catalogPath, Ready: cancel}
-	if err := Run(ctx, cfg); err != nil {
+	cfg := Config{Brokers: brokers, Topic: testTopic, Partitions: 2, VChannels: 2,
+		SinkPath: filepath.Join(dir, "sink.db"), CatalogPath: catalogPath, Ready: func() { t.Error("the node read the topic") }}
+	err = Run(ctx, cfg)
+	if !errors.Is(err, ErrPastEnd) {
+		t.Fatalf("Run = %v, want ErrPastEnd", err)
+	}
+	if want := PChannelName(testTopic, 1) + ": checkpoint 1000, end "; !strings.Contains(err.Error(), want) ||
+		strings.Contains(err.Error(), PChannelName(testTopic, 0)+":") {
+		t.Fatalf("Run = %v, want it to name %s alone", err, PChannelName(testTopic, 1))
+	}
+	cat, err = persistence.OpenBolt(catalogPath)
+	if err != nil {
 		t.Fatal(err)
 	}
-	warned := logs.FilterMessageSnippet("past the partition's end").All()
-	if len(warned) != 1 || warned[0].ContextMap()["checkpoint"] != int64(1000) || warned[0].ContextMap()["end"] != int64(0) {
-		t.Fatalf("warnings: %v, want one naming checkpoint 1000 and end 0", logs.All())
+	defer cat.Close()
+	stored, err := cat.LoadAll(t.Context())
+	if err != nil || len(stored) != 1 || stored[PChannelName(testTopic, 1)] != wal.KafkaID(1000) {
+		t.Fatalf("the catalog holds %v (%v), want the checkpoint of partition 1 alone, as it was", stored, err)
 	}
-	assertStored(t, cfg, []int64{1000})
+	if _, err := os.Stat(cfg.SinkPath); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the sink: %v, want none made: nothing processed", err)
+	}
+}
+
+// A topic deleted and made again while the node reads it ends Run with
+// ErrTopicReplaced: its checkpoints describe a log that is gone. The node
+// used to log fetch errors for good and read nothing more, or, had the
+// client reset to the new topic's start, process records that its
+// checkpoint already covered.
+func TestATopicMadeAgainWhileReadEndsTheNode(t *testing.T) {
+	brokers := cluster(t, 1)
+	produce(t, brokers, make([]int64, 1), 0, 100)
+	saved := make(chan struct{})
+	var once sync.Once
+	catalog := faultinject.Wrap(persistence.NewMemory(), faultinject.WithOnSave(func(_ string, id wal.MessageID, err error) {
+		if err == nil && id == wal.KafkaID(100) {
+			once.Do(func() { close(saved) })
+		}
+	}))
+	dir := t.TempDir()
+	cfg := Config{Brokers: brokers, Topic: testTopic, Partitions: 1, VChannels: 2,
+		SinkPath: filepath.Join(dir, "sink.db"), Catalog: catalog,
+		Pace: func(int32, int) time.Duration { return time.Millisecond }}
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, cfg) }()
+	select {
+	case <-saved:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the node never saved kafka:100")
+	}
+	remakeTopic(t, brokers)
+	produce(t, brokers, make([]int64, 1), 1000, 20) // the new topic's offsets 0..19
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrTopicReplaced) {
+			t.Fatalf("Run = %v, want ErrTopicReplaced", err)
+		}
+	case <-time.After(30 * time.Second): // the client reports the unknown topic ID after 10 s
+		t.Fatal("Run did not end once the topic was made again")
+	}
+	got, err := catalog.Load(context.Background(), PChannelName(testTopic, 0))
+	if err != nil || got != wal.KafkaID(100) {
+		t.Fatalf("stored %v (%v), want kafka:100: what the node read of the old topic", got, err)
+	}
+}
+
+// remakeTopic deletes the test topic and makes it again, empty, with one
+// partition.
+func remakeTopic(t *testing.T, brokers []string) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	del := kmsg.NewPtrDeleteTopicsRequest()
+	dt := kmsg.NewDeleteTopicsRequestTopic()
+	dt.Topic = kmsg.StringPtr(testTopic)
+	del.Topics, del.TopicNames = append(del.Topics, dt), []string{testTopic}
+	dr, err := del.RequestWith(t.Context(), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range dr.Topics {
+		if err := kerr.ErrorForCode(x.ErrorCode); err != nil {
+			t.Fatal("delete:", err)
+		}
+	}
+	cr := kmsg.NewPtrCreateTopicsRequest()
+	ct := kmsg.NewCreateTopicsRequestTopic()
+	ct.Topic, ct.NumPartitions, ct.ReplicationFactor = testTopic, 1, 1
+	cr.Topics = append(cr.Topics, ct)
+	cresp, err := cr.RequestWith(t.Context(), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range cresp.Topics {
+		if err := kerr.ErrorForCode(x.ErrorCode); err != nil {
+			t.Fatal("create:", err)
+		}
+	}
 }
 
 // A graceful stop that cannot save (the catalog down) is the run's error:

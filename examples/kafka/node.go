@@ -54,6 +54,25 @@ type Config struct {
 // ErrConfig is returned for a Config that cannot work.
 var ErrConfig = errors.New("kafka: invalid config")
 
+// ErrPastEnd is returned by Run, before any record is read, when a
+// partition's stored checkpoint is past the partition's end: the topic was
+// deleted and made again, or the brokers are another cluster's. Read from
+// the checkpoint once the log reaches it, the new topic's records below it
+// would be skipped; read from the start, they would be processed under a
+// checkpoint that already covers them, and skipped at the next start. An
+// operator who knows the topic was made again moves the checkpoint back
+// ('lowwater set --force PCHANNEL kafka:0') or deletes it ('lowwater
+// delete PCHANNEL'). A topic made again and already past the checkpoint
+// cannot be told from offsets: delete its checkpoints before the nodes
+// start again.
+var ErrPastEnd = errors.New("kafka: stored checkpoint past the partition's end")
+
+// ErrTopicReplaced ends Run when the topic is deleted, or deleted and made
+// again, while the node reads it, or the brokers lost records the node had
+// read: its checkpoints describe a log that is gone, so it reads nothing
+// more. Its checkpoints stay where its workers had flushed.
+var ErrTopicReplaced = errors.New("kafka: topic deleted or made again while the node read it")
+
 func (c *Config) setDefaults(needCatalog bool) error {
 	if c.VChannels == 0 {
 		c.VChannels = 16
@@ -107,7 +126,8 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	// The topic first: a Config that names other partitions than it has
 	// spawns no actor, and so saves no checkpoint.
-	if err := checkPartitions(ctx, &cfg); err != nil {
+	topicID, err := checkPartitions(ctx, &cfg)
+	if err != nil {
 		if ctx.Err() != nil {
 			return nil // ended before it began
 		}
@@ -116,6 +136,13 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	// One read for every partition, handed to the actors (WithPreloaded).
 	stored, err := catalog.LoadAll(ctx)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // ended before it began
+		}
+		return err
+	}
+	// Before any actor saves, or any record is read.
+	if err := checkRange(ctx, &cfg, stored); err != nil {
 		if ctx.Err() != nil {
 			return nil // ended before it began
 		}
@@ -191,73 +218,153 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if err != nil {
 		return err
 	}
-	if err := warnPastEnd(runCtx, cl, &cfg, starts); err != nil {
-		cl.Close()
-		return err
-	}
-	serve(runCtx, cl, pl, done, cfg.Ready)
+	serve(runCtx, cl, pl, done, cfg.Ready, func(topic string, p int32, err error) error {
+		return replaced(runCtx, cl, &cfg, topicID, p, err)
+	})
 	return pl.stop()
+}
+
+// replaced judges an error a fetch of partition p reported: the topic gone
+// or made again (its ID no longer the one the node started with), or
+// records lost under what the node had read, is ErrTopicReplaced. An
+// unknown topic the brokers still know by its ID is a moment of theirs.
+func replaced(ctx context.Context, cl *kgo.Client, cfg *Config, topicID [16]byte, p int32, err error) error {
+	var loss *kgo.ErrDataLoss
+	if errors.As(err, &loss) {
+		return fmt.Errorf("%w: topic %s, partition %d: %w", ErrTopicReplaced, cfg.Topic, p, err)
+	}
+	if !errors.Is(err, kerr.UnknownTopicID) && !errors.Is(err, kerr.UnknownTopicOrPartition) {
+		return nil
+	}
+	id, metaErr := readTopicID(ctx, cl, cfg.Topic)
+	switch {
+	case errors.Is(metaErr, kerr.UnknownTopicOrPartition):
+		return fmt.Errorf("%w: topic %s is gone (%w)", ErrTopicReplaced, cfg.Topic, err)
+	case metaErr == nil && id != topicID:
+		return fmt.Errorf("%w: topic %s has another topic ID than when the node started (%w)", ErrTopicReplaced, cfg.Topic, err)
+	}
+	return nil
 }
 
 // checkPartitions asks the brokers for the topic's partitions:
 // Config.Partitions other than their count is an ErrConfig, found before
 // any actor is spawned. The partitions past it would never be read, or
-// checkpoints of partitions that do not exist kept.
-func checkPartitions(ctx context.Context, cfg *Config) error {
+// checkpoints of partitions that do not exist kept. It returns the topic's
+// ID, by which a topic made again is told from the one the node read.
+func checkPartitions(ctx context.Context, cfg *Config) ([16]byte, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...))
+	if err != nil {
+		return [16]byte{}, err
+	}
+	defer cl.Close()
+	t, err := topicMetadata(ctx, cl, cfg.Topic)
+	if err != nil {
+		return [16]byte{}, err
+	}
+	if n := len(t.Partitions); n != int(cfg.Partitions) {
+		return [16]byte{}, fmt.Errorf("%w: topic %s has %d partitions, Config.Partitions says %d", ErrConfig, cfg.Topic, n, cfg.Partitions)
+	}
+	return t.TopicID, nil
+}
+
+// readTopicID returns the ID the brokers give topic now.
+func readTopicID(ctx context.Context, cl *kgo.Client, topic string) ([16]byte, error) {
+	t, err := topicMetadata(ctx, cl, topic)
+	if err != nil {
+		return [16]byte{}, err
+	}
+	return t.TopicID, nil
+}
+
+// topicMetadata asks the brokers for topic; one they do not know is an
+// error wrapping kerr.UnknownTopicOrPartition.
+func topicMetadata(ctx context.Context, cl *kgo.Client, name string) (*kmsg.MetadataResponseTopic, error) {
+	meta := kmsg.NewPtrMetadataRequest()
+	topic := kmsg.NewMetadataRequestTopic()
+	topic.Topic = kmsg.StringPtr(name)
+	meta.Topics = append(meta.Topics, topic)
+	resp, err := meta.RequestWith(ctx, cl)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("kafka: metadata of topic %s: %w", name, err)
+	case len(resp.Topics) != 1:
+		return nil, fmt.Errorf("kafka: metadata of topic %s: %d topics in the answer", name, len(resp.Topics))
+	}
+	if err := kerr.ErrorForCode(resp.Topics[0].ErrorCode); err != nil {
+		return nil, fmt.Errorf("kafka: topic %s: %w", name, err)
+	}
+	return &resp.Topics[0], nil
+}
+
+// checkRange asks the brokers where each partition starts and ends. A
+// stored checkpoint past the end is ErrPastEnd, for every such partition.
+// One below the start is a warning: records were deleted (retention)
+// before the node processed them, and the client reads from the start.
+func checkRange(ctx context.Context, cfg *Config, stored map[string]wal.MessageID) error {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...))
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	meta := kmsg.NewPtrMetadataRequest()
-	topic := kmsg.NewMetadataRequestTopic()
-	topic.Topic = kmsg.StringPtr(cfg.Topic)
-	meta.Topics = append(meta.Topics, topic)
-	resp, err := meta.RequestWith(ctx, cl)
-	switch {
-	case err != nil:
-		return fmt.Errorf("kafka: metadata of topic %s: %w", cfg.Topic, err)
-	case len(resp.Topics) != 1:
-		return fmt.Errorf("kafka: metadata of topic %s: %d topics in the answer", cfg.Topic, len(resp.Topics))
+	logStarts, err := listOffsets(ctx, cl, cfg, -2)
+	if err != nil {
+		return err
 	}
-	if err := kerr.ErrorForCode(resp.Topics[0].ErrorCode); err != nil {
-		return fmt.Errorf("kafka: topic %s: %w", cfg.Topic, err)
+	ends, err := listOffsets(ctx, cl, cfg, -1)
+	if err != nil {
+		return err
 	}
-	if n := len(resp.Topics[0].Partitions); n != int(cfg.Partitions) {
-		return fmt.Errorf("%w: topic %s has %d partitions, Config.Partitions says %d", ErrConfig, cfg.Topic, n, cfg.Partitions)
+	var past []error
+	for p := range cfg.Partitions {
+		name := PChannelName(cfg.Topic, p)
+		start, ok := stored[name].(wal.KafkaID)
+		if !ok {
+			continue // nothing stored, the start; or not Kafka's, refused at the spawn
+		}
+		switch end, first := ends[p], logStarts[p]; {
+		case int64(start) > end:
+			past = append(past, fmt.Errorf("%w: %s: checkpoint %d, end %d: was the topic made again? "+
+				"'lowwater set --force %s kafka:0' reads it from its start", ErrPastEnd, name, start, end, name))
+		case int64(start) < first:
+			cfg.Logger.Warn("records below the partition's start were deleted before the node processed them: it reads from the start",
+				zap.String("pchannel", name), zap.Int64("checkpoint", int64(start)), zap.Int64("start", first))
+		}
 	}
-	return nil
+	return errors.Join(past...)
 }
 
-// warnPastEnd asks the brokers where each partition ends, and warns of a
-// start past it (the topic deleted and made again, or another cluster):
-// the node waits there for records that may never come, and does not
-// lower the checkpoint on its own.
-func warnPastEnd(ctx context.Context, cl *kgo.Client, cfg *Config, starts []int64) error {
+// listOffsets returns, by partition, the offset at timestamp: -1 the end,
+// -2 the start.
+func listOffsets(ctx context.Context, cl *kgo.Client, cfg *Config, timestamp int64) (map[int32]int64, error) {
 	list := kmsg.NewPtrListOffsetsRequest()
 	list.ReplicaID = -1
 	lt := kmsg.NewListOffsetsRequestTopic()
 	lt.Topic = cfg.Topic
 	for p := range cfg.Partitions {
 		lp := kmsg.NewListOffsetsRequestTopicPartition()
-		lp.Partition, lp.Timestamp = p, -1 // the end
+		lp.Partition, lp.Timestamp = p, timestamp
 		lt.Partitions = append(lt.Partitions, lp)
 	}
 	list.Topics = append(list.Topics, lt)
-	ends, err := list.RequestWith(ctx, cl)
+	resp, err := list.RequestWith(ctx, cl)
 	if err != nil {
-		return fmt.Errorf("kafka: ends of topic %s: %w", cfg.Topic, err)
+		return nil, fmt.Errorf("kafka: offsets of topic %s: %w", cfg.Topic, err)
 	}
-	for _, t := range ends.Topics {
+	offsets := make(map[int32]int64, cfg.Partitions)
+	for _, t := range resp.Topics {
 		for _, p := range t.Partitions {
-			if kerr.ErrorForCode(p.ErrorCode) == nil && p.Partition >= 0 && p.Partition < cfg.Partitions && starts[p.Partition] > p.Offset {
-				cfg.Logger.Warn("the stored checkpoint is past the partition's end: was the topic made again? "+
-					"nothing is read until the log reaches it", zap.Int32("partition", p.Partition),
-					zap.Int64("checkpoint", starts[p.Partition]), zap.Int64("end", p.Offset))
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				return nil, fmt.Errorf("kafka: offsets of topic %s, partition %d: %w", cfg.Topic, p.Partition, err)
 			}
+			offsets[p.Partition] = p.Offset
 		}
 	}
-	return nil
+	for p := range cfg.Partitions {
+		if _, ok := offsets[p]; !ok {
+			return nil, fmt.Errorf("kafka: offsets of topic %s: no answer for partition %d", cfg.Topic, p)
+		}
+	}
+	return offsets, nil
 }
 
 // stopAll stops the pchannels gracefully and reports those that stopped
@@ -329,12 +436,12 @@ func spawnPChannel(system *actor.ActorSystem, catalog persistence.Catalog, cfg *
 // serve reads until ctx ends or done is reached, then closes the client:
 // the caller's deferred calls stop the workers (their last flush) and then
 // the actors, in that order.
-func serve(ctx context.Context, cl *kgo.Client, pl *pipeline, done *goal, ready func()) {
+func serve(ctx context.Context, cl *kgo.Client, pl *pipeline, done *goal, ready func(), fatal func(string, int32, error) error) {
 	readCtx, stopReading := context.WithCancel(ctx)
 	read := make(chan struct{})
 	go func() {
 		defer close(read)
-		pl.consume(readCtx, cl)
+		pl.consume(readCtx, cl, fatal)
 	}()
 	if ready != nil {
 		ready()

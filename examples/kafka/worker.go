@@ -126,15 +126,16 @@ type pipeline struct {
 	workers   [][]*worker // by partition, then vchannel
 	wg        sync.WaitGroup
 	stopOnce  sync.Once
+	fail      context.CancelCauseFunc
 	mu        sync.Mutex
-	err       error // guarded by mu: the first worker's failure
+	err       error // guarded by mu: the first failure, a worker's or the reader's
 }
 
 // startPipeline starts a worker per vchannel, each from the start offset
 // of its partition; the first worker to fail ends the node through fail.
 func startPipeline(cfg *Config, sink *Sink, starts []int64, fail context.CancelCauseFunc,
 	flushed func(partition int32, v int, checkpoint int64)) *pipeline {
-	pl := &pipeline{logger: cfg.Logger, vchannels: cfg.VChannels}
+	pl := &pipeline{logger: cfg.Logger, vchannels: cfg.VChannels, fail: fail}
 	for p := range cfg.Partitions {
 		var ws []*worker
 		for v := range cfg.VChannels {
@@ -142,12 +143,7 @@ func startPipeline(cfg *Config, sink *Sink, starts []int64, fail context.CancelC
 			ws = append(ws, w)
 			pl.wg.Go(func() {
 				if err := w.run(); err != nil {
-					pl.mu.Lock()
-					if pl.err == nil {
-						pl.err = err
-					}
-					pl.mu.Unlock()
-					fail(err)
+					pl.abort(err)
 				}
 			})
 		}
@@ -159,17 +155,28 @@ func startPipeline(cfg *Config, sink *Sink, starts []int64, fail context.CancelC
 // consume hands every polled record to its vchannel's worker until ctx
 // ends, each partition's records in offset order, each fetch followed by
 // a mark to every worker of the partition.
-func (pl *pipeline) consume(ctx context.Context, cl *kgo.Client) {
+//
+// fatal, if set, judges each error the client reports: one it returns
+// ends the node with that error, before any record of the fetch is handed
+// out. The others are worth a line, not the node: the client retries what
+// can be retried (say, a partition moving).
+func (pl *pipeline) consume(ctx context.Context, cl *kgo.Client, fatal func(topic string, partition int32, err error) error) {
 	for {
 		fetches := cl.PollFetches(ctx)
 		if ctx.Err() != nil || fetches.IsClientClosed() {
 			return
 		}
-		// The client retries what can be retried; what it reports here
-		// (say, a partition moving) is worth a line, not the node.
+		var ended error
 		fetches.EachError(func(topic string, p int32, err error) {
+			if fatal != nil && ended == nil {
+				ended = fatal(topic, p, err)
+			}
 			pl.logger.Warn("fetch", zap.String("topic", topic), zap.Int32("partition", p), zap.Error(err))
 		})
+		if ended != nil {
+			pl.abort(ended)
+			return
+		}
 		stopped := false
 		fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
 			if stopped || len(fp.Records) == 0 || int(fp.Partition) >= len(pl.workers) {
@@ -216,6 +223,16 @@ func (pl *pipeline) send(ctx context.Context, w *worker, it item) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// abort ends the node with err, unless it failed already.
+func (pl *pipeline) abort(err error) {
+	pl.mu.Lock()
+	if pl.err == nil {
+		pl.err = err
+	}
+	pl.mu.Unlock()
+	pl.fail(err)
 }
 
 // stop closes the workers' input, once the reader is done, and waits for
