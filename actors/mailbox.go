@@ -27,9 +27,8 @@ import (
 //  2. It remembers that it handed a PoisonPill on (tookPoison): protoactor
 //     handles the pill itself and the actor only sees Stopping, exactly as
 //     for a hard Stop, so this is how the actor tells the two apart. A
-//     flag of the mailbox's, not a message to the actor: a receiver
-//     middleware that panicked on such a message restarted the actor,
-//     which forgot it, and the Poison became a hard stop.
+//     flag of the mailbox's, not a message to the actor, which a receiver
+//     middleware's panic on it would make the restarted actor forget.
 //  3. When the queue runs empty, or after Throughput messages in a row, an
 //     actor that asks for it (drainWatcher) is handed mailboxDrained, on
 //     the mailbox goroutine like any message: it learns that the burst it

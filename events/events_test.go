@@ -237,35 +237,48 @@ func TestConcurrentPublishers(t *testing.T) {
 // subscriptions, taken before Close unsubscribed.
 func TestPublishRacingCloseIsDropped(t *testing.T) {
 	es := eventstream.NewEventStream()
-	entered, proceed := make(chan struct{}), make(chan struct{})
-	es.Subscribe(func(any) { // before the subscription: runs first
-		close(entered)
-		<-proceed
-	})
+	held := holdFirst(es)
 	sub, err := events.Subscribe(es)
 	require.NoError(t, err)
-
-	published := make(chan struct{})
-	go func() {
-		defer close(published)
-		es.Publish(advanced("p", 1))
-	}()
-	select {
-	case <-entered:
-	case <-time.After(testBound):
-		t.Fatal("the publish did not begin")
-	}
+	published := held.publish(t, advanced("p", 1))
 	sub.Close()
-	close(proceed)
-	select {
-	case <-published:
-	case <-time.After(testBound):
-		t.Fatal("the publish did not return")
-	}
+	held.release()
+	waitFor(t, published, "the publish to return")
 	for ev := range sub.C() {
 		t.Fatalf("delivered after Close: %v", ev)
 	}
 }
+
+// heldPublish is a handler subscribed first to a stream, which holds the
+// next publish before the subscriptions after it until release.
+type heldPublish struct {
+	es               *eventstream.EventStream
+	entered, proceed chan struct{}
+}
+
+func holdFirst(es *eventstream.EventStream) heldPublish {
+	h := heldPublish{es: es, entered: make(chan struct{}), proceed: make(chan struct{})}
+	es.Subscribe(func(any) {
+		close(h.entered)
+		<-h.proceed
+	})
+	return h
+}
+
+// publish publishes ev on es from a goroutine of its own, returns once the
+// handler holds it, and a channel closed when the publish has returned.
+func (h heldPublish) publish(t *testing.T, ev messages.Event) <-chan struct{} {
+	t.Helper()
+	published := make(chan struct{})
+	go func() {
+		defer close(published)
+		h.es.Publish(ev)
+	}()
+	waitFor(t, h.entered, "the publish to begin")
+	return published
+}
+
+func (h heldPublish) release() { close(h.proceed) }
 
 // A publish that took its list of subscribers before Close unsubscribed,
 // and reaches the subscription once Close has begun, delivers nothing: a
@@ -275,19 +288,10 @@ func TestPublishRacingCloseIsDropped(t *testing.T) {
 // reader of the stream's lock.
 func TestCloseTakesNoEventOnceBegun(t *testing.T) {
 	es := eventstream.NewEventStream()
-	entered, proceed := make(chan struct{}), make(chan struct{})
-	es.Subscribe(func(any) { // before the subscription: runs first
-		close(entered)
-		<-proceed
-	})
+	held := holdFirst(es)
 	sub, err := events.Subscribe(es)
 	require.NoError(t, err)
-	published := make(chan struct{})
-	go func() {
-		defer close(published)
-		es.Publish(advanced("p", 1))
-	}()
-	waitFor(t, entered, "the publish to begin")
+	published := held.publish(t, advanced("p", 1))
 
 	es.RLock() // Unsubscribe waits for it
 	closed := make(chan struct{})
@@ -300,7 +304,7 @@ func TestCloseTakesNoEventOnceBegun(t *testing.T) {
 		require.True(t, time.Now().Before(deadline), "Close did not begin")
 		runtime.Gosched()
 	}
-	close(proceed)
+	held.release()
 	waitFor(t, published, "the publish to return")
 	es.RUnlock()
 	waitFor(t, closed, "Close to return")

@@ -2,6 +2,7 @@ package tests
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -40,8 +41,13 @@ func TestKafkaSentinelIsNoCheckpoint(t *testing.T) {
 	require.Equal(t, view{Minimum: k(10), VChannels: 1, Checkpoints: map[string]wal.MessageID{"a": k(10)}}, trackerView(state))
 	h.poison(pid)
 
-	stored := persistence.NewMemory() // as another writer left it
-	require.NoError(t, stored.Save(context.Background(), pch, k(-1)))
+	// As an operator's forced repair (lowwater set --force) left it: Save
+	// refuses a sentinel.
+	stored, err := persistence.OpenBolt(filepath.Join(t.TempDir(), "c.db"))
+	require.NoError(t, err)
+	defer stored.Close()
+	require.ErrorIs(t, stored.Save(context.Background(), pch, k(-1)), wal.ErrSentinel)
+	require.NoError(t, stored.Replace(context.Background(), pch, k(-1)))
 	from := h.rec.Len()
 	pid = h.spawn(wal.Kafka, stored)
 	failed := waitFrom(t, h.rec, from, any1[*messages.RecoveryFailed])

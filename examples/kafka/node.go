@@ -236,11 +236,11 @@ func replaced(ctx context.Context, cl *kgo.Client, cfg *Config, topicID [16]byte
 	if !errors.Is(err, kerr.UnknownTopicID) && !errors.Is(err, kerr.UnknownTopicOrPartition) {
 		return nil
 	}
-	id, metaErr := readTopicID(ctx, cl, cfg.Topic)
+	t, metaErr := topicMetadata(ctx, cl, cfg.Topic)
 	switch {
 	case errors.Is(metaErr, kerr.UnknownTopicOrPartition):
 		return fmt.Errorf("%w: topic %s is gone (%w)", ErrTopicReplaced, cfg.Topic, err)
-	case metaErr == nil && id != topicID:
+	case metaErr == nil && t.TopicID != topicID:
 		return fmt.Errorf("%w: topic %s has another topic ID than when the node started (%w)", ErrTopicReplaced, cfg.Topic, err)
 	}
 	return nil
@@ -263,15 +263,6 @@ func checkPartitions(ctx context.Context, cfg *Config) ([16]byte, error) {
 	}
 	if n := len(t.Partitions); n != int(cfg.Partitions) {
 		return [16]byte{}, fmt.Errorf("%w: topic %s has %d partitions, Config.Partitions says %d", ErrConfig, cfg.Topic, n, cfg.Partitions)
-	}
-	return t.TopicID, nil
-}
-
-// readTopicID returns the ID the brokers give topic now.
-func readTopicID(ctx context.Context, cl *kgo.Client, topic string) ([16]byte, error) {
-	t, err := topicMetadata(ctx, cl, topic)
-	if err != nil {
-		return [16]byte{}, err
 	}
 	return t.TopicID, nil
 }
