@@ -280,7 +280,7 @@ func (d *deafOnce) Save(_ context.Context, pchannel string, v wal.MessageID) err
 // A save that overruns its deadline and ignores cancellation is reported
 // at once, as a PersistFailed with ErrCatalogOverdue and no retry, and is
 // still waited for: no second save of the pchannel starts meanwhile, and
-// its result counts when it comes.
+// its result counts when it comes, marked Late.
 func TestOverdueSaveIsReportedAndWaitedFor(t *testing.T) {
 	cat := &deafOnce{Memory: persistence.NewMemory(), release: make(chan struct{})}
 	released := false
@@ -331,10 +331,11 @@ func TestOverdueSaveIsReportedAndWaitedFor(t *testing.T) {
 
 	released = true
 	close(cat.release)
-	for _, want := range []wal.MessageID{wal.KafkaID(7), wal.KafkaID(9)} {
+	for i, want := range []wal.MessageID{wal.KafkaID(7), wal.KafkaID(9)} {
 		p, ok := next().(*messages.CheckpointPersisted)
 		require.True(t, ok, "want CheckpointPersisted of %v", want)
 		require.Equal(t, want, p.Value)
+		require.Equal(t, i == 0, p.Late, "Late marks the save reported overdue, and it alone")
 	}
 	require.Equal(t, []wal.MessageID{wal.KafkaID(7), wal.KafkaID(9)}, cat.History("p"))
 }

@@ -178,7 +178,7 @@ func (s *persister) Receive(ctx actor.Context) {
 			s.plan.Succeeded()
 			s.report()
 			publishLast(s.events, s.cfg.logger, &messages.CheckpointPersisted{Header: messages.Header{PChannel: s.cfg.pchannel, At: k.ended(&res)},
-				Value: value, Attempts: attempt, Latency: res.latency})
+				Value: value, Attempts: attempt, Latency: res.latency, Late: k.seq == s.overdueSeq})
 		}
 		s.report()
 	default:
@@ -372,7 +372,7 @@ func (s *persister) saved(m *callDone) {
 		step = s.plan.Succeeded()
 		s.report()
 		publish(s.events, s.cfg.logger, &messages.CheckpointPersisted{Header: messages.Header{PChannel: s.cfg.pchannel, At: ended},
-			Value: m.value, Attempts: attempt, Latency: m.latency})
+			Value: m.value, Attempts: attempt, Latency: m.latency, Late: m.seq == s.overdueSeq})
 	} else {
 		step = s.saveFailed(m, attempt)
 	}

@@ -137,6 +137,10 @@ type CheckpointPersisted struct {
 	Attempts int
 	// Latency is the duration of the successful catalog call.
 	Latency time.Duration
+	// Late marks a save reported overdue before (actors.ErrCatalogOverdue,
+	// a PersistFailed of the same attempt) that the catalog acknowledged
+	// at last: that report said it might not be, and this settles it.
+	Late bool
 }
 
 // PersistFailed is published when a save failed, and the latest minimum
