@@ -356,6 +356,9 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 			// "memory:" is no more usable than "memory": say why not.
 			return fail(stderr, inProcessOnly(o.catalog))
 		}
+		if errors.Is(err, catalogurl.ErrCredentials) {
+			return fail(stderr, usagef("--catalog: %v; give --etcd-user NAME, and the password in $%s", err, etcdaccess.EnvPassword))
+		}
 		return fail(stderr, usagef("--catalog: %v", err))
 	}
 	if cmd.pchannel && pos[0] == "" && o.url.Kind != catalogurl.Etcd {

@@ -621,7 +621,7 @@ func (s *store) withLease(ctx context.Context, o etcdcatalog.Owner) holder {
 // inProcessOnly refuses spec, a memory catalog: it lives inside the
 // process that made it, and the tool is another process.
 func inProcessOnly(spec string) error {
-	return usagef("--catalog %q: a memory catalog lives inside one process; use bolt:PATH or etcd://HOST:PORT/PREFIX", spec)
+	return usagef("--catalog %q: a memory catalog lives inside one process; use bolt:PATH or etcd://HOST:PORT/PREFIX", catalogurl.Redacted(spec))
 }
 
 // lapsing reports a lease that is not being renewed: its holder looks

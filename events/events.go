@@ -117,9 +117,11 @@ func Lossless() Option {
 // Admit runs check on the subscription before it takes its first event,
 // on the goroutine that subscribes: an error from check refuses it, and
 // Subscribe or SubscribeFunc returns that error with nothing subscribed.
-// check may ask the subscription what it would take (Overlaps), and must
-// not Close it. With several Admit, each runs in the order given, up to
-// the first error.
+// check may ask the subscription what it would take (Overlaps). With
+// several Admit, each runs in the order given, up to the first error; a
+// subscription refused is closed (Done), so that a check before that kept
+// it lets it go. One that a check closes is refused
+// (ErrInvalidOption).
 //
 // It is for whoever keeps subscriptions and must refuse some of them: a
 // metrics collector refuses one that would count an event twice, and
@@ -164,7 +166,9 @@ type Subscription struct {
 
 	// mu orders pushes against Close, which closes ch under it: a
 	// Publish that began before Unsubscribe may still call the handler
-	// afterwards.
+	// afterwards. It also guards sub and done, set as the subscription
+	// is subscribed, once admitted (Admit), which a check that kept it
+	// may Close meanwhile.
 	mu sync.RWMutex
 	// closing is closed when Close begins; from then on the handler
 	// takes no event. It also ends a Lossless publisher's wait on a full
@@ -183,7 +187,10 @@ type Subscription struct {
 	toChan bool
 }
 
-func newSubscription(es *eventstream.EventStream, opts []Option) (*Subscription, error) {
+// newSubscription makes the subscription, admits it (Admit), and
+// subscribes it to es: to deliver to f on a goroutine of its own, or,
+// with f nil, to its channel.
+func newSubscription(es *eventstream.EventStream, opts []Option, f func(messages.Event)) (*Subscription, error) {
 	if es == nil {
 		return nil, fmt.Errorf("%w: nil event stream", ErrInvalidOption)
 	}
@@ -195,30 +202,44 @@ func newSubscription(es *eventstream.EventStream, opts []Option) (*Subscription,
 		es:      es,
 		cfg:     cfg,
 		ch:      make(chan messages.Event, cfg.buffer),
-		done:    make(chan struct{}),
+		done:    noGoroutine,
 		ended:   make(chan struct{}),
 		closing: make(chan struct{}),
+		toChan:  f == nil,
 	}
 	for _, check := range cfg.admit {
 		if err := check(s); err != nil {
+			// Closed: a check before this one may have kept it.
+			s.Close()
 			return nil, err
 		}
 	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.isClosed() {
+		return nil, fmt.Errorf("%w: closed by an Admit check before it was subscribed", ErrInvalidOption)
+	}
+	if f != nil {
+		s.done = make(chan struct{})
+		go s.deliver(f)
+	}
+	s.sub = es.Subscribe(s.handle)
 	return s, nil
 }
+
+// noGoroutine is the done of a subscription with no goroutine of its own:
+// one of Subscribe, or one not subscribed yet.
+var noGoroutine = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
 
 // Subscribe delivers the lowwater events published on es to a channel: read
 // them from C. The channel is closed by Close, after the events still
 // buffered.
 func Subscribe(es *eventstream.EventStream, opts ...Option) (*Subscription, error) {
-	s, err := newSubscription(es, opts)
-	if err != nil {
-		return nil, err
-	}
-	s.toChan = true
-	close(s.done) // no goroutine of its own
-	s.sub = es.Subscribe(s.handle)
-	return s, nil
+	return newSubscription(es, opts, nil)
 }
 
 // SubscribeFunc calls f with each lowwater event published on es, in order,
@@ -231,31 +252,26 @@ func SubscribeFunc(es *eventstream.EventStream, f func(messages.Event), opts ...
 	if f == nil {
 		return nil, fmt.Errorf("%w: nil func", ErrInvalidOption)
 	}
-	s, err := newSubscription(es, opts)
-	if err != nil {
-		return nil, err
-	}
-	// Subscribed first: the goroutine may end the subscription (below),
-	// which unsubscribes it.
-	s.sub = es.Subscribe(s.handle)
-	go func() {
-		defer close(s.done)
-		returned := false
-		defer func() {
-			if !returned {
-				// f ended the goroutine (runtime.Goexit, as t.FailNow
-				// does): nothing reads the buffer again, so the
-				// subscription ends, as Close ends it, rather than hold
-				// up a Lossless publisher for good.
-				go s.Close()
-			}
-		}()
-		for ev := range s.ch {
-			f(ev)
+	return newSubscription(es, opts, f)
+}
+
+// deliver calls f with each event of the buffer until Close closes it.
+func (s *Subscription) deliver(f func(messages.Event)) {
+	defer close(s.done)
+	returned := false
+	defer func() {
+		if !returned {
+			// f ended the goroutine (runtime.Goexit, as t.FailNow does):
+			// nothing reads the buffer again, so the subscription ends,
+			// as Close ends it, rather than hold up a Lossless publisher
+			// for good.
+			go s.Close()
 		}
-		returned = true
 	}()
-	return s, nil
+	for ev := range s.ch {
+		f(ev)
+	}
+	returned = true
 }
 
 // C returns the channel of a subscription made with Subscribe, nil for the
@@ -293,11 +309,15 @@ func (s *Subscription) Blocked() uint64 { return s.blocked.Load() }
 func (s *Subscription) Close() {
 	s.closeOnce.Do(func() {
 		close(s.closing)
-		s.es.Unsubscribe(s.sub)
+		s.mu.RLock()
+		sub := s.sub // nil when it was never subscribed (Admit)
+		s.mu.RUnlock()
+		s.es.Unsubscribe(sub)
 		s.mu.Lock()
 		close(s.ch)
+		done := s.done
 		s.mu.Unlock()
-		<-s.done
+		<-done
 		if !s.toChan {
 			// Left by a handler that ended its goroutine: never read.
 			for range s.ch {

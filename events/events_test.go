@@ -347,6 +347,42 @@ func TestAdmit(t *testing.T) {
 	assert.Equal(t, []int{2}, got, "only what was published once it was admitted")
 }
 
+// A subscription refused by a later check is closed, so that an earlier
+// check that kept it can let it go: Done is closed, Close returns, and it
+// overlaps nothing. One a check closes is refused, and Subscribe returns.
+// Before, the first never ended, and the second hung in Subscribe.
+func TestAdmitEndsWhatItRefuses(t *testing.T) {
+	es := eventstream.NewEventStream()
+	for _, subscribe := range []func(...events.Option) (*events.Subscription, error){
+		func(opts ...events.Option) (*events.Subscription, error) { return events.Subscribe(es, opts...) },
+		func(opts ...events.Option) (*events.Subscription, error) {
+			return events.SubscribeFunc(es, func(messages.Event) {}, opts...)
+		},
+	} {
+		var kept *events.Subscription
+		_, err := subscribe(
+			events.Admit(func(s *events.Subscription) error { kept = s; return nil }),
+			events.Admit(func(*events.Subscription) error { return errors.New("refused") }))
+		require.EqualError(t, err, "refused")
+		waitFor(t, kept.Done(), "the refused subscription to end")
+		kept.Close()
+		require.False(t, kept.Overlaps(kept), "a refused subscription overlaps nothing")
+
+		returned := make(chan error, 1)
+		go func() {
+			_, err := subscribe(events.Admit(func(s *events.Subscription) error { s.Close(); return nil }))
+			returned <- err
+		}()
+		select {
+		case err := <-returned:
+			require.ErrorIs(t, err, events.ErrInvalidOption)
+		case <-time.After(testBound):
+			t.Fatal("Subscribe hung on a check that closed its subscription")
+		}
+		require.Zero(t, es.Length(), "nothing subscribed")
+	}
+}
+
 func waitFor(t *testing.T, c <-chan struct{}, what string) {
 	t.Helper()
 	select {

@@ -483,7 +483,14 @@ func creationPath(path string) (at string, ok bool) {
 			return "", false
 		}
 		if !filepath.IsAbs(target) {
-			target = filepath.Join(filepath.Dir(at), target)
+			// From the directory the link is in, as the kernel reads it:
+			// reached through another link, its ".." is not the one the
+			// path's text names.
+			dir, err := filepath.EvalSymlinks(filepath.Dir(at))
+			if err != nil {
+				return "", false
+			}
+			target = filepath.Join(dir, target)
 		}
 		at = target
 	}

@@ -122,6 +122,34 @@ func TestBoltCreatedThroughALink(t *testing.T) {
 	}
 }
 
+// A relative link is read from the directory it is in, as the kernel
+// reads it, also when the path reaches that directory through another
+// link: its ".." is then not the one the path's text names. The store was
+// made beside the wrong parent, and the open then failed.
+func TestBoltCreatedThroughARelativeLinkInALinkedDirectory(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []string{"phys/deep/conf", "phys/deep/data", "data"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	symlink(t, filepath.Join(dir, "phys", "deep", "conf"), filepath.Join(dir, "conf"))
+	symlink(t, filepath.Join("..", "data", "cat.db"), filepath.Join(dir, "phys", "deep", "conf", "cat.db"))
+	b, err := persistence.OpenBolt(filepath.Join(dir, "conf", "cat.db"), persistence.WithExistingBucket(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := os.Lstat(filepath.Join(dir, "phys", "deep", "data", "cat.db")); err != nil || !info.Mode().IsRegular() {
+		t.Fatalf("the link's target: %v, %v", info, err)
+	}
+	if entries, err := os.ReadDir(filepath.Join(dir, "data")); err != nil || len(entries) != 0 {
+		t.Fatalf("the directory the path's text names: %v (%v), want it untouched", entries, err)
+	}
+}
+
 func symlink(t *testing.T, target, link string) string {
 	t.Helper()
 	if err := os.Symlink(target, link); err != nil {

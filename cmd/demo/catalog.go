@@ -65,6 +65,9 @@ func explain(s store, err error) error {
 
 func parseCatalog(spec string) (catalogurl.URL, error) {
 	u, err := catalogurl.Parse(spec)
+	if errors.Is(err, catalogurl.ErrCredentials) {
+		return catalogurl.URL{}, fmt.Errorf("--catalog: %w; give them in $%s and $%s", err, etcdaccess.EnvUser, etcdaccess.EnvPassword)
+	}
 	if err != nil {
 		return catalogurl.URL{}, fmt.Errorf("--catalog: %w", err)
 	}

@@ -343,15 +343,18 @@ func parseCatalog(spec string) (string, error) {
 	case kind == catalogurl.Bolt || kind == catalogurl.Memory || kind == catalogurl.Etcd:
 	case !hasRest && strings.ContainsAny(spec, `/\.`):
 		// No kind at all, and it looks like a path: the usual slip.
-		return "", fmt.Errorf("--catalog %q: no kind; for a bbolt file, give bolt:%s", spec, spec)
+		return "", fmt.Errorf("--catalog %q: no kind; for a bbolt file, give bolt:%s", catalogurl.Redacted(spec), catalogurl.Redacted(spec))
 	default:
 		// catalogurl would offer memory too, which the demo refuses.
-		return "", fmt.Errorf("--catalog %q: unknown kind %q: want %s", spec, kind, catalogForms)
+		return "", fmt.Errorf("--catalog %q: unknown kind %q: want %s", catalogurl.Redacted(spec), catalogurl.Redacted(kind), catalogForms)
 	}
 	if rest, ok := strings.CutPrefix(spec, etcdScheme); ok && !strings.Contains(rest, "/") {
 		spec += "/" + etcdPrefix
 	}
 	u, err := catalogurl.Parse(spec)
+	if errors.Is(err, catalogurl.ErrCredentials) {
+		return "", fmt.Errorf("--catalog: %w; the demo does not log in to etcd: give it one without authentication", err)
+	}
 	if err != nil {
 		return "", fmt.Errorf("--catalog: %w", err)
 	}

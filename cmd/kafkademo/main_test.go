@@ -323,6 +323,11 @@ func TestUsageSaysWhy(t *testing.T) {
 		{[]string{"--catalog=foo"}, `kafkademo: --catalog "foo": unknown kind "foo": want ` + forms + "\n"},
 		{[]string{"--catalog=memory"}, `kafkademo: --catalog "memory": the nodes are processes of their own, killed each round; give ` + forms + "\n"},
 		{[]string{"--catalog=c.db"}, `kafkademo: --catalog "c.db": no kind; for a bbolt file, give bolt:c.db` + "\n"},
+		// Credentials: refused, and the password never quoted.
+		{[]string{"--catalog=etcd://u:s3/cr@t@127.0.0.1:2379/p"}, `kafkademo: --catalog: invalid catalog URL: a user and password do not go ` +
+			`in the URL, where every user of the machine sees them: "etcd://…@127.0.0.1:2379/p"; the demo does not log in to etcd: ` +
+			`give it one without authentication` + "\n"},
+		{[]string{"--catalog=ETCD://u:s3cr@t@h:1"}, `kafkademo: --catalog "ETCD://…@h:1": unknown kind "ETCD": want ` + forms + "\n"},
 	} {
 		var out, stderr bytes.Buffer
 		if code := run(t.Context(), tc.args, nil, &out, &stderr, testBinary); code != exitSetup || stderr.String() != tc.want {

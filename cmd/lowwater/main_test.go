@@ -429,6 +429,11 @@ func TestCommandLine(t *testing.T) {
 		require.NotContains(t, r.stderr, "takes no argument")
 	}
 	wantCode(t, lw(t, nil, "--catalog", "nats://x", "list"), cli.ExitUsage, "unknown kind")
+	// Credentials in the URL: refused, said where they go, the password
+	// never quoted.
+	r = lw(t, nil, "--catalog", "etcd://u:s3/cr@t@127.0.0.1:2379/p", "list")
+	wantCode(t, r, cli.ExitUsage, `"etcd://…@127.0.0.1:2379/p"; give --etcd-user NAME, and the password in $LOWWATER_ETCD_PASSWORD`)
+	require.NotContains(t, r.stderr, "s3")
 	wantCode(t, lw(t, nil, "--catalog", "bolt", "list"), cli.ExitUsage, "bolt:PATH")
 	wantCode(t, lw(t, nil, "--catalog", "etcd://127.0.0.1:1/lowwater/", "list"), cli.ExitUsage, `prefix "lowwater/" ends with '/'`)
 	// Nothing listens on port 1: said at once, not after --timeout.

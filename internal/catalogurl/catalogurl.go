@@ -27,6 +27,11 @@ const (
 // ErrInvalid is the error of a URL that names no catalog.
 var ErrInvalid = errors.New("invalid catalog URL")
 
+// ErrCredentials is the error (wrapping ErrInvalid) of an etcd URL that
+// carries a user and password: every user of the machine sees a command
+// line. A command that logs in to etcd says where they go instead.
+var ErrCredentials = fmt.Errorf("%w: a user and password do not go in the URL, where every user of the machine sees them", ErrInvalid)
+
 // URL is a parsed catalog URL.
 type URL struct {
 	Kind string
@@ -39,26 +44,24 @@ type URL struct {
 
 // Parse reads a catalog URL. It touches no store.
 func Parse(spec string) (URL, error) {
+	shown := Redacted(spec) // what an error may quote of it
 	kind, rest, hasRest := strings.Cut(spec, ":")
 	switch kind {
 	case Bolt:
 		return URL{Kind: Bolt, Path: rest}, nil
 	case Memory:
 		if hasRest {
-			return URL{}, fmt.Errorf("%w: %q: memory takes no argument", ErrInvalid, spec)
+			return URL{}, fmt.Errorf("%w: %q: memory takes no argument", ErrInvalid, shown)
 		}
 		return URL{Kind: Memory}, nil
 	case Etcd:
 		rest, ok := strings.CutPrefix(rest, "//")
-		hosts, prefix, _ := strings.Cut(rest, "/")
-		if at := strings.LastIndexByte(hosts, '@'); at >= 0 {
-			// Not echoed: the part before '@' holds a password.
-			return URL{}, fmt.Errorf("%w: \"etcd://…%s\": a user and password do not go in the URL, "+
-				"where every user of the machine sees them; give --etcd-user NAME, and the password in "+
-				"$LOWWATER_ETCD_PASSWORD", ErrInvalid, rest[at:])
+		if credentials(rest) {
+			return URL{}, fmt.Errorf("%w: %q", ErrCredentials, shown)
 		}
+		hosts, prefix, _ := strings.Cut(rest, "/")
 		if !ok || hosts == "" {
-			return URL{}, fmt.Errorf("%w: %q: want etcd://host:port[,host:port]/prefix", ErrInvalid, spec)
+			return URL{}, fmt.Errorf("%w: %q: want etcd://host:port[,host:port]/prefix", ErrInvalid, shown)
 		}
 		switch {
 		case prefix == "":
@@ -66,26 +69,60 @@ func Parse(spec string) (URL, error) {
 		case strings.HasSuffix(prefix, "/"):
 			// etcdcatalog.WithPrefix refuses it too; said here, it is a
 			// bad command line rather than a catalog that fails to open.
-			return URL{}, fmt.Errorf("%w: %q: the prefix %q ends with '/'", ErrInvalid, spec, prefix)
+			return URL{}, fmt.Errorf("%w: %q: the prefix %q ends with '/'", ErrInvalid, shown, prefix)
 		case etcdcatalog.ValidatePrefix(prefix) != nil:
-			return URL{}, fmt.Errorf("%w: %q: %w", ErrInvalid, spec, etcdcatalog.ValidatePrefix(prefix))
+			return URL{}, fmt.Errorf("%w: %q: %w", ErrInvalid, shown, etcdcatalog.ValidatePrefix(prefix))
 		}
 		endpoints := strings.Split(hosts, ",")
 		for _, e := range endpoints {
 			if err := checkHostPort(e); err != nil {
-				return URL{}, fmt.Errorf("%w: %q: etcd endpoint %q: %w", ErrInvalid, spec, e, err)
+				return URL{}, fmt.Errorf("%w: %q: etcd endpoint %q: %w", ErrInvalid, shown, e, err)
 			}
 		}
 		return URL{Kind: Etcd, Endpoints: endpoints, Prefix: prefix}, nil
 	case spec:
 		if strings.ContainsAny(spec, `/\.`) {
 			// No kind at all, and it looks like a path: the usual slip.
-			return URL{}, fmt.Errorf("%w: %q: no kind; for a bbolt file, give bolt:%s", ErrInvalid, spec, spec)
+			return URL{}, fmt.Errorf("%w: %q: no kind; for a bbolt file, give bolt:%s", ErrInvalid, shown, shown)
 		}
 		fallthrough
 	default:
-		return URL{}, fmt.Errorf("%w: %q: unknown kind %q: want bolt:PATH, etcd://HOST:PORT/PREFIX or, inside one process, memory", ErrInvalid, spec, kind)
+		return URL{}, fmt.Errorf("%w: %q: unknown kind %q: want bolt:PATH, etcd://HOST:PORT/PREFIX or, inside one process, memory", ErrInvalid, shown, Redacted(kind))
 	}
+}
+
+// credentials reports whether the etcd URL's text after "//" begins with a
+// user and password. Any '@' in it is taken for theirs, unless endpoints
+// come first and it lies in the prefix after them: a password may hold
+// '/' and '@' (base64 does).
+func credentials(rest string) bool {
+	at := strings.LastIndexByte(rest, '@')
+	if at < 0 {
+		return false
+	}
+	hosts, _, _ := strings.Cut(rest, "/")
+	if len(hosts) > at {
+		return true
+	}
+	for e := range strings.SplitSeq(hosts, ",") {
+		if checkHostPort(e) != nil {
+			return true
+		}
+	}
+	return false // the prefix's
+}
+
+// Redacted is spec as an error may quote it: what lies between "//" and
+// the last '@' after it, a password maybe, is left out.
+func Redacted(spec string) string {
+	i := strings.Index(spec, "//")
+	if i < 0 {
+		return spec
+	}
+	if at := strings.LastIndexByte(spec, '@'); at > i {
+		return spec[:i+2] + "…" + spec[at:]
+	}
+	return spec
 }
 
 // checkHostPort checks that addr is host:port with a port number: a typo

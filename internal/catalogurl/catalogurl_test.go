@@ -33,18 +33,29 @@ func TestParse(t *testing.T) {
 			t.Errorf("Parse(%q) = (%+v, %v), want ErrInvalid", bad, got, err)
 		}
 	}
-	// A user and password in the URL are refused, and not echoed.
-	for _, spec := range []string{"etcd://alice:s3cret@127.0.0.1:2379/lowwater", "etcd://alice:s3cret@h1:1,h2:2", "etcd://@h:1/p"} {
-		_, err := catalogurl.Parse(spec)
-		if !errors.Is(err, catalogurl.ErrInvalid) || strings.Contains(err.Error(), "s3cret") || !strings.Contains(err.Error(), "--etcd-user") {
-			t.Errorf("Parse(%q) = %v, want ErrInvalid naming --etcd-user, without the password", spec, err)
+	// A user and password in the URL are refused, as ErrCredentials; no
+	// error quotes the password, whatever it holds and whatever else is
+	// wrong with the URL.
+	for _, spec := range []string{"etcd://alice:s3cret@127.0.0.1:2379/lowwater", "etcd://alice:s3cret@h1:1,h2:2",
+		"etcd://alice:s3/cr@et@h:1/p", "etcd://alice:s3/cret@h:1"} {
+		if _, err := catalogurl.Parse(spec); !errors.Is(err, catalogurl.ErrCredentials) || strings.Contains(err.Error(), "cr") {
+			t.Errorf("Parse(%q) = %v, want ErrCredentials, without the password", spec, err)
+		}
+	}
+	for _, spec := range []string{"ETCD://alice:s3cret@h:1/p", "etcd:///alice:s3cret@h:1", "etcd://alice:s3/cret@nohost/p", "memory://alice:s3cret@h"} {
+		if _, err := catalogurl.Parse(spec); !errors.Is(err, catalogurl.ErrInvalid) || strings.Contains(err.Error(), "s3") {
+			t.Errorf("Parse(%q) = %v, want ErrInvalid, without the password", spec, err)
 		}
 	}
 	_, err := catalogurl.Parse("etcd://alice:s3cret@127.0.0.1:2379/lowwater")
-	want := `invalid catalog URL: "etcd://…@127.0.0.1:2379/lowwater": a user and password do not go in the URL, ` +
-		`where every user of the machine sees them; give --etcd-user NAME, and the password in $LOWWATER_ETCD_PASSWORD`
+	want := `invalid catalog URL: a user and password do not go in the URL, where every user of the machine sees them: ` +
+		`"etcd://…@127.0.0.1:2379/lowwater"`
 	if err == nil || err.Error() != want {
 		t.Errorf("Parse with a password = %v, want %s", err, want)
+	}
+	// An '@' in the prefix is the prefix's.
+	if got, err := catalogurl.Parse("etcd://h:1/a@b"); err != nil || got.Prefix != "a@b" {
+		t.Errorf("Parse(etcd://h:1/a@b) = (%+v, %v), want the prefix a@b", got, err)
 	}
 	// A bare path is a bbolt file without its kind: the error says how.
 	for _, path := range []string{"/tmp/p.db", "checkpoints.db", "data/x"} {
