@@ -124,25 +124,8 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		defer bolt.Close()
 		catalog = bolt
 	}
-	// The topic first: a Config that names other partitions than it has
-	// spawns no actor, and so saves no checkpoint.
-	topicID, err := checkPartitions(ctx, &cfg)
+	topicID, stored, err := preflight(ctx, &cfg, catalog)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil // ended before it began
-		}
-		return err
-	}
-	// One read for every partition, handed to the actors (WithPreloaded).
-	stored, err := catalog.LoadAll(ctx)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil // ended before it began
-		}
-		return err
-	}
-	// Before any actor saves, or any record is read.
-	if err := checkRange(ctx, &cfg, stored); err != nil {
 		if ctx.Err() != nil {
 			return nil // ended before it began
 		}
@@ -246,17 +229,37 @@ func replaced(ctx context.Context, cl *kgo.Client, cfg *Config, topicID [16]byte
 	return nil
 }
 
+// preflight checks the topic against the Config and the stored
+// checkpoints against the topic, through one client, before any actor is
+// spawned (and so saves) or any record is read. It returns the topic's ID
+// and the checkpoints, read in one call, handed to the actors
+// (WithPreloaded).
+func preflight(ctx context.Context, cfg *Config, catalog persistence.Catalog) ([16]byte, map[string]wal.MessageID, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...))
+	if err != nil {
+		return [16]byte{}, nil, err
+	}
+	defer cl.Close()
+	topicID, err := checkPartitions(ctx, cl, cfg)
+	if err != nil {
+		return [16]byte{}, nil, err
+	}
+	stored, err := catalog.LoadAll(ctx)
+	if err != nil {
+		return [16]byte{}, nil, err
+	}
+	if err := checkRange(ctx, cl, cfg, stored); err != nil {
+		return [16]byte{}, nil, err
+	}
+	return topicID, stored, nil
+}
+
 // checkPartitions asks the brokers for the topic's partitions:
 // Config.Partitions other than their count is an ErrConfig, found before
 // any actor is spawned. The partitions past it would never be read, or
 // checkpoints of partitions that do not exist kept. It returns the topic's
 // ID, by which a topic made again is told from the one the node read.
-func checkPartitions(ctx context.Context, cfg *Config) ([16]byte, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...))
-	if err != nil {
-		return [16]byte{}, err
-	}
-	defer cl.Close()
+func checkPartitions(ctx context.Context, cl *kgo.Client, cfg *Config) ([16]byte, error) {
 	t, err := topicMetadata(ctx, cl, cfg.Topic)
 	if err != nil {
 		return [16]byte{}, err
@@ -291,12 +294,7 @@ func topicMetadata(ctx context.Context, cl *kgo.Client, name string) (*kmsg.Meta
 // stored checkpoint past the end is ErrPastEnd, for every such partition.
 // One below the start is a warning: records were deleted (retention)
 // before the node processed them, and the client reads from the start.
-func checkRange(ctx context.Context, cfg *Config, stored map[string]wal.MessageID) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...))
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
+func checkRange(ctx context.Context, cl *kgo.Client, cfg *Config, stored map[string]wal.MessageID) error {
 	logStarts, err := listOffsets(ctx, cl, cfg, -2)
 	if err != nil {
 		return err
