@@ -79,17 +79,13 @@ type Bolt struct {
 	closed   bool          // guarded by calls
 	inFlight int           // guarded by calls
 	drained  chan struct{} // guarded by calls; made by a Close that waits
-	// misplaced names the records found at open under a name they were
-	// not written for (a damaged key, a record copied there): one of
-	// them may be the record of a pchannel whose Load finds nothing, and
-	// Load then says so rather than "nothing stored" (see notStored).
-	// Delete takes a name off. verify fills it before the Bolt is
-	// returned, without the lock.
-	// The value says whether the record may be any pchannel's (true), or
-	// only one whose name begins as its key does, or whose name its key
-	// begins with (see misplaced).
+	// misplaced names the records found at open that may be another
+	// pchannel's (see misplaced): one of them may be the record of a
+	// pchannel whose Load finds nothing, and Load then says so rather
+	// than "nothing stored" (see notStored). Delete takes a name off.
+	// verify fills it before the Bolt is returned, without the lock.
 	misplacedMu sync.Mutex
-	misplaced   map[string]bool // guarded by misplacedMu once shared
+	misplaced   map[string]struct{} // guarded by misplacedMu once shared
 
 	// turn lets one call at a time into bbolt, and lets a call wait for
 	// its turn within its context. A panic inside bbolt (damage, see
@@ -276,7 +272,7 @@ func OpenBolt(path string, opts ...BoltOption) (*Bolt, error) {
 	if err != nil {
 		return nil, openError(path, err)
 	}
-	b := &Bolt{db: db, file: file, path: path, bucket: []byte(o.bucket), readOnly: o.readOnly, misplaced: map[string]bool{},
+	b := &Bolt{db: db, file: file, path: path, bucket: []byte(o.bucket), readOnly: o.readOnly, misplaced: map[string]struct{}{},
 		turn: make(chan struct{}, 1), damagedNow: make(chan struct{})}
 	if o.intactMeta {
 		d, err := b.DamagedMeta()
@@ -666,8 +662,8 @@ func (b *Bolt) verify() error {
 					touched ^= v[len(v)-1]
 				}
 				if bytes.Equal(name, b.bucket) {
-					if whose := misplaced(k, v); whose != ownName {
-						b.misplaced[string(k)] = whose == anyName
+					if misplaced(k, v) {
+						b.misplaced[string(k)] = struct{}{}
 					}
 				}
 				return nil
@@ -790,44 +786,29 @@ func (b *Bolt) notStored(pchannel string) error {
 	if len(b.misplaced) == 0 {
 		return nil
 	}
-	for _, k := range slices.Sorted(maps.Keys(b.misplaced)) {
-		if b.misplaced[k] || strings.HasPrefix(k, pchannel) || strings.HasPrefix(pchannel, k) {
-			return &CorruptRecordError{PChannel: pchannel, Err: fmt.Errorf(
-				"nothing stored under this name, but %s holds a record under %q that was not written there or cannot be read, which may be this one's under a damaged key: delete it to go on",
-				b.path, k)}
-		}
-	}
-	return nil
+	k := slices.Min(slices.Collect(maps.Keys(b.misplaced)))
+	return &CorruptRecordError{PChannel: pchannel, Err: fmt.Errorf(
+		"nothing stored under this name, but %s holds a record under %q that was not written there or cannot be read, which may be this one's under a damaged key: delete it to go on",
+		b.path, k)}
 }
 
-// The pchannels whose record a record stored under a key may be.
-const (
-	ownName    = iota // its key's alone: it reads, or it is its own, damaged
-	anyName           // any pchannel's
-	nearbyName        // one whose name begins as the key does, or that the key begins with
-)
-
-// misplaced reports whose record v, stored under k, may be. One written
-// for another name (its name check says so) may be any pchannel's, and
-// so may one that cannot be read under a key that is no name a catalog
-// writes (a key whose damaged length took in bytes of its record). One
-// that cannot be read under a valid key may have lost its key's tail to
-// the record, or taken in the record's head ("orders" for "orders-2", or
-// "orders-2x" for "orders-2"): it may be the record of a name that begins
-// as the key, or that the key begins with. (A record whose own bytes were
-// damaged fails the same way under its own key, which then holds back
-// only the names near it.)
-func misplaced(k, v []byte) int {
+// misplaced reports whether v, stored under k, may be another
+// pchannel's record. One written for another name says so by its name
+// check. One that cannot be read may be any pchannel's too, unless its
+// name check still names k, which tells that the damage lies in its own
+// bytes: damage to the page can shift where a key begins ("ch-000\x02"
+// for "pch-000") or ends ("orders" for "orders-2", "orders-2x"), and its
+// record then reads from the wrong bytes as well, leaving a name that
+// need not resemble the one it was written for.
+func misplaced(k, v []byte) bool {
 	_, readable, _, err := record.Decode(string(k), v)
 	switch {
 	case err == nil || readable:
-		return ownName
+		return false
 	case errors.Is(err, record.ErrAnotherPChannel):
-		return anyName
-	case ValidatePChannel(string(k)) != nil:
-		return anyName
+		return true
 	}
-	return nearbyName
+	return !record.NamedFor(string(k), v)
 }
 
 // forgetMisplaced takes pchannel off the misplaced records: deleted.

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -888,9 +889,10 @@ func TestBoltUnmarkedBucket(t *testing.T) {
 // A key whose damaged length gave its tail to the record ("orders-2"
 // read as "orders", the record behind it unreadable) left a valid name
 // over a record that cannot be read: Load of orders-2 said nothing was
-// stored, and its first save went below what it had acknowledged. Names
-// that begin as that key, or that it begins with, are now held back, as
-// under a misplaced record; a name far from it is not.
+// stored, and its first save went below what it had acknowledged. The
+// record's name check, read from the wrong bytes, no longer names its
+// key, so it may be any pchannel's: every name with nothing stored is
+// held back, as under a misplaced record.
 func TestBoltKeyThatLostItsTailIsNotNothingStored(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "checkpoints.db")
 	rec, err := persistence.EncodeRecord("orders-2", persistence.Record{Checkpoint: wal.KafkaID(500)})
@@ -901,19 +903,7 @@ func TestBoltKeyThatLostItsTailIsNotNothingStored(t *testing.T) {
 	plant(t, path, defaultBucket, map[string][]byte{"orders": shifted})
 	for _, group := range []bool{false, true} {
 		b := openBolt(t, path, persistence.WithGroupCommit(group))
-		ctx := context.Background()
-		for _, p := range []string{"orders-2", "order"} {
-			_, err = b.Load(ctx, p)
-			if !errors.Is(err, persistence.ErrCorruptRecord) || !strings.Contains(err.Error(), `a record under "orders" that was not written there or cannot be read`) {
-				t.Fatalf("group %v: Load(%s) = %v, want a corrupt record naming orders", group, p, err)
-			}
-			if err := b.Save(ctx, p, wal.KafkaID(1)); !errors.Is(err, persistence.ErrCorruptRecord) {
-				t.Fatalf("group %v: Save(%s, kafka:1) = %v, want it refused, nothing written", group, p, err)
-			}
-		}
-		if err := b.Save(ctx, "payments-1", wal.KafkaID(7)); err != nil {
-			t.Fatalf("group %v: Save(payments-1) = %v: a name far from the key is not held back", group, err)
-		}
+		wantHeldBack(t, b, "orders", "orders-2", "order", "payments-1")
 		if err := b.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -924,6 +914,97 @@ func TestBoltKeyThatLostItsTailIsNotNothingStored(t *testing.T) {
 	if err == nil {
 		t.Fatalf("LoadAll = %v, want the unreadable record reported", all)
 	}
+}
+
+// Damage to where a key begins in its page (one bit of a leaf element's
+// position) shifts the key and its record together: "pch-000" read as
+// "ch-000" and the record's first byte, over a record that cannot be
+// read. The key keeps no prefix of the name, and a hold on names near
+// it let Load of pch-000 say nothing was stored, and a save lower
+// than what it had acknowledged go through. Such a record may be any
+// pchannel's.
+func TestBoltShiftedKeyIsNotNothingStored(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "checkpoints.db")
+	rec, err := persistence.EncodeRecord("pch-000", persistence.Record{Checkpoint: wal.KafkaID(1000)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := persistence.EncodeRecord("pch-001", persistence.Record{Checkpoint: wal.KafkaID(1007)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The page holds "pch-000", its record, "pch-001", ... in a row: the
+	// shifted element reads one byte further on, for as many bytes.
+	page := slices.Concat([]byte("pch-000"), rec, []byte("pch-001"))
+	key, value := page[1:1+len("pch-000")], page[1+len("pch-000"):1+len("pch-000")+len(rec)]
+	plant(t, path, defaultBucket, map[string][]byte{string(key): value, "pch-001": next})
+	for _, group := range []bool{false, true} {
+		b := openBolt(t, path, persistence.WithGroupCommit(group))
+		wantHeldBack(t, b, string(key), "pch-000", "zz-far-away")
+		if got, err := b.Load(context.Background(), "pch-001"); err != nil || got != wal.KafkaID(1007) {
+			t.Fatalf("group %v: Load(pch-001) = (%v, %v), want kafka:1007: a name with its own record reads", group, got, err)
+		}
+		if err := b.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A record whose own bytes are damaged, under its own key, holds back
+// that key alone: its name check still names the key, so it is nobody
+// else's, and names with nothing stored start from nothing.
+func TestBoltRecordDamagedUnderItsOwnKeyHoldsBackNoOtherName(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "checkpoints.db")
+	plant(t, path, defaultBucket, map[string][]byte{"orders-2": damagedRecord(t, "orders-2")})
+	b := openBolt(t, path)
+	defer b.Close()
+	ctx := context.Background()
+	_, err := b.Load(ctx, "orders-2")
+	var ce *persistence.CorruptRecordError
+	if !errors.As(err, &ce) || ce.PChannel != "orders-2" || !strings.Contains(err.Error(), "checksum mismatch") {
+		t.Fatalf("Load(orders-2) = %v, want its own record corrupt", err)
+	}
+	for _, p := range []string{"orders", "orders-20", "payments-1"} {
+		if got, err := b.Load(ctx, p); err != nil || got != nil {
+			t.Fatalf("Load(%s) = (%v, %v), want nothing stored", p, got, err)
+		}
+		if err := b.Save(ctx, p, wal.KafkaID(1)); err != nil {
+			t.Fatalf("Save(%s, kafka:1) = %v", p, err)
+		}
+	}
+}
+
+// wantHeldBack checks that each of names, which has nothing stored, is
+// refused by Load and Save as a corrupt record naming the misplaced key,
+// and that the record under key itself reads as corrupt.
+func wantHeldBack(t *testing.T, b *persistence.Bolt, key string, names ...string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, p := range names {
+		_, err := b.Load(ctx, p)
+		var ce *persistence.CorruptRecordError
+		if !errors.As(err, &ce) || ce.PChannel != p || !strings.Contains(err.Error(), fmt.Sprintf("a record under %q that was not written there or cannot be read", key)) {
+			t.Fatalf("Load(%s) = %v, want a corrupt record naming %q", p, err, key)
+		}
+		if err := b.Save(ctx, p, wal.KafkaID(1)); !errors.As(err, &ce) || ce.PChannel != p {
+			t.Fatalf("Save(%s, kafka:1) = %v, want it refused as a corrupt record", p, err)
+		}
+	}
+	if _, err := b.Load(ctx, key); !errors.Is(err, persistence.ErrCorruptRecord) {
+		t.Fatalf("Load(%q) = %v, want the record under it corrupt", key, err)
+	}
+}
+
+// damagedRecord is pchannel's record with a bit of its checksum flipped:
+// damage to its own bytes, its name check whole.
+func damagedRecord(t *testing.T, pchannel string) []byte {
+	t.Helper()
+	rec, err := persistence.EncodeRecord(pchannel, persistence.Record{Checkpoint: wal.KafkaID(7)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec[len(rec)-1] ^= 0x01
+	return rec
 }
 
 // A small store keeps its bucket inside the root page, and a damaged page

@@ -58,8 +58,7 @@ func TestBoltGroupCommitRefusalSparesTheBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	garbage := append(bytes.Clone(ahead[:len(ahead)-1]), ahead[len(ahead)-1]^0xff)
-	plant(t, path, defaultBucket, map[string][]byte{"ahead": ahead, "bad": garbage})
+	plant(t, path, defaultBucket, map[string][]byte{"ahead": ahead, "bad": damagedRecord(t, "bad")})
 	// A delay long enough for every call below to join the first batch.
 	b := openBolt(t, path, persistence.WithGroupCommit(true), persistence.WithGroupCommitDelay(200*time.Millisecond))
 	defer b.Close()

@@ -37,7 +37,7 @@ func lastTx(t *testing.T, path string) int {
 // then raises and never lowers.
 func TestBoltReplace(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "c.db")
-	plant(t, path, defaultBucket, map[string][]byte{"bad": []byte("garbage!garbage!"), "foreign": foreignRecord(t, "foreign")})
+	plant(t, path, defaultBucket, map[string][]byte{"bad": damagedRecord(t, "bad"), "foreign": foreignRecord(t, "foreign")})
 	b := openBolt(t, path)
 	ctx := context.Background()
 	if err := b.Save(ctx, "p", wal.KafkaID(9)); err != nil {

@@ -160,7 +160,15 @@ func seedBolt(t *testing.T, ids map[string]wal.MessageID, corrupt ...string) str
 		require.NoError(t, err)
 		require.NoError(t, db.Update(func(tx *bolt.Tx) error {
 			for _, p := range corrupt {
-				if err := tx.Bucket([]byte("lowwater-checkpoints")).Put([]byte(p), []byte("not a record at all")); err != nil {
+				// Its own bytes damaged: a record that may be another
+				// pchannel's would hold back every name with nothing
+				// stored.
+				rec, err := persistence.EncodeRecord(p, persistence.Record{Checkpoint: wal.KafkaID(1)})
+				if err != nil {
+					return err
+				}
+				rec[len(rec)-1] ^= 0x01
+				if err := tx.Bucket([]byte("lowwater-checkpoints")).Put([]byte(p), rec); err != nil {
 					return err
 				}
 			}

@@ -67,6 +67,16 @@ func nameSum(pchannel string) uint32 {
 	return crc32.Checksum(unsafe.Slice(unsafe.StringData(pchannel), len(pchannel)), castagnoli)
 }
 
+// NamedFor reports whether b ends as a version 2 record written for
+// pchannel does, read without its checksum: of a record that fails it,
+// whether the damage lies in its own bytes, under its own key, or it may
+// be another pchannel's (its key damaged, or where its key begins, so
+// that key and record both read from the wrong bytes). A chance match is
+// one in 2^32.
+func NamedFor(pchannel string, b []byte) bool {
+	return len(b) >= 8 && binary.BigEndian.Uint32(b[len(b)-8:]) == nameSum(pchannel)
+}
+
 // ErrAnotherPChannel is the error of a whole record stored under another
 // name than the one it was written for.
 var ErrAnotherPChannel = errors.New("another pchannel's record: its key was damaged, or it was copied under this name")
