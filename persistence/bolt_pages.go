@@ -19,6 +19,7 @@ const (
 	pageHeaderSize     = 16 // id uint64, flags uint16, count uint16, overflow uint32
 	pageElementSize    = 16 // leaf: flags, pos, ksize, vsize; branch: pos, ksize, pgid
 	bucketHeaderSize   = 16 // root pgid, sequence
+	metaTxidOffset     = 48
 	metaChecksumOffset = 56 // the checksum covers the meta's bytes before it
 	branchPageFlag     = 0x01
 	leafPageFlag       = 0x02
@@ -75,6 +76,7 @@ func checkPages(data []byte) error {
 }
 
 type boltMeta struct {
+	at       int // the page's offset in the file; -1: none found
 	pageSize uint32
 	root     uint64
 	freelist uint64
@@ -146,7 +148,7 @@ func readMeta(data []byte, off int) (boltMeta, bool) {
 			return m, true
 		}
 	}
-	return boltMeta{}, false
+	return boltMeta{at: -1}, false
 }
 
 // metaHeaderDamaged reports whether a meta page's header is not a meta
@@ -172,11 +174,11 @@ func metaHeaderDamaged(data []byte) bool {
 
 func metaAt(data []byte, off int) (boltMeta, bool) {
 	if off+pageHeaderSize+metaChecksumOffset+8 > len(data) {
-		return boltMeta{}, false
+		return boltMeta{at: -1}, false
 	}
 	b := data[off+pageHeaderSize:]
 	le := binary.LittleEndian
-	m := boltMeta{pageSize: le.Uint32(b[8:]), root: le.Uint64(b[16:]), freelist: le.Uint64(b[32:]), pgid: le.Uint64(b[40:]), txid: le.Uint64(b[48:])}
+	m := boltMeta{at: off, pageSize: le.Uint32(b[8:]), root: le.Uint64(b[16:]), freelist: le.Uint64(b[32:]), pgid: le.Uint64(b[40:]), txid: le.Uint64(b[metaTxidOffset:])}
 	h := fnv.New64a()
 	h.Write(b[:metaChecksumOffset])
 	valid := le.Uint32(b) == boltMagic && le.Uint32(b[4:]) == boltVersion && le.Uint64(b[metaChecksumOffset:]) == h.Sum64() &&
@@ -401,8 +403,10 @@ func (w *pageWalk) freelist(id uint64) error {
 // other is whole (Bolt.DamagedMeta).
 type MetaDamage struct {
 	Page int // 0 or 1
-	// Held is the commit (transaction ID) the damaged page held, when it
-	// still reads as one next to ReadsAs: Newer says on which side.
+	// Held is the commit (transaction ID) the damaged page held, when
+	// its ID still reads as one next to ReadsAs, or the page is whole but
+	// for its ID: Newer says on which side. An ID damaged to read as the
+	// older together with other bytes of the page is taken for the older.
 	Held  uint64
 	Known bool // Held could be read
 	Newer bool // Held is the newer commit: the file hides it
@@ -453,15 +457,31 @@ func metaDamage(data []byte) *MetaDamage {
 		d.ReadsAs, bad = second.txid, first
 	}
 	// A commit's page is the one of its ID's parity: the damaged page held
-	// the commit after the whole one, or the one before, and its ID may
-	// still read as such.
-	switch bad.txid {
-	case d.ReadsAs + 1:
-		d.Held, d.Known, d.Newer = bad.txid, true, true
-	case d.ReadsAs - 1:
-		d.Held, d.Known = bad.txid, true
+	// the commit after the whole one, or the one before. Its ID may still
+	// read as such; but the damage may be in the ID itself, and turn the
+	// newer into the older (one bit, where they differ by two): a page
+	// whole but for its ID is told by its checksum, the newer asked first.
+	switch {
+	case bad.txid == d.ReadsAs+1 || wholeAs(data, bad, d.ReadsAs+1):
+		d.Held, d.Known, d.Newer = d.ReadsAs+1, true, true
+	case bad.txid == d.ReadsAs-1 || wholeAs(data, bad, d.ReadsAs-1):
+		d.Held, d.Known = d.ReadsAs-1, true
 	}
 	return d
+}
+
+// wholeAs reports whether the meta page m, read from data, would pass its
+// checksum with txid as its transaction ID.
+func wholeAs(data []byte, m boltMeta, txid uint64) bool {
+	if m.at < 0 || m.at+pageHeaderSize+metaChecksumOffset+8 > len(data) {
+		return false
+	}
+	b := data[m.at+pageHeaderSize:]
+	h := fnv.New64a()
+	h.Write(b[:metaTxidOffset])
+	h.Write(binary.LittleEndian.AppendUint64(nil, txid))
+	h.Write(b[metaTxidOffset+8 : metaChecksumOffset])
+	return binary.LittleEndian.Uint64(b[metaChecksumOffset:]) == h.Sum64()
 }
 
 // DamagedMeta reports a meta page of the file that is damaged while the

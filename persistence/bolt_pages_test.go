@@ -116,13 +116,49 @@ func TestMetaDamage(t *testing.T) {
 			}
 		}
 	}
-	// The transaction ID itself damaged: the commit it held is not known.
+	// The transaction ID itself damaged, the rest of the page whole: the
+	// checksum tells the commit it held, also where the damage makes the
+	// newer read as the older (WithIntactMeta opened such a file, as of
+	// the commit before its last).
+	newer, older := int(newest.txid%2), int(1-newest.txid%2)
+	for _, c := range []struct {
+		name string
+		page int
+		txid uint64
+		want MetaDamage
+	}{
+		{"the newer's ID read as the older", newer, newest.txid - 2, MetaDamage{Page: newer, Held: newest.txid, Known: true, Newer: true, ReadsAs: newest.txid - 1}},
+		{"the newer's ID, a bit flipped", newer, newest.txid ^ 0x40, MetaDamage{Page: newer, Held: newest.txid, Known: true, Newer: true, ReadsAs: newest.txid - 1}},
+		{"the older's ID, a bit flipped", older, (newest.txid - 1) ^ 0x40, MetaDamage{Page: older, Held: newest.txid - 1, Known: true, ReadsAs: newest.txid}},
+	} {
+		damaged := append([]byte(nil), data...)
+		binary.LittleEndian.PutUint64(damaged[c.page*pageSize+pageHeaderSize+metaTxidOffset:], c.txid)
+		if got := metaDamage(damaged); got == nil || *got != c.want {
+			t.Errorf("%s: metaDamage = %+v, want %+v", c.name, got, c.want)
+		}
+		path := filepath.Join(t.TempDir(), "damaged.db")
+		if err := os.WriteFile(path, damaged, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		b, err := OpenBolt(path, WithIntactMeta(true))
+		if c.want.Newer != errors.Is(err, ErrCorruptStore) {
+			t.Errorf("%s: OpenBolt WithIntactMeta = %v", c.name, err)
+		}
+		if err == nil {
+			if err := b.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The ID damaged, and the checksum too: the commit it held is not
+	// known.
 	damaged := append([]byte(nil), data...)
-	page := int(newest.txid % 2)
-	damaged[page*pageSize+pageHeaderSize+48] ^= 0x40
-	want := MetaDamage{Page: page, ReadsAs: newest.txid - 1}
+	at := newer*pageSize + pageHeaderSize
+	damaged[at+metaTxidOffset] ^= 0x40
+	damaged[at+metaChecksumOffset] ^= 0x01
+	want := MetaDamage{Page: newer, ReadsAs: newest.txid - 1}
 	if got := metaDamage(damaged); got == nil || *got != want {
-		t.Errorf("txid damaged: metaDamage = %+v, want %+v", got, want)
+		t.Errorf("txid and checksum damaged: metaDamage = %+v, want %+v", got, want)
 	}
 }
 
