@@ -59,7 +59,11 @@ type senderConfig struct {
 
 // WithMaxPending bounds the buffer: at most n distinct vchannels wait to be
 // shipped (default DefaultMaxPending). Updating a vchannel already waiting
-// never blocks; a new one blocks while the buffer is full.
+// never blocks; a new one blocks while the buffer is full. Between batches
+// the Sender remembers the names it was given, to find them again without
+// a write to its map: up to n or 2×DefaultMaxPending, whichever is more,
+// past which it forgets them all at its next batch. Their strings are
+// kept as long: mind that with long names.
 func WithMaxPending(n int) SenderOption {
 	return senderOptionFunc(func(c *senderConfig) { c.maxPending = n })
 }
@@ -83,8 +87,9 @@ func WithFullWait(d time.Duration) SenderOption {
 //   - Update rejects at once, with the typed error of package messages, what
 //     it can judge alone: an empty vchannel name, a nil checkpoint, an ID
 //     that is not one of package wal's, a sentinel (messages.ErrSentinel:
-//     a negative Kafka offset), and, against the checkpoint still
-//     waiting for the same vchannel, one below it
+//     a negative Kafka offset), an ID of a WAL registered outside package
+//     wal that does not read back (wal.ErrCorruptID), and, against the
+//     checkpoint still waiting for the same vchannel, one below it
 //     (messages.ErrCheckpointRollback), one of another WAL
 //     (messages.ErrWALMismatch), or one whose comparison with it panics
 //     (wal.ErrCorruptID). A rejected update changes nothing.
@@ -95,6 +100,12 @@ func WithFullWait(d time.Duration) SenderOption {
 //     stopped. A Flush returns the errors received since the previous Flush
 //     or Close returned, whoever called it: up to WithMaxPending
 //     rejections, and past that how many more there were.
+//
+// Only what is shipped reaches the actor: an update below the checkpoint
+// the actor applied (a rollback it would reject), replaced by a later one
+// of its vchannel before it was shipped, is reported by no call. The
+// Sender judges an update against the one waiting, not against one
+// shipped: the vchannel may have been dropped and added again lower.
 //
 // Rejection.Index in those errors counts rejections, not updates: the
 // batches were built by the Sender, and their positions mean nothing to a
@@ -232,6 +243,14 @@ func (s *Sender) Update(vchannel string, checkpoint wal.MessageID) error {
 		// Judged here, as the actor would: buffered, it could hide a
 		// good update before it, or be hidden by one after it.
 		return fmt.Errorf("vchannel %q: %w", vchannel, err)
+	}
+	if !wal.BuiltIn(checkpoint) {
+		// So is an ID of a WAL registered outside package wal that does
+		// not read back (wal.ErrCorruptID), before the lock: its codec
+		// is a third party's.
+		if _, err := wal.Marshal(checkpoint); err != nil {
+			return fmt.Errorf("vchannel %q: %w", vchannel, err)
+		}
 	}
 	var deadline time.Time
 	s.mu.Lock()
@@ -479,13 +498,14 @@ func (s *Sender) Flush(ctx context.Context) error {
 		return ErrNilContext
 	}
 	_, hasDeadline := ctx.Deadline()
+	done := ctx.Done()
 	s.mu.Lock()
 	closed := s.closed
 	s.mu.Unlock()
 	if closed {
 		return ErrSenderClosed
 	}
-	err := s.flush(ctx, hasDeadline)
+	err := s.flush(ctx, done, hasDeadline)
 	s.mu.Unlock()
 	return err
 }
@@ -493,11 +513,12 @@ func (s *Sender) Flush(ctx context.Context) error {
 // flush is Flush but for the check of closed, and returns with s.mu held:
 // Close goes on from what it reported, before an answer can come between.
 //
-// hasDeadline is ctx's, read by the caller before it changed anything or
-// took the lock: a context whose Deadline panics must leave neither a
-// half-closed Sender nor the lock held, which the pchannel's goroutine
-// takes to answer a batch. ctx is otherwise read with the lock let go.
-func (s *Sender) flush(ctx context.Context, hasDeadline bool) error {
+// done and hasDeadline are ctx's, read by the caller before it changed
+// anything or took the lock: a context whose Done or Deadline panics must
+// leave neither a half-closed Sender nor the lock held, which the
+// pchannel's goroutine takes to answer a batch. ctx's Err is read with
+// the lock let go.
+func (s *Sender) flush(ctx context.Context, done <-chan struct{}, hasDeadline bool) error {
 	s.mu.Lock()
 	target := s.shipped
 	if len(s.pending) > 0 {
@@ -519,7 +540,7 @@ func (s *Sender) flush(ctx context.Context, hasDeadline bool) error {
 		var ended error
 		select {
 		case <-progress:
-		case <-ctx.Done():
+		case <-done:
 			ended = ctx.Err()
 		case <-expired:
 			ended = fmt.Errorf("lowwater: no answer within %v: %w", DefaultRequestTimeout, context.DeadlineExceeded)
@@ -545,6 +566,7 @@ func (s *Sender) Close(ctx context.Context) error {
 		return ErrNilContext // and the Sender stays open
 	}
 	_, hasDeadline := ctx.Deadline()
+	done := ctx.Done()
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -556,7 +578,7 @@ func (s *Sender) Close(ctx context.Context) error {
 	// flush returns holding the lock: an end of the pchannel that came
 	// after it reported, and before this took the lock again, went
 	// unreported, its buffered updates counted by no call.
-	err := s.flush(ctx, hasDeadline)
+	err := s.flush(ctx, done, hasDeadline)
 	// From here an answer that still comes ships nothing, and a Flush
 	// still waiting (ctx ended this one's wait first) returns.
 	s.detached = true

@@ -41,7 +41,12 @@ func newSenderRig(t *testing.T, vchannels map[string]wal.MessageID) *senderRig {
 	system := actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(zap.NewNop())),
 		actor.WithDeadLetterThrottleInterval(time.Millisecond))
 	catalog := persistence.NewMemory()
-	props, err := NewProps("p", wal.Kafka, catalog, WithVChannels(vchannels))
+	walName := wal.Kafka
+	for _, id := range vchannels {
+		walName, _ = wal.NameOf(id)
+		break
+	}
+	props, err := NewProps("p", walName, catalog, WithVChannels(vchannels))
 	require.NoError(t, err)
 	r := &senderRig{system: system, pchannel: system.Root.Spawn(props)}
 	t.Cleanup(func() {
@@ -229,6 +234,27 @@ func TestSenderRejectsLocallyWhatItCanJudge(t *testing.T) {
 	require.NoError(t, s.Flush(ctx10s(t)))
 	require.Equal(t, map[string]wal.MessageID{"v0": wal.KafkaID(12), "v1": wal.KafkaID(0)}, r.checkpoints(t))
 	require.Equal(t, []int{1, 1}, g.batchSizes())
+}
+
+// An ID of a WAL registered outside package wal that does not read back
+// is refused by Update, as the actor refuses it: buffered, it replaced
+// the good update waiting before it, and was then rejected by the actor,
+// which applied neither.
+func TestSenderRefusesAnIDThatDoesNotReadBack(t *testing.T) {
+	require.NoError(t, registerLossy())
+	r := newSenderRig(t, map[string]wal.MessageID{"a": lossyID(5), "b": lossyID(5)})
+	g := &gate{target: r.pchannel}
+	gpid := r.system.Root.Spawn(g.props())
+	s := newTestSender(t, r.system, gpid)
+
+	require.NoError(t, s.Update("a", lossyID(10))) // shipped, held by the gate
+	require.NoError(t, s.Update("b", lossyID(12))) // waits
+	require.ErrorIs(t, s.Update("b", lossyID(300)), wal.ErrCorruptID)
+	require.ErrorIs(t, s.Update("c", lossyID(300)), wal.ErrCorruptID, "nothing waiting for it")
+
+	r.system.Root.Send(gpid, gateRelease{})
+	require.NoError(t, s.Flush(ctx10s(t)))
+	require.Equal(t, map[string]wal.MessageID{"a": lossyID(10), "b": lossyID(12)}, r.checkpoints(t))
 }
 
 func TestSenderBufferIsBounded(t *testing.T) {
@@ -522,6 +548,11 @@ type deadlinePanics struct{ context.Context }
 
 func (deadlinePanics) Deadline() (time.Time, bool) { panic("broken context") }
 
+// donePanics is a context whose Done panics.
+type donePanics struct{ context.Context }
+
+func (donePanics) Done() <-chan struct{} { panic("broken context") }
+
 // A nil context, or one that panics, given to Flush or Close while a batch
 // is in flight changes nothing: the Sender, and the pchannel that answers
 // it under the Sender's lock, go on as before. Request and GetState refuse
@@ -536,6 +567,10 @@ func TestSenderRefusesNilContext(t *testing.T) {
 	require.ErrorIs(t, err, ErrNilContext)
 	require.PanicsWithValue(t, "broken context", func() { _ = s.Flush(deadlinePanics{context.Background()}) })
 	require.PanicsWithValue(t, "broken context", func() { _ = s.Close(deadlinePanics{context.Background()}) })
+	// Close had marked the Sender closed before it read Done: every call
+	// after it failed with ErrSenderClosed, and no Close ever ended.
+	require.PanicsWithValue(t, "broken context", func() { _ = s.Flush(donePanics{context.Background()}) })
+	require.PanicsWithValue(t, "broken context", func() { _ = s.Close(donePanics{context.Background()}) })
 
 	r.system.Root.Send(gpid, gateRelease{})
 	require.NoError(t, s.Update("v0", wal.KafkaID(2)), "still open")
