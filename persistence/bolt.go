@@ -79,11 +79,12 @@ type Bolt struct {
 	closed   bool          // guarded by calls
 	inFlight int           // guarded by calls
 	drained  chan struct{} // guarded by calls; made by a Close that waits
-	// misplaced names the records found at open that may be another
-	// pchannel's (see misplaced): one of them may be the record of a
-	// pchannel whose Load finds nothing, and Load then says so rather
-	// than "nothing stored" (see notStored). Delete takes a name off.
-	// verify fills it before the Bolt is returned, without the lock.
+	// misplaced names the records found at open, or by a Load that found
+	// nothing (findMisplaced), that may be another pchannel's (see
+	// misplaced): one of them may be the record of a pchannel whose Load
+	// finds nothing, and Load then says so rather than "nothing stored"
+	// (see notStored). Delete takes a name off. verify fills it before
+	// the Bolt is returned, without the lock.
 	misplacedMu sync.Mutex
 	misplaced   map[string]struct{} // guarded by misplacedMu once shared
 
@@ -862,13 +863,13 @@ func misplaced(k, v []byte) bool {
 	return !record.NamedFor(string(k), v)
 }
 
-// findMisplaced adds to the misplaced records those bucket holds now:
-// damage done to the file since it was opened (a write into it by a
-// program that ignores its lock) that hid a record, its own pchannel's
-// Load would otherwise find nothing, as at open. A pass over every record,
-// about a millisecond for 10,000; a Load finds nothing only for a
-// pchannel never saved, and a node that starts many at once reads them
-// in one pass (LoadAll, which fails on such a record).
+// findMisplaced adds to the misplaced records those bucket holds now, for
+// damage done to the file since it was opened (written into it by a
+// program that ignores its lock): the record it hid would otherwise read
+// as nothing stored. It reads every record, about a millisecond per
+// 10,000; a Load finds nothing only for a pchannel never saved, and a
+// node that starts many at once reads them all in one pass (LoadAll,
+// which fails on such a record).
 func (b *Bolt) findMisplaced(bucket *bolt.Bucket) {
 	var found []string
 	c := bucket.Cursor()
