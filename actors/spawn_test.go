@@ -61,7 +61,7 @@ var registerWide = sync.OnceValue(func() error {
 // an ID over 255 bytes came back cut.
 func TestSpawnSetKeepsLongIDs(t *testing.T) {
 	require.NoError(t, registerWide())
-	given := map[string]wal.MessageID{"a": wideID{v: 1, width: 300}, "b": wideID{v: 2, width: 8}, "c": wideID{v: 3, width: 70000}}
+	given := map[string]wal.MessageID{"a": wideID{v: 1, width: 300}, "b": wideID{v: 2, width: 8}, "c": wideID{v: 3, width: wal.MaxIDLen}}
 	from, err := newSpawn(wideWAL, given)
 	require.NoError(t, err)
 	from.take(testPID("first")) // the first actor's
@@ -75,6 +75,34 @@ func TestNewPropsRefusesAnIDWhoseMarshalPanics(t *testing.T) {
 	_, err := NewProps("p", wideWAL, persistence.NewMemory(), WithVChannels(map[string]wal.MessageID{"a": wideID{v: 1, width: -1}}))
 	require.ErrorIs(t, err, ErrInvalidOption)
 	require.ErrorIs(t, err, wal.ErrCorruptID)
+}
+
+// An ID longer than a catalog's record holds is refused wherever it comes
+// in, and changes nothing: taken, it became the minimum, and every save
+// of it failed, its stop dropping the minimum unsaved.
+func TestAnIDLongerThanARecordHoldsIsRefused(t *testing.T) {
+	require.NoError(t, registerWide())
+	long := wideID{v: 9, width: wal.MaxIDLen + 1}
+	_, err := NewProps("p", wideWAL, persistence.NewMemory(), WithVChannels(map[string]wal.MessageID{"a": long}))
+	require.ErrorIs(t, err, ErrInvalidOption)
+	require.ErrorIs(t, err, wal.ErrCorruptID)
+
+	system := quietSystem(t)
+	props, err := NewProps("p", wideWAL, persistence.NewMemory(), WithVChannels(map[string]wal.MessageID{"a": wideID{v: 1, width: 8}}))
+	require.NoError(t, err)
+	pid := system.Root.Spawn(props)
+	t.Cleanup(func() { _ = system.Root.PoisonFuture(pid).Wait() })
+	for _, cmd := range []messages.Command{
+		&messages.UpdateCheckpoint{VChannel: "a", Checkpoint: long},
+		&messages.AddVChannel{VChannel: "b", Checkpoint: long},
+	} {
+		require.ErrorIs(t, Request(ctx10s(t), system.Root, pid, cmd), wal.ErrCorruptID, "%T", cmd)
+	}
+	s := newTestSender(t, system, pid)
+	require.ErrorIs(t, s.Update("a", long), wal.ErrCorruptID)
+	st, err := GetState(ctx10s(t), system.Root, pid, IncludeCheckpoints())
+	require.NoError(t, err)
+	require.Equal(t, map[string]wal.MessageID{"a": wideID{v: 1, width: 8}}, st.Checkpoints)
 }
 
 // The vchannels given at spawn come back as given after the first

@@ -42,6 +42,12 @@ const (
 	Woodpecker Name = "woodpecker"
 )
 
+// MaxIDLen is the longest ID, in bytes (MessageID.Marshal), that lowwater
+// takes: a catalog's record keeps its length in 16 bits. Marshal refuses
+// a longer one (ErrCorruptID), and so does every way an ID comes in,
+// rather than take one whose every save then fails.
+const MaxIDLen = 1<<16 - 1
+
 var (
 	// ErrUnknownWAL is returned for a WAL name this package has no codec for.
 	ErrUnknownWAL = errors.New("wal: unknown WAL name")
@@ -154,8 +160,8 @@ func compare(a, b MessageID) int {
 // lower maybe, or not at all. The ID read back is compared with it, with
 // the type's LT and EQ: an ID that cannot be ordered even against itself
 // would, stored, stop every save over it. A Marshal that panics, bytes
-// that do not read back, or a comparison that panics give ErrCorruptID; an
-// unregistered type gives ErrWALMismatch.
+// longer than MaxIDLen or that do not read back, or a comparison that
+// panics give ErrCorruptID; an unregistered type gives ErrWALMismatch.
 func Marshal(id MessageID) ([]byte, error) {
 	if BuiltIn(id) {
 		return id.Marshal(), nil

@@ -33,6 +33,12 @@ type codec struct {
 	parse     func(string) (MessageID, error)
 }
 
+// textOf is an error a codec of a third party returned, as its text alone
+// (fmt recovers a panic in its Error): lowwater and its callers ask
+// errors.Is of the errors they are given, and such an error may wrap
+// itself for good (errors.Is never returns) or panic in its Is.
+func textOf(err error) error { return errors.New(fmt.Sprint(err)) }
+
 // registry is never changed once published: Register copies it, so readers
 // load it with one atomic read and no lock.
 type registry struct {
@@ -132,20 +138,26 @@ func Register[ID MessageID](name Name, c Codec[ID]) error {
 	if got, err := zeroWALName[ID](); err != nil || got != name {
 		return fmt.Errorf("%w: %q: %v.WALName() = %q (%v), want %q", ErrInvalidCodec, name, t, got, err, name)
 	}
+	// The errors of package wal's own codecs are kept whole; a third
+	// party's as their text alone (see textOf).
+	keep := func(err error) error { return textOf(err) }
+	if BuiltIn(*new(ID)) {
+		keep = func(err error) error { return err }
+	}
 	entry := &codec{
 		name:   name,
 		idType: t,
 		unmarshal: func(b []byte) (MessageID, error) {
 			id, err := c.Unmarshal(b)
 			if err != nil {
-				return nil, err
+				return nil, keep(err)
 			}
 			return id, nil
 		},
 		parse: func(text string) (MessageID, error) {
 			id, err := c.Parse(text)
 			if err != nil {
-				return nil, err
+				return nil, keep(err)
 			}
 			return id, nil
 		},
@@ -282,6 +294,9 @@ func (c *codec) marshal(id MessageID) ([]byte, error) {
 	b, err := marshalGuarded(id)
 	if err != nil {
 		return nil, err
+	}
+	if len(b) > MaxIDLen {
+		return nil, fmt.Errorf("%w: a %s ID of %d bytes, over the %d a catalog stores", ErrCorruptID, c.name, len(b), MaxIDLen)
 	}
 	back, err := c.decode(b)
 	if err != nil {

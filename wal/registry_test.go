@@ -1,6 +1,7 @@
 package wal_test
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -191,6 +192,48 @@ func TestCodecPanicsAreErrors(t *testing.T) {
 	}
 	if id, err := wal.Parse("test-panicky", "1"); !errors.Is(err, wal.ErrSyntax) || id != nil {
 		t.Errorf("Parse = (%v, %v), want ErrSyntax", id, err)
+	}
+}
+
+// cyclic is a WAL whose codec fails with errors a third party's code
+// makes: Unmarshal's wraps itself, so that errors.Is on it, or on what
+// wraps it, never returned (an update holding such an ID wedged its
+// pchannel), and Parse's panics in Error.
+type cyclic int64
+
+func (cyclic) WALName() wal.Name             { return "test-cyclic" }
+func (a cyclic) LT(o wal.MessageID) bool     { return a < o.(cyclic) }
+func (a cyclic) LTE(o wal.MessageID) bool    { return a <= o.(cyclic) }
+func (a cyclic) EQ(o wal.MessageID) bool     { return a == o.(cyclic) }
+func (cyclic) Marshal() []byte               { return []byte{1} }
+func (a cyclic) String() string              { return "test-cyclic:" + strconv.FormatInt(int64(a), 10) }
+func cyclicUnmarshal([]byte) (cyclic, error) { return 0, &selfWrapped{} }
+func cyclicParse(string) (cyclic, error)     { return 0, &brokenError{} }
+
+type selfWrapped struct{}
+
+func (e *selfWrapped) Error() string { return "a codec's own error" }
+func (e *selfWrapped) Unwrap() error { return e }
+
+type brokenError struct{}
+
+func (e *brokenError) Error() string { panic("Error") }
+
+func TestCodecErrorsAreKeptAsText(t *testing.T) {
+	if err := wal.Register("test-cyclic", wal.Codec[cyclic]{Unmarshal: cyclicUnmarshal, Parse: cyclicParse}); err != nil {
+		t.Fatalf("Register = %v", err)
+	}
+	_, err := wal.Unmarshal("test-cyclic", []byte{1})
+	if !errors.Is(err, wal.ErrCorruptID) || errors.Is(err, wal.ErrSyntax) || err.Error() != "wal: corrupt message ID: test-cyclic: a codec's own error" {
+		t.Errorf("Unmarshal = %v, want ErrCorruptID with the codec's text", err)
+	}
+	_, err = wal.Marshal(cyclic(7))
+	if !errors.Is(err, wal.ErrCorruptID) || errors.Is(err, context.Canceled) {
+		t.Errorf("Marshal = %v, want ErrCorruptID", err)
+	}
+	_, err = wal.Parse("test-cyclic", "7")
+	if !errors.Is(err, wal.ErrSyntax) || errors.Is(err, wal.ErrCorruptID) || !strings.HasSuffix(err.Error(), ": %!v(PANIC=Error method: Error)") {
+		t.Errorf("Parse = %v, want ErrSyntax, the codec's error named by its type", err)
 	}
 }
 

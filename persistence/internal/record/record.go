@@ -41,8 +41,9 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // ErrTruncated is the error of a record shorter than its layout says.
 var ErrTruncated = errors.New("record truncated")
 
-// MaxIDLen is the longest ID, in bytes, a record holds (idLen is a u16).
-const MaxIDLen = 1<<16 - 1
+// MaxIDLen is the longest ID, in bytes, a record holds (idLen is a u16):
+// wal.MaxIDLen, which every way an ID comes in checks.
+const MaxIDLen = wal.MaxIDLen
 
 // Encode returns the bytes of pchannel's record of an ID whose bytes are
 // raw and whose WAL is walName, written by an owner of the given term
