@@ -402,7 +402,9 @@ func verifyHints(meta *persistence.MetaDamage) []verifyHint {
 			"start: 'set PCHANNEL kafka:N' with the offset to resume from, or " +
 			"'delete PCHANNEL' to start from the vchannels' own checkpoints"},
 		{"UNKNOWN WAL", "read with a lowwater built with that WAL (package cli)"},
-		{"BAD NAME", "no node can use it: 'delete --quoted NAME', NAME quoted as shown here"},
+		{"BAD NAME", "no node can use it: 'delete --quoted NAME', NAME quoted as shown here; " +
+			"in a bbolt file, the empty name (\"\") is a key damaged to nothing, which bbolt " +
+			"cannot remove: restore the file from a backup"},
 		{"FENCING", "written before an etcd restore reset the terms, or copied from " +
 			"another cluster: it fences every owner's saves; 'delete PCHANNEL'"},
 		{"FENCED OWNER", "the record came from another cluster, or from before an etcd " +

@@ -218,8 +218,10 @@ func defaultBoltOptions() boltOptions {
 
 // OpenBolt opens or creates the bbolt file at path. The file stays locked
 // until Close. A new file is made whole beside path, under a temporary
-// name (".NAME.new-*"), and then linked into place: no other process ever
-// finds it empty, and a creation that fails leaves nothing. So give it a
+// name (".NAME.lowwater-new-*"), and then linked into place: no other
+// process ever finds it empty, and a creation that fails leaves nothing
+// (one killed leaves the temporary file, which a later open that may
+// write removes once a minute old). So give it a
 // path that does not exist yet, not one from os.CreateTemp: an existing
 // empty file is refused (ErrCorruptStore), since a truncated catalog
 // must not become an empty one.
@@ -309,8 +311,8 @@ func OpenBolt(path string, opts ...BoltOption) (*Bolt, error) {
 		return db.Update(func(tx *bolt.Tx) error {
 			// A new, empty bucket beside the damaged one would make every
 			// Load say "nothing stored".
-			if damaged, marked := damagedBucket(tx, b.bucket); damaged != nil {
-				return damagedBucketError(path, b.bucket, damaged, marked)
+			if damaged, how := damagedBucket(tx, b.bucket); how != noDamage {
+				return damagedBucketError(path, b.bucket, damaged, how)
 			}
 			// A fresh file has committed one transaction (bbolt's own, at
 			// its making), and the bucket is made by the next: a file
@@ -354,30 +356,64 @@ func bucketMark(name []byte) uint64 {
 	return tag | uint64(crc32.ChecksumIEEE(name))
 }
 
-// damagedBucket is a bucket of tx that holds want's records under a
-// damaged name, and whether it is marked so; nil if there is none. A
-// bucket made before buckets were marked is taken for one if its name is
-// one bit from want's: damage often stops there, and a person naming a
-// sibling seldom does.
-func damagedBucket(tx *bolt.Tx, want []byte) (found []byte, marked bool) {
+// damagedBucket is a bucket of tx that may hold want's records under a
+// damaged name, and how it was told (noDamage if there is none). A
+// bucket marked as want is sure to. So may one whose mark is no name's
+// it bears, and that holds lowwater's records: its name or its mark is
+// damaged, or both (a bit of each), and which catalog it was cannot be
+// told. A bucket made before buckets were marked is taken for one if its
+// name is one bit from want's: damage often stops there, and a person
+// naming a sibling seldom does.
+func damagedBucket(tx *bolt.Tx, want []byte) (found []byte, how bucketDamage) {
 	_ = tx.ForEach(func(name []byte, bucket *bolt.Bucket) error {
 		switch seq := bucket.Sequence(); {
 		case seq == bucketMark(want):
-			found, marked = slices.Clone(name), true
+			found, how = slices.Clone(name), markedAsWant
+			return errStop
+		case seq != 0 && seq != bucketMark(name) && holdsRecords(bucket):
+			found, how = slices.Clone(name), markedAsNone
 			return errStop
 		case seq == 0 && len(name) == len(want) && flippedBits(name, want) == 1:
-			found = slices.Clone(name)
+			found, how = slices.Clone(name), unmarkedNear
 		}
 		return nil
 	})
-	return found, marked
+	return found, how
 }
 
-// damagedBucketError says that the bucket want is under the name found.
-func damagedBucketError(path string, want, found []byte, marked bool) error {
-	if marked {
+// bucketDamage is how damagedBucket told a bucket damaged.
+type bucketDamage int
+
+const (
+	noDamage     bucketDamage = iota
+	markedAsWant              // its mark is the name asked for: sure
+	markedAsNone              // its mark is not its name's, and it holds records
+	unmarkedNear              // unmarked, one bit from the name asked for
+)
+
+// holdsRecords reports whether bucket holds a record lowwater wrote.
+func holdsRecords(bucket *bolt.Bucket) bool {
+	c := bucket.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if v != nil {
+			if _, readable, _, _ := record.Decode(string(k), v); readable {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// damagedBucketError says that the bucket want may be under the name
+// found.
+func damagedBucketError(path string, want, found []byte, how bucketDamage) error {
+	switch how {
+	case markedAsWant:
 		return fmt.Errorf("%w: %s: no bucket %q, but one named %q that holds its records: its name is damaged",
 			ErrCorruptStore, path, want, found)
+	case markedAsNone:
+		return fmt.Errorf("%w: %s: no bucket %q, but one named %q that holds lowwater's records under a mark that is not its name's: "+
+			"its name or its mark is damaged", ErrCorruptStore, path, want, found)
 	}
 	return fmt.Errorf("%w: %s: no bucket %q, but one named %q, one bit away, made before lowwater marked its buckets: "+
 		"its name is damaged (or, if it is another catalog's, name yours further from it)", ErrCorruptStore, path, want, found)
@@ -514,7 +550,7 @@ func creationPath(path string) (at string, ok bool) {
 // without hard links: the caller then opens path as bbolt would.
 func createBoltDB(path string, o boltOptions) (db *bolt.DB, file *os.File, placed bool, err error) {
 	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".new-")
+	f, err := os.CreateTemp(dir, tempPrefix(path))
 	if err != nil {
 		// The temporary name is ours, not the caller's: name theirs.
 		var pe *fs.PathError
@@ -557,6 +593,11 @@ func createBoltDB(path string, o boltOptions) (db *bolt.DB, file *os.File, place
 	return db, file, true, nil
 }
 
+// tempPrefix begins the names of createBoltDB's temporary files for path:
+// one that no file of the user's beside it bears (a backup named
+// ".cp.db.new-20261204" was taken for one).
+func tempPrefix(path string) string { return "." + filepath.Base(path) + ".lowwater-new-" }
+
 // staleTempAge is how old a temporary file of createBoltDB must be for
 // removeStaleTemps to take it for one a killed creation left: a creation
 // takes milliseconds.
@@ -567,7 +608,7 @@ const staleTempAge = time.Minute
 // placed, or a second name of the one placed. A creation still running
 // owns a younger one.
 func removeStaleTemps(path string) {
-	dir, prefix := filepath.Dir(path), "."+filepath.Base(path)+".new-"
+	dir, prefix := filepath.Dir(path), tempPrefix(path)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return
@@ -782,14 +823,19 @@ func (b *Bolt) guard(op string, call func() error) (err error) {
 		if p := recover(); p != nil {
 			// A variable of its own: taking err's address would move it
 			// to the heap on every call, not only on a panic.
-			damaged := fmt.Errorf("%w: %s: %s: bbolt panicked: %v", ErrCorruptStore, b.path, op, p)
-			if b.damaged.CompareAndSwap(nil, &damaged) {
-				close(b.damagedNow)
-			}
-			err = *b.damaged.Load()
+			err = b.markDamaged(fmt.Errorf("%w: %s: %s: bbolt panicked: %v", ErrCorruptStore, b.path, op, p))
 		}
 	}()
 	return call()
+}
+
+// markDamaged makes damage, an ErrCorruptStore, the answer to every call
+// from now on, unless damage was met before: it returns the first.
+func (b *Bolt) markDamaged(damage error) error {
+	if b.damaged.CompareAndSwap(nil, &damage) {
+		close(b.damagedNow)
+	}
+	return *b.damaged.Load()
 }
 
 // Load implements Catalog.
@@ -811,7 +857,9 @@ func (b *Bolt) Load(ctx context.Context, pchannel string) (wal.MessageID, error)
 			bucket := tx.Bucket(b.bucket)
 			raw := bucket.Get([]byte(pchannel))
 			if raw == nil {
-				b.findMisplaced(bucket)
+				if err := b.findMisplaced(ctx, bucket); err != nil {
+					return err
+				}
 				return b.notStored(pchannel)
 			}
 			var err error
@@ -860,33 +908,54 @@ func misplaced(k, v []byte) bool {
 	case errors.Is(err, record.ErrAnotherPChannel):
 		return true
 	}
-	return !record.NamedFor(string(k), v)
+	// A key no catalog writes names nothing, whatever its check says:
+	// shrunk to nothing, the empty name's check is 0, as are the bytes of
+	// a small Kafka offset where a shifted record puts the check.
+	return ValidatePChannel(string(k)) != nil || !record.NamedFor(string(k), v)
 }
 
 // findMisplaced adds to the misplaced records those bucket holds now, for
 // damage done to the file since it was opened (written into it by a
 // program that ignores its lock): the record it hid would otherwise read
-// as nothing stored. It reads every record, about a millisecond per
-// 10,000; a Load finds nothing only for a pchannel never saved, and a
-// node that starts many at once reads them all in one pass (LoadAll,
-// which fails on such a record).
-func (b *Bolt) findMisplaced(bucket *bolt.Bucket) {
+// as nothing stored. It reads the file and every record, 4 to 6 ms per
+// 10,000 records; a Load finds nothing only for a pchannel never saved,
+// and a node that starts many at once reads them all in one pass
+// (LoadAll, which fails on such a record; actors.WithPreloaded).
+//
+// The pages are checked first, from the file's bytes, as OpenBolt checks
+// them: damage to their structure (a branch page that leads back to
+// itself, a key's size past its page, keys out of order) would send the
+// pass round for good, or fault where no guard catches it, or hide
+// records from it; met, it is the store's damage (markDamaged). The pass
+// ends with ctx.
+func (b *Bolt) findMisplaced(ctx context.Context, bucket *bolt.Bucket) error {
+	if err := b.checkPages(); err != nil {
+		if errors.Is(err, ErrCorruptStore) {
+			return b.markDamaged(err)
+		}
+		return err
+	}
 	var found []string
 	c := bucket.Cursor()
+	n := 0
 	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if n++; n%4096 == 0 && ctx.Err() != nil {
+			return ctx.Err()
+		}
 		// A value of nil is a bucket, which no catalog makes in its own.
 		if v == nil || misplaced(k, v) {
 			found = append(found, string(k))
 		}
 	}
 	if len(found) == 0 {
-		return
+		return nil
 	}
 	b.misplacedMu.Lock()
 	defer b.misplacedMu.Unlock()
 	for _, k := range found {
 		b.misplaced[k] = struct{}{}
 	}
+	return nil
 }
 
 // forgetMisplaced takes pchannel off the misplaced records: deleted.
@@ -1030,11 +1099,17 @@ func (b *Bolt) newWriter(tx *bolt.Tx) writer {
 // write). err is the failure of the write itself. The key is read, never
 // kept: bbolt's Put copies it.
 func (w writer) put(key []byte, pchannel string, checkpoint wal.MessageID, raw []byte) (refused, err error) {
-	// As Get: a value only under this very key, and none for a nested
-	// bucket (Seek gives it a nil value; verify refuses them anyway).
+	// As Get: a value only under this very key (Seek gives a nested
+	// bucket a nil value; verify refuses them at open).
 	k, old := w.cursor.Seek(key)
-	if !bytes.Equal(k, key) {
+	switch {
+	case !bytes.Equal(k, key):
 		old = nil
+	case old == nil:
+		// A nested bucket under this very key, made by damage since the
+		// open (a flipped flag): a record was there, and bbolt would
+		// refuse the write with an error of its own.
+		return &CorruptRecordError{PChannel: pchannel, Err: errors.New("a bucket where its record should be: a damaged flag")}, nil
 	}
 	if old == nil {
 		if refused := w.absent(pchannel); refused != nil {

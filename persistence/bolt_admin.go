@@ -132,10 +132,10 @@ func (b *Bolt) checkBucket(path string) error {
 			if tx.Bucket(b.bucket) != nil {
 				return nil
 			}
-			// Only a marked one is sure: a reader has no name to leave
-			// free for a sibling.
-			if damaged, marked := damagedBucket(tx, b.bucket); marked {
-				return damagedBucketError(path, b.bucket, damaged, true)
+			// Only a marked one is telling: a reader has no name to
+			// leave free for a sibling.
+			if damaged, how := damagedBucket(tx, b.bucket); how == markedAsWant || how == markedAsNone {
+				return damagedBucketError(path, b.bucket, damaged, how)
 			}
 			var names []string
 			_ = tx.ForEach(func(name []byte, _ *bolt.Bucket) error {

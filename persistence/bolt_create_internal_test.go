@@ -59,11 +59,12 @@ func TestBoltRemovesWhatKilledCreationsLeft(t *testing.T) {
 		}
 		old := time.Now().Add(-2 * staleTempAge)
 		files := map[string]bool{ // name: removed
-			".checkpoints.db.new-1234567": true,
-			".checkpoints.db.new-89":      true,
-			".checkpoints.db.new-young":   false, // not a name CreateTemp gives
-			".other.db.new-1234567":       false,
-			"checkpoints.db.new-1234567":  false,
+			".checkpoints.db.lowwater-new-1234567": true,
+			".checkpoints.db.lowwater-new-89":      true,
+			".checkpoints.db.lowwater-new-young":   false, // not a name CreateTemp gives
+			".other.db.lowwater-new-1234567":       false,
+			"checkpoints.db.lowwater-new-1234567":  false,
+			".checkpoints.db.new-20261204":         false, // a backup of the user's
 		}
 		for name := range files {
 			p := filepath.Join(dir, name)
@@ -74,11 +75,11 @@ func TestBoltRemovesWhatKilledCreationsLeft(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		young := filepath.Join(dir, ".checkpoints.db.new-42")
+		young := filepath.Join(dir, ".checkpoints.db.lowwater-new-42")
 		if err := os.WriteFile(young, []byte("x"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		files[".checkpoints.db.new-42"] = false
+		files[".checkpoints.db.lowwater-new-42"] = false
 
 		b, err := OpenBolt(path, WithReadOnly(exists))
 		if err == nil && exists {

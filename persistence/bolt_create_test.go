@@ -189,7 +189,7 @@ func TestBoltInAMissingDirectory(t *testing.T) {
 			t.Fatalf("OpenBolt in a missing directory: %v, want it to say %q", err, want)
 		}
 	}
-	if strings.Contains(err.Error(), ".new-") {
+	if strings.Contains(err.Error(), ".lowwater-new-") {
 		t.Fatalf("the error names the temporary file: %v", err)
 	}
 	if _, err := os.Stat(dir); !errors.Is(err, fs.ErrNotExist) {

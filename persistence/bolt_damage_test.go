@@ -1050,57 +1050,70 @@ func TestBoltFileWithoutItsBucketIsDamage(t *testing.T) {
 
 // A key damaged on disk while the file is open (a program that ignores
 // the lock writes into it) left Load of its pchannel finding nothing, and
-// a node recovering it then started from nothing: the misplaced records
-// were found at open only. A Load that finds nothing looks again.
+// a node recovering it then started from nothing: the file was checked
+// at open only. A Load that finds nothing checks the pages again, and
+// looks for a misplaced record.
 func TestBoltKeyDamagedWhileOpenIsNotNothingStored(t *testing.T) {
-	for _, group := range []bool{false, true} {
-		path := filepath.Join(t.TempDir(), "checkpoints.db")
-		b := openBolt(t, path, persistence.WithGroupCommit(group))
-		ctx := context.Background()
-		for i := range 300 {
-			if err := b.Save(ctx, fmt.Sprintf("pch-%03d", i), wal.KafkaID(int64(1000+i))); err != nil {
-				t.Fatal(err)
+	for _, c := range []struct {
+		name     string
+		from, to string
+		want     func(t *testing.T, err error)
+	}{
+		{"still in order", "pch-1200", "pch-1201", func(t *testing.T, err error) {
+			var ce *persistence.CorruptRecordError
+			if !errors.As(err, &ce) || ce.PChannel != "pch-1200" || !strings.Contains(err.Error(), `a record under "pch-1201" that was not written there`) {
+				t.Fatalf("Load(pch-1200) = %v, want a corrupt record naming pch-1201", err)
 			}
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f, err := os.OpenFile(path, os.O_RDWR, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		// Every copy: the live page's, and any a freed page still holds.
-		for at := 0; ; {
-			i := bytes.Index(data[at:], []byte("pch-033"))
-			if i < 0 {
-				break
+		}},
+		// Out of order, the key hides the names after it in its page
+		// from bbolt's search too: the store is damaged.
+		{"out of order", "pch-1200", "qch-1200", func(t *testing.T, err error) {
+			if !errors.Is(err, persistence.ErrCorruptStore) || !strings.Contains(err.Error(), `("qch-1200") is not below`) {
+				t.Fatalf("Load(pch-1200) = %v, want the store damaged", err)
 			}
-			if _, err := f.WriteAt([]byte("q"), int64(at+i)); err != nil {
-				t.Fatal(err)
-			}
-			at += i + 1
-		}
-		if err := f.Close(); err != nil {
-			t.Fatal(err)
-		}
-
-		_, err = b.Load(ctx, "pch-033")
-		var ce *persistence.CorruptRecordError
-		if !errors.As(err, &ce) || ce.PChannel != "pch-033" || !strings.Contains(err.Error(), `a record under "qch-033" that was not written there`) {
-			t.Fatalf("group %v: Load(pch-033) = %v, want a corrupt record naming qch-033", group, err)
-		}
-		if err := b.Save(ctx, "pch-033", wal.KafkaID(5)); !errors.As(err, &ce) {
-			t.Fatalf("group %v: Save(pch-033, kafka:5) = %v, want it refused", group, err)
-		}
-		// Out of order, the damaged key hides the names after it in its
-		// page from bbolt's search as well: they are refused too, never
-		// read as nothing stored.
-		if _, err := b.Load(ctx, "pch-034"); !errors.As(err, &ce) || ce.PChannel != "pch-034" {
-			t.Fatalf("group %v: Load(pch-034) = %v, want a corrupt record", group, err)
-		}
-		if err := b.Close(); err != nil {
-			t.Fatal(err)
+		}},
+	} {
+		for _, group := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/group=%t", c.name, group), func(t *testing.T) {
+				path := filepath.Join(t.TempDir(), "checkpoints.db")
+				b := openBolt(t, path, persistence.WithGroupCommit(group), persistence.WithGroupCommitDelay(time.Millisecond))
+				ctx := context.Background()
+				for i := range 200 {
+					if err := b.Save(ctx, fmt.Sprintf("pch-%04d", 10*i), wal.KafkaID(int64(1000+i))); err != nil {
+						t.Fatal(err)
+					}
+				}
+				data, err := os.ReadFile(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				f, err := os.OpenFile(path, os.O_RDWR, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				// Every copy: the live page's, and any a freed page holds.
+				for at := 0; ; {
+					i := bytes.Index(data[at:], []byte(c.from))
+					if i < 0 {
+						break
+					}
+					if _, err := f.WriteAt([]byte(c.to), int64(at+i)); err != nil {
+						t.Fatal(err)
+					}
+					at += i + 1
+				}
+				if err := f.Close(); err != nil {
+					t.Fatal(err)
+				}
+				_, err = b.Load(ctx, c.from)
+				c.want(t, err)
+				if err := b.Save(ctx, c.from, wal.KafkaID(5)); err == nil {
+					t.Fatal("Save(kafka:5) went through")
+				}
+				if err := b.Close(); err != nil {
+					t.Fatal(err)
+				}
+			})
 		}
 	}
 }

@@ -458,14 +458,18 @@ func metaDamage(data []byte) *MetaDamage {
 	}
 	// A commit's page is the one of its ID's parity: the damaged page held
 	// the commit after the whole one, or the one before. Its ID may still
-	// read as such; but the damage may be in the ID itself, and turn the
-	// newer into the older (one bit, where they differ by two): a page
-	// whole but for its ID is told by its checksum, the newer asked first.
+	// read as such; but the damage may be in the ID itself, and turn one
+	// into the other (one bit, where they differ by two): a page whole but
+	// for its ID is told by its checksum first, the newer asked first.
 	switch {
-	case bad.txid == d.ReadsAs+1 || wholeAs(data, bad, d.ReadsAs+1):
+	case wholeAs(data, bad, d.ReadsAs+1):
 		d.Held, d.Known, d.Newer = d.ReadsAs+1, true, true
-	case bad.txid == d.ReadsAs-1 || wholeAs(data, bad, d.ReadsAs-1):
+	case wholeAs(data, bad, d.ReadsAs-1):
 		d.Held, d.Known = d.ReadsAs-1, true
+	case bad.txid == d.ReadsAs+1:
+		d.Held, d.Known, d.Newer = bad.txid, true, true
+	case bad.txid == d.ReadsAs-1:
+		d.Held, d.Known = bad.txid, true
 	}
 	return d
 }

@@ -606,7 +606,7 @@ func TestRestoreFailingPartWayResumes(t *testing.T) {
 	require.NotNil(t, m, "%s", r)
 	// The file is named as the command named it, not by the temporary
 	// name bbolt opened it under when it was made.
-	require.NotContains(t, r.stderr, ".new-", "%s", r)
+	require.NotContains(t, r.stderr, ".lowwater-new-", "%s", r)
 	written, err := strconv.Atoi(m[1])
 	require.NoError(t, err)
 	require.Greater(t, written, 0)
