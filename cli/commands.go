@@ -286,6 +286,9 @@ func verify(ctx context.Context, e *env, _ []string) error {
 		if en.Err != nil {
 			unread++
 			found[unreadable(en)] = true
+			if en.PChannel == "" && s.bolt != nil {
+				found[emptyKey] = true
+			}
 			fmt.Fprintf(out, "%s  %s: %s\n", unreadable(en), typed(en.PChannel), cause(en))
 		}
 	}
@@ -402,9 +405,9 @@ func verifyHints(meta *persistence.MetaDamage) []verifyHint {
 			"start: 'set PCHANNEL kafka:N' with the offset to resume from, or " +
 			"'delete PCHANNEL' to start from the vchannels' own checkpoints"},
 		{"UNKNOWN WAL", "read with a lowwater built with that WAL (package cli)"},
-		{"BAD NAME", "no node can use it: 'delete --quoted NAME', NAME quoted as shown here; " +
-			"in a bbolt file, the empty name (\"\") is a key damaged to nothing, which bbolt " +
-			"cannot remove: restore the file from a backup"},
+		{"BAD NAME", "no node can use it: 'delete --quoted NAME', NAME quoted as shown here"},
+		{emptyKey, "in a bbolt file, a key damaged to nothing, which bbolt cannot remove: " +
+			"restore the file from a backup"},
 		{"FENCING", "written before an etcd restore reset the terms, or copied from " +
 			"another cluster: it fences every owner's saves; 'delete PCHANNEL'"},
 		{"FENCED OWNER", "the record came from another cluster, or from before an etcd " +
@@ -421,6 +424,10 @@ func verifyHints(meta *persistence.MetaDamage) []verifyHint {
 }
 
 type verifyHint struct{ kind, hint string }
+
+// emptyKey is the kind of a BAD NAME of a bbolt file that only delete
+// could remove, and bbolt cannot: the empty one.
+const emptyKey = `BAD NAME ""`
 
 // metaHint is verify's advice on a damaged meta page d (nil: none).
 func metaHint(d *persistence.MetaDamage) string {
