@@ -844,6 +844,46 @@ func TestBoltBucketNameFlippedIsDamage(t *testing.T) {
 	}
 }
 
+// A bit of the bucket's name and a bit of its mark, both flipped: the
+// bucket was known by neither, and a writer's OpenBolt made a new, empty
+// one beside it, over which every pchannel read as nothing stored and a
+// save below a stored checkpoint went through. A bucket whose mark is no
+// name's it bears, holding lowwater's records, is damage.
+func TestBoltBucketNameAndMarkFlippedIsDamage(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "checkpoints.db")
+	writeHealthyBolt(t, path)
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte(defaultBucket))
+		return b.SetSequence(b.Sequence() ^ 1)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rewrite(t, path, func(t *testing.T, data []byte) []byte {
+		return bytes.ReplaceAll(data, []byte(defaultBucket), []byte("lowwauer-checkpoints"))
+	})
+	before, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, readOnly := range []bool{false, true} {
+		_, err := persistence.OpenBolt(path, persistence.WithReadOnly(readOnly))
+		wantCorruptStore(t, "OpenBolt", err, path)
+		if !strings.Contains(err.Error(), `one named "lowwauer-checkpoints" that holds lowwater's records under a mark that is not its name's`) {
+			t.Fatalf("read-only %t: OpenBolt = %v, want the bucket taken for damage", readOnly, err)
+		}
+	}
+	if after, err := os.ReadFile(path); err != nil || !bytes.Equal(after, before) {
+		t.Fatalf("the refused opens changed the file (%v)", err)
+	}
+}
+
 // A bucket made before buckets were marked: one bit from the name asked
 // for is taken for damage, as before; the bucket itself is marked by the
 // first writer that opens it, and from then on known by its mark.
