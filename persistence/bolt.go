@@ -367,6 +367,9 @@ func bucketMark(name []byte) uint64 {
 func damagedBucket(tx *bolt.Tx, want []byte) (found []byte, how bucketDamage) {
 	_ = tx.ForEach(func(name []byte, bucket *bolt.Bucket) error {
 		switch seq := bucket.Sequence(); {
+		case seq == bucketMark(name):
+			// Its own name's: a sibling, even one whose mark is want's
+			// too (two names of one CRC-32).
 		case seq == bucketMark(want):
 			found, how = slices.Clone(name), markedAsWant
 			return errStop

@@ -1157,3 +1157,93 @@ func TestBoltKeyDamagedWhileOpenIsNotNothingStored(t *testing.T) {
 		}
 	}
 }
+
+// The first key of a branch page damaged to sort above the second: bbolt
+// searched the keys in halves, sent a look-up of a stored pchannel to the
+// wrong child, and Load found nothing stored, at rest behind a damaged
+// meta header (which skips bbolt's own check) and while open (where the
+// pages are checked again). Branch keys must rise, the first included.
+func TestBoltBranchKeyOutOfOrderIsDamage(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "checkpoints.db")
+	writeHealthyBolt(t, path)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := bucketRoot(t, data)
+	page := data[root*bboltPageSize:]
+	if flags := binary.LittleEndian.Uint16(page[8:]); flags != branchPageFlag {
+		t.Fatalf("the bucket's root page %d has flags %#x, not a branch page's", root, flags)
+	}
+	pos := binary.LittleEndian.Uint32(page[pageHeaderSize:])
+	key0 := page[pageHeaderSize+int(pos):]
+	if !bytes.HasPrefix(key0, []byte(damagedName(0))) {
+		t.Fatalf("branch key 0 is %q, want %q", key0[:len(damagedName(0))], damagedName(0))
+	}
+	at := root*bboltPageSize + pageHeaderSize + int(pos) + 1 // its second byte
+	want := `branch key 0 ("p\x9channel-0000") is not below the one after it`
+
+	damaged := bytes.Clone(data)
+	damaged[at] ^= 0xff
+	if err := os.WriteFile(path, damaged, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = persistence.OpenBolt(path)
+	wantCorruptStore(t, "OpenBolt", err, path)
+	if !strings.Contains(err.Error(), want) {
+		t.Fatalf("OpenBolt = %v, want %s", err, want)
+	}
+
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b := openBolt(t, path)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{data[at] ^ 0xff}, int64(at)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = b.Load(context.Background(), "absent")
+	wantCorruptStore(t, "Load of a name never saved", err, path)
+	if !strings.Contains(err.Error(), want) {
+		t.Fatalf("Load = %v, want %s", err, want)
+	}
+	// From then on the store refuses every call, the names bbolt's search
+	// would miss among them.
+	for i := range damagedRecords {
+		if got, err := b.Load(context.Background(), damagedName(i)); !errors.Is(err, persistence.ErrCorruptStore) {
+			t.Fatalf("Load(%s) = (%v, %v), want the store damaged", damagedName(i), got, err)
+		}
+	}
+}
+
+// Two catalogs whose bucket names share a CRC-32 ("plumless" and
+// "buckeroo") carry one mark: the second was taken for the first's under
+// a damaged name, and refused. A bucket marked as its own name is a
+// sibling, whatever else its mark matches.
+func TestBoltSiblingBucketsOfOneCRC(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "checkpoints.db")
+	for i, bucket := range []string{"plumless", "buckeroo"} {
+		b := openBolt(t, path, persistence.WithBucket(bucket))
+		if err := b.Save(context.Background(), "p", wal.KafkaID(int64(i+1))); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, bucket := range []string{"plumless", "buckeroo"} {
+		b := openBolt(t, path, persistence.WithBucket(bucket), persistence.WithReadOnly(true))
+		if got, err := b.Load(context.Background(), "p"); err != nil || got != wal.KafkaID(int64(i+1)) {
+			t.Fatalf("%s: Load = (%v, %v), want kafka:%d", bucket, got, err, i+1)
+		}
+		if err := b.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

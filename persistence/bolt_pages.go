@@ -338,6 +338,12 @@ func (w *pageWalk) branch(id uint64, page []byte, i int, r *keyRange, count int)
 		if high, err = keyOf(i + 1); err != nil {
 			return err
 		}
+		// bbolt searches a branch page's keys in halves: one out of order
+		// (the first included, which bounds no key of its child) sends a
+		// look-up to the wrong child, where it finds nothing.
+		if bytes.Compare(low, high) >= 0 {
+			return fmt.Errorf("%w: page %d: branch key %d (%q) is not below the one after it (%q)", errPages, id, i, low, high)
+		}
 	}
 	// The first child may hold keys below its branch key: bbolt keeps
 	// the key a page had when it was split, and a delete can move it.
