@@ -622,8 +622,21 @@ func removeStaleTemps(path string) {
 			continue // not a name os.CreateTemp gave
 		}
 		if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > staleTempAge {
-			_ = os.Remove(filepath.Join(dir, e.Name()))
+			removeUnlocked(filepath.Join(dir, e.Name()))
 		}
+	}
+}
+
+// removeUnlocked removes the file at path unless a process holds its lock
+// (a store open under such a name, a user's). A try, not a wait.
+func removeUnlocked(path string) {
+	f, err := os.Open(path)
+	if err != nil {
+		return
+	}
+	defer func() { _ = f.Close() }()
+	if lockFile(f, true, time.Nanosecond) == nil {
+		_ = os.Remove(path)
 	}
 }
 

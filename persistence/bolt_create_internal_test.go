@@ -106,3 +106,29 @@ func TestBoltRemovesWhatKilledCreationsLeft(t *testing.T) {
 		}
 	}
 }
+
+// A file named as a temporary one, old enough, that a process holds open
+// under its lock (a store of the user's so named) is not removed.
+func TestBoltRemovesNoLockedFile(t *testing.T) {
+	dir := t.TempDir()
+	held := filepath.Join(dir, ".checkpoints.db.lowwater-new-2026")
+	other, err := OpenBolt(held)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	old := time.Now().Add(-2 * staleTempAge)
+	if err := os.Chtimes(held, old, old); err != nil {
+		t.Fatal(err)
+	}
+	b, err := OpenBolt(filepath.Join(dir, "checkpoints.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(held); err != nil {
+		t.Fatalf("the store held open was removed: %v", err)
+	}
+}
