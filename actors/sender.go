@@ -246,8 +246,9 @@ func (s *Sender) Update(vchannel string, checkpoint wal.MessageID) error {
 	}
 	if !wal.BuiltIn(checkpoint) {
 		// So is an ID of a WAL registered outside package wal that does
-		// not read back (wal.ErrCorruptID), before the lock: its codec
-		// is a third party's.
+		// not read back (wal.ErrCorruptID), or of no registered WAL
+		// (wal.ErrWALMismatch), before the lock: its codec is a third
+		// party's.
 		if _, err := wal.Marshal(checkpoint); err != nil {
 			return fmt.Errorf("vchannel %q: %w", vchannel, err)
 		}
@@ -284,13 +285,6 @@ func (s *Sender) Update(vchannel string, checkpoint wal.MessageID) error {
 		}
 		// A checkpoint already shipped is the actor's to judge: the
 		// vchannel may have been dropped and added again lower since.
-		typ := reflect.TypeOf(checkpoint)
-		if !known || s.entries[i].typ != typ {
-			if _, err := wal.NameOf(checkpoint); err != nil {
-				s.mu.Unlock()
-				return err // wal.ErrWALMismatch: not a registered ID type
-			}
-		}
 		if len(s.pending) < s.cfg.maxPending {
 			if !known {
 				i = len(s.entries)
@@ -298,7 +292,7 @@ func (s *Sender) Update(vchannel string, checkpoint wal.MessageID) error {
 				s.entries = append(s.entries, senderEntry{name: vchannel})
 				s.remember(vchannel, i)
 			}
-			s.entries[i] = senderEntry{name: vchannel, pos: len(s.pending), gen: s.gen, typ: typ}
+			s.entries[i] = senderEntry{name: vchannel, pos: len(s.pending), gen: s.gen}
 			s.pending = append(s.pending, messages.VChannelCheckpoint{VChannel: vchannel, Checkpoint: checkpoint})
 			break
 		}
@@ -345,13 +339,11 @@ func belowGuarded(vchannel string, checkpoint, old wal.MessageID) (lower bool, e
 }
 
 // senderEntry is where a vchannel waits in pending, while gen is the
-// Sender's, and the type of its latest checkpoint, known to be of a
-// registered WAL.
+// Sender's.
 type senderEntry struct {
 	name string
 	pos  int
 	gen  uint64
-	typ  reflect.Type
 }
 
 // slotOf returns vchannel's index in entries, if it has one. It looks in
