@@ -84,17 +84,33 @@ func FuzzCheckPages(f *testing.F) {
 func TestMetaDamage(t *testing.T) {
 	_, data, newest := savedFile(t, 3)
 	pageSize := int(newest.pageSize)
+	newer, older := int(newest.txid%2), int(1-newest.txid%2)
+	checksum := func(meta []byte) { meta[metaChecksumOffset] ^= 0xff }
+	txid := func(id uint64) func(meta []byte) {
+		return func(meta []byte) { binary.LittleEndian.PutUint64(meta[metaTxidOffset:], id) }
+	}
+	heldNewer := MetaDamage{Page: newer, Held: newest.txid, Known: true, Newer: true, ReadsAs: newest.txid - 1}
+	heldOlder := MetaDamage{Page: older, Held: newest.txid - 1, Known: true, ReadsAs: newest.txid}
 	for _, c := range []struct {
-		page int
-		want MetaDamage
+		name   string
+		page   int
+		damage func(meta []byte)
+		want   MetaDamage
 	}{
-		{int(newest.txid % 2), MetaDamage{Page: int(newest.txid % 2), Held: newest.txid, Known: true, Newer: true, ReadsAs: newest.txid - 1}},
-		{int(1 - newest.txid%2), MetaDamage{Page: int(1 - newest.txid%2), Held: newest.txid - 1, Known: true, ReadsAs: newest.txid}},
+		{"the newer's checksum", newer, checksum, heldNewer},
+		{"the older's checksum", older, checksum, heldOlder},
+		// The transaction ID itself damaged, the rest of the page whole:
+		// the checksum tells the commit it held, also where the damage
+		// makes the newer read as the older (WithIntactMeta opened such a
+		// file, as of the commit before its last).
+		{"the newer's ID read as the older", newer, txid(newest.txid - 2), heldNewer},
+		{"the newer's ID, a bit flipped", newer, txid(newest.txid ^ 0x40), heldNewer},
+		{"the older's ID, a bit flipped", older, txid((newest.txid - 1) ^ 0x40), heldOlder},
 	} {
 		damaged := append([]byte(nil), data...)
-		damaged[c.page*pageSize+pageHeaderSize+metaChecksumOffset] ^= 0xff
+		c.damage(damaged[c.page*pageSize+pageHeaderSize:])
 		if got := metaDamage(damaged); got == nil || *got != c.want {
-			t.Errorf("page %d damaged: metaDamage = %+v, want %+v", c.page, got, c.want)
+			t.Errorf("%s: metaDamage = %+v, want %+v", c.name, got, c.want)
 		}
 		// WithIntactMeta refuses the page that held the newer commit, and
 		// opens the file over the one that held the older: it hides
@@ -105,46 +121,12 @@ func TestMetaDamage(t *testing.T) {
 		}
 		b, err := OpenBolt(path, WithIntactMeta(true))
 		if c.want.Newer != errors.Is(err, ErrCorruptStore) {
-			t.Errorf("page %d damaged (held the newer commit: %t): OpenBolt WithIntactMeta = %v", c.page, c.want.Newer, err)
+			t.Errorf("%s (held the newer commit: %t): OpenBolt WithIntactMeta = %v", c.name, c.want.Newer, err)
 		}
 		if err == nil {
 			if got, err := b.Load(t.Context(), "p"); err != nil || got != wal.KafkaID(3) {
-				t.Errorf("page %d damaged: Load = %v, %v, want kafka:3", c.page, got, err)
+				t.Errorf("%s: Load = %v, %v, want kafka:3", c.name, got, err)
 			}
-			if err := b.Close(); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	// The transaction ID itself damaged, the rest of the page whole: the
-	// checksum tells the commit it held, also where the damage makes the
-	// newer read as the older (WithIntactMeta opened such a file, as of
-	// the commit before its last).
-	newer, older := int(newest.txid%2), int(1-newest.txid%2)
-	for _, c := range []struct {
-		name string
-		page int
-		txid uint64
-		want MetaDamage
-	}{
-		{"the newer's ID read as the older", newer, newest.txid - 2, MetaDamage{Page: newer, Held: newest.txid, Known: true, Newer: true, ReadsAs: newest.txid - 1}},
-		{"the newer's ID, a bit flipped", newer, newest.txid ^ 0x40, MetaDamage{Page: newer, Held: newest.txid, Known: true, Newer: true, ReadsAs: newest.txid - 1}},
-		{"the older's ID, a bit flipped", older, (newest.txid - 1) ^ 0x40, MetaDamage{Page: older, Held: newest.txid - 1, Known: true, ReadsAs: newest.txid}},
-	} {
-		damaged := append([]byte(nil), data...)
-		binary.LittleEndian.PutUint64(damaged[c.page*pageSize+pageHeaderSize+metaTxidOffset:], c.txid)
-		if got := metaDamage(damaged); got == nil || *got != c.want {
-			t.Errorf("%s: metaDamage = %+v, want %+v", c.name, got, c.want)
-		}
-		path := filepath.Join(t.TempDir(), "damaged.db")
-		if err := os.WriteFile(path, damaged, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		b, err := OpenBolt(path, WithIntactMeta(true))
-		if c.want.Newer != errors.Is(err, ErrCorruptStore) {
-			t.Errorf("%s: OpenBolt WithIntactMeta = %v", c.name, err)
-		}
-		if err == nil {
 			if err := b.Close(); err != nil {
 				t.Fatal(err)
 			}
