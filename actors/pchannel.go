@@ -399,7 +399,7 @@ func (p *pchannel) addVChannel(ctx actor.Context, m *messages.AddVChannel) {
 	advanced, err := p.tracker.Add(m.VChannel, m.Checkpoint)
 	if err == nil {
 		p.publish(&messages.VChannelAdded{Header: p.header(), VChannel: m.VChannel, Checkpoint: m.Checkpoint})
-		p.cfg.logger.Info("vchannel added", zap.String("vchannel", m.VChannel), zap.Stringer("checkpoint", m.Checkpoint))
+		p.cfg.logger.Info("vchannel added", zap.String("vchannel", m.VChannel), zap.Stringer("checkpoint", stringer{m.Checkpoint}))
 		if p.phase == running && p.tracker.Holder() == m.VChannel && (!advanced || from == nil) {
 			// The minimum fell to the new vchannel's checkpoint, or the
 			// vchannel came into an empty pchannel, where the persister
@@ -717,7 +717,7 @@ func (p *pchannel) checkStall() {
 		Holder: p.tracker.Holder(), Checkpoint: p.tracker.Minimum(), Since: p.stall.since, For: held}
 	p.stall.stalled = ev
 	p.publish(ev)
-	p.cfg.logger.Warn("minimum stalled", zap.String("holder", ev.Holder), zap.Stringer("checkpoint", ev.Checkpoint),
+	p.cfg.logger.Warn("minimum stalled", zap.String("holder", ev.Holder), zap.Stringer("checkpoint", stringer{ev.Checkpoint}),
 		zap.Duration("for", held))
 }
 

@@ -347,7 +347,7 @@ func (s *persister) overdue() {
 	}
 	s.overdueSeq = k.seq
 	publish(s.events, s.cfg.logger, &messages.PersistFailed{Header: newHeader(s.cfg.pchannel), Value: s.plan.InFlight(), Attempt: s.plan.Attempt(), Err: err})
-	s.cfg.logger.Error("save overran its deadline; waiting for the catalog", zap.Stringer("checkpoint", s.plan.InFlight()),
+	s.cfg.logger.Error("save overran its deadline; waiting for the catalog", zap.Stringer("checkpoint", stringer{s.plan.InFlight()}),
 		zap.Int("attempt", s.plan.Attempt()), zap.Duration("saveTimeout", s.cfg.saveTimeout))
 }
 
@@ -430,7 +430,7 @@ func (s *persister) saveFailed(m *callDone, attempt int) saveplan.Step {
 func (s *persister) failed(m *callDone, attempt int, next time.Duration, adopted wal.MessageID) {
 	publish(s.events, s.cfg.logger, &messages.PersistFailed{Header: newHeader(s.cfg.pchannel), Value: m.value, Attempt: attempt, Err: m.err, NextRetry: next,
 		Late: m.seq == s.overdueSeq, Adopted: adopted})
-	s.cfg.logger.Warn("save failed", zap.Stringer("checkpoint", m.value), zap.Int("attempt", attempt),
+	s.cfg.logger.Warn("save failed", zap.Stringer("checkpoint", stringer{m.value}), zap.Int("attempt", attempt),
 		zap.Duration("nextRetry", next), zap.Duration("latency", m.latency), zap.Error(m.err))
 }
 

@@ -268,7 +268,7 @@ func (s *Sender) Update(vchannel string, checkpoint wal.MessageID) error {
 			if reflect.TypeOf(c.Checkpoint) != reflect.TypeOf(checkpoint) {
 				old := c.Checkpoint
 				s.mu.Unlock()
-				return fmt.Errorf("%w: vchannel %q: %s after %s", messages.ErrWALMismatch, vchannel, checkpoint, old)
+				return fmt.Errorf("%w: vchannel %q: %s after %s", messages.ErrWALMismatch, vchannel, wal.String(checkpoint), wal.String(old))
 			}
 			lower, err := below(vchannel, checkpoint, c.Checkpoint)
 			if err != nil {
@@ -278,7 +278,7 @@ func (s *Sender) Update(vchannel string, checkpoint wal.MessageID) error {
 			if lower {
 				old := c.Checkpoint
 				s.mu.Unlock()
-				return fmt.Errorf("%w: vchannel %q: %s is below %s", messages.ErrCheckpointRollback, vchannel, checkpoint, old)
+				return fmt.Errorf("%w: vchannel %q: %s is below %s", messages.ErrCheckpointRollback, vchannel, wal.String(checkpoint), wal.String(old))
 			}
 			c.Checkpoint = checkpoint
 			break

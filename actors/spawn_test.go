@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/lowwater/lowwater/internal/core/tracker"
 	"github.com/lowwater/lowwater/messages"
@@ -21,10 +24,12 @@ import (
 )
 
 // wideID is the ID of a registered WAL whose Marshal writes width bytes,
-// its value in the first eight, and panics when width is negative.
+// its value in the first eight, and panics when width is negative. Its
+// text is followed by noise bytes of ESC.
 type wideID struct {
 	v     int64
 	width int
+	noise int
 }
 
 const wideWAL wal.Name = "wide-test"
@@ -33,7 +38,9 @@ func (wideID) WALName() wal.Name          { return wideWAL }
 func (a wideID) LT(o wal.MessageID) bool  { return a.v < o.(wideID).v }
 func (a wideID) LTE(o wal.MessageID) bool { return a.v <= o.(wideID).v }
 func (a wideID) EQ(o wal.MessageID) bool  { return a.v == o.(wideID).v }
-func (a wideID) String() string           { return fmt.Sprintf("%s:%d", wideWAL, a.v) }
+func (a wideID) String() string {
+	return fmt.Sprintf("%s:%d", wideWAL, a.v) + strings.Repeat("\x1b", a.noise)
+}
 func (a wideID) Marshal() []byte {
 	if a.width < 0 {
 		panic("wideID.Marshal: bug")
@@ -103,6 +110,45 @@ func TestAnIDLongerThanARecordHoldsIsRefused(t *testing.T) {
 	st, err := GetState(ctx10s(t), system.Root, pid, IncludeCheckpoints())
 	require.NoError(t, err)
 	require.Equal(t, map[string]wal.MessageID{"a": wideID{v: 1, width: 8}}, st.Checkpoints)
+}
+
+// An ID's text reaches errors and log lines cut and quoted: a rollback to
+// an ID whose text was a megabyte of escape sequences gave an error of
+// that megabyte, and so did the log line of its vchannel's add.
+func TestAnIDsTextIsCutInErrorsAndLogs(t *testing.T) {
+	require.NoError(t, registerWide())
+	core, logs := observer.New(zap.InfoLevel)
+	system := quietSystem(t)
+	props, err := NewProps("p", wideWAL, persistence.NewMemory(), WithLogger(zap.New(core)))
+	require.NoError(t, err)
+	pid := system.Root.Spawn(props)
+	t.Cleanup(func() { _ = system.Root.PoisonFuture(pid).Wait() })
+	loud := func(v int64) wideID { return wideID{v: v, width: 8, noise: 1 << 20} }
+	shown := func(v int64) string { // 128 bytes, each ESC quoted as four
+		return strconv.Quote(fmt.Sprintf("wide-test:%d", v)+strings.Repeat("\x1b", 117)) + "…(+1048459 bytes)"
+	}
+
+	require.NoError(t, Request(ctx10s(t), system.Root, pid, &messages.AddVChannel{VChannel: "a", Checkpoint: loud(9)}))
+	err = Request(ctx10s(t), system.Root, pid, &messages.UpdateCheckpoint{VChannel: "a", Checkpoint: loud(5)})
+	require.ErrorIs(t, err, messages.ErrCheckpointRollback)
+	require.Equal(t, `lowwater: checkpoint rollback: vchannel "a" from `+shown(9)+" to "+shown(5), err.Error())
+
+	require.NoError(t, Request(ctx10s(t), system.Root, pid, &messages.AddVChannel{VChannel: "b", Checkpoint: loud(1)}))
+	g := &gate{target: pid}
+	gpid := system.Root.Spawn(g.props())
+	s := newTestSender(t, system, gpid)
+	require.NoError(t, s.Update("b", loud(2))) // shipped, held by the gate
+	require.NoError(t, s.Update("b", loud(9))) // waits
+	err = s.Update("b", loud(5))
+	require.ErrorIs(t, err, messages.ErrCheckpointRollback)
+	require.Equal(t, `lowwater: checkpoint rollback: vchannel "b": `+shown(5)+" is below "+shown(9), err.Error())
+	system.Root.Send(gpid, gateRelease{})
+	require.NoError(t, s.Flush(ctx10s(t)))
+
+	added := logs.FilterMessage("vchannel added").All()
+	require.Len(t, added, 2)
+	text := added[0].ContextMap()["checkpoint"].(string)
+	require.Equal(t, shown(9), text)
 }
 
 // The vchannels given at spawn come back as given after the first

@@ -98,7 +98,7 @@ func list(ctx context.Context, e *env, _ []string) error {
 					le.Quoted = strconv.Quote(en.PChannel)
 				}
 			} else {
-				le.Checkpoint = wal.String(en.Checkpoint)
+				le.Checkpoint = wal.Text(en.Checkpoint)
 			}
 			out = append(out, le)
 		}

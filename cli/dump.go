@@ -73,7 +73,7 @@ func dump(ctx context.Context, e *env, args []string) error {
 			continue
 		}
 		d.Checkpoints = append(d.Checkpoints, dumpEntry{
-			PChannel: en.PChannel, WAL: en.WAL, Checkpoint: wal.String(en.Checkpoint),
+			PChannel: en.PChannel, WAL: en.WAL, Checkpoint: wal.Text(en.Checkpoint),
 			ID: raw, Term: en.Term,
 		})
 	}

@@ -137,8 +137,8 @@ w                                                          test-weird  "test-wei
 	stdout, stderr, code = runSplit(t, url, "get", "c")
 	require.Equal(t, cli.ExitCorrupt, code, stderr)
 	require.Equal(t, "pchannel    c\nwal         test-weird\n"+
-		`checkpoint  CORRUPT: "wal: corrupt message ID: test-weird: bad\x1b[31m\nforged line"`+"\nterm        0\nversion     2\n", stdout)
-	require.Equal(t, `lowwater: c: unreadable record: "wal: corrupt message ID: test-weird: bad\x1b[31m\nforged line"`+"\n", stderr)
+		`checkpoint  CORRUPT: wal: corrupt message ID: test-weird: "bad\x1b[31m\nforged line"`+"\nterm        0\nversion     2\n", stdout)
+	require.Equal(t, `lowwater: c: unreadable record: wal: corrupt message ID: test-weird: "bad\x1b[31m\nforged line"`+"\n", stderr)
 	stdout, stderr, code = runSplit(t, url, "get", osc+"-missing")
 	require.Equal(t, cli.ExitNotFound, code)
 	require.Empty(t, stdout)
@@ -146,7 +146,7 @@ w                                                          test-weird  "test-wei
 
 	stdout, stderr, code = runSplit(t, url, "verify")
 	require.Equal(t, cli.ExitCorrupt, code)
-	require.Equal(t, `CORRUPT  c: "wal: corrupt message ID: test-weird: bad\x1b[31m\nforged line"`+"\n11 records, 1 unreadable\n", stdout)
+	require.Equal(t, `CORRUPT  c: wal: corrupt message ID: test-weird: "bad\x1b[31m\nforged line"`+"\n11 records, 1 unreadable\n", stdout)
 	requirePlain(t, stderr)
 
 	stdout, stderr, code = runSplit(t, url, "set", tabbed, "kafka:50", "--dry-run")
@@ -164,8 +164,8 @@ w                                                          test-weird  "test-wei
 	require.Equal(t, `w: raised from "test-weird:9\n\x1b[2Jforged\trow" to test-weird:10`+"\n", stdout)
 	_, stderr, code = runSplit(t, url, "set", "w", "test-weird:boom")
 	require.Equal(t, cli.ExitUsage, code)
-	require.Equal(t, `lowwater: ID "test-weird:boom": "wal: malformed message ID text: \"test-weird:boom\" as a test-weird ID: `+
-		`no\x1b]0;title\a\nforged line"`+"\nrun 'lowwater --help' for usage\n", stderr)
+	require.Equal(t, `lowwater: ID "test-weird:boom": wal: malformed message ID text: "test-weird:boom" as a test-weird ID: `+
+		`"no\x1b]0;title\a\nforged line"`+"\nrun 'lowwater --help' for usage\n", stderr)
 
 	_, stderr, code = runSplit(t, url, "delete", forger)
 	require.Equal(t, cli.ExitRefused, code, stderr)

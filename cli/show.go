@@ -41,9 +41,10 @@ func typed(pchannel string) string {
 	return shown(pchannel)
 }
 
-// shownID is shown for an ID's text, through
-// wal.String, since a registered WAL's String may panic.
-func shownID(id wal.MessageID) string { return shown(wal.String(id)) }
+// shownID is shown for an ID's whole text, through wal.Text, since a
+// registered WAL's String may panic; shown escapes it (wal.String's
+// quoting would be quoted again).
+func shownID(id wal.MessageID) string { return shown(wal.Text(id)) }
 
 // shownText is a message from elsewhere (why a record does not decode, why
 // an ID does not parse) as the tool prints it: unchanged when it is

@@ -55,7 +55,7 @@ func admit(pchannel string, old []byte, found bool, checkpoint wal.MessageID) (w
 	order, err := wal.Compare(checkpoint, stored)
 	if err != nil {
 		return false, fmt.Errorf("%w: pchannel %q: %s cannot be ordered against the stored checkpoint %s: %w",
-			ErrInvalidArgument, pchannel, checkpoint, stored, err)
+			ErrInvalidArgument, pchannel, wal.String(checkpoint), wal.String(stored), err)
 	}
 	if order < 0 {
 		return false, &StoredAheadError{PChannel: pchannel, Stored: stored, Attempted: checkpoint}

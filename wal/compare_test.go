@@ -192,6 +192,51 @@ func TestStringNeverPanics(t *testing.T) {
 	}
 }
 
+// wordy is an ID of a third party whose text is its own value: any length,
+// any bytes.
+type wordy struct {
+	fragile
+	text string
+}
+
+func (w wordy) String() string { return w.text }
+
+// An ID's text in an error or a log line is cut, and quoted when a
+// terminal would act on it; Text gives it whole. A rollback error once
+// held 1.2 MB of an ID's text, escape sequences included.
+func TestStringIsBriefTextWhole(t *testing.T) {
+	long := "test-wordy:" + strings.Repeat("7", 200)
+	for _, c := range []struct{ text, want string }{
+		{"test-wordy:1 2", "test-wordy:1 2"},
+		{long[:128], long[:128]},
+		{long, long[:128] + "…(+83 bytes)"},
+		{"test-wordy:\x1b[2J", `"test-wordy:\x1b[2J"`},
+		{"test-wordy:\x1b[2J\n", `"test-wordy:\x1b[2J\n"`},
+		{"test-wordy:\xff", `"test-wordy:\xff"`},
+		{"test-wordy:\ufffd", "test-wordy:\ufffd"},
+		// A cut in the middle of a character keeps it out whole.
+		{strings.Repeat("x", 127) + "é" + strings.Repeat("y", 10), strings.Repeat("x", 127) + "…(+12 bytes)"},
+		{strings.Repeat("\x00", 200), strconv.Quote(strings.Repeat("\x00", 128)) + "…(+72 bytes)"},
+		// Bytes that are no UTF-8: the cut looks no further back than a
+		// character's length for one's start.
+		{strings.Repeat("\x80", 200), strconv.Quote(strings.Repeat("\x80", 125)) + "…(+75 bytes)"},
+	} {
+		id := wordy{text: c.text}
+		if got := wal.String(id); got != c.want {
+			t.Errorf("String(%q) = %q, want %q", c.text, got, c.want)
+		}
+		if got := wal.Text(id); got != c.text {
+			t.Errorf("Text(%q) = %q, want it whole", c.text, got)
+		}
+	}
+	if got, want := wal.Text(brokenString{}), "<wal_test.brokenString: String panicked: String bug>"; got != want {
+		t.Errorf("Text of a panicking ID = %q, want %q", got, want)
+	}
+	if got := wal.String(wal.PulsarID{LedgerID: -1 << 63, EntryID: -1 << 63, BatchIndex: -1 << 31, Partition: -1 << 31}); strings.Contains(got, "…") {
+		t.Errorf("a built-in ID's text was cut: %q", got)
+	}
+}
+
 func TestCompareRefusesIDsOfTwoWALs(t *testing.T) {
 	for _, pair := range [][2]wal.MessageID{{wal.KafkaID(1), wal.RocksMQID(1)}, {wal.KafkaID(1), nil}, {nil, fragile(1)}, {fragile(1), wal.KafkaID(1)}} {
 		if got, err := wal.Compare(pair[0], pair[1]); !errors.Is(err, wal.ErrWALMismatch) || got != 0 {

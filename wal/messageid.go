@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strconv"
+	"strings"
+	"unicode/utf8"
 )
 
 // Name names a WAL, as registered in this package. It is a type of its own
@@ -94,11 +97,28 @@ func Less(a, b MessageID) bool {
 	}
 }
 
-// String formats an ID that may be nil, and never panics: a registered
-// ID type's String that panics gives "<T: String panicked: …>", as fmt
-// prints such a value, so that an error or a log line naming the ID
-// cannot crash its writer.
-func String(id MessageID) (s string) {
+// String formats an ID that may be nil for an error or a log line, and
+// never panics: a registered ID type's String that panics gives
+// "<T: String panicked: …>", as fmt prints such a value, so that naming
+// the ID cannot crash its writer. Nor can it flood a log, or act on a
+// terminal: a registered type's text is cut to its first 128 bytes (the
+// rest counted, as in "…(+5000 bytes)") and Go-quoted when it holds a
+// character strconv.IsPrint refuses. The built-in IDs' texts are short
+// and printable, and given whole. Text gives any ID's whole text.
+func String(id MessageID) string {
+	if id == nil {
+		return "<none>"
+	}
+	if BuiltIn(id) {
+		return id.String()
+	}
+	return brief(Text(id))
+}
+
+// Text is an ID's whole text, its String, for what must read it back
+// (Parse): a dump, a list for a program. Like String it never panics; a
+// String that does gives "<T: String panicked: …>", which no codec parses.
+func Text(id MessageID) (s string) {
 	if id == nil {
 		return "<none>"
 	}
@@ -111,6 +131,29 @@ func String(id MessageID) (s string) {
 		}
 	}()
 	return id.String()
+}
+
+// briefLen is how much of a third party's text brief keeps: a line of a
+// log or a terminal's width and a half, enough to tell two IDs apart.
+const briefLen = 128
+
+// brief is text a third party wrote (an ID's, a codec error's), made safe
+// for an error, a log line or a terminal: cut to briefLen bytes on a
+// character's boundary, the rest counted, and Go-quoted if it holds a
+// character strconv.IsPrint refuses (a control character, invalid UTF-8).
+func brief(s string) string {
+	cut := ""
+	if len(s) > briefLen {
+		n := briefLen
+		for i := 1; i < utf8.UTFMax && !utf8.RuneStart(s[n]); i++ {
+			n-- // keep the character the cut falls in out whole
+		}
+		s, cut = s[:n], fmt.Sprintf("…(+%d bytes)", len(s)-n)
+	}
+	if !utf8.ValidString(s) || strings.ContainsFunc(s, func(r rune) bool { return !strconv.IsPrint(r) }) {
+		return strconv.Quote(s) + cut
+	}
+	return s + cut
 }
 
 // Compare orders two IDs of one WAL: -1 when a is before b, 0 at the same

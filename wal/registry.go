@@ -36,8 +36,9 @@ type codec struct {
 // textOf is an error a codec of a third party returned, as its text alone
 // (fmt recovers a panic in its Error): lowwater and its callers ask
 // errors.Is of the errors they are given, and such an error may wrap
-// itself for good (errors.Is never returns) or panic in its Is.
-func textOf(err error) error { return errors.New(fmt.Sprint(err)) }
+// itself for good (errors.Is never returns) or panic in its Is. The text
+// is cut and quoted as String's (brief): it goes into errors and logs.
+func textOf(err error) error { return errors.New(brief(fmt.Sprint(err))) }
 
 // registry is never changed once published: Register copies it, so readers
 // load it with one atomic read and no lock.

@@ -237,6 +237,25 @@ func TestCodecErrorsAreKeptAsText(t *testing.T) {
 	}
 }
 
+// verbose is a WAL whose codec fails with a megabyte of text.
+type verbose struct{ cyclic }
+
+func (verbose) WALName() wal.Name { return "test-verbose" }
+
+// A codec's error goes into errors and logs cut, as an ID's text does.
+func TestCodecErrorsAreCut(t *testing.T) {
+	fail := func(string) (verbose, error) { return verbose{}, errors.New("\x1b[2J" + strings.Repeat("e", 1<<20)) }
+	codec := wal.Codec[verbose]{Unmarshal: func([]byte) (verbose, error) { return fail("") }, Parse: fail}
+	if err := wal.Register("test-verbose", codec); err != nil {
+		t.Fatalf("Register = %v", err)
+	}
+	_, err := wal.Unmarshal("test-verbose", []byte{1})
+	want := "wal: corrupt message ID: test-verbose: " + strconv.Quote("\x1b[2J"+strings.Repeat("e", 124)) + "…(+1048452 bytes)"
+	if !errors.Is(err, wal.ErrCorruptID) || err.Error() != want {
+		t.Errorf("Unmarshal = %.300v, want %s", err, want)
+	}
+}
+
 type concID struct{ seqID }
 
 func (concID) WALName() wal.Name { return "test-concurrent" }

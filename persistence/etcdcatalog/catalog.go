@@ -417,7 +417,7 @@ func judge(pchannel string, stored persistence.Record, checkpoint wal.MessageID,
 	switch {
 	case err != nil:
 		return true, fmt.Errorf("etcdcatalog: %w: pchannel %q: %s cannot be ordered against the stored checkpoint %s: %w",
-			persistence.ErrInvalidArgument, pchannel, checkpoint, stored.Checkpoint, err)
+			persistence.ErrInvalidArgument, pchannel, wal.String(checkpoint), wal.String(stored.Checkpoint), err)
 	case order == 0:
 		return true, nil
 	case order < 0:
