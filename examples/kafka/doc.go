@@ -73,4 +73,13 @@
 // or the brokers losing records it had read, ends Run (ErrTopicReplaced).
 // Records deleted by retention before the node processed them are lost
 // to it whatever it does: it warns, and reads from the log's start.
+//
+// # Partitions added
+//
+// Kafka adds partitions to a topic, never removes one. Config.Partitions
+// is the count when the node starts; Run asks the brokers for more every
+// Config.PartitionCheck and reads each one added by a pchannel of its
+// own, from its stored checkpoint or offset 0, as it reads those it began
+// with. A checkpoint it cannot trust there (past the partition's end)
+// ends the node, as it would at the start.
 package kafka

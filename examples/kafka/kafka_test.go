@@ -370,3 +370,139 @@ func TestStopWithTheCatalogDownFails(t *testing.T) {
 		t.Fatal("Run did not return")
 	}
 }
+
+// Partitions added to the topic while the node reads are read too, each
+// by a pchannel of its own, from the start: before, their records were
+// never read, and nothing said so.
+func TestPartitionsAddedWhileReadAreRead(t *testing.T) {
+	brokers := cluster(t, 2)
+	produce(t, brokers, make([]int64, 2), 0, 100)
+	dir := t.TempDir()
+	// saved closes once partition 2's checkpoint reached its last record.
+	saved := make(chan struct{})
+	var once sync.Once
+	catalog := faultinject.Wrap(persistence.NewMemory(), faultinject.WithOnSave(func(pchannel string, id wal.MessageID, err error) {
+		if err == nil && pchannel == PChannelName(testTopic, 2) && id == wal.KafkaID(40) {
+			once.Do(func() { close(saved) })
+		}
+	}))
+	ready := make(chan struct{})
+	cfg := Config{Brokers: brokers, Topic: testTopic, Partitions: 2, VChannels: 3,
+		SinkPath: filepath.Join(dir, "sink.db"), Catalog: catalog, PartitionCheck: 20 * time.Millisecond,
+		Pace:  func(int32, int) time.Duration { return time.Millisecond },
+		Ready: func() { close(ready) }}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, cfg) }()
+	select {
+	case <-ready:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the node never got ready")
+	}
+	addPartitions(t, brokers, 3)
+	produceTo(t, brokers, 2, 40)
+	select {
+	case <-saved:
+	case err := <-done:
+		t.Fatalf("Run = %v before partition 2 was read", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("partition 2's records were never saved as read")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	got, err := catalog.Load(context.Background(), PChannelName(testTopic, 2))
+	if err != nil || got != wal.KafkaID(40) {
+		t.Fatalf("partition 2 stored %v (%v), want kafka:40", got, err)
+	}
+	counts, err := ReadSink(cfg.SinkPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for off := range int64(40) {
+		if n := counts[RecordID{2, off}]; n != 1 {
+			t.Errorf("record 2@%d written %d times, want 1", off, n)
+		}
+	}
+}
+
+// A partition added while the node reads, whose stored checkpoint is past
+// its end, ends the node as at its start (ErrPastEnd): read, its records
+// below the checkpoint would be skipped.
+func TestAnAddedPartitionPastItsCheckpointEndsTheNode(t *testing.T) {
+	brokers := cluster(t, 1)
+	catalog := persistence.NewMemory()
+	if err := catalog.Save(t.Context(), PChannelName(testTopic, 1), wal.KafkaID(500)); err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan struct{})
+	dir := t.TempDir()
+	cfg := Config{Brokers: brokers, Topic: testTopic, Partitions: 1, VChannels: 2,
+		SinkPath: filepath.Join(dir, "sink.db"), Catalog: catalog, PartitionCheck: 20 * time.Millisecond,
+		Ready: func() { close(ready) }}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, cfg) }()
+	select {
+	case <-ready:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the node never got ready")
+	}
+	addPartitions(t, brokers, 2)
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrPastEnd) || ctx.Err() != nil {
+			t.Fatalf("Run = %v, want ErrPastEnd", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not end")
+	}
+	got, err := catalog.Load(context.Background(), PChannelName(testTopic, 1))
+	if err != nil || got != wal.KafkaID(500) {
+		t.Fatalf("partition 1 stored %v (%v), want kafka:500 untouched", got, err)
+	}
+}
+
+// addPartitions raises the test topic's partitions to count.
+func addPartitions(t *testing.T, brokers []string, count int32) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrCreatePartitionsRequest()
+	topic := kmsg.NewCreatePartitionsRequestTopic()
+	topic.Topic, topic.Count = testTopic, count
+	req.Topics = append(req.Topics, topic)
+	resp, err := req.RequestWith(t.Context(), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range resp.Topics {
+		if err := kerr.ErrorForCode(x.ErrorCode); err != nil {
+			t.Fatal("create partitions:", err)
+		}
+	}
+}
+
+// produceTo writes n keyed records to partition p.
+func produceTo(t *testing.T, brokers []string, p int32, n int) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(testTopic),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	recs := make([]*kgo.Record, n)
+	for i := range recs {
+		recs[i] = &kgo.Record{Key: fmt.Appendf(nil, "key-%d", i), Value: []byte("v"), Partition: p}
+	}
+	if err := cl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -88,6 +88,6 @@ func RunNaive(ctx context.Context, cfg Config) error {
 			cfg.Ready()
 		case <-runCtx.Done():
 		}
-	}, nil)
+	}, nil, nil)
 	return pl.stop()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -22,9 +23,16 @@ import (
 // Config is a consumer node's: the topic it reads, how its workers behave,
 // and where it keeps its output and its position.
 type Config struct {
-	Brokers    []string
-	Topic      string
+	Brokers []string
+	Topic   string
+	// Partitions is the topic's partition count when the node starts,
+	// which Run checks (ErrConfig). Partitions added while Run reads are
+	// read too, each by a pchannel of its own, found within
+	// PartitionCheck (RunNaive's workers read only these).
 	Partitions int32
+	// PartitionCheck is how often Run asks the brokers for partitions
+	// added to the topic; default 10 s.
+	PartitionCheck time.Duration
 	// VChannels is the number of vchannels (and workers) per partition;
 	// default 16.
 	VChannels int
@@ -39,6 +47,7 @@ type Config struct {
 	Pace func(partition int32, vchannel int) time.Duration
 	// Until, indexed by partition, ends the node once its position reached
 	// these offsets (a finite topic); nil runs until the context ends.
+	// Partitions added while it reads have none.
 	Until []int64
 	// Ready, if set, is called once the node reads the topic.
 	Ready func()
@@ -89,9 +98,14 @@ func (c *Config) setDefaults(needCatalog bool) error {
 	if c.AutoCommitInterval == 0 {
 		c.AutoCommitInterval = time.Second
 	}
+	if c.PartitionCheck == 0 {
+		c.PartitionCheck = 10 * time.Second
+	}
 	switch {
 	case len(c.Brokers) == 0 || c.Topic == "" || c.Partitions < 1 || c.VChannels < 1:
 		return fmt.Errorf("%w: need brokers, a topic, partitions and vchannels", ErrConfig)
+	case c.PartitionCheck < 0:
+		return fmt.Errorf("%w: PartitionCheck %v is negative", ErrConfig, c.PartitionCheck)
 	case c.SinkPath == "" || needCatalog && c.CatalogPath == "" && c.Catalog == nil:
 		return fmt.Errorf("%w: need a sink path and a catalog path", ErrConfig)
 	case c.Until != nil && len(c.Until) != int(c.Partitions):
@@ -139,30 +153,29 @@ func Run(ctx context.Context, cfg Config) (err error) {
 
 	system := actor.NewActorSystem(actor.WithLoggerFactory(actors.LoggerFactory(cfg.Logger)))
 	defer system.Shutdown()
-	pids := make([]*actor.PID, 0, cfg.Partitions)
+	fl := &fleet{partitionOf: make(map[string]int32, cfg.Partitions)}
 	defer func() {
 		// Graceful: the actors apply the workers' last reports, then
 		// save the minimum (bounded by the stop flush timeout). One that
 		// could not (the catalog down) makes the run fail: the next
 		// start replays from the last saved checkpoint.
-		if unsaved := stopAll(system, pids); err == nil {
+		if unsaved := stopAll(system, fl.all()); err == nil {
 			err = unsaved
 		}
 	}()
 
 	// Spawn one pchannel per partition; its start is where to seek.
 	starts := make([]int64, cfg.Partitions)
-	partitionOf := make(map[string]int, cfg.Partitions)
 	for p := range cfg.Partitions {
 		name := PChannelName(cfg.Topic, p)
 		pid, start, err := spawnPChannel(system, catalog, &cfg, p, stored[name])
 		if pid != nil {
-			pids = append(pids, pid)
+			fl.add(name, pid)
 		}
 		if err != nil {
 			return err
 		}
-		starts[p], partitionOf[name] = start, int(p)
+		starts[p] = start
 		cfg.Logger.Info("seek", zap.Int32("partition", p), zap.Int64("offset", start))
 	}
 
@@ -171,8 +184,8 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	sub := system.EventStream.Subscribe(func(ev any) {
 		if e, ok := ev.(*messages.CheckpointPersisted); ok {
 			if id, ok := e.Value.(wal.KafkaID); ok {
-				if p, ok := partitionOf[e.PChannel]; ok {
-					done.set(p, int64(id))
+				if p, ok := fl.partition(e.PChannel); ok {
+					done.set(int(p), int64(id))
 				}
 			}
 		}
@@ -182,7 +195,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	runCtx, fail := context.WithCancelCause(ctx)
 	defer fail(nil)
 	pl := startPipeline(&cfg, sink, starts, fail, func(p int32, v int, cp int64) {
-		system.Root.Send(pids[p], &messages.UpdateCheckpoint{
+		system.Root.Send(fl.pid(p), &messages.UpdateCheckpoint{
 			VChannel:   VChannelName(cfg.Topic, p, v),
 			Checkpoint: wal.KafkaID(cp),
 		})
@@ -201,10 +214,106 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if err != nil {
 		return err
 	}
+	// grow reads the partitions added to the topic since the node
+	// started, or since the last call, each from its stored checkpoint
+	// or its start. Kafka only adds partitions, never removes one.
+	grow := func(ctx context.Context) error {
+		t, err := topicMetadata(ctx, cl, cfg.Topic)
+		if err != nil || t.TopicID != topicID {
+			// Gone or made again: the fetches tell it (replaced).
+			return nil
+		}
+		for p := fl.len(); p < int32(len(t.Partitions)); p++ {
+			name := PChannelName(cfg.Topic, p)
+			if err := checkRange(ctx, cl, &cfg, stored, p, p+1); err != nil {
+				if errors.Is(err, ErrPastEnd) {
+					return err
+				}
+				cfg.Logger.Warn("partition added: its offsets are unknown yet", zap.Int32("partition", p), zap.Error(err))
+				return nil // asked again at the next check
+			}
+			pid, start, err := spawnPChannel(system, catalog, &cfg, p, stored[name])
+			if pid != nil {
+				fl.add(name, pid)
+			}
+			if err != nil {
+				return err
+			}
+			if !pl.add(p, start) {
+				return nil // stopping
+			}
+			cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{cfg.Topic: {p: kgo.NewOffset().At(start)}})
+			cfg.Logger.Info("partition added", zap.Int32("partition", p), zap.Int64("offset", start))
+		}
+		return nil
+	}
 	serve(runCtx, cl, pl, done, cfg.Ready, func(topic string, p int32, err error) error {
 		return replaced(runCtx, cl, &cfg, topicID, p, err)
-	})
+	}, every(cfg.PartitionCheck, grow, pl.abort))
 	return pl.stop()
+}
+
+// fleet is the node's pchannels, by partition. It grows while the node
+// reads, as workers send to it and events are matched against it.
+type fleet struct {
+	mu          sync.Mutex
+	pids        []*actor.PID
+	partitionOf map[string]int32
+}
+
+// add adds the pchannel of the partition after the last.
+func (f *fleet) add(name string, pid *actor.PID) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.partitionOf[name] = int32(len(f.pids))
+	f.pids = append(f.pids, pid)
+}
+
+func (f *fleet) pid(p int32) *actor.PID {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.pids[p]
+}
+
+func (f *fleet) partition(name string) (int32, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	p, ok := f.partitionOf[name]
+	return p, ok
+}
+
+func (f *fleet) len() int32 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return int32(len(f.pids))
+}
+
+func (f *fleet) all() []*actor.PID {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.pids)
+}
+
+// every calls f every d until ctx ends; an error from f ends the node
+// through fail.
+func every(d time.Duration, f func(context.Context) error, fail func(error)) func(context.Context) {
+	return func(ctx context.Context) {
+		t := time.NewTicker(d)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			if err := f(ctx); err != nil {
+				if ctx.Err() == nil {
+					fail(err)
+				}
+				return
+			}
+		}
+	}
 }
 
 // replaced judges an error a fetch of partition p reported: the topic gone
@@ -248,7 +357,7 @@ func preflight(ctx context.Context, cfg *Config, catalog persistence.Catalog) ([
 	if err != nil {
 		return [16]byte{}, nil, err
 	}
-	if err := checkRange(ctx, cl, cfg, stored); err != nil {
+	if err := checkRange(ctx, cl, cfg, stored, 0, cfg.Partitions); err != nil {
 		return [16]byte{}, nil, err
 	}
 	return topicID, stored, nil
@@ -294,17 +403,17 @@ func topicMetadata(ctx context.Context, cl *kgo.Client, name string) (*kmsg.Meta
 // stored checkpoint past the end is ErrPastEnd, for every such partition.
 // One below the start is a warning: records were deleted (retention)
 // before the node processed them, and the client reads from the start.
-func checkRange(ctx context.Context, cl *kgo.Client, cfg *Config, stored map[string]wal.MessageID) error {
-	logStarts, err := listOffsets(ctx, cl, cfg, -2)
+func checkRange(ctx context.Context, cl *kgo.Client, cfg *Config, stored map[string]wal.MessageID, from, to int32) error {
+	logStarts, err := listOffsets(ctx, cl, cfg, -2, from, to)
 	if err != nil {
 		return err
 	}
-	ends, err := listOffsets(ctx, cl, cfg, -1)
+	ends, err := listOffsets(ctx, cl, cfg, -1, from, to)
 	if err != nil {
 		return err
 	}
 	var past []error
-	for p := range cfg.Partitions {
+	for p := from; p < to; p++ {
 		name := PChannelName(cfg.Topic, p)
 		start, ok := stored[name].(wal.KafkaID)
 		if !ok {
@@ -322,14 +431,14 @@ func checkRange(ctx context.Context, cl *kgo.Client, cfg *Config, stored map[str
 	return errors.Join(past...)
 }
 
-// listOffsets returns, by partition, the offset at timestamp: -1 the end,
-// -2 the start.
-func listOffsets(ctx context.Context, cl *kgo.Client, cfg *Config, timestamp int64) (map[int32]int64, error) {
+// listOffsets returns, by partition from from to to (not included), the
+// offset at timestamp: -1 the end, -2 the start.
+func listOffsets(ctx context.Context, cl *kgo.Client, cfg *Config, timestamp int64, from, to int32) (map[int32]int64, error) {
 	list := kmsg.NewPtrListOffsetsRequest()
 	list.ReplicaID = -1
 	lt := kmsg.NewListOffsetsRequestTopic()
 	lt.Topic = cfg.Topic
-	for p := range cfg.Partitions {
+	for p := from; p < to; p++ {
 		lp := kmsg.NewListOffsetsRequestTopicPartition()
 		lp.Partition, lp.Timestamp = p, timestamp
 		lt.Partitions = append(lt.Partitions, lp)
@@ -339,7 +448,7 @@ func listOffsets(ctx context.Context, cl *kgo.Client, cfg *Config, timestamp int
 	if err != nil {
 		return nil, fmt.Errorf("kafka: offsets of topic %s: %w", cfg.Topic, err)
 	}
-	offsets := make(map[int32]int64, cfg.Partitions)
+	offsets := make(map[int32]int64, to-from)
 	for _, t := range resp.Topics {
 		for _, p := range t.Partitions {
 			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
@@ -348,7 +457,7 @@ func listOffsets(ctx context.Context, cl *kgo.Client, cfg *Config, timestamp int
 			offsets[p.Partition] = p.Offset
 		}
 	}
-	for p := range cfg.Partitions {
+	for p := from; p < to; p++ {
 		if _, ok := offsets[p]; !ok {
 			return nil, fmt.Errorf("kafka: offsets of topic %s: no answer for partition %d", cfg.Topic, p)
 		}
@@ -424,14 +533,16 @@ func spawnPChannel(system *actor.ActorSystem, catalog persistence.Catalog, cfg *
 
 // serve reads until ctx ends or done is reached, then closes the client:
 // the caller's deferred calls stop the workers (their last flush) and then
-// the actors, in that order.
-func serve(ctx context.Context, cl *kgo.Client, pl *pipeline, done *goal, ready func(), fatal func(string, int32, error) error) {
+// the actors, in that order. watch, if set, runs beside the reader, and
+// has returned when serve does.
+func serve(ctx context.Context, cl *kgo.Client, pl *pipeline, done *goal, ready func(),
+	fatal func(string, int32, error) error, watch func(context.Context)) {
 	readCtx, stopReading := context.WithCancel(ctx)
-	read := make(chan struct{})
-	go func() {
-		defer close(read)
-		pl.consume(readCtx, cl, fatal)
-	}()
+	var wg sync.WaitGroup
+	wg.Go(func() { pl.consume(readCtx, cl, fatal) })
+	if watch != nil {
+		wg.Go(func() { watch(readCtx) })
+	}
 	if ready != nil {
 		ready()
 	}
@@ -440,6 +551,6 @@ func serve(ctx context.Context, cl *kgo.Client, pl *pipeline, done *goal, ready 
 	case <-done.reached:
 	}
 	stopReading()
-	<-read
+	wg.Wait()
 	cl.Close()
 }

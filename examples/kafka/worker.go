@@ -123,33 +123,61 @@ func (w *worker) flush() error {
 type pipeline struct {
 	logger    *zap.Logger
 	vchannels int
-	workers   [][]*worker // by partition, then vchannel
+	sink      *Sink
+	pace      func(partition int32, vchannel int) time.Duration
+	flushed   func(partition int32, v int, checkpoint int64)
+	fail      context.CancelCauseFunc
 	wg        sync.WaitGroup
 	stopOnce  sync.Once
-	fail      context.CancelCauseFunc
-	mu        sync.Mutex
-	err       error // guarded by mu: the first failure, a worker's or the reader's
+
+	mu      sync.Mutex
+	workers [][]*worker // by partition, then vchannel; grows while the node reads
+	stopped bool        // no worker may start once stop closed their input
+	err     error       // the first failure, a worker's or the reader's
 }
 
 // startPipeline starts a worker per vchannel, each from the start offset
 // of its partition; the first worker to fail ends the node through fail.
 func startPipeline(cfg *Config, sink *Sink, starts []int64, fail context.CancelCauseFunc,
 	flushed func(partition int32, v int, checkpoint int64)) *pipeline {
-	pl := &pipeline{logger: cfg.Logger, vchannels: cfg.VChannels, fail: fail}
-	for p := range cfg.Partitions {
-		var ws []*worker
-		for v := range cfg.VChannels {
-			w := newWorker(p, starts[p], cfg.Pace(p, v), sink, func(cp int64) { flushed(p, v, cp) })
-			ws = append(ws, w)
-			pl.wg.Go(func() {
-				if err := w.run(); err != nil {
-					pl.abort(err)
-				}
-			})
-		}
-		pl.workers = append(pl.workers, ws)
+	pl := &pipeline{logger: cfg.Logger, vchannels: cfg.VChannels, sink: sink, pace: cfg.Pace, flushed: flushed, fail: fail}
+	for p, start := range starts {
+		pl.add(int32(p), start)
 	}
 	return pl
+}
+
+// add starts the workers of partition p, the one after the last, from
+// start. It reports false, starting none, once the pipeline is stopping.
+func (pl *pipeline) add(p int32, start int64) bool {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if pl.stopped || int(p) != len(pl.workers) {
+		return false
+	}
+	ws := make([]*worker, pl.vchannels)
+	for v := range ws {
+		w := newWorker(p, start, pl.pace(p, v), pl.sink, func(cp int64) { pl.flushed(p, v, cp) })
+		ws[v] = w
+		pl.wg.Go(func() {
+			if err := w.run(); err != nil {
+				pl.abort(err)
+			}
+		})
+	}
+	pl.workers = append(pl.workers, ws)
+	return true
+}
+
+// workersOf returns partition p's workers, nil for a partition the node
+// does not read (yet).
+func (pl *pipeline) workersOf(p int32) []*worker {
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if p < 0 || int(p) >= len(pl.workers) {
+		return nil
+	}
+	return pl.workers[p]
 }
 
 // consume hands every polled record to its vchannel's worker until ctx
@@ -179,10 +207,10 @@ func (pl *pipeline) consume(ctx context.Context, cl *kgo.Client, fatal func(topi
 		}
 		stopped := false
 		fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
-			if stopped || len(fp.Records) == 0 || int(fp.Partition) >= len(pl.workers) {
+			ws := pl.workersOf(fp.Partition)
+			if stopped || len(fp.Records) == 0 || ws == nil {
 				return
 			}
-			ws := pl.workers[fp.Partition]
 			for _, r := range fp.Records {
 				if !pl.send(ctx, ws[VChannelOf(r.Key, pl.vchannels)], item{offset: r.Offset}) {
 					stopped = true
@@ -200,7 +228,7 @@ func (pl *pipeline) consume(ctx context.Context, cl *kgo.Client, fatal func(topi
 // mark tells every worker of partition p that the records below offset
 // have been handed out. It reports false if ctx ended first.
 func (pl *pipeline) mark(ctx context.Context, p int32, offset int64) bool {
-	for _, w := range pl.workers[p] {
+	for _, w := range pl.workersOf(p) {
 		if !pl.send(ctx, w, item{offset: offset, mark: true}) {
 			return false
 		}
@@ -243,11 +271,14 @@ func (pl *pipeline) abort(err error) {
 // Calls after the first wait for nothing and return the same.
 func (pl *pipeline) stop() error {
 	pl.stopOnce.Do(func() {
+		pl.mu.Lock()
+		pl.stopped = true
 		for _, ws := range pl.workers {
 			for _, w := range ws {
 				close(w.in)
 			}
 		}
+		pl.mu.Unlock()
 		pl.wg.Wait()
 	})
 	pl.mu.Lock()
