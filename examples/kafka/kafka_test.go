@@ -257,7 +257,8 @@ func TestATopicMadeAgainWhileReadEndsTheNode(t *testing.T) {
 	dir := t.TempDir()
 	cfg := Config{Brokers: brokers, Topic: testTopic, Partitions: 1, VChannels: 2,
 		SinkPath: filepath.Join(dir, "sink.db"), Catalog: catalog,
-		Pace: func(int32, int) time.Duration { return time.Millisecond }}
+		PartitionCheck: time.Hour, // the fetches alone tell it here
+		Pace:           func(int32, int) time.Duration { return time.Millisecond }}
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
 	done := make(chan error, 1)
@@ -280,6 +281,35 @@ func TestATopicMadeAgainWhileReadEndsTheNode(t *testing.T) {
 	got, err := catalog.Load(context.Background(), PChannelName(testTopic, 0))
 	if err != nil || got != wal.KafkaID(100) {
 		t.Fatalf("stored %v (%v), want kafka:100: what the node read of the old topic", got, err)
+	}
+}
+
+// The node's check for partitions added tells a topic made again too, at
+// its pace rather than the client's (about 10 s).
+func TestATopicMadeAgainEndsTheNodeAtTheNextCheck(t *testing.T) {
+	brokers := cluster(t, 1)
+	ready := make(chan struct{})
+	dir := t.TempDir()
+	cfg := Config{Brokers: brokers, Topic: testTopic, Partitions: 1, VChannels: 2,
+		SinkPath: filepath.Join(dir, "sink.db"), Catalog: persistence.NewMemory(),
+		PartitionCheck: 20 * time.Millisecond, Ready: func() { close(ready) }}
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, cfg) }()
+	select {
+	case <-ready:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the node never got ready")
+	}
+	remakeTopic(t, brokers)
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrTopicReplaced) || !strings.Contains(err.Error(), "another topic ID") {
+			t.Fatalf("Run = %v, want ErrTopicReplaced, told by the topic's ID", err)
+		}
+	case <-time.After(5 * time.Second): // the client's own report comes after about 10 s
+		t.Fatal("Run did not end within 5 s of the topic made again")
 	}
 }
 

@@ -31,7 +31,7 @@ type Config struct {
 	// PartitionCheck (RunNaive's workers read only these).
 	Partitions int32
 	// PartitionCheck is how often Run asks the brokers for partitions
-	// added to the topic; default 10 s.
+	// added to the topic, and whether it was made again; default 10 s.
 	PartitionCheck time.Duration
 	// VChannels is the number of vchannels (and workers) per partition;
 	// default 16.
@@ -216,12 +216,18 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	// grow reads the partitions added to the topic since the node
 	// started, or since the last call, each from its stored checkpoint
-	// or its start. Kafka only adds partitions, never removes one.
+	// or its start. Kafka only adds partitions, never removes one. A
+	// topic ID other than the one the node started with is a topic made
+	// again: the node ends (the fetches tell it too, about 10 s after).
+	// A topic the brokers do not know may be one a broker has yet to
+	// learn; the fetches tell whether it is gone (replaced).
 	grow := func(ctx context.Context) error {
 		t, err := topicMetadata(ctx, cl, cfg.Topic)
-		if err != nil || t.TopicID != topicID {
-			// Gone or made again: the fetches tell it (replaced).
-			return nil
+		switch {
+		case err != nil:
+			return nil // asked again at the next check
+		case t.TopicID != topicID && t.TopicID != [16]byte{}: // a broker before Kafka 2.8 gives none
+			return fmt.Errorf("%w: topic %s has another topic ID than when the node started", ErrTopicReplaced, cfg.Topic)
 		}
 		for p := fl.len(); p < int32(len(t.Partitions)); p++ {
 			name := PChannelName(cfg.Topic, p)
