@@ -536,3 +536,25 @@ func produceTo(t *testing.T, brokers []string, p int32, n int) {
 		t.Fatal(err)
 	}
 }
+
+// A checkpoint of another WAL under a partition's name is refused at the
+// start, typed, before any record is read.
+func TestAStoredCheckpointOfAnotherWALIsRefused(t *testing.T) {
+	brokers := cluster(t, 1)
+	catalog := persistence.NewMemory()
+	if err := catalog.Save(t.Context(), PChannelName(testTopic, 0), wal.RocksMQID(7)); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cfg := Config{Brokers: brokers, Topic: testTopic, Partitions: 1, VChannels: 2,
+		SinkPath: filepath.Join(dir, "sink.db"), Catalog: catalog}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	err := Run(ctx, cfg)
+	if !errors.Is(err, wal.ErrWALMismatch) || ctx.Err() != nil {
+		t.Fatalf("Run = %v, want ErrWALMismatch", err)
+	}
+	if want := "kafka: pchannel events-0: stored checkpoint rocksmq:7 is not a Kafka offset: wal: message ID of another WAL"; err.Error() != want {
+		t.Fatalf("Run = %q, want %q", err, want)
+	}
+}

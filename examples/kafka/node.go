@@ -505,7 +505,7 @@ func spawnPChannel(system *actor.ActorSystem, catalog persistence.Catalog, cfg *
 	name := PChannelName(cfg.Topic, p)
 	from, ok := stored.(wal.KafkaID)
 	if stored != nil && !ok {
-		return nil, 0, fmt.Errorf("kafka: pchannel %s: stored checkpoint %s is not a Kafka offset", name, stored)
+		return nil, 0, fmt.Errorf("kafka: pchannel %s: stored checkpoint %s is not a Kafka offset: %w", name, wal.String(stored), wal.ErrWALMismatch)
 	}
 	vchannels := make(map[string]wal.MessageID, cfg.VChannels)
 	for v := range cfg.VChannels {
