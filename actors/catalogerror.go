@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 
+	"github.com/lowwater/lowwater/internal/shorten"
 	"github.com/lowwater/lowwater/persistence"
 )
 
@@ -133,14 +134,15 @@ func messageOf(err error) (msg string) {
 
 // describe formats a value a catalog panicked with, which may itself
 // panic when formatted (an Error that panics with its own receiver): its
-// type then stands for it.
+// type then stands for it. It is cut and quoted as an ID's text is
+// (shorten.Text): it goes into errors, events and log lines.
 func describe(v any) (s string) {
 	defer func() {
 		if recover() != nil {
 			s = fmt.Sprintf("a %T that cannot be formatted", v)
 		}
 	}()
-	return fmt.Sprint(v)
+	return shorten.Value(v)
 }
 
 // malformedError stands for a malformed catalog error.
@@ -150,7 +152,7 @@ type malformedError struct {
 }
 
 func (e *malformedError) Error() string {
-	return fmt.Sprintf("%v: %q (%s)", ErrMalformedCatalogError, e.msg, e.why)
+	return fmt.Sprintf("%v: %s (%s)", ErrMalformedCatalogError, shorten.QuotedText(e.msg), e.why)
 }
 
 func (e *malformedError) Unwrap() error { return ErrMalformedCatalogError }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/lowwater/lowwater/internal/core/saveplan"
 	"github.com/lowwater/lowwater/internal/core/tracker"
+	"github.com/lowwater/lowwater/internal/shorten"
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/wal"
@@ -1495,8 +1496,10 @@ func publish(events *eventstream.EventStream, logger *zap.Logger, ev messages.Ev
 // reasonField logs why something panicked as text: zap.Any would run the
 // panic value's own MarshalJSON or MarshalLogObject, on the actor's
 // goroutine, and a value that panics there too made the log line a second
-// failure. fmt recovers a panicking Error, String or Format method.
-func reasonField(r any) zap.Field { return zap.String("reason", fmt.Sprint(r)) }
+// failure. fmt recovers a panicking Error, String or Format method; the
+// text is cut and quoted as an ID's is (a subscriber's panic is a third
+// party's).
+func reasonField(r any) zap.Field { return zap.String("reason", shorten.Value(r)) }
 
 func stopTimer(t *time.Timer) {
 	if t != nil {

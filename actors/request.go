@@ -325,7 +325,7 @@ type PChannelPanicError struct {
 var ErrPChannelPanicked = errors.New("lowwater: pchannel panicked")
 
 func (e *PChannelPanicError) Error() string {
-	return fmt.Sprintf("lowwater: pchannel panicked handling %s: %v", e.Command, e.Value)
+	return fmt.Sprintf("lowwater: pchannel panicked handling %s: %s", e.Command, shorten.Value(e.Value))
 }
 
 // Unwrap gives ErrPChannelPanicked, and the panic's own error if it was one.

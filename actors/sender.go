@@ -14,6 +14,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/lowwater/lowwater/internal/shorten"
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/wal"
 )
@@ -332,7 +333,7 @@ func below(vchannel string, checkpoint, old wal.MessageID) (bool, error) {
 func belowGuarded(vchannel string, checkpoint, old wal.MessageID) (lower bool, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			lower, err = false, fmt.Errorf("%w: vchannel %q: %T.LT panicked: %v", wal.ErrCorruptID, vchannel, checkpoint, r)
+			lower, err = false, fmt.Errorf("%w: vchannel %q: %T.LT panicked: %s", wal.ErrCorruptID, vchannel, checkpoint, shorten.Value(r))
 		}
 	}()
 	return checkpoint.LT(old), nil

@@ -47,7 +47,7 @@ const (
 	ExitFailed   = 1 // the catalog, or the command's file (dump, restore) or output, could not be read or written
 	ExitUsage    = 2 // bad command line: flags, arguments, pchannel name, ID text, WAL; or a restore file that is not a dump
 	ExitCorrupt  = 3 // unreadable records (verify, dump), a damaged bbolt file, or any other finding of verify
-	ExitRefused  = 4 // a write refused for safety: owner, lowering, WAL switch, corrupt or incomparable ID, a Kafka sentinel, a damaged meta page; a dump over a file
+	ExitRefused  = 4 // a write refused for safety: owner, lowering, WAL switch, corrupt or incomparable ID, a Kafka sentinel, a damaged meta page; a dump over a file, or one restore could not read back
 	ExitNotFound = 5 // get: nothing stored for the pchannel
 )
 
@@ -147,7 +147,8 @@ Exit codes:
   2  bad command line, or a restore FILE that is not a valid dump
   3  damaged file; get, dump: an unreadable record; verify: all it reports
   4  refused: owned, lowering, WAL switch, corrupt, a negative Kafka
-     offset, a damaged meta page, a dump FILE that exists
+     offset, a damaged meta page, a dump FILE that exists, a dump of
+     an ID whose text does not read back
   5  get: nothing stored
 `
 

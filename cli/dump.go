@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/lowwater/lowwater/internal/catalogurl"
+	"github.com/lowwater/lowwater/internal/shorten"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/wal"
 )
@@ -55,7 +56,7 @@ func dump(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	d := dumpFile{Format: dumpFormat, Source: s.url.String(), Checkpoints: []dumpEntry{}}
-	corrupt := 0
+	corrupt, unfit := 0, 0
 	for _, en := range entries {
 		if en.Err != nil {
 			corrupt++
@@ -72,14 +73,24 @@ func dump(ctx context.Context, e *env, args []string) error {
 			fmt.Fprintf(e.stderr, "CORRUPT  %s: %s\n", typed(en.PChannel), shownText(err.Error()))
 			continue
 		}
+		text := wal.Text(en.Checkpoint)
+		if err := readsBack(en.WAL, text, en.Checkpoint); err != nil {
+			unfit++
+			fmt.Fprintf(e.stderr, "UNFIT  %s: %s\n", typed(en.PChannel), err)
+			continue
+		}
 		d.Checkpoints = append(d.Checkpoints, dumpEntry{
-			PChannel: en.PChannel, WAL: en.WAL, Checkpoint: wal.Text(en.Checkpoint),
+			PChannel: en.PChannel, WAL: en.WAL, Checkpoint: text,
 			ID: raw, Term: en.Term,
 		})
 	}
 	if corrupt > 0 {
 		return &exitError{code: ExitCorrupt, err: fmt.Errorf("%s unreadable, nothing dumped: "+
 			"a dump must be whole; repair them first (see verify)", count(corrupt, "record"))}
+	}
+	if unfit > 0 {
+		return &exitError{code: ExitRefused, err: fmt.Errorf("%s whose text restore could not read back, nothing dumped: "+
+			"their WAL's String and Parse disagree; copy the catalog itself instead", count(unfit, "checkpoint"))}
 	}
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -234,7 +245,7 @@ func checkDump(ctx context.Context, data []byte, path string) ([]dumpEntry, []wa
 			// The bytes are what is written; the text, which a person
 			// reads and may edit, must say the same, down to what orders
 			// neither (a Pulsar partition).
-			if !sameBytes(exact, id) && !sameBytes(exact, withStoredPartition(id, de.Checkpoint, &persistence.Entry{Checkpoint: exact})) {
+			if !sameAs(exact, id, de.Checkpoint) {
 				return nil, nil, badFile("%s: id bytes say %s, checkpoint says %s", where(), shownID(exact), shownID(id))
 			}
 			id = exact
@@ -242,6 +253,29 @@ func checkDump(ctx context.Context, data []byte, path string) ([]dumpEntry, []wa
 		ids[i] = id
 	}
 	return d.Checkpoints, ids, nil
+}
+
+// sameAs reports whether id, read from text, is exact down to its bytes,
+// or to what the text may leave out (a Pulsar partition).
+func sameAs(exact, id wal.MessageID, text string) bool {
+	return sameBytes(exact, id) || sameBytes(exact, withStoredPartition(id, text, &persistence.Entry{Checkpoint: exact}))
+}
+
+// readsBack is why restore would not read exact back from text, its text
+// in a dump, or nil: JSON carries only UTF-8, and a WAL's Parse may not
+// read what its String wrote (or String may panic).
+func readsBack(walName wal.Name, text string, exact wal.MessageID) error {
+	if !utf8.ValidString(text) {
+		return fmt.Errorf("its text %s is not UTF-8, which a dump cannot carry", shownText(shorten.Head(text, shorten.TextLen)))
+	}
+	id, err := wal.Parse(walName, text)
+	if err != nil {
+		return fmt.Errorf("its text does not read back: %s", shownText(err.Error()))
+	}
+	if !sameAs(exact, id, text) {
+		return fmt.Errorf("its text reads back as %s", shownID(id))
+	}
+	return nil
 }
 
 // ctxEvery is how many checkpoints checkDump parses or checks between two

@@ -39,11 +39,26 @@ func (a weird) EQ(o wal.MessageID) bool {
 }
 func (a weird) Marshal() []byte { return []byte{byte(a)} }
 func (a weird) String() string {
-	if a == 9 {
+	switch a {
+	case 9:
 		return "test-weird:9\n\x1b[2Jforged\trow"
+	case weirdLong: // parses back: zeros lead
+		return "test-weird:" + strings.Repeat("0", 4000) + "200"
+	case weirdPanics:
+		panic("String bug")
+	case weirdNotUTF8:
+		return "test-weird:202\xff"
 	}
 	return "test-weird:" + strconv.Itoa(int(a))
 }
+
+// IDs whose text is 4,014 bytes, whose String panics, and whose text is
+// not UTF-8.
+const (
+	weirdLong    weird = 200
+	weirdPanics  weird = 201
+	weirdNotUTF8 weird = 202
+)
 
 // weirdDamaged, once set, makes the codec refuse the bytes of weird(13),
 // as it would a damaged record's: a catalog stores only IDs that read back
@@ -301,4 +316,46 @@ func TestListColumnsByTerminalWidth(t *testing.T) {
 		"plain-name  kafka  kafka:3     0     2\n"+
 		"通道-1      kafka  kafka:1     0     2\n"+
 		"3 pchannels\n", stdout)
+}
+
+// An ID's text is cut where a person reads it (list's table, get), whole
+// where a program does (list --json, dump); and dump refuses an ID whose
+// text restore could not read back, rather than write a dump restore
+// refuses whole.
+func TestIDTextIsCutForPeopleWholeForPrograms(t *testing.T) {
+	whole := weirdLong.String()
+	url, _ := boltWith(t, map[string]wal.MessageID{"long": weirdLong, "short": weird(1)})
+	stdout, stderr, code := runSplit(t, url, "list")
+	require.Equal(t, cli.ExitOK, code, stderr)
+	for _, line := range strings.Split(strings.TrimSuffix(stdout, "\n"), "\n") {
+		require.Less(t, len(line), 300, "a row of list, padded to the longest ID")
+	}
+	require.Contains(t, stdout, "test-weird:"+strings.Repeat("0", 117)+"… (4014 bytes)")
+	stdout, stderr, code = runSplit(t, url, "get", "long")
+	require.Equal(t, cli.ExitOK, code, stderr)
+	require.Contains(t, stdout, "checkpoint  test-weird:"+strings.Repeat("0", 117)+"… (4014 bytes)\n")
+
+	stdout, stderr, code = runSplit(t, url, "list", "--json")
+	require.Equal(t, cli.ExitOK, code, stderr)
+	require.Contains(t, stdout, `"checkpoint": "`+whole+`"`)
+	stdout, stderr, code = runSplit(t, url, "dump")
+	require.Equal(t, cli.ExitOK, code, stderr)
+	require.Contains(t, stdout, `"checkpoint": "`+whole+`"`)
+
+	url, path := boltWith(t, map[string]wal.MessageID{"panics": weirdPanics, "not-utf8": weirdNotUTF8, "fine": weird(1)})
+	before, err := os.ReadFile(path)
+	require.NoError(t, err)
+	out := filepath.Join(t.TempDir(), "d.json")
+	stdout, stderr, code = runSplit(t, url, "dump", out)
+	require.Equal(t, cli.ExitRefused, code, stderr)
+	require.Empty(t, stdout)
+	require.Equal(t, `UNFIT  not-utf8: its text "test-weird:202\xff" is not UTF-8, which a dump cannot carry`+"\n"+
+		`UNFIT  panics: its text does not read back: wal: malformed message ID text: "<cli_test.weird: String panicked: String bug>" as a test-weird ID: `+
+		`strconv.ParseUint: parsing "<cli_test.weird: String panicked: String bug>": invalid syntax`+"\n"+
+		"lowwater: 2 checkpoints whose text restore could not read back, nothing dumped: "+
+		"their WAL's String and Parse disagree; copy the catalog itself instead\n", stderr)
+	require.NoFileExists(t, out)
+	after, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, before, after)
 }

@@ -41,10 +41,18 @@ func typed(pchannel string) string {
 	return shown(pchannel)
 }
 
-// shownID is shown for an ID's whole text, through wal.Text, since a
-// registered WAL's String may panic; shown escapes it (wal.String's
-// quoting would be quoted again).
-func shownID(id wal.MessageID) string { return shown(wal.Text(id)) }
+// shownID is an ID's text as the tool prints it for a person: as shown
+// escapes it, whole up to 128 bytes, else cut with its length, as list
+// cuts a long name; dump and list --json keep it whole. It goes through
+// wal.Text, since a registered WAL's String may panic (wal.String's own
+// cut would be quoted again).
+func shownID(id wal.MessageID) string {
+	text := wal.Text(id)
+	if len(text) <= shorten.TextLen {
+		return shown(text)
+	}
+	return fmt.Sprintf("%s… (%d bytes)", shown(shorten.Head(text, shorten.TextLen)), len(text))
+}
 
 // shownText is a message from elsewhere (why a record does not decode, why
 // an ID does not parse) as the tool prints it: unchanged when it is

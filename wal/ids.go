@@ -209,13 +209,24 @@ func unmarshalWoodpecker(b []byte) (WoodpeckerID, error) {
 // The parsers read what String prints after "name:"; see Parse.
 
 func parseKafka(text string) (KafkaID, error) {
-	v, err := strconv.ParseInt(text, 10, 64)
+	v, err := parseInt(text, 64)
 	return KafkaID(v), err
 }
 
 func parseRocksMQ(text string) (RocksMQID, error) {
-	v, err := strconv.ParseInt(text, 10, 64)
+	v, err := parseInt(text, 64)
 	return RocksMQID(v), err
+}
+
+// parseInt is strconv.ParseInt in base 10 with strconv's reason alone
+// (strconv.ErrSyntax, strconv.ErrRange): its error quotes the text whole,
+// which Parse's error names already, cut.
+func parseInt(text string, bits int) (int64, error) {
+	v, err := strconv.ParseInt(text, 10, bits)
+	if ne, ok := err.(*strconv.NumError); ok {
+		err = ne.Err
+	}
+	return v, err
 }
 
 // parsePulsar reads "ledger:entry:batch", then "@partition" if present
@@ -228,7 +239,7 @@ func parsePulsar(text string) (PulsarID, error) {
 	}
 	id := PulsarID{LedgerID: f[0], EntryID: f[1], BatchIndex: int32(f[2])}
 	if hasPartition {
-		p, err := strconv.ParseInt(partition, 10, 32)
+		p, err := parseInt(partition, 32)
 		if err != nil {
 			return PulsarID{}, fmt.Errorf("partition: %w", err)
 		}
@@ -253,7 +264,7 @@ func fields(text string, bits ...int) ([]int64, error) {
 	}
 	out := make([]int64, len(parts))
 	for i, p := range parts {
-		v, err := strconv.ParseInt(p, 10, bits[i])
+		v, err := parseInt(p, bits[i])
 		if err != nil {
 			return nil, err
 		}

@@ -4,9 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"strconv"
-	"strings"
-	"unicode/utf8"
+
+	"github.com/lowwater/lowwater/internal/shorten"
 )
 
 // Name names a WAL, as registered in this package. It is a type of its own
@@ -112,7 +111,7 @@ func String(id MessageID) string {
 	if BuiltIn(id) {
 		return id.String()
 	}
-	return brief(Text(id))
+	return shorten.Text(Text(id))
 }
 
 // Text is an ID's whole text, its String, for what must read it back
@@ -131,29 +130,6 @@ func Text(id MessageID) (s string) {
 		}
 	}()
 	return id.String()
-}
-
-// briefLen is how much of a third party's text brief keeps: a line of a
-// log or a terminal's width and a half, enough to tell two IDs apart.
-const briefLen = 128
-
-// brief is text a third party wrote (an ID's, a codec error's), made safe
-// for an error, a log line or a terminal: cut to briefLen bytes on a
-// character's boundary, the rest counted, and Go-quoted if it holds a
-// character strconv.IsPrint refuses (a control character, invalid UTF-8).
-func brief(s string) string {
-	cut := ""
-	if len(s) > briefLen {
-		n := briefLen
-		for i := 1; i < utf8.UTFMax && !utf8.RuneStart(s[n]); i++ {
-			n-- // keep the character the cut falls in out whole
-		}
-		s, cut = s[:n], fmt.Sprintf("…(+%d bytes)", len(s)-n)
-	}
-	if !utf8.ValidString(s) || strings.ContainsFunc(s, func(r rune) bool { return !strconv.IsPrint(r) }) {
-		return strconv.Quote(s) + cut
-	}
-	return s + cut
 }
 
 // Compare orders two IDs of one WAL: -1 when a is before b, 0 at the same
@@ -179,7 +155,7 @@ func Compare(a, b MessageID) (int, error) {
 func compareGuarded(a, b MessageID) (c int, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			c, err = 0, fmt.Errorf("%w: comparing %s with %s panicked: %v", ErrCorruptID, String(a), String(b), r)
+			c, err = 0, fmt.Errorf("%w: comparing %s with %s panicked: %s", ErrCorruptID, String(a), String(b), shorten.Value(r))
 		}
 	}()
 	return compare(a, b), nil
@@ -219,7 +195,7 @@ func Marshal(id MessageID) ([]byte, error) {
 func marshalGuarded(id MessageID) (b []byte, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			b, err = nil, fmt.Errorf("%w: %T.Marshal panicked: %v", ErrCorruptID, id, r)
+			b, err = nil, fmt.Errorf("%w: %T.Marshal panicked: %s", ErrCorruptID, id, shorten.Value(r))
 		}
 	}()
 	return id.Marshal(), nil

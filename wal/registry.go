@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+
+	"github.com/lowwater/lowwater/internal/shorten"
 )
 
 // Codec tells this package how to read the IDs of one WAL, whose ID type is
@@ -37,8 +39,8 @@ type codec struct {
 // (fmt recovers a panic in its Error): lowwater and its callers ask
 // errors.Is of the errors they are given, and such an error may wrap
 // itself for good (errors.Is never returns) or panic in its Is. The text
-// is cut and quoted as String's (brief): it goes into errors and logs.
-func textOf(err error) error { return errors.New(brief(fmt.Sprint(err))) }
+// is cut and quoted as String's: it goes into errors and logs.
+func textOf(err error) error { return errors.New(shorten.Value(err)) }
 
 // registry is never changed once published: Register copies it, so readers
 // load it with one atomic read and no lock.
@@ -137,7 +139,7 @@ func Register[ID MessageID](name Name, c Codec[ID]) error {
 		return fmt.Errorf("%w: %q: ID type %v holds %s (%s), want a plain value", ErrInvalidCodec, name, t, referenceKinds[kind], path)
 	}
 	if got, err := zeroWALName[ID](); err != nil || got != name {
-		return fmt.Errorf("%w: %q: %v.WALName() = %q (%v), want %q", ErrInvalidCodec, name, t, got, err, name)
+		return fmt.Errorf("%w: %q: %v.WALName() = %s (%v), want %q", ErrInvalidCodec, name, t, shorten.QuotedText(string(got)), err, name)
 	}
 	// The errors of package wal's own codecs are kept whole; a third
 	// party's as their text alone (see textOf).
@@ -199,7 +201,7 @@ func (r *registry) byType(t reflect.Type) *codec {
 
 func checkName(name Name) error {
 	if name == "" || len(name) > maxNameLen {
-		return fmt.Errorf("%w: WAL name %q must be 1 to %d bytes", ErrInvalidCodec, name, maxNameLen)
+		return fmt.Errorf("%w: WAL name %s must be 1 to %d bytes", ErrInvalidCodec, shorten.QuotedText(string(name)), maxNameLen)
 	}
 	for _, r := range name {
 		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-'
@@ -214,7 +216,7 @@ func checkName(name Name) error {
 func zeroWALName[ID MessageID]() (name Name, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("panic: %v", r)
+			err = fmt.Errorf("panic: %s", shorten.Value(r))
 		}
 	}()
 	var zero ID
@@ -224,7 +226,7 @@ func zeroWALName[ID MessageID]() (name Name, err error) {
 func lookup(walName Name) (*codec, error) {
 	c, ok := current.Load().byName[walName]
 	if !ok {
-		return nil, fmt.Errorf("%w: %q", ErrUnknownWAL, walName)
+		return nil, fmt.Errorf("%w: %s", ErrUnknownWAL, shorten.QuotedText(string(walName)))
 	}
 	return c, nil
 }
@@ -276,7 +278,7 @@ func Unmarshal(walName Name, b []byte) (MessageID, error) {
 func (c *codec) decode(b []byte) (id MessageID, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			id, err = nil, fmt.Errorf("%w: %s codec panicked: %v", ErrCorruptID, c.name, r)
+			id, err = nil, fmt.Errorf("%w: %s codec panicked: %s", ErrCorruptID, c.name, shorten.Value(r))
 		}
 	}()
 	id, err = c.unmarshal(b)
@@ -326,18 +328,18 @@ func Parse(walName Name, text string) (id MessageID, err error) {
 	rest, ok := strings.CutPrefix(text, string(walName)+":")
 	if !ok {
 		if other, _, found := strings.Cut(text, ":"); found && Known(Name(other)) {
-			return nil, fmt.Errorf("%w: %q is a %s ID, not a %s one", ErrWALMismatch, text, other, walName)
+			return nil, fmt.Errorf("%w: %s is a %s ID, not a %s one", ErrWALMismatch, shorten.QuotedText(text), other, walName)
 		}
 		rest = text
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			id, err = nil, fmt.Errorf("%w: %s codec panicked on %q: %v", ErrSyntax, walName, text, r)
+			id, err = nil, fmt.Errorf("%w: %s codec panicked on %s: %s", ErrSyntax, walName, shorten.QuotedText(text), shorten.Value(r))
 		}
 	}()
 	id, err = c.parse(rest)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %q as a %s ID: %w", ErrSyntax, text, walName, err)
+		return nil, fmt.Errorf("%w: %s as a %s ID: %w", ErrSyntax, shorten.QuotedText(text), walName, err)
 	}
 	return id, nil
 }
@@ -347,7 +349,7 @@ func Parse(walName Name, text string) (id MessageID, err error) {
 func ParseAny(text string) (MessageID, error) {
 	name, _, ok := strings.Cut(text, ":")
 	if !ok {
-		return nil, fmt.Errorf("%w: %q does not start with a WAL name and ':'", ErrSyntax, text)
+		return nil, fmt.Errorf("%w: %s does not start with a WAL name and ':'", ErrSyntax, shorten.QuotedText(text))
 	}
 	return Parse(Name(name), text)
 }

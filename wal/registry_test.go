@@ -417,3 +417,60 @@ func FuzzParseString(f *testing.F) {
 		}
 	})
 }
+
+// loudID is a WAL whose methods and codec panic with a megabyte of
+// escape sequences.
+type loudID int64
+
+var loudPanic = "\x1b[2J" + strings.Repeat("\x1b", 1<<20)
+
+func (loudID) WALName() wal.Name       { return "test-loud" }
+func (loudID) LT(wal.MessageID) bool   { panic(loudPanic) }
+func (loudID) LTE(wal.MessageID) bool  { panic(loudPanic) }
+func (loudID) EQ(wal.MessageID) bool   { panic(loudPanic) }
+func (loudID) Marshal() []byte         { panic(loudPanic) }
+func (a loudID) String() string        { return "test-loud:" + strconv.FormatInt(int64(a), 10) }
+func loudCodec([]byte) (loudID, error) { panic(loudPanic) }
+func loudParse(string) (loudID, error) { panic(loudPanic) }
+
+// What a third party panics with, and text given to Parse, reach errors
+// cut and quoted: each was a megabyte, escape sequences included.
+func TestThirdPartyTextInErrorsIsCut(t *testing.T) {
+	if err := wal.Register("test-loud", wal.Codec[loudID]{Unmarshal: loudCodec, Parse: loudParse}); err != nil {
+		t.Fatalf("Register = %v", err)
+	}
+	megabyte := strings.Repeat("9", 1<<20)
+	_, unmarshal := wal.Unmarshal("test-loud", []byte{1})
+	_, marshal := wal.Marshal(loudID(1))
+	_, compare := wal.Compare(loudID(1), loudID(2))
+	_, parsePanic := wal.Parse("test-loud", "1")
+	_, parseKafka := wal.Parse(wal.Kafka, "kafka:"+megabyte)
+	_, parsePulsar := wal.Parse(wal.Pulsar, "pulsar:1:"+megabyte+":0")
+	_, parseAny := wal.ParseAny(megabyte)
+	_, unknown := wal.Parse(wal.Name(megabyte), "1")
+	for _, c := range []struct {
+		name string
+		err  error
+		want error
+	}{
+		{"Unmarshal", unmarshal, wal.ErrCorruptID},
+		{"Marshal", marshal, wal.ErrCorruptID},
+		{"Compare", compare, wal.ErrCorruptID},
+		{"Parse that panics", parsePanic, wal.ErrSyntax},
+		{"Parse of a megabyte of kafka", parseKafka, wal.ErrSyntax},
+		{"Parse of a megabyte of pulsar", parsePulsar, wal.ErrSyntax},
+		{"ParseAny of a megabyte", parseAny, wal.ErrSyntax},
+		{"Parse of an unknown WAL named by a megabyte", unknown, wal.ErrUnknownWAL},
+	} {
+		if !errors.Is(c.err, c.want) {
+			t.Errorf("%s = %.200v, want %v", c.name, c.err, c.want)
+			continue
+		}
+		if text := c.err.Error(); len(text) > 1200 || strings.ContainsRune(text, '\x1b') || !strings.Contains(text, " bytes)") {
+			t.Errorf("%s: an error of %d bytes, cut: %t, raw escapes: %t", c.name, len(text), strings.Contains(text, " bytes)"), strings.ContainsRune(text, '\x1b'))
+		}
+	}
+	if got, want := parseKafka.Error(), `wal: malformed message ID text: "kafka:`+megabyte[:122]+`"…(+1048454 bytes) as a kafka ID: value out of range`; got != want {
+		t.Errorf("Parse of a megabyte of kafka = %.300s, want %.300s", got, want)
+	}
+}

@@ -1,6 +1,11 @@
 package shorten
 
-import "testing"
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+)
 
 func TestHead(t *testing.T) {
 	for _, tc := range []struct {
@@ -35,5 +40,54 @@ func TestQuoted(t *testing.T) {
 		if got := Quoted(tc.name); got != tc.want {
 			t.Errorf("Quoted(%q) = %s, want %s", tc.name, got, tc.want)
 		}
+	}
+}
+
+func TestText(t *testing.T) {
+	long := strings.Repeat("7", 200)
+	for _, tc := range []struct{ s, want string }{
+		{"kafka:1 2", "kafka:1 2"},
+		{long[:128], long[:128]},
+		{long, long[:128] + "…(+72 bytes)"},
+		{"a\x1b[2J", `"a\x1b[2J"`},
+		{"a\xff", `"a\xff"`},
+		{"a\ufffd", "a\ufffd"}, // the replacement character itself is printable
+		// A cut in a character keeps it out whole.
+		{strings.Repeat("x", 127) + "é" + "yy", strings.Repeat("x", 127) + "…(+4 bytes)"},
+		// Bytes that are no UTF-8: the cut looks back no further than a
+		// character's length.
+		{strings.Repeat("\x80", 200), strconv.Quote(strings.Repeat("\x80", 125)) + "…(+75 bytes)"},
+	} {
+		if got := Text(tc.s); got != tc.want {
+			t.Errorf("Text(%q) = %q, want %q", tc.s, got, tc.want)
+		}
+	}
+}
+
+func TestQuotedText(t *testing.T) {
+	long := strings.Repeat("7", 200)
+	for _, tc := range []struct{ s, want string }{
+		{"42", `"42"`},
+		{long, `"` + long[:128] + `"…(+72 bytes)`},
+		{"\x1b" + long, strconv.Quote("\x1b"+long[:127]) + "…(+73 bytes)"},
+	} {
+		if got := QuotedText(tc.s); got != tc.want {
+			t.Errorf("QuotedText(%q) = %q, want %q", tc.s, got, tc.want)
+		}
+	}
+}
+
+// loud is a value whose String panics with a megabyte of escapes.
+type loud struct{}
+
+func (loud) String() string { panic(strings.Repeat("\x1b", 1<<20)) }
+
+func TestValue(t *testing.T) {
+	got := Value(loud{})
+	if !strings.HasPrefix(got, `"%!v(PANIC=String method: \x1b\x1b`) || !strings.HasSuffix(got, "…(+1048474 bytes)") {
+		t.Errorf("Value of a value whose String panics = %.200q…", got)
+	}
+	if got := Value(errors.New("disk on fire")); got != "disk on fire" {
+		t.Errorf("Value(error) = %q", got)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"hash/maphash"
 	"slices"
 
+	"github.com/lowwater/lowwater/internal/shorten"
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/wal"
 )
@@ -341,7 +342,7 @@ func (t *Tracker) Broken() error { return t.broken }
 func (t *Tracker) guard(vchannel string, x wal.MessageID, change func() bool, undo func()) (rose bool, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			fault := fmt.Errorf("%w: ordering %s among the tracked checkpoints panicked: %v", wal.ErrCorruptID, wal.String(x), r)
+			fault := fmt.Errorf("%w: ordering %s among the tracked checkpoints panicked: %s", wal.ErrCorruptID, wal.String(x), shorten.Value(r))
 			rose, err = false, t.restore(vchannel, x, fault, undo)
 		}
 	}()
@@ -392,7 +393,7 @@ func (t *Tracker) fillHole(x wal.MessageID) {
 func (t *Tracker) heapifyGuarded() (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("%w: comparing IDs panicked: %v", wal.ErrCorruptID, r)
+			err = fmt.Errorf("%w: comparing IDs panicked: %s", wal.ErrCorruptID, shorten.Value(r))
 		}
 	}()
 	t.heapify()
