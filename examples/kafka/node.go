@@ -28,7 +28,8 @@ type Config struct {
 	// Partitions is the topic's partition count when the node starts,
 	// which Run checks (ErrConfig). Partitions added while Run reads are
 	// read too, each by a pchannel of its own, found within
-	// PartitionCheck (RunNaive's workers read only these).
+	// PartitionCheck. RunNaive reads only these: the group's autocommit
+	// passes over the records of any other, one more way it loses them.
 	Partitions int32
 	// PartitionCheck is how often Run asks the brokers for partitions
 	// added to the topic, and whether it was made again; default 10 s.
