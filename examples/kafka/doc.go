@@ -79,7 +79,8 @@
 // Kafka adds partitions to a topic, never removes one. Config.Partitions
 // is the count when the node starts; Run asks the brokers for more every
 // Config.PartitionCheck and reads each one added by a pchannel of its
-// own, from its stored checkpoint or offset 0, as it reads those it began
-// with. A checkpoint it cannot trust there (past the partition's end)
-// ends the node, as it would at the start.
+// own, from offset 0. A checkpoint stored for such a partition was stored
+// for a partition the topic did not have when the node started, so for an
+// earlier topic of the name: it ends the node (ErrStaleCheckpoint), where
+// offsets alone could not tell it from a checkpoint of this topic.
 package kafka

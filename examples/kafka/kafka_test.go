@@ -16,6 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.uber.org/goleak"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/persistence"
@@ -458,20 +460,24 @@ func TestPartitionsAddedWhileReadAreRead(t *testing.T) {
 	}
 }
 
-// A partition added while the node reads, whose stored checkpoint is past
-// its end, ends the node as at its start (ErrPastEnd): read, its records
-// below the checkpoint would be skipped.
-func TestAnAddedPartitionPastItsCheckpointEndsTheNode(t *testing.T) {
+// A partition added while the node reads, with a checkpoint stored for
+// it, ends the node (ErrStaleCheckpoint), whatever the partition holds by
+// then: the checkpoint was stored for a partition this topic did not
+// have when the node started, so for an earlier topic of the name. Read,
+// its records below the checkpoint would be skipped; the node said so at
+// its start.
+func TestAnAddedPartitionWithAStoredCheckpointEndsTheNode(t *testing.T) {
 	brokers := cluster(t, 1)
 	catalog := persistence.NewMemory()
-	if err := catalog.Save(t.Context(), PChannelName(testTopic, 1), wal.KafkaID(500)); err != nil {
+	if err := catalog.Save(t.Context(), PChannelName(testTopic, 1), wal.KafkaID(5)); err != nil {
 		t.Fatal(err)
 	}
+	core, logs := observer.New(zap.WarnLevel)
 	ready := make(chan struct{})
 	dir := t.TempDir()
 	cfg := Config{Brokers: brokers, Topic: testTopic, Partitions: 1, VChannels: 2,
 		SinkPath: filepath.Join(dir, "sink.db"), Catalog: catalog, PartitionCheck: 20 * time.Millisecond,
-		Ready: func() { close(ready) }}
+		Logger: zap.New(core), Ready: func() { close(ready) }}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	done := make(chan error, 1)
@@ -481,18 +487,25 @@ func TestAnAddedPartitionPastItsCheckpointEndsTheNode(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the node never got ready")
 	}
+	warned := logs.FilterFieldKey("pchannel").All()
+	if len(warned) != 1 || warned[0].ContextMap()["pchannel"] != "events-1" || warned[0].ContextMap()["checkpoint"] != "kafka:5" {
+		t.Fatalf("warnings at the start: %v, want one naming events-1 at kafka:5", warned)
+	}
 	addPartitions(t, brokers, 2)
+	produceTo(t, brokers, 1, 20) // past the checkpoint: offsets alone cannot tell
 	select {
 	case err := <-done:
-		if !errors.Is(err, ErrPastEnd) || ctx.Err() != nil {
-			t.Fatalf("Run = %v, want ErrPastEnd", err)
+		want := "kafka: checkpoint stored for a partition the topic did not have: events-1, added while the node read the topic, " +
+			"has kafka:5 stored: 'lowwater delete events-1' reads it from its start"
+		if !errors.Is(err, ErrStaleCheckpoint) || ctx.Err() != nil || err.Error() != want {
+			t.Fatalf("Run = %v, want %s", err, want)
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("Run did not end")
 	}
 	got, err := catalog.Load(context.Background(), PChannelName(testTopic, 1))
-	if err != nil || got != wal.KafkaID(500) {
-		t.Fatalf("partition 1 stored %v (%v), want kafka:500 untouched", got, err)
+	if err != nil || got != wal.KafkaID(5) {
+		t.Fatalf("partition 1 stored %v (%v), want kafka:5 untouched", got, err)
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -76,6 +78,15 @@ var ErrConfig = errors.New("kafka: invalid config")
 // cannot be told from offsets: delete its checkpoints before the nodes
 // start again.
 var ErrPastEnd = errors.New("kafka: stored checkpoint past the partition's end")
+
+// ErrStaleCheckpoint ends Run when a partition added to the topic while
+// the node reads it has a stored checkpoint: a node stored it for a
+// partition this topic did not have when the node started, so for an
+// earlier topic of the name, deleted since and made again with fewer
+// partitions. Read from it, the new partition's records below it would be
+// skipped. An operator deletes it ('lowwater delete PCHANNEL'), and the
+// node reads the partition from its start.
+var ErrStaleCheckpoint = errors.New("kafka: checkpoint stored for a partition the topic did not have")
 
 // ErrTopicReplaced ends Run when the topic is deleted, or deleted and made
 // again, while the node reads it, or the brokers lost records the node had
@@ -216,8 +227,9 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return err
 	}
 	// grow reads the partitions added to the topic since the node
-	// started, or since the last call, each from its stored checkpoint
-	// or its start. Kafka only adds partitions, never removes one. A
+	// started, or since the last call, each from its start (a checkpoint
+	// stored for one is an earlier topic's: ErrStaleCheckpoint). Kafka
+	// only adds partitions, never removes one. A
 	// topic ID other than the one the node started with is a topic made
 	// again: the node ends (the fetches tell it too, about 10 s after).
 	// A topic the brokers do not know may be one a broker has yet to
@@ -232,14 +244,11 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		}
 		for p := fl.len(); p < int32(len(t.Partitions)); p++ {
 			name := PChannelName(cfg.Topic, p)
-			if err := checkRange(ctx, cl, &cfg, stored, p, p+1); err != nil {
-				if errors.Is(err, ErrPastEnd) {
-					return err
-				}
-				cfg.Logger.Warn("partition added: its offsets are unknown yet", zap.Int32("partition", p), zap.Error(err))
-				return nil // asked again at the next check
+			if id, ok := stored[name]; ok {
+				return fmt.Errorf("%w: %s, added while the node read the topic, has %s stored: "+
+					"'lowwater delete %s' reads it from its start", ErrStaleCheckpoint, name, wal.String(id), name)
 			}
-			pid, start, err := spawnPChannel(system, catalog, &cfg, p, stored[name])
+			pid, start, err := spawnPChannel(system, catalog, &cfg, p, nil)
 			if pid != nil {
 				fl.add(name, pid)
 			}
@@ -364,8 +373,16 @@ func preflight(ctx context.Context, cfg *Config, catalog persistence.Catalog) ([
 	if err != nil {
 		return [16]byte{}, nil, err
 	}
-	if err := checkRange(ctx, cl, cfg, stored, 0, cfg.Partitions); err != nil {
+	if err := checkRange(ctx, cl, cfg, stored); err != nil {
 		return [16]byte{}, nil, err
+	}
+	for name, id := range stored {
+		rest, ok := strings.CutPrefix(name, cfg.Topic+"-")
+		p, err := strconv.ParseInt(rest, 10, 32)
+		if ok && err == nil && p >= int64(cfg.Partitions) && PChannelName(cfg.Topic, int32(p)) == name {
+			cfg.Logger.Warn("checkpoint stored for a partition the topic does not have, from an earlier topic of the name: "+
+				"the node refuses it if the partition is added (ErrStaleCheckpoint)", zap.String("pchannel", name), zap.String("checkpoint", wal.String(id)))
+		}
 	}
 	return topicID, stored, nil
 }
@@ -410,17 +427,17 @@ func topicMetadata(ctx context.Context, cl *kgo.Client, name string) (*kmsg.Meta
 // stored checkpoint past the end is ErrPastEnd, for every such partition.
 // One below the start is a warning: records were deleted (retention)
 // before the node processed them, and the client reads from the start.
-func checkRange(ctx context.Context, cl *kgo.Client, cfg *Config, stored map[string]wal.MessageID, from, to int32) error {
-	logStarts, err := listOffsets(ctx, cl, cfg, -2, from, to)
+func checkRange(ctx context.Context, cl *kgo.Client, cfg *Config, stored map[string]wal.MessageID) error {
+	logStarts, err := listOffsets(ctx, cl, cfg, -2)
 	if err != nil {
 		return err
 	}
-	ends, err := listOffsets(ctx, cl, cfg, -1, from, to)
+	ends, err := listOffsets(ctx, cl, cfg, -1)
 	if err != nil {
 		return err
 	}
 	var past []error
-	for p := from; p < to; p++ {
+	for p := range cfg.Partitions {
 		name := PChannelName(cfg.Topic, p)
 		start, ok := stored[name].(wal.KafkaID)
 		if !ok {
@@ -438,14 +455,14 @@ func checkRange(ctx context.Context, cl *kgo.Client, cfg *Config, stored map[str
 	return errors.Join(past...)
 }
 
-// listOffsets returns, by partition from from to to (not included), the
-// offset at timestamp: -1 the end, -2 the start.
-func listOffsets(ctx context.Context, cl *kgo.Client, cfg *Config, timestamp int64, from, to int32) (map[int32]int64, error) {
+// listOffsets returns, by partition, the offset at timestamp: -1 the end,
+// -2 the start.
+func listOffsets(ctx context.Context, cl *kgo.Client, cfg *Config, timestamp int64) (map[int32]int64, error) {
 	list := kmsg.NewPtrListOffsetsRequest()
 	list.ReplicaID = -1
 	lt := kmsg.NewListOffsetsRequestTopic()
 	lt.Topic = cfg.Topic
-	for p := from; p < to; p++ {
+	for p := range cfg.Partitions {
 		lp := kmsg.NewListOffsetsRequestTopicPartition()
 		lp.Partition, lp.Timestamp = p, timestamp
 		lt.Partitions = append(lt.Partitions, lp)
@@ -455,7 +472,7 @@ func listOffsets(ctx context.Context, cl *kgo.Client, cfg *Config, timestamp int
 	if err != nil {
 		return nil, fmt.Errorf("kafka: offsets of topic %s: %w", cfg.Topic, err)
 	}
-	offsets := make(map[int32]int64, to-from)
+	offsets := make(map[int32]int64, cfg.Partitions)
 	for _, t := range resp.Topics {
 		for _, p := range t.Partitions {
 			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
@@ -464,7 +481,7 @@ func listOffsets(ctx context.Context, cl *kgo.Client, cfg *Config, timestamp int
 			offsets[p.Partition] = p.Offset
 		}
 	}
-	for p := from; p < to; p++ {
+	for p := range cfg.Partitions {
 		if _, ok := offsets[p]; !ok {
 			return nil, fmt.Errorf("kafka: offsets of topic %s: no answer for partition %d", cfg.Topic, p)
 		}
