@@ -42,29 +42,55 @@ func Quoted(name string) string {
 }
 
 // Text is text a third party wrote, made fit for an error, a log line or
-// a terminal: cut to TextLen bytes, the rest counted ("…(+5000 bytes)"),
-// and Go-quoted when it holds a character strconv.IsPrint refuses (a
-// control character, invalid UTF-8).
-func Text(s string) string {
-	head := Head(s, TextLen)
-	cut := ""
-	if len(head) < len(s) {
-		cut = fmt.Sprintf("…(+%d bytes)", len(s)-len(head))
-	}
-	if !utf8.ValidString(head) || strings.ContainsFunc(head, func(r rune) bool { return !strconv.IsPrint(r) }) {
-		return strconv.Quote(head) + cut
-	}
-	return head + cut
-}
+// a terminal: Go-quoted when it holds a character strconv.IsPrint refuses
+// (a control character, invalid UTF-8), and cut to what shows in TextLen
+// bytes, the rest counted ("…(+5000 bytes)").
+func Text(s string) string { return Within(s, TextLen) }
+
+// Within is Text cut to what shows in n bytes: for a message of one's
+// own that may hold a third party's text, as an error about a file that
+// names its contents.
+func Within(s string, n int) string { return withRest(Fit(s, n, quotedIfNeeded)) }
 
 // QuotedText is Text always quoted: for text given as input, which the
 // message names as such.
-func QuotedText(s string) string {
-	head := Head(s, TextLen)
-	if len(head) < len(s) {
-		return strconv.Quote(head) + fmt.Sprintf("…(+%d bytes)", len(s)-len(head))
+func QuotedText(s string) string { return withRest(Fit(s, TextLen, strconv.Quote)) }
+
+// Fit is the longest head of s, cut at a rune's start, whose form show
+// gives is at most n bytes, in that form, with how many bytes of s it
+// left out. A form of a head may be several times its length (a control
+// character quoted takes four bytes); cut after n bytes of s alone, a
+// row of a table was as wide as four. show must give at most n bytes of
+// the empty text, and no fewer of a longer one.
+func Fit(s string, n int, show func(string) string) (shown string, rest int) {
+	head := Head(s, n)
+	if shown = show(head); len(shown) > n {
+		lo, hi := 0, len(head) // s[:lo] fits, s[:hi] does not
+		for hi-lo > 1 {
+			if mid := (lo + hi) / 2; len(show(Head(s, mid))) <= n {
+				lo = mid
+			} else {
+				hi = mid
+			}
+		}
+		head = Head(s, lo)
+		shown = show(head)
 	}
-	return strconv.Quote(s)
+	return shown, len(s) - len(head)
+}
+
+func withRest(shown string, rest int) string {
+	if rest == 0 {
+		return shown
+	}
+	return fmt.Sprintf("%s…(+%d bytes)", shown, rest)
+}
+
+func quotedIfNeeded(s string) string {
+	if !utf8.ValidString(s) || strings.ContainsFunc(s, func(r rune) bool { return !strconv.IsPrint(r) }) {
+		return strconv.Quote(s)
+	}
+	return s
 }
 
 // Value is Text of a value a third party handed over: a panic's. fmt
