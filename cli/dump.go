@@ -92,15 +92,10 @@ func dump(ctx context.Context, e *env, args []string) error {
 		return &exitError{code: ExitRefused, err: fmt.Errorf("%s whose text restore could not read back, nothing dumped: "+
 			"their WAL's String and Parse disagree; copy the catalog itself instead", count(unfit, "checkpoint"))}
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(d); err != nil {
+	out, err := encodeDump(d, maxDump)
+	if err != nil {
 		return err
 	}
-	// Escaped for stdout, a terminal perhaps; the file gets the same bytes,
-	// as it may well be shown on one too.
-	out := escapeJSON(buf.Bytes())
 	if err := ctx.Err(); err != nil {
 		// A million records take seconds to encode: late, nothing is
 		// written, rather than a dump past --timeout or a Ctrl-C.
@@ -212,7 +207,7 @@ func checkDump(ctx context.Context, data []byte, path string) ([]dumpEntry, []wa
 		return nil, nil, err
 	}
 	if d.Format != dumpFormat {
-		return nil, nil, badFile("%s: format %q, want %q", path, d.Format, dumpFormat)
+		return nil, nil, badFile("%s: format %s, want %q", path, shorten.QuotedText(d.Format), dumpFormat)
 	}
 	ids := make([]wal.MessageID, len(d.Checkpoints))
 	seen := make(map[string]bool, len(d.Checkpoints))
@@ -253,6 +248,25 @@ func checkDump(ctx context.Context, data []byte, path string) ([]dumpEntry, []wa
 		ids[i] = id
 	}
 	return d.Checkpoints, ids, nil
+}
+
+// encodeDump is d as dump writes it, refused when longer than limit,
+// which restore reads at most: a dump it would refuse whole. It is
+// escaped for stdout, a terminal perhaps; a file gets the same bytes, as
+// it may well be shown on one too.
+func encodeDump(d dumpFile, limit int) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(d); err != nil {
+		return nil, err
+	}
+	out := escapeJSON(buf.Bytes())
+	if len(out) > limit {
+		return nil, refused("the dump would be %d MiB, over the %d MiB restore reads; nothing written: copy the catalog itself instead",
+			len(out)>>20, limit>>20)
+	}
+	return out, nil
 }
 
 // sameAs reports whether id, read from text, is exact down to its bytes,
@@ -307,7 +321,7 @@ func parseDump(ctx context.Context, data []byte, path string) (dumpFile, error) 
 		// edited by hand, or two put together, must not pass for one of
 		// its halves.
 		if err := givenTwice(keys, []byte(key)); err != nil {
-			return d, badFile("%s: %v", path, err)
+			return d, badFile("%s: %v", path, cut(err))
 		}
 		keys = append(keys, []byte(key))
 		switch {
@@ -363,7 +377,7 @@ func parseEntries(ctx context.Context, dec *json.Decoder, data []byte, path stri
 		// From the comma before it, if any, which the decoder skips.
 		value := bytes.TrimLeft(data[start:dec.InputOffset()], ", \t\r\n")
 		if err := uniqueKeys(value); err != nil {
-			return nil, badFile("%s: checkpoint %d: %v", path, i, err)
+			return nil, badFile("%s: checkpoint %d: %v", path, i, cut(err))
 		}
 	}
 	if _, err := dec.Token(); err != nil {
@@ -377,8 +391,12 @@ func endedEarly(err error) error {
 	if err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF) {
 		return errors.New("it ends before the dump does: empty, or cut short")
 	}
-	return err
+	return cut(err)
 }
+
+// cut is an error about a dump file as its text, cut to what shows in
+// 512 bytes: it may name a key or a value of the file, of any length.
+func cut(err error) error { return errors.New(shorten.Within(err.Error(), 512)) }
 
 // uniqueKeys fails on an object in value, JSON that encoding/json has
 // read without error, that gives a key twice, and on a string that is

@@ -196,3 +196,18 @@ func TestReadDumpRefusesABigFileUnread(t *testing.T) {
 	require.ErrorAs(t, err, &ue)
 	require.True(t, ue.inFile)
 }
+
+// A dump longer than restore reads is refused, not written: restore
+// would refuse it whole.
+func TestDumpLongerThanRestoreReadsIsRefused(t *testing.T) {
+	d := dumpFile{Format: dumpFormat, Checkpoints: []dumpEntry{{PChannel: "p", WAL: "kafka", Checkpoint: "kafka:1"}}}
+	out, err := encodeDump(d, maxDump)
+	require.NoError(t, err)
+	_, err = encodeDump(d, len(out))
+	require.NoError(t, err, "exactly the limit")
+	_, err = encodeDump(d, len(out)-1)
+	var ee *exitError
+	require.ErrorAs(t, err, &ee)
+	require.Equal(t, ExitRefused, ee.code)
+	require.ErrorContains(t, err, "over the 0 MiB restore reads; nothing written")
+}

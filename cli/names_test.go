@@ -48,16 +48,19 @@ func (a weird) String() string {
 		panic("String bug")
 	case weirdNotUTF8:
 		return "test-weird:202\xff"
+	case weirdControls:
+		return "test-weird:203" + strings.Repeat("\x01", 20000)
 	}
 	return "test-weird:" + strconv.Itoa(int(a))
 }
 
-// IDs whose text is 4,014 bytes, whose String panics, and whose text is
-// not UTF-8.
+// IDs whose text is 4,014 bytes, whose String panics, whose text is not
+// UTF-8, and whose text is 20,000 control characters.
 const (
-	weirdLong    weird = 200
-	weirdPanics  weird = 201
-	weirdNotUTF8 weird = 202
+	weirdLong     weird = 200
+	weirdPanics   weird = 201
+	weirdNotUTF8  weird = 202
+	weirdControls weird = 203
 )
 
 // weirdDamaged, once set, makes the codec refuse the bytes of weird(13),
@@ -342,20 +345,57 @@ func TestIDTextIsCutForPeopleWholeForPrograms(t *testing.T) {
 	require.Equal(t, cli.ExitOK, code, stderr)
 	require.Contains(t, stdout, `"checkpoint": "`+whole+`"`)
 
-	url, path := boltWith(t, map[string]wal.MessageID{"panics": weirdPanics, "not-utf8": weirdNotUTF8, "fine": weird(1)})
+	url, path := boltWith(t, map[string]wal.MessageID{"panics": weirdPanics, "not-utf8": weirdNotUTF8, "controls": weirdControls, "fine": weird(1)})
+	stdout, stderr, code = runSplit(t, url, "list")
+	require.Equal(t, cli.ExitOK, code, stderr)
+	for _, line := range strings.Split(strings.TrimSuffix(stdout, "\n"), "\n") {
+		// Cut to what shows in 128 bytes, not to 128 bytes of text, each
+		// of which takes four to show.
+		require.Less(t, len(line), 200, "a row of list, padded to the widest ID")
+	}
+	require.Contains(t, stdout, strconv.Quote("test-weird:203"+strings.Repeat("\x01", 28))+"… (20014 bytes)")
 	before, err := os.ReadFile(path)
 	require.NoError(t, err)
 	out := filepath.Join(t.TempDir(), "d.json")
 	stdout, stderr, code = runSplit(t, url, "dump", out)
 	require.Equal(t, cli.ExitRefused, code, stderr)
 	require.Empty(t, stdout)
-	require.Equal(t, `UNFIT  not-utf8: its text "test-weird:202\xff" is not UTF-8, which a dump cannot carry`+"\n"+
+	require.Equal(t, "UNFIT  controls: its text does not read back: wal: malformed message ID text: "+
+		strconv.Quote("test-weird:203"+strings.Repeat("\x01", 28))+"…(+19972 bytes) as a test-weird ID: "+
+		// The codec's own error, printable already (strconv quoted the
+		// text), cut at 128 bytes wherever they end.
+		`strconv.ParseUint: parsing "203`+strings.Repeat(`\x01`, 24)+`\…(+79920 bytes)`+"\n"+
+		`UNFIT  not-utf8: its text "test-weird:202\xff" is not UTF-8, which a dump cannot carry`+"\n"+
 		`UNFIT  panics: its text does not read back: wal: malformed message ID text: "<cli_test.weird: String panicked: String bug>" as a test-weird ID: `+
 		`strconv.ParseUint: parsing "<cli_test.weird: String panicked: String bug>": invalid syntax`+"\n"+
-		"lowwater: 2 checkpoints whose text restore could not read back, nothing dumped: "+
+		"lowwater: 3 checkpoints whose text restore could not read back, nothing dumped: "+
 		"their WAL's String and Parse disagree; copy the catalog itself instead\n", stderr)
 	require.NoFileExists(t, out)
 	after, err := os.ReadFile(path)
 	require.NoError(t, err)
 	require.Equal(t, before, after)
+}
+
+// A dump's own text (its format, a key no dump has, a key given twice)
+// comes back in restore's refusal cut: a hostile file gave four
+// megabytes of stderr for each.
+func TestRestoreCutsWhatTheFileSays(t *testing.T) {
+	url, _ := boltWith(t, nil)
+	megabyte := strings.Repeat("\x1b", 1<<20)
+	dir := t.TempDir()
+	for name, body := range map[string]string{
+		"format":  `{"format": "` + strings.Repeat("f", 1<<20) + `", "checkpoints": []}`,
+		"key":     `{"format": "lowwater-checkpoints/1", "` + strings.Repeat("k", 1<<20) + `": 1, "checkpoints": []}`,
+		"escaped": `{"format": "lowwater-checkpoints/1", "checkpoints": [{"pchannel": "p", "` + strings.ReplaceAll(megabyte, "\x1b", `\u001b`) + `": 1}]}`,
+		"twice":   `{"format": "lowwater-checkpoints/1", "` + strings.Repeat("t", 1<<20) + `": 1, "` + strings.Repeat("t", 1<<20) + `": 1}`,
+	} {
+		path := filepath.Join(dir, name+".json")
+		require.NoError(t, os.WriteFile(path, []byte(body), 0o600))
+		stdout, stderr, code := runSplit(t, url, "restore", path)
+		require.Equal(t, cli.ExitUsage, code, "%s: %.300s", name, stderr)
+		require.Empty(t, stdout, name)
+		require.Less(t, len(stderr), 1000, "%s: %.300s", name, stderr)
+		require.NotContains(t, stderr, "\x1b", name)
+		require.Contains(t, stderr, " bytes)", "%s: says what it cut: %s", name, stderr)
+	}
 }

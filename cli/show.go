@@ -42,16 +42,17 @@ func typed(pchannel string) string {
 }
 
 // shownID is an ID's text as the tool prints it for a person: as shown
-// escapes it, whole up to 128 bytes, else cut with its length, as list
-// cuts a long name; dump and list --json keep it whole. It goes through
-// wal.Text, since a registered WAL's String may panic (wal.String's own
-// cut would be quoted again).
+// escapes it, whole if that takes 128 bytes at most, else cut to what
+// does, with its length, as list cuts a long name; dump and list --json
+// keep it whole. It goes through wal.Text, since a registered WAL's
+// String may panic (wal.String's own cut would be quoted again).
 func shownID(id wal.MessageID) string {
 	text := wal.Text(id)
-	if len(text) <= shorten.TextLen {
-		return shown(text)
+	head, rest := shorten.Fit(text, shorten.TextLen, shown)
+	if rest == 0 {
+		return head
 	}
-	return fmt.Sprintf("%s… (%d bytes)", shown(shorten.Head(text, shorten.TextLen)), len(text))
+	return fmt.Sprintf("%s… (%d bytes)", head, len(text))
 }
 
 // shownText is a message from elsewhere (why a record does not decode, why
