@@ -637,7 +637,7 @@ func (p *pchannel) shippedStraight(ctx actor.Context) bool {
 
 func (p *pchannel) reject(cmd messages.Command, err error) {
 	p.publish(&messages.CommandRejected{Header: p.header(), Command: cmd, Err: err})
-	p.cfg.logger.Warn("command rejected", zap.String("command", fmt.Sprintf("%T", cmd)), zap.Error(err))
+	p.cfg.logger.Warn("command rejected", zap.String("command", fmt.Sprintf("%T", cmd)), errorField(err))
 	if broken := p.tracker.Broken(); broken != nil && p.phase < fenced {
 		p.becomeBroken(broken)
 	}
@@ -892,7 +892,7 @@ func (p *pchannel) loaded(ctx actor.Context, m *callDone) (time.Duration, bool) 
 		// the pchannel never recovers; its stop says why.
 		p.publish(&messages.RecoveryFailed{Header: p.header(), Err: err, Attempt: p.recovery.attempt, Late: p.recovery.overdue})
 		p.cfg.logger.Error("catalog closed: the stored checkpoint is never read; the pchannel does not recover",
-			zap.Int("attempt", p.recovery.attempt), zap.Error(err))
+			zap.Int("attempt", p.recovery.attempt), errorField(err))
 		return 0, false
 	}
 	if p.recovery.backoff == nil {
@@ -907,7 +907,7 @@ func (p *pchannel) loaded(ctx actor.Context, m *callDone) (time.Duration, bool) 
 		// or delete it; until then we retry at the backoff's pace.
 		log = p.cfg.logger.Error
 	}
-	log("recovery failed", zap.Int("attempt", p.recovery.attempt), zap.Duration("nextRetry", wait), zap.Error(err))
+	log("recovery failed", zap.Int("attempt", p.recovery.attempt), zap.Duration("nextRetry", wait), errorField(err))
 	return wait, false
 }
 
@@ -934,7 +934,7 @@ func (p *pchannel) becomeRunning(ctx actor.Context, stored wal.MessageID) {
 	pid, err := ctx.SpawnNamed(props, "persister")
 	if err != nil {
 		// Only a duplicate name fails, and this actor spawns one persister.
-		p.cfg.logger.Error("cannot spawn persister", zap.Error(err))
+		p.cfg.logger.Error("cannot spawn persister", errorField(err))
 		return
 	}
 	p.persister, p.persisterInbox = pid, *inbox
@@ -953,7 +953,7 @@ func (p *pchannel) becomeFenced(ctx actor.Context, cause error) {
 	p.disarmStall()
 	p.unflushed = cause
 	p.publish(&messages.OwnershipLost{Header: p.header(), Cause: cause})
-	p.cfg.logger.Warn("ownership lost; stopping", zap.Error(cause))
+	p.cfg.logger.Warn("ownership lost; stopping", errorField(cause))
 	if p.persister != nil {
 		ctx.Stop(p.persister)
 	}
@@ -969,7 +969,7 @@ func (p *pchannel) becomeBroken(err error) {
 	p.pendingTarget = nil
 	p.disarmStall()
 	p.unflushed = err
-	p.cfg.logger.Error("vchannel order lost; stopping without saving", zap.Error(err))
+	p.cfg.logger.Error("vchannel order lost; stopping without saving", errorField(err))
 	if p.persister != nil {
 		p.root.Stop(p.persister)
 	}
@@ -1011,7 +1011,7 @@ func (p *pchannel) becomeStopped() {
 // after, if there was one; note ends the log message.
 func (p *pchannel) tellStopped(ev *messages.Stopped, f *PChannelPanicError, note string) {
 	fields := []zap.Field{zap.Bool("graceful", ev.Graceful), zap.Stringer("persisted", stringer{ev.LastPersisted}),
-		zap.Bool("flushed", ev.Flushed), zap.Stringer("dropped", stringer{ev.Dropped}), zap.Error(ev.Reason)}
+		zap.Bool("flushed", ev.Flushed), zap.Stringer("dropped", stringer{ev.Dropped}), errorField(ev.Reason)}
 	// Logged first: whoever ends on seeing Stopped (a test whose logger
 	// dies with it) must find the actor done with its logger.
 	if f != nil {
@@ -1036,7 +1036,7 @@ func publishLast(events *eventstream.EventStream, logger *zap.Logger, ev message
 		returned := false
 		defer func() {
 			if !returned {
-				logger.Error("event subscriber ended its goroutine", zap.String("event", fmt.Sprintf("%T", ev)), zap.Error(ErrGoexit))
+				logger.Error("event subscriber ended its goroutine", zap.String("event", fmt.Sprintf("%T", ev)), errorField(ErrGoexit))
 			}
 		}()
 		publish(events, logger, ev)
@@ -1500,6 +1500,17 @@ func publish(events *eventstream.EventStream, logger *zap.Logger, ev messages.Ev
 // text is cut and quoted as an ID's is (a subscriber's panic is a third
 // party's).
 func reasonField(r any) zap.Field { return zap.String("reason", shorten.Value(r)) }
+
+// errorField logs err as its text, quoted when it holds a control
+// character and cut to what shows in 1 KiB, past lowwater's own longest: a
+// catalog's error may be a megabyte of anything, and a failing save logs
+// it on every retry. Events carry the error itself, for errors.Is.
+func errorField(err error) zap.Field {
+	if err == nil {
+		return zap.Skip()
+	}
+	return zap.String("error", shorten.Within(fmt.Sprint(err), 1<<10))
+}
 
 func stopTimer(t *time.Timer) {
 	if t != nil {

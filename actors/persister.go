@@ -431,7 +431,7 @@ func (s *persister) failed(m *callDone, attempt int, next time.Duration, adopted
 	publish(s.events, s.cfg.logger, &messages.PersistFailed{Header: newHeader(s.cfg.pchannel), Value: m.value, Attempt: attempt, Err: m.err, NextRetry: next,
 		Late: m.seq == s.overdueSeq, Adopted: adopted})
 	s.cfg.logger.Warn("save failed", zap.Stringer("checkpoint", stringer{m.value}), zap.Int("attempt", attempt),
-		zap.Duration("nextRetry", next), zap.Duration("latency", m.latency), zap.Error(m.err))
+		zap.Duration("nextRetry", next), zap.Duration("latency", m.latency), errorField(m.err))
 }
 
 // report publishes the plan to the parent's view.

@@ -243,7 +243,7 @@ func (s *Sender) Update(vchannel string, checkpoint wal.MessageID) error {
 	if err := wal.CheckPosition(checkpoint); err != nil {
 		// Judged here, as the actor would: buffered, it could hide a
 		// good update before it, or be hidden by one after it.
-		return fmt.Errorf("vchannel %q: %w", vchannel, err)
+		return fmt.Errorf("vchannel %s: %w", shorten.QuotedText(vchannel), err)
 	}
 	if !wal.BuiltIn(checkpoint) {
 		// So is an ID of a WAL registered outside package wal that does
@@ -251,7 +251,7 @@ func (s *Sender) Update(vchannel string, checkpoint wal.MessageID) error {
 		// (wal.ErrWALMismatch), before the lock: its codec is a third
 		// party's.
 		if _, err := wal.Marshal(checkpoint); err != nil {
-			return fmt.Errorf("vchannel %q: %w", vchannel, err)
+			return fmt.Errorf("vchannel %s: %w", shorten.QuotedText(vchannel), err)
 		}
 	}
 	var deadline time.Time
@@ -269,7 +269,7 @@ func (s *Sender) Update(vchannel string, checkpoint wal.MessageID) error {
 			if reflect.TypeOf(c.Checkpoint) != reflect.TypeOf(checkpoint) {
 				old := c.Checkpoint
 				s.mu.Unlock()
-				return fmt.Errorf("%w: vchannel %q: %s after %s", messages.ErrWALMismatch, vchannel, wal.String(checkpoint), wal.String(old))
+				return fmt.Errorf("%w: vchannel %s: %s after %s", messages.ErrWALMismatch, shorten.QuotedText(vchannel), wal.String(checkpoint), wal.String(old))
 			}
 			lower, err := below(vchannel, checkpoint, c.Checkpoint)
 			if err != nil {
@@ -279,7 +279,7 @@ func (s *Sender) Update(vchannel string, checkpoint wal.MessageID) error {
 			if lower {
 				old := c.Checkpoint
 				s.mu.Unlock()
-				return fmt.Errorf("%w: vchannel %q: %s is below %s", messages.ErrCheckpointRollback, vchannel, wal.String(checkpoint), wal.String(old))
+				return fmt.Errorf("%w: vchannel %s: %s is below %s", messages.ErrCheckpointRollback, shorten.QuotedText(vchannel), wal.String(checkpoint), wal.String(old))
 			}
 			c.Checkpoint = checkpoint
 			break
@@ -333,7 +333,7 @@ func below(vchannel string, checkpoint, old wal.MessageID) (bool, error) {
 func belowGuarded(vchannel string, checkpoint, old wal.MessageID) (lower bool, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			lower, err = false, fmt.Errorf("%w: vchannel %q: %T.LT panicked: %s", wal.ErrCorruptID, vchannel, checkpoint, shorten.Value(r))
+			lower, err = false, fmt.Errorf("%w: vchannel %s: %T.LT panicked: %s", wal.ErrCorruptID, shorten.QuotedText(vchannel), checkpoint, shorten.Value(r))
 		}
 	}()
 	return checkpoint.LT(old), nil

@@ -8,6 +8,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/lowwater/lowwater/internal/core/tracker"
+	"github.com/lowwater/lowwater/internal/shorten"
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/wal"
 )
@@ -196,7 +197,7 @@ func newSpawnSet(names []string, vchannels map[string]wal.MessageID) (spawnSet, 
 		}
 		id, err := wal.Marshal(vchannels[name])
 		if err != nil {
-			return spawnSet{}, fmt.Errorf("vchannel %q: %w", name, err)
+			return spawnSet{}, fmt.Errorf("vchannel %s: %w", shorten.QuotedText(name), err)
 		}
 		ids = append(ids, id)
 		n += uvarintLen(len(id)) + len(id)

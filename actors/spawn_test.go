@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -124,8 +125,8 @@ func TestAnIDsTextIsCutInErrorsAndLogs(t *testing.T) {
 	pid := system.Root.Spawn(props)
 	t.Cleanup(func() { _ = system.Root.PoisonFuture(pid).Wait() })
 	loud := func(v int64) wideID { return wideID{v: v, width: 8, noise: 1 << 20} }
-	shown := func(v int64) string { // 128 bytes, each ESC quoted as four
-		return strconv.Quote(fmt.Sprintf("wide-test:%d", v)+strings.Repeat("\x1b", 117)) + "…(+1048459 bytes)"
+	shown := func(v int64) string { // what shows in 128 bytes, each ESC quoted as four
+		return strconv.Quote(fmt.Sprintf("wide-test:%d", v)+strings.Repeat("\x1b", 28)) + "…(+1048548 bytes)"
 	}
 
 	require.NoError(t, Request(ctx10s(t), system.Root, pid, &messages.AddVChannel{VChannel: "a", Checkpoint: loud(9)}))
@@ -149,6 +150,73 @@ func TestAnIDsTextIsCutInErrorsAndLogs(t *testing.T) {
 	require.Len(t, added, 2)
 	text := added[0].ContextMap()["checkpoint"].(string)
 	require.Equal(t, shown(9), text)
+}
+
+// A vchannel name no Add took reaches errors cut and quoted: an update or
+// a drop of a megabyte of escapes gave an error of four megabytes, and a
+// batch's of eight.
+func TestAnUnknownVChannelNameIsCutInErrors(t *testing.T) {
+	system := quietSystem(t)
+	props, err := NewProps("p", wal.Kafka, persistence.NewMemory(), WithVChannels(kafkaAt(1, 0)))
+	require.NoError(t, err)
+	pid := system.Root.Spawn(props)
+	t.Cleanup(func() { _ = system.Root.PoisonFuture(pid).Wait() })
+	name := strings.Repeat("\x1b", 1<<20)
+	shown := strconv.Quote(strings.Repeat("\x1b", 31)) + "…(+1048545 bytes)"
+	for _, c := range []struct {
+		cmd  messages.Command
+		want string
+	}{
+		{&messages.UpdateCheckpoint{VChannel: name, Checkpoint: wal.KafkaID(1)}, "lowwater: vchannel not found: " + shown},
+		{&messages.DropVChannel{VChannel: name}, "lowwater: vchannel not found: " + shown},
+		{&messages.UpdateBatch{Updates: []messages.VChannelCheckpoint{{VChannel: name, Checkpoint: wal.KafkaID(1)}}},
+			"lowwater: 1 update(s) rejected: [0] " + shown + ": lowwater: vchannel not found: " + shown},
+	} {
+		err := Request(ctx10s(t), system.Root, pid, c.cmd)
+		require.ErrorIs(t, err, messages.ErrVChannelNotFound, "%T", c.cmd)
+		require.Equal(t, c.want, err.Error(), "%T", c.cmd)
+	}
+}
+
+// loudSaves is a catalog whose saves fail with a megabyte of escapes.
+type loudSaves struct{ persistence.Catalog }
+
+var errLoud = errors.New("disk on fire" + strings.Repeat("\x1b", 1<<20))
+
+func (loudSaves) Save(context.Context, string, wal.MessageID) error { return errLoud }
+
+// A catalog's error reaches the log cut and quoted, and events whole: a
+// failing save logged its megabyte on every retry, and a subscriber
+// needs the error itself, for errors.Is.
+func TestACatalogsErrorIsLoggedCut(t *testing.T) {
+	core, logs := observer.New(zap.WarnLevel)
+	system := quietSystem(t)
+	failed := make(chan *messages.PersistFailed, 16)
+	sub := system.EventStream.Subscribe(func(ev any) {
+		if f, ok := ev.(*messages.PersistFailed); ok {
+			select {
+			case failed <- f:
+			default:
+			}
+		}
+	})
+	t.Cleanup(func() { system.EventStream.Unsubscribe(sub) })
+	props, err := NewProps("p", wal.Kafka, loudSaves{persistence.NewMemory()}, WithVChannels(kafkaAt(1, 5)), WithLogger(zap.New(core)))
+	require.NoError(t, err)
+	pid := system.Root.Spawn(props)
+	t.Cleanup(func() { _ = system.Root.StopFuture(pid).Wait() })
+	for range 2 { // the first failure's log line is written before the retry fails
+		select {
+		case f := <-failed:
+			require.ErrorIs(t, f.Err, errLoud)
+		case <-time.After(10 * time.Second):
+			t.Fatal("no PersistFailed within 10 s")
+		}
+	}
+	logged := logs.FilterMessage("save failed").All()
+	require.NotEmpty(t, logged)
+	// What shows in 1 KiB, past lowwater's own longest message.
+	require.Equal(t, strconv.Quote("disk on fire"+strings.Repeat("\x1b", 252))+"…(+1048324 bytes)", logged[0].ContextMap()["error"])
 }
 
 // The vchannels given at spawn come back as given after the first

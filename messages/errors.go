@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/lowwater/lowwater/wal"
+
+	"github.com/lowwater/lowwater/internal/shorten"
 )
 
 // Errors a command can be rejected with. A rejected command changes nothing.
@@ -78,12 +80,13 @@ func (e *BatchError) Error() string {
 		if i > 0 {
 			b.WriteByte(';')
 		}
-		// %q for the name, as every other message has it: a caller's
-		// vchannel name may hold anything, a newline or an escape too.
+		// Quoted, as every other message has it: a caller's vchannel
+		// name may hold anything, a newline or an escape too, and be of
+		// any length.
 		// An error of several lines (errors.Join, a panic's value) is
 		// joined with "; ", as several errors are: the text is one line
 		// of a log.
-		fmt.Fprintf(&b, " [%d] %q: %s", r.Index, r.VChannel, lineBreaks.Replace(fmt.Sprint(r.Err)))
+		fmt.Fprintf(&b, " [%d] %s: %s", r.Index, shorten.QuotedText(r.VChannel), lineBreaks.Replace(fmt.Sprint(r.Err)))
 	}
 	return b.String()
 }

@@ -93,7 +93,7 @@ func NewFrom(walName wal.Name, checkpoints []messages.VChannelCheckpoint) (*Trac
 			return nil, err
 		}
 		if _, ok := t.lookup(c.VChannel); ok {
-			return nil, fmt.Errorf("%w: %q", messages.ErrVChannelExists, c.VChannel)
+			return nil, fmt.Errorf("%w: %s", messages.ErrVChannelExists, shorten.QuotedText(c.VChannel))
 		}
 		t.push(c.VChannel, c.Checkpoint)
 	}
@@ -172,14 +172,14 @@ func (t *Tracker) Validate(vchannel string, checkpoint wal.MessageID) error {
 		return messages.ErrEmptyVChannel
 	}
 	if checkpoint == nil {
-		return fmt.Errorf("%w: vchannel %q", messages.ErrNilCheckpoint, vchannel)
+		return fmt.Errorf("%w: vchannel %s", messages.ErrNilCheckpoint, shorten.QuotedText(vchannel))
 	}
 	if err := t.wal.Check(checkpoint); err != nil {
-		return fmt.Errorf("vchannel %q: %w", vchannel, err)
+		return fmt.Errorf("vchannel %s: %w", shorten.QuotedText(vchannel), err)
 	}
 	if t.guarded {
 		if _, err := t.wal.Marshal(checkpoint); err != nil {
-			return fmt.Errorf("vchannel %q: %w", vchannel, err)
+			return fmt.Errorf("vchannel %s: %w", shorten.QuotedText(vchannel), err)
 		}
 	}
 	return nil
@@ -195,7 +195,7 @@ func (t *Tracker) Add(vchannel string, checkpoint wal.MessageID) (advanced bool,
 		return false, t.broken
 	}
 	if _, ok := t.lookup(vchannel); ok {
-		return false, fmt.Errorf("%w: %q", messages.ErrVChannelExists, vchannel)
+		return false, fmt.Errorf("%w: %s", messages.ErrVChannelExists, shorten.QuotedText(vchannel))
 	}
 	if size := tableSize(len(t.heap) + 1); size > len(t.names) {
 		t.rehash(size)
@@ -223,7 +223,7 @@ func (t *Tracker) Update(vchannel string, checkpoint wal.MessageID) (advanced bo
 	}
 	s, ok := t.lookup(vchannel)
 	if !ok {
-		return false, fmt.Errorf("%w: %q", messages.ErrVChannelNotFound, vchannel)
+		return false, fmt.Errorf("%w: %s", messages.ErrVChannelNotFound, shorten.QuotedText(vchannel))
 	}
 	if t.broken != nil {
 		return false, t.broken
@@ -257,7 +257,7 @@ func (t *Tracker) updateGuarded(vchannel string, s int32, checkpoint wal.Message
 	c, err := wal.Compare(checkpoint, old)
 	switch {
 	case err != nil:
-		return false, fmt.Errorf("vchannel %q: %w", vchannel, err)
+		return false, fmt.Errorf("vchannel %s: %w", shorten.QuotedText(vchannel), err)
 	case c < 0:
 		return false, rollback(vchannel, old, checkpoint)
 	case c == 0:
@@ -269,7 +269,7 @@ func (t *Tracker) updateGuarded(vchannel string, s int32, checkpoint wal.Message
 }
 
 func rollback(vchannel string, from, to wal.MessageID) error {
-	return fmt.Errorf("%w: vchannel %q from %s to %s", messages.ErrCheckpointRollback, vchannel, wal.String(from), wal.String(to))
+	return fmt.Errorf("%w: vchannel %s from %s to %s", messages.ErrCheckpointRollback, shorten.QuotedText(vchannel), wal.String(from), wal.String(to))
 }
 
 // Drop stops tracking a vchannel. It reports whether the minimum strictly
@@ -280,7 +280,7 @@ func (t *Tracker) Drop(vchannel string) (advanced bool, err error) {
 	}
 	s, ok := t.lookup(vchannel)
 	if !ok {
-		return false, fmt.Errorf("%w: %q", messages.ErrVChannelNotFound, vchannel)
+		return false, fmt.Errorf("%w: %s", messages.ErrVChannelNotFound, shorten.QuotedText(vchannel))
 	}
 	if t.broken != nil {
 		return false, t.broken
@@ -361,7 +361,7 @@ func (t *Tracker) restore(vchannel string, x wal.MessageID, fault error, undo fu
 		t.broken = fmt.Errorf("tracker: the order of the vchannels is lost: %w", err)
 		return t.broken
 	}
-	return fmt.Errorf("vchannel %q: %w", vchannel, fault)
+	return fmt.Errorf("vchannel %s: %w", shorten.QuotedText(vchannel), fault)
 }
 
 // fillHole puts x back into the heap after a sift (up or down) stopped by
