@@ -44,11 +44,7 @@ func cluster(t testing.TB, partitions int32) []string {
 // ends to the end offset of each partition.
 func produce(t testing.TB, brokers []string, ends []int64, first, n int) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(testTopic))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := client(t, brokers, kgo.DefaultProduceTopic(testTopic))
 	recs := make([]*kgo.Record, n)
 	for i := range recs {
 		recs[i] = &kgo.Record{Key: fmt.Appendf(nil, "key-%d", first+i), Value: []byte("v")}
@@ -290,20 +286,13 @@ func TestATopicMadeAgainWhileReadEndsTheNode(t *testing.T) {
 // its pace rather than the client's (about 10 s).
 func TestATopicMadeAgainEndsTheNodeAtTheNextCheck(t *testing.T) {
 	brokers := cluster(t, 1)
-	ready := make(chan struct{})
 	dir := t.TempDir()
 	cfg := Config{Brokers: brokers, Topic: testTopic, Partitions: 1, VChannels: 2,
 		SinkPath: filepath.Join(dir, "sink.db"), Catalog: persistence.NewMemory(),
-		PartitionCheck: 20 * time.Millisecond, Ready: func() { close(ready) }}
+		PartitionCheck: 20 * time.Millisecond}
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- Run(ctx, cfg) }()
-	select {
-	case <-ready:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the node never got ready")
-	}
+	done := runReady(t, ctx, cfg)
 	remakeTopic(t, brokers)
 	select {
 	case err := <-done:
@@ -319,11 +308,7 @@ func TestATopicMadeAgainEndsTheNodeAtTheNextCheck(t *testing.T) {
 // partition.
 func remakeTopic(t *testing.T, brokers []string) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := client(t, brokers)
 	del := kmsg.NewPtrDeleteTopicsRequest()
 	dt := kmsg.NewDeleteTopicsRequestTopic()
 	dt.Topic = kmsg.StringPtr(testTopic)
@@ -367,21 +352,13 @@ func TestStopWithTheCatalogDownFails(t *testing.T) {
 			once.Do(func() { close(failed) })
 		}
 	}))
-	ready := make(chan struct{})
 	cfg := Config{
 		Brokers: brokers, Topic: testTopic, Partitions: 1, VChannels: 2,
 		SinkPath: filepath.Join(dir, "sink.db"), Catalog: catalog,
-		Ready: func() { close(ready) },
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- Run(ctx, cfg) }()
-	select {
-	case <-ready:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the node never got ready")
-	}
+	done := runReady(t, ctx, cfg)
 	catalog.SetDown(true)
 	produce(t, brokers, make([]int64, 1), 0, 50)
 	select {
@@ -418,20 +395,12 @@ func TestPartitionsAddedWhileReadAreRead(t *testing.T) {
 			once.Do(func() { close(saved) })
 		}
 	}))
-	ready := make(chan struct{})
 	cfg := Config{Brokers: brokers, Topic: testTopic, Partitions: 2, VChannels: 3,
 		SinkPath: filepath.Join(dir, "sink.db"), Catalog: catalog, PartitionCheck: 20 * time.Millisecond,
-		Pace:  func(int32, int) time.Duration { return time.Millisecond },
-		Ready: func() { close(ready) }}
+		Pace: func(int32, int) time.Duration { return time.Millisecond }}
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- Run(ctx, cfg) }()
-	select {
-	case <-ready:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the node never got ready")
-	}
+	done := runReady(t, ctx, cfg)
 	addPartitions(t, brokers, 3)
 	produceTo(t, brokers, 2, 40)
 	select {
@@ -473,20 +442,13 @@ func TestAnAddedPartitionWithAStoredCheckpointEndsTheNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	core, logs := observer.New(zap.WarnLevel)
-	ready := make(chan struct{})
 	dir := t.TempDir()
 	cfg := Config{Brokers: brokers, Topic: testTopic, Partitions: 1, VChannels: 2,
 		SinkPath: filepath.Join(dir, "sink.db"), Catalog: catalog, PartitionCheck: 20 * time.Millisecond,
-		Logger: zap.New(core), Ready: func() { close(ready) }}
+		Logger: zap.New(core)}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- Run(ctx, cfg) }()
-	select {
-	case <-ready:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the node never got ready")
-	}
+	done := runReady(t, ctx, cfg)
 	warned := logs.FilterFieldKey("pchannel").All()
 	if len(warned) != 1 || warned[0].ContextMap()["pchannel"] != "events-1" || warned[0].ContextMap()["checkpoint"] != "kafka:5" {
 		t.Fatalf("warnings at the start: %v, want one naming events-1 at kafka:5", warned)
@@ -512,11 +474,7 @@ func TestAnAddedPartitionWithAStoredCheckpointEndsTheNode(t *testing.T) {
 // addPartitions raises the test topic's partitions to count.
 func addPartitions(t *testing.T, brokers []string, count int32) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := client(t, brokers)
 	req := kmsg.NewPtrCreatePartitionsRequest()
 	topic := kmsg.NewCreatePartitionsRequestTopic()
 	topic.Topic, topic.Count = testTopic, count
@@ -535,12 +493,7 @@ func addPartitions(t *testing.T, brokers []string, count int32) {
 // produceTo writes n keyed records to partition p.
 func produceTo(t *testing.T, brokers []string, p int32, n int) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(testTopic),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := client(t, brokers, kgo.DefaultProduceTopic(testTopic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	recs := make([]*kgo.Record, n)
 	for i := range recs {
 		recs[i] = &kgo.Record{Key: fmt.Appendf(nil, "key-%d", i), Value: []byte("v"), Partition: p}
@@ -570,4 +523,33 @@ func TestAStoredCheckpointOfAnotherWALIsRefused(t *testing.T) {
 	if want := "kafka: pchannel events-0: stored checkpoint rocksmq:7 is not a Kafka offset: wal: message ID of another WAL"; err.Error() != want {
 		t.Fatalf("Run = %q, want %q", err, want)
 	}
+}
+
+// runReady runs the node on cfg in a goroutine and waits, 20 s at most,
+// until it reads the topic; Run's result comes on the channel.
+func runReady(t *testing.T, ctx context.Context, cfg Config) <-chan error {
+	t.Helper()
+	ready := make(chan struct{})
+	cfg.Ready = func() { close(ready) }
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, cfg) }()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("Run = %v before it read the topic", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the node never got ready")
+	}
+	return done
+}
+
+// client is a client of the test cluster, closed with the test.
+func client(t testing.TB, brokers []string, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
 }
