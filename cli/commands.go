@@ -117,7 +117,7 @@ func list(ctx context.Context, e *env, _ []string) error {
 	var tw table
 	tw.row("PCHANNEL", "WAL", "CHECKPOINT", "TERM", "VERSION")
 	corrupt := 0
-	anyCut := false
+	namesCut, idsCut := false, false
 	for i, en := range entries {
 		if i%4096 == 0 && ctx.Err() != nil {
 			// A million records take seconds to lay out: --timeout and
@@ -126,21 +126,28 @@ func list(ctx context.Context, e *env, _ []string) error {
 		}
 		checkpoint := ""
 		if en.Err == nil {
-			checkpoint = shownID(en.Checkpoint)
+			var cut bool
+			checkpoint, cut = tableID(en.Checkpoint)
+			idsCut = idsCut || cut
 		} else {
 			checkpoint = unreadable(en)
 			corrupt++
 		}
 		term, version := header(en)
 		name, cut := tableName(en.PChannel)
-		anyCut = anyCut || cut
+		namesCut = namesCut || cut
 		tw.row(name, walShown(en.WAL), checkpoint, term, version)
 	}
 	if err := tw.writeTo(e.stdout); err != nil {
 		return err
 	}
-	if anyCut {
+	switch {
+	case namesCut && idsCut:
+		fmt.Fprintln(e.stdout, "names over 64 bytes and IDs over 40 are cut: list --json gives them whole")
+	case namesCut:
 		fmt.Fprintln(e.stdout, "names over 64 bytes are cut: list --json gives them whole")
+	case idsCut:
+		fmt.Fprintln(e.stdout, "IDs over 40 bytes are cut: list --json gives them whole")
 	}
 	fmt.Fprint(e.stdout, count(len(entries), "pchannel"))
 	if corrupt > 0 {

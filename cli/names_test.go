@@ -321,7 +321,8 @@ func TestListColumnsByTerminalWidth(t *testing.T) {
 		"3 pchannels\n", stdout)
 }
 
-// An ID's text is cut where a person reads it (list's table, get), whole
+// An ID's text is cut where a person reads it (list's table, within 80
+// columns; get, to 128 bytes), whole
 // where a program does (list --json, dump); and dump refuses an ID whose
 // text restore could not read back, rather than write a dump restore
 // refuses whole.
@@ -331,9 +332,10 @@ func TestIDTextIsCutForPeopleWholeForPrograms(t *testing.T) {
 	stdout, stderr, code := runSplit(t, url, "list")
 	require.Equal(t, cli.ExitOK, code, stderr)
 	for _, line := range strings.Split(strings.TrimSuffix(stdout, "\n"), "\n") {
-		require.Less(t, len(line), 300, "a row of list, padded to the longest ID")
+		require.LessOrEqual(t, utf8.RuneCountInString(line), 80, "a row of list, padded to the widest ID: %q", line)
 	}
-	require.Contains(t, stdout, "test-weird:"+strings.Repeat("0", 117)+"… (4014 bytes)")
+	require.Contains(t, stdout, "test-weird:"+strings.Repeat("0", 21)+"…  0")
+	require.Contains(t, stdout, "IDs over 40 bytes are cut: list --json gives them whole\n")
 	stdout, stderr, code = runSplit(t, url, "get", "long")
 	require.Equal(t, cli.ExitOK, code, stderr)
 	require.Contains(t, stdout, "checkpoint  test-weird:"+strings.Repeat("0", 117)+"… (4014 bytes)\n")
@@ -349,11 +351,11 @@ func TestIDTextIsCutForPeopleWholeForPrograms(t *testing.T) {
 	stdout, stderr, code = runSplit(t, url, "list")
 	require.Equal(t, cli.ExitOK, code, stderr)
 	for _, line := range strings.Split(strings.TrimSuffix(stdout, "\n"), "\n") {
-		// Cut to what shows in 128 bytes, not to 128 bytes of text, each
+		// Cut to what shows in 32 bytes, not to 32 bytes of text, each
 		// of which takes four to show.
-		require.Less(t, len(line), 200, "a row of list, padded to the widest ID")
+		require.LessOrEqual(t, utf8.RuneCountInString(line), 80, "a row of list, padded to the widest ID: %q", line)
 	}
-	require.Contains(t, stdout, strconv.Quote("test-weird:203"+strings.Repeat("\x01", 28))+"… (20014 bytes)")
+	require.Contains(t, stdout, strconv.Quote("test-weird:203"+strings.Repeat("\x01", 4))+"…  0")
 	before, err := os.ReadFile(path)
 	require.NoError(t, err)
 	out := filepath.Join(t.TempDir(), "d.json")

@@ -140,6 +140,20 @@ func shortQuoted(s string) string {
 	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(shorten.Head(s, head)), len(s))
 }
 
+// tableID is an ID in list's table: as shownID gives it, or, if that
+// takes over 40 bytes, cut to what shows in 32 with an ellipsis, so that
+// one long ID does not widen every row past a terminal's 80 columns
+// (list --json gives it whole; get gives 128 bytes of it, and its length).
+func tableID(id wal.MessageID) (cell string, cut bool) {
+	text := wal.Text(id)
+	cell, rest := shorten.Fit(text, 40, shown)
+	if rest == 0 {
+		return cell, false
+	}
+	cell, _ = shorten.Fit(text, 32, shown)
+	return cell + "…", true
+}
+
 // tableName is a pchannel name in list's table: as typed takes it, or,
 // longer than 64 bytes, quoted and cut after 40 with its length, so that
 // one long name does not widen every row (list --json gives it whole).
