@@ -471,6 +471,57 @@ func TestAnAddedPartitionWithAStoredCheckpointEndsTheNode(t *testing.T) {
 	}
 }
 
+// The checkpoint of an added partition is read when it is added: one the
+// node warned of at its start, and an operator deleted since, as the
+// warning advised, holds nothing against it.
+func TestAnAddedPartitionWhoseCheckpointWasDeletedIsReadFromItsStart(t *testing.T) {
+	brokers := cluster(t, 1)
+	catalog := persistence.NewMemory()
+	name := PChannelName(testTopic, 1)
+	if err := catalog.Save(t.Context(), name, wal.KafkaID(5)); err != nil {
+		t.Fatal(err)
+	}
+	saved := make(chan struct{})
+	var once sync.Once
+	watched := faultinject.Wrap(catalog, faultinject.WithOnSave(func(pchannel string, id wal.MessageID, err error) {
+		if err == nil && pchannel == name && id == wal.KafkaID(20) {
+			once.Do(func() { close(saved) })
+		}
+	}))
+	dir := t.TempDir()
+	cfg := Config{Brokers: brokers, Topic: testTopic, Partitions: 1, VChannels: 2,
+		SinkPath: filepath.Join(dir, "sink.db"), Catalog: watched, PartitionCheck: 20 * time.Millisecond,
+		Pace: func(int32, int) time.Duration { return time.Millisecond }}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := runReady(t, ctx, cfg)
+	if err := catalog.Delete(t.Context(), name); err != nil {
+		t.Fatal(err)
+	}
+	addPartitions(t, brokers, 2)
+	produceTo(t, brokers, 1, 20)
+	select {
+	case <-saved:
+	case err := <-done:
+		t.Fatalf("Run = %v before partition 1 was read", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("partition 1's records were never saved as read")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run = %v", err)
+	}
+	counts, err := ReadSink(cfg.SinkPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for off := range int64(20) {
+		if n := counts[RecordID{1, off}]; n != 1 {
+			t.Errorf("record 1@%d written %d times, want 1", off, n)
+		}
+	}
+}
+
 // addPartitions raises the test topic's partitions to count.
 func addPartitions(t *testing.T, brokers []string, count int32) {
 	t.Helper()

@@ -228,7 +228,8 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	// grow reads the partitions added to the topic since the node
 	// started, or since the last call, each from its start (a checkpoint
-	// stored for one is an earlier topic's: ErrStaleCheckpoint). Kafka
+	// stored for one when it is added is an earlier topic's:
+	// ErrStaleCheckpoint). Kafka
 	// only adds partitions, never removes one. A
 	// topic ID other than the one the node started with is a topic made
 	// again: the node ends (the fetches tell it too, about 10 s after).
@@ -243,8 +244,14 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			return fmt.Errorf("%w: topic %s has another topic ID than when the node started", ErrTopicReplaced, cfg.Topic)
 		}
 		for p := fl.len(); p < int32(len(t.Partitions)); p++ {
+			// Read now, not at the start: an operator may have deleted
+			// it since, as the warning at the start advised.
 			name := PChannelName(cfg.Topic, p)
-			if id, ok := stored[name]; ok {
+			switch id, err := catalog.Load(ctx, name); {
+			case err != nil:
+				cfg.Logger.Warn("partition added: its checkpoint cannot be read yet", zap.Int32("partition", p), zap.Error(err))
+				return nil // asked again at the next check
+			case id != nil:
 				return fmt.Errorf("%w: %s, added while the node read the topic, has %s stored: "+
 					"'lowwater delete %s' reads it from its start", ErrStaleCheckpoint, name, wal.String(id), name)
 			}
