@@ -77,6 +77,10 @@ type listEntry struct {
 	// record under a name no node can use (BAD NAME): JSON turns bytes
 	// that are not UTF-8 into U+FFFD, another name.
 	Quoted string `json:"quoted,omitempty"`
+	// TextUnfit says why Checkpoint is not a text the WAL reads back as
+	// the stored ID (not UTF-8, which JSON turns into U+FFFD; a String
+	// that panics; a Parse that reads another ID), as dump's UNFIT does.
+	TextUnfit string `json:"textUnfit,omitempty"`
 }
 
 func list(ctx context.Context, e *env, _ []string) error {
@@ -99,6 +103,9 @@ func list(ctx context.Context, e *env, _ []string) error {
 				}
 			} else {
 				le.Checkpoint = wal.Text(en.Checkpoint)
+				if err := readsBack(en.WAL, le.Checkpoint, en.Checkpoint); err != nil {
+					le.TextUnfit = err.Error()
+				}
 			}
 			out = append(out, le)
 		}

@@ -348,6 +348,22 @@ func TestIDTextIsCutForPeopleWholeForPrograms(t *testing.T) {
 	require.Contains(t, stdout, `"checkpoint": "`+whole+`"`)
 
 	url, path := boltWith(t, map[string]wal.MessageID{"panics": weirdPanics, "not-utf8": weirdNotUTF8, "controls": weirdControls, "fine": weird(1)})
+	stdout, stderr, code = runSplit(t, url, "list", "--json")
+	require.Equal(t, cli.ExitOK, code, stderr)
+	var listed []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(stdout), &listed))
+	unfit := map[string]any{}
+	for _, le := range listed {
+		unfit[le["pchannel"].(string)] = le["textUnfit"]
+	}
+	require.Equal(t, map[string]any{
+		"controls": unfit["controls"], // as dump's UNFIT line below says it
+		"fine":     nil,
+		"not-utf8": `its text "test-weird:202\xff" is not UTF-8, which a dump cannot carry`,
+		"panics": `its text does not read back: wal: malformed message ID text: "<cli_test.weird: String panicked: String bug>" as a test-weird ID: ` +
+			`strconv.ParseUint: parsing "<cli_test.weird: String panicked: String bug>": invalid syntax`,
+	}, unfit)
+	require.NotNil(t, unfit["controls"])
 	stdout, stderr, code = runSplit(t, url, "list")
 	require.Equal(t, cli.ExitOK, code, stderr)
 	for _, line := range strings.Split(strings.TrimSuffix(stdout, "\n"), "\n") {
