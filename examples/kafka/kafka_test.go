@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -268,13 +269,9 @@ func TestATopicMadeAgainWhileReadEndsTheNode(t *testing.T) {
 	}
 	remakeTopic(t, brokers)
 	produce(t, brokers, make([]int64, 1), 1000, 20) // the new topic's offsets 0..19
-	select {
-	case err := <-done:
-		if !errors.Is(err, ErrTopicReplaced) {
-			t.Fatalf("Run = %v, want ErrTopicReplaced", err)
-		}
-	case <-time.After(30 * time.Second): // the client reports the unknown topic ID after 10 s
-		t.Fatal("Run did not end once the topic was made again")
+	err := ended(t, done, 30*time.Second)           // the client reports the unknown topic ID after 10 s
+	if !errors.Is(err, ErrTopicReplaced) {
+		t.Fatalf("Run = %v, want ErrTopicReplaced", err)
 	}
 	got, err := catalog.Load(context.Background(), PChannelName(testTopic, 0))
 	if err != nil || got != wal.KafkaID(100) {
@@ -294,13 +291,9 @@ func TestATopicMadeAgainEndsTheNodeAtTheNextCheck(t *testing.T) {
 	defer cancel()
 	done := runReady(t, ctx, cfg)
 	remakeTopic(t, brokers)
-	select {
-	case err := <-done:
-		if !errors.Is(err, ErrTopicReplaced) || !strings.Contains(err.Error(), "another topic ID") {
-			t.Fatalf("Run = %v, want ErrTopicReplaced, told by the topic's ID", err)
-		}
-	case <-time.After(5 * time.Second): // the client's own report comes after about 10 s
-		t.Fatal("Run did not end within 5 s of the topic made again")
+	err := ended(t, done, 5*time.Second) // the client's own report comes after about 10 s
+	if !errors.Is(err, ErrTopicReplaced) || !strings.Contains(err.Error(), "another topic ID") {
+		t.Fatalf("Run = %v, want ErrTopicReplaced, told by the topic's ID", err)
 	}
 }
 
@@ -367,16 +360,12 @@ func TestStopWithTheCatalogDownFails(t *testing.T) {
 		t.Fatal("no save was attempted after the records came")
 	}
 	cancel()
-	select {
-	case err := <-done:
-		if err == nil || !strings.Contains(err.Error(), "unsaved") {
-			t.Fatalf("Run = %v, want the unsaved checkpoint", err)
-		}
-		if !errors.Is(err, messages.ErrFlushTimeout) {
-			t.Fatalf("Run = %v, want it to wrap ErrFlushTimeout", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not return")
+	err := ended(t, done, 30*time.Second)
+	if err == nil || !strings.Contains(err.Error(), "unsaved") {
+		t.Fatalf("Run = %v, want the unsaved checkpoint", err)
+	}
+	if !errors.Is(err, messages.ErrFlushTimeout) {
+		t.Fatalf("Run = %v, want it to wrap ErrFlushTimeout", err)
 	}
 }
 
@@ -403,15 +392,9 @@ func TestPartitionsAddedWhileReadAreRead(t *testing.T) {
 	done := runReady(t, ctx, cfg)
 	addPartitions(t, brokers, 3)
 	produceTo(t, brokers, 2, 40)
-	select {
-	case <-saved:
-	case err := <-done:
-		t.Fatalf("Run = %v before partition 2 was read", err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("partition 2's records were never saved as read")
-	}
+	awaitBefore(t, saved, done, "partition 2 was read", "partition 2's records were never saved as read")
 	cancel()
-	if err := <-done; err != nil {
+	if err := ended(t, done, 30*time.Second); err != nil {
 		t.Fatalf("Run = %v", err)
 	}
 	got, err := catalog.Load(context.Background(), PChannelName(testTopic, 2))
@@ -455,15 +438,11 @@ func TestAnAddedPartitionWithAStoredCheckpointEndsTheNode(t *testing.T) {
 	}
 	addPartitions(t, brokers, 2)
 	produceTo(t, brokers, 1, 20) // past the checkpoint: offsets alone cannot tell
-	select {
-	case err := <-done:
-		want := "kafka: checkpoint stored for a partition the topic did not have: events-1, added while the node read the topic, " +
-			"has kafka:5 stored: 'lowwater delete events-1' reads it from its start"
-		if !errors.Is(err, ErrStaleCheckpoint) || ctx.Err() != nil || err.Error() != want {
-			t.Fatalf("Run = %v, want %s", err, want)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("Run did not end")
+	err := ended(t, done, 20*time.Second)
+	want := "kafka: checkpoint stored for a partition the topic did not have: events-1, added while the node read the topic, " +
+		"has kafka:5 stored: 'lowwater delete events-1' reads it from its start"
+	if !errors.Is(err, ErrStaleCheckpoint) || ctx.Err() != nil || err.Error() != want {
+		t.Fatalf("Run = %v, want %s", err, want)
 	}
 	got, err := catalog.Load(context.Background(), PChannelName(testTopic, 1))
 	if err != nil || got != wal.KafkaID(5) {
@@ -500,15 +479,9 @@ func TestAnAddedPartitionWhoseCheckpointWasDeletedIsReadFromItsStart(t *testing.
 	}
 	addPartitions(t, brokers, 2)
 	produceTo(t, brokers, 1, 20)
-	select {
-	case <-saved:
-	case err := <-done:
-		t.Fatalf("Run = %v before partition 1 was read", err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("partition 1's records were never saved as read")
-	}
+	awaitBefore(t, saved, done, "partition 1 was read", "partition 1's records were never saved as read")
 	cancel()
-	if err := <-done; err != nil {
+	if err := ended(t, done, 30*time.Second); err != nil {
 		t.Fatalf("Run = %v", err)
 	}
 	counts, err := ReadSink(cfg.SinkPath)
@@ -519,6 +492,76 @@ func TestAnAddedPartitionWhoseCheckpointWasDeletedIsReadFromItsStart(t *testing.
 		if n := counts[RecordID{1, off}]; n != 1 {
 			t.Errorf("record 1@%d written %d times, want 1", off, n)
 		}
+	}
+}
+
+// hangingLoads is a catalog whose Load of one name waits for release,
+// ignoring its context, and of another panics while panicking is set: a
+// fault on purpose.
+type hangingLoads struct {
+	persistence.Catalog
+	hang, panics string
+	panicking    atomic.Bool
+	panicked     chan struct{}
+	entered      chan struct{}
+	release      chan struct{}
+}
+
+func (c *hangingLoads) Load(ctx context.Context, pchannel string) (wal.MessageID, error) {
+	switch {
+	case pchannel == c.hang:
+		c.entered <- struct{}{}
+		<-c.release
+	case pchannel == c.panics && c.panicking.Load():
+		c.panicked <- struct{}{}
+		panic("Load bug")
+	}
+	return c.Catalog.Load(ctx, pchannel)
+}
+
+// A catalog that hangs, ignoring its context, as the node reads an added
+// partition's checkpoint, or panics there, holds neither the node nor
+// its stop: the check waited on it, and the stop on the check.
+func TestAHangingCatalogHoldsNoStopWhilePartitionsAreAdded(t *testing.T) {
+	brokers := cluster(t, 1)
+	catalog := &hangingLoads{Catalog: persistence.NewMemory(), panics: PChannelName(testTopic, 1), hang: PChannelName(testTopic, 2),
+		panicked: make(chan struct{}, 64), entered: make(chan struct{}, 64), release: make(chan struct{})}
+	catalog.panicking.Store(true)
+	t.Cleanup(func() { close(catalog.release) })
+	core, logs := observer.New(zap.WarnLevel)
+	dir := t.TempDir()
+	cfg := Config{Brokers: brokers, Topic: testTopic, Partitions: 1, VChannels: 2,
+		SinkPath: filepath.Join(dir, "sink.db"), Catalog: catalog, PartitionCheck: 20 * time.Millisecond, Logger: zap.New(core)}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := runReady(t, ctx, cfg)
+	addPartitions(t, brokers, 2)
+	// Partition 1's Load panics, at every check: warned of, and tried
+	// again; a catalog mended lets it be read. The second panic comes
+	// after the first one's warning.
+	for range 2 {
+		select {
+		case <-catalog.panicked:
+		case err := <-done:
+			t.Fatalf("Run = %v on a catalog that panicked", err)
+		case <-time.After(20 * time.Second):
+			t.Fatal("partition 1's checkpoint was not read twice within 20 s")
+		}
+	}
+	warned := logs.FilterMessage("partition added: its checkpoint cannot be read yet").All()
+	if want := "kafka: the catalog panicked loading events-1: Load bug"; len(warned) == 0 || warned[0].ContextMap()["error"] != want {
+		t.Fatalf("warnings: %v, want the first saying %q", warned, want)
+	}
+	catalog.panicking.Store(false)
+	addPartitions(t, brokers, 3)
+	select {
+	case <-catalog.entered:
+	case <-time.After(20 * time.Second):
+		t.Fatal("partition 2's checkpoint was never read")
+	}
+	cancel()
+	if err := ended(t, done, 10*time.Second); err != nil {
+		t.Fatalf("Run = %v", err)
 	}
 }
 
@@ -603,4 +646,29 @@ func client(t testing.TB, brokers []string, opts ...kgo.Opt) *kgo.Client {
 	}
 	t.Cleanup(cl.Close)
 	return cl
+}
+
+// ended is Run's result, which must come within d.
+func ended(t *testing.T, done <-chan error, d time.Duration) error {
+	t.Helper()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(d):
+		t.Fatalf("Run did not end within %v", d)
+		return nil
+	}
+}
+
+// awaitBefore waits 20 s at most for saved to close, and fails, saying
+// what did not happen, if Run ends first or nothing comes.
+func awaitBefore(t *testing.T, saved <-chan struct{}, done <-chan error, what, never string) {
+	t.Helper()
+	select {
+	case <-saved:
+	case err := <-done:
+		t.Fatalf("Run = %v before %s", err, what)
+	case <-time.After(20 * time.Second):
+		t.Fatal(never)
+	}
 }

@@ -17,6 +17,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lowwater/lowwater/actors"
+	"github.com/lowwater/lowwater/internal/shorten"
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/wal"
@@ -247,7 +248,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 			// Read now, not at the start: an operator may have deleted
 			// it since, as the warning at the start advised.
 			name := PChannelName(cfg.Topic, p)
-			switch id, err := catalog.Load(ctx, name); {
+			switch id, err := loadWithin(ctx, catalog, name); {
 			case err != nil:
 				cfg.Logger.Warn("partition added: its checkpoint cannot be read yet", zap.Int32("partition", p), zap.Error(err))
 				return nil // asked again at the next check
@@ -274,6 +275,33 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		return replaced(runCtx, cl, &cfg, topicID, p, err)
 	}, every(cfg.PartitionCheck, grow, pl.abort))
 	return pl.stop()
+}
+
+// loadWithin is catalog.Load, given up when ctx ends even if the catalog
+// does not: one that ignores its context would hold the node's stop,
+// which waits for the growth check. The call is then left to finish on
+// its own. A panic is an error: the check tries again at its next turn.
+func loadWithin(ctx context.Context, catalog persistence.Catalog, name string) (wal.MessageID, error) {
+	type loaded struct {
+		id  wal.MessageID
+		err error
+	}
+	ch := make(chan loaded, 1)
+	go func() {
+		defer func() {
+			if r := recover(); r != nil {
+				ch <- loaded{err: fmt.Errorf("kafka: the catalog panicked loading %s: %s", name, shorten.Value(r))}
+			}
+		}()
+		id, err := catalog.Load(ctx, name)
+		ch <- loaded{id, err}
+	}()
+	select {
+	case l := <-ch:
+		return l.id, l.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // fleet is the node's pchannels, by partition. It grows while the node
