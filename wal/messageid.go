@@ -105,11 +105,8 @@ func Less(a, b MessageID) bool {
 // character strconv.IsPrint refuses. The built-in IDs' texts are short
 // and printable, and given whole. Text gives any ID's whole text.
 func String(id MessageID) string {
-	if id == nil {
-		return "<none>"
-	}
-	if BuiltIn(id) {
-		return id.String()
+	if id == nil || BuiltIn(id) {
+		return Text(id)
 	}
 	return shorten.Text(Text(id))
 }
