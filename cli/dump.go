@@ -55,9 +55,15 @@ func dump(ctx context.Context, e *env, args []string) error {
 	if err := s.warnStray(ctx); err != nil {
 		return err
 	}
-	d := dumpFile{Format: dumpFormat, Source: s.url.String(), Checkpoints: []dumpEntry{}}
+	enc := newDumpEncoder(s.url.String(), maxDump)
 	corrupt, unfit := 0, 0
-	for _, en := range entries {
+	for i, en := range entries {
+		if i%ctxEvery == 0 && ctx.Err() != nil {
+			// A million records take seconds to check and encode: late,
+			// nothing is written, rather than a dump past --timeout or a
+			// Ctrl-C.
+			return fmt.Errorf("dumping %s: %w; nothing written", count(len(entries), "checkpoint"), ctx.Err())
+		}
 		if en.Err != nil {
 			corrupt++
 			fmt.Fprintf(e.stderr, "%s  %s: %s\n", unreadable(en), typed(en.PChannel), cause(en))
@@ -79,10 +85,11 @@ func dump(ctx context.Context, e *env, args []string) error {
 			fmt.Fprintf(e.stderr, "UNFIT  %s: %s\n", typed(en.PChannel), err)
 			continue
 		}
-		d.Checkpoints = append(d.Checkpoints, dumpEntry{
-			PChannel: en.PChannel, WAL: en.WAL, Checkpoint: text,
-			ID: raw, Term: en.Term,
-		})
+		if corrupt == 0 && unfit == 0 {
+			if err := enc.add(dumpEntry{PChannel: en.PChannel, WAL: en.WAL, Checkpoint: text, ID: raw, Term: en.Term}); err != nil {
+				return err
+			}
+		}
 	}
 	if corrupt > 0 {
 		return &exitError{code: ExitCorrupt, err: fmt.Errorf("%s unreadable, nothing dumped: "+
@@ -92,14 +99,12 @@ func dump(ctx context.Context, e *env, args []string) error {
 		return &exitError{code: ExitRefused, err: fmt.Errorf("%s whose text restore could not read back, nothing dumped: "+
 			"their WAL's String and Parse disagree; copy the catalog itself instead", count(unfit, "checkpoint"))}
 	}
-	out, err := encodeDump(d, maxDump)
+	out, err := enc.finish()
 	if err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {
-		// A million records take seconds to encode: late, nothing is
-		// written, rather than a dump past --timeout or a Ctrl-C.
-		return fmt.Errorf("dumping %s: %w; nothing written", count(len(d.Checkpoints), "checkpoint"), err)
+		return fmt.Errorf("dumping %s: %w; nothing written", count(enc.n, "checkpoint"), err)
 	}
 	if len(args) == 0 || args[0] == "-" {
 		_, err := e.stdout.Write(out)
@@ -123,7 +128,7 @@ func dump(ctx context.Context, e *env, args []string) error {
 	}
 	// Said before the file is made: should the output be lost (a full
 	// disk, a closed pipe), no file is left to block the same command.
-	if _, err := fmt.Fprintf(e.stdout, "dumping %s from %s to %s\n", count(len(d.Checkpoints), "checkpoint"), s.url, args[0]); err != nil {
+	if _, err := fmt.Fprintf(e.stdout, "dumping %s from %s to %s\n", count(enc.n, "checkpoint"), s.url, args[0]); err != nil {
 		return fmt.Errorf("writing the output: %w; no file made", err)
 	}
 	return writeNew(args[0], out)
@@ -250,23 +255,71 @@ func checkDump(ctx context.Context, data []byte, path string) ([]dumpEntry, []wa
 	return d.Checkpoints, ids, nil
 }
 
-// encodeDump is d as dump writes it, refused when longer than limit,
-// which restore reads at most: a dump it would refuse whole. It is
-// escaped for stdout, a terminal perhaps; a file gets the same bytes, as
-// it may well be shown on one too.
-func encodeDump(d dumpFile, limit int) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(d); err != nil {
-		return nil, err
+// dumpEncoder lays a dump out as encoding/json indents a dumpFile, one
+// checkpoint at a time, and refuses it once it is longer than limit,
+// which restore reads at most: a dump it would refuse whole. Encoded
+// whole and measured after, a catalog of large IDs took gigabytes of
+// memory to be refused; this one holds limit bytes at most.
+//
+// The output is escaped for stdout, a terminal perhaps (escapeJSON); a
+// file gets the same bytes, as it may well be shown on one too.
+type dumpEncoder struct {
+	buf   bytes.Buffer
+	limit int
+	// n counts the checkpoints added; over is set once the dump passed
+	// limit, and buf let go.
+	n    int
+	over bool
+}
+
+// dumpEnd closes the list of a dump that has checkpoints.
+const dumpEnd = "\n  ]\n}\n"
+
+func newDumpEncoder(source string, limit int) *dumpEncoder {
+	head, err := json.MarshalIndent(dumpFile{Format: dumpFormat, Source: source, Checkpoints: []dumpEntry{}}, "", "  ")
+	if err != nil {
+		panic(err) // strings only: encoding/json cannot fail on them
 	}
-	out := escapeJSON(buf.Bytes())
-	if len(out) > limit {
-		return nil, refused("the dump would be %d MiB, over the %d MiB restore reads; nothing written: copy the catalog itself instead",
-			len(out)>>20, limit>>20)
+	e := &dumpEncoder{limit: limit}
+	e.buf.Write(escapeJSON(bytes.TrimSuffix(head, []byte("[]\n}"))))
+	return e
+}
+
+// add appends c, unless the dump is over its limit already.
+func (e *dumpEncoder) add(c dumpEntry) error {
+	if e.over {
+		return nil
 	}
-	return out, nil
+	raw, err := json.MarshalIndent(c, "    ", "  ")
+	if err != nil {
+		return err
+	}
+	if e.n == 0 {
+		e.buf.WriteString("[\n    ")
+	} else {
+		e.buf.WriteString(",\n    ")
+	}
+	e.buf.Write(escapeJSON(raw))
+	e.n++
+	if e.buf.Len()+len(dumpEnd) > e.limit {
+		e.over = true
+		e.buf = bytes.Buffer{}
+	}
+	return nil
+}
+
+// finish returns the whole dump, or refuses one longer than the limit.
+func (e *dumpEncoder) finish() ([]byte, error) {
+	if e.n == 0 {
+		e.buf.WriteString("[]\n}\n")
+	} else if !e.over {
+		e.buf.WriteString(dumpEnd)
+	}
+	if e.over || e.buf.Len() > e.limit {
+		return nil, refused("the dump would be longer than the %d MiB restore reads; nothing written: copy the catalog itself instead",
+			e.limit>>20)
+	}
+	return e.buf.Bytes(), nil
 }
 
 // sameAs reports whether id, read from text, is exact down to its bytes,

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -197,17 +198,74 @@ func TestReadDumpRefusesABigFileUnread(t *testing.T) {
 	require.True(t, ue.inFile)
 }
 
+// encodeAll lays d out as dump did before it encoded one checkpoint at a
+// time: the whole document through encoding/json, then escaped.
+func encodeAll(t *testing.T, d dumpFile) string {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent("", "  ")
+	require.NoError(t, enc.Encode(d))
+	return string(escapeJSON(buf.Bytes()))
+}
+
+func encodeEach(d dumpFile, limit int) ([]byte, error) {
+	e := newDumpEncoder(d.Source, limit)
+	for _, c := range d.Checkpoints {
+		if err := e.add(c); err != nil {
+			return nil, err
+		}
+	}
+	return e.finish()
+}
+
+// A dump encoded one checkpoint at a time is the same bytes as the whole
+// document through encoding/json: empty, one, several, with a source or
+// none, with text to escape (HTML, C1 controls, a reversing mark, what is
+// not UTF-8) in every string.
+func TestDumpEncodedByCheckpointIsTheWholeDocument(t *testing.T) {
+	odd := "<a&b>\u009b\u202e\xff\t\"q\""
+	one := dumpEntry{PChannel: "p", WAL: "kafka", Checkpoint: "kafka:1", ID: []byte{0, 1, 2}, Term: 3}
+	for _, d := range []dumpFile{
+		{Format: dumpFormat, Checkpoints: []dumpEntry{}},
+		{Format: dumpFormat, Source: "bolt:/tmp/c.db", Checkpoints: []dumpEntry{}},
+		{Format: dumpFormat, Source: "etcd://" + odd, Checkpoints: []dumpEntry{one}},
+		{Format: dumpFormat, Checkpoints: []dumpEntry{one, {PChannel: odd, WAL: "kafka", Checkpoint: odd}, {PChannel: "r", WAL: "rmq", Checkpoint: "rmq:" + odd, ID: []byte(odd)}}},
+	} {
+		got, err := encodeEach(d, maxDump)
+		require.NoError(t, err)
+		require.Equal(t, encodeAll(t, d), string(got))
+		back, err := parseDump(context.Background(), got, "-")
+		require.NoError(t, err)
+		require.Len(t, back.Checkpoints, len(d.Checkpoints))
+	}
+}
+
 // A dump longer than restore reads is refused, not written: restore
-// would refuse it whole.
+// would refuse it whole. The encoder lets go of what it laid out as soon
+// as the dump passes the limit, and lays out nothing more.
 func TestDumpLongerThanRestoreReadsIsRefused(t *testing.T) {
-	d := dumpFile{Format: dumpFormat, Checkpoints: []dumpEntry{{PChannel: "p", WAL: "kafka", Checkpoint: "kafka:1"}}}
-	out, err := encodeDump(d, maxDump)
+	d := dumpFile{Format: dumpFormat, Checkpoints: []dumpEntry{{PChannel: "p", WAL: "kafka", Checkpoint: "kafka:1"}, {PChannel: "q", WAL: "kafka", Checkpoint: "kafka:2"}}}
+	out, err := encodeEach(d, maxDump)
 	require.NoError(t, err)
-	_, err = encodeDump(d, len(out))
+	_, err = encodeEach(d, len(out))
 	require.NoError(t, err, "exactly the limit")
-	_, err = encodeDump(d, len(out)-1)
+	_, err = encodeEach(d, len(out)-1)
 	var ee *exitError
 	require.ErrorAs(t, err, &ee)
 	require.Equal(t, ExitRefused, ee.code)
-	require.ErrorContains(t, err, "over the 0 MiB restore reads; nothing written")
+	require.EqualError(t, err, "the dump would be longer than the 0 MiB restore reads; nothing written: copy the catalog itself instead")
+
+	empty, err := encodeEach(dumpFile{Format: dumpFormat}, maxDump)
+	require.NoError(t, err)
+	_, err = encodeEach(dumpFile{Format: dumpFormat}, len(empty)-1)
+	require.ErrorAs(t, err, &ee, "an empty dump over the limit")
+
+	e := newDumpEncoder("", 200)
+	require.NoError(t, e.add(dumpEntry{PChannel: strings.Repeat("p", 300), WAL: "kafka", Checkpoint: "kafka:1"}))
+	require.True(t, e.over)
+	require.Zero(t, e.buf.Cap(), "the layout past the limit is let go")
+	require.NoError(t, e.add(dumpEntry{PChannel: "q", WAL: "kafka", Checkpoint: "kafka:1"}))
+	require.Zero(t, e.buf.Cap(), "nothing is laid out past the limit")
+	_, err = e.finish()
+	require.ErrorAs(t, err, &ee)
 }
