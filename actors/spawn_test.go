@@ -126,7 +126,7 @@ func TestAnIDsTextIsCutInErrorsAndLogs(t *testing.T) {
 	t.Cleanup(func() { _ = system.Root.PoisonFuture(pid).Wait() })
 	loud := func(v int64) wideID { return wideID{v: v, width: 8, noise: 1 << 20} }
 	shown := func(v int64) string { // what shows in 128 bytes, each ESC quoted as four
-		return strconv.Quote(fmt.Sprintf("wide-test:%d", v)+strings.Repeat("\x1b", 28)) + "…(+1048548 bytes)"
+		return strconv.Quote(fmt.Sprintf("wide-test:%d", v)+strings.Repeat("\x1b", 28)) + "… (1048587 bytes)"
 	}
 
 	require.NoError(t, Request(ctx10s(t), system.Root, pid, &messages.AddVChannel{VChannel: "a", Checkpoint: loud(9)}))
@@ -162,7 +162,7 @@ func TestAnUnknownVChannelNameIsCutInErrors(t *testing.T) {
 	pid := system.Root.Spawn(props)
 	t.Cleanup(func() { _ = system.Root.PoisonFuture(pid).Wait() })
 	name := strings.Repeat("\x1b", 1<<20)
-	shown := strconv.Quote(strings.Repeat("\x1b", 31)) + "…(+1048545 bytes)"
+	shown := strconv.Quote(strings.Repeat("\x1b", 31)) + "… (1048576 bytes)"
 	for _, c := range []struct {
 		cmd  messages.Command
 		want string
@@ -216,7 +216,7 @@ func TestACatalogsErrorIsLoggedCut(t *testing.T) {
 	logged := logs.FilterMessage("save failed").All()
 	require.NotEmpty(t, logged)
 	// What shows in 1 KiB, past lowwater's own longest message.
-	require.Equal(t, strconv.Quote("disk on fire"+strings.Repeat("\x1b", 252))+"…(+1048324 bytes)", logged[0].ContextMap()["error"])
+	require.Equal(t, strconv.Quote("disk on fire"+strings.Repeat("\x1b", 252))+"… (1048588 bytes)", logged[0].ContextMap()["error"])
 }
 
 // The vchannels given at spawn come back as given after the first

@@ -379,10 +379,10 @@ func TestIDTextIsCutForPeopleWholeForPrograms(t *testing.T) {
 	require.Equal(t, cli.ExitRefused, code, stderr)
 	require.Empty(t, stdout)
 	require.Equal(t, "UNFIT  controls: its text does not read back: wal: malformed message ID text: "+
-		strconv.Quote("test-weird:203"+strings.Repeat("\x01", 28))+"…(+19972 bytes) as a test-weird ID: "+
+		strconv.Quote("test-weird:203"+strings.Repeat("\x01", 28))+"… (20014 bytes) as a test-weird ID: "+
 		// The codec's own error, printable already (strconv quoted the
 		// text), cut at 128 bytes wherever they end.
-		`strconv.ParseUint: parsing "203`+strings.Repeat(`\x01`, 24)+`\…(+79920 bytes)`+"\n"+
+		`strconv.ParseUint: parsing "203`+strings.Repeat(`\x01`, 24)+`\… (80048 bytes)`+"\n"+
 		`UNFIT  not-utf8: its text "test-weird:202\xff" is not UTF-8, which a dump cannot carry`+"\n"+
 		`UNFIT  panics: its text does not read back: wal: malformed message ID text: "<cli_test.weird: String panicked: String bug>" as a test-weird ID: `+
 		`strconv.ParseUint: parsing "<cli_test.weird: String panicked: String bug>": invalid syntax`+"\n"+

@@ -208,7 +208,7 @@ func TestStringIsBriefTextWhole(t *testing.T) {
 	long := "test-wordy:" + strings.Repeat("7", 200)
 	for _, c := range []struct{ text, want string }{
 		{"test-wordy:1 2", "test-wordy:1 2"},
-		{long, long[:128] + "…(+83 bytes)"},
+		{long, long[:128] + "… (211 bytes)"},
 		{"test-wordy:\x1b[2J\n", `"test-wordy:\x1b[2J\n"`},
 	} {
 		id := wordy{text: c.text}

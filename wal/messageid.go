@@ -101,7 +101,7 @@ func Less(a, b MessageID) bool {
 // "<T: String panicked: …>", as fmt prints such a value, so that naming
 // the ID cannot crash its writer. Nor can it flood a log, or act on a
 // terminal: a registered type's text is cut to its first 128 bytes (the
-// rest counted, as in "…(+5000 bytes)") and Go-quoted when it holds a
+// length of the whole given, as in "… (5000 bytes)") and Go-quoted when it holds a
 // character strconv.IsPrint refuses. The built-in IDs' texts are short
 // and printable, and given whole. Text gives any ID's whole text.
 func String(id MessageID) string {

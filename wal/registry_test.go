@@ -250,7 +250,7 @@ func TestCodecErrorsAreCut(t *testing.T) {
 		t.Fatalf("Register = %v", err)
 	}
 	_, err := wal.Unmarshal("test-verbose", []byte{1})
-	want := "wal: corrupt message ID: test-verbose: " + strconv.Quote("\x1b[2J"+strings.Repeat("e", 119)) + "…(+1048457 bytes)"
+	want := "wal: corrupt message ID: test-verbose: " + strconv.Quote("\x1b[2J"+strings.Repeat("e", 119)) + "… (1048580 bytes)"
 	if !errors.Is(err, wal.ErrCorruptID) || err.Error() != want {
 		t.Errorf("Unmarshal = %.300v, want %s", err, want)
 	}
@@ -470,7 +470,7 @@ func TestThirdPartyTextInErrorsIsCut(t *testing.T) {
 			t.Errorf("%s: an error of %d bytes, cut: %t, raw escapes: %t", c.name, len(text), strings.Contains(text, " bytes)"), strings.ContainsRune(text, '\x1b'))
 		}
 	}
-	if got, want := parseKafka.Error(), `wal: malformed message ID text: "kafka:`+megabyte[:120]+`"…(+1048456 bytes) as a kafka ID: value out of range`; got != want {
+	if got, want := parseKafka.Error(), `wal: malformed message ID text: "kafka:`+megabyte[:120]+`"… (1048582 bytes) as a kafka ID: value out of range`; got != want {
 		t.Errorf("Parse of a megabyte of kafka = %.300s, want %.300s", got, want)
 	}
 }

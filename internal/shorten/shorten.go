@@ -44,17 +44,24 @@ func Quoted(name string) string {
 // Text is text a third party wrote, made fit for an error, a log line or
 // a terminal: Go-quoted when it holds a character strconv.IsPrint refuses
 // (a control character, invalid UTF-8), and cut to what shows in TextLen
-// bytes, the rest counted ("…(+5000 bytes)").
+// bytes, with the length of the whole ("… (5000 bytes)"), as the
+// lowwater tool shows a long ID.
 func Text(s string) string { return Within(s, TextLen) }
 
 // Within is Text cut to what shows in n bytes: for a message of one's
 // own that may hold a third party's text, as an error about a file that
 // names its contents.
-func Within(s string, n int) string { return withRest(Fit(s, n, quotedIfNeeded)) }
+func Within(s string, n int) string {
+	shown, rest := Fit(s, n, quotedIfNeeded)
+	return withLength(s, shown, rest)
+}
 
 // QuotedText is Text always quoted: for text given as input, which the
 // message names as such.
-func QuotedText(s string) string { return withRest(Fit(s, TextLen, strconv.Quote)) }
+func QuotedText(s string) string {
+	shown, rest := Fit(s, TextLen, strconv.Quote)
+	return withLength(s, shown, rest)
+}
 
 // Fit is the longest head of s, cut at a rune's start, whose form show
 // gives is at most n bytes, in that form, with how many bytes of s it
@@ -79,11 +86,12 @@ func Fit(s string, n int, show func(string) string) (shown string, rest int) {
 	return shown, len(s) - len(head)
 }
 
-func withRest(shown string, rest int) string {
+// withLength marks a cut text with the length of s, the whole.
+func withLength(s, shown string, rest int) string {
 	if rest == 0 {
 		return shown
 	}
-	return fmt.Sprintf("%s…(+%d bytes)", shown, rest)
+	return fmt.Sprintf("%s… (%d bytes)", shown, len(s))
 }
 
 func quotedIfNeeded(s string) string {

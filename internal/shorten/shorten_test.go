@@ -48,16 +48,16 @@ func TestText(t *testing.T) {
 	for _, tc := range []struct{ s, want string }{
 		{"kafka:1 2", "kafka:1 2"},
 		{long[:128], long[:128]},
-		{long, long[:128] + "…(+72 bytes)"},
+		{long, long[:128] + "… (200 bytes)"},
 		{"a\x1b[2J", `"a\x1b[2J"`},
 		{"a\xff", `"a\xff"`},
 		{"a\ufffd", "a\ufffd"}, // the replacement character itself is printable
 		// A cut in a character keeps it out whole.
-		{strings.Repeat("x", 127) + "é" + "yy", strings.Repeat("x", 127) + "…(+4 bytes)"},
+		{strings.Repeat("x", 127) + "é" + "yy", strings.Repeat("x", 127) + "… (131 bytes)"},
 		// Quoted, a byte that is no UTF-8 takes four: cut to what shows
 		// in 128 bytes.
-		{strings.Repeat("\x80", 200), strconv.Quote(strings.Repeat("\x80", 31)) + "…(+169 bytes)"},
-		{strings.Repeat("\x01", 40), strconv.Quote(strings.Repeat("\x01", 31)) + "…(+9 bytes)"},
+		{strings.Repeat("\x80", 200), strconv.Quote(strings.Repeat("\x80", 31)) + "… (200 bytes)"},
+		{strings.Repeat("\x01", 40), strconv.Quote(strings.Repeat("\x01", 31)) + "… (40 bytes)"},
 	} {
 		if got := Text(tc.s); got != tc.want {
 			t.Errorf("Text(%q) = %q, want %q", tc.s, got, tc.want)
@@ -69,8 +69,8 @@ func TestQuotedText(t *testing.T) {
 	long := strings.Repeat("7", 200)
 	for _, tc := range []struct{ s, want string }{
 		{"42", `"42"`},
-		{long, `"` + long[:126] + `"…(+74 bytes)`},
-		{"\x1b" + long, strconv.Quote("\x1b"+long[:122]) + "…(+78 bytes)"},
+		{long, `"` + long[:126] + `"… (200 bytes)`},
+		{"\x1b" + long, strconv.Quote("\x1b"+long[:122]) + "… (201 bytes)"},
 	} {
 		if got := QuotedText(tc.s); got != tc.want {
 			t.Errorf("QuotedText(%q) = %q, want %q", tc.s, got, tc.want)
@@ -85,8 +85,8 @@ func (loud) String() string { panic(strings.Repeat("\x1b", 1<<20)) }
 
 func TestValue(t *testing.T) {
 	got := Value(loud{})
-	if !strings.HasPrefix(got, `"%!v(PANIC=String method: \x1b\x1b`) || !strings.HasSuffix(got, `"…(+1048552 bytes)`) ||
-		len(got) > TextLen+len("…(+1048552 bytes)") {
+	if !strings.HasPrefix(got, `"%!v(PANIC=String method: \x1b\x1b`) || !strings.HasSuffix(got, `"… (1048602 bytes)`) ||
+		len(got) > TextLen+len("… (1048602 bytes)") {
 		t.Errorf("Value of a value whose String panics = %.200q…", got)
 	}
 	if got := Value(errors.New("disk on fire")); got != "disk on fire" {
