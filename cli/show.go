@@ -47,12 +47,7 @@ func typed(pchannel string) string {
 // keep it whole. It goes through wal.Text, since a registered WAL's
 // String may panic (wal.String's own cut would be quoted again).
 func shownID(id wal.MessageID) string {
-	text := wal.Text(id)
-	head, rest := shorten.Fit(text, shorten.TextLen, shown)
-	if rest == 0 {
-		return head
-	}
-	return fmt.Sprintf("%s… (%d bytes)", head, len(text))
+	return shorten.Cut(wal.Text(id), shorten.TextLen, shown)
 }
 
 // shownText is a message from elsewhere (why a record does not decode, why
@@ -126,9 +121,6 @@ func escapeJSON(b []byte) []byte {
 	return out
 }
 
-// shownKey is a stray key as verify shows it: whole, or, past a line's
-// worth, its head and its length. No command takes a stray key back, and
-// the operator who looks for what wrote it needs no more.
 // shortQuoted is s Go-quoted, cut after its first 64 bytes, with its
 // length, when it is longer than 128: a name in an error, which a
 // damaged or hostile dump may make as long as it likes.
@@ -137,7 +129,7 @@ func shortQuoted(s string) string {
 	if len(s) <= 2*head {
 		return strconv.Quote(s)
 	}
-	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(shorten.Head(s, head)), len(s))
+	return shorten.Mark(strconv.Quote(shorten.Head(s, head)), len(s))
 }
 
 // tableID is an ID in list's table: as shownID gives it, or, if that
@@ -161,13 +153,16 @@ func tableName(name string) (shown string, cut bool) {
 	if len(name) <= 64 {
 		return typed(name), false
 	}
-	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(shorten.Head(name, 40)), len(name)), true
+	return shorten.Mark(strconv.Quote(shorten.Head(name, 40)), len(name)), true
 }
 
+// shownKey is a stray key as verify shows it: whole, or, past a line's
+// worth, its head and its length. No command takes a stray key back, and
+// the operator who looks for what wrote it needs no more.
 func shownKey(k string) string {
 	const head = 64
 	if len(k) <= 2*head {
 		return shown(k)
 	}
-	return fmt.Sprintf("%s… (%d bytes)", shown(shorten.Head(k, head)), len(k))
+	return shorten.Mark(shown(shorten.Head(k, head)), len(k))
 }

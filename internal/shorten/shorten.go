@@ -51,17 +51,25 @@ func Text(s string) string { return Within(s, TextLen) }
 // Within is Text cut to what shows in n bytes: for a message of one's
 // own that may hold a third party's text, as an error about a file that
 // names its contents.
-func Within(s string, n int) string {
-	shown, rest := Fit(s, n, quotedIfNeeded)
-	return withLength(s, shown, rest)
-}
+func Within(s string, n int) string { return Cut(s, n, quotedIfNeeded) }
 
 // QuotedText is Text always quoted: for text given as input, which the
 // message names as such.
-func QuotedText(s string) string {
-	shown, rest := Fit(s, TextLen, strconv.Quote)
-	return withLength(s, shown, rest)
+func QuotedText(s string) string { return Cut(s, TextLen, strconv.Quote) }
+
+// Cut is s in the form show gives, whole if that takes n bytes at most,
+// else the longest head that does (Fit), marked with the whole's length.
+func Cut(s string, n int, show func(string) string) string {
+	shown, rest := Fit(s, n, show)
+	if rest == 0 {
+		return shown
+	}
+	return Mark(shown, len(s))
 }
+
+// Mark marks shown, the head of a text of length bytes, as cut: the one
+// form of a cut in lowwater's errors, logs and the tool's output.
+func Mark(shown string, length int) string { return fmt.Sprintf("%s… (%d bytes)", shown, length) }
 
 // Fit is the longest head of s, cut at a rune's start, whose form show
 // gives is at most n bytes, in that form, with how many bytes of s it
@@ -84,14 +92,6 @@ func Fit(s string, n int, show func(string) string) (shown string, rest int) {
 		shown = show(head)
 	}
 	return shown, len(s) - len(head)
-}
-
-// withLength marks a cut text with the length of s, the whole.
-func withLength(s, shown string, rest int) string {
-	if rest == 0 {
-		return shown
-	}
-	return fmt.Sprintf("%s… (%d bytes)", shown, len(s))
 }
 
 func quotedIfNeeded(s string) string {

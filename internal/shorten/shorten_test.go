@@ -93,3 +93,20 @@ func TestValue(t *testing.T) {
 		t.Errorf("Value(error) = %q", got)
 	}
 }
+
+// Cut cuts on the form show gives, and marks a cut with the whole's
+// length, as every cut in lowwater's errors and the tool's output is.
+func TestCut(t *testing.T) {
+	upper := strings.ToUpper
+	for s, want := range map[string]string{
+		"":       "",
+		"abc":    "ABC",
+		"abcdef": "ABC… (6 bytes)",
+		"aé":     "AÉ",
+		"abé":    "AB… (4 bytes)", // É takes two bytes: ABÉ would take four
+	} {
+		if got := Cut(s, 3, upper); got != want {
+			t.Errorf("Cut(%q, 3, ToUpper) = %q, want %q", s, got, want)
+		}
+	}
+}
