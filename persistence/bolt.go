@@ -87,6 +87,10 @@ type Bolt struct {
 	// the Bolt is returned, without the lock.
 	misplacedMu sync.Mutex
 	misplaced   map[string]struct{} // guarded by misplacedMu once shared
+	// searches gathers the Loads that find nothing, to look for such
+	// records together; searchesRun counts the passes (for tests).
+	searches    searchRounds
+	searchesRun atomic.Int64
 
 	// turn lets one call at a time into bbolt, and lets a call wait for
 	// its turn within its context. A panic inside bbolt (damage, see
@@ -863,30 +867,116 @@ func (b *Bolt) Load(ctx context.Context, pchannel string) (wal.MessageID, error)
 	if err := checkLoadArgs(pchannel); err != nil {
 		return nil, err
 	}
-	if err := b.takeTurn(ctx); err != nil {
+	id, found, err := b.lookUp(ctx, pchannel)
+	if err != nil || found {
+		return id, err
+	}
+	if err := b.searchMisplaced(ctx); err != nil {
 		return nil, err
 	}
+	return nil, b.notStored(pchannel)
+}
+
+// lookUp reads the record of pchannel, in its turn.
+func (b *Bolt) lookUp(ctx context.Context, pchannel string) (id wal.MessageID, found bool, err error) {
+	if err := b.takeTurn(ctx); err != nil {
+		return nil, false, err
+	}
 	defer b.releaseTurn()
-	var id wal.MessageID
-	err := b.guard("load", func() error {
+	err = b.guard("load", func() error {
 		return b.db.View(func(tx *bolt.Tx) error {
-			bucket := tx.Bucket(b.bucket)
-			raw := bucket.Get([]byte(pchannel))
+			raw := tx.Bucket(b.bucket).Get([]byte(pchannel))
 			if raw == nil {
-				if err := b.findMisplaced(ctx, bucket); err != nil {
-					return err
-				}
-				return b.notStored(pchannel)
+				return nil
 			}
+			found = true
 			var err error
 			id, err = decodeStored(pchannel, raw)
 			return err
 		})
 	})
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return id, nil
+	return id, found, nil
+}
+
+// searchRounds gathers the Loads that found nothing into rounds, each
+// answered by one pass of findMisplaced. A pass takes milliseconds per
+// 10,000 records, in the file's turn: a node that started a thousand new
+// pchannels beside 10,000 records made one pass each, and a save of any
+// other pchannel of the file waited 2.8 s behind them.
+//
+// A round gathers Loads until one of them gets the turn and begins it;
+// Loads that find nothing after that wait for the next round. So every
+// Load is answered by a pass begun after it found nothing, as if it had
+// made its own.
+type searchRounds struct {
+	mu   sync.Mutex
+	next *searchRound // guarded by mu; not begun yet
+}
+
+type searchRound struct {
+	done   chan struct{}
+	joined int // guarded by searchRounds.mu: the Loads waiting on it
+	// err is the pass's outcome, set before done closes: errSearchCut
+	// when the context of the Load that ran it ended first, which
+	// answers no other Load.
+	err error
+}
+
+var errSearchCut = errors.New("search for misplaced records cut short")
+
+// searchMisplaced joins the next round, and runs it if it gets the turn
+// before the round is over.
+func (b *Bolt) searchMisplaced(ctx context.Context) error {
+	for {
+		b.searches.mu.Lock()
+		r := b.searches.next
+		if r == nil {
+			r = &searchRound{done: make(chan struct{})}
+			b.searches.next = r
+		}
+		r.joined++
+		b.searches.mu.Unlock()
+		select {
+		case <-r.done:
+		case b.turn <- struct{}{}:
+			b.runSearch(ctx, r)
+			b.releaseTurn()
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		<-r.done
+		if r.err != errSearchCut {
+			return r.err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+	}
+}
+
+// runSearch runs round r, in the turn, unless another Load ran it.
+func (b *Bolt) runSearch(ctx context.Context, r *searchRound) {
+	b.searches.mu.Lock()
+	begun := b.searches.next != r
+	if !begun {
+		b.searches.next = nil
+	}
+	b.searches.mu.Unlock()
+	if begun {
+		return
+	}
+	err := b.guard("load", func() error {
+		return b.db.View(func(tx *bolt.Tx) error { return b.findMisplaced(ctx, tx.Bucket(b.bucket)) })
+	})
+	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		err = errSearchCut
+	}
+	b.searchesRun.Add(1)
+	r.err = err
+	close(r.done)
 }
 
 // notStored is Load's answer when nothing is stored under pchannel: nil,
@@ -935,7 +1025,8 @@ func misplaced(k, v []byte) bool {
 // program that ignores its lock): the record it hid would otherwise read
 // as nothing stored. It reads the file and every record, 4 to 6 ms per
 // 10,000 records; a Load finds nothing only for a pchannel never saved,
-// and a node that starts many at once reads them all in one pass
+// the Loads that find nothing together share one pass (searchMisplaced),
+// and a node that starts many at once can read them all in one
 // (LoadAll, which fails on such a record; actors.WithPreloaded).
 //
 // The pages are checked first, from the file's bytes, as OpenBolt checks

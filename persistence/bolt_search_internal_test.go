@@ -1,0 +1,138 @@
+package persistence
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/lowwater/lowwater/wal"
+)
+
+// joinedBy waits until n searches wait on the next round, the turn held.
+func joinedBy(t *testing.T, b *Bolt, n int) *searchRound {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b.searches.mu.Lock()
+		r := b.searches.next
+		joined := 0
+		if r != nil {
+			joined = r.joined
+		}
+		b.searches.mu.Unlock()
+		if joined == n {
+			return r
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d searches joined the round within 10 s", joined, n)
+		}
+		runtime.Gosched()
+	}
+}
+
+// searchThenAnswer is what Load does once it found nothing.
+func searchThenAnswer(ctx context.Context, b *Bolt, pchannel string) error {
+	if err := b.searchMisplaced(ctx); err != nil {
+		return err
+	}
+	return b.notStored(pchannel)
+}
+
+// The Loads that find nothing together share one search for misplaced
+// records, begun after each found nothing: here a record moved under
+// another name while the file was open, which every one of them reports.
+// Each made a search of its own, in the file's turn, and a node that
+// started a thousand new pchannels beside 10,000 records held every save
+// of the file for seconds.
+func TestLoadsThatFindNothingShareOneSearch(t *testing.T) {
+	ctx := context.Background()
+	b, err := OpenBolt(filepath.Join(t.TempDir(), "c.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := b.Save(ctx, "x", wal.KafkaID(5)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.takeTurn(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Damage done since the open: x's record moves under y.
+	if err := b.db.Update(func(tx *bolt.Tx) error {
+		bk := tx.Bucket(b.bucket)
+		if err := bk.Put([]byte("y"), bytes.Clone(bk.Get([]byte("x")))); err != nil {
+			return err
+		}
+		return bk.Delete([]byte("x"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 20
+	errs := make(chan error, n)
+	for i := range n {
+		go func() { errs <- searchThenAnswer(ctx, b, fmt.Sprintf("new-%d", i)) }()
+	}
+	joinedBy(t, b, n)
+	b.releaseTurn()
+	for range n {
+		if err := <-errs; !errors.Is(err, ErrCorruptRecord) {
+			t.Errorf("Load of a pchannel never saved = %v, want ErrCorruptRecord while y holds x's record", err)
+		}
+	}
+	if got := b.searchesRun.Load(); got != 1 {
+		t.Errorf("%d searches for %d Loads that found nothing together, want 1", got, n)
+	}
+}
+
+// cutAfter is a context whose Err says canceled from its first call, and
+// whose Done never closes: the Load that runs a round, ended part way
+// through its pass.
+type cutAfter struct{ context.Context }
+
+func (cutAfter) Err() error { return context.Canceled }
+
+// A round cut short by the end of its runner's context answers no other
+// Load: they wait for a round of their own, and get its answer.
+func TestASearchCutShortAnswersNoOtherLoad(t *testing.T) {
+	ctx := context.Background()
+	b, err := OpenBolt(filepath.Join(t.TempDir(), "c.db"), WithGroupCommit(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	// Enough records that the pass looks at its context (every 4096).
+	errs := make(chan error, 5000)
+	for i := range cap(errs) {
+		go func() { errs <- b.Save(ctx, fmt.Sprintf("p%05d", i), wal.KafkaID(1)) }()
+	}
+	for range cap(errs) {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.takeTurn(ctx); err != nil {
+		t.Fatal(err)
+	}
+	other := make(chan error, 1)
+	go func() { other <- searchThenAnswer(ctx, b, "new") }()
+	r := joinedBy(t, b, 1)
+	b.runSearch(cutAfter{ctx}, r) // in the turn, as its runner would
+	if r.err != errSearchCut {
+		t.Fatalf("a round whose runner's context ended in its pass: %v, want errSearchCut", r.err)
+	}
+	joinedBy(t, b, 1) // the other Load, in a round of its own
+	b.releaseTurn()
+	if err := <-other; err != nil {
+		t.Fatalf("the other Load = %v, want nil: nothing is misplaced", err)
+	}
+	if got := b.searchesRun.Load(); got != 2 {
+		t.Errorf("%d passes, want 2: the one cut short, and the other Load's", got)
+	}
+}
