@@ -942,8 +942,10 @@ func (b *Bolt) searchMisplaced(ctx context.Context) error {
 		select {
 		case <-r.done:
 		case b.turn <- struct{}{}:
-			b.runSearch(ctx, r)
-			b.releaseTurn()
+			func() {
+				defer b.releaseTurn()
+				b.runSearch(ctx, r)
+			}()
 		case <-ctx.Done():
 			return ctx.Err()
 		}
