@@ -38,6 +38,7 @@ import (
 
 	"github.com/lowwater/lowwater/internal/catalogurl"
 	"github.com/lowwater/lowwater/internal/etcdaccess"
+	"github.com/lowwater/lowwater/internal/shorten"
 	"github.com/lowwater/lowwater/persistence"
 )
 
@@ -315,9 +316,9 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 	cmd, ok := commands[name]
 	if !ok {
 		if near := nearestCommand(name); near != "" {
-			return fail(stderr, usagef("unknown command %q; did you mean %s?", name, near))
+			return fail(stderr, usagef("unknown command %s; did you mean %s?", shortQuoted(name), near))
 		}
-		return fail(stderr, usagef("unknown command %q", name))
+		return fail(stderr, usagef("unknown command %s", shortQuoted(name)))
 	}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -341,7 +342,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 		// older build's) can be read and deleted, not written.
 		p, err := strconv.Unquote(pos[0])
 		if err != nil || !strings.HasPrefix(pos[0], `"`) {
-			return fail(stderr, usagef("%s --quoted: %s is not a Go-quoted string", name, strconv.Quote(pos[0])))
+			return fail(stderr, usagef("%s --quoted: %s is not a Go-quoted string", name, shortQuoted(pos[0])))
 		}
 		pos[0] = p
 	case cmd.pchannel:
@@ -435,10 +436,23 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 
 // dashes is a flag error's text with its flag spelled as --help spells
 // it: package flag writes one dash. A one-letter name, which no flag of
-// the tool has, keeps the one dash it was most likely typed with.
+// the tool has, keeps the one dash it was most likely typed with. Package
+// flag quotes a value it refuses whole, and names an unknown flag whole:
+// each is as long as an argument can be, so values are cut as shortQuoted
+// cuts them, and the text to 512 bytes.
 func dashes(err error) string {
-	return longFlag.ReplaceAllString(err.Error(), "$1--$2")
+	text := longFlag.ReplaceAllString(err.Error(), "$1--$2")
+	text = quotedValue.ReplaceAllStringFunc(text, func(q string) string {
+		if s, err := strconv.Unquote(q); err == nil {
+			return shortQuoted(s)
+		}
+		return q
+	})
+	return shorten.Within(text, 512)
 }
+
+// quotedValue is a Go-quoted string in package flag's errors.
+var quotedValue = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
 
 // longFlag is a flag named in package flag's errors, two letters or more.
 var longFlag = regexp.MustCompile(`(flag |defined: )-([^-\s][^\s:]+)`)

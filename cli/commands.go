@@ -477,15 +477,15 @@ func parseID(en *persistence.Entry, text string) (wal.MessageID, error) {
 	}
 	switch {
 	case errors.Is(err, wal.ErrUnknownWAL):
-		return nil, usagef("ID %q: %s; known WALs: %s", text, shownText(err.Error()), walNames())
+		return nil, usagef("ID %s: %s; known WALs: %s", shortQuoted(text), shownText(err.Error()), walNames())
 	case err != nil:
 		// A registered WAL's Parse wrote this error: it may hold anything.
-		return nil, usagef("ID %q: %s", text, shownText(err.Error()))
+		return nil, usagef("ID %s: %s", shortQuoted(text), shownText(err.Error()))
 	}
 	if _, err := wal.Marshal(id); err != nil {
 		// A registered WAL's codec that does not read it back, or cannot
 		// order it: every catalog refuses it, --force or not.
-		return nil, usagef("ID %q cannot be stored: %s", text, shownText(err.Error()))
+		return nil, usagef("ID %s cannot be stored: %s", shortQuoted(text), shownText(err.Error()))
 	}
 	return withStoredPartition(id, text, en), nil
 }

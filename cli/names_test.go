@@ -270,7 +270,7 @@ func TestPChannelArgument(t *testing.T) {
 		{[]string{"delete", ""}, "delete: persistence: invalid argument: empty pchannel name"},
 		{[]string{"delete", "a\x00b"}, `delete: persistence: invalid argument: pchannel name "a\x00b" holds a NUL byte at 1`},
 		{[]string{"set", long, "kafka:1"}, `set: persistence: invalid argument: pchannel name "` + long[:40] +
-			`…" is 513 bytes long, over the 512-byte limit`},
+			`"… (513 bytes) is over the 512-byte limit`},
 		{[]string{"get", "\xff"}, `get: persistence: invalid argument: pchannel name "\xff" is not valid UTF-8`},
 	} {
 		stdout, stderr, code := runSplit(t, append([]string{url}, tc.args...)...)
@@ -415,5 +415,32 @@ func TestRestoreCutsWhatTheFileSays(t *testing.T) {
 		require.Less(t, len(stderr), 1000, "%s: %.300s", name, stderr)
 		require.NotContains(t, stderr, "\x1b", name)
 		require.Contains(t, stderr, " bytes)", "%s: says what it cut: %s", name, stderr)
+	}
+}
+
+// The tool's own arguments reach its errors cut, as a third party's text
+// does: an argument may be as long as the system allows (128 KiB on
+// Linux), and an ID, a bucket, a flag's value, a command or a catalog URL
+// of that size was printed whole, some twice.
+func TestLongArgumentsAreCutInErrors(t *testing.T) {
+	url, _ := boltWith(t, map[string]wal.MessageID{"p": wal.KafkaID(1)})
+	long := func(c string) string { return strings.Repeat(c, 100_000) }
+	for _, args := range [][]string{
+		{url, "set", "p", "kafka:" + long("9")},
+		{url, "set", "p", long("z") + ":1"},
+		{url, "--bucket", long("b"), "list"},
+		{url, "--timeout", long("9"), "list"},
+		{url, long("c")},
+		{url, "get", "--quoted", `"` + long("q")},
+		{url, "--" + long("f"), "list"},
+		{url, "get", long("n")},
+		{"--catalog=" + long("x") + ":y", "list"},
+		{"--catalog=etcd://127.0.0.1:1/" + long("p"), "list"},
+	} {
+		stdout, stderr, code := runSplit(t, args...)
+		require.Equal(t, cli.ExitUsage, code, "%.80s: %.300s", args, stderr)
+		require.Empty(t, stdout)
+		require.Less(t, len(stderr), 1024, "%.80s: %.300s", args, stderr)
+		require.Contains(t, stderr, " bytes)", "%.80s: the cut is marked with the whole's length: %s", args, stderr)
 	}
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/lowwater/lowwater/internal/catalogurl"
 	"github.com/lowwater/lowwater/internal/etcdaccess"
+	"github.com/lowwater/lowwater/internal/shorten"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/persistence/etcdcatalog"
 	"github.com/lowwater/lowwater/wal"
@@ -149,7 +150,7 @@ func (e *env) open(ctx context.Context, m mode) (_ *store, err error) {
 		if errors.Is(err, persistence.ErrNoBucket) {
 			if e.opts.bucketGiven {
 				// The name given is wrong: the command line's to mend.
-				return nil, usagef("--bucket %s: %s", shownText(e.opts.bucket), strings.TrimSuffix(err.Error(), " (WithBucket)"))
+				return nil, usagef("--bucket %s: %s", shorten.Cut(e.opts.bucket, shorten.TextLen, shownText), strings.TrimSuffix(err.Error(), " (WithBucket)"))
 			}
 			return nil, fmt.Errorf("%w; if it is kept under another bucket, give --bucket NAME", err)
 		}

@@ -3,11 +3,11 @@ package persistence
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 
 	bolt "go.etcd.io/bbolt"
 
+	"github.com/lowwater/lowwater/internal/shorten"
 	"github.com/lowwater/lowwater/wal"
 )
 
@@ -139,14 +139,14 @@ func (b *Bolt) checkBucket(path string) error {
 			}
 			var names []string
 			_ = tx.ForEach(func(name []byte, _ *bolt.Bucket) error {
-				names = append(names, strconv.Quote(string(name)))
+				names = append(names, shorten.QuotedText(string(name)))
 				return nil
 			})
 			if len(names) == 0 {
-				return fmt.Errorf("%w: %s has no bucket %q, nor any other: not a lowwater catalog", ErrNoBucket, path, b.bucket)
+				return fmt.Errorf("%w: %s has no bucket %s, nor any other: not a lowwater catalog", ErrNoBucket, path, shorten.QuotedText(string(b.bucket)))
 			}
-			return fmt.Errorf("%w: %s has no bucket %q, only %s: not a lowwater catalog under that bucket name (WithBucket)",
-				ErrNoBucket, path, b.bucket, strings.Join(names, ", "))
+			return fmt.Errorf("%w: %s has no bucket %s, only %s: not a lowwater catalog under that bucket name (WithBucket)",
+				ErrNoBucket, path, shorten.QuotedText(string(b.bucket)), strings.Join(names, ", "))
 		})
 	})
 	if err != nil {

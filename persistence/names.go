@@ -31,7 +31,7 @@ func validateName(kind, name string) error {
 	var why string
 	switch {
 	case len(name) > MaxNameLen:
-		why = fmt.Sprintf("is %d bytes long, over the %d-byte limit", len(name), MaxNameLen)
+		why = fmt.Sprintf("is over the %d-byte limit", MaxNameLen)
 	case !utf8.ValidString(name):
 		why = "is not valid UTF-8"
 	default:

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/lowwater/lowwater/internal/shorten"
 	"github.com/lowwater/lowwater/persistence/etcdcatalog"
 )
 
@@ -44,24 +45,25 @@ type URL struct {
 
 // Parse reads a catalog URL. It touches no store.
 func Parse(spec string) (URL, error) {
-	shown := Redacted(spec) // what an error may quote of it
+	shown := Redacted(spec)             // what an error may show of it
+	quoted := shorten.QuotedText(shown) // and quote, cut
 	kind, rest, hasRest := strings.Cut(spec, ":")
 	switch kind {
 	case Bolt:
 		return URL{Kind: Bolt, Path: rest}, nil
 	case Memory:
 		if hasRest {
-			return URL{}, fmt.Errorf("%w: %q: memory takes no argument", ErrInvalid, shown)
+			return URL{}, fmt.Errorf("%w: %s: memory takes no argument", ErrInvalid, quoted)
 		}
 		return URL{Kind: Memory}, nil
 	case Etcd:
 		rest, ok := strings.CutPrefix(rest, "//")
 		if credentials(rest) {
-			return URL{}, fmt.Errorf("%w: %q", ErrCredentials, shown)
+			return URL{}, fmt.Errorf("%w: %s", ErrCredentials, quoted)
 		}
 		hosts, prefix, _ := strings.Cut(rest, "/")
 		if !ok || hosts == "" {
-			return URL{}, fmt.Errorf("%w: %q: want etcd://host:port[,host:port]/prefix", ErrInvalid, shown)
+			return URL{}, fmt.Errorf("%w: %s: want etcd://host:port[,host:port]/prefix", ErrInvalid, quoted)
 		}
 		switch {
 		case prefix == "":
@@ -69,25 +71,25 @@ func Parse(spec string) (URL, error) {
 		case strings.HasSuffix(prefix, "/"):
 			// etcdcatalog.WithPrefix refuses it too; said here, it is a
 			// bad command line rather than a catalog that fails to open.
-			return URL{}, fmt.Errorf("%w: %q: the prefix %q ends with '/'", ErrInvalid, shown, prefix)
+			return URL{}, fmt.Errorf("%w: %s: the prefix %s ends with '/'", ErrInvalid, quoted, shorten.QuotedText(prefix))
 		case etcdcatalog.ValidatePrefix(prefix) != nil:
-			return URL{}, fmt.Errorf("%w: %q: %w", ErrInvalid, shown, etcdcatalog.ValidatePrefix(prefix))
+			return URL{}, fmt.Errorf("%w: %s: %w", ErrInvalid, quoted, etcdcatalog.ValidatePrefix(prefix))
 		}
 		endpoints := strings.Split(hosts, ",")
 		for _, e := range endpoints {
 			if err := checkHostPort(e); err != nil {
-				return URL{}, fmt.Errorf("%w: %q: etcd endpoint %q: %w", ErrInvalid, shown, e, err)
+				return URL{}, fmt.Errorf("%w: %s: etcd endpoint %s: %w", ErrInvalid, quoted, shorten.QuotedText(e), err)
 			}
 		}
 		return URL{Kind: Etcd, Endpoints: endpoints, Prefix: prefix}, nil
 	case spec:
 		if strings.ContainsAny(spec, `/\.`) {
 			// No kind at all, and it looks like a path: the usual slip.
-			return URL{}, fmt.Errorf("%w: %q: no kind; for a bbolt file, give bolt:%s", ErrInvalid, shown, shown)
+			return URL{}, fmt.Errorf("%w: %s: no kind; for a bbolt file, give bolt:%s", ErrInvalid, quoted, shorten.Text(shown))
 		}
 		fallthrough
 	default:
-		return URL{}, fmt.Errorf("%w: %q: unknown kind %q: want bolt:PATH, etcd://HOST:PORT/PREFIX or, inside one process, memory", ErrInvalid, shown, Redacted(kind))
+		return URL{}, fmt.Errorf("%w: %s: unknown kind %s: want bolt:PATH, etcd://HOST:PORT/PREFIX or, inside one process, memory", ErrInvalid, quoted, shorten.QuotedText(Redacted(kind)))
 	}
 }
 

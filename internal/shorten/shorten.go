@@ -33,10 +33,10 @@ func Head(s string, n int) string {
 }
 
 // Quoted is name quoted as Go quotes it, cut after 40 bytes (at a rune's
-// start) with an ellipsis.
+// start) and marked with its length (Mark).
 func Quoted(name string) string {
 	if len(name) > quotedHead {
-		return strconv.Quote(Head(name, quotedHead) + "…")
+		return Mark(strconv.Quote(Head(name, quotedHead)), len(name))
 	}
 	return strconv.Quote(name)
 }

@@ -33,8 +33,8 @@ func TestQuoted(t *testing.T) {
 	for _, tc := range []struct{ name, want string }{
 		{"p", `"p"`},
 		{forty, `"` + forty + `"`},
-		{forty + "x", `"` + forty + `…"`},
-		{forty[:39] + "é", `"` + forty[:39] + `…"`}, // é would straddle byte 40
+		{forty + "x", `"` + forty + `"… (41 bytes)`},
+		{forty[:39] + "é", `"` + forty[:39] + `"… (41 bytes)`}, // é would straddle byte 40
 		{"a\x00b", `"a\x00b"`},
 	} {
 		if got := Quoted(tc.name); got != tc.want {

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/lowwater/lowwater/internal/shorten"
 	"github.com/lowwater/lowwater/persistence"
 )
 
@@ -52,7 +53,7 @@ const MaxPrefixLen = 1024
 func ValidatePrefix(prefix string) error {
 	switch {
 	case len(prefix) > MaxPrefixLen:
-		return fmt.Errorf("%w: a prefix of %d bytes (%q…): at most %d", persistence.ErrInvalidArgument, len(prefix), prefix[:32], MaxPrefixLen)
+		return fmt.Errorf("%w: prefix %s: at most %d bytes", persistence.ErrInvalidArgument, shorten.Quoted(prefix), MaxPrefixLen)
 	case !isText(prefix):
 		return fmt.Errorf("%w: prefix %q is not text: not UTF-8, or holds a NUL", persistence.ErrInvalidArgument, prefix)
 	case prefix == "" || strings.HasSuffix(prefix, "/"):
