@@ -55,11 +55,11 @@ func dump(ctx context.Context, e *env, args []string) error {
 	if err := s.warnStray(ctx); err != nil {
 		return err
 	}
-	enc := newDumpEncoder(s.url.String(), maxDump)
+	var good []dumpEntry
 	corrupt, unfit := 0, 0
 	for i, en := range entries {
 		if i%ctxEvery == 0 && ctx.Err() != nil {
-			// A million records take seconds to check and encode: late,
+			// A million records take seconds to check and lay out: late,
 			// nothing is written, rather than a dump past --timeout or a
 			// Ctrl-C.
 			return fmt.Errorf("dumping %s: %w; nothing written", count(len(entries), "checkpoint"), ctx.Err())
@@ -85,11 +85,7 @@ func dump(ctx context.Context, e *env, args []string) error {
 			fmt.Fprintf(e.stderr, "UNFIT  %s: %s\n", typed(en.PChannel), err)
 			continue
 		}
-		if corrupt == 0 && unfit == 0 {
-			if err := enc.add(dumpEntry{PChannel: en.PChannel, WAL: en.WAL, Checkpoint: text, ID: raw, Term: en.Term}); err != nil {
-				return err
-			}
-		}
+		good = append(good, dumpEntry{PChannel: en.PChannel, WAL: en.WAL, Checkpoint: text, ID: raw, Term: en.Term})
 	}
 	if corrupt > 0 {
 		return &exitError{code: ExitCorrupt, err: fmt.Errorf("%s unreadable, nothing dumped: "+
@@ -99,15 +95,17 @@ func dump(ctx context.Context, e *env, args []string) error {
 		return &exitError{code: ExitRefused, err: fmt.Errorf("%s whose text restore could not read back, nothing dumped: "+
 			"their WAL's String and Parse disagree; copy the catalog itself instead", count(unfit, "checkpoint"))}
 	}
-	out, err := enc.finish()
-	if err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("dumping %s: %w; nothing written", count(enc.n, "checkpoint"), err)
-	}
 	if len(args) == 0 || args[0] == "-" {
-		_, err := e.stdout.Write(out)
+		// Laid out whole before the first byte goes: a dump cut short
+		// would be no dump.
+		var out chunks
+		if err := writeDump(ctx, &out, s.url.String(), good, maxDump); err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("dumping %s: %w; nothing written", count(len(good), "checkpoint"), err)
+		}
+		_, err := out.WriteTo(e.stdout)
 		return err
 	}
 	// Before it says it dumps.
@@ -128,10 +126,18 @@ func dump(ctx context.Context, e *env, args []string) error {
 	}
 	// Said before the file is made: should the output be lost (a full
 	// disk, a closed pipe), no file is left to block the same command.
-	if _, err := fmt.Fprintf(e.stdout, "dumping %s from %s to %s\n", count(enc.n, "checkpoint"), s.url, args[0]); err != nil {
+	if _, err := fmt.Fprintf(e.stdout, "dumping %s from %s to %s\n", count(len(good), "checkpoint"), s.url, args[0]); err != nil {
 		return fmt.Errorf("writing the output: %w; no file made", err)
 	}
-	return writeNew(args[0], out)
+	return writeNew(args[0], func(w io.Writer) error {
+		if err := writeDump(ctx, w, s.url.String(), good, maxDump); err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("dumping %s: %w; nothing written", count(len(good), "checkpoint"), err)
+		}
+		return nil
+	})
 }
 
 // existsRefusal refuses a dump to path, which exists.
@@ -139,11 +145,12 @@ func existsRefusal(path string) error {
 	return refused("%s exists, and a dump never writes over a file: name another, or - for standard output", path)
 }
 
-// writeNew writes data to a file it creates, durably. A dump never
-// overwrites: it may be the only copy of another one. A failed write
-// (a full disk) removes the file, whole or not, so that the same command
-// can be run again once there is room.
-func writeNew(path string, data []byte) error {
+// writeNew writes to a file it creates, durably, what write writes to
+// it. A dump never overwrites: it may be the only copy of another one.
+// A failed write (a full disk) removes the file, whole or not, so that
+// the same command can be run again once there is room; so does a dump
+// refused, or ended by its context, part way.
+func writeNew(path string, write func(io.Writer) error) error {
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if errors.Is(err, os.ErrExist) {
 		return existsRefusal(path) // made meanwhile
@@ -151,15 +158,29 @@ func writeNew(path string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
+	w := bufio.NewWriterSize(f, chunkSize)
+	var failed error // the dump's own failure, not the file's
+	if err = write(w); err != nil {
+		var ee *exitError
+		if errors.As(err, &ee) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			failed, err = err, nil
+		}
+	}
+	if err == nil && failed == nil {
+		if err = w.Flush(); err == nil {
+			err = f.Sync()
+		}
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil {
+	if err != nil || failed != nil {
 		_ = os.Remove(path)
+	}
+	if failed != nil {
+		return failed
+	}
+	if err != nil {
 		return fmt.Errorf("writing %s: %w (nothing kept)", path, err)
 	}
 	return nil
@@ -255,71 +276,99 @@ func checkDump(ctx context.Context, data []byte, path string) ([]dumpEntry, []wa
 	return d.Checkpoints, ids, nil
 }
 
-// dumpEncoder lays a dump out as encoding/json indents a dumpFile, one
-// checkpoint at a time, and refuses it once it is longer than limit,
-// which restore reads at most: a dump it would refuse whole. Encoded
-// whole and measured after, a catalog of large IDs took gigabytes of
-// memory to be refused; this one holds limit bytes at most.
+// writeDump writes the dump of entries to w as encoding/json indents a
+// dumpFile, one checkpoint at a time, and refuses it once it is longer
+// than limit, which restore reads at most: a dump it would refuse whole.
+// It ends with ctx, as a million records take seconds to lay out. What
+// it wrote before a refusal is the caller's to drop. Encoded whole and
+// measured after, a catalog of large IDs took gigabytes of memory to be
+// refused; a dump to a file now holds none of it, and one to stdout no
+// more than itself (chunks).
 //
 // The output is escaped for stdout, a terminal perhaps (escapeJSON); a
 // file gets the same bytes, as it may well be shown on one too.
-type dumpEncoder struct {
-	buf   bytes.Buffer
-	limit int
-	// n counts the checkpoints added; over is set once the dump passed
-	// limit, and buf let go.
-	n    int
-	over bool
-}
-
-// dumpEnd closes the list of a dump that has checkpoints.
-const dumpEnd = "\n  ]\n}\n"
-
-func newDumpEncoder(source string, limit int) *dumpEncoder {
+func writeDump(ctx context.Context, w io.Writer, source string, entries []dumpEntry, limit int) error {
 	head, err := json.MarshalIndent(dumpFile{Format: dumpFormat, Source: source, Checkpoints: []dumpEntry{}}, "", "  ")
-	if err != nil {
-		panic(err) // strings only: encoding/json cannot fail on them
-	}
-	e := &dumpEncoder{limit: limit}
-	e.buf.Write(escapeJSON(bytes.TrimSuffix(head, []byte("[]\n}"))))
-	return e
-}
-
-// add appends c, unless the dump is over its limit already.
-func (e *dumpEncoder) add(c dumpEntry) error {
-	if e.over {
-		return nil
-	}
-	raw, err := json.MarshalIndent(c, "    ", "  ")
 	if err != nil {
 		return err
 	}
-	if e.n == 0 {
-		e.buf.WriteString("[\n    ")
-	} else {
-		e.buf.WriteString(",\n    ")
+	d := dumpWriter{w: w, limit: limit}
+	if len(entries) == 0 {
+		d.write(escapeJSON(head), []byte("\n"))
+		return d.err
 	}
-	e.buf.Write(escapeJSON(raw))
-	e.n++
-	if e.buf.Len()+len(dumpEnd) > e.limit {
-		e.over = true
-		e.buf = bytes.Buffer{}
+	d.write(escapeJSON(bytes.TrimSuffix(head, []byte("[]\n}"))), []byte("[\n"))
+	for i, c := range entries {
+		if i%ctxEvery == 0 && ctx.Err() != nil {
+			return fmt.Errorf("dumping %s: %w; nothing written", count(len(entries), "checkpoint"), ctx.Err())
+		}
+		raw, err := json.MarshalIndent(c, "    ", "  ")
+		if err != nil {
+			return err
+		}
+		sep := []byte(",\n")
+		if i == len(entries)-1 {
+			sep = []byte("\n  ]\n}\n")
+		}
+		if d.write([]byte("    "), escapeJSON(raw), sep); d.err != nil {
+			return d.err
+		}
 	}
-	return nil
+	return d.err
 }
 
-// finish returns the whole dump, or refuses one longer than the limit.
-func (e *dumpEncoder) finish() ([]byte, error) {
-	if e.n == 0 {
-		e.buf.WriteString("[]\n}\n")
-	} else if !e.over {
-		e.buf.WriteString(dumpEnd)
+// dumpWriter writes to w until limit bytes are passed or a write fails.
+type dumpWriter struct {
+	w     io.Writer
+	limit int
+	n     int
+	err   error
+}
+
+func (d *dumpWriter) write(parts ...[]byte) {
+	for _, p := range parts {
+		if d.err != nil {
+			return
+		}
+		if d.n += len(p); d.n > d.limit {
+			d.err = refused("the dump would be longer than the %d MiB restore reads; nothing written: copy the catalog itself instead",
+				d.limit>>20)
+			return
+		}
+		_, d.err = d.w.Write(p)
 	}
-	if e.over || e.buf.Len() > e.limit {
-		return nil, refused("the dump would be longer than the %d MiB restore reads; nothing written: copy the catalog itself instead",
-			e.limit>>20)
+}
+
+// chunks holds what is written to it in chunks, none ever copied to grow
+// it: a bytes.Buffer of a gigabyte's dump grew by doubling, to twice that.
+type chunks [][]byte
+
+const chunkSize = 64 << 10
+
+func (c *chunks) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		if len(*c) == 0 || len((*c)[len(*c)-1]) == chunkSize {
+			*c = append(*c, make([]byte, 0, chunkSize))
+		}
+		last := &(*c)[len(*c)-1]
+		k := min(len(p), chunkSize-len(*last))
+		*last = append(*last, p[:k]...)
+		p = p[k:]
 	}
-	return e.buf.Bytes(), nil
+	return n, nil
+}
+
+func (c chunks) WriteTo(w io.Writer) (int64, error) {
+	var n int64
+	for _, b := range c {
+		k, err := w.Write(b)
+		n += int64(k)
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // sameAs reports whether id, read from text, is exact down to its bytes,

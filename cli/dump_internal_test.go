@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -209,13 +210,13 @@ func encodeAll(t *testing.T, d dumpFile) string {
 }
 
 func encodeEach(d dumpFile, limit int) ([]byte, error) {
-	e := newDumpEncoder(d.Source, limit)
-	for _, c := range d.Checkpoints {
-		if err := e.add(c); err != nil {
-			return nil, err
-		}
+	var out chunks
+	if err := writeDump(context.Background(), &out, d.Source, d.Checkpoints, limit); err != nil {
+		return nil, err
 	}
-	return e.finish()
+	var buf bytes.Buffer
+	_, err := out.WriteTo(&buf)
+	return buf.Bytes(), err
 }
 
 // A dump encoded one checkpoint at a time is the same bytes as the whole
@@ -241,8 +242,7 @@ func TestDumpEncodedByCheckpointIsTheWholeDocument(t *testing.T) {
 }
 
 // A dump longer than restore reads is refused, not written: restore
-// would refuse it whole. The encoder lets go of what it laid out as soon
-// as the dump passes the limit, and lays out nothing more.
+// would refuse it whole. Nothing is laid out past the limit.
 func TestDumpLongerThanRestoreReadsIsRefused(t *testing.T) {
 	d := dumpFile{Format: dumpFormat, Checkpoints: []dumpEntry{{PChannel: "p", WAL: "kafka", Checkpoint: "kafka:1"}, {PChannel: "q", WAL: "kafka", Checkpoint: "kafka:2"}}}
 	out, err := encodeEach(d, maxDump)
@@ -260,12 +260,64 @@ func TestDumpLongerThanRestoreReadsIsRefused(t *testing.T) {
 	_, err = encodeEach(dumpFile{Format: dumpFormat}, len(empty)-1)
 	require.ErrorAs(t, err, &ee, "an empty dump over the limit")
 
-	e := newDumpEncoder("", 200)
-	require.NoError(t, e.add(dumpEntry{PChannel: strings.Repeat("p", 300), WAL: "kafka", Checkpoint: "kafka:1"}))
-	require.True(t, e.over)
-	require.Zero(t, e.buf.Cap(), "the layout past the limit is let go")
-	require.NoError(t, e.add(dumpEntry{PChannel: "q", WAL: "kafka", Checkpoint: "kafka:1"}))
-	require.Zero(t, e.buf.Cap(), "nothing is laid out past the limit")
-	_, err = e.finish()
+	// The writer stops at the limit: nothing past it is laid out.
+	var w countingWriter
+	err = writeDump(context.Background(), &w, "", []dumpEntry{{PChannel: strings.Repeat("p", 300), WAL: "kafka", Checkpoint: "kafka:1"},
+		{PChannel: "q", WAL: "kafka", Checkpoint: "kafka:1"}}, 200)
 	require.ErrorAs(t, err, &ee)
+	require.LessOrEqual(t, w.n, 200, "written past the limit")
+}
+
+type countingWriter struct{ n int }
+
+func (w *countingWriter) Write(p []byte) (int, error) { w.n += len(p); return len(p), nil }
+
+// A dump to stdout is laid out in chunks, none copied to grow: the bytes
+// come out as written, across chunk boundaries.
+func TestChunksKeepTheBytesInOrder(t *testing.T) {
+	var c chunks
+	var want bytes.Buffer
+	for i := range 3 * chunkSize / 1000 {
+		p := bytes.Repeat([]byte{byte(i)}, 1+i%1999)
+		n, err := c.Write(p)
+		require.NoError(t, err)
+		require.Equal(t, len(p), n)
+		want.Write(p)
+	}
+	for _, b := range c {
+		require.LessOrEqual(t, len(b), chunkSize)
+		require.Equal(t, chunkSize, cap(b), "a chunk never grows")
+	}
+	var got bytes.Buffer
+	n, err := c.WriteTo(&got)
+	require.NoError(t, err)
+	require.Equal(t, int64(want.Len()), n)
+	require.Equal(t, want.Bytes(), got.Bytes())
+}
+
+// A dump to a file is written as it is laid out; refused part way, or
+// ended by its context, it leaves no file, and says why as it is.
+func TestADumpCutShortLeavesNoFile(t *testing.T) {
+	entries := []dumpEntry{{PChannel: "p", WAL: "kafka", Checkpoint: "kafka:1"}, {PChannel: "q", WAL: "kafka", Checkpoint: "kafka:2"}}
+	var ee *exitError
+	path := filepath.Join(t.TempDir(), "d.json")
+	err := writeNew(path, func(w io.Writer) error { return writeDump(context.Background(), w, "", entries, 150) })
+	require.ErrorAs(t, err, &ee)
+	require.Equal(t, ExitRefused, ee.code)
+	require.NotContains(t, err.Error(), "writing ", "a refusal, not a failed write")
+	require.NoFileExists(t, path)
+
+	ended, end := context.WithCancel(context.Background())
+	end()
+	err = writeNew(path, func(w io.Writer) error { return writeDump(ended, w, "", entries, maxDump) })
+	require.ErrorIs(t, err, context.Canceled)
+	require.EqualError(t, err, "dumping 2 checkpoints: context canceled; nothing written")
+	require.NoFileExists(t, path)
+
+	require.NoError(t, writeNew(path, func(w io.Writer) error { return writeDump(context.Background(), w, "", entries, maxDump) }))
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	want, err := encodeEach(dumpFile{Format: dumpFormat, Checkpoints: entries}, maxDump)
+	require.NoError(t, err)
+	require.Equal(t, string(want), string(data))
 }
