@@ -748,7 +748,7 @@ func (b *Bolt) verify() error {
 				ErrCorruptStore, b.path, info.Size(), need)
 		}
 		if !lockedFiles { // else checked already, before bbolt read it
-			if err := b.checkPages(); err != nil {
+			if err := b.checkPages(context.Background()); err != nil {
 				return err
 			}
 		}
@@ -807,13 +807,20 @@ func (b *Bolt) verify() error {
 }
 
 // checkPages checks the structure of the file's pages before bbolt walks
-// them (see the function checkPages), reading the file, not the mapping.
-func (b *Bolt) checkPages() error {
+// them (see the function checkPages), reading the file, not the mapping,
+// and gives up when ctx ends.
+func (b *Bolt) checkPages(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	data, err := os.ReadFile(b.path)
 	if err != nil {
 		return fmt.Errorf("persistence: read bolt file %s: %w", b.path, err)
 	}
-	if err := checkPages(data); err != nil {
+	if err := checkPagesUntil(data, ctx.Err); err != nil {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return err
+		}
 		return fmt.Errorf("%w: %s: %w", ErrCorruptStore, b.path, err)
 	}
 	return nil
@@ -1038,7 +1045,7 @@ func misplaced(k, v []byte) bool {
 // records from it; met, it is the store's damage (markDamaged). The pass
 // ends with ctx.
 func (b *Bolt) findMisplaced(ctx context.Context, bucket *bolt.Bucket) error {
-	if err := b.checkPages(); err != nil {
+	if err := b.checkPages(ctx); err != nil {
 		if errors.Is(err, ErrCorruptStore) {
 			return b.markDamaged(err)
 		}

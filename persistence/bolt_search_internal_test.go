@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"testing"
@@ -134,5 +135,52 @@ func TestASearchCutShortAnswersNoOtherLoad(t *testing.T) {
 	}
 	if got := b.searchesRun.Load(); got != 2 {
 		t.Errorf("%d passes, want 2: the one cut short, and the other Load's", got)
+	}
+}
+
+// The check of a file's pages before a search gives up as the Load's
+// context ends: a walk of 300,000 records outlasted a deadline by up to
+// 100 ms. Given up, it is no damage.
+func TestAPageCheckEndsWithItsContext(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "c.db")
+	b, err := OpenBolt(path, WithGroupCommit(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	errs := make(chan error, 3000)
+	for i := range cap(errs) {
+		go func() { errs <- b.Save(ctx, fmt.Sprintf("%0300d", i), wal.KafkaID(1)) }()
+	}
+	for range cap(errs) {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked, errStop := 0, errors.New("stop")
+	stop := func() error {
+		if asked++; asked == 2 {
+			return errStop
+		}
+		return nil
+	}
+	if err := checkPagesUntil(data, stop); !errors.Is(err, errStop) || asked != 2 {
+		t.Fatalf("checkPagesUntil = %v after %d asks, want the stop's error at the second (every 256 pages of %d)", err, asked, len(data)/4096)
+	}
+	if err := checkPagesUntil(data, func() error { return nil }); err != nil {
+		t.Fatalf("checkPagesUntil of an intact file = %v", err)
+	}
+	ended, end := context.WithCancel(ctx)
+	end()
+	if err := b.checkPages(ended); !errors.Is(err, context.Canceled) || errors.Is(err, ErrCorruptStore) {
+		t.Fatalf("checkPages with its context ended = %v, want context.Canceled, not damage", err)
+	}
+	if _, err := b.Load(ctx, "never-saved"); err != nil {
+		t.Fatalf("Load after a check given up = %v, want nil: the file is intact", err)
 	}
 }
