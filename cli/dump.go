@@ -59,10 +59,8 @@ func dump(ctx context.Context, e *env, args []string) error {
 	corrupt, unfit := 0, 0
 	for i, en := range entries {
 		if i%ctxEvery == 0 && ctx.Err() != nil {
-			// A million records take seconds to check and lay out: late,
-			// nothing is written, rather than a dump past --timeout or a
-			// Ctrl-C.
-			return fmt.Errorf("dumping %s: %w; nothing written", count(len(entries), "checkpoint"), ctx.Err())
+			// A million records take seconds to check.
+			return lateDump(len(entries), ctx.Err())
 		}
 		if en.Err != nil {
 			corrupt++
@@ -102,9 +100,6 @@ func dump(ctx context.Context, e *env, args []string) error {
 		if err := writeDump(ctx, &out, s.url.String(), good, maxDump); err != nil {
 			return err
 		}
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("dumping %s: %w; nothing written", count(len(good), "checkpoint"), err)
-		}
 		_, err := out.WriteTo(e.stdout)
 		return err
 	}
@@ -129,15 +124,7 @@ func dump(ctx context.Context, e *env, args []string) error {
 	if _, err := fmt.Fprintf(e.stdout, "dumping %s from %s to %s\n", count(len(good), "checkpoint"), s.url, args[0]); err != nil {
 		return fmt.Errorf("writing the output: %w; no file made", err)
 	}
-	return writeNew(args[0], func(w io.Writer) error {
-		if err := writeDump(ctx, w, s.url.String(), good, maxDump); err != nil {
-			return err
-		}
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("dumping %s: %w; nothing written", count(len(good), "checkpoint"), err)
-		}
-		return nil
-	})
+	return writeNew(args[0], func(w io.Writer) error { return writeDump(ctx, w, s.url.String(), good, maxDump) })
 }
 
 // existsRefusal refuses a dump to path, which exists.
@@ -158,32 +145,38 @@ func writeNew(path string, write func(io.Writer) error) error {
 	if err != nil {
 		return err
 	}
-	w := bufio.NewWriterSize(f, chunkSize)
-	var failed error // the dump's own failure, not the file's
-	if err = write(w); err != nil {
-		var ee *exitError
-		if errors.As(err, &ee) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-			failed, err = err, nil
+	buf := bufio.NewWriterSize(f, chunkSize)
+	out := &firstError{w: buf}
+	failed := write(out) // the file's failure, or the dump's own
+	if out.err == nil && failed == nil {
+		if out.err = buf.Flush(); out.err == nil {
+			out.err = f.Sync()
 		}
 	}
-	if err == nil && failed == nil {
-		if err = w.Flush(); err == nil {
-			err = f.Sync()
-		}
+	if err := f.Close(); out.err == nil {
+		out.err = err
 	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil || failed != nil {
+	if out.err != nil || failed != nil {
 		_ = os.Remove(path)
 	}
-	if failed != nil {
-		return failed
+	if out.err != nil {
+		return fmt.Errorf("writing %s: %w (nothing kept)", path, out.err)
 	}
-	if err != nil {
-		return fmt.Errorf("writing %s: %w (nothing kept)", path, err)
+	return failed
+}
+
+// firstError keeps the first error of w's writes.
+type firstError struct {
+	w   io.Writer
+	err error
+}
+
+func (f *firstError) Write(p []byte) (int, error) {
+	n, err := f.w.Write(p)
+	if f.err == nil {
+		f.err = err
 	}
-	return nil
+	return n, err
 }
 
 // readDump reads and checks a whole dump file before anything is written:
@@ -279,8 +272,9 @@ func checkDump(ctx context.Context, data []byte, path string) ([]dumpEntry, []wa
 // writeDump writes the dump of entries to w as encoding/json indents a
 // dumpFile, one checkpoint at a time, and refuses it once it is longer
 // than limit, which restore reads at most: a dump it would refuse whole.
-// It ends with ctx, as a million records take seconds to lay out. What
-// it wrote before a refusal is the caller's to drop. Encoded whole and
+// It ends with ctx, as a million records take seconds to lay out, and a
+// dump finished after ctx ended is refused too. What it wrote before a
+// refusal is the caller's to drop. Encoded whole and
 // measured after, a catalog of large IDs took gigabytes of memory to be
 // refused; a dump to a file now holds none of it, and one to stdout no
 // more than itself (chunks).
@@ -295,12 +289,12 @@ func writeDump(ctx context.Context, w io.Writer, source string, entries []dumpEn
 	d := dumpWriter{w: w, limit: limit}
 	if len(entries) == 0 {
 		d.write(escapeJSON(head), []byte("\n"))
-		return d.err
+	} else {
+		d.write(escapeJSON(bytes.TrimSuffix(head, []byte("[]\n}"))), []byte("[\n"))
 	}
-	d.write(escapeJSON(bytes.TrimSuffix(head, []byte("[]\n}"))), []byte("[\n"))
 	for i, c := range entries {
 		if i%ctxEvery == 0 && ctx.Err() != nil {
-			return fmt.Errorf("dumping %s: %w; nothing written", count(len(entries), "checkpoint"), ctx.Err())
+			return lateDump(len(entries), ctx.Err())
 		}
 		raw, err := json.MarshalIndent(c, "    ", "  ")
 		if err != nil {
@@ -314,7 +308,19 @@ func writeDump(ctx context.Context, w io.Writer, source string, entries []dumpEn
 			return d.err
 		}
 	}
-	return d.err
+	if d.err != nil {
+		return d.err
+	}
+	if err := ctx.Err(); err != nil {
+		return lateDump(len(entries), err)
+	}
+	return nil
+}
+
+// lateDump refuses a dump of n checkpoints whose command ended (its
+// --timeout, a Ctrl-C) before it was written whole.
+func lateDump(n int, err error) error {
+	return fmt.Errorf("dumping %s: %w; nothing written", count(n, "checkpoint"), err)
 }
 
 // dumpWriter writes to w until limit bytes are passed or a write fails.

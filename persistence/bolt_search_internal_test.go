@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -109,15 +110,7 @@ func TestASearchCutShortAnswersNoOtherLoad(t *testing.T) {
 	}
 	defer b.Close()
 	// Enough records that the pass looks at its context (every 4096).
-	errs := make(chan error, 5000)
-	for i := range cap(errs) {
-		go func() { errs <- b.Save(ctx, fmt.Sprintf("p%05d", i), wal.KafkaID(1)) }()
-	}
-	for range cap(errs) {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
-	}
+	saveMany(t, b, 5000, "p%05d")
 	if err := b.takeTurn(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -149,15 +142,7 @@ func TestAPageCheckEndsWithItsContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	errs := make(chan error, 3000)
-	for i := range cap(errs) {
-		go func() { errs <- b.Save(ctx, fmt.Sprintf("%0300d", i), wal.KafkaID(1)) }()
-	}
-	for range cap(errs) {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
-	}
+	saveMany(t, b, 3000, "%0300d")
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -183,4 +168,46 @@ func TestAPageCheckEndsWithItsContext(t *testing.T) {
 	if _, err := b.Load(ctx, "never-saved"); err != nil {
 		t.Fatalf("Load after a check given up = %v, want nil: the file is intact", err)
 	}
+}
+
+// saveMany saves n pchannels, named by format from their number, at once
+// (a group-committed Bolt commits them together).
+func saveMany(tb testing.TB, b *Bolt, n int, format string) {
+	tb.Helper()
+	errs := make(chan error, n)
+	for i := range n {
+		go func() { errs <- b.Save(context.Background(), fmt.Sprintf(format, i), wal.KafkaID(1)) }()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkLoadNothingStored is the Load of a pchannel never saved,
+// beside 10,000 records, made by 100 Loads at once per core: a node
+// starting new pchannels next to its old ones. A Load that finds nothing
+// searches the file for a record under a damaged name, and Loads that
+// find nothing together share one search.
+func BenchmarkLoadNothingStored(b *testing.B) {
+	ctx := context.Background()
+	c, err := OpenBolt(filepath.Join(b.TempDir(), "c.db"), WithGroupCommit(true))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	saveMany(b, c, 10_000, "old-%05d")
+	var next atomic.Int64
+	b.SetParallelism(100)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			id, err := c.Load(ctx, fmt.Sprintf("new-%d", next.Add(1)))
+			if err != nil || id != nil {
+				b.Errorf("Load of a pchannel never saved = %v, %v; want nil, nil", id, err)
+				return
+			}
+		}
+	})
 }
