@@ -542,6 +542,9 @@ func (s *store) entries(ctx context.Context) (map[string]persistence.Entry, []pe
 	}
 	byName := make(map[string]persistence.Entry, len(list))
 	for i, e := range list {
+		if i > 0 && i%ctxEvery == 0 && ctx.Err() != nil {
+			return nil, nil, fmt.Errorf("read %s: %w", s.url, ctx.Err())
+		}
 		// A name no node can use comes first, whatever the record holds:
 		// only delete --quoted can do anything with it.
 		if err := persistence.ValidatePChannel(e.PChannel); err != nil {

@@ -105,6 +105,10 @@ func (b *Bolt) Inspect(ctx context.Context) ([]Entry, error) {
 	err := b.guard("inspect", func() error {
 		return b.db.View(func(tx *bolt.Tx) error {
 			return tx.Bucket(b.bucket).ForEach(func(k, raw []byte) error {
+				// Hundreds of thousands of records take seconds to read.
+				if len(entries)%4096 == 4095 && ctx.Err() != nil {
+					return ctx.Err()
+				}
 				entries = append(entries, inspectRecord(string(k), raw))
 				return nil
 			})
