@@ -149,7 +149,7 @@ Exit codes:
   3  damaged file; get, dump: an unreadable record; verify: all it reports
   4  refused: owned, lowering, WAL switch, corrupt, a negative Kafka
      offset, a damaged meta page, a dump FILE that exists, a dump of
-     an ID whose text does not read back
+     an ID whose text does not read back, a dump over 1 GiB
   5  get: nothing stored
 `
 
@@ -441,21 +441,23 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 // each is as long as an argument can be, so values are cut as shortQuoted
 // cuts them, and the text to 512 bytes.
 func dashes(err error) string {
-	text := longFlag.ReplaceAllString(err.Error(), "$1--$2")
-	text = quotedValue.ReplaceAllStringFunc(text, func(q string) string {
+	text := longFlag.ReplaceAllStringFunc(err.Error(), func(m string) string {
+		sub := longFlag.FindStringSubmatch(m)
+		return sub[1] + "--" + shorten.Cut(sub[2], 64, shownText)
+	})
+	return quotedValue.ReplaceAllStringFunc(text, func(q string) string {
 		if s, err := strconv.Unquote(q); err == nil {
 			return shortQuoted(s)
 		}
 		return q
 	})
-	return shorten.Within(text, 512)
 }
 
 // quotedValue is a Go-quoted string in package flag's errors.
 var quotedValue = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
 
 // longFlag is a flag named in package flag's errors, two letters or more.
-var longFlag = regexp.MustCompile(`(flag |defined: )-([^-\s][^\s:]+)`)
+var longFlag = regexp.MustCompile(`(flag |defined: |value "(?:[^"\\]|\\.)*" for )-([^-\s][^\s:]+)`)
 
 // commandFlag reports whether err, from parsing the common flags, names a
 // flag that some command takes, and which.

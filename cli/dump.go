@@ -121,7 +121,7 @@ func dump(ctx context.Context, e *env, args []string) error {
 	}
 	// Said before the file is made: should the output be lost (a full
 	// disk, a closed pipe), no file is left to block the same command.
-	if _, err := fmt.Fprintf(e.stdout, "dumping %s from %s to %s\n", count(len(good), "checkpoint"), s.url, args[0]); err != nil {
+	if _, err := fmt.Fprintf(e.stdout, "dumping %s from %s to %s\n", count(len(good), "checkpoint"), s.url, shorten.Cut(args[0], 1<<10, shownText)); err != nil {
 		return fmt.Errorf("writing the output: %w; no file made", err)
 	}
 	return writeNew(args[0], func(w io.Writer) error { return writeDump(ctx, w, s.url.String(), good, maxDump) })
@@ -134,17 +134,19 @@ func existsRefusal(path string) error {
 
 // writeNew writes to a file it creates, durably, what write writes to
 // it. A dump never overwrites: it may be the only copy of another one.
-// A failed write (a full disk) removes the file, whole or not, so that
-// the same command can be run again once there is room; so does a dump
-// refused, or ended by its context, part way.
+// It is written under a name of its own in the same directory, then
+// linked to path whole: a dump killed part way (SIGKILL, SIGHUP, the
+// OOM killer) left a fragment under path, which blocked the same command.
+// A failed write (a full disk), a dump refused or ended by its context
+// part way, remove what was written.
 func writeNew(path string, write func(io.Writer) error) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, os.ErrExist) {
-		return existsRefusal(path) // made meanwhile
-	}
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, ".lowwater-dump-*")
 	if err != nil {
-		return err
+		return fmt.Errorf("writing %s: %w", path, err)
 	}
+	partial := f.Name()
+	defer os.Remove(partial) // once linked, or not, it goes
 	buf := bufio.NewWriterSize(f, chunkSize)
 	out := &firstError{w: buf}
 	failed := write(out) // the file's failure, or the dump's own
@@ -156,13 +158,41 @@ func writeNew(path string, write func(io.Writer) error) error {
 	if err := f.Close(); out.err == nil {
 		out.err = err
 	}
-	if out.err != nil || failed != nil {
-		_ = os.Remove(path)
+	if out.err == nil && failed == nil {
+		out.err = linkNew(partial, path)
+		if errors.Is(out.err, os.ErrExist) {
+			return existsRefusal(path) // made meanwhile
+		}
 	}
 	if out.err != nil {
 		return fmt.Errorf("writing %s: %w (nothing kept)", path, out.err)
 	}
+	if failed == nil {
+		syncDir(dir)
+	}
 	return failed
+}
+
+// linkNew gives the file at from the name to, which must not exist. A
+// link fails if it does, whoever made it meanwhile; a file system with
+// no links (FAT, some FUSE) gets a rename, once to is seen not to exist.
+func linkNew(from, to string) error {
+	err := os.Link(from, to)
+	if err == nil || errors.Is(err, os.ErrExist) {
+		return err
+	}
+	if _, lerr := os.Lstat(to); !errors.Is(lerr, os.ErrNotExist) {
+		return os.ErrExist
+	}
+	return os.Rename(from, to)
+}
+
+// syncDir makes a new name in dir durable, where the file system allows.
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		_ = d.Close()
+	}
 }
 
 // firstError keeps the first error of w's writes.

@@ -306,6 +306,9 @@ func TestADumpCutShortLeavesNoFile(t *testing.T) {
 	require.Equal(t, ExitRefused, ee.code)
 	require.NotContains(t, err.Error(), "writing ", "a refusal, not a failed write")
 	require.NoFileExists(t, path)
+	left, err := os.ReadDir(filepath.Dir(path))
+	require.NoError(t, err)
+	require.Empty(t, left, "nothing is left of a dump refused part way")
 
 	ended, end := context.WithCancel(context.Background())
 	end()
@@ -314,10 +317,33 @@ func TestADumpCutShortLeavesNoFile(t *testing.T) {
 	require.EqualError(t, err, "dumping 2 checkpoints: context canceled; nothing written")
 	require.NoFileExists(t, path)
 
-	require.NoError(t, writeNew(path, func(w io.Writer) error { return writeDump(context.Background(), w, "", entries, maxDump) }))
+	// While it is written, the dump is not under its name: killed then,
+	// it leaves a file of its own, which blocks nothing.
+	require.NoError(t, writeNew(path, func(w io.Writer) error {
+		require.NoFileExists(t, path, "a dump not yet whole is under its name")
+		return writeDump(context.Background(), w, "", entries, maxDump)
+	}))
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)
 	want, err := encodeEach(dumpFile{Format: dumpFormat, Checkpoints: entries}, maxDump)
 	require.NoError(t, err)
 	require.Equal(t, string(want), string(data))
+	left, err = os.ReadDir(filepath.Dir(path))
+	require.NoError(t, err)
+	require.Len(t, left, 1, "what was written under another name is gone: %v", left)
+
+	// A file made under the name meanwhile is refused, and kept.
+	other := filepath.Join(t.TempDir(), "d.json")
+	err = writeNew(other, func(w io.Writer) error {
+		require.NoError(t, os.WriteFile(other, []byte("theirs"), 0o600))
+		return writeDump(context.Background(), w, "", entries, maxDump)
+	})
+	require.ErrorAs(t, err, &ee)
+	require.Equal(t, ExitRefused, ee.code)
+	data, err = os.ReadFile(other)
+	require.NoError(t, err)
+	require.Equal(t, "theirs", string(data))
+	left, err = os.ReadDir(filepath.Dir(other))
+	require.NoError(t, err)
+	require.Len(t, left, 1, "the partial dump is gone: %v", left)
 }

@@ -443,4 +443,16 @@ func TestLongArgumentsAreCutInErrors(t *testing.T) {
 		require.Less(t, len(stderr), 1024, "%.80s: %.300s", args, stderr)
 		require.Contains(t, stderr, " bytes)", "%.80s: the cut is marked with the whole's length: %s", args, stderr)
 	}
+	// An unknown flag is cut as a name: its own length, not the message's.
+	_, stderr, _ := runSplit(t, url, "--"+long("f"), "list")
+	require.Equal(t, "lowwater: flag provided but not defined: --"+strings.Repeat("f", 64)+"… (100000 bytes)\nrun 'lowwater --help' for usage\n", stderr)
+	_, stderr, _ = runSplit(t, url, "list", "--json=maybe")
+	require.Contains(t, stderr, `invalid boolean value "maybe" for --json`)
+	// A path is the operator's, and any line of an error is cut at 1 KiB
+	// shown, control characters quoted.
+	_, stderr, code := runSplit(t, url, "restore", "/nonexistent/"+long("\x1b"))
+	require.Equal(t, cli.ExitFailed, code, stderr)
+	require.Less(t, len(stderr), 1200, "%.300s", stderr)
+	require.NotContains(t, stderr, "\x1b[", "a raw escape reached the terminal")
+	require.Contains(t, stderr, "bytes)")
 }

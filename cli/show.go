@@ -75,13 +75,15 @@ func printable(s string, spaces bool) bool {
 }
 
 // safeLines is what fail prints of an error's text: each line that holds
-// anything but printable text quoted, as shownText does. It is the last
-// guard for text from below (a catalog's error, say) that no command shows
-// through shown; the lines the tool means stay apart.
+// anything but printable text quoted, as shownText does, and cut to what
+// shows in 1 KiB. It is the last guard for text from below (a catalog's
+// error, say) and for the operator's own arguments (a path of 100 KB),
+// which no command shows through shown; the lines the tool means stay
+// apart.
 func safeLines(s string) string {
 	lines := strings.Split(s, "\n")
 	for i, l := range lines {
-		lines[i] = shownText(l)
+		lines[i] = shorten.Cut(l, 1<<10, shownText)
 	}
 	return strings.Join(lines, "\n")
 }
