@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"io/fs"
 	"maps"
 	"math/bits"
@@ -810,11 +811,11 @@ func (b *Bolt) verify() error {
 // them (see the function checkPages), reading the file, not the mapping,
 // and gives up when ctx ends.
 func (b *Bolt) checkPages(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	data, err := os.ReadFile(b.path)
+	data, err := readUntil(ctx, b.path)
 	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return err
+		}
 		return fmt.Errorf("persistence: read bolt file %s: %w", b.path, err)
 	}
 	if err := checkPagesUntil(data, ctx.Err); err != nil {
@@ -824,6 +825,38 @@ func (b *Bolt) checkPages(ctx context.Context) error {
 		return fmt.Errorf("%w: %s: %w", ErrCorruptStore, b.path, err)
 	}
 	return nil
+}
+
+// readUntil reads the file at path whole, 4 MiB at a time, and gives up
+// when ctx ends: read in one call, a file of 300,000 records kept a Load
+// with a 1 ms deadline 25–276 ms.
+func readUntil(ctx context.Context, path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	data := make([]byte, 0, info.Size())
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if len(data) == cap(data) {
+			data = slices.Grow(data, 4<<20) // grown since the Stat
+		}
+		n, err := f.Read(data[len(data):min(cap(data), len(data)+4<<20)])
+		data = data[:len(data)+n]
+		if errors.Is(err, io.EOF) {
+			return data, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 }
 
 // sizeOnly names the keys and values in bbolt's consistency check errors

@@ -251,3 +251,25 @@ func TestInspectEndsWithItsContext(t *testing.T) {
 		t.Fatalf("Inspect with its context ended as it reads = %d entries, %v; want nil, context.Canceled", len(entries), err)
 	}
 }
+
+// The file is read for the page check 4 MiB at a time, each read after
+// a look at the context: read in one call, a file of 300,000 records kept
+// a Load with a 1 ms deadline up to 276 ms.
+func TestTheFileIsReadWithinItsContext(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f")
+	whole := bytes.Repeat([]byte("0123456789abcdef"), 10<<20/16+3) // 10 MiB and a bit
+	if err := os.WriteFile(path, whole, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	read := &askedCtx{Context: context.Background()}
+	data, err := readUntil(read, path)
+	if err != nil || !bytes.Equal(data, whole) {
+		t.Fatalf("readUntil = %d bytes, %v; want the file's %d", len(data), err, len(whole))
+	}
+	if asks := read.asked.Load(); asks < 3 {
+		t.Fatalf("readUntil of 10 MiB asked its context %d times, want one per 4 MiB read", asks)
+	}
+	if data, err := readUntil(&askedCtx{Context: context.Background(), cancelAt: 2}, path); !errors.Is(err, context.Canceled) || data != nil {
+		t.Fatalf("readUntil with its context ended after the first read = %d bytes, %v; want nil, context.Canceled", len(data), err)
+	}
+}
