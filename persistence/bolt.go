@@ -92,6 +92,11 @@ type Bolt struct {
 	// records together; searchesRun counts the passes (for tests).
 	searches    searchRounds
 	searchesRun atomic.Int64
+	// pages is the buffer the file is read into for a page check, in the
+	// turn: made anew for each, the file's size in garbage per pass kept
+	// the collector busy, and a Load with a 20 ms deadline 90 ms late at
+	// the 90th percentile beside 300,000 records.
+	pages []byte
 
 	// turn lets one call at a time into bbolt, and lets a call wait for
 	// its turn within its context. A panic inside bbolt (damage, see
@@ -811,7 +816,8 @@ func (b *Bolt) verify() error {
 // them (see the function checkPages), reading the file, not the mapping,
 // and gives up when ctx ends.
 func (b *Bolt) checkPages(ctx context.Context) error {
-	data, err := readUntil(ctx, b.path)
+	data, err := readUntil(ctx, b.path, b.pages[:0])
+	b.pages = data // kept for the next check: see pages
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 			return err
@@ -830,7 +836,7 @@ func (b *Bolt) checkPages(ctx context.Context) error {
 // readUntil reads the file at path whole, 4 MiB at a time, and gives up
 // when ctx ends: read in one call, a file of 300,000 records kept a Load
 // with a 1 ms deadline 25–276 ms.
-func readUntil(ctx context.Context, path string) ([]byte, error) {
+func readUntil(ctx context.Context, path string, data []byte) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -840,7 +846,7 @@ func readUntil(ctx context.Context, path string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	data := make([]byte, 0, info.Size())
+	data = slices.Grow(data[:0], int(info.Size()))
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, err

@@ -262,14 +262,14 @@ func TestTheFileIsReadWithinItsContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	read := &askedCtx{Context: context.Background()}
-	data, err := readUntil(read, path)
+	data, err := readUntil(read, path, nil)
 	if err != nil || !bytes.Equal(data, whole) {
 		t.Fatalf("readUntil = %d bytes, %v; want the file's %d", len(data), err, len(whole))
 	}
 	if asks := read.asked.Load(); asks < 3 {
 		t.Fatalf("readUntil of 10 MiB asked its context %d times, want one per 4 MiB read", asks)
 	}
-	if data, err := readUntil(&askedCtx{Context: context.Background(), cancelAt: 2}, path); !errors.Is(err, context.Canceled) || data != nil {
+	if data, err := readUntil(&askedCtx{Context: context.Background(), cancelAt: 2}, path, nil); !errors.Is(err, context.Canceled) || data != nil {
 		t.Fatalf("readUntil with its context ended after the first read = %d bytes, %v; want nil, context.Canceled", len(data), err)
 	}
 }
