@@ -439,7 +439,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 // the tool has, keeps the one dash it was most likely typed with. Package
 // flag quotes a value it refuses whole, and names an unknown flag whole:
 // each is as long as an argument can be, so values are cut as shortQuoted
-// cuts them, and the text to 512 bytes.
+// cuts them, and names to what shows in 64 bytes.
 func dashes(err error) string {
 	text := longFlag.ReplaceAllStringFunc(err.Error(), func(m string) string {
 		sub := longFlag.FindStringSubmatch(m)

@@ -181,8 +181,11 @@ func linkNew(from, to string) error {
 	if err == nil || errors.Is(err, os.ErrExist) {
 		return err
 	}
-	if _, lerr := os.Lstat(to); !errors.Is(lerr, os.ErrNotExist) {
+	switch _, lerr := os.Lstat(to); {
+	case lerr == nil:
 		return os.ErrExist
+	case !errors.Is(lerr, os.ErrNotExist):
+		return err // not known to be free: the link's own failure
 	}
 	return os.Rename(from, to)
 }

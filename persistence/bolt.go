@@ -816,7 +816,7 @@ func (b *Bolt) verify() error {
 // them (see the function checkPages), reading the file, not the mapping,
 // and gives up when ctx ends.
 func (b *Bolt) checkPages(ctx context.Context) error {
-	data, err := readUntil(ctx, b.path, b.pages[:0])
+	data, err := readUntil(ctx, b.path, b.pages)
 	b.pages = data // kept for the next check: see pages
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
@@ -833,23 +833,26 @@ func (b *Bolt) checkPages(ctx context.Context) error {
 	return nil
 }
 
-// readUntil reads the file at path whole, 4 MiB at a time, and gives up
-// when ctx ends: read in one call, a file of 300,000 records kept a Load
-// with a 1 ms deadline 25–276 ms.
+// readUntil reads the file at path whole into data, 4 MiB at a time,
+// and gives up when ctx ends: read in one call, a file of 300,000 records
+// kept a Load with a 1 ms deadline 25–276 ms. Given up, it returns data
+// emptied, for the next read: a Load cut short by its deadline is the
+// common case, and each one dropped the file's size in garbage.
 func readUntil(ctx context.Context, path string, data []byte) ([]byte, error) {
+	data = data[:0]
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return data, err
 	}
 	defer f.Close()
 	info, err := f.Stat()
 	if err != nil {
-		return nil, err
+		return data, err
 	}
-	data = slices.Grow(data[:0], int(info.Size()))
+	data = slices.Grow(data, int(info.Size()))
 	for {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return data[:0], err
 		}
 		if len(data) == cap(data) {
 			data = slices.Grow(data, 4<<20) // grown since the Stat
@@ -860,7 +863,7 @@ func readUntil(ctx context.Context, path string, data []byte) ([]byte, error) {
 			return data, nil
 		}
 		if err != nil {
-			return nil, err
+			return data[:0], err
 		}
 	}
 }
