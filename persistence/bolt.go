@@ -95,8 +95,13 @@ type Bolt struct {
 	// pages is the buffer the file is read into for a page check, in the
 	// turn: made anew for each, the file's size in garbage per pass kept
 	// the collector busy, and a Load with a 20 ms deadline 90 ms late at
-	// the 90th percentile beside 300,000 records.
-	pages []byte
+	// the 90th percentile beside 300,000 records. It is let go once no
+	// check has used it for pagesKept: one new pchannel's Load, which
+	// finds nothing, would otherwise hold the file's size for the Bolt's
+	// life. The release runs on a timer's goroutine, outside the turn.
+	pagesMu      sync.Mutex
+	pages        []byte      // guarded by pagesMu
+	pagesRelease *time.Timer // guarded by pagesMu
 
 	// turn lets one call at a time into bbolt, and lets a call wait for
 	// its turn within its context. A panic inside bbolt (damage, see
@@ -816,8 +821,8 @@ func (b *Bolt) verify() error {
 // them (see the function checkPages), reading the file, not the mapping,
 // and gives up when ctx ends.
 func (b *Bolt) checkPages(ctx context.Context) error {
-	data, err := readUntil(ctx, b.path, b.pages)
-	b.pages = data // kept for the next check: see pages
+	data, err := readUntil(ctx, b.path, b.takePages())
+	b.keepPages(data)
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 			return err
@@ -831,6 +836,44 @@ func (b *Bolt) checkPages(ctx context.Context) error {
 		return fmt.Errorf("%w: %s: %w", ErrCorruptStore, b.path, err)
 	}
 	return nil
+}
+
+// pagesKept is how long the buffer of a page check is kept unused for
+// the next one: Loads that find nothing come in bursts (pchannels added
+// together, a Load retried), each a check of the whole file.
+const pagesKept = time.Minute
+
+// takePages takes the buffer of the last page check, if it is still kept.
+func (b *Bolt) takePages() []byte {
+	b.pagesMu.Lock()
+	defer b.pagesMu.Unlock()
+	data := b.pages
+	b.pages = nil
+	return data
+}
+
+// keepPages keeps data for the next page check, for pagesKept from now.
+func (b *Bolt) keepPages(data []byte) {
+	b.pagesMu.Lock()
+	defer b.pagesMu.Unlock()
+	b.pages = data[:0]
+	if b.pagesRelease == nil {
+		b.pagesRelease = time.AfterFunc(pagesKept, b.dropPages)
+		return
+	}
+	b.pagesRelease.Reset(pagesKept)
+}
+
+// dropPages lets go of the buffer of the last page check, and of the
+// timer that would.
+func (b *Bolt) dropPages() {
+	b.pagesMu.Lock()
+	defer b.pagesMu.Unlock()
+	b.pages = nil
+	if b.pagesRelease != nil {
+		b.pagesRelease.Stop()
+		b.pagesRelease = nil
+	}
 }
 
 // readUntil reads the file at path whole into data, 4 MiB at a time,
@@ -1337,6 +1380,7 @@ func (b *Bolt) Close() error {
 	if drained != nil {
 		b.awaitDrained(drained)
 	}
+	b.dropPages()
 	if err := b.closeDB(); err != nil {
 		return fmt.Errorf("persistence: close bolt file: %w", err)
 	}

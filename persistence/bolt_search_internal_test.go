@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -273,4 +274,57 @@ func TestTheFileIsReadWithinItsContext(t *testing.T) {
 	if data, err := readUntil(&askedCtx{Context: context.Background(), cancelAt: 2}, path, data); !errors.Is(err, context.Canceled) || len(data) != 0 || cap(data) < len(whole) {
 		t.Fatalf("readUntil with its context ended after the first read = %d bytes of %d, %v; want none of the file's %d, context.Canceled", len(data), cap(data), err, len(whole))
 	}
+}
+
+// The buffer a page check reads the file into is kept for the next
+// check, and let go once none has used it for pagesKept, and at Close:
+// kept for the Bolt's life, one new pchannel's Load held the file's size
+// for as long as the process ran.
+func TestThePageBufferIsLetGoWhenIdle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		b, err := OpenBolt(filepath.Join(t.TempDir(), "c.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		saveMany(t, b, 100, "p%d")
+		kept := func() int {
+			b.pagesMu.Lock()
+			defer b.pagesMu.Unlock()
+			return cap(b.pages)
+		}
+		loadNothing := func() {
+			t.Helper()
+			if id, err := b.Load(ctx, "absent"); id != nil || err != nil {
+				t.Fatalf("Load of a name not stored = %v, %v; want nothing, no error", id, err)
+			}
+		}
+		info, err := os.Stat(b.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		loadNothing()
+		if kept() < int(info.Size()) {
+			t.Fatalf("after a page check the buffer holds %d bytes, want the file's %d", kept(), info.Size())
+		}
+		time.Sleep(pagesKept - time.Second)
+		loadNothing() // used again: kept for pagesKept from now
+		time.Sleep(pagesKept - time.Second)
+		synctest.Wait()
+		if kept() == 0 {
+			t.Fatalf("the buffer was let go %v after its last use, want %v", pagesKept-time.Second, pagesKept)
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if kept() != 0 {
+			t.Fatalf("the buffer holds %d bytes %v after its last use, want none", kept(), pagesKept+time.Second)
+		}
+		loadNothing()
+		if err := b.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if kept() != 0 {
+			t.Fatalf("the buffer holds %d bytes after Close, want none", kept())
+		}
+	})
 }
