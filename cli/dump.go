@@ -134,19 +134,24 @@ func existsRefusal(path string) error {
 
 // writeNew writes to a file it creates, durably, what write writes to
 // it. A dump never overwrites: it may be the only copy of another one.
-// It is written under a name of its own in the same directory, then
-// linked to path whole: a dump killed part way (SIGKILL, SIGHUP, the
-// OOM killer) left a fragment under path, which blocked the same command.
-// A failed write (a full disk), a dump refused or ended by its context
-// part way, remove what was written.
+// It is written into a file with no name of its own, or one only its
+// own, in the same directory (createPartial), then given path whole: a
+// dump killed part way (SIGKILL, SIGHUP, the OOM killer) left a fragment
+// under path, which blocked the same command. A failed write (a full
+// disk), a dump refused or ended by its context part way, remove what
+// was written.
 func writeNew(path string, write func(io.Writer) error) error {
+	return writeVia(createPartial, path, write)
+}
+
+// writeVia is writeNew with the partial file made by create.
+func writeVia(create func(dir string) (*partial, error), path string, write func(io.Writer) error) error {
 	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, ".lowwater-dump-*")
+	f, err := create(dir)
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
-	partial := f.Name()
-	defer os.Remove(partial) // once linked, or not, it goes
+	defer f.remove() // once named, or not, the partial name goes
 	buf := bufio.NewWriterSize(f, chunkSize)
 	out := &firstError{w: buf}
 	failed := write(out) // the file's failure, or the dump's own
@@ -155,14 +160,15 @@ func writeNew(path string, write func(io.Writer) error) error {
 			out.err = f.Sync()
 		}
 	}
-	if err := f.Close(); out.err == nil {
-		out.err = err
-	}
 	if out.err == nil && failed == nil {
-		out.err = linkNew(partial, path)
+		out.err = f.name(path) // before Close: an unnamed file is named through its descriptor
 		if errors.Is(out.err, os.ErrExist) {
+			_ = f.Close()
 			return existsRefusal(path) // made meanwhile
 		}
+	}
+	if err := f.Close(); out.err == nil {
+		out.err = err
 	}
 	if out.err != nil {
 		return fmt.Errorf("writing %s: %w (nothing kept)", path, out.err)
@@ -171,6 +177,30 @@ func writeNew(path string, write func(io.Writer) error) error {
 		syncDir(dir)
 	}
 	return failed
+}
+
+// partial is the file a dump is written into before it is whole.
+type partial struct {
+	*os.File
+	// name gives the file the name to, which must not exist.
+	name func(to string) error
+	// remove removes the name the file had while it was written, if any.
+	remove func()
+}
+
+// createNamedPartial makes the file a dump is written into, in dir,
+// under a name of its own (.lowwater-dump-*), which blocks nothing: a
+// dump killed part way leaves it behind.
+func createNamedPartial(dir string) (*partial, error) {
+	f, err := os.CreateTemp(dir, ".lowwater-dump-*")
+	if err != nil {
+		return nil, err
+	}
+	return &partial{
+		File:   f,
+		name:   func(to string) error { return linkNew(f.Name(), to) },
+		remove: func() { _ = os.Remove(f.Name()) },
+	}, nil
 }
 
 // linkNew gives the file at from the name to, which must not exist. A

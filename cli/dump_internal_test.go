@@ -298,6 +298,16 @@ func TestChunksKeepTheBytesInOrder(t *testing.T) {
 // A dump to a file is written as it is laid out; refused part way, or
 // ended by its context, it leaves no file, and says why as it is.
 func TestADumpCutShortLeavesNoFile(t *testing.T) {
+	t.Run("partial=unnamed-on-linux", func(t *testing.T) {
+		testADumpCutShortLeavesNoFile(t, createPartial, runtime.GOOS == "linux")
+	})
+	t.Run("partial=named", func(t *testing.T) { testADumpCutShortLeavesNoFile(t, createNamedPartial, false) })
+}
+
+// testADumpCutShortLeavesNoFile writes dumps into partial files made by
+// create, which have no name while written if unnamed.
+func testADumpCutShortLeavesNoFile(t *testing.T, create func(dir string) (*partial, error), unnamed bool) {
+	writeNew := func(path string, write func(io.Writer) error) error { return writeVia(create, path, write) }
 	entries := []dumpEntry{{PChannel: "p", WAL: "kafka", Checkpoint: "kafka:1"}, {PChannel: "q", WAL: "kafka", Checkpoint: "kafka:2"}}
 	var ee *exitError
 	path := filepath.Join(t.TempDir(), "d.json")
@@ -318,9 +328,17 @@ func TestADumpCutShortLeavesNoFile(t *testing.T) {
 	require.NoFileExists(t, path)
 
 	// While it is written, the dump is not under its name: killed then,
-	// it leaves a file of its own, which blocks nothing.
+	// it leaves a file of its own, which blocks nothing, or, on Linux,
+	// nothing at all.
 	require.NoError(t, writeNew(path, func(w io.Writer) error {
 		require.NoFileExists(t, path, "a dump not yet whole is under its name")
+		left, err := os.ReadDir(filepath.Dir(path))
+		require.NoError(t, err)
+		if unnamed {
+			require.Empty(t, left, "a dump not yet whole has a name")
+		} else {
+			require.Len(t, left, 1, "the dump not yet whole: %v", left)
+		}
 		return writeDump(context.Background(), w, "", entries, maxDump)
 	}))
 	data, err := os.ReadFile(path)
