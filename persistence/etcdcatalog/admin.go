@@ -32,7 +32,7 @@ func (c *Catalog) Delete(ctx context.Context, pchannel string) error {
 	}
 	defer c.release()
 	key := c.keys.checkpoint(pchannel)
-	if _, err := c.client.Delete(ctx, key); err != nil {
+	if _, err := c.etcd.Delete(ctx, key); err != nil {
 		return fmt.Errorf("etcdcatalog: delete %q: %w", pchannel, err)
 	}
 	c.forget(key)
@@ -50,7 +50,7 @@ func (c *Catalog) DeleteEmptyName(ctx context.Context) error {
 		return err
 	}
 	defer c.release()
-	if _, err := c.client.Delete(ctx, c.keys.checkpoint("")); err != nil {
+	if _, err := c.etcd.Delete(ctx, c.keys.checkpoint("")); err != nil {
 		return fmt.Errorf("etcdcatalog: delete the record under the empty name: %w", err)
 	}
 	return nil
@@ -106,7 +106,7 @@ func (o *Owned) delete(ctx context.Context, pchannel string, anyTerm bool) error
 	defer o.c.release()
 	key := o.c.keys.checkpoint(pchannel)
 	for {
-		resp, err := o.c.client.Txn(ctx).Then(clientv3.OpGet(key), clientv3.OpGet(o.ownerKey)).Commit()
+		resp, err := o.c.etcd.Txn(ctx).Then(clientv3.OpGet(key), clientv3.OpGet(o.ownerKey)).Commit()
 		if err != nil {
 			return fmt.Errorf("etcdcatalog: delete %q: %w", pchannel, err)
 		}
@@ -124,7 +124,7 @@ func (o *Owned) delete(ctx context.Context, pchannel string, anyTerm bool) error
 		if err := o.c.over(pchannel, f); err != nil {
 			return err
 		}
-		del, err := o.c.client.Txn(ctx).
+		del, err := o.c.etcd.Txn(ctx).
 			If(append(f.holds(), clientv3.Compare(clientv3.ModRevision(key), "=", kvs[0].ModRevision))...).
 			Then(clientv3.OpDelete(key)).
 			Commit()
@@ -194,7 +194,7 @@ func (c *Catalog) overwrite(ctx context.Context, pchannel string, checkpoint wal
 		reads = append(reads, clientv3.OpGet(f.ownerKey))
 	}
 	for {
-		resp, err := c.client.Txn(ctx).Then(reads...).Commit()
+		resp, err := c.etcd.Txn(ctx).Then(reads...).Commit()
 		if err != nil {
 			return fmt.Errorf("etcdcatalog: replace %q: %w", pchannel, err)
 		}
@@ -230,7 +230,7 @@ func (c *Catalog) overwrite(ctx context.Context, pchannel string, checkpoint wal
 		if f != nil {
 			cmps = append(cmps, f.holds()...)
 		}
-		put, err := c.client.Txn(ctx).If(cmps...).Then(clientv3.OpPut(key, string(val))).Commit()
+		put, err := c.etcd.Txn(ctx).If(cmps...).Then(clientv3.OpPut(key, string(val))).Commit()
 		if err != nil {
 			// The write may have committed: only a read tells.
 			return fmt.Errorf("etcdcatalog: replace %q: %w", pchannel, err)
@@ -306,7 +306,7 @@ func (c *Catalog) OwnerOf(ctx context.Context, pchannel string) (Owner, error) {
 	if ctx == nil {
 		return Owner{}, errNilContext
 	}
-	resp, err := c.client.Get(ctx, c.keys.owner(pchannel))
+	resp, err := c.etcd.Get(ctx, c.keys.owner(pchannel))
 	if err != nil {
 		return Owner{}, fmt.Errorf("etcdcatalog: read owner of %q: %w", pchannel, err)
 	}
@@ -375,7 +375,7 @@ func (c *Catalog) DeleteLeaselessOwner(ctx context.Context, pchannel string, ter
 	}
 	defer c.release()
 	key := c.keys.owner(pchannel)
-	resp, err := c.client.Txn(ctx).
+	resp, err := c.etcd.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", int64(term)),
 			clientv3.Compare(clientv3.LeaseValue(key), "=", clientv3.NoLease)).
 		Then(clientv3.OpDelete(key)).

@@ -142,7 +142,7 @@ func NewBatcher(c *Catalog, opts ...BatchOption) (*Batcher, error) {
 	// saves fail with ErrClosed at once rather than each at its deadline.
 	go func() {
 		select {
-		case <-c.closing:
+		case <-c.closing.Done():
 			end(persistence.ErrClosed)
 		case <-closing.Done():
 		}
@@ -150,12 +150,13 @@ func NewBatcher(c *Catalog, opts ...BatchOption) (*Batcher, error) {
 	return &Batcher{c: c, opt: o, closing: closing, endClosing: end}, nil
 }
 
-// closedErr is err, a save's failure, said to be ErrClosed when the
-// Batcher or its Catalog has closed meanwhile: a transaction cut short by
-// the close fails as a canceled call or a closing connection, and nothing
-// is saved through the Batcher again.
+// closedErr is err, a save's failure, said to be ErrClosed once the
+// Batcher's Close has begun, or its Catalog's: nothing is saved through
+// the Batcher again. A transaction that failed meanwhile, cut short by
+// the close or on its own timeout, said only "context deadline exceeded",
+// and a caller tried once more a save that could no longer be made.
 func (b *Batcher) closedErr(err error) error {
-	if err == nil || errors.Is(err, persistence.ErrClosed) || b.closing.Err() == nil {
+	if err == nil || errors.Is(err, persistence.ErrClosed) || !b.isClosed() {
 		return err
 	}
 	return fmt.Errorf("%w: %w", persistence.ErrClosed, err)
@@ -264,7 +265,7 @@ func (b *Batcher) Close() error {
 // isClosed reports whether the Batcher, or the Catalog under it, is
 // closed.
 func (b *Batcher) isClosed() bool {
-	if b.closing.Err() != nil {
+	if b.closing.Err() != nil || b.c.closed.Load() {
 		return true
 	}
 	b.mu.Lock()
@@ -364,7 +365,7 @@ func (b *Batcher) commit(batch []*batchedSave) {
 	}
 	if len(together) > 0 {
 		ctx, cancel := context.WithTimeout(b.closing, b.opt.timeout)
-		resp, err := b.c.client.Txn(ctx).If(cmps...).Then(puts...).Else(gets...).Commit()
+		resp, err := b.c.etcd.Txn(ctx).If(cmps...).Then(puts...).Else(gets...).Commit()
 		cancel()
 		switch {
 		case errors.Is(err, rpctypes.ErrTooManyOps):

@@ -196,6 +196,43 @@ func TestBatcherCloseWithEtcdDown(t *testing.T) {
 	}
 }
 
+// A batch transaction that ends on its own timeout while Close waits
+// fails its saves with persistence.ErrClosed, as one that Close's grace
+// ends does: nothing is saved through the Batcher again. Its callers got
+// only "context deadline exceeded", and tried once more.
+func TestBatcherTransactionTimingOutDuringCloseSaysClosed(t *testing.T) {
+	eps := etcdtest.Start(t)
+	g := newTxnGate()
+	// Close must begin within it of the transaction: long, for a loaded
+	// machine.
+	const timeout = 5 * time.Second
+	b, err := etcdcatalog.NewBatcher(gatedCatalog(t, eps, g), etcdcatalog.WithBatchTimeout(timeout))
+	require.NoError(t, err)
+	for _, p := range []string{"a", "b", "c"} { // known: a and b go out together
+		saved := make(chan error, 1)
+		go func() { saved <- b.Save(ctxT(t), p, wal.KafkaID(1)) }()
+		g.waitEntered(t)
+		g.release <- struct{}{}
+		require.NoError(t, within(t, saved, "a save"))
+	}
+	batch := make(chan map[string]error, 1)
+	go func() {
+		batch <- etcdcatalog.CommitBatch(context.Background(), b, map[string]wal.MessageID{"a": wal.KafkaID(2), "b": wal.KafkaID(2)})
+	}()
+	g.waitEntered(t) // the transaction, its timeout running
+	held := make(chan error, 1)
+	go func() { held <- b.Save(context.Background(), "c", wal.KafkaID(2)) }()
+	g.waitEntered(t) // a save Close waits for, up to the batch timeout
+	closed := make(chan error, 1)
+	go func() { closed <- b.Close() }()
+	for p, err := range within(t, batch, "the transaction to time out") {
+		require.ErrorIs(t, err, persistence.ErrClosed, p)
+		require.ErrorIs(t, err, context.DeadlineExceeded, p)
+	}
+	require.ErrorIs(t, within(t, held, "the save Close waited for to end"), persistence.ErrClosed)
+	require.NoError(t, within(t, closed, "Close to return"))
+}
+
 // The Catalog closed under a Batcher (by its owner, rather than through
 // the Batcher's Close) ends the Batcher as its own Close does: the saves
 // under way and every save after fail with persistence.ErrClosed at once.

@@ -34,8 +34,12 @@ type Catalog struct {
 
 	// calls holds a token per call in flight (WithMaxConcurrentCalls).
 	calls chan struct{}
-	// closing is closed by Close, for the calls waiting for a token.
-	closing chan struct{}
+	// closing ends with Close: the calls waiting for a token, and those
+	// in flight (etcd).
+	closing    context.Context
+	endClosing context.CancelFunc
+	// etcd makes the calls to etcd, each ended by Close.
+	etcd etcdCalls
 
 	mu sync.Mutex
 	// hints remembers, per checkpoint key, the record last read or written,
@@ -123,18 +127,22 @@ var reconnectWithinASecond = grpc.WithConnectParams(grpc.ConnectParams{
 })
 
 func newCatalog(client *clientv3.Client, own bool, o options) *Catalog {
-	return &Catalog{
-		client:    client,
-		ownClient: own,
-		keys:      keys{prefix: o.prefix},
-		pageSize:  o.pageSize,
-		holder:    o.holder,
-		hints:     make(map[string]hint),
-		hintCap:   maxHints,
-		owned:     make(map[*Owned]struct{}),
-		calls:     make(chan struct{}, o.maxCalls),
-		closing:   make(chan struct{}),
+	closing, end := context.WithCancel(context.Background())
+	c := &Catalog{
+		client:     client,
+		ownClient:  own,
+		keys:       keys{prefix: o.prefix},
+		pageSize:   o.pageSize,
+		holder:     o.holder,
+		hints:      make(map[string]hint),
+		hintCap:    maxHints,
+		owned:      make(map[*Owned]struct{}),
+		calls:      make(chan struct{}, o.maxCalls),
+		closing:    closing,
+		endClosing: end,
 	}
+	c.etcd = etcdCalls{c}
+	return c
 }
 
 // errNilContext refuses a call given a nil context, a caller's bug that
@@ -160,7 +168,7 @@ func (c *Catalog) acquire(ctx context.Context, op, pchannel string, f *fence) er
 	default:
 		select {
 		case c.calls <- struct{}{}:
-		case <-c.closing:
+		case <-c.closing.Done():
 			held = false
 		case <-lost:
 			held = false
@@ -222,7 +230,7 @@ func (c *Catalog) Load(ctx context.Context, pchannel string) (wal.MessageID, err
 	}
 	defer c.release()
 	key := c.keys.checkpoint(pchannel)
-	resp, err := c.client.Get(ctx, key)
+	resp, err := c.etcd.Get(ctx, key)
 	if err != nil {
 		return nil, fmt.Errorf("etcdcatalog: load %q: %w", pchannel, err)
 	}
@@ -354,7 +362,7 @@ func (c *Catalog) save(ctx context.Context, pchannel string, checkpoint wal.Mess
 			cmps = append(cmps, f.holds()...)
 			reads = append(reads, clientv3.OpGet(f.ownerKey))
 		}
-		resp, err := c.client.Txn(ctx).If(cmps...).Then(clientv3.OpPut(key, string(val))).Else(reads...).Commit()
+		resp, err := c.etcd.Txn(ctx).If(cmps...).Then(clientv3.OpPut(key, string(val))).Else(reads...).Commit()
 		if err != nil {
 			// The write may have committed; a retry finds it equal.
 			return fmt.Errorf("etcdcatalog: save %q: %w", pchannel, err)
@@ -434,7 +442,7 @@ func (c *Catalog) read(ctx context.Context, pchannel, key string, f *fence) (hin
 	if f != nil {
 		reads = append(reads, clientv3.OpGet(f.ownerKey))
 	}
-	resp, err := c.client.Txn(ctx).Then(reads...).Commit()
+	resp, err := c.etcd.Txn(ctx).Then(reads...).Commit()
 	if err != nil {
 		return hint{}, fmt.Errorf("etcdcatalog: save %q: %w", pchannel, err)
 	}
@@ -537,7 +545,7 @@ func (c *Catalog) scanAt(ctx context.Context, op string, name func(key string) (
 		if rev != 0 {
 			opts = append(opts, clientv3.WithRev(rev))
 		}
-		resp, err := c.client.Get(ctx, start, opts...)
+		resp, err := c.etcd.Get(ctx, start, opts...)
 		if err != nil {
 			return fmt.Errorf("etcdcatalog: %s: %w", op, err)
 		}
@@ -564,14 +572,16 @@ func (c *Catalog) scanAt(ctx context.Context, op string, name func(key string) (
 }
 
 // Close closes the catalog: later calls fail with persistence.ErrClosed,
-// every Owned obtained from it stops watching and reports ownership lost
-// (its owner key stays until its session ends or it is released), and a
-// client made by Open is closed.
+// and so do the calls waiting for a slot (WithMaxConcurrentCalls) and
+// those in flight, which it ends (a save ended so may still be applied
+// by etcd, never acknowledged); every Owned obtained from it stops
+// watching and reports ownership lost (its owner key stays until its
+// session ends or it is released); and a client made by Open is closed.
 func (c *Catalog) Close() error {
 	if !c.closed.CompareAndSwap(false, true) {
 		return persistence.ErrClosed
 	}
-	close(c.closing)
+	c.endClosing()
 	c.mu.Lock()
 	owned := make([]*Owned, 0, len(c.owned))
 	for o := range c.owned {

@@ -114,7 +114,13 @@ func ownGated(t *testing.T, c *etcdcatalog.Catalog, g *txnGate, pchannel string,
 // comes on done to end with want, sending no other Txn.
 func (g *txnGate) releaseLast(t *testing.T, done <-chan error, want error) {
 	t.Helper()
-	g.release <- struct{}{}
+	select {
+	case g.release <- struct{}{}:
+	case err := <-done: // ended in the gate, by its context or Close
+		require.ErrorIs(t, err, want)
+		require.Empty(t, g.entered, "another Txn went out")
+		return
+	}
 	select {
 	case err := <-done:
 		require.ErrorIs(t, err, want)
@@ -282,8 +288,11 @@ func TestMaxConcurrentCallsMustBePositive(t *testing.T) {
 }
 
 // Calls waiting for a slot when the catalog closes fail with ErrClosed at
-// once, as calls made after Close do, and write nothing once the slot
-// frees: a plain save, and an owner's, whose Done closes with the catalog.
+// once, as calls made after Close do, and so does the call in flight on a
+// member that answers nothing: a plain save, and an owner's, whose Done
+// closes with the catalog. With the caller's client, which Close leaves
+// open, the call in flight ended only with its context, and with none,
+// never.
 func TestCallsWaitingAtCloseFail(t *testing.T) {
 	for _, owns := range []bool{false, true} {
 		t.Run(map[bool]string{false: "client of the caller", true: "owner"}[owns], func(t *testing.T) {
@@ -307,11 +316,12 @@ func TestCallsWaitingAtCloseFail(t *testing.T) {
 
 			require.NoError(t, c.Close())
 			require.ErrorIs(t, within(t, late, "the waiting save to end at Close"), persistence.ErrClosed)
-			g.release <- struct{}{}
-			require.NoError(t, <-held, "a save in flight at Close ends as etcd answers it")
-			resp, err := cli.Get(ctxT(t), checkpointKey("late"))
-			require.NoError(t, err)
-			require.Empty(t, resp.Kvs, "the save that waited wrote nothing")
+			require.ErrorIs(t, within(t, held, "the save in flight to end at Close"), persistence.ErrClosed)
+			for _, p := range []string{"late", "held"} {
+				resp, err := cli.Get(ctxT(t), checkpointKey(p))
+				require.NoError(t, err)
+				require.Empty(t, resp.Kvs, "save %q wrote", p)
+			}
 			require.Equal(t, 1, g.mostAtOnce())
 		})
 	}
@@ -336,8 +346,8 @@ func TestCallsWaitingAtCloseFailWithOwnClient(t *testing.T) {
 	for range waiting {
 		require.ErrorIs(t, within(t, late, "a waiting save to end at Close"), persistence.ErrClosed)
 	}
-	close(g.release) // the held Txn goes on, into a closing client
-	require.Error(t, <-held)
+	close(g.release)
+	require.ErrorIs(t, <-held, persistence.ErrClosed, "the save in flight ends at Close too")
 	require.NoError(t, <-closed)
 	require.Equal(t, 1, g.mostAtOnce())
 }
@@ -367,8 +377,9 @@ func TestOwnerSaveWaitingEndsWithTheOwnership(t *testing.T) {
 	require.Equal(t, 1, g.mostAtOnce())
 }
 
-// A save whose hint was stale needs a second round trip: closed meanwhile,
-// the catalog sends it no more, and the record keeps the other writer's
+// A save whose hint was stale needs a second round trip: closed during
+// the first, the catalog ends it, or, should it have returned first,
+// sends the second no more, and the record keeps the other writer's
 // value.
 func TestSecondRoundTripAfterCloseIsNotSent(t *testing.T) {
 	eps := etcdtest.Start(t)
@@ -412,8 +423,9 @@ func TestWaitKeepsTheDeadlineAndItsCause(t *testing.T) {
 	require.NoError(t, <-held)
 }
 
-// An owner's delete reads, then deletes: closed in between, the catalog
-// sends the delete no more, and the record stays.
+// An owner's delete reads, then deletes: closed during the read, the
+// catalog ends it, or, should it have returned first, sends the delete no
+// more, and the record stays.
 func TestOwnedDeleteAfterCloseIsNotSent(t *testing.T) {
 	eps := etcdtest.Start(t)
 	g := newTxnGate()

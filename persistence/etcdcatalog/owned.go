@@ -206,7 +206,7 @@ func (c *Catalog) claim(ctx context.Context, pchannel, key string, lease clientv
 		return nil, err
 	}
 	defer c.release()
-	resp, err := c.client.Txn(ctx).
+	resp, err := c.etcd.Txn(ctx).
 		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
 		Then(clientv3.OpPut(key, token, clientv3.WithLease(lease))).
 		Else(clientv3.OpGet(key)).
@@ -231,7 +231,7 @@ func (c *Catalog) retake(ctx context.Context, pchannel string, owner *mvccpb.Key
 	}
 	defer c.release()
 	key := string(owner.Key)
-	resp, err := c.client.Txn(ctx).
+	resp, err := c.etcd.Txn(ctx).
 		If(clientv3.Compare(clientv3.ModRevision(key), "=", owner.ModRevision),
 			clientv3.Compare(clientv3.CreateRevision(key), "=", owner.CreateRevision),
 			clientv3.Compare(clientv3.LeaseValue(key), "=", owner.Lease)).
@@ -364,7 +364,7 @@ func (c *Catalog) newOwned(ctx context.Context, pchannel, key, token string, ses
 // lease, and the token o put there, which a later Own of the same session
 // replaces (retake).
 func (c *Catalog) deleteOwner(ctx context.Context, o *Owned) error {
-	_, err := c.client.Txn(ctx).
+	_, err := c.etcd.Txn(ctx).
 		If(append(o.fence().holds(), clientv3.Compare(clientv3.Value(o.ownerKey), "=", o.token))...).
 		Then(clientv3.OpDelete(o.ownerKey)).
 		Commit()
@@ -466,7 +466,7 @@ func (o *Owned) watch(ctx context.Context, rev int64) {
 			o.lose(persistence.ErrClosed)
 			return
 		}
-		resp, err := o.c.client.Get(ctx, o.ownerKey)
+		resp, err := o.c.etcd.Get(ctx, o.ownerKey)
 		switch {
 		case ctx.Err() != nil:
 			return
