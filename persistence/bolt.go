@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"io/fs"
 	"maps"
 	"math/bits"
@@ -92,16 +91,6 @@ type Bolt struct {
 	// records together; searchesRun counts the passes (for tests).
 	searches    searchRounds
 	searchesRun atomic.Int64
-	// pages is the buffer the file is read into for a page check, in the
-	// turn: made anew for each, the file's size in garbage per pass kept
-	// the collector busy, and a Load with a 20 ms deadline 90 ms late at
-	// the 90th percentile beside 300,000 records. It is let go once no
-	// check has used it for pagesKept: one new pchannel's Load, which
-	// finds nothing, would otherwise hold the file's size for the Bolt's
-	// life. The release runs on a timer's goroutine, outside the turn.
-	pagesMu      sync.Mutex
-	pages        []byte      // guarded by pagesMu
-	pagesRelease *time.Timer // guarded by pagesMu
 
 	// turn lets one call at a time into bbolt, and lets a call wait for
 	// its turn within its context. A panic inside bbolt (damage, see
@@ -713,10 +702,11 @@ func checkBeforeOpen(f *os.File, path string, o boltOptions) error {
 	if err != nil || info.Size() == 0 {
 		return err
 	}
-	data := make([]byte, info.Size())
-	if _, err := f.ReadAt(data, 0); err != nil {
+	data, unmap, err := mapFile(f, info.Size())
+	if err != nil {
 		return fmt.Errorf("persistence: read bolt file %s: %w", path, err)
 	}
+	defer unmap()
 	if err := checkPages(data); err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrCorruptStore, path, err)
 	}
@@ -734,11 +724,26 @@ func pageDamage(path string) (damage error) {
 			damage = nil
 		}
 	}()
-	data, err := os.ReadFile(path)
+	data, unmap, err := mapPath(path)
 	if err != nil {
 		return nil
 	}
+	defer unmap()
 	return checkPages(data)
+}
+
+// mapPath maps the file at path whole (mapFile).
+func mapPath(path string) (data []byte, unmap func(), err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer func() { _ = f.Close() }() // the mapping outlives it
+	info, err := f.Stat()
+	if err != nil {
+		return nil, nil, err
+	}
+	return mapFile(f, info.Size())
 }
 
 // verify reads every page a catalog can reach before the store is used,
@@ -795,10 +800,16 @@ func (b *Bolt) verify() error {
 		if err != nil {
 			return err
 		}
-		if data, err := os.ReadFile(b.path); err != nil || metaHeaderDamaged(data) {
+		data, unmap, err := mapPath(b.path)
+		if err != nil {
+			return fmt.Errorf("persistence: read bolt file %s: %w", b.path, err)
+		}
+		damaged := metaHeaderDamaged(data)
+		unmap()
+		if damaged {
 			// bbolt's check would fail on the damaged meta page that
 			// bbolt reads around; checkPages walked the rest.
-			return err
+			return nil
 		}
 		var first error
 		// Drained to the end: Check's goroutine must finish. It runs on a
@@ -818,17 +829,21 @@ func (b *Bolt) verify() error {
 }
 
 // checkPages checks the structure of the file's pages before bbolt walks
-// them (see the function checkPages), reading the file, not the mapping,
-// and gives up when ctx ends.
-func (b *Bolt) checkPages(ctx context.Context) error {
-	data, err := readUntil(ctx, b.path, b.takePages())
-	b.keepPages(data)
+// them (see the function checkPages), reading the file, not bbolt's
+// mapping, which may be stale, and gives up when ctx ends. A page the
+// file no longer holds is damage.
+func (b *Bolt) checkPages(ctx context.Context) (err error) {
+	data, unmap, err := mapPath(b.path)
 	if err != nil {
-		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-			return err
-		}
 		return fmt.Errorf("persistence: read bolt file %s: %w", b.path, err)
 	}
+	defer unmap()
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: %s: reading its pages: %v (truncated while open?)", ErrCorruptStore, b.path, p)
+		}
+	}()
 	if err := checkPagesUntil(data, ctx.Err); err != nil {
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 			return err
@@ -836,79 +851,6 @@ func (b *Bolt) checkPages(ctx context.Context) error {
 		return fmt.Errorf("%w: %s: %w", ErrCorruptStore, b.path, err)
 	}
 	return nil
-}
-
-// pagesKept is how long the buffer of a page check is kept unused for
-// the next one: Loads that find nothing come in bursts (pchannels added
-// together, a Load retried), each a check of the whole file.
-const pagesKept = time.Minute
-
-// takePages takes the buffer of the last page check, if it is still kept.
-func (b *Bolt) takePages() []byte {
-	b.pagesMu.Lock()
-	defer b.pagesMu.Unlock()
-	data := b.pages
-	b.pages = nil
-	return data
-}
-
-// keepPages keeps data for the next page check, for pagesKept from now.
-func (b *Bolt) keepPages(data []byte) {
-	b.pagesMu.Lock()
-	defer b.pagesMu.Unlock()
-	b.pages = data[:0]
-	if b.pagesRelease == nil {
-		b.pagesRelease = time.AfterFunc(pagesKept, b.dropPages)
-		return
-	}
-	b.pagesRelease.Reset(pagesKept)
-}
-
-// dropPages lets go of the buffer of the last page check, and of the
-// timer that would.
-func (b *Bolt) dropPages() {
-	b.pagesMu.Lock()
-	defer b.pagesMu.Unlock()
-	b.pages = nil
-	if b.pagesRelease != nil {
-		b.pagesRelease.Stop()
-		b.pagesRelease = nil
-	}
-}
-
-// readUntil reads the file at path whole into data, 4 MiB at a time,
-// and gives up when ctx ends: read in one call, a file of 300,000 records
-// kept a Load with a 1 ms deadline 25–276 ms. Given up, it returns data
-// emptied, for the next read: a Load cut short by its deadline is the
-// common case, and each one dropped the file's size in garbage.
-func readUntil(ctx context.Context, path string, data []byte) ([]byte, error) {
-	data = data[:0]
-	f, err := os.Open(path)
-	if err != nil {
-		return data, err
-	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return data, err
-	}
-	data = slices.Grow(data, int(info.Size()))
-	for {
-		if err := ctx.Err(); err != nil {
-			return data[:0], err
-		}
-		if len(data) == cap(data) {
-			data = slices.Grow(data, 4<<20) // grown since the Stat
-		}
-		n, err := f.Read(data[len(data):min(cap(data), len(data)+4<<20)])
-		data = data[:len(data)+n]
-		if errors.Is(err, io.EOF) {
-			return data, nil
-		}
-		if err != nil {
-			return data[:0], err
-		}
-	}
 }
 
 // sizeOnly names the keys and values in bbolt's consistency check errors
@@ -1380,7 +1322,6 @@ func (b *Bolt) Close() error {
 	if drained != nil {
 		b.awaitDrained(drained)
 	}
-	b.dropPages()
 	if err := b.closeDB(); err != nil {
 		return fmt.Errorf("persistence: close bolt file: %w", err)
 	}

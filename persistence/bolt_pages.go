@@ -62,9 +62,13 @@ var errPages = errors.New("page structure")
 // structure first, with no pointer into the file.
 func checkPages(data []byte) error { return checkPagesUntil(data, nil) }
 
+// stopEvery is how many pages a check walks between two asks of its stop:
+// each of a mapped file's pages faults in on first reading, 1–2 µs.
+const stopEvery = 32
+
 // checkPagesUntil is checkPages, given up with stop's error as soon as
-// stop gives one (it is asked every 256 pages): a Load's context, which
-// a walk of 300,000 records outlasted by up to 100 ms.
+// stop gives one (it is asked every stopEvery pages): a Load's context,
+// which a walk of 300,000 records outlasted by up to 100 ms.
 func checkPagesUntil(data []byte, stop func() error) error {
 	meta, err := newestMeta(data)
 	if err != nil {
@@ -231,7 +235,7 @@ func (w *pageWalk) tree(id uint64, r *keyRange) error {
 		return fmt.Errorf("%w: page %d is reached twice", errPages, id)
 	}
 	w.seen[id] = true
-	if w.stop != nil && len(w.seen)%256 == 0 {
+	if w.stop != nil && len(w.seen)%stopEvery == 0 {
 		if err := w.stop(); err != nil {
 			return err
 		}

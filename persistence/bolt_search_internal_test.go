@@ -8,9 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -156,7 +156,7 @@ func TestAPageCheckEndsWithItsContext(t *testing.T) {
 		return nil
 	}
 	if err := checkPagesUntil(data, stop); !errors.Is(err, errStop) || asked != 2 {
-		t.Fatalf("checkPagesUntil = %v after %d asks, want the stop's error at the second (every 256 pages of %d)", err, asked, len(data)/4096)
+		t.Fatalf("checkPagesUntil = %v after %d asks, want the stop's error at the second (every %d pages of %d)", err, asked, stopEvery, len(data)/4096)
 	}
 	if err := checkPagesUntil(data, func() error { return nil }); err != nil {
 		t.Fatalf("checkPagesUntil of an intact file = %v", err)
@@ -253,78 +253,39 @@ func TestInspectEndsWithItsContext(t *testing.T) {
 	}
 }
 
-// The file is read for the page check 4 MiB at a time, each read after
-// a look at the context: read in one call, a file of 300,000 records kept
-// a Load with a 1 ms deadline up to 276 ms.
-func TestTheFileIsReadWithinItsContext(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "f")
-	whole := bytes.Repeat([]byte("0123456789abcdef"), 10<<20/16+3) // 10 MiB and a bit
-	if err := os.WriteFile(path, whole, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	read := &askedCtx{Context: context.Background()}
-	data, err := readUntil(read, path, nil)
-	if err != nil || !bytes.Equal(data, whole) {
-		t.Fatalf("readUntil = %d bytes, %v; want the file's %d", len(data), err, len(whole))
-	}
-	if asks := read.asked.Load(); asks < 3 {
-		t.Fatalf("readUntil of 10 MiB asked its context %d times, want one per 4 MiB read", asks)
-	}
-	// Given up, it keeps the buffer it read into, emptied, for the next.
-	if data, err := readUntil(&askedCtx{Context: context.Background(), cancelAt: 2}, path, data); !errors.Is(err, context.Canceled) || len(data) != 0 || cap(data) < len(whole) {
-		t.Fatalf("readUntil with its context ended after the first read = %d bytes of %d, %v; want none of the file's %d, context.Canceled", len(data), cap(data), err, len(whole))
-	}
+// truncatingCtx truncates the file at path to size the first time its
+// Err is asked: a page check asks every stopEvery pages, and reads on.
+type truncatingCtx struct {
+	context.Context
+	t    *testing.T
+	path string
+	size int64
+	once atomic.Bool
 }
 
-// The buffer a page check reads the file into is kept for the next
-// check, and let go once none has used it for pagesKept, and at Close:
-// kept for the Bolt's life, one new pchannel's Load held the file's size
-// for as long as the process ran.
-func TestThePageBufferIsLetGoWhenIdle(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		ctx := context.Background()
-		b, err := OpenBolt(filepath.Join(t.TempDir(), "c.db"))
-		if err != nil {
-			t.Fatal(err)
+func (c *truncatingCtx) Err() error {
+	if c.once.CompareAndSwap(false, true) {
+		if err := os.Truncate(c.path, c.size); err != nil {
+			c.t.Error(err)
 		}
-		saveMany(t, b, 100, "p%d")
-		kept := func() int {
-			b.pagesMu.Lock()
-			defer b.pagesMu.Unlock()
-			return cap(b.pages)
-		}
-		loadNothing := func() {
-			t.Helper()
-			if id, err := b.Load(ctx, "absent"); id != nil || err != nil {
-				t.Fatalf("Load of a name not stored = %v, %v; want nothing, no error", id, err)
-			}
-		}
-		info, err := os.Stat(b.path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		loadNothing()
-		if kept() < int(info.Size()) {
-			t.Fatalf("after a page check the buffer holds %d bytes, want the file's %d", kept(), info.Size())
-		}
-		time.Sleep(pagesKept - time.Second)
-		loadNothing() // used again: kept for pagesKept from now
-		time.Sleep(pagesKept - time.Second)
-		synctest.Wait()
-		if kept() == 0 {
-			t.Fatalf("the buffer was let go %v after its last use, want %v", pagesKept-time.Second, pagesKept)
-		}
-		time.Sleep(2 * time.Second)
-		synctest.Wait()
-		if kept() != 0 {
-			t.Fatalf("the buffer holds %d bytes %v after its last use, want none", kept(), pagesKept+time.Second)
-		}
-		loadNothing()
-		if err := b.Close(); err != nil {
-			t.Fatal(err)
-		}
-		if kept() != 0 {
-			t.Fatalf("the buffer holds %d bytes after Close, want none", kept())
-		}
-	})
+	}
+	return nil
+}
+
+// A page check reads the file where it lies, mapped, rather than a copy
+// of it on the heap: a file truncated while it is read (by a program that
+// ignores the lock) faults there, which is the store's damage, not the
+// end of the process.
+func TestAPageCheckOfAFileTruncatedMeanwhileIsDamage(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.db")
+	b, err := OpenBolt(path, WithGroupCommit(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	saveMany(t, b, 3000, "%0300d")
+	err = b.checkPages(&truncatingCtx{Context: context.Background(), t: t, path: path, size: 16 << 10})
+	if !errors.Is(err, ErrCorruptStore) || !strings.Contains(err.Error(), "truncated while open?") {
+		t.Fatalf("checkPages of a file truncated as it is read = %v, want ErrCorruptStore saying so", err)
+	}
 }
