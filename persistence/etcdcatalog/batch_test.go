@@ -2,7 +2,10 @@ package etcdcatalog_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -196,39 +199,62 @@ func TestBatcherCloseWithEtcdDown(t *testing.T) {
 	}
 }
 
-// A batch transaction that ends on its own timeout while Close waits
-// fails its saves with persistence.ErrClosed, as one that Close's grace
-// ends does: nothing is saved through the Batcher again. Its callers got
-// only "context deadline exceeded", and tried once more.
-func TestBatcherTransactionTimingOutDuringCloseSaysClosed(t *testing.T) {
+// A batch transaction that fails while Close waits for it, on its own
+// timeout say, fails its saves with persistence.ErrClosed too, as one
+// that Close's grace ends does: nothing is saved through the Batcher
+// again. Its callers got only "context deadline exceeded", and tried
+// once more.
+func TestBatcherTransactionFailingDuringCloseSaysClosed(t *testing.T) {
 	eps := etcdtest.Start(t)
-	g := newTxnGate()
-	// Close must begin within it of the transaction: long, for a loaded
-	// machine.
-	const timeout = 5 * time.Second
-	b, err := etcdcatalog.NewBatcher(gatedCatalog(t, eps, g), etcdcatalog.WithBatchTimeout(timeout))
+	// Once hold is set, each Txn is held until the test tells it how to
+	// end, through the channel it sends on entered.
+	var hold atomic.Bool
+	entered := make(chan chan error, 2)
+	cfg := clientConfig(eps, nil)
+	cfg.DialOptions = []grpc.DialOption{grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any,
+		cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if !hold.Load() || !strings.HasSuffix(method, "/Txn") {
+			return invoker(ctx, method, req, reply, cc, opts...)
+		}
+		end := make(chan error, 1)
+		entered <- end
+		select {
+		case err := <-end:
+			return err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})}
+	c, err := etcdcatalog.Open(cfg)
+	require.NoError(t, err)
+	b, err := etcdcatalog.NewBatcher(c, etcdcatalog.WithBatchTimeout(time.Minute)) // never reached
 	require.NoError(t, err)
 	for _, p := range []string{"a", "b", "c"} { // known: a and b go out together
-		saved := make(chan error, 1)
-		go func() { saved <- b.Save(ctxT(t), p, wal.KafkaID(1)) }()
-		g.waitEntered(t)
-		g.release <- struct{}{}
-		require.NoError(t, within(t, saved, "a save"))
+		require.NoError(t, b.Save(ctxT(t), p, wal.KafkaID(1)))
 	}
+	hold.Store(true)
 	batch := make(chan map[string]error, 1)
 	go func() {
 		batch <- etcdcatalog.CommitBatch(context.Background(), b, map[string]wal.MessageID{"a": wal.KafkaID(2), "b": wal.KafkaID(2)})
 	}()
-	g.waitEntered(t) // the transaction, its timeout running
+	endBatch := within(t, entered, "the batch transaction to reach etcd")
 	held := make(chan error, 1)
 	go func() { held <- b.Save(context.Background(), "c", wal.KafkaID(2)) }()
-	g.waitEntered(t) // a save Close waits for, up to the batch timeout
+	endHeld := within(t, entered, "a save Close waits for to reach etcd")
 	closed := make(chan error, 1)
 	go func() { closed <- b.Close() }()
-	for p, err := range within(t, batch, "the transaction to time out") {
+	// Close has begun once a save is refused as closed.
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	for deadline := time.Now().Add(callTimeout); !errors.Is(b.Save(gone, "probe", wal.KafkaID(1)), persistence.ErrClosed); runtime.Gosched() {
+		require.False(t, time.Now().After(deadline), "Close did not begin")
+	}
+	endBatch <- context.DeadlineExceeded
+	for p, err := range within(t, batch, "the transaction to fail") {
 		require.ErrorIs(t, err, persistence.ErrClosed, p)
 		require.ErrorIs(t, err, context.DeadlineExceeded, p)
 	}
+	endHeld <- errors.New("the member is gone")
 	require.ErrorIs(t, within(t, held, "the save Close waited for to end"), persistence.ErrClosed)
 	require.NoError(t, within(t, closed, "Close to return"))
 }
