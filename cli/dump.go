@@ -145,9 +145,9 @@ func writeNew(path string, write func(io.Writer) error) error {
 }
 
 // writeVia is writeNew with the partial file made by create.
-func writeVia(create func(dir string) (*partial, error), path string, write func(io.Writer) error) error {
+func writeVia(create func(path string) (*partial, error), path string, write func(io.Writer) error) error {
 	dir := filepath.Dir(path)
-	f, err := create(dir)
+	f, err := create(path)
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", path, err)
 	}
@@ -162,13 +162,12 @@ func writeVia(create func(dir string) (*partial, error), path string, write func
 	}
 	if out.err == nil && failed == nil {
 		out.err = f.name(path) // before Close: an unnamed file is named through its descriptor
-		if errors.Is(out.err, os.ErrExist) {
-			_ = f.Close()
-			return existsRefusal(path) // made meanwhile
-		}
 	}
-	if err := f.Close(); out.err == nil {
-		out.err = err
+	// Synced already, or failed: a close that fails loses nothing more
+	// (where writes fail only at close, as on NFS, Sync reports them).
+	_ = f.Close()
+	if errors.Is(out.err, os.ErrExist) {
+		return existsRefusal(path) // made meanwhile
 	}
 	if out.err != nil {
 		return fmt.Errorf("writing %s: %w (nothing kept)", path, out.err)
@@ -188,11 +187,11 @@ type partial struct {
 	remove func()
 }
 
-// createNamedPartial makes the file a dump is written into, in dir,
-// under a name of its own (.lowwater-dump-*), which blocks nothing: a
-// dump killed part way leaves it behind.
-func createNamedPartial(dir string) (*partial, error) {
-	f, err := os.CreateTemp(dir, ".lowwater-dump-*")
+// createNamedPartial makes the file a dump to path is written into, in
+// its directory, under a name of its own (.lowwater-dump-*), which blocks
+// nothing: a dump killed part way leaves it behind.
+func createNamedPartial(path string) (*partial, error) {
+	f, err := os.CreateTemp(filepath.Dir(path), ".lowwater-dump-*")
 	if err != nil {
 		return nil, err
 	}

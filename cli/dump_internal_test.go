@@ -306,7 +306,7 @@ func TestADumpCutShortLeavesNoFile(t *testing.T) {
 
 // testADumpCutShortLeavesNoFile writes dumps into partial files made by
 // create, which have no name while written if unnamed.
-func testADumpCutShortLeavesNoFile(t *testing.T, create func(dir string) (*partial, error), unnamed bool) {
+func testADumpCutShortLeavesNoFile(t *testing.T, create func(path string) (*partial, error), unnamed bool) {
 	writeNew := func(path string, write func(io.Writer) error) error { return writeVia(create, path, write) }
 	entries := []dumpEntry{{PChannel: "p", WAL: "kafka", Checkpoint: "kafka:1"}, {PChannel: "q", WAL: "kafka", Checkpoint: "kafka:2"}}
 	var ee *exitError
@@ -364,4 +364,25 @@ func testADumpCutShortLeavesNoFile(t *testing.T, create func(dir string) (*parti
 	left, err = os.ReadDir(filepath.Dir(other))
 	require.NoError(t, err)
 	require.Len(t, left, 1, "the partial dump is gone: %v", left)
+}
+
+// The file a dump is written into, with no name yet, is named in errors
+// (a full disk's) as the file it becomes: "(a dump not yet named)" named
+// a file nobody could find.
+func TestAnUnnamedDumpIsNamedInErrorsAsItsFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "d.json")
+	f, err := createPartial(path)
+	require.NoError(t, err)
+	defer f.remove()
+	defer f.Close()
+	if runtime.GOOS == "linux" {
+		require.Equal(t, path, f.Name())
+	}
+	require.NoError(t, f.Close())
+	_, err = f.Write([]byte("x"))
+	var pe *os.PathError
+	require.ErrorAs(t, err, &pe)
+	if runtime.GOOS == "linux" {
+		require.Equal(t, path, pe.Path)
+	}
 }

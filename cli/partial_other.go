@@ -2,6 +2,6 @@
 
 package cli
 
-// createPartial makes the file a dump is written into, in dir: see
+// createPartial makes the file a dump to path is written into: see
 // createNamedPartial.
-func createPartial(dir string) (*partial, error) { return createNamedPartial(dir) }
+func createPartial(path string) (*partial, error) { return createNamedPartial(path) }

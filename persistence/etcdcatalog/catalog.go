@@ -574,7 +574,9 @@ func (c *Catalog) scanAt(ctx context.Context, op string, name func(key string) (
 // Close closes the catalog: later calls fail with persistence.ErrClosed,
 // and so do the calls waiting for a slot (WithMaxConcurrentCalls) and
 // those in flight, which it ends (a save ended so may still be applied
-// by etcd, never acknowledged); every Owned obtained from it stops
+// by etcd, never acknowledged; an Own, still claim the pchannel until its
+// session ends); a release of an ownership in flight goes on, within its
+// own context; every Owned obtained from it stops
 // watching and reports ownership lost (its owner key stays until its
 // session ends or it is released); and a client made by Open is closed.
 func (c *Catalog) Close() error {

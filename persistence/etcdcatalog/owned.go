@@ -158,11 +158,15 @@ func (c *Catalog) own(ctx context.Context, pchannel string, session *concurrency
 	if session == nil {
 		return nil, fmt.Errorf("etcdcatalog: %w: nil session", persistence.ErrInvalidArgument)
 	}
-	// A session that ends cannot own anything: stop waiting then.
+	// A session that ends cannot own anything, and a catalog closed owns
+	// nothing more: stop waiting then. The wait for another owner to go
+	// is a watch, no call Close ends (etcdCalls).
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop := context.AfterFunc(session.Ctx(), func() { cancel(ErrSessionDone) })
 	defer stop()
+	stopClosed := context.AfterFunc(c.closing, func() { cancel(persistence.ErrClosed) })
+	defer stopClosed()
 
 	key := c.keys.owner(pchannel)
 	lease := session.Lease()
@@ -362,9 +366,12 @@ func (c *Catalog) newOwned(ctx context.Context, pchannel, key, token string, ses
 
 // deleteOwner deletes the owner key if it is still o's: its term and
 // lease, and the token o put there, which a later Own of the same session
-// replaces (retake).
+// replaces (retake). Close does not end it, as it ends the catalog's other
+// calls: it gives back what was taken, which would otherwise hold the
+// pchannel from every other node until the session's lease ran out, and
+// its callers bound it (Owned.Close, ReleaseTimeout).
 func (c *Catalog) deleteOwner(ctx context.Context, o *Owned) error {
-	_, err := c.etcd.Txn(ctx).
+	_, err := c.client.Txn(ctx).
 		If(append(o.fence().holds(), clientv3.Compare(clientv3.Value(o.ownerKey), "=", o.token))...).
 		Then(clientv3.OpDelete(o.ownerKey)).
 		Commit()

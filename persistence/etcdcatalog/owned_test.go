@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+	"google.golang.org/grpc"
 
 	"github.com/lowwater/lowwater/internal/testkit/etcdtest"
 	"github.com/lowwater/lowwater/persistence"
@@ -485,4 +486,41 @@ func TestOwnRefusesANameNoRecordCanHave(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, owners)
 	own(t, n, strings.Repeat("p", 512)) // the longest name a record takes
+}
+
+// An Own waiting for another owner to go ends at Close, with ErrClosed,
+// also on a client given to New, which Close leaves open: it waited until
+// the other owner's session ended, and with a context that never ends,
+// for ever.
+func TestOwnWaitingEndsAtClose(t *testing.T) {
+	eps := etcdtest.Start(t)
+	own(t, newNode(t, eps), "p")
+	watching := make(chan struct{}, 1)
+	cfg := clientConfig(eps, nil)
+	cfg.DialOptions = []grpc.DialOption{grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc,
+		cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		if strings.HasSuffix(method, "/Watch") {
+			select {
+			case watching <- struct{}{}:
+			default:
+			}
+		}
+		return streamer(ctx, desc, cc, method, opts...)
+	})}
+	cli, err := clientv3.New(cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cli.Close() })
+	c, err := etcdcatalog.New(cli)
+	require.NoError(t, err)
+	s, err := concurrency.NewSession(cli, concurrency.WithTTL(10))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	got := make(chan error, 1)
+	go func() {
+		_, err := c.Own(context.Background(), "p", s)
+		got <- err
+	}()
+	within(t, watching, "Own to wait for the owner to go")
+	require.NoError(t, c.Close())
+	require.ErrorIs(t, within(t, got, "Own to end at Close"), persistence.ErrClosed)
 }
