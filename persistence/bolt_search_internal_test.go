@@ -105,13 +105,8 @@ func (cutAfter) Err() error { return context.Canceled }
 // Load: they wait for a round of their own, and get its answer.
 func TestASearchCutShortAnswersNoOtherLoad(t *testing.T) {
 	ctx := context.Background()
-	b, err := OpenBolt(filepath.Join(t.TempDir(), "c.db"), WithGroupCommit(true))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
 	// Enough records that the pass looks at its context (every 4096).
-	saveMany(t, b, 5000, "p%05d")
+	b := filledBolt(t, 5000, "p%05d")
 	if err := b.takeTurn(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -137,14 +132,8 @@ func TestASearchCutShortAnswersNoOtherLoad(t *testing.T) {
 // 100 ms. Given up, it is no damage.
 func TestAPageCheckEndsWithItsContext(t *testing.T) {
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "c.db")
-	b, err := OpenBolt(path, WithGroupCommit(true))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	saveMany(t, b, 3000, "%0300d")
-	data, err := os.ReadFile(path)
+	b := filledBolt(t, 3000, "%0300d")
+	data, err := os.ReadFile(b.path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,6 +160,19 @@ func TestAPageCheckEndsWithItsContext(t *testing.T) {
 	}
 }
 
+// filledBolt is a group-committed Bolt in a file of its own, closed when
+// the test ends, holding n records saved at once (see saveMany).
+func filledBolt(tb testing.TB, n int, format string) *Bolt {
+	tb.Helper()
+	b, err := OpenBolt(filepath.Join(tb.TempDir(), "c.db"), WithGroupCommit(true))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = b.Close() })
+	saveMany(tb, b, n, format)
+	return b
+}
+
 // saveMany saves n pchannels, named by format from their number, at once
 // (a group-committed Bolt commits them together).
 func saveMany(tb testing.TB, b *Bolt, n int, format string) {
@@ -193,12 +195,7 @@ func saveMany(tb testing.TB, b *Bolt, n int, format string) {
 // find nothing together share one search.
 func BenchmarkLoadNothingStored(b *testing.B) {
 	ctx := context.Background()
-	c, err := OpenBolt(filepath.Join(b.TempDir(), "c.db"), WithGroupCommit(true))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
-	saveMany(b, c, 10_000, "old-%05d")
+	c := filledBolt(b, 10_000, "old-%05d")
 	var next atomic.Int64
 	b.SetParallelism(100)
 	b.ResetTimer()
@@ -232,12 +229,7 @@ func (c *askedCtx) Err() error {
 // context: a catalog of 339,469 records kept the tool 1.5–6 s past its
 // --timeout.
 func TestInspectEndsWithItsContext(t *testing.T) {
-	b, err := OpenBolt(filepath.Join(t.TempDir(), "c.db"), WithGroupCommit(true))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	saveMany(t, b, 10_000, "p%05d")
+	b := filledBolt(t, 10_000, "p%05d")
 	whole := &askedCtx{Context: context.Background()}
 	entries, err := b.Inspect(whole)
 	if err != nil || len(entries) != 10_000 {
@@ -277,14 +269,8 @@ func (c *truncatingCtx) Err() error {
 // ignores the lock) faults there, which is the store's damage, not the
 // end of the process.
 func TestAPageCheckOfAFileTruncatedMeanwhileIsDamage(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "c.db")
-	b, err := OpenBolt(path, WithGroupCommit(true))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	saveMany(t, b, 3000, "%0300d")
-	err = b.checkPages(&truncatingCtx{Context: context.Background(), t: t, path: path, size: 16 << 10})
+	b := filledBolt(t, 3000, "%0300d")
+	err := b.checkPages(&truncatingCtx{Context: context.Background(), t: t, path: b.path, size: 16 << 10})
 	if !errors.Is(err, ErrCorruptStore) || !strings.Contains(err.Error(), "truncated while open?") {
 		t.Fatalf("checkPages of a file truncated as it is read = %v, want ErrCorruptStore saying so", err)
 	}
