@@ -524,3 +524,42 @@ func TestOwnWaitingEndsAtClose(t *testing.T) {
 	require.NoError(t, c.Close())
 	require.ErrorIs(t, within(t, got, "Own to end at Close"), persistence.ErrClosed)
 }
+
+// A fenced verdict that etcd gave as the catalog closed stands: the save
+// was refused by another owner, not cut short by Close, and the owner's
+// record is as it was. Here etcd's answer is held until Close has begun.
+func TestAFencedVerdictAtCloseStands(t *testing.T) {
+	eps := etcdtest.Start(t)
+	cli := newClient(t, eps)
+	holder := own(t, newNode(t, eps), "p")
+	require.NoError(t, holder.Save(ctxT(t), "p", wal.KafkaID(1)))
+	_, before := rawRecord(t, cli, checkpointKey("p"))
+
+	answered := make(chan struct{}, 1)
+	cfg := clientConfig(eps, nil)
+	cfg.DialOptions = []grpc.DialOption{grpc.WithChainUnaryInterceptor(
+		func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			err := invoker(ctx, method, req, reply, cc, opts...)
+			if strings.HasSuffix(method, "/Txn") {
+				answered <- struct{}{}
+				<-ctx.Done() // Close has begun
+			}
+			return err
+		})}
+	c, err := etcdcatalog.Open(cfg)
+	require.NoError(t, err)
+	staleTerm := int64(holder.Term()) - 1
+	saved := make(chan error, 1)
+	go func() { saved <- etcdcatalog.SaveFenced(ctxT(t), c, "p", wal.KafkaID(5), staleTerm) }()
+	within(t, answered, "etcd to answer the save")
+	require.NoError(t, c.Close())
+
+	err = within(t, saved, "the save to end")
+	fe := requireFenced(t, err)
+	require.Equal(t, etcdcatalog.FencedError{PChannel: "p", Term: uint64(staleTerm), OwnerTerm: holder.Term()}, *fe)
+	require.NotErrorIs(t, err, persistence.ErrClosed, "etcd's verdict, not Close's")
+	rec, after := rawRecord(t, cli, checkpointKey("p"))
+	require.Equal(t, before, after, "nothing written")
+	require.Equal(t, persistence.Record{Checkpoint: wal.KafkaID(1), Term: holder.Term()}, rec)
+	require.NoError(t, holder.Err(), "the owner holds on")
+}
