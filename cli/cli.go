@@ -68,7 +68,8 @@ Commands:
                            record version
   get PCHANNEL             one pchannel's record (and its owner, on etcd)
   verify                   decode every record; report the corrupt ones,
-                           those that hold a Kafka sentinel (kafka:-1),
+                           those under another pchannel's name (a damaged
+                           key), those that hold a Kafka sentinel (kafka:-1),
                            those under a name no node can use, and on
                            etcd those whose term fences every owner, the
                            owner keys with no lease, and the stray keys
@@ -79,9 +80,10 @@ Commands:
                            without @P the stored partition, woodpecker:S:E).
                            Raises only: lowering, or a switch of WAL,
                            needs --force and prints what it costs
-                           consumers (a replay, a lost position). The
-                           bbolt file must exist: a mistyped path is not
-                           made into a new, empty catalog
+                           consumers (a replay, a lost position).
+                           Another Pulsar partition needs --force too.
+                           The bbolt file must exist: a mistyped path is
+                           not made into a new, empty catalog
   delete PCHANNEL          retire a pchannel: its record is removed. One a
                            node would recover from needs --force: a node
                            then starts from its vchannels' checkpoints

@@ -35,9 +35,12 @@ func rawCause(e persistence.Entry) string {
 // package comment for building one that has).
 func unreadable(e persistence.Entry) string {
 	var bad *badNameError
+	var misplaced *persistence.MisplacedRecordError
 	switch {
 	case errors.As(e.Err, &bad):
 		return "BAD NAME"
+	case errors.As(e.Err, &misplaced):
+		return "MISPLACED"
 	case errors.Is(e.Err, wal.ErrUnknownWAL):
 		return "UNKNOWN WAL"
 	}
@@ -179,6 +182,9 @@ func get(ctx context.Context, e *env, args []string) error {
 	if !found {
 		if owner.Term != 0 {
 			fmt.Fprint(e.stdout, ownerLines(pchannel, owner, nil))
+		}
+		if cause := s.misplacedBeside(ctx, pchannel); cause != "" {
+			return &exitError{code: ExitCorrupt, err: fmt.Errorf("%s: %s", shown(pchannel), cause)}
 		}
 		return &exitError{code: ExitNotFound, err: fmt.Errorf("%s: no checkpoint stored", shown(pchannel))}
 	}
@@ -415,6 +421,12 @@ func verify(ctx context.Context, e *env, _ []string) error {
 func verifyHints(meta *persistence.MetaDamage) []verifyHint {
 	return []verifyHint{
 		{"CORRUPT", "repair with 'set --force PCHANNEL ID' or 'delete PCHANNEL'"},
+		{"MISPLACED", "a whole record under another name than the one it was " +
+			"written for: its key was damaged, or it was copied there. While it " +
+			"is stored, a node of a pchannel with nothing stored does not start, " +
+			"as the record may be that one's: write it under the pchannel it " +
+			"belongs to, 'set --force PCHANNEL ID' with the ID it holds, then " +
+			"delete it"},
 		{"SENTINEL", "Kafka's clients read -1 as the end of the log and -2 as its " +
 			"start: 'set PCHANNEL kafka:N' with the offset to resume from, or " +
 			"'delete PCHANNEL' to start from the vchannels' own checkpoints"},
@@ -514,6 +526,9 @@ const (
 	replace   // forced: a corrupt record or one of another WAL
 	unordered // forced, as replace: a record id cannot be compared with
 	remove    // delete's, never planned: named for the warning of a forced one
+	// forced, as replace: nothing stored, beside a record that may be
+	// the pchannel's own under a damaged key (createBeside)
+	createBeside
 )
 
 // change is a write the tool is about to make: act, over en (nil: nothing
@@ -625,9 +640,22 @@ func plan(pchannel string, en *persistence.Entry, id wal.MessageID, force bool) 
 			shown(pchannel), shownID(id), shownID(en.Checkpoint), replay(en.Checkpoint, id))
 	case c < 0:
 		return lower, nil
-	default:
-		return raise, nil
 	}
+	if from, to, moved := partitionMoved(en.Checkpoint, id); moved && !force {
+		// What a consumer seeks with, which no order sees.
+		return 0, refused("%s: %s is of partition %d, the stored %s of partition %d: "+
+			"one pchannel is one partition; --force moves it",
+			shown(pchannel), shownID(id), to, shownID(en.Checkpoint), from)
+	}
+	return raise, nil
+}
+
+// partitionMoved reports whether id, of Pulsar, names another partition
+// than the stored one.
+func partitionMoved(stored, id wal.MessageID) (from, to int32, moved bool) {
+	s, ok := stored.(wal.PulsarID)
+	n, nok := id.(wal.PulsarID)
+	return s.Partition, n.Partition, ok && nok && s.Partition != n.Partition
 }
 
 // sameBytes reports whether a and b are stored as the same bytes.
@@ -707,7 +735,7 @@ func (s *store) apply(ctx context.Context, c persistence.Catalog, pchannel strin
 	}
 	var err error
 	// A sentinel, forced, goes in as a repair does: Save refuses it.
-	if act == lower || act == replace || act == unordered || wal.CheckPosition(id) != nil {
+	if act == lower || act == replace || act == unordered || act == createBeside || wal.CheckPosition(id) != nil {
 		err = s.replaceRecord(ctx, c, pchannel, id)
 	} else {
 		err = c.Save(ctx, pchannel, id)
@@ -722,12 +750,13 @@ func (s *store) apply(ctx context.Context, c persistence.Catalog, pchannel strin
 // describe says what act does, in the past tense or, dry, the conditional.
 func describe(act action, pchannel string, en *persistence.Entry, id wal.MessageID, dry bool) string {
 	verb := map[action][2]string{
-		unchanged: {"unchanged", "would be unchanged"},
-		create:    {"created", "would create"},
-		raise:     {"raised", "would raise"},
-		lower:     {"LOWERED", "would LOWER"},
-		replace:   {"replaced", "would replace"},
-		unordered: {"replaced", "would replace"},
+		unchanged:    {"unchanged", "would be unchanged"},
+		create:       {"created", "would create"},
+		createBeside: {"created", "would create"},
+		raise:        {"raised", "would raise"},
+		lower:        {"LOWERED", "would LOWER"},
+		replace:      {"replaced", "would replace"},
+		unordered:    {"replaced", "would replace"},
 	}[act]
 	v := verb[0]
 	if dry {
@@ -745,7 +774,7 @@ func describe(act action, pchannel string, en *persistence.Entry, id wal.Message
 		// The stored ID, which may differ in what orders neither.
 		return fmt.Sprintf("%s: %s at %s", shown(pchannel), v, shownID(en.Checkpoint))
 	}
-	if act == create {
+	if act == create || act == createBeside {
 		return fmt.Sprintf("%s: %s at %s", shown(pchannel), v, shownID(id))
 	}
 	return fmt.Sprintf("%s: %s from %s to %s", shown(pchannel), v, from, shownID(id))
@@ -771,6 +800,9 @@ func set(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	act, err := plan(pchannel, en, id, e.opts.force)
+	if err == nil && act == create {
+		act, err = s.create(ctx, pchannel, e.opts.force)
+	}
 	if err == nil && act != unchanged {
 		err = s.checkTerm(ctx, pchannel, en, e.opts.force)
 	}

@@ -265,3 +265,29 @@ func TestWALSwitchWarns(t *testing.T) {
 	require.Equal(t, "p: replaced from pulsar:1:2:3@0 to pulsar:1:2:3@5\n", stdout)
 	require.Empty(t, stderr)
 }
+
+// A Pulsar ID of another partition is refused, raised or not, as at an
+// equal position: one pchannel is one partition, and a consumer seeks
+// with the stored one. A raise moved it with nothing said.
+func TestSetToAnotherPartitionNeedsForce(t *testing.T) {
+	url, path := boltWith(t, map[string]wal.MessageID{"pp": wal.PulsarID{LedgerID: 1, EntryID: 2, BatchIndex: 3, Partition: 4}})
+	for _, id := range []string{"pulsar:1:2:6@0", "pulsar:1:2:3@0"} {
+		stdout, stderr, code := runSplit(t, url, "set", "pp", id)
+		require.Equal(t, cli.ExitRefused, code, stderr)
+		require.Empty(t, stdout)
+		require.Contains(t, stderr, "--force")
+	}
+	_, stderr, _ := runSplit(t, url, "set", "pp", "pulsar:1:2:6@0")
+	require.Equal(t, "lowwater: pp: pulsar:1:2:6@0 is of partition 0, the stored pulsar:1:2:3@4 of partition 4: "+
+		"one pchannel is one partition; --force moves it\n", stderr)
+	require.Equal(t, map[string]string{"pp": "pulsar:1:2:3@4"}, storedIn(t, path))
+
+	// Without @P, the stored partition is kept, and a raise goes in.
+	stdout, stderr, code := runSplit(t, url, "set", "pp", "pulsar:1:2:5")
+	require.Equal(t, cli.ExitOK, code, stderr)
+	require.Equal(t, "pp: raised from pulsar:1:2:3@4 to pulsar:1:2:5@4\n", stdout)
+	stdout, stderr, code = runSplit(t, url, "set", "--force", "pp", "pulsar:1:2:6@0")
+	require.Equal(t, cli.ExitOK, code, stderr)
+	require.Equal(t, "pp: raised from pulsar:1:2:5@4 to pulsar:1:2:6@0\n", stdout)
+	require.Equal(t, map[string]string{"pp": "pulsar:1:2:6@0"}, storedIn(t, path))
+}

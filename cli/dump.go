@@ -895,6 +895,9 @@ func restore(ctx context.Context, e *env, args []string) error {
 			ids[i] = withStoredPartition(ids[i], de.Checkpoint, en) // as set's
 		}
 		act, err := plan(de.PChannel, en, ids[i], e.opts.force)
+		if err == nil && act == create {
+			act, err = s.create(ctx, de.PChannel, e.opts.force)
+		}
 		if err == nil && act != unchanged {
 			err = s.checkTerm(ctx, de.PChannel, en, e.opts.force)
 		}

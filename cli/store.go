@@ -80,6 +80,10 @@ type store struct {
 	// restore plans thousands of writes, and one read each ran its
 	// --timeout out before the first write, the same on every rerun.
 	known map[string]etcdcatalog.Owner
+	// misplaced, once probed (misplacedBeside), says why a pchannel with
+	// nothing stored would not start on this bbolt file: the same for
+	// every one, and a probe reads every record.
+	misplaced *string
 }
 
 // cleanupGrace is how long past the command's end (its --timeout, or a
@@ -958,4 +962,41 @@ func (s *store) write(ctx context.Context, pchannel string, ch change, force boo
 			"until this command's etcd lease ends, within %d s\n", shown(pchannel), err, sessionTTL)
 	}
 	return werr
+}
+
+// misplacedBeside is why a node of pchannel, which has nothing stored,
+// would not start on this bbolt file: it holds a record that may be
+// pchannel's own under a damaged key (Bolt.Load fails over it). Empty
+// when nothing stops it, or the catalog is not a bbolt file.
+func (s *store) misplacedBeside(ctx context.Context, pchannel string) string {
+	if s.bolt == nil {
+		return ""
+	}
+	if s.misplaced == nil {
+		_, err := s.bolt.Load(ctx, pchannel)
+		var ce *persistence.CorruptRecordError
+		cause := ""
+		switch {
+		case errors.As(err, &ce):
+			cause = shownText(ce.Err.Error())
+		case err != nil:
+			return "" // not known: the write finds out
+		}
+		s.misplaced = &cause
+	}
+	return *s.misplaced
+}
+
+// create is the action of a write of pchannel, which has nothing stored:
+// beside a record that may be its own under a damaged key, which Save
+// refuses to write past, it needs force, and is written as a repair.
+func (s *store) create(ctx context.Context, pchannel string, force bool) (action, error) {
+	cause := s.misplacedBeside(ctx, pchannel)
+	switch {
+	case cause == "":
+		return create, nil
+	case !force:
+		return 0, refused("%s: %s; --force writes it all the same", shown(pchannel), cause)
+	}
+	return createBeside, nil
 }

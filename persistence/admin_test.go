@@ -48,15 +48,27 @@ func TestInspectListsEveryRecord(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c := open(t, map[string][]byte{"a-good": good, "b-garbage": []byte("garbage!garbage!"), "c-foreign": foreignRecord(t, "c-foreign")})
+			moved, err := persistence.EncodeRecord("someone-else", persistence.Record{Checkpoint: wal.KafkaID(120), Term: 3})
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := open(t, map[string][]byte{"a-good": good, "b-garbage": []byte("garbage!garbage!"), "c-foreign": foreignRecord(t, "c-foreign"), "d-moved": moved})
 			entries, err := c.Inspect(context.Background())
 			if err != nil {
 				t.Fatalf("Inspect = %v", err)
 			}
-			if len(entries) != 3 {
-				t.Fatalf("Inspect = %d entries, want 3: %+v", len(entries), entries)
+			if len(entries) != 4 {
+				t.Fatalf("Inspect = %d entries, want 4: %+v", len(entries), entries)
 			}
-			g, b, f := entries[0], entries[1], entries[2]
+			g, b, f, m := entries[0], entries[1], entries[2], entries[3]
+			// Another pchannel's record: what it holds is told, not given
+			// as this one's checkpoint.
+			var misplaced *persistence.MisplacedRecordError
+			if m.PChannel != "d-moved" || m.WAL != "" || m.Checkpoint != nil || !errors.Is(m.Err, persistence.ErrCorruptRecord) ||
+				!errors.As(m.Err, &misplaced) || *misplaced != (persistence.MisplacedRecordError{WAL: wal.Kafka, Checkpoint: wal.KafkaID(120), Term: 3}) ||
+				m.Err.Error() != `persistence: pchannel "d-moved": corrupt checkpoint record: another pchannel's record: its key was damaged, or it was copied under this name; it holds kafka:120` {
+				t.Errorf("moved entry = %+v (%v)", m, m.Err)
+			}
 			if g.PChannel != "a-good" || g.WAL != wal.Pulsar || g.Checkpoint != (wal.PulsarID{LedgerID: 3, EntryID: 4, BatchIndex: 5, Partition: 6}) ||
 				g.Term != 9 || g.Version != 2 || g.Err != nil {
 				t.Errorf("good entry = %+v", g)

@@ -1020,8 +1020,8 @@ func (b *Bolt) runSearch(ctx context.Context, r *searchRound) {
 // That may be this pchannel's, its key damaged: starting from nothing
 // would replay from the start, and its first save could go below what it
 // had acknowledged. Recovery fails instead, as over a corrupt record,
-// until an operator deletes the misplaced record (lowwater verify names
-// it, and delete --quoted removes it).
+// until an operator writes the record under its own name and deletes the
+// misplaced one (lowwater verify names it, and says how).
 func (b *Bolt) notStored(pchannel string) error {
 	b.misplacedMu.Lock()
 	defer b.misplacedMu.Unlock()
@@ -1030,7 +1030,7 @@ func (b *Bolt) notStored(pchannel string) error {
 	}
 	k := slices.Min(slices.Collect(maps.Keys(b.misplaced)))
 	return &CorruptRecordError{PChannel: pchannel, Err: fmt.Errorf(
-		"nothing stored under this name, but %s holds a record under %q that was not written there or cannot be read, which may be this one's under a damaged key: delete it to go on",
+		"nothing stored under this name, but %s holds a record under %q that was not written there or cannot be read, which may be this one's under a damaged key (lowwater verify says how to repair it)",
 		b.path, k)}
 }
 

@@ -109,7 +109,7 @@ func (b *Bolt) Inspect(ctx context.Context) ([]Entry, error) {
 				if len(entries)%4096 == 4095 && ctx.Err() != nil {
 					return ctx.Err()
 				}
-				entries = append(entries, inspectRecord(string(k), raw))
+				entries = append(entries, InspectRecord(string(k), raw))
 				return nil
 			})
 		})

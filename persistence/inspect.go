@@ -2,6 +2,8 @@ package persistence
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
 
@@ -41,14 +43,38 @@ type Inspector interface {
 	Inspect(ctx context.Context) ([]Entry, error)
 }
 
-// inspectRecord reads raw as stored for pchannel.
-func inspectRecord(pchannel string, raw []byte) Entry {
+// InspectRecord reads raw, a record as EncodeRecord lays it out, stored
+// under pchannel, as Inspect reports it: for an Inspector of a store of
+// such records.
+func InspectRecord(pchannel string, raw []byte) Entry {
 	h, _, id, err := record.Decode(pchannel, raw)
+	if errors.Is(err, record.ErrAnotherPChannel) {
+		if h, id, derr := record.DecodeMisplaced(raw); derr == nil {
+			err = &MisplacedRecordError{WAL: h.WAL, Checkpoint: id, Term: h.Term}
+		}
+	}
 	e := Entry{PChannel: pchannel, WAL: h.WAL, Checkpoint: id, Term: h.Term, Version: h.Version}
 	if err != nil {
 		e.Err = &CorruptRecordError{PChannel: pchannel, Err: err}
 	}
 	return e
+}
+
+// MisplacedRecordError is why a whole record stored under another name
+// than the one it was written for cannot be read: its key was damaged, or
+// it was copied under that name (Entry.Err's cause). The name it was
+// written for is kept only as a check, so whose it is cannot be told;
+// what it holds can, and an operator who knows may write it under its
+// own name (lowwater verify).
+type MisplacedRecordError struct {
+	WAL        wal.Name
+	Checkpoint wal.MessageID
+	// Term is the owner term it was written under.
+	Term uint64
+}
+
+func (e *MisplacedRecordError) Error() string {
+	return fmt.Sprintf("%s; it holds %s", record.ErrAnotherPChannel, wal.String(e.Checkpoint))
 }
 
 func sortEntries(entries []Entry) {

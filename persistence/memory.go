@@ -115,7 +115,7 @@ func (m *Memory) Inspect(ctx context.Context) ([]Entry, error) {
 	}
 	entries := make([]Entry, 0, len(m.records))
 	for pchannel, raw := range m.records {
-		entries = append(entries, inspectRecord(pchannel, raw))
+		entries = append(entries, InspectRecord(pchannel, raw))
 	}
 	sortEntries(entries)
 	return entries, nil

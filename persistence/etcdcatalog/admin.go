@@ -253,12 +253,7 @@ func (c *Catalog) Inspect(ctx context.Context) ([]persistence.Entry, error) {
 	var entries []persistence.Entry
 	err := c.scan(ctx, "inspect", func() { entries = []persistence.Entry{} },
 		func(pchannel string, kv *mvccpb.KeyValue) error {
-			h, _, id, err := record.Decode(pchannel, kv.Value)
-			e := persistence.Entry{PChannel: pchannel, WAL: h.WAL, Checkpoint: id, Term: h.Term, Version: h.Version}
-			if err != nil {
-				e.Err = &persistence.CorruptRecordError{PChannel: pchannel, Err: err}
-			}
-			entries = append(entries, e)
+			entries = append(entries, persistence.InspectRecord(pchannel, kv.Value))
 			return nil
 		})
 	if err != nil {

@@ -99,6 +99,28 @@ func TestInspectAndOwnerTerm(t *testing.T) {
 	require.Equal(t, map[string]wal.MessageID{"a": wal.KafkaID(1), "b": wal.WoodpeckerID{SegmentID: 1, EntryID: 2}}, all)
 }
 
+// A record copied under another pchannel's key is told, with what it
+// holds, as in the other stores.
+func TestInspectTellsAMisplacedRecord(t *testing.T) {
+	eps := etcdtest.Start(t)
+	cli := newClient(t, eps)
+	cat := openCatalog(t, eps, nil)
+	raw, err := persistence.EncodeRecord("a", persistence.Record{Checkpoint: wal.KafkaID(7), Term: 3})
+	require.NoError(t, err)
+	_, err = cli.Put(ctxT(t), checkpointKey("b"), string(raw))
+	require.NoError(t, err)
+
+	entries, err := cat.Inspect(ctxT(t))
+	require.NoError(t, err)
+	require.Len(t, entries, 1)
+	require.Equal(t, "b", entries[0].PChannel)
+	require.Nil(t, entries[0].Checkpoint)
+	require.ErrorIs(t, entries[0].Err, persistence.ErrCorruptRecord)
+	var misplaced *persistence.MisplacedRecordError
+	require.ErrorAs(t, entries[0].Err, &misplaced)
+	require.Equal(t, persistence.MisplacedRecordError{WAL: wal.Kafka, Checkpoint: wal.KafkaID(7), Term: 3}, *misplaced)
+}
+
 // A record under the empty pchannel name (put by hand or by another tool
 // at <prefix>/wal//consume-checkpoint) was invisible to Inspect, so the
 // operator tool could neither show nor clear it. Inspect shows it; LoadAll

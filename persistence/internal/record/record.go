@@ -109,6 +109,25 @@ func Decode(pchannel string, b []byte) (h Header, ok bool, id wal.MessageID, err
 }
 
 func decodeHeader(pchannel string, b []byte) (Header, error) {
+	named := nameSum(pchannel)
+	return decodeHeaderNamed(&named, b)
+}
+
+// DecodeMisplaced decodes b as Decode does a record stored under another
+// name than its own (ErrAnotherPChannel): the name check aside, it is
+// whole, and what it holds tells an operator whose it may be.
+func DecodeMisplaced(b []byte) (Header, wal.MessageID, error) {
+	h, err := decodeHeaderNamed(nil, b)
+	if err != nil {
+		return Header{}, nil, err
+	}
+	id, err := wal.Unmarshal(h.WAL, h.ID)
+	return h, id, err
+}
+
+// decodeHeaderNamed decodes a record's header, checking that a version 2
+// record was written for the name whose nameSum is named (nil: for any).
+func decodeHeaderNamed(named *uint32, b []byte) (Header, error) {
 	if len(b) < 1+8+1+2+4 {
 		return Header{}, ErrTruncated
 	}
@@ -122,9 +141,9 @@ func decodeHeader(pchannel string, b []byte) (Header, error) {
 		if len(body) < 1+8+1+2+4 {
 			return Header{}, ErrTruncated
 		}
-		var named uint32
-		body, named = body[:len(body)-4], binary.BigEndian.Uint32(body[len(body)-4:])
-		if named != nameSum(pchannel) {
+		var sum uint32
+		body, sum = body[:len(body)-4], binary.BigEndian.Uint32(body[len(body)-4:])
+		if named != nil && sum != *named {
 			return Header{}, ErrAnotherPChannel
 		}
 	default:
