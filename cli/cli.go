@@ -302,6 +302,9 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 		if len(rest) == 1 && (commands[rest[0]].run != nil || rest[0] == "version") {
 			return commandHelp(stdout, stderr, rest[0])
 		}
+		if len(rest) == 1 {
+			return fail(stderr, unknownCommand(rest[0]))
+		}
 		if len(rest) > 0 {
 			return fail(stderr, usagef("usage: lowwater help [COMMAND]"))
 		}
@@ -317,10 +320,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 	}
 	cmd, ok := commands[name]
 	if !ok {
-		if near := nearestCommand(name); near != "" {
-			return fail(stderr, usagef("unknown command %s; did you mean %s?", shortQuoted(name), near))
-		}
-		return fail(stderr, usagef("unknown command %s", shortQuoted(name)))
+		return fail(stderr, unknownCommand(name))
 	}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -775,6 +775,15 @@ func isHelpFlag(arg string) bool {
 		return true
 	}
 	return false
+}
+
+// unknownCommand refuses name, no command's, with the one it most likely
+// meant.
+func unknownCommand(name string) error {
+	if near := nearestCommand(name); near != "" {
+		return usagef("unknown command %s; did you mean %s?", shortQuoted(name), near)
+	}
+	return usagef("unknown command %s", shortQuoted(name))
 }
 
 // nearestCommand is the command name fewest edits from name (a letter

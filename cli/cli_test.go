@@ -230,7 +230,14 @@ func TestCommandHelp(t *testing.T) {
 		own, _ := run(t, name, "--help")
 		require.Equal(t, own, out, "help %s is %s --help", name, name)
 	}
+	// A command that is none is named, as it is without help.
 	out, code = run(t, "help", "frobnicate")
+	require.Equal(t, cli.ExitUsage, code)
+	require.Contains(t, out, `unknown command "frobnicate"`)
+	out, code = run(t, "help", "verfy")
+	require.Equal(t, cli.ExitUsage, code)
+	require.Contains(t, out, `unknown command "verfy"; did you mean verify?`)
+	out, code = run(t, "help", "set", "get")
 	require.Equal(t, cli.ExitUsage, code)
 	require.Contains(t, out, "usage: lowwater help [COMMAND]")
 }
