@@ -56,7 +56,9 @@
 // columns: a longer one goes on in lines indented under its details, so
 // that every line that starts an event starts with its time, pchannel and
 // kind. Ctrl-C ends the run early and the demo still stops gracefully,
-// restarts and checks; a second Ctrl-C exits at once with status 130. --chart draws the minimum and the persisted
+// restarts and checks, exiting 130 if they pass (a run cut short is
+// no whole run to a script); a second Ctrl-C exits at once with status
+// 130. --chart draws the minimum and the persisted
 // checkpoint of each pchannel over time with the outages shaded;
 // --metrics-addr serves package metrics' collector at /metrics.
 //
@@ -65,7 +67,7 @@
 // error (one line on standard error) or a setup error, 3 when the
 // checkpoint store is damaged (persistence.ErrCorruptStore: a bbolt file
 // emptied, truncated or with damaged pages) or a record in it is
-// (persistence.ErrCorruptRecord), 130 after a second Ctrl-C.
+// (persistence.ErrCorruptRecord), 130 after Ctrl-C.
 //
 // Files: main.go holds the flags and the two-stage Ctrl-C; demo.go the
 // phases; catalog.go and catalog_etcd.go the --catalog kinds (bolt,

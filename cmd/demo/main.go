@@ -33,7 +33,7 @@ const (
 	exitViolated    = 1   // a check failed: an invariant was violated
 	exitSetup       = 2   // a usage error (checked before the run) or a setup error
 	exitDamaged     = 3   // the checkpoint store or a record is damaged (persistence.ErrCorruptStore, ErrCorruptRecord)
-	exitInterrupted = 130 // a second Ctrl-C: stopped at once, nothing checked
+	exitInterrupted = 130 // Ctrl-C: the checks passed on a run cut short, or, a second, nothing checked
 )
 
 func main() {
@@ -256,7 +256,8 @@ exit status:
   3    the checkpoint store is damaged (a bbolt file truncated, emptied or
        with damaged pages): restore it from a backup, or move it aside;
        or a record in it is (the lowwater tool's verify names it)
-  130  interrupted twice: exited at once, nothing checked
+  130  interrupted: once, the checks passed on the run cut short (they
+       fail as above); twice, it exited at once, nothing checked
 
 flags:
 `

@@ -300,3 +300,11 @@ func cutWidth(s string, n int) (head, tail string) {
 	}
 	return s, ""
 }
+
+// count is n and its noun, in the plural unless n is 1.
+func count[N int | int64](n N, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

@@ -241,7 +241,7 @@ func checkSafe(ev *evidence) check {
 			}
 		}
 	}
-	c.summary = fmt.Sprintf("%d saves, each a minimum of the simulator's view and of the events", saves)
+	c.summary = fmt.Sprintf("%s, each a minimum of the simulator's view and of the events", count(saves, "save"))
 	return c
 }
 
@@ -266,7 +266,7 @@ func checkMonotonic(ev *evidence) check {
 			c.failf("%s: the catalog holds %s at the end, the last persisted was %s", name, wal.String(ev.final[name]), wal.String(prev))
 		}
 	}
-	c.summary = fmt.Sprintf("%d values strictly increase per pchannel, from the stored floor through the restart; the catalog ends at the last", values)
+	c.summary = fmt.Sprintf("%s, strictly increasing per pchannel, from the stored floor through the restart; the catalog ends at the last", count(values, "value"))
 	return c
 }
 
@@ -381,11 +381,11 @@ func checkRejections(ev *evidence) check {
 			s, r := ph.sims[name].badSent, ph.rec.pchannels[name].rejected
 			sent, got = sent+s, got+r
 			if s != r {
-				c.failf("%s %s: %d bad commands sent, %d rejected", ph.name, name, s, r)
+				c.failf("%s %s: %s sent, %d rejected", ph.name, name, count(s, "bad command"), r)
 			}
 		}
 	}
-	c.summary = fmt.Sprintf("%d bad commands sent, %d rejected", sent, got)
+	c.summary = fmt.Sprintf("%s sent, %d rejected", count(sent, "bad command"), got)
 	if sent == 0 && got == 0 {
 		c.skipped = true
 		c.summary = "no bad command was sent in this run: they are sent at random, at --bad-rate"
@@ -410,7 +410,7 @@ func checkStopped(ev *evidence) check {
 			}
 		}
 	}
-	c.summary = fmt.Sprintf("%d graceful stops, %d with nothing left unsaved", len(ev.phases)*len(ev.names), flushed)
+	c.summary = fmt.Sprintf("%s, %d with nothing left unsaved", count(len(ev.phases)*len(ev.names), "graceful stop"), flushed)
 	return c
 }
 
