@@ -177,80 +177,131 @@ func (m *liveModel) View() tea.View {
 // no taller than height when they are known (> 0); final is the frame left
 // on the terminal at the end. A narrow terminal gets abbreviated headers,
 // then fewer columns, named on a line of their own: a column is shown
-// whole or not at all, never cut.
+// whole or not at all, never cut. A short one keeps the table's rows
+// before the configuration and the names of the hidden columns, and shows
+// the recent events only in what height is left.
 func renderDashboard(v dashView, rates map[string]float64, width, height int, final bool) string {
 	fit := func(s string) string { return s }
 	if width > 0 {
 		fit = func(s string) string { return truncate(s, width) }
 	}
-	var lines []string
-	add := func(s string) { lines = append(lines, strings.Split(s, "\n")...) }
 	elapsed := min(v.elapsed, v.duration)
 	status := fmt.Sprintf("%.1fs / %v  %s", elapsed.Seconds(), v.duration, v.phase)
-	// The bar gives up width before the time does, down to 8 cells.
+	// The bar gives up width before the time does, down to 4 cells, then
+	// goes.
 	bar := 24
 	if width > 0 {
-		bar = min(bar, max(8, width-len("lowwater demo")-len(status)-6))
+		bar = min(bar, width-len("lowwater demo")-len(status)-6)
 	}
-	add(fit(fmt.Sprintf("%s  %s  %s", styleTitle.Render("lowwater demo"), progressBar(elapsed, v.duration, bar), status)))
+	title := fmt.Sprintf("%s  %s", styleTitle.Render("lowwater demo"), status)
+	if bar >= 4 {
+		title = fmt.Sprintf("%s  %s  %s", styleTitle.Render("lowwater demo"), progressBar(elapsed, v.duration, bar), status)
+	}
+	title = fit(title)
+	var headers []string
 	for _, h := range v.header {
-		add(fit(styleDim.Render(h)))
+		headers = append(headers, fit(styleDim.Render(h)))
 	}
+	catalog := fit(styleUp.Render("catalog up"))
 	if v.outage != nil {
-		add(fit(styleDown.Render(fmt.Sprintf("CATALOG DOWN: outage %d, %.1fs left; saves fail and are retried with backoff",
-			v.outage.index, v.outageLeft.Seconds()))))
-	} else {
-		add(fit(styleUp.Render("catalog up")))
+		catalog = fit(styleDown.Render(fmt.Sprintf("CATALOG DOWN: outage %d, %.1fs left; saves fail and are retried with backoff",
+			v.outage.index, v.outageLeft.Seconds())))
 	}
-	table, hidden := renderTable(v, rates, width)
-	var notes []string
-	if len(hidden) > 0 {
-		notes = wrapList("hidden to fit: ", hidden, " (widen the terminal)", width)
-	}
-	// Too many pchannels for the height: the table keeps the first ones
-	// and says so, with the recent events' title and the footer below
-	// it, rather than lose its bottom, and the footer, unsaid.
-	if spare := height - len(lines) - strings.Count(table, "\n") - 1 - len(notes) - 2; height > 0 && spare < 0 && len(v.names) > 1 {
-		all := len(v.names)
-		v.names = v.names[:max(1, all+spare-1)] // a line for the note
-		table, hidden = renderTable(v, rates, width)
-		notes = nil
-		if len(hidden) > 0 {
-			notes = wrapList("hidden to fit: ", hidden, " (widen the terminal)", width)
-		}
-		notes = append(notes, fmt.Sprintf("%d of %d pchannels shown (a taller terminal shows them all)", len(v.names), all))
-	}
-	add(table)
-	for _, line := range notes {
-		add(fit(styleDim.Render(line)))
-	}
-	var footer string
+	// The footer, in short on a narrow terminal rather than cut.
+	footer, short, style := "Ctrl-C stops gracefully (flushes the pending checkpoints); twice quits at once",
+		"Ctrl-C stops gracefully; twice quits", styleDim
 	switch {
 	case final:
-		footer = styleDim.Render("the run is over; the summary follows")
+		footer, short = "the run is over; the summary follows", ""
 	case v.interrupted:
-		footer = styleWarn.Render("stopping gracefully (flushing pending checkpoints); Ctrl-C again quits at once")
-	default:
-		footer = styleDim.Render("Ctrl-C stops gracefully (flushes the pending checkpoints); twice quits at once")
+		footer, short, style = "stopping gracefully (flushing pending checkpoints); Ctrl-C again quits at once",
+			"stopping gracefully; Ctrl-C again quits", styleWarn
 	}
-	// The recent events take what height is left, their title line and
-	// the footer included.
+	if width > 0 && len(footer) > width && short != "" {
+		footer = short
+	}
+	footer = fit(style.Render(footer))
+
+	all := v.names
+	rows := len(all)
+	var table []string
+	var hiddenNote []string
+	draw := func() {
+		v.names = all[:rows]
+		t, hidden := renderTable(v, rates, width)
+		table, hiddenNote = strings.Split(t, "\n"), nil
+		if len(hidden) > 0 {
+			hiddenNote = wrapList("hidden to fit: ", hidden, " (widen the terminal)", width)
+		}
+	}
+	draw()
+	showHeaders, showHidden := true, true
+	size := func() int {
+		n := 1 + 1 + len(table) + 1 // title, catalog, table, footer
+		if showHeaders {
+			n += len(headers)
+		}
+		if showHidden {
+			n += len(hiddenNote)
+		}
+		if rows < len(all) {
+			n++ // the note of the rows shown
+		}
+		return n
+	}
+	if height > 0 {
+		// What gives way to the table's rows, least needed first: on a
+		// short terminal, the names of the hidden columns, then the
+		// configuration; then the rows go, the first kept, and a note
+		// says how many are shown.
+		for _, keep := range []*bool{&showHidden, &showHeaders} {
+			if size() > height {
+				*keep = false
+			}
+		}
+		for size() > height && rows > 1 {
+			rows = max(1, rows-(size()-height))
+			draw()
+		}
+	}
+	// The recent events take what height is left, their title included.
 	recent := recentLines
 	if height > 0 {
-		recent = min(recentLines, max(0, height-len(lines)-2))
+		recent = min(recentLines, max(0, height-size()-1))
 	}
-	add(styleTitle.Render("recent events"))
-	shown := v.recent[max(0, len(v.recent)-recent):]
-	for i := range recent {
-		line := ""
-		if i < len(shown) {
-			line = shown[i]
+
+	lines := []string{title}
+	if showHeaders {
+		lines = append(lines, headers...)
+	}
+	lines = append(lines, catalog)
+	lines = append(lines, table...)
+	if showHidden {
+		for _, l := range hiddenNote {
+			lines = append(lines, fit(styleDim.Render(l)))
 		}
-		add(fit("  " + line))
 	}
-	add(fit(footer))
+	if rows < len(all) {
+		note := fmt.Sprintf("%d of %d pchannels shown (a taller terminal shows them all)", rows, len(all))
+		if width > 0 && len(note) > width {
+			note = fmt.Sprintf("%d of %d pchannels shown", rows, len(all))
+		}
+		lines = append(lines, fit(styleDim.Render(note)))
+	}
+	if recent > 0 {
+		lines = append(lines, styleTitle.Render("recent events"))
+		shown := v.recent[max(0, len(v.recent)-recent):]
+		for i := range recent {
+			line := ""
+			if i < len(shown) {
+				line = shown[i]
+			}
+			lines = append(lines, fit("  "+line))
+		}
+	}
+	lines = append(lines, footer)
 	if height > 0 && len(lines) > height {
-		// Too short even for the table: the bottom goes, not the title.
+		// Too short even for one row: the bottom goes, not the title.
 		// (bubbletea drops a frame's first lines when it is too tall.)
 		lines = lines[:height]
 	}

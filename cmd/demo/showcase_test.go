@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -763,4 +764,47 @@ func TestLiveViewAtEndAt80Columns(t *testing.T) {
 	for _, line := range strings.Split(frame, "\n") {
 		assert.LessOrEqual(t, lipgloss.Width(line), 80, line)
 	}
+}
+
+// On a small terminal the table's rows come before the configuration,
+// the names of the hidden columns and an empty list of recent events, and
+// what is said is said whole. At 40x12 the view showed one pchannel of
+// three, its note cut, and at 40x16 one still, below lines of hints.
+func TestRenderDashboardOnASmallTerminal(t *testing.T) {
+	began := time.Now().Add(-2 * time.Second)
+	dashboardOf := func(n int) *dashboard {
+		names, vchannels, minima := []string{}, map[string]int{}, map[string]wal.MessageID{}
+		for i := range n {
+			p := fmt.Sprintf("p%d", i)
+			names, vchannels[p], minima[p] = append(names, p), 20, wal.KafkaID(100)
+		}
+		d := newDashboard(began, 8*time.Second, []string{"lowwater demo: " + strconv.Itoa(n) + " pchannels", "faults: none", "catalog: in memory"}, nil)
+		d.start("run", names, vchannels, minima)
+		return d
+	}
+	rowsOf := func(frame string) int {
+		rows := 0
+		for _, l := range strings.Split(frame, "\n") {
+			if strings.HasPrefix(l, "│ p") {
+				rows++
+			}
+		}
+		return rows
+	}
+	for _, h := range []int{12, 16} {
+		frame := ansi.Strip(renderDashboard(dashboardOf(3).view(), nil, 40, h, false))
+		require.LessOrEqual(t, len(strings.Split(frame, "\n")), h, frame)
+		require.Equal(t, 3, rowsOf(frame), "every pchannel is shown at 40x%d:\n%s", h, frame)
+		require.NotContains(t, frame, "pchannels shown", frame)
+		require.NotContains(t, frame, "…", "a line was cut:\n%s", frame)
+		require.True(t, strings.HasSuffix(frame, "\nCtrl-C stops gracefully; twice quits"), frame)
+		if strings.Contains(frame, "recent events") {
+			require.NotRegexp(t, `recent events\n[^ ]`, frame, "a title with no line under it")
+		}
+	}
+	frame := ansi.Strip(renderDashboard(dashboardOf(6).view(), nil, 40, 12, false))
+	lines := strings.Split(frame, "\n")
+	require.Len(t, lines, 12, frame)
+	require.Contains(t, lines, fmt.Sprintf("%d of 6 pchannels shown", rowsOf(frame)), "the note is whole:\n%s", frame)
+	require.Positive(t, rowsOf(frame))
 }
