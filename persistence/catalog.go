@@ -72,7 +72,10 @@ type Catalog interface {
 // such a catalog (for logging, tracing, faults) that does not have
 // StartSave itself hides it: the actors then hold a goroutine per save
 // in flight. A wrapper forwards it by implementing it, falling back on
-// errors.ErrUnsupported when the catalog it wraps has none.
+// errors.ErrUnsupported when the catalog it wraps has none. One that
+// embeds the catalog (struct{ *persistence.Bolt }) has its StartSave
+// unchanged: the actors save through it, never through the wrapper's own
+// Save, which must then override StartSave too.
 type SaveStarter interface {
 	Catalog
 

@@ -1,11 +1,13 @@
 package kafka
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -155,13 +157,94 @@ func TestConfigRejected(t *testing.T) {
 		"no sink":       func(c *Config) { c.SinkPath = "" },
 		"no catalog":    func(c *Config) { c.CatalogPath = "" },
 		"short until":   func(c *Config) { c.Until = []int64{1} },
+		// A worker flushes on a ticker, whose NewTicker panicked on it.
+		"no pace": func(c *Config) { c.Pace = func(int32, int) time.Duration { return 0 } },
+		"negative pace": func(c *Config) {
+			c.Pace = func(p int32, _ int) time.Duration { return time.Duration(1-p) * time.Second }
+		},
+		"pace panics": func(c *Config) { c.Pace = func(int32, int) time.Duration { panic("Pace bug") } },
 	} {
 		c := good
 		mutate(&c)
 		if err := Run(t.Context(), c); !errors.Is(err, ErrConfig) {
 			t.Errorf("%s: %v, want ErrConfig", name, err)
 		}
+		if strings.Contains(name, "pace") {
+			if err := RunNaive(t.Context(), c); !errors.Is(err, ErrConfig) {
+				t.Errorf("%s: RunNaive = %v, want ErrConfig", name, err)
+			}
+		}
 	}
+	c := good
+	c.Pace = func(p int32, _ int) time.Duration { return time.Duration(1-p) * time.Second }
+	if err := Run(t.Context(), c); err == nil || err.Error() != "kafka: invalid config: Pace(1, 0) is 0s: a worker flushes every Pace, which must be positive" {
+		t.Errorf("Run = %v, naming the partition and vchannel", err)
+	}
+}
+
+// A Pace that gives a partition added while the node reads no period
+// ends the node with ErrConfig, as it is refused at the start: a
+// worker's ticker panicked on it, and the process with it.
+func TestAnAddedPartitionWithNoPaceEndsTheNode(t *testing.T) {
+	brokers := cluster(t, 1)
+	dir := t.TempDir()
+	cfg := Config{Brokers: brokers, Topic: testTopic, Partitions: 1, VChannels: 2,
+		SinkPath: filepath.Join(dir, "sink.db"), Catalog: persistence.NewMemory(), PartitionCheck: 20 * time.Millisecond,
+		Pace: func(p int32, _ int) time.Duration { return time.Duration(1-p) * time.Millisecond }}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	done := runReady(t, ctx, cfg)
+	addPartitions(t, brokers, 2)
+	err := ended(t, done, 20*time.Second)
+	if !errors.Is(err, ErrConfig) || ctx.Err() != nil || !strings.Contains(err.Error(), "Pace(1, 0) is 0s") {
+		t.Fatalf("Run = %v, want ErrConfig naming Pace(1, 0)", err)
+	}
+}
+
+// The node's own read of every checkpoint at its start ends with its
+// context, whatever the catalog does: one that ignored it held Run for as
+// long as it hung, and one that panicked there ended the process.
+func TestTheStartsReadOfACatalogEndsWithTheContext(t *testing.T) {
+	brokers := cluster(t, 1)
+	dir := t.TempDir()
+	release := make(chan struct{})
+	defer close(release)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	for name, c := range map[string]struct {
+		do   func()
+		want string
+	}{
+		// Stopped once the read has begun, while the catalog hangs on:
+		// a stop, which Run ends without an error.
+		"hangs":  {func() { cancel(); <-release }, ""},
+		"panics": {func() { panic("LoadAll bug") }, "kafka: the catalog panicked loading its checkpoints: LoadAll bug"},
+		"exits":  {runtime.Goexit, "kafka: the catalog ended its goroutine loading its checkpoints (runtime.Goexit)"},
+	} {
+		cfg := Config{Brokers: brokers, Topic: testTopic, Partitions: 1, VChannels: 2,
+			SinkPath: filepath.Join(dir, name+".db"), Catalog: loadAllDoing{Catalog: persistence.NewMemory(), do: c.do}}
+		runCtx := t.Context()
+		if name == "hangs" {
+			runCtx = ctx
+		}
+		done := make(chan error, 1)
+		go func() { done <- Run(runCtx, cfg) }()
+		if err := ended(t, done, 10*time.Second); fmt.Sprint(err) != cmp.Or(c.want, "<nil>") {
+			t.Errorf("%s: Run = %v, want %s", name, err, cmp.Or(c.want, "nil"))
+		}
+	}
+}
+
+// loadAllDoing is a catalog whose LoadAll does do, and ignores its
+// context.
+type loadAllDoing struct {
+	persistence.Catalog
+	do func()
+}
+
+func (c loadAllDoing) LoadAll(ctx context.Context) (map[string]wal.MessageID, error) {
+	c.do()
+	return c.Catalog.LoadAll(ctx)
 }
 
 // A Config whose partitions are not the topic's is refused before any

@@ -124,7 +124,31 @@ func (c *Config) setDefaults(needCatalog bool) error {
 	case c.Until != nil && len(c.Until) != int(c.Partitions):
 		return fmt.Errorf("%w: %d offsets in Until for %d partitions", ErrConfig, len(c.Until), c.Partitions)
 	}
+	for p := range c.Partitions {
+		for v := range c.VChannels {
+			if _, err := paceOf(c.Pace, p, v); err != nil {
+				return err
+			}
+		}
+	}
 	return nil
+}
+
+// paceOf is pace(p, v), checked: a worker flushes on a ticker, which
+// needs a positive period (time.NewTicker panics on any other), and a
+// panic of the function is an ErrConfig too. Checked for the configured
+// partitions before the node starts, and for one added while it reads as
+// its workers start, which ends the node.
+func paceOf(pace func(int32, int) time.Duration, p int32, v int) (d time.Duration, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			d, err = 0, fmt.Errorf("%w: Pace(%d, %d) panicked: %s", ErrConfig, p, v, shorten.Value(r))
+		}
+	}()
+	if d = pace(p, v); d <= 0 {
+		return 0, fmt.Errorf("%w: Pace(%d, %d) is %v: a worker flushes every Pace, which must be positive", ErrConfig, p, v, d)
+	}
+	return d, nil
 }
 
 // Run is the consumer node that keeps its position with lowwater. It
@@ -279,28 +303,42 @@ func Run(ctx context.Context, cfg Config) (err error) {
 
 // loadWithin is catalog.Load, given up when ctx ends even if the catalog
 // does not: one that ignores its context would hold the node's stop,
-// which waits for the growth check. The call is then left to finish on
-// its own. A panic is an error: the check tries again at its next turn.
+// which waits for the growth check. A panic is an error: the check tries
+// again at its next turn.
 func loadWithin(ctx context.Context, catalog persistence.Catalog, name string) (wal.MessageID, error) {
-	type loaded struct {
-		id  wal.MessageID
+	return within(ctx, "loading "+name, func() (wal.MessageID, error) { return catalog.Load(ctx, name) })
+}
+
+// within is call, a catalog's, given up when ctx ends even if the
+// catalog does not, and left to finish on its own; a panic in it is an
+// error saying what it was doing. The node calls a catalog on its own
+// goroutine only so: the actors bound and guard their calls themselves.
+func within[T any](ctx context.Context, doing string, call func() (T, error)) (T, error) {
+	type result struct {
+		v   T
 		err error
 	}
-	ch := make(chan loaded, 1)
+	ch := make(chan result, 1)
 	go func() {
+		returned := false
 		defer func() {
-			if r := recover(); r != nil {
-				ch <- loaded{err: fmt.Errorf("kafka: the catalog panicked loading %s: %s", name, shorten.Value(r))}
+			switch r := recover(); {
+			case r != nil:
+				ch <- result{err: fmt.Errorf("kafka: the catalog panicked %s: %s", doing, shorten.Value(r))}
+			case !returned:
+				ch <- result{err: fmt.Errorf("kafka: the catalog ended its goroutine %s (runtime.Goexit)", doing)}
 			}
 		}()
-		id, err := catalog.Load(ctx, name)
-		ch <- loaded{id, err}
+		v, err := call()
+		returned = true
+		ch <- result{v, err}
 	}()
 	select {
-	case l := <-ch:
-		return l.id, l.err
+	case r := <-ch:
+		return r.v, r.err
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		var zero T
+		return zero, ctx.Err()
 	}
 }
 
@@ -404,7 +442,7 @@ func preflight(ctx context.Context, cfg *Config, catalog persistence.Catalog) ([
 	if err != nil {
 		return [16]byte{}, nil, err
 	}
-	stored, err := catalog.LoadAll(ctx)
+	stored, err := within(ctx, "loading its checkpoints", func() (map[string]wal.MessageID, error) { return catalog.LoadAll(ctx) })
 	if err != nil {
 		return [16]byte{}, nil, err
 	}

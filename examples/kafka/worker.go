@@ -155,9 +155,17 @@ func (pl *pipeline) add(p int32, start int64) bool {
 	if pl.stopped || int(p) != len(pl.workers) {
 		return false
 	}
+	paces := make([]time.Duration, pl.vchannels)
+	for v := range paces {
+		var err error
+		if paces[v], err = paceOf(pl.pace, p, v); err != nil {
+			pl.failLocked(err)
+			return false
+		}
+	}
 	ws := make([]*worker, pl.vchannels)
 	for v := range ws {
-		w := newWorker(p, start, pl.pace(p, v), pl.sink, func(cp int64) { pl.flushed(p, v, cp) })
+		w := newWorker(p, start, paces[v], pl.sink, func(cp int64) { pl.flushed(p, v, cp) })
 		ws[v] = w
 		pl.wg.Go(func() {
 			if err := w.run(); err != nil {
@@ -256,10 +264,15 @@ func (pl *pipeline) send(ctx context.Context, w *worker, it item) bool {
 // abort ends the node with err, unless it failed already.
 func (pl *pipeline) abort(err error) {
 	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	pl.failLocked(err)
+}
+
+// failLocked is abort with pl.mu held.
+func (pl *pipeline) failLocked(err error) {
 	if pl.err == nil {
 		pl.err = err
 	}
-	pl.mu.Unlock()
 	pl.fail(err)
 }
 
