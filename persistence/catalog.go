@@ -74,8 +74,8 @@ type Catalog interface {
 // in flight. A wrapper forwards it by implementing it, falling back on
 // errors.ErrUnsupported when the catalog it wraps has none. One that
 // embeds the catalog (struct{ *persistence.Bolt }) has its StartSave
-// unchanged: the actors save through it, never through the wrapper's own
-// Save, which must then override StartSave too.
+// unchanged: where that starts saves, the actors never call the
+// wrapper's own Save, and the wrapper overrides StartSave too.
 type SaveStarter interface {
 	Catalog
 
