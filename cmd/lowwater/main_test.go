@@ -736,14 +736,15 @@ func TestDumpRestoreBoltToBolt(t *testing.T) {
 
 // A Pulsar ID in a dump follows set's rule: its text without a partition
 // keeps the stored one, and its bytes, when given, are what is written;
-// their text must say the same partition.
+// their text must say the same partition; another partition than the
+// stored one needs --force.
 func TestRestorePulsarPartition(t *testing.T) {
 	p := "by-dev-rootcoord-dml_1"
 	dst := seedBolt(t, map[string]wal.MessageID{p: wal.PulsarID{LedgerID: 88, EntryID: 1402, Partition: 1}})
 	file := filepath.Join(t.TempDir(), "dump.json")
-	restore := func(entry string) result {
+	restore := func(entry string, flags ...string) result {
 		require.NoError(t, os.WriteFile(file, []byte(`{"format":"lowwater-checkpoints/1","checkpoints":[`+entry+`]}`), 0o600))
-		return on(t, "bolt:"+dst, "restore", file)
+		return on(t, "bolt:"+dst, append(append([]string{"restore"}, flags...), file)...)
 	}
 	wantCode(t, restore(`{"pchannel":"`+p+`","wal":"pulsar","checkpoint":"pulsar:88:1500:0"}`), cli.ExitOK,
 		"raised from pulsar:88:1402:0@1 to pulsar:88:1500:0@1")
@@ -753,8 +754,10 @@ func TestRestorePulsarPartition(t *testing.T) {
 	id := base64.StdEncoding.EncodeToString(raw)
 	wantCode(t, restore(`{"pchannel":"`+p+`","wal":"pulsar","checkpoint":"pulsar:88:1600:0@1","id":"`+id+`"}`), cli.ExitUsage,
 		"id bytes say pulsar:88:1600:0@5, checkpoint says pulsar:88:1600:0@1")
-	wantCode(t, restore(`{"pchannel":"`+p+`","wal":"pulsar","checkpoint":"pulsar:88:1600:0","id":"`+id+`"}`), cli.ExitOK,
-		"raised from pulsar:88:1500:0@1 to pulsar:88:1600:0@5")
+	moved := `{"pchannel":"` + p + `","wal":"pulsar","checkpoint":"pulsar:88:1600:0","id":"` + id + `"}`
+	wantCode(t, restore(moved), cli.ExitRefused,
+		"pulsar:88:1600:0@5 is of partition 5, the stored pulsar:88:1500:0@1 of partition 1: one pchannel is one partition; --force moves it")
+	wantCode(t, restore(moved, "--force"), cli.ExitOK, "raised from pulsar:88:1500:0@1 to pulsar:88:1600:0@5")
 	require.Equal(t, map[string]wal.MessageID{p: wal.PulsarID{LedgerID: 88, EntryID: 1600, Partition: 5}}, stored(t, dst))
 }
 
