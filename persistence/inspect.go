@@ -49,8 +49,10 @@ type Inspector interface {
 func InspectRecord(pchannel string, raw []byte) Entry {
 	h, _, id, err := record.Decode(pchannel, raw)
 	if errors.Is(err, record.ErrAnotherPChannel) {
-		if h, id, derr := record.DecodeMisplaced(raw); derr == nil {
-			err = &MisplacedRecordError{WAL: h.WAL, Checkpoint: id, Term: h.Term}
+		// Whole but for the name: what it holds is told, not given as
+		// this pchannel's checkpoint.
+		if held, heldID, herr := record.DecodeMisplaced(raw); herr == nil {
+			err = &MisplacedRecordError{WAL: held.WAL, Checkpoint: heldID, Term: held.Term}
 		}
 	}
 	e := Entry{PChannel: pchannel, WAL: h.WAL, Checkpoint: id, Term: h.Term, Version: h.Version}
