@@ -37,10 +37,10 @@ func unreadable(e persistence.Entry) string {
 	var bad *badNameError
 	var misplaced *persistence.MisplacedRecordError
 	switch {
+	case errors.As(e.Err, &misplaced): // under a bad name too: its key was damaged so
+		return "MISPLACED"
 	case errors.As(e.Err, &bad):
 		return "BAD NAME"
-	case errors.As(e.Err, &misplaced):
-		return "MISPLACED"
 	case errors.Is(e.Err, wal.ErrUnknownWAL):
 		return "UNKNOWN WAL"
 	}
@@ -407,7 +407,7 @@ func verify(ctx context.Context, e *env, _ []string) error {
 	if len(stray) > 0 {
 		found["STRAY"] = true
 	}
-	for _, h := range verifyHints(meta) {
+	for _, h := range verifyHints(meta, s.bolt != nil) {
 		if found[h.kind] {
 			msg += fmt.Sprintf("\n  %s: %s", h.kind, h.hint)
 		}
@@ -416,17 +416,25 @@ func verify(ctx context.Context, e *env, _ []string) error {
 }
 
 // verifyHints is verify's advice for each kind of finding, meta the
-// damaged meta page if any. Each is one line, as every message of the
-// tool is: on a terminal, the wrapper breaks it at its width.
-func verifyHints(meta *persistence.MetaDamage) []verifyHint {
+// damaged meta page if any, onBolt whether the catalog is a bbolt file.
+// Each is one line, as every message of the tool is: on a terminal, the
+// wrapper breaks it at its width.
+func verifyHints(meta *persistence.MetaDamage, onBolt bool) []verifyHint {
+	// A bbolt Load that finds nothing fails beside such a record; etcd's
+	// keys are not damaged in place, and its Load does not look.
+	misplacedHolds := "while it is stored, a node of a pchannel with nothing stored does not start, " +
+		"as the record may be that one's: write it under the pchannel it belongs to, " +
+		"'set --force PCHANNEL ID' with the ID it holds, then 'delete --force' it"
+	if !onBolt {
+		misplacedHolds = "a node of the pchannel it belongs to, with nothing stored, starts from " +
+			"its vchannels' checkpoints: write it under that pchannel first, 'set PCHANNEL ID' " +
+			"with the ID it holds, then 'delete --force' it"
+	}
 	return []verifyHint{
 		{"CORRUPT", "repair with 'set --force PCHANNEL ID' or 'delete PCHANNEL'"},
-		{"MISPLACED", "a whole record under another name than the one it was " +
-			"written for: its key was damaged, or it was copied there. While it " +
-			"is stored, a node of a pchannel with nothing stored does not start, " +
-			"as the record may be that one's: write it under the pchannel it " +
-			"belongs to, 'set --force PCHANNEL ID' with the ID it holds, then " +
-			"delete it"},
+		{"MISPLACED", "a whole record under another name than the one it was written for: " +
+			"its key was damaged, or it was copied there (a name shown quoted takes --quoted); " +
+			misplacedHolds},
 		{"SENTINEL", "Kafka's clients read -1 as the end of the log and -2 as its " +
 			"start: 'set PCHANNEL kafka:N' with the offset to resume from, or " +
 			"'delete PCHANNEL' to start from the vchannels' own checkpoints"},
@@ -869,14 +877,25 @@ func del(ctx context.Context, e *env, args []string) error {
 		return nil
 	}
 	was := "a corrupt record"
+	var misplaced *persistence.MisplacedRecordError
 	unknownWAL := en.Err != nil && errors.Is(en.Err, wal.ErrUnknownWAL)
 	switch {
+	case errors.As(en.Err, &misplaced):
+		was = "a misplaced record holding " + holding(misplaced)
 	case en.Checkpoint != nil:
 		was = shownID(en.Checkpoint)
 	case unknownWAL:
 		was = "a checkpoint of WAL " + shown(string(en.WAL))
 	}
 	ch := change{act: remove, en: &en}
+	if misplaced != nil && !e.opts.force {
+		// Another pchannel's checkpoint, maybe the only copy: a bbolt
+		// file holds that pchannel's node back while it is there.
+		return refused("%s holds %s, written for another pchannel's name (its key damaged, or copied here): "+
+			"once it is gone, the node of that pchannel starts from its vchannels' checkpoints; write it "+
+			"under its own name first ('set --force PCHANNEL ID', see verify), or --force deletes it",
+			shown(pchannel), holding(misplaced))
+	}
 	if unknownWAL && !e.opts.force {
 		// Whole, of a WAL this build was not made with: a node built
 		// with it recovers from the record, as set says.
@@ -923,6 +942,14 @@ func del(ctx context.Context, e *env, args []string) error {
 	}
 	fmt.Fprintf(e.stdout, "%s: deleted %s\n", shown(pchannel), was)
 	return nil
+}
+
+// holding is what a misplaced record holds, as the tool shows it.
+func holding(m *persistence.MisplacedRecordError) string {
+	if m.Checkpoint == nil {
+		return "a checkpoint of WAL " + shown(string(m.WAL)) + " that this build cannot read"
+	}
+	return shownID(m.Checkpoint)
 }
 
 // count is n of noun, in the plural unless n is 1.

@@ -3,8 +3,11 @@ package cli_test
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
+	"hash/crc32"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -39,7 +42,8 @@ func TestAMisplacedRecordIsToldAndRepaired(t *testing.T) {
 	require.Equal(t, "MISPLACED  nrders-dml-0: another pchannel's record: its key was damaged, or it was copied under this name; it holds kafka:120\n"+
 		"1 record, 1 unreadable\n", stdout)
 	require.Contains(t, stderr, "MISPLACED: a whole record under another name")
-	require.Contains(t, stderr, "'set --force PCHANNEL ID' with the ID it holds, then delete it")
+	require.Contains(t, stderr, "a node of a pchannel with nothing stored does not start")
+	require.Contains(t, stderr, "'set --force PCHANNEL ID' with the ID it holds, then 'delete --force' it")
 
 	for _, args := range [][]string{{"set", "orders-dml-0", "kafka:120"}, {"set", "--dry-run", "orders-dml-0", "kafka:120"}} {
 		stdout, stderr, code = runSplit(t, append([]string{url}, args...)...)
@@ -58,8 +62,15 @@ func TestAMisplacedRecordIsToldAndRepaired(t *testing.T) {
 	stdout, stderr, code = runSplit(t, url, "set", "--force", "orders-dml-0", "kafka:120")
 	require.Equal(t, cli.ExitOK, code, stderr)
 	require.Equal(t, "orders-dml-0: created at kafka:120\n", stdout)
-	_, stderr, code = runSplit(t, url, "delete", "nrders-dml-0")
+	// Its checkpoint may be the only copy: deleting it needs --force.
+	for _, args := range [][]string{{"delete", "nrders-dml-0"}, {"delete", "--dry-run", "nrders-dml-0"}} {
+		_, stderr, code = runSplit(t, append([]string{url}, args...)...)
+		require.Equal(t, cli.ExitRefused, code, "%v: %s", args, stderr)
+		require.Contains(t, stderr, "nrders-dml-0 holds kafka:120, written for another pchannel's name")
+	}
+	stdout, stderr, code = runSplit(t, url, "delete", "--force", "nrders-dml-0")
 	require.Equal(t, cli.ExitOK, code, stderr)
+	require.Equal(t, "nrders-dml-0: deleted a misplaced record holding kafka:120\n", stdout)
 
 	require.Equal(t, map[string]string{"orders-dml-0": "kafka:120"}, storedIn(t, path))
 	_, stderr, code = runSplit(t, url, "verify")
@@ -73,6 +84,69 @@ func TestAMisplacedRecordIsToldAndRepaired(t *testing.T) {
 	id, err = b.Load(context.Background(), "orders-dml-1")
 	require.NoError(t, err, "a new pchannel starts again")
 	require.Nil(t, id)
+}
+
+// A key damaged out of the names a node takes (a bit that makes it no
+// UTF-8, a byte more) still holds another pchannel's record: verify says
+// so, with what it holds, not only that no node can use the name, whose
+// advice, delete, threw that pchannel's checkpoint away.
+func TestAMisplacedRecordUnderABadNameIsTold(t *testing.T) {
+	for _, key := range []string{"p\xb2", "p2\x00"} {
+		url, path := boltWith(t, map[string]wal.MessageID{"p2": wal.KafkaID(52)})
+		moveRecord(t, path, "p2", key)
+		stdout, stderr, code := runSplit(t, url, "verify")
+		require.Equal(t, cli.ExitCorrupt, code, stderr)
+		require.Equal(t, "MISPLACED  "+strconv.Quote(key)+": another pchannel's record: its key was damaged, "+
+			"or it was copied under this name; it holds kafka:52\n1 record, 1 unreadable\n", stdout)
+		require.Contains(t, stderr, "MISPLACED: ")
+		_, stderr, code = runSplit(t, url, "delete", "--quoted", strconv.Quote(key))
+		require.Equal(t, cli.ExitRefused, code, stderr)
+		require.Contains(t, stderr, "holds kafka:52")
+	}
+}
+
+// A misplaced record of a WAL this build does not know is told as
+// misplaced, with its WAL, not as a corrupt record whose advice lost it.
+func TestAMisplacedRecordOfAnUnknownWALIsTold(t *testing.T) {
+	url, path := boltWith(t, map[string]wal.MessageID{"p2": wal.KafkaID(52)})
+	raw, err := persistence.EncodeRecord("p5", persistence.Record{Checkpoint: wal.KafkaID(1), Term: 4})
+	require.NoError(t, err)
+	plantRaw(t, path, "p9", reencodeWAL(t, raw, "fancy"))
+	stdout, stderr, code := runSplit(t, url, "verify")
+	require.Equal(t, cli.ExitCorrupt, code, stderr)
+	require.Contains(t, stdout, `MISPLACED  p9: another pchannel's record: its key was damaged, or it was copied under this name; `+
+		`it holds a checkpoint of WAL "fancy" that cannot be read here`)
+	stdout, stderr, code = runSplit(t, url, "list")
+	require.Equal(t, cli.ExitOK, code, stderr)
+	require.Regexp(t, `p9 +fancy +MISPLACED +4 +2`, stdout)
+	_, stderr, code = runSplit(t, url, "delete", "p9")
+	require.Equal(t, cli.ExitRefused, code, stderr)
+	require.Contains(t, stderr, `p9 holds a checkpoint of WAL fancy that this build cannot read, written for another pchannel's name`)
+}
+
+// On etcd a Load does not look for misplaced records, and a node of the
+// pchannel it belongs to starts from nothing: verify says that, not that
+// the node is held back.
+func TestAMisplacedRecordOnEtcdIsToldAsEtcdTreatsIt(t *testing.T) {
+	catalog, client := onDamagedEtcd(t)
+	raw, err := persistence.EncodeRecord("orders-dml-0", persistence.Record{Checkpoint: wal.KafkaID(120)})
+	require.NoError(t, err)
+	_, err = client.Put(ctxT(t), "cli/wal/nrders-dml-0/consume-checkpoint", string(raw))
+	require.NoError(t, err)
+	stdout, stderr, code := runSplit(t, catalog, "verify")
+	require.Equal(t, cli.ExitCorrupt, code, stderr)
+	require.Contains(t, stdout, "MISPLACED  nrders-dml-0: ")
+	require.Contains(t, stderr, "a node of the pchannel it belongs to, with nothing stored, starts from its vchannels' checkpoints")
+	require.NotContains(t, stderr, "does not start")
+	stdout, stderr, code = runSplit(t, catalog, "set", "orders-dml-0", "kafka:120")
+	require.Equal(t, cli.ExitOK, code, stderr)
+	require.Equal(t, "orders-dml-0: created at kafka:120\n", stdout)
+	_, stderr, code = runSplit(t, catalog, "delete", "nrders-dml-0")
+	require.Equal(t, cli.ExitRefused, code, stderr)
+	_, stderr, code = runSplit(t, catalog, "delete", "--force", "nrders-dml-0")
+	require.Equal(t, cli.ExitOK, code, stderr)
+	_, stderr, code = runSplit(t, catalog, "verify")
+	require.Equal(t, cli.ExitOK, code, stderr)
 }
 
 // A restore that creates pchannels beside a misplaced record is refused
@@ -94,6 +168,17 @@ func TestARestoreBesideAMisplacedRecordNeedsForce(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, want, id)
 	}
+}
+
+// plantRaw stores raw under key in the bbolt file at path.
+func plantRaw(t *testing.T, path, key string, raw []byte) {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, nil)
+	require.NoError(t, err)
+	require.NoError(t, db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket([]byte(persistence.DefaultBucket)).Put([]byte(key), raw)
+	}))
+	require.NoError(t, db.Close())
 }
 
 // moveRecord moves the record of from under the key to, as a damaged key
@@ -118,4 +203,17 @@ func writeDumpFile(t *testing.T, checkpoints string) string {
 	path := filepath.Join(t.TempDir(), "d.json")
 	require.NoError(t, os.WriteFile(path, []byte(`{"format":"lowwater-checkpoints/1","checkpoints":[`+checkpoints+`]}`), 0o600))
 	return path
+}
+
+// reencodeWAL rewrites the WAL name of a whole record, and its checksum:
+// a record as a build with that WAL wrote it.
+func reencodeWAL(t *testing.T, rec []byte, name string) []byte {
+	t.Helper()
+	body := rec[:len(rec)-4]
+	nameLen := int(body[9])
+	out := append([]byte{}, body[:9]...)
+	out = append(out, byte(len(name)))
+	out = append(out, name...)
+	out = append(out, body[10+nameLen:]...) // the ID and the name check
+	return binary.BigEndian.AppendUint32(out, crc32.Checksum(out, crc32.MakeTable(crc32.Castagnoli)))
 }

@@ -552,7 +552,11 @@ func (s *store) entries(ctx context.Context) (map[string]persistence.Entry, []pe
 		// A name no node can use comes first, whatever the record holds:
 		// only delete --quoted can do anything with it.
 		if err := persistence.ValidatePChannel(e.PChannel); err != nil {
-			e.Err = &badNameError{err: err}
+			bad := &badNameError{err: err}
+			if errors.As(e.Err, new(*persistence.MisplacedRecordError)) {
+				bad.held = e.Err // a key damaged out of the names a node takes
+			}
+			e.Err = bad
 			list[i] = e
 		} else if e.Err == nil {
 			if _, err := wal.Marshal(e.Checkpoint); err != nil {
@@ -573,11 +577,18 @@ func (s *store) entries(ctx context.Context) (map[string]persistence.Entry, []pe
 // another writer or an older build may have written: no node can load or
 // save it, a dump could not carry it (JSON rewrites bytes that are not
 // UTF-8), and restore would refuse it. It counts as unreadable, as a
-// corrupt record does; get and delete --quoted reach it.
-type badNameError struct{ err error }
+// corrupt record does; get and delete --quoted reach it. held is the
+// record's own error when it is another pchannel's, whose key damage made
+// a name no node takes: what it holds is that pchannel's.
+type badNameError struct{ err, held error }
 
 func (e *badNameError) Error() string { return e.err.Error() }
-func (e *badNameError) Unwrap() error { return e.err }
+func (e *badNameError) Unwrap() []error {
+	if e.held == nil {
+		return []error{e.err}
+	}
+	return []error{e.err, e.held}
+}
 
 // owner is the owner key of pchannel on etcd, none on bbolt, whose file
 // lock keeps nodes out.

@@ -122,7 +122,7 @@ func TestWrapperBreaksAfterAShortFirstWord(t *testing.T) {
 // every line within the width and no break but its own.
 func TestVerifyHintsWrapUnderTheirKind(t *testing.T) {
 	for _, meta := range []*persistence.MetaDamage{nil, {Known: true}} {
-		for _, h := range verifyHints(meta) {
+		for _, h := range append(verifyHints(meta, true), verifyHints(meta, false)...) {
 			line := fmt.Sprintf("  %s: %s", h.kind, h.hint)
 			if strings.Contains(h.hint, "\n") {
 				t.Errorf("%s: the hint breaks its own lines: %q", h.kind, h.hint)

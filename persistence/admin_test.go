@@ -64,7 +64,7 @@ func TestInspectListsEveryRecord(t *testing.T) {
 			// Another pchannel's record: what it holds is told, not given
 			// as this one's checkpoint.
 			var misplaced *persistence.MisplacedRecordError
-			if m.PChannel != "d-moved" || m.WAL != "" || m.Checkpoint != nil || !errors.Is(m.Err, persistence.ErrCorruptRecord) ||
+			if m.PChannel != "d-moved" || m.WAL != wal.Kafka || m.Term != 3 || m.Version != 2 || m.Checkpoint != nil || !errors.Is(m.Err, persistence.ErrCorruptRecord) ||
 				!errors.As(m.Err, &misplaced) || *misplaced != (persistence.MisplacedRecordError{WAL: wal.Kafka, Checkpoint: wal.KafkaID(120), Term: 3}) ||
 				m.Err.Error() != `persistence: pchannel "d-moved": corrupt checkpoint record: another pchannel's record: its key was damaged, or it was copied under this name; it holds kafka:120` {
 				t.Errorf("moved entry = %+v (%v)", m, m.Err)

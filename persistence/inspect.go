@@ -51,8 +51,8 @@ func InspectRecord(pchannel string, raw []byte) Entry {
 	if errors.Is(err, record.ErrAnotherPChannel) {
 		// Whole but for the name: what it holds is told, not given as
 		// this pchannel's checkpoint.
-		if held, heldID, herr := record.DecodeMisplaced(raw); herr == nil {
-			err = &MisplacedRecordError{WAL: held.WAL, Checkpoint: heldID, Term: held.Term}
+		if held, ok, heldID, idErr := record.DecodeMisplaced(raw); ok {
+			h, err = held, &MisplacedRecordError{WAL: held.WAL, Checkpoint: heldID, Term: held.Term, Err: idErr}
 		}
 	}
 	e := Entry{PChannel: pchannel, WAL: h.WAL, Checkpoint: id, Term: h.Term, Version: h.Version}
@@ -69,15 +69,24 @@ func InspectRecord(pchannel string, raw []byte) Entry {
 // what it holds can, and an operator who knows may write it under its
 // own name (lowwater verify).
 type MisplacedRecordError struct {
-	WAL        wal.Name
+	WAL wal.Name
+	// Checkpoint is what it holds; nil when its ID cannot be decoded
+	// here, and Err says why (a WAL this process has not registered).
 	Checkpoint wal.MessageID
+	Err        error
 	// Term is the owner term it was written under.
 	Term uint64
 }
 
 func (e *MisplacedRecordError) Error() string {
+	if e.Checkpoint == nil {
+		return fmt.Sprintf("%s; it holds a checkpoint of WAL %q that cannot be read here: %v", record.ErrAnotherPChannel, e.WAL, e.Err)
+	}
 	return fmt.Sprintf("%s; it holds %s", record.ErrAnotherPChannel, wal.String(e.Checkpoint))
 }
+
+// Unwrap is why what it holds cannot be read, if it cannot.
+func (e *MisplacedRecordError) Unwrap() error { return e.Err }
 
 func sortEntries(entries []Entry) {
 	slices.SortFunc(entries, func(a, b Entry) int { return strings.Compare(a.PChannel, b.PChannel) })

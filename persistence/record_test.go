@@ -139,6 +139,10 @@ func TestDecodeRecordRejectsTruncationAndExtension(t *testing.T) {
 func FuzzDecodeRecord(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := persistence.DecodeRecord("p", b)
+		// Inspect reads what DecodeRecord refuses, and never panics.
+		if e := persistence.InspectRecord("p", b); (e.Err == nil) != (err == nil) || e.Err == nil && e.Checkpoint != r.Checkpoint {
+			t.Fatalf("InspectRecord(%x) = %+v, DecodeRecord %v", b, e, err)
+		}
 		if err != nil {
 			if !errors.Is(err, persistence.ErrCorruptRecord) {
 				t.Fatalf("DecodeRecord(%x) = %v, want ErrCorruptRecord", b, err)

@@ -113,16 +113,16 @@ func decodeHeader(pchannel string, b []byte) (Header, error) {
 	return decodeHeaderNamed(&named, b)
 }
 
-// DecodeMisplaced decodes b as Decode does a record stored under another
-// name than its own (ErrAnotherPChannel): the name check aside, it is
-// whole, and what it holds tells an operator whose it may be.
-func DecodeMisplaced(b []byte) (Header, wal.MessageID, error) {
-	h, err := decodeHeaderNamed(nil, b)
+// DecodeMisplaced decodes b as Decode does, for a record stored under
+// another name than its own (ErrAnotherPChannel): the name check aside,
+// it is whole, and what it holds tells an operator whose it may be.
+func DecodeMisplaced(b []byte) (h Header, ok bool, id wal.MessageID, err error) {
+	h, err = decodeHeaderNamed(nil, b)
 	if err != nil {
-		return Header{}, nil, err
+		return Header{}, false, nil, err
 	}
-	id, err := wal.Unmarshal(h.WAL, h.ID)
-	return h, id, err
+	id, err = wal.Unmarshal(h.WAL, h.ID)
+	return h, true, id, err
 }
 
 // decodeHeaderNamed decodes a record's header, checking that a version 2
