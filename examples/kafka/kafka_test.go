@@ -163,6 +163,7 @@ func TestConfigRejected(t *testing.T) {
 			c.Pace = func(p int32, _ int) time.Duration { return time.Duration(1-p) * time.Second }
 		},
 		"pace panics": func(c *Config) { c.Pace = func(int32, int) time.Duration { panic("Pace bug") } },
+		"pace exits":  func(c *Config) { c.Pace = func(int32, int) time.Duration { runtime.Goexit(); return 0 } },
 	} {
 		c := good
 		mutate(&c)
@@ -184,20 +185,37 @@ func TestConfigRejected(t *testing.T) {
 
 // A Pace that gives a partition added while the node reads no period
 // ends the node with ErrConfig, as it is refused at the start: a
-// worker's ticker panicked on it, and the process with it.
+// worker's ticker panicked on it, and the process with it; a Goexit
+// in it ended the growth check for good, and no partition added later
+// was read.
 func TestAnAddedPartitionWithNoPaceEndsTheNode(t *testing.T) {
-	brokers := cluster(t, 1)
-	dir := t.TempDir()
-	cfg := Config{Brokers: brokers, Topic: testTopic, Partitions: 1, VChannels: 2,
-		SinkPath: filepath.Join(dir, "sink.db"), Catalog: persistence.NewMemory(), PartitionCheck: 20 * time.Millisecond,
-		Pace: func(p int32, _ int) time.Duration { return time.Duration(1-p) * time.Millisecond }}
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	done := runReady(t, ctx, cfg)
-	addPartitions(t, brokers, 2)
-	err := ended(t, done, 20*time.Second)
-	if !errors.Is(err, ErrConfig) || ctx.Err() != nil || !strings.Contains(err.Error(), "Pace(1, 0) is 0s") {
-		t.Fatalf("Run = %v, want ErrConfig naming Pace(1, 0)", err)
+	for name, c := range map[string]struct {
+		pace func() time.Duration
+		want string
+	}{
+		"zero":  {func() time.Duration { return 0 }, "Pace(1, 0) is 0s"},
+		"exits": {func() time.Duration { runtime.Goexit(); return 0 }, "Pace(1, 0) ended its goroutine (runtime.Goexit)"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			brokers := cluster(t, 1)
+			dir := t.TempDir()
+			cfg := Config{Brokers: brokers, Topic: testTopic, Partitions: 1, VChannels: 2,
+				SinkPath: filepath.Join(dir, "sink.db"), Catalog: persistence.NewMemory(), PartitionCheck: 20 * time.Millisecond,
+				Pace: func(p int32, _ int) time.Duration {
+					if p > 0 {
+						return c.pace()
+					}
+					return time.Millisecond
+				}}
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			done := runReady(t, ctx, cfg)
+			addPartitions(t, brokers, 2)
+			err := ended(t, done, 20*time.Second)
+			if !errors.Is(err, ErrConfig) || ctx.Err() != nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("Run = %v, want ErrConfig saying %s", err, c.want)
+			}
+		})
 	}
 }
 

@@ -136,19 +136,36 @@ func (c *Config) setDefaults(needCatalog bool) error {
 
 // paceOf is pace(p, v), checked: a worker flushes on a ticker, which
 // needs a positive period (time.NewTicker panics on any other), and a
-// panic of the function is an ErrConfig too. Checked for the configured
-// partitions before the node starts, and for one added while it reads as
-// its workers start, which ends the node.
-func paceOf(pace func(int32, int) time.Duration, p int32, v int) (d time.Duration, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			d, err = 0, fmt.Errorf("%w: Pace(%d, %d) panicked: %s", ErrConfig, p, v, shorten.Value(r))
-		}
-	}()
-	if d = pace(p, v); d <= 0 {
-		return 0, fmt.Errorf("%w: Pace(%d, %d) is %v: a worker flushes every Pace, which must be positive", ErrConfig, p, v, d)
+// panic of the function, or its runtime.Goexit, is an ErrConfig too: it
+// runs on a goroutine of its own, since a Goexit would end the caller's,
+// the growth check's, for good. Checked for the configured partitions
+// before the node starts, and for one added while it reads as its
+// workers start, which ends the node.
+func paceOf(pace func(int32, int) time.Duration, p int32, v int) (time.Duration, error) {
+	type result struct {
+		d   time.Duration
+		err error
 	}
-	return d, nil
+	ch := make(chan result, 1)
+	go func() {
+		returned := false
+		defer func() {
+			switch r := recover(); {
+			case r != nil:
+				ch <- result{err: fmt.Errorf("%w: Pace(%d, %d) panicked: %s", ErrConfig, p, v, shorten.Value(r))}
+			case !returned:
+				ch <- result{err: fmt.Errorf("%w: Pace(%d, %d) ended its goroutine (runtime.Goexit)", ErrConfig, p, v)}
+			}
+		}()
+		d := pace(p, v)
+		returned = true
+		ch <- result{d: d}
+	}()
+	r := <-ch
+	if r.err == nil && r.d <= 0 {
+		r.err = fmt.Errorf("%w: Pace(%d, %d) is %v: a worker flushes every Pace, which must be positive", ErrConfig, p, v, r.d)
+	}
+	return r.d, r.err
 }
 
 // Run is the consumer node that keeps its position with lowwater. It
