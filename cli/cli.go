@@ -296,7 +296,7 @@ func Main(ctx context.Context, args []string, getenv func(string) string, stdin 
 	name, rest := global.Arg(0), global.Args()[1:]
 	switch name {
 	case "help":
-		if len(rest) == 1 && isHelpFlag(rest[0]) {
+		if len(rest) == 1 && (isHelpFlag(rest[0]) || rest[0] == "help") {
 			return help(stdout, stderr)
 		}
 		if len(rest) == 1 && (commands[rest[0]].run != nil || rest[0] == "version") {

@@ -224,6 +224,9 @@ func TestCommandHelp(t *testing.T) {
 	out, code = run(t, "help", "--help")
 	require.Equal(t, cli.ExitOK, code)
 	require.Equal(t, help, out, "help --help is the help")
+	out, code = run(t, "help", "help")
+	require.Equal(t, cli.ExitOK, code)
+	require.Equal(t, help, out, "help help is the help")
 	for _, name := range []string{"set", "version"} {
 		out, code = run(t, "help", name)
 		require.Equal(t, cli.ExitOK, code)

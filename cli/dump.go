@@ -192,6 +192,12 @@ type partial struct {
 // nothing: a dump killed part way leaves it behind.
 func createNamedPartial(path string) (*partial, error) {
 	f, err := os.CreateTemp(filepath.Dir(path), ".lowwater-dump-*")
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		// Named as the file it would have been: the name made up for it
+		// was never made.
+		return nil, &os.PathError{Op: "create", Path: path, Err: pe.Err}
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -366,6 +366,20 @@ func testADumpCutShortLeavesNoFile(t *testing.T, create func(path string) (*part
 	require.Len(t, left, 1, "the partial dump is gone: %v", left)
 }
 
+// A partial file that cannot be made is named in the error as the file
+// it would have been: a read-only directory gave the name made up for a
+// file that never was (".lowwater-dump-1117778479").
+func TestAPartialFileNotMadeIsNamedAsItsFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "missing", "d.json")
+	for name, create := range map[string]func(string) (*partial, error){"unnamed": createPartial, "named": createNamedPartial} {
+		_, err := create(path)
+		var pe *os.PathError
+		require.ErrorAs(t, err, &pe, name)
+		require.Equal(t, path, pe.Path, name)
+		require.ErrorIs(t, err, os.ErrNotExist, name)
+	}
+}
+
 // The file a dump is written into, with no name yet, is named in errors
 // (a full disk's) as the file it becomes: "(a dump not yet named)" named
 // a file nobody could find.

@@ -31,8 +31,13 @@ func linkProc(proc, to string) error {
 func createUnnamed(path string, link func(proc, to string) error) (*partial, error) {
 	// Readable too: should the link be refused, the dump is copied.
 	fd, err := unix.Open(filepath.Dir(path), unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
-	if err != nil {
-		return createNamedPartial(path)
+	switch {
+	case errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.EISDIR) || errors.Is(err, unix.EINVAL):
+		return createNamedPartial(path) // no O_TMPFILE here (EISDIR: a kernel before it)
+	case err != nil:
+		// A read-only or full file system, a directory not writable:
+		// named as the file it would have been, not a made-up one.
+		return nil, &os.PathError{Op: "create", Path: path, Err: err}
 	}
 	proc := "/proc/self/fd/" + strconv.Itoa(fd)
 	if _, err := os.Stat(proc); err != nil {
