@@ -644,8 +644,12 @@ func plan(pchannel string, en *persistence.Entry, id wal.MessageID, force bool) 
 	case c == 0:
 		return unchanged, nil
 	case c < 0 && !force:
-		return 0, refused("%s: %s is below the stored %s; lowering needs --force\n%s",
-			shown(pchannel), shownID(id), shownID(en.Checkpoint), replay(en.Checkpoint, id))
+		also := ""
+		if from, to, moved := partitionMoved(en.Checkpoint, id); moved {
+			also = fmt.Sprintf(", and of partition %d, not %d", to, from)
+		}
+		return 0, refused("%s: %s is below the stored %s%s; lowering needs --force\n%s",
+			shown(pchannel), shownID(id), shownID(en.Checkpoint), also, replay(en.Checkpoint, id))
 	case c < 0:
 		return lower, nil
 	}

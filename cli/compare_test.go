@@ -281,6 +281,8 @@ func TestSetToAnotherPartitionNeedsForce(t *testing.T) {
 	require.Equal(t, "lowwater: pp: pulsar:1:2:6@0 is of partition 0, the stored pulsar:1:2:3@4 of partition 4: "+
 		"one pchannel is one partition; --force moves it\n", stderr)
 	require.Equal(t, map[string]string{"pp": "pulsar:1:2:3@4"}, storedIn(t, path))
+	_, stderr, _ = runSplit(t, url, "set", "pp", "pulsar:1:2:1@0")
+	require.Contains(t, stderr, "lowwater: pp: pulsar:1:2:1@0 is below the stored pulsar:1:2:3@4, and of partition 0, not 4; lowering needs --force")
 
 	// Without @P, the stored partition is kept, and a raise goes in.
 	stdout, stderr, code := runSplit(t, url, "set", "pp", "pulsar:1:2:5")

@@ -26,6 +26,20 @@ const (
 	offTerminalHeight = 50
 )
 
+// terminalWidth is the columns of w, a terminal; 0 if it is none, or
+// narrower than the 40 columns the plain view's labels take.
+func terminalWidth(w io.Writer) int {
+	f, ok := w.(*os.File)
+	if !ok {
+		return 0
+	}
+	cols, _, err := term.GetSize(int(f.Fd()))
+	if err != nil || cols < 40 {
+		return 0
+	}
+	return cols
+}
+
 // isTerminal reports whether w is a terminal: the live view needs one.
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
@@ -230,6 +244,12 @@ func renderDashboard(v dashView, rates map[string]float64, width, height int, fi
 		v.names = all[:rows]
 		t, hidden := renderTable(v, rates, width)
 		table, hiddenNote = strings.Split(t, "\n"), nil
+		if n := maxWidth(t); width > 0 && n > width {
+			// Narrower than the columns that never go: cut, a number
+			// would read as another.
+			table = []string{fit(styleWarn.Render(fmt.Sprintf("the table needs %d columns: widen the terminal", n)))}
+			return
+		}
 		if len(hidden) > 0 {
 			hiddenNote = wrapList("hidden to fit: ", hidden, " (widen the terminal)", width)
 		}

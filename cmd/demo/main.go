@@ -182,6 +182,11 @@ func runWith(ctx context.Context, intr *interrupter, args []string, stdin io.Rea
 // runConfig is the demo once its flags are read.
 func runConfig(ctx context.Context, intr *interrupter, cfg config, stdin io.Reader, stdout, stderr io.Writer) int {
 	live := cfg.view == "live" || (cfg.view == "auto" && isTerminal(stdout) && redraws(os.Getenv("TERM")))
+	if w := terminalWidth(stdout); w > 0 {
+		// The plain view and the summary wrap within a narrower
+		// terminal, which broke their lines mid-word again.
+		cfg.width = min(cfg.width, w)
+	}
 
 	dir, cleanup, err := dataDir(cfg.dataDir, stderr)
 	if err != nil {

@@ -802,6 +802,16 @@ func TestRenderDashboardOnASmallTerminal(t *testing.T) {
 			require.NotRegexp(t, `recent events\n[^ ]`, frame, "a title with no line under it")
 		}
 	}
+	// Narrower than the table's columns that never go: no cut number
+	// reads as another; it says so.
+	for _, w := range []int{30, 20} {
+		frame := ansi.Strip(renderDashboard(dashboardOf(3).view(), nil, w, 8, false))
+		require.Zero(t, rowsOf(frame), frame)
+		require.Contains(t, frame, "the table needs ", frame)
+		for _, l := range strings.Split(frame, "\n") {
+			require.LessOrEqual(t, lipgloss.Width(l), w, "%q", l)
+		}
+	}
 	frame := ansi.Strip(renderDashboard(dashboardOf(6).view(), nil, 40, 12, false))
 	lines := strings.Split(frame, "\n")
 	require.Len(t, lines, 12, frame)

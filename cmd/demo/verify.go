@@ -241,7 +241,11 @@ func checkSafe(ev *evidence) check {
 			}
 		}
 	}
-	c.summary = fmt.Sprintf("%s, each a minimum of the simulator's view and of the events", count(saves, "save"))
+	each := "each a minimum"
+	if saves == 1 {
+		each = "a minimum"
+	}
+	c.summary = fmt.Sprintf("%s, %s of the simulator's view and of the events", count(saves, "save"), each)
 	return c
 }
 
@@ -368,7 +372,11 @@ func checkRestart(ev *evidence) check {
 			c.failf("%s: recovered start from catalog=%t, want %t", name, r.fromCatalog, r.inFile != nil)
 		}
 	}
-	c.summary = fmt.Sprintf("%d/%d recovered start IDs equal the last persisted, as read back from the catalog", len(ev.names)-len(c.problems), len(ev.names))
+	ids := "start IDs equal"
+	if len(ev.names) == 1 {
+		ids = "start ID equals"
+	}
+	c.summary = fmt.Sprintf("%d/%d recovered %s the last persisted, as read back from the catalog", len(ev.names)-len(c.problems), len(ev.names), ids)
 	return c
 }
 
