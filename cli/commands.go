@@ -101,7 +101,7 @@ func list(ctx context.Context, e *env, _ []string) error {
 			le := listEntry{PChannel: en.PChannel, WAL: en.WAL, Term: en.Term, Version: en.Version}
 			if en.Err != nil {
 				le.Error = rawCause(en)
-				if unreadable(en) == "BAD NAME" {
+				if errors.As(en.Err, new(*badNameError)) { // misplaced there too
 					le.Quoted = strconv.Quote(en.PChannel)
 				}
 			} else {
@@ -607,9 +607,15 @@ func plan(pchannel string, en *persistence.Entry, id wal.MessageID, force bool) 
 			"so no node recovers from it; give a real offset (0 for the start), "+
 			"or --force to store it all the same", shown(pchannel), shownID(id))
 	}
+	var misplaced *persistence.MisplacedRecordError
 	switch {
 	case en == nil:
 		return create, nil
+	case errors.As(en.Err, &misplaced) && !force:
+		return 0, refused("%s holds %s, written for another pchannel's name (its key damaged, or copied here): "+
+			"write it under its own name first (see verify); --force replaces it", typed(pchannel), holding(misplaced))
+	case misplaced != nil:
+		return replace, nil
 	case en.Err != nil && !force && errors.Is(en.Err, wal.ErrUnknownWAL):
 		// Whole, of a WAL this build was not made with: not corrupt.
 		return 0, refused("%s stores a checkpoint of WAL %s, which this build of lowwater does not know:"+
@@ -688,6 +694,18 @@ func incomparable(id, stored wal.MessageID) string {
 // warnReplay warns of what a forced write costs consumers: they read
 // again what they have read, or, across a WAL switch, lose their place.
 func warnReplay(w io.Writer, act action, pchannel string, en *persistence.Entry, id wal.MessageID) {
+	var misplaced *persistence.MisplacedRecordError
+	if en != nil && errors.As(en.Err, &misplaced) && act != unchanged {
+		// Written over, it is gone, and with it, on bbolt, what held
+		// its own pchannel's node back.
+		fmt.Fprintf(w, "warning: %s: another pchannel's record, holding %s, is dropped: write it under its own name (see verify)\n",
+			typed(pchannel), holding(misplaced))
+	}
+	if en != nil && en.Err == nil && act != unchanged {
+		if from, to, moved := partitionMoved(en.Checkpoint, id); moved {
+			fmt.Fprintf(w, "warning: %s: from partition %d to %d: its consumers seek another partition\n", shown(pchannel), from, to)
+		}
+	}
 	switch {
 	case act != unchanged && wal.CheckPosition(id) != nil:
 		// Whatever it replaces, if anything: what no node recovers from.
@@ -775,8 +793,11 @@ func describe(act action, pchannel string, en *persistence.Entry, id wal.Message
 		v = verb[1]
 	}
 	from := "nothing"
+	var misplaced *persistence.MisplacedRecordError
 	switch {
 	case en == nil:
+	case errors.As(en.Err, &misplaced):
+		from = "a misplaced record holding " + holding(misplaced)
 	case en.Err != nil:
 		from = "a corrupt record"
 	default:
@@ -895,10 +916,13 @@ func del(ctx context.Context, e *env, args []string) error {
 	if misplaced != nil && !e.opts.force {
 		// Another pchannel's checkpoint, maybe the only copy: a bbolt
 		// file holds that pchannel's node back while it is there.
+		set, gone := "'set --force PCHANNEL ID'", "once it is gone, the node of that pchannel starts from its vchannels' checkpoints"
+		if s.etcd != nil {
+			set, gone = "'set PCHANNEL ID'", "it may be the only copy of that pchannel's checkpoint"
+		}
 		return refused("%s holds %s, written for another pchannel's name (its key damaged, or copied here): "+
-			"once it is gone, the node of that pchannel starts from its vchannels' checkpoints; write it "+
-			"under its own name first ('set --force PCHANNEL ID', see verify), or --force deletes it",
-			shown(pchannel), holding(misplaced))
+			"%s; write it under its own name first (%s, see verify), or --force deletes it",
+			typed(pchannel), holding(misplaced), gone, set)
 	}
 	if unknownWAL && !e.opts.force {
 		// Whole, of a WAL this build was not made with: a node built
@@ -933,7 +957,7 @@ func del(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 		s.warn(w)
-		fmt.Fprintf(e.stdout, "%s: would delete %s\n", shown(pchannel), was)
+		fmt.Fprintf(e.stdout, "%s: would delete %s\n", typed(pchannel), was)
 		return nil
 	}
 	sent := false
@@ -944,7 +968,7 @@ func del(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return s.cutShort(ctx, err, pchannel, "deleting", "deleted", sent)
 	}
-	fmt.Fprintf(e.stdout, "%s: deleted %s\n", shown(pchannel), was)
+	fmt.Fprintf(e.stdout, "%s: deleted %s\n", typed(pchannel), was)
 	return nil
 }
 

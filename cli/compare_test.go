@@ -259,11 +259,12 @@ func TestWALSwitchWarns(t *testing.T) {
 	}
 	require.Equal(t, map[string]string{"p": "pulsar:1:2:3@0"}, storedIn(t, path))
 
-	// A replacement within one WAL is no switch.
+	// A replacement within one WAL is no switch; to another partition, it
+	// is said.
 	stdout, stderr, code := runSplit(t, url, "set", "--force", "p", "pulsar:1:2:3@5")
 	require.Equal(t, cli.ExitOK, code, stderr)
 	require.Equal(t, "p: replaced from pulsar:1:2:3@0 to pulsar:1:2:3@5\n", stdout)
-	require.Empty(t, stderr)
+	require.Equal(t, "warning: p: from partition 0 to 5: its consumers seek another partition\n", stderr)
 }
 
 // A Pulsar ID of another partition is refused, raised or not, as at an

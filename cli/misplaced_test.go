@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -101,8 +102,28 @@ func TestAMisplacedRecordUnderABadNameIsTold(t *testing.T) {
 		require.Contains(t, stderr, "MISPLACED: ")
 		_, stderr, code = runSplit(t, url, "delete", "--quoted", strconv.Quote(key))
 		require.Equal(t, cli.ExitRefused, code, stderr)
-		require.Contains(t, stderr, "holds kafka:52")
+		require.Contains(t, stderr, strconv.Quote(key)+" holds kafka:52")
+		// A script reaches it from list --json, by its quoted name.
+		stdout, stderr, code = runSplit(t, url, "list", "--json")
+		require.Equal(t, cli.ExitOK, code, stderr)
+		require.Contains(t, stdout, `"quoted": `+strconv.Quote(strconv.Quote(key)))
 	}
+}
+
+// set over a misplaced record is refused as delete is, naming what it
+// holds, not as over a corrupt record of its own; forced, it says what it
+// drops.
+func TestASetOverAMisplacedRecordSaysWhatItDrops(t *testing.T) {
+	url, path := boltWith(t, map[string]wal.MessageID{"p2": wal.KafkaID(52)})
+	moveRecord(t, path, "p2", "p3")
+	_, stderr, code := runSplit(t, url, "set", "p3", "kafka:1")
+	require.Equal(t, cli.ExitRefused, code, stderr)
+	require.Equal(t, "lowwater: p3 holds kafka:52, written for another pchannel's name (its key damaged, or copied here): "+
+		"write it under its own name first (see verify); --force replaces it\n", stderr)
+	stdout, stderr, code := runSplit(t, url, "set", "--force", "p3", "kafka:1")
+	require.Equal(t, cli.ExitOK, code, stderr)
+	require.Equal(t, "p3: replaced from a misplaced record holding kafka:52 to kafka:1\n", stdout)
+	require.Equal(t, "warning: p3: another pchannel's record, holding kafka:52, is dropped: write it under its own name (see verify)\n", stderr)
 }
 
 // A misplaced record of a WAL this build does not know is told as
@@ -143,8 +164,19 @@ func TestAMisplacedRecordOnEtcdIsToldAsEtcdTreatsIt(t *testing.T) {
 	require.Equal(t, "orders-dml-0: created at kafka:120\n", stdout)
 	_, stderr, code = runSplit(t, catalog, "delete", "nrders-dml-0")
 	require.Equal(t, cli.ExitRefused, code, stderr)
+	require.Contains(t, stderr, "write it under its own name first ('set PCHANNEL ID', see verify)")
 	_, stderr, code = runSplit(t, catalog, "delete", "--force", "nrders-dml-0")
 	require.Equal(t, cli.ExitOK, code, stderr)
+
+	// Under a name no node takes, which only delete --quoted reaches: it
+	// failed on etcd, refused by the check of a name a node takes.
+	for _, key := range []string{"orders-dml-\xb0", "orders-dml-0\x00", strings.Repeat("o", 600)} {
+		_, err = client.Put(ctxT(t), "cli/wal/"+key+"/consume-checkpoint", string(raw))
+		require.NoError(t, err)
+		stdout, stderr, code = runSplit(t, catalog, "delete", "--force", "--quoted", strconv.Quote(key))
+		require.Equal(t, cli.ExitOK, code, stderr)
+		require.Equal(t, strconv.Quote(key)+": deleted a misplaced record holding kafka:120\n", stdout)
+	}
 	_, stderr, code = runSplit(t, catalog, "verify")
 	require.Equal(t, cli.ExitOK, code, stderr)
 }

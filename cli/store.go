@@ -450,13 +450,15 @@ func (o *staleTermClearing) Replace(ctx context.Context, pchannel string, id wal
 	return nil
 }
 
-// emptyName is the catalog a write to the record under the empty
-// pchannel name goes through. Every Catalog call refuses that name, as
-// the contract has it, so its Delete is etcdcatalog's DeleteEmptyName; a
-// Save stays refused, and only delete reaches it.
-type emptyName struct{ *etcdcatalog.Catalog }
+// badName is the catalog a write to the record under a pchannel name no
+// node takes goes through. Every Catalog call refuses such a name, as the
+// contract has it, so its Delete is etcdcatalog's DeleteBadName; a Save
+// stays refused, and only delete reaches it.
+type badName struct{ *etcdcatalog.Catalog }
 
-func (c emptyName) Delete(ctx context.Context, _ string) error { return c.DeleteEmptyName(ctx) }
+func (c badName) Delete(ctx context.Context, pchannel string) error {
+	return c.DeleteBadName(ctx, pchannel)
+}
 
 // replaceRecord writes id in place of pchannel's record, as a lowering or
 // a replacement must (Save refuses them), in one write: there is no
@@ -930,11 +932,11 @@ func (s *store) write(ctx context.Context, pchannel string, ch change, force boo
 	if s.etcd == nil {
 		return fn(s.cat)
 	}
-	if pchannel == "" {
-		// delete --quoted '""': no session can own the empty name, so
-		// there is no owner to ask or to take, and a record there was put
-		// by hand or by another tool.
-		return fn(emptyName{s.etcd})
+	if persistence.ValidatePChannel(pchannel) != nil {
+		// delete --quoted of a name no node takes: no session can own
+		// it, so there is no owner to ask or to take, and a record there
+		// was put by hand or by another tool, or its key was damaged.
+		return fn(badName{s.etcd})
 	}
 	if s.session == nil {
 		// The session lives as long as what the write owes (grace), not

@@ -247,7 +247,11 @@ func renderDashboard(v dashView, rates map[string]float64, width, height int, fi
 		if n := maxWidth(t); width > 0 && n > width {
 			// Narrower than the columns that never go: cut, a number
 			// would read as another.
-			table = []string{fit(styleWarn.Render(fmt.Sprintf("the table needs %d columns: widen the terminal", n)))}
+			say := fmt.Sprintf("the table needs %d columns: widen the terminal", n)
+			if len(say) > width {
+				say = fmt.Sprintf("widen to %d columns", n)
+			}
+			table = []string{fit(styleWarn.Render(say))}
 			return
 		}
 		if len(hidden) > 0 {

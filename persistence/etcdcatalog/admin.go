@@ -39,20 +39,29 @@ func (c *Catalog) Delete(ctx context.Context, pchannel string) error {
 	return nil
 }
 
-// DeleteEmptyName removes the record stored under the empty pchannel
-// name, if there is one. No lowwater writer puts one there (every call
-// refuses the empty name, Delete too, as the Catalog contract has it), so
-// it was written by hand or by another tool; Inspect shows it, and this is
-// how an operator clears it. No session can own the empty name (Own
-// refuses it), so there is no owner to fence the delete or to ask.
-func (c *Catalog) DeleteEmptyName(ctx context.Context) error {
+// DeleteBadName removes the record stored under pchannel, a name no node
+// takes (persistence.ValidatePChannel refuses it: empty, not UTF-8, with
+// a NUL, over 512 bytes), if there is one. No lowwater writer puts one
+// there (every call refuses such a name, Delete too, as the Catalog
+// contract has it), so it was written by hand or by another tool, or its
+// key was damaged; Inspect shows it, and this is how an operator clears
+// it. No session can own such a name (Own refuses it), so there is no
+// owner to fence the delete or to ask. A name a node takes is refused
+// with ErrInvalidArgument: Delete removes its record.
+func (c *Catalog) DeleteBadName(ctx context.Context, pchannel string) error {
+	if persistence.ValidatePChannel(pchannel) == nil {
+		return fmt.Errorf("etcdcatalog: %w: pchannel %q is a name a node takes: Delete removes its record",
+			persistence.ErrInvalidArgument, pchannel)
+	}
 	if err := c.acquire(ctx, "delete", "", nil); err != nil {
 		return err
 	}
 	defer c.release()
-	if _, err := c.etcd.Delete(ctx, c.keys.checkpoint("")); err != nil {
-		return fmt.Errorf("etcdcatalog: delete the record under the empty name: %w", err)
+	key := c.keys.checkpoint(pchannel)
+	if _, err := c.etcd.Delete(ctx, key); err != nil {
+		return fmt.Errorf("etcdcatalog: delete the record under %q: %w", pchannel, err)
 	}
+	c.forget(key)
 	return nil
 }
 
@@ -245,7 +254,7 @@ func (c *Catalog) overwrite(ctx context.Context, pchannel string, checkpoint wal
 // Inspect implements persistence.Inspector: every record under the prefix,
 // read page by page at one revision as LoadAll reads. A record under the
 // empty pchannel name, which LoadAll leaves out, is an Entry too: what an
-// operator cannot see, an operator cannot clear (DeleteEmptyName).
+// operator cannot see, an operator cannot clear (DeleteBadName).
 func (c *Catalog) Inspect(ctx context.Context) ([]persistence.Entry, error) {
 	if err := c.over("", nil); err != nil {
 		return nil, err

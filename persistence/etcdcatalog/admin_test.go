@@ -125,7 +125,7 @@ func TestInspectTellsAMisplacedRecord(t *testing.T) {
 // at <prefix>/wal//consume-checkpoint) was invisible to Inspect, so the
 // operator tool could neither show nor clear it. Inspect shows it; LoadAll
 // still leaves it out, readable or not, as no node can use it; and
-// DeleteEmptyName clears it.
+// DeleteBadName clears it.
 func TestRecordUnderTheEmptyName(t *testing.T) {
 	eps := etcdtest.Start(t)
 	cli := newClient(t, eps)
@@ -158,15 +158,26 @@ func TestRecordUnderTheEmptyName(t *testing.T) {
 	require.ErrorIs(t, entries[0].Err, persistence.ErrCorruptRecord)
 
 	require.ErrorIs(t, cat.Delete(ctxT(t), ""), persistence.ErrInvalidArgument, "as the Catalog contract has it")
-	require.NoError(t, cat.DeleteEmptyName(ctxT(t)))
+	require.NoError(t, cat.DeleteBadName(ctxT(t), ""))
 	left, err := cli.Get(ctxT(t), etcdcatalog.DefaultPrefix+"/wal/", clientv3.WithPrefix())
 	require.NoError(t, err)
 	require.Len(t, left.Kvs, 1)
 	require.Equal(t, checkpointKey("a"), string(left.Kvs[0].Key), "only the empty name's record is gone")
-	require.NoError(t, cat.DeleteEmptyName(ctxT(t)), "deleting nothing")
+	require.NoError(t, cat.DeleteBadName(ctxT(t), ""), "deleting nothing")
+	require.ErrorIs(t, cat.DeleteBadName(ctxT(t), "a"), persistence.ErrInvalidArgument, "a name a node takes is Delete's")
+	got, err := cat.Load(ctxT(t), "a")
+	require.NoError(t, err)
+	require.Equal(t, wal.KafkaID(1), got)
+	// Any name no node takes: a key damaged out of UTF-8, say.
+	_, err = cli.Put(ctxT(t), etcdcatalog.DefaultPrefix+"/wal/a\xb0/consume-checkpoint", string(raw))
+	require.NoError(t, err)
+	require.NoError(t, cat.DeleteBadName(ctxT(t), "a\xb0"))
+	left, err = cli.Get(ctxT(t), etcdcatalog.DefaultPrefix+"/wal/", clientv3.WithPrefix())
+	require.NoError(t, err)
+	require.Len(t, left.Kvs, 1)
 
 	require.NoError(t, cat.Close())
-	require.ErrorIs(t, cat.DeleteEmptyName(ctxT(t)), persistence.ErrClosed)
+	require.ErrorIs(t, cat.DeleteBadName(ctxT(t), ""), persistence.ErrClosed)
 }
 
 // An owner key put without a lease (by hand, or by another tool) is no

@@ -490,7 +490,7 @@ func (c *Catalog) LoadAll(ctx context.Context) (map[string]wal.MessageID, error)
 				// No node can load, save or own the empty name: a record
 				// there is not one of the pchannels a node recovers, and
 				// one it cannot decode must not fail their recovery.
-				// Inspect shows it, and DeleteEmptyName clears it.
+				// Inspect shows it, and DeleteBadName clears it.
 				return nil
 			}
 			rec, err := c.decode(pchannel, kv)

@@ -29,7 +29,7 @@ func TestNilContextIsRefused(t *testing.T) {
 		"Catalog.LoadAll":              func() error { _, err := n.cat.LoadAll(noContext); return err },
 		"Catalog.Save":                 func() error { return n.cat.Save(noContext, "p", wal.KafkaID(9)) },
 		"Catalog.Delete":               func() error { return n.cat.Delete(noContext, "p") },
-		"Catalog.DeleteEmptyName":      func() error { return n.cat.DeleteEmptyName(noContext) },
+		"Catalog.DeleteBadName":        func() error { return n.cat.DeleteBadName(noContext, "") },
 		"Catalog.Replace":              func() error { return n.cat.Replace(noContext, "p", wal.KafkaID(1)) },
 		"Catalog.Inspect":              func() error { _, err := n.cat.Inspect(noContext); return err },
 		"Catalog.OwnerTerm":            func() error { _, err := n.cat.OwnerTerm(noContext, "p"); return err },
