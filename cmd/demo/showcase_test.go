@@ -807,8 +807,7 @@ func TestRenderDashboardOnASmallTerminal(t *testing.T) {
 	for _, w := range []int{30, 20} {
 		frame := ansi.Strip(renderDashboard(dashboardOf(3).view(), nil, w, 8, false))
 		require.Zero(t, rowsOf(frame), frame)
-		require.Regexp(t, `the table needs 3\d columns: widen the terminal|widen to 3\d columns`, frame)
-		require.NotContains(t, frame, "…", frame)
+		require.Regexp(t, `(?m)^(the table needs 3\d columns: widen the terminal|widen to 3\d columns)$`, frame, "said whole")
 		for _, l := range strings.Split(frame, "\n") {
 			require.LessOrEqual(t, lipgloss.Width(l), w, "%q", l)
 		}
