@@ -184,11 +184,11 @@ func get(ctx context.Context, e *env, args []string) error {
 			fmt.Fprint(e.stdout, ownerLines(pchannel, owner, nil))
 		}
 		if cause := s.misplacedBeside(ctx, pchannel); cause != "" {
-			return &exitError{code: ExitCorrupt, err: fmt.Errorf("%s: %s", shown(pchannel), cause)}
+			return &exitError{code: ExitCorrupt, err: fmt.Errorf("%s: %s", typed(pchannel), cause)}
 		}
-		return &exitError{code: ExitNotFound, err: fmt.Errorf("%s: no checkpoint stored", shown(pchannel))}
+		return &exitError{code: ExitNotFound, err: fmt.Errorf("%s: no checkpoint stored", typed(pchannel))}
 	}
-	fmt.Fprintf(e.stdout, "pchannel    %s\n", shown(en.PChannel))
+	fmt.Fprintf(e.stdout, "pchannel    %s\n", typed(en.PChannel))
 	fmt.Fprintf(e.stdout, "wal         %s\n", walShown(en.WAL))
 	if en.Err != nil {
 		fmt.Fprintf(e.stdout, "checkpoint  %s: %s\n", unreadable(en), cause(en))
@@ -650,12 +650,13 @@ func plan(pchannel string, en *persistence.Entry, id wal.MessageID, force bool) 
 	case c == 0:
 		return unchanged, nil
 	case c < 0 && !force:
-		also := ""
+		also, then := "", "\n"+replay(en.Checkpoint, id)
 		if from, to, moved := partitionMoved(en.Checkpoint, id); moved {
-			also = fmt.Sprintf(", and of partition %d, not %d", to, from)
+			// Positions of two partitions bound no replay.
+			also, then = fmt.Sprintf(", and of partition %d, not %d", to, from), ""
 		}
-		return 0, refused("%s: %s is below the stored %s%s; lowering needs --force\n%s",
-			shown(pchannel), shownID(id), shownID(en.Checkpoint), also, replay(en.Checkpoint, id))
+		return 0, refused("%s: %s is below the stored %s%s; lowering needs --force%s",
+			shown(pchannel), shownID(id), shownID(en.Checkpoint), also, then)
 	case c < 0:
 		return lower, nil
 	}
@@ -700,10 +701,13 @@ func warnReplay(w io.Writer, act action, pchannel string, en *persistence.Entry,
 		// its own pchannel's node back.
 		fmt.Fprintf(w, "warning: %s: another pchannel's record, holding %s, is dropped: write it under its own name (see verify)\n",
 			typed(pchannel), holding(misplaced))
+		return // not this pchannel's: no replay of its, nor a switch of its WAL
 	}
 	if en != nil && en.Err == nil && act != unchanged {
 		if from, to, moved := partitionMoved(en.Checkpoint, id); moved {
+			// Positions of two partitions bound no replay.
 			fmt.Fprintf(w, "warning: %s: from partition %d to %d: its consumers seek another partition\n", shown(pchannel), from, to)
+			return
 		}
 	}
 	switch {

@@ -124,6 +124,22 @@ func TestASetOverAMisplacedRecordSaysWhatItDrops(t *testing.T) {
 	require.Equal(t, cli.ExitOK, code, stderr)
 	require.Equal(t, "p3: replaced from a misplaced record holding kafka:52 to kafka:1\n", stdout)
 	require.Equal(t, "warning: p3: another pchannel's record, holding kafka:52, is dropped: write it under its own name (see verify)\n", stderr)
+
+	// Of another WAL, it is no switch of p3's WAL: p3 had none.
+	moveRecord(t, path, "p3", "p4")
+	plantRaw(t, path, "p5", reencodeWAL(t, mustEncode(t, "p6", wal.KafkaID(1)), "fancy"))
+	_, stderr, code = runSplit(t, url, "set", "--force", "p5", "kafka:1")
+	require.Equal(t, cli.ExitOK, code, stderr)
+	require.Equal(t, "warning: p5: another pchannel's record, holding a checkpoint of WAL fancy that this build cannot read, is dropped: "+
+		"write it under its own name (see verify)\n", stderr)
+}
+
+// mustEncode is pchannel's record of id.
+func mustEncode(t *testing.T, pchannel string, id wal.MessageID) []byte {
+	t.Helper()
+	raw, err := persistence.EncodeRecord(pchannel, persistence.Record{Checkpoint: id})
+	require.NoError(t, err)
+	return raw
 }
 
 // A misplaced record of a WAL this build does not know is told as
