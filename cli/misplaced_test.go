@@ -3,8 +3,6 @@ package cli_test
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
-	"hash/crc32"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,6 +13,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/lowwater/lowwater/cli"
+	"github.com/lowwater/lowwater/internal/testkit/recordtest"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/wal"
 )
@@ -127,7 +126,7 @@ func TestASetOverAMisplacedRecordSaysWhatItDrops(t *testing.T) {
 
 	// Of another WAL, it is no switch of p3's WAL: p3 had none.
 	moveRecord(t, path, "p3", "p4")
-	plantRaw(t, path, "p5", reencodeWAL(t, mustEncode(t, "p6", wal.KafkaID(1)), "fancy"))
+	plantRaw(t, path, "p5", recordtest.WithWAL(mustEncode(t, "p6", wal.KafkaID(1)), "fancy"))
 	_, stderr, code = runSplit(t, url, "set", "--force", "p5", "kafka:1")
 	require.Equal(t, cli.ExitOK, code, stderr)
 	require.Equal(t, "warning: p5: another pchannel's record, holding a checkpoint of WAL fancy that this build cannot read, is dropped: "+
@@ -148,7 +147,7 @@ func TestAMisplacedRecordOfAnUnknownWALIsTold(t *testing.T) {
 	url, path := boltWith(t, map[string]wal.MessageID{"p2": wal.KafkaID(52)})
 	raw, err := persistence.EncodeRecord("p5", persistence.Record{Checkpoint: wal.KafkaID(1), Term: 4})
 	require.NoError(t, err)
-	plantRaw(t, path, "p9", reencodeWAL(t, raw, "fancy"))
+	plantRaw(t, path, "p9", recordtest.WithWAL(raw, "fancy"))
 	stdout, stderr, code := runSplit(t, url, "verify")
 	require.Equal(t, cli.ExitCorrupt, code, stderr)
 	require.Contains(t, stdout, `MISPLACED  p9: another pchannel's record: its key was damaged, or it was copied under this name; `+
@@ -251,17 +250,4 @@ func writeDumpFile(t *testing.T, checkpoints string) string {
 	path := filepath.Join(t.TempDir(), "d.json")
 	require.NoError(t, os.WriteFile(path, []byte(`{"format":"lowwater-checkpoints/1","checkpoints":[`+checkpoints+`]}`), 0o600))
 	return path
-}
-
-// reencodeWAL rewrites the WAL name of a whole record, and its checksum:
-// a record as a build with that WAL wrote it.
-func reencodeWAL(t *testing.T, rec []byte, name string) []byte {
-	t.Helper()
-	body := rec[:len(rec)-4]
-	nameLen := int(body[9])
-	out := append([]byte{}, body[:9]...)
-	out = append(out, byte(len(name)))
-	out = append(out, name...)
-	out = append(out, body[10+nameLen:]...) // the ID and the name check
-	return binary.BigEndian.AppendUint32(out, crc32.Checksum(out, crc32.MakeTable(crc32.Castagnoli)))
 }

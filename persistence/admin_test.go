@@ -2,14 +2,13 @@ package persistence_test
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/lowwater/lowwater/internal/testkit/recordtest"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/wal"
 )
@@ -23,7 +22,7 @@ func foreignRecord(t *testing.T, pchannel string) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return reencodeWithWAL(t, good, "nosuchwal")
+	return recordtest.WithWAL(good, "nosuchwal")
 }
 
 func TestInspectListsEveryRecord(t *testing.T) {
@@ -165,17 +164,4 @@ func wantReadOnly(t *testing.T, call string, err error, path, op, pchannel strin
 	if !errors.Is(err, persistence.ErrReadOnly) || err.Error() != want {
 		t.Fatalf("%s on a read-only Bolt = %v, want %q (ErrReadOnly)", call, err, want)
 	}
-}
-
-// reencodeWithWAL rewrites the WAL name of a valid record and its checksum,
-// so that the record is well formed but names another WAL.
-func reencodeWithWAL(t *testing.T, rec []byte, name string) []byte {
-	t.Helper()
-	body := rec[:len(rec)-4]
-	nameLen := int(body[9])
-	out := append([]byte{}, body[:9]...)
-	out = append(out, byte(len(name)))
-	out = append(out, name...)
-	out = append(out, body[10+nameLen:]...) // the ID and the name check
-	return binary.BigEndian.AppendUint32(out, crc32.Checksum(out, crc32.MakeTable(crc32.Castagnoli)))
 }
