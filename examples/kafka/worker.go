@@ -150,18 +150,19 @@ func startPipeline(cfg *Config, sink *Sink, starts []int64, fail context.CancelC
 // add starts the workers of partition p, the one after the last, from
 // start. It reports false, starting none, once the pipeline is stopping.
 func (pl *pipeline) add(p int32, start int64) bool {
-	pl.mu.Lock()
-	defer pl.mu.Unlock()
-	if pl.stopped || int(p) != len(pl.workers) {
-		return false
-	}
+	// Asked outside the lock: Pace is the caller's code.
 	paces := make([]time.Duration, pl.vchannels)
 	for v := range paces {
 		var err error
 		if paces[v], err = paceOf(pl.pace, p, v); err != nil {
-			pl.failLocked(err)
+			pl.abort(err)
 			return false
 		}
+	}
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if pl.stopped || int(p) != len(pl.workers) {
+		return false
 	}
 	ws := make([]*worker, pl.vchannels)
 	for v := range ws {
@@ -264,15 +265,10 @@ func (pl *pipeline) send(ctx context.Context, w *worker, it item) bool {
 // abort ends the node with err, unless it failed already.
 func (pl *pipeline) abort(err error) {
 	pl.mu.Lock()
-	defer pl.mu.Unlock()
-	pl.failLocked(err)
-}
-
-// failLocked is abort with pl.mu held.
-func (pl *pipeline) failLocked(err error) {
 	if pl.err == nil {
 		pl.err = err
 	}
+	pl.mu.Unlock()
 	pl.fail(err)
 }
 
