@@ -152,6 +152,7 @@ func TestAMisplacedRecordOfAnUnknownWALIsTold(t *testing.T) {
 	require.Equal(t, cli.ExitCorrupt, code, stderr)
 	require.Contains(t, stdout, `MISPLACED  p9: another pchannel's record: its key was damaged, or it was copied under this name; `+
 		`it holds a checkpoint of WAL "fancy" that cannot be read here`)
+	require.Contains(t, stderr, "UNKNOWN WAL: read with a lowwater built with that WAL", "the ID it holds is read so")
 	stdout, stderr, code = runSplit(t, url, "list")
 	require.Equal(t, cli.ExitOK, code, stderr)
 	require.Regexp(t, `p9 +fancy +MISPLACED +4 +2`, stdout)
