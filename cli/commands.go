@@ -704,6 +704,9 @@ func warnReplay(w io.Writer, act action, pchannel string, en *persistence.Entry,
 		// its own pchannel's node back.
 		fmt.Fprintf(w, "warning: %s: another pchannel's record, holding %s, is dropped: write it under its own name (see verify)\n",
 			typed(pchannel), holding(misplaced))
+		if wal.CheckPosition(id) != nil {
+			fmt.Fprintf(w, "warning: %s: %s\n", shown(pchannel), noOffset(id)) // whatever it replaces
+		}
 		return // not this pchannel's: no replay of its, nor a switch of its WAL
 	}
 	if en != nil && en.Err == nil && act != unchanged {

@@ -124,6 +124,15 @@ func TestASetOverAMisplacedRecordSaysWhatItDrops(t *testing.T) {
 	require.Equal(t, "p3: replaced from a misplaced record holding kafka:52 to kafka:1\n", stdout)
 	require.Equal(t, "warning: p3: another pchannel's record, holding kafka:52, is dropped: write it under its own name (see verify)\n", stderr)
 
+	// A sentinel forced over it is said too, as over anything.
+	moveRecord(t, path, "p3", "p7")
+	plantRaw(t, path, "p3", mustEncode(t, "p2", wal.KafkaID(52)))
+	_, stderr, code = runSplit(t, url, "set", "--force", "p3", "kafka:-1")
+	require.Equal(t, cli.ExitOK, code, stderr)
+	require.Equal(t, "warning: p3: another pchannel's record, holding kafka:52, is dropped: write it under its own name (see verify)\n"+
+		"warning: p3: kafka:-1 is no offset (Kafka's clients read -1 as the end of the log and -2 as its start): "+
+		"no node recovers from it until 'set' gives an offset\n", stderr)
+
 	// Of another WAL, it is no switch of p3's WAL: p3 had none.
 	moveRecord(t, path, "p3", "p4")
 	plantRaw(t, path, "p5", recordtest.WithWAL(mustEncode(t, "p6", wal.KafkaID(1)), "fancy"))
