@@ -425,13 +425,14 @@ func verify(ctx context.Context, e *env, _ []string) error {
 func verifyHints(meta *persistence.MetaDamage, onBolt bool) []verifyHint {
 	// A bbolt Load that finds nothing fails beside such a record; etcd's
 	// keys are not damaged in place, and its Load does not look.
-	misplacedHolds := "while it is stored, a node of a pchannel with nothing stored does not start, " +
-		"as the record may be that one's: write it under the pchannel it belongs to, " +
-		"'set --force PCHANNEL ID' with the ID it holds, then 'delete --force' it"
+	misplacedHolds := "while it is stored, a node of the pchannel it was written for, with nothing stored, " +
+		"does not start (that pchannel is named when the key is its name damaged in one byte): write it under " +
+		"that pchannel, 'set --force PCHANNEL ID' with the ID it holds, then 'delete' it (with --force when none is named)"
 	if !onBolt {
-		misplacedHolds = "a node of the pchannel it belongs to, with nothing stored, starts from " +
-			"its vchannels' checkpoints: write it under that pchannel first, 'set PCHANNEL ID' " +
-			"with the ID it holds, then 'delete --force' it"
+		misplacedHolds = "a node of the pchannel it was written for, with nothing stored, starts from its " +
+			"vchannels' checkpoints (that pchannel is named when the key is its name damaged in one byte): " +
+			"write it under that pchannel first, 'set PCHANNEL ID' with the ID it holds, then 'delete' it " +
+			"(with --force when none is named)"
 	}
 	return []verifyHint{
 		{"CORRUPT", "repair with 'set --force PCHANNEL ID' or 'delete PCHANNEL'"},
@@ -615,8 +616,8 @@ func plan(pchannel string, en *persistence.Entry, id wal.MessageID, force bool) 
 	case en == nil:
 		return create, nil
 	case errors.As(en.Err, &misplaced) && !force:
-		return 0, refused("%s holds %s, written for another pchannel's name (its key damaged, or copied here): "+
-			"write it under its own name first (see verify); --force replaces it", typed(pchannel), holding(misplaced))
+		return 0, refused("%s holds %s, written for %s (its key damaged, or copied here): "+
+			"write it under its own name first (see verify); --force replaces it", typed(pchannel), holding(misplaced), writtenFor(misplaced))
 	case misplaced != nil:
 		return replace, nil
 	case en.Err != nil && !force && errors.Is(en.Err, wal.ErrUnknownWAL):
@@ -702,8 +703,8 @@ func warnReplay(w io.Writer, act action, pchannel string, en *persistence.Entry,
 	if en != nil && errors.As(en.Err, &misplaced) && act != unchanged {
 		// Written over, it is gone, and with it, on bbolt, what held
 		// its own pchannel's node back.
-		fmt.Fprintf(w, "warning: %s: another pchannel's record, holding %s, is dropped: write it under its own name (see verify)\n",
-			typed(pchannel), holding(misplaced))
+		fmt.Fprintf(w, "warning: %s: %s, holding %s, is dropped: write it under its own name (see verify)\n",
+			typed(pchannel), recordOf(misplaced), holding(misplaced))
 		if wal.CheckPosition(id) != nil {
 			fmt.Fprintf(w, "warning: %s: %s\n", shown(pchannel), noOffset(id)) // whatever it replaces
 		}
@@ -925,14 +926,22 @@ func del(ctx context.Context, e *env, args []string) error {
 	ch := change{act: remove, en: &en}
 	if misplaced != nil && !e.opts.force {
 		// Another pchannel's checkpoint, maybe the only copy: a bbolt
-		// file holds that pchannel's node back while it is there.
-		set, gone := "'set --force PCHANNEL ID'", "once it is gone, the node of that pchannel starts from its vchannels' checkpoints"
-		if s.etcd != nil {
-			set, gone = "'set PCHANNEL ID'", "it may be the only copy of that pchannel's checkpoint"
+		// file holds that pchannel's node back while it is there. Once
+		// written under its own name, it is a copy.
+		if own, ok := storedUnder(byName, misplaced); ok {
+			was += fmt.Sprintf(" (%s, whose it was, holds %s)", typed(misplaced.WrittenFor), shownID(own))
+		} else {
+			set, gone := "'set --force PCHANNEL ID'", "once it is gone, the node of that pchannel starts from its vchannels' checkpoints"
+			if s.etcd != nil {
+				set, gone = "'set PCHANNEL ID'", "it may be the only copy of that pchannel's checkpoint"
+			}
+			if misplaced.WrittenFor != "" && misplaced.Checkpoint != nil {
+				set = strings.Replace(set, "PCHANNEL ID", typed(misplaced.WrittenFor)+" "+shownID(misplaced.Checkpoint), 1)
+			}
+			return refused("%s holds %s, written for %s (its key damaged, or copied here): "+
+				"%s; write it under its own name first (%s, see verify), or --force deletes it",
+				typed(pchannel), holding(misplaced), writtenFor(misplaced), gone, set)
 		}
-		return refused("%s holds %s, written for another pchannel's name (its key damaged, or copied here): "+
-			"%s; write it under its own name first (%s, see verify), or --force deletes it",
-			typed(pchannel), holding(misplaced), gone, set)
 	}
 	if unknownWAL && !e.opts.force {
 		// Whole, of a WAL this build was not made with: a node built
@@ -980,6 +989,36 @@ func del(ctx context.Context, e *env, args []string) error {
 	}
 	fmt.Fprintf(e.stdout, "%s: deleted %s\n", typed(pchannel), was)
 	return nil
+}
+
+// writtenFor is the pchannel a misplaced record was written for, as far
+// as its check tells (persistence.MisplacedRecordError.WrittenFor).
+func writtenFor(m *persistence.MisplacedRecordError) string {
+	if m.WrittenFor == "" {
+		return "another pchannel's name"
+	}
+	return typed(m.WrittenFor)
+}
+
+// recordOf is whose a misplaced record is, as a warning names it.
+func recordOf(m *persistence.MisplacedRecordError) string {
+	if m.WrittenFor == "" {
+		return "another pchannel's record"
+	}
+	return "the record of " + typed(m.WrittenFor)
+}
+
+// storedUnder is the checkpoint stored under the name a misplaced record
+// was written for, when it is at or above the one the record holds: the
+// record is then a copy of what its pchannel has, and deleting it loses
+// nothing.
+func storedUnder(byName map[string]persistence.Entry, m *persistence.MisplacedRecordError) (wal.MessageID, bool) {
+	own, ok := byName[m.WrittenFor]
+	if m.WrittenFor == "" || m.Checkpoint == nil || !ok || own.Err != nil || own.Checkpoint == nil {
+		return nil, false
+	}
+	c, err := wal.Compare(own.Checkpoint, m.Checkpoint)
+	return own.Checkpoint, err == nil && c >= 0
 }
 
 // holding is what a misplaced record holds, as the tool shows it.

@@ -24,7 +24,8 @@ import (
 // deleted. get of the real name said "no checkpoint stored" while a node
 // of it refused to start; verify advised 'set --force' on the damaged
 // name, which made a clean record under the wrong one, and the node then
-// started from nothing.
+// started from nothing. verify names whose it is, and once it is written
+// under that name, delete needs no --force: it is a copy.
 func TestAMisplacedRecordIsToldAndRepaired(t *testing.T) {
 	url, path := boltWith(t, map[string]wal.MessageID{"orders-dml-0": wal.KafkaID(120)})
 	moveRecord(t, path, "orders-dml-0", "nrders-dml-0")
@@ -34,22 +35,30 @@ func TestAMisplacedRecordIsToldAndRepaired(t *testing.T) {
 	stdout, stderr, code := runSplit(t, url, "get", "orders-dml-0")
 	require.Equal(t, cli.ExitCorrupt, code, stderr)
 	require.Empty(t, stdout)
-	require.Contains(t, stderr, `orders-dml-0: nothing stored under this name, but `+path+` holds a record under "nrders-dml-0"`)
+	require.Contains(t, stderr, `orders-dml-0: nothing stored under this name, but `+path+` holds a record under "nrders-dml-0" that was written for this one`)
 	require.Contains(t, stderr, "(lowwater verify says how to repair it)\n")
 
 	stdout, stderr, code = runSplit(t, url, "verify")
 	require.Equal(t, cli.ExitCorrupt, code, stderr)
-	require.Equal(t, "MISPLACED  nrders-dml-0: another pchannel's record: its key was damaged, or it was copied under this name; it holds kafka:120\n"+
-		"1 record, 1 unreadable\n", stdout)
+	require.Equal(t, "MISPLACED  nrders-dml-0: another pchannel's record: its key was damaged, or it was copied under this name; it holds kafka:120, "+
+		"written for \"orders-dml-0\"\n1 record, 1 unreadable\n", stdout)
 	require.Contains(t, stderr, "MISPLACED: a whole record under another name")
-	require.Contains(t, stderr, "a node of a pchannel with nothing stored does not start")
-	require.Contains(t, stderr, "'set --force PCHANNEL ID' with the ID it holds, then 'delete --force' it")
+	require.Contains(t, stderr, "a node of the pchannel it was written for, with nothing stored, does not start")
+	require.Contains(t, stderr, "'set --force PCHANNEL ID' with the ID it holds, then 'delete' it (with --force when none is named)")
+
+	// It holds back orders-dml-0 alone: another pchannel is created as ever.
+	_, stderr, code = runSplit(t, url, "get", "payments-0")
+	require.Equal(t, cli.ExitNotFound, code, stderr)
+	require.Equal(t, "lowwater: payments-0: no checkpoint stored\n", stderr)
+	stdout, stderr, code = runSplit(t, url, "set", "--dry-run", "payments-0", "kafka:1")
+	require.Equal(t, cli.ExitOK, code, stderr)
+	require.Equal(t, "payments-0: would create at kafka:1\n", stdout)
 
 	for _, args := range [][]string{{"set", "orders-dml-0", "kafka:120"}, {"set", "--dry-run", "orders-dml-0", "kafka:120"}} {
 		stdout, stderr, code = runSplit(t, append([]string{url}, args...)...)
 		require.Equal(t, cli.ExitRefused, code, "%v: %s", args, stderr)
 		require.Empty(t, stdout)
-		require.Contains(t, stderr, "may be this one's under a damaged key")
+		require.Contains(t, stderr, "that was written for this one, its key damaged or the record copied there")
 		require.Contains(t, stderr, "--force writes it all the same")
 	}
 	after, err := os.ReadFile(path)
@@ -59,18 +68,23 @@ func TestAMisplacedRecordIsToldAndRepaired(t *testing.T) {
 	stdout, stderr, code = runSplit(t, url, "set", "--force", "--dry-run", "orders-dml-0", "kafka:120")
 	require.Equal(t, cli.ExitOK, code, stderr)
 	require.Equal(t, "orders-dml-0: would create at kafka:120\n", stdout)
-	stdout, stderr, code = runSplit(t, url, "set", "--force", "orders-dml-0", "kafka:120")
-	require.Equal(t, cli.ExitOK, code, stderr)
-	require.Equal(t, "orders-dml-0: created at kafka:120\n", stdout)
-	// Its checkpoint may be the only copy: deleting it needs --force.
+	// Its checkpoint is the only copy: deleting it needs --force, and the
+	// refusal says how to keep it.
 	for _, args := range [][]string{{"delete", "nrders-dml-0"}, {"delete", "--dry-run", "nrders-dml-0"}} {
 		_, stderr, code = runSplit(t, append([]string{url}, args...)...)
 		require.Equal(t, cli.ExitRefused, code, "%v: %s", args, stderr)
-		require.Contains(t, stderr, "nrders-dml-0 holds kafka:120, written for another pchannel's name")
+		require.Contains(t, stderr, "nrders-dml-0 holds kafka:120, written for orders-dml-0 (its key damaged, or copied here)")
+		require.Contains(t, stderr, "write it under its own name first ('set --force orders-dml-0 kafka:120', see verify)")
 	}
-	stdout, stderr, code = runSplit(t, url, "delete", "--force", "nrders-dml-0")
+	stdout, stderr, code = runSplit(t, url, "set", "--force", "orders-dml-0", "kafka:120")
 	require.Equal(t, cli.ExitOK, code, stderr)
-	require.Equal(t, "nrders-dml-0: deleted a misplaced record holding kafka:120\n", stdout)
+	require.Equal(t, "orders-dml-0: created at kafka:120\n", stdout)
+	stdout, stderr, code = runSplit(t, url, "delete", "--dry-run", "nrders-dml-0")
+	require.Equal(t, cli.ExitOK, code, stderr)
+	require.Equal(t, "nrders-dml-0: would delete a misplaced record holding kafka:120 (orders-dml-0, whose it was, holds kafka:120)\n", stdout)
+	stdout, stderr, code = runSplit(t, url, "delete", "nrders-dml-0")
+	require.Equal(t, cli.ExitOK, code, stderr)
+	require.Equal(t, "nrders-dml-0: deleted a misplaced record holding kafka:120 (orders-dml-0, whose it was, holds kafka:120)\n", stdout)
 
 	require.Equal(t, map[string]string{"orders-dml-0": "kafka:120"}, storedIn(t, path))
 	_, stderr, code = runSplit(t, url, "verify")
@@ -97,7 +111,7 @@ func TestAMisplacedRecordUnderABadNameIsTold(t *testing.T) {
 		stdout, stderr, code := runSplit(t, url, "verify")
 		require.Equal(t, cli.ExitCorrupt, code, stderr)
 		require.Equal(t, "MISPLACED  "+strconv.Quote(key)+": another pchannel's record: its key was damaged, "+
-			"or it was copied under this name; it holds kafka:52\n1 record, 1 unreadable\n", stdout)
+			"or it was copied under this name; it holds kafka:52, written for \"p2\"\n1 record, 1 unreadable\n", stdout)
 		require.Contains(t, stderr, "MISPLACED: ")
 		_, stderr, code = runSplit(t, url, "delete", "--quoted", strconv.Quote(key))
 		require.Equal(t, cli.ExitRefused, code, stderr)
@@ -117,25 +131,26 @@ func TestASetOverAMisplacedRecordSaysWhatItDrops(t *testing.T) {
 	moveRecord(t, path, "p2", "p3")
 	_, stderr, code := runSplit(t, url, "set", "p3", "kafka:1")
 	require.Equal(t, cli.ExitRefused, code, stderr)
-	require.Equal(t, "lowwater: p3 holds kafka:52, written for another pchannel's name (its key damaged, or copied here): "+
+	require.Equal(t, "lowwater: p3 holds kafka:52, written for p2 (its key damaged, or copied here): "+
 		"write it under its own name first (see verify); --force replaces it\n", stderr)
 	stdout, stderr, code := runSplit(t, url, "set", "--force", "p3", "kafka:1")
 	require.Equal(t, cli.ExitOK, code, stderr)
 	require.Equal(t, "p3: replaced from a misplaced record holding kafka:52 to kafka:1\n", stdout)
-	require.Equal(t, "warning: p3: another pchannel's record, holding kafka:52, is dropped: write it under its own name (see verify)\n", stderr)
+	require.Equal(t, "warning: p3: the record of p2, holding kafka:52, is dropped: write it under its own name (see verify)\n", stderr)
 
 	// A sentinel forced over it is said too, as over anything.
 	moveRecord(t, path, "p3", "p7")
 	plantRaw(t, path, "p3", mustEncode(t, "p2", wal.KafkaID(52)))
 	_, stderr, code = runSplit(t, url, "set", "--force", "p3", "kafka:-1")
 	require.Equal(t, cli.ExitOK, code, stderr)
-	require.Equal(t, "warning: p3: another pchannel's record, holding kafka:52, is dropped: write it under its own name (see verify)\n"+
+	require.Equal(t, "warning: p3: the record of p2, holding kafka:52, is dropped: write it under its own name (see verify)\n"+
 		"warning: p3: kafka:-1 is no offset (Kafka's clients read -1 as the end of the log and -2 as its start): "+
 		"no node recovers from it until 'set' gives an offset\n", stderr)
 
 	// Of another WAL, it is no switch of p3's WAL: p3 had none.
 	moveRecord(t, path, "p3", "p4")
-	plantRaw(t, path, "p5", recordtest.WithWAL(mustEncode(t, "p6", wal.KafkaID(1)), "fancy"))
+	// Copied from a name further off than a byte: whose it is is not told.
+	plantRaw(t, path, "p5", recordtest.WithWAL(mustEncode(t, "elsewhere-6", wal.KafkaID(1)), "fancy"))
 	_, stderr, code = runSplit(t, url, "set", "--force", "p5", "kafka:1")
 	require.Equal(t, cli.ExitOK, code, stderr)
 	require.Equal(t, "warning: p5: another pchannel's record, holding a checkpoint of WAL fancy that this build cannot read, is dropped: "+
@@ -167,7 +182,7 @@ func TestAMisplacedRecordOfAnUnknownWALIsTold(t *testing.T) {
 	require.Regexp(t, `p9 +fancy +MISPLACED +4 +2`, stdout)
 	_, stderr, code = runSplit(t, url, "delete", "p9")
 	require.Equal(t, cli.ExitRefused, code, stderr)
-	require.Contains(t, stderr, `p9 holds a checkpoint of WAL fancy that this build cannot read, written for another pchannel's name`)
+	require.Contains(t, stderr, `p9 holds a checkpoint of WAL fancy that this build cannot read, written for p5`)
 }
 
 // On etcd a Load does not look for misplaced records, and a node of the
@@ -182,16 +197,19 @@ func TestAMisplacedRecordOnEtcdIsToldAsEtcdTreatsIt(t *testing.T) {
 	stdout, stderr, code := runSplit(t, catalog, "verify")
 	require.Equal(t, cli.ExitCorrupt, code, stderr)
 	require.Contains(t, stdout, "MISPLACED  nrders-dml-0: ")
-	require.Contains(t, stderr, "a node of the pchannel it belongs to, with nothing stored, starts from its vchannels' checkpoints")
+	require.Contains(t, stderr, "a node of the pchannel it was written for, with nothing stored, starts from its vchannels' checkpoints")
 	require.NotContains(t, stderr, "does not start")
+	_, stderr, code = runSplit(t, catalog, "delete", "nrders-dml-0")
+	require.Equal(t, cli.ExitRefused, code, stderr)
+	require.Contains(t, stderr, "it may be the only copy of that pchannel's checkpoint; write it under its own name first "+
+		"('set orders-dml-0 kafka:120', see verify)")
 	stdout, stderr, code = runSplit(t, catalog, "set", "orders-dml-0", "kafka:120")
 	require.Equal(t, cli.ExitOK, code, stderr)
 	require.Equal(t, "orders-dml-0: created at kafka:120\n", stdout)
-	_, stderr, code = runSplit(t, catalog, "delete", "nrders-dml-0")
-	require.Equal(t, cli.ExitRefused, code, stderr)
-	require.Contains(t, stderr, "write it under its own name first ('set PCHANNEL ID', see verify)")
-	_, stderr, code = runSplit(t, catalog, "delete", "--force", "nrders-dml-0")
+	// Written under its own name, it is a copy: delete needs no --force.
+	stdout, stderr, code = runSplit(t, catalog, "delete", "nrders-dml-0")
 	require.Equal(t, cli.ExitOK, code, stderr)
+	require.Equal(t, "nrders-dml-0: deleted a misplaced record holding kafka:120 (orders-dml-0, whose it was, holds kafka:120)\n", stdout)
 
 	// Under a name no node takes, which only delete --quoted reaches: it
 	// failed on etcd, refused by the check of a name a node takes.
@@ -206,21 +224,23 @@ func TestAMisplacedRecordOnEtcdIsToldAsEtcdTreatsIt(t *testing.T) {
 	require.Equal(t, cli.ExitOK, code, stderr)
 }
 
-// A restore that creates pchannels beside a misplaced record is refused
-// as set is, before anything is written, and --force writes them.
+// A restore that creates the pchannel a misplaced record was written for
+// is refused as set is, before anything is written, and --force writes
+// it; another pchannel it creates is not held back.
 func TestARestoreBesideAMisplacedRecordNeedsForce(t *testing.T) {
 	url, path := boltWith(t, map[string]wal.MessageID{"orders-dml-0": wal.KafkaID(120)})
 	moveRecord(t, path, "orders-dml-0", "nrders-dml-0")
-	dump := writeDumpFile(t, `{"pchannel":"a","wal":"kafka","checkpoint":"kafka:1"},{"pchannel":"b","wal":"kafka","checkpoint":"kafka:2"}`)
+	dump := writeDumpFile(t, `{"pchannel":"orders-dml-0","wal":"kafka","checkpoint":"kafka:121"},{"pchannel":"b","wal":"kafka","checkpoint":"kafka:2"}`)
 	_, stderr, code := runSplit(t, url, "restore", dump)
 	require.Equal(t, cli.ExitRefused, code, stderr)
-	require.Contains(t, stderr, "2 of 2 checkpoints refused; nothing written")
+	require.Contains(t, stderr, "orders-dml-0: nothing stored under this name, but "+path+` holds a record under "nrders-dml-0" that was written for this one`)
+	require.Contains(t, stderr, "1 of 2 checkpoints refused; nothing written")
 	_, stderr, code = runSplit(t, url, "restore", "--force", dump)
 	require.Equal(t, cli.ExitOK, code, stderr)
 	b, err := persistence.OpenBolt(path, persistence.WithReadOnly(true))
 	require.NoError(t, err)
 	defer b.Close()
-	for p, want := range map[string]wal.MessageID{"a": wal.KafkaID(1), "b": wal.KafkaID(2)} {
+	for p, want := range map[string]wal.MessageID{"orders-dml-0": wal.KafkaID(121), "b": wal.KafkaID(2)} {
 		id, err := b.Load(context.Background(), p)
 		require.NoError(t, err)
 		require.Equal(t, want, id)

@@ -81,9 +81,13 @@ type store struct {
 	// --timeout out before the first write, the same on every rerun.
 	known map[string]etcdcatalog.Owner
 	// misplaced, once probed (misplacedBeside), says why a pchannel with
-	// nothing stored would not start on this bbolt file: the same for
-	// every one, and a probe reads every record.
+	// nothing stored would not start on this bbolt file, unless a whole
+	// misplaced record names it: the same for every such one, and a
+	// probe reads every record.
 	misplaced *string
+	// named are the whole misplaced records the last read of the
+	// entries found: each holds back the one pchannel it names.
+	named []*persistence.MisplacedRecordError
 }
 
 // cleanupGrace is how long past the command's end (its --timeout, or a
@@ -547,7 +551,11 @@ func (s *store) entries(ctx context.Context) (map[string]persistence.Entry, []pe
 		return nil, nil, fmt.Errorf("read %s: %w", s.url, err)
 	}
 	byName := make(map[string]persistence.Entry, len(list))
+	s.named = nil
 	for i, e := range list {
+		if m := new(*persistence.MisplacedRecordError); errors.As(e.Err, m) {
+			s.named = append(s.named, *m)
+		}
 		if i > 0 && i%ctxEvery == 0 && ctx.Err() != nil {
 			return nil, nil, fmt.Errorf("read %s: %w", s.url, ctx.Err())
 		}
@@ -978,26 +986,31 @@ func (s *store) write(ctx context.Context, pchannel string, ch change, force boo
 }
 
 // misplacedBeside is why a node of pchannel, which has nothing stored,
-// would not start on this bbolt file: it holds a record that may be
-// pchannel's own under a damaged key (Bolt.Load fails over it). Empty
-// when nothing stops it, or the catalog is not a bbolt file.
+// would not start on this bbolt file: it holds a record that is, or may
+// be, pchannel's own under a damaged key (Bolt.Load fails over it). Empty
+// when nothing stops it, or the catalog is not a bbolt file. The entries
+// must have been read (entries).
 func (s *store) misplacedBeside(ctx context.Context, pchannel string) string {
 	if s.bolt == nil {
 		return ""
 	}
-	if s.misplaced == nil {
-		_, err := s.bolt.Load(ctx, pchannel)
-		var ce *persistence.CorruptRecordError
-		cause := ""
-		switch {
-		case errors.As(err, &ce):
-			cause = shownText(ce.Err.Error())
-		case err != nil:
-			return "" // not known: the write finds out
-		}
+	named := slices.ContainsFunc(s.named, func(m *persistence.MisplacedRecordError) bool { return m.Names(pchannel) })
+	if !named && s.misplaced != nil {
+		return *s.misplaced
+	}
+	_, err := s.bolt.Load(ctx, pchannel)
+	var ce *persistence.CorruptRecordError
+	cause := ""
+	switch {
+	case errors.As(err, &ce):
+		cause = shownText(ce.Err.Error())
+	case err != nil:
+		return "" // not known: the write finds out
+	}
+	if !named {
 		s.misplaced = &cause
 	}
-	return *s.misplaced
+	return cause
 }
 
 // create is the action of a write of pchannel, which has nothing stored:

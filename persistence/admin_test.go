@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,6 +24,42 @@ func foreignRecord(t *testing.T, pchannel string) []byte {
 		t.Fatal(err)
 	}
 	return recordtest.WithWAL(good, "nosuchwal")
+}
+
+// A record under a key damaged by one byte names the pchannel it was
+// written for: a bit flipped, a byte overwritten, a byte more. One
+// copied under a name further off names none, nor one no node could have
+// been written for.
+func TestInspectTellsWhoseAMisplacedRecordIs(t *testing.T) {
+	for _, c := range []struct{ writtenFor, key, want string }{
+		{"orders-dml-0", "nrders-dml-0", "orders-dml-0"},    // 'o' ^ 0x01
+		{"orders-dml-0", "orders-dml-\xb0", "orders-dml-0"}, // '0' ^ 0x80: no UTF-8
+		{"orders-dml-0", "orders-dXl-0", "orders-dml-0"},
+		{"orders-dml-0", "orders-dml-0\x00", "orders-dml-0"},
+		{"orders-dml-0", "orders-dml-0x", "orders-dml-0"},
+		{"orders-dml-0", "payments-0", ""},
+		{"orders-dml-0", "orders-dml-99", ""},
+		{"", "\x00", ""}, // the empty name: no node's
+	} {
+		raw, err := persistence.EncodeRecord(c.writtenFor, persistence.Record{Checkpoint: wal.KafkaID(120)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := persistence.NewMemory()
+		m.Put(c.key, raw)
+		entries, err := m.Inspect(context.Background())
+		if err != nil || len(entries) != 1 {
+			t.Fatalf("%q: Inspect = (%+v, %v), want one entry", c.key, entries, err)
+		}
+		var misplaced *persistence.MisplacedRecordError
+		if !errors.As(entries[0].Err, &misplaced) || misplaced.WrittenFor != c.want || misplaced.Checkpoint != wal.KafkaID(120) {
+			t.Errorf("%q: entry = %+v (%v), want a misplaced record written for %q", c.key, entries[0], entries[0].Err, c.want)
+			continue
+		}
+		if want := fmt.Sprintf(", written for %q", c.want); c.want != "" && !strings.HasSuffix(misplaced.Error(), want) {
+			t.Errorf("%q: %q, want it to end %q", c.key, misplaced.Error(), want)
+		}
+	}
 }
 
 func TestInspectListsEveryRecord(t *testing.T) {
@@ -64,7 +101,8 @@ func TestInspectListsEveryRecord(t *testing.T) {
 			// as this one's checkpoint.
 			var misplaced *persistence.MisplacedRecordError
 			if m.PChannel != "d-moved" || m.WAL != wal.Kafka || m.Term != 3 || m.Version != 2 || m.Checkpoint != nil || !errors.Is(m.Err, persistence.ErrCorruptRecord) ||
-				!errors.As(m.Err, &misplaced) || *misplaced != (persistence.MisplacedRecordError{WAL: wal.Kafka, Checkpoint: wal.KafkaID(120), Term: 3}) ||
+				!errors.As(m.Err, &misplaced) || misplaced.WAL != wal.Kafka || misplaced.Checkpoint != wal.KafkaID(120) || misplaced.Term != 3 ||
+				misplaced.Err != nil || misplaced.WrittenFor != "" || !misplaced.Names("someone-else") || misplaced.Names("d-moved") ||
 				m.Err.Error() != `persistence: pchannel "d-moved": corrupt checkpoint record: another pchannel's record: its key was damaged, or it was copied under this name; it holds kafka:120` {
 				t.Errorf("moved entry = %+v (%v)", m, m.Err)
 			}

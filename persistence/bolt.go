@@ -79,14 +79,15 @@ type Bolt struct {
 	closed   bool          // guarded by calls
 	inFlight int           // guarded by calls
 	drained  chan struct{} // guarded by calls; made by a Close that waits
-	// misplaced names the records found at open, or by a Load that found
+	// misplaced holds the records found at open, or by a Load that found
 	// nothing (findMisplaced), that may be another pchannel's (see
-	// misplaced): one of them may be the record of a pchannel whose Load
-	// finds nothing, and Load then says so rather than "nothing stored"
-	// (see notStored). Delete takes a name off. verify fills it before
-	// the Bolt is returned, without the lock.
+	// misplaced), by the key they are under: one of them may be the
+	// record of a pchannel whose Load finds nothing, and Load then says
+	// so rather than "nothing stored" (see notStored). Delete takes a
+	// name off. verify fills it before the Bolt is returned, without the
+	// lock.
 	misplacedMu sync.Mutex
-	misplaced   map[string]struct{} // guarded by misplacedMu once shared
+	misplaced   map[string]misplacedRecord // guarded by misplacedMu once shared
 	// searches gathers the Loads that find nothing, to look for such
 	// records together; searchesRun counts the passes (for tests).
 	searches    searchRounds
@@ -279,7 +280,7 @@ func OpenBolt(path string, opts ...BoltOption) (*Bolt, error) {
 	if err != nil {
 		return nil, openError(path, err)
 	}
-	b := &Bolt{db: db, file: file, path: path, bucket: []byte(o.bucket), readOnly: o.readOnly, misplaced: map[string]struct{}{},
+	b := &Bolt{db: db, file: file, path: path, bucket: []byte(o.bucket), readOnly: o.readOnly, misplaced: map[string]misplacedRecord{},
 		turn: make(chan struct{}, 1), damagedNow: make(chan struct{})}
 	if o.intactMeta {
 		d, err := b.DamagedMeta()
@@ -790,7 +791,7 @@ func (b *Bolt) verify() error {
 				}
 				if bytes.Equal(name, b.bucket) {
 					if misplaced(k, v) {
-						b.misplaced[string(k)] = struct{}{}
+						b.misplaced[string(k)] = misplacedOf(v)
 					}
 				}
 				return nil
@@ -1016,22 +1017,54 @@ func (b *Bolt) runSearch(ctx context.Context, r *searchRound) {
 }
 
 // notStored is Load's answer when nothing is stored under pchannel: nil,
-// unless the store holds a record under a name it was not written for.
-// That may be this pchannel's, its key damaged: starting from nothing
-// would replay from the start, and its first save could go below what it
-// had acknowledged. Recovery fails instead, as over a corrupt record,
-// until an operator writes the record under its own name and deletes the
-// misplaced one (lowwater verify names it, and says how).
+// unless the store holds a record under a name it was not written for
+// that is, or may be, this pchannel's, its key damaged: starting from
+// nothing would replay from the start, and its first save could go below
+// what it had acknowledged. Recovery fails instead, as over a corrupt
+// record, until an operator writes the record under its own name and
+// deletes the misplaced one (lowwater verify names it, and says how).
+//
+// A whole record names the one pchannel it was written for by its check,
+// and holds back that one alone; one that cannot be read may be any
+// pchannel's, and holds back every pchannel with nothing stored.
 func (b *Bolt) notStored(pchannel string) error {
 	b.misplacedMu.Lock()
 	defer b.misplacedMu.Unlock()
-	if len(b.misplaced) == 0 {
+	var writtenFor, unread []string
+	for k, m := range b.misplaced {
+		switch {
+		case !m.whole:
+			unread = append(unread, k)
+		case record.Names(m.check, []byte(pchannel)):
+			writtenFor = append(writtenFor, k)
+		}
+	}
+	var why string
+	switch {
+	case len(writtenFor) > 0:
+		why = fmt.Sprintf("%s holds a record under %q that was written for this one, its key damaged or the record copied there",
+			b.path, slices.Min(writtenFor))
+	case len(unread) > 0:
+		why = fmt.Sprintf("%s holds a record under %q that cannot be read, which may be this one's under a damaged key",
+			b.path, slices.Min(unread))
+	default:
 		return nil
 	}
-	k := slices.Min(slices.Collect(maps.Keys(b.misplaced)))
 	return &CorruptRecordError{PChannel: pchannel, Err: fmt.Errorf(
-		"nothing stored under this name, but %s holds a record under %q that was not written there or cannot be read, which may be this one's under a damaged key (lowwater verify says how to repair it)",
-		b.path, k)}
+		"nothing stored under this name, but %s (lowwater verify says how to repair it)", why)}
+}
+
+// misplacedRecord is what a Load that finds nothing needs of a misplaced
+// record: whose it may be. A whole one's check names the one pchannel it
+// was written for; one that cannot be read may be anyone's.
+type misplacedRecord struct {
+	check uint32
+	whole bool
+}
+
+func misplacedOf(v []byte) misplacedRecord {
+	check, whole := record.NameCheck(v)
+	return misplacedRecord{check: check, whole: whole}
 }
 
 // misplaced reports whether v, stored under k, may be another
@@ -1078,7 +1111,7 @@ func (b *Bolt) findMisplaced(ctx context.Context, bucket *bolt.Bucket) error {
 		}
 		return err
 	}
-	var found []string
+	found := map[string]misplacedRecord{}
 	c := bucket.Cursor()
 	n := 0
 	for k, v := c.First(); k != nil; k, v = c.Next() {
@@ -1087,7 +1120,7 @@ func (b *Bolt) findMisplaced(ctx context.Context, bucket *bolt.Bucket) error {
 		}
 		// A value of nil is a bucket, which no catalog makes in its own.
 		if v == nil || misplaced(k, v) {
-			found = append(found, string(k))
+			found[string(k)] = misplacedOf(v)
 		}
 	}
 	if len(found) == 0 {
@@ -1095,9 +1128,7 @@ func (b *Bolt) findMisplaced(ctx context.Context, bucket *bolt.Bucket) error {
 	}
 	b.misplacedMu.Lock()
 	defer b.misplacedMu.Unlock()
-	for _, k := range found {
-		b.misplaced[k] = struct{}{}
-	}
+	maps.Copy(b.misplaced, found)
 	return nil
 }
 

@@ -734,7 +734,9 @@ func TestBoltKeyDamageIsRefused(t *testing.T) {
 // under another name, which its name check tells. Load of the pchannel
 // whose key it was said "nothing stored", and a node would have started
 // from nothing and could have saved below what it had acknowledged. It is
-// refused as a corrupt record until the misplaced one is deleted.
+// refused as a corrupt record until the misplaced one is deleted. Another
+// pchannel with nothing stored is not held back: the record's check names
+// orders-2, and held back every new pchannel of the file.
 func TestBoltDamagedKeyIsNotNothingStored(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "checkpoints.db")
 	b := openBolt(t, path, persistence.WithNoSync(true))
@@ -755,7 +757,7 @@ func TestBoltDamagedKeyIsNotNothingStored(t *testing.T) {
 	defer b.Close()
 	_, err := b.Load(ctx, "orders-2")
 	var ce *persistence.CorruptRecordError
-	if !errors.As(err, &ce) || ce.PChannel != "orders-2" || !strings.Contains(err.Error(), `a record under "orders-3" that was not written there`) {
+	if !errors.As(err, &ce) || ce.PChannel != "orders-2" || !strings.Contains(err.Error(), `a record under "orders-3" that was written for this one`) {
 		t.Fatalf("Load(orders-2) = %v, want a corrupt record naming orders-3", err)
 	}
 	// A save is refused as well: the misplaced record may hold more.
@@ -764,6 +766,12 @@ func TestBoltDamagedKeyIsNotNothingStored(t *testing.T) {
 	}
 	if got, err := b.Load(ctx, "orders-4"); err != nil || got != wal.KafkaID(700) {
 		t.Fatalf("Load(orders-4) = (%v, %v), want kafka:700", got, err)
+	}
+	if got, err := b.Load(ctx, "payments-1"); err != nil || got != nil {
+		t.Fatalf("Load(payments-1) = (%v, %v), want nothing stored: the misplaced record is orders-2's", got, err)
+	}
+	if err := b.Save(ctx, "payments-1", wal.KafkaID(1)); err != nil {
+		t.Fatalf("Save(payments-1) = %v beside orders-2's misplaced record", err)
 	}
 	_, err = b.Load(ctx, "orders-3")
 	if !errors.Is(err, persistence.ErrCorruptRecord) || !strings.Contains(err.Error(), "another pchannel's record") {
@@ -791,7 +799,7 @@ func TestBoltUnreadableRecordUnderABadNameIsNotNothingStored(t *testing.T) {
 	b := openBolt(t, path)
 	defer b.Close()
 	_, err = b.Load(context.Background(), "orders-2")
-	if !errors.Is(err, persistence.ErrCorruptRecord) || !strings.Contains(err.Error(), `a record under "orders-2\x02\x00\x00" that was not written there`) {
+	if !errors.Is(err, persistence.ErrCorruptRecord) || !strings.Contains(err.Error(), `a record under "orders-2\x02\x00\x00" that cannot be read, which may be this one's`) {
 		t.Fatalf("Load(orders-2) = %v, want a corrupt record naming the bad name", err)
 	}
 	if got, err := b.Load(context.Background(), "orders-4"); err != nil || got != wal.KafkaID(700) {
@@ -1023,7 +1031,7 @@ func wantHeldBack(t *testing.T, b *persistence.Bolt, key string, names ...string
 	for _, p := range names {
 		_, err := b.Load(ctx, p)
 		var ce *persistence.CorruptRecordError
-		if !errors.As(err, &ce) || ce.PChannel != p || !strings.Contains(err.Error(), fmt.Sprintf("a record under %q that was not written there or cannot be read", key)) {
+		if !errors.As(err, &ce) || ce.PChannel != p || !strings.Contains(err.Error(), fmt.Sprintf("a record under %q that cannot be read, which may be this one's under a damaged key", key)) {
 			t.Fatalf("Load(%s) = %v, want a corrupt record naming %q", p, err, key)
 		}
 		if err := b.Save(ctx, p, wal.KafkaID(1)); !errors.As(err, &ce) || ce.PChannel != p {
@@ -1101,7 +1109,7 @@ func TestBoltKeyDamagedWhileOpenIsNotNothingStored(t *testing.T) {
 	}{
 		{"still in order", "pch-1200", "pch-1201", func(t *testing.T, err error) {
 			var ce *persistence.CorruptRecordError
-			if !errors.As(err, &ce) || ce.PChannel != "pch-1200" || !strings.Contains(err.Error(), `a record under "pch-1201" that was not written there`) {
+			if !errors.As(err, &ce) || ce.PChannel != "pch-1200" || !strings.Contains(err.Error(), `a record under "pch-1201" that was written for this one`) {
 				t.Fatalf("Load(pch-1200) = %v, want a corrupt record naming pch-1201", err)
 			}
 		}},

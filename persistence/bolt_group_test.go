@@ -97,7 +97,7 @@ func TestGroupCommitSaveHonoursItsContext(t *testing.T) {
 
 // A grouped Replace whose context ends before its batch commits still
 // repairs what it was for: once its write commits, the misplaced record
-// it replaced no longer fails the Loads of pchannels with nothing stored.
+// it replaced no longer fails the Load of the pchannel it was written for.
 // The Replace forgot it on its own return, which came first.
 func TestGroupCommitReplaceLeftInItsBatchRepairs(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "checkpoints.db")
@@ -135,8 +135,8 @@ func TestGroupCommitReplaceLeftInItsBatchRepairs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	if _, err := b.Load(ctx, "z"); !errors.Is(err, ErrCorruptRecord) {
-		t.Fatalf("Load(z) = %v, want ErrCorruptRecord while y holds a misplaced record", err)
+	if _, err := b.Load(ctx, "x"); !errors.Is(err, ErrCorruptRecord) {
+		t.Fatalf("Load(x) = %v, want ErrCorruptRecord while y holds its record", err)
 	}
 	cut, cancel := context.WithCancel(ctx)
 	replaced := make(chan error, 1)
@@ -147,9 +147,9 @@ func TestGroupCommitReplaceLeftInItsBatchRepairs(t *testing.T) {
 		t.Fatalf("Replace = %v, want context.Canceled before its batch commits", err)
 	}
 	require.Eventually(t, func() bool {
-		got, err := b.Load(ctx, "z")
+		got, err := b.Load(ctx, "x")
 		return err == nil && got == nil
-	}, 10*time.Second, time.Millisecond, "Load(z) finding nothing once the repair commits")
+	}, 10*time.Second, time.Millisecond, "Load(x) finding nothing once the repair commits")
 	if got, err := b.Load(ctx, "y"); err != nil || got != wal.KafkaID(7) {
 		t.Fatalf("Load(y) = (%v, %v), want kafka:7", got, err)
 	}

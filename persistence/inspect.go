@@ -52,7 +52,11 @@ func InspectRecord(pchannel string, raw []byte) Entry {
 		// Whole but for the name: what it holds is told, not given as
 		// this pchannel's checkpoint.
 		if held, ok, heldID, idErr := record.DecodeMisplaced(raw); ok {
-			h, err = held, &MisplacedRecordError{WAL: held.WAL, Checkpoint: heldID, Term: held.Term, Err: idErr}
+			m := &MisplacedRecordError{WAL: held.WAL, Checkpoint: heldID, Term: held.Term, Err: idErr}
+			if m.check, m.checked = record.NameCheck(raw); m.checked {
+				m.WrittenFor = writtenFor(pchannel, m.check)
+			}
+			h, err = held, m
 		}
 	}
 	e := Entry{PChannel: pchannel, WAL: h.WAL, Checkpoint: id, Term: h.Term, Version: h.Version}
@@ -65,9 +69,10 @@ func InspectRecord(pchannel string, raw []byte) Entry {
 // MisplacedRecordError is why a whole record stored under another name
 // than the one it was written for cannot be read: its key was damaged, or
 // it was copied under that name (Entry.Err's cause). The name it was
-// written for is kept only as a check, so whose it is cannot be told;
-// what it holds can, and an operator who knows may write it under its
-// own name (lowwater verify).
+// written for is kept only as a check, which tells whose it is among the
+// names tried against it, not among all: WrittenFor is the one tried
+// that it names, and what it holds is told, so that an operator may write
+// it under its own name (lowwater verify).
 type MisplacedRecordError struct {
 	WAL wal.Name
 	// Checkpoint is what it holds; nil when its ID cannot be decoded
@@ -76,17 +81,77 @@ type MisplacedRecordError struct {
 	Err        error
 	// Term is the owner term it was written under.
 	Term uint64
+	// WrittenFor is the name it was written for, when the damage of one
+	// byte to it (a bit flipped or a byte overwritten, or one byte more)
+	// makes the name it is stored under, and one name only does; empty
+	// otherwise (a copy under another name, say). A check of 32 bits
+	// mistakes another name for it about once in a million for names of
+	// tens of bytes.
+	WrittenFor string
+
+	check   uint32 // the record's name check (record.NameCheck)
+	checked bool   // check was read
+}
+
+// Names reports whether the record was written for pchannel, as far as
+// its name check of 32 bits tells: a bbolt Load of pchannel, which finds
+// nothing stored, fails over the record; a Load of any other does not.
+func (e *MisplacedRecordError) Names(pchannel string) bool {
+	return e.checked && record.Names(e.check, []byte(pchannel))
 }
 
 func (e *MisplacedRecordError) Error() string {
+	var msg string
 	if e.Checkpoint == nil {
-		return fmt.Sprintf("%s; it holds a checkpoint of WAL %q that cannot be read here: %v", record.ErrAnotherPChannel, e.WAL, e.Err)
+		msg = fmt.Sprintf("%s; it holds a checkpoint of WAL %q that cannot be read here: %v", record.ErrAnotherPChannel, e.WAL, e.Err)
+	} else {
+		msg = fmt.Sprintf("%s; it holds %s", record.ErrAnotherPChannel, wal.String(e.Checkpoint))
 	}
-	return fmt.Sprintf("%s; it holds %s", record.ErrAnotherPChannel, wal.String(e.Checkpoint))
+	if e.WrittenFor != "" {
+		msg += fmt.Sprintf(", written for %q", e.WrittenFor)
+	}
+	return msg
 }
 
 // Unwrap is why what it holds cannot be read, if it cannot.
 func (e *MisplacedRecordError) Unwrap() error { return e.Err }
+
+// writtenFor is the one name a node takes that its damage of one byte
+// turns into key, and whose record's name check is check: the name of a
+// record stored under key, its key damaged so. Empty when no such name
+// has that check, or more than one: of the few thousand names so near,
+// one has it by chance about once in a million (names of tens of bytes),
+// which a search of all names could not tell from the one.
+func writtenFor(key string, check uint32) string {
+	if len(key) > MaxNameLen+1 {
+		return ""
+	}
+	found := map[string]struct{}{}
+	try := func(name []byte) {
+		if record.Names(check, name) && ValidatePChannel(string(name)) == nil {
+			found[string(name)] = struct{}{}
+		}
+	}
+	name := []byte(key)
+	for i, was := range name {
+		for c := range 256 {
+			if name[i] = byte(c); name[i] != was {
+				try(name)
+			}
+		}
+		name[i] = was
+	}
+	for i := 0; i < len(key); i++ { // bytes, not runes: key need not be UTF-8
+		try(slices.Concat([]byte(key[:i]), []byte(key[i+1:])))
+	}
+	if len(found) != 1 {
+		return ""
+	}
+	for name := range found {
+		return name
+	}
+	return ""
+}
 
 func sortEntries(entries []Entry) {
 	slices.SortFunc(entries, func(a, b Entry) int { return strings.Compare(a.PChannel, b.PChannel) })

@@ -100,7 +100,8 @@ func TestInspectAndOwnerTerm(t *testing.T) {
 }
 
 // A record copied under another pchannel's key is told, with what it
-// holds, as in the other stores.
+// holds and, its key a byte from its own, whose it is, as in the other
+// stores.
 func TestInspectTellsAMisplacedRecord(t *testing.T) {
 	eps := etcdtest.Start(t)
 	cli := newClient(t, eps)
@@ -118,7 +119,10 @@ func TestInspectTellsAMisplacedRecord(t *testing.T) {
 	require.ErrorIs(t, entries[0].Err, persistence.ErrCorruptRecord)
 	var misplaced *persistence.MisplacedRecordError
 	require.ErrorAs(t, entries[0].Err, &misplaced)
-	require.Equal(t, persistence.MisplacedRecordError{WAL: wal.Kafka, Checkpoint: wal.KafkaID(7), Term: 3}, *misplaced)
+	require.Equal(t, []any{wal.Kafka, wal.KafkaID(7), nil, uint64(3), "a"},
+		[]any{misplaced.WAL, misplaced.Checkpoint, misplaced.Err, misplaced.Term, misplaced.WrittenFor})
+	require.True(t, misplaced.Names("a"))
+	require.False(t, misplaced.Names("b"))
 }
 
 // A record under the empty pchannel name (put by hand or by another tool

@@ -78,6 +78,23 @@ func NamedFor(pchannel string, b []byte) bool {
 	return len(b) >= 8 && binary.BigEndian.Uint32(b[len(b)-8:]) == nameSum(pchannel)
 }
 
+// NameCheck is the name check of b, a whole version 2 record (its
+// checksum holds): what tells the one name it was written for, as far as
+// a check of 32 bits tells. ok is false for a record of version 1, which
+// has none, and for one that is not whole, whose check may be damaged.
+func NameCheck(b []byte) (check uint32, ok bool) {
+	if _, err := decodeHeaderNamed(nil, b); err != nil || b[0] != Version {
+		return 0, false
+	}
+	return binary.BigEndian.Uint32(b[len(b)-8:]), true
+}
+
+// Names reports whether check, a record's NameCheck, is that of a record
+// written for the name name spells.
+func Names(check uint32, name []byte) bool {
+	return crc32.Checksum(name, castagnoli) == check
+}
+
 // ErrAnotherPChannel is the error of a whole record stored under another
 // name than the one it was written for.
 var ErrAnotherPChannel = errors.New("another pchannel's record: its key was damaged, or it was copied under this name")
