@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -192,7 +193,13 @@ func (e *env) open(ctx context.Context, m mode) (_ *store, err error) {
 			Logger:      zap.NewNop(),
 		}
 		if err := e.opts.etcd.Apply(&cfg); err != nil {
-			return nil, err
+			// As a dump file: one that cannot be read is a failed read,
+			// one read that holds no certificate a bad command line.
+			var pathErr *fs.PathError
+			if errors.As(err, &pathErr) {
+				return nil, err
+			}
+			return nil, badFile("%v", err)
 		}
 		cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainUnaryInterceptor(e.noteAnswers))
 		e.etcdAsked.Store(true)

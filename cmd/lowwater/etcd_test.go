@@ -524,7 +524,7 @@ func TestEtcdOverTLSWithAuth(t *testing.T) {
 	// Settings that cannot work are a bad command line.
 	wantCode(t, on(t, url, "--etcd-cert", files.Cert, "list"), cli.ExitUsage, "--etcd-cert and --etcd-key ($LOWWATER_ETCD_CERT, $LOWWATER_ETCD_KEY) go together")
 	wantCode(t, on(t, "bolt:"+seedBolt(t, seed), "--etcd-cacert", files.CA, "list"), cli.ExitUsage, "--etcd-cacert is for an etcd catalog")
-	wantCode(t, on(t, url, "--etcd-cacert", files.Key, "list"), cli.ExitFailed, "no PEM certificate in it")
+	wantCode(t, on(t, url, "--etcd-cacert", files.Key, "list"), cli.ExitUsage, "no PEM certificate in it")
 }
 
 // An etcd with authentication on, and a command with no user: etcd's

@@ -73,6 +73,14 @@ import (
 // with the stack, and the checks after it still run; one on a goroutine
 // of the catalog's own still ends the test binary, as any would.
 //
+// Every call the suite makes has a deadline, of 10 s unless its check
+// gives a sooner one, and is waited for no longer than 5 s past it: a
+// catalog must end a call when its context ends, and one that does not
+// fails the check the call hung in, naming the call. Every call after it
+// then fails at once, so that the run ends within seconds, not at go
+// test's timeout. (A deadline that ends during a call is not provoked:
+// the suite cannot slow a catalog's call down from outside.)
+//
 // Run needs no goroutine of the catalog's to end by itself: checks that
 // race writers wait for them with a deadline of a minute and a half, and
 // whatever those find after it is not reported.
@@ -96,6 +104,7 @@ func Run(t *testing.T, newCatalog func(t *testing.T) persistence.Catalog) {
 
 func run(t *testing.T, newCatalog func(t *testing.T) persistence.Catalog) {
 	t.Helper()
+	overran := new(atomic.Bool) // shared by the checks of a run
 	tests := []struct {
 		name string
 		run  func(t *testing.T, c persistence.Catalog)
@@ -117,16 +126,17 @@ func run(t *testing.T, newCatalog func(t *testing.T) persistence.Catalog) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := newCatalog(t)
-			if c == nil {
+			made := newCatalog(t)
+			if made == nil {
 				t.Fatal("newCatalog returned nil")
 			}
+			c := &bounded{c: made, report: newReporter(t, nil), overran: overran}
 			t.Cleanup(func() { _ = c.Close() })
 			// A panic out of the catalog fails this check, not the whole
 			// test binary, so that the other checks still run.
 			defer func() {
 				if p := recover(); p != nil {
-					t.Fatalf("the catalog panicked: %v\n%s", p, debug.Stack())
+					t.Fatalf("the catalog panicked: %v\n%s", p, panicStack(p))
 				}
 			}()
 			tt.run(t, c)
@@ -291,7 +301,7 @@ func wantUnordered(t *testing.T, c persistence.Catalog, pchannel string, id wal.
 // own recover cannot see it, as a failure of the check. Deferred.
 func recoverTo(r *reporter, who string) {
 	if p := recover(); p != nil {
-		r.errorf("%s: the catalog panicked: %v\n%s", who, p, debug.Stack())
+		r.errorf("%s: the catalog panicked: %v\n%s", who, p, panicStack(p))
 	}
 }
 
@@ -439,6 +449,14 @@ func testConcurrentSaves(t *testing.T, c persistence.Catalog) {
 	// The writers and the reader report through it: should one of them
 	// outlive the wait for it, it cannot report to the ended test.
 	r := newReporter(t, nil)
+	// A catalog that refuses wrongly refuses hundreds of these saves:
+	// the first few are told, and how many more.
+	var refusals atomic.Int64
+	refused := func(format string, args ...any) {
+		if refusals.Add(1) <= 3 {
+			r.errorf(format, args...)
+		}
+	}
 	var wg sync.WaitGroup
 	for w := range writers {
 		wg.Add(1)
@@ -453,10 +471,10 @@ func testConcurrentSaves(t *testing.T, c persistence.Catalog) {
 				case err == nil:
 				case errors.As(err, &ahead):
 					if !id.LT(ahead.Stored) {
-						r.errorf("Save(%s) refused with stored %s, which is not above it", id, ahead.Stored)
+						refused("Save(%s) refused with stored %s, which is not above it: a refusal must name a stored value above the one refused", id, ahead.Stored)
 					}
 				default:
-					r.errorf("Save(%s) = %v", id, err)
+					refused("Save(%s) = %v, want nil, or a *persistence.StoredAheadError naming the value stored above it", id, err)
 				}
 			}
 		}()
@@ -491,7 +509,21 @@ func testConcurrentSaves(t *testing.T, c persistence.Catalog) {
 	// writer still running after the test returned could not report.
 	waitFor(t, writersDone, "the writers")
 	waitFor(t, readerDone, "the reader")
-	wantStored(t, c, "p", wal.KafkaID(writers*perWriter))
+	if n := refusals.Load(); n > 3 {
+		t.Errorf("and %d more saves refused so", n-3)
+	}
+	// The highest save cannot be refused, so it was acknowledged: a
+	// catalog that compares and writes in two steps lets a lower save's
+	// write land after it.
+	top := wal.KafkaID(writers * perWriter)
+	got, err := c.Load(context.Background(), "p")
+	switch {
+	case err != nil:
+		t.Errorf("Load(%q) = %v", "p", err)
+	case got == nil || !got.EQ(top):
+		t.Errorf("Load(%q) = %s, want %s: %s was acknowledged and then overwritten by a lower save: "+
+			"a save's compare and its write must be one atomic step", "p", exact(got), exact(top), top)
+	}
 }
 
 // waitFor bounds a wait so that a deadlock fails the test instead of hanging
@@ -700,5 +732,131 @@ func withinStartSave() bool {
 		if !more {
 			return false
 		}
+	}
+}
+
+// The bounds of every call the suite makes (see Run). Variables for the
+// suite's own tests alone.
+var (
+	callWithin = 10 * time.Second
+	callGrace  = 5 * time.Second
+)
+
+// bounded is the catalog under test as the checks call it: each call
+// runs with a deadline, on a goroutine of its own, and is waited for
+// until callGrace past that deadline. A call still running then fails
+// its check, and every call after it, in this check and those that
+// follow, fails at once: each would otherwise wait as long.
+type bounded struct {
+	c       persistence.Catalog
+	report  *reporter
+	overran *atomic.Bool
+}
+
+func (b *bounded) Load(ctx context.Context, pchannel string) (wal.MessageID, error) {
+	return within(b, ctx, fmt.Sprintf("Load(%q)", pchannel), func(ctx context.Context) (wal.MessageID, error) {
+		return b.c.Load(ctx, pchannel)
+	})
+}
+
+func (b *bounded) Save(ctx context.Context, pchannel string, checkpoint wal.MessageID) error {
+	_, err := within(b, ctx, fmt.Sprintf("Save(%q, %s)", pchannel, described(checkpoint)), func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, b.c.Save(ctx, pchannel, checkpoint)
+	})
+	return err
+}
+
+func (b *bounded) LoadAll(ctx context.Context) (map[string]wal.MessageID, error) {
+	return within(b, ctx, "LoadAll", b.c.LoadAll)
+}
+
+func (b *bounded) Delete(ctx context.Context, pchannel string) error {
+	_, err := within(b, ctx, fmt.Sprintf("Delete(%q)", pchannel), func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, b.c.Delete(ctx, pchannel)
+	})
+	return err
+}
+
+// Close has no context: it is waited for as a call with no deadline
+// sooner than callWithin.
+func (b *bounded) Close() error {
+	_, err := within(b, context.Background(), "Close", func(context.Context) (struct{}, error) {
+		return struct{}{}, b.c.Close()
+	})
+	return err
+}
+
+// described is an ID as a failure names it: the suite's own IDs include
+// a nil, a typed nil and one whose String panics.
+func described(id wal.MessageID) (s string) {
+	defer func() {
+		if recover() != nil {
+			s = fmt.Sprintf("%T", id)
+		}
+	}()
+	if id == nil {
+		return "<nil>"
+	}
+	return wal.String(id)
+}
+
+// callPanic is a panic out of a call, carried to the check's goroutine
+// with the stack of the call's own.
+type callPanic struct {
+	value any
+	stack []byte
+}
+
+func (p *callPanic) String() string { return fmt.Sprint(p.value) }
+
+// panicStack is the stack to report with the panic value p: the call's,
+// where it panicked, if it came out of one.
+func panicStack(p any) []byte {
+	if cp, ok := p.(*callPanic); ok {
+		return cp.stack
+	}
+	return debug.Stack()
+}
+
+// within runs call with ctx bounded by callWithin, and returns what it
+// returned; a panic in it panics again here, where the check recovers it.
+func within[T any](b *bounded, ctx context.Context, name string, call func(context.Context) (T, error)) (T, error) {
+	var zero T
+	if b.overran.Load() {
+		return zero, fmt.Errorf("catalogtest: %s not made: a call earlier ran past its deadline (see the first check that failed)", name)
+	}
+	ctx, cancel := context.WithTimeout(ctx, callWithin)
+	defer cancel()
+	type result struct {
+		v     T
+		err   error
+		panic *callPanic
+	}
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		defer func() {
+			if p := recover(); p != nil {
+				r.panic = &callPanic{value: p, stack: debug.Stack()}
+			}
+			done <- r
+		}()
+		r.v, r.err = call(ctx)
+	}()
+	deadline, _ := ctx.Deadline()
+	// A deadline passed already (a check of a done context) is waited
+	// past from now.
+	wait := time.NewTimer(max(time.Until(deadline), 0) + callGrace)
+	defer wait.Stop()
+	select {
+	case r := <-done:
+		if r.panic != nil {
+			panic(r.panic)
+		}
+		return r.v, r.err
+	case <-wait.C:
+		b.overran.Store(true)
+		b.report.errorf("%s still runs %v past its context's deadline: a catalog must end each call when its context ends", name, callGrace)
+		return zero, fmt.Errorf("catalogtest: %s ran past its deadline", name)
 	}
 }

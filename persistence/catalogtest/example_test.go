@@ -25,10 +25,11 @@ type mapCatalog struct {
 	mu     sync.Mutex
 	closed bool
 	stored map[string]wal.MessageID
-	// lowers and naive, when set, break the contract on purpose (see
-	// TestRunCatchesABrokenCatalog): naive skips the argument checks, and
-	// so panics on a nil ID.
-	lowers, naive bool
+	// lowers, naive and hangs, when set, break the contract on purpose
+	// (see TestRunCatchesABrokenCatalog): naive skips the argument
+	// checks, and so panics on a nil ID; hangs never returns from a Save,
+	// whatever its context, holding the catalog's lock.
+	lowers, naive, hangs bool
 }
 
 func newMapCatalog() *mapCatalog { return &mapCatalog{stored: map[string]wal.MessageID{}} }
@@ -61,6 +62,9 @@ func (c *mapCatalog) Save(ctx context.Context, pchannel string, checkpoint wal.M
 	defer c.mu.Unlock()
 	if err := c.ready(ctx, pchannel, true); err != nil {
 		return err
+	}
+	if c.hangs {
+		select {}
 	}
 	// The arguments every catalog refuses: a bad name, a typed nil or a
 	// foreign ID type (judged by its type, without calling its methods,
@@ -140,12 +144,16 @@ func TestThirdPartyCatalog(t *testing.T) {
 // contract, and expects it to fail each and say why: one whose save
 // lowers the stored checkpoint; one that skips the argument checks and
 // panics on a nil ID, where the check that gives it one fails, saying
-// so, and the checks after it still run.
+// so, and the checks after it still run; one whose save never returns,
+// whatever its context, which fails the check it hung in within the
+// bounds of a call, and every check after it at once, rather than hang
+// the run until go test's timeout.
 func TestRunCatchesABrokenCatalog(t *testing.T) {
 	if mode := os.Getenv("CATALOGTEST_BROKEN"); mode != "" {
+		defer catalogtest.SetCallWithin(200*time.Millisecond, 100*time.Millisecond)()
 		catalogtest.Run(t, func(*testing.T) persistence.Catalog {
 			c := newMapCatalog()
-			c.lowers, c.naive = mode == "lowers", mode == "naive"
+			c.lowers, c.naive, c.hangs = mode == "lowers", mode == "naive", mode == "hangs"
 			return c
 		})
 		return
@@ -160,6 +168,13 @@ func TestRunCatchesABrokenCatalog(t *testing.T) {
 			"the catalog panicked: ",
 			"--- PASS: TestRunCatchesABrokenCatalog/LoadAllManyPChannels",
 			"--- PASS: TestRunCatchesABrokenCatalog/CallsAfterClose",
+		},
+		"hangs": {
+			"--- PASS: TestRunCatchesABrokenCatalog/LoadAbsent",
+			"--- FAIL: TestRunCatchesABrokenCatalog/SaveThenLoadEveryWAL",
+			`Save("pch-kafka", kafka:10) still runs 100ms past its context's deadline: a catalog must end each call when its context ends`,
+			"--- FAIL: TestRunCatchesABrokenCatalog/CallsAfterClose",
+			"a call earlier ran past its deadline (see the first check that failed)",
 		},
 	} {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestRunCatchesABrokenCatalog$", "-test.v")

@@ -9,3 +9,12 @@ func SetToldWithin(d time.Duration) (undo func()) {
 	toldWithin = d
 	return func() { toldWithin = old }
 }
+
+// SetCallWithin shortens the bounds of every call (see Run), so that the
+// suite's own tests of a catalog that hangs are quick; it returns the
+// undo.
+func SetCallWithin(d, grace time.Duration) (undo func()) {
+	old, oldGrace := callWithin, callGrace
+	callWithin, callGrace = d, grace
+	return func() { callWithin, callGrace = old, oldGrace }
+}
