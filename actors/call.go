@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -267,7 +268,7 @@ func (k *call) answer(err error) bool {
 func startGuarded(ctx context.Context, site *callSite, arg wal.MessageID, done func(error)) (panicked bool, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			panicked, err = true, &CatalogPanicError{Op: "StartSave", Value: checkPanicValue(r)}
+			panicked, err = true, &CatalogPanicError{Op: "StartSave", Value: checkPanicValue(r), Stack: debug.Stack()}
 		}
 	}()
 	return false, checkCatalogError(site.starter.StartSave(ctx, site.pchannel, arg, done))
@@ -299,7 +300,7 @@ func (k *call) finishedChan() <-chan struct{} {
 func guard(ctx context.Context, op string, fn catalogCall, arg wal.MessageID) (v wal.MessageID, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			v, err = nil, &CatalogPanicError{Op: op, Value: checkPanicValue(r)}
+			v, err = nil, &CatalogPanicError{Op: op, Value: checkPanicValue(r), Stack: debug.Stack()}
 		}
 	}()
 	v, err = fn.callCatalog(ctx, arg)
@@ -317,6 +318,10 @@ type CatalogPanicError struct {
 	// Value is what the catalog panicked with; an error that cannot be
 	// inspected safely is replaced (see ErrMalformedCatalogError).
 	Value any
+	// Stack is the stack of the goroutine that panicked, from where the
+	// catalog panicked: for its author, in the log line of the failed
+	// call. Nil for a Goexit, which leaves no such stack.
+	Stack []byte
 }
 
 // overdueAfter is how long after its start a call that ignores its context

@@ -907,7 +907,7 @@ func (p *pchannel) loaded(ctx actor.Context, m *callDone) (time.Duration, bool) 
 		// or delete it; until then we retry at the backoff's pace.
 		log = p.cfg.logger.Error
 	}
-	log("recovery failed", zap.Int("attempt", p.recovery.attempt), zap.Duration("nextRetry", wait), errorField(err))
+	log("recovery failed", zap.Int("attempt", p.recovery.attempt), zap.Duration("nextRetry", wait), errorField(err), stackField(err))
 	return wait, false
 }
 
@@ -1500,6 +1500,16 @@ func publish(events *eventstream.EventStream, logger *zap.Logger, ev messages.Ev
 // text is cut and quoted as an ID's is (a subscriber's panic is a third
 // party's).
 func reasonField(r any) zap.Field { return zap.String("reason", shorten.Value(r)) }
+
+// stackField logs where a catalog panicked, if err says it did: the
+// error's text names the panic's value, and its author needs the place.
+func stackField(err error) zap.Field {
+	var panicked *CatalogPanicError
+	if !errors.As(err, &panicked) || panicked.Stack == nil {
+		return zap.Skip()
+	}
+	return zap.String("stack", string(panicked.Stack))
+}
 
 // errorField logs err as its text, quoted when it holds a control
 // character and cut to what shows in 1 KiB, past lowwater's own longest: a

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lowwater/lowwater/internal/core/saveplan"
+	"github.com/lowwater/lowwater/internal/shorten"
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/wal"
@@ -83,6 +84,9 @@ type persister struct {
 	// stoppedSeen is set by Stopped: protoactor has let go of the
 	// persister (gone).
 	stoppedSeen bool
+	// toldBrokenAhead is set once a stored-ahead refusal that breaks the
+	// Catalog contract was logged (brokenAhead).
+	toldBrokenAhead bool
 }
 
 // overdueCheck is the watchdog's message: see persister.overdue.
@@ -418,11 +422,35 @@ func (s *persister) saveFailed(m *callDone, attempt int) saveplan.Step {
 		return saveplan.Step{}
 	default:
 		// A panic inside the catalog comes here too, as an error.
+		if errors.Is(m.err, persistence.ErrStoredAhead) {
+			s.brokenAhead(m.err, stored)
+		}
 		step := s.plan.Failed()
 		s.report()
 		s.failed(m, attempt, step.Wait, nil)
 		return step
 	}
+}
+
+// brokenAhead logs, once per persister, a refusal as stored ahead that
+// breaks the Catalog contract: without a *persistence.StoredAheadError
+// (stored nil), or with one about another pchannel. Such a refusal proves
+// nothing of this pchannel's record, and the save is retried on the
+// backoff as after any failure, for as long as the catalog refuses it;
+// each PersistFailed and warning says only that it failed, not that the
+// catalog is at fault.
+func (s *persister) brokenAhead(err error, stored *persistence.StoredAheadError) {
+	if s.toldBrokenAhead {
+		return
+	}
+	s.toldBrokenAhead = true
+	why := "it is no *persistence.StoredAheadError naming the value stored"
+	if stored != nil {
+		why = "its *persistence.StoredAheadError is about pchannel " + shorten.Quoted(stored.PChannel)
+	}
+	s.cfg.logger.Error("the catalog refused a save as stored ahead, but "+why+": it breaks the Catalog contract "+
+		"(persistence/catalogtest checks it); the save is retried on the backoff while the catalog refuses it",
+		zap.Stringer("checkpoint", stringer{s.plan.InFlight()}), errorField(err))
 }
 
 // failed reports a failed attempt; adopted is the value of another
@@ -431,7 +459,7 @@ func (s *persister) failed(m *callDone, attempt int, next time.Duration, adopted
 	publish(s.events, s.cfg.logger, &messages.PersistFailed{Header: newHeader(s.cfg.pchannel), Value: m.value, Attempt: attempt, Err: m.err, NextRetry: next,
 		Late: m.seq == s.overdueSeq, Adopted: adopted})
 	s.cfg.logger.Warn("save failed", zap.Stringer("checkpoint", stringer{m.value}), zap.Int("attempt", attempt),
-		zap.Duration("nextRetry", next), zap.Duration("latency", m.latency), errorField(m.err))
+		zap.Duration("nextRetry", next), zap.Duration("latency", m.latency), errorField(m.err), stackField(m.err))
 }
 
 // report publishes the plan to the parent's view.

@@ -54,8 +54,11 @@
 //	                             neither gauge until it fails or
 //	                             overruns its save timeout)
 //	pchannels_retrying        g  whose last save failed and waits for its
-//	                             retry (not stored_ahead, fenced, or
-//	                             still running)
+//	                             retry on the backoff: not one stored
+//	                             ahead whose value was adopted, nor a
+//	                             fenced one, nor one still running (a
+//	                             stored_ahead that proves nothing is
+//	                             retried, and counts)
 //	recovery_failures_total   c  failed reads of the stored checkpoint,
 //	                             one per attempt, as save_failures_total
 //	persister_restarts_total  c  persisters restarted after a panic

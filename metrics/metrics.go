@@ -482,8 +482,9 @@ func (c *Collector) Observe(ev messages.Event) {
 			s.failures[failReason(e.Err)]++
 		}
 		// Only a failure with a backoff is retried: not one the store
-		// refused because it holds more (that value is durable: the lag
-		// clock follows it), nor a fenced one, nor one still running.
+		// refused because it holds more, when the persister adopted that
+		// value (durable: the lag clock follows it), nor a fenced one, nor
+		// one still running.
 		p.retrying = e.NextRetry > 0
 		// Another writer's value, when the persister took it as its own:
 		// not any StoredAheadError, which may name another pchannel, another

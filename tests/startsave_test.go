@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/lowwater/lowwater/actors"
 	"github.com/lowwater/lowwater/messages"
@@ -359,13 +361,18 @@ type aheadLiar struct {
 	*persistence.Memory
 	lies atomic.Int32
 	// other is the pchannel the lie names, if not the one saved; stored
-	// the value it names.
+	// the value it names; bare, when set, makes it ErrStoredAhead alone,
+	// with no *persistence.StoredAheadError.
 	other  string
 	stored wal.MessageID
+	bare   bool
 }
 
 func (l *aheadLiar) Save(ctx context.Context, pchannel string, v wal.MessageID) error {
 	if l.lies.Add(-1) >= 0 {
+		if l.bare {
+			return fmt.Errorf("mystore: %w", persistence.ErrStoredAhead)
+		}
 		named := pchannel
 		if l.other != "" {
 			named = l.other
@@ -385,26 +392,36 @@ func (l *aheadLiar) Save(ctx context.Context, pchannel string, v wal.MessageID) 
 //     one's: on the backoff, as any failure (adopted, the pchannel took 50
 //     for persisted with nothing stored);
 //   - one naming a value of another WAL, which cannot be ahead: as one
-//     not ahead.
+//     not ahead;
+//   - ErrStoredAhead alone, with no *persistence.StoredAheadError: on the
+//     backoff, as any failure.
 //
 // None is reported as adopted (PersistFailed.Adopted), which a watcher
-// such as the metrics collector takes for persisted.
+// such as the metrics collector takes for persisted. The two that break
+// the Catalog contract (another pchannel's, and the bare error) are
+// logged as such, once: each retry's warning said only that the save
+// failed.
 func TestStoredAheadThatProvesNothingIsRetried(t *testing.T) {
 	for _, c := range []struct {
 		name        string
 		other       string
 		stored      wal.MessageID
+		bare        bool
 		firstAtOnce bool
+		broken      string // the contract breach logged, if any
 	}{
 		{name: "not ahead", stored: k(1), firstAtOnce: true},
-		{name: "another pchannel's", other: "someone-else", stored: k(50)},
+		{name: "another pchannel's", other: "someone-else", stored: k(50), broken: `its *persistence.StoredAheadError is about pchannel "someone-else"`},
 		{name: "another WAL's", stored: wal.PulsarID{LedgerID: 99}, firstAtOnce: true},
+		{name: "bare", bare: true, broken: "it is no *persistence.StoredAheadError naming the value stored"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			h := newHarness(t)
-			cat := &aheadLiar{Memory: persistence.NewMemory(), other: c.other, stored: c.stored}
+			cat := &aheadLiar{Memory: persistence.NewMemory(), other: c.other, stored: c.stored, bare: c.bare}
 			cat.lies.Store(3)
-			pid, _ := spawnRecovered(t, h, wal.Kafka, cat, actors.WithVChannels(map[string]wal.MessageID{"a": k(10)}), actors.WithBackoff(fastBackoff))
+			core, logs := observer.New(zap.ErrorLevel)
+			pid, _ := spawnRecovered(t, h, wal.Kafka, cat, actors.WithVChannels(map[string]wal.MessageID{"a": k(10)}), actors.WithBackoff(fastBackoff),
+				actors.WithLogger(zap.New(core)))
 			ev := waitFor(t, h.rec, persistedIs(k(10)))
 			require.Equal(t, 4, ev.Attempts)
 			failed := collect[*messages.PersistFailed](h.rec)
@@ -422,6 +439,13 @@ func TestStoredAheadThatProvesNothingIsRetried(t *testing.T) {
 			require.Equal(t, k(10), loadNow(t, cat.Memory))
 			stopped, _ := h.poison(pid)
 			require.Equal(t, k(10), stopped.LastPersisted)
+			broken := logs.FilterMessageSnippet("it breaks the Catalog contract").All()
+			if c.broken == "" {
+				require.Empty(t, broken, "a report that may be a racing store's is no breach")
+				return
+			}
+			require.Len(t, broken, 1, "told once, not on each of the 3 refusals")
+			require.Contains(t, broken[0].Message, "the catalog refused a save as stored ahead, but "+c.broken)
 		})
 	}
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/lowwater/lowwater/actors"
 	"github.com/lowwater/lowwater/messages"
@@ -168,14 +170,16 @@ func TestPersisterCrashRestartsWithoutLoss(t *testing.T) {
 
 // A panic inside the catalog is a failed save, as a failed Load is a failed
 // recovery: PersistFailed saying so, a retry after the backoff, and no
-// restart of the persister.
+// restart of the persister. The warning of each failed save gives the
+// stack where the catalog panicked: its author had only the value.
 func TestCatalogPanicIsAFailedSave(t *testing.T) {
 	h := newHarness(t)
 	mem := persistence.NewMemory()
 	fi := faultinject.Wrap(mem)
 	fi.Script(faultinject.OpSave, faultinject.Panic(), faultinject.Panic())
+	core, logs := observer.New(zap.WarnLevel)
 	pid, _ := spawnRecovered(t, h, wal.Kafka, fi, actors.WithBackoff(fastBackoff),
-		actors.WithVChannels(map[string]wal.MessageID{"a": k(10), "b": k(1000)}))
+		actors.WithVChannels(map[string]wal.MessageID{"a": k(10), "b": k(1000)}), actors.WithLogger(zap.New(core)))
 	f := waitFor(t, h.rec, any1[*messages.PersistFailed])
 	require.Equal(t, k(10), f.Value)
 	require.Equal(t, 1, f.Attempt)
@@ -192,6 +196,12 @@ func TestCatalogPanicIsAFailedSave(t *testing.T) {
 	require.Len(t, collect[*messages.PersistFailed](h.rec), 2)
 	require.Empty(t, collect[*messages.PersisterRestarted](h.rec))
 	require.Equal(t, k(20), loadNow(t, mem))
+	require.Contains(t, string(panicked.Stack), "faultinject.(*Catalog).Save", "where it panicked")
+	failed := logs.FilterMessage("save failed").All()
+	require.Len(t, failed, 2)
+	for _, l := range failed {
+		require.Contains(t, l.ContextMap()["stack"], "faultinject.(*Catalog).Save")
+	}
 }
 
 // Restart on a real bbolt file: run, advance, stop gracefully, close,
