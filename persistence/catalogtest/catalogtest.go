@@ -63,7 +63,8 @@ import (
 // time, under "StartSave/", with each save started through StartSave (and
 // through Save where StartSave declines with errors.ErrUnsupported, as the
 // actors do): the same rules hold, and each save that started is told
-// exactly once, within a minute, and never from within StartSave. Once a
+// exactly once, within a minute, and never from within StartSave; one
+// StartSave refused (it returned an error) is never told. Once a
 // started save was not told in time, every save after it fails at once,
 // so that the run ends within go test's default timeout. A save told
 // again after its check ended fails the "StartSave" test around it, if
@@ -297,6 +298,17 @@ func wantUnordered(t *testing.T, c persistence.Catalog, pchannel string, id wal.
 	}
 }
 
+// saveRecovered is c.Save, with a panic out of it as its error, and the
+// stack where it panicked.
+func saveRecovered(c persistence.Catalog, ctx context.Context, pchannel string, id wal.MessageID) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("the catalog panicked: %v\n%s", p, panicStack(p))
+		}
+	}()
+	return c.Save(ctx, pchannel, id)
+}
+
 // recoverTo reports a panic on a goroutine of a check, where the check's
 // own recover cannot see it, as a failure of the check. Deferred.
 func recoverTo(r *reporter, who string) {
@@ -398,15 +410,17 @@ func testInvalidArguments(t *testing.T, c persistence.Catalog) {
 		{"p", (*wal.KafkaID)(nil)}, // methods of a typed nil panic
 		{"p", new(wal.KafkaID)},
 	}
+	// Each save on its own: a catalog that panics on one (a nil ID) is
+	// told of the others too. persistence.CheckSaveArgs refuses them all.
 	for _, s := range saves {
-		if err := c.Save(ctx, s.pchannel, s.id); !errors.Is(err, persistence.ErrInvalidArgument) {
-			t.Errorf("Save(%q, %T) = %v, want ErrInvalidArgument", s.pchannel, s.id, err)
+		if err := saveRecovered(c, ctx, s.pchannel, s.id); !errors.Is(err, persistence.ErrInvalidArgument) {
+			t.Errorf("Save(%q, %T) = %v, want ErrInvalidArgument (persistence.CheckSaveArgs)", s.pchannel, s.id, err)
 		}
 	}
 	for _, sentinel := range []wal.KafkaID{-1, -2} {
-		err := c.Save(ctx, "p", sentinel)
+		err := saveRecovered(c, ctx, "p", sentinel)
 		if !errors.Is(err, persistence.ErrInvalidArgument) || !errors.Is(err, wal.ErrSentinel) {
-			t.Errorf("Save(\"p\", %s) = %v, want ErrInvalidArgument wrapping wal.ErrSentinel", sentinel, err)
+			t.Errorf("Save(\"p\", %s) = %v, want ErrInvalidArgument wrapping wal.ErrSentinel (persistence.CheckSaveArgs)", sentinel, err)
 		}
 	}
 	if id, err := c.Load(ctx, ""); !errors.Is(err, persistence.ErrInvalidArgument) || id != nil {
@@ -682,6 +696,7 @@ func (s *startedSaves) Save(ctx context.Context, pchannel string, checkpoint wal
 	}
 	var told sync.Mutex
 	times := 0
+	var startErr error // guarded by told: what StartSave returned, if it failed
 	result := make(chan error, 1)
 	err := s.StartSave(ctx, pchannel, checkpoint, func(err error) {
 		if withinStartSave() {
@@ -689,12 +704,26 @@ func (s *startedSaves) Save(ctx context.Context, pchannel string, checkpoint wal
 		}
 		told.Lock()
 		defer told.Unlock()
+		if startErr != nil {
+			s.report.errorf("StartSave(%q, %s) returned %v, and called done after: a StartSave that fails never calls done",
+				pchannel, wal.String(checkpoint), startErr)
+			return
+		}
 		if times++; times == 1 {
 			result <- err
 			return
 		}
 		s.report.errorf("StartSave(%q, %s): done called %d times", pchannel, wal.String(checkpoint), times)
 	})
+	if err != nil {
+		told.Lock()
+		startErr = err
+		if times > 0 {
+			s.report.errorf("StartSave(%q, %s) returned %v, and called done: a StartSave that fails never calls done",
+				pchannel, wal.String(checkpoint), err)
+		}
+		told.Unlock()
+	}
 	switch {
 	case errors.Is(err, errors.ErrUnsupported):
 		return s.SaveStarter.Save(ctx, pchannel, checkpoint)

@@ -2,6 +2,7 @@ package catalogtest_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -165,7 +166,9 @@ func TestRunCatchesABrokenCatalog(t *testing.T) {
 		},
 		"naive": {
 			"--- FAIL: TestRunCatchesABrokenCatalog/InvalidArguments",
-			"the catalog panicked: ",
+			`Save("p", *wal.KafkaID) = the catalog panicked: `,
+			// After the panic, the cases after it are still told.
+			`Save("p", kafka:-2) = `,
 			"--- PASS: TestRunCatchesABrokenCatalog/LoadAllManyPChannels",
 			"--- PASS: TestRunCatchesABrokenCatalog/CallsAfterClose",
 		},
@@ -224,6 +227,9 @@ func (c *starterCatalog) StartSave(ctx context.Context, pchannel string, checkpo
 		}
 		go done(c.Save(ctx, pchannel, checkpoint))
 	case "never":
+	case "fails-and-tells":
+		go done(nil) // before or after StartSave returns: told either way
+		return errors.New("mystore: refused")
 	}
 	return nil
 }
@@ -267,6 +273,11 @@ func TestRunCatchesABrokenSaveStarter(t *testing.T) {
 			"--- FAIL: TestRunCatchesABrokenSaveStarter/StartSave ",
 			"after TestRunCatchesABrokenSaveStarter/StartSave/SaveThenLoadEveryWAL ended:",
 			"--- PASS: TestRunCatchesABrokenSaveStarter/StartSave/SaveThenLoadEveryWAL",
+		},
+		"fails-and-tells": {
+			"--- FAIL: TestRunCatchesABrokenSaveStarter/StartSave/SaveThenLoadEveryWAL",
+			`StartSave("pch-kafka", kafka:10) returned mystore: refused, and called done`,
+			"a StartSave that fails never calls done",
 		},
 		"never": {
 			"--- FAIL: TestRunCatchesABrokenSaveStarter/StartSave/SaveThenLoadEveryWAL",
