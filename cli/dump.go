@@ -83,6 +83,12 @@ func dump(ctx context.Context, e *env, args []string) error {
 			fmt.Fprintf(e.stderr, "UNFIT  %s: %s\n", typed(en.PChannel), err)
 			continue
 		}
+		if wal.CheckPosition(en.Checkpoint) != nil {
+			// Dumped as stored, as a dump is whole; restore refuses it, as
+			// set does, and says so only then.
+			fmt.Fprintf(e.stderr, "warning: %s: %s is not an offset; no node recovers from it, "+
+				"and restore writes it only with --force (see verify)\n", typed(en.PChannel), shownID(en.Checkpoint))
+		}
 		good = append(good, dumpEntry{PChannel: en.PChannel, WAL: en.WAL, Checkpoint: text, ID: raw, Term: en.Term})
 	}
 	if corrupt > 0 {

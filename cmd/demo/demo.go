@@ -214,7 +214,7 @@ func (d *demo) run(ctx context.Context) (int, error) {
 	if err != nil {
 		return exitSetup, fmt.Errorf("reopen: %w", err)
 	}
-	inFile, err := loadAll(bg, raw)
+	storedNow, err := loadAll(bg, raw)
 	if err != nil {
 		_ = raw.Close()
 		return exitSetup, fmt.Errorf("reread %s: %w", d.store.describe(), explain(d.store, err))
@@ -240,10 +240,10 @@ func (d *demo) run(ctx context.Context) (int, error) {
 
 	for i, name := range names {
 		r := restartView{
-			want:     rec.pchannels[name].lastPersisted(ev.floor[name]),
-			inFile:   inFile[name],
-			spawnMin: sims2[name].initialMinimum,
-			stopped:  rec.pchannels[name].stopped,
+			want:      rec.pchannels[name].lastPersisted(ev.floor[name]),
+			storedNow: storedNow[name],
+			spawnMin:  sims2[name].initialMinimum,
+			stopped:   rec.pchannels[name].stopped,
 		}
 		if states != nil {
 			r.start, r.recovered = states[i].StartMessageID, states[i].Recovered

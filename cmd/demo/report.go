@@ -169,7 +169,7 @@ func printTable(out io.Writer, states []*messages.State, rec *record) {
 // printRestart is the table after the restart.
 func printRestart(out io.Writer, names []string, restart map[string]restartView) {
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "PCHANNEL\tLAST PERSISTED\tIN FILE\tRECOVERED START\tFROM\tMATCH")
+	fmt.Fprintln(tw, "PCHANNEL\tLAST PERSISTED\tSTORED\tRECOVERED START\tFROM\tMATCH")
 	for _, name := range names {
 		r := restart[name]
 		from := "vchannels"
@@ -184,7 +184,7 @@ func printRestart(out io.Writer, names []string, restart map[string]restartView)
 		if !r.recovered || !sameID(r.start, want) {
 			match = "NO"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", name, wal.String(r.want), wal.String(r.inFile), wal.String(r.start), from, match)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", name, wal.String(r.want), wal.String(r.storedNow), wal.String(r.start), from, match)
 	}
 	_ = tw.Flush()
 }

@@ -107,8 +107,9 @@ type restartView struct {
 	// want is the last checkpoint persisted before the restart (or stored
 	// before the demo), nil when none.
 	want wal.MessageID
-	// inFile is the value read from the reopened file before respawning.
-	inFile wal.MessageID
+	// storedNow is the value read from the reopened catalog (a file, or etcd)
+	// before respawning: the STORED column.
+	storedNow wal.MessageID
 	// start is the respawned pchannel's start message ID; spawnMin the
 	// minimum of the vchannels it was given, its start when want is nil.
 	start       wal.MessageID
@@ -266,7 +267,7 @@ func checkMonotonic(ev *evidence) check {
 			}
 		}
 		last := ev.phases[len(ev.phases)-1].rec.pchannels[name]
-		if !fileAgrees(prev, ev.final[name], last.stopped) {
+		if !storedAgrees(prev, ev.final[name], last.stopped) {
 			c.failf("%s: the catalog holds %s at the end, the last persisted was %s", name, wal.String(ev.final[name]), wal.String(prev))
 		}
 	}
@@ -357,19 +358,19 @@ func checkRestart(ev *evidence) check {
 	c := check{name: "restart"}
 	for _, name := range ev.names {
 		r := ev.restart[name]
-		want := r.inFile
+		want := r.storedNow
 		if want == nil {
 			want = r.spawnMin // nothing stored: the vchannels' minimum
 		}
 		switch {
 		case !r.recovered:
 			c.failf("%s: not recovered", name)
-		case !fileAgrees(r.want, r.inFile, r.stopped):
-			c.failf("%s: the reopened file holds %s, the last persisted was %s", name, wal.String(r.inFile), wal.String(r.want))
+		case !storedAgrees(r.want, r.storedNow, r.stopped):
+			c.failf("%s: the reopened catalog holds %s, the last persisted was %s", name, wal.String(r.storedNow), wal.String(r.want))
 		case !sameID(r.start, want):
 			c.failf("%s: recovered start %s, want %s", name, wal.String(r.start), wal.String(want))
-		case r.fromCatalog != (r.inFile != nil):
-			c.failf("%s: recovered start from catalog=%t, want %t", name, r.fromCatalog, r.inFile != nil)
+		case r.fromCatalog != (r.storedNow != nil):
+			c.failf("%s: recovered start from catalog=%t, want %t", name, r.fromCatalog, r.storedNow != nil)
 		}
 	}
 	ids := "start IDs equal"
@@ -422,17 +423,17 @@ func checkStopped(ev *evidence) check {
 	return c
 }
 
-// fileAgrees reports whether a file holding inFile agrees with events whose
+// storedAgrees reports whether a catalog holding storedNow agrees with events whose
 // last CheckpointPersisted was last: it holds last, or the graceful stop
 // timed out with a save in flight (Stopped.Flushed false) that committed
 // unseen, so it holds a value above last and at most the minimum the stop
 // could not confirm (Stopped.Dropped).
-func fileAgrees(last, inFile wal.MessageID, stopped *messages.Stopped) bool {
-	if sameID(last, inFile) {
+func storedAgrees(last, storedNow wal.MessageID, stopped *messages.Stopped) bool {
+	if sameID(last, storedNow) {
 		return true
 	}
 	return stopped != nil && !stopped.Flushed && stopped.Dropped != nil &&
-		inFile != nil && wal.Less(last, inFile) && inFile.LTE(stopped.Dropped)
+		storedNow != nil && wal.Less(last, storedNow) && storedNow.LTE(stopped.Dropped)
 }
 
 func sameID(a, b wal.MessageID) bool {

@@ -45,7 +45,7 @@ func evidenceOf(run, restart []wal.MessageID) *evidence {
 		floor:  map[string]wal.MessageID{},
 		phases: []phase{{name: "run", sims: map[string]*simulator{"p0": sim}, rec: rec}, {name: "restart", sims: map[string]*simulator{"p0": sim2}, rec: rec2}},
 		restart: map[string]restartView{"p0": {
-			want: last, inFile: last, start: last, fromCatalog: last != nil, recovered: true,
+			want: last, storedNow: last, start: last, fromCatalog: last != nil, recovered: true,
 			stopped: rec.pchannels["p0"].stopped,
 		}},
 		final: map[string]wal.MessageID{"p0": final},
@@ -85,7 +85,7 @@ func TestChecks(t *testing.T) {
 		{name: "restart: wrong start", run: ids(10, 20),
 			tamper: func(ev *evidence) { r := ev.restart["p0"]; r.start = wal.KafkaID(10); ev.restart["p0"] = r }, failing: "restart"},
 		{name: "restart: the file lost the last save", run: ids(10, 20),
-			tamper: func(ev *evidence) { r := ev.restart["p0"]; r.inFile = wal.KafkaID(10); ev.restart["p0"] = r }, failing: "restart"},
+			tamper: func(ev *evidence) { r := ev.restart["p0"]; r.storedNow = wal.KafkaID(10); ev.restart["p0"] = r }, failing: "restart"},
 		{name: "rejections: one missing", run: ids(10),
 			tamper: func(ev *evidence) { ev.phases[0].sims["p0"].badSent = 1 }, failing: "rejections"},
 		{name: "stopped: no event", run: ids(10),
@@ -129,9 +129,9 @@ func TestFileAgrees(t *testing.T) {
 	unflushed := &messages.Stopped{Flushed: false, Dropped: wal.KafkaID(30)}
 	flushed := &messages.Stopped{Flushed: true}
 	for _, tc := range []struct {
-		last, inFile wal.MessageID
-		stopped      *messages.Stopped
-		want         bool
+		last, storedNow wal.MessageID
+		stopped         *messages.Stopped
+		want            bool
 	}{
 		{wal.KafkaID(20), wal.KafkaID(20), flushed, true},
 		{nil, nil, flushed, true},
@@ -142,8 +142,8 @@ func TestFileAgrees(t *testing.T) {
 		{nil, wal.KafkaID(10), unflushed, true},
 		{wal.KafkaID(20), nil, unflushed, false},
 	} {
-		if got := fileAgrees(tc.last, tc.inFile, tc.stopped); got != tc.want {
-			t.Errorf("fileAgrees(%v, %v, flushed=%t) = %t, want %t", tc.last, tc.inFile, tc.stopped.Flushed, got, tc.want)
+		if got := storedAgrees(tc.last, tc.storedNow, tc.stopped); got != tc.want {
+			t.Errorf("storedAgrees(%v, %v, flushed=%t) = %t, want %t", tc.last, tc.storedNow, tc.stopped.Flushed, got, tc.want)
 		}
 	}
 }

@@ -847,6 +847,11 @@ func TestANegativeKafkaOffsetIsRefused(t *testing.T) {
 	require.Contains(t, r.stderr, "1 record holding a sentinel, not an offset")
 	require.Contains(t, r.stderr, "SENTINEL: Kafka's clients read -1")
 	require.Empty(t, termtest.Wider(withoutHints(r.stdout+r.stderr), 80))
+	// dump writes it, as stored, and warns that restore refuses it: the
+	// refusal came only at the restore.
+	r = on(t, url, "dump", "-")
+	wantCode(t, r, cli.ExitOK, `"checkpoint": "kafka:-1"`)
+	require.Equal(t, "warning: q: kafka:-1 is not an offset; no node recovers from it, and restore writes it only with --force (see verify)\n", r.stderr)
 	// No node recovers from it: delete needs no --force, as for a corrupt
 	// record.
 	wantCode(t, on(t, url, "delete", "--dry-run", "q"), cli.ExitOK, "q: would delete kafka:-1")
