@@ -267,25 +267,32 @@ func TestUnknownCommandSuggestsOne(t *testing.T) {
 // A TLS file the command line names that holds no certificate is a bad
 // command line (exit 2), as a file given to restore that is no dump is;
 // one that cannot be read is a failed read (exit 1), as a dump file's. It
-// exited 1 for both.
+// exited 1 for both. Either is told before etcd is asked: where nothing
+// listened, "nothing listens" hid the bad file.
 func TestATLSFileWithNoCertificateIsABadCommandLine(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer l.Close()
 	notPEM := filepath.Join(t.TempDir(), "ca.pem")
 	require.NoError(t, os.WriteFile(notPEM, []byte("not a certificate\n"), 0o600))
-	catalog := "--catalog=etcd://" + l.Addr().String() + "/p"
-	for _, c := range []struct {
-		flag string
-		code int
-		want string
-	}{
-		{"--etcd-cacert=/nonexistent/ca.pem", cli.ExitFailed, "lowwater: --etcd-cacert: open /nonexistent/ca.pem: no such file or directory\n"},
-		{"--etcd-cacert=" + notPEM, cli.ExitUsage, "lowwater: --etcd-cacert: " + notPEM + ": no PEM certificate in it\n"},
-	} {
-		stdout, stderr, code := runSplit(t, catalog, c.flag, "list")
-		require.Equal(t, c.code, code, "%s: %s", c.flag, stderr)
-		require.Empty(t, stdout)
-		require.True(t, strings.HasPrefix(stderr, c.want), "%s: %q, want it to begin %q", c.flag, stderr, c.want)
+	listening := "--catalog=etcd://" + l.Addr().String() + "/p"
+	deaf, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	nobody := "--catalog=etcd://" + deaf.Addr().String() + "/p"
+	require.NoError(t, deaf.Close())
+	for _, catalog := range []string{listening, nobody} {
+		for _, c := range []struct {
+			flag string
+			code int
+			want string
+		}{
+			{"--etcd-cacert=/nonexistent/ca.pem", cli.ExitFailed, "lowwater: --etcd-cacert: open /nonexistent/ca.pem: no such file or directory\n"},
+			{"--etcd-cacert=" + notPEM, cli.ExitUsage, "lowwater: --etcd-cacert: " + notPEM + ": no PEM certificate in it\n"},
+		} {
+			stdout, stderr, code := runSplit(t, catalog, c.flag, "list")
+			require.Equal(t, c.code, code, "%s %s: %s", catalog, c.flag, stderr)
+			require.Empty(t, stdout)
+			require.True(t, strings.HasPrefix(stderr, c.want), "%s %s: %q, want it to begin %q", catalog, c.flag, stderr, c.want)
+		}
 	}
 }

@@ -184,7 +184,7 @@ func get(ctx context.Context, e *env, args []string) error {
 			fmt.Fprint(e.stdout, ownerLines(pchannel, owner, nil))
 		}
 		if cause := s.misplacedBeside(ctx, pchannel); cause != "" {
-			return &exitError{code: ExitCorrupt, err: fmt.Errorf("%s: %s", typed(pchannel), cause)}
+			return &exitError{code: ExitCorrupt, err: fmt.Errorf("%s: %s%s", typed(pchannel), cause, s.heldFor(pchannel))}
 		}
 		return &exitError{code: ExitNotFound, err: fmt.Errorf("%s: no checkpoint stored", typed(pchannel))}
 	}
@@ -854,6 +854,9 @@ func set(ctx context.Context, e *env, args []string) error {
 		return s.alsoOwned(ctx, pchannel, err)
 	}
 	warnReplay(e.stderr, act, pchannel, en, id)
+	if act == createBeside {
+		s.warnBeside(e.stderr, pchannel, id)
+	}
 	ch := change{act: act, en: en, id: id}
 	if e.opts.dryRun {
 		// As the write itself: one that changes nothing asks no owner.
@@ -935,6 +938,19 @@ func del(ctx context.Context, e *env, args []string) error {
 			if s.etcd != nil {
 				set, gone = "'set PCHANNEL ID'", "it may be the only copy of that pchannel's checkpoint"
 			}
+			if own, ok := byName[misplaced.WrittenFor]; ok && misplaced.WrittenFor != "" {
+				// It stores something already, below this or not
+				// comparable with it: a set over it is a raise, or needs
+				// --force.
+				set, gone = "'set --force PCHANNEL ID'", "it may be the only copy of what that pchannel had"
+				if own.Err == nil && misplaced.Checkpoint != nil {
+					gone = fmt.Sprintf("%s holds %s now, and this may be the only copy of what it had", typed(misplaced.WrittenFor), shownID(own.Checkpoint))
+					c, err := wal.Compare(own.Checkpoint, misplaced.Checkpoint)
+					if _, _, moved := partitionMoved(own.Checkpoint, misplaced.Checkpoint); err == nil && c < 0 && !moved {
+						set = "'set PCHANNEL ID', a raise"
+					}
+				}
+			}
 			if misplaced.WrittenFor != "" && misplaced.Checkpoint != nil {
 				set = strings.Replace(set, "PCHANNEL ID", typed(misplaced.WrittenFor)+" "+shownID(misplaced.Checkpoint), 1)
 			}
@@ -1009,16 +1025,17 @@ func recordOf(m *persistence.MisplacedRecordError) string {
 }
 
 // storedUnder is the checkpoint stored under the name a misplaced record
-// was written for, when it is at or above the one the record holds: the
-// record is then a copy of what its pchannel has, and deleting it loses
-// nothing.
+// was written for, when it is at or above the one the record holds, and
+// of its partition: the record is then a copy of what its pchannel has,
+// and deleting it loses nothing.
 func storedUnder(byName map[string]persistence.Entry, m *persistence.MisplacedRecordError) (wal.MessageID, bool) {
 	own, ok := byName[m.WrittenFor]
 	if m.WrittenFor == "" || m.Checkpoint == nil || !ok || own.Err != nil || own.Checkpoint == nil {
 		return nil, false
 	}
 	c, err := wal.Compare(own.Checkpoint, m.Checkpoint)
-	return own.Checkpoint, err == nil && c >= 0
+	_, _, moved := partitionMoved(m.Checkpoint, own.Checkpoint) // Pulsar orders no partition
+	return own.Checkpoint, err == nil && c >= 0 && !moved
 }
 
 // holding is what a misplaced record holds, as the tool shows it.

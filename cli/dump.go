@@ -948,6 +948,9 @@ func restore(ctx context.Context, e *env, args []string) error {
 		if en, ok := byName[de.PChannel]; ok {
 			warnReplay(e.stderr, acts[i], de.PChannel, &en, ids[i])
 		}
+		if acts[i] == createBeside {
+			s.warnBeside(e.stderr, de.PChannel, ids[i])
+		}
 	}
 	if e.opts.dryRun {
 		for _, w := range owned {

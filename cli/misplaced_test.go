@@ -36,7 +36,7 @@ func TestAMisplacedRecordIsToldAndRepaired(t *testing.T) {
 	require.Equal(t, cli.ExitCorrupt, code, stderr)
 	require.Empty(t, stdout)
 	require.Contains(t, stderr, `orders-dml-0: nothing stored under this name, but `+path+` holds a record under "nrders-dml-0" that was written for this one`)
-	require.Contains(t, stderr, "(lowwater verify says how to repair it)\n")
+	require.Contains(t, stderr, "(lowwater verify says how to repair it); it holds kafka:120\n")
 
 	stdout, stderr, code = runSplit(t, url, "verify")
 	require.Equal(t, cli.ExitCorrupt, code, stderr)
@@ -280,4 +280,62 @@ func writeDumpFile(t *testing.T, checkpoints string) string {
 	path := filepath.Join(t.TempDir(), "d.json")
 	require.NoError(t, os.WriteFile(path, []byte(`{"format":"lowwater-checkpoints/1","checkpoints":[`+checkpoints+`]}`), 0o600))
 	return path
+}
+
+// A repair below what a record written for the pchannel holds lowers it:
+// set and restore say so, as a lowering says its replay, where the --force
+// the repair needs let it pass unsaid. get names every record written for
+// the pchannel and what each holds, and delete's refusal says what the
+// pchannel holds now, and the raise that keeps the record.
+func TestARepairBelowAMisplacedRecordSaysWhatItLowers(t *testing.T) {
+	url, path := boltWith(t, map[string]wal.MessageID{"orders-dml-0": wal.KafkaID(200)})
+	moveRecord(t, path, "orders-dml-0", "ordprs-dml-0")
+	plantRaw(t, path, "orders-dml-00", mustEncode(t, "orders-dml-0", wal.KafkaID(100))) // a byte more
+	_, stderr, code := runSplit(t, url, "get", "orders-dml-0")
+	require.Equal(t, cli.ExitCorrupt, code, stderr)
+	require.Contains(t, stderr, "; 2 records written for it: orders-dml-00 holds kafka:100, ordprs-dml-0 holds kafka:200\n")
+
+	for _, args := range [][]string{{"set", "--force", "--dry-run", "orders-dml-0", "kafka:150"}, {"set", "--force", "orders-dml-0", "kafka:150"}} {
+		stdout, stderr, code := runSplit(t, append([]string{url}, args...)...)
+		require.Equal(t, cli.ExitOK, code, "%v: %s", args, stderr)
+		require.Contains(t, stdout, "orders-dml-0: ")
+		require.Equal(t, "warning: orders-dml-0: the record under ordprs-dml-0, written for it, holds kafka:200: "+
+			"replay: consumers restart at kafka:150 and re-read what follows it up to kafka:200 (50 messages)\n", stderr, "%v", args)
+	}
+	_, stderr, code = runSplit(t, url, "delete", "ordprs-dml-0")
+	require.Equal(t, cli.ExitRefused, code, stderr)
+	require.Contains(t, stderr, "ordprs-dml-0 holds kafka:200, written for orders-dml-0 (its key damaged, or copied here): "+
+		"orders-dml-0 holds kafka:150 now, and this may be the only copy of what it had; "+
+		"write it under its own name first ('set orders-dml-0 kafka:200', a raise, see verify), or --force deletes it")
+	// The lower one is a copy now.
+	stdout, stderr, code := runSplit(t, url, "delete", "orders-dml-00")
+	require.Equal(t, cli.ExitOK, code, stderr)
+	require.Equal(t, "orders-dml-00: deleted a misplaced record holding kafka:100 (orders-dml-0, whose it was, holds kafka:150)\n", stdout)
+
+	// restore says it as set does.
+	url, path = boltWith(t, map[string]wal.MessageID{"orders-dml-0": wal.KafkaID(200)})
+	moveRecord(t, path, "orders-dml-0", "ordprs-dml-0")
+	dump := writeDumpFile(t, `{"pchannel":"orders-dml-0","wal":"kafka","checkpoint":"kafka:150"}`)
+	_, stderr, code = runSplit(t, url, "restore", "--force", dump)
+	require.Equal(t, cli.ExitOK, code, stderr)
+	require.Equal(t, "warning: orders-dml-0: the record under ordprs-dml-0, written for it, holds kafka:200: "+
+		"replay: consumers restart at kafka:150 and re-read what follows it up to kafka:200 (50 messages)\n", stderr)
+}
+
+// A record of another Pulsar partition than the one the pchannel stores
+// is no copy of it, whatever the positions: delete keeps it without
+// --force, as set refuses the partition without it, and a repair to
+// another partition says so.
+func TestAMisplacedRecordOfAnotherPartitionIsNoCopy(t *testing.T) {
+	url, path := boltWith(t, map[string]wal.MessageID{"orders-dml-0": wal.PulsarID{LedgerID: 7, EntryID: 3, Partition: 2}})
+	moveRecord(t, path, "orders-dml-0", "nrders-dml-0")
+	stdout, stderr, code := runSplit(t, url, "set", "--force", "orders-dml-0", "pulsar:7:3:0@5")
+	require.Equal(t, cli.ExitOK, code, stderr)
+	require.Equal(t, "orders-dml-0: created at pulsar:7:3:0@5\n", stdout)
+	require.Equal(t, "warning: orders-dml-0: the record under nrders-dml-0, written for it, holds pulsar:7:3:0@2, "+
+		"which pulsar:7:3:0@5 does not follow (another WAL or partition): its consumers lose their place\n", stderr)
+	_, stderr, code = runSplit(t, url, "delete", "nrders-dml-0")
+	require.Equal(t, cli.ExitRefused, code, stderr)
+	require.Contains(t, stderr, "orders-dml-0 holds pulsar:7:3:0@5 now, and this may be the only copy of what it had; "+
+		"write it under its own name first ('set --force orders-dml-0 pulsar:7:3:0@2', see verify)")
 }

@@ -88,7 +88,7 @@ type store struct {
 	misplaced *string
 	// named are the whole misplaced records the last read of the
 	// entries found: each holds back the one pchannel it names.
-	named []*persistence.MisplacedRecordError
+	named []misplacedEntry
 }
 
 // cleanupGrace is how long past the command's end (its --timeout, or a
@@ -176,22 +176,9 @@ func (e *env) open(ctx context.Context, m mode) (_ *store, err error) {
 			return nil, err
 		}
 	case catalogurl.Etcd:
-		if err := etcdaccess.AnyListens(ctx, u.Endpoints); err != nil {
-			return nil, err
-		}
-		// The client's own waits (the first connection, and with a user
-		// its token) end with the command's, and the client with grace:
-		// what a write owes past the command's end needs it still.
-		dial := 5 * time.Second
-		if deadline, ok := ctx.Deadline(); ok {
-			dial = min(dial, max(time.Until(deadline), time.Millisecond))
-		}
-		cfg := clientv3.Config{
-			Endpoints:   u.Endpoints,
-			DialTimeout: dial,
-			Context:     s.grace,
-			Logger:      zap.NewNop(),
-		}
+		cfg := clientv3.Config{Endpoints: u.Endpoints, Context: s.grace, Logger: zap.NewNop()}
+		// The files the flags name are read before etcd is asked: a bad
+		// one is the command line's mistake, whatever etcd answers.
 		if err := e.opts.etcd.Apply(&cfg); err != nil {
 			// As a dump file: one that cannot be read is a failed read,
 			// one read that holds no certificate a bad command line.
@@ -200,6 +187,16 @@ func (e *env) open(ctx context.Context, m mode) (_ *store, err error) {
 				return nil, err
 			}
 			return nil, badFile("%v", err)
+		}
+		if err := etcdaccess.AnyListens(ctx, u.Endpoints); err != nil {
+			return nil, err
+		}
+		// The client's own waits (the first connection, and with a user
+		// its token) end with the command's, and the client with grace:
+		// what a write owes past the command's end needs it still.
+		cfg.DialTimeout = 5 * time.Second
+		if deadline, ok := ctx.Deadline(); ok {
+			cfg.DialTimeout = min(cfg.DialTimeout, max(time.Until(deadline), time.Millisecond))
 		}
 		cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainUnaryInterceptor(e.noteAnswers))
 		e.etcdAsked.Store(true)
@@ -561,7 +558,7 @@ func (s *store) entries(ctx context.Context) (map[string]persistence.Entry, []pe
 	s.named = nil
 	for i, e := range list {
 		if m := new(*persistence.MisplacedRecordError); errors.As(e.Err, m) {
-			s.named = append(s.named, *m)
+			s.named = append(s.named, misplacedEntry{key: e.PChannel, MisplacedRecordError: *m})
 		}
 		if i > 0 && i%ctxEvery == 0 && ctx.Err() != nil {
 			return nil, nil, fmt.Errorf("read %s: %w", s.url, ctx.Err())
@@ -1001,7 +998,7 @@ func (s *store) misplacedBeside(ctx context.Context, pchannel string) string {
 	if s.bolt == nil {
 		return ""
 	}
-	named := slices.ContainsFunc(s.named, func(m *persistence.MisplacedRecordError) bool { return m.Names(pchannel) })
+	named := len(s.writtenFor(pchannel)) > 0
 	if !named && s.misplaced != nil {
 		return *s.misplaced
 	}
@@ -1018,6 +1015,67 @@ func (s *store) misplacedBeside(ctx context.Context, pchannel string) string {
 		s.misplaced = &cause
 	}
 	return cause
+}
+
+// misplacedEntry is a whole misplaced record, and the key it is under.
+type misplacedEntry struct {
+	key string
+	*persistence.MisplacedRecordError
+}
+
+// writtenFor is every whole misplaced record written for pchannel, by
+// its name check.
+func (s *store) writtenFor(pchannel string) []misplacedEntry {
+	var mine []misplacedEntry
+	for _, m := range s.named {
+		if m.Names(pchannel) {
+			mine = append(mine, m)
+		}
+	}
+	return mine
+}
+
+// heldFor says what the records written for pchannel under other keys
+// hold, for a message that says why it is held back: Load names one of
+// them, by its key alone, and the highest may be another.
+func (s *store) heldFor(pchannel string) string {
+	mine := s.writtenFor(pchannel)
+	if len(mine) == 1 {
+		return "; it holds " + holding(mine[0].MisplacedRecordError)
+	}
+	var held []string
+	for _, m := range mine {
+		held = append(held, fmt.Sprintf("%s holds %s", typed(m.key), holding(m.MisplacedRecordError)))
+	}
+	if len(held) == 0 {
+		return ""
+	}
+	return "; " + count(len(held), "record") + " written for it: " + strings.Join(held, ", ")
+}
+
+// warnBeside warns of each record written for pchannel under another key
+// that holds what id does not reach: written as a repair (createBeside),
+// id lowers what the pchannel had, or leaves its partition or WAL.
+func (s *store) warnBeside(w io.Writer, pchannel string, id wal.MessageID) {
+	for _, m := range s.writtenFor(pchannel) {
+		held := m.Checkpoint
+		if held == nil {
+			fmt.Fprintf(w, "warning: %s: the record under %s, written for it, holds %s: read it with a build that "+
+				"knows that WAL before writing over it\n", shown(pchannel), typed(m.key), holding(m.MisplacedRecordError))
+			continue
+		}
+		c, err := wal.Compare(id, held)
+		_, _, moved := partitionMoved(held, id)
+		switch {
+		case err == nil && c >= 0 && !moved:
+		case err == nil && !moved:
+			fmt.Fprintf(w, "warning: %s: the record under %s, written for it, holds %s: %s\n",
+				shown(pchannel), typed(m.key), shownID(held), replay(held, id))
+		default:
+			fmt.Fprintf(w, "warning: %s: the record under %s, written for it, holds %s, which %s does not follow "+
+				"(another WAL or partition): its consumers lose their place\n", shown(pchannel), typed(m.key), shownID(held), shownID(id))
+		}
+	}
 }
 
 // create is the action of a write of pchannel, which has nothing stored:

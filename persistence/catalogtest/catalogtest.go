@@ -71,8 +71,15 @@ import (
 // that has not ended.
 //
 // A panic out of a call the suite makes fails the check it happened in,
-// with the stack, and the checks after it still run; one on a goroutine
-// of the catalog's own still ends the test binary, as any would.
+// with the call and the stack where it panicked, and the checks after it
+// still run; so does a call that ends its goroutine (runtime.Goexit, as
+// t.FailNow does), which the actors take for a failed call. A panic on a
+// goroutine of the catalog's own still ends the test binary, as any
+// would.
+//
+// ConcurrentSavesNeverGoBack races writers and a reader: a catalog whose
+// compare and write are two steps fails it in most runs, not in every
+// one. Run the suite with -count=20, say, before trusting a pass.
 //
 // Every call the suite makes has a deadline, of 10 s unless its check
 // gives a sooner one, and is waited for no longer than 5 s past it: a
@@ -87,25 +94,30 @@ import (
 // whatever those find after it is not reported.
 func Run(t *testing.T, newCatalog func(t *testing.T) persistence.Catalog) {
 	t.Helper()
-	run(t, newCatalog)
+	overran := new(atomic.Bool) // shared by every check: see bounded
+	run(t, newCatalog, overran)
 	t.Run("StartSave", func(t *testing.T) {
+		probe := newCatalog(t)
+		_, ok := probe.(persistence.SaveStarter)
+		_ = (&bounded{c: probe, report: newReporter(t, nil), overran: overran}).Close()
+		if !ok {
+			t.Skip("not a persistence.SaveStarter")
+		}
 		outer := newReporter(t, nil)
 		untold := new(atomic.Bool)
 		run(t, func(t *testing.T) persistence.Catalog {
 			c := newCatalog(t)
 			starter, ok := c.(persistence.SaveStarter)
 			if !ok {
-				_ = c.Close()
-				t.Skip("not a persistence.SaveStarter")
+				t.Fatalf("newCatalog returned a %T, which is no persistence.SaveStarter, where it returned one before", c)
 			}
 			return &startedSaves{SaveStarter: starter, report: newReporter(t, outer), untold: untold}
-		})
+		}, overran)
 	})
 }
 
-func run(t *testing.T, newCatalog func(t *testing.T) persistence.Catalog) {
+func run(t *testing.T, newCatalog func(t *testing.T) persistence.Catalog, overran *atomic.Bool) {
 	t.Helper()
-	overran := new(atomic.Bool) // shared by the checks of a run
 	tests := []struct {
 		name string
 		run  func(t *testing.T, c persistence.Catalog)
@@ -137,7 +149,7 @@ func run(t *testing.T, newCatalog func(t *testing.T) persistence.Catalog) {
 			// test binary, so that the other checks still run.
 			defer func() {
 				if p := recover(); p != nil {
-					t.Fatalf("the catalog panicked: %v\n%s", p, panicStack(p))
+					t.Fatalf("the catalog panicked%s: %v\n%s", panicCall(p), p, panicStack(p))
 				}
 			}()
 			tt.run(t, c)
@@ -303,7 +315,7 @@ func wantUnordered(t *testing.T, c persistence.Catalog, pchannel string, id wal.
 func saveRecovered(c persistence.Catalog, ctx context.Context, pchannel string, id wal.MessageID) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("the catalog panicked: %v\n%s", p, panicStack(p))
+			err = fmt.Errorf("the catalog panicked%s: %v\n%s", panicCall(p), p, panicStack(p))
 		}
 	}()
 	return c.Save(ctx, pchannel, id)
@@ -313,7 +325,7 @@ func saveRecovered(c persistence.Catalog, ctx context.Context, pchannel string, 
 // own recover cannot see it, as a failure of the check. Deferred.
 func recoverTo(r *reporter, who string) {
 	if p := recover(); p != nil {
-		r.errorf("%s: the catalog panicked: %v\n%s", who, p, panicStack(p))
+		r.errorf("%s: the catalog panicked%s: %v\n%s", who, panicCall(p), p, panicStack(p))
 	}
 }
 
@@ -466,6 +478,8 @@ func testConcurrentSaves(t *testing.T, c persistence.Catalog) {
 	// A catalog that refuses wrongly refuses hundreds of these saves:
 	// the first few are told, and how many more.
 	var refusals atomic.Int64
+	top := wal.KafkaID(writers * perWriter)
+	var topAcked atomic.Bool // the highest save returned nil
 	refused := func(format string, args ...any) {
 		if refusals.Add(1) <= 3 {
 			r.errorf(format, args...)
@@ -483,6 +497,9 @@ func testConcurrentSaves(t *testing.T, c persistence.Catalog) {
 				var ahead *persistence.StoredAheadError
 				switch {
 				case err == nil:
+					if id == top {
+						topAcked.Store(true)
+					}
 				case errors.As(err, &ahead):
 					if !id.LT(ahead.Stored) {
 						refused("Save(%s) refused with stored %s, which is not above it: a refusal must name a stored value above the one refused", id, ahead.Stored)
@@ -526,14 +543,15 @@ func testConcurrentSaves(t *testing.T, c persistence.Catalog) {
 	if n := refusals.Load(); n > 3 {
 		t.Errorf("and %d more saves refused so", n-3)
 	}
-	// The highest save cannot be refused, so it was acknowledged: a
-	// catalog that compares and writes in two steps lets a lower save's
-	// write land after it.
-	top := wal.KafkaID(writers * perWriter)
+	// The highest save cannot be refused rightly. Once acknowledged, a
+	// lower value read after it is a lower save's write landed after it,
+	// as a catalog that compares and writes in two steps lets it.
 	got, err := c.Load(context.Background(), "p")
 	switch {
 	case err != nil:
 		t.Errorf("Load(%q) = %v", "p", err)
+	case !topAcked.Load():
+		t.Errorf("Save(%s), above every other, was not acknowledged (see above); Load(%q) = %s", top, "p", exact(got))
 	case got == nil || !got.EQ(top):
 		t.Errorf("Load(%q) = %s, want %s: %s was acknowledged and then overwritten by a lower save: "+
 			"a save's compare and its write must be one atomic step", "p", exact(got), exact(top), top)
@@ -816,27 +834,40 @@ func (b *bounded) Close() error {
 }
 
 // described is an ID as a failure names it: the suite's own IDs include
-// a nil, a typed nil and one whose String panics.
-func described(id wal.MessageID) (s string) {
-	defer func() {
-		if recover() != nil {
-			s = fmt.Sprintf("%T", id)
-		}
-	}()
+// a nil, a typed nil and one of no registered WAL, named by their type.
+func described(id wal.MessageID) string {
 	if id == nil {
 		return "<nil>"
+	}
+	if _, err := wal.NameOf(id); err != nil {
+		return fmt.Sprintf("%T", id)
 	}
 	return wal.String(id)
 }
 
-// callPanic is a panic out of a call, carried to the check's goroutine
-// with the stack of the call's own.
+// callPanic is a panic out of a call, or its goroutine's end (Goexit),
+// carried to the check's goroutine with the call and the stack of the
+// call's own goroutine.
 type callPanic struct {
+	call  string
 	value any
 	stack []byte
 }
 
 func (p *callPanic) String() string { return fmt.Sprint(p.value) }
+
+// panicCall is " in CALL" for a panic out of a call the suite made.
+func panicCall(p any) string {
+	if cp, ok := p.(*callPanic); ok {
+		return " in " + cp.call
+	}
+	return ""
+}
+
+// errGoexit is what a call that ended its goroutine (runtime.Goexit, as
+// t.FailNow does) is taken to have panicked with: it returned nothing,
+// and the actors take it for a failed call.
+var errGoexit = errors.New("the call ended its goroutine (runtime.Goexit, as t.FailNow does) and returned nothing")
 
 // panicStack is the stack to report with the panic value p: the call's,
 // where it panicked, if it came out of one.
@@ -864,13 +895,17 @@ func within[T any](b *bounded, ctx context.Context, name string, call func(conte
 	done := make(chan result, 1)
 	go func() {
 		var r result
+		returned := false
 		defer func() {
 			if p := recover(); p != nil {
-				r.panic = &callPanic{value: p, stack: debug.Stack()}
+				r.panic = &callPanic{call: name, value: p, stack: debug.Stack()}
+			} else if !returned {
+				r.panic = &callPanic{call: name, value: errGoexit, stack: debug.Stack()}
 			}
 			done <- r
 		}()
 		r.v, r.err = call(ctx)
+		returned = true
 	}()
 	deadline, _ := ctx.Deadline()
 	// A deadline passed already (a check of a done context) is waited
@@ -885,7 +920,11 @@ func within[T any](b *bounded, ctx context.Context, name string, call func(conte
 		return r.v, r.err
 	case <-wait.C:
 		b.overran.Store(true)
-		b.report.errorf("%s still runs %v past its context's deadline: a catalog must end each call when its context ends", name, callGrace)
+		if name == "Close" {
+			b.report.errorf("Close has not returned %v after it began: a catalog's Close must return", callWithin+callGrace)
+		} else {
+			b.report.errorf("%s still runs %v past its context's deadline: a catalog must end each call when its context ends", name, callGrace)
+		}
 		return zero, fmt.Errorf("catalogtest: %s ran past its deadline", name)
 	}
 }

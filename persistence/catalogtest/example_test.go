@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -26,11 +27,13 @@ type mapCatalog struct {
 	mu     sync.Mutex
 	closed bool
 	stored map[string]wal.MessageID
-	// lowers, naive and hangs, when set, break the contract on purpose
-	// (see TestRunCatchesABrokenCatalog): naive skips the argument
-	// checks, and so panics on a nil ID; hangs never returns from a Save,
-	// whatever its context, holding the catalog's lock.
-	lowers, naive, hangs bool
+	// lowers, naive, hangs, hangsClosing and ends, when set, break the
+	// contract on purpose (see TestRunCatchesABrokenCatalog): naive skips
+	// the argument checks, and so panics on a nil ID; hangs never returns
+	// from a Save, whatever its context, holding the catalog's lock, and
+	// hangsClosing from a Close; ends ends a Load's goroutine
+	// (runtime.Goexit) where nothing is stored, rather than return.
+	lowers, naive, hangs, hangsClosing, ends bool
 }
 
 func newMapCatalog() *mapCatalog { return &mapCatalog{stored: map[string]wal.MessageID{}} }
@@ -54,6 +57,9 @@ func (c *mapCatalog) Load(ctx context.Context, pchannel string) (wal.MessageID, 
 	defer c.mu.Unlock()
 	if err := c.ready(ctx, pchannel, true); err != nil {
 		return nil, err
+	}
+	if c.ends && c.stored[pchannel] == nil {
+		runtime.Goexit()
 	}
 	return c.stored[pchannel], nil
 }
@@ -124,6 +130,9 @@ func (c *mapCatalog) Delete(ctx context.Context, pchannel string) error {
 }
 
 func (c *mapCatalog) Close() error {
+	if c.hangsClosing {
+		select {}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -148,13 +157,15 @@ func TestThirdPartyCatalog(t *testing.T) {
 // so, and the checks after it still run; one whose save never returns,
 // whatever its context, which fails the check it hung in within the
 // bounds of a call, and every check after it at once, rather than hang
-// the run until go test's timeout.
+// the run until go test's timeout, and one whose Close never returns,
+// alike; one whose Load ends its goroutine.
 func TestRunCatchesABrokenCatalog(t *testing.T) {
 	if mode := os.Getenv("CATALOGTEST_BROKEN"); mode != "" {
 		defer catalogtest.SetCallWithin(200*time.Millisecond, 100*time.Millisecond)()
 		catalogtest.Run(t, func(*testing.T) persistence.Catalog {
 			c := newMapCatalog()
 			c.lowers, c.naive, c.hangs = mode == "lowers", mode == "naive", mode == "hangs"
+			c.hangsClosing, c.ends = mode == "hangs-closing", mode == "ends"
 			return c
 		})
 		return
@@ -166,11 +177,26 @@ func TestRunCatchesABrokenCatalog(t *testing.T) {
 		},
 		"naive": {
 			"--- FAIL: TestRunCatchesABrokenCatalog/InvalidArguments",
-			`Save("p", *wal.KafkaID) = the catalog panicked: `,
+			`Save("p", *wal.KafkaID) = the catalog panicked in Save("p", *wal.KafkaID): `,
 			// After the panic, the cases after it are still told.
 			`Save("p", kafka:-2) = `,
 			"--- PASS: TestRunCatchesABrokenCatalog/LoadAllManyPChannels",
 			"--- PASS: TestRunCatchesABrokenCatalog/CallsAfterClose",
+		},
+		// Every check's catalog is closed: the first Close hangs, and
+		// the run ends all the same, each check after it failing at once.
+		"hangs-closing": {
+			"--- FAIL: TestRunCatchesABrokenCatalog/LoadAbsent",
+			"Close has not returned 300ms after it began: a catalog's Close must return",
+			"--- FAIL: TestRunCatchesABrokenCatalog/CallsAfterClose",
+			"a call earlier ran past its deadline (see the first check that failed)",
+		},
+		// It passed: the call's goroutine ended, and the suite took its
+		// nothing for (nil, nil). The actors take it for a failed Load,
+		// and no new pchannel ever starts on it.
+		"ends": {
+			"--- FAIL: TestRunCatchesABrokenCatalog/LoadAbsent",
+			`the catalog panicked in Load("absent"): the call ended its goroutine (runtime.Goexit, as t.FailNow does)`,
 		},
 		"hangs": {
 			"--- PASS: TestRunCatchesABrokenCatalog/LoadAbsent",
