@@ -401,6 +401,15 @@ func (s *persister) saveFailed(m *callDone, attempt int) saveplan.Step {
 		if adopted {
 			persisted = stored.Stored
 		}
+		switch {
+		case stored.Stored == nil:
+			s.brokenAhead(m, "its *persistence.StoredAheadError names no value stored")
+		case attempt > 1 && notAbove(stored.Stored, m.value):
+			// Once may be a racing store's stale report; on a retry too,
+			// the catalog's.
+			s.brokenAhead(m, fmt.Sprintf("its *persistence.StoredAheadError names %s, which is not at or above %s, on a retry too",
+				wal.String(stored.Stored), wal.String(m.value)))
+		}
 		s.failed(m, attempt, step.Wait, persisted)
 		return step
 	case errors.Is(m.err, persistence.ErrFenced):
@@ -422,8 +431,11 @@ func (s *persister) saveFailed(m *callDone, attempt int) saveplan.Step {
 		return saveplan.Step{}
 	default:
 		// A panic inside the catalog comes here too, as an error.
-		if errors.Is(m.err, persistence.ErrStoredAhead) {
-			s.brokenAhead(m.err, stored)
+		switch {
+		case stored != nil:
+			s.brokenAhead(m, "its *persistence.StoredAheadError is about pchannel "+shorten.Quoted(stored.PChannel))
+		case errors.Is(m.err, persistence.ErrStoredAhead):
+			s.brokenAhead(m, "it is no *persistence.StoredAheadError naming the value stored")
 		}
 		step := s.plan.Failed()
 		s.report()
@@ -432,25 +444,29 @@ func (s *persister) saveFailed(m *callDone, attempt int) saveplan.Step {
 	}
 }
 
-// brokenAhead logs, once per persister, a refusal as stored ahead that
-// breaks the Catalog contract: without a *persistence.StoredAheadError
-// (stored nil), or with one about another pchannel. Such a refusal proves
-// nothing of this pchannel's record, and the save is retried on the
-// backoff as after any failure, for as long as the catalog refuses it;
-// each PersistFailed and warning says only that it failed, not that the
-// catalog is at fault.
-func (s *persister) brokenAhead(err error, stored *persistence.StoredAheadError) {
+// brokenAhead logs, once per persister (a restarted one logs again), a
+// refusal as stored ahead that breaks the Catalog contract, and why: one
+// without a *persistence.StoredAheadError, or with one about another
+// pchannel, or naming no value, or a value below the one refused again
+// and again. Such a refusal proves nothing of this pchannel's record,
+// and the save is retried on the backoff as after any failure, for as
+// long as the catalog refuses it; each PersistFailed and warning says
+// only that it failed, not that the catalog is at fault.
+func (s *persister) brokenAhead(m *callDone, why string) {
 	if s.toldBrokenAhead {
 		return
 	}
 	s.toldBrokenAhead = true
-	why := "it is no *persistence.StoredAheadError naming the value stored"
-	if stored != nil {
-		why = "its *persistence.StoredAheadError is about pchannel " + shorten.Quoted(stored.PChannel)
-	}
 	s.cfg.logger.Error("the catalog refused a save as stored ahead, but "+why+": it breaks the Catalog contract "+
 		"(persistence/catalogtest checks it); the save is retried on the backoff while the catalog refuses it",
-		zap.Stringer("checkpoint", stringer{s.plan.InFlight()}), errorField(err))
+		zap.Stringer("checkpoint", stringer{m.value}), errorField(m.err))
+}
+
+// notAbove reports whether stored, named by a refusal of v as stored
+// ahead, proves nothing of v: below it, or of another WAL.
+func notAbove(stored, v wal.MessageID) bool {
+	c, err := wal.Compare(stored, v)
+	return err != nil || c < 0
 }
 
 // failed reports a failed attempt; adopted is the value of another

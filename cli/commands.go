@@ -207,6 +207,11 @@ func get(ctx context.Context, e *env, args []string) error {
 			"            every save (%s clears it; see verify)\n", commandLine("delete", pchannel))
 	}
 	fmt.Fprintf(e.stdout, "version     %s\n", version)
+	// Records written for it under other keys: what it had may be there
+	// (verify tells them too).
+	for _, m := range s.writtenFor(pchannel) {
+		fmt.Fprintf(e.stdout, "misplaced   %s holds %s, written for it (see verify)\n", typed(m.key), holding(m.MisplacedRecordError))
+	}
 	switch {
 	case s.etcd == nil:
 	case owner.Term != 0:
@@ -927,36 +932,20 @@ func del(ctx context.Context, e *env, args []string) error {
 		was = "a checkpoint of WAL " + shown(string(en.WAL))
 	}
 	ch := change{act: remove, en: &en}
-	if misplaced != nil && !e.opts.force {
+	if misplaced != nil {
 		// Another pchannel's checkpoint, maybe the only copy: a bbolt
 		// file holds that pchannel's node back while it is there. Once
 		// written under its own name, it is a copy.
 		if own, ok := storedUnder(byName, misplaced); ok {
 			was += fmt.Sprintf(" (%s, whose it was, holds %s)", typed(misplaced.WrittenFor), shownID(own))
 		} else {
-			set, gone := "'set --force PCHANNEL ID'", "once it is gone, the node of that pchannel starts from its vchannels' checkpoints"
-			if s.etcd != nil {
-				set, gone = "'set PCHANNEL ID'", "it may be the only copy of that pchannel's checkpoint"
+			gone, set := s.misplacedCost(byName, misplaced)
+			if !e.opts.force {
+				return refused("%s holds %s, written for %s (its key damaged, or copied here): "+
+					"%s; write it under its own name first (%s, see verify), or --force deletes it",
+					typed(pchannel), holding(misplaced), writtenFor(misplaced), gone, set)
 			}
-			if own, ok := byName[misplaced.WrittenFor]; ok && misplaced.WrittenFor != "" {
-				// It stores something already, below this or not
-				// comparable with it: a set over it is a raise, or needs
-				// --force.
-				set, gone = "'set --force PCHANNEL ID'", "it may be the only copy of what that pchannel had"
-				if own.Err == nil && misplaced.Checkpoint != nil {
-					gone = fmt.Sprintf("%s holds %s now, and this may be the only copy of what it had", typed(misplaced.WrittenFor), shownID(own.Checkpoint))
-					c, err := wal.Compare(own.Checkpoint, misplaced.Checkpoint)
-					if _, _, moved := partitionMoved(own.Checkpoint, misplaced.Checkpoint); err == nil && c < 0 && !moved {
-						set = "'set PCHANNEL ID', a raise"
-					}
-				}
-			}
-			if misplaced.WrittenFor != "" && misplaced.Checkpoint != nil {
-				set = strings.Replace(set, "PCHANNEL ID", typed(misplaced.WrittenFor)+" "+shownID(misplaced.Checkpoint), 1)
-			}
-			return refused("%s holds %s, written for %s (its key damaged, or copied here): "+
-				"%s; write it under its own name first (%s, see verify), or --force deletes it",
-				typed(pchannel), holding(misplaced), writtenFor(misplaced), gone, set)
+			fmt.Fprintf(e.stderr, "warning: %s: it holds %s, written for %s: %s\n", typed(pchannel), holding(misplaced), writtenFor(misplaced), gone)
 		}
 	}
 	if unknownWAL && !e.opts.force {
@@ -1005,6 +994,38 @@ func del(ctx context.Context, e *env, args []string) error {
 	}
 	fmt.Fprintf(e.stdout, "%s: deleted %s\n", typed(pchannel), was)
 	return nil
+}
+
+// misplacedCost says what deleting a misplaced record m costs, no copy of
+// it being stored under the name it was written for, and the set that
+// keeps it: its ID under that name.
+func (s *store) misplacedCost(byName map[string]persistence.Entry, m *persistence.MisplacedRecordError) (gone, set string) {
+	set, gone = "'set --force PCHANNEL ID'", "once it is gone, the node of that pchannel starts from its vchannels' checkpoints"
+	if s.etcd != nil {
+		set, gone = "'set PCHANNEL ID'", "it may be the only copy of that pchannel's checkpoint"
+	}
+	if own, ok := byName[m.WrittenFor]; ok && m.WrittenFor != "" {
+		// It stores something already, below this or not comparable
+		// with it: a set over it is a raise, or needs --force.
+		set, gone = "'set --force PCHANNEL ID'", "it may be the only copy of what that pchannel had"
+		if own.Err == nil {
+			gone = fmt.Sprintf("%s holds %s now, and this may be the only copy of what it had", typed(m.WrittenFor), shownID(own.Checkpoint))
+			if m.Checkpoint != nil {
+				c, err := wal.Compare(own.Checkpoint, m.Checkpoint)
+				if _, _, moved := partitionMoved(own.Checkpoint, m.Checkpoint); err == nil && c < 0 && !moved {
+					set = "'set PCHANNEL ID', a raise"
+				}
+			}
+		}
+	}
+	if m.WrittenFor != "" {
+		set = strings.Replace(set, "PCHANNEL", typed(m.WrittenFor), 1)
+	}
+	if m.Checkpoint == nil {
+		// Its ID is text only to a build with its WAL.
+		return gone, "with a lowwater built with WAL " + shown(string(m.WAL)) + " (package cli), " + set + " with the ID it holds"
+	}
+	return gone, strings.Replace(set, "ID", shownID(m.Checkpoint), 1)
 }
 
 // writtenFor is the pchannel a misplaced record was written for, as far

@@ -183,6 +183,8 @@ func TestAMisplacedRecordOfAnUnknownWALIsTold(t *testing.T) {
 	_, stderr, code = runSplit(t, url, "delete", "p9")
 	require.Equal(t, cli.ExitRefused, code, stderr)
 	require.Contains(t, stderr, `p9 holds a checkpoint of WAL fancy that this build cannot read, written for p5`)
+	require.Contains(t, stderr, "write it under its own name first (with a lowwater built with WAL fancy (package cli), "+
+		"'set --force p5 ID' with the ID it holds, see verify)")
 }
 
 // On etcd a Load does not look for misplaced records, and a node of the
@@ -213,12 +215,21 @@ func TestAMisplacedRecordOnEtcdIsToldAsEtcdTreatsIt(t *testing.T) {
 
 	// Under a name no node takes, which only delete --quoted reaches: it
 	// failed on etcd, refused by the check of a name a node takes.
-	for _, key := range []string{"orders-dml-\xb0", "orders-dml-0\x00", strings.Repeat("o", 600)} {
+	// The first two are a byte from orders-dml-0, which holds their
+	// checkpoint now: copies. Whose the third is is not told, and a
+	// forced delete of it says what it may cost.
+	for key, want := range map[string][2]string{
+		"orders-dml-\xb0":  {" (orders-dml-0, whose it was, holds kafka:120)", ""},
+		"orders-dml-0\x00": {" (orders-dml-0, whose it was, holds kafka:120)", ""},
+		strings.Repeat("o", 600): {"", "warning: " + strconv.Quote(strings.Repeat("o", 600)) + ": it holds kafka:120, written for another pchannel's name: " +
+			"it may be the only copy of that pchannel's checkpoint\n"},
+	} {
 		_, err = client.Put(ctxT(t), "cli/wal/"+key+"/consume-checkpoint", string(raw))
 		require.NoError(t, err)
 		stdout, stderr, code = runSplit(t, catalog, "delete", "--force", "--quoted", strconv.Quote(key))
 		require.Equal(t, cli.ExitOK, code, stderr)
-		require.Equal(t, strconv.Quote(key)+": deleted a misplaced record holding kafka:120\n", stdout)
+		require.Equal(t, strconv.Quote(key)+": deleted a misplaced record holding kafka:120"+want[0]+"\n", stdout)
+		require.Equal(t, want[1], stderr)
 	}
 	_, stderr, code = runSplit(t, catalog, "verify")
 	require.Equal(t, cli.ExitOK, code, stderr)
@@ -307,8 +318,20 @@ func TestARepairBelowAMisplacedRecordSaysWhatItLowers(t *testing.T) {
 	require.Contains(t, stderr, "ordprs-dml-0 holds kafka:200, written for orders-dml-0 (its key damaged, or copied here): "+
 		"orders-dml-0 holds kafka:150 now, and this may be the only copy of what it had; "+
 		"write it under its own name first ('set orders-dml-0 kafka:200', a raise, see verify), or --force deletes it")
+	// get of the pchannel, which stores something now, still tells it.
+	stdout, stderr, code := runSplit(t, url, "get", "orders-dml-0")
+	require.Equal(t, cli.ExitOK, code, stderr)
+	require.Contains(t, stdout, "checkpoint  kafka:150\n")
+	require.Contains(t, stdout, "misplaced   orders-dml-00 holds kafka:100, written for it (see verify)\n"+
+		"misplaced   ordprs-dml-0 holds kafka:200, written for it (see verify)\n")
+	// Forced, it says what it costs, as the refusal did.
+	stdout, stderr, code = runSplit(t, url, "delete", "--force", "--dry-run", "ordprs-dml-0")
+	require.Equal(t, cli.ExitOK, code, stderr)
+	require.Equal(t, "ordprs-dml-0: would delete a misplaced record holding kafka:200\n", stdout)
+	require.Equal(t, "warning: ordprs-dml-0: it holds kafka:200, written for orders-dml-0: "+
+		"orders-dml-0 holds kafka:150 now, and this may be the only copy of what it had\n", stderr)
 	// The lower one is a copy now.
-	stdout, stderr, code := runSplit(t, url, "delete", "orders-dml-00")
+	stdout, stderr, code = runSplit(t, url, "delete", "orders-dml-00")
 	require.Equal(t, cli.ExitOK, code, stderr)
 	require.Equal(t, "orders-dml-00: deleted a misplaced record holding kafka:100 (orders-dml-0, whose it was, holds kafka:150)\n", stdout)
 

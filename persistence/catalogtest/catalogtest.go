@@ -99,7 +99,7 @@ func Run(t *testing.T, newCatalog func(t *testing.T) persistence.Catalog) {
 	t.Run("StartSave", func(t *testing.T) {
 		probe := newCatalog(t)
 		_, ok := probe.(persistence.SaveStarter)
-		_ = (&bounded{c: probe, report: newReporter(t, nil), overran: overran}).Close()
+		closeChecked(t, &bounded{c: probe, report: newReporter(t, nil), overran: overran})
 		if !ok {
 			t.Skip("not a persistence.SaveStarter")
 		}
@@ -144,12 +144,15 @@ func run(t *testing.T, newCatalog func(t *testing.T) persistence.Catalog, overra
 				t.Fatal("newCatalog returned nil")
 			}
 			c := &bounded{c: made, report: newReporter(t, nil), overran: overran}
-			t.Cleanup(func() { _ = c.Close() })
+			t.Cleanup(func() { closeChecked(t, c) })
+			if overran.Load() {
+				t.Fatal("not run: a call earlier ran past its deadline (see the first check that failed)")
+			}
 			// A panic out of the catalog fails this check, not the whole
 			// test binary, so that the other checks still run.
 			defer func() {
 				if p := recover(); p != nil {
-					t.Fatalf("the catalog panicked%s: %v\n%s", panicCall(p), p, panicStack(p))
+					t.Fatalf("%s\n%s", panicked(p), panicStack(p))
 				}
 			}()
 			tt.run(t, c)
@@ -315,7 +318,7 @@ func wantUnordered(t *testing.T, c persistence.Catalog, pchannel string, id wal.
 func saveRecovered(c persistence.Catalog, ctx context.Context, pchannel string, id wal.MessageID) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("the catalog panicked%s: %v\n%s", panicCall(p), p, panicStack(p))
+			err = fmt.Errorf("%s\n%s", panicked(p), panicStack(p))
 		}
 	}()
 	return c.Save(ctx, pchannel, id)
@@ -325,7 +328,7 @@ func saveRecovered(c persistence.Catalog, ctx context.Context, pchannel string, 
 // own recover cannot see it, as a failure of the check. Deferred.
 func recoverTo(r *reporter, who string) {
 	if p := recover(); p != nil {
-		r.errorf("%s: the catalog panicked%s: %v\n%s", who, panicCall(p), p, panicStack(p))
+		r.errorf("%s: %s\n%s", who, panicked(p), panicStack(p))
 	}
 }
 
@@ -479,7 +482,8 @@ func testConcurrentSaves(t *testing.T, c persistence.Catalog) {
 	// the first few are told, and how many more.
 	var refusals atomic.Int64
 	top := wal.KafkaID(writers * perWriter)
-	var topAcked atomic.Bool // the highest save returned nil
+	var topMu sync.Mutex
+	topErr := errors.New("not made") // what the highest save returned; guarded by topMu
 	refused := func(format string, args ...any) {
 		if refusals.Add(1) <= 3 {
 			r.errorf(format, args...)
@@ -494,12 +498,16 @@ func testConcurrentSaves(t *testing.T, c persistence.Catalog) {
 			for i := range perWriter {
 				id := wal.KafkaID(i*writers + w + 1)
 				err := c.Save(ctx, "p", id)
+				if id == top {
+					topMu.Lock()
+					topErr = err
+					topMu.Unlock()
+				}
 				var ahead *persistence.StoredAheadError
 				switch {
 				case err == nil:
-					if id == top {
-						topAcked.Store(true)
-					}
+				case errors.Is(err, errNotMade):
+					return // the check has failed already
 				case errors.As(err, &ahead):
 					if !id.LT(ahead.Stored) {
 						refused("Save(%s) refused with stored %s, which is not above it: a refusal must name a stored value above the one refused", id, ahead.Stored)
@@ -525,6 +533,9 @@ func testConcurrentSaves(t *testing.T, c persistence.Catalog) {
 			default:
 			}
 			got, err := c.Load(ctx, "p")
+			if errors.Is(err, errNotMade) {
+				return // the check has failed already
+			}
 			if err != nil {
 				r.errorf("Load = %v", err)
 				return
@@ -550,8 +561,8 @@ func testConcurrentSaves(t *testing.T, c persistence.Catalog) {
 	switch {
 	case err != nil:
 		t.Errorf("Load(%q) = %v", "p", err)
-	case !topAcked.Load():
-		t.Errorf("Save(%s), above every other, was not acknowledged (see above); Load(%q) = %s", top, "p", exact(got))
+	case topErr != nil:
+		t.Errorf("Save(%s), above every other, = %v, want nil: nothing can be above it; Load(%q) = %s", top, topErr, "p", exact(got))
 	case got == nil || !got.EQ(top):
 		t.Errorf("Load(%q) = %s, want %s: %s was acknowledged and then overwritten by a lower save: "+
 			"a save's compare and its write must be one atomic step", "p", exact(got), exact(top), top)
@@ -856,18 +867,40 @@ type callPanic struct {
 
 func (p *callPanic) String() string { return fmt.Sprint(p.value) }
 
-// panicCall is " in CALL" for a panic out of a call the suite made.
-func panicCall(p any) string {
-	if cp, ok := p.(*callPanic); ok {
-		return " in " + cp.call
+// panicked says what the catalog did that the check recovered, p: it
+// panicked, in a call the suite made or not, or a call ended its
+// goroutine.
+func panicked(p any) string {
+	cp, ok := p.(*callPanic)
+	switch {
+	case !ok:
+		return fmt.Sprintf("the catalog panicked: %v", p)
+	case cp.value == errGoexit:
+		return fmt.Sprintf("the catalog ended the goroutine of %s (runtime.Goexit, as t.FailNow does): it returned nothing, "+
+			"which the actors take for a failed call", cp.call)
 	}
-	return ""
+	return fmt.Sprintf("the catalog panicked in %s: %v", cp.call, cp.value)
+}
+
+// closeChecked closes c at the end of a check, where the check's own
+// recover is gone: a panic or Goexit in Close fails the check, and the
+// checks after it still run.
+func closeChecked(t *testing.T, c *bounded) {
+	defer func() {
+		if p := recover(); p != nil {
+			t.Errorf("%s\n%s", panicked(p), panicStack(p))
+		}
+	}()
+	_ = c.Close()
 }
 
 // errGoexit is what a call that ended its goroutine (runtime.Goexit, as
-// t.FailNow does) is taken to have panicked with: it returned nothing,
-// and the actors take it for a failed call.
-var errGoexit = errors.New("the call ended its goroutine (runtime.Goexit, as t.FailNow does) and returned nothing")
+// t.FailNow does) is taken to have panicked with.
+var errGoexit = errors.New("the call ended its goroutine")
+
+// errNotMade is the error of a call not made, once one ran past its
+// deadline.
+var errNotMade = errors.New("catalogtest: not made: a call earlier ran past its deadline (see the first check that failed)")
 
 // panicStack is the stack to report with the panic value p: the call's,
 // where it panicked, if it came out of one.
@@ -883,7 +916,7 @@ func panicStack(p any) []byte {
 func within[T any](b *bounded, ctx context.Context, name string, call func(context.Context) (T, error)) (T, error) {
 	var zero T
 	if b.overran.Load() {
-		return zero, fmt.Errorf("catalogtest: %s not made: a call earlier ran past its deadline (see the first check that failed)", name)
+		return zero, fmt.Errorf("%s: %w", name, errNotMade)
 	}
 	ctx, cancel := context.WithTimeout(ctx, callWithin)
 	defer cancel()

@@ -34,6 +34,8 @@ type mapCatalog struct {
 	// hangsClosing from a Close; ends ends a Load's goroutine
 	// (runtime.Goexit) where nothing is stored, rather than return.
 	lowers, naive, hangs, hangsClosing, ends bool
+	// panicsClosing panics in Close.
+	panicsClosing bool
 }
 
 func newMapCatalog() *mapCatalog { return &mapCatalog{stored: map[string]wal.MessageID{}} }
@@ -133,6 +135,9 @@ func (c *mapCatalog) Close() error {
 	if c.hangsClosing {
 		select {}
 	}
+	if c.panicsClosing {
+		panic("mapCatalog: Close on fire")
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -165,7 +170,7 @@ func TestRunCatchesABrokenCatalog(t *testing.T) {
 		catalogtest.Run(t, func(*testing.T) persistence.Catalog {
 			c := newMapCatalog()
 			c.lowers, c.naive, c.hangs = mode == "lowers", mode == "naive", mode == "hangs"
-			c.hangsClosing, c.ends = mode == "hangs-closing", mode == "ends"
+			c.hangsClosing, c.ends, c.panicsClosing = mode == "hangs-closing", mode == "ends", mode == "panics-closing"
 			return c
 		})
 		return
@@ -196,7 +201,14 @@ func TestRunCatchesABrokenCatalog(t *testing.T) {
 		// and no new pchannel ever starts on it.
 		"ends": {
 			"--- FAIL: TestRunCatchesABrokenCatalog/LoadAbsent",
-			`the catalog panicked in Load("absent"): the call ended its goroutine (runtime.Goexit, as t.FailNow does)`,
+			`the catalog ended the goroutine of Load("absent") (runtime.Goexit, as t.FailNow does): it returned nothing`,
+		},
+		// Each check's Close panics, at its end, after its own recover:
+		// it crashed the test binary.
+		"panics-closing": {
+			"--- FAIL: TestRunCatchesABrokenCatalog/LoadAbsent",
+			"the catalog panicked in Close: mapCatalog: Close on fire",
+			"--- FAIL: TestRunCatchesABrokenCatalog/CallsAfterClose",
 		},
 		"hangs": {
 			"--- PASS: TestRunCatchesABrokenCatalog/LoadAbsent",
@@ -211,6 +223,9 @@ func TestRunCatchesABrokenCatalog(t *testing.T) {
 		out, err := cmd.CombinedOutput()
 		if err == nil {
 			t.Fatalf("%s: the suite passed it:\n%s", mode, out)
+		}
+		if strings.Contains(string(out), "\npanic: ") {
+			t.Errorf("%s: the run crashed:\n%s", mode, out)
 		}
 		for _, w := range want {
 			if !strings.Contains(string(out), w) {
