@@ -77,7 +77,8 @@ Commands:
                            key, another writer's (list and dump warn of
                            them)
   set PCHANNEL ID          store ID (kafka:123, rocksmq:9, pulsar:L:E:B[@P],
-                           without @P the stored partition, woodpecker:S:E).
+                           without @P the stored partition, or a
+                           misplaced record's for it, woodpecker:S:E).
                            Raises only: lowering, or a switch of WAL,
                            needs --force and prints what it costs
                            consumers (a replay, a lost position).

@@ -848,6 +848,9 @@ func set(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	if en == nil {
+		id = s.heldPartition(pchannel, id, text)
+	}
 	act, err := plan(pchannel, en, id, e.opts.force)
 	if err == nil && act == create {
 		act, err = s.create(ctx, pchannel, e.opts.force)

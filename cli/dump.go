@@ -905,6 +905,9 @@ func restore(ctx context.Context, e *env, args []string) error {
 		}
 		if de.ID == nil {
 			ids[i] = withStoredPartition(ids[i], de.Checkpoint, en) // as set's
+			if en == nil {
+				ids[i] = s.heldPartition(de.PChannel, ids[i], de.Checkpoint)
+			}
 		}
 		act, err := plan(de.PChannel, en, ids[i], e.opts.force)
 		if err == nil && act == create {

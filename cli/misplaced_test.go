@@ -348,10 +348,19 @@ func TestARepairBelowAMisplacedRecordSaysWhatItLowers(t *testing.T) {
 // A record of another Pulsar partition than the one the pchannel stores
 // is no copy of it, whatever the positions: delete keeps it without
 // --force, as set refuses the partition without it, and a repair to
-// another partition says so.
+// another partition says so. A repair given without @P takes the
+// record's partition: it took partition 0.
 func TestAMisplacedRecordOfAnotherPartitionIsNoCopy(t *testing.T) {
 	url, path := boltWith(t, map[string]wal.MessageID{"orders-dml-0": wal.PulsarID{LedgerID: 7, EntryID: 3, Partition: 2}})
 	moveRecord(t, path, "orders-dml-0", "nrders-dml-0")
+	// Without @P, the partition is the record's, as it is the stored one's.
+	for _, args := range [][]string{{"set", "--force", "--dry-run", "orders-dml-0", "pulsar:7:4:0"},
+		{"restore", "--force", "--dry-run", writeDumpFile(t, `{"pchannel":"orders-dml-0","wal":"pulsar","checkpoint":"pulsar:7:4:0"}`)}} {
+		stdout, stderr, code := runSplit(t, append([]string{url}, args...)...)
+		require.Equal(t, cli.ExitOK, code, "%v: %s", args, stderr)
+		require.Contains(t, stdout, "orders-dml-0: would create at pulsar:7:4:0@2\n", "%v", args)
+		require.Empty(t, stderr, "%v", args)
+	}
 	stdout, stderr, code := runSplit(t, url, "set", "--force", "orders-dml-0", "pulsar:7:3:0@5")
 	require.Equal(t, cli.ExitOK, code, stderr)
 	require.Equal(t, "orders-dml-0: created at pulsar:7:3:0@5\n", stdout)

@@ -1053,6 +1053,33 @@ func (s *store) heldFor(pchannel string) string {
 	return "; " + count(len(held), "record") + " written for it: " + strings.Join(held, ", ")
 }
 
+// heldPartition is id, parsed from text, for a pchannel with nothing
+// stored: a Pulsar ID written without its partition takes the one of the
+// records written for it under other keys, when they all name one, as it
+// would take the stored one (withStoredPartition). Parsed as partition
+// 0, the repair the tool advises moved the consumers' partition.
+func (s *store) heldPartition(pchannel string, id wal.MessageID, text string) wal.MessageID {
+	p, ok := id.(wal.PulsarID)
+	if !ok || strings.Contains(text, "@") {
+		return id
+	}
+	found := false
+	for _, m := range s.writtenFor(pchannel) {
+		held, ok := m.Checkpoint.(wal.PulsarID)
+		switch {
+		case !ok:
+		case found && held.Partition != p.Partition:
+			return id // they disagree: which one is for the operator to say
+		default:
+			p.Partition, found = held.Partition, true
+		}
+	}
+	if !found {
+		return id
+	}
+	return p
+}
+
 // warnBeside warns of each record written for pchannel under another key
 // that holds what id does not reach: written as a repair (createBeside),
 // id lowers what the pchannel had, or leaves its partition or WAL.
