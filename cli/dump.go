@@ -36,8 +36,9 @@ type dumpFile struct {
 
 // dumpEntry is one checkpoint. Checkpoint is the ID's text; ID its bytes
 // (base64), the exact value, which restore checks against the text. A hand
-// written entry may leave ID out. Term is what the source held; restore
-// does not write it (terms belong to one etcd cluster's history).
+// written entry may leave ID out, and WAL, which its text then names.
+// Term is what the source held; restore does not write it (terms belong
+// to one etcd cluster's history).
 type dumpEntry struct {
 	PChannel   string   `json:"pchannel"`
 	WAL        wal.Name `json:"wal"`
@@ -318,7 +319,18 @@ func checkDump(ctx context.Context, data []byte, path string) ([]dumpEntry, []wa
 			return nil, nil, badFile("%s: pchannel given twice", where())
 		}
 		seen[de.PChannel] = true
-		id, err := wal.Parse(de.WAL, de.Checkpoint)
+		var id wal.MessageID
+		var err error
+		if de.WAL == "" {
+			// A hand-written entry may leave "wal" out: the checkpoint's
+			// text names it.
+			if id, err = wal.ParseAny(de.Checkpoint); err == nil {
+				de.WAL = id.WALName()
+				d.Checkpoints[i].WAL = de.WAL
+			}
+		} else {
+			id, err = wal.Parse(de.WAL, de.Checkpoint)
+		}
 		if err == nil {
 			_, err = wal.Marshal(id) // as on the command line (parseID)
 		}

@@ -12,6 +12,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/lowwater/lowwater/cli"
+	"github.com/lowwater/lowwater/wal"
 )
 
 // dumpOf writes a dump of n pchannels, p00000 on, whose checkpoints are
@@ -93,4 +94,18 @@ func TestBigRestoreSharesCommits(t *testing.T) {
 		}
 		require.Equal(t, fmt.Sprintf("kafka:%d", want), got[fmt.Sprintf("p%05d", i)])
 	}
+}
+
+// A hand-written dump entry that leaves "wal" out is read by its
+// checkpoint's text, which names the WAL: restore said `unknown WAL name
+// ""`. One whose text names none is still refused.
+func TestARestoreEntryWithoutItsWALTakesItFromItsText(t *testing.T) {
+	url, path := boltWith(t, map[string]wal.MessageID{"p": wal.KafkaID(1)})
+	dump := writeDumpFile(t, `{"pchannel":"q","checkpoint":"kafka:5"},{"pchannel":"r","checkpoint":"pulsar:7:3:0@2"}`)
+	_, stderr, code := runSplit(t, url, "restore", dump)
+	require.Equal(t, cli.ExitOK, code, stderr)
+	require.Equal(t, map[string]string{"p": "kafka:1", "q": "kafka:5", "r": "pulsar:7:3:0@2"}, storedIn(t, path))
+	_, stderr, code = runSplit(t, url, "restore", writeDumpFile(t, `{"pchannel":"s","checkpoint":"5"}`))
+	require.Equal(t, cli.ExitUsage, code, stderr)
+	require.Contains(t, stderr, `checkpoint 0 ("s")`)
 }
