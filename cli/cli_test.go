@@ -275,6 +275,10 @@ func TestATLSFileWithNoCertificateIsABadCommandLine(t *testing.T) {
 	defer l.Close()
 	notPEM := filepath.Join(t.TempDir(), "ca.pem")
 	require.NoError(t, os.WriteFile(notPEM, []byte("not a certificate\n"), 0o600))
+	// A certificate block whose contents are no certificate: told as
+	// such, not as no certificate at all.
+	badCert := filepath.Join(t.TempDir(), "bad.pem")
+	require.NoError(t, os.WriteFile(badCert, []byte("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"), 0o600))
 	listening := "--catalog=etcd://" + l.Addr().String() + "/p"
 	deaf, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -288,6 +292,7 @@ func TestATLSFileWithNoCertificateIsABadCommandLine(t *testing.T) {
 		}{
 			{"--etcd-cacert=/nonexistent/ca.pem", cli.ExitFailed, "lowwater: --etcd-cacert: open /nonexistent/ca.pem: no such file or directory\n"},
 			{"--etcd-cacert=" + notPEM, cli.ExitUsage, "lowwater: --etcd-cacert: " + notPEM + ": no PEM certificate in it\n"},
+			{"--etcd-cacert=" + badCert, cli.ExitUsage, "lowwater: --etcd-cacert: " + badCert + ": its PEM certificate cannot be read: x509: "},
 		} {
 			stdout, stderr, code := runSplit(t, catalog, c.flag, "list")
 			require.Equal(t, c.code, code, "%s %s: %s", catalog, c.flag, stderr)

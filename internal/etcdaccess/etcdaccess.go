@@ -10,6 +10,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"flag"
 	"fmt"
@@ -130,10 +131,11 @@ func (a Access) tlsConfig() (*tls.Config, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--etcd-cacert: %w", err)
 		}
-		tc.RootCAs = x509.NewCertPool()
-		if !tc.RootCAs.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--etcd-cacert: %s: %w", a.CAFile, errNoCertificate)
+		pool, err := certPool(pem)
+		if err != nil {
+			return nil, fmt.Errorf("--etcd-cacert: %s: %w", a.CAFile, err)
 		}
+		tc.RootCAs = pool
 	}
 	if a.CertFile != "" {
 		cert, err := tls.LoadX509KeyPair(a.CertFile, a.KeyFile)
@@ -146,6 +148,34 @@ func (a Access) tlsConfig() (*tls.Config, error) {
 }
 
 var errNoCertificate = errors.New("no PEM certificate in it")
+
+// certPool is the certificates of the PEM blocks in data. A certificate
+// block that does not parse is its error, not "no certificate", which
+// x509.CertPool.AppendCertsFromPEM says of both.
+func certPool(data []byte) (*x509.CertPool, error) {
+	pool := x509.NewCertPool()
+	found := false
+	for {
+		var block *pem.Block
+		block, data = pem.Decode(data)
+		if block == nil {
+			break
+		}
+		if block.Type != "CERTIFICATE" {
+			continue
+		}
+		cert, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("its PEM certificate cannot be read: %w", err)
+		}
+		pool.AddCert(cert)
+		found = true
+	}
+	if !found {
+		return nil, errNoCertificate
+	}
+	return pool, nil
+}
 
 // ProbeTime bounds what Probe spends.
 const ProbeTime = time.Second
