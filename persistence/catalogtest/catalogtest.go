@@ -698,6 +698,7 @@ func (r *reporter) errorf(format string, args ...any) {
 	defer r.mu.Unlock()
 	switch {
 	case !r.ended:
+		r.t.Helper()
 		r.t.Errorf(format, args...)
 	case r.parent != nil:
 		r.parent.errorf("after %s ended: "+format, append([]any{r.t.Name()}, args...)...)
@@ -812,12 +813,14 @@ type bounded struct {
 }
 
 func (b *bounded) Load(ctx context.Context, pchannel string) (wal.MessageID, error) {
+	b.report.t.Helper()
 	return within(b, ctx, fmt.Sprintf("Load(%q)", pchannel), func(ctx context.Context) (wal.MessageID, error) {
 		return b.c.Load(ctx, pchannel)
 	})
 }
 
 func (b *bounded) Save(ctx context.Context, pchannel string, checkpoint wal.MessageID) error {
+	b.report.t.Helper()
 	_, err := within(b, ctx, fmt.Sprintf("Save(%q, %s)", pchannel, described(checkpoint)), func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, b.c.Save(ctx, pchannel, checkpoint)
 	})
@@ -825,10 +828,12 @@ func (b *bounded) Save(ctx context.Context, pchannel string, checkpoint wal.Mess
 }
 
 func (b *bounded) LoadAll(ctx context.Context) (map[string]wal.MessageID, error) {
+	b.report.t.Helper()
 	return within(b, ctx, "LoadAll", b.c.LoadAll)
 }
 
 func (b *bounded) Delete(ctx context.Context, pchannel string) error {
+	b.report.t.Helper()
 	_, err := within(b, ctx, fmt.Sprintf("Delete(%q)", pchannel), func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, b.c.Delete(ctx, pchannel)
 	})
@@ -838,6 +843,7 @@ func (b *bounded) Delete(ctx context.Context, pchannel string) error {
 // Close has no context: it is waited for as a call with no deadline
 // sooner than callWithin.
 func (b *bounded) Close() error {
+	b.report.t.Helper()
 	_, err := within(b, context.Background(), "Close", func(context.Context) (struct{}, error) {
 		return struct{}{}, b.c.Close()
 	})
@@ -914,6 +920,7 @@ func panicStack(p any) []byte {
 // within runs call with ctx bounded by callWithin, and returns what it
 // returned; a panic in it panics again here, where the check recovers it.
 func within[T any](b *bounded, ctx context.Context, name string, call func(context.Context) (T, error)) (T, error) {
+	b.report.t.Helper()
 	var zero T
 	if b.overran.Load() {
 		return zero, fmt.Errorf("%s: %w", name, errNotMade)
