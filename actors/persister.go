@@ -85,8 +85,10 @@ type persister struct {
 	// persister (gone).
 	stoppedSeen bool
 	// toldBrokenAhead is set once a stored-ahead refusal that breaks the
-	// Catalog contract was logged (brokenAhead).
+	// Catalog contract was logged (brokenAhead); notAheadRun counts the
+	// refusals in a row that named a value not ahead of the one refused.
 	toldBrokenAhead bool
+	notAheadRun     int
 }
 
 // overdueCheck is the watchdog's message: see persister.overdue.
@@ -372,6 +374,9 @@ func (s *persister) saved(m *callDone) {
 	m.value = s.plan.InFlight() // also when the catalog panicked
 	attempt := s.plan.Attempt()
 	var step saveplan.Step
+	if !errors.Is(m.err, persistence.ErrStoredAhead) {
+		s.notAheadRun = 0
+	}
 	if m.err == nil {
 		step = s.plan.Succeeded()
 		s.report()
@@ -401,12 +406,15 @@ func (s *persister) saveFailed(m *callDone, attempt int) saveplan.Step {
 		if adopted {
 			persisted = stored.Stored
 		}
+		s.notAheadRun++
 		switch {
 		case stored.Stored == nil:
 			s.brokenAhead(m, "its *persistence.StoredAheadError names no value stored")
-		case attempt > 1 && notAbove(stored.Stored, m.value):
-			// Once may be a racing store's stale report; on a retry too,
-			// the catalog's.
+		case !notAbove(stored.Stored, m.value):
+			s.notAheadRun = 0
+		case s.notAheadRun > 1:
+			// Once may be a racing store's stale report; on the retry
+			// after it too, the catalog's.
 			s.brokenAhead(m, fmt.Sprintf("its *persistence.StoredAheadError names %s, which is not at or above %s, on a retry too",
 				wal.String(stored.Stored), wal.String(m.value)))
 		}

@@ -215,16 +215,24 @@ func TestAMisplacedRecordOnEtcdIsToldAsEtcdTreatsIt(t *testing.T) {
 
 	// Under a name no node takes, which only delete --quoted reaches: it
 	// failed on etcd, refused by the check of a name a node takes.
-	// The first two are a byte from orders-dml-0, which holds their
-	// checkpoint now: copies. Whose the third is is not told, and a
-	// forced delete of it says what it may cost.
+	// Each is orders-dml-0's, which holds its checkpoint now: a copy. The
+	// first two are a byte from its name; the third is named by the names
+	// stored. Of a pchannel not stored, a forced delete says its cost.
+	copied := [2]string{" (orders-dml-0, whose it was, holds kafka:120)", ""}
+	elsewhere, err := persistence.EncodeRecord("elsewhere-9", persistence.Record{Checkpoint: wal.KafkaID(120)})
+	require.NoError(t, err)
 	for key, want := range map[string][2]string{
-		"orders-dml-\xb0":  {" (orders-dml-0, whose it was, holds kafka:120)", ""},
-		"orders-dml-0\x00": {" (orders-dml-0, whose it was, holds kafka:120)", ""},
-		strings.Repeat("o", 600): {"", "warning: " + strconv.Quote(strings.Repeat("o", 600)) + ": it holds kafka:120, written for another pchannel's name: " +
+		"orders-dml-\xb0":        copied,
+		"orders-dml-0\x00":       copied,
+		strings.Repeat("o", 600): copied,
+		strings.Repeat("e", 600): {"", "warning: " + strconv.Quote(strings.Repeat("e", 600)) + ": it holds kafka:120, written for another pchannel's name: " +
 			"it may be the only copy of that pchannel's checkpoint\n"},
 	} {
-		_, err = client.Put(ctxT(t), "cli/wal/"+key+"/consume-checkpoint", string(raw))
+		rec := raw
+		if key == strings.Repeat("e", 600) {
+			rec = elsewhere
+		}
+		_, err = client.Put(ctxT(t), "cli/wal/"+key+"/consume-checkpoint", string(rec))
 		require.NoError(t, err)
 		stdout, stderr, code = runSplit(t, catalog, "delete", "--force", "--quoted", strconv.Quote(key))
 		require.Equal(t, cli.ExitOK, code, stderr)
@@ -370,4 +378,21 @@ func TestAMisplacedRecordOfAnotherPartitionIsNoCopy(t *testing.T) {
 	require.Equal(t, cli.ExitRefused, code, stderr)
 	require.Contains(t, stderr, "orders-dml-0 holds pulsar:7:3:0@5 now, and this may be the only copy of what it had; "+
 		"write it under its own name first ('set --force orders-dml-0 pulsar:7:3:0@2', see verify)")
+}
+
+// A record copied under a name far from its own is named by the names
+// stored, when its check names one of them: delete said that pchannel's
+// node would start from its vchannels' checkpoints, where it stores one.
+func TestACopyUnderAFarNameIsNamedByTheNamesStored(t *testing.T) {
+	url, path := boltWith(t, map[string]wal.MessageID{"orders-dml-0": wal.KafkaID(500)})
+	plantRaw(t, path, "zzz", mustEncode(t, "orders-dml-0", wal.KafkaID(700)))
+	stdout, stderr, code := runSplit(t, url, "verify")
+	require.Equal(t, cli.ExitCorrupt, code, stderr)
+	require.Contains(t, stdout, `MISPLACED  zzz: another pchannel's record: its key was damaged, or it was copied under this name; `+
+		`it holds kafka:700, written for "orders-dml-0"`+"\n")
+	_, stderr, code = runSplit(t, url, "delete", "zzz")
+	require.Equal(t, cli.ExitRefused, code, stderr)
+	require.Contains(t, stderr, "zzz holds kafka:700, written for orders-dml-0 (its key damaged, or copied here): "+
+		"orders-dml-0 holds kafka:500 now, and this may be the only copy of what it had; "+
+		"write it under its own name first ('set orders-dml-0 kafka:700', a raise, see verify)")
 }

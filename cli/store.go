@@ -584,6 +584,23 @@ func (s *store) entries(ctx context.Context) (map[string]persistence.Entry, []pe
 		}
 		byName[e.PChannel] = e
 	}
+	// A record copied under a name further off than a byte names no one
+	// by its key; the names stored may: the one, if only one, its check
+	// names.
+	for _, m := range s.named {
+		if m.WrittenFor != "" {
+			continue
+		}
+		var owners []string
+		for name := range byName {
+			if name != m.key && persistence.ValidatePChannel(name) == nil && m.Names(name) {
+				owners = append(owners, name)
+			}
+		}
+		if len(owners) == 1 {
+			m.WrittenFor = owners[0]
+		}
+	}
 	return byName, list, nil
 }
 

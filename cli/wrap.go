@@ -109,7 +109,8 @@ func (w *wrapper) wrapLine(b *strings.Builder, line string) {
 }
 
 // splitUnquoted splits line at its spaces, as strings.Split does, but
-// not at those inside quotes that open a word and close: a Go-quoted name
+// not at those inside quotes that open a word (or follow its opening
+// parenthesis) and close: a Go-quoted name
 // ("a  b", escapes and all), or a command quoted in single quotes
 // ('delete --quoted "x y"'). A quote that does not close on the line is
 // a character like any other: a name printed as it is may hold one.
@@ -121,7 +122,7 @@ func splitUnquoted(line string) []string {
 		case c == ' ':
 			words = append(words, line[start:i])
 			start = i + 1
-		case (c == '"' || c == '\'') && (i == 0 || line[i-1] == ' '):
+		case (c == '"' || c == '\'') && (i == 0 || line[i-1] == ' ' || line[i-1] == '('):
 			if end := closing(line, i); end > 0 {
 				i = end
 			}

@@ -100,6 +100,8 @@ func TestSplitUnquoted(t *testing.T) {
 		// holds a single quote, shell-quoted or not.
 		`run 'delete "x' y"' now`:                       {"run", `'delete "x' y"'`, "now"},
 		`until release --quoted '"a'\'' b"' removes it`: {"until", "release", "--quoted", `'"a'\'' b"'`, "removes", "it"},
+		// In parentheses too: the refusals give their command so.
+		`first ('set --force p kafka:1', see verify)`: {"first", "('set --force p kafka:1',", "see", "verify)"},
 	} {
 		if got := splitUnquoted(line); !slices.Equal(got, want) {
 			t.Errorf("splitUnquoted(%q) = %q, want %q", line, got, want)

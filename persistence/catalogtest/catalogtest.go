@@ -313,12 +313,14 @@ func wantUnordered(t *testing.T, c persistence.Catalog, pchannel string, id wal.
 	}
 }
 
-// saveRecovered is c.Save, with a panic out of it as its error, and the
-// stack where it panicked.
-func saveRecovered(c persistence.Catalog, ctx context.Context, pchannel string, id wal.MessageID) (err error) {
+// saveRecovered is c.Save, with a panic out of it as its error: what the
+// check expected follows it, and the stack after that.
+func saveRecovered(t *testing.T, c persistence.Catalog, ctx context.Context, pchannel string, id wal.MessageID) (err error) {
+	t.Helper()
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("%s\n%s", panicked(p), panicStack(p))
+			err = errors.New(panicked(p))
+			t.Logf("where it panicked:\n%s", panicStack(p))
 		}
 	}()
 	return c.Save(ctx, pchannel, id)
@@ -428,12 +430,12 @@ func testInvalidArguments(t *testing.T, c persistence.Catalog) {
 	// Each save on its own: a catalog that panics on one (a nil ID) is
 	// told of the others too. persistence.CheckSaveArgs refuses them all.
 	for _, s := range saves {
-		if err := saveRecovered(c, ctx, s.pchannel, s.id); !errors.Is(err, persistence.ErrInvalidArgument) {
+		if err := saveRecovered(t, c, ctx, s.pchannel, s.id); !errors.Is(err, persistence.ErrInvalidArgument) {
 			t.Errorf("Save(%q, %T) = %v, want ErrInvalidArgument (persistence.CheckSaveArgs)", s.pchannel, s.id, err)
 		}
 	}
 	for _, sentinel := range []wal.KafkaID{-1, -2} {
-		err := saveRecovered(c, ctx, "p", sentinel)
+		err := saveRecovered(t, c, ctx, "p", sentinel)
 		if !errors.Is(err, persistence.ErrInvalidArgument) || !errors.Is(err, wal.ErrSentinel) {
 			t.Errorf("Save(\"p\", %s) = %v, want ErrInvalidArgument wrapping wal.ErrSentinel (persistence.CheckSaveArgs)", sentinel, err)
 		}
@@ -509,7 +511,10 @@ func testConcurrentSaves(t *testing.T, c persistence.Catalog) {
 				case errors.Is(err, errNotMade):
 					return // the check has failed already
 				case errors.As(err, &ahead):
-					if !id.LT(ahead.Stored) {
+					switch {
+					case ahead.Stored == nil:
+						refused("Save(%s) refused naming no value stored: a refusal must name a stored value above the one refused", id)
+					case !id.LT(ahead.Stored):
 						refused("Save(%s) refused with stored %s, which is not above it: a refusal must name a stored value above the one refused", id, ahead.Stored)
 					}
 				default:
@@ -881,6 +886,8 @@ func panicked(p any) string {
 	switch {
 	case !ok:
 		return fmt.Sprintf("the catalog panicked: %v", p)
+	case cp.value == errGoexit && cp.call == "Close":
+		return "the catalog ended the goroutine of Close (runtime.Goexit, as t.FailNow does): it returned nothing"
 	case cp.value == errGoexit:
 		return fmt.Sprintf("the catalog ended the goroutine of %s (runtime.Goexit, as t.FailNow does): it returned nothing, "+
 			"which the actors take for a failed call", cp.call)
