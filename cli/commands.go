@@ -1014,8 +1014,7 @@ func (s *store) misplacedCost(byName map[string]persistence.Entry, m *persistenc
 		if own.Err == nil {
 			gone = fmt.Sprintf("%s holds %s now, and this may be the only copy of what it had", typed(m.WrittenFor), shownID(own.Checkpoint))
 			if m.Checkpoint != nil {
-				c, err := wal.Compare(own.Checkpoint, m.Checkpoint)
-				if _, _, moved := partitionMoved(own.Checkpoint, m.Checkpoint); err == nil && c < 0 && !moved {
+				if c, ok := order(own.Checkpoint, m.Checkpoint); ok && c < 0 {
 					set = "'set PCHANNEL ID', a raise"
 				}
 			}
@@ -1057,9 +1056,17 @@ func storedUnder(byName map[string]persistence.Entry, m *persistence.MisplacedRe
 	if m.WrittenFor == "" || m.Checkpoint == nil || !ok || own.Err != nil || own.Checkpoint == nil {
 		return nil, false
 	}
-	c, err := wal.Compare(own.Checkpoint, m.Checkpoint)
-	_, _, moved := partitionMoved(m.Checkpoint, own.Checkpoint) // Pulsar orders no partition
-	return own.Checkpoint, err == nil && c >= 0 && !moved
+	c, ok := order(own.Checkpoint, m.Checkpoint)
+	return own.Checkpoint, ok && c >= 0
+}
+
+// order compares a with b as positions of one log: ok is false for two
+// that none relates, of two WALs or two Pulsar partitions (Pulsar's own
+// order leaves the partition out).
+func order(a, b wal.MessageID) (c int, ok bool) {
+	c, err := wal.Compare(a, b)
+	_, _, moved := partitionMoved(a, b)
+	return c, err == nil && !moved
 }
 
 // holding is what a misplaced record holds, as the tool shows it.

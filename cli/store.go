@@ -1108,11 +1108,10 @@ func (s *store) warnBeside(w io.Writer, pchannel string, id wal.MessageID) {
 				"knows that WAL before writing over it\n", shown(pchannel), typed(m.key), holding(m.MisplacedRecordError))
 			continue
 		}
-		c, err := wal.Compare(id, held)
-		_, _, moved := partitionMoved(held, id)
+		c, ok := order(id, held)
 		switch {
-		case err == nil && c >= 0 && !moved:
-		case err == nil && !moved:
+		case ok && c >= 0:
+		case ok:
 			fmt.Fprintf(w, "warning: %s: the record under %s, written for it, holds %s: %s\n",
 				shown(pchannel), typed(m.key), shownID(held), replay(held, id))
 		default:
