@@ -73,7 +73,9 @@ func run() error {
 		return err // a typed error: errors.Is(err, messages.ErrCheckpointRollback), ...
 	}
 
-	// A graceful stop saves the pending minimum before it returns.
+	// A graceful stop saves the pending minimum before it returns; its
+	// Stopped event says whether it could (Flushed, Dropped): one that
+	// never read its stored checkpoint (damaged, say) saves nothing.
 	if err := system.Root.PoisonFuture(pchannel).Wait(); err != nil {
 		return err
 	}

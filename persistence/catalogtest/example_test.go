@@ -92,7 +92,7 @@ func (c *mapCatalog) Save(ctx context.Context, pchannel string, checkpoint wal.M
 		return nil
 	}
 	if old.WALName() != name {
-		return fmt.Errorf("%w: %q stores a %s checkpoint, got %s", persistence.ErrInvalidArgument, pchannel, old.WALName(), checkpoint)
+		return fmt.Errorf("%w: %q stores a %s checkpoint, got %s: %w", persistence.ErrInvalidArgument, pchannel, old.WALName(), checkpoint, wal.ErrWALMismatch)
 	}
 	// wal.Compare, not LT: an ID type registered outside package wal may
 	// panic comparing some values, and that must fail this save, not the
