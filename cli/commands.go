@@ -1003,31 +1003,35 @@ func del(ctx context.Context, e *env, args []string) error {
 // it being stored under the name it was written for, and the set that
 // keeps it: its ID under that name.
 func (s *store) misplacedCost(byName map[string]persistence.Entry, m *persistence.MisplacedRecordError) (gone, set string) {
-	set, gone = "'set --force PCHANNEL ID'", "once it is gone, the node of that pchannel starts from its vchannels' checkpoints"
+	verb, suffix := "set --force", ""
+	gone = "once it is gone, the node of that pchannel starts from its vchannels' checkpoints"
 	if s.etcd != nil {
-		set, gone = "'set PCHANNEL ID'", "it may be the only copy of that pchannel's checkpoint"
+		verb, gone = "set", "it may be the only copy of that pchannel's checkpoint"
 	}
 	if own, ok := byName[m.WrittenFor]; ok && m.WrittenFor != "" {
 		// It stores something already, below this or not comparable
 		// with it: a set over it is a raise, or needs --force.
-		set, gone = "'set --force PCHANNEL ID'", "it may be the only copy of what that pchannel had"
+		verb, gone = "set --force", "it may be the only copy of what that pchannel had"
 		if own.Err == nil {
 			gone = fmt.Sprintf("%s holds %s now, and this may be the only copy of what it had", typed(m.WrittenFor), shownID(own.Checkpoint))
 			if m.Checkpoint != nil {
 				if c, ok := order(own.Checkpoint, m.Checkpoint); ok && c < 0 {
-					set = "'set PCHANNEL ID', a raise"
+					verb, suffix = "set", ", a raise"
 				}
 			}
 		}
 	}
+	// The name and the ID go in whole, once each: either may hold the
+	// other's placeholder.
+	name := "PCHANNEL"
 	if m.WrittenFor != "" {
-		set = strings.Replace(set, "PCHANNEL", typed(m.WrittenFor), 1)
+		name = typed(m.WrittenFor)
 	}
 	if m.Checkpoint == nil {
 		// Its ID is text only to a build with its WAL.
-		return gone, "with a lowwater built with WAL " + shown(string(m.WAL)) + " (package cli), " + set + " with the ID it holds"
+		return gone, fmt.Sprintf("with a lowwater built with WAL %s (package cli), '%s %s ID' with the ID it holds", shown(string(m.WAL)), verb, name)
 	}
-	return gone, strings.Replace(set, "ID", shownID(m.Checkpoint), 1)
+	return gone, fmt.Sprintf("'%s %s %s'%s", verb, name, shownID(m.Checkpoint), suffix)
 }
 
 // writtenFor is the pchannel a misplaced record was written for, as far

@@ -396,3 +396,13 @@ func TestACopyUnderAFarNameIsNamedByTheNamesStored(t *testing.T) {
 		"orders-dml-0 holds kafka:500 now, and this may be the only copy of what it had; "+
 		"write it under its own name first ('set orders-dml-0 kafka:700', a raise, see verify)")
 }
+
+// The set a refusal gives names the pchannel and the ID whole, whatever
+// the name holds: one with "ID" in it lost it to the ID.
+func TestARefusalsSetNamesAPChannelWithIDInIt(t *testing.T) {
+	url, path := boltWith(t, map[string]wal.MessageID{"orders-ID-0": wal.KafkaID(120)})
+	moveRecord(t, path, "orders-ID-0", "nrders-ID-0")
+	_, stderr, code := runSplit(t, url, "delete", "nrders-ID-0")
+	require.Equal(t, cli.ExitRefused, code, stderr)
+	require.Contains(t, stderr, "write it under its own name first ('set --force orders-ID-0 kafka:120', see verify)")
+}
