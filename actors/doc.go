@@ -15,9 +15,9 @@
 //     answered; GetState says Recovered=false. Nothing is saved yet: the
 //     stored value is the floor, and it is not known.
 //  2. Recovered. The start message ID is the stored checkpoint, or else the
-//     minimum of the vchannels given at spawn (WithVChannels), or nil. The
-//     persister is spawned with the floor and is offered the current
-//     minimum.
+//     minimum of the vchannels given at spawn (WithVChannels), or nil:
+//     StartMessageID waits for it. The persister is spawned with the floor
+//     and is offered the current minimum.
 //  3. Command. Applied to the tracker, or rejected with a typed error that
 //     changes nothing. A request (RequestFuture, or Request here) is answered
 //     after the command took effect in memory: a reply promises that later

@@ -19,32 +19,27 @@ import (
 // from the vchannels' older positions.
 func Example_stopAndRecover() {
 	catalog := persistence.NewMemory() // in production: persistence.OpenBolt(path)
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
 
 	// run spawns the pchannel in a fresh actor system, as a process would,
-	// and returns once it has recovered.
+	// and returns once it has read its stored checkpoint.
 	run := func(vchannels map[string]wal.MessageID) (*actor.ActorSystem, *actor.PID) {
 		system := actor.NewActorSystem(actor.WithLoggerFactory(actors.LoggerFactory(zap.NewNop())))
-		recovered := make(chan *messages.Recovered, 1)
-		sub := system.EventStream.Subscribe(func(ev any) {
-			if r, ok := ev.(*messages.Recovered); ok {
-				recovered <- r
-			}
-		})
 		props, err := actors.NewProps("orders-dml-0", wal.Kafka, catalog, actors.WithVChannels(vchannels))
 		if err != nil {
 			panic(err)
 		}
 		pid := system.Root.Spawn(props)
-		r := <-recovered
-		system.EventStream.Unsubscribe(sub)
-		fmt.Println("start at", r.StartMessageID, "from catalog:", r.FromCatalog)
+		start, err := actors.StartMessageID(ctx, system, pid) // where the consumer opens its WAL
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println("start at", start)
 		return system, pid
 	}
 
 	system, pid := run(map[string]wal.MessageID{"shard-a": wal.KafkaID(100), "shard-b": wal.KafkaID(120)})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
 	_ = actors.Request(ctx, system.Root, pid, &messages.UpdateCheckpoint{VChannel: "shard-a", Checkpoint: wal.KafkaID(150)})
 	_ = actors.Request(ctx, system.Root, pid, &messages.UpdateCheckpoint{VChannel: "shard-b", Checkpoint: wal.KafkaID(140)})
 	_ = system.Root.PoisonFuture(pid).Wait() // graceful: the minimum, kafka:140, is flushed
@@ -58,7 +53,7 @@ func Example_stopAndRecover() {
 	_ = system.Root.PoisonFuture(pid).Wait()
 	system.Shutdown()
 	// Output:
-	// start at kafka:100 from catalog: false
+	// start at kafka:100
 	// stored kafka:140
-	// start at kafka:140 from catalog: true
+	// start at kafka:140
 }

@@ -1,0 +1,135 @@
+package actors
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/lowwater/lowwater/internal/shorten"
+	"github.com/lowwater/lowwater/messages"
+	"github.com/lowwater/lowwater/wal"
+)
+
+// StartMessageID waits until a pchannel has read its stored checkpoint and
+// returns where its consumption restarts: the stored checkpoint, or, with
+// none stored, the minimum of the vchannels given at spawn (nil when none
+// was given). A consumer opens its WAL there.
+//
+// The actor reads the catalog after its spawn, not within it, and retries
+// while the catalog fails (RecoveryFailed); commands sent meanwhile are
+// applied. So this is a wait, like Request's: until ctx is done, or
+// DefaultRequestTimeout when ctx has no deadline. An error then wraps
+// ctx's error and, if a read failed, the last read's error. A pchannel
+// that stops, or is gone, gives GetState's error (actor.ErrDeadLetter);
+// a nil ctx is an ErrNilContext, a nil system or PID an ErrNoPChannel.
+//
+// It asks the actor (GetState) once, then again each time the event
+// stream tells of a read of that pchannel or its stop: nothing is missed
+// between the first answer and the subscription, which comes before it.
+// It must not be called from inside an actor's Receive.
+func StartMessageID(ctx context.Context, system *actor.ActorSystem, pchannel *actor.PID) (wal.MessageID, error) {
+	if ctx == nil {
+		return nil, ErrNilContext
+	}
+	if system == nil || pchannel == nil {
+		return nil, ErrNoPChannel
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultRequestTimeout)
+		defer cancel()
+	}
+	w := &recoveryWatch{poke: make(chan struct{}, 1)}
+	sub := system.EventStream.Subscribe(w.see)
+	defer system.EventStream.Unsubscribe(sub)
+	name := shorten.Quoted(pchannel.Id) // the actor's, until it answers
+	for {
+		s, err := GetState(ctx, system.Root, pchannel)
+		if err != nil {
+			// ask's own timer may end the wait a moment before ctx does.
+			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+				err = fmt.Errorf("lowwater: pchannel %s has not read its stored checkpoint: %w", name, err)
+			}
+			return nil, w.notRecovered(err)
+		}
+		if s.Recovered {
+			return s.StartMessageID, nil
+		}
+		name = shorten.Quoted(s.PChannel)
+		w.watch(s.PChannel)
+		select {
+		case <-w.poke:
+		case <-ctx.Done():
+			return nil, w.notRecovered(fmt.Errorf("lowwater: pchannel %s has not read its stored checkpoint: %w", name, ctx.Err()))
+		}
+	}
+}
+
+// recoveryWatch is StartMessageID's subscriber: it runs on the actors'
+// goroutines, so it only notes and pokes, never blocks.
+type recoveryWatch struct {
+	poke chan struct{}
+
+	mu       sync.Mutex
+	pchannel string // "" until the actor's first answer: every event pokes
+	lastErr  error  // the last failed read of pchannel
+	// early is each pchannel's last failed read told before that answer:
+	// ours may be among them.
+	early map[string]error
+}
+
+func (w *recoveryWatch) watch(pchannel string) {
+	w.mu.Lock()
+	if w.pchannel == "" {
+		w.pchannel, w.lastErr, w.early = pchannel, w.early[pchannel], nil
+	}
+	w.mu.Unlock()
+}
+
+func (w *recoveryWatch) see(ev any) {
+	var name string
+	var failed error
+	switch e := ev.(type) {
+	case *messages.Recovered:
+		name = e.PChannel
+	case *messages.RecoveryFailed:
+		name, failed = e.PChannel, e.Err
+	case *messages.Stopped:
+		name = e.PChannel
+	default:
+		return
+	}
+	w.mu.Lock()
+	mine := w.pchannel == "" || w.pchannel == name
+	switch {
+	case failed == nil:
+	case w.pchannel == name:
+		w.lastErr = failed
+	case w.pchannel == "":
+		if w.early == nil {
+			w.early = make(map[string]error)
+		}
+		w.early[name] = failed
+	}
+	w.mu.Unlock()
+	if mine {
+		select {
+		case w.poke <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// notRecovered adds the last failed read, if any, to err.
+func (w *recoveryWatch) notRecovered(err error) error {
+	w.mu.Lock()
+	last := w.lastErr
+	w.mu.Unlock()
+	if last == nil {
+		return err
+	}
+	return fmt.Errorf("%w (the last read of the stored checkpoint failed: %w)", err, last)
+}

@@ -1,0 +1,211 @@
+package actors_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+
+	"github.com/lowwater/lowwater/actors"
+	"github.com/lowwater/lowwater/messages"
+	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/persistence/faultinject"
+	"github.com/lowwater/lowwater/wal"
+)
+
+// startIDFixture is one pchannel, "orders-dml-0", on a catalog that can go
+// down, with fast retries.
+type startIDFixture struct {
+	system  *actor.ActorSystem
+	catalog *faultinject.Catalog
+	events  chan any
+}
+
+func newStartIDFixture(t *testing.T, stored wal.MessageID) *startIDFixture {
+	t.Helper()
+	mem := persistence.NewMemory()
+	if stored != nil {
+		require.NoError(t, mem.Save(context.Background(), "orders-dml-0", stored))
+	}
+	f := &startIDFixture{
+		// Dead letters (a request to the stopped pchannel) are counted
+		// by a goroutine that lives for the throttle interval.
+		system: actor.NewActorSystem(actor.WithLoggerFactory(actors.LoggerFactory(zap.NewNop())),
+			actor.WithDeadLetterThrottleInterval(time.Millisecond)),
+		catalog: faultinject.Wrap(mem),
+		events:  make(chan any, 1024),
+	}
+	sub := f.system.EventStream.Subscribe(func(ev any) {
+		select {
+		case f.events <- ev:
+		default:
+		}
+	})
+	t.Cleanup(func() {
+		f.system.EventStream.Unsubscribe(sub)
+		f.system.Shutdown()
+		require.NoError(t, f.catalog.Close())
+	})
+	return f
+}
+
+func (f *startIDFixture) spawn(t *testing.T, vchannels map[string]wal.MessageID) *actor.PID {
+	t.Helper()
+	b := actors.DefaultBackoff()
+	b.Initial, b.Max = time.Millisecond, 10*time.Millisecond
+	props, err := actors.NewProps("orders-dml-0", wal.Kafka, f.catalog, actors.WithVChannels(vchannels), actors.WithBackoff(b))
+	require.NoError(t, err)
+	pid := f.system.Root.Spawn(props)
+	t.Cleanup(func() { _ = f.system.Root.StopFuture(pid).Wait() })
+	return pid
+}
+
+// waitFor returns the first event of type T, failing the test after 10 s.
+func waitFor[T any](t *testing.T, events <-chan any) T {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case ev := <-events:
+			if e, ok := ev.(T); ok {
+				return e
+			}
+		case <-deadline:
+			var zero T
+			t.Fatalf("no %T within 10 s", zero)
+			return zero
+		}
+	}
+}
+
+func within(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestStartMessageIDIsWhereConsumptionRestarts(t *testing.T) {
+	vchannels := map[string]wal.MessageID{"shard-a": wal.KafkaID(100), "shard-b": wal.KafkaID(120)}
+	for name, tc := range map[string]struct {
+		stored    wal.MessageID
+		vchannels map[string]wal.MessageID
+		want      wal.MessageID
+	}{
+		"the stored checkpoint":                  {wal.KafkaID(140), vchannels, wal.KafkaID(140)},
+		"stored, and the vchannels above it":     {wal.KafkaID(90), vchannels, wal.KafkaID(90)},
+		"nothing stored: the vchannels' minimum": {nil, vchannels, wal.KafkaID(100)},
+		"nothing stored and no vchannel":         {nil, nil, nil},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newStartIDFixture(t, tc.stored)
+			pid := f.spawn(t, tc.vchannels)
+			got, err := actors.StartMessageID(within(t, 10*time.Second), f.system, pid)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
+			require.Equal(t, tc.want, waitFor[*messages.Recovered](t, f.events).StartMessageID)
+		})
+	}
+}
+
+// The reference read the catalog before its constructor returned, and
+// failed when it could not. Here the actor retries, and StartMessageID
+// waits through the failures for as long as its context allows.
+func TestStartMessageIDWaitsOutACatalogThatIsDown(t *testing.T) {
+	f := newStartIDFixture(t, wal.KafkaID(140))
+	f.catalog.SetDown(true)
+	pid := f.spawn(t, map[string]wal.MessageID{"shard-a": wal.KafkaID(150)})
+	waitFor[*messages.RecoveryFailed](t, f.events)
+
+	// Down for longer than the caller waits: the error says why.
+	_, err := actors.StartMessageID(within(t, 50*time.Millisecond), f.system, pid)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorIs(t, err, faultinject.ErrInjected)
+	require.ErrorContains(t, err, `pchannel "orders-dml-0" has not read its stored checkpoint`)
+	require.ErrorContains(t, err, "the last read of the stored checkpoint failed")
+
+	// Up again while the caller waits: it gets the stored checkpoint.
+	type result struct {
+		id  wal.MessageID
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		id, err := actors.StartMessageID(within(t, 10*time.Second), f.system, pid)
+		done <- result{id, err}
+	}()
+	for range 3 { // the waiting call has seen failures of its own
+		waitFor[*messages.RecoveryFailed](t, f.events)
+	}
+	select {
+	case r := <-done:
+		t.Fatalf("StartMessageID returned %v, %v while the catalog was down", r.id, r.err)
+	default:
+	}
+	f.catalog.SetDown(false)
+	select {
+	case r := <-done:
+		require.NoError(t, r.err)
+		require.Equal(t, wal.KafkaID(140), r.id)
+	case <-time.After(10 * time.Second):
+		t.Fatal("StartMessageID did not return within 10 s of the catalog coming back")
+	}
+}
+
+func TestStartMessageIDOfAPChannelThatStops(t *testing.T) {
+	f := newStartIDFixture(t, wal.KafkaID(140))
+	f.catalog.SetDown(true)
+	pid := f.spawn(t, nil)
+	waitFor[*messages.RecoveryFailed](t, f.events)
+
+	// A caller waiting as the pchannel stops is told at once, not at its
+	// deadline.
+	done := make(chan error, 1)
+	go func() {
+		_, err := actors.StartMessageID(within(t, time.Minute), f.system, pid)
+		done <- err
+	}()
+	waitFor[*messages.RecoveryFailed](t, f.events)
+	require.NoError(t, f.system.Root.StopFuture(pid).Wait())
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, actor.ErrDeadLetter)
+		require.ErrorIs(t, err, faultinject.ErrInjected)
+	case <-time.After(10 * time.Second):
+		t.Fatal("StartMessageID still waits 10 s after the pchannel stopped")
+	}
+
+	// And one asking after the stop.
+	_, err := actors.StartMessageID(within(t, time.Minute), f.system, pid)
+	require.ErrorIs(t, err, actor.ErrDeadLetter)
+}
+
+func TestStartMessageIDRefusesWhatIsMissing(t *testing.T) {
+	f := newStartIDFixture(t, nil)
+	pid := f.spawn(t, nil)
+	var noContext context.Context // nil, as a caller's bug passes it
+	_, err := actors.StartMessageID(noContext, f.system, pid)
+	require.ErrorIs(t, err, actors.ErrNilContext)
+	_, err = actors.StartMessageID(context.Background(), nil, pid)
+	require.ErrorIs(t, err, actors.ErrNoPChannel)
+	_, err = actors.StartMessageID(context.Background(), f.system, nil)
+	require.ErrorIs(t, err, actors.ErrNoPChannel)
+}
+
+// The subscription StartMessageID takes is gone when it returns, however
+// it returns.
+func TestStartMessageIDLeavesNoSubscriber(t *testing.T) {
+	f := newStartIDFixture(t, nil)
+	pid := f.spawn(t, nil)
+	before := f.system.EventStream.Length()
+	_, err := actors.StartMessageID(within(t, 10*time.Second), f.system, pid)
+	require.NoError(t, err)
+	require.Equal(t, before, f.system.EventStream.Length())
+	f.catalog.SetDown(true)
+	require.NoError(t, f.system.Root.StopFuture(pid).Wait())
+	_, err = actors.StartMessageID(within(t, 10*time.Second), f.system, pid)
+	require.Error(t, err)
+	require.Equal(t, before, f.system.EventStream.Length())
+}
