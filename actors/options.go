@@ -192,6 +192,11 @@ func WithOwnership(ctx context.Context) Option {
 // wal.ErrCorruptID), as a vchannel's checkpoint is, and a sentinel
 // (wrapping wal.ErrSentinel: a negative Kafka offset), which recovery
 // reading it itself would take for a corrupt record and not start from.
+//
+// LoadAll fails over any record it cannot read or that is stored under
+// another name than its own (a damaged file): spawn without this option
+// then, and each pchannel reads its own record, so that only those the
+// damage may concern wait (RecoveryFailed), not every one.
 func WithPreloaded(checkpoint wal.MessageID) Option {
 	return optionFunc(func(c *config) { c.preloaded = &checkpoint })
 }
