@@ -399,8 +399,15 @@ func (p *pchannel) addVChannel(ctx actor.Context, m *messages.AddVChannel) {
 	from := p.tracker.Minimum()
 	advanced, err := p.tracker.Add(m.VChannel, m.Checkpoint)
 	if err == nil {
-		p.publish(&messages.VChannelAdded{Header: p.header(), VChannel: m.VChannel, Checkpoint: m.Checkpoint})
-		p.cfg.logger.Info("vchannel added", zap.String("vchannel", m.VChannel), zap.Stringer("checkpoint", stringer{m.Checkpoint}))
+		ev := &messages.VChannelAdded{Header: p.header(), VChannel: m.VChannel, Checkpoint: m.Checkpoint, BelowPersisted: p.persistedAbove(m.Checkpoint)}
+		p.publish(ev)
+		if ev.BelowPersisted != nil {
+			p.cfg.logger.Warn("vchannel added below the persisted checkpoint: a restart before its checkpoint passes that one starts past its records",
+				zap.String("vchannel", m.VChannel), zap.Stringer("checkpoint", stringer{m.Checkpoint}),
+				zap.Stringer("persisted", stringer{ev.BelowPersisted}))
+		} else {
+			p.cfg.logger.Info("vchannel added", zap.String("vchannel", m.VChannel), zap.Stringer("checkpoint", stringer{m.Checkpoint}))
+		}
 		if p.phase == running && p.tracker.Holder() == m.VChannel && (!advanced || from == nil) {
 			// The minimum fell to the new vchannel's checkpoint, or the
 			// vchannel came into an empty pchannel, where the persister
@@ -791,6 +798,22 @@ func (p *pchannel) savePoint() savePoint {
 		return savePoint{persisted: p.persistedBefore}
 	}
 	return p.status.load()
+}
+
+// persistedAbove returns the persisted checkpoint if it is above id, else
+// nil; nil too during recovery, when the stored one is not known yet.
+func (p *pchannel) persistedAbove(id wal.MessageID) wal.MessageID {
+	if p.status == nil {
+		return nil
+	}
+	persisted := p.savePoint().persisted
+	if persisted == nil {
+		return nil
+	}
+	if c, err := wal.Compare(id, persisted); err != nil || c >= 0 {
+		return nil
+	}
+	return persisted
 }
 
 func (p *pchannel) state(withVChannels bool) *messages.State {

@@ -16,21 +16,21 @@ import (
 	"github.com/lowwater/lowwater/wal"
 )
 
-// startIDFixture is one pchannel, "orders-dml-0", on a catalog that can go
+// pchannelFixture is one pchannel, "orders-dml-0", on a catalog that can go
 // down, with fast retries.
-type startIDFixture struct {
+type pchannelFixture struct {
 	system  *actor.ActorSystem
 	catalog *faultinject.Catalog
 	events  chan any
 }
 
-func newStartIDFixture(t *testing.T, stored wal.MessageID) *startIDFixture {
+func newPChannelFixture(t *testing.T, stored wal.MessageID) *pchannelFixture {
 	t.Helper()
 	mem := persistence.NewMemory()
 	if stored != nil {
 		require.NoError(t, mem.Save(context.Background(), "orders-dml-0", stored))
 	}
-	f := &startIDFixture{
+	f := &pchannelFixture{
 		// Dead letters (a request to the stopped pchannel) are counted
 		// by a goroutine that lives for the throttle interval.
 		system: actor.NewActorSystem(actor.WithLoggerFactory(actors.LoggerFactory(zap.NewNop())),
@@ -52,11 +52,12 @@ func newStartIDFixture(t *testing.T, stored wal.MessageID) *startIDFixture {
 	return f
 }
 
-func (f *startIDFixture) spawn(t *testing.T, vchannels map[string]wal.MessageID) *actor.PID {
+func (f *pchannelFixture) spawn(t *testing.T, vchannels map[string]wal.MessageID, opts ...actors.Option) *actor.PID {
 	t.Helper()
 	b := actors.DefaultBackoff()
 	b.Initial, b.Max = time.Millisecond, 10*time.Millisecond
-	props, err := actors.NewProps("orders-dml-0", wal.Kafka, f.catalog, actors.WithVChannels(vchannels), actors.WithBackoff(b))
+	opts = append([]actors.Option{actors.WithVChannels(vchannels), actors.WithBackoff(b)}, opts...)
+	props, err := actors.NewProps("orders-dml-0", wal.Kafka, f.catalog, opts...)
 	require.NoError(t, err)
 	pid := f.system.Root.Spawn(props)
 	t.Cleanup(func() { _ = f.system.Root.StopFuture(pid).Wait() })
@@ -100,7 +101,7 @@ func TestStartMessageIDIsWhereConsumptionRestarts(t *testing.T) {
 		"nothing stored and no vchannel":         {nil, nil, nil},
 	} {
 		t.Run(name, func(t *testing.T) {
-			f := newStartIDFixture(t, tc.stored)
+			f := newPChannelFixture(t, tc.stored)
 			pid := f.spawn(t, tc.vchannels)
 			got, err := actors.StartMessageID(within(t, 10*time.Second), f.system, pid)
 			require.NoError(t, err)
@@ -114,7 +115,7 @@ func TestStartMessageIDIsWhereConsumptionRestarts(t *testing.T) {
 // failed when it could not. Here the actor retries, and StartMessageID
 // waits through the failures for as long as its context allows.
 func TestStartMessageIDWaitsOutACatalogThatIsDown(t *testing.T) {
-	f := newStartIDFixture(t, wal.KafkaID(140))
+	f := newPChannelFixture(t, wal.KafkaID(140))
 	f.catalog.SetDown(true)
 	pid := f.spawn(t, map[string]wal.MessageID{"shard-a": wal.KafkaID(150)})
 	waitFor[*messages.RecoveryFailed](t, f.events)
@@ -155,7 +156,7 @@ func TestStartMessageIDWaitsOutACatalogThatIsDown(t *testing.T) {
 }
 
 func TestStartMessageIDOfAPChannelThatStops(t *testing.T) {
-	f := newStartIDFixture(t, wal.KafkaID(140))
+	f := newPChannelFixture(t, wal.KafkaID(140))
 	f.catalog.SetDown(true)
 	pid := f.spawn(t, nil)
 	waitFor[*messages.RecoveryFailed](t, f.events)
@@ -183,7 +184,7 @@ func TestStartMessageIDOfAPChannelThatStops(t *testing.T) {
 }
 
 func TestStartMessageIDRefusesWhatIsMissing(t *testing.T) {
-	f := newStartIDFixture(t, nil)
+	f := newPChannelFixture(t, nil)
 	pid := f.spawn(t, nil)
 	var noContext context.Context // nil, as a caller's bug passes it
 	_, err := actors.StartMessageID(noContext, f.system, pid)
@@ -197,7 +198,7 @@ func TestStartMessageIDRefusesWhatIsMissing(t *testing.T) {
 // The subscription StartMessageID takes is gone when it returns, however
 // it returns.
 func TestStartMessageIDLeavesNoSubscriber(t *testing.T) {
-	f := newStartIDFixture(t, nil)
+	f := newPChannelFixture(t, nil)
 	pid := f.spawn(t, nil)
 	before := f.system.EventStream.Length()
 	_, err := actors.StartMessageID(within(t, 10*time.Second), f.system, pid)

@@ -67,6 +67,13 @@ type VChannelAdded struct {
 	Header
 	VChannel   string
 	Checkpoint wal.MessageID
+	// BelowPersisted is the persisted checkpoint when Checkpoint is below
+	// it, and nil otherwise, or during recovery, before the stored one is
+	// known. Consumption restarts from the persisted checkpoint: a restart
+	// before this vchannel's checkpoint passes it skips the vchannel's
+	// records in between, which the actor cannot prevent (the value is
+	// durable, and it never lowers one). It is also logged, at Warn.
+	BelowPersisted wal.MessageID
 }
 
 // VChannelDropped is published when a DropVChannel was applied.

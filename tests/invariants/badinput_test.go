@@ -2,6 +2,7 @@ package invariants
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -89,7 +90,7 @@ func TestBadInputCatalogue(t *testing.T) {
 				require.Len(t, rejected, len(row.is))
 				var warns []string
 				for _, e := range logs.TakeAll() {
-					require.NotEqual(t, "vchannel added", e.Message, "a rejected command logged success")
+					require.False(t, strings.HasPrefix(e.Message, "vchannel added"), "a rejected command logged success: %s", e.Message)
 					if e.Level == zapcore.WarnLevel {
 						require.Equal(t, "command rejected", e.Message)
 						fields := e.ContextMap()

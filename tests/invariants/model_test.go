@@ -1156,9 +1156,13 @@ func (m *model) reconcile(kind stepKind) {
 	// line for a rejected command.
 	got := map[string]int{}
 	for _, e := range m.logs.TakeAll() {
-		switch e.Message {
+		msg := e.Message
+		if strings.HasPrefix(msg, "vchannel added below the persisted checkpoint") {
+			msg = "vchannel added"
+		}
+		switch msg {
 		case "command rejected", "vchannel added", "vchannel dropped":
-			got[e.Message]++
+			got[msg]++
 		}
 	}
 	for _, msg := range []string{"command rejected", "vchannel added", "vchannel dropped"} {
