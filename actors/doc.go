@@ -2,8 +2,10 @@
 // actors: one PChannel actor per pchannel, owning its vchannel checkpoints in
 // its mailbox, with one child persister that saves the minimum to a catalog.
 //
-// Spawn with NewProps, talk with the types of package messages, watch the
-// actor system's EventStream, stop with PoisonFuture (graceful) or StopFuture.
+// Spawn with NewProps, learn where consumption starts with StartMessageID,
+// talk with the types of package messages, watch the actor system's
+// EventStream, stop with Poison (graceful: it returns the Stopped event),
+// PoisonFuture or StopFuture.
 //
 // # The I/O contract, in order
 //

@@ -14,7 +14,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lowwater/lowwater/actors"
-	"github.com/lowwater/lowwater/events"
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/wal"
@@ -45,14 +44,6 @@ func run() error {
 	system := actor.NewActorSystem(actor.WithLoggerFactory(actors.LoggerFactory(logger)))
 	defer system.Shutdown() // once (twice panics); stops no actor: stop them first
 
-	// Subscribe before spawning, so that no event is missed. The
-	// subscription buffers events off the actor's goroutine.
-	sub, err := events.Subscribe(system.EventStream, events.ForPChannels("orders-dml-0"))
-	if err != nil {
-		return err
-	}
-	defer sub.Close()
-
 	props, err := actors.NewProps("orders-dml-0", wal.Kafka, catalog,
 		actors.WithLogger(logger),
 		actors.WithVChannels(map[string]wal.MessageID{
@@ -67,24 +58,28 @@ func run() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 
+	// Where consumption starts: the stored checkpoint, or, with none
+	// stored, the vchannels' minimum. The actor reads it after the spawn.
+	start, err := actors.StartMessageID(ctx, system, pchannel)
+	if err != nil {
+		return err
+	}
+	fmt.Println("start at", start)
+
 	// shard-a moves past shard-b: the minimum rises from 100 to 120.
 	update := &messages.UpdateCheckpoint{VChannel: "shard-a", Checkpoint: wal.KafkaID(130)}
 	if err := actors.Request(ctx, system.Root, pchannel, update); err != nil {
 		return err // a typed error: errors.Is(err, messages.ErrCheckpointRollback), ...
 	}
 
-	// A graceful stop saves the pending minimum before it returns; its
-	// Stopped event says whether it could (Flushed, Dropped): one that
-	// never read its stored checkpoint (damaged, say) saves nothing.
-	if err := system.Root.PoisonFuture(pchannel).Wait(); err != nil {
+	// A graceful stop saves the pending minimum before it ends, and says
+	// whether it could (Flushed, Dropped): one that never read its stored
+	// checkpoint (damaged, say) saves nothing.
+	stopped, err := actors.Poison(ctx, system, pchannel)
+	if err != nil {
 		return err
 	}
-	sub.Close()
-	for ev := range sub.C() {
-		if ev, ok := ev.(*messages.Stopped); ok {
-			fmt.Println("stopped; persisted:", ev.LastPersisted, "flushed:", ev.Flushed)
-		}
-	}
+	fmt.Println("stopped; persisted:", stopped.LastPersisted, "flushed:", stopped.Flushed)
 
 	// What a restart would start from.
 	durable, err := catalog.Load(ctx, "orders-dml-0")

@@ -14,6 +14,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func Example() {
 	main()
 	// Output:
+	// start at kafka:100
 	// stopped; persisted: kafka:120 flushed: true
 	// durable: kafka:120
 }

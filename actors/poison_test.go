@@ -1,0 +1,93 @@
+package actors_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/stretchr/testify/require"
+
+	"github.com/lowwater/lowwater/actors"
+	"github.com/lowwater/lowwater/messages"
+	"github.com/lowwater/lowwater/wal"
+)
+
+// The reference's Close dropped a rise not saved yet; Poison saves it, and
+// says so.
+func TestPoisonSavesThePendingMinimumAndSaysSo(t *testing.T) {
+	f := newPChannelFixture(t, wal.KafkaID(100))
+	pid := f.spawn(t, map[string]wal.MessageID{"shard-a": wal.KafkaID(100)})
+	require.NoError(t, actors.Request(within(t, 10*time.Second), f.system.Root, pid,
+		&messages.UpdateCheckpoint{VChannel: "shard-a", Checkpoint: wal.KafkaID(150)}))
+	before := f.system.EventStream.Length()
+
+	stopped, err := actors.Poison(within(t, 10*time.Second), f.system, pid)
+	require.NoError(t, err)
+	require.Equal(t, "orders-dml-0", stopped.PChannel)
+	require.True(t, stopped.Graceful)
+	require.True(t, stopped.Flushed)
+	require.Equal(t, wal.KafkaID(150), stopped.LastPersisted)
+	require.Nil(t, stopped.Dropped)
+	require.NoError(t, stopped.Reason)
+	stored, err := f.catalog.Load(context.Background(), "orders-dml-0")
+	require.NoError(t, err)
+	require.Equal(t, wal.KafkaID(150), stored)
+	require.Equal(t, before, f.system.EventStream.Length(), "Poison left its subscriber")
+
+	// Gone now: nothing to stop.
+	_, err = actors.Poison(within(t, 10*time.Second), f.system, pid)
+	require.ErrorIs(t, err, actor.ErrDeadLetter)
+}
+
+func TestPoisonOnACatalogThatIsDownSaysWhatWasDropped(t *testing.T) {
+	f := newPChannelFixture(t, wal.KafkaID(100))
+	pid := f.spawn(t, map[string]wal.MessageID{"shard-a": wal.KafkaID(100)}, actors.WithStopFlushTimeout(100*time.Millisecond))
+	_, err := actors.StartMessageID(within(t, 10*time.Second), f.system, pid)
+	require.NoError(t, err)
+	f.catalog.SetDown(true)
+	require.NoError(t, actors.Request(within(t, 10*time.Second), f.system.Root, pid,
+		&messages.UpdateCheckpoint{VChannel: "shard-a", Checkpoint: wal.KafkaID(150)}))
+
+	stopped, err := actors.Poison(within(t, 10*time.Second), f.system, pid)
+	require.NoError(t, err)
+	require.False(t, stopped.Flushed)
+	require.Equal(t, wal.KafkaID(100), stopped.LastPersisted)
+	require.Equal(t, wal.KafkaID(150), stopped.Dropped)
+	require.ErrorIs(t, stopped.Reason, messages.ErrFlushTimeout)
+}
+
+// A caller that waits less than the stop takes is told, and the stop goes
+// on.
+func TestPoisonWithinAShortContextLetsTheStopGoOn(t *testing.T) {
+	f := newPChannelFixture(t, wal.KafkaID(100))
+	pid := f.spawn(t, map[string]wal.MessageID{"shard-a": wal.KafkaID(100)}, actors.WithStopFlushTimeout(5*time.Second))
+	_, err := actors.StartMessageID(within(t, 10*time.Second), f.system, pid)
+	require.NoError(t, err)
+	f.catalog.SetDown(true)
+	require.NoError(t, actors.Request(within(t, 10*time.Second), f.system.Root, pid,
+		&messages.UpdateCheckpoint{VChannel: "shard-a", Checkpoint: wal.KafkaID(150)}))
+
+	_, err = actors.Poison(within(t, 50*time.Millisecond), f.system, pid)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorContains(t, err, `pchannel "orders-dml-0" has not stopped yet`)
+
+	f.catalog.SetDown(false) // the flush still under way saves it
+	stopped := waitFor[*messages.Stopped](t, f.events)
+	require.True(t, stopped.Flushed)
+	require.Equal(t, wal.KafkaID(150), stopped.LastPersisted)
+}
+
+func TestPoisonRefusesWhatIsMissing(t *testing.T) {
+	f := newPChannelFixture(t, nil)
+	pid := f.spawn(t, nil)
+	var noContext context.Context // nil, as a caller's bug passes it
+	_, err := actors.Poison(noContext, f.system, pid)
+	require.ErrorIs(t, err, actors.ErrNilContext)
+	_, err = actors.Poison(context.Background(), nil, pid)
+	require.ErrorIs(t, err, actors.ErrNoPChannel)
+	_, err = actors.Poison(context.Background(), f.system, nil)
+	require.ErrorIs(t, err, actors.ErrNoPChannel)
+	_, err = actors.StartMessageID(within(t, 10*time.Second), f.system, pid) // still running
+	require.NoError(t, err)
+}
