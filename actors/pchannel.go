@@ -188,6 +188,11 @@ type pchannel struct {
 	// unwatch ends the ownership watch, if any.
 	unwatch func() bool
 
+	// stopWatchers are told the Stopped event straight (Poison), beside
+	// the event stream: theirs is this actor's, whatever other actor of
+	// the pchannel's name stops, and whichever subscriber panics on it.
+	stopWatchers []*actor.PID
+
 	self   *actor.PID
 	root   *actor.RootContext
 	events *eventstream.EventStream
@@ -268,6 +273,8 @@ func (p *pchannel) Receive(ctx actor.Context) {
 		p.dropVChannel(ctx, m)
 	case *messages.GetState:
 		ctx.Respond(p.state(m != nil && m.WithVChannels))
+	case *tellStoppedTo:
+		p.stopWatchers = append(p.stopWatchers, m.watcher)
 	case *actor.Stopped:
 		p.stoppedSeen = true
 		if p.self == nil {
@@ -1044,7 +1051,13 @@ func (p *pchannel) tellStopped(ev *messages.Stopped, f *PChannelPanicError, note
 		p.cfg.logger.Info("stopped"+note, fields...)
 	}
 	publishLast(p.events, p.cfg.logger, ev)
+	for _, w := range p.stopWatchers { // none unless the incarnation started
+		p.root.Send(w, ev)
+	}
 }
+
+// tellStoppedTo asks the actor to send its Stopped event to watcher too.
+type tellStoppedTo struct{ watcher *actor.PID }
 
 // publishLast publishes ev, an event published as protoactor stops or
 // restarts the actor (Stopped, the last one), on a goroutine of its own,

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -18,6 +19,13 @@ import (
 // the catalog does; Poison waits until ctx is done, or
 // DefaultRequestTimeout when ctx has no deadline, and then returns ctx's
 // error (the stop goes on).
+//
+// The event is the one the actor sends Poison itself as it stops, not one
+// read off the event stream by name: another actor of the same pchannel
+// name stopping meanwhile, or a raw subscriber that panics on the event,
+// does not change it. Only a stop that overtakes Poison's (a Stop sent
+// meanwhile) is seen on the event stream alone, and if it is not seen
+// there either, the error wraps ErrStoppedUnseen.
 //
 // A pchannel that is stopping already, or gone, gives GetState's error
 // (actor.ErrDeadLetter), and nothing is sent; a nil ctx is an
@@ -49,6 +57,9 @@ func Poison(ctx context.Context, system *actor.ActorSystem, pchannel *actor.PID)
 	defer registry.Remove(self)
 	target, _ := registry.Get(pchannel)
 	target.SendSystemMessage(pchannel, &actor.Watch{Watcher: self})
+	// Queued before the poison, from the same sender: the actor takes it
+	// first, unless another stop overtakes it.
+	system.Root.Send(pchannel, &tellStoppedTo{watcher: self})
 	system.Root.Poison(pchannel)
 
 	name := shorten.Quoted(s.PChannel)
@@ -60,34 +71,57 @@ func Poison(ctx context.Context, system *actor.ActorSystem, pchannel *actor.PID)
 		if t.Why == actor.TerminatedReason_NotFound {
 			return nil, fmt.Errorf("lowwater: pchannel actor %s was gone before the poison came: %w", shorten.Quoted(pchannel.Id), actor.ErrDeadLetter)
 		}
-		return nil, fmt.Errorf("lowwater: pchannel %s stopped, and its Stopped event did not come: an EventStream subscriber before Poison's may have panicked on it", name)
+		return nil, fmt.Errorf("lowwater: pchannel %s stopped, by another stop before this one, and its Stopped event did not come: "+
+			"an EventStream subscriber before Poison's may have panicked on it: %w", name, ErrStoppedUnseen)
 	case <-ctx.Done():
 		return nil, fmt.Errorf("lowwater: pchannel %s has not stopped yet: %w", name, ctx.Err())
 	}
 }
 
-// stopWatch is Poison's subscriber and watcher: the latest Stopped of its
-// pchannel, and the actor's Terminated.
+// ErrStoppedUnseen is returned by Poison when the pchannel stopped by
+// another stop that overtook Poison's, and its Stopped event did not
+// reach Poison's subscriber: what the stop saved is in the catalog.
+var ErrStoppedUnseen = errors.New("lowwater: the pchannel stopped, and its Stopped event was not seen")
+
+// stopWatch is Poison's watcher of the actor: the Stopped event it sends
+// straight (tellStoppedTo), the actor's Terminated, and, for a stop that
+// overtook Poison's, the last Stopped of the pchannel's name on the event
+// stream.
 type stopWatch struct {
 	pchannel   string
 	terminated chan *actor.Terminated
 
-	mu      sync.Mutex
-	stopped *messages.Stopped
+	mu    sync.Mutex
+	told  *messages.Stopped // by the actor itself
+	named *messages.Stopped // on the event stream, by name
 }
 
 func (w *stopWatch) see(ev any) {
 	if s, ok := ev.(*messages.Stopped); ok && s.PChannel == w.pchannel {
 		w.mu.Lock()
-		w.stopped = s
+		w.named = s
 		w.mu.Unlock()
 	}
 }
 
+// last is the actor's Stopped: the one it told, else the last of its name.
 func (w *stopWatch) last() *messages.Stopped {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.stopped
+	if w.told != nil {
+		return w.told
+	}
+	return w.named
+}
+
+// SendUserMessage takes the Stopped the actor sends, which comes before
+// its Terminated: both are sent from the actor's goroutine, in order.
+func (w *stopWatch) SendUserMessage(_ *actor.PID, message any) {
+	if s, ok := actor.UnwrapEnvelopeMessage(message).(*messages.Stopped); ok {
+		w.mu.Lock()
+		w.told = s
+		w.mu.Unlock()
+	}
 }
 
 func (w *stopWatch) SendSystemMessage(_ *actor.PID, message any) {
@@ -99,5 +133,4 @@ func (w *stopWatch) SendSystemMessage(_ *actor.PID, message any) {
 	}
 }
 
-func (*stopWatch) SendUserMessage(*actor.PID, any) {}
-func (*stopWatch) Stop(*actor.PID)                 {}
+func (*stopWatch) Stop(*actor.PID) {}

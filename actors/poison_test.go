@@ -91,3 +91,35 @@ func TestPoisonRefusesWhatIsMissing(t *testing.T) {
 	_, err = actors.StartMessageID(within(t, 10*time.Second), f.system, pid) // still running
 	require.NoError(t, err)
 }
+
+// Poison's Stopped is the one its actor tells it, not one of the same
+// pchannel name on the event stream: here another actor of the name stops
+// while this one's event is hidden from Poison's subscriber by a raw one
+// that panics on it.
+func TestPoisonReturnsItsOwnActorsStopped(t *testing.T) {
+	f := newPChannelFixture(t, wal.KafkaID(100))
+	a := f.spawn(t, map[string]wal.MessageID{"shard-a": wal.KafkaID(100)}, actors.WithStopFlushTimeout(100*time.Millisecond))
+	b := f.spawn(t, map[string]wal.MessageID{"shard-a": wal.KafkaID(100)})
+	for _, pid := range []*actor.PID{a, b} {
+		_, err := actors.StartMessageID(within(t, 10*time.Second), f.system, pid)
+		require.NoError(t, err)
+	}
+	f.catalog.SetDown(true) // a's flush fails: its Stopped is not b's
+	require.NoError(t, actors.Request(within(t, 10*time.Second), f.system.Root, a,
+		&messages.UpdateCheckpoint{VChannel: "shard-a", Checkpoint: wal.KafkaID(150)}))
+
+	hide := f.system.EventStream.Subscribe(func(ev any) {
+		if s, ok := ev.(*messages.Stopped); ok && s.Graceful {
+			_ = f.system.Root.StopFuture(b).Wait() // b's Stopped reaches Poison's subscriber
+			panic("a raw subscriber panics on a's Stopped")
+		}
+	})
+	defer f.system.EventStream.Unsubscribe(hide)
+
+	stopped, err := actors.Poison(within(t, 10*time.Second), f.system, a)
+	require.NoError(t, err)
+	require.True(t, stopped.Graceful)
+	require.False(t, stopped.Flushed)
+	require.Equal(t, wal.KafkaID(150), stopped.Dropped)
+	require.ErrorIs(t, stopped.Reason, messages.ErrFlushTimeout)
+}
