@@ -45,6 +45,9 @@ func Poison(ctx context.Context, system *actor.ActorSystem, pchannel *actor.PID)
 	}
 	s, err := GetState(ctx, system.Root, pchannel)
 	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+			err = fmt.Errorf("lowwater: actor %s did not answer GetState (is it a pchannel's?), and was sent nothing: %w", shorten.Quoted(pchannel.Id), err)
+		}
 		return nil, err
 	}
 	w := &stopWatch{pchannel: s.PChannel, terminated: make(chan *actor.Terminated, 1)}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
@@ -29,7 +30,12 @@ import (
 // It asks the actor (GetState) once, then again each time the event
 // stream tells of a read of that pchannel or its stop: nothing is missed
 // between the first answer and the subscription, which comes before it.
-// It must not be called from inside an actor's Receive.
+// It also asks again after a while without such an event, from 50 ms to
+// a second apart: a raw EventStream subscriber before its own that panics
+// on the event hides it. A PID that never answers (not a pchannel's)
+// says so when ctx ends. system.Shutdown stops no actor: a call waiting
+// then waits for its context. It must not be called from inside an
+// actor's Receive.
 func StartMessageID(ctx context.Context, system *actor.ActorSystem, pchannel *actor.PID) (wal.MessageID, error) {
 	if ctx == nil {
 		return nil, ErrNilContext
@@ -45,13 +51,19 @@ func StartMessageID(ctx context.Context, system *actor.ActorSystem, pchannel *ac
 	w := &recoveryWatch{poke: make(chan struct{}, 1)}
 	sub := system.EventStream.Subscribe(w.see)
 	defer system.EventStream.Unsubscribe(sub)
-	name := shorten.Quoted(pchannel.Id) // the actor's, until it answers
-	for {
+	var name string // the pchannel's, once the actor has answered
+	again := time.NewTimer(time.Hour)
+	defer again.Stop()
+	for wait := startReask; ; wait = min(2*wait, maxReask) {
 		s, err := GetState(ctx, system.Root, pchannel)
 		if err != nil {
 			// ask's own timer may end the wait a moment before ctx does.
 			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-				err = fmt.Errorf("lowwater: pchannel %s has not read its stored checkpoint: %w", name, err)
+				if name == "" {
+					err = fmt.Errorf("lowwater: actor %s did not answer GetState (is it a pchannel's?): %w", shorten.Quoted(pchannel.Id), err)
+				} else {
+					err = fmt.Errorf("lowwater: pchannel %s has not read its stored checkpoint: %w", name, err)
+				}
 			}
 			return nil, w.notRecovered(err)
 		}
@@ -60,13 +72,21 @@ func StartMessageID(ctx context.Context, system *actor.ActorSystem, pchannel *ac
 		}
 		name = shorten.Quoted(s.PChannel)
 		w.watch(s.PChannel)
+		again.Reset(wait) // no stale tick is left to take since Go 1.23
 		select {
 		case <-w.poke:
+		case <-again.C:
 		case <-ctx.Done():
 			return nil, w.notRecovered(fmt.Errorf("lowwater: pchannel %s has not read its stored checkpoint: %w", name, ctx.Err()))
 		}
 	}
 }
+
+// How long StartMessageID waits for an event before it asks again.
+const (
+	startReask = 50 * time.Millisecond
+	maxReask   = time.Second
+)
 
 // recoveryWatch is StartMessageID's subscriber: it runs on the actors'
 // goroutines, so it only notes and pokes, never blocks.
@@ -104,7 +124,10 @@ func (w *recoveryWatch) see(ev any) {
 	}
 	w.mu.Lock()
 	mine := w.pchannel == "" || w.pchannel == name
+	_, recovered := ev.(*messages.Recovered)
 	switch {
+	case recovered && w.pchannel == name:
+		w.lastErr = nil
 	case failed == nil:
 	case w.pchannel == name:
 		w.lastErr = failed

@@ -210,3 +210,49 @@ func TestStartMessageIDLeavesNoSubscriber(t *testing.T) {
 	require.Error(t, err)
 	require.Equal(t, before, f.system.EventStream.Length())
 }
+
+// A raw subscriber before StartMessageID's that panics on Recovered hides
+// it: the call still returns soon after, asking again, and says nothing
+// of the reads that failed before.
+func TestStartMessageIDWithRecoveredHidden(t *testing.T) {
+	f := newPChannelFixture(t, wal.KafkaID(140))
+	f.catalog.SetDown(true)
+	hide := f.system.EventStream.Subscribe(func(ev any) {
+		if _, ok := ev.(*messages.Recovered); ok {
+			panic("a raw subscriber panics on Recovered")
+		}
+	})
+	defer f.system.EventStream.Unsubscribe(hide)
+	pid := f.spawn(t, nil)
+	waitFor[*messages.RecoveryFailed](t, f.events) // before the raw one, f's sees it
+
+	done := make(chan error, 1)
+	var got wal.MessageID
+	go func() {
+		var err error
+		got, err = actors.StartMessageID(within(t, 10*time.Second), f.system, pid)
+		done <- err
+	}()
+	waitFor[*messages.RecoveryFailed](t, f.events)
+	f.catalog.SetDown(false)
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+		require.Equal(t, wal.KafkaID(140), got)
+	case <-time.After(5 * time.Second):
+		t.Fatal("StartMessageID did not return within 5 s of the recovery")
+	}
+}
+
+// An actor that is no pchannel never answers: the error says so.
+func TestStartMessageIDOfAnActorThatIsNoPChannel(t *testing.T) {
+	f := newPChannelFixture(t, nil)
+	pid := f.system.Root.Spawn(actor.PropsFromFunc(func(actor.Context) {}))
+	defer func() { _ = f.system.Root.StopFuture(pid).Wait() }()
+	_, err := actors.StartMessageID(within(t, 100*time.Millisecond), f.system, pid)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorContains(t, err, "did not answer GetState (is it a pchannel's?)")
+	_, err = actors.Poison(within(t, 100*time.Millisecond), f.system, pid)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorContains(t, err, "did not answer GetState (is it a pchannel's?), and was sent nothing")
+}
