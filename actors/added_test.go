@@ -1,6 +1,7 @@
 package actors_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/lowwater/lowwater/actors"
 	"github.com/lowwater/lowwater/messages"
+	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/wal"
 )
 
@@ -63,4 +65,70 @@ func TestAnAddDuringRecoveryIsNotComparedWithTheStoredCheckpoint(t *testing.T) {
 		&messages.AddVChannel{VChannel: "shard-b", Checkpoint: wal.KafkaID(80)}))
 	added := waitFor[*messages.VChannelAdded](t, f.events)
 	require.Nil(t, added.BelowPersisted)
+}
+
+// gatedSaves holds each save until released, after telling it began.
+type gatedSaves struct {
+	persistence.Catalog
+	began   chan wal.MessageID
+	release chan struct{}
+}
+
+func (g *gatedSaves) Save(ctx context.Context, pchannel string, v wal.MessageID) error {
+	g.began <- v
+	select {
+	case <-g.release:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return g.Catalog.Save(ctx, pchannel, v)
+}
+
+// A save in flight, computed before an Add below its value, may land: its
+// CheckpointPersisted says so, and a warning.
+func TestASaveThatLandsAboveAnAddedVChannelIsTold(t *testing.T) {
+	mem := persistence.NewMemory()
+	require.NoError(t, mem.Save(context.Background(), "orders-dml-0", wal.KafkaID(100)))
+	cat := &gatedSaves{Catalog: mem, began: make(chan wal.MessageID, 1), release: make(chan struct{})}
+	f := newPChannelFixture(t, nil)
+	core, logs := observer.New(zapcore.InfoLevel)
+	props, err := actors.NewProps("orders-dml-0", wal.Kafka, cat, actors.WithLogger(zap.New(core)),
+		actors.WithVChannels(map[string]wal.MessageID{"shard-a": wal.KafkaID(100)}))
+	require.NoError(t, err)
+	pid := f.system.Root.Spawn(props)
+	t.Cleanup(func() { _ = f.system.Root.StopFuture(pid).Wait() })
+
+	require.NoError(t, actors.Request(within(t, 10*time.Second), f.system.Root, pid,
+		&messages.UpdateCheckpoint{VChannel: "shard-a", Checkpoint: wal.KafkaID(150)}))
+	select {
+	case v := <-cat.began:
+		require.Equal(t, wal.KafkaID(150), v)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no save of kafka:150 began within 10 s")
+	}
+	require.NoError(t, actors.Request(within(t, 10*time.Second), f.system.Root, pid,
+		&messages.AddVChannel{VChannel: "late", Checkpoint: wal.KafkaID(120)}))
+	require.Nil(t, waitFor[*messages.VChannelAdded](t, f.events).BelowPersisted, "100 is persisted, below 120")
+	close(cat.release)
+
+	persisted := waitFor[*messages.CheckpointPersisted](t, f.events)
+	require.Equal(t, wal.KafkaID(150), persisted.Value)
+	require.Equal(t, wal.KafkaID(120), persisted.AboveMinimum)
+	warned := logs.FilterLevelExact(zapcore.WarnLevel).All()
+	require.Len(t, warned, 1)
+	require.Equal(t, map[string]any{"pchannel": "orders-dml-0", "checkpoint": "kafka:150", "minimum": "kafka:120"}, warned[0].ContextMap())
+
+	// Saved without any other vchannel added: nothing to tell.
+	require.NoError(t, actors.Request(within(t, 10*time.Second), f.system.Root, pid,
+		&messages.UpdateCheckpoint{VChannel: "late", Checkpoint: wal.KafkaID(200)}))
+	require.NoError(t, actors.Request(within(t, 10*time.Second), f.system.Root, pid,
+		&messages.UpdateCheckpoint{VChannel: "shard-a", Checkpoint: wal.KafkaID(190)}))
+	select {
+	case <-cat.began:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no save of kafka:190 began within 10 s")
+	}
+	persisted = waitFor[*messages.CheckpointPersisted](t, f.events)
+	require.Equal(t, wal.KafkaID(190), persisted.Value)
+	require.Nil(t, persisted.AboveMinimum)
 }

@@ -380,13 +380,29 @@ func (s *persister) saved(m *callDone) {
 	if m.err == nil {
 		step = s.plan.Succeeded()
 		s.report()
-		publish(s.events, s.cfg.logger, &messages.CheckpointPersisted{Header: messages.Header{PChannel: s.cfg.pchannel, At: ended},
-			Value: m.value, Attempts: attempt, Latency: m.latency, Late: m.seq == s.overdueSeq})
+		ev := &messages.CheckpointPersisted{Header: messages.Header{PChannel: s.cfg.pchannel, At: ended},
+			Value: m.value, Attempts: attempt, Latency: m.latency, Late: m.seq == s.overdueSeq}
+		// The target falls below a save in flight only by an Add.
+		if t := s.plan.Target(); t != nil {
+			if c, err := wal.Compare(m.value, t); err == nil && c > 0 {
+				s.landedAbove(ev, t)
+			}
+		}
+		publish(s.events, s.cfg.logger, ev)
 	} else {
 		step = s.saveFailed(m, attempt)
 	}
 	s.do(step)
 	s.answerFlush()
+}
+
+// landedAbove tells a save that succeeded above the minimum, which a
+// vchannel added below it pulled down while the save was in flight.
+func (s *persister) landedAbove(ev *messages.CheckpointPersisted, minimum wal.MessageID) {
+	ev.AboveMinimum = minimum
+	s.cfg.logger.Warn("checkpoint persisted above the minimum, which an Add pulled down during the save: "+
+		"a restart before the minimum passes it starts past that vchannel's records",
+		zap.Stringer("checkpoint", stringer{ev.Value}), zap.Stringer("minimum", stringer{minimum}))
 }
 
 // saveFailed is saved for a failure. It is apart because the target of

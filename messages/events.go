@@ -148,6 +148,14 @@ type CheckpointPersisted struct {
 	// a PersistFailed of the same attempt) that the catalog acknowledged
 	// at last: that report said it might not be, and this settles it.
 	Late bool
+	// AboveMinimum is the minimum the persister last had when the save
+	// succeeded, when it is below Value, nil otherwise: a vchannel was
+	// added below Value while this save, computed before the Add, was in
+	// flight. Consumption restarts from Value: a restart before the
+	// minimum passes it skips that vchannel's records in between. It is
+	// also logged, at Warn. (An Add below a checkpoint persisted already
+	// is told by VChannelAdded.BelowPersisted.)
+	AboveMinimum wal.MessageID
 }
 
 // PersistFailed is published when a save failed, and the latest minimum
