@@ -55,16 +55,52 @@ func TestAnAddBelowThePersistedCheckpointIsTold(t *testing.T) {
 	require.Equal(t, wal.KafkaID(150), stopped.LastPersisted)
 }
 
-// During recovery the stored checkpoint is not known yet: nothing is told.
-func TestAnAddDuringRecoveryIsNotComparedWithTheStoredCheckpoint(t *testing.T) {
+// During recovery the stored checkpoint is not known yet: an Add below it
+// is told once it is read, by Recovered, if its vchannel is still below.
+func TestAnAddDuringRecoveryIsToldOnceRecovered(t *testing.T) {
 	f := newPChannelFixture(t, wal.KafkaID(150))
 	f.catalog.SetDown(true)
-	pid := f.spawn(t, map[string]wal.MessageID{"shard-a": wal.KafkaID(160)})
+	core, logs := observer.New(zapcore.InfoLevel)
+	// Given at spawn below the stored checkpoint: older news, which it covers.
+	pid := f.spawn(t, map[string]wal.MessageID{"spawned": wal.KafkaID(90)}, actors.WithLogger(zap.New(core)))
+	waitFor[*messages.RecoveryFailed](t, f.events)
+	for _, cmd := range []messages.Command{
+		&messages.AddVChannel{VChannel: "below", Checkpoint: wal.KafkaID(80)},
+		&messages.AddVChannel{VChannel: "above", Checkpoint: wal.KafkaID(200)},
+		&messages.AddVChannel{VChannel: "dropped", Checkpoint: wal.KafkaID(50)},
+		&messages.DropVChannel{VChannel: "dropped"},
+		&messages.AddVChannel{VChannel: "caught-up", Checkpoint: wal.KafkaID(10)},
+		&messages.UpdateCheckpoint{VChannel: "caught-up", Checkpoint: wal.KafkaID(170)},
+		&messages.AddVChannel{VChannel: "also-below", Checkpoint: wal.KafkaID(149)},
+	} {
+		require.NoError(t, actors.Request(within(t, 10*time.Second), f.system.Root, pid, cmd))
+	}
+	added := waitFor[*messages.VChannelAdded](t, f.events)
+	require.Equal(t, "below", added.VChannel)
+	require.Nil(t, added.BelowPersisted, "not known yet")
+	f.catalog.SetDown(false)
+
+	recovered := waitFor[*messages.Recovered](t, f.events)
+	require.Equal(t, wal.KafkaID(150), recovered.StartMessageID)
+	require.Equal(t, []string{"also-below", "below"}, recovered.AddedBelow)
+	warned := logs.FilterMessageSnippet("added during recovery").All()
+	require.Len(t, warned, 1)
+	require.Equal(t, zapcore.WarnLevel, warned[0].Level)
+	require.Equal(t, []any{"also-below", "below"}, warned[0].ContextMap()["vchannels"])
+}
+
+// Nothing stored: nothing to be below.
+func TestAnAddDuringRecoveryWithNothingStoredIsNotTold(t *testing.T) {
+	f := newPChannelFixture(t, nil)
+	f.catalog.SetDown(true)
+	pid := f.spawn(t, map[string]wal.MessageID{"spawned": wal.KafkaID(90)})
 	waitFor[*messages.RecoveryFailed](t, f.events)
 	require.NoError(t, actors.Request(within(t, 10*time.Second), f.system.Root, pid,
-		&messages.AddVChannel{VChannel: "shard-b", Checkpoint: wal.KafkaID(80)}))
-	added := waitFor[*messages.VChannelAdded](t, f.events)
-	require.Nil(t, added.BelowPersisted)
+		&messages.AddVChannel{VChannel: "below", Checkpoint: wal.KafkaID(10)}))
+	f.catalog.SetDown(false)
+	recovered := waitFor[*messages.Recovered](t, f.events)
+	require.Equal(t, wal.KafkaID(90), recovered.StartMessageID)
+	require.Nil(t, recovered.AddedBelow)
 }
 
 // gatedSaves holds each save until released, after telling it began.

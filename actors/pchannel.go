@@ -227,6 +227,10 @@ type recovery struct {
 	// overdue is set once the read in flight was reported overdue: its
 	// outcome is then Late.
 	overdue bool
+	// added are the vchannels added meanwhile and not dropped since: those
+	// still below the stored checkpoint once it is read are told then
+	// (Recovered.AddedBelow), as no Add could be.
+	added map[string]struct{}
 }
 
 // crashes is the persister's supervision: its recent crashes, kept bounded
@@ -406,6 +410,12 @@ func (p *pchannel) addVChannel(ctx actor.Context, m *messages.AddVChannel) {
 	from := p.tracker.Minimum()
 	advanced, err := p.tracker.Add(m.VChannel, m.Checkpoint)
 	if err == nil {
+		if p.phase == recovering {
+			if p.recovery.added == nil {
+				p.recovery.added = make(map[string]struct{})
+			}
+			p.recovery.added[m.VChannel] = struct{}{}
+		}
 		ev := &messages.VChannelAdded{Header: p.header(), VChannel: m.VChannel, Checkpoint: m.Checkpoint, BelowPersisted: p.persistedAbove(m.Checkpoint)}
 		p.publish(ev)
 		if ev.BelowPersisted != nil {
@@ -458,6 +468,7 @@ func (p *pchannel) dropVChannel(ctx actor.Context, m *messages.DropVChannel) {
 	from := p.tracker.Minimum()
 	advanced, err := p.tracker.Drop(m.VChannel)
 	if err == nil {
+		delete(p.recovery.added, m.VChannel)
 		ev := &messages.VChannelDropped{Header: p.header(), VChannel: m.VChannel}
 		p.publish(ev)
 		p.cfg.logger.Info("vchannel dropped", zap.String("vchannel", m.VChannel))
@@ -951,8 +962,13 @@ func (p *pchannel) becomeRunning(ctx actor.Context, stored wal.MessageID) {
 		p.start = p.spawnMinimum
 	}
 	rec := &messages.Recovered{Header: p.header(), StartMessageID: p.start, FromCatalog: stored != nil, Minimum: p.tracker.Minimum(),
-		Attempts: p.recovery.attempt}
+		Attempts: p.recovery.attempt, AddedBelow: p.addedBelow(stored)}
+	p.recovery.added = nil
 	p.publish(rec)
+	if len(rec.AddedBelow) > 0 {
+		p.cfg.logger.Warn("vchannels added during recovery are below the stored checkpoint: a restart before they pass it starts past their records",
+			zap.Strings("vchannels", rec.AddedBelow), zap.Stringer("stored", stringer{stored}))
+	}
 	// The stall clock starts over: a pchannel is not stalled by the time
 	// it took to recover.
 	p.stall.since = rec.At
@@ -969,6 +985,24 @@ func (p *pchannel) becomeRunning(ctx actor.Context, stored wal.MessageID) {
 	}
 	p.persister, p.persisterInbox = pid, *inbox
 	p.offerMinimum(ctx)
+}
+
+// addedBelow returns, sorted, the vchannels added during recovery whose
+// checkpoint is below stored.
+func (p *pchannel) addedBelow(stored wal.MessageID) []string {
+	if stored == nil {
+		return nil
+	}
+	var below []string
+	for name := range p.recovery.added {
+		if id, ok := p.tracker.Get(name); ok {
+			if c, err := wal.Compare(id, stored); err == nil && c < 0 {
+				below = append(below, name)
+			}
+		}
+	}
+	slices.Sort(below)
+	return below
 }
 
 // becomeFenced stops saving at once and stops the actor: another owner

@@ -45,6 +45,14 @@ type Recovered struct {
 	// checkpoint was given at spawn (actors.WithPreloaded), which reads
 	// none.
 	Attempts int
+	// AddedBelow names, sorted, the vchannels added during recovery, and
+	// still tracked, whose checkpoint is below the stored one: a restart
+	// before they pass it starts past their records. Their VChannelAdded
+	// could not tell (BelowPersisted): the stored checkpoint was not
+	// known yet. Those given at spawn are not named: their checkpoints
+	// may be older than the stored one, which already covers them. It is
+	// also logged, at Warn.
+	AddedBelow []string
 }
 
 // RecoveryFailed is published when reading the stored checkpoint failed;
@@ -69,7 +77,7 @@ type VChannelAdded struct {
 	Checkpoint wal.MessageID
 	// BelowPersisted is the persisted checkpoint when Checkpoint is below
 	// it, and nil otherwise, or during recovery, before the stored one is
-	// known. Consumption restarts from the persisted checkpoint: a restart
+	// known (Recovered.AddedBelow tells those then). Consumption restarts from the persisted checkpoint: a restart
 	// before this vchannel's checkpoint passes it skips the vchannel's
 	// records in between, which the actor cannot prevent (the value is
 	// durable, and it never lowers one). It is also logged, at Warn.
