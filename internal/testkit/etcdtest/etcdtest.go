@@ -8,6 +8,7 @@ package etcdtest
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/url"
 	"os"
@@ -53,8 +54,9 @@ func Start(t testing.TB) []string {
 	return StartServer(t).Endpoints()
 }
 
-// StartServer starts a single-member etcd. Its client port is chosen by the
-// OS; Stop and Restart keep it, so that clients reconnect on their own.
+// StartServer starts a single-member etcd on a free client port (see
+// freePorts); Stop and Restart keep it, so that clients reconnect on their
+// own.
 func StartServer(t testing.TB) *Server {
 	t.Helper()
 	return startSolo(t, nil)
@@ -68,11 +70,15 @@ func startSolo(t testing.TB, tls *transport.TLSInfo) *Server {
 	if tls != nil {
 		scheme = "https"
 	}
+	ports, err := freePorts(1)
+	if err != nil {
+		t.Fatalf("etcdtest: a free port: %v", err)
+	}
 	s := &Server{
 		t:         t,
 		name:      "solo",
 		dir:       t.TempDir(),
-		clientURL: url.URL{Scheme: scheme, Host: "127.0.0.1:0"},
+		clientURL: url.URL{Scheme: scheme, Host: net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))},
 		peerURL:   url.URL{Scheme: "http", Host: "127.0.0.1:0"},
 		token:     uniqueToken(),
 		tls:       tls,
@@ -338,7 +344,11 @@ func (c *Cluster) Stop() {
 	}
 }
 
-// freePorts returns n distinct ports the OS reported free on 127.0.0.1.
+// freePorts returns n distinct ports free on 127.0.0.1, below the range
+// the OS takes the local ports of outgoing connections from, where it can
+// tell (Linux): a member stopped and started again on its port found it
+// taken, now and then, by a client connection of a test running beside.
+// Where it cannot tell, the OS chooses, from that range.
 func freePorts(n int) ([]int, error) {
 	ls := make([]net.Listener, 0, n)
 	defer func() {
@@ -346,16 +356,46 @@ func freePorts(n int) ([]int, error) {
 			l.Close()
 		}
 	}()
+	low := ephemeralLow()
 	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+	for tries := 0; len(ports) < n; tries++ {
+		addr := "127.0.0.1:0"
+		if low > minPort+1000 && tries < 1000 {
+			addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(minPort+rand.IntN(low-minPort)))
+		}
+		l, err := net.Listen("tcp", addr)
 		if err != nil {
+			if errors.Is(err, syscall.EADDRINUSE) {
+				continue
+			}
 			return nil, err
 		}
 		ls = append(ls, l)
 		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
 	}
 	return ports, nil
+}
+
+// minPort is the lowest port freePorts picks: above the well-known ones
+// and those services commonly take.
+const minPort = 10000
+
+// ephemeralLow returns the lowest local port the OS gives outgoing
+// connections, 0 if unknown.
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) != 2 {
+		return 0
+	}
+	low, err := strconv.Atoi(f[0])
+	if err != nil {
+		return 0
+	}
+	return low
 }
 
 var tokenSeq struct {
