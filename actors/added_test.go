@@ -16,8 +16,11 @@ import (
 	"github.com/lowwater/lowwater/wal"
 )
 
+// behindWarning is the Warn line of an AddedBehind.
+const behindWarning = "vchannels added below the persisted checkpoint: a restart before they pass it starts past their records"
+
 // A vchannel added below the persisted checkpoint is behind where a
-// restart starts: the reference said nothing of it; here the event says
+// restart starts: the reference said nothing of it; here an event says
 // so, and a warning.
 func TestAnAddBelowThePersistedCheckpointIsTold(t *testing.T) {
 	f := newPChannelFixture(t, wal.KafkaID(150))
@@ -28,35 +31,34 @@ func TestAnAddBelowThePersistedCheckpointIsTold(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, wal.KafkaID(150), start)
 
-	for _, tc := range []struct {
-		vchannel string
-		at       wal.MessageID
-		below    wal.MessageID
-	}{
-		{"shard-b", wal.KafkaID(80), wal.KafkaID(150)},
-		{"shard-c", wal.KafkaID(150), nil}, // at it: where a restart starts
-		{"shard-d", wal.KafkaID(200), nil},
+	for _, cmd := range []*messages.AddVChannel{
+		{VChannel: "shard-c", Checkpoint: wal.KafkaID(150)}, // at it: where a restart starts
+		{VChannel: "shard-d", Checkpoint: wal.KafkaID(200)},
+		{VChannel: "shard-b", Checkpoint: wal.KafkaID(80)},
 	} {
-		require.NoError(t, actors.Request(within(t, 10*time.Second), f.system.Root, pid,
-			&messages.AddVChannel{VChannel: tc.vchannel, Checkpoint: tc.at}))
-		added := waitFor[*messages.VChannelAdded](t, f.events)
-		require.Equal(t, tc.vchannel, added.VChannel)
-		require.Equal(t, tc.below, added.BelowPersisted, tc.vchannel)
+		require.NoError(t, actors.Request(within(t, 10*time.Second), f.system.Root, pid, cmd))
 	}
+	behind := waitFor[*messages.AddedBehind](t, f.events)
+	require.Equal(t, []string{"shard-b"}, behind.VChannels)
+	require.Equal(t, wal.KafkaID(150), behind.Persisted)
+	require.Equal(t, wal.KafkaID(80), behind.Minimum)
 	warned := logs.FilterLevelExact(zapcore.WarnLevel).All()
 	require.Len(t, warned, 1)
-	require.Equal(t, "vchannel added below the persisted checkpoint: a restart before its checkpoint passes that one starts past its records", warned[0].Message)
-	require.Equal(t, map[string]any{"pchannel": "orders-dml-0", "vchannel": "shard-b", "checkpoint": "kafka:80", "persisted": "kafka:150"}, warned[0].ContextMap())
-	require.Len(t, logs.FilterMessage("vchannel added").All(), 2)
+	require.Equal(t, behindWarning, warned[0].Message)
+	require.Equal(t, map[string]any{"pchannel": "orders-dml-0", "vchannels": []any{"shard-b"}, "persisted": "kafka:150", "minimum": "kafka:80"},
+		warned[0].ContextMap())
+	require.Len(t, logs.FilterMessage("vchannel added").All(), 3)
 
-	// Nothing below the persisted checkpoint is saved: it stays.
+	// Nothing below the persisted checkpoint is saved: it stays, and no
+	// other AddedBehind came.
 	require.NoError(t, f.system.Root.PoisonFuture(pid).Wait())
 	stopped := waitFor[*messages.Stopped](t, f.events)
 	require.Equal(t, wal.KafkaID(150), stopped.LastPersisted)
+	require.Len(t, logs.FilterMessage(behindWarning).All(), 1)
 }
 
 // During recovery the stored checkpoint is not known yet: an Add below it
-// is told once it is read, by Recovered, if its vchannel is still below.
+// is told once it is read, if its vchannel is still below.
 func TestAnAddDuringRecoveryIsToldOnceRecovered(t *testing.T) {
 	f := newPChannelFixture(t, wal.KafkaID(150))
 	f.catalog.SetDown(true)
@@ -75,32 +77,35 @@ func TestAnAddDuringRecoveryIsToldOnceRecovered(t *testing.T) {
 	} {
 		require.NoError(t, actors.Request(within(t, 10*time.Second), f.system.Root, pid, cmd))
 	}
-	added := waitFor[*messages.VChannelAdded](t, f.events)
-	require.Equal(t, "below", added.VChannel)
-	require.Nil(t, added.BelowPersisted, "not known yet")
+	require.Empty(t, logs.FilterMessage(behindWarning).All(), "not known yet")
 	f.catalog.SetDown(false)
 
 	recovered := waitFor[*messages.Recovered](t, f.events)
 	require.Equal(t, wal.KafkaID(150), recovered.StartMessageID)
-	require.Equal(t, []string{"also-below", "below"}, recovered.AddedBelow)
-	warned := logs.FilterMessageSnippet("added during recovery").All()
-	require.Len(t, warned, 1)
-	require.Equal(t, zapcore.WarnLevel, warned[0].Level)
-	require.Equal(t, []any{"also-below", "below"}, warned[0].ContextMap()["vchannels"])
+	behind := waitFor[*messages.AddedBehind](t, f.events)
+	require.Equal(t, []string{"also-below", "below"}, behind.VChannels)
+	require.Equal(t, wal.KafkaID(150), behind.Persisted)
+	require.Equal(t, wal.KafkaID(80), behind.Minimum)
+	require.Len(t, logs.FilterMessage(behindWarning).All(), 1)
 }
 
 // Nothing stored: nothing to be below.
 func TestAnAddDuringRecoveryWithNothingStoredIsNotTold(t *testing.T) {
 	f := newPChannelFixture(t, nil)
 	f.catalog.SetDown(true)
-	pid := f.spawn(t, map[string]wal.MessageID{"spawned": wal.KafkaID(90)})
+	core, logs := observer.New(zapcore.InfoLevel)
+	pid := f.spawn(t, map[string]wal.MessageID{"spawned": wal.KafkaID(90)}, actors.WithLogger(zap.New(core)))
 	waitFor[*messages.RecoveryFailed](t, f.events)
 	require.NoError(t, actors.Request(within(t, 10*time.Second), f.system.Root, pid,
 		&messages.AddVChannel{VChannel: "below", Checkpoint: wal.KafkaID(10)}))
 	f.catalog.SetDown(false)
-	recovered := waitFor[*messages.Recovered](t, f.events)
-	require.Equal(t, wal.KafkaID(90), recovered.StartMessageID)
-	require.Nil(t, recovered.AddedBelow)
+	start, err := actors.StartMessageID(within(t, 10*time.Second), f.system, pid)
+	require.NoError(t, err)
+	require.Equal(t, wal.KafkaID(90), start)
+	stopped, err := actors.Poison(within(t, 10*time.Second), f.system, pid)
+	require.NoError(t, err)
+	require.Equal(t, wal.KafkaID(10), stopped.LastPersisted)
+	require.Empty(t, logs.FilterMessage(behindWarning).All())
 }
 
 // gatedSaves holds each save until released, after telling it began.
@@ -120,51 +125,91 @@ func (g *gatedSaves) Save(ctx context.Context, pchannel string, v wal.MessageID)
 	return g.Catalog.Save(ctx, pchannel, v)
 }
 
-// A save in flight, computed before an Add below its value, may land: its
-// CheckpointPersisted says so, and a warning.
-func TestASaveThatLandsAboveAnAddedVChannelIsTold(t *testing.T) {
+// spawnGated spawns orders-dml-0 at shard-a@100, stored, on saves held
+// until released; once kafka:150 is being saved, it returns.
+func spawnGated(t *testing.T, f *pchannelFixture) (*gatedSaves, *observer.ObservedLogs, func(cmd messages.Command)) {
+	t.Helper()
 	mem := persistence.NewMemory()
 	require.NoError(t, mem.Save(context.Background(), "orders-dml-0", wal.KafkaID(100)))
 	cat := &gatedSaves{Catalog: mem, began: make(chan wal.MessageID, 1), release: make(chan struct{})}
-	f := newPChannelFixture(t, nil)
 	core, logs := observer.New(zapcore.InfoLevel)
 	props, err := actors.NewProps("orders-dml-0", wal.Kafka, cat, actors.WithLogger(zap.New(core)),
 		actors.WithVChannels(map[string]wal.MessageID{"shard-a": wal.KafkaID(100)}))
 	require.NoError(t, err)
 	pid := f.system.Root.Spawn(props)
 	t.Cleanup(func() { _ = f.system.Root.StopFuture(pid).Wait() })
-
-	require.NoError(t, actors.Request(within(t, 10*time.Second), f.system.Root, pid,
-		&messages.UpdateCheckpoint{VChannel: "shard-a", Checkpoint: wal.KafkaID(150)}))
+	request := func(cmd messages.Command) {
+		t.Helper()
+		require.NoError(t, actors.Request(within(t, 10*time.Second), f.system.Root, pid, cmd))
+	}
+	request(&messages.UpdateCheckpoint{VChannel: "shard-a", Checkpoint: wal.KafkaID(150)})
 	select {
 	case v := <-cat.began:
 		require.Equal(t, wal.KafkaID(150), v)
 	case <-time.After(10 * time.Second):
 		t.Fatal("no save of kafka:150 began within 10 s")
 	}
-	require.NoError(t, actors.Request(within(t, 10*time.Second), f.system.Root, pid,
-		&messages.AddVChannel{VChannel: "late", Checkpoint: wal.KafkaID(120)}))
-	require.Nil(t, waitFor[*messages.VChannelAdded](t, f.events).BelowPersisted, "100 is persisted, below 120")
+	return cat, logs, request
+}
+
+// A save in flight, computed before an Add below its value, lands after
+// it: told then.
+func TestASaveThatLandsAboveAnAddedVChannelIsTold(t *testing.T) {
+	f := newPChannelFixture(t, nil)
+	cat, logs, request := spawnGated(t, f)
+	request(&messages.AddVChannel{VChannel: "late", Checkpoint: wal.KafkaID(120)}) // 100 is persisted, below 120
+	require.Empty(t, logs.FilterMessage(behindWarning).All())
 	close(cat.release)
 
-	persisted := waitFor[*messages.CheckpointPersisted](t, f.events)
-	require.Equal(t, wal.KafkaID(150), persisted.Value)
-	require.Equal(t, wal.KafkaID(120), persisted.AboveMinimum)
-	warned := logs.FilterLevelExact(zapcore.WarnLevel).All()
-	require.Len(t, warned, 1)
-	require.Equal(t, map[string]any{"pchannel": "orders-dml-0", "checkpoint": "kafka:150", "minimum": "kafka:120"}, warned[0].ContextMap())
+	require.Equal(t, wal.KafkaID(150), waitFor[*messages.CheckpointPersisted](t, f.events).Value)
+	behind := waitFor[*messages.AddedBehind](t, f.events)
+	require.Equal(t, []string{"late"}, behind.VChannels)
+	require.Equal(t, wal.KafkaID(150), behind.Persisted)
+	require.Equal(t, wal.KafkaID(120), behind.Minimum)
+	require.Len(t, logs.FilterMessage(behindWarning).All(), 1)
 
-	// Saved without any other vchannel added: nothing to tell.
-	require.NoError(t, actors.Request(within(t, 10*time.Second), f.system.Root, pid,
-		&messages.UpdateCheckpoint{VChannel: "late", Checkpoint: wal.KafkaID(200)}))
-	require.NoError(t, actors.Request(within(t, 10*time.Second), f.system.Root, pid,
-		&messages.UpdateCheckpoint{VChannel: "shard-a", Checkpoint: wal.KafkaID(190)}))
+	// Saves with no Add below them: nothing more to tell.
+	request(&messages.UpdateCheckpoint{VChannel: "late", Checkpoint: wal.KafkaID(200)})
+	request(&messages.UpdateCheckpoint{VChannel: "shard-a", Checkpoint: wal.KafkaID(190)})
 	select {
 	case <-cat.began:
 	case <-time.After(10 * time.Second):
 		t.Fatal("no save of kafka:190 began within 10 s")
 	}
-	persisted = waitFor[*messages.CheckpointPersisted](t, f.events)
-	require.Equal(t, wal.KafkaID(190), persisted.Value)
-	require.Nil(t, persisted.AboveMinimum)
+	require.Equal(t, wal.KafkaID(190), waitFor[*messages.CheckpointPersisted](t, f.events).Value)
+	request(&messages.AddVChannel{VChannel: "above", Checkpoint: wal.KafkaID(300)})
+	require.Len(t, logs.FilterMessage(behindWarning).All(), 1)
+}
+
+// The save lands after the Add read the persisted checkpoint, and before
+// the persister learns of the Add: the persister tells it as it does.
+func TestASaveThatLandedBeforeThePersisterLearnedOfTheAddIsTold(t *testing.T) {
+	f := newPChannelFixture(t, nil)
+	cat, logs, request := spawnGated(t, f)
+	persisted := make(chan struct{})
+	watch := f.system.EventStream.Subscribe(func(ev any) {
+		if p, ok := ev.(*messages.CheckpointPersisted); ok && p.Value.EQ(wal.KafkaID(150)) {
+			close(persisted)
+		}
+	})
+	defer f.system.EventStream.Unsubscribe(watch)
+	// Runs on the pchannel's goroutine as it applies the Add, after it
+	// read the persisted checkpoint (100) and before it hands the fall on.
+	hold := f.system.EventStream.Subscribe(func(ev any) {
+		if a, ok := ev.(*messages.VChannelAdded); ok && a.VChannel == "late" {
+			close(cat.release)
+			select {
+			case <-persisted:
+			case <-time.After(10 * time.Second): // the test fails below
+			}
+		}
+	})
+	defer f.system.EventStream.Unsubscribe(hold)
+
+	request(&messages.AddVChannel{VChannel: "late", Checkpoint: wal.KafkaID(120)})
+	behind := waitFor[*messages.AddedBehind](t, f.events)
+	require.Equal(t, []string{"late"}, behind.VChannels)
+	require.Equal(t, wal.KafkaID(150), behind.Persisted)
+	require.Equal(t, wal.KafkaID(120), behind.Minimum)
+	require.Len(t, logs.FilterMessage(behindWarning).All(), 1)
 }

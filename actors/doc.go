@@ -37,7 +37,9 @@
 //     is answered once the persister holds the new target: a rise not
 //     saved yet is never saved over it after the reply (after the
 //     burst, for an Add sent without one); only a save already in
-//     flight when it came may land above it. A stop, or a crash of the
+//     flight when it came may land above it. An Add below the persisted
+//     checkpoint, or below such a save once it lands, is told
+//     (AddedBehind): a restart would start past it. A stop, or a crash of the
 //     persister (whose successor starts from the minimum of then),
 //     answers it at once.
 //     A rise also stamps State.HeldSince with the event's time, and ends a

@@ -70,12 +70,16 @@ type flushed struct{ seq uint64 }
 type offer struct{ minimum wal.MessageID }
 
 // minimumFell tells the persister that the minimum fell to the value in
-// to: an Add below it. Unlike a rise it is no event: the VChannelAdded
-// is. reply, if set, is the request for the Add, which the persister
-// answers once it holds the new target.
+// to: an Add of vchannel below it. Unlike a rise it is no event: the
+// VChannelAdded is. told is set when the Add was told as below the
+// persisted checkpoint (AddedBehind); else the persister tells it, should
+// a save land above to. reply, if set, is the request for the Add, which
+// the persister answers once it holds the new target.
 type minimumFell struct {
-	to    wal.MessageID
-	reply *fellReply
+	to       wal.MessageID
+	vchannel string
+	told     bool
+	reply    *fellReply
 }
 
 // fellReply is the request for an Add that pulled the minimum down. The

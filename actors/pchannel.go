@@ -229,7 +229,7 @@ type recovery struct {
 	overdue bool
 	// added are the vchannels added meanwhile and not dropped since: those
 	// still below the stored checkpoint once it is read are told then
-	// (Recovered.AddedBelow), as no Add could be.
+	// (AddedBehind), as no Add could be.
 	added map[string]struct{}
 }
 
@@ -416,14 +416,13 @@ func (p *pchannel) addVChannel(ctx actor.Context, m *messages.AddVChannel) {
 			}
 			p.recovery.added[m.VChannel] = struct{}{}
 		}
-		ev := &messages.VChannelAdded{Header: p.header(), VChannel: m.VChannel, Checkpoint: m.Checkpoint, BelowPersisted: p.persistedAbove(m.Checkpoint)}
-		p.publish(ev)
-		if ev.BelowPersisted != nil {
-			p.cfg.logger.Warn("vchannel added below the persisted checkpoint: a restart before its checkpoint passes that one starts past its records",
-				zap.String("vchannel", m.VChannel), zap.Stringer("checkpoint", stringer{m.Checkpoint}),
-				zap.Stringer("persisted", stringer{ev.BelowPersisted}))
-		} else {
-			p.cfg.logger.Info("vchannel added", zap.String("vchannel", m.VChannel), zap.Stringer("checkpoint", stringer{m.Checkpoint}))
+		// Read before anything runs a subscriber: a save that lands from
+		// here on is the persister's to tell (see minimumFell).
+		behind := p.persistedAbove(m.Checkpoint)
+		p.publish(&messages.VChannelAdded{Header: p.header(), VChannel: m.VChannel, Checkpoint: m.Checkpoint})
+		p.cfg.logger.Info("vchannel added", zap.String("vchannel", m.VChannel), zap.Stringer("checkpoint", stringer{m.Checkpoint}))
+		if behind != nil {
+			p.addedBehind([]string{m.VChannel}, behind)
 		}
 		if p.phase == running && p.tracker.Holder() == m.VChannel && (!advanced || from == nil) {
 			// The minimum fell to the new vchannel's checkpoint, or the
@@ -439,7 +438,7 @@ func (p *pchannel) addVChannel(ctx actor.Context, m *messages.AddVChannel) {
 				p.advanced(from) // its event and stall clock, once
 				advanced = false
 			}
-			fell := minimumFell{to: p.tracker.Minimum()}
+			fell := minimumFell{to: p.tracker.Minimum(), vchannel: m.VChannel, told: behind != nil}
 			if ctx.Sender() == nil || p.crash.timer != nil {
 				// Nobody waits (or a restarting persister is offered
 				// the minimum anyway): handed over with the burst.
@@ -818,6 +817,20 @@ func (p *pchannel) savePoint() savePoint {
 	return p.status.load()
 }
 
+// addedBehind tells that vchannels were added below persisted.
+func (p *pchannel) addedBehind(vchannels []string, persisted wal.MessageID) {
+	tellAddedBehind(p.events, p.cfg.logger, &messages.AddedBehind{Header: p.header(), VChannels: vchannels,
+		Persisted: persisted, Minimum: p.tracker.Minimum()})
+}
+
+// tellAddedBehind logs ev, then publishes it, from the pchannel or its
+// persister: whoever waits for the event finds the line written.
+func tellAddedBehind(events *eventstream.EventStream, logger *zap.Logger, ev *messages.AddedBehind) {
+	logger.Warn("vchannels added below the persisted checkpoint: a restart before they pass it starts past their records",
+		zap.Strings("vchannels", ev.VChannels), zap.Stringer("persisted", stringer{ev.Persisted}), zap.Stringer("minimum", stringer{ev.Minimum}))
+	publish(events, logger, ev)
+}
+
 // persistedAbove returns the persisted checkpoint if it is above id, else
 // nil; nil too during recovery, when the stored one is not known yet.
 func (p *pchannel) persistedAbove(id wal.MessageID) wal.MessageID {
@@ -962,13 +975,12 @@ func (p *pchannel) becomeRunning(ctx actor.Context, stored wal.MessageID) {
 		p.start = p.spawnMinimum
 	}
 	rec := &messages.Recovered{Header: p.header(), StartMessageID: p.start, FromCatalog: stored != nil, Minimum: p.tracker.Minimum(),
-		Attempts: p.recovery.attempt, AddedBelow: p.addedBelow(stored)}
-	p.recovery.added = nil
+		Attempts: p.recovery.attempt}
 	p.publish(rec)
-	if len(rec.AddedBelow) > 0 {
-		p.cfg.logger.Warn("vchannels added during recovery are below the stored checkpoint: a restart before they pass it starts past their records",
-			zap.Strings("vchannels", rec.AddedBelow), zap.Stringer("stored", stringer{stored}))
+	if below := p.addedBelow(stored); len(below) > 0 {
+		p.addedBehind(below, stored)
 	}
+	p.recovery.added = nil
 	// The stall clock starts over: a pchannel is not stalled by the time
 	// it took to recover.
 	p.stall.since = rec.At

@@ -89,6 +89,10 @@ type persister struct {
 	// refusals in a row that named a value not ahead of the one refused.
 	toldBrokenAhead bool
 	notAheadRun     int
+	// fell is the last fall of the target (an Add below the minimum), to
+	// tell if the persisted checkpoint comes out above it (AddedBehind),
+	// unless it was told already.
+	fell minimumFell
 }
 
 // overdueCheck is the watchdog's message: see persister.overdue.
@@ -232,7 +236,10 @@ func (s *persister) receiveDirect(msg any) bool {
 		}
 	case minimumFell:
 		if s.offered {
-			s.do(s.plan.Offer(m.to))
+			s.fell = minimumFell{to: m.to, vchannel: m.vchannel, told: m.told}
+			step := s.plan.Offer(m.to)
+			s.behind(s.plan.Persisted()) // a save landed before the Add came
+			s.do(step)
 		}
 		// Held, or stale (a restarted persister's, before its offer of
 		// the minimum now): the Add it came from may be answered.
@@ -380,15 +387,9 @@ func (s *persister) saved(m *callDone) {
 	if m.err == nil {
 		step = s.plan.Succeeded()
 		s.report()
-		ev := &messages.CheckpointPersisted{Header: messages.Header{PChannel: s.cfg.pchannel, At: ended},
-			Value: m.value, Attempts: attempt, Latency: m.latency, Late: m.seq == s.overdueSeq}
-		// The target falls below a save in flight only by an Add.
-		if t := s.plan.Target(); t != nil {
-			if c, err := wal.Compare(m.value, t); err == nil && c > 0 {
-				s.landedAbove(ev, t)
-			}
-		}
-		publish(s.events, s.cfg.logger, ev)
+		publish(s.events, s.cfg.logger, &messages.CheckpointPersisted{Header: messages.Header{PChannel: s.cfg.pchannel, At: ended},
+			Value: m.value, Attempts: attempt, Latency: m.latency, Late: m.seq == s.overdueSeq})
+		s.behind(m.value) // a save computed before the Add landed after it
 	} else {
 		step = s.saveFailed(m, attempt)
 	}
@@ -396,13 +397,21 @@ func (s *persister) saved(m *callDone) {
 	s.answerFlush()
 }
 
-// landedAbove tells a save that succeeded above the minimum, which a
-// vchannel added below it pulled down while the save was in flight.
-func (s *persister) landedAbove(ev *messages.CheckpointPersisted, minimum wal.MessageID) {
-	ev.AboveMinimum = minimum
-	s.cfg.logger.Warn("checkpoint persisted above the minimum, which an Add pulled down during the save: "+
-		"a restart before the minimum passes it starts past that vchannel's records",
-		zap.Stringer("checkpoint", stringer{ev.Value}), zap.Stringer("minimum", stringer{minimum}))
+// behind tells the last fall, once, if persisted is above the minimum
+// now (the target): the vchannel added is below where a restart starts.
+// The target is only ever below a value saved by a fall, the last one of
+// which is s.fell.
+func (s *persister) behind(persisted wal.MessageID) {
+	f, minimum := &s.fell, s.plan.Target()
+	if f.to == nil || f.told || persisted == nil || minimum == nil {
+		return
+	}
+	if c, err := wal.Compare(persisted, minimum); err != nil || c <= 0 {
+		return
+	}
+	f.told = true
+	tellAddedBehind(s.events, s.cfg.logger, &messages.AddedBehind{Header: newHeader(s.cfg.pchannel),
+		VChannels: []string{f.vchannel}, Persisted: persisted, Minimum: minimum})
 }
 
 // saveFailed is saved for a failure. It is apart because the target of

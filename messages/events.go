@@ -45,14 +45,6 @@ type Recovered struct {
 	// checkpoint was given at spawn (actors.WithPreloaded), which reads
 	// none.
 	Attempts int
-	// AddedBelow names, sorted, the vchannels added during recovery, and
-	// still tracked, whose checkpoint is below the stored one: a restart
-	// before they pass it starts past their records. Their VChannelAdded
-	// could not tell (BelowPersisted): the stored checkpoint was not
-	// known yet. Those given at spawn are not named: their checkpoints
-	// may be older than the stored one, which already covers them. It is
-	// also logged, at Warn.
-	AddedBelow []string
 }
 
 // RecoveryFailed is published when reading the stored checkpoint failed;
@@ -75,13 +67,29 @@ type VChannelAdded struct {
 	Header
 	VChannel   string
 	Checkpoint wal.MessageID
-	// BelowPersisted is the persisted checkpoint when Checkpoint is below
-	// it, and nil otherwise, or during recovery, before the stored one is
-	// known (Recovered.AddedBelow tells those then). Consumption restarts from the persisted checkpoint: a restart
-	// before this vchannel's checkpoint passes it skips the vchannel's
-	// records in between, which the actor cannot prevent (the value is
-	// durable, and it never lowers one). It is also logged, at Warn.
-	BelowPersisted wal.MessageID
+}
+
+// AddedBehind is published when vchannels were added below the persisted
+// checkpoint, where consumption restarts: a restart before they pass it
+// skips their records in between. The actor cannot prevent it (that
+// checkpoint is durable, and it never lowers one); it tells it once per
+// such Add, with a Warn log line, as soon as it knows:
+//   - as the Add is applied, when the persisted checkpoint is above it;
+//   - when a save computed before the Add lands above it, after it or
+//     before the persister learned of it;
+//   - as recovery ends, for those added while the stored checkpoint was
+//     still being read (the vchannels given at spawn are not told: their
+//     checkpoints may be older than the stored one, which covers them).
+type AddedBehind struct {
+	Header
+	// VChannels are the vchannels added below Persisted, sorted; when a
+	// save that landed tells it, the one whose Add pulled the minimum
+	// down last.
+	VChannels []string
+	// Persisted is the checkpoint a restart starts from.
+	Persisted wal.MessageID
+	// Minimum is the low-water mark then, below Persisted.
+	Minimum wal.MessageID
 }
 
 // VChannelDropped is published when a DropVChannel was applied.
@@ -156,14 +164,6 @@ type CheckpointPersisted struct {
 	// a PersistFailed of the same attempt) that the catalog acknowledged
 	// at last: that report said it might not be, and this settles it.
 	Late bool
-	// AboveMinimum is the minimum the persister last had when the save
-	// succeeded, when it is below Value, nil otherwise: a vchannel was
-	// added below Value while this save, computed before the Add, was in
-	// flight. Consumption restarts from Value: a restart before the
-	// minimum passes it skips that vchannel's records in between. It is
-	// also logged, at Warn. (An Add below a checkpoint persisted already
-	// is told by VChannelAdded.BelowPersisted.)
-	AboveMinimum wal.MessageID
 }
 
 // PersistFailed is published when a save failed, and the latest minimum

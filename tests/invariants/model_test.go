@@ -1181,6 +1181,23 @@ func (m *model) reconcile(kind stepKind) {
 		return true
 	})
 
+	// An Add below the persisted checkpoint is told (AddedBehind), as it is
+	// applied or once a save computed before it lands: when depends on
+	// the race of the two actors, so the model checks what it says, not
+	// when it comes. Its Persisted is checked once the calls are walked.
+	var behind []*messages.AddedBehind
+	m.life = slices.DeleteFunc(m.life, func(ev messages.Event) bool {
+		b, ok := ev.(*messages.AddedBehind)
+		if ok {
+			require.NotEmpty(t, b.VChannels, "AddedBehind names no vchannel")
+			require.True(t, slices.IsSorted(b.VChannels), "AddedBehind's vchannels unsorted: %v", b.VChannels)
+			require.True(t, optOf(b.Minimum).less(optOf(b.Persisted)), "AddedBehind's minimum %s is not below its persisted %s",
+				wal.String(b.Minimum), wal.String(b.Persisted))
+			behind = append(behind, b)
+		}
+		return ok
+	})
+
 	// An ownership loss is announced before the stop it causes, and before
 	// any call's outcome that the stop cut short.
 	if m.ownershipLost {
@@ -1220,6 +1237,9 @@ func (m *model) reconcile(kind stepKind) {
 		m.callEnd++
 	}
 	m.advanceClock(now)
+	for _, b := range behind {
+		require.True(t, m.floors[optOf(b.Persisted).v], "AddedBehind's persisted %s was never persisted (%v)", wal.String(b.Persisted), m.floors)
+	}
 	if m.expectStop != nil {
 		m.expectLife(m.expectStop.desc, m.expectStop.match)
 		m.expectStop = nil
