@@ -484,6 +484,7 @@ func (p *pchannel) started(ctx actor.Context) {
 	h := p.spawn.take(ctx.Self())
 	p.self, p.root, p.events = ctx.Self(), ctx.ActorSystem().Root, ctx.ActorSystem().EventStream
 	p.tracker, p.spawnMinimum, p.persistedBefore, p.restarted = h.tracker, h.tracker.Minimum(), h.persisted, h.restarted
+	p.stopWatchers = h.stopWatchers
 	if h.stop != nil {
 		// The incarnation before was stopping when its restart came, and
 		// had flushed what it could: this one ends the stop, as it was,
@@ -548,7 +549,7 @@ func (p *pchannel) handOn() {
 		// starts from the configuration.
 		return
 	}
-	h := handedOn{tracker: p.tracker, status: p.status, persisted: p.persistedBefore}
+	h := handedOn{tracker: p.tracker, status: p.status, persisted: p.persistedBefore, stopWatchers: p.stopWatchers}
 	if p.stopBegan {
 		h.stop = &stopUnderWay{graceful: p.graceful, unflushed: p.unflushed}
 	}
@@ -1097,7 +1098,7 @@ func (p *pchannel) tellStopped(ev *messages.Stopped, f *PChannelPanicError, note
 		p.cfg.logger.Info("stopped"+note, fields...)
 	}
 	publishLast(p.events, p.cfg.logger, ev)
-	for _, w := range p.stopWatchers { // none unless the incarnation started
+	for _, w := range p.stopWatchers {
 		p.root.Send(w, ev)
 	}
 }
@@ -1154,9 +1155,10 @@ func (p *pchannel) becomeStoppedUnstarted(ctx actor.Context) {
 	if f == nil && !handed {
 		return // never started, and never failed: not a pchannel's stop
 	}
-	p.phase, p.events = stopped, ctx.ActorSystem().EventStream
+	p.phase, p.events, p.root = stopped, ctx.ActorSystem().EventStream, ctx.ActorSystem().Root
 	ev := &messages.Stopped{Header: p.header(), Reason: messages.ErrHardStop}
 	if handed {
+		p.stopWatchers = h.stopWatchers
 		ev.LastPersisted, ev.Flushed, ev.Reason = h.persisted, true, nil
 		if h.stop != nil {
 			ev.Graceful = h.stop.graceful

@@ -38,6 +38,9 @@ func Poison(ctx context.Context, system *actor.ActorSystem, pchannel *actor.PID)
 	if system == nil || pchannel == nil {
 		return nil, ErrNoPChannel
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, DefaultRequestTimeout)
@@ -74,8 +77,8 @@ func Poison(ctx context.Context, system *actor.ActorSystem, pchannel *actor.PID)
 		if t.Why == actor.TerminatedReason_NotFound {
 			return nil, fmt.Errorf("lowwater: pchannel actor %s was gone before the poison came: %w", shorten.Quoted(pchannel.Id), actor.ErrDeadLetter)
 		}
-		return nil, fmt.Errorf("lowwater: pchannel %s stopped, by another stop before this one, and its Stopped event did not come: "+
-			"an EventStream subscriber before Poison's may have panicked on it: %w", name, ErrStoppedUnseen)
+		return nil, fmt.Errorf("lowwater: pchannel %s stopped before it took Poison's word (another stop overtook it?), "+
+			"and its Stopped event did not reach Poison: an EventStream subscriber before Poison's may have panicked on it: %w", name, ErrStoppedUnseen)
 	case <-ctx.Done():
 		return nil, fmt.Errorf("lowwater: pchannel %s has not stopped yet: %w", name, ctx.Err())
 	}

@@ -2,6 +2,8 @@ package actors_test
 
 import (
 	"context"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -122,4 +124,45 @@ func TestPoisonReturnsItsOwnActorsStopped(t *testing.T) {
 	require.False(t, stopped.Flushed)
 	require.Equal(t, wal.KafkaID(150), stopped.Dropped)
 	require.ErrorIs(t, stopped.Reason, messages.ErrFlushTimeout)
+}
+
+// A restart between Poison's word to the actor and its poison hands the
+// word on: the incarnation that stops tells Poison its Stopped, though a
+// raw subscriber hides the event.
+func TestPoisonSurvivesARestartOfThePChannel(t *testing.T) {
+	f := newPChannelFixture(t, wal.KafkaID(100))
+	b := actors.DefaultBackoff()
+	b.Initial, b.Max = time.Millisecond, 10*time.Millisecond
+	props, err := actors.NewProps("orders-dml-0", wal.Kafka, f.catalog, actors.WithBackoff(b),
+		actors.WithVChannels(map[string]wal.MessageID{"shard-a": wal.KafkaID(100)}))
+	require.NoError(t, err)
+	var panicked atomic.Bool
+	props.Configure(actor.WithReceiverMiddleware(func(next actor.ReceiverFunc) actor.ReceiverFunc {
+		return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
+			next(c, env)
+			// Poison's word, taken: the next message is its poison.
+			if fmt.Sprintf("%T", env.Message) == "*actors.tellStoppedTo" && panicked.CompareAndSwap(false, true) {
+				panic("a middleware panics once, after the actor took Poison's word")
+			}
+		}
+	}))
+	pid := f.system.Root.Spawn(props)
+	t.Cleanup(func() { _ = f.system.Root.StopFuture(pid).Wait() })
+	_, err = actors.StartMessageID(within(t, 10*time.Second), f.system, pid)
+	require.NoError(t, err)
+	require.NoError(t, actors.Request(within(t, 10*time.Second), f.system.Root, pid,
+		&messages.UpdateCheckpoint{VChannel: "shard-a", Checkpoint: wal.KafkaID(150)}))
+	hide := f.system.EventStream.Subscribe(func(ev any) {
+		if _, ok := ev.(*messages.Stopped); ok {
+			panic("a raw subscriber panics on Stopped")
+		}
+	})
+	defer f.system.EventStream.Unsubscribe(hide)
+
+	stopped, err := actors.Poison(within(t, 10*time.Second), f.system, pid)
+	require.NoError(t, err)
+	require.True(t, panicked.Load(), "the middleware never panicked: no restart was tried")
+	require.True(t, stopped.Graceful)
+	require.True(t, stopped.Flushed)
+	require.Equal(t, wal.KafkaID(150), stopped.LastPersisted)
 }

@@ -55,6 +55,9 @@ type handedOn struct {
 	// a sibling's failure under AllForOne) and forgets the stop, which the
 	// next incarnation then ends.
 	stop *stopUnderWay
+	// stopWatchers are told the Stopped event of whichever incarnation
+	// stops (Poison).
+	stopWatchers []*actor.PID
 }
 
 // stopUnderWay is what an incarnation that began stopping hands on: how

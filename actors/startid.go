@@ -32,7 +32,10 @@ import (
 // between the first answer and the subscription, which comes before it.
 // It also asks again after a while without such an event, from 50 ms to
 // a second apart: a raw EventStream subscriber before its own that panics
-// on the event hides it. A PID that never answers (not a pchannel's)
+// on the event hides it. A context that ends before that ask is told the
+// last failed read this call heard of, which a hidden Recovered may have
+// made stale. A context done already is returned its error, and nothing
+// is asked. A PID that never answers (not a pchannel's)
 // says so when ctx ends. system.Shutdown stops no actor: a call waiting
 // then waits for its context. It must not be called from inside an
 // actor's Receive.
@@ -42,6 +45,9 @@ func StartMessageID(ctx context.Context, system *actor.ActorSystem, pchannel *ac
 	}
 	if system == nil || pchannel == nil {
 		return nil, ErrNoPChannel
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -54,7 +60,7 @@ func StartMessageID(ctx context.Context, system *actor.ActorSystem, pchannel *ac
 	var name string // the pchannel's, once the actor has answered
 	again := time.NewTimer(time.Hour)
 	defer again.Stop()
-	for wait := startReask; ; wait = min(2*wait, maxReask) {
+	for wait := startReask; ; {
 		s, err := GetState(ctx, system.Root, pchannel)
 		if err != nil {
 			// ask's own timer may end the wait a moment before ctx does.
@@ -62,7 +68,7 @@ func StartMessageID(ctx context.Context, system *actor.ActorSystem, pchannel *ac
 				if name == "" {
 					err = fmt.Errorf("lowwater: actor %s did not answer GetState (is it a pchannel's?): %w", shorten.Quoted(pchannel.Id), err)
 				} else {
-					err = fmt.Errorf("lowwater: pchannel %s has not read its stored checkpoint: %w", name, err)
+					err = fmt.Errorf("lowwater: pchannel %s did not say it had read its stored checkpoint: %w", name, err)
 				}
 			}
 			return nil, w.notRecovered(err)
@@ -75,9 +81,11 @@ func StartMessageID(ctx context.Context, system *actor.ActorSystem, pchannel *ac
 		again.Reset(wait) // no stale tick is left to take since Go 1.23
 		select {
 		case <-w.poke:
+			wait = startReask
 		case <-again.C:
+			wait = min(2*wait, maxReask) // silence: asked less and less often
 		case <-ctx.Done():
-			return nil, w.notRecovered(fmt.Errorf("lowwater: pchannel %s has not read its stored checkpoint: %w", name, ctx.Err()))
+			return nil, w.notRecovered(fmt.Errorf("lowwater: pchannel %s did not say it had read its stored checkpoint: %w", name, ctx.Err()))
 		}
 	}
 }
@@ -154,5 +162,5 @@ func (w *recoveryWatch) notRecovered(err error) error {
 	if last == nil {
 		return err
 	}
-	return fmt.Errorf("%w (the last read of the stored checkpoint failed: %w)", err, last)
+	return fmt.Errorf("%w (the last failed read it was told of: %w)", err, last)
 }

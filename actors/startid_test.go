@@ -124,8 +124,8 @@ func TestStartMessageIDWaitsOutACatalogThatIsDown(t *testing.T) {
 	_, err := actors.StartMessageID(within(t, 50*time.Millisecond), f.system, pid)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.ErrorIs(t, err, faultinject.ErrInjected)
-	require.ErrorContains(t, err, `pchannel "orders-dml-0" has not read its stored checkpoint`)
-	require.ErrorContains(t, err, "the last read of the stored checkpoint failed")
+	require.ErrorContains(t, err, `pchannel "orders-dml-0" did not say it had read its stored checkpoint`)
+	require.ErrorContains(t, err, "the last failed read it was told of")
 
 	// Up again while the caller waits: it gets the stored checkpoint.
 	type result struct {
@@ -255,4 +255,18 @@ func TestStartMessageIDOfAnActorThatIsNoPChannel(t *testing.T) {
 	_, err = actors.Poison(within(t, 100*time.Millisecond), f.system, pid)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.ErrorContains(t, err, "did not answer GetState (is it a pchannel's?), and was sent nothing")
+}
+
+// A context done already is told so, not that the actor did not answer.
+func TestStartMessageIDAndPoisonWithADoneContext(t *testing.T) {
+	f := newPChannelFixture(t, nil)
+	pid := f.spawn(t, nil)
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := actors.StartMessageID(done, f.system, pid)
+	require.Equal(t, context.Canceled, err)
+	_, err = actors.Poison(done, f.system, pid)
+	require.Equal(t, context.Canceled, err)
+	_, err = actors.StartMessageID(within(t, 10*time.Second), f.system, pid) // still running: nothing was sent
+	require.NoError(t, err)
 }
