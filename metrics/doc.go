@@ -27,6 +27,10 @@
 //	                             nil_checkpoint, empty_vchannel,
 //	                             wal_mismatch, other
 //	vchannels_added_total     c
+//	vchannels_added_behind_total
+//	                          c  added below the persisted checkpoint,
+//	                             where a restart starts, past their
+//	                             records (AddedBehind)
 //	vchannels_dropped_total   c
 //	minimum_advances_total    c  the low-water mark rose
 //	saves_total               c  checkpoints the catalog acknowledged

@@ -162,6 +162,7 @@ type series struct {
 	rejected                  [7]uint64 // by rejectReasons
 	failures                  [6]uint64 // by failReasons
 	added, dropped, advances  uint64
+	addedBehind               uint64
 	saves, recoveryFailures   uint64
 	restarts, ownershipLosses uint64
 	stalls                    uint64
@@ -219,7 +220,7 @@ func (h *histogram) cumulative(bounds []float64) map[float64]uint64 {
 }
 
 type descs struct {
-	updates, rejected, added, dropped, advances, saves, failures, latency,
+	updates, rejected, added, addedBehind, dropped, advances, saves, failures, latency,
 	lag, inFlight, pchannels, recovering, retrying, recoveryFailures,
 	restarts, ownershipLost, eventsDropped *prometheus.Desc
 	abandoned, minimumAge, stalled, stalls *prometheus.Desc
@@ -255,6 +256,7 @@ func New(opts ...Option) (*Collector, error) {
 			updates:          d("updates_total", "Vchannel checkpoint updates accepted, an equal one included.", base),
 			rejected:         d("commands_rejected_total", "Commands rejected, by reason; a rejected command changes nothing.", withReason),
 			added:            d("vchannels_added_total", "Vchannels added.", base),
+			addedBehind:      d("vchannels_added_behind_total", "Vchannels added below the persisted checkpoint, where a restart starts, past their records (AddedBehind events).", base),
 			dropped:          d("vchannels_dropped_total", "Vchannels dropped.", base),
 			advances:         d("minimum_advances_total", "Times the low-water mark strictly rose.", base),
 			saves:            d("saves_total", "Checkpoints the catalog acknowledged: durable.", base),
@@ -450,6 +452,8 @@ func (c *Collector) Observe(ev messages.Event) {
 			p.lag.fell(e.Checkpoint)
 			p.settle(h.At)
 		}
+	case *messages.AddedBehind:
+		s.addedBehind += uint64(len(e.VChannels))
 	case *messages.VChannelDropped:
 		s.dropped++
 	case *messages.CommandRejected:
@@ -583,7 +587,7 @@ func (c *Collector) seriesOf(pchannel string) *series {
 // Describe implements prometheus.Collector.
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	d := c.descs
-	for _, desc := range []*prometheus.Desc{d.updates, d.rejected, d.added, d.dropped, d.advances, d.saves, d.failures,
+	for _, desc := range []*prometheus.Desc{d.updates, d.rejected, d.added, d.addedBehind, d.dropped, d.advances, d.saves, d.failures,
 		d.latency, d.lag, d.inFlight, d.pchannels, d.recovering, d.retrying, d.recoveryFailures, d.restarts,
 		d.ownershipLost, d.eventsDropped, d.abandoned, d.minimumAge, d.stalled, d.stalls} {
 		ch <- desc
@@ -618,6 +622,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			counter(d.failures, s.failures[i], slices.Concat(labels, []string{r})...)
 		}
 		counter(d.added, s.added, labels...)
+		counter(d.addedBehind, s.addedBehind, labels...)
 		counter(d.dropped, s.dropped, labels...)
 		counter(d.advances, s.advances, labels...)
 		counter(d.saves, s.saves, labels...)

@@ -227,7 +227,7 @@ func TestSeriesAndLint(t *testing.T) {
 	assert.Empty(t, problems)
 	n, err := testutil.GatherAndCount(registry(t, collector))
 	require.NoError(t, err)
-	assert.Equal(t, 7+6+1+18, n, "7 rejection reasons, 6 failure reasons, 1 histogram, 18 other series")
+	assert.Equal(t, 7+6+1+19, n, "7 rejection reasons, 6 failure reasons, 1 histogram, 19 other series")
 
 	collector.Observe(&messages.CommandRejected{Header: messages.Header{PChannel: "p9", At: time.Now()}, Err: fmt.Errorf("wrapped: %w", messages.ErrVChannelExists)})
 	collector.Observe(&messages.PersistFailed{Header: messages.Header{PChannel: "p9", At: time.Now()}, Err: persistence.ErrFenced})
@@ -472,6 +472,10 @@ func TestLagAndAgeFollowOnlyNewerValues(t *testing.T) {
 	require.Equal(t, 99.0, lag())
 	c.Observe(&messages.VChannelAdded{Header: h(2), VChannel: "late", Checkpoint: k(5)})
 	require.Zero(t, lag(), "a vchannel added below the persisted checkpoint leaves nothing to save")
+	c.Observe(&messages.AddedBehind{Header: h(2), VChannels: []string{"late"}, Persisted: k(10), Minimum: k(5)})
+	require.Equal(t, 1.0, valueOf(t, c, "lowwater_vchannels_added_behind_total"))
+	c.Observe(&messages.AddedBehind{Header: h(2), VChannels: []string{"a", "b"}, Persisted: k(10), Minimum: k(5)})
+	require.Equal(t, 3.0, valueOf(t, c, "lowwater_vchannels_added_behind_total"), "one per vchannel told")
 
 	c.Observe(&messages.MinimumAdvanced{Header: h(3), From: k(5), To: k(30)})
 	c.Observe(&messages.CheckpointPersisted{Header: h(4), Value: k(30), Attempts: 1})
