@@ -213,3 +213,46 @@ func TestASaveThatLandedBeforeThePersisterLearnedOfTheAddIsTold(t *testing.T) {
 	require.Equal(t, wal.KafkaID(120), behind.Minimum)
 	require.Len(t, logs.FilterMessage(behindWarning).All(), 1)
 }
+
+// Several Adds during one save: every vchannel below it when it lands is
+// named, whether its Add pulled the minimum down or not, and one told at
+// its Add is told again with the higher checkpoint.
+func TestEveryVChannelBelowALandedSaveIsTold(t *testing.T) {
+	for name, tc := range map[string]struct {
+		adds  []*messages.AddVChannel
+		first *messages.AddedBehind // told at an Add, if any
+		last  messages.AddedBehind  // told as the save lands
+	}{
+		"two falls": {
+			adds: []*messages.AddVChannel{{VChannel: "x", Checkpoint: wal.KafkaID(130)}, {VChannel: "y", Checkpoint: wal.KafkaID(110)}},
+			last: messages.AddedBehind{VChannels: []string{"x", "y"}, Persisted: wal.KafkaID(150), Minimum: wal.KafkaID(110)},
+		},
+		"a fall, then an Add above the minimum": {
+			adds: []*messages.AddVChannel{{VChannel: "x", Checkpoint: wal.KafkaID(120)}, {VChannel: "y", Checkpoint: wal.KafkaID(130)}},
+			last: messages.AddedBehind{VChannels: []string{"x", "y"}, Persisted: wal.KafkaID(150), Minimum: wal.KafkaID(120)},
+		},
+		"a fall, then one below the persisted checkpoint": {
+			adds:  []*messages.AddVChannel{{VChannel: "x", Checkpoint: wal.KafkaID(120)}, {VChannel: "y", Checkpoint: wal.KafkaID(50)}},
+			first: &messages.AddedBehind{VChannels: []string{"y"}, Persisted: wal.KafkaID(100), Minimum: wal.KafkaID(50)},
+			last:  messages.AddedBehind{VChannels: []string{"x", "y"}, Persisted: wal.KafkaID(150), Minimum: wal.KafkaID(50)},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newPChannelFixture(t, nil)
+			cat, logs, request := spawnGated(t, f)
+			for _, add := range tc.adds {
+				request(add)
+			}
+			told := 0
+			if tc.first != nil {
+				b := waitFor[*messages.AddedBehind](t, f.events)
+				require.Equal(t, []any{tc.first.VChannels, tc.first.Persisted, tc.first.Minimum}, []any{b.VChannels, b.Persisted, b.Minimum})
+				told++
+			}
+			close(cat.release)
+			b := waitFor[*messages.AddedBehind](t, f.events)
+			require.Equal(t, []any{tc.last.VChannels, tc.last.Persisted, tc.last.Minimum}, []any{b.VChannels, b.Persisted, b.Minimum})
+			require.Len(t, logs.FilterMessage(behindWarning).All(), told+1)
+		})
+	}
+}

@@ -359,8 +359,26 @@ func (p *pchannel) stepRunning(ctx actor.Context, msg any) {
 	case *actor.Restarting:
 		p.quiet()
 		p.handOn()
+	case savedAbove:
+		p.savedAbove(m.persisted)
 	default:
 		p.other(ctx)
+	}
+}
+
+// savedAbove tells the vchannels below persisted, a save that landed
+// above them: each was added after the save began, as no vchannel below
+// the minimum it saved was live then, and checkpoints only move up.
+func (p *pchannel) savedAbove(persisted wal.MessageID) {
+	var below []string
+	for name, id := range p.tracker.Checkpoints() {
+		if c, err := wal.Compare(id, persisted); err == nil && c < 0 {
+			below = append(below, name)
+		}
+	}
+	if len(below) > 0 {
+		slices.Sort(below)
+		p.addedBehind(below, persisted)
 	}
 }
 
@@ -417,8 +435,9 @@ func (p *pchannel) addVChannel(ctx actor.Context, m *messages.AddVChannel) {
 			p.recovery.added[m.VChannel] = struct{}{}
 		}
 		// Read before anything runs a subscriber: a save that lands from
-		// here on is the persister's to tell (see minimumFell).
-		behind := p.persistedAbove(m.Checkpoint)
+		// here on is the persister's to tell (savedAbove).
+		persisted := p.persisted()
+		behind := above(persisted, m.Checkpoint)
 		p.publish(&messages.VChannelAdded{Header: p.header(), VChannel: m.VChannel, Checkpoint: m.Checkpoint})
 		p.cfg.logger.Info("vchannel added", zap.String("vchannel", m.VChannel), zap.Stringer("checkpoint", stringer{m.Checkpoint}))
 		if behind != nil {
@@ -438,7 +457,7 @@ func (p *pchannel) addVChannel(ctx actor.Context, m *messages.AddVChannel) {
 				p.advanced(from) // its event and stall clock, once
 				advanced = false
 			}
-			fell := minimumFell{to: p.tracker.Minimum(), vchannel: m.VChannel, told: behind != nil}
+			fell := minimumFell{to: p.tracker.Minimum(), persisted: persisted}
 			if ctx.Sender() == nil || p.crash.timer != nil {
 				// Nobody waits (or a restarting persister is offered
 				// the minimum anyway): handed over with the burst.
@@ -832,13 +851,17 @@ func tellAddedBehind(events *eventstream.EventStream, logger *zap.Logger, ev *me
 	publish(events, logger, ev)
 }
 
-// persistedAbove returns the persisted checkpoint if it is above id, else
-// nil; nil too during recovery, when the stored one is not known yet.
-func (p *pchannel) persistedAbove(id wal.MessageID) wal.MessageID {
+// persisted returns the persisted checkpoint, nil during recovery, when
+// the stored one is not known yet.
+func (p *pchannel) persisted() wal.MessageID {
 	if p.status == nil {
 		return nil
 	}
-	persisted := p.savePoint().persisted
+	return p.savePoint().persisted
+}
+
+// above returns persisted if it is above id, else nil.
+func above(persisted, id wal.MessageID) wal.MessageID {
 	if persisted == nil {
 		return nil
 	}

@@ -89,10 +89,6 @@ type persister struct {
 	// refusals in a row that named a value not ahead of the one refused.
 	toldBrokenAhead bool
 	notAheadRun     int
-	// fell is the last fall of the target (an Add below the minimum), to
-	// tell if the persisted checkpoint comes out above it (AddedBehind),
-	// unless it was told already.
-	fell minimumFell
 }
 
 // overdueCheck is the watchdog's message: see persister.overdue.
@@ -236,9 +232,10 @@ func (s *persister) receiveDirect(msg any) bool {
 		}
 	case minimumFell:
 		if s.offered {
-			s.fell = minimumFell{to: m.to, vchannel: m.vchannel, told: m.told}
 			step := s.plan.Offer(m.to)
-			s.behind(s.plan.Persisted()) // a save landed before the Add came
+			if p := s.plan.Persisted(); !samePersisted(p, m.persisted) {
+				s.above(p) // a save landed since the pchannel looked
+			}
 			s.do(step)
 		}
 		// Held, or stale (a restarted persister's, before its offer of
@@ -389,7 +386,7 @@ func (s *persister) saved(m *callDone) {
 		s.report()
 		publish(s.events, s.cfg.logger, &messages.CheckpointPersisted{Header: messages.Header{PChannel: s.cfg.pchannel, At: ended},
 			Value: m.value, Attempts: attempt, Latency: m.latency, Late: m.seq == s.overdueSeq})
-		s.behind(m.value) // a save computed before the Add landed after it
+		s.above(m.value) // a save computed before an Add landed after it
 	} else {
 		step = s.saveFailed(m, attempt)
 	}
@@ -397,21 +394,26 @@ func (s *persister) saved(m *callDone) {
 	s.answerFlush()
 }
 
-// behind tells the last fall, once, if persisted is above the minimum
-// now (the target): the vchannel added is below where a restart starts.
-// The target is only ever below a value saved by a fall, the last one of
-// which is s.fell.
-func (s *persister) behind(persisted wal.MessageID) {
-	f, minimum := &s.fell, s.plan.Target()
-	if f.to == nil || f.told || persisted == nil || minimum == nil {
+// samePersisted reports whether a and b are one persisted checkpoint.
+func samePersisted(a, b wal.MessageID) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	c, err := wal.Compare(a, b)
+	return err == nil && c == 0
+}
+
+// above tells the parent when persisted is above the minimum it knows
+// (the target), which only an Add since the save began can have pulled
+// down: the parent names the vchannels below it (savedAbove).
+func (s *persister) above(persisted wal.MessageID) {
+	minimum := s.plan.Target()
+	if persisted == nil || minimum == nil {
 		return
 	}
-	if c, err := wal.Compare(persisted, minimum); err != nil || c <= 0 {
-		return
+	if c, err := wal.Compare(persisted, minimum); err == nil && c > 0 {
+		s.root.Send(s.parent, savedAbove{persisted: persisted})
 	}
-	f.told = true
-	tellAddedBehind(s.events, s.cfg.logger, &messages.AddedBehind{Header: newHeader(s.cfg.pchannel),
-		VChannels: []string{f.vchannel}, Persisted: persisted, Minimum: minimum})
 }
 
 // saveFailed is saved for a failure. It is apart because the target of

@@ -72,19 +72,19 @@ type VChannelAdded struct {
 // AddedBehind is published when vchannels were added below the persisted
 // checkpoint, where consumption restarts: a restart before they pass it
 // skips their records in between. The actor cannot prevent it (that
-// checkpoint is durable, and it never lowers one); it tells it once per
-// such Add, with a Warn log line, as soon as it knows:
+// checkpoint is durable, and it never lowers one); it tells it, with a
+// Warn log line, as soon as it knows:
 //   - as the Add is applied, when the persisted checkpoint is above it;
-//   - when a save computed before the Add lands above it, after it or
-//     before the persister learned of it;
+//   - when a save computed before such Adds lands above them, before or
+//     after the persister learned of them: every vchannel then below it
+//     is named, each added since the save began (one named at its Add
+//     is named again, with the higher checkpoint);
 //   - as recovery ends, for those added while the stored checkpoint was
 //     still being read (the vchannels given at spawn are not told: their
 //     checkpoints may be older than the stored one, which covers them).
 type AddedBehind struct {
 	Header
-	// VChannels are the vchannels added below Persisted, sorted; when a
-	// save that landed tells it, the one whose Add pulled the minimum
-	// down last.
+	// VChannels are the vchannels added below Persisted, sorted.
 	VChannels []string
 	// Persisted is the checkpoint a restart starts from.
 	Persisted wal.MessageID
