@@ -32,26 +32,14 @@ import (
 // ErrNilContext, a nil system or PID an ErrNoPChannel. It must not be
 // called from inside an actor's Receive.
 func Poison(ctx context.Context, system *actor.ActorSystem, pchannel *actor.PID) (*messages.Stopped, error) {
-	if ctx == nil {
-		return nil, ErrNilContext
-	}
-	if system == nil || pchannel == nil {
-		return nil, ErrNoPChannel
-	}
-	if err := ctx.Err(); err != nil {
+	ctx, cancel, err := waitWithin(ctx, system, pchannel)
+	if err != nil {
 		return nil, err
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DefaultRequestTimeout)
-		defer cancel()
-	}
+	defer cancel()
 	s, err := GetState(ctx, system.Root, pchannel)
 	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-			err = fmt.Errorf("lowwater: actor %s did not answer GetState (is it a pchannel's?), and was sent nothing: %w", shorten.Quoted(pchannel.Id), err)
-		}
-		return nil, err
+		return nil, unanswered(pchannel, err, ", and was sent nothing")
 	}
 	w := &stopWatch{pchannel: s.PChannel, terminated: make(chan *actor.Terminated, 1)}
 	sub := system.EventStream.Subscribe(w.see)

@@ -40,20 +40,11 @@ import (
 // then waits for its context. It must not be called from inside an
 // actor's Receive.
 func StartMessageID(ctx context.Context, system *actor.ActorSystem, pchannel *actor.PID) (wal.MessageID, error) {
-	if ctx == nil {
-		return nil, ErrNilContext
-	}
-	if system == nil || pchannel == nil {
-		return nil, ErrNoPChannel
-	}
-	if err := ctx.Err(); err != nil {
+	ctx, cancel, err := waitWithin(ctx, system, pchannel)
+	if err != nil {
 		return nil, err
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DefaultRequestTimeout)
-		defer cancel()
-	}
+	defer cancel()
 	w := &recoveryWatch{poke: make(chan struct{}, 1)}
 	sub := system.EventStream.Subscribe(w.see)
 	defer system.EventStream.Unsubscribe(sub)
@@ -62,15 +53,13 @@ func StartMessageID(ctx context.Context, system *actor.ActorSystem, pchannel *ac
 	defer again.Stop()
 	for wait := startReask; ; {
 		s, err := GetState(ctx, system.Root, pchannel)
-		if err != nil {
-			// ask's own timer may end the wait a moment before ctx does.
-			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-				if name == "" {
-					err = fmt.Errorf("lowwater: actor %s did not answer GetState (is it a pchannel's?): %w", shorten.Quoted(pchannel.Id), err)
-				} else {
-					err = fmt.Errorf("lowwater: pchannel %s did not say it had read its stored checkpoint: %w", name, err)
-				}
-			}
+		switch {
+		case err == nil:
+		case name == "":
+			return nil, w.notRecovered(unanswered(pchannel, err, ""))
+		case ended(err):
+			return nil, w.notRecovered(fmt.Errorf("lowwater: pchannel %s did not say it had read its stored checkpoint: %w", name, err))
+		default:
 			return nil, w.notRecovered(err)
 		}
 		if s.Recovered {
@@ -88,6 +77,40 @@ func StartMessageID(ctx context.Context, system *actor.ActorSystem, pchannel *ac
 			return nil, w.notRecovered(fmt.Errorf("lowwater: pchannel %s did not say it had read its stored checkpoint: %w", name, ctx.Err()))
 		}
 	}
+}
+
+// waitWithin checks what StartMessageID and Poison are given, and bounds
+// ctx by DefaultRequestTimeout when it has no deadline, as Request does.
+// A context done already is returned its error, and nothing is asked.
+func waitWithin(ctx context.Context, system *actor.ActorSystem, pchannel *actor.PID) (context.Context, context.CancelFunc, error) {
+	switch {
+	case ctx == nil:
+		return nil, nil, ErrNilContext
+	case system == nil || pchannel == nil:
+		return nil, nil, ErrNoPChannel
+	case ctx.Err() != nil:
+		return nil, nil, ctx.Err()
+	}
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, DefaultRequestTimeout)
+	return ctx, cancel, nil
+}
+
+// ended reports whether err is a context's end: ask's own timer may end a
+// wait a moment before ctx does.
+func ended(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
+}
+
+// unanswered says, of a first GetState that timed out, that the actor
+// never answered: it may be no pchannel's.
+func unanswered(pid *actor.PID, err error, more string) error {
+	if !ended(err) {
+		return err
+	}
+	return fmt.Errorf("lowwater: actor %s did not answer GetState (is it a pchannel's?)%s: %w", shorten.Quoted(pid.Id), more, err)
 }
 
 // How long StartMessageID waits for an event before it asks again.
