@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -127,7 +128,7 @@ func (g *gatedSaves) Save(ctx context.Context, pchannel string, v wal.MessageID)
 
 // spawnGated spawns orders-dml-0 at shard-a@100, stored, on saves held
 // until released; once kafka:150 is being saved, it returns.
-func spawnGated(t *testing.T, f *pchannelFixture) (*gatedSaves, *observer.ObservedLogs, func(cmd messages.Command)) {
+func spawnGated(t *testing.T, f *pchannelFixture) (*gatedSaves, *observer.ObservedLogs, func(cmd messages.Command), *actor.PID) {
 	t.Helper()
 	mem := persistence.NewMemory()
 	require.NoError(t, mem.Save(context.Background(), "orders-dml-0", wal.KafkaID(100)))
@@ -149,14 +150,14 @@ func spawnGated(t *testing.T, f *pchannelFixture) (*gatedSaves, *observer.Observ
 	case <-time.After(10 * time.Second):
 		t.Fatal("no save of kafka:150 began within 10 s")
 	}
-	return cat, logs, request
+	return cat, logs, request, pid
 }
 
 // A save in flight, computed before an Add below its value, lands after
 // it: told then.
 func TestASaveThatLandsAboveAnAddedVChannelIsTold(t *testing.T) {
 	f := newPChannelFixture(t, nil)
-	cat, logs, request := spawnGated(t, f)
+	cat, logs, request, _ := spawnGated(t, f)
 	request(&messages.AddVChannel{VChannel: "late", Checkpoint: wal.KafkaID(120)}) // 100 is persisted, below 120
 	require.Empty(t, logs.FilterMessage(behindWarning).All())
 	close(cat.release)
@@ -185,7 +186,7 @@ func TestASaveThatLandsAboveAnAddedVChannelIsTold(t *testing.T) {
 // the persister learns of the Add: the persister tells it as it does.
 func TestASaveThatLandedBeforeThePersisterLearnedOfTheAddIsTold(t *testing.T) {
 	f := newPChannelFixture(t, nil)
-	cat, logs, request := spawnGated(t, f)
+	cat, logs, request, _ := spawnGated(t, f)
 	persisted := make(chan struct{})
 	watch := f.system.EventStream.Subscribe(func(ev any) {
 		if p, ok := ev.(*messages.CheckpointPersisted); ok && p.Value.EQ(wal.KafkaID(150)) {
@@ -239,7 +240,7 @@ func TestEveryVChannelBelowALandedSaveIsTold(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := newPChannelFixture(t, nil)
-			cat, logs, request := spawnGated(t, f)
+			cat, logs, request, _ := spawnGated(t, f)
 			for _, add := range tc.adds {
 				request(add)
 			}
@@ -255,4 +256,87 @@ func TestEveryVChannelBelowALandedSaveIsTold(t *testing.T) {
 			require.Len(t, logs.FilterMessage(behindWarning).All(), told+1)
 		})
 	}
+}
+
+// behindUntilStopped collects the AddedBehind events until Stopped, which
+// it returns too.
+func behindUntilStopped(t *testing.T, events <-chan any) ([]*messages.AddedBehind, *messages.Stopped) {
+	t.Helper()
+	var told []*messages.AddedBehind
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case ev := <-events:
+			switch e := ev.(type) {
+			case *messages.AddedBehind:
+				told = append(told, e)
+			case *messages.Stopped:
+				return told, e
+			}
+		case <-deadline:
+			t.Fatal("no Stopped within 10 s")
+			return nil, nil
+		}
+	}
+}
+
+// A save that lands while a graceful stop waits for it is told before the
+// stop ends.
+func TestASaveThatLandsDuringAStopIsTold(t *testing.T) {
+	f := newPChannelFixture(t, nil)
+	cat, _, request, pid := spawnGated(t, f)
+	request(&messages.AddVChannel{VChannel: "late", Checkpoint: wal.KafkaID(120)})
+	poisoned := make(chan *messages.Stopped, 1)
+	go func() {
+		st, _ := actors.Poison(within(t, 10*time.Second), f.system, pid)
+		poisoned <- st
+	}()
+	// The stop waits for the save held: the pchannel answers nothing now.
+	require.Eventually(t, func() bool {
+		_, err := actors.GetState(within(t, time.Second), f.system.Root, pid)
+		return err != nil
+	}, 10*time.Second, time.Millisecond)
+	close(cat.release)
+	told, stopped := behindUntilStopped(t, f.events)
+	require.Len(t, told, 1)
+	require.Equal(t, []string{"late"}, told[0].VChannels)
+	require.Equal(t, wal.KafkaID(150), told[0].Persisted)
+	require.Equal(t, wal.KafkaID(150), stopped.LastPersisted)
+	require.Equal(t, stopped, <-poisoned)
+}
+
+// Adds sent raw, a fall and a rise that may reach the persister as one
+// move: the vchannel below the save that lands is told all the same.
+func TestAFallAndARiseSentRawAreTold(t *testing.T) {
+	f := newPChannelFixture(t, nil)
+	cat, _, _, pid := spawnGated(t, f)
+	f.system.Root.Send(pid, &messages.AddVChannel{VChannel: "x", Checkpoint: wal.KafkaID(120)})
+	f.system.Root.Send(pid, &messages.UpdateCheckpoint{VChannel: "x", Checkpoint: wal.KafkaID(130)})
+	close(cat.release)
+	b := waitFor[*messages.AddedBehind](t, f.events)
+	require.Equal(t, []string{"x"}, b.VChannels)
+	require.Equal(t, wal.KafkaID(150), b.Persisted)
+	// 120 if the save landed before the Add was applied, 130 if after.
+	require.Contains(t, []wal.MessageID{wal.KafkaID(120), wal.KafkaID(130)}, b.Minimum)
+}
+
+// However the persister's word and the Adds interleave, each vchannel is
+// told once against the checkpoint that landed.
+func TestEachVChannelIsToldOnceAgainstACheckpoint(t *testing.T) {
+	f := newPChannelFixture(t, nil)
+	cat, _, request, pid := spawnGated(t, f)
+	request(&messages.AddVChannel{VChannel: "x", Checkpoint: wal.KafkaID(130)})
+	close(cat.release)
+	require.Equal(t, wal.KafkaID(150), waitFor[*messages.CheckpointPersisted](t, f.events).Value)
+	request(&messages.AddVChannel{VChannel: "y", Checkpoint: wal.KafkaID(110)})
+	require.NoError(t, f.system.Root.PoisonFuture(pid).Wait())
+	told, _ := behindUntilStopped(t, f.events)
+	count := map[string]int{}
+	for _, b := range told {
+		require.Equal(t, wal.KafkaID(150), b.Persisted)
+		for _, v := range b.VChannels {
+			count[v]++
+		}
+	}
+	require.Equal(t, map[string]int{"x": 1, "y": 1}, count)
 }

@@ -71,20 +71,18 @@ type offer struct{ minimum wal.MessageID }
 
 // minimumFell tells the persister that the minimum fell to the value in
 // to: an Add below it. Unlike a rise it is no event: the VChannelAdded
-// is. persisted is the checkpoint the pchannel read as persisted at the
-// Add, which it told the Add against if it was above: the persister tells
-// only a save landed since (savedAbove). reply, if set, is the request for
-// the Add, which the persister answers once it holds the new target.
+// is. reply, if set, is the request for the Add, which the persister
+// answers once it holds the new target.
 type minimumFell struct {
-	to        wal.MessageID
-	persisted wal.MessageID
-	reply     *fellReply
+	to    wal.MessageID
+	reply *fellReply
 }
 
 // savedAbove tells the pchannel that the checkpoint persisted is above
-// the minimum the persister knows: a save computed before an Add below it
-// landed, before or after the persister learned of the Add. The pchannel
-// tells the vchannels below it (AddedBehind).
+// the minimum the persister knows: a save computed before Adds below it
+// landed, before or after the persister learned of them. The pchannel
+// tells the vchannels below it (AddedBehind) it has not told against that
+// checkpoint: the persister may send it more than once.
 type savedAbove struct{ persisted wal.MessageID }
 
 // fellReply is the request for an Add that pulled the minimum down. The

@@ -188,6 +188,11 @@ type pchannel struct {
 	// unwatch ends the ownership watch, if any.
 	unwatch func() bool
 
+	// told is, for each vchannel told to be below the persisted
+	// checkpoint (AddedBehind), the checkpoint it was told against: it
+	// is told again only against a higher one.
+	told map[string]wal.MessageID
+
 	// stopWatchers are told the Stopped event straight (Poison), beside
 	// the event stream: theirs is this actor's, whatever other actor of
 	// the pchannel's name stops, and whichever subscriber panics on it.
@@ -351,6 +356,11 @@ func (p *pchannel) stepRunning(ctx actor.Context, msg any) {
 		p.beginStop()
 		if p.graceful {
 			p.flush(ctx, time.Now().Add(p.cfg.flushTime))
+			// What the flush saved, above vchannels added meanwhile: its
+			// savedAbove would come too late for the mailbox.
+			if persisted := p.persisted(); persisted != nil {
+				p.savedAbove(persisted)
+			}
 		} else {
 			p.unflushed = messages.ErrHardStop
 		}
@@ -366,20 +376,32 @@ func (p *pchannel) stepRunning(ctx actor.Context, msg any) {
 	}
 }
 
-// savedAbove tells the vchannels below persisted, a save that landed
-// above them: each was added after the save began, as no vchannel below
+// savedAbove tells the vchannels below persisted not told against it
+// yet. Each was added after the save of persisted began: no vchannel below
 // the minimum it saved was live then, and checkpoints only move up.
 func (p *pchannel) savedAbove(persisted wal.MessageID) {
-	var below []string
-	for name, id := range p.tracker.Checkpoints() {
-		if c, err := wal.Compare(id, persisted); err == nil && c < 0 {
-			below = append(below, name)
+	if p.tracker == nil {
+		return
+	}
+	below := slices.DeleteFunc(p.tracker.Below(persisted), func(name string) bool {
+		t, ok := p.told[name]
+		if !ok {
+			return false
 		}
+		c, err := wal.Compare(t, persisted)
+		return err == nil && c >= 0
+	})
+	if len(below) == 0 {
+		return
 	}
-	if len(below) > 0 {
-		slices.Sort(below)
-		p.addedBehind(below, persisted)
+	if p.told == nil {
+		p.told = make(map[string]wal.MessageID)
 	}
+	for _, name := range below {
+		p.told[name] = persisted
+	}
+	slices.Sort(below)
+	p.addedBehind(below, persisted)
 }
 
 // stepStopping: fenced, or past the Stopping handler. Commands are still
@@ -387,7 +409,9 @@ func (p *pchannel) savedAbove(persisted wal.MessageID) {
 // recovered: late results and timers are ignored. Past the Stopping
 // handler, the mailbox refuses every user message (closing).
 func (p *pchannel) stepStopping(ctx actor.Context, msg any) {
-	switch msg.(type) {
+	switch m := msg.(type) {
+	case savedAbove: // fenced: a save that landed before the fence
+		p.savedAbove(m.persisted)
 	case *actor.Stopping:
 		p.beginStop()
 		p.quiet()
@@ -434,14 +458,13 @@ func (p *pchannel) addVChannel(ctx actor.Context, m *messages.AddVChannel) {
 			}
 			p.recovery.added[m.VChannel] = struct{}{}
 		}
-		// Read before anything runs a subscriber: a save that lands from
-		// here on is the persister's to tell (savedAbove).
-		persisted := p.persisted()
-		behind := above(persisted, m.Checkpoint)
+		delete(p.told, m.VChannel) // told of an earlier life of the name
 		p.publish(&messages.VChannelAdded{Header: p.header(), VChannel: m.VChannel, Checkpoint: m.Checkpoint})
 		p.cfg.logger.Info("vchannel added", zap.String("vchannel", m.VChannel), zap.Stringer("checkpoint", stringer{m.Checkpoint}))
-		if behind != nil {
-			p.addedBehind([]string{m.VChannel}, behind)
+		if persisted := p.persisted(); persisted != nil {
+			// A save that lands from here on, the persister tells
+			// (savedAbove).
+			p.savedAbove(persisted)
 		}
 		if p.phase == running && p.tracker.Holder() == m.VChannel && (!advanced || from == nil) {
 			// The minimum fell to the new vchannel's checkpoint, or the
@@ -457,7 +480,7 @@ func (p *pchannel) addVChannel(ctx actor.Context, m *messages.AddVChannel) {
 				p.advanced(from) // its event and stall clock, once
 				advanced = false
 			}
-			fell := minimumFell{to: p.tracker.Minimum(), persisted: persisted}
+			fell := minimumFell{to: p.tracker.Minimum()}
 			if ctx.Sender() == nil || p.crash.timer != nil {
 				// Nobody waits (or a restarting persister is offered
 				// the minimum anyway): handed over with the burst.
@@ -487,6 +510,7 @@ func (p *pchannel) dropVChannel(ctx actor.Context, m *messages.DropVChannel) {
 	advanced, err := p.tracker.Drop(m.VChannel)
 	if err == nil {
 		delete(p.recovery.added, m.VChannel)
+		delete(p.told, m.VChannel)
 		ev := &messages.VChannelDropped{Header: p.header(), VChannel: m.VChannel}
 		p.publish(ev)
 		p.cfg.logger.Info("vchannel dropped", zap.String("vchannel", m.VChannel))
@@ -860,16 +884,7 @@ func (p *pchannel) persisted() wal.MessageID {
 	return p.savePoint().persisted
 }
 
-// above returns persisted if it is above id, else nil.
-func above(persisted, id wal.MessageID) wal.MessageID {
-	if persisted == nil {
-		return nil
-	}
-	if c, err := wal.Compare(id, persisted); err != nil || c >= 0 {
-		return nil
-	}
-	return persisted
-}
+
 
 func (p *pchannel) state(withVChannels bool) *messages.State {
 	s := &messages.State{
@@ -1002,6 +1017,12 @@ func (p *pchannel) becomeRunning(ctx actor.Context, stored wal.MessageID) {
 		Attempts: p.recovery.attempt}
 	p.publish(rec)
 	if below := p.addedBelow(stored); len(below) > 0 {
+		if p.told == nil {
+			p.told = make(map[string]wal.MessageID)
+		}
+		for _, name := range below {
+			p.told[name] = stored
+		}
 		p.addedBehind(below, stored)
 	}
 	p.recovery.added = nil

@@ -228,15 +228,11 @@ func (s *persister) receiveDirect(msg any) bool {
 		// reach the restarted persister first; the offer behind them is
 		// newer. Until it comes they are stale.
 		if s.offered {
-			s.do(s.plan.Offer(m.To))
+			s.offer(m.To)
 		}
 	case minimumFell:
 		if s.offered {
-			step := s.plan.Offer(m.to)
-			if p := s.plan.Persisted(); !samePersisted(p, m.persisted) {
-				s.above(p) // a save landed since the pchannel looked
-			}
-			s.do(step)
+			s.offer(m.to)
 		}
 		// Held, or stale (a restarted persister's, before its offer of
 		// the minimum now): the Add it came from may be answered.
@@ -386,7 +382,7 @@ func (s *persister) saved(m *callDone) {
 		s.report()
 		publish(s.events, s.cfg.logger, &messages.CheckpointPersisted{Header: messages.Header{PChannel: s.cfg.pchannel, At: ended},
 			Value: m.value, Attempts: attempt, Latency: m.latency, Late: m.seq == s.overdueSeq})
-		s.above(m.value) // a save computed before an Add landed after it
+		s.above(m.value) // a save computed before Adds landed above them
 	} else {
 		step = s.saveFailed(m, attempt)
 	}
@@ -394,18 +390,20 @@ func (s *persister) saved(m *callDone) {
 	s.answerFlush()
 }
 
-// samePersisted reports whether a and b are one persisted checkpoint.
-func samePersisted(a, b wal.MessageID) bool {
-	if a == nil || b == nil {
-		return a == nil && b == nil
-	}
-	c, err := wal.Compare(a, b)
-	return err == nil && c == 0
+// offer takes a new minimum, risen or fallen. Below the persisted
+// checkpoint, only Adds since the last save began can have pulled it
+// there (a fall, or a rise from one handed over with it): told to the
+// parent (above).
+func (s *persister) offer(minimum wal.MessageID) {
+	step := s.plan.Offer(minimum)
+	s.above(s.plan.Persisted())
+	s.do(step)
 }
 
 // above tells the parent when persisted is above the minimum it knows
-// (the target), which only an Add since the save began can have pulled
-// down: the parent names the vchannels below it (savedAbove).
+// (the target): vchannels were added below it, whose names the parent
+// knows and tells (savedAbove), once per persisted value. Nothing is sent
+// on the common path, where the target is at or above it.
 func (s *persister) above(persisted wal.MessageID) {
 	minimum := s.plan.Target()
 	if persisted == nil || minimum == nil {

@@ -76,12 +76,15 @@ type VChannelAdded struct {
 // Warn log line, as soon as it knows:
 //   - as the Add is applied, when the persisted checkpoint is above it;
 //   - when a save computed before such Adds lands above them, before or
-//     after the persister learned of them: every vchannel then below it
-//     is named, each added since the save began (one named at its Add
-//     is named again, with the higher checkpoint);
+//     after the persister learned of them, or while a graceful stop
+//     waits for it: every vchannel then below it is named, each added
+//     since the save began;
 //   - as recovery ends, for those added while the stored checkpoint was
 //     still being read (the vchannels given at spawn are not told: their
 //     checkpoints may be older than the stored one, which covers them).
+//
+// A vchannel is told once against a persisted checkpoint, and again only
+// against a higher one, by an actor that has not restarted since.
 type AddedBehind struct {
 	Header
 	// VChannels are the vchannels added below Persisted, sorted.

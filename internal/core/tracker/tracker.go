@@ -161,6 +161,27 @@ func (t *Tracker) Checkpoints() map[string]wal.MessageID {
 	return m
 }
 
+// Below returns the vchannels whose checkpoint is below x, in no order:
+// the heap's nodes below it, each subtree left at its first node that is
+// not (or cannot be ordered against x), so it costs O(k) for k of them.
+func (t *Tracker) Below(x wal.MessageID) []string {
+	var names []string
+	var visit func(i int)
+	visit = func(i int) {
+		if i >= len(t.heap) {
+			return
+		}
+		if c, err := wal.Compare(t.heap[i], x); err != nil || c >= 0 {
+			return
+		}
+		names = append(names, t.names[t.heapSlot[i]])
+		visit(2*i + 1)
+		visit(2*i + 2)
+	}
+	visit(0)
+	return names
+}
+
 // Validate returns the error Add or Update would reject this checkpoint
 // with before looking at the vchannel's state: empty name, nil or foreign
 // ID, or, for a WAL registered outside package wal, an ID that does not

@@ -3,6 +3,7 @@ package tracker
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -1336,4 +1337,48 @@ func TestHolderDoesNotAllocate(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { _ = tr.Holder() }); n != 0 {
 		t.Fatalf("Holder allocates %v times", n)
 	}
+}
+
+// Below names exactly the vchannels whose checkpoint is below x, whatever
+// the heap's shape after random moves.
+func TestBelowNamesExactlyThoseBelow(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		tr, err := New(wal.Kafka)
+		if err != nil {
+			rt.Fatal(err)
+		}
+		want := map[string]int64{}
+		for i := range rapid.IntRange(0, 40).Draw(rt, "vchannels") {
+			name := fmt.Sprintf("v%02d", i)
+			cp := rapid.Int64Range(0, 100).Draw(rt, "checkpoint")
+			if _, err := tr.Add(name, wal.KafkaID(cp)); err != nil {
+				rt.Fatal(err)
+			}
+			want[name] = cp
+		}
+		for range rapid.IntRange(0, 40).Draw(rt, "moves") {
+			if len(want) == 0 {
+				break
+			}
+			name := rapid.SampledFrom(slices.Sorted(maps.Keys(want))).Draw(rt, "moved")
+			cp := want[name] + rapid.Int64Range(0, 50).Draw(rt, "step")
+			if _, err := tr.Update(name, wal.KafkaID(cp)); err != nil {
+				rt.Fatal(err)
+			}
+			want[name] = cp
+		}
+		x := rapid.Int64Range(0, 160).Draw(rt, "x")
+		var below []string
+		for name, cp := range want {
+			if cp < x {
+				below = append(below, name)
+			}
+		}
+		got := tr.Below(wal.KafkaID(x))
+		slices.Sort(got)
+		slices.Sort(below)
+		if !slices.Equal(got, below) {
+			rt.Fatalf("Below(%d) = %v, want %v", x, got, below)
+		}
+	})
 }
