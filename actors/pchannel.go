@@ -884,8 +884,6 @@ func (p *pchannel) persisted() wal.MessageID {
 	return p.savePoint().persisted
 }
 
-
-
 func (p *pchannel) state(withVChannels bool) *messages.State {
 	s := &messages.State{
 		PChannel:       p.cfg.pchannel,
