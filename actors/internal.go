@@ -5,6 +5,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/wal"
 )
 
@@ -19,6 +20,9 @@ import (
 //	mailboxDrained  the mailbox ran empty: hand the latest rise over
 //	offer           the minimum a new (or restarted) persister starts from
 //	minimumFell     an Add pulled the minimum down: the persister's new target
+//	savedAbove      the persister's persisted value is above its target:
+//	                vchannels were added below it (AddedBehind)
+//	tellStoppedTo   Poison asks for the Stopped event, sent as stoppedTold
 //	flushRequest    a graceful stop asks the persister to save now
 //	flushed         the persister's answer: nothing pending, nothing in flight
 //	overdueCheck    the watchdog: is the save in flight past its deadline?
@@ -36,6 +40,12 @@ func (*ownershipLost) IgnoreDeadLetterLogging() {}
 func (*timerFired) IgnoreDeadLetterLogging()    {}
 func (overdueCheck) IgnoreDeadLetterLogging()   {}
 func (*callDone) IgnoreDeadLetterLogging()      {}
+func (savedAbove) IgnoreDeadLetterLogging()     {}
+func (stoppedTold) IgnoreDeadLetterLogging()    {}
+
+// stoppedTold carries a Stopped event to a Poison that asked for it
+// (tellStoppedTo), which may have given up waiting already.
+type stoppedTold struct{ ev *messages.Stopped }
 
 // timerFired fires when a timer elapsed; seq tells a timer that is still
 // wanted from one that was superseded or belongs to an ended incarnation.

@@ -1141,7 +1141,7 @@ func (p *pchannel) tellStopped(ev *messages.Stopped, f *PChannelPanicError, note
 	}
 	publishLast(p.events, p.cfg.logger, ev)
 	for _, w := range p.stopWatchers {
-		p.root.Send(w, ev)
+		p.root.Send(w, stoppedTold{ev: ev})
 	}
 }
 

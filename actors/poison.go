@@ -111,9 +111,9 @@ func (w *stopWatch) last() *messages.Stopped {
 // SendUserMessage takes the Stopped the actor sends, which comes before
 // its Terminated: both are sent from the actor's goroutine, in order.
 func (w *stopWatch) SendUserMessage(_ *actor.PID, message any) {
-	if s, ok := actor.UnwrapEnvelopeMessage(message).(*messages.Stopped); ok {
+	if t, ok := actor.UnwrapEnvelopeMessage(message).(stoppedTold); ok {
 		w.mu.Lock()
-		w.told = s
+		w.told = t.ev
 		w.mu.Unlock()
 	}
 }
