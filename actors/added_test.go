@@ -340,3 +340,25 @@ func TestEachVChannelIsToldOnceAgainstACheckpoint(t *testing.T) {
 	}
 	require.Equal(t, map[string]int{"x": 1, "y": 1}, count)
 }
+
+// Vchannels given at spawn below the stored checkpoint are never told:
+// not at recovery, nor on the persister's word, nor at the stop.
+func TestVChannelsGivenAtSpawnBelowTheStoredCheckpointAreNotTold(t *testing.T) {
+	f := newPChannelFixture(t, wal.KafkaID(100))
+	core, logs := observer.New(zapcore.InfoLevel)
+	pid := f.spawn(t, map[string]wal.MessageID{"spawned": wal.KafkaID(5), "other": wal.KafkaID(200)}, actors.WithLogger(zap.New(core)))
+	_, err := actors.StartMessageID(within(t, 10*time.Second), f.system, pid)
+	require.NoError(t, err)
+	for _, cmd := range []messages.Command{
+		&messages.UpdateCheckpoint{VChannel: "spawned", Checkpoint: wal.KafkaID(6)}, // a rise, still below
+		&messages.AddVChannel{VChannel: "x", Checkpoint: wal.KafkaID(100)},          // at it: not below
+	} {
+		require.NoError(t, actors.Request(within(t, 10*time.Second), f.system.Root, pid, cmd))
+	}
+	stopped, err := actors.Poison(within(t, 10*time.Second), f.system, pid)
+	require.NoError(t, err)
+	require.Equal(t, wal.KafkaID(100), stopped.LastPersisted)
+	told, _ := behindUntilStopped(t, f.events)
+	require.Empty(t, told)
+	require.Empty(t, logs.FilterMessage(behindWarning).All())
+}

@@ -1014,13 +1014,20 @@ func (p *pchannel) becomeRunning(ctx actor.Context, stored wal.MessageID) {
 	rec := &messages.Recovered{Header: p.header(), StartMessageID: p.start, FromCatalog: stored != nil, Minimum: p.tracker.Minimum(),
 		Attempts: p.recovery.attempt}
 	p.publish(rec)
-	if below := p.addedBelow(stored); len(below) > 0 {
-		if p.told == nil {
-			p.told = make(map[string]wal.MessageID)
-		}
-		for _, name := range below {
+	// Every vchannel below the stored checkpoint counts as told against
+	// it: those given at spawn (or handed on by a restart) are older news,
+	// which it covers, and the persister's word on them, to come at its
+	// first offer, says nothing new. Those added during recovery are told
+	// now, as no Add could be.
+	if stored != nil {
+		for _, name := range p.tracker.Below(stored) {
+			if p.told == nil {
+				p.told = make(map[string]wal.MessageID)
+			}
 			p.told[name] = stored
 		}
+	}
+	if below := p.addedBelow(stored); len(below) > 0 {
 		p.addedBehind(below, stored)
 	}
 	p.recovery.added = nil

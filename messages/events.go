@@ -84,7 +84,7 @@ type VChannelAdded struct {
 //     checkpoints may be older than the stored one, which covers them).
 //
 // A vchannel is told once against a persisted checkpoint, and again only
-// against a higher one, by an actor that has not restarted since.
+// against a higher one; one dropped and added again is a new one.
 type AddedBehind struct {
 	Header
 	// VChannels are the vchannels added below Persisted, sorted.
