@@ -391,17 +391,19 @@ func (p *pchannel) savedAbove(persisted wal.MessageID) {
 		c, err := wal.Compare(t, persisted)
 		return err == nil && c >= 0
 	})
-	if len(below) == 0 {
-		return
+	for _, name := range below {
+		p.markTold(name, persisted)
 	}
+	p.addedBehind(below, persisted)
+}
+
+// markTold notes that vchannel was told (or counts as told) to be below
+// persisted.
+func (p *pchannel) markTold(vchannel string, persisted wal.MessageID) {
 	if p.told == nil {
 		p.told = make(map[string]wal.MessageID)
 	}
-	for _, name := range below {
-		p.told[name] = persisted
-	}
-	slices.Sort(below)
-	p.addedBehind(below, persisted)
+	p.told[vchannel] = persisted
 }
 
 // stepStopping: fenced, or past the Stopping handler. Commands are still
@@ -861,18 +863,17 @@ func (p *pchannel) savePoint() savePoint {
 	return p.status.load()
 }
 
-// addedBehind tells that vchannels were added below persisted.
+// addedBehind tells, sorted, vchannels added below persisted: logged
+// first, so that whoever waits for the event finds the line written.
 func (p *pchannel) addedBehind(vchannels []string, persisted wal.MessageID) {
-	tellAddedBehind(p.events, p.cfg.logger, &messages.AddedBehind{Header: p.header(), VChannels: vchannels,
-		Persisted: persisted, Minimum: p.tracker.Minimum()})
-}
-
-// tellAddedBehind logs ev, then publishes it, from the pchannel or its
-// persister: whoever waits for the event finds the line written.
-func tellAddedBehind(events *eventstream.EventStream, logger *zap.Logger, ev *messages.AddedBehind) {
-	logger.Warn("vchannels added below the persisted checkpoint: a restart before they pass it starts past their records",
+	if len(vchannels) == 0 {
+		return
+	}
+	slices.Sort(vchannels)
+	ev := &messages.AddedBehind{Header: p.header(), VChannels: vchannels, Persisted: persisted, Minimum: p.tracker.Minimum()}
+	p.cfg.logger.Warn("vchannels added below the persisted checkpoint: a restart before they pass it starts past their records",
 		zap.Strings("vchannels", ev.VChannels), zap.Stringer("persisted", stringer{ev.Persisted}), zap.Stringer("minimum", stringer{ev.Minimum}))
-	publish(events, logger, ev)
+	p.publish(ev)
 }
 
 // persisted returns the persisted checkpoint, nil during recovery, when
@@ -1020,15 +1021,14 @@ func (p *pchannel) becomeRunning(ctx actor.Context, stored wal.MessageID) {
 	// first offer, says nothing new. Those added during recovery are told
 	// now, as no Add could be.
 	if stored != nil {
+		var added []string
 		for _, name := range p.tracker.Below(stored) {
-			if p.told == nil {
-				p.told = make(map[string]wal.MessageID)
+			p.markTold(name, stored)
+			if _, ok := p.recovery.added[name]; ok {
+				added = append(added, name)
 			}
-			p.told[name] = stored
 		}
-	}
-	if below := p.addedBelow(stored); len(below) > 0 {
-		p.addedBehind(below, stored)
+		p.addedBehind(added, stored)
 	}
 	p.recovery.added = nil
 	// The stall clock starts over: a pchannel is not stalled by the time
@@ -1047,24 +1047,6 @@ func (p *pchannel) becomeRunning(ctx actor.Context, stored wal.MessageID) {
 	}
 	p.persister, p.persisterInbox = pid, *inbox
 	p.offerMinimum(ctx)
-}
-
-// addedBelow returns, sorted, the vchannels added during recovery whose
-// checkpoint is below stored.
-func (p *pchannel) addedBelow(stored wal.MessageID) []string {
-	if stored == nil {
-		return nil
-	}
-	var below []string
-	for name := range p.recovery.added {
-		if id, ok := p.tracker.Get(name); ok {
-			if c, err := wal.Compare(id, stored); err == nil && c < 0 {
-				below = append(below, name)
-			}
-		}
-	}
-	slices.Sort(below)
-	return below
 }
 
 // becomeFenced stops saving at once and stops the actor: another owner

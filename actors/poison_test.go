@@ -80,20 +80,6 @@ func TestPoisonWithinAShortContextLetsTheStopGoOn(t *testing.T) {
 	require.Equal(t, wal.KafkaID(150), stopped.LastPersisted)
 }
 
-func TestPoisonRefusesWhatIsMissing(t *testing.T) {
-	f := newPChannelFixture(t, nil)
-	pid := f.spawn(t, nil)
-	var noContext context.Context // nil, as a caller's bug passes it
-	_, err := actors.Poison(noContext, f.system, pid)
-	require.ErrorIs(t, err, actors.ErrNilContext)
-	_, err = actors.Poison(context.Background(), nil, pid)
-	require.ErrorIs(t, err, actors.ErrNoPChannel)
-	_, err = actors.Poison(context.Background(), f.system, nil)
-	require.ErrorIs(t, err, actors.ErrNoPChannel)
-	_, err = actors.StartMessageID(within(t, 10*time.Second), f.system, pid) // still running
-	require.NoError(t, err)
-}
-
 // Poison's Stopped is the one its actor tells it, not one of the same
 // pchannel name on the event stream: here another actor of the name stops
 // while this one's event is hidden from Poison's subscriber by a raw one

@@ -126,47 +126,33 @@ type recoveryWatch struct {
 
 	mu       sync.Mutex
 	pchannel string // "" until the actor's first answer: every event pokes
-	lastErr  error  // the last failed read of pchannel
-	// early is each pchannel's last failed read told before that answer:
-	// ours may be among them.
-	early map[string]error
+	lastErr  error  // the last failed read of pchannel, nil once one succeeded
 }
 
 func (w *recoveryWatch) watch(pchannel string) {
 	w.mu.Lock()
-	if w.pchannel == "" {
-		w.pchannel, w.lastErr, w.early = pchannel, w.early[pchannel], nil
-	}
+	w.pchannel = pchannel
 	w.mu.Unlock()
 }
 
 func (w *recoveryWatch) see(ev any) {
 	var name string
 	var failed error
+	read := true // the event says how the last read went
 	switch e := ev.(type) {
 	case *messages.Recovered:
 		name = e.PChannel
 	case *messages.RecoveryFailed:
 		name, failed = e.PChannel, e.Err
 	case *messages.Stopped:
-		name = e.PChannel
+		name, read = e.PChannel, false
 	default:
 		return
 	}
 	w.mu.Lock()
 	mine := w.pchannel == "" || w.pchannel == name
-	_, recovered := ev.(*messages.Recovered)
-	switch {
-	case recovered && w.pchannel == name:
-		w.lastErr = nil
-	case failed == nil:
-	case w.pchannel == name:
+	if read && w.pchannel == name {
 		w.lastErr = failed
-	case w.pchannel == "":
-		if w.early == nil {
-			w.early = make(map[string]error)
-		}
-		w.early[name] = failed
 	}
 	w.mu.Unlock()
 	if mine {

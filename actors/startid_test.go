@@ -183,16 +183,26 @@ func TestStartMessageIDOfAPChannelThatStops(t *testing.T) {
 	require.ErrorIs(t, err, actor.ErrDeadLetter)
 }
 
-func TestStartMessageIDRefusesWhatIsMissing(t *testing.T) {
+func TestStartMessageIDAndPoisonRefuseWhatIsMissing(t *testing.T) {
 	f := newPChannelFixture(t, nil)
 	pid := f.spawn(t, nil)
 	var noContext context.Context // nil, as a caller's bug passes it
-	_, err := actors.StartMessageID(noContext, f.system, pid)
-	require.ErrorIs(t, err, actors.ErrNilContext)
-	_, err = actors.StartMessageID(context.Background(), nil, pid)
-	require.ErrorIs(t, err, actors.ErrNoPChannel)
-	_, err = actors.StartMessageID(context.Background(), f.system, nil)
-	require.ErrorIs(t, err, actors.ErrNoPChannel)
+	for name, call := range map[string]func(context.Context, *actor.ActorSystem, *actor.PID) error{
+		"StartMessageID": func(ctx context.Context, s *actor.ActorSystem, p *actor.PID) error {
+			_, err := actors.StartMessageID(ctx, s, p)
+			return err
+		},
+		"Poison": func(ctx context.Context, s *actor.ActorSystem, p *actor.PID) error {
+			_, err := actors.Poison(ctx, s, p)
+			return err
+		},
+	} {
+		require.ErrorIs(t, call(noContext, f.system, pid), actors.ErrNilContext, name)
+		require.ErrorIs(t, call(context.Background(), nil, pid), actors.ErrNoPChannel, name)
+		require.ErrorIs(t, call(context.Background(), f.system, nil), actors.ErrNoPChannel, name)
+	}
+	_, err := actors.StartMessageID(within(t, 10*time.Second), f.system, pid) // still running: nothing was sent
+	require.NoError(t, err)
 }
 
 // The subscription StartMessageID takes is gone when it returns, however
