@@ -356,11 +356,6 @@ func (p *pchannel) stepRunning(ctx actor.Context, msg any) {
 		p.beginStop()
 		if p.graceful {
 			p.flush(ctx, time.Now().Add(p.cfg.flushTime))
-			// What the flush saved, above vchannels added meanwhile: its
-			// savedAbove would come too late for the mailbox.
-			if persisted := p.persisted(); persisted != nil {
-				p.savedAbove(persisted)
-			}
 		} else {
 			p.unflushed = messages.ErrHardStop
 		}
@@ -1090,6 +1085,12 @@ func (p *pchannel) becomeStopped() {
 	p.phase = stopped
 	p.spawn.forget(p.self, p.handed)
 	sp := p.savePoint()
+	// What the stop leaves persisted, above vchannels added during its
+	// last save: the persister's word (savedAbove) would come too late
+	// for the mailbox. Told from the same reading Stopped reports.
+	if sp.persisted != nil && p.tracker.Broken() == nil {
+		p.savedAbove(sp.persisted)
+	}
 	ev := &messages.Stopped{Header: p.header(), Graceful: p.graceful, LastPersisted: sp.persisted, Flushed: true}
 	min := p.tracker.Minimum()
 	if broken := p.tracker.Broken(); broken != nil {

@@ -76,9 +76,9 @@ type VChannelAdded struct {
 // Warn log line, as soon as it knows:
 //   - as the Add is applied, when the persisted checkpoint is above it;
 //   - when a save computed before such Adds lands above them, before or
-//     after the persister learned of them, or while a graceful stop
-//     waits for it: every vchannel then below it is named, each added
-//     since the save began;
+//     after the persister learned of them, or before the pchannel's
+//     Stopped: every vchannel then below it is named, each added since
+//     the save began;
 //   - as recovery ends, for those added while the stored checkpoint was
 //     still being read (the vchannels given at spawn are not told: their
 //     checkpoints may be older than the stored one, which covers them).
