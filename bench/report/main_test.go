@@ -242,3 +242,39 @@ func TestInUnit(t *testing.T) {
 		}
 	}
 }
+
+// The README's table of figures is what the command it quotes prints over
+// the runs it names: a table edited by hand, or left behind when the
+// command was pointed at newer runs, fails here.
+func TestREADMEFiguresAreTheCommandsOutput(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(readme)
+	const cmd = "go run ./bench/report -figures "
+	at := strings.Index(text, cmd)
+	if at < 0 {
+		t.Fatalf("the README quotes no %q", cmd)
+	}
+	line, _, _ := strings.Cut(text[at+len(cmd):], "```")
+	var paths []string
+	for _, f := range strings.Fields(strings.ReplaceAll(line, "\\\n", " ")) {
+		if !strings.HasPrefix(f, "bench/runs/") {
+			t.Fatalf("the README's command names %q, not a run kept in bench/runs", f)
+		}
+		paths = append(paths, filepath.Join("..", "..", f))
+	}
+	if len(paths) < 2 {
+		t.Fatalf("the README's command names %d runs; its figures are ranges over at least two", len(paths))
+	}
+	runs := make([]keptRun, len(paths))
+	for i, p := range paths {
+		if runs[i], err = readRun(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want := figuresTable(runs); !strings.Contains(text, want) {
+		t.Errorf("the README's table is not the output of its command over %v; it should hold:\n%s", paths, want)
+	}
+}
