@@ -96,6 +96,10 @@ func describe(ev messages.Event) (what, detail string) {
 		return "save failed", fmt.Sprintf("%s: %s; attempt %d, retry in %v", e.Value, shortErr(e.Err), e.Attempt, e.NextRetry.Round(time.Millisecond))
 	case *messages.VChannelAdded:
 		return "added", fmt.Sprintf("%s at %s", e.VChannel, e.Checkpoint)
+	case *messages.AddedBehind:
+		// Upper case, as a warning: a restart now would skip their records.
+		return "ADDED BEHIND", fmt.Sprintf("%s below persisted %s (minimum %s): a restart now skips their records",
+			strings.Join(e.VChannels, " "), wal.String(e.Persisted), wal.String(e.Minimum))
 	case *messages.VChannelDropped:
 		return "dropped", e.VChannel
 	case *messages.CommandRejected:
@@ -108,6 +112,8 @@ func describe(ev messages.Event) (what, detail string) {
 		return "resumed", fmt.Sprintf("the minimum rises again: %s held it %v", e.Holder, e.StalledFor.Round(time.Millisecond))
 	case *messages.PersisterRestarted:
 		return "PERSISTER RESTARTED", fmt.Sprintf("#%d: %v", e.Restarts, e.Reason)
+	case *messages.OwnershipLost:
+		return "OWNERSHIP LOST", shortErr(e.Cause)
 	case *messages.Stopped:
 		detail = fmt.Sprintf("graceful=%t persisted %s", e.Graceful, wal.String(e.LastPersisted))
 		if !e.Flushed {

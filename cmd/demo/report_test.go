@@ -5,7 +5,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -197,4 +202,77 @@ func TestPrinterTellsAStopAfterAPanic(t *testing.T) {
 	got := printed(200, &messages.Stopped{Header: eventAt("p3", 2*time.Second), LastPersisted: wal.KafkaID(7), Flushed: true,
 		Failure: &actors.PChannelPanicError{Command: "*messages.UpdateCheckpoint", Value: "boom"}})
 	assert.Equal(t, "   2.000s  p3    stopped     graceful=false persisted kafka:7, after pchannel panicked handling *messages.UpdateCheckpoint: boom\n", got)
+}
+
+// Every event lowwater publishes is told in words, not by its Go type's
+// name: the plain output and the live view print what describe returns.
+// The events are found in the messages package's source, so that one
+// added there and not here fails.
+func TestEveryEventIsDescribed(t *testing.T) {
+	at := eventAt("p0", time.Second)
+	cases := map[string]messages.Event{
+		"Recovered":           &messages.Recovered{Header: at, StartMessageID: wal.KafkaID(5)},
+		"RecoveryFailed":      &messages.RecoveryFailed{Header: at, Err: errors.New("refused")},
+		"VChannelAdded":       &messages.VChannelAdded{Header: at, VChannel: "v1", Checkpoint: wal.KafkaID(3)},
+		"AddedBehind":         &messages.AddedBehind{Header: at, VChannels: []string{"v1", "v2"}, Persisted: wal.KafkaID(9), Minimum: wal.KafkaID(4)},
+		"VChannelDropped":     &messages.VChannelDropped{Header: at, VChannel: "v1"},
+		"CommandRejected":     &messages.CommandRejected{Header: at, Command: &messages.DropVChannel{VChannel: "v9"}, Err: messages.ErrVChannelNotFound},
+		"MinimumAdvanced":     &messages.MinimumAdvanced{Header: at, From: wal.KafkaID(3), To: wal.KafkaID(4)},
+		"MinimumStalled":      &messages.MinimumStalled{Header: at, Checkpoint: wal.KafkaID(4), Holder: "v1"},
+		"MinimumResumed":      &messages.MinimumResumed{Header: at, Holder: "v1"},
+		"CheckpointPersisted": &messages.CheckpointPersisted{Header: at, Value: wal.KafkaID(4), Attempts: 1},
+		"PersistFailed":       &messages.PersistFailed{Header: at, Value: wal.KafkaID(4), Err: errors.New("refused")},
+		"PersisterRestarted":  &messages.PersisterRestarted{Header: at, Restarts: 1, Reason: "panic"},
+		"OwnershipLost":       &messages.OwnershipLost{Header: at, Cause: errors.New("session ended")},
+		"Stopped":             &messages.Stopped{Header: at, Graceful: true, Flushed: true, LastPersisted: wal.KafkaID(4)},
+	}
+	names := eventTypes(t)
+	assert.Len(t, names, len(cases), "the events found in the messages package: %v", names)
+	for _, name := range names {
+		ev, ok := cases[name]
+		if !ok {
+			t.Errorf("messages.%s is an event this test does not describe: add it", name)
+			continue
+		}
+		what, detail := describe(ev)
+		if strings.Contains(what, "messages.") || what == "" || detail == "" && name != "VChannelDropped" {
+			t.Errorf("messages.%s is described as %q %q", name, what, detail)
+		}
+	}
+	what, detail := describe(cases["AddedBehind"])
+	assert.Equal(t, "ADDED BEHIND", what)
+	assert.Equal(t, "v1 v2 below persisted kafka:9 (minimum kafka:4): a restart now skips their records", detail)
+}
+
+// eventTypes are the names of the messages package's structs that embed
+// Header: its events.
+func eventTypes(t *testing.T) []string {
+	t.Helper()
+	dir := filepath.Join("..", "..", "messages")
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var names []string
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".go") || strings.HasSuffix(e.Name(), "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), filepath.Join(dir, e.Name()), nil, 0)
+		require.NoError(t, err)
+		ast.Inspect(f, func(n ast.Node) bool {
+			spec, ok := n.(*ast.TypeSpec)
+			if !ok {
+				return true
+			}
+			if st, ok := spec.Type.(*ast.StructType); ok {
+				for _, field := range st.Fields.List {
+					if id, ok := field.Type.(*ast.Ident); ok && len(field.Names) == 0 && id.Name == "Header" {
+						names = append(names, spec.Name.Name)
+					}
+				}
+			}
+			return false
+		})
+	}
+	require.NotEmpty(t, names, "no event found in the messages package")
+	return names
 }
