@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/wal"
@@ -21,6 +24,11 @@ const (
 	// refuses a transaction with more compares, puts or reads than
 	// --max-txn-ops.
 	DefaultMaxBatch = 64
+	// DefaultMaxBatchBytes is two thirds of etcd's default
+	// --max-request-bytes (1.5 MiB) and half its client's default send
+	// limit (2 MiB): a transaction of checkpoints of the built-in WALs
+	// never comes near it, one of a WAL with IDs of many kilobytes does.
+	DefaultMaxBatchBytes = 1 << 20
 	// DefaultMaxInFlight is how many batch transactions run at once.
 	DefaultMaxInFlight = 4
 	// DefaultBatchTimeout bounds one batch transaction.
@@ -36,6 +44,7 @@ func (f batchOptionFunc) applyBatch(o *batchOptions) { f(o) }
 
 type batchOptions struct {
 	maxBatch    int
+	maxBytes    int
 	maxInFlight int
 	timeout     time.Duration
 }
@@ -48,6 +57,16 @@ type batchOptions struct {
 // its batches.
 func WithMaxBatch(n int) BatchOption {
 	return batchOptionFunc(func(o *batchOptions) { o.maxBatch = n })
+}
+
+// WithMaxBatchBytes sets how many bytes of keys and records one
+// transaction carries at most (default DefaultMaxBatchBytes); a save
+// larger than that alone goes in a transaction of its own. Keep it below
+// the cluster's --max-request-bytes and the client's MaxCallSendMsgSize: a
+// batch etcd or the client refuses as too large is saved key by key, and
+// the Batcher halves its bound until its batches fit.
+func WithMaxBatchBytes(n int) BatchOption {
+	return batchOptionFunc(func(o *batchOptions) { o.maxBytes = n })
 }
 
 // WithMaxInFlight sets how many batch transactions run concurrently on the
@@ -68,8 +87,9 @@ func WithBatchTimeout(d time.Duration) BatchOption {
 }
 
 // Batcher is a persistence.Catalog over a Catalog that commits concurrent
-// saves of different pchannels together: up to WithMaxBatch of them in one
-// etcd transaction, up to WithMaxInFlight transactions at a time, and
+// saves of different pchannels together: up to WithMaxBatch of them, and
+// WithMaxBatchBytes, in one etcd transaction, up to WithMaxInFlight
+// transactions at a time, and
 // saves that arrive meanwhile wait for the next one. There is no timer: a
 // batch is whatever queued while the previous transactions were in
 // flight, so a lone save goes out at once. Raft then replicates and fsyncs
@@ -119,7 +139,7 @@ type batchedSave struct {
 // NewBatcher returns a Batcher saving through c. The Batcher owns c from
 // then on: its Close closes c. Load and LoadAll go to c unchanged.
 func NewBatcher(c *Catalog, opts ...BatchOption) (*Batcher, error) {
-	o := batchOptions{maxBatch: DefaultMaxBatch, maxInFlight: DefaultMaxInFlight, timeout: DefaultBatchTimeout}
+	o := batchOptions{maxBatch: DefaultMaxBatch, maxBytes: DefaultMaxBatchBytes, maxInFlight: DefaultMaxInFlight, timeout: DefaultBatchTimeout}
 	for _, opt := range opts {
 		if opt == nil {
 			return nil, fmt.Errorf("etcdcatalog: %w: nil batch option", persistence.ErrInvalidArgument)
@@ -131,6 +151,8 @@ func NewBatcher(c *Catalog, opts ...BatchOption) (*Batcher, error) {
 		return nil, fmt.Errorf("etcdcatalog: %w: nil catalog", persistence.ErrInvalidArgument)
 	case o.maxBatch < 1:
 		return nil, fmt.Errorf("etcdcatalog: %w: max batch %d must be positive", persistence.ErrInvalidArgument, o.maxBatch)
+	case o.maxBytes < 1:
+		return nil, fmt.Errorf("etcdcatalog: %w: max batch bytes %d must be positive", persistence.ErrInvalidArgument, o.maxBytes)
 	case o.maxInFlight < 1:
 		return nil, fmt.Errorf("etcdcatalog: %w: max in flight %d must be positive", persistence.ErrInvalidArgument, o.maxInFlight)
 	case o.timeout <= 0:
@@ -326,15 +348,15 @@ func (b *Batcher) take() []*batchedSave {
 	return batch
 }
 
-// commit writes batch in one transaction, or sends its saves through
-// Catalog.Save one by one (concurrently) where one transaction cannot
-// decide them.
+// commit writes batch in transactions of at most maxBytes, or sends its
+// saves through Catalog.Save one by one (concurrently) where a
+// transaction cannot decide them.
 func (b *Batcher) commit(batch []*batchedSave) {
-	var direct, together []*batchedSave
-	var cmps []clientv3.Cmp
-	var puts, gets []clientv3.Op
-	var recs []persistence.Record
-	var vals [][]byte
+	var direct []*batchedSave
+	var txn batchTxn
+	b.mu.Lock()
+	maxBytes := b.opt.maxBytes
+	b.mu.Unlock()
 	for _, s := range batch {
 		key := b.c.keys.checkpoint(s.pchannel)
 		h := b.c.hint(key)
@@ -352,54 +374,16 @@ func (b *Batcher) commit(batch []*batchedSave) {
 			direct = append(direct, s)
 			continue
 		}
-		together = append(together, s)
-		recs, vals = append(recs, rec), append(vals, val)
-		// As Save: the stored bytes alone (see Catalog.save), not the
-		// revision, which etcd hands out again after a restore.
-		cmps = append(cmps, clientv3.Compare(clientv3.Value(key), "=", string(h.raw)))
-		puts = append(puts, clientv3.OpPut(key, string(val)))
-		gets = append(gets, clientv3.OpGet(key))
-	}
-	if len(together) == 1 {
-		direct, together = append(direct, together...), nil
-	}
-	if len(together) > 0 {
-		ctx, cancel := context.WithTimeout(b.closing, b.opt.timeout)
-		resp, err := b.c.etcd.Txn(ctx).If(cmps...).Then(puts...).Else(gets...).Commit()
-		cancel()
-		switch {
-		case errors.Is(err, rpctypes.ErrTooManyOps):
-			// The cluster takes fewer operations a transaction than
-			// WithMaxBatch says: nothing was written, each save goes on
-			// its own, and the next batches are smaller.
-			b.mu.Lock()
-			b.opt.maxBatch = max(1, min(b.opt.maxBatch, len(together))/2)
-			b.mu.Unlock()
-			direct = append(direct, together...)
-		case err != nil:
-			// The batch may have committed; each caller's retry finds it
-			// equal.
-			err = b.closedErr(err)
-			for _, s := range together {
-				s.done <- fmt.Errorf("etcdcatalog: save %q: %w", s.pchannel, err)
-			}
-		case resp.Succeeded:
-			// Every write of one transaction has its header's revision.
-			for i, s := range together {
-				b.c.remember(b.c.keys.checkpoint(s.pchannel), hint{rev: resp.Header.Revision, rec: recs[i], raw: vals[i]})
-				s.done <- nil
-			}
-		default:
-			// Learn every current record (decode remembers it), then let
-			// Save judge each pchannel on its own.
-			for i, r := range resp.Responses {
-				if kvs := r.GetResponseRange().GetKvs(); len(kvs) > 0 {
-					_, _ = b.c.decode(together[i].pchannel, kvs[0]) // a corrupt one is Save's to report
-				}
-			}
-			direct = append(direct, together...)
+		// What the transaction carries of this save: its key thrice
+		// (compare, put, get), the record it compares and the one it puts.
+		size := 3*len(key) + len(h.raw) + len(val)
+		if txn.bytes > 0 && txn.bytes+size > maxBytes {
+			direct = append(direct, b.commitTogether(&txn)...)
+			txn = batchTxn{}
 		}
+		txn.add(s, key, h.raw, rec, val, size)
 	}
+	direct = append(direct, b.commitTogether(&txn)...)
 	var wg sync.WaitGroup
 	for _, s := range direct {
 		wg.Add(1)
@@ -417,4 +401,93 @@ func (b *Batcher) commit(batch []*batchedSave) {
 		}()
 	}
 	wg.Wait()
+}
+
+// batchTxn is one transaction of a batch being put together.
+type batchTxn struct {
+	saves []*batchedSave
+	cmps  []clientv3.Cmp
+	puts  []clientv3.Op
+	gets  []clientv3.Op
+	recs  []persistence.Record
+	vals  [][]byte
+	bytes int
+}
+
+func (t *batchTxn) add(s *batchedSave, key string, stored []byte, rec persistence.Record, val []byte, size int) {
+	t.saves = append(t.saves, s)
+	t.recs, t.vals = append(t.recs, rec), append(t.vals, val)
+	// As Save: the stored bytes alone (see Catalog.save), not the
+	// revision, which etcd hands out again after a restore.
+	t.cmps = append(t.cmps, clientv3.Compare(clientv3.Value(key), "=", string(stored)))
+	t.puts = append(t.puts, clientv3.OpPut(key, string(val)))
+	t.gets = append(t.gets, clientv3.OpGet(key))
+	t.bytes += size
+}
+
+// commitTogether writes t's saves in one transaction and answers them,
+// but for those it returns, which Catalog.Save is to decide one by one: a
+// lone save, the saves of a transaction whose compare failed, and those
+// of one etcd or its client refused as too many or too large.
+func (b *Batcher) commitTogether(t *batchTxn) (direct []*batchedSave) {
+	if len(t.saves) < 2 {
+		return t.saves
+	}
+	ctx, cancel := context.WithTimeout(b.closing, b.opt.timeout)
+	resp, err := b.c.etcd.Txn(ctx).If(t.cmps...).Then(t.puts...).Else(t.gets...).Commit()
+	cancel()
+	switch {
+	case errors.Is(err, rpctypes.ErrTooManyOps):
+		// The cluster takes fewer operations a transaction than
+		// WithMaxBatch says: nothing was written, each save goes on
+		// its own, and the next batches are smaller.
+		b.mu.Lock()
+		b.opt.maxBatch = max(1, min(b.opt.maxBatch, len(t.saves))/2)
+		b.mu.Unlock()
+		return t.saves
+	case tooLarge(err):
+		// Likewise for the bytes, refused by etcd or, before sending,
+		// by the client.
+		b.mu.Lock()
+		b.opt.maxBytes = max(1, min(b.opt.maxBytes, t.bytes)/2)
+		b.mu.Unlock()
+		return t.saves
+	case err != nil:
+		// The batch may have committed; each caller's retry finds it
+		// equal.
+		err = b.closedErr(err)
+		for _, s := range t.saves {
+			s.done <- fmt.Errorf("etcdcatalog: save %q: %w", s.pchannel, err)
+		}
+		return nil
+	case resp.Succeeded:
+		// Every write of one transaction has its header's revision.
+		for i, s := range t.saves {
+			b.c.remember(b.c.keys.checkpoint(s.pchannel), hint{rev: resp.Header.Revision, rec: t.recs[i], raw: t.vals[i]})
+			s.done <- nil
+		}
+		return nil
+	default:
+		// Learn every current record (decode remembers it), then let
+		// Save judge each pchannel on its own.
+		for i, r := range resp.Responses {
+			if kvs := r.GetResponseRange().GetKvs(); len(kvs) > 0 {
+				_, _ = b.c.decode(t.saves[i].pchannel, kvs[0]) // a corrupt one is Save's to report
+			}
+		}
+		return t.saves
+	}
+}
+
+// tooLarge reports whether err is a request refused for its size, which
+// was not applied: by etcd (--max-request-bytes), or by gRPC, the
+// client's send limit or the server's receive limit, which say so only in
+// words. etcd's other ResourceExhausted errors (no space, too many
+// requests) are not about the request's size.
+func tooLarge(err error) bool {
+	if errors.Is(err, rpctypes.ErrRequestTooLarge) {
+		return true
+	}
+	st, ok := status.FromError(err)
+	return ok && st.Code() == codes.ResourceExhausted && strings.Contains(st.Message(), "larger than max")
 }

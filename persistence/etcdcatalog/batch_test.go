@@ -118,7 +118,7 @@ func TestNewBatcherRejectsInvalidOptions(t *testing.T) {
 	eps := etcdtest.Start(t)
 	c := openCatalog(t, eps, nil)
 	for _, opt := range []etcdcatalog.BatchOption{
-		etcdcatalog.WithMaxBatch(0), etcdcatalog.WithMaxInFlight(0), etcdcatalog.WithBatchTimeout(0),
+		etcdcatalog.WithMaxBatch(0), etcdcatalog.WithMaxBatchBytes(0), etcdcatalog.WithMaxInFlight(0), etcdcatalog.WithBatchTimeout(0),
 		nil, // refused, as every constructor of the project refuses one
 	} {
 		b, err := etcdcatalog.NewBatcher(c, opt)
