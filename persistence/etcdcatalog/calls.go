@@ -21,29 +21,30 @@ import (
 type etcdCalls struct{ c *Catalog }
 
 func (e etcdCalls) Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
-	ctx, done := e.c.bound(ctx)
+	bounded, done := e.c.bound(ctx)
 	defer done()
-	resp, err := e.c.client.Get(ctx, key, opts...)
-	return resp, e.c.closedErr(err)
+	resp, err := e.c.client.Get(bounded, key, opts...)
+	return resp, e.c.closedErr(endedErr(ctx, err))
 }
 
 func (e etcdCalls) Delete(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.DeleteResponse, error) {
-	ctx, done := e.c.bound(ctx)
+	bounded, done := e.c.bound(ctx)
 	defer done()
-	resp, err := e.c.client.Delete(ctx, key, opts...)
-	return resp, e.c.closedErr(err)
+	resp, err := e.c.client.Delete(bounded, key, opts...)
+	return resp, e.c.closedErr(endedErr(ctx, err))
 }
 
 // Txn is a transaction bound by Close until it is committed; every
 // caller commits the transaction it makes.
 func (e etcdCalls) Txn(ctx context.Context) clientv3.Txn {
-	ctx, done := e.c.bound(ctx)
-	return &boundTxn{Txn: e.c.client.Txn(ctx), c: e.c, done: done}
+	bounded, done := e.c.bound(ctx)
+	return &boundTxn{Txn: e.c.client.Txn(bounded), c: e.c, ctx: ctx, done: done}
 }
 
 type boundTxn struct {
 	clientv3.Txn
 	c    *Catalog
+	ctx  context.Context // the caller's
 	done func()
 }
 
@@ -60,7 +61,18 @@ func (t *boundTxn) Else(ops ...clientv3.Op) clientv3.Txn {
 func (t *boundTxn) Commit() (*clientv3.TxnResponse, error) {
 	defer t.done()
 	resp, err := t.Txn.Commit()
-	return resp, t.c.closedErr(err)
+	return resp, t.c.closedErr(endedErr(t.ctx, err))
+}
+
+// endedErr is err, a call's failure, said to be ctx's error too once ctx
+// has ended: etcd may answer a call whose deadline passed on the server
+// with its own "request timed out", which errors.Is did not tell from a
+// failure of etcd's.
+func endedErr(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() == nil || errors.Is(err, ctx.Err()) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ctx.Err(), err)
 }
 
 // bound is ctx, also ended by Close; done lets go of it.

@@ -29,6 +29,9 @@ type Catalog struct {
 
 	// afterPage, when set by a test, runs after each page LoadAll reads.
 	afterPage func(page int)
+	// awaitingReleases, when set by a test, runs as Close begins to wait
+	// for the releases in flight.
+	awaitingReleases func()
 
 	closed atomic.Bool
 
@@ -51,6 +54,10 @@ type Catalog struct {
 	hintCap int
 	// owned holds the Owned values whose watcher runs, for Close to end.
 	owned map[*Owned]struct{}
+	// releasing counts the releases of ownerships in flight, for Close to
+	// wait for; one is counted under mu, and only while the catalog is
+	// open (beginRelease).
+	releasing sync.WaitGroup
 }
 
 var _ persistence.Catalog = (*Catalog)(nil)
@@ -478,7 +485,9 @@ func (c *Catalog) judgeReads(pchannel, key string, f *fence, reads []*etcdserver
 // page-size keys per request; the first request fixes the revision and every
 // later page is read at it, so the result is one snapshot even while others
 // write. Should that revision be compacted away between pages, the read
-// starts over at a new one.
+// starts over at a new one, as often as that happens: an etcd compacted
+// more often than the whole read takes keeps it starting over until ctx
+// ends. Pages fewer and larger (WithPageSize) shorten the read.
 func (c *Catalog) LoadAll(ctx context.Context) (map[string]wal.MessageID, error) {
 	if err := c.over("", nil); err != nil {
 		return nil, err
@@ -576,7 +585,8 @@ func (c *Catalog) scanAt(ctx context.Context, op string, name func(key string) (
 // those in flight, which it ends (a save ended so may still be applied
 // by etcd, never acknowledged; an Own, still claim the pchannel until its
 // session ends); a release of an ownership in flight goes on, within its
-// own context; every Owned obtained from it stops
+// own context, and Close waits for it, up to ReleaseTimeout, before it
+// closes a client made by Open; every Owned obtained from it stops
 // watching and reports ownership lost (its owner key stays until its
 // session ends or it is released); and a client made by Open is closed.
 func (c *Catalog) Close() error {
@@ -594,12 +604,39 @@ func (c *Catalog) Close() error {
 		o.lose(persistence.ErrClosed)
 		<-o.watching
 	}
+	// No release begins once closed is set and mu was taken above.
+	if c.awaitingReleases != nil {
+		c.awaitingReleases()
+	}
+	released := make(chan struct{})
+	go func() {
+		c.releasing.Wait()
+		close(released)
+	}()
+	grace := time.NewTimer(ReleaseTimeout)
+	defer grace.Stop()
+	select {
+	case <-released:
+	case <-grace.C: // a release with no deadline, on an etcd out of reach
+	}
 	if c.ownClient {
 		if err := c.client.Close(); err != nil {
 			return fmt.Errorf("etcdcatalog: close client: %w", err)
 		}
 	}
 	return nil
+}
+
+// beginRelease counts a release of an ownership in flight, unless the
+// catalog is closed: then it returns false, and the release sends nothing.
+func (c *Catalog) beginRelease() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed.Load() {
+		return false
+	}
+	c.releasing.Add(1)
+	return true
 }
 
 // decode decodes a stored record and remembers its revision and term.

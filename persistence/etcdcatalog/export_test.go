@@ -31,6 +31,10 @@ func Hints(c *Catalog) int {
 	return len(c.hints)
 }
 
+// SetAwaitingReleases makes Close call f as it begins to wait for the
+// releases in flight.
+func SetAwaitingReleases(c *Catalog, f func()) { c.awaitingReleases = f }
+
 // SetAfterPage makes LoadAll call f after each page it reads.
 func SetAfterPage(c *Catalog, f func(page int)) { c.afterPage = f }
 

@@ -254,12 +254,17 @@ func ownerToken(lease clientv3.LeaseID, holder string) string {
 	return strconv.FormatInt(int64(lease), 16) + "/" + strconv.FormatUint(rand.Uint64(), 16) + "/" + holder
 }
 
-// ownerOf reads an owner key. The holder is read from a key under a lease
-// alone: one with none was put by hand or by another tool, not by Own,
-// and its value is not ownerToken's.
+// ownerOf reads an owner key. The holder is read from a value of
+// ownerToken's form alone, naming the key's own lease: another value was
+// put by hand or by another tool, not by Own, and whatever follows a slash
+// in it names nobody.
 func ownerOf(kv *mvccpb.KeyValue) Owner {
 	o := Owner{Term: uint64(kv.CreateRevision), Lease: clientv3.LeaseID(kv.Lease)}
-	if parts := strings.SplitN(string(kv.Value), "/", 3); len(parts) == 3 && o.Lease != clientv3.NoLease {
+	parts := strings.SplitN(string(kv.Value), "/", 3)
+	if len(parts) != 3 || o.Lease == clientv3.NoLease || parts[0] != strconv.FormatInt(kv.Lease, 16) {
+		return o
+	}
+	if _, err := strconv.ParseUint(parts[1], 16, 64); err == nil && len(parts[2]) <= MaxHolderLen && isText(parts[2]) {
 		o.Holder = parts[2]
 	}
 	return o
@@ -507,9 +512,10 @@ func (o *Owned) Release(ctx context.Context) error {
 	}
 	ended := o.lose(ErrReleased)
 	<-o.watching
-	if o.c.closed.Load() {
+	if !o.c.beginRelease() {
 		return persistence.ErrClosed
 	}
+	defer o.c.releasing.Done()
 	if !ended && (errors.Is(o.cause, ErrReleased) || errors.Is(o.cause, ErrOwnerChanged)) {
 		return nil // the key is not this owner's to delete
 	}

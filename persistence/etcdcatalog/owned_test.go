@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 	"weak"
@@ -468,6 +469,22 @@ func TestOwnerKeyNamesItsHolder(t *testing.T) {
 		_, err = etcdcatalog.Open(clientConfig(eps, nil), etcdcatalog.WithHolder(bad))
 		require.ErrorIs(t, err, persistence.ErrInvalidArgument, "%q", bad)
 	}
+
+	// Keys put by hand under a lease, with values that are not Own's:
+	// whatever follows a slash names nobody. The last is Own's form, but
+	// under another lease than the key's.
+	cli := newClient(t, eps)
+	lease, err := cli.Grant(ctxT(t), 30)
+	require.NoError(t, err)
+	for i, value := range []string{"\x00\xffgarbage/with/slashes", "a/b/c", "zz/1/someone", "1/2/someone"} {
+		pchannel := fmt.Sprintf("hand-%d", i)
+		_, err := cli.Put(ctxT(t), ownerKey(pchannel), value, clientv3.WithLease(lease.ID))
+		require.NoError(t, err)
+		got, err := other.cat.OwnerOf(ctxT(t), pchannel)
+		require.NoError(t, err)
+		require.Equal(t, lease.ID, got.Lease)
+		require.Empty(t, got.Holder, "the owner key %q", value)
+	}
 }
 
 // Own and TryOwn take the names Save takes, no other: a name no record can
@@ -562,4 +579,63 @@ func TestAFencedVerdictAtCloseStands(t *testing.T) {
 	require.Equal(t, before, after, "nothing written")
 	require.Equal(t, persistence.Record{Checkpoint: wal.KafkaID(1), Term: holder.Term()}, rec)
 	require.NoError(t, holder.Err(), "the owner holds on")
+}
+
+// A release in flight when the catalog closes goes on: Close waits for it
+// before it closes the client Open made, and the owner key is gone, so
+// that the next owner need not wait out the session. The client was
+// closed under it: the release failed with gRPC's "the client connection
+// is closing", and the key stayed until the session's lease ended.
+func TestAReleaseInFlightOutlivesTheCatalogsClose(t *testing.T) {
+	eps := etcdtest.Start(t)
+	// The release's transaction waits, once armed, until Close is under way.
+	var armed atomic.Bool
+	started, proceed := make(chan struct{}), make(chan struct{})
+	cfg := clientConfig(eps, nil)
+	cfg.DialOptions = []grpc.DialOption{grpc.WithChainUnaryInterceptor(
+		func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			if strings.HasSuffix(method, "/Txn") && armed.CompareAndSwap(true, false) {
+				close(started)
+				<-proceed
+			}
+			return invoker(ctx, method, req, reply, cc, opts...)
+		})}
+	cat, err := etcdcatalog.Open(cfg)
+	require.NoError(t, err)
+	waiting := make(chan struct{})
+	etcdcatalog.SetAwaitingReleases(cat, func() { close(waiting) })
+	session, err := concurrency.NewSession(newClient(t, eps), concurrency.WithTTL(30))
+	require.NoError(t, err)
+	defer session.Close()
+	o, err := cat.Own(ctxT(t), "p", session)
+	require.NoError(t, err)
+
+	armed.Store(true)
+	released := make(chan error, 1)
+	go func() { released <- o.Close() }()
+	waitClosed(t, started, lostWithin, "the release's transaction")
+	closed := make(chan error, 1)
+	go func() { closed <- cat.Close() }()
+	select {
+	case <-waiting: // Close waits for the release
+	case <-cat.Client().Ctx().Done(): // Close closed the client under it
+	case <-time.After(lostWithin):
+		t.Fatal("Close neither waited for the release nor closed its client")
+	}
+	close(proceed)
+	select {
+	case err := <-released:
+		require.NoError(t, err, "the release in flight")
+	case <-time.After(lostWithin):
+		t.Fatal("the release did not return")
+	}
+	select {
+	case err := <-closed:
+		require.NoError(t, err)
+	case <-time.After(lostWithin):
+		t.Fatal("Close did not return")
+	}
+	resp, err := newClient(t, eps).Get(ctxT(t), ownerKey("p"), clientv3.WithCountOnly())
+	require.NoError(t, err)
+	require.Zero(t, resp.Count, "the owner key stays after a release that returned nil")
 }

@@ -1,0 +1,33 @@
+package etcdcatalog
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+)
+
+// A call whose context ended fails with the context's error, whatever
+// etcd answered: a deadline that passed on the server came back as etcd's
+// own "request timed out", which errors.Is did not tell from a failure of
+// etcd's. A call whose context lives keeps etcd's error alone.
+func TestEndedErrSaysTheContextEnded(t *testing.T) {
+	ended, cancel := context.WithTimeout(context.Background(), 0)
+	defer cancel()
+	<-ended.Done()
+
+	err := endedErr(ended, rpctypes.ErrTimeout)
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, rpctypes.ErrTimeout) {
+		t.Errorf("endedErr(ended, ErrTimeout) = %v: want both DeadlineExceeded and ErrTimeout", err)
+	}
+	if err := endedErr(ended, context.DeadlineExceeded); err != context.DeadlineExceeded {
+		t.Errorf("endedErr(ended, DeadlineExceeded) = %v: want it unchanged", err)
+	}
+	if err := endedErr(context.Background(), rpctypes.ErrTimeout); err != rpctypes.ErrTimeout {
+		t.Errorf("endedErr(live, ErrTimeout) = %v: want it unchanged", err)
+	}
+	if err := endedErr(ended, nil); err != nil {
+		t.Errorf("endedErr(ended, nil) = %v", err)
+	}
+}
