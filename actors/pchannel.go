@@ -1104,7 +1104,14 @@ func (p *pchannel) becomeStopped() {
 		case sp.closed && ev.Reason == nil:
 			ev.Reason = persistence.ErrClosed // the persister stopped saving at once
 		case sp.fenced && ev.Reason == nil:
-			ev.Reason = persistence.ErrFenced // the persister learned it first
+			// The persister learned it first: its cause, said to be
+			// ErrFenced.
+			ev.Reason = persistence.ErrFenced
+			if sp.fencedBy != nil && !errors.Is(sp.fencedBy, persistence.ErrFenced) {
+				ev.Reason = fmt.Errorf("%w: %w", persistence.ErrFenced, sp.fencedBy)
+			} else if sp.fencedBy != nil {
+				ev.Reason = sp.fencedBy
+			}
 		case sp.fenced && !errors.Is(ev.Reason, persistence.ErrFenced):
 			// The persister was fenced too: both hold, the ownership's
 			// cause (say, its session ended) kept.

@@ -42,6 +42,8 @@ import (
 type persister struct {
 	cfg    *config
 	status *saveStatus
+	// fencedBy is why saving was fenced, nil until it is (savePoint).
+	fencedBy error
 	// plan and site are held by value, not pointed to: a save reads both,
 	// and with 10,000 pchannels each object apart was one more cache miss
 	// per save (about 4 % of a save's CPU).
@@ -115,7 +117,11 @@ type savePoint struct {
 	persisted wal.MessageID
 	inFlight  bool
 	fenced    bool
-	closed    bool // the catalog is closed: nothing is saved again
+	// fencedBy is why, the refused save's error or the ownership's
+	// cause: by whom, or how the ownership ended, where ErrFenced alone
+	// said nothing more.
+	fencedBy error
+	closed   bool // the catalog is closed: nothing is saved again
 }
 
 func (s *saveStatus) load() savePoint {
@@ -295,8 +301,7 @@ func (s *persister) do(step saveplan.Step) {
 // and a catalog without fencing (bbolt) would take a save made meanwhile.
 func (s *persister) start(v wal.MessageID) {
 	if o := s.cfg.ownership; o != nil && o.Err() != nil {
-		s.plan.Fence()
-		s.report()
+		s.fence(context.Cause(o))
 		s.root.Send(s.parent, &ownershipLost{cause: context.Cause(o)})
 		return
 	}
@@ -446,8 +451,7 @@ func (s *persister) saveFailed(m *callDone, attempt int) saveplan.Step {
 		s.failed(m, attempt, step.Wait, persisted)
 		return step
 	case errors.Is(m.err, persistence.ErrFenced):
-		s.plan.Fence()
-		s.report()
+		s.fence(m.err)
 		s.failed(m, attempt, 0, nil)
 		// The save's own error, which says by whom (a record of a
 		// higher term, say), where bare ErrFenced said nothing more.
@@ -513,7 +517,16 @@ func (s *persister) failed(m *callDone, attempt int, next time.Duration, adopted
 
 // report publishes the plan to the parent's view.
 func (s *persister) report() {
-	s.status.store(savePoint{persisted: s.plan.Persisted(), inFlight: s.save != nil, fenced: s.plan.Fenced(), closed: s.plan.Closed()})
+	s.status.store(savePoint{persisted: s.plan.Persisted(), inFlight: s.save != nil, fenced: s.plan.Fenced(), fencedBy: s.fencedBy, closed: s.plan.Closed()})
+}
+
+// fence stops saving for good, the ownership gone: cause says how.
+func (s *persister) fence(cause error) {
+	s.plan.Fence()
+	if s.fencedBy == nil {
+		s.fencedBy = cause
+	}
+	s.report()
 }
 
 // crashed tells the parent (see crashReporter): it may wait for a flush

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/lowwater/lowwater/actors"
@@ -84,6 +85,59 @@ func TestFencedWriterStops(t *testing.T) {
 	_, err := actors.GetState(ctxtest.Within(200*time.Millisecond), h.sys.Root, pid)
 	require.Error(t, err, "the fenced actor still answers")
 	t.Logf("stopped after fencing: %+v", stopped)
+}
+
+// heldFencing refuses every save with errFencedByTerm, the first once
+// release is closed.
+type heldFencing struct {
+	persistence.Catalog
+	entered, release chan struct{}
+	once             sync.Once
+}
+
+func (f *heldFencing) Save(ctx context.Context, _ string, _ wal.MessageID) error {
+	f.once.Do(func() {
+		close(f.entered)
+		select {
+		case <-f.release:
+		case <-ctx.Done():
+		}
+	})
+	return errFencedByTerm
+}
+
+// A graceful stop whose flush is fenced says by whom in Stopped, as
+// OwnershipLost would have: the persister learns it first, and the
+// actor, stopping, hears of it from the persister's status alone, which
+// gave bare ErrFenced, "writer does not own the pchannel".
+func TestAGracefulStopFencedSaysByWhom(t *testing.T) {
+	h := newHarness(t)
+	cat := &heldFencing{Catalog: persistence.NewMemory(), entered: make(chan struct{}), release: make(chan struct{})}
+	pid, _ := spawnRecovered(t, h, wal.Kafka, cat, actors.WithVChannels(map[string]wal.MessageID{"a": k(10)}))
+	select {
+	case <-cat.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no save began")
+	}
+	h.forget(pid)
+	stopped := make(chan *messages.Stopped, 1)
+	go func() {
+		ev, err := actors.Poison(ctxtest.Within(10*time.Second), h.sys, pid)
+		assert.NoError(t, err)
+		stopped <- ev
+	}()
+	// The stop has begun once the pchannel no longer answers.
+	require.Eventually(t, func() bool {
+		_, err := actors.GetState(ctxtest.Within(50*time.Millisecond), h.sys.Root, pid)
+		return err != nil
+	}, 10*time.Second, 10*time.Millisecond)
+	close(cat.release)
+	ev := <-stopped
+	require.NotNil(t, ev)
+	require.False(t, ev.Flushed)
+	require.Equal(t, k(10), ev.Dropped)
+	require.ErrorIs(t, ev.Reason, persistence.ErrFenced)
+	require.ErrorContains(t, ev.Reason, "a record of term 8 is stored", "the catalog's word on why")
 }
 
 // WithOwnership: when the ownership context ends the actor publishes

@@ -63,7 +63,11 @@ type harness struct {
 func newHarness(t testing.TB) *harness {
 	t.Helper()
 	logger := zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel))
-	sys := actor.NewActorSystem(actor.WithLoggerFactory(actors.LoggerFactory(logger)))
+	// Dead letters (a reply to a request that timed out, say) start a
+	// goroutine of protoactor's for the throttle's interval: a short one
+	// ends it before goleak looks.
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(actors.LoggerFactory(logger)),
+		actor.WithDeadLetterThrottleInterval(time.Millisecond))
 	h := &harness{t: t, sys: sys, logger: logger, rec: newRecorder(pch)}
 	h.sub = sys.EventStream.Subscribe(h.rec.Observe)
 	t.Cleanup(h.close)
