@@ -354,9 +354,7 @@ func (b *Batcher) take() []*batchedSave {
 func (b *Batcher) commit(batch []*batchedSave) {
 	var direct []*batchedSave
 	var txn batchTxn
-	b.mu.Lock()
-	maxBytes := b.opt.maxBytes
-	b.mu.Unlock()
+	maxBytes := b.maxBytes()
 	for _, s := range batch {
 		key := b.c.keys.checkpoint(s.pchannel)
 		h := b.c.hint(key)
@@ -380,6 +378,7 @@ func (b *Batcher) commit(batch []*batchedSave) {
 		if txn.bytes > 0 && txn.bytes+size > maxBytes {
 			direct = append(direct, b.commitTogether(&txn)...)
 			txn = batchTxn{}
+			maxBytes = b.maxBytes() // lowered if etcd refused it
 		}
 		txn.add(s, key, h.raw, rec, val, size)
 	}
@@ -401,6 +400,12 @@ func (b *Batcher) commit(batch []*batchedSave) {
 		}()
 	}
 	wg.Wait()
+}
+
+func (b *Batcher) maxBytes() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.opt.maxBytes
 }
 
 // batchTxn is one transaction of a batch being put together.
