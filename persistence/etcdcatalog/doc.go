@@ -28,6 +28,13 @@
 // the last record it read or wrote, and only a stale memory costs a second
 // one, after which the memory is replaced.
 //
+// The compare carries the stored record, so a save's request holds two
+// records: etcd refuses it ("request is too large") when they pass its
+// --max-request-bytes (1.5 MiB by default). A record is at most about 66
+// KiB (an ID of wal.MaxIDLen, a name of persistence.MaxNameLen), so only a
+// cluster whose limit is lowered below about 140 KiB meets it: a record
+// stored there once may never be raised.
+//
 // # Ownership and fencing
 //
 // Own (or TryOwn) makes a concurrency.Session the owner of one pchannel: a key

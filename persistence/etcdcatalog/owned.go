@@ -373,14 +373,17 @@ func (c *Catalog) newOwned(ctx context.Context, pchannel, key, token string, ses
 // lease, and the token o put there, which a later Own of the same session
 // replaces (retake). Close does not end it, as it ends the catalog's other
 // calls: it gives back what was taken, which would otherwise hold the
-// pchannel from every other node until the session's lease ran out, and
-// its callers bound it (Owned.Close, ReleaseTimeout).
+// pchannel from every other node until the session's lease ran out; it
+// waits for it, up to ReleaseTimeout. Its callers bound it (Owned.Close,
+// ReleaseTimeout).
 func (c *Catalog) deleteOwner(ctx context.Context, o *Owned) error {
 	_, err := c.client.Txn(ctx).
 		If(append(o.fence().holds(), clientv3.Compare(clientv3.Value(o.ownerKey), "=", o.token))...).
 		Then(clientv3.OpDelete(o.ownerKey)).
 		Commit()
-	return err
+	// One Close cut after waiting for it fails with the client's
+	// closing: said to be ErrClosed.
+	return c.closedErr(endedErr(ctx, err))
 }
 
 // fence is what a write of this owner compares: its term and its lease.

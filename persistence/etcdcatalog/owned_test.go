@@ -639,3 +639,44 @@ func TestAReleaseInFlightOutlivesTheCatalogsClose(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, resp.Count, "the owner key stays after a release that returned nil")
 }
+
+// A release with no deadline on an etcd out of reach holds Close for
+// ReleaseTimeout at most; Close then closes its client under it, and the
+// release fails with ErrClosed, not with gRPC's "the client connection is
+// closing".
+func TestAReleaseCutByCloseSaysClosed(t *testing.T) {
+	srv := etcdtest.StartServer(t)
+	var armed atomic.Bool
+	started := make(chan struct{})
+	cfg := clientConfig(srv.Endpoints(), nil)
+	cfg.DialOptions = []grpc.DialOption{grpc.WithChainUnaryInterceptor(
+		func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			if strings.HasSuffix(method, "/Txn") && armed.CompareAndSwap(true, false) {
+				close(started)
+			}
+			return invoker(ctx, method, req, reply, cc, opts...)
+		})}
+	cat, err := etcdcatalog.Open(cfg)
+	require.NoError(t, err)
+	session, err := concurrency.NewSession(newClient(t, srv.Endpoints()), concurrency.WithTTL(30))
+	require.NoError(t, err) // its client's Cleanup ends it: a Close would wait out the TTL
+	o, err := cat.Own(ctxT(t), "p", session)
+	require.NoError(t, err)
+	srv.Stop()
+
+	armed.Store(true)
+	released := make(chan error, 1)
+	go func() { released <- o.Release(context.Background()) }()
+	waitClosed(t, started, lostWithin, "the release's transaction")
+	began := time.Now()
+	require.NoError(t, cat.Close())
+	took := time.Since(began)
+	require.GreaterOrEqual(t, took, etcdcatalog.ReleaseTimeout-100*time.Millisecond, "Close did not wait for the release")
+	require.Less(t, took, etcdcatalog.ReleaseTimeout+2*time.Second)
+	select {
+	case err := <-released:
+		require.ErrorIs(t, err, persistence.ErrClosed)
+	case <-time.After(lostWithin):
+		t.Fatal("the release did not return once Close closed the client")
+	}
+}
