@@ -1103,19 +1103,19 @@ func (p *pchannel) becomeStopped() {
 			ev.Reason = err // whether it was saved cannot be told
 		case sp.closed && ev.Reason == nil:
 			ev.Reason = persistence.ErrClosed // the persister stopped saving at once
-		case sp.fenced && ev.Reason == nil:
-			// The persister learned it first: its cause, said to be
-			// ErrFenced.
-			ev.Reason = persistence.ErrFenced
-			if sp.fencedBy != nil && !errors.Is(sp.fencedBy, persistence.ErrFenced) {
-				ev.Reason = fmt.Errorf("%w: %w", persistence.ErrFenced, sp.fencedBy)
-			} else if sp.fencedBy != nil {
+		case sp.fenced:
+			// The ownership's cause (say, its session ended), or the
+			// persister's if it learned first (a record of a higher
+			// term, say), said to be ErrFenced.
+			if ev.Reason == nil {
 				ev.Reason = sp.fencedBy
 			}
-		case sp.fenced && !errors.Is(ev.Reason, persistence.ErrFenced):
-			// The persister was fenced too: both hold, the ownership's
-			// cause (say, its session ended) kept.
-			ev.Reason = fmt.Errorf("%w: %w", persistence.ErrFenced, ev.Reason)
+			switch {
+			case ev.Reason == nil:
+				ev.Reason = persistence.ErrFenced
+			case !errors.Is(ev.Reason, persistence.ErrFenced):
+				ev.Reason = fmt.Errorf("%w: %w", persistence.ErrFenced, ev.Reason)
+			}
 		case ev.Reason == nil:
 			ev.Reason = messages.ErrFlushTimeout
 		}
