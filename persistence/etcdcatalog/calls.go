@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -67,12 +68,20 @@ func (t *boundTxn) Commit() (*clientv3.TxnResponse, error) {
 // endedErr is err, a call's failure, said to be ctx's error too once ctx
 // has ended: etcd may answer a call whose deadline passed on the server
 // with its own "request timed out", which errors.Is did not tell from a
-// failure of etcd's.
+// failure of etcd's. A deadline passed counts before ctx's timer has
+// fired: etcd's answer may come first.
 func endedErr(ctx context.Context, err error) error {
-	if err == nil || ctx.Err() == nil || errors.Is(err, ctx.Err()) {
+	if err == nil {
 		return err
 	}
-	return fmt.Errorf("%w: %w", ctx.Err(), err)
+	ended := ctx.Err()
+	if d, ok := ctx.Deadline(); ended == nil && ok && !time.Now().Before(d) {
+		ended = context.DeadlineExceeded
+	}
+	if ended == nil || errors.Is(err, ended) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ended, err)
 }
 
 // bound is ctx, also ended by Close; done lets go of it.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 )
@@ -30,4 +31,15 @@ func TestEndedErrSaysTheContextEnded(t *testing.T) {
 	if err := endedErr(ended, nil); err != nil {
 		t.Errorf("endedErr(ended, nil) = %v", err)
 	}
+	// etcd's answer may come before the context's timer fires.
+	err = endedErr(passed{context.Background()}, rpctypes.ErrTimeout)
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, rpctypes.ErrTimeout) {
+		t.Errorf("endedErr(passed, ErrTimeout) = %v: want both DeadlineExceeded and ErrTimeout", err)
+	}
 }
+
+// passed is a context whose deadline has passed and whose timer has not
+// fired yet: Err is still nil.
+type passed struct{ context.Context }
+
+func (passed) Deadline() (time.Time, bool) { return time.Now().Add(-time.Millisecond), true }

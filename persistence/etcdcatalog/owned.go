@@ -513,12 +513,14 @@ func (o *Owned) Release(ctx context.Context) error {
 	if ctx == nil {
 		return errNilContext
 	}
-	ended := o.lose(ErrReleased)
-	<-o.watching
+	// Counted before anything else, so that a Close that comes while it
+	// waits for the watcher waits for it in turn.
 	if !o.c.beginRelease() {
 		return persistence.ErrClosed
 	}
 	defer o.c.releasing.Done()
+	ended := o.lose(ErrReleased)
+	<-o.watching
 	if !ended && (errors.Is(o.cause, ErrReleased) || errors.Is(o.cause, ErrOwnerChanged)) {
 		return nil // the key is not this owner's to delete
 	}

@@ -680,3 +680,35 @@ func TestAReleaseCutByCloseSaysClosed(t *testing.T) {
 		t.Fatal("the release did not return once Close closed the client")
 	}
 }
+
+// A release under way, its Done closed, when the catalog closes goes on
+// to delete the owner key, whatever it was doing when Close came: it was
+// counted only once its watcher had stopped, and Close, come between,
+// made it return ErrClosed with the key left (7 to 9 rounds in 20).
+func TestAReleaseBegunBeforeCloseDeletesTheKey(t *testing.T) {
+	eps := etcdtest.Start(t)
+	session, err := concurrency.NewSession(newClient(t, eps), concurrency.WithTTL(30))
+	require.NoError(t, err)
+	defer session.Close()
+	check := openCatalog(t, eps, nil)
+	for round := range 20 {
+		cat, err := etcdcatalog.Open(clientConfig(eps, nil))
+		require.NoError(t, err)
+		pchannel := fmt.Sprintf("p%d", round)
+		o, err := cat.Own(ctxT(t), pchannel, session)
+		require.NoError(t, err)
+		released := make(chan error, 1)
+		go func() { released <- o.Release(ctxT(t)) }()
+		waitClosed(t, o.Done(), lostWithin, "Done once the release began")
+		require.NoError(t, cat.Close())
+		select {
+		case err := <-released:
+			require.NoError(t, err, "round %d", round)
+		case <-time.After(lostWithin):
+			t.Fatalf("round %d: the release did not return", round)
+		}
+		owner, err := check.OwnerOf(ctxT(t), pchannel)
+		require.NoError(t, err)
+		require.Zero(t, owner.Term, "round %d: the owner key stays after a release that returned nil", round)
+	}
+}
