@@ -89,11 +89,10 @@ func WithBatchTimeout(d time.Duration) BatchOption {
 // Batcher is a persistence.Catalog over a Catalog that commits concurrent
 // saves of different pchannels together: up to WithMaxBatch of them, and
 // WithMaxBatchBytes, in one etcd transaction, up to WithMaxInFlight
-// transactions at a time, and
-// saves that arrive meanwhile wait for the next one. There is no timer: a
-// batch is whatever queued while the previous transactions were in
-// flight, so a lone save goes out at once. Raft then replicates and fsyncs
-// one entry for many checkpoints.
+// transactions at a time, and saves that arrive meanwhile wait for the
+// next one. There is no timer: a batch is whatever queued while the
+// previous transactions were in flight, so a lone save goes out at once.
+// Raft then replicates and fsyncs one entry for many checkpoints.
 //
 // Every guarantee of Catalog.Save holds per pchannel. Each key in a batch
 // has its own compare: its stored bytes must still be the record the

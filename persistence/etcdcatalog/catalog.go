@@ -604,7 +604,19 @@ func (c *Catalog) Close() error {
 		o.lose(persistence.ErrClosed)
 		<-o.watching
 	}
-	// No release begins once closed is set and mu was taken above.
+	if c.ownClient {
+		c.awaitReleases()
+		if err := c.client.Close(); err != nil {
+			return fmt.Errorf("etcdcatalog: close client: %w", err)
+		}
+	}
+	return nil
+}
+
+// awaitReleases waits for the releases in flight, up to ReleaseTimeout:
+// a client closed under one would cut it. None begins once closed is set
+// and mu was taken after (Close).
+func (c *Catalog) awaitReleases() {
 	if c.awaitingReleases != nil {
 		c.awaitingReleases()
 	}
@@ -619,12 +631,6 @@ func (c *Catalog) Close() error {
 	case <-released:
 	case <-grace.C: // a release with no deadline, on an etcd out of reach
 	}
-	if c.ownClient {
-		if err := c.client.Close(); err != nil {
-			return fmt.Errorf("etcdcatalog: close client: %w", err)
-		}
-	}
-	return nil
 }
 
 // beginRelease counts a release of an ownership in flight, unless the
