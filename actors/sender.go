@@ -226,6 +226,9 @@ func NewSender(system *actor.ActorSystem, pid *actor.PID, opts ...SenderOption) 
 // Update buffers checkpoint as vchannel's latest. It returns once the update
 // is buffered (or shipped), not once applied: Flush says what the actor
 // made of it. It blocks only while the buffer is full, up to WithFullWait.
+// A name no Add takes (over persistence.MaxNameLen bytes, not UTF-8, or
+// holding a NUL) names no vchannel: Flush reports it as any unknown one,
+// messages.ErrVChannelNotFound.
 //
 // It is cheapest when the caller passes the same string for a vchannel
 // each time (a name kept, not built per call): the Sender finds it by its
