@@ -42,15 +42,23 @@ func TestPoisonSavesThePendingMinimumAndSaysSo(t *testing.T) {
 	require.ErrorIs(t, err, actor.ErrDeadLetter)
 }
 
-func TestPoisonOnACatalogThatIsDownSaysWhatWasDropped(t *testing.T) {
+// pendingOnADownCatalog spawns a pchannel stopping within flush, stored
+// at 100, and raises its minimum to 150 once its catalog is down: 150 is
+// pending, and stays so until the catalog is up again.
+func pendingOnADownCatalog(t *testing.T, flush time.Duration) (*pchannelFixture, *actor.PID) {
+	t.Helper()
 	f := newPChannelFixture(t, wal.KafkaID(100))
-	pid := f.spawn(t, map[string]wal.MessageID{"shard-a": wal.KafkaID(100)}, actors.WithStopFlushTimeout(100*time.Millisecond))
+	pid := f.spawn(t, map[string]wal.MessageID{"shard-a": wal.KafkaID(100)}, actors.WithStopFlushTimeout(flush))
 	_, err := actors.StartMessageID(within(t, 10*time.Second), f.system, pid)
 	require.NoError(t, err)
 	f.catalog.SetDown(true)
 	require.NoError(t, actors.Request(within(t, 10*time.Second), f.system.Root, pid,
 		&messages.UpdateCheckpoint{VChannel: "shard-a", Checkpoint: wal.KafkaID(150)}))
+	return f, pid
+}
 
+func TestPoisonOnACatalogThatIsDownSaysWhatWasDropped(t *testing.T) {
+	f, pid := pendingOnADownCatalog(t, 100*time.Millisecond)
 	stopped, err := actors.Poison(within(t, 10*time.Second), f.system, pid)
 	require.NoError(t, err)
 	require.False(t, stopped.Flushed)
@@ -62,15 +70,8 @@ func TestPoisonOnACatalogThatIsDownSaysWhatWasDropped(t *testing.T) {
 // A caller that waits less than the stop takes is told, and the stop goes
 // on.
 func TestPoisonWithinAShortContextLetsTheStopGoOn(t *testing.T) {
-	f := newPChannelFixture(t, wal.KafkaID(100))
-	pid := f.spawn(t, map[string]wal.MessageID{"shard-a": wal.KafkaID(100)}, actors.WithStopFlushTimeout(5*time.Second))
-	_, err := actors.StartMessageID(within(t, 10*time.Second), f.system, pid)
-	require.NoError(t, err)
-	f.catalog.SetDown(true)
-	require.NoError(t, actors.Request(within(t, 10*time.Second), f.system.Root, pid,
-		&messages.UpdateCheckpoint{VChannel: "shard-a", Checkpoint: wal.KafkaID(150)}))
-
-	_, err = actors.Poison(within(t, 50*time.Millisecond), f.system, pid)
+	f, pid := pendingOnADownCatalog(t, 5*time.Second)
+	_, err := actors.Poison(within(t, 50*time.Millisecond), f.system, pid)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.ErrorContains(t, err, `pchannel "orders-dml-0" has not stopped yet`)
 

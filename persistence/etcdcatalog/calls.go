@@ -72,7 +72,7 @@ func (t *boundTxn) Commit() (*clientv3.TxnResponse, error) {
 // fired: etcd's answer may come first.
 func endedErr(ctx context.Context, err error) error {
 	if err == nil {
-		return err
+		return nil
 	}
 	ended := ctx.Err()
 	if d, ok := ctx.Deadline(); ended == nil && ok && !time.Now().Before(d) {
