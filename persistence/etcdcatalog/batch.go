@@ -52,9 +52,9 @@ type batchOptions struct {
 // WithMaxBatch sets how many saves one transaction carries at most (default
 // DefaultMaxBatch). Keep it at or below the cluster's --max-txn-ops:
 // each save adds one compare, one put and one read, and etcd refuses a
-// transaction with more of any of them than that. A batch etcd refuses so
-// is saved key by key, and the Batcher halves its bound until etcd takes
-// its batches.
+// transaction with more of any of them than that. A transaction etcd
+// refuses so goes out again as smaller ones: the Batcher lowers its bound
+// and learns, within a few transactions, the most the cluster takes.
 func WithMaxBatch(n int) BatchOption {
 	return batchOptionFunc(func(o *batchOptions) { o.maxBatch = n })
 }
@@ -63,8 +63,8 @@ func WithMaxBatch(n int) BatchOption {
 // transaction carries at most (default DefaultMaxBatchBytes); a save
 // larger than that alone goes in a transaction of its own. Keep it below
 // the cluster's --max-request-bytes and the client's MaxCallSendMsgSize: a
-// batch etcd or the client refuses as too large is saved key by key, and
-// the Batcher halves its bound until its batches fit.
+// transaction etcd or the client refuses as too large goes out again as
+// smaller ones, and the Batcher lowers its bound as WithMaxBatch's.
 func WithMaxBatchBytes(n int) BatchOption {
 	return batchOptionFunc(func(o *batchOptions) { o.maxBytes = n })
 }
@@ -98,14 +98,17 @@ func WithBatchTimeout(d time.Duration) BatchOption {
 // has its own compare: its stored bytes must still be the record the
 // Catalog last saw and judged lower (the bytes, not the mod revision, which
 // an etcd restored from a snapshot hands out again). An etcd transaction is
-// all-or-nothing, so when any compare fails nothing is written, the
-// transaction returns every key's current record instead, and each save of
-// the batch then goes through Catalog.Save on its own: those whose record
-// did not move succeed there at once, the others get what Save answers
-// (stored ahead, equal, another WAL). One stale key costs its batch a
-// second round trip, never another key's outcome. Saves that Save would
-// judge without writing (nothing known about the key yet, or the value
-// known equal or below) skip the batch and go to Save directly.
+// all-or-nothing, so when any compare fails nothing is written, and the
+// transaction returns every key's current record instead. Each save of the
+// batch is then judged on those: the saves still to write go out together
+// once more, on the records just read, and the others go through
+// Catalog.Save, which answers them (stored ahead, equal, another WAL).
+// One stale key costs its batch a second round trip, never another key's
+// outcome; only a second failed compare, another writer moving keys
+// meanwhile, leaves every save of the batch to Catalog.Save on its own.
+// Saves that Save would judge without writing (nothing known about the key
+// yet, or the value known equal or below) skip the batch and go to Save
+// directly.
 //
 // Owned saves (Owned.Save, fenced by an owner term) are not batched: they
 // go through their Owned as before.
@@ -117,6 +120,9 @@ type Batcher struct {
 	queue    []*batchedSave
 	inFlight int
 	closed   bool
+	// saves and bytes bound a transaction: the options, as far as the
+	// cluster takes them (see bound).
+	saves, bytes bound
 	// running counts the goroutines committing batches, for Close.
 	running sync.WaitGroup
 	// closing ends with Close's grace (see Close): every transaction and
@@ -168,7 +174,7 @@ func NewBatcher(c *Catalog, opts ...BatchOption) (*Batcher, error) {
 		case <-closing.Done():
 		}
 	}()
-	return &Batcher{c: c, opt: o, closing: closing, endClosing: end}, nil
+	return &Batcher{c: c, opt: o, saves: newBound(o.maxBatch), bytes: newBound(o.maxBytes), closing: closing, endClosing: end}, nil
 }
 
 // closedErr is err, a save's failure, said to be ErrClosed once the
@@ -306,7 +312,7 @@ func (b *Batcher) commitLoop() {
 	}
 }
 
-// take removes up to maxBatch queued saves of distinct pchannels (a
+// take removes as many queued saves as a transaction takes, of distinct pchannels (a
 // transaction may not put one key twice; a second save of a pchannel
 // waits for the next batch) and answers those whose caller is gone. It
 // returns nil, and leaves the loop count, when nothing is queued.
@@ -317,7 +323,7 @@ func (b *Batcher) take() []*batchedSave {
 	var seen map[string]struct{}
 	kept := b.queue[:0]
 	for _, s := range b.queue {
-		if len(batch) == b.opt.maxBatch {
+		if len(batch) == b.saves.limit {
 			kept = append(kept, s)
 			continue
 		}
@@ -347,41 +353,40 @@ func (b *Batcher) take() []*batchedSave {
 	return batch
 }
 
-// commit writes batch in transactions of at most maxBytes, or sends its
-// saves through Catalog.Save one by one (concurrently) where a
-// transaction cannot decide them.
+// commit writes batch in as few transactions as the cluster takes, and
+// sends through Catalog.Save, one by one and concurrently, the saves a
+// transaction cannot decide.
+//
+// A transaction the cluster refuses as too many or too large wrote
+// nothing: its saves go out again in smaller ones, the bound lowered. One
+// whose compare failed wrote nothing either, and told every key's record:
+// its saves are judged again on those, and those still to write go out
+// together once more; only a second failed compare leaves each to Save.
 func (b *Batcher) commit(batch []*batchedSave) {
 	var direct []*batchedSave
-	var txn batchTxn
-	maxBytes := b.maxBytes()
-	for _, s := range batch {
-		key := b.c.keys.checkpoint(s.pchannel)
-		h := b.c.hint(key)
-		if h.rev == 0 {
-			direct = append(direct, s) // nothing known: Save reads or creates
-			continue
+	for round := 0; len(batch) > 0; round++ {
+		entries, alone := b.prepare(batch)
+		direct = append(direct, alone...)
+		batch = nil
+		for len(entries) > 0 {
+			txn := entries[:b.fit(entries)]
+			if len(txn) == 1 {
+				direct = append(direct, txn[0].save)
+				entries = entries[1:]
+				continue
+			}
+			moved, refused := b.commitTogether(txn)
+			if refused {
+				continue // the next transaction takes fewer of the same saves
+			}
+			entries = entries[len(txn):]
+			if round == 0 {
+				batch = append(batch, moved...)
+			} else {
+				direct = append(direct, moved...)
+			}
 		}
-		if done, _ := judge(s.pchannel, h.rec, s.checkpoint, nil); done {
-			direct = append(direct, s) // Save confirms against a fresh read
-			continue
-		}
-		rec := persistence.Record{Checkpoint: s.checkpoint, Term: carriedTerm(h.rec.Term, h.rev)}
-		val, err := persistence.EncodeRecord(s.pchannel, rec)
-		if err != nil {
-			direct = append(direct, s)
-			continue
-		}
-		// What the transaction carries of this save: its key thrice
-		// (compare, put, get), the record it compares and the one it puts.
-		size := 3*len(key) + len(h.raw) + len(val)
-		if txn.bytes > 0 && txn.bytes+size > maxBytes {
-			direct = append(direct, b.commitTogether(&txn)...)
-			txn = batchTxn{}
-			maxBytes = b.maxBytes() // lowered if etcd refused it
-		}
-		txn.add(s, key, h.raw, rec, val, size)
 	}
-	direct = append(direct, b.commitTogether(&txn)...)
 	var wg sync.WaitGroup
 	for _, s := range direct {
 		wg.Add(1)
@@ -401,86 +406,132 @@ func (b *Batcher) commit(batch []*batchedSave) {
 	wg.Wait()
 }
 
-func (b *Batcher) maxBytes() int {
+// txnEntry is one save made ready for a transaction: the record it
+// compares, at key, and the one it puts.
+type txnEntry struct {
+	save   *batchedSave
+	key    string
+	stored []byte
+	rec    persistence.Record
+	val    []byte
+	// size is what the transaction carries of it: the key thrice
+	// (compare, put, get), the record compared and the one put.
+	size int
+}
+
+// prepare makes ready for a transaction the saves of batch that one can
+// decide, on what the catalog last saw of their keys, and returns the
+// others, which Save decides: a key nothing is known of (Save reads or
+// creates it), and a value known equal or below (Save confirms it against
+// a fresh read).
+func (b *Batcher) prepare(batch []*batchedSave) (entries []txnEntry, alone []*batchedSave) {
+	for _, s := range batch {
+		key := b.c.keys.checkpoint(s.pchannel)
+		h := b.c.hint(key)
+		if h.rev == 0 {
+			alone = append(alone, s)
+			continue
+		}
+		if done, _ := judge(s.pchannel, h.rec, s.checkpoint, nil); done {
+			alone = append(alone, s)
+			continue
+		}
+		rec := persistence.Record{Checkpoint: s.checkpoint, Term: carriedTerm(h.rec.Term, h.rev)}
+		val, err := persistence.EncodeRecord(s.pchannel, rec)
+		if err != nil {
+			alone = append(alone, s)
+			continue
+		}
+		entries = append(entries, txnEntry{save: s, key: key, stored: h.raw, rec: rec, val: val,
+			size: 3*len(key) + len(h.raw) + len(val)})
+	}
+	return entries, alone
+}
+
+// fit tells how many of entries, at least one, the next transaction
+// takes within both bounds.
+func (b *Batcher) fit(entries []txnEntry) int {
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.opt.maxBytes
+	maxSaves, maxBytes := b.saves.limit, b.bytes.limit
+	b.mu.Unlock()
+	n, bytes := 0, 0
+	for _, e := range entries {
+		if n > 0 && (n == maxSaves || bytes+e.size > maxBytes) {
+			break
+		}
+		n, bytes = n+1, bytes+e.size
+	}
+	return n
 }
 
-// batchTxn is one transaction of a batch being put together.
-type batchTxn struct {
-	saves []*batchedSave
-	cmps  []clientv3.Cmp
-	puts  []clientv3.Op
-	gets  []clientv3.Op
-	recs  []persistence.Record
-	vals  [][]byte
-	bytes int
-}
-
-func (t *batchTxn) add(s *batchedSave, key string, stored []byte, rec persistence.Record, val []byte, size int) {
-	t.saves = append(t.saves, s)
-	t.recs, t.vals = append(t.recs, rec), append(t.vals, val)
-	// As Save: the stored bytes alone (see Catalog.save), not the
-	// revision, which etcd hands out again after a restore.
-	t.cmps = append(t.cmps, clientv3.Compare(clientv3.Value(key), "=", string(stored)))
-	t.puts = append(t.puts, clientv3.OpPut(key, string(val)))
-	t.gets = append(t.gets, clientv3.OpGet(key))
-	t.bytes += size
-}
-
-// commitTogether writes t's saves in one transaction and answers them,
-// but for those it returns, which Catalog.Save is to decide one by one: a
-// lone save, the saves of a transaction whose compare failed, and those
-// of one etcd or its client refused as too many or too large.
-func (b *Batcher) commitTogether(t *batchTxn) (direct []*batchedSave) {
-	if len(t.saves) < 2 {
-		return t.saves
+// commitTogether writes txn in one transaction and answers its saves,
+// unless the cluster refused it as too many or too large (nothing
+// written, the bound lowered), or a compare failed: nothing written, every
+// key's current record learned, and the saves returned (moved).
+func (b *Batcher) commitTogether(txn []txnEntry) (moved []*batchedSave, refused bool) {
+	cmps := make([]clientv3.Cmp, len(txn))
+	puts := make([]clientv3.Op, len(txn))
+	gets := make([]clientv3.Op, len(txn))
+	bytes := 0
+	for i, e := range txn {
+		// As Save: the stored bytes alone (see Catalog.save), not the
+		// revision, which etcd hands out again after a restore.
+		cmps[i] = clientv3.Compare(clientv3.Value(e.key), "=", string(e.stored))
+		puts[i] = clientv3.OpPut(e.key, string(e.val))
+		gets[i] = clientv3.OpGet(e.key)
+		bytes += e.size
 	}
 	ctx, cancel := context.WithTimeout(b.closing, b.opt.timeout)
-	resp, err := b.c.etcd.Txn(ctx).If(t.cmps...).Then(t.puts...).Else(t.gets...).Commit()
+	resp, err := b.c.etcd.Txn(ctx).If(cmps...).Then(puts...).Else(gets...).Commit()
 	cancel()
 	switch {
 	case errors.Is(err, rpctypes.ErrTooManyOps):
 		// The cluster takes fewer operations a transaction than
-		// WithMaxBatch says: nothing was written, each save goes on
-		// its own, and the next batches are smaller.
+		// WithMaxBatch says.
 		b.mu.Lock()
-		b.opt.maxBatch = max(1, min(b.opt.maxBatch, len(t.saves))/2)
+		b.saves.refuse(len(txn))
 		b.mu.Unlock()
-		return t.saves
+		return nil, true
 	case tooLarge(err):
 		// Likewise for the bytes, refused by etcd or, before sending,
 		// by the client.
 		b.mu.Lock()
-		b.opt.maxBytes = max(1, min(b.opt.maxBytes, t.bytes)/2)
+		b.bytes.refuse(bytes)
 		b.mu.Unlock()
-		return t.saves
+		return nil, true
 	case err != nil:
-		// The batch may have committed; each caller's retry finds it
-		// equal.
+		// The transaction may have committed; each caller's retry finds
+		// it equal.
 		err = b.closedErr(err)
-		for _, s := range t.saves {
-			s.done <- fmt.Errorf("etcdcatalog: save %q: %w", s.pchannel, err)
+		for _, e := range txn {
+			e.save.done <- fmt.Errorf("etcdcatalog: save %q: %w", e.save.pchannel, err)
 		}
-		return nil
+		return nil, false
 	case resp.Succeeded:
+		b.mu.Lock()
+		b.saves.take(len(txn))
+		b.bytes.take(bytes)
+		b.mu.Unlock()
 		// Every write of one transaction has its header's revision.
-		for i, s := range t.saves {
-			b.c.remember(b.c.keys.checkpoint(s.pchannel), hint{rev: resp.Header.Revision, rec: t.recs[i], raw: t.vals[i]})
-			s.done <- nil
+		for _, e := range txn {
+			b.c.remember(e.key, hint{rev: resp.Header.Revision, rec: e.rec, raw: e.val})
+			e.save.done <- nil
 		}
-		return nil
-	default:
-		// Learn every current record (decode remembers it), then let
-		// Save judge each pchannel on its own.
-		for i, r := range resp.Responses {
-			if kvs := r.GetResponseRange().GetKvs(); len(kvs) > 0 {
-				_, _ = b.c.decode(t.saves[i].pchannel, kvs[0]) // a corrupt one is Save's to report
-			}
-		}
-		return t.saves
+		return nil, false
 	}
+	// A compare failed: learn every current record (decode remembers
+	// it; a corrupt one is Save's to report), and forget a key found
+	// gone, which Save then creates.
+	moved = make([]*batchedSave, 0, len(txn))
+	for i, r := range resp.Responses {
+		if kvs := r.GetResponseRange().GetKvs(); len(kvs) > 0 {
+			_, _ = b.c.decode(txn[i].save.pchannel, kvs[0])
+		} else {
+			b.c.forget(txn[i].key)
+		}
+		moved = append(moved, txn[i].save)
+	}
+	return moved, false
 }
 
 // tooLarge reports whether err is a request refused for its size, which

@@ -320,24 +320,29 @@ func TestBatcherEndsWithItsCatalog(t *testing.T) {
 }
 
 // A batch bound above what the cluster takes a transaction (etcd's
-// --max-txn-ops, 128 by default) costs round trips, not saves: a batch etcd
-// refuses is saved key by key, and the bound halves until etcd takes the
-// batches. Every such save failed, and the actors retried them for good.
+// --max-txn-ops, 128 by default) costs a few round trips, not saves, nor a
+// transaction a save: a transaction etcd refuses goes out again as smaller
+// ones, and the bound settles at the most etcd takes. Every such save
+// failed once, and the actors retried them for good; then each refused
+// batch was saved key by key, and the bound halved for good.
 func TestBatcherTooLargeForTheClusterStillSaves(t *testing.T) {
+	const n, clusterMax = 400, 128 // etcd's default --max-txn-ops
 	eps := etcdtest.Start(t)
-	b := openBatcher(t, eps, nil, etcdcatalog.WithMaxBatch(100_000))
-	const n = 400
+	var counter rpcCounter
+	b := openBatcher(t, eps, &counter, etcdcatalog.WithMaxBatch(100_000))
+	name := func(i int) string { return fmt.Sprintf("p%d", i) }
 	for i := range n { // known keys: the next saves go in batches
-		require.NoError(t, b.Save(ctxT(t), fmt.Sprintf("p%d", i), wal.KafkaID(1)))
+		require.NoError(t, b.Save(ctxT(t), name(i), wal.KafkaID(1)))
 	}
 	for round := int64(2); round <= 3; round++ {
+		counter.take()
 		var wg sync.WaitGroup
 		errs := make(chan error, n)
 		for i := range n {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				errs <- b.Save(ctxT(t), fmt.Sprintf("p%d", i), wal.KafkaID(round))
+				errs <- b.Save(ctxT(t), name(i), wal.KafkaID(round))
 			}()
 		}
 		wg.Wait()
@@ -345,11 +350,78 @@ func TestBatcherTooLargeForTheClusterStillSaves(t *testing.T) {
 		for err := range errs {
 			require.NoError(t, err, "round %d", round)
 		}
+		txns := counter.take()["Txn"]
+		require.Less(t, txns, n/10, "round %d: %d transactions for %d saves", round, txns, n)
+	}
+
+	// All n in one batch, as if they had queued together: split into
+	// transactions of the bound, which, learnt, is etcd's limit exactly.
+	for round := int64(4); round <= 6; round++ {
+		saves := make(map[string]wal.MessageID, n)
+		for i := range n {
+			saves[name(i)] = wal.KafkaID(round)
+		}
+		counter.take()
+		for p, err := range etcdcatalog.CommitBatch(ctxT(t), b, saves) {
+			require.NoError(t, err, "round %d, %s", round, p)
+		}
+		txns := counter.take()["Txn"]
+		bound, _ := etcdcatalog.Bounds(b)
+		t.Logf("round %d: %d transactions, bound %d", round, txns, bound)
+		if round == 6 {
+			require.Equal(t, clusterMax, bound)
+			require.Equal(t, (n+clusterMax-1)/clusterMax, txns)
+		}
 	}
 	all, err := b.LoadAll(ctxT(t))
 	require.NoError(t, err)
 	require.Len(t, all, n)
 	for p, v := range all {
-		require.Equal(t, wal.KafkaID(3), v, p)
+		require.Equal(t, wal.KafkaID(6), v, p)
+	}
+}
+
+// A stale key costs its batch one more transaction, not a transaction a
+// save: the saves still to write go out together again, on the records
+// the failed transaction read, and Save decides only the keys that moved
+// ahead or went.
+func TestBatcherRetriesTogetherWhatAStaleKeyHeldBack(t *testing.T) {
+	const n = 30
+	eps := etcdtest.Start(t)
+	var counter rpcCounter
+	b := openBatcher(t, eps, &counter)
+	other := openCatalog(t, eps, nil)
+	ctx := ctxT(t)
+	name := func(i int) string { return fmt.Sprintf("p%02d", i) }
+	for i := range n {
+		require.NoError(t, b.Save(ctx, name(i), wal.KafkaID(10)))
+	}
+	require.NoError(t, other.Save(ctx, name(0), wal.KafkaID(30))) // ahead of the batch
+	require.NoError(t, other.Save(ctx, name(1), wal.KafkaID(15))) // moved, still below it
+	require.NoError(t, other.Delete(ctx, name(2)))                // gone
+
+	saves := make(map[string]wal.MessageID, n)
+	for i := range n {
+		saves[name(i)] = wal.KafkaID(20)
+	}
+	counter.take()
+	got := etcdcatalog.CommitBatch(ctx, b, saves)
+	// The failed transaction, the one of the 28 still to write, and a
+	// Save each of the key ahead and the key gone: 32 before, a Save a key.
+	require.Equal(t, map[string]int{"Txn": 4}, counter.take())
+	var ahead *persistence.StoredAheadError
+	require.ErrorAs(t, got[name(0)], &ahead)
+	require.Equal(t, persistence.StoredAheadError{PChannel: name(0), Stored: wal.KafkaID(30), Attempted: wal.KafkaID(20)}, *ahead)
+	delete(got, name(0))
+	for p, err := range got {
+		require.NoError(t, err, p)
+	}
+	all, err := other.LoadAll(ctx)
+	require.NoError(t, err)
+	require.Len(t, all, n)
+	for p, v := range all {
+		if p != name(0) {
+			require.Equal(t, wal.KafkaID(20), v, p)
+		}
 	}
 }

@@ -20,3 +20,10 @@ func CommitBatch(ctx context.Context, b *Batcher, saves map[string]wal.MessageID
 	}
 	return out
 }
+
+// Bounds returns what b's next transaction takes at most: saves and bytes.
+func Bounds(b *Batcher) (saves, bytes int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.saves.limit, b.bytes.limit
+}
