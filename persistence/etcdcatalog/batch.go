@@ -312,10 +312,10 @@ func (b *Batcher) commitLoop() {
 	}
 }
 
-// take removes as many queued saves as a transaction takes, of distinct pchannels (a
-// transaction may not put one key twice; a second save of a pchannel
-// waits for the next batch) and answers those whose caller is gone. It
-// returns nil, and leaves the loop count, when nothing is queued.
+// take removes as many queued saves as a transaction takes, of distinct
+// pchannels (a transaction may not put one key twice; a second save of a
+// pchannel waits for the next batch), and answers those whose caller is
+// gone. It returns nil, and leaves the loop count, when nothing is queued.
 func (b *Batcher) take() []*batchedSave {
 	b.mu.Lock()
 	defer b.mu.Unlock()
