@@ -81,7 +81,10 @@ func WithMaxInFlight(n int) BatchOption {
 // under the callers' deadline (actors.WithSaveTimeout): a batch stuck on
 // a member that answers nothing holds its commit slot (WithMaxInFlight)
 // until this timeout, and while every slot is so held, no save of any
-// pchannel goes out, however short its own deadline.
+// pchannel goes out, however short its own deadline. Keep it well above a
+// transaction's round trip too: a transaction cut by it fails every save
+// it carries. A save the Batcher hands to Catalog.Save on its own (see
+// Batcher) holds no slot, and is bounded by its caller's context alone.
 func WithBatchTimeout(d time.Duration) BatchOption {
 	return batchOptionFunc(func(o *batchOptions) { o.timeout = d })
 }
@@ -100,15 +103,18 @@ func WithBatchTimeout(d time.Duration) BatchOption {
 // an etcd restored from a snapshot hands out again). An etcd transaction is
 // all-or-nothing, so when any compare fails nothing is written, and the
 // transaction returns every key's current record instead. Each save of the
-// batch is then judged on those: the saves still to write go out together
-// once more, on the records just read, and the others go through
-// Catalog.Save, which answers them (stored ahead, equal, another WAL).
-// One stale key costs its batch a second round trip, never another key's
-// outcome; only a second failed compare, another writer moving keys
-// meanwhile, leaves every save of the batch to Catalog.Save on its own.
-// Saves that Save would judge without writing (nothing known about the key
-// yet, or the value known equal or below) skip the batch and go to Save
-// directly.
+// batch is then judged on those, as Catalog.Save would judge it: the
+// saves still to write go out together once more, and the others are
+// answered (stored ahead, equal, another WAL). One stale key costs its
+// batch a second round trip, never another key's outcome; only a second
+// failed compare, another writer moving keys meanwhile, leaves every save
+// of the batch to Catalog.Save on its own.
+//
+// A save of a key the Catalog knows nothing of yet, or knows to hold the
+// value or one above, goes to Catalog.Save on its own, which reads the
+// key first. A Load or LoadAll tells the Catalog the keys it reads (the
+// actors' recovery makes one per pchannel), so that the first saves after
+// a restart share transactions too.
 //
 // Owned saves (Owned.Save, fenced by an owner term) are not batched: they
 // go through their Owned as before.
@@ -354,56 +360,65 @@ func (b *Batcher) take() []*batchedSave {
 }
 
 // commit writes batch in as few transactions as the cluster takes, and
-// sends through Catalog.Save, one by one and concurrently, the saves a
-// transaction cannot decide.
+// hands to Catalog.Save the saves a transaction cannot decide.
 //
 // A transaction the cluster refuses as too many or too large wrote
 // nothing: its saves go out again in smaller ones, the bound lowered. One
-// whose compare failed wrote nothing either, and told every key's record:
-// its saves are judged again on those, and those still to write go out
-// together once more; only a second failed compare leaves each to Save.
+// whose compare failed wrote nothing either, and read every key's record:
+// each save is judged on it, and those still to write go out together once
+// more; only a second failed compare leaves each to Save.
 func (b *Batcher) commit(batch []*batchedSave) {
-	var direct []*batchedSave
-	for round := 0; len(batch) > 0; round++ {
-		entries, alone := b.prepare(batch)
-		direct = append(direct, alone...)
-		batch = nil
+	entries, alone := b.prepare(batch)
+	for round := 0; len(entries) > 0; round++ {
+		var again []txnEntry
 		for len(entries) > 0 {
 			txn := entries[:b.fit(entries)]
-			if len(txn) == 1 {
-				direct = append(direct, txn[0].save)
+			retry, gone, refused := b.commitTogether(txn)
+			if refused && len(txn) > 1 {
+				continue // the next transaction takes fewer of the same saves
+			}
+			if refused {
+				// Too large alone: Save says so.
+				alone = append(alone, txn[0].save)
 				entries = entries[1:]
 				continue
 			}
-			moved, refused := b.commitTogether(txn)
-			if refused {
-				continue // the next transaction takes fewer of the same saves
-			}
 			entries = entries[len(txn):]
+			alone = append(alone, gone...)
 			if round == 0 {
-				batch = append(batch, moved...)
-			} else {
-				direct = append(direct, moved...)
+				again = append(again, retry...)
+				continue
+			}
+			for _, e := range retry {
+				alone = append(alone, e.save)
 			}
 		}
+		entries = again
 	}
-	var wg sync.WaitGroup
-	for _, s := range direct {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			// The caller's deadline, and Close's grace.
-			ctx, cancel := context.WithCancel(s.ctx)
-			defer cancel()
-			defer context.AfterFunc(b.closing, cancel)()
-			err := b.c.Save(ctx, s.pchannel, s.checkpoint)
-			if s.ctx.Err() == nil {
-				err = b.closedErr(err)
-			}
-			s.done <- err
-		}()
+	for _, s := range alone {
+		b.saveAlone(s)
 	}
-	wg.Wait()
+}
+
+// saveAlone hands s to Catalog.Save on a goroutine of its own, which
+// Close waits for: its caller's deadline bounds it, not the batch
+// timeout, and the commit loop goes on meanwhile. A loop that waited for
+// it held its place among the WithMaxInFlight, and saves of a caller with
+// no deadline, stuck on a member that answers nothing, held every one.
+func (b *Batcher) saveAlone(s *batchedSave) {
+	b.running.Add(1) // while the loop's own count holds: Close waits for it
+	go func() {
+		defer b.running.Done()
+		// The caller's deadline, and Close's grace.
+		ctx, cancel := context.WithCancel(s.ctx)
+		defer cancel()
+		defer context.AfterFunc(b.closing, cancel)()
+		err := b.c.Save(ctx, s.pchannel, s.checkpoint)
+		if s.ctx.Err() == nil {
+			err = b.closedErr(err)
+		}
+		s.done <- err
+	}()
 }
 
 // txnEntry is one save made ready for a transaction: the record it
@@ -420,9 +435,9 @@ type txnEntry struct {
 }
 
 // prepare makes ready for a transaction the saves of batch that one can
-// decide, on what the catalog last saw of their keys, and returns the
-// others, which Save decides: a key nothing is known of (Save reads or
-// creates it), and a value known equal or below (Save confirms it against
+// decide on what the catalog last saw of their keys, and returns the
+// others, for Save: a key the catalog knows nothing of (Save reads it, or
+// creates it), and a value it knows equal or below (Save confirms that on
 // a fresh read).
 func (b *Batcher) prepare(batch []*batchedSave) (entries []txnEntry, alone []*batchedSave) {
 	for _, s := range batch {
@@ -436,16 +451,25 @@ func (b *Batcher) prepare(batch []*batchedSave) (entries []txnEntry, alone []*ba
 			alone = append(alone, s)
 			continue
 		}
-		rec := persistence.Record{Checkpoint: s.checkpoint, Term: carriedTerm(h.rec.Term, h.rev)}
-		val, err := persistence.EncodeRecord(s.pchannel, rec)
+		e, err := newTxnEntry(s, key, h)
 		if err != nil {
 			alone = append(alone, s)
 			continue
 		}
-		entries = append(entries, txnEntry{save: s, key: key, stored: h.raw, rec: rec, val: val,
-			size: 3*len(key) + len(h.raw) + len(val)})
+		entries = append(entries, e)
 	}
 	return entries, alone
+}
+
+// newTxnEntry makes s ready to replace h, the record stored at key.
+func newTxnEntry(s *batchedSave, key string, h hint) (txnEntry, error) {
+	rec := persistence.Record{Checkpoint: s.checkpoint, Term: carriedTerm(h.rec.Term, h.rev)}
+	val, err := persistence.EncodeRecord(s.pchannel, rec)
+	if err != nil {
+		return txnEntry{}, err
+	}
+	return txnEntry{save: s, key: key, stored: h.raw, rec: rec, val: val,
+		size: 3*len(key) + len(h.raw) + len(val)}, nil
 }
 
 // fit tells how many of entries, at least one, the next transaction
@@ -464,11 +488,17 @@ func (b *Batcher) fit(entries []txnEntry) int {
 	return n
 }
 
-// commitTogether writes txn in one transaction and answers its saves,
-// unless the cluster refused it as too many or too large (nothing
-// written, the bound lowered), or a compare failed: nothing written, every
-// key's current record learned, and the saves returned (moved).
-func (b *Batcher) commitTogether(txn []txnEntry) (moved []*batchedSave, refused bool) {
+// commitTogether writes txn in one transaction, a lone save too, which
+// then holds its commit loop as a batch would (the next batch is what
+// queues meanwhile), and answers its saves, but when the cluster refused
+// it as too many or too large (nothing written, the bound lowered:
+// refused), and when a compare failed. Then nothing
+// was written and every key's record was read: a save that record decides
+// (stored ahead, equal, another WAL, a record that cannot be decoded) is
+// answered as Save would answer it, a save still to write is made ready
+// again on it (retry), and one whose key is gone is returned (gone), for
+// Save to create.
+func (b *Batcher) commitTogether(txn []txnEntry) (retry []txnEntry, gone []*batchedSave, refused bool) {
 	cmps := make([]clientv3.Cmp, len(txn))
 	puts := make([]clientv3.Op, len(txn))
 	gets := make([]clientv3.Op, len(txn))
@@ -491,22 +521,24 @@ func (b *Batcher) commitTogether(txn []txnEntry) (moved []*batchedSave, refused 
 		b.mu.Lock()
 		b.saves.refuse(len(txn))
 		b.mu.Unlock()
-		return nil, true
+		return nil, nil, true
 	case tooLarge(err):
 		// Likewise for the bytes, refused by etcd or, before sending,
-		// by the client.
-		b.mu.Lock()
-		b.bytes.refuse(bytes)
-		b.mu.Unlock()
-		return nil, true
+		// by the client. A save too large alone tells nothing of how
+		// many fit together.
+		if len(txn) > 1 {
+			b.mu.Lock()
+			b.bytes.refuse(bytes)
+			b.mu.Unlock()
+		}
+		return nil, nil, true
 	case err != nil:
 		// The transaction may have committed; each caller's retry finds
 		// it equal.
-		err = b.closedErr(err)
 		for _, e := range txn {
-			e.save.done <- fmt.Errorf("etcdcatalog: save %q: %w", e.save.pchannel, err)
+			e.save.done <- b.closedErr(fmt.Errorf("etcdcatalog: save %q: %w", e.save.pchannel, err))
 		}
-		return nil, false
+		return nil, nil, false
 	case resp.Succeeded:
 		b.mu.Lock()
 		b.saves.take(len(txn))
@@ -517,21 +549,35 @@ func (b *Batcher) commitTogether(txn []txnEntry) (moved []*batchedSave, refused 
 			b.c.remember(e.key, hint{rev: resp.Header.Revision, rec: e.rec, raw: e.val})
 			e.save.done <- nil
 		}
-		return nil, false
+		return nil, nil, false
 	}
-	// A compare failed: learn every current record (decode remembers
-	// it; a corrupt one is Save's to report), and forget a key found
-	// gone, which Save then creates.
-	moved = make([]*batchedSave, 0, len(txn))
-	for i, r := range resp.Responses {
-		if kvs := r.GetResponseRange().GetKvs(); len(kvs) > 0 {
-			_, _ = b.c.decode(txn[i].save.pchannel, kvs[0])
-		} else {
-			b.c.forget(txn[i].key)
+	for i, e := range txn {
+		s := e.save
+		// As Save after its failed compare: what was read replaces the
+		// hint, even at a lower revision (after a reset of etcd it is
+		// the current one), and decides the save.
+		h, err := b.c.judgeReads(s.pchannel, e.key, nil, resp.Responses[i:i+1])
+		if err != nil {
+			s.done <- err
+			continue
 		}
-		moved = append(moved, txn[i].save)
+		b.c.replace(e.key, h)
+		if h.rev == 0 {
+			gone = append(gone, s)
+			continue
+		}
+		if done, err := judge(s.pchannel, h.rec, s.checkpoint, nil); done {
+			s.done <- err
+			continue
+		}
+		next, err := newTxnEntry(s, e.key, h)
+		if err != nil {
+			gone = append(gone, s) // Save says why
+			continue
+		}
+		retry = append(retry, next)
 	}
-	return moved, false
+	return retry, gone, false
 }
 
 // tooLarge reports whether err is a request refused for its size, which

@@ -1,6 +1,7 @@
 package etcdcatalog_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc"
 
 	"github.com/lowwater/lowwater/internal/testkit/etcdtest"
@@ -253,9 +256,13 @@ func TestBatcherTransactionFailingDuringCloseSaysClosed(t *testing.T) {
 	for p, err := range within(t, batch, "the transaction to fail") {
 		require.ErrorIs(t, err, persistence.ErrClosed, p)
 		require.ErrorIs(t, err, context.DeadlineExceeded, p)
+		// One shape, whichever way the save went: closed, then why.
+		require.Equal(t, fmt.Sprintf("persistence: catalog closed: etcdcatalog: save %q: context deadline exceeded", p), err.Error())
 	}
 	endHeld <- errors.New("the member is gone")
-	require.ErrorIs(t, within(t, held, "the save Close waited for to end"), persistence.ErrClosed)
+	err = within(t, held, "the save Close waited for to end")
+	require.ErrorIs(t, err, persistence.ErrClosed)
+	require.Equal(t, `persistence: catalog closed: etcdcatalog: save "c": the member is gone`, err.Error())
 	require.NoError(t, within(t, closed, "Close to return"))
 }
 
@@ -382,9 +389,9 @@ func TestBatcherTooLargeForTheClusterStillSaves(t *testing.T) {
 }
 
 // A stale key costs its batch one more transaction, not a transaction a
-// save: the saves still to write go out together again, on the records
-// the failed transaction read, and Save decides only the keys that moved
-// ahead or went.
+// save: the saves are judged on the records the failed transaction read,
+// those still to write go out together again, and Save only creates the
+// key that went.
 func TestBatcherRetriesTogetherWhatAStaleKeyHeldBack(t *testing.T) {
 	const n = 30
 	eps := etcdtest.Start(t)
@@ -406,9 +413,10 @@ func TestBatcherRetriesTogetherWhatAStaleKeyHeldBack(t *testing.T) {
 	}
 	counter.take()
 	got := etcdcatalog.CommitBatch(ctx, b, saves)
-	// The failed transaction, the one of the 28 still to write, and a
-	// Save each of the key ahead and the key gone: 32 before, a Save a key.
-	require.Equal(t, map[string]int{"Txn": 4}, counter.take())
+	// The failed transaction, the one of the 28 still to write, and the
+	// Save that creates the key gone; the key ahead is answered on what
+	// the failed transaction read. 32 before: a Save a key.
+	require.Equal(t, map[string]int{"Txn": 3}, counter.take())
 	var ahead *persistence.StoredAheadError
 	require.ErrorAs(t, got[name(0)], &ahead)
 	require.Equal(t, persistence.StoredAheadError{PChannel: name(0), Stored: wal.KafkaID(30), Attempted: wal.KafkaID(20)}, *ahead)
@@ -424,4 +432,55 @@ func TestBatcherRetriesTogetherWhatAStaleKeyHeldBack(t *testing.T) {
 			require.Equal(t, wal.KafkaID(20), v, p)
 		}
 	}
+}
+
+// A save the Batcher hands to Catalog.Save on its own (here the first of a
+// key it knows nothing of) holds no commit loop: the saves of other
+// pchannels go on while it waits on etcd. A loop that waited for it held
+// its place among WithMaxInFlight, and for a caller with no deadline,
+// every save of every pchannel behind it for as long as etcd kept it.
+func TestBatcherSaveAloneHoldsNoCommitLoop(t *testing.T) {
+	eps := etcdtest.Start(t)
+	release, held := make(chan struct{}), make(chan struct{}, 1)
+	cfg := clientConfig(eps, nil)
+	cfg.DialOptions = []grpc.DialOption{grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any,
+		cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if txn, ok := req.(*etcdserverpb.TxnRequest); ok && len(txn.Compare) > 0 && bytes.Contains(txn.Compare[0].Key, []byte("/stuck/")) {
+			held <- struct{}{}
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	})}
+	c, err := etcdcatalog.Open(cfg)
+	require.NoError(t, err)
+	b, err := etcdcatalog.NewBatcher(c, etcdcatalog.WithMaxInFlight(1))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = b.Close() })
+	for _, p := range []string{"a", "b"} {
+		require.NoError(t, b.Save(ctxT(t), p, wal.KafkaID(1)))
+	}
+
+	stuck := make(chan error, 1)
+	go func() { stuck <- b.Save(context.Background(), "stuck", wal.KafkaID(1)) }()
+	within(t, held, "the save of stuck to reach etcd")
+	for r := wal.KafkaID(2); r <= 4; r++ {
+		var wg sync.WaitGroup
+		for _, p := range []string{"a", "b"} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				assert.NoError(t, b.Save(ctxT(t), p, r), "%s at %v", p, r)
+			}()
+		}
+		wg.Wait()
+	}
+	close(release)
+	require.NoError(t, within(t, stuck, "the save of stuck once let go"))
+	all, err := b.LoadAll(ctxT(t))
+	require.NoError(t, err)
+	require.Equal(t, map[string]wal.MessageID{"a": wal.KafkaID(4), "b": wal.KafkaID(4), "stuck": wal.KafkaID(1)}, all)
 }
