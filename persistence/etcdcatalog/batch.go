@@ -490,14 +490,14 @@ func (b *Batcher) fit(entries []txnEntry) int {
 
 // commitTogether writes txn in one transaction, a lone save too, which
 // then holds its commit loop as a batch would (the next batch is what
-// queues meanwhile), and answers its saves, but when the cluster refused
-// it as too many or too large (nothing written, the bound lowered:
-// refused), and when a compare failed. Then nothing
-// was written and every key's record was read: a save that record decides
-// (stored ahead, equal, another WAL, a record that cannot be decoded) is
-// answered as Save would answer it, a save still to write is made ready
-// again on it (retry), and one whose key is gone is returned (gone), for
-// Save to create.
+// queues meanwhile), and answers its saves; but not when the cluster
+// refused it as too many or too large (nothing written, the bound
+// lowered: refused), nor when a compare failed. Then nothing was written
+// and every key's record was read: a save that record decides (stored
+// ahead, equal, another WAL, a record that cannot be decoded) is answered
+// as Save would answer it, a save still to write is made ready again on
+// it (retry), and one whose key is gone is returned (gone), for Save to
+// create.
 func (b *Batcher) commitTogether(txn []txnEntry) (retry []txnEntry, gone []*batchedSave, refused bool) {
 	cmps := make([]clientv3.Cmp, len(txn))
 	puts := make([]clientv3.Op, len(txn))
