@@ -110,9 +110,10 @@ func WithBatchTimeout(d time.Duration) BatchOption {
 // failed compare, another writer moving keys meanwhile, leaves every save
 // of the batch to Catalog.Save on its own.
 //
-// A save of a key the Catalog knows nothing of yet, or knows to hold the
-// value or one above, goes to Catalog.Save on its own, which reads the
-// key first. A Load or LoadAll tells the Catalog the keys it reads (the
+// A save of a key the Catalog knows nothing of yet goes to Catalog.Save
+// on its own, which creates the key, or finds it there and raises it; so
+// does one the Catalog knows to be equal or below what is stored, which
+// Save confirms on a fresh read. A Load or LoadAll tells the Catalog the keys it reads (the
 // actors' recovery makes one per pchannel), so that the first saves after
 // a restart share transactions too.
 //
@@ -187,12 +188,23 @@ func NewBatcher(c *Catalog, opts ...BatchOption) (*Batcher, error) {
 // Batcher's Close has begun, or its Catalog's: nothing is saved through
 // the Batcher again. A transaction that failed meanwhile, cut short by
 // the close or on its own timeout, said only "context deadline exceeded",
-// and a caller tried once more a save that could no longer be made.
+// and a caller tried once more a save that could no longer be made. An
+// answer of what etcd holds (stored ahead, another WAL, a record that
+// cannot be decoded) is left as it is: the close did not make it, and a
+// caller that asks ErrClosed first would take it for a shutdown.
 func (b *Batcher) closedErr(err error) error {
-	if err == nil || errors.Is(err, persistence.ErrClosed) || !b.isClosed() {
+	if err == nil || errors.Is(err, persistence.ErrClosed) || !b.isClosed() || answered(err) {
 		return err
 	}
 	return fmt.Errorf("%w: %w", persistence.ErrClosed, err)
+}
+
+// answered tells whether err is judge's answer on a stored record, or
+// the one of a record that cannot be decoded.
+func answered(err error) bool {
+	var ahead *persistence.StoredAheadError
+	var corrupt *persistence.CorruptRecordError
+	return errors.As(err, &ahead) || errors.As(err, &corrupt) || errors.Is(err, persistence.ErrInvalidArgument)
 }
 
 // Catalog returns the Catalog the Batcher saves through, for ownership.
@@ -374,14 +386,8 @@ func (b *Batcher) commit(batch []*batchedSave) {
 		for len(entries) > 0 {
 			txn := entries[:b.fit(entries)]
 			retry, gone, refused := b.commitTogether(txn)
-			if refused && len(txn) > 1 {
-				continue // the next transaction takes fewer of the same saves
-			}
 			if refused {
-				// Too large alone: Save says so.
-				alone = append(alone, txn[0].save)
-				entries = entries[1:]
-				continue
+				continue // the next transaction takes fewer of the same saves
 			}
 			entries = entries[len(txn):]
 			alone = append(alone, gone...)
@@ -491,13 +497,13 @@ func (b *Batcher) fit(entries []txnEntry) int {
 // commitTogether writes txn in one transaction, a lone save too, which
 // then holds its commit loop as a batch would (the next batch is what
 // queues meanwhile), and answers its saves; but not when the cluster
-// refused it as too many or too large (nothing written, the bound
-// lowered: refused), nor when a compare failed. Then nothing was written
-// and every key's record was read: a save that record decides (stored
-// ahead, equal, another WAL, a record that cannot be decoded) is answered
-// as Save would answer it, a save still to write is made ready again on
-// it (retry), and one whose key is gone is returned (gone), for Save to
-// create.
+// refused it, of two saves or more, as too many or too large (nothing
+// written, the bound lowered: refused), nor when a compare failed. Then
+// nothing was written and every key's record was read: a save that record
+// decides (stored ahead, equal, another WAL, a record that cannot be
+// decoded) is answered as Save would answer it, a save still to write is
+// made ready again on it (retry), and one whose key is gone is returned
+// (gone), for Save to create.
 func (b *Batcher) commitTogether(txn []txnEntry) (retry []txnEntry, gone []*batchedSave, refused bool) {
 	cmps := make([]clientv3.Cmp, len(txn))
 	puts := make([]clientv3.Op, len(txn))
@@ -515,24 +521,22 @@ func (b *Batcher) commitTogether(txn []txnEntry) (retry []txnEntry, gone []*batc
 	resp, err := b.c.etcd.Txn(ctx).If(cmps...).Then(puts...).Else(gets...).Commit()
 	cancel()
 	switch {
-	case errors.Is(err, rpctypes.ErrTooManyOps):
+	case len(txn) > 1 && errors.Is(err, rpctypes.ErrTooManyOps):
 		// The cluster takes fewer operations a transaction than
 		// WithMaxBatch says.
 		b.mu.Lock()
 		b.saves.refuse(len(txn))
 		b.mu.Unlock()
 		return nil, nil, true
-	case tooLarge(err):
+	case len(txn) > 1 && tooLarge(err):
 		// Likewise for the bytes, refused by etcd or, before sending,
-		// by the client. A save too large alone tells nothing of how
-		// many fit together.
-		if len(txn) > 1 {
-			b.mu.Lock()
-			b.bytes.refuse(bytes)
-			b.mu.Unlock()
-		}
+		// by the client.
+		b.mu.Lock()
+		b.bytes.refuse(bytes)
+		b.mu.Unlock()
 		return nil, nil, true
 	case err != nil:
+		// A save too large alone fails here, as Save would fail it.
 		// The transaction may have committed; each caller's retry finds
 		// it equal.
 		for _, e := range txn {

@@ -484,3 +484,50 @@ func TestBatcherSaveAloneHoldsNoCommitLoop(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, map[string]wal.MessageID{"a": wal.KafkaID(4), "b": wal.KafkaID(4), "stuck": wal.KafkaID(1)}, all)
 }
+
+// An answer of what etcd holds (here, a value ahead) that comes while the
+// Batcher closes is not said to be ErrClosed: a caller that asks
+// ErrClosed first took it for a shutdown, and retried nothing it could
+// have learnt from.
+func TestBatcherAnswerDuringCloseIsNotClosed(t *testing.T) {
+	eps := etcdtest.Start(t)
+	require.NoError(t, openCatalog(t, eps, nil).Save(ctxT(t), "a", wal.KafkaID(9)))
+	var hold atomic.Bool
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	cfg := clientConfig(eps, nil)
+	cfg.DialOptions = []grpc.DialOption{grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any,
+		cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if hold.Load() && strings.HasSuffix(method, "/Txn") {
+			entered <- struct{}{}
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	})}
+	c, err := etcdcatalog.Open(cfg)
+	require.NoError(t, err)
+	b, err := etcdcatalog.NewBatcher(c, etcdcatalog.WithBatchTimeout(time.Minute)) // never reached
+	require.NoError(t, err)
+	hold.Store(true)
+	saved := make(chan error, 1)
+	go func() { saved <- b.Save(context.Background(), "a", wal.KafkaID(5)) }() // nothing known of "a": Save's
+	within(t, entered, "the save to reach etcd")
+	closed := make(chan error, 1)
+	go func() { closed <- b.Close() }()
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	for deadline := time.Now().Add(callTimeout); !errors.Is(b.Save(gone, "probe", wal.KafkaID(1)), persistence.ErrClosed); runtime.Gosched() {
+		require.False(t, time.Now().After(deadline), "Close did not begin")
+	}
+	hold.Store(false)
+	close(release)
+	err = within(t, saved, "the save to be answered")
+	var ahead *persistence.StoredAheadError
+	require.ErrorAs(t, err, &ahead)
+	require.Equal(t, persistence.StoredAheadError{PChannel: "a", Stored: wal.KafkaID(9), Attempted: wal.KafkaID(5)}, *ahead)
+	require.NotErrorIs(t, err, persistence.ErrClosed)
+	require.NoError(t, within(t, closed, "Close to return"))
+}

@@ -117,3 +117,31 @@ func TestBatcherSavesBatchesTooLargeForEtcd(t *testing.T) {
 		})
 	}
 }
+
+// A save too large alone for the client fails in one transaction, with
+// the client's refusal, and lowers no bound: it says nothing of how many
+// saves fit together.
+func TestBatcherSaveTooLargeAloneFailsOnce(t *testing.T) {
+	require.NoError(t, registerFat())
+	eps := etcdtest.Start(t)
+	var counter rpcCounter
+	cfg := clientConfig(eps, &counter)
+	cfg.MaxCallSendMsgSize = 64 << 10 // a record fits, a transaction that compares one and puts another does not
+	cat, err := etcdcatalog.Open(cfg, etcdcatalog.WithPrefix("fat-alone"))
+	require.NoError(t, err)
+	b, err := etcdcatalog.NewBatcher(cat)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = b.Close() })
+	require.NoError(t, b.Save(ctxT(t), "p", fatID(1)))
+	saves0, bytes0 := etcdcatalog.Bounds(b)
+	counter.take()
+	err = b.Save(ctxT(t), "p", fatID(2))
+	require.ErrorContains(t, err, `etcdcatalog: save "p": `)
+	require.ErrorContains(t, err, "larger than max")
+	require.Equal(t, map[string]int{"Txn": 1}, counter.take())
+	saves, bytes := etcdcatalog.Bounds(b)
+	require.Equal(t, []int{saves0, bytes0}, []int{saves, bytes})
+	got, err := b.Load(ctxT(t), "p")
+	require.NoError(t, err)
+	require.Equal(t, fatID(1), got)
+}
