@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 
 	"github.com/lowwater/lowwater/internal/testkit/etcdtest"
@@ -244,14 +245,7 @@ func TestBatcherTransactionFailingDuringCloseSaysClosed(t *testing.T) {
 	held := make(chan error, 1)
 	go func() { held <- b.Save(context.Background(), "c", wal.KafkaID(2)) }()
 	endHeld := within(t, entered, "a save Close waits for to reach etcd")
-	closed := make(chan error, 1)
-	go func() { closed <- b.Close() }()
-	// Close has begun once a save is refused as closed.
-	gone, cancel := context.WithCancel(context.Background())
-	cancel()
-	for deadline := time.Now().Add(callTimeout); !errors.Is(b.Save(gone, "probe", wal.KafkaID(1)), persistence.ErrClosed); runtime.Gosched() {
-		require.False(t, time.Now().After(deadline), "Close did not begin")
-	}
+	closed := beginClose(t, b)
 	endBatch <- context.DeadlineExceeded
 	for p, err := range within(t, batch, "the transaction to fail") {
 		require.ErrorIs(t, err, persistence.ErrClosed, p)
@@ -441,20 +435,9 @@ func TestBatcherRetriesTogetherWhatAStaleKeyHeldBack(t *testing.T) {
 // every save of every pchannel behind it for as long as etcd kept it.
 func TestBatcherSaveAloneHoldsNoCommitLoop(t *testing.T) {
 	eps := etcdtest.Start(t)
-	release, held := make(chan struct{}), make(chan struct{}, 1)
-	cfg := clientConfig(eps, nil)
-	cfg.DialOptions = []grpc.DialOption{grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any,
-		cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		if txn, ok := req.(*etcdserverpb.TxnRequest); ok && len(txn.Compare) > 0 && bytes.Contains(txn.Compare[0].Key, []byte("/stuck/")) {
-			held <- struct{}{}
-			select {
-			case <-release:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		return invoker(ctx, method, req, reply, cc, opts...)
-	})}
+	cfg, held, release := holdingTxns(eps, func(txn *etcdserverpb.TxnRequest) bool {
+		return len(txn.Compare) > 0 && bytes.Contains(txn.Compare[0].Key, []byte("/stuck/"))
+	})
 	c, err := etcdcatalog.Open(cfg)
 	require.NoError(t, err)
 	b, err := etcdcatalog.NewBatcher(c, etcdcatalog.WithMaxInFlight(1))
@@ -493,20 +476,7 @@ func TestBatcherAnswerDuringCloseIsNotClosed(t *testing.T) {
 	eps := etcdtest.Start(t)
 	require.NoError(t, openCatalog(t, eps, nil).Save(ctxT(t), "a", wal.KafkaID(9)))
 	var hold atomic.Bool
-	entered, release := make(chan struct{}, 1), make(chan struct{})
-	cfg := clientConfig(eps, nil)
-	cfg.DialOptions = []grpc.DialOption{grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any,
-		cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		if hold.Load() && strings.HasSuffix(method, "/Txn") {
-			entered <- struct{}{}
-			select {
-			case <-release:
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		return invoker(ctx, method, req, reply, cc, opts...)
-	})}
+	cfg, entered, release := holdingTxns(eps, func(*etcdserverpb.TxnRequest) bool { return hold.Load() })
 	c, err := etcdcatalog.Open(cfg)
 	require.NoError(t, err)
 	b, err := etcdcatalog.NewBatcher(c, etcdcatalog.WithBatchTimeout(time.Minute)) // never reached
@@ -515,13 +485,7 @@ func TestBatcherAnswerDuringCloseIsNotClosed(t *testing.T) {
 	saved := make(chan error, 1)
 	go func() { saved <- b.Save(context.Background(), "a", wal.KafkaID(5)) }() // nothing known of "a": Save's
 	within(t, entered, "the save to reach etcd")
-	closed := make(chan error, 1)
-	go func() { closed <- b.Close() }()
-	gone, cancel := context.WithCancel(context.Background())
-	cancel()
-	for deadline := time.Now().Add(callTimeout); !errors.Is(b.Save(gone, "probe", wal.KafkaID(1)), persistence.ErrClosed); runtime.Gosched() {
-		require.False(t, time.Now().After(deadline), "Close did not begin")
-	}
+	closed := beginClose(t, b)
 	hold.Store(false)
 	close(release)
 	err = within(t, saved, "the save to be answered")
@@ -530,4 +494,38 @@ func TestBatcherAnswerDuringCloseIsNotClosed(t *testing.T) {
 	require.Equal(t, persistence.StoredAheadError{PChannel: "a", Stored: wal.KafkaID(9), Attempted: wal.KafkaID(5)}, *ahead)
 	require.NotErrorIs(t, err, persistence.ErrClosed)
 	require.NoError(t, within(t, closed, "Close to return"))
+}
+
+// holdingTxns is a client configuration whose Txns that hold picks wait,
+// each told on entered, until release is closed or their context ends.
+func holdingTxns(eps []string, hold func(*etcdserverpb.TxnRequest) bool) (cfg clientv3.Config, entered <-chan struct{}, release chan struct{}) {
+	in, release := make(chan struct{}, 1), make(chan struct{})
+	cfg = clientConfig(eps, nil)
+	cfg.DialOptions = []grpc.DialOption{grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any,
+		cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if txn, ok := req.(*etcdserverpb.TxnRequest); ok && hold(txn) {
+			in <- struct{}{}
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	})}
+	return cfg, in, release
+}
+
+// beginClose starts b's Close, returns once it has begun (a save is
+// refused as closed), and gives Close's result on the channel.
+func beginClose(t *testing.T, b *etcdcatalog.Batcher) <-chan error {
+	t.Helper()
+	closed := make(chan error, 1)
+	go func() { closed <- b.Close() }()
+	gone, cancel := context.WithCancel(context.Background())
+	cancel()
+	for deadline := time.Now().Add(callTimeout); !errors.Is(b.Save(gone, "probe", wal.KafkaID(1)), persistence.ErrClosed); runtime.Gosched() {
+		require.False(t, time.Now().After(deadline), "Close did not begin")
+	}
+	return closed
 }
