@@ -110,12 +110,13 @@ func WithBatchTimeout(d time.Duration) BatchOption {
 // failed compare, another writer moving keys meanwhile, leaves every save
 // of the batch to Catalog.Save on its own.
 //
-// A save of a key the Catalog knows nothing of yet goes to Catalog.Save
-// on its own, which creates the key, or finds it there and raises it; so
-// does one the Catalog knows to be equal or below what is stored, which
-// Save confirms on a fresh read. A Load or LoadAll tells the Catalog the keys it reads (the
-// actors' recovery makes one per pchannel), so that the first saves after
-// a restart share transactions too.
+// A save of a key the Catalog knows nothing of yet is batched too, its
+// compare that the key does not exist: a key created since, by another
+// process or before a restart, fails it, and is then judged on the record
+// read like any stale key, so the first saves of a fleet share
+// transactions whether or not their keys exist. A save the Catalog knows
+// to be equal or below what is stored goes to Catalog.Save on its own,
+// which confirms that on a fresh read.
 //
 // Owned saves (Owned.Save, fenced by an owner term) are not batched: they
 // go through their Owned as before.
@@ -385,12 +386,11 @@ func (b *Batcher) commit(batch []*batchedSave) {
 		var again []txnEntry
 		for len(entries) > 0 {
 			txn := entries[:b.fit(entries)]
-			retry, gone, refused := b.commitTogether(txn)
+			retry, refused := b.commitTogether(txn)
 			if refused {
 				continue // the next transaction takes fewer of the same saves
 			}
 			entries = entries[len(txn):]
-			alone = append(alone, gone...)
 			if round == 0 {
 				again = append(again, retry...)
 				continue
@@ -430,8 +430,11 @@ func (b *Batcher) saveAlone(s *batchedSave) {
 // txnEntry is one save made ready for a transaction: the record it
 // compares, at key, and the one it puts.
 type txnEntry struct {
-	save   *batchedSave
-	key    string
+	save *batchedSave
+	key  string
+	// absent is a key the catalog saw absent, or never saw: the
+	// transaction creates it, its compare that it does not exist.
+	absent bool
 	stored []byte
 	rec    persistence.Record
 	val    []byte
@@ -440,42 +443,49 @@ type txnEntry struct {
 	size int
 }
 
+// compare is what e's key must hold for e to be written, as in Save: the
+// stored bytes alone (see Catalog.save), not the revision, which etcd
+// hands out again after a restore; or nothing, for a key to create.
+func (e *txnEntry) compare() clientv3.Cmp {
+	if e.absent {
+		return clientv3.Compare(clientv3.CreateRevision(e.key), "=", 0)
+	}
+	return clientv3.Compare(clientv3.Value(e.key), "=", string(e.stored))
+}
+
 // prepare makes ready for a transaction the saves of batch that one can
-// decide on what the catalog last saw of their keys, and returns the
-// others, for Save: a key the catalog knows nothing of (Save reads it, or
-// creates it), and a value it knows equal or below (Save confirms that on
-// a fresh read).
+// write on what the catalog last saw of their keys (nothing, for a key it
+// knows nothing of), and returns the others, for Save: a value it knows
+// equal or below what is stored, which Save confirms on a fresh read.
 func (b *Batcher) prepare(batch []*batchedSave) (entries []txnEntry, alone []*batchedSave) {
 	for _, s := range batch {
 		key := b.c.keys.checkpoint(s.pchannel)
 		h := b.c.hint(key)
-		if h.rev == 0 {
-			alone = append(alone, s)
-			continue
+		if h.rev != 0 {
+			if done, _ := judge(s.pchannel, h.rec, s.checkpoint, nil); done {
+				alone = append(alone, s)
+				continue
+			}
 		}
-		if done, _ := judge(s.pchannel, h.rec, s.checkpoint, nil); done {
-			alone = append(alone, s)
-			continue
+		if e, ok := newTxnEntry(s, key, h); ok {
+			entries = append(entries, e)
 		}
-		e, err := newTxnEntry(s, key, h)
-		if err != nil {
-			alone = append(alone, s)
-			continue
-		}
-		entries = append(entries, e)
 	}
 	return entries, alone
 }
 
-// newTxnEntry makes s ready to replace h, the record stored at key.
-func newTxnEntry(s *batchedSave, key string, h hint) (txnEntry, error) {
+// newTxnEntry makes s ready to replace h, the record stored at key, or to
+// create the key when h says it is absent (rev 0). A record that cannot be
+// encoded answers s, as Save would, and is not ok.
+func newTxnEntry(s *batchedSave, key string, h hint) (e txnEntry, ok bool) {
 	rec := persistence.Record{Checkpoint: s.checkpoint, Term: carriedTerm(h.rec.Term, h.rev)}
 	val, err := persistence.EncodeRecord(s.pchannel, rec)
 	if err != nil {
-		return txnEntry{}, err
+		s.done <- fmt.Errorf("etcdcatalog: %w", err)
+		return txnEntry{}, false
 	}
-	return txnEntry{save: s, key: key, stored: h.raw, rec: rec, val: val,
-		size: 3*len(key) + len(h.raw) + len(val)}, nil
+	return txnEntry{save: s, key: key, absent: h.rev == 0, stored: h.raw, rec: rec, val: val,
+		size: 3*len(key) + len(h.raw) + len(val)}, true
 }
 
 // fit tells how many of entries, at least one, the next transaction
@@ -502,17 +512,15 @@ func (b *Batcher) fit(entries []txnEntry) int {
 // nothing was written and every key's record was read: a save that record
 // decides (stored ahead, equal, another WAL, a record that cannot be
 // decoded) is answered as Save would answer it, a save still to write is
-// made ready again on it (retry), and one whose key is gone is returned
-// (gone), for Save to create.
-func (b *Batcher) commitTogether(txn []txnEntry) (retry []txnEntry, gone []*batchedSave, refused bool) {
+// made ready again on it (retry): to replace the record read, or to
+// create the key, gone or not there yet.
+func (b *Batcher) commitTogether(txn []txnEntry) (retry []txnEntry, refused bool) {
 	cmps := make([]clientv3.Cmp, len(txn))
 	puts := make([]clientv3.Op, len(txn))
 	gets := make([]clientv3.Op, len(txn))
 	bytes := 0
 	for i, e := range txn {
-		// As Save: the stored bytes alone (see Catalog.save), not the
-		// revision, which etcd hands out again after a restore.
-		cmps[i] = clientv3.Compare(clientv3.Value(e.key), "=", string(e.stored))
+		cmps[i] = e.compare()
 		puts[i] = clientv3.OpPut(e.key, string(e.val))
 		gets[i] = clientv3.OpGet(e.key)
 		bytes += e.size
@@ -527,14 +535,14 @@ func (b *Batcher) commitTogether(txn []txnEntry) (retry []txnEntry, gone []*batc
 		b.mu.Lock()
 		b.saves.refuse(len(txn))
 		b.mu.Unlock()
-		return nil, nil, true
+		return nil, true
 	case len(txn) > 1 && tooLarge(err):
 		// Likewise for the bytes, refused by etcd or, before sending,
 		// by the client.
 		b.mu.Lock()
 		b.bytes.refuse(bytes)
 		b.mu.Unlock()
-		return nil, nil, true
+		return nil, true
 	case err != nil:
 		// A save too large alone fails here, as Save would fail it.
 		// The transaction may have committed; each caller's retry finds
@@ -542,7 +550,7 @@ func (b *Batcher) commitTogether(txn []txnEntry) (retry []txnEntry, gone []*batc
 		for _, e := range txn {
 			e.save.done <- b.closedErr(fmt.Errorf("etcdcatalog: save %q: %w", e.save.pchannel, err))
 		}
-		return nil, nil, false
+		return nil, false
 	case resp.Succeeded:
 		b.mu.Lock()
 		b.saves.take(len(txn))
@@ -553,7 +561,7 @@ func (b *Batcher) commitTogether(txn []txnEntry) (retry []txnEntry, gone []*batc
 			b.c.remember(e.key, hint{rev: resp.Header.Revision, rec: e.rec, raw: e.val})
 			e.save.done <- nil
 		}
-		return nil, nil, false
+		return nil, false
 	}
 	for i, e := range txn {
 		s := e.save
@@ -566,22 +574,17 @@ func (b *Batcher) commitTogether(txn []txnEntry) (retry []txnEntry, gone []*batc
 			continue
 		}
 		b.c.replace(e.key, h)
-		if h.rev == 0 {
-			gone = append(gone, s)
-			continue
+		if h.rev != 0 {
+			if done, err := judge(s.pchannel, h.rec, s.checkpoint, nil); done {
+				s.done <- err
+				continue
+			}
 		}
-		if done, err := judge(s.pchannel, h.rec, s.checkpoint, nil); done {
-			s.done <- err
-			continue
+		if next, ok := newTxnEntry(s, e.key, h); ok {
+			retry = append(retry, next)
 		}
-		next, err := newTxnEntry(s, e.key, h)
-		if err != nil {
-			gone = append(gone, s) // Save says why
-			continue
-		}
-		retry = append(retry, next)
 	}
-	return retry, gone, false
+	return retry, false
 }
 
 // tooLarge reports whether err is a request refused for its size, which

@@ -384,8 +384,8 @@ func TestBatcherTooLargeForTheClusterStillSaves(t *testing.T) {
 
 // A stale key costs its batch one more transaction, not a transaction a
 // save: the saves are judged on the records the failed transaction read,
-// those still to write go out together again, and Save only creates the
-// key that went.
+// and those still to write go out together again, the key that went
+// created among them.
 func TestBatcherRetriesTogetherWhatAStaleKeyHeldBack(t *testing.T) {
 	const n = 30
 	eps := etcdtest.Start(t)
@@ -407,10 +407,9 @@ func TestBatcherRetriesTogetherWhatAStaleKeyHeldBack(t *testing.T) {
 	}
 	counter.take()
 	got := etcdcatalog.CommitBatch(ctx, b, saves)
-	// The failed transaction, the one of the 28 still to write, and the
-	// Save that creates the key gone; the key ahead is answered on what
-	// the failed transaction read. 32 before: a Save a key.
-	require.Equal(t, map[string]int{"Txn": 3}, counter.take())
+	// The failed transaction and the one of the 29 still to write; the
+	// key ahead is answered on what the failed transaction read.
+	require.Equal(t, map[string]int{"Txn": 2}, counter.take())
 	var ahead *persistence.StoredAheadError
 	require.ErrorAs(t, got[name(0)], &ahead)
 	require.Equal(t, persistence.StoredAheadError{PChannel: name(0), Stored: wal.KafkaID(30), Attempted: wal.KafkaID(20)}, *ahead)
@@ -428,22 +427,75 @@ func TestBatcherRetriesTogetherWhatAStaleKeyHeldBack(t *testing.T) {
 	}
 }
 
-// A save the Batcher hands to Catalog.Save on its own (here the first of a
-// key it knows nothing of) holds no commit loop: the saves of other
-// pchannels go on while it waits on etcd. A loop that waited for it held
-// its place among WithMaxInFlight, and for a caller with no deadline,
-// every save of every pchannel behind it for as long as etcd kept it.
+// The first saves of keys the Batcher knows nothing of share a
+// transaction too, whether the keys exist or not: it creates the absent
+// ones, and a key that exists fails that transaction's compare and is
+// judged on the record read, as a stale key is. Each went through a Save
+// of its own, and a key that existed cost it two round trips.
+func TestBatcherCreatesKeysTogether(t *testing.T) {
+	const n = 30
+	eps := etcdtest.Start(t)
+	var counter rpcCounter
+	b := openBatcher(t, eps, &counter)
+	other := openCatalog(t, eps, nil)
+	ctx := ctxT(t)
+	name := func(i int) string { return fmt.Sprintf("p%02d", i) }
+	require.NoError(t, other.Save(ctx, name(0), wal.KafkaID(30))) // ahead of the batch
+	require.NoError(t, other.Save(ctx, name(1), wal.KafkaID(20))) // equal
+	require.NoError(t, other.Save(ctx, name(2), wal.KafkaID(15))) // below
+
+	saves := make(map[string]wal.MessageID, n)
+	for i := range n {
+		saves[name(i)] = wal.KafkaID(20)
+	}
+	counter.take()
+	got := etcdcatalog.CommitBatch(ctx, b, saves)
+	// The failed transaction and the one of the 28 still to write.
+	require.Equal(t, map[string]int{"Txn": 2}, counter.take())
+	var ahead *persistence.StoredAheadError
+	require.ErrorAs(t, got[name(0)], &ahead)
+	require.Equal(t, persistence.StoredAheadError{PChannel: name(0), Stored: wal.KafkaID(30), Attempted: wal.KafkaID(20)}, *ahead)
+	delete(got, name(0))
+	for p, err := range got {
+		require.NoError(t, err, p)
+	}
+	all, err := other.LoadAll(ctx)
+	require.NoError(t, err)
+	require.Len(t, all, n)
+	for p, v := range all {
+		if p != name(0) {
+			require.Equal(t, wal.KafkaID(20), v, p)
+		}
+	}
+
+	// Known now: the next saves go in one transaction.
+	for i := range n {
+		saves[name(i)] = wal.KafkaID(40)
+	}
+	got = etcdcatalog.CommitBatch(ctx, b, saves)
+	require.Equal(t, map[string]int{"Txn": 1}, counter.take())
+	for p, err := range got {
+		require.NoError(t, err, p)
+	}
+}
+
+// A save the Batcher hands to Catalog.Save on its own (here one it knows
+// to be equal to what is stored, which Save confirms on a fresh read)
+// holds no commit loop: the saves of other pchannels go on while it waits
+// on etcd. A loop that waited for it held its place among WithMaxInFlight,
+// and for a caller with no deadline, every save of every pchannel behind
+// it for as long as etcd kept it.
 func TestBatcherSaveAloneHoldsNoCommitLoop(t *testing.T) {
 	eps := etcdtest.Start(t)
 	cfg, held, release := holdingTxns(eps, func(txn *etcdserverpb.TxnRequest) bool {
-		return len(txn.Compare) > 0 && bytes.Contains(txn.Compare[0].Key, []byte("/stuck/"))
+		return isRead(txn, "/stuck/")
 	})
 	c, err := etcdcatalog.Open(cfg)
 	require.NoError(t, err)
 	b, err := etcdcatalog.NewBatcher(c, etcdcatalog.WithMaxInFlight(1))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = b.Close() })
-	for _, p := range []string{"a", "b"} {
+	for _, p := range []string{"a", "b", "stuck"} {
 		require.NoError(t, b.Save(ctxT(t), p, wal.KafkaID(1)))
 	}
 
@@ -474,19 +526,17 @@ func TestBatcherSaveAloneHoldsNoCommitLoop(t *testing.T) {
 // have learnt from.
 func TestBatcherAnswerDuringCloseIsNotClosed(t *testing.T) {
 	eps := etcdtest.Start(t)
-	require.NoError(t, openCatalog(t, eps, nil).Save(ctxT(t), "a", wal.KafkaID(9)))
-	var hold atomic.Bool
-	cfg, entered, release := holdingTxns(eps, func(*etcdserverpb.TxnRequest) bool { return hold.Load() })
+	cfg, entered, release := holdingTxns(eps, func(txn *etcdserverpb.TxnRequest) bool { return isRead(txn, "/a/") })
 	c, err := etcdcatalog.Open(cfg)
 	require.NoError(t, err)
 	b, err := etcdcatalog.NewBatcher(c, etcdcatalog.WithBatchTimeout(time.Minute)) // never reached
 	require.NoError(t, err)
-	hold.Store(true)
+	require.NoError(t, b.Save(ctxT(t), "a", wal.KafkaID(9)))
 	saved := make(chan error, 1)
-	go func() { saved <- b.Save(context.Background(), "a", wal.KafkaID(5)) }() // nothing known of "a": Save's
+	// Known to be ahead: Save's, which reads "a" again to answer.
+	go func() { saved <- b.Save(context.Background(), "a", wal.KafkaID(5)) }()
 	within(t, entered, "the save to reach etcd")
 	closed := beginClose(t, b)
-	hold.Store(false)
 	close(release)
 	err = within(t, saved, "the save to be answered")
 	var ahead *persistence.StoredAheadError
@@ -494,6 +544,13 @@ func TestBatcherAnswerDuringCloseIsNotClosed(t *testing.T) {
 	require.Equal(t, persistence.StoredAheadError{PChannel: "a", Stored: wal.KafkaID(9), Attempted: wal.KafkaID(5)}, *ahead)
 	require.NotErrorIs(t, err, persistence.ErrClosed)
 	require.NoError(t, within(t, closed, "Close to return"))
+}
+
+// isRead tells whether txn is a read of one key containing part alone,
+// as Catalog.Save reads a record before refusing or skipping a save.
+func isRead(txn *etcdserverpb.TxnRequest, part string) bool {
+	return len(txn.Compare) == 0 && len(txn.Success) == 1 &&
+		bytes.Contains(txn.Success[0].GetRequestRange().GetKey(), []byte(part))
 }
 
 // holdingTxns is a client configuration whose Txns that hold picks wait,
