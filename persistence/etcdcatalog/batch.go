@@ -10,6 +10,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -50,9 +51,11 @@ type batchOptions struct {
 }
 
 // WithMaxBatch sets how many saves one transaction carries at most (default
-// DefaultMaxBatch). Keep it at or below the cluster's --max-txn-ops:
-// each save adds one compare, one put and one read, and etcd refuses a
-// transaction with more of any of them than that. A transaction etcd
+// DefaultMaxBatch), an owned save (Batcher.Own) counting as three. Keep it
+// at or below the cluster's --max-txn-ops: each save adds one compare,
+// one put and one read, and an owned one two more compares (its owner
+// key's term and lease) and one more read; etcd refuses a transaction
+// with more of any of them than that. A transaction etcd
 // refuses so goes out again as smaller ones: the Batcher lowers its bound
 // and learns, within a few transactions, the most the cluster takes.
 func WithMaxBatch(n int) BatchOption {
@@ -106,9 +109,9 @@ func WithBatchTimeout(d time.Duration) BatchOption {
 // batch is then judged on those, as Catalog.Save would judge it: the
 // saves still to write go out together once more, and the others are
 // answered (stored ahead, equal, another WAL). One stale key costs its
-// batch a second round trip, never another key's outcome; only a second
-// failed compare, another writer moving keys meanwhile, leaves every save
-// of the batch to Catalog.Save on its own.
+// batch a second round trip, never another key's outcome; a second
+// failed compare, another writer moving keys meanwhile, is judged so too,
+// and leaves the saves still to write to Catalog.Save, each on its own.
 //
 // A save of a key the Catalog knows nothing of yet is batched too, its
 // compare that the key does not exist: a key created since, by another
@@ -118,8 +121,10 @@ func WithBatchTimeout(d time.Duration) BatchOption {
 // to be equal or below what is stored goes to Catalog.Save on its own,
 // which confirms that on a fresh read.
 //
-// Owned saves (Owned.Save, fenced by an owner term) are not batched: they
-// go through their Owned as before.
+// The saves of an Owned from Batcher.Own are batched too, each with its
+// fence (the owner key's term and lease compared in the transaction that
+// writes it), beside the saves of other owners and unfenced ones. An
+// Owned from Catalog.Own saves one transaction at a time.
 type Batcher struct {
 	c   *Catalog
 	opt batchOptions
@@ -146,7 +151,22 @@ type batchedSave struct {
 	ctx        context.Context
 	pchannel   string
 	checkpoint wal.MessageID
-	done       chan error // buffered: the committer never blocks on it
+	// fence is the owner's, for an Owned's save (Batcher.Own); nil for
+	// one of Batcher.Save.
+	fence *fence
+	done  chan error // buffered: the committer never blocks on it
+}
+
+// lost is the error of a fenced save whose owner is known to have lost
+// the pchannel: nothing is sent for it, as Catalog.save sends nothing.
+func (s *batchedSave) lost() error {
+	if s.fence == nil || s.fence.owner == nil {
+		return nil
+	}
+	if err := s.fence.owner.Err(); err != nil {
+		return s.fence.owner.lostError(s.pchannel, err)
+	}
+	return nil
 }
 
 // NewBatcher returns a Batcher saving through c. The Batcher owns c from
@@ -200,16 +220,44 @@ func (b *Batcher) closedErr(err error) error {
 	return fmt.Errorf("%w: %w", persistence.ErrClosed, err)
 }
 
-// answered tells whether err is judge's answer on a stored record, or
-// the one of a record that cannot be decoded.
+// answered tells whether err is judge's answer on a stored record (a
+// fenced owner's too), or the one of a record that cannot be decoded.
 func answered(err error) bool {
 	var ahead *persistence.StoredAheadError
 	var corrupt *persistence.CorruptRecordError
-	return errors.As(err, &ahead) || errors.As(err, &corrupt) || errors.Is(err, persistence.ErrInvalidArgument)
+	var fenced *FencedError
+	return errors.As(err, &ahead) || errors.As(err, &corrupt) || errors.As(err, &fenced) ||
+		errors.Is(err, persistence.ErrInvalidArgument)
 }
 
-// Catalog returns the Catalog the Batcher saves through, for ownership.
+// Catalog returns the Catalog the Batcher saves through.
 func (b *Batcher) Catalog() *Catalog { return b.c }
+
+// Own is Catalog.Own, but the Owned it returns saves through the Batcher:
+// in transactions shared with the saves of other pchannels, owned or not,
+// each save still fenced by its owner's term and lease, compared in the
+// same transaction. Its other calls (Load, Replace, Release) go to the
+// Catalog, as those of Catalog.Own's. Close the Owned before the Batcher.
+func (b *Batcher) Own(ctx context.Context, pchannel string, session *concurrency.Session) (*Owned, error) {
+	return b.own(ctx, pchannel, session, true)
+}
+
+// TryOwn is Own without the wait, as Catalog.TryOwn.
+func (b *Batcher) TryOwn(ctx context.Context, pchannel string, session *concurrency.Session) (*Owned, error) {
+	return b.own(ctx, pchannel, session, false)
+}
+
+func (b *Batcher) own(ctx context.Context, pchannel string, session *concurrency.Session, wait bool) (*Owned, error) {
+	if b.isClosed() {
+		return nil, persistence.ErrClosed
+	}
+	o, err := b.c.own(ctx, pchannel, session, wait)
+	if err != nil {
+		return nil, err
+	}
+	o.batcher = b // before anyone can save through it
+	return o, nil
+}
 
 // Load is Catalog.Load.
 func (b *Batcher) Load(ctx context.Context, pchannel string) (wal.MessageID, error) {
@@ -238,13 +286,19 @@ func (b *Batcher) Save(ctx context.Context, pchannel string, checkpoint wal.Mess
 	if err := persistence.CheckSaveArgs(pchannel, checkpoint); err != nil {
 		return fmt.Errorf("etcdcatalog: %w", err)
 	}
+	return b.save(ctx, pchannel, checkpoint, nil)
+}
+
+// save queues a save whose arguments were checked, fenced by f if not
+// nil (an Owned's), and waits for its answer.
+func (b *Batcher) save(ctx context.Context, pchannel string, checkpoint wal.MessageID, f *fence) error {
 	if ctx == nil {
 		return errNilContext
 	}
 	if err := ctx.Err(); err != nil {
 		return err // nothing written
 	}
-	s := &batchedSave{ctx: ctx, pchannel: pchannel, checkpoint: checkpoint, done: make(chan error, 1)}
+	s := &batchedSave{ctx: ctx, pchannel: pchannel, checkpoint: checkpoint, fence: f, done: make(chan error, 1)}
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
@@ -379,7 +433,7 @@ func (b *Batcher) take() []*batchedSave {
 // nothing: its saves go out again in smaller ones, the bound lowered. One
 // whose compare failed wrote nothing either, and read every key's record:
 // each save is judged on it, and those still to write go out together once
-// more; only a second failed compare leaves each to Save.
+// more; after a second failed compare, those still to write go to Save.
 func (b *Batcher) commit(batch []*batchedSave) {
 	entries, alone := b.prepare(batch)
 	for round := 0; len(entries) > 0; round++ {
@@ -419,7 +473,7 @@ func (b *Batcher) saveAlone(s *batchedSave) {
 		ctx, cancel := context.WithCancel(s.ctx)
 		defer cancel()
 		defer context.AfterFunc(b.closing, cancel)()
-		err := b.c.Save(ctx, s.pchannel, s.checkpoint)
+		err := b.c.save(ctx, s.pchannel, s.checkpoint, s.fence)
 		if s.ctx.Err() == nil {
 			err = b.closedErr(err)
 		}
@@ -439,30 +493,54 @@ type txnEntry struct {
 	rec    persistence.Record
 	val    []byte
 	// size is what the transaction carries of it: the key thrice
-	// (compare, put, get), the record compared and the one put.
+	// (compare, put, get), the record compared and the one put, and a
+	// fenced save's owner key, compared and read.
 	size int
+	// ops is how many compares it adds, the most of any kind of
+	// operation: one, and a fenced save's compares of its owner key.
+	ops int
 }
 
-// compare is what e's key must hold for e to be written, as in Save: the
-// stored bytes alone (see Catalog.save), not the revision, which etcd
-// hands out again after a restore; or nothing, for a key to create.
-func (e *txnEntry) compare() clientv3.Cmp {
+// compares are what must hold for e to be written, as in Catalog.save:
+// the stored bytes alone (see Catalog.save), not the revision, which etcd
+// hands out again after a restore; or nothing, for a key to create; and,
+// for a fenced save, that its owner still holds the owner key.
+func (e *txnEntry) compares() []clientv3.Cmp {
+	cmp := clientv3.Compare(clientv3.Value(e.key), "=", string(e.stored))
 	if e.absent {
-		return clientv3.Compare(clientv3.CreateRevision(e.key), "=", 0)
+		cmp = clientv3.Compare(clientv3.CreateRevision(e.key), "=", 0)
 	}
-	return clientv3.Compare(clientv3.Value(e.key), "=", string(e.stored))
+	if f := e.save.fence; f != nil {
+		return append([]clientv3.Cmp{cmp}, f.holds()...)
+	}
+	return []clientv3.Cmp{cmp}
+}
+
+// reads are what a failed transaction reads for e to be judged again:
+// its key, and a fenced save's owner key (see Catalog.judgeReads).
+func (e *txnEntry) reads() []clientv3.Op {
+	if f := e.save.fence; f != nil {
+		return []clientv3.Op{clientv3.OpGet(e.key), clientv3.OpGet(f.ownerKey)}
+	}
+	return []clientv3.Op{clientv3.OpGet(e.key)}
 }
 
 // prepare makes ready for a transaction the saves of batch that one can
 // write on what the catalog last saw of their keys (nothing, for a key it
 // knows nothing of), and returns the others, for Save: a value it knows
-// equal or below what is stored, which Save confirms on a fresh read.
+// equal or below what is stored, or of a term above its owner's, which
+// Save confirms on a fresh read. It answers the saves of owners known to
+// have lost their pchannels, and sends nothing for them.
 func (b *Batcher) prepare(batch []*batchedSave) (entries []txnEntry, alone []*batchedSave) {
 	for _, s := range batch {
+		if err := s.lost(); err != nil {
+			s.done <- err
+			continue
+		}
 		key := b.c.keys.checkpoint(s.pchannel)
 		h := b.c.hint(key)
 		if h.rev != 0 {
-			if done, _ := judge(s.pchannel, h.rec, s.checkpoint, nil); done {
+			if done, _ := judge(s.pchannel, h.rec, s.checkpoint, s.fence); done {
 				alone = append(alone, s)
 				continue
 			}
@@ -479,27 +557,38 @@ func (b *Batcher) prepare(batch []*batchedSave) (entries []txnEntry, alone []*ba
 // encoded answers s, as Save would, and is not ok.
 func newTxnEntry(s *batchedSave, key string, h hint) (e txnEntry, ok bool) {
 	rec := persistence.Record{Checkpoint: s.checkpoint, Term: carriedTerm(h.rec.Term, h.rev)}
+	if s.fence != nil {
+		rec.Term = uint64(s.fence.term)
+	}
 	val, err := persistence.EncodeRecord(s.pchannel, rec)
 	if err != nil {
 		s.done <- fmt.Errorf("etcdcatalog: %w", err)
 		return txnEntry{}, false
 	}
-	return txnEntry{save: s, key: key, absent: h.rev == 0, stored: h.raw, rec: rec, val: val,
-		size: 3*len(key) + len(h.raw) + len(val)}, true
+	e = txnEntry{save: s, key: key, absent: h.rev == 0, stored: h.raw, rec: rec, val: val,
+		size: 3*len(key) + len(h.raw) + len(val), ops: 1}
+	if s.fence != nil {
+		holds := s.fence.holds()
+		e.ops += len(holds)
+		// The owner key in each compare and in the read, and the
+		// values compared.
+		e.size += (len(holds)+1)*len(s.fence.ownerKey) + 8*len(holds)
+	}
+	return e, true
 }
 
 // fit tells how many of entries, at least one, the next transaction
 // takes within both bounds.
 func (b *Batcher) fit(entries []txnEntry) int {
 	b.mu.Lock()
-	maxSaves, maxBytes := b.saves.limit, b.bytes.limit
+	maxOps, maxBytes := b.saves.limit, b.bytes.limit
 	b.mu.Unlock()
-	n, bytes := 0, 0
+	n, ops, bytes := 0, 0, 0
 	for _, e := range entries {
-		if n > 0 && (n == maxSaves || bytes+e.size > maxBytes) {
+		if n > 0 && (ops+e.ops > maxOps || bytes+e.size > maxBytes) {
 			break
 		}
-		n, bytes = n+1, bytes+e.size
+		n, ops, bytes = n+1, ops+e.ops, bytes+e.size
 	}
 	return n
 }
@@ -515,15 +604,19 @@ func (b *Batcher) fit(entries []txnEntry) int {
 // made ready again on it (retry): to replace the record read, or to
 // create the key, gone or not there yet.
 func (b *Batcher) commitTogether(txn []txnEntry) (retry []txnEntry, refused bool) {
-	cmps := make([]clientv3.Cmp, len(txn))
+	cmps := make([]clientv3.Cmp, 0, len(txn))
 	puts := make([]clientv3.Op, len(txn))
-	gets := make([]clientv3.Op, len(txn))
-	bytes := 0
+	gets := make([]clientv3.Op, 0, len(txn))
+	// firstRead is, for each save, where its reads begin among the
+	// responses of a failed transaction.
+	firstRead := make([]int, len(txn)+1)
+	ops, bytes := 0, 0
 	for i, e := range txn {
-		cmps[i] = e.compare()
+		cmps = append(cmps, e.compares()...)
 		puts[i] = clientv3.OpPut(e.key, string(e.val))
-		gets[i] = clientv3.OpGet(e.key)
-		bytes += e.size
+		gets = append(gets, e.reads()...)
+		firstRead[i+1] = len(gets)
+		ops, bytes = ops+e.ops, bytes+e.size
 	}
 	ctx, cancel := context.WithTimeout(b.closing, b.opt.timeout)
 	resp, err := b.c.etcd.Txn(ctx).If(cmps...).Then(puts...).Else(gets...).Commit()
@@ -533,7 +626,7 @@ func (b *Batcher) commitTogether(txn []txnEntry) (retry []txnEntry, refused bool
 		// The cluster takes fewer operations a transaction than
 		// WithMaxBatch says.
 		b.mu.Lock()
-		b.saves.refuse(len(txn))
+		b.saves.refuse(ops)
 		b.mu.Unlock()
 		return nil, true
 	case len(txn) > 1 && tooLarge(err):
@@ -553,7 +646,7 @@ func (b *Batcher) commitTogether(txn []txnEntry) (retry []txnEntry, refused bool
 		return nil, false
 	case resp.Succeeded:
 		b.mu.Lock()
-		b.saves.take(len(txn))
+		b.saves.take(ops)
 		b.bytes.take(bytes)
 		b.mu.Unlock()
 		// Every write of one transaction has its header's revision.
@@ -568,17 +661,21 @@ func (b *Batcher) commitTogether(txn []txnEntry) (retry []txnEntry, refused bool
 		// As Save after its failed compare: what was read replaces the
 		// hint, even at a lower revision (after a reset of etcd it is
 		// the current one), and decides the save.
-		h, err := b.c.judgeReads(s.pchannel, e.key, nil, resp.Responses[i:i+1])
+		h, err := b.c.judgeReads(s.pchannel, e.key, s.fence, resp.Responses[firstRead[i]:firstRead[i+1]])
 		if err != nil {
 			s.done <- err
 			continue
 		}
 		b.c.replace(e.key, h)
 		if h.rev != 0 {
-			if done, err := judge(s.pchannel, h.rec, s.checkpoint, nil); done {
+			if done, err := judge(s.pchannel, h.rec, s.checkpoint, s.fence); done {
 				s.done <- err
 				continue
 			}
+		}
+		if err := s.lost(); err != nil {
+			s.done <- err // as Catalog.save, no second round trip
+			continue
 		}
 		if next, ok := newTxnEntry(s, e.key, h); ok {
 			retry = append(retry, next)

@@ -306,7 +306,10 @@ func waitDelete(ctx context.Context, client *clientv3.Client, key string, rev in
 // and records the owner's term. Calls naming another pchannel are refused
 // with persistence.ErrInvalidArgument. It is safe for concurrent use.
 type Owned struct {
-	c        *Catalog
+	c *Catalog
+	// batcher, if not nil, is the Batcher its saves go through
+	// (Batcher.Own).
+	batcher  *Batcher
 	pchannel string
 	ownerKey string
 	// token is the owner key's value as this Owned's Own put it
@@ -571,6 +574,9 @@ func (o *Owned) Load(ctx context.Context, pchannel string) (wal.MessageID, error
 func (o *Owned) Save(ctx context.Context, pchannel string, checkpoint wal.MessageID) error {
 	if err := o.checkWrite(pchannel, checkpoint, persistence.CheckSaveArgs); err != nil {
 		return err
+	}
+	if o.batcher != nil {
+		return o.loseIfFenced(o.batcher.save(ctx, pchannel, checkpoint, o.fence()))
 	}
 	return o.loseIfFenced(o.c.save(ctx, pchannel, checkpoint, o.fence()))
 }

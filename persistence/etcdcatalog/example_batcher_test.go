@@ -1,0 +1,86 @@
+package etcdcatalog_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+	"go.uber.org/zap"
+
+	"github.com/lowwater/lowwater/actors"
+	"github.com/lowwater/lowwater/internal/testkit/etcdtest"
+	"github.com/lowwater/lowwater/messages"
+	"github.com/lowwater/lowwater/persistence/etcdcatalog"
+	"github.com/lowwater/lowwater/wal"
+)
+
+// A node that owns many pchannels owns them through a Batcher: their saves
+// share transactions, each still fenced by its owner. (An embedded etcd
+// stands in for your cluster.)
+func ExampleBatcher_Own() {
+	dir, _ := os.MkdirTemp("", "lowwater-example-")
+	defer os.RemoveAll(dir)
+	endpoints, stopEtcd, err := etcdtest.Embed(dir)
+	if err != nil {
+		panic(err)
+	}
+	defer stopEtcd()
+
+	catalog, err := etcdcatalog.Open(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		panic(err)
+	}
+	batcher, err := etcdcatalog.NewBatcher(catalog)
+	if err != nil {
+		panic(err)
+	}
+	defer batcher.Close() // closes the catalog too, last
+	session, err := concurrency.NewSession(catalog.Client(), concurrency.WithTTL(15))
+	if err != nil {
+		panic(err)
+	}
+	defer session.Close()
+	system := actor.NewActorSystem(actor.WithLoggerFactory(actors.LoggerFactory(zap.NewNop())))
+	defer system.Shutdown()
+
+	ctx := context.Background()
+	names := []string{"dml_0", "dml_1", "dml_2", "dml_3"}
+	pids := make([]*actor.PID, len(names))
+	for i, name := range names {
+		owned, err := batcher.Own(ctx, name, session)
+		if err != nil {
+			panic(err)
+		}
+		defer owned.Close() // after its actor stopped: deferred calls run last first
+		props, err := actors.NewProps(name, wal.Kafka, owned,
+			actors.WithVChannels(map[string]wal.MessageID{"shard-0": wal.KafkaID(0)}),
+			actors.WithOwnership(owned.Context()))
+		if err != nil {
+			panic(err)
+		}
+		pids[i] = system.Root.Spawn(props)
+		system.Root.Send(pids[i], &messages.UpdateCheckpoint{VChannel: "shard-0", Checkpoint: wal.KafkaID(100 + i)})
+	}
+	for i, pid := range pids {
+		stopped, err := actors.Poison(ctx, system, pid) // saves what is pending first
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(names[i], "stopped, flushed:", stopped.Flushed, "at", stopped.LastPersisted)
+	}
+	stored, err := batcher.LoadAll(ctx)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("stored:", stored["dml_0"], stored["dml_1"], stored["dml_2"], stored["dml_3"])
+	// Output:
+	// dml_0 stopped, flushed: true at kafka:100
+	// dml_1 stopped, flushed: true at kafka:101
+	// dml_2 stopped, flushed: true at kafka:102
+	// dml_3 stopped, flushed: true at kafka:103
+	// stored: kafka:100 kafka:101 kafka:102 kafka:103
+}
