@@ -64,7 +64,7 @@ func clientConfig(endpoints []string) clientv3.Config {
 type node struct {
 	cfg     nodeConfig
 	out     *emitter
-	cat     *etcdcatalog.Catalog
+	batcher *etcdcatalog.Batcher
 	session *concurrency.Session
 	sys     *actor.ActorSystem
 
@@ -97,6 +97,13 @@ func runNode(ctx context.Context, cfg nodeConfig, stdin io.Reader, stdout io.Wri
 		return err
 	}
 	defer cat.Close()
+	// The node owns its pchannels through a Batcher: their saves share
+	// transactions, each fenced by its own owner.
+	batcher, err := etcdcatalog.NewBatcher(cat)
+	if err != nil {
+		return err
+	}
+	defer batcher.Close() // after every Owned is closed (shutdown), and closes cat
 	session, err := concurrency.NewSession(cli, concurrency.WithTTL(cfg.ttl))
 	if err != nil {
 		return fmt.Errorf("etcd session: %w", err)
@@ -107,7 +114,7 @@ func runNode(ctx context.Context, cfg nodeConfig, stdin io.Reader, stdout io.Wri
 	n := &node{
 		cfg:     cfg,
 		out:     newEmitter(stdout),
-		cat:     cat,
+		batcher: batcher,
 		session: session,
 		sys:     actor.NewActorSystem(quiet),
 		owned:   make(map[string]*pchannel),
@@ -124,7 +131,7 @@ func runNode(ctx context.Context, cfg nodeConfig, stdin io.Reader, stdout io.Wri
 	ownCtx, stopOwning := context.WithCancel(ctx)
 	defer stopOwning()
 	for _, p := range cfg.prefer {
-		o, err := cat.Own(ownCtx, p, session)
+		o, err := batcher.Own(ownCtx, p, session)
 		if err != nil {
 			n.shutdown(stopOwning)
 			return fmt.Errorf("own %s: %w", p, err)
@@ -159,7 +166,7 @@ func runNode(ctx context.Context, cfg nodeConfig, stdin io.Reader, stdout io.Wri
 // ownWhenFree blocks in Own until the pchannel's owner is gone (its session
 // lease expired, say), then takes it over.
 func (n *node) ownWhenFree(ctx context.Context, p string) {
-	o, err := n.cat.Own(ctx, p, n.session)
+	o, err := n.batcher.Own(ctx, p, n.session)
 	if err != nil {
 		if ctx.Err() == nil {
 			n.emit(line{Ev: evFailed, PCh: p, Err: "own: " + err.Error()})
