@@ -14,6 +14,7 @@ import (
 	"github.com/lowwater/lowwater/actors"
 	"github.com/lowwater/lowwater/internal/testkit/etcdtest"
 	"github.com/lowwater/lowwater/messages"
+	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/persistence/etcdcatalog"
 	"github.com/lowwater/lowwater/wal"
 )
@@ -21,7 +22,8 @@ import (
 // BenchmarkEtcdFleet is 100,000 pchannels of one node, each persisting its
 // first rise at once on a one-member etcd in this process, through a plain
 // etcdcatalog.Catalog: with its bound on calls in flight
-// (etcdcatalog.WithMaxConcurrentCalls, default) and without one. It
+// (etcdcatalog.WithMaxConcurrentCalls, default) and without one; and
+// through an etcdcatalog.Batcher over the bounded one (catalog=batcher). It
 // reports the seconds until every pchannel has persisted its rise, and
 // the PersistFailed events meanwhile (saves that timed out, waiting for a
 // slot or inside etcd, and were retried).
@@ -38,20 +40,31 @@ func BenchmarkEtcdFleet(b *testing.B) {
 		}
 		b.Run("bound="+name+"/pchannels=100000", func(b *testing.B) {
 			for range b.N {
-				benchEtcdFleet(b, endpoints, bound, 100_000)
+				benchEtcdFleet(b, endpoints, bound, false, 100_000)
 			}
 		})
 	}
+	b.Run("catalog=batcher/pchannels=100000", func(b *testing.B) {
+		for range b.N {
+			benchEtcdFleet(b, endpoints, etcdcatalog.DefaultMaxConcurrentCalls, true, 100_000)
+		}
+	})
 }
 
-func benchEtcdFleet(b *testing.B, endpoints []string, bound, n int) {
+func benchEtcdFleet(b *testing.B, endpoints []string, bound int, batch bool, n int) {
 	b.StopTimer()
 	c, err := etcdcatalog.Open(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()},
 		etcdcatalog.WithPrefix(fmt.Sprintf("fleet-%d", etcdRuns.Add(1))), etcdcatalog.WithMaxConcurrentCalls(bound))
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer c.Close()
+	var cat persistence.Catalog = c
+	if batch {
+		if cat, err = etcdcatalog.NewBatcher(c); err != nil {
+			b.Fatal(err)
+		}
+	}
+	defer cat.Close()
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(actors.LoggerFactory(zap.NewNop())))
 	defer sys.Shutdown() // deferred first: it runs after the pchannels' stops
 	risen := wal.KafkaID(1)
@@ -73,7 +86,7 @@ func benchEtcdFleet(b *testing.B, endpoints []string, bound, n int) {
 		// Preloaded as if 0 were stored: no pchannel reads or saves before
 		// the rise, whose save creates its record; the figure is the
 		// rises' alone.
-		props, err := actors.NewProps(fmt.Sprintf("p%d", i), wal.Kafka, c,
+		props, err := actors.NewProps(fmt.Sprintf("p%d", i), wal.Kafka, cat,
 			actors.WithVChannels(map[string]wal.MessageID{"v": wal.KafkaID(0)}), actors.WithPreloaded(wal.KafkaID(0)))
 		if err != nil {
 			b.Fatal(err)

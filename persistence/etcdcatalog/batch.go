@@ -134,7 +134,8 @@ type Batcher struct {
 	inFlight int
 	closed   bool
 	// saves and bytes bound a transaction: the options, as far as the
-	// cluster takes them (see bound).
+	// cluster takes them (see bound). saves counts each save's compares
+	// (txnEntry.ops): one, three for an owner's.
 	saves, bytes bound
 	// running counts the goroutines committing batches, for Close.
 	running sync.WaitGroup
