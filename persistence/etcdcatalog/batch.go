@@ -238,7 +238,9 @@ func (b *Batcher) Catalog() *Catalog { return b.c }
 // in transactions shared with the saves of other pchannels, owned or not,
 // each save still fenced by its owner's term and lease, compared in the
 // same transaction. Its other calls (Load, Replace, Release) go to the
-// Catalog, as those of Catalog.Own's. Close the Owned before the Batcher.
+// Catalog, as those of Catalog.Own's. Close the Owned before the Batcher:
+// closed after, it can no longer release the pchannel, and its owner key
+// stays until the session ends.
 func (b *Batcher) Own(ctx context.Context, pchannel string, session *concurrency.Session) (*Owned, error) {
 	return b.own(ctx, pchannel, session, true)
 }
@@ -331,13 +333,16 @@ func (b *Batcher) Delete(ctx context.Context, pchannel string) error {
 }
 
 // Close commits what is queued, waits for the transactions in flight, and
-// closes the Catalog. Later calls fail with persistence.ErrClosed.
+// closes the Catalog. Later calls fail with persistence.ErrClosed, and so
+// does the first when the Catalog was closed under the Batcher.
 //
-// It waits no longer than the batch timeout (WithBatchTimeout): then what
-// is still in flight or queued ends, its callers getting
-// persistence.ErrClosed, as the Catalog's own Close ends its calls. A save
-// whose caller's context has no deadline, with etcd down, would otherwise
-// hold Close until etcd came back.
+// It waits for the saves no longer than the batch timeout
+// (WithBatchTimeout): then what is still in flight or queued ends, its
+// callers getting persistence.ErrClosed, as the Catalog's own Close ends
+// its calls. A save whose caller's context has no deadline, with etcd
+// down, would otherwise hold Close until etcd came back. The Catalog's
+// Close then waits for the releases of Owneds in flight, up to
+// ReleaseTimeout more.
 func (b *Batcher) Close() error {
 	b.mu.Lock()
 	if b.closed {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
@@ -216,9 +217,20 @@ func (c *Catalog) claim(ctx context.Context, pchannel, key string, lease clientv
 		Else(clientv3.OpGet(key)).
 		Commit()
 	if err != nil {
-		return nil, fmt.Errorf("etcdcatalog: own %q: %w", pchannel, causeOf(ctx, err))
+		return nil, ownFailed(ctx, pchannel, err)
 	}
 	return resp, nil
+}
+
+// ownFailed is the error of a claim or a retake: a lease etcd no longer
+// knows is the session's end, which the session tells (ErrSessionDone)
+// only once its next keep-alive fails, a third of its TTL later.
+func ownFailed(ctx context.Context, pchannel string, err error) error {
+	err = causeOf(ctx, err)
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return fmt.Errorf("etcdcatalog: own %q: %w (%w)", pchannel, ErrSessionDone, err)
+	}
+	return fmt.Errorf("etcdcatalog: own %q: %w", pchannel, err)
 }
 
 // retake puts token in the owner key owner, which the session's lease
@@ -242,7 +254,7 @@ func (c *Catalog) retake(ctx context.Context, pchannel string, owner *mvccpb.Key
 		Then(clientv3.OpPut(key, token, clientv3.WithLease(clientv3.LeaseID(owner.Lease)))).
 		Commit()
 	if err != nil {
-		return nil, fmt.Errorf("etcdcatalog: own %q: %w", pchannel, causeOf(ctx, err))
+		return nil, ownFailed(ctx, pchannel, err)
 	}
 	return resp, nil
 }

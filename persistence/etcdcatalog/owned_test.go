@@ -712,3 +712,22 @@ func TestAReleaseBegunBeforeCloseDeletesTheKey(t *testing.T) {
 		require.Zero(t, owner.Term, "round %d: the owner key stays after a release that returned nil", round)
 	}
 }
+
+// An Own with a session whose lease etcd no longer knows (revoked, or
+// expired while the node was away) says the session is done, before the
+// session itself has noticed: it was etcd's bare "requested lease not
+// found", through the Catalog and a Batcher alike.
+func TestOwnWithALeaseGoneSaysSessionDone(t *testing.T) {
+	eps := etcdtest.Start(t)
+	cli := newClient(t, eps)
+	n := newNode(t, eps)
+	b, err := etcdcatalog.NewBatcher(openCatalog(t, eps, nil))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = b.Close() })
+	_, err = cli.Revoke(ctxT(t), n.session.Lease())
+	require.NoError(t, err)
+	_, err = n.cat.TryOwn(ctxT(t), "p", n.session)
+	require.ErrorIs(t, err, etcdcatalog.ErrSessionDone)
+	_, err = b.Own(ctxT(t), "q", n.session)
+	require.ErrorIs(t, err, etcdcatalog.ErrSessionDone)
+}
