@@ -41,8 +41,9 @@
 //	BenchmarkEtcdSaves     1,000 pchannels saving on a 3-member etcd cluster:
 //	                       one txn at a time, concurrent txns, etcdcatalog.Batcher
 //	BenchmarkEtcdFleet     100,000 pchannels saving at once on etcd, with and
-//	                       without the catalog's bound on calls in flight (not
-//	                       in make bench: tens of seconds a run)
+//	                       without the catalog's bound on calls in flight,
+//	                       through a Batcher, and owned (not in make bench:
+//	                       minutes a run)
 //
 // Three flags take a benchmark apart (after -args): -group-pchannels N
 // runs BenchmarkGroupCommit with N pchannels, whose state no longer fits
