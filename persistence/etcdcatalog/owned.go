@@ -582,7 +582,9 @@ func (o *Owned) Load(ctx context.Context, pchannel string) (wal.MessageID, error
 // holds at the moment of the write: the transaction also compares the owner
 // key's create revision with the term, and the stored record's term must not
 // be above it. Otherwise it returns a *FencedError (errors.Is
-// persistence.ErrFenced), writes nothing, and Done closes.
+// persistence.ErrFenced), writes nothing, and Done closes. An Owned of
+// Batcher.Own saves through the Batcher, the same compares in a
+// transaction shared with other pchannels' saves.
 func (o *Owned) Save(ctx context.Context, pchannel string, checkpoint wal.MessageID) error {
 	if err := o.checkWrite(pchannel, checkpoint, persistence.CheckSaveArgs); err != nil {
 		return err
