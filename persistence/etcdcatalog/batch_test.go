@@ -158,24 +158,25 @@ func TestBatcherCloseWithEtcdDown(t *testing.T) {
 	const grace = 300 * time.Millisecond
 	b, err := etcdcatalog.NewBatcher(c, etcdcatalog.WithBatchTimeout(grace))
 	require.NoError(t, err)
-	// Two known keys go out in one transaction; a new one through Save.
-	known := []string{"k1", "k2"}
-	for _, p := range known {
+	// Two saves go out in transactions of the Batcher's; an equal one
+	// through Save, which reads the key again.
+	pchannels := []string{"k1", "k2", "equal"}
+	want := map[string]wal.MessageID{"k1": wal.KafkaID(2), "k2": wal.KafkaID(2), "equal": wal.KafkaID(1)}
+	for _, p := range pchannels {
 		require.NoError(t, b.Save(ctxT(t), p, wal.KafkaID(1)))
 	}
 	srv.Stop()
 	down.Store(true)
 
-	pchannels := append(known, "new")
 	type outcome struct {
 		pchannel string
 		err      error
 	}
 	saved := make(chan outcome, len(pchannels))
 	for _, p := range pchannels {
-		go func() { saved <- outcome{p, b.Save(context.Background(), p, wal.KafkaID(2))} }()
+		go func() { saved <- outcome{p, b.Save(context.Background(), p, want[p])} }()
 	}
-	for range 2 { // the transaction and the new key's own call
+	for range 2 { // a transaction at least, and the equal save's read
 		select {
 		case <-calls:
 		case <-time.After(10 * time.Second):
