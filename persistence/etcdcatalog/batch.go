@@ -119,7 +119,9 @@ func WithBatchTimeout(d time.Duration) BatchOption {
 // read like any stale key, so the first saves of a fleet share
 // transactions whether or not their keys exist. A save the Catalog knows
 // to be equal or below what is stored goes to Catalog.Save on its own,
-// which confirms that on a fresh read.
+// which confirms that on a fresh read; so does a save of a key whose
+// record a batch found undecodable, until the Catalog sees another record
+// there: in a batch, it would fail the compare of each transaction.
 //
 // The saves of an Owned from Batcher.Own are batched too, each with its
 // fence (the owner key's term and lease compared in the transaction that
@@ -137,6 +139,12 @@ type Batcher struct {
 	// cluster takes them (see bound). saves counts each save's compares
 	// (txnEntry.ops): one, three for an owner's.
 	saves, bytes bound
+	// undecodable holds the keys whose record a failed transaction read
+	// and could not decode, with that record's mod revision: their saves
+	// go to Catalog.Save on their own, which reads the key again, until
+	// the Catalog sees a later record there. In a batch, each failed its
+	// transaction's compare again, and held the others to a second one.
+	undecodable map[string]int64
 	// running counts the goroutines committing batches, for Close.
 	running sync.WaitGroup
 	// closing ends with Close's grace (see Close): every transaction and
@@ -535,8 +543,9 @@ func (e *txnEntry) reads() []clientv3.Op {
 // write on what the catalog last saw of their keys (nothing, for a key it
 // knows nothing of), and returns the others, for Save: a value it knows
 // equal or below what is stored, or of a term above its owner's, which
-// Save confirms on a fresh read. It answers the saves of owners known to
-// have lost their pchannels, and sends nothing for them.
+// Save confirms on a fresh read, and a key whose record a batch found
+// undecodable. It answers the saves of owners known to have lost their
+// pchannels, and sends nothing for them.
 func (b *Batcher) prepare(batch []*batchedSave) (entries []txnEntry, alone []*batchedSave) {
 	for _, s := range batch {
 		if err := s.lost(); err != nil {
@@ -545,6 +554,10 @@ func (b *Batcher) prepare(batch []*batchedSave) (entries []txnEntry, alone []*ba
 		}
 		key := b.c.keys.checkpoint(s.pchannel)
 		h := b.c.hint(key)
+		if b.stillUndecodable(key, h) {
+			alone = append(alone, s)
+			continue
+		}
 		if h.rev != 0 {
 			if done, _ := judge(s.pchannel, h.rec, s.checkpoint, s.fence); done {
 				alone = append(alone, s)
@@ -667,8 +680,12 @@ func (b *Batcher) commitTogether(txn []txnEntry) (retry []txnEntry, refused bool
 		// As Save after its failed compare: what was read replaces the
 		// hint, even at a lower revision (after a reset of etcd it is
 		// the current one), and decides the save.
-		h, err := b.c.judgeReads(s.pchannel, e.key, s.fence, resp.Responses[firstRead[i]:firstRead[i+1]])
+		reads := resp.Responses[firstRead[i]:firstRead[i+1]]
+		h, err := b.c.judgeReads(s.pchannel, e.key, s.fence, reads)
 		if err != nil {
+			if kvs := reads[0].GetResponseRange().GetKvs(); len(kvs) > 0 && errors.As(err, new(*persistence.CorruptRecordError)) {
+				b.markUndecodable(e.key, kvs[0].ModRevision)
+			}
 			s.done <- err
 			continue
 		}
@@ -688,6 +705,31 @@ func (b *Batcher) commitTogether(txn []txnEntry) (retry []txnEntry, refused bool
 		}
 	}
 	return retry, false
+}
+
+// markUndecodable notes that the record at key, of mod revision rev, could
+// not be decoded (see Batcher.undecodable).
+func (b *Batcher) markUndecodable(key string, rev int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.undecodable == nil || len(b.undecodable) >= maxHints {
+		b.undecodable = make(map[string]int64) // as many as the hints: forgotten ones cost a round trip
+	}
+	b.undecodable[key] = rev
+}
+
+// stillUndecodable tells whether the record at key is the one found
+// undecodable, as far as h, what the Catalog saw there last, tells: a
+// later one forgets the mark.
+func (b *Batcher) stillUndecodable(key string, h hint) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	rev, ok := b.undecodable[key]
+	if ok && h.rev > rev {
+		delete(b.undecodable, key)
+		return false
+	}
+	return ok
 }
 
 // tooLarge reports whether err is a request refused for its size, which

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -579,4 +580,78 @@ func beginClose(t *testing.T, b *etcdcatalog.Batcher) <-chan error {
 		require.False(t, time.Now().After(deadline), "Close did not begin")
 	}
 	return closed
+}
+
+// A key whose record cannot be decoded fails the compare of every batch it
+// joins; once a batch has read it so, its saves go to Catalog.Save on
+// their own, and the others of their batches go out in one transaction,
+// until the Catalog sees another record there.
+func TestBatcherSendsAnUndecodableKeyAlone(t *testing.T) {
+	const n = 10
+	eps := etcdtest.Start(t)
+	// txns counts the transactions that write "p0"'s key, in a batch.
+	var txns atomic.Int64
+	cfg := clientConfig(eps, nil)
+	cfg.DialOptions = []grpc.DialOption{grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any,
+		cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		if txn, ok := req.(*etcdserverpb.TxnRequest); ok && len(txn.Success) > 1 &&
+			slices.ContainsFunc(txn.Success, func(op *etcdserverpb.RequestOp) bool {
+				return string(op.GetRequestPut().GetKey()) == checkpointKey("p0")
+			}) {
+			txns.Add(1)
+		}
+		return invoker(ctx, method, req, reply, cc, opts...)
+	})}
+	c, err := etcdcatalog.Open(cfg)
+	require.NoError(t, err)
+	b, err := etcdcatalog.NewBatcher(c)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = b.Close() })
+	cli := newClient(t, eps)
+	names := []string{"bad"}
+	for i := range n {
+		names = append(names, fmt.Sprintf("p%d", i))
+	}
+	for _, p := range names {
+		require.NoError(t, b.Save(ctxT(t), p, wal.KafkaID(1)))
+	}
+	_, err = cli.Put(ctxT(t), checkpointKey("bad"), "not a record")
+	require.NoError(t, err)
+
+	// commit saves every pchannel at v in one batch, and returns the
+	// answers and how many transactions wrote "p0".
+	commit := func(v wal.MessageID) (map[string]error, int64) {
+		saves := make(map[string]wal.MessageID, len(names))
+		for _, p := range names {
+			saves[p] = v
+		}
+		txns.Store(0)
+		got := etcdcatalog.CommitBatch(ctxT(t), b, saves)
+		for _, p := range names[1:] {
+			require.NoError(t, got[p], p)
+		}
+		return got, txns.Load()
+	}
+	for v, want := range []int64{2, 1, 1} { // found undecodable, then alone
+		got, txns := commit(wal.KafkaID(2 + v))
+		require.ErrorIs(t, got["bad"], persistence.ErrCorruptRecord, "round %d", v)
+		require.Equal(t, want, txns, "round %d: transactions of the others", v)
+	}
+
+	// Repaired: Save, on its own once more, reads the new record, and the
+	// next batch takes it in.
+	raw, err := persistence.EncodeRecord("bad", persistence.Record{Checkpoint: wal.KafkaID(1)})
+	require.NoError(t, err)
+	_, err = cli.Put(ctxT(t), checkpointKey("bad"), string(raw))
+	require.NoError(t, err)
+	for v := range 2 {
+		got, txns := commit(wal.KafkaID(5 + v))
+		require.NoError(t, got["bad"], "round %d", v)
+		require.Equal(t, int64(1), txns, "round %d", v)
+	}
+	all, err := b.LoadAll(ctxT(t))
+	require.NoError(t, err)
+	for _, p := range names {
+		require.Equal(t, wal.KafkaID(6), all[p], p)
+	}
 }
