@@ -26,7 +26,11 @@
 //     GetStates see it, not that anything is durable. A rejection is
 //     published (CommandRejected) and logged at Warn whether or not anyone
 //     asked (to the logger of WithLogger; the default logs nothing).
-//  4. Minimum rose. MinimumAdvanced is published at once. The same message
+//  4. Minimum rose. MinimumAdvanced is published at once, but for updates
+//     sent with no reply asked (Send): a run of those queued in the mailbox
+//     publishes one, from the minimum before the run to the minimum after
+//     it, stamped with the time of its first rise, once the run is applied
+//     and before anything else is handled or published. The same message
 //     goes to the persister, the latest one only, once the commands queued
 //     in the mailbox are applied (or after a run of the dispatcher's
 //     Throughput messages, 300 by default, protoactor's turn):

@@ -112,7 +112,9 @@ type CommandRejected struct {
 
 // MinimumAdvanced is published when the low-water mark strictly rose. The
 // PChannel actor hands the same value to its persister, which saves To if
-// it is above what is persisted.
+// it is above what is persisted. Updates sent with no reply asked that
+// queue in the mailbox are applied as a run and publish one event for it:
+// From is the minimum before the run, At the time of its first rise.
 type MinimumAdvanced struct {
 	Header
 	// From is nil when the pchannel had no vchannel.

@@ -32,7 +32,8 @@
 //	                             where a restart starts, past their
 //	                             records (AddedBehind)
 //	vchannels_dropped_total   c
-//	minimum_advances_total    c  the low-water mark rose
+//	minimum_advances_total    c  the low-water mark rose (MinimumAdvanced:
+//	                             once for a run of sent updates)
 //	saves_total               c  checkpoints the catalog acknowledged
 //	save_failures_total       c  failed attempts by reason: timeout (an
 //	                             attempt still running past its deadline

@@ -258,7 +258,7 @@ func New(opts ...Option) (*Collector, error) {
 			added:            d("vchannels_added_total", "Vchannels added.", base),
 			addedBehind:      d("vchannels_added_behind_total", "Vchannels added below the persisted checkpoint, where a restart starts, past their records (AddedBehind events).", base),
 			dropped:          d("vchannels_dropped_total", "Vchannels dropped.", base),
-			advances:         d("minimum_advances_total", "Times the low-water mark strictly rose.", base),
+			advances:         d("minimum_advances_total", "Times the low-water mark strictly rose, a run of updates applied together counting once (MinimumAdvanced).", base),
 			saves:            d("saves_total", "Checkpoints the catalog acknowledged: durable.", base),
 			failures:         d("save_failures_total", "Failed save attempts, by reason; timeout includes an attempt still running past its deadline, counted then and not again when it returns.", withReason),
 			latency:          d("save_latency_seconds", "Latency of successful catalog saves.", base),
