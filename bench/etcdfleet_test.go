@@ -32,8 +32,9 @@ import (
 // or of the Batcher (catalog=batcher-owned). It reports the seconds until
 // every pchannel has persisted its rise, and the PersistFailed events
 // meanwhile (saves that timed out, waiting for a slot or inside etcd, and
-// were retried). The owning comes before the timer starts, but etcd still
-// brings the Owneds' watches up to date while it runs.
+// were retried). The owning comes before the timer starts, but the
+// Owneds' watches may still be being created, and their keys read, while
+// it runs.
 //
 // It takes minutes a run and is not in `make bench`; run it with
 //

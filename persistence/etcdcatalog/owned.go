@@ -178,7 +178,7 @@ func (c *Catalog) own(ctx context.Context, pchannel string, session *concurrency
 			return nil, err
 		}
 		if resp.Succeeded {
-			return c.newOwned(ctx, pchannel, key, token, session, resp.Header.Revision, resp.Header.Revision+1)
+			return c.newOwned(ctx, pchannel, key, token, session, resp.Header.Revision)
 		}
 		kvs := resp.Responses[0].GetResponseRange().GetKvs()
 		if len(kvs) == 0 {
@@ -192,7 +192,7 @@ func (c *Catalog) own(ctx context.Context, pchannel string, session *concurrency
 			if !retaken.Succeeded {
 				continue // the key changed since: read it again
 			}
-			return c.newOwned(ctx, pchannel, key, token, session, kvs[0].CreateRevision, retaken.Header.Revision+1)
+			return c.newOwned(ctx, pchannel, key, token, session, kvs[0].CreateRevision)
 		}
 		if !wait || kvs[0].Lease == int64(clientv3.NoLease) {
 			o := ownerOf(kvs[0])
@@ -347,9 +347,9 @@ type Owned struct {
 
 var _ persistence.Catalog = (*Owned)(nil)
 
-// newOwned starts watching the owner key from revision from on. Should the
-// catalog have closed meanwhile, it gives the ownership up again.
-func (c *Catalog) newOwned(ctx context.Context, pchannel, key, token string, session *concurrency.Session, term, from int64) (*Owned, error) {
+// newOwned starts watching the owner key. Should the catalog have closed
+// meanwhile, it gives the ownership up again.
+func (c *Catalog) newOwned(ctx context.Context, pchannel, key, token string, session *concurrency.Session, term int64) (*Owned, error) {
 	watchCtx, cancel := context.WithCancel(context.Background())
 	ownedCtx, endCtx := context.WithCancelCause(context.Background())
 	o := &Owned{
@@ -380,7 +380,7 @@ func (c *Catalog) newOwned(ctx context.Context, pchannel, key, token string, ses
 	if o.Err() != nil { // lost before the hook was stored: lose missed it
 		unhook()
 	}
-	go o.watch(watchCtx, from)
+	go o.watch(watchCtx)
 	return o, nil
 }
 
@@ -470,7 +470,15 @@ func (o *Owned) unhookSession() {
 // watch closes Done as soon as the owner key is deleted or replaced: a
 // revoked lease deletes it at once, while the session's keep-alive learns of
 // it only at its next refresh.
-func (o *Owned) watch(ctx context.Context, rev int64) {
+//
+// Each watch starts at etcd's revision when etcd creates it, and the key is
+// read once it has: what changed before (since the Own, or while no watch
+// ran) shows in the read, what changes after in the watch. A watch from the
+// Own's revision would see both, but etcd brings a watch that starts in
+// the past up to date in a loop that takes 512 of them each 100 ms,
+// reading the history since the oldest: owning 100,000 pchannels at once
+// kept it at that for tens of seconds, and every save waited.
+func (o *Owned) watch(ctx context.Context) {
 	defer close(o.watching)
 	defer func() {
 		o.c.mu.Lock()
@@ -478,7 +486,10 @@ func (o *Owned) watch(ctx context.Context, rev int64) {
 		o.c.mu.Unlock()
 	}()
 	for {
-		for wr := range o.c.client.Watch(ctx, o.ownerKey, clientv3.WithRev(rev)) {
+		for wr := range o.c.client.Watch(ctx, o.ownerKey, clientv3.WithCreatedNotify()) {
+			if wr.Created && !o.stillHeld(ctx) {
+				return
+			}
 			for _, ev := range wr.Events {
 				if ev.Type == mvccpb.DELETE || !o.fence().heldBy(ev.Kv) {
 					o.lose(ErrOwnerChanged)
@@ -487,8 +498,8 @@ func (o *Owned) watch(ctx context.Context, rev int64) {
 			}
 		}
 		// The watch ended: ownership lost or released, the client closed, or
-		// the server cancelled the watch (its revision compacted). Only the
-		// last one goes on, from a fresh read.
+		// the server cancelled the watch. Only the last one goes on, from a
+		// fresh read.
 		if ctx.Err() != nil {
 			return
 		}
@@ -496,21 +507,36 @@ func (o *Owned) watch(ctx context.Context, rev int64) {
 			o.lose(persistence.ErrClosed)
 			return
 		}
-		resp, err := o.c.etcd.Get(ctx, o.ownerKey)
-		switch {
-		case ctx.Err() != nil:
-			return
-		case err != nil:
-			// Unknown is treated as lost: the owner stops, and saving
-			// was fenced in any case.
-			o.lose(fmt.Errorf("etcdcatalog: re-reading owner key: %w", err))
-			return
-		case len(resp.Kvs) == 0 || !o.fence().heldBy(resp.Kvs[0]):
-			o.lose(ErrOwnerChanged)
+		if !o.stillHeld(ctx) {
 			return
 		}
-		rev = resp.Header.Revision + 1
 	}
+}
+
+// stillHeld reads the owner key, in a call slot, and reports whether it is
+// still this owner's; if not, or if it cannot tell, the ownership ends.
+// Unknown is treated as lost: the owner stops, and saving was fenced in
+// any case.
+func (o *Owned) stillHeld(ctx context.Context) bool {
+	if err := o.c.acquire(ctx, "watch", o.pchannel, o.fence()); err != nil {
+		if ctx.Err() == nil {
+			o.lose(err)
+		}
+		return false
+	}
+	defer o.c.release()
+	resp, err := o.c.etcd.Get(ctx, o.ownerKey)
+	switch {
+	case ctx.Err() != nil:
+		return false
+	case err != nil:
+		o.lose(fmt.Errorf("etcdcatalog: re-reading owner key: %w", err))
+		return false
+	case len(resp.Kvs) == 0 || !o.fence().heldBy(resp.Kvs[0]):
+		o.lose(ErrOwnerChanged)
+		return false
+	}
+	return true
 }
 
 // Release ends the ownership: Done closes, and the owner key is deleted if
