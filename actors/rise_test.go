@@ -174,4 +174,3 @@ func TestARunOfSentRisesEndsBeforeAnythingElse(t *testing.T) {
 		require.True(t, ev.LastPersisted.EQ(wal.KafkaID(3)), "the run's minimum is flushed: %v", ev.LastPersisted)
 	})
 }
-
