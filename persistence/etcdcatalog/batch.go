@@ -57,7 +57,10 @@ type batchOptions struct {
 // key's term and lease) and one more read; etcd refuses a transaction
 // with more of any of them than that. A transaction etcd
 // refuses so goes out again as smaller ones: the Batcher lowers its bound
-// and learns, within a few transactions, the most the cluster takes.
+// and learns, within a few transactions, the most the cluster takes. It
+// probes above it once every 1,024 transactions at it, so that a limit
+// raised later is learnt too, at the cost of that one transaction sent
+// again when the limit did not change.
 func WithMaxBatch(n int) BatchOption {
 	return batchOptionFunc(func(o *batchOptions) { o.maxBatch = n })
 }

@@ -91,3 +91,79 @@ func TestBoundStaysAtWhatWasTakenAboveARefusal(t *testing.T) {
 	b.refuse(600)
 	require.Equal(t, 300, b.limit)
 }
+
+// offerFull offers n transactions at the bound to a cluster of limit
+// cluster, and returns how many it refused.
+func offerFull(b *bound, cluster, n int) (refusals int) {
+	for range n {
+		if size := b.limit; size > cluster {
+			b.refuse(size)
+			refusals++
+		} else {
+			b.take(size)
+		}
+	}
+	return refusals
+}
+
+// A cluster whose limit does not change refuses one probe in each
+// reprobeAfter transactions, and the bound goes back to its limit at once.
+func TestBoundProbesOnceInReprobeAfter(t *testing.T) {
+	for _, cluster := range []int{1, 2, 100, 128, 1000} {
+		t.Run(fmt.Sprint("cluster=", cluster), func(t *testing.T) {
+			b := newBound(1 << 20)
+			offerFull(&b, cluster, 200)
+			require.Equal(t, cluster, b.limit)
+			for cycle := range 12 {
+				require.Equal(t, 1, offerFull(&b, cluster, reprobeAfter), "cycle %d", cycle)
+				require.Equal(t, cluster, b.limit, "cycle %d", cycle)
+			}
+		})
+	}
+}
+
+// A limit raised after the bound settled is learnt exactly, within a few
+// probes; one lowered again, from below as at first.
+func TestBoundLearnsARaisedLimit(t *testing.T) {
+	for _, raised := range []int{101, 150, 200, 1000, 5000, 1 << 21} {
+		t.Run(fmt.Sprint("raised=", raised), func(t *testing.T) {
+			const option = 1 << 20
+			b := newBound(option)
+			offerFull(&b, 100, 200)
+			require.Equal(t, 100, b.limit)
+			want := min(option, raised)
+			cycles := 0
+			for ; b.limit != want; cycles++ {
+				require.Less(t, cycles, 2*bits.Len(uint(raised))+2, "limit %d, want %d", b.limit, want)
+				offerFull(&b, raised, reprobeAfter)
+			}
+			require.LessOrEqual(t, b.limit, option)
+			offerFull(&b, raised, 10*reprobeAfter)
+			require.Equal(t, want, b.limit, "kept")
+
+			offerFull(&b, 60, 200) // lowered
+			require.Equal(t, 60, b.limit)
+		})
+	}
+}
+
+// A probe waits for a transaction that reaches it: smaller ones taken
+// meanwhile neither end it nor count toward the next.
+func TestBoundProbeWaitsForALargeEnoughTransaction(t *testing.T) {
+	b := newBound(1000)
+	offerFull(&b, 100, 200)
+	takes := 0
+	for ; b.limit == 100; takes++ {
+		require.Less(t, takes, reprobeAfter)
+		b.take(100)
+	}
+	require.Equal(t, 200, b.limit, "the probe, at twice the largest taken")
+	for range 3 * reprobeAfter {
+		b.take(90)
+	}
+	require.Equal(t, 200, b.limit, "still probing")
+	b.refuse(150)
+	require.Equal(t, 100, b.limit)
+	offerFull(&b, 100, reprobeAfter)
+	require.Equal(t, 125, b.limit, "the next probe, halfway to the one refused")
+}
