@@ -1299,7 +1299,11 @@ func unsaved(persisted, min wal.MessageID) (bool, error) {
 // protoactor's RestartStatistics keeps every failure's time forever; the
 // pchannel keeps its own, bounded: crashes of the last minute, and no more
 // than it takes the delay to reach its cap.
+//
+// It runs on the mailbox goroutine, as a system message, not through
+// Receive: the rises applied before the failure are published first.
 func (p *pchannel) HandleFailure(system *actor.ActorSystem, _ actor.Supervisor, _ *actor.PID, _ *actor.RestartStatistics, reason, _ any) {
+	p.publishDue()
 	c := &p.crash
 	if c.seen > 0 {
 		c.seen-- // a crash the flush saw to (flush)
