@@ -1,6 +1,7 @@
 package etcdcatalog
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -423,8 +424,9 @@ func (o *Owned) PChannel() string { return o.pchannel }
 func (o *Owned) Term() uint64 { return uint64(o.term) }
 
 // Done is closed when the ownership is known to be over: the session ended,
-// the owner key was deleted or replaced, a save was fenced, or Release,
-// Close or the catalog's Close was called. After it is closed, saves fail.
+// the owner key was deleted or replaced, a save was fenced, the owner key
+// could no longer be read or watched, or Release, Close or the catalog's
+// Close was called. After it is closed, saves fail.
 // Ownership can be lost some time before Done sees it (a partitioned node
 // learns late); saves are fenced in etcd all the same.
 func (o *Owned) Done() <-chan struct{} { return o.lost }
@@ -486,10 +488,15 @@ func (o *Owned) watch(ctx context.Context) {
 		o.c.mu.Unlock()
 	}()
 	for {
+		created, ended := false, error(nil)
 		for wr := range o.c.client.Watch(ctx, o.ownerKey, clientv3.WithCreatedNotify()) {
-			if wr.Created && !o.stillHeld(ctx) {
-				return
+			if wr.Created {
+				created = true
+				if !o.stillHeld(ctx) {
+					return
+				}
 			}
+			ended = wr.Err()
 			for _, ev := range wr.Events {
 				if ev.Type == mvccpb.DELETE || !o.fence().heldBy(ev.Kv) {
 					o.lose(ErrOwnerChanged)
@@ -499,7 +506,10 @@ func (o *Owned) watch(ctx context.Context) {
 		}
 		// The watch ended: ownership lost or released, the client closed, or
 		// the server cancelled the watch. Only the last one goes on, from a
-		// fresh read.
+		// fresh read. A watch that ended before etcd created it will not be
+		// created if asked again (the client's Watcher was closed, or etcd
+		// refuses it): the ownership can no longer be watched, and asking
+		// again at once would spin.
 		if ctx.Err() != nil {
 			return
 		}
@@ -507,11 +517,20 @@ func (o *Owned) watch(ctx context.Context) {
 			o.lose(persistence.ErrClosed)
 			return
 		}
+		if !created {
+			o.lose(fmt.Errorf("%w: %q: the watch ended before etcd created it (the client's Watcher closed, or etcd refused it): %w",
+				errCannotWatch, o.ownerKey, cmp.Or(ended, errors.New("no error given"))))
+			return
+		}
 		if !o.stillHeld(ctx) {
 			return
 		}
 	}
 }
+
+// errCannotWatch is why an ownership ends when its owner key can no longer
+// be watched.
+var errCannotWatch = errors.New("etcdcatalog: cannot watch owner key")
 
 // stillHeld reads the owner key, in a call slot, and reports whether it is
 // still this owner's; if not, or if it cannot tell, the ownership ends.

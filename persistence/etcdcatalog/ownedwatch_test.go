@@ -14,7 +14,9 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/lowwater/lowwater/internal/testkit/etcdtest"
+	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/persistence/etcdcatalog"
+	"github.com/lowwater/lowwater/wal"
 )
 
 // watchCreates sees the watches a client asks etcd for, and can hold the
@@ -115,4 +117,22 @@ func TestOwnedSeesAChangeBeforeItsWatch(t *testing.T) {
 		t.Fatal("the ownership outlived its owner key")
 	}
 	require.ErrorIs(t, o.Err(), etcdcatalog.ErrOwnerChanged)
+}
+
+// A client whose Watcher was closed under the catalog (a public field of
+// clientv3.Client, a neighbour may close it) can no longer watch an owner
+// key: the ownership ends, where the watcher asked for a new watch and
+// read the key again without a pause, for ever.
+func TestOwnedWhoseWatcherClosedEnds(t *testing.T) {
+	eps := etcdtest.Start(t)
+	n := newNode(t, eps)
+	o := own(t, n, "p")
+	require.NoError(t, n.cat.Client().Watcher.Close())
+	select {
+	case <-o.Done():
+	case <-time.After(lostWithin):
+		t.Fatal("the ownership outlived its watch")
+	}
+	require.ErrorContains(t, o.Err(), "the watch ended before etcd created it")
+	require.ErrorIs(t, o.Save(ctxT(t), "p", wal.KafkaID(1)), persistence.ErrFenced)
 }
