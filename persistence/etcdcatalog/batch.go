@@ -58,9 +58,10 @@ type batchOptions struct {
 // with more of any of them than that. A transaction etcd
 // refuses so goes out again as smaller ones: the Batcher lowers its bound
 // and learns, within a few transactions, the most the cluster takes. It
-// probes above it once every 1,024 transactions at it, so that a limit
-// raised later is learnt too, at the cost of that one transaction sent
-// again when the limit did not change.
+// probes above it once every 1,024 transactions at it, one transaction
+// carrying the probe, so that a limit raised later is learnt too (a probe
+// taken is followed by another soon), at the cost of that one
+// transaction sent again when the limit did not change.
 func WithMaxBatch(n int) BatchOption {
 	return batchOptionFunc(func(o *batchOptions) { o.maxBatch = n })
 }
@@ -413,7 +414,7 @@ func (b *Batcher) take() []*batchedSave {
 	var seen map[string]struct{}
 	kept := b.queue[:0]
 	for _, s := range b.queue {
-		if len(batch) == b.saves.limit {
+		if len(batch) == b.saves.most() {
 			kept = append(kept, s)
 			continue
 		}
@@ -456,8 +457,9 @@ func (b *Batcher) commit(batch []*batchedSave) {
 	for round := 0; len(entries) > 0; round++ {
 		var again []txnEntry
 		for len(entries) > 0 {
-			txn := entries[:b.fit(entries)]
-			retry, refused := b.commitTogether(txn)
+			n, probes := b.fit(entries)
+			txn := entries[:n]
+			retry, refused := b.commitTogether(txn, probes)
 			if refused {
 				continue // the next transaction takes fewer of the same saves
 			}
@@ -599,11 +601,18 @@ func newTxnEntry(s *batchedSave, key string, h hint) (e txnEntry, ok bool) {
 	return e, true
 }
 
+// probes says which bounds offered a transaction their probe (bound.offer).
+type probes struct{ saves, bytes bool }
+
 // fit tells how many of entries, at least one, the next transaction
-// takes within both bounds.
-func (b *Batcher) fit(entries []txnEntry) int {
+// takes within both bounds, and which bounds' probes it was offered: its
+// outcome must be told to them (commitTogether).
+func (b *Batcher) fit(entries []txnEntry) (int, probes) {
+	var p probes
+	var maxOps, maxBytes int
 	b.mu.Lock()
-	maxOps, maxBytes := b.saves.limit, b.bytes.limit
+	maxOps, p.saves = b.saves.offer()
+	maxBytes, p.bytes = b.bytes.offer()
 	b.mu.Unlock()
 	n, ops, bytes := 0, 0, 0
 	for _, e := range entries {
@@ -612,7 +621,7 @@ func (b *Batcher) fit(entries []txnEntry) int {
 		}
 		n, ops, bytes = n+1, ops+e.ops, bytes+e.size
 	}
-	return n
+	return n, p
 }
 
 // commitTogether writes txn in one transaction, a lone save too, which
@@ -625,7 +634,7 @@ func (b *Batcher) fit(entries []txnEntry) int {
 // decoded) is answered as Save would answer it, a save still to write is
 // made ready again on it (retry): to replace the record read, or to
 // create the key, gone or not there yet.
-func (b *Batcher) commitTogether(txn []txnEntry) (retry []txnEntry, refused bool) {
+func (b *Batcher) commitTogether(txn []txnEntry, p probes) (retry []txnEntry, refused bool) {
 	cmps := make([]clientv3.Cmp, 0, len(txn))
 	puts := make([]clientv3.Op, len(txn))
 	gets := make([]clientv3.Op, 0, len(txn))
@@ -648,17 +657,23 @@ func (b *Batcher) commitTogether(txn []txnEntry) (retry []txnEntry, refused bool
 		// The cluster takes fewer operations a transaction than
 		// WithMaxBatch says.
 		b.mu.Lock()
-		b.saves.refuse(ops)
+		b.saves.refuse(ops, p.saves)
+		b.bytes.untried(p.bytes)
 		b.mu.Unlock()
 		return nil, true
 	case len(txn) > 1 && tooLarge(err):
 		// Likewise for the bytes, refused by etcd or, before sending,
 		// by the client.
 		b.mu.Lock()
-		b.bytes.refuse(bytes)
+		b.bytes.refuse(bytes, p.bytes)
+		b.saves.untried(p.saves)
 		b.mu.Unlock()
 		return nil, true
 	case err != nil:
+		b.mu.Lock()
+		b.saves.untried(p.saves)
+		b.bytes.untried(p.bytes)
+		b.mu.Unlock()
 		// A save too large alone fails here, as Save would fail it.
 		// The transaction may have committed; each caller's retry finds
 		// it equal.
@@ -666,11 +681,13 @@ func (b *Batcher) commitTogether(txn []txnEntry) (retry []txnEntry, refused bool
 			e.save.done <- b.closedErr(fmt.Errorf("etcdcatalog: save %q: %w", e.save.pchannel, err))
 		}
 		return nil, false
-	case resp.Succeeded:
-		b.mu.Lock()
-		b.saves.take(ops)
-		b.bytes.take(bytes)
-		b.mu.Unlock()
+	}
+	// Taken, or its compares evaluated: the cluster took its size.
+	b.mu.Lock()
+	b.saves.take(ops, p.saves)
+	b.bytes.take(bytes, p.bytes)
+	b.mu.Unlock()
+	if resp.Succeeded {
 		// Every write of one transaction has its header's revision.
 		for _, e := range txn {
 			b.c.remember(e.key, hint{rev: resp.Header.Revision, rec: e.rec, raw: e.val})
