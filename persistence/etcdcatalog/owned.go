@@ -393,6 +393,11 @@ func (c *Catalog) newOwned(ctx context.Context, pchannel, key, token string, ses
 // waits for it, up to ReleaseTimeout. Its callers bound it (Owned.Close,
 // ReleaseTimeout).
 func (c *Catalog) deleteOwner(ctx context.Context, o *Owned) error {
+	// A closed client retries the call a hundred times before it fails
+	// (about 2.5 s a release), and can send nothing.
+	if c.client.Ctx().Err() != nil {
+		return errClientClosed
+	}
 	_, err := c.client.Txn(ctx).
 		If(append(o.fence().holds(), clientv3.Compare(clientv3.Value(o.ownerKey), "=", o.token))...).
 		Then(clientv3.OpDelete(o.ownerKey)).
