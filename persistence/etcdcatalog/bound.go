@@ -14,10 +14,9 @@ package etcdcatalog
 // reprobeAfter transactions taken at more than half the limit, the bound
 // probes once above the largest size taken: halfway to the smallest size
 // refused, or, when that is not above the limit, at twice the largest
-// taken.
-// One transaction at a time is built to the probe (offer), the others to
-// the limit, so that the transactions in flight cost one refusal between
-// them, not one each. A probe refused leaves the limit where it was, that
+// taken. One transaction at a time is built to the probe (offer), the
+// others to the limit, so that the transactions in flight cost one
+// refusal between them, not one each. A probe refused leaves the limit where it was, that
 // one transaction going out again as smaller ones, and its size becomes
 // the next probe's ceiling; taken, the limit rises to it, and the next
 // probe comes soon (probeAgainAfter), the limit being maybe higher still.
