@@ -261,8 +261,7 @@ func (r *riseTimes) report(b *testing.B, pchannels []string, sentAt []time.Time,
 // writeCheckpoints stores cp for every pchannel, without fsync: it is
 // set-up, not measured.
 func writeCheckpoints(b *testing.B, path string, pchannels []string, cp wal.MessageID) {
-	bolt, err := persistence.OpenBolt(path, persistence.WithNoSync(true), persistence.WithGroupCommit(true),
-		persistence.WithGroupCommitDelay(time.Millisecond))
+	bolt, err := persistence.OpenBolt(path, persistence.WithNoSync(true), persistence.WithGroupCommit(true))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -160,21 +160,28 @@ func WithNoSync(noSync bool) BoltOption {
 }
 
 // WithGroupCommit makes concurrent Saves share one write transaction and
-// one fsync, as bbolt's DB.Batch does: many pchannels advancing together
-// cost a few commits instead of one each. Every Save still returns only after the
-// transaction holding its write committed, so the durability promise is
-// unchanged, and the never-lower check still runs inside that transaction.
-// The price is latency: a Save waits until the batch is full (1000 calls)
-// or its delay (WithGroupCommitDelay) has passed. Default false.
+// one fsync: many pchannels advancing together cost a few commits instead
+// of one each. Every Save still returns only after the transaction holding
+// its write committed, so the durability promise is unchanged, and the
+// never-lower check still runs inside that transaction. A save joins the
+// next commit: at once when none is running, and otherwise with the saves
+// that come while the one running syncs (up to 1000 a transaction), so a
+// lone save waits for no one, and a burst costs about one commit per
+// fsync time. WithGroupCommitDelay makes a batch wait for more saves
+// instead, as bbolt's DB.Batch does. Default false.
 func WithGroupCommit(enabled bool) BoltOption {
 	return boltOptionFunc(func(o *boltOptions) { o.group = enabled })
 }
 
-// WithGroupCommitDelay bounds how long a Save under WithGroupCommit waits
-// for others to join its transaction: a save waits that long at most, and
-// then for one commit, unless its context ends first, and so does Close
-// for the saves in flight. Default 10 ms (bbolt's); it must be positive and
-// at most MaxGroupCommitDelay.
+// WithGroupCommitDelay makes a batch under WithGroupCommit wait for more
+// saves: it commits once it holds 1000, or once d has passed since its
+// first save, as bbolt's DB.Batch does with its MaxBatchDelay (10 ms by
+// default there). A save then waits up to d, and then for the commits
+// before its own, unless its context ends first, and so does Close for
+// the saves in flight. Fewer, fuller commits for a longer wait: at 1,000
+// pchannels or fewer, a batch seldom fills, and nearly every save waits
+// the whole delay. Default 0: no wait, a batch commits as soon as the
+// commit before it has; d must be at most MaxGroupCommitDelay.
 func WithGroupCommitDelay(d time.Duration) BoltOption {
 	return boltOptionFunc(func(o *boltOptions) { o.groupDelay = d })
 }
@@ -214,11 +221,8 @@ func WithExistingBucket(existing bool) BoltOption {
 // save timeout.
 const MaxGroupCommitDelay = time.Second
 
-// defaultGroupCommitDelay is bbolt's own default MaxBatchDelay.
-const defaultGroupCommitDelay = 10 * time.Millisecond
-
 func defaultBoltOptions() boltOptions {
-	return boltOptions{bucket: DefaultBucket, openTimeout: time.Second, groupDelay: defaultGroupCommitDelay}
+	return boltOptions{bucket: DefaultBucket, openTimeout: time.Second}
 }
 
 // OpenBolt opens or creates the bbolt file at path. The file stays locked
@@ -252,8 +256,8 @@ func OpenBolt(path string, opts ...BoltOption) (*Bolt, error) {
 	if o.openTimeout <= 0 {
 		return nil, fmt.Errorf("%w: bolt open timeout %v is not positive", ErrInvalidArgument, o.openTimeout)
 	}
-	if o.groupDelay <= 0 || o.groupDelay > MaxGroupCommitDelay {
-		return nil, fmt.Errorf("%w: bolt group commit delay %v is not in (0, %v]", ErrInvalidArgument, o.groupDelay, MaxGroupCommitDelay)
+	if o.groupDelay < 0 || o.groupDelay > MaxGroupCommitDelay {
+		return nil, fmt.Errorf("%w: bolt group commit delay %v is not in [0, %v]", ErrInvalidArgument, o.groupDelay, MaxGroupCommitDelay)
 	}
 	if err := checkPath(path); err != nil {
 		return nil, err
@@ -1328,9 +1332,9 @@ func (b *Bolt) LoadAll(ctx context.Context) (map[string]wal.MessageID, error) {
 }
 
 // Close implements Catalog. It refuses new calls, waits for those in
-// flight (a save StartSave started is in flight until it is answered,
-// within the group commit's delay and one commit), and releases the file
-// and its lock.
+// flight (a save StartSave started is in flight until it is answered:
+// within the group commit's delay, if any, and the commits before its
+// own), and releases the file and its lock.
 //
 // Of a damaged Bolt it waits a second at most for calls in flight, once
 // the damage is known: a panic inside bbolt may leave a lock of bbolt's

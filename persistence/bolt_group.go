@@ -12,21 +12,30 @@ import (
 )
 
 // maxGroupSaves is how many saves one group commit carries at most:
-// bbolt's default MaxBatchSize. A full batch commits at once, without
-// waiting out its delay.
+// bbolt's default MaxBatchSize, which keeps a transaction's dirty pages
+// small. A full batch is ready at once, without waiting out any delay.
 const maxGroupSaves = 1000
 
 // groupCommit gathers the Saves that arrive together (WithGroupCommit)
-// into one write transaction and one fsync, as bbolt's DB.Batch does, with
-// the same policy: a batch commits when it is full or when its delay has
-// passed since its first save. It is ours rather than DB.Batch for two
-// reasons:
+// into one write transaction and one fsync. One committer at a time
+// writes the batches, in the order they became ready; the saves that
+// come while it commits gather into the next batch. With no delay (the
+// default) the batch still open is ready as soon as the committer is
+// free: a lone save waits for its own commit only, and under load a
+// batch holds what came during the commit before it, so that commits
+// follow one another as fast as the disk syncs and never wait for a
+// timer. With a delay, a batch is ready once full or once its delay has
+// passed since its first save, as in bbolt's DB.Batch, where a lone save
+// waits out the whole delay: fewer, larger commits for whoever would
+// rather trade latency for them.
 //
-//   - A batch whose delay passes commits on a timer goroutine. DB.Batch
-//     runs the commit there unguarded, so a damaged page met while
-//     writing panicked that goroutine and took the process down; here the
-//     commit runs under the Bolt's guard, wherever it runs, and becomes
-//     ErrCorruptStore like any other damage.
+// It is ours rather than DB.Batch for that policy and for two reasons
+// more:
+//
+//   - DB.Batch commits a batch whose delay passed on a timer goroutine,
+//     unguarded, so a damaged page met while writing panicked that
+//     goroutine and took the process down; here every commit runs under
+//     the Bolt's guard and becomes ErrCorruptStore like any other damage.
 //   - A waiting Save costs no channel, closure or retry of its own: the
 //     saves of a batch wait on one channel, and each reads its own
 //     outcome. DB.Batch reran the whole transaction without a save whose
@@ -36,6 +45,8 @@ const maxGroupSaves = 1000
 // Every Save still returns only once the transaction holding its write
 // committed, and the never-lower check still runs inside it.
 type groupCommit struct {
+	// delay is how long a batch waits for more saves before it is ready
+	// (0: not at all, it is ready whenever the committer is free).
 	delay time.Duration
 	// commit writes a batch and tells its saves: the Bolt's, bound once
 	// rather than on every save.
@@ -44,6 +55,13 @@ type groupCommit struct {
 	mu sync.Mutex
 	// open is the batch still taking saves, or nil.
 	open *batch // guarded by mu
+	// ready holds the batches closed to new saves (full, or their delay
+	// passed) and not yet taken by the committer, oldest first.
+	ready []*batch // guarded by mu
+	// committing is set while a committer runs (run): it takes the
+	// batches one after another until none is ready, and only then is
+	// another started.
+	committing bool // guarded by mu
 	// last is how many saves the last batch took: the next one is made
 	// that large, so that under a steady load a batch is one allocation.
 	last int // guarded by mu
@@ -57,6 +75,8 @@ type groupCommit struct {
 type batch struct {
 	saves []batchedSave
 	done  chan struct{}
+	// timer makes the batch ready once the delay has passed; nil without
+	// a delay.
 	timer *time.Timer
 	// waiters counts the saves of Save, which read their outcome from
 	// saves once done is closed: a batch that had any is not recycled.
@@ -85,9 +105,9 @@ type batchedSave struct {
 }
 
 // join adds s to the open batch, opening one if there is none, and
-// returns the batch and the index of s in it. full reports that s filled
-// the batch: the caller must commit it, now that no one else will.
-func (g *groupCommit) join(s *batchedSave) (bt *batch, i int, full bool) {
+// returns the batch and the index of s in it. start reports that a
+// committer must be started (go run): none runs, and a batch is ready.
+func (g *groupCommit) join(s *batchedSave) (bt *batch, i int, start bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.open == nil {
@@ -99,18 +119,17 @@ func (g *groupCommit) join(s *batchedSave) (bt *batch, i int, full bool) {
 	if s.done == nil {
 		bt.waiters++
 	}
-	if len(bt.saves) < maxGroupSaves {
-		return bt, i, false
+	if len(bt.saves) >= maxGroupSaves {
+		g.closeLocked()
+		g.ready = append(g.ready, bt)
 	}
-	g.open, g.last = nil, len(bt.saves)
-	bt.timer.Stop()
-	return bt, i, true
+	return bt, i, g.startLocked()
 }
 
-// newBatch makes a batch that commits once its delay has passed, unless a
-// save filled it first. (Apart from join so that the timer's closure
-// captures a variable of its own: capturing join's result moved it to the
-// heap on every save.)
+// newBatch makes a batch, which with a delay is ready once the delay has
+// passed, unless it filled first. (Apart from join so that the timer's
+// closure captures a variable of its own: capturing join's result moved
+// it to the heap on every save.)
 func (g *groupCommit) newBatch() *batch {
 	saves := g.spare
 	g.spare = nil
@@ -118,24 +137,77 @@ func (g *groupCommit) newBatch() *batch {
 		saves = make([]batchedSave, 0, max(g.last, 8))
 	}
 	bt := &batch{saves: saves, done: make(chan struct{})}
-	bt.timer = time.AfterFunc(g.delay, func() {
-		if g.take(bt) {
-			g.commit(bt)
-		}
-	})
+	if g.delay > 0 {
+		bt.timer = time.AfterFunc(g.delay, func() {
+			if g.expire(bt) {
+				g.run()
+			}
+		})
+	}
 	return bt
 }
 
-// take closes bt to new saves, if it still takes them, and reports
-// whether it did: whoever takes a batch commits it, once.
-func (g *groupCommit) take(bt *batch) bool {
+// closeLocked closes the open batch to new saves.
+func (g *groupCommit) closeLocked() {
+	bt := g.open
+	g.open, g.last = nil, len(bt.saves)
+	if bt.timer != nil {
+		bt.timer.Stop()
+	}
+}
+
+// startLocked reports whether a committer must be started, and if so
+// marks it running: none runs, and there is a batch to take.
+func (g *groupCommit) startLocked() bool {
+	if g.committing || len(g.ready) == 0 && (g.delay > 0 || g.open == nil) {
+		return false
+	}
+	g.committing = true
+	return true
+}
+
+// expire makes bt ready once its delay has passed, if it still takes
+// saves, and reports whether a committer must be started for it. A batch
+// that filled first is ready already (a stopped timer whose function has
+// started runs all the same).
+func (g *groupCommit) expire(bt *batch) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.open != bt {
-		return false // filled, and committed by the save that filled it
+	if g.open == bt {
+		g.closeLocked()
+		g.ready = append(g.ready, bt)
 	}
-	g.open, g.last = nil, len(bt.saves)
-	return true
+	return g.startLocked()
+}
+
+// next takes the batch to commit next: the oldest ready one, or without a
+// delay the one open. With none it ends the committer and returns nil.
+func (g *groupCommit) next() *batch {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.ready) > 0 {
+		bt := g.ready[0]
+		g.ready[0] = nil
+		g.ready = g.ready[1:]
+		return bt
+	}
+	if g.delay == 0 && g.open != nil {
+		bt := g.open
+		g.closeLocked()
+		return bt
+	}
+	g.committing = false
+	return nil
+}
+
+// run is the committer: it commits the batches as they are ready, one
+// after another, until none is. It runs on a goroutine of its own (a
+// timer's, or one a save started), never on a Save's caller, who would
+// otherwise wait for the batches after its own.
+func (g *groupCommit) run() {
+	for bt := g.next(); bt != nil; bt = g.next() {
+		g.commit(bt)
+	}
 }
 
 // saveGrouped is Save under WithGroupCommit. The caller has entered, and
@@ -143,9 +215,9 @@ func (g *groupCommit) take(bt *batch) bool {
 // (its context ended first): the commit exits for it then, so that the
 // file stays open for the write, wherever the commit runs.
 func (b *Bolt) saveGrouped(ctx context.Context, s *batchedSave) (left bool, err error) {
-	bt, i, full := b.group.join(s)
-	if full {
-		b.commit(bt)
+	bt, i, start := b.group.join(s)
+	if start {
+		go b.group.run()
 	}
 	select {
 	case <-bt.done:
@@ -163,12 +235,12 @@ func (b *Bolt) saveGrouped(ctx context.Context, s *batchedSave) (left bool, err 
 	return true, ctx.Err()
 }
 
-// startGrouped is StartSave under WithGroupCommit. A batch it fills is
-// committed on a goroutine of its own: the caller does not wait for it.
+// startGrouped is StartSave under WithGroupCommit: the caller does not
+// wait for the commit.
 func (b *Bolt) startGrouped(pchannel string, checkpoint wal.MessageID, raw []byte, done func(error)) {
-	bt, _, full := b.group.join(&batchedSave{pchannel: pchannel, checkpoint: checkpoint, raw: raw, done: done})
-	if full {
-		go b.commit(bt)
+	_, _, start := b.group.join(&batchedSave{pchannel: pchannel, checkpoint: checkpoint, raw: raw, done: done})
+	if start {
+		go b.group.run()
 	}
 }
 

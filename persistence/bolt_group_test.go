@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -241,35 +244,157 @@ func TestGroupCommitRecyclesToldBatches(t *testing.T) {
 	}
 }
 
-// A batch is committed once, by whoever takes it: the save that fills it,
-// or its timer, which may fire while the filler commits (a stopped timer
-// whose function has started runs all the same). The one that comes
-// second finds it taken.
-func TestGroupCommitBatchIsTakenOnce(t *testing.T) {
-	g := &groupCommit{delay: time.Hour, commit: func(*batch) { t.Error("committed by a timer") }}
-	var bt *batch
-	full := false
+// With a delay, a batch is ready once full or once its delay has passed,
+// whichever comes first, and its timer, which may fire after it filled
+// (a stopped timer whose function has started runs all the same), does
+// not make it ready twice. The committer takes the ready batches in
+// order, and only they: an open batch waits out its delay.
+func TestGroupCommitWithADelayCommitsReadyBatchesOnce(t *testing.T) {
+	g := &groupCommit{delay: time.Hour}
+	var full *batch
 	for i := range maxGroupSaves {
-		bt, _, full = g.join(&batchedSave{pchannel: "p", checkpoint: wal.KafkaID(i), done: func(error) {}})
+		bt, _, start := g.join(&batchedSave{pchannel: "p", checkpoint: wal.KafkaID(i), done: func(error) {}})
+		if start != (i == maxGroupSaves-1) {
+			t.Fatalf("save %d: start = %v: a committer is started by the save that fills the batch, and by no other", i, start)
+		}
+		full = bt
 	}
-	if !full {
-		t.Fatalf("%d saves did not fill a batch", maxGroupSaves)
+	if g.expire(full) {
+		t.Fatal("the timer of a full batch started a second committer")
 	}
-	if g.take(bt) {
-		t.Fatal("the timer took a batch its filler commits")
+	if got := g.next(); got != full {
+		t.Fatal("the committer did not take the full batch")
+	}
+	if got := g.next(); got != nil {
+		t.Fatal("the full batch was taken twice")
 	}
 
-	open, _, full := g.join(&batchedSave{pchannel: "p", checkpoint: wal.KafkaID(1), done: func(error) {}})
-	defer open.timer.Stop()
-	if full || open == bt {
-		t.Fatal("a save after a full batch did not open a new one")
+	open, _, start := g.join(&batchedSave{pchannel: "p", checkpoint: wal.KafkaID(1), done: func(error) {}})
+	if start || open == full {
+		t.Fatalf("a save after a full batch: start = %v, same batch = %v; want a new batch waiting for its delay", start, open == full)
 	}
-	if !g.take(open) {
-		t.Fatal("the timer of an open batch could not take it")
+	if !g.expire(open) {
+		t.Fatal("a batch whose delay passed started no committer")
 	}
-	if g.take(open) {
-		t.Fatal("a batch was taken twice")
+	if g.expire(open) {
+		t.Fatal("a batch was made ready twice")
 	}
+	if got := g.next(); got != open {
+		t.Fatal("the committer did not take the batch whose delay passed")
+	}
+	if got := g.next(); got != nil || g.committing {
+		t.Fatal("the committer went on with nothing ready")
+	}
+}
+
+// Without a delay, the committer takes the open batch whenever it is
+// free: the saves that came while it committed, up to a full batch at a
+// time, in order.
+func TestGroupCommitWithoutADelayTakesWhatCameDuringACommit(t *testing.T) {
+	g := &groupCommit{}
+	join := func(n int) (starts int) {
+		for i := range n {
+			if _, _, start := g.join(&batchedSave{pchannel: "p", checkpoint: wal.KafkaID(i), done: func(error) {}}); start {
+				starts++
+			}
+		}
+		return starts
+	}
+	sizes := func() (got []int) {
+		for bt := g.next(); bt != nil; bt = g.next() {
+			got = append(got, len(bt.saves))
+		}
+		return got
+	}
+	if starts := join(1); starts != 1 {
+		t.Fatalf("a lone save started %d committers, want 1", starts)
+	}
+	if got := sizes(); !slices.Equal(got, []int{1}) {
+		t.Fatalf("a lone save: batches %v, want [1]", got)
+	}
+
+	if starts := join(1); starts != 1 {
+		t.Fatalf("a save after the committer ended started %d committers, want 1", starts)
+	}
+	first := g.next()
+	if starts := join(maxGroupSaves + 5); starts != 0 {
+		t.Fatalf("saves during a commit started %d committers, want 0", starts)
+	}
+	if len(first.saves) != 1 {
+		t.Fatalf("the batch taken grew to %d saves after it was taken", len(first.saves))
+	}
+	if got := sizes(); !slices.Equal(got, []int{maxGroupSaves, 5}) {
+		t.Fatalf("saves during a commit: batches %v, want [%d 5]", got, maxGroupSaves)
+	}
+	if g.committing || g.open != nil || len(g.ready) != 0 {
+		t.Fatal("the committer ended with something left")
+	}
+}
+
+// By default a lone save is committed at once, waiting for no timer: in
+// a bubble, where time moves only while every goroutine waits, the save
+// is durable before the clock has moved. With a delay it waits out the
+// delay, bbolt's DB.Batch policy.
+func TestGroupCommitOfALoneSaveWaitsForNoTimer(t *testing.T) {
+	for _, delay := range []time.Duration{0, 10 * time.Millisecond} {
+		t.Run(fmt.Sprintf("delay=%v", delay), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b, err := OpenBolt(filepath.Join(t.TempDir(), "checkpoints.db"), WithGroupCommit(true), WithGroupCommitDelay(delay))
+				require.NoError(t, err)
+				defer b.Close()
+				start := time.Now()
+				require.NoError(t, b.Save(context.Background(), "p", wal.KafkaID(1)))
+				done := make(chan error, 1)
+				require.NoError(t, b.StartSave(context.Background(), "p", wal.KafkaID(2), func(err error) { done <- err }))
+				require.NoError(t, <-done)
+				if waited := time.Since(start); waited != 2*delay {
+					t.Fatalf("two saves one after the other waited %v, want %v", waited, 2*delay)
+				}
+				got, err := b.Load(context.Background(), "p")
+				require.NoError(t, err)
+				require.Equal(t, wal.KafkaID(2), got)
+			})
+		})
+	}
+}
+
+// The saves that come while a commit runs share the next one: with the
+// file's turn held, a first save's commit waits for it, and the ten that
+// follow make one batch, committed once the first is.
+func TestGroupCommitSharesTheNextCommitAmongTheSavesThatCameDuringOne(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, err := OpenBolt(filepath.Join(t.TempDir(), "checkpoints.db"), WithGroupCommit(true))
+		require.NoError(t, err)
+		defer b.Close()
+		var sizes []int
+		commit := b.group.commit
+		b.group.commit = func(bt *batch) {
+			sizes = append(sizes, len(bt.saves)) // one committer at a time
+			commit(bt)
+		}
+		ctx := context.Background()
+		results := make(chan error, 11)
+		told := func(err error) { results <- err }
+
+		require.NoError(t, b.takeTurn(ctx))
+		require.NoError(t, b.StartSave(ctx, "p0", wal.KafkaID(1), told))
+		synctest.Wait() // the committer took p0's batch and waits for the turn
+		for i := 1; i <= 10; i++ {
+			require.NoError(t, b.StartSave(ctx, fmt.Sprintf("p%d", i), wal.KafkaID(1), told))
+		}
+		synctest.Wait()
+		b.releaseTurn()
+		for range 11 {
+			require.NoError(t, <-results)
+		}
+		synctest.Wait() // the committer has ended
+		if !slices.Equal(sizes, []int{1, 10}) {
+			t.Fatalf("commits of %v saves, want [1 10]", sizes)
+		}
+		all, err := b.LoadAll(ctx)
+		require.NoError(t, err)
+		require.Len(t, all, 11)
+	})
 }
 
 // A batch whose every save is refused is rolled back, not committed: the

@@ -366,7 +366,7 @@ func TestBoltOptionsAreValidated(t *testing.T) {
 		"empty bucket":               persistence.WithBucket(""),
 		"zero timeout":               persistence.WithOpenTimeout(0),
 		"negative timeout":           persistence.WithOpenTimeout(-time.Second),
-		"zero group delay":           persistence.WithGroupCommitDelay(0),
+		"negative group delay":       persistence.WithGroupCommitDelay(-time.Millisecond),
 		"group delay over the bound": persistence.WithGroupCommitDelay(persistence.MaxGroupCommitDelay + 1),
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -30,6 +30,7 @@ var figures = []figure{
 	{text: "`UpdateBatch` of 64, per update", bench: "UpdateBatch/impl=%s/batch=64", unit: "sec/op", num: "lowwater", den: "baseline", ref: "baseline's 64 calls"},
 	{text: "group commit, 1,000 pchannels on bbolt", bench: "GroupCommit/impl=%s/commit=group", unit: "saves/s", num: "lowwater", den: "baseline", ref: "baseline"},
 	{text: "the same against raw bbolt `db.Batch`", bench: "GroupCommit/impl=%s/commit=group", unit: "saves/s", num: "lowwater", den: "bboltbatch", ref: "`db.Batch`"},
+	{text: "group commit, 100 pchannels on bbolt", bench: "GroupCommitFew/impl=%s/commit=group", unit: "saves/s", num: "lowwater", den: "bboltbatch", ref: "`db.Batch`"},
 	{text: "CPU per save, group commit", bench: "GroupCommit/impl=%s/commit=group", unit: "cpu-µs/save", num: "lowwater", den: "baseline", ref: "baseline"},
 	{text: "CPU per save, a catalog that costs nothing", bench: "GroupCommit/impl=%s/commit=none", unit: "cpu-µs/save", num: "lowwater", den: "baseline", ref: "baseline"},
 	{text: "updates/s over 10,000 pchannels", bench: "Scale/impl=%s/pchannels=10000/vchannels=100", unit: "updates/s", num: "lowwater", den: "baseline", ref: "baseline"},

@@ -63,6 +63,7 @@ var runs = []run{
 	{"^BenchmarkGroupCommit$/impl=(baseline|lowwater)/commit=single", "3x", nil},
 	{"^BenchmarkGroupCommit$/impl=/commit=group", "30x", nil},
 	{"^BenchmarkGroupCommit$/impl=/commit=none", "300x", nil},
+	{"^BenchmarkGroupCommitFew$", "100x", nil},
 	{"^BenchmarkEtcdSaves$/impl=serial", "1x", nil},
 	{"^BenchmarkEtcdSaves$/impl=(concurrent|lowwater)", "5x", nil},
 }
@@ -85,6 +86,8 @@ var tables = []table{
 		[]string{"-filter", ".name:Scale", "-col", "/impl@(baseline lowwater sender)"}},
 	{"Group commit on bbolt against raw db.Batch with 1,000 writers (goal 3)",
 		[]string{"-filter", ".name:GroupCommit /commit:group", "-col", "/impl@(bboltbatch baseline lowwater)"}},
+	{"The same with 100 pchannels, where a batch never fills",
+		[]string{"-filter", ".name:GroupCommitFew", "-col", "/impl@(bboltbatch baseline lowwater)"}},
 	{"1,000 pchannels saving on a 3-member etcd cluster (goal 5)",
 		[]string{"-filter", ".name:EtcdSaves", "-col", "/impl@(serial concurrent lowwater)"}},
 }
