@@ -35,9 +35,11 @@
 //	                       and the last round's p99 counted from its first update;
 //	                       run again with 500,000 updates/s offered (-scale-rate)
 //	BenchmarkGroupCommit   1,000 pchannels advancing together on bbolt, one
-//	                       transaction per save against bbolt's Batch; raw
+//	                       transaction per save against group commit; raw
 //	                       db.Batch with 1,000 writers (bboltbatch); CPU per save;
 //	                       and on a catalog that costs nothing (the save path's own cost)
+//	BenchmarkGroupCommitFew  the same group commit with 100 pchannels, where a
+//	                       batch never fills; raw db.Batch with 100 writers
 //	BenchmarkEtcdSaves     1,000 pchannels saving on a 3-member etcd cluster:
 //	                       one txn at a time, concurrent txns, etcdcatalog.Batcher
 //	BenchmarkEtcdFleet     100,000 pchannels saving at once on etcd, with and
