@@ -216,8 +216,10 @@ func TestStopBoundedWhateverTheCatalog(t *testing.T) {
 			case tc.load:
 				require.ErrorIs(t, s.Reason, messages.ErrNotRecovered)
 			default:
-				// The deadline alone, not protoactor's "future: timeout" after it.
-				require.Equal(t, messages.ErrFlushTimeout, s.Reason)
+				// The deadline, and the save it waited for, not
+				// protoactor's "future: timeout" after it.
+				require.ErrorIs(t, s.Reason, messages.ErrFlushTimeout)
+				require.EqualError(t, s.Reason, messages.ErrFlushTimeout.Error()+": the catalog had not answered the save in flight")
 			}
 			cat.unblock() // the late result goes nowhere
 		})

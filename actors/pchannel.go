@@ -1176,11 +1176,29 @@ func (p *pchannel) becomeStopped() {
 			case !errors.Is(ev.Reason, persistence.ErrFenced):
 				ev.Reason = fmt.Errorf("%w: %w", persistence.ErrFenced, ev.Reason)
 			}
-		case ev.Reason == nil:
-			ev.Reason = messages.ErrFlushTimeout
+		case ev.Reason == nil || ev.Reason == messages.ErrFlushTimeout:
+			ev.Reason = flushTimeout(sp)
 		}
 	}
 	p.tellStopped(ev, p.failure(), "")
+}
+
+// flushTimeout is ErrFlushTimeout with what the catalog did meanwhile,
+// from the persister's last word: a caller who reads the Stopped alone
+// (Poison's) learns whether the catalog failed, and how, or never
+// answered, where the PersistFailed events said it to subscribers only.
+func flushTimeout(sp savePoint) error {
+	switch {
+	case sp.unanswered && sp.overdue:
+		return fmt.Errorf("%w: the catalog had not answered the save in flight, which overran its deadline: %w", messages.ErrFlushTimeout, ErrCatalogOverdue)
+	case sp.unanswered && sp.failure != nil:
+		return fmt.Errorf("%w: the catalog had not answered the save in flight; the one before failed: %w", messages.ErrFlushTimeout, sp.failure)
+	case sp.unanswered:
+		return fmt.Errorf("%w: the catalog had not answered the save in flight", messages.ErrFlushTimeout)
+	case sp.failure != nil:
+		return fmt.Errorf("%w: the last save failed: %w", messages.ErrFlushTimeout, sp.failure)
+	}
+	return messages.ErrFlushTimeout
 }
 
 // tellStopped logs and publishes ev, with f, the panic the actor stopped

@@ -91,6 +91,13 @@ type persister struct {
 	// refusals in a row that named a value not ahead of the one refused.
 	toldBrokenAhead bool
 	notAheadRun     int
+	// failure is the error of the last save that failed since the last
+	// one that succeeded; unanswered is set by Stopping when a save was
+	// still in the catalog, and unansweredOverdue when it had been
+	// reported overdue. A graceful stop that could not flush says so
+	// (savePoint): the catalog failed, and how, or never answered.
+	failure                       error
+	unanswered, unansweredOverdue bool
 }
 
 // overdueCheck is the watchdog's message: see persister.overdue.
@@ -122,6 +129,9 @@ type savePoint struct {
 	// said nothing more.
 	fencedBy error
 	closed   bool // the catalog is closed: nothing is saved again
+	// failure, unanswered and overdue are the persister's (see there).
+	failure             error
+	unanswered, overdue bool
 }
 
 func (s *saveStatus) load() savePoint {
@@ -176,11 +186,18 @@ func (s *persister) Receive(ctx actor.Context) {
 		stopTimer(s.timer)
 		stopTimer(s.watchdog)
 		k := s.save
-		if k.end(s.cfg) && s.cfg.counters != nil {
+		never := k.end(s.cfg)
+		if never && s.cfg.counters != nil {
 			s.cfg.counters.savesInFlight.Add(-1) // it never ran
 		}
 		s.save = nil
-		if res, ok := k.joined(); ok && res.err == nil && s.plan.InFlight() != nil {
+		res, ok := k.joined()
+		if k != nil && !never && !(ok && res.err == nil) {
+			// In the catalog at the stop: its error, if it returned
+			// within the grace, is the stop's own cancel.
+			s.unanswered, s.unansweredOverdue = true, k.seq == s.overdueSeq
+		}
+		if ok && res.err == nil && s.plan.InFlight() != nil {
 			// The catalog acknowledged the save before it was joined, and
 			// its result had no turn in the mailbox: it is durable all the
 			// same, and Stopped must not call it dropped. Published on a
@@ -384,6 +401,7 @@ func (s *persister) saved(m *callDone) {
 	}
 	if m.err == nil {
 		step = s.plan.Succeeded()
+		s.failure = nil
 		s.report()
 		publish(s.events, s.cfg.logger, &messages.CheckpointPersisted{Header: messages.Header{PChannel: s.cfg.pchannel, At: ended},
 			Value: m.value, Attempts: attempt, Latency: m.latency, Late: m.seq == s.overdueSeq})
@@ -422,6 +440,7 @@ func (s *persister) above(persisted wal.MessageID) {
 // saveFailed is saved for a failure. It is apart because the target of
 // errors.As escapes to the heap: a save that succeeded does not pay for it.
 func (s *persister) saveFailed(m *callDone, attempt int) saveplan.Step {
+	s.failure = m.err
 	var stored *persistence.StoredAheadError
 	switch {
 	case errors.As(m.err, &stored) && stored.PChannel == s.cfg.pchannel:
@@ -517,7 +536,8 @@ func (s *persister) failed(m *callDone, attempt int, next time.Duration, adopted
 
 // report publishes the plan to the parent's view.
 func (s *persister) report() {
-	s.status.store(savePoint{persisted: s.plan.Persisted(), inFlight: s.save != nil, fenced: s.plan.Fenced(), fencedBy: s.fencedBy, closed: s.plan.Closed()})
+	s.status.store(savePoint{persisted: s.plan.Persisted(), inFlight: s.save != nil, fenced: s.plan.Fenced(), fencedBy: s.fencedBy, closed: s.plan.Closed(),
+		failure: s.failure, unanswered: s.unanswered, overdue: s.unansweredOverdue})
 }
 
 // fence stops saving for good, the ownership gone: cause says how.

@@ -42,10 +42,13 @@ var (
 	// ErrHardStop: the stop was a Stop, which does not flush.
 	ErrHardStop = errors.New("lowwater: hard stop does not flush")
 	// ErrFlushTimeout: a graceful stop's flush did not save the minimum
-	// within the stop flush timeout (the catalog failed or was slow, or
-	// the persister crashed on every try: the Reason then wraps the last
-	// crash), or the persister was gone, stopped by name (the Reason
-	// wraps actor.ErrDeadLetter; the stop did not wait).
+	// within the stop flush timeout, or the persister was gone, stopped
+	// by name (the Reason wraps actor.ErrDeadLetter; the stop did not
+	// wait). The Reason says what kept it: the persister's last crash,
+	// when it crashed on every try; else the catalog had not answered
+	// the save in flight (wrapping actors.ErrCatalogOverdue if that save
+	// had overrun its deadline), or the last save failed (wrapping its
+	// error, which errors.Is and errors.As reach).
 	ErrFlushTimeout = errors.New("lowwater: minimum not saved within the stop flush timeout")
 	// ErrNotRecovered: a graceful stop came during recovery, and the stored
 	// checkpoint could not be read within the stop flush timeout (or not at

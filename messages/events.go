@@ -243,9 +243,10 @@ type Stopped struct {
 	Flushed bool
 	Dropped wal.MessageID
 	// Reason says why something was left unsaved (nil when Flushed):
-	// ErrHardStop, ErrFlushTimeout (wrapping the persister's last crash,
-	// when it crashed on every try, or actor.ErrDeadLetter, when it was
-	// gone), ErrNotRecovered, the cause of an
+	// ErrHardStop, ErrFlushTimeout (wrapping what kept the flush: the
+	// persister's last crash, actor.ErrDeadLetter when it was gone, the
+	// last save's error, or the save the catalog had not answered; see
+	// there), ErrNotRecovered, the cause of an
 	// ownership loss, persistence.ErrClosed (the catalog was closed while
 	// the actor ran: saving stopped there), or, with no Dropped, the loss
 	// of the vchannels' order (wal.ErrCorruptID: an ID type whose
