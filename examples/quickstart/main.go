@@ -54,6 +54,12 @@ func run() error {
 		return err
 	}
 	pchannel := system.Root.Spawn(props)
+	poisoned := false
+	defer func() { // early returns stop it too, before the catalog closes
+		if !poisoned {
+			_ = system.Root.StopFuture(pchannel).Wait()
+		}
+	}()
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -79,6 +85,7 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	poisoned = true
 	fmt.Println("stopped; persisted:", stopped.LastPersisted, "flushed:", stopped.Flushed)
 
 	// What a restart would start from.
