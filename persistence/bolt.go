@@ -165,10 +165,10 @@ func WithNoSync(noSync bool) BoltOption {
 // its write committed, so the durability promise is unchanged, and the
 // never-lower check still runs inside that transaction. A save joins the
 // next commit: at once when none is running, and otherwise with the saves
-// that come while the one running syncs (up to 1000 a transaction), so a
-// lone save waits for no one, and a burst costs about one commit per
-// fsync time. WithGroupCommitDelay makes a batch wait for more saves
-// instead, as bbolt's DB.Batch does. Default false.
+// that come while the one running syncs (up to 1000 a transaction): a
+// lone save waits for no one, and under load each commit carries what
+// came during the one before. WithGroupCommitDelay makes a batch wait for
+// more saves instead, as bbolt's DB.Batch does. Default false.
 func WithGroupCommit(enabled bool) BoltOption {
 	return boltOptionFunc(func(o *boltOptions) { o.group = enabled })
 }
