@@ -299,7 +299,7 @@ func OpenBolt(path string, opts ...BoltOption) (*Bolt, error) {
 		}
 	}
 	if o.group {
-		b.group = &groupCommit{delay: o.groupDelay, commit: b.commit}
+		b.group = &groupCommit{delay: o.groupDelay, commit: b.commit, tell: func(bt *batch) { b.tell(bt, 0, 0) }}
 	}
 	err = b.guard("open", func() error {
 		if err := b.verify(); err != nil {
@@ -1211,7 +1211,11 @@ func (e *renamedError) Unwrap() error { return e.err }
 
 // StartSave implements SaveStarter under WithGroupCommit: the save joins
 // a batch and holds no goroutine until the batch commits, when done is
-// called on the goroutine that committed it. Without group commit it
+// called on the goroutine that committed it, once another has taken up
+// the commits that follow: done may save to this Bolt again, and its
+// save joins the next batch. It must not call Close, which waits until
+// every done has returned. A done that panics or ends its goroutine
+// (runtime.Goexit) is taken as told. Without group commit it
 // returns errors.ErrUnsupported: a save is then a write transaction of
 // its own, which waits for bbolt's one writer, and Save does that. As for
 // Save, the context is checked when the save starts; once started, it
@@ -1421,9 +1425,15 @@ func (b *Bolt) enter(ctx context.Context) error {
 }
 
 // exit ends a call that entered, and tells a Close waiting for the last.
-func (b *Bolt) exit() {
+func (b *Bolt) exit() { b.exitN(1) }
+
+// exitN ends n calls at once.
+func (b *Bolt) exitN(n int) {
+	if n == 0 {
+		return
+	}
 	b.calls.Lock()
-	b.inFlight--
+	b.inFlight -= n
 	if b.inFlight == 0 && b.drained != nil {
 		close(b.drained)
 		b.drained = nil

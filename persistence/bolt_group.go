@@ -48,9 +48,10 @@ type groupCommit struct {
 	// delay is how long a batch waits for more saves before it is ready
 	// (0: not at all, it is ready whenever the committer is free).
 	delay time.Duration
-	// commit writes a batch and tells its saves: the Bolt's, bound once
-	// rather than on every save.
-	commit func(*batch)
+	// commit writes a batch and wakes its Saves; tell tells its started
+	// saves and ends their calls: the Bolt's, bound once rather than on
+	// every save.
+	commit, tell func(*batch)
 
 	mu sync.Mutex
 	// open is the batch still taking saves, or nil.
@@ -200,14 +201,28 @@ func (g *groupCommit) next() *batch {
 	return nil
 }
 
-// run is the committer: it commits the batches as they are ready, one
-// after another, until none is. It runs on a goroutine of its own (a
-// timer's, or one a save started), never on a Save's caller, who would
-// otherwise wait for the batches after its own.
+// run is the committer: it commits the next batch ready, if any, then
+// hands its role on before it tells the batch's started saves, and so
+// one committer follows another, a goroutine each, until no batch is
+// ready. A done that saves to this Bolt again, or is slow, then delays
+// no commit: its save joins the next batch, which the next committer
+// takes. It runs on a goroutine of its own (a timer's, or one a save
+// started), never on a Save's caller, who would otherwise wait for the
+// batches after its own.
 func (g *groupCommit) run() {
-	for bt := g.next(); bt != nil; bt = g.next() {
-		g.commit(bt)
+	bt := g.next()
+	if bt == nil {
+		return
 	}
+	g.commit(bt)
+	g.mu.Lock()
+	g.committing = false
+	next := g.startLocked()
+	g.mu.Unlock()
+	if next {
+		go g.run()
+	}
+	g.tell(bt)
 }
 
 // saveGrouped is Save under WithGroupCommit. The caller has entered, and
@@ -247,11 +262,10 @@ func (b *Bolt) startGrouped(pchannel string, checkpoint wal.MessageID, raw []byt
 // errNothingWritten rolls back a batch whose every save was refused.
 var errNothingWritten = errors.New("persistence: nothing written")
 
-// commit writes a batch in one transaction and tells its saves: those of
-// Save through the batch's done, those of StartSave through their own, in
-// the order they came, on this goroutine. It waits for its turn without
-// a bound: its saves have started, and a call holds the turn for one
-// transaction at most.
+// commit writes a batch in one transaction, and wakes the Saves waiting
+// for it; the committer tells the others after (tell). It waits for its
+// turn without a bound: its saves have started, and a call holds the turn
+// for one transaction at most.
 func (b *Bolt) commit(bt *batch) {
 	_ = b.takeTurn(context.Background())
 	err := b.guard("save", func() error {
@@ -301,20 +315,41 @@ func (b *Bolt) commit(bt *batch) {
 	}
 	bt.mu.Lock()
 	bt.told = true
-	left := bt.left
 	bt.mu.Unlock()
 	close(bt.done)
-	for i := range bt.saves {
-		if s := &bt.saves[i]; s.done != nil {
-			b.answer(s.done, s.err)
+}
+
+// tell calls the done of each save of bt that StartSave started, from
+// the from-th on, in the order they came, and then ends the calls of the
+// batch's saves told (owed, those told before from) and of the Saves that
+// left it (their context ended first), at once: an end per save took the
+// lock that every call takes to start, and a backlog of a hundred
+// thousand saves took a minute to end while callers kept trying.
+//
+// A done that ends its goroutine (runtime.Goexit, as t.FailNow does),
+// which no recover stops, ends this call too: the rest of the batch is
+// told on a new goroutine, as it would be otherwise.
+func (b *Bolt) tell(bt *batch, from, owed int) {
+	i, cut := from, true
+	defer func() {
+		if cut {
+			go b.tell(bt, i+1, owed+1) // save i was told: its done ran
+		}
+	}()
+	for ; i < len(bt.saves); i++ {
+		if done := bt.saves[i].done; done != nil {
+			answer(done, bt.saves[i].err)
+			owed++
 		}
 	}
-	for range left {
-		b.exit()
-	}
+	cut = false
+	bt.mu.Lock()
+	left := bt.left
+	bt.mu.Unlock()
 	if bt.waiters == 0 {
 		b.group.recycle(bt.saves)
 	}
+	b.exitN(owed + left)
 }
 
 // recycle keeps the saves of a batch committed and told for the next one.
@@ -325,12 +360,11 @@ func (g *groupCommit) recycle(saves []batchedSave) {
 	g.mu.Unlock()
 }
 
-// answer tells a started save its outcome, which ends its call. A done
-// that panics is taken as told: the panic goes no further than this,
-// where it would end the process (this may be a timer's goroutine), leave
-// the saves after it untold and Close waiting for them.
-func (b *Bolt) answer(done func(error), err error) {
-	defer b.exit()
+// answer tells a started save its outcome. A done that panics is taken
+// as told: the panic goes no further than this, where it would end the
+// process (this may be a timer's goroutine), and leave the saves after
+// it untold and Close waiting for them.
+func answer(done func(error), err error) {
 	defer func() { _ = recover() }()
 	done(err)
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"testing"
 	"testing/synctest"
@@ -424,4 +425,62 @@ func TestGroupCommitOfRefusedSavesWritesNothing(t *testing.T) {
 	all, err := b.LoadAll(ctx)
 	require.NoError(t, err)
 	require.Equal(t, map[string]wal.MessageID{"p": wal.KafkaID(10), "q": wal.KafkaID(1)}, all)
+}
+
+// A done may save to its own Bolt again: the committer hands its role on
+// before it tells a batch, so the save joins the next batch and another
+// committer takes it. Told by the committer itself, the save waited for
+// the committer, busy waiting for the done, until its context ended.
+func TestGroupCommitDoneMaySaveAgain(t *testing.T) {
+	for _, delay := range []time.Duration{0, 5 * time.Millisecond} {
+		t.Run(fmt.Sprintf("delay=%v", delay), func(t *testing.T) {
+			b, err := OpenBolt(filepath.Join(t.TempDir(), "checkpoints.db"), WithGroupCommit(true), WithGroupCommitDelay(delay))
+			require.NoError(t, err)
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			again := make(chan error, 2)
+			require.NoError(t, b.StartSave(ctx, "p", wal.KafkaID(1), func(err error) {
+				again <- err
+				again <- b.Save(ctx, "q", wal.KafkaID(2))
+			}))
+			require.NoError(t, within(t, again, "p's outcome"))
+			require.NoError(t, within(t, again, "the save made by p's done"))
+			require.NoError(t, b.Close())
+			b, err = OpenBolt(b.path)
+			require.NoError(t, err)
+			defer b.Close()
+			all, err := b.LoadAll(ctx)
+			require.NoError(t, err)
+			require.Equal(t, map[string]wal.MessageID{"p": wal.KafkaID(1), "q": wal.KafkaID(2)}, all)
+		})
+	}
+}
+
+// A done that ends its goroutine (runtime.Goexit, as t.FailNow does in a
+// test's callback) is taken as told, as one that panics is: the saves
+// after it in its batch are told all the same, later saves commit, and
+// Close returns. Before, the rest of the batch was never told, and Close
+// waited for it for ever.
+func TestGroupCommitDoneThatEndsItsGoroutine(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, err := OpenBolt(filepath.Join(t.TempDir(), "checkpoints.db"), WithGroupCommit(true))
+		require.NoError(t, err)
+		ctx := context.Background()
+		told := make(chan string, 3)
+		require.NoError(t, b.takeTurn(ctx))
+		require.NoError(t, b.StartSave(ctx, "a", wal.KafkaID(1), func(error) { told <- "a" }))
+		synctest.Wait() // the committer took a's batch and waits for the turn
+		require.NoError(t, b.StartSave(ctx, "b", wal.KafkaID(1), func(error) { runtime.Goexit() }))
+		require.NoError(t, b.StartSave(ctx, "c", wal.KafkaID(1), func(err error) {
+			if err == nil {
+				told <- "c"
+			}
+		}))
+		b.releaseTurn()
+		synctest.Wait()
+		require.Equal(t, "a", <-told)
+		require.Equal(t, "c", <-told, "the save after the done that ended its goroutine")
+		require.NoError(t, b.Save(ctx, "d", wal.KafkaID(1)))
+		require.NoError(t, b.Close())
+	})
 }
