@@ -79,6 +79,10 @@ type Bolt struct {
 	closed   bool          // guarded by calls
 	inFlight int           // guarded by calls
 	drained  chan struct{} // guarded by calls; made by a Close that waits
+	// released is closed once the first Close has let go of the file: a
+	// Close after it, or beside it, returns ErrClosed then, so that
+	// whoever opens the file next finds it free.
+	released chan struct{}
 	// misplaced holds the records found at open, or by a Load that found
 	// nothing (findMisplaced), that may be another pchannel's (see
 	// misplaced), by the key they are under: one of them may be the
@@ -285,7 +289,7 @@ func OpenBolt(path string, opts ...BoltOption) (*Bolt, error) {
 		return nil, openError(path, err)
 	}
 	b := &Bolt{db: db, file: file, path: path, bucket: []byte(o.bucket), readOnly: o.readOnly, misplaced: map[string]misplacedRecord{},
-		turn: make(chan struct{}, 1), damagedNow: make(chan struct{})}
+		turn: make(chan struct{}, 1), damagedNow: make(chan struct{}), released: make(chan struct{})}
 	if o.intactMeta {
 		d, err := b.DamagedMeta()
 		// A page that held the commit before the one read hides nothing:
@@ -1345,10 +1349,14 @@ func (b *Bolt) LoadAll(ctx context.Context) (map[string]wal.MessageID, error) {
 // held for good, and a call waiting on it would never return. It then
 // closes the file itself, not through bbolt, and bbolt's mapping of the
 // file stays until the process exits.
+//
+// A second Close, made while the first waits or after it, returns
+// ErrClosed once the first has released the file.
 func (b *Bolt) Close() error {
 	b.calls.Lock()
 	if b.closed {
 		b.calls.Unlock()
+		<-b.released
 		return ErrClosed
 	}
 	b.closed = true
@@ -1358,6 +1366,7 @@ func (b *Bolt) Close() error {
 		b.drained = drained
 	}
 	b.calls.Unlock()
+	defer close(b.released)
 	if drained != nil {
 		b.awaitDrained(drained)
 	}

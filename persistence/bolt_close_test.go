@@ -5,6 +5,7 @@ import (
 	"errors"
 	"path/filepath"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/lowwater/lowwater/wal"
@@ -94,4 +95,45 @@ func TestNilContextIsRefused(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A Close made while another waits for the calls in flight returns
+// ErrClosed only once the first has released the file: whoever opens it
+// next finds it free. It returned at once, and an open right after it
+// found the file still locked.
+func TestASecondCloseReturnsOnceTheFileIsReleased(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "checkpoints.db")
+		b, err := OpenBolt(path, WithGroupCommit(true), WithGroupCommitDelay(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		told := make(chan error, 1)
+		if err := b.StartSave(context.Background(), "p", wal.KafkaID(1), func(err error) { told <- err }); err != nil {
+			t.Fatal(err)
+		}
+		first := make(chan error, 1)
+		go func() { first <- b.Close() }()
+		synctest.Wait() // the first Close waits for the save, whose batch waits out its delay
+		if err := b.Close(); !errors.Is(err, ErrClosed) {
+			t.Fatalf("second Close = %v, want ErrClosed", err)
+		}
+		again, err := OpenBolt(path, WithOpenTimeout(10*time.Millisecond))
+		if err != nil {
+			t.Fatalf("open after the second Close: %v", err)
+		}
+		got, err := again.Load(context.Background(), "p")
+		if err != nil || got != wal.KafkaID(1) {
+			t.Fatalf("Load = (%v, %v), want kafka:1, the save the first Close waited for", got, err)
+		}
+		if err := again.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-first; err != nil {
+			t.Fatalf("first Close = %v", err)
+		}
+		if err := <-told; err != nil {
+			t.Fatalf("the save = %v", err)
+		}
+	})
 }
