@@ -59,9 +59,8 @@ type groupCommit struct {
 	// ready holds the batches closed to new saves (full, or their delay
 	// passed) and not yet taken by the committer, oldest first.
 	ready []*batch // guarded by mu
-	// committing is set while a committer runs (run): it takes the
-	// batches one after another until none is ready, and only then is
-	// another started.
+	// committing is set from the start of a committer (run) until it
+	// has written its batch and handed its role on: one writes at a time.
 	committing bool // guarded by mu
 	// last is how many saves the last batch took: the next one is made
 	// that large, so that under a steady load a batch is one allocation.
