@@ -110,6 +110,9 @@ type Bolt struct {
 	// half applied in memory, and writing on over a damaged file could lose
 	// what it still holds.
 	damaged atomic.Pointer[error]
+	// seenTx is the latest commit this Bolt read or wrote (bbolt's txid):
+	// the file read as an earlier one has gone back (view, update).
+	seenTx atomic.Uint64
 	// damagedNow is closed when damaged is set.
 	damagedNow chan struct{}
 }
@@ -450,7 +453,7 @@ func flippedBits(a, b []byte) int {
 // bucketMarked reports whether the file holds the bucket already, and if
 // so whether it is marked (bucketMark).
 func (b *Bolt) bucketMarked() (marked, ok bool) {
-	_ = b.db.View(func(tx *bolt.Tx) error {
+	_ = b.view(func(tx *bolt.Tx) error {
 		if bucket := tx.Bucket(b.bucket); bucket != nil {
 			ok, marked = true, bucket.Sequence() == bucketMark(b.bucket)
 		}
@@ -767,7 +770,7 @@ func (b *Bolt) verify() error {
 	if err != nil {
 		return fmt.Errorf("persistence: stat bolt file %s: %w", b.path, err)
 	}
-	return b.db.View(func(tx *bolt.Tx) error {
+	return b.view(func(tx *bolt.Tx) error {
 		if need := tx.Size(); info.Size() < need {
 			return fmt.Errorf("%w: %s: the file has %d bytes, its pages need %d: truncated",
 				ErrCorruptStore, b.path, info.Size(), need)
@@ -892,6 +895,60 @@ func (b *Bolt) guard(op string, call func() error) (err error) {
 	return call()
 }
 
+// view runs fn in a read transaction, and update in a write transaction,
+// of the file as of the latest commit this Bolt read or wrote, or later.
+// The file read as an earlier one has gone back under the Bolt: its
+// newest meta page damaged (bbolt then reads the one before, which names
+// the commit before), or the file overwritten by an older copy. A Load
+// would return a checkpoint below one acknowledged, and a save would
+// write over the commit lost; both are refused as damage, for good.
+func (b *Bolt) view(fn func(*bolt.Tx) error) error {
+	floor := b.seenTx.Load() // before the transaction: a commit after it may come first
+	return b.db.View(func(tx *bolt.Tx) error {
+		if err := b.reads(uint64(tx.ID()), floor); err != nil {
+			return err
+		}
+		return fn(tx)
+	})
+}
+
+func (b *Bolt) update(fn func(*bolt.Tx) error) error {
+	floor := b.seenTx.Load()
+	var id uint64
+	err := b.db.Update(func(tx *bolt.Tx) error {
+		id = uint64(tx.ID())
+		if err := b.reads(id-1, floor); err != nil { // a write's id is the commit it reads, plus one
+			return err
+		}
+		return fn(tx)
+	})
+	if err == nil {
+		b.saw(id)
+	}
+	return err
+}
+
+// reads checks that a transaction reads a commit, id, no earlier than
+// floor, the latest read or written before it began, and records it.
+func (b *Bolt) reads(id, floor uint64) error {
+	if id < floor {
+		return b.markDamaged(fmt.Errorf("%w: %s: the file reads as of commit %d, before commit %d, which this process read or wrote: "+
+			"its newest meta page was damaged under it, or the file was overwritten", ErrCorruptStore, b.path, id, floor))
+	}
+	b.saw(id)
+	return nil
+}
+
+// saw records that commit id was read or written.
+func (b *Bolt) saw(id uint64) {
+	for {
+		seen := b.seenTx.Load()
+		if id <= seen || b.seenTx.CompareAndSwap(seen, id) {
+			return
+		}
+	}
+}
+
 // markDamaged makes damage, an ErrCorruptStore, the answer to every call
 // from now on, unless damage was met before: it returns the first.
 func (b *Bolt) markDamaged(damage error) error {
@@ -927,7 +984,7 @@ func (b *Bolt) lookUp(ctx context.Context, pchannel string) (id wal.MessageID, f
 	}
 	defer b.releaseTurn()
 	err = b.guard("load", func() error {
-		return b.db.View(func(tx *bolt.Tx) error {
+		return b.view(func(tx *bolt.Tx) error {
 			raw := tx.Bucket(b.bucket).Get([]byte(pchannel))
 			if raw == nil {
 				return nil
@@ -1014,7 +1071,7 @@ func (b *Bolt) runSearch(ctx context.Context, r *searchRound) {
 		return
 	}
 	err := b.guard("load", func() error {
-		return b.db.View(func(tx *bolt.Tx) error { return b.findMisplaced(ctx, tx.Bucket(b.bucket)) })
+		return b.view(func(tx *bolt.Tx) error { return b.findMisplaced(ctx, tx.Bucket(b.bucket)) })
 	})
 	if err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		err = errSearchCut
@@ -1175,7 +1232,7 @@ func (b *Bolt) Save(ctx context.Context, pchannel string, checkpoint wal.Message
 	key := []byte(pchannel)
 	var refused error
 	err = b.guard("save", func() error {
-		return b.db.Update(func(tx *bolt.Tx) error {
+		return b.update(func(tx *bolt.Tx) error {
 			var err error
 			if refused, err = b.newWriter(tx).put(key, pchannel, checkpoint, raw); err != nil {
 				return err
@@ -1321,7 +1378,7 @@ func (b *Bolt) LoadAll(ctx context.Context) (map[string]wal.MessageID, error) {
 	defer b.releaseTurn()
 	all := make(map[string]wal.MessageID)
 	err := b.guard("load all", func() error {
-		return b.db.View(func(tx *bolt.Tx) error {
+		return b.view(func(tx *bolt.Tx) error {
 			return tx.Bucket(b.bucket).ForEach(func(k, raw []byte) error {
 				pchannel := string(k)
 				id, err := decodeStored(pchannel, raw)

@@ -30,7 +30,7 @@ func (b *Bolt) Delete(ctx context.Context, pchannel string) error {
 	}
 	defer b.releaseTurn()
 	err := b.guard("delete", func() error {
-		return b.db.Update(func(tx *bolt.Tx) error {
+		return b.update(func(tx *bolt.Tx) error {
 			return tx.Bucket(b.bucket).Delete([]byte(pchannel)) // nil when absent
 		})
 	})
@@ -81,7 +81,7 @@ func (b *Bolt) replaceAlone(ctx context.Context, pchannel string, raw []byte) er
 	}
 	defer b.releaseTurn()
 	err := b.guard("replace", func() error {
-		return b.db.Update(func(tx *bolt.Tx) error {
+		return b.update(func(tx *bolt.Tx) error {
 			return tx.Bucket(b.bucket).Put([]byte(pchannel), raw)
 		})
 	})
@@ -103,7 +103,7 @@ func (b *Bolt) Inspect(ctx context.Context) ([]Entry, error) {
 	defer b.releaseTurn()
 	entries := []Entry{}
 	err := b.guard("inspect", func() error {
-		return b.db.View(func(tx *bolt.Tx) error {
+		return b.view(func(tx *bolt.Tx) error {
 			return tx.Bucket(b.bucket).ForEach(func(k, raw []byte) error {
 				// Hundreds of thousands of records take seconds to read.
 				if len(entries)%4096 == 4095 && ctx.Err() != nil {
@@ -132,7 +132,7 @@ var ErrNoBucket = fmt.Errorf("%w: no such bucket", ErrInvalidArgument)
 // (WithBucket) is then found, not taken for no catalog at all.
 func (b *Bolt) checkBucket(path string) error {
 	err := b.guard("open", func() error {
-		return b.db.View(func(tx *bolt.Tx) error {
+		return b.view(func(tx *bolt.Tx) error {
 			if tx.Bucket(b.bucket) != nil {
 				return nil
 			}

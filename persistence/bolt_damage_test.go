@@ -1255,3 +1255,44 @@ func TestBoltSiblingBucketsOfOneCRC(t *testing.T) {
 		}
 	}
 }
+
+// A file gone back to an earlier commit under an open Bolt, its newest
+// meta page damaged (bbolt then reads the one before, which names the
+// commit before), is damage: a Load returned the checkpoint of the
+// commit before, below the one acknowledged, and a save went on writing
+// over the commit lost.
+func TestBoltFileGoneBackWhileOpenIsDamage(t *testing.T) {
+	for modeName, opts := range map[string][]persistence.BoltOption{
+		"single":       nil,
+		"group commit": {persistence.WithGroupCommit(true)},
+	} {
+		t.Run(modeName, func(t *testing.T) {
+			ctx := context.Background()
+			path := filepath.Join(t.TempDir(), "checkpoints.db")
+			writeHealthyBolt(t, path)
+			b := openBolt(t, path, opts...)
+			if err := b.Save(ctx, damagedName(0), wal.KafkaID(9999)); err != nil {
+				t.Fatal(err)
+			}
+			data := readFile(t, path)
+			le := binary.LittleEndian
+			newest := 0
+			if le.Uint64(data[bboltPageSize+pageHeaderSize+48:]) > le.Uint64(data[pageHeaderSize+48:]) {
+				newest = 1
+			}
+			fill(data[newest*bboltPageSize:(newest+1)*bboltPageSize], 0)
+			writeInPlace(t, path, data)
+
+			got, err := noPanicValue(t, "Load", func() (wal.MessageID, error) { return b.Load(ctx, damagedName(0)) })
+			if err == nil {
+				t.Fatalf("Load = %v after the file went back, want ErrCorruptStore (kafka:9999 was acknowledged)", got)
+			}
+			wantCorruptStore(t, "Load", err, path)
+			wantCorruptStore(t, "Save", noPanic(t, "Save", func() error { return b.Save(ctx, damagedName(1), wal.KafkaID(9999)) }), path)
+			if !bytes.Equal(readFile(t, path), data) {
+				t.Fatal("the Bolt wrote to its file after it went back")
+			}
+			closeWithin(t, b, 10*time.Second)
+		})
+	}
+}

@@ -268,7 +268,7 @@ var errNothingWritten = errors.New("persistence: nothing written")
 func (b *Bolt) commit(bt *batch) {
 	_ = b.takeTurn(context.Background())
 	err := b.guard("save", func() error {
-		return b.db.Update(func(tx *bolt.Tx) error {
+		return b.update(func(tx *bolt.Tx) error {
 			// One key buffer and one cursor for the whole batch: a
 			// save's own made three allocations, a tenth of its cost.
 			w := b.newWriter(tx)
