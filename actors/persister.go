@@ -192,9 +192,12 @@ func (s *persister) Receive(ctx actor.Context) {
 		}
 		s.save = nil
 		res, ok := k.joined()
-		if k != nil && !never && !(ok && res.err == nil) {
-			// In the catalog at the stop: its error, if it returned
-			// within the grace, is the stop's own cancel.
+		switch {
+		case k == nil || never || ok && res.err == nil:
+		case ok && !errors.Is(res.err, context.Canceled):
+			s.failure = res.err // it failed of itself as the stop came
+		default:
+			// In the catalog at the stop, or ended by the stop's cancel.
 			s.unanswered, s.unansweredOverdue = true, k.seq == s.overdueSeq
 		}
 		if ok && res.err == nil && s.plan.InFlight() != nil {
