@@ -515,15 +515,22 @@ func wholeAs(data []byte, m boltMeta, txid uint64) bool {
 // write, that commit was never acknowledged; damaged later, it was, and
 // the file reads without its saves. Nothing else tells the two apart
 // from a sound file; the next commit rewrites the damaged page.
+//
+// It reads the file the Bolt opened, wherever it now is: a file put at
+// its path since is another. After Close it returns ErrClosed.
 func (b *Bolt) DamagedMeta() (*MetaDamage, error) {
-	f, err := os.Open(b.path)
-	if err != nil {
-		return nil, fmt.Errorf("persistence: read bolt file %s: %w", b.path, err)
+	b.calls.Lock()
+	closed := b.closed
+	b.calls.Unlock()
+	if closed {
+		return nil, ErrClosed
 	}
-	defer func() { _ = f.Close() }()
 	// The meta pages lie in the first two pages, which readMeta looks
 	// for up to 16 MiB each: the rest of the file is not read.
-	data, err := io.ReadAll(io.LimitReader(f, metaSpan))
+	data, err := io.ReadAll(io.NewSectionReader(b.file, 0, metaSpan))
+	if errors.Is(err, os.ErrClosed) {
+		return nil, ErrClosed // closed as it read
+	}
 	if err != nil {
 		return nil, fmt.Errorf("persistence: read bolt file %s: %w", b.path, err)
 	}

@@ -266,3 +266,38 @@ func savedFile(t *testing.T, saves int) (path string, data []byte, newest boltMe
 	}
 	return path, data, newest
 }
+
+// DamagedMeta reads the file the Bolt opened: a damaged file put at its
+// path since is another's, and tells nothing of the Bolt's. After Close
+// it returns ErrClosed; it answered nil, nil, of whatever file then lay
+// at the path.
+func TestDamagedMetaReadsTheFileTheBoltOpened(t *testing.T) {
+	_, data, newest := savedFile(t, 3)
+	path := filepath.Join(t.TempDir(), "c.db")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b, err := OpenBolt(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path, path+".moved"); err != nil {
+		t.Fatal(err)
+	}
+	damaged := append([]byte(nil), data...)
+	pageSize := int(newest.pageSize)
+	page := int(newest.txid % 2)
+	clear(damaged[page*pageSize : (page+1)*pageSize])
+	if err := os.WriteFile(path, damaged, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := b.DamagedMeta(); d != nil || err != nil {
+		t.Fatalf("DamagedMeta of the Bolt's sound file, a damaged one at its path = %+v, %v; want nil, nil", d, err)
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := b.DamagedMeta(); d != nil || !errors.Is(err, ErrClosed) {
+		t.Fatalf("DamagedMeta after Close = %+v, %v; want ErrClosed", d, err)
+	}
+}
