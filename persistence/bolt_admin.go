@@ -46,7 +46,7 @@ func (b *Bolt) Delete(ctx context.Context, pchannel string) error {
 // It is an operator's repair (lowwater set --force), which Save refuses
 // by design. One write transaction does it, not a Delete and a Save, so
 // that neither a crash nor a reader finds the record gone in between;
-// under WithGroupCommit it joins a batch as a Save does, and a restore's
+// under group commit it joins a batch as a Save does, and a restore's
 // many replacements share commits.
 func (b *Bolt) Replace(ctx context.Context, pchannel string, checkpoint wal.MessageID) error {
 	if err := b.enter(ctx); err != nil {

@@ -430,8 +430,8 @@ func TestBoltDamagedWhileOpen(t *testing.T) {
 		},
 	}
 	modes := map[string][]persistence.BoltOption{
-		"single":       nil,
-		"group commit": {persistence.WithGroupCommit(true), persistence.WithGroupCommitDelay(time.Millisecond)},
+		"single":       {persistence.WithGroupCommit(false)},
+		"group commit": {persistence.WithGroupCommitDelay(time.Millisecond)},
 	}
 	for damageName, damage := range damages {
 		for firstName := range calls {
@@ -473,8 +473,8 @@ func TestBoltDamagedWhileOpen(t *testing.T) {
 // fails, and that is right too.)
 func TestBoltDamagedUnderConcurrentCalls(t *testing.T) {
 	for modeName, opts := range map[string][]persistence.BoltOption{
-		"single":       nil,
-		"group commit": {persistence.WithGroupCommit(true), persistence.WithGroupCommitDelay(time.Millisecond)},
+		"single":       {persistence.WithGroupCommit(false)},
+		"group commit": {persistence.WithGroupCommitDelay(time.Millisecond)},
 	} {
 		t.Run(modeName, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "checkpoints.db")
@@ -1263,8 +1263,8 @@ func TestBoltSiblingBucketsOfOneCRC(t *testing.T) {
 // over the commit lost.
 func TestBoltFileGoneBackWhileOpenIsDamage(t *testing.T) {
 	for modeName, opts := range map[string][]persistence.BoltOption{
-		"single":       nil,
-		"group commit": {persistence.WithGroupCommit(true)},
+		"single":       {persistence.WithGroupCommit(false)},
+		"group commit": nil,
 	} {
 		t.Run(modeName, func(t *testing.T) {
 			ctx := context.Background()

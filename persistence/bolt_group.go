@@ -16,7 +16,7 @@ import (
 // small. A full batch is ready at once, without waiting out any delay.
 const maxGroupSaves = 1000
 
-// groupCommit gathers the Saves that arrive together (WithGroupCommit)
+// groupCommit gathers the Saves that arrive together (group commit)
 // into one write transaction and one fsync. One committer at a time
 // writes the batches, in the order they became ready; the saves that
 // come while it commits gather into the next batch. With no delay (the
@@ -224,7 +224,7 @@ func (g *groupCommit) run() {
 	g.tell(bt)
 }
 
-// saveGrouped is Save under WithGroupCommit. The caller has entered, and
+// saveGrouped is Save under group commit. The caller has entered, and
 // exits once this returns, unless it reports that the save left its batch
 // (its context ended first): the commit exits for it then, so that the
 // file stays open for the write, wherever the commit runs.
@@ -249,7 +249,7 @@ func (b *Bolt) saveGrouped(ctx context.Context, s *batchedSave) (left bool, err 
 	return true, ctx.Err()
 }
 
-// startGrouped is StartSave under WithGroupCommit: the caller does not
+// startGrouped is StartSave under group commit: the caller does not
 // wait for the commit.
 func (b *Bolt) startGrouped(pchannel string, checkpoint wal.MessageID, raw []byte, done func(error)) {
 	_, _, start := b.group.join(&batchedSave{pchannel: pchannel, checkpoint: checkpoint, raw: raw, done: done})

@@ -41,7 +41,13 @@ func TestBoltContract(t *testing.T) {
 	})
 }
 
-func TestBoltGroupCommitContract(t *testing.T) {
+func TestBoltSingleCommitContract(t *testing.T) {
+	catalogtest.Run(t, func(t *testing.T) persistence.Catalog {
+		return openBolt(t, filepath.Join(t.TempDir(), "checkpoints.db"), persistence.WithGroupCommit(false))
+	})
+}
+
+func TestBoltGroupCommitDelayContract(t *testing.T) {
 	catalogtest.Run(t, func(t *testing.T) persistence.Catalog {
 		return openBolt(t, filepath.Join(t.TempDir(), "checkpoints.db"),
 			persistence.WithGroupCommit(true), persistence.WithGroupCommitDelay(time.Millisecond))
@@ -507,7 +513,7 @@ func TestBoltCloseDuringCalls(t *testing.T) {
 func TestBoltStartSave(t *testing.T) {
 	ctx := context.Background()
 	t.Run("without group commit", func(t *testing.T) {
-		b := openBolt(t, filepath.Join(t.TempDir(), "checkpoints.db"))
+		b := openBolt(t, filepath.Join(t.TempDir(), "checkpoints.db"), persistence.WithGroupCommit(false))
 		defer b.Close()
 		err := b.StartSave(ctx, "p", wal.KafkaID(1), func(error) { t.Error("done called for a save that did not start") })
 		if !errors.Is(err, errors.ErrUnsupported) {

@@ -68,7 +68,7 @@ type Catalog interface {
 // waiting on it: thousands of pchannels saving at once then hold no
 // goroutine each while their saves wait to be committed together. The
 // actors start their saves through it where a catalog has it (a *Bolt
-// with WithGroupCommit does), and call Save otherwise. A wrapper around
+// does, under group commit, its default), and call Save otherwise. A wrapper around
 // such a catalog (for logging, tracing, faults) that does not have
 // StartSave itself hides it: the actors then hold a goroutine per save
 // in flight. A wrapper forwards it by implementing it, falling back on

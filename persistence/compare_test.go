@@ -75,7 +75,10 @@ var localStores = map[string]func(t *testing.T) persistence.Catalog{
 	"bolt": func(t *testing.T) persistence.Catalog {
 		return openBolt(t, filepath.Join(t.TempDir(), "checkpoints.db"))
 	},
-	"bolt group commit": func(t *testing.T) persistence.Catalog {
+	"bolt single commit": func(t *testing.T) persistence.Catalog {
+		return openBolt(t, filepath.Join(t.TempDir(), "checkpoints.db"), persistence.WithGroupCommit(false))
+	},
+	"bolt group commit delay": func(t *testing.T) persistence.Catalog {
 		return openBolt(t, filepath.Join(t.TempDir(), "checkpoints.db"),
 			persistence.WithGroupCommit(true), persistence.WithGroupCommitDelay(time.Millisecond))
 	},
