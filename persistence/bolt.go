@@ -44,10 +44,12 @@ var ErrReadOnly = errors.New("persistence: bolt catalog is read-only")
 // One call at a time goes into bbolt, and a call waits for its turn within
 // its context; once in, it runs to its end, since bbolt cannot abandon a
 // transaction half way (a durable put is about 0.2 ms). Under group
-// commit (the default) a Save whose context ends while it waits for its batch
-// returns the context's error at once, and its write stays in the batch:
-// it may still commit, as a write whose answer was lost may, and a retry
-// of the same value then succeeds. Close waits for that commit.
+// commit (the default) a Save whose context ends while it waits for its
+// batch returns the context's error at once, and its write stays in the
+// batch: it may still commit, as a write whose answer was lost may, and a
+// retry of the same value then succeeds. Close waits for that commit. A
+// Save that finds no commit running and the file free commits its batch
+// on its own goroutine, and runs that commit to its end.
 //
 // A damaged file is ErrCorruptStore, never a panic, never a hang and never
 // an empty store: OpenBolt refuses an existing empty file and reads every

@@ -206,12 +206,22 @@ func (g *groupCommit) next() *batch {
 // ready. A done that saves to this Bolt again, or is slow, then delays
 // no commit: its save joins the next batch, which the next committer
 // takes. It runs on a goroutine of its own (a timer's, or one a save
-// started), never on a Save's caller, who would otherwise wait for the
-// batches after its own.
+// started); a Save's caller that finds no committer commits one batch
+// itself instead (commitHere).
 func (g *groupCommit) run() {
+	if bt := g.commitNext(); bt != nil {
+		g.tell(bt)
+	}
+}
+
+// commitNext commits the next batch ready, if any, and hands the
+// committer's role on: to a new goroutine when another batch is ready,
+// which takes the batches after this one. It returns the batch
+// committed, for its caller to tell.
+func (g *groupCommit) commitNext() *batch {
 	bt := g.next()
 	if bt == nil {
-		return
+		return nil
 	}
 	g.commit(bt)
 	g.mu.Lock()
@@ -221,7 +231,25 @@ func (g *groupCommit) run() {
 	if next {
 		go g.run()
 	}
-	g.tell(bt)
+	return bt
+}
+
+// commitHere is the committer on a Save's caller that found none
+// running and the file free: it commits the batch ready, its own, and
+// no other. Starting a committer and waiting for it cost a lone save a
+// sixth of its time (a goroutine's wake-up and back, about 40 µs against
+// a 200 µs fsync); the commit, once begun, runs to its end, as a
+// transaction of its own does. The batch's started saves are told on a
+// new goroutine, if it holds any, so that no done delays the Save.
+func (g *groupCommit) commitHere() {
+	bt := g.commitNext()
+	switch {
+	case bt == nil:
+	case len(bt.saves) > bt.waiters:
+		go g.tell(bt)
+	default:
+		g.tell(bt) // ends the calls of the Saves that left it
+	}
 }
 
 // saveGrouped is Save under group commit. The caller has entered, and
@@ -230,7 +258,12 @@ func (g *groupCommit) run() {
 // file stays open for the write, wherever the commit runs.
 func (b *Bolt) saveGrouped(ctx context.Context, s *batchedSave) (left bool, err error) {
 	bt, i, start := b.group.join(s)
-	if start {
+	switch {
+	case !start:
+	case len(b.turn) == 0:
+		b.group.commitHere()
+	default:
+		// Another call holds the file: wait for it within ctx, as ever.
 		go b.group.run()
 	}
 	select {

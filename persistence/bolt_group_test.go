@@ -484,3 +484,103 @@ func TestGroupCommitDoneThatEndsItsGoroutine(t *testing.T) {
 		require.NoError(t, b.Close())
 	})
 }
+
+// onSaveCaller reports whether the goroutine that calls it runs a Save
+// (a frame of it, not the Save that created the goroutine).
+func onSaveCaller() bool {
+	buf := make([]byte, 64<<10)
+	buf = buf[:runtime.Stack(buf, false)]
+	for _, line := range bytes.Split(buf, []byte("\n")) {
+		if bytes.HasPrefix(line, []byte("github.com/lowwater/lowwater/persistence.(*Bolt).Save(")) {
+			return true
+		}
+	}
+	return false
+}
+
+// A Save that finds no commit running and the file free commits its
+// batch itself, sparing a lone save the hand-off to a committer and
+// back. With the file held by another call it leaves the commit to a
+// committer, and returns when its context ends, its write left in the
+// batch; a StartSave's caller never commits.
+func TestGroupCommitALoneSaveCommitsOnItsCaller(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "checkpoints.db")
+	b, err := OpenBolt(path)
+	require.NoError(t, err)
+	onCaller := make(chan bool, 1)
+	commit := b.group.commit
+	b.group.commit = func(bt *batch) {
+		onCaller <- onSaveCaller()
+		commit(bt)
+	}
+	ctx := context.Background()
+
+	require.NoError(t, b.Save(ctx, "p", wal.KafkaID(1)))
+	require.True(t, within(t, onCaller, "the lone save's commit"), "a lone save on a free file was committed by another goroutine")
+
+	told := make(chan error, 1)
+	require.NoError(t, b.StartSave(ctx, "p", wal.KafkaID(2), func(err error) { told <- err }))
+	require.False(t, within(t, onCaller, "the started save's commit"), "a started save was committed on its caller")
+	require.NoError(t, within(t, told, "the started save"))
+
+	require.NoError(t, b.takeTurn(ctx))
+	cut, cancel := context.WithCancel(ctx)
+	saved := make(chan error, 1)
+	go func() { saved <- b.Save(cut, "p", wal.KafkaID(3)) }()
+	require.False(t, within(t, onCaller, "the save's commit, the file held"), "a save committed on its caller with the file held")
+	cancel()
+	require.ErrorIs(t, within(t, saved, "the save whose context ended"), context.Canceled)
+	b.releaseTurn()
+	require.NoError(t, b.Close())
+	require.Equal(t, wal.KafkaID(3), loadReopened(t, path, "p"), "the write left in its batch")
+}
+
+// A Save that commits its batch itself leaves the batch's started saves
+// to be told on another goroutine: a done that blocks delays no Save.
+func TestGroupCommitOnASaveCallerTellsElsewhere(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// A delay longer than the test: the batch commits once full,
+		// on the caller of the Save that filled it.
+		b, err := OpenBolt(filepath.Join(t.TempDir(), "checkpoints.db"), WithGroupCommitDelay(MaxGroupCommitDelay))
+		require.NoError(t, err)
+		defer b.Close()
+		ctx := context.Background()
+		release := make(chan struct{})
+		told := make(chan error, 1)
+		require.NoError(t, b.StartSave(ctx, "started", wal.KafkaID(1), func(err error) {
+			<-release
+			told <- err
+		}))
+		saved := make(chan error, maxGroupSaves-1)
+		for i := range maxGroupSaves - 1 {
+			go func() { saved <- b.Save(ctx, fmt.Sprintf("p%d", i), wal.KafkaID(1)) }()
+		}
+		for range maxGroupSaves - 1 {
+			require.NoError(t, <-saved) // the done still blocks
+		}
+		close(release)
+		require.NoError(t, <-told)
+	})
+}
+
+// BenchmarkBoltLoneSave is one Save at a time, each durable before the
+// next: the latency of a save nobody shares a commit with, under group
+// commit and with a transaction per save.
+func BenchmarkBoltLoneSave(b *testing.B) {
+	for _, group := range []bool{false, true} {
+		name := map[bool]string{false: "commit=single", true: "commit=group"}[group]
+		b.Run(name, func(b *testing.B) {
+			c, err := OpenBolt(filepath.Join(b.TempDir(), "checkpoints.db"), WithGroupCommit(group))
+			require.NoError(b, err)
+			defer c.Close()
+			ctx := context.Background()
+			var offset int64
+			for b.Loop() {
+				offset++
+				if err := c.Save(ctx, "p", wal.KafkaID(offset)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
