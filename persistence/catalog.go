@@ -18,13 +18,14 @@ import (
 // says when). The actors report a call still running shortly after its
 // deadline and wait for it, since a pchannel never has two calls in a
 // catalog at once: its saves stop until the call returns. A stop waits
-// for it no longer than that, and abandons it. Save refuses a pchannel name no catalog
-// may store (ValidatePChannel: empty, over 512 bytes, not UTF-8, a NUL
-// byte), and a checkpoint that does not read back as marshalled
-// (wal.Marshal), with ErrInvalidArgument and writes nothing; Load and Delete
-// refuse an empty one alike, and take any other, so that a record stored
-// under a name no node can use (by another writer, or an older build) can
-// still be read and removed. catalogtest.Run checks the empty name.
+// for it no longer than that, and abandons it. Save refuses a pchannel
+// name no catalog may store (ValidatePChannel: empty, over 512 bytes, not
+// UTF-8, a NUL byte), and a checkpoint that does not read back as
+// marshalled (wal.Marshal), with ErrInvalidArgument and writes nothing;
+// Load and Delete refuse an empty one alike, and take any other, so that
+// a record stored under a name no node can use (by another writer, or an
+// older build) can still be read and removed. catalogtest.Run checks the
+// empty name.
 type Catalog interface {
 	// Load returns the stored checkpoint of pchannel, or (nil, nil) when
 	// nothing is stored. A record that cannot be decoded gives an error
@@ -68,12 +69,12 @@ type Catalog interface {
 // waiting on it: thousands of pchannels saving at once then hold no
 // goroutine each while their saves wait to be committed together. The
 // actors start their saves through it where a catalog has it (a *Bolt
-// does, under group commit, its default), and call Save otherwise. A wrapper around
-// such a catalog (for logging, tracing, faults) that does not have
-// StartSave itself hides it: the actors then hold a goroutine per save
-// in flight. A wrapper forwards it by implementing it, falling back on
-// errors.ErrUnsupported when the catalog it wraps has none. One that
-// embeds the catalog (struct{ *persistence.Bolt }) has its StartSave
+// does, under group commit, its default), and call Save otherwise. A
+// wrapper around such a catalog (for logging, tracing, faults) that does
+// not have StartSave itself hides it: the actors then hold a goroutine
+// per save in flight. A wrapper forwards it by implementing it, falling
+// back on errors.ErrUnsupported when the catalog it wraps has none. One
+// that embeds the catalog (struct{ *persistence.Bolt }) has its StartSave
 // unchanged: where that starts saves, the actors never call the
 // wrapper's own Save, and the wrapper overrides StartSave too.
 type SaveStarter interface {
