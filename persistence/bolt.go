@@ -49,7 +49,8 @@ var ErrReadOnly = errors.New("persistence: bolt catalog is read-only")
 // batch: it may still commit, as a write whose answer was lost may, and a
 // retry of the same value then succeeds. Close waits for that commit. A
 // Save that finds no commit running and the file free commits its batch
-// on its own goroutine, and runs that commit to its end.
+// on its own goroutine: it is in bbolt then, and answers with the
+// commit's outcome, past its deadline if need be.
 //
 // A damaged file is ErrCorruptStore, never a panic, never a hang and never
 // an empty store: OpenBolt refuses an existing empty file and reads every
@@ -1279,9 +1280,10 @@ func (e *renamedError) Unwrap() error { return e.err }
 
 // StartSave implements SaveStarter under group commit: the save joins
 // a batch and holds no goroutine until the batch commits, when done is
-// called on the goroutine that committed it, once another has taken up
-// the commits that follow: done may save to this Bolt again, and its
-// save joins the next batch. It must not call Close, which waits until
+// called on the goroutine that committed it (or, when a Save's caller
+// committed it, on one started to tell the batch), once another has
+// taken up the commits that follow: done may save to this Bolt again,
+// and its save joins the next batch. It must not call Close, which waits until
 // every done has returned. A done that panics or ends its goroutine
 // (runtime.Goexit) is taken as told. Without group commit
 // (WithGroupCommit(false)) it returns errors.ErrUnsupported: a save is
@@ -1517,10 +1519,8 @@ func (b *Bolt) exitN(n int) {
 // takeTurn waits within ctx for the turn to call into bbolt;
 // releaseTurn gives it back.
 func (b *Bolt) takeTurn(ctx context.Context) error {
-	select {
-	case b.turn <- struct{}{}:
+	if b.tryTurn() {
 		return nil
-	default:
 	}
 	select {
 	case b.turn <- struct{}{}:
@@ -1531,6 +1531,16 @@ func (b *Bolt) takeTurn(ctx context.Context) error {
 }
 
 func (b *Bolt) releaseTurn() { <-b.turn }
+
+// tryTurn takes the turn if no call holds it, and reports whether it did.
+func (b *Bolt) tryTurn() bool {
+	select {
+	case b.turn <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
 
 // writable fails a write (op, such as "save") of pchannel on a read-only
 // Bolt.

@@ -87,8 +87,8 @@ type SaveStarter interface {
 	// the caller then calls. Otherwise done is called exactly once, never
 	// from within StartSave, with what Save would have returned, once the
 	// value is durable or the save has failed. done must not block: it
-	// runs on the goroutine that committed the save, and the done of
-	// other saves wait behind it. done(nil) is taken, as Save's nil is,
+	// runs on a goroutine of the catalog's (a Bolt's committer), and the
+	// done of other saves wait behind it. done(nil) is taken, as Save's nil is,
 	// for the value being durable. A catalog that breaks this contract
 	// (tells a save twice, or tells it and also returns an error) is
 	// believed the first time.
