@@ -1283,9 +1283,9 @@ func (e *renamedError) Unwrap() error { return e.err }
 // called on the goroutine that committed it (or, when a Save's caller
 // committed it, on one started to tell the batch), once another has
 // taken up the commits that follow: done may save to this Bolt again,
-// and its save joins the next batch. It must not call Close, which waits until
-// every done has returned. A done that panics or ends its goroutine
-// (runtime.Goexit) is taken as told. Without group commit
+// and its save joins the next batch. It must not call Close, which
+// waits until every done has returned. A done that panics or ends its
+// goroutine (runtime.Goexit) is taken as told. Without group commit
 // (WithGroupCommit(false)) it returns errors.ErrUnsupported: a save is
 // then a write transaction of its own, which waits for bbolt's one
 // writer, and Save does that. As for Save, the context is checked when

@@ -241,22 +241,25 @@ func (g *groupCommit) commitNext(turnHeld bool) *batch {
 
 // commitHere is the committer on a Save's caller that found none
 // running, and took the file's turn without waiting: it commits the
-// batch ready, its own, and no other. (join made the caller the
-// committer with a batch to take, so there is one, and the turn is
-// released.) Starting a committer and waiting for it cost a lone save a
-// sixth of its time (a goroutine's wake-up and back, about 40 µs against
-// a 200 µs fsync); the commit, once begun, runs to its end, as a
-// transaction of its own does. The batch's started saves are told on a
-// new goroutine, if it holds any, so that no done delays the Save.
-func (g *groupCommit) commitHere() {
+// batch ready, its own, and no other, and reports whether it did, its
+// commit giving the turn back. (join made the caller the committer with
+// a batch to take: there is always one.) Starting a committer and
+// waiting for it cost a lone save a sixth of its time (a goroutine's
+// wake-up and back, about 40 µs against a 200 µs fsync); the commit,
+// once begun, runs to its end, as a transaction of its own does. The
+// batch's started saves are told on a new goroutine, if it holds any,
+// so that no done delays the Save.
+func (g *groupCommit) commitHere() bool {
 	bt := g.commitNext(true)
 	switch {
 	case bt == nil:
+		return false
 	case len(bt.saves) > bt.waiters:
 		go g.tell(bt)
 	default:
 		g.tell(bt) // ends the calls of the Saves that left it
 	}
+	return true
 }
 
 // saveGrouped is Save under group commit. The caller has entered, and
@@ -268,7 +271,9 @@ func (b *Bolt) saveGrouped(ctx context.Context, s *batchedSave) (left bool, err 
 	switch {
 	case !start:
 	case b.tryTurn():
-		b.group.commitHere()
+		if !b.group.commitHere() {
+			b.releaseTurn()
+		}
 	default:
 		// Another call holds the file: wait for it within ctx, as ever.
 		go b.group.run()
