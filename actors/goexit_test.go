@@ -234,3 +234,68 @@ func TestASubscriberThatEndsItsGoroutineOnStoppedEndsNoStop(t *testing.T) {
 		})
 	}
 }
+
+// heldLoad is a catalog whose first Load waits until release is closed.
+type heldLoad struct {
+	*persistence.Memory
+	release chan struct{}
+	calls   atomic.Int64
+}
+
+func (h *heldLoad) Load(ctx context.Context, pchannel string) (wal.MessageID, error) {
+	if h.calls.Add(1) == 1 {
+		select {
+		case <-h.release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return h.Memory.Load(ctx, pchannel)
+}
+
+// A subscriber that ends its goroutine on the Recovered a graceful stop
+// publishes, once the read it waited for comes, fails the Stopping
+// handler before its flush: Stopped names that failure. It said
+// ErrFlushTimeout alone, about 1 ms into a 20 s flush timeout.
+func TestAStopCutByAFailureNamesIt(t *testing.T) {
+	cat := &heldLoad{Memory: persistence.NewMemory(), release: make(chan struct{})}
+	system, sub, pid := spawnOnCatalog(t, cat)
+	defer sub.Close()
+	var exits atomic.Int64
+	raw := system.EventStream.Subscribe(func(ev any) {
+		if _, ok := ev.(*messages.Recovered); ok {
+			exits.Add(1)
+			runtime.Goexit()
+		}
+	})
+	defer system.EventStream.Unsubscribe(raw)
+	// The pill is in the mailbox before the read's result: the stop
+	// waits for the read, and the Recovered comes within it.
+	stopped := system.Root.PoisonFuture(pid)
+	close(cat.release)
+	began := time.Now()
+	require.NoError(t, stopped.Wait())
+	require.Less(t, time.Since(began), 5*time.Second)
+	require.EqualValues(t, 1, exits.Load())
+
+	var ev *messages.Stopped
+	for ev == nil {
+		select {
+		case e := <-sub.C():
+			ev, _ = e.(*messages.Stopped)
+		case <-time.After(10 * time.Second):
+			t.Fatal("no Stopped within 10 s")
+		}
+	}
+	require.True(t, ev.Graceful)
+	require.False(t, ev.Flushed)
+	require.Equal(t, wal.KafkaID(10), ev.Dropped)
+	require.Nil(t, ev.LastPersisted)
+	require.ErrorIs(t, ev.Reason, messages.ErrFlushTimeout)
+	require.ErrorIs(t, ev.Reason, actors.ErrPChannelPanicked)
+	require.ErrorIs(t, ev.Reason, actors.ErrGoexit)
+	require.Nil(t, ev.Failure, "restarted since it failed")
+	stored, err := cat.Memory.Load(context.Background(), "p")
+	require.NoError(t, err)
+	require.Nil(t, stored)
+}

@@ -590,7 +590,8 @@ func (p *pchannel) gone() bool { return p.stoppedSeen }
 // any, to the next incarnation: the actor restarts.
 func (p *pchannel) handOn() {
 	const carry = "; its vchannels and checkpoints carry over"
-	if f := p.failure(); f != nil {
+	f := p.failure()
+	if f != nil {
 		p.cfg.logger.Warn("pchannel restarting after it panicked"+carry, reasonField(f.Value))
 	} else {
 		p.cfg.logger.Warn("pchannel restarting: its supervisor restarts it after another actor's failure (a sibling's, under an all-for-one strategy)" + carry)
@@ -604,8 +605,28 @@ func (p *pchannel) handOn() {
 	h := handedOn{tracker: p.tracker, status: p.status, persisted: p.persistedBefore, stopWatchers: p.stopWatchers}
 	if p.stopBegan {
 		h.stop = &stopUnderWay{graceful: p.graceful, unflushed: p.unflushed}
+		if p.unflushed == nil && p.phase != stopping {
+			h.stop.unflushed = cutByFailure(p.phase, f)
+		}
 	}
 	p.handed = p.spawn.handOn(p.self, h)
+}
+
+// cutByFailure is why a stop left the minimum unsaved when its Stopping
+// handler failed before it ended (a subscriber that ended the goroutine
+// on the Recovered or MinimumAdvanced the handler published): the next
+// incarnation ends the stop without a flush, and Stopped names the
+// failure rather than a timeout that never ran out. f is nil when the
+// failure was taken already.
+func cutByFailure(in phase, f *PChannelPanicError) error {
+	kept := messages.ErrFlushTimeout
+	if in == recovering {
+		kept = messages.ErrNotRecovered
+	}
+	if f == nil {
+		return fmt.Errorf("%w: the pchannel failed while it stopped", kept)
+	}
+	return fmt.Errorf("%w: the pchannel failed while it stopped: %w", kept, f)
 }
 
 // receiveDirect takes an UpdateCheckpoint sent without a sender, and the

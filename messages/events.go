@@ -245,8 +245,9 @@ type Stopped struct {
 	// Reason says why something was left unsaved (nil when Flushed):
 	// ErrHardStop, ErrFlushTimeout (wrapping what kept the flush: the
 	// persister's last crash, actor.ErrDeadLetter when it was gone, the
-	// last save's error, or the save the catalog had not answered; see
-	// there), ErrNotRecovered, the cause of an
+	// last save's error, the save the catalog had not answered, or the
+	// pchannel's own failure within its stop; see there),
+	// ErrNotRecovered, the cause of an
 	// ownership loss, persistence.ErrClosed (the catalog was closed while
 	// the actor ran: saving stopped there), or, with no Dropped, the loss
 	// of the vchannels' order (wal.ErrCorruptID: an ID type whose
