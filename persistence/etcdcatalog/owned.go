@@ -332,6 +332,10 @@ type Owned struct {
 	lease clientv3.LeaseID // the session's, which the owner key carries
 
 	closed atomic.Bool
+	// keyDeleted is set once a release's delete of the owner key went
+	// through (or found it another's): a release after that sends
+	// nothing, while one after a failed delete tries it again.
+	keyDeleted atomic.Bool
 
 	lostOnce sync.Once
 	lost     chan struct{} // closed when the ownership is known to be over
@@ -568,7 +572,10 @@ func (o *Owned) stillHeld(ctx context.Context) bool {
 // at once. Releasing a released ownership, or one whose owner key was
 // deleted or replaced (ErrOwnerChanged), sends nothing and returns nil
 // (unless the catalog is closed): a node that lost its pchannel to another
-// with etcd out of reach does not wait on etcd to let it go. Releasing one
+// with etcd out of reach does not wait on etcd to let it go. A release
+// whose delete failed (etcd out of reach; Close's, after ReleaseTimeout)
+// leaves the owner key on the session's lease, which keeps it alive, and
+// every other node off the pchannel: Release again deletes it then. Releasing one
 // lost otherwise still deletes the key if it carries this term: one whose
 // session ended, whose lease may keep the key for up to its TTL, and one
 // fenced by a record of a higher term, whose key stays this owner's until
@@ -586,12 +593,13 @@ func (o *Owned) Release(ctx context.Context) error {
 	defer o.c.releasing.Done()
 	ended := o.lose(ErrReleased)
 	<-o.watching
-	if !ended && (errors.Is(o.cause, ErrReleased) || errors.Is(o.cause, ErrOwnerChanged)) {
+	if !ended && errors.Is(o.cause, ErrOwnerChanged) || o.keyDeleted.Load() {
 		return nil // the key is not this owner's to delete
 	}
 	if err := o.c.deleteOwner(ctx, o); err != nil {
 		return fmt.Errorf("etcdcatalog: release %q: %w", o.pchannel, err)
 	}
+	o.keyDeleted.Store(true)
 	return nil
 }
 
@@ -599,7 +607,8 @@ func (o *Owned) Release(ctx context.Context) error {
 const ReleaseTimeout = 5 * time.Second
 
 // Close releases the ownership (within ReleaseTimeout); later calls fail
-// with persistence.ErrClosed. It does not close the Catalog.
+// with persistence.ErrClosed. It does not close the Catalog. Should the
+// release fail, Release tries it again.
 func (o *Owned) Close() error {
 	if !o.closed.CompareAndSwap(false, true) {
 		return persistence.ErrClosed

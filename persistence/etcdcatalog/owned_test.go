@@ -731,3 +731,39 @@ func TestOwnWithALeaseGoneSaysSessionDone(t *testing.T) {
 	_, err = b.Own(ctxT(t), "q", n.session)
 	require.ErrorIs(t, err, etcdcatalog.ErrSessionDone)
 }
+
+// A release whose delete failed leaves the owner key on the session's
+// live lease, every other node kept off the pchannel: Release again
+// deletes it. It returned nil and sent nothing, the ownership being
+// released already, and only the end of the whole session freed it.
+func TestAFailedReleaseCanBeTriedAgain(t *testing.T) {
+	eps := etcdtest.Start(t)
+	a, b := newNode(t, eps), newNode(t, eps)
+	o, err := a.cat.Own(ctxT(t), "p", a.session)
+	require.NoError(t, err)
+	gone, cancel := context.WithCancel(context.Background())
+	cancel() // as a release cut by its deadline, etcd out of reach
+	require.ErrorIs(t, o.Release(gone), context.Canceled)
+	require.ErrorIs(t, o.Err(), etcdcatalog.ErrReleased)
+	owner, err := a.cat.OwnerOf(ctxT(t), "p")
+	require.NoError(t, err)
+	require.Equal(t, o.Term(), owner.Term, "the key stays after a failed release")
+	_, err = b.cat.TryOwn(ctxT(t), "p", b.session)
+	require.ErrorIs(t, err, etcdcatalog.ErrOwned)
+
+	require.NoError(t, o.Release(ctxT(t)))
+	owner, err = a.cat.OwnerOf(ctxT(t), "p")
+	require.NoError(t, err)
+	require.Zero(t, owner.Term, "the key stays after a release that returned nil")
+	taken, err := b.cat.TryOwn(ctxT(t), "p", b.session)
+	require.NoError(t, err)
+	require.Greater(t, taken.Term(), o.Term())
+	// Released for good: a release now sends nothing, and deletes no
+	// other owner's key.
+	require.NoError(t, o.Release(ctxT(t)))
+	require.NoError(t, o.Close())
+	owner, err = a.cat.OwnerOf(ctxT(t), "p")
+	require.NoError(t, err)
+	require.Equal(t, taken.Term(), owner.Term)
+	require.NoError(t, taken.Close())
+}
