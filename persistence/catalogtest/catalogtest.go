@@ -27,6 +27,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"reflect"
 	"runtime"
 	"runtime/debug"
 	"strconv"
@@ -967,6 +968,31 @@ func closeChecked(t *testing.T, c *bounded) {
 	_ = c.Close()
 }
 
+// typedNil is a nil pointer (or map, slice, func or chan) that a call
+// returned as its error: not nil to its caller, which takes it for a
+// failure, while %v prints it as <nil>, and a check said
+// "Save(...) = <nil>, want nil". It names it instead; it wraps nothing,
+// a nil's methods being no safer to call for errors.Is than for %v.
+type typedNil struct{ err error }
+
+func (e typedNil) Error() string {
+	return fmt.Sprintf("a nil %T returned as an error: not nil to its caller (return a plain nil)", e.err)
+}
+
+// namedNil is err, or a typedNil if err is a typed nil.
+func namedNil(err error) error {
+	if err == nil {
+		return nil
+	}
+	switch v := reflect.ValueOf(err); v.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
+		if v.IsNil() {
+			return typedNil{err}
+		}
+	}
+	return err
+}
+
 // errGoexit is what a call that ended its goroutine (runtime.Goexit, as
 // t.FailNow does) is taken to have panicked with.
 var errGoexit = errors.New("the call ended its goroutine")
@@ -1024,7 +1050,7 @@ func within[T any](b *bounded, ctx context.Context, name string, call func(conte
 		if r.panic != nil {
 			panic(r.panic)
 		}
-		return r.v, r.err
+		return r.v, namedNil(r.err)
 	case <-wait.C:
 		b.overran.Store(true)
 		if name == "Close" {

@@ -36,7 +36,14 @@ type mapCatalog struct {
 	lowers, naive, hangs, hangsClosing, ends bool
 	// panicsClosing panics in Close.
 	panicsClosing bool
+	// typedNil returns a nil *nilError for a save that succeeded.
+	typedNil bool
 }
+
+// nilError is an error type whose nil pointer a broken Save returns.
+type nilError struct{ what string }
+
+func (e *nilError) Error() string { return e.what }
 
 func newMapCatalog() *mapCatalog { return &mapCatalog{stored: map[string]wal.MessageID{}} }
 
@@ -89,6 +96,10 @@ func (c *mapCatalog) Save(ctx context.Context, pchannel string, checkpoint wal.M
 	old := c.stored[pchannel]
 	if old == nil {
 		c.stored[pchannel] = checkpoint
+		if c.typedNil {
+			var none *nilError
+			return none
+		}
 		return nil
 	}
 	if old.WALName() != name {
@@ -163,7 +174,8 @@ func TestThirdPartyCatalog(t *testing.T) {
 // whatever its context, which fails the check it hung in within the
 // bounds of a call, and every check after it at once, rather than hang
 // the run until go test's timeout, and one whose Close never returns,
-// alike; one whose Load ends its goroutine.
+// alike; one whose Load ends its goroutine; one whose Save returns a nil
+// pointer as its error.
 func TestRunCatchesABrokenCatalog(t *testing.T) {
 	if mode := os.Getenv("CATALOGTEST_BROKEN"); mode != "" {
 		defer catalogtest.SetCallWithin(200*time.Millisecond, 100*time.Millisecond)()
@@ -171,6 +183,7 @@ func TestRunCatchesABrokenCatalog(t *testing.T) {
 			c := newMapCatalog()
 			c.lowers, c.naive, c.hangs = mode == "lowers", mode == "naive", mode == "hangs"
 			c.hangsClosing, c.ends, c.panicsClosing = mode == "hangs-closing", mode == "ends", mode == "panics-closing"
+			c.typedNil = mode == "typed-nil"
 			return c
 		})
 		return
@@ -209,6 +222,12 @@ func TestRunCatchesABrokenCatalog(t *testing.T) {
 			"--- FAIL: TestRunCatchesABrokenCatalog/LoadAbsent",
 			"the catalog panicked in Close: mapCatalog: Close on fire",
 			"--- FAIL: TestRunCatchesABrokenCatalog/CallsAfterClose",
+		},
+		// A nil *nilError is a failure to its caller: the check said
+		// "Save(...) = <nil>, want nil".
+		"typed-nil": {
+			"--- FAIL: TestRunCatchesABrokenCatalog/SaveThenLoadEveryWAL",
+			`Save("pch-kafka", kafka:10) = a nil *catalogtest_test.nilError returned as an error: not nil to its caller (return a plain nil), want nil`,
 		},
 		"hangs": {
 			"--- PASS: TestRunCatchesABrokenCatalog/LoadAbsent",
