@@ -80,11 +80,13 @@ func TestBigRestoreSharesCommits(t *testing.T) {
 	}
 	fmt.Fprintf(&want, "restored %d checkpoints into bbolt file %s (%d written)\n", lowered, path, lowered)
 	require.Equal(t, want.String(), stdout)
-	// The writers' slow start carries 500 records in nine commits at best
-	// (1, 2, 4… 256); a busy machine splits a round now and then, when a
-	// writer joins its batch after bbolt's 10 ms timer. Writes that did
-	// not share commits would take 500 or more.
-	require.Less(t, commits(t, path)-before, 20)
+	// The writers' slow start carries 500 records in nine commits at
+	// best (1, 2, 4… 256); its rounds do not keep together, a write
+	// joining the batch after the one that started its round, and it
+	// took 17 commits on a quiet machine, 13–22 under the race detector
+	// beside other tests. Writes that did not share commits would take
+	// 500 or more.
+	require.Less(t, commits(t, path)-before, 50)
 	got = storedIn(t, path)
 	require.Len(t, got, n)
 	for i := range n {
