@@ -1028,10 +1028,10 @@ func reportFailures(ctx context.Context, stderr io.Writer, errs []error, written
 }
 
 // restoreWriters bounds the writes of a bbolt restore under way at once.
-// The file is opened for restore with group commit (createFile), whose
-// batch commits at once when a thousand saves have joined it, and
-// otherwise waits 10 ms for more: a thousand writers fill every batch.
-// With a commit a record, a million records took over ten minutes.
+// The file is opened for restore with group commit (openBolt), whose
+// batch takes every write that comes while the commit before it runs: a
+// thousand writers keep the batches full. With a commit a record, a
+// million records took over ten minutes.
 const restoreWriters = 1000
 
 // writeAll writes what acts says of entries, and says which it wrote
