@@ -79,9 +79,11 @@ Commands:
   set PCHANNEL ID          store ID (kafka:123, rocksmq:9, pulsar:L:E:B[@P],
                            without @P the stored partition, or a
                            misplaced record's for it, woodpecker:S:E).
-                           Raises only: lowering, or a switch of WAL,
-                           needs --force and prints what it costs
-                           consumers (a replay, a lost position).
+                           A bare number (123) is read in the WAL
+                           stored for PCHANNEL. Raises only: lowering,
+                           or a switch of WAL, needs --force and prints
+                           what it costs consumers (a replay, a lost
+                           position).
                            Another Pulsar partition needs --force too.
                            The bbolt file must exist: a mistyped path is
                            not made into a new, empty catalog
@@ -148,7 +150,8 @@ not UTF-8, a NUL, or empty, which only etcd can hold): delete --quoted
 Exit codes:
   0  done
   1  a read or write failed: the catalog, a dump file, or the output
-  2  bad command line, or a restore FILE that is not a valid dump
+  2  bad command line (a --bucket the file lacks, too), or a
+     restore FILE that is not a valid dump
   3  damaged file; get, dump: an unreadable record; verify: all it reports
   4  refused: owned, lowering, WAL switch, corrupt, a negative Kafka
      offset, a damaged meta page, a dump FILE that exists, a dump of
