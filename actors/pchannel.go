@@ -614,7 +614,8 @@ func (p *pchannel) handOn() {
 
 // cutByFailure is why a stop left the minimum unsaved when its Stopping
 // handler failed before it ended (a subscriber that ended the goroutine
-// on the Recovered or MinimumAdvanced the handler published): the next
+// on an event the handler published, the Recovered of the read it
+// waited for): the next
 // incarnation ends the stop without a flush, and Stopped names the
 // failure rather than a timeout that never ran out. f is nil when the
 // failure was taken already.

@@ -575,8 +575,8 @@ func (o *Owned) stillHeld(ctx context.Context) bool {
 // with etcd out of reach does not wait on etcd to let it go. A release
 // whose delete failed (etcd out of reach; Close's, after ReleaseTimeout)
 // leaves the owner key on the session's lease, which keeps it alive, and
-// every other node off the pchannel: Release again deletes it then. Releasing one
-// lost otherwise still deletes the key if it carries this term: one whose
+// every other node off the pchannel: Release again deletes it then.
+// Releasing one lost otherwise still deletes the key if it carries this term: one whose
 // session ended, whose lease may keep the key for up to its TTL, and one
 // fenced by a record of a higher term, whose key stays this owner's until
 // then. Releasing one that a later Own of the same session took over
@@ -594,7 +594,7 @@ func (o *Owned) Release(ctx context.Context) error {
 	ended := o.lose(ErrReleased)
 	<-o.watching
 	if !ended && errors.Is(o.cause, ErrOwnerChanged) || o.keyDeleted.Load() {
-		return nil // the key is not this owner's to delete
+		return nil // no key of this owner's is left to delete
 	}
 	if err := o.c.deleteOwner(ctx, o); err != nil {
 		return fmt.Errorf("etcdcatalog: release %q: %w", o.pchannel, err)
