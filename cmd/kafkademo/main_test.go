@@ -351,6 +351,29 @@ func TestASilentEtcdIsExplained(t *testing.T) {
 	}
 }
 
+// An etcd that stops answering mid-run ends the reads of each round
+// within --timeout, explained: they had no deadline, and the demo ran on,
+// silent, past every bound, until a Ctrl-C.
+func TestACatalogReadMidRunIsBounded(t *testing.T) {
+	addr := cmdtest.SilentListener(t)
+	d := &demo{cfg: config{catalog: "etcd://" + addr + "/x", timeout: time.Second, partitions: 1}, dir: t.TempDir()}
+	read := make(chan error, 1)
+	go func() {
+		_, err := d.stored(t.Context()) // the run's context: no deadline
+		read <- err
+	}()
+	select {
+	case err := <-read:
+		want := "no answer within --timeout 1s: etcdcatalog: load all: context deadline exceeded; " + addr +
+			" takes connections but answers no request within 1s: is etcd stopped, or without a quorum?"
+		if err == nil || err.Error() != want {
+			t.Errorf("stored = %v; want %q", err, want)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the read of a silent etcd has not returned in 20 s, with --timeout 1s")
+	}
+}
+
 // An interrupt while the nodes run to the end is the caller's to say,
 // once: finish prints nothing of it.
 func TestFinishInterruptedSaysNothing(t *testing.T) {

@@ -94,9 +94,7 @@ func runDemo(ctx context.Context, cfg config, cmd command, stdout, stderr io.Wri
 			return nil, fmt.Errorf("catalog: %w", err)
 		}
 	}
-	checkCtx, cancel := context.WithTimeout(ctx, cfg.timeout)
-	left, err := d.stored(checkCtx)
-	cancel()
+	left, err := d.stored(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: %w", err)
 	} else if slices.ContainsFunc(left, func(o int64) bool { return o != 0 }) {
@@ -284,7 +282,12 @@ func (d *demo) snapshot(ctx context.Context) (snapshot, error) {
 	return s, err
 }
 
+// stored reads the checkpoints the catalog holds, within --timeout: an
+// etcd that stops answering mid-run ends the run, said as such, where the
+// read waited for it for good.
 func (d *demo) stored(ctx context.Context) ([]int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, d.cfg.timeout)
+	defer cancel()
 	cat, err := openCatalog(d.cfg.catalog, d.dir)
 	if err != nil {
 		return nil, err
