@@ -1002,15 +1002,31 @@ func restore(ctx context.Context, e *env, args []string) error {
 // other failure is printed too when it says something else: a
 // replacement's names the record it may have left deleted. (A batch's
 // commit fails every save in it alike, and a cut every write it stops.)
+//
+// A write the cut stopped while it waited may have been written all the
+// same (a bbolt batch it had joined commits; an etcd transaction sent
+// applies): they are counted apart, not listed, and not said written.
 func reportFailures(ctx context.Context, stderr io.Writer, errs []error, written, total int) error {
+	// A cut names --timeout, or the signal; but a replacement cut
+	// between its delete and its save says which record it left
+	// deleted, and how to write it (outcomeError).
+	cutShort := func(err error) bool {
+		var said *outcomeError
+		return ctx.Err() != nil && errors.Is(err, ctx.Err()) && !errors.As(err, &said)
+	}
+	listed, unknown := "those written are listed on standard output", 0
+	for _, err := range errs {
+		if cutShort(err) {
+			unknown++
+		}
+	}
+	if unknown > 0 {
+		listed += fmt.Sprintf(" (%d more, under way when it was cut, may have been written too)", unknown)
+	}
 	var first error
 	seen := map[string]bool{}
 	for _, err := range errs {
-		// A cut names --timeout, or the signal; but a replacement cut
-		// between its delete and its save says which record it left
-		// deleted, and how to write it (outcomeError).
-		var said *outcomeError
-		if ctx.Err() != nil && errors.Is(err, ctx.Err()) && !errors.As(err, &said) {
+		if cutShort(err) {
 			err = context.Cause(ctx)
 		}
 		if seen[err.Error()] {
@@ -1018,8 +1034,8 @@ func reportFailures(ctx context.Context, stderr io.Writer, errs []error, written
 		}
 		seen[err.Error()] = true
 		if first == nil {
-			err = fmt.Errorf("after %d of %s: %w; those written are listed on standard output, and a rerun writes the rest",
-				written, count(total, "checkpoint"), err)
+			err = fmt.Errorf("after %d of %s: %w; %s, and a rerun writes the rest",
+				written, count(total, "checkpoint"), err, listed)
 			first = err
 		}
 		report(stderr, err)

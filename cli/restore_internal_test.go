@@ -91,9 +91,11 @@ func TestRestoreReportsEachDistinctFailure(t *testing.T) {
 	var re *reportedError
 	require.ErrorAs(t, err, &re)
 	require.EqualError(t, err, "after 7 of 10 checkpoints: interrupt signal received; "+
-		"those written are listed on standard output, and a rerun writes the rest")
+		"those written are listed on standard output (2 more, under way when it was cut, may have been written too), "+
+		"and a rerun writes the rest")
 	require.Equal(t, "lowwater: after 7 of 10 checkpoints: interrupt signal received; "+
-		"those written are listed on standard output, and a rerun writes the rest\n"+
+		"those written are listed on standard output (2 more, under way when it was cut, may have been written too), "+
+		"and a rerun writes the rest\n"+
 		"lowwater: writing p1: disk full; it may or may not have been written: 'get p1' shows which\n"+
 		"lowwater: disk full\n"+
 		"lowwater: writing p2: disk full; it may or may not have been written: 'get p2' shows which\n",
@@ -111,9 +113,11 @@ func TestRestoreCutKeepsWhatAWriteLeft(t *testing.T) {
 	var stderr bytes.Buffer
 	err := reportFailures(ctx, &stderr, []error{context.DeadlineExceeded, left}, 3, 10)
 	require.EqualError(t, err, "after 3 of 10 checkpoints: context deadline exceeded: --timeout 1s passed; "+
-		"those written are listed on standard output, and a rerun writes the rest")
+		"those written are listed on standard output (1 more, under way when it was cut, may have been written too), "+
+		"and a rerun writes the rest")
 	require.Equal(t, "lowwater: after 3 of 10 checkpoints: context deadline exceeded: --timeout 1s passed; "+
-		"those written are listed on standard output, and a rerun writes the rest\n"+
+		"those written are listed on standard output (1 more, under way when it was cut, may have been written too), "+
+		"and a rerun writes the rest\n"+
 		"lowwater: writing p1: context deadline exceeded; it may or may not have been written: 'get p1' shows which\n",
 		stderr.String())
 }
