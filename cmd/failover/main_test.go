@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/lowwater/lowwater/internal/testkit/cmdtest"
+	"github.com/lowwater/lowwater/internal/testkit/etcdtest"
 	"github.com/lowwater/lowwater/internal/testkit/syncbuf"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/wal"
@@ -287,6 +289,25 @@ func TestASilentEtcdIsExplained(t *testing.T) {
 		" takes connections but answers no request within 1s: is etcd stopped, or without a quorum?\n"
 	if code != exitSetup || stderr.String() != want {
 		t.Errorf("exit %d, stderr %q; want %d, %q", code, stderr.String(), exitSetup, want)
+	}
+}
+
+// A wait for the nodes that runs out while etcd has stopped answering is
+// the setup's, said so (exit 2): it was exit 1, "a check failed", with
+// only the nodes' deadlines to go by. With etcd answering, it is the
+// run's finding (exit 1), as it was.
+func TestAWaitThatFailsWithEtcdSilentIsExplained(t *testing.T) {
+	waited := errors.New("waited 20s for node B saving node A's pchannels")
+	silent := cmdtest.SilentListener(t)
+	code, err := failedWait([]string{"http://" + silent}, waited)
+	want := "waited 20s for node B saving node A's pchannels; etcd: " + silent +
+		" takes connections but answers no request within 1s: is etcd stopped, or without a quorum?"
+	if code != exitSetup || err == nil || err.Error() != want || !errors.Is(err, waited) {
+		t.Errorf("failedWait with etcd silent = %d, %v; want %d, %q", code, err, exitSetup, want)
+	}
+	code, err = failedWait(etcdtest.Start(t), waited)
+	if code != exitViolated || err != waited {
+		t.Errorf("failedWait with etcd answering = %d, %v; want %d, %v", code, err, exitViolated, waited)
 	}
 }
 

@@ -217,7 +217,7 @@ func (p *parent) run(ctx context.Context) (int, error) {
 		}
 		return true
 	}, b); err != nil {
-		return exitViolated, err
+		return failedWait(endpoints, err)
 	}
 	ls := p.lines.all()
 	var takeover time.Duration
@@ -246,7 +246,7 @@ func (p *parent) run(ctx context.Context) (int, error) {
 	if err := p.await(ctx, "node B to stop", func(ls []line) bool {
 		return has(ls, func(l line) bool { return l.Node == "B" && l.Ev == evBye })
 	}, b); err != nil {
-		return exitViolated, err
+		return failedWait(endpoints, err)
 	}
 	if err := p.reap(b); err != nil {
 		return exitViolated, fmt.Errorf("node B: %w", err)
@@ -514,6 +514,18 @@ func hostPort(endpoint string) string {
 		return rest
 	}
 	return endpoint
+}
+
+// failedWait is the outcome of a wait for the nodes that failed: a
+// finding of the run (exit 1), unless etcd at endpoints has stopped
+// answering meanwhile, which is the setup's (exit 2), said with what a
+// probe of each endpoint finds. The nodes' own errors say only that
+// their deadlines passed.
+func failedWait(endpoints []string, err error) (int, error) {
+	if why := (etcdaccess.Access{}).Diagnose(hostPorts(endpoints)); why != "" {
+		return exitSetup, fmt.Errorf("%w; etcd: %s", err, why)
+	}
+	return exitViolated, err
 }
 
 // firstRequestError says why the parent's first request to etcd at
