@@ -43,8 +43,7 @@ func run() error {
 	// A file whose newest meta page is damaged opens, with no error, as of
 	// the commit before: say so (persistence.WithIntactMeta refuses it).
 	if d, err := catalog.DamagedMeta(); err == nil && d != nil {
-		logger.Warn("checkpoint file opened without its newest meta page",
-			zap.Stringer("damage", d))
+		logger.Warn("checkpoint file has a damaged meta page", zap.Stringer("damage", d))
 	}
 
 	system := actor.NewActorSystem(actor.WithLoggerFactory(actors.LoggerFactory(logger)))
