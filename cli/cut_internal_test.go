@@ -4,12 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"net"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -297,13 +295,13 @@ func TestTimeoutHintAfterAnswers(t *testing.T) {
 // about a second past its --timeout, where it took two.
 func TestTimeoutProbeRunsBesideTheCutWrite(t *testing.T) {
 	eps := etcdtest.Start(t)
-	front := startFreezer(t, strings.TrimPrefix(eps[0], "http://"))
-	catalog := "--catalog=etcd://" + front.addr + "/cli"
+	front := etcdtest.NewFreezer(t, strings.TrimPrefix(eps[0], "http://"))
+	catalog := "--catalog=etcd://" + front.Addr() + "/cli"
 	_, errs, code := runMain(context.Background(), catalog, "set", "p", "kafka:5")
 	require.Equal(t, ExitOK, code, errs)
 	putOwnerByHand(t, eps)
 	hookOpened(t, func(i persistence.Inspector) persistence.Inspector {
-		return cutOnWrite{i, func(ctx context.Context) { front.freeze(); <-ctx.Done() }}
+		return cutOnWrite{i, func(ctx context.Context) { front.Freeze(); <-ctx.Done() }}
 	})
 
 	const timeout = 500 * time.Millisecond
@@ -311,94 +309,10 @@ func TestTimeoutProbeRunsBesideTheCutWrite(t *testing.T) {
 	_, errs, code = runMain(context.Background(), catalog, "--timeout", timeout.String(), "set", "--force", "p", "kafka:9")
 	took := time.Since(began)
 	require.Equal(t, ExitFailed, code, errs)
-	require.Contains(t, errs, front.addr+" takes connections but answers no request within 1s")
+	require.Contains(t, errs, front.Addr()+" takes connections but answers no request within 1s")
 	// The release waits out its grace on the frozen etcd, and the probe
 	// its second: side by side, a second and a bit past the timeout.
 	t.Logf("ended %v past its --timeout", took-timeout)
 	require.GreaterOrEqual(t, took, timeout+cleanupGrace)
 	require.Less(t, took, timeout+cleanupGrace+etcdaccess.ProbeTime/2, "%s", errs)
-}
-
-// freezer is a TCP proxy in front of an etcd that can be made to stop
-// passing bytes, as a stopped etcd (SIGSTOP) takes connections and answers
-// nothing.
-type freezer struct {
-	addr   string
-	frozen chan struct{}
-	once   sync.Once
-}
-
-func (f *freezer) freeze() { f.once.Do(func() { close(f.frozen) }) }
-
-func startFreezer(t *testing.T, target string) *freezer {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	f := &freezer{addr: l.Addr().String(), frozen: make(chan struct{})}
-	var (
-		mu    sync.Mutex
-		conns []net.Conn
-		wg    sync.WaitGroup
-	)
-	track := func(c net.Conn) {
-		mu.Lock()
-		conns = append(conns, c)
-		mu.Unlock()
-	}
-	// pass copies from src to dst until src ends, or the freeze, after
-	// which it holds what it read and passes nothing more.
-	pass := func(dst, src net.Conn) {
-		defer wg.Done()
-		buf := make([]byte, 32<<10)
-		for {
-			n, err := src.Read(buf)
-			select {
-			case <-f.frozen:
-				return
-			default:
-			}
-			if n > 0 {
-				if _, werr := dst.Write(buf[:n]); werr != nil {
-					return
-				}
-			}
-			if err != nil {
-				return
-			}
-		}
-	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			track(c)
-			select {
-			case <-f.frozen:
-				continue // taken, and never answered
-			default:
-			}
-			up, err := net.Dial("tcp", target)
-			if err != nil {
-				continue
-			}
-			track(up)
-			wg.Add(2)
-			go pass(up, c)
-			go pass(c, up)
-		}
-	}()
-	t.Cleanup(func() {
-		_ = l.Close()
-		mu.Lock()
-		for _, c := range conns {
-			_ = c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	return f
 }

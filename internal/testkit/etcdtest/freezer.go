@@ -1,0 +1,126 @@
+package etcdtest
+
+import (
+	"io"
+	"net"
+	"sync"
+	"testing"
+)
+
+// Freezer is a TCP proxy in front of an etcd that can be made to stop
+// passing bytes: from Freeze on, it holds every connection open, takes new
+// ones and moves nothing, as an etcd stopped with SIGSTOP, a frozen host or
+// a partition that drops packets does. Its connections are closed by
+// t.Cleanup.
+type Freezer struct {
+	ln     net.Listener
+	target string
+	frozen chan struct{}
+	closed chan struct{}
+	once   sync.Once // Freeze
+	shut   sync.Once // close
+
+	mu    sync.Mutex
+	conns []net.Conn
+	wg    sync.WaitGroup
+}
+
+// NewFreezer starts a Freezer on 127.0.0.1 passing connections to target
+// (host:port).
+func NewFreezer(t testing.TB, target string) *Freezer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("freezer: %v", err)
+	}
+	f := &Freezer{ln: ln, target: target, frozen: make(chan struct{}), closed: make(chan struct{})}
+	f.wg.Add(1)
+	go f.accept()
+	t.Cleanup(f.close)
+	return f
+}
+
+// Addr is the Freezer's host:port.
+func (f *Freezer) Addr() string { return f.ln.Addr().String() }
+
+// Endpoint is the Freezer's client URL.
+func (f *Freezer) Endpoint() string { return "http://" + f.Addr() }
+
+// Freeze stops every byte, for good.
+func (f *Freezer) Freeze() { f.once.Do(func() { close(f.frozen) }) }
+
+func (f *Freezer) accept() {
+	defer f.wg.Done()
+	for {
+		c, err := f.ln.Accept()
+		if err != nil {
+			return
+		}
+		if !f.track(c) {
+			return
+		}
+		select {
+		case <-f.frozen:
+			continue // held open, never answered
+		default:
+		}
+		u, err := net.Dial("tcp", f.target)
+		if err != nil || !f.track(u) {
+			_ = c.Close()
+			continue
+		}
+		f.wg.Add(2)
+		go f.pipe(u, c)
+		go f.pipe(c, u)
+	}
+}
+
+// track keeps c for close, or closes it if the Freezer is closed.
+func (f *Freezer) track(c net.Conn) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	select {
+	case <-f.closed:
+		_ = c.Close()
+		return false
+	default:
+	}
+	f.conns = append(f.conns, c)
+	return true
+}
+
+// pipe copies from src to dst until src ends, or the freeze, after which it
+// holds what it read and passes nothing more.
+func (f *Freezer) pipe(dst io.Writer, src io.Reader) {
+	defer f.wg.Done()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		select {
+		case <-f.frozen:
+			return
+		default:
+		}
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (f *Freezer) close() {
+	f.shut.Do(func() {
+		f.mu.Lock()
+		close(f.closed)
+		for _, c := range f.conns {
+			_ = c.Close()
+		}
+		f.mu.Unlock()
+		_ = f.ln.Close()
+	})
+	f.wg.Wait()
+}
