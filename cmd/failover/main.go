@@ -43,9 +43,22 @@ const (
 	exitStopped  = 130 // interrupted (SIGINT, SIGTERM): nothing checked
 )
 
+// main stops the run on the first Ctrl-C (SIGINT, SIGTERM): the parent
+// has its nodes stop gracefully, and a node flushes and releases its
+// pchannels. A second one has the parent kill the nodes at once.
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, self)
+	ctx, stop := context.WithCancel(context.Background())
+	kill := make(chan struct{})
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-signals
+		stop()
+		<-signals
+		close(kill)
+	}()
+	code := run(ctx, kill, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, self)
+	signal.Stop(signals)
 	stop()
 	os.Exit(code)
 }
@@ -74,7 +87,7 @@ exit status:
   1  a check failed
   2  a bad flag, or a setup error (etcd not there, say)
   130  interrupted (Ctrl-C, SIGTERM): the nodes are stopped, nothing is
-       checked
+       checked; a second Ctrl-C kills them at once
 
 flags:
 `
@@ -83,7 +96,9 @@ flags:
 var nodeFlags = []string{"node", "prefer", "share"}
 
 // run is the whole program: the parent, or a node when --node is given.
-func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, cmd command) int {
+// ctx ends the run gracefully; kill, once closed, has the parent kill its
+// nodes (nil: never).
+func run(ctx context.Context, kill <-chan struct{}, args []string, stdin io.Reader, stdout, stderr io.Writer, cmd command) int {
 	fs := flag.NewFlagSet("failover", flag.ContinueOnError)
 	// The flag package prints its errors and the whole list itself:
 	// --help prints the user's flags, and an error is one line.
@@ -176,6 +191,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		tick:      *tick,
 		timeout:   *timeout,
 		verbose:   *verbose,
+		kill:      kill,
 	}, cmd, stdout, stderr)
 }
 

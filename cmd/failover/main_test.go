@@ -30,7 +30,7 @@ const asNode = "LOWWATER_FAILOVER_NODE"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(asNode) == "1" {
-		os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr, nil))
+		os.Exit(run(context.Background(), nil, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, nil))
 	}
 	goleak.VerifyTestMain(m)
 }
@@ -52,7 +52,7 @@ func TestFailover(t *testing.T) {
 	// take over within the 20 s wait, and said nothing of why. A session
 	// lost to keep-alives starved of the CPU would explain it; a wait that
 	// runs out now names what the nodes reported failing.
-	code := run(t.Context(), []string{"--run=1500ms", "--after=500ms", "--ttl=3s"}, nil, &out, &stderr, testBinary)
+	code := run(t.Context(), nil, []string{"--run=1500ms", "--after=500ms", "--ttl=3s"}, nil, &out, &stderr, testBinary)
 	text := out.String()
 	if code != exitOK {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, text, stderr.String())
@@ -102,7 +102,7 @@ func TestAnEtcdThatIsNotThereIsSaidAtOnce(t *testing.T) {
 // runIt runs the command in this process, as cmdtest calls it.
 func runIt(t *testing.T) cmdtest.Run {
 	return func(args []string, stdout, stderr io.Writer) int {
-		return run(t.Context(), args, nil, stdout, stderr, testBinary)
+		return run(t.Context(), nil, args, nil, stdout, stderr, testBinary)
 	}
 }
 
@@ -115,7 +115,7 @@ func TestUsage(t *testing.T) {
 		{"--no-such-flag"},
 	} {
 		var out, stderr bytes.Buffer
-		if code := run(t.Context(), args, nil, &out, &stderr, testBinary); code != exitSetup {
+		if code := run(t.Context(), nil, args, nil, &out, &stderr, testBinary); code != exitSetup {
 			t.Errorf("%q: exit %d, want %d; stderr: %s", args, code, exitSetup, stderr.String())
 		}
 	}
@@ -127,7 +127,7 @@ func TestInterrupted(t *testing.T) {
 	cancel() // as SIGINT does, through signal.NotifyContext
 	var out, stderr bytes.Buffer
 	const want = "failover: interrupted: the nodes are stopped, nothing is checked\n"
-	if code := run(ctx, nil, nil, &out, &stderr, testBinary); code != exitStopped || stderr.String() != want {
+	if code := run(ctx, nil, nil, nil, &out, &stderr, testBinary); code != exitStopped || stderr.String() != want {
 		t.Errorf("exit %d, want %d; stderr %q, want %q", code, exitStopped, stderr.String(), want)
 	}
 }
@@ -227,7 +227,7 @@ func TestUsageSaysWhy(t *testing.T) {
 		{[]string{"--node=A", "--ttl=30s"}, "failover: a node needs --endpoints, --prefix and --share\n"},
 	} {
 		var out, stderr bytes.Buffer
-		if code := run(t.Context(), tc.args, nil, &out, &stderr, testBinary); code != exitSetup || stderr.String() != tc.want {
+		if code := run(t.Context(), nil, tc.args, nil, &out, &stderr, testBinary); code != exitSetup || stderr.String() != tc.want {
 			t.Errorf("%q: exit %d, stderr %q; want %d, %q", tc.args, code, stderr.String(), exitSetup, tc.want)
 		}
 	}
@@ -254,7 +254,7 @@ func TestAnEndpointThatIsNotEtcdIsSaidSo(t *testing.T) {
 	defer srv.Close()
 	var out bytes.Buffer
 	var stderr syncbuf.Buffer
-	code := run(t.Context(), []string{"--endpoints", srv.URL}, nil, &out, &stderr, testBinary)
+	code := run(t.Context(), nil, []string{"--endpoints", srv.URL}, nil, &out, &stderr, testBinary)
 	want := "failover: etcd: " + strings.TrimPrefix(srv.URL, "http://") + " answered, but not as etcd: HTTP 404 (Not Found)\n"
 	if code != exitSetup || stderr.String() != want {
 		t.Errorf("exit %d, stderr %q; want %d, %q", code, stderr.String(), exitSetup, want)
@@ -270,7 +270,7 @@ func TestAnHTTP1EndpointIsSaidSo(t *testing.T) {
 	addr := strings.TrimPrefix(srv.URL, "http://")
 	var out bytes.Buffer
 	var stderr syncbuf.Buffer
-	code := run(t.Context(), []string{"--endpoints", srv.URL, "--timeout", "2s", "--ttl", "1s"}, nil, &out, &stderr, testBinary)
+	code := run(t.Context(), nil, []string{"--endpoints", srv.URL, "--timeout", "2s", "--ttl", "1s"}, nil, &out, &stderr, testBinary)
 	want := "failover: etcd: no answer within --timeout 2s: context deadline exceeded; " + addr +
 		" answers HTTP/1, not etcd's gRPC: is it another server, or etcd's peer or metrics URL?\n"
 	if code != exitSetup || stderr.String() != want {
@@ -284,7 +284,7 @@ func TestASilentEtcdIsExplained(t *testing.T) {
 	addr := cmdtest.SilentListener(t)
 	var out bytes.Buffer
 	var stderr syncbuf.Buffer
-	code := run(t.Context(), []string{"--endpoints", addr, "--timeout", "2s", "--ttl", "1s"}, nil, &out, &stderr, testBinary)
+	code := run(t.Context(), nil, []string{"--endpoints", addr, "--timeout", "2s", "--ttl", "1s"}, nil, &out, &stderr, testBinary)
 	want := "failover: etcd: no answer within --timeout 2s: context deadline exceeded; " + addr +
 		" takes connections but answers no request within 1s: is etcd stopped, or without a quorum?\n"
 	if code != exitSetup || stderr.String() != want {
@@ -320,10 +320,80 @@ func TestTheDirectoryOfAKilledRunIsRemoved(t *testing.T) {
 	var out, stderr bytes.Buffer
 	const want = "failover: removed the directory of an earlier run that was killed\n" +
 		"failover: interrupted: the nodes are stopped, nothing is checked\n"
-	if code := run(ctx, nil, nil, &out, &stderr, testBinary); code != exitStopped || stderr.String() != want {
+	if code := run(ctx, nil, nil, nil, &out, &stderr, testBinary); code != exitStopped || stderr.String() != want {
 		t.Errorf("exit %d, stderr %q; want %d, %q", code, stderr.String(), exitStopped, want)
 	}
 	if left, err := os.ReadDir(tmp); err != nil || len(left) != 0 {
 		t.Errorf("left in the temporary directory: %v, %v", left, err)
+	}
+}
+
+// A Ctrl-C while etcd has stopped answering ends within nodeStopBound,
+// and says at once how long it may take: the nodes flush their pchannels
+// side by side, release them side by side within the TTL, and leave their
+// session to expire. One node after the other, each flush and release
+// waiting its own bound, it took 15 s and said nothing meanwhile. A second
+// Ctrl-C kills the nodes at once.
+func TestACtrlCWithEtcdSilentIsBounded(t *testing.T) {
+	eps := etcdtest.Start(t)
+	for _, twice := range []bool{false, true} {
+		t.Run(fmt.Sprintf("twice=%v", twice), func(t *testing.T) {
+			front := etcdtest.NewFreezer(t, strings.TrimPrefix(eps[0], "http://"))
+			ctx, interrupt := context.WithCancel(t.Context())
+			kill := make(chan struct{})
+			var out, stderr syncbuf.Buffer
+			exited := make(chan int, 1)
+			go func() {
+				exited <- run(ctx, kill, []string{"--endpoints", front.Endpoint(), "--run", "1m", "--ttl", "1s"},
+					nil, &out, &stderr, testBinary)
+			}()
+			waitForOutput(t, &out, "running for 1m0s", exited)
+
+			front.Freeze()
+			began := time.Now()
+			interrupt()
+			want := "failover: interrupted: the nodes flush and release their pchannels, for up to\n" +
+				"  about 4s with etcd silent; Ctrl-C again kills them at once\n"
+			waitForOutput(t, &stderr, want, exited)
+			if twice {
+				close(kill)
+			}
+			var code int
+			select {
+			case code = <-exited:
+			case <-time.After(30 * time.Second):
+				t.Fatalf("no exit 30 s after the interrupt; stderr:\n%s", stderr.String())
+			}
+			took := time.Since(began)
+			last := "failover: interrupted: the nodes are stopped, nothing is checked\n"
+			bound := nodeStopBound(time.Second) + 2*time.Second // the nodes' exits, under -race
+			if twice {
+				last = "failover: interrupted twice: the nodes were killed, nothing is checked\n"
+				bound = 2 * time.Second
+			}
+			if code != exitStopped || stderr.String() != want+last {
+				t.Errorf("exit %d, stderr %q; want %d, %q", code, stderr.String(), exitStopped, want+last)
+			}
+			if took > bound {
+				t.Errorf("the run ended %v after the interrupt, over %v", took, bound)
+			}
+		})
+	}
+}
+
+// waitForOutput waits until what the run wrote to buf holds s, failing the
+// test if the run exits first or 60 s pass.
+func waitForOutput(t *testing.T, buf *syncbuf.Buffer, s string, exited <-chan int) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(buf.String(), s) {
+		select {
+		case code := <-exited:
+			t.Fatalf("the run exited %d before writing %q:\n%s", code, s, buf.String())
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q after 60 s:\n%s", s, buf.String())
+		}
 	}
 }

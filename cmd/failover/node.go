@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -98,8 +97,10 @@ func runNode(ctx context.Context, cfg nodeConfig, stdin io.Reader, stdout io.Wri
 	}
 	defer cat.Close()
 	// The node owns its pchannels through a Batcher: their saves share
-	// transactions, each fenced by its own owner.
-	batcher, err := etcdcatalog.NewBatcher(cat)
+	// transactions, each fenced by its own owner. A transaction is bounded
+	// as the saves it carries are: one on an etcd that stopped answering
+	// would otherwise hold Close for its own 5 s.
+	batcher, err := etcdcatalog.NewBatcher(cat, etcdcatalog.WithBatchTimeout(saveTimeout))
 	if err != nil {
 		return err
 	}
@@ -108,7 +109,12 @@ func runNode(ctx context.Context, cfg nodeConfig, stdin io.Reader, stdout io.Wri
 	if err != nil {
 		return fmt.Errorf("etcd session: %w", err)
 	}
-	defer session.Close()
+	var leaseLeft bool // shutdown left the lease to expire
+	defer func() {
+		if !leaseLeft {
+			_ = session.Close()
+		}
+	}()
 
 	quiet := actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) })
 	n := &node{
@@ -133,7 +139,7 @@ func runNode(ctx context.Context, cfg nodeConfig, stdin io.Reader, stdout io.Wri
 	for _, p := range cfg.prefer {
 		o, err := batcher.Own(ownCtx, p, session)
 		if err != nil {
-			n.shutdown(stopOwning)
+			leaseLeft = n.shutdown(stopOwning)
 			return fmt.Errorf("own %s: %w", p, err)
 		}
 		n.start(p, o)
@@ -144,12 +150,12 @@ func runNode(ctx context.Context, cfg nodeConfig, stdin io.Reader, stdout io.Wri
 	for standby := false; ; {
 		select {
 		case <-ctx.Done():
-			n.shutdown(stopOwning)
+			leaseLeft = n.shutdown(stopOwning)
 			return nil
 		case cmd, ok := <-commands:
 			switch {
 			case !ok || cmd == cmdStop:
-				n.shutdown(stopOwning)
+				leaseLeft = n.shutdown(stopOwning)
 				return nil
 			case cmd == cmdStandby && !standby:
 				standby = true
@@ -283,8 +289,13 @@ func (n *node) emit(l line) {
 
 // shutdown stops waiting for ownerships, stops every actor gracefully (each
 // flushes its pending checkpoint), then releases the ownerships so that
-// another node may take them at once.
-func (n *node) shutdown(stopOwning context.CancelFunc) {
+// another node may take them at once. The actors stop together and the
+// ownerships are released together, within the session's TTL: with etcd
+// silent, a release that took longer would free the pchannels no sooner
+// than the lease's expiry does. Should etcd not answer every release
+// within it, shutdown ends the session's keep-alives and says so (true):
+// the session is left to expire, since revoking it would wait once more.
+func (n *node) shutdown(stopOwning context.CancelFunc) (leaseLeft bool) {
 	stopOwning()
 	n.mu.Lock()
 	n.closed = true
@@ -293,19 +304,37 @@ func (n *node) shutdown(stopOwning context.CancelFunc) {
 		owned = append(owned, pc)
 	}
 	n.mu.Unlock()
+	var stops []*actor.Future
 	for _, pc := range owned {
 		if pc.pid != nil {
-			_ = n.sys.Root.PoisonFuture(pc.pid).Wait()
+			stops = append(stops, n.sys.Root.PoisonFuture(pc.pid))
 		}
+	}
+	for _, f := range stops {
+		_ = f.Wait()
+	}
+	for _, pc := range owned {
 		pc.stopOnce.Do(func() { close(pc.stopped) })
 	}
 	n.wg.Wait()
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(n.cfg.ttl)*time.Second)
+	defer cancel()
+	var releases sync.WaitGroup
 	for _, pc := range owned {
-		if err := pc.owned.Close(); err != nil && !errors.Is(err, etcdcatalog.ErrReleased) {
-			n.emit(line{Ev: evFailed, PCh: pc.name, Err: "release: " + err.Error()})
-		}
+		releases.Go(func() {
+			if err := pc.owned.Release(ctx); err != nil {
+				n.emit(line{Ev: evFailed, PCh: pc.name, Err: "release: " + err.Error()})
+			}
+		})
+	}
+	releases.Wait()
+	if ctx.Err() != nil {
+		n.session.Orphan()
+		leaseLeft = true
 	}
 	n.emit(line{Ev: evBye})
+	return leaseLeft
 }
 
 // readCommands delivers the lines of r; the channel closes at its end.

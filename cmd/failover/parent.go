@@ -18,6 +18,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/status"
 
+	"github.com/lowwater/lowwater/actors"
 	"github.com/lowwater/lowwater/internal/etcdaccess"
 	"github.com/lowwater/lowwater/internal/rundir"
 )
@@ -37,6 +38,8 @@ type parentConfig struct {
 	tick      time.Duration
 	timeout   time.Duration // bounds each wait for the nodes
 	verbose   bool
+	// kill, once closed, has the nodes killed at once (a second Ctrl-C).
+	kill <-chan struct{}
 }
 
 // command builds the command line of a node process: this program again,
@@ -61,12 +64,16 @@ type parent struct {
 	stderr io.Writer
 	began  time.Time
 	lines  *collector
+	killed bool // a node was killed on cfg.kill
 }
 
 func runParent(ctx context.Context, cfg parentConfig, cmd command, stdout, stderr io.Writer) int {
 	p := &parent{cfg: cfg, cmd: cmd, out: stdout, stderr: stderr, began: time.Now(), lines: newCollector()}
 	code, err := p.run(ctx)
 	switch {
+	case err != nil && ctx.Err() != nil && p.killed:
+		fmt.Fprintln(stderr, "failover: interrupted twice: the nodes were killed, nothing is checked")
+		return exitStopped
 	case err != nil && ctx.Err() != nil:
 		fmt.Fprintln(stderr, "failover: interrupted: the nodes are stopped, nothing is checked")
 		return exitStopped
@@ -149,6 +156,12 @@ func (p *parent) run(ctx context.Context) (int, error) {
 	p.printf("prefix %q, %d pchannels, session TTL %ds, two nodes", cfg.prefix, len(names), ttl)
 	half := (len(names) + 1) / 2
 	a, b := &proc{name: "A", prefer: names[:half]}, &proc{name: "B", prefer: names[half:]}
+	defer p.reap(a, b)
+	stopTelling := context.AfterFunc(ctx, func() {
+		fmt.Fprintf(p.stderr, "failover: interrupted: the nodes flush and release their pchannels, for up to\n"+
+			"  about %v with etcd silent; Ctrl-C again kills them at once\n", nodeStopBound(cfg.ttl))
+	})
+	defer stopTelling()
 	for _, n := range []*proc{a, b} {
 		args := []string{"--node", n.name, "--endpoints", strings.Join(endpoints, ","), "--prefix", cfg.prefix,
 			"--ttl", (time.Duration(ttl) * time.Second).String(), "--share", strings.Join(names, ","), "--prefer", strings.Join(n.prefer, ","),
@@ -156,7 +169,6 @@ func (p *parent) run(ctx context.Context) (int, error) {
 		if err := p.start(n, args); err != nil {
 			return exitSetup, err
 		}
-		defer p.reap(n)
 	}
 
 	// Each node owns its half, then stands by for the other half.
@@ -251,6 +263,7 @@ func (p *parent) run(ctx context.Context) (int, error) {
 	if err := p.reap(b); err != nil {
 		return exitViolated, fmt.Errorf("node B: %w", err)
 	}
+	stopTelling()
 	p.progress("B")
 	var flushed []string
 	for _, l := range p.lines.all() {
@@ -322,23 +335,47 @@ func (p *parent) start(n *proc, args []string) error {
 	return nil
 }
 
-// reap waits for a node process to exit, killing it first if it still runs
-// at the deadline; its output is read to the end before.
-func (p *parent) reap(n *proc) error {
-	if n.exited || n.cmd == nil || n.cmd.Process == nil {
-		return nil
+// nodeStopBound is how long a node takes at most to stop gracefully with
+// etcd silent: its actors' flushes, side by side, then its releases,
+// side by side, within the session's TTL (node.shutdown).
+func nodeStopBound(ttl time.Duration) time.Duration { return actors.DefaultStopFlushTimeout + ttl }
+
+// reap has node processes stop and waits for them to exit: it closes their
+// input, which has each stop gracefully, then waits for them together,
+// killing those that still run at the deadline or on cfg.kill. Each one's
+// output is read to the end before.
+func (p *parent) reap(nodes ...*proc) error {
+	var running []*proc
+	for _, n := range nodes {
+		if !n.exited && n.cmd != nil && n.cmd.Process != nil {
+			n.exited = true
+			_ = n.stdin.Close()
+			running = append(running, n)
+		}
 	}
-	n.exited = true
-	_ = n.stdin.Close()
 	timer := time.NewTimer(p.cfg.timeout)
 	defer timer.Stop()
-	select {
-	case <-n.eof:
-	case <-timer.C:
-		_ = n.cmd.Process.Kill()
+	var errs []error
+	for _, n := range running {
+		select {
+		case <-n.eof:
+		case <-timer.C:
+			p.killAll(running)
+		case <-p.cfg.kill:
+			p.killed = true
+			p.killAll(running)
+		}
 		<-n.eof
+		errs = append(errs, n.cmd.Wait())
 	}
-	return n.cmd.Wait()
+	return errors.Join(errs...)
+}
+
+// killAll kills the node processes with SIGKILL.
+func (p *parent) killAll(nodes []*proc) {
+	for _, n := range nodes {
+		_ = n.cmd.Process.Kill()
+	}
 }
 
 // failures says what the nodes reported failing or losing, for the error
