@@ -104,7 +104,7 @@ func run(ctx context.Context, kill <-chan struct{}, args []string, stdin io.Read
 	// --help prints the user's flags, and an error is one line.
 	fs.SetOutput(io.Discard)
 	var (
-		endpoints = fs.String("endpoints", "", "etcd client URLs, comma-separated (default: start an embedded etcd)")
+		endpoints = fs.String("endpoints", "", "etcd client URLs, plain http, comma-separated (default: start\nan embedded etcd)")
 		prefix    = fs.String("prefix", "", "etcd key prefix (default: one of its own per run)")
 		pchannels = fs.Int("pchannels", 4, "pchannels shared by the two nodes")
 		ttl       = fs.Duration("ttl", 2*time.Second, "session TTL (whole seconds): how long a dead node\nkeeps its pchannels")
@@ -140,8 +140,16 @@ func run(ctx context.Context, kill <-chan struct{}, args []string, stdin io.Read
 	}
 	eps := splitList(*endpoints)
 	for i, ep := range eps {
-		if !strings.Contains(ep, "://") {
+		scheme, _, ok := strings.Cut(ep, "://")
+		switch {
+		case !ok:
 			eps[i] = "http://" + ep
+		case scheme != "http":
+			// etcd's client would try TLS, or a socket, until --timeout,
+			// then say only that the deadline passed.
+			fmt.Fprintf(stderr, "failover: --endpoints %s: the demo speaks plain text to etcd (it has no TLS "+
+				"settings): give http://host:port or host:port\n", ep)
+			return exitSetup
 		}
 	}
 

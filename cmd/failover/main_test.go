@@ -205,7 +205,7 @@ func TestFailuresNamesWhatTheNodesSaid(t *testing.T) {
 // Flags the run cannot use are refused up front (exit 2), each with one
 // line that says why: a TTL that is not whole seconds, or too long for a
 // takeover within --timeout; more pchannels than the nodes' command lines
-// carry.
+// carry; an endpoint of another scheme than http.
 func TestUsageSaysWhy(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -223,6 +223,8 @@ func TestUsageSaysWhy(t *testing.T) {
 		{[]string{"--ttl=100ms"}, "failover: --ttl 100ms: must be at least 1s\n"},
 		{[]string{"--pchannels=1000000"}, "failover: --pchannels 1000000: must be from 2 to 1000\n"},
 		{[]string{"--pchannels=1"}, "failover: --pchannels 1: must be from 2 to 1000\n"},
+		{[]string{"--endpoints=127.0.0.1:2379,https://127.0.0.1:2379"}, "failover: --endpoints https://127.0.0.1:2379: " +
+			"the demo speaks plain text to etcd (it has no TLS settings): give http://host:port or host:port\n"},
 		// A node is given no --timeout: the TTL's bound is the parent's.
 		{[]string{"--node=A", "--ttl=30s"}, "failover: a node needs --endpoints, --prefix and --share\n"},
 	} {
