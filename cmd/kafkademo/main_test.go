@@ -66,7 +66,7 @@ func TestDemoWithFewRecords(t *testing.T) {
 	var out bytes.Buffer
 	var stderr syncbuf.Buffer
 	_, err = runDemo(t.Context(), cfg, testBinary, &out, &stderr)
-	if err == nil || !strings.Contains(err.Error(), "holds checkpoints of an earlier run") {
+	if err == nil || !strings.Contains(err.Error(), "holds checkpoints of an earlier run, or of one running now") {
 		t.Fatalf("a second run on the same catalog: %v", err)
 	}
 }
@@ -257,10 +257,20 @@ func TestEvaluate(t *testing.T) {
 			}
 		})
 	}
+	// A last run cut by --timeout: what it did not read is not lost.
+	sum := evaluate(prod, []snapshot{snap(4, sink(0, 1, 1, 1, 2, 1, 3, 1))}, snap(4, sink(all(1, 8, 0, 9, 0)...)), []int64{10},
+		map[string]bool{approachNaive: true})
+	var out bytes.Buffer
+	sum.print(&out, config{})
+	if want := "lowwater's last run did not read to the end of the topic within --timeout"; len(sum.problems) != 1 ||
+		sum.problems[0] != want || !strings.Contains(out.String(), "lowwater: 2 of 10 unread, unfinished; duplicates") {
+		t.Errorf("an unfinished last run: problems %q, want only %q; summary:\n%s", sum.problems, want, out.String())
+	}
+
 	// A stored checkpoint lower than at the previous kill.
 	k1 := snap(4, sink(0, 1, 1, 1, 2, 1, 3, 1))
 	k2 := snap(3, sink(0, 1, 1, 1, 2, 1, 3, 1))
-	sum := evaluate(prod, []snapshot{k1, k2}, snap(10, sink(all(1)...)), []int64{10}, finished)
+	sum = evaluate(prod, []snapshot{k1, k2}, snap(10, sink(all(1)...)), []int64{10}, finished)
 	if len(sum.problems) != 1 || !strings.Contains(sum.problems[0], "went down from 4 to 3") {
 		t.Errorf("problems %q, want the regression", sum.problems)
 	}

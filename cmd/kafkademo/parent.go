@@ -98,7 +98,7 @@ func runDemo(ctx context.Context, cfg config, cmd command, stdout, stderr io.Wri
 	if err != nil {
 		return nil, fmt.Errorf("catalog: %w", err)
 	} else if slices.ContainsFunc(left, func(o int64) bool { return o != 0 }) {
-		return nil, fmt.Errorf("--catalog %s holds checkpoints of an earlier run (offsets by partition: %v): give a new file or prefix, or delete that one", cfg.catalog, left)
+		return nil, fmt.Errorf("--catalog %s holds checkpoints of an earlier run, or of one running now (offsets by partition: %v): give a new file or prefix, or delete that one", cfg.catalog, left)
 	}
 
 	// The cluster lives in this process and outlives every node.
@@ -306,18 +306,20 @@ func (d *demo) stored(ctx context.Context) ([]int64, error) {
 	return out, nil
 }
 
-// explain adds to err, a failure to read an etcd catalog in time, what a
-// probe of each endpoint finds (etcdaccess, as the lowwater tool and the
-// demo do): the client's own error says only that the deadline passed,
-// whether etcd is stopped, without a quorum or wants TLS.
+// explain names --timeout in err, a failure to read the catalog in time,
+// and adds for etcd what a probe of each endpoint finds (etcdaccess, as
+// the lowwater tool and the demo do): the client's own error says only
+// that the deadline passed, whether etcd is stopped, without a quorum or
+// wants TLS.
 func (d *demo) explain(err error) error {
-	u, perr := catalogurl.Parse(d.cfg.catalog)
-	if perr != nil || u.Kind != catalogurl.Etcd || !errors.Is(err, context.DeadlineExceeded) {
+	if !errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
 	err = fmt.Errorf("no answer within --timeout %v: %w", d.cfg.timeout, err)
-	if why := (etcdaccess.Access{}).Diagnose(u.Endpoints); why != "" {
-		err = fmt.Errorf("%w; %s", err, why)
+	if u, perr := catalogurl.Parse(d.cfg.catalog); perr == nil && u.Kind == catalogurl.Etcd {
+		if why := (etcdaccess.Access{}).Diagnose(u.Endpoints); why != "" {
+			err = fmt.Errorf("%w; %s", err, why)
+		}
 	}
 	return err
 }

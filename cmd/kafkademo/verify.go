@@ -106,7 +106,7 @@ func evaluate(prod produced, snaps []snapshot, final snapshot, ends []int64, fin
 	lw := s.byKind[approachLowwater]
 	switch {
 	case !lw.finished:
-		bad("lowwater did not read to the end of the topic")
+		bad("lowwater's last run did not read to the end of the topic within --timeout")
 	case lw.lostEnd > 0:
 		bad("lowwater lost %d records", lw.lostEnd)
 	}
@@ -211,10 +211,18 @@ func (s *summary) print(w io.Writer, cfg config) {
 	if !s.ok() {
 		verdict = "FAIL"
 	}
-	fmt.Fprintf(w, "lowwater: lost %d of %d; duplicates %d (%s), bound %d: %s\n",
-		lw.lostEnd, s.records, lw.duplicates, pct(lw.duplicates), lw.bound, verdict)
-	fmt.Fprintf(w, "naive:    lost %d of %d (%s); duplicates %d (%s)\n",
-		nv.lostEnd, s.records, pct(nv.lostEnd), nv.duplicates, pct(nv.duplicates))
+	// A node stopped before the end of the topic has not lost what it did
+	// not read yet.
+	lost := func(t *totals) string {
+		if !t.finished {
+			return fmt.Sprintf("%d of %d unread, unfinished", t.lostEnd, s.records)
+		}
+		return fmt.Sprintf("lost %d of %d", t.lostEnd, s.records)
+	}
+	fmt.Fprintf(w, "lowwater: %s; duplicates %d (%s), bound %d: %s\n",
+		lost(lw), lw.duplicates, pct(lw.duplicates), lw.bound, verdict)
+	fmt.Fprintf(w, "naive:    %s (%s); duplicates %d (%s)\n",
+		lost(nv), pct(nv.lostEnd), nv.duplicates, pct(nv.duplicates))
 	for _, p := range s.problems {
 		fmt.Fprintln(w, "FAIL:", p)
 	}
