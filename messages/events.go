@@ -39,7 +39,7 @@ type Recovered struct {
 	// Minimum is the low-water mark as recovery ends (nil with no
 	// vchannel). Commands applied during recovery may have raised it past
 	// StartMessageID, their events published before this one: a save of it
-	// is due when it is above the stored checkpoint.
+	// is due when it is above the stored checkpoint, or nothing is stored.
 	Minimum wal.MessageID
 	// Attempts is the number of catalog reads it took; 1 when the stored
 	// checkpoint was given at spawn (actors.WithPreloaded), which reads
