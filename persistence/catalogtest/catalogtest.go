@@ -15,6 +15,10 @@
 //		})
 //	}
 //
+// A store that several processes or nodes open at once runs RunShared
+// too, with two instances on one store: Run, given one, cannot see
+// whether they keep each other's saves.
+//
 // It knows nothing about any one store. It uses the built-in WALs, and one
 // WAL of its own, registered (wal.Register) the first time a check needs it
 // under the name "catalogtest-panicky": an ID type whose comparison panics,
@@ -128,6 +132,142 @@ func Run(t *testing.T, newCatalog func(t *testing.T) persistence.Catalog) {
 			return &startedSaves{SaveStarter: starter, report: newReporter(t, outer), untold: untold}
 		}, overran)
 	})
+}
+
+// RunShared tests what Run cannot see: two instances of a catalog open
+// on one store at once, as two processes or two nodes have it. newPair
+// must return two new, open catalogs on one new, empty store (a fresh
+// directory both open, a fresh key prefix both use); RunShared calls it
+// once per check and closes both.
+//
+// The rules: what one instance saves or deletes, the other reads at once,
+// by Load and by LoadAll (an instance keeps no copy of what is stored); a
+// lower value saved through one is refused as Run's rules say, naming
+// what the other saved; and writers saving through both never make the
+// stored value go back. That last one is where a store whose instances
+// share it fails, having passed Run: a save's compare and its write must
+// be one step of the store's (a transaction, a conditional write, a lock
+// the store itself holds), and a mutex of the instance makes them one
+// step only among that instance's saves. As in Run, it fails in some runs,
+// not in every one: run it with -count=200, -race, before trusting a pass.
+// Saves go through Save alone, a persistence.SaveStarter's StartSave too.
+//
+// A store that one process holds alone (a bbolt file, which it locks)
+// has no second instance to give, and needs no RunShared.
+func RunShared(t *testing.T, newPair func(t *testing.T) (a, b persistence.Catalog)) {
+	t.Helper()
+	overran := new(atomic.Bool)
+	tests := []struct {
+		name string
+		run  func(t *testing.T, a, b persistence.Catalog)
+	}{
+		{"SavedThroughOneIsReadThroughTheOther", testSharedSave},
+		{"DeletedThroughOneIsGoneForTheOther", testSharedDelete},
+		{"ConcurrentSavesThroughBothNeverGoBack", func(t *testing.T, a, b persistence.Catalog) {
+			testConcurrentSaves(t, &alternating{cs: [2]persistence.Catalog{a, b}})
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			madeA, madeB := newPair(t)
+			if madeA == nil || madeB == nil {
+				t.Fatalf("newPair returned %v, %v: want two catalogs", madeA, madeB)
+			}
+			if madeA == madeB {
+				t.Fatal("newPair returned one catalog twice: want two instances on one store")
+			}
+			a := &bounded{c: madeA, report: newReporter(t, nil), overran: overran}
+			b := &bounded{c: madeB, report: newReporter(t, nil), overran: overran}
+			t.Cleanup(func() { closeChecked(t, a); closeChecked(t, b) })
+			if overran.Load() {
+				t.Fatal("not run: a call earlier ran past its deadline (see the first check that failed)")
+			}
+			defer func() {
+				if p := recover(); p != nil {
+					t.Fatalf("%s\n%s", panicked(p), panicStack(p))
+				}
+			}()
+			tt.run(t, a, b)
+		})
+	}
+}
+
+// alternating is two instances of one store as one catalog: each call
+// goes to the next of them in turn.
+type alternating struct {
+	cs [2]persistence.Catalog
+	n  atomic.Uint64
+}
+
+func (a *alternating) next() persistence.Catalog { return a.cs[a.n.Add(1)%2] }
+
+func (a *alternating) Load(ctx context.Context, pchannel string) (wal.MessageID, error) {
+	return a.next().Load(ctx, pchannel)
+}
+
+func (a *alternating) Save(ctx context.Context, pchannel string, checkpoint wal.MessageID) error {
+	return a.next().Save(ctx, pchannel, checkpoint)
+}
+
+func (a *alternating) LoadAll(ctx context.Context) (map[string]wal.MessageID, error) {
+	return a.next().LoadAll(ctx)
+}
+
+func (a *alternating) Delete(ctx context.Context, pchannel string) error {
+	return a.next().Delete(ctx, pchannel)
+}
+
+// Close is RunShared's, which closes each instance itself.
+func (a *alternating) Close() error { return nil }
+
+func testSharedSave(t *testing.T, a, b persistence.Catalog) {
+	for _, p := range pairs() {
+		pchannel := pchannelOf(p.high)
+		mustSave(t, a, pchannel, p.low)
+		wantSeen(t, b, pchannel, p.low)
+		mustSave(t, b, pchannel, p.high)
+		wantSeen(t, a, pchannel, p.high)
+		var ahead *persistence.StoredAheadError
+		err := a.Save(context.Background(), pchannel, p.low)
+		if !errors.As(err, &ahead) || ahead.Stored != p.high || ahead.Attempted != p.low {
+			t.Fatalf("Save(%q, %s) through one, over %s saved through the other = %v, want a *StoredAheadError naming %s: "+
+				"an instance must compare with the store, not with what it saved itself", pchannel, p.low, p.high, err, p.high)
+		}
+		wantSeen(t, b, pchannel, p.high)
+	}
+	want := make(map[string]wal.MessageID)
+	for _, p := range pairs() {
+		want[pchannelOf(p.high)] = p.high
+	}
+	wantAll(t, a, want)
+	wantAll(t, b, want)
+}
+
+func testSharedDelete(t *testing.T, a, b persistence.Catalog) {
+	mustSave(t, a, "p", wal.KafkaID(7))
+	wantSeen(t, b, "p", wal.KafkaID(7))
+	if err := b.Delete(context.Background(), "p"); err != nil {
+		t.Fatalf("Delete(%q) = %v", "p", err)
+	}
+	wantSeen(t, a, "p", nil)
+	wantAll(t, a, map[string]wal.MessageID{})
+	// Retired, the pchannel starts again from anything: a lower value too.
+	mustSave(t, a, "p", wal.KafkaID(3))
+	wantSeen(t, b, "p", wal.KafkaID(3))
+}
+
+// wantSeen checks that c reads want, which the other instance made the
+// stored value.
+func wantSeen(t *testing.T, c persistence.Catalog, pchannel string, want wal.MessageID) {
+	t.Helper()
+	got, err := c.Load(context.Background(), pchannel)
+	if err != nil {
+		t.Fatalf("Load(%q) = %v", pchannel, err)
+	}
+	if got != want {
+		t.Fatalf("Load(%q) = %s, want %s, stored through the other instance: an instance must read the store, "+
+			"not a copy of its own", pchannel, exact(got), exact(want))
+	}
 }
 
 func run(t *testing.T, newCatalog func(t *testing.T) persistence.Catalog, overran *atomic.Bool) {

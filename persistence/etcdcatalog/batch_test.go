@@ -48,6 +48,25 @@ func TestBatcherContract(t *testing.T) {
 	})
 }
 
+// Two Batchers on one prefix, as two nodes have them: each batch compares
+// every key it writes with the store, not with what its Batcher saved.
+func TestBatcherSharedContract(t *testing.T) {
+	eps := etcdtest.Start(t)
+	var n atomic.Int64
+	catalogtest.RunShared(t, func(t *testing.T) (persistence.Catalog, persistence.Catalog) {
+		prefix := etcdcatalog.WithPrefix(fmt.Sprintf("batch-shared-%d", n.Add(1)))
+		var pair [2]persistence.Catalog
+		for i := range pair {
+			c, err := etcdcatalog.Open(clientConfig(eps, nil), prefix)
+			require.NoError(t, err)
+			b, err := etcdcatalog.NewBatcher(c, etcdcatalog.WithMaxBatch(3))
+			require.NoError(t, err)
+			pair[i] = b
+		}
+		return pair[0], pair[1]
+	})
+}
+
 // A stale compare of one key fails the batch transaction as a whole; each
 // save is then decided on its own, so the key that another writer moved
 // ahead is refused and the others are stored.

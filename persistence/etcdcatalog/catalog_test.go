@@ -33,6 +33,21 @@ func TestContract(t *testing.T) {
 	})
 }
 
+// Two catalogs on one prefix, as two nodes have them, each with a client
+// of its own.
+func TestSharedContract(t *testing.T) {
+	eps := etcdtest.Start(t)
+	var n atomic.Int64
+	catalogtest.RunShared(t, func(t *testing.T) (persistence.Catalog, persistence.Catalog) {
+		prefix := etcdcatalog.WithPrefix(fmt.Sprintf("shared-%d", n.Add(1)))
+		a, err := etcdcatalog.Open(clientConfig(eps, nil), prefix)
+		require.NoError(t, err)
+		b, err := etcdcatalog.Open(clientConfig(eps, nil), prefix)
+		require.NoError(t, err)
+		return a, b
+	})
+}
+
 func TestOptionsAreValidated(t *testing.T) {
 	eps := etcdtest.Start(t)
 	cli := newClient(t, eps)
