@@ -390,28 +390,14 @@ func (s *sharedStore) put(pchannel string, id wal.MessageID) {
 
 // instanceCatalog is one instance of a store that several share, each
 // making a save's compare and its write one step under a mutex of its
-// own: it passes Run, whose checks have one instance, and not RunShared.
-// With caches set, it also reads back what it saved itself, from memory.
+// own (its mapCatalog's, whose map it leaves empty): it passes Run, whose
+// checks have one instance, and not RunShared. With caches set, it also
+// reads back what it saved itself, from memory.
 type instanceCatalog struct {
+	*mapCatalog
 	store  *sharedStore
 	caches bool
-
-	mu     sync.Mutex
-	closed bool
-	cache  map[string]wal.MessageID
-}
-
-func (c *instanceCatalog) ready(ctx context.Context, pchannel string, checkName bool) error {
-	if c.closed {
-		return persistence.ErrClosed
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if checkName && pchannel == "" {
-		return fmt.Errorf("%w: empty pchannel name", persistence.ErrInvalidArgument)
-	}
-	return nil
+	cache  map[string]wal.MessageID // guarded by mu
 }
 
 func (c *instanceCatalog) Load(ctx context.Context, pchannel string) (wal.MessageID, error) {
@@ -479,16 +465,6 @@ func (c *instanceCatalog) Delete(ctx context.Context, pchannel string) error {
 	return nil
 }
 
-func (c *instanceCatalog) Close() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return persistence.ErrClosed
-	}
-	c.closed = true
-	return nil
-}
-
 // A store whose instances each lock their own saves passes Run, and
 // RunShared catches it: two instances' saves interleave between compare
 // and write, and the stored value goes back. One whose instances read
@@ -496,7 +472,7 @@ func (c *instanceCatalog) Close() error {
 func TestRunSharedCatchesWhatRunCannot(t *testing.T) {
 	if mode := os.Getenv("CATALOGTEST_SHARED"); mode != "" {
 		open := func(store *sharedStore) *instanceCatalog {
-			return &instanceCatalog{store: store, caches: mode == "caches", cache: map[string]wal.MessageID{}}
+			return &instanceCatalog{mapCatalog: newMapCatalog(), store: store, caches: mode == "caches", cache: map[string]wal.MessageID{}}
 		}
 		newStore := func() *sharedStore { return &sharedStore{stored: map[string]wal.MessageID{}} }
 		t.Run("one", func(t *testing.T) {
