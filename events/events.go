@@ -16,6 +16,12 @@ import (
 // lags before it drops the oldest (or, Lossless, blocks the publisher).
 const DefaultBuffer = 1024
 
+// MaxBuffer is the most WithBuffer takes. The buffer is made whole when
+// the subscription is, 16 bytes an event: MaxBuffer's is 16 MiB, and a
+// larger one, allocated before any event comes, could end the process
+// (out of memory), which no error or recover stops.
+const MaxBuffer = 1 << 20
+
 // ErrInvalidOption is returned for a configuration that cannot work; nothing
 // is subscribed.
 var ErrInvalidOption = errors.New("events: invalid option")
@@ -83,11 +89,12 @@ func WithFilter(keep func(messages.Event) bool) Option {
 }
 
 // WithBuffer sets how many events wait for a lagging consumer before the
-// oldest is dropped; n must be at least 1. The default is DefaultBuffer.
+// oldest is dropped; n must be from 1 to MaxBuffer, and is allocated at
+// Subscribe, 16 bytes an event. The default is DefaultBuffer.
 func WithBuffer(n int) Option {
 	return optionFunc(func(c *config) {
-		if n < 1 {
-			c.errs = append(c.errs, fmt.Errorf("buffer %d: want at least 1", n))
+		if n < 1 || n > MaxBuffer {
+			c.errs = append(c.errs, fmt.Errorf("buffer %d: want 1 to %d (MaxBuffer)", n, MaxBuffer))
 			return
 		}
 		c.buffer = n

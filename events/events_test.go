@@ -396,6 +396,8 @@ func TestInvalidOptions(t *testing.T) {
 	es := eventstream.NewEventStream()
 	for name, opts := range map[string][]events.Option{
 		"buffer 0":     {events.WithBuffer(0)},
+		"buffer 2^40":  {events.WithBuffer(1 << 40)}, // allocated whole, it ended the process
+		"buffer max+1": {events.WithBuffer(events.MaxBuffer + 1)},
 		"no pchannels": {events.ForPChannels()},
 		"empty name":   {events.ForPChannels("p0", "")},
 		"nil filter":   {events.WithFilter(nil)},
@@ -405,7 +407,10 @@ func TestInvalidOptions(t *testing.T) {
 		_, err := events.Subscribe(es, opts...)
 		assert.ErrorIs(t, err, events.ErrInvalidOption, name)
 	}
-	_, err := events.Subscribe(nil)
+	sub, err := events.Subscribe(es, events.WithBuffer(events.MaxBuffer))
+	require.NoError(t, err)
+	sub.Close()
+	_, err = events.Subscribe(nil)
 	assert.ErrorIs(t, err, events.ErrInvalidOption)
 	_, err = events.SubscribeFunc(es, nil)
 	assert.ErrorIs(t, err, events.ErrInvalidOption)
