@@ -56,14 +56,14 @@
 //     writer will see the stored checkpoint below it. GetState sent on
 //     seeing the event already reports it as Persisted.
 //  7. Failed. PersistFailed is published, then the latest minimum is saved
-//     again after the backoff (100–150 ms first, ×1.5, 10 s cap, never gives
-//     up). A panic inside the catalog is a failed save like any other, as a
-//     panic inside Load is a failed recovery. A catalog reporting a value
-//     stored ahead ends that save: the stored value becomes the floor. A
-//     fenced writer stops saving for good, and the actor stops. A closed
-//     catalog (persistence.ErrClosed) is not retried, for a save nor for
-//     the recovery read: the actor runs on in memory, and its stop reports
-//     at once what is left unsaved.
+//     again after the backoff (100–150 ms first, ×1.5, 6.7–10 s once
+//     capped, never gives up). A panic inside the catalog is a failed save
+//     like any other, as a panic inside Load is a failed recovery. A
+//     catalog reporting a value stored ahead ends that save: the stored
+//     value becomes the floor. A fenced writer stops saving for good, and
+//     the actor stops. A closed catalog (persistence.ErrClosed) is not
+//     retried, for a save nor for the recovery read: the actor runs on in
+//     memory, and its stop reports at once what is left unsaved.
 //  8. Stop. PoisonFuture drains the mailbox, then waits up to the stop flush
 //     timeout for the minimum to be saved, in whatever phase it finds the
 //     actor: during recovery it first waits for the recovery read (retrying

@@ -49,7 +49,8 @@ type Backoff struct {
 // DefaultBackoff returns the schedule NewProps uses without WithBackoff:
 // 100 ms, then ×1.5 per failure up to 10 s, with 20 % jitter (see Jitter)
 // that never goes below the first interval nor above the cap: the first
-// wait is 100–150 ms, the second 150–225 ms.
+// wait is 100–150 ms, the second 150–225 ms, and once the cap is reached
+// 6.7–10 s (its centre is lowered to Max/1.2, so that none goes above).
 func DefaultBackoff() Backoff { return Backoff(saveplan.DefaultBackoff) }
 
 // MinBackoffInitial is the shortest Backoff.Initial NewProps takes: 1 ms.

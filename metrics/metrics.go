@@ -147,6 +147,10 @@ type Collector struct {
 	// first, at each Forget and each scrape.
 	forgotten   map[string]time.Time
 	forgetOrder []forgetting
+	// forgottenPeak is the most forgotten has held since it was made: a
+	// Go map keeps its largest size, so it is made anew once most of a
+	// wave of Forgets has expired (expireForgottenLocked).
+	forgottenPeak int
 	// subs are the subscriptions of Subscribe not yet seen closed, and
 	// closedDropped the drops of those seen closed and let go: a closed
 	// one holds its actor system, which a node restarting in the process
@@ -386,6 +390,7 @@ func (c *Collector) Forget(pchannel string) {
 	defer c.mu.Unlock()
 	now := c.cfg.now()
 	c.forgotten[pchannel] = now
+	c.forgottenPeak = max(c.forgottenPeak, len(c.forgotten))
 	c.forgetOrder = append(c.forgetOrder, forgetting{pchannel, now})
 	c.expireForgottenLocked(now)
 	p, ok := c.pchannels[pchannel]
@@ -419,6 +424,12 @@ func (c *Collector) Observe(ev messages.Event) {
 		}
 		p = c.pchannel(h.PChannel)
 		p.seen = true
+		// A collector subscribed once the pchannel had recovered sees no
+		// Recovered: any event but Stopped, the last, says it runs. Its
+		// minimum is known from the next rise, and held since now.
+		if _, stopped := ev.(*messages.Stopped); !stopped {
+			p.live, p.heldSince = true, h.At
+		}
 	}
 	s := c.seriesOf(h.PChannel)
 	switch e := ev.(type) {
@@ -523,6 +534,16 @@ func (c *Collector) expireForgottenLocked(now time.Time) {
 	}
 	clear(c.forgetOrder[:n]) // the names, for the collector
 	c.forgetOrder = c.forgetOrder[n:]
+	if len(c.forgotten) < c.forgottenPeak/4 {
+		// Most of a wave has expired: what the map and the order's array
+		// grew to for it goes, where it stayed for good.
+		kept := make(map[string]time.Time, len(c.forgotten))
+		for name, at := range c.forgotten {
+			kept[name] = at
+		}
+		c.forgotten, c.forgottenPeak = kept, len(kept)
+		c.forgetOrder = append([]forgetting(nil), c.forgetOrder...)
+	}
 }
 
 // late reports whether ev is from a run of a pchannel that ended before

@@ -496,6 +496,27 @@ func TestLagAndAgeFollowOnlyNewerValues(t *testing.T) {
 	require.Zero(t, valueOf(t, c, "lowwater_minimum_age_seconds"), "a recovering pchannel showed its previous run's age")
 }
 
+// A collector subscribed after a pchannel recovered counts it running from
+// its first event, and its minimum's age from then; it showed no
+// pchannel while that one saved on.
+func TestACollectorSubscribedLateCountsThePChannel(t *testing.T) {
+	_, at := fixedClock()
+	now := at(100)
+	c, err := metrics.New(metrics.WithClock(func() time.Time { return now }))
+	require.NoError(t, err)
+	h := func(p string, s float64) messages.Header { return messages.Header{PChannel: p, At: at(s)} }
+
+	c.Observe(&messages.CheckpointPersisted{Header: h("p", 40), Value: wal.KafkaID(5), Attempts: 1})
+	c.Observe(&messages.Stopped{Header: h("gone", 50)})
+	require.Equal(t, 1.0, valueOf(t, c, "lowwater_pchannels"), "a pchannel first seen stopping is not running")
+	require.Equal(t, 60.0, valueOf(t, c, "lowwater_minimum_age_seconds"))
+	c.Observe(&messages.MinimumAdvanced{Header: h("p", 70), From: wal.KafkaID(5), To: wal.KafkaID(9)})
+	require.Equal(t, 30.0, valueOf(t, c, "lowwater_minimum_age_seconds"))
+	require.Equal(t, 30.0, valueOf(t, c, "lowwater_persist_lag_seconds"))
+	c.Observe(&messages.Stopped{Header: h("p", 80)})
+	require.Zero(t, valueOf(t, c, "lowwater_pchannels"))
+}
+
 // A closed subscription is let go at the next Subscribe, with the event
 // stream (and so the actor system) it held, and its drops stay counted:
 // a node restarting in the process leaves nothing behind each time.
