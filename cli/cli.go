@@ -50,6 +50,9 @@ const (
 	ExitCorrupt  = 3 // unreadable records (verify, dump), a damaged bbolt file, or any other finding of verify
 	ExitRefused  = 4 // a write refused for safety: owner, lowering, WAL switch, corrupt or incomparable ID, a Kafka sentinel, a damaged meta page; a dump over a file, or one restore could not read back
 	ExitNotFound = 5 // get: nothing stored for the pchannel
+	// ExitInterrupted is a command that failed once its context was
+	// cancelled (Ctrl-C, SIGTERM): cut short, as its message says.
+	ExitInterrupted = 130
 )
 
 const usage = `usage: lowwater [--catalog URL] COMMAND [ARGS]
@@ -157,6 +160,8 @@ Exit codes:
      offset, a damaged meta page, a dump FILE that exists, a dump of
      an ID whose text does not read back, a dump over 1 GiB
   5  get: nothing stored
+  130  interrupted (Ctrl-C, SIGTERM): the command was cut short, as its
+       message says (a write under way is finished first)
 `
 
 // options are the flags every command takes.
@@ -267,8 +272,17 @@ func commonFlags(fs *flag.FlagSet, o *options) {
 // Main runs the tool with the command-line arguments args (without the
 // program name), reading LOWWATER_CATALOG and the LOWWATER_ETCD_ variables
 // through getenv, and returns the exit code. ctx bounds it, as --timeout
-// does. stdin is read by `restore -` alone; it may be nil.
+// does; a command that fails once ctx is cancelled exits ExitInterrupted.
+// stdin is read by `restore -` alone; it may be nil.
 func Main(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
+	code := mainCode(ctx, args, getenv, stdin, stdout, stderr)
+	if code != ExitOK && errors.Is(ctx.Err(), context.Canceled) {
+		return ExitInterrupted
+	}
+	return code
+}
+
+func mainCode(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
 	stderr = forTerminal(stderr)
 	o := options{catalog: getenv("LOWWATER_CATALOG"), timeout: 30 * time.Second, lockTimeout: time.Second, bucket: persistence.DefaultBucket,
 		etcd: etcdaccess.FromEnv(getenv)}

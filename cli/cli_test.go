@@ -172,7 +172,7 @@ func TestCutShortSaysWhy(t *testing.T) {
 	cancel(errors.New("interrupt signal received")) // as signal.NotifyContext's
 	var buf bytes.Buffer
 	code = cli.Main(ctx, []string{"--catalog=bolt:" + path, "list"}, func(string) string { return "" }, nil, &buf, &buf)
-	require.Equal(t, cli.ExitFailed, code, buf.String())
+	require.Equal(t, cli.ExitInterrupted, code, buf.String())
 	require.Contains(t, buf.String(), "context canceled (interrupt signal received)")
 }
 

@@ -53,7 +53,7 @@ func TestLockWaitEndsWithTheCommand(t *testing.T) {
 		code, stderr, took = run(ctx, cmd...)
 		stop.Stop()
 		cancel()
-		require.Equal(t, cli.ExitFailed, code, stderr)
+		require.Equal(t, cli.ExitInterrupted, code, stderr)
 		require.Contains(t, stderr, "waiting for the lock of "+path+", which another process holds (most likely a running lowwater node: stop it first): context canceled")
 		require.Less(t, took, 20*time.Second, "the context did not end the wait")
 	}
