@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -147,10 +148,11 @@ type Collector struct {
 	// first, at each Forget and each scrape.
 	forgotten   map[string]time.Time
 	forgetOrder []forgetting
-	// forgottenPeak is the most forgotten has held since it was made: a
-	// Go map keeps its largest size, so it is made anew once most of a
-	// wave of Forgets has expired (expireForgottenLocked).
-	forgottenPeak int
+	// The most each map has held since it was made: a Go map keeps its
+	// largest size, which a wave of pchannels moved away would hold for
+	// good, so each is made anew once it holds under a quarter of that
+	// (shrink).
+	forgottenPeak, pchannelsPeak, seriesPeak int
 	// subs are the subscriptions of Subscribe not yet seen closed, and
 	// closedDropped the drops of those seen closed and let go: a closed
 	// one holds its actor system, which a node restarting in the process
@@ -399,11 +401,13 @@ func (c *Collector) Forget(pchannel string) {
 	}
 	if c.cfg.labelled {
 		delete(c.series, pchannel)
+		c.series = shrink(c.series, &c.seriesPeak)
 	} else if p.counters != nil {
 		c.retiredUpdates += p.counters.Updates()
 		c.retiredAbandoned += p.counters.AbandonedCalls()
 	}
 	delete(c.pchannels, pchannel)
+	c.pchannels = shrink(c.pchannels, &c.pchannelsPeak)
 }
 
 // Observe counts one event. Subscribe calls it; call it yourself to feed
@@ -534,16 +538,24 @@ func (c *Collector) expireForgottenLocked(now time.Time) {
 	}
 	clear(c.forgetOrder[:n]) // the names, for the collector
 	c.forgetOrder = c.forgetOrder[n:]
-	if len(c.forgotten) < c.forgottenPeak/4 {
+	if n > 0 && len(c.forgotten) < c.forgottenPeak/4 {
 		// Most of a wave has expired: what the map and the order's array
-		// grew to for it goes, where it stayed for good.
-		kept := make(map[string]time.Time, len(c.forgotten))
-		for name, at := range c.forgotten {
-			kept[name] = at
-		}
-		c.forgotten, c.forgottenPeak = kept, len(kept)
+		// grew to for it goes.
+		c.forgotten = shrink(c.forgotten, &c.forgottenPeak)
 		c.forgetOrder = append([]forgetting(nil), c.forgetOrder...)
 	}
+}
+
+// shrink returns m, or, once it holds under a quarter of *peak, a copy
+// of it made anew, whose size *peak then is.
+func shrink[K comparable, V any](m map[K]V, peak *int) map[K]V {
+	if len(m) >= *peak/4 {
+		return m
+	}
+	kept := make(map[K]V, len(m))
+	maps.Copy(kept, m)
+	*peak = len(kept)
+	return kept
 }
 
 // late reports whether ev is from a run of a pchannel that ended before
@@ -588,6 +600,7 @@ func (c *Collector) pchannel(name string) *pchannelState {
 	if !ok {
 		p = &pchannelState{}
 		c.pchannels[name] = p
+		c.pchannelsPeak = max(c.pchannelsPeak, len(c.pchannels))
 	}
 	return p
 }
@@ -601,6 +614,7 @@ func (c *Collector) seriesOf(pchannel string) *series {
 	if !ok {
 		s = &series{}
 		c.series[key] = s
+		c.seriesPeak = max(c.seriesPeak, len(c.series))
 	}
 	return s
 }
