@@ -11,10 +11,13 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/lowwater/lowwater/internal/testkit/cmdtest"
@@ -28,8 +31,16 @@ import (
 // with this variable set, instead of building the program.
 const asNode = "LOWWATER_FAILOVER_NODE"
 
+// asProgram makes the test binary the program itself, main and its
+// signals included; its nodes are the test binary again, as the program's
+// are the program (self), and run as such from their --node.
+const asProgram = "LOWWATER_FAILOVER_MAIN"
+
 func TestMain(m *testing.M) {
-	if os.Getenv(asNode) == "1" {
+	switch {
+	case os.Getenv(asProgram) == "1":
+		main()
+	case os.Getenv(asNode) == "1":
 		os.Exit(run(context.Background(), nil, os.Args[1:], os.Stdin, os.Stdout, os.Stderr, nil))
 	}
 	goleak.VerifyTestMain(m)
@@ -398,4 +409,59 @@ func waitForOutput(t *testing.T, buf *syncbuf.Buffer, s string, exited <-chan in
 			t.Fatalf("no %q after 60 s:\n%s", s, buf.String())
 		}
 	}
+}
+
+// The program's own signals, as a terminal sends them to its process
+// group: the first Ctrl-C stops the run gracefully and says so at once,
+// the second kills the nodes, and the program exits 130 with no node left.
+func TestTwoCtrlCsAtTheTerminal(t *testing.T) {
+	eps := etcdtest.Start(t)
+	front := etcdtest.NewFreezer(t, strings.TrimPrefix(eps[0], "http://"))
+	cmd := exec.Command(os.Args[0], "--endpoints", front.Endpoint(), "--run", "1m", "--ttl", "1s")
+	cmd.Env = append(os.Environ(), asProgram+"=1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var out, stderr syncbuf.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	require.NoError(t, cmd.Start())
+	exited := make(chan int, 1)
+	go func() {
+		_ = cmd.Wait()
+		exited <- cmd.ProcessState.ExitCode()
+	}()
+	waitForOutput(t, &out, "running for 1m0s", exited)
+	nodes := nodePIDs(t, out.String())
+
+	front.Freeze()
+	ctrlC := func() { require.NoError(t, syscall.Kill(-cmd.Process.Pid, syscall.SIGINT)) }
+	ctrlC()
+	waitForOutput(t, &stderr, "Ctrl-C again kills them at once\n", exited)
+	began := time.Now()
+	ctrlC()
+	select {
+	case code := <-exited:
+		require.Equal(t, exitStopped, code, stderr.String())
+	case <-time.After(30 * time.Second):
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		t.Fatalf("no exit 30 s after the second Ctrl-C; stderr:\n%s", stderr.String())
+	}
+	require.Less(t, time.Since(began), 2*time.Second, "the second Ctrl-C did not cut the stop short")
+	require.True(t, strings.HasSuffix(stderr.String(), "failover: interrupted twice: the nodes were killed, nothing is checked\n"), stderr.String())
+	for _, pid := range nodes {
+		// Killed and reaped: no such process (a pid reused since would
+		// be another's, not in the group this test made).
+		require.ErrorIs(t, syscall.Kill(pid, 0), syscall.ESRCH, "node %d still runs", pid)
+	}
+}
+
+// nodePIDs are the pids the run printed for its nodes.
+func nodePIDs(t *testing.T, out string) []int {
+	t.Helper()
+	var pids []int
+	for _, m := range regexp.MustCompile(`node [AB] \(pid (\d+)\)`).FindAllStringSubmatch(out, -1) {
+		pid, err := strconv.Atoi(m[1])
+		require.NoError(t, err)
+		pids = append(pids, pid)
+	}
+	require.Len(t, pids, 2, out)
+	return pids
 }
