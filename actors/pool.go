@@ -103,6 +103,10 @@ type worker struct {
 	// next carries the worker's next task, or nil: exit. Only one value is
 	// ever sent while it waits, so a send never blocks.
 	next chan task
+	// now carries a task someone waits for (GoNow): unbuffered, a send
+	// that does not wait succeeds only while the worker waits on it, so
+	// that the task is surely taken at once.
+	now chan task
 	// epoch is the pool's epoch when the worker became idle, guarded by
 	// the pool's mu.
 	epoch uint64
@@ -206,22 +210,29 @@ type handoff struct {
 // do hands the task over. A worker's channel holds one task, and an idle
 // worker has none: the send does not block.
 func (h handoff) do(p *pool) {
+	if h.f == nil {
+		return // taken already
+	}
 	if h.w != nil {
 		h.w.next <- h.f
 		return
 	}
 	p.live.Add(1)
-	go p.work(&worker{next: make(chan task, 1)}, h.f)
+	go p.work(&worker{next: make(chan task, 1), now: make(chan task)}, h.f)
 }
 
 // sendLocked puts a worker on its way with f: the idle worker that came
 // last, which likely runs on a warm cache, or, for a task that someone
 // waits for (soon), one that is surely waiting. A worker that has just
 // made itself idle may not have blocked yet: preempted right before
-// (likely on a busy core, after a long task), it takes a task only when
-// its turn comes again, behind every goroutine that is ready to run. One
-// idle since the last sweep has blocked; failing one, a new worker is
-// started.
+// (likely on a busy core, after a long task), it would take a task only
+// when its turn came again, behind every goroutine that is ready to run.
+// So the task is offered on the worker's unbuffered channel (now), which
+// takes it only if the worker waits on it, and readies it at once: first
+// to the two that came last, then to the two idle longest; failing
+// those, a new worker is started. (A task that waits for none was given
+// to an idle worker since its last sweep only, else to a new one: a loop
+// of requests started a goroutine per request, 1,024 at a time.)
 func (p *pool) sendLocked(f task, soon bool) handoff {
 	p.coming.Add(1)
 	n := len(p.idle)
@@ -232,12 +243,21 @@ func (p *pool) sendLocked(f task, soon bool) handoff {
 		p.idle[n-1] = nil
 		p.idle = p.idle[:n-1]
 		return handoff{w: w, f: f}
-	case p.idle[0].epoch != p.epoch:
-		w := p.idle[0]
-		copy(p.idle, p.idle[1:])
-		p.idle[n-1] = nil
-		p.idle = p.idle[:n-1]
-		return handoff{w: w, f: f}
+	default:
+		for k, i := range [...]int{n - 1, n - 2, 0, 1} {
+			if i < 0 || k >= 2 && i >= n-2 {
+				continue // none there, or one of the two tried first
+			}
+			w := p.idle[i]
+			select {
+			case w.now <- f:
+				copy(p.idle[i:], p.idle[i+1:])
+				p.idle[n-1] = nil
+				p.idle = p.idle[:n-1]
+				return handoff{} // taken
+			default:
+			}
+		}
 	}
 	return handoff{f: f}
 }
@@ -312,7 +332,11 @@ func (p *pool) park(w *worker) task {
 		p.sweep.Reset(p.idleFor)
 	}
 	p.mu.Unlock()
-	f := <-w.next
+	var f task
+	select {
+	case f = <-w.next:
+	case f = <-w.now:
+	}
 	if f != nil {
 		p.arrived()
 	}

@@ -252,6 +252,32 @@ func TestPoolGoNowPassesTheQueue(t *testing.T) {
 	require.Eventually(t, func() bool { return p.live.Load() == 0 }, 5*time.Second, time.Millisecond, "no worker left")
 }
 
+// TestPoolGoNowReusesWaitingWorkers: a loop of tasks someone waits for,
+// each after the one before (a caller asking GetState again and again),
+// is run by a few workers, each taking a task only while it waits for
+// one: it started a worker per task, up to the idle cap, until the next
+// sweep.
+func TestPoolGoNowReusesWaitingWorkers(t *testing.T) {
+	p := newPool(time.Hour, 1024) // no sweep: only reuse keeps them few
+	defer func() {
+		// Once every worker is idle, two sweeps end them all.
+		require.Eventually(t, func() bool { return int64(p.idleWorkers()) == p.live.Load() }, 5*time.Second, time.Millisecond)
+		p.evict()
+		p.evict()
+		require.Eventually(t, func() bool { return p.live.Load() == 0 }, 5*time.Second, time.Millisecond, "no worker left")
+	}()
+	done := make(chan struct{})
+	for range 1000 {
+		p.GoNow(funcTask(func() { done <- struct{}{} }))
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+			t.Fatal("a task did not run")
+		}
+	}
+	require.Less(t, p.live.Load(), int64(64), "workers started for 1,000 tasks, one at a time")
+}
+
 // idleWorkers reports how many workers wait for a task.
 func (p *pool) idleWorkers() int {
 	p.mu.Lock()

@@ -3,11 +3,13 @@ package actors
 import (
 	"context"
 	"errors"
+	"runtime"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
 
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/persistence"
@@ -94,4 +96,32 @@ func processCount(system *actor.ActorSystem) int {
 		n += bucket.Count()
 	}
 	return n
+}
+
+// BenchmarkRequestLoop is one caller requesting updates one after the
+// other, as a consumer that wants each one's typed error does: each
+// request's run gets a worker of its own (pool.GoNow). max-goroutines
+// counts the workers it keeps (it started one per request, up to 1,024,
+// before the workers waiting took them).
+func BenchmarkRequestLoop(b *testing.B) {
+	system := actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(zap.NewNop())))
+	defer system.Shutdown()
+	props, err := NewProps("p", wal.Kafka, persistence.NewMemory(), WithVChannels(map[string]wal.MessageID{"v": wal.KafkaID(0)}))
+	require.NoError(b, err)
+	pid := system.Root.Spawn(props)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err = StartMessageID(ctx, system, pid)
+	require.NoError(b, err)
+	most := 0
+	next := int64(1)
+	for b.Loop() {
+		if err := Request(ctx, system.Root, pid, &messages.UpdateCheckpoint{VChannel: "v", Checkpoint: wal.KafkaID(next)}); err != nil {
+			b.Fatal(err)
+		}
+		if next++; next%1000 == 0 {
+			most = max(most, runtime.NumGoroutine())
+		}
+	}
+	b.ReportMetric(float64(most), "max-goroutines")
 }
