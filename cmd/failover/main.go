@@ -24,6 +24,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -140,15 +141,9 @@ func run(ctx context.Context, kill <-chan struct{}, args []string, stdin io.Read
 	}
 	eps := splitList(*endpoints)
 	for i, ep := range eps {
-		scheme, _, ok := strings.Cut(ep, "://")
-		switch {
-		case !ok:
-			eps[i] = "http://" + ep
-		case scheme != "http":
-			// etcd's client would try TLS, or a socket, until --timeout,
-			// then say only that the deadline passed.
-			fmt.Fprintf(stderr, "failover: --endpoints %s: the demo speaks plain text to etcd (it has no TLS "+
-				"settings): give http://host:port or host:port\n", ep)
+		var err error
+		if eps[i], err = endpointURL(ep); err != nil {
+			fmt.Fprintln(stderr, "failover:", err)
 			return exitSetup
 		}
 	}
@@ -201,6 +196,30 @@ func run(ctx context.Context, kill <-chan struct{}, args []string, stdin io.Read
 		verbose:   *verbose,
 		kill:      kill,
 	}, cmd, stdout, stderr)
+}
+
+// endpointURL is an --endpoints entry as etcd's client and the probes
+// take it: http://host:port, given so (the scheme in any case, a
+// trailing slash) or as host:port. Anything else fails at once, where
+// etcd's client would try it until --timeout and then say only that the
+// deadline passed: the demo has no TLS settings for https, and a path,
+// a socket or a missing port are no etcd endpoint.
+func endpointURL(ep string) (string, error) {
+	given := ep
+	if !strings.Contains(ep, "://") {
+		ep = "http://" + ep
+	}
+	u, err := url.Parse(ep)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("--endpoints %s: %w", given, err)
+	case !strings.EqualFold(u.Scheme, "http"):
+		return "", fmt.Errorf("--endpoints %s: the demo speaks plain http to etcd, with no TLS settings: "+
+			"give http://host:port or host:port", given)
+	case u.Hostname() == "" || u.Port() == "" || u.Path != "" && u.Path != "/" || u.User != nil || u.RawQuery != "" || u.Fragment != "":
+		return "", fmt.Errorf("--endpoints %s: want host:port, or http://host:port", given)
+	}
+	return "http://" + u.Host, nil
 }
 
 func splitList(s string) []string {

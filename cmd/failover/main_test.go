@@ -235,13 +235,37 @@ func TestUsageSaysWhy(t *testing.T) {
 		{[]string{"--pchannels=1000000"}, "failover: --pchannels 1000000: must be from 2 to 1000\n"},
 		{[]string{"--pchannels=1"}, "failover: --pchannels 1: must be from 2 to 1000\n"},
 		{[]string{"--endpoints=127.0.0.1:2379,https://127.0.0.1:2379"}, "failover: --endpoints https://127.0.0.1:2379: " +
-			"the demo speaks plain text to etcd (it has no TLS settings): give http://host:port or host:port\n"},
+			"the demo speaks plain http to etcd, with no TLS settings: give http://host:port or host:port\n"},
 		// A node is given no --timeout: the TTL's bound is the parent's.
 		{[]string{"--node=A", "--ttl=30s"}, "failover: a node needs --endpoints, --prefix and --share\n"},
 	} {
 		var out, stderr bytes.Buffer
 		if code := run(t.Context(), nil, tc.args, nil, &out, &stderr, testBinary); code != exitSetup || stderr.String() != tc.want {
 			t.Errorf("%q: exit %d, stderr %q; want %d, %q", tc.args, code, stderr.String(), exitSetup, tc.want)
+		}
+	}
+}
+
+// An --endpoints entry is http://host:port however given, or refused.
+func TestEndpointURL(t *testing.T) {
+	for ep, want := range map[string]string{
+		"127.0.0.1:2379":          "http://127.0.0.1:2379",
+		"http://127.0.0.1:2379":   "http://127.0.0.1:2379",
+		"HTTP://127.0.0.1:2379/":  "http://127.0.0.1:2379",
+		"http://[::1]:2379":       "http://[::1]:2379",
+		"localhost:2379":          "http://localhost:2379",
+		"http://":                 "",
+		"http://127.0.0.1":        "",
+		"127.0.0.1:2379/v3":       "",
+		"http://u:p@h:1":          "",
+		"unix:///run/etcd.sock":   "",
+		"https://127.0.0.1:2379":  "",
+		"unixs://127.0.0.1:2379":  "",
+		"http://127.0.0.1:2379?x": "",
+	} {
+		got, err := endpointURL(ep)
+		if got != want || (err == nil) != (want != "") {
+			t.Errorf("endpointURL(%q) = %q, %v; want %q", ep, got, err, want)
 		}
 	}
 }
@@ -346,11 +370,22 @@ func TestTheDirectoryOfAKilledRunIsRemoved(t *testing.T) {
 // side by side, release them side by side within the TTL, and leave their
 // session to expire. One node after the other, each flush and release
 // waiting its own bound, it took 15 s and said nothing meanwhile. A second
-// Ctrl-C kills the nodes at once.
+// Ctrl-C kills the nodes at once. Nodes still starting stop as soon.
 func TestACtrlCWithEtcdSilentIsBounded(t *testing.T) {
 	eps := etcdtest.Start(t)
-	for _, twice := range []bool{false, true} {
-		t.Run(fmt.Sprintf("twice=%v", twice), func(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		after string // the line after which etcd goes silent
+		twice bool
+	}{
+		{"running", "running for 1m0s", false},
+		{"running, twice", "running for 1m0s", true},
+		// The nodes start as etcd goes silent: a node waiting for its
+		// session's lease waited until the parent's --timeout (20 s).
+		{"starting", "two nodes", false},
+	} {
+		twice := tc.twice
+		t.Run(tc.name, func(t *testing.T) {
 			front := etcdtest.NewFreezer(t, strings.TrimPrefix(eps[0], "http://"))
 			ctx, interrupt := context.WithCancel(t.Context())
 			kill := make(chan struct{})
@@ -360,7 +395,7 @@ func TestACtrlCWithEtcdSilentIsBounded(t *testing.T) {
 				exited <- run(ctx, kill, []string{"--endpoints", front.Endpoint(), "--run", "1m", "--ttl", "1s"},
 					nil, &out, &stderr, testBinary)
 			}()
-			waitForOutput(t, &out, "running for 1m0s", exited)
+			waitForOutput(t, &out, tc.after, exited)
 
 			front.Freeze()
 			began := time.Now()

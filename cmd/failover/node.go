@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -84,8 +85,32 @@ type pchannel struct {
 	stopOnce  sync.Once
 }
 
-// runNode runs a node until its input ends, says stop, or ctx ends.
-func runNode(ctx context.Context, cfg nodeConfig, stdin io.Reader, stdout io.Writer) error {
+// runNode runs a node until its input ends, says stop, or ctx ends; one
+// that ends so while the node starts (etcd silent, say) is a stop too,
+// not a failure.
+func runNode(ctx context.Context, cfg nodeConfig, stdin io.Reader, stdout io.Writer) (err error) {
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	standby := make(chan struct{})
+	go func() {
+		defer stop()
+		told := false
+		for cmd := range readCommands(stdin) {
+			switch {
+			case cmd == cmdStop:
+				return
+			case cmd == cmdStandby && !told:
+				told = true
+				close(standby)
+			}
+		}
+	}()
+	defer func() {
+		if ctx.Err() != nil {
+			err = nil
+		}
+	}()
+
 	cli, err := clientv3.New(clientConfig(cfg.endpoints))
 	if err != nil {
 		return fmt.Errorf("etcd client: %w", err)
@@ -105,7 +130,16 @@ func runNode(ctx context.Context, cfg nodeConfig, stdin io.Reader, stdout io.Wri
 		return err
 	}
 	defer batcher.Close() // after every Owned is closed (shutdown), and closes cat
-	session, err := concurrency.NewSession(cli, concurrency.WithTTL(cfg.ttl))
+	// A stop while the lease is granted ends the wait for it, which etcd
+	// silent would hold until the parent's --timeout; once granted, the
+	// session outlives the stop, whose flush needs it.
+	sessionCtx, endSession := context.WithCancel(context.Background())
+	defer endSession()
+	stopWatching := context.AfterFunc(ctx, endSession)
+	session, err := concurrency.NewSession(cli, concurrency.WithTTL(cfg.ttl), concurrency.WithContext(sessionCtx))
+	if !stopWatching() {
+		err = cmp.Or(err, ctx.Err()) // stopped as it was granted: it ends with the stop
+	}
 	if err != nil {
 		return fmt.Errorf("etcd session: %w", err)
 	}
@@ -146,23 +180,16 @@ func runNode(ctx context.Context, cfg nodeConfig, stdin io.Reader, stdout io.Wri
 	}
 	n.emit(line{Ev: evReady, PID: os.Getpid()})
 
-	commands := readCommands(stdin)
-	for standby := false; ; {
+	for {
 		select {
 		case <-ctx.Done():
 			leaseLeft = n.shutdown(stopOwning)
 			return nil
-		case cmd, ok := <-commands:
-			switch {
-			case !ok || cmd == cmdStop:
-				leaseLeft = n.shutdown(stopOwning)
-				return nil
-			case cmd == cmdStandby && !standby:
-				standby = true
-				for _, p := range cfg.pchannels {
-					if !contains(cfg.prefer, p) {
-						n.wg.Go(func() { n.ownWhenFree(ownCtx, p) })
-					}
+		case <-standby:
+			standby = nil
+			for _, p := range cfg.pchannels {
+				if !contains(cfg.prefer, p) {
+					n.wg.Go(func() { n.ownWhenFree(ownCtx, p) })
 				}
 			}
 		}
