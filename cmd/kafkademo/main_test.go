@@ -263,7 +263,7 @@ func TestEvaluate(t *testing.T) {
 	var out bytes.Buffer
 	sum.print(&out, config{})
 	if want := "lowwater's last run did not read to the end of the topic within --timeout"; len(sum.problems) != 1 ||
-		sum.problems[0] != want || !strings.Contains(out.String(), "lowwater: 2 of 10 unread, unfinished; duplicates") {
+		sum.problems[0] != want || !strings.Contains(out.String(), "lowwater: lost 0 at the kills, 2 more of 10 unread, unfinished; duplicates") {
 		t.Errorf("an unfinished last run: problems %q, want only %q; summary:\n%s", sum.problems, want, out.String())
 	}
 

@@ -435,7 +435,7 @@ func (p *proc) await(ctx context.Context, want string, timeout time.Duration) er
 				return fmt.Errorf("%s node exited before %q: %v\n%s", p.kind, want, p.exit(), p.log)
 			}
 		case <-t.C:
-			return fmt.Errorf("%s node: no %q within %v\n%s", p.kind, want, timeout, p.log)
+			return fmt.Errorf("%s node: no %q within --timeout %v\n%s", p.kind, want, timeout, p.log)
 		case <-ctx.Done():
 			return ctx.Err()
 		}

@@ -211,11 +211,11 @@ func (s *summary) print(w io.Writer, cfg config) {
 	if !s.ok() {
 		verdict = "FAIL"
 	}
-	// A node stopped before the end of the topic has not lost what it did
-	// not read yet.
+	// A node stopped before the end of the topic has lost what it skipped
+	// at the kills, not what it did not read yet.
 	lost := func(t *totals) string {
 		if !t.finished {
-			return fmt.Sprintf("%d of %d unread, unfinished", t.lostEnd, s.records)
+			return fmt.Sprintf("lost %d at the kills, %d more of %d unread, unfinished", t.lost, t.lostEnd-t.lost, s.records)
 		}
 		return fmt.Sprintf("lost %d of %d", t.lostEnd, s.records)
 	}
