@@ -164,7 +164,9 @@ func RunShared(t *testing.T, newPair func(t *testing.T) (a, b persistence.Catalo
 		{"SavedThroughOneIsReadThroughTheOther", testSharedSave},
 		{"DeletedThroughOneIsGoneForTheOther", testSharedDelete},
 		{"ConcurrentSavesThroughBothNeverGoBack", func(t *testing.T, a, b persistence.Catalog) {
-			testConcurrentSaves(t, &alternating{cs: [2]persistence.Catalog{a, b}})
+			raceSaves(t, &alternating{cs: [2]persistence.Catalog{a, b}},
+				" (the saves and the reads went through the two instances in turn: the step must be the store's, "+
+					"a transaction or a conditional write, not a lock of one instance's)")
 		}},
 	}
 	for _, tt := range tests {
@@ -671,7 +673,11 @@ func testLoadAll(t *testing.T, c persistence.Catalog) {
 // against a reader, as two persisters that both believe they own a pchannel
 // would. Every refusal must name a value above the refused one, the reader
 // must never see the value go down, and the highest value must win.
-func testConcurrentSaves(t *testing.T, c persistence.Catalog) {
+func testConcurrentSaves(t *testing.T, c persistence.Catalog) { raceSaves(t, c, "") }
+
+// raceSaves races writers and a reader on c; hint ends the message of a
+// value gone back.
+func raceSaves(t *testing.T, c persistence.Catalog, hint string) {
 	const writers, perWriter = 4, 100
 	ctx := context.Background()
 	// The writers and the reader report through it: should one of them
@@ -743,7 +749,7 @@ func testConcurrentSaves(t *testing.T, c persistence.Catalog) {
 				return
 			}
 			if wal.Less(got, last) {
-				r.errorf("stored checkpoint went back from %s to %s", wal.String(last), wal.String(got))
+				r.errorf("stored checkpoint went back from %s to %s%s", wal.String(last), wal.String(got), hint)
 				return
 			}
 			last = got
@@ -767,7 +773,7 @@ func testConcurrentSaves(t *testing.T, c persistence.Catalog) {
 		t.Errorf("Save(%s), above every other, = %v, want nil: nothing can be above it; Load(%q) = %s", top, topErr, "p", exact(got))
 	case got == nil || !got.EQ(top):
 		t.Errorf("Load(%q) = %s, want %s: %s was acknowledged and then overwritten by a lower save: "+
-			"a save's compare and its write must be one atomic step", "p", exact(got), exact(top), top)
+			"a save's compare and its write must be one atomic step%s", "p", exact(got), exact(top), top, hint)
 	}
 }
 

@@ -492,6 +492,7 @@ func TestRunSharedCatchesWhatRunCannot(t *testing.T) {
 			"--- PASS: " + name + "/one/ConcurrentSavesNeverGoBack",
 			"--- PASS: " + name + "/two/SavedThroughOneIsReadThroughTheOther",
 			"--- FAIL: " + name + "/two/ConcurrentSavesThroughBothNeverGoBack",
+			"the step must be the store's, a transaction or a conditional write, not a lock of one instance's",
 		},
 		"caches": {
 			"--- PASS: " + name + "/one/SaveThenLoadEveryWAL",
