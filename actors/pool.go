@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -194,10 +195,19 @@ func (p *pool) sendNextLocked() {
 // is on its way or queued: for a task that someone waits for.
 func (p *pool) GoNow(f task) {
 	p.mu.Lock()
-	h := p.sendLocked(f, true)
+	h := p.sendLocked(awaited{f}, true)
 	p.mu.Unlock()
 	h.do(p)
 }
+
+// awaited is a task someone waits for (GoNow): its run readies whoever
+// waits (a request's caller, a stop's) to run next on its worker's core.
+// Should the worker then find a task queued, it yields its core first
+// (park): a queued run, maybe long, kept that one waiting for the
+// scheduler to preempt it, 10 ms at the least. With none queued, the
+// worker parks, which yields as well, and it is then waiting for the
+// caller's next request.
+type awaited struct{ task }
 
 // handoff is a worker put on its way with a task, under mu: an idle one
 // (w), or one to start (w nil). It is done once mu is unlocked, which is
@@ -282,8 +292,9 @@ func (p *pool) work(w *worker, f task) {
 	defer p.live.Add(-1)
 	p.arrived()
 	for f != nil {
+		_, yield := f.(awaited)
 		runAll(f)
-		f = p.park(w)
+		f = p.park(w, yield)
 	}
 }
 
@@ -313,12 +324,16 @@ func (p *pool) requeue(t task) task {
 	return p.dequeueLocked()
 }
 
-// park returns the next queued task, if any; otherwise it makes w idle and
-// returns its next task, or nil when it should exit.
-func (p *pool) park(w *worker) task {
+// park returns the next queued task, if any, once it has yielded its core
+// if told to (see awaited); otherwise it makes w idle and returns its next
+// task, or nil when it should exit.
+func (p *pool) park(w *worker, yield bool) task {
 	p.mu.Lock()
 	if f := p.dequeueLocked(); f != nil {
 		p.mu.Unlock()
+		if yield {
+			runtime.Gosched()
+		}
 		return f
 	}
 	if len(p.idle) >= p.maxIdle {
