@@ -156,12 +156,15 @@ func (p *parent) run(ctx context.Context) (int, error) {
 	p.printf("prefix %q, %d pchannels, session TTL %ds, two nodes", cfg.prefix, len(names), ttl)
 	half := (len(names) + 1) / 2
 	a, b := &proc{name: "A", prefer: names[:half]}, &proc{name: "B", prefer: names[half:]}
-	defer p.reap(a, b)
-	stopTelling := context.AfterFunc(ctx, func() {
-		fmt.Fprintf(p.stderr, "failover: interrupted: the nodes flush and release their pchannels, for up to\n"+
-			"  about %v with etcd silent; Ctrl-C again kills them at once\n", nodeStopBound(cfg.ttl))
-	})
-	defer stopTelling()
+	defer func() {
+		// Every wait of the run ends with ctx: this is said as soon as
+		// it ends, while the nodes stop.
+		if ctx.Err() != nil && (a.running() || b.running()) {
+			fmt.Fprintf(p.stderr, "failover: interrupted: the nodes flush and release their pchannels, for up to\n"+
+				"  about %v with etcd silent; Ctrl-C again kills them at once\n", nodeStopBound(cfg.ttl))
+		}
+		p.reap(a, b)
+	}()
 	for _, n := range []*proc{a, b} {
 		args := []string{"--node", n.name, "--endpoints", strings.Join(endpoints, ","), "--prefix", cfg.prefix,
 			"--ttl", (time.Duration(ttl) * time.Second).String(), "--share", strings.Join(names, ","), "--prefer", strings.Join(n.prefer, ","),
@@ -263,7 +266,6 @@ func (p *parent) run(ctx context.Context) (int, error) {
 	if err := p.reap(b); err != nil {
 		return exitViolated, fmt.Errorf("node B: %w", err)
 	}
-	stopTelling()
 	p.progress("B")
 	var flushed []string
 	for _, l := range p.lines.all() {
@@ -335,6 +337,9 @@ func (p *parent) start(n *proc, args []string) error {
 	return nil
 }
 
+// running reports whether the node's process was started and not reaped.
+func (n *proc) running() bool { return !n.exited && n.cmd != nil && n.cmd.Process != nil }
+
 // nodeStopBound is how long a node takes at most to stop gracefully with
 // etcd silent: its actors' flushes, side by side, then its releases,
 // side by side, within the session's TTL (node.shutdown).
@@ -347,7 +352,7 @@ func nodeStopBound(ttl time.Duration) time.Duration { return actors.DefaultStopF
 func (p *parent) reap(nodes ...*proc) error {
 	var running []*proc
 	for _, n := range nodes {
-		if !n.exited && n.cmd != nil && n.cmd.Process != nil {
+		if n.running() {
 			n.exited = true
 			_ = n.stdin.Close()
 			running = append(running, n)
