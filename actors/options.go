@@ -131,8 +131,9 @@ func WithSaveTimeout(d time.Duration) Option {
 // WithStopFlushTimeout bounds how long a graceful stop (Poison) waits for
 // the pending checkpoint to be saved, or, during recovery, for the stored
 // checkpoint to be read first. PoisonFuture returns within d + 100 ms
-// (plus scheduling) whatever the catalog does, even if it ignores its
-// context; StopFuture within 100 ms. The default is
+// of the pill's turn (the messages sent before it are applied first),
+// plus scheduling, whatever the catalog does, even if it ignores its
+// context; StopFuture within 100 ms, plus scheduling. The default is
 // DefaultStopFlushTimeout (3 s).
 func WithStopFlushTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.flushTime = d })
