@@ -21,25 +21,7 @@ import (
 // it as well).
 func TestPoolNewTaskIsNotStuckBehindLongTasks(t *testing.T) {
 	const each = 10 * time.Millisecond
-	long := 40 * runtime.GOMAXPROCS(0)
-	p := newPool(time.Millisecond, 4)
-	var done sync.WaitGroup
-	done.Add(long)
-	for range long {
-		p.Go(funcTask(func() {
-			defer done.Done()
-			for start := time.Now(); time.Since(start) < each; {
-				// computes, as a subscriber might on each event
-			}
-		}))
-	}
-	// Every core busy, and the rest queued: the first tasks start at
-	// once, a worker at a time.
-	require.Eventually(t, func() bool {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return p.live.Load() >= int64(runtime.GOMAXPROCS(0)) && p.queuedLocked() > long/2
-	}, 5*time.Second, time.Millisecond, "the long tasks running, the rest queued")
+	p, done := busyPool(t, each)
 	ran := make(chan time.Duration, 1)
 	sent := time.Now()
 	p.GoNow(funcTask(func() { ran <- time.Since(sent) }))
@@ -64,23 +46,7 @@ func TestPoolNewTaskIsNotStuckBehindLongTasks(t *testing.T) {
 // percentile.
 func TestPoolCallerIsNotStuckBehindTheNextTask(t *testing.T) {
 	const each = 20 * time.Millisecond
-	long := 40 * runtime.GOMAXPROCS(0)
-	p := newPool(time.Millisecond, 4)
-	var done sync.WaitGroup
-	done.Add(long)
-	for range long {
-		p.Go(funcTask(func() {
-			defer done.Done()
-			for start := time.Now(); time.Since(start) < each; {
-				// computes, as a subscriber might on each event
-			}
-		}))
-	}
-	require.Eventually(t, func() bool {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return p.live.Load() >= int64(runtime.GOMAXPROCS(0)) && p.queuedLocked() > long/2
-	}, 5*time.Second, time.Millisecond, "the long tasks running, the rest queued")
+	p, done := busyPool(t, each)
 	var waits []time.Duration
 	for range 5 {
 		answered := make(chan time.Time)
@@ -102,4 +68,30 @@ func TestPoolCallerIsNotStuckBehindTheNextTask(t *testing.T) {
 	require.Less(t, waits[len(waits)/2], each/4, "the caller waited behind the next task: %v", waits)
 	done.Wait()
 	require.Eventually(t, func() bool { return p.live.Load() == 0 }, 5*time.Second, time.Millisecond, "no worker left")
+}
+
+// busyPool is a pool given 40 long tasks per core, each computing for
+// each: once it returns, every core runs one and the rest are queued.
+// done ends with the last.
+func busyPool(t *testing.T, each time.Duration) (*pool, *sync.WaitGroup) {
+	t.Helper()
+	long := 40 * runtime.GOMAXPROCS(0)
+	p := newPool(time.Millisecond, 4)
+	done := new(sync.WaitGroup)
+	done.Add(long)
+	for range long {
+		p.Go(funcTask(func() {
+			defer done.Done()
+			for start := time.Now(); time.Since(start) < each; {
+				// computes, as a subscriber might on each event
+			}
+		}))
+	}
+	// The first tasks start at once, a worker at a time.
+	require.Eventually(t, func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.live.Load() >= int64(runtime.GOMAXPROCS(0)) && p.queuedLocked() > long/2
+	}, 5*time.Second, time.Millisecond, "the long tasks running, the rest queued")
+	return p, done
 }

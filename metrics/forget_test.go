@@ -235,12 +235,7 @@ func TestAWaveOfForgetsIsLetGo(t *testing.T) {
 		t.Run(fmt.Sprintf("pchannel label %t", labelled), func(t *testing.T) {
 			t0, _ := fixedClock()
 			now := t0
-			opts := []metrics.Option{metrics.WithClock(func() time.Time { return now })}
-			if labelled {
-				opts = append(opts, metrics.WithPChannelLabel())
-			}
-			c, err := metrics.New(opts...)
-			require.NoError(t, err)
+			c := collectorOf(t, labelled, metrics.WithClock(func() time.Time { return now }))
 			heap := func() int64 {
 				runtime.GC()
 				var m runtime.MemStats

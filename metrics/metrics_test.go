@@ -321,10 +321,10 @@ func applyUpdates(t *testing.T, pchannel string, counters *actors.Counters, n in
 	require.Equal(t, uint64(n), counters.Updates())
 }
 
-// collectorOf is a new collector, with the pchannel label or without.
-func collectorOf(t *testing.T, labelled bool) *metrics.Collector {
+// collectorOf is a new collector, with the pchannel label or without, and
+// opts.
+func collectorOf(t *testing.T, labelled bool, opts ...metrics.Option) *metrics.Collector {
 	t.Helper()
-	var opts []metrics.Option
 	if labelled {
 		opts = append(opts, metrics.WithPChannelLabel())
 	}

@@ -23,12 +23,7 @@ func TestMinimumAgeAndStalled(t *testing.T) {
 	for _, labelled := range []bool{false, true} {
 		t.Run(fmt.Sprintf("pchannel label %t", labelled), func(t *testing.T) {
 			now := t0
-			opts := []metrics.Option{metrics.WithClock(func() time.Time { return now })}
-			if labelled {
-				opts = append(opts, metrics.WithPChannelLabel())
-			}
-			c, err := metrics.New(opts...)
-			require.NoError(t, err)
+			c := collectorOf(t, labelled, metrics.WithClock(func() time.Time { return now }))
 			reg := registry(t, c)
 			want := func(clock float64, pchannel string, age, stalled, stalls float64) {
 				t.Helper()
