@@ -16,6 +16,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 
 	"github.com/lowwater/lowwater/internal/testkit/etcdtest"
 	"github.com/lowwater/lowwater/persistence"
@@ -663,6 +664,15 @@ func TestAReleaseCutByCloseSaysClosed(t *testing.T) {
 	o, err := cat.Own(ctxT(t), "p", session)
 	require.NoError(t, err)
 	srv.Stop()
+	// Once the client has seen its connection go: a transaction sent on
+	// the one that just broke failed at once, and the release ended
+	// before Close came (once, under make test's load).
+	conn := cat.Client().ActiveConnection()
+	gone, cancel := context.WithTimeout(context.Background(), lostWithin)
+	defer cancel()
+	for state := conn.GetState(); state == connectivity.Ready; state = conn.GetState() {
+		require.True(t, conn.WaitForStateChange(gone, state), "the client still takes etcd for up")
+	}
 
 	armed.Store(true)
 	released := make(chan error, 1)
