@@ -91,12 +91,14 @@ type pchannel struct {
 func runNode(ctx context.Context, cfg nodeConfig, stdin io.Reader, stdout io.Writer) (err error) {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
+	// The parent's commands, a line each: the goroutine ends with the
+	// input, which the parent closes or the process's exit does.
 	standby := make(chan struct{})
 	go func() {
 		defer stop()
 		told := false
-		for cmd := range readCommands(stdin) {
-			switch {
+		for sc := bufio.NewScanner(stdin); sc.Scan(); {
+			switch cmd := sc.Text(); {
 			case cmd == cmdStop:
 				return
 			case cmd == cmdStandby && !told:
@@ -362,21 +364,6 @@ func (n *node) shutdown(stopOwning context.CancelFunc) (leaseLeft bool) {
 	}
 	n.emit(line{Ev: evBye})
 	return leaseLeft
-}
-
-// readCommands delivers the lines of r; the channel closes at its end.
-// The goroutine ends with the input, which the parent closes or the
-// process's exit does.
-func readCommands(r io.Reader) <-chan string {
-	ch := make(chan string)
-	go func() {
-		defer close(ch)
-		sc := bufio.NewScanner(r)
-		for sc.Scan() {
-			ch <- sc.Text()
-		}
-	}()
-	return ch
 }
 
 func contains(list []string, s string) bool {
