@@ -262,14 +262,7 @@ func testSharedDelete(t *testing.T, a, b persistence.Catalog) {
 // stored value.
 func wantSeen(t *testing.T, c persistence.Catalog, pchannel string, want wal.MessageID) {
 	t.Helper()
-	got, err := c.Load(context.Background(), pchannel)
-	if err != nil {
-		t.Fatalf("Load(%q) = %v", pchannel, err)
-	}
-	if got != want {
-		t.Fatalf("Load(%q) = %s, want %s, stored through the other instance: an instance must read the store, "+
-			"not a copy of its own", pchannel, exact(got), exact(want))
-	}
+	wantLoaded(t, c, pchannel, want, ", stored through the other instance: an instance must read the store, not a copy of its own")
 }
 
 func run(t *testing.T, newCatalog func(t *testing.T) persistence.Catalog, overran *atomic.Bool) {
@@ -343,12 +336,18 @@ func mustSave(t *testing.T, c persistence.Catalog, pchannel string, id wal.Messa
 // wantStored checks the stored value exactly, every field included.
 func wantStored(t *testing.T, c persistence.Catalog, pchannel string, want wal.MessageID) {
 	t.Helper()
+	wantLoaded(t, c, pchannel, want, "")
+}
+
+// wantLoaded is wantStored, why ending the message of a wrong value.
+func wantLoaded(t *testing.T, c persistence.Catalog, pchannel string, want wal.MessageID, why string) {
+	t.Helper()
 	got, err := c.Load(context.Background(), pchannel)
 	if err != nil {
 		t.Fatalf("Load(%q) = %v", pchannel, err)
 	}
 	if got != want {
-		t.Fatalf("Load(%q) = %s, want %s", pchannel, exact(got), exact(want))
+		t.Fatalf("Load(%q) = %s, want %s%s", pchannel, exact(got), exact(want), why)
 	}
 }
 
