@@ -779,6 +779,9 @@ func (m *model) actSettle(t *rapid.T) {
 	// I3: once the catalog is healthy again (after the last failed call
 	// and the end of any outage), the next call comes within one backoff
 	// cap: a retry, a recovery read or a restarted persister's save.
+	// before is the last call started before then, which may have ended
+	// after: a retry in flight as the outage ended, which succeeded,
+	// leaves the next save to the minimum interval, not the backoff.
 	healthy := m.lastFailure
 	if m.healedAt.After(healthy) {
 		healthy = m.healedAt
@@ -787,7 +790,7 @@ func (m *model) actSettle(t *rapid.T) {
 	for _, c := range m.probe.snapshot(0) {
 		switch {
 		case c.incarnation != m.inc:
-		case c.returned && !c.end.After(healthy):
+		case c.start.Before(healthy):
 			before = &c
 		case !c.start.Before(healthy) && after == nil:
 			after = &c
