@@ -98,7 +98,9 @@ func WithVChannels(checkpoints map[string]wal.MessageID) Option {
 }
 
 // WithLogger sets the logger; the default is zap.NewNop. lowwater never
-// logs through a global logger.
+// logs through a global logger. A rejected command logs one Warn line,
+// whoever sent it: give a logger that samples (zap.NewProduction's does)
+// where a producer gone wrong could send them in a loop.
 func WithLogger(l *zap.Logger) Option {
 	return optionFunc(func(c *config) {
 		if l == nil {
