@@ -660,3 +660,17 @@ func TestRestoreCutShortGoesOnWhenRunAgain(t *testing.T) {
 	require.Greater(t, runs, 0, "no run was cut short: the test tells nothing")
 	t.Logf("restored in %d runs", runs+1)
 }
+
+// A connection whose first bytes come after more than a second (TLS on a
+// loaded host) is made: each attempt had a second, and was cut again at
+// every retry until --timeout.
+func TestASlowConnectionWithinTimeout(t *testing.T) {
+	url, cat := etcdURL(t, "slow")
+	require.NoError(t, cat.Save(ctxT(t), "p", wal.KafkaID(7)))
+	host, _, _ := strings.Cut(strings.TrimPrefix(url, "etcd://"), "/")
+	slow := etcdtest.NewFreezer(t, host)
+	slow.Delay(2500 * time.Millisecond)
+	start := time.Now()
+	wantCode(t, on(t, "etcd://"+slow.Addr()+"/slow", "get", "p"), cli.ExitOK, "kafka:7")
+	require.Greater(t, time.Since(start), 2500*time.Millisecond, "the connection was not held")
+}

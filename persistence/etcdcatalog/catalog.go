@@ -91,7 +91,9 @@ func New(client *clientv3.Client, opts ...Option) (*Catalog, error) {
 // Open caps gRPC's reconnection backoff at 1 s, where gRPC's own grows to
 // 120 s: after an outage the persister must find etcd back within its
 // own backoff cap (the README's liveness promise), not two minutes
-// later. DialOptions in cfg come after and win.
+// later. It gives a connection attempt 5 s, where a second cut a slow
+// member's handshake at every retry. DialOptions in cfg come after and
+// win.
 //
 // It also pings each member after DefaultKeepAliveTime without a word from
 // it, unless cfg sets DialKeepAliveTime or PermitWithoutStream (etcd closes
@@ -112,7 +114,7 @@ func Open(cfg clientv3.Config, opts ...Option) (*Catalog, error) {
 			cfg.DialKeepAliveTimeout = DefaultKeepAliveTimeout
 		}
 	}
-	cfg.DialOptions = append([]grpc.DialOption{reconnectWithinASecond}, cfg.DialOptions...)
+	cfg.DialOptions = append([]grpc.DialOption{connectParams}, cfg.DialOptions...)
 	client, err := clientv3.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("etcdcatalog: connect: %w", err)
@@ -128,9 +130,14 @@ const (
 	DefaultKeepAliveTimeout = 2 * time.Second
 )
 
-var reconnectWithinASecond = grpc.WithConnectParams(grpc.ConnectParams{
+// connectParams retries a member that refused a connection within a
+// second (gRPC's own backoff waits up to two minutes), and gives an attempt
+// 5 s to connect: TLS and HTTP/2's first frames, which on a loaded host
+// took over a second. An attempt cut sooner is cut again at every retry,
+// and the client never connects.
+var connectParams = grpc.WithConnectParams(grpc.ConnectParams{
 	Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
-	MinConnectTimeout: time.Second,
+	MinConnectTimeout: 5 * time.Second,
 })
 
 func newCatalog(client *clientv3.Client, own bool, o options) *Catalog {

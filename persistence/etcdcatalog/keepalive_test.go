@@ -33,3 +33,22 @@ func TestFrozenMemberIsDropped(t *testing.T) {
 	require.Less(t, took, etcdcatalog.DefaultKeepAliveTime+etcdcatalog.DefaultKeepAliveTimeout+3*time.Second)
 	t.Logf("a save on a frozen member failed after %v: %v", took, err)
 }
+
+// A member whose first bytes come after more than a second (TLS on a
+// loaded host, a distant member) is connected to: each attempt had a
+// second, was cut, and was cut again at every retry, so that no call ever
+// reached it.
+func TestSlowToConnectMemberIsReached(t *testing.T) {
+	eps := etcdtest.Start(t)
+	f := etcdtest.NewFreezer(t, strings.TrimPrefix(eps[0], "http://"))
+	f.Delay(2500 * time.Millisecond)
+	c := openCatalog(t, []string{f.Endpoint()}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	require.NoError(t, c.Save(ctx, "p", wal.KafkaID(1)))
+	require.Greater(t, time.Since(start), 2500*time.Millisecond, "the connection was not held")
+	id, err := c.Load(ctx, "p")
+	require.NoError(t, err)
+	require.Equal(t, wal.KafkaID(1), id)
+}

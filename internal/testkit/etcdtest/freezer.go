@@ -4,17 +4,20 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // Freezer is a TCP proxy in front of an etcd that can be made to stop
 // passing bytes: from Freeze on, it holds every connection open, takes new
 // ones and moves nothing, as an etcd stopped with SIGSTOP, a frozen host or
-// a partition that drops packets does. Its connections are closed by
-// t.Cleanup.
+// a partition that drops packets does; or slow to connect (Delay). Its
+// connections are closed by t.Cleanup.
 type Freezer struct {
 	ln     net.Listener
 	target string
+	delay  atomic.Int64 // time.Duration
 	frozen chan struct{}
 	closed chan struct{}
 	once   sync.Once // Freeze
@@ -49,6 +52,11 @@ func (f *Freezer) Endpoint() string { return "http://" + f.Addr() }
 // Freeze stops every byte, for good.
 func (f *Freezer) Freeze() { f.once.Do(func() { close(f.frozen) }) }
 
+// Delay holds each connection taken from now on for d before it is passed
+// on, as a TLS handshake on a loaded host or a distant member makes a
+// client wait for etcd's first bytes.
+func (f *Freezer) Delay(d time.Duration) { f.delay.Store(int64(d)) }
+
 func (f *Freezer) accept() {
 	defer f.wg.Done()
 	for {
@@ -64,15 +72,27 @@ func (f *Freezer) accept() {
 			continue // held open, never answered
 		default:
 		}
-		u, err := net.Dial("tcp", f.target)
-		if err != nil || !f.track(u) {
-			_ = c.Close()
-			continue
-		}
-		f.wg.Add(2)
-		go f.pipe(u, c)
-		go f.pipe(c, u)
+		f.wg.Add(1)
+		go f.connect(c, time.Duration(f.delay.Load()))
 	}
+}
+
+// connect passes c on to the target after delay.
+func (f *Freezer) connect(c net.Conn, delay time.Duration) {
+	defer f.wg.Done()
+	select {
+	case <-time.After(delay):
+	case <-f.closed:
+		return
+	}
+	u, err := net.Dial("tcp", f.target)
+	if err != nil || !f.track(u) {
+		_ = c.Close()
+		return
+	}
+	f.wg.Add(2)
+	go f.pipe(u, c)
+	go f.pipe(c, u)
 }
 
 // track keeps c for close, or closes it if the Freezer is closed.
