@@ -1,16 +1,14 @@
-package actors_test
+package actors
 
 import (
 	"testing"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/lowwater/lowwater/actors"
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/wal"
@@ -26,8 +24,7 @@ func TestRejectionsLoggedInALoopAreSampled(t *testing.T) {
 	// zap.NewProduction's sampling, over an hour rather than a second, so
 	// that a slow machine does not spread the loop over two ticks.
 	sampled := zapcore.NewSamplerWithOptions(core, time.Hour, 100, 100)
-	system := actor.NewActorSystem(actor.WithLoggerFactory(actors.LoggerFactory(zap.NewNop())))
-	t.Cleanup(system.Shutdown)
+	system := quietSystem(t)
 	rejected := make(chan struct{}, 1000)
 	sub := system.EventStream.Subscribe(func(ev any) {
 		if _, ok := ev.(*messages.CommandRejected); ok {
@@ -35,8 +32,8 @@ func TestRejectionsLoggedInALoopAreSampled(t *testing.T) {
 		}
 	})
 	t.Cleanup(func() { system.EventStream.Unsubscribe(sub) })
-	props, err := actors.NewProps("p", wal.Kafka, persistence.NewMemory(),
-		actors.WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(10)}), actors.WithLogger(zap.New(sampled)))
+	props, err := NewProps("p", wal.Kafka, persistence.NewMemory(),
+		WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(10)}), WithLogger(zap.New(sampled)))
 	require.NoError(t, err)
 	pid := system.Root.Spawn(props)
 	t.Cleanup(func() { _ = system.Root.PoisonFuture(pid).Wait() })
