@@ -408,7 +408,7 @@ func mainCode(ctx context.Context, args []string, getenv func(string) string, st
 	ctx, cancel := context.WithTimeoutCause(ctx, o.timeout, fmt.Errorf("%w: --timeout %v passed", context.DeadlineExceeded, o.timeout))
 	defer cancel()
 	out := &stickyWriter{w: stdout}
-	e := &env{command: name, opts: o, stdin: stdin, stdout: out, prose: wrappedFor(stdout, out), stderr: stderr}
+	e := &env{command: name, opts: o, stdin: stdin, stdout: out, prose: wrappedFor(stdout, out), width: terminalWidth(stdout), stderr: stderr}
 	probe := probeAtTimeout(ctx, e)
 	defer probe.end() // before cancel, deferred above, ends ctx
 	err = cmd.run(ctx, e, pos)

@@ -148,7 +148,7 @@ func list(ctx context.Context, e *env, _ []string) error {
 		namesCut = namesCut || cut
 		tw.row(name, walShown(en.WAL), checkpoint, term, version)
 	}
-	if err := tw.writeTo(e.stdout); err != nil {
+	if err := tw.writeTo(e.stdout, e.width); err != nil {
 		return err
 	}
 	switch {

@@ -37,6 +37,9 @@ type env struct {
 	// wrapped at its width, as stderr is; tables and JSON go to stdout
 	// as they are.
 	prose io.Writer
+	// width is what a line of stdout may take on its terminal
+	// (terminalWidth): 0 when piped.
+	width int
 	// etcdAsked and etcdAnswered say whether the command has reached for
 	// etcd, and whether etcd has answered any of its requests: a --timeout
 	// that ran out on an etcd that answered nothing is etcd's silence, and

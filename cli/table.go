@@ -16,7 +16,37 @@ type table struct{ rows [][]string }
 
 func (t *table) row(cells ...string) { t.rows = append(t.rows, cells) }
 
-func (t *table) writeTo(w io.Writer) error {
+// writeTo writes the table to w, whose lines may take width columns (0:
+// any). A table wider than that has each row's first cell, a name, on a
+// line of its own and the rest beneath it, indented, in columns of their
+// own: a terminal breaks a line too long for it wherever its width falls,
+// and a table whose every row runs onto the next is unreadable. Names are
+// never cut for it; they are what an operator copies into the next command.
+func (t *table) writeTo(w io.Writer, width int) error {
+	var b strings.Builder
+	if width > 0 && t.width() > width {
+		rest := table{rows: make([][]string, len(t.rows))}
+		for i, r := range t.rows {
+			rest.rows[i] = r[1:]
+		}
+		widths := rest.widths()
+		for i, r := range t.rows {
+			b.WriteString(r[0])
+			b.WriteString("\n" + wrapIndent)
+			rest.layRow(&b, i, widths)
+		}
+	} else {
+		widths := t.widths()
+		for i := range t.rows {
+			t.layRow(&b, i, widths)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// widths is the width of each column but the last, which is not padded.
+func (t *table) widths() []int {
 	var widths []int
 	for _, r := range t.rows {
 		for i, c := range r[:len(r)-1] {
@@ -26,17 +56,32 @@ func (t *table) writeTo(w io.Writer) error {
 			widths[i] = max(widths[i], columns(c))
 		}
 	}
-	var b strings.Builder
+	return widths
+}
+
+// width is the columns the widest row takes.
+func (t *table) width() int {
+	widths := t.widths()
+	most := 0
 	for _, r := range t.rows {
-		for i, c := range r[:len(r)-1] {
-			b.WriteString(c)
-			b.WriteString(strings.Repeat(" ", widths[i]-columns(c)+2))
+		n := columns(r[len(r)-1])
+		for i := range r[:len(r)-1] {
+			n += widths[i] + 2
 		}
-		b.WriteString(r[len(r)-1])
-		b.WriteByte('\n')
+		most = max(most, n)
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
+	return most
+}
+
+// layRow writes row i, its cells padded to widths, and a newline.
+func (t *table) layRow(b *strings.Builder, i int, widths []int) {
+	r := t.rows[i]
+	for j, c := range r[:len(r)-1] {
+		b.WriteString(c)
+		b.WriteString(strings.Repeat(" ", widths[j]-columns(c)+2))
+	}
+	b.WriteString(r[len(r)-1])
+	b.WriteByte('\n')
 }
 
 // columns is how many columns s takes on a terminal. Most names are

@@ -55,26 +55,34 @@ func TestVerifyFindingsWrapOnATerminal(t *testing.T) {
 	require.Greater(t, runewidth.StringWidth(findings[1]), 50, "a finding short enough to need no wrapping tests nothing")
 
 	const width = 50
-	keys, tty := openPTY(t)
-	require.NoError(t, unix.IoctlSetWinsize(int(tty.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 24, Col: width}))
-	shown := make(chan string, 1)
-	go func() {
-		var out bytes.Buffer
-		_, err := io.Copy(&out, keys)
-		if err != nil && !errors.Is(err, syscall.EIO) { // EIO: the terminal was closed
-			out.WriteString("\nread: " + err.Error())
-		}
-		shown <- strings.ReplaceAll(out.String(), "\r\n", "\n")
-	}()
-	errs.Reset()
-	code := Main(ctx, args, func(string) string { return "" }, nil, tty, &errs)
-	require.NoError(t, tty.Close())
-	require.Equal(t, ExitCorrupt, code, errs.String())
-	got := <-shown
+	got, stderr, code := onTerminal(t, width, args)
+	require.Equal(t, ExitCorrupt, code, stderr)
 	lines := strings.Split(strings.TrimSuffix(got, "\n"), "\n")
 	require.Greater(t, len(lines), len(findings), "nothing was wrapped: %q", got)
 	for i, l := range lines {
 		require.LessOrEqual(t, runewidth.StringWidth(l), width-1, "line %d: %q", i, l)
 	}
 	require.Equal(t, piped.String(), strings.ReplaceAll(got, "\n  ", " "), "the words changed")
+}
+
+// onTerminal runs the tool with args, its stdout a terminal of width
+// columns, and returns what the terminal showed, newlines as "\n", what
+// went to its stderr (a pipe) and its exit code.
+func onTerminal(t *testing.T, width uint16, args []string) (shown, stderr string, code int) {
+	t.Helper()
+	keys, tty := openPTY(t)
+	require.NoError(t, unix.IoctlSetWinsize(int(tty.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 24, Col: width}))
+	read := make(chan string, 1)
+	go func() {
+		var out bytes.Buffer
+		_, err := io.Copy(&out, keys)
+		if err != nil && !errors.Is(err, syscall.EIO) { // EIO: the terminal was closed
+			out.WriteString("\nread: " + err.Error())
+		}
+		read <- strings.ReplaceAll(out.String(), "\r\n", "\n")
+	}()
+	var errs bytes.Buffer
+	code = Main(context.Background(), args, func(string) string { return "" }, nil, tty, &errs)
+	require.NoError(t, tty.Close())
+	return <-read, errs.String(), code
 }

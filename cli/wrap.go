@@ -27,17 +27,28 @@ func forTerminal(stderr io.Writer) io.Writer { return wrappedFor(stderr, stderr)
 // as it is when out is no terminal. w writes to out, through a writer of
 // its own (stdout's keeps its first error).
 func wrappedFor(out, w io.Writer) io.Writer {
+	width := terminalWidth(out)
+	if width == 0 {
+		return w
+	}
+	return &wrapper{w: w, width: width}
+}
+
+// terminalWidth is how many columns a line written to out may take: one
+// short of the terminal's width, since a terminal that wraps as soon as
+// a line fills its last column would leave a blank line after it. It is 0
+// when out is no terminal, or one narrower than minWrapWidth, where lines
+// are left to whatever reads them.
+func terminalWidth(out io.Writer) int {
 	f, ok := out.(*os.File)
 	if !ok || !term.IsTerminal(int(f.Fd())) {
-		return w
+		return 0
 	}
 	width, _, err := term.GetSize(int(f.Fd()))
 	if err != nil || width < minWrapWidth {
-		return w
+		return 0
 	}
-	// One column short of the edge: a terminal that wraps as soon as a
-	// line fills its last column would leave a blank line after it.
-	return &wrapper{w: w, width: width - 1}
+	return width - 1
 }
 
 // wrapper breaks what is written through it at spaces, so that no line
