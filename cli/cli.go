@@ -98,7 +98,10 @@ Commands:
                            never expires and keeps every node off
                            PCHANNEL (get shows it); a node's is refused.
                            Takes --dry-run, not --force
-  dump [FILE]              write every record as JSON (stdout: no FILE, or -)
+  dump [FILE]              write every record as JSON (stdout: no FILE, or -).
+                           --salvage: of a damaged bbolt file, every
+                           record its pages still hold whole, read
+                           without bbolt, for restore into a new file
   restore FILE             write the records of a dump (stdin: -); raises
                            only, as set; creates a bbolt file that does
                            not exist. A dump holds 1 GiB at most. On
@@ -177,6 +180,7 @@ type options struct {
 	dryRun      bool
 	force       bool
 	quoted      bool
+	salvage     bool
 }
 
 // usageError is a command line the tool cannot run, or a file it names
@@ -234,12 +238,16 @@ var commands = map[string]command{
 	"set":     {flags: writeFlags, min: 2, max: 2, pchannel: true, argsHelp: "set [--dry-run] [--force] PCHANNEL ID", run: set},
 	"delete":  {flags: deleteFlags, min: 1, max: 1, pchannel: true, argsHelp: "delete [--dry-run] [--force] [--quoted] PCHANNEL", run: del},
 	"release": {flags: releaseFlags, min: 1, max: 1, pchannel: true, argsHelp: "release [--dry-run] [--quoted] PCHANNEL", run: release},
-	"dump":    {max: 1, argsHelp: "dump [FILE]", run: dump},
+	"dump":    {flags: salvageFlag, max: 1, argsHelp: "dump [--salvage] [FILE]", run: dump},
 	"restore": {flags: writeFlags, min: 1, max: 1, argsHelp: "restore [--dry-run] [--force] FILE|-", run: restore},
 }
 
 func jsonFlag(fs *flag.FlagSet, o *options) {
 	fs.BoolVar(&o.json, "json", false, "print JSON")
+}
+
+func salvageFlag(fs *flag.FlagSet, o *options) {
+	fs.BoolVar(&o.salvage, "salvage", false, "read a damaged bbolt file page by page, without bbolt")
 }
 
 func writeFlags(fs *flag.FlagSet, o *options) {

@@ -48,6 +48,9 @@ type dumpEntry struct {
 }
 
 func dump(ctx context.Context, e *env, args []string) error {
+	if e.opts.salvage {
+		return salvageDump(ctx, e, args)
+	}
 	s, _, entries, err := e.read(ctx)
 	if err != nil {
 		return err
@@ -100,11 +103,17 @@ func dump(ctx context.Context, e *env, args []string) error {
 		return &exitError{code: ExitRefused, err: fmt.Errorf("%s whose text restore could not read back, nothing dumped: "+
 			"their WAL's String and Parse disagree; copy the catalog itself instead", count(unfit, "checkpoint"))}
 	}
+	return emitDump(ctx, e, args, s.url.String(), good)
+}
+
+// emitDump writes the dump of entries, from source, to the file args
+// name, or to stdout.
+func emitDump(ctx context.Context, e *env, args []string, source string, good []dumpEntry) error {
 	if len(args) == 0 || args[0] == "-" {
 		// Laid out whole before the first byte goes: a dump cut short
 		// would be no dump.
 		var out chunks
-		if err := writeDump(ctx, &out, s.url.String(), good, maxDump); err != nil {
+		if err := writeDump(ctx, &out, source, good, maxDump); err != nil {
 			return err
 		}
 		_, err := out.WriteTo(e.stdout)
@@ -128,10 +137,10 @@ func dump(ctx context.Context, e *env, args []string) error {
 	}
 	// Said before the file is made: should the output be lost (a full
 	// disk, a closed pipe), no file is left to block the same command.
-	if _, err := fmt.Fprintf(e.stdout, "dumping %s from %s to %s\n", count(len(good), "checkpoint"), s.url, shorten.Cut(args[0], 1<<10, shownText)); err != nil {
+	if _, err := fmt.Fprintf(e.stdout, "dumping %s from %s to %s\n", count(len(good), "checkpoint"), source, shorten.Cut(args[0], 1<<10, shownText)); err != nil {
 		return fmt.Errorf("writing the output: %w; no file made", err)
 	}
-	return writeNew(args[0], func(w io.Writer) error { return writeDump(ctx, w, s.url.String(), good, maxDump) })
+	return writeNew(args[0], func(w io.Writer) error { return writeDump(ctx, w, source, good, maxDump) })
 }
 
 // existsRefusal refuses a dump to path, which exists.

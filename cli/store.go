@@ -168,8 +168,8 @@ func (e *env) open(ctx context.Context, m mode) (_ *store, err error) {
 		}
 		if errors.Is(err, persistence.ErrCorruptStore) {
 			return nil, &exitError{code: ExitCorrupt, err: fmt.Errorf("%w: restore the file from a backup, "+
-				"or move it aside and restore the checkpoints from a dump taken before the damage "+
-				"(this file is refused whole: no command reads it)", err)}
+				"or salvage the records its pages still hold ('dump --salvage FILE'), check what it says, and restore "+
+				"FILE into a new file (this file is refused whole: no other command reads it)", err)}
 		}
 		if err != nil {
 			return nil, err

@@ -1,0 +1,303 @@
+package persistence_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/wal"
+)
+
+// salvaged maps each salvaged pchannel to its checkpoint's text, and
+// checks that every record's state is want.
+func salvaged(t *testing.T, s *persistence.Salvage, want persistence.PageState) map[string]string {
+	t.Helper()
+	got := map[string]string{}
+	for _, r := range s.Records {
+		require.Equal(t, want, r.State, "%s: read from page %d", r.PChannel, r.Page)
+		require.Equal(t, wal.Name("kafka"), r.WAL)
+		got[r.PChannel] = r.Checkpoint.String()
+	}
+	return got
+}
+
+// healthy is what writeHealthyBolt stores.
+func healthy() map[string]string {
+	want := map[string]string{}
+	for i := range damagedRecords {
+		want[damagedName(i)] = wal.KafkaID(1000 + i).String()
+	}
+	return want
+}
+
+// Whatever the damage, a salvage neither panics nor gives a checkpoint
+// the file did not hold for that pchannel: every record it returns is
+// one that was saved, under the name it was saved for.
+func TestSalvageNeverInventsACheckpoint(t *testing.T) {
+	for _, c := range damagedCases() {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "c.db")
+			writeHealthyBolt(t, path)
+			rewrite(t, path, c.damage)
+			s, err := noPanicValue(t, "SalvageBolt", func() (*persistence.Salvage, error) {
+				return persistence.SalvageBolt(context.Background(), path)
+			})
+			if err != nil {
+				require.ErrorIs(t, err, persistence.ErrCorruptStore)
+				require.ErrorContains(t, err, path)
+				return
+			}
+			want := healthy()
+			for _, r := range s.Records {
+				require.Equal(t, want[r.PChannel], r.Checkpoint.String(), r.PChannel)
+			}
+		})
+	}
+}
+
+// A file whose bucket's root page is damaged is refused whole by
+// OpenBolt: every record is in it still, on leaf pages the root no longer
+// reaches, and the freelist says they are not free.
+func TestSalvageOfADamagedBranchPage(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.db")
+	writeHealthyBolt(t, path)
+	rewrite(t, path, func(t *testing.T, data []byte) []byte {
+		root := bucketRoot(t, data)
+		require.Equal(t, uint16(branchPageFlag), binary.LittleEndian.Uint16(data[root*bboltPageSize+8:]))
+		clear(data[root*bboltPageSize : (root+1)*bboltPageSize])
+		return data
+	})
+	_, err := persistence.OpenBolt(path, persistence.WithReadOnly(true))
+	require.ErrorIs(t, err, persistence.ErrCorruptStore)
+
+	before := readFile(t, path)
+	s, err := persistence.SalvageBolt(context.Background(), path)
+	require.NoError(t, err)
+	require.Equal(t, healthy(), salvaged(t, s, persistence.PageLive))
+	require.Equal(t, 1, s.Unreadable, "the zeroed root page")
+	require.Zero(t, s.Damaged)
+	require.Equal(t, bboltPageSize, s.PageSize)
+	require.Equal(t, before, readFile(t, path), "a salvage writes nothing")
+}
+
+// With both meta pages gone, nothing says the page size, where the tree
+// starts, or which pages are free: the size is the one at which pages say
+// they are the page they are, and every record's page is of unknown
+// state.
+func TestSalvageWithoutMetaPages(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.db")
+	writeHealthyBolt(t, path)
+	rewrite(t, path, func(t *testing.T, data []byte) []byte {
+		clear(data[:2*bboltPageSize])
+		return data
+	})
+	_, err := persistence.OpenBolt(path, persistence.WithReadOnly(true))
+	require.ErrorIs(t, err, persistence.ErrCorruptStore)
+	s, err := persistence.SalvageBolt(context.Background(), path)
+	require.NoError(t, err)
+	require.Equal(t, bboltPageSize, s.PageSize)
+	require.Equal(t, healthy(), salvaged(t, s, persistence.PageUnknown))
+}
+
+// bbolt writes a changed page elsewhere and frees the one before, which
+// keeps the older records: a salvage takes the live page's, and of a
+// pchannel whose live page is damaged, or that was deleted, it gives the
+// freed page's, saying so.
+func TestSalvagePrefersTheLiveRecord(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.db")
+	writeHealthyBolt(t, path)
+	b := openBolt(t, path, persistence.WithNoSync(true))
+	ctx := context.Background()
+	// Raised, then lowered by an operator: the freed pages hold the
+	// higher checkpoints, the live ones the lower.
+	for i := range damagedRecords {
+		require.NoError(t, b.Save(ctx, damagedName(i), wal.KafkaID(5000+i)))
+	}
+	require.NoError(t, b.Close())
+	// One commit rewrites every leaf page: the pages before it are freed,
+	// and none is reused, since nothing commits after it.
+	db, err := bolt.Open(path, 0o600, nil)
+	require.NoError(t, err)
+	require.NoError(t, db.Update(func(tx *bolt.Tx) error {
+		bk := tx.Bucket([]byte(defaultBucket))
+		for i := range damagedRecords {
+			rec, err := persistence.EncodeRecord(damagedName(i), persistence.Record{Checkpoint: wal.KafkaID(int64(2000 + i))})
+			if err != nil {
+				return err
+			}
+			if err := bk.Put([]byte(damagedName(i)), rec); err != nil {
+				return err
+			}
+		}
+		return bk.Delete([]byte(damagedName(7)))
+	}))
+	require.NoError(t, db.Close())
+
+	want := healthy()
+	for i := range damagedRecords {
+		want[damagedName(i)] = wal.KafkaID(2000 + i).String()
+	}
+	delete(want, damagedName(7))
+	s, err := persistence.SalvageBolt(ctx, path)
+	require.NoError(t, err)
+	got := map[string]string{}
+	for _, r := range s.Records {
+		if r.PChannel == damagedName(7) {
+			require.Equal(t, persistence.PageFreed, r.State, "a deleted pchannel's freed record")
+			require.Equal(t, "kafka:5007", r.Checkpoint.String())
+			continue
+		}
+		require.Equal(t, persistence.PageLive, r.State, r.PChannel)
+		require.GreaterOrEqual(t, r.Versions, 2, "%s: its page before the last commit is there too", r.PChannel)
+		got[r.PChannel] = r.Checkpoint.String()
+	}
+	require.Equal(t, want, got, "the live records, lowered, not the freed ones above them")
+	require.Len(t, s.Records, damagedRecords, "the deleted pchannel too")
+
+	// A live leaf page zeroed: its pchannels come back from the freed
+	// pages, as they were before the last commit, and say so.
+	var leaf int
+	db, err = bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, PreLoadFreelist: true})
+	require.NoError(t, err)
+	require.NoError(t, db.View(func(tx *bolt.Tx) error {
+		for id := 2; ; id++ {
+			info, err := tx.Page(id)
+			if err != nil || info == nil {
+				return err
+			}
+			if info.Type == "leaf" && info.Count > 1 { // not the root's, holding the bucket
+				leaf = id
+				return nil
+			}
+		}
+	}))
+	require.NoError(t, db.Close())
+	require.NotZero(t, leaf)
+	rewrite(t, path, func(t *testing.T, data []byte) []byte {
+		clear(data[leaf*bboltPageSize : (leaf+1)*bboltPageSize])
+		return data
+	})
+	s, err = persistence.SalvageBolt(ctx, path)
+	require.NoError(t, err)
+	require.Equal(t, 1, s.Unreadable)
+	freed := 0
+	for _, r := range s.Records {
+		if r.State == persistence.PageFreed && r.PChannel != damagedName(7) {
+			freed++
+			require.Equal(t, wal.KafkaID(5000+mustIndex(t, r.PChannel)).String(), r.Checkpoint.String(), r.PChannel)
+			continue
+		}
+		if r.PChannel != damagedName(7) {
+			require.Equal(t, want[r.PChannel], r.Checkpoint.String(), r.PChannel)
+		}
+	}
+	require.Positive(t, freed, "the zeroed page's pchannels")
+	require.Len(t, s.Records, damagedRecords, "none lost: each had a freed page")
+}
+
+// mustIndex is i of damagedName(i).
+func mustIndex(t *testing.T, name string) int64 {
+	t.Helper()
+	var i int64
+	_, err := fmt.Sscanf(name, "pchannel-%04d", &i)
+	require.NoError(t, err)
+	return i
+}
+
+// A file holding two catalogs (persistence.WithBucket) under the same
+// pchannel names: a salvage of one gives its records alone, and once the
+// tree of its bucket is damaged, leaves out the pages it no longer
+// reaches, which may be the other's, rather than mix them in.
+func TestSalvageOfOneBucketAmongTwo(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.db")
+	ctx := context.Background()
+	for bucket, base := range map[string]int{"tenant-a": 1000, "tenant-b": 9000} {
+		b := openBolt(t, path, persistence.WithNoSync(true), persistence.WithBucket(bucket))
+		for i := range damagedRecords {
+			require.NoError(t, b.Save(ctx, damagedName(i), wal.KafkaID(int64(base+i))))
+		}
+		require.NoError(t, b.Close())
+	}
+	s, err := persistence.SalvageBolt(ctx, path, persistence.WithBucket("tenant-a"))
+	require.NoError(t, err)
+	require.Equal(t, healthy(), salvaged(t, s, persistence.PageLive))
+	require.Equal(t, []string{"tenant-b"}, s.OtherBuckets)
+
+	var rootA int
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	require.NoError(t, err)
+	require.NoError(t, db.View(func(tx *bolt.Tx) error { rootA = int(tx.Bucket([]byte("tenant-a")).Root()); return nil }))
+	require.NoError(t, db.Close())
+	rewrite(t, path, func(t *testing.T, data []byte) []byte {
+		clear(data[rootA*bboltPageSize : (rootA+1)*bboltPageSize])
+		return data
+	})
+	s, err = persistence.SalvageBolt(ctx, path, persistence.WithBucket("tenant-a"))
+	require.NoError(t, err)
+	require.Empty(t, s.Records, "tenant-a's leaves are no longer told from tenant-b's")
+	require.GreaterOrEqual(t, s.LeftOut, damagedRecords)
+	s, err = persistence.SalvageBolt(ctx, path, persistence.WithBucket("tenant-b"))
+	require.NoError(t, err)
+	want := map[string]string{}
+	for i := range damagedRecords {
+		want[damagedName(i)] = wal.KafkaID(int64(9000 + i)).String()
+	}
+	require.Equal(t, want, salvaged(t, s, persistence.PageLive))
+}
+
+// A bucket small enough is kept inside its parent's page: its records
+// are read there, with the meta pages gone too.
+func TestSalvageOfASmallBucket(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.db")
+	b := openBolt(t, path)
+	ctx := context.Background()
+	for i := range 3 {
+		require.NoError(t, b.Save(ctx, damagedName(i), wal.KafkaID(int64(1000+i))))
+	}
+	require.NoError(t, b.Close())
+	rewrite(t, path, func(t *testing.T, data []byte) []byte {
+		clear(data[:2*bboltPageSize])
+		return data
+	})
+	s, err := persistence.SalvageBolt(ctx, path)
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{
+		damagedName(0): "kafka:1000", damagedName(1): "kafka:1001", damagedName(2): "kafka:1002",
+	}, salvaged(t, s, persistence.PageUnknown))
+}
+
+// A salvage reads under a shared lock: a node writing the file keeps it
+// out (ErrLocked), and a file that is no bbolt file is ErrCorruptStore.
+func TestSalvageRefusals(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "c.db")
+	b := openBolt(t, path)
+	_, err := persistence.SalvageBolt(context.Background(), path, persistence.WithOpenTimeout(10*time.Millisecond))
+	require.ErrorIs(t, err, persistence.ErrLocked)
+	require.NoError(t, b.Close())
+
+	text := filepath.Join(dir, "notes.txt")
+	require.NoError(t, os.WriteFile(text, []byte("not a bbolt file\n"), 0o600))
+	_, err = persistence.SalvageBolt(context.Background(), text)
+	require.ErrorIs(t, err, persistence.ErrCorruptStore)
+
+	_, err = persistence.SalvageBolt(context.Background(), filepath.Join(dir, "missing.db"))
+	require.True(t, errors.Is(err, os.ErrNotExist), "%v", err)
+	_, err = persistence.SalvageBolt(context.Background(), path, persistence.WithBucket(""))
+	require.ErrorIs(t, err, persistence.ErrInvalidArgument)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = persistence.SalvageBolt(ctx, path)
+	require.ErrorIs(t, err, context.Canceled)
+	require.NotErrorIs(t, err, persistence.ErrCorruptStore)
+}
