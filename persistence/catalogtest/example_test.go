@@ -38,6 +38,9 @@ type mapCatalog struct {
 	panicsClosing bool
 	// typedNil returns a nil *nilError for a save that succeeded.
 	typedNil bool
+	// twoSteps reads the stored value, lets its lock go for a store's
+	// I/O, then writes: another save may land between.
+	twoSteps bool
 }
 
 // nilError is an error type whose nil pointer a broken Save returns.
@@ -94,6 +97,11 @@ func (c *mapCatalog) Save(ctx context.Context, pchannel string, checkpoint wal.M
 	}
 	name, _ := wal.NameOf(checkpoint)
 	old := c.stored[pchannel]
+	if c.twoSteps {
+		c.mu.Unlock()
+		time.Sleep(10 * time.Microsecond)
+		c.mu.Lock()
+	}
 	if old == nil {
 		c.stored[pchannel] = checkpoint
 		if c.typedNil {
@@ -183,7 +191,7 @@ func TestRunCatchesABrokenCatalog(t *testing.T) {
 			c := newMapCatalog()
 			c.lowers, c.naive, c.hangs = mode == "lowers", mode == "naive", mode == "hangs"
 			c.hangsClosing, c.ends, c.panicsClosing = mode == "hangs-closing", mode == "ends", mode == "panics-closing"
-			c.typedNil = mode == "typed-nil"
+			c.typedNil, c.twoSteps = mode == "typed-nil", mode == "two-steps"
 			return c
 		})
 		return
@@ -228,6 +236,14 @@ func TestRunCatchesABrokenCatalog(t *testing.T) {
 		"typed-nil": {
 			"--- FAIL: TestRunCatchesABrokenCatalog/SaveThenLoadEveryWAL",
 			`Save("pch-kafka", kafka:10) = a nil *catalogtest_test.nilError returned as an error: not nil to its caller (return a plain nil), want nil`,
+		},
+		// A compare and a write in two steps, with I/O between: caught
+		// in one run in three before a read was held to every save
+		// acknowledged before it; in every run since.
+		"two-steps": {
+			"--- PASS: TestRunCatchesABrokenCatalog/SaveLowerIsRefused",
+			"--- FAIL: TestRunCatchesABrokenCatalog/ConcurrentSavesNeverGoBack",
+			", acknowledged before the read began",
 		},
 		"hangs": {
 			"--- PASS: TestRunCatchesABrokenCatalog/LoadAbsent",
@@ -511,9 +527,9 @@ func TestRunSharedCatchesWhatRunCannot(t *testing.T) {
 			if !strings.Contains(one, "--- PASS: "+name+"/one") {
 				t.Errorf("Run failed it, where only RunShared can:\n%s", one)
 			}
-			// The race is caught in some runs, not in every one (about
-			// one in three here).
-			out := one + child("two", 60)
+			// The race was caught in one run of six, when a read was
+			// held to the read before it alone; in every run since.
+			out := one + child("two", 5)
 			for _, w := range want {
 				if !strings.Contains(out, w) {
 					t.Errorf("child output lacks %q:\n%s", w, out)
