@@ -39,7 +39,7 @@ func salvageDump(ctx context.Context, e *env, args []string) error {
 		report = e.stderr
 	}
 	var good []dumpEntry
-	freed, unfit := 0, 0
+	freed, higher, unfit := 0, 0, 0
 	for _, r := range s.Records {
 		if err := persistence.ValidatePChannel(r.PChannel); err != nil {
 			unfit++
@@ -60,6 +60,10 @@ func salvageDump(ctx context.Context, e *env, args []string) error {
 			freed++
 			fmt.Fprintf(e.stderr, "FREED  %s: %s, on page %d\n", typed(r.PChannel), shownID(r.Checkpoint), r.Page)
 		}
+		if r.Higher != nil {
+			higher++
+			fmt.Fprintf(e.stderr, "HIGHER  %s: %s dumped, %s on freed page %d\n", typed(r.PChannel), shownID(r.Checkpoint), shownID(r.Higher), r.HigherPage)
+		}
 		good = append(good, dumpEntry{PChannel: r.PChannel, WAL: r.WAL, Checkpoint: text, ID: raw, Term: r.Term})
 	}
 	var warnings []string
@@ -67,6 +71,15 @@ func salvageDump(ctx context.Context, e *env, args []string) error {
 		warnings = append(warnings, fmt.Sprintf("%s (FREED above) found only on pages a later commit freed: "+
 			"each was deleted since, or its newer record is on a damaged page; the dump holds the highest found, "+
 			"which may be one deleted or lowered since: check them before restoring", count(freed, "pchannel")))
+	}
+	if higher > 0 {
+		why := "each was lowered or replaced since (set --force), or the commit that wrote the higher one is hidden by a damaged meta page"
+		if d := s.MetaDamage; d != nil && (d.Newer || !d.Known) {
+			why = fmt.Sprintf("%s: the higher ones may be that commit's, which bbolt would not read either", d)
+		}
+		warnings = append(warnings, fmt.Sprintf("%s (HIGHER above) have a higher checkpoint on a freed page than the live one dumped: %s. "+
+			"A checkpoint too low replays records, one too high skips them: raise one in the dump only if it is known to be the last saved",
+			count(higher, "pchannel"), why))
 	}
 	if len(s.Records) > 0 && s.Records[0].State == persistence.PageUnknown {
 		warnings = append(warnings, "the file's meta pages are damaged, so which pages its last commit holds is not known: "+

@@ -62,6 +62,12 @@ type SalvagedRecord struct {
 	// pages hold, this one among them: bbolt writes a changed page
 	// elsewhere, and the page before keeps its bytes until it is reused.
 	Versions int
+	// Higher is the highest checkpoint of another of those records above
+	// Checkpoint, on page HigherPage, or nil. Checkpoints rise, so it is
+	// one lowered or replaced since (set --force), or the last commit's,
+	// hidden by a damaged meta page (Salvage.MetaDamage).
+	Higher     wal.MessageID
+	HigherPage uint64
 }
 
 // Salvage is what SalvageBolt read from a damaged file.
@@ -82,6 +88,10 @@ type Salvage struct {
 	// may be another bucket's: LeftOut counts the whole records they hold.
 	OtherBuckets []string
 	LeftOut      int
+	// MetaDamage is a damaged meta page beside a whole one, which the
+	// pages' states are read from: when it held the newer commit, that
+	// commit's pages read as freed, and its records as Higher.
+	MetaDamage *MetaDamage
 }
 
 // SalvageBolt reads every whole checkpoint record of the bbolt file at
@@ -100,6 +110,10 @@ type Salvage struct {
 // freed ones: a pchannel deleted since, or one whose newest record is on
 // a damaged page. Such a record may be older, or after a forced lowering
 // higher, than the last one saved; check those before restoring them.
+// Where a freed page holds a higher record than the live one, it says so
+// too (Higher): a lowering, or a last commit that a damaged meta page
+// hides, which it takes the live record over, since a checkpoint too low
+// replays what one too high would skip.
 func SalvageBolt(ctx context.Context, path string, opts ...BoltOption) (*Salvage, error) {
 	o := defaultBoltOptions()
 	for _, opt := range opts {
@@ -267,6 +281,7 @@ func salvage(ctx context.Context, data, want []byte) (*Salvage, error) {
 
 	// Which pages the newest whole commit holds, and which it freed.
 	live, freed, freelistRead := salvageLive(sc, data, pageSize)
+	out.MetaDamage = metaDamage(data)
 
 	byName := map[string][]salvageFind{}
 	for _, f := range sc.finds {
@@ -295,10 +310,16 @@ func salvage(ctx context.Context, data, want []byte) (*Salvage, error) {
 			}
 		}
 		f := finds[best]
-		out.Records = append(out.Records, SalvagedRecord{
+		r := SalvagedRecord{
 			PChannel: name, WAL: f.h.WAL, Checkpoint: f.id, Term: f.h.Term,
 			Page: f.page, State: bestState, Versions: len(finds),
-		})
+		}
+		for _, o := range finds {
+			if salvageHigher(o.id, r.Checkpoint) && (r.Higher == nil || salvageHigher(o.id, r.Higher)) {
+				r.Higher, r.HigherPage = o.id, o.page
+			}
+		}
+		out.Records = append(out.Records, r)
 	}
 	slices.SortFunc(out.Records, func(a, b SalvagedRecord) int { return strings.Compare(a.PChannel, b.PChannel) })
 	return out, nil

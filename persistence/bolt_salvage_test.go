@@ -158,6 +158,7 @@ func TestSalvagePrefersTheLiveRecord(t *testing.T) {
 		}
 		require.Equal(t, persistence.PageLive, r.State, r.PChannel)
 		require.GreaterOrEqual(t, r.Versions, 2, "%s: its page before the last commit is there too", r.PChannel)
+		require.Equal(t, wal.KafkaID(5000+mustIndex(t, r.PChannel)).String(), wal.String(r.Higher), "%s: the freed, higher one is told", r.PChannel)
 		got[r.PChannel] = r.Checkpoint.String()
 	}
 	require.Equal(t, want, got, "the live records, lowered, not the freed ones above them")
@@ -300,4 +301,47 @@ func TestSalvageRefusals(t *testing.T) {
 	_, err = persistence.SalvageBolt(ctx, path)
 	require.ErrorIs(t, err, context.Canceled)
 	require.NotErrorIs(t, err, persistence.ErrCorruptStore)
+}
+
+// A meta page damaged after the commit it held was acknowledged: bbolt
+// reads the file as of the commit before, and so do the pages' states. A
+// salvage takes that commit's records, and tells the hidden commit's as
+// Higher, with the damage.
+func TestSalvageUnderADamagedNewerMeta(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.db")
+	writeHealthyBolt(t, path)
+	db, err := bolt.Open(path, 0o600, nil)
+	require.NoError(t, err)
+	require.NoError(t, db.Update(func(tx *bolt.Tx) error {
+		bk := tx.Bucket([]byte(defaultBucket))
+		for i := range damagedRecords {
+			rec, err := persistence.EncodeRecord(damagedName(i), persistence.Record{Checkpoint: wal.KafkaID(int64(7000 + i))})
+			if err != nil {
+				return err
+			}
+			if err := bk.Put([]byte(damagedName(i)), rec); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	require.NoError(t, db.Close())
+	rewrite(t, path, func(t *testing.T, data []byte) []byte {
+		// The newer meta page: the one of the higher transaction ID.
+		le := binary.LittleEndian
+		newer := 0
+		if le.Uint64(data[bboltPageSize+pageHeaderSize+48:]) > le.Uint64(data[pageHeaderSize+48:]) {
+			newer = 1
+		}
+		data[newer*bboltPageSize+pageHeaderSize+56] ^= 0xff // its checksum
+		return data
+	})
+	s, err := persistence.SalvageBolt(context.Background(), path)
+	require.NoError(t, err)
+	require.NotNil(t, s.MetaDamage)
+	require.True(t, s.MetaDamage.Known && s.MetaDamage.Newer, "%v", s.MetaDamage)
+	require.Equal(t, healthy(), salvaged(t, s, persistence.PageLive), "the commit the file reads as")
+	for _, r := range s.Records {
+		require.Equal(t, wal.KafkaID(7000+mustIndex(t, r.PChannel)).String(), wal.String(r.Higher), r.PChannel)
+	}
 }
