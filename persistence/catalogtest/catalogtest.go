@@ -97,7 +97,6 @@ import (
 // with -count=200, -race, before trusting a pass:
 //
 //	go test -race -count=200 -run 'TestCatalog/ConcurrentSavesNeverGoBack'
-
 //
 // Every call the suite makes has a deadline, of 10 s unless its check
 // gives a sooner one, and is waited for no longer than 5 s past it: a
