@@ -136,6 +136,25 @@ type boltOptions struct {
 	intactMeta  bool
 }
 
+// applyBoltOptions applies opts to the defaults and checks what every
+// use of a file needs: a bucket, and a bound on the wait for its lock.
+func applyBoltOptions(opts []BoltOption) (boltOptions, error) {
+	o := defaultBoltOptions()
+	for _, opt := range opts {
+		if opt == nil {
+			return o, fmt.Errorf("%w: nil bolt option", ErrInvalidArgument)
+		}
+		opt.apply(&o)
+	}
+	if o.bucket == "" {
+		return o, fmt.Errorf("%w: empty bolt bucket name", ErrInvalidArgument)
+	}
+	if o.openTimeout <= 0 {
+		return o, fmt.Errorf("%w: bolt open timeout %v is not positive", ErrInvalidArgument, o.openTimeout)
+	}
+	return o, nil
+}
+
 type boltOptionFunc func(*boltOptions)
 
 func (f boltOptionFunc) apply(o *boltOptions) { f(o) }
@@ -258,18 +277,9 @@ func defaultBoltOptions() boltOptions {
 // node that must tell the two apart asks DamagedMeta after it opens, or
 // opens the file WithIntactMeta.
 func OpenBolt(path string, opts ...BoltOption) (*Bolt, error) {
-	o := defaultBoltOptions()
-	for _, opt := range opts {
-		if opt == nil {
-			return nil, fmt.Errorf("%w: nil bolt option", ErrInvalidArgument)
-		}
-		opt.apply(&o)
-	}
-	if o.bucket == "" {
-		return nil, fmt.Errorf("%w: empty bolt bucket name", ErrInvalidArgument)
-	}
-	if o.openTimeout <= 0 {
-		return nil, fmt.Errorf("%w: bolt open timeout %v is not positive", ErrInvalidArgument, o.openTimeout)
+	o, err := applyBoltOptions(opts)
+	if err != nil {
+		return nil, err
 	}
 	if o.groupDelay < 0 || o.groupDelay > MaxGroupCommitDelay {
 		return nil, fmt.Errorf("%w: bolt group commit delay %v is not in [0, %v]", ErrInvalidArgument, o.groupDelay, MaxGroupCommitDelay)

@@ -115,18 +115,9 @@ type Salvage struct {
 // hides, which it takes the live record over, since a checkpoint too low
 // replays what one too high would skip.
 func SalvageBolt(ctx context.Context, path string, opts ...BoltOption) (*Salvage, error) {
-	o := defaultBoltOptions()
-	for _, opt := range opts {
-		if opt == nil {
-			return nil, fmt.Errorf("%w: nil bolt option", ErrInvalidArgument)
-		}
-		opt.apply(&o)
-	}
-	if o.bucket == "" {
-		return nil, fmt.Errorf("%w: empty bolt bucket name", ErrInvalidArgument)
-	}
-	if o.openTimeout <= 0 {
-		return nil, fmt.Errorf("%w: bolt open timeout %v is not positive", ErrInvalidArgument, o.openTimeout)
+	o, err := applyBoltOptions(opts)
+	if err != nil {
+		return nil, err
 	}
 	f, err := os.Open(path)
 	if err != nil {

@@ -125,22 +125,7 @@ func TestSalvagePrefersTheLiveRecord(t *testing.T) {
 	require.NoError(t, b.Close())
 	// One commit rewrites every leaf page: the pages before it are freed,
 	// and none is reused, since nothing commits after it.
-	db, err := bolt.Open(path, 0o600, nil)
-	require.NoError(t, err)
-	require.NoError(t, db.Update(func(tx *bolt.Tx) error {
-		bk := tx.Bucket([]byte(defaultBucket))
-		for i := range damagedRecords {
-			rec, err := persistence.EncodeRecord(damagedName(i), persistence.Record{Checkpoint: wal.KafkaID(int64(2000 + i))})
-			if err != nil {
-				return err
-			}
-			if err := bk.Put([]byte(damagedName(i)), rec); err != nil {
-				return err
-			}
-		}
-		return bk.Delete([]byte(damagedName(7)))
-	}))
-	require.NoError(t, db.Close())
+	commitRecords(t, path, func(i int) wal.MessageID { return wal.KafkaID(int64(2000 + i)) }, damagedName(7))
 
 	want := healthy()
 	for i := range damagedRecords {
@@ -167,7 +152,7 @@ func TestSalvagePrefersTheLiveRecord(t *testing.T) {
 	// A live leaf page zeroed: its pchannels come back from the freed
 	// pages, as they were before the last commit, and say so.
 	var leaf int
-	db, err = bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, PreLoadFreelist: true})
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, PreLoadFreelist: true})
 	require.NoError(t, err)
 	require.NoError(t, db.View(func(tx *bolt.Tx) error {
 		for id := 2; ; id++ {
@@ -310,22 +295,7 @@ func TestSalvageRefusals(t *testing.T) {
 func TestSalvageUnderADamagedNewerMeta(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "c.db")
 	writeHealthyBolt(t, path)
-	db, err := bolt.Open(path, 0o600, nil)
-	require.NoError(t, err)
-	require.NoError(t, db.Update(func(tx *bolt.Tx) error {
-		bk := tx.Bucket([]byte(defaultBucket))
-		for i := range damagedRecords {
-			rec, err := persistence.EncodeRecord(damagedName(i), persistence.Record{Checkpoint: wal.KafkaID(int64(7000 + i))})
-			if err != nil {
-				return err
-			}
-			if err := bk.Put([]byte(damagedName(i)), rec); err != nil {
-				return err
-			}
-		}
-		return nil
-	}))
-	require.NoError(t, db.Close())
+	commitRecords(t, path, func(i int) wal.MessageID { return wal.KafkaID(int64(7000 + i)) })
 	rewrite(t, path, func(t *testing.T, data []byte) []byte {
 		// The newer meta page: the one of the higher transaction ID.
 		le := binary.LittleEndian
@@ -344,4 +314,32 @@ func TestSalvageUnderADamagedNewerMeta(t *testing.T) {
 	for _, r := range s.Records {
 		require.Equal(t, wal.KafkaID(7000+mustIndex(t, r.PChannel)).String(), wal.String(r.Higher), r.PChannel)
 	}
+}
+
+// commitRecords writes, in one bbolt commit, damagedName(i)'s record of
+// id(i) for each i, and deletes the pchannels named deleted: a commit
+// that rewrites every leaf page, as an operator's bulk change would.
+func commitRecords(t *testing.T, path string, id func(i int) wal.MessageID, deleted ...string) {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, nil)
+	require.NoError(t, err)
+	require.NoError(t, db.Update(func(tx *bolt.Tx) error {
+		bk := tx.Bucket([]byte(defaultBucket))
+		for i := range damagedRecords {
+			rec, err := persistence.EncodeRecord(damagedName(i), persistence.Record{Checkpoint: id(i)})
+			if err != nil {
+				return err
+			}
+			if err := bk.Put([]byte(damagedName(i)), rec); err != nil {
+				return err
+			}
+		}
+		for _, p := range deleted {
+			if err := bk.Delete([]byte(p)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	require.NoError(t, db.Close())
 }
