@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"slices"
-	"sort"
 	"strings"
 
 	bolterrors "go.etcd.io/bbolt/errors"
@@ -30,9 +29,9 @@ const (
 	// PageUnknown: neither is known. The tree is damaged on the way to
 	// the page, and the freelist could not be read.
 	PageUnknown
-	// PageFreed: the page is on the freelist. A commit before the last
-	// wrote it; a later one deleted the record, or wrote a newer copy on
-	// another page, which damage has taken.
+	// PageFreed: the page is on the freelist, or at or above the high
+	// water mark: a commit before the last wrote it, and a later one
+	// rewrote or deleted what it held.
 	PageFreed
 )
 
@@ -78,10 +77,11 @@ type Salvage struct {
 	Records  []SalvagedRecord
 	PageSize int
 	// Pages is how many pages the file holds, and Unreadable how many of
-	// them read as no page at all (damaged, or never written).
+	// those below its high water mark read as no page at all: damaged.
 	Pages, Unreadable int
 	// Damaged is how many elements of the bucket's pages are no whole
-	// record: damaged keys or records.
+	// record: damaged keys or records, and records of a WAL this program
+	// has not registered (wal.Register).
 	Damaged int
 	// OtherBuckets names the file's other buckets. Where it has some, the
 	// pages the bucket's own trees do not reach are left out, since they
@@ -253,7 +253,7 @@ func salvage(ctx context.Context, data, want []byte) (*Salvage, error) {
 	for name := range otherNames {
 		out.OtherBuckets = append(out.OtherBuckets, name)
 	}
-	sort.Strings(out.OtherBuckets)
+	slices.Sort(out.OtherBuckets)
 	counted := func(f salvageFind) bool {
 		switch {
 		case f.inline:
