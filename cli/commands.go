@@ -151,13 +151,13 @@ func list(ctx context.Context, e *env, _ []string) error {
 	if err := tw.writeTo(e.stdout, e.width); err != nil {
 		return err
 	}
-	switch {
+	switch { // sentences: wrapped on a terminal
 	case namesCut && idsCut:
-		fmt.Fprintln(e.stdout, "names over 64 bytes and IDs over 40 are cut: list --json gives them whole")
+		fmt.Fprintln(e.prose, "names over 64 bytes and IDs over 40 are cut: list --json gives them whole")
 	case namesCut:
-		fmt.Fprintln(e.stdout, "names over 64 bytes are cut: list --json gives them whole")
+		fmt.Fprintln(e.prose, "names over 64 bytes are cut: list --json gives them whole")
 	case idsCut:
-		fmt.Fprintln(e.stdout, "IDs over 40 bytes are cut: list --json gives them whole")
+		fmt.Fprintln(e.prose, "IDs over 40 bytes are cut: list --json gives them whole")
 	}
 	fmt.Fprint(e.stdout, count(len(entries), "pchannel"))
 	if corrupt > 0 {

@@ -120,6 +120,23 @@ func emitDump(ctx context.Context, e *env, args []string, source string, good []
 		return err
 	}
 	// Before it says it dumps.
+	if err := checkDumpTarget(args); err != nil {
+		return err
+	}
+	// Said before the file is made: should the output be lost (a full
+	// disk, a closed pipe), no file is left to block the same command.
+	if _, err := fmt.Fprintf(e.stdout, "dumping %s from %s to %s\n", count(len(good), "checkpoint"), source, shorten.Cut(args[0], 1<<10, shownText)); err != nil {
+		return fmt.Errorf("writing the output: %w; no file made", err)
+	}
+	return writeNew(args[0], func(w io.Writer) error { return writeDump(ctx, w, source, good, maxDump) })
+}
+
+// checkDumpTarget refuses a dump to the file args name (none: stdout)
+// when it cannot be made there: it exists, or its directory does not.
+func checkDumpTarget(args []string) error {
+	if len(args) == 0 || args[0] == "-" {
+		return nil
+	}
 	if fi, err := os.Stat(args[0]); err == nil && fi.IsDir() {
 		return refused("%s is a directory: name a file in it, or - for standard output", args[0])
 	}
@@ -135,12 +152,7 @@ func emitDump(ctx context.Context, e *env, args []string, source string, good []
 			return fmt.Errorf("dumping to %s: %w; nothing written", args[0], err)
 		}
 	}
-	// Said before the file is made: should the output be lost (a full
-	// disk, a closed pipe), no file is left to block the same command.
-	if _, err := fmt.Fprintf(e.stdout, "dumping %s from %s to %s\n", count(len(good), "checkpoint"), source, shorten.Cut(args[0], 1<<10, shownText)); err != nil {
-		return fmt.Errorf("writing the output: %w; no file made", err)
-	}
-	return writeNew(args[0], func(w io.Writer) error { return writeDump(ctx, w, source, good, maxDump) })
+	return nil
 }
 
 // existsRefusal refuses a dump to path, which exists.

@@ -14,32 +14,71 @@ import (
 
 // salvageDump is dump --salvage: the whole records a bbolt file's pages
 // hold, read without bbolt, written as a dump for restore to put into a
-// new file. It exits ExitCorrupt when the file is damaged, or holds
-// records a later commit freed, with the dump written all the same: what
-// it says needs reading before the dump is restored.
+// new file. It exits ExitCorrupt when the file is damaged, or when what
+// it dumps needs reading before the dump is restored, with the dump
+// written all the same.
 func salvageDump(ctx context.Context, e *env, args []string) error {
 	u := e.opts.url
 	if u.Kind != catalogurl.Bolt {
 		return usagef("dump --salvage reads a bbolt file's pages: an etcd catalog has none; dump it as it is")
+	}
+	if err := checkDumpTarget(args); err != nil {
+		return err // before the work
 	}
 	s, err := persistence.SalvageBolt(ctx, u.Path, persistence.WithBucket(e.opts.bucket), persistence.WithOpenTimeout(max(e.opts.lockTimeout, 1)))
 	switch {
 	case errors.Is(err, persistence.ErrLocked):
 		return fmt.Errorf("%s is locked by another process, most likely a running "+
 			"lowwater node: stop it first (waited %v, see --lock-timeout)", u.Path, e.opts.lockTimeout)
+	case errors.Is(err, persistence.ErrNoBucket):
+		return usagef("--bucket %s: %v", shorten.Cut(e.opts.bucket, shorten.TextLen, shownText), err)
 	case errors.Is(err, persistence.ErrCorruptStore):
 		return &exitError{code: ExitCorrupt, err: err}
 	case err != nil:
 		return err
 	}
-	source := "bbolt file " + u.Path + " (salvaged)"
 	// On stdout goes the dump itself, when it is no file.
 	report := e.stdout
 	if len(args) == 0 || args[0] == "-" {
 		report = e.stderr
 	}
-	var good []dumpEntry
-	freed, higher, unfit := 0, 0, 0
+	good, warnings := salvaged(e, s)
+	for _, w := range warnings {
+		fmt.Fprintln(e.stderr, "warning: "+w)
+	}
+	path := shorten.Cut(u.Path, 1<<10, shownText)
+	fmt.Fprintf(report, "salvaged %s of bucket %s from %s: %s of %d bytes, %d unreadable; %s damaged\n",
+		count(len(good), "checkpoint"), shorten.QuotedText(e.opts.bucket), path,
+		count(s.Pages, "page"), s.PageSize, s.Unreadable, count(s.Damaged, "record"))
+	if s.Deleted > 0 {
+		fmt.Fprintf(report, "left out: %s found only on pages a later commit freed, deleted since (the file's tree is whole)\n", count(s.Deleted, "pchannel"))
+	}
+	switch {
+	case len(good) == 0 && len(warnings) > 0:
+		return &exitError{code: ExitCorrupt, err: errors.New("nothing dumped: read the warnings above")}
+	case len(good) == 0:
+		return &exitError{code: ExitCorrupt, err: fmt.Errorf("no whole record of bucket %s found in %s: nothing dumped",
+			shorten.QuotedText(e.opts.bucket), path)}
+	}
+	if err := emitDump(ctx, e, args, "bbolt file "+u.Path+" (salvaged)", good); err != nil {
+		return err
+	}
+	switch {
+	case len(warnings) > 0:
+		return &exitError{code: ExitCorrupt, err: errors.New("the dump is written: read the warnings above before restoring it")}
+	case s.Unreadable > 0 || s.Damaged > 0:
+		return &exitError{code: ExitCorrupt, err: fmt.Errorf("%s is damaged: the dump is written, with every whole record its pages hold; "+
+			"restore it into a new file", path)}
+	}
+	return nil
+}
+
+// salvaged is the dump of what s holds, with a line on stderr for each
+// record that needs a look (FREED, UNSURE, HIGHER, AMBIGUOUS, UNFIT), and
+// the warnings that say what those lines mean and what else the file
+// told.
+func salvaged(e *env, s *persistence.Salvage) (good []dumpEntry, warnings []string) {
+	freed, unsure, higher, unfit := 0, 0, 0, 0
 	for _, r := range s.Records {
 		if err := persistence.ValidatePChannel(r.PChannel); err != nil {
 			unfit++
@@ -56,9 +95,13 @@ func salvageDump(ctx context.Context, e *env, args []string) error {
 			fmt.Fprintf(e.stderr, "UNFIT  %s: %s\n", typed(r.PChannel), shownText(err.Error()))
 			continue
 		}
-		if r.State == persistence.PageFreed {
+		switch {
+		case r.State == persistence.PageFreed:
 			freed++
 			fmt.Fprintf(e.stderr, "FREED  %s: %s, on page %d\n", typed(r.PChannel), shownID(r.Checkpoint), r.Page)
+		case r.State == persistence.PageUnknown && !s.NoMeta:
+			unsure++
+			fmt.Fprintf(e.stderr, "UNSURE  %s: %s, on page %d\n", typed(r.PChannel), shownID(r.Checkpoint), r.Page)
 		}
 		if r.Higher != nil {
 			higher++
@@ -66,53 +109,64 @@ func salvageDump(ctx context.Context, e *env, args []string) error {
 		}
 		good = append(good, dumpEntry{PChannel: r.PChannel, WAL: r.WAL, Checkpoint: text, ID: raw, Term: r.Term})
 	}
-	var warnings []string
+	for _, a := range s.Ambiguous {
+		ids := make([]string, len(a.Checkpoints))
+		for i, id := range a.Checkpoints {
+			ids[i] = fmt.Sprintf("%s (page %d)", shownID(id), a.Pages[i])
+		}
+		fmt.Fprintf(e.stderr, "AMBIGUOUS  %s: %s\n", typed(a.PChannel), strings.Join(ids, ", "))
+	}
+
+	if d := s.MetaDamage; d != nil {
+		warnings = append(warnings, fmt.Sprintf("%s: the pages are read as of that commit", d))
+	}
+	if s.Missing > 0 {
+		warnings = append(warnings, fmt.Sprintf("the file is cut short: it has %s, %d fewer than its last commit counts, and their records are lost",
+			count(s.Pages, "page"), s.Missing))
+	}
+	if s.NoMeta {
+		warnings = append(warnings, "no meta page of the file is whole, so which pages its last commit holds is not known: "+
+			"the dump holds each pchannel's highest record found, which may be one deleted or lowered since")
+	}
+	if s.RenamedAs != "" {
+		warnings = append(warnings, fmt.Sprintf("the bucket's name is damaged: it reads %s, and is known by its mark",
+			shorten.QuotedText(s.RenamedAs)))
+	}
 	if freed > 0 {
 		warnings = append(warnings, fmt.Sprintf("%s (FREED above) found only on pages a later commit freed: "+
 			"each was deleted since, or its newer record is on a damaged page; the dump holds the highest found, "+
 			"which may be one deleted or lowered since: check them before restoring", count(freed, "pchannel")))
 	}
+	if unsure > 0 {
+		warnings = append(warnings, fmt.Sprintf("%s (UNSURE above) read from pages whose state the file no longer tells "+
+			"(its tree damaged, and its freelist unread or freeing a page the tree reaches): the dump holds the highest found, "+
+			"which may be one deleted or lowered since: check them before restoring", count(unsure, "pchannel")))
+	}
 	if higher > 0 {
 		why := "each was lowered or replaced since (set --force), or the commit that wrote the higher one is hidden by a damaged meta page"
 		if d := s.MetaDamage; d != nil && (d.Newer || !d.Known) {
-			why = fmt.Sprintf("%s: the higher ones may be that commit's, which bbolt would not read either", d)
+			why = "the higher ones may be those of the commit the damaged meta page held, which bbolt would not read either"
 		}
-		warnings = append(warnings, fmt.Sprintf("%s (HIGHER above) have a higher checkpoint on a freed page than the live one dumped: %s. "+
+		warnings = append(warnings, fmt.Sprintf("%s (HIGHER above) with a higher checkpoint on a freed page than the live one dumped: %s. "+
 			"A checkpoint too low replays records, one too high skips them: raise one in the dump only if it is known to be the last saved",
 			count(higher, "pchannel"), why))
 	}
-	if len(s.Records) > 0 && s.Records[0].State == persistence.PageUnknown {
-		warnings = append(warnings, "the file's meta pages are damaged, so which pages its last commit holds is not known: "+
-			"the dump holds each pchannel's highest record found, which may be one deleted or lowered since")
+	if n := len(s.Ambiguous); n > 0 {
+		why := "damage, or another bucket whose tree is lost"
+		if len(s.OtherBuckets) > 0 {
+			why = "another bucket's (" + bucketNames(s.OtherBuckets) + "), or damage"
+		}
+		warnings = append(warnings, fmt.Sprintf("%s (AMBIGUOUS above) not dumped: live pages hold more than one checkpoint for each, "+
+			"which one bucket cannot: %s", count(n, "pchannel"), why))
 	}
 	if s.LeftOut > 0 {
-		warnings = append(warnings, fmt.Sprintf("%s left out: they lie on pages the bucket's tree no longer reaches, "+
-			"and the file holds other buckets (%s), whose they may be", count(s.LeftOut, "record"), bucketNames(s.OtherBuckets)))
+		warnings = append(warnings, fmt.Sprintf("%s left out, found on live pages that no bucket's tree reaches "+
+			"in a file that holds other buckets (%s)", count(s.LeftOut, "record"), bucketNames(s.OtherBuckets)))
 	}
 	if unfit > 0 {
 		warnings = append(warnings, fmt.Sprintf("%s (UNFIT above) not dumped: restore could not read them back", count(unfit, "record")))
 	}
-	for _, w := range warnings {
-		fmt.Fprintln(e.stderr, "warning: "+w)
-	}
-	fmt.Fprintf(report, "salvaged %s of bucket %s from %s: %s of %d bytes, %d unreadable; %s damaged\n",
-		count(len(good), "checkpoint"), shorten.QuotedText(e.opts.bucket), shorten.Cut(u.Path, 1<<10, shownText),
-		count(s.Pages, "page"), s.PageSize, s.Unreadable, count(s.Damaged, "record"))
-	if len(good) == 0 {
-		return &exitError{code: ExitCorrupt, err: fmt.Errorf("no whole record of bucket %s found in %s: nothing dumped",
-			shorten.QuotedText(e.opts.bucket), shorten.Cut(u.Path, 1<<10, shownText))}
-	}
-	if err := emitDump(ctx, e, args, source, good); err != nil {
-		return err
-	}
-	switch {
-	case len(warnings) > 0:
-		return &exitError{code: ExitCorrupt, err: errors.New("the dump is written: read the warnings above before restoring it")}
-	case s.Unreadable > 0 || s.Damaged > 0:
-		return &exitError{code: ExitCorrupt, err: fmt.Errorf("%s is damaged: the dump is written, with every whole record its pages hold; "+
-			"restore it into a new file", shorten.Cut(u.Path, 1<<10, shownText))}
-	}
-	return nil
+	return good, warnings
 }
 
 // bucketNames lists names, shown as the tool shows a name, cut to a few.

@@ -167,9 +167,12 @@ func (e *env) open(ctx context.Context, m mode) (_ *store, err error) {
 			return nil, fmt.Errorf("%w; if it is kept under another bucket, give --bucket NAME", err)
 		}
 		if errors.Is(err, persistence.ErrCorruptStore) {
-			return nil, &exitError{code: ExitCorrupt, err: fmt.Errorf("%w: restore the file from a backup, "+
-				"or salvage the records its pages still hold ('dump --salvage FILE'), check what it says, and restore "+
-				"FILE into a new file (this file is refused whole: no other command reads it)", err)}
+			salvage := "or salvage the records its pages still hold ('dump --salvage FILE'), check what it says, and restore " +
+				"FILE into a new file (this file is refused whole: no other command reads it)"
+			if fi, serr := os.Stat(u.Path); serr == nil && fi.Size() == 0 {
+				salvage = "or move it aside and restore the checkpoints from a dump taken before (an empty file holds nothing to salvage)"
+			}
+			return nil, &exitError{code: ExitCorrupt, err: fmt.Errorf("%w: restore the file from a backup, %s", err, salvage)}
 		}
 		if err != nil {
 			return nil, err

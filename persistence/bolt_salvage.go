@@ -7,12 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	bolterrors "go.etcd.io/bbolt/errors"
 
+	"github.com/lowwater/lowwater/internal/shorten"
 	"github.com/lowwater/lowwater/persistence/internal/record"
 	"github.com/lowwater/lowwater/wal"
 )
@@ -22,16 +25,17 @@ import (
 type PageState int
 
 const (
-	// PageLive: the newest whole commit's tree reaches the page, or the
-	// page is in no freelist the file holds: what the pchannel held last,
-	// as far as the file can tell.
+	// PageLive: the newest whole commit holds the page: its tree reaches
+	// it and its freelist does not free it, or the page lies where damage
+	// cut the tree off and the freelist does not free it.
 	PageLive PageState = iota
-	// PageUnknown: neither is known. The tree is damaged on the way to
-	// the page, and the freelist could not be read.
+	// PageUnknown: the file no longer tells. No meta page is whole; or
+	// the tree is damaged and the freelist unread; or the two disagree (a
+	// damaged branch reaching a freed page).
 	PageUnknown
-	// PageFreed: the page is on the freelist, or at or above the high
-	// water mark: a commit before the last wrote it, and a later one
-	// rewrote or deleted what it held.
+	// PageFreed: the freelist frees the page, or it lies at or above the
+	// high water mark, or a whole tree does not reach it: a commit before
+	// the last wrote it, and a later one rewrote or deleted what it held.
 	PageFreed
 )
 
@@ -69,25 +73,51 @@ type SalvagedRecord struct {
 	HigherPage uint64
 }
 
+// Ambiguity is a pchannel whose live pages hold more than one checkpoint,
+// which one bucket cannot: another bucket's pages, their tree lost, or
+// damage. None of them is salvaged.
+type Ambiguity struct {
+	PChannel    string
+	Checkpoints []wal.MessageID
+	Pages       []uint64
+}
+
 // Salvage is what SalvageBolt read from a damaged file.
 type Salvage struct {
-	// Records holds one record a pchannel, by name: of the pages the
-	// newest commit holds, or else of pages it may hold, or else the
-	// highest of freed pages, which an operator checks before restoring.
+	// Records holds one record a pchannel, by name: of a live page, or
+	// else of a page of unknown state, or else of a freed page (the
+	// highest of their kind), which an operator checks before restoring.
 	Records  []SalvagedRecord
 	PageSize int
-	// Pages is how many pages the file holds, and Unreadable how many of
-	// those below its high water mark read as no page at all: damaged.
-	Pages, Unreadable int
-	// Damaged is how many elements of the bucket's pages are no whole
-	// record: damaged keys or records, and records of a WAL this program
-	// has not registered (wal.Register).
+	// Pages is how many pages the file holds, Missing how many more its
+	// newest whole meta page counts (a file cut short), and Unreadable
+	// how many below the high water mark read as no page at all.
+	Pages, Missing, Unreadable int
+	// Damaged is how many elements of the bucket's live pages are no
+	// whole record: damaged keys or records, and records of a WAL this
+	// program has not registered (wal.Register).
 	Damaged int
-	// OtherBuckets names the file's other buckets. Where it has some, the
-	// pages the bucket's own trees do not reach are left out, since they
-	// may be another bucket's: LeftOut counts the whole records they hold.
+	// Whole says that the newest whole meta page's tree reads whole: every
+	// page it reaches is a page, with no damaged element. A pchannel then
+	// found only on freed pages was deleted, and is left out: Deleted
+	// counts them.
+	Whole   bool
+	Deleted int
+	// Ambiguous lists the pchannels left out for holding more than one
+	// checkpoint on live pages.
+	Ambiguous []Ambiguity
+	// OtherBuckets names the file's other buckets, and LeftOut counts the
+	// records left out as maybe theirs: on live pages that no bucket's
+	// tree reaches, in a file with other buckets.
 	OtherBuckets []string
 	LeftOut      int
+	// RenamedAs is the name the bucket is found under when its name is
+	// damaged: it is told by its mark (WithBucket).
+	RenamedAs string
+	// NoMeta says that no meta page is whole: which pages the last
+	// commit holds is not known, and every record's state is
+	// PageUnknown.
+	NoMeta bool
 	// MetaDamage is a damaged meta page beside a whole one, which the
 	// pages' states are read from: when it held the newer commit, that
 	// commit's pages read as freed, and its records as Higher.
@@ -119,12 +149,20 @@ func SalvageBolt(ctx context.Context, path string, opts ...BoltOption) (*Salvage
 	if err != nil {
 		return nil, err
 	}
+	// A pipe or a device is refused before it is read: a pipe read
+	// blocks past every deadline, /dev/zero never ends.
+	if err := checkPath(path); err != nil {
+		return nil, err
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("bbolt file: %w", err)
 	}
 	defer f.Close()
-	if err := lockFile(f, false, o.openTimeout); err != nil {
+	if info, err := f.Stat(); err != nil || !info.Mode().IsRegular() {
+		return nil, openError(path, fmt.Errorf("not a regular file: %w", fs.ErrInvalid))
+	}
+	if err := lockWithin(ctx, f, o.openTimeout); err != nil {
 		if errors.Is(err, bolterrors.ErrTimeout) {
 			return nil, fmt.Errorf("%w: %s: not released within %v: %w", ErrLocked, path, o.openTimeout, err)
 		}
@@ -142,6 +180,21 @@ func SalvageBolt(ctx context.Context, path string, opts ...BoltOption) (*Salvage
 		return nil, fmt.Errorf("%w: %s: %w", ErrCorruptStore, path, err)
 	}
 	return s, nil
+}
+
+// lockWithin takes a reader's lock of f, waiting up to timeout, and no
+// longer than ctx: a command's --timeout and its Ctrl-C.
+func lockWithin(ctx context.Context, f *os.File, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := lockFile(f, false, min(max(time.Until(deadline), time.Millisecond), 100*time.Millisecond))
+		if !errors.Is(err, bolterrors.ErrTimeout) || !time.Now().Before(deadline) {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return context.Cause(ctx)
+		}
+	}
 }
 
 // readAll reads f whole, asking ctx between chunks: a file of gigabytes
@@ -191,7 +244,7 @@ type salvageScan struct {
 	finds    []salvageFind
 	damaged  map[uint64]int      // elements that are no whole record, by page
 	children map[uint64][]uint64 // a branch page's children
-	leaves   map[uint64]bool     // pages that read as leaf pages
+	pages    map[uint64]bool     // pages that read as leaf or branch pages
 }
 
 // salvage reads the records of bucket want from a file's bytes.
@@ -201,37 +254,55 @@ func salvage(ctx context.Context, data, want []byte) (*Salvage, error) {
 		return nil, fmt.Errorf("%w: no page size at which the file holds bbolt pages: not a bbolt file, or damaged throughout", errPages)
 	}
 	le := binary.LittleEndian
-	out := &Salvage{PageSize: pageSize, Pages: len(data) / pageSize}
-	sc := &salvageScan{want: want, damaged: map[uint64]int{}, children: map[uint64][]uint64{}, leaves: map[uint64]bool{}}
-	// Pages at and above the high water mark were never written, or
-	// are left from a commit that did not end: none is unreadable.
-	highWater := uint64(out.Pages)
-	if m, err := newestMeta(data); err == nil {
-		highWater = min(highWater, m.pgid)
+	out := &Salvage{PageSize: pageSize, Pages: len(data) / pageSize, MetaDamage: metaDamage(data)}
+	meta, metaErr := newestMeta(data)
+	if m, ok := metaAt(data, pageSize); metaErr != nil && ok && int(m.pageSize) == pageSize {
+		// The second meta page, at a page size newestMeta does not guess.
+		meta, metaErr = m, nil
 	}
-	covered := 0 // the pages up to it continue a page of several
+	out.NoMeta = metaErr != nil
+	sc := &salvageScan{want: want, damaged: map[uint64]int{}, children: map[uint64][]uint64{}, pages: map[uint64]bool{}}
+	lastPage := uint64(0) // the end of the last page that reads as one
+	covered := 0          // the pages up to it continue a page of several
+	var mismatched []uint64
 	for i := 0; i < out.Pages; i++ {
 		if i%4096 == 0 && ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 		off := i * pageSize
-		if le.Uint64(data[off:]) != uint64(i) {
-			if i > covered && uint64(i) < highWater {
-				out.Unreadable++
+		flags := le.Uint16(data[off+8:])
+		if le.Uint64(data[off:]) != uint64(i) || i < 2 && flags != metaPageFlag {
+			if i > covered || i < 2 {
+				mismatched = append(mismatched, uint64(i))
 			}
 			continue
 		}
 		// A page of several runs over the next ones: cut at the file's end.
 		overflow := le.Uint32(data[off+12:])
 		covered = max(covered, i+int(min(overflow, uint32(out.Pages))))
+		lastPage = uint64(min(i+int(min(overflow, uint32(out.Pages)))+1, out.Pages))
 		span := (uint64(overflow) + 1) * uint64(pageSize)
 		page := data[off:min(uint64(len(data)), uint64(off)+span)]
-		switch le.Uint16(data[off+8:]) {
+		switch flags {
 		case leafPageFlag:
-			sc.leaves[uint64(i)] = true
+			sc.pages[uint64(i)] = true
 			sc.leaf(uint64(i), page, false, false)
 		case branchPageFlag:
+			sc.pages[uint64(i)] = true
 			sc.branch(uint64(i), page)
+		}
+	}
+	// Pages at and above the high water mark were never written, or are
+	// left from a commit that did not end: none is unreadable. Without a
+	// whole meta page, the mark is taken to end with the last page.
+	highWater := lastPage
+	if metaErr == nil {
+		highWater = meta.pgid
+		out.Missing = int(max(meta.pgid, uint64(out.Pages)) - uint64(out.Pages))
+	}
+	for _, id := range mismatched {
+		if id < highWater {
+			out.Unreadable++
 		}
 	}
 
@@ -239,11 +310,18 @@ func salvage(ctx context.Context, data, want []byte) (*Salvage, error) {
 	// in a file with no other bucket, every leaf page.
 	ours, others := map[uint64]bool{}, map[uint64]bool{}
 	otherNames := map[string]bool{}
+	found := false
 	for _, b := range sc.buckets {
 		switch {
-		case b.ours && b.root != 0:
-			sc.reach(b.root, ours)
-		case !b.ours:
+		case b.ours:
+			found = true
+			if !bytes.Equal(b.name, want) && out.RenamedAs == "" {
+				out.RenamedAs = string(b.name)
+			}
+			if b.root != 0 {
+				sc.reach(b.root, ours)
+			}
+		default:
 			otherNames[string(b.name)] = true
 			if b.root != 0 {
 				sc.reach(b.root, others)
@@ -254,51 +332,79 @@ func salvage(ctx context.Context, data, want []byte) (*Salvage, error) {
 		out.OtherBuckets = append(out.OtherBuckets, name)
 	}
 	slices.Sort(out.OtherBuckets)
-	counted := func(f salvageFind) bool {
+	if !found && len(otherNames) > 0 {
+		return nil, fmt.Errorf("%w: no bucket %s found, only %s", ErrNoBucket, shorten.QuotedText(string(want)), quotedNames(out.OtherBuckets))
+	}
+
+	// What the newest whole meta page says of each page. With the other
+	// damaged, it may be the commit before the last, whose tree does not
+	// reach the last one's pages: no page is then taken to be freed for
+	// being out of its reach.
+	st := salvageStates(sc, data, meta, metaErr == nil, pageSize, highWater)
+	if _, ok := metaAt(data, 0); !ok {
+		st.whole = false
+	}
+	if _, ok := metaAt(data, pageSize); !ok {
+		st.whole = false
+	}
+	out.Whole = st.whole
+	state := func(page uint64) PageState { return st.of(page) }
+
+	// A page whose records count as the bucket's: the others' trees reach
+	// it, or it is left out as maybe theirs when it is live and no tree
+	// reaches it.
+	counted := func(f salvageFind) (ok, leftOut bool) {
 		switch {
 		case f.inline:
-			return f.oursInline
+			return f.oursInline, false
 		case ours[f.page]:
-			return true
-		default:
-			return len(otherNames) == 0
+			return true, false
+		case others[f.page] || len(otherNames) == 0:
+			return len(otherNames) == 0, false
 		}
+		return false, state(f.page) != PageFreed
 	}
 	for page, n := range sc.damaged {
-		if ours[page] || len(otherNames) == 0 && !others[page] {
+		if (ours[page] || len(otherNames) == 0 && !others[page]) && state(page) != PageFreed {
 			out.Damaged += n
 		}
 	}
 
-	// Which pages the newest whole commit holds, and which it freed.
-	live, freed, freelistRead := salvageLive(sc, data, pageSize)
-	out.MetaDamage = metaDamage(data)
-
 	byName := map[string][]salvageFind{}
 	for _, f := range sc.finds {
-		if !counted(f) {
+		ok, leftOut := counted(f)
+		if leftOut {
 			out.LeftOut++
-			continue
 		}
-		byName[f.key] = append(byName[f.key], f)
+		if ok {
+			byName[f.key] = append(byName[f.key], f)
+		}
 	}
 	for name, finds := range byName {
 		best, bestState := -1, PageFreed
 		for i, f := range finds {
-			state := PageUnknown
-			switch {
-			case live[f.page]:
-				state = PageLive
-			case freed[f.page]:
-				state = PageFreed
-			case freelistRead:
-				// On no freelist, below the high water mark: the tree
-				// holds it, on a way that damage cut.
-				state = PageLive
+			s := state(f.page)
+			if best < 0 || s < bestState || s == bestState && salvageHigher(f.id, finds[best].id) {
+				best, bestState = i, s
 			}
-			if best < 0 || state < bestState || state == bestState && salvageHigher(f.id, finds[best].id) {
-				best, bestState = i, state
+		}
+		if bestState == PageLive {
+			// One bucket holds one record a name on its live pages.
+			var a Ambiguity
+			for _, f := range finds {
+				if state(f.page) == PageLive && !slices.ContainsFunc(a.Checkpoints, func(id wal.MessageID) bool { c, err := wal.Compare(id, f.id); return err == nil && c == 0 }) {
+					a.Checkpoints, a.Pages = append(a.Checkpoints, f.id), append(a.Pages, f.page)
+				}
 			}
+			if len(a.Checkpoints) > 1 {
+				a.PChannel = name
+				out.Ambiguous = append(out.Ambiguous, a)
+				continue
+			}
+		}
+		if bestState == PageFreed && st.whole {
+			out.Deleted++ // a whole tree no longer holds it
+			continue
 		}
 		f := finds[best]
 		r := SalvagedRecord{
@@ -313,7 +419,20 @@ func salvage(ctx context.Context, data, want []byte) (*Salvage, error) {
 		out.Records = append(out.Records, r)
 	}
 	slices.SortFunc(out.Records, func(a, b SalvagedRecord) int { return strings.Compare(a.PChannel, b.PChannel) })
+	slices.SortFunc(out.Ambiguous, func(a, b Ambiguity) int { return strings.Compare(a.PChannel, b.PChannel) })
 	return out, nil
+}
+
+// quotedNames lists names quoted, a few of them.
+func quotedNames(names []string) string {
+	shown := make([]string, 0, 4)
+	for _, n := range names[:min(len(names), 3)] {
+		shown = append(shown, shorten.QuotedText(n))
+	}
+	if len(names) > 3 {
+		shown = append(shown, fmt.Sprintf("and %d more", len(names)-3))
+	}
+	return strings.Join(shown, ", ")
 }
 
 // salvageHigher reports whether a is after b: an ID of another WAL, or
@@ -330,8 +449,24 @@ func salvagePageSize(data []byte) int {
 		return int(m.pageSize)
 	}
 	le := binary.LittleEndian
+	// bbolt takes any page size: the candidates are the sizes at which
+	// the second meta page's header and magic number would lie, and the
+	// usual powers of two.
+	var sizes []int
+	for size := 512; size <= maxSalvagePageSize; size <<= 1 {
+		sizes = append(sizes, size)
+	}
+	second := binary.LittleEndian.AppendUint64(nil, 1)
+	for off := minPageSize; off+pageHeaderSize+4 <= min(len(data), maxSalvagePageSize+pageHeaderSize+4); off++ {
+		if bytes.Equal(data[off:off+8], second) && le.Uint16(data[off+8:]) == metaPageFlag && le.Uint32(data[off+pageHeaderSize:]) == boltMagic {
+			sizes = append(sizes, off)
+		}
+	}
 	best, bestScore := 0, 0
-	for size := 1024; size <= 1<<16 && 2*size <= len(data); size <<= 1 {
+	for _, size := range sizes {
+		if 2*size > len(data) {
+			continue
+		}
 		score := 0
 		for i := 2; i*size+pageHeaderSize <= len(data) && i < 1<<16; i++ {
 			if le.Uint64(data[i*size:]) == uint64(i) {
@@ -344,6 +479,10 @@ func salvagePageSize(data []byte) int {
 	}
 	return best
 }
+
+// maxSalvagePageSize is the largest page size a salvage looks for
+// without a whole meta page to say it.
+const maxSalvagePageSize = 1 << 16
 
 // leaf reads the elements of a leaf page: records, and buckets (reading
 // the page of a bucket kept inside its element). inline tells a page
@@ -415,33 +554,78 @@ func (sc *salvageScan) reach(root uint64, seen map[uint64]bool) {
 	}
 }
 
-// salvageLive is what the newest whole meta page says of the pages: those
-// its tree reaches (the root's pages, and the trees of the buckets in
-// them), those on its freelist or at or above its high water mark, and
-// whether it had a freelist to read.
-func salvageLive(sc *salvageScan, data []byte, pageSize int) (live, freed map[uint64]bool, freelistRead bool) {
-	live, freed = map[uint64]bool{}, map[uint64]bool{}
-	m, err := newestMeta(data)
-	if err != nil {
-		return live, freed, false
+// pageStates is what the newest whole meta page says of the pages.
+type pageStates struct {
+	known        bool            // a meta page is whole
+	tree         map[uint64]bool // what its tree reaches
+	freed        map[uint64]bool // what its freelist frees, and the pages at and above its high water mark
+	freelistRead bool
+	whole        bool // every page its tree reaches is a page, with no damaged element
+}
+
+func (st *pageStates) of(page uint64) PageState {
+	inTree, onFreelist := st.tree[page], st.freed[page]
+	switch {
+	case !st.known:
+		return PageUnknown
+	case inTree && onFreelist:
+		return PageUnknown // a damaged branch, or a damaged freelist
+	case inTree:
+		return PageLive
+	case onFreelist, st.whole:
+		return PageFreed
+	case st.freelistRead:
+		return PageLive // below the mark, freed by none: cut off by damage
 	}
-	sc.reach(m.root, live)
-	for _, b := range sc.buckets {
-		if live[b.page] && b.root != 0 {
-			sc.reach(b.root, live)
+	return PageUnknown
+}
+
+// salvageStates reads the pages' states from meta, the newest whole meta
+// page (known: there is one): the pages its tree reaches (the root's, and
+// the trees of the buckets in them), and those its freelist frees.
+func salvageStates(sc *salvageScan, data []byte, meta boltMeta, known bool, pageSize int, highWater uint64) *pageStates {
+	st := &pageStates{known: known, tree: map[uint64]bool{}, freed: map[uint64]bool{}}
+	if !known {
+		return st
+	}
+	sc.reach(meta.root, st.tree)
+	for grown := true; grown; {
+		grown = false
+		for _, b := range sc.buckets {
+			if st.tree[b.page] && b.root != 0 && !st.tree[b.root] {
+				sc.reach(b.root, st.tree)
+				grown = true
+			}
 		}
 	}
-	pages := uint64(len(data) / pageSize)
-	for id := m.pgid; id < pages; id++ {
-		freed[id] = true
+	st.whole = true
+	for id := range st.tree {
+		if !sc.pages[id] || sc.damaged[id] > 0 || id >= highWater {
+			st.whole = false
+		}
 	}
-	if m.freelist == noFreelist || m.freelist < 2 || m.freelist >= m.pgid {
-		return live, freed, false
+	for id := highWater; id < uint64(len(data)/pageSize); id++ {
+		st.freed[id] = true
+	}
+	st.freelistRead = readFreelist(data, meta, pageSize, st.freed)
+	for id := range st.tree {
+		if st.freed[id] {
+			st.whole = false // the tree and the freelist disagree
+		}
+	}
+	return st
+}
+
+// readFreelist adds to freed the pages meta's freelist frees, and reports
+// whether it could be read.
+func readFreelist(data []byte, meta boltMeta, pageSize int, freed map[uint64]bool) bool {
+	if meta.freelist == noFreelist || meta.freelist < 2 || meta.freelist >= meta.pgid {
+		return false
 	}
 	le := binary.LittleEndian
-	off := m.freelist * uint64(pageSize)
-	if off+uint64(pageSize) > uint64(len(data)) || le.Uint64(data[off:]) != m.freelist || le.Uint16(data[off+8:]) != freelistPageFlag {
-		return live, freed, false
+	off := meta.freelist * uint64(pageSize)
+	if off+uint64(pageSize) > uint64(len(data)) || le.Uint64(data[off:]) != meta.freelist || le.Uint16(data[off+8:]) != freelistPageFlag {
+		return false
 	}
 	span := (uint64(le.Uint32(data[off+12:])) + 1) * uint64(pageSize)
 	page := data[off:min(uint64(len(data)), off+span)]
@@ -449,15 +633,15 @@ func salvageLive(sc *salvageScan, data []byte, pageSize int) (live, freed map[ui
 	n := uint64(le.Uint16(page[10:]))
 	if n == freelistCountOverflow {
 		if len(ids) < 8 {
-			return live, freed, false
+			return false
 		}
 		n, ids = le.Uint64(ids), ids[8:]
 	}
 	if n > uint64(len(ids))/8 {
-		return live, freed, false
+		return false
 	}
 	for i := range n {
 		freed[le.Uint64(ids[i*8:])] = true
 	}
-	return live, freed, true
+	return true
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -136,18 +137,17 @@ func TestSalvagePrefersTheLiveRecord(t *testing.T) {
 	require.NoError(t, err)
 	got := map[string]string{}
 	for _, r := range s.Records {
-		if r.PChannel == damagedName(7) {
-			require.Equal(t, persistence.PageFreed, r.State, "a deleted pchannel's freed record")
-			require.Equal(t, "kafka:5007", r.Checkpoint.String())
-			continue
-		}
 		require.Equal(t, persistence.PageLive, r.State, r.PChannel)
 		require.GreaterOrEqual(t, r.Versions, 2, "%s: its page before the last commit is there too", r.PChannel)
 		require.Equal(t, wal.KafkaID(5000+mustIndex(t, r.PChannel)).String(), wal.String(r.Higher), "%s: the freed, higher one is told", r.PChannel)
 		got[r.PChannel] = r.Checkpoint.String()
 	}
 	require.Equal(t, want, got, "the live records, lowered, not the freed ones above them")
-	require.Len(t, s.Records, damagedRecords, "the deleted pchannel too")
+	// The file is whole: the pchannel found only on freed pages was
+	// deleted, and is left out.
+	require.True(t, s.Whole)
+	require.Equal(t, 1, s.Deleted)
+	require.Len(t, s.Records, damagedRecords-1)
 
 	// A live leaf page zeroed: its pchannels come back from the freed
 	// pages, as they were before the last commit, and say so.
@@ -187,6 +187,9 @@ func TestSalvagePrefersTheLiveRecord(t *testing.T) {
 		}
 	}
 	require.Positive(t, freed, "the zeroed page's pchannels")
+	// The tree is damaged now: the deleted pchannel may be one of the
+	// zeroed page's, and is salvaged, from its freed page.
+	require.False(t, s.Whole)
 	require.Len(t, s.Records, damagedRecords, "none lost: each had a freed page")
 }
 
@@ -217,6 +220,10 @@ func TestSalvageOfOneBucketAmongTwo(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, healthy(), salvaged(t, s, persistence.PageLive))
 	require.Equal(t, []string{"tenant-b"}, s.OtherBuckets)
+	require.Zero(t, s.LeftOut, "tenant-b's live pages are its tree's")
+	_, err = persistence.SalvageBolt(ctx, path, persistence.WithBucket("tenant-c"))
+	require.ErrorIs(t, err, persistence.ErrNoBucket)
+	require.ErrorContains(t, err, `no bucket "tenant-c" found, only "tenant-a", "tenant-b"`)
 
 	var rootA int
 	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
@@ -238,6 +245,195 @@ func TestSalvageOfOneBucketAmongTwo(t *testing.T) {
 		want[damagedName(i)] = wal.KafkaID(int64(9000 + i)).String()
 	}
 	require.Equal(t, want, salvaged(t, s, persistence.PageLive))
+}
+
+// Two buckets, and every page that holds the elements naming them lost:
+// no page can be told to be one bucket's rather than the other's. The
+// pchannels they share are ambiguous, and left out, never given the
+// other bucket's checkpoint.
+func TestSalvageWithTheBucketsLost(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.db")
+	ctx := context.Background()
+	for bucket, base := range map[string]int{defaultBucket: 1000, "other": 100000} {
+		b := openBolt(t, path, persistence.WithNoSync(true), persistence.WithBucket(bucket))
+		for i := range damagedRecords {
+			require.NoError(t, b.Save(ctx, damagedName(i), wal.KafkaID(int64(base+i))))
+		}
+		require.NoError(t, b.Close())
+	}
+	zeroed := 0
+	rewrite(t, path, func(t *testing.T, data []byte) []byte {
+		le := binary.LittleEndian
+		for id := 2; (id+1)*bboltPageSize <= len(data); id++ {
+			page := data[id*bboltPageSize : (id+1)*bboltPageSize]
+			if le.Uint64(page) != uint64(id) || le.Uint16(page[8:]) != leafPageFlag {
+				continue
+			}
+			for e := range int(le.Uint16(page[10:])) {
+				if le.Uint32(page[pageHeaderSize+e*leafElemSize:])&0x01 != 0 { // a bucket's element
+					clear(page)
+					zeroed++
+					break
+				}
+			}
+		}
+		return data
+	})
+	require.Positive(t, zeroed)
+	s, err := persistence.SalvageBolt(ctx, path)
+	require.NoError(t, err)
+	require.Empty(t, s.Records, "the other bucket's checkpoints are never given as this one's")
+	require.Len(t, s.Ambiguous, damagedRecords)
+	a := s.Ambiguous[0]
+	require.Equal(t, damagedName(0), a.PChannel)
+	require.ElementsMatch(t, []string{"kafka:1000", "kafka:100000"}, []string{a.Checkpoints[0].String(), a.Checkpoints[1].String()})
+}
+
+// The freelist alone damaged: the tree reads whole, so a page it does
+// not reach is an earlier commit's, and a pchannel found only there was
+// deleted: it is left out, not brought back.
+func TestSalvageWithTheFreelistLost(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.db")
+	writeHealthyBolt(t, path)
+	b := openBolt(t, path, persistence.WithNoSync(true))
+	require.NoError(t, b.Delete(context.Background(), damagedName(7)))
+	require.NoError(t, b.Close())
+	rewrite(t, path, onFreelist(func(page []byte) { clear(page) }))
+	s, err := persistence.SalvageBolt(context.Background(), path)
+	require.NoError(t, err)
+	require.True(t, s.Whole)
+	require.Equal(t, 1, s.Unreadable, "the freelist page")
+	want := healthy()
+	delete(want, damagedName(7))
+	require.Equal(t, want, salvaged(t, s, persistence.PageLive))
+	require.Equal(t, 1, s.Deleted)
+}
+
+// A branch element damaged to point at a page the freelist frees, which
+// holds an operator's lowering's earlier, higher checkpoint: that page's
+// state is unknown (the tree and the freelist disagree), and the page the
+// branch no longer reaches, freed by none, is live. The lowered
+// checkpoint is salvaged, the higher one told.
+func TestSalvageOfABranchPointingAtAFreedPage(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.db")
+	writeHealthyBolt(t, path)
+	var before, after uint64 // the leaf holding pchannel-0000, before and after its lowering
+	leafOf := func() (id uint64) {
+		db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+		require.NoError(t, err)
+		defer db.Close()
+		require.NoError(t, db.View(func(tx *bolt.Tx) error {
+			c := tx.Bucket([]byte(defaultBucket)).Cursor()
+			c.First()
+			id = leafPageOf(t, readFile(t, path), uint64(tx.Bucket([]byte(defaultBucket)).Root()))
+			return nil
+		}))
+		return id
+	}
+	before = leafOf()
+	db, err := bolt.Open(path, 0o600, nil)
+	require.NoError(t, err)
+	require.NoError(t, db.Update(func(tx *bolt.Tx) error {
+		rec, err := persistence.EncodeRecord(damagedName(0), persistence.Record{Checkpoint: wal.KafkaID(5)})
+		if err != nil {
+			return err
+		}
+		return tx.Bucket([]byte(defaultBucket)).Put([]byte(damagedName(0)), rec)
+	}))
+	require.NoError(t, db.Close())
+	after = leafOf()
+	require.NotEqual(t, before, after)
+	rewrite(t, path, func(t *testing.T, data []byte) []byte {
+		root := uint64(bucketRoot(t, data))
+		branch := data[root*uint64(bboltPageSize):]
+		require.Equal(t, after, binary.LittleEndian.Uint64(branch[pageHeaderSize+8:]))
+		binary.LittleEndian.PutUint64(branch[pageHeaderSize+8:], before)
+		return data
+	})
+	_, err = persistence.OpenBolt(path, persistence.WithReadOnly(true))
+	require.ErrorIs(t, err, persistence.ErrCorruptStore)
+	s, err := persistence.SalvageBolt(context.Background(), path)
+	require.NoError(t, err)
+	require.False(t, s.Whole)
+	r := s.Records[0]
+	require.Equal(t, damagedName(0), r.PChannel)
+	require.Equal(t, "kafka:5", r.Checkpoint.String())
+	require.Equal(t, persistence.PageLive, r.State)
+	require.Equal(t, "kafka:1000", wal.String(r.Higher))
+	require.Equal(t, before, r.HigherPage)
+}
+
+// leafPageOf is the first leaf page under the branch page root.
+func leafPageOf(t *testing.T, data []byte, root uint64) uint64 {
+	t.Helper()
+	page := data[root*uint64(bboltPageSize):]
+	require.Equal(t, uint16(branchPageFlag), binary.LittleEndian.Uint16(page[8:]))
+	return binary.LittleEndian.Uint64(page[pageHeaderSize+8:])
+}
+
+// A file cut short, a pipe, a lock held while the command's time ends,
+// a page size that is no power of two with the meta page that says it
+// gone: each is told, and none hangs.
+func TestSalvageOfOddFiles(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+
+	cut := filepath.Join(dir, "cut.db")
+	writeHealthyBolt(t, cut)
+	data := readFile(t, cut)
+	require.NoError(t, os.WriteFile(cut, data[:len(data)/2], 0o600))
+	s, err := persistence.SalvageBolt(ctx, cut)
+	require.NoError(t, err)
+	require.Equal(t, len(data)/2/bboltPageSize, s.Pages)
+	require.Positive(t, s.Missing)
+
+	fifo := filepath.Join(dir, "fifo.db")
+	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
+	_, err = persistence.SalvageBolt(ctx, fifo)
+	require.ErrorContains(t, err, "not a regular file")
+
+	held := filepath.Join(dir, "held.db")
+	b := openBolt(t, held)
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = persistence.SalvageBolt(short, held, persistence.WithOpenTimeout(time.Minute))
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Less(t, time.Since(start), 10*time.Second, "the wait for the lock ends with the context")
+	require.NoError(t, b.Close())
+
+	odd := filepath.Join(dir, "odd.db")
+	db, err := bolt.Open(odd, 0o600, &bolt.Options{PageSize: 4000})
+	require.NoError(t, err)
+	require.NoError(t, db.Update(func(tx *bolt.Tx) error {
+		bk, err := tx.CreateBucket([]byte(defaultBucket))
+		if err != nil {
+			return err
+		}
+		for i := range damagedRecords {
+			rec, err := persistence.EncodeRecord(damagedName(i), persistence.Record{Checkpoint: wal.KafkaID(int64(1000 + i))})
+			if err != nil {
+				return err
+			}
+			if err := bk.Put([]byte(damagedName(i)), rec); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	require.NoError(t, db.Close())
+	rewrite(t, odd, func(t *testing.T, data []byte) []byte {
+		clear(data[:4000])
+		return data
+	})
+	s, err = persistence.SalvageBolt(ctx, odd)
+	require.NoError(t, err)
+	require.Equal(t, 4000, s.PageSize)
+	// The commit that wrote them was meta page 0's: the other is the
+	// empty file's, whose tree reaches none of them, and the records
+	// read as freed, not as deleted.
+	require.False(t, s.Whole)
+	require.Equal(t, healthy(), salvaged(t, s, persistence.PageFreed))
 }
 
 // A bucket small enough is kept inside its parent's page: its records
