@@ -135,3 +135,18 @@ func TestDumpSalvageSaysWhatCameFromFreedPages(t *testing.T) {
 	require.Equal(t, cli.ExitUsage, code)
 	require.Contains(t, stderr, "dump --salvage reads a bbolt file's pages: an etcd catalog has none")
 }
+
+// An empty file holds nothing to salvage: the refusal of every other
+// command does not send the operator to a salvage that can only say so.
+func TestDumpSalvageOfAnEmptyFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "empty.db")
+	require.NoError(t, os.WriteFile(path, nil, 0o600))
+	_, stderr, code := runSplit(t, "--catalog=bolt:"+path, "list")
+	require.Equal(t, cli.ExitCorrupt, code, stderr)
+	require.Contains(t, stderr, "an empty file holds nothing to salvage")
+	require.NotContains(t, stderr, "dump --salvage")
+	stdout, stderr, code := runSplit(t, "--catalog=bolt:"+path, "dump", "--salvage", "-")
+	require.Equal(t, cli.ExitCorrupt, code, stderr)
+	require.Empty(t, stdout)
+	require.Contains(t, stderr, "the file is empty")
+}
