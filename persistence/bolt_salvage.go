@@ -306,36 +306,6 @@ func salvage(ctx context.Context, data, want []byte) (*Salvage, error) {
 		}
 	}
 
-	// Which pages hold the bucket's records: those its trees reach, and,
-	// in a file with no other bucket, every leaf page.
-	ours, others := map[uint64]bool{}, map[uint64]bool{}
-	otherNames := map[string]bool{}
-	found := false
-	for _, b := range sc.buckets {
-		switch {
-		case b.ours:
-			found = true
-			if !bytes.Equal(b.name, want) && out.RenamedAs == "" {
-				out.RenamedAs = string(b.name)
-			}
-			if b.root != 0 {
-				sc.reach(b.root, ours)
-			}
-		default:
-			otherNames[string(b.name)] = true
-			if b.root != 0 {
-				sc.reach(b.root, others)
-			}
-		}
-	}
-	for name := range otherNames {
-		out.OtherBuckets = append(out.OtherBuckets, name)
-	}
-	slices.Sort(out.OtherBuckets)
-	if !found && len(otherNames) > 0 {
-		return nil, fmt.Errorf("%w: no bucket %s found, only %s", ErrNoBucket, shorten.QuotedText(string(want)), quotedNames(out.OtherBuckets))
-	}
-
 	// What the newest whole meta page says of each page. With the other
 	// damaged, it may be the commit before the last, whose tree does not
 	// reach the last one's pages: no page is then taken to be freed for
@@ -350,22 +320,73 @@ func salvage(ctx context.Context, data, want []byte) (*Salvage, error) {
 	out.Whole = st.whole
 	state := func(page uint64) PageState { return st.of(page) }
 
-	// A page whose records count as the bucket's: the others' trees reach
-	// it, or it is left out as maybe theirs when it is live and no tree
-	// reaches it.
-	counted := func(f salvageFind) (ok, leftOut bool) {
-		switch {
-		case f.inline:
-			return f.oursInline, false
-		case ours[f.page]:
-			return true, false
-		case others[f.page] || len(otherNames) == 0:
-			return len(otherNames) == 0, false
+	// Which bucket a page is: the one whose live tree reaches it, or
+	// else the one whose tree of an earlier commit does (a page freed and
+	// reused by another bucket since is reached by both). In a file with
+	// no other bucket, every leaf page is the bucket's.
+	oursLive, othersLive := map[uint64]bool{}, map[uint64]bool{}
+	oursOld, othersOld := map[uint64]bool{}, map[uint64]bool{}
+	otherNames := map[string]bool{}
+	found := false
+	for _, b := range sc.buckets {
+		live := state(b.page) == PageLive
+		if b.ours {
+			found = true
+			if live && !bytes.Equal(b.name, want) && out.RenamedAs == "" {
+				out.RenamedAs = string(b.name)
+			}
+		} else {
+			otherNames[string(b.name)] = true
 		}
-		return false, state(f.page) != PageFreed
+		if b.root == 0 {
+			continue
+		}
+		switch {
+		case b.ours && live:
+			sc.reach(b.root, oursLive)
+		case b.ours:
+			sc.reach(b.root, oursOld)
+		case live:
+			sc.reach(b.root, othersLive)
+		default:
+			sc.reach(b.root, othersOld)
+		}
+	}
+	for name := range otherNames {
+		out.OtherBuckets = append(out.OtherBuckets, name)
+	}
+	slices.Sort(out.OtherBuckets)
+	if !found && len(otherNames) > 0 {
+		return nil, fmt.Errorf("%w: no bucket %s found, only %s", ErrNoBucket, shorten.QuotedText(string(want)), quotedNames(out.OtherBuckets))
+	}
+	alone := len(otherNames) == 0
+	// ours says whether a page's records are the bucket's; unsure, that
+	// they may be, or another bucket's.
+	ours := func(page uint64) (yes, unsure bool) {
+		switch {
+		case alone || oursLive[page]:
+			return true, false
+		case othersLive[page]:
+			return false, false
+		case oursOld[page] && !othersOld[page]:
+			return true, false
+		case othersOld[page] && !oursOld[page]:
+			return false, false
+		}
+		return false, true
+	}
+	// counted says whether a record found counts as the bucket's, and
+	// whether it is left out as maybe another bucket's (only a live one
+	// is worth telling).
+	counted := func(f salvageFind) (ok, leftOut bool) {
+		if f.inline {
+			return f.oursInline, false
+		}
+		yes, unsure := ours(f.page)
+		return yes, unsure && state(f.page) != PageFreed
 	}
 	for page, n := range sc.damaged {
-		if (ours[page] || len(otherNames) == 0 && !others[page]) && state(page) != PageFreed {
+		if yes, _ := ours(page); yes && state(page) != PageFreed {
 			out.Damaged += n
 		}
 	}
