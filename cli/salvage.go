@@ -128,6 +128,11 @@ func salvaged(e *env, s *persistence.Salvage) (good []dumpEntry, warnings []stri
 		warnings = append(warnings, "no meta page of the file is whole, so which pages its last commit holds is not known: "+
 			"the dump holds each pchannel's highest record found, which may be one deleted or lowered since")
 	}
+	if s.Unattributed {
+		warnings = append(warnings, fmt.Sprintf("no page of the file names a bucket any more (those that did are damaged): "+
+			"every record found is dumped as bucket %s's; if the file held other buckets (--bucket), theirs are among them",
+			shorten.QuotedText(e.opts.bucket)))
+	}
 	if s.RenamedAs != "" {
 		warnings = append(warnings, fmt.Sprintf("the bucket's name is damaged: it reads %s, and is known by its mark",
 			shorten.QuotedText(s.RenamedAs)))

@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -77,10 +78,13 @@ func TestDumpSalvageOfADamagedFile(t *testing.T) {
 }
 
 // A pchannel deleted in the last commit is still on the page that commit
-// freed, and one lowered by it keeps its higher checkpoint there. The
-// file is whole, so dump --salvage leaves the deleted one out and says
-// so; it dumps the lowered ones' live checkpoints, names the higher on
-// HIGHER lines, warns, and exits ExitCorrupt, so that they are not
+// freed, and one lowered by it keeps its higher checkpoint there. While
+// the file is whole, dump --salvage is its dump: the deleted one left
+// out, and said so, the lowered ones at their live checkpoints, exit 0.
+// With its freelist damaged, what the freed pages hold can no longer be
+// told from live pages damage cut off: the deleted one is dumped on an
+// UNSURE line, the lowered ones' higher checkpoints named on HIGHER
+// lines, with warnings, and it exits ExitCorrupt, so that they are not
 // restored unread.
 func TestDumpSalvageSaysWhatCameFromFreedPages(t *testing.T) {
 	ids := map[string]wal.MessageID{}
@@ -104,26 +108,39 @@ func TestDumpSalvageSaysWhatCameFromFreedPages(t *testing.T) {
 		return bk.Delete([]byte(salvageName(7)))
 	}))
 	require.NoError(t, db.Close())
-
 	info, err := os.Stat(path)
 	require.NoError(t, err)
+	summary := fmt.Sprintf("salvaged 299 checkpoints of bucket %q from %s: %d pages of %d bytes, ",
+		persistence.DefaultBucket, path, info.Size()/int64(os.Getpagesize()), os.Getpagesize())
+
+	dumped, stderr, code := runSplit(t, url, "dump")
+	require.Equal(t, cli.ExitOK, code, stderr)
 	stdout, stderr, code := runSplit(t, url, "dump", "--salvage")
+	require.Equal(t, cli.ExitOK, code, stderr)
+	require.Equal(t, strings.Replace(dumped, ".db\",", ".db (salvaged)\",", 1), stdout)
+	require.Equal(t, summary+"0 unreadable; 0 records damaged\n"+
+		"left out: 1 pchannel found only on pages a later commit freed, deleted since (the file's tree is whole)\n", stderr)
+
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	clear(data[freelistPage(t, data)*os.Getpagesize():][:os.Getpagesize()])
+	require.NoError(t, os.WriteFile(path, data, 0o600))
+	stdout, stderr, code = runSplit(t, url, "dump", "--salvage")
 	require.Equal(t, cli.ExitCorrupt, code, stderr)
-	require.NotContains(t, stdout, `"pchannel": "by-dev-rootcoord-dml_7"`)
+	require.Contains(t, stdout, `"checkpoint": "kafka:5007"`)
 	require.Contains(t, stdout, `"checkpoint": "kafka:2001"`)
 	require.NotContains(t, stdout, `"checkpoint": "kafka:5001"`)
-	require.Contains(t, stdout, `"checkpoint": "kafka:5299"`)
 	lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
 	want := []string{
 		"HIGHER  by-dev-rootcoord-dml_0: kafka:2000 dumped, kafka:5000 on freed page ",
 		"HIGHER  by-dev-rootcoord-dml_1: kafka:2001 dumped, kafka:5001 on freed page ",
 		"HIGHER  by-dev-rootcoord-dml_2: kafka:2002 dumped, kafka:5002 on freed page ",
+		"UNSURE  by-dev-rootcoord-dml_7: kafka:5007, on page ",
+		"warning: 1 pchannel (UNSURE above) read from pages whose state the file no longer tells",
 		"warning: 3 pchannels (HIGHER above) with a higher checkpoint on a freed page than the live one dumped: each was lowered or replaced since (set --force), " +
 			"or the commit that wrote the higher one is hidden by a damaged meta page. A checkpoint too low replays records, one too high skips them: " +
 			"raise one in the dump only if it is known to be the last saved",
-		fmt.Sprintf("salvaged 299 checkpoints of bucket %q from %s: %d pages of %d bytes, 0 unreadable; 0 records damaged",
-			persistence.DefaultBucket, path, info.Size()/int64(os.Getpagesize()), os.Getpagesize()),
-		"left out: 1 pchannel found only on pages a later commit freed, deleted since (the file's tree is whole)",
+		strings.Replace(summary, "299", "300", 1) + "1 unreadable; 0 records damaged",
 		"lowwater: the dump is written: read the warnings above before restoring it",
 	}
 	require.Len(t, lines, len(want), stderr)
@@ -134,6 +151,24 @@ func TestDumpSalvageSaysWhatCameFromFreedPages(t *testing.T) {
 	_, stderr, code = runSplit(t, "--catalog=etcd://127.0.0.1:1/lowwater", "dump", "--salvage")
 	require.Equal(t, cli.ExitUsage, code)
 	require.Contains(t, stderr, "dump --salvage reads a bbolt file's pages: an etcd catalog has none")
+}
+
+// freelistPage is the freelist page the newer of a bbolt file's two meta
+// pages names (bbolt's layout: a 16-byte page header, then the meta's
+// magic, version, page size, flags, root bucket, freelist page, high
+// water mark and transaction ID).
+func freelistPage(t *testing.T, data []byte) int {
+	t.Helper()
+	le := binary.LittleEndian
+	var txid, freelist uint64
+	for _, off := range []int{0, os.Getpagesize()} {
+		meta := data[off+16:]
+		if tx := le.Uint64(meta[48:]); tx >= txid {
+			txid, freelist = tx, le.Uint64(meta[32:])
+		}
+	}
+	require.Greater(t, freelist, uint64(1))
+	return int(freelist)
 }
 
 // An empty file holds nothing to salvage: the refusal of every other

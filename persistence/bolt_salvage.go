@@ -66,9 +66,10 @@ type SalvagedRecord struct {
 	// elsewhere, and the page before keeps its bytes until it is reused.
 	Versions int
 	// Higher is the highest checkpoint of another of those records above
-	// Checkpoint, on page HigherPage, or nil. Checkpoints rise, so it is
-	// one lowered or replaced since (set --force), or the last commit's,
-	// hidden by a damaged meta page (Salvage.MetaDamage).
+	// Checkpoint, on page HigherPage, or nil; in a whole file (Salvage.
+	// Whole), where it can only be one lowered since, nil. Checkpoints
+	// rise, so it is one lowered or replaced since (set --force), or the
+	// last commit's, hidden by a damaged meta page (Salvage.MetaDamage).
 	Higher     wal.MessageID
 	HigherPage uint64
 }
@@ -111,6 +112,10 @@ type Salvage struct {
 	// tree reaches, in a file with other buckets.
 	OtherBuckets []string
 	LeftOut      int
+	// Unattributed says that no page names a bucket any more: every
+	// record found is taken for the bucket's, and a file that held other
+	// buckets has theirs among them.
+	Unattributed bool
 	// RenamedAs is the name the bucket is found under when its name is
 	// damaged: it is told by its mark (WithBucket).
 	RenamedAs string
@@ -174,7 +179,7 @@ func SalvageBolt(ctx context.Context, path string, opts ...BoltOption) (*Salvage
 	}
 	s, err := salvage(ctx, data, []byte(o.bucket))
 	if err != nil {
-		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) || errors.Is(err, ErrNoBucket) {
 			return nil, fmt.Errorf("salvaging %s: %w", path, err)
 		}
 		return nil, fmt.Errorf("%w: %s: %w", ErrCorruptStore, path, err)
@@ -245,6 +250,7 @@ type salvageScan struct {
 	damaged  map[uint64]int      // elements that are no whole record, by page
 	children map[uint64][]uint64 // a branch page's children
 	pages    map[uint64]bool     // pages that read as leaf or branch pages
+	overflow map[uint64]uint64   // how many pages after each of those it runs over
 }
 
 // salvage reads the records of bucket want from a file's bytes.
@@ -261,7 +267,7 @@ func salvage(ctx context.Context, data, want []byte) (*Salvage, error) {
 		meta, metaErr = m, nil
 	}
 	out.NoMeta = metaErr != nil
-	sc := &salvageScan{want: want, damaged: map[uint64]int{}, children: map[uint64][]uint64{}, pages: map[uint64]bool{}}
+	sc := &salvageScan{want: want, damaged: map[uint64]int{}, children: map[uint64][]uint64{}, pages: map[uint64]bool{}, overflow: map[uint64]uint64{}}
 	lastPage := uint64(0) // the end of the last page that reads as one
 	covered := 0          // the pages up to it continue a page of several
 	var mismatched []uint64
@@ -285,10 +291,10 @@ func salvage(ctx context.Context, data, want []byte) (*Salvage, error) {
 		page := data[off:min(uint64(len(data)), uint64(off)+span)]
 		switch flags {
 		case leafPageFlag:
-			sc.pages[uint64(i)] = true
+			sc.pages[uint64(i)], sc.overflow[uint64(i)] = true, uint64(overflow)
 			sc.leaf(uint64(i), page, false, false)
 		case branchPageFlag:
-			sc.pages[uint64(i)] = true
+			sc.pages[uint64(i)], sc.overflow[uint64(i)] = true, uint64(overflow)
 			sc.branch(uint64(i), page)
 		}
 	}
@@ -360,11 +366,22 @@ func salvage(ctx context.Context, data, want []byte) (*Salvage, error) {
 		return nil, fmt.Errorf("%w: no bucket %s found, only %s", ErrNoBucket, shorten.QuotedText(string(want)), quotedNames(out.OtherBuckets))
 	}
 	alone := len(otherNames) == 0
+	out.Unattributed = len(sc.buckets) == 0
+	for page := range oursLive {
+		if othersLive[page] {
+			st.whole = false // two buckets' trees reach one page: a damaged pointer
+			out.Whole = false
+		}
+	}
 	// ours says whether a page's records are the bucket's; unsure, that
 	// they may be, or another bucket's.
 	ours := func(page uint64) (yes, unsure bool) {
 		switch {
-		case alone || oursLive[page]:
+		case alone:
+			return true, false
+		case oursLive[page] && othersLive[page]:
+			return false, true
+		case oursLive[page]:
 			return true, false
 		case othersLive[page]:
 			return false, false
@@ -433,7 +450,9 @@ func salvage(ctx context.Context, data, want []byte) (*Salvage, error) {
 			Page: f.page, State: bestState, Versions: len(finds),
 		}
 		for _, o := range finds {
-			if salvageHigher(o.id, r.Checkpoint) && (r.Higher == nil || salvageHigher(o.id, r.Higher)) {
+			// In a whole file, a freed page is an earlier commit's for
+			// certain: a higher checkpoint there was lowered since.
+			if !st.whole && salvageHigher(o.id, r.Checkpoint) && (r.Higher == nil || salvageHigher(o.id, r.Higher)) {
 				r.Higher, r.HigherPage = o.id, o.page
 			}
 		}
@@ -510,7 +529,7 @@ const maxSalvagePageSize = 1 << 16
 // inside a bucket's element, of a bucket that is ours or not.
 func (sc *salvageScan) leaf(id uint64, page []byte, inline, ours bool) {
 	le := binary.LittleEndian
-	count := int(le.Uint16(page[10:]))
+	count := sc.count(id, page, 4)
 	for j := range count {
 		e := pageHeaderSize + j*pageElementSize
 		if e+pageElementSize > len(page) {
@@ -551,7 +570,7 @@ func (sc *salvageScan) leaf(id uint64, page []byte, inline, ours bool) {
 // branch notes a branch page's children.
 func (sc *salvageScan) branch(id uint64, page []byte) {
 	le := binary.LittleEndian
-	count := int(le.Uint16(page[10:]))
+	count := sc.count(id, page, 0)
 	for j := range count {
 		e := pageHeaderSize + j*pageElementSize
 		if e+pageElementSize > len(page) {
@@ -559,6 +578,31 @@ func (sc *salvageScan) branch(id uint64, page []byte) {
 		}
 		sc.children[id] = append(sc.children[id], le.Uint64(page[e+8:]))
 	}
+}
+
+// count is how many elements a leaf or branch page holds; posAt is where
+// an element's header holds its key's offset (4 in a leaf's, after its
+// flags; 0 in a branch's). bbolt lays the
+// first key right after the last element's header, so the first
+// element's offset tells their number too: where the page's count is
+// lower, damaged, the elements past it are read all the same, and the
+// page counts as damaged, so that their records are not taken for
+// deleted.
+func (sc *salvageScan) count(id uint64, page []byte, posAt int) int {
+	le := binary.LittleEndian
+	count := int(le.Uint16(page[10:]))
+	if count == 0 || len(page) < pageHeaderSize+pageElementSize {
+		return count
+	}
+	first := int(le.Uint32(page[pageHeaderSize+posAt:])) // the first element's key, from its header
+	if first == count*pageElementSize {
+		return count
+	}
+	sc.damaged[id]++
+	if first%pageElementSize == 0 && first > count*pageElementSize && pageHeaderSize+first <= len(page) {
+		return first / pageElementSize
+	}
+	return count
 }
 
 // reach marks in seen every page of the tree at root that reads whole.
@@ -619,50 +663,86 @@ func salvageStates(sc *salvageScan, data []byte, meta boltMeta, known bool, page
 			}
 		}
 	}
-	st.whole = true
-	for id := range st.tree {
-		if !sc.pages[id] || sc.damaged[id] > 0 || id >= highWater {
-			st.whole = false
-		}
-	}
 	for id := highWater; id < uint64(len(data)/pageSize); id++ {
 		st.freed[id] = true
 	}
-	st.freelistRead = readFreelist(data, meta, pageSize, st.freed)
-	for id := range st.tree {
-		if st.freed[id] {
-			st.whole = false // the tree and the freelist disagree
-		}
-	}
+	var freelistSpan uint64
+	st.freelistRead, freelistSpan = readFreelist(data, meta, pageSize, st.freed)
+	st.whole = st.freelistRead && st.accounted(sc, meta, highWater, freelistSpan)
 	return st
 }
 
+// accounted reports whether the tree and the freelist account for every
+// page as bbolt keeps them: each page the tree reaches is a page, with
+// no damaged element, below the high water mark, reached once and freed
+// by no freelist; and each page below the mark is reached, freed, or
+// the meta pages, the freelist or a page run over by one of several. A
+// damaged count or pointer cuts a live page off the tree: without this,
+// the page would be taken for one an earlier commit freed.
+func (st *pageStates) accounted(sc *salvageScan, meta boltMeta, highWater, freelistSpan uint64) bool {
+	refs := map[uint64]int{meta.root: 1}
+	for id := range st.tree {
+		if !sc.pages[id] || sc.damaged[id] > 0 || id >= highWater || st.freed[id] {
+			return false
+		}
+		for _, child := range sc.children[id] {
+			refs[child]++
+		}
+	}
+	for _, b := range sc.buckets {
+		if st.tree[b.page] && b.root != 0 {
+			refs[b.root]++
+		}
+	}
+	for _, n := range refs {
+		if n > 1 {
+			return false
+		}
+	}
+	// Each run is cut at the mark: a damaged overflow may count billions.
+	covered := map[uint64]bool{}
+	for id := range st.tree {
+		for i := id; i <= id+sc.overflow[id] && i < highWater; i++ {
+			covered[i] = true
+		}
+	}
+	for i := meta.freelist; i < meta.freelist+freelistSpan && i < highWater; i++ {
+		covered[i] = true
+	}
+	for id := uint64(2); id < highWater; id++ {
+		if !covered[id] && !st.freed[id] {
+			return false // reached by nothing, freed by nothing: cut off
+		}
+	}
+	return true
+}
+
 // readFreelist adds to freed the pages meta's freelist frees, and reports
-// whether it could be read.
-func readFreelist(data []byte, meta boltMeta, pageSize int, freed map[uint64]bool) bool {
+// whether it could be read, and how many pages it takes.
+func readFreelist(data []byte, meta boltMeta, pageSize int, freed map[uint64]bool) (ok bool, pages uint64) {
 	if meta.freelist == noFreelist || meta.freelist < 2 || meta.freelist >= meta.pgid {
-		return false
+		return false, 0
 	}
 	le := binary.LittleEndian
 	off := meta.freelist * uint64(pageSize)
 	if off+uint64(pageSize) > uint64(len(data)) || le.Uint64(data[off:]) != meta.freelist || le.Uint16(data[off+8:]) != freelistPageFlag {
-		return false
+		return false, 0
 	}
-	span := (uint64(le.Uint32(data[off+12:])) + 1) * uint64(pageSize)
-	page := data[off:min(uint64(len(data)), off+span)]
+	pages = uint64(le.Uint32(data[off+12:])) + 1
+	page := data[off:min(uint64(len(data)), off+pages*uint64(pageSize))]
 	ids := page[pageHeaderSize:]
 	n := uint64(le.Uint16(page[10:]))
 	if n == freelistCountOverflow {
 		if len(ids) < 8 {
-			return false
+			return false, 0
 		}
 		n, ids = le.Uint64(ids), ids[8:]
 	}
 	if n > uint64(len(ids))/8 {
-		return false
+		return false, 0
 	}
 	for i := range n {
 		freed[le.Uint64(ids[i*8:])] = true
 	}
-	return true
+	return true, pages
 }
