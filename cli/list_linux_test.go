@@ -17,8 +17,9 @@ import (
 )
 
 // list on a terminal too narrow for its table puts each name on a line of
-// its own, the rest of its record beneath it: names of 64 bytes made a table
-// of 104 columns, which a terminal of 80 broke wherever its width fell.
+// its own, the rest of its record beneath it, and on one too narrow for
+// that, each field on a line of its own: names of 64 bytes made a table of
+// 104 columns, which a terminal of 80 broke wherever its width fell.
 // Piped, and on a terminal wide enough, it is the table as it was.
 func TestListOnANarrowTerminal(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "c.db")
@@ -58,6 +59,32 @@ func TestListOnANarrowTerminal(t *testing.T) {
 	for _, l := range strings.Split(shown, "\n") {
 		require.Less(t, runewidth.StringWidth(l), 80, l)
 	}
+
+	// The rest beneath a name takes 40 columns: on a terminal of 41 it
+	// fits; on one of 40, each record is laid out a field a line.
+	shown, stderr, code = onTerminal(t, 41, args)
+	require.Equal(t, ExitOK, code, stderr)
+	require.True(t, strings.HasPrefix(shown, "PCHANNEL\n  WAL     CHECKPOINT       TERM  VERSION\n"), shown)
+	shown, stderr, code = onTerminal(t, 40, args)
+	require.Equal(t, ExitOK, code, stderr)
+	require.Equal(t, "PCHANNEL    "+long(0)+"\n"+
+		"WAL         kafka\n"+
+		"CHECKPOINT  kafka:123456789\n"+
+		"TERM        0\n"+
+		"VERSION     2\n"+
+		"\n"+
+		"PCHANNEL    "+long(1)+"\n"+
+		"WAL         kafka\n"+
+		"CHECKPOINT  kafka:123456790\n"+
+		"TERM        0\n"+
+		"VERSION     2\n"+
+		"\n"+
+		"PCHANNEL    short\n"+
+		"WAL         pulsar\n"+
+		"CHECKPOINT  pulsar:1:2:3@4\n"+
+		"TERM        0\n"+
+		"VERSION     2\n"+
+		"3 pchannels\n", shown)
 
 	// The header takes 104 columns, and a terminal one more, since the
 	// last is left empty.

@@ -66,7 +66,7 @@ func salvageDump(ctx context.Context, e *env, args []string) error {
 	switch {
 	case len(warnings) > 0:
 		return &exitError{code: ExitCorrupt, err: errors.New("the dump is written: read the warnings above before restoring it")}
-	case s.Unreadable > 0 || s.Damaged > 0:
+	case s.Unreadable > 0 || s.Damaged > 0 || !s.Whole:
 		return &exitError{code: ExitCorrupt, err: fmt.Errorf("%s is damaged: the dump is written, with every whole record its pages hold; "+
 			"restore it into a new file", path)}
 	}
@@ -78,7 +78,7 @@ func salvageDump(ctx context.Context, e *env, args []string) error {
 // the warnings that say what those lines mean and what else the file
 // told.
 func salvaged(e *env, s *persistence.Salvage) (good []dumpEntry, warnings []string) {
-	freed, unsure, higher, unfit := 0, 0, 0, 0
+	freed, unsure, higher, hidden, unfit := 0, 0, 0, 0, 0
 	for _, r := range s.Records {
 		if err := persistence.ValidatePChannel(r.PChannel); err != nil {
 			unfit++
@@ -103,6 +103,14 @@ func salvaged(e *env, s *persistence.Salvage) (good []dumpEntry, warnings []stri
 			unsure++
 			fmt.Fprintf(e.stderr, "UNSURE  %s: %s, on page %d\n", typed(r.PChannel), shownID(r.Checkpoint), r.Page)
 		}
+		switch {
+		case r.HiddenDeleted:
+			hidden++
+			fmt.Fprintf(e.stderr, "HIDDEN  %s: %s dumped, deleted in the commit the damaged meta page held\n", typed(r.PChannel), shownID(r.Checkpoint))
+		case r.Hidden != nil:
+			hidden++
+			fmt.Fprintf(e.stderr, "HIDDEN  %s: %s dumped, %s in the commit the damaged meta page held\n", typed(r.PChannel), shownID(r.Checkpoint), shownID(r.Hidden))
+		}
 		if r.Higher != nil {
 			higher++
 			fmt.Fprintf(e.stderr, "HIGHER  %s: %s dumped, %s on freed page %d\n", typed(r.PChannel), shownID(r.Checkpoint), shownID(r.Higher), r.HigherPage)
@@ -118,7 +126,12 @@ func salvaged(e *env, s *persistence.Salvage) (good []dumpEntry, warnings []stri
 	}
 
 	if d := s.MetaDamage; d != nil {
-		warnings = append(warnings, fmt.Sprintf("%s: the pages are read as of that commit", d))
+		w := fmt.Sprintf("%s: the pages are read as of that commit", d)
+		if (d.Newer || !d.Known) && !s.HiddenRead {
+			w += "; the commit the damaged page held, if newer, cannot be read: what it deleted is dumped, and what it " +
+				"raised or lowered is dumped as it was before (its records lie on pages read as freed, not told from older ones)"
+		}
+		warnings = append(warnings, w)
 	}
 	if s.Missing > 0 {
 		warnings = append(warnings, fmt.Sprintf("the file is cut short: it has %s, %d fewer than its last commit counts, and their records are lost",
@@ -146,6 +159,11 @@ func salvaged(e *env, s *persistence.Salvage) (good []dumpEntry, warnings []stri
 		warnings = append(warnings, fmt.Sprintf("%s (UNSURE above) read from pages whose state the file no longer tells "+
 			"(its tree damaged, and its freelist unread or freeing a page the tree reaches): the dump holds the highest found, "+
 			"which may be one deleted or lowered since: check them before restoring", count(unsure, "pchannel")))
+	}
+	if hidden > 0 {
+		warnings = append(warnings, fmt.Sprintf("%s (HIDDEN above) not as the commit the damaged meta page held, whose tree still reads whole, "+
+			"left them: the dump holds them as the commit before, as bbolt reads the file. If that commit was acknowledged (the page damaged since, "+
+			"not torn by a crash), edit the dump to its checkpoints", count(hidden, "pchannel")))
 	}
 	if higher > 0 {
 		why := "each was lowered or replaced since (set --force), or the commit that wrote the higher one is hidden by a damaged meta page"

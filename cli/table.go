@@ -19,23 +19,44 @@ func (t *table) row(cells ...string) { t.rows = append(t.rows, cells) }
 // writeTo writes the table to w, whose lines may take width columns (0:
 // any). A table wider than that has each row's first cell, a name, on a
 // line of its own and the rest beneath it, indented, in columns of their
-// own: a terminal breaks a line too long for it wherever its width falls,
-// and a table whose every row runs onto the next is unreadable. Names are
-// never cut for it; they are what an operator copies into the next command.
+// own; narrower still, each row is laid out a cell a line, under the
+// first row's names for them: a terminal breaks a line too long for it
+// wherever its width falls, and a table whose every row runs onto the
+// next is unreadable. Names are not cut further for it; they are what an
+// operator copies into the next command.
 func (t *table) writeTo(w io.Writer, width int) error {
 	var b strings.Builder
-	if width > 0 && t.width() > width {
-		rest := table{rows: make([][]string, len(t.rows))}
-		for i, r := range t.rows {
-			rest.rows[i] = r[1:]
+	rest := table{rows: make([][]string, len(t.rows))}
+	for i, r := range t.rows {
+		rest.rows[i] = r[1:]
+	}
+	switch {
+	case width > 0 && t.width() > width && len(wrapIndent)+rest.width() > width:
+		// Narrower still: each record as get shows one, a field a line
+		// under its column's name, the first row's.
+		pad := 0
+		for _, n := range t.rows[0] {
+			pad = max(pad, columns(n))
 		}
+		for i, r := range t.rows[1:] {
+			if i > 0 {
+				b.WriteByte('\n')
+			}
+			for j, c := range r {
+				b.WriteString(t.rows[0][j])
+				b.WriteString(strings.Repeat(" ", pad-columns(t.rows[0][j])+2))
+				b.WriteString(c)
+				b.WriteByte('\n')
+			}
+		}
+	case width > 0 && t.width() > width:
 		widths := rest.widths()
 		for i, r := range t.rows {
 			b.WriteString(r[0])
 			b.WriteString("\n" + wrapIndent)
 			rest.layRow(&b, i, widths)
 		}
-	} else {
+	default:
 		widths := t.widths()
 		for i := range t.rows {
 			t.layRow(&b, i, widths)

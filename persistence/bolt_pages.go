@@ -467,6 +467,11 @@ func (e *MetaDamageError) Is(target error) bool { return target == ErrCorruptSto
 func metaDamage(data []byte) *MetaDamage {
 	first, ok0 := readMeta(data, 0)
 	second, ok1 := readMeta(data, -1)
+	return metaDamageOf(data, first, ok0, second, ok1)
+}
+
+// metaDamageOf is metaDamage of the meta pages read as first and second.
+func metaDamageOf(data []byte, first boltMeta, ok0 bool, second boltMeta, ok1 bool) *MetaDamage {
 	if ok0 == ok1 {
 		return nil
 	}

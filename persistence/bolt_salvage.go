@@ -72,6 +72,14 @@ type SalvagedRecord struct {
 	// last commit's, hidden by a damaged meta page (Salvage.MetaDamage).
 	Higher     wal.MessageID
 	HigherPage uint64
+	// Hidden is the pchannel's checkpoint in the commit a damaged meta
+	// page held, where that page's tree still reads whole and holds
+	// another than Checkpoint; HiddenDeleted, that the commit deleted
+	// it. bbolt reads the file as of the commit before, and so does the
+	// salvage: that commit may have been acknowledged (the page damaged
+	// since), or not (its write torn by a crash).
+	Hidden        wal.MessageID
+	HiddenDeleted bool
 }
 
 // Ambiguity is a pchannel whose live pages hold more than one checkpoint,
@@ -123,6 +131,10 @@ type Salvage struct {
 	// commit holds is not known, and every record's state is
 	// PageUnknown.
 	NoMeta bool
+	// HiddenRead says that the tree of the commit a damaged meta page
+	// held still reads whole, and the records tell what it changed
+	// (SalvagedRecord.Hidden).
+	HiddenRead bool
 	// MetaDamage is a damaged meta page beside a whole one, which the
 	// pages' states are read from: when it held the newer commit, that
 	// commit's pages read as freed, and its records as Higher.
@@ -260,11 +272,15 @@ func salvage(ctx context.Context, data, want []byte) (*Salvage, error) {
 		return nil, fmt.Errorf("%w: no page size at which the file holds bbolt pages: not a bbolt file, or damaged throughout", errPages)
 	}
 	le := binary.LittleEndian
-	out := &Salvage{PageSize: pageSize, Pages: len(data) / pageSize, MetaDamage: metaDamage(data)}
+	out := &Salvage{PageSize: pageSize, Pages: len(data) / pageSize}
+	// The meta pages where this page size puts them: newestMeta guesses
+	// the second's place at the usual sizes only.
+	first, ok0 := metaAt(data, 0)
+	second, ok1 := metaAt(data, pageSize)
+	out.MetaDamage = metaDamageOf(data, first, ok0, second, ok1)
 	meta, metaErr := newestMeta(data)
-	if m, ok := metaAt(data, pageSize); metaErr != nil && ok && int(m.pageSize) == pageSize {
-		// The second meta page, at a page size newestMeta does not guess.
-		meta, metaErr = m, nil
+	if metaErr != nil && ok1 && int(second.pageSize) == pageSize {
+		meta, metaErr = second, nil // at a page size newestMeta does not guess
 	}
 	out.NoMeta = metaErr != nil
 	sc := &salvageScan{want: want, damaged: map[uint64]int{}, children: map[uint64][]uint64{}, pages: map[uint64]bool{}, overflow: map[uint64]uint64{}}
@@ -317,12 +333,7 @@ func salvage(ctx context.Context, data, want []byte) (*Salvage, error) {
 	// reach the last one's pages: no page is then taken to be freed for
 	// being out of its reach.
 	st := salvageStates(sc, data, meta, metaErr == nil, pageSize, highWater)
-	if _, ok := metaAt(data, 0); !ok {
-		st.whole = false
-	}
-	if _, ok := metaAt(data, pageSize); !ok {
-		st.whole = false
-	}
+	st.whole = st.whole && ok0 && ok1
 	out.Whole = st.whole
 	state := func(page uint64) PageState { return st.of(page) }
 
@@ -408,6 +419,28 @@ func salvage(ctx context.Context, data, want []byte) (*Salvage, error) {
 		}
 	}
 
+	// The commit a damaged meta page held, if its tree still reads
+	// whole: what it holds of each pchannel.
+	var hidden map[string]wal.MessageID
+	if d := out.MetaDamage; d != nil && (d.Newer || !d.Known) && metaErr == nil {
+		damaged := first
+		if ok0 {
+			damaged = second
+		}
+		if damaged.root >= 2 && damaged.root < damaged.pgid && damaged.pgid <= uint64(out.Pages) {
+			alt := salvageStates(sc, data, damaged, true, pageSize, damaged.pgid)
+			if alt.whole {
+				out.HiddenRead = true
+				hidden = map[string]wal.MessageID{}
+				for _, f := range sc.finds {
+					if ok, _ := counted(f); ok && alt.of(f.page) == PageLive {
+						hidden[f.key] = f.id
+					}
+				}
+			}
+		}
+	}
+
 	byName := map[string][]salvageFind{}
 	for _, f := range sc.finds {
 		ok, leftOut := counted(f)
@@ -430,7 +463,7 @@ func salvage(ctx context.Context, data, want []byte) (*Salvage, error) {
 			// One bucket holds one record a name on its live pages.
 			var a Ambiguity
 			for _, f := range finds {
-				if state(f.page) == PageLive && !slices.ContainsFunc(a.Checkpoints, func(id wal.MessageID) bool { c, err := wal.Compare(id, f.id); return err == nil && c == 0 }) {
+				if state(f.page) == PageLive && !slices.ContainsFunc(a.Checkpoints, func(id wal.MessageID) bool { return salvageSame(id, f.id) }) {
 					a.Checkpoints, a.Pages = append(a.Checkpoints, f.id), append(a.Pages, f.page)
 				}
 			}
@@ -456,6 +489,15 @@ func salvage(ctx context.Context, data, want []byte) (*Salvage, error) {
 				r.Higher, r.HigherPage = o.id, o.page
 			}
 		}
+		if hidden != nil {
+			h, ok := hidden[name]
+			switch {
+			case !ok:
+				r.HiddenDeleted = true
+			case !salvageSame(h, r.Checkpoint):
+				r.Hidden = h
+			}
+		}
 		out.Records = append(out.Records, r)
 	}
 	slices.SortFunc(out.Records, func(a, b SalvagedRecord) int { return strings.Compare(a.PChannel, b.PChannel) })
@@ -473,6 +515,12 @@ func quotedNames(names []string) string {
 		shown = append(shown, fmt.Sprintf("and %d more", len(names)-3))
 	}
 	return strings.Join(shown, ", ")
+}
+
+// salvageSame reports whether a and b are one position of one WAL.
+func salvageSame(a, b wal.MessageID) bool {
+	c, err := wal.Compare(a, b)
+	return err == nil && c == 0
 }
 
 // salvageHigher reports whether a is after b: an ID of another WAL, or

@@ -491,6 +491,8 @@ func TestSalvageOfOddFiles(t *testing.T) {
 	s, err = persistence.SalvageBolt(ctx, odd)
 	require.NoError(t, err)
 	require.Equal(t, 4000, s.PageSize)
+	require.NotNil(t, s.MetaDamage)
+	require.Equal(t, 0, s.MetaDamage.Page)
 	// The commit that wrote them was meta page 0's: the other is the
 	// empty file's, whose tree reaches none of them, and the records
 	// read as freed, not as deleted.
@@ -553,7 +555,7 @@ func TestSalvageRefusals(t *testing.T) {
 func TestSalvageUnderADamagedNewerMeta(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "c.db")
 	writeHealthyBolt(t, path)
-	commitRecords(t, path, func(i int) wal.MessageID { return wal.KafkaID(int64(7000 + i)) })
+	commitRecords(t, path, func(i int) wal.MessageID { return wal.KafkaID(int64(7000 + i)) }, damagedName(9))
 	rewrite(t, path, func(t *testing.T, data []byte) []byte {
 		// The newer meta page: the one of the higher transaction ID.
 		le := binary.LittleEndian
@@ -569,7 +571,16 @@ func TestSalvageUnderADamagedNewerMeta(t *testing.T) {
 	require.NotNil(t, s.MetaDamage)
 	require.True(t, s.MetaDamage.Known && s.MetaDamage.Newer, "%v", s.MetaDamage)
 	require.Equal(t, healthy(), salvaged(t, s, persistence.PageLive), "the commit the file reads as")
+	// The damaged page's tree still reads whole: what its commit changed
+	// is told, pchannel by pchannel.
 	for _, r := range s.Records {
+		if r.PChannel == damagedName(9) {
+			require.True(t, r.HiddenDeleted, "deleted in the hidden commit")
+			require.Nil(t, r.Hidden)
+			continue
+		}
+		require.False(t, r.HiddenDeleted)
+		require.Equal(t, wal.KafkaID(7000+mustIndex(t, r.PChannel)).String(), wal.String(r.Hidden), r.PChannel)
 		require.Equal(t, wal.KafkaID(7000+mustIndex(t, r.PChannel)).String(), wal.String(r.Higher), r.PChannel)
 	}
 }
