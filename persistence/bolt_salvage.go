@@ -593,26 +593,44 @@ func (sc *salvageScan) leaf(id uint64, page []byte, inline, ours bool) {
 			continue
 		}
 		key, value := page[start:kEnd], page[kEnd:vEnd]
-		if flags&bucketLeafFlag != 0 {
-			if inline || len(value) < bucketHeaderSize {
-				sc.damaged[id]++ // lowwater's buckets hold no bucket
-				continue
-			}
+		// An element's flag says whether it is a record or a bucket, and
+		// one bit of damage turns either into the other: what its value
+		// is decides. A whole record is a record; a bucket's header is
+		// 16 bytes (no record is shorter than 21), or a page of its own
+		// kept inline, and lowwater's buckets hold no bucket.
+		h, ok, mid, err := record.Decode(string(key), value)
+		whole := ok && err == nil
+		flaggedBucket := flags&bucketLeafFlag != 0
+		if flaggedBucket == whole {
+			sc.damaged[id]++ // a record flagged a bucket, or an element that is no record
+		}
+		switch {
+		case whole:
+			sc.finds = append(sc.finds, salvageFind{key: string(key), page: id, inline: inline, oursInline: ours, h: h, id: mid})
+		case !inline && bucketHeader(value):
 			b := salvageBucket{name: bytes.Clone(key), root: le.Uint64(value), page: id}
 			b.ours = bytes.Equal(key, sc.want) || le.Uint64(value[8:]) == bucketMark(sc.want)
 			sc.buckets = append(sc.buckets, b)
-			if b.root == 0 && len(value) >= bucketHeaderSize+pageHeaderSize {
+			if b.root == 0 {
 				sc.leaf(id, value[bucketHeaderSize:], true, b.ours)
 			}
-			continue
+		case flaggedBucket:
+			sc.damaged[id]++ // neither
 		}
-		h, ok, mid, err := record.Decode(string(key), value)
-		if !ok || err != nil {
-			sc.damaged[id]++
-			continue
-		}
-		sc.finds = append(sc.finds, salvageFind{key: string(key), page: id, inline: inline, oursInline: ours, h: h, id: mid})
 	}
+}
+
+// bucketHeader reports whether value reads as a bucket's: its root page
+// and sequence, and for a bucket kept inline (root 0), a leaf page.
+func bucketHeader(value []byte) bool {
+	le := binary.LittleEndian
+	switch {
+	case len(value) == bucketHeaderSize:
+		return le.Uint64(value) >= 2
+	case len(value) >= bucketHeaderSize+pageHeaderSize:
+		return le.Uint64(value) == 0 && le.Uint16(value[bucketHeaderSize+8:]) == leafPageFlag
+	}
+	return false
 }
 
 // branch notes a branch page's children.

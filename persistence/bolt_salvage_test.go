@@ -237,8 +237,14 @@ func TestSalvageOfOneBucketAmongTwo(t *testing.T) {
 	})
 	s, err = persistence.SalvageBolt(ctx, path, persistence.WithBucket("tenant-a"))
 	require.NoError(t, err)
-	require.Empty(t, s.Records, "tenant-a's leaves are no longer told from tenant-b's")
-	require.GreaterOrEqual(t, s.LeftOut, damagedRecords)
+	// Its leaves are told as its own only where a tree of an earlier
+	// commit of tenant-a's, and none of tenant-b's, reaches them; the
+	// others are left out. Never is tenant-b's checkpoint given.
+	for _, r := range s.Records {
+		require.Equal(t, wal.KafkaID(int64(1000+mustIndex(t, r.PChannel))).String(), r.Checkpoint.String(), r.PChannel)
+	}
+	require.Empty(t, s.Ambiguous)
+	require.Equal(t, damagedRecords, len(s.Records)+s.LeftOut, "each of tenant-a's salvaged or left out")
 	s, err = persistence.SalvageBolt(ctx, path, persistence.WithBucket("tenant-b"))
 	require.NoError(t, err)
 	want := map[string]string{}
@@ -298,6 +304,59 @@ func mustIndexOf(t *testing.T, name string) int {
 	_, err := fmt.Sscanf(name[strings.LastIndexByte(name, '-')+1:], "%04d", &i)
 	require.NoError(t, err)
 	return i
+}
+
+// One bit of an element's flags turns a record into a bucket, or a
+// bucket into a record: what its value is decides. A record flagged a
+// bucket is still the record (and its "root", the first bytes of every
+// record, page 2, is no other bucket's tree); another bucket whose flag
+// is cleared on every page that names it is still another bucket.
+func TestSalvageOfAFlippedBucketFlag(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.db")
+	writeHealthyBolt(t, path)
+	rewrite(t, path, func(t *testing.T, data []byte) []byte {
+		leaf := leafPageOf(t, data, uint64(bucketRoot(t, data)))
+		data[leaf*uint64(bboltPageSize)+pageHeaderSize] |= 0x01 // its first element's flags
+		return data
+	})
+	s, err := persistence.SalvageBolt(context.Background(), path)
+	require.NoError(t, err)
+	require.Equal(t, healthy(), salvaged(t, s, persistence.PageLive))
+	require.Positive(t, s.Damaged)
+
+	path = filepath.Join(t.TempDir(), "two.db")
+	ctx := context.Background()
+	for bucket, prefix := range map[string]string{defaultBucket: "pchannel", "other": "theirs"} {
+		b := openBolt(t, path, persistence.WithNoSync(true), persistence.WithBucket(bucket))
+		for i := range damagedRecords {
+			require.NoError(t, b.Save(ctx, fmt.Sprintf("%s-%04d", prefix, i), wal.KafkaID(int64(1000+i))))
+		}
+		require.NoError(t, b.Close())
+	}
+	cleared := 0
+	rewrite(t, path, func(t *testing.T, data []byte) []byte {
+		le := binary.LittleEndian
+		for id := 2; (id+1)*bboltPageSize <= len(data); id++ {
+			page := data[id*bboltPageSize : (id+1)*bboltPageSize]
+			if le.Uint64(page) != uint64(id) || le.Uint16(page[8:]) != leafPageFlag {
+				continue
+			}
+			for e := range int(le.Uint16(page[10:])) {
+				elem := page[pageHeaderSize+e*leafElemSize:]
+				at := pageHeaderSize + e*leafElemSize + int(le.Uint32(elem[4:]))
+				if elem[0]&0x01 != 0 && string(page[at:at+int(le.Uint32(elem[8:]))]) == "other" {
+					elem[0] &^= 0x01
+					cleared++
+				}
+			}
+		}
+		return data
+	})
+	require.Positive(t, cleared)
+	s, err = persistence.SalvageBolt(ctx, path)
+	require.NoError(t, err)
+	require.Equal(t, []string{"other"}, s.OtherBuckets)
+	require.Equal(t, healthy(), salvaged(t, s, persistence.PageLive), "none of the other bucket's")
 }
 
 // Two buckets, and every page that holds the elements naming them lost:
