@@ -578,6 +578,25 @@ const maxSalvagePageSize = 1 << 16
 func (sc *salvageScan) leaf(id uint64, page []byte, inline, ours bool) {
 	le := binary.LittleEndian
 	count := sc.count(id, page, 4)
+	// Buckets are taken once the page is read: a page that holds a
+	// record holds no bucket (lowwater's buckets hold none, and the
+	// top-level page no record), whatever an element looks like.
+	var buckets []salvageBucket
+	var values [][]byte
+	flagged := 0 // of buckets, those flagged so: not counted damaged yet
+	records := false
+	defer func() {
+		if records {
+			sc.damaged[id] += flagged
+			return
+		}
+		for i, b := range buckets {
+			sc.buckets = append(sc.buckets, b)
+			if b.root == 0 {
+				sc.leaf(id, values[i][bucketHeaderSize:], true, b.ours)
+			}
+		}
+	}()
 	for j := range count {
 		e := pageHeaderSize + j*pageElementSize
 		if e+pageElementSize > len(page) {
@@ -606,13 +625,14 @@ func (sc *salvageScan) leaf(id uint64, page []byte, inline, ours bool) {
 		}
 		switch {
 		case whole:
+			records = true
 			sc.finds = append(sc.finds, salvageFind{key: string(key), page: id, inline: inline, oursInline: ours, h: h, id: mid})
 		case !inline && bucketHeader(value):
 			b := salvageBucket{name: bytes.Clone(key), root: le.Uint64(value), page: id}
 			b.ours = bytes.Equal(key, sc.want) || le.Uint64(value[8:]) == bucketMark(sc.want)
-			sc.buckets = append(sc.buckets, b)
-			if b.root == 0 {
-				sc.leaf(id, value[bucketHeaderSize:], true, b.ours)
+			buckets, values = append(buckets, b), append(values, value)
+			if flaggedBucket {
+				flagged++
 			}
 		case flaggedBucket:
 			sc.damaged[id]++ // neither

@@ -324,6 +324,34 @@ func TestSalvageOfAFlippedBucketFlag(t *testing.T) {
 	require.Equal(t, healthy(), salvaged(t, s, persistence.PageLive))
 	require.Positive(t, s.Damaged)
 
+	// A record's value cut to 16 bytes reads as a bucket's header (every
+	// record begins with its version and a term of 0: "page 2"); a page
+	// that holds records holds no bucket, and page 2's records stay.
+	path = filepath.Join(t.TempDir(), "cut.db")
+	writeHealthyBolt(t, path)
+	var cutName string
+	rewrite(t, path, func(t *testing.T, data []byte) []byte {
+		le := binary.LittleEndian
+		page := data[leafPageOf(t, data, uint64(bucketRoot(t, data)))*uint64(bboltPageSize):]
+		elem := page[pageHeaderSize:]
+		at := pageHeaderSize + int(le.Uint32(elem[4:]))
+		cutName = string(page[at : at+int(le.Uint32(elem[8:]))])
+		le.PutUint32(elem[12:], 16)
+		return data
+	})
+	s, err = persistence.SalvageBolt(context.Background(), path)
+	require.NoError(t, err)
+	want := healthy()
+	delete(want, cutName)
+	got := map[string]string{}
+	for _, r := range s.Records {
+		if r.PChannel != cutName {
+			got[r.PChannel] = r.Checkpoint.String()
+		}
+	}
+	require.Equal(t, want, got, "no record lost to a bucket that is not one")
+	require.Empty(t, s.OtherBuckets)
+
 	path = filepath.Join(t.TempDir(), "two.db")
 	ctx := context.Background()
 	for bucket, prefix := range map[string]string{defaultBucket: "pchannel", "other": "theirs"} {
