@@ -363,21 +363,12 @@ func TestSalvageOfAFlippedBucketFlag(t *testing.T) {
 	}
 	cleared := 0
 	rewrite(t, path, func(t *testing.T, data []byte) []byte {
-		le := binary.LittleEndian
-		for id := 2; (id+1)*bboltPageSize <= len(data); id++ {
-			page := data[id*bboltPageSize : (id+1)*bboltPageSize]
-			if le.Uint64(page) != uint64(id) || le.Uint16(page[8:]) != leafPageFlag {
-				continue
+		eachBucketElement(data, func(_, elem []byte, name string) {
+			if name == "other" {
+				elem[0] &^= 0x01
+				cleared++
 			}
-			for e := range int(le.Uint16(page[10:])) {
-				elem := page[pageHeaderSize+e*leafElemSize:]
-				at := pageHeaderSize + e*leafElemSize + int(le.Uint32(elem[4:]))
-				if elem[0]&0x01 != 0 && string(page[at:at+int(le.Uint32(elem[8:]))]) == "other" {
-					elem[0] &^= 0x01
-					cleared++
-				}
-			}
-		}
+		})
 		return data
 	})
 	require.Positive(t, cleared)
@@ -403,20 +394,10 @@ func TestSalvageWithTheBucketsLost(t *testing.T) {
 	}
 	zeroed := 0
 	rewrite(t, path, func(t *testing.T, data []byte) []byte {
-		le := binary.LittleEndian
-		for id := 2; (id+1)*bboltPageSize <= len(data); id++ {
-			page := data[id*bboltPageSize : (id+1)*bboltPageSize]
-			if le.Uint64(page) != uint64(id) || le.Uint16(page[8:]) != leafPageFlag {
-				continue
-			}
-			for e := range int(le.Uint16(page[10:])) {
-				if le.Uint32(page[pageHeaderSize+e*leafElemSize:])&0x01 != 0 { // a bucket's element
-					clear(page)
-					zeroed++
-					break
-				}
-			}
-		}
+		eachBucketElement(data, func(page, _ []byte, _ string) {
+			clear(page)
+			zeroed++
+		})
 		return data
 	})
 	require.Positive(t, zeroed)
@@ -698,4 +679,23 @@ func commitRecords(t *testing.T, path string, id func(i int) wal.MessageID, dele
 		return nil
 	}))
 	require.NoError(t, db.Close())
+}
+
+// eachBucketElement calls do with each element flagged a bucket's in the
+// leaf pages of a bbolt file's bytes, its page and the bucket's name.
+func eachBucketElement(data []byte, do func(page, elem []byte, name string)) {
+	le := binary.LittleEndian
+	for id := 2; (id+1)*bboltPageSize <= len(data); id++ {
+		page := data[id*bboltPageSize : (id+1)*bboltPageSize]
+		if le.Uint64(page) != uint64(id) || le.Uint16(page[8:]) != leafPageFlag {
+			continue
+		}
+		for e := range int(le.Uint16(page[10:])) {
+			elem := page[pageHeaderSize+e*leafElemSize:]
+			at := pageHeaderSize + e*leafElemSize + int(le.Uint32(elem[4:]))
+			if elem[0]&0x01 != 0 {
+				do(page, elem, string(page[at:at+int(le.Uint32(elem[8:]))]))
+			}
+		}
+	}
 }
