@@ -26,12 +26,25 @@ func (t *table) row(cells ...string) { t.rows = append(t.rows, cells) }
 // operator copies into the next command.
 func (t *table) writeTo(w io.Writer, width int) error {
 	var b strings.Builder
+	if width <= 0 || t.width() <= width {
+		widths := t.widths()
+		for i := range t.rows {
+			t.layRow(&b, i, widths)
+		}
+		_, err := io.WriteString(w, b.String())
+		return err
+	}
 	rest := table{rows: make([][]string, len(t.rows))}
 	for i, r := range t.rows {
 		rest.rows[i] = r[1:]
 	}
-	switch {
-	case width > 0 && t.width() > width && len(wrapIndent)+rest.width() > width:
+	if widths := rest.widths(); len(wrapIndent)+rest.width() <= width {
+		for i, r := range t.rows {
+			b.WriteString(r[0])
+			b.WriteString("\n" + wrapIndent)
+			rest.layRow(&b, i, widths)
+		}
+	} else {
 		// Narrower still: each record as get shows one, a field a line
 		// under its column's name, the first row's.
 		pad := 0
@@ -48,18 +61,6 @@ func (t *table) writeTo(w io.Writer, width int) error {
 				b.WriteString(c)
 				b.WriteByte('\n')
 			}
-		}
-	case width > 0 && t.width() > width:
-		widths := rest.widths()
-		for i, r := range t.rows {
-			b.WriteString(r[0])
-			b.WriteString("\n" + wrapIndent)
-			rest.layRow(&b, i, widths)
-		}
-	default:
-		widths := t.widths()
-		for i := range t.rows {
-			t.layRow(&b, i, widths)
 		}
 	}
 	_, err := io.WriteString(w, b.String())

@@ -333,6 +333,8 @@ func salvage(ctx context.Context, data, want []byte) (*Salvage, error) {
 	// reach the last one's pages: no page is then taken to be freed for
 	// being out of its reach.
 	st := salvageStates(sc, data, meta, metaErr == nil, pageSize, highWater)
+	// Two buckets' live trees reaching one page fail it too: that page
+	// is reached twice (pageStates.accounted).
 	st.whole = st.whole && ok0 && ok1
 	out.Whole = st.whole
 	state := func(page uint64) PageState { return st.of(page) }
@@ -378,12 +380,6 @@ func salvage(ctx context.Context, data, want []byte) (*Salvage, error) {
 	}
 	alone := len(otherNames) == 0
 	out.Unattributed = len(sc.buckets) == 0
-	for page := range oursLive {
-		if othersLive[page] {
-			st.whole = false // two buckets' trees reach one page: a damaged pointer
-			out.Whole = false
-		}
-	}
 	// ours says whether a page's records are the bucket's; unsure, that
 	// they may be, or another bucket's.
 	ours := func(page uint64) (yes, unsure bool) {
