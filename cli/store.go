@@ -200,10 +200,13 @@ func (e *env) open(ctx context.Context, m mode) (_ *store, err error) {
 		}
 		// The client's own waits (the first connection, and with a user
 		// its token) end with the command's, and the client with grace:
-		// what a write owes past the command's end needs it still.
+		// what a write owes past the command's end needs it still. Not
+		// sooner: a member restarting behind its address, or a token on
+		// a loaded host, may take longer than a fixed bound, and the
+		// operator's --timeout says how long to wait.
 		cfg.DialTimeout = 5 * time.Second
 		if deadline, ok := ctx.Deadline(); ok {
-			cfg.DialTimeout = min(cfg.DialTimeout, max(time.Until(deadline), time.Millisecond))
+			cfg.DialTimeout = max(time.Until(deadline), time.Millisecond)
 		}
 		cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainUnaryInterceptor(e.noteAnswers))
 		e.etcdAsked.Store(true)

@@ -674,3 +674,22 @@ func TestASlowConnectionWithinTimeout(t *testing.T) {
 	wantCode(t, on(t, "etcd://"+slow.Addr()+"/slow", "get", "p"), cli.ExitOK, "kafka:7")
 	require.Greater(t, time.Since(start), 2500*time.Millisecond, "the connection was not held")
 }
+
+// A member restarting behind its address, which takes connections and
+// closes them until etcd is up, is waited for within --timeout, however
+// long that is: with a user, the client's first request (its token) was
+// cut at a bound of its own, and the command failed with most of
+// --timeout left.
+func TestAMemberRestartingWithinTimeout(t *testing.T) {
+	url, cat := etcdURL(t, "restarting")
+	require.NoError(t, cat.Save(ctxT(t), "p", wal.KafkaID(7)))
+	host, _, _ := strings.Cut(strings.TrimPrefix(url, "etcd://"), "/")
+	enableAuth(t, clientv3.Config{Endpoints: []string{"http://" + host}})
+	restarting := etcdtest.NewFreezer(t, host)
+	const down = 6 * time.Second
+	restarting.Refuse(down)
+	start := time.Now()
+	wantCode(t, lw(t, []string{"LOWWATER_ETCD_PASSWORD=s3cret"}, "--catalog", "etcd://"+restarting.Addr()+"/restarting",
+		"--etcd-user", "root", "--timeout", "20s", "get", "p"), cli.ExitOK, "kafka:7")
+	require.Greater(t, time.Since(start), down, "the connections were not refused")
+}

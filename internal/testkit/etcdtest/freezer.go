@@ -12,16 +12,19 @@ import (
 // Freezer is a TCP proxy in front of an etcd that can be made to stop
 // passing bytes: from Freeze on, it holds every connection open, takes new
 // ones and moves nothing, as an etcd stopped with SIGSTOP, a frozen host or
-// a partition that drops packets does; or slow to connect (Delay). Its
-// connections are closed by t.Cleanup.
+// a partition that drops packets does; or slow to connect (Delay); or
+// closing what it takes for a while (Refuse). Its connections are closed
+// by t.Cleanup.
 type Freezer struct {
 	ln     net.Listener
 	target string
 	delay  atomic.Int64 // time.Duration
-	frozen chan struct{}
-	closed chan struct{}
-	once   sync.Once // Freeze
-	shut   sync.Once // close
+	// refuseUntil is when Refuse's refusals end, in Unix nanoseconds.
+	refuseUntil atomic.Int64
+	frozen      chan struct{}
+	closed      chan struct{}
+	once        sync.Once // Freeze
+	shut        sync.Once // close
 
 	mu    sync.Mutex
 	conns []net.Conn
@@ -57,12 +60,22 @@ func (f *Freezer) Freeze() { f.once.Do(func() { close(f.frozen) }) }
 // client wait for etcd's first bytes.
 func (f *Freezer) Delay(d time.Duration) { f.delay.Store(int64(d)) }
 
+// Refuse closes each connection taken in the next d at once, as a member
+// restarting behind its address does (a proxy, a load balancer or a
+// container port that is up before etcd is): a client retries on its
+// backoff until d has passed.
+func (f *Freezer) Refuse(d time.Duration) { f.refuseUntil.Store(time.Now().Add(d).UnixNano()) }
+
 func (f *Freezer) accept() {
 	defer f.wg.Done()
 	for {
 		c, err := f.ln.Accept()
 		if err != nil {
 			return
+		}
+		if time.Now().UnixNano() < f.refuseUntil.Load() {
+			_ = c.Close()
+			continue
 		}
 		if !f.track(c) {
 			return
