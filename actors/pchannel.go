@@ -140,6 +140,9 @@ type pchannel struct {
 	// stoppedSeen is set by Stopped: protoactor has let go of the actor
 	// (gone).
 	stoppedSeen bool
+	// listing is the actor's in its system's directory, nil on a mailbox
+	// not lowwater's.
+	listing *listing
 	// spawnMinimum is the minimum of the vchannels the incarnation began
 	// with: the start message ID when the catalog holds nothing, as in
 	// the reference.
@@ -298,6 +301,9 @@ func (p *pchannel) Receive(ctx actor.Context) {
 		p.stopWatchers = append(p.stopWatchers, m.watcher)
 	case *actor.Stopped:
 		p.stoppedSeen = true
+		if p.listing != nil {
+			p.listing.delist(ctx.Self())
+		}
 		if p.self == nil {
 			p.becomeStoppedUnstarted(ctx)
 			return
@@ -338,6 +344,9 @@ func (p *pchannel) stepRecovering(ctx actor.Context, msg any) {
 	case *actor.Stopping:
 		if p.self == nil {
 			p.phase = stopping // never started: nothing to flush
+			if p.listing != nil {
+				p.listing.stopping.Store(true)
+			}
 			return
 		}
 		p.beginStop()
@@ -920,8 +929,18 @@ func (p *pchannel) failure() *PChannelPanicError {
 	return p.mailbox.takeFailure()
 }
 
-// ownMailbox learns the actor's mailbox (see mailboxOwner).
-func (p *pchannel) ownMailbox(m *mailbox) { p.mailbox = m }
+// ownMailbox learns the actor's mailbox (see mailboxOwner), and lists
+// the actor in its system's directory, as protoactor registers the
+// mailbox, before Spawn returns.
+func (p *pchannel) ownMailbox(m *mailbox) {
+	p.mailbox = m
+	if p.listing == nil && m.root != nil {
+		if self := m.self(); self != nil {
+			sys := m.root.ActorSystem()
+			p.listing = directoryOf(sys).list(sys, self, m, p.cfg.pchannel)
+		}
+	}
+}
 
 // offerMinimum hands the persister the current minimum: a new persister
 // (spawned or restarted) starts from its floor and this, and needs nothing
@@ -1530,6 +1549,9 @@ func (p *pchannel) beginStop() {
 		p.graceful = p.mailbox != nil && p.mailbox.tookPoison()
 	}
 	p.stopBegan = true
+	if p.listing != nil {
+		p.listing.stopping.Store(true)
+	}
 }
 
 // cutShort reports whether cut is closed: a hard stop ended the graceful

@@ -27,21 +27,37 @@ import (
 // meanwhile) is seen on the event stream alone, and if it is not seen
 // there either, the error wraps ErrStoppedUnseen.
 //
-// A pchannel that is stopping already, or gone, gives GetState's error
-// (actor.ErrDeadLetter), and nothing is sent; a nil ctx is an
-// ErrNilContext, a nil system or PID an ErrNoPChannel. It must not be
-// called from inside an actor's Receive.
+// The pill is sent at once, behind whatever the mailbox holds (a backlog
+// of raw Sends, a subscriber that holds the actor): a context that ends
+// first ends the wait, never the stop. A pchannel that is stopping
+// already, or gone, gives an error that wraps actor.ErrDeadLetter, and
+// nothing is sent; a nil ctx is an ErrNilContext, a nil system or PID an
+// ErrNoPChannel. A PID that is no pchannel's spawned from NewProps (one
+// on a mailbox of the caller's own, say) is asked for its state first,
+// and is sent nothing if it does not answer. It must not be called from
+// inside an actor's Receive.
 func Poison(ctx context.Context, system *actor.ActorSystem, pchannel *actor.PID) (*messages.Stopped, error) {
 	ctx, cancel, err := waitWithin(ctx, system, pchannel)
 	if err != nil {
 		return nil, err
 	}
 	defer cancel()
-	s, err := GetState(ctx, system.Root, pchannel)
-	if err != nil {
-		return nil, unanswered(pchannel, err, ", and was sent nothing")
+	var pchannelName string
+	if l := directoryOf(system).lookup(system, pchannel); l != nil {
+		if l.stopping.Load() {
+			return nil, fmt.Errorf("lowwater: pchannel %s is stopping already: %w", shorten.Quoted(l.name), actor.ErrDeadLetter)
+		}
+		pchannelName = l.name
+	} else {
+		// Not one the directory knows: gone, on a mailbox of the
+		// caller's own, or no pchannel's. Its answer says which.
+		s, err := GetState(ctx, system.Root, pchannel)
+		if err != nil {
+			return nil, fmt.Errorf("%w; Poison sent it nothing", err)
+		}
+		pchannelName = s.PChannel
 	}
-	w := &stopWatch{pchannel: s.PChannel, terminated: make(chan *actor.Terminated, 1)}
+	w := &stopWatch{pchannel: pchannelName, terminated: make(chan *actor.Terminated, 1)}
 	sub := system.EventStream.Subscribe(w.see)
 	defer system.EventStream.Unsubscribe(sub)
 	// Watched as PoisonFuture watches, by a process of Poison's own: the
@@ -56,7 +72,7 @@ func Poison(ctx context.Context, system *actor.ActorSystem, pchannel *actor.PID)
 	system.Root.Send(pchannel, &tellStoppedTo{watcher: self})
 	system.Root.Poison(pchannel)
 
-	name := shorten.Quoted(s.PChannel)
+	name := shorten.Quoted(pchannelName)
 	select {
 	case t := <-w.terminated:
 		if ev := w.last(); ev != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync/atomic"
+	"sync"
 	"testing"
 	"time"
 
@@ -152,4 +153,53 @@ func TestPoisonSurvivesARestartOfThePChannel(t *testing.T) {
 	require.True(t, stopped.Graceful)
 	require.True(t, stopped.Flushed)
 	require.Equal(t, wal.KafkaID(150), stopped.LastPersisted)
+}
+
+// A pchannel busy past Poison's context (here a raw subscriber holds it,
+// with updates queued behind) is poisoned all the same: the wait ends
+// with the context, the stop goes on, and the pill comes after the
+// updates queued before it, whose minimum the stop saves. Poison asked
+// the actor for its state first, behind the same backlog, and when the
+// context ended before the answer it sent nothing: the pchannel ran on.
+func TestPoisonBehindABacklogLetsTheStopGoOn(t *testing.T) {
+	f := newPChannelFixture(t, wal.KafkaID(100))
+	pid := f.spawn(t, map[string]wal.MessageID{"shard-a": wal.KafkaID(100)})
+	_, err := actors.StartMessageID(within(t, 10*time.Second), f.system, pid)
+	require.NoError(t, err)
+
+	held, release := make(chan struct{}), make(chan struct{})
+	var once, released sync.Once
+	defer released.Do(func() { close(release) }) // on a failure, before the fixture's cleanup
+	hold := f.system.EventStream.Subscribe(func(ev any) {
+		if _, ok := ev.(*messages.MinimumAdvanced); ok {
+			once.Do(func() {
+				close(held)
+				<-release
+			})
+		}
+	})
+	defer f.system.EventStream.Unsubscribe(hold)
+	f.system.Root.Send(pid, &messages.UpdateCheckpoint{VChannel: "shard-a", Checkpoint: wal.KafkaID(101)})
+	<-held
+	for i := range 1000 {
+		f.system.Root.Send(pid, &messages.UpdateCheckpoint{VChannel: "shard-a", Checkpoint: wal.KafkaID(102 + int64(i))})
+	}
+
+	_, err = actors.GetState(within(t, 50*time.Millisecond), f.system.Root, pid)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	// The updates, and the question itself behind them.
+	require.Regexp(t, `^lowwater: pchannel "orders-dml-0" did not answer GetState, its mailbox holding 10[0-9][0-9] messages \(a backlog of raw Sends, or an event subscriber that holds it\?\): context deadline exceeded$`, err.Error())
+
+	_, err = actors.Poison(within(t, 50*time.Millisecond), f.system, pid)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorContains(t, err, `pchannel "orders-dml-0" has not stopped yet`)
+
+	released.Do(func() { close(release) })
+	stopped := waitFor[*messages.Stopped](t, f.events)
+	require.True(t, stopped.Graceful)
+	require.True(t, stopped.Flushed)
+	require.Equal(t, wal.KafkaID(1101), stopped.LastPersisted)
+	stored, err := f.catalog.Load(context.Background(), "orders-dml-0")
+	require.NoError(t, err)
+	require.Equal(t, wal.KafkaID(1101), stored)
 }

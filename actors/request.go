@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -132,13 +134,32 @@ func ask(ctx context.Context, sender actor.SenderContext, pid *actor.PID, msg an
 		}
 		return res, nil
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, noAnswer(sender.ActorSystem(), pid, msg, "", ctx.Err())
 	case <-timer.C:
 		if hasDeadline {
-			return nil, context.DeadlineExceeded
+			return nil, noAnswer(sender.ActorSystem(), pid, msg, "", context.DeadlineExceeded)
 		}
-		return nil, fmt.Errorf("lowwater: no reply within %v: %w", timeout, context.DeadlineExceeded)
+		return nil, noAnswer(sender.ActorSystem(), pid, msg, fmt.Sprintf(" within %v", timeout), context.DeadlineExceeded)
 	}
+}
+
+// noAnswer is the error of a request to pid that its context, or
+// DefaultRequestTimeout (within), ended unanswered. From here a busy
+// pchannel and an actor that is no pchannel's look alike: of one the
+// directory knows, it says what its mailbox still holds, which the
+// request waited behind; of another, that it may be no pchannel's.
+func noAnswer(sys *actor.ActorSystem, pid *actor.PID, msg any, within string, err error) error {
+	what := reflect.TypeOf(msg).String()
+	what = what[strings.LastIndexByte(what, '.')+1:] // "GetState", not "*messages.GetState"
+	l := directoryOf(sys).lookup(sys, pid)
+	if l == nil {
+		return fmt.Errorf("lowwater: actor %s did not answer %s%s (is it a pchannel's?): %w", shorten.Quoted(pid.Id), what, within, err)
+	}
+	held := "busy with one message still (an event subscriber or a middleware that holds it?)"
+	if n := l.mailbox.UserMessageCount(); n > 0 {
+		held = fmt.Sprintf("its mailbox holding %d messages (a backlog of raw Sends, or an event subscriber that holds it?)", n)
+	}
+	return fmt.Errorf("lowwater: pchannel %s did not answer %s%s, %s: %w", shorten.Quoted(l.name), what, within, held, err)
 }
 
 // replyBox is where one request's reply comes: the first reply is kept,

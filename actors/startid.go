@@ -35,8 +35,10 @@ import (
 // on the event hides it. A context that ends before that ask is told the
 // last failed read this call heard of, which a hidden Recovered may have
 // made stale. A context done already is returned its error, and nothing
-// is asked. A PID that never answers (not a pchannel's)
-// says so when ctx ends. system.Shutdown stops no actor: a call waiting
+// is asked. A pchannel busy past ctx (a backlog of raw Sends, a
+// subscriber that holds it) is said to be so, with what its mailbox
+// holds; a PID that never answers, that it may be no pchannel's.
+// system.Shutdown stops no actor: a call waiting
 // then waits for its context. It must not be called from inside an
 // actor's Receive.
 func StartMessageID(ctx context.Context, system *actor.ActorSystem, pchannel *actor.PID) (wal.MessageID, error) {
@@ -46,9 +48,15 @@ func StartMessageID(ctx context.Context, system *actor.ActorSystem, pchannel *ac
 	}
 	defer cancel()
 	w := &recoveryWatch{poke: make(chan struct{}, 1)}
+	var name string // the pchannel's, once known
+	if l := directoryOf(system).lookup(system, pchannel); l != nil {
+		// Known before it answers: every failed read from the
+		// subscription on is kept, however long the answer takes.
+		w.watch(l.name)
+		name = shorten.Quoted(l.name)
+	}
 	sub := system.EventStream.Subscribe(w.see)
 	defer system.EventStream.Unsubscribe(sub)
-	var name string // the pchannel's, once the actor has answered
 	again := time.NewTimer(time.Hour)
 	defer again.Stop()
 	for wait := startReask; ; {
@@ -56,7 +64,7 @@ func StartMessageID(ctx context.Context, system *actor.ActorSystem, pchannel *ac
 		switch {
 		case err == nil:
 		case name == "":
-			return nil, w.notRecovered(unanswered(pchannel, err, ""))
+			return nil, w.notRecovered(err)
 		case ended(err):
 			return nil, w.notRecovered(fmt.Errorf("lowwater: pchannel %s did not say it had read its stored checkpoint: %w", name, err))
 		default:
@@ -102,15 +110,6 @@ func waitWithin(ctx context.Context, system *actor.ActorSystem, pchannel *actor.
 // wait a moment before ctx does.
 func ended(err error) bool {
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
-}
-
-// unanswered says, of a first GetState that timed out, that the actor
-// never answered: it may be no pchannel's.
-func unanswered(pid *actor.PID, err error, more string) error {
-	if !ended(err) {
-		return err
-	}
-	return fmt.Errorf("lowwater: actor %s did not answer GetState (is it a pchannel's?)%s: %w", shorten.Quoted(pid.Id), more, err)
 }
 
 // How long StartMessageID waits for an event before it asks again.
