@@ -17,8 +17,9 @@
 //     answered; GetState says Recovered=false. Nothing is saved yet: the
 //     stored value is the floor, and it is not known.
 //  2. Recovered. The start message ID is the stored checkpoint, or else the
-//     minimum of the vchannels given at spawn (WithVChannels), or nil:
-//     StartMessageID waits for it. The persister is spawned with the floor
+//     minimum of the vchannels given at spawn (WithVChannels), lower if a
+//     vchannel added during recovery is below it, or nil: StartMessageID
+//     waits for it. The persister is spawned with the floor
 //     and is offered the current minimum.
 //  3. Command. Applied to the tracker, or rejected with a typed error that
 //     changes nothing. A request (RequestFuture, or Request here) is answered

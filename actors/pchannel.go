@@ -145,7 +145,7 @@ type pchannel struct {
 	listing *listing
 	// spawnMinimum is the minimum of the vchannels the incarnation began
 	// with: the start message ID when the catalog holds nothing, as in
-	// the reference.
+	// the reference, unless a vchannel added during recovery is below it.
 	spawnMinimum wal.MessageID
 
 	phase phase
@@ -1107,6 +1107,17 @@ func (p *pchannel) becomeRunning(ctx actor.Context, stored wal.MessageID) {
 	p.start = stored
 	if p.start == nil {
 		p.start = p.spawnMinimum
+		// A vchannel added below it while the catalog was read is live
+		// as consumption starts, and nothing durable says where: a
+		// consumer opened at the spawn's minimum would skip its records
+		// before that, and the first save, of the minimum it holds down,
+		// would start the next run lower. (Nil, the log's beginning,
+		// stays: it covers every vchannel.)
+		if low := p.tracker.Minimum(); p.start != nil && low != nil && p.tracker.Broken() == nil {
+			if c, err := wal.Compare(low, p.start); err == nil && c < 0 {
+				p.start = low
+			}
+		}
 	}
 	rec := &messages.Recovered{Header: p.header(), StartMessageID: p.start, FromCatalog: stored != nil, Minimum: p.tracker.Minimum(),
 		Attempts: p.recovery.attempt}

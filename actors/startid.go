@@ -17,7 +17,8 @@ import (
 // StartMessageID waits until a pchannel has read its stored checkpoint and
 // returns where its consumption restarts: the stored checkpoint, or, with
 // none stored, the minimum of the vchannels given at spawn (nil when none
-// was given). A consumer opens its WAL there.
+// was given), or that of one added below it while the catalog was read. A
+// consumer opens its WAL there.
 //
 // The actor reads the catalog after its spawn, not within it, and retries
 // while the catalog fails (RecoveryFailed); commands sent meanwhile are

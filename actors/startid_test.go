@@ -287,3 +287,22 @@ func TestStartMessageIDAndPoisonWithADoneContext(t *testing.T) {
 	_, err = actors.StartMessageID(within(t, 10*time.Second), f.system, pid) // still running: nothing was sent
 	require.NoError(t, err)
 }
+
+// Added during recovery above the spawn's minimum, or moved up: the
+// start is the spawn's minimum, as in the reference.
+func TestStartMessageIDIsTheSpawnsMinimumOtherwise(t *testing.T) {
+	f := newPChannelFixture(t, nil)
+	f.catalog.SetDown(true)
+	pid := f.spawn(t, map[string]wal.MessageID{"shard-a": wal.KafkaID(100), "shard-b": wal.KafkaID(120)})
+	waitFor[*messages.RecoveryFailed](t, f.events)
+	for _, cmd := range []messages.Command{
+		&messages.AddVChannel{VChannel: "shard-c", Checkpoint: wal.KafkaID(150)},
+		&messages.UpdateCheckpoint{VChannel: "shard-a", Checkpoint: wal.KafkaID(130)},
+	} {
+		require.NoError(t, actors.Request(within(t, 10*time.Second), f.system.Root, pid, cmd))
+	}
+	f.catalog.SetDown(false)
+	start, err := actors.StartMessageID(within(t, 10*time.Second), f.system, pid)
+	require.NoError(t, err)
+	require.Equal(t, wal.KafkaID(100), start)
+}

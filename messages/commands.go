@@ -64,7 +64,8 @@ type State struct {
 	PChannel string
 	WALName  wal.Name
 	// StartMessageID is where consumption restarts: the stored checkpoint,
-	// or the minimum of the vchannels given at spawn. Nil until Recovered.
+	// or the minimum of the vchannels given at spawn and of those added
+	// below it during recovery. Nil until Recovered.
 	StartMessageID wal.MessageID
 	// Minimum is the low-water mark over live vchannels, nil when none.
 	Minimum wal.MessageID

@@ -34,7 +34,8 @@ type Recovered struct {
 	// StartMessageID is where consumption restarts (nil: the beginning).
 	StartMessageID wal.MessageID
 	// FromCatalog is true when StartMessageID is the stored checkpoint,
-	// false when it is the minimum of the vchannels given at spawn.
+	// false when it is the minimum of the vchannels given at spawn (or of
+	// one added below it during recovery).
 	FromCatalog bool
 	// Minimum is the low-water mark as recovery ends (nil with no
 	// vchannel). Commands applied during recovery may have raised it past

@@ -891,7 +891,12 @@ func (m *model) spawn(vcs map[string]int64, preload bool) {
 func (m *model) recovered(stored opt, attempts int) {
 	m.start = stored
 	if !stored.ok {
+		// The spawn's minimum, or a vchannel's added below it during
+		// recovery.
 		m.start = m.spawnMin
+		if now := m.minimum(); m.start.ok && now.ok && now.v < m.start.v {
+			m.start = now
+		}
 	}
 	start, fromCatalog := m.start, stored.ok
 	m.expectLife(fmt.Sprintf("Recovered(%s, fromCatalog=%v, attempts=%d)", start, fromCatalog, attempts), func(ev messages.Event) error {
