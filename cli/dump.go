@@ -125,7 +125,7 @@ func emitDump(ctx context.Context, e *env, args []string, source string, good []
 	}
 	// Said before the file is made: should the output be lost (a full
 	// disk, a closed pipe), no file is left to block the same command.
-	if _, err := fmt.Fprintf(e.stdout, "dumping %s from %s to %s\n", count(len(good), "checkpoint"), source, shorten.Cut(args[0], 1<<10, shownText)); err != nil {
+	if _, err := fmt.Fprintf(e.prose, "dumping %s from %s to %s\n", count(len(good), "checkpoint"), source, shorten.Cut(args[0], 1<<10, shownText)); err != nil {
 		return fmt.Errorf("writing the output: %w; no file made", err)
 	}
 	return writeNew(args[0], func(w io.Writer) error { return writeDump(ctx, w, source, good, maxDump) })

@@ -95,3 +95,33 @@ func TestListOnANarrowTerminal(t *testing.T) {
 	require.Equal(t, ExitOK, code, stderr)
 	require.True(t, strings.HasPrefix(shown, "PCHANNEL\n"), shown)
 }
+
+// The salvage's report and the line a dump to a file begins with are
+// sentences: on a terminal they wrap at its width, where a path made them
+// run past it. Piped, each is one line.
+func TestDumpSaysWhatItDoesWithinATerminal(t *testing.T) {
+	dir := t.TempDir() // about 60 columns
+	path := filepath.Join(dir, "c.db")
+	b, err := persistence.OpenBolt(path)
+	require.NoError(t, err)
+	require.NoError(t, b.Save(context.Background(), "p", wal.KafkaID(7)))
+	require.NoError(t, b.Close())
+
+	for _, how := range []string{"dump", "salvage"} {
+		args := []string{"--catalog=bolt:" + path, "dump"}
+		if how == "salvage" {
+			args = append(args, "--salvage")
+		}
+		var piped, errs bytes.Buffer
+		require.Equal(t, ExitOK, Main(context.Background(), append(args, filepath.Join(dir, how+"-piped.json")),
+			func(string) string { return "" }, nil, &piped, &errs), errs.String())
+		shown, stderr, code := onTerminal(t, 80, append(args, filepath.Join(dir, how+"-shown.json")))
+		require.Equal(t, ExitOK, code, stderr)
+		lines := strings.Split(strings.TrimSuffix(shown, "\n"), "\n")
+		require.Greater(t, len(lines), strings.Count(piped.String(), "\n"), "nothing was wrapped: %q", shown)
+		for i, l := range lines {
+			require.LessOrEqual(t, runewidth.StringWidth(l), 79, "line %d: %q", i, l)
+		}
+		require.Equal(t, strings.ReplaceAll(piped.String(), "-piped.json", "-shown.json"), strings.ReplaceAll(shown, "\n  ", " "), "the words changed")
+	}
+}

@@ -37,8 +37,9 @@ func salvageDump(ctx context.Context, e *env, args []string) error {
 	case err != nil:
 		return err
 	}
-	// On stdout goes the dump itself, when it is no file.
-	report := e.stdout
+	// On stdout goes the dump itself, when it is no file. Both are
+	// wrapped on a terminal, where a path made the line run past it.
+	report := e.prose
 	if len(args) == 0 || args[0] == "-" {
 		report = e.stderr
 	}

@@ -207,7 +207,15 @@ func printChecks(out io.Writer, checks []check, width int) {
 			verdict = "skipped"
 		}
 		head := fmt.Sprintf("check %-13s %-8s ", c.name, verdict)
-		printEntry(out, head+c.summary, len(head), width)
+		if width > 0 && len(head) > width/2 && lipgloss.Width(head+c.summary) > width {
+			// Too narrow to hang the summary past the head, where its
+			// lines would start left of its first: beneath it, as the
+			// problems are.
+			lines := append([]string{strings.TrimRight(head, " ")}, wrapHanging("    "+c.summary, 6, width)...)
+			_, _ = io.WriteString(out, strings.Join(lines, "\n")+"\n")
+		} else {
+			printEntry(out, head+c.summary, len(head), width)
+		}
 		for i, p := range c.problems {
 			if i == 10 {
 				fmt.Fprintf(out, "    ... and %d more\n", len(c.problems)-i)

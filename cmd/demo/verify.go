@@ -271,7 +271,7 @@ func checkMonotonic(ev *evidence) check {
 			c.failf("%s: the catalog holds %s at the end, the last persisted was %s", name, wal.String(ev.final[name]), wal.String(prev))
 		}
 	}
-	c.summary = fmt.Sprintf("%s, strictly increasing per pchannel, from the stored floor through the restart; the catalog ends at the last", count(values, "value"))
+	c.summary = fmt.Sprintf("%s, strictly increasing per pchannel, from the stored floor through the restart; the catalog ends at the last of them", count(values, "value"))
 	return c
 }
 

@@ -244,3 +244,27 @@ func TestCheckMonotonicNearLastOffset(t *testing.T) {
 		})
 	}
 }
+
+// On a terminal too narrow to hang a check's summary past its head (more
+// than half the width), the summary goes beneath it, as the problems do:
+// hung at half the width, its lines started four columns left of its
+// first.
+func TestChecksOnANarrowTerminal(t *testing.T) {
+	c := check{name: "I1 safe", summary: "23 saves, each a minimum of the simulator's view and of the events"}
+	c.failf("p0: persisted kafka:9 was never published as a minimum")
+	var out strings.Builder
+	printChecks(&out, []check{c}, 50)
+	want := "check I1 safe       VIOLATED\n" +
+		"    23 saves, each a minimum of the simulator's\n" +
+		"      view and of the events\n" +
+		"    p0: persisted kafka:9 was never published as a\n" +
+		"      minimum\n"
+	if out.String() != want {
+		t.Fatalf("printed\n%s\nwant\n%s", out.String(), want)
+	}
+	out.Reset()
+	printChecks(&out, []check{{name: "I1 safe", summary: "23 saves"}}, 50)
+	if want := "check I1 safe       ok       23 saves\n"; out.String() != want {
+		t.Fatalf("printed %q, want %q", out.String(), want)
+	}
+}
