@@ -157,9 +157,13 @@ func salvaged(e *env, s *persistence.Salvage) (good []dumpEntry, warnings []stri
 			"which may be one deleted or lowered since: check them before restoring", count(freed, "pchannel")))
 	}
 	if unsure > 0 {
+		why := "its tree damaged, and its freelist unread or freeing a page the tree reaches"
+		if s.NoFreelist {
+			why = "its tree damaged, and no freelist kept (bbolt's NoFreelistSync) to say which pages are free"
+		}
 		warnings = append(warnings, fmt.Sprintf("%s (UNSURE above) read from pages whose state the file no longer tells "+
-			"(its tree damaged, and its freelist unread or freeing a page the tree reaches): the dump holds the highest found, "+
-			"which may be one deleted or lowered since: check them before restoring", count(unsure, "pchannel")))
+			"(%s): the dump holds the highest found, "+
+			"which may be one deleted or lowered since: check them before restoring", count(unsure, "pchannel"), why))
 	}
 	if hidden > 0 {
 		warnings = append(warnings, fmt.Sprintf("%s (HIDDEN above) not as the commit the damaged meta page held, whose tree still reads whole, "+

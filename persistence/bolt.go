@@ -386,9 +386,12 @@ func OpenBolt(path string, opts ...BoltOption) (*Bolt, error) {
 // another name's had its name damaged, by any number of bits; a sibling
 // catalog's bucket carries its own name's, however close the names.
 func bucketMark(name []byte) uint64 {
-	const tag = uint64(0x6c776d6b) << 32 // "lwmk": no counter reaches it
-	return tag | uint64(crc32.ChecksumIEEE(name))
+	return bucketMarkTag | uint64(crc32.ChecksumIEEE(name))
 }
+
+// bucketMarkTag is the high half of every bucketMark: "lwmk", which no
+// counter reaches.
+const bucketMarkTag = uint64(0x6c776d6b) << 32
 
 // damagedBucket is a bucket of tx that may hold want's records under a
 // damaged name, and how it was told (noDamage if there is none). A

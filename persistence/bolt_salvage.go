@@ -6,9 +6,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -112,6 +112,10 @@ type Salvage struct {
 	// counts them.
 	Whole   bool
 	Deleted int
+	// NoFreelist says that the file keeps no freelist (bbolt's
+	// NoFreelistSync): the pages its tree does not reach are freed, if
+	// the tree reads whole, and otherwise unknown.
+	NoFreelist bool
 	// Ambiguous lists the pchannels left out for holding more than one
 	// checkpoint on live pages.
 	Ambiguous []Ambiguity
@@ -185,11 +189,19 @@ func SalvageBolt(ctx context.Context, path string, opts ...BoltOption) (*Salvage
 		}
 		return nil, fmt.Errorf("bbolt file %s: lock: %w", path, err)
 	}
-	data, err := readAll(ctx, f)
+	info, err := f.Stat()
 	if err != nil {
 		return nil, fmt.Errorf("bbolt file %s: %w", path, err)
 	}
-	s, err := salvage(ctx, data, []byte(o.bucket))
+	// Mapped, not read: a copy on the heap took the file's size (three
+	// times it, grown as it read), and a file larger than the memory
+	// left ended the process; a mapping that cannot be made is an error.
+	data, unmap, err := mapFile(f, info.Size())
+	if err != nil {
+		return nil, fmt.Errorf("bbolt file %s: %w", path, err)
+	}
+	defer unmap()
+	s, err := salvageMapped(ctx, data, []byte(o.bucket))
 	if err != nil {
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) || errors.Is(err, ErrNoBucket) {
 			return nil, fmt.Errorf("salvaging %s: %w", path, err)
@@ -214,33 +226,33 @@ func lockWithin(ctx context.Context, f *os.File, timeout time.Duration) error {
 	}
 }
 
-// readAll reads f whole, asking ctx between chunks: a file of gigabytes
-// on a slow disk takes a while.
-func readAll(ctx context.Context, f *os.File) ([]byte, error) {
-	var buf bytes.Buffer
-	if info, err := f.Stat(); err == nil {
-		buf.Grow(int(min(info.Size(), 1<<30)))
-	}
-	for {
-		if err := ctx.Err(); err != nil {
-			return nil, err
+// salvageMapped is salvage of a mapped file: a page the file no longer
+// holds (cut short by a program that ignores the lock) faults, and is an
+// error. What it returns holds no byte of data.
+func salvageMapped(ctx context.Context, data, want []byte) (s *Salvage, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if p := recover(); p != nil {
+			if _, fault := p.(interface{ Addr() uintptr }); !fault {
+				panic(p)
+			}
+			s, err = nil, fmt.Errorf("the file was cut short as it was read (by a program that ignores its lock?): %v", p)
 		}
-		n, err := buf.ReadFrom(io.LimitReader(f, 1<<20))
-		if err != nil {
-			return nil, err
-		}
-		if n == 0 {
-			return buf.Bytes(), nil
-		}
-	}
+	}()
+	return salvage(ctx, data, want)
 }
 
 // salvageBucket is a bucket element found in a leaf page.
 type salvageBucket struct {
 	name []byte
-	ours bool   // named as asked, or marked so (its name damaged)
-	root uint64 // 0: inline, its page inside the element
-	page uint64 // the page the element lies in
+	ours bool // named as asked, or marked so (its name damaged)
+	// conflict: named as asked, under another name's mark.
+	conflict bool
+	// nested: named or marked as asked, on a live page of another
+	// bucket's tree.
+	nested bool
+	root   uint64 // 0: inline, its page inside the element
+	page   uint64 // the page the element lies in
 }
 
 // salvageFind is a whole record found in a leaf page.
@@ -322,17 +334,19 @@ func salvage(ctx context.Context, data, want []byte) (*Salvage, error) {
 		highWater = meta.pgid
 		out.Missing = int(max(meta.pgid, uint64(out.Pages)) - uint64(out.Pages))
 	}
-	for _, id := range mismatched {
-		if id < highWater {
-			out.Unreadable++
-		}
-	}
-
 	// What the newest whole meta page says of each page. With the other
 	// damaged, it may be the commit before the last, whose tree does not
 	// reach the last one's pages: no page is then taken to be freed for
 	// being out of its reach.
 	st := salvageStates(sc, data, meta, metaErr == nil, pageSize, highWater)
+	// A freed page need not read as one: the rest of a freed run of
+	// several, whose first page was reused, has no header of its own.
+	for _, id := range mismatched {
+		if id < highWater && !st.freed[id] {
+			out.Unreadable++
+		}
+	}
+	out.NoFreelist = metaErr == nil && meta.freelist == noFreelist
 	// Two buckets' live trees reaching one page fail it too: that page
 	// is reached twice (pageStates.accounted).
 	st.whole = st.whole && ok0 && ok1
@@ -347,6 +361,32 @@ func salvage(ctx context.Context, data, want []byte) (*Salvage, error) {
 	oursOld, othersOld := map[uint64]bool{}, map[uint64]bool{}
 	otherNames := map[string]bool{}
 	found := false
+	// The catalog is a bucket of the file's top-level tree: one of the
+	// asked name inside another bucket (another program's) is that
+	// bucket's, and its records were mixed into ours.
+	top := map[uint64]bool{}
+	if metaErr == nil {
+		sc.reach(meta.root, top)
+	}
+	sound := false
+	for i := range sc.buckets {
+		b := &sc.buckets[i]
+		if b.ours && state(b.page) == PageLive {
+			if st.tree[b.page] && !top[b.page] {
+				// Reached through another bucket. (One that damage cut
+				// off the tree cannot be told nested: it is taken as
+				// named.)
+				b.ours, b.nested = false, true
+			} else {
+				sound = true
+			}
+		}
+	}
+	for i := range sc.buckets {
+		if b := &sc.buckets[i]; b.conflict {
+			b.ours = !sound
+		}
+	}
 	for _, b := range sc.buckets {
 		live := state(b.page) == PageLive
 		if b.ours {
@@ -354,8 +394,8 @@ func salvage(ctx context.Context, data, want []byte) (*Salvage, error) {
 			if live && !bytes.Equal(b.name, want) && out.RenamedAs == "" {
 				out.RenamedAs = string(b.name)
 			}
-		} else {
-			otherNames[string(b.name)] = true
+		} else if !b.nested {
+			otherNames[string(b.name)] = true // the bucket around a nested one is named too
 		}
 		if b.root == 0 {
 			continue
@@ -380,6 +420,18 @@ func salvage(ctx context.Context, data, want []byte) (*Salvage, error) {
 	}
 	alone := len(otherNames) == 0
 	out.Unattributed = len(sc.buckets) == 0
+	// Our live tree read whole: a live page it does not reach is not ours
+	// now, whoever's earlier tree reached it. An earlier tree of ours did
+	// reach pages freed since and reused by another bucket, whose own
+	// tree damage had lost: its records were dumped as ours, deleted
+	// pchannels of ours among them.
+	oursWhole := len(oursLive) > 0
+	for page := range oursLive {
+		if !sc.pages[page] || sc.damaged[page] > 0 || state(page) != PageLive {
+			oursWhole = false
+			break
+		}
+	}
 	// ours says whether a page's records are the bucket's; unsure, that
 	// they may be, or another bucket's.
 	ours := func(page uint64) (yes, unsure bool) {
@@ -393,6 +445,9 @@ func salvage(ctx context.Context, data, want []byte) (*Salvage, error) {
 		case othersLive[page]:
 			return false, false
 		case oursOld[page] && !othersOld[page]:
+			if oursWhole && state(page) == PageLive {
+				return false, true
+			}
 			return true, false
 		case othersOld[page] && !oursOld[page]:
 			return false, false
@@ -593,6 +648,7 @@ func (sc *salvageScan) leaf(id uint64, page []byte, inline, ours bool) {
 			}
 		}
 	}()
+	var order elementOrder
 	for j := range count {
 		e := pageHeaderSize + j*pageElementSize
 		if e+pageElementSize > len(page) {
@@ -608,6 +664,9 @@ func (sc *salvageScan) leaf(id uint64, page []byte, inline, ours bool) {
 			continue
 		}
 		key, value := page[start:kEnd], page[kEnd:vEnd]
+		if !order.next(start, vEnd, key) {
+			sc.damaged[id]++
+		}
 		// An element's flag says whether it is a record or a bucket, and
 		// one bit of damage turns either into the other: what its value
 		// is decides. A whole record is a record; a bucket's header is
@@ -625,7 +684,25 @@ func (sc *salvageScan) leaf(id uint64, page []byte, inline, ours bool) {
 			sc.finds = append(sc.finds, salvageFind{key: string(key), page: id, inline: inline, oursInline: ours, h: h, id: mid})
 		case !inline && bucketHeader(value):
 			b := salvageBucket{name: bytes.Clone(key), root: le.Uint64(value), page: id}
-			b.ours = bytes.Equal(key, sc.want) || le.Uint64(value[8:]) == bucketMark(sc.want)
+			switch seq := le.Uint64(value[8:]); {
+			case seq == bucketMark(key):
+				// Its own name's: what its name says, even where its mark
+				// is the asked one's too (two names of one CRC-32).
+				b.ours = bytes.Equal(key, sc.want)
+			case seq == bucketMark(sc.want):
+				b.ours = true // its name damaged
+			case seq&^0xffffffff == bucketMarkTag:
+				// Another name's mark: its name or its mark is damaged.
+				// Bearing the asked name, it is ours only if no sound
+				// bucket is (see salvage): one byte made a sibling's name
+				// ours, and gave its records as ours.
+				b.conflict = bytes.Equal(key, sc.want)
+				sc.damaged[id]++
+			default:
+				// Unmarked: made before lowwater marked its buckets, or
+				// another program's.
+				b.ours = bytes.Equal(key, sc.want)
+			}
 			buckets, values = append(buckets, b), append(values, value)
 			if flaggedBucket {
 				flagged++
@@ -653,13 +730,41 @@ func bucketHeader(value []byte) bool {
 func (sc *salvageScan) branch(id uint64, page []byte) {
 	le := binary.LittleEndian
 	count := sc.count(id, page, 0)
+	var order elementOrder
 	for j := range count {
 		e := pageHeaderSize + j*pageElementSize
 		if e+pageElementSize > len(page) {
+			sc.damaged[id] += count - j
 			return
 		}
 		sc.children[id] = append(sc.children[id], le.Uint64(page[e+8:]))
+		start := uint64(e) + uint64(le.Uint32(page[e:]))
+		kEnd := start + uint64(le.Uint32(page[e+4:]))
+		if kEnd > uint64(len(page)) || !order.next(start, kEnd, page[start:kEnd]) {
+			sc.damaged[id]++
+		}
 	}
+}
+
+// elementOrder checks a page's elements as bbolt lays them out: their
+// keys strictly ascending, and their data end to end, each element's
+// right after the one before. Damage that keeps every element's record
+// whole can still break either (an offset made to point at the next
+// element's record, which then reads twice and hides its own; a key made
+// into its neighbour's): then look-ups through the page go astray, as
+// bbolt's check and verify say, and the page counts as damaged.
+type elementOrder struct {
+	end  uint64
+	last []byte
+	seen bool
+}
+
+// next takes the element whose data runs from start to end, with key,
+// and reports whether it follows the one before.
+func (o *elementOrder) next(start, end uint64, key []byte) bool {
+	ok := !o.seen || start == o.end && bytes.Compare(o.last, key) < 0
+	o.end, o.last, o.seen = end, key, true
+	return ok
 }
 
 // count is how many elements a leaf or branch page holds; posAt is where
@@ -749,7 +854,23 @@ func salvageStates(sc *salvageScan, data []byte, meta boltMeta, known bool, page
 		st.freed[id] = true
 	}
 	var freelistSpan uint64
-	st.freelistRead, freelistSpan = readFreelist(data, meta, pageSize, st.freed)
+	if meta.freelist == noFreelist {
+		// The file keeps no freelist (bbolt's NoFreelistSync): bbolt
+		// frees, as it opens it, every page below the mark that its
+		// tree does not reach, and so does this, where the tree reads
+		// whole.
+		if st.treeReadsWhole(sc, meta, highWater) {
+			covered := st.covered(sc, meta, highWater, 0)
+			for id := uint64(2); id < highWater; id++ {
+				if !covered[id] {
+					st.freed[id] = true
+				}
+			}
+			st.freelistRead = true
+		}
+	} else {
+		st.freelistRead, freelistSpan = readFreelist(data, meta, pageSize, st.freed)
+	}
 	st.whole = st.freelistRead && st.accounted(sc, meta, highWater, freelistSpan)
 	return st
 }
@@ -762,6 +883,22 @@ func salvageStates(sc *salvageScan, data []byte, meta boltMeta, known bool, page
 // damaged count or pointer cuts a live page off the tree: without this,
 // the page would be taken for one an earlier commit freed.
 func (st *pageStates) accounted(sc *salvageScan, meta boltMeta, highWater, freelistSpan uint64) bool {
+	if !st.treeReadsWhole(sc, meta, highWater) {
+		return false
+	}
+	covered := st.covered(sc, meta, highWater, freelistSpan)
+	for id := uint64(2); id < highWater; id++ {
+		if !covered[id] && !st.freed[id] {
+			return false // reached by nothing, freed by nothing: cut off
+		}
+	}
+	return true
+}
+
+// treeReadsWhole reports whether each page the tree reaches is a page,
+// with no damaged element, below the high water mark, reached once and
+// freed by no freelist.
+func (st *pageStates) treeReadsWhole(sc *salvageScan, meta boltMeta, highWater uint64) bool {
 	refs := map[uint64]int{meta.root: 1}
 	for id := range st.tree {
 		if !sc.pages[id] || sc.damaged[id] > 0 || id >= highWater || st.freed[id] {
@@ -781,6 +918,12 @@ func (st *pageStates) accounted(sc *salvageScan, meta boltMeta, highWater, freel
 			return false
 		}
 	}
+	return true
+}
+
+// covered is the pages below the mark that the tree reaches, with the
+// pages each runs over, and the freelist's freelistSpan pages.
+func (st *pageStates) covered(sc *salvageScan, meta boltMeta, highWater, freelistSpan uint64) map[uint64]bool {
 	// Each run is cut at the mark: a damaged overflow may count billions.
 	covered := map[uint64]bool{}
 	for id := range st.tree {
@@ -788,15 +931,10 @@ func (st *pageStates) accounted(sc *salvageScan, meta boltMeta, highWater, freel
 			covered[i] = true
 		}
 	}
-	for i := meta.freelist; i < meta.freelist+freelistSpan && i < highWater; i++ {
-		covered[i] = true
+	for i := uint64(0); i < freelistSpan && meta.freelist+i < highWater; i++ {
+		covered[meta.freelist+i] = true
 	}
-	for id := uint64(2); id < highWater; id++ {
-		if !covered[id] && !st.freed[id] {
-			return false // reached by nothing, freed by nothing: cut off
-		}
-	}
-	return true
+	return covered
 }
 
 // readFreelist adds to freed the pages meta's freelist frees, and reports
@@ -820,11 +958,28 @@ func readFreelist(data []byte, meta boltMeta, pageSize int, freed map[uint64]boo
 		}
 		n, ids = le.Uint64(ids), ids[8:]
 	}
-	if n > uint64(len(ids))/8 {
+	// bbolt writes the list sorted, below the mark, on as many pages as
+	// it needs and no more: a list that is not so is damaged (a page of
+	// it zeroed, a bit of its count), and the pages it no longer names
+	// would be taken for live ones cut off the tree, deleted pchannels
+	// among them.
+	size := uint64(pageHeaderSize) + n*8
+	if le.Uint16(page[10:]) == freelistCountOverflow {
+		size += 8
+	}
+	if n > uint64(len(ids))/8 || pages != size/uint64(pageSize)+1 {
 		return false, 0
 	}
+	list := make([]uint64, n)
 	for i := range n {
-		freed[le.Uint64(ids[i*8:])] = true
+		id := le.Uint64(ids[i*8:])
+		if id < 2 || id >= meta.pgid || i > 0 && id <= list[i-1] {
+			return false, 0
+		}
+		list[i] = id
+	}
+	for _, id := range list {
+		freed[id] = true
 	}
 	return true, pages
 }
