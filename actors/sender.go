@@ -241,7 +241,7 @@ func (s *Sender) Update(vchannel string, checkpoint wal.MessageID) error {
 		return messages.ErrEmptyVChannel
 	}
 	if checkpoint == nil {
-		return messages.ErrNilCheckpoint
+		return fmt.Errorf("%w: vchannel %s", messages.ErrNilCheckpoint, shorten.QuotedText(vchannel)) // as the actor says it
 	}
 	if err := wal.CheckPosition(checkpoint); err != nil {
 		// Judged here, as the actor would: buffered, it could hide a

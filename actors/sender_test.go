@@ -218,6 +218,7 @@ func TestSenderRejectsLocallyWhatItCanJudge(t *testing.T) {
 	require.NoError(t, s.Update("v0", wal.KafkaID(12))) // waits
 	require.ErrorIs(t, s.Update("v0", wal.KafkaID(11)), messages.ErrCheckpointRollback)
 	require.ErrorIs(t, s.Update("v0", wal.PulsarID{LedgerID: 99}), messages.ErrWALMismatch)
+	require.EqualError(t, s.Update("v0", nil), `lowwater: nil checkpoint: vchannel "v0"`)
 	require.ErrorIs(t, s.Update("v0", nil), messages.ErrNilCheckpoint)
 	require.ErrorIs(t, s.Update("", wal.KafkaID(1)), messages.ErrEmptyVChannel)
 	var typedNil *wal.KafkaID
