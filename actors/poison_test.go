@@ -3,8 +3,8 @@ package actors_test
 import (
 	"context"
 	"fmt"
-	"sync/atomic"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
