@@ -58,11 +58,18 @@ func TestSalvageNeverInventsACheckpoint(t *testing.T) {
 				require.ErrorContains(t, err, path)
 				return
 			}
-			want := healthy()
-			for _, r := range s.Records {
-				require.Equal(t, want[r.PChannel], r.Checkpoint.String(), r.PChannel)
-			}
+			requireSaved(t, s)
 		})
+	}
+}
+
+// requireSaved checks that each record s gives is the one
+// writeHealthyBolt saved for its pchannel.
+func requireSaved(t *testing.T, s *persistence.Salvage) {
+	t.Helper()
+	want := healthy()
+	for _, r := range s.Records {
+		require.Equal(t, want[r.PChannel], r.Checkpoint.String(), r.PChannel)
 	}
 }
 
