@@ -16,11 +16,12 @@ import (
 // catalog its caller then closed.
 //
 // A pchannel is listed as protoactor registers its mailbox, before Spawn
-// returns, and delisted as it stops. A listing is believed only while the
-// process registry holds the same process under its PID: a later actor
-// spawned under a stopped one's name is never taken for it. A pchannel on
-// a mailbox of the caller's own (actor.WithMailbox) is never listed, and
-// is asked as before.
+// returns, and delisted as it stops. A listing is believed only for the
+// PID Spawn returned, while the process registry holds the same process
+// under it: a later actor spawned under a stopped one's name is never
+// taken for it. A pchannel on a mailbox of the caller's own
+// (actor.WithMailbox), or asked through a PID made anew, is not known
+// here, and is asked as before.
 type directory struct {
 	mu     sync.Mutex
 	listed map[string]*listing // by PID id; guarded by mu
@@ -28,7 +29,11 @@ type directory struct {
 
 // listing is one pchannel actor, shared by its incarnations.
 type listing struct {
-	dir     *directory
+	dir *directory
+	// pid is the PID protoactor made for the actor, which Spawn returned
+	// and ctx.Self() gives: another system's PID of the same id, whose
+	// sends go to that system's actor, is never taken for it.
+	pid     *actor.PID
 	process actor.Process
 	mailbox *mailbox
 	name    string
@@ -67,7 +72,7 @@ func (d *directory) list(sys *actor.ActorSystem, pid *actor.PID, m *mailbox, nam
 	if l := d.listed[pid.Id]; l != nil && l.mailbox == m {
 		return l
 	}
-	l := &listing{dir: d, process: proc, mailbox: m, name: name}
+	l := &listing{dir: d, pid: pid, process: proc, mailbox: m, name: name}
 	d.listed[pid.Id] = l
 	return l
 }
@@ -83,7 +88,10 @@ func (l *listing) delist(pid *actor.PID) {
 }
 
 // lookup returns the listing of the pchannel actor at pid, or nil if
-// none is live there that the directory knows.
+// none is live there that the directory knows. pid must be the one
+// protoactor made for it: a PID made anew (actor.NewPID), or another
+// system's of the same id, is not known here, since a PID remembers the
+// process it was first sent to, which may be another system's.
 func (d *directory) lookup(sys *actor.ActorSystem, pid *actor.PID) *listing {
 	proc, ok := sys.ProcessRegistry.Get(pid)
 	if !ok {
@@ -92,7 +100,7 @@ func (d *directory) lookup(sys *actor.ActorSystem, pid *actor.PID) *listing {
 	d.mu.Lock()
 	l := d.listed[pid.Id]
 	d.mu.Unlock()
-	if l == nil || l.process != proc {
+	if l == nil || l.pid != pid || l.process != proc {
 		return nil
 	}
 	return l

@@ -29,13 +29,15 @@ import (
 //
 // The pill is sent at once, behind whatever the mailbox holds (a backlog
 // of raw Sends, a subscriber that holds the actor): a context that ends
-// first ends the wait, never the stop. A pchannel that is stopping
-// already, or gone, gives an error that wraps actor.ErrDeadLetter, and
-// nothing is sent; a nil ctx is an ErrNilContext, a nil system or PID an
-// ErrNoPChannel. A PID that is no pchannel's spawned from NewProps (one
-// on a mailbox of the caller's own, say) is asked for its state first,
-// and is sent nothing if it does not answer. It must not be called from
-// inside an actor's Receive.
+// first ends the wait, never the stop. That is for the PID Spawn returned
+// (or ctx.Self()) of a pchannel spawned in system from NewProps's Props.
+// Any other is asked for its state first, and sent nothing if it does not
+// answer in time: an actor that is no pchannel's, one on a mailbox of the
+// caller's own (actor.WithMailbox), a PID made anew (actor.NewPID), or
+// another system's. A pchannel that is stopping already, or gone, gives
+// an error that wraps actor.ErrDeadLetter, and nothing is sent; a nil ctx
+// is an ErrNilContext, a nil system or PID an ErrNoPChannel. It must not
+// be called from inside an actor's Receive.
 func Poison(ctx context.Context, system *actor.ActorSystem, pchannel *actor.PID) (*messages.Stopped, error) {
 	ctx, cancel, err := waitWithin(ctx, system, pchannel)
 	if err != nil {

@@ -155,11 +155,11 @@ func noAnswer(sys *actor.ActorSystem, pid *actor.PID, msg any, within string, er
 	if l == nil {
 		return fmt.Errorf("lowwater: actor %s did not answer %s%s (is it a pchannel's?): %w", shorten.Quoted(pid.Id), what, within, err)
 	}
-	held := "busy with one message still (an event subscriber or a middleware that holds it?)"
-	if n := l.mailbox.UserMessageCount(); n > 0 {
-		held = fmt.Sprintf("its mailbox holding %d messages (a backlog of raw Sends, or an event subscriber that holds it?)", n)
-	}
-	return fmt.Errorf("lowwater: pchannel %s did not answer %s%s, %s: %w", shorten.Quoted(l.name), what, within, held, err)
+	// Busy: how many messages wait is not told, since the mailbox counts
+	// those its run has taken only once the run ends, and a handler held
+	// up is in a run.
+	return fmt.Errorf("lowwater: pchannel %s did not answer %s%s: it is busy (a backlog of raw Sends before the request, "+
+		"or an event subscriber or a middleware that holds it?): %w", shorten.Quoted(l.name), what, within, err)
 }
 
 // replyBox is where one request's reply comes: the first reply is kept,

@@ -67,7 +67,7 @@ func StartMessageID(ctx context.Context, system *actor.ActorSystem, pchannel *ac
 		case name == "":
 			return nil, w.notRecovered(err)
 		case ended(err):
-			return nil, w.notRecovered(fmt.Errorf("lowwater: pchannel %s did not say it had read its stored checkpoint: %w", name, err))
+			return nil, w.notRecovered(err) // GetState's, which names the pchannel
 		default:
 			return nil, w.notRecovered(err)
 		}
