@@ -64,10 +64,13 @@ func salvageDump(ctx context.Context, e *env, args []string) error {
 	if err := emitDump(ctx, e, args, "bbolt file "+u.Path+" (salvaged)", good); err != nil {
 		return err
 	}
+	damaged := s.Unreadable > 0 || s.Damaged > 0 || !s.Whole
 	switch {
+	case len(warnings) > 0 && damaged:
+		return &exitError{code: ExitCorrupt, err: fmt.Errorf("%s is damaged: the dump is written: read the warnings above before restoring it", path)}
 	case len(warnings) > 0:
 		return &exitError{code: ExitCorrupt, err: errors.New("the dump is written: read the warnings above before restoring it")}
-	case s.Unreadable > 0 || s.Damaged > 0 || !s.Whole:
+	case damaged:
 		return &exitError{code: ExitCorrupt, err: fmt.Errorf("%s is damaged: the dump is written, with every whole record its pages hold; "+
 			"restore it into a new file", path)}
 	}

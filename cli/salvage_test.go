@@ -141,7 +141,7 @@ func TestDumpSalvageSaysWhatCameFromFreedPages(t *testing.T) {
 			"or the commit that wrote the higher one is hidden by a damaged meta page. A checkpoint too low replays records, one too high skips them: " +
 			"raise one in the dump only if it is known to be the last saved",
 		strings.Replace(summary, "299", "300", 1) + "1 unreadable; 0 records damaged",
-		"lowwater: the dump is written: read the warnings above before restoring it",
+		"lowwater: " + path + " is damaged: the dump is written: read the warnings above before restoring it",
 	}
 	require.Len(t, lines, len(want), stderr)
 	for i, w := range want {

@@ -203,7 +203,7 @@ func SalvageBolt(ctx context.Context, path string, opts ...BoltOption) (*Salvage
 	defer unmap()
 	s, err := salvageMapped(ctx, data, []byte(o.bucket))
 	if err != nil {
-		if ctx.Err() != nil && errors.Is(err, ctx.Err()) || errors.Is(err, ErrNoBucket) {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) || errors.Is(err, ErrNoBucket) || errors.Is(err, errCutWhileRead) {
 			return nil, fmt.Errorf("salvaging %s: %w", path, err)
 		}
 		return nil, fmt.Errorf("%w: %s: %w", ErrCorruptStore, path, err)
@@ -226,6 +226,10 @@ func lockWithin(ctx context.Context, f *os.File, timeout time.Duration) error {
 	}
 }
 
+// errCutWhileRead is the error of a file cut short as it was read: not
+// damage, a read that failed.
+var errCutWhileRead = errors.New("the file was cut short as it was read (by a program that ignores its lock?)")
+
 // salvageMapped is salvage of a mapped file: a page the file no longer
 // holds (cut short by a program that ignores the lock) faults, and is an
 // error. What it returns holds no byte of data.
@@ -236,7 +240,7 @@ func salvageMapped(ctx context.Context, data, want []byte) (s *Salvage, err erro
 			if _, fault := p.(interface{ Addr() uintptr }); !fault {
 				panic(p)
 			}
-			s, err = nil, fmt.Errorf("the file was cut short as it was read (by a program that ignores its lock?): %v", p)
+			s, err = nil, errCutWhileRead
 		}
 	}()
 	return salvage(ctx, data, want)
@@ -259,11 +263,13 @@ type salvageBucket struct {
 type salvageFind struct {
 	key  string
 	page uint64
-	// inline: in a bucket kept inside its element, whose bucket is then
-	// known, ours or not; else the bucket is told by reachability.
-	inline, oursInline bool
-	h                  record.Header
-	id                 wal.MessageID
+	// inline is the index in salvageScan.buckets of the bucket kept
+	// inside its element that holds the record, whose bucket is then
+	// known once every bucket is (nested, say); -1 outside one, where the
+	// bucket is told by reachability.
+	inline int
+	h      record.Header
+	id     wal.MessageID
 }
 
 // salvageScan is what one pass over every page finds.
@@ -273,8 +279,12 @@ type salvageScan struct {
 	finds    []salvageFind
 	damaged  map[uint64]int      // elements that are no whole record, by page
 	children map[uint64][]uint64 // a branch page's children
-	pages    map[uint64]bool     // pages that read as leaf or branch pages
-	overflow map[uint64]uint64   // how many pages after each of those it runs over
+	keys     map[uint64][][]byte // a branch page's keys, one a child (nil: unread)
+	// first and last are the first and last keys of each leaf or branch
+	// page, for the keys of the branch above it.
+	first, last map[uint64][]byte
+	pages       map[uint64]bool   // pages that read as leaf or branch pages
+	overflow    map[uint64]uint64 // how many pages after each of those it runs over
 }
 
 // salvage reads the records of bucket want from a file's bytes.
@@ -295,7 +305,8 @@ func salvage(ctx context.Context, data, want []byte) (*Salvage, error) {
 		meta, metaErr = second, nil // at a page size newestMeta does not guess
 	}
 	out.NoMeta = metaErr != nil
-	sc := &salvageScan{want: want, damaged: map[uint64]int{}, children: map[uint64][]uint64{}, pages: map[uint64]bool{}, overflow: map[uint64]uint64{}}
+	sc := &salvageScan{want: want, damaged: map[uint64]int{}, children: map[uint64][]uint64{}, keys: map[uint64][][]byte{},
+		first: map[uint64][]byte{}, last: map[uint64][]byte{}, pages: map[uint64]bool{}, overflow: map[uint64]uint64{}}
 	lastPage := uint64(0) // the end of the last page that reads as one
 	covered := 0          // the pages up to it continue a page of several
 	var mismatched []uint64
@@ -320,7 +331,7 @@ func salvage(ctx context.Context, data, want []byte) (*Salvage, error) {
 		switch flags {
 		case leafPageFlag:
 			sc.pages[uint64(i)], sc.overflow[uint64(i)] = true, uint64(overflow)
-			sc.leaf(uint64(i), page, false, false)
+			sc.leaf(uint64(i), page, -1)
 		case branchPageFlag:
 			sc.pages[uint64(i)], sc.overflow[uint64(i)] = true, uint64(overflow)
 			sc.branch(uint64(i), page)
@@ -458,14 +469,16 @@ func salvage(ctx context.Context, data, want []byte) (*Salvage, error) {
 	// whether it is left out as maybe another bucket's (only a live one
 	// is worth telling).
 	counted := func(f salvageFind) (ok, leftOut bool) {
-		if f.inline {
-			return f.oursInline, false
+		if f.inline >= 0 {
+			return sc.buckets[f.inline].ours, false
 		}
 		yes, unsure := ours(f.page)
 		return yes, unsure && state(f.page) != PageFreed
 	}
 	for page, n := range sc.damaged {
-		if yes, _ := ours(page); yes && state(page) != PageFreed {
+		// The top-level tree's pages are every bucket's: damage there
+		// (two buckets of one name, say) is the catalog's too.
+		if yes, _ := ours(page); (yes || top[page]) && state(page) != PageFreed {
 			out.Damaged += n
 		}
 	}
@@ -624,9 +637,10 @@ func salvagePageSize(data []byte) int {
 const maxSalvagePageSize = 1 << 16
 
 // leaf reads the elements of a leaf page: records, and buckets (reading
-// the page of a bucket kept inside its element). inline tells a page
-// inside a bucket's element, of a bucket that is ours or not.
-func (sc *salvageScan) leaf(id uint64, page []byte, inline, ours bool) {
+// the page of a bucket kept inside its element). inline is the index in
+// sc.buckets of the bucket whose element holds the page, -1 for a page of
+// the file.
+func (sc *salvageScan) leaf(id uint64, page []byte, inline int) {
 	le := binary.LittleEndian
 	count := sc.count(id, page, 4)
 	// Buckets are taken once the page is read: a page that holds a
@@ -644,7 +658,7 @@ func (sc *salvageScan) leaf(id uint64, page []byte, inline, ours bool) {
 		for i, b := range buckets {
 			sc.buckets = append(sc.buckets, b)
 			if b.root == 0 {
-				sc.leaf(id, values[i][bucketHeaderSize:], true, b.ours)
+				sc.leaf(id, values[i][bucketHeaderSize:], len(sc.buckets)-1)
 			}
 		}
 	}()
@@ -667,6 +681,12 @@ func (sc *salvageScan) leaf(id uint64, page []byte, inline, ours bool) {
 		if !order.next(start, vEnd, key) {
 			sc.damaged[id]++
 		}
+		if inline < 0 {
+			if j == 0 {
+				sc.first[id] = key
+			}
+			sc.last[id] = key
+		}
 		// An element's flag says whether it is a record or a bucket, and
 		// one bit of damage turns either into the other: what its value
 		// is decides. A whole record is a record; a bucket's header is
@@ -681,8 +701,8 @@ func (sc *salvageScan) leaf(id uint64, page []byte, inline, ours bool) {
 		switch {
 		case whole:
 			records = true
-			sc.finds = append(sc.finds, salvageFind{key: string(key), page: id, inline: inline, oursInline: ours, h: h, id: mid})
-		case !inline && bucketHeader(value):
+			sc.finds = append(sc.finds, salvageFind{key: string(key), page: id, inline: inline, h: h, id: mid})
+		case inline < 0 && bucketHeader(value):
 			b := salvageBucket{name: bytes.Clone(key), root: le.Uint64(value), page: id}
 			switch seq := le.Uint64(value[8:]); {
 			case seq == bucketMark(key):
@@ -740,7 +760,16 @@ func (sc *salvageScan) branch(id uint64, page []byte) {
 		sc.children[id] = append(sc.children[id], le.Uint64(page[e+8:]))
 		start := uint64(e) + uint64(le.Uint32(page[e:]))
 		kEnd := start + uint64(le.Uint32(page[e+4:]))
-		if kEnd > uint64(len(page)) || !order.next(start, kEnd, page[start:kEnd]) {
+		var key []byte
+		if kEnd <= uint64(len(page)) {
+			key = page[start:kEnd]
+			if j == 0 {
+				sc.first[id] = key
+			}
+			sc.last[id] = key
+		}
+		sc.keys[id] = append(sc.keys[id], key)
+		if key == nil || !order.next(start, kEnd, key) {
 			sc.damaged[id]++
 		}
 	}
@@ -812,6 +841,7 @@ type pageStates struct {
 	tree         map[uint64]bool // what its tree reaches
 	freed        map[uint64]bool // what its freelist frees, and the pages at and above its high water mark
 	freelistRead bool
+	contradicted bool // the freelist frees a page the tree reaches
 	whole        bool // every page its tree reaches is a page, with no damaged element
 }
 
@@ -826,7 +856,7 @@ func (st *pageStates) of(page uint64) PageState {
 		return PageLive
 	case onFreelist, st.whole:
 		return PageFreed
-	case st.freelistRead:
+	case st.freelistRead && !st.contradicted:
 		return PageLive // below the mark, freed by none: cut off by damage
 	}
 	return PageUnknown
@@ -871,6 +901,17 @@ func salvageStates(sc *salvageScan, data []byte, meta boltMeta, known bool, page
 	} else {
 		st.freelistRead, freelistSpan = readFreelist(data, meta, pageSize, st.freed)
 	}
+	for id := range st.freed {
+		if st.tree[id] {
+			// The freelist frees a page the tree reaches: one of the two
+			// is damaged (a branch pointed at a freed page, or an id of
+			// the list changed into a live page's), and a page neither
+			// names is no more surely live, cut off by damage, than
+			// freed: a deleted pchannel came back as live.
+			st.contradicted = true
+			break
+		}
+	}
 	st.whole = st.freelistRead && st.accounted(sc, meta, highWater, freelistSpan)
 	return st
 }
@@ -904,8 +945,18 @@ func (st *pageStates) treeReadsWhole(sc *salvageScan, meta boltMeta, highWater u
 		if !sc.pages[id] || sc.damaged[id] > 0 || id >= highWater || st.freed[id] {
 			return false
 		}
-		for _, child := range sc.children[id] {
+		keys := sc.keys[id]
+		for i, child := range sc.children[id] {
 			refs[child]++
+			// The child's keys lie from its branch key to the next one,
+			// as bbolt's check holds them: a key grown past its
+			// neighbour's reads in order, and sends look-ups astray.
+			if first := sc.first[child]; first != nil && bytes.Compare(first, keys[i]) < 0 {
+				return false
+			}
+			if last := sc.last[child]; last != nil && i+1 < len(keys) && bytes.Compare(last, keys[i+1]) >= 0 {
+				return false
+			}
 		}
 	}
 	for _, b := range sc.buckets {
@@ -962,12 +1013,16 @@ func readFreelist(data []byte, meta boltMeta, pageSize int, freed map[uint64]boo
 	// it needs and no more: a list that is not so is damaged (a page of
 	// it zeroed, a bit of its count), and the pages it no longer names
 	// would be taken for live ones cut off the tree, deleted pchannels
-	// among them.
-	size := uint64(pageHeaderSize) + n*8
-	if le.Uint16(page[10:]) == freelistCountOverflow {
-		size += 8
+	// among them. It sizes the list before it takes the list's own pages
+	// out of it, so the pages may hold those ids more.
+	need := func(n uint64) uint64 {
+		size := uint64(pageHeaderSize) + n*8
+		if n >= freelistCountOverflow {
+			size += 8
+		}
+		return size/uint64(pageSize) + 1
 	}
-	if n > uint64(len(ids))/8 || pages != size/uint64(pageSize)+1 {
+	if n > uint64(len(ids))/8 || pages < need(n) || pages > need(n+pages) {
 		return false, 0
 	}
 	list := make([]uint64, n)

@@ -3,10 +3,13 @@ package persistence
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/stretchr/testify/require"
 
 	"github.com/lowwater/lowwater/wal"
 )
@@ -92,5 +95,39 @@ func TestSalvageOfRandomDamage(t *testing.T) {
 			}
 		}
 		checkSalvage(t, data)
+	}
+}
+
+// bbolt sizes a freelist before it takes the list's own pages out of it:
+// a list may span a page more than its ids need, and is whole; one that
+// spans more than that, or less than its ids need, is not.
+func TestSalvageFreelistLength(t *testing.T) {
+	const pageSize = 512
+	for _, c := range []struct {
+		ids, pages int
+		ok         bool
+	}{
+		{ids: 60, pages: 1, ok: true},   // 16 + 480 bytes: one page
+		{ids: 62, pages: 1, ok: false},  // 512 bytes: two
+		{ids: 123, pages: 3, ok: true},  // needs two; sized with its own three ids, 126: three
+		{ids: 123, pages: 2, ok: true},  // as it needs
+		{ids: 120, pages: 4, ok: false}, // more than 124 ids would need
+		{ids: 549, pages: 12, ok: false},
+	} {
+		data := make([]byte, (2+c.pages)*pageSize)
+		le := binary.LittleEndian
+		page := data[2*pageSize:]
+		le.PutUint64(page, 2)
+		le.PutUint16(page[8:], freelistPageFlag)
+		le.PutUint16(page[10:], uint16(c.ids))
+		le.PutUint32(page[12:], uint32(c.pages-1))
+		for i := range c.ids {
+			le.PutUint64(page[pageHeaderSize+8*i:], uint64(1000+i))
+		}
+		ok, pages := readFreelist(data, boltMeta{freelist: 2, pgid: 5000}, pageSize, map[uint64]bool{})
+		require.Equal(t, c.ok, ok, "%d ids on %d pages", c.ids, c.pages)
+		if ok {
+			require.Equal(t, uint64(c.pages), pages)
+		}
 	}
 }

@@ -87,6 +87,23 @@ func TestSalvageOfASiblingRenamedAsOurs(t *testing.T) {
 	require.Equal(t, bucketRecords(9000), salvaged(t, s, persistence.PageLive))
 }
 
+// A branch page's last key grown (its size damaged) reads on into the
+// page's free space: still in order after the key before it, it is above
+// its child's first key, where bbolt's check and verify hold a child's
+// keys, and look-ups through it go astray. Every record is salvaged, and
+// the file is not whole.
+func TestSalvageOfABranchKeyAboveItsChild(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.db")
+	writeHealthyBolt(t, path)
+	rewrite(t, path, onBranchElement(func(_ []byte, _ uint64, elem []byte) {
+		binary.LittleEndian.PutUint32(elem[4:], binary.LittleEndian.Uint32(elem[4:])+8)
+	}))
+	s, err := persistence.SalvageBolt(context.Background(), path)
+	require.NoError(t, err)
+	require.False(t, s.Whole)
+	require.Equal(t, healthy(), salvaged(t, s, persistence.PageLive))
+}
+
 // A sibling whose name has our name's CRC-32, and so our mark: its mark
 // is its own name's, and it is that name's bucket, not ours under a
 // damaged name. The file is whole, and its salvage is its dump.
@@ -104,8 +121,16 @@ func TestSalvageOfASiblingWhoseNameSharesOurMark(t *testing.T) {
 
 // A bucket of our name inside another program's bucket is that bucket's:
 // only the file's top-level bucket is the catalog, and the nested one's
-// records were mixed into it, in a whole file.
+// records were mixed into it, in a whole file. So too when it is small
+// enough for bbolt to keep it inside its element (inline), whose records
+// were taken for ours as the page was read, before its nesting was known.
 func TestSalvageOfANestedBucketOfOurName(t *testing.T) {
+	for _, nested := range []int{damagedRecords, 3} {
+		t.Run(fmt.Sprint(nested, " records"), func(t *testing.T) { testSalvageOfANestedBucketOfOurName(t, nested) })
+	}
+}
+
+func testSalvageOfANestedBucketOfOurName(t *testing.T, records int) {
 	path := filepath.Join(t.TempDir(), "c.db")
 	writeBuckets(t, path, map[string]int{defaultBucket: 1000})
 	db, err := bolt.Open(path, 0o600, nil)
@@ -122,7 +147,7 @@ func TestSalvageOfANestedBucketOfOurName(t *testing.T) {
 		if err := nested.SetSequence(0x6c776d6b<<32 | uint64(crc32.ChecksumIEEE([]byte(defaultBucket)))); err != nil {
 			return err
 		}
-		for i := range damagedRecords {
+		for i := range records {
 			rec, err := persistence.EncodeRecord(fmt.Sprintf("other-%04d", i), persistence.Record{Checkpoint: wal.KafkaID(int64(5000 + i))})
 			if err != nil {
 				return err
