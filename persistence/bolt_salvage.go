@@ -274,12 +274,17 @@ type salvageFind struct {
 
 // salvageScan is what one pass over every page finds.
 type salvageScan struct {
-	want     []byte
-	buckets  []salvageBucket
-	finds    []salvageFind
-	damaged  map[uint64]int      // elements that are no whole record, by page
-	children map[uint64][]uint64 // a branch page's children
-	keys     map[uint64][][]byte // a branch page's keys, one a child (nil: unread)
+	want    []byte
+	buckets []salvageBucket
+	finds   []salvageFind
+	damaged map[uint64]int // elements damaged: out of order, astray, flagged as they are not, by page
+	// foreign counts, by page, the elements that hold no lowwater record
+	// (another program's values, or records of ours damaged), and
+	// foreignInline those of each bucket kept inline, by its index.
+	foreign       map[uint64]int
+	foreignInline map[int]int
+	children      map[uint64][]uint64 // a branch page's children
+	keys          map[uint64][][]byte // a branch page's keys, one a child (nil: unread)
 	// first and last are the first and last keys of each leaf or branch
 	// page, for the keys of the branch above it.
 	first, last map[uint64][]byte
@@ -305,7 +310,8 @@ func salvage(ctx context.Context, data, want []byte) (*Salvage, error) {
 		meta, metaErr = second, nil // at a page size newestMeta does not guess
 	}
 	out.NoMeta = metaErr != nil
-	sc := &salvageScan{want: want, damaged: map[uint64]int{}, children: map[uint64][]uint64{}, keys: map[uint64][][]byte{},
+	sc := &salvageScan{want: want, damaged: map[uint64]int{}, foreign: map[uint64]int{}, foreignInline: map[int]int{},
+		children: map[uint64][]uint64{}, keys: map[uint64][][]byte{},
 		first: map[uint64][]byte{}, last: map[uint64][]byte{}, pages: map[uint64]bool{}, overflow: map[uint64]uint64{}}
 	lastPage := uint64(0) // the end of the last page that reads as one
 	covered := 0          // the pages up to it continue a page of several
@@ -361,7 +367,6 @@ func salvage(ctx context.Context, data, want []byte) (*Salvage, error) {
 	// Two buckets' live trees reaching one page fail it too: that page
 	// is reached twice (pageStates.accounted).
 	st.whole = st.whole && ok0 && ok1
-	out.Whole = st.whole
 	state := func(page uint64) PageState { return st.of(page) }
 
 	// Which bucket a page is: the one whose live tree reaches it, or
@@ -482,6 +487,22 @@ func salvage(ctx context.Context, data, want []byte) (*Salvage, error) {
 			out.Damaged += n
 		}
 	}
+	// An element that holds no record is damage on the bucket's pages
+	// alone: another program's bucket may share the file, and its values
+	// are none of lowwater's.
+	for page, n := range sc.foreign {
+		if yes, _ := ours(page); yes && state(page) != PageFreed {
+			out.Damaged += n
+			st.whole = false
+		}
+	}
+	for i, n := range sc.foreignInline {
+		if b := sc.buckets[i]; b.ours && state(b.page) != PageFreed {
+			out.Damaged += n
+			st.whole = false
+		}
+	}
+	out.Whole = st.whole
 
 	// The commit a damaged meta page held, if its tree still reads
 	// whole: what it holds of each pchannel.
@@ -695,8 +716,16 @@ func (sc *salvageScan) leaf(id uint64, page []byte, inline int) {
 		h, ok, mid, err := record.Decode(string(key), value)
 		whole := ok && err == nil
 		flaggedBucket := flags&bucketLeafFlag != 0
-		if flaggedBucket == whole {
-			sc.damaged[id]++ // a record flagged a bucket, or an element that is no record
+		switch {
+		case flaggedBucket != whole:
+		case whole, inline < 0 && bucketHeader(value):
+			sc.damaged[id]++ // a record flagged a bucket, or a bucket not flagged so
+		case inline >= 0:
+			sc.foreignInline[inline]++
+		default:
+			// No record: another program's value, or one of ours
+			// damaged, which is told once the page's bucket is known.
+			sc.foreign[id]++
 		}
 		switch {
 		case whole:
@@ -1024,6 +1053,13 @@ func readFreelist(data []byte, meta boltMeta, pageSize int, freed map[uint64]boo
 	}
 	if n > uint64(len(ids))/8 || pages < need(n) || pages > need(n+pages) {
 		return false, 0
+	}
+	// bbolt writes the rest of the list's pages as zeros: an id after
+	// the count says the count was lowered.
+	for _, b := range ids[n*8:] {
+		if b != 0 {
+			return false, 0
+		}
 	}
 	list := make([]uint64, n)
 	for i := range n {

@@ -2,6 +2,7 @@ package persistence
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"math/rand/v2"
@@ -100,13 +101,17 @@ func TestSalvageOfRandomDamage(t *testing.T) {
 
 // bbolt sizes a freelist before it takes the list's own pages out of it:
 // a list may span a page more than its ids need, and is whole; one that
-// spans more than that, or less than its ids need, is not.
+// spans more than that, or less than its ids need, is not. It writes the
+// rest of the list's pages as zeros: ids past the count say the count was
+// lowered, and the pages they name would be taken for live ones.
 func TestSalvageFreelistLength(t *testing.T) {
 	const pageSize = 512
 	for _, c := range []struct {
 		ids, pages int
 		ok         bool
+		counted    int // the count the page says, if not ids
 	}{
+		{ids: 60, pages: 1, counted: 20, ok: false},
 		{ids: 60, pages: 1, ok: true},   // 16 + 480 bytes: one page
 		{ids: 62, pages: 1, ok: false},  // 512 bytes: two
 		{ids: 123, pages: 3, ok: true},  // needs two; sized with its own three ids, 126: three
@@ -119,7 +124,7 @@ func TestSalvageFreelistLength(t *testing.T) {
 		page := data[2*pageSize:]
 		le.PutUint64(page, 2)
 		le.PutUint16(page[8:], freelistPageFlag)
-		le.PutUint16(page[10:], uint16(c.ids))
+		le.PutUint16(page[10:], uint16(cmp.Or(c.counted, c.ids)))
 		le.PutUint32(page[12:], uint32(c.pages-1))
 		for i := range c.ids {
 			le.PutUint64(page[pageHeaderSize+8*i:], uint64(1000+i))

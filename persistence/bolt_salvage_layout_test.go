@@ -104,6 +104,37 @@ func TestSalvageOfABranchKeyAboveItsChild(t *testing.T) {
 	require.Equal(t, healthy(), salvaged(t, s, persistence.PageLive))
 }
 
+// Another program's bucket in the file, whose values are none of
+// lowwater's records: not damage, and the file is whole. Each of its
+// values counted as a damaged record, and the file as damaged.
+func TestSalvageOfAFileSharedWithAnotherProgram(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.db")
+	writeBuckets(t, path, map[string]int{defaultBucket: 1000})
+	db, err := bolt.Open(path, 0o600, nil)
+	require.NoError(t, err)
+	require.NoError(t, db.Update(func(tx *bolt.Tx) error {
+		for _, n := range []int{3, 300} { // kept inline, and in pages of its own
+			app, err := tx.CreateBucket(fmt.Appendf(nil, "app-%d", n))
+			if err != nil {
+				return err
+			}
+			for i := range n {
+				if err := app.Put(fmt.Appendf(nil, "setting-%04d", i), []byte("on")); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}))
+	require.NoError(t, db.Close())
+	s, err := persistence.SalvageBolt(context.Background(), path)
+	require.NoError(t, err)
+	require.True(t, s.Whole)
+	require.Zero(t, s.Damaged)
+	require.Equal(t, bucketRecords(1000), salvaged(t, s, persistence.PageLive))
+	require.Equal(t, []string{"app-3", "app-300"}, s.OtherBuckets)
+}
+
 // A sibling whose name has our name's CRC-32, and so our mark: its mark
 // is its own name's, and it is that name's bucket, not ours under a
 // damaged name. The file is whole, and its salvage is its dump.
