@@ -146,8 +146,8 @@ func ask(ctx context.Context, sender actor.SenderContext, pid *actor.PID, msg an
 // noAnswer is the error of a request to pid that its context, or
 // DefaultRequestTimeout (within), ended unanswered. From here a busy
 // pchannel and an actor that is no pchannel's look alike: of one the
-// directory knows, it says what its mailbox still holds, which the
-// request waited behind; of another, that it may be no pchannel's.
+// directory knows, it says that it is busy, and why it may be; of
+// another, that it may be no pchannel's.
 func noAnswer(sys *actor.ActorSystem, pid *actor.PID, msg any, within string, err error) error {
 	what := reflect.TypeOf(msg).String()
 	what = what[strings.LastIndexByte(what, '.')+1:] // "GetState", not "*messages.GetState"

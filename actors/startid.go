@@ -37,8 +37,8 @@ import (
 // last failed read this call heard of, which a hidden Recovered may have
 // made stale. A context done already is returned its error, and nothing
 // is asked. A pchannel busy past ctx (a backlog of raw Sends, a
-// subscriber that holds it) is said to be so, with what its mailbox
-// holds; a PID that never answers, that it may be no pchannel's.
+// subscriber that holds it) is said to be so; a PID that never answers,
+// that it may be no pchannel's.
 // system.Shutdown stops no actor: a call waiting
 // then waits for its context. It must not be called from inside an
 // actor's Receive.
