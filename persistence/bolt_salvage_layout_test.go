@@ -40,21 +40,30 @@ func TestSalvageOfAnElementReadingItsNeighbour(t *testing.T) {
 	requireSaved(t, s)
 }
 
-// A branch key made greater than the one after it sends bbolt's look-ups
-// to the wrong leaf, which its check and verify refuse: every record is
-// still salvaged, from its live page, and the file is not whole.
-func TestSalvageOfABranchKeyOutOfOrder(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "c.db")
-	writeHealthyBolt(t, path)
-	rewrite(t, path, onBranchElement(func(page []byte, _ uint64, _ []byte) {
-		first := page[pageHeaderSize:]
-		at := pageHeaderSize + int(binary.LittleEndian.Uint32(first))
-		page[at] = 0xff // the first key, above every other
-	}))
-	s, err := persistence.SalvageBolt(context.Background(), path)
-	require.NoError(t, err)
-	require.False(t, s.Whole)
-	require.Equal(t, healthy(), salvaged(t, s, persistence.PageLive))
+// A branch key made greater than the one after it, or grown (its size
+// damaged) into the page's free space, above its child's first key:
+// bbolt's look-ups through it go astray, and its check and verify refuse
+// the file. Every record is salvaged, from its live page, and the file is
+// not whole.
+func TestSalvageOfADamagedBranchKey(t *testing.T) {
+	for name, damage := range map[string]func(page, elem []byte){
+		"the first key above every other": func(page, _ []byte) {
+			page[pageHeaderSize+int(binary.LittleEndian.Uint32(page[pageHeaderSize:]))] = 0xff
+		},
+		"the last key grown": func(_, elem []byte) {
+			binary.LittleEndian.PutUint32(elem[4:], binary.LittleEndian.Uint32(elem[4:])+8)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "c.db")
+			writeHealthyBolt(t, path)
+			rewrite(t, path, onBranchElement(func(page []byte, _ uint64, elem []byte) { damage(page, elem) }))
+			s, err := persistence.SalvageBolt(context.Background(), path)
+			require.NoError(t, err)
+			require.False(t, s.Whole)
+			require.Equal(t, healthy(), salvaged(t, s, persistence.PageLive))
+		})
+	}
 }
 
 // One byte made a sibling bucket's name ours: two elements of one name
@@ -87,32 +96,13 @@ func TestSalvageOfASiblingRenamedAsOurs(t *testing.T) {
 	require.Equal(t, bucketRecords(9000), salvaged(t, s, persistence.PageLive))
 }
 
-// A branch page's last key grown (its size damaged) reads on into the
-// page's free space: still in order after the key before it, it is above
-// its child's first key, where bbolt's check and verify hold a child's
-// keys, and look-ups through it go astray. Every record is salvaged, and
-// the file is not whole.
-func TestSalvageOfABranchKeyAboveItsChild(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "c.db")
-	writeHealthyBolt(t, path)
-	rewrite(t, path, onBranchElement(func(_ []byte, _ uint64, elem []byte) {
-		binary.LittleEndian.PutUint32(elem[4:], binary.LittleEndian.Uint32(elem[4:])+8)
-	}))
-	s, err := persistence.SalvageBolt(context.Background(), path)
-	require.NoError(t, err)
-	require.False(t, s.Whole)
-	require.Equal(t, healthy(), salvaged(t, s, persistence.PageLive))
-}
-
 // Another program's bucket in the file, whose values are none of
 // lowwater's records: not damage, and the file is whole. Each of its
 // values counted as a damaged record, and the file as damaged.
 func TestSalvageOfAFileSharedWithAnotherProgram(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "c.db")
 	writeBuckets(t, path, map[string]int{defaultBucket: 1000})
-	db, err := bolt.Open(path, 0o600, nil)
-	require.NoError(t, err)
-	require.NoError(t, db.Update(func(tx *bolt.Tx) error {
+	boltUpdate(t, path, nil, func(tx *bolt.Tx) error {
 		for _, n := range []int{3, 300} { // kept inline, and in pages of its own
 			app, err := tx.CreateBucket(fmt.Appendf(nil, "app-%d", n))
 			if err != nil {
@@ -125,8 +115,7 @@ func TestSalvageOfAFileSharedWithAnotherProgram(t *testing.T) {
 			}
 		}
 		return nil
-	}))
-	require.NoError(t, db.Close())
+	})
 	s, err := persistence.SalvageBolt(context.Background(), path)
 	require.NoError(t, err)
 	require.True(t, s.Whole)
@@ -164,9 +153,7 @@ func TestSalvageOfANestedBucketOfOurName(t *testing.T) {
 func testSalvageOfANestedBucketOfOurName(t *testing.T, records int) {
 	path := filepath.Join(t.TempDir(), "c.db")
 	writeBuckets(t, path, map[string]int{defaultBucket: 1000})
-	db, err := bolt.Open(path, 0o600, nil)
-	require.NoError(t, err)
-	require.NoError(t, db.Update(func(tx *bolt.Tx) error {
+	boltUpdate(t, path, nil, func(tx *bolt.Tx) error {
 		app, err := tx.CreateBucket([]byte("app"))
 		if err != nil {
 			return err
@@ -188,8 +175,7 @@ func testSalvageOfANestedBucketOfOurName(t *testing.T, records int) {
 			}
 		}
 		return nil
-	}))
-	require.NoError(t, db.Close())
+	})
 	s, err := persistence.SalvageBolt(context.Background(), path)
 	require.NoError(t, err)
 	require.True(t, s.Whole)
@@ -293,21 +279,16 @@ func TestSalvageOfReusedRunsOfSmallPages(t *testing.T) {
 // dump. It was read as a damaged file, deleted pchannels dumped.
 func TestSalvageOfAFileWithoutAFreelist(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "c.db")
-	db, err := bolt.Open(path, 0o600, &bolt.Options{NoFreelistSync: true})
-	require.NoError(t, err)
-	require.NoError(t, db.Close())
 	writeHealthyBolt(t, path)
-	db, err = bolt.Open(path, 0o600, &bolt.Options{NoFreelistSync: true})
-	require.NoError(t, err)
-	require.NoError(t, db.Update(func(tx *bolt.Tx) error {
+	// Its last commit keeps no freelist.
+	boltUpdate(t, path, &bolt.Options{NoFreelistSync: true}, func(tx *bolt.Tx) error {
 		for i := range 10 {
 			if err := tx.Bucket([]byte(defaultBucket)).Delete([]byte(damagedName(i))); err != nil {
 				return err
 			}
 		}
 		return nil
-	}))
-	require.NoError(t, db.Close())
+	})
 	s, err := persistence.SalvageBolt(context.Background(), path)
 	require.NoError(t, err)
 	require.True(t, s.NoFreelist)
@@ -318,6 +299,15 @@ func TestSalvageOfAFileWithoutAFreelist(t *testing.T) {
 	}
 	require.Equal(t, want, salvaged(t, s, persistence.PageLive))
 	require.Equal(t, 10, s.Deleted)
+}
+
+// boltUpdate runs update in one bbolt transaction on the file at path.
+func boltUpdate(t *testing.T, path string, opts *bolt.Options, update func(tx *bolt.Tx) error) {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, opts)
+	require.NoError(t, err)
+	require.NoError(t, db.Update(update))
+	require.NoError(t, db.Close())
 }
 
 // onLiveLeaf damages a leaf page of records the catalog's bucket reaches
