@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -60,14 +61,19 @@ func StartMessageID(ctx context.Context, system *actor.ActorSystem, pchannel *ac
 	defer system.EventStream.Unsubscribe(sub)
 	again := time.NewTimer(time.Hour)
 	defer again.Stop()
+	answered := false
 	for wait := startReask; ; {
 		s, err := GetState(ctx, system.Root, pchannel)
 		switch {
 		case err == nil:
-		case name == "":
+			answered = true
+		case !answered:
+			// GetState's: a busy pchannel, or a PID that may be none's.
 			return nil, w.notRecovered(err)
 		case ended(err):
-			return nil, w.notRecovered(err) // GetState's, which names the pchannel
+			// It answered before: the context ended while it was
+			// asked again, not for want of an answer.
+			return nil, w.notRecovered(fmt.Errorf("lowwater: pchannel %s did not say it had read its stored checkpoint: %w", name, cmp.Or(ctx.Err(), context.DeadlineExceeded)))
 		default:
 			return nil, w.notRecovered(err)
 		}
