@@ -77,6 +77,10 @@ func salvageDump(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
+// checkHighest ends the warnings of lines whose checkpoint may not be
+// the last saved: FREED and UNSURE.
+const checkHighest = "the dump holds the highest found, which may be one deleted or lowered since: check them before restoring"
+
 // salvaged is the dump of what s holds, with a line on stderr for each
 // record that needs a look (FREED, UNSURE, HIGHER, AMBIGUOUS, UNFIT), and
 // the warnings that say what those lines mean and what else the file
@@ -156,8 +160,7 @@ func salvaged(e *env, s *persistence.Salvage) (good []dumpEntry, warnings []stri
 	}
 	if freed > 0 {
 		warnings = append(warnings, fmt.Sprintf("%s (FREED above) found only on pages a later commit freed: "+
-			"each was deleted since, or its newer record is on a damaged page; the dump holds the highest found, "+
-			"which may be one deleted or lowered since: check them before restoring", count(freed, "pchannel")))
+			"each was deleted since, or its newer record is on a damaged page; "+checkHighest, count(freed, "pchannel")))
 	}
 	if unsure > 0 {
 		why := "its tree damaged, and its freelist unread or freeing a page the tree reaches"
@@ -165,8 +168,7 @@ func salvaged(e *env, s *persistence.Salvage) (good []dumpEntry, warnings []stri
 			why = "its tree damaged, and no freelist kept (bbolt's NoFreelistSync) to say which pages are free"
 		}
 		warnings = append(warnings, fmt.Sprintf("%s (UNSURE above) read from pages whose state the file no longer tells "+
-			"(%s): the dump holds the highest found, "+
-			"which may be one deleted or lowered since: check them before restoring", count(unsure, "pchannel"), why))
+			"(%s): "+checkHighest, count(unsure, "pchannel"), why))
 	}
 	if hidden > 0 {
 		warnings = append(warnings, fmt.Sprintf("%s (HIDDEN above) not as the commit the damaged meta page held, whose tree still reads whole, "+

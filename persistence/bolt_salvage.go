@@ -703,10 +703,7 @@ func (sc *salvageScan) leaf(id uint64, page []byte, inline int) {
 			sc.damaged[id]++
 		}
 		if inline < 0 {
-			if j == 0 {
-				sc.first[id] = key
-			}
-			sc.last[id] = key
+			sc.bound(id, j, key)
 		}
 		// An element's flag says whether it is a record or a bucket, and
 		// one bit of damage turns either into the other: what its value
@@ -792,16 +789,22 @@ func (sc *salvageScan) branch(id uint64, page []byte) {
 		var key []byte
 		if kEnd <= uint64(len(page)) {
 			key = page[start:kEnd]
-			if j == 0 {
-				sc.first[id] = key
-			}
-			sc.last[id] = key
+			sc.bound(id, j, key)
 		}
 		sc.keys[id] = append(sc.keys[id], key)
 		if key == nil || !order.next(start, kEnd, key) {
 			sc.damaged[id]++
 		}
 	}
+}
+
+// bound notes key, the j-th of page id's elements, as the page's first
+// key or, so far, its last: the bounds the branch above it holds it to.
+func (sc *salvageScan) bound(id uint64, j int, key []byte) {
+	if j == 0 {
+		sc.first[id] = key
+	}
+	sc.last[id] = key
 }
 
 // elementOrder checks a page's elements as bbolt lays them out: their
