@@ -51,6 +51,11 @@ func salvageDump(ctx context.Context, e *env, args []string) error {
 	fmt.Fprintf(report, "salvaged %s of bucket %s from %s: %s of %d bytes, %d unreadable; %s damaged\n",
 		count(len(good), "checkpoint"), shorten.QuotedText(e.opts.bucket), path,
 		count(s.Pages, "page"), s.PageSize, s.Unreadable, count(s.Damaged, "record"))
+	if !s.Whole && s.Broken != "" {
+		// What makes the file damaged where no count above says it: a
+		// branch key out of its range, a page cut off the tree.
+		fmt.Fprintf(report, "damaged: %s\n", s.Broken)
+	}
 	if s.Deleted > 0 {
 		fmt.Fprintf(report, "left out: %s found only on pages a later commit freed, deleted since (the file's tree is whole)\n", count(s.Deleted, "pchannel"))
 	}

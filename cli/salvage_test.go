@@ -54,7 +54,8 @@ func TestDumpSalvageOfADamagedFile(t *testing.T) {
 	stdout, stderr, code := runSplit(t, url, "dump", "--salvage", out)
 	require.Equal(t, cli.ExitCorrupt, code, stderr)
 	require.Equal(t, fmt.Sprintf("salvaged 300 checkpoints of bucket %q from %s: %d pages of %d bytes, 1 unreadable; 0 records damaged\n"+
-		"dumping 300 checkpoints from bbolt file %s (salvaged) to %s\n", persistence.DefaultBucket, path, len(data)/pageSize, pageSize, path, out), stdout)
+		"damaged: page %d, in the tree, reads as no page\n"+
+		"dumping 300 checkpoints from bbolt file %s (salvaged) to %s\n", persistence.DefaultBucket, path, len(data)/pageSize, pageSize, root, path, out), stdout)
 	require.Equal(t, "lowwater: "+path+" is damaged: the dump is written, with every whole record its pages hold; restore it into a new file\n", stderr)
 
 	fresh := "--catalog=bolt:" + filepath.Join(t.TempDir(), "new.db")
@@ -141,6 +142,7 @@ func TestDumpSalvageSaysWhatCameFromFreedPages(t *testing.T) {
 			"or the commit that wrote the higher one is hidden by a damaged meta page. A checkpoint too low replays records, one too high skips them: " +
 			"raise one in the dump only if it is known to be the last saved",
 		strings.Replace(summary, "299", "300", 1) + "1 unreadable; 0 records damaged",
+		fmt.Sprintf("damaged: its freelist, page %d, does not read whole", freelistPage(t, data)),
 		"lowwater: " + path + " is damaged: the dump is written: read the warnings above before restoring it",
 	}
 	require.Len(t, lines, len(want), stderr)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"runtime/debug"
 	"slices"
@@ -112,6 +113,11 @@ type Salvage struct {
 	// counts them.
 	Whole   bool
 	Deleted int
+	// Broken says why the tree does not read whole, where Whole is
+	// false: the first thing found, a page and what is wrong with it.
+	// Damage that counts no record (a branch key out of its range, a
+	// page cut off the tree) is told here alone.
+	Broken string
 	// NoFreelist says that the file keeps no freelist (bbolt's
 	// NoFreelistSync): the pages its tree does not reach are freed, if
 	// the tree reads whole, and otherwise unknown.
@@ -364,9 +370,13 @@ func salvage(ctx context.Context, data, want []byte) (*Salvage, error) {
 		}
 	}
 	out.NoFreelist = metaErr == nil && meta.freelist == noFreelist
-	// Two buckets' live trees reaching one page fail it too: that page
-	// is reached twice (pageStates.accounted).
-	st.whole = st.whole && ok0 && ok1
+	// A damaged meta page: the commit it held may be the newest.
+	switch {
+	case !ok0:
+		st.breaks("meta page 0 is damaged")
+	case !ok1:
+		st.breaks("meta page 1 is damaged")
+	}
 	state := func(page uint64) PageState { return st.of(page) }
 
 	// Which bucket a page is: the one whose live tree reaches it, or
@@ -490,19 +500,20 @@ func salvage(ctx context.Context, data, want []byte) (*Salvage, error) {
 	// An element that holds no record is damage on the bucket's pages
 	// alone: another program's bucket may share the file, and its values
 	// are none of lowwater's.
-	for page, n := range sc.foreign {
+	for _, page := range slices.Sorted(maps.Keys(sc.foreign)) {
 		if yes, _ := ours(page); yes && state(page) != PageFreed {
+			n := sc.foreign[page]
 			out.Damaged += n
-			st.whole = false
+			st.breaks(fmt.Sprintf("page %d holds %d %s that %s no lowwater record", page, n, plural(n, "element"), plural(n, "is")))
 		}
 	}
-	for i, n := range sc.foreignInline {
-		if b := sc.buckets[i]; b.ours && state(b.page) != PageFreed {
+	for _, i := range slices.Sorted(maps.Keys(sc.foreignInline)) {
+		if b, n := sc.buckets[i], sc.foreignInline[i]; b.ours && state(b.page) != PageFreed {
 			out.Damaged += n
-			st.whole = false
+			st.breaks(fmt.Sprintf("the bucket kept in page %d holds %d %s that %s no lowwater record", b.page, n, plural(n, "element"), plural(n, "is")))
 		}
 	}
-	out.Whole = st.whole
+	out.Whole, out.Broken = st.whole, st.broken
 
 	// The commit a damaged meta page held, if its tree still reads
 	// whole: what it holds of each pchannel.
@@ -873,8 +884,18 @@ type pageStates struct {
 	tree         map[uint64]bool // what its tree reaches
 	freed        map[uint64]bool // what its freelist frees, and the pages at and above its high water mark
 	freelistRead bool
-	contradicted bool // the freelist frees a page the tree reaches
-	whole        bool // every page its tree reaches is a page, with no damaged element
+	contradicted bool   // the freelist frees a page the tree reaches
+	whole        bool   // every page its tree reaches is a page, with no damaged element
+	broken       string // why not whole, the first thing found
+}
+
+// breaks notes why the tree does not read whole, unless a reason is
+// noted already.
+func (st *pageStates) breaks(why string) {
+	st.whole = false
+	if st.broken == "" {
+		st.broken = why
+	}
 }
 
 func (st *pageStates) of(page uint64) PageState {
@@ -921,7 +942,7 @@ func salvageStates(sc *salvageScan, data []byte, meta boltMeta, known bool, page
 		// frees, as it opens it, every page below the mark that its
 		// tree does not reach, and so does this, where the tree reads
 		// whole.
-		if st.treeReadsWhole(sc, meta, highWater) {
+		if st.treeBreak(sc, meta, highWater) == "" {
 			covered := st.covered(sc, meta, highWater, 0)
 			for id := uint64(2); id < highWater; id++ {
 				if !covered[id] {
@@ -944,38 +965,57 @@ func salvageStates(sc *salvageScan, data []byte, meta boltMeta, known bool, page
 			break
 		}
 	}
-	st.whole = st.freelistRead && st.accounted(sc, meta, highWater, freelistSpan)
+	st.whole = true
+	switch {
+	case !st.freelistRead && meta.freelist == noFreelist:
+		st.breaks(st.treeBreak(sc, meta, highWater))
+	case !st.freelistRead:
+		st.breaks(fmt.Sprintf("its freelist, page %d, does not read whole", meta.freelist))
+	default:
+		if why := st.unaccounted(sc, meta, highWater, freelistSpan); why != "" {
+			st.breaks(why)
+		}
+	}
 	return st
 }
 
-// accounted reports whether the tree and the freelist account for every
-// page as bbolt keeps them: each page the tree reaches is a page, with
+// unaccounted says why the tree and the freelist do not account for
+// every page as bbolt keeps them, or "" where they do: each page the tree reaches is a page, with
 // no damaged element, below the high water mark, reached once and freed
 // by no freelist; and each page below the mark is reached, freed, or
 // the meta pages, the freelist or a page run over by one of several. A
 // damaged count or pointer cuts a live page off the tree: without this,
 // the page would be taken for one an earlier commit freed.
-func (st *pageStates) accounted(sc *salvageScan, meta boltMeta, highWater, freelistSpan uint64) bool {
-	if !st.treeReadsWhole(sc, meta, highWater) {
-		return false
+func (st *pageStates) unaccounted(sc *salvageScan, meta boltMeta, highWater, freelistSpan uint64) string {
+	if why := st.treeBreak(sc, meta, highWater); why != "" {
+		return why
 	}
 	covered := st.covered(sc, meta, highWater, freelistSpan)
 	for id := uint64(2); id < highWater; id++ {
 		if !covered[id] && !st.freed[id] {
-			return false // reached by nothing, freed by nothing: cut off
+			return fmt.Sprintf("page %d is neither in the tree nor freed: cut off by damage", id)
 		}
 	}
-	return true
+	return ""
 }
 
-// treeReadsWhole reports whether each page the tree reaches is a page,
-// with no damaged element, below the high water mark, reached once and
-// freed by no freelist.
-func (st *pageStates) treeReadsWhole(sc *salvageScan, meta boltMeta, highWater uint64) bool {
+// treeBreak says why a page the tree reaches is not what bbolt keeps:
+// no page, or with damaged elements, at or past the high water mark,
+// reached twice, freed by the freelist, or with keys outside its branch
+// key's range. "" means the tree reads whole. Pages are looked at in
+// order, so that the reason told is the same from run to run.
+func (st *pageStates) treeBreak(sc *salvageScan, meta boltMeta, highWater uint64) string {
 	refs := map[uint64]int{meta.root: 1}
-	for id := range st.tree {
-		if !sc.pages[id] || sc.damaged[id] > 0 || id >= highWater || st.freed[id] {
-			return false
+	for _, id := range slices.Sorted(maps.Keys(st.tree)) {
+		switch {
+		case !sc.pages[id]:
+			return fmt.Sprintf("page %d, in the tree, reads as no page", id)
+		case sc.damaged[id] > 0:
+			return fmt.Sprintf("page %d, in the tree, has %d damaged %s", id, sc.damaged[id], plural(sc.damaged[id], "element"))
+		case id >= highWater:
+			return fmt.Sprintf("page %d, in the tree, lies past the last page the file counts (%d)", id, highWater-1)
+		case st.freed[id]:
+			return fmt.Sprintf("page %d, in the tree, is freed too", id)
 		}
 		keys := sc.keys[id]
 		for i, child := range sc.children[id] {
@@ -984,10 +1024,10 @@ func (st *pageStates) treeReadsWhole(sc *salvageScan, meta boltMeta, highWater u
 			// as bbolt's check holds them: a key grown past its
 			// neighbour's reads in order, and sends look-ups astray.
 			if first := sc.first[child]; first != nil && bytes.Compare(first, keys[i]) < 0 {
-				return false
+				return fmt.Sprintf("branch page %d: page %d's first key lies below its branch key", id, child)
 			}
 			if last := sc.last[child]; last != nil && i+1 < len(keys) && bytes.Compare(last, keys[i+1]) >= 0 {
-				return false
+				return fmt.Sprintf("branch page %d: page %d's last key lies at or past the next branch key", id, child)
 			}
 		}
 	}
@@ -996,12 +1036,12 @@ func (st *pageStates) treeReadsWhole(sc *salvageScan, meta boltMeta, highWater u
 			refs[b.root]++
 		}
 	}
-	for _, n := range refs {
-		if n > 1 {
-			return false
+	for _, id := range slices.Sorted(maps.Keys(refs)) {
+		if refs[id] > 1 {
+			return fmt.Sprintf("page %d is reached %d times in the tree", id, refs[id])
 		}
 	}
-	return true
+	return ""
 }
 
 // covered is the pages below the mark that the tree reaches, with the
@@ -1076,4 +1116,15 @@ func readFreelist(data []byte, meta boltMeta, pageSize int, freed map[uint64]boo
 		freed[id] = true
 	}
 	return true, pages
+}
+
+// plural is word as it goes with n: "element", "elements"; "is", "are".
+func plural(n int, word string) string {
+	switch {
+	case n == 1:
+		return word
+	case word == "is":
+		return "are"
+	}
+	return word + "s"
 }

@@ -46,21 +46,30 @@ func TestSalvageOfAnElementReadingItsNeighbour(t *testing.T) {
 // the file. Every record is salvaged, from its live page, and the file is
 // not whole.
 func TestSalvageOfADamagedBranchKey(t *testing.T) {
-	for name, damage := range map[string]func(page, elem []byte){
-		"the first key above every other": func(page, _ []byte) {
+	for name, c := range map[string]struct {
+		damage  func(page, elem []byte)
+		damaged int
+		broken  string // what Salvage.Broken matches
+	}{
+		// Out of order on its page: a damaged element.
+		"the first key above every other": {func(page, _ []byte) {
 			page[pageHeaderSize+int(binary.LittleEndian.Uint32(page[pageHeaderSize:]))] = 0xff
-		},
-		"the last key grown": func(_, elem []byte) {
+		}, 1, `^page \d+, in the tree, has 1 damaged element$`},
+		// In order on its page, out of its child's range: the reason
+		// alone tells it.
+		"the last key grown": {func(_, elem []byte) {
 			binary.LittleEndian.PutUint32(elem[4:], binary.LittleEndian.Uint32(elem[4:])+8)
-		},
+		}, 0, `^branch page \d+: page \d+'s first key lies below its branch key$`},
 	} {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "c.db")
 			writeHealthyBolt(t, path)
-			rewrite(t, path, onBranchElement(func(page []byte, _ uint64, elem []byte) { damage(page, elem) }))
+			rewrite(t, path, onBranchElement(func(page []byte, _ uint64, elem []byte) { c.damage(page, elem) }))
 			s, err := persistence.SalvageBolt(context.Background(), path)
 			require.NoError(t, err)
 			require.False(t, s.Whole)
+			require.Equal(t, c.damaged, s.Damaged)
+			require.Regexp(t, c.broken, s.Broken)
 			require.Equal(t, healthy(), salvaged(t, s, persistence.PageLive))
 		})
 	}
@@ -119,6 +128,7 @@ func TestSalvageOfAFileSharedWithAnotherProgram(t *testing.T) {
 	s, err := persistence.SalvageBolt(context.Background(), path)
 	require.NoError(t, err)
 	require.True(t, s.Whole)
+	require.Empty(t, s.Broken)
 	require.Zero(t, s.Damaged)
 	require.Equal(t, bucketRecords(1000), salvaged(t, s, persistence.PageLive))
 	require.Equal(t, []string{"app-3", "app-300"}, s.OtherBuckets)
