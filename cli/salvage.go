@@ -159,6 +159,12 @@ func salvaged(e *env, s *persistence.Salvage) (good []dumpEntry, warnings []stri
 			"every record found is dumped as bucket %s's; if the file held other buckets (--bucket), theirs are among them",
 			shorten.QuotedText(e.opts.bucket)))
 	}
+	if s.Twins > 0 {
+		warnings = append(warnings, fmt.Sprintf("%d buckets on live pages are taken for bucket %s, where a file holds one: "+
+			"made before lowwater marked its buckets, another's renamed by damage, or one nested in another's and cut off "+
+			"by damage; the records of all of them are dumped, some of them another bucket's: check them before restoring",
+			s.Twins, shorten.QuotedText(e.opts.bucket)))
+	}
 	if s.RenamedAs != "" {
 		warnings = append(warnings, fmt.Sprintf("the bucket's name is damaged: it reads %s, and is known by its mark",
 			shorten.QuotedText(s.RenamedAs)))

@@ -187,3 +187,44 @@ func TestDumpSalvageOfAnEmptyFile(t *testing.T) {
 	require.Empty(t, stdout)
 	require.Contains(t, stderr, "the file is empty")
 }
+
+// Two buckets of the asked name on live pages, as one byte of damage
+// makes of a file written before lowwater marked its buckets: both are
+// dumped, and a warning says so, where the sibling's records came among
+// ours with no line.
+func TestDumpSalvageOfTwoBucketsOfOneName(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.db")
+	db, err := bolt.Open(path, 0o600, nil)
+	require.NoError(t, err)
+	require.NoError(t, db.Update(func(tx *bolt.Tx) error {
+		for b, prefix := range []string{"a", "b"} {
+			bk, err := tx.CreateBucket(fmt.Appendf(nil, "tenant-%d", b)) // unmarked
+			if err != nil {
+				return err
+			}
+			for i := range 50 {
+				name := fmt.Sprintf("%s-%d", prefix, i)
+				rec, err := persistence.EncodeRecord(name, persistence.Record{Checkpoint: wal.KafkaID(int64(i))})
+				if err != nil {
+					return err
+				}
+				if err := bk.Put([]byte(name), rec); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}))
+	require.NoError(t, db.Close())
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, 1, strings.Count(string(data), "tenant-1"))
+	require.NoError(t, os.WriteFile(path, []byte(strings.Replace(string(data), "tenant-1", "tenant-0", 1)), 0o600))
+
+	stdout, stderr, code := runSplit(t, "--catalog=bolt:"+path, "--bucket=tenant-0", "dump", "--salvage")
+	require.Equal(t, cli.ExitCorrupt, code, stderr)
+	require.Equal(t, 100, strings.Count(stdout, `"pchannel"`))
+	require.Contains(t, stderr, `warning: 2 buckets on live pages are taken for bucket "tenant-0", where a file holds one: `+
+		"made before lowwater marked its buckets, another's renamed by damage, or one nested in another's and cut off by damage")
+	require.Contains(t, stderr, "\ndamaged: page ")
+}

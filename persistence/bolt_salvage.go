@@ -137,6 +137,12 @@ type Salvage struct {
 	// RenamedAs is the name the bucket is found under when its name is
 	// damaged: it is told by its mark (WithBucket).
 	RenamedAs string
+	// Twins counts the buckets taken for the asked one on live pages,
+	// where there should be one: buckets made before lowwater marked its
+	// own, one of them another's renamed by damage, or one nested in
+	// another's, cut off the tree by damage. Their records are all
+	// taken, and some of them are another bucket's.
+	Twins int
 	// NoMeta says that no meta page is whole: which pages the last
 	// commit holds is not known, and every record's state is
 	// PageUnknown.
@@ -415,6 +421,9 @@ func salvage(ctx context.Context, data, want []byte) (*Salvage, error) {
 	}
 	for _, b := range sc.buckets {
 		live := state(b.page) == PageLive
+		if b.ours && live {
+			out.Twins++
+		}
 		if b.ours {
 			found = true
 			if live && !bytes.Equal(b.name, want) && out.RenamedAs == "" {
@@ -436,6 +445,9 @@ func salvage(ctx context.Context, data, want []byte) (*Salvage, error) {
 		default:
 			sc.reach(b.root, othersOld)
 		}
+	}
+	if out.Twins < 2 {
+		out.Twins = 0
 	}
 	for name := range otherNames {
 		out.OtherBuckets = append(out.OtherBuckets, name)

@@ -105,6 +105,58 @@ func TestSalvageOfASiblingRenamedAsOurs(t *testing.T) {
 	require.Equal(t, bucketRecords(9000), salvaged(t, s, persistence.PageLive))
 }
 
+// A file made before lowwater marked its buckets, two tenants in it, and
+// one byte of the sibling's name made ours: two buckets of the asked
+// name, neither told from the other. Both are taken, and said to be: the
+// sibling's records were dumped among ours with no line.
+func TestSalvageOfAnUnmarkedSiblingRenamedAsOurs(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.db")
+	want := map[string]string{}
+	boltUpdate(t, path, nil, func(tx *bolt.Tx) error {
+		for _, prefix := range []string{"tenant-0", "tenant-1"} {
+			bk, err := tx.CreateBucket([]byte(prefix)) // unmarked: its sequence is 0
+			if err != nil {
+				return err
+			}
+			for i := range 300 {
+				name := fmt.Sprintf("%s-pchannel-%04d", prefix, i)
+				rec, err := persistence.EncodeRecord(name, persistence.Record{Checkpoint: wal.KafkaID(int64(i))})
+				if err != nil {
+					return err
+				}
+				if err := bk.Put([]byte(name), rec); err != nil {
+					return err
+				}
+				want[name] = wal.KafkaID(int64(i)).String()
+			}
+		}
+		return nil
+	})
+	s, err := persistence.SalvageBolt(context.Background(), path, persistence.WithBucket("tenant-0"))
+	require.NoError(t, err)
+	require.True(t, s.Whole)
+	require.Zero(t, s.Twins)
+	require.Len(t, s.Records, 300)
+
+	rewrite(t, path, func(t *testing.T, data []byte) []byte {
+		renamed := 0
+		eachBucketElement(data, func(page, elem []byte, name string) {
+			if name == "tenant-1" {
+				at := int(binary.LittleEndian.Uint32(elem[4:])) + (len(page) - len(elem))
+				page[at+len(name)-1] = '0'
+				renamed++
+			}
+		})
+		require.Positive(t, renamed)
+		return data
+	})
+	s, err = persistence.SalvageBolt(context.Background(), path, persistence.WithBucket("tenant-0"))
+	require.NoError(t, err)
+	require.False(t, s.Whole)
+	require.Equal(t, 2, s.Twins)
+	require.Equal(t, want, salvaged(t, s, persistence.PageLive))
+}
+
 // Another program's bucket in the file, whose values are none of
 // lowwater's records: not damage, and the file is whole. Each of its
 // values counted as a damaged record, and the file as damaged.
@@ -129,6 +181,7 @@ func TestSalvageOfAFileSharedWithAnotherProgram(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, s.Whole)
 	require.Empty(t, s.Broken)
+	require.Zero(t, s.Twins)
 	require.Zero(t, s.Damaged)
 	require.Equal(t, bucketRecords(1000), salvaged(t, s, persistence.PageLive))
 	require.Equal(t, []string{"app-3", "app-300"}, s.OtherBuckets)
@@ -189,8 +242,29 @@ func testSalvageOfANestedBucketOfOurName(t *testing.T, records int) {
 	s, err := persistence.SalvageBolt(context.Background(), path)
 	require.NoError(t, err)
 	require.True(t, s.Whole)
+	require.Zero(t, s.Twins)
 	require.Equal(t, bucketRecords(1000), salvaged(t, s, persistence.PageLive))
 	require.Equal(t, []string{"app"}, s.OtherBuckets)
+	if records < damagedRecords {
+		return // app is kept inline: it has no root pointer to damage
+	}
+	// app's root pointer damaged: its page, cut off the tree, cannot be
+	// told nested, and the bucket of our name in it is taken. That is
+	// said: its records were dumped among ours with no line.
+	rewrite(t, path, func(t *testing.T, data []byte) []byte {
+		eachBucketElement(data, func(page, elem []byte, name string) {
+			if name == "app" && binary.LittleEndian.Uint64(page) == newestRoot(data) {
+				at := int(binary.LittleEndian.Uint32(elem[4:])) + (len(page) - len(elem)) + len(name)
+				page[at+1] ^= 0x04 // bit 10 of its root
+			}
+		})
+		return data
+	})
+	s, err = persistence.SalvageBolt(context.Background(), path)
+	require.NoError(t, err)
+	require.False(t, s.Whole)
+	require.Equal(t, 2, s.Twins)
+	require.Len(t, s.Records, damagedRecords+records)
 }
 
 // Another bucket's root pointer damaged loses its live tree. Its live
