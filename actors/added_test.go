@@ -25,7 +25,7 @@ const behindWarning = "vchannels added below the persisted checkpoint: a restart
 // so, and a warning.
 func TestAnAddBelowThePersistedCheckpointIsTold(t *testing.T) {
 	f := newPChannelFixture(t, wal.KafkaID(150))
-	core, logs := observer.New(zapcore.InfoLevel)
+	core, logs := observer.New(zapcore.DebugLevel)
 	// At the stored checkpoint: nothing to save, so it stays the persisted one.
 	pid := f.spawn(t, map[string]wal.MessageID{"shard-a": wal.KafkaID(150)}, actors.WithLogger(zap.New(core)))
 	start, err := actors.StartMessageID(within(t, 10*time.Second), f.system, pid)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/lowwater/lowwater/internal/core/saveplan"
 	"github.com/lowwater/lowwater/internal/shorten"
@@ -100,7 +101,12 @@ func WithVChannels(checkpoints map[string]wal.MessageID) Option {
 // WithLogger sets the logger; the default is zap.NewNop. lowwater never
 // logs through a global logger. A rejected command logs one Warn line,
 // whoever sent it: give a logger that samples (zap.NewProduction's does)
-// where a producer gone wrong could send them in a loop.
+// where a producer gone wrong could send them in a loop. Each failed save
+// logs a Warn line, and the first save that succeeds after them an Info
+// line; each vchannel added or dropped a Debug line (its event carries it
+// too: a service that adds vchannels on every rebalance logged little
+// else at Info). Lines carry no stack of the logger's own, whatever its
+// options: it would be the mailbox loop's, the same on every line.
 func WithLogger(l *zap.Logger) Option {
 	return optionFunc(func(c *config) {
 		if l == nil {
@@ -303,9 +309,17 @@ func newConfig(pchannel string, walName wal.Name, catalog persistence.Catalog, o
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%w: pchannel %s: %w", ErrInvalidOption, shorten.Quoted(pchannel), errors.Join(errs...))
 	}
-	c.logger = c.logger.With(zap.String("pchannel", pchannel))
+	// No stack of the logger's own: where a pchannel logs, it is the
+	// mailbox loop's, the same on every line (a development logger put
+	// 25 lines of it under each failed save). A catalog's panic gives
+	// its own stack as a field.
+	c.logger = c.logger.With(zap.String("pchannel", pchannel)).WithOptions(noStack)
+
 	return c, nil
 }
+
+// noStack makes a logger add no stack to any line.
+var noStack = zap.AddStacktrace(zap.LevelEnablerFunc(func(zapcore.Level) bool { return false }))
 
 // validVChannel checks a vchannel name against what catalogs and logs can
 // carry (persistence.ValidateVChannel). An empty one is left to the tracker,

@@ -478,7 +478,7 @@ func (p *pchannel) addVChannel(ctx actor.Context, m *messages.AddVChannel) {
 		}
 		delete(p.told, m.VChannel) // told of an earlier life of the name
 		p.publish(&messages.VChannelAdded{Header: p.header(), VChannel: m.VChannel, Checkpoint: m.Checkpoint})
-		p.cfg.logger.Info("vchannel added", zap.String("vchannel", m.VChannel), zap.Stringer("checkpoint", stringer{m.Checkpoint}))
+		p.cfg.logger.Debug("vchannel added", zap.String("vchannel", m.VChannel), zap.Stringer("checkpoint", stringer{m.Checkpoint}))
 		if persisted := p.persisted(); persisted != nil {
 			// A save that lands from here on, the persister tells
 			// (savedAbove).
@@ -531,7 +531,7 @@ func (p *pchannel) dropVChannel(ctx actor.Context, m *messages.DropVChannel) {
 		delete(p.told, m.VChannel)
 		ev := &messages.VChannelDropped{Header: p.header(), VChannel: m.VChannel}
 		p.publish(ev)
-		p.cfg.logger.Info("vchannel dropped", zap.String("vchannel", m.VChannel))
+		p.cfg.logger.Debug("vchannel dropped", zap.String("vchannel", m.VChannel))
 		if p.phase == running && p.tracker.Len() == 0 && p.stall.stalled != nil {
 			p.resume(ev.At) // nothing holds the minimum back any more
 		}

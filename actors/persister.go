@@ -98,6 +98,10 @@ type persister struct {
 	// (savePoint): the catalog failed, and how, or never answered.
 	failure                       error
 	unanswered, unansweredOverdue bool
+	// failingSince is when the first save that failed since the last
+	// one that succeeded began: the line of the next success says how
+	// long saving failed.
+	failingSince time.Time
 }
 
 // overdueCheck is the watchdog's message: see persister.overdue.
@@ -404,12 +408,21 @@ func (s *persister) saved(m *callDone) {
 	}
 	if m.err == nil {
 		step = s.plan.Succeeded()
+		if s.failure != nil {
+			// Each failed attempt logged a warning: the operator reading
+			// them learns here that saving is back.
+			s.cfg.logger.Info("saved after failed attempts", zap.Stringer("checkpoint", stringer{m.value}),
+				zap.Int("attempts", attempt), zap.Duration("failingFor", ended.Sub(s.failingSince)))
+		}
 		s.failure = nil
 		s.report()
 		publish(s.events, s.cfg.logger, &messages.CheckpointPersisted{Header: messages.Header{PChannel: s.cfg.pchannel, At: ended},
 			Value: m.value, Attempts: attempt, Latency: m.latency, Late: m.seq == s.overdueSeq})
 		s.above(m.value) // a save computed before Adds landed above them
 	} else {
+		if s.failure == nil {
+			s.failingSince = ended.Add(-m.latency) // when it began
+		}
 		step = s.saveFailed(m, attempt)
 	}
 	s.do(step)

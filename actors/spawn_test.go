@@ -118,7 +118,7 @@ func TestAnIDLongerThanARecordHoldsIsRefused(t *testing.T) {
 // that megabyte, and so did the log line of its vchannel's add.
 func TestAnIDsTextIsCutInErrorsAndLogs(t *testing.T) {
 	require.NoError(t, registerWide())
-	core, logs := observer.New(zap.InfoLevel)
+	core, logs := observer.New(zap.DebugLevel)
 	system := quietSystem(t)
 	props, err := NewProps("p", wideWAL, persistence.NewMemory(), WithLogger(zap.New(core)))
 	require.NoError(t, err)
