@@ -39,7 +39,7 @@ func ExampleBatcher_Own() {
 		panic(err)
 	}
 	defer batcher.Close() // closes the catalog too, last
-	session, err := concurrency.NewSession(catalog.Client(), concurrency.WithTTL(15))
+	session, err := concurrency.NewSession(catalog.Client(), concurrency.WithTTL(20))
 	if err != nil {
 		panic(err)
 	}

@@ -25,9 +25,10 @@ func ExampleCatalog_Own() {
 		log.Fatal(err)
 	}
 	defer cat.Close()
-	// Above 12 s: Open takes that long to drop a member that answers
-	// nothing, and a session whose lease stream is on it ends meanwhile.
-	session, err := concurrency.NewSession(cat.Client(), concurrency.WithTTL(15))
+	// 20 s or more: Open takes 12 s to drop a member that answers
+	// nothing, and the lease may have only two thirds of its TTL left
+	// then (see Catalog.Own).
+	session, err := concurrency.NewSession(cat.Client(), concurrency.WithTTL(20))
 	if err != nil {
 		log.Fatal(err)
 	}

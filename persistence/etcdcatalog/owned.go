@@ -123,9 +123,13 @@ func (e *FencedError) Unwrap() error { return e.Cause }
 // Release deletes nothing, and the later one's Release ends both.
 //
 // The session's TTL bounds how long a dead node's pchannels wait for a new
-// owner, and must outlast a member that answers nothing: with a TTL under
-// 12 s (Open's keep-alive), a session whose keep-alive stream is on such a
-// member ends though a quorum answers, and its pchannels stop.
+// owner, and must outlast a member that answers nothing: Open's client
+// drops one after 12 s (its keep-alive), and the lease, renewed every
+// third of the TTL, may have only two thirds of it left when the member
+// stops answering. Under about 18 s, a session whose keep-alive stream is
+// on such a member ends though a quorum answers, and its pchannels stop
+// (at 15 s, one frozen member ended it, 12 s after it froze): give 20 s
+// or more.
 //
 // Each Owned watches its owner key (a goroutine and an etcd watch) until
 // the ownership ends or it is closed: Close one you are done with, before
