@@ -180,8 +180,10 @@ func WithStallAfter(d time.Duration) Option {
 
 // WithOwnership ties the actor to an ownership of its pchannel, such as an
 // etcd session's context: when ctx ends, the actor publishes OwnershipLost,
-// stops saving and stops, leaving the pchannel to its next owner. A save
-// refused with persistence.ErrFenced ends it the same way. The watch costs
+// stops saving and stops, leaving the pchannel to its next owner; during a
+// graceful stop's flush too, which ends then (Stopped's Reason is ctx's
+// cause), rather than wait out its timeout on saves the catalog refuses. A
+// save refused with persistence.ErrFenced ends it the same way. The watch costs
 // no goroutine (context.AfterFunc) when ctx comes from context.WithCancel.
 func WithOwnership(ctx context.Context) Option {
 	return optionFunc(func(c *config) {

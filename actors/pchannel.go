@@ -87,7 +87,9 @@ var _ actor.SupervisorStrategy = (*pchannel)(nil)
 //	                   the flush timeout, then  timeout (a persister that
 //	                   as running; else         crashed, before or during
 //	                   ErrNotRecovered          it, restarts at once; one
-//	                                            gone ends it) → stopping
+//	                                            gone ends it; so does the
+//	                                            ownership's end, told:
+//	                                            OwnershipLost) → stopping
 //	actor Stopped      Stopped → stopped        Stopped → stopped           Stopped → stopped         -
 //
 // * Past the Stopping handler the mailbox hands the actor no more user
@@ -1159,20 +1161,26 @@ func (p *pchannel) becomeRunning(ctx actor.Context, stored wal.MessageID) {
 // becomeFenced stops saving at once and stops the actor: another owner
 // may already be saving, and only the catalog's fencing stood between us.
 func (p *pchannel) becomeFenced(ctx actor.Context, cause error) {
-	// The cause is the ownership context's, which the catalog (or the
-	// caller) set: checked as a catalog's error, since it is published
-	// and errors.Is is asked of it.
-	cause = checkCatalogError(cause)
 	p.phase = fenced
 	p.pendingTarget = nil
 	p.disarmStall()
-	p.unflushed = cause
-	p.publish(&messages.OwnershipLost{Header: p.header(), Cause: cause})
-	p.cfg.logger.Warn("ownership lost; stopping", errorField(cause))
+	p.tellLost(cause)
 	if p.persister != nil {
 		ctx.Stop(p.persister)
 	}
 	ctx.Stop(ctx.Self())
+}
+
+// tellLost says that the ownership ended, for cause, and that the stop
+// saves nothing more.
+func (p *pchannel) tellLost(cause error) {
+	// The cause is the ownership context's, which the catalog (or the
+	// caller) set: checked as a catalog's error, since it is published
+	// and errors.Is is asked of it.
+	cause = checkCatalogError(cause)
+	p.unflushed = cause
+	p.publish(&messages.OwnershipLost{Header: p.header(), Cause: cause})
+	p.cfg.logger.Warn("ownership lost; stopping", errorField(cause))
 }
 
 // becomeBroken stops saving at once and stops the actor: the tracker has
@@ -1630,6 +1638,14 @@ func (p *pchannel) flush(ctx actor.Context, deadline time.Time) {
 	var restarting <-chan time.Time
 	var lastCrash error
 	crashes := 0
+	// An ownership that ends meanwhile ends the wait: another owner may
+	// be saving already, each save of ours is refused, and the loss is
+	// told as in any other phase. (A stop raced the loss: the wait ran
+	// to its deadline, and OwnershipLost was never published.)
+	var lost <-chan struct{}
+	if o := p.cfg.ownership; o != nil {
+		lost = o.Done()
+	}
 	answered := func(res any) {
 		if _, gone := res.(*actor.DeadLetterResponse); gone {
 			p.unflushed = fmt.Errorf("%w: the persister is gone: %w", messages.ErrFlushTimeout, actor.ErrDeadLetter)
@@ -1667,6 +1683,15 @@ func (p *pchannel) flush(ctx actor.Context, deadline time.Time) {
 			ctx.RequestWithCustomSender(p.persister, &flushRequest{seq: seq}, self)
 		case <-cut:
 			p.graceful, p.unflushed = false, messages.ErrHardStop
+			return
+		case <-lost:
+			select {
+			case res := <-replies.ch:
+				answered(res) // saved before the loss was seen
+				return
+			default:
+			}
+			p.tellLost(context.Cause(p.cfg.ownership))
 			return
 		case <-timeout.C:
 			p.unflushed = messages.ErrFlushTimeout
