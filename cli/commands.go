@@ -507,6 +507,11 @@ func parseID(en *persistence.Entry, text string) (wal.MessageID, error) {
 	switch {
 	case errors.Is(err, wal.ErrUnknownWAL):
 		return nil, usagef("ID %s: %s; known WALs: %s", shortQuoted(text), shownText(err.Error()), walNames())
+	case err != nil && en == nil && !strings.Contains(text, ":") && text != "" && strings.Trim(text, "0123456789") == "":
+		// A bare number takes its WAL from the record stored: with none,
+		// "does not start with a WAL name" did not say why it must.
+		return nil, usagef("ID %s: nothing is stored for the pchannel to take a WAL from: give one (%s:%s, say); known WALs: %s",
+			shortQuoted(text), wal.Kafka, text, walNames())
 	case err != nil:
 		// A registered WAL's Parse wrote this error: it may hold anything.
 		return nil, usagef("ID %s: %s", shortQuoted(text), shownText(err.Error()))

@@ -87,13 +87,13 @@ func TestRestoreReportsEachDistinctFailure(t *testing.T) {
 		down,
 		fmt.Errorf("writing p2: %w; it may or may not have been written: 'get p2' shows which", down),
 		down,
-	}, 7, 10)
+	}, 7, 0, 10)
 	var re *reportedError
 	require.ErrorAs(t, err, &re)
-	require.EqualError(t, err, "after 7 of 10 checkpoints: interrupt signal received; "+
+	require.EqualError(t, err, "after 7 of 10 checkpoints written: interrupt signal received; "+
 		"those written are listed on standard output (2 more, under way when it was cut, may have been written too), "+
 		"and a rerun writes the rest")
-	require.Equal(t, "lowwater: after 7 of 10 checkpoints: interrupt signal received; "+
+	require.Equal(t, "lowwater: after 7 of 10 checkpoints written: interrupt signal received; "+
 		"those written are listed on standard output (2 more, under way when it was cut, may have been written too), "+
 		"and a rerun writes the rest\n"+
 		"lowwater: writing p1: disk full; it may or may not have been written: 'get p1' shows which\n"+
@@ -111,11 +111,11 @@ func TestRestoreCutKeepsWhatAWriteLeft(t *testing.T) {
 	left := &outcomeError{fmt.Errorf("writing p1: %w; it may or may not have been written: 'get p1' shows which",
 		context.DeadlineExceeded)}
 	var stderr bytes.Buffer
-	err := reportFailures(ctx, &stderr, []error{context.DeadlineExceeded, left}, 3, 10)
-	require.EqualError(t, err, "after 3 of 10 checkpoints: context deadline exceeded: --timeout 1s passed; "+
+	err := reportFailures(ctx, &stderr, []error{context.DeadlineExceeded, left}, 3, 5, 10)
+	require.EqualError(t, err, "after 3 of 10 checkpoints written, 5 stored already as the dump has them: context deadline exceeded: --timeout 1s passed; "+
 		"those written are listed on standard output (1 more, under way when it was cut, may have been written too), "+
 		"and a rerun writes the rest")
-	require.Equal(t, "lowwater: after 3 of 10 checkpoints: context deadline exceeded: --timeout 1s passed; "+
+	require.Equal(t, "lowwater: after 3 of 10 checkpoints written, 5 stored already as the dump has them: context deadline exceeded: --timeout 1s passed; "+
 		"those written are listed on standard output (1 more, under way when it was cut, may have been written too), "+
 		"and a rerun writes the rest\n"+
 		"lowwater: writing p1: context deadline exceeded; it may or may not have been written: 'get p1' shows which\n",

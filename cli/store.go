@@ -64,6 +64,7 @@ type store struct {
 	bolt    *persistence.Bolt    // nil for etcd
 	session *concurrency.Session // made by the first fenced write
 	stderr  io.Writer
+	command string // the command's name: set, restore…
 	// grace is for what a write owes once begun, whether or not the
 	// command has ended by then: the release of the tool's ownership and
 	// the revoke of its session (else its owner key outlived it, taken by
@@ -124,6 +125,7 @@ const (
 func (e *env) open(ctx context.Context, m mode) (_ *store, err error) {
 	u := e.opts.url
 	s := newStore(ctx, u, e.stderr)
+	s.command = e.command
 	s.dry = e.opts.dryRun
 	defer func() {
 		if err != nil {
@@ -289,6 +291,12 @@ func (s *store) checkPrefix(ctx context.Context) error {
 	switch {
 	case err != nil:
 		return fmt.Errorf("read %s: %w", s.url, err)
+	case resp.Count == 0 && (s.command == "set" || s.command == "restore"):
+		// Starting a catalog is what these do (restore into a new
+		// prefix, the README's own move from bbolt to etcd): said, not
+		// warned of, and still said, for the prefix mistyped.
+		fmt.Fprintf(s.stderr, "note: etcd holds nothing under the prefix %q: %s starts a catalog there "+
+			"(prefixes are case-sensitive)\n", s.url.Prefix, s.command)
 	case resp.Count == 0:
 		fmt.Fprintf(s.stderr, "warning: etcd holds nothing under the prefix %q: is it the right one? "+
 			"(prefixes are case-sensitive)\n", s.url.Prefix)

@@ -608,15 +608,23 @@ func TestEtcdEmptyPrefixIsSaid(t *testing.T) {
 	r := on(t, typo, "list")
 	wantCode(t, r, cli.ExitOK, "0 pchannels")
 	require.Equal(t, "warning: etcd holds nothing under the prefix \"Lowwater\": is it the right one? (prefixes are case-sensitive)\n", r.stderr)
+	// A write starts a catalog there: said, not warned of.
 	r = on(t, typo, "set", "p", "kafka:900")
 	wantCode(t, r, cli.ExitOK, "p: created at kafka:900")
-	require.Equal(t, "warning: etcd holds nothing under the prefix \"Lowwater\": is it the right one? (prefixes are case-sensitive)\n", r.stderr)
+	require.Equal(t, "note: etcd holds nothing under the prefix \"Lowwater\": set starts a catalog there (prefixes are case-sensitive)\n", r.stderr)
 	r = on(t, typo, "list")
 	wantCode(t, r, cli.ExitOK, "1 pchannel")
 	require.Empty(t, r.stderr)
 	r = on(t, url, "get", "p")
 	wantCode(t, r, cli.ExitOK, "checkpoint  kafka:500")
 	require.Empty(t, r.stderr)
+
+	// A restore into a new prefix, as from bbolt to etcd.
+	dump := filepath.Join(t.TempDir(), "d.json")
+	wantCode(t, on(t, url, "dump", dump), cli.ExitOK, "")
+	r = on(t, strings.Replace(url, "/lowwater", "/fresh", 1), "restore", dump)
+	wantCode(t, r, cli.ExitOK, "restored 1 checkpoint")
+	require.Equal(t, "note: etcd holds nothing under the prefix \"fresh\": restore starts a catalog there (prefixes are case-sensitive)\n", r.stderr)
 }
 
 // A restore that --timeout cuts short goes on where it stopped when run

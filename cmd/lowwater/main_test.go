@@ -277,7 +277,8 @@ func TestSetRaisesAndLowersOnlyWithForce(t *testing.T) {
 
 	// A new pchannel needs its WAL in the text.
 	wantCode(t, on(t, url, "set", "fresh", "rocksmq:5"), cli.ExitOK, "fresh: created at rocksmq:5")
-	wantCode(t, on(t, url, "set", "fresh2", "5"), cli.ExitUsage, "does not start with a WAL name")
+	wantCode(t, on(t, url, "set", "fresh2", "5"), cli.ExitUsage,
+		`lowwater: ID "5": nothing is stored for the pchannel to take a WAL from: give one (kafka:5, say); known WALs: kafka, `)
 
 	// Bad text and unknown WALs are usage errors and write nothing.
 	wantCode(t, on(t, url, "set", p, "kafka:12x"), cli.ExitUsage, "malformed message ID text")
@@ -578,7 +579,7 @@ func TestLostOutputHidesNoFailure(t *testing.T) {
 
 	r := lwWith(t, closedPipe(t), 64, "--catalog", "bolt:"+dst, "restore", big) // 64 blocks: the empty store's 32 KiB
 	require.NotEqual(t, cli.ExitOK, r.code)
-	require.Regexp(t, `after [1-9][0-9]* of 3000 checkpoints: .*file too large`, r.stderr)
+	require.Regexp(t, `after [1-9][0-9]* of 3000 checkpoints written: .*file too large`, r.stderr)
 
 	// A dry run that would be refused: the refusal, not a SIGPIPE.
 	lower := filepath.Join(dir, "lower.json")
@@ -601,7 +602,7 @@ func TestRestoreFailingPartWayResumes(t *testing.T) {
 	dst := filepath.Join(dir, "dst.db")
 	r := lwWith(t, nil, 2048, "--catalog", "bolt:"+dst, "restore", file) // 1 MiB
 	require.Equal(t, cli.ExitFailed, r.code, "%s", r)
-	m := regexp.MustCompile(`after ([0-9]+) of 20000 checkpoints: .*file too large; ` +
+	m := regexp.MustCompile(`after ([0-9]+) of 20000 checkpoints written: .*file too large; ` +
 		`those written are listed on standard output, and a rerun writes the rest\n`).FindStringSubmatch(r.stderr)
 	require.NotNil(t, m, "%s", r)
 	// The file is named as the command named it, not by the temporary
