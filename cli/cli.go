@@ -75,7 +75,8 @@ Commands:
                            key), those that hold a Kafka sentinel (kafka:-1),
                            those under a name no node can use, and on
                            etcd those whose term fences every owner, the
-                           owner keys with no lease, and the stray keys
+                           owner keys with no lease or not a node's, and
+                           the stray keys
                            under P/wal/: neither a record nor an owner
                            key, another writer's (list and dump warn of
                            them)

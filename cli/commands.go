@@ -233,6 +233,11 @@ func ownerLines(pchannel string, o holder, en *persistence.Entry) string {
 	case o.Leaseless():
 		return fmt.Sprintf("owner       term %d, no lease: not a node's, and it never expires\n"+
 			"            (no node can own %s until %s removes it)\n", o.Term, shown(pchannel), commandLine("release", pchannel))
+	case o.Foreign:
+		return fmt.Sprintf("owner       term %d, not a node's: bound to lease %x,\n"+
+			"            put by another program or by hand; no node can own %s until\n"+
+			"            it goes: %s, or with 'etcdctl lease revoke %x'\n",
+			o.Term, int64(o.Lease), shown(pchannel), o.goes(), int64(o.Lease))
 	case o.toolHold():
 		line = fmt.Sprintf("owner       term %d, held by %s:\n            %s\n", o.Term, shownText(o.Holder), o.ends())
 	case o.lapsing():
@@ -275,6 +280,10 @@ func release(ctx context.Context, e *env, args []string) error {
 		case o.Term == 0:
 			fmt.Fprintf(e.stdout, "%s: no owner\n", shown(pchannel))
 			return nil
+		case o.Foreign:
+			return refused("%s: its owner key (term %d) is not a node's: bound to lease %x, put by another program "+
+				"or by hand, it keeps every node off the pchannel until it goes: %s, or with 'etcdctl lease revoke %x'",
+				shown(pchannel), o.Term, int64(o.Lease), o.goes(), int64(o.Lease))
 		case o.toolHold():
 			return refused("%s is held by %s: %s", shown(pchannel), shownText(o.Holder), o.ends())
 		case o.lapsing():
@@ -354,6 +363,11 @@ func verify(ctx context.Context, e *env, _ []string) error {
 	for _, o := range noLease {
 		fmt.Fprintf(out, "NO LEASE  %s: its owner key (term %d) has no lease: it never expires\n", typed(o.pchannel), o.Term)
 	}
+	foreign := foreignOwners(owners)
+	for _, o := range foreign {
+		fmt.Fprintf(out, "NOT A NODE'S  %s: its owner key (term %d), bound to lease %x, is not what a node puts\n",
+			typed(o.pchannel), o.Term, int64(o.Lease))
+	}
 	stray, err := s.strayKeys(ctx)
 	if err != nil {
 		return err
@@ -375,7 +389,8 @@ func verify(ctx context.Context, e *env, _ []string) error {
 		fmt.Fprintf(out, ", %s", count(len(stray), "stray key"))
 	}
 	fmt.Fprintln(out)
-	if unread == 0 && sentinels == 0 && len(fencing) == 0 && len(fenced) == 0 && len(noLease) == 0 && len(stray) == 0 && meta == nil {
+	if unread == 0 && sentinels == 0 && len(fencing) == 0 && len(fenced) == 0 && len(noLease) == 0 && len(foreign) == 0 &&
+		len(stray) == 0 && meta == nil {
 		return nil
 	}
 	// Every kind found, in the order of the lines above.
@@ -399,6 +414,9 @@ func verify(ctx context.Context, e *env, _ []string) error {
 	if len(noLease) > 0 {
 		kinds = append(kinds, count(len(noLease), "owner key")+" with no lease")
 	}
+	if len(foreign) > 0 {
+		kinds = append(kinds, count(len(foreign), "owner key")+" not a node's")
+	}
 	if len(stray) > 0 {
 		kinds = append(kinds, count(len(stray), "stray key")+" under "+s.strayDir())
 	}
@@ -411,6 +429,9 @@ func verify(ctx context.Context, e *env, _ []string) error {
 	}
 	if len(noLease) > 0 {
 		found["NO LEASE"] = true
+	}
+	if len(foreign) > 0 {
+		found["NOT A NODE'S"] = true
 	}
 	if len(stray) > 0 {
 		found["STRAY"] = true
@@ -459,6 +480,9 @@ func verifyHints(meta *persistence.MetaDamage, onBolt bool) []verifyHint {
 		{"NO LEASE", "put by hand or by another tool, not by a node: it keeps " +
 			"every node off the pchannel for good; 'release PCHANNEL', or for a " +
 			"name shown quoted, 'release --quoted NAME' as shown here"},
+		{"NOT A NODE'S", "put with a lease by another program, or by hand: it keeps every node off " +
+			"the pchannel until its lease ends, and no node renews it; find what put it, or revoke the lease " +
+			"(etcdctl lease revoke LEASE)"},
 		{"DAMAGED META", metaHint(meta)},
 		{"STRAY", "not lowwater's: something else writes among the catalog's " +
 			"keys (a tool given the same prefix, a hand edit, a later lowwater); " +

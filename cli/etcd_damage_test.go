@@ -189,6 +189,58 @@ lowwater: 1 owner key with no lease
 	require.Contains(t, out, "release: only an etcd catalog has owners")
 }
 
+// An owner key with a lease that no node put (another program's, or put
+// by hand with a lease) was called a running node's: release said to stop
+// the node, and verify said nothing, while it kept every node off the
+// pchannel for as long as its lease lived. get, release and verify now
+// say what it is, and how it goes; a node's key is not taken for one.
+func TestEtcdOwnerKeyOfAnotherProgram(t *testing.T) {
+	catalog, client := onDamagedEtcd(t)
+	out, code := run(t, catalog, "set", "p", "kafka:100")
+	require.Equal(t, cli.ExitOK, code, out)
+	lease, err := client.Grant(ctxT(t), 60)
+	require.NoError(t, err)
+	put, err := client.Put(ctxT(t), "cli/wal/p/owner", "leased-by-hand", clientv3.WithLease(lease.ID))
+	require.NoError(t, err)
+	term := put.Header.Revision
+
+	out, code = run(t, catalog, "get", "p")
+	require.Equal(t, cli.ExitOK, code, out)
+	require.Regexp(t, fmt.Sprintf(`owner       term %d, not a node's: bound to lease %x,
+            put by another program or by hand; no node can own p until
+            it goes: within [0-9]+ s unless its lease is renewed, or with 'etcdctl lease revoke %x'
+`, term, int64(lease.ID), int64(lease.ID)), out)
+	require.NotContains(t, out, "a node owns it")
+	out, code = run(t, catalog, "release", "p")
+	require.Equal(t, cli.ExitRefused, code, out)
+	require.Contains(t, out, fmt.Sprintf("p: its owner key (term %d) is not a node's: bound to lease %x", term, int64(lease.ID)))
+	require.NotContains(t, out, "stop the node")
+	out, code = run(t, catalog, "verify")
+	require.Equal(t, cli.ExitCorrupt, code, out)
+	require.Equal(t, fmt.Sprintf(`NOT A NODE'S  p: its owner key (term %d), bound to lease %x, is not what a node puts
+1 record, 0 unreadable
+lowwater: 1 owner key not a node's
+  NOT A NODE'S: put with a lease by another program, or by hand: it keeps every node off the pchannel until its lease ends, and no node renews it; find what put it, or revoke the lease (etcdctl lease revoke LEASE)
+`, term, int64(lease.ID)), out)
+
+	// Gone with its lease; a node's own key is not another program's.
+	_, err = client.Revoke(ctxT(t), lease.ID)
+	require.NoError(t, err)
+	cat, err := etcdcatalog.New(client, etcdcatalog.WithPrefix("cli"), etcdcatalog.WithHolder("querynode-1"))
+	require.NoError(t, err)
+	session, err := concurrency.NewSession(client, concurrency.WithTTL(30))
+	require.NoError(t, err)
+	defer session.Close()
+	owned, err := cat.Own(ctxT(t), "p", session)
+	require.NoError(t, err)
+	defer owned.Close()
+	out, code = run(t, catalog, "verify")
+	require.Equal(t, cli.ExitOK, code, out)
+	out, code = run(t, catalog, "get", "p")
+	require.Equal(t, cli.ExitOK, code, out)
+	require.Contains(t, out, "(a node owns it: querynode-1)")
+}
+
 // requireOwnerKey checks pchannel's owner key: its term (create revision,
 // 0 for no key) and lease.
 func requireOwnerKey(t *testing.T, client *clientv3.Client, pchannel string, term int64, lease clientv3.LeaseID) {

@@ -746,6 +746,19 @@ func (s *store) owners(ctx context.Context) (map[string]etcdcatalog.Owner, error
 	return all, nil
 }
 
+// foreignOwners returns the owner keys of all that have a lease but not a
+// node's value (etcdcatalog.Owner.Foreign), sorted by pchannel.
+func foreignOwners(all map[string]etcdcatalog.Owner) []namedOwner {
+	var out []namedOwner
+	for p, o := range all {
+		if o.Foreign {
+			out = append(out, namedOwner{pchannel: p, Owner: o})
+		}
+	}
+	slices.SortFunc(out, func(a, b namedOwner) int { return strings.Compare(a.pchannel, b.pchannel) })
+	return out
+}
+
 // leaselessOwners returns the owner keys of all with no lease, sorted by
 // pchannel.
 func leaselessOwners(all map[string]etcdcatalog.Owner) []namedOwner {
@@ -895,6 +908,9 @@ func ownedWarning(pchannel string, o holder, ch change, doing string) string {
 // node names the node that holds a pchannel under o, by the holder its key
 // names if it names one.
 func (o holder) node() string {
+	if o.Foreign {
+		return fmt.Sprintf("a key that is not a node's (term %d, lease %x)", o.Term, int64(o.Lease))
+	}
 	running := "a running node"
 	if o.lapsing() {
 		running = "a node that looks gone"
@@ -903,6 +919,18 @@ func (o holder) node() string {
 		return fmt.Sprintf("%s (term %d)", running, o.Term)
 	}
 	return fmt.Sprintf("%s, %s (term %d)", running, shownText(o.Holder), o.Term)
+}
+
+// goes says when an owner key that no node renews goes (etcdcatalog.
+// Owner.Foreign): with its lease, which whoever put it may renew.
+func (o holder) goes() string {
+	switch {
+	case o.granted > 0 && o.left == 0:
+		return "within moments, its lease run out"
+	case o.granted > 0:
+		return fmt.Sprintf("within %d s unless its lease is renewed", o.left)
+	}
+	return "when its lease ends"
 }
 
 // ends says when the hold of a holder that is not renewing it, the tool

@@ -296,6 +296,11 @@ type Owner struct {
 	// can own the pchannel while it is there (Own and TryOwn fail with
 	// ErrOwnerWithoutLease at once). DeleteLeaselessOwner removes it.
 	Lease clientv3.LeaseID
+	// Foreign says that the key has a lease but not the value Own puts
+	// (its lease, its term, its holder): another program's, or put by
+	// hand with a lease. It keeps every node off the pchannel until its
+	// lease ends, and no node renews that lease.
+	Foreign bool
 }
 
 // Leaseless reports an owner key that carries no lease.

@@ -277,11 +277,22 @@ func ownerToken(lease clientv3.LeaseID, holder string) string {
 // in it names nobody.
 func ownerOf(kv *mvccpb.KeyValue) Owner {
 	o := Owner{Term: uint64(kv.CreateRevision), Lease: clientv3.LeaseID(kv.Lease)}
-	parts := strings.SplitN(string(kv.Value), "/", 3)
-	if len(parts) != 3 || o.Lease == clientv3.NoLease || parts[0] != strconv.FormatInt(kv.Lease, 16) {
+	if o.Lease == clientv3.NoLease {
 		return o
 	}
-	if _, err := strconv.ParseUint(parts[1], 16, 64); err == nil && len(parts[2]) <= MaxHolderLen && isText(parts[2]) {
+	parts := strings.SplitN(string(kv.Value), "/", 3)
+	if len(parts) == 1 && parts[0] == strconv.FormatInt(kv.Lease, 16) {
+		return o // the lease alone, as an Own put it before the holder
+	}
+	if len(parts) != 3 || parts[0] != strconv.FormatInt(kv.Lease, 16) {
+		o.Foreign = true
+		return o
+	}
+	if _, err := strconv.ParseUint(parts[1], 16, 64); err != nil {
+		o.Foreign = true
+		return o
+	}
+	if len(parts[2]) <= MaxHolderLen && isText(parts[2]) {
 		o.Holder = parts[2]
 	}
 	return o
