@@ -83,18 +83,7 @@ func TestSalvageOfADamagedBranchKey(t *testing.T) {
 func TestSalvageOfASiblingRenamedAsOurs(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "c.db")
 	writeBuckets(t, path, map[string]int{"tenant-0": 1000, "tenant-1": 9000})
-	rewrite(t, path, func(t *testing.T, data []byte) []byte {
-		renamed := 0
-		eachBucketElement(data, func(page, elem []byte, name string) {
-			if name == "tenant-1" {
-				at := int(binary.LittleEndian.Uint32(elem[4:])) + (len(page) - len(elem))
-				page[at+len(name)-1] = '0'
-				renamed++
-			}
-		})
-		require.Positive(t, renamed)
-		return data
-	})
+	rewrite(t, path, siblingRenamedAsOurs)
 	s, err := persistence.SalvageBolt(context.Background(), path, persistence.WithBucket("tenant-0"))
 	require.NoError(t, err)
 	require.False(t, s.Whole)
@@ -138,18 +127,7 @@ func TestSalvageOfAnUnmarkedSiblingRenamedAsOurs(t *testing.T) {
 	require.Zero(t, s.Twins)
 	require.Len(t, s.Records, 300)
 
-	rewrite(t, path, func(t *testing.T, data []byte) []byte {
-		renamed := 0
-		eachBucketElement(data, func(page, elem []byte, name string) {
-			if name == "tenant-1" {
-				at := int(binary.LittleEndian.Uint32(elem[4:])) + (len(page) - len(elem))
-				page[at+len(name)-1] = '0'
-				renamed++
-			}
-		})
-		require.Positive(t, renamed)
-		return data
-	})
+	rewrite(t, path, siblingRenamedAsOurs)
 	s, err = persistence.SalvageBolt(context.Background(), path, persistence.WithBucket("tenant-0"))
 	require.NoError(t, err)
 	require.False(t, s.Whole)
@@ -251,15 +229,7 @@ func testSalvageOfANestedBucketOfOurName(t *testing.T, records int) {
 	// app's root pointer damaged: its page, cut off the tree, cannot be
 	// told nested, and the bucket of our name in it is taken. That is
 	// said: its records were dumped among ours with no line.
-	rewrite(t, path, func(t *testing.T, data []byte) []byte {
-		eachBucketElement(data, func(page, elem []byte, name string) {
-			if name == "app" && binary.LittleEndian.Uint64(page) == newestRoot(data) {
-				at := int(binary.LittleEndian.Uint32(elem[4:])) + (len(page) - len(elem)) + len(name)
-				page[at+1] ^= 0x04 // bit 10 of its root
-			}
-		})
-		return data
-	})
+	rewrite(t, path, rootPointerDamaged("app"))
 	s, err = persistence.SalvageBolt(context.Background(), path)
 	require.NoError(t, err)
 	require.False(t, s.Whole)
@@ -277,15 +247,7 @@ func TestSalvageOfAnotherBucketsLostTree(t *testing.T) {
 		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "c.db")
 			final := churnBuckets(t, path, seed, nil, "a", "b")
-			rewrite(t, path, func(t *testing.T, data []byte) []byte {
-				eachBucketElement(data, func(page, elem []byte, name string) {
-					if name == "b" && binary.LittleEndian.Uint64(page) == newestRoot(data) {
-						at := int(binary.LittleEndian.Uint32(elem[4:])) + (len(page) - len(elem)) + len(name)
-						page[at+1] ^= 0x04 // bit 10 of its root
-					}
-				})
-				return data
-			})
+			rewrite(t, path, rootPointerDamaged("b"))
 			s, err := persistence.SalvageBolt(context.Background(), path, persistence.WithBucket("a"))
 			require.NoError(t, err)
 			for _, r := range s.Records {
@@ -383,6 +345,35 @@ func TestSalvageOfAFileWithoutAFreelist(t *testing.T) {
 	}
 	require.Equal(t, want, salvaged(t, s, persistence.PageLive))
 	require.Equal(t, 10, s.Deleted)
+}
+
+// siblingRenamedAsOurs makes bucket "tenant-1" "tenant-0" by one byte of
+// its name, on every page that names it.
+func siblingRenamedAsOurs(t *testing.T, data []byte) []byte {
+	renamed := 0
+	eachBucketElement(data, func(page, elem []byte, name string) {
+		if name == "tenant-1" {
+			at := int(binary.LittleEndian.Uint32(elem[4:])) + (len(page) - len(elem))
+			page[at+len(name)-1] = '0'
+			renamed++
+		}
+	})
+	require.Positive(t, renamed)
+	return data
+}
+
+// rootPointerDamaged flips bit 10 of bucket's root page id on the newest
+// commit's root page: its tree is lost.
+func rootPointerDamaged(bucket string) damage {
+	return func(t *testing.T, data []byte) []byte {
+		eachBucketElement(data, func(page, elem []byte, name string) {
+			if name == bucket && binary.LittleEndian.Uint64(page) == newestRoot(data) {
+				at := int(binary.LittleEndian.Uint32(elem[4:])) + (len(page) - len(elem)) + len(name)
+				page[at+1] ^= 0x04
+			}
+		})
+		return data
+	}
 }
 
 // boltUpdate runs update in one bbolt transaction on the file at path.
