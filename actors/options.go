@@ -316,7 +316,6 @@ func newConfig(pchannel string, walName wal.Name, catalog persistence.Catalog, o
 	// 25 lines of it under each failed save). A catalog's panic gives
 	// its own stack as a field.
 	c.logger = c.logger.With(zap.String("pchannel", pchannel)).WithOptions(noStack)
-
 	return c, nil
 }
 

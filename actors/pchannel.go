@@ -1640,8 +1640,9 @@ func (p *pchannel) flush(ctx actor.Context, deadline time.Time) {
 	crashes := 0
 	// An ownership that ends meanwhile ends the wait: another owner may
 	// be saving already, each save of ours is refused, and the loss is
-	// told as in any other phase. (A stop raced the loss: the wait ran
-	// to its deadline, and OwnershipLost was never published.)
+	// told as in any other phase. Its own message would never be read:
+	// past Stopping the mailbox hands the actor none, and a stop that
+	// came first would wait out its deadline, the loss untold.
 	var lost <-chan struct{}
 	if o := p.cfg.ownership; o != nil {
 		lost = o.Done()

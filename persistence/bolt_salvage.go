@@ -992,12 +992,13 @@ func salvageStates(sc *salvageScan, data []byte, meta boltMeta, known bool, page
 }
 
 // unaccounted says why the tree and the freelist do not account for
-// every page as bbolt keeps them, or "" where they do: each page the tree reaches is a page, with
-// no damaged element, below the high water mark, reached once and freed
-// by no freelist; and each page below the mark is reached, freed, or
-// the meta pages, the freelist or a page run over by one of several. A
-// damaged count or pointer cuts a live page off the tree: without this,
-// the page would be taken for one an earlier commit freed.
+// every page as bbolt keeps them, or "" where they do: each page the
+// tree reaches is a page, with no damaged element, below the high water
+// mark, reached once and freed by no freelist; and each page below the
+// mark is reached, freed, or the meta pages, the freelist or a page run
+// over by one of several. A damaged count or pointer cuts a live page
+// off the tree: without this, the page would be taken for one an
+// earlier commit freed.
 func (st *pageStates) unaccounted(sc *salvageScan, meta boltMeta, highWater, freelistSpan uint64) string {
 	if why := st.treeBreak(sc, meta, highWater); why != "" {
 		return why

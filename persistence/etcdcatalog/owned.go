@@ -272,9 +272,9 @@ func ownerToken(lease clientv3.LeaseID, holder string) string {
 }
 
 // ownerOf reads an owner key. The holder is read from a value of
-// ownerToken's form alone, naming the key's own lease: another value was
-// put by hand or by another tool, not by Own, and whatever follows a slash
-// in it names nobody.
+// ownerToken's form alone, naming the key's own lease: another value with
+// a lease was put by hand or by another tool, not by Own (Foreign), and
+// whatever follows a slash in it names nobody.
 func ownerOf(kv *mvccpb.KeyValue) Owner {
 	o := Owner{Term: uint64(kv.CreateRevision), Lease: clientv3.LeaseID(kv.Lease)}
 	if o.Lease == clientv3.NoLease {
