@@ -222,6 +222,9 @@ type Counters struct {
 	updates        atomic.Uint64
 	savesInFlight  atomic.Int64
 	abandonedCalls atomic.Uint64
+	// subscriberPanics counts the events a panicking subscriber kept
+	// from the subscribers after it.
+	subscriberPanics atomic.Uint64
 }
 
 // Updates counts the vchannel checkpoint updates accepted: one per accepted
@@ -243,6 +246,15 @@ func (c *Counters) SavesInFlight() int64 { return c.savesInFlight.Load() }
 // and their late results were ignored. Anything above 0 points at a
 // catalog to fix.
 func (c *Counters) AbandonedCalls() uint64 { return c.abandonedCalls.Load() }
+
+// SubscriberPanics counts the events whose publishing a subscriber of the
+// event stream panicked in: the actor went on, and each subscriber after
+// the panicking one missed the event (protoactor calls them in turn), the
+// metrics collector among them if it subscribed later. It is counted here,
+// not from events, so that it reaches the metrics whatever the collector
+// missed; the Error line it logs goes to WithLogger's logger, which
+// without one discards it. Anything above 0 points at a subscriber to fix.
+func (c *Counters) SubscriberPanics() uint64 { return c.subscriberPanics.Load() }
 
 // WithCounters has the actor keep c current. Without it (the default) the
 // actor keeps no counts.

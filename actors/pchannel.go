@@ -1274,7 +1274,7 @@ func (p *pchannel) tellStopped(ev *messages.Stopped, f *PChannelPanicError, note
 	} else {
 		p.cfg.logger.Info("stopped"+note, fields...)
 	}
-	publishLast(p.events, p.cfg.logger, ev)
+	publishLast(p.events, p.cfg, ev)
 	for _, w := range p.stopWatchers {
 		p.root.Send(w, stoppedTold{ev: ev})
 	}
@@ -1289,17 +1289,17 @@ type tellStoppedTo struct{ watcher *actor.PID }
 // runs that on (runtime.Goexit, as t.FailNow does), which no recover
 // stops, cut it short: protoactor never told the actor's watchers or its
 // parent, and a StopFuture or PoisonFuture waited out its timeout.
-func publishLast(events *eventstream.EventStream, logger *zap.Logger, ev messages.Event) {
+func publishLast(events *eventstream.EventStream, cfg *config, ev messages.Event) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		returned := false
 		defer func() {
 			if !returned {
-				logger.Error("event subscriber ended its goroutine", zap.String("event", fmt.Sprintf("%T", ev)), errorField(ErrGoexit))
+				cfg.logger.Error("event subscriber ended its goroutine", zap.String("event", fmt.Sprintf("%T", ev)), errorField(ErrGoexit))
 			}
 		}()
-		publish(events, logger, ev)
+		publish(events, cfg, ev)
 		returned = true
 	}()
 	<-done
@@ -1761,7 +1761,7 @@ func newHeader(pchannel string) messages.Header {
 
 // publish hands ev to the EventStream's subscribers, which run here, on
 // the mailbox goroutine, guarded (see the package function).
-func (p *pchannel) publish(ev messages.Event) { publish(p.events, p.cfg.logger, ev) }
+func (p *pchannel) publish(ev messages.Event) { publish(p.events, p.cfg, ev) }
 
 // publish hands ev to the EventStream's subscribers, which run on the
 // caller's goroutine. A panicking subscriber is logged, not let through:
@@ -1769,11 +1769,15 @@ func (p *pchannel) publish(ev messages.Event) { publish(p.events, p.cfg.logger, 
 // from the vchannels given at spawn, forgetting those added since, and a
 // minimum above one of them could then be saved (I1); in a persister, it
 // would crash it amid a save or a flush. Subscribers after it miss the
-// event.
-func publish(events *eventstream.EventStream, logger *zap.Logger, ev messages.Event) {
+// event: the panic is counted (Counters.SubscriberPanics), since the
+// metrics collector, a subscriber itself, may be among them.
+func publish(events *eventstream.EventStream, cfg *config, ev messages.Event) {
 	defer func() {
 		if r := recover(); r != nil {
-			logger.Error("event subscriber panicked", zap.String("event", fmt.Sprintf("%T", ev)), reasonField(r))
+			if cfg.counters != nil {
+				cfg.counters.subscriberPanics.Add(1)
+			}
+			cfg.logger.Error("event subscriber panicked", zap.String("event", fmt.Sprintf("%T", ev)), reasonField(r))
 		}
 	}()
 	events.Publish(ev)

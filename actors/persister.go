@@ -213,7 +213,7 @@ func (s *persister) Receive(ctx actor.Context) {
 			value, attempt := s.plan.InFlight(), s.plan.Attempt()
 			s.plan.Succeeded()
 			s.report()
-			publishLast(s.events, s.cfg.logger, &messages.CheckpointPersisted{Header: messages.Header{PChannel: s.cfg.pchannel, At: k.ended(&res)},
+			publishLast(s.events, s.cfg, &messages.CheckpointPersisted{Header: messages.Header{PChannel: s.cfg.pchannel, At: k.ended(&res)},
 				Value: value, Attempts: attempt, Latency: res.latency, Late: k.seq == s.overdueSeq})
 		}
 		s.report()
@@ -381,7 +381,7 @@ func (s *persister) overdue() {
 		return
 	}
 	s.overdueSeq = k.seq
-	publish(s.events, s.cfg.logger, &messages.PersistFailed{Header: newHeader(s.cfg.pchannel), Value: s.plan.InFlight(), Attempt: s.plan.Attempt(), Err: err})
+	publish(s.events, s.cfg, &messages.PersistFailed{Header: newHeader(s.cfg.pchannel), Value: s.plan.InFlight(), Attempt: s.plan.Attempt(), Err: err})
 	s.cfg.logger.Error("save overran its deadline; waiting for the catalog", zap.Stringer("checkpoint", stringer{s.plan.InFlight()}),
 		zap.Int("attempt", s.plan.Attempt()), zap.Duration("saveTimeout", s.cfg.saveTimeout))
 }
@@ -416,7 +416,7 @@ func (s *persister) saved(m *callDone) {
 		}
 		s.failure = nil
 		s.report()
-		publish(s.events, s.cfg.logger, &messages.CheckpointPersisted{Header: messages.Header{PChannel: s.cfg.pchannel, At: ended},
+		publish(s.events, s.cfg, &messages.CheckpointPersisted{Header: messages.Header{PChannel: s.cfg.pchannel, At: ended},
 			Value: m.value, Attempts: attempt, Latency: m.latency, Late: m.seq == s.overdueSeq})
 		s.above(m.value) // a save computed before Adds landed above them
 	} else {
@@ -544,7 +544,7 @@ func notAbove(stored, v wal.MessageID) bool {
 // failed reports a failed attempt; adopted is the value of another
 // writer's the plan took as persisted, if any.
 func (s *persister) failed(m *callDone, attempt int, next time.Duration, adopted wal.MessageID) {
-	publish(s.events, s.cfg.logger, &messages.PersistFailed{Header: newHeader(s.cfg.pchannel), Value: m.value, Attempt: attempt, Err: m.err, NextRetry: next,
+	publish(s.events, s.cfg, &messages.PersistFailed{Header: newHeader(s.cfg.pchannel), Value: m.value, Attempt: attempt, Err: m.err, NextRetry: next,
 		Late: m.seq == s.overdueSeq, Adopted: adopted})
 	s.cfg.logger.Warn("save failed", zap.Stringer("checkpoint", stringer{m.value}), zap.Int("attempt", attempt),
 		zap.Duration("nextRetry", next), zap.Duration("latency", m.latency), errorField(m.err), stackField(m.err))

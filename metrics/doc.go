@@ -52,6 +52,8 @@
 //	saves_in_flight           g  catalog saves running now
 //	abandoned_calls_total     c  catalog calls a stop or restart
 //	                             abandoned (they ignored their context)
+//	subscriber_panics_total   c  events an event-stream subscriber
+//	                             panicked on (those after it missed them)
 //	pchannels                 g  pchannels running on this node
 //	pchannels_recovering      g  still reading their stored checkpoint
 //	                             after a failed read: the events tell

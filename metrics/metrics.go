@@ -136,9 +136,10 @@ type Collector struct {
 	// one entry under "".
 	series    map[string]*series
 	pchannels map[string]*pchannelState
-	// retiredUpdates and retiredAbandoned keep the counts of forgotten
-	// pchannels in the unlabelled totals, which must never go down.
-	retiredUpdates, retiredAbandoned uint64
+	// retiredUpdates, retiredAbandoned and retiredPanics keep the counts
+	// of forgotten pchannels in the unlabelled totals, which must never go
+	// down.
+	retiredUpdates, retiredAbandoned, retiredPanics uint64
 	// forgotten holds when each forgotten pchannel was forgotten. The
 	// collector is fed asynchronously, so events of a pchannel's last run
 	// may arrive after Forget: those stamped before it are ignored. The
@@ -229,7 +230,7 @@ type descs struct {
 	updates, rejected, added, addedBehind, dropped, advances, saves, failures, latency,
 	lag, inFlight, pchannels, recovering, retrying, recoveryFailures,
 	restarts, ownershipLost, eventsDropped *prometheus.Desc
-	abandoned, minimumAge, stalled, stalls *prometheus.Desc
+	abandoned, subscriberPanics, minimumAge, stalled, stalls *prometheus.Desc
 }
 
 // New returns a Collector; register it with a prometheus.Registerer.
@@ -278,6 +279,7 @@ func New(opts ...Option) (*Collector, error) {
 			ownershipLost:    d("ownership_lost_total", "Pchannels that lost their ownership and stopped.", base),
 			eventsDropped:    d("events_dropped_total", "Events the collector's subscriptions dropped because it lagged: the event-fed metrics missed them.", nil),
 			abandoned:        d("abandoned_calls_total", "Catalog calls a stop or restart abandoned because they ignored their cancellation (actors.Counters.AbandonedCalls).", base),
+			subscriberPanics: d("subscriber_panics_total", "Events an event-stream subscriber panicked on: the subscribers after it missed them (actors.Counters.SubscriberPanics).", base),
 			minimumAge:       d("minimum_age_seconds", "Seconds since the low-water mark last rose, or the pchannel began running if later; 0 when not running (without the pchannel label: the largest).", base),
 			stalled:          d("pchannels_stalled", "Pchannels whose minimum has not risen for their stall-after duration (actors.WithStallAfter): a MinimumStalled not yet ended.", base),
 			stalls:           d("minimum_stalls_total", "Stalls of the low-water mark (MinimumStalled events).", base),
@@ -405,6 +407,7 @@ func (c *Collector) Forget(pchannel string) {
 	} else if p.counters != nil {
 		c.retiredUpdates += p.counters.Updates()
 		c.retiredAbandoned += p.counters.AbandonedCalls()
+		c.retiredPanics += p.counters.SubscriberPanics()
 	}
 	delete(c.pchannels, pchannel)
 	c.pchannels = shrink(c.pchannels, &c.pchannelsPeak)
@@ -592,7 +595,7 @@ func (p *pchannelState) settle(at time.Time) {
 // its actor runs, though no event of it has come yet.
 func (p *pchannelState) counted() bool {
 	c := p.counters
-	return c != nil && (c.Updates() != 0 || c.SavesInFlight() != 0 || c.AbandonedCalls() != 0)
+	return c != nil && (c.Updates() != 0 || c.SavesInFlight() != 0 || c.AbandonedCalls() != 0 || c.SubscriberPanics() != 0)
 }
 
 func (c *Collector) pchannel(name string) *pchannelState {
@@ -624,7 +627,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	d := c.descs
 	for _, desc := range []*prometheus.Desc{d.updates, d.rejected, d.added, d.addedBehind, d.dropped, d.advances, d.saves, d.failures,
 		d.latency, d.lag, d.inFlight, d.pchannels, d.recovering, d.retrying, d.recoveryFailures, d.restarts,
-		d.ownershipLost, d.eventsDropped, d.abandoned, d.minimumAge, d.stalled, d.stalls} {
+		d.ownershipLost, d.eventsDropped, d.abandoned, d.subscriberPanics, d.minimumAge, d.stalled, d.stalls} {
 		ch <- desc
 	}
 }
@@ -669,18 +672,18 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 
 	// State, per pchannel or summed (the lag: the largest).
-	updates, abandoned := c.retiredUpdates, c.retiredAbandoned
+	updates, abandoned, panics := c.retiredUpdates, c.retiredAbandoned, c.retiredPanics
 	var inFlight, live, recovering, retrying, lag, age, stalled float64
 	for _, name := range sortedKeys(c.pchannels) {
 		p := c.pchannels[name]
 		if !p.seen && !p.counted() {
 			continue // no event yet, and nothing counted: perhaps never spawned
 		}
-		var up, ab uint64
+		var up, ab, pa uint64
 		var fl, l, rec, ret, pl, ag, st float64
 		if p.counters != nil {
 			up, fl = p.counters.Updates(), float64(p.counters.SavesInFlight())
-			ab = p.counters.AbandonedCalls()
+			ab, pa = p.counters.AbandonedCalls(), p.counters.SubscriberPanics()
 		}
 		if p.live {
 			l = 1
@@ -696,6 +699,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		if c.cfg.labelled {
 			counter(d.updates, up, name)
 			counter(d.abandoned, ab, name)
+			counter(d.subscriberPanics, pa, name)
 			gauge(d.inFlight, fl, name)
 			gauge(d.pchannels, l, name)
 			gauge(d.recovering, rec, name)
@@ -705,13 +709,14 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 			gauge(d.stalled, st, name)
 			continue
 		}
-		updates, abandoned = updates+up, abandoned+ab
+		updates, abandoned, panics = updates+up, abandoned+ab, panics+pa
 		inFlight, live, recovering, retrying, lag = inFlight+fl, live+l, recovering+rec, retrying+ret, max(lag, pl)
 		age, stalled = max(age, ag), stalled+st
 	}
 	if !c.cfg.labelled {
 		counter(d.updates, updates)
 		counter(d.abandoned, abandoned)
+		counter(d.subscriberPanics, panics)
 		gauge(d.inFlight, inFlight)
 		gauge(d.pchannels, live)
 		gauge(d.recovering, recovering)

@@ -227,7 +227,7 @@ func TestSeriesAndLint(t *testing.T) {
 	assert.Empty(t, problems)
 	n, err := testutil.GatherAndCount(registry(t, collector))
 	require.NoError(t, err)
-	assert.Equal(t, 7+6+1+19, n, "7 rejection reasons, 6 failure reasons, 1 histogram, 19 other series")
+	assert.Equal(t, 7+6+1+20, n, "7 rejection reasons, 6 failure reasons, 1 histogram, 20 other series")
 
 	collector.Observe(&messages.CommandRejected{Header: messages.Header{PChannel: "p9", At: time.Now()}, Err: fmt.Errorf("wrapped: %w", messages.ErrVChannelExists)})
 	collector.Observe(&messages.PersistFailed{Header: messages.Header{PChannel: "p9", At: time.Now()}, Err: persistence.ErrFenced})
