@@ -76,10 +76,9 @@ Commands:
                            those under a name no node can use, and on
                            etcd those whose term fences every owner, the
                            owner keys with no lease or not a node's, and
-                           the stray keys
-                           under P/wal/: neither a record nor an owner
-                           key, another writer's (list and dump warn of
-                           them)
+                           the stray keys under P/wal/: neither a record
+                           nor an owner key, another writer's (list and
+                           dump warn of them)
   set PCHANNEL ID          store ID (kafka:123, rocksmq:9, pulsar:L:E:B[@P],
                            without @P the stored partition, or a
                            misplaced record's for it, woodpecker:S:E).

@@ -236,7 +236,8 @@ func ownerLines(pchannel string, o holder, en *persistence.Entry) string {
 	case o.Foreign:
 		return fmt.Sprintf("owner       term %d, not a node's: bound to lease %x,\n"+
 			"            put by another program or by hand; no node can own %s until\n"+
-			"            it goes: %s, or with 'etcdctl lease revoke %x'\n",
+			"            it goes: %s\n"+
+			"            (or at once: etcdctl lease revoke %x)\n",
 			o.Term, int64(o.Lease), shown(pchannel), o.goes(), int64(o.Lease))
 	case o.toolHold():
 		line = fmt.Sprintf("owner       term %d, held by %s:\n            %s\n", o.Term, shownText(o.Holder), o.ends())

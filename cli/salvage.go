@@ -50,7 +50,7 @@ func salvageDump(ctx context.Context, e *env, args []string) error {
 	path := shorten.Cut(u.Path, 1<<10, shownText)
 	fmt.Fprintf(report, "salvaged %s of bucket %s from %s: %s of %d bytes, %d unreadable; %s damaged\n",
 		count(len(good), "checkpoint"), shorten.QuotedText(e.opts.bucket), path,
-		count(s.Pages, "page"), s.PageSize, s.Unreadable, count(s.Damaged, "record"))
+		count(s.Pages, "page"), s.PageSize, s.Unreadable, count(s.Damaged, "element"))
 	if !s.Whole && s.Broken != "" {
 		// What makes the file damaged where no count above says it: a
 		// branch key out of its range, a page cut off the tree.
@@ -162,7 +162,8 @@ func salvaged(e *env, s *persistence.Salvage) (good []dumpEntry, warnings []stri
 	if s.Twins > 0 {
 		warnings = append(warnings, fmt.Sprintf("%d buckets on live pages are taken for bucket %s, where a file holds one: "+
 			"made before lowwater marked its buckets, another's renamed by damage, or one nested in another's and cut off "+
-			"by damage; the records of all of them are dumped, some of them another bucket's: check them before restoring",
+			"by damage; their records are read as one bucket's (a name in two of them with two checkpoints is AMBIGUOUS, "+
+			"not dumped), and some are another bucket's: check them before restoring",
 			s.Twins, shorten.QuotedText(e.opts.bucket)))
 	}
 	if s.RenamedAs != "" {

@@ -53,7 +53,7 @@ func TestDumpSalvageOfADamagedFile(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "salvaged.json")
 	stdout, stderr, code := runSplit(t, url, "dump", "--salvage", out)
 	require.Equal(t, cli.ExitCorrupt, code, stderr)
-	require.Equal(t, fmt.Sprintf("salvaged 300 checkpoints of bucket %q from %s: %d pages of %d bytes, 1 unreadable; 0 records damaged\n"+
+	require.Equal(t, fmt.Sprintf("salvaged 300 checkpoints of bucket %q from %s: %d pages of %d bytes, 1 unreadable; 0 elements damaged\n"+
 		"damaged: page %d, in the tree, reads as no page\n"+
 		"dumping 300 checkpoints from bbolt file %s (salvaged) to %s\n", persistence.DefaultBucket, path, len(data)/pageSize, pageSize, root, path, out), stdout)
 	require.Equal(t, "lowwater: "+path+" is damaged: the dump is written, with every whole record its pages hold; restore it into a new file\n", stderr)
@@ -119,7 +119,7 @@ func TestDumpSalvageSaysWhatCameFromFreedPages(t *testing.T) {
 	stdout, stderr, code := runSplit(t, url, "dump", "--salvage")
 	require.Equal(t, cli.ExitOK, code, stderr)
 	require.Equal(t, strings.Replace(dumped, ".db\",", ".db (salvaged)\",", 1), stdout)
-	require.Equal(t, summary+"0 unreadable; 0 records damaged\n"+
+	require.Equal(t, summary+"0 unreadable; 0 elements damaged\n"+
 		"left out: 1 pchannel found only on pages a later commit freed, deleted since (the file's tree is whole)\n", stderr)
 
 	data, err := os.ReadFile(path)
@@ -141,7 +141,7 @@ func TestDumpSalvageSaysWhatCameFromFreedPages(t *testing.T) {
 		"warning: 3 pchannels (HIGHER above) with a higher checkpoint on a freed page than the live one dumped: each was lowered or replaced since (set --force), " +
 			"or the commit that wrote the higher one is hidden by a damaged meta page. A checkpoint too low replays records, one too high skips them: " +
 			"raise one in the dump only if it is known to be the last saved",
-		strings.Replace(summary, "299", "300", 1) + "1 unreadable; 0 records damaged",
+		strings.Replace(summary, "299", "300", 1) + "1 unreadable; 0 elements damaged",
 		fmt.Sprintf("damaged: its freelist, page %d, does not read whole", freelistPage(t, data)),
 		"lowwater: " + path + " is damaged: the dump is written: read the warnings above before restoring it",
 	}
