@@ -1,0 +1,279 @@
+package kafka
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/lowwater/lowwater/actors"
+	"github.com/lowwater/lowwater/messages"
+	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/wal"
+)
+
+// The README's consumer-group recipe, run: two members of a group share
+// a catalog, and the second one's joining moves a partition. The first
+// flushes it as it is revoked, the second starts it at what was flushed,
+// and every record is processed once, by one member or the other.
+func TestAConsumerGroupMovesAPartitionWithItsCheckpoint(t *testing.T) {
+	const partitions, records = 2, 100
+	brokers := cluster(t, partitions)
+	for p := range int32(partitions) {
+		produceTo(t, brokers, p, records)
+	}
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	defer system.Shutdown()
+	g := &group{t: t, system: system, catalog: persistence.NewMemory(), processed: map[int32]map[int64]string{},
+		change: make(chan struct{}, 1)}
+
+	a := g.join("a", brokers)
+	g.await("a to process every record", func() bool { return g.count() == partitions*records })
+	b := g.join("b", brokers)
+	g.await("b to start a partition", func() bool { return len(g.starts("b")) == 1 })
+
+	g.mu.Lock()
+	var moved int32
+	var start wal.MessageID
+	for p, s := range g.started["b"] {
+		moved, start = p, s
+	}
+	stopped := g.stopped["a"][moved]
+	g.mu.Unlock()
+	if stopped == nil || !stopped.Flushed || stopped.LastPersisted != wal.MessageID(wal.KafkaID(records)) {
+		t.Fatalf("a's stop of partition %d: %+v, want flushed at kafka:%d", moved, stopped, records)
+	}
+	if start != wal.MessageID(wal.KafkaID(records)) {
+		t.Fatalf("b started partition %d at %v, want kafka:%d, where a flushed it", moved, start, records)
+	}
+
+	for p := range int32(partitions) {
+		produceTo(t, brokers, p, records)
+	}
+	g.await("every record to be processed", func() bool { return g.count() == 2*partitions*records })
+	b.close()
+	a.close()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for p := range int32(partitions) {
+		for off := range int64(2 * records) {
+			if g.processed[p][off] == "" {
+				t.Errorf("partition %d offset %d: never processed", p, off)
+			}
+		}
+	}
+	for p, by := range g.processed[moved] {
+		if want := map[bool]string{true: "a", false: "b"}[p < records]; by != want {
+			t.Errorf("partition %d offset %d: processed by %s, want %s", moved, p, by, want)
+		}
+	}
+}
+
+// group is the members of one consumer group, and what they did.
+type group struct {
+	t       *testing.T
+	system  *actor.ActorSystem
+	catalog persistence.Catalog
+
+	change chan struct{} // something below changed
+
+	mu        sync.Mutex
+	processed map[int32]map[int64]string // by whom, once each
+	started   map[string]map[int32]wal.MessageID
+	stopped   map[string]map[int32]*messages.Stopped
+}
+
+// member is one member's client, and its pchannels by partition.
+type member struct {
+	g     *group
+	name  string
+	cl    *kgo.Client
+	mu    sync.Mutex
+	pids  map[int32]*actor.PID
+	done  chan struct{}
+	close func()
+}
+
+// join starts a member of the group, which polls until it is closed.
+func (g *group) join(name string, brokers []string) *member {
+	m := &member{g: g, name: name, pids: map[int32]*actor.PID{}, done: make(chan struct{})}
+	stop := func(_ context.Context, _ *kgo.Client, gone map[string][]int32) {
+		// In parallel: the callback has the group's rebalance timeout.
+		var wg sync.WaitGroup
+		for _, p := range gone[testTopic] {
+			wg.Go(func() { m.stop(p) })
+		}
+		wg.Wait()
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumerGroup("g"), kgo.ConsumeTopics(testTopic),
+		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(), kgo.HeartbeatInterval(100*time.Millisecond),
+		kgo.FetchMaxWait(100*time.Millisecond),
+		kgo.AdjustFetchOffsetsFn(func(ctx context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+			for p := range offsets[testTopic] {
+				start, err := m.start(ctx, p)
+				if err != nil {
+					return nil, err
+				}
+				offsets[testTopic][p] = kgo.NewOffset().AtStart()
+				if start != nil {
+					offsets[testTopic][p] = kgo.NewOffset().At(int64(start.(wal.KafkaID))).WithEpoch(-1)
+				}
+			}
+			return offsets, nil
+		}),
+		kgo.OnPartitionsRevoked(stop), kgo.OnPartitionsLost(stop))
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	m.cl = cl
+	ctx, cancel := context.WithCancel(context.Background())
+	go m.poll(ctx)
+	m.close = func() {
+		cancel()
+		<-m.done
+		cl.Close() // leaves the group: the partitions still held are revoked
+	}
+	g.t.Cleanup(func() {
+		select {
+		case <-m.done:
+		default:
+			m.close()
+		}
+	})
+	return m
+}
+
+// start spawns partition p's pchannel and returns where to fetch from.
+func (m *member) start(ctx context.Context, p int32) (wal.MessageID, error) {
+	props, err := actors.NewProps(PChannelName(testTopic, p), wal.Kafka, m.g.catalog)
+	if err != nil {
+		return nil, err
+	}
+	pid := m.g.system.Root.Spawn(props)
+	start, err := actors.StartMessageID(ctx, m.g.system, pid)
+	if err == nil {
+		from := start
+		if from == nil {
+			from = wal.KafkaID(0)
+		}
+		err = actors.Request(ctx, m.g.system.Root, pid, &messages.AddVChannel{VChannel: "all", Checkpoint: from})
+	}
+	if err != nil {
+		_, _ = actors.Poison(context.Background(), m.g.system, pid)
+		return nil, err
+	}
+	m.mu.Lock()
+	m.pids[p] = pid
+	m.mu.Unlock()
+	m.g.mu.Lock()
+	record(&m.g.started, m.name, p, start)
+	m.g.changed()
+	m.g.mu.Unlock()
+	return start, nil
+}
+
+// stop flushes and stops partition p's pchannel.
+func (m *member) stop(p int32) {
+	m.mu.Lock()
+	pid := m.pids[p]
+	delete(m.pids, p)
+	m.mu.Unlock()
+	if pid == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stopped, err := actors.Poison(ctx, m.g.system, pid)
+	if err != nil {
+		m.g.t.Errorf("%s: stop of partition %d: %v", m.name, p, err)
+		return
+	}
+	m.g.mu.Lock()
+	record(&m.g.stopped, m.name, p, stopped)
+	m.g.changed()
+	m.g.mu.Unlock()
+}
+
+// poll processes each record once and reports it processed to its
+// partition's pchannel before the next poll; a rebalance runs between
+// polls alone (BlockRebalanceOnPoll).
+func (m *member) poll(ctx context.Context) {
+	defer close(m.done)
+	for ctx.Err() == nil {
+		fs := m.cl.PollFetches(ctx)
+		fs.EachRecord(func(r *kgo.Record) {
+			m.mu.Lock()
+			pid := m.pids[r.Partition]
+			m.mu.Unlock()
+			m.g.mu.Lock()
+			if m.g.processed[r.Partition] == nil {
+				m.g.processed[r.Partition] = map[int64]string{}
+			}
+			if by := m.g.processed[r.Partition][r.Offset]; by != "" {
+				m.g.t.Errorf("partition %d offset %d: processed by %s, then by %s", r.Partition, r.Offset, by, m.name)
+			}
+			m.g.processed[r.Partition][r.Offset] = m.name
+			m.g.changed()
+			m.g.mu.Unlock()
+			err := actors.Request(ctx, m.g.system.Root, pid,
+				&messages.UpdateCheckpoint{VChannel: "all", Checkpoint: wal.KafkaID(r.Offset + 1)})
+			if err != nil && ctx.Err() == nil {
+				m.g.t.Errorf("%s: partition %d offset %d: %v", m.name, r.Partition, r.Offset, err)
+			}
+		})
+		m.cl.AllowRebalance()
+	}
+}
+
+// record notes v as what name did of partition p.
+func record[V any](into *map[string]map[int32]V, name string, p int32, v V) {
+	if *into == nil {
+		*into = map[string]map[int32]V{}
+	}
+	if (*into)[name] == nil {
+		(*into)[name] = map[int32]V{}
+	}
+	(*into)[name][p] = v
+}
+
+func (g *group) starts(name string) map[int32]wal.MessageID {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.started[name]
+}
+
+// count is how many records were processed.
+func (g *group) count() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := 0
+	for _, offs := range g.processed {
+		n += len(offs)
+	}
+	return n
+}
+
+// changed tells await to look again.
+func (g *group) changed() {
+	select {
+	case g.change <- struct{}{}:
+	default:
+	}
+}
+
+// await waits 30 s at most for cond, looking again at each change.
+func (g *group) await(what string, cond func() bool) {
+	g.t.Helper()
+	deadline := time.After(30 * time.Second)
+	for !cond() {
+		select {
+		case <-g.change:
+		case <-deadline:
+			g.t.Fatalf("waited 30 s for %s", what)
+		}
+	}
+}
