@@ -109,11 +109,7 @@ func TestSalvageOfAnUnmarkedSiblingRenamedAsOurs(t *testing.T) {
 			}
 			for i := range 300 {
 				name := fmt.Sprintf("%s-pchannel-%04d", prefix, i)
-				rec, err := persistence.EncodeRecord(name, persistence.Record{Checkpoint: wal.KafkaID(int64(i))})
-				if err != nil {
-					return err
-				}
-				if err := bk.Put([]byte(name), rec); err != nil {
+				if err := putRecord(bk, name, wal.KafkaID(int64(i))); err != nil {
 					return err
 				}
 				want[name] = wal.KafkaID(int64(i)).String()
@@ -207,11 +203,7 @@ func testSalvageOfANestedBucketOfOurName(t *testing.T, records int) {
 			return err
 		}
 		for i := range records {
-			rec, err := persistence.EncodeRecord(fmt.Sprintf("other-%04d", i), persistence.Record{Checkpoint: wal.KafkaID(int64(5000 + i))})
-			if err != nil {
-				return err
-			}
-			if err := nested.Put(fmt.Appendf(nil, "other-%04d", i), rec); err != nil {
+			if err := putRecord(nested, fmt.Sprintf("other-%04d", i), wal.KafkaID(int64(5000+i))); err != nil {
 				return err
 			}
 		}
@@ -439,12 +431,8 @@ func churnBuckets(t *testing.T, path string, seed uint64, opts *bolt.Options, bu
 		held[bucket] = map[string]int64{}
 	}
 	put := func(tx *bolt.Tx, bucket string, i int, v int64) error {
-		rec, err := persistence.EncodeRecord(name(i), persistence.Record{Checkpoint: wal.KafkaID(v)})
-		if err != nil {
-			return err
-		}
 		held[bucket][name(i)] = v
-		return tx.Bucket([]byte(bucket)).Put([]byte(name(i)), rec)
+		return putRecord(tx.Bucket([]byte(bucket)), name(i), wal.KafkaID(v))
 	}
 	require.NoError(t, db.Update(func(tx *bolt.Tx) error {
 		for _, bucket := range buckets {
@@ -508,12 +496,8 @@ func massDelete(t *testing.T, path string) map[string]string {
 	live := map[string]string{}
 	name := func(i int) string { return fmt.Sprintf("pchannel-%05d", i) }
 	put := func(bk *bolt.Bucket, i int, id wal.MessageID) error {
-		rec, err := persistence.EncodeRecord(name(i), persistence.Record{Checkpoint: id})
-		if err != nil {
-			return err
-		}
 		live[name(i)] = id.String()
-		return bk.Put([]byte(name(i)), rec)
+		return putRecord(bk, name(i), id)
 	}
 	require.NoError(t, db.Update(func(tx *bolt.Tx) error {
 		bk, err := tx.CreateBucket([]byte(defaultBucket))

@@ -32,6 +32,16 @@ func salvaged(t *testing.T, s *persistence.Salvage, want persistence.PageState) 
 	return got
 }
 
+// putRecord stores pchannel's record of id in bk, as the catalog writes
+// it: for files laid out by hand.
+func putRecord(bk *bolt.Bucket, pchannel string, id wal.MessageID) error {
+	rec, err := persistence.EncodeRecord(pchannel, persistence.Record{Checkpoint: id})
+	if err != nil {
+		return err
+	}
+	return bk.Put([]byte(pchannel), rec)
+}
+
 // healthy is what writeHealthyBolt stores.
 func healthy() map[string]string {
 	want := map[string]string{}
@@ -282,12 +292,7 @@ func TestSalvageOfAPageReusedByAnotherBucket(t *testing.T) {
 				return err
 			}
 			for i := range damagedRecords {
-				name := fmt.Sprintf("%s-%04d", prefix, i)
-				rec, err := persistence.EncodeRecord(name, persistence.Record{Checkpoint: wal.KafkaID(int64(base + i))})
-				if err != nil {
-					return err
-				}
-				if err := bk.Put([]byte(name), rec); err != nil {
+				if err := putRecord(bk, fmt.Sprintf("%s-%04d", prefix, i), wal.KafkaID(int64(base+i))); err != nil {
 					return err
 				}
 			}
@@ -556,11 +561,7 @@ func TestSalvageOfOddFiles(t *testing.T) {
 			return err
 		}
 		for i := range damagedRecords {
-			rec, err := persistence.EncodeRecord(damagedName(i), persistence.Record{Checkpoint: wal.KafkaID(int64(1000 + i))})
-			if err != nil {
-				return err
-			}
-			if err := bk.Put([]byte(damagedName(i)), rec); err != nil {
+			if err := putRecord(bk, damagedName(i), wal.KafkaID(int64(1000+i))); err != nil {
 				return err
 			}
 		}
@@ -678,11 +679,7 @@ func commitRecords(t *testing.T, path string, id func(i int) wal.MessageID, dele
 	require.NoError(t, db.Update(func(tx *bolt.Tx) error {
 		bk := tx.Bucket([]byte(defaultBucket))
 		for i := range damagedRecords {
-			rec, err := persistence.EncodeRecord(damagedName(i), persistence.Record{Checkpoint: id(i)})
-			if err != nil {
-				return err
-			}
-			if err := bk.Put([]byte(damagedName(i)), rec); err != nil {
+			if err := putRecord(bk, damagedName(i), id(i)); err != nil {
 				return err
 			}
 		}

@@ -66,9 +66,9 @@ func TestAConsumerGroupMovesAPartitionWithItsCheckpoint(t *testing.T) {
 			}
 		}
 	}
-	for p, by := range g.processed[moved] {
-		if want := map[bool]string{true: "a", false: "b"}[p < records]; by != want {
-			t.Errorf("partition %d offset %d: processed by %s, want %s", moved, p, by, want)
+	for off, by := range g.processed[moved] {
+		if want := map[bool]string{true: "a", false: "b"}[off < records]; by != want {
+			t.Errorf("partition %d offset %d: processed by %s, want %s", moved, off, by, want)
 		}
 	}
 }
