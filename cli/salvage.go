@@ -51,7 +51,7 @@ func salvageDump(ctx context.Context, e *env, args []string) error {
 	fmt.Fprintf(report, "salvaged %s of bucket %s from %s: %s of %d bytes, %d unreadable; %s damaged\n",
 		count(len(good), "checkpoint"), shorten.QuotedText(e.opts.bucket), path,
 		count(s.Pages, "page"), s.PageSize, s.Unreadable, count(s.Damaged, "element"))
-	if !s.Whole && s.Broken != "" {
+	if s.Broken != "" {
 		// What makes the file damaged where no count above says it: a
 		// branch key out of its range, a page cut off the tree.
 		fmt.Fprintf(report, "damaged: %s\n", s.Broken)
