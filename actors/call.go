@@ -404,20 +404,21 @@ func (e *CatalogPanicError) Unwrap() []error {
 	return []error{ErrCatalogPanicked}
 }
 
-// wait waits until the call returned or deadline passed, whichever comes
-// first, and reports its result if it returned. The result is also on its
-// way to the mailbox; the caller must then treat that message as stale.
-func (k *call) wait(deadline time.Time, cut <-chan struct{}) (callDone, bool) {
+// wait waits until the call returned or deadline passed, or cut or lost
+// is closed, whichever comes first, and reports its result if it
+// returned. The result is also on its way to the mailbox; the caller must
+// then treat that message as stale.
+func (k *call) wait(deadline time.Time, cut, lost <-chan struct{}) (callDone, bool) {
 	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
 	select {
 	case <-k.finishedChan():
 		return k.result, true
 	case <-t.C:
-		return callDone{}, false
 	case <-cut:
-		return callDone{}, false
+	case <-lost:
 	}
+	return callDone{}, false
 }
 
 // joined reports the call's result if it has returned (or was ended before

@@ -69,7 +69,9 @@
 //     timeout for the minimum to be saved, in whatever phase it finds the
 //     actor: during recovery it first waits for the recovery read (retrying
 //     it on the backoff), then saves. The flush saves at once, whatever the
-//     min save interval, and retries failures on the backoff. StopFuture
+//     min save interval, and retries failures on the backoff. An ownership
+//     (WithOwnership) that ends during either wait ends it, with its
+//     OwnershipLost: nothing would be saved. StopFuture
 //     does not wait. Either way the calls still running are cancelled and
 //     joined (a save the catalog acknowledged meanwhile counts as durable,
 //     with its CheckpointPersisted), then Stopped is published:

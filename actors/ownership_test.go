@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/lowwater/lowwater/messages"
+	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/wal"
 )
 
@@ -66,4 +68,96 @@ func TestAnOwnershipEndingDuringTheFlushEndsIt(t *testing.T) {
 		t.Fatalf("a second OwnershipLost: %v", again.Cause)
 	default:
 	}
+}
+
+// A graceful stop that comes before recovery ended reads the stored
+// checkpoint first, and an ownership that ends meanwhile ends that read's
+// wait, or the wait for the next read after a failed one, and is told, as
+// it is during the flush: nothing read would be saved.
+func TestAnOwnershipEndingDuringTheStopsReadEndsIt(t *testing.T) {
+	sessionEnded := errors.New("owner session ended")
+	for _, tc := range []struct {
+		name string
+		// catalog returns the catalog and a channel on which each of its
+		// reads is told; end ends the ownership.
+		catalog func(end func()) (persistence.Catalog, <-chan struct{})
+		// endAtStop ends the ownership as the stop begins, where the
+		// catalog does not.
+		endAtStop bool
+	}{
+		{name: "the read hangs", endAtStop: true, catalog: func(func()) (persistence.Catalog, <-chan struct{}) {
+			cat := newStubborn(true, false)
+			t.Cleanup(cat.unblock)
+			return cat, cat.entered
+		}},
+		{name: "waiting to read again", catalog: func(end func()) (persistence.Catalog, <-chan struct{}) {
+			cat := &failingReads{Memory: persistence.NewMemory(), read: make(chan struct{}, 16)}
+			// The stop's read, after the first failed and its retry
+			// waits: the stop waits the backoff after it, within its
+			// flush timeout.
+			cat.second = end
+			return cat, cat.read
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			system := quietSystem(t)
+			lost := subscribed[*messages.OwnershipLost](t, system)
+			owned, cancel := context.WithCancelCause(context.Background())
+			defer cancel(nil)
+			end := func() { cancel(sessionEnded) }
+			cat, read := tc.catalog(end)
+			const flush = time.Minute
+			props, err := NewProps("p", wal.Kafka, cat, WithSaveTimeout(time.Hour), WithStopFlushTimeout(flush),
+				WithBackoff(Backoff{Initial: flush / 3, Max: flush / 3, Multiplier: 1}),
+				WithOwnership(owned), WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(7)}))
+			require.NoError(t, err)
+			props.Configure(actor.WithReceiverMiddleware(func(next actor.ReceiverFunc) actor.ReceiverFunc {
+				return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
+					if _, ok := env.Message.(*actor.Stopping); ok && tc.endAtStop {
+						end()
+					}
+					next(c, env)
+				}
+			}))
+			pid := system.Root.Spawn(props)
+			select {
+			case <-read: // the first read hangs, or failed
+			case <-time.After(10 * time.Second):
+				t.Fatal("recovery never read")
+			}
+
+			began := time.Now()
+			ctx, done := context.WithTimeout(context.Background(), flush/2)
+			defer done()
+			stopped, err := Poison(ctx, system, pid)
+			require.NoError(t, err, "the stop waited out its flush timeout")
+			require.Less(t, time.Since(began), flush/2)
+			require.False(t, stopped.Flushed)
+			require.ErrorIs(t, stopped.Reason, sessionEnded)
+			l := nextOf(t, lost)
+			require.ErrorIs(t, l.Cause, sessionEnded)
+			select {
+			case again := <-lost:
+				t.Fatalf("a second OwnershipLost: %v", again.Cause)
+			default:
+			}
+		})
+	}
+}
+
+// failingReads is a catalog whose every read fails; second, if set, runs
+// in its second read, before it fails.
+type failingReads struct {
+	*persistence.Memory
+	read   chan struct{}
+	reads  atomic.Int32
+	second func()
+}
+
+func (f *failingReads) Load(context.Context, string) (wal.MessageID, error) {
+	if f.reads.Add(1) == 2 && f.second != nil {
+		f.second()
+	}
+	f.read <- struct{}{}
+	return nil, errors.New("read failed")
 }

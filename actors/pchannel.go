@@ -86,10 +86,10 @@ var _ actor.SupervisorStrategy = (*pchannel)(nil)
 //	Poison             wait for the read up to  flush up to the flush       no flush → stopping       -
 //	                   the flush timeout, then  timeout (a persister that
 //	                   as running; else         crashed, before or during
-//	                   ErrNotRecovered          it, restarts at once; one
-//	                                            gone ends it; so does the
-//	                                            ownership's end, told:
-//	                                            OwnershipLost) → stopping
+//	                   ErrNotRecovered; the     it, restarts at once; one
+//	                   ownership's end ends     gone ends it; so does the
+//	                   the wait, told:          ownership's end, told:
+//	                   OwnershipLost            OwnershipLost) → stopping
 //	actor Stopped      Stopped → stopped        Stopped → stopped           Stopped → stopped         -
 //
 // * Past the Stopping handler the mailbox hands the actor no more user
@@ -1517,18 +1517,23 @@ func (p *pchannel) stopRecovering(ctx actor.Context) {
 // passes: the read in flight, else one at once, and after a failure
 // another after the backoff.
 func (p *pchannel) recoverBy(ctx actor.Context, deadline time.Time) bool {
-	// A hard stop while it waits ends the wait (see flush).
-	var cut <-chan struct{}
+	// A hard stop while it waits ends the wait (see flush), and so does
+	// the ownership's end, told then, as the flush tells it: nothing
+	// read would be saved.
+	var cut, lost <-chan struct{}
 	if p.mailbox != nil {
 		cut = p.mailbox.armStopCut()
 		defer p.mailbox.disarmStopCut()
 	}
+	if o := p.cfg.ownership; o != nil {
+		lost = o.Done()
+	}
 	var lastErr error
-	for time.Now().Before(deadline) {
+	for time.Now().Before(deadline) && !closed(lost) {
 		if p.recovery.call == nil {
 			p.load(ctx)
 		}
-		res, ok := p.recovery.call.wait(deadline, cut)
+		res, ok := p.recovery.call.wait(deadline, cut, lost)
 		if !ok {
 			break
 		}
@@ -1543,11 +1548,15 @@ func (p *pchannel) recoverBy(ctx actor.Context, deadline time.Time) bool {
 		if errors.Is(lastErr, persistence.ErrClosed) {
 			break // for good: another read would wait out the deadline for nothing
 		}
-		if !sleepUntil(time.Now().Add(wait), deadline, cut) {
+		if !sleepUntil(time.Now().Add(wait), deadline, cut, lost) {
 			break
 		}
 	}
 	if p.cutShort(cut) {
+		return false
+	}
+	if closed(lost) {
+		p.tellLost(context.Cause(p.cfg.ownership))
 		return false
 	}
 	p.unflushed = messages.ErrNotRecovered
@@ -1576,18 +1585,26 @@ func (p *pchannel) beginStop() {
 // cutShort reports whether cut is closed: a hard stop ended the graceful
 // one, which then saves nothing more.
 func (p *pchannel) cutShort(cut <-chan struct{}) bool {
+	if !closed(cut) {
+		return false
+	}
+	p.graceful, p.unflushed = false, messages.ErrHardStop
+	return true
+}
+
+// closed reports whether ch is closed; nil never is.
+func closed(ch <-chan struct{}) bool {
 	select {
-	case <-cut:
-		p.graceful, p.unflushed = false, messages.ErrHardStop
+	case <-ch:
 		return true
 	default:
 		return false
 	}
 }
 
-// sleepUntil waits until t, and reports false if deadline or cut comes
-// first.
-func sleepUntil(t, deadline time.Time, cut <-chan struct{}) bool {
+// sleepUntil waits until t, and reports false if deadline comes first,
+// or cut or lost is closed.
+func sleepUntil(t, deadline time.Time, cut, lost <-chan struct{}) bool {
 	if !t.Before(deadline) {
 		return false
 	}
@@ -1597,8 +1614,9 @@ func sleepUntil(t, deadline time.Time, cut <-chan struct{}) bool {
 	case <-timer.C:
 		return true
 	case <-cut:
-		return false
+	case <-lost:
 	}
+	return false
 }
 
 // flush is a graceful stop while running: it hands the persister the

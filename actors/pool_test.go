@@ -111,7 +111,7 @@ func TestCallEndedBeforeItRanNeverRuns(t *testing.T) {
 	require.True(t, k.end(cfg), "ended before it ran")
 	k.run()
 	require.False(t, ran, "the catalog was called after the call ended")
-	res, ok := k.wait(time.Now().Add(time.Second), nil)
+	res, ok := k.wait(time.Now().Add(time.Second), nil, nil)
 	require.True(t, ok)
 	require.ErrorIs(t, res.err, context.Canceled)
 }
