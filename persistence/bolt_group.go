@@ -65,9 +65,12 @@ type groupCommit struct {
 	// last is how many saves the last batch took: the next one is made
 	// that large, so that under a steady load a batch is one allocation.
 	last int // guarded by mu
-	// spare is the saves of a batch committed and told, emptied, for the
-	// next batch to take: a round of a thousand saves made one of 80 KiB.
-	spare []batchedSave // guarded by mu
+	// spares are the saves of batches committed and told, emptied, for
+	// the next batches to take, the larger kept: a round of a thousand
+	// saves made one of 80 KiB. Two, since one batch fills while another
+	// commits; with one, a batch told while the other's spare waited
+	// dropped one of them, and the next batch grew a new one from 8 saves.
+	spares [2][]batchedSave // guarded by mu
 }
 
 // batch is one group commit: its saves, in the order they came, and done,
@@ -134,8 +137,11 @@ func (g *groupCommit) join(s *batchedSave) (bt *batch, i int, start bool) {
 // closure captures a variable of its own: capturing join's result moved
 // it to the heap on every save.)
 func (g *groupCommit) newBatch() *batch {
-	saves := g.spare
-	g.spare = nil
+	if cap(g.spares[0]) < cap(g.spares[1]) {
+		g.spares[0], g.spares[1] = g.spares[1], g.spares[0]
+	}
+	saves := g.spares[0]
+	g.spares[0] = nil
 	if cap(saves) < max(g.last, 8) {
 		saves = make([]batchedSave, 0, max(g.last, 8))
 	}
@@ -399,11 +405,17 @@ func (b *Bolt) tell(bt *batch, from, owed int) {
 	b.exitN(owed + left)
 }
 
-// recycle keeps the saves of a batch committed and told for the next one.
+// recycle keeps the saves of a batch committed and told for the next
+// ones, in place of the smaller spare.
 func (g *groupCommit) recycle(saves []batchedSave) {
 	clear(saves)
 	g.mu.Lock()
-	g.spare = saves[:0]
+	if cap(g.spares[0]) > cap(g.spares[1]) {
+		g.spares[0], g.spares[1] = g.spares[1], g.spares[0]
+	}
+	if cap(saves) > cap(g.spares[0]) {
+		g.spares[0] = saves[:0]
+	}
 	g.mu.Unlock()
 }
 

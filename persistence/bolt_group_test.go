@@ -208,7 +208,10 @@ func TestGroupCommitRecyclesToldBatches(t *testing.T) {
 	require.Eventually(t, func() bool { // after its last done returned
 		b.group.mu.Lock()
 		defer b.group.mu.Unlock()
-		s = b.group.spare
+		s = b.group.spares[0]
+		if s == nil {
+			s = b.group.spares[1]
+		}
 		return s != nil
 	}, 10*time.Second, time.Millisecond, "the told batch recycled")
 	if len(s) != 0 || cap(s) < 3 {
@@ -240,8 +243,30 @@ func TestGroupCommitRecyclesToldBatches(t *testing.T) {
 	}
 	b.group.mu.Lock()
 	defer b.group.mu.Unlock()
-	if b.group.spare != nil {
+	if b.group.spares[0] != nil || b.group.spares[1] != nil {
 		t.Fatal("a batch that a Save waited on was recycled")
+	}
+}
+
+// TestGroupCommitKeepsTheLargerSpares: of the batches told, the two
+// largest are kept, and a new batch takes the largest, so that under a
+// load of a thousand saves a round a batch is no allocation, whatever
+// the order the batches are told in.
+func TestGroupCommitKeepsTheLargerSpares(t *testing.T) {
+	g := &groupCommit{}
+	for _, n := range []int{1000, 8, 16} {
+		g.recycle(make([]batchedSave, 3, n))
+	}
+	caps := []int{cap(g.spares[0]), cap(g.spares[1])}
+	slices.Sort(caps)
+	if !slices.Equal(caps, []int{16, 1000}) {
+		t.Fatalf("spares of capacity %v, want [16 1000]", caps)
+	}
+	for _, want := range []int{1000, 16, 8} {
+		g.last = 8
+		if got := cap(g.newBatch().saves); got != want {
+			t.Fatalf("new batch of capacity %d, want %d", got, want)
+		}
 	}
 }
 
