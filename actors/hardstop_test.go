@@ -177,23 +177,24 @@ func TestAClosedCatalogIsNotRetried(t *testing.T) {
 	require.Equal(t, int64(2), cat.saves.Load(), "kafka:10, then kafka:20 once")
 }
 
-// A catalog closed before the pchannel recovered is not read again, and a
-// graceful stop does not wait out its flush timeout re-reading it: it says
-// why nothing was recovered.
+// A catalog closed before the pchannel recovered is not read again, not
+// even by a graceful stop, which does not wait out its flush timeout
+// either: it says why nothing was recovered. The stop read it once more,
+// and published a second RecoveryFailed (recovery_failures_total 2).
 func TestAStopDoesNotWaitOnAClosedCatalogToRecover(t *testing.T) {
-	cat := persistence.NewMemory()
+	cat := &countingLoads{Memory: persistence.NewMemory()}
 	require.NoError(t, cat.Close())
 	system, sub, pid := spawnOnCatalog(t, cat)
 	var stopped *messages.Stopped
-	for read := false; stopped == nil; {
+	failures := 0
+	for stopped == nil {
 		select {
 		case ev := <-sub.C():
 			switch ev := ev.(type) {
 			case *messages.RecoveryFailed:
 				require.ErrorIs(t, ev.Err, persistence.ErrClosed)
 				require.Zero(t, ev.NextRetry, "a closed catalog read again")
-				if !read {
-					read = true
+				if failures++; failures == 1 {
 					began := time.Now()
 					require.NoError(t, system.Root.PoisonFuture(pid).Wait())
 					require.Less(t, time.Since(began), 5*time.Second, "the stop re-read a closed catalog until its deadline")
@@ -206,7 +207,20 @@ func TestAStopDoesNotWaitOnAClosedCatalogToRecover(t *testing.T) {
 		}
 	}
 	sub.Close()
+	require.Equal(t, 1, failures, "RecoveryFailed events")
+	require.Equal(t, int64(1), cat.loads.Load(), "reads of the closed catalog")
 	require.False(t, stopped.Flushed)
 	require.ErrorIs(t, stopped.Reason, messages.ErrNotRecovered)
 	require.ErrorIs(t, stopped.Reason, persistence.ErrClosed)
+}
+
+// countingLoads counts the catalog's reads.
+type countingLoads struct {
+	*persistence.Memory
+	loads atomic.Int64
+}
+
+func (c *countingLoads) Load(ctx context.Context, pchannel string) (wal.MessageID, error) {
+	c.loads.Add(1)
+	return c.Memory.Load(ctx, pchannel)
 }

@@ -252,6 +252,9 @@ type recovery struct {
 	// still below the stored checkpoint once it is read are told then
 	// (AddedBehind), as no Add could be.
 	added map[string]struct{}
+	// closed is the error of a read that found the catalog closed, for
+	// good: nothing is read again, not even by a stop.
+	closed error
 }
 
 // crashes is the persister's supervision: its recent crashes, kept bounded
@@ -1080,6 +1083,7 @@ func (p *pchannel) loaded(ctx actor.Context, m *callDone) (time.Duration, bool) 
 	if errors.Is(err, persistence.ErrClosed) {
 		// Closed for good: no read is tried again (NextRetry 0), and
 		// the pchannel never recovers; its stop says why.
+		p.recovery.closed = err
 		p.publish(&messages.RecoveryFailed{Header: p.header(), Err: err, Attempt: p.recovery.attempt, Late: p.recovery.overdue})
 		p.cfg.logger.Error("catalog closed: the stored checkpoint is never read; the pchannel does not recover",
 			zap.Int("attempt", p.recovery.attempt), errorField(err))
@@ -1528,8 +1532,8 @@ func (p *pchannel) recoverBy(ctx actor.Context, deadline time.Time) bool {
 	if o := p.cfg.ownership; o != nil {
 		lost = o.Done()
 	}
-	var lastErr error
-	for time.Now().Before(deadline) && !closed(lost) {
+	lastErr := p.recovery.closed
+	for p.recovery.closed == nil && time.Now().Before(deadline) && !closed(lost) {
 		if p.recovery.call == nil {
 			p.load(ctx)
 		}
@@ -1545,7 +1549,7 @@ func (p *pchannel) recoverBy(ctx actor.Context, deadline time.Time) bool {
 			return !p.cutShort(cut)
 		}
 		lastErr = res.err
-		if errors.Is(lastErr, persistence.ErrClosed) {
+		if p.recovery.closed != nil {
 			break // for good: another read would wait out the deadline for nothing
 		}
 		if !sleepUntil(time.Now().Add(wait), deadline, cut, lost) {
