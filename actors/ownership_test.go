@@ -52,22 +52,32 @@ func TestAnOwnershipEndingDuringTheFlushEndsIt(t *testing.T) {
 		t.Fatal("the save never started")
 	}
 
+	stopped := stopTellsTheLoss(t, system, pid, flush, lost, sessionEnded)
+	require.Equal(t, wal.KafkaID(7), stopped.Dropped)
+}
+
+// stopTellsTheLoss poisons pid and requires that the stop ended well
+// within its flush timeout, not flushed, for cause, told by exactly one
+// OwnershipLost.
+func stopTellsTheLoss(t *testing.T, system *actor.ActorSystem, pid *actor.PID, flush time.Duration,
+	lost <-chan *messages.OwnershipLost, cause error) *messages.Stopped {
+	t.Helper()
 	began := time.Now()
 	ctx, done := context.WithTimeout(context.Background(), flush/2)
 	defer done()
 	stopped, err := Poison(ctx, system, pid)
-	require.NoError(t, err, "the stop waited for its flush")
+	require.NoError(t, err, "the stop waited out its flush timeout")
 	require.Less(t, time.Since(began), flush/2)
 	require.False(t, stopped.Flushed)
-	require.Equal(t, wal.KafkaID(7), stopped.Dropped)
-	require.ErrorIs(t, stopped.Reason, sessionEnded)
+	require.ErrorIs(t, stopped.Reason, cause)
 	l := nextOf(t, lost)
-	require.ErrorIs(t, l.Cause, sessionEnded)
+	require.ErrorIs(t, l.Cause, cause)
 	select {
 	case again := <-lost:
 		t.Fatalf("a second OwnershipLost: %v", again.Cause)
 	default:
 	}
+	return stopped
 }
 
 // A graceful stop that comes before recovery ended reads the stored
@@ -126,21 +136,7 @@ func TestAnOwnershipEndingDuringTheStopsReadEndsIt(t *testing.T) {
 				t.Fatal("recovery never read")
 			}
 
-			began := time.Now()
-			ctx, done := context.WithTimeout(context.Background(), flush/2)
-			defer done()
-			stopped, err := Poison(ctx, system, pid)
-			require.NoError(t, err, "the stop waited out its flush timeout")
-			require.Less(t, time.Since(began), flush/2)
-			require.False(t, stopped.Flushed)
-			require.ErrorIs(t, stopped.Reason, sessionEnded)
-			l := nextOf(t, lost)
-			require.ErrorIs(t, l.Cause, sessionEnded)
-			select {
-			case again := <-lost:
-				t.Fatalf("a second OwnershipLost: %v", again.Cause)
-			default:
-			}
+			stopTellsTheLoss(t, system, pid, flush, lost, sessionEnded)
 		})
 	}
 }
