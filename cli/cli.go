@@ -121,9 +121,9 @@ Write flags (set, delete, restore), after the command:
 Common flags:
   --catalog URL         the catalog
   --timeout D           bound on the whole command (default 30s); within
-                        1s past it, a write it cut short is finished and,
-                        on etcd, the tool finds out why etcd did not
-                        answer
+                        1s past it, on etcd, the tool gives back what it
+                        took (an owner key, a session) and finds out why
+                        etcd did not answer
   --lock-timeout D      wait for a bbolt file lock (default 1s)
   --bucket NAME         the bbolt bucket of the records (default
                         lowwater-checkpoints; persistence.WithBucket)
@@ -163,8 +163,8 @@ Exit codes:
      offset, a damaged meta page, a dump FILE that exists, a dump of
      an ID whose text does not read back, a dump over 1 GiB
   5  get: nothing stored
-  130  interrupted (Ctrl-C, SIGTERM): the command was cut short, as its
-       message says (a write under way is finished first)
+  130  interrupted (Ctrl-C, SIGTERM): the command was cut short; its
+       message says what, and what a write under way may have left
 `
 
 // options are the flags every command takes.
@@ -510,7 +510,7 @@ func commandFlag(err error) (string, bool) {
 
 // probe is why etcd did not answer a command, asked of each endpoint as
 // soon as the command's --timeout passes (etcdaccess.Access.ProbeAll),
-// while a write the timeout cut short is finished: the two take
+// while the tool gives back what it took on etcd: the two take
 // etcdaccess.ProbeTime and cleanupGrace, a second each, side by side
 // rather than one after the other. A command cut short before it reached
 // for etcd is probed once it has ended, if it reached for etcd by then.

@@ -96,8 +96,9 @@ type store struct {
 }
 
 // cleanupGrace is how long past the command's end (its --timeout, or a
-// signal) the tool still finishes a write it began and gives back what it
-// took on etcd.
+// signal) the tool still gives back what it took on etcd. A write under
+// way is cut with the command, and its message says what it may have
+// left (cutShort, reportFailures).
 const cleanupGrace = time.Second
 
 // newStore is a store of the command whose context is ctx, with nothing
