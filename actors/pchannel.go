@@ -449,13 +449,40 @@ func (p *pchannel) stepStopping(ctx actor.Context, msg any) {
 }
 
 // other answers what no phase takes. A request of a type lowwater does not
-// take gets a typed error rather than a timeout. Messages without a sender
-// pass silently: results and timers that are no longer wanted (the seq
-// tells), and protoactor's own (Terminated, ReceiveTimeout).
+// take gets a typed error rather than a timeout. A command sent by value
+// (messages.UpdateCheckpoint where *messages.UpdateCheckpoint is meant,
+// which compiles, since Send takes any) is rejected as a bad command is,
+// told by CommandRejected and a Warn line: sent with Send, it was dropped
+// without a word. Other messages without a sender pass silently: results
+// and timers that are no longer wanted (the seq tells), and protoactor's
+// own (Terminated, ReceiveTimeout).
 func (p *pchannel) other(ctx actor.Context) {
-	if ctx.Sender() != nil {
-		ctx.Respond(fmt.Errorf("%w: %T", messages.ErrUnknownMessage, ctx.Message()))
+	msg := ctx.Message()
+	var cmd messages.Command
+	switch m := msg.(type) {
+	case messages.UpdateCheckpoint:
+		cmd = &m
+	case messages.UpdateBatch:
+		cmd = &m
+	case messages.AddVChannel:
+		cmd = &m
+	case messages.DropVChannel:
+		cmd = &m
+	case messages.GetState:
+	default:
+		if ctx.Sender() != nil {
+			ctx.Respond(fmt.Errorf("%w: %T", messages.ErrUnknownMessage, msg))
+		}
+		return
 	}
+	err := fmt.Errorf("%w: %T sent by value: send a pointer, &%[2]T{…}", messages.ErrUnknownMessage, msg)
+	if cmd == nil { // a GetState, which changes nothing and is not told
+		if ctx.Sender() != nil {
+			ctx.Respond(err)
+		}
+		return
+	}
+	p.applied(ctx, cmd, nil, false, err)
 }
 
 // The cases of Receive that are not the hot path live in methods of their
