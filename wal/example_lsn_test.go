@@ -31,9 +31,13 @@ func (l LSN) EQ(o wal.MessageID) bool {
 	return ok && l == v
 }
 
-func (l LSN) Marshal() []byte { return binary.BigEndian.AppendUint64(nil, uint64(l)) }
+func (l LSN) Marshal() []byte {
+	return binary.BigEndian.AppendUint64(nil, uint64(l))
+}
 
-func (l LSN) String() string { return fmt.Sprintf("pglsn:%X/%X", uint32(l>>32), uint32(l)) }
+func (l LSN) String() string {
+	return fmt.Sprintf("pglsn:%X/%X", uint32(l>>32), uint32(l))
+}
 
 // lsnCodec reads what Marshal and String write: Unmarshal must give back
 // the position that Marshal was given, or the ID is refused.

@@ -35,7 +35,8 @@ func run() error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	catalog, err := persistence.OpenBolt(filepath.Join(dir, "checkpoints.db"))
+	path := filepath.Join(dir, "checkpoints.db")
+	catalog, err := persistence.OpenBolt(path)
 	if err != nil {
 		return err
 	}
@@ -43,11 +44,14 @@ func run() error {
 	// A file whose newest meta page is damaged opens, with no error, as of
 	// the commit before: say so (persistence.WithIntactMeta refuses it).
 	if d, err := catalog.DamagedMeta(); err == nil && d != nil {
-		logger.Warn("checkpoint file has a damaged meta page", zap.Stringer("damage", d))
+		logger.Warn("checkpoint file has a damaged meta page",
+			zap.Stringer("damage", d))
 	}
 
-	system := actor.NewActorSystem(actor.WithLoggerFactory(actors.LoggerFactory(logger)))
-	defer system.Shutdown() // once (twice panics); stops no actor: stop them first
+	system := actor.NewActorSystem(
+		actor.WithLoggerFactory(actors.LoggerFactory(logger)))
+	// Once (twice panics); it stops no actor: stop them first.
+	defer system.Shutdown()
 
 	props, err := actors.NewProps("orders-dml-0", wal.Kafka, catalog,
 		actors.WithLogger(logger),
@@ -70,7 +74,8 @@ func run() error {
 	defer cancel()
 
 	// Where consumption starts: the stored checkpoint, or, with none
-	// stored, the vchannels' minimum. The actor reads it after the spawn.
+	// stored, the vchannels' minimum (nil with neither: the WAL's
+	// beginning). The actor reads it after the spawn.
 	start, err := actors.StartMessageID(ctx, system, pchannel)
 	if err != nil {
 		return err
@@ -78,9 +83,14 @@ func run() error {
 	fmt.Println("start at", start)
 
 	// shard-a moves past shard-b: the minimum rises from 100 to 120.
-	update := &messages.UpdateCheckpoint{VChannel: "shard-a", Checkpoint: wal.KafkaID(130)}
-	if err := actors.Request(ctx, system.Root, pchannel, update); err != nil {
-		return err // a typed error: errors.Is(err, messages.ErrCheckpointRollback), ...
+	update := &messages.UpdateCheckpoint{
+		VChannel:   "shard-a",
+		Checkpoint: wal.KafkaID(130),
+	}
+	// A typed error: errors.Is(err, messages.ErrCheckpointRollback), ...
+	err = actors.Request(ctx, system.Root, pchannel, update)
+	if err != nil {
+		return err
 	}
 
 	// A graceful stop saves the pending minimum before it ends, and says
@@ -91,7 +101,8 @@ func run() error {
 		return err
 	}
 	poisoned = true
-	fmt.Println("stopped; persisted:", stopped.LastPersisted, "flushed:", stopped.Flushed)
+	fmt.Println("stopped; persisted:", stopped.LastPersisted,
+		"flushed:", stopped.Flushed)
 
 	// What a restart would start from.
 	durable, err := catalog.Load(ctx, "orders-dml-0")

@@ -21,14 +21,16 @@ import (
 
 // Watch reads one pchannel's events from a channel until run returns.
 func Watch(system *actor.ActorSystem, run func()) error {
-	sub, err := events.Subscribe(system.EventStream, events.ForPChannels("orders-dml-0"))
+	sub, err := events.Subscribe(system.EventStream,
+		events.ForPChannels("orders-dml-0"))
 	if err != nil {
 		return err
 	}
 	read := make(chan struct{})
 	go func() { // or events.SubscribeFunc(system.EventStream, f): no loop
 		defer close(read)
-		for ev := range sub.C() { // ends once sub.Close() has delivered the rest
+		// The loop ends once sub.Close() has delivered the rest.
+		for ev := range sub.C() {
 			fmt.Printf("%T\n", ev)
 		}
 	}()
@@ -42,7 +44,8 @@ func Watch(system *actor.ActorSystem, run func()) error {
 // Export spawns the pchannel name with the counters of a collector that
 // registry exports, until run returns.
 func Export(system *actor.ActorSystem, registry *prometheus.Registry, catalog persistence.Catalog, name string, run func(*actor.PID)) error {
-	collector, err := metrics.New() // metrics.WithPChannelLabel() for few, fixed pchannels
+	// metrics.WithPChannelLabel() for few, fixed pchannels
+	collector, err := metrics.New()
 	if err != nil {
 		return err
 	}
