@@ -130,7 +130,7 @@ func ask(ctx context.Context, sender actor.SenderContext, pid *actor.PID, msg an
 	select {
 	case res := <-box:
 		if _, ok := res.(*actor.DeadLetterResponse); ok {
-			return nil, fmt.Errorf("lowwater: pchannel actor %s is stopping or gone: %w", shorten.Quoted(pid.Id), actor.ErrDeadLetter)
+			return nil, deadLetter(sender.ActorSystem(), pid)
 		}
 		return res, nil
 	case <-ctx.Done():
@@ -141,6 +141,18 @@ func ask(ctx context.Context, sender actor.SenderContext, pid *actor.PID, msg an
 		}
 		return nil, noAnswer(sender.ActorSystem(), pid, msg, fmt.Sprintf(" within %v", timeout), context.DeadlineExceeded)
 	}
+}
+
+// deadLetter is the error of a request to pid that came back a dead
+// letter: the pchannel is stopping, named while the directory still
+// lists it, or gone, when only its actor's id is known (Spawn's "$1",
+// unless SpawnNamed gave one).
+func deadLetter(sys *actor.ActorSystem, pid *actor.PID) error {
+	if l := directoryOf(sys).lookup(sys, pid); l != nil {
+		return fmt.Errorf("lowwater: pchannel %s (actor %s) is stopping: %w", shorten.Quoted(l.name), shorten.Quoted(pid.Id), actor.ErrDeadLetter)
+	}
+	return fmt.Errorf("lowwater: pchannel actor %s is stopping or gone (its pchannel is not known once it stopped; "+
+		"SpawnNamed gives the actor an id of yours): %w", shorten.Quoted(pid.Id), actor.ErrDeadLetter)
 }
 
 // noAnswer is the error of a request to pid that its context, or

@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"testing"
 	"time"
@@ -124,4 +125,35 @@ func BenchmarkRequestLoop(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(most), "max-goroutines")
+}
+
+// A request that comes back a dead letter names the pchannel while it is
+// stopping, and once it is gone, when only its actor's id is known, says
+// how to give the actor an id of one's own. Both said only the actor's
+// id, "$1" for a pchannel spawned unnamed.
+func TestADeadLetterNamesThePChannelWhileItStops(t *testing.T) {
+	cat := &firstSaveHeld{Memory: persistence.NewMemory(), let: make(chan struct{})}
+	system := quietSystem(t)
+	props, err := NewProps("orders-7", wal.Kafka, cat, WithStopFlushTimeout(time.Minute),
+		WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(7)}))
+	require.NoError(t, err)
+	pid := system.Root.Spawn(props)
+	// The save of kafka:7 is held: the flush waits for it.
+	// Asked once the flush waits, which refuses requests at once.
+	poisoned := system.Root.PoisonFuture(pid)
+	l := directoryOf(system).lookup(system, pid)
+	require.NotNil(t, l)
+	require.Eventually(t, func() bool { return l.mailbox.cut.Load() != nil }, 10*time.Second, time.Millisecond,
+		"the flush never began")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = GetState(ctx, system.Root, pid)
+	require.ErrorIs(t, err, actor.ErrDeadLetter)
+	require.ErrorContains(t, err, fmt.Sprintf(`pchannel "orders-7" (actor %q) is stopping`, pid.Id))
+
+	close(cat.let)
+	require.NoError(t, poisoned.Wait())
+	_, err = GetState(ctx, system.Root, pid)
+	require.ErrorIs(t, err, actor.ErrDeadLetter)
+	require.ErrorContains(t, err, fmt.Sprintf(`pchannel actor %q is stopping or gone (its pchannel is not known once it stopped; SpawnNamed`, pid.Id))
 }
