@@ -68,8 +68,9 @@ const (
 )
 
 // ErrInvalidOption is returned by NewProps for a configuration that cannot
-// work; nothing is spawned.
-var ErrInvalidOption = errors.New("lowwater: invalid option")
+// work, its arguments' or its options'; nothing is spawned. Its text says
+// configuration: a nil catalog or an unknown WAL name is no option.
+var ErrInvalidOption = errors.New("lowwater: invalid configuration")
 
 type config struct {
 	pchannel string
