@@ -68,8 +68,8 @@ const (
 )
 
 // ErrInvalidOption is returned by NewProps for a configuration that cannot
-// work, its arguments' or its options'; nothing is spawned. Its text says
-// configuration: a nil catalog or an unknown WAL name is no option.
+// work, in its arguments (a nil catalog, an unknown WAL) or its options;
+// nothing is spawned.
 var ErrInvalidOption = errors.New("lowwater: invalid configuration")
 
 type config struct {
