@@ -59,13 +59,21 @@ var ErrReadOnly = errors.New("persistence: bolt catalog is read-only")
 // error, group commits included, and Close lets go of the file without
 // bbolt.
 //
-// The lock is on the file that was opened: a file moved or replaced under
-// an open Bolt is not followed, and saves go on into the file that was
-// opened, wherever it now is.
+// The lock is on the file that was opened, which a Bolt keeps writing:
+// it does not follow a file moved, and it is not another file put at
+// its path. So every commit looks at the path after it: where it no
+// longer leads to the file open (deleted, renamed, or replaced by a copy
+// moved there), the commit's saves, which no later open of the path would
+// find, fail, and the Bolt is damaged (ErrCorruptStore, naming what
+// happened) rather than acknowledge saves that are lost with the file.
 type Bolt struct {
 	db *bolt.DB
-	// file is the file bbolt opened, kept for closeDB.
-	file   *os.File
+	// file is the file bbolt opened, kept for closeDB, and read as the
+	// store's bytes (checkPages): the path may lead elsewhere by now.
+	file *os.File
+	// placed is file as it was found at path when opened; nil where it
+	// could not be told (placedHere).
+	placed os.FileInfo
 	path   string
 	bucket []byte
 	// group gathers concurrent Saves into one commit; nil under
@@ -311,6 +319,9 @@ func OpenBolt(path string, opts ...BoltOption) (*Bolt, error) {
 	}
 	b := &Bolt{db: db, file: file, path: path, bucket: []byte(o.bucket), readOnly: o.readOnly, misplaced: map[string]misplacedRecord{},
 		turn: make(chan struct{}, 1), damagedNow: make(chan struct{}), released: make(chan struct{})}
+	if info, err := file.Stat(); err == nil {
+		b.placed = info
+	}
 	if o.intactMeta {
 		d, err := b.DamagedMeta()
 		// A page that held the commit before the one read hides nothing:
@@ -360,7 +371,7 @@ func OpenBolt(path string, opts ...BoltOption) (*Bolt, error) {
 			}
 			bucket, err := tx.CreateBucket(b.bucket)
 			if err != nil {
-				return err
+				return fmt.Errorf("create bucket %q: %w", o.bucket, err)
 			}
 			return bucket.SetSequence(bucketMark(b.bucket))
 		})
@@ -370,7 +381,9 @@ func OpenBolt(path string, opts ...BoltOption) (*Bolt, error) {
 		if errors.Is(err, ErrCorruptStore) {
 			return nil, err
 		}
-		return nil, fmt.Errorf("persistence: create bucket %q in %s: %w", o.bucket, path, err)
+		// Reading it may fail too (too many open files, say): the
+		// bucket's making is named only where it failed.
+		return nil, openError(path, err)
 	}
 	if mustHaveBucket {
 		if err := b.checkBucket(path); err != nil {
@@ -787,7 +800,7 @@ func mapPath(path string) (data []byte, unmap func(), err error) {
 // consistency check must pass (it finds free pages still in use, which a
 // later write would overwrite).
 func (b *Bolt) verify() error {
-	info, err := os.Stat(b.path)
+	info, err := b.file.Stat()
 	if err != nil {
 		return fmt.Errorf("persistence: stat bolt file %s: %w", b.path, err)
 	}
@@ -833,9 +846,9 @@ func (b *Bolt) verify() error {
 		if err != nil {
 			return err
 		}
-		data, unmap, err := mapPath(b.path)
+		data, unmap, err := b.mapOpen()
 		if err != nil {
-			return fmt.Errorf("persistence: read bolt file %s: %w", b.path, err)
+			return err
 		}
 		damaged := metaHeaderDamaged(data)
 		unmap()
@@ -866,9 +879,9 @@ func (b *Bolt) verify() error {
 // mapping, which may be stale, and gives up when ctx ends. A page the
 // file no longer holds is damage.
 func (b *Bolt) checkPages(ctx context.Context) (err error) {
-	data, unmap, err := mapPath(b.path)
+	data, unmap, err := b.mapOpen()
 	if err != nil {
-		return fmt.Errorf("persistence: read bolt file %s: %w", b.path, err)
+		return err
 	}
 	defer unmap()
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
@@ -884,6 +897,20 @@ func (b *Bolt) checkPages(ctx context.Context) (err error) {
 		return fmt.Errorf("%w: %s: %w", ErrCorruptStore, b.path, err)
 	}
 	return nil
+}
+
+// mapOpen maps the file the Bolt has open, whole: its bytes, whatever
+// its path leads to now, and no file opened again (a pchannel's first
+// Load took one more descriptor, which a node short of them could not).
+func (b *Bolt) mapOpen() (data []byte, unmap func(), err error) {
+	info, err := b.file.Stat()
+	if err == nil {
+		data, unmap, err = mapFile(b.file, info.Size())
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("persistence: read bolt file %s: %w", b.path, err)
+	}
+	return data, unmap, nil
 }
 
 // sizeOnly names the keys and values in bbolt's consistency check errors
@@ -945,8 +972,36 @@ func (b *Bolt) update(fn func(*bolt.Tx) error) error {
 	})
 	if err == nil {
 		b.saw(id)
+		err = b.placedHere()
 	}
 	return err
+}
+
+// placedHere reports, as the Bolt's damage, that its path no longer leads
+// to the file it has open, checked after each commit and before its saves
+// are answered: a file deleted or renamed under it (a cleanup script) or
+// replaced by another moved to its path (an older copy) keeps taking
+// commits, which no later open of the path finds; a node restarted there
+// started from nothing, or from the copy, below what was acknowledged. A
+// stat that fails otherwise tells nothing, and is let be. The file may
+// still move between the look and the answer: the next commit tells.
+func (b *Bolt) placedHere() error {
+	if b.placed == nil {
+		return nil
+	}
+	info, err := os.Stat(b.path)
+	var what string
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		what = "was deleted or renamed"
+	case err != nil, os.SameFile(info, b.placed):
+		return nil
+	default:
+		what = "was replaced by another file"
+	}
+	return b.markDamaged(fmt.Errorf("%w: %s %s while open: the saves since are in the file that was open, which no later open "+
+		"of this path finds; stop the node, put the file back where it was (or restore the newest copy), and restart",
+		ErrCorruptStore, b.path, what))
 }
 
 // reads checks that a transaction reads a commit, id, no earlier than

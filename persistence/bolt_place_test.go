@@ -1,0 +1,85 @@
+package persistence_test
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/wal"
+)
+
+// A file deleted, renamed or replaced under an open Bolt took every save
+// after it, acknowledged, into a file no later open of its path found: a
+// node restarted there started from nothing, or from the older copy put in
+// its place, below what it had acknowledged, and nothing said so. The
+// commit that finds its path leading elsewhere fails its saves, and the
+// Bolt is damaged from then on, saying what happened.
+func TestASaveAfterTheFileWasMovedFails(t *testing.T) {
+	ctx := context.Background()
+	for _, move := range []struct {
+		name string
+		// do moves the file at path; older is a copy of it made after its
+		// first save.
+		do   func(t *testing.T, path, older string)
+		what string
+	}{
+		{"deleted", func(t *testing.T, path, _ string) { require.NoError(t, os.Remove(path)) }, "was deleted or renamed while open"},
+		{"renamed", func(t *testing.T, path, _ string) { require.NoError(t, os.Rename(path, path+".old")) }, "was deleted or renamed while open"},
+		{"replaced by an older copy", func(t *testing.T, path, older string) { require.NoError(t, os.Rename(older, path)) },
+			"was replaced by another file while open"},
+	} {
+		for _, group := range []bool{true, false} {
+			t.Run(move.name+map[bool]string{true: ", group commit", false: ", a commit a save"}[group], func(t *testing.T) {
+				dir := t.TempDir()
+				path := filepath.Join(dir, "checkpoints.db")
+				b, err := persistence.OpenBolt(path, persistence.WithGroupCommit(group))
+				require.NoError(t, err)
+				defer b.Close()
+				require.NoError(t, b.Save(ctx, "p", wal.KafkaID(1)))
+				older := filepath.Join(dir, "older.db")
+				copyFile(t, path, older)
+				require.NoError(t, b.Save(ctx, "p", wal.KafkaID(2)))
+
+				move.do(t, path, older)
+				err = b.Save(ctx, "p", wal.KafkaID(3))
+				require.ErrorIs(t, err, persistence.ErrCorruptStore)
+				require.ErrorContains(t, err, path+" "+move.what)
+				// Damaged from then on, whatever the path leads to.
+				_, err = b.Load(ctx, "p")
+				require.ErrorContains(t, err, move.what)
+				require.ErrorIs(t, b.Save(ctx, "p", wal.KafkaID(4)), persistence.ErrCorruptStore)
+			})
+		}
+	}
+}
+
+// A Bolt whose path still leads to its file, through a link, saves on.
+func TestASaveThroughALinkToTheFileSucceeds(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(dir, "checkpoints.db")
+	link := filepath.Join(dir, "link.db")
+	require.NoError(t, os.Symlink(target, link))
+	b, err := persistence.OpenBolt(link)
+	require.NoError(t, err)
+	defer b.Close()
+	for v := range 3 {
+		require.NoError(t, b.Save(context.Background(), "p", wal.KafkaID(v+1)))
+	}
+}
+
+func copyFile(t *testing.T, from, to string) {
+	t.Helper()
+	src, err := os.Open(from)
+	require.NoError(t, err)
+	defer src.Close()
+	dst, err := os.Create(to)
+	require.NoError(t, err)
+	_, err = io.Copy(dst, src)
+	require.NoError(t, err)
+	require.NoError(t, dst.Close())
+}
