@@ -74,8 +74,11 @@ type Bolt struct {
 	// placed is file as it was found at path when opened; nil where it
 	// could not be told (placedHere).
 	placed os.FileInfo
-	path   string
-	bucket []byte
+	// pageSize is the store's, read at open: bbolt's own reading of it
+	// may fault once the file is damaged (shortNow).
+	pageSize int64
+	path     string
+	bucket   []byte
 	// group gathers concurrent Saves into one commit; nil under
 	// WithGroupCommit(false).
 	group *groupCommit
@@ -322,6 +325,7 @@ func OpenBolt(path string, opts ...BoltOption) (*Bolt, error) {
 	if info, err := file.Stat(); err == nil {
 		b.placed = info
 	}
+	b.pageSize = int64(db.Info().PageSize)
 	if o.intactMeta {
 		d, err := b.DamagedMeta()
 		// A page that held the commit before the one read hides nothing:
@@ -937,10 +941,22 @@ func (b *Bolt) guard(op string, call func() error) (err error) {
 		if p := recover(); p != nil {
 			// A variable of its own: taking err's address would move it
 			// to the heap on every call, not only on a panic.
-			err = b.markDamaged(fmt.Errorf("%w: %s: %s: bbolt panicked: %v", ErrCorruptStore, b.path, op, p))
+			err = b.markDamaged(fmt.Errorf("%w: %s: %s: bbolt panicked: %v%s", ErrCorruptStore, b.path, op, p, b.shortNow()))
 		}
 	}()
 	return call()
+}
+
+// shortNow says, for a panic inside bbolt, that the open file is now
+// shorter than the smallest store (its two meta pages, a freelist and a
+// root): truncated under the Bolt, which bbolt meets as a nil pointer or
+// a fault, saying nothing of the file. Empty otherwise.
+func (b *Bolt) shortNow() string {
+	info, err := b.file.Stat()
+	if err != nil || info.Size() >= 4*b.pageSize {
+		return ""
+	}
+	return fmt.Sprintf(" (the file is %d bytes now: truncated while open?)", info.Size())
 }
 
 // view runs fn in a read transaction, and update in a write transaction,

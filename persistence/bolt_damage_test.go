@@ -415,6 +415,11 @@ func TestBoltDamagedWhileOpen(t *testing.T) {
 				t.Fatal(err)
 			}
 		},
+		"truncated to nothing": func(t *testing.T, path string) {
+			if err := os.Truncate(path, 0); err != nil {
+				t.Fatal(err)
+			}
+		},
 	}
 	ctx := context.Background()
 	calls := map[string]func(b *persistence.Bolt) error{
@@ -446,7 +451,11 @@ func TestBoltDamagedWhileOpen(t *testing.T) {
 					damage(t, path)
 					damaged := readFile(t, path)
 
-					wantCorruptStore(t, firstName, noPanic(t, firstName, func() error { return calls[firstName](b) }), path)
+					first := noPanic(t, firstName, func() error { return calls[firstName](b) })
+					wantCorruptStore(t, firstName, first, path)
+					if strings.HasPrefix(damageName, "truncated") && !strings.Contains(fmt.Sprint(first), "truncated while open?") {
+						t.Errorf("%s of a file truncated under it = %v, want it said", firstName, first)
+					}
 					for name, call := range calls {
 						wantCorruptStore(t, name+" after "+firstName, noPanic(t, name, func() error { return call(b) }), path)
 					}
