@@ -251,6 +251,9 @@ func (e *env) checkMeta(b *persistence.Bolt, m mode) error {
 	path := e.opts.url.Path
 	write := m != readOnly || e.opts.dryRun
 	switch {
+	case !write && d.Known && !d.Newer:
+		// As verify says: the page held the commit before the one read.
+		fmt.Fprintf(e.stderr, "warning: %s: %s: what is shown is the newest; run verify\n", path, d)
 	case !write:
 		fmt.Fprintf(e.stderr, "warning: %s: %s: what is shown may be older than what was saved; run verify\n", path, d)
 	case d.Known && !d.Newer:

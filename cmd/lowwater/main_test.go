@@ -935,7 +935,10 @@ func TestVerifyFindsADamagedMetaPage(t *testing.T) {
 	// write goes ahead.
 	newest, txid = newestMeta(t, path)
 	flipByte(t, path, int64(1-newest)*pageSize+16+63)
-	wantCode(t, on(t, url, "get", "by-dev-rootcoord-dml_0"), cli.ExitOK, "kafka:1400")
+	r = on(t, url, "get", "by-dev-rootcoord-dml_0")
+	wantCode(t, r, cli.ExitOK, "kafka:1400")
+	require.Contains(t, r.stderr, "which the file reads as: what is shown is the newest; run verify")
+	require.NotContains(t, r.stderr, "may be older")
 	r = on(t, url, "verify")
 	wantCode(t, r, cli.ExitCorrupt, fmt.Sprintf("meta page %d is damaged; it held commit %d, older than commit %d", 1-newest, txid-1, txid),
 		"DAMAGED META: the damaged page held the commit before the one read: nothing is hidden")
