@@ -84,7 +84,8 @@ func salvageDump(ctx context.Context, e *env, args []string) error {
 
 // checkHighest ends the warnings of lines whose checkpoint may not be
 // the last saved: FREED and UNSURE.
-const checkHighest = "the dump holds the highest found, which may be one deleted or lowered since: check them before restoring"
+const checkHighest = "the dump holds the highest found, which may be one deleted or lowered since, " +
+	"or one older than the last saved, whose record was on a damaged page: check them before restoring"
 
 // salvaged is the dump of what s holds, with a line on stderr for each
 // record that needs a look (FREED, UNSURE, HIGHER, AMBIGUOUS, UNFIT), and
