@@ -71,9 +71,12 @@ type Bolt struct {
 	// file is the file bbolt opened, kept for closeDB, and read as the
 	// store's bytes (checkPages): the path may lead elsewhere by now.
 	file *os.File
-	// placed is file as it was found at path when opened; nil where it
-	// could not be told (placedHere).
-	placed os.FileInfo
+	// placed is file as it was found at path when opened, and placedAt
+	// that path made absolute then, which a later change of the working
+	// directory leaves as it was; nil and empty where they could not be
+	// told (placedHere).
+	placed   os.FileInfo
+	placedAt string
 	// pageSize is the store's, read at open: bbolt's own reading of it
 	// may fault once the file is damaged (shortNow).
 	pageSize int64
@@ -323,7 +326,9 @@ func OpenBolt(path string, opts ...BoltOption) (*Bolt, error) {
 	b := &Bolt{db: db, file: file, path: path, bucket: []byte(o.bucket), readOnly: o.readOnly, misplaced: map[string]misplacedRecord{},
 		turn: make(chan struct{}, 1), damagedNow: make(chan struct{}), released: make(chan struct{})}
 	if info, err := file.Stat(); err == nil {
-		b.placed = info
+		if at, err := filepath.Abs(path); err == nil {
+			b.placed, b.placedAt = info, at
+		}
 	}
 	b.pageSize = int64(db.Info().PageSize)
 	if o.intactMeta {
@@ -1005,7 +1010,7 @@ func (b *Bolt) placedHere() error {
 	if b.placed == nil {
 		return nil
 	}
-	info, err := os.Stat(b.path)
+	info, err := os.Stat(b.placedAt)
 	var what string
 	switch {
 	case errors.Is(err, fs.ErrNotExist):

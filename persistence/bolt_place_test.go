@@ -83,3 +83,15 @@ func copyFile(t *testing.T, from, to string) {
 	require.NoError(t, err)
 	require.NoError(t, dst.Close())
 }
+
+// A Bolt opened at a relative path saves on after its process changes its
+// working directory: the path is the one it named then.
+func TestASaveAfterTheWorkingDirectoryChangedSucceeds(t *testing.T) {
+	t.Chdir(t.TempDir())
+	b, err := persistence.OpenBolt("checkpoints.db")
+	require.NoError(t, err)
+	defer b.Close()
+	require.NoError(t, b.Save(context.Background(), "p", wal.KafkaID(1)))
+	t.Chdir(t.TempDir())
+	require.NoError(t, b.Save(context.Background(), "p", wal.KafkaID(2)))
+}
