@@ -1020,9 +1020,11 @@ func (b *Bolt) placedHere() error {
 	default:
 		what = "was replaced by another file"
 	}
+	// The path made absolute: a relative one says nothing once the
+	// working directory has changed.
 	return b.markDamaged(fmt.Errorf("%w: %s %s while open: the saves since are in the file that was open, which no later open "+
 		"of this path finds; stop the node, put the file back where it was (or restore the newest copy), and restart",
-		ErrCorruptStore, b.path, what))
+		ErrCorruptStore, b.placedAt, what))
 }
 
 // reads checks that a transaction reads a commit, id, no earlier than

@@ -87,11 +87,16 @@ func copyFile(t *testing.T, from, to string) {
 // A Bolt opened at a relative path saves on after its process changes its
 // working directory: the path is the one it named then.
 func TestASaveAfterTheWorkingDirectoryChangedSucceeds(t *testing.T) {
-	t.Chdir(t.TempDir())
+	dir := t.TempDir()
+	t.Chdir(dir)
 	b, err := persistence.OpenBolt("checkpoints.db")
 	require.NoError(t, err)
 	defer b.Close()
 	require.NoError(t, b.Save(context.Background(), "p", wal.KafkaID(1)))
 	t.Chdir(t.TempDir())
 	require.NoError(t, b.Save(context.Background(), "p", wal.KafkaID(2)))
+	// Moved then, it is named by where it was.
+	require.NoError(t, os.Rename(filepath.Join(dir, "checkpoints.db"), filepath.Join(dir, "old.db")))
+	err = b.Save(context.Background(), "p", wal.KafkaID(3))
+	require.ErrorContains(t, err, filepath.Join(dir, "checkpoints.db")+" was deleted or renamed while open")
 }
