@@ -120,10 +120,11 @@ Write flags (set, delete, restore), after the command:
 
 Common flags:
   --catalog URL         the catalog
-  --timeout D           bound on the whole command (default 30s); within
-                        1s past it, on etcd, the tool gives back what it
-                        took (an owner key, a session) and finds out why
-                        etcd did not answer
+  --timeout D           bound on the whole command (default 30s): a
+                        write it cuts may have left something, as its
+                        message says; within 1s past it, on etcd, the
+                        tool gives back what it took (an owner key, a
+                        session) and finds out why etcd did not answer
   --lock-timeout D      wait for a bbolt file lock (default 1s)
   --bucket NAME         the bbolt bucket of the records (default
                         lowwater-checkpoints; persistence.WithBucket)
