@@ -7,6 +7,9 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/lowwater/lowwater/actors"
 	"github.com/lowwater/lowwater/events"
@@ -238,4 +241,50 @@ func TestACommandSentByValueIsRejected(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, state.VChannels)
 	require.Equal(t, wal.KafkaID(10), state.Minimum)
+}
+
+// A value of another type sent with Send, a mistake nobody is answered
+// for, is dropped with a Warn line that names its type; protoactor's own
+// messages pass without one.
+func TestAForeignMessageIsDroppedWithAWarning(t *testing.T) {
+	core, logs := observer.New(zapcore.WarnLevel)
+	system := actor.NewActorSystem()
+	defer system.Shutdown()
+	sub, err := events.Subscribe(system.EventStream, events.Lossless(), events.ForPChannels("p"))
+	require.NoError(t, err)
+	defer sub.Close()
+	props, err := actors.NewProps("p", wal.Kafka, persistence.NewMemory(),
+		actors.WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(10)}), actors.WithLogger(zap.New(core)))
+	require.NoError(t, err)
+	pid := system.Root.Spawn(props)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = actors.StartMessageID(ctx, system, pid)
+	require.NoError(t, err)
+
+	type order struct{ id int }
+	system.Root.Send(pid, "advance a to 30")
+	system.Root.Send(pid, &order{id: 7})
+	system.Root.Send(pid, &messages.CheckpointPersisted{Value: wal.KafkaID(99)})
+	system.Root.Send(pid, &actor.ReceiveTimeout{})
+	// Answered after the four were handled.
+	state, err := actors.GetState(ctx, system.Root, pid)
+	require.NoError(t, err)
+	require.Equal(t, wal.KafkaID(10), state.Minimum)
+	require.Equal(t, 1, state.VChannels)
+
+	dropped := logs.FilterMessage("message dropped: a pchannel takes the commands of package messages, each by pointer").All()
+	var types []string
+	for _, e := range dropped {
+		types = append(types, e.ContextMap()["type"].(string))
+	}
+	require.Equal(t, []string{"string", "*actors_test.order", "*messages.CheckpointPersisted"}, types)
+	require.Equal(t, len(dropped), logs.Len(), "no other Warn line")
+	// Every event is queued by the time GetState is answered: none tells
+	// of the dropped messages.
+	for len(sub.C()) > 0 {
+		if ev, ok := (<-sub.C()).(*messages.CommandRejected); ok {
+			t.Fatalf("a dropped message told as a rejected command: %T", ev.Command)
+		}
+	}
 }

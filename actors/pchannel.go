@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"sync"
 	"time"
@@ -453,9 +454,11 @@ func (p *pchannel) stepStopping(ctx actor.Context, msg any) {
 // (messages.UpdateCheckpoint where *messages.UpdateCheckpoint is meant,
 // which compiles, since Send takes any) is rejected as a bad command is,
 // told by CommandRejected and a Warn line: sent with Send, it was dropped
-// without a word. Other messages without a sender pass silently: results
-// and timers that are no longer wanted (the seq tells), and protoactor's
-// own (Terminated, ReceiveTimeout).
+// without a word. Any other message sent with Send is dropped with a Warn
+// line, the one place its sender's mistake shows, but for those that come
+// unasked in the course of things and pass silently: results and timers
+// that are no longer wanted (the seq tells), and protoactor's own
+// (Terminated, ReceiveTimeout).
 func (p *pchannel) other(ctx actor.Context) {
 	msg := ctx.Message()
 	var cmd messages.Command
@@ -470,8 +473,12 @@ func (p *pchannel) other(ctx actor.Context) {
 		cmd = &m
 	case messages.GetState:
 	default:
-		if ctx.Sender() != nil {
+		switch {
+		case ctx.Sender() != nil:
 			ctx.Respond(fmt.Errorf("%w: %T", messages.ErrUnknownMessage, msg))
+		case !expected(msg):
+			p.cfg.logger.Warn("message dropped: a pchannel takes the commands of package messages, each by pointer",
+				zap.String("type", fmt.Sprintf("%T", msg)))
 		}
 		return
 	}
@@ -484,6 +491,29 @@ func (p *pchannel) other(ctx actor.Context) {
 	}
 	p.applied(ctx, cmd, nil, false, err)
 }
+
+// expected reports whether msg may come to a pchannel unasked for without
+// a fault of its sender's: a type of this package (a result or timer
+// that is no longer wanted) or of protoactor's actor package.
+func expected(msg any) bool {
+	t := reflect.TypeOf(msg)
+	if t == nil {
+		return false
+	}
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.PkgPath() {
+	case ownPackage, protoactorPackage:
+		return true
+	}
+	return false
+}
+
+var (
+	ownPackage        = reflect.TypeFor[pchannel]().PkgPath()
+	protoactorPackage = reflect.TypeFor[actor.Terminated]().PkgPath()
+)
 
 // The cases of Receive that are not the hot path live in methods of their
 // own: inlined, their zap fields and closures made Receive's frame 670

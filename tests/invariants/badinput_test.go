@@ -119,7 +119,8 @@ func TestBadInputCatalogue(t *testing.T) {
 
 	// A nil GetState is answered as GetState{}; a request of no lowwater
 	// type is answered with ErrUnknownMessage, and nothing is published or
-	// logged; sent without a sender, it is ignored.
+	// logged; sent without a sender, it is dropped with one Warn line that
+	// names its type, and nothing is published.
 	synctest.Test(t, func(t *testing.T) {
 		core, logs := observer.New(zap.DebugLevel)
 		s := newScene(t)
@@ -135,10 +136,15 @@ func TestBadInputCatalogue(t *testing.T) {
 		require.NoError(t, err)
 		require.ErrorIs(t, res.(error), messages.ErrUnknownMessage)
 		require.EqualError(t, res.(error), "lowwater: unknown message: string")
+		require.Zero(t, logs.Len())
 		s.sys.Root.Send(s.pid, "hello")
 		synctest.Wait()
 		require.Empty(t, s.rec.Since(from))
-		require.Zero(t, logs.Len())
+		lines := logs.TakeAll()
+		require.Len(t, lines, 1)
+		require.Equal(t, zapcore.WarnLevel, lines[0].Level)
+		require.Equal(t, "message dropped: a pchannel takes the commands of package messages, each by pointer", lines[0].Message)
+		require.Equal(t, "string", lines[0].ContextMap()["type"])
 	})
 }
 
