@@ -76,15 +76,17 @@ bin/kafkademo:
 # -col /impl), and bench/HISTORY.md each goal over every run kept. About
 # 4-10 minutes on 2 cores.
 # `make bench-micro` runs every other package's micro-benchmarks.
+# HISTORY.md judges the runs since the save path took its present form.
 BENCH_COUNT ?= 6
+BENCH_SINCE ?= 2026-12-02-0429
 bench:
 	$(GO) run ./bench/report -go $(GO) -count $(BENCH_COUNT) -out bench/RESULTS.md -raw bench/raw.txt \
-	  -runs bench/runs -history bench/HISTORY.md
+	  -runs bench/runs -history bench/HISTORY.md -since $(BENCH_SINCE)
 
 # bench/HISTORY.md again from the runs kept in bench/runs, running nothing.
 .PHONY: bench-history
 bench-history:
-	$(GO) run ./bench/report -history-only -runs bench/runs -history bench/HISTORY.md
+	$(GO) run ./bench/report -history-only -runs bench/runs -history bench/HISTORY.md -since $(BENCH_SINCE)
 
 .PHONY: bench-micro
 bench-micro:

@@ -15,7 +15,7 @@
 //
 //	go run ./bench/report -count 6
 //	go run ./bench/report -history-only   # HISTORY.md from bench/runs alone
-//	go run ./bench/report -history-only -since 2026-12-02-0429 -history /tmp/h.md
+//	go run ./bench/report -history-only -since 2026-12-02-0429 -until 2026-12-06-1746 -history /tmp/h.md
 //	go run ./bench/report -figures bench/runs/A.txt bench/runs/B.txt   # the README's table
 //
 // Any table can be made again from the raw output alone:
@@ -130,6 +130,7 @@ func main() {
 	runsDir := flag.String("runs", "bench/runs", "where to keep a copy of each run's raw output; empty: keep none")
 	hist := flag.String("history", "", "where to write the goals over the runs kept in -runs (default: HISTORY.md beside that directory)")
 	since := flag.String("since", "", "judge only the runs kept whose names sort at or after this one (2026-12-02-0429)")
+	until := flag.String("until", "", "judge only the runs kept up to this one, those of its minute included (2026-12-06-1746)")
 	historyOnly := flag.Bool("history-only", false, "run nothing: write -history from the runs kept in -runs")
 	figuresOnly := flag.Bool("figures", false, "run nothing: print the README's table of figures from the kept runs named as arguments")
 	flag.Parse()
@@ -152,7 +153,7 @@ func main() {
 		err = report(*goTool, *count, *out, *raw, *pkg, *runsDir)
 	}
 	if err == nil && *runsDir != "" {
-		err = writeHistory(*runsDir, *since, *hist)
+		err = writeHistory(*runsDir, runSpan{*since, *until}, *hist)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "report:", err)
@@ -176,14 +177,14 @@ func printFigures(paths []string) error {
 	return nil
 }
 
-func writeHistory(runsDir, since, path string) error {
+func writeHistory(runsDir string, s runSpan, path string) error {
 	link := runsDir
 	from, err1 := filepath.Abs(filepath.Dir(path))
 	to, err2 := filepath.Abs(runsDir)
 	if rel, err := filepath.Rel(from, to); err1 == nil && err2 == nil && err == nil {
 		link = rel
 	}
-	md, err := history(runsDir, since, filepath.ToSlash(link))
+	md, err := history(runsDir, s, filepath.ToSlash(link))
 	if err != nil {
 		return err
 	}

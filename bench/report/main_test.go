@@ -70,7 +70,7 @@ func TestHistory(t *testing.T) {
 		"BenchmarkGroupCommit/impl=baseline/commit=group-2 \t1\t10 cpu-µs/save\n"
 	run("2026-01-01-1000", strings.Repeat(cpuRun, 6), 40, 50)                                             // 0.80×, met
 	run("2026-01-02-1000", commitKey+": abc1234\n"+loadKey+": 0.50 0.40 0.30\ncpu: Some CPU  \n", 60, 50) // 1.20×, missed
-	md, err := history(dir, "", "runs")
+	md, err := history(dir, runSpan{}, "runs")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,19 +85,23 @@ func TestHistory(t *testing.T) {
 			t.Errorf("history lacks %q:\n%s", want, md)
 		}
 	}
-	if _, err := history(t.TempDir(), "", "runs"); err == nil {
+	if _, err := history(t.TempDir(), runSpan{}, "runs"); err == nil {
 		t.Error("history of no run: no error")
 	}
-	// since leaves the earlier runs out.
-	md, err = history(dir, "2026-01-02", "runs")
+	// since leaves the earlier runs out, until the later ones.
+	md, err = history(dir, runSpan{since: "2026-01-02"}, "runs")
 	if err != nil || !strings.Contains(md, "from 1 run kept in [") || strings.Contains(md, "2026-01-01-1000") {
 		t.Errorf("history since 2026-01-02 = %v:\n%s", err, md)
+	}
+	md, err = history(dir, runSpan{until: "2026-01-01-1000"}, "runs")
+	if err != nil || !strings.Contains(md, "from 1 run kept in [") || strings.Contains(md, "2026-01-02-1000") {
+		t.Errorf("history until 2026-01-01-1000 = %v:\n%s", err, md)
 	}
 	// A file that holds no result is no run, and is named.
 	if err := os.WriteFile(filepath.Join(dir, "x.txt"), []byte("hello world\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := history(dir, "", "runs"); err == nil || !strings.Contains(err.Error(), "x.txt: no benchmark result") {
+	if _, err := history(dir, runSpan{}, "runs"); err == nil || !strings.Contains(err.Error(), "x.txt: no benchmark result") {
 		t.Errorf("history with a file that is no run: %v", err)
 	}
 	// A run cut short is refused, and named: its rounds are not all there.
@@ -109,7 +113,7 @@ func TestHistory(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(cut, "2026-01-03-1000.txt"), whole[:len(whole)/2], 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := history(cut, "", "runs"); err == nil || !strings.Contains(err.Error(), "2026-01-03-1000.txt: cut short") {
+	if _, err := history(cut, runSpan{}, "runs"); err == nil || !strings.Contains(err.Error(), "2026-01-03-1000.txt: cut short") {
 		t.Errorf("history with a run cut short: %v", err)
 	}
 }
@@ -147,7 +151,7 @@ func TestKeepNamesEachRunApart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	runs, err := readRuns(dir, "")
+	runs, err := readRuns(dir, runSpan{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,6 +161,13 @@ func TestKeepNamesEachRunApart(t *testing.T) {
 	}
 	if !slices.Equal(names, want) {
 		t.Fatalf("read as %v, want %v", names, want)
+	}
+	// until takes every run of its minute, and none after it.
+	if runs, err := readRuns(dir, runSpan{until: "2026-12-03-1405"}); err != nil || len(runs) != len(want) {
+		t.Fatalf("until the minute the runs were kept: %d runs, %v; want %d", len(runs), err, len(want))
+	}
+	if runs, err := readRuns(dir, runSpan{until: "2026-12-03-1404"}); err != nil || len(runs) != 0 {
+		t.Fatalf("until the minute before: %d runs, %v; want none", len(runs), err)
 	}
 }
 
