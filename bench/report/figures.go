@@ -84,7 +84,68 @@ func figuresTable(runs []keptRun) string {
 		}
 		fmt.Fprintf(&md, "| %s | %s | %s, %s | %s |\n", f.text, span(nums, f.unit), f.ref, span(dens, f.unit), ratio)
 	}
+	md.WriteString(moved(runs))
 	return md.String()
+}
+
+// moved lists the figures whose median in one run lies outside the 95 %
+// interval of its median in another: on a shared machine such a figure
+// moved with the machine more than its rounds can tell, and is a
+// finding, not a figure to quote. Each benchmark's measure once, however
+// many rows show it.
+func moved(runs []keptRun) string {
+	if len(runs) < 2 {
+		return ""
+	}
+	var lines []string
+	seen := map[string]bool{}
+	for _, f := range figures {
+		for _, impl := range []string{f.num, f.den} {
+			bench := fmt.Sprintf(f.bench, impl)
+			if seen[bench+" "+f.unit] {
+				continue
+			}
+			seen[bench+" "+f.unit] = true
+			if line := movedLine(runs, bench, f.unit); line != "" {
+				lines = append(lines, "- "+bench+" ("+f.unit+"): "+line)
+			}
+		}
+	}
+	if len(lines) == 0 {
+		return "\nEvery median lies within the 95 % interval of its median in the other\nruns.\n"
+	}
+	return "\nMoved more than its 95 % interval between runs, a finding rather than\na figure to quote (a run's median outside another's interval):\n\n" +
+		strings.Join(lines, "\n") + "\n"
+}
+
+// movedLine names the first pair of runs where the median of bench's
+// unit in one lies outside the other's interval, "" if there is none.
+func movedLine(runs []keptRun, bench, unit string) string {
+	for i, a := range runs {
+		vs := a.res[bench][unit]
+		if len(vs) == 0 {
+			continue
+		}
+		in := summarize(vs)
+		for j, b := range runs {
+			if j == i {
+				continue
+			}
+			m, ok := medianOf(b.res, bench, unit)
+			// Outside as the table shows it too: a median a rounding
+			// away from the interval moved by nothing a reader sees.
+			lo, hi, at := show(in.Lo, unit), show(in.Hi, unit), show(m, unit)
+			if ok && (m < in.Lo && at != lo || m > in.Hi && at != hi) {
+				return fmt.Sprintf("%s in run %d, outside run %d's [%s, %s]", at, j+1, i+1, lo, hi)
+			}
+		}
+	}
+	return ""
+}
+
+func show(v float64, unit string) string {
+	s := inUnit(v, unit)
+	return s.n + s.suffix
 }
 
 func runNumbers(n int) string {

@@ -231,6 +231,36 @@ func TestFiguresTable(t *testing.T) {
 	}
 }
 
+// A figure whose median in one run lies outside its interval in another
+// is named under the table; one that stayed inside, or left it by less
+// than the table shows, is not.
+func TestFiguresTableNamesWhatMoved(t *testing.T) {
+	rounds := func(bench, unit string, vs ...float64) samples {
+		return samples{bench: {unit: vs}}
+	}
+	run := func(sender, mutex []float64) keptRun {
+		s := rounds("Update/impl=sender/producers=1", "sec/op", sender...)
+		s["Update/impl=mutex/producers=1"] = rounds("", "sec/op", mutex...)[""]
+		return keptRun{res: s}
+	}
+	still := []float64{40e-9, 41e-9, 39e-9, 40e-9, 42e-9, 38e-9}
+	runs := []keptRun{
+		run([]float64{30e-9, 31e-9, 29e-9, 30e-9, 30e-9, 31e-9}, still),
+		run([]float64{46e-9, 45e-9, 47e-9, 46e-9, 46e-9, 48e-9}, still),
+	}
+	md := figuresTable(runs)
+	want := "- Update/impl=sender/producers=1 (sec/op): 46.0 ns in run 2, outside run 1's [29.0 ns, 31.0 ns]\n"
+	if !strings.Contains(md, want) || strings.Contains(md, "impl=mutex") {
+		t.Errorf("the table names as moved other than the Sender's update alone:\n%s", md)
+	}
+	// 31.04 ns against an interval up to 31.0 ns: outside, by less than
+	// the table shows.
+	runs[1] = run([]float64{29.5e-9, 31.04e-9, 31.04e-9, 31.04e-9, 31.04e-9, 31.04e-9}, still)
+	if md := figuresTable(runs); !strings.Contains(md, "Every median lies within the 95 % interval") {
+		t.Errorf("a move the table does not show is named:\n%s", md)
+	}
+}
+
 func TestInUnit(t *testing.T) {
 	for _, c := range []struct {
 		v          float64
