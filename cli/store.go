@@ -481,9 +481,10 @@ func (o *staleTermClearing) Replace(ctx context.Context, pchannel string, id wal
 }
 
 // badName is the catalog a write to the record under a pchannel name no
-// node takes goes through. Every Catalog call refuses such a name, as the
-// contract has it, so its Delete is etcdcatalog's DeleteBadName; a Save
-// stays refused, and only delete reaches it.
+// node takes goes through. Save refuses such a name, and Delete the empty
+// one, as the contract has it, so its Delete is etcdcatalog's
+// DeleteBadName, which takes them all; a Save stays refused, and only
+// delete reaches it.
 type badName struct{ *etcdcatalog.Catalog }
 
 func (c badName) Delete(ctx context.Context, pchannel string) error {

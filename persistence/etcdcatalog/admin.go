@@ -42,12 +42,14 @@ func (c *Catalog) Delete(ctx context.Context, pchannel string) error {
 // DeleteBadName removes the record stored under pchannel, a name no node
 // takes (persistence.ValidatePChannel refuses it: empty, not UTF-8, with
 // a NUL, over 512 bytes), if there is one. No lowwater writer puts one
-// there (every call refuses such a name, Delete too, as the Catalog
-// contract has it), so it was written by hand or by another tool, or its
-// key was damaged; Inspect shows it, and this is how an operator clears
-// it. No session can own such a name (Own refuses it), so there is no
-// owner to fence the delete or to ask. A name a node takes is refused
-// with ErrInvalidArgument: Delete removes its record.
+// there (Save and Own refuse such a name), so it was written by hand or
+// by another tool, or its key was damaged; Inspect shows it. Delete
+// removes it too, but for the empty name, which Delete refuses as the
+// Catalog contract has it: this takes every such name, the empty one
+// included, and is what the lowwater tool's delete of one calls. No
+// session can own such a name, so there is no owner to fence the delete
+// or to ask. A name a node takes is refused with ErrInvalidArgument:
+// Delete removes its record.
 func (c *Catalog) DeleteBadName(ctx context.Context, pchannel string) error {
 	if persistence.ValidatePChannel(pchannel) == nil {
 		return fmt.Errorf("etcdcatalog: %w: pchannel %q is a name a node takes: Delete removes its record",
@@ -153,8 +155,7 @@ func (o *Owned) delete(ctx context.Context, pchannel string, anyTerm bool) error
 // pchannel a node owns), which Save refuses by design; Owned.Replace is
 // the fenced one. One transaction writes it, not a Delete and a Save, so
 // that neither a crash nor a reader finds the record gone in between. The
-// stored record's owner term is carried over as Save carries it
-// (carriedTerm).
+// stored record's owner term is carried over as Save carries it.
 func (c *Catalog) Replace(ctx context.Context, pchannel string, checkpoint wal.MessageID) error {
 	if c.closed.Load() {
 		return persistence.ErrClosed

@@ -183,7 +183,9 @@ func (s *batchedSave) lost() error {
 }
 
 // NewBatcher returns a Batcher saving through c. The Batcher owns c from
-// then on: its Close closes c. Load and LoadAll go to c unchanged.
+// then on: its Close closes c. Load and LoadAll go to c unchanged. A nil
+// c, a nil option or one out of range is an error wrapping
+// persistence.ErrInvalidArgument.
 func NewBatcher(c *Catalog, opts ...BatchOption) (*Batcher, error) {
 	o := batchOptions{maxBatch: DefaultMaxBatch, maxBytes: DefaultMaxBatchBytes, maxInFlight: DefaultMaxInFlight, timeout: DefaultBatchTimeout}
 	for _, opt := range opts {

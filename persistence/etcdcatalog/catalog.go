@@ -72,7 +72,8 @@ type hint struct {
 }
 
 // New returns a catalog on client. The client stays the caller's: Close does
-// not close it.
+// not close it. A nil client, a nil option or one out of range is an error
+// wrapping persistence.ErrInvalidArgument.
 func New(client *clientv3.Client, opts ...Option) (*Catalog, error) {
 	if client == nil {
 		return nil, fmt.Errorf("etcdcatalog: %w: nil client", persistence.ErrInvalidArgument)
@@ -86,11 +87,12 @@ func New(client *clientv3.Client, opts ...Option) (*Catalog, error) {
 
 // Open connects to etcd with cfg (endpoints, TLS, auth and timeouts as
 // clientv3 has them) and returns a catalog that owns the client: Close
-// closes it.
+// closes it. A nil option or one out of range is an error wrapping
+// persistence.ErrInvalidArgument.
 //
 // Open caps gRPC's reconnection backoff at 1 s, where gRPC's own grows to
-// 120 s: after an outage the persister must find etcd back within its
-// own backoff cap (the README's liveness promise), not two minutes
+// 120 s: once etcd is back after an outage, the saves must resume within
+// the persister's own backoff cap (10 s by default), not two minutes
 // later. It gives a connection attempt 5 s, where a second cut a slow
 // member's handshake at every retry. DialOptions in cfg come after and
 // win.
@@ -260,8 +262,12 @@ func (c *Catalog) Load(ctx context.Context, pchannel string) (wal.MessageID, err
 
 // Save stores checkpoint for pchannel unless a checkpoint at or above it is
 // stored: equal succeeds without writing, above fails with a
-// *persistence.StoredAheadError. Without ownership the record's owner term is
-// carried over (carriedTerm).
+// *persistence.StoredAheadError. Without ownership the record keeps the
+// owner term stored with it, so that an owner's older rivals stay fenced,
+// unless that term is above the revision of the record's own write: then
+// it came from another cluster, or from before a restore of etcd that took
+// its revisions back, would fence every owner's saves for good, and is
+// dropped.
 func (c *Catalog) Save(ctx context.Context, pchannel string, checkpoint wal.MessageID) error {
 	if c.closed.Load() {
 		return persistence.ErrClosed

@@ -30,7 +30,11 @@ func ExampleBatcher_Own() {
 	}
 	defer stopEtcd()
 
-	catalog, err := etcdcatalog.Open(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	catalog, err := etcdcatalog.Open(clientv3.Config{
+		Endpoints:   endpoints,
+		DialTimeout: 5 * time.Second,
+		Logger:      zap.NewNop(),
+	})
 	if err != nil {
 		panic(err)
 	}
@@ -63,7 +67,8 @@ func ExampleBatcher_Own() {
 			panic(err)
 		}
 		pids[i] = system.Root.Spawn(props)
-		system.Root.Send(pids[i], &messages.UpdateCheckpoint{VChannel: "shard-0", Checkpoint: wal.KafkaID(100 + i)})
+		system.Root.Send(pids[i], &messages.UpdateCheckpoint{
+			VChannel: "shard-0", Checkpoint: wal.KafkaID(100 + i)})
 	}
 	for i, pid := range pids {
 		stopped, err := actors.Poison(ctx, system, pid) // saves what is pending first

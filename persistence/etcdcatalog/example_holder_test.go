@@ -27,8 +27,11 @@ func ExampleWithHolder() {
 	}
 	defer stopEtcd()
 	node := func(name string) (*etcdcatalog.Catalog, *concurrency.Session) {
-		cat, err := etcdcatalog.Open(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()},
-			etcdcatalog.WithHolder(name)) // the pod's name, say
+		cat, err := etcdcatalog.Open(clientv3.Config{
+			Endpoints:   endpoints,
+			DialTimeout: 5 * time.Second,
+			Logger:      zap.NewNop(),
+		}, etcdcatalog.WithHolder(name)) // the pod's name, say
 		if err != nil {
 			panic(err)
 		}
@@ -59,7 +62,8 @@ func ExampleWithHolder() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Printf("dml_0 is owned by %s, under the term it writes with: %v\n", owner.Holder, owner.Term == owned.Term())
+	fmt.Printf("dml_0 is owned by %s, under the term it writes with: %v\n",
+		owner.Holder, owner.Term == owned.Term())
 	// Output:
 	// querynode-8 cannot own dml_0: querynode-7 does
 	// dml_0 is owned by querynode-7, under the term it writes with: true

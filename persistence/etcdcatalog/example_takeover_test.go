@@ -31,7 +31,11 @@ func Example_takeover() {
 	}
 	defer stopEtcd()
 
-	catalog, err := etcdcatalog.Open(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	catalog, err := etcdcatalog.Open(clientv3.Config{
+		Endpoints:   endpoints,
+		DialTimeout: 5 * time.Second,
+		Logger:      zap.NewNop(),
+	})
 	if err != nil {
 		panic(err)
 	}
@@ -65,7 +69,8 @@ func Example_takeover() {
 		return session, system.Root.Spawn(props)
 	}
 
-	sessionA, a := node(map[string]wal.MessageID{"shard-0": wal.KafkaID(10), "shard-1": wal.KafkaID(20)})
+	sessionA, a := node(map[string]wal.MessageID{
+		"shard-0": wal.KafkaID(10), "shard-1": wal.KafkaID(20)})
 	system.Root.Send(a, &messages.UpdateCheckpoint{VChannel: "shard-0", Checkpoint: wal.KafkaID(30)})
 	for ev := range events {
 		if p, ok := ev.(*messages.CheckpointPersisted); ok && p.Value.EQ(wal.KafkaID(20)) {

@@ -3,26 +3,38 @@ package etcdcatalog_test
 import (
 	"context"
 	"errors"
-	"log"
+	"fmt"
+	"os"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+	"go.uber.org/zap"
 
+	"github.com/lowwater/lowwater/internal/testkit/etcdtest"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/persistence/etcdcatalog"
 	"github.com/lowwater/lowwater/wal"
 )
 
 // A node owns a pchannel, recovers its checkpoint and saves under its term
-// until ownership ends. (Compiled, not run: it needs an etcd cluster.)
+// until ownership ends. (An embedded etcd stands in for your cluster.)
 func ExampleCatalog_Own() {
+	dir, _ := os.MkdirTemp("", "lowwater-example-")
+	defer os.RemoveAll(dir)
+	endpoints, stopEtcd, err := etcdtest.Embed(dir)
+	if err != nil {
+		panic(err)
+	}
+	defer stopEtcd()
+
 	cat, err := etcdcatalog.Open(clientv3.Config{
-		Endpoints:   []string{"127.0.0.1:2379"},
+		Endpoints:   endpoints,
 		DialTimeout: 5 * time.Second,
+		Logger:      zap.NewNop(),
 	}, etcdcatalog.WithPrefix("lowwater"))
 	if err != nil {
-		log.Fatal(err)
+		panic(err)
 	}
 	defer cat.Close()
 	// 20 s or more: Open takes 12 s to drop a member that answers
@@ -30,34 +42,42 @@ func ExampleCatalog_Own() {
 	// then (see Catalog.Own).
 	session, err := concurrency.NewSession(cat.Client(), concurrency.WithTTL(20))
 	if err != nil {
-		log.Fatal(err)
+		panic(err)
 	}
 	defer session.Close()
 
 	ctx := context.Background()
-	owned, err := cat.Own(ctx, "by-dev-rootcoord-dml_0", session) // waits for the previous owner
+	const pchannel = "by-dev-rootcoord-dml_0"
+	owned, err := cat.Own(ctx, pchannel, session) // waits for the previous owner
 	if err != nil {
-		log.Fatal(err)
+		panic(err)
 	}
 	defer owned.Close()
-	start, err := owned.Load(ctx, "by-dev-rootcoord-dml_0") // where the previous owner stopped
+	start, err := owned.Load(ctx, pchannel) // where the previous owner stopped
 	if err != nil {
-		log.Fatal(err)
+		panic(err)
 	}
-	log.Printf("term %d, consuming from %s", owned.Term(), wal.String(start))
+	fmt.Println("consuming from:", wal.String(start))
 
 	attempt, cancel := context.WithTimeout(ctx, 5*time.Second) // one attempt, one deadline
-	err = owned.Save(attempt, "by-dev-rootcoord-dml_0", wal.KafkaID(42))
+	err = owned.Save(attempt, pchannel, wal.KafkaID(42))
 	cancel()
 	switch {
 	case errors.Is(err, persistence.ErrFenced):
-		// Another node owns the pchannel now: stop consuming it.
+		fmt.Println("another node owns it now: stop consuming it")
 	case err != nil:
-		// Retry later with the latest checkpoint.
+		fmt.Println("not saved, retry later with the latest checkpoint:", err)
+	default:
+		fmt.Println("saved: kafka:42")
 	}
 	select {
 	case <-owned.Done():
-		log.Printf("ownership lost: %v", owned.Err())
+		fmt.Println("ownership lost:", owned.Err())
 	default:
+		fmt.Println("still the owner")
 	}
+	// Output:
+	// consuming from: <none>
+	// saved: kafka:42
+	// still the owner
 }
