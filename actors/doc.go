@@ -148,8 +148,8 @@
 // the stop. Losing the ownership publishes OwnershipLost. Becoming running
 // restarts the stall clock (HeldSince := Recovered's time).
 //
-// What each phase does with each event is tabled in the source, on the
-// type phase (pchannel.go), for whoever changes the lifecycle.
+// What each phase does with each event is tabled in the source of
+// actors/pchannel.go, for whoever changes the lifecycle.
 //
 // # Who holds the minimum back
 //

@@ -68,8 +68,10 @@ const (
 )
 
 // ErrInvalidOption is returned by NewProps for a configuration that cannot
-// work, in its arguments (a nil catalog, an unknown WAL) or its options;
-// nothing is spawned.
+// work, in its arguments (a nil catalog, an unknown WAL) or its options,
+// and nothing is spawned; by NewSender for its own (a nil system or PID,
+// an option out of range), and nothing is registered; and by GetState for
+// a nil option, and nothing is asked.
 var ErrInvalidOption = errors.New("lowwater: invalid configuration")
 
 type config struct {
@@ -94,7 +96,11 @@ type config struct {
 
 // WithVChannels sets the vchannels tracked from the start, as recovered
 // from the WAL's own metadata. Their minimum is the start message ID when
-// the catalog holds no checkpoint.
+// the catalog holds no checkpoint. Each entry is checked as an AddVChannel
+// of it is: an empty or unstorable name, a nil checkpoint, one of another
+// WAL, a sentinel or one that does not read back makes NewProps fail with
+// an ErrInvalidOption that wraps the error the command would get
+// (messages.ErrEmptyVChannel, wal.ErrSentinel, …), and nothing is spawned.
 func WithVChannels(checkpoints map[string]wal.MessageID) Option {
 	return optionFunc(func(c *config) { c.vchannels = checkpoints })
 }

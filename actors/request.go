@@ -19,8 +19,9 @@ import (
 	"github.com/lowwater/lowwater/messages"
 )
 
-// DefaultRequestTimeout bounds Request and GetState when their context
-// has no deadline, so that no wait on an actor is unbounded.
+// DefaultRequestTimeout bounds every wait on an actor whose context has
+// no deadline, so that none is unbounded: Request, GetState, Poison,
+// StartMessageID, and a Sender's Flush and Close.
 const DefaultRequestTimeout = 5 * time.Second
 
 // Request sends cmd to a pchannel and waits for its reply: nil when the
@@ -198,9 +199,11 @@ func (replyBox) Stop(*actor.PID)                   {}
 // The lines go to l's core, through zapslog: they are named "protoactor"
 // whatever l's name, carry no caller, and carry a stack from error level
 // on, whatever l's own options (zap.WithCaller, zap.AddStacktrace) say.
-// A value of any type in a line is first tried on an encoder of its own
-// (see guardedHandler): such an attribute costs about 2.5 times what it
-// does through zapslog alone. protoactor logs seldom: a panic, a dead letter
+// A value of any type in a line is first tried on an encoder of its own,
+// and one whose encoding panics is written as text: protoactor logs the
+// user's values as they are (what an actor panicked with, a message it
+// could not deliver), and a panic there would end the process. Such an
+// attribute costs about 2.5 times what it does through zapslog alone. protoactor logs seldom: a panic, a dead letter
 // (throttled), a stop.
 func LoggerFactory(l *zap.Logger) func(*actor.ActorSystem) *slog.Logger {
 	return func(system *actor.ActorSystem) *slog.Logger {

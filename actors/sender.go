@@ -191,7 +191,10 @@ type Sender struct {
 // Close removes it, and so does the pchannel's stop. A Sender dropped
 // without Close while its pchannel runs stays registered, about a
 // kilobyte, until the pchannel stops; one whose Close gave up with a
-// batch in flight, until the pchannel answers it or stops.
+// batch in flight, until the pchannel answers it or stops. A nil system
+// or pid, a nil option or one out of range is an error wrapping
+// ErrInvalidOption, as a configuration that cannot work (where Request,
+// a call, says ErrNoPChannel), and nothing is registered.
 func NewSender(system *actor.ActorSystem, pid *actor.PID, opts ...SenderOption) (*Sender, error) {
 	cfg := senderConfig{maxPending: DefaultMaxPending, fullWait: DefaultFullWait}
 	for i, o := range opts {

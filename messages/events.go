@@ -54,7 +54,9 @@ type Recovered struct {
 // not read again (NextRetry 0): the pchannel never recovers.
 type RecoveryFailed struct {
 	Header
-	Err       error
+	Err error
+	// Attempt counts the reads of this recovery, the failed one included:
+	// 1 for the first.
 	Attempt   int
 	NextRetry time.Duration
 	// Late marks the outcome of an attempt reported overdue before
@@ -189,7 +191,10 @@ type CheckpointPersisted struct {
 //     deadline ignoring its context, and is still waited for.
 type PersistFailed struct {
 	Header
-	Value     wal.MessageID
+	Value wal.MessageID
+	// Attempt counts the attempts since the last successful save (or the
+	// persister's start), the failed one included: 1 for the first, and 1
+	// again after a success.
 	Attempt   int
 	Err       error
 	NextRetry time.Duration

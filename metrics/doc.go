@@ -25,7 +25,9 @@
 //	updates_total             c  checkpoint updates accepted (an equal one too)
 //	commands_rejected_total   c  by reason: exists, not_found, rollback,
 //	                             nil_checkpoint, empty_vchannel,
-//	                             wal_mismatch, other
+//	                             wal_mismatch, other (the rest: a
+//	                             sentinel, a nil command, one sent by
+//	                             value, a name no catalog stores)
 //	vchannels_added_total     c
 //	vchannels_added_behind_total
 //	                          c  added below the persisted checkpoint,
@@ -89,5 +91,6 @@
 //
 // Counting from events that a lagging subscription dropped is approximate;
 // events_dropped_total says by how much. The counters themselves
-// (updates_total, saves_in_flight) are exact.
+// (updates_total, saves_in_flight, abandoned_calls_total,
+// subscriber_panics_total) are exact.
 package metrics

@@ -281,7 +281,8 @@ func defaultBoltOptions() boltOptions {
 // write removes once a minute old). So give it a
 // path that does not exist yet, not one from os.CreateTemp: an existing
 // empty file is refused (ErrCorruptStore), since a truncated catalog
-// must not become an empty one.
+// must not become an empty one. An empty path, a nil option or one out
+// of range is an error wrapping ErrInvalidArgument, and nothing is opened.
 //
 // A file with one meta page damaged (a flipped byte, a page torn to
 // zeros) opens, with no error, as of the other page's commit, as bbolt
