@@ -44,12 +44,22 @@ import (
 
 // The exit codes of Main, as --help documents them.
 const (
-	ExitOK       = 0
-	ExitFailed   = 1 // the catalog, or the command's file (dump, restore) or output, could not be read or written
-	ExitUsage    = 2 // bad command line: flags, arguments, pchannel name, ID text, WAL; or a restore file that is not a dump
-	ExitCorrupt  = 3 // unreadable records (verify, dump), a damaged bbolt file, or any other finding of verify
-	ExitRefused  = 4 // a write refused for safety: owner, lowering, WAL switch, corrupt or incomparable ID, a Kafka sentinel, a damaged meta page; a dump over a file, or one restore could not read back
-	ExitNotFound = 5 // get: nothing stored for the pchannel
+	ExitOK = 0
+	// ExitFailed: the catalog, or the command's file (dump, restore) or
+	// output, could not be read or written.
+	ExitFailed = 1
+	// ExitUsage: a bad command line (flags, arguments, pchannel name, ID
+	// text, WAL), or a restore file that is not a dump.
+	ExitUsage = 2
+	// ExitCorrupt: unreadable records (verify, dump), a damaged bbolt
+	// file, or any other finding of verify.
+	ExitCorrupt = 3
+	// ExitRefused: a write refused for safety (owner, lowering, WAL
+	// switch, corrupt or incomparable ID, a Kafka sentinel, a damaged
+	// meta page); a dump over a file, or one restore could not read back.
+	ExitRefused = 4
+	// ExitNotFound: get found nothing stored for the pchannel.
+	ExitNotFound = 5
 	// ExitInterrupted is a command that failed once its context was
 	// cancelled (Ctrl-C, SIGTERM): cut short, as its message says.
 	ExitInterrupted = 130

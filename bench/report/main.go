@@ -15,12 +15,15 @@
 //
 //	go run ./bench/report -count 6
 //	go run ./bench/report -history-only   # HISTORY.md from bench/runs alone
-//	go run ./bench/report -history-only -since 2026-12-02-0429 -until 2026-12-06-1746 -history /tmp/h.md
-//	go run ./bench/report -figures bench/runs/A.txt bench/runs/B.txt   # the README's table
+//	go run ./bench/report -history-only -since 2026-12-02-0429 \
+//	  -until 2026-12-06-1746 -history /tmp/h.md
+//	# the README's table of figures:
+//	go run ./bench/report -figures bench/runs/A.txt bench/runs/B.txt
 //
 // Any table can be made again from the raw output alone:
 //
-//	go tool benchstat -col '/impl@(mutex sender lowwater)' -filter .name:Update bench/raw.txt
+//	go tool benchstat -col '/impl@(mutex sender lowwater)' \
+//	  -filter .name:Update bench/raw.txt
 package main
 
 import (

@@ -42,12 +42,15 @@
 // view say "at end" for it, and neither the chart nor the check counts it.
 //
 //	go run ./cmd/demo [--duration 8s] [--pchannels 3] [--vchannels 20]
-//	                  [--rate 50] [--churn 0.5] [--bad-rate 0.4]
-//	                  [--catalog bolt|bolt:PATH|memory|etcd://HOST:PORT/PREFIX]
-//	                  [--data DIR] [--fail-rate 0.2] [--latency 0] [--outage 3s+2s ...]
-//	                  [--stall p0-v003@2s[+3s]] [--stall-after 1s]
-//	                  [--seed N] [--chart out.svg|out.png] [--metrics-addr :9464]
-//	                  [--view auto|live|plain] [--log FILE] [--verbose]
+//	  [--rate 50] [--churn 0.5] [--bad-rate 0.4]
+//	  [--catalog bolt|bolt:PATH|memory|etcd://HOST:PORT/PREFIX]
+//	  [--data DIR] [--fail-rate 0.2] [--latency 0] [--outage 3s+2s ...]
+//	  [--stall p0-v003@2s[+3s]] [--stall-after 1s] [--seed N]
+//	  [--chart out.svg|out.png] [--metrics-addr :9464]
+//	  [--metrics-pchannel-label=false] [--min-save-interval 250ms]
+//	  [--sample 500ms] [--view auto|live|plain] [--log FILE]
+//	  [--etcd-cacert|--etcd-cert|--etcd-key FILE] [--etcd-user NAME]
+//	  [--verbose]
 //
 // When standard output is a terminal it draws a live view four times a
 // second (per pchannel: state, vchannels, minimum and the vchannel holding

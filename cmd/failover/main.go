@@ -15,7 +15,8 @@
 //	                      [--ttl 2s] [--run 4s] [--after 3s] [--verbose]
 //
 // Exit status: 0 when every check passed, 1 when one failed, 2 on a usage
-// or setup error.
+// or setup error, 130 when interrupted (SIGINT, SIGTERM), with nothing
+// checked.
 package main
 
 import (

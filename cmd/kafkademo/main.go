@@ -22,13 +22,14 @@
 // end; naive's losses are only reported.
 //
 //	go run ./cmd/kafkademo [--records 20000] [--rounds 6] [--seed 1]
-//	                       [--partitions 4] [--vchannels 16]
-//	                       [--produce-for 8s] [--kill-after 500ms-2s]
-//	                       [--autocommit 1s] [--verbose]
-//	                       [--catalog bolt|bolt:PATH|etcd://host:port[,host:port][/prefix]]
+//	  [--partitions 4] [--vchannels 16]
+//	  [--produce-for 8s] [--kill-after 500ms-2s]
+//	  [--autocommit 1s] [--verbose]
+//	  [--catalog bolt|bolt:PATH|etcd://host:port[,host:port][/prefix]]
 //
 // Exit status: 0 when every check passed, 1 when one failed, 2 on a usage
-// or setup error.
+// or setup error, 3 when the catalog is damaged, 130 when interrupted
+// (SIGINT, SIGTERM), with nothing checked.
 package main
 
 import (
