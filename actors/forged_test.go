@@ -176,19 +176,7 @@ func TestForgedMinimumToThePersisterIsRefused(t *testing.T) {
 // send, and nothing changed. Sent with Send, it was dropped without a
 // word, no event and no log line.
 func TestACommandSentByValueIsRejected(t *testing.T) {
-	system := actor.NewActorSystem()
-	defer system.Shutdown()
-	sub, err := events.Subscribe(system.EventStream, events.Lossless(), events.ForPChannels("p"))
-	require.NoError(t, err)
-	defer sub.Close()
-	props, err := actors.NewProps("p", wal.Kafka, persistence.NewMemory(),
-		actors.WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(10)}))
-	require.NoError(t, err)
-	pid := system.Root.Spawn(props)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_, err = actors.StartMessageID(ctx, system, pid)
-	require.NoError(t, err)
+	system, pid, sub, ctx := spawnWatched(t)
 
 	sent := []struct {
 		msg  any
@@ -248,19 +236,7 @@ func TestACommandSentByValueIsRejected(t *testing.T) {
 // messages pass without one.
 func TestAForeignMessageIsDroppedWithAWarning(t *testing.T) {
 	core, logs := observer.New(zapcore.WarnLevel)
-	system := actor.NewActorSystem()
-	defer system.Shutdown()
-	sub, err := events.Subscribe(system.EventStream, events.Lossless(), events.ForPChannels("p"))
-	require.NoError(t, err)
-	defer sub.Close()
-	props, err := actors.NewProps("p", wal.Kafka, persistence.NewMemory(),
-		actors.WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(10)}), actors.WithLogger(zap.New(core)))
-	require.NoError(t, err)
-	pid := system.Root.Spawn(props)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_, err = actors.StartMessageID(ctx, system, pid)
-	require.NoError(t, err)
+	system, pid, sub, ctx := spawnWatched(t, actors.WithLogger(zap.New(core)))
 
 	type order struct{ id int }
 	system.Root.Send(pid, "advance a to 30")
@@ -287,4 +263,25 @@ func TestAForeignMessageIsDroppedWithAWarning(t *testing.T) {
 			t.Fatalf("a dropped message told as a rejected command: %T", ev.Command)
 		}
 	}
+}
+
+// spawnWatched spawns pchannel "p" with vchannel "a" at 10 on a memory
+// catalog, watched from before its spawn, and waits for its recovery;
+// ctx bounds what the test waits for after.
+func spawnWatched(t *testing.T, opts ...actors.Option) (*actor.ActorSystem, *actor.PID, *events.Subscription, context.Context) {
+	t.Helper()
+	system := actor.NewActorSystem()
+	t.Cleanup(system.Shutdown)
+	sub, err := events.Subscribe(system.EventStream, events.Lossless(), events.ForPChannels("p"))
+	require.NoError(t, err)
+	t.Cleanup(sub.Close)
+	opts = append([]actors.Option{actors.WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(10)})}, opts...)
+	props, err := actors.NewProps("p", wal.Kafka, persistence.NewMemory(), opts...)
+	require.NoError(t, err)
+	pid := system.Root.Spawn(props)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	_, err = actors.StartMessageID(ctx, system, pid)
+	require.NoError(t, err)
+	return system, pid, sub, ctx
 }
