@@ -9,43 +9,45 @@
 // `make bench` runs them through ./bench/report in interleaved rounds,
 // keeps the raw output in bench/raw.txt, and a copy in bench/runs named by
 // when the run began, and writes bench/RESULTS.md with benchstat's tables
-// (-col /impl) and bench/HISTORY.md, each goal over every run kept: one
-// run is one state of a shared machine. bench/EXPERIMENTS.md keeps what
-// was measured and not kept. One benchmark by hand:
+// (-col /impl) and bench/HISTORY.md, each goal over the runs kept since
+// the save path took its present form: one run is one state of a shared
+// machine. bench/EXPERIMENTS.md keeps what was measured and not kept. One
+// benchmark by hand:
 //
-//	go test -run='^$' -bench='^BenchmarkUpdate$' -benchtime=2000000x -count=6 -benchmem ./bench/ | tee new.txt
+//	go test -run='^$' -bench='^BenchmarkUpdate$' -benchtime=2000000x \
+//	  -count=6 -benchmem ./bench/ | tee new.txt
 //	go tool benchstat -col '/impl@(mutex sender lowwater)' new.txt
 //
 // What each measures:
 //
-//	BenchmarkUpdate        one update at a time, 1000 vchannels, 1 and 8 producers;
-//	                       beside baseline and lowwater (raw Send): floor (a
-//	                       buffered channel to a goroutine fixing a heap), mutex
-//	                       (mutex + container/heap of int64), sender (actors.Sender)
-//	BenchmarkUpdateBatch   UpdateBatch of 64 (the baseline applies them one by one)
-//	BenchmarkUpdateRising  one update at a time, each raising the minimum, 100
-//	                       vchannels; beside them, sender (actors.Sender)
-//	BenchmarkSaves         catalog saves per million updates, 100 µs and 1 ms
-//	                       catalogs, updates paced at 1M/s
-//	BenchmarkPersistLag    last update of a burst to its minimum durable, 1 ms catalog;
-//	                       saves per burst, and when the last save began; beside
-//	                       them, sender (actors.Sender)
-//	BenchmarkScale         10,000 pchannels × 100 vchannels: memory, goroutines,
-//	                       recovery from bbolt, aggregate update rate, persist lag p99,
-//	                       and the last round's p99 counted from its first update;
-//	                       run again with 500,000 updates/s offered (-scale-rate)
-//	BenchmarkGroupCommit   1,000 pchannels advancing together on bbolt, one
-//	                       transaction per save against group commit; raw
-//	                       db.Batch with 1,000 writers (bboltbatch); CPU per save;
-//	                       and on a catalog that costs nothing (the save path's own cost)
-//	BenchmarkGroupCommitFew  the same group commit with 100 pchannels, where a
-//	                       batch never fills; raw db.Batch with 100 writers
-//	BenchmarkEtcdSaves     1,000 pchannels saving on a 3-member etcd cluster:
-//	                       one txn at a time, concurrent txns, etcdcatalog.Batcher
-//	BenchmarkEtcdFleet     100,000 pchannels saving at once on etcd, with and
-//	                       without the catalog's bound on calls in flight,
-//	                       through a Batcher, and owned (not in make bench:
-//	                       minutes a run)
+//   - BenchmarkUpdate: one update at a time, 1000 vchannels, 1 and 8
+//     producers; beside baseline and lowwater (raw Send): floor (a
+//     buffered channel to a goroutine fixing a heap), mutex (mutex +
+//     container/heap of int64), sender (actors.Sender).
+//   - BenchmarkUpdateBatch: UpdateBatch of 64 (the baseline applies them
+//     one by one).
+//   - BenchmarkUpdateRising: one update at a time, each raising the
+//     minimum, 100 vchannels; beside them, sender (actors.Sender).
+//   - BenchmarkSaves: catalog saves per million updates, 100 µs and 1 ms
+//     catalogs, updates paced at 1M/s.
+//   - BenchmarkPersistLag: last update of a burst to its minimum durable,
+//     1 ms catalog; saves per burst, and when the last save began; beside
+//     them, sender (actors.Sender).
+//   - BenchmarkScale: 10,000 pchannels × 100 vchannels: memory,
+//     goroutines, recovery from bbolt, aggregate update rate, persist lag
+//     p99, and the last round's p99 counted from its first update; run
+//     again with 500,000 updates/s offered (-scale-rate).
+//   - BenchmarkGroupCommit: 1,000 pchannels advancing together on bbolt,
+//     one transaction per save against group commit; raw db.Batch with
+//     1,000 writers (bboltbatch); CPU per save; and on a catalog that
+//     costs nothing (the save path's own cost).
+//   - BenchmarkGroupCommitFew: the same group commit with 100 pchannels,
+//     where a batch never fills; raw db.Batch with 100 writers.
+//   - BenchmarkEtcdSaves: 1,000 pchannels saving on a 3-member etcd
+//     cluster: one txn at a time, concurrent txns, etcdcatalog.Batcher.
+//   - BenchmarkEtcdFleet: 100,000 pchannels saving at once on etcd, with
+//     and without the catalog's bound on calls in flight, through a
+//     Batcher, and owned (not in make bench: minutes a run).
 //
 // Three flags take a benchmark apart (after -args): -group-pchannels N
 // runs BenchmarkGroupCommit with N pchannels, whose state no longer fits
