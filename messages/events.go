@@ -240,7 +240,9 @@ type Stopped struct {
 	Header
 	Graceful bool
 	// LastPersisted is the checkpoint the actor knew durable: the one it
-	// recovered, or saved since. Stopped before it recovered (Reason
+	// recovered, or saved since, or found stored ahead of its own by
+	// another writer and adopted (PersistFailed.Adopted), which may be
+	// above anything it saved itself. Stopped before it recovered (Reason
 	// ErrNotRecovered), it may know none, and LastPersisted is then nil
 	// whatever the catalog holds: read the catalog, not this.
 	LastPersisted wal.MessageID
