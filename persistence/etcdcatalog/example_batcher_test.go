@@ -43,7 +43,7 @@ func ExampleBatcher_Own() {
 		panic(err)
 	}
 	defer batcher.Close() // closes the catalog too, last
-	session, err := concurrency.NewSession(catalog.Client(), concurrency.WithTTL(20))
+	session, err := concurrency.NewSession(catalog.Client(), concurrency.WithTTL(30))
 	if err != nil {
 		panic(err)
 	}

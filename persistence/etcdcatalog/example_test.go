@@ -37,10 +37,10 @@ func ExampleCatalog_Own() {
 		panic(err)
 	}
 	defer cat.Close()
-	// 20 s or more: Open takes 12 s to drop a member that answers
+	// 25 s or more: Open takes 12 s to drop a member that answers
 	// nothing, and the lease may have only two thirds of its TTL left
 	// then (see Catalog.Own).
-	session, err := concurrency.NewSession(cat.Client(), concurrency.WithTTL(20))
+	session, err := concurrency.NewSession(cat.Client(), concurrency.WithTTL(30))
 	if err != nil {
 		panic(err)
 	}

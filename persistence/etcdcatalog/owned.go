@@ -126,10 +126,12 @@ func (e *FencedError) Unwrap() error { return e.Cause }
 // owner, and must outlast a member that answers nothing: Open's client
 // drops one after 12 s (its keep-alive), and the lease, renewed every
 // third of the TTL, may have only two thirds of it left when the member
-// stops answering. Under about 18 s, a session whose keep-alive stream is
-// on such a member ends though a quorum answers, and its pchannels stop
-// (at 15 s, one frozen member ended it, 12 s after it froze): give 20 s
-// or more.
+// stops answering. Under about 19 s, a session whose keep-alive stream is
+// on such a member ends though a quorum answers, and its pchannels stop:
+// freezing that member of a 3-member cluster at the worst moment ended
+// sessions of 15 s and 18 s 10–12 s after, and one of 20 s held with
+// 0.7 s to spare (a trial of 31 freezes). Give 25 s or more, 30 s where
+// the host may be loaded.
 //
 // Each Owned watches its owner key (a goroutine and an etcd watch) until
 // the ownership ends or it is closed: Close one you are done with, before
