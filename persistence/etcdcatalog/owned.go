@@ -129,7 +129,7 @@ func (e *FencedError) Unwrap() error { return e.Cause }
 // stops answering. Under about 19 s, a session whose keep-alive stream is
 // on such a member ends though a quorum answers, and its pchannels stop:
 // freezing that member of a 3-member cluster at the worst moment ended
-// sessions of 15 s and 18 s 10–12 s after, and one of 20 s held with
+// sessions of 15 s and 18 s 10.0–12.4 s after, and those of 20 s held with
 // 0.7 s to spare (a trial of 31 freezes). Give 25 s or more, 30 s where
 // the host may be loaded.
 //
