@@ -203,8 +203,8 @@ func (replyBox) Stop(*actor.PID)                   {}
 // and one whose encoding panics is written as text: protoactor logs the
 // user's values as they are (what an actor panicked with, a message it
 // could not deliver), and a panic there would end the process. Such an
-// attribute costs about 2.5 times what it does through zapslog alone. protoactor logs seldom: a panic, a dead letter
-// (throttled), a stop.
+// attribute costs about 2.5 times what it does through zapslog alone.
+// protoactor logs seldom: a panic, a dead letter (throttled), a stop.
 func LoggerFactory(l *zap.Logger) func(*actor.ActorSystem) *slog.Logger {
 	return func(system *actor.ActorSystem) *slog.Logger {
 		return slog.New(guardedHandler{zapslog.NewHandler(l.Core(), zapslog.WithName("protoactor"),

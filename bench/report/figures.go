@@ -134,18 +134,13 @@ func movedLine(runs []keptRun, bench, unit string) string {
 			m, ok := medianOf(b.res, bench, unit)
 			// Outside as the table shows it too: a median a rounding
 			// away from the interval moved by nothing a reader sees.
-			lo, hi, at := show(in.Lo, unit), show(in.Hi, unit), show(m, unit)
+			lo, hi, at := inUnit(in.Lo, unit).String(), inUnit(in.Hi, unit).String(), inUnit(m, unit).String()
 			if ok && (m < in.Lo && at != lo || m > in.Hi && at != hi) {
 				return fmt.Sprintf("%s in run %d, outside run %d's [%s, %s]", at, j+1, i+1, lo, hi)
 			}
 		}
 	}
 	return ""
-}
-
-func show(v float64, unit string) string {
-	s := inUnit(v, unit)
-	return s.n + s.suffix
 }
 
 func runNumbers(n int) string {
@@ -168,16 +163,18 @@ func span(vs []float64, unit string) string {
 	}
 	l, h := inUnit(lo, unit), inUnit(hi, unit)
 	if l.n == h.n {
-		return l.n + l.suffix
+		return l.String()
 	}
 	if l.suffix == h.suffix {
 		return l.n + "–" + h.n + h.suffix
 	}
-	return l.n + l.suffix + "–" + h.n + h.suffix
+	return l.String() + "–" + h.String()
 }
 
 // shown is a figure as the table gives it: a number, then its unit.
 type shown struct{ n, suffix string }
+
+func (s shown) String() string { return s.n + s.suffix }
 
 func inUnit(v float64, unit string) shown {
 	switch unit {

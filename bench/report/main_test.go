@@ -278,7 +278,7 @@ func TestInUnit(t *testing.T) {
 		{6.618, "cpu-µs/save", "6.62 µs"},
 	} {
 		s := inUnit(c.v, c.unit)
-		if got := s.n + s.suffix; got != c.want {
+		if got := s.String(); got != c.want {
 			t.Errorf("inUnit(%g, %s) = %q, want %q", c.v, c.unit, got, c.want)
 		}
 	}
