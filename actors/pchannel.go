@@ -302,7 +302,7 @@ func (p *pchannel) Receive(ctx actor.Context) {
 	case *messages.DropVChannel:
 		p.dropVChannel(ctx, m)
 	case *messages.GetState:
-		ctx.Respond(p.state(m != nil && m.WithVChannels))
+		ctx.Respond(p.state(m != nil && m.IncludeCheckpoints))
 	case *tellStoppedTo:
 		p.stopWatchers = append(p.stopWatchers, m.watcher)
 	case *actor.Stopped:

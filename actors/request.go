@@ -63,7 +63,7 @@ func (f stateOptionFunc) applyState(g *messages.GetState) { f(g) }
 // IncludeCheckpoints asks GetState for every vchannel's checkpoint too
 // (State.Checkpoints), at a cost that grows with the vchannels.
 func IncludeCheckpoints() StateOption {
-	return stateOptionFunc(func(g *messages.GetState) { g.WithVChannels = true })
+	return stateOptionFunc(func(g *messages.GetState) { g.IncludeCheckpoints = true })
 }
 
 // GetState asks a pchannel for its state, waiting as Request does. A nil

@@ -52,11 +52,10 @@ func (*UpdateBatch) command()      {}
 // GetState asks a pchannel for a snapshot of its state; the reply is a
 // *State. It is answered during recovery too.
 type GetState struct {
-	// WithVChannels asks for a copy of every vchannel's checkpoint, which
-	// costs O(vchannels); leave it false for monitoring. (actors.GetState
-	// sets it with actors.IncludeCheckpoints. It is unrelated to the
-	// option actors.WithVChannels, which gives the vchannels at spawn.)
-	WithVChannels bool
+	// IncludeCheckpoints asks for a copy of every vchannel's checkpoint
+	// (State.Checkpoints), which costs O(vchannels); leave it false for
+	// monitoring. actors.GetState sets it with actors.IncludeCheckpoints.
+	IncludeCheckpoints bool
 }
 
 // State is the reply to GetState.
@@ -90,8 +89,8 @@ type State struct {
 	// recovery); nil when none.
 	Persisted wal.MessageID
 	VChannels int
-	// Checkpoints is set only when asked for: GetState.WithVChannels, or
-	// actors.IncludeCheckpoints with actors.GetState.
+	// Checkpoints is set only when asked for: GetState.IncludeCheckpoints,
+	// or actors.IncludeCheckpoints with actors.GetState.
 	Checkpoints map[string]wal.MessageID
 	// Recovered is false while the stored checkpoint is still being read.
 	Recovered bool
