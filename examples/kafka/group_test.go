@@ -9,10 +9,12 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/lowwater/lowwater/actors"
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/persistence/etcdcatalog"
 	"github.com/lowwater/lowwater/wal"
 )
 
@@ -34,7 +36,7 @@ func TestAConsumerGroupMovesAPartitionWithItsCheckpoint(t *testing.T) {
 	a := g.join("a", brokers)
 	g.await("a to process every record", func() bool { return g.count() == partitions*records })
 	b := g.join("b", brokers)
-	g.await("b to start a partition", func() bool { return len(g.starts("b")) == 1 })
+	g.await("b to start a partition", func() bool { return g.starts("b") == 1 })
 
 	g.mu.Lock()
 	var moved int32
@@ -92,15 +94,31 @@ type member struct {
 	g     *group
 	name  string
 	cl    *kgo.Client
+	owner *owner // nil: the group's catalog, owned by nobody
 	mu    sync.Mutex
 	pids  map[int32]*actor.PID
+	owned map[int32]*etcdcatalog.Owned
 	done  chan struct{}
 	close func()
 }
 
+// owner is a member's own etcd catalog and session, as on a machine of
+// its own: it owns each partition's pchannel while it has it.
+type owner struct {
+	catalog *etcdcatalog.Catalog
+	session *concurrency.Session
+}
+
 // join starts a member of the group, which polls until it is closed.
 func (g *group) join(name string, brokers []string) *member {
-	m := &member{g: g, name: name, pids: map[int32]*actor.PID{}, done: make(chan struct{})}
+	return g.joinWith(name, brokers, nil)
+}
+
+// joinWith starts a member that owns its pchannels through own, if not
+// nil, and gives its client the options extra too.
+func (g *group) joinWith(name string, brokers []string, own *owner, extra ...kgo.Opt) *member {
+	m := &member{g: g, name: name, owner: own, pids: map[int32]*actor.PID{}, owned: map[int32]*etcdcatalog.Owned{},
+		done: make(chan struct{})}
 	stop := func(_ context.Context, _ *kgo.Client, gone map[string][]int32) {
 		// In parallel: the callback has the group's rebalance timeout.
 		var wg sync.WaitGroup
@@ -109,9 +127,9 @@ func (g *group) join(name string, brokers []string) *member {
 		}
 		wg.Wait()
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumerGroup("g"), kgo.ConsumeTopics(testTopic),
-		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(), kgo.HeartbeatInterval(100*time.Millisecond),
-		kgo.FetchMaxWait(100*time.Millisecond),
+	opts := append([]kgo.Opt{kgo.SeedBrokers(brokers...), kgo.ConsumerGroup("g"), kgo.ConsumeTopics(testTopic),
+		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(), kgo.HeartbeatInterval(100 * time.Millisecond),
+		kgo.FetchMaxWait(100 * time.Millisecond),
 		kgo.AdjustFetchOffsetsFn(func(ctx context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
 			for p := range offsets[testTopic] {
 				start, err := m.start(ctx, p)
@@ -125,7 +143,8 @@ func (g *group) join(name string, brokers []string) *member {
 			}
 			return offsets, nil
 		}),
-		kgo.OnPartitionsRevoked(stop), kgo.OnPartitionsLost(stop))
+		kgo.OnPartitionsRevoked(stop), kgo.OnPartitionsLost(stop)}, extra...)
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		g.t.Fatal(err)
 	}
@@ -148,9 +167,24 @@ func (g *group) join(name string, brokers []string) *member {
 }
 
 // start spawns partition p's pchannel and returns where to fetch from.
+// A member with an owner owns the pchannel first, waiting while another
+// member does.
 func (m *member) start(ctx context.Context, p int32) (wal.MessageID, error) {
-	props, err := actors.NewProps(PChannelName(testTopic, p), wal.Kafka, m.g.catalog)
+	name := PChannelName(testTopic, p)
+	catalog := m.g.catalog
+	var opts []actors.Option
+	var owned *etcdcatalog.Owned
+	if m.owner != nil {
+		var err error
+		if owned, err = m.owner.catalog.Own(ctx, name, m.owner.session); err != nil {
+			return nil, err
+		}
+		catalog = owned
+		opts = append(opts, actors.WithOwnership(owned.Context()))
+	}
+	props, err := actors.NewProps(name, wal.Kafka, catalog, opts...)
 	if err != nil {
+		closeOwned(owned)
 		return nil, err
 	}
 	pid := m.g.system.Root.Spawn(props)
@@ -164,10 +198,12 @@ func (m *member) start(ctx context.Context, p int32) (wal.MessageID, error) {
 	}
 	if err != nil {
 		_, _ = actors.Poison(context.Background(), m.g.system, pid)
+		closeOwned(owned)
 		return nil, err
 	}
 	m.mu.Lock()
 	m.pids[p] = pid
+	m.owned[p] = owned
 	m.mu.Unlock()
 	m.g.mu.Lock()
 	record(&m.g.started, m.name, p, start)
@@ -176,15 +212,20 @@ func (m *member) start(ctx context.Context, p int32) (wal.MessageID, error) {
 	return start, nil
 }
 
-// stop flushes and stops partition p's pchannel.
+// stop flushes and stops partition p's pchannel, then lets its
+// ownership go, if any.
 func (m *member) stop(p int32) {
 	m.mu.Lock()
-	pid := m.pids[p]
+	pid, owned := m.pids[p], m.owned[p]
 	delete(m.pids, p)
+	delete(m.owned, p)
 	m.mu.Unlock()
 	if pid == nil {
 		return
 	}
+	// After the stop, not before: a pchannel whose ownership ends under
+	// it stops without its last save.
+	defer closeOwned(owned)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	stopped, err := actors.Poison(ctx, m.g.system, pid)
@@ -219,13 +260,21 @@ func (m *member) poll(ctx context.Context) {
 			m.g.processed[r.Partition][r.Offset] = m.name
 			m.g.changed()
 			m.g.mu.Unlock()
-			err := actors.Request(ctx, m.g.system.Root, pid,
+			// Not under ctx: a record processed is reported, even as the
+			// member closes.
+			err := actors.Request(context.Background(), m.g.system.Root, pid,
 				&messages.UpdateCheckpoint{VChannel: "all", Checkpoint: wal.KafkaID(r.Offset + 1)})
-			if err != nil && ctx.Err() == nil {
+			if err != nil {
 				m.g.t.Errorf("%s: partition %d offset %d: %v", m.name, r.Partition, r.Offset, err)
 			}
 		})
 		m.cl.AllowRebalance()
+	}
+}
+
+func closeOwned(owned *etcdcatalog.Owned) {
+	if owned != nil {
+		_ = owned.Close()
 	}
 }
 
@@ -240,10 +289,11 @@ func record[V any](into *map[string]map[int32]V, name string, p int32, v V) {
 	(*into)[name][p] = v
 }
 
-func (g *group) starts(name string) map[int32]wal.MessageID {
+// starts is how many partitions name has started.
+func (g *group) starts(name string) int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.started[name]
+	return len(g.started[name])
 }
 
 // count is how many records were processed.

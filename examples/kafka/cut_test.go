@@ -1,0 +1,289 @@
+package kafka
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+	"go.uber.org/zap"
+
+	"github.com/lowwater/lowwater/internal/testkit/etcdtest"
+	"github.com/lowwater/lowwater/persistence/etcdcatalog"
+	"github.com/lowwater/lowwater/wal"
+)
+
+// A member cut off from the brokers, and still reaching etcd, learns that
+// it lost its partitions while it is still cut off: its heartbeats fail
+// at their deadline (kgo's RequestTimeoutOverhead, and the dial's for a
+// new connection), kgo gives them up once the session timeout has passed
+// and calls OnPartitionsLost. The recipe's stop
+// there saves what it processed and lets each pchannel's ownership go, so
+// that the member the group gave them to owns them, and starts them at
+// that save, with the lost member still cut off: no record processed
+// twice, none lost, and a failover bounded by the session timeout and the
+// deadlines rather than by how long the member is cut off.
+func TestAMemberCutOffFromTheBrokersLetsItsPartitionsGo(t *testing.T) {
+	const (
+		partitions, records = 2, 50
+		sessionTimeout      = 2 * time.Second
+		requestDeadline     = 500 * time.Millisecond
+		// bound is how soon after the cut the other member must have
+		// both partitions: the session timeout until the lost member is
+		// evicted, and as much again until it has given its heartbeats
+		// up (a request deadline, a retry, a backoff), with room for a
+		// loaded machine.
+		bound = 4*sessionTimeout + 4*requestDeadline
+	)
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, testTopic),
+		kfake.GroupMinSessionTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	brokers := c.ListenAddrs()
+	for p := range int32(partitions) {
+		produceTo(t, brokers, p, records)
+	}
+	endpoints := etcdtest.Start(t)
+	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	defer system.Shutdown()
+	g := &group{t: t, system: system, processed: map[int32]map[int64]string{}, change: make(chan struct{}, 1)}
+	// The deadlines of a request and of a dial: the dial's is the
+	// network's, as a Dialer of one's own replaces kgo.DialTimeout.
+	clientOpts := func(n *network) []kgo.Opt {
+		return []kgo.Opt{kgo.SessionTimeout(sessionTimeout), kgo.RequestTimeoutOverhead(requestDeadline),
+			kgo.Dialer(n.dial)}
+	}
+
+	aNet, bNet := &network{dialTimeout: requestDeadline}, &network{dialTimeout: requestDeadline}
+	a := g.joinWith("a", brokers, ownerOn(t, endpoints), clientOpts(aNet)...)
+	g.await("a to process every record", func() bool { return g.count() == partitions*records })
+	b := g.joinWith("b", brokers, ownerOn(t, endpoints), clientOpts(bNet)...)
+	g.await("b to start a partition", func() bool { return g.starts("b") == 1 })
+	for p := range int32(partitions) {
+		produceTo(t, brokers, p, records)
+	}
+	g.await("the records to be processed", func() bool { return g.count() == 2*partitions*records })
+
+	a.mu.Lock()
+	var kept int32 = -1 // the partition a has as it is cut off
+	for p := range a.pids {
+		kept = p
+	}
+	a.mu.Unlock()
+	cut := time.Now()
+	aNet.cut()
+	g.await("b to start both partitions", func() bool { return g.starts("b") == partitions })
+	took := time.Since(cut)
+	t.Logf("b had both partitions %v after a was cut off", took.Round(time.Millisecond))
+	if took > bound {
+		t.Errorf("b had both partitions %v after a was cut off, want within %v", took, bound)
+	}
+	g.mu.Lock()
+	stopped, start := g.stopped["a"][kept], g.started["b"][kept]
+	g.mu.Unlock()
+	if stopped == nil || !stopped.Flushed || stopped.LastPersisted != wal.MessageID(wal.KafkaID(2*records)) {
+		t.Fatalf("a's stop of partition %d, which it had as it was cut off: %+v, want flushed at kafka:%d", kept, stopped, 2*records)
+	}
+	if start != wal.MessageID(wal.KafkaID(2*records)) {
+		t.Fatalf("b started partition %d at %v, want kafka:%d, where a flushed it", kept, start, 2*records)
+	}
+
+	// a comes back, rejoins, and the group shares the partitions again.
+	for p := range int32(partitions) {
+		produceTo(t, brokers, p, records)
+	}
+	aNet.heal()
+	g.await("every record to be processed", func() bool { return g.count() == 3*partitions*records })
+	b.close()
+	a.close()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for p := range int32(partitions) {
+		for off := range int64(3 * records) {
+			if g.processed[p][off] == "" {
+				t.Errorf("partition %d offset %d: never processed", p, off)
+			}
+		}
+	}
+}
+
+// ownerOn opens a member's own catalog and session on etcd.
+func ownerOn(t *testing.T, endpoints []string) *owner {
+	t.Helper()
+	cat, err := etcdcatalog.Open(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()},
+		etcdcatalog.WithPrefix("group"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	session, err := concurrency.NewSession(cat.Client(), concurrency.WithTTL(30))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = session.Close()
+		_ = cat.Close()
+	})
+	return &owner{catalog: cat, session: session}
+}
+
+// network is a member's path to the brokers, which cut partitions as a
+// network does to TCP: nothing is refused and nothing arrives; a dial, a
+// read or a write waits until its deadline and fails then, as a timeout.
+// (A model that waited past the deadlines would hide what kgo does.)
+type network struct {
+	// dialTimeout stands for kgo.DialTimeout, which a Dialer of one's
+	// own replaces.
+	dialTimeout time.Duration
+
+	mu     sync.Mutex
+	healed chan struct{} // closed at the heal; nil while whole
+}
+
+func (n *network) cut() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.healed == nil {
+		n.healed = make(chan struct{})
+	}
+}
+
+func (n *network) heal() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.healed != nil {
+		close(n.healed)
+		n.healed = nil
+	}
+}
+
+// down is closed when the network heals, nil while it is whole.
+func (n *network) down() <-chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.healed
+}
+
+func (n *network) dial(ctx context.Context, network, host string) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, n.dialTimeout)
+	defer cancel()
+	if down := n.down(); down != nil {
+		select {
+		case <-down:
+		case <-ctx.Done():
+			return nil, &net.OpError{Op: "dial", Net: network, Err: ctx.Err()}
+		}
+	}
+	conn, err := (&net.Dialer{}).DialContext(ctx, network, host)
+	if err != nil {
+		return nil, err
+	}
+	return &cutConn{Conn: conn, n: n, closed: make(chan struct{}), moved: make(chan struct{})}, nil
+}
+
+// cutConn holds a connection's reads and writes while its network is cut,
+// each until its deadline.
+type cutConn struct {
+	net.Conn
+	n         *network
+	closeOnce sync.Once
+	closed    chan struct{}
+
+	mu            sync.Mutex
+	read, written time.Time     // the deadlines
+	moved         chan struct{} // closed when a deadline moves
+}
+
+func (c *cutConn) Read(b []byte) (int, error) {
+	if err := c.hold(func() time.Time { return c.read }); err != nil {
+		return 0, err
+	}
+	n, err := c.Conn.Read(b)
+	// What arrives as the cut begins is held too: it is lost with the
+	// connection if the cut outlasts the deadline.
+	if herr := c.hold(func() time.Time { return c.read }); herr != nil {
+		return 0, herr
+	}
+	return n, err
+}
+
+func (c *cutConn) Write(b []byte) (int, error) {
+	if err := c.hold(func() time.Time { return c.written }); err != nil {
+		return 0, err
+	}
+	return c.Conn.Write(b)
+}
+
+// hold waits while the network is cut, until the deadline that deadline
+// reads, which may move meanwhile.
+func (c *cutConn) hold(deadline func() time.Time) error {
+	for {
+		down := c.n.down()
+		if down == nil {
+			return nil
+		}
+		c.mu.Lock()
+		d, moved := deadline(), c.moved
+		c.mu.Unlock()
+		var expired <-chan time.Time
+		if !d.IsZero() {
+			wait := time.Until(d)
+			if wait <= 0 {
+				return os.ErrDeadlineExceeded
+			}
+			timer := time.NewTimer(wait)
+			expired = timer.C
+			defer timer.Stop()
+		}
+		select {
+		case <-down:
+		case <-expired:
+			return os.ErrDeadlineExceeded
+		case <-moved:
+		case <-c.closed:
+			return net.ErrClosed
+		}
+	}
+}
+
+func (c *cutConn) SetDeadline(t time.Time) error {
+	c.setDeadlines(&t, &t)
+	return c.Conn.SetDeadline(t)
+}
+
+func (c *cutConn) SetReadDeadline(t time.Time) error {
+	c.setDeadlines(&t, nil)
+	return c.Conn.SetReadDeadline(t)
+}
+
+func (c *cutConn) SetWriteDeadline(t time.Time) error {
+	c.setDeadlines(nil, &t)
+	return c.Conn.SetWriteDeadline(t)
+}
+
+func (c *cutConn) setDeadlines(read, written *time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if read != nil {
+		c.read = *read
+	}
+	if written != nil {
+		c.written = *written
+	}
+	close(c.moved)
+	c.moved = make(chan struct{})
+}
+
+func (c *cutConn) Close() error {
+	c.closeOnce.Do(func() { close(c.closed) })
+	return c.Conn.Close()
+}
