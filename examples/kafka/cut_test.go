@@ -129,11 +129,12 @@ func ownerOn(t *testing.T, endpoints []string) *owner {
 	if err != nil {
 		t.Fatal(err)
 	}
+	o := &owner{catalog: cat, session: session}
 	t.Cleanup(func() {
-		_ = session.Close()
+		o.close()
 		_ = cat.Close()
 	})
-	return &owner{catalog: cat, session: session}
+	return o
 }
 
 // network is a member's path to the brokers, which cut partitions as a

@@ -106,7 +106,32 @@ type member struct {
 // its own: it owns each partition's pchannel while it has it.
 type owner struct {
 	catalog *etcdcatalog.Catalog
+	mu      sync.Mutex
 	session *concurrency.Session
+}
+
+// current returns the owner's session, made anew once the last one
+// ended: an Own on an ended session fails at once, every time.
+func (o *owner) current() (*concurrency.Session, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	select {
+	case <-o.session.Done():
+		s, err := concurrency.NewSession(o.catalog.Client(), concurrency.WithTTL(30))
+		if err != nil {
+			return nil, err
+		}
+		_ = o.session.Close()
+		o.session = s
+	default:
+	}
+	return o.session, nil
+}
+
+func (o *owner) close() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	_ = o.session.Close()
 }
 
 // join starts a member of the group, which polls until it is closed.
@@ -170,13 +195,20 @@ func (g *group) joinWith(name string, brokers []string, own *owner, extra ...kgo
 // A member with an owner owns the pchannel first, waiting while another
 // member does.
 func (m *member) start(ctx context.Context, p int32) (wal.MessageID, error) {
+	// kgo may ask again for a partition it gave already, when the
+	// rebalance that follows cut the first answer short: what runs is
+	// stopped first, saving what it had, so that two never run at once.
+	m.stop(p)
 	name := PChannelName(testTopic, p)
 	catalog := m.g.catalog
 	var opts []actors.Option
 	var owned *etcdcatalog.Owned
 	if m.owner != nil {
-		var err error
-		if owned, err = m.owner.catalog.Own(ctx, name, m.owner.session); err != nil {
+		session, err := m.owner.current()
+		if err != nil {
+			return nil, err
+		}
+		if owned, err = m.owner.catalog.Own(ctx, name, session); err != nil {
 			return nil, err
 		}
 		catalog = owned
