@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"testing"
@@ -106,6 +107,7 @@ type member struct {
 // its own: it owns each partition's pchannel while it has it.
 type owner struct {
 	catalog *etcdcatalog.Catalog
+	ttl     int // of a session, in seconds
 	mu      sync.Mutex
 	session *concurrency.Session
 }
@@ -117,7 +119,7 @@ func (o *owner) current() (*concurrency.Session, error) {
 	defer o.mu.Unlock()
 	select {
 	case <-o.session.Done():
-		s, err := concurrency.NewSession(o.catalog.Client(), concurrency.WithTTL(30))
+		s, err := concurrency.NewSession(o.catalog.Client(), concurrency.WithTTL(o.ttl))
 		if err != nil {
 			return nil, err
 		}
@@ -261,6 +263,9 @@ func (m *member) stop(p int32) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	stopped, err := actors.Poison(ctx, m.g.system, pid)
+	if err != nil && owned != nil && owned.Err() != nil && errors.Is(err, actor.ErrDeadLetter) {
+		return // it stopped by itself as its ownership ended (OwnershipLost)
+	}
 	if err != nil {
 		m.g.t.Errorf("%s: stop of partition %d: %v", m.name, p, err)
 		return
