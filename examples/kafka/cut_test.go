@@ -108,15 +108,7 @@ func TestAMemberCutOffFromTheBrokersLetsItsPartitionsGo(t *testing.T) {
 	g.await("every record to be processed", func() bool { return g.count() == 3*partitions*records })
 	b.close()
 	a.close()
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for p := range int32(partitions) {
-		for off := range int64(3 * records) {
-			if g.processed[p][off] == "" {
-				t.Errorf("partition %d offset %d: never processed", p, off)
-			}
-		}
-	}
+	g.requireAllProcessed(partitions, 3*records)
 }
 
 // A member whose etcd session ended (cut off from etcd past the lease's
@@ -207,6 +199,7 @@ func TestAMemberWhoseSessionEndedJoinsAgainWithANewOne(t *testing.T) {
 	}
 	g.await("every record to be processed", func() bool { return g.count() == 2*partitions*records })
 	a2.close()
+	g.requireAllProcessed(partitions, 2*records)
 }
 
 // ownerOn opens a member's own catalog and session on etcd, whose

@@ -60,15 +60,9 @@ func TestAConsumerGroupMovesAPartitionWithItsCheckpoint(t *testing.T) {
 	g.await("every record to be processed", func() bool { return g.count() == 2*partitions*records })
 	b.close()
 	a.close()
+	g.requireAllProcessed(partitions, 2*records)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	for p := range int32(partitions) {
-		for off := range int64(2 * records) {
-			if g.processed[p][off] == "" {
-				t.Errorf("partition %d offset %d: never processed", p, off)
-			}
-		}
-	}
 	for off, by := range g.processed[moved] {
 		if want := map[bool]string{true: "a", false: "b"}[off < records]; by != want {
 			t.Errorf("partition %d offset %d: processed by %s, want %s", moved, off, by, want)
@@ -342,6 +336,21 @@ func (g *group) count() int {
 		n += len(offs)
 	}
 	return n
+}
+
+// requireAllProcessed requires that each record of every partition
+// below offset end was processed.
+func (g *group) requireAllProcessed(partitions int32, end int64) {
+	g.t.Helper()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for p := range partitions {
+		for off := range end {
+			if g.processed[p][off] == "" {
+				g.t.Errorf("partition %d offset %d: never processed", p, off)
+			}
+		}
+	}
 }
 
 // changed tells await to look again.
