@@ -132,8 +132,8 @@ func (e *FencedError) Unwrap() error { return e.Cause }
 // sessions of 15 s and 18 s 10.0–12.4 s after, and those of 20 s held with
 // 0.7 s to spare (a trial of 31 freezes), 25 s with 4.2 s; the same with
 // two processes spinning on the host's two cores, for the drop is a
-// timer's, not the processor's. Give 25 s or more, 30 s where the host
-// may be loaded longer than that trial did.
+// timer's, not the processor's. Give 25 s or more; 30 s leaves room for
+// what the trial did not try, such as a member's slow disk.
 //
 // Each Owned watches its owner key (a goroutine and an etcd watch) until
 // the ownership ends or it is closed: Close one you are done with, before
