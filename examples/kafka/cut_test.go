@@ -321,24 +321,34 @@ func (c *cutConn) hold(deadline func() time.Time) error {
 		c.mu.Lock()
 		d, moved := deadline(), c.moved
 		c.mu.Unlock()
-		var expired <-chan time.Time
-		if !d.IsZero() {
-			wait := time.Until(d)
-			if wait <= 0 {
-				return os.ErrDeadlineExceeded
-			}
-			timer := time.NewTimer(wait)
-			expired = timer.C
-			defer timer.Stop()
+		if err := c.wait(down, d, moved); err != nil {
+			return err
 		}
-		select {
-		case <-down:
-		case <-expired:
+	}
+}
+
+// wait waits for the network to heal (down closing), the deadline d (if
+// set) to pass, or the deadlines to move.
+func (c *cutConn) wait(down <-chan struct{}, d time.Time, moved <-chan struct{}) error {
+	var expired <-chan time.Time
+	if !d.IsZero() {
+		wait := time.Until(d)
+		if wait <= 0 {
 			return os.ErrDeadlineExceeded
-		case <-moved:
-		case <-c.closed:
-			return net.ErrClosed
 		}
+		timer := time.NewTimer(wait)
+		defer timer.Stop()
+		expired = timer.C
+	}
+	select {
+	case <-down:
+		return nil
+	case <-moved:
+		return nil
+	case <-expired:
+		return os.ErrDeadlineExceeded
+	case <-c.closed:
+		return net.ErrClosed
 	}
 }
 
