@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
 
-	"github.com/lowwater/lowwater/internal/testkit/etcdtest"
 	"github.com/lowwater/lowwater/persistence/etcdcatalog"
 )
 
@@ -19,12 +17,7 @@ import (
 // a pchannel owned, another node or an operator, can tell by whom. (An
 // embedded etcd stands in for your cluster.)
 func ExampleWithHolder() {
-	dir, _ := os.MkdirTemp("", "lowwater-example-")
-	defer os.RemoveAll(dir)
-	endpoints, stopEtcd, err := etcdtest.Embed(dir)
-	if err != nil {
-		panic(err)
-	}
+	endpoints, stopEtcd := standInEtcd() // your cluster's endpoints
 	defer stopEtcd()
 	node := func(name string) (*etcdcatalog.Catalog, *concurrency.Session) {
 		cat, err := etcdcatalog.Open(clientv3.Config{

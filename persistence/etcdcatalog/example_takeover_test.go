@@ -3,7 +3,6 @@ package etcdcatalog_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -12,7 +11,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lowwater/lowwater/actors"
-	"github.com/lowwater/lowwater/internal/testkit/etcdtest"
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/persistence/etcdcatalog"
 	"github.com/lowwater/lowwater/wal"
@@ -23,12 +21,7 @@ import (
 // Node B, waiting in Own, takes over from the checkpoint A stored. (An
 // embedded etcd stands in for your cluster.)
 func Example_takeover() {
-	dir, _ := os.MkdirTemp("", "lowwater-example-")
-	defer os.RemoveAll(dir)
-	endpoints, stopEtcd, err := etcdtest.Embed(dir)
-	if err != nil {
-		panic(err)
-	}
+	endpoints, stopEtcd := standInEtcd() // your cluster's endpoints
 	defer stopEtcd()
 
 	catalog, err := etcdcatalog.Open(clientv3.Config{

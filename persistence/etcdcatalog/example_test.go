@@ -20,12 +20,7 @@ import (
 // A node owns a pchannel, recovers its checkpoint and saves under its term
 // until ownership ends. (An embedded etcd stands in for your cluster.)
 func ExampleCatalog_Own() {
-	dir, _ := os.MkdirTemp("", "lowwater-example-")
-	defer os.RemoveAll(dir)
-	endpoints, stopEtcd, err := etcdtest.Embed(dir)
-	if err != nil {
-		panic(err)
-	}
+	endpoints, stopEtcd := standInEtcd() // your cluster's endpoints
 	defer stopEtcd()
 
 	cat, err := etcdcatalog.Open(clientv3.Config{
@@ -80,4 +75,23 @@ func ExampleCatalog_Own() {
 	// consuming from: <none>
 	// saved: kafka:42
 	// still the owner
+}
+
+// standInEtcd starts an embedded etcd, with its data in a directory of its
+// own, to stand in for the reader's cluster in the examples; stop closes
+// it and removes the directory.
+func standInEtcd() (endpoints []string, stop func()) {
+	dir, err := os.MkdirTemp("", "lowwater-example-")
+	if err != nil {
+		panic(err)
+	}
+	endpoints, stopEtcd, err := etcdtest.Embed(dir)
+	if err != nil {
+		os.RemoveAll(dir)
+		panic(err)
+	}
+	return endpoints, func() {
+		stopEtcd()
+		os.RemoveAll(dir)
+	}
 }
