@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -200,6 +201,120 @@ func TestAMemberWhoseSessionEndedJoinsAgainWithANewOne(t *testing.T) {
 	g.await("every record to be processed", func() bool { return g.count() == 2*partitions*records })
 	a2.close()
 	g.requireAllProcessed(partitions, 2*records)
+}
+
+// A member whose session ends while it processes records goes on
+// processing them between two polls, and reports them to pchannels that
+// stopped as their ownership ended: each report fails with
+// actor.ErrDeadLetter, and the member processes no more of that
+// partition (the group test's poll). The member it joins again as reads
+// each partition again from the stopped pchannel's last save, and the
+// records read twice are exactly those from that save to the last one the
+// lost member processed: at least once, as a crash, and none lost.
+func TestAMemberWhoseSessionEndsMidBatchReadsAgainWhatItCouldNotReport(t *testing.T) {
+	const partitions, records, heldAt = 2, 100, 60
+	brokers := cluster(t, partitions)
+	for p := range int32(partitions) {
+		produceTo(t, brokers, p, records)
+	}
+	endpoints := etcdtest.Start(t)
+	system := actor.NewActorSystem(actor.WithDeadLetterThrottleInterval(10*time.Millisecond),
+		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	defer system.Shutdown()
+	g := &group{t: t, system: system, processed: map[int32]map[int64]string{}, change: make(chan struct{}, 1)}
+	stopped := make(chan *messages.Stopped, partitions)
+	sub := system.EventStream.Subscribe(func(e any) {
+		if e, ok := e.(*messages.Stopped); ok {
+			stopped <- e
+		}
+	})
+	defer system.EventStream.Unsubscribe(sub)
+	// a holds partition 0's record heldAt processed, its report not sent,
+	// until the session has ended and both pchannels have stopped.
+	held, release := make(chan struct{}), make(chan struct{})
+	g.beforeReport = func(name string, p int32, offset int64) {
+		if name == "a" && p == 0 && offset == heldAt {
+			close(held)
+			<-release
+		}
+	}
+
+	own := ownerOn(t, endpoints, 3)
+	a := g.joinWith("a", brokers, own)
+	select {
+	case <-held:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("waited 30 s for a to process partition 0's offset %d", heldAt)
+	}
+	ended := own.session
+	if _, err := own.catalog.Client().Revoke(t.Context(), ended.Lease()); err != nil {
+		t.Fatal(err)
+	}
+	saved := map[string]wal.MessageID{} // by pchannel, where it stopped
+	for range partitions {
+		select {
+		case e := <-stopped:
+			saved[e.PChannel] = e.LastPersisted
+		case <-time.After(30 * time.Second):
+			t.Fatal("waited 30 s for the pchannels to stop on the loss of their ownership")
+		}
+	}
+	close(release)
+	a.close()
+
+	// What a processed last, and which of its reports found the pchannel
+	// gone: for partition 0, the held record; at most the first record
+	// processed after the stop for partition 1.
+	g.mu.Lock()
+	last := map[int32]int64{}
+	for p, offs := range g.processed {
+		for off := range offs {
+			last[p] = max(last[p], off)
+		}
+	}
+	if got := g.unreported["a"][0]; len(got) != 1 || got[0] != heldAt {
+		t.Errorf("a's reports of partition 0 that found the pchannel gone: %v, want [%d]", got, heldAt)
+	}
+	if got := g.unreported["a"][1]; len(got) > 1 || len(got) == 1 && got[0] != last[1] {
+		t.Errorf("a's reports of partition 1 that found the pchannel gone: %v, want none or [%d], the last processed", got, last[1])
+	}
+	if last[0] != heldAt {
+		t.Errorf("a processed partition 0 up to offset %d, want %d: none after its report found the pchannel gone", last[0], heldAt)
+	}
+	g.readAgain = true
+	g.mu.Unlock()
+
+	a2 := g.joinWith("a2", brokers, own)
+	g.await("a2 to start both partitions", func() bool { return g.starts("a2") == partitions })
+	g.await("every record to be processed", func() bool { return g.count() == partitions*records })
+	a2.close()
+	g.requireAllProcessed(partitions, records)
+
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for p := range int32(partitions) {
+		start := g.started["a2"][p]
+		if want := saved[PChannelName(testTopic, p)]; start != want {
+			t.Errorf("a2 started partition %d at %v, want %v, where the stopped pchannel had saved", p, start, want)
+		}
+		from := int64(0)
+		if start != nil {
+			from = int64(start.(wal.KafkaID))
+		}
+		if from > heldAt {
+			t.Errorf("a2 started partition %d at kafka:%d, past the record whose report failed (%d)", p, from, heldAt)
+		}
+		var want []int64
+		for off := from; off <= last[p]; off++ {
+			want = append(want, off)
+		}
+		if got := g.again[p]; !slices.Equal(got, want) {
+			t.Errorf("partition %d: read again %v, want %v: from the last save to a's last record", p, got, want)
+		}
+	}
+	if len(g.unreported["a2"]) != 0 {
+		t.Errorf("a2's reports that found a pchannel gone: %v, want none", g.unreported["a2"])
+	}
 }
 
 // ownerOn opens a member's own catalog and session on etcd, whose

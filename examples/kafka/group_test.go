@@ -78,10 +78,19 @@ type group struct {
 
 	change chan struct{} // something below changed
 
+	// beforeReport, if set, runs between a record's processing and its
+	// report, on the member's poll loop.
+	beforeReport func(name string, p int32, offset int64)
+
 	mu        sync.Mutex
 	processed map[int32]map[int64]string // by whom, once each
-	started   map[string]map[int32]wal.MessageID
-	stopped   map[string]map[int32]*messages.Stopped
+	// readAgain lets a record be processed again, into again, where it
+	// is otherwise an error.
+	readAgain  bool
+	again      map[int32][]int64
+	unreported map[string]map[int32][]int64 // whose report found the pchannel gone
+	started    map[string]map[int32]wal.MessageID
+	stopped    map[string]map[int32]*messages.Stopped
 }
 
 // member is one member's client, and its pchannels by partition.
@@ -93,6 +102,9 @@ type member struct {
 	mu    sync.Mutex
 	pids  map[int32]*actor.PID
 	owned map[int32]*etcdcatalog.Owned
+	// gone holds the partitions whose pchannel stopped by itself, its
+	// ownership lost: the member processes none of their records.
+	gone  map[int32]bool
 	done  chan struct{}
 	close func()
 }
@@ -139,7 +151,7 @@ func (g *group) join(name string, brokers []string) *member {
 // nil, and gives its client the options extra too.
 func (g *group) joinWith(name string, brokers []string, own *owner, extra ...kgo.Opt) *member {
 	m := &member{g: g, name: name, owner: own, pids: map[int32]*actor.PID{}, owned: map[int32]*etcdcatalog.Owned{},
-		done: make(chan struct{})}
+		gone: map[int32]bool{}, done: make(chan struct{})}
 	stop := func(_ context.Context, _ *kgo.Client, gone map[string][]int32) {
 		// In parallel: the callback has the group's rebalance timeout.
 		var wg sync.WaitGroup
@@ -232,6 +244,7 @@ func (m *member) start(ctx context.Context, p int32) (wal.MessageID, error) {
 	m.mu.Lock()
 	m.pids[p] = pid
 	m.owned[p] = owned
+	delete(m.gone, p)
 	m.mu.Unlock()
 	m.g.mu.Lock()
 	record(&m.g.started, m.name, p, start)
@@ -273,34 +286,69 @@ func (m *member) stop(p int32) {
 // poll processes each record once and reports it processed to its
 // partition's pchannel before the next poll; a rebalance runs between
 // polls alone (BlockRebalanceOnPoll).
+//
+// A report that finds its pchannel gone (actor.ErrDeadLetter) with
+// ownership on found a pchannel that stopped as its ownership ended
+// (OwnershipLost): the record counts as not processed, and whoever owns
+// the partition next reads it again from the last save. The member
+// processes no more of that partition's records, which the same
+// reading would only repeat.
 func (m *member) poll(ctx context.Context) {
 	defer close(m.done)
 	for ctx.Err() == nil {
 		fs := m.cl.PollFetches(ctx)
 		fs.EachRecord(func(r *kgo.Record) {
 			m.mu.Lock()
-			pid := m.pids[r.Partition]
+			pid, gone := m.pids[r.Partition], m.gone[r.Partition]
 			m.mu.Unlock()
-			m.g.mu.Lock()
-			if m.g.processed[r.Partition] == nil {
-				m.g.processed[r.Partition] = map[int64]string{}
+			if gone {
+				return
 			}
-			if by := m.g.processed[r.Partition][r.Offset]; by != "" {
-				m.g.t.Errorf("partition %d offset %d: processed by %s, then by %s", r.Partition, r.Offset, by, m.name)
+			m.g.process(m.name, r)
+			if m.g.beforeReport != nil {
+				m.g.beforeReport(m.name, r.Partition, r.Offset)
 			}
-			m.g.processed[r.Partition][r.Offset] = m.name
-			m.g.changed()
-			m.g.mu.Unlock()
 			// Not under ctx: a record processed is reported, even as the
 			// member closes.
 			err := actors.Request(context.Background(), m.g.system.Root, pid,
 				&messages.UpdateCheckpoint{VChannel: "all", Checkpoint: wal.KafkaID(r.Offset + 1)})
-			if err != nil {
+			switch {
+			case err == nil:
+			case m.owner != nil && errors.Is(err, actor.ErrDeadLetter):
+				m.mu.Lock()
+				m.gone[r.Partition] = true
+				m.mu.Unlock()
+				m.g.mu.Lock()
+				unreported := m.g.unreported[m.name][r.Partition]
+				record(&m.g.unreported, m.name, r.Partition, append(unreported, r.Offset))
+				m.g.changed()
+				m.g.mu.Unlock()
+			default:
 				m.g.t.Errorf("%s: partition %d offset %d: %v", m.name, r.Partition, r.Offset, err)
 			}
 		})
 		m.cl.AllowRebalance()
 	}
+}
+
+// process notes r processed by name: once, unless readAgain.
+func (g *group) process(name string, r *kgo.Record) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.processed[r.Partition] == nil {
+		g.processed[r.Partition] = map[int64]string{}
+	}
+	if by := g.processed[r.Partition][r.Offset]; by != "" {
+		if !g.readAgain {
+			g.t.Errorf("partition %d offset %d: processed by %s, then by %s", r.Partition, r.Offset, by, name)
+		}
+		if g.again == nil {
+			g.again = map[int32][]int64{}
+		}
+		g.again[r.Partition] = append(g.again[r.Partition], r.Offset)
+	}
+	g.processed[r.Partition][r.Offset] = name
+	g.changed()
 }
 
 func closeOwned(owned *etcdcatalog.Owned) {
