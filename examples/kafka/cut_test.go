@@ -205,13 +205,19 @@ func TestAMemberWhoseSessionEndedJoinsAgainWithANewOne(t *testing.T) {
 
 // A member whose session ends while it processes records goes on
 // processing them between two polls, and reports them to pchannels that
-// stopped as their ownership ended: each report fails with
+// stopped as their ownership ended: such a report fails with
 // actor.ErrDeadLetter, and the member processes no more of that
-// partition (the group test's poll). The member it joins again as reads
-// each partition again from the stopped pchannel's last save, and the
-// records read twice are exactly those from that save to the last one the
-// lost member processed: at least once, as a crash, and none lost.
+// partition (the group test's poll). Whether the member leaves the group
+// and joins again, or owns its partitions again in place, each partition
+// is read again from the stopped pchannel's last save, and the records
+// read twice are exactly those from that save to the last one processed
+// before: at least once, as after a crash, and none lost.
 func TestAMemberWhoseSessionEndsMidBatchReadsAgainWhatItCouldNotReport(t *testing.T) {
+	t.Run("leaving the group", func(t *testing.T) { sessionEndsMidBatch(t, false) })
+	t.Run("in place", func(t *testing.T) { sessionEndsMidBatch(t, true) })
+}
+
+func sessionEndsMidBatch(t *testing.T, inPlace bool) {
 	const partitions, records, heldAt = 2, 100, 60
 	brokers := cluster(t, partitions)
 	for p := range int32(partitions) {
@@ -225,21 +231,28 @@ func TestAMemberWhoseSessionEndsMidBatchReadsAgainWhatItCouldNotReport(t *testin
 	stopped := make(chan *messages.Stopped, partitions)
 	sub := system.EventStream.Subscribe(func(e any) {
 		if e, ok := e.(*messages.Stopped); ok {
-			stopped <- e
+			select {
+			case stopped <- e:
+			default: // the stops at the end
+			}
 		}
 	})
 	defer system.EventStream.Unsubscribe(sub)
 	// a holds partition 0's record heldAt processed, its report not sent,
 	// until the session has ended and both pchannels have stopped.
 	held, release := make(chan struct{}), make(chan struct{})
+	var hold sync.Once
 	g.beforeReport = func(name string, p int32, offset int64) {
 		if name == "a" && p == 0 && offset == heldAt {
-			close(held)
-			<-release
+			hold.Do(func() {
+				close(held)
+				<-release
+			})
 		}
 	}
 
 	own := ownerOn(t, endpoints, 3)
+	own.inPlace = inPlace
 	a := g.joinWith("a", brokers, own)
 	select {
 	case <-held:
@@ -259,61 +272,58 @@ func TestAMemberWhoseSessionEndsMidBatchReadsAgainWhatItCouldNotReport(t *testin
 			t.Fatal("waited 30 s for the pchannels to stop on the loss of their ownership")
 		}
 	}
-	close(release)
-	a.close()
-
-	// What a processed last, and which of its reports found the pchannel
-	// gone: for partition 0, the held record; at most the first record
-	// processed after the stop for partition 1.
 	g.mu.Lock()
-	last := map[int32]int64{}
-	for p, offs := range g.processed {
-		for off := range offs {
-			last[p] = max(last[p], off)
-		}
-	}
-	if got := g.unreported["a"][0]; len(got) != 1 || got[0] != heldAt {
-		t.Errorf("a's reports of partition 0 that found the pchannel gone: %v, want [%d]", got, heldAt)
-	}
-	if got := g.unreported["a"][1]; len(got) > 1 || len(got) == 1 && got[0] != last[1] {
-		t.Errorf("a's reports of partition 1 that found the pchannel gone: %v, want none or [%d], the last processed", got, last[1])
-	}
-	if last[0] != heldAt {
-		t.Errorf("a processed partition 0 up to offset %d, want %d: none after its report found the pchannel gone", last[0], heldAt)
-	}
 	g.readAgain = true
 	g.mu.Unlock()
-
-	a2 := g.joinWith("a2", brokers, own)
-	g.await("a2 to start both partitions", func() bool { return g.starts("a2") == partitions })
+	close(release)
+	owner := "a"
+	if !inPlace {
+		a.close()
+		a2 := g.joinWith("a2", brokers, own)
+		owner = "a2"
+		defer a2.close()
+	}
 	g.await("every record to be processed", func() bool { return g.count() == partitions*records })
-	a2.close()
 	g.requireAllProcessed(partitions, records)
 
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if inPlace && len(g.stopped["a"]) != 0 {
+		t.Errorf("a's partitions were revoked (%v): owned again in place, they stay its own", g.stopped["a"])
+	}
+	if own.session == ended {
+		t.Errorf("%s owns its partitions on the ended session", owner)
+	}
 	for p := range int32(partitions) {
-		start := g.started["a2"][p]
+		start := g.started[owner][p]
 		if want := saved[PChannelName(testTopic, p)]; start != want {
-			t.Errorf("a2 started partition %d at %v, want %v, where the stopped pchannel had saved", p, start, want)
+			t.Errorf("%s started partition %d at %v, want %v, where the stopped pchannel had saved", owner, p, start, want)
 		}
 		from := int64(0)
 		if start != nil {
 			from = int64(start.(wal.KafkaID))
 		}
-		if from > heldAt {
-			t.Errorf("a2 started partition %d at kafka:%d, past the record whose report failed (%d)", p, from, heldAt)
-		}
-		var want []int64
-		for off := from; off <= last[p]; off++ {
-			want = append(want, off)
-		}
-		if got := g.again[p]; !slices.Equal(got, want) {
-			t.Errorf("partition %d: read again %v, want %v: from the last save to a's last record", p, got, want)
+		last := g.readTwiceFrom(p, from, records)
+		unreported := g.unreported["a"][p]
+		switch p {
+		case 0:
+			// The held record was the last processed before the loss,
+			// and its report the one to find the pchannel gone.
+			if last != heldAt || !slices.Equal(unreported, []int64{heldAt}) {
+				t.Errorf("partition 0: a processed up to %d and its reports of %v found the pchannel gone, want %d and [%d]",
+					last, unreported, heldAt, heldAt)
+			}
+		default:
+			// The loss is seen before the next record (Owned.Err), or at
+			// its report.
+			if len(unreported) > 1 || len(unreported) == 1 && unreported[0] != last {
+				t.Errorf("partition %d: a's reports of %v found the pchannel gone, want none or [%d], the last processed",
+					p, unreported, last)
+			}
 		}
 	}
-	if len(g.unreported["a2"]) != 0 {
-		t.Errorf("a2's reports that found a pchannel gone: %v, want none", g.unreported["a2"])
+	if len(g.unreported[owner]) != 0 && owner != "a" {
+		t.Errorf("%s's reports that found a pchannel gone: %v, want none", owner, g.unreported[owner])
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -84,10 +86,11 @@ type group struct {
 
 	mu        sync.Mutex
 	processed map[int32]map[int64]string // by whom, once each
-	// readAgain lets a record be processed again, into again, where it
-	// is otherwise an error.
+	// order is each partition's offsets in the order processed;
+	// readAgain lets a record be processed again, where it is otherwise
+	// an error.
+	order      map[int32][]int64
 	readAgain  bool
-	again      map[int32][]int64
 	unreported map[string]map[int32][]int64 // whose report found the pchannel gone
 	started    map[string]map[int32]wal.MessageID
 	stopped    map[string]map[int32]*messages.Stopped
@@ -114,26 +117,40 @@ type member struct {
 type owner struct {
 	catalog *etcdcatalog.Catalog
 	ttl     int // of a session, in seconds
+	// inPlace has a member own again, on a new session and between two
+	// polls, a partition whose pchannel stopped as its ownership ended,
+	// and fetch it again from its last save (member.ownAgain); without,
+	// the partition is read by nobody until the member leaves the group.
+	inPlace bool
 	mu      sync.Mutex
 	session *concurrency.Session
 }
 
 // current returns the owner's session, made anew once the last one
-// ended: an Own on an ended session fails at once, every time.
-func (o *owner) current() (*concurrency.Session, error) {
+// ended, or is ended, the one an Own found ended before the session
+// itself heard of it: an Own on an ended session fails at once, every
+// time. Its lease is granted under ctx, which the session outlives.
+func (o *owner) current(ctx context.Context, ended *concurrency.Session) (*concurrency.Session, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	select {
 	case <-o.session.Done():
-		s, err := concurrency.NewSession(o.catalog.Client(), concurrency.WithTTL(o.ttl))
-		if err != nil {
-			return nil, err
-		}
-		_ = o.session.Close()
-		o.session = s
 	default:
+		if o.session != ended {
+			return o.session, nil
+		}
 	}
-	return o.session, nil
+	lease, err := o.catalog.Client().Grant(ctx, int64(o.ttl))
+	if err != nil {
+		return nil, err
+	}
+	s, err := concurrency.NewSession(o.catalog.Client(), concurrency.WithLease(lease.ID), concurrency.WithTTL(o.ttl))
+	if err != nil {
+		return nil, err
+	}
+	_ = o.session.Close()
+	o.session = s
+	return s, nil
 }
 
 func (o *owner) close() {
@@ -212,11 +229,17 @@ func (m *member) start(ctx context.Context, p int32) (wal.MessageID, error) {
 	var opts []actors.Option
 	var owned *etcdcatalog.Owned
 	if m.owner != nil {
-		session, err := m.owner.current()
+		session, err := m.owner.current(ctx, nil)
 		if err != nil {
 			return nil, err
 		}
-		if owned, err = m.owner.catalog.Own(ctx, name, session); err != nil {
+		owned, err = m.owner.catalog.Own(ctx, name, session)
+		if errors.Is(err, etcdcatalog.ErrSessionDone) { // its lease gone before it heard
+			if session, err = m.owner.current(ctx, session); err == nil {
+				owned, err = m.owner.catalog.Own(ctx, name, session)
+			}
+		}
+		if err != nil {
 			return nil, err
 		}
 		catalog = owned
@@ -287,19 +310,23 @@ func (m *member) stop(p int32) {
 // partition's pchannel before the next poll; a rebalance runs between
 // polls alone (BlockRebalanceOnPoll).
 //
-// A report that finds its pchannel gone (actor.ErrDeadLetter) with
-// ownership on found a pchannel that stopped as its ownership ended
-// (OwnershipLost): the record counts as not processed, and whoever owns
-// the partition next reads it again from the last save. The member
-// processes no more of that partition's records, which the same
-// reading would only repeat.
+// With ownership, a pchannel stops by itself as its ownership ends
+// (OwnershipLost), and the member processes no more of its partition's
+// records: whoever owns the partition next reads them again from the
+// last save. The member looks before processing a record (Owned.Err);
+// a report that finds the pchannel gone all the same (actor.ErrDeadLetter)
+// found it stopped since, and the record counts as not processed.
 func (m *member) poll(ctx context.Context) {
 	defer close(m.done)
 	for ctx.Err() == nil {
 		fs := m.cl.PollFetches(ctx)
 		fs.EachRecord(func(r *kgo.Record) {
 			m.mu.Lock()
-			pid, gone := m.pids[r.Partition], m.gone[r.Partition]
+			pid, owned := m.pids[r.Partition], m.owned[r.Partition]
+			if owned != nil && owned.Err() != nil {
+				m.gone[r.Partition] = true
+			}
+			gone := m.gone[r.Partition]
 			m.mu.Unlock()
 			if gone {
 				return
@@ -327,7 +354,49 @@ func (m *member) poll(ctx context.Context) {
 				m.g.t.Errorf("%s: partition %d offset %d: %v", m.name, r.Partition, r.Offset, err)
 			}
 		})
+		if m.owner != nil && m.owner.inPlace {
+			m.ownAgain()
+		}
 		m.cl.AllowRebalance()
+	}
+}
+
+// ownAgain owns each partition whose pchannel stopped as its ownership
+// ended again, on a new session, and has it fetched again from where its
+// new pchannel starts. It finds them at the first poll that returns
+// anything after the loss. It runs between two polls, before AllowRebalance,
+// where kgo allows SetOffsets and no revoke runs; what the last poll
+// returned of such a partition was left unprocessed, and is fetched
+// again.
+func (m *member) ownAgain() {
+	m.mu.Lock()
+	for p, owned := range m.owned {
+		if owned != nil && owned.Err() != nil {
+			m.gone[p] = true // a partition the last poll returned nothing of
+		}
+	}
+	gone := slices.Collect(maps.Keys(m.gone))
+	m.mu.Unlock()
+	offsets := map[int32]kgo.EpochOffset{}
+	for _, p := range gone {
+		// Bounded, as the poll loop waits meanwhile and the group's
+		// rebalances wait for it: a member that cannot own its partitions
+		// again in time leaves the group instead.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		start, err := m.start(ctx, p)
+		cancel()
+		if err != nil {
+			m.g.t.Errorf("%s: owning partition %d again: %v", m.name, p, err)
+			continue
+		}
+		from := int64(0) // nothing stored: the partition's start, 0 here
+		if start != nil {
+			from = int64(start.(wal.KafkaID))
+		}
+		offsets[p] = kgo.EpochOffset{Epoch: -1, Offset: from}
+	}
+	if len(offsets) > 0 {
+		m.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{testTopic: offsets})
 	}
 }
 
@@ -338,16 +407,14 @@ func (g *group) process(name string, r *kgo.Record) {
 	if g.processed[r.Partition] == nil {
 		g.processed[r.Partition] = map[int64]string{}
 	}
-	if by := g.processed[r.Partition][r.Offset]; by != "" {
-		if !g.readAgain {
-			g.t.Errorf("partition %d offset %d: processed by %s, then by %s", r.Partition, r.Offset, by, name)
-		}
-		if g.again == nil {
-			g.again = map[int32][]int64{}
-		}
-		g.again[r.Partition] = append(g.again[r.Partition], r.Offset)
+	if by := g.processed[r.Partition][r.Offset]; by != "" && !g.readAgain {
+		g.t.Errorf("partition %d offset %d: processed by %s, then by %s", r.Partition, r.Offset, by, name)
 	}
 	g.processed[r.Partition][r.Offset] = name
+	if g.order == nil {
+		g.order = map[int32][]int64{}
+	}
+	g.order[r.Partition] = append(g.order[r.Partition], r.Offset)
 	g.changed()
 }
 
@@ -399,6 +466,40 @@ func (g *group) requireAllProcessed(partitions int32, end int64) {
 			}
 		}
 	}
+}
+
+// readTwiceFrom requires that partition p's records were processed in
+// order from 0 to some last, then again from from to end: the records
+// read twice are exactly from..last. It returns last, -1 if none was
+// processed before. Called with g.mu held.
+func (g *group) readTwiceFrom(p int32, from, end int64) (last int64) {
+	g.t.Helper()
+	seq := g.order[p]
+	cut := len(seq) // where the second reading starts
+	for i := 1; i < len(seq); i++ {
+		if seq[i] != seq[i-1]+1 {
+			cut = i
+			break
+		}
+	}
+	first, again := seq[:cut], seq[cut:]
+	if len(again) == 0 && from <= int64(len(seq)) { // read again from just past the last processed
+		first, again = seq[:from], seq[from:]
+	}
+	last = int64(len(first)) - 1
+	if !slices.Equal(first, span(0, last+1)) || !slices.Equal(again, span(from, end)) || from > last+1 {
+		g.t.Errorf("partition %d processed %v, want 0 up to some offset, then %d to %d", p, seq, from, end-1)
+	}
+	return last
+}
+
+// span is the offsets from..end-1.
+func span(from, end int64) []int64 {
+	s := []int64{}
+	for off := from; off < end; off++ {
+		s = append(s, off)
+	}
+	return s
 }
 
 // changed tells await to look again.
