@@ -135,6 +135,11 @@ func (e *FencedError) Unwrap() error { return e.Cause }
 // timer's, not the processor's. Give 25 s or more; 30 s leaves room for
 // what the trial did not try, such as a member's slow disk.
 //
+// Own fails at once with ErrSessionDone on a session that ended, and on
+// one whose lease etcd no longer knows though the session has not heard
+// yet (Done is closed only after its next keep-alive, up to a third of
+// its TTL later): either way, own on a new session.
+//
 // Each Owned watches its owner key (a goroutine and an etcd watch) until
 // the ownership ends or it is closed: Close one you are done with, before
 // owning the pchannel again with the same session (to respawn its actor,
