@@ -3,7 +3,6 @@ package kafka
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"net"
 	"os"
 	"slices"
@@ -11,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -57,9 +55,7 @@ func TestAMemberCutOffFromTheBrokersLetsItsPartitionsGo(t *testing.T) {
 		produceTo(t, brokers, p, records)
 	}
 	endpoints := etcdtest.Start(t)
-	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	defer system.Shutdown()
-	g := &group{t: t, system: system, processed: map[int32]map[int64]string{}, change: make(chan struct{}, 1)}
+	g := newGroup(t, nil)
 	// The deadlines of a request and of a dial: the dial's is the
 	// network's, as a Dialer of one's own replaces kgo.DialTimeout.
 	clientOpts := func(n *network) []kgo.Opt {
@@ -121,21 +117,12 @@ func TestAMemberCutOffFromTheBrokersLetsItsPartitionsGo(t *testing.T) {
 // saved, each record processed once.
 func TestAMemberWhoseSessionEndedJoinsAgainWithANewOne(t *testing.T) {
 	const partitions, records = 2, 50
-	brokers := cluster(t, partitions)
-	for p := range int32(partitions) {
-		produceTo(t, brokers, p, records)
-	}
+	brokers := filledCluster(t, partitions, records)
 	endpoints := etcdtest.Start(t)
-	// The stop of a pchannel that stopped by itself is a dead letter,
-	// whose throttle keeps a goroutine for its interval: a short one, so
-	// that the leak check at the end does not find it.
-	system := actor.NewActorSystem(actor.WithDeadLetterThrottleInterval(10*time.Millisecond),
-		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	defer system.Shutdown()
-	g := &group{t: t, system: system, processed: map[int32]map[int64]string{}, change: make(chan struct{}, 1)}
+	g := newGroup(t, nil)
 	lost := make(chan *messages.OwnershipLost, partitions)
 	saved := make(chan string, partitions) // a pchannel whose every record is saved
-	sub := system.EventStream.Subscribe(func(e any) {
+	sub := g.system.EventStream.Subscribe(func(e any) {
 		switch e := e.(type) {
 		case *messages.OwnershipLost:
 			lost <- e
@@ -145,7 +132,7 @@ func TestAMemberWhoseSessionEndedJoinsAgainWithANewOne(t *testing.T) {
 			}
 		}
 	})
-	defer system.EventStream.Unsubscribe(sub)
+	defer g.system.EventStream.Unsubscribe(sub)
 
 	own := ownerOn(t, endpoints, 3) // a short TTL: the session hears of its end within a second
 	a := g.joinWith("a", brokers, own)
@@ -219,17 +206,11 @@ func TestAMemberWhoseSessionEndsMidBatchReadsAgainWhatItCouldNotReport(t *testin
 
 func sessionEndsMidBatch(t *testing.T, inPlace bool) {
 	const partitions, records, heldAt = 2, 100, 60
-	brokers := cluster(t, partitions)
-	for p := range int32(partitions) {
-		produceTo(t, brokers, p, records)
-	}
+	brokers := filledCluster(t, partitions, records)
 	endpoints := etcdtest.Start(t)
-	system := actor.NewActorSystem(actor.WithDeadLetterThrottleInterval(10*time.Millisecond),
-		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	defer system.Shutdown()
-	g := &group{t: t, system: system, processed: map[int32]map[int64]string{}, change: make(chan struct{}, 1)}
+	g := newGroup(t, nil)
 	stopped := make(chan *messages.Stopped, partitions)
-	sub := system.EventStream.Subscribe(func(e any) {
+	sub := g.system.EventStream.Subscribe(func(e any) {
 		if e, ok := e.(*messages.Stopped); ok {
 			select {
 			case stopped <- e:
@@ -237,7 +218,7 @@ func sessionEndsMidBatch(t *testing.T, inPlace bool) {
 			}
 		}
 	})
-	defer system.EventStream.Unsubscribe(sub)
+	defer g.system.EventStream.Unsubscribe(sub)
 	// a holds partition 0's record heldAt processed, its report not sent,
 	// until the session has ended and both pchannels have stopped.
 	held, release := make(chan struct{}), make(chan struct{})

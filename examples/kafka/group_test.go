@@ -27,14 +27,8 @@ import (
 // and every record is processed once, by one member or the other.
 func TestAConsumerGroupMovesAPartitionWithItsCheckpoint(t *testing.T) {
 	const partitions, records = 2, 100
-	brokers := cluster(t, partitions)
-	for p := range int32(partitions) {
-		produceTo(t, brokers, p, records)
-	}
-	system := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	defer system.Shutdown()
-	g := &group{t: t, system: system, catalog: persistence.NewMemory(), processed: map[int32]map[int64]string{},
-		change: make(chan struct{}, 1)}
+	brokers := filledCluster(t, partitions, records)
+	g := newGroup(t, persistence.NewMemory())
 
 	a := g.join("a", brokers)
 	g.await("a to process every record", func() bool { return g.count() == partitions*records })
@@ -94,6 +88,28 @@ type group struct {
 	unreported map[string]map[int32][]int64 // whose report found the pchannel gone
 	started    map[string]map[int32]wal.MessageID
 	stopped    map[string]map[int32]*messages.Stopped
+}
+
+// filledCluster starts a cluster whose partitions hold records each.
+func filledCluster(t *testing.T, partitions int32, records int) []string {
+	brokers := cluster(t, partitions)
+	for p := range partitions {
+		produceTo(t, brokers, p, records)
+	}
+	return brokers
+}
+
+// newGroup starts a group on an actor system of its own, whose members
+// save to catalog, or, if nil, each to its owner's.
+func newGroup(t *testing.T, catalog persistence.Catalog) *group {
+	// The stop of a pchannel that stopped by itself is a dead letter,
+	// whose throttle keeps a goroutine for its interval: a short one, so
+	// that the leak check at the end does not find it.
+	system := actor.NewActorSystem(actor.WithDeadLetterThrottleInterval(10*time.Millisecond),
+		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	t.Cleanup(system.Shutdown)
+	return &group{t: t, system: system, catalog: catalog, processed: map[int32]map[int64]string{},
+		change: make(chan struct{}, 1)}
 }
 
 // member is one member's client, and its pchannels by partition.
