@@ -386,21 +386,34 @@ func (m *member) poll(ctx context.Context) {
 // again.
 func (m *member) ownAgain() {
 	m.mu.Lock()
+	sessionEnded := false
 	for p, owned := range m.owned {
 		if owned != nil && owned.Err() != nil {
 			m.gone[p] = true // a partition the last poll returned nothing of
+			sessionEnded = sessionEnded || errors.Is(owned.Err(), etcdcatalog.ErrSessionDone)
 		}
 	}
-	gone := slices.Collect(maps.Keys(m.gone))
+	again := maps.Clone(m.gone)
+	if sessionEnded {
+		// Every partition owned on the session goes with it, though its
+		// Owned may not have heard yet: each hears on a callback of its
+		// own.
+		for p := range m.pids {
+			again[p] = true
+		}
+	}
 	m.mu.Unlock()
+	if len(again) == 0 {
+		return
+	}
+	// One bound for the pass, as the poll loop waits meanwhile and the
+	// group's rebalances wait for it: a member that cannot own its
+	// partitions again in time leaves the group instead.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	offsets := map[int32]kgo.EpochOffset{}
-	for _, p := range gone {
-		// Bounded, as the poll loop waits meanwhile and the group's
-		// rebalances wait for it: a member that cannot own its partitions
-		// again in time leaves the group instead.
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	for p := range again {
 		start, err := m.start(ctx, p)
-		cancel()
 		if err != nil {
 			m.g.t.Errorf("%s: owning partition %d again: %v", m.name, p, err)
 			continue

@@ -633,9 +633,21 @@ const ReleaseTimeout = 5 * time.Second
 // Close releases the ownership (within ReleaseTimeout); later calls fail
 // with persistence.ErrClosed. It does not close the Catalog. Should the
 // release fail, Release tries it again.
+//
+// Closing one lost with its session (ErrSessionDone) deletes nothing and
+// waits for no etcd: a session ends when its lease is gone, revoked or
+// expired, with the key on it, and most often with etcd out of reach,
+// where a delete would hold the Close, and the stop of the pchannel it
+// follows, for ReleaseTimeout. A session orphaned, or whose context was
+// cancelled, leaves its lease, and the key, for up to its TTL: Release
+// deletes it at once.
 func (o *Owned) Close() error {
 	if !o.closed.CompareAndSwap(false, true) {
 		return persistence.ErrClosed
+	}
+	if errors.Is(o.Err(), ErrSessionDone) {
+		<-o.watching
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), ReleaseTimeout)
 	defer cancel()

@@ -292,6 +292,35 @@ func TestSessionEndClosesDone(t *testing.T) {
 	require.NoError(t, err)
 }
 
+// A session ends when etcd cannot be reached for its TTL: closing an
+// ownership lost with it waits for no etcd (it waited ReleaseTimeout, 5
+// s, in the stop of every pchannel the node owned), and the key, which
+// went with the lease, lets another node own the pchannel.
+func TestClosingAnOwnershipLostWithItsSessionWaitsForNoEtcd(t *testing.T) {
+	eps := etcdtest.Start(t)
+	f := etcdtest.NewFreezer(t, strings.TrimPrefix(eps[0], "http://"))
+	cut := openCatalog(t, []string{f.Endpoint()}, nil)
+	session, err := concurrency.NewSession(cut.Client(), concurrency.WithTTL(2))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = session.Close() })
+	o, err := cut.Own(ctxT(t), "p", session)
+	require.NoError(t, err)
+
+	f.Freeze()
+	waitClosed(t, o.Done(), 30*time.Second, "Done once the session's lease ran out")
+	require.ErrorIs(t, o.Err(), etcdcatalog.ErrSessionDone)
+	start := time.Now()
+	require.NoError(t, o.Close())
+	require.Less(t, time.Since(start), time.Second, "Close waited for the etcd it cannot reach")
+	require.ErrorIs(t, o.Close(), persistence.ErrClosed)
+
+	n := newNode(t, eps)
+	next, err := n.cat.Own(ctxT(t), "p", n.session)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = next.Close() })
+	require.Greater(t, next.Term(), o.Term())
+}
+
 func TestOwnedClose(t *testing.T) {
 	eps := etcdtest.Start(t)
 	a, b := newNode(t, eps), newNode(t, eps)

@@ -154,6 +154,6 @@ func TestReleaseOnAClosedClientEndsAtOnce(t *testing.T) {
 	_ = s.Close()
 	require.NoError(t, cli.Close())
 	began := time.Now()
-	require.ErrorIs(t, o.Close(), persistence.ErrClosed)
+	require.ErrorIs(t, o.Release(ctxT(t)), persistence.ErrClosed)
 	require.Less(t, time.Since(began), 1500*time.Millisecond)
 }
