@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -135,13 +134,7 @@ func runNode(ctx context.Context, cfg nodeConfig, stdin io.Reader, stdout io.Wri
 	// A stop while the lease is granted ends the wait for it, which etcd
 	// silent would hold until the parent's --timeout; once granted, the
 	// session outlives the stop, whose flush needs it.
-	sessionCtx, endSession := context.WithCancel(context.Background())
-	defer endSession()
-	stopWatching := context.AfterFunc(ctx, endSession)
-	session, err := concurrency.NewSession(cli, concurrency.WithTTL(cfg.ttl), concurrency.WithContext(sessionCtx))
-	if !stopWatching() {
-		err = cmp.Or(err, ctx.Err()) // stopped as it was granted: it ends with the stop
-	}
+	session, err := cat.NewSession(ctx, cfg.ttl)
 	if err != nil {
 		return fmt.Errorf("etcd session: %w", err)
 	}

@@ -13,7 +13,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
 
 	"github.com/lowwater/lowwater/internal/testkit/etcdtest"
@@ -317,7 +316,7 @@ func ownerOn(t *testing.T, endpoints []string, ttl int) *owner {
 	if err != nil {
 		t.Fatal(err)
 	}
-	session, err := concurrency.NewSession(cat.Client(), concurrency.WithTTL(ttl))
+	session, err := cat.NewSession(t.Context(), ttl)
 	if err != nil {
 		t.Fatal(err)
 	}

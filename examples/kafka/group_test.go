@@ -145,7 +145,7 @@ type owner struct {
 // current returns the owner's session, made anew once the last one
 // ended, or is ended, the one an Own found ended before the session
 // itself heard of it: an Own on an ended session fails at once, every
-// time. Its lease is granted under ctx, which the session outlives.
+// time. ctx bounds the wait for etcd.
 func (o *owner) current(ctx context.Context, ended *concurrency.Session) (*concurrency.Session, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -156,11 +156,7 @@ func (o *owner) current(ctx context.Context, ended *concurrency.Session) (*concu
 			return o.session, nil
 		}
 	}
-	lease, err := o.catalog.Client().Grant(ctx, int64(o.ttl))
-	if err != nil {
-		return nil, err
-	}
-	s, err := concurrency.NewSession(o.catalog.Client(), concurrency.WithLease(lease.ID), concurrency.WithTTL(o.ttl))
+	s, err := o.catalog.NewSession(ctx, o.ttl)
 	if err != nil {
 		return nil, err
 	}

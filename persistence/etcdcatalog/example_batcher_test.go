@@ -7,7 +7,6 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
 
 	"github.com/lowwater/lowwater/actors"
@@ -36,7 +35,10 @@ func ExampleBatcher_Own() {
 		panic(err)
 	}
 	defer batcher.Close() // closes the catalog too, last
-	session, err := concurrency.NewSession(catalog.Client(), concurrency.WithTTL(30))
+	// How long to wait for etcd; the session outlives it.
+	grant, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	session, err := catalog.NewSession(grant, 30)
+	cancel()
 	if err != nil {
 		panic(err)
 	}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
 
 	"github.com/lowwater/lowwater/internal/testkit/etcdtest"
@@ -35,7 +34,10 @@ func ExampleCatalog_Own() {
 	// 25 s or more: Open takes 12 s to drop a member that answers
 	// nothing, and the lease may have only two thirds of its TTL left
 	// then (see Catalog.Own).
-	session, err := concurrency.NewSession(cat.Client(), concurrency.WithTTL(30))
+	// How long to wait for etcd; the session outlives it.
+	grant, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	session, err := cat.NewSession(grant, 30)
+	cancel()
 	if err != nil {
 		panic(err)
 	}

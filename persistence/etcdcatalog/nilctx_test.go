@@ -39,6 +39,7 @@ func TestNilContextIsRefused(t *testing.T) {
 		"Catalog.DeleteLeaselessOwner": func() error { _, err := n.cat.DeleteLeaselessOwner(noContext, "p", 1); return err },
 		"Catalog.Own":                  func() error { _, err := n.cat.Own(noContext, "q", n.session); return err },
 		"Catalog.TryOwn":               func() error { _, err := n.cat.TryOwn(noContext, "q", n.session); return err },
+		"Catalog.NewSession":           func() error { _, err := n.cat.NewSession(noContext, 7); return err },
 		"Owned.Load":                   func() error { _, err := owned.Load(noContext, "p"); return err },
 		"Owned.LoadAll":                func() error { _, err := owned.LoadAll(noContext); return err },
 		"Owned.Save":                   func() error { return owned.Save(noContext, "p", wal.KafkaID(9)) },

@@ -112,6 +112,31 @@ func (e *FencedError) Is(target error) bool { return target == persistence.ErrFe
 // Unwrap exposes the cause, if known.
 func (e *FencedError) Unwrap() error { return e.Cause }
 
+// NewSession makes a session to own pchannels with (Own), whose lease
+// lives ttl seconds past its last renewal (see Own for how long to make
+// it). The lease is granted under ctx, which bounds the wait for etcd, and
+// the session outlives ctx: concurrency.NewSession grants its own lease
+// with no deadline, and waits for good while etcd is out of reach, and a
+// session given concurrency.WithContext ends with that context. Close the
+// session when done: it revokes the lease, which lets every pchannel it
+// owns go at once.
+func (c *Catalog) NewSession(ctx context.Context, ttl int) (*concurrency.Session, error) {
+	if ctx == nil {
+		return nil, errNilContext
+	}
+	if ttl <= 0 {
+		return nil, fmt.Errorf("etcdcatalog: %w: session TTL %d s, want 1 or more", persistence.ErrInvalidArgument, ttl)
+	}
+	if c.closed.Load() {
+		return nil, persistence.ErrClosed
+	}
+	lease, err := c.client.Grant(ctx, int64(ttl))
+	if err != nil {
+		return nil, fmt.Errorf("etcdcatalog: grant a session's lease: %w", c.closedErr(causeOf(ctx, err)))
+	}
+	return concurrency.NewSession(c.client, concurrency.WithLease(lease.ID), concurrency.WithTTL(ttl))
+}
+
 // Own makes session the owner of pchannel, waiting while another session
 // owns it, until ctx or the session ends. An owner key with no lease, which
 // no session holds and which never expires, is not waited for: Own

@@ -321,6 +321,46 @@ func TestClosingAnOwnershipLostWithItsSessionWaitsForNoEtcd(t *testing.T) {
 	require.Greater(t, next.Term(), o.Term())
 }
 
+// NewSession's grant waits for etcd as long as its context lets it, and
+// no longer: concurrency.NewSession's waited for good on an etcd out of
+// reach. The session outlives that context, and its lease has the TTL
+// asked for.
+func TestNewSessionWaitsForEtcdAsLongAsItsContext(t *testing.T) {
+	eps := etcdtest.Start(t)
+	cat := openCatalog(t, eps, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	session, err := cat.NewSession(ctx, 7)
+	cancel()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = session.Close() })
+	ttl, err := cat.Client().TimeToLive(ctxT(t), session.Lease())
+	require.NoError(t, err)
+	require.Equal(t, int64(7), ttl.GrantedTTL)
+	o, err := cat.Own(ctxT(t), "p", session) // the session lives on
+	require.NoError(t, err)
+	require.NoError(t, o.Close())
+
+	for _, ttl := range []int{0, -1} {
+		_, err := cat.NewSession(ctxT(t), ttl)
+		require.ErrorIs(t, err, persistence.ErrInvalidArgument)
+	}
+
+	f := etcdtest.NewFreezer(t, strings.TrimPrefix(eps[0], "http://"))
+	cut := openCatalog(t, []string{f.Endpoint()}, nil)
+	require.NoError(t, cut.Save(ctxT(t), "q", wal.KafkaID(1))) // connected
+	f.Freeze()
+	ctx, cancel = context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	start := time.Now()
+	_, err = cut.NewSession(ctx, 7)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Less(t, time.Since(start), 3*time.Second)
+
+	require.NoError(t, cut.Close())
+	_, err = cut.NewSession(ctxT(t), 7)
+	require.ErrorIs(t, err, persistence.ErrClosed)
+}
+
 func TestOwnedClose(t *testing.T) {
 	eps := etcdtest.Start(t)
 	a, b := newNode(t, eps), newNode(t, eps)
