@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/lowwater/lowwater/internal/testkit/etcdtest"
 	"github.com/lowwater/lowwater/messages"
+	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/persistence/etcdcatalog"
 	"github.com/lowwater/lowwater/wal"
 )
@@ -34,38 +36,21 @@ import (
 func TestAMemberCutOffFromTheBrokersLetsItsPartitionsGo(t *testing.T) {
 	const (
 		partitions, records = 2, 50
-		sessionTimeout      = 2 * time.Second
-		requestDeadline     = 500 * time.Millisecond
 		// bound is how soon after the cut the other member must have
 		// both partitions: the session timeout until the lost member is
 		// evicted, and as much again until it has given its heartbeats
 		// up (a request deadline, a retry, a backoff), with room for a
 		// loaded machine.
-		bound = 4*sessionTimeout + 4*requestDeadline
+		bound = 4*cutSessionTimeout + 4*cutRequestDeadline
 	)
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, testTopic),
-		kfake.GroupMinSessionTimeout(time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	brokers := c.ListenAddrs()
-	for p := range int32(partitions) {
-		produceTo(t, brokers, p, records)
-	}
+	brokers := cuttableCluster(t, partitions, records)
 	endpoints := etcdtest.Start(t)
 	g := newGroup(t, nil)
-	// The deadlines of a request and of a dial: the dial's is the
-	// network's, as a Dialer of one's own replaces kgo.DialTimeout.
-	clientOpts := func(n *network) []kgo.Opt {
-		return []kgo.Opt{kgo.SessionTimeout(sessionTimeout), kgo.RequestTimeoutOverhead(requestDeadline),
-			kgo.Dialer(n.dial)}
-	}
 
-	aNet, bNet := &network{dialTimeout: requestDeadline}, &network{dialTimeout: requestDeadline}
-	a := g.joinWith("a", brokers, ownerOn(t, endpoints, 30), clientOpts(aNet)...)
+	aNet, bNet := &network{}, &network{}
+	a := g.joinWith("a", brokers, ownerOn(t, endpoints, 30), aNet.clientOpts()...)
 	g.await("a to process every record", func() bool { return g.count() == partitions*records })
-	b := g.joinWith("b", brokers, ownerOn(t, endpoints, 30), clientOpts(bNet)...)
+	b := g.joinWith("b", brokers, ownerOn(t, endpoints, 30), bNet.clientOpts()...)
 	g.await("b to start a partition", func() bool { return g.starts("b") == 1 })
 	for p := range int32(partitions) {
 		produceTo(t, brokers, p, records)
@@ -105,6 +90,221 @@ func TestAMemberCutOffFromTheBrokersLetsItsPartitionsGo(t *testing.T) {
 	b.close()
 	a.close()
 	g.requireAllProcessed(partitions, 3*records)
+}
+
+// A member cut off from etcd and from the brokers at once, as a machine
+// whose network fails is, goes on processing the records it fetched
+// before the cut until it hears that its session ended: up to a second
+// after etcd dropped the lease, which lets the member the group gave the
+// partition to own it and start it. The two process the partition side by
+// side meanwhile. What the cut-off member processed then is read again by
+// the other from the last save that reached etcd before the cut; what is
+// stored never goes down (the cut-off member's saves reach nobody, and
+// would be fenced if they did); nothing is lost; and the cut-off member
+// processes no more of the partition once it hears.
+func TestAMemberCutOffFromEtcdAndTheBrokersAtOnceStopsProcessingOnceItHears(t *testing.T) {
+	const (
+		partitions, records = 2, 50
+		// more is the second batch of each partition: at work, the
+		// cut-off member would take longer than a second over it.
+		more = 200
+		end  = records + more
+		// work is what processing a record takes the cut-off member
+		// once it is cut off.
+		work = 20 * time.Millisecond
+		// ttl is the sessions' TTL, in seconds: past the session
+		// timeout, so that the group gives the partition away before
+		// etcd drops the lease, and the other member's Own waits for it.
+		ttl = 3
+		// bound is how long after the other member's first record of
+		// the partition the cut-off member may still process one: the
+		// second the session may take to hear, with room for a loaded
+		// machine.
+		bound = 3 * time.Second
+	)
+	brokers := cuttableCluster(t, partitions, records)
+	server := etcdtest.StartServer(t)
+	endpoints := server.Endpoints()
+	g := newGroup(t, nil)
+	persisted := map[string]wal.MessageID{} // the last save told, by pchannel
+	var persistedMu sync.Mutex
+	sub := g.system.EventStream.Subscribe(func(e any) {
+		if e, ok := e.(*messages.CheckpointPersisted); ok {
+			persistedMu.Lock()
+			persisted[e.PChannel] = e.Value
+			persistedMu.Unlock()
+			g.mu.Lock()
+			g.changed()
+			g.mu.Unlock()
+		}
+	})
+	defer g.system.EventStream.Unsubscribe(sub)
+	allSaved := func() bool {
+		persistedMu.Lock()
+		defer persistedMu.Unlock()
+		for p := range int32(partitions) {
+			if persisted[PChannelName(testTopic, p)] != wal.MessageID(wal.KafkaID(records)) {
+				return false
+			}
+		}
+		return true
+	}
+
+	// a reaches etcd through a proxy that can be frozen; b reaches it
+	// directly.
+	freezer := etcdtest.NewFreezer(t, strings.TrimPrefix(endpoints[0], "http://"))
+	aNet, bNet := &network{}, &network{}
+	a := g.joinWith("a", brokers, ownerOn(t, []string{freezer.Endpoint()}, ttl), aNet.clientOpts()...)
+	g.await("a to process and save every record", func() bool { return g.count() == partitions*records && allSaved() })
+	b := g.joinWith("b", brokers, ownerOn(t, endpoints, ttl), bNet.clientOpts()...)
+	g.await("b to start a partition", func() bool { return g.starts("b") == 1 })
+	a.mu.Lock()
+	var kept int32 = -1 // the partition a has as it is cut off
+	for p := range a.pids {
+		kept = p
+	}
+	a.mu.Unlock()
+
+	// a processes the first record of kept's second batch, and is cut off
+	// from both as it reports it; it goes on once b has started kept.
+	// Each record it processes from then on takes it work.
+	var (
+		mu      sync.Mutex
+		cutOff  bool
+		times   = map[string][]time.Time{} // of kept's records, by member
+		offsets = map[string][]int64{}
+	)
+	bHasIt := make(chan struct{})
+	g.beforeReport = func(name string, p int32, offset int64) {
+		if p != kept {
+			return
+		}
+		mu.Lock()
+		times[name] = append(times[name], time.Now())
+		offsets[name] = append(offsets[name], offset)
+		first := name == "a" && offset == records
+		wasCut := cutOff && name == "a"
+		if first {
+			cutOff = true
+		}
+		mu.Unlock()
+		switch {
+		case first:
+			aNet.cut()
+			freezer.Freeze()
+			select {
+			case <-bHasIt:
+			case <-time.After(30 * time.Second):
+				t.Errorf("waited 30 s for b to start partition %d", kept)
+			}
+		case wasCut:
+			time.Sleep(work) // the record's processing, not a wait for anything
+		}
+	}
+	for p := range int32(partitions) {
+		produceTo(t, brokers, p, more)
+	}
+	g.await("b to start both partitions", func() bool { return g.starts("b") == partitions })
+	g.mu.Lock()
+	g.readAgain = true
+	start := g.started["b"][kept]
+	g.mu.Unlock()
+	close(bHasIt)
+	if start != wal.MessageID(wal.KafkaID(records)) {
+		t.Fatalf("b started partition %d at %v, want kafka:%d, the last save before the cut", kept, start, records)
+	}
+	g.await("every record to be processed", func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		for p := range int32(partitions) {
+			for off := range int64(end) {
+				if g.processed[p][off] == "" {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	b.close()
+	closing := time.Now()
+	a.close()
+	if took := time.Since(closing); took > 3*leaveTimeout+2*time.Second {
+		t.Errorf("a, cut off, took %v to close, want the leave's bound of %v and kgo's 2 s of goodbyes", took, leaveTimeout)
+	} else {
+		t.Logf("a, cut off, closed in %v", took.Round(time.Millisecond))
+	}
+	g.requireAllProcessed(partitions, end)
+
+	mu.Lock()
+	defer mu.Unlock()
+	aLast := offsets["a"][len(offsets["a"])-1]
+	if want := span(records, aLast+1); !slices.Equal(offsets["a"], want) {
+		t.Errorf("a processed partition %d's %v of the second batch, want %d to %d in order", kept, offsets["a"], records, aLast)
+	}
+	if want := span(records, end); !slices.Equal(offsets["b"], want) {
+		t.Errorf("b processed partition %d's %v, want %d to %d in order, once each", kept, offsets["b"], records, end-1)
+	}
+	if aLast >= end-1 {
+		t.Errorf("a processed partition %d to its end, %d records at %v each: it never heard that its session ended", kept, more, work)
+	}
+	bFirst := times["b"][0]
+	beside := 0
+	for _, at := range times["a"] {
+		if at.After(bFirst) {
+			beside++
+		}
+	}
+	late := times["a"][len(times["a"])-1].Sub(bFirst)
+	t.Logf("a processed partition %d to offset %d, %d records after b's first, the last %v after it", kept, aLast, beside, late.Round(time.Millisecond))
+	if late > bound {
+		t.Errorf("a processed partition %d's offset %d %v after b's first record of it, want within %v", kept, aLast, late, bound)
+	}
+	for p := range int32(partitions) {
+		history := storedHistory(t, endpoints, PChannelName(testTopic, p))
+		lowered := false
+		for i := 1; i < len(history); i++ {
+			lowered = lowered || history[i].LT(history[i-1])
+		}
+		if lowered || history[len(history)-1] != wal.MessageID(wal.KafkaID(end)) {
+			t.Errorf("partition %d's checkpoints as stored: %v, want never lower, to kafka:%d", p, history, end)
+		}
+	}
+}
+
+// storedHistory is every checkpoint stored for pchannel, in order, read
+// back from etcd through a watch from its first revision.
+func storedHistory(t *testing.T, endpoints []string, pchannel string) []wal.MessageID {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	key := "group/wal/" + pchannel + "/consume-checkpoint"
+	resp, err := cli.Get(ctx, key)
+	if err != nil || len(resp.Kvs) == 0 {
+		t.Fatalf("the checkpoint of %s: %v, %d keys", pchannel, err, len(resp.Kvs))
+	}
+	var history []wal.MessageID
+	for wr := range cli.Watch(ctx, key, clientv3.WithRev(1)) {
+		if err := wr.Err(); err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range wr.Events {
+			rec, err := persistence.DecodeRecord(pchannel, ev.Kv.Value)
+			if err != nil {
+				t.Fatalf("%s at revision %d: %v", key, ev.Kv.ModRevision, err)
+			}
+			history = append(history, rec.Checkpoint)
+			if ev.Kv.ModRevision >= resp.Kvs[0].ModRevision {
+				return history
+			}
+		}
+	}
+	t.Fatalf("the watch of %s ended before revision %d", key, resp.Kvs[0].ModRevision)
+	return nil
 }
 
 // A member whose etcd session ended (cut off from etcd past the lease's
@@ -324,17 +524,47 @@ func ownerOn(t *testing.T, endpoints []string, ttl int) *owner {
 	return o
 }
 
+// The group's session timeout, and the deadlines of a request and of a
+// dial, in the tests that cut a member off: short, so that the group and
+// the member itself give the member up within seconds.
+const (
+	cutSessionTimeout  = 2 * time.Second
+	cutRequestDeadline = 500 * time.Millisecond
+)
+
+// cuttableCluster starts a cluster whose partitions hold records each,
+// and whose groups take a session timeout as short as cutSessionTimeout.
+func cuttableCluster(t *testing.T, partitions int32, records int) []string {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, testTopic),
+		kfake.GroupMinSessionTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	brokers := c.ListenAddrs()
+	for p := range partitions {
+		produceTo(t, brokers, p, records)
+	}
+	return brokers
+}
+
 // network is a member's path to the brokers, which cut partitions as a
 // network does to TCP: nothing is refused and nothing arrives; a dial, a
 // read or a write waits until its deadline and fails then, as a timeout.
 // (A model that waited past the deadlines would hide what kgo does.)
 type network struct {
-	// dialTimeout stands for kgo.DialTimeout, which a Dialer of one's
-	// own replaces.
-	dialTimeout time.Duration
-
 	mu     sync.Mutex
 	healed chan struct{} // closed at the heal; nil while whole
+}
+
+// clientOpts are the options of a member's client on n: the group's
+// session timeout, and the deadlines of a request and of a dial (the
+// dial's is the network's, as a Dialer of one's own replaces
+// kgo.DialTimeout).
+func (n *network) clientOpts() []kgo.Opt {
+	return []kgo.Opt{kgo.SessionTimeout(cutSessionTimeout), kgo.RequestTimeoutOverhead(cutRequestDeadline),
+		kgo.Dialer(n.dial)}
 }
 
 func (n *network) cut() {
@@ -362,7 +592,7 @@ func (n *network) down() <-chan struct{} {
 }
 
 func (n *network) dial(ctx context.Context, network, host string) (net.Conn, error) {
-	ctx, cancel := context.WithTimeout(ctx, n.dialTimeout)
+	ctx, cancel := context.WithTimeout(ctx, cutRequestDeadline)
 	defer cancel()
 	if down := n.down(); down != nil {
 		select {

@@ -171,6 +171,9 @@ func (o *owner) close() {
 	_ = o.session.Close()
 }
 
+// leaveTimeout bounds a member's leave of the group as it closes.
+const leaveTimeout = 2 * time.Second
+
 // join starts a member of the group, which polls until it is closed.
 func (g *group) join(name string, brokers []string) *member {
 	return g.joinWith(name, brokers, nil)
@@ -216,7 +219,14 @@ func (g *group) joinWith(name string, brokers []string, own *owner, extra ...kgo
 	m.close = func() {
 		cancel()
 		<-m.done
-		cl.Close() // leaves the group: the partitions still held are revoked
+		// Leaving revokes the partitions still held. Close would leave
+		// too, but waits for the brokers as long as kgo retries the
+		// leave (its RetryTimeout, 30 s by default), as a member cut off
+		// from them would. Close still waits for the revoke's stops.
+		leave, stop := context.WithTimeout(context.Background(), leaveTimeout)
+		_ = cl.LeaveGroupContext(leave)
+		stop()
+		cl.Close()
 	}
 	g.t.Cleanup(func() {
 		select {
