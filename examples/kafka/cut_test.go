@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 
@@ -398,12 +399,18 @@ func TestAMemberWhoseSessionEndedJoinsAgainWithANewOne(t *testing.T) {
 // is read again from the stopped pchannel's last save, and the records
 // read twice are exactly those from that save to the last one processed
 // before: at least once, as after a crash, and none lost.
+//
+// Owned again in place while another member joins, the rebalance waits for
+// the member's next poll, and moves a partition once the member owns it
+// again: the member's new pchannel saves it as it is revoked, and the
+// joining member starts it there.
 func TestAMemberWhoseSessionEndsMidBatchReadsAgainWhatItCouldNotReport(t *testing.T) {
-	t.Run("leaving the group", func(t *testing.T) { sessionEndsMidBatch(t, false) })
-	t.Run("in place", func(t *testing.T) { sessionEndsMidBatch(t, true) })
+	t.Run("leaving the group", func(t *testing.T) { sessionEndsMidBatch(t, false, false) })
+	t.Run("in place", func(t *testing.T) { sessionEndsMidBatch(t, true, false) })
+	t.Run("in place, as another member joins", func(t *testing.T) { sessionEndsMidBatch(t, true, true) })
 }
 
-func sessionEndsMidBatch(t *testing.T, inPlace bool) {
+func sessionEndsMidBatch(t *testing.T, inPlace, joins bool) {
 	const partitions, records, heldAt = 2, 100, 60
 	brokers := filledCluster(t, partitions, records)
 	endpoints := etcdtest.Start(t)
@@ -455,6 +462,11 @@ func sessionEndsMidBatch(t *testing.T, inPlace bool) {
 	g.mu.Lock()
 	g.readAgain = true
 	g.mu.Unlock()
+	if joins {
+		b := g.joinWith("b", brokers, ownerOn(t, endpoints, 3))
+		defer b.close()
+		awaitGroupState(t, brokers, "PreparingRebalance")
+	}
 	close(release)
 	owner := "a"
 	if !inPlace {
@@ -463,12 +475,33 @@ func sessionEndsMidBatch(t *testing.T, inPlace bool) {
 		owner = "a2"
 		defer a2.close()
 	}
-	g.await("every record to be processed", func() bool { return g.count() == partitions*records })
-	g.requireAllProcessed(partitions, records)
+	end := int64(records)
+	if joins {
+		// Records to read after the move, by both.
+		g.await("b to start a partition", func() bool { return g.starts("b") == 1 })
+		for p := range int32(partitions) {
+			produceTo(t, brokers, p, records)
+		}
+		end += records
+	}
+	g.await("every record to be processed", func() bool { return g.count() == partitions*int(end) })
+	g.requireAllProcessed(partitions, end)
 
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if inPlace && len(g.stopped["a"]) != 0 {
+	switch {
+	case joins:
+		// The partition moved: b started it where a's pchannel, owned
+		// again, saved it as it was revoked.
+		if len(g.stopped["a"]) != 1 || len(g.started["b"]) != 1 {
+			t.Fatalf("a's stops %v and b's starts %v, want one partition moved", g.stopped["a"], g.started["b"])
+		}
+		for p, s := range g.stopped["a"] {
+			if !s.Flushed || g.started["b"][p] != s.LastPersisted {
+				t.Errorf("partition %d: a's pchannel stopped %+v, b started it at %v, want flushed, and there", p, s, g.started["b"][p])
+			}
+		}
+	case inPlace && len(g.stopped["a"]) != 0:
 		t.Errorf("a's partitions were revoked (%v): owned again in place, they stay its own", g.stopped["a"])
 	}
 	if own.session == ended {
@@ -479,7 +512,7 @@ func sessionEndsMidBatch(t *testing.T, inPlace bool) {
 		if want := saved[PChannelName(testTopic, p)]; start != want {
 			t.Errorf("%s started partition %d at %v, want %v, where the stopped pchannel had saved", owner, p, start, want)
 		}
-		last := g.readTwiceFrom(p, offsetOf(start), records)
+		last := g.readTwiceFrom(p, offsetOf(start), end)
 		unreported := g.unreported["a"][p]
 		switch p {
 		case 0:
@@ -500,6 +533,32 @@ func sessionEndsMidBatch(t *testing.T, inPlace bool) {
 	}
 	if !inPlace && len(g.unreported["a2"]) != 0 {
 		t.Errorf("a2's reports that found a pchannel gone: %v, want none", g.unreported["a2"])
+	}
+}
+
+// awaitGroupState waits up to 30 s for the group to be in state, as its
+// coordinator describes it.
+func awaitGroupState(t *testing.T, brokers []string, state string) {
+	t.Helper()
+	cl := client(t, brokers)
+	req := kmsg.NewPtrDescribeGroupsRequest()
+	req.Groups = []string{"g"}
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(30 * time.Second)
+	last := ""
+	for {
+		resp, err := req.RequestWith(t.Context(), cl)
+		if err == nil && len(resp.Groups) == 1 {
+			if last = resp.Groups[0].State; last == state {
+				return
+			}
+		}
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("waited 30 s for the group to be %s; it is %q (%v)", state, last, err)
+		}
 	}
 }
 
