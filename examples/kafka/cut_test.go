@@ -504,6 +504,9 @@ func sessionEndsMidBatch(t *testing.T, inPlace, joins bool) {
 	case inPlace && len(g.stopped["a"]) != 0:
 		t.Errorf("a's partitions were revoked (%v): owned again in place, they stay its own", g.stopped["a"])
 	}
+	if len(g.left) != 0 {
+		t.Errorf("%v left the group, unable to own their partitions again in place with etcd in reach", g.left)
+	}
 	if own.session == ended {
 		t.Errorf("%s owns its partitions on the ended session", owner)
 	}
@@ -533,6 +536,87 @@ func sessionEndsMidBatch(t *testing.T, inPlace, joins bool) {
 	}
 	if !inPlace && len(g.unreported["a2"]) != 0 {
 		t.Errorf("a2's reports that found a pchannel gone: %v, want none", g.unreported["a2"])
+	}
+}
+
+// A member whose session ended, and which cannot make a new one to own its
+// partitions again in place (etcd out of its reach, here for good), leaves
+// the group once the pass's bound runs out: the group gives its partitions
+// to another member, which owns them once etcd has dropped the lease and
+// reads them from their last save, each record processed once.
+func TestAMemberThatCannotOwnItsPartitionsAgainInPlaceLeavesTheGroup(t *testing.T) {
+	const (
+		partitions, records = 2, 100
+		ttl                 = 3
+		againWithin         = 2 * time.Second
+	)
+	brokers := filledCluster(t, partitions, records)
+	server := etcdtest.StartServer(t)
+	endpoints := server.Endpoints()
+	g := newGroup(t, nil)
+	lost := make(chan *messages.Stopped, partitions)
+	saved := make(chan string, partitions) // a pchannel whose every record is saved
+	sub := g.system.EventStream.Subscribe(func(e any) {
+		switch e := e.(type) {
+		case *messages.Stopped:
+			if !e.Graceful {
+				lost <- e
+			}
+		case *messages.CheckpointPersisted:
+			if e.Value == wal.MessageID(wal.KafkaID(records)) {
+				saved <- e.PChannel
+			}
+		}
+	})
+	defer g.system.EventStream.Unsubscribe(sub)
+
+	freezer := etcdtest.NewFreezer(t, strings.TrimPrefix(endpoints[0], "http://"))
+	own := ownerOn(t, []string{freezer.Endpoint()}, ttl)
+	own.inPlace, own.againWithin = true, againWithin
+	a := g.joinWith("a", brokers, own)
+	g.await("a to process every record", func() bool { return g.count() == partitions*records })
+	for range partitions {
+		select {
+		case <-saved:
+		case <-time.After(30 * time.Second):
+			t.Fatal("waited 30 s for a to save every record")
+		}
+	}
+	b := g.joinWith("b", brokers, ownerOn(t, endpoints, ttl))
+	g.await("b to start a partition", func() bool { return g.starts("b") == 1 })
+	a.mu.Lock()
+	var kept int32 = -1 // the partition a has as etcd goes out of its reach
+	for p := range a.pids {
+		kept = p
+	}
+	a.mu.Unlock()
+
+	frozen := time.Now()
+	freezer.Freeze()
+	select {
+	case e := <-lost:
+		if e.PChannel != PChannelName(testTopic, kept) || e.LastPersisted != wal.MessageID(wal.KafkaID(records)) {
+			t.Fatalf("stopped on the loss of its ownership: %+v, want partition %d's, saved at kafka:%d", e, kept, records)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("waited 30 s for partition %d's pchannel to stop on the loss of its ownership", kept)
+	}
+	// a finds the loss at its next poll that returns anything.
+	for p := range int32(partitions) {
+		produceTo(t, brokers, p, records)
+	}
+	g.await("b to start both partitions", func() bool { return g.starts("b") == partitions })
+	t.Logf("b had both partitions %v after etcd went out of a's reach", time.Since(frozen).Round(time.Millisecond))
+	g.await("every record to be processed", func() bool { return g.count() == 2*partitions*records })
+	b.close()
+	g.requireAllProcessed(partitions, 2*records)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !slices.Equal(g.left, []string{"a"}) {
+		t.Errorf("the members that left the group: %v, want a", g.left)
+	}
+	if start := g.started["b"][kept]; start != wal.MessageID(wal.KafkaID(records)) {
+		t.Errorf("b started partition %d at %v, want kafka:%d, where a's pchannel saved it", kept, start, records)
 	}
 }
 

@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -88,6 +89,9 @@ type group struct {
 	unreported map[string]map[int32][]int64 // whose report found the pchannel gone
 	started    map[string]map[int32]wal.MessageID
 	stopped    map[string]map[int32]*messages.Stopped
+	// left is the members that left the group, unable to own their
+	// partitions again in place.
+	left []string
 }
 
 // filledCluster starts a cluster whose partitions hold records each.
@@ -138,8 +142,11 @@ type owner struct {
 	// and fetch it again from its last save (member.ownAgain); without,
 	// the partition is read by nobody until the member leaves the group.
 	inPlace bool
-	mu      sync.Mutex
-	session *concurrency.Session
+	// againWithin bounds a pass that owns partitions again in place;
+	// 0: 10 s.
+	againWithin time.Duration
+	mu          sync.Mutex
+	session     *concurrency.Session
 }
 
 // current returns the owner's session, made anew once the last one
@@ -216,25 +223,13 @@ func (g *group) joinWith(name string, brokers []string, own *owner, extra ...kgo
 	m.cl = cl
 	ctx, cancel := context.WithCancel(context.Background())
 	go m.poll(ctx)
-	m.close = func() {
+	m.close = sync.OnceFunc(func() {
 		cancel()
 		<-m.done
-		// Leaving revokes the partitions still held. Close would leave
-		// too, but waits for the brokers as long as kgo retries the
-		// leave (its RetryTimeout, 30 s by default), as a member cut off
-		// from them would. Close still waits for the revoke's stops.
-		leave, stop := context.WithTimeout(context.Background(), leaveTimeout)
-		_ = cl.LeaveGroupContext(leave)
-		stop()
-		cl.Close()
-	}
-	g.t.Cleanup(func() {
-		select {
-		case <-m.done:
-		default:
-			m.close()
-		}
+		m.leave()
+		cl.Close() // waits for the revoke's stops, and no more for the brokers
 	})
+	g.t.Cleanup(m.close)
 	return m
 }
 
@@ -376,11 +371,30 @@ func (m *member) poll(ctx context.Context) {
 				m.g.t.Errorf("%s: partition %d offset %d: %v", m.name, r.Partition, r.Offset, err)
 			}
 		})
-		if m.owner != nil && m.owner.inPlace {
-			m.ownAgain()
+		if m.owner != nil && m.owner.inPlace && !m.ownAgain() {
+			// Its partitions not owned again in time, the member leaves
+			// the group, which gives them to another member; it could
+			// join again once it can make a session.
+			m.cl.AllowRebalance()
+			m.leave()
+			m.g.mu.Lock()
+			m.g.left = append(m.g.left, m.name)
+			m.g.changed()
+			m.g.mu.Unlock()
+			return
 		}
 		m.cl.AllowRebalance()
 	}
+}
+
+// leave leaves the group, whose coordinator then revokes the partitions
+// the member still has, within leaveTimeout: kgo's Close would wait for
+// the brokers as long as it retries the leave (its RetryTimeout, 30 s by
+// default), as a member cut off from them would.
+func (m *member) leave() {
+	ctx, cancel := context.WithTimeout(context.Background(), leaveTimeout)
+	defer cancel()
+	_ = m.cl.LeaveGroupContext(ctx)
 }
 
 // ownAgain owns each partition whose pchannel stopped as its ownership
@@ -389,8 +403,8 @@ func (m *member) poll(ctx context.Context) {
 // anything after the loss. It runs between two polls, before AllowRebalance,
 // where kgo allows SetOffsets and no revoke runs; what the last poll
 // returned of such a partition was left unprocessed, and is fetched
-// again.
-func (m *member) ownAgain() {
+// again. It reports whether it owned every one again within the bound.
+func (m *member) ownAgain() bool {
 	m.mu.Lock()
 	sessionEnded := false
 	for p, owned := range m.owned {
@@ -410,19 +424,20 @@ func (m *member) ownAgain() {
 	}
 	m.mu.Unlock()
 	if len(again) == 0 {
-		return
+		return true
 	}
 	// One bound for the pass, as the poll loop waits meanwhile and the
-	// group's rebalances wait for it. A member that cannot own its
-	// partitions again in time should leave the group (the README); here,
-	// with etcd in reach, that is a failure.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// group's rebalances wait for it.
+	bound := cmp.Or(m.owner.againWithin, 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
 	offsets := map[int32]kgo.EpochOffset{}
+	all := true
 	for p := range again {
 		start, err := m.start(ctx, p)
 		if err != nil {
-			m.g.t.Errorf("%s: owning partition %d again: %v", m.name, p, err)
+			m.g.t.Logf("%s: owning partition %d again: %v", m.name, p, err)
+			all = false
 			continue
 		}
 		offsets[p] = kgo.EpochOffset{Epoch: -1, Offset: offsetOf(start)}
@@ -430,6 +445,7 @@ func (m *member) ownAgain() {
 	if len(offsets) > 0 {
 		m.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{testTopic: offsets})
 	}
+	return all
 }
 
 // offsetOf is the offset a pchannel that starts at start reads from: with
