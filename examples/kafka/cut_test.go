@@ -679,17 +679,7 @@ const (
 // and whose groups take a session timeout as short as cutSessionTimeout.
 func cuttableCluster(t *testing.T, partitions int32, records int) []string {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, testTopic),
-		kfake.GroupMinSessionTimeout(time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	brokers := c.ListenAddrs()
-	for p := range partitions {
-		produceTo(t, brokers, p, records)
-	}
-	return brokers
+	return filledCluster(t, partitions, records, kfake.GroupMinSessionTimeout(time.Second))
 }
 
 // network is a member's path to the brokers, which cut partitions as a

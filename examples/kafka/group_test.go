@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
@@ -26,14 +27,25 @@ import (
 // a catalog, and the second one's joining moves a partition. The first
 // flushes it as it is revoked, the second starts it at what was flushed,
 // and every record is processed once, by one member or the other.
+//
+// The recipe is the same in a group of the next generation (KIP-848), whose
+// coordinator assigns the partitions.
 func TestAConsumerGroupMovesAPartitionWithItsCheckpoint(t *testing.T) {
+	t.Run("classic", func(t *testing.T) { groupMovesAPartition(t, nil) })
+	t.Run("next-gen (KIP-848)", func(t *testing.T) {
+		groupMovesAPartition(t, []kfake.Opt{kfake.BrokerConfigs(map[string]string{"group.consumer.heartbeat.interval.ms": "100"})},
+			kgo.ServerSideBalancer(), kgo.Balancers(kgo.RangeBalancer()))
+	})
+}
+
+func groupMovesAPartition(t *testing.T, clusterOpts []kfake.Opt, memberOpts ...kgo.Opt) {
 	const partitions, records = 2, 100
-	brokers := filledCluster(t, partitions, records)
+	brokers := filledCluster(t, partitions, records, clusterOpts...)
 	g := newGroup(t, persistence.NewMemory())
 
-	a := g.join("a", brokers)
+	a := g.joinWith("a", brokers, nil, memberOpts...)
 	g.await("a to process every record", func() bool { return g.count() == partitions*records })
-	b := g.join("b", brokers)
+	b := g.joinWith("b", brokers, nil, memberOpts...)
 	g.await("b to start a partition", func() bool { return g.starts("b") == 1 })
 
 	g.mu.Lock()
@@ -67,6 +79,36 @@ func TestAConsumerGroupMovesAPartitionWithItsCheckpoint(t *testing.T) {
 	}
 }
 
+// A static member (kgo.InstanceID) that closes and starts again has its
+// partitions back: its close stops their pchannels, saving each, and the
+// member started again starts them there, each record processed once.
+func TestAStaticMemberStartedAgainHasItsPartitionsBackAtTheirSaves(t *testing.T) {
+	const partitions, records = 2, 100
+	brokers := filledCluster(t, partitions, records)
+	g := newGroup(t, persistence.NewMemory())
+	a := g.joinWith("a", brokers, nil, kgo.InstanceID("a"))
+	g.await("a to process every record", func() bool { return g.count() == partitions*records })
+	a.close()
+	for p := range int32(partitions) {
+		produceTo(t, brokers, p, records)
+	}
+	again := g.joinWith("a again", brokers, nil, kgo.InstanceID("a"))
+	g.await("every record to be processed", func() bool { return g.count() == 2*partitions*records })
+	again.close()
+	g.requireAllProcessed(partitions, 2*records)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for p := range int32(partitions) {
+		stopped, start := g.stopped["a"][p], g.started["a again"][p]
+		if stopped == nil || !stopped.Flushed || stopped.LastPersisted != wal.MessageID(wal.KafkaID(records)) {
+			t.Errorf("partition %d: a's stop %+v, want flushed at kafka:%d", p, stopped, records)
+		}
+		if start != wal.MessageID(wal.KafkaID(records)) {
+			t.Errorf("partition %d: started again at %v, want kafka:%d, where a's stop saved it", p, start, records)
+		}
+	}
+}
+
 // group is the members of one consumer group, and what they did.
 type group struct {
 	t       *testing.T
@@ -94,9 +136,10 @@ type group struct {
 	left []string
 }
 
-// filledCluster starts a cluster whose partitions hold records each.
-func filledCluster(t *testing.T, partitions int32, records int) []string {
-	brokers := cluster(t, partitions)
+// filledCluster starts a cluster, with opts, whose partitions hold
+// records each.
+func filledCluster(t *testing.T, partitions int32, records int, opts ...kfake.Opt) []string {
+	brokers := cluster(t, partitions, opts...)
 	for p := range partitions {
 		produceTo(t, brokers, p, records)
 	}
@@ -181,13 +224,9 @@ func (o *owner) close() {
 // leaveTimeout bounds a member's leave of the group as it closes.
 const leaveTimeout = 2 * time.Second
 
-// join starts a member of the group, which polls until it is closed.
-func (g *group) join(name string, brokers []string) *member {
-	return g.joinWith(name, brokers, nil)
-}
-
-// joinWith starts a member that owns its pchannels through own, if not
-// nil, and gives its client the options extra too.
+// joinWith starts a member of the group, which polls until it is closed,
+// owns its pchannels through own, if not nil, and gives its client the
+// options extra too.
 func (g *group) joinWith(name string, brokers []string, own *owner, extra ...kgo.Opt) *member {
 	m := &member{g: g, name: name, owner: own, pids: map[int32]*actor.PID{}, owned: map[int32]*etcdcatalog.Owned{},
 		gone: map[int32]bool{}, done: make(chan struct{})}

@@ -32,10 +32,10 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 const testTopic = "events"
 
-// cluster starts an in-process Kafka (kfake) with one topic.
-func cluster(t testing.TB, partitions int32) []string {
+// cluster starts an in-process Kafka (kfake) with one topic, and opts.
+func cluster(t testing.TB, partitions int32, opts ...kfake.Opt) []string {
 	t.Helper()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, testTopic))
+	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(partitions, testTopic)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
