@@ -58,12 +58,7 @@ func TestAMemberCutOffFromTheBrokersLetsItsPartitionsGo(t *testing.T) {
 	}
 	g.await("the records to be processed", func() bool { return g.count() == 2*partitions*records })
 
-	a.mu.Lock()
-	var kept int32 = -1 // the partition a has as it is cut off
-	for p := range a.pids {
-		kept = p
-	}
-	a.mu.Unlock()
+	kept := a.onlyPartition() // as it is cut off
 	cut := time.Now()
 	aNet.cut()
 	g.await("b to start both partitions", func() bool { return g.starts("b") == partitions })
@@ -124,47 +119,16 @@ func TestAMemberCutOffFromEtcdAndTheBrokersAtOnceStopsProcessingOnceItHears(t *t
 		bound = 3 * time.Second
 	)
 	brokers := cuttableCluster(t, partitions, records)
-	server := etcdtest.StartServer(t)
-	endpoints := server.Endpoints()
+	endpoints, freezer := etcdBehindFreezer(t)
 	g := newGroup(t, nil)
-	persisted := map[string]wal.MessageID{} // the last save told, by pchannel
-	var persistedMu sync.Mutex
-	sub := g.system.EventStream.Subscribe(func(e any) {
-		if e, ok := e.(*messages.CheckpointPersisted); ok {
-			persistedMu.Lock()
-			persisted[e.PChannel] = e.Value
-			persistedMu.Unlock()
-			g.mu.Lock()
-			g.changed()
-			g.mu.Unlock()
-		}
-	})
-	defer g.system.EventStream.Unsubscribe(sub)
-	allSaved := func() bool {
-		persistedMu.Lock()
-		defer persistedMu.Unlock()
-		for p := range int32(partitions) {
-			if persisted[PChannelName(testTopic, p)] != wal.MessageID(wal.KafkaID(records)) {
-				return false
-			}
-		}
-		return true
-	}
-
-	// a reaches etcd through a proxy that can be frozen; b reaches it
-	// directly.
-	freezer := etcdtest.NewFreezer(t, strings.TrimPrefix(endpoints[0], "http://"))
 	aNet, bNet := &network{}, &network{}
 	a := g.joinWith("a", brokers, ownerOn(t, []string{freezer.Endpoint()}, ttl), aNet.clientOpts()...)
-	g.await("a to process and save every record", func() bool { return g.count() == partitions*records && allSaved() })
+	g.await("a to process and save every record", func() bool {
+		return g.count() == partitions*records && g.savedTo(partitions, records)
+	})
 	b := g.joinWith("b", brokers, ownerOn(t, endpoints, ttl), bNet.clientOpts()...)
 	g.await("b to start a partition", func() bool { return g.starts("b") == 1 })
-	a.mu.Lock()
-	var kept int32 = -1 // the partition a has as it is cut off
-	for p := range a.pids {
-		kept = p
-	}
-	a.mu.Unlock()
+	kept := a.onlyPartition() // as it is cut off
 
 	// a processes the first record of kept's second batch, and is cut off
 	// from both as it reports it; it goes on once b has started kept.
@@ -321,32 +285,21 @@ func TestAMemberWhoseSessionEndedJoinsAgainWithANewOne(t *testing.T) {
 	endpoints := etcdtest.Start(t)
 	g := newGroup(t, nil)
 	lost := make(chan *messages.OwnershipLost, partitions)
-	saved := make(chan string, partitions) // a pchannel whose every record is saved
 	sub := g.system.EventStream.Subscribe(func(e any) {
-		switch e := e.(type) {
-		case *messages.OwnershipLost:
+		if e, ok := e.(*messages.OwnershipLost); ok {
 			lost <- e
-		case *messages.CheckpointPersisted:
-			if e.Value == wal.MessageID(wal.KafkaID(records)) {
-				saved <- e.PChannel
-			}
 		}
 	})
 	defer g.system.EventStream.Unsubscribe(sub)
 
 	own := ownerOn(t, endpoints, 3) // a short TTL: the session hears of its end within a second
 	a := g.joinWith("a", brokers, own)
-	g.await("a to process every record", func() bool { return g.count() == partitions*records })
 	// Saved before the session ends: a pchannel stopped by the loss of its
 	// ownership saves nothing more, and what it had not saved is read
 	// again.
-	for range partitions {
-		select {
-		case <-saved:
-		case <-time.After(30 * time.Second):
-			t.Fatal("waited 30 s for a to save every record")
-		}
-	}
+	g.await("a to process and save every record", func() bool {
+		return g.count() == partitions*records && g.savedTo(partitions, records)
+	})
 	ended := own.session
 	if _, err := own.catalog.Client().Revoke(t.Context(), ended.Lease()); err != nil {
 		t.Fatal(err)
@@ -396,9 +349,10 @@ func TestAMemberWhoseSessionEndedJoinsAgainWithANewOne(t *testing.T) {
 // actor.ErrDeadLetter, and the member processes no more of that
 // partition (the group test's poll). Whether the member leaves the group
 // and joins again, or owns its partitions again in place, each partition
-// is read again from the stopped pchannel's last save, and the records
-// read twice are exactly those from that save to the last one processed
-// before: at least once, as after a crash, and none lost.
+// is read again from what is stored (the stopped pchannel's last save, or
+// one it had in flight), and the records read twice are exactly those from
+// there to the last one processed before: at least once, as after a
+// crash, and none lost.
 //
 // Owned again in place while another member joins, the rebalance waits for
 // the member's next poll, and moves a partition once the member owns it
@@ -450,11 +404,22 @@ func sessionEndsMidBatch(t *testing.T, inPlace, joins bool) {
 	if _, err := own.catalog.Client().Revoke(t.Context(), ended.Lease()); err != nil {
 		t.Fatal(err)
 	}
-	saved := map[string]wal.MessageID{} // by pchannel, where it stopped
+	// What is stored once the lease is gone, by pchannel: what each
+	// stopped one saved last, or above it, where a save in flight as the
+	// lease went landed unanswered (Stopped.LastPersisted is the last one
+	// answered). No save lands after: each is fenced by the lease.
+	saved := map[string]wal.MessageID{}
 	for range partitions {
 		select {
 		case e := <-stopped:
-			saved[e.PChannel] = e.LastPersisted
+			stored, err := own.catalog.Load(t.Context(), e.PChannel)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if stored == nil || stored.LT(e.LastPersisted) {
+				t.Fatalf("%s stopped, its last save answered at %v, and %v is stored", e.PChannel, e.LastPersisted, stored)
+			}
+			saved[e.PChannel] = stored
 		case <-time.After(30 * time.Second):
 			t.Fatal("waited 30 s for the pchannels to stop on the loss of their ownership")
 		}
@@ -513,7 +478,7 @@ func sessionEndsMidBatch(t *testing.T, inPlace, joins bool) {
 	for p := range int32(partitions) {
 		start := g.started[owner][p]
 		if want := saved[PChannelName(testTopic, p)]; start != want {
-			t.Errorf("%s started partition %d at %v, want %v, where the stopped pchannel had saved", owner, p, start, want)
+			t.Errorf("%s started partition %d at %v, want %v, what was stored as the lease went", owner, p, start, want)
 		}
 		last := g.readTwiceFrom(p, offsetOf(start), end)
 		unreported := g.unreported["a"][p]
@@ -551,45 +516,25 @@ func TestAMemberThatCannotOwnItsPartitionsAgainInPlaceLeavesTheGroup(t *testing.
 		againWithin         = 2 * time.Second
 	)
 	brokers := filledCluster(t, partitions, records)
-	server := etcdtest.StartServer(t)
-	endpoints := server.Endpoints()
+	endpoints, freezer := etcdBehindFreezer(t)
 	g := newGroup(t, nil)
 	lost := make(chan *messages.Stopped, partitions)
-	saved := make(chan string, partitions) // a pchannel whose every record is saved
 	sub := g.system.EventStream.Subscribe(func(e any) {
-		switch e := e.(type) {
-		case *messages.Stopped:
-			if !e.Graceful {
-				lost <- e
-			}
-		case *messages.CheckpointPersisted:
-			if e.Value == wal.MessageID(wal.KafkaID(records)) {
-				saved <- e.PChannel
-			}
+		if e, ok := e.(*messages.Stopped); ok && !e.Graceful {
+			lost <- e
 		}
 	})
 	defer g.system.EventStream.Unsubscribe(sub)
 
-	freezer := etcdtest.NewFreezer(t, strings.TrimPrefix(endpoints[0], "http://"))
 	own := ownerOn(t, []string{freezer.Endpoint()}, ttl)
 	own.inPlace, own.againWithin = true, againWithin
 	a := g.joinWith("a", brokers, own)
-	g.await("a to process every record", func() bool { return g.count() == partitions*records })
-	for range partitions {
-		select {
-		case <-saved:
-		case <-time.After(30 * time.Second):
-			t.Fatal("waited 30 s for a to save every record")
-		}
-	}
+	g.await("a to process and save every record", func() bool {
+		return g.count() == partitions*records && g.savedTo(partitions, records)
+	})
 	b := g.joinWith("b", brokers, ownerOn(t, endpoints, ttl))
 	g.await("b to start a partition", func() bool { return g.starts("b") == 1 })
-	a.mu.Lock()
-	var kept int32 = -1 // the partition a has as etcd goes out of its reach
-	for p := range a.pids {
-		kept = p
-	}
-	a.mu.Unlock()
+	kept := a.onlyPartition() // as etcd goes out of its reach
 
 	frozen := time.Now()
 	freezer.Freeze()
@@ -644,6 +589,14 @@ func awaitGroupState(t *testing.T, brokers []string, state string) {
 			t.Fatalf("waited 30 s for the group to be %s; it is %q (%v)", state, last, err)
 		}
 	}
+}
+
+// etcdBehindFreezer starts etcd, and a Freezer in front of it through
+// which a member reaches it until it is cut off.
+func etcdBehindFreezer(t *testing.T) ([]string, *etcdtest.Freezer) {
+	t.Helper()
+	endpoints := etcdtest.Start(t)
+	return endpoints, etcdtest.NewFreezer(t, strings.TrimPrefix(endpoints[0], "http://"))
 }
 
 // ownerOn opens a member's own catalog and session on etcd, whose

@@ -131,6 +131,7 @@ type group struct {
 	unreported map[string]map[int32][]int64 // whose report found the pchannel gone
 	started    map[string]map[int32]wal.MessageID
 	stopped    map[string]map[int32]*messages.Stopped
+	persisted  map[string]wal.MessageID // the last save told, by pchannel
 	// left is the members that left the group, unable to own their
 	// partitions again in place.
 	left []string
@@ -155,8 +156,43 @@ func newGroup(t *testing.T, catalog persistence.Catalog) *group {
 	system := actor.NewActorSystem(actor.WithDeadLetterThrottleInterval(10*time.Millisecond),
 		actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
 	t.Cleanup(system.Shutdown)
-	return &group{t: t, system: system, catalog: catalog, processed: map[int32]map[int64]string{},
-		change: make(chan struct{}, 1)}
+	g := &group{t: t, system: system, catalog: catalog, processed: map[int32]map[int64]string{},
+		persisted: map[string]wal.MessageID{}, change: make(chan struct{}, 1)}
+	system.EventStream.Subscribe(func(e any) {
+		if e, ok := e.(*messages.CheckpointPersisted); ok {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			g.persisted[e.PChannel] = e.Value
+			g.changed()
+		}
+	})
+	return g
+}
+
+// savedTo reports whether every partition's pchannel has saved up to
+// offset end.
+func (g *group) savedTo(partitions int32, end int64) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for p := range partitions {
+		if g.persisted[PChannelName(testTopic, p)] != wal.MessageID(wal.KafkaID(end)) {
+			return false
+		}
+	}
+	return true
+}
+
+// onlyPartition is the one partition m has.
+func (m *member) onlyPartition() int32 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.pids) != 1 {
+		m.g.t.Fatalf("%s has partitions %v, want one", m.name, slices.Collect(maps.Keys(m.pids)))
+	}
+	for p := range m.pids {
+		return p
+	}
+	return -1
 }
 
 // member is one member's client, and its pchannels by partition.
