@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 
 	"github.com/lowwater/lowwater/internal/testkit/etcdtest"
 	"github.com/lowwater/lowwater/wal"
@@ -132,4 +133,48 @@ func testLeaderStop(t *testing.T, stop func(*etcdtest.Server)) {
 		require.True(t, stored[a.id], "acknowledged %s is not in the history", a.id)
 	}
 	require.False(t, final.Checkpoint.LT(acked[len(acked)-1].id), "the last acknowledged save is stored")
+}
+
+// TestAMemberWithoutALeaderRefusesAtOnce leaves one member of three
+// running, which then has no leader, as one cut off from its peers has:
+// a save made there fails at once with rpctypes.ErrNoLeader, rather than
+// waiting out its deadline (with several endpoints it is then made again
+// on the next member). A load and a session's grant fail so too before
+// their deadline, once the client has tried them again on its own (100
+// tries, 25 ms apart, for the calls it takes to be safe to repeat).
+func TestAMemberWithoutALeaderRefusesAtOnce(t *testing.T) {
+	const deadline = 5 * time.Second
+	cluster := etcdtest.StartCluster(t, 3)
+	require.Eventually(t, func() bool { return cluster.Leader() >= 0 }, 10*time.Second, 10*time.Millisecond)
+	lone := cluster.Members[0]
+	cluster.Members[1].Stop()
+	cluster.Members[2].Stop()
+	require.Eventually(t, func() bool { return lone.Etcd().Server.Leader() == 0 }, 10*time.Second, 10*time.Millisecond,
+		"the last member running still has a leader")
+	c := openCatalog(t, lone.Endpoints(), nil)
+
+	for _, tc := range []struct {
+		name   string
+		within time.Duration
+		call   func(context.Context) error
+	}{
+		{"Save", time.Second, func(ctx context.Context) error { return c.Save(ctx, "p", wal.KafkaID(1)) }},
+		{"NewSession", deadline - time.Second, func(ctx context.Context) error {
+			s, err := c.NewSession(ctx, 10)
+			if err == nil {
+				_ = s.Close()
+			}
+			return err
+		}},
+		{"Load", deadline - time.Second, func(ctx context.Context) error { _, err := c.Load(ctx, "p"); return err }},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), deadline)
+		began := time.Now()
+		err := tc.call(ctx)
+		took := time.Since(began)
+		cancel()
+		require.ErrorIs(t, err, rpctypes.ErrNoLeader, tc.name)
+		require.Less(t, took, tc.within, "%s took %v on a member without a leader", tc.name, took)
+		t.Logf("%s refused in %v", tc.name, took.Round(time.Millisecond))
+	}
 }
