@@ -293,8 +293,8 @@ func (b *Batcher) LoadAll(ctx context.Context) (map[string]wal.MessageID, error)
 }
 
 // Save stores checkpoint as Catalog.Save does, in a batch with the saves
-// of other pchannels. When ctx ends first, Save returns ctx's error; the
-// save may still commit, as with Catalog.Save, and a retry then finds it
+// of other pchannels. When ctx ends first, Save returns an error wrapping
+// ctx's; the save may still commit, as with Catalog.Save, and a retry then finds it
 // equal.
 func (b *Batcher) Save(ctx context.Context, pchannel string, checkpoint wal.MessageID) error {
 	if b.isClosed() {
@@ -313,7 +313,7 @@ func (b *Batcher) save(ctx context.Context, pchannel string, checkpoint wal.Mess
 		return errNilContext
 	}
 	if err := ctx.Err(); err != nil {
-		return err // nothing written
+		return fmt.Errorf("etcdcatalog: save %q: %w", pchannel, err) // nothing written
 	}
 	s := &batchedSave{ctx: ctx, pchannel: pchannel, checkpoint: checkpoint, fence: f, done: make(chan error, 1)}
 	b.mu.Lock()
@@ -332,7 +332,9 @@ func (b *Batcher) save(ctx context.Context, pchannel string, checkpoint wal.Mess
 	case err := <-s.done:
 		return err
 	case <-ctx.Done():
-		return ctx.Err()
+		// Named, as Catalog.Save names its own: a deadline alone, in a
+		// log of thousands of pchannels, said neither which nor where.
+		return fmt.Errorf("etcdcatalog: save %q: %w", pchannel, ctx.Err())
 	}
 }
 

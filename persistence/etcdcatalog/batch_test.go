@@ -674,3 +674,27 @@ func TestBatcherSendsAnUndecodableKeyAlone(t *testing.T) {
 		require.Equal(t, wal.KafkaID(6), all[p], p)
 	}
 }
+
+// TestBatcherSaveEndedByItsContextNamesThePChannel: a save whose context
+// ends while etcd answers nothing fails with an error wrapping the
+// context's that names the pchannel, as Catalog.Save's does; the bare
+// deadline told, in a log of thousands of pchannels, neither which nor
+// where.
+func TestBatcherSaveEndedByItsContextNamesThePChannel(t *testing.T) {
+	eps := etcdtest.Start(t)
+	f := etcdtest.NewFreezer(t, strings.TrimPrefix(eps[0], "http://"))
+	c := openCatalog(t, []string{f.Endpoint()}, nil)
+	b, err := etcdcatalog.NewBatcher(c, etcdcatalog.WithBatchTimeout(100*time.Millisecond))
+	require.NoError(t, err)
+	defer b.Close()
+	require.NoError(t, b.Save(ctxT(t), "p-7", wal.KafkaID(1)))
+	f.Freeze()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	err = b.Save(ctx, "p-7", wal.KafkaID(2))
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorContains(t, err, `etcdcatalog: save "p-7"`)
+	err = b.Save(ctx, "p-7", wal.KafkaID(3)) // ended before it is queued
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorContains(t, err, `etcdcatalog: save "p-7"`)
+}
