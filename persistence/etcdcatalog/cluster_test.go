@@ -178,3 +178,39 @@ func TestAMemberWithoutALeaderRefusesAtOnce(t *testing.T) {
 		t.Logf("%s refused in %v", tc.name, took.Round(time.Millisecond))
 	}
 }
+
+// TestSavesGoOnWhileAMemberHasNoLeader gives a catalog the members of a
+// healthy cluster and one member without a leader, as a member cut off
+// from its peers is: the client sends calls to each in turn. That member
+// is of a cluster of its own (two members, one stopped), which no call
+// reaches: it refuses each, and the call is made again on the next member.
+// Every save then succeeds well within its deadline; without the
+// requirement of a leader, each one the client sent there waited out its
+// whole deadline and failed.
+func TestSavesGoOnWhileAMemberHasNoLeader(t *testing.T) {
+	const saves, deadline = 30, time.Second
+	healthy := etcdtest.StartCluster(t, 3)
+	require.Eventually(t, func() bool { return healthy.Leader() >= 0 }, 10*time.Second, 10*time.Millisecond)
+	alone := etcdtest.StartCluster(t, 2)
+	alone.Members[1].Stop()
+	cutOff := alone.Members[0]
+	require.Eventually(t, func() bool { return cutOff.Etcd().Server.Leader() == 0 }, 10*time.Second, 10*time.Millisecond,
+		"the member left running still has a leader")
+	c := openCatalog(t, append(healthy.Endpoints(), cutOff.Endpoints()...), nil)
+
+	var slowest time.Duration
+	for i := range saves {
+		ctx, cancel := context.WithTimeout(context.Background(), deadline)
+		began := time.Now()
+		err := c.Save(ctx, "p", wal.KafkaID(i+1))
+		took := time.Since(began)
+		cancel()
+		require.NoError(t, err, "save %d", i+1)
+		slowest = max(slowest, took)
+	}
+	t.Logf("%d saves, the slowest in %v", saves, slowest.Round(time.Millisecond))
+	require.Less(t, slowest, deadline/2)
+	got, err := c.Load(ctxT(t), "p")
+	require.NoError(t, err)
+	require.Equal(t, wal.MessageID(wal.KafkaID(saves)), got)
+}
