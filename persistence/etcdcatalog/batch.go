@@ -294,8 +294,8 @@ func (b *Batcher) LoadAll(ctx context.Context) (map[string]wal.MessageID, error)
 
 // Save stores checkpoint as Catalog.Save does, in a batch with the saves
 // of other pchannels. When ctx ends first, Save returns an error wrapping
-// ctx's; the save may still commit, as with Catalog.Save, and a retry then finds it
-// equal.
+// ctx's; the save may still commit, as with Catalog.Save, and a retry
+// then finds it equal.
 func (b *Batcher) Save(ctx context.Context, pchannel string, checkpoint wal.MessageID) error {
 	if b.isClosed() {
 		return persistence.ErrClosed

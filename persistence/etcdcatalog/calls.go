@@ -28,67 +28,96 @@ type etcdCalls struct{ c *Catalog }
 func (e etcdCalls) Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
 	bounded, done := e.c.bound(ctx)
 	defer done()
-	resp, err := onLeader(e.c, bounded, func() (*clientv3.GetResponse, error) { return e.c.client.Get(bounded, key, opts...) })
+	resp, err := onLeader(bounded, func(ctx context.Context) (*clientv3.GetResponse, error) {
+		return e.c.client.Get(ctx, key, opts...)
+	})
 	return resp, e.c.closedErr(endedErr(ctx, err))
 }
 
 func (e etcdCalls) Delete(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.DeleteResponse, error) {
 	bounded, done := e.c.bound(ctx)
 	defer done()
-	resp, err := onLeader(e.c, bounded, func() (*clientv3.DeleteResponse, error) { return e.c.client.Delete(bounded, key, opts...) })
+	resp, err := onLeader(bounded, func(ctx context.Context) (*clientv3.DeleteResponse, error) {
+		return e.c.client.Delete(ctx, key, opts...)
+	})
 	return resp, e.c.closedErr(endedErr(ctx, err))
 }
 
 // Txn is a transaction bound by Close until it is committed; every
 // caller commits the transaction it makes.
-func (e etcdCalls) Txn(ctx context.Context) clientv3.Txn {
-	bounded, done := e.c.bound(ctx)
-	return &boundTxn{Txn: e.c.client.Txn(bounded), c: e.c, ctx: ctx, bounded: bounded, done: done}
-}
+func (e etcdCalls) Txn(ctx context.Context) clientv3.Txn { return &boundTxn{c: e.c, ctx: ctx} }
 
+// boundTxn keeps what a transaction compares and does, for Commit to send,
+// again if a member without a leader refuses it.
 type boundTxn struct {
-	clientv3.Txn
-	c       *Catalog
-	ctx     context.Context // the caller's
-	bounded context.Context // the Txn's
-	done    func()
+	c         *Catalog
+	ctx       context.Context // the caller's
+	cmps      []clientv3.Cmp
+	then, els []clientv3.Op
 }
 
-func (t *boundTxn) If(cs ...clientv3.Cmp) clientv3.Txn { t.Txn = t.Txn.If(cs...); return t }
+func (t *boundTxn) If(cs ...clientv3.Cmp) clientv3.Txn { t.cmps = append(t.cmps, cs...); return t }
 func (t *boundTxn) Then(ops ...clientv3.Op) clientv3.Txn {
-	t.Txn = t.Txn.Then(ops...)
+	t.then = append(t.then, ops...)
 	return t
 }
 func (t *boundTxn) Else(ops ...clientv3.Op) clientv3.Txn {
-	t.Txn = t.Txn.Else(ops...)
+	t.els = append(t.els, ops...)
 	return t
 }
 
 func (t *boundTxn) Commit() (*clientv3.TxnResponse, error) {
-	defer t.done()
-	resp, err := onLeader(t.c, t.bounded, t.Txn.Commit)
+	bounded, done := t.c.bound(t.ctx)
+	defer done()
+	resp, err := onLeader(bounded, func(ctx context.Context) (*clientv3.TxnResponse, error) {
+		return t.c.client.Txn(ctx).If(t.cmps...).Then(t.then...).Else(t.els...).Commit()
+	})
 	return resp, t.c.closedErr(endedErr(t.ctx, err))
 }
 
-// onLeader makes call, whose context requires a leader
+// onLeader makes call under ctx, requiring a leader
 // (clientv3.WithRequireLeader), and makes it again while a member without
-// one refuses it, up to once per endpoint: the client sends each call to
-// the next member, round robin. A member cut off from its peers, or in an
-// election, has no leader, and without the requirement it held each call
-// that landed there until the call's deadline, for as long as the cut
-// lasted, though a quorum answered: with one member of three cut off from
-// the others, a third of the saves waited out their whole deadline (5 s)
-// in a trial, and a pchannel went 10–15 s without a save. Refused, the
-// call did nothing, and costs a round trip.
-func onLeader[R any](c *Catalog, ctx context.Context, call func() (R, error)) (R, error) {
-	tries := max(len(c.client.Endpoints()), 1)
-	for try := 1; ; try++ {
-		resp, err := call()
-		if !errors.Is(err, rpctypes.ErrNoLeader) || try >= tries || ctx.Err() != nil {
+// one refuses it, until one with a leader takes it or ctx ends. A member
+// cut off from its peers, or in an election, has no leader, and without
+// the requirement it held each call that landed there until the call's
+// deadline, for as long as the cut lasted, though a quorum answered: with
+// one member of three cut off from the others, a third of the saves
+// waited out their whole deadline (5 s) in a trial, and a pchannel went
+// 9–15 s without a save. Refused, a call did nothing, and costs a round
+// trip. The client sends each call to the next member, round robin, so
+// the call is made again at once as many times as there are endpoints,
+// then after a pause, which doubles up to a second: every member may be
+// without a leader, in an election or an outage, and other calls take
+// turns on the same members meanwhile.
+func onLeader[R any](ctx context.Context, call func(context.Context) (R, error)) (R, error) {
+	ctx = clientv3.WithRequireLeader(ctx)
+	pause := noLeaderPause
+	for refused := 1; ; refused++ {
+		resp, err := call(ctx)
+		if !errors.Is(err, rpctypes.ErrNoLeader) || ctx.Err() != nil {
 			return resp, err
 		}
+		if refused%noLeaderTries != 0 {
+			continue
+		}
+		wait := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			wait.Stop()
+			return resp, err
+		case <-wait.C:
+		}
+		pause = min(2*pause, time.Second)
 	}
 }
+
+// noLeaderTries is how many calls in a row a member without a leader may
+// refuse before onLeader pauses, and noLeaderPause its first pause (the
+// client's own, between two tries of a read).
+const (
+	noLeaderTries = 3
+	noLeaderPause = 25 * time.Millisecond
+)
 
 // endedErr is err, a call's failure, said to be ctx's error too once ctx
 // has ended: etcd may answer a call whose deadline passed on the server
@@ -109,10 +138,9 @@ func endedErr(ctx context.Context, err error) error {
 	return fmt.Errorf("%w: %w", ended, err)
 }
 
-// bound is ctx, also ended by Close, and requiring a leader (onLeader);
-// done lets go of it.
+// bound is ctx, also ended by Close; done lets go of it.
 func (c *Catalog) bound(ctx context.Context) (bounded context.Context, done func()) {
-	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	ctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(c.closing, cancel)
 	return ctx, func() {
 		stop()

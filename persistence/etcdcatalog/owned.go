@@ -130,8 +130,9 @@ func (c *Catalog) NewSession(ctx context.Context, ttl int) (*concurrency.Session
 	if c.closed.Load() {
 		return nil, persistence.ErrClosed
 	}
-	leader := clientv3.WithRequireLeader(ctx)
-	lease, err := onLeader(c, leader, func() (*clientv3.LeaseGrantResponse, error) { return c.client.Grant(leader, int64(ttl)) })
+	lease, err := onLeader(ctx, func(ctx context.Context) (*clientv3.LeaseGrantResponse, error) {
+		return c.client.Grant(ctx, int64(ttl))
+	})
 	if err != nil {
 		return nil, fmt.Errorf("etcdcatalog: grant a session's lease: %w", c.closedErr(causeOf(ctx, err)))
 	}
@@ -452,11 +453,12 @@ func (c *Catalog) deleteOwner(ctx context.Context, o *Owned) error {
 	if c.client.Ctx().Err() != nil {
 		return errClientClosed
 	}
-	leader := clientv3.WithRequireLeader(ctx)
-	_, err := onLeader(c, leader, c.client.Txn(leader).
-		If(append(o.fence().holds(), clientv3.Compare(clientv3.Value(o.ownerKey), "=", o.token))...).
-		Then(clientv3.OpDelete(o.ownerKey)).
-		Commit)
+	_, err := onLeader(ctx, func(ctx context.Context) (*clientv3.TxnResponse, error) {
+		return c.client.Txn(ctx).
+			If(append(o.fence().holds(), clientv3.Compare(clientv3.Value(o.ownerKey), "=", o.token))...).
+			Then(clientv3.OpDelete(o.ownerKey)).
+			Commit()
+	})
 	// One Close cut after waiting for it fails with the client's
 	// closing: said to be ErrClosed.
 	return c.closedErr(endedErr(ctx, err))
