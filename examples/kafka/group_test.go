@@ -14,6 +14,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/lowwater/lowwater/actors"
@@ -31,20 +32,28 @@ import (
 // The recipe is the same in a group of the next generation (KIP-848), whose
 // coordinator assigns the partitions.
 func TestAConsumerGroupMovesAPartitionWithItsCheckpoint(t *testing.T) {
-	t.Run("classic", func(t *testing.T) { groupMovesAPartition(t, nil) })
+	t.Run("classic", func(t *testing.T) { groupMovesAPartition(t, "classic", nil) })
 	t.Run("next-gen (KIP-848)", func(t *testing.T) {
-		groupMovesAPartition(t, []kfake.Opt{kfake.BrokerConfigs(map[string]string{"group.consumer.heartbeat.interval.ms": "100"})},
+		groupMovesAPartition(t, "consumer",
+			[]kfake.Opt{kfake.BrokerConfigs(map[string]string{"group.consumer.heartbeat.interval.ms": "100"})},
 			kgo.ServerSideBalancer(), kgo.Balancers(kgo.RangeBalancer()))
 	})
 }
 
-func groupMovesAPartition(t *testing.T, clusterOpts []kfake.Opt, memberOpts ...kgo.Opt) {
+// groupMovesAPartition runs the test in a group of groupType, as its
+// coordinator names it.
+func groupMovesAPartition(t *testing.T, groupType string, clusterOpts []kfake.Opt, memberOpts ...kgo.Opt) {
 	const partitions, records = 2, 100
 	brokers := filledCluster(t, partitions, records, clusterOpts...)
 	g := newGroup(t, persistence.NewMemory())
 
 	a := g.joinWith("a", brokers, nil, memberOpts...)
 	g.await("a to process every record", func() bool { return g.count() == partitions*records })
+	// kgo falls back to a classic group, without a word, for a balancer
+	// the coordinator does not run.
+	if typ := groupInfo(t, brokers).typ; typ != groupType {
+		t.Fatalf("the group is %q, want %q", typ, groupType)
+	}
 	b := g.joinWith("b", brokers, nil, memberOpts...)
 	g.await("b to start a partition", func() bool { return g.starts("b") == 1 })
 
@@ -88,6 +97,9 @@ func TestAStaticMemberStartedAgainHasItsPartitionsBackAtTheirSaves(t *testing.T)
 	g := newGroup(t, persistence.NewMemory())
 	a := g.joinWith("a", brokers, nil, kgo.InstanceID("a"))
 	g.await("a to process every record", func() bool { return g.count() == partitions*records })
+	if ids := groupInfo(t, brokers).instanceIDs; !slices.Equal(ids, []string{"a"}) {
+		t.Fatalf("the group's static members: %v, want [a]", ids)
+	}
 	a.close()
 	for p := range int32(partitions) {
 		produceTo(t, brokers, p, records)
@@ -107,6 +119,40 @@ func TestAStaticMemberStartedAgainHasItsPartitionsBackAtTheirSaves(t *testing.T)
 			t.Errorf("partition %d: started again at %v, want kafka:%d, where a's stop saved it", p, start, records)
 		}
 	}
+}
+
+// groupInfo is group g as its coordinator tells it: its type ("classic",
+// or "consumer" for KIP-848) and, for a classic group, the instance IDs
+// of its static members.
+func groupInfo(t *testing.T, brokers []string) (info struct {
+	typ         string
+	instanceIDs []string
+}) {
+	t.Helper()
+	cl := client(t, brokers)
+	list, err := kmsg.NewPtrListGroupsRequest().RequestWith(t.Context(), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, lg := range list.Groups {
+		if lg.Group == "g" {
+			info.typ = lg.GroupType
+		}
+	}
+	describe := kmsg.NewPtrDescribeGroupsRequest()
+	describe.Groups = []string{"g"}
+	resp, err := describe.RequestWith(t.Context(), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dg := range resp.Groups {
+		for _, m := range dg.Members {
+			if m.InstanceID != nil {
+				info.instanceIDs = append(info.instanceIDs, *m.InstanceID)
+			}
+		}
+	}
+	return info
 }
 
 // group is the members of one consumer group, and what they did.
