@@ -139,17 +139,8 @@ func TestAMemberCutOffFromEtcdAndTheBrokersAtOnceStopsProcessingOnceItHears(t *t
 		times   = map[string][]time.Time{} // of kept's records, by member
 		offsets = map[string][]int64{}
 	)
-	var lostAt time.Time // when a's pchannel of kept told its ownership lost
-	sub := g.system.EventStream.Subscribe(func(e any) {
-		if e, ok := e.(*messages.OwnershipLost); ok && e.PChannel == PChannelName(testTopic, kept) {
-			mu.Lock()
-			defer mu.Unlock()
-			if lostAt.IsZero() {
-				lostAt = e.At
-			}
-		}
-	})
-	defer g.system.EventStream.Unsubscribe(sub)
+	// a's pchannel of kept telling its ownership lost: the first is kept.
+	lost := eventsOf(g, 1, func(e *messages.OwnershipLost) bool { return e.PChannel == PChannelName(testTopic, kept) })
 	bHasIt := make(chan struct{})
 	g.beforeReport = func(name string, p int32, offset int64) {
 		if p != kept {
@@ -231,11 +222,13 @@ func TestAMemberCutOffFromEtcdAndTheBrokersAtOnceStopsProcessingOnceItHears(t *t
 	}
 	// The member looks at Owned.Err before each record: the one in hand
 	// as the loss comes is its last.
-	switch last := times["a"][len(times["a"])-1]; {
-	case lostAt.IsZero():
+	select {
+	case e := <-lost:
+		if last := times["a"][len(times["a"])-1]; last.After(e.At.Add(25 * work)) {
+			t.Errorf("a processed partition %d's offset %d %v after its pchannel told its ownership lost", kept, aLast, last.Sub(e.At))
+		}
+	default:
 		t.Errorf("a's pchannel of partition %d never told its ownership lost", kept)
-	case last.After(lostAt.Add(25 * work)):
-		t.Errorf("a processed partition %d's offset %d %v after its pchannel told its ownership lost", kept, aLast, last.Sub(lostAt))
 	}
 	bFirst := times["b"][0]
 	beside := 0
@@ -309,13 +302,7 @@ func TestAMemberWhoseSessionEndedJoinsAgainWithANewOne(t *testing.T) {
 	brokers := filledCluster(t, partitions, records)
 	endpoints := etcdtest.Start(t)
 	g := newGroup(t, nil)
-	lost := make(chan *messages.OwnershipLost, partitions)
-	sub := g.system.EventStream.Subscribe(func(e any) {
-		if e, ok := e.(*messages.OwnershipLost); ok {
-			lost <- e
-		}
-	})
-	defer g.system.EventStream.Unsubscribe(sub)
+	lost := eventsOf(g, partitions, func(*messages.OwnershipLost) bool { return true })
 
 	own := ownerOn(t, endpoints, 3) // a short TTL: the session hears of its end within a second
 	a := g.joinWith("a", brokers, own)
@@ -394,16 +381,7 @@ func sessionEndsMidBatch(t *testing.T, inPlace, joins bool) {
 	brokers := filledCluster(t, partitions, records)
 	endpoints := etcdtest.Start(t)
 	g := newGroup(t, nil)
-	stopped := make(chan *messages.Stopped, partitions)
-	sub := g.system.EventStream.Subscribe(func(e any) {
-		if e, ok := e.(*messages.Stopped); ok {
-			select {
-			case stopped <- e:
-			default: // the stops at the end
-			}
-		}
-	})
-	defer g.system.EventStream.Unsubscribe(sub)
+	stopped := eventsOf(g, partitions, func(*messages.Stopped) bool { return true })
 	// a holds partition 0's record heldAt processed, its report not sent,
 	// until the session has ended and both pchannels have stopped.
 	held, release := make(chan struct{}), make(chan struct{})
@@ -543,13 +521,7 @@ func TestAMemberThatCannotOwnItsPartitionsAgainInPlaceLeavesTheGroup(t *testing.
 	brokers := filledCluster(t, partitions, records)
 	endpoints, freezer := etcdBehindFreezer(t)
 	g := newGroup(t, nil)
-	lost := make(chan *messages.Stopped, partitions)
-	sub := g.system.EventStream.Subscribe(func(e any) {
-		if e, ok := e.(*messages.Stopped); ok && !e.Graceful {
-			lost <- e
-		}
-	})
-	defer g.system.EventStream.Unsubscribe(sub)
+	lost := eventsOf(g, partitions, func(e *messages.Stopped) bool { return !e.Graceful })
 
 	own := ownerOn(t, []string{freezer.Endpoint()}, ttl)
 	own.inPlace, own.againWithin = true, againWithin

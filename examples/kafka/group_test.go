@@ -215,6 +215,24 @@ func newGroup(t *testing.T, catalog persistence.Catalog) *group {
 	return g
 }
 
+// eventsOf is the events of type E that keep takes, published on the
+// group's system until the test ends, in a channel that holds n; those
+// that find it full are dropped (the stops at a test's end, say): the
+// publishing actor must never wait on a test.
+func eventsOf[E any](g *group, n int, keep func(E) bool) <-chan E {
+	ch := make(chan E, n)
+	sub := g.system.EventStream.Subscribe(func(e any) {
+		if e, ok := e.(E); ok && keep(e) {
+			select {
+			case ch <- e:
+			default:
+			}
+		}
+	})
+	g.t.Cleanup(func() { g.system.EventStream.Unsubscribe(sub) })
+	return ch
+}
+
 // savedTo reports whether every partition's pchannel has saved up to
 // offset end.
 func (g *group) savedTo(partitions int32, end int64) bool {
