@@ -85,10 +85,10 @@ func (t *boundTxn) Commit() (*clientv3.TxnResponse, error) {
 // waited out their whole deadline (5 s) in a trial, and a pchannel went
 // 9–15 s without a save. Refused, a call did nothing, and costs a round
 // trip. The client sends each call to the next member, round robin, so
-// the call is made again at once as many times as there are endpoints,
-// then after a pause, which doubles up to a second: every member may be
-// without a leader, in an election or an outage, and other calls take
-// turns on the same members meanwhile.
+// the call is made again at once, noLeaderTries times in a row (a member
+// each, of three), then after a pause, which doubles up to a second:
+// every member may be without a leader, in an election or an outage, and
+// other calls take turns on the same members meanwhile.
 func onLeader[R any](ctx context.Context, call func(context.Context) (R, error)) (R, error) {
 	ctx = clientv3.WithRequireLeader(ctx)
 	pause := noLeaderPause
