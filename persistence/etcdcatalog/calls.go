@@ -100,14 +100,22 @@ func onLeader[R any](ctx context.Context, call func(context.Context) (R, error))
 		if refused%noLeaderTries != 0 {
 			continue
 		}
-		wait := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			wait.Stop()
+		if sleep(ctx, pause) != nil {
 			return resp, err
-		case <-wait.C:
 		}
 		pause = min(2*pause, time.Second)
+	}
+}
+
+// sleep waits for d, or until ctx ends, and then returns ctx's error.
+func sleep(ctx context.Context, d time.Duration) error {
+	wait := time.NewTimer(d)
+	defer wait.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-wait.C:
+		return nil
 	}
 }
 

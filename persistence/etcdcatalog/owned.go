@@ -344,16 +344,27 @@ func causeOf(ctx context.Context, err error) error {
 }
 
 // waitDelete returns nil once key is deleted at or after revision rev, or
-// when rev was compacted away or the client closed: the caller then reads
-// the key again.
+// when rev was compacted away, the client closed or the member watching
+// has no leader: the caller then reads the key again.
+//
+// The watch requires a leader. A member cut off from its peers hears of
+// no deletion, and a wait that the client had sent there lasted as long
+// as the cut, though the other members served and the owner's lease had
+// run out on them. Such a member ends the watch once it has been without
+// a leader for three election timeouts (3 s by default), and refuses a new
+// one at once; the key is read again, on a member with a leader (onLeader),
+// after a pause, so that a wait on members none of which has a leader does
+// not spin.
 func waitDelete(ctx context.Context, client *clientv3.Client, key string, rev int64) error {
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	for wr := range client.Watch(ctx, key, clientv3.WithRev(rev)) {
 		if wr.CompactRevision != 0 {
 			return nil
 		}
-		if err := wr.Err(); err != nil {
+		if err := wr.Err(); errors.Is(err, rpctypes.ErrNoLeader) {
+			return sleep(ctx, noLeaderPause)
+		} else if err != nil {
 			return err
 		}
 		for _, ev := range wr.Events {

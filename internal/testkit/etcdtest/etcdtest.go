@@ -20,7 +20,9 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
+	"go.etcd.io/etcd/client/pkg/v3/types"
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.etcd.io/etcd/server/v3/etcdserver"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 )
@@ -333,6 +335,33 @@ func (c *Cluster) Leader() int {
 		}
 	}
 	return -1
+}
+
+// Isolate cuts member i off from the other members, in both directions, as
+// a partition between the hosts does, while its clients still reach it: the
+// raft messages between them are dropped (etcd's own CutPeer, with which its
+// integration tests make partitions). The member is soon left without a
+// leader (a leader steps down after an election timeout without a quorum's
+// answer), and the others elect one of their own. Rejoin mends it. A
+// member not running then is left out of either.
+func (c *Cluster) Isolate(i int) { c.cut(i, (*etcdserver.EtcdServer).CutPeer) }
+
+// Rejoin mends what Isolate cut.
+func (c *Cluster) Rejoin(i int) { c.cut(i, (*etcdserver.EtcdServer).MendPeer) }
+
+func (c *Cluster) cut(i int, do func(*etcdserver.EtcdServer, types.ID)) {
+	one := c.Members[i].Etcd()
+	if one == nil {
+		c.Members[i].t.Fatalf("etcdtest: %s is not running", c.Members[i].name)
+	}
+	for j, m := range c.Members {
+		other := m.Etcd()
+		if j == i || other == nil {
+			continue
+		}
+		do(one.Server, other.Server.MemberID())
+		do(other.Server, one.Server.MemberID())
+	}
 }
 
 // Stop stops every member.

@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/server/v3/etcdserver"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 
@@ -129,4 +131,42 @@ func TestVersionPollAfterStopHangs(t *testing.T) {
 		}
 		return false
 	}, 5*time.Second, 10*time.Millisecond, "no /version handler waits on the read lock")
+}
+
+// TestIsolatedMemberHasNoLeaderUntilItRejoins isolates the leader: it steps
+// down, the other two elect a leader and take writes, and the isolated
+// member, which has none, refuses a call that requires one; rejoined, it
+// follows the new leader and serves what was written meanwhile.
+func TestIsolatedMemberHasNoLeaderUntilItRejoins(t *testing.T) {
+	c := etcdtest.StartCluster(t, 3)
+	require.Eventually(t, func() bool { return c.Leader() >= 0 }, 10*time.Second, 10*time.Millisecond)
+	cut := c.Leader()
+	c.Isolate(cut)
+	server := func(i int) *etcdserver.EtcdServer { return c.Members[i].Etcd().Server }
+	require.Eventually(t, func() bool { return server(cut).Leader() == 0 }, 10*time.Second, 10*time.Millisecond,
+		"the isolated member still has a leader")
+	require.Eventually(t, func() bool { l := c.Leader(); return l >= 0 && l != cut }, 10*time.Second, 10*time.Millisecond,
+		"the other two elect no leader")
+
+	var others []string
+	for i, m := range c.Members {
+		if i != cut {
+			others = append(others, m.Endpoints()...)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := newClient(t, others).Put(ctx, "k", "written while cut")
+	require.NoError(t, err)
+	isolated := newClient(t, c.Members[cut].Endpoints())
+	_, err = isolated.Get(clientv3.WithRequireLeader(ctx), "k")
+	require.ErrorIs(t, err, rpctypes.ErrNoLeader)
+
+	c.Rejoin(cut)
+	require.Eventually(t, func() bool { l := server(cut).Leader(); return l != 0 && l == server(c.Leader()).MemberID() },
+		10*time.Second, 10*time.Millisecond, "the rejoined member follows no leader")
+	resp, err := isolated.Get(clientv3.WithRequireLeader(ctx), "k")
+	require.NoError(t, err)
+	require.Len(t, resp.Kvs, 1)
+	require.Equal(t, "written while cut", string(resp.Kvs[0].Value))
 }
