@@ -85,13 +85,16 @@ func WithMaxInFlight(n int) BatchOption {
 // WithBatchTimeout bounds each batch transaction (default
 // DefaultBatchTimeout), whatever the deadlines of the saves it carries;
 // each caller still waits no longer than its own context. Keep it at or
-// under the callers' deadline (actors.WithSaveTimeout): a batch stuck on
-// a member that answers nothing holds its commit slot (WithMaxInFlight)
-// until this timeout, and while every slot is so held, no save of any
-// pchannel goes out, however short its own deadline. Keep it well above a
-// transaction's round trip too: a transaction cut by it fails every save
-// it carries. A save the Batcher hands to Catalog.Save on its own (see
-// Batcher) holds no slot, and is bounded by its caller's context alone.
+// under the callers' deadline (actors.WithSaveTimeout): a batch that no
+// member answers holds its commit slot (WithMaxInFlight) until this
+// timeout, and while every slot is so held, no save of any pchannel goes
+// out, however short its own deadline. (One member that answers nothing
+// holds a batch for much less: a transaction with no answer past its
+// usual round trip is sent again, to the other members; see Batcher.)
+// Keep it well above a transaction's round trip too: a transaction cut by
+// it fails every save it carries. A save the Batcher hands to Catalog.Save
+// on its own (see Batcher) holds no slot, and is bounded by its caller's
+// context alone.
 func WithBatchTimeout(d time.Duration) BatchOption {
 	return batchOptionFunc(func(o *batchOptions) { o.timeout = d })
 }
@@ -131,6 +134,15 @@ func WithBatchTimeout(d time.Duration) BatchOption {
 // fence (the owner key's term and lease compared in the transaction that
 // writes it), beside the saves of other owners and unfenced ones. An
 // Owned from Catalog.Own saves one transaction at a time.
+//
+// A transaction with no answer well past its usual round trip (four
+// deviations over the mean, 50 ms at the least) is sent again, once to
+// each other member the client has, then again after twice that wait, up
+// to seven copies, and the first answer wins: one member that answers
+// nothing (stopped, hung, cut off by a partition that drops packets) would
+// otherwise hold each transaction the client sends it until the batch
+// timeout, and soon every commit slot. Two copies of a transaction are
+// safe: its compares let only the first write (see hedge.go).
 type Batcher struct {
 	c   *Catalog
 	opt batchOptions
@@ -143,6 +155,8 @@ type Batcher struct {
 	// cluster takes them (see bound). saves counts each save's compares
 	// (txnEntry.ops): one, three for an owner's.
 	saves, bytes bound
+	// roundTrip is when a transaction is sent again (send).
+	roundTrip roundTrip
 	// undecodable holds the keys whose record a failed transaction read
 	// and could not decode, with that record's mod revision: their saves
 	// go to Catalog.Save on their own, which reads the key again, until
@@ -653,9 +667,9 @@ func (b *Batcher) commitTogether(txn []txnEntry, p probes) (retry []txnEntry, re
 		firstRead[i+1] = len(gets)
 		ops, bytes = ops+e.ops, bytes+e.size
 	}
-	ctx, cancel := context.WithTimeout(b.closing, b.opt.timeout)
-	resp, err := b.c.etcd.Txn(ctx).If(cmps...).Then(puts...).Else(gets...).Commit()
-	cancel()
+	resp, err := b.send(func(ctx context.Context) (*clientv3.TxnResponse, error) {
+		return b.c.etcd.Txn(ctx).If(cmps...).Then(puts...).Else(gets...).Commit()
+	})
 	switch {
 	case len(txn) > 1 && errors.Is(err, rpctypes.ErrTooManyOps):
 		// The cluster takes fewer operations a transaction than

@@ -2,6 +2,10 @@ package etcdcatalog_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +16,7 @@ import (
 
 	"github.com/lowwater/lowwater/internal/testkit/etcdtest"
 	"github.com/lowwater/lowwater/persistence/etcdcatalog"
+	"github.com/lowwater/lowwater/wal"
 )
 
 // TestOwnWaitingOnAMemberCutOffFromItsPeersOwnsOnceTheOwnerGoes makes a
@@ -128,4 +133,101 @@ func (s createdStream) RecvMsg(m any) error {
 		}
 	}
 	return err
+}
+
+// TestBatcherSavesGoOnWhileAMemberAnswersNothing freezes one member of
+// three, its connections held open and nothing passing, as a member
+// stopped by SIGSTOP, a host that hangs or a partition that drops packets
+// is, for 4 s: well before the client's keep-alive would drop it. Sixteen
+// pchannels save through one Batcher all along, as persisters do: each
+// save with a deadline of 2 s, the next one at once whether it succeeded
+// or not. No pchannel goes longer than a deadline and a half without a
+// save acknowledged, hardly a save fails, and each pchannel stores its
+// last one acknowledged, or a later one. A transaction the client sent to the frozen member is sent
+// again, to whichever member the client picks next, until one answers;
+// without that, each such transaction held its commit slot to the batch
+// timeout, 5 s, and with every slot so held, no pchannel saved until the
+// end of the freeze.
+func TestBatcherSavesGoOnWhileAMemberAnswersNothing(t *testing.T) {
+	const (
+		pchannels = 16
+		deadline  = 2 * time.Second
+		frozenFor = 4 * time.Second
+	)
+	cluster := etcdtest.StartCluster(t, 3)
+	require.Eventually(t, func() bool { return cluster.Leader() >= 0 }, 10*time.Second, 10*time.Millisecond)
+	frozen := etcdtest.NewFreezer(t, strings.TrimPrefix(cluster.Members[2].Endpoints()[0], "http://"))
+	b := openBatcher(t, append(cluster.Members[0].Endpoints(), cluster.Members[1].Endpoints()[0], frozen.Endpoint()), nil)
+
+	type pchannel struct {
+		acked               atomic.Int64
+		last, tried         wal.KafkaID // acknowledged, sent
+		lastAt              time.Time
+		longestGap, slowest time.Duration
+		failed              int
+	}
+	saved := make([]pchannel, pchannels)
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	for p := range saved {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s, name := &saved[p], fmt.Sprintf("p%d", p)
+			s.lastAt = time.Now()
+			for next := wal.KafkaID(1); ; next++ {
+				select {
+				case <-quit:
+					s.longestGap = max(s.longestGap, time.Since(s.lastAt))
+					return
+				default:
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), deadline)
+				began := time.Now()
+				s.tried = next
+				err := b.Save(ctx, name, next)
+				s.slowest = max(s.slowest, time.Since(began))
+				cancel()
+				if err != nil {
+					s.failed++
+					t.Logf("%s, save %d: %v", name, next, err)
+					continue
+				}
+				s.last = next
+				s.longestGap = max(s.longestGap, time.Since(s.lastAt))
+				s.lastAt = time.Now()
+				s.acked.Add(1)
+			}
+		}()
+	}
+	// Saves through all three members first: ten of each pchannel.
+	require.Eventually(t, func() bool {
+		for p := range saved {
+			if saved[p].acked.Load() < 10 {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, time.Millisecond, "the pchannels did not save ten times each")
+	frozen.Freeze()
+	time.Sleep(frozenFor) // the fault's length, not a wait for anything
+	close(quit)
+	wg.Wait()
+
+	var longestGap, slowest time.Duration
+	var saves, failed int
+	for p := range saved {
+		s := &saved[p]
+		longestGap, slowest = max(longestGap, s.longestGap), max(slowest, s.slowest)
+		saves, failed = saves+int(s.acked.Load()), failed+s.failed
+		// A save that failed at its deadline may have been written.
+		got, err := b.Load(ctxT(t), fmt.Sprintf("p%d", p))
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, got.(wal.KafkaID), s.last)
+		require.LessOrEqual(t, got.(wal.KafkaID), s.tried)
+	}
+	t.Logf("%d saves acknowledged, %d failed; the slowest took %v, the longest without a save %v",
+		saves, failed, slowest.Round(time.Millisecond), longestGap.Round(time.Millisecond))
+	require.Less(t, longestGap, deadline*3/2)
+	require.LessOrEqual(t, failed, saves/100)
 }

@@ -1,0 +1,149 @@
+package etcdcatalog
+
+import (
+	"context"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// A member that answers nothing (stopped by SIGSTOP, a host that hangs, a
+// disk that does not return, a partition that drops packets) holds each
+// call the client sends it until the call's deadline, and the client sends
+// it one call in three, round robin, until its keep-alive drops it (12 s
+// with Open's). A Batcher's transaction held so kept its commit slot to the
+// batch timeout, and within a few transactions every slot was held so: in
+// a trial, every pchannel of the node went 12 s without a save. So a
+// transaction with no answer well past its usual round trip is sent again,
+// and again, each time after twice the wait before, and the first answer
+// wins. The client picks the member of each copy, round robin among all
+// its calls, which a copy cannot steer: each one goes to the member that
+// answers nothing about one time in three, and a transaction sent again
+// once, held one time in nine, held its slot again. So each time, it is
+// sent as many times as the client has other members: two copies are both
+// held one time in nine.
+//
+// Sending one twice is safe. Each key's compare is the record the
+// transaction replaces, so of two copies that both reach etcd, the second
+// finds the first's record and writes nothing; its answer, should it come
+// first, reads that record, which judges the save done (equal). A copy a
+// frozen member delivers later finds that record or a later one, and
+// writes nothing either.
+
+// maxCopies is how many times a transaction is sent at most: with three
+// members, once and three times two, in 350 ms at the least wait.
+const maxCopies = 7
+
+// Bounds of the wait before a transaction is first sent again: at least
+// minHedge, below which a pause of the collector or a slow fsync would
+// send one twice for nothing, and firstHedge before any round trip was
+// measured. Both are capped at half the batch timeout.
+const (
+	minHedge   = 50 * time.Millisecond
+	firstHedge = time.Second
+)
+
+// roundTrip estimates how long a transaction takes, as TCP estimates a
+// round trip to set its retransmission timeout (RFC 6298): a smoothed mean
+// and mean deviation of the times measured, each that of the copy that
+// answered, from its own sending. One answer slow by a second raises the
+// wait before a copy to about a second at once, so a cluster slow as a
+// whole is sent few copies for long.
+type roundTrip struct {
+	srtt, rttvar time.Duration
+}
+
+func (r *roundTrip) observe(d time.Duration) {
+	if r.srtt == 0 {
+		r.srtt, r.rttvar = d, d/2
+		return
+	}
+	r.rttvar = (3*r.rttvar + (r.srtt - d).Abs()) / 4
+	r.srtt = (7*r.srtt + d) / 8
+}
+
+// hedgeAfter is how long a transaction waits for an answer before it is
+// first sent again: the mean and four deviations, within its bounds.
+func (r *roundTrip) hedgeAfter(timeout time.Duration) time.Duration {
+	d := firstHedge
+	if r.srtt != 0 {
+		d = max(r.srtt+4*r.rttvar, minHedge)
+	}
+	return min(d, timeout/2)
+}
+
+// send makes commit's transaction within the batch timeout, sent again
+// as hedged says once hedgeAfter has passed with no answer, as many times
+// each time as the client has other members; the round trip of the copy
+// that answers feeds the estimate. A client of one member is sent one
+// copy: another would go where the first went.
+func (b *Batcher) send(commit func(context.Context) (*clientv3.TxnResponse, error)) (*clientv3.TxnResponse, error) {
+	ctx, cancel := context.WithTimeout(b.closing, b.opt.timeout)
+	defer cancel()
+	others := len(b.c.client.Endpoints()) - 1
+	if others < 1 {
+		return commit(ctx)
+	}
+	b.mu.Lock()
+	wait := b.roundTrip.hedgeAfter(b.opt.timeout)
+	b.mu.Unlock()
+	a := hedged(ctx, wait, others, commit)
+	if a.err == nil {
+		b.mu.Lock()
+		b.roundTrip.observe(a.took)
+		b.mu.Unlock()
+	}
+	return a.resp, a.err
+}
+
+// answer is what one copy of a call got, in how long.
+type answer[R any] struct {
+	resp R
+	err  error
+	took time.Duration
+}
+
+// hedged makes call under ctx, and makes it again, fanout copies at once,
+// concurrently, when wait passes with no answer, then after twice that,
+// and so on, maxCopies times in all. The first answer without an error
+// wins and the other copies are cut short; an error is the answer once no
+// copy is left to wait for. The copies have all returned when hedged does.
+func hedged[R any](ctx context.Context, wait time.Duration, fanout int, call func(context.Context) (R, error)) answer[R] {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	answers := make(chan answer[R], maxCopies)
+	sent, pending := 0, 0
+	send := func(n int) {
+		for range min(n, maxCopies-sent) {
+			sent, pending = sent+1, pending+1
+			go func() {
+				began := time.Now()
+				resp, err := call(ctx)
+				answers <- answer[R]{resp, err, time.Since(began)}
+			}()
+		}
+	}
+	next := time.NewTimer(wait)
+	defer next.Stop()
+	send(1)
+	var last answer[R]
+	for pending > 0 {
+		select {
+		case last = <-answers:
+			pending--
+			if last.err == nil {
+				cancel()
+				for ; pending > 0; pending-- {
+					<-answers
+				}
+			}
+		case <-next.C:
+			if ctx.Err() == nil {
+				send(fanout)
+				wait *= 2
+				next.Reset(wait)
+			}
+		}
+	}
+	return last
+}

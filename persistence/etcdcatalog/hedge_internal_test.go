@@ -1,0 +1,130 @@
+package etcdcatalog
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestRoundTripSetsTheWaitBeforeACopy(t *testing.T) {
+	var r roundTrip
+	require.Equal(t, firstHedge, r.hedgeAfter(5*time.Second), "nothing measured")
+	require.Equal(t, 500*time.Millisecond, r.hedgeAfter(time.Second), "half the timeout at most")
+
+	r.observe(2 * time.Millisecond)
+	require.Equal(t, roundTrip{srtt: 2 * time.Millisecond, rttvar: time.Millisecond}, r)
+	require.Equal(t, minHedge, r.hedgeAfter(5*time.Second), "6 ms, below the least wait")
+
+	// One answer slow by a second raises the wait to about a second.
+	r.observe(time.Second)
+	require.Equal(t, roundTrip{srtt: 126750 * time.Microsecond, rttvar: 250250 * time.Microsecond}, r)
+	require.Equal(t, 1127750*time.Microsecond, r.hedgeAfter(5*time.Second))
+	require.Equal(t, 500*time.Millisecond, r.hedgeAfter(time.Second))
+}
+
+// copies is a call whose copies each do what answers says for their
+// number, and records when each was made.
+type copies struct {
+	mu      sync.Mutex
+	sent    []time.Time
+	ended   int
+	answers func(n int, ctx context.Context) (string, error)
+}
+
+func (c *copies) call(ctx context.Context) (string, error) {
+	c.mu.Lock()
+	n := len(c.sent)
+	c.sent = append(c.sent, time.Now())
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.ended++
+		c.mu.Unlock()
+	}()
+	return c.answers(n, ctx)
+}
+
+// hang answers nothing until ctx ends, as a member that answers nothing.
+func hang(ctx context.Context) (string, error) {
+	<-ctx.Done()
+	return "", ctx.Err()
+}
+
+func TestHedgedSendsCopiesUntilOneAnswers(t *testing.T) {
+	errRefused := errors.New("refused")
+	for _, tc := range []struct {
+		name    string
+		fanout  int
+		answers func(n int, ctx context.Context) (string, error)
+		want    answer[string]
+		sent    int
+	}{
+		{"the first answers", 1, func(n int, ctx context.Context) (string, error) { return "first", nil }, answer[string]{resp: "first"}, 1},
+		{"the first fails", 1, func(n int, ctx context.Context) (string, error) { return "", errRefused }, answer[string]{err: errRefused}, 1},
+		{"the fourth answers", 1, func(n int, ctx context.Context) (string, error) {
+			if n == 3 {
+				return "fourth", nil
+			}
+			return hang(ctx)
+		}, answer[string]{resp: "fourth"}, 4},
+		// Copies 2 and 3 at 10 ms, 4 and 5 at 30.
+		{"the fourth answers, copies sent two at a time", 2, func(n int, ctx context.Context) (string, error) {
+			if n == 3 {
+				return "fourth", nil
+			}
+			return hang(ctx)
+		}, answer[string]{resp: "fourth"}, 5},
+		{"a copy fails, a later one answers", 1, func(n int, ctx context.Context) (string, error) {
+			switch n {
+			case 1:
+				return "", errRefused
+			case 2:
+				return "third", nil
+			}
+			return hang(ctx)
+		}, answer[string]{resp: "third"}, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const wait = 10 * time.Millisecond
+			c := &copies{answers: tc.answers}
+			got := hedged(context.Background(), wait, tc.fanout, c.call)
+			got.took = 0
+			require.Equal(t, tc.want, got)
+			require.Len(t, c.sent, tc.sent)
+			require.Equal(t, tc.sent, c.ended, "a copy still runs")
+			if tc.fanout == 1 {
+				// Each copy after twice the wait before the last.
+				for i := 1; i < len(c.sent); i++ {
+					require.GreaterOrEqual(t, c.sent[i].Sub(c.sent[i-1]), wait<<(i-1), "copy %d", i+1)
+				}
+			}
+		})
+	}
+}
+
+func TestHedgedEndsWithItsContext(t *testing.T) {
+	for _, tc := range []struct {
+		fanout int
+		wait   time.Duration
+		sent   int
+	}{
+		// Copies at 0, 10, 30 and 70 ms; the next would go at 150.
+		{1, 10 * time.Millisecond, 4},
+		// Two at a time: 1 + 2 + 2 + 2.
+		{2, 10 * time.Millisecond, maxCopies},
+		// No more than maxCopies, however short the wait.
+		{1, time.Microsecond, maxCopies},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		c := &copies{answers: func(_ int, ctx context.Context) (string, error) { return hang(ctx) }}
+		got := hedged(ctx, tc.wait, tc.fanout, c.call)
+		cancel()
+		require.ErrorIs(t, got.err, context.DeadlineExceeded)
+		require.Len(t, c.sent, tc.sent, "fanout %d, wait %v", tc.fanout, tc.wait)
+		require.Equal(t, tc.sent, c.ended)
+	}
+}
