@@ -138,11 +138,12 @@ func WithBatchTimeout(d time.Duration) BatchOption {
 // A transaction with no answer well past its usual round trip (four
 // deviations over the mean, 50 ms at the least) is sent again, once to
 // each other member the client has, then again after twice that wait, up
-// to seven copies, and the first answer wins: one member that answers
-// nothing (stopped, hung, cut off by a partition that drops packets) would
-// otherwise hold each transaction the client sends it until the batch
-// timeout, and soon every commit slot. Two copies of a transaction are
-// safe: its compares let only the first write (see hedge.go).
+// to seven copies, and the first answer wins, as a Catalog's save is: one
+// member that answers nothing (stopped, hung, cut off by a partition that
+// drops packets) would otherwise hold each transaction the client sends it
+// until the batch timeout, and soon every commit slot. Two copies of a
+// transaction are safe: its compares let only the first write (see
+// hedge.go).
 type Batcher struct {
 	c   *Catalog
 	opt batchOptions
@@ -155,8 +156,6 @@ type Batcher struct {
 	// cluster takes them (see bound). saves counts each save's compares
 	// (txnEntry.ops): one, three for an owner's.
 	saves, bytes bound
-	// roundTrip is when a transaction is sent again (send).
-	roundTrip roundTrip
 	// undecodable holds the keys whose record a failed transaction read
 	// and could not decode, with that record's mod revision: their saves
 	// go to Catalog.Save on their own, which reads the key again, until
@@ -667,9 +666,11 @@ func (b *Batcher) commitTogether(txn []txnEntry, p probes) (retry []txnEntry, re
 		firstRead[i+1] = len(gets)
 		ops, bytes = ops+e.ops, bytes+e.size
 	}
-	resp, err := b.send(func(ctx context.Context) (*clientv3.TxnResponse, error) {
+	ctx, cancel := context.WithTimeout(b.closing, b.opt.timeout)
+	resp, err := b.c.commit(ctx, func(ctx context.Context) (*clientv3.TxnResponse, error) {
 		return b.c.etcd.Txn(ctx).If(cmps...).Then(puts...).Else(gets...).Commit()
 	})
+	cancel()
 	switch {
 	case len(txn) > 1 && errors.Is(err, rpctypes.ErrTooManyOps):
 		// The cluster takes fewer operations a transaction than

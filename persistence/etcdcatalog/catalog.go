@@ -43,6 +43,8 @@ type Catalog struct {
 	endClosing context.CancelFunc
 	// etcd makes the calls to etcd, each ended by Close.
 	etcd etcdCalls
+	// roundTrips tells when a save is sent again (commit).
+	roundTrips roundTrips
 
 	mu sync.Mutex
 	// hints remembers, per checkpoint key, the record last read or written,
@@ -267,7 +269,9 @@ func (c *Catalog) Load(ctx context.Context, pchannel string) (wal.MessageID, err
 // unless that term is above the revision of the record's own write: then
 // it came from another cluster, or from before a restore of etcd that took
 // its revisions back, would fence every owner's saves for good, and is
-// dropped.
+// dropped. A save with no answer well past the usual round trip is sent
+// again to the other members (see hedge.go): its compare lets only one
+// copy write.
 func (c *Catalog) Save(ctx context.Context, pchannel string, checkpoint wal.MessageID) error {
 	if c.closed.Load() {
 		return persistence.ErrClosed
@@ -382,7 +386,9 @@ func (c *Catalog) save(ctx context.Context, pchannel string, checkpoint wal.Mess
 			cmps = append(cmps, f.holds()...)
 			reads = append(reads, clientv3.OpGet(f.ownerKey))
 		}
-		resp, err := c.etcd.Txn(ctx).If(cmps...).Then(clientv3.OpPut(key, string(val))).Else(reads...).Commit()
+		resp, err := c.commit(ctx, func(ctx context.Context) (*clientv3.TxnResponse, error) {
+			return c.etcd.Txn(ctx).If(cmps...).Then(clientv3.OpPut(key, string(val))).Else(reads...).Commit()
+		})
 		if err != nil {
 			// The write may have committed; a retry finds it equal.
 			return fmt.Errorf("etcdcatalog: save %q: %w", pchannel, err)
@@ -462,7 +468,9 @@ func (c *Catalog) read(ctx context.Context, pchannel, key string, f *fence) (hin
 	if f != nil {
 		reads = append(reads, clientv3.OpGet(f.ownerKey))
 	}
-	resp, err := c.etcd.Txn(ctx).Then(reads...).Commit()
+	resp, err := c.commit(ctx, func(ctx context.Context) (*clientv3.TxnResponse, error) {
+		return c.etcd.Txn(ctx).Then(reads...).Commit()
+	})
 	if err != nil {
 		return hint{}, fmt.Errorf("etcdcatalog: save %q: %w", pchannel, err)
 	}

@@ -2,6 +2,8 @@ package etcdcatalog
 
 import (
 	"context"
+	"math"
+	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -12,14 +14,16 @@ import (
 // call the client sends it until the call's deadline, and the client sends
 // it one call in three, round robin, until its keep-alive drops it (12 s
 // with Open's). A Batcher's transaction held so kept its commit slot to the
-// batch timeout, and within a few transactions every slot was held so: in
-// a trial, every pchannel of the node went 12 s without a save. So a
+// batch timeout, and within a few transactions every slot was held so: in a
+// trial, every pchannel of the node went 12 s without a save. A catalog's
+// saves hold its call slots (WithMaxConcurrentCalls) so, to their
+// deadlines, and fill them when many pchannels save often. So a save's
 // transaction with no answer well past its usual round trip is sent again,
 // and again, each time after twice the wait before, and the first answer
-// wins. The client picks the member of each copy, round robin among all
-// its calls, and a copy cannot steer it: each goes to the member that
-// answers nothing about one time in three. Sent again one copy at a time,
-// a transaction in a test of 4 s had five copies in a row held, and waited
+// wins. The client picks the member of each copy, round robin among all its
+// calls, and a copy cannot steer it: each goes to the member that answers
+// nothing about one time in three. Sent again one copy at a time, a
+// transaction in a test of 4 s had five copies in a row held, and waited
 // 1.6 s; so each time it is sent as many times as the client has other
 // members, and two copies at once are both held one time in nine.
 //
@@ -37,7 +41,7 @@ const maxCopies = 7
 // Bounds of the wait before a transaction is first sent again: at least
 // minHedge, below which a pause of the collector or a slow fsync would
 // send one twice for nothing, and firstHedge before any round trip was
-// measured. Both are capped at half the batch timeout.
+// measured. Both are capped at half the time the transaction has.
 const (
 	minHedge   = 50 * time.Millisecond
 	firstHedge = time.Second
@@ -63,35 +67,50 @@ func (r *roundTrip) observe(d time.Duration) {
 }
 
 // hedgeAfter is how long a transaction waits for an answer before it is
-// first sent again: the mean and four deviations, within its bounds.
-func (r *roundTrip) hedgeAfter(timeout time.Duration) time.Duration {
+// first sent again: the mean and four deviations, within its bounds, and
+// no more than most.
+func (r *roundTrip) hedgeAfter(most time.Duration) time.Duration {
 	d := firstHedge
 	if r.srtt != 0 {
 		d = max(r.srtt+4*r.rttvar, minHedge)
 	}
-	return min(d, timeout/2)
+	return min(d, most)
 }
 
-// send makes commit's transaction within the batch timeout, sent again
-// as hedged says once hedgeAfter has passed with no answer, as many times
-// each time as the client has other members; the round trip of the copy
-// that answers feeds the estimate. A client of one member is sent one
-// copy: another would go where the first went.
-func (b *Batcher) send(commit func(context.Context) (*clientv3.TxnResponse, error)) (*clientv3.TxnResponse, error) {
-	ctx, cancel := context.WithTimeout(b.closing, b.opt.timeout)
-	defer cancel()
-	others := len(b.c.client.Endpoints()) - 1
+// roundTrips is a catalog's estimate, which its saves and its Batcher's
+// transactions feed and read.
+type roundTrips struct {
+	mu sync.Mutex
+	roundTrip
+}
+
+// commit makes a transaction under ctx (call), sent again as hedged says
+// once hedgeAfter has passed with no answer, or half the time ctx has
+// left, as many times each time as the client has other members; the
+// round trip of the copy that answers feeds the estimate. A client of one
+// member is sent one copy: another would go where the first went. Only a
+// transaction that may be sent twice is made so: a save, whose compare is
+// the record it replaces, or a read.
+func (c *Catalog) commit(ctx context.Context, call func(context.Context) (*clientv3.TxnResponse, error)) (*clientv3.TxnResponse, error) {
+	others := len(c.client.Endpoints()) - 1
 	if others < 1 {
-		return commit(ctx)
+		return call(ctx)
 	}
-	b.mu.Lock()
-	wait := b.roundTrip.hedgeAfter(b.opt.timeout)
-	b.mu.Unlock()
-	a := hedged(ctx, wait, others, commit)
+	most := time.Duration(math.MaxInt64)
+	if d, ok := ctx.Deadline(); ok {
+		most = time.Until(d) / 2
+	}
+	if most < minHedge {
+		return call(ctx) // too near its end for a copy to help
+	}
+	c.roundTrips.mu.Lock()
+	wait := c.roundTrips.hedgeAfter(most)
+	c.roundTrips.mu.Unlock()
+	a := hedged(ctx, wait, others, call)
 	if a.err == nil {
-		b.mu.Lock()
-		b.roundTrip.observe(a.took)
-		b.mu.Unlock()
+		c.roundTrips.mu.Lock()
+		c.roundTrips.observe(a.took)
+		c.roundTrips.mu.Unlock()
 	}
 	return a.resp, a.err
 }

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/lowwater/lowwater/internal/testkit/etcdtest"
+	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/persistence/etcdcatalog"
 	"github.com/lowwater/lowwater/wal"
 )
@@ -135,45 +136,55 @@ func (s createdStream) RecvMsg(m any) error {
 	return err
 }
 
-// TestBatcherSavesGoOnWhileAMemberAnswersNothing freezes one member of
-// three, its connections held open and nothing passing, as a member
-// stopped by SIGSTOP, a host that hangs or a partition that drops packets
-// is, for 4 s: well before the client's keep-alive would drop it. Sixteen
-// pchannels save through one Batcher all along, as persisters do: each
-// save with a deadline of 2 s, the next one at once whether it succeeded
-// or not. No pchannel goes longer than a deadline and a half without a
-// save acknowledged, hardly a save fails, and each pchannel stores its
-// last one acknowledged, or a later one. A transaction the client sent to the frozen member is sent
-// again, to whichever member the client picks next, until one answers;
-// without that, each such transaction held its commit slot to the batch
-// timeout, 5 s, and with every slot so held, no pchannel saved until the
-// end of the freeze.
-func TestBatcherSavesGoOnWhileAMemberAnswersNothing(t *testing.T) {
+// TestSavesGoOnWhileAMemberAnswersNothing freezes one member of three,
+// its connections held open and nothing passing, as a member stopped by
+// SIGSTOP, a host that hangs or a partition that drops packets is, for
+// 4 s: well before the client's keep-alive would drop it. Sixteen
+// pchannels save through a Batcher all along, and sixteen through a
+// Catalog, as persisters do: each save with a deadline of 2 s, the next
+// one at once whether it succeeded or not. No pchannel goes longer than a
+// deadline and a half without a save acknowledged, hardly a save fails,
+// and each pchannel stores its last one acknowledged, or a later one. A
+// transaction the client sent to the frozen member is sent again, to
+// whichever member the client picks next, until one answers. Without
+// that, each such transaction of the Batcher held its commit slot to the
+// batch timeout, 5 s, and with every slot so held, no pchannel of it saved
+// until the freeze ended; and one save of the Catalog in three failed at
+// its deadline.
+func TestSavesGoOnWhileAMemberAnswersNothing(t *testing.T) {
 	const (
-		pchannels = 16
+		pchannels = 16 // of each
 		deadline  = 2 * time.Second
 		frozenFor = 4 * time.Second
 	)
 	cluster := etcdtest.StartCluster(t, 3)
 	require.Eventually(t, func() bool { return cluster.Leader() >= 0 }, 10*time.Second, 10*time.Millisecond)
 	frozen := etcdtest.NewFreezer(t, strings.TrimPrefix(cluster.Members[2].Endpoints()[0], "http://"))
-	b := openBatcher(t, append(cluster.Members[0].Endpoints(), cluster.Members[1].Endpoints()[0], frozen.Endpoint()), nil)
+	endpoints := append(cluster.Members[0].Endpoints(), cluster.Members[1].Endpoints()[0], frozen.Endpoint())
+	catalogs := []persistence.Catalog{openBatcher(t, endpoints, nil), openCatalog(t, endpoints, nil)}
 
 	type pchannel struct {
+		c                   persistence.Catalog
+		name                string
 		acked               atomic.Int64
 		last, tried         wal.KafkaID // acknowledged, sent
 		lastAt              time.Time
 		longestGap, slowest time.Duration
 		failed              int
 	}
-	saved := make([]pchannel, pchannels)
+	saved := make([]pchannel, 0, len(catalogs)*pchannels)
+	for i, c := range catalogs {
+		for p := range pchannels {
+			saved = append(saved, pchannel{c: c, name: fmt.Sprintf("c%d-p%d", i, p)})
+		}
+	}
 	quit := make(chan struct{})
 	var wg sync.WaitGroup
 	for p := range saved {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s, name := &saved[p], fmt.Sprintf("p%d", p)
+			s := &saved[p]
 			s.lastAt = time.Now()
 			for next := wal.KafkaID(1); ; next++ {
 				select {
@@ -185,12 +196,12 @@ func TestBatcherSavesGoOnWhileAMemberAnswersNothing(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), deadline)
 				began := time.Now()
 				s.tried = next
-				err := b.Save(ctx, name, next)
+				err := s.c.Save(ctx, s.name, next)
 				s.slowest = max(s.slowest, time.Since(began))
 				cancel()
 				if err != nil {
 					s.failed++
-					t.Logf("%s, save %d: %v", name, next, err)
+					t.Logf("%s, save %d: %v", s.name, next, err)
 					continue
 				}
 				s.last = next
@@ -214,20 +225,22 @@ func TestBatcherSavesGoOnWhileAMemberAnswersNothing(t *testing.T) {
 	close(quit)
 	wg.Wait()
 
-	var longestGap, slowest time.Duration
-	var saves, failed int
-	for p := range saved {
-		s := &saved[p]
-		longestGap, slowest = max(longestGap, s.longestGap), max(slowest, s.slowest)
-		saves, failed = saves+int(s.acked.Load()), failed+s.failed
-		// A save that failed at its deadline may have been written.
-		got, err := b.Load(ctxT(t), fmt.Sprintf("p%d", p))
-		require.NoError(t, err)
-		require.GreaterOrEqual(t, got.(wal.KafkaID), s.last)
-		require.LessOrEqual(t, got.(wal.KafkaID), s.tried)
+	for i, c := range catalogs {
+		var longestGap, slowest time.Duration
+		var saves, failed int
+		for p := range saved[i*pchannels : (i+1)*pchannels] {
+			s := &saved[i*pchannels+p]
+			longestGap, slowest = max(longestGap, s.longestGap), max(slowest, s.slowest)
+			saves, failed = saves+int(s.acked.Load()), failed+s.failed
+			// A save that failed at its deadline may have been written.
+			got, err := c.Load(ctxT(t), s.name)
+			require.NoError(t, err)
+			require.GreaterOrEqual(t, got.(wal.KafkaID), s.last)
+			require.LessOrEqual(t, got.(wal.KafkaID), s.tried)
+		}
+		t.Logf("%T: %d saves acknowledged, %d failed; the slowest took %v, the longest without a save %v",
+			c, saves, failed, slowest.Round(time.Millisecond), longestGap.Round(time.Millisecond))
+		require.Less(t, longestGap, deadline*3/2, "%T", c)
+		require.LessOrEqual(t, failed, saves/100, "%T", c)
 	}
-	t.Logf("%d saves acknowledged, %d failed; the slowest took %v, the longest without a save %v",
-		saves, failed, slowest.Round(time.Millisecond), longestGap.Round(time.Millisecond))
-	require.Less(t, longestGap, deadline*3/2)
-	require.LessOrEqual(t, failed, saves/100)
 }
