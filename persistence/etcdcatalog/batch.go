@@ -136,14 +136,14 @@ func WithBatchTimeout(d time.Duration) BatchOption {
 // Owned from Catalog.Own saves one transaction at a time.
 //
 // A transaction with no answer well past its usual round trip (four
-// deviations over the mean, 50 ms at the least) is sent again, once to
-// each other member the client has, then again after twice that wait, up
-// to seven copies, and the first answer wins, as a Catalog's save is: one
-// member that answers nothing (stopped, hung, cut off by a partition that
-// drops packets) would otherwise hold each transaction the client sends it
-// until the batch timeout, and soon every commit slot. Two copies of a
-// transaction are safe: its compares let only the first write (see
-// hedge.go).
+// deviations over the mean, twice the mean and 50 ms at the least) is sent
+// again, once to each other member the client has, then again after twice
+// that wait, until its time runs out, and the first answer wins, as a
+// Catalog's save is: one member that answers nothing (stopped, hung, cut
+// off by a partition that drops packets) would otherwise hold each
+// transaction the client sends it until the batch timeout, and soon every
+// commit slot. Two copies of a transaction are safe: its compares let only
+// the first write (see hedge.go).
 type Batcher struct {
 	c   *Catalog
 	opt batchOptions

@@ -34,14 +34,21 @@ import (
 // frozen member delivers later finds that record or a later one, and
 // writes nothing either.
 
-// maxCopies is how many times a transaction is sent at most: with three
-// members, once and three times two, in 350 ms at the least wait.
-const maxCopies = 7
+// maxHedges is how many times a transaction is sent again at most. The
+// copies go on until the time the transaction has runs out, rather than
+// all within the first few waits: a leader that stops answering holds
+// every copy that reaches a member still following it, until the others
+// elect a new one (after an election timeout, 1 s by default), and a trial
+// with the leader frozen or killed saw every copy sent within 350 ms held
+// so. At the least wait, it is sent again the eighth time after 12.75 s.
+const maxHedges = 8
 
 // Bounds of the wait before a transaction is first sent again: at least
 // minHedge, below which a pause of the collector or a slow fsync would
-// send one twice for nothing, and firstHedge before any round trip was
-// measured. Both are capped at half the time the transaction has.
+// send one twice for nothing, and twice the mean round trip, so that a
+// cluster far away whose transactions take about as long each is sent
+// few copies; firstHedge before any round trip was measured. All are
+// capped at half the time the transaction has.
 const (
 	minHedge   = 50 * time.Millisecond
 	firstHedge = time.Second
@@ -68,13 +75,14 @@ func (r *roundTrip) observe(d time.Duration) {
 
 // hedgeAfter is how long a transaction waits for an answer before it is
 // first sent again: the mean and four deviations, within its bounds, and
-// no more than most.
-func (r *roundTrip) hedgeAfter(most time.Duration) time.Duration {
+// no more than most, half the time it has; ok is false when a copy sent
+// then would not be answered in the time left, the mean being longer.
+func (r *roundTrip) hedgeAfter(most time.Duration) (wait time.Duration, ok bool) {
 	d := firstHedge
 	if r.srtt != 0 {
-		d = max(r.srtt+4*r.rttvar, minHedge)
+		d = max(r.srtt+4*r.rttvar, 2*r.srtt, minHedge)
 	}
-	return min(d, most)
+	return min(d, most), r.srtt <= most
 }
 
 // roundTrips is a catalog's estimate, which its saves and its Batcher's
@@ -104,8 +112,11 @@ func (c *Catalog) commit(ctx context.Context, call func(context.Context) (*clien
 		return call(ctx) // too near its end for a copy to help
 	}
 	c.roundTrips.mu.Lock()
-	wait := c.roundTrips.hedgeAfter(most)
+	wait, ok := c.roundTrips.hedgeAfter(most)
 	c.roundTrips.mu.Unlock()
+	if !ok {
+		return call(ctx) // a copy would come too late
+	}
 	a := hedged(ctx, wait, others, call)
 	if a.err == nil {
 		c.roundTrips.mu.Lock()
@@ -124,17 +135,17 @@ type answer[R any] struct {
 
 // hedged makes call under ctx, and makes it again, fanout copies at once,
 // concurrently, when wait passes with no answer, then after twice that,
-// and so on, maxCopies times in all. The first answer without an error
+// and so on, maxHedges times at most. The first answer without an error
 // wins and the other copies are cut short; an error is the answer once no
 // copy is left to wait for. The copies have all returned when hedged does.
 func hedged[R any](ctx context.Context, wait time.Duration, fanout int, call func(context.Context) (R, error)) answer[R] {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	answers := make(chan answer[R], maxCopies)
-	sent, pending := 0, 0
+	answers := make(chan answer[R], 1+maxHedges*fanout)
+	pending := 0
 	send := func(n int) {
-		for range min(n, maxCopies-sent) {
-			sent, pending = sent+1, pending+1
+		for range n {
+			pending++
 			go func() {
 				began := time.Now()
 				resp, err := call(ctx)
@@ -146,7 +157,7 @@ func hedged[R any](ctx context.Context, wait time.Duration, fanout int, call fun
 	defer next.Stop()
 	send(1)
 	var last answer[R]
-	for pending > 0 {
+	for hedges := 0; pending > 0; {
 		select {
 		case last = <-answers:
 			pending--
@@ -157,8 +168,9 @@ func hedged[R any](ctx context.Context, wait time.Duration, fanout int, call fun
 				}
 			}
 		case <-next.C:
-			if ctx.Err() == nil {
+			if hedges < maxHedges && ctx.Err() == nil {
 				send(fanout)
+				hedges++
 				wait *= 2
 				next.Reset(wait)
 			}

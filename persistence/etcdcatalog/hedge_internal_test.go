@@ -11,19 +11,34 @@ import (
 )
 
 func TestRoundTripSetsTheWaitBeforeACopy(t *testing.T) {
+	wait := func(r roundTrip, most time.Duration) time.Duration {
+		t.Helper()
+		d, ok := r.hedgeAfter(most)
+		require.True(t, ok)
+		return d
+	}
 	var r roundTrip
-	require.Equal(t, firstHedge, r.hedgeAfter(5*time.Second), "nothing measured")
-	require.Equal(t, 500*time.Millisecond, r.hedgeAfter(500*time.Millisecond), "the most it may wait")
+	require.Equal(t, firstHedge, wait(r, 5*time.Second), "nothing measured")
+	require.Equal(t, 500*time.Millisecond, wait(r, 500*time.Millisecond), "the most it may wait")
 
 	r.observe(2 * time.Millisecond)
 	require.Equal(t, roundTrip{srtt: 2 * time.Millisecond, rttvar: time.Millisecond}, r)
-	require.Equal(t, minHedge, r.hedgeAfter(5*time.Second), "6 ms, below the least wait")
+	require.Equal(t, minHedge, wait(r, 5*time.Second), "6 ms, below the least wait")
 
 	// One answer slow by a second raises the wait to about a second.
 	r.observe(time.Second)
 	require.Equal(t, roundTrip{srtt: 126750 * time.Microsecond, rttvar: 250250 * time.Microsecond}, r)
-	require.Equal(t, 1127750*time.Microsecond, r.hedgeAfter(5*time.Second))
-	require.Equal(t, 500*time.Millisecond, r.hedgeAfter(500*time.Millisecond))
+	require.Equal(t, 1127750*time.Microsecond, wait(r, 5*time.Second))
+	require.Equal(t, 500*time.Millisecond, wait(r, 500*time.Millisecond))
+
+	// A cluster far away, whose transactions take about as long each:
+	// twice the mean, not the mean and four deviations (340 ms).
+	r = roundTrip{srtt: 300 * time.Millisecond, rttvar: 10 * time.Millisecond}
+	require.Equal(t, 600*time.Millisecond, wait(r, 5*time.Second))
+	// A copy sent at half the time left, 250 ms, would be answered at
+	// 550: none is sent.
+	_, ok := r.hedgeAfter(250 * time.Millisecond)
+	require.False(t, ok)
 }
 
 // copies is a call whose copies each do what answers says for their
@@ -117,9 +132,10 @@ func TestHedgedEndsWithItsContext(t *testing.T) {
 		// Copies at 0, 10, 30 and 70 ms; the next would go at 150.
 		{1, 10 * time.Millisecond, 4},
 		// Two at a time: 1 + 2 + 2 + 2.
-		{2, 10 * time.Millisecond, maxCopies},
-		// No more than maxCopies, however short the wait.
-		{1, time.Microsecond, maxCopies},
+		{2, 10 * time.Millisecond, 7},
+		// No more than maxHedges, however short the wait.
+		{1, time.Microsecond, 1 + maxHedges},
+		{2, time.Microsecond, 1 + 2*maxHedges},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		c := &copies{answers: func(_ int, ctx context.Context) (string, error) { return hang(ctx) }}

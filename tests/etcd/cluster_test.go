@@ -105,8 +105,9 @@ func TestBatcherLeaderKill(t *testing.T) {
 		acksEachSide = 10
 		// resumeWithin is an election (1 s election timeout here) and
 		// the attempts that fail meanwhile, each with its backoff, for
-		// the last of the pchannels: 1.8–6.2 s in five runs on 2 cores,
-		// with room for a loaded machine.
+		// the last of the pchannels: 1.2–1.8 s in five runs on 2 cores
+		// (5.9–6.0 s before a save held by the killed leader was sent
+		// again), with room for a loaded machine.
 		resumeWithin = 15 * time.Second
 	)
 	cluster := etcdtest.StartCluster(t, 3)
