@@ -124,20 +124,24 @@ func TestHedgedSendsCopiesUntilOneAnswers(t *testing.T) {
 }
 
 func TestHedgedEndsWithItsContext(t *testing.T) {
+	const ms = time.Millisecond
 	for _, tc := range []struct {
-		fanout int
-		wait   time.Duration
-		sent   int
+		fanout        int
+		wait, timeout time.Duration
+		sent          int
 	}{
 		// Copies at 0, 10, 30 and 70 ms; the next would go at 150.
-		{1, 10 * time.Millisecond, 4},
+		{1, 10 * ms, 100 * ms, 4},
 		// Two at a time: 1 + 2 + 2 + 2.
-		{2, 10 * time.Millisecond, 7},
+		{2, 10 * ms, 100 * ms, 7},
+		// Copies at 0, 300, 800, 1300 and 1800 ms, the next at 2300: the
+		// wait grows to maxHedgeGap, no further.
+		{1, 300 * ms, 2100 * ms, 5},
 		// No more than maxHedges, however short the wait.
-		{1, time.Microsecond, 1 + maxHedges},
-		{2, time.Microsecond, 1 + 2*maxHedges},
+		{1, time.Microsecond, 100 * ms, 1 + maxHedges},
+		{2, time.Microsecond, 100 * ms, 1 + 2*maxHedges},
 	} {
-		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), tc.timeout)
 		c := &copies{answers: func(_ int, ctx context.Context) (string, error) { return hang(ctx) }}
 		got := hedged(ctx, tc.wait, tc.fanout, c.call)
 		cancel()

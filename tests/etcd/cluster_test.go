@@ -105,7 +105,7 @@ func TestBatcherLeaderKill(t *testing.T) {
 		acksEachSide = 10
 		// resumeWithin is an election (1 s election timeout here) and
 		// the attempts that fail meanwhile, each with its backoff, for
-		// the last of the pchannels: 1.2–1.8 s in five runs on 2 cores
+		// the last of the pchannels: 1.2–2.1 s in eight runs on 2 cores
 		// (5.9–6.0 s before a save held by the killed leader was sent
 		// again), with room for a loaded machine.
 		resumeWithin = 15 * time.Second
