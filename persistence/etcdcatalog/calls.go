@@ -25,11 +25,15 @@ import (
 // one without a leader refuses it (onLeader).
 type etcdCalls struct{ c *Catalog }
 
+// Get is a read, sent again when no answer comes (hedge): a read changes
+// nothing, however many times it is made.
 func (e etcdCalls) Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
 	bounded, done := e.c.bound(ctx)
 	defer done()
-	resp, err := onLeader(bounded, func(ctx context.Context) (*clientv3.GetResponse, error) {
-		return e.c.client.Get(ctx, key, opts...)
+	resp, err := hedge(e.c, &e.c.readTrips, bounded, func(ctx context.Context) (*clientv3.GetResponse, error) {
+		return onLeader(ctx, func(ctx context.Context) (*clientv3.GetResponse, error) {
+			return e.c.client.Get(ctx, key, opts...)
+		})
 	})
 	return resp, e.c.closedErr(endedErr(ctx, err))
 }

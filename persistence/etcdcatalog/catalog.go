@@ -43,8 +43,9 @@ type Catalog struct {
 	endClosing context.CancelFunc
 	// etcd makes the calls to etcd, each ended by Close.
 	etcd etcdCalls
-	// roundTrips tells when a save is sent again (commit).
-	roundTrips roundTrips
+	// saveTrips and readTrips tell when a save, or a read, is sent again
+	// (hedge).
+	saveTrips, readTrips roundTrips
 
 	mu sync.Mutex
 	// hints remembers, per checkpoint key, the record last read or written,
@@ -468,7 +469,7 @@ func (c *Catalog) read(ctx context.Context, pchannel, key string, f *fence) (hin
 	if f != nil {
 		reads = append(reads, clientv3.OpGet(f.ownerKey))
 	}
-	resp, err := c.commit(ctx, func(ctx context.Context) (*clientv3.TxnResponse, error) {
+	resp, err := hedge(c, &c.readTrips, ctx, func(ctx context.Context) (*clientv3.TxnResponse, error) {
 		return c.etcd.Txn(ctx).Then(reads...).Commit()
 	})
 	if err != nil {

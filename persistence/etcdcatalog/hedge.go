@@ -32,7 +32,9 @@ import (
 // finds the first's record and writes nothing; its answer, should it come
 // first, reads that record, which judges the save done (equal). A copy a
 // frozen member delivers later finds that record or a later one, and
-// writes nothing either.
+// writes nothing either. Reads (Load, LoadAll, a save's read, an Owned's
+// read of its owner key) are sent again the same way, on an estimate of
+// their own: a read changes nothing.
 
 // maxHedges is how many times a transaction is sent again at most, and
 // maxHedgeGap the longest the wait between two of them grows to. The
@@ -92,21 +94,27 @@ func (r *roundTrip) hedgeAfter(most time.Duration) (wait time.Duration, ok bool)
 	return min(d, most), r.srtt <= most
 }
 
-// roundTrips is a catalog's estimate, which its saves and its Batcher's
-// transactions feed and read.
+// roundTrips is an estimate a catalog keeps, one for its saves (its
+// Batcher's transactions among them) and one for its reads, which take no
+// fsync and are answered sooner.
 type roundTrips struct {
 	mu sync.Mutex
 	roundTrip
 }
 
-// commit makes a transaction under ctx (call), sent again as hedged says
-// once hedgeAfter has passed with no answer, or half the time ctx has
-// left, as many times each time as the client has other members; the
-// round trip of the copy that answers feeds the estimate. A client of one
-// member is sent one copy: another would go where the first went. Only a
-// transaction that may be sent twice is made so: a save, whose compare is
-// the record it replaces, or a read.
+// commit makes a save's transaction under ctx (call), as hedge says, on
+// the saves' estimate. Only a transaction that may be sent twice is made
+// so: a save's, whose compare is the record it replaces.
 func (c *Catalog) commit(ctx context.Context, call func(context.Context) (*clientv3.TxnResponse, error)) (*clientv3.TxnResponse, error) {
+	return hedge(c, &c.saveTrips, ctx, call)
+}
+
+// hedge makes call under ctx, sent again as hedged says once hedgeAfter
+// has passed with no answer, or half the time ctx has left, as many times
+// each time as the client has other members; the round trip of the copy
+// that answers feeds est. A client of one member is sent one copy:
+// another would go where the first went.
+func hedge[R any](c *Catalog, est *roundTrips, ctx context.Context, call func(context.Context) (R, error)) (R, error) {
 	others := len(c.client.Endpoints()) - 1
 	if others < 1 {
 		return call(ctx)
@@ -118,17 +126,17 @@ func (c *Catalog) commit(ctx context.Context, call func(context.Context) (*clien
 	if most < minHedge {
 		return call(ctx) // too near its end for a copy to help
 	}
-	c.roundTrips.mu.Lock()
-	wait, ok := c.roundTrips.hedgeAfter(most)
-	c.roundTrips.mu.Unlock()
+	est.mu.Lock()
+	wait, ok := est.hedgeAfter(most)
+	est.mu.Unlock()
 	if !ok {
 		return call(ctx) // a copy would come too late
 	}
 	a := hedged(ctx, wait, others, call)
 	if a.err == nil {
-		c.roundTrips.mu.Lock()
-		c.roundTrips.observe(a.took)
-		c.roundTrips.mu.Unlock()
+		est.mu.Lock()
+		est.observe(a.took)
+		est.mu.Unlock()
 	}
 	return a.resp, a.err
 }

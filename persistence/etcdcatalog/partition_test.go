@@ -144,9 +144,11 @@ func (s createdStream) RecvMsg(m any) error {
 // Catalog, as persisters do: each save with a deadline of 2 s, the next
 // one at once whether it succeeded or not. No pchannel goes longer than a
 // deadline and a half without a save acknowledged, hardly a save fails,
-// and each pchannel stores its last one acknowledged, or a later one. A
-// transaction the client sent to the frozen member is sent again, to
-// whichever member the client picks next, until one answers. Without
+// and each pchannel stores its last one acknowledged, or a later one.
+// Readers load the pchannels meanwhile, with the same deadline, and no
+// load fails. A transaction or a read the client sent to the frozen member
+// is sent again, to whichever member the client picks next, until one
+// answers. Without
 // that, each such transaction of the Batcher held its commit slot to the
 // batch timeout, 5 s, and with every slot so held, no pchannel of it saved
 // until the freeze ended; and one save of the Catalog in three failed at
@@ -180,6 +182,34 @@ func TestSavesGoOnWhileAMemberAnswersNothing(t *testing.T) {
 	}
 	quit := make(chan struct{})
 	var wg sync.WaitGroup
+	// Four readers of each catalog load its pchannels in turn meanwhile,
+	// each load with the same deadline: every one succeeds.
+	var loads atomic.Int64
+	loadErrs := make(chan error, 8)
+	for i, c := range catalogs {
+		for r := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for n := r; ; n += 4 {
+					select {
+					case <-quit:
+						loadErrs <- nil
+						return
+					default:
+					}
+					ctx, cancel := context.WithTimeout(context.Background(), deadline)
+					_, err := c.Load(ctx, saved[i*pchannels+n%pchannels].name)
+					cancel()
+					if err != nil {
+						loadErrs <- fmt.Errorf("%T: load: %w", c, err)
+						return
+					}
+					loads.Add(1)
+				}
+			}()
+		}
+	}
 	for p := range saved {
 		wg.Add(1)
 		go func() {
@@ -224,6 +254,10 @@ func TestSavesGoOnWhileAMemberAnswersNothing(t *testing.T) {
 	time.Sleep(frozenFor) // the fault's length, not a wait for anything
 	close(quit)
 	wg.Wait()
+	for range len(catalogs) * 4 {
+		require.NoError(t, <-loadErrs)
+	}
+	t.Logf("%d loads, none failed", loads.Load())
 
 	for i, c := range catalogs {
 		var longestGap, slowest time.Duration
