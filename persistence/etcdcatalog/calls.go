@@ -25,15 +25,28 @@ import (
 // one without a leader refuses it (onLeader).
 type etcdCalls struct{ c *Catalog }
 
-// Get is a read, sent again when no answer comes (hedge): a read changes
-// nothing, however many times it is made.
-func (e etcdCalls) Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+// Get reads one key, sent again when no answer comes (hedge): a read
+// changes nothing, however many times it is made.
+func (e etcdCalls) Get(ctx context.Context, key string) (*clientv3.GetResponse, error) {
 	bounded, done := e.c.bound(ctx)
 	defer done()
 	resp, err := hedge(e.c, &e.c.readTrips, bounded, func(ctx context.Context) (*clientv3.GetResponse, error) {
 		return onLeader(ctx, func(ctx context.Context) (*clientv3.GetResponse, error) {
-			return e.c.client.Get(ctx, key, opts...)
+			return e.c.client.Get(ctx, key)
 		})
+	})
+	return resp, e.c.closedErr(endedErr(ctx, err))
+}
+
+// Scan reads a page of keys from key on (opts), sent once: a page of
+// thousands of keys takes longer than the round trip of the reads the
+// estimate knows, and each of its copies would read it all again, at
+// each start of a node.
+func (e etcdCalls) Scan(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+	bounded, done := e.c.bound(ctx)
+	defer done()
+	resp, err := onLeader(bounded, func(ctx context.Context) (*clientv3.GetResponse, error) {
+		return e.c.client.Get(ctx, key, opts...)
 	})
 	return resp, e.c.closedErr(endedErr(ctx, err))
 }

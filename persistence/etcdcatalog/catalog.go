@@ -576,7 +576,7 @@ func (c *Catalog) scanAt(ctx context.Context, op string, name func(key string) (
 		if rev != 0 {
 			opts = append(opts, clientv3.WithRev(rev))
 		}
-		resp, err := c.etcd.Get(ctx, start, opts...)
+		resp, err := c.etcd.Scan(ctx, start, opts...)
 		if err != nil {
 			return fmt.Errorf("etcdcatalog: %s: %w", op, err)
 		}

@@ -32,9 +32,10 @@ import (
 // finds the first's record and writes nothing; its answer, should it come
 // first, reads that record, which judges the save done (equal). A copy a
 // frozen member delivers later finds that record or a later one, and
-// writes nothing either. Reads (Load, LoadAll, a save's read, an Owned's
-// read of its owner key) are sent again the same way, on an estimate of
-// their own: a read changes nothing.
+// writes nothing either. Reads of one key (Load, a save's read, an
+// Owned's read of its owner key) are sent again the same way, on an
+// estimate of their own: a read changes nothing. LoadAll's pages are not
+// (etcdCalls.Scan).
 
 // maxHedges is how many times a transaction is sent again at most, and
 // maxHedgeGap the longest the wait between two of them grows to. The
