@@ -28,14 +28,13 @@ type etcdCalls struct{ c *Catalog }
 // Get reads one key, sent again when no answer comes (hedge): a read
 // changes nothing, however many times it is made.
 func (e etcdCalls) Get(ctx context.Context, key string) (*clientv3.GetResponse, error) {
-	bounded, done := e.c.bound(ctx)
-	defer done()
-	resp, err := hedge(e.c, &e.c.readTrips, bounded, func(ctx context.Context) (*clientv3.GetResponse, error) {
-		return onLeader(ctx, func(ctx context.Context) (*clientv3.GetResponse, error) {
-			return e.c.client.Get(ctx, key)
+	return catalogCall(e.c, ctx, func(ctx context.Context) (*clientv3.GetResponse, error) {
+		return hedge(e.c, &e.c.readTrips, ctx, func(ctx context.Context) (*clientv3.GetResponse, error) {
+			return onLeader(ctx, func(ctx context.Context) (*clientv3.GetResponse, error) {
+				return e.c.client.Get(ctx, key)
+			})
 		})
 	})
-	return resp, e.c.closedErr(endedErr(ctx, err))
 }
 
 // Scan reads a page of keys from key on (opts), sent once: a page of
@@ -43,21 +42,28 @@ func (e etcdCalls) Get(ctx context.Context, key string) (*clientv3.GetResponse, 
 // estimate knows, and each of its copies would read it all again, at
 // each start of a node.
 func (e etcdCalls) Scan(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
-	bounded, done := e.c.bound(ctx)
-	defer done()
-	resp, err := onLeader(bounded, func(ctx context.Context) (*clientv3.GetResponse, error) {
-		return e.c.client.Get(ctx, key, opts...)
+	return catalogCall(e.c, ctx, func(ctx context.Context) (*clientv3.GetResponse, error) {
+		return onLeader(ctx, func(ctx context.Context) (*clientv3.GetResponse, error) {
+			return e.c.client.Get(ctx, key, opts...)
+		})
 	})
-	return resp, e.c.closedErr(endedErr(ctx, err))
 }
 
 func (e etcdCalls) Delete(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.DeleteResponse, error) {
-	bounded, done := e.c.bound(ctx)
-	defer done()
-	resp, err := onLeader(bounded, func(ctx context.Context) (*clientv3.DeleteResponse, error) {
-		return e.c.client.Delete(ctx, key, opts...)
+	return catalogCall(e.c, ctx, func(ctx context.Context) (*clientv3.DeleteResponse, error) {
+		return onLeader(ctx, func(ctx context.Context) (*clientv3.DeleteResponse, error) {
+			return e.c.client.Delete(ctx, key, opts...)
+		})
 	})
-	return resp, e.c.closedErr(endedErr(ctx, err))
+}
+
+// catalogCall makes call under ctx, ended by c's Close too; its error
+// says so when ctx or the Close ended it (endedErr, closedErr).
+func catalogCall[R any](c *Catalog, ctx context.Context, call func(context.Context) (R, error)) (R, error) {
+	bounded, done := c.bound(ctx)
+	defer done()
+	resp, err := call(bounded)
+	return resp, c.closedErr(endedErr(ctx, err))
 }
 
 // Txn is a transaction bound by Close until it is committed; every
@@ -84,12 +90,11 @@ func (t *boundTxn) Else(ops ...clientv3.Op) clientv3.Txn {
 }
 
 func (t *boundTxn) Commit() (*clientv3.TxnResponse, error) {
-	bounded, done := t.c.bound(t.ctx)
-	defer done()
-	resp, err := onLeader(bounded, func(ctx context.Context) (*clientv3.TxnResponse, error) {
-		return t.c.client.Txn(ctx).If(t.cmps...).Then(t.then...).Else(t.els...).Commit()
+	return catalogCall(t.c, t.ctx, func(ctx context.Context) (*clientv3.TxnResponse, error) {
+		return onLeader(ctx, func(ctx context.Context) (*clientv3.TxnResponse, error) {
+			return t.c.client.Txn(ctx).If(t.cmps...).Then(t.then...).Else(t.els...).Commit()
+		})
 	})
-	return resp, t.c.closedErr(endedErr(t.ctx, err))
 }
 
 // onLeader makes call under ctx, requiring a leader
