@@ -27,11 +27,11 @@ type etcdCalls struct{ c *Catalog }
 
 // Get reads one key, sent again when no answer comes (hedge): a read
 // changes nothing, however many times it is made.
-func (e etcdCalls) Get(ctx context.Context, key string) (*clientv3.GetResponse, error) {
+func (e etcdCalls) Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
 	return catalogCall(e.c, ctx, func(ctx context.Context) (*clientv3.GetResponse, error) {
 		return hedge(e.c, &e.c.readTrips, ctx, func(ctx context.Context) (*clientv3.GetResponse, error) {
 			return onLeader(ctx, func(ctx context.Context) (*clientv3.GetResponse, error) {
-				return e.c.client.Get(ctx, key)
+				return e.c.client.Get(ctx, key, opts...)
 			})
 		})
 	})

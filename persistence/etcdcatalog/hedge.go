@@ -33,9 +33,12 @@ import (
 // first, reads that record, which judges the save done (equal). A copy a
 // frozen member delivers later finds that record or a later one, and
 // writes nothing either. Reads of one key (Load, a save's read, an
-// Owned's read of its owner key) are sent again the same way, on an
-// estimate of their own: a read changes nothing. LoadAll's pages are not
-// (etcdCalls.Scan).
+// Owned's read of its owner key, a waiting Own's) are sent again the same
+// way, on an estimate of their own: a read changes nothing. LoadAll's
+// pages are not (etcdCalls.Scan). An Own's claim, its retake of a key its
+// session holds, a release's delete and a session's grant are sent again
+// on the saves' estimate, each safe for a reason of its own (claim,
+// retake, deleteOwner, NewSession).
 
 // maxHedges is how many times a transaction is sent again at most, and
 // maxHedgeGap the longest the wait between two of them grows to. The
@@ -103,9 +106,11 @@ type roundTrips struct {
 	roundTrip
 }
 
-// commit makes a save's transaction under ctx (call), as hedge says, on
-// the saves' estimate. Only a transaction that may be sent twice is made
-// so: a save's, whose compare is the record it replaces.
+// commit makes a transaction that writes under ctx (call), as hedge says,
+// on the saves' estimate. Only a transaction that may be sent twice is
+// made so: a save's, whose compare is the record it replaces; an owner
+// key's claim, retake or delete, whose compares are the key's absence, its
+// revision or its token.
 func (c *Catalog) commit(ctx context.Context, call func(context.Context) (*clientv3.TxnResponse, error)) (*clientv3.TxnResponse, error) {
 	return hedge(c, &c.saveTrips, ctx, call)
 }

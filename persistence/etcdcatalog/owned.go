@@ -130,8 +130,12 @@ func (c *Catalog) NewSession(ctx context.Context, ttl int) (*concurrency.Session
 	if c.closed.Load() {
 		return nil, persistence.ErrClosed
 	}
-	lease, err := onLeader(ctx, func(ctx context.Context) (*clientv3.LeaseGrantResponse, error) {
-		return c.client.Grant(ctx, int64(ttl))
+	// Sent again when no answer comes, as a save is: a copy that comes
+	// second grants a lease no key is put on, which runs out after ttl.
+	lease, err := hedge(c, &c.saveTrips, ctx, func(ctx context.Context) (*clientv3.LeaseGrantResponse, error) {
+		return onLeader(ctx, func(ctx context.Context) (*clientv3.LeaseGrantResponse, error) {
+			return c.client.Grant(ctx, int64(ttl))
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("etcdcatalog: grant a session's lease: %w", c.closedErr(causeOf(ctx, err)))
@@ -172,9 +176,20 @@ func (c *Catalog) NewSession(ctx context.Context, ttl int) (*concurrency.Session
 // owning the pchannel again with the same session (to respawn its actor,
 // say), or both keep watching until the session ends.
 //
+// While it waits, Own watches the owner key, and reads it every 1–2 s as
+// well (a serializable read, which its member answers from its own store):
+// a watch held by a member that answers nothing hears of no deletion until
+// the client's keep-alive drops the member.
+//
 // The session may use another client than the catalog, but must be on the
 // same etcd cluster. If ctx ends after the key was created but before the
-// reply, the key stays until the session ends or Own is called again.
+// reply, the key stays until the session ends or Own is called again. So
+// may a copy of the claim: one sent to a member that answers nothing, and
+// cut short when another copy was answered, may yet reach etcd when the
+// member comes back, as any call abandoned there may; after a Release of
+// the ownership, it puts the key back, with the session's lease and no
+// Owned to release it, and holds every other node off the pchannel until
+// the session ends, or owns it again and releases it.
 func (c *Catalog) Own(ctx context.Context, pchannel string, session *concurrency.Session) (*Owned, error) {
 	return c.own(ctx, pchannel, session, true)
 }
@@ -239,24 +254,31 @@ func (c *Catalog) own(ctx context.Context, pchannel string, session *concurrency
 			o := ownerOf(kvs[0])
 			return nil, &OwnedError{PChannel: pchannel, Lease: o.Lease, Term: o.Term, Holder: o.Holder}
 		}
-		if err := waitDelete(ctx, c.client, key, resp.Header.Revision+1); err != nil {
+		if err := c.waitDelete(ctx, pchannel, kvs[0], resp.Header.Revision+1); err != nil {
 			return nil, fmt.Errorf("etcdcatalog: own %q: %w", pchannel, causeOf(ctx, err))
 		}
 	}
 }
 
 // claim puts the owner key of pchannel under lease, holding token, unless
-// it exists, in a call slot: Own's wait for another owner to go holds none.
+// it exists, in a call slot: Own's wait for another owner to go holds one
+// only for each of its reads of the owner key (ownerGone).
+// It is sent again when no answer comes (commit): of two copies, the one
+// that comes second finds the key, on the session's lease, and writes
+// nothing; should its answer come first, Own retakes the key, as it would
+// one an earlier Own of the session put.
 func (c *Catalog) claim(ctx context.Context, pchannel, key string, lease clientv3.LeaseID, token string) (*clientv3.TxnResponse, error) {
 	if err := c.acquire(ctx, "own", pchannel, nil); err != nil {
 		return nil, err
 	}
 	defer c.release()
-	resp, err := c.etcd.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, token, clientv3.WithLease(lease))).
-		Else(clientv3.OpGet(key)).
-		Commit()
+	resp, err := c.commit(ctx, func(ctx context.Context) (*clientv3.TxnResponse, error) {
+		return c.etcd.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+			Then(clientv3.OpPut(key, token, clientv3.WithLease(lease))).
+			Else(clientv3.OpGet(key)).
+			Commit()
+	})
 	if err != nil {
 		return nil, ownFailed(ctx, pchannel, err)
 	}
@@ -281,19 +303,23 @@ func ownFailed(ctx context.Context, pchannel string, err error) error {
 // deletes nothing. It fails if the key changed since it was read (its mod
 // revision): a retake delivered late, after a later Own of the session
 // retook the key, must not put a token that no Owned holds, which no
-// Release would then delete.
+// Release would then delete. The same compare makes it safe to send twice
+// (commit): the copy that comes second finds the key changed, and writes
+// nothing.
 func (c *Catalog) retake(ctx context.Context, pchannel string, owner *mvccpb.KeyValue, token string) (*clientv3.TxnResponse, error) {
 	if err := c.acquire(ctx, "own", pchannel, nil); err != nil {
 		return nil, err
 	}
 	defer c.release()
 	key := string(owner.Key)
-	resp, err := c.etcd.Txn(ctx).
-		If(clientv3.Compare(clientv3.ModRevision(key), "=", owner.ModRevision),
-			clientv3.Compare(clientv3.CreateRevision(key), "=", owner.CreateRevision),
-			clientv3.Compare(clientv3.LeaseValue(key), "=", owner.Lease)).
-		Then(clientv3.OpPut(key, token, clientv3.WithLease(clientv3.LeaseID(owner.Lease)))).
-		Commit()
+	resp, err := c.commit(ctx, func(ctx context.Context) (*clientv3.TxnResponse, error) {
+		return c.etcd.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(key), "=", owner.ModRevision),
+				clientv3.Compare(clientv3.CreateRevision(key), "=", owner.CreateRevision),
+				clientv3.Compare(clientv3.LeaseValue(key), "=", owner.Lease)).
+			Then(clientv3.OpPut(key, token, clientv3.WithLease(clientv3.LeaseID(owner.Lease)))).
+			Commit()
+	})
 	if err != nil {
 		return nil, ownFailed(ctx, pchannel, err)
 	}
@@ -343,9 +369,10 @@ func causeOf(ctx context.Context, err error) error {
 	return err
 }
 
-// waitDelete returns nil once key is deleted at or after revision rev, or
-// when rev was compacted away, the client closed or the member watching
-// has no leader: the caller then reads the key again.
+// waitDelete returns nil once owner's key is deleted at or after revision
+// rev, or found gone or another's, or when rev was compacted away, the
+// client closed or the member watching has no leader: the caller then
+// reads the key again.
 //
 // The watch requires a leader. A member cut off from its peers hears of
 // no deletion, and a wait that the client had sent there lasted as long
@@ -355,25 +382,84 @@ func causeOf(ctx context.Context, err error) error {
 // one at once; the key is read again, on a member with a leader (onLeader),
 // after a pause, so that a wait on members none of which has a leader does
 // not spin.
-func waitDelete(ctx context.Context, client *clientv3.Client, key string, rev int64) error {
+//
+// A member that answers nothing (frozen, or behind a partition that drops
+// packets) ends nothing: the watch waits there until the client's
+// keep-alive drops the member (12 s with Open's), and with no keep-alive
+// for ever. So the key is also read every ownerRecheck or so, each read
+// sent again to the other members when it has no answer (etcdCalls.Get).
+// The watch is asked for on a goroutine of its own: clientv3's Watch
+// returns only once etcd has created the watch, and the waits of a client
+// share one stream, so that a stream held by such a member held the next
+// wait's Watch too, before any read.
+func (c *Catalog) waitDelete(ctx context.Context, pchannel string, owner *mvccpb.KeyValue, rev int64) error {
 	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	defer cancel()
-	for wr := range client.Watch(ctx, key, clientv3.WithRev(rev)) {
-		if wr.CompactRevision != 0 {
-			return nil
+	watched := make(chan clientv3.WatchChan, 1)
+	go func() { watched <- c.client.Watch(ctx, string(owner.Key), clientv3.WithRev(rev)) }()
+	var events clientv3.WatchChan
+	defer func() {
+		cancel() // Watch returns at once, if it has not yet
+		if events == nil {
+			<-watched
 		}
-		if err := wr.Err(); errors.Is(err, rpctypes.ErrNoLeader) {
-			return sleep(ctx, noLeaderPause)
-		} else if err != nil {
-			return err
-		}
-		for _, ev := range wr.Events {
-			if ev.Type == mvccpb.DELETE {
+	}()
+	// Each wait reads on a period of its own, so that the waits of a node,
+	// begun together at its start, do not read together.
+	recheck := time.NewTicker(ownerRecheck/2 + rand.N(ownerRecheck/2))
+	defer recheck.Stop()
+	for {
+		select {
+		case events = <-watched:
+			watched = nil
+		case wr, ok := <-events:
+			if !ok {
+				return ctx.Err()
+			}
+			if wr.CompactRevision != 0 {
+				return nil
+			}
+			if err := wr.Err(); errors.Is(err, rpctypes.ErrNoLeader) {
+				return sleep(ctx, noLeaderPause)
+			} else if err != nil {
+				return err
+			}
+			for _, ev := range wr.Events {
+				if ev.Type == mvccpb.DELETE {
+					return nil
+				}
+			}
+		case <-recheck.C:
+			if c.ownerGone(ctx, pchannel, owner) {
 				return nil
 			}
 		}
 	}
-	return ctx.Err()
+}
+
+// ownerRecheck bounds how often an Own waiting for another owner to go
+// reads the owner key besides watching it: a wait reads it every 1–2 s,
+// which bounds how long a watch held by a member that answers nothing
+// delays it, to that and the read's own time (ownerGone).
+const ownerRecheck = 2 * time.Second
+
+// ownerGone reads owner's key, within ownerRecheck and in a call slot, and
+// reports whether it is gone or another's. The read is serializable: the
+// member answers from its own store, with no round of its leader's, for a
+// wait reads often and for as long as it waits; one a little behind only
+// tells late of the deletion, or of a key not yet created, which the
+// claim after it finds. It requires a leader as every call does
+// (onLeader), so that a member cut off from its peers does not answer it
+// from a store that no longer moves. A read that fails tells nothing: the
+// watch goes on.
+func (c *Catalog) ownerGone(ctx context.Context, pchannel string, owner *mvccpb.KeyValue) bool {
+	ctx, cancel := context.WithTimeout(ctx, ownerRecheck)
+	defer cancel()
+	if c.acquire(ctx, "own", pchannel, nil) != nil {
+		return false
+	}
+	defer c.release()
+	resp, err := c.etcd.Get(ctx, string(owner.Key), clientv3.WithSerializable())
+	return err == nil && (len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != owner.CreateRevision)
 }
 
 // Owned is the ownership of one pchannel by one session, and the catalog of
@@ -464,11 +550,15 @@ func (c *Catalog) deleteOwner(ctx context.Context, o *Owned) error {
 	if c.client.Ctx().Err() != nil {
 		return errClientClosed
 	}
-	_, err := onLeader(ctx, func(ctx context.Context) (*clientv3.TxnResponse, error) {
-		return c.client.Txn(ctx).
-			If(append(o.fence().holds(), clientv3.Compare(clientv3.Value(o.ownerKey), "=", o.token))...).
-			Then(clientv3.OpDelete(o.ownerKey)).
-			Commit()
+	// Sent again when no answer comes (commit): the copy that comes second
+	// finds the key gone, or another Own's, whose token it does not hold.
+	_, err := c.commit(ctx, func(ctx context.Context) (*clientv3.TxnResponse, error) {
+		return onLeader(ctx, func(ctx context.Context) (*clientv3.TxnResponse, error) {
+			return c.client.Txn(ctx).
+				If(append(o.fence().holds(), clientv3.Compare(clientv3.Value(o.ownerKey), "=", o.token))...).
+				Then(clientv3.OpDelete(o.ownerKey)).
+				Commit()
+		})
 	})
 	// One Close cut after waiting for it fails with the client's
 	// closing: said to be ErrClosed.

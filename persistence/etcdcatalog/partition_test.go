@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
 	"google.golang.org/grpc"
 
 	"github.com/lowwater/lowwater/internal/testkit/etcdtest"
@@ -277,4 +278,182 @@ func TestSavesGoOnWhileAMemberAnswersNothing(t *testing.T) {
 		require.Less(t, longestGap, deadline*3/2, "%T", c)
 		require.LessOrEqual(t, failed, saves/100, "%T", c)
 	}
+}
+
+// TestOwnWaitingOnAMemberThatAnswersNothingOwnsOnceTheOwnerGoes makes a
+// node wait in Own for two pchannels of another's while its watches are on
+// a member that answers nothing, its connections held open
+// (etcdtest.Freezer): the wait for "before" began before the freeze, that
+// for "after" after it, on the stream the first holds there. The owner
+// goes (its lease runs out on the other two). The frozen member ends no
+// watch, for it neither answers nor loses its leader, and with no
+// keep-alive to drop it the first Own waited for ever; the second never
+// had its watch, for clientv3's Watch waits for etcd to create it. Each
+// owns its pchannel once a read of the owner key, which a wait makes every
+// 1–2 s, finds the key gone on another member.
+func TestOwnWaitingOnAMemberThatAnswersNothingOwnsOnceTheOwnerGoes(t *testing.T) {
+	const (
+		ownerTTL    = 3 // seconds
+		ownedWithin = 10 * time.Second
+	)
+	cluster := etcdtest.StartCluster(t, 3)
+	require.Eventually(t, func() bool { return cluster.Leader() >= 0 }, 10*time.Second, 10*time.Millisecond)
+	frozen := etcdtest.NewFreezer(t, strings.TrimPrefix(cluster.Members[2].Endpoints()[0], "http://"))
+	others := append(cluster.Members[0].Endpoints(), cluster.Members[1].Endpoints()...)
+
+	owner := openCatalog(t, others, nil)
+	ownerSession, err := owner.NewSession(ctxT(t), ownerTTL)
+	require.NoError(t, err)
+	pchannels := []string{"before", "after"}
+	held := make(map[string]*etcdcatalog.Owned)
+	for _, p := range pchannels {
+		held[p], err = owner.Own(ctxT(t), p, ownerSession)
+		require.NoError(t, err)
+	}
+
+	// The waiting node's client knows the member to be frozen alone until
+	// its first watch is there, then all three; it has no keep-alive.
+	watching := make(chan struct{}, 1)
+	cfg := clientConfig([]string{frozen.Endpoint()}, nil)
+	cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainStreamInterceptor(watchCreated(watching)))
+	cli, err := clientv3.New(cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, cli.Close()) })
+	waiter, err := etcdcatalog.New(cli)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, waiter.Close()) })
+	// A TTL that outlasts the test: only the owner's lease runs out.
+	waiterSession, err := waiter.NewSession(ctxT(t), 60)
+	require.NoError(t, err)
+	t.Cleanup(waiterSession.Orphan)
+
+	type result struct {
+		o   *etcdcatalog.Owned
+		err error
+	}
+	owned := make(map[string]chan result)
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	defer cancel()
+	own := func(p string) {
+		owned[p] = make(chan result, 1)
+		go func() {
+			o, err := waiter.Own(ctx, p, waiterSession)
+			owned[p] <- result{o, err}
+		}()
+	}
+	own("before")
+	select {
+	case <-watching:
+	case r := <-owned["before"]:
+		t.Fatalf("Own returned before it waited: %v", r.err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Own made no watch within 10 s")
+	}
+	cli.SetEndpoints(append([]string{frozen.Endpoint()}, others...)...)
+	frozen.Freeze()
+	own("after")
+
+	ownerSession.Orphan()
+	gone := time.Now()
+	majority := newClient(t, others)
+	require.Eventually(t, func() bool {
+		resp, err := majority.Get(ctxT(t), etcdcatalog.DefaultPrefix+"/wal/", clientv3.WithPrefix(), clientv3.WithKeysOnly())
+		return err == nil && len(resp.Kvs) == 0
+	}, 2*ownerTTL*time.Second, 10*time.Millisecond, "the owner's keys outlived its lease")
+
+	deadline := time.After(ownedWithin)
+	for _, p := range pchannels {
+		select {
+		case r := <-owned[p]:
+			require.NoError(t, r.err, p)
+			t.Logf("%q owned %v after the owner's keep-alive stopped", p, time.Since(gone).Round(time.Millisecond))
+			require.Greater(t, r.o.Term(), held[p].Term(), p)
+			require.NoError(t, r.o.Release(ctxT(t)), p)
+			resp, err := majority.Get(ctxT(t), ownerKey(p))
+			require.NoError(t, err)
+			require.Empty(t, resp.Kvs, p)
+		case <-deadline:
+			t.Fatalf("%q not owned %v after the owner's keep-alive stopped, its key gone", p, ownedWithin)
+		}
+		_ = held[p].Close()
+	}
+}
+
+// TestOwnershipGoesOnWhileAMemberAnswersNothing makes sessions, owns
+// pchannels and releases them, on a client of three members one of which
+// answers nothing (etcdtest.Freezer), each call with a deadline of 2 s,
+// well inside the 12 s after which the client's keep-alive drops the
+// member. Every call succeeds: a grant, a claim or a release the client
+// sent to the frozen member is sent again to the others. Before, one call
+// in three waited there to its deadline and failed.
+func TestOwnershipGoesOnWhileAMemberAnswersNothing(t *testing.T) {
+	const (
+		rounds    = 8
+		pchannels = 4 // each round
+		deadline  = 2 * time.Second
+	)
+	cluster := etcdtest.StartCluster(t, 3)
+	require.Eventually(t, func() bool { return cluster.Leader() >= 0 }, 10*time.Second, 10*time.Millisecond)
+	frozen := etcdtest.NewFreezer(t, strings.TrimPrefix(cluster.Members[2].Endpoints()[0], "http://"))
+	others := append(cluster.Members[0].Endpoints(), cluster.Members[1].Endpoints()...)
+	c := openCatalog(t, append([]string{frozen.Endpoint()}, others...), nil)
+	majority := newClient(t, others)
+
+	// The sessions are orphaned, not closed: a session's Close revokes its
+	// lease in a call of etcd's own, which the frozen member holds to the
+	// session's TTL.
+	newSession := func() (*concurrency.Session, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), deadline)
+		defer cancel()
+		s, err := c.NewSession(ctx, 60)
+		if err == nil {
+			t.Cleanup(s.Orphan)
+		}
+		return s, err
+	}
+	// Warm: the round trips the catalog waits for before a copy are
+	// measured on three members that answer.
+	s, err := newSession()
+	require.NoError(t, err)
+	for i := range 3 {
+		o, err := c.Own(ctxT(t), fmt.Sprintf("warm-%d", i), s)
+		require.NoError(t, err)
+		require.NoError(t, o.Release(ctxT(t)))
+	}
+	frozen.Freeze()
+
+	var slowest time.Duration
+	timed := func(what string, call func(context.Context) error) {
+		ctx, cancel := context.WithTimeout(context.Background(), deadline)
+		defer cancel()
+		began := time.Now()
+		require.NoError(t, call(ctx), what)
+		slowest = max(slowest, time.Since(began))
+	}
+	for r := range rounds {
+		var s *concurrency.Session
+		timed("a session", func(context.Context) (err error) {
+			s, err = newSession()
+			return err
+		})
+		for p := range pchannels {
+			name := fmt.Sprintf("r%d-p%d", r, p)
+			var o *etcdcatalog.Owned
+			timed("own "+name, func(ctx context.Context) (err error) {
+				o, err = c.Own(ctx, name, s)
+				return err
+			})
+			resp, err := majority.Get(ctxT(t), ownerKey(name))
+			require.NoError(t, err)
+			require.Len(t, resp.Kvs, 1)
+			require.Equal(t, int64(s.Lease()), resp.Kvs[0].Lease)
+			require.Equal(t, o.Term(), uint64(resp.Kvs[0].CreateRevision))
+			timed("release "+name, o.Release)
+			resp, err = majority.Get(ctxT(t), ownerKey(name))
+			require.NoError(t, err)
+			require.Empty(t, resp.Kvs, "%s released", name)
+		}
+	}
+	t.Logf("%d sessions, %d owned and released, none failed; the slowest call took %v",
+		rounds, rounds*pchannels, slowest.Round(time.Millisecond))
 }
