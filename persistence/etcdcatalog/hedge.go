@@ -2,11 +2,14 @@ package etcdcatalog
 
 import (
 	"context"
+	"errors"
 	"math"
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
 )
 
 // A member that answers nothing (stopped by SIGSTOP, a host that hangs, a
@@ -158,8 +161,10 @@ type answer[R any] struct {
 // concurrently, when wait passes with no answer, then after twice that,
 // and so on, the wait growing to maxHedgeGap (or the first wait, if
 // longer), maxHedges times at most. The first answer without an error
-// wins and the other copies are cut short; an error is the answer once no
-// copy is left to wait for. The copies have all returned when hedged does.
+// wins and the other copies are cut short, as they are by a refusal that
+// every member would make (refusedByAll); another error is the answer
+// once no copy is left to wait for. The copies have all returned when
+// hedged does.
 func hedged[R any](ctx context.Context, wait time.Duration, fanout int, call func(context.Context) (R, error)) answer[R] {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -184,7 +189,7 @@ func hedged[R any](ctx context.Context, wait time.Duration, fanout int, call fun
 		select {
 		case last = <-answers:
 			pending--
-			if last.err == nil {
+			if last.err == nil || refusedByAll(last.err) {
 				cancel()
 				for ; pending > 0; pending-- {
 					<-answers
@@ -200,4 +205,25 @@ func hedged[R any](ctx context.Context, wait time.Duration, fanout int, call fun
 		}
 	}
 	return last
+}
+
+// refusedByAll reports whether err is etcd's refusal of the call itself,
+// which every member makes alike: a lease it does not know (a session
+// that ended), a revision compacted away, too many operations in a
+// transaction, a request it finds malformed or not allowed. A copy held by
+// a member that answers nothing would otherwise keep such an answer, and
+// the Own of a session that ended, which fails at once, waiting to its
+// deadline. An error of the connection, or of a member without a leader,
+// is not: another member may answer.
+func refusedByAll(err error) bool {
+	var e rpctypes.EtcdError
+	if !errors.As(err, &e) {
+		return false
+	}
+	switch e.Code() {
+	case codes.InvalidArgument, codes.NotFound, codes.AlreadyExists, codes.FailedPrecondition,
+		codes.OutOfRange, codes.PermissionDenied, codes.Unauthenticated:
+		return true
+	}
+	return false
 }

@@ -3,11 +3,15 @@ package etcdcatalog
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 func TestRoundTripSetsTheWaitBeforeACopy(t *testing.T) {
@@ -93,6 +97,12 @@ func TestHedgedSendsCopiesUntilOneAnswers(t *testing.T) {
 			}
 			return hang(ctx)
 		}, answer[string]{resp: "fourth"}, 5},
+		{"a copy is refused as every member would refuse it, another hangs", 1, func(n int, ctx context.Context) (string, error) {
+			if n == 1 {
+				return "", rpctypes.ErrLeaseNotFound
+			}
+			return hang(ctx)
+		}, answer[string]{err: rpctypes.ErrLeaseNotFound}, 2},
 		{"a copy fails, a later one answers", 1, func(n int, ctx context.Context) (string, error) {
 			switch n {
 			case 1:
@@ -148,5 +158,17 @@ func TestHedgedEndsWithItsContext(t *testing.T) {
 		require.ErrorIs(t, got.err, context.DeadlineExceeded)
 		require.Len(t, c.sent, tc.sent, "fanout %d, wait %v", tc.fanout, tc.wait)
 		require.Equal(t, tc.sent, c.ended)
+	}
+}
+
+func TestRefusedByAll(t *testing.T) {
+	for _, err := range []error{rpctypes.ErrLeaseNotFound, rpctypes.ErrCompacted, rpctypes.ErrTooManyOps,
+		rpctypes.ErrLeaseTTLTooLarge, rpctypes.ErrPermissionDenied} {
+		require.True(t, refusedByAll(err), "%v", err)
+		require.True(t, refusedByAll(fmt.Errorf("wrapped: %w", err)), "%v", err)
+	}
+	for _, err := range []error{rpctypes.ErrNoLeader, rpctypes.ErrTooManyRequests, rpctypes.ErrTimeout,
+		context.DeadlineExceeded, errors.New("connection reset"), rpctypes.Error(status.Error(codes.Unavailable, "x"))} {
+		require.False(t, refusedByAll(err), "%v", err)
 	}
 }

@@ -385,7 +385,9 @@ func TestOwnWaitingOnAMemberThatAnswersNothingOwnsOnceTheOwnerGoes(t *testing.T)
 // well inside the 12 s after which the client's keep-alive drops the
 // member. Every call succeeds: a grant, a claim or a release the client
 // sent to the frozen member is sent again to the others. Before, one call
-// in three waited there to its deadline and failed.
+// in three waited there to its deadline and failed. An Own on a session
+// that ended fails at once, with ErrSessionDone, though a copy of its
+// claim waits on the frozen member.
 func TestOwnershipGoesOnWhileAMemberAnswersNothing(t *testing.T) {
 	const (
 		rounds    = 8
@@ -456,4 +458,22 @@ func TestOwnershipGoesOnWhileAMemberAnswersNothing(t *testing.T) {
 	}
 	t.Logf("%d sessions, %d owned and released, none failed; the slowest call took %v",
 		rounds, rounds*pchannels, slowest.Round(time.Millisecond))
+
+	// An Own on a session whose lease etcd no longer knows fails at once,
+	// though a copy of its claim is held by the frozen member.
+	s, err = newSession()
+	require.NoError(t, err)
+	_, err = majority.Revoke(ctxT(t), s.Lease())
+	require.NoError(t, err)
+	var slowestRefused time.Duration
+	for p := range rounds {
+		ctx, cancel := context.WithTimeout(context.Background(), deadline)
+		began := time.Now()
+		_, err := c.Own(ctx, fmt.Sprintf("revoked-%d", p), s)
+		cancel()
+		require.ErrorIs(t, err, etcdcatalog.ErrSessionDone)
+		slowestRefused = max(slowestRefused, time.Since(began))
+	}
+	t.Logf("%d Owns on a revoked session refused, the slowest in %v", rounds, slowestRefused.Round(time.Millisecond))
+	require.Less(t, slowestRefused, deadline/2)
 }
