@@ -51,18 +51,7 @@ func TestOwnWaitingOnAMemberCutOffFromItsPeersOwnsOnceTheOwnerGoes(t *testing.T)
 
 	// The waiting node's client knows the cut member alone until its
 	// watch is there, then all three.
-	watching := make(chan struct{}, 1)
-	cfg := clientConfig(cluster.Members[cut].Endpoints(), nil)
-	cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainStreamInterceptor(watchCreated(watching)))
-	cli, err := clientv3.New(cfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, cli.Close()) })
-	waiter, err := etcdcatalog.New(cli)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, waiter.Close()) })
-	// A TTL that outlasts the test: only the owner's lease runs out.
-	waiterSession, err := waiter.NewSession(ctxT(t), 60)
-	require.NoError(t, err)
+	cli, waiter, waiterSession, watching := waitingNode(t, cluster.Members[cut].Endpoints()[0])
 
 	type result struct {
 		o   *etcdcatalog.Owned
@@ -107,6 +96,26 @@ func TestOwnWaitingOnAMemberCutOffFromItsPeersOwnsOnceTheOwnerGoes(t *testing.T)
 		t.Fatalf("not owned %v after the owner's keep-alive stopped, its key gone", ownedWithin)
 	}
 	_ = held.Close()
+}
+
+// waitingNode opens a catalog on a client of endpoint alone, with no
+// keep-alive, that signals on watching each time etcd creates one of its
+// watches, and makes a session to own with, whose TTL outlasts the test.
+func waitingNode(t *testing.T, endpoint string) (*clientv3.Client, *etcdcatalog.Catalog, *concurrency.Session, <-chan struct{}) {
+	t.Helper()
+	watching := make(chan struct{}, 1)
+	cfg := clientConfig([]string{endpoint}, nil)
+	cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainStreamInterceptor(watchCreated(watching)))
+	cli, err := clientv3.New(cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, cli.Close()) })
+	c, err := etcdcatalog.New(cli)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, c.Close()) })
+	session, err := c.NewSession(ctxT(t), 60)
+	require.NoError(t, err)
+	t.Cleanup(session.Orphan)
+	return cli, c, session, watching
 }
 
 // watchCreated is a stream interceptor that signals on created each time
@@ -313,19 +322,7 @@ func TestOwnWaitingOnAMemberThatAnswersNothingOwnsOnceTheOwnerGoes(t *testing.T)
 
 	// The waiting node's client knows the member to be frozen alone until
 	// its first watch is there, then all three; it has no keep-alive.
-	watching := make(chan struct{}, 1)
-	cfg := clientConfig([]string{frozen.Endpoint()}, nil)
-	cfg.DialOptions = append(cfg.DialOptions, grpc.WithChainStreamInterceptor(watchCreated(watching)))
-	cli, err := clientv3.New(cfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, cli.Close()) })
-	waiter, err := etcdcatalog.New(cli)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, waiter.Close()) })
-	// A TTL that outlasts the test: only the owner's lease runs out.
-	waiterSession, err := waiter.NewSession(ctxT(t), 60)
-	require.NoError(t, err)
-	t.Cleanup(waiterSession.Orphan)
+	cli, waiter, waiterSession, watching := waitingNode(t, frozen.Endpoint())
 
 	type result struct {
 		o   *etcdcatalog.Owned
