@@ -349,12 +349,13 @@ func (c *Catalog) Owners(ctx context.Context) (map[string]Owner, error) {
 }
 
 // StrayKeys returns, in key order, the keys under <prefix>/wal/ that are
-// neither a record's nor an owner's. No lowwater writer puts one there, and
-// LoadAll, Inspect and Owners pass them over, so only this says that
-// something else writes among the catalog's keys: another tool given the
-// same prefix, a hand edit, a later version's layout. It reads keys only,
-// page by page at one revision as LoadAll reads. Keys outside
-// <prefix>/wal/ are not the catalog's, and not looked at.
+// neither a record's, an owner's nor a release mark (keys). No lowwater
+// writer puts one there, and LoadAll, Inspect and Owners pass them over,
+// so only this says that something else writes among the catalog's keys:
+// another tool given the same prefix, a hand edit, a later version's
+// layout. It reads keys only, page by page at one revision as LoadAll
+// reads. Keys outside <prefix>/wal/ are not the catalog's, and not looked
+// at.
 func (c *Catalog) StrayKeys(ctx context.Context) ([]string, error) {
 	if err := c.over("", nil); err != nil {
 		return nil, err

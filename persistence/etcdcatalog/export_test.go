@@ -5,6 +5,7 @@ import (
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/lowwater/lowwater/wal"
 )
@@ -47,4 +48,16 @@ func SaveFenced(ctx context.Context, c *Catalog, pchannel string, checkpoint wal
 // SaveFencedAs is SaveFenced for an owner holding lease too.
 func SaveFencedAs(ctx context.Context, c *Catalog, pchannel string, checkpoint wal.MessageID, term int64, lease clientv3.LeaseID) error {
 	return c.save(ctx, pchannel, checkpoint, &fence{ownerKey: c.keys.owner(pchannel), term: term, lease: lease})
+}
+
+// Claim makes a copy of an Own's claim of pchannel for session, as one
+// made when the release mark had mod revision released (0 for none) would
+// reach etcd now, and reports whether it wrote.
+func Claim(ctx context.Context, c *Catalog, pchannel string, released int64, session *concurrency.Session) (bool, error) {
+	lease := session.Lease()
+	resp, err := c.claim(ctx, pchannel, c.keys.owner(pchannel), released, lease, ownerToken(lease, c.holder))
+	if err != nil {
+		return false, err
+	}
+	return resp.Succeeded, nil
 }

@@ -5,6 +5,7 @@ import "strings"
 const (
 	checkpointSuffix = "/consume-checkpoint"
 	ownerSuffix      = "/owner"
+	releasedSuffix   = "/released"
 )
 
 // keys builds every key the catalog uses, so that the layout is written down
@@ -12,9 +13,10 @@ const (
 //
 //	<prefix>/wal/<pchannel>/consume-checkpoint   the stored record
 //	<prefix>/wal/<pchannel>/owner                the owner, bound to its lease
+//	<prefix>/wal/<pchannel>/released             written by each release
 //
-// The two suffixes differ, so no pchannel name makes one key collide with
-// the other kind.
+// The suffixes differ, so no pchannel name makes one key collide with
+// another kind.
 type keys struct{ prefix string }
 
 // pchannels is the range prefix holding every pchannel's keys.
@@ -25,6 +27,12 @@ func (k keys) checkpoint(pchannel string) string {
 }
 
 func (k keys) owner(pchannel string) string { return k.pchannels() + pchannel + ownerSuffix }
+
+// released is the key each release of pchannel's owner key writes, whose
+// revision a claim compares (Catalog.claim).
+func (k keys) released(pchannel string) string {
+	return k.pchannels() + pchannel + releasedSuffix
+}
 
 // pchannelOf returns the pchannel whose checkpoint key is key, and false for
 // any other key. The name may be empty: no lowwater writer puts a record at
@@ -49,17 +57,17 @@ func (k keys) pchannelOfOwner(key string) (string, bool) {
 	return strings.CutSuffix(rest, ownerSuffix)
 }
 
-// stray returns key itself when it lies under pchannels() and is neither a
-// checkpoint key nor an owner key, and false for any other key.
+// stray returns key itself when it lies under pchannels() and is none of
+// the keys the layout has, and false for any other key.
 func (k keys) stray(key string) (string, bool) {
-	if !strings.HasPrefix(key, k.pchannels()) {
+	rest, ok := strings.CutPrefix(key, k.pchannels())
+	if !ok {
 		return "", false
 	}
-	if _, ok := k.pchannelOf(key); ok {
-		return "", false
-	}
-	if _, ok := k.pchannelOfOwner(key); ok {
-		return "", false
+	for _, suffix := range []string{checkpointSuffix, ownerSuffix, releasedSuffix} {
+		if strings.HasSuffix(rest, suffix) {
+			return "", false
+		}
 	}
 	return key, true
 }

@@ -183,13 +183,13 @@ func (c *Catalog) NewSession(ctx context.Context, ttl int) (*concurrency.Session
 //
 // The session may use another client than the catalog, but must be on the
 // same etcd cluster. If ctx ends after the key was created but before the
-// reply, the key stays until the session ends or Own is called again. So
-// may a copy of the claim: one sent to a member that answers nothing, and
-// cut short when another copy was answered, may yet reach etcd when the
-// member comes back, as any call abandoned there may; after a Release of
-// the ownership, it puts the key back, with the session's lease and no
-// Owned to release it, and holds every other node off the pchannel until
-// the session ends, or owns it again and releases it.
+// reply, the key stays until the session ends or Own is called again. A
+// copy of the claim sent to a member that answers nothing, and cut short
+// when another copy was answered, may yet reach etcd when the member comes
+// back, as any call abandoned there may: after a Release of the ownership,
+// it finds the mark the release left, and writes nothing (claim). Each
+// release writes that mark, one key per pchannel
+// (<prefix>/wal/<pchannel>/released).
 func (c *Catalog) Own(ctx context.Context, pchannel string, session *concurrency.Session) (*Owned, error) {
 	return c.own(ctx, pchannel, session, true)
 }
@@ -228,17 +228,22 @@ func (c *Catalog) own(ctx context.Context, pchannel string, session *concurrency
 	key := c.keys.owner(pchannel)
 	lease := session.Lease()
 	token := ownerToken(lease, c.holder)
+	released := int64(0) // the mod revision of the last release's mark, as last read
 	for {
-		resp, err := c.claim(ctx, pchannel, key, lease, token)
+		resp, err := c.claim(ctx, pchannel, key, released, lease, token)
 		if err != nil {
 			return nil, err
 		}
 		if resp.Succeeded {
 			return c.newOwned(ctx, pchannel, key, token, session, resp.Header.Revision)
 		}
+		released = 0
+		if mark := resp.Responses[1].GetResponseRange().GetKvs(); len(mark) > 0 {
+			released = mark[0].ModRevision
+		}
 		kvs := resp.Responses[0].GetResponseRange().GetKvs()
 		if len(kvs) == 0 {
-			continue
+			continue // released since it was last read: claim again
 		}
 		if clientv3.LeaseID(kvs[0].Lease) == lease {
 			retaken, err := c.retake(ctx, pchannel, kvs[0], token)
@@ -261,22 +266,33 @@ func (c *Catalog) own(ctx context.Context, pchannel string, session *concurrency
 }
 
 // claim puts the owner key of pchannel under lease, holding token, unless
-// it exists, in a call slot: Own's wait for another owner to go holds one
-// only for each of its reads of the owner key (ownerGone).
+// it exists or the pchannel was released since released, the mod revision
+// of the release mark (keys.released) as the Own last read it, 0 for none;
+// otherwise it reads both. It takes a call slot: Own's wait for another
+// owner to go holds one only for each of its reads of the owner key
+// (ownerGone).
+//
 // It is sent again when no answer comes (commit): of two copies, the one
 // that comes second finds the key, on the session's lease, and writes
 // nothing; should its answer come first, Own retakes the key, as it would
-// one an earlier Own of the session put.
-func (c *Catalog) claim(ctx context.Context, pchannel, key string, lease clientv3.LeaseID, token string) (*clientv3.TxnResponse, error) {
+// one an earlier Own of the session put. A copy held by a member that
+// answers nothing may reach etcd long after, when the member comes back,
+// as may any call abandoned there: the mark keeps it from putting back
+// the key of an ownership released since, which no Owned would release
+// again, and which would hold every other node off the pchannel until the
+// session ended.
+func (c *Catalog) claim(ctx context.Context, pchannel, key string, released int64, lease clientv3.LeaseID, token string) (*clientv3.TxnResponse, error) {
 	if err := c.acquire(ctx, "own", pchannel, nil); err != nil {
 		return nil, err
 	}
 	defer c.release()
+	mark := c.keys.released(pchannel)
 	resp, err := c.commit(ctx, func(ctx context.Context) (*clientv3.TxnResponse, error) {
 		return c.etcd.Txn(ctx).
-			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+			If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
+				clientv3.Compare(clientv3.ModRevision(mark), "=", released)).
 			Then(clientv3.OpPut(key, token, clientv3.WithLease(lease))).
-			Else(clientv3.OpGet(key)).
+			Else(clientv3.OpGet(key), clientv3.OpGet(mark, clientv3.WithKeysOnly())).
 			Commit()
 	})
 	if err != nil {
@@ -556,7 +572,7 @@ func (c *Catalog) deleteOwner(ctx context.Context, o *Owned) error {
 		return onLeader(ctx, func(ctx context.Context) (*clientv3.TxnResponse, error) {
 			return c.client.Txn(ctx).
 				If(append(o.fence().holds(), clientv3.Compare(clientv3.Value(o.ownerKey), "=", o.token))...).
-				Then(clientv3.OpDelete(o.ownerKey)).
+				Then(clientv3.OpDelete(o.ownerKey), clientv3.OpPut(c.keys.released(o.pchannel), "")).
 				Commit()
 		})
 	})

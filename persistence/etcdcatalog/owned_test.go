@@ -494,6 +494,40 @@ func TestLateRetakeWritesNothing(t *testing.T) {
 	t.Cleanup(func() { _ = next.Close() })
 }
 
+// A claim delivered late (a copy of an Own's claim held by a member that
+// answered nothing, applied after the ownership it won was released)
+// writes nothing: the release left its mark, and the pchannel stays free
+// for another node. A claim made since the mark was written still claims,
+// and the mark is none of the keys StrayKeys lists.
+func TestLateClaimAfterAReleaseWritesNothing(t *testing.T) {
+	eps := etcdtest.Start(t)
+	cli := newClient(t, eps)
+	a, b := newNode(t, eps), newNode(t, eps)
+	first := own(t, a, "p") // claimed with no mark yet
+	require.NoError(t, first.Release(ctxT(t)))
+
+	wrote, err := etcdcatalog.Claim(ctxT(t), a.cat, "p", 0, a.session)
+	require.NoError(t, err)
+	require.False(t, wrote, "a claim made before the release put the owner key back")
+	resp, err := cli.Get(ctxT(t), ownerKey("p"))
+	require.NoError(t, err)
+	require.Empty(t, resp.Kvs)
+	next, err := b.cat.TryOwn(ctxT(t), "p", b.session)
+	require.NoError(t, err, "the pchannel stayed owned after its release")
+	require.Greater(t, next.Term(), first.Term())
+	require.NoError(t, next.Release(ctxT(t)))
+
+	stray, err := a.cat.StrayKeys(ctxT(t))
+	require.NoError(t, err)
+	require.Empty(t, stray)
+	mark, err := cli.Get(ctxT(t), etcdcatalog.DefaultPrefix+"/wal/p/released")
+	require.NoError(t, err)
+	require.Len(t, mark.Kvs, 1)
+	wrote, err = etcdcatalog.Claim(ctxT(t), a.cat, "p", mark.Kvs[0].ModRevision, a.session)
+	require.NoError(t, err)
+	require.True(t, wrote, "a claim made since the last release did not claim")
+}
+
 // defaultHolder is the holder a catalog names without WithHolder: the
 // process, as an operator finds it.
 func defaultHolder() string {
