@@ -29,7 +29,7 @@ type etcdCalls struct{ c *Catalog }
 // changes nothing, however many times it is made.
 func (e etcdCalls) Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
 	return catalogCall(e.c, ctx, func(ctx context.Context) (*clientv3.GetResponse, error) {
-		return hedge(e.c, &e.c.readTrips, ctx, func(ctx context.Context) (*clientv3.GetResponse, error) {
+		return hedge(e.c, &e.c.readTrips, maxHedges, ctx, func(ctx context.Context) (*clientv3.GetResponse, error) {
 			return onLeader(ctx, func(ctx context.Context) (*clientv3.GetResponse, error) {
 				return e.c.client.Get(ctx, key, opts...)
 			})
@@ -37,14 +37,19 @@ func (e etcdCalls) Get(ctx context.Context, key string, opts ...clientv3.OpOptio
 	})
 }
 
-// Scan reads a page of keys from key on (opts), sent once: a page of
-// thousands of keys takes longer than the round trip of the reads the
-// estimate knows, and each of its copies would read it all again, at
-// each start of a node.
+// Scan reads a page of keys from key on (opts), sent again when no answer
+// comes (hedge), on an estimate of the pages' own, and once only: a page
+// of thousands of keys takes longer than a read of one, and each copy
+// reads it all again, so a cluster slow as a whole is sent one round of
+// copies a page, not one every half second. A page sent once and held by
+// a member that answers nothing held LoadAll, Inspect or the lowwater
+// tool's list to its deadline, one page in three.
 func (e etcdCalls) Scan(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
 	return catalogCall(e.c, ctx, func(ctx context.Context) (*clientv3.GetResponse, error) {
-		return onLeader(ctx, func(ctx context.Context) (*clientv3.GetResponse, error) {
-			return e.c.client.Get(ctx, key, opts...)
+		return hedge(e.c, &e.c.pageTrips, 1, ctx, func(ctx context.Context) (*clientv3.GetResponse, error) {
+			return onLeader(ctx, func(ctx context.Context) (*clientv3.GetResponse, error) {
+				return e.c.client.Get(ctx, key, opts...)
+			})
 		})
 	})
 }

@@ -43,9 +43,9 @@ type Catalog struct {
 	endClosing context.CancelFunc
 	// etcd makes the calls to etcd, each ended by Close.
 	etcd etcdCalls
-	// saveTrips and readTrips tell when a save, or a read, is sent again
-	// (hedge).
-	saveTrips, readTrips roundTrips
+	// saveTrips, readTrips and pageTrips tell when a save, a read of one
+	// key or a page of keys is sent again (hedge).
+	saveTrips, readTrips, pageTrips roundTrips
 
 	mu sync.Mutex
 	// hints remembers, per checkpoint key, the record last read or written,
@@ -469,7 +469,7 @@ func (c *Catalog) read(ctx context.Context, pchannel, key string, f *fence) (hin
 	if f != nil {
 		reads = append(reads, clientv3.OpGet(f.ownerKey))
 	}
-	resp, err := hedge(c, &c.readTrips, ctx, func(ctx context.Context) (*clientv3.TxnResponse, error) {
+	resp, err := hedge(c, &c.readTrips, maxHedges, ctx, func(ctx context.Context) (*clientv3.TxnResponse, error) {
 		return c.etcd.Txn(ctx).Then(reads...).Commit()
 	})
 	if err != nil {

@@ -37,8 +37,9 @@ import (
 // frozen member delivers later finds that record or a later one, and
 // writes nothing either. Reads of one key (Load, a save's read, an
 // Owned's read of its owner key, a waiting Own's) are sent again the same
-// way, on an estimate of their own: a read changes nothing. LoadAll's
-// pages are not (etcdCalls.Scan). An Own's claim, its retake of a key its
+// way, on an estimate of their own: a read changes nothing. So are the
+// pages of LoadAll and the tools' scans, on one of theirs, one round of
+// copies each (etcdCalls.Scan). An Own's claim, its retake of a key its
 // session holds, a release's delete and a session's grant are sent again
 // on the saves' estimate, each safe for a reason of its own (claim,
 // retake, deleteOwner, NewSession).
@@ -115,15 +116,15 @@ type roundTrips struct {
 // key's claim, retake or delete, whose compares are the key's absence, its
 // revision or its token.
 func (c *Catalog) commit(ctx context.Context, call func(context.Context) (*clientv3.TxnResponse, error)) (*clientv3.TxnResponse, error) {
-	return hedge(c, &c.saveTrips, ctx, call)
+	return hedge(c, &c.saveTrips, maxHedges, ctx, call)
 }
 
 // hedge makes call under ctx, sent again as hedged says once hedgeAfter
 // has passed with no answer, or half the time ctx has left, as many times
-// each time as the client has other members; the round trip of the copy
-// that answers feeds est. A client of one member is sent one copy:
-// another would go where the first went.
-func hedge[R any](c *Catalog, est *roundTrips, ctx context.Context, call func(context.Context) (R, error)) (R, error) {
+// each time as the client has other members, rounds times at most; the
+// round trip of the copy that answers feeds est. A client of one member is
+// sent one copy: another would go where the first went.
+func hedge[R any](c *Catalog, est *roundTrips, rounds int, ctx context.Context, call func(context.Context) (R, error)) (R, error) {
 	others := len(c.client.Endpoints()) - 1
 	if others < 1 {
 		return call(ctx)
@@ -141,7 +142,7 @@ func hedge[R any](c *Catalog, est *roundTrips, ctx context.Context, call func(co
 	if !ok {
 		return call(ctx) // a copy would come too late
 	}
-	a := hedged(ctx, wait, others, call)
+	a := hedged(ctx, wait, others, rounds, call)
 	if a.err == nil {
 		est.mu.Lock()
 		est.observe(a.took)
@@ -160,15 +161,16 @@ type answer[R any] struct {
 // hedged makes call under ctx, and makes it again, fanout copies at once,
 // concurrently, when wait passes with no answer, then after twice that,
 // and so on, the wait growing to maxHedgeGap (or the first wait, if
-// longer), maxHedges times at most. The first answer without an error
+// longer), rounds times at most (no more than maxHedges). The first answer without an error
 // wins and the other copies are cut short, as they are by a refusal that
 // every member would make (refusedByAll); another error is the answer
 // once no copy is left to wait for. The copies have all returned when
 // hedged does.
-func hedged[R any](ctx context.Context, wait time.Duration, fanout int, call func(context.Context) (R, error)) answer[R] {
+func hedged[R any](ctx context.Context, wait time.Duration, fanout, rounds int, call func(context.Context) (R, error)) answer[R] {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	answers := make(chan answer[R], 1+maxHedges*fanout)
+	rounds = min(rounds, maxHedges)
+	answers := make(chan answer[R], 1+rounds*fanout)
 	pending := 0
 	send := func(n int) {
 		for range n {
@@ -196,7 +198,7 @@ func hedged[R any](ctx context.Context, wait time.Duration, fanout int, call fun
 				}
 			}
 		case <-next.C:
-			if hedges < maxHedges && ctx.Err() == nil {
+			if hedges < rounds && ctx.Err() == nil {
 				send(fanout)
 				hedges++
 				wait = min(2*wait, longest)

@@ -117,7 +117,7 @@ func TestHedgedSendsCopiesUntilOneAnswers(t *testing.T) {
 			const wait = 10 * time.Millisecond
 			c := &copies{answers: tc.answers}
 			began := time.Now()
-			got := hedged(context.Background(), wait, tc.fanout, c.call)
+			got := hedged(context.Background(), wait, tc.fanout, maxHedges, c.call)
 			got.took = 0
 			require.Equal(t, tc.want, got)
 			require.Len(t, c.sent, tc.sent)
@@ -136,24 +136,27 @@ func TestHedgedSendsCopiesUntilOneAnswers(t *testing.T) {
 func TestHedgedEndsWithItsContext(t *testing.T) {
 	const ms = time.Millisecond
 	for _, tc := range []struct {
-		fanout        int
-		wait, timeout time.Duration
-		sent          int
+		fanout, rounds int
+		wait, timeout  time.Duration
+		sent           int
 	}{
 		// Copies at 0, 10, 30 and 70 ms; the next would go at 150.
-		{1, 10 * ms, 100 * ms, 4},
+		{1, maxHedges, 10 * ms, 100 * ms, 4},
 		// Two at a time: 1 + 2 + 2 + 2.
-		{2, 10 * ms, 100 * ms, 7},
+		{2, maxHedges, 10 * ms, 100 * ms, 7},
 		// Copies at 0, 300, 800, 1300 and 1800 ms, the next at 2300: the
 		// wait grows to maxHedgeGap, no further.
-		{1, 300 * ms, 2100 * ms, 5},
+		{1, maxHedges, 300 * ms, 2100 * ms, 5},
 		// No more than maxHedges, however short the wait.
-		{1, time.Microsecond, 100 * ms, 1 + maxHedges},
-		{2, time.Microsecond, 100 * ms, 1 + 2*maxHedges},
+		{1, maxHedges, time.Microsecond, 100 * ms, 1 + maxHedges},
+		{2, maxHedges, time.Microsecond, 100 * ms, 1 + 2*maxHedges},
+		{2, 100, time.Microsecond, 100 * ms, 1 + 2*maxHedges},
+		// Or than rounds: a page of keys is sent again once.
+		{2, 1, 10 * ms, 100 * ms, 3},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), tc.timeout)
 		c := &copies{answers: func(_ int, ctx context.Context) (string, error) { return hang(ctx) }}
-		got := hedged(ctx, tc.wait, tc.fanout, c.call)
+		got := hedged(ctx, tc.wait, tc.fanout, tc.rounds, c.call)
 		cancel()
 		require.ErrorIs(t, got.err, context.DeadlineExceeded)
 		require.Len(t, c.sent, tc.sent, "fanout %d, wait %v", tc.fanout, tc.wait)

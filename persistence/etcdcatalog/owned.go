@@ -132,7 +132,7 @@ func (c *Catalog) NewSession(ctx context.Context, ttl int) (*concurrency.Session
 	}
 	// Sent again when no answer comes, as a save is: a copy that comes
 	// second grants a lease no key is put on, which runs out after ttl.
-	lease, err := hedge(c, &c.saveTrips, ctx, func(ctx context.Context) (*clientv3.LeaseGrantResponse, error) {
+	lease, err := hedge(c, &c.saveTrips, maxHedges, ctx, func(ctx context.Context) (*clientv3.LeaseGrantResponse, error) {
 		return onLeader(ctx, func(ctx context.Context) (*clientv3.LeaseGrantResponse, error) {
 			return c.client.Grant(ctx, int64(ttl))
 		})

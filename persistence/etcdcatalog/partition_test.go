@@ -474,3 +474,50 @@ func TestOwnershipGoesOnWhileAMemberAnswersNothing(t *testing.T) {
 	t.Logf("%d Owns on a revoked session refused, the slowest in %v", rounds, slowestRefused.Round(time.Millisecond))
 	require.Less(t, slowestRefused, deadline/2)
 }
+
+// TestPagesGoOnWhileAMemberAnswersNothing reads a catalog of fifty
+// pchannels, ten to a page, again and again on a client of three members
+// one of which answers nothing (etcdtest.Freezer), each whole read with a
+// deadline of 2 s: LoadAll and Inspect, as a node starting and an operator's
+// tool read it. Every read succeeds: a page the client sent to the frozen
+// member is sent again to the others. Before, each page went there one
+// time in three, and a read of five pages seldom finished.
+func TestPagesGoOnWhileAMemberAnswersNothing(t *testing.T) {
+	const (
+		pchannels = 50
+		reads     = 8
+		deadline  = 2 * time.Second
+	)
+	cluster := etcdtest.StartCluster(t, 3)
+	require.Eventually(t, func() bool { return cluster.Leader() >= 0 }, 10*time.Second, 10*time.Millisecond)
+	frozen := etcdtest.NewFreezer(t, strings.TrimPrefix(cluster.Members[2].Endpoints()[0], "http://"))
+	endpoints := append(cluster.Members[0].Endpoints(), cluster.Members[1].Endpoints()[0], frozen.Endpoint())
+	c := openCatalog(t, endpoints, nil, etcdcatalog.WithPageSize(10))
+	for p := range pchannels {
+		require.NoError(t, c.Save(ctxT(t), fmt.Sprintf("p%02d", p), wal.KafkaID(p+1)))
+	}
+	// Warm: the pages' round trip is measured on members that answer.
+	all, err := c.LoadAll(ctxT(t))
+	require.NoError(t, err)
+	require.Len(t, all, pchannels)
+	frozen.Freeze()
+
+	var slowest time.Duration
+	for r := range reads {
+		ctx, cancel := context.WithTimeout(context.Background(), deadline)
+		began := time.Now()
+		if r%2 == 0 {
+			all, err := c.LoadAll(ctx)
+			require.NoError(t, err, "LoadAll %d", r)
+			require.Len(t, all, pchannels)
+			require.Equal(t, wal.KafkaID(pchannels), all[fmt.Sprintf("p%02d", pchannels-1)])
+		} else {
+			entries, err := c.Inspect(ctx)
+			require.NoError(t, err, "Inspect %d", r)
+			require.Len(t, entries, pchannels)
+		}
+		slowest = max(slowest, time.Since(began))
+		cancel()
+	}
+	t.Logf("%d reads, none failed; the slowest took %v", reads, slowest.Round(time.Millisecond))
+}
