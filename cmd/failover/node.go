@@ -141,7 +141,11 @@ func runNode(ctx context.Context, cfg nodeConfig, stdin io.Reader, stdout io.Wri
 	var leaseLeft bool // shutdown left the lease to expire
 	defer func() {
 		if !leaseLeft {
-			_ = session.Close()
+			// Within a deadline of its own, where session.Close waits up
+			// to the TTL on a member that answers nothing.
+			ctx, cancel := context.WithTimeout(context.Background(), etcdcatalog.ReleaseTimeout)
+			defer cancel()
+			_ = cat.CloseSession(ctx, session)
 		}
 	}()
 

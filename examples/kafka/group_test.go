@@ -310,7 +310,7 @@ func (o *owner) current(ctx context.Context, ended *concurrency.Session) (*concu
 	if err != nil {
 		return nil, err
 	}
-	_ = o.session.Close()
+	_ = o.catalog.CloseSession(ctx, o.session)
 	o.session = s
 	return s, nil
 }
@@ -318,7 +318,9 @@ func (o *owner) current(ctx context.Context, ended *concurrency.Session) (*concu
 func (o *owner) close() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	_ = o.session.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), etcdcatalog.ReleaseTimeout)
+	defer cancel()
+	_ = o.catalog.CloseSession(ctx, o.session)
 }
 
 // leaveTimeout bounds a member's leave of the group as it closes.

@@ -42,7 +42,11 @@ func ExampleBatcher_Own() {
 	if err != nil {
 		panic(err)
 	}
-	defer session.Close()
+	defer func() {
+		stop, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = catalog.CloseSession(stop, session) // revokes its lease
+	}()
 	system := actor.NewActorSystem(actor.WithLoggerFactory(actors.LoggerFactory(zap.NewNop())))
 	defer system.Shutdown()
 

@@ -41,7 +41,12 @@ func ExampleCatalog_Own() {
 	if err != nil {
 		panic(err)
 	}
-	defer session.Close()
+	defer func() {
+		// Revokes the lease: whatever the session owns is free at once.
+		stop, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = cat.CloseSession(stop, session)
+	}()
 
 	ctx := context.Background()
 	const pchannel = "by-dev-rootcoord-dml_0"

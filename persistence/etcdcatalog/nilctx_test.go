@@ -40,6 +40,7 @@ func TestNilContextIsRefused(t *testing.T) {
 		"Catalog.Own":                  func() error { _, err := n.cat.Own(noContext, "q", n.session); return err },
 		"Catalog.TryOwn":               func() error { _, err := n.cat.TryOwn(noContext, "q", n.session); return err },
 		"Catalog.NewSession":           func() error { _, err := n.cat.NewSession(noContext, 7); return err },
+		"Catalog.CloseSession":         func() error { return n.cat.CloseSession(noContext, n.session) },
 		"Owned.Load":                   func() error { _, err := owned.Load(noContext, "p"); return err },
 		"Owned.LoadAll":                func() error { _, err := owned.LoadAll(noContext); return err },
 		"Owned.Save":                   func() error { return owned.Save(noContext, "p", wal.KafkaID(9)) },

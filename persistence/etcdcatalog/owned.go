@@ -117,9 +117,9 @@ func (e *FencedError) Unwrap() error { return e.Cause }
 // it). The lease is granted under ctx, which bounds the wait for etcd, and
 // the session outlives ctx: concurrency.NewSession grants its own lease
 // with no deadline, and waits for good while etcd is out of reach, and a
-// session given concurrency.WithContext ends with that context. Close the
-// session when done: it revokes the lease, which lets every pchannel it
-// owns go at once.
+// session given concurrency.WithContext ends with that context. End the
+// session when done with CloseSession: it revokes the lease, which lets
+// every pchannel it owns go at once.
 func (c *Catalog) NewSession(ctx context.Context, ttl int) (*concurrency.Session, error) {
 	if ctx == nil {
 		return nil, errNilContext
@@ -141,6 +141,37 @@ func (c *Catalog) NewSession(ctx context.Context, ttl int) (*concurrency.Session
 		return nil, fmt.Errorf("etcdcatalog: grant a session's lease: %w", c.closedErr(causeOf(ctx, err)))
 	}
 	return concurrency.NewSession(c.client, concurrency.WithLease(lease.ID), concurrency.WithTTL(ttl))
+}
+
+// CloseSession ends session, within ctx: its keep-alive stops, and its
+// lease is revoked, which lets every pchannel it owns go at once. A lease
+// etcd no longer knows (expired, or revoked already) is ended already: no
+// error. The session's own Close revokes it too, but in one call bounded
+// by the session's TTL alone: a member that answers nothing holds that
+// call to the TTL, one Close in three, and a node's stop with it. The
+// revoke is sent again as a save is when no answer comes (hedge): a copy
+// that comes second finds the lease gone. Should the revoke fail, the
+// lease runs out after its TTL, for nothing renews it any longer.
+func (c *Catalog) CloseSession(ctx context.Context, session *concurrency.Session) error {
+	if ctx == nil {
+		return errNilContext
+	}
+	if session == nil {
+		return fmt.Errorf("etcdcatalog: %w: nil session", persistence.ErrInvalidArgument)
+	}
+	session.Orphan()
+	if c.closed.Load() {
+		return persistence.ErrClosed
+	}
+	_, err := hedge(c, &c.saveTrips, maxHedges, ctx, func(ctx context.Context) (*clientv3.LeaseRevokeResponse, error) {
+		return onLeader(ctx, func(ctx context.Context) (*clientv3.LeaseRevokeResponse, error) {
+			return c.client.Revoke(ctx, session.Lease())
+		})
+	})
+	if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return fmt.Errorf("etcdcatalog: revoke a session's lease: %w", c.closedErr(causeOf(ctx, err)))
+	}
+	return nil
 }
 
 // Own makes session the owner of pchannel, waiting while another session

@@ -416,6 +416,34 @@ func TestOwnRejectsBadArguments(t *testing.T) {
 	_, err = n.cat.TryOwn(ctxT(t), "p", nil)
 	require.ErrorIs(t, err, persistence.ErrInvalidArgument)
 	require.False(t, errors.Is(err, etcdcatalog.ErrOwned))
+	require.ErrorIs(t, n.cat.CloseSession(ctxT(t), nil), persistence.ErrInvalidArgument)
+}
+
+// CloseSession revokes the session's lease: every pchannel it owns is free
+// at once, its Owneds end with ErrSessionDone, and a second close, of a
+// lease gone, is no error. On a closed catalog it stops the keep-alive and
+// says ErrClosed: the lease runs out after its TTL.
+func TestCloseSessionFreesWhatItOwnsAtOnce(t *testing.T) {
+	eps := etcdtest.Start(t)
+	a, b := newNode(t, eps), newNode(t, eps)
+	s, err := a.cat.NewSession(ctxT(t), 60)
+	require.NoError(t, err)
+	o, err := a.cat.Own(ctxT(t), "p", s)
+	require.NoError(t, err)
+
+	require.NoError(t, a.cat.CloseSession(ctxT(t), s))
+	<-o.Done()
+	require.ErrorIs(t, o.Err(), etcdcatalog.ErrSessionDone)
+	next, err := b.cat.TryOwn(ctxT(t), "p", b.session)
+	require.NoError(t, err, "the pchannel stayed owned after its session closed")
+	require.NoError(t, next.Close())
+	require.NoError(t, a.cat.CloseSession(ctxT(t), s), "a second close")
+
+	s, err = a.cat.NewSession(ctxT(t), 60)
+	require.NoError(t, err)
+	require.NoError(t, a.cat.Close())
+	require.ErrorIs(t, a.cat.CloseSession(ctxT(t), s), persistence.ErrClosed)
+	<-s.Done()
 }
 
 // The fence holds when etcd hands out a term again. A term is the owner

@@ -377,12 +377,13 @@ func TestOwnWaitingOnAMemberThatAnswersNothingOwnsOnceTheOwnerGoes(t *testing.T)
 }
 
 // TestOwnershipGoesOnWhileAMemberAnswersNothing makes sessions, owns
-// pchannels and releases them, on a client of three members one of which
+// pchannels and releases them, and closes the sessions, on a client of three members one of which
 // answers nothing (etcdtest.Freezer), each call with a deadline of 2 s,
 // well inside the 12 s after which the client's keep-alive drops the
 // member. Every call succeeds: a grant, a claim or a release the client
-// sent to the frozen member is sent again to the others. Before, one call
-// in three waited there to its deadline and failed. An Own on a session
+// sent to the frozen member is sent again to the others, and so is
+// CloseSession's revoke. Before, one call in three waited there to its
+// deadline and failed. An Own on a session
 // that ended fails at once, with ErrSessionDone, though a copy of its
 // claim waits on the frozen member.
 func TestOwnershipGoesOnWhileAMemberAnswersNothing(t *testing.T) {
@@ -398,9 +399,9 @@ func TestOwnershipGoesOnWhileAMemberAnswersNothing(t *testing.T) {
 	c := openCatalog(t, append([]string{frozen.Endpoint()}, others...), nil)
 	majority := newClient(t, others)
 
-	// The sessions are orphaned, not closed: a session's Close revokes its
-	// lease in a call of etcd's own, which the frozen member holds to the
-	// session's TTL.
+	// The sessions are ended with CloseSession, or orphaned: a session's
+	// own Close revokes its lease in a call of etcd's, which the frozen
+	// member holds to the session's TTL.
 	newSession := func() (*concurrency.Session, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), deadline)
 		defer cancel()
@@ -452,8 +453,13 @@ func TestOwnershipGoesOnWhileAMemberAnswersNothing(t *testing.T) {
 			require.NoError(t, err)
 			require.Empty(t, resp.Kvs, "%s released", name)
 		}
+		timed("close the session", func(ctx context.Context) error { return c.CloseSession(ctx, s) })
+		<-s.Done()
+		left, err := majority.TimeToLive(ctxT(t), s.Lease())
+		require.NoError(t, err)
+		require.EqualValues(t, -1, left.TTL, "the session's lease outlived CloseSession")
 	}
-	t.Logf("%d sessions, %d owned and released, none failed; the slowest call took %v",
+	t.Logf("%d sessions made and closed, %d pchannels owned and released, none failed; the slowest call took %v",
 		rounds, rounds*pchannels, slowest.Round(time.Millisecond))
 
 	// An Own on a session whose lease etcd no longer knows fails at once,
@@ -473,6 +479,8 @@ func TestOwnershipGoesOnWhileAMemberAnswersNothing(t *testing.T) {
 	}
 	t.Logf("%d Owns on a revoked session refused, the slowest in %v", rounds, slowestRefused.Round(time.Millisecond))
 	require.Less(t, slowestRefused, deadline/2)
+	// Its lease is gone already: closing it is no error.
+	require.NoError(t, c.CloseSession(ctxT(t), s))
 }
 
 // TestPagesGoOnWhileAMemberAnswersNothing reads a catalog of fifty
