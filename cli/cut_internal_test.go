@@ -245,7 +245,7 @@ func TestUnrevokedSessionIsReported(t *testing.T) {
 	out, errs, code := runMain(context.Background(), catalog, "set", "--force", "p", "kafka:9")
 	require.Equal(t, ExitOK, code, errs)
 	require.Equal(t, "p: created at kafka:9\n", out)
-	require.Regexp(t, `\nwarning: this command's etcd lease [0-9a-f]+ was not revoked \(context deadline exceeded\): `+
+	require.Regexp(t, `\nwarning: this command's etcd lease [0-9a-f]+ was not revoked \(etcdcatalog: revoke a session's lease: context deadline exceeded\): `+
 		`what it owned stays held for up to 10 s, and a write to it until then is refused\n$`, errs)
 }
 

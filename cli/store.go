@@ -13,7 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 	"go.uber.org/zap"
@@ -537,15 +536,15 @@ func (s *store) cutShort(ctx context.Context, err error, pchannel, doing, done s
 
 func (s *store) close() {
 	if s.session != nil {
-		// Revoked with the session's own context, the command's, which
-		// may be over: the lease, and the tool's owner keys, would then
-		// stay for the session's TTL.
-		s.session.Orphan()
+		// Not the session's Close, which revokes under the session's
+		// own context, the command's, which may be over (the lease, and
+		// the tool's owner keys, would then stay for the session's
+		// TTL), in one call that a member answering nothing holds. A
+		// lease etcd no longer knows has ended, and its keys with it
+		// (the command was stopped, Ctrl-Z, past its TTL): no error.
 		ctx, cancel := context.WithTimeout(s.grace, cleanupGrace)
-		_, err := s.etcd.Client().Revoke(ctx, s.session.Lease())
-		// A lease etcd no longer knows has ended, and its keys with it:
-		// the command was stopped (Ctrl-Z) past its TTL.
-		if err != nil && !errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		err := s.etcd.CloseSession(ctx, s.session)
+		if err != nil {
 			// Else the same command run again finds its owner keys.
 			fmt.Fprintf(s.stderr, "warning: this command's etcd lease %x was not revoked (%v): what it owned "+
 				"stays held for up to %d s, and a write to it until then is refused\n", s.session.Lease(), err, sessionTTL)
