@@ -110,8 +110,12 @@ func (t *boundTxn) Commit() (*clientv3.TxnResponse, error) {
 // deadline, for as long as the cut lasted, though a quorum answered: with
 // one member of three cut off from the others, a third of the saves
 // waited out their whole deadline (5 s) in a trial, and a pchannel went
-// 9–15 s without a save. Refused, a call did nothing, and costs a round
-// trip. The client sends each call to the next member, round robin, so
+// 9–15 s without a save. A member whose applying has fallen more than
+// 5,000 entries behind what it committed refuses a write too ("too many
+// requests"), as one does just after a partition heals, and the others
+// may not have: in trials, a node's saves met 72–311 such refusals in
+// the seconds after a heal, each failing its save. Refused either way, a
+// call did nothing, and costs a round trip. The client sends each call to the next member, round robin, so
 // the call is made again at once, noLeaderTries times in a row (a member
 // each, of three), then after a pause, which doubles up to a second:
 // every member may be without a leader, in an election or an outage, and
@@ -121,7 +125,7 @@ func onLeader[R any](ctx context.Context, call func(context.Context) (R, error))
 	pause := noLeaderPause
 	for refused := 1; ; refused++ {
 		resp, err := call(ctx)
-		if !errors.Is(err, rpctypes.ErrNoLeader) || ctx.Err() != nil {
+		if !refusedHere(err) || ctx.Err() != nil {
 			return resp, err
 		}
 		if refused%noLeaderTries != 0 {
@@ -132,6 +136,13 @@ func onLeader[R any](ctx context.Context, call func(context.Context) (R, error))
 		}
 		pause = min(2*pause, time.Second)
 	}
+}
+
+// refusedHere reports whether err is a member's refusal of a call that
+// another member may take: it has no leader, or is too far behind
+// (onLeader).
+func refusedHere(err error) bool {
+	return errors.Is(err, rpctypes.ErrNoLeader) || errors.Is(err, rpctypes.ErrTooManyRequests)
 }
 
 // sleep waits for d, or until ctx ends, and then returns ctx's error.

@@ -43,3 +43,31 @@ func TestEndedErrSaysTheContextEnded(t *testing.T) {
 type passed struct{ context.Context }
 
 func (passed) Deadline() (time.Time, bool) { return time.Now().Add(-time.Millisecond), true }
+
+// A call a member refuses, having no leader or being too far behind, is
+// made again, on the next member, until one takes it; pausing after as
+// many refusals in a row as there are members of three. Any other error
+// is the call's answer at once.
+func TestOnLeaderMakesARefusedCallAgain(t *testing.T) {
+	for _, refusal := range []error{rpctypes.ErrNoLeader, rpctypes.ErrTooManyRequests} {
+		calls := 0
+		resp, err := onLeader(context.Background(), func(context.Context) (string, error) {
+			calls++
+			if calls <= 4 {
+				return "", refusal
+			}
+			return "taken", nil
+		})
+		if err != nil || resp != "taken" || calls != 5 {
+			t.Errorf("%v: onLeader = %q, %v after %d calls; want taken after 5", refusal, resp, err, calls)
+		}
+	}
+	calls := 0
+	_, err := onLeader(context.Background(), func(context.Context) (string, error) {
+		calls++
+		return "", rpctypes.ErrLeaseNotFound
+	})
+	if !errors.Is(err, rpctypes.ErrLeaseNotFound) || calls != 1 {
+		t.Errorf("onLeader = %v after %d calls; want ErrLeaseNotFound after 1", err, calls)
+	}
+}
