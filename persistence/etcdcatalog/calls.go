@@ -103,23 +103,24 @@ func (t *boundTxn) Commit() (*clientv3.TxnResponse, error) {
 }
 
 // onLeader makes call under ctx, requiring a leader
-// (clientv3.WithRequireLeader), and makes it again while a member without
-// one refuses it, until one with a leader takes it or ctx ends. A member
-// cut off from its peers, or in an election, has no leader, and without
-// the requirement it held each call that landed there until the call's
+// (clientv3.WithRequireLeader), and makes it again while a member refuses
+// it (refusedHere), until one takes it or ctx ends. A member cut off from
+// its peers, or in an election, has no leader, and without the
+// requirement it held each call that landed there until the call's
 // deadline, for as long as the cut lasted, though a quorum answered: with
 // one member of three cut off from the others, a third of the saves
 // waited out their whole deadline (5 s) in a trial, and a pchannel went
 // 9–15 s without a save. A member whose applying has fallen more than
 // 5,000 entries behind what it committed refuses a write too ("too many
 // requests"), as one does just after a partition heals, and the others
-// may not have: in trials, a node's saves met 72–311 such refusals in
-// the seconds after a heal, each failing its save. Refused either way, a
-// call did nothing, and costs a round trip. The client sends each call to the next member, round robin, so
-// the call is made again at once, noLeaderTries times in a row (a member
-// each, of three), then after a pause, which doubles up to a second:
-// every member may be without a leader, in an election or an outage, and
-// other calls take turns on the same members meanwhile.
+// may not have: in trials, a node's saves met 72–311 such refusals in the
+// seconds after a heal, each failing its save. Refused either way, a call
+// did nothing, and costs a round trip. The client sends each call to the
+// next member, round robin, so the call is made again at once,
+// noLeaderTries times in a row (a member each, of three), then after a
+// pause, which doubles up to a second: every member may refuse, in an
+// election, an outage or an overload, and other calls take turns on the
+// same members meanwhile.
 func onLeader[R any](ctx context.Context, call func(context.Context) (R, error)) (R, error) {
 	ctx = clientv3.WithRequireLeader(ctx)
 	pause := noLeaderPause
