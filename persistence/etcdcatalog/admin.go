@@ -19,7 +19,9 @@ import (
 var _ persistence.Inspector = (*Catalog)(nil)
 
 // Delete removes the record of pchannel, whoever owns it: it is the
-// unfenced delete of an operator. Owned.Delete is the fenced one.
+// unfenced delete of an operator. Owned.Delete is the fenced one. It
+// deletes the record it reads, and reads again should it change
+// meanwhile, so that a delete delivered late deletes no save made since.
 func (c *Catalog) Delete(ctx context.Context, pchannel string) error {
 	if c.closed.Load() {
 		return persistence.ErrClosed
@@ -31,12 +33,52 @@ func (c *Catalog) Delete(ctx context.Context, pchannel string) error {
 		return err
 	}
 	defer c.release()
-	key := c.keys.checkpoint(pchannel)
-	if _, err := c.etcd.Delete(ctx, key); err != nil {
+	if err := c.deleteRecord(ctx, c.keys.checkpoint(pchannel)); err != nil {
 		return fmt.Errorf("etcdcatalog: delete %q: %w", pchannel, err)
 	}
-	c.forget(key)
 	return nil
+}
+
+// deleteRecord deletes the record at key as it reads it, and reads it
+// again should it change before the delete. The delete compares the
+// record's revision, which makes it safe to send again (commit), and
+// makes a delete that reaches etcd late, held by a member that answers
+// nothing, delete nothing: a delete of whatever is there, so delivered
+// after a node saved the pchannel again, lost that save, acknowledged.
+func (c *Catalog) deleteRecord(ctx context.Context, key string) error {
+	for {
+		resp, err := c.etcd.Get(ctx, key)
+		if err != nil {
+			return err
+		}
+		if len(resp.Kvs) == 0 {
+			c.forget(key)
+			return nil
+		}
+		deleted, err := c.deleteAt(ctx, key, resp.Kvs[0].ModRevision)
+		if err != nil {
+			return err
+		}
+		if deleted {
+			c.forget(key)
+			return nil
+		}
+	}
+}
+
+// deleteAt deletes the record at key if its mod revision is still rev,
+// and reports whether it did.
+func (c *Catalog) deleteAt(ctx context.Context, key string, rev int64) (bool, error) {
+	resp, err := c.commit(ctx, func(ctx context.Context) (*clientv3.TxnResponse, error) {
+		return c.etcd.Txn(ctx).
+			If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).
+			Then(clientv3.OpDelete(key)).
+			Commit()
+	})
+	if err != nil {
+		return false, err
+	}
+	return resp.Succeeded, nil
 }
 
 // DeleteBadName removes the record stored under pchannel, a name no node
@@ -59,11 +101,9 @@ func (c *Catalog) DeleteBadName(ctx context.Context, pchannel string) error {
 		return err
 	}
 	defer c.release()
-	key := c.keys.checkpoint(pchannel)
-	if _, err := c.etcd.Delete(ctx, key); err != nil {
+	if err := c.deleteRecord(ctx, c.keys.checkpoint(pchannel)); err != nil {
 		return fmt.Errorf("etcdcatalog: delete the record under %q: %w", pchannel, err)
 	}
-	c.forget(key)
 	return nil
 }
 
@@ -117,7 +157,7 @@ func (o *Owned) delete(ctx context.Context, pchannel string, anyTerm bool) error
 	defer o.c.release()
 	key := o.c.keys.checkpoint(pchannel)
 	for {
-		resp, err := o.c.etcd.Txn(ctx).Then(clientv3.OpGet(key), clientv3.OpGet(o.ownerKey)).Commit()
+		resp, err := o.c.readTogether(ctx, clientv3.OpGet(key), clientv3.OpGet(o.ownerKey))
 		if err != nil {
 			return fmt.Errorf("etcdcatalog: delete %q: %w", pchannel, err)
 		}
@@ -135,10 +175,13 @@ func (o *Owned) delete(ctx context.Context, pchannel string, anyTerm bool) error
 		if err := o.c.over(pchannel, f); err != nil {
 			return err
 		}
-		del, err := o.c.etcd.Txn(ctx).
-			If(append(f.holds(), clientv3.Compare(clientv3.ModRevision(key), "=", kvs[0].ModRevision))...).
-			Then(clientv3.OpDelete(key)).
-			Commit()
+		// Its compares make it safe to send again (commit).
+		del, err := o.c.commit(ctx, func(ctx context.Context) (*clientv3.TxnResponse, error) {
+			return o.c.etcd.Txn(ctx).
+				If(append(f.holds(), clientv3.Compare(clientv3.ModRevision(key), "=", kvs[0].ModRevision))...).
+				Then(clientv3.OpDelete(key)).
+				Commit()
+		})
 		if err != nil {
 			return fmt.Errorf("etcdcatalog: delete %q: %w", pchannel, err)
 		}
@@ -204,7 +247,7 @@ func (c *Catalog) overwrite(ctx context.Context, pchannel string, checkpoint wal
 		reads = append(reads, clientv3.OpGet(f.ownerKey))
 	}
 	for {
-		resp, err := c.etcd.Txn(ctx).Then(reads...).Commit()
+		resp, err := c.readTogether(ctx, reads...)
 		if err != nil {
 			return fmt.Errorf("etcdcatalog: replace %q: %w", pchannel, err)
 		}
@@ -240,7 +283,11 @@ func (c *Catalog) overwrite(ctx context.Context, pchannel string, checkpoint wal
 		if f != nil {
 			cmps = append(cmps, f.holds()...)
 		}
-		put, err := c.etcd.Txn(ctx).If(cmps...).Then(clientv3.OpPut(key, string(val))).Commit()
+		// Its compare, the record as read, makes it safe to send again
+		// (commit).
+		put, err := c.commit(ctx, func(ctx context.Context) (*clientv3.TxnResponse, error) {
+			return c.etcd.Txn(ctx).If(cmps...).Then(clientv3.OpPut(key, string(val))).Commit()
+		})
 		if err != nil {
 			// The write may have committed: only a read tells.
 			return fmt.Errorf("etcdcatalog: replace %q: %w", pchannel, err)
@@ -386,11 +433,13 @@ func (c *Catalog) DeleteLeaselessOwner(ctx context.Context, pchannel string, ter
 	}
 	defer c.release()
 	key := c.keys.owner(pchannel)
-	resp, err := c.etcd.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", int64(term)),
-			clientv3.Compare(clientv3.LeaseValue(key), "=", clientv3.NoLease)).
-		Then(clientv3.OpDelete(key)).
-		Commit()
+	resp, err := c.commit(ctx, func(ctx context.Context) (*clientv3.TxnResponse, error) {
+		return c.etcd.Txn(ctx).
+			If(clientv3.Compare(clientv3.CreateRevision(key), "=", int64(term)),
+				clientv3.Compare(clientv3.LeaseValue(key), "=", clientv3.NoLease)).
+			Then(clientv3.OpDelete(key)).
+			Commit()
+	})
 	if err != nil {
 		return false, fmt.Errorf("etcdcatalog: delete owner of %q: %w", pchannel, err)
 	}

@@ -54,14 +54,6 @@ func (e etcdCalls) Scan(ctx context.Context, key string, opts ...clientv3.OpOpti
 	})
 }
 
-func (e etcdCalls) Delete(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.DeleteResponse, error) {
-	return catalogCall(e.c, ctx, func(ctx context.Context) (*clientv3.DeleteResponse, error) {
-		return onLeader(ctx, func(ctx context.Context) (*clientv3.DeleteResponse, error) {
-			return e.c.client.Delete(ctx, key, opts...)
-		})
-	})
-}
-
 // catalogCall makes call under ctx, ended by c's Close too; its error
 // says so when ctx or the Close ended it (endedErr, closedErr).
 func catalogCall[R any](c *Catalog, ctx context.Context, call func(context.Context) (R, error)) (R, error) {

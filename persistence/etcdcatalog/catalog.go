@@ -469,13 +469,19 @@ func (c *Catalog) read(ctx context.Context, pchannel, key string, f *fence) (hin
 	if f != nil {
 		reads = append(reads, clientv3.OpGet(f.ownerKey))
 	}
-	resp, err := hedge(c, &c.readTrips, maxHedges, ctx, func(ctx context.Context) (*clientv3.TxnResponse, error) {
-		return c.etcd.Txn(ctx).Then(reads...).Commit()
-	})
+	resp, err := c.readTogether(ctx, reads...)
 	if err != nil {
 		return hint{}, fmt.Errorf("etcdcatalog: save %q: %w", pchannel, err)
 	}
 	return c.judgeReads(pchannel, key, f, resp.Responses)
+}
+
+// readTogether makes reads in one read-only transaction, at one revision,
+// sent again when no answer comes, on the reads' estimate (hedge).
+func (c *Catalog) readTogether(ctx context.Context, reads ...clientv3.Op) (*clientv3.TxnResponse, error) {
+	return hedge(c, &c.readTrips, maxHedges, ctx, func(ctx context.Context) (*clientv3.TxnResponse, error) {
+		return c.etcd.Txn(ctx).Then(reads...).Commit()
+	})
 }
 
 // judgeReads checks the owner key read beside the record, when fenced, and

@@ -498,3 +498,23 @@ func TestValidatePrefix(t *testing.T) {
 		require.Less(t, len(err.Error()), 300)
 	}
 }
+
+// A delete delivered late (held by a member that answered nothing, and
+// applied after the pchannel was saved again) deletes nothing: it compares
+// the record it read, and the save since is kept.
+func TestLateDeleteOfARecordSavedSinceDeletesNothing(t *testing.T) {
+	eps := etcdtest.Start(t)
+	c := openCatalog(t, eps, nil)
+	cli := newClient(t, eps)
+	require.NoError(t, c.Save(ctxT(t), "p", wal.KafkaID(5)))
+	_, read := rawRecord(t, cli, checkpointKey("p"))
+	require.NoError(t, c.Delete(ctxT(t), "p"))
+	require.NoError(t, c.Save(ctxT(t), "p", wal.KafkaID(7)))
+
+	deleted, err := etcdcatalog.DeleteAt(ctxT(t), c, "p", read)
+	require.NoError(t, err)
+	require.False(t, deleted, "a delete of the record read before deleted the one saved since")
+	got, err := c.Load(ctxT(t), "p")
+	require.NoError(t, err)
+	require.Equal(t, wal.KafkaID(7), got)
+}

@@ -61,3 +61,10 @@ func Claim(ctx context.Context, c *Catalog, pchannel string, released int64, ses
 	}
 	return resp.Succeeded, nil
 }
+
+// DeleteAt deletes the record of pchannel if its mod revision is still
+// rev, as a delete made when it was would reach etcd now, and reports
+// whether it did.
+func DeleteAt(ctx context.Context, c *Catalog, pchannel string, rev int64) (bool, error) {
+	return c.deleteAt(ctx, c.keys.checkpoint(pchannel), rev)
+}
