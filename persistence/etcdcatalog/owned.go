@@ -690,6 +690,14 @@ func (o *Owned) unhookSession() {
 // the past up to date in a loop that takes 512 of them each 100 ms,
 // reading the history since the oldest: owning 100,000 pchannels at once
 // kept it at that for tens of seconds, and every save waited.
+//
+// etcd's revision when it creates the watch is its member's, which may be
+// behind the others: one cut off from its peers, or frozen and thawed,
+// before the last owner's key went. It then replays that deletion, from
+// before this ownership began, which the watch heard as this one's loss:
+// in a trial, a node stopped the pchannels it had just owned, and its
+// releases, judging the key another's, left them on its session. Events
+// below the term, the key's create revision, are passed over.
 func (o *Owned) watch(ctx context.Context) {
 	defer close(o.watching)
 	defer func() {
@@ -708,6 +716,9 @@ func (o *Owned) watch(ctx context.Context) {
 			}
 			ended = wr.Err()
 			for _, ev := range wr.Events {
+				if ev.Kv.ModRevision < o.term {
+					continue // from before this ownership began: see above
+				}
 				if ev.Type == mvccpb.DELETE || !o.fence().heldBy(ev.Kv) {
 					o.lose(ErrOwnerChanged)
 					return

@@ -550,3 +550,58 @@ func TestReadsAndRepairsGoOnWhileAMemberAnswersNothing(t *testing.T) {
 	}
 	t.Logf("%d records replaced and deleted, none failed; the slowest call took %v", reads, slowest.Round(time.Millisecond))
 }
+
+// TestOwnedWatchOnAMemberBehindKeepsTheOwnership has an Owned's watch made
+// on a member behind the others: cut off from its peers before the last
+// owner's key ran out on them, it creates the watch at its own revision,
+// and when it rejoins, it replays that deletion, which came before the
+// new ownership began. The watch heard it as the loss of the new one, and
+// the node stopped a pchannel it owned, whose key its release then left
+// on its session (a trial from outside, a member frozen and thawed). A
+// watch of the client's, on the same stream, tells when the member has
+// caught up.
+func TestOwnedWatchOnAMemberBehindKeepsTheOwnership(t *testing.T) {
+	cluster := etcdtest.StartCluster(t, 3)
+	require.Eventually(t, func() bool { return cluster.Leader() >= 0 }, 10*time.Second, 10*time.Millisecond)
+	behind := (cluster.Leader() + 1) % 3
+	var others []string
+	for i, m := range cluster.Members {
+		if i != behind {
+			others = append(others, m.Endpoints()...)
+		}
+	}
+	majority := newClient(t, others)
+	owner := openCatalog(t, others, nil)
+	ownerSession, err := owner.NewSession(ctxT(t), 2)
+	require.NoError(t, err)
+	_, err = owner.Own(ctxT(t), "p", ownerSession)
+	require.NoError(t, err)
+
+	// The node's Owneds watch on one stream, made on the member to fall
+	// behind while the client knew it alone.
+	cli, c, session, _ := waitingNode(t, cluster.Members[behind].Endpoints()[0])
+	probe, err := c.Own(ctxT(t), "probe", session)
+	require.NoError(t, err)
+	cli.SetEndpoints(cluster.Endpoints()...)
+
+	cluster.Isolate(behind)
+	t.Cleanup(func() { cluster.Rejoin(behind) })
+	ownerSession.Orphan()
+	require.Eventually(t, func() bool {
+		resp, err := majority.Get(ctxT(t), ownerKey("p"))
+		return err == nil && len(resp.Kvs) == 0
+	}, 10*time.Second, 10*time.Millisecond, "the owner's key outlived its lease")
+	o, err := c.Own(ctxT(t), "p", session)
+	require.NoError(t, err)
+
+	cluster.Rejoin(behind)
+	_, err = majority.Delete(ctxT(t), ownerKey("probe"))
+	require.NoError(t, err)
+	select {
+	case <-probe.Done():
+	case <-time.After(15 * time.Second):
+		t.Fatal("the member behind did not catch up within 15 s")
+	}
+	require.NoError(t, o.Err(), "an ownership ended by a deletion from before it began")
+	require.NoError(t, o.Release(ctxT(t)))
+}
