@@ -98,6 +98,16 @@ func TestOwnWaitingOnAMemberCutOffFromItsPeersOwnsOnceTheOwnerGoes(t *testing.T)
 	_ = held.Close()
 }
 
+// clusterWithAFreezer starts a cluster of three members, and a Freezer in
+// front of the third; others are the endpoints of the first two.
+func clusterWithAFreezer(t *testing.T) (frozen *etcdtest.Freezer, others []string) {
+	t.Helper()
+	cluster := etcdtest.StartCluster(t, 3)
+	require.Eventually(t, func() bool { return cluster.Leader() >= 0 }, 10*time.Second, 10*time.Millisecond)
+	frozen = etcdtest.NewFreezer(t, strings.TrimPrefix(cluster.Members[2].Endpoints()[0], "http://"))
+	return frozen, append(cluster.Members[0].Endpoints(), cluster.Members[1].Endpoints()...)
+}
+
 // waitingNode opens a catalog on a client of endpoint alone, with no
 // keep-alive, that signals on watching each time etcd creates one of its
 // watches, and makes a session to own with, whose TTL outlasts the test.
@@ -169,10 +179,8 @@ func TestSavesGoOnWhileAMemberAnswersNothing(t *testing.T) {
 		deadline  = 2 * time.Second
 		frozenFor = 4 * time.Second
 	)
-	cluster := etcdtest.StartCluster(t, 3)
-	require.Eventually(t, func() bool { return cluster.Leader() >= 0 }, 10*time.Second, 10*time.Millisecond)
-	frozen := etcdtest.NewFreezer(t, strings.TrimPrefix(cluster.Members[2].Endpoints()[0], "http://"))
-	endpoints := append(cluster.Members[0].Endpoints(), cluster.Members[1].Endpoints()[0], frozen.Endpoint())
+	frozen, others := clusterWithAFreezer(t)
+	endpoints := append(others, frozen.Endpoint())
 	catalogs := []persistence.Catalog{openBatcher(t, endpoints, nil), openCatalog(t, endpoints, nil)}
 
 	type pchannel struct {
@@ -305,10 +313,7 @@ func TestOwnWaitingOnAMemberThatAnswersNothingOwnsOnceTheOwnerGoes(t *testing.T)
 		ownerTTL    = 3 // seconds
 		ownedWithin = 10 * time.Second
 	)
-	cluster := etcdtest.StartCluster(t, 3)
-	require.Eventually(t, func() bool { return cluster.Leader() >= 0 }, 10*time.Second, 10*time.Millisecond)
-	frozen := etcdtest.NewFreezer(t, strings.TrimPrefix(cluster.Members[2].Endpoints()[0], "http://"))
-	others := append(cluster.Members[0].Endpoints(), cluster.Members[1].Endpoints()...)
+	frozen, others := clusterWithAFreezer(t)
 
 	owner := openCatalog(t, others, nil)
 	ownerSession, err := owner.NewSession(ctxT(t), ownerTTL)
@@ -392,10 +397,7 @@ func TestOwnershipGoesOnWhileAMemberAnswersNothing(t *testing.T) {
 		pchannels = 4 // each round
 		deadline  = 2 * time.Second
 	)
-	cluster := etcdtest.StartCluster(t, 3)
-	require.Eventually(t, func() bool { return cluster.Leader() >= 0 }, 10*time.Second, 10*time.Millisecond)
-	frozen := etcdtest.NewFreezer(t, strings.TrimPrefix(cluster.Members[2].Endpoints()[0], "http://"))
-	others := append(cluster.Members[0].Endpoints(), cluster.Members[1].Endpoints()...)
+	frozen, others := clusterWithAFreezer(t)
 	c := openCatalog(t, append([]string{frozen.Endpoint()}, others...), nil)
 	majority := newClient(t, others)
 
@@ -498,10 +500,8 @@ func TestReadsAndRepairsGoOnWhileAMemberAnswersNothing(t *testing.T) {
 		reads     = 8
 		deadline  = 2 * time.Second
 	)
-	cluster := etcdtest.StartCluster(t, 3)
-	require.Eventually(t, func() bool { return cluster.Leader() >= 0 }, 10*time.Second, 10*time.Millisecond)
-	frozen := etcdtest.NewFreezer(t, strings.TrimPrefix(cluster.Members[2].Endpoints()[0], "http://"))
-	endpoints := append(cluster.Members[0].Endpoints(), cluster.Members[1].Endpoints()[0], frozen.Endpoint())
+	frozen, others := clusterWithAFreezer(t)
+	endpoints := append(others, frozen.Endpoint())
 	c := openCatalog(t, endpoints, nil, etcdcatalog.WithPageSize(10))
 	for p := range pchannels {
 		require.NoError(t, c.Save(ctxT(t), fmt.Sprintf("p%02d", p), wal.KafkaID(p+1)))
