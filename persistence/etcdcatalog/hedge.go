@@ -40,9 +40,12 @@ import (
 // way, on an estimate of their own: a read changes nothing. So are the
 // pages of LoadAll and the tools' scans, on one of theirs, one round of
 // copies each (etcdCalls.Scan). An Own's claim, its retake of a key its
-// session holds, a release's delete and a session's grant are sent again
-// on the saves' estimate, each safe for a reason of its own (claim,
-// retake, deleteOwner, NewSession).
+// session holds, a release's delete, a session's grant and revoke, and an
+// operator's writes are sent again on the saves' estimate, each safe for
+// a reason of its own (claim, retake, deleteOwner, NewSession,
+// CloseSession, deleteRecord, overwrite). Each write compares what it
+// read, so that a copy delivered late, after a later write, writes
+// nothing.
 
 // maxHedges is how many times a transaction is sent again at most, and
 // maxHedgeGap the longest the wait between two of them grows to. The
