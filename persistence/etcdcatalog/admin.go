@@ -43,8 +43,9 @@ func (c *Catalog) Delete(ctx context.Context, pchannel string) error {
 // again should it change before the delete. The delete compares the
 // record's revision, which makes it safe to send again (commit), and
 // makes a delete that reaches etcd late, held by a member that answers
-// nothing, delete nothing: a delete of whatever is there, so delivered
-// after a node saved the pchannel again, lost that save, acknowledged.
+// nothing, delete nothing, where a delete of whatever was there, so
+// delivered after a node saved the pchannel again, lost that acknowledged
+// save.
 func (c *Catalog) deleteRecord(ctx context.Context, key string) error {
 	for {
 		resp, err := c.etcd.Get(ctx, key)
