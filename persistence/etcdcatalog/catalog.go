@@ -46,6 +46,8 @@ type Catalog struct {
 	// saveTrips, readTrips and pageTrips tell when a save, a read of one
 	// key or a page of keys is sent again (hedge).
 	saveTrips, readTrips, pageTrips roundTrips
+	// ownerChecks reads the owner keys that Owns wait on (waitDelete).
+	ownerChecks ownerChecks
 
 	mu sync.Mutex
 	// hints remembers, per checkpoint key, the record last read or written,
@@ -622,6 +624,7 @@ func (c *Catalog) Close() error {
 		return persistence.ErrClosed
 	}
 	c.endClosing()
+	c.stopOwnerChecks()
 	c.mu.Lock()
 	owned := make([]*Owned, 0, len(c.owned))
 	for o := range c.owned {

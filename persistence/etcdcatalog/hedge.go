@@ -35,9 +35,9 @@ import (
 // finds the first's record and writes nothing; its answer, should it come
 // first, reads that record, which judges the save done (equal). A copy a
 // frozen member delivers later finds that record or a later one, and
-// writes nothing either. Reads of one key (Load, a save's read, an
-// Owned's read of its owner key, a waiting Own's) are sent again the same
-// way, on an estimate of their own: a read changes nothing. So are the
+// writes nothing either. Reads of a few keys (Load, a save's read, an
+// Owned's read of its owner key, the reads of the owner keys Owns wait on)
+// are sent again the same way, on an estimate of their own: a read changes nothing. So are the
 // pages of LoadAll and the tools' scans, on one of theirs, one round of
 // copies each (etcdCalls.Scan). An Own's claim, its retake of a key its
 // session holds, a release's delete, a session's grant and revoke, and an

@@ -42,6 +42,9 @@ func (c *rpcCounter) intercept(ctx context.Context, method string, req, reply an
 	if r, ok := req.(*pb.RangeRequest); ok && strings.HasSuffix(string(r.Key), "/owner") {
 		return invoker(ctx, method, req, reply, cc, opts...)
 	}
+	if r, ok := req.(*pb.TxnRequest); ok && ownerReadsOnly(r) {
+		return invoker(ctx, method, req, reply, cc, opts...) // a waiting Own's, read when they will
+	}
 	c.mu.Lock()
 	if c.calls == nil {
 		c.calls = make(map[string]int)

@@ -116,8 +116,9 @@ func WithPageSize(n int) Option {
 
 // WithMaxConcurrentCalls bounds the calls of single pchannels that the
 // catalog has in flight at once (default DefaultMaxConcurrentCalls): Load,
-// Save, Delete, Own's claim and retake, a waiting Own's and an Owned's
-// reads of the owner key, whether through an Owned or not. A call
+// Save, Delete, Own's claim and retake, an Owned's reads of its owner
+// key, the reads of the owner keys Owns wait on (a few dozen to a read),
+// whether through an Owned or not. A call
 // past the bound waits its turn, within its own context; one whose
 // context ends first fails with its cause and sends nothing. Close ends
 // every wait with persistence.ErrClosed, and an owner's saves and deletes

@@ -207,8 +207,9 @@ func (c *Catalog) CloseSession(ctx context.Context, session *concurrency.Session
 // owning the pchannel again with the same session (to respawn its actor,
 // say), or both keep watching until the session ends.
 //
-// While it waits, Own watches the owner key, and reads it every 1–2 s as
-// well (a serializable read, which its member answers from its own store):
+// While it waits, Own watches the owner key, and the catalog reads it every
+// 1–2 s as well, with the keys of its other waiting Owns, up to 64 to a
+// read (a serializable read, which its member answers from its own store):
 // a watch held by a member that answers nothing hears of no deletion until
 // the client's keep-alive drops the member.
 //
@@ -290,7 +291,7 @@ func (c *Catalog) own(ctx context.Context, pchannel string, session *concurrency
 			o := ownerOf(kvs[0])
 			return nil, &OwnedError{PChannel: pchannel, Lease: o.Lease, Term: o.Term, Holder: o.Holder}
 		}
-		if err := c.waitDelete(ctx, pchannel, kvs[0], resp.Header.Revision+1); err != nil {
+		if err := c.waitDelete(ctx, kvs[0], resp.Header.Revision+1); err != nil {
 			return nil, fmt.Errorf("etcdcatalog: own %q: %w", pchannel, causeOf(ctx, err))
 		}
 	}
@@ -300,8 +301,8 @@ func (c *Catalog) own(ctx context.Context, pchannel string, session *concurrency
 // it exists or the pchannel was released since released, the mod revision
 // of the release mark (keys.released) as the Own last read it, 0 for none;
 // otherwise it reads both. It takes a call slot: Own's wait for another
-// owner to go holds one only for each of its reads of the owner key
-// (ownerGone).
+// owner to go holds none, and the catalog's reader of the owner keys
+// waited on one for each of its reads (readOwnersOnce).
 //
 // It is sent again when no answer comes (commit): of two copies, the one
 // that comes second finds the key, on the session's lease, and writes
@@ -433,13 +434,14 @@ func causeOf(ctx context.Context, err error) error {
 // A member that answers nothing (frozen, or behind a partition that drops
 // packets) ends nothing: the watch waits there until the client's
 // keep-alive drops the member (12 s with Open's), and with no keep-alive
-// for ever. So the key is also read every ownerRecheck or so, each read
-// sent again to the other members when it has no answer (etcdCalls.Get).
+// for ever. So the key is also read every ownerRecheck or so, with the
+// keys of the catalog's other waits (readOwners), each read sent again to
+// the other members when it has no answer (readTogether).
 // The watch is asked for on a goroutine of its own: clientv3's Watch
 // returns only once etcd has created the watch, and the waits of a client
 // share one stream, so that a stream held by such a member held the next
 // wait's Watch too, before any read.
-func (c *Catalog) waitDelete(ctx context.Context, pchannel string, owner *mvccpb.KeyValue, rev int64) error {
+func (c *Catalog) waitDelete(ctx context.Context, owner *mvccpb.KeyValue, rev int64) error {
 	ctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	watched := make(chan clientv3.WatchChan, 1)
 	go func() { watched <- c.client.Watch(ctx, string(owner.Key), clientv3.WithRev(rev)) }()
@@ -450,10 +452,8 @@ func (c *Catalog) waitDelete(ctx context.Context, pchannel string, owner *mvccpb
 			<-watched
 		}
 	}()
-	// Each wait reads on a period of its own, so that the waits of a node,
-	// begun together at its start, do not read together.
-	recheck := time.NewTicker(ownerRecheck/2 + rand.N(ownerRecheck/2))
-	defer recheck.Stop()
+	read := c.awaitOwner(owner)
+	defer c.forgetOwner(read)
 	for {
 		select {
 		case events = <-watched:
@@ -475,38 +475,10 @@ func (c *Catalog) waitDelete(ctx context.Context, pchannel string, owner *mvccpb
 					return nil
 				}
 			}
-		case <-recheck.C:
-			if c.ownerGone(ctx, pchannel, owner) {
-				return nil
-			}
+		case <-read.gone:
+			return nil
 		}
 	}
-}
-
-// ownerRecheck bounds how often an Own waiting for another owner to go
-// reads the owner key besides watching it: a wait reads it every 1–2 s,
-// which bounds how long a watch held by a member that answers nothing
-// delays it, to that and the read's own time (ownerGone).
-const ownerRecheck = 2 * time.Second
-
-// ownerGone reads owner's key, within ownerRecheck and in a call slot, and
-// reports whether it is gone or another's. The read is serializable: the
-// member answers from its own store, with no round of its leader's, for a
-// wait reads often and for as long as it waits; one a little behind only
-// tells late of the deletion, or of a key not yet created, which the
-// claim after it finds. It requires a leader as every call does
-// (onLeader), so that a member cut off from its peers does not answer it
-// from a store that no longer moves. A read that fails tells nothing: the
-// watch goes on.
-func (c *Catalog) ownerGone(ctx context.Context, pchannel string, owner *mvccpb.KeyValue) bool {
-	ctx, cancel := context.WithTimeout(ctx, ownerRecheck)
-	defer cancel()
-	if c.acquire(ctx, "own", pchannel, nil) != nil {
-		return false
-	}
-	defer c.release()
-	resp, err := c.etcd.Get(ctx, string(owner.Key), clientv3.WithSerializable())
-	return err == nil && (len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != owner.CreateRevision)
 }
 
 // Owned is the ownership of one pchannel by one session, and the catalog of
