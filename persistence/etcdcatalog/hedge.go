@@ -97,7 +97,7 @@ func (r *roundTrip) observe(d time.Duration) {
 // first sent again: the mean and four deviations, within its bounds, and
 // no more than most, half the time it has; ok is false when a copy sent
 // then would not be answered in the time left, the mean being longer.
-func (r *roundTrip) hedgeAfter(most time.Duration) (wait time.Duration, ok bool) {
+func (r roundTrip) hedgeAfter(most time.Duration) (wait time.Duration, ok bool) {
 	d := firstHedge
 	if r.srtt != 0 {
 		d = max(r.srtt+4*r.rttvar, 2*r.srtt, minHedge)
@@ -111,6 +111,31 @@ func (r *roundTrip) hedgeAfter(most time.Duration) (wait time.Duration, ok bool)
 type roundTrips struct {
 	mu sync.Mutex
 	roundTrip
+}
+
+// estimate is est, or while est has measured nothing, the catalog's
+// estimate of its calls that take longest on the mean, if it has measured
+// any: a catalog's first read after its pages (a node's preload, the
+// lowwater tool's list before its repairs) waited firstHedge, a second,
+// before its first copy, where the pages told that a round trip took a
+// few milliseconds.
+func (c *Catalog) estimate(est *roundTrips) roundTrip {
+	r := est.get()
+	if r.srtt != 0 {
+		return r
+	}
+	for _, other := range []*roundTrips{&c.saveTrips, &c.readTrips, &c.pageTrips} {
+		if o := other.get(); o.srtt > r.srtt {
+			r = o
+		}
+	}
+	return r
+}
+
+func (r *roundTrips) get() roundTrip {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.roundTrip
 }
 
 // commit makes a transaction that writes under ctx (call), as hedge says,
@@ -139,9 +164,7 @@ func hedge[R any](c *Catalog, est *roundTrips, rounds int, ctx context.Context, 
 	if most < minHedge {
 		return call(ctx) // too near its end for a copy to help
 	}
-	est.mu.Lock()
-	wait, ok := est.hedgeAfter(most)
-	est.mu.Unlock()
+	wait, ok := c.estimate(est).hedgeAfter(most)
 	if !ok {
 		return call(ctx) // a copy would come too late
 	}

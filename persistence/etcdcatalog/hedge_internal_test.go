@@ -45,6 +45,22 @@ func TestRoundTripSetsTheWaitBeforeACopy(t *testing.T) {
 	require.False(t, ok)
 }
 
+func TestAnEstimateThatMeasuredNothingBorrowsTheLongest(t *testing.T) {
+	var c Catalog
+	require.Equal(t, roundTrip{}, c.estimate(&c.readTrips), "nothing measured")
+
+	c.pageTrips.observe(20 * time.Millisecond)
+	c.saveTrips.observe(8 * time.Millisecond)
+	require.Equal(t, roundTrip{srtt: 20 * time.Millisecond, rttvar: 10 * time.Millisecond}, c.estimate(&c.readTrips))
+	d, ok := c.estimate(&c.readTrips).hedgeAfter(5 * time.Second)
+	require.True(t, ok)
+	require.Equal(t, 60*time.Millisecond, d, "the pages' mean and four deviations, not firstHedge")
+
+	c.readTrips.observe(2 * time.Millisecond)
+	require.Equal(t, roundTrip{srtt: 2 * time.Millisecond, rttvar: time.Millisecond}, c.estimate(&c.readTrips), "its own, once measured")
+	require.Equal(t, roundTrip{srtt: 8 * time.Millisecond, rttvar: 4 * time.Millisecond}, c.estimate(&c.saveTrips))
+}
+
 // copies is a call whose copies each do what answers says for their
 // number, and records when each was made.
 type copies struct {
