@@ -11,7 +11,9 @@ import (
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"go.etcd.io/etcd/client/pkg/v3/logutil"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 
@@ -109,7 +111,8 @@ func New(client *clientv3.Client, opts ...Option) (*Catalog, error) {
 // drops packets) is then dropped after DefaultKeepAliveTimeout more, and
 // the calls go to the others. Without it each call that lands there waits
 // out its deadline, for as long as the member hangs, though a quorum
-// answers. A client given to New is taken as it is.
+// answers. Its client logs clientv3's warning of each call cut short at
+// Debug (ClientLogger). A client given to New is taken as it is.
 func Open(cfg clientv3.Config, opts ...Option) (*Catalog, error) {
 	o, err := buildOptions(opts)
 	if err != nil {
@@ -122,11 +125,31 @@ func Open(cfg clientv3.Config, opts ...Option) (*Catalog, error) {
 		}
 	}
 	cfg.DialOptions = append([]grpc.DialOption{connectParams}, cfg.DialOptions...)
+	lg, err := clientLogger(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("etcdcatalog: connect: %w", err)
+	}
+	cfg.Logger = ClientLogger(lg)
 	client, err := clientv3.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("etcdcatalog: connect: %w", err)
 	}
 	return newCatalog(client, true, o), nil
+}
+
+// clientLogger is the logger clientv3.New would make of cfg.
+func clientLogger(cfg clientv3.Config) (*zap.Logger, error) {
+	switch {
+	case cfg.Logger != nil:
+		return cfg.Logger, nil
+	case cfg.LogConfig != nil:
+		return cfg.LogConfig.Build()
+	}
+	lg, err := logutil.CreateDefaultZapLogger(clientv3.ClientLogLevel())
+	if err != nil {
+		return nil, err
+	}
+	return lg.Named("etcd-client"), nil
 }
 
 // The keep-alive Open sets. The time is gRPC's least: it raises a shorter

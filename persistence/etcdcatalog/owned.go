@@ -177,9 +177,11 @@ func (c *Catalog) CloseSession(ctx context.Context, session *concurrency.Session
 // Own makes session the owner of pchannel, waiting while another session
 // owns it, until ctx or the session ends. An owner key with no lease, which
 // no session holds and which never expires, is not waited for: Own
-// returns an *OwnedError at once (errors.Is ErrOwnerWithoutLease). The owner key is created in one
-// transaction, bound to the session's lease, so it goes when the session
-// does. Owning again with the session that already owns the pchannel (say,
+// returns an *OwnedError at once (errors.Is ErrOwnerWithoutLease). Own
+// tells nothing while it waits: to know whether it will, and for whom,
+// call TryOwn first, whose *OwnedError names the owner. The owner key is
+// created in one transaction, bound to the session's lease, so it goes
+// when the session does. Owning again with the session that already owns the pchannel (say,
 // after an Own whose reply was lost) returns the same term, and takes the
 // ownership over: the earlier Owned still saves under that term, its
 // Release deletes nothing, and the later one's Release ends both.

@@ -1,0 +1,61 @@
+package etcdcatalog
+
+import (
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// ClientLogger returns lg for the client of a catalog (clientv3.Config's
+// Logger), with clientv3's warning of a call cut short by its context
+// ("retrying of unary invoker failed", code Canceled) lowered to Debug.
+// The catalog sends a call with no answer again to the other members and
+// cuts the copies left short once one answers (see WithMaxConcurrentCalls
+// and the README's etcd section), and clientv3 warns of each: in a trial,
+// a node taking over 1,000 pchannels with every member answering logged
+// about 200 such lines, and over 1,000 with a member frozen. A deadline
+// that passed (DeadlineExceeded) is still a warning.
+//
+// Open does this to the logger it is given (or to clientv3's default); a
+// client given to New logs as its owner set it up.
+func ClientLogger(lg *zap.Logger) *zap.Logger {
+	return lg.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return cutShortAtDebug{c} }))
+}
+
+// cutShortMessage is what clientv3's retry interceptor logs of each call
+// that failed, once per attempt.
+const cutShortMessage = "retrying of unary invoker failed"
+
+// cutShortAtDebug writes clientv3's warning of a call cut short at Debug.
+type cutShortAtDebug struct{ zapcore.Core }
+
+func (c cutShortAtDebug) With(fields []zapcore.Field) zapcore.Core {
+	return cutShortAtDebug{c.Core.With(fields)}
+}
+
+func (c cutShortAtDebug) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if c.Enabled(e.Level) {
+		return ce.AddCore(e, c)
+	}
+	return ce
+}
+
+func (c cutShortAtDebug) Write(e zapcore.Entry, fields []zapcore.Field) error {
+	if e.Message == cutShortMessage && e.Level > zapcore.DebugLevel && cutShort(fields) {
+		if !c.Enabled(zapcore.DebugLevel) {
+			return nil
+		}
+		e.Level = zapcore.DebugLevel
+	}
+	return c.Core.Write(e, fields)
+}
+
+func cutShort(fields []zapcore.Field) bool {
+	for _, f := range fields {
+		if err, ok := f.Interface.(error); ok && f.Type == zapcore.ErrorType {
+			return status.Code(err) == codes.Canceled
+		}
+	}
+	return false
+}
