@@ -34,11 +34,18 @@ func (c cutShortAtDebug) With(fields []zapcore.Field) zapcore.Core {
 	return cutShortAtDebug{c.Core.With(fields)}
 }
 
+// Check leaves every entry to the core it wraps, but clientv3's warning
+// of a failed call, whose error only Write sees: taken when the wrapped
+// core takes it as it comes (at its level, past its sampling), and written
+// by Write.
 func (c cutShortAtDebug) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
-	if c.Enabled(e.Level) {
-		return ce.AddCore(e, c)
+	if e.Message != cutShortMessage || e.Level <= zapcore.DebugLevel {
+		return c.Core.Check(e, ce)
 	}
-	return ce
+	if c.Core.Check(e, nil) == nil {
+		return ce
+	}
+	return ce.AddCore(e, c)
 }
 
 func (c cutShortAtDebug) Write(e zapcore.Entry, fields []zapcore.Field) error {

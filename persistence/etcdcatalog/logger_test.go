@@ -55,6 +55,26 @@ func TestClientLoggerLowersCallsCutShortToDebug(t *testing.T) {
 	}
 }
 
+// The wrapped core still decides what it takes: a sampling one (zap's
+// production loggers sample) drops what it would drop without the wrapper,
+// and the Debug lines it is not asked to write.
+func TestClientLoggerKeepsTheSamplingOfTheCoreItWraps(t *testing.T) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	sampled := zapcore.NewSamplerWithOptions(core, time.Hour, 1, 0) // the first of each level and message
+	lg := etcdcatalog.ClientLogger(zap.New(sampled))
+	for range 3 {
+		lg.Warn("another warning")
+		lg.Warn(cutShort, zap.Error(status.Error(codes.DeadlineExceeded, "context deadline exceeded")))
+		lg.Debug("retrying of unary invoker")
+	}
+	lg.Warn(cutShort, zap.Error(status.Error(codes.Canceled, "context canceled")))
+	var got []string
+	for _, e := range logs.All() {
+		got = append(got, e.Level.String()+" "+e.Message)
+	}
+	require.Equal(t, []string{"warn another warning", "warn " + cutShort, "debug retrying of unary invoker"}, got)
+}
+
 // TestCopiesCutShortAreNoWarning saves on a client of three members one of
 // which answers nothing: each save the client sent there is sent again,
 // and the copy left there is cut short once another answers. clientv3
