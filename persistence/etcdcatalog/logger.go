@@ -19,8 +19,12 @@ import (
 // wrapped core's to take or drop (its level, its sampling).
 //
 // Open does this to the logger it is given (or to clientv3's default); a
-// client given to New logs as its owner set it up.
+// client given to New logs as its owner set it up. ClientLogger(nil) is
+// nil, for which clientv3 makes a default of its own.
 func ClientLogger(lg *zap.Logger) *zap.Logger {
+	if lg == nil {
+		return nil // clientv3 makes its own then
+	}
 	return lg.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core { return cutShortAtDebug{c} }))
 }
 
@@ -36,27 +40,39 @@ func (c cutShortAtDebug) With(fields []zapcore.Field) zapcore.Core {
 }
 
 // Check leaves every entry to the core it wraps, but clientv3's warning
-// of a failed call, whose error only Write sees: taken when the wrapped
-// core takes it as it comes (at its level, past its sampling), and written
-// by Write.
+// of a failed call, whose error only Write sees: that one is written
+// through the cores that take it as it comes (at their levels, past their
+// sampling), or, should its call have been cut short, through those that
+// take it at Debug (lowered).
 func (c cutShortAtDebug) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
 	if e.Message != cutShortMessage || e.Level <= zapcore.DebugLevel {
 		return c.Core.Check(e, ce)
 	}
-	if c.Core.Check(e, nil) == nil {
+	taken := c.Core.Check(e, nil)
+	if taken == nil {
 		return ce
 	}
-	return ce.AddCore(e, c)
+	return ce.AddCore(e, lowered{c.Core, taken})
 }
 
-func (c cutShortAtDebug) Write(e zapcore.Entry, fields []zapcore.Field) error {
-	if e.Message == cutShortMessage && e.Level > zapcore.DebugLevel && cutShort(fields) {
-		if !c.Enabled(zapcore.DebugLevel) {
-			return nil
-		}
-		e.Level = zapcore.DebugLevel
+// lowered writes one warning of a failed call: taken is the wrapped core's
+// check of it, which names the cores that take it (a Tee's writes to each
+// of its cores, whatever their levels).
+type lowered struct {
+	zapcore.Core
+	taken *zapcore.CheckedEntry
+}
+
+func (l lowered) Write(e zapcore.Entry, fields []zapcore.Field) error {
+	if !cutShort(fields) {
+		l.taken.Write(fields...)
+		return nil
 	}
-	return c.Core.Write(e, fields)
+	e.Level = zapcore.DebugLevel
+	if debug := l.Core.Check(e, nil); debug != nil {
+		debug.Write(fields...)
+	}
+	return nil
 }
 
 func cutShort(fields []zapcore.Field) bool {

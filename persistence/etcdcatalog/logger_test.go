@@ -75,6 +75,27 @@ func TestClientLoggerKeepsTheSamplingOfTheCoreItWraps(t *testing.T) {
 	require.Equal(t, []string{"warn another warning", "warn " + cutShort, "debug retrying of unary invoker"}, got)
 }
 
+// Each core of a Tee writes what its own level takes, the lowered lines
+// too: the Tee writes whatever it is given to each of its cores.
+func TestClientLoggerWritesThroughTheCoresThatTakeEachLine(t *testing.T) {
+	debugCore, debugLogs := observer.New(zapcore.DebugLevel)
+	warnCore, warnLogs := observer.New(zapcore.WarnLevel)
+	errorCore, errorLogs := observer.New(zapcore.ErrorLevel)
+	lg := etcdcatalog.ClientLogger(zap.New(zapcore.NewTee(debugCore, warnCore, errorCore)))
+	lg.Warn(cutShort, zap.Error(status.Error(codes.Canceled, "context canceled")))
+	lg.Warn(cutShort, zap.Error(status.Error(codes.DeadlineExceeded, "context deadline exceeded")))
+	levels := func(logs *observer.ObservedLogs) (got []string) {
+		for _, e := range logs.All() {
+			got = append(got, e.Level.String())
+		}
+		return got
+	}
+	require.Equal(t, []string{"debug", "warn"}, levels(debugLogs))
+	require.Equal(t, []string{"warn"}, levels(warnLogs))
+	require.Empty(t, levels(errorLogs))
+	require.Nil(t, etcdcatalog.ClientLogger(nil))
+}
+
 // TestCopiesCutShortAreNoWarning saves on a client of three members one of
 // which answers nothing: each save the client sent there is sent again,
 // and the copy left there is cut short once another answers. clientv3
