@@ -45,8 +45,8 @@ type Catalog struct {
 	endClosing context.CancelFunc
 	// etcd makes the calls to etcd, each ended by Close.
 	etcd etcdCalls
-	// saveTrips, readTrips and pageTrips tell when a save, a read of one
-	// key or a page of keys is sent again (hedge).
+	// saveTrips, readTrips and pageTrips tell when a save, a read of a few
+	// keys or a page of keys is sent again (hedge).
 	saveTrips, readTrips, pageTrips roundTrips
 	// ownerChecks reads the owner keys that Owns wait on (waitDelete).
 	ownerChecks ownerChecks

@@ -31,8 +31,9 @@ func ctxT(t testing.TB) context.Context {
 
 // rpcCounter counts the unary gRPC calls a client makes, by method, but
 // for the reads of owner keys: each Owned makes one once its watch is
-// created, when it will, and a save never reads an owner key on its own
-// (a transaction's compares and reads do).
+// created, and the catalog reads the keys its waiting Owns wait on every
+// 1–2 s, each when it will; a save never reads an owner key on its own (a
+// transaction's compares and reads do).
 type rpcCounter struct {
 	mu    sync.Mutex
 	calls map[string]int

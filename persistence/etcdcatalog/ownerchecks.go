@@ -112,25 +112,47 @@ func (c *Catalog) readOwners(done chan struct{}) {
 		}
 		waits := slices.Collect(maps.Keys(k.waits))
 		k.mu.Unlock()
-		for len(waits) > 0 && c.closing.Err() == nil {
-			k.mu.Lock()
-			n := min(k.perRead, len(waits))
-			k.mu.Unlock()
-			err := c.readOwnersOnce(waits[:n])
-			if n > 1 && errors.Is(err, rpctypes.ErrTooManyOps) {
-				k.mu.Lock()
-				k.perRead = n / 2
-				k.mu.Unlock()
-				continue
-			}
-			waits = waits[n:]
-		}
+		c.readRound(waits)
 		next.Reset(ownerRecheck/2 + rand.N(ownerRecheck/2))
 	}
 }
 
-// readOwnersOnce reads the keys of waits in one transaction, within
-// ownerRecheck and in a call slot, and ends the waits whose key it finds
+// readRound reads the keys of waits, as many to a read as the cluster
+// takes, within ownerRecheck for the whole round: with the catalog's call
+// slots all held, a round of many reads, each waiting its turn, would
+// leave a wait begun meanwhile unread for as long. The waits come in a map's
+// order, no set one, so that the next round first reads others than those
+// this one had no time for. A wait forgotten since the round began is
+// passed over.
+func (c *Catalog) readRound(waits []*ownerWait) {
+	ctx, cancel := context.WithTimeout(c.closing, ownerRecheck)
+	defer cancel()
+	k := &c.ownerChecks
+	for ctx.Err() == nil {
+		k.mu.Lock()
+		batch := make([]*ownerWait, 0, min(k.perRead, len(waits)))
+		for len(waits) > 0 && len(batch) < k.perRead {
+			if _, waiting := k.waits[waits[0]]; waiting {
+				batch = append(batch, waits[0])
+			}
+			waits = waits[1:]
+		}
+		k.mu.Unlock()
+		if len(batch) == 0 {
+			return
+		}
+		err := c.readOwnersOnce(ctx, batch)
+		if len(batch) > 1 && errors.Is(err, rpctypes.ErrTooManyOps) {
+			k.mu.Lock()
+			k.perRead = len(batch) / 2
+			k.mu.Unlock()
+			waits = append(batch, waits...) // again, fewer to a read
+		}
+	}
+}
+
+// readOwnersOnce reads the keys of waits in one transaction, within ctx
+// and in a call slot, and ends the waits whose key it finds
 // gone or another's. The reads are serializable: the member answers from
 // its own store, with no round of its leader's, for they go on for as
 // long as an Own waits; one a little behind only tells late of a deletion,
@@ -138,9 +160,7 @@ func (c *Catalog) readOwners(done chan struct{}) {
 // a leader as every call does (onLeader), so that a member cut off from
 // its peers does not answer from a store that no longer moves. A read that
 // fails tells nothing: the watches go on, and the next read comes.
-func (c *Catalog) readOwnersOnce(waits []*ownerWait) error {
-	ctx, cancel := context.WithTimeout(c.closing, ownerRecheck)
-	defer cancel()
+func (c *Catalog) readOwnersOnce(ctx context.Context, waits []*ownerWait) error {
 	if err := c.acquire(ctx, "read the owners of", waits[0].key, nil); err != nil {
 		return err
 	}

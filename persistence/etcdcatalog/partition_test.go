@@ -306,8 +306,8 @@ func TestSavesGoOnWhileAMemberAnswersNothing(t *testing.T) {
 // watch, for it neither answers nor loses its leader, and with no
 // keep-alive to drop it the first Own waited for ever; the second never
 // had its watch, for clientv3's Watch waits for etcd to create it. Each
-// owns its pchannel once a read of the owner key, which a wait makes every
-// 1–2 s, finds the key gone on another member.
+// owns its pchannel once a read of the owner keys waited on, which the
+// catalog makes every 1–2 s, finds the key gone on another member.
 func TestOwnWaitingOnAMemberThatAnswersNothingOwnsOnceTheOwnerGoes(t *testing.T) {
 	const (
 		ownerTTL    = 3 // seconds
