@@ -67,7 +67,8 @@ const (
 // minHedge, below which a pause of the collector or a slow fsync would
 // send one twice for nothing, and twice the mean round trip, so that a
 // cluster far away whose transactions take about as long each is sent
-// few copies; firstHedge before any round trip was measured. All are
+// few copies; firstHedge before any round trip of the kind was measured
+// (but for reads, estimate). All are
 // capped at half the time the transaction has.
 const (
 	minHedge   = 50 * time.Millisecond
@@ -113,19 +114,21 @@ type roundTrips struct {
 	roundTrip
 }
 
-// estimate is est, or while est has measured nothing, the catalog's
-// estimate of its calls that take longest on the mean, if it has measured
-// any: a catalog's first read after its pages (a node's preload, the
-// lowwater tool's list before its repairs) waited firstHedge, a second,
-// before its first copy, where the pages told that a round trip took a
-// few milliseconds.
+// estimate is est; for the reads of a few keys, while they have measured
+// nothing, the longest of the saves' and the pages' estimates, if either
+// has measured any: a catalog's first read after its pages (a node's
+// preload, the lowwater tool's list before its repairs) waited firstHedge,
+// a second, before its first copy, where the pages told that a round trip
+// took a few milliseconds. A read takes no longer than a save, which
+// syncs a disk, or a page of keys. A save or a page borrows nothing: a
+// read's estimate would send a burst of them again at 50 ms.
 func (c *Catalog) estimate(est *roundTrips) roundTrip {
 	r := est.get()
-	if r.srtt != 0 {
+	if r.srtt != 0 || est != &c.readTrips {
 		return r
 	}
-	for _, other := range []*roundTrips{&c.saveTrips, &c.readTrips, &c.pageTrips} {
-		if o := other.get(); o.srtt > r.srtt {
+	for _, slower := range []*roundTrips{&c.saveTrips, &c.pageTrips} {
+		if o := slower.get(); o.srtt > r.srtt {
 			r = o
 		}
 	}
