@@ -37,14 +37,14 @@ import (
 // frozen member delivers later finds that record or a later one, and
 // writes nothing either. Reads of a few keys (Load, a save's read, an
 // Owned's read of its owner key, the reads of the owner keys Owns wait on)
-// are sent again the same way, on an estimate of their own: a read changes nothing. So are the
-// pages of LoadAll and the tools' scans, on one of theirs, one round of
-// copies each (etcdCalls.Scan). An Own's claim, its retake of a key its
-// session holds, a release's delete, a session's grant and revoke, and an
-// operator's writes are sent again on the saves' estimate, each safe for
-// a reason of its own (claim, retake, deleteOwner, NewSession,
-// CloseSession, deleteRecord, overwrite). Each write compares what it
-// read, so that a copy delivered late, after a later write, writes
+// are sent again the same way, on an estimate of their own: a read changes
+// nothing. So are the pages of LoadAll and the tools' scans, on one of
+// theirs, one round of copies each (etcdCalls.Scan). An Own's claim, its
+// retake of a key its session holds, a release's delete, a session's grant
+// and revoke, and an operator's writes are sent again on the saves'
+// estimate, each safe for a reason of its own (claim, retake, deleteOwner,
+// NewSession, CloseSession, deleteRecord, overwrite). Each write compares
+// what it read, so that a copy delivered late, after a later write, writes
 // nothing.
 
 // maxHedges is how many times a transaction is sent again at most, and
