@@ -184,6 +184,10 @@ func newCatalog(client *clientv3.Client, own bool, o options) *Catalog {
 		calls:      make(chan struct{}, o.maxCalls),
 		closing:    closing,
 		endClosing: end,
+		ownerChecks: ownerChecks{
+			waits:   make(map[*ownerWait]struct{}),
+			perRead: ownersPerRead,
+		},
 	}
 	c.etcd = etcdCalls{c}
 	return c

@@ -59,10 +59,6 @@ func (c *Catalog) awaitOwner(owner *mvccpb.KeyValue) *ownerWait {
 	if k.stopped {
 		return w
 	}
-	if k.waits == nil {
-		k.waits = make(map[*ownerWait]struct{})
-		k.perRead = ownersPerRead
-	}
 	k.waits[w] = struct{}{}
 	if k.reading == nil {
 		k.reading = make(chan struct{})

@@ -20,7 +20,6 @@ func TestARoundOfTheOwnerReadsWaitsNoLongerThanOneRecheck(t *testing.T) {
 	c.calls <- struct{}{} // every slot held, by a call that does not end
 
 	k := &c.ownerChecks
-	k.waits, k.perRead = make(map[*ownerWait]struct{}), ownersPerRead
 	var waits []*ownerWait
 	for i := range 4 * ownersPerRead {
 		w := &ownerWait{key: fmt.Sprintf("/lowwater/wal/p%03d/owner", i), create: 1, gone: make(chan struct{})}
