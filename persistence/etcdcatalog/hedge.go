@@ -10,6 +10,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // A member that answers nothing (stopped by SIGSTOP, a host that hangs, a
@@ -167,11 +168,14 @@ func hedge[R any](c *Catalog, est *roundTrips, rounds int, ctx context.Context, 
 	if most < minHedge {
 		return call(ctx) // too near its end for a copy to help
 	}
-	wait, ok := c.estimate(est).hedgeAfter(most)
-	if !ok {
+	if _, ok := c.estimate(est).hedgeAfter(most); !ok {
 		return call(ctx) // a copy would come too late
 	}
-	a := hedged(ctx, wait, others, rounds, call)
+	firstCopy := func() time.Duration {
+		wait, _ := c.estimate(est).hedgeAfter(most)
+		return wait
+	}
+	a := hedged(ctx, firstCopy, others, rounds, call)
 	if a.err == nil {
 		est.mu.Lock()
 		est.observe(a.took)
@@ -188,14 +192,20 @@ type answer[R any] struct {
 }
 
 // hedged makes call under ctx, and makes it again, fanout copies at once,
-// concurrently, when wait passes with no answer, then after twice that,
-// and so on, the wait growing to maxHedgeGap (or the first wait, if
-// longer), rounds times at most (no more than maxHedges). The first answer without an error
+// concurrently, when firstCopy's wait passes with no answer, then after
+// twice that, and so on, the wait growing to maxHedgeGap (or the first
+// wait, if longer), rounds times at most (no more than maxHedges).
+// firstCopy is asked again once its wait has passed, and the copies wait
+// for what it says then, the later ones twice that and so on: in a burst, every call's wait was set from
+// quieter times, and the answers of the first calls tell how long the
+// cluster now takes. Before, a node that began to wait for 1,000
+// pchannels cut short 900–1,450 copies of its claims. The first answer without an error
 // wins and the other copies are cut short, as they are by a refusal that
 // every member would make (refusedByAll); another error is the answer
-// once no copy is left to wait for. The copies have all returned when
-// hedged does.
-func hedged[R any](ctx context.Context, wait time.Duration, fanout, rounds int, call func(context.Context) (R, error)) answer[R] {
+// once no copy is left to wait for, and rounds are left only for a failure
+// of the member (memberFailed). The copies have all returned when hedged
+// does.
+func hedged[R any](ctx context.Context, firstCopy func() time.Duration, fanout, rounds int, call func(context.Context) (R, error)) answer[R] {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	rounds = min(rounds, maxHedges)
@@ -211,6 +221,7 @@ func hedged[R any](ctx context.Context, wait time.Duration, fanout, rounds int, 
 			}()
 		}
 	}
+	began, wait := time.Now(), firstCopy()
 	longest := max(wait, maxHedgeGap)
 	next := time.NewTimer(wait)
 	defer next.Stop()
@@ -220,13 +231,26 @@ func hedged[R any](ctx context.Context, wait time.Duration, fanout, rounds int, 
 		select {
 		case last = <-answers:
 			pending--
-			if last.err == nil || refusedByAll(last.err) {
+			switch {
+			case last.err == nil || refusedByAll(last.err):
 				cancel()
 				for ; pending > 0; pending-- {
 					<-answers
 				}
+			case pending == 0 && hedges < rounds && ctx.Err() == nil && memberFailed(last.err):
+				send(fanout) // at once: the call would end here
+				hedges++
 			}
 		case <-next.C:
+			if hedges == 0 {
+				if now := firstCopy(); now > time.Since(began) {
+					// The cluster answers slower now: the copies go on
+					// from the wait it takes.
+					next.Reset(now - time.Since(began))
+					wait, longest = now, max(now, maxHedgeGap)
+					break
+				}
+			}
 			if hedges < rounds && ctx.Err() == nil {
 				send(fanout)
 				hedges++
@@ -257,4 +281,19 @@ func refusedByAll(err error) bool {
 		return true
 	}
 	return false
+}
+
+// memberFailed reports whether err is the failure of the member a call
+// went to, or of the client's connection to it, which says nothing of
+// the call: another member may answer it. A connection to a member that
+// answers nothing fails when the client's keep-alive gives it up, and
+// every call held there with it, code Unavailable; clientv3 makes no
+// write again then. In a trial, 5 of 1,000 Owns waiting on a node failed
+// so, their claims sent as the connection dropped and before their first
+// copies. etcd's own timeouts of a request are Unavailable too.
+func memberFailed(err error) bool {
+	if e := (rpctypes.EtcdError{}); errors.As(err, &e) {
+		return e.Code() == codes.Unavailable
+	}
+	return status.Code(err) == codes.Unavailable
 }

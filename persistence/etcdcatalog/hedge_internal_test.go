@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -94,6 +95,47 @@ func hang(ctx context.Context) (string, error) {
 	return "", ctx.Err()
 }
 
+// after is a first copy's wait that does not change.
+func after(d time.Duration) func() time.Duration { return func() time.Duration { return d } }
+
+// A call's first copy waits for the estimate as it stands when the wait
+// set at its start has passed: in a burst, the answers meanwhile tell that
+// the cluster takes longer now. An estimate that fell meanwhile sends no
+// copy earlier than the first wait.
+func TestHedgedAsksAgainBeforeItsFirstCopy(t *testing.T) {
+	const ms = time.Millisecond
+	for _, tc := range []struct {
+		name        string
+		waits       []time.Duration // the estimate, asked at the start, then each time its wait passes
+		first, next time.Duration   // when the first copy is sent, and the next one at the least
+	}{
+		{"the estimate rose", []time.Duration{10 * ms, 80 * ms, 80 * ms}, 80 * ms, (80 + 160) * ms},
+		{"it rose twice", []time.Duration{10 * ms, 40 * ms, 120 * ms, 120 * ms}, 120 * ms, (120 + 240) * ms},
+		{"it fell", []time.Duration{60 * ms, 10 * ms}, 60 * ms, (60 + 120) * ms},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var asked atomic.Int32
+			firstCopy := func() time.Duration {
+				return tc.waits[min(int(asked.Add(1))-1, len(tc.waits)-1)]
+			}
+			c := &copies{answers: func(n int, ctx context.Context) (string, error) {
+				if n == 2 {
+					return "second copy", nil
+				}
+				return hang(ctx)
+			}}
+			began := time.Now()
+			got := hedged(context.Background(), firstCopy, 1, maxHedges, c.call)
+			require.NoError(t, got.err)
+			require.Len(t, c.sent, 3)
+			require.GreaterOrEqual(t, c.sent[1].Sub(began), tc.first)
+			require.Less(t, c.sent[1].Sub(began), tc.first+400*ms)
+			require.GreaterOrEqual(t, c.sent[2].Sub(began), tc.next, "the next copy did not wait twice the first's wait")
+			require.EqualValues(t, len(tc.waits), asked.Load(), "the estimate was not asked again each time its wait passed")
+		})
+	}
+}
+
 func TestHedgedSendsCopiesUntilOneAnswers(t *testing.T) {
 	errRefused := errors.New("refused")
 	for _, tc := range []struct {
@@ -124,6 +166,27 @@ func TestHedgedSendsCopiesUntilOneAnswers(t *testing.T) {
 			}
 			return hang(ctx)
 		}, answer[string]{err: rpctypes.ErrLeaseNotFound}, 2},
+		{"the member of the only copy fails", 2, func(n int, ctx context.Context) (string, error) {
+			switch n {
+			case 0:
+				return "", status.Error(codes.Unavailable, "keepalive ping failed to receive ACK within timeout")
+			case 1:
+				return "copy", nil
+			}
+			return hang(ctx)
+		}, answer[string]{resp: "copy"}, 3},
+		{"etcd times the only copy out", 2, func(n int, ctx context.Context) (string, error) {
+			switch n {
+			case 0:
+				return "", rpctypes.ErrTimeoutDueToConnectionLost
+			case 2:
+				return "copy", nil
+			}
+			return hang(ctx)
+		}, answer[string]{resp: "copy"}, 3},
+		{"every member fails", 2, func(n int, ctx context.Context) (string, error) {
+			return "", status.Error(codes.Unavailable, "connection reset")
+		}, answer[string]{err: status.Error(codes.Unavailable, "connection reset")}, 1 + 2*maxHedges},
 		{"a copy fails, a later one answers", 1, func(n int, ctx context.Context) (string, error) {
 			switch n {
 			case 1:
@@ -138,7 +201,7 @@ func TestHedgedSendsCopiesUntilOneAnswers(t *testing.T) {
 			const wait = 10 * time.Millisecond
 			c := &copies{answers: tc.answers}
 			began := time.Now()
-			got := hedged(context.Background(), wait, tc.fanout, maxHedges, c.call)
+			got := hedged(context.Background(), after(wait), tc.fanout, maxHedges, c.call)
 			got.took = 0
 			require.Equal(t, tc.want, got)
 			require.Len(t, c.sent, tc.sent)
@@ -177,7 +240,7 @@ func TestHedgedEndsWithItsContext(t *testing.T) {
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), tc.timeout)
 		c := &copies{answers: func(_ int, ctx context.Context) (string, error) { return hang(ctx) }}
-		got := hedged(ctx, tc.wait, tc.fanout, tc.rounds, c.call)
+		got := hedged(ctx, after(tc.wait), tc.fanout, tc.rounds, c.call)
 		cancel()
 		require.ErrorIs(t, got.err, context.DeadlineExceeded)
 		require.Len(t, c.sent, tc.sent, "fanout %d, wait %v", tc.fanout, tc.wait)
