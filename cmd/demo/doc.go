@@ -52,10 +52,11 @@
 //	  [--etcd-cacert|--etcd-cert|--etcd-key FILE] [--etcd-user NAME]
 //	  [--verbose]
 //
-// When standard output is a terminal it draws a live view four times a
-// second (per pchannel: state, vchannels, minimum and the vchannel holding
-// it, persisted, lag, saves, failures, updates per second; the outage in
-// progress; recent events); otherwise it prints one line per event, in 80
+// When standard output is a terminal, and the demo runs in its
+// foreground, it draws a live view four times a second (per pchannel:
+// state, vchannels, minimum and the vchannel holding it, persisted, lag,
+// saves, failures, updates per second; the outage in progress; recent
+// events); otherwise it prints one line per event, in 80
 // columns: a longer one goes on in lines indented under its details, so
 // that every line that starts an event starts with its time, pchannel and
 // kind. Ctrl-C ends the run early and the demo still stops gracefully,

@@ -181,7 +181,7 @@ func runWith(ctx context.Context, intr *interrupter, args []string, stdin io.Rea
 
 // runConfig is the demo once its flags are read.
 func runConfig(ctx context.Context, intr *interrupter, cfg config, stdin io.Reader, stdout, stderr io.Writer) int {
-	live := cfg.view == "live" || (cfg.view == "auto" && isTerminal(stdout) && redraws(os.Getenv("TERM")))
+	live := cfg.view == "live" || (cfg.view == "auto" && isTerminal(stdout) && redraws(os.Getenv("TERM")) && inForeground(stdout))
 	if w := terminalWidth(stdout); w > 0 {
 		// The plain view and the summary wrap within a narrower
 		// terminal, which broke their lines mid-word again.
@@ -299,7 +299,7 @@ func parseFlags(args []string, help io.Writer) (config, error) {
 	fs.StringVar(&c.chart, "chart", "", "write a chart of the minimum and persisted checkpoint of each pchannel over the run to this .svg or .png file")
 	fs.StringVar(&c.metricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address (host:port) at /metrics while the demo runs")
 	fs.BoolVar(&c.metricsLabel, "metrics-pchannel-label", true, "label the metrics by pchannel (fine for the demo's few pchannels)")
-	fs.StringVar(&c.view, "view", "auto", "auto (live when standard output is a terminal that is not TERM=dumb), live or plain")
+	fs.StringVar(&c.view, "view", "auto", "auto (live when standard output is a terminal that is not TERM=dumb, and the demo runs in its foreground), live or plain")
 	fs.StringVar(&c.logPath, "log", "", "file for the JSON logs (default: standard error in the plain view, none in the live view)")
 	fs.BoolVar(&c.verbose, "verbose", false, "log at info level (default: warn)")
 	fs.DurationVar(&c.sample, "sample", 500*time.Millisecond, "plain view: print at most one MinimumAdvanced per pchannel per interval (0: all)")

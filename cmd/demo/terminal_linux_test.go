@@ -3,10 +3,15 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -34,4 +39,75 @@ func TestTheSummaryWrapsWithinTheTerminal(t *testing.T) {
 	defer r.Close()
 	defer w.Close()
 	require.Zero(t, terminalWidth(w))
+}
+
+// demoRole runs this test binary as one of the processes of
+// TestTheDemoInTheBackgroundOfItsTerminalPrintsThePlainView.
+const demoRole = "LOWWATER_DEMO_TEST_ROLE"
+
+// The demo in the background of its terminal, as `timeout` runs it (a
+// process group of its own in the terminal's session), prints the plain
+// view: the live view's set-up of the terminal stopped it there
+// (SIGTTOU), silent, and past the timeout's own kill.
+func TestTheDemoInTheBackgroundOfItsTerminalPrintsThePlainView(t *testing.T) {
+	switch os.Getenv(demoRole) {
+	case "session":
+		// The session's leader, in the terminal's foreground: it runs the
+		// demo in a process group of its own, and exits as the demo did.
+		demo := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$")
+		demo.Env = append(os.Environ(), demoRole+"=demo")
+		demo.Stdin, demo.Stdout, demo.Stderr = os.Stdin, os.Stdout, os.Stderr
+		demo.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := demo.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "demo:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	case "demo":
+		fmt.Fprintf(os.Stderr, "in the foreground: %v\n", inForeground(os.Stdout))
+		os.Exit(runWith(context.Background(), &interrupter{exit: os.Exit, stderr: os.Stderr},
+			[]string{"--duration=300ms", "--seed=3"}, os.Stdin, os.Stdout, os.Stderr))
+	}
+
+	keys, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	require.NoError(t, err)
+	defer keys.Close()
+	require.NoError(t, unix.IoctlSetPointerInt(int(keys.Fd()), unix.TIOCSPTLCK, 0))
+	n, err := unix.IoctlGetInt(int(keys.Fd()), unix.TIOCGPTN)
+	require.NoError(t, err)
+	tty, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	require.NoError(t, err)
+	require.NoError(t, unix.IoctlSetWinsize(int(tty.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 24, Col: 80}))
+
+	session := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$")
+	session.Env = append(os.Environ(), demoRole+"=session", "TERM=xterm-256color")
+	session.Stdin, session.Stdout, session.Stderr = tty, tty, tty
+	session.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	require.NoError(t, session.Start())
+	tty.Close()
+	var screen bytes.Buffer
+	read := make(chan struct{})
+	go func() {
+		defer close(read)
+		_, _ = io.Copy(&screen, keys) // until the terminal's last user exits (EIO)
+	}()
+	exited := make(chan error, 1)
+	go func() { exited <- session.Wait() }()
+	select {
+	case err := <-exited:
+		<-read
+		require.NoError(t, err, "the terminal showed:\n%s", screen.String())
+	case <-time.After(time.Minute):
+		// The session's end orphans the demo's process group, and the
+		// kernel ends it, stopped, with SIGHUP.
+		require.NoError(t, session.Process.Kill())
+		<-exited
+		<-read
+		t.Fatalf("the demo did not end within a minute; the terminal showed:\n%s", screen.String())
+	}
+	text := screen.String()
+	require.Contains(t, text, "in the foreground: false")
+	require.Contains(t, text, "PASS in ")
+	require.Contains(t, text, "\n== run\r\n", "no plain view")
+	require.NotContains(t, text, "\x1b[", "the live view's escape sequences")
 }
