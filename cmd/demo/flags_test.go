@@ -11,6 +11,7 @@ import (
 
 	"go.etcd.io/bbolt"
 
+	"github.com/lowwater/lowwater/internal/testkit/recordtest"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/wal"
 )
@@ -141,6 +142,37 @@ func TestDamagedRecord(t *testing.T) {
 	}
 	if msg, _ := runDamaged(t, path); !strings.Contains(msg, "corrupt checkpoint record") || !strings.Contains(msg, "(verify)") {
 		t.Fatalf("stderr = %q, want one line naming the corrupt record and the tool", msg)
+	}
+}
+
+// TestRecordOfAnotherWAL runs the demo on a bbolt file holding a whole
+// record of a WAL this build does not know: the demo refuses it, and
+// names no repair, which would lose it.
+func TestRecordOfAnotherWAL(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lowwater.db")
+	rec, err := persistence.EncodeRecord("p1", persistence.Record{Checkpoint: wal.KafkaID(5)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := bbolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bbolt.Tx) error {
+		b, err := tx.CreateBucket([]byte("lowwater-checkpoints"))
+		if err != nil {
+			return err
+		}
+		return b.Put([]byte("p1"), recordtest.WithWAL(rec, "pglsn"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	msg, _ := runDamaged(t, path)
+	if !strings.Contains(msg, `"pglsn"`) || !strings.Contains(msg, "built with that WAL") || strings.Contains(msg, "delete") {
+		t.Fatalf("stderr = %q, want one line naming the WAL and the tool built with it, and no repair", msg)
 	}
 }
 

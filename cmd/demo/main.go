@@ -25,6 +25,7 @@ import (
 	"github.com/lowwater/lowwater/internal/etcdaccess"
 	"github.com/lowwater/lowwater/internal/rundir"
 	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/wal"
 )
 
 // Exit codes, as --help lists them.
@@ -226,6 +227,11 @@ func runConfig(ctx context.Context, intr *interrupter, cfg config, stdin io.Read
 	switch {
 	case errors.Is(err, persistence.ErrCorruptStore):
 		fmt.Fprintf(stderr, "demo: %s: restore it from a backup, or move it aside to start from nothing\n", oneLine(err))
+		return exitDamaged
+	case errors.Is(err, wal.ErrUnknownWAL):
+		// Whole, of a WAL another build registered (package wal's
+		// Register): no repair is due, and deleting it loses it.
+		fmt.Fprintf(stderr, "demo: %s: a store of another build's WAL; read it with a lowwater tool built with that WAL (package cli), and give the demo another store\n", oneLine(err))
 		return exitDamaged
 	case errors.Is(err, persistence.ErrCorruptRecord):
 		fmt.Fprintf(stderr, "demo: %s: the lowwater tool shows it (verify) and repairs it (set --force, or delete), or move the store aside\n", oneLine(err))
