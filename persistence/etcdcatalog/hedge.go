@@ -203,9 +203,9 @@ type answer[R any] struct {
 // sent at the estimate each call began with. The first answer without an error
 // wins and the other copies are cut short, as they are by a refusal that
 // every member would make (refusedByAll); another error is the answer
-// once no copy is left to wait for, and rounds are left only for a failure
-// of the member (memberFailed). The copies have all returned when hedged
-// does.
+// once no copy is left to wait for, but a failure of the member
+// (memberFailed) with rounds left, which sends the next round at once.
+// The copies have all returned when hedged does.
 func hedged[R any](ctx context.Context, firstCopy func() time.Duration, fanout, rounds int, call func(context.Context) (R, error)) answer[R] {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
