@@ -66,3 +66,18 @@ func TestOpenOfABigFileEndsWithTheCommand(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, b.Close())
 }
+
+// The commands a refusal suggests paste into a shell as they are shown.
+func TestShellWordReadsBackAsItWas(t *testing.T) {
+	for s, want := range map[string]string{
+		"bolt:/var/lib/lowwater/checkpoints.db": "bolt:/var/lib/lowwater/checkpoints.db",
+		"bolt:/data/my checkpoints.db":          `'bolt:/data/my checkpoints.db'`,
+		"bolt:/data/it's.db":                    `'bolt:/data/it'\''s.db'`,
+		"":                                      "''",
+		"$HOME":                                 "'$HOME'",
+	} {
+		if got := shellWord(s); got != want {
+			t.Errorf("shellWord(%q) = %s, want %s", s, got, want)
+		}
+	}
+}

@@ -48,7 +48,8 @@ func TestDumpSalvageOfADamagedFile(t *testing.T) {
 
 	_, stderr, code := runSplit(t, url, "list")
 	require.Equal(t, cli.ExitCorrupt, code, stderr)
-	require.Contains(t, stderr, "or salvage the records its pages still hold ('dump --salvage FILE')")
+	require.Contains(t, stderr, "or salvage the records its pages still hold into a dump (lowwater --catalog bolt:"+path+" dump --salvage salvaged.json), "+
+		"check what it says, and restore the dump into a new file (lowwater --catalog bolt:NEW.db restore salvaged.json)")
 
 	out := filepath.Join(t.TempDir(), "salvaged.json")
 	stdout, stderr, code := runSplit(t, url, "dump", "--salvage", out)

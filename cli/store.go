@@ -169,8 +169,13 @@ func (e *env) open(ctx context.Context, m mode) (_ *store, err error) {
 			return nil, fmt.Errorf("%w; if it is kept under another bucket, give --bucket NAME", err)
 		}
 		if errors.Is(err, persistence.ErrCorruptStore) {
-			salvage := "or salvage the records its pages still hold ('dump --salvage FILE'), check what it says, and restore " +
-				"FILE into a new file (this file is refused whole: no other command reads it)"
+			flags := "--catalog " + shellWord("bolt:"+u.Path)
+			if e.opts.bucketGiven {
+				flags += " --bucket " + shellWord(e.opts.bucket)
+			}
+			salvage := "or salvage the records its pages still hold into a dump (lowwater " + flags + " dump --salvage salvaged.json), " +
+				"check what it says, and restore the dump into a new file (lowwater --catalog bolt:NEW.db restore salvaged.json); " +
+				"this file is refused whole: no other command reads it"
 			if fi, serr := os.Stat(u.Path); serr == nil && fi.Size() == 0 {
 				salvage = "or move it aside and restore the checkpoints from a dump taken before (an empty file holds nothing to salvage)"
 			}
@@ -992,6 +997,14 @@ func commandLine(verb, pchannel string) string {
 		return "'" + verb + " -- " + pchannel + "'"
 	}
 	return "'" + verb + " " + pchannel + "'"
+}
+
+// shellWord is s as a POSIX shell reads it back: as it is, or quoted.
+func shellWord(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:@%+=,-") == "" {
+		return s
+	}
+	return shellQuote(s)
 }
 
 // shellQuote puts s in single quotes, as a POSIX shell reads it back.

@@ -728,7 +728,7 @@ func openBoltFile(path string, o boltOptions) (db *bolt.DB, file *os.File, err e
 				unlockFile(file)
 				_ = file.Close()
 			}
-			db, file, err = nil, nil, fmt.Errorf("%w: %s: open: bbolt panicked: %v", ErrCorruptStore, path, p)
+			db, file, err = nil, nil, fmt.Errorf("%w: %s: open: bbolt failed on a damaged page (it panicked: %v)", ErrCorruptStore, path, p)
 			if damage := pageDamage(path); damage != nil {
 				err = fmt.Errorf("%w: %s: %w", ErrCorruptStore, path, damage)
 			}
@@ -947,7 +947,7 @@ func (b *Bolt) guard(op string, call func() error) (err error) {
 		if p := recover(); p != nil {
 			// A variable of its own: taking err's address would move it
 			// to the heap on every call, not only on a panic.
-			err = b.markDamaged(fmt.Errorf("%w: %s: %s: bbolt panicked: %v%s", ErrCorruptStore, b.path, op, p, b.shortNow()))
+			err = b.markDamaged(fmt.Errorf("%w: %s: %s: bbolt failed on a damaged page (it panicked: %v)%s", ErrCorruptStore, b.path, op, p, b.shortNow()))
 		}
 	}()
 	return call()
