@@ -172,6 +172,7 @@ func (d *demo) run(ctx context.Context) (int, error) {
 		section(d.out, "graceful stop (Poison flushes the pending checkpoint)")
 	}
 	errs = append(errs, n.stop())
+	dash.setPhase("stopped") // the live view's last frame
 	if view != nil {
 		errs = append(errs, view.stop())
 		d.intr.setHooks(nil, nil)

@@ -98,8 +98,12 @@ func describe(ev messages.Event) (what, detail string) {
 		return "added", fmt.Sprintf("%s at %s", e.VChannel, e.Checkpoint)
 	case *messages.AddedBehind:
 		// Upper case, as a warning: a restart now would skip their records.
-		return "ADDED BEHIND", fmt.Sprintf("%s below persisted %s (minimum %s): a restart now skips their records",
-			strings.Join(e.VChannels, " "), wal.String(e.Persisted), wal.String(e.Minimum))
+		whose := "their"
+		if len(e.VChannels) == 1 {
+			whose = "its"
+		}
+		return "ADDED BEHIND", fmt.Sprintf("%s below persisted %s (minimum %s): a restart now skips %s records",
+			strings.Join(e.VChannels, " "), wal.String(e.Persisted), wal.String(e.Minimum), whose)
 	case *messages.VChannelDropped:
 		return "dropped", e.VChannel
 	case *messages.CommandRejected:

@@ -242,6 +242,8 @@ func TestEveryEventIsDescribed(t *testing.T) {
 	what, detail := describe(cases["AddedBehind"])
 	assert.Equal(t, "ADDED BEHIND", what)
 	assert.Equal(t, "v1 v2 below persisted kafka:9 (minimum kafka:4): a restart now skips their records", detail)
+	_, detail = describe(&messages.AddedBehind{VChannels: []string{"v1"}, Persisted: wal.KafkaID(9), Minimum: wal.KafkaID(4)})
+	assert.Equal(t, "v1 below persisted kafka:9 (minimum kafka:4): a restart now skips its records", detail)
 }
 
 // eventTypes are the names of the messages package's structs that embed
