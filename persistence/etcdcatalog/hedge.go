@@ -168,12 +168,9 @@ func hedge[R any](c *Catalog, est *roundTrips, rounds int, ctx context.Context, 
 	if most < minHedge {
 		return call(ctx) // too near its end for a copy to help
 	}
-	if _, ok := c.estimate(est).hedgeAfter(most); !ok {
+	firstCopy := func() (time.Duration, bool) { return c.estimate(est).hedgeAfter(most) }
+	if _, ok := firstCopy(); !ok {
 		return call(ctx) // a copy would come too late
-	}
-	firstCopy := func() time.Duration {
-		wait, _ := c.estimate(est).hedgeAfter(most)
-		return wait
 	}
 	a := hedged(ctx, firstCopy, others, rounds, call)
 	if a.err == nil {
@@ -195,23 +192,27 @@ type answer[R any] struct {
 // concurrently, when firstCopy's wait passes with no answer, then after
 // twice that, and so on, the wait growing to maxHedgeGap (or the first
 // wait, if longer), rounds times at most (no more than maxHedges).
+//
 // firstCopy is asked again once its wait has passed, and the copies wait
-// for what it says then, the later ones twice that and so on: in a burst, every call's wait was set from
+// for what it says then: in a burst, every call's wait was set from
 // quieter times, and the answers of the first calls tell how long the
-// cluster now takes: a node that began to wait for 1,000 pchannels and
+// cluster now takes. A node that began to wait for 1,000 pchannels and
 // took them over cut short 14–273 copies in a trial, against 985–2,052
-// sent at the estimate each call began with. The first answer without an error
-// wins and the other copies are cut short, as they are by a refusal that
-// every member would make (refusedByAll); another error is the answer
-// once no copy is left to wait for, but a failure of the member
-// (memberFailed) with rounds left, which sends the next round at once.
-// The copies have all returned when hedged does.
-func hedged[R any](ctx context.Context, firstCopy func() time.Duration, fanout, rounds int, call func(context.Context) (R, error)) answer[R] {
+// sent at the estimate each call began with. Once firstCopy says a copy
+// would not be answered in time (ok false), none is sent on the timer.
+//
+// The first answer without an error wins and the other copies are cut
+// short, as they are by a refusal that every member would make
+// (refusedByAll). Another error is the answer once no copy is left to
+// wait for, unless its member failed (memberFailed) and rounds are left:
+// the next round then goes, at once if it is the first, else on the
+// timer. The copies have all returned when hedged does.
+func hedged[R any](ctx context.Context, firstCopy func() (time.Duration, bool), fanout, rounds int, call func(context.Context) (R, error)) answer[R] {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	rounds = min(rounds, maxHedges)
 	answers := make(chan answer[R], 1+rounds*fanout)
-	pending := 0
+	pending, hedges := 0, 0
 	send := func(n int) {
 		for range n {
 			pending++
@@ -222,13 +223,20 @@ func hedged[R any](ctx context.Context, firstCopy func() time.Duration, fanout, 
 			}()
 		}
 	}
-	began, wait := time.Now(), firstCopy()
+	began := time.Now()
+	wait, _ := firstCopy()
 	longest := max(wait, maxHedgeGap)
 	next := time.NewTimer(wait)
 	defer next.Stop()
+	sendRound := func() {
+		send(fanout)
+		hedges++
+		wait = min(2*wait, longest)
+		next.Reset(wait)
+	}
 	send(1)
 	var last answer[R]
-	for hedges := 0; pending > 0; {
+	for pending > 0 {
 		select {
 		case last = <-answers:
 			pending--
@@ -239,12 +247,22 @@ func hedged[R any](ctx context.Context, firstCopy func() time.Duration, fanout, 
 					<-answers
 				}
 			case pending == 0 && hedges < rounds && ctx.Err() == nil && memberFailed(last.err):
-				send(fanout) // at once: the call would end here
-				hedges++
+				// The call would end here. Its member failing says
+				// nothing of the others, but a round at once each time
+				// would be a burst where they all fail at once.
+				if hedges > 0 && !waitFor(ctx, next.C) {
+					break
+				}
+				sendRound()
 			}
 		case <-next.C:
 			if hedges == 0 {
-				if now := firstCopy(); now > time.Since(began) {
+				now, ok := firstCopy()
+				if !ok {
+					hedges = rounds // a copy would come too late
+					break
+				}
+				if now > time.Since(began) {
 					// The cluster answers slower now: the copies go on
 					// from the wait it takes.
 					next.Reset(now - time.Since(began))
@@ -253,14 +271,21 @@ func hedged[R any](ctx context.Context, firstCopy func() time.Duration, fanout, 
 				}
 			}
 			if hedges < rounds && ctx.Err() == nil {
-				send(fanout)
-				hedges++
-				wait = min(2*wait, longest)
-				next.Reset(wait)
+				sendRound()
 			}
 		}
 	}
 	return last
+}
+
+// waitFor waits for c, or until ctx ends, and reports whether c came.
+func waitFor(ctx context.Context, c <-chan time.Time) bool {
+	select {
+	case <-c:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // refusedByAll reports whether err is etcd's refusal of the call itself,

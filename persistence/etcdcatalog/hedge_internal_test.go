@@ -96,7 +96,9 @@ func hang(ctx context.Context) (string, error) {
 }
 
 // after is a first copy's wait that does not change.
-func after(d time.Duration) func() time.Duration { return func() time.Duration { return d } }
+func after(d time.Duration) func() (time.Duration, bool) {
+	return func() (time.Duration, bool) { return d, true }
+}
 
 // A call's first copy waits for the estimate as it stands when the wait
 // set at its start has passed: in a burst, the answers meanwhile tell that
@@ -115,8 +117,8 @@ func TestHedgedAsksAgainBeforeItsFirstCopy(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var asked atomic.Int32
-			firstCopy := func() time.Duration {
-				return tc.waits[min(int(asked.Add(1))-1, len(tc.waits)-1)]
+			firstCopy := func() (time.Duration, bool) {
+				return tc.waits[min(int(asked.Add(1))-1, len(tc.waits)-1)], true
 			}
 			c := &copies{answers: func(n int, ctx context.Context) (string, error) {
 				if n == 2 {
@@ -134,6 +136,56 @@ func TestHedgedAsksAgainBeforeItsFirstCopy(t *testing.T) {
 			require.EqualValues(t, len(tc.waits), asked.Load(), "the estimate was not asked again each time its wait passed")
 		})
 	}
+}
+
+// Once the estimate says a copy would not be answered in the time the
+// call has, none is sent.
+func TestHedgedSendsNoCopyTheEstimateSaysComesTooLate(t *testing.T) {
+	var asked atomic.Int32
+	firstCopy := func() (time.Duration, bool) { return 10 * time.Millisecond, asked.Add(1) == 1 }
+	c := &copies{answers: func(n int, ctx context.Context) (string, error) {
+		time.Sleep(100 * time.Millisecond) // the member's answer, slow
+		return "slow", nil
+	}}
+	got := hedged(context.Background(), firstCopy, 2, maxHedges, c.call)
+	require.Equal(t, "slow", got.resp)
+	require.Len(t, c.sent, 1)
+	require.EqualValues(t, 2, asked.Load())
+}
+
+// A call whose every copy failed on its member is sent to the others: the
+// first time at once, then on the timer, so that members that all fail at
+// once are not sent a burst; a copy that fails while another is pending
+// sends nothing more.
+func TestHedgedSendsACallWhoseMemberFailedToTheOthers(t *testing.T) {
+	const ms = time.Millisecond
+	unavailable := status.Error(codes.Unavailable, "keepalive ping failed to receive ACK within timeout")
+	t.Run("every member fails", func(t *testing.T) {
+		c := &copies{answers: func(int, context.Context) (string, error) { return "", unavailable }}
+		began := time.Now()
+		got := hedged(context.Background(), after(10*ms), 2, 3, c.call)
+		require.ErrorIs(t, got.err, unavailable)
+		require.Len(t, c.sent, 1+2*3)
+		// At once, then after 20 and 40 ms: the waits double as rounds go.
+		require.Less(t, c.sent[1].Sub(began), 10*ms)
+		require.GreaterOrEqual(t, c.sent[3].Sub(c.sent[1]), 20*ms)
+		require.GreaterOrEqual(t, c.sent[5].Sub(c.sent[3]), 40*ms)
+	})
+	t.Run("one copy fails while another is pending", func(t *testing.T) {
+		c := &copies{answers: func(n int, ctx context.Context) (string, error) {
+			switch n {
+			case 1:
+				return "", unavailable
+			case 2:
+				time.Sleep(5 * ms) // after copy 1 failed, before the next round at 30 ms
+				return "copy", nil
+			}
+			return hang(ctx)
+		}}
+		got := hedged(context.Background(), after(10*ms), 2, maxHedges, c.call)
+		require.Equal(t, "copy", got.resp)
+		require.Len(t, c.sent, 3)
+	})
 }
 
 func TestHedgedSendsCopiesUntilOneAnswers(t *testing.T) {
@@ -184,9 +236,6 @@ func TestHedgedSendsCopiesUntilOneAnswers(t *testing.T) {
 			}
 			return hang(ctx)
 		}, answer[string]{resp: "copy"}, 3},
-		{"every member fails", 2, func(n int, ctx context.Context) (string, error) {
-			return "", status.Error(codes.Unavailable, "connection reset")
-		}, answer[string]{err: status.Error(codes.Unavailable, "connection reset")}, 1 + 2*maxHedges},
 		{"a copy fails, a later one answers", 1, func(n int, ctx context.Context) (string, error) {
 			switch n {
 			case 1:
