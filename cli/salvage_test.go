@@ -1,10 +1,12 @@
 package cli_test
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -228,4 +230,45 @@ func TestDumpSalvageOfTwoBucketsOfOneName(t *testing.T) {
 	require.Contains(t, stderr, `warning: 2 buckets on live pages are taken for bucket "tenant-0", where a file holds one: `+
 		"made before lowwater marked its buckets, another's renamed by damage, or one nested in another's and cut off by damage")
 	require.Contains(t, stderr, "\ndamaged: page ")
+}
+
+// The commands the refusal of a damaged file gives, pasted as they are
+// (the new file and the dump named), bring its checkpoints back into a
+// new file, of the bucket given.
+func TestTheSalvageAdviceRunsAsGiven(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tenant.db")
+	b, err := persistence.OpenBolt(path, persistence.WithBucket("tenant-0"))
+	require.NoError(t, err)
+	for i := range salvageNames {
+		require.NoError(t, b.Save(context.Background(), salvageName(i), wal.KafkaID(int64(1000+i))))
+	}
+	require.NoError(t, b.Close())
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	require.NoError(t, err)
+	var root uint64
+	require.NoError(t, db.View(func(tx *bolt.Tx) error {
+		root = uint64(tx.Bucket([]byte("tenant-0")).Root())
+		return nil
+	}))
+	pageSize := uint64(db.Info().PageSize)
+	require.NoError(t, db.Close())
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	clear(data[root*pageSize : (root+1)*pageSize])
+	require.NoError(t, os.WriteFile(path, data, 0o600))
+
+	_, stderr, code := runSplit(t, "--catalog=bolt:"+path, "--bucket=tenant-0", "list")
+	require.Equal(t, cli.ExitCorrupt, code, stderr)
+	commands := regexp.MustCompile(`\(lowwater ([^)]*)\)`).FindAllStringSubmatch(stderr, -1)
+	require.Len(t, commands, 2, stderr)
+	dir := t.TempDir()
+	for i, c := range commands {
+		args := strings.Fields(strings.NewReplacer("NEW.db", filepath.Join(dir, "new.db"), "salvaged.json", filepath.Join(dir, "salvaged.json")).Replace(c[1]))
+		_, stderr, code := runSplit(t, args...)
+		// The salvage exits as for a damaged file, its dump written.
+		require.Equal(t, []int{cli.ExitCorrupt, cli.ExitOK}[i], code, "lowwater %s: %s", c[1], stderr)
+	}
+	stdout, stderr, code := runSplit(t, "--catalog=bolt:"+filepath.Join(dir, "new.db"), "--bucket=tenant-0", "list")
+	require.Equal(t, cli.ExitOK, code, stderr)
+	require.Contains(t, stdout, fmt.Sprintf("%d pchannels", salvageNames))
 }

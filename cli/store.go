@@ -169,13 +169,13 @@ func (e *env) open(ctx context.Context, m mode) (_ *store, err error) {
 			return nil, fmt.Errorf("%w; if it is kept under another bucket, give --bucket NAME", err)
 		}
 		if errors.Is(err, persistence.ErrCorruptStore) {
-			flags := "--catalog " + shellWord("bolt:"+u.Path)
+			bucket := ""
 			if e.opts.bucketGiven {
-				flags += " --bucket " + shellWord(e.opts.bucket)
+				bucket = " --bucket " + shellWord(e.opts.bucket)
 			}
-			salvage := "or salvage the records its pages still hold into a dump (lowwater " + flags + " dump --salvage salvaged.json), " +
-				"check what it says, and restore the dump into a new file (lowwater --catalog bolt:NEW.db restore salvaged.json); " +
-				"this file is refused whole: no other command reads it"
+			salvage := "or salvage the records its pages still hold into a dump (lowwater --catalog " + shellWord("bolt:"+u.Path) + bucket +
+				" dump --salvage salvaged.json), check what it says, and restore the dump into a new file (lowwater --catalog bolt:NEW.db" +
+				bucket + " restore salvaged.json); this file is refused whole: no other command reads it"
 			if fi, serr := os.Stat(u.Path); serr == nil && fi.Size() == 0 {
 				salvage = "or move it aside and restore the checkpoints from a dump taken before (an empty file holds nothing to salvage)"
 			}
