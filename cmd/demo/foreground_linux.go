@@ -1,5 +1,3 @@
-//go:build linux || darwin || freebsd || netbsd || openbsd || dragonfly
-
 package main
 
 import (
@@ -20,6 +18,6 @@ func inForeground(w io.Writer) bool {
 	if !ok {
 		return true
 	}
-	pgrp, err := unix.IoctlGetInt(int(f.Fd()), unix.TIOCGPGRP)
-	return err != nil || pgrp == unix.Getpgrp()
+	pgrp, err := unix.IoctlGetUint32(int(f.Fd()), unix.TIOCGPGRP) // a pid_t, 32 bits
+	return err != nil || int(pgrp) == unix.Getpgrp()
 }
