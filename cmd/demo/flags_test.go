@@ -123,23 +123,7 @@ func TestHelpStallAfterDefault(t *testing.T) {
 // fails its checksum: a damaged store, exit 3, with the tool that repairs
 // it named.
 func TestDamagedRecord(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "lowwater.db")
-	db, err := bbolt.Open(path, 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Update(func(tx *bbolt.Tx) error {
-		b, err := tx.CreateBucket([]byte("lowwater-checkpoints"))
-		if err != nil {
-			return err
-		}
-		return b.Put([]byte("p1"), []byte("not a record at all"))
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
+	path := boltHolding(t, []byte("not a record at all"))
 	if msg, _ := runDamaged(t, path); !strings.Contains(msg, "corrupt checkpoint record") || !strings.Contains(msg, "(verify)") {
 		t.Fatalf("stderr = %q, want one line naming the corrupt record and the tool", msg)
 	}
@@ -149,11 +133,21 @@ func TestDamagedRecord(t *testing.T) {
 // record of a WAL this build does not know: the demo refuses it, and
 // names no repair, which would lose it.
 func TestRecordOfAnotherWAL(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "lowwater.db")
 	rec, err := persistence.EncodeRecord("p1", persistence.Record{Checkpoint: wal.KafkaID(5)})
 	if err != nil {
 		t.Fatal(err)
 	}
+	msg, _ := runDamaged(t, boltHolding(t, recordtest.WithWAL(rec, "pglsn")))
+	if !strings.Contains(msg, `"pglsn"`) || !strings.Contains(msg, "built with that WAL") || strings.Contains(msg, "delete") {
+		t.Fatalf("stderr = %q, want one line naming the WAL and the tool built with it, and no repair", msg)
+	}
+}
+
+// boltHolding makes a bbolt file whose checkpoints' bucket holds record,
+// as it is, for the pchannel p1, and returns its path, closed.
+func boltHolding(t *testing.T, record []byte) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "lowwater.db")
 	db, err := bbolt.Open(path, 0o600, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -163,17 +157,14 @@ func TestRecordOfAnotherWAL(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		return b.Put([]byte("p1"), recordtest.WithWAL(rec, "pglsn"))
+		return b.Put([]byte("p1"), record)
 	}); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	msg, _ := runDamaged(t, path)
-	if !strings.Contains(msg, `"pglsn"`) || !strings.Contains(msg, "built with that WAL") || strings.Contains(msg, "delete") {
-		t.Fatalf("stderr = %q, want one line naming the WAL and the tool built with it, and no repair", msg)
-	}
+	return path
 }
 
 // runDamaged runs the demo on the bbolt file at path, wants the exit of a

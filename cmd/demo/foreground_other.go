@@ -4,5 +4,5 @@ package main
 
 import "io"
 
-// inForeground is true where the demo cannot tell: see foreground_linux.go.
+// inForeground is true where the demo cannot tell: see foreground_unix.go.
 func inForeground(io.Writer) bool { return true }

@@ -18,18 +18,26 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// openPTY opens a new pseudo-terminal: the keys, its master side, and the
+// terminal a program runs on. Neither becomes the test's own.
+func openPTY(t *testing.T) (keys, tty *os.File) {
+	t.Helper()
+	keys, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
+	require.NoError(t, err)
+	require.NoError(t, unix.IoctlSetPointerInt(int(keys.Fd()), unix.TIOCSPTLCK, 0))
+	n, err := unix.IoctlGetInt(int(keys.Fd()), unix.TIOCGPTN)
+	require.NoError(t, err)
+	tty, err = os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	require.NoError(t, err)
+	return keys, tty
+}
+
 // The plain view and the summary wrap within a terminal narrower than
 // their 80 columns, where the terminal broke them mid-word again; below
 // 40 columns, and off a terminal, they keep 80.
 func TestTheSummaryWrapsWithinTheTerminal(t *testing.T) {
-	keys, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
-	require.NoError(t, err)
+	keys, tty := openPTY(t)
 	defer keys.Close()
-	require.NoError(t, unix.IoctlSetPointerInt(int(keys.Fd()), unix.TIOCSPTLCK, 0))
-	n, err := unix.IoctlGetInt(int(keys.Fd()), unix.TIOCGPTN)
-	require.NoError(t, err)
-	tty, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
-	require.NoError(t, err)
 	defer tty.Close()
 	for cols, want := range map[uint16]int{50: 50, 120: 120, 30: 0} {
 		require.NoError(t, unix.IoctlSetWinsize(int(tty.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 24, Col: cols}))
@@ -72,14 +80,8 @@ func TestTheDemoInTheBackgroundOfItsTerminalPrintsThePlainView(t *testing.T) {
 			[]string{"--duration=300ms", "--seed=3"}, os.Stdin, os.Stdout, os.Stderr))
 	}
 
-	keys, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
-	require.NoError(t, err)
+	keys, tty := openPTY(t)
 	defer keys.Close()
-	require.NoError(t, unix.IoctlSetPointerInt(int(keys.Fd()), unix.TIOCSPTLCK, 0))
-	n, err := unix.IoctlGetInt(int(keys.Fd()), unix.TIOCGPTN)
-	require.NoError(t, err)
-	tty, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
-	require.NoError(t, err)
 	require.NoError(t, unix.IoctlSetWinsize(int(tty.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 24, Col: 80}))
 
 	session := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$")
