@@ -177,12 +177,12 @@ func TestHedgedSendsACallWhoseMemberFailedToTheOthers(t *testing.T) {
 			case 1:
 				return "", unavailable
 			case 2:
-				time.Sleep(5 * ms) // after copy 1 failed, before the next round at 30 ms
+				time.Sleep(5 * ms) // after copy 1 failed, well before the next round at 150 ms
 				return "copy", nil
 			}
 			return hang(ctx)
 		}}
-		got := hedged(context.Background(), after(10*ms), 2, maxHedges, c.call)
+		got := hedged(context.Background(), after(50*ms), 2, maxHedges, c.call)
 		require.Equal(t, "copy", got.resp)
 		require.Len(t, c.sent, 3)
 	})
