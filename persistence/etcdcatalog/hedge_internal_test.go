@@ -163,13 +163,14 @@ func TestHedgedSendsACallWhoseMemberFailedToTheOthers(t *testing.T) {
 	t.Run("every member fails", func(t *testing.T) {
 		c := &copies{answers: func(int, context.Context) (string, error) { return "", unavailable }}
 		began := time.Now()
-		got := hedged(context.Background(), after(10*ms), 2, 3, c.call)
+		got := hedged(context.Background(), after(50*ms), 2, 3, c.call)
 		require.ErrorIs(t, got.err, unavailable)
 		require.Len(t, c.sent, 1+2*3)
-		// At once, then after 20 and 40 ms: the waits double as rounds go.
-		require.Less(t, c.sent[1].Sub(began), 10*ms)
-		require.GreaterOrEqual(t, c.sent[3].Sub(c.sent[1]), 20*ms)
-		require.GreaterOrEqual(t, c.sent[5].Sub(c.sent[3]), 40*ms)
+		// At once, before the first wait's 50 ms, then after 100 and
+		// 200 ms: the waits double as rounds go.
+		require.Less(t, c.sent[1].Sub(began), 50*ms)
+		require.GreaterOrEqual(t, c.sent[3].Sub(c.sent[1]), 100*ms)
+		require.GreaterOrEqual(t, c.sent[5].Sub(c.sent[3]), 200*ms)
 	})
 	t.Run("one copy fails while another is pending", func(t *testing.T) {
 		c := &copies{answers: func(n int, ctx context.Context) (string, error) {
