@@ -27,7 +27,7 @@ func Watch(system *actor.ActorSystem, run func()) error {
 		return err
 	}
 	read := make(chan struct{})
-	go func() { // or events.SubscribeFunc(system.EventStream, f): no loop
+	go func() { // or events.SubscribeFunc(system.EventStream, f): no loop; f's panic ends the process
 		defer close(read)
 		// The loop ends once sub.Close() has delivered the rest.
 		for ev := range sub.C() {
