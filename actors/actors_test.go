@@ -68,6 +68,15 @@ func TestNewPropsRejectsInvalidOptions(t *testing.T) {
 	b.Initial = 50 * time.Millisecond
 	_, err = NewProps("p", wal.Kafka, cat, WithBackoff(b))
 	require.NoError(t, err)
+
+	// The least first wait the doc states is the one checked.
+	require.Equal(t, saveplan.MinInitial, MinBackoffInitial)
+	b.Initial = MinBackoffInitial - 1
+	_, err = NewProps("p", wal.Kafka, cat, WithBackoff(b))
+	require.ErrorIs(t, err, ErrInvalidBackoff)
+	b.Initial = MinBackoffInitial
+	_, err = NewProps("p", wal.Kafka, cat, WithBackoff(b))
+	require.NoError(t, err)
 }
 
 func TestRestartDelayGrowsToCap(t *testing.T) {

@@ -54,8 +54,9 @@ type Backoff struct {
 // 6.7–10 s (its centre is lowered to Max/1.2, so that none goes above).
 func DefaultBackoff() Backoff { return Backoff(saveplan.DefaultBackoff) }
 
-// MinBackoffInitial is the shortest Backoff.Initial NewProps takes: 1 ms.
-const MinBackoffInitial = saveplan.MinInitial
+// MinBackoffInitial is the shortest Backoff.Initial NewProps takes:
+// below it, a failing catalog would be retried in a hot loop.
+const MinBackoffInitial = time.Millisecond
 
 // ErrInvalidBackoff is wrapped, beside ErrInvalidOption, by the error of
 // NewProps given a Backoff that would retry in a hot loop or never wait.
