@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/lowwater/lowwater/internal/testkit/etcdtest"
 	"github.com/lowwater/lowwater/persistence/etcdcatalog"
 	"github.com/lowwater/lowwater/wal"
 )
@@ -103,17 +104,20 @@ func TestClientLoggerWritesThroughTheCoresThatTakeEachLine(t *testing.T) {
 // Open's client, those lines come at Debug.
 func TestCopiesCutShortAreNoWarning(t *testing.T) {
 	const saves = 30
+	// Each client reaches the member to freeze through a proxy of its
+	// own, which tells when the client's connection there is up.
 	frozen, others := clusterWithAFreezer(t)
-	endpoints := append(others, frozen.Endpoint())
+	frozenToo := etcdtest.NewFreezer(t, frozen.Target())
 
 	opened, openedLogs := observer.New(zapcore.DebugLevel)
-	cfg := clientConfig(endpoints, nil)
+	cfg := clientConfig(append(others, frozen.Endpoint()), nil)
 	cfg.Logger = zap.New(opened)
 	viaOpen, err := etcdcatalog.Open(cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, viaOpen.Close()) })
 
 	given, givenLogs := observer.New(zapcore.DebugLevel)
+	cfg = clientConfig(append(others, frozenToo.Endpoint()), nil)
 	cfg.Logger = zap.New(given)
 	cli, err := clientv3.New(cfg)
 	require.NoError(t, err)
@@ -122,10 +126,23 @@ func TestCopiesCutShortAreNoWarning(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, viaNew.Close()) })
 
-	for _, c := range []*etcdcatalog.Catalog{viaOpen, viaNew} {
-		require.NoError(t, c.Save(ctxT(t), "warm", wal.KafkaID(1)))
+	// Each client saves until one of its saves went through the member
+	// to freeze: a client whose connection there was not yet up when it
+	// froze would send it nothing (a run saw none of 30 saves go there).
+	warm := 0
+	for c, f := range map[*etcdcatalog.Catalog]*etcdtest.Freezer{viaOpen: frozen, viaNew: frozenToo} {
+		for i := 1; ; i++ {
+			connected := f.Moved() // its handshake, at the least
+			warm++
+			require.NoError(t, c.Save(ctxT(t), "warm", wal.KafkaID(warm)))
+			if connected > 0 && f.Moved() > connected {
+				break
+			}
+			require.Less(t, i, 100, "no save went through the member to freeze")
+		}
 	}
 	frozen.Freeze()
+	frozenToo.Freeze()
 	for i := range saves {
 		for _, c := range []*etcdcatalog.Catalog{viaOpen, viaNew} {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

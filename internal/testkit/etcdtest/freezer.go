@@ -21,10 +21,12 @@ type Freezer struct {
 	delay  atomic.Int64 // time.Duration
 	// refuseUntil is when Refuse's refusals end, in Unix nanoseconds.
 	refuseUntil atomic.Int64
-	frozen      chan struct{}
-	closed      chan struct{}
-	once        sync.Once // Freeze
-	shut        sync.Once // close
+	// moved counts the bytes passed, both ways (Moved).
+	moved  atomic.Int64
+	frozen chan struct{}
+	closed chan struct{}
+	once   sync.Once // Freeze
+	shut   sync.Once // close
 
 	mu    sync.Mutex
 	conns []net.Conn
@@ -49,8 +51,16 @@ func NewFreezer(t testing.TB, target string) *Freezer {
 // Addr is the Freezer's host:port.
 func (f *Freezer) Addr() string { return f.ln.Addr().String() }
 
+// Target is the host:port the Freezer passes connections to.
+func (f *Freezer) Target() string { return f.target }
+
 // Endpoint is the Freezer's client URL.
 func (f *Freezer) Endpoint() string { return "http://" + f.Addr() }
+
+// Moved is how many bytes the Freezer has passed, both ways: a client
+// alone on it that moved some has a connection there that its balancer
+// picks.
+func (f *Freezer) Moved() int64 { return f.moved.Load() }
 
 // Freeze stops every byte, for good.
 func (f *Freezer) Freeze() { f.once.Do(func() { close(f.frozen) }) }
@@ -138,6 +148,7 @@ func (f *Freezer) pipe(dst io.Writer, src io.Reader) {
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
 			}
+			f.moved.Add(int64(n))
 		}
 		if err != nil {
 			return
