@@ -91,10 +91,11 @@ import (
 //
 // ConcurrentSavesNeverGoBack races writers and a reader, each read held
 // to every save acknowledged before it began: a catalog whose compare and
-// write are two steps fails it in every run if anything takes time
-// between them (10 µs, as I/O does: 100 runs of 100), and in some runs
-// only if nothing does (an in-memory store: 1 in 10 under -race). Run it
-// with -count=200, -race, before trusting a pass:
+// write are two steps fails it in nearly every run if anything takes time
+// between them (10 µs, as I/O does: 100 runs of 100 on a quiet machine;
+// a loaded one passed it once), and in some runs only if nothing does (an
+// in-memory store: 1 in 10 under -race). Run it with -count=200, -race,
+// before trusting a pass:
 //
 //	go test -race -count=200 -run 'TestCatalog/ConcurrentSavesNeverGoBack'
 //
