@@ -69,8 +69,8 @@ const (
 // send one twice for nothing, and twice the mean round trip, so that a
 // cluster far away whose transactions take about as long each is sent
 // few copies; firstHedge before any round trip of the kind was measured
-// (but for reads, estimate). All are
-// capped at half the time the transaction has.
+// (but for reads, estimate). All are capped at half the time the
+// transaction has.
 const (
 	minHedge   = 50 * time.Millisecond
 	firstHedge = time.Second

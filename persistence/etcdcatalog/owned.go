@@ -181,10 +181,11 @@ func (c *Catalog) CloseSession(ctx context.Context, session *concurrency.Session
 // tells nothing while it waits: to know whether it will, and for whom,
 // call TryOwn first, whose *OwnedError names the owner. The owner key is
 // created in one transaction, bound to the session's lease, so it goes
-// when the session does. Owning again with the session that already owns the pchannel (say,
-// after an Own whose reply was lost) returns the same term, and takes the
-// ownership over: the earlier Owned still saves under that term, its
-// Release deletes nothing, and the later one's Release ends both.
+// when the session does. Owning again with the session that already owns
+// the pchannel (say, after an Own whose reply was lost) returns the same
+// term, and takes the ownership over: the earlier Owned still saves under
+// that term, its Release deletes nothing, and the later one's Release
+// ends both.
 //
 // The session's TTL bounds how long a dead node's pchannels wait for a new
 // owner, and must outlast a member that answers nothing: Open's client
