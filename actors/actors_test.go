@@ -63,7 +63,7 @@ func TestNewPropsRejectsInvalidOptions(t *testing.T) {
 	_, err = NewProps("p", wal.Kafka, cat, WithBackoff(Backoff{Initial: 50 * time.Millisecond}))
 	require.ErrorIs(t, err, ErrInvalidOption)
 	require.ErrorIs(t, err, ErrInvalidBackoff)
-	require.ErrorContains(t, err, "max interval 0s is below the initial 50ms (a field left at zero is not a default: start from DefaultBackoff")
+	require.ErrorContains(t, err, "lowwater: invalid backoff: max interval 0s is below the initial 50ms (a field left at zero is not a default: start from DefaultBackoff")
 	b := DefaultBackoff()
 	b.Initial = 50 * time.Millisecond
 	_, err = NewProps("p", wal.Kafka, cat, WithBackoff(b))

@@ -105,7 +105,7 @@
 // tells the actor a PoisonPill is coming; each rise of the minimum goes to
 // the persister at once, with no coalescing of a burst; forged lifecycle
 // messages are not refused, and a message sent during the spawn does not
-// wait for the actor's Started: see docs/bad-input.md.)
+// wait for the actor's Started: see docs/bad-input.md in the module.)
 //
 // (A graceful stop of a fenced actor does not flush: the hard bound holds.)
 // The bounds do not cover the caller's own code on the actor's goroutine:

@@ -60,7 +60,7 @@ const MinBackoffInitial = time.Millisecond
 
 // ErrInvalidBackoff is wrapped, beside ErrInvalidOption, by the error of
 // NewProps given a Backoff that would retry in a hot loop or never wait.
-var ErrInvalidBackoff = saveplan.ErrInvalidBackoff
+var ErrInvalidBackoff = errors.New("lowwater: invalid backoff")
 
 // Defaults of the options below.
 const (
@@ -301,7 +301,7 @@ func newConfig(pchannel string, walName wal.Name, catalog persistence.Catalog, o
 		errs = append(errs, errors.New("nil catalog"))
 	}
 	if err := c.backoff.Validate(); err != nil {
-		errs = append(errs, err)
+		errs = append(errs, fmt.Errorf("%w: %w", ErrInvalidBackoff, err))
 	}
 	if c.saveTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("save timeout %v is not positive", c.saveTimeout))

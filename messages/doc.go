@@ -24,7 +24,9 @@
 // entry of a *BatchError.
 //
 // Lifecycle events: Recovered, RecoveryFailed, CheckpointPersisted,
-// PersistFailed, PersisterRestarted, OwnershipLost, Stopped. Stall events
+// PersistFailed, PersisterRestarted, OwnershipLost, Stopped. AddedBehind
+// tells of vchannels added below the persisted checkpoint, whose records a
+// restart would skip: an event to alert on. Stall events
 // (with actors.WithStallAfter): MinimumStalled when the minimum has not
 // risen for that long, naming the vchannel that holds it back, and
 // MinimumResumed when it moves again. Every event embeds Header

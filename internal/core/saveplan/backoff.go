@@ -1,7 +1,6 @@
 package saveplan
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
@@ -26,9 +25,6 @@ type Backoff struct {
 // a 10 s cap; with 20 % jitter, and it never gives up.
 var DefaultBackoff = Backoff{Initial: 100 * time.Millisecond, Max: 10 * time.Second, Multiplier: 1.5, Jitter: 0.2}
 
-// ErrInvalidBackoff reports a Backoff that would hot-loop or never wait.
-var ErrInvalidBackoff = errors.New("lowwater: invalid backoff")
-
 // MinInitial is the shortest first wait a Backoff may have: below it, a
 // catalog that fails at once would be called in what is a hot loop, a
 // thousand times a second and more.
@@ -39,15 +35,15 @@ const MinInitial = time.Millisecond
 func (b Backoff) Validate() error {
 	switch {
 	case b.Initial <= 0:
-		return fmt.Errorf("%w: initial interval %v is not positive%s", ErrInvalidBackoff, b.Initial, fromDefault(b.Initial))
+		return fmt.Errorf("initial interval %v is not positive%s", b.Initial, fromDefault(b.Initial))
 	case b.Initial < MinInitial:
-		return fmt.Errorf("%w: initial interval %v is below %v: a failing catalog would be retried in a hot loop", ErrInvalidBackoff, b.Initial, MinInitial)
+		return fmt.Errorf("initial interval %v is below %v: a failing catalog would be retried in a hot loop", b.Initial, MinInitial)
 	case b.Max < b.Initial:
-		return fmt.Errorf("%w: max interval %v is below the initial %v%s", ErrInvalidBackoff, b.Max, b.Initial, fromDefault(b.Max))
+		return fmt.Errorf("max interval %v is below the initial %v%s", b.Max, b.Initial, fromDefault(b.Max))
 	case !(b.Multiplier >= 1):
-		return fmt.Errorf("%w: multiplier %v is below 1%s", ErrInvalidBackoff, b.Multiplier, fromDefault(b.Multiplier))
+		return fmt.Errorf("multiplier %v is below 1%s", b.Multiplier, fromDefault(b.Multiplier))
 	case !(b.Jitter >= 0 && b.Jitter < 1):
-		return fmt.Errorf("%w: jitter %v is outside [0, 1)", ErrInvalidBackoff, b.Jitter)
+		return fmt.Errorf("jitter %v is outside [0, 1)", b.Jitter)
 	}
 	return nil
 }

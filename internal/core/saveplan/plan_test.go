@@ -268,7 +268,7 @@ func TestBackoffValidate(t *testing.T) {
 		{Initial: time.Millisecond, Max: time.Second, Multiplier: 1.5, Jitter: math.NaN()},
 	} {
 		err := b.Validate()
-		require.ErrorIs(t, err, ErrInvalidBackoff, "%+v", b)
+		require.Error(t, err, "%+v", b)
 		require.NotContains(t, err.Error(), "\n", "one line")
 	}
 }
