@@ -68,11 +68,16 @@ func (p *printer) print(ev messages.Event) {
 	if who == "" {
 		who = "-"
 	}
-	head := fmt.Sprintf("%8.3fs  %-5s %-11s ", h.At.Sub(p.began).Seconds(), who, what)
+	at := h.At.Sub(p.began).Seconds()
+	head := fmt.Sprintf("%8.3fs  %-5s %-11s ", at, who, what)
 	// A joined error has a line per error: each would start a line that is
 	// no entry.
 	detail = strings.ReplaceAll(detail, "\n", "; ")
-	printEntry(p.out, head+detail, lipgloss.Width(head), p.width)
+	// Continuation lines start at the details' column, that of a what
+	// that fits it: a longer one (ADDED BEHIND, RECOVERY FAILED) would
+	// set its own, off by a few from every other entry's.
+	indent := lipgloss.Width(fmt.Sprintf("%8.3fs  %-5s %-11s ", at, who, ""))
+	printEntry(p.out, head+detail, indent, p.width)
 }
 
 // describe says what an event is, in two short parts: a word or two, then

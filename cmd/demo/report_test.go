@@ -60,8 +60,9 @@ func plainEvents() []messages.Event {
 }
 
 // In 80 columns the long entries go on in continuation lines indented to
-// their details; each entry still starts with its time, pchannel and what,
-// and the short one is as it was.
+// the details' column, the same for a what longer than it; each entry
+// still starts with its time, pchannel and what, and the short one is as
+// it was.
 func TestPrinterWrapsAt80(t *testing.T) {
 	want := "" +
 		`   0.011s  p0    save failed kafka:4: faultinject: injected failure (rate) of` + "\n" +
@@ -70,7 +71,7 @@ func TestPrinterWrapsAt80(t *testing.T) {
 		`   0.515s  p1    rejected    update p1-v002 to kafka:32: checkpoint rollback:` + "\n" +
 		`                             vchannel "p1-v002" from kafka:33 to kafka:32` + "\n" +
 		`   1.234s  p2    RECOVERY FAILED read p2: connection refused; record p2: not a` + "\n" +
-		`                                 kafka ID; attempt 2, retry in 200ms` + "\n"
+		`                             kafka ID; attempt 2, retry in 200ms` + "\n"
 	got := printed(80, plainEvents()...)
 	assert.Equal(t, want, got)
 	for _, line := range strings.Split(strings.TrimSuffix(got, "\n"), "\n") {
