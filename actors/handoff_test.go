@@ -93,3 +93,40 @@ func TestStoppedIsLoggedBeforeItIsPublished(t *testing.T) {
 		t.Fatal("no Stopped event")
 	}
 }
+
+// TestAStopThatLeftItsMinimumUnsavedIsAWarning: the next owner replays
+// from the checkpoint persisted, which an operator who keeps Warn and
+// above must learn; a stop that saved everything stays at Info.
+func TestAStopThatLeftItsMinimumUnsavedIsAWarning(t *testing.T) {
+	cat := &hangingSaves{Catalog: persistence.NewMemory(), entered: make(chan struct{}, 16), release: make(chan struct{})}
+	defer close(cat.release)
+	core, logs := observer.New(zap.InfoLevel)
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(zap.NewNop())))
+	defer sys.Shutdown()
+	props, err := NewProps("p", wal.Kafka, cat, WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(1)}),
+		WithSaveTimeout(time.Minute), WithLogger(zap.New(core)))
+	require.NoError(t, err)
+	pid := sys.Root.Spawn(props)
+	select {
+	case <-cat.entered:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no save started")
+	}
+	require.NoError(t, sys.Root.StopFuture(pid).Wait())
+
+	require.Zero(t, logs.FilterMessage("stopped").Len())
+	warned := logs.FilterMessage("stopped with its minimum unsaved").All()
+	require.Len(t, warned, 1)
+	require.Equal(t, zap.WarnLevel, warned[0].Level)
+	fields := warned[0].ContextMap()
+	require.Equal(t, false, fields["flushed"])
+	require.Equal(t, "kafka:1", fields["dropped"])
+
+	clean, err := NewProps("q", wal.Kafka, persistence.NewMemory(), WithLogger(zap.New(core)))
+	require.NoError(t, err)
+	require.NoError(t, sys.Root.PoisonFuture(sys.Root.Spawn(clean)).Wait())
+	stopped := logs.FilterMessage("stopped").All()
+	require.Len(t, stopped, 1)
+	require.Equal(t, zap.InfoLevel, stopped[0].Level)
+	require.Equal(t, true, stopped[0].ContextMap()["flushed"])
+}

@@ -1329,10 +1329,15 @@ func (p *pchannel) tellStopped(ev *messages.Stopped, f *PChannelPanicError, note
 		zap.Bool("flushed", ev.Flushed), zap.Stringer("dropped", stringer{ev.Dropped}), errorField(ev.Reason)}
 	// Logged first: whoever ends on seeing Stopped (a test whose logger
 	// dies with it) must find the actor done with its logger.
-	if f != nil {
+	switch {
+	case f != nil:
 		ev.Failure = f
 		p.cfg.logger.Warn("stopped after it panicked, before any restart"+note, append(fields, zap.String("command", f.Command), reasonField(f.Value))...)
-	} else {
+	case !ev.Flushed && ev.Dropped != nil:
+		// A minimum left unsaved: the next owner replays from the one
+		// persisted, which a filter of Warn and above must not hide.
+		p.cfg.logger.Warn("stopped with its minimum unsaved"+note, fields...)
+	default:
 		p.cfg.logger.Info("stopped"+note, fields...)
 	}
 	publishLast(p.events, p.cfg, ev)
