@@ -16,6 +16,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+	"go.uber.org/zap"
 
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/wal"
@@ -112,6 +113,10 @@ func (e *FencedError) Is(target error) bool { return target == persistence.ErrFe
 // Unwrap exposes the cause, if known.
 func (e *FencedError) Unwrap() error { return e.Cause }
 
+// advisedTTL is the least session TTL, in seconds, that rides out a
+// member that answers nothing (see Own); NewSession warns under it.
+const advisedTTL = 25
+
 // NewSession makes a session to own pchannels with (Own), whose lease
 // lives ttl seconds past its last renewal (see Own for how long to make
 // it). The lease is granted under ctx, which bounds the wait for etcd, and
@@ -119,7 +124,8 @@ func (e *FencedError) Unwrap() error { return e.Cause }
 // with no deadline, and waits for good while etcd is out of reach, and a
 // session given concurrency.WithContext ends with that context. End the
 // session when done with CloseSession: it revokes the lease, which lets
-// every pchannel it owns go at once.
+// every pchannel it owns go at once. A TTL under 25 s is taken, with a
+// Warn line on the client's logger.
 func (c *Catalog) NewSession(ctx context.Context, ttl int) (*concurrency.Session, error) {
 	if ctx == nil {
 		return nil, errNilContext
@@ -129,6 +135,10 @@ func (c *Catalog) NewSession(ctx context.Context, ttl int) (*concurrency.Session
 	}
 	if c.closed.Load() {
 		return nil, persistence.ErrClosed
+	}
+	if lg := c.client.GetLogger(); ttl < advisedTTL && lg != nil {
+		lg.Warn("session TTL under the advised 25 s: a member that answers nothing, or an etcd restart, can end it, and its pchannels move to another node",
+			zap.Int("ttl", ttl))
 	}
 	// Sent again when no answer comes, as a save is: a copy that comes
 	// second grants a lease no key is put on, which runs out after ttl.

@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
 
@@ -359,6 +361,27 @@ func TestNewSessionWaitsForEtcdAsLongAsItsContext(t *testing.T) {
 	require.NoError(t, cut.Close())
 	_, err = cut.NewSession(ctxT(t), 7)
 	require.ErrorIs(t, err, persistence.ErrClosed)
+}
+
+// A session shorter than the TTL the doc advises is made, and a Warn line
+// on the client's logger says what it risks; one of 25 s says nothing.
+func TestNewSessionWarnsOfATTLUnderTheAdvised(t *testing.T) {
+	eps := etcdtest.Start(t)
+	core, logs := observer.New(zap.WarnLevel)
+	cfg := clientConfig(eps, nil)
+	cfg.Logger = zap.New(core)
+	cat, err := etcdcatalog.Open(cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, cat.Close()) })
+
+	for _, ttl := range []int{5, 25} {
+		session, err := cat.NewSession(ctxT(t), ttl)
+		require.NoError(t, err, "ttl %d", ttl)
+		require.NoError(t, cat.CloseSession(ctxT(t), session))
+	}
+	warned := logs.FilterMessageSnippet("session TTL under the advised 25 s").All()
+	require.Len(t, warned, 1)
+	require.Equal(t, int64(5), warned[0].ContextMap()["ttl"])
 }
 
 func TestOwnedClose(t *testing.T) {
