@@ -55,6 +55,11 @@ type call struct {
 	// StartSave told its outcome before it returned.
 	stage atomic.Int32
 
+	// checkAt is when the actor's next look at whether the call is
+	// overdue is due, once one came early (overdue); read and written on
+	// the actor's goroutine alone.
+	checkAt time.Time
+
 	mu       sync.Mutex
 	finished bool          // guarded by mu
 	done     chan struct{} // guarded by mu; made by the first waiter
@@ -337,14 +342,33 @@ func overdueAfter(timeout time.Duration) time.Duration {
 // overdue tells whether the call is running joinGrace past its deadline:
 // the catalog ignores its context. Before that, wait is how long is left;
 // then err, wrapping ErrCatalogOverdue, if the call is still running (nil
-// if it has returned: its result is on its way).
+// if it has returned: its result is on its way). The actor asks again
+// after wait.
+//
+// A look that comes more than joinGrace after it was due says that the
+// process was held (stopped by SIGSTOP, a VM paused, a long pause of its
+// collector) or the actor was: the catalog, held as well, had no time to
+// see its deadline pass, and the call is looked at once more, joinGrace
+// on. Its deadline's timer and the watchdog's fire together when the
+// process goes on, and a paused node logged a catalog that honours its
+// context as one that ignores it.
 func (k *call) overdue() (wait time.Duration, err error) {
 	timeout := k.ctx.timeout
-	if wait = time.Until(k.ctx.began.Add(overdueAfter(timeout))); wait > 0 {
+	now := time.Now()
+	due := k.ctx.began.Add(overdueAfter(timeout))
+	if wait = due.Sub(now); wait > 0 {
+		k.checkAt = due
 		return wait, nil
 	}
 	if _, done := k.joined(); done {
 		return 0, nil
+	}
+	if k.checkAt.Before(due) {
+		k.checkAt = due
+	}
+	if now.Sub(k.checkAt) > joinGrace {
+		k.checkAt = now.Add(joinGrace)
+		return joinGrace, nil
 	}
 	return 0, fmt.Errorf("%w: %s %v past its %v deadline; the next attempt waits for it", ErrCatalogOverdue, k.awaited(), joinGrace, timeout)
 }

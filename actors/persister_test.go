@@ -91,3 +91,32 @@ func TestPersisterReportsAnOverdueSaveOnce(t *testing.T) {
 	require.ErrorIs(t, failed.Err, ErrCatalogOverdue)
 	require.Equal(t, wal.KafkaID(5), failed.Value)
 }
+
+// TestALateLookAtACallLooksAgain: a look at a running call that comes
+// well past the time it was due (the process was stopped, and the
+// catalog with it) does not call it overdue, but looks again a grace
+// on; that look, on time, does. One on time calls it overdue at once.
+func TestALateLookAtACallLooksAgain(t *testing.T) {
+	const timeout = time.Second
+	site := &callSite{op: "Save", timeout: timeout}
+	onTime := newCall(site, 1, wal.KafkaID(1))
+	onTime.ctx.began = time.Now().Add(-overdueAfter(timeout) - 10*time.Millisecond)
+	_, err := onTime.overdue()
+	require.ErrorIs(t, err, ErrCatalogOverdue)
+
+	late := newCall(site, 2, wal.KafkaID(1))
+	late.ctx.began = time.Now().Add(-overdueAfter(timeout) - 40*time.Second) // a process stopped 40 s
+	wait, err := late.overdue()
+	require.NoError(t, err, "a look 40 s late")
+	require.Equal(t, joinGrace, wait)
+	// The grace passes: the next look comes on time.
+	late.ctx.began = late.ctx.began.Add(-joinGrace)
+	late.checkAt = late.checkAt.Add(-joinGrace)
+	_, err = late.overdue()
+	require.ErrorIs(t, err, ErrCatalogOverdue)
+
+	early := newCall(site, 3, wal.KafkaID(1))
+	wait, err = early.overdue()
+	require.NoError(t, err)
+	require.InDelta(t, float64(overdueAfter(timeout)), float64(wait), float64(50*time.Millisecond))
+}

@@ -382,7 +382,9 @@ func TestAbandonedCallNamesWhatItWaitsOn(t *testing.T) {
 			} else {
 				<-entered
 			}
-			k.ctx.began = time.Now().Add(-time.Second)
+			// Its look due 10 ms ago: on time (overdue looks again at
+			// one late by more than joinGrace).
+			k.ctx.began = time.Now().Add(-overdueAfter(k.ctx.timeout) - 10*time.Millisecond)
 			_, err := k.overdue()
 			require.ErrorIs(t, err, ErrCatalogOverdue)
 			require.ErrorContains(t, err, ": "+tc.state+" 100ms past its 1ms deadline")
