@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 
 	"github.com/lowwater/lowwater/persistence"
 )
@@ -28,13 +31,18 @@ type etcdCalls struct{ c *Catalog }
 // Get reads one key, sent again when no answer comes (hedge): a read
 // changes nothing, however many times it is made.
 func (e etcdCalls) Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
-	return catalogCall(e.c, ctx, func(ctx context.Context) (*clientv3.GetResponse, error) {
+	floor := e.c.revisions.highest.Load()
+	resp, err := catalogCall(e.c, ctx, func(ctx context.Context) (*clientv3.GetResponse, error) {
 		return hedge(e.c, &e.c.readTrips, maxHedges, ctx, func(ctx context.Context) (*clientv3.GetResponse, error) {
 			return onLeader(ctx, func(ctx context.Context) (*clientv3.GetResponse, error) {
 				return e.c.client.Get(ctx, key, opts...)
 			})
 		})
 	})
+	if err == nil && !clientv3.OpGet(key, opts...).IsSerializable() {
+		e.c.sawRevision(floor, resp.Header)
+	}
+	return resp, err
 }
 
 // Scan reads a page of keys from key on (opts), sent again when no answer
@@ -45,13 +53,18 @@ func (e etcdCalls) Get(ctx context.Context, key string, opts ...clientv3.OpOptio
 // a member that answers nothing held LoadAll, Inspect or the lowwater
 // tool's list to its deadline, one page in three.
 func (e etcdCalls) Scan(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
-	return catalogCall(e.c, ctx, func(ctx context.Context) (*clientv3.GetResponse, error) {
+	floor := e.c.revisions.highest.Load()
+	resp, err := catalogCall(e.c, ctx, func(ctx context.Context) (*clientv3.GetResponse, error) {
 		return hedge(e.c, &e.c.pageTrips, 1, ctx, func(ctx context.Context) (*clientv3.GetResponse, error) {
 			return onLeader(ctx, func(ctx context.Context) (*clientv3.GetResponse, error) {
 				return e.c.client.Get(ctx, key, opts...)
 			})
 		})
 	})
+	if err == nil && !clientv3.OpGet(key, opts...).IsSerializable() {
+		e.c.sawRevision(floor, resp.Header)
+	}
+	return resp, err
 }
 
 // catalogCall makes call under ctx, ended by c's Close too; its error
@@ -87,11 +100,72 @@ func (t *boundTxn) Else(ops ...clientv3.Op) clientv3.Txn {
 }
 
 func (t *boundTxn) Commit() (*clientv3.TxnResponse, error) {
-	return catalogCall(t.c, t.ctx, func(ctx context.Context) (*clientv3.TxnResponse, error) {
+	floor := t.c.revisions.highest.Load()
+	resp, err := catalogCall(t.c, t.ctx, func(ctx context.Context) (*clientv3.TxnResponse, error) {
 		return onLeader(ctx, func(ctx context.Context) (*clientv3.TxnResponse, error) {
 			return t.c.client.Txn(ctx).If(t.cmps...).Then(t.then...).Else(t.els...).Commit()
 		})
 	})
+	if err == nil && !t.serializable() {
+		t.c.sawRevision(floor, resp.Header)
+	}
+	return resp, err
+}
+
+// serializable reports whether etcd answers the transaction from the
+// store of the member it reaches, as it does one that only reads, each
+// read serializable (the reads of the owner keys Owns wait on): one a
+// little behind answers with a revision below one seen before.
+func (t *boundTxn) serializable() bool {
+	if len(t.cmps) > 0 || len(t.els) > 0 {
+		return false
+	}
+	for _, op := range t.then {
+		if !op.IsGet() || !op.IsSerializable() {
+			return false
+		}
+	}
+	return true
+}
+
+// revisions is the highest revision of etcd that the catalog's calls
+// answered with, read without a member's own view (serializable), which
+// may be behind.
+type revisions struct{ highest atomic.Int64 }
+
+// sawRevision takes the revision a call answered with that began when
+// floor was the highest seen. Below floor, etcd went back in time: every
+// answer made after another reflects that one's writes, and so has a
+// revision at least as high, but for a store that lost them, wiped or
+// restored from an older backup. A node can do nothing about that, and
+// the stored checkpoints may be older than those it saved, or gone: the
+// pchannels that recover from them replay their records. It says so, at
+// Error, once each time: the calls that overlap it, which began before,
+// find the highest lowered already. A node that saw a pchannel's record
+// vanish otherwise logged nothing but its recovery from nothing, at Info,
+// as on its first start.
+func (c *Catalog) sawRevision(floor int64, h *etcdserverpb.ResponseHeader) {
+	if h == nil {
+		return
+	}
+	rev := h.Revision
+	for {
+		highest := c.revisions.highest.Load()
+		if rev < floor && highest >= floor {
+			if !c.revisions.highest.CompareAndSwap(highest, rev) {
+				continue
+			}
+			if lg := c.client.GetLogger(); lg != nil {
+				lg.Error("etcd went back in time: it lost its data, or was restored from an older backup; "+
+					"the checkpoints it holds may be older than those saved, or gone, and the pchannels that recover from them replay their records",
+					zap.Int64("revisionSeen", highest), zap.Int64("revisionNow", rev), zap.Uint64("clusterID", h.ClusterId))
+			}
+			return
+		}
+		if rev <= highest || c.revisions.highest.CompareAndSwap(highest, rev) {
+			return
+		}
+	}
 }
 
 // onLeader makes call under ctx, requiring a leader

@@ -50,6 +50,8 @@ type Catalog struct {
 	saveTrips, readTrips, pageTrips roundTrips
 	// ownerChecks reads the owner keys that Owns wait on (waitDelete).
 	ownerChecks ownerChecks
+	// revisions tells when etcd's revision goes back (wentBack).
+	revisions revisions
 
 	mu sync.Mutex
 	// hints remembers, per checkpoint key, the record last read or written,

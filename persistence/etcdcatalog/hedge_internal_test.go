@@ -10,7 +10,11 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -308,4 +312,29 @@ func TestRefusedByAll(t *testing.T) {
 		context.DeadlineExceeded, errors.New("connection reset"), rpctypes.Error(status.Error(codes.Unavailable, "x"))} {
 		require.False(t, refusedByAll(err), "%v", err)
 	}
+}
+
+// Answers that overlap come in any order: one below the highest seen,
+// but not below what was seen when its call began, is no going back.
+// One below that is, told once; the calls that overlapped it, begun
+// before it was told, are not.
+func TestSawRevisionTellsAGoingBackOnce(t *testing.T) {
+	core, logs := observer.New(zap.ErrorLevel)
+	c := Catalog{client: clientv3.NewCtxClient(t.Context(), clientv3.WithZapLogger(zap.New(core)))}
+	header := func(rev int64) *etcdserverpb.ResponseHeader { return &etcdserverpb.ResponseHeader{Revision: rev} }
+	c.sawRevision(0, header(100))
+	c.sawRevision(40, header(90)) // begun when 40 was the highest
+	require.Equal(t, int64(100), c.revisions.highest.Load())
+	require.Zero(t, logs.Len())
+
+	c.sawRevision(100, header(3)) // wiped
+	require.Equal(t, 1, logs.Len())
+	require.Equal(t, int64(3), c.revisions.highest.Load())
+	c.sawRevision(100, header(2)) // begun before it was told
+	c.sawRevision(100, header(5))
+	c.sawRevision(0, nil)
+	require.Equal(t, 1, logs.Len())
+	require.Equal(t, int64(5), c.revisions.highest.Load())
+	c.sawRevision(5, header(4)) // a second going back
+	require.Equal(t, 2, logs.Len())
 }

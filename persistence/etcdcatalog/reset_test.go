@@ -4,9 +4,13 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/lowwater/lowwater/internal/testkit/etcdtest"
 	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/persistence/etcdcatalog"
 	"github.com/lowwater/lowwater/wal"
 )
 
@@ -61,4 +65,49 @@ func TestRevisionResetNeverLowers(t *testing.T) {
 	}
 	got := history(t, cli, checkpointKey("q"), 1, currentRevision(t, cli))
 	require.Equal(t, []wal.MessageID{wal.KafkaID(100), wal.KafkaID(200), wal.KafkaID(201), wal.KafkaID(202), wal.KafkaID(203)}, got)
+}
+
+// TestAWipedEtcdIsAnError: a node whose etcd lost its data, wiped under
+// it, says so at Error, once, on the first answer that shows it (its
+// revision below one seen before), and goes on from what etcd holds:
+// nothing, where its pchannels then recover from nothing. Before, only
+// that recovery said anything, at Info, as on a first start. A
+// serializable read, which a member behind answers from its own store,
+// tells nothing; nor do the answers after.
+func TestAWipedEtcdIsAnError(t *testing.T) {
+	srv := etcdtest.StartServer(t)
+	eps := srv.Endpoints()
+	core, logs := observer.New(zap.ErrorLevel)
+	cfg := clientConfig(eps, nil)
+	cfg.Logger = zap.New(core)
+	c, err := etcdcatalog.Open(cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, c.Close()) })
+	ctx := ctxT(t)
+	for i := 1; i <= 20; i++ {
+		require.NoError(t, c.Save(ctx, "p", wal.KafkaID(i)))
+	}
+	before, err := c.Client().Get(ctx, "any")
+	require.NoError(t, err)
+	require.Zero(t, logs.Len())
+
+	srv.WipeAndRestart()
+	_, err = c.Client().Get(ctx, "reconnected", clientv3.WithSerializable())
+	require.NoError(t, err)
+	require.Zero(t, logs.Len(), "a client's own read is none of the catalog's")
+
+	got, err := c.Load(ctx, "p")
+	require.NoError(t, err)
+	require.Nil(t, got, "the record went with the data")
+	wentBack := logs.FilterMessageSnippet("etcd went back in time").All()
+	require.Len(t, wentBack, 1)
+	fields := wentBack[0].ContextMap()
+	require.Equal(t, before.Header.Revision, fields["revisionSeen"])
+	require.Less(t, fields["revisionNow"], int64(3))
+
+	require.NoError(t, c.Save(ctx, "p", wal.KafkaID(1)))
+	got, err = c.Load(ctx, "p")
+	require.NoError(t, err)
+	require.Equal(t, wal.KafkaID(1), got)
+	require.Equal(t, 1, logs.Len(), "told once")
 }
