@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -156,4 +157,56 @@ func (f *failingReads) Load(context.Context, string) (wal.MessageID, error) {
 	}
 	f.read <- struct{}{}
 	return nil, errors.New("read failed")
+}
+
+// A flush that ends before its answer came (here, the ownership ended)
+// keeps taking that answer until the actor has stopped, and with it the
+// persister: removed at once, a late answer, or the dead-letter response
+// to a request the persister never read, went to protoactor's dead
+// letters, which logged a line naming lowwater's internal PIDs.
+func TestAFlushCutShortLeavesNoDeadLetter(t *testing.T) {
+	cat := newStubborn(false, true)
+	defer cat.unblock()
+	system := quietSystem(t)
+	var toFlush atomic.Int32
+	sub := system.EventStream.Subscribe(func(ev any) {
+		if dl, ok := ev.(*actor.DeadLetterEvent); ok && dl.PID != nil && strings.HasPrefix(dl.PID.Id, "flush") {
+			toFlush.Add(1)
+		}
+	})
+	defer system.EventStream.Unsubscribe(sub)
+	lost := subscribed[*messages.OwnershipLost](t, system)
+	owned, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	sessionEnded := errors.New("owner session ended")
+	const flush = time.Minute
+	props, err := NewProps("p", wal.Kafka, cat, WithSaveTimeout(time.Hour), WithStopFlushTimeout(flush),
+		WithOwnership(owned), WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(7)}))
+	require.NoError(t, err)
+	props.Configure(actor.WithReceiverMiddleware(func(next actor.ReceiverFunc) actor.ReceiverFunc {
+		return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
+			if _, ok := env.Message.(*actor.Stopping); ok {
+				cancel(sessionEnded)
+			}
+			next(c, env)
+		}
+	}))
+	pid := system.Root.Spawn(props)
+	select {
+	case <-cat.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the save never started")
+	}
+	stopTellsTheLoss(t, system, pid, flush, lost, sessionEnded)
+	cat.unblock() // the save returns, and the persister, stopping, may answer
+	// A dead letter is published on the sender's goroutine: one more
+	// message through the system after the stop comes after it.
+	_, err = system.Root.RequestFuture(system.NewLocalPID("nobody"), "ping", time.Second).Result()
+	require.Error(t, err)
+	require.Zero(t, toFlush.Load(), "dead letters to a flush's reply PID")
+	for _, bucket := range system.ProcessRegistry.LocalPIDs.LocalPIDs {
+		for _, id := range bucket.Keys() {
+			require.False(t, strings.HasPrefix(id, "flush"), "%s is left in the registry", id)
+		}
+	}
 }

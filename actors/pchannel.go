@@ -165,6 +165,10 @@ type pchannel struct {
 	graceful bool
 	// unflushed says why a stop left the minimum unsaved, for Stopped.
 	unflushed error
+	// flushReplies is the PID the flush's answer comes to, kept until the
+	// actor has stopped (dropFlushReplies): the persister may answer after
+	// the flush has ended, and until it has stopped.
+	flushReplies *actor.PID
 
 	// recovering
 	recovery recovery
@@ -307,6 +311,7 @@ func (p *pchannel) Receive(ctx actor.Context) {
 		p.stopWatchers = append(p.stopWatchers, m.watcher)
 	case *actor.Stopped:
 		p.stoppedSeen = true
+		p.dropFlushReplies(ctx.ActorSystem().ProcessRegistry)
 		if p.listing != nil {
 			p.listing.delist(ctx.Self())
 		}
@@ -444,6 +449,7 @@ func (p *pchannel) stepStopping(ctx actor.Context, msg any) {
 		p.quiet()
 		p.phase = stopping
 		p.handOn()
+		p.dropFlushReplies(ctx.ActorSystem().ProcessRegistry) // this incarnation sees no Stopped
 	default:
 		p.other(ctx)
 	}
@@ -1711,7 +1717,13 @@ func (p *pchannel) flush(ctx actor.Context, deadline time.Time) {
 	registry := ctx.ActorSystem().ProcessRegistry
 	replies := &flushReplies{ch: make(chan any, 1)}
 	self, _ := registry.Add(replies, "flush"+registry.NextId())
-	defer registry.Remove(self)
+	// Removed once the persister has stopped: removed here, an answer
+	// that came after the flush ended (the ownership ended it, or the
+	// deadline), or the dead-letter response to a request a stopped
+	// persister never read, was a dead letter, logged by protoactor
+	// under the names of lowwater's PIDs.
+	p.dropFlushReplies(registry)
+	p.flushReplies = self
 	seq := replies.next()
 	ctx.RequestWithCustomSender(p.persister, &flushRequest{seq: seq}, self)
 	timeout := time.NewTimer(time.Until(deadline))
@@ -1835,6 +1847,14 @@ func (r *flushReplies) SendUserMessage(_ *actor.PID, message any) {
 
 func (*flushReplies) SendSystemMessage(*actor.PID, any) {}
 func (*flushReplies) Stop(*actor.PID)                   {}
+
+// dropFlushReplies removes the last flush's reply PID, if any.
+func (p *pchannel) dropFlushReplies(registry *actor.ProcessRegistryValue) {
+	if p.flushReplies != nil {
+		registry.Remove(p.flushReplies)
+		p.flushReplies = nil
+	}
+}
 
 func (p *pchannel) header() messages.Header { return newHeader(p.cfg.pchannel) }
 
