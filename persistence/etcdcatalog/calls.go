@@ -11,6 +11,8 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
 
 	"github.com/lowwater/lowwater/persistence"
 )
@@ -68,12 +70,50 @@ func (e etcdCalls) Scan(ctx context.Context, key string, opts ...clientv3.OpOpti
 }
 
 // catalogCall makes call under ctx, ended by c's Close too; its error
-// says so when ctx or the Close ended it (endedErr, closedErr).
+// says so when ctx or the Close ended it (endedErr, closedErr), and on
+// Open's client why its last try failed (keepLastTry).
 func catalogCall[R any](c *Catalog, ctx context.Context, call func(context.Context) (R, error)) (R, error) {
 	bounded, done := c.bound(ctx)
 	defer done()
+	var tries *lastTry
+	if c.ownClient {
+		tries = new(lastTry)
+		bounded = context.WithValue(bounded, lastTryKey{}, tries)
+	}
 	resp, err := call(bounded)
-	return resp, c.closedErr(endedErr(ctx, err))
+	err = endedErr(ctx, err)
+	if tries != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
+		if last := tries.err.Load(); last != nil {
+			// A try cut short while it waited for a connection says
+			// why there was none ("latest balancer error: …").
+			if why := status.Convert(*last).Message(); why != context.DeadlineExceeded.Error() && why != context.Canceled.Error() {
+				err = fmt.Errorf("%w (its last try failed: %s)", err, why)
+			}
+		}
+	}
+	return resp, c.closedErr(err)
+}
+
+// lastTry keeps the failure of a call's last try.
+type lastTry struct{ err atomic.Pointer[error] }
+
+type lastTryKey struct{}
+
+// keepLastTry, a unary interceptor of Open's client, keeps in the call's
+// lastTry why each try failed. clientv3 tries a call again while etcd is
+// out of reach (connection refused, no leader yet), until its context
+// ends, and then returns that context's error alone: the Warn line of each
+// failed save said "context deadline exceeded", and the cause was in
+// clientv3's own line of each try, hundreds of columns long, matched by
+// its time. Inside clientv3's interceptor, it sees each try.
+func keepLastTry(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	err := invoker(ctx, method, req, reply, cc, opts...)
+	if err != nil {
+		if tries, ok := ctx.Value(lastTryKey{}).(*lastTry); ok {
+			tries.err.Store(&err)
+		}
+	}
+	return err
 }
 
 // Txn is a transaction bound by Close until it is committed; every

@@ -114,7 +114,8 @@ func New(client *clientv3.Client, opts ...Option) (*Catalog, error) {
 // the calls go to the others. Without it each call that lands there waits
 // out its deadline, for as long as the member hangs, though a quorum
 // answers. Its client logs clientv3's warning of each call cut short at
-// Debug (ClientLogger). A client given to New is taken as it is.
+// Debug (ClientLogger), and a call that runs out of time says why its
+// last try failed (keepLastTry). A client given to New is taken as it is.
 func Open(cfg clientv3.Config, opts ...Option) (*Catalog, error) {
 	o, err := buildOptions(opts)
 	if err != nil {
@@ -126,7 +127,7 @@ func Open(cfg clientv3.Config, opts ...Option) (*Catalog, error) {
 			cfg.DialKeepAliveTimeout = DefaultKeepAliveTimeout
 		}
 	}
-	cfg.DialOptions = append([]grpc.DialOption{connectParams}, cfg.DialOptions...)
+	cfg.DialOptions = append([]grpc.DialOption{connectParams, grpc.WithChainUnaryInterceptor(keepLastTry)}, cfg.DialOptions...)
 	lg, err := clientLogger(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("etcdcatalog: connect: %w", err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"sort"
 	"strings"
 	"sync"
@@ -517,4 +518,28 @@ func TestLateDeleteOfARecordSavedSinceDeletesNothing(t *testing.T) {
 	got, err := c.Load(ctxT(t), "p")
 	require.NoError(t, err)
 	require.Equal(t, wal.KafkaID(7), got)
+}
+
+// A call that runs out of time while etcd is out of reach says why its
+// last try failed: clientv3 tries again until the deadline and then gives
+// the deadline alone, and a node's Warn line of each failed save said
+// only that. The error is still the deadline's.
+func TestACallOutOfTimeSaysWhyItsLastTryFailed(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close()) // nothing listens there now
+	c := openCatalog(t, []string{"http://" + addr}, nil)
+
+	for _, call := range []func(context.Context) error{
+		func(ctx context.Context) error { _, err := c.Load(ctx, "p"); return err },
+		func(ctx context.Context) error { return c.Save(ctx, "p", wal.KafkaID(1)) },
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		err := call(ctx)
+		cancel()
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.ErrorContains(t, err, "its last try failed: ")
+		require.ErrorContains(t, err, "connection refused")
+	}
 }
