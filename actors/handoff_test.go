@@ -94,10 +94,10 @@ func TestStoppedIsLoggedBeforeItIsPublished(t *testing.T) {
 	}
 }
 
-// TestAStopThatLeftItsMinimumUnsavedIsAWarning: the next owner replays
+// TestAStopBeforeItsMinimumWasKnownSavedIsAWarning: the next owner replays
 // from the checkpoint persisted, which an operator who keeps Warn and
 // above must learn; a stop that saved everything stays at Info.
-func TestAStopThatLeftItsMinimumUnsavedIsAWarning(t *testing.T) {
+func TestAStopBeforeItsMinimumWasKnownSavedIsAWarning(t *testing.T) {
 	cat := &hangingSaves{Catalog: persistence.NewMemory(), entered: make(chan struct{}, 16), release: make(chan struct{})}
 	defer close(cat.release)
 	core, logs := observer.New(zap.InfoLevel)
@@ -115,7 +115,7 @@ func TestAStopThatLeftItsMinimumUnsavedIsAWarning(t *testing.T) {
 	require.NoError(t, sys.Root.StopFuture(pid).Wait())
 
 	require.Zero(t, logs.FilterMessage("stopped").Len())
-	warned := logs.FilterMessage("stopped with its minimum unsaved").All()
+	warned := logs.FilterMessage("stopped before its minimum was known saved").All()
 	require.Len(t, warned, 1)
 	require.Equal(t, zap.WarnLevel, warned[0].Level)
 	fields := warned[0].ContextMap()

@@ -812,8 +812,9 @@ func TestAStopAfterAPanicSaysWhy(t *testing.T) {
 	require.Equal(t, zap.WarnLevel, warned[0].Level)
 	require.Equal(t, "middleware bug on kafka:2", warned[0].ContextMap()["reason"])
 	require.Equal(t, "*messages.UpdateCheckpoint", warned[0].ContextMap()["command"])
-	// Hard stops: each may have left its minimum unsaved, a line of its own.
-	require.Equal(t, 2, logs.FilterMessage("stopped").Len()+logs.FilterMessage("stopped with its minimum unsaved").Len(),
+	// Hard stops: each may have stopped before its minimum was known saved,
+	// a line of its own.
+	require.Equal(t, 2, logs.FilterMessage("stopped").Len()+logs.FilterMessage("stopped before its minimum was known saved").Len(),
 		"the stop lines of the other two")
 }
 

@@ -1340,9 +1340,10 @@ func (p *pchannel) tellStopped(ev *messages.Stopped, f *PChannelPanicError, note
 		ev.Failure = f
 		p.cfg.logger.Warn("stopped after it panicked, before any restart"+note, append(fields, zap.String("command", f.Command), reasonField(f.Value))...)
 	case !ev.Flushed && ev.Dropped != nil:
-		// A minimum left unsaved: the next owner replays from the one
-		// persisted, which a filter of Warn and above must not hide.
-		p.cfg.logger.Warn("stopped with its minimum unsaved"+note, fields...)
+		// A minimum not known saved (a save that ran out of time may yet
+		// have landed): the next owner replays from the checkpoint it
+		// finds, which a filter of Warn and above must not hide.
+		p.cfg.logger.Warn("stopped before its minimum was known saved"+note, fields...)
 	default:
 		p.cfg.logger.Info("stopped"+note, fields...)
 	}

@@ -11,6 +11,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 
@@ -196,7 +197,8 @@ func (c *Catalog) sawRevision(floor int64, h *etcdserverpb.ResponseHeader) {
 				continue
 			}
 			if lg := c.client.GetLogger(); lg != nil {
-				lg.Error("etcd went back in time: it lost its data, or was restored from an older backup; "+
+				// No stack: where the catalog saw it says nothing.
+				lg.WithOptions(zap.AddStacktrace(zap.LevelEnablerFunc(func(zapcore.Level) bool { return false }))).Error("etcd went back in time: it lost its data, or was restored from an older backup; "+
 					"the checkpoints it holds may be older than those saved, or gone, and the pchannels that recover from them replay their records",
 					zap.Int64("revisionSeen", highest), zap.Int64("revisionNow", rev), zap.Uint64("clusterID", h.ClusterId))
 			}

@@ -79,7 +79,7 @@ func TestAWipedEtcdIsAnError(t *testing.T) {
 	eps := srv.Endpoints()
 	core, logs := observer.New(zap.ErrorLevel)
 	cfg := clientConfig(eps, nil)
-	cfg.Logger = zap.New(core)
+	cfg.Logger = zap.New(core, zap.AddStacktrace(zap.ErrorLevel)) // as zap's production config
 	c, err := etcdcatalog.Open(cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, c.Close()) })
@@ -104,6 +104,7 @@ func TestAWipedEtcdIsAnError(t *testing.T) {
 	fields := wentBack[0].ContextMap()
 	require.Equal(t, before.Header.Revision, fields["revisionSeen"])
 	require.Less(t, fields["revisionNow"], int64(3))
+	require.Empty(t, wentBack[0].Stack, "a stack of the catalog's says nothing of etcd's loss")
 
 	require.NoError(t, c.Save(ctx, "p", wal.KafkaID(1)))
 	got, err = c.Load(ctx, "p")
