@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -86,8 +87,10 @@ func catalogCall[R any](c *Catalog, ctx context.Context, call func(context.Conte
 	if tries != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
 		if last := tries.err.Load(); last != nil {
 			// A try cut short while it waited for a connection says
-			// why there was none ("latest balancer error: …").
-			if why := status.Convert(*last).Message(); why != context.DeadlineExceeded.Error() && why != context.Canceled.Error() {
+			// why there was none ("latest balancer error: …"), if it
+			// knows more than that its time ran out.
+			if why := status.Convert(*last).Message(); !strings.HasPrefix(why, context.DeadlineExceeded.Error()) &&
+				!strings.HasPrefix(why, context.Canceled.Error()) {
 				err = fmt.Errorf("%w (its last try failed: %s)", err, why)
 			}
 		}

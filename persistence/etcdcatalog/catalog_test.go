@@ -542,4 +542,35 @@ func TestACallOutOfTimeSaysWhyItsLastTryFailed(t *testing.T) {
 		require.ErrorContains(t, err, "its last try failed: ")
 		require.ErrorContains(t, err, "connection refused")
 	}
+
+	// An address that takes connections and answers nothing: the last
+	// try knows no more than that its time ran out ("context deadline
+	// exceeded while waiting for connections to become ready"), and the
+	// error says nothing of it.
+	mute, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	var held sync.WaitGroup
+	held.Go(func() {
+		var conns []net.Conn
+		defer func() {
+			for _, c := range conns {
+				_ = c.Close()
+			}
+		}()
+		for {
+			c, err := mute.Accept()
+			if err != nil {
+				return
+			}
+			conns = append(conns, c)
+		}
+	})
+	defer held.Wait()
+	defer mute.Close()
+	silent := openCatalog(t, []string{"http://" + mute.Addr().String()}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err = silent.Load(ctx, "q")
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.NotContains(t, err.Error(), "its last try failed")
 }
