@@ -55,11 +55,6 @@ type call struct {
 	// StartSave told its outcome before it returned.
 	stage atomic.Int32
 
-	// checkAt is when the actor's next look at whether the call is
-	// overdue is due, once one came early (overdue); read and written on
-	// the actor's goroutine alone.
-	checkAt time.Time
-
 	mu       sync.Mutex
 	finished bool          // guarded by mu
 	done     chan struct{} // guarded by mu; made by the first waiter
@@ -345,30 +340,25 @@ func overdueAfter(timeout time.Duration) time.Duration {
 // if it has returned: its result is on its way). The actor asks again
 // after wait.
 //
-// A look that comes more than joinGrace after it was due says that the
-// process was held (stopped by SIGSTOP, a VM paused, a long pause of its
-// collector) or the actor was: the catalog, held as well, had no time to
-// see its deadline pass, and the call is looked at once more, joinGrace
-// on. Its deadline's timer and the watchdog's fire together when the
-// process goes on, and a paused node logged a catalog that honours its
-// context as one that ignores it.
+// The grace counts from when the call's context ended, not from its
+// deadline: a process held past the deadline (stopped by SIGSTOP, a VM
+// paused) ends the context only as it goes on, when the deadline's timer
+// and the watchdog's fire together, and a paused node logged a catalog
+// that honours its context as one that ignores it. A context not ended
+// yet, its deadline past, is ended by the look, and the grace counts from
+// there: a catalog that never asked for its Done (one that ignores it)
+// is reported a grace later.
 func (k *call) overdue() (wait time.Duration, err error) {
 	timeout := k.ctx.timeout
-	now := time.Now()
-	due := k.ctx.began.Add(overdueAfter(timeout))
-	if wait = due.Sub(now); wait > 0 {
-		k.checkAt = due
+	due := overdueAfter(timeout)
+	if ended, ok := k.ctx.endedAfter(); ok {
+		due = max(due, ended+joinGrace) // both under the call's age
+	}
+	if wait = due - time.Since(k.ctx.began); wait > 0 {
 		return wait, nil
 	}
 	if _, done := k.joined(); done {
 		return 0, nil
-	}
-	if k.checkAt.Before(due) {
-		k.checkAt = due
-	}
-	if now.Sub(k.checkAt) > joinGrace {
-		k.checkAt = now.Add(joinGrace)
-		return joinGrace, nil
 	}
 	return 0, fmt.Errorf("%w: %s %v past its %v deadline; the next attempt waits for it", ErrCatalogOverdue, k.awaited(), joinGrace, timeout)
 }
@@ -498,6 +488,19 @@ type callContext struct {
 	err   error         // guarded by mu
 	done  chan struct{} // guarded by mu
 	timer *time.Timer   // guarded by mu
+	// ended is how long after began err was set (overdue).
+	ended time.Duration // guarded by mu
+}
+
+// endedAfter ends the context if its deadline has passed, and reports
+// how long after the call began it ended, if it has.
+func (c *callContext) endedAfter() (time.Duration, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.expiredLocked() {
+		return 0, false
+	}
+	return c.ended, true
 }
 
 var _ context.Context = (*callContext)(nil)
@@ -552,6 +555,7 @@ func (c *callContext) cancel(err error) {
 
 func (c *callContext) endLocked(err error) {
 	c.err = err
+	c.ended = time.Since(c.began)
 	if c.done != nil {
 		close(c.done)
 	}

@@ -365,6 +365,7 @@ func (p *pchannel) stepRecovering(ctx actor.Context, msg any) {
 	case *actor.Restarting:
 		p.quiet()
 		p.handOn()
+		p.dropFlushReplies(ctx.ActorSystem().ProcessRegistry) // a Stopping handler that panicked
 	default:
 		p.other(ctx)
 	}
@@ -396,6 +397,7 @@ func (p *pchannel) stepRunning(ctx actor.Context, msg any) {
 	case *actor.Restarting:
 		p.quiet()
 		p.handOn()
+		p.dropFlushReplies(ctx.ActorSystem().ProcessRegistry) // a Stopping handler that panicked
 	case savedAbove:
 		p.savedAbove(m.persisted)
 	default:

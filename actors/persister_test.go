@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -82,7 +83,9 @@ func TestPersisterRetriesOnlyOnItsOwnTimer(t *testing.T) {
 func TestPersisterReportsAnOverdueSaveOnce(t *testing.T) {
 	s, published := barePersister(t)
 	s.receiveDirect(offer{minimum: wal.KafkaID(5)})
-	takeSave(t, s).ctx.began = time.Now().Add(-2 * overdueAfter(s.cfg.saveTimeout))
+	k := takeSave(t, s)
+	k.ctx.began = time.Now().Add(-2 * overdueAfter(s.cfg.saveTimeout))
+	endedOnTime(k)
 
 	s.receiveDirect(overdueCheck{})
 	s.receiveDirect(overdueCheck{})
@@ -92,31 +95,59 @@ func TestPersisterReportsAnOverdueSaveOnce(t *testing.T) {
 	require.Equal(t, wal.KafkaID(5), failed.Value)
 }
 
-// TestALateLookAtACallLooksAgain: a look at a running call that comes
-// well past the time it was due (the process was stopped, and the
-// catalog with it) does not call it overdue, but looks again a grace
-// on; that look, on time, does. One on time calls it overdue at once.
-func TestALateLookAtACallLooksAgain(t *testing.T) {
+// TestTheGraceOfACallCountsFromTheEndOfItsContext: a call is overdue a
+// grace after its context ended, not after its deadline: a process held
+// past the deadline (the catalog with it) ends the context only as it
+// goes on, and the catalog is then given its grace. A context ended on
+// time leaves none past the deadline's; one not ended yet is ended by
+// the look.
+func TestTheGraceOfACallCountsFromTheEndOfItsContext(t *testing.T) {
 	const timeout = time.Second
 	site := &callSite{op: "Save", timeout: timeout}
-	onTime := newCall(site, 1, wal.KafkaID(1))
-	onTime.ctx.began = time.Now().Add(-overdueAfter(timeout) - 10*time.Millisecond)
+	running := func(seq uint64, age time.Duration) *call {
+		k := newCall(site, seq, wal.KafkaID(1))
+		k.ctx.began = time.Now().Add(-age)
+		return k
+	}
+	// later moves the call's clock on by d, as if d had passed.
+	later := func(k *call, d time.Duration) { k.ctx.began = k.ctx.began.Add(-d) }
+
+	onTime := running(1, overdueAfter(timeout)+10*time.Millisecond)
+	endedOnTime(onTime)
 	_, err := onTime.overdue()
 	require.ErrorIs(t, err, ErrCatalogOverdue)
 
-	late := newCall(site, 2, wal.KafkaID(1))
-	late.ctx.began = time.Now().Add(-overdueAfter(timeout) - 40*time.Second) // a process stopped 40 s
-	wait, err := late.overdue()
-	require.NoError(t, err, "a look 40 s late")
-	require.Equal(t, joinGrace, wait)
-	// The grace passes: the next look comes on time.
-	late.ctx.began = late.ctx.began.Add(-joinGrace)
-	late.checkAt = late.checkAt.Add(-joinGrace)
-	_, err = late.overdue()
+	held := running(2, overdueAfter(timeout)+40*time.Second) // a process stopped 40 s
+	held.ctx.cancel(context.DeadlineExceeded)                // its timer fires as it goes on
+	wait, err := held.overdue()
+	require.NoError(t, err, "the catalog, held as long, had no time")
+	require.InDelta(t, float64(joinGrace), float64(wait), float64(20*time.Millisecond))
+	later(held, joinGrace)
+	_, err = held.overdue()
 	require.ErrorIs(t, err, ErrCatalogOverdue)
 
-	early := newCall(site, 3, wal.KafkaID(1))
+	unasked := running(3, overdueAfter(timeout)+10*time.Millisecond) // never asked for its Done
+	wait, err = unasked.overdue()
+	require.NoError(t, err)
+	require.InDelta(t, float64(joinGrace), float64(wait), float64(20*time.Millisecond))
+	_, ended := unasked.ctx.endedAfter()
+	require.True(t, ended, "ended by the look")
+	later(unasked, joinGrace)
+	_, err = unasked.overdue()
+	require.ErrorIs(t, err, ErrCatalogOverdue)
+
+	early := running(4, 0)
 	wait, err = early.overdue()
 	require.NoError(t, err)
 	require.InDelta(t, float64(overdueAfter(timeout)), float64(wait), float64(50*time.Millisecond))
+}
+
+// endedOnTime ends k's context as its timer would have at its deadline.
+func endedOnTime(k *call) {
+	k.ctx.mu.Lock()
+	defer k.ctx.mu.Unlock()
+	if k.ctx.err == nil {
+		k.ctx.endLocked(context.DeadlineExceeded)
+	}
+	k.ctx.ended = k.ctx.timeout
 }

@@ -382,9 +382,10 @@ func TestAbandonedCallNamesWhatItWaitsOn(t *testing.T) {
 			} else {
 				<-entered
 			}
-			// Its look due 10 ms ago: on time (overdue looks again at
-			// one late by more than joinGrace).
+			// Its context ended at its deadline, and its look due 10 ms
+			// ago.
 			k.ctx.began = time.Now().Add(-overdueAfter(k.ctx.timeout) - 10*time.Millisecond)
+			endedOnTime(k)
 			_, err := k.overdue()
 			require.ErrorIs(t, err, ErrCatalogOverdue)
 			require.ErrorContains(t, err, ": "+tc.state+" 100ms past its 1ms deadline")
