@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -35,7 +36,7 @@ type etcdCalls struct{ c *Catalog }
 // Get reads one key, sent again when no answer comes (hedge): a read
 // changes nothing, however many times it is made.
 func (e etcdCalls) Get(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
-	floor := e.c.revisions.highest.Load()
+	seen := e.c.revisions.begin()
 	resp, err := catalogCall(e.c, ctx, func(ctx context.Context) (*clientv3.GetResponse, error) {
 		return hedge(e.c, &e.c.readTrips, maxHedges, ctx, func(ctx context.Context) (*clientv3.GetResponse, error) {
 			return onLeader(ctx, func(ctx context.Context) (*clientv3.GetResponse, error) {
@@ -44,7 +45,7 @@ func (e etcdCalls) Get(ctx context.Context, key string, opts ...clientv3.OpOptio
 		})
 	})
 	if err == nil && !clientv3.OpGet(key, opts...).IsSerializable() {
-		e.c.sawRevision(floor, resp.Header)
+		e.c.sawRevision(seen, resp.Header)
 	}
 	return resp, err
 }
@@ -57,7 +58,7 @@ func (e etcdCalls) Get(ctx context.Context, key string, opts ...clientv3.OpOptio
 // a member that answers nothing held LoadAll, Inspect or the lowwater
 // tool's list to its deadline, one page in three.
 func (e etcdCalls) Scan(ctx context.Context, key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
-	floor := e.c.revisions.highest.Load()
+	seen := e.c.revisions.begin()
 	resp, err := catalogCall(e.c, ctx, func(ctx context.Context) (*clientv3.GetResponse, error) {
 		return hedge(e.c, &e.c.pageTrips, 1, ctx, func(ctx context.Context) (*clientv3.GetResponse, error) {
 			return onLeader(ctx, func(ctx context.Context) (*clientv3.GetResponse, error) {
@@ -66,7 +67,7 @@ func (e etcdCalls) Scan(ctx context.Context, key string, opts ...clientv3.OpOpti
 		})
 	})
 	if err == nil && !clientv3.OpGet(key, opts...).IsSerializable() {
-		e.c.sawRevision(floor, resp.Header)
+		e.c.sawRevision(seen, resp.Header)
 	}
 	return resp, err
 }
@@ -86,9 +87,6 @@ func catalogCall[R any](c *Catalog, ctx context.Context, call func(context.Conte
 	err = endedErr(ctx, err)
 	if tries != nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)) {
 		if last := tries.err.Load(); last != nil {
-			// A try cut short while it waited for a connection says
-			// why there was none ("latest balancer error: …"), if it
-			// knows more than that its time ran out.
 			if why := status.Convert(*last).Message(); !strings.HasPrefix(why, context.DeadlineExceeded.Error()) &&
 				!strings.HasPrefix(why, context.Canceled.Error()) {
 				err = fmt.Errorf("%w (its last try failed: %s)", err, why)
@@ -112,10 +110,18 @@ type lastTryKey struct{}
 // its time. Inside clientv3's interceptor, it sees each try.
 func keepLastTry(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	err := invoker(ctx, method, req, reply, cc, opts...)
-	if err != nil {
-		if tries, ok := ctx.Value(lastTryKey{}).(*lastTry); ok {
-			tries.err.Store(&err)
-		}
+	if err == nil {
+		return nil
+	}
+	// A try cut short by the call's end knows no more than that, and
+	// would hide why the one before it failed; one cut short while it
+	// waited for a connection says why there was none ("latest balancer
+	// error: …"), and is kept.
+	if ended := ctx.Err(); ended != nil && strings.HasPrefix(status.Convert(err).Message(), ended.Error()) {
+		return err
+	}
+	if tries, ok := ctx.Value(lastTryKey{}).(*lastTry); ok {
+		tries.err.Store(&err)
 	}
 	return err
 }
@@ -144,14 +150,14 @@ func (t *boundTxn) Else(ops ...clientv3.Op) clientv3.Txn {
 }
 
 func (t *boundTxn) Commit() (*clientv3.TxnResponse, error) {
-	floor := t.c.revisions.highest.Load()
+	seen := t.c.revisions.begin()
 	resp, err := catalogCall(t.c, t.ctx, func(ctx context.Context) (*clientv3.TxnResponse, error) {
 		return onLeader(ctx, func(ctx context.Context) (*clientv3.TxnResponse, error) {
 			return t.c.client.Txn(ctx).If(t.cmps...).Then(t.then...).Else(t.els...).Commit()
 		})
 	})
 	if err == nil && !t.serializable() {
-		t.c.sawRevision(floor, resp.Header)
+		t.c.sawRevision(seen, resp.Header)
 	}
 	return resp, err
 }
@@ -161,55 +167,76 @@ func (t *boundTxn) Commit() (*clientv3.TxnResponse, error) {
 // read serializable (the reads of the owner keys Owns wait on): one a
 // little behind answers with a revision below one seen before.
 func (t *boundTxn) serializable() bool {
-	if len(t.cmps) > 0 || len(t.els) > 0 {
-		return false
-	}
-	for _, op := range t.then {
-		if !op.IsGet() || !op.IsSerializable() {
-			return false
+	// etcd's own rule (IsTxnSerializable): whatever it compares, every
+	// operation of either branch a serializable read.
+	for _, ops := range [][]clientv3.Op{t.then, t.els} {
+		for _, op := range ops {
+			if !op.IsGet() || !op.IsSerializable() {
+				return false
+			}
 		}
 	}
 	return true
 }
 
-// revisions is the highest revision of etcd that the catalog's calls
-// answered with, read without a member's own view (serializable), which
-// may be behind.
-type revisions struct{ highest atomic.Int64 }
+// revisions is what a catalog knows of etcd's revision, from the answers
+// to its calls that etcd made linearizable (the others, serializable,
+// come from a member's own store, which may be behind).
+type revisions struct {
+	mu      sync.Mutex
+	highest int64 // guarded by mu
+	// era counts the times etcd went back: an answer to a call begun in
+	// an earlier era tells nothing of this one.
+	era uint64 // guarded by mu
+}
 
-// sawRevision takes the revision a call answered with that began when
-// floor was the highest seen. Below floor, etcd went back in time: every
-// answer made after another reflects that one's writes, and so has a
-// revision at least as high, but for a store that lost them, wiped or
-// restored from an older backup. A node can do nothing about that, and
-// the stored checkpoints may be older than those it saved, or gone: the
-// pchannels that recover from them replay their records. It says so, at
-// Error, once each time: the calls that overlap it, which began before,
-// find the highest lowered already. A node that saw a pchannel's record
-// vanish otherwise logged nothing but its recovery from nothing, at Info,
-// as on its first start.
-func (c *Catalog) sawRevision(floor int64, h *etcdserverpb.ResponseHeader) {
+// seenRevision is what a call knew of etcd's revision as it began.
+type seenRevision struct {
+	floor int64
+	era   uint64
+}
+
+func (r *revisions) begin() seenRevision {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return seenRevision{r.highest, r.era}
+}
+
+// sawRevision takes the header of an answer to a call that began having
+// seen seen. Below its floor, etcd went back in time: an answer made
+// after another reflects that one's writes, and so has a revision at
+// least as high, but for a store that lost them, wiped or restored from
+// an older backup (or endpoints that lead to another cluster). A node
+// can do nothing about that, and the stored checkpoints may be older than
+// those it saved, or gone: the pchannels that recover from them replay
+// their records. It says so at Error, once each time: an answer to a
+// call begun before, whatever its revision, is of the era before. A node
+// that saw a pchannel's record vanish otherwise logged nothing but its
+// recovery from nothing, at Info, as on its first start.
+func (c *Catalog) sawRevision(seen seenRevision, h *etcdserverpb.ResponseHeader) {
 	if h == nil {
 		return
 	}
-	rev := h.Revision
-	for {
-		highest := c.revisions.highest.Load()
-		if rev < floor && highest >= floor {
-			if !c.revisions.highest.CompareAndSwap(highest, rev) {
-				continue
-			}
-			if lg := c.client.GetLogger(); lg != nil {
-				// No stack: where the catalog saw it says nothing.
-				lg.WithOptions(zap.AddStacktrace(zap.LevelEnablerFunc(func(zapcore.Level) bool { return false }))).Error("etcd went back in time: it lost its data, or was restored from an older backup; "+
-					"the checkpoints it holds may be older than those saved, or gone, and the pchannels that recover from them replay their records",
-					zap.Int64("revisionSeen", highest), zap.Int64("revisionNow", rev), zap.Uint64("clusterID", h.ClusterId))
-			}
-			return
-		}
-		if rev <= highest || c.revisions.highest.CompareAndSwap(highest, rev) {
-			return
-		}
+	r := &c.revisions
+	r.mu.Lock()
+	if seen.era != r.era {
+		r.mu.Unlock()
+		return
+	}
+	wentBack := h.Revision < seen.floor
+	if wentBack {
+		r.era++
+	}
+	if wentBack || h.Revision > r.highest {
+		r.highest = h.Revision
+	}
+	r.mu.Unlock()
+	if lg := c.client.GetLogger(); wentBack && lg != nil {
+		// No stack: where the catalog saw it says nothing.
+		lg.WithOptions(zap.AddStacktrace(zap.LevelEnablerFunc(func(zapcore.Level) bool { return false }))).Error(
+			"etcd went back in time: it lost its data, or was restored from an older backup; "+
+				"the checkpoints it holds may be older than those saved, or gone, and the pchannels that recover from them replay their records",
+			zap.Int64("revisionSeen", seen.floor), zap.Int64("revisionNow", h.Revision), zap.Uint64("clusterID", h.ClusterId))
 	}
 }
 

@@ -50,7 +50,7 @@ type Catalog struct {
 	saveTrips, readTrips, pageTrips roundTrips
 	// ownerChecks reads the owner keys that Owns wait on (waitDelete).
 	ownerChecks ownerChecks
-	// revisions tells when etcd's revision goes back (wentBack).
+	// revisions tells when etcd's revision goes back (sawRevision).
 	revisions revisions
 
 	mu sync.Mutex

@@ -316,25 +316,35 @@ func TestRefusedByAll(t *testing.T) {
 
 // Answers that overlap come in any order: one below the highest seen,
 // but not below what was seen when its call began, is no going back.
-// One below that is, told once; the calls that overlapped it, begun
-// before it was told, are not.
+// One below that is, told once; an answer to a call begun before it was
+// told, whatever its revision, tells nothing of the store since: a
+// pre-wipe answer read late raised the highest again, and the next
+// answer told the wipe a second time.
 func TestSawRevisionTellsAGoingBackOnce(t *testing.T) {
 	core, logs := observer.New(zap.ErrorLevel)
 	c := Catalog{client: clientv3.NewCtxClient(t.Context(), clientv3.WithZapLogger(zap.New(core)))}
 	header := func(rev int64) *etcdserverpb.ResponseHeader { return &etcdserverpb.ResponseHeader{Revision: rev} }
-	c.sawRevision(0, header(100))
-	c.sawRevision(40, header(90)) // begun when 40 was the highest
-	require.Equal(t, int64(100), c.revisions.highest.Load())
+	first := c.revisions.begin()
+	c.sawRevision(first, header(100))
+	early := seenRevision{floor: 40} // begun when 40 was the highest
+	c.sawRevision(early, header(90))
+	require.Equal(t, seenRevision{floor: 100}, c.revisions.begin())
 	require.Zero(t, logs.Len())
 
-	c.sawRevision(100, header(3)) // wiped
+	before := c.revisions.begin()
+	overlapping := c.revisions.begin()
+	c.sawRevision(before, header(3)) // wiped
 	require.Equal(t, 1, logs.Len())
-	require.Equal(t, int64(3), c.revisions.highest.Load())
-	c.sawRevision(100, header(2)) // begun before it was told
-	c.sawRevision(100, header(5))
-	c.sawRevision(0, nil)
+	require.Equal(t, seenRevision{floor: 3, era: 1}, c.revisions.begin())
+	c.sawRevision(overlapping, header(2))   // begun before it was told
+	c.sawRevision(overlapping, header(150)) // an answer from before the wipe, read late
+	c.sawRevision(c.revisions.begin(), nil)
 	require.Equal(t, 1, logs.Len())
-	require.Equal(t, int64(5), c.revisions.highest.Load())
-	c.sawRevision(5, header(4)) // a second going back
+	require.Equal(t, seenRevision{floor: 3, era: 1}, c.revisions.begin())
+
+	after := c.revisions.begin()
+	c.sawRevision(after, header(5))
+	c.sawRevision(c.revisions.begin(), header(4)) // a second going back
 	require.Equal(t, 2, logs.Len())
+	require.Equal(t, int64(5), logs.All()[1].ContextMap()["revisionSeen"])
 }

@@ -138,7 +138,7 @@ func (c *Catalog) NewSession(ctx context.Context, ttl int) (*concurrency.Session
 	}
 	if lg := c.client.GetLogger(); ttl < advisedTTL && lg != nil {
 		lg.Warn("session TTL under the advised 25 s: a member that answers nothing, or an etcd restart, can end it, and its pchannels move to another node",
-			zap.Int("ttl", ttl))
+			zap.Int("ttl", ttl), zap.Int("advised", advisedTTL))
 	}
 	// Sent again when no answer comes, as a save is: a copy that comes
 	// second grants a lease no key is put on, which runs out after ttl.
