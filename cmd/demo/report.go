@@ -73,10 +73,11 @@ func (p *printer) print(ev messages.Event) {
 	// A joined error has a line per error: each would start a line that is
 	// no entry.
 	detail = strings.ReplaceAll(detail, "\n", "; ")
-	// Continuation lines start at the details' column, that of a what
-	// that fits it: a longer one (ADDED BEHIND, RECOVERY FAILED) would
-	// set its own, off by a few from every other entry's.
-	indent := lipgloss.Width(fmt.Sprintf("%8.3fs  %-5s %-11s ", at, who, ""))
+	// Continuation lines start at the details' column, that of a
+	// pchannel and a what that fit theirs: a longer one (ADDED BEHIND,
+	// RECOVERY FAILED, a long pchannel name) would set its own, off by a
+	// few from every other entry's.
+	indent := lipgloss.Width(fmt.Sprintf("%8.3fs  %-5s %-11s ", at, "", ""))
 	printEntry(p.out, head+detail, indent, p.width)
 }
 
