@@ -1,20 +1,15 @@
 package actors
 
 import (
-	"context"
-	"errors"
 	"io"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
-
-	"github.com/lowwater/lowwater/wal"
 )
 
 // A panic inside the flush (here a logger hook on the loss's Warn line)
@@ -25,8 +20,6 @@ func TestAFlushThatPanicsLeavesNoReplyPID(t *testing.T) {
 	cat := newStubborn(false, true)
 	defer cat.unblock()
 	system := quietSystem(t)
-	owned, cancel := context.WithCancelCause(context.Background())
-	defer cancel(nil)
 	var panicked atomic.Bool
 	lg := zap.NewNop().WithOptions(zap.WrapCore(func(zapcore.Core) zapcore.Core {
 		return zapcore.RegisterHooks(zapcore.NewCore(zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(io.Discard), zap.DebugLevel),
@@ -37,23 +30,7 @@ func TestAFlushThatPanicsLeavesNoReplyPID(t *testing.T) {
 				return nil
 			})
 	}))
-	props, err := NewProps("p", wal.Kafka, cat, WithSaveTimeout(time.Hour), WithStopFlushTimeout(5*time.Second),
-		WithOwnership(owned), WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(7)}), WithLogger(lg))
-	require.NoError(t, err)
-	props.Configure(actor.WithReceiverMiddleware(func(next actor.ReceiverFunc) actor.ReceiverFunc {
-		return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
-			if _, ok := env.Message.(*actor.Stopping); ok {
-				cancel(errors.New("session ended"))
-			}
-			next(c, env)
-		}
-	}))
-	pid := system.Root.Spawn(props)
-	select {
-	case <-cat.entered:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the save never started")
-	}
+	pid, _ := ownedUntilItStops(t, system, cat, WithStopFlushTimeout(5*time.Second), WithLogger(lg))
 	require.NoError(t, system.Root.PoisonFuture(pid).Wait())
 	require.True(t, panicked.Load())
 	for _, bucket := range system.ProcessRegistry.LocalPIDs.LocalPIDs {

@@ -28,16 +28,27 @@ func TestAnOwnershipEndingDuringTheFlushEndsIt(t *testing.T) {
 	defer cat.unblock()
 	system := quietSystem(t)
 	lost := subscribed[*messages.OwnershipLost](t, system)
-	owned, cancel := context.WithCancelCause(context.Background())
-	defer cancel(nil)
-	sessionEnded := errors.New("owner session ended")
 	const flush = time.Minute
-	props, err := NewProps("p", wal.Kafka, cat, WithSaveTimeout(time.Hour), WithStopFlushTimeout(flush),
-		WithOwnership(owned), WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(7)}))
+	pid, sessionEnded := ownedUntilItStops(t, system, cat, WithStopFlushTimeout(flush))
+
+	stopped := stopTellsTheLoss(t, system, pid, flush, lost, sessionEnded)
+	require.Equal(t, wal.KafkaID(7), stopped.Dropped)
+}
+
+// ownedUntilItStops spawns pchannel p on cat (a stubborn one, whose
+// saves hang) with vchannel a at kafka:7, under an ownership that ends,
+// with sessionEnded, as the actor's stop begins: once the mailbox has
+// handed the pill on, the actor reads no message, the loss's own among
+// them, until the stop is done. It returns once the save of kafka:7
+// hangs.
+func ownedUntilItStops(t *testing.T, system *actor.ActorSystem, cat *stubborn, opts ...Option) (pid *actor.PID, sessionEnded error) {
+	t.Helper()
+	owned, cancel := context.WithCancelCause(context.Background())
+	t.Cleanup(func() { cancel(nil) })
+	sessionEnded = errors.New("owner session ended")
+	props, err := NewProps("p", wal.Kafka, cat, append([]Option{WithSaveTimeout(time.Hour),
+		WithOwnership(owned), WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(7)})}, opts...)...)
 	require.NoError(t, err)
-	// The ownership ends as the stop begins: once the mailbox has handed
-	// the pill on, the actor reads no message, the loss's own among them,
-	// until the stop is done.
 	props.Configure(actor.WithReceiverMiddleware(func(next actor.ReceiverFunc) actor.ReceiverFunc {
 		return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
 			if _, ok := env.Message.(*actor.Stopping); ok {
@@ -46,15 +57,13 @@ func TestAnOwnershipEndingDuringTheFlushEndsIt(t *testing.T) {
 			next(c, env)
 		}
 	}))
-	pid := system.Root.Spawn(props)
+	pid = system.Root.Spawn(props)
 	select {
 	case <-cat.entered: // the save of kafka:7 hangs
 	case <-time.After(10 * time.Second):
 		t.Fatal("the save never started")
 	}
-
-	stopped := stopTellsTheLoss(t, system, pid, flush, lost, sessionEnded)
-	require.Equal(t, wal.KafkaID(7), stopped.Dropped)
+	return pid, sessionEnded
 }
 
 // stopTellsTheLoss poisons pid and requires that the stop ended well
@@ -176,32 +185,13 @@ func TestAFlushCutShortLeavesNoDeadLetter(t *testing.T) {
 	})
 	defer system.EventStream.Unsubscribe(sub)
 	lost := subscribed[*messages.OwnershipLost](t, system)
-	owned, cancel := context.WithCancelCause(context.Background())
-	defer cancel(nil)
-	sessionEnded := errors.New("owner session ended")
 	const flush = time.Minute
-	props, err := NewProps("p", wal.Kafka, cat, WithSaveTimeout(time.Hour), WithStopFlushTimeout(flush),
-		WithOwnership(owned), WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(7)}))
-	require.NoError(t, err)
-	props.Configure(actor.WithReceiverMiddleware(func(next actor.ReceiverFunc) actor.ReceiverFunc {
-		return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
-			if _, ok := env.Message.(*actor.Stopping); ok {
-				cancel(sessionEnded)
-			}
-			next(c, env)
-		}
-	}))
-	pid := system.Root.Spawn(props)
-	select {
-	case <-cat.entered:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the save never started")
-	}
+	pid, sessionEnded := ownedUntilItStops(t, system, cat, WithStopFlushTimeout(flush))
 	stopTellsTheLoss(t, system, pid, flush, lost, sessionEnded)
 	cat.unblock() // the save returns, and the persister, stopping, may answer
 	// A dead letter is published on the sender's goroutine: one more
 	// message through the system after the stop comes after it.
-	_, err = system.Root.RequestFuture(system.NewLocalPID("nobody"), "ping", time.Second).Result()
+	_, err := system.Root.RequestFuture(system.NewLocalPID("nobody"), "ping", time.Second).Result()
 	require.Error(t, err)
 	require.Zero(t, toFlush.Load(), "dead letters to a flush's reply PID")
 	for _, bucket := range system.ProcessRegistry.LocalPIDs.LocalPIDs {
