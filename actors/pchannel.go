@@ -311,7 +311,7 @@ func (p *pchannel) Receive(ctx actor.Context) {
 		p.stopWatchers = append(p.stopWatchers, m.watcher)
 	case *actor.Stopped:
 		p.stoppedSeen = true
-		p.dropFlushReplies(ctx.ActorSystem().ProcessRegistry)
+		p.dropFlushReplies()
 		if p.listing != nil {
 			p.listing.delist(ctx.Self())
 		}
@@ -365,7 +365,6 @@ func (p *pchannel) stepRecovering(ctx actor.Context, msg any) {
 	case *actor.Restarting:
 		p.quiet()
 		p.handOn()
-		p.dropFlushReplies(ctx.ActorSystem().ProcessRegistry) // a Stopping handler that panicked
 	default:
 		p.other(ctx)
 	}
@@ -397,7 +396,6 @@ func (p *pchannel) stepRunning(ctx actor.Context, msg any) {
 	case *actor.Restarting:
 		p.quiet()
 		p.handOn()
-		p.dropFlushReplies(ctx.ActorSystem().ProcessRegistry) // a Stopping handler that panicked
 	case savedAbove:
 		p.savedAbove(m.persisted)
 	default:
@@ -451,7 +449,6 @@ func (p *pchannel) stepStopping(ctx actor.Context, msg any) {
 		p.quiet()
 		p.phase = stopping
 		p.handOn()
-		p.dropFlushReplies(ctx.ActorSystem().ProcessRegistry) // this incarnation sees no Stopped
 	default:
 		p.other(ctx)
 	}
@@ -668,6 +665,7 @@ func (p *pchannel) gone() bool { return p.stoppedSeen }
 // handOn hands the tracker, the save status and the stop under way, if
 // any, to the next incarnation: the actor restarts.
 func (p *pchannel) handOn() {
+	p.dropFlushReplies()
 	const carry = "; its vchannels and checkpoints carry over"
 	f := p.failure()
 	if f != nil {
@@ -1725,7 +1723,7 @@ func (p *pchannel) flush(ctx actor.Context, deadline time.Time) {
 	// deadline), or the dead-letter response to a request a stopped
 	// persister never read, was a dead letter, logged by protoactor
 	// under the names of lowwater's PIDs.
-	p.dropFlushReplies(registry)
+	p.dropFlushReplies()
 	p.flushReplies = self
 	seq := replies.next()
 	ctx.RequestWithCustomSender(p.persister, &flushRequest{seq: seq}, self)
@@ -1851,10 +1849,13 @@ func (r *flushReplies) SendUserMessage(_ *actor.PID, message any) {
 func (*flushReplies) SendSystemMessage(*actor.PID, any) {}
 func (*flushReplies) Stop(*actor.PID)                   {}
 
-// dropFlushReplies removes the last flush's reply PID, if any.
-func (p *pchannel) dropFlushReplies(registry *actor.ProcessRegistryValue) {
+// dropFlushReplies removes the last flush's reply PID, if any: as the
+// actor stops, as another flush begins, and as it restarts (handOn),
+// since that incarnation sees no Stopped. (A flush runs only once the
+// actor started: root is set.)
+func (p *pchannel) dropFlushReplies() {
 	if p.flushReplies != nil {
-		registry.Remove(p.flushReplies)
+		p.root.ActorSystem().ProcessRegistry.Remove(p.flushReplies)
 		p.flushReplies = nil
 	}
 }
