@@ -239,8 +239,8 @@
 //
 // Event subscribers run on the publishing actor's goroutine: a slow one
 // slows the pchannel. Keep handlers quick, or hand events to a channel. A
-// panicking one is logged ("event subscriber panicked") and crashes
-// neither actor: a restart would recover the stored checkpoint again, and
-// a persister's would cost a flush its time.
+// panicking one is logged ("event subscriber panicked", with the stack
+// that names it) and crashes neither actor: a restart would recover the
+// stored checkpoint again, and a persister's would cost a flush its time.
 // Subscribers after it miss that event.
 package actors

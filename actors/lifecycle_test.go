@@ -226,6 +226,47 @@ func TestStopBoundedWhateverTheCatalog(t *testing.T) {
 	}
 }
 
+// A graceful stop during recovery with no vchannel has no minimum to save:
+// it does not wait for a read that hangs, is Flushed, and says that it
+// never recovered. One with a vchannel waits for the read, up to the
+// flush timeout, and names ErrNotRecovered. Before, the stop with none
+// waited out the whole flush timeout and looked like a clean one.
+func TestAStopBeforeRecoveryWithNothingToSaveDoesNotWait(t *testing.T) {
+	const flush = 2 * time.Second
+	for _, tc := range []struct {
+		name      string
+		vchannels map[string]wal.MessageID
+	}{
+		{"no vchannel", map[string]wal.MessageID{}},
+		{"a vchannel", map[string]wal.MessageID{"a": wal.KafkaID(7)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cat := newStubborn(true, false)
+			defer cat.unblock()
+			system := quietSystem(t)
+			stopped := stoppedOf(t, system)
+			pid := spawnStuck(t, system, cat, WithVChannels(tc.vchannels), WithStopFlushTimeout(flush))
+			began := time.Now()
+			require.NoError(t, system.Root.PoisonFuture(pid).Wait())
+			took := time.Since(began)
+			s := stopped()
+			require.False(t, s.Recovered)
+			require.Nil(t, s.LastPersisted)
+			if len(tc.vchannels) == 0 {
+				require.Less(t, took, flush/2, "nothing to save: no wait for the read")
+				require.True(t, s.Flushed)
+				require.Nil(t, s.Dropped)
+				require.NoError(t, s.Reason)
+				return
+			}
+			require.GreaterOrEqual(t, took, flush, "a minimum to save: the read is waited for")
+			require.False(t, s.Flushed)
+			require.Equal(t, wal.KafkaID(7), s.Dropped)
+			require.ErrorIs(t, s.Reason, messages.ErrNotRecovered)
+		})
+	}
+}
+
 // A request that comes while a graceful stop waits for its flush is
 // refused at once, as one to a stopped actor is, rather than held until
 // the wait ends: a dashboard polling GetState stalled for the whole stop

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"runtime/debug"
 	"slices"
 	"sync"
 	"time"
@@ -90,7 +91,8 @@ var _ actor.SupervisorStrategy = (*pchannel)(nil)
 //	                   ErrNotRecovered; the     it, restarts at once; one
 //	                   ownership's end ends     gone ends it; so does the
 //	                   the wait, told:          ownership's end, told:
-//	                   OwnershipLost            OwnershipLost) → stopping
+//	                   OwnershipLost; no        OwnershipLost) → stopping
+//	                   vchannel: no wait
 //	actor Stopped      Stopped → stopped        Stopped → stopped           Stopped → stopped         -
 //
 // * Past the Stopping handler the mailbox hands the actor no more user
@@ -1278,7 +1280,7 @@ func (p *pchannel) becomeStopped() {
 	if sp.persisted != nil && p.tracker.Broken() == nil {
 		p.savedAbove(sp.persisted)
 	}
-	ev := &messages.Stopped{Header: p.header(), Graceful: p.graceful, LastPersisted: sp.persisted, Flushed: true}
+	ev := &messages.Stopped{Header: p.header(), Graceful: p.graceful, Recovered: p.status != nil, LastPersisted: sp.persisted, Flushed: true}
 	min := p.tracker.Minimum()
 	if broken := p.tracker.Broken(); broken != nil {
 		// No minimum is known: none was flushed, and none can be named.
@@ -1409,7 +1411,7 @@ func (p *pchannel) becomeStoppedUnstarted(ctx actor.Context) {
 	ev := &messages.Stopped{Header: p.header(), Reason: messages.ErrHardStop}
 	if handed {
 		p.stopWatchers = h.stopWatchers
-		ev.LastPersisted, ev.Flushed, ev.Reason = h.persisted, true, nil
+		ev.Recovered, ev.LastPersisted, ev.Flushed, ev.Reason = h.status != nil, h.persisted, true, nil
 		if h.stop != nil {
 			ev.Graceful = h.stop.graceful
 		}
@@ -1572,14 +1574,17 @@ func (p *pchannel) quiet() {
 // one waits for the recovery read, up to the stop flush timeout, and then
 // flushes as a stop while running would: the stored checkpoint is the
 // floor, and nothing may be saved before it is known. If it cannot be read
-// in time, nothing is saved and Stopped says why (ErrNotRecovered).
+// in time, nothing is saved and Stopped says why (ErrNotRecovered). With
+// no vchannel there is no minimum to save, and nothing to wait for: a
+// read that hangs would hold the stop for the whole flush timeout.
 func (p *pchannel) stopRecovering(ctx actor.Context) {
-	if p.graceful {
+	nothingToSave := p.tracker.Minimum() == nil && p.tracker.Broken() == nil
+	if p.graceful && !nothingToSave {
 		deadline := time.Now().Add(p.cfg.flushTime)
 		if p.recoverBy(ctx, deadline) {
 			p.flush(ctx, deadline)
 		}
-	} else {
+	} else if !p.graceful {
 		p.unflushed = messages.ErrHardStop
 	}
 	p.quiet()
@@ -1885,7 +1890,10 @@ func publish(events *eventstream.EventStream, cfg *config, ev messages.Event) {
 			if cfg.counters != nil {
 				cfg.counters.subscriberPanics.Add(1)
 			}
-			cfg.logger.Error("event subscriber panicked", zap.String("event", fmt.Sprintf("%T", ev)), reasonField(r))
+			// The stack names the subscriber, which the event and the
+			// value alone do not.
+			cfg.logger.Error("event subscriber panicked", zap.String("event", fmt.Sprintf("%T", ev)), reasonField(r),
+				zap.String("stack", string(debug.Stack())))
 		}
 	}()
 	events.Publish(ev)

@@ -120,7 +120,9 @@ type CommandRejected struct {
 // From is the minimum before the run, At the time of its first rise.
 type MinimumAdvanced struct {
 	Header
-	// From is nil when the pchannel had no vchannel.
+	// From is nil when the pchannel had no vchannel. To is then the first
+	// minimum, which may lie below what is persisted: a vchannel added
+	// behind it after the last one was dropped (AddedBehind tells it).
 	From wal.MessageID
 	To   wal.MessageID
 	// Holder is the vchannel at To: the one holding the minimum now (one
@@ -239,12 +241,16 @@ type OwnershipLost struct {
 type Stopped struct {
 	Header
 	Graceful bool
+	// Recovered is false when the stop came before the stored checkpoint
+	// was read: LastPersisted is then nil whatever the catalog holds (read
+	// the catalog, not this), and a stop with a minimum to save left it
+	// unsaved (Reason ErrNotRecovered). One with none has nothing to wait
+	// for, and ends at once, Flushed.
+	Recovered bool
 	// LastPersisted is the checkpoint the actor knew durable: the one it
 	// recovered, or saved since, or found stored ahead of its own by
 	// another writer and adopted (PersistFailed.Adopted), which may be
-	// above anything it saved itself. Stopped before it recovered (Reason
-	// ErrNotRecovered), it may know none, and LastPersisted is then nil
-	// whatever the catalog holds: read the catalog, not this.
+	// above anything it saved itself.
 	LastPersisted wal.MessageID
 	// Flushed is true when nothing was left unsaved; Dropped is the minimum
 	// that was above LastPersisted and could not be saved in time, if any.

@@ -168,6 +168,7 @@ func TestRegressionPanickingSubscriber(t *testing.T) {
 		panics := logs.FilterMessage("event subscriber panicked").All()
 		require.Len(t, panics, 1)
 		require.Equal(t, "*messages.VChannelAdded", panics[0].ContextMap()["event"])
+		require.Contains(t, panics[0].ContextMap()["stack"], "TestRegressionPanickingSubscriber", "the stack names the subscriber")
 	})
 }
 
