@@ -1092,7 +1092,7 @@ func (b *Bolt) lookUp(ctx context.Context, pchannel string) (id wal.MessageID, f
 			found = true
 			var err error
 			id, err = decodeStored(pchannel, raw)
-			return err
+			return locate(b.path, err)
 		})
 	})
 	if err != nil {
@@ -1431,11 +1431,25 @@ type writer struct {
 	// nil, unless the file holds a misplaced record (notStored), which
 	// may be this pchannel's, above what the save would write.
 	absent func(pchannel string) error
+	path   string // the file's, for a record that cannot be decoded (locate)
 }
 
 func (b *Bolt) newWriter(tx *bolt.Tx) writer {
 	bk := tx.Bucket(b.bucket)
-	return writer{bucket: bk, cursor: bk.Cursor(), absent: b.notStored}
+	return writer{bucket: bk, cursor: bk.Cursor(), absent: b.notStored, path: b.path}
+}
+
+// locate adds to a record that cannot be decoded the file it lies in and
+// what mends it, as notStored does for a misplaced one: the node's log,
+// where a failed read or save is retried at every backoff, is where an
+// operator meets it, and the error alone named neither.
+func locate(path string, err error) error {
+	corrupt, ok := err.(*CorruptRecordError)
+	if !ok {
+		return err
+	}
+	return &CorruptRecordError{PChannel: corrupt.PChannel,
+		Err: fmt.Errorf("%w, in %s (lowwater verify says how to repair it)", corrupt.Err, path)}
 }
 
 // put writes raw as the record of pchannel unless the stored one is above
@@ -1453,7 +1467,7 @@ func (w writer) put(key []byte, pchannel string, checkpoint wal.MessageID, raw [
 		// A nested bucket under this very key, made by damage since the
 		// open (a flipped flag): a record was there, and bbolt would
 		// refuse the write with an error of its own.
-		return &CorruptRecordError{PChannel: pchannel, Err: errors.New("a bucket where its record should be: a damaged flag")}, nil
+		return locate(w.path, &CorruptRecordError{PChannel: pchannel, Err: errors.New("a bucket where its record should be: a damaged flag")}), nil
 	}
 	if old == nil {
 		if refused := w.absent(pchannel); refused != nil {
@@ -1462,7 +1476,7 @@ func (w writer) put(key []byte, pchannel string, checkpoint wal.MessageID, raw [
 	}
 	write, refused := admit(pchannel, old, old != nil, checkpoint)
 	if refused != nil || !write {
-		return refused, nil // refused, or already durable: an earlier commit wrote it
+		return locate(w.path, refused), nil // refused, or already durable: an earlier commit wrote it
 	}
 	return nil, w.bucket.Put(key, raw)
 }
@@ -1484,7 +1498,7 @@ func (b *Bolt) LoadAll(ctx context.Context) (map[string]wal.MessageID, error) {
 				pchannel := string(k)
 				id, err := decodeStored(pchannel, raw)
 				if err != nil {
-					return err
+					return locate(b.path, err)
 				}
 				all[pchannel] = id
 				return nil

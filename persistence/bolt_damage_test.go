@@ -786,6 +786,18 @@ func TestBoltDamagedKeyIsNotNothingStored(t *testing.T) {
 	if !errors.Is(err, persistence.ErrCorruptRecord) || !strings.Contains(err.Error(), "another pchannel's record") {
 		t.Fatalf("Load(orders-3) = %v, want another pchannel's record", err)
 	}
+	// Each read or save of it names the file and what mends it: a node's
+	// log, where they are retried, is where an operator meets them.
+	located := ", in " + path + " (lowwater verify says how to repair it)"
+	if !strings.HasSuffix(err.Error(), located) {
+		t.Fatalf("Load(orders-3) = %v, want it to end %q", err, located)
+	}
+	if err := b.Save(ctx, "orders-3", wal.KafkaID(1000)); !errors.Is(err, persistence.ErrCorruptRecord) || !strings.HasSuffix(err.Error(), located) {
+		t.Fatalf("Save(orders-3) = %v, want a corrupt record ending %q", err, located)
+	}
+	if _, err := b.LoadAll(ctx); !errors.Is(err, persistence.ErrCorruptRecord) || !strings.HasSuffix(err.Error(), located) {
+		t.Fatalf("LoadAll = %v, want a corrupt record ending %q", err, located)
+	}
 	// The operator deletes it: nothing is stored for orders-2 any more.
 	if err := b.Delete(ctx, "orders-3"); err != nil {
 		t.Fatal(err)

@@ -710,7 +710,10 @@ func (c *Catalog) beginRelease() bool {
 func (c *Catalog) decode(pchannel string, kv *mvccpb.KeyValue) (persistence.Record, error) {
 	rec, err := persistence.DecodeRecord(pchannel, kv.Value)
 	if err != nil {
-		return persistence.Record{}, &persistence.CorruptRecordError{PChannel: pchannel, Err: err}
+		// The key and what mends it, for the node's log, where the read or
+		// save is retried at every backoff.
+		return persistence.Record{}, &persistence.CorruptRecordError{PChannel: pchannel,
+			Err: fmt.Errorf("%w, under key %q (lowwater verify says how to repair it)", err, kv.Key)}
 	}
 	c.remember(string(kv.Key), hint{rev: kv.ModRevision, rec: rec, raw: kv.Value})
 	return rec, nil

@@ -226,9 +226,13 @@ func TestCorruptRecordIsReported(t *testing.T) {
 	_, err = c.Load(ctx, "bad")
 	require.ErrorAs(t, err, &corrupt)
 	require.Equal(t, "bad", corrupt.PChannel)
+	// The key and what mends it, for the node's log, where it is retried.
+	located := fmt.Sprintf(", under key %q (lowwater verify says how to repair it)", checkpointKey("bad"))
+	require.True(t, strings.HasSuffix(err.Error(), located), "%v ends %q", err, located)
 
 	err = c.Save(ctx, "bad", wal.KafkaID(2))
 	require.ErrorIs(t, err, persistence.ErrCorruptRecord)
+	require.True(t, strings.HasSuffix(err.Error(), located), "%v ends %q", err, located)
 	resp, err := cli.Get(ctx, checkpointKey("bad"))
 	require.NoError(t, err)
 	require.Equal(t, "not a record", string(resp.Kvs[0].Value), "a corrupt record is kept")
@@ -236,6 +240,7 @@ func TestCorruptRecordIsReported(t *testing.T) {
 	all, err := c.LoadAll(ctx)
 	require.ErrorAs(t, err, &corrupt)
 	require.Equal(t, "bad", corrupt.PChannel)
+	require.True(t, strings.HasSuffix(err.Error(), located), "%v ends %q", err, located)
 	require.Nil(t, all)
 }
 
