@@ -191,6 +191,20 @@ func TestDumpSalvageOfAnEmptyFile(t *testing.T) {
 	require.Contains(t, stderr, "the file is empty")
 }
 
+// A file with nothing of bbolt's in it, most likely a wrong path, is not
+// sent to a salvage either: the refusal says to check the path.
+func TestAFileThatIsNotBboltIsNotSentToSalvage(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lowwater.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("catalog: bolt:/var/lib/lowwater/checkpoints.db\n"), 0o600))
+	_, stderr, code := runSplit(t, "--catalog=bolt:"+path, "list")
+	require.Equal(t, cli.ExitCorrupt, code, stderr)
+	require.Contains(t, stderr, "check the path; if it is the catalog's, restore it from a backup: nothing of bbolt's is left in it to salvage")
+	require.NotContains(t, stderr, "dump --salvage")
+	_, stderr, code = runSplit(t, "--catalog=bolt:"+path, "dump", "--salvage", "-")
+	require.Equal(t, cli.ExitCorrupt, code, stderr)
+	require.Contains(t, stderr, "no page size at which the file holds bbolt pages")
+}
+
 // Two buckets of the asked name on live pages, as one byte of damage
 // makes of a file written before lowwater marked its buckets: both are
 // dumped, and a warning says so, where the sibling's records came among

@@ -179,7 +179,11 @@ func (e *env) open(ctx context.Context, m mode) (_ *store, err error) {
 			if fi, serr := os.Stat(u.Path); serr == nil && fi.Size() == 0 {
 				salvage = "or move it aside and restore the checkpoints from a dump taken before (an empty file holds nothing to salvage)"
 			}
-			return nil, &exitError{code: ExitCorrupt, err: fmt.Errorf("%w: restore the file from a backup, %s", err, salvage)}
+			advice := "restore the file from a backup, " + salvage
+			if errors.Is(err, persistence.ErrNotBolt) {
+				advice = "check the path; if it is the catalog's, restore it from a backup: nothing of bbolt's is left in it to salvage"
+			}
+			return nil, &exitError{code: ExitCorrupt, err: fmt.Errorf("%w: %s", err, advice)}
 		}
 		if err != nil {
 			return nil, err

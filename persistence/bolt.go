@@ -32,6 +32,12 @@ import (
 // bbolt's timeout error.
 var ErrLocked = errors.New("persistence: bolt file is locked by another process, or another Bolt in this one")
 
+// ErrNotBolt is the ErrCorruptStore of a file that holds nothing of
+// bbolt's: no meta page, and no page at any page size. Most likely the
+// path is wrong; if the file was a catalog, nothing of it is left to
+// salvage, and only a backup holds its checkpoints.
+var ErrNotBolt = errors.New("not a bbolt file")
+
 // ErrReadOnly is returned by Save and Delete on a Bolt opened
 // WithReadOnly(true), naming the file; nothing is written. Such a Bolt is
 // for tools that read a store beside other readers; writing takes a Bolt

@@ -621,9 +621,10 @@ func TestBoltEmptyFileIsDamaged(t *testing.T) {
 }
 
 // TestBoltNotABoltFile: a file that never was a bbolt file (a wrong path)
-// is refused as damage, as it must be, but the error says it may be a
-// wrong path before anyone restores a backup over it; a file whose first
-// meta page alone was hit is damage, not a wrong path.
+// is refused as damage, as it must be, but as ErrNotBolt, saying it may be
+// a wrong path before anyone restores a backup over it; a file whose meta
+// pages alone were hit is damage, not ErrNotBolt: its other pages may be
+// salvaged.
 func TestBoltNotABoltFile(t *testing.T) {
 	dir := t.TempDir()
 	for name, data := range map[string][]byte{
@@ -637,8 +638,8 @@ func TestBoltNotABoltFile(t *testing.T) {
 		}
 		_, err := persistence.OpenBolt(path)
 		wantCorruptStore(t, "OpenBolt of "+name, err, path)
-		if !strings.Contains(err.Error(), "not a bbolt file (a wrong path?)") {
-			t.Fatalf("OpenBolt of %s: %q does not say it may be a wrong path", name, err)
+		if !errors.Is(err, persistence.ErrNotBolt) || !strings.Contains(err.Error(), "not a bbolt file: no page of it, at any page size, is bbolt's (a wrong path?)") {
+			t.Fatalf("OpenBolt of %s: %q is not ErrNotBolt saying it may be a wrong path", name, err)
 		}
 	}
 	path := filepath.Join(dir, "checkpoints.db")
@@ -670,6 +671,10 @@ func TestBoltNotABoltFile(t *testing.T) {
 	}
 	_, err = persistence.OpenBolt(path)
 	wantCorruptStore(t, "OpenBolt with both magic numbers hit", err, path)
+	// Its other pages are bbolt's: damage, which a salvage may read.
+	if errors.Is(err, persistence.ErrNotBolt) {
+		t.Fatalf("a bbolt file whose meta pages alone were hit is ErrNotBolt: %v", err)
+	}
 
 	// Pages of 16 KiB: the first meta's magic hit, the second's checksum,
 	// its magic intact, is damage, not a wrong path.

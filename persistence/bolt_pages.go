@@ -105,10 +105,10 @@ func newestMeta(data []byte) (boltMeta, error) {
 		}
 	}
 	switch {
+	case !found && !anyMagic(data) && pagedSize(data) == 0:
+		return best, fmt.Errorf("%w: %w: no page of it, at any page size, is bbolt's (a wrong path?)", errPages, ErrNotBolt)
 	case !found && !anyMagic(data):
-		// Most likely not a bbolt file at all: a wrong path, before a
-		// backup.
-		return best, fmt.Errorf("%w: no meta page has bbolt's magic number: not a bbolt file (a wrong path?), or one damaged from its start", errPages)
+		return best, fmt.Errorf("%w: no meta page has bbolt's magic number: a bbolt file damaged from its start, or not one (a wrong path?)", errPages)
 	case !found:
 		return best, fmt.Errorf("%w: no valid meta page", errPages)
 	}

@@ -644,6 +644,12 @@ func salvagePageSize(data []byte) int {
 	if m, err := newestMeta(data); err == nil {
 		return int(m.pageSize)
 	}
+	return pagedSize(data)
+}
+
+// pagedSize is the size at which the most pages of data say they are the
+// page they are; 0 where none does, at any size.
+func pagedSize(data []byte) int {
 	le := binary.LittleEndian
 	// bbolt takes any page size: the candidates are the sizes at which
 	// the second meta page's header and magic number would lie, and the
