@@ -1333,7 +1333,7 @@ func flushTimeout(sp savePoint) error {
 // tellStopped logs and publishes ev, with f, the panic the actor stopped
 // after, if there was one; note ends the log message.
 func (p *pchannel) tellStopped(ev *messages.Stopped, f *PChannelPanicError, note string) {
-	fields := []zap.Field{zap.Bool("graceful", ev.Graceful), zap.Stringer("persisted", stringer{ev.LastPersisted}),
+	fields := []zap.Field{zap.Bool("graceful", ev.Graceful), zap.Bool("recovered", ev.Recovered), zap.Stringer("persisted", stringer{ev.LastPersisted}),
 		zap.Bool("flushed", ev.Flushed), zap.Stringer("dropped", stringer{ev.Dropped}), errorField(ev.Reason)}
 	// Logged first: whoever ends on seeing Stopped (a test whose logger
 	// dies with it) must find the actor done with its logger.
