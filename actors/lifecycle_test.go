@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/lowwater/lowwater/internal/core/saveplan"
 	"github.com/lowwater/lowwater/internal/testkit/ctxtest"
@@ -222,6 +224,41 @@ func TestStopBoundedWhateverTheCatalog(t *testing.T) {
 				require.EqualError(t, s.Reason, messages.ErrFlushTimeout.Error()+": the catalog had not answered the save in flight")
 			}
 			cat.unblock() // the late result goes nowhere
+		})
+	}
+}
+
+// A graceful stop that waits for a recovery read whose catalog ignores its
+// context reports the read overdue as the watchdog would, RecoveryFailed
+// with ErrCatalogOverdue and an Error line, and its Stopped says what kept
+// the read, whether the report came before the Poison or during its wait.
+// Before, the wait held the mailbox, and neither was said.
+func TestAStopWaitingForAnOverdueReadSaysSo(t *testing.T) {
+	const timeout, flush = 100 * time.Millisecond, time.Second
+	for _, before := range []bool{false, true} {
+		t.Run(fmt.Sprintf("reported before the poison=%v", before), func(t *testing.T) {
+			cat := newStubborn(true, false)
+			defer cat.unblock()
+			system := quietSystem(t)
+			stopped := stoppedOf(t, system)
+			failed := subscribed[*messages.RecoveryFailed](t, system)
+			core, logs := observer.New(zap.ErrorLevel)
+			pid := spawnStuck(t, system, cat, WithSaveTimeout(timeout), WithStopFlushTimeout(flush), WithLogger(zap.New(core)))
+			if before {
+				require.ErrorIs(t, nextOf(t, failed).Err, ErrCatalogOverdue)
+			}
+			require.NoError(t, system.Root.PoisonFuture(pid).Wait())
+			s := stopped()
+			require.False(t, s.Recovered)
+			require.False(t, s.Flushed)
+			require.ErrorIs(t, s.Reason, messages.ErrNotRecovered)
+			require.ErrorIs(t, s.Reason, ErrCatalogOverdue, "what kept the read")
+			if !before {
+				f := nextOf(t, failed)
+				require.ErrorIs(t, f.Err, ErrCatalogOverdue)
+				require.Equal(t, 1, f.Attempt)
+			}
+			require.Len(t, logs.FilterMessage("recovery read overran its deadline; waiting for the catalog").All(), 1)
 		})
 	}
 }

@@ -252,9 +252,10 @@ type recovery struct {
 	// watch fires watchSeq once the read in flight is overdue (loadOverdue).
 	watch    *time.Timer
 	watchSeq uint64
-	// overdue is set once the read in flight was reported overdue: its
-	// outcome is then Late.
-	overdue bool
+	// overdue is the ErrCatalogOverdue the read in flight was reported
+	// with, if it was: its outcome is then Late, and a stop that waited
+	// for it in vain says so.
+	overdue error
 	// added are the vchannels added meanwhile and not dropped since: those
 	// still below the stored checkpoint once it is read are told then
 	// (AddedBehind), as no Add could be.
@@ -1079,7 +1080,7 @@ func (p *pchannel) load(ctx actor.Context) {
 	stopTimer(p.recovery.timer)
 	stopTimer(p.recovery.watch) // a graceful stop reads again with no loadDone
 	p.recovery.attempt++
-	p.recovery.overdue = false
+	p.recovery.overdue = nil
 	catalog, name := p.cfg.catalog, p.cfg.pchannel
 	site := &callSite{root: ctx.ActorSystem().Root, self: p.self, op: "Load", timeout: p.cfg.saveTimeout,
 		fn: catalogFunc(func(c context.Context, _ wal.MessageID) (wal.MessageID, error) { return catalog.Load(c, name) })}
@@ -1103,13 +1104,42 @@ func (p *pchannel) loadOverdue() {
 		p.recovery.watch = afterFunc(wait, p.root, p.self, p.recovery.watchSeq)
 		return
 	}
-	if err == nil {
-		return
+	if err != nil {
+		p.readOverdue(err)
 	}
-	p.recovery.overdue = true
+}
+
+// readOverdue reports the read in flight overdue (err, ErrCatalogOverdue).
+func (p *pchannel) readOverdue(err error) {
+	p.recovery.overdue = err
 	p.publish(&messages.RecoveryFailed{Header: p.header(), Err: err, Attempt: p.recovery.attempt})
 	p.cfg.logger.Error("recovery read overran its deadline; waiting for the catalog", zap.Int("attempt", p.recovery.attempt),
 		zap.Duration("saveTimeout", p.cfg.saveTimeout))
+}
+
+// awaitRead waits for the read in flight until deadline, as the mailbox
+// would, the watchdog included: a graceful stop waits for it inside its
+// handler, where the watchdog's timer cannot reach the actor, and a read
+// whose catalog ignores its context went unreported.
+func (p *pchannel) awaitRead(deadline time.Time, cut, lost <-chan struct{}) (callDone, bool) {
+	k := p.recovery.call
+	for {
+		until := deadline
+		if p.recovery.overdue == nil {
+			switch wait, err := k.overdue(); {
+			case err != nil:
+				p.readOverdue(err)
+			case wait > 0:
+				if t := time.Now().Add(wait); t.Before(deadline) {
+					until = t
+				}
+			}
+		}
+		res, ok := k.wait(until, cut, lost)
+		if ok || until.Equal(deadline) || closed(cut) || closed(lost) {
+			return res, ok
+		}
+	}
 }
 
 // loadDone takes a recovery read's result: running on success, else a
@@ -1149,7 +1179,7 @@ func (p *pchannel) loaded(ctx actor.Context, m *callDone) (time.Duration, bool) 
 		// Closed for good: no read is tried again (NextRetry 0), and
 		// the pchannel never recovers; its stop says why.
 		p.recovery.closed = err
-		p.publish(&messages.RecoveryFailed{Header: p.header(), Err: err, Attempt: p.recovery.attempt, Late: p.recovery.overdue})
+		p.publish(&messages.RecoveryFailed{Header: p.header(), Err: err, Attempt: p.recovery.attempt, Late: p.recovery.overdue != nil})
 		p.cfg.logger.Error("catalog closed: the stored checkpoint is never read; the pchannel does not recover",
 			zap.Int("attempt", p.recovery.attempt), errorField(err))
 		return 0, false
@@ -1158,7 +1188,7 @@ func (p *pchannel) loaded(ctx actor.Context, m *callDone) (time.Duration, bool) 
 		p.recovery.backoff = p.cfg.backoff.New()
 	}
 	wait := p.recovery.backoff.NextBackOff()
-	p.publish(&messages.RecoveryFailed{Header: p.header(), Err: err, Attempt: p.recovery.attempt, NextRetry: wait, Late: p.recovery.overdue})
+	p.publish(&messages.RecoveryFailed{Header: p.header(), Err: err, Attempt: p.recovery.attempt, NextRetry: wait, Late: p.recovery.overdue != nil})
 	log := p.cfg.logger.Warn
 	if errors.Is(err, persistence.ErrCorruptRecord) {
 		// Never start from nothing over a record we cannot read: that
@@ -1611,8 +1641,11 @@ func (p *pchannel) recoverBy(ctx actor.Context, deadline time.Time) bool {
 		if p.recovery.call == nil {
 			p.load(ctx)
 		}
-		res, ok := p.recovery.call.wait(deadline, cut, lost)
+		res, ok := p.awaitRead(deadline, cut, lost)
 		if !ok {
+			if p.recovery.overdue != nil {
+				lastErr = p.recovery.overdue // what kept the read
+			}
 			break
 		}
 		p.recovery.call = nil

@@ -53,7 +53,9 @@ var (
 	// ErrNotRecovered: a graceful stop came during recovery, and the stored
 	// checkpoint could not be read within the stop flush timeout (or not at
 	// all: the catalog was closed, and the stop did not wait), so nothing
-	// could be saved safely. The read's last error is wrapped beside it.
+	// could be saved safely. The read's last error is wrapped beside it:
+	// for a read still running, the catalog's overrun of its deadline
+	// (actors.ErrCatalogOverdue), if it was reported.
 	ErrNotRecovered = errors.New("lowwater: stopped before the stored checkpoint was read")
 )
 
