@@ -52,21 +52,27 @@ func Poison(ctx context.Context, system *actor.ActorSystem, pchannel *actor.PID)
 		pchannelName = l.name
 	} else {
 		// Not one the directory knows: gone, on a mailbox of the
-		// caller's own, or no pchannel's. Its answer says which.
+		// caller's own, or no pchannel's. Its answer says which; one
+		// gone from the registry is not asked, which protoactor would
+		// log as a dead letter.
+		if _, ok := system.ProcessRegistry.Get(pchannel); !ok {
+			return nil, fmt.Errorf("lowwater: pchannel actor %s was gone before the poison came: %w", shorten.Quoted(pchannel.Id), actor.ErrDeadLetter)
+		}
 		s, err := GetState(ctx, system.Root, pchannel)
 		if err != nil {
 			return nil, fmt.Errorf("%w; Poison sent it nothing", err)
 		}
 		pchannelName = s.PChannel
 	}
-	w := &stopWatch{pchannel: pchannelName, terminated: make(chan *actor.Terminated, 1)}
+	registry := system.ProcessRegistry
+	w := &stopWatch{pchannel: pchannelName, terminated: make(chan *actor.Terminated, 1), registry: registry}
 	sub := system.EventStream.Subscribe(w.see)
 	defer system.EventStream.Unsubscribe(sub)
 	// Watched as PoisonFuture watches, by a process of Poison's own: the
 	// Terminated comes once the actor has published its Stopped.
-	registry := system.ProcessRegistry
 	self, _ := registry.Add(w, "poison"+registry.NextId())
-	defer registry.Remove(self)
+	w.self = self
+	defer w.leave()
 	target, _ := registry.Get(pchannel)
 	target.SendSystemMessage(pchannel, &actor.Watch{Watcher: self})
 	// Queued before the poison, from the same sender: the actor takes it
@@ -102,10 +108,29 @@ var ErrStoppedUnseen = errors.New("lowwater: the pchannel stopped, and its Stopp
 type stopWatch struct {
 	pchannel   string
 	terminated chan *actor.Terminated
+	registry   *actor.ProcessRegistryValue
+	self       *actor.PID
 
 	mu    sync.Mutex
 	told  *messages.Stopped // by the actor itself
 	named *messages.Stopped // on the event stream, by name
+	// left is set once Poison returned, gone once the Terminated came:
+	// the process leaves the registry when both are, so that a Poison
+	// whose context ended first leaves no watcher of a dead PID for the
+	// Terminated, which protoactor would log as a dead letter.
+	left, gone bool
+}
+
+// leave removes the process from the registry, or has the Terminated
+// still to come remove it.
+func (w *stopWatch) leave() {
+	w.mu.Lock()
+	w.left = true
+	gone := w.gone
+	w.mu.Unlock()
+	if gone {
+		w.registry.Remove(w.self)
+	}
 }
 
 func (w *stopWatch) see(ev any) {
@@ -138,6 +163,14 @@ func (w *stopWatch) SendUserMessage(_ *actor.PID, message any) {
 
 func (w *stopWatch) SendSystemMessage(_ *actor.PID, message any) {
 	if t, ok := message.(*actor.Terminated); ok {
+		w.mu.Lock()
+		w.gone = true
+		left := w.left
+		w.mu.Unlock()
+		if left {
+			w.registry.Remove(w.self)
+			return
+		}
 		select {
 		case w.terminated <- t:
 		default:

@@ -3,6 +3,8 @@ package actors_test
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -38,9 +40,12 @@ func TestPoisonSavesThePendingMinimumAndSaysSo(t *testing.T) {
 	require.Equal(t, wal.KafkaID(150), stored)
 	require.Equal(t, before, f.system.EventStream.Length(), "Poison left its subscriber")
 
-	// Gone now: nothing to stop.
+	// Gone now: nothing to stop, and nothing sent to it, which protoactor
+	// would log as a dead letter.
+	dead := deadLetters(t, f.system)
 	_, err = actors.Poison(within(t, 10*time.Second), f.system, pid)
 	require.ErrorIs(t, err, actor.ErrDeadLetter)
+	require.Empty(t, dead(), "dead letters")
 }
 
 // pendingOnADownCatalog spawns a pchannel stopping within flush, stored
@@ -80,6 +85,71 @@ func TestPoisonWithinAShortContextLetsTheStopGoOn(t *testing.T) {
 	stopped := waitFor[*messages.Stopped](t, f.events)
 	require.True(t, stopped.Flushed)
 	require.Equal(t, wal.KafkaID(150), stopped.LastPersisted)
+}
+
+// A Poison that returned before the stop ended leaves its watcher in
+// place until the actor's Terminated reaches it: removed at once, the
+// watcher made the Terminated a dead letter, which protoactor logs.
+func TestPoisonWithinAShortContextLeavesNoDeadLetter(t *testing.T) {
+	f, pid := pendingOnADownCatalog(t, 5*time.Second)
+	dead := deadLetters(t, f.system)
+	_, err := actors.Poison(within(t, 50*time.Millisecond), f.system, pid)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.True(t, hasPoisonWatcher(f.system), "Poison's watcher waits for the Terminated")
+
+	// Watched after Poison's watcher, told after it: once this one is,
+	// Poison's has been.
+	terminated := make(chan struct{})
+	watcher := f.system.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		switch c.Message().(type) {
+		case *actor.Started:
+			c.Watch(pid)
+		case *actor.Terminated:
+			close(terminated)
+		}
+	}))
+	defer f.system.Root.Stop(watcher)
+	f.catalog.SetDown(false)
+	select {
+	case <-terminated:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the pchannel did not stop within 10 s")
+	}
+	require.Empty(t, dead(), "dead letters")
+	require.False(t, hasPoisonWatcher(f.system), "the watcher left with the Terminated")
+}
+
+// deadLetters collects the dead letters system's event stream publishes
+// from now on, as "Id: type" lines.
+func deadLetters(t *testing.T, system *actor.ActorSystem) func() []string {
+	var mu sync.Mutex
+	var got []string
+	sub := system.EventStream.Subscribe(func(ev any) {
+		if d, ok := ev.(*actor.DeadLetterEvent); ok {
+			mu.Lock()
+			got = append(got, fmt.Sprintf("%s: %T", d.PID.GetId(), d.Message))
+			mu.Unlock()
+		}
+	})
+	t.Cleanup(func() { system.EventStream.Unsubscribe(sub) })
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(got)
+	}
+}
+
+// hasPoisonWatcher reports whether system's registry holds a watcher of
+// Poison's.
+func hasPoisonWatcher(system *actor.ActorSystem) bool {
+	for _, shard := range system.ProcessRegistry.LocalPIDs.LocalPIDs {
+		for id := range shard.Items() {
+			if strings.HasPrefix(id, "poison") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Poison's Stopped is the one its actor tells it, not one of the same
