@@ -360,7 +360,10 @@ func (k *call) overdue() (wait time.Duration, err error) {
 	if _, done := k.joined(); done {
 		return 0, nil
 	}
-	return 0, fmt.Errorf("%w: %s %v past its %v deadline; the next attempt waits for it", ErrCatalogOverdue, k.awaited(), joinGrace, timeout)
+	// The grace counts from the context's end, which a catalog that never
+	// asked for Done sees only at the look: "past its deadline" said
+	// 100 ms where it was 200.
+	return 0, fmt.Errorf("%w: %s %v after its context ended (its deadline: %v); the next attempt waits for it", ErrCatalogOverdue, k.awaited(), joinGrace, timeout)
 }
 
 // method names the catalog's method the call runs in or waits on:

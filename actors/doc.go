@@ -119,16 +119,21 @@
 // stead, retried as any failure. The cause of an ownership's end is
 // checked alike.
 //
-// A call still running 100 ms past its deadline, the catalog ignoring its
-// context, is reported then: PersistFailed (or RecoveryFailed) with
+// A call still running 100 ms after its context ended, the catalog
+// ignoring its context, is reported then: 100 ms past its deadline. The
+// context of a catalog that never asks for its Done ends when the
+// watchdog first looks, 100 ms past the deadline, and the call is
+// reported 200 ms past it; a process paused past the deadline ends it as
+// it goes on. The report is PersistFailed (or RecoveryFailed) with
 // ErrCatalogOverdue and no NextRetry, and an Error line; so is a save
 // started through a SaveStarter whose done has not come. It is still
 // waited for: the next attempt starts once it returns, so that a
 // pchannel never has two calls in a catalog at once, and a store that
 // hangs never collects a goroutine per retry. A StartSave that tells its
-// save before it returns is in the catalog until it returns, too. A restart after a panic is
-// the exception: like a stop, it abandons the call in flight (counted),
-// and the new incarnation reads or saves afresh.
+// save before it returns is in the catalog until it returns, too. A
+// restart after a panic is the exception: like a stop, it abandons the
+// call in flight (counted), and the new incarnation reads or saves
+// afresh.
 //
 // # Phases
 //

@@ -136,10 +136,12 @@ func WithBackoff(b Backoff) Option {
 // costs one attempt, not the actor. It is the call's context deadline: a
 // catalog that ignores its context is not stopped by it, and neither is a
 // StartSave whose done never comes. Such a call is reported 100 ms past
-// the deadline (ErrCatalogOverdue) and waited for: the pchannel saves
-// nothing more until it returns (the persist lag of package metrics
-// grows). A stop never waits for it longer than 100 ms after cancelling
-// it (see the package doc). The default is DefaultSaveTimeout (5 s).
+// the deadline, 200 ms for a catalog that never asks for its context's
+// Done (ErrCatalogOverdue; see the package doc), and waited for: the
+// pchannel saves nothing more until it returns (the persist lag of
+// package metrics grows). A stop never waits for it longer than 100 ms
+// after cancelling it (see the package doc). The default is
+// DefaultSaveTimeout (5 s).
 func WithSaveTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.saveTimeout = d })
 }

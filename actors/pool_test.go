@@ -388,7 +388,7 @@ func TestAbandonedCallNamesWhatItWaitsOn(t *testing.T) {
 			endedOnTime(k)
 			_, err := k.overdue()
 			require.ErrorIs(t, err, ErrCatalogOverdue)
-			require.ErrorContains(t, err, ": "+tc.state+" 100ms past its 1ms deadline")
+			require.ErrorContains(t, err, ": "+tc.state+" 100ms after its context ended (its deadline: 1ms)")
 
 			core, logs := observer.New(zap.ErrorLevel)
 			require.False(t, k.end(&config{logger: zap.New(core)}))

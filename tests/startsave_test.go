@@ -266,7 +266,7 @@ func TestStartedSaveNeverToldIsOverdue(t *testing.T) {
 	cat.next(t) // and never told
 	failed := waitFor(t, h.rec, func(*messages.PersistFailed) bool { return true })
 	require.ErrorIs(t, failed.Err, actors.ErrCatalogOverdue)
-	require.ErrorContains(t, failed.Err, "StartSave's done not yet called 100ms past its 50ms deadline",
+	require.ErrorContains(t, failed.Err, "StartSave's done not yet called 100ms after its context ended (its deadline: 50ms)",
 		"StartSave returned at once: the catalog's done is what is late")
 	require.Zero(t, failed.NextRetry, "an overdue save is waited for, not retried")
 
