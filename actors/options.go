@@ -97,7 +97,12 @@ type config struct {
 
 // WithVChannels sets the vchannels tracked from the start, as recovered
 // from the WAL's own metadata. Their minimum is the start message ID when
-// the catalog holds no checkpoint. Each entry is checked as an AddVChannel
+// the catalog holds no checkpoint. One below the stored checkpoint is
+// taken as covered by it, as metadata read at a restart lags what was
+// saved: it is not told (no AddedBehind, no warning), and the start is
+// the stored checkpoint. A vchannel created while no node ran is added
+// with AddVChannel after the spawn, which tells one added below it.
+// Each entry is checked as an AddVChannel
 // of it is: an empty or unstorable name, a nil checkpoint, one of another
 // WAL, a sentinel or one that does not read back makes NewProps fail with
 // an ErrInvalidOption that wraps the error the command would get

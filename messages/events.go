@@ -237,7 +237,11 @@ type OwnershipLost struct {
 }
 
 // Stopped is the last event of a pchannel actor. Graceful tells a Poison
-// from a Stop.
+// from a Stop: a Stop that comes during a Poison's wait (its flush, or the
+// stored checkpoint's read) makes the stop a hard one (Graceful false,
+// Reason ErrHardStop), while an ownership that ends during it ends the
+// wait, not the Poison (Graceful true, Reason its cause). A pchannel that
+// stops itself on a fence (OwnershipLost) stops as a Stop does.
 type Stopped struct {
 	Header
 	Graceful bool
@@ -254,6 +258,8 @@ type Stopped struct {
 	LastPersisted wal.MessageID
 	// Flushed is true when nothing was left unsaved; Dropped is the minimum
 	// that was above LastPersisted and could not be saved in time, if any.
+	// Before recovery (Recovered false) it is the minimum then, which the
+	// stored checkpoint, unread, may be above.
 	Flushed bool
 	Dropped wal.MessageID
 	// Reason says why something was left unsaved (nil when Flushed):
