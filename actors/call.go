@@ -360,10 +360,11 @@ func (k *call) overdue() (wait time.Duration, err error) {
 	if _, done := k.joined(); done {
 		return 0, nil
 	}
-	// The grace counts from the context's end, which a catalog that never
-	// asked for Done sees only at the look: "past its deadline" said
-	// 100 ms where it was 200.
-	return 0, fmt.Errorf("%w: %s %v after its context ended (its deadline: %v); the next attempt waits for it", ErrCatalogOverdue, k.awaited(), joinGrace, timeout)
+	// From the context's end, not the deadline: for a catalog that never
+	// asks for Done, the context ends at the watchdog's first look. What
+	// becomes of the call (waited for; abandoned by a stop) is its
+	// reporter's to say.
+	return 0, fmt.Errorf("%w: %s %v after its context ended (its deadline: %v)", ErrCatalogOverdue, k.awaited(), joinGrace, timeout)
 }
 
 // method names the catalog's method the call runs in or waits on:

@@ -68,7 +68,9 @@
 //  8. Stop. PoisonFuture drains the mailbox, then waits up to the stop flush
 //     timeout for the minimum to be saved, in whatever phase it finds the
 //     actor: during recovery it first waits for the recovery read (retrying
-//     it on the backoff), then saves. The flush saves at once, whatever the
+//     it on the backoff, reporting it overdue as the watchdog would), then
+//     saves; with no vchannel there is nothing to save, and it does not
+//     wait. The flush saves at once, whatever the
 //     min save interval, and retries failures on the backoff. An ownership
 //     (WithOwnership) that ends during either wait ends it, with its
 //     OwnershipLost: nothing would be saved. StopFuture
@@ -121,19 +123,19 @@
 //
 // A call still running 100 ms after its context ended, the catalog
 // ignoring its context, is reported then: 100 ms past its deadline. The
-// context of a catalog that never asks for its Done ends when the
-// watchdog first looks, 100 ms past the deadline, and the call is
-// reported 200 ms past it; a process paused past the deadline ends it as
-// it goes on. The report is PersistFailed (or RecoveryFailed) with
-// ErrCatalogOverdue and no NextRetry, and an Error line; so is a save
-// started through a SaveStarter whose done has not come. It is still
-// waited for: the next attempt starts once it returns, so that a
-// pchannel never has two calls in a catalog at once, and a store that
-// hangs never collects a goroutine per retry. A StartSave that tells its
-// save before it returns is in the catalog until it returns, too. A
-// restart after a panic is the exception: like a stop, it abandons the
-// call in flight (counted), and the new incarnation reads or saves
-// afresh.
+// context of a catalog that neither asks for its Done nor checks its Err
+// after the deadline ends when the watchdog first looks, 100 ms past the
+// deadline, and the call is reported 200 ms past it; a process paused
+// past the deadline ends it as it goes on. The report is PersistFailed
+// (or RecoveryFailed) with ErrCatalogOverdue and no NextRetry, and an
+// Error line; so is a save started through a SaveStarter whose done has
+// not come. It is still waited for: the next attempt starts once it
+// returns, so that a pchannel never has two calls in a catalog at once,
+// and a store that hangs never collects a goroutine per retry. A
+// StartSave that tells its save before it returns is in the catalog
+// until it returns, too. A restart after a panic is the exception: like a
+// stop, it abandons the call in flight (counted), and the new incarnation
+// reads or saves afresh.
 //
 // # Phases
 //

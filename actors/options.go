@@ -101,12 +101,12 @@ type config struct {
 // taken as covered by it, as metadata read at a restart lags what was
 // saved: it is not told (no AddedBehind, no warning), and the start is
 // the stored checkpoint. A vchannel created while no node ran is added
-// with AddVChannel after the spawn, which tells one added below it.
-// Each entry is checked as an AddVChannel
-// of it is: an empty or unstorable name, a nil checkpoint, one of another
-// WAL, a sentinel or one that does not read back makes NewProps fail with
-// an ErrInvalidOption that wraps the error the command would get
-// (messages.ErrEmptyVChannel, wal.ErrSentinel, …), and nothing is spawned.
+// with AddVChannel after the spawn, which tells one added below it. Each
+// entry is checked as an AddVChannel of it is: an empty or unstorable
+// name, a nil checkpoint, one of another WAL, a sentinel or one that does
+// not read back makes NewProps fail with an ErrInvalidOption that wraps
+// the error the command would get (messages.ErrEmptyVChannel,
+// wal.ErrSentinel, …), and nothing is spawned.
 func WithVChannels(checkpoints map[string]wal.MessageID) Option {
 	return optionFunc(func(c *config) { c.vchannels = checkpoints })
 }
@@ -141,19 +141,20 @@ func WithBackoff(b Backoff) Option {
 // costs one attempt, not the actor. It is the call's context deadline: a
 // catalog that ignores its context is not stopped by it, and neither is a
 // StartSave whose done never comes. Such a call is reported 100 ms past
-// the deadline, 200 ms for a catalog that never asks for its context's
-// Done (ErrCatalogOverdue; see the package doc), and waited for: the
-// pchannel saves nothing more until it returns (the persist lag of
-// package metrics grows). A stop never waits for it longer than 100 ms
-// after cancelling it (see the package doc). The default is
-// DefaultSaveTimeout (5 s).
+// the deadline, 200 ms for a catalog that neither asks for its context's
+// Done nor checks its Err after the deadline (ErrCatalogOverdue; see the
+// package doc), and waited for: the pchannel saves nothing more until it
+// returns (the persist lag of package metrics grows). A stop never waits
+// for it longer than 100 ms after cancelling it (see the package doc).
+// The default is DefaultSaveTimeout (5 s).
 func WithSaveTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) { c.saveTimeout = d })
 }
 
 // WithStopFlushTimeout bounds how long a graceful stop (Poison) waits for
 // the pending checkpoint to be saved, or, during recovery, for the stored
-// checkpoint to be read first. PoisonFuture returns within d + 100 ms
+// checkpoint to be read first (with no vchannel, there is nothing to save
+// and no wait). PoisonFuture returns within d + 100 ms
 // of the pill's turn (the messages sent before it are applied first),
 // plus scheduling, whatever the catalog does, even if it ignores its
 // context; StopFuture within 100 ms, plus scheduling. The default is

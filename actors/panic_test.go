@@ -481,6 +481,7 @@ func TestRestartKeepsThePersistedCheckpoint(t *testing.T) {
 	require.NoError(t, system.Root.StopFuture(pid).Wait())
 	s := stopped()
 	require.Equal(t, wal.KafkaID(5), s.LastPersisted)
+	require.True(t, s.Recovered, "the incarnation before the restart read it")
 	require.True(t, s.Flushed, "%+v", s)
 	require.Nil(t, s.Dropped)
 }

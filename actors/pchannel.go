@@ -134,6 +134,9 @@ type pchannel struct {
 	// before the restart, reported until recovery reads the stored one.
 	spawn           *spawn
 	persistedBefore wal.MessageID
+	// recoveredBefore is set when an incarnation before a restart read the
+	// stored checkpoint: Stopped.Recovered holds for the actor.
+	recoveredBefore bool
 	// restarted is set for an incarnation after the first: it reads the
 	// stored checkpoint again, whatever WithPreloaded gave the first.
 	restarted bool
@@ -615,6 +618,7 @@ func (p *pchannel) started(ctx actor.Context) {
 	h := p.spawn.take(ctx.Self())
 	p.self, p.root, p.events = ctx.Self(), ctx.ActorSystem().Root, ctx.ActorSystem().EventStream
 	p.tracker, p.spawnMinimum, p.persistedBefore, p.restarted = h.tracker, h.tracker.Minimum(), h.persisted, h.restarted
+	p.recoveredBefore = h.recovered
 	p.stopWatchers = h.stopWatchers
 	if h.stop != nil {
 		// The incarnation before was stopping when its restart came, and
@@ -682,7 +686,7 @@ func (p *pchannel) handOn() {
 		// starts from the configuration.
 		return
 	}
-	h := handedOn{tracker: p.tracker, status: p.status, persisted: p.persistedBefore, stopWatchers: p.stopWatchers}
+	h := handedOn{tracker: p.tracker, status: p.status, persisted: p.persistedBefore, recovered: p.recovered(), stopWatchers: p.stopWatchers}
 	if p.stopBegan {
 		h.stop = &stopUnderWay{graceful: p.graceful, unflushed: p.unflushed}
 		if p.unflushed == nil && p.phase != stopping {
@@ -1117,10 +1121,10 @@ func (p *pchannel) readOverdue(err error) {
 		zap.Duration("saveTimeout", p.cfg.saveTimeout))
 }
 
-// awaitRead waits for the read in flight until deadline, as the mailbox
-// would, the watchdog included: a graceful stop waits for it inside its
-// handler, where the watchdog's timer cannot reach the actor, and a read
-// whose catalog ignores its context went unreported.
+// awaitRead waits for the read in flight until deadline, reporting it
+// overdue as the watchdog (loadOverdue) would: a graceful stop waits for
+// it inside its handler, where the watchdog's timer cannot reach the
+// actor.
 func (p *pchannel) awaitRead(deadline time.Time, cut, lost <-chan struct{}) (callDone, bool) {
 	k := p.recovery.call
 	for {
@@ -1298,6 +1302,11 @@ func (p *pchannel) becomeBroken(err error) {
 	p.root.Stop(p.self)
 }
 
+// recovered reports whether this incarnation, or one before a restart,
+// read the stored checkpoint (Stopped.Recovered); GetState's Recovered
+// is this incarnation's alone.
+func (p *pchannel) recovered() bool { return p.status != nil || p.recoveredBefore }
+
 // becomeStopped publishes Stopped, reading the persister's status: it is
 // final, the persister having stopped before its parent.
 func (p *pchannel) becomeStopped() {
@@ -1310,7 +1319,7 @@ func (p *pchannel) becomeStopped() {
 	if sp.persisted != nil && p.tracker.Broken() == nil {
 		p.savedAbove(sp.persisted)
 	}
-	ev := &messages.Stopped{Header: p.header(), Graceful: p.graceful, Recovered: p.status != nil, LastPersisted: sp.persisted, Flushed: true}
+	ev := &messages.Stopped{Header: p.header(), Graceful: p.graceful, Recovered: p.recovered(), LastPersisted: sp.persisted, Flushed: true}
 	min := p.tracker.Minimum()
 	if broken := p.tracker.Broken(); broken != nil {
 		// No minimum is known: none was flushed, and none can be named.
@@ -1441,7 +1450,7 @@ func (p *pchannel) becomeStoppedUnstarted(ctx actor.Context) {
 	ev := &messages.Stopped{Header: p.header(), Reason: messages.ErrHardStop}
 	if handed {
 		p.stopWatchers = h.stopWatchers
-		ev.Recovered, ev.LastPersisted, ev.Flushed, ev.Reason = h.status != nil, h.persisted, true, nil
+		ev.Recovered, ev.LastPersisted, ev.Flushed, ev.Reason = h.recovered, h.persisted, true, nil
 		if h.stop != nil {
 			ev.Graceful = h.stop.graceful
 		}

@@ -31,11 +31,12 @@ import (
 // of raw Sends, a subscriber that holds the actor): a context that ends
 // first ends the wait, never the stop. That is for the PID Spawn returned
 // (or ctx.Self()) of a pchannel spawned in system from NewProps's Props.
-// Any other is asked for its state first, and sent nothing if it does not
-// answer in time: an actor that is no pchannel's, one on a mailbox of the
-// caller's own (actor.WithMailbox), a PID made anew (actor.NewPID), or
-// another system's. A pchannel that is stopping already, or gone, gives
-// an error that wraps actor.ErrDeadLetter, and nothing is sent; a nil ctx
+// Any other in system's registry is asked for its state first, and sent
+// nothing if it does not answer in time: an actor that is no pchannel's,
+// one on a mailbox of the caller's own (actor.WithMailbox), a PID made
+// anew (actor.NewPID). A pchannel that is stopping already, or a PID not
+// in the registry (gone, or another system's), gives an error that wraps
+// actor.ErrDeadLetter, and nothing is sent; a nil ctx
 // is an ErrNilContext, a nil system or PID an ErrNoPChannel. It must not
 // be called from inside an actor's Receive.
 func Poison(ctx context.Context, system *actor.ActorSystem, pchannel *actor.PID) (*messages.Stopped, error) {
@@ -56,7 +57,7 @@ func Poison(ctx context.Context, system *actor.ActorSystem, pchannel *actor.PID)
 		// gone from the registry is not asked, which protoactor would
 		// log as a dead letter.
 		if _, ok := system.ProcessRegistry.Get(pchannel); !ok {
-			return nil, fmt.Errorf("lowwater: pchannel actor %s was gone before the poison came: %w", shorten.Quoted(pchannel.Id), actor.ErrDeadLetter)
+			return nil, fmt.Errorf("lowwater: no actor %s in this system: gone, or another system's: %w", shorten.Quoted(pchannel.Id), actor.ErrDeadLetter)
 		}
 		s, err := GetState(ctx, system.Root, pchannel)
 		if err != nil {

@@ -182,6 +182,7 @@ func stopEnds(t *testing.T, system *actor.ActorSystem, pc *actor.PID, graceful b
 	if graceful {
 		require.True(t, s.Flushed, "%+v", s)
 		require.Equal(t, wal.KafkaID(20), s.LastPersisted)
+		require.True(t, s.Recovered, "an incarnation before the restart read the stored checkpoint")
 	}
 	_, err := GetState(ctx10s(t), system.Root, pc)
 	require.ErrorIs(t, err, actor.ErrDeadLetter, "the pchannel is gone")

@@ -50,6 +50,9 @@ type handedOn struct {
 	status    *saveStatus
 	persisted wal.MessageID
 	restarted bool
+	// recovered is set once an incarnation read the stored checkpoint:
+	// Stopped.Recovered, whichever incarnation stops.
+	recovered bool
 	// stop is the stop under way when the actor restarted, if one was:
 	// protoactor restarts a stopping actor (its supervisor's decision, or
 	// a sibling's failure under AllForOne) and forgets the stop, which the

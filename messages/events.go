@@ -246,10 +246,12 @@ type Stopped struct {
 	Header
 	Graceful bool
 	// Recovered is false when the stop came before the stored checkpoint
-	// was read: LastPersisted is then nil whatever the catalog holds (read
-	// the catalog, not this), and a stop with a minimum to save left it
-	// unsaved (Reason ErrNotRecovered). One with none has nothing to wait
-	// for, and ends at once, Flushed.
+	// was read, by this incarnation of the actor or one before a restart:
+	// LastPersisted is then nil whatever the catalog holds (read the
+	// catalog, not this). A minimum to save was left unsaved (Reason
+	// ErrNotRecovered for a Poison, ErrHardStop for a Stop, the cause for
+	// an ownership's end); with none, a Poison has nothing to wait for,
+	// and ends at once, Flushed.
 	Recovered bool
 	// LastPersisted is the checkpoint the actor knew durable: the one it
 	// recovered, or saved since, or found stored ahead of its own by

@@ -35,7 +35,9 @@ var ErrLocked = errors.New("persistence: bolt file is locked by another process,
 // ErrNotBolt is the ErrCorruptStore of a file that holds nothing of
 // bbolt's: no meta page, and no page at any page size. Most likely the
 // path is wrong; if the file was a catalog, nothing of it is left to
-// salvage, and only a backup holds its checkpoints.
+// salvage, and only a backup holds its checkpoints. Its text has no
+// package prefix: it comes only inside an ErrCorruptStore naming the
+// file, whose text has it.
 var ErrNotBolt = errors.New("not a bbolt file")
 
 // ErrReadOnly is returned by Save and Delete on a Bolt opened

@@ -234,7 +234,11 @@ func runConfig(ctx context.Context, intr *interrupter, cfg config, stdin io.Read
 		fmt.Fprintf(stderr, "demo: %s: a store of another build's WAL; read it with a lowwater tool built with that WAL (package cli), and give the demo another store\n", oneLine(err))
 		return exitDamaged
 	case errors.Is(err, persistence.ErrCorruptRecord):
-		fmt.Fprintf(stderr, "demo: %s: the lowwater tool shows it (verify) and repairs it (set --force, or delete), or move the store aside\n", oneLine(err))
+		advice := "the lowwater tool shows it (verify) and repairs it (set --force, or delete), or move the store aside"
+		if strings.Contains(err.Error(), "lowwater verify") {
+			advice = "or move the store aside" // the store's error names the tool
+		}
+		fmt.Fprintf(stderr, "demo: %s; %s\n", oneLine(err), advice)
 		return exitDamaged
 	}
 	if err != nil {

@@ -432,7 +432,7 @@ func TestACtrlCWithEtcdSilentIsBounded(t *testing.T) {
 // waitForOutput waits until what the run wrote to buf holds s, failing the
 // test if the run exits without writing it or 60 s pass. A run that wrote
 // s and exited between two looks passes, its exit code put back for the
-// caller.
+// caller: exited is the run's alone, of capacity 1.
 func waitForOutput(t *testing.T, buf *syncbuf.Buffer, s string, exited chan int) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
