@@ -122,16 +122,26 @@ type stopWatch struct {
 	left, gone bool
 }
 
-// leave removes the process from the registry, or has the Terminated
-// still to come remove it.
-func (w *stopWatch) leave() {
+// leave marks Poison's return: the process leaves the registry now if
+// the Terminated came, else with it.
+func (w *stopWatch) leave() { w.end(true) }
+
+// end marks one of the two ends, Poison's return (left) or the
+// Terminated, and removes the process from the registry once both came,
+// once. It reports whether both have.
+func (w *stopWatch) end(left bool) (both bool) {
 	w.mu.Lock()
-	w.left = true
-	gone := w.gone
+	if left {
+		w.left = true
+	} else {
+		w.gone = true
+	}
+	both = w.left && w.gone
 	w.mu.Unlock()
-	if gone {
+	if both {
 		w.registry.Remove(w.self)
 	}
+	return both
 }
 
 func (w *stopWatch) see(ev any) {
@@ -164,13 +174,8 @@ func (w *stopWatch) SendUserMessage(_ *actor.PID, message any) {
 
 func (w *stopWatch) SendSystemMessage(_ *actor.PID, message any) {
 	if t, ok := message.(*actor.Terminated); ok {
-		w.mu.Lock()
-		w.gone = true
-		left := w.left
-		w.mu.Unlock()
-		if left {
-			w.registry.Remove(w.self)
-			return
+		if w.end(false) {
+			return // Poison has returned: no one reads it
 		}
 		select {
 		case w.terminated <- t:
