@@ -1617,14 +1617,16 @@ func (p *pchannel) quiet() {
 // no vchannel there is no minimum to save, and nothing to wait for: a
 // read that hangs would hold the stop for the whole flush timeout.
 func (p *pchannel) stopRecovering(ctx actor.Context) {
-	nothingToSave := p.tracker.Minimum() == nil && p.tracker.Broken() == nil
-	if p.graceful && !nothingToSave {
+	switch {
+	case !p.graceful:
+		p.unflushed = messages.ErrHardStop
+	case p.tracker.Minimum() == nil && p.tracker.Broken() == nil:
+		// Nothing to save.
+	default:
 		deadline := time.Now().Add(p.cfg.flushTime)
 		if p.recoverBy(ctx, deadline) {
 			p.flush(ctx, deadline)
 		}
-	} else if !p.graceful {
-		p.unflushed = messages.ErrHardStop
 	}
 	p.quiet()
 	p.phase = stopping
