@@ -33,6 +33,7 @@ func TestAnOwnershipEndingDuringTheFlushEndsIt(t *testing.T) {
 
 	stopped := stopTellsTheLoss(t, system, pid, flush, lost, sessionEnded)
 	require.Equal(t, wal.KafkaID(7), stopped.Dropped)
+	require.True(t, stopped.Recovered)
 }
 
 // ownedUntilItStops spawns pchannel p on cat (a stubborn one, whose
@@ -146,7 +147,9 @@ func TestAnOwnershipEndingDuringTheStopsReadEndsIt(t *testing.T) {
 				t.Fatal("recovery never read")
 			}
 
-			stopTellsTheLoss(t, system, pid, flush, lost, sessionEnded)
+			stopped := stopTellsTheLoss(t, system, pid, flush, lost, sessionEnded)
+			require.False(t, stopped.Recovered, "the stored checkpoint was never read")
+			require.Nil(t, stopped.LastPersisted)
 		})
 	}
 }
