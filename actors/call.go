@@ -175,7 +175,7 @@ func (k *call) exited(in string) {
 	k.result = callDone{seq: k.seq, err: err, latency: time.Since(k.ctx.began)}
 	k.finish()
 	if k.site.inbox == nil {
-		k.site.root.Send(k.site.self, &k.result)
+		sendLate(k.site.root, k.site.self, &k.result)
 		return
 	}
 	k.site.inbox.push(&k.result)
@@ -217,7 +217,7 @@ func (k *call) runCall() task {
 	k.ctx.cancel(context.Canceled)
 	k.result = callDone{seq: k.seq, value: v, err: err, latency: time.Since(k.ctx.began)}
 	if k.site.inbox == nil {
-		k.site.root.Send(k.site.self, &k.result)
+		sendLate(k.site.root, k.site.self, &k.result)
 		k.finish()
 		return nil
 	}

@@ -33,15 +33,21 @@ import (
 // persister's save was refused with persistence.ErrFenced.
 type ownershipLost struct{ cause error }
 
-// The messages an actor sends itself from a timer or a goroutine may come
-// after it stopped: a dead letter then, which is expected and not logged
-// (protoactor would log each, through the caller's logger, at any time).
-func (*ownershipLost) IgnoreDeadLetterLogging() {}
-func (*timerFired) IgnoreDeadLetterLogging()    {}
-func (overdueCheck) IgnoreDeadLetterLogging()   {}
-func (*callDone) IgnoreDeadLetterLogging()      {}
-func (savedAbove) IgnoreDeadLetterLogging()     {}
-func (stoppedTold) IgnoreDeadLetterLogging()    {}
+// sendLate sends msg to pid, an actor of root's system, unless it is gone.
+// It is for a message that may come after its actor stopped: one an actor
+// sends itself or its parent from a timer or a goroutine (a catalog call
+// abandoned by a stop returns whenever the catalog lets it), or a
+// Stopped for a Poison that gave up. protoactor would hand it to its
+// dead-letter process, which publishes a DeadLetterEvent for each: a
+// user who watches those for lost messages would find lowwater's own
+// plumbing among them, after ordinary stops. One that finds the actor
+// still registered, and stopping, goes to its mailbox, which drops what
+// comes after the actor stopped.
+func sendLate(root *actor.RootContext, pid *actor.PID, msg any) {
+	if p, ok := root.ActorSystem().ProcessRegistry.Get(pid); ok {
+		p.SendUserMessage(pid, msg)
+	}
+}
 
 // stoppedTold carries a Stopped event to a Poison that asked for it
 // (tellStoppedTo), which may have given up waiting already.

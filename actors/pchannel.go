@@ -640,7 +640,7 @@ func (p *pchannel) started(ctx actor.Context) {
 			return
 		}
 		root, self := ctx.ActorSystem().Root, ctx.Self()
-		p.unwatch = context.AfterFunc(o, func() { root.Send(self, &ownershipLost{cause: context.Cause(o)}) })
+		p.unwatch = context.AfterFunc(o, func() { sendLate(root, self, &ownershipLost{cause: context.Cause(o)}) })
 	}
 	if p.cfg.preloaded != nil && !p.restarted {
 		p.recovery.attempt = 1
@@ -1390,7 +1390,7 @@ func (p *pchannel) tellStopped(ev *messages.Stopped, f *PChannelPanicError, note
 	}
 	publishLast(p.events, p.cfg, ev)
 	for _, w := range p.stopWatchers {
-		p.root.Send(w, stoppedTold{ev: ev})
+		sendLate(p.root, w, stoppedTold{ev: ev})
 	}
 }
 
@@ -1980,7 +1980,7 @@ func stopTimer(t *time.Timer) {
 
 // afterFunc sends timerFired{seq} to pid after d.
 func afterFunc(d time.Duration, root *actor.RootContext, pid *actor.PID, seq uint64) *time.Timer {
-	return time.AfterFunc(d, func() { root.Send(pid, &timerFired{seq: seq}) })
+	return time.AfterFunc(d, func() { sendLate(root, pid, &timerFired{seq: seq}) })
 }
 
 // stringer formats a possibly nil ID for zap.

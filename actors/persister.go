@@ -326,7 +326,7 @@ func (s *persister) do(step saveplan.Step) {
 func (s *persister) start(v wal.MessageID) {
 	if o := s.cfg.ownership; o != nil && o.Err() != nil {
 		s.fence(context.Cause(o))
-		s.root.Send(s.parent, &ownershipLost{cause: context.Cause(o)})
+		sendLate(s.root, s.parent, &ownershipLost{cause: context.Cause(o)})
 		return
 	}
 	if s.cfg.counters != nil {
@@ -350,7 +350,7 @@ func (s *persister) watch() {
 	d := overdueAfter(s.cfg.saveTimeout)
 	if s.watchdog == nil {
 		root, self := s.root, s.self
-		s.watchdog = time.AfterFunc(d, func() { root.Send(self, overdueCheck{}) })
+		s.watchdog = time.AfterFunc(d, func() { sendLate(root, self, overdueCheck{}) })
 		return
 	}
 	s.watchdog.Reset(d)
@@ -449,7 +449,7 @@ func (s *persister) above(persisted wal.MessageID) {
 		return
 	}
 	if c, err := wal.Compare(persisted, minimum); err == nil && c > 0 {
-		s.root.Send(s.parent, savedAbove{persisted: persisted})
+		sendLate(s.root, s.parent, savedAbove{persisted: persisted})
 	}
 }
 
@@ -490,7 +490,7 @@ func (s *persister) saveFailed(m *callDone, attempt int) saveplan.Step {
 		s.failed(m, attempt, 0, nil)
 		// The save's own error, which says by whom (a record of a
 		// higher term, say), where bare ErrFenced said nothing more.
-		s.root.Send(s.parent, &ownershipLost{cause: m.err})
+		sendLate(s.root, s.parent, &ownershipLost{cause: m.err})
 		return saveplan.Step{}
 	case errors.Is(m.err, persistence.ErrClosed):
 		// Closed for good (a service closing its catalog before its
@@ -581,6 +581,6 @@ func (s *persister) answerFlush() {
 	if s.flushWaiter == nil || !s.plan.Settled() {
 		return
 	}
-	s.root.Send(s.flushWaiter, flushed{seq: s.flushSeq})
+	sendLate(s.root, s.flushWaiter, flushed{seq: s.flushSeq})
 	s.flushWaiter = nil
 }

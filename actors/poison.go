@@ -78,8 +78,10 @@ func Poison(ctx context.Context, system *actor.ActorSystem, pchannel *actor.PID)
 	target.SendSystemMessage(pchannel, &actor.Watch{Watcher: self})
 	// Queued before the poison, from the same sender: the actor takes it
 	// first, unless another stop overtakes it.
-	system.Root.Send(pchannel, &tellStoppedTo{watcher: self})
-	system.Root.Poison(pchannel)
+	// Sent as late messages are: a stop that overtook Poison's may have
+	// ended the actor since, and the Terminated then says so.
+	sendLate(system.Root, pchannel, &tellStoppedTo{watcher: self})
+	sendLate(system.Root, pchannel, &actor.PoisonPill{})
 
 	name := shorten.Quoted(pchannelName)
 	select {
