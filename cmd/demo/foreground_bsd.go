@@ -4,8 +4,10 @@ package main
 
 import "golang.org/x/sys/unix"
 
-// terminalPgrp is the foreground process group of the terminal fd, read
-// into an int of which the kernel writes 32 bits: the low ones on the
-// little-endian machines these systems run on, but for openbsd/ppc64,
-// where it matches no group and the demo prints the plain view.
-func terminalPgrp(fd int) (int, error) { return unix.IoctlGetInt(fd, unix.TIOCGPGRP) }
+// terminalPgrp is the foreground process group of the terminal fd: a
+// pid_t, 32 bits, which unix.IoctlGetInt reads into the start of an int
+// (these systems have no IoctlGetUint32).
+func terminalPgrp(fd int) (int, error) {
+	v, err := unix.IoctlGetInt(fd, unix.TIOCGPGRP)
+	return leadingInt32(v), err
+}
