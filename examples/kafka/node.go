@@ -17,7 +17,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/lowwater/lowwater/actors"
-	"github.com/lowwater/lowwater/internal/shorten"
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/wal"
@@ -152,7 +151,8 @@ func paceOf(pace func(int32, int) time.Duration, p int32, v int) (time.Duration,
 		defer func() {
 			switch r := recover(); {
 			case r != nil:
-				ch <- result{err: fmt.Errorf("%w: Pace(%d, %d) panicked: %s", ErrConfig, p, v, shorten.Value(r))}
+				// %.128v: the panic's text is the caller's, cut to a line.
+				ch <- result{err: fmt.Errorf("%w: Pace(%d, %d) panicked: %.128v", ErrConfig, p, v, r)}
 			case !returned:
 				ch <- result{err: fmt.Errorf("%w: Pace(%d, %d) ended its goroutine (runtime.Goexit)", ErrConfig, p, v)}
 			}
@@ -341,7 +341,7 @@ func within[T any](ctx context.Context, doing string, call func() (T, error)) (T
 		defer func() {
 			switch r := recover(); {
 			case r != nil:
-				ch <- result{err: fmt.Errorf("kafka: the catalog panicked %s: %s", doing, shorten.Value(r))}
+				ch <- result{err: fmt.Errorf("kafka: the catalog panicked %s: %.128v", doing, r)}
 			case !returned:
 				ch <- result{err: fmt.Errorf("kafka: the catalog ended its goroutine %s (runtime.Goexit)", doing)}
 			}
