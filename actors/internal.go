@@ -106,8 +106,9 @@ type savedAbove struct{ persisted wal.MessageID }
 // and answers it on a stop or a crash of the persister, which would leave
 // it unanswered. Whichever comes first answers; the other finds it done.
 type fellReply struct {
-	sender *actor.PID
-	sent   atomic.Bool
+	sender  *actor.PID
+	success any // the reply (see success)
+	sent    atomic.Bool
 }
 
 // answered reports whether the Add has had its reply.
@@ -116,6 +117,6 @@ func (r *fellReply) answered() bool { return r.sent.Load() }
 // answer replies to the Add, if nobody has.
 func (r *fellReply) answer(root *actor.RootContext) {
 	if r != nil && r.sent.CompareAndSwap(false, true) {
-		root.Send(r.sender, nil)
+		root.Send(r.sender, r.success)
 	}
 }

@@ -297,10 +297,7 @@ func (p *pchannel) Receive(ctx actor.Context) {
 	p.publishDue()
 	switch m := ctx.Message().(type) {
 	case *messages.UpdateCheckpoint:
-		err := p.update(m)
-		if ctx.Sender() != nil {
-			ctx.Respond(err)
-		}
+		respond(ctx, m, p.update(m))
 	case *messages.UpdateBatch:
 		if m == nil {
 			p.applied(ctx, m, nil, false, messages.ErrNilCommand)
@@ -582,7 +579,7 @@ func (p *pchannel) addVChannel(ctx actor.Context, m *messages.AddVChannel) {
 				// new target: no save it starts after the reply, a retry
 				// whose timer is due included, takes the old one.
 				p.pendingTarget = nil
-				fell.reply = &fellReply{sender: ctx.Sender()}
+				fell.reply = &fellReply{sender: ctx.Sender(), success: success(ctx.ActorSystem(), ctx.Sender(), m)}
 				p.fells = append(slices.DeleteFunc(p.fells, (*fellReply).answered), fell.reply)
 				ctx.Send(p.persister, fell)
 				return
@@ -783,10 +780,32 @@ func (p *pchannel) publishDue() {
 
 // applied finishes a single command: reply, events, persister.
 func (p *pchannel) applied(ctx actor.Context, cmd messages.Command, from wal.MessageID, advanced bool, err error) {
-	err = p.settle(cmd, from, advanced, err)
-	if ctx.Sender() != nil {
+	respond(ctx, cmd, p.settle(cmd, from, advanced, err))
+}
+
+// respond answers the command being handled, if someone asked: with err,
+// or with its success.
+func respond(ctx actor.Context, cmd messages.Command, err error) {
+	switch {
+	case ctx.Sender() == nil:
+	case err != nil:
 		ctx.Respond(err)
+	default:
+		ctx.Respond(success(ctx.ActorSystem(), ctx.Sender(), cmd))
 	}
+}
+
+// success is the reply to cmd, applied in full, for requester: nil, or
+// for an actor, whose mailbox cannot carry nil, a *messages.Applied.
+// Futures, a Sender's replies and every other process take nil as any
+// message.
+func success(system *actor.ActorSystem, requester *actor.PID, cmd messages.Command) any {
+	if p, ok := system.ProcessRegistry.Get(requester); ok {
+		if _, isActor := p.(*actor.ActorProcess); isActor {
+			return &messages.Applied{Command: cmd}
+		}
+	}
+	return nil
 }
 
 // settle finishes a single command but for its reply, which it returns:
@@ -832,7 +851,7 @@ func (p *pchannel) updateBatch(ctx actor.Context, m *messages.UpdateBatch) {
 	case p.shippedStraight(ctx):
 		ctx.Respond(batchConsumed{})
 	default:
-		ctx.Respond(nil)
+		ctx.Respond(success(ctx.ActorSystem(), ctx.Sender(), m))
 	}
 }
 

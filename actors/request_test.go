@@ -157,3 +157,56 @@ func TestADeadLetterNamesThePChannelWhileItStops(t *testing.T) {
 	require.ErrorIs(t, err, actor.ErrDeadLetter)
 	require.ErrorContains(t, err, fmt.Sprintf(`pchannel actor %q is stopping or gone (its pchannel is not known once it stopped; SpawnNamed`, pid.Id))
 }
+
+// An actor of the user's that asks with ctx.Request is answered in its
+// mailbox: *messages.Applied for a command applied in full, naming it,
+// where a future is answered nil, and the error for a rejection. A nil
+// reply sent there never reached it: protoactor's default mailbox counted
+// the nil, found nothing to hand on, and spun a core on it for good.
+func TestAnActorThatRequestsIsAnsweredApplied(t *testing.T) {
+	system := quietSystem(t)
+	props, err := NewProps("p", wal.Kafka, persistence.NewMemory(), WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(10)}))
+	require.NoError(t, err)
+	pid := system.Root.Spawn(props)
+	_, err = StartMessageID(ctx10s(t), system, pid)
+	require.NoError(t, err)
+
+	replies := make(chan any, 8)
+	requester := system.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		switch m := c.Message().(type) {
+		case messages.Command:
+			c.Request(pid, m)
+		case *messages.Applied, error:
+			replies <- m
+		}
+	}))
+	t.Cleanup(func() { _ = system.Root.StopFuture(requester).Wait() })
+	reply := func(cmd messages.Command) any {
+		t.Helper()
+		system.Root.Send(requester, cmd)
+		select {
+		case r := <-replies:
+			return r
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no reply to %T within 10 s", cmd)
+			return nil
+		}
+	}
+
+	update := &messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(30)}
+	// Below the minimum: answered once the persister holds the fall.
+	add := &messages.AddVChannel{VChannel: "b", Checkpoint: wal.KafkaID(20)}
+	batch := &messages.UpdateBatch{Updates: []messages.VChannelCheckpoint{{VChannel: "a", Checkpoint: wal.KafkaID(40)}, {VChannel: "b", Checkpoint: wal.KafkaID(25)}}}
+	drop := &messages.DropVChannel{VChannel: "b"}
+	for _, cmd := range []messages.Command{update, add, batch, drop} {
+		applied, ok := reply(cmd).(*messages.Applied)
+		require.Truef(t, ok, "%T answered %T", cmd, applied)
+		require.Same(t, cmd, applied.Command)
+	}
+	rollback := reply(&messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(1)})
+	require.ErrorIs(t, rollback.(error), messages.ErrCheckpointRollback)
+	// A future is still answered nil.
+	res, err := system.Root.RequestFuture(pid, &messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(50)}, 10*time.Second).Result()
+	require.NoError(t, err)
+	require.Nil(t, res)
+}

@@ -9,8 +9,19 @@ import (
 // Command is implemented by the messages that change a pchannel's state.
 // Sent with RequestFuture, a command is answered with nil or an error;
 // sent with Send, it is applied the same way and a rejection is only
-// published (CommandRejected) and logged.
+// published (CommandRejected) and logged. An actor that asks with
+// ctx.Request is answered *Applied where a future is answered nil.
 type Command interface{ command() }
+
+// Applied is the reply to a command applied in full when an actor asked
+// for it (ctx.Request): a future is answered nil, which an actor's
+// mailbox cannot carry (protoactor's default mailbox counts a nil
+// message, finds nothing to hand on, and spins on it for good). Command
+// is the command the reply is for, since protoactor's replies carry no
+// request of their own; a rejection is the error, as for a future.
+type Applied struct {
+	Command Command
+}
 
 // AddVChannel starts tracking a vchannel at a checkpoint. It may lower the
 // pchannel's minimum; the persisted checkpoint never follows it down.
