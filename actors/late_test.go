@@ -1,8 +1,10 @@
 package actors
 
 import (
+	"context"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -11,6 +13,11 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
+
+	"github.com/lowwater/lowwater/messages"
+	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/persistence/faultinject"
+	"github.com/lowwater/lowwater/wal"
 )
 
 // A stop leaves behind what its actor started, which may send it a message
@@ -73,4 +80,61 @@ func internalDeadLetters(system *actor.ActorSystem) func() []string {
 		defer mu.Unlock()
 		return append([]string(nil), got...)
 	}
+}
+
+// A Sender made while its pchannel's graceful stop waits for a save has its
+// first batch refused (the pchannel is gone to it) and its watch still
+// owed a Terminated: its reply process stays until that comes. Removed at
+// Close, it made the Terminated a dead letter, which protoactor logs.
+func TestASenderMadeDuringAStopLeavesNoDeadLetter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		system := actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(zap.NewNop())),
+			actor.WithDeadLetterThrottleInterval(time.Millisecond))
+		var mu sync.Mutex
+		var dead []string
+		system.EventStream.Subscribe(func(ev any) {
+			if d, ok := ev.(*actor.DeadLetterEvent); ok {
+				mu.Lock()
+				dead = append(dead, fmt.Sprintf("%T to %s", d.Message, d.PID.GetId()))
+				mu.Unlock()
+			}
+		})
+		cat := faultinject.Wrap(persistence.NewMemory())
+		props, err := NewProps("p", wal.Kafka, cat, WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(1)}),
+			WithStopFlushTimeout(time.Second))
+		require.NoError(t, err)
+		pid := system.Root.Spawn(props)
+		synctest.Wait() // recovered, and the first minimum saved
+		cat.Script(faultinject.OpSave, faultinject.Hang())
+		system.Root.Send(pid, &messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(6)})
+		synctest.Wait() // the save hangs
+		stopped := system.Root.PoisonFuture(pid)
+		synctest.Wait() // the stop waits for it
+
+		s, err := NewSender(system, pid)
+		require.NoError(t, err)
+		require.NoError(t, s.Update("a", wal.KafkaID(7)))
+		require.ErrorIs(t, s.Close(context.Background()), actor.ErrDeadLetter)
+		require.NoError(t, stopped.Wait())
+		synctest.Wait()
+		mu.Lock()
+		require.Empty(t, dead)
+		mu.Unlock()
+		require.False(t, registered(system, senderIDPrefix), "the Sender's reply process left")
+		system.Shutdown()
+		time.Sleep(3 * poolIdleFor) // the bubble's clock: the pool sheds its idle workers
+	})
+}
+
+// registered reports whether system's registry holds a process whose id
+// begins with prefix.
+func registered(system *actor.ActorSystem, prefix string) bool {
+	for _, shard := range system.ProcessRegistry.LocalPIDs.LocalPIDs {
+		for id := range shard.Items() {
+			if strings.HasPrefix(id, prefix) {
+				return true
+			}
+		}
+	}
+	return false
 }

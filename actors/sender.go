@@ -182,13 +182,15 @@ type Sender struct {
 	closed     bool
 	// detached is set once Close has stopped waiting: nobody waits for
 	// an answer any more, and one that still comes ships nothing.
-	// released is set once the reply process is gone (release).
-	detached, released bool
+	// released is set once the reply process is to go (release), and
+	// terminated once the pchannel's Terminated has come.
+	detached, released, terminated bool
 }
 
 // NewSender returns a Sender of updates to the pchannel actor at pid. It
 // registers one process (no goroutine) in system to receive the replies;
-// Close removes it, and so does the pchannel's stop. A Sender dropped
+// Close removes it, and so does the pchannel's stop (a Close that found
+// the pchannel stopping leaves it to the stop's end). A Sender dropped
 // without Close while its pchannel runs stays registered, about a
 // kilobyte, until the pchannel stops; one whose Close gave up with a
 // batch in flight, until the pchannel answers it or stops. A nil system
@@ -600,6 +602,14 @@ func (s *Sender) Close(ctx context.Context) error {
 // release takes the reply process out of the registry and its watch off
 // the pchannel, once: at Close, or after it, once the batch Close left
 // in flight is answered or the pchannel is gone.
+//
+// A pchannel known gone (a batch refused as a dead letter) sends no
+// Unwatch, which would be a dead letter itself, and it still owes the
+// watch its Terminated: the process stays until that comes
+// (SendSystemMessage), which would otherwise be a dead letter, logged
+// on the system's logger. It always comes: an actor stopping sends it
+// to its watchers as it stops, and protoactor's dead-letter process
+// answers a watch that came too late.
 func (s *Sender) release() {
 	s.mu.Lock()
 	if s.released {
@@ -607,10 +617,13 @@ func (s *Sender) release() {
 		return
 	}
 	s.released = true
-	gone := s.gone != nil
+	gone, owed := s.gone != nil, !s.terminated
 	s.mu.Unlock()
-	if !gone { // an Unwatch to a stopped actor would be a dead letter
+	switch {
+	case !gone:
 		s.systemMessage(&actor.Unwatch{Watcher: s.replies})
+	case owed:
+		return
 	}
 	s.system.ProcessRegistry.Remove(s.replies)
 }
@@ -767,7 +780,15 @@ func (p replyProcess) SendUserMessage(_ *actor.PID, message any) {
 // dropped without Close is not kept for good by the registry.
 func (p replyProcess) SendSystemMessage(_ *actor.PID, message any) {
 	if _, ok := message.(*actor.Terminated); ok {
+		p.s.mu.Lock()
+		p.s.terminated = true
+		waited := p.s.released // see release
+		p.s.mu.Unlock()
 		p.s.answer(nil, ErrPChannelGone, false)
+		if waited {
+			p.s.system.ProcessRegistry.Remove(p.s.replies)
+			return
+		}
 		p.s.release()
 	}
 }
