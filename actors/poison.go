@@ -35,10 +35,14 @@ import (
 // nothing if it does not answer in time: an actor that is no pchannel's,
 // one on a mailbox of the caller's own (actor.WithMailbox), a PID made
 // anew (actor.NewPID). A pchannel that is stopping already, or a PID not
-// in the registry (gone, or another system's), gives an error that wraps
-// actor.ErrDeadLetter, and nothing is sent; a nil ctx
-// is an ErrNilContext, a nil system or PID an ErrNoPChannel. It must not
-// be called from inside an actor's Receive.
+// in the registry (gone), gives an error that wraps actor.ErrDeadLetter,
+// and nothing is sent; a nil ctx is an ErrNilContext, a nil system or PID
+// an ErrNoPChannel. It must not be called from inside an actor's Receive.
+//
+// Give it the system that spawned the pchannel. protoactor tells PIDs
+// apart by address and id alone, and every system that is not remote has
+// the same address: another system's PID whose id is taken in system
+// ($1, a name) names system's actor there, which Poison stops.
 func Poison(ctx context.Context, system *actor.ActorSystem, pchannel *actor.PID) (*messages.Stopped, error) {
 	ctx, cancel, err := waitWithin(ctx, system, pchannel)
 	if err != nil {
