@@ -138,3 +138,67 @@ func registered(system *actor.ActorSystem, prefix string) bool {
 	}
 	return false
 }
+
+// What lowwater sends on its own toward a requester or a pchannel that is
+// gone is no dead letter either: the watch of a Sender made for a
+// pchannel stopped already (the Sender learns it is gone at once), and
+// the refusal of a request that waited behind a stop longer than its
+// future did.
+func TestNoDeadLetterTowardWhatIsGone(t *testing.T) {
+	run := func(t *testing.T, body func(t *testing.T, system *actor.ActorSystem, cat *faultinject.Catalog)) {
+		synctest.Test(t, func(t *testing.T) {
+			system := actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(zap.NewNop())),
+				actor.WithDeadLetterThrottleInterval(time.Millisecond))
+			var mu sync.Mutex
+			var dead []string
+			system.EventStream.Subscribe(func(ev any) {
+				if d, ok := ev.(*actor.DeadLetterEvent); ok {
+					mu.Lock()
+					dead = append(dead, fmt.Sprintf("%T to %s", d.Message, d.PID.GetId()))
+					mu.Unlock()
+				}
+			})
+			body(t, system, faultinject.Wrap(persistence.NewMemory()))
+			synctest.Wait()
+			mu.Lock()
+			require.Empty(t, dead)
+			mu.Unlock()
+			require.False(t, registered(system, senderIDPrefix), "a Sender's reply process left")
+			system.Shutdown()
+			time.Sleep(3 * poolIdleFor) // the bubble's clock: the pool sheds its idle workers
+		})
+	}
+	spawn := func(t *testing.T, system *actor.ActorSystem, cat *faultinject.Catalog) *actor.PID {
+		props, err := NewProps("p", wal.Kafka, cat, WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(1)}),
+			WithStopFlushTimeout(time.Second))
+		require.NoError(t, err)
+		pid := system.Root.Spawn(props)
+		synctest.Wait() // recovered, and the first minimum saved
+		return pid
+	}
+
+	t.Run("a Sender made for a pchannel stopped", func(t *testing.T) {
+		run(t, func(t *testing.T, system *actor.ActorSystem, cat *faultinject.Catalog) {
+			pid := spawn(t, system, cat)
+			require.NoError(t, system.Root.StopFuture(pid).Wait())
+			s, err := NewSender(system, pid)
+			require.NoError(t, err)
+			require.ErrorIs(t, s.Update("a", wal.KafkaID(7)), ErrPChannelGone)
+			require.ErrorIs(t, s.Close(context.Background()), ErrPChannelGone)
+		})
+	})
+	t.Run("a request whose future gave up behind a stop", func(t *testing.T) {
+		run(t, func(t *testing.T, system *actor.ActorSystem, cat *faultinject.Catalog) {
+			pid := spawn(t, system, cat)
+			cat.Script(faultinject.OpSave, faultinject.Hang())
+			system.Root.Send(pid, &messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(6)})
+			synctest.Wait() // the save hangs
+			// Queued behind the pill, before the stop begins: refused
+			// once the stop, which waits for the save, has ended.
+			system.Root.Poison(pid)
+			asked := system.Root.RequestFuture(pid, &messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(7)}, 100*time.Millisecond)
+			require.ErrorIs(t, asked.Wait(), actor.ErrTimeout)
+			time.Sleep(2 * time.Second) // the flush timeout
+		})
+	})
+}

@@ -629,7 +629,8 @@ func (m *mailbox) answerLateWatchers() {
 
 // refuse answers a user message that came after the actor's stop began as
 // protoactor answers one to a stopped actor: a request gets a
-// DeadLetterResponse, and the rest is dropped. protoactor would still
+// DeadLetterResponse (unless its requester is gone: a future that timed
+// out, a Sender closed), and the rest is dropped. protoactor would still
 // hand it to the actor until the stop completes, and a panic there (in a
 // receiver middleware, say) made protoactor restart the actor, losing
 // the stop: no Stopped, and an actor that lived on. Late results and
@@ -639,7 +640,7 @@ func (m *mailbox) refuse(msg any) {
 	if !ok || env.Sender == nil || m.root == nil {
 		return
 	}
-	m.root.Send(env.Sender, &actor.DeadLetterResponse{Target: m.self()})
+	sendLate(m.root, env.Sender, &actor.DeadLetterResponse{Target: m.self()})
 }
 
 // self is the actor's PID, nil for an invoker that is no actor context.

@@ -224,7 +224,11 @@ func NewSender(system *actor.ActorSystem, pid *actor.PID, opts ...SenderOption) 
 		gen:      1,
 	}
 	s.replies, _ = system.ProcessRegistry.Add(replyProcess{s}, senderIDPrefix+system.ProcessRegistry.NextId())
-	s.systemMessage(&actor.Watch{Watcher: s.replies})
+	if !s.systemMessage(&actor.Watch{Watcher: s.replies}) {
+		// Gone already: told as protoactor's dead-letter process tells
+		// a watch it takes, without the dead letter it logs.
+		replyProcess{s}.SendSystemMessage(s.replies, &actor.Terminated{Who: pid, Why: actor.TerminatedReason_NotFound})
+	}
 	return s, nil
 }
 
@@ -649,9 +653,14 @@ func (s *Sender) abandonedLocked() error {
 
 // systemMessage sends a Watch or Unwatch to the pchannel, as an actor's
 // context would.
-func (s *Sender) systemMessage(m any) {
-	proc, _ := s.system.ProcessRegistry.Get(s.pchannel)
-	proc.SendSystemMessage(s.pchannel, m)
+// systemMessage sends m to the pchannel, unless it is gone from the
+// registry, and reports whether it was sent.
+func (s *Sender) systemMessage(m any) bool {
+	proc, ok := s.system.ProcessRegistry.Get(s.pchannel)
+	if ok {
+		proc.SendSystemMessage(s.pchannel, m)
+	}
+	return ok
 }
 
 func (s *Sender) takeErrorsLocked() error {
