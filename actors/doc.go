@@ -137,6 +137,18 @@
 // stop, it abandons the call in flight (counted), and the new incarnation
 // reads or saves afresh.
 //
+// # Waiting from inside an actor
+//
+// Request, GetState, StartMessageID, Poison and a Sender's Flush and
+// Close wait for a pchannel, bounded by their context. Called from an
+// actor's Receive, they hold that actor for the wait: there, ask with
+// ctx.RequestFuture and wait with ctx.ReenterAfter, except in a Stopping
+// or Restarting handler, where a parent poisons its pchannels before
+// protoactor stops them hard (Poison is the way there). Never call them
+// from a raw EventStream subscriber of the pchannel asked: it runs on that
+// pchannel's goroutine, which cannot answer until it returns, and the
+// call waits out its context.
+//
 // # Phases
 //
 // A pchannel is in one phase at a time: recovering (reading its stored

@@ -37,7 +37,8 @@ import (
 // anew (actor.NewPID). A pchannel that is stopping already, or a PID not
 // in the registry (gone), gives an error that wraps actor.ErrDeadLetter,
 // and nothing is sent; a nil ctx is an ErrNilContext, a nil system or PID
-// an ErrNoPChannel. It must not be called from inside an actor's Receive.
+// an ErrNoPChannel. From inside an actor's Receive, see "Waiting from
+// inside an actor" in the package doc.
 //
 // Give it the system that spawned the pchannel. protoactor tells PIDs
 // apart by address and id alone, and every system that is not remote has

@@ -33,8 +33,8 @@ const DefaultRequestTimeout = 5 * time.Second
 // its actor (the PID's id: the name given to SpawnNamed) and wraps
 // actor.ErrDeadLetter. A nil ctx is an ErrNilContext, and nothing is sent.
 //
-// It must not be called from inside an actor's Receive, which would block
-// the actor: wait with ReenterAfter there instead.
+// From inside an actor's Receive, see "Waiting from inside an actor" in
+// the package doc.
 func Request(ctx context.Context, sender actor.SenderContext, pchannel *actor.PID, cmd messages.Command) error {
 	if cmd == nil {
 		return messages.ErrNilCommand

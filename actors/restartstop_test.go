@@ -1,9 +1,11 @@
 package actors
 
 import (
+	"context"
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/lowwater/lowwater/messages"
 	"github.com/lowwater/lowwater/persistence"
+	"github.com/lowwater/lowwater/persistence/faultinject"
 	"github.com/lowwater/lowwater/wal"
 )
 
@@ -382,5 +385,81 @@ func within(t *testing.T, what string, c <-chan struct{}) {
 	case <-c:
 	case <-time.After(10 * time.Second):
 		t.Fatalf("no %s within 10 s", what)
+	}
+}
+
+// A parent stopped or restarted by its own supervisor stops its children
+// hard, after its Stopping or Restarting handler: Poison called there
+// saves the pchannel's pending minimum first, as the README advises.
+// Without it the child's stop is hard, and the save in flight is dropped.
+func TestAParentPoisonsItsPChannelInItsStopHandler(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		poison bool
+		end    func(system *actor.ActorSystem, parent *actor.PID)
+	}{
+		{"poisoned, poisoning", true, func(system *actor.ActorSystem, parent *actor.PID) { system.Root.Poison(parent) }},
+		{"restarted, poisoning", true, func(system *actor.ActorSystem, parent *actor.PID) { system.Root.Send(parent, "boom") }},
+		{"poisoned, not poisoning", false, func(system *actor.ActorSystem, parent *actor.PID) { system.Root.Poison(parent) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				system := actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(zap.NewNop())),
+					actor.WithDeadLetterThrottleInterval(time.Millisecond))
+				stopped := make(chan *messages.Stopped, 2)
+				system.EventStream.Subscribe(func(ev any) {
+					if s, ok := ev.(*messages.Stopped); ok {
+						stopped <- s
+					}
+				})
+				cat := faultinject.Wrap(persistence.NewMemory())
+				props, err := NewProps("p", wal.Kafka, cat, WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(10)}))
+				require.NoError(t, err)
+				children := make(chan *actor.PID, 2)
+				poisoned := make(chan error, 2)
+				parent := system.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+					switch c.Message() {
+					case "boom":
+						panic("parent bug")
+					}
+					switch c.Message().(type) {
+					case *actor.Started:
+						if len(c.Children()) == 0 {
+							children <- c.Spawn(props)
+						}
+					case *actor.Stopping, *actor.Restarting:
+						for _, child := range c.Children() {
+							if tc.poison {
+								_, err := Poison(context.Background(), c.ActorSystem(), child)
+								poisoned <- err
+							}
+						}
+					}
+				}, actor.WithSupervisor(actor.NewOneForOneStrategy(1, time.Minute, func(any) actor.Directive { return actor.RestartDirective }))))
+				pc := <-children
+				synctest.Wait() // recovered, and 10 saved
+				cat.Script(faultinject.OpSave, faultinject.Latency(time.Second))
+				system.Root.Send(pc, &messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(20)})
+				synctest.Wait() // the save of 20 is in flight
+
+				tc.end(system, parent)
+				s := <-stopped
+				if tc.poison {
+					require.NoError(t, <-poisoned)
+					require.True(t, s.Flushed)
+					require.Equal(t, wal.KafkaID(20), s.LastPersisted)
+				} else {
+					require.False(t, s.Flushed)
+					require.ErrorIs(t, s.Reason, messages.ErrHardStop)
+					require.Equal(t, wal.KafkaID(10), s.LastPersisted)
+				}
+				stored, err := cat.Load(context.Background(), "p")
+				require.NoError(t, err)
+				require.Equal(t, s.LastPersisted, stored)
+				require.NoError(t, system.Root.StopFuture(parent).Wait())
+				system.Shutdown()
+				time.Sleep(3 * poolIdleFor) // the bubble's clock: the pool sheds its idle workers
+			})
+		})
 	}
 }

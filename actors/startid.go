@@ -41,8 +41,8 @@ import (
 // subscriber that holds it) is said to be so; a PID that never answers,
 // that it may be no pchannel's.
 // system.Shutdown stops no actor: a call waiting
-// then waits for its context. It must not be called from inside an
-// actor's Receive.
+// then waits for its context. From inside an actor's Receive, see
+// "Waiting from inside an actor" in the package doc.
 func StartMessageID(ctx context.Context, system *actor.ActorSystem, pchannel *actor.PID) (wal.MessageID, error) {
 	ctx, cancel, err := waitWithin(ctx, system, pchannel)
 	if err != nil {
