@@ -750,10 +750,10 @@ type batchConsumed struct{}
 const senderIDPrefix = "lowwater-sender-"
 
 // replyProcess receives the pchannel's replies. It is a bare Process, as
-// protoactor's futures are, not an actor: a mailbox drops nil messages, and
-// nil is the reply to a batch applied in full. Its methods run on the
-// sending goroutine, so a pchannel's reply to a batch is handled before its
-// Terminated.
+// protoactor's futures are, not an actor: an actor's mailbox cannot carry
+// nil (see messages.Applied), the reply to a batch applied in full. Its
+// methods run on the sending goroutine, so a pchannel's reply to a batch
+// is handled before its Terminated.
 type replyProcess struct{ s *Sender }
 
 var _ actor.Process = replyProcess{}
