@@ -202,3 +202,23 @@ func TestNoDeadLetterTowardWhatIsGone(t *testing.T) {
 		})
 	})
 }
+
+// A Sender aimed at an actor in between (a relay) whose pchannel behind
+// stopped has its batch refused, and no Terminated is coming: the relay
+// lives on. Close takes its watch off the relay and leaves the registry,
+// rather than wait for the relay's end.
+func TestASenderThroughARelayToAPChannelStoppedLeavesAtClose(t *testing.T) {
+	r := newSenderRig(t, kafkaAt(1, 0))
+	g := &gate{target: r.pchannel}
+	relay := r.system.Root.Spawn(g.props())
+	r.system.Root.Send(relay, gateRelease{})
+	require.NoError(t, r.system.Root.StopFuture(r.pchannel).Wait())
+	r.stopped = true
+
+	s, err := NewSender(r.system, relay)
+	require.NoError(t, err)
+	require.NoError(t, s.Update("v0", wal.KafkaID(1)))
+	require.ErrorIs(t, s.Close(ctx10s(t)), ErrPChannelGone)
+	require.False(t, registered(r.system, senderIDPrefix), "the Sender's reply process left at Close")
+	require.NoError(t, r.system.Root.StopFuture(relay).Wait())
+}

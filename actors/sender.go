@@ -607,13 +607,14 @@ func (s *Sender) Close(ctx context.Context) error {
 // the pchannel, once: at Close, or after it, once the batch Close left
 // in flight is answered or the pchannel is gone.
 //
-// A pchannel known gone (a batch refused as a dead letter) sends no
-// Unwatch, which would be a dead letter itself, and it still owes the
-// watch its Terminated: the process stays until that comes
-// (SendSystemMessage), which would otherwise be a dead letter, logged
-// on the system's logger. It always comes: an actor stopping sends it
-// to its watchers as it stops, and protoactor's dead-letter process
-// answers a watch that came too late.
+// A pchannel that refused a batch as stopped, and has not sent the
+// Terminated its watch is owed, sends it as it stops: the process stays
+// until it comes (SendSystemMessage), which would otherwise be a dead
+// letter, logged on the system's logger. Only for a pchannel the
+// directory knows, or one gone from the registry, whose watch protoactor
+// answers: a refusal through an actor in between (a relay in front of a
+// pchannel stopped) leaves the watched actor alive, and no Terminated
+// comes.
 func (s *Sender) release() {
 	s.mu.Lock()
 	if s.released {
@@ -623,14 +624,28 @@ func (s *Sender) release() {
 	s.released = true
 	gone, owed := s.gone != nil, !s.terminated
 	s.mu.Unlock()
-	switch {
-	case !gone:
-		s.systemMessage(&actor.Unwatch{Watcher: s.replies})
-	case owed:
+	if gone && owed && s.terminatedComes() {
 		return
 	}
-	s.system.ProcessRegistry.Remove(s.replies)
+	if !gone || owed {
+		s.systemMessage(&actor.Unwatch{Watcher: s.replies})
+	}
+	s.unregister()
 }
+
+// terminatedComes reports whether the watched actor, which refused a
+// batch as stopped, will send its Terminated: it is a pchannel (one the
+// directory knows), or gone from the registry.
+func (s *Sender) terminatedComes() bool {
+	if _, ok := s.system.ProcessRegistry.Get(s.pchannel); !ok {
+		return true
+	}
+	return directoryOf(s.system).lookup(s.system, s.pchannel) != nil
+}
+
+// unregister takes the reply process out of the registry: release does,
+// or the Terminated that release left it waiting for.
+func (s *Sender) unregister() { s.system.ProcessRegistry.Remove(s.replies) }
 
 // abandonedLocked says what a Close that gave up waiting leaves
 // unconfirmed, and drops what was never sent: nil if nothing.
@@ -652,9 +667,8 @@ func (s *Sender) abandonedLocked() error {
 }
 
 // systemMessage sends a Watch or Unwatch to the pchannel, as an actor's
-// context would.
-// systemMessage sends m to the pchannel, unless it is gone from the
-// registry, and reports whether it was sent.
+// context would, unless it is gone from the registry (the message would
+// be a dead letter), and reports whether it was sent.
 func (s *Sender) systemMessage(m any) bool {
 	proc, ok := s.system.ProcessRegistry.Get(s.pchannel)
 	if ok {
@@ -795,7 +809,7 @@ func (p replyProcess) SendSystemMessage(_ *actor.PID, message any) {
 		p.s.mu.Unlock()
 		p.s.answer(nil, ErrPChannelGone, false)
 		if waited {
-			p.s.system.ProcessRegistry.Remove(p.s.replies)
+			p.s.unregister()
 			return
 		}
 		p.s.release()
