@@ -44,7 +44,7 @@ func Request(ctx context.Context, sender actor.SenderContext, pchannel *actor.PI
 		return err
 	}
 	switch r := res.(type) {
-	case nil:
+	case nil, *messages.Applied: // the latter relayed by an actor that asked
 		return nil
 	case error:
 		return r

@@ -210,3 +210,35 @@ func TestAnActorThatRequestsIsAnsweredApplied(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, res)
 }
+
+// An actor in between that asks with ctx.Request, and hands the answer
+// on to whoever asked it, hands on *messages.Applied: Request and a
+// Sender take it as they take nil.
+func TestARelayedAppliedIsASuccess(t *testing.T) {
+	system := quietSystem(t)
+	props, err := NewProps("p", wal.Kafka, persistence.NewMemory(), WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(10)}))
+	require.NoError(t, err)
+	pid := system.Root.Spawn(props)
+	var asking []*actor.PID // the relay's own: one request at a time
+	relay := system.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		switch m := c.Message().(type) {
+		case messages.Command:
+			asking = append(asking, c.Sender())
+			c.Request(pid, m)
+		case *messages.Applied, error:
+			c.Send(asking[0], m)
+			asking = asking[1:]
+		}
+	}))
+	t.Cleanup(func() { _ = system.Root.StopFuture(relay).Wait() })
+
+	require.NoError(t, Request(ctx10s(t), system.Root, relay, &messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(20)}))
+	s, err := NewSender(system, relay)
+	require.NoError(t, err)
+	require.NoError(t, s.Update("a", wal.KafkaID(30)))
+	require.NoError(t, s.Flush(ctx10s(t)))
+	require.NoError(t, s.Close(ctx10s(t)))
+	st, err := GetState(ctx10s(t), system.Root, pid)
+	require.NoError(t, err)
+	require.Equal(t, wal.KafkaID(30), st.Minimum)
+}

@@ -775,7 +775,7 @@ var _ actor.Process = replyProcess{}
 func (p replyProcess) SendUserMessage(_ *actor.PID, message any) {
 	detached := false
 	switch m := actor.UnwrapEnvelopeMessage(message).(type) {
-	case nil:
+	case nil, *messages.Applied: // the latter relayed by an actor that asked
 		detached = p.s.answer(nil, nil, false)
 	case batchConsumed:
 		detached = p.s.answer(nil, nil, true)
