@@ -117,6 +117,6 @@ func (r *fellReply) answered() bool { return r.sent.Load() }
 // answer replies to the Add, if nobody has.
 func (r *fellReply) answer(root *actor.RootContext) {
 	if r != nil && r.sent.CompareAndSwap(false, true) {
-		root.Send(r.sender, r.success)
+		sendLate(root, r.sender, r.success)
 	}
 }

@@ -187,6 +187,23 @@ func TestNoDeadLetterTowardWhatIsGone(t *testing.T) {
 			require.ErrorIs(t, s.Close(context.Background()), ErrPChannelGone)
 		})
 	})
+	t.Run("a reply to a request that gave up", func(t *testing.T) {
+		run(t, func(t *testing.T, system *actor.ActorSystem, cat *faultinject.Catalog) {
+			pid := spawn(t, system, cat)
+			// A subscriber holds the pchannel past the request's deadline.
+			system.EventStream.Subscribe(func(ev any) {
+				if _, ok := ev.(*messages.VChannelAdded); ok {
+					time.Sleep(time.Second)
+				}
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			defer cancel()
+			err := Request(ctx, system.Root, pid, &messages.AddVChannel{VChannel: "b", Checkpoint: wal.KafkaID(5)})
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			time.Sleep(2 * time.Second) // the subscriber lets go; the reply goes nowhere
+			require.NoError(t, system.Root.PoisonFuture(pid).Wait())
+		})
+	})
 	t.Run("a request whose future gave up behind a stop", func(t *testing.T) {
 		run(t, func(t *testing.T, system *actor.ActorSystem, cat *faultinject.Catalog) {
 			pid := spawn(t, system, cat)

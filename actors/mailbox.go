@@ -560,7 +560,7 @@ func (m *mailbox) loop(msgp *any) (turnOver bool) {
 			return
 		}
 		if f, ok := msg.(forgedRequest); ok && m.root != nil {
-			m.root.Send(f.env.Sender, fmt.Errorf("%w: %T, which only protoactor or lowwater itself sends", messages.ErrUnknownMessage, f.env.Message))
+			sendLate(m.root, f.env.Sender, fmt.Errorf("%w: %T, which only protoactor or lowwater itself sends", messages.ErrUnknownMessage, f.env.Message))
 			continue
 		}
 		if m.inc.direct == nil || !m.inc.direct.receiveDirect(msg) {
@@ -621,8 +621,9 @@ func (m *mailbox) answerLateWatchers() {
 	}
 	self, registry := m.self(), m.root.ActorSystem().ProcessRegistry
 	for _, w := range m.lateWatchers {
-		p, _ := registry.Get(w) // the dead-letter process when w is gone
-		p.SendSystemMessage(w, &actor.Terminated{Who: self})
+		if p, ok := registry.Get(w); ok { // a watcher gone is told nothing
+			p.SendSystemMessage(w, &actor.Terminated{Who: self})
+		}
 	}
 	m.lateWatchers = nil
 }
@@ -746,7 +747,7 @@ func plainDispatch(ctx any) bool {
 // waits for) is told too (crashReporter).
 func (m *mailbox) answerPanicked(msg any, failure *PChannelPanicError) {
 	if env, ok := msg.(*actor.MessageEnvelope); ok && env.Sender != nil && m.root != nil {
-		m.root.Send(env.Sender, failure)
+		sendLate(m.root, env.Sender, failure)
 	}
 	if m.context == nil {
 		return

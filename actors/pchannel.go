@@ -579,7 +579,8 @@ func (p *pchannel) addVChannel(ctx actor.Context, m *messages.AddVChannel) {
 				// new target: no save it starts after the reply, a retry
 				// whose timer is due included, takes the old one.
 				p.pendingTarget = nil
-				fell.reply = &fellReply{sender: ctx.Sender(), success: success(ctx.ActorSystem(), ctx.Sender(), m)}
+				reply, _ := success(ctx.ActorSystem(), ctx.Sender(), m)
+				fell.reply = &fellReply{sender: ctx.Sender(), success: reply}
 				p.fells = append(slices.DeleteFunc(p.fells, (*fellReply).answered), fell.reply)
 				ctx.Send(p.persister, fell)
 				return
@@ -783,29 +784,37 @@ func (p *pchannel) applied(ctx actor.Context, cmd messages.Command, from wal.Mes
 	respond(ctx, cmd, p.settle(cmd, from, advanced, err))
 }
 
-// respond answers the command being handled, if someone asked: with err,
-// or with its success.
+// respond answers the command being handled, if someone asked and still
+// waits: with err, or with its success.
 func respond(ctx actor.Context, cmd messages.Command, err error) {
+	if ctx.Sender() == nil {
+		return
+	}
+	reply, waits := success(ctx.ActorSystem(), ctx.Sender(), cmd)
 	switch {
-	case ctx.Sender() == nil:
+	case !waits:
 	case err != nil:
 		ctx.Respond(err)
 	default:
-		ctx.Respond(success(ctx.ActorSystem(), ctx.Sender(), cmd))
+		ctx.Respond(reply)
 	}
 }
 
 // success is the reply to cmd, applied in full, for requester: nil, or
-// for an actor, whose mailbox cannot carry nil, a *messages.Applied.
-// Futures, a Sender's replies and every other process take nil as any
-// message.
-func success(system *actor.ActorSystem, requester *actor.PID, cmd messages.Command) any {
-	if p, ok := system.ProcessRegistry.Get(requester); ok {
-		if _, isActor := p.(*actor.ActorProcess); isActor {
-			return &messages.Applied{Command: cmd}
-		}
+// for an actor in this system, whose mailbox cannot carry nil, a
+// *messages.Applied. Futures, a Sender's replies and every other process
+// take nil as any message. waits is false for a requester gone from the
+// registry, a future that gave up: a reply to it would be a dead letter,
+// which protoactor logs, where nobody waits for it.
+func success(system *actor.ActorSystem, requester *actor.PID, cmd messages.Command) (reply any, waits bool) {
+	p, ok := system.ProcessRegistry.Get(requester)
+	if !ok {
+		return nil, false
 	}
-	return nil
+	if _, isActor := p.(*actor.ActorProcess); isActor {
+		return &messages.Applied{Command: cmd}, true
+	}
+	return nil, true
 }
 
 // settle finishes a single command but for its reply, which it returns:
@@ -847,11 +856,11 @@ func (p *pchannel) updateBatch(ctx actor.Context, m *messages.UpdateBatch) {
 	}
 	switch {
 	case rejected != nil:
-		ctx.Respond(&messages.BatchError{Rejected: rejected})
+		respond(ctx, m, &messages.BatchError{Rejected: rejected})
 	case p.shippedStraight(ctx):
 		ctx.Respond(batchConsumed{})
 	default:
-		ctx.Respond(success(ctx.ActorSystem(), ctx.Sender(), m))
+		respond(ctx, m, nil)
 	}
 }
 
