@@ -236,8 +236,11 @@ func TestTheStartsReadOfACatalogEndsWithTheContext(t *testing.T) {
 		// Stopped once the read has begun, while the catalog hangs on:
 		// a stop, which Run ends without an error.
 		"hangs":  {func() { cancel(); <-release }, ""},
-		"panics": {func() { panic("LoadAll bug") }, "kafka: the catalog panicked loading its checkpoints: LoadAll bug"},
-		"exits":  {runtime.Goexit, "kafka: the catalog ended its goroutine loading its checkpoints (runtime.Goexit)"},
+		"panics": {func() { panic("LoadAll bug") }, `kafka: the catalog panicked loading its checkpoints: "LoadAll bug"`},
+		// A panic's text, the catalog's, is cut and kept to one line.
+		"panics at length": {func() { panic(strings.Repeat("line\n", 100)) },
+			`kafka: the catalog panicked loading its checkpoints: "` + strings.Repeat(`line\n`, 25) + `lin"`},
+		"exits": {runtime.Goexit, "kafka: the catalog ended its goroutine loading its checkpoints (runtime.Goexit)"},
 	} {
 		cfg := Config{Brokers: brokers, Topic: testTopic, Partitions: 1, VChannels: 2,
 			SinkPath: filepath.Join(dir, name+".db"), Catalog: loadAllDoing{Catalog: persistence.NewMemory(), do: c.do}}
@@ -650,7 +653,7 @@ func TestAHangingCatalogHoldsNoStopWhilePartitionsAreAdded(t *testing.T) {
 		}
 	}
 	warned := logs.FilterMessage("partition added: its checkpoint cannot be read yet").All()
-	if want := "kafka: the catalog panicked loading events-1: Load bug"; len(warned) == 0 || warned[0].ContextMap()["error"] != want {
+	if want := `kafka: the catalog panicked loading events-1: "Load bug"`; len(warned) == 0 || warned[0].ContextMap()["error"] != want {
 		t.Fatalf("warnings: %v, want the first saying %q", warned, want)
 	}
 	catalog.panicking.Store(false)

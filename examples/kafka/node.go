@@ -151,8 +151,9 @@ func paceOf(pace func(int32, int) time.Duration, p int32, v int) (time.Duration,
 		defer func() {
 			switch r := recover(); {
 			case r != nil:
-				// %.128v: the panic's text is the caller's, cut to a line.
-				ch <- result{err: fmt.Errorf("%w: Pace(%d, %d) panicked: %.128v", ErrConfig, p, v, r)}
+				// %.128q: the panic's text is the caller's, cut and
+				// quoted to one line.
+				ch <- result{err: fmt.Errorf("%w: Pace(%d, %d) panicked: %.128q", ErrConfig, p, v, fmt.Sprint(r))}
 			case !returned:
 				ch <- result{err: fmt.Errorf("%w: Pace(%d, %d) ended its goroutine (runtime.Goexit)", ErrConfig, p, v)}
 			}
@@ -341,7 +342,7 @@ func within[T any](ctx context.Context, doing string, call func() (T, error)) (T
 		defer func() {
 			switch r := recover(); {
 			case r != nil:
-				ch <- result{err: fmt.Errorf("kafka: the catalog panicked %s: %.128v", doing, r)}
+				ch <- result{err: fmt.Errorf("kafka: the catalog panicked %s: %.128q", doing, fmt.Sprint(r))}
 			case !returned:
 				ch <- result{err: fmt.Errorf("kafka: the catalog ended its goroutine %s (runtime.Goexit)", doing)}
 			}
