@@ -140,14 +140,17 @@
 // # Waiting from inside an actor
 //
 // Request, GetState, StartMessageID, Poison and a Sender's Flush and
-// Close wait for a pchannel, bounded by their context. Called from an
-// actor's Receive, they hold that actor for the wait: there, ask with
-// ctx.RequestFuture and wait with ctx.ReenterAfter, except in a Stopping
-// or Restarting handler, where a parent poisons its pchannels before
-// protoactor stops them hard (Poison is the way there). Never call them
-// from a raw EventStream subscriber of the pchannel asked: it runs on that
-// pchannel's goroutine, which cannot answer until it returns, and the
-// call waits out its context.
+// Close wait for a pchannel, bounded by their context, and a Sender's
+// Update for room in its buffer, up to WithFullWait. Called from an
+// actor's Receive, they hold that actor for the wait. There, ask with
+// ctx.Request, whose answer comes to the mailbox (*messages.Applied, or
+// the error), or with ctx.RequestFuture and ctx.ReenterAfter; but in a
+// Stopping or Restarting handler, where a parent poisons its pchannels
+// before protoactor stops them hard, Poison is the way: start them all
+// (a goroutine each), then wait for them all, or the stop takes a flush
+// timeout per pchannel. Never call them from a raw EventStream subscriber
+// of the pchannel asked: it runs on that pchannel's goroutine, which
+// cannot answer until it returns, and the call waits out its context.
 //
 // # Phases
 //

@@ -30,19 +30,30 @@ import (
 //	forgedRequest   a request for a message only protoactor may send
 
 // ownershipLost fires when the ownership context ends, or when the
-// persister's save was refused with persistence.ErrFenced.
-type ownershipLost struct{ cause error }
+// persister's save was refused with persistence.ErrFenced. watch is the
+// seq of the pchannel's watch on the context that ended, 0 from the
+// persister: a watch that fired as its actor stopped reaches, by name, an
+// actor spawned since under it, which has an ownership of its own.
+type ownershipLost struct {
+	cause error
+	watch uint64
+}
 
-// sendLate sends msg to pid, an actor of root's system, unless it is gone.
-// It is for a message that may come after its actor stopped: one an actor
-// sends itself or its parent from a timer or a goroutine (a catalog call
-// abandoned by a stop returns whenever the catalog lets it), or a
-// Stopped for a Poison that gave up. protoactor would hand it to its
-// dead-letter process, which publishes a DeadLetterEvent for each: a
-// user who watches those for lost messages would find lowwater's own
-// plumbing among them, after ordinary stops. One that finds the actor
-// still registered, and stopping, goes to its mailbox, which drops what
-// comes after the actor stopped.
+// sendLate sends msg to pid, a process of root's system, unless it is
+// gone from the registry. It is for a message that may come after its
+// addressee is gone: one an actor sends itself or its parent from a timer
+// or a goroutine (a catalog call abandoned by a stop returns whenever the
+// catalog lets it), or an answer to a requester that may have given up.
+// protoactor would hand it to its dead-letter process, which publishes a
+// DeadLetterEvent for each: a user who watches those for lost messages
+// would find lowwater's own plumbing among them, after ordinary stops.
+// One that finds the actor still registered, and stopping, goes to its
+// mailbox, which drops what comes after the actor stopped.
+//
+// pid is found by its id, as protoactor finds it: an actor spawned since
+// under the same name takes what its predecessor was sent. The results
+// of calls and timers carry a seq of their own (nextSeq), and the end of
+// an ownership names its watch (ownershipLost).
 func sendLate(root *actor.RootContext, pid *actor.PID, msg any) {
 	if p, ok := root.ActorSystem().ProcessRegistry.Get(pid); ok {
 		p.SendUserMessage(pid, msg)

@@ -203,3 +203,34 @@ func TestAFlushCutShortLeavesNoDeadLetter(t *testing.T) {
 		}
 	}
 }
+
+// The end of an ownership is the pchannel's to act on only from its own
+// watch (or its persister): a watch of an actor of the same name before
+// it, which fired as that one stopped, reaches it by name, and fenced a
+// pchannel whose own ownership lives on.
+func TestAnOwnershipEndOfAnotherWatchIsNotOurs(t *testing.T) {
+	system := quietSystem(t)
+	lost := subscribed[*messages.OwnershipLost](t, system)
+	owned, release := context.WithCancelCause(context.Background())
+	defer release(nil)
+	props, err := NewProps("p", wal.Kafka, persistence.NewMemory(), WithOwnership(owned),
+		WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(1)}))
+	require.NoError(t, err)
+	pid := system.Root.Spawn(props)
+	_, err = StartMessageID(ctx10s(t), system, pid)
+	require.NoError(t, err)
+
+	system.Root.Send(pid, &ownershipLost{cause: errors.New("another actor's"), watch: nextSeq()})
+	st, err := GetState(ctx10s(t), system.Root, pid)
+	require.NoError(t, err, "still running: the end was not its own")
+	require.Equal(t, wal.KafkaID(1), st.Minimum)
+	select {
+	case ev := <-lost:
+		t.Fatalf("OwnershipLost for another watch's end: %v", ev.Cause)
+	default:
+	}
+
+	ended := errors.New("ours")
+	release(ended)
+	require.ErrorIs(t, nextOf(t, lost).Cause, ended)
+}

@@ -203,8 +203,9 @@ type pchannel struct {
 	// stall watches the minimum for stalls (WithStallAfter).
 	stall stallWatch
 
-	// unwatch ends the ownership watch, if any.
+	// unwatch ends the ownership watch, if any; watch is its seq.
 	unwatch func() bool
+	watch   uint64
 
 	// told is, for each vchannel told to be below the persisted
 	// checkpoint (AddedBehind), the checkpoint it was told against: it
@@ -354,7 +355,9 @@ func (p *pchannel) stepRecovering(ctx actor.Context, msg any) {
 			p.loadOverdue()
 		}
 	case *ownershipLost:
-		p.becomeFenced(ctx, m.cause)
+		if p.ours(m) {
+			p.becomeFenced(ctx, m.cause)
+		}
 	case *actor.Stopping:
 		if p.self == nil {
 			p.phase = stopping // never started: nothing to flush
@@ -386,7 +389,9 @@ func (p *pchannel) stepRunning(ctx actor.Context, msg any) {
 			p.checkStall()
 		}
 	case *ownershipLost:
-		p.becomeFenced(ctx, m.cause)
+		if p.ours(m) {
+			p.becomeFenced(ctx, m.cause)
+		}
 	case *actor.Stopping:
 		p.beginStop()
 		if p.graceful {
@@ -405,6 +410,11 @@ func (p *pchannel) stepRunning(ctx actor.Context, msg any) {
 		p.other(ctx)
 	}
 }
+
+// ours reports whether m is this incarnation's: its persister's, or its
+// own watch's, not a watch of an incarnation before, or of an actor of
+// the same name before it, that fired as it stopped.
+func (p *pchannel) ours(m *ownershipLost) bool { return m.watch == 0 || m.watch == p.watch }
 
 // savedAbove tells the vchannels below persisted not told against it
 // yet. Each was added after the save of persisted began: no vchannel below
@@ -637,8 +647,9 @@ func (p *pchannel) started(ctx actor.Context) {
 			p.becomeFenced(ctx, context.Cause(o)) // ended before we began
 			return
 		}
-		root, self := ctx.ActorSystem().Root, ctx.Self()
-		p.unwatch = context.AfterFunc(o, func() { sendLate(root, self, &ownershipLost{cause: context.Cause(o)}) })
+		root, self, watch := ctx.ActorSystem().Root, ctx.Self(), nextSeq()
+		p.watch = watch
+		p.unwatch = context.AfterFunc(o, func() { sendLate(root, self, &ownershipLost{cause: context.Cause(o), watch: watch}) })
 	}
 	if p.cfg.preloaded != nil && !p.restarted {
 		p.recovery.attempt = 1

@@ -71,6 +71,10 @@ func Poison(ctx context.Context, system *actor.ActorSystem, pchannel *actor.PID)
 		pchannelName = s.PChannel
 	}
 	registry := system.ProcessRegistry
+	target, ok := registry.Get(pchannel)
+	if !ok { // a watch would be a dead letter, which protoactor logs
+		return nil, fmt.Errorf("lowwater: pchannel actor %s was gone before the poison came: %w", shorten.Quoted(pchannel.Id), actor.ErrDeadLetter)
+	}
 	w := &stopWatch{pchannel: pchannelName, terminated: make(chan *actor.Terminated, 1), registry: registry}
 	sub := system.EventStream.Subscribe(w.see)
 	defer system.EventStream.Unsubscribe(sub)
@@ -79,7 +83,6 @@ func Poison(ctx context.Context, system *actor.ActorSystem, pchannel *actor.PID)
 	self, _ := registry.Add(w, "poison"+registry.NextId())
 	w.self = self
 	defer w.leave()
-	target, _ := registry.Get(pchannel)
 	target.SendSystemMessage(pchannel, &actor.Watch{Watcher: self})
 	// Queued before the poison, from the same sender: the actor takes it
 	// first, unless another stop overtakes it.

@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -428,14 +429,20 @@ func TestAParentPoisonsItsPChannelInItsStopHandler(t *testing.T) {
 							children <- c.Spawn(props)
 						}
 					case *actor.Stopping, *actor.Restarting:
+						if !tc.poison {
+							return
+						}
+						// All at once, as the package doc advises.
+						var wg sync.WaitGroup
 						for _, child := range c.Children() {
-							if tc.poison {
+							wg.Go(func() {
 								_, err := Poison(context.Background(), c.ActorSystem(), child)
 								poisoned <- err
-							}
+							})
 						}
+						wg.Wait()
 					}
-				}, actor.WithSupervisor(actor.NewOneForOneStrategy(1, time.Minute, func(any) actor.Directive { return actor.RestartDirective }))))
+				})) // the root's default strategy restarts it
 				pc := <-children
 				synctest.Wait() // recovered, and 10 saved
 				cat.Script(faultinject.OpSave, faultinject.Latency(time.Second))
