@@ -199,8 +199,9 @@ func TestAnActorThatRequestsIsAnsweredApplied(t *testing.T) {
 	batch := &messages.UpdateBatch{Updates: []messages.VChannelCheckpoint{{VChannel: "a", Checkpoint: wal.KafkaID(40)}, {VChannel: "b", Checkpoint: wal.KafkaID(25)}}}
 	drop := &messages.DropVChannel{VChannel: "b"}
 	for _, cmd := range []messages.Command{update, add, batch, drop} {
-		applied, ok := reply(cmd).(*messages.Applied)
-		require.Truef(t, ok, "%T answered %T", cmd, applied)
+		r := reply(cmd)
+		applied, ok := r.(*messages.Applied)
+		require.Truef(t, ok, "%T answered %T %[2]v", cmd, r)
 		require.Same(t, cmd, applied.Command)
 	}
 	rollback := reply(&messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(1)})

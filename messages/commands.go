@@ -9,16 +9,18 @@ import (
 // Command is implemented by the messages that change a pchannel's state.
 // Sent with RequestFuture, a command is answered with nil or an error;
 // sent with Send, it is applied the same way and a rejection is only
-// published (CommandRejected) and logged. An actor that asks with
-// ctx.Request is answered *Applied where a future is answered nil.
+// published (CommandRejected) and logged. An actor of the same system
+// that asks with ctx.Request is answered *Applied where a future is
+// answered nil.
 type Command interface{ command() }
 
-// Applied is the reply to a command applied in full when an actor asked
-// for it (ctx.Request): a future is answered nil, which an actor's
-// mailbox cannot carry (protoactor's default mailbox counts a nil
-// message, finds nothing to hand on, and spins on it for good). Command
-// is the command the reply is for, since protoactor's replies carry no
-// request of their own; a rejection is the error, as for a future.
+// Applied is the reply to a command applied in full when an actor of the
+// pchannel's system asked for it (ctx.Request): a future is answered nil,
+// which an actor's mailbox cannot carry (protoactor's default mailbox
+// counts a nil message, finds nothing to hand on, and spins on it for
+// good). Command is the command the reply is for, since protoactor's
+// replies carry no request of their own; a rejection is the error, as
+// for a future. It is a reply, never published as an event.
 type Applied struct {
 	Command Command
 }
@@ -44,7 +46,8 @@ type DropVChannel struct {
 
 // UpdateBatch applies many updates in order in one message: one mailbox
 // hop and one reply for all of them. Rejected entries do not stop the
-// others; the reply is nil or a *BatchError listing the rejected ones.
+// others; the reply is nil (or *Applied) or a *BatchError listing the
+// rejected ones.
 type UpdateBatch struct {
 	Updates []VChannelCheckpoint
 }

@@ -26,14 +26,15 @@ func inForeground(w io.Writer) bool {
 	return err != nil || pgrp == unix.Getpgrp()
 }
 
-// leadingInt32 is the 32-bit integer at the start of v's memory, where an
-// ioctl that writes a C int into a Go int puts it: v's low half on a
-// little-endian machine, its high half on a big-endian one (openbsd/ppc64).
-func leadingInt32(v int) int {
+// leadingInt32 is the 32-bit integer at the start of v's memory, of a
+// machine of byte order order (binary.NativeEndian), where an ioctl that
+// writes a C int into a Go int puts it: v's low half on a little-endian
+// machine, its high half on a big-endian one (openbsd/ppc64).
+func leadingInt32(v int, order binary.ByteOrder) int {
 	if strconv.IntSize == 32 {
 		return v
 	}
 	var b [8]byte
-	binary.NativeEndian.PutUint64(b[:], uint64(v))
-	return int(int32(binary.NativeEndian.Uint32(b[:4])))
+	order.PutUint64(b[:], uint64(v))
+	return int(int32(order.Uint32(b[:4])))
 }
