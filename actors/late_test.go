@@ -38,8 +38,7 @@ func TestLateMessagesOfAStoppedActorAreNoDeadLetters(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				system := actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(zap.NewNop())),
-					actor.WithDeadLetterThrottleInterval(time.Millisecond))
+				system := bubbleSystem(t)
 				late := internalDeadLetters(system)
 				cat := newStubborn(true, false)
 				pid := spawnStuck(t, system, cat, WithSaveTimeout(100*time.Millisecond), WithStopFlushTimeout(200*time.Millisecond))
@@ -47,8 +46,6 @@ func TestLateMessagesOfAStoppedActorAreNoDeadLetters(t *testing.T) {
 				cat.unblock()
 				synctest.Wait()
 				require.Empty(t, late(), "lowwater's own messages published as dead letters")
-				system.Shutdown()
-				time.Sleep(3 * poolIdleFor) // the bubble's clock: the pool sheds its idle workers
 			})
 		})
 	}
@@ -88,8 +85,7 @@ func internalDeadLetters(system *actor.ActorSystem) func() []string {
 // Close, it made the Terminated a dead letter, which protoactor logs.
 func TestASenderMadeDuringAStopLeavesNoDeadLetter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		system := actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(zap.NewNop())),
-			actor.WithDeadLetterThrottleInterval(time.Millisecond))
+		system := bubbleSystem(t)
 		var mu sync.Mutex
 		var dead []string
 		system.EventStream.Subscribe(func(ev any) {
@@ -121,8 +117,6 @@ func TestASenderMadeDuringAStopLeavesNoDeadLetter(t *testing.T) {
 		require.Empty(t, dead)
 		mu.Unlock()
 		require.False(t, registered(system, senderIDPrefix), "the Sender's reply process left")
-		system.Shutdown()
-		time.Sleep(3 * poolIdleFor) // the bubble's clock: the pool sheds its idle workers
 	})
 }
 
@@ -147,8 +141,7 @@ func registered(system *actor.ActorSystem, prefix string) bool {
 func TestNoDeadLetterTowardWhatIsGone(t *testing.T) {
 	run := func(t *testing.T, body func(t *testing.T, system *actor.ActorSystem, cat *faultinject.Catalog)) {
 		synctest.Test(t, func(t *testing.T) {
-			system := actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(zap.NewNop())),
-				actor.WithDeadLetterThrottleInterval(time.Millisecond))
+			system := bubbleSystem(t)
 			var mu sync.Mutex
 			var dead []string
 			system.EventStream.Subscribe(func(ev any) {
@@ -164,8 +157,6 @@ func TestNoDeadLetterTowardWhatIsGone(t *testing.T) {
 			require.Empty(t, dead)
 			mu.Unlock()
 			require.False(t, registered(system, senderIDPrefix), "a Sender's reply process left")
-			system.Shutdown()
-			time.Sleep(3 * poolIdleFor) // the bubble's clock: the pool sheds its idle workers
 		})
 	}
 	spawn := func(t *testing.T, system *actor.ActorSystem, cat *faultinject.Catalog) *actor.PID {
@@ -212,10 +203,10 @@ func TestNoDeadLetterTowardWhatIsGone(t *testing.T) {
 			synctest.Wait() // the save hangs
 			// Queued behind the pill, before the stop begins: refused
 			// once the stop, which waits for the save, has ended.
-			system.Root.Poison(pid)
+			stopped := system.Root.PoisonFuture(pid)
 			asked := system.Root.RequestFuture(pid, &messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(7)}, 100*time.Millisecond)
 			require.ErrorIs(t, asked.Wait(), actor.ErrTimeout)
-			time.Sleep(2 * time.Second) // the flush timeout
+			require.NoError(t, stopped.Wait())
 		})
 	})
 }
@@ -238,4 +229,18 @@ func TestASenderThroughARelayToAPChannelStoppedLeavesAtClose(t *testing.T) {
 	require.ErrorIs(t, s.Close(ctx10s(t)), ErrPChannelGone)
 	require.False(t, registered(r.system, senderIDPrefix), "the Sender's reply process left at Close")
 	require.NoError(t, r.system.Root.StopFuture(relay).Wait())
+}
+
+// bubbleSystem is an actor system for a test in a synctest bubble: quiet,
+// with a dead-letter throttle that does not outlive the test, and shut
+// down inside the bubble as the test ends, failed or not (a failure
+// before the shutdown buried itself under the bubble's deadlock).
+func bubbleSystem(t *testing.T) *actor.ActorSystem {
+	system := actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(zap.NewNop())),
+		actor.WithDeadLetterThrottleInterval(time.Millisecond))
+	t.Cleanup(func() {
+		system.Shutdown()
+		time.Sleep(3 * poolIdleFor) // the bubble's clock: the pool sheds its idle workers
+	})
+	return system
 }

@@ -405,8 +405,7 @@ func TestAParentPoisonsItsPChannelInItsStopHandler(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				system := actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(zap.NewNop())),
-					actor.WithDeadLetterThrottleInterval(time.Millisecond))
+				system := bubbleSystem(t)
 				stopped := make(chan *messages.Stopped, 2)
 				system.EventStream.Subscribe(func(ev any) {
 					if s, ok := ev.(*messages.Stopped); ok {
@@ -464,8 +463,6 @@ func TestAParentPoisonsItsPChannelInItsStopHandler(t *testing.T) {
 				require.NoError(t, err)
 				require.Equal(t, s.LastPersisted, stored)
 				require.NoError(t, system.Root.StopFuture(parent).Wait())
-				system.Shutdown()
-				time.Sleep(3 * poolIdleFor) // the bubble's clock: the pool sheds its idle workers
 			})
 		})
 	}
