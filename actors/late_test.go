@@ -191,6 +191,10 @@ func TestNoDeadLetterTowardWhatIsGone(t *testing.T) {
 			defer cancel()
 			err := Request(ctx, system.Root, pid, &messages.AddVChannel{VChannel: "b", Checkpoint: wal.KafkaID(5)})
 			require.ErrorIs(t, err, context.DeadlineExceeded)
+			ctx, cancel = context.WithTimeout(context.Background(), 100*time.Millisecond)
+			defer cancel()
+			_, err = GetState(ctx, system.Root, pid)
+			require.ErrorIs(t, err, context.DeadlineExceeded)
 			time.Sleep(2 * time.Second) // the subscriber lets go; the reply goes nowhere
 			require.NoError(t, system.Root.PoisonFuture(pid).Wait())
 		})

@@ -310,7 +310,9 @@ func (p *pchannel) Receive(ctx actor.Context) {
 	case *messages.DropVChannel:
 		p.dropVChannel(ctx, m)
 	case *messages.GetState:
-		ctx.Respond(p.state(m != nil && m.IncludeCheckpoints))
+		if _, waits := requester(ctx); waits {
+			ctx.Respond(p.state(m != nil && m.IncludeCheckpoints))
+		}
 	case *tellStoppedTo:
 		p.stopWatchers = append(p.stopWatchers, m.watcher)
 	case *actor.Stopped:
@@ -491,9 +493,10 @@ func (p *pchannel) other(ctx actor.Context) {
 		cmd = &m
 	case messages.GetState:
 	default:
-		switch {
-		case ctx.Sender() != nil:
+		switch _, waits := requester(ctx); {
+		case waits:
 			ctx.Respond(fmt.Errorf("%w: %T", messages.ErrUnknownMessage, msg))
+		case ctx.Sender() != nil: // gave up waiting
 		case !expected(msg):
 			p.cfg.logger.Warn("message dropped: a pchannel takes the commands of package messages, each by pointer",
 				zap.String("type", fmt.Sprintf("%T", msg)))
@@ -502,7 +505,7 @@ func (p *pchannel) other(ctx actor.Context) {
 	}
 	err := fmt.Errorf("%w: %T sent by value: send a pointer, &%[2]T{…}", messages.ErrUnknownMessage, msg)
 	if cmd == nil { // a GetState, which changes nothing and is not told
-		if ctx.Sender() != nil {
+		if _, waits := requester(ctx); waits {
 			ctx.Respond(err)
 		}
 		return
@@ -589,8 +592,8 @@ func (p *pchannel) addVChannel(ctx actor.Context, m *messages.AddVChannel) {
 				// new target: no save it starts after the reply, a retry
 				// whose timer is due included, takes the old one.
 				p.pendingTarget = nil
-				reply, _ := success(ctx.ActorSystem(), ctx.Sender(), m)
-				fell.reply = &fellReply{sender: ctx.Sender(), success: reply}
+				asker, _ := requester(ctx)
+				fell.reply = &fellReply{sender: ctx.Sender(), success: success(asker, m)}
 				p.fells = append(slices.DeleteFunc(p.fells, (*fellReply).answered), fell.reply)
 				ctx.Send(p.persister, fell)
 				return
@@ -798,34 +801,36 @@ func (p *pchannel) applied(ctx actor.Context, cmd messages.Command, from wal.Mes
 // respond answers the command being handled, if someone asked and still
 // waits: with err, or with its success.
 func respond(ctx actor.Context, cmd messages.Command, err error) {
-	if ctx.Sender() == nil {
-		return
-	}
-	reply, waits := success(ctx.ActorSystem(), ctx.Sender(), cmd)
-	switch {
+	switch asker, waits := requester(ctx); {
 	case !waits:
 	case err != nil:
 		ctx.Respond(err)
 	default:
-		ctx.Respond(reply)
+		ctx.Respond(success(asker, cmd))
 	}
 }
 
-// success is the reply to cmd, applied in full, for requester: nil, or
-// for an actor in this system, whose mailbox cannot carry nil, a
-// *messages.Applied. Futures, a Sender's replies and every other process
-// take nil as any message. waits is false for a requester gone from the
-// registry, a future that gave up: a reply to it would be a dead letter,
-// which protoactor logs, where nobody waits for it.
-func success(system *actor.ActorSystem, requester *actor.PID, cmd messages.Command) (reply any, waits bool) {
-	p, ok := system.ProcessRegistry.Get(requester)
-	if !ok {
+// requester is the process of whoever asked for the message being
+// handled, and whether it waits for the answer: not for a message sent
+// rather than asked, nor for a requester gone from the registry (a future
+// that gave up), to whom the answer would be a dead letter, which
+// protoactor logs.
+func requester(ctx actor.Context) (actor.Process, bool) {
+	if ctx.Sender() == nil {
 		return nil, false
 	}
-	if _, isActor := p.(*actor.ActorProcess); isActor {
-		return &messages.Applied{Command: cmd}, true
+	return ctx.ActorSystem().ProcessRegistry.Get(ctx.Sender())
+}
+
+// success is the reply to cmd, applied in full, for the requester asker:
+// nil, or for an actor in this system, whose mailbox cannot carry nil, a
+// *messages.Applied. Futures, a Sender's replies and every other process
+// take nil as any message.
+func success(asker actor.Process, cmd messages.Command) any {
+	if _, isActor := asker.(*actor.ActorProcess); isActor {
+		return &messages.Applied{Command: cmd}
 	}
-	return nil, true
+	return nil
 }
 
 // settle finishes a single command but for its reply, which it returns:
