@@ -55,18 +55,22 @@ func TestLateMessagesOfAStoppedActorAreNoDeadLetters(t *testing.T) {
 // message is of a type of this package's.
 func internalDeadLetters(system *actor.ActorSystem) func() []string {
 	pkg := reflect.TypeFor[pchannel]().PkgPath()
+	return deadLettersOf(system, func(msg any) bool {
+		ty := reflect.TypeOf(msg)
+		if ty != nil && ty.Kind() == reflect.Pointer {
+			ty = ty.Elem()
+		}
+		return ty != nil && ty.PkgPath() == pkg
+	})
+}
+
+// deadLettersOf records the dead letters system publishes whose message
+// keep takes (every one, for a nil keep), as "type to PID".
+func deadLettersOf(system *actor.ActorSystem, keep func(msg any) bool) func() []string {
 	var mu sync.Mutex
 	var got []string
 	system.EventStream.Subscribe(func(ev any) {
-		d, ok := ev.(*actor.DeadLetterEvent)
-		if !ok || d.Message == nil {
-			return
-		}
-		ty := reflect.TypeOf(d.Message)
-		if ty.Kind() == reflect.Pointer {
-			ty = ty.Elem()
-		}
-		if ty.PkgPath() == pkg {
+		if d, ok := ev.(*actor.DeadLetterEvent); ok && (keep == nil || keep(d.Message)) {
 			mu.Lock()
 			got = append(got, fmt.Sprintf("%T to %s", d.Message, d.PID.GetId()))
 			mu.Unlock()
@@ -86,15 +90,7 @@ func internalDeadLetters(system *actor.ActorSystem) func() []string {
 func TestASenderMadeDuringAStopLeavesNoDeadLetter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		system := bubbleSystem(t)
-		var mu sync.Mutex
-		var dead []string
-		system.EventStream.Subscribe(func(ev any) {
-			if d, ok := ev.(*actor.DeadLetterEvent); ok {
-				mu.Lock()
-				dead = append(dead, fmt.Sprintf("%T to %s", d.Message, d.PID.GetId()))
-				mu.Unlock()
-			}
-		})
+		dead := deadLettersOf(system, nil)
 		cat := faultinject.Wrap(persistence.NewMemory())
 		props, err := NewProps("p", wal.Kafka, cat, WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(1)}),
 			WithStopFlushTimeout(time.Second))
@@ -113,9 +109,7 @@ func TestASenderMadeDuringAStopLeavesNoDeadLetter(t *testing.T) {
 		require.ErrorIs(t, s.Close(context.Background()), actor.ErrDeadLetter)
 		require.NoError(t, stopped.Wait())
 		synctest.Wait()
-		mu.Lock()
-		require.Empty(t, dead)
-		mu.Unlock()
+		require.Empty(t, dead())
 		require.False(t, registered(system, senderIDPrefix), "the Sender's reply process left")
 	})
 }
@@ -135,27 +129,18 @@ func registered(system *actor.ActorSystem, prefix string) bool {
 
 // What lowwater sends on its own toward a requester or a pchannel that is
 // gone is no dead letter either: the watch of a Sender made for a
-// pchannel stopped already (the Sender learns it is gone at once), and
-// the refusal of a request that waited behind a stop longer than its
-// future did.
+// pchannel stopped already (the Sender learns it is gone at once), the
+// answer to a request (a command, a GetState) whose caller gave up
+// waiting, and the refusal of a request that waited behind a stop longer
+// than its future did.
 func TestNoDeadLetterTowardWhatIsGone(t *testing.T) {
 	run := func(t *testing.T, body func(t *testing.T, system *actor.ActorSystem, cat *faultinject.Catalog)) {
 		synctest.Test(t, func(t *testing.T) {
 			system := bubbleSystem(t)
-			var mu sync.Mutex
-			var dead []string
-			system.EventStream.Subscribe(func(ev any) {
-				if d, ok := ev.(*actor.DeadLetterEvent); ok {
-					mu.Lock()
-					dead = append(dead, fmt.Sprintf("%T to %s", d.Message, d.PID.GetId()))
-					mu.Unlock()
-				}
-			})
+			dead := deadLettersOf(system, nil)
 			body(t, system, faultinject.Wrap(persistence.NewMemory()))
 			synctest.Wait()
-			mu.Lock()
-			require.Empty(t, dead)
-			mu.Unlock()
+			require.Empty(t, dead())
 			require.False(t, registered(system, senderIDPrefix), "a Sender's reply process left")
 		})
 	}
