@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
@@ -60,4 +61,37 @@ func TestTheFirstSaveAfterFailuresIsLogged(t *testing.T) {
 	added := logs.FilterMessage("vchannel added").All()
 	require.Len(t, added, 1)
 	require.Equal(t, zap.DebugLevel, added[0].Level)
+}
+
+// protoactor logs a command sent to a stopped pchannel as a dead letter,
+// through the system's logger: its checkpoint reads as the WAL writes it,
+// where zap's JSON of the command wrote a Kafka offset as a bare number.
+func TestADeadLetterCommandLogsItsCheckpoint(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	// No throttling within the test's three lines.
+	system := actor.NewActorSystem(actor.WithLoggerFactory(LoggerFactory(zap.New(core))),
+		actor.WithDeadLetterThrottleCount(10), actor.WithDeadLetterThrottleInterval(time.Millisecond))
+	t.Cleanup(system.Shutdown)
+	props, err := NewProps("p", wal.Kafka, persistence.NewMemory(), WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(7)}))
+	require.NoError(t, err)
+	pid := system.Root.Spawn(props)
+	require.NoError(t, system.Root.StopFuture(pid).Wait())
+
+	for _, tc := range []struct {
+		cmd  messages.Command
+		want map[string]any
+	}{
+		{&messages.UpdateCheckpoint{VChannel: "a", Checkpoint: wal.KafkaID(400)},
+			map[string]any{"vchannel": "a", "checkpoint": "kafka:400"}},
+		{&messages.AddVChannel{VChannel: "b", Checkpoint: wal.KafkaID(5)},
+			map[string]any{"vchannel": "b", "checkpoint": "kafka:5"}},
+		{&messages.UpdateBatch{Updates: []messages.VChannelCheckpoint{{VChannel: "a", Checkpoint: wal.KafkaID(8)}, {VChannel: "b", Checkpoint: wal.KafkaID(9)}}},
+			map[string]any{"updates": int64(2), "first": map[string]any{"vchannel": "a", "checkpoint": "kafka:8"}}},
+	} {
+		logs.TakeAll()
+		system.Root.Send(pid, tc.cmd) // logged on this goroutine, as the dead letter is published
+		lines := logs.FilterMessage("[DeadLetter]").All()
+		require.Len(t, lines, 1, "%T", tc.cmd)
+		require.Equal(t, tc.want, lines[0].ContextMap()["message"], "%T", tc.cmd)
+	}
 }
