@@ -67,7 +67,7 @@ func (m *UpdateCheckpoint) LogValue() slog.Value {
 	if m == nil {
 		return slog.StringValue("<nil>")
 	}
-	return slog.GroupValue(slog.String("vchannel", m.VChannel), slog.String("checkpoint", wal.String(m.Checkpoint)))
+	return checkpointValue(m.VChannel, m.Checkpoint)
 }
 
 // LogValue: see UpdateCheckpoint.LogValue.
@@ -75,7 +75,7 @@ func (m *AddVChannel) LogValue() slog.Value {
 	if m == nil {
 		return slog.StringValue("<nil>")
 	}
-	return slog.GroupValue(slog.String("vchannel", m.VChannel), slog.String("checkpoint", wal.String(m.Checkpoint)))
+	return checkpointValue(m.VChannel, m.Checkpoint)
 }
 
 // LogValue gives the batch's size and its first entry, not every entry:
@@ -86,10 +86,13 @@ func (m *UpdateBatch) LogValue() slog.Value {
 	}
 	attrs := []slog.Attr{slog.Int("updates", len(m.Updates))}
 	if len(m.Updates) > 0 {
-		u := m.Updates[0]
-		attrs = append(attrs, slog.Group("first", slog.String("vchannel", u.VChannel), slog.String("checkpoint", wal.String(u.Checkpoint))))
+		attrs = append(attrs, slog.Attr{Key: "first", Value: checkpointValue(m.Updates[0].VChannel, m.Updates[0].Checkpoint)})
 	}
 	return slog.GroupValue(attrs...)
+}
+
+func checkpointValue(vchannel string, checkpoint wal.MessageID) slog.Value {
+	return slog.GroupValue(slog.String("vchannel", vchannel), slog.String("checkpoint", wal.String(checkpoint)))
 }
 
 func (*AddVChannel) command()      {}
