@@ -174,7 +174,7 @@ func history(dir string, s runSpan, link string) (string, error) {
 				continue
 			}
 			rs = append(rs, v)
-			if g.unit == cpuUnit {
+			if g.absolute {
 				v, _ := medianOf(r.res, fmt.Sprintf(g.bench, g.num), g.unit) // measured: ratio said so
 				cpu = append(cpu, v)
 			}
@@ -213,14 +213,15 @@ func history(dir string, s runSpan, link string) (string, error) {
 		fmt.Fprintf(&md, "| %s | %s | %s | %s |", r.name, orDash(r.commit), orDash(r.cpu), orDash(r.load))
 		for _, g := range goals {
 			if v, ok := ratio(r.res, g); ok {
-				if g.unit == cpuUnit {
+				if g.absolute {
 					v, _ = medianOf(r.res, fmt.Sprintf(g.bench, g.num), g.unit)
 				}
-				// A miss in bold: 0.9987 shows as 1.00 and misses ≥ 1.0.
+				// A miss in bold, and to three places where two would
+				// show it at its bound (0.999 against at least 1.0).
 				if judgeRun(r.res, g).met {
-					fmt.Fprintf(&md, " %.2f |", v)
+					fmt.Fprintf(&md, " %s |", ratioText(g, v))
 				} else {
-					fmt.Fprintf(&md, " **%.2f** |", v)
+					fmt.Fprintf(&md, " **%s** |", ratioText(g, v))
 				}
 			} else {
 				md.WriteString(" – |")

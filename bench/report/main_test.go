@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,7 +15,7 @@ func TestVerdict(t *testing.T) {
 	atMost := goal{unit: "sec/op", most: 1.0}
 	atMost15 := goal{unit: "sec/op", most: 1.5}
 	atLeast := goal{unit: "saves/s", least: 1.0, atLeast: true}
-	cpu := goal{unit: "cpu-µs/save", most: 6}
+	cpu := goal{unit: "cpu-µs/save", most: 6, absolute: true}
 	for _, c := range []struct {
 		name     string
 		g        goal
@@ -34,6 +35,18 @@ func TestVerdict(t *testing.T) {
 		{"cpu, under every round", cpu, []float64{5, 5.1, 5.2, 5.3, 5.4, 5.5}, []float64{7, 8, 9, 7, 8, 9}, "yes"},
 		{"cpu, over every round", cpu, []float64{10, 11, 12, 13, 14, 15}, []float64{1, 2, 3, 1, 2, 3}, "**no**"},
 		{"cpu, straddling", cpu, []float64{5, 5.5, 5.9, 6.1, 6.5, 7}, []float64{7, 8, 9, 7, 8, 9}, "even (p="},
+		// Five rounds of six under the bound do not tell it: a sign test
+		// gives p = 14/64, whatever the reference's rounds.
+		{"cpu, five of six under", cpu, []float64{5, 5.1, 5.2, 5.3, 5.4, 6.5}, []float64{7, 8, 9, 7, 8, 9}, "even (p=0.22; medians: yes)"},
+		{"cpu, five of six under, three reference rounds", cpu, []float64{5, 5.1, 5.2, 5.3, 5.4, 6.5}, []float64{7, 8, 9}, "even (p=0.22; medians: yes)"},
+		{"cpu, five of six under, twelve reference rounds", cpu, []float64{5, 5.1, 5.2, 5.3, 5.4, 6.5}, []float64{7, 8, 9, 7, 8, 9, 7, 8, 9, 7, 8, 9}, "even (p=0.22; medians: yes)"},
+		// A goal at least, its rounds on both sides of the target.
+		{"at least, mixed", atLeast, []float64{95, 99, 101, 103, 104, 108}, []float64{96, 98, 100, 102, 105, 107}, "even (p="},
+		// At the target to the letter, every round: met on the medians,
+		// and nothing told (p = 1), either way.
+		{"at most, at the target", atMost15, []float64{150, 150, 150, 150, 150, 150}, []float64{100, 100, 100, 100, 100, 100}, "even (p=1.00; medians: yes)"},
+		{"at least, at the target", atLeast, []float64{100, 100, 100, 100, 100, 100}, []float64{100, 100, 100, 100, 100, 100}, "even (p=1.00; medians: yes)"},
+		{"cpu, at the bound", cpu, []float64{6, 6, 6, 6, 6, 6}, []float64{7, 8, 9, 7, 8, 9}, "even (p=1.00; medians: yes)"},
 	} {
 		if got := verdict(c.g, c.num, c.den); !strings.HasPrefix(got, c.want) {
 			t.Errorf("%s: verdict = %q, want %q…", c.name, got, c.want)
@@ -45,6 +58,116 @@ func TestVerdict(t *testing.T) {
 	}
 	if got := verdict(atMost, []float64{51, 54, 57, 59, 62, 63}, []float64{50, 53, 55, 57, 60, 64}); !strings.HasSuffix(got, "medians: **no**)") {
 		t.Errorf("above on medians: verdict = %q, want the medians' no", got)
+	}
+}
+
+func TestSignTestP(t *testing.T) {
+	for _, c := range []struct {
+		below, above int
+		want         float64
+	}{
+		{6, 0, 2.0 / 64}, {0, 6, 2.0 / 64}, {5, 1, 14.0 / 64}, {4, 2, 44.0 / 64},
+		{3, 3, 1}, {4, 0, 2.0 / 16}, {0, 0, 1}, {1, 0, 1},
+	} {
+		if got := signTestP(c.below, c.above); math.Abs(got-c.want) > 1e-12 {
+			t.Errorf("signTestP(%d, %d) = %v, want %v", c.below, c.above, got, c.want)
+		}
+	}
+}
+
+// Each goal is judged on its own rows, in its own direction, against its
+// own bound: rounds a fifth inside the bound meet it and a fifth outside
+// miss it, every round telling. A goal whose rows were swapped, whose
+// bound divided the reference, or that was judged the wrong way round
+// fails one of the two.
+func TestEachGoalIsJudgedOnItsRowsAndBound(t *testing.T) {
+	ref := []float64{100, 101, 102, 103, 104, 105}
+	for _, g := range goals {
+		bound := g.most
+		if g.atLeast {
+			bound = g.least
+		}
+		inside, outside := 0.8, 1.25
+		if g.atLeast {
+			inside, outside = outside, inside
+		}
+		for _, c := range []struct {
+			factor float64
+			want   string
+		}{{inside, "| yes |"}, {outside, "| **no** |"}} {
+			measured := make([]float64, len(ref))
+			for i, v := range ref {
+				measured[i] = v * bound * c.factor
+				if g.absolute {
+					measured[i] = bound * c.factor * v / 100
+				}
+			}
+			s := samples{
+				fmt.Sprintf(g.bench, g.num): {g.unit: measured},
+				fmt.Sprintf(g.bench, g.den): {g.unit: ref},
+			}
+			if row := judge(s, g); !strings.HasSuffix(row, c.want+"\n") {
+				t.Errorf("%s at %.2f× its bound: %q, want it to end %q", g.key, c.factor, row, c.want)
+			}
+		}
+	}
+}
+
+// Every goal measures lowwater against a reference, on rows the newest
+// run kept holds, in its unit: a goal that named a benchmark, an impl or
+// a unit the benchmarks do not write would be judged "not measured" in
+// every run.
+func TestEachGoalMeasuresLowwaterOnRowsOfTheNewestRun(t *testing.T) {
+	runs, err := readRuns(filepath.Join("..", "runs"), runSpan{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	newest := runs[len(runs)-1]
+	ours := func(impl string) bool { return impl == "lowwater" || impl == "sender" }
+	for _, g := range goals {
+		// The measured side is lowwater's (raw Send, or the Sender), the
+		// reference never: a goal with its sides swapped is caught here.
+		if !ours(g.num) || ours(g.den) {
+			t.Errorf("goal %s measures %s against %s", g.key, g.num, g.den)
+		}
+		for _, impl := range []string{g.num, g.den} {
+			name := fmt.Sprintf(g.bench, impl)
+			if len(newest.res[name][g.unit]) == 0 {
+				t.Errorf("goal %s: run %s has no %s in %s", g.key, newest.name, name, g.unit)
+			}
+		}
+	}
+}
+
+// A ratio shows to two places, and to three where two would put it at
+// the bound it misses or only just meets.
+func TestRatioText(t *testing.T) {
+	byKey := map[string]goal{}
+	for _, g := range goals {
+		byKey[g.key] = g
+	}
+	for _, c := range []struct {
+		key  string
+		r    float64
+		want string
+	}{
+		{"3a", 0.9990, "0.999"}, {"3a", 1.004, "1.004"}, {"3a", 1, "1.00"}, {"3a", 1.13, "1.13"},
+		{"2a", 1.2013, "1.201"}, {"2a", 0.97, "0.97"}, {"3b", 0.4981, "0.498"},
+		{"1a", 1.0004, "1.0004"}, {"1a", 1.00004, "1.0000"},
+		{"3c", 0.999, "1.00"}, // against the baseline, not the bound
+	} {
+		if got := ratioText(byKey[c.key], c.r); got != c.want {
+			t.Errorf("ratioText(%s, %v) = %q, want %q", c.key, c.r, got, c.want)
+		}
+	}
+}
+
+// A goal whose rows a run lacks is not measured there.
+func TestJudgeOfAGoalNotMeasured(t *testing.T) {
+	g := goals[0]
+	s := samples{fmt.Sprintf(g.bench, g.num): {g.unit: []float64{1, 2, 3, 4, 5, 6}}}
+	if row := judge(s, g); !strings.HasSuffix(row, "| n/a | n/a | n/a | not measured |\n") {
+		t.Errorf("judge without the reference's rows = %q", row)
 	}
 }
 
