@@ -82,6 +82,11 @@ func TestRequestRefusesNothingToAsk(t *testing.T) {
 	require.ErrorIs(t, actors.Request(ctx, system.Root, nil, &messages.DropVChannel{VChannel: "a"}), actors.ErrNoPChannel)
 	_, err := actors.GetState(ctx, nil, pid)
 	require.ErrorIs(t, err, actors.ErrNoPChannel)
+	// A nil *actor.RootContext is no sender either: it panicked as used.
+	var root *actor.RootContext
+	require.ErrorIs(t, actors.Request(ctx, root, pid, &messages.DropVChannel{VChannel: "a"}), actors.ErrNoPChannel)
+	_, err = actors.GetState(ctx, root, pid)
+	require.ErrorIs(t, err, actors.ErrNoPChannel)
 }
 
 // A catalog that panics with an error keeps that error reachable.

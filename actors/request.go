@@ -90,8 +90,8 @@ func GetState(ctx context.Context, sender actor.SenderContext, pchannel *actor.P
 	}
 }
 
-// ErrNoPChannel is returned by Request and GetState for a nil sender or
-// pchannel PID: there is no one to ask.
+// ErrNoPChannel is returned by Request and GetState for a nil sender (a
+// nil *actor.RootContext too) or pchannel PID: there is no one to ask.
 var ErrNoPChannel = errors.New("lowwater: no pchannel to ask (nil sender or PID)")
 
 // ErrNilContext is returned by Request, GetState and a Sender's Flush and
@@ -110,7 +110,7 @@ func ask(ctx context.Context, sender actor.SenderContext, pid *actor.PID, msg an
 	if ctx == nil {
 		return nil, ErrNilContext
 	}
-	if sender == nil || pid == nil {
+	if isNil(sender) || pid == nil {
 		return nil, ErrNoPChannel
 	}
 	if err := ctx.Err(); err != nil {
