@@ -114,6 +114,86 @@ func TestASenderMadeDuringAStopLeavesNoDeadLetter(t *testing.T) {
 	})
 }
 
+// A Sender that ships a batch once its pchannel has left the registry,
+// and before the pchannel's Terminated has come, has it refused as gone,
+// as protoactor's dead-letter process would refuse it, with no dead
+// letter: a stop racing producers made one for each batch shipped into
+// that gap. The pchannel's Stopped event, published between the two,
+// ships one here.
+func TestASenderShippingIntoAStopLeavesNoDeadLetter(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// pidFor is the PID the Sender is given: Spawn's, which the
+		// directory knows, or one made anew, which it does not.
+		pidFor func(system *actor.ActorSystem, spawned *actor.PID) *actor.PID
+	}{
+		{"Spawn's PID", func(_ *actor.ActorSystem, spawned *actor.PID) *actor.PID { return spawned }},
+		{"a PID made anew", func(system *actor.ActorSystem, spawned *actor.PID) *actor.PID { return system.NewLocalPID(spawned.Id) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) { senderShippingIntoAStop(t, tc.pidFor) })
+	}
+}
+
+func senderShippingIntoAStop(t *testing.T, pidFor func(*actor.ActorSystem, *actor.PID) *actor.PID) {
+	synctest.Test(t, func(t *testing.T) {
+		system := bubbleSystem(t)
+		dead := deadLettersOf(system, nil)
+		props, err := NewProps("p", wal.Kafka, persistence.NewMemory(), WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(1)}))
+		require.NoError(t, err)
+		pid := system.Root.Spawn(props)
+		s, err := NewSender(system, pidFor(system, pid))
+		require.NoError(t, err)
+		require.NoError(t, s.Update("a", wal.KafkaID(2)))
+		require.NoError(t, s.Flush(context.Background())) // no batch in flight: the next Update ships
+		var shipped error
+		sub := system.EventStream.Subscribe(func(ev any) {
+			if _, ok := ev.(*messages.Stopped); ok {
+				_, inRegistry := system.ProcessRegistry.Get(pid)
+				require.False(t, inRegistry, "the Stopped event came before the pchannel left the registry")
+				shipped = s.Update("a", wal.KafkaID(3))
+			}
+		})
+		defer system.EventStream.Unsubscribe(sub)
+		require.NoError(t, system.Root.PoisonFuture(pid).Wait())
+		synctest.Wait()
+		require.NoError(t, shipped, "the Update that shipped the batch")
+		err = s.Flush(context.Background())
+		require.ErrorIs(t, err, ErrPChannelGone)
+		require.ErrorContains(t, err, "1 update(s) sent and refused")
+		// Close, after the error that counted it, still tells the loss.
+		err = s.Close(context.Background())
+		require.ErrorIs(t, err, ErrPChannelGone)
+		require.ErrorContains(t, err, "1 update(s) it left unapplied, or not known to be applied, counted in an earlier error")
+		require.Empty(t, dead())
+		require.False(t, registered(system, senderIDPrefix), "the Sender's reply process left")
+	})
+}
+
+// A pchannel that stopped with nothing of a Sender's unanswered leaves
+// every later error saying so: Close tells it from a loss (above) though
+// another call had the first error.
+func TestASenderWhosePChannelStoppedIdleSaysNothingWasLeft(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		system := bubbleSystem(t)
+		props, err := NewProps("p", wal.Kafka, persistence.NewMemory(), WithVChannels(map[string]wal.MessageID{"a": wal.KafkaID(1)}))
+		require.NoError(t, err)
+		pid := system.Root.Spawn(props)
+		s, err := NewSender(system, pid)
+		require.NoError(t, err)
+		require.NoError(t, s.Update("a", wal.KafkaID(2)))
+		require.NoError(t, s.Flush(context.Background()))
+		require.NoError(t, system.Root.StopFuture(pid).Wait())
+		synctest.Wait() // the Sender has the pchannel's Terminated
+		const none = "lowwater: pchannel actor stopped: it left no update of this Sender's unanswered"
+		err = s.Update("a", wal.KafkaID(3))
+		require.ErrorIs(t, err, ErrPChannelGone)
+		require.EqualError(t, err, none)
+		err = s.Close(context.Background())
+		require.ErrorIs(t, err, ErrPChannelGone)
+		require.EqualError(t, err, none)
+	})
+}
+
 // registered reports whether system's registry holds a process whose id
 // begins with prefix.
 func registered(system *actor.ActorSystem, prefix string) bool {

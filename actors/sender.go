@@ -28,10 +28,11 @@ var (
 	// ErrSenderClosed is returned by calls on a closed Sender.
 	ErrSenderClosed = errors.New("lowwater: sender closed")
 	// ErrPChannelGone is returned once the pchannel actor has stopped: the
-	// updates buffered or in flight then were not applied (or not known to
-	// be), and no later one will be. The first error that says so counts
-	// them, the buffered ones and those of the batch in flight apart;
-	// those after it do not count them again.
+	// updates buffered or in flight then, if any, were not applied (or not
+	// known to be), and no later one will be. The first error that says so
+	// counts them, the buffered ones and those of the batch in flight
+	// apart; those after it say that an earlier error counted them, or
+	// that there were none, without counting them again.
 	ErrPChannelGone = errors.New("lowwater: pchannel actor stopped")
 	// ErrUpdatesAbandoned is returned by Close, beside ctx's error, when
 	// it gave up waiting with updates unconfirmed: buffered ones, which
@@ -128,6 +129,9 @@ type Sender struct {
 	// replies is the process the batches are sent from: the pchannel's
 	// reply to one batch is what ships the next.
 	replies *actor.PID
+	// listing is the pchannel's in the system's directory, nil for one
+	// the directory does not know: whether its stop has begun (ship).
+	listing *listing
 
 	mu sync.Mutex
 	// slots holds each vchannel seen lately at its index in entries, so
@@ -173,12 +177,15 @@ type Sender struct {
 	// next Flush; gone, once set, ends the Sender. lost counts the
 	// buffered updates that its end left unapplied, and unanswered those
 	// of the batch it left in flight, until an error says so: once, so
-	// that a caller who adds them up counts each once.
+	// that a caller who adds them up counts each once. left is their sum
+	// as the end found them, which every later error says was counted or
+	// was none.
 	rejected   []messages.Rejection
 	dropped    int
 	gone       error
 	lost       int
 	unanswered int
+	left       int
 	closed     bool
 	// detached is set once Close has stopped waiting: nobody waits for
 	// an answer any more, and one that still comes ships nothing.
@@ -229,6 +236,7 @@ func NewSender(system *actor.ActorSystem, pid *actor.PID, opts ...SenderOption) 
 		// a watch it takes, without the dead letter it logs.
 		replyProcess{s}.SendSystemMessage(s.replies, &actor.Terminated{Who: pid, Why: actor.TerminatedReason_NotFound})
 	}
+	s.listing = directoryOf(system).lookup(system, pid)
 	return s, nil
 }
 
@@ -468,7 +476,10 @@ func (s *Sender) usable() error {
 }
 
 // goneLocked is the error of a Sender whose pchannel is gone: the first
-// one says how many updates that left unapplied, buffered or in flight.
+// one says how many updates that left unapplied, buffered or in flight;
+// the later ones, that an earlier error counted them, or that there were
+// none, so that Close, after a producer's Update had the first, still
+// tells a loss from none.
 func (s *Sender) goneLocked() error {
 	var counts []string
 	if n := s.lost; n > 0 {
@@ -484,10 +495,13 @@ func (s *Sender) goneLocked() error {
 		}
 	}
 	s.lost, s.unanswered = 0, 0
-	if counts == nil {
-		return s.gone
+	switch {
+	case counts != nil:
+		return fmt.Errorf("%w: %s", s.gone, strings.Join(counts, "; "))
+	case s.left > 0:
+		return fmt.Errorf("%w: %d update(s) it left unapplied, or not known to be applied, counted in an earlier error", s.gone, s.left)
 	}
-	return fmt.Errorf("%w: %s", s.gone, strings.Join(counts, "; "))
+	return fmt.Errorf("%w: it left no update of this Sender's unanswered", s.gone)
 }
 
 // Flush ships what is buffered and waits until the actor has answered every
@@ -748,8 +762,33 @@ func (s *Sender) takeLocked() *messages.UpdateBatch {
 }
 
 // ship sends batch, taken by takeLocked, with its reply to s.replies.
+//
+// A pchannel whose stop has begun refuses it here, as its mailbox would
+// (DeadLetterResponse): once it has left the registry, protoactor's
+// dead-letter process would, and publish a DeadLetterEvent of the
+// Sender's own batch. A stop that raced producers made one for each
+// batch shipped between the pchannel leaving the registry and its
+// Terminated reaching the Sender. A pchannel the directory knows says so
+// with a flag (one load); of any other, the registry is asked, which
+// over 10,000 pchannels cost a Sender per pchannel a third of its rate
+// (a cold look-up per batch). One that leaves between the look-up and
+// the send drops the batch, and its Terminated answers it.
+// (system.Root, which ships, runs no sender middleware.)
 func (s *Sender) ship(batch *messages.UpdateBatch) {
-	s.root.RequestWithCustomSender(s.pchannel, batch, s.replies)
+	var p actor.Process
+	gone := false
+	if s.listing != nil {
+		p, gone = s.listing.process, s.listing.stopping.Load()
+	} else {
+		var ok bool
+		p, ok = s.system.ProcessRegistry.Get(s.pchannel)
+		gone = !ok
+	}
+	if gone {
+		replyProcess{s}.SendUserMessage(s.replies, &actor.DeadLetterResponse{Target: s.pchannel})
+		return
+	}
+	p.SendUserMessage(s.pchannel, &actor.MessageEnvelope{Message: batch, Sender: s.replies})
 }
 
 // batchConsumed is a pchannel's answer to a Sender's UpdateBatch applied
@@ -788,6 +827,13 @@ func (p replyProcess) SendUserMessage(_ *actor.PID, message any) {
 		// something else answered: every update of the batch may be lost,
 		// and each is named with the error.
 		if be := p.s.failedBatch(m); be != nil {
+			detached = p.s.answer(be, nil, false)
+		}
+	default:
+		// An answer no pchannel gives, from an actor that is none: the
+		// batch is named with it, as Request names an unexpected reply,
+		// where Flush waited out its context.
+		if be := p.s.failedBatch(fmt.Errorf("lowwater: unexpected reply %T to an UpdateBatch", m)); be != nil {
 			detached = p.s.answer(be, nil, false)
 		}
 	}
@@ -856,6 +902,7 @@ func (s *Sender) answer(rejected *messages.BatchError, gone error, consumed bool
 			s.pending = s.pending[:0]
 			s.gen++
 		}
+		s.left = s.lost + s.unanswered
 	}
 	if rejected != nil {
 		for _, r := range rejected.Rejected {

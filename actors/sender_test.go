@@ -328,6 +328,27 @@ func TestSenderConcurrentProducers(t *testing.T) {
 	require.Equal(t, kafkaAt(producers*perProducer, laps), r.checkpoints(t))
 }
 
+// An actor that is no pchannel and answers a batch with what no pchannel
+// sends has the batch named with it at once, as Request names an
+// unexpected reply, where Flush waited out its context.
+func TestSenderNamesAnUnexpectedReply(t *testing.T) {
+	r := newSenderRig(t, kafkaAt(1, 0))
+	odd := r.system.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		if _, ok := c.Message().(*messages.UpdateBatch); ok {
+			c.Respond("hello")
+		}
+	}))
+	defer func() { require.NoError(t, r.system.Root.StopFuture(odd).Wait()) }()
+	s := newTestSender(t, r.system, odd)
+	require.NoError(t, s.Update("v0", wal.KafkaID(1)))
+	err := s.Flush(ctx10s(t))
+	var be *messages.BatchError
+	require.ErrorAs(t, err, &be)
+	require.Len(t, be.Rejected, 1)
+	require.Equal(t, "v0", be.Rejected[0].VChannel)
+	require.EqualError(t, be.Rejected[0].Err, "lowwater: unexpected reply string to an UpdateBatch")
+}
+
 func TestSenderReportsAStoppedPChannel(t *testing.T) {
 	r := newSenderRig(t, kafkaAt(1, 0))
 	s := newTestSender(t, r.system, r.pchannel)
