@@ -385,7 +385,11 @@ func sessionEndsMidBatch(t *testing.T, inPlace, joins bool) {
 	// a holds partition 0's record heldAt processed, its report not sent,
 	// until the session has ended and both pchannels have stopped.
 	held, release := make(chan struct{}), make(chan struct{})
-	var hold sync.Once
+	var hold, released sync.Once
+	letGo := func() { released.Do(func() { close(release) }) }
+	// A failure before the release lets the held report go too: the
+	// group's cleanup waits for the member's poll, which it holds.
+	defer letGo()
 	g.beforeReport = func(name string, p int32, offset int64) {
 		if name == "a" && p == 0 && offset == heldAt {
 			hold.Do(func() {
@@ -410,7 +414,10 @@ func sessionEndsMidBatch(t *testing.T, inPlace, joins bool) {
 	// What is stored once the lease is gone, by pchannel: what each
 	// stopped one saved last, or above it, where a save in flight as the
 	// lease went landed unanswered (Stopped.LastPersisted is the last one
-	// answered). No save lands after: each is fenced by the lease.
+	// answered). No save lands after: each is fenced by the lease. A
+	// partition a processed nothing of before the hold (its records came
+	// in a later fetch than partition 0's first 60) has nothing to save
+	// and none stored: it is read from its start.
 	saved := map[string]wal.MessageID{}
 	for range partitions {
 		select {
@@ -419,7 +426,7 @@ func sessionEndsMidBatch(t *testing.T, inPlace, joins bool) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if stored == nil || stored.LT(e.LastPersisted) {
+			if e.LastPersisted != nil && (stored == nil || stored.LT(e.LastPersisted)) {
 				t.Fatalf("%s stopped, its last save answered at %v, and %v is stored", e.PChannel, e.LastPersisted, stored)
 			}
 			saved[e.PChannel] = stored
@@ -435,7 +442,7 @@ func sessionEndsMidBatch(t *testing.T, inPlace, joins bool) {
 		defer b.close()
 		awaitGroupState(t, brokers, "PreparingRebalance")
 	}
-	close(release)
+	letGo()
 	owner := "a"
 	if !inPlace {
 		a.close()
