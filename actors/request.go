@@ -91,7 +91,8 @@ func GetState(ctx context.Context, sender actor.SenderContext, pchannel *actor.P
 }
 
 // ErrNoPChannel is returned by Request and GetState for a nil sender (a
-// nil *actor.RootContext too) or pchannel PID: there is no one to ask.
+// nil pointer too, such as a nil *actor.RootContext) or pchannel PID:
+// there is no one to ask.
 var ErrNoPChannel = errors.New("lowwater: no pchannel to ask (nil sender or PID)")
 
 // ErrNilContext is returned by Request, GetState and a Sender's Flush and

@@ -177,9 +177,9 @@ type Sender struct {
 	// next Flush; gone, once set, ends the Sender. lost counts the
 	// buffered updates that its end left unapplied, and unanswered those
 	// of the batch it left in flight, until an error says so: once, so
-	// that a caller who adds them up counts each once. left is their sum
-	// as the end found them, which every later error says was counted or
-	// was none.
+	// that a caller who adds them up counts each once. left is what the
+	// end found buffered or in flight, which every later error says was
+	// counted, or was none.
 	rejected   []messages.Rejection
 	dropped    int
 	gone       error
@@ -761,7 +761,8 @@ func (s *Sender) takeLocked() *messages.UpdateBatch {
 	return s.flyingMsg
 }
 
-// ship sends batch, taken by takeLocked, with its reply to s.replies.
+// ship sends batch, taken by takeLocked, with its reply to s.replies,
+// through system.Root and any sender middleware set on it.
 //
 // A pchannel whose stop has begun refuses it here, as its mailbox would
 // (DeadLetterResponse): once it has left the registry, protoactor's
@@ -772,23 +773,21 @@ func (s *Sender) takeLocked() *messages.UpdateBatch {
 // with a flag (one load); of any other, the registry is asked, which
 // over 10,000 pchannels cost a Sender per pchannel a third of its rate
 // (a cold look-up per batch). One that leaves between the look-up and
-// the send drops the batch, and its Terminated answers it.
-// (system.Root, which ships, runs no sender middleware.)
+// the send can still make that dead letter; its Terminated answers the
+// batch.
 func (s *Sender) ship(batch *messages.UpdateBatch) {
-	var p actor.Process
-	gone := false
+	var gone bool
 	if s.listing != nil {
-		p, gone = s.listing.process, s.listing.stopping.Load()
+		gone = s.listing.stopping.Load()
 	} else {
-		var ok bool
-		p, ok = s.system.ProcessRegistry.Get(s.pchannel)
+		_, ok := s.system.ProcessRegistry.Get(s.pchannel)
 		gone = !ok
 	}
 	if gone {
 		replyProcess{s}.SendUserMessage(s.replies, &actor.DeadLetterResponse{Target: s.pchannel})
 		return
 	}
-	p.SendUserMessage(s.pchannel, &actor.MessageEnvelope{Message: batch, Sender: s.replies})
+	s.root.RequestWithCustomSender(s.pchannel, batch, s.replies)
 }
 
 // batchConsumed is a pchannel's answer to a Sender's UpdateBatch applied
@@ -902,7 +901,10 @@ func (s *Sender) answer(rejected *messages.BatchError, gone error, consumed bool
 			s.pending = s.pending[:0]
 			s.gen++
 		}
-		s.left = s.lost + s.unanswered
+		// Close, once it gave up, counted the batch in flight itself
+		// (abandonedLocked): left still holds it, so that no later
+		// error says none was left.
+		s.left = s.lost + len(s.flying)
 	}
 	if rejected != nil {
 		for _, r := range rejected.Rejected {

@@ -328,6 +328,27 @@ func TestSenderConcurrentProducers(t *testing.T) {
 	require.Equal(t, kafkaAt(producers*perProducer, laps), r.checkpoints(t))
 }
 
+// A Sender ships through system.Root, and so through a sender middleware
+// set on it in place (WithSenderMiddleware changes system.Root): tracing
+// or metrics there see its batches, as they see Request's.
+func TestASenderShipsThroughTheRootsSenderMiddleware(t *testing.T) {
+	r := newSenderRig(t, kafkaAt(1, 0))
+	var seen atomic.Int32
+	r.system.Root.WithSenderMiddleware(func(next actor.SenderFunc) actor.SenderFunc {
+		return func(c actor.SenderContext, target *actor.PID, env *actor.MessageEnvelope) {
+			if _, ok := env.Message.(*messages.UpdateBatch); ok {
+				seen.Add(1)
+			}
+			next(c, target, env)
+		}
+	})
+	s := newTestSender(t, r.system, r.pchannel)
+	require.NoError(t, s.Update("v0", wal.KafkaID(1)))
+	require.NoError(t, s.Flush(ctx10s(t)))
+	require.Equal(t, int32(1), seen.Load(), "batches that went through the middleware")
+	require.Equal(t, wal.KafkaID(1), r.checkpoints(t)["v0"])
+}
+
 // An actor that is no pchannel and answers a batch with what no pchannel
 // sends has the batch named with it at once, as Request names an
 // unexpected reply, where Flush waited out its context.
