@@ -219,9 +219,9 @@ func history(dir string, s runSpan, link string) (string, error) {
 				// A miss in bold, and to three places where two would
 				// show it at its bound (0.999 against at least 1.0).
 				if judgeRun(r.res, g).met {
-					fmt.Fprintf(&md, " %s |", ratioText(g, v))
+					fmt.Fprintf(&md, " %s |", nearBound(v, g.bound()))
 				} else {
-					fmt.Fprintf(&md, " **%s** |", ratioText(g, v))
+					fmt.Fprintf(&md, " **%s** |", nearBound(v, g.bound()))
 				}
 			} else {
 				md.WriteString(" – |")

@@ -317,22 +317,33 @@ func judge(s samples, g goal) string {
 		return fmt.Sprintf("| %s: %s | n/a | n/a | n/a | not measured |\n", g.key, g.text)
 	}
 	num, den := summarize(numVals), summarize(denVals)
+	ratio := num.Center / den.Center
+	ratioText := strconv.FormatFloat(ratio, 'f', 2, 64)
+	if !g.absolute { // else the ratio is the baseline's, to compare with
+		ratioText = nearBound(ratio, g.bound())
+	}
 	return fmt.Sprintf("| %s: %s | %s %s (%s) | %s %s (%s) | %s× | %s |\n", g.key, g.text,
 		num3(num.Center), g.unit, g.num+" "+interval(num), num3(den.Center), g.unit, g.den+" "+interval(den),
-		ratioText(g, num.Center/den.Center), verdict(g, numVals, denVals))
+		ratioText, verdict(g, numVals, denVals))
 }
 
-// ratioText gives a ratio to two places, or to as many more (up to four)
-// as it takes not to show it at the bound it misses or only just meets:
-// 0.9987 is "0.999", not "1.00", against a bound of at least 1.0.
-func ratioText(g goal, r float64) string {
-	bound := g.most
+// bound is what g's figure is held to: a ratio, or for an absolute goal
+// the figure itself.
+func (g goal) bound() float64 {
 	if g.atLeast {
-		bound = g.least
+		return g.least
 	}
-	text := strconv.FormatFloat(r, 'f', 2, 64)
-	for places := 3; places <= 4 && !g.absolute && r != bound && text == strconv.FormatFloat(bound, 'f', places-1, 64); places++ {
-		text = strconv.FormatFloat(r, 'f', places, 64)
+	return g.most
+}
+
+// nearBound gives v to two places, or to as many more (up to four) as it
+// takes not to show it at bound when it is not there: a ratio of 0.9987
+// is "0.999", not "1.00", against at least 1.0, and 6.004 µs is "6.004"
+// against at most 6.
+func nearBound(v, bound float64) string {
+	text := strconv.FormatFloat(v, 'f', 2, 64)
+	for places := 3; places <= 4 && v != bound && text == strconv.FormatFloat(bound, 'f', places-1, 64); places++ {
+		text = strconv.FormatFloat(v, 'f', places, 64)
 	}
 	return text
 }

@@ -415,9 +415,9 @@ func sessionEndsMidBatch(t *testing.T, inPlace, joins bool) {
 	// stopped one saved last, or above it, where a save in flight as the
 	// lease went landed unanswered (Stopped.LastPersisted is the last one
 	// answered). No save lands after: each is fenced by the lease. A
-	// partition a processed nothing of before the hold (its records came
-	// in a later fetch than partition 0's first 60) has nothing to save
-	// and none stored: it is read from its start.
+	// pchannel that had no save answered (its partition's records came in
+	// a later fetch than partition 0's first 60, or its first save was in
+	// flight) may have none stored, and is read again from its start.
 	saved := map[string]wal.MessageID{}
 	for range partitions {
 		select {
