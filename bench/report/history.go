@@ -218,11 +218,11 @@ func history(dir string, s runSpan, link string) (string, error) {
 				}
 				// A miss in bold, and to three places where two would
 				// show it at its bound (0.999 against at least 1.0).
-				if judgeRun(r.res, g).met {
-					fmt.Fprintf(&md, " %s |", nearBound(v, g.bound()))
-				} else {
-					fmt.Fprintf(&md, " **%s** |", nearBound(v, g.bound()))
+				text := nearBound(v, g.bound())
+				if !judgeRun(r.res, g).met {
+					text = "**" + text + "**"
 				}
+				fmt.Fprintf(&md, " %s |", text)
 			} else {
 				md.WriteString(" – |")
 			}

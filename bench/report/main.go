@@ -371,14 +371,11 @@ type outcome struct {
 
 func judgeRounds(g goal, numVals, denVals []float64) outcome {
 	if g.absolute {
-		return judgeAgainstBound(numVals, g.most)
+		return judgeAgainstBound(numVals, g.bound())
 	}
 	target := make([]float64, len(denVals))
 	for i, v := range denVals {
-		target[i] = v * g.most
-		if g.atLeast {
-			target[i] = v * g.least
-		}
+		target[i] = v * g.bound()
 	}
 	num := benchmath.NewSample(numVals, &benchmath.DefaultThresholds)
 	tgt := benchmath.NewSample(target, &benchmath.DefaultThresholds)
