@@ -1034,3 +1034,29 @@ func TestSenderFindsTwoKeptNamesOfOneSetWithoutHashing(t *testing.T) {
 		require.Equal(t, name, s.entries[i].name)
 	}
 }
+
+// A batch in flight that a Close gave up on, counted in Close's error as
+// sent and not answered, is still what the pchannel's end left: a Flush
+// that was waiting, should that end reach it before Close's wake-up
+// does, hears that an earlier error counted the update, not that the end
+// left none.
+func TestSenderCountsTheBatchACloseGaveUpOnAsLeft(t *testing.T) {
+	r, gpid, s := heldSender(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	err := s.Close(ctx)
+	require.ErrorIs(t, err, ErrUpdatesAbandoned)
+	require.ErrorContains(t, err, "1 update(s) sent and not answered")
+
+	require.NoError(t, r.system.Root.StopFuture(gpid).Wait())
+	require.Eventually(t, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.gone != nil
+	}, 10*time.Second, time.Millisecond, "the Sender never heard that its actor stopped")
+	s.mu.Lock()
+	err = s.goneLocked()
+	s.mu.Unlock()
+	require.ErrorIs(t, err, ErrPChannelGone)
+	require.EqualError(t, err, "lowwater: pchannel actor stopped: 1 update(s) it left unapplied, or not known to be applied, counted in an earlier error")
+}
