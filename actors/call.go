@@ -309,8 +309,12 @@ func guard(ctx context.Context, op string, fn catalogCall, arg wal.MessageID) (v
 
 // CatalogPanicError is the error of a catalog call that panicked: a failed
 // save (PersistFailed) or a failed recovery read (RecoveryFailed), retried
-// on the backoff like any other failure. errors.Is(err, ErrCatalogPanicked)
-// matches it, and a panic with an error value unwraps to that error too.
+// on the backoff like any other failure, whatever the panic's value.
+// errors.Is(err, ErrCatalogPanicked) matches it, and a panic with an error
+// value unwraps to that error too, but lowwater never takes that error
+// for the catalog's answer: a panic with persistence.ErrClosed, ErrFenced
+// or a *persistence.StoredAheadError is retried, where the error returned
+// would stop the saves, stop the actor, or adopt the value named.
 type CatalogPanicError struct {
 	// Op is the catalog's method that panicked: "Load", "Save" or
 	// "StartSave".

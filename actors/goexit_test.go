@@ -3,6 +3,7 @@ package actors_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -298,4 +299,98 @@ func TestAStopCutByAFailureNamesIt(t *testing.T) {
 	stored, err := cat.Memory.Load(context.Background(), "p")
 	require.NoError(t, err)
 	require.Nil(t, stored)
+}
+
+// panicsOnceWith is a catalog whose Load or Save panics once with value,
+// then goes through.
+type panicsOnceWith struct {
+	*persistence.Memory
+	op    string // "Load" or "Save"
+	value any
+	done  atomic.Bool
+}
+
+func (c *panicsOnceWith) panicOn(op string) {
+	if op == c.op && c.done.CompareAndSwap(false, true) {
+		panic(c.value)
+	}
+}
+
+func (c *panicsOnceWith) Load(ctx context.Context, pchannel string) (wal.MessageID, error) {
+	c.panicOn("Load")
+	return c.Memory.Load(ctx, pchannel)
+}
+
+func (c *panicsOnceWith) Save(ctx context.Context, pchannel string, id wal.MessageID) error {
+	c.panicOn("Save")
+	return c.Memory.Save(ctx, pchannel, id)
+}
+
+// A catalog that panics with an error lowwater acts on when returned
+// (closed, fenced, stored ahead) has a bug, and gave no answer: the call
+// is retried like any that panics. It used to stop the saves for good, or
+// the actor, or take the value named as stored, and a stop then said
+// "flushed" with nothing stored.
+func TestACatalogPanicIsNotTakenForItsAnswer(t *testing.T) {
+	for name, c := range map[string]struct {
+		op    string
+		value any
+	}{
+		"Save, closed":        {"Save", persistence.ErrClosed},
+		"Save, closed within": {"Save", fmt.Errorf("driver: connection lost: %w", persistence.ErrClosed)},
+		"Save, fenced":        {"Save", persistence.ErrFenced},
+		"Save, stored ahead":  {"Save", &persistence.StoredAheadError{PChannel: "p", Stored: wal.KafkaID(99)}},
+		"Load, closed":        {"Load", persistence.ErrClosed},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cat := &panicsOnceWith{Memory: persistence.NewMemory(), op: c.op, value: c.value}
+			system, sub, pid := spawnOnCatalog(t, cat)
+			var failures int
+			for saved := false; !saved; {
+				select {
+				case ev := <-sub.C():
+					switch ev := ev.(type) {
+					case *messages.RecoveryFailed:
+						failures++
+						require.ErrorIs(t, ev.Err, actors.ErrCatalogPanicked)
+						require.NotZero(t, ev.NextRetry, "a panic in Load was not retried")
+					case *messages.PersistFailed:
+						failures++
+						require.ErrorIs(t, ev.Err, actors.ErrCatalogPanicked)
+						require.NotZero(t, ev.NextRetry, "a panic in Save was not retried")
+						require.Nil(t, ev.Adopted, "a panic's value was taken as stored")
+					case *messages.OwnershipLost:
+						t.Fatalf("a panic was taken for a fence: %v", ev.Cause)
+					case *messages.CheckpointPersisted:
+						require.Equal(t, wal.KafkaID(10), ev.Value)
+						saved = true
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatal("kafka:10 not persisted within 10 s of a panic")
+				}
+			}
+			require.Equal(t, 1, failures)
+			stopped := make(chan *messages.Stopped, 1)
+			go func() {
+				for ev := range sub.C() {
+					if s, ok := ev.(*messages.Stopped); ok {
+						stopped <- s
+						return
+					}
+				}
+			}()
+			require.NoError(t, system.Root.PoisonFuture(pid).Wait())
+			select {
+			case s := <-stopped:
+				require.True(t, s.Flushed)
+				require.Equal(t, wal.KafkaID(10), s.LastPersisted)
+			case <-time.After(10 * time.Second):
+				t.Fatal("no Stopped within 10 s of the stop")
+			}
+			sub.Close()
+			stored, err := cat.Memory.Load(context.Background(), "p")
+			require.NoError(t, err)
+			require.Equal(t, wal.KafkaID(10), stored)
+		})
+	}
 }

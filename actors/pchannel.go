@@ -1223,7 +1223,7 @@ func (p *pchannel) loaded(ctx actor.Context, m *callDone) (time.Duration, bool) 
 		p.becomeRunning(ctx, m.value)
 		return 0, true
 	}
-	if errors.Is(err, persistence.ErrClosed) {
+	if errors.Is(answered(err), persistence.ErrClosed) {
 		// Closed for good: no read is tried again (NextRetry 0), and
 		// the pchannel never recovers; its stop says why.
 		p.recovery.closed = err
@@ -1238,7 +1238,7 @@ func (p *pchannel) loaded(ctx actor.Context, m *callDone) (time.Duration, bool) 
 	wait := p.recovery.backoff.NextBackOff()
 	p.publish(&messages.RecoveryFailed{Header: p.header(), Err: err, Attempt: p.recovery.attempt, NextRetry: wait, Late: p.recovery.overdue != nil})
 	log := p.cfg.logger.Warn
-	if errors.Is(err, persistence.ErrCorruptRecord) {
+	if errors.Is(answered(err), persistence.ErrCorruptRecord) {
 		// Never start from nothing over a record we cannot read: that
 		// could regress the stored checkpoint. An operator must repair
 		// or delete it; until then we retry at the backoff's pace.

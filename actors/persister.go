@@ -403,7 +403,7 @@ func (s *persister) saved(m *callDone) {
 	m.value = s.plan.InFlight() // also when the catalog panicked
 	attempt := s.plan.Attempt()
 	var step saveplan.Step
-	if !errors.Is(m.err, persistence.ErrStoredAhead) {
+	if m.err == nil || !errors.Is(answered(m.err), persistence.ErrStoredAhead) {
 		s.notAheadRun = 0
 	}
 	if m.err == nil {
@@ -457,9 +457,10 @@ func (s *persister) above(persisted wal.MessageID) {
 // errors.As escapes to the heap: a save that succeeded does not pay for it.
 func (s *persister) saveFailed(m *callDone, attempt int) saveplan.Step {
 	s.failure = m.err
+	answer := answered(m.err)
 	var stored *persistence.StoredAheadError
 	switch {
-	case errors.As(m.err, &stored) && stored.PChannel == s.cfg.pchannel:
+	case errors.As(answer, &stored) && stored.PChannel == s.cfg.pchannel:
 		// Another writer got ahead; its value is durable, so it is ours
 		// too. A report naming a value that is not ahead is not adopted:
 		// the save is tried again, on the backoff after a first retry
@@ -485,14 +486,14 @@ func (s *persister) saveFailed(m *callDone, attempt int) saveplan.Step {
 		}
 		s.failed(m, attempt, step.Wait, persisted)
 		return step
-	case errors.Is(m.err, persistence.ErrFenced):
+	case errors.Is(answer, persistence.ErrFenced):
 		s.fence(m.err)
 		s.failed(m, attempt, 0, nil)
 		// The save's own error, which says by whom (a record of a
 		// higher term, say), where bare ErrFenced said nothing more.
 		sendLate(s.root, s.parent, &ownershipLost{cause: m.err})
 		return saveplan.Step{}
-	case errors.Is(m.err, persistence.ErrClosed):
+	case errors.Is(answer, persistence.ErrClosed):
 		// Closed for good (a service closing its catalog before its
 		// actors): no save is tried again, and the stop says why.
 		s.plan.CatalogClosed()
@@ -502,11 +503,12 @@ func (s *persister) saveFailed(m *callDone, attempt int) saveplan.Step {
 			zap.Stringer("minimum", stringer{s.plan.Target()}))
 		return saveplan.Step{}
 	default:
-		// A panic inside the catalog comes here too, as an error.
+		// A panic inside the catalog comes here, whatever it panicked
+		// with (answered).
 		switch {
 		case stored != nil:
 			s.brokenAhead(m, "its *persistence.StoredAheadError is about pchannel "+shorten.Quoted(stored.PChannel))
-		case errors.Is(m.err, persistence.ErrStoredAhead):
+		case errors.Is(answer, persistence.ErrStoredAhead):
 			s.brokenAhead(m, "it is no *persistence.StoredAheadError naming the value stored")
 		}
 		step := s.plan.Failed()
