@@ -267,6 +267,8 @@ type recovery struct {
 	// closed is the error of a read that found the catalog closed, for
 	// good: nothing is read again, not even by a stop.
 	closed error
+	// failed is the error of the last failed read, for GetState.
+	failed error
 }
 
 // crashes is the persister's supervision: its recent crashes, kept bounded
@@ -1111,6 +1113,9 @@ func (p *pchannel) state(withVChannels bool) *messages.State {
 		Recovered:      p.status != nil,
 		Stalled:        p.stall.stalled != nil,
 	}
+	if !s.Recovered {
+		s.RecoveryFailure, s.RecoveryClosed = p.recovery.failed, p.recovery.closed != nil
+	}
 	if s.Holder != "" {
 		s.HeldSince = p.stall.since
 	}
@@ -1159,7 +1164,7 @@ func (p *pchannel) loadOverdue() {
 
 // readOverdue reports the read in flight overdue (err, ErrCatalogOverdue).
 func (p *pchannel) readOverdue(err error) {
-	p.recovery.overdue = err
+	p.recovery.overdue, p.recovery.failed = err, err
 	p.publish(&messages.RecoveryFailed{Header: p.header(), Err: err, Attempt: p.recovery.attempt})
 	p.cfg.logger.Error("recovery read overran its deadline; waiting for the catalog", zap.Int("attempt", p.recovery.attempt),
 		zap.Duration("saveTimeout", p.cfg.saveTimeout))
@@ -1223,6 +1228,7 @@ func (p *pchannel) loaded(ctx actor.Context, m *callDone) (time.Duration, bool) 
 		p.becomeRunning(ctx, m.value)
 		return 0, true
 	}
+	p.recovery.failed = err
 	if errors.Is(answered(err), persistence.ErrClosed) {
 		// Closed for good: no read is tried again (NextRetry 0), and
 		// the pchannel never recovers; its stop says why.

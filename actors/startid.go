@@ -26,6 +26,8 @@ import (
 // applied. So this is a wait, like Request's: until ctx is done, or
 // DefaultRequestTimeout when ctx has no deadline. An error then wraps
 // ctx's error and, if a read failed, the last read's error. A pchannel
+// whose catalog was closed as it read (State.RecoveryClosed) never
+// recovers: that is said at once, wrapping persistence.ErrClosed. A pchannel
 // that stops, or is gone, gives GetState's error (actor.ErrDeadLetter);
 // a nil ctx is an ErrNilContext, a nil system or PID an ErrNoPChannel.
 //
@@ -82,6 +84,10 @@ func StartMessageID(ctx context.Context, system *actor.ActorSystem, pchannel *ac
 		}
 		name = shorten.Quoted(s.PChannel)
 		w.watch(s.PChannel)
+		w.seed(s.RecoveryFailure) // a read that failed before the call
+		if s.RecoveryClosed {
+			return nil, fmt.Errorf("lowwater: pchannel %s never reads its stored checkpoint: its catalog was closed as it read: %w", name, s.RecoveryFailure)
+		}
 		again.Reset(wait) // no stale tick is left to take since Go 1.23
 		select {
 		case <-w.poke:
@@ -138,6 +144,16 @@ type recoveryWatch struct {
 func (w *recoveryWatch) watch(pchannel string) {
 	w.mu.Lock()
 	w.pchannel = pchannel
+	w.mu.Unlock()
+}
+
+// seed takes err, the actor's last failed read, as the last one heard
+// of, unless an event told of one since the call began.
+func (w *recoveryWatch) seed(err error) {
+	w.mu.Lock()
+	if w.lastErr == nil {
+		w.lastErr = err
+	}
 	w.mu.Unlock()
 }
 

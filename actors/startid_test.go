@@ -306,3 +306,54 @@ func TestStartMessageIDIsTheSpawnsMinimumOtherwise(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, wal.KafkaID(100), start)
 }
+
+// A read that found the catalog closed is never made again: the
+// pchannel never recovers, and StartMessageID says so at once, where it
+// waited out its context and named no read, the failure having come
+// before the call. GetState tells why, too.
+func TestStartMessageIDOfAPChannelWhoseCatalogIsClosed(t *testing.T) {
+	f := newPChannelFixture(t, nil)
+	closed := persistence.NewMemory()
+	require.NoError(t, closed.Close())
+	props, err := actors.NewProps("orders-dml-0", wal.Kafka, closed,
+		actors.WithVChannels(map[string]wal.MessageID{"shard-a": wal.KafkaID(150)}))
+	require.NoError(t, err)
+	pid := f.system.Root.Spawn(props)
+	t.Cleanup(func() { _ = f.system.Root.StopFuture(pid).Wait() })
+	require.Zero(t, waitFor[*messages.RecoveryFailed](t, f.events).NextRetry)
+
+	_, err = actors.StartMessageID(within(t, 10*time.Second), f.system, pid)
+	require.ErrorIs(t, err, persistence.ErrClosed)
+	require.NotErrorIs(t, err, context.DeadlineExceeded)
+	require.EqualError(t, err, `lowwater: pchannel "orders-dml-0" never reads its stored checkpoint: its catalog was closed as it read: persistence: catalog closed`)
+
+	s, err := actors.GetState(within(t, 10*time.Second), f.system.Root, pid)
+	require.NoError(t, err)
+	require.False(t, s.Recovered)
+	require.True(t, s.RecoveryClosed)
+	require.ErrorIs(t, s.RecoveryFailure, persistence.ErrClosed)
+}
+
+// A read that failed before the call, with no other since (the next one
+// an hour away), is still the one an error names, and GetState's.
+func TestStartMessageIDNamesAReadThatFailedBeforeIt(t *testing.T) {
+	f := newPChannelFixture(t, wal.KafkaID(140))
+	f.catalog.SetDown(true)
+	b := actors.DefaultBackoff()
+	b.Initial, b.Max = time.Hour, time.Hour
+	pid := f.spawn(t, map[string]wal.MessageID{"shard-a": wal.KafkaID(150)}, actors.WithBackoff(b))
+	failed := waitFor[*messages.RecoveryFailed](t, f.events)
+
+	_, err := actors.StartMessageID(within(t, 50*time.Millisecond), f.system, pid)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.ErrorIs(t, err, faultinject.ErrInjected)
+	require.ErrorContains(t, err, "the last failed read it was told of")
+
+	s, err := actors.GetState(within(t, 10*time.Second), f.system.Root, pid)
+	require.NoError(t, err)
+	require.False(t, s.Recovered)
+	require.False(t, s.RecoveryClosed)
+	require.Equal(t, failed.Err, s.RecoveryFailure)
+
+	f.catalog.SetDown(false)
+}

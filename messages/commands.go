@@ -145,6 +145,14 @@ type State struct {
 	Checkpoints map[string]wal.MessageID
 	// Recovered is false while the stored checkpoint is still being read.
 	Recovered bool
+	// RecoveryFailure, while Recovered is false, is the error of the last
+	// failed read of the stored checkpoint (RecoveryFailed): why the
+	// pchannel has not recovered yet. Nil when no read has failed.
+	RecoveryFailure error
+	// RecoveryClosed is set when a read found the catalog closed
+	// (persistence.ErrClosed, in RecoveryFailure): nothing is read again,
+	// and the pchannel never recovers.
+	RecoveryClosed bool
 	// SaveInFlight is true while the persister awaits the catalog.
 	SaveInFlight bool
 }
