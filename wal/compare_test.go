@@ -228,7 +228,7 @@ func TestStringIsBriefTextWhole(t *testing.T) {
 }
 
 func TestCompareRefusesIDsOfTwoWALs(t *testing.T) {
-	for _, pair := range [][2]wal.MessageID{{wal.KafkaID(1), wal.RocksMQID(1)}, {wal.KafkaID(1), nil}, {nil, fragile(1)}, {fragile(1), wal.KafkaID(1)}} {
+	for _, pair := range [][2]wal.MessageID{{wal.KafkaID(1), wal.RocksMQID(1)}, {wal.KafkaID(1), nil}, {nil, fragile(1)}, {nil, nil}, {fragile(1), wal.KafkaID(1)}} {
 		if got, err := wal.Compare(pair[0], pair[1]); !errors.Is(err, wal.ErrWALMismatch) || got != 0 {
 			t.Errorf("Compare(%#v, %#v) = (%d, %v), want (0, ErrWALMismatch)", pair[0], pair[1], got, err)
 		}

@@ -136,11 +136,12 @@ func Text(id MessageID) (s string) {
 // decoded to nonsense, say), and that gives ErrCorruptID, naming the
 // panic, so that a caller can refuse the ID instead of crashing. The
 // built-in IDs, whose methods cannot panic, are compared without the
-// recover.
+// recover. It does not look at registration: two IDs of one type are
+// ordered whether it is registered or not (Check tells that).
 func Compare(a, b MessageID) (int, error) {
-	if reflect.TypeOf(a) != reflect.TypeOf(b) {
-		// Not one WAL's IDs (or a nil): no order is meaningful, and a
-		// built-in LT would answer one anyway.
+	if a == nil || b == nil || reflect.TypeOf(a) != reflect.TypeOf(b) {
+		// Not one WAL's IDs (or a nil, two nils too): no order is
+		// meaningful, and a built-in LT would answer one anyway.
 		return 0, fmt.Errorf("%w: %T against %T", ErrWALMismatch, a, b)
 	}
 	if BuiltIn(a) {
