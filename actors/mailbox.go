@@ -110,6 +110,10 @@ type mailbox struct {
 	// the pill, is a hard one (tookPoison). Only the goroutine running
 	// the mailbox touches it.
 	poisoned bool
+	// senders are the Senders shipping to this pchannel: a Drop posted
+	// takes from each the update of its vchannel still waiting (dropping).
+	sendersMu sync.Mutex
+	senders   []*Sender // guarded by sendersMu
 }
 
 // takeFailure returns why the actor failed, if it did since it was last
@@ -227,6 +231,8 @@ func (m *mailbox) PostUserMessage(msg any) {
 			return
 		}
 		switch y := x.Message.(type) {
+		case *messages.DropVChannel:
+			m.dropping(y)
 		case *messages.UpdateBatch:
 			// A Sender's batch is the data plane, as a bare update is:
 			// a worker of its own per batch, with a thousand pchannels
@@ -243,6 +249,8 @@ func (m *mailbox) PostUserMessage(msg any) {
 		for _, z := range x.GetMessages() {
 			m.PostUserMessage(z)
 		}
+	case *messages.DropVChannel:
+		m.dropping(x)
 	default:
 		if m.forged(x) {
 			return
@@ -250,6 +258,39 @@ func (m *mailbox) PostUserMessage(msg any) {
 	}
 	m.user.push(msg)
 	m.scheduleAs(urgent)
+}
+
+// dropping takes from each Sender shipping here the update of d's
+// vchannel it still holds, before d is queued. That update was made
+// before the Drop was sent, for the vchannel it drops; shipped after it,
+// and after an Add of the vchannel again, it raised the new one to where
+// the old one was: a checkpoint above the data not yet consumed. Taken,
+// it is as if applied to the vchannel the Drop ends. A batch of the
+// Sender's on its way here is let through first (Sender.dropping).
+func (m *mailbox) dropping(d *messages.DropVChannel) {
+	if d == nil {
+		return
+	}
+	m.sendersMu.Lock()
+	defer m.sendersMu.Unlock()
+	for _, s := range m.senders {
+		s.dropping(d.VChannel)
+	}
+}
+
+// addSender and removeSender keep the Senders a Drop looks at.
+func (m *mailbox) addSender(s *Sender) {
+	m.sendersMu.Lock()
+	m.senders = append(m.senders, s)
+	m.sendersMu.Unlock()
+}
+
+func (m *mailbox) removeSender(s *Sender) {
+	m.sendersMu.Lock()
+	defer m.sendersMu.Unlock()
+	if i := slices.Index(m.senders, s); i >= 0 {
+		m.senders = slices.Delete(m.senders, i, i+1)
+	}
 }
 
 // forged reports whether msg, posted as a user message, is one that never

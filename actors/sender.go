@@ -7,8 +7,11 @@ import (
 	"math"
 	"math/bits"
 	"reflect"
+	"runtime"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -115,12 +118,15 @@ func WithFullWait(d time.Duration) SenderOption {
 //
 // An update waits in the Sender until the batch before it is answered, so
 // a command sent to the pchannel meanwhile, straight or through a
-// Request, overtakes it. Flush first what the command must come after:
-// before a Drop of a vchannel, and an Add of it again, its buffered update
-// of the old incarnation, applied after the Add, would raise the new one
-// to where the old one was (a checkpoint saved above its data); before a
-// graceful stop (PoisonFuture), the updates still buffered are not
-// applied, and the stop's flush saves the minimum without them.
+// Request, overtakes it. A Drop of a vchannel takes the update of it the
+// Sender still holds: made before the Drop, it is as if applied to the
+// vchannel dropped, and never reaches one added again under the name,
+// which it would raise to where the old one was (a checkpoint above the
+// data not yet consumed). That holds for a Sender of a pchannel of this
+// system's, the Drop posted to its mailbox; through an actor in between,
+// Flush before the Drop. Flush first, too, before a graceful stop
+// (PoisonFuture): the updates still buffered are not applied, and the
+// stop's flush saves the minimum without them.
 type Sender struct {
 	system   *actor.ActorSystem
 	root     *actor.RootContext
@@ -130,8 +136,12 @@ type Sender struct {
 	// reply to one batch is what ships the next.
 	replies *actor.PID
 	// listing is the pchannel's in the system's directory, nil for one
-	// the directory does not know: whether its stop has begun (ship).
+	// the directory does not know: whether its stop has begun (ship), and
+	// its mailbox, which tells the Sender of each Drop (dropping).
 	listing *listing
+	// inTransit is set from when a batch is taken for shipping until it
+	// is posted: a Drop waits for it (dropping).
+	inTransit atomic.Bool
 
 	mu sync.Mutex
 	// slots holds each vchannel seen lately at its index in entries, so
@@ -237,6 +247,9 @@ func NewSender(system *actor.ActorSystem, pid *actor.PID, opts ...SenderOption) 
 		replyProcess{s}.SendSystemMessage(s.replies, &actor.Terminated{Who: pid, Why: actor.TerminatedReason_NotFound})
 	}
 	s.listing = directoryOf(system).lookup(system, pid)
+	if s.listing != nil {
+		s.listing.mailbox.addSender(s)
+	}
 	return s, nil
 }
 
@@ -638,6 +651,9 @@ func (s *Sender) release() {
 	s.released = true
 	gone, owed := s.gone != nil, !s.terminated
 	s.mu.Unlock()
+	if s.listing != nil {
+		s.listing.mailbox.removeSender(s)
+	}
 	if gone && owed && s.terminatedComes() {
 		return
 	}
@@ -758,8 +774,44 @@ func (s *Sender) takeLocked() *messages.UpdateBatch {
 	}
 	s.flying, s.flyingMsg = batch, &messages.UpdateBatch{Updates: batch}
 	s.shipped++
+	s.inTransit.Store(true)
 	return s.flyingMsg
 }
+
+// dropping takes the update of vchannel still waiting, if any, as the
+// pchannel's mailbox posts a Drop of it (mailbox.dropping): the update
+// was made before the Drop, and shipped after it, it would be applied
+// after it, to the vchannel added again, if it was, raising it to where
+// the one dropped was. A batch taken and not yet posted is let through
+// first, up to dropWait: its updates too were made before the Drop.
+func (s *Sender) dropping(vchannel string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.inTransit.Load() {
+		deadline := time.Now().Add(dropWait)
+		for s.inTransit.Load() && time.Now().Before(deadline) {
+			s.mu.Unlock()
+			runtime.Gosched()
+			s.mu.Lock()
+		}
+	}
+	i, ok := s.slotOf(vchannel)
+	if !ok || s.entries[i].gen != s.gen {
+		return
+	}
+	pos := s.entries[i].pos
+	s.pending = slices.Delete(s.pending, pos, pos+1)
+	for k := pos; k < len(s.pending); k++ {
+		s.entries[s.slots[s.pending[k].VChannel]].pos = k
+	}
+	s.entries[i].gen = 0 // waits no more: gen starts at 1
+	s.wakeLocked()       // an Update waiting for room has it
+}
+
+// dropWait bounds a Drop's wait for a Sender's batch on its way to the
+// pchannel: the post is a push and a wake-up, unless a sender middleware
+// of the system's Root holds it.
+const dropWait = time.Second
 
 // ship sends batch, taken by takeLocked, with its reply to s.replies,
 // through system.Root and any sender middleware set on it.
@@ -784,10 +836,12 @@ func (s *Sender) ship(batch *messages.UpdateBatch) {
 		gone = !ok
 	}
 	if gone {
+		s.inTransit.Store(false)
 		replyProcess{s}.SendUserMessage(s.replies, &actor.DeadLetterResponse{Target: s.pchannel})
 		return
 	}
 	s.root.RequestWithCustomSender(s.pchannel, batch, s.replies)
+	s.inTransit.Store(false)
 }
 
 // batchConsumed is a pchannel's answer to a Sender's UpdateBatch applied

@@ -1060,3 +1060,89 @@ func TestSenderCountsTheBatchACloseGaveUpOnAsLeft(t *testing.T) {
 	require.ErrorIs(t, err, ErrPChannelGone)
 	require.EqualError(t, err, "lowwater: pchannel actor stopped: 1 update(s) it left unapplied, or not known to be applied, counted in an earlier error")
 }
+
+// heldOnRise is a Sender on a pchannel of v0 and v1 at kafka:0, v1 at
+// kafka:7 already, whose batch raising v0 to kafka:5 is in flight: a raw
+// subscriber holds the pchannel on the rise it makes until release is
+// called. What is updated meanwhile waits in the Sender.
+func heldOnRise(t *testing.T) (r *senderRig, s *Sender, release func()) {
+	t.Helper()
+	r = newSenderRig(t, kafkaAt(2, 0))
+	held, free := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	sub := r.system.EventStream.Subscribe(func(ev any) {
+		if _, ok := ev.(*messages.MinimumAdvanced); ok {
+			once.Do(func() {
+				close(held)
+				<-free
+			})
+		}
+	})
+	var freed sync.Once
+	release = func() { freed.Do(func() { close(free) }) }
+	t.Cleanup(func() {
+		release()
+		r.system.EventStream.Unsubscribe(sub)
+	})
+	s = newTestSender(t, r.system, r.pchannel)
+	require.NoError(t, s.Update("v1", wal.KafkaID(7)))
+	require.NoError(t, s.Flush(ctx10s(t)))
+	require.NoError(t, s.Update("v0", wal.KafkaID(5)))
+	select {
+	case <-held:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the rise to kafka:5 was not seen within 10 s")
+	}
+	return r, s, release
+}
+
+// A Drop sent straight to the pchannel takes the update of its vchannel
+// that a Sender still holds: made before the Drop, it was shipped after
+// it, and after an Add of the vchannel again, it raised the new one to
+// where the old one was (kafka:900 where it was added at kafka:10), a
+// checkpoint above the data not yet consumed. An update made after the
+// Drop, or of another vchannel, is shipped as ever.
+func TestADropTakesTheUpdateASenderStillHolds(t *testing.T) {
+	r, s, release := heldOnRise(t)
+	require.NoError(t, s.Update("v0", wal.KafkaID(900))) // waits: a batch is in flight
+	require.NoError(t, s.Update("v1", wal.KafkaID(8)))
+	r.system.Root.Send(r.pchannel, &messages.DropVChannel{VChannel: "v0"})
+	r.system.Root.Send(r.pchannel, &messages.AddVChannel{VChannel: "v0", Checkpoint: wal.KafkaID(10)})
+	release()
+	require.NoError(t, s.Flush(ctx10s(t)))
+	require.Equal(t, map[string]wal.MessageID{"v0": wal.KafkaID(10), "v1": wal.KafkaID(8)}, r.checkpoints(t))
+
+	// Made after the Drop and the Add: for the new vchannel.
+	r2, s2, release2 := heldOnRise(t)
+	r2.system.Root.Send(r2.pchannel, &messages.DropVChannel{VChannel: "v0"})
+	r2.system.Root.Send(r2.pchannel, &messages.AddVChannel{VChannel: "v0", Checkpoint: wal.KafkaID(10)})
+	require.NoError(t, s2.Update("v0", wal.KafkaID(50)))
+	release2()
+	require.NoError(t, s2.Flush(ctx10s(t)))
+	require.Equal(t, map[string]wal.MessageID{"v0": wal.KafkaID(50), "v1": wal.KafkaID(7)}, r2.checkpoints(t))
+}
+
+// A Drop with no Add after it leaves nothing to reject: the update taken
+// is one of the vchannel it drops, as if applied before it, where the
+// batch that carried it came back rejected (the vchannel not found).
+func TestADropLeavesASenderNothingToReject(t *testing.T) {
+	r, s, release := heldOnRise(t)
+	require.NoError(t, s.Update("v0", wal.KafkaID(900)))
+	r.system.Root.Send(r.pchannel, &messages.DropVChannel{VChannel: "v0"})
+	release()
+	require.NoError(t, s.Flush(ctx10s(t)))
+	require.Equal(t, map[string]wal.MessageID{"v1": wal.KafkaID(7)}, r.checkpoints(t))
+}
+
+// A Drop waits for a Sender's batch on its way to the pchannel, which
+// carries updates made before it, for dropWait at most: a sender
+// middleware that held the post for good would hold every Drop.
+func TestADropWaitsBoundedForASendersBatchOnItsWay(t *testing.T) {
+	r := newSenderRig(t, kafkaAt(1, 0))
+	s := newTestSender(t, r.system, r.pchannel)
+	s.inTransit.Store(true) // as if a post never ended
+	began := time.Now()
+	require.NoError(t, Request(ctx10s(t), r.system.Root, r.pchannel, &messages.DropVChannel{VChannel: "v0"}))
+	require.GreaterOrEqual(t, time.Since(began), dropWait)
+	s.inTransit.Store(false)
+}
