@@ -40,7 +40,8 @@
 //	save_failures_total       c  failed attempts by reason: timeout (an
 //	                             attempt still running past its deadline
 //	                             too, once), stored_ahead, fenced,
-//	                             closed, canceled, error
+//	                             closed, canceled, error (a catalog's
+//	                             panic too, whatever its value)
 //	save_latency_seconds      h  of successful saves
 //	persist_lag_seconds       g  since the minimum rose past the persisted
 //	                             checkpoint: the age of the oldest rise

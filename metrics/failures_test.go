@@ -206,3 +206,20 @@ func TestAnOverdueSaveIsOneFailure(t *testing.T) {
 	// failure came before the success.
 	require.Equal(t, map[string]float64{"timeout": 1}, failuresByReason(t, reg))
 }
+
+// A catalog that panicked with an error is counted an error whatever that
+// error is: it was retried, as any panic is, where the closed catalog it
+// named would have stopped the saves.
+func TestACatalogPanicIsAnError(t *testing.T) {
+	t0, at := fixedClock()
+	c, err := metrics.New(metrics.WithClock(func() time.Time { return t0 }))
+	require.NoError(t, err)
+	reg := registry(t, c)
+	h := messages.Header{PChannel: "p", At: at(1)}
+	c.Observe(&messages.Recovered{Header: h, StartMessageID: wal.KafkaID(100), FromCatalog: true})
+	for i, value := range []any{persistence.ErrClosed, persistence.ErrFenced, context.DeadlineExceeded} {
+		panicked := &actors.CatalogPanicError{Op: "Save", Value: value}
+		c.Observe(&messages.PersistFailed{Header: h, Value: wal.KafkaID(200), Attempt: i + 1, Err: panicked, NextRetry: time.Second})
+	}
+	require.Equal(t, map[string]float64{"error": 3}, failuresByReason(t, reg))
+}

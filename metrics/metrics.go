@@ -111,10 +111,14 @@ func rejectReason(err error) int {
 
 // failReason classes a save failure. A save still running past its
 // deadline (actors.ErrCatalogOverdue) is a timeout, as one its catalog
-// ended at the deadline is.
+// ended at the deadline is. A catalog's panic is an error whatever it
+// panicked with, as the actors take it: a bug, not the catalog's answer.
 func failReason(err error) int {
-	if errors.Is(err, actors.ErrCatalogOverdue) {
+	switch {
+	case errors.Is(err, actors.ErrCatalogOverdue):
 		return 0
+	case errors.Is(err, actors.ErrCatalogPanicked):
+		return len(failReasons) - 1
 	}
 	for i, target := range []error{context.DeadlineExceeded, persistence.ErrStoredAhead, persistence.ErrFenced,
 		persistence.ErrClosed, context.Canceled} {
