@@ -157,12 +157,13 @@ func (e *malformedError) Error() string {
 
 func (e *malformedError) Unwrap() error { return ErrMalformedCatalogError }
 
-// answered is the answer of the catalog's in err, a catalog call's
-// error: err itself, or nil if the catalog panicked. A panic is the
-// catalog's bug, whatever it panicked with: one with persistence.ErrClosed,
-// ErrFenced or a *persistence.StoredAheadError is a failure like any,
-// retried, and not what that error returned would say (nothing saved
-// again, the ownership lost, a value stored that may be none).
+// answered is what lowwater classifies of a catalog call's error err:
+// err, or nil if the catalog panicked. A panic is the catalog's bug,
+// whatever it panicked with, never its verdict: one with
+// persistence.ErrClosed, ErrFenced or a *persistence.StoredAheadError is a
+// failure like any, retried, and not what that error returned would say
+// (nothing saved again, the ownership lost, a value stored that may be
+// none).
 func answered(err error) error {
 	var panicked *CatalogPanicError
 	if errors.As(err, &panicked) {

@@ -18,7 +18,7 @@ import (
 // protoactor's default unbounded mailbox (system messages first; suspend
 // and resume; turns of Throughput messages, others' tasks running between
 // them; a panic escalated to the supervisor with the message that caused
-// it; MessageBatch unpacked), and adds five things:
+// it; MessageBatch unpacked), and adds six things:
 //
 //  1. User messages go through a lock-free queue (mpsc): a sender never
 //     waits for the mailbox goroutine or for another sender, and the two
@@ -39,6 +39,10 @@ import (
 //  5. A message that only protoactor or the parent may give the actor is
 //     refused when anyone posts it (forged): see PostUserMessage. And no
 //     user message reaches an actor before its Started (awaitsStart).
+//  6. A Drop posted marks the update of its vchannel that each Sender of
+//     the pchannel still holds (drops.go): the post is the one moment in
+//     the Drop sender's order, which the Sender's buffer would otherwise
+//     let the update overtake.
 type mailbox struct {
 	user mpsc[any]
 
@@ -110,10 +114,9 @@ type mailbox struct {
 	// the pill, is a hard one (tookPoison). Only the goroutine running
 	// the mailbox touches it.
 	poisoned bool
-	// senders are the Senders shipping to this pchannel: a Drop posted
-	// takes from each the update of its vchannel still waiting (dropping).
-	sendersMu sync.Mutex
-	senders   []*Sender // guarded by sendersMu
+	// drops marks the updates of the pchannel's Senders that a Drop
+	// overtakes (drops.go).
+	drops senderDrops
 }
 
 // takeFailure returns why the actor failed, if it did since it was last
@@ -232,7 +235,7 @@ func (m *mailbox) PostUserMessage(msg any) {
 		}
 		switch y := x.Message.(type) {
 		case *messages.DropVChannel:
-			m.dropping(y)
+			m.drops.posting(y)
 		case *messages.UpdateBatch:
 			// A Sender's batch is the data plane, as a bare update is:
 			// a worker of its own per batch, with a thousand pchannels
@@ -250,7 +253,7 @@ func (m *mailbox) PostUserMessage(msg any) {
 			m.PostUserMessage(z)
 		}
 	case *messages.DropVChannel:
-		m.dropping(x)
+		m.drops.posting(x)
 	default:
 		if m.forged(x) {
 			return
@@ -258,39 +261,6 @@ func (m *mailbox) PostUserMessage(msg any) {
 	}
 	m.user.push(msg)
 	m.scheduleAs(urgent)
-}
-
-// dropping takes from each Sender shipping here the update of d's
-// vchannel it still holds, before d is queued. That update was made
-// before the Drop was sent, for the vchannel it drops; shipped after it,
-// and after an Add of the vchannel again, it raised the new one to where
-// the old one was: a checkpoint above the data not yet consumed. Taken,
-// it is as if applied to the vchannel the Drop ends. A batch of the
-// Sender's on its way here is let through first (Sender.dropping).
-func (m *mailbox) dropping(d *messages.DropVChannel) {
-	if d == nil {
-		return
-	}
-	m.sendersMu.Lock()
-	defer m.sendersMu.Unlock()
-	for _, s := range m.senders {
-		s.dropping(d.VChannel)
-	}
-}
-
-// addSender and removeSender keep the Senders a Drop looks at.
-func (m *mailbox) addSender(s *Sender) {
-	m.sendersMu.Lock()
-	m.senders = append(m.senders, s)
-	m.sendersMu.Unlock()
-}
-
-func (m *mailbox) removeSender(s *Sender) {
-	m.sendersMu.Lock()
-	defer m.sendersMu.Unlock()
-	if i := slices.Index(m.senders, s); i >= 0 {
-		m.senders = slices.Delete(m.senders, i, i+1)
-	}
 }
 
 // forged reports whether msg, posted as a user message, is one that never

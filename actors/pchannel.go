@@ -612,6 +612,9 @@ func (p *pchannel) dropVChannel(ctx actor.Context, m *messages.DropVChannel) {
 	}
 	from := p.tracker.Minimum()
 	advanced, err := p.tracker.Drop(m.VChannel)
+	if p.mailbox != nil {
+		p.mailbox.drops.handled(m, err == nil)
+	}
 	if err == nil {
 		delete(p.recovery.added, m.VChannel)
 		delete(p.told, m.VChannel)
@@ -852,8 +855,20 @@ func (p *pchannel) settle(cmd messages.Command, from wal.MessageID, advanced boo
 func (p *pchannel) updateBatch(ctx actor.Context, m *messages.UpdateBatch) {
 	from := p.tracker.Minimum()
 	var rejected []messages.Rejection
-	rose := false
+	var tags []staleTag
+	if p.mailbox != nil {
+		tags = p.mailbox.drops.take(m)
+	}
+	rose, skipped := false, 0
 	for i, u := range m.Updates {
+		if tags != nil && stale(tags, u.VChannel) {
+			// A Sender's, made before a Drop of the vchannel that came
+			// first: as if applied to the vchannel dropped (drops.go).
+			skipped++
+			p.cfg.logger.Debug("update made before its vchannel's drop skipped", zap.String("vchannel", u.VChannel),
+				zap.Stringer("checkpoint", stringer{u.Checkpoint}))
+			continue
+		}
 		advanced, err := p.tracker.Update(u.VChannel, u.Checkpoint)
 		if err != nil {
 			rejected = append(rejected, messages.Rejection{Index: i, VChannel: u.VChannel, Err: err})
@@ -862,7 +877,7 @@ func (p *pchannel) updateBatch(ctx actor.Context, m *messages.UpdateBatch) {
 		rose = rose || advanced
 	}
 	if p.cfg.counters != nil {
-		p.cfg.counters.updates.Add(uint64(len(m.Updates) - len(rejected)))
+		p.cfg.counters.updates.Add(uint64(len(m.Updates) - len(rejected) - skipped))
 	}
 	// Updates only raise checkpoints, so the minimum ends above where it
 	// began once it rose within the batch: one event, one save.

@@ -198,7 +198,7 @@ func (s *persister) Receive(ctx actor.Context) {
 		res, ok := k.joined()
 		switch {
 		case k == nil || never || ok && res.err == nil:
-		case ok && !errors.Is(res.err, context.Canceled):
+		case ok && !errors.Is(answered(res.err), context.Canceled):
 			s.failure = res.err // it failed of itself as the stop came
 		default:
 			// In the catalog at the stop, or ended by the stop's cancel.

@@ -7,11 +7,8 @@ import (
 	"math"
 	"math/bits"
 	"reflect"
-	"runtime"
-	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -118,15 +115,16 @@ func WithFullWait(d time.Duration) SenderOption {
 //
 // An update waits in the Sender until the batch before it is answered, so
 // a command sent to the pchannel meanwhile, straight or through a
-// Request, overtakes it. A Drop of a vchannel takes the update of it the
-// Sender still holds: made before the Drop, it is as if applied to the
-// vchannel dropped, and never reaches one added again under the name,
+// Request, overtakes it. A Drop does not let an update of its vchannel
+// made before it take effect after it: the update counts as applied to
+// the vchannel dropped, and never reaches one added again under the name,
 // which it would raise to where the old one was (a checkpoint above the
-// data not yet consumed). That holds for a Sender of a pchannel of this
-// system's, the Drop posted to its mailbox; through an actor in between,
-// Flush before the Drop. Flush first, too, before a graceful stop
-// (PoisonFuture): the updates still buffered are not applied, and the
-// stop's flush saves the minimum without them.
+// data not yet consumed). A Drop refused leaves it to be applied. That
+// holds for a Sender made with the PID Spawn returned (or ctx.Self()),
+// the Drop posted to the pchannel's mailbox, not given to an actor in
+// between; otherwise Flush before the Drop. Flush first, too, before a
+// graceful stop (PoisonFuture): the updates still buffered are not
+// applied, and the stop's flush saves the minimum without them.
 type Sender struct {
 	system   *actor.ActorSystem
 	root     *actor.RootContext
@@ -137,11 +135,8 @@ type Sender struct {
 	replies *actor.PID
 	// listing is the pchannel's in the system's directory, nil for one
 	// the directory does not know: whether its stop has begun (ship), and
-	// its mailbox, which tells the Sender of each Drop (dropping).
+	// its mailbox, which marks the updates a Drop overtakes (drops.go).
 	listing *listing
-	// inTransit is set from when a batch is taken for shipping until it
-	// is posted: a Drop waits for it (dropping).
-	inTransit atomic.Bool
 
 	mu sync.Mutex
 	// slots holds each vchannel seen lately at its index in entries, so
@@ -190,6 +185,8 @@ type Sender struct {
 	// that a caller who adds them up counts each once. left is what the
 	// end found buffered or in flight, which every later error says was
 	// counted, or was none.
+	// marked counts the waiting updates with a Drop's mark (drops.go).
+	marked     int
 	rejected   []messages.Rejection
 	dropped    int
 	gone       error
@@ -240,15 +237,16 @@ func NewSender(system *actor.ActorSystem, pid *actor.PID, opts ...SenderOption) 
 		slots:    make(map[string]int),
 		gen:      1,
 	}
+	// Before the watch: a Terminated that answers it at once reads it.
+	s.listing = directoryOf(system).lookup(system, pid)
+	if s.listing != nil {
+		s.listing.mailbox.drops.addSender(s)
+	}
 	s.replies, _ = system.ProcessRegistry.Add(replyProcess{s}, senderIDPrefix+system.ProcessRegistry.NextId())
 	if !s.systemMessage(&actor.Watch{Watcher: s.replies}) {
 		// Gone already: told as protoactor's dead-letter process tells
 		// a watch it takes, without the dead letter it logs.
 		replyProcess{s}.SendSystemMessage(s.replies, &actor.Terminated{Who: pid, Why: actor.TerminatedReason_NotFound})
-	}
-	s.listing = directoryOf(system).lookup(system, pid)
-	if s.listing != nil {
-		s.listing.mailbox.addSender(s)
 	}
 	return s, nil
 }
@@ -304,6 +302,15 @@ func (s *Sender) Update(vchannel string, checkpoint wal.MessageID) error {
 				s.mu.Unlock()
 				return fmt.Errorf("%w: vchannel %s: %s after %s", messages.ErrWALMismatch, shorten.QuotedText(vchannel), wal.String(checkpoint), wal.String(old))
 			}
+			if e := &s.entries[i]; e.dropped != nil {
+				// The one waiting was made before a Drop of the
+				// vchannel: this one is for what comes after, the
+				// actor's to judge.
+				e.dropped = nil
+				s.marked--
+				c.Checkpoint = checkpoint
+				break
+			}
 			lower, err := below(vchannel, checkpoint, c.Checkpoint)
 			if err != nil {
 				s.mu.Unlock()
@@ -343,9 +350,9 @@ func (s *Sender) Update(vchannel string, checkpoint wal.MessageID) error {
 		s.mu.Unlock()
 		return nil
 	}
-	batch := s.takeLocked()
+	batch, tags := s.takeLocked()
 	s.mu.Unlock()
-	s.ship(batch)
+	s.ship(batch, tags)
 	return nil
 }
 
@@ -378,6 +385,9 @@ type senderEntry struct {
 	name string
 	pos  int
 	gen  uint64
+	// dropped marks a waiting update made before a Drop of its vchannel
+	// was posted (drops.go).
+	dropped []*dropMark
 }
 
 // slotOf returns vchannel's index in entries, if it has one. It looks in
@@ -652,7 +662,7 @@ func (s *Sender) release() {
 	gone, owed := s.gone != nil, !s.terminated
 	s.mu.Unlock()
 	if s.listing != nil {
-		s.listing.mailbox.removeSender(s)
+		s.listing.mailbox.drops.removeSender(s)
 	}
 	if gone && owed && s.terminatedComes() {
 		return
@@ -762,9 +772,10 @@ func (l errorList) Unwrap() []error { return l }
 const senderForgetAfter = 2 * DefaultMaxPending
 
 // takeLocked takes the next batch, as the message to ship, and marks it in
-// flight.
-func (s *Sender) takeLocked() *messages.UpdateBatch {
+// flight; tags are the marks of Drops on its updates, for ship.
+func (s *Sender) takeLocked() (*messages.UpdateBatch, []staleTag) {
 	batch := s.pending
+	tags := s.takeMarksLocked(batch)
 	s.pending, s.spare = s.spare[:0], nil
 	s.gen++
 	if len(s.entries) > max(senderForgetAfter, s.cfg.maxPending) {
@@ -774,44 +785,8 @@ func (s *Sender) takeLocked() *messages.UpdateBatch {
 	}
 	s.flying, s.flyingMsg = batch, &messages.UpdateBatch{Updates: batch}
 	s.shipped++
-	s.inTransit.Store(true)
-	return s.flyingMsg
+	return s.flyingMsg, tags
 }
-
-// dropping takes the update of vchannel still waiting, if any, as the
-// pchannel's mailbox posts a Drop of it (mailbox.dropping): the update
-// was made before the Drop, and shipped after it, it would be applied
-// after it, to the vchannel added again, if it was, raising it to where
-// the one dropped was. A batch taken and not yet posted is let through
-// first, up to dropWait: its updates too were made before the Drop.
-func (s *Sender) dropping(vchannel string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.inTransit.Load() {
-		deadline := time.Now().Add(dropWait)
-		for s.inTransit.Load() && time.Now().Before(deadline) {
-			s.mu.Unlock()
-			runtime.Gosched()
-			s.mu.Lock()
-		}
-	}
-	i, ok := s.slotOf(vchannel)
-	if !ok || s.entries[i].gen != s.gen {
-		return
-	}
-	pos := s.entries[i].pos
-	s.pending = slices.Delete(s.pending, pos, pos+1)
-	for k := pos; k < len(s.pending); k++ {
-		s.entries[s.slots[s.pending[k].VChannel]].pos = k
-	}
-	s.entries[i].gen = 0 // waits no more: gen starts at 1
-	s.wakeLocked()       // an Update waiting for room has it
-}
-
-// dropWait bounds a Drop's wait for a Sender's batch on its way to the
-// pchannel: the post is a push and a wake-up, unless a sender middleware
-// of the system's Root holds it.
-const dropWait = time.Second
 
 // ship sends batch, taken by takeLocked, with its reply to s.replies,
 // through system.Root and any sender middleware set on it.
@@ -827,7 +802,10 @@ const dropWait = time.Second
 // (a cold look-up per batch). One that leaves between the look-up and
 // the send can still make that dead letter; its Terminated answers the
 // batch.
-func (s *Sender) ship(batch *messages.UpdateBatch) {
+func (s *Sender) ship(batch *messages.UpdateBatch, tags []staleTag) {
+	if tags != nil {
+		s.listing.mailbox.drops.tag(batch, tags) // before the pchannel can see it
+	}
 	var gone bool
 	if s.listing != nil {
 		gone = s.listing.stopping.Load()
@@ -836,12 +814,10 @@ func (s *Sender) ship(batch *messages.UpdateBatch) {
 		gone = !ok
 	}
 	if gone {
-		s.inTransit.Store(false)
 		replyProcess{s}.SendUserMessage(s.replies, &actor.DeadLetterResponse{Target: s.pchannel})
 		return
 	}
 	s.root.RequestWithCustomSender(s.pchannel, batch, s.replies)
-	s.inTransit.Store(false)
 }
 
 // batchConsumed is a pchannel's answer to a Sender's UpdateBatch applied
@@ -971,6 +947,7 @@ func (s *Sender) answer(rejected *messages.BatchError, gone error, consumed bool
 		}
 	}
 	var next *messages.UpdateBatch
+	var tags []staleTag
 	if s.flying != nil {
 		s.answered++
 		if consumed && rejected == nil && gone == nil {
@@ -979,13 +956,13 @@ func (s *Sender) answer(rejected *messages.BatchError, gone error, consumed bool
 		}
 		s.flying, s.answeredMsg, s.flyingMsg = nil, s.flyingMsg, nil
 		if len(s.pending) > 0 && s.gone == nil && !s.detached {
-			next = s.takeLocked()
+			next, tags = s.takeLocked()
 		}
 	}
 	s.wakeLocked()
 	s.mu.Unlock()
 	if next != nil {
-		s.ship(next)
+		s.ship(next, tags)
 	}
 	return detached
 }
