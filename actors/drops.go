@@ -114,8 +114,7 @@ func (ds *senderDrops) tagLocked(batch *messages.UpdateBatch, tags ...staleTag) 
 }
 
 // take returns the tags of batch, as its handler begins, and forgets
-// them. A batch never handled (refused as the pchannel stopped) leaves
-// its tags until the mailbox goes.
+// them.
 func (ds *senderDrops) take(batch *messages.UpdateBatch) []staleTag {
 	if !ds.any.Load() {
 		return nil
@@ -123,9 +122,23 @@ func (ds *senderDrops) take(batch *messages.UpdateBatch) []staleTag {
 	ds.mu.Lock()
 	defer ds.mu.Unlock()
 	tags := ds.stale[batch]
+	ds.forgetLocked(batch)
+	return tags
+}
+
+// untag forgets the tags of batch once its Sender has its answer: a
+// batch never handled (refused as the pchannel stopped), or tagged by a
+// Drop posted as it was handled, after take, would keep any set, and
+// every batch would take the lock.
+func (ds *senderDrops) untag(batch *messages.UpdateBatch) {
+	ds.mu.Lock()
+	ds.forgetLocked(batch)
+	ds.mu.Unlock()
+}
+
+func (ds *senderDrops) forgetLocked(batch *messages.UpdateBatch) {
 	delete(ds.stale, batch)
 	ds.any.Store(len(ds.stale) > 0)
-	return tags
 }
 
 // stale reports whether the update of vchannel in a batch with tags was
@@ -161,6 +174,7 @@ func (s *Sender) markDropped(vchannel string, mark *dropMark, ds *senderDrops) *
 			mark = new(dropMark)
 		}
 		ds.tagLocked(s.flyingMsg, staleTag{vchannel: vchannel, mark: mark})
+		s.flyingTagged = true
 	}
 	return mark
 }

@@ -185,15 +185,17 @@ type Sender struct {
 	// that a caller who adds them up counts each once. left is what the
 	// end found buffered or in flight, which every later error says was
 	// counted, or was none.
-	// marked counts the waiting updates with a Drop's mark (drops.go).
-	marked     int
-	rejected   []messages.Rejection
-	dropped    int
-	gone       error
-	lost       int
-	unanswered int
-	left       int
-	closed     bool
+	// marked counts the waiting updates with a Drop's mark, and
+	// flyingTagged is set while the batch in flight has tags (drops.go).
+	marked       int
+	flyingTagged bool
+	rejected     []messages.Rejection
+	dropped      int
+	gone         error
+	lost         int
+	unanswered   int
+	left         int
+	closed       bool
 	// detached is set once Close has stopped waiting: nobody waits for
 	// an answer any more, and one that still comes ships nothing.
 	// released is set once the reply process is to go (release), and
@@ -784,6 +786,7 @@ func (s *Sender) takeLocked() (*messages.UpdateBatch, []staleTag) {
 		s.entries = s.entries[:0]
 	}
 	s.flying, s.flyingMsg = batch, &messages.UpdateBatch{Updates: batch}
+	s.flyingTagged = tags != nil
 	s.shipped++
 	return s.flyingMsg, tags
 }
@@ -946,10 +949,13 @@ func (s *Sender) answer(rejected *messages.BatchError, gone error, consumed bool
 			s.rejected = append(s.rejected, r)
 		}
 	}
-	var next *messages.UpdateBatch
+	var next, untag *messages.UpdateBatch
 	var tags []staleTag
 	if s.flying != nil {
 		s.answered++
+		if s.flyingTagged {
+			untag, s.flyingTagged = s.flyingMsg, false
+		}
 		if consumed && rejected == nil && gone == nil {
 			clear(s.flying)
 			s.spare = s.flying[:0]
@@ -961,6 +967,9 @@ func (s *Sender) answer(rejected *messages.BatchError, gone error, consumed bool
 	}
 	s.wakeLocked()
 	s.mu.Unlock()
+	if untag != nil {
+		s.listing.mailbox.drops.untag(untag)
+	}
 	if next != nil {
 		s.ship(next, tags)
 	}

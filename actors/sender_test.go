@@ -1111,6 +1111,12 @@ func TestAnUpdateMadeBeforeADropNeverReachesTheVChannelAddedAgain(t *testing.T) 
 	release()
 	require.NoError(t, s.Flush(ctx10s(t)))
 	require.Equal(t, map[string]wal.MessageID{"v0": wal.KafkaID(10), "v1": wal.KafkaID(8)}, r.checkpoints(t))
+	// The marks are gone with their batch: a batch takes no lock for them.
+	require.Eventually(t, func() bool { return !s.listing.mailbox.drops.any.Load() }, 10*time.Second, time.Millisecond)
+	s.listing.mailbox.drops.mu.Lock()
+	require.Empty(t, s.listing.mailbox.drops.stale)
+	require.Empty(t, s.listing.mailbox.drops.posted)
+	s.listing.mailbox.drops.mu.Unlock()
 
 	// Made after the Drop and the Add: for the new vchannel.
 	r2, s2, release2 := heldOnRise(t)
