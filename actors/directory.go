@@ -87,6 +87,24 @@ func (l *listing) delist(pid *actor.PID) {
 	}
 }
 
+// lookupID returns the listing of the live pchannel actor of pid's id in
+// sys, whatever PID value it is given as: one made anew (actor.NewPID)
+// too, whose sends may yet go to another system's actor of that id, if
+// the PID was sent to it first (see lookup).
+func (d *directory) lookupID(sys *actor.ActorSystem, pid *actor.PID) *listing {
+	proc, ok := sys.ProcessRegistry.Get(pid)
+	if !ok {
+		return nil
+	}
+	d.mu.Lock()
+	l := d.listed[pid.Id]
+	d.mu.Unlock()
+	if l == nil || l.process != proc {
+		return nil
+	}
+	return l
+}
+
 // lookup returns the listing of the pchannel actor at pid, or nil if
 // none is live there that the directory knows. pid must be the one
 // protoactor made for it: a PID made anew (actor.NewPID), or another

@@ -120,11 +120,11 @@ func WithFullWait(d time.Duration) SenderOption {
 // the vchannel dropped, and never reaches one added again under the name,
 // which it would raise to where the old one was (a checkpoint above the
 // data not yet consumed). A Drop refused leaves it to be applied. That
-// holds for a Sender made with the PID Spawn returned (or ctx.Self()),
-// the Drop posted to the pchannel's mailbox, not given to an actor in
-// between; otherwise Flush before the Drop. Flush first, too, before a
-// graceful stop (PoisonFuture): the updates still buffered are not
-// applied, and the stop's flush saves the minimum without them.
+// holds for a Sender of a pchannel of this system's and a Drop sent to
+// the pchannel, not given to an actor in between, which posts it later;
+// through one, Flush before the Drop. Flush first, too, before a graceful
+// stop (PoisonFuture): the updates still buffered are not applied, and
+// the stop's flush saves the minimum without them.
 type Sender struct {
 	system   *actor.ActorSystem
 	root     *actor.RootContext
@@ -134,9 +134,15 @@ type Sender struct {
 	// reply to one batch is what ships the next.
 	replies *actor.PID
 	// listing is the pchannel's in the system's directory, nil for one
-	// the directory does not know: whether its stop has begun (ship), and
-	// its mailbox, which marks the updates a Drop overtakes (drops.go).
+	// the directory does not know: whether its stop has begun (ship).
 	listing *listing
+	// drops is the pchannel's mailbox's share of the marks of the updates
+	// a Drop overtakes (drops.go), nil for an actor that is no pchannel
+	// of this system's. Found by the PID's id too, where listing is not:
+	// a PID made anew is the same pchannel's, and marks laid on the
+	// mailbox of another system's pchannel of that id would match none
+	// of the Sender's batches.
+	drops *senderDrops
 
 	mu sync.Mutex
 	// slots holds each vchannel seen lately at its index in entries, so
@@ -240,9 +246,15 @@ func NewSender(system *actor.ActorSystem, pid *actor.PID, opts ...SenderOption) 
 		gen:      1,
 	}
 	// Before the watch: a Terminated that answers it at once reads it.
-	s.listing = directoryOf(system).lookup(system, pid)
-	if s.listing != nil {
-		s.listing.mailbox.drops.addSender(s)
+	dir := directoryOf(system)
+	s.listing = dir.lookup(system, pid)
+	l := s.listing
+	if l == nil {
+		l = dir.lookupID(system, pid)
+	}
+	if l != nil {
+		s.drops = &l.mailbox.drops
+		s.drops.addSender(s)
 	}
 	s.replies, _ = system.ProcessRegistry.Add(replyProcess{s}, senderIDPrefix+system.ProcessRegistry.NextId())
 	if !s.systemMessage(&actor.Watch{Watcher: s.replies}) {
@@ -663,8 +675,8 @@ func (s *Sender) release() {
 	s.released = true
 	gone, owed := s.gone != nil, !s.terminated
 	s.mu.Unlock()
-	if s.listing != nil {
-		s.listing.mailbox.drops.removeSender(s)
+	if s.drops != nil {
+		s.drops.removeSender(s)
 	}
 	if gone && owed && s.terminatedComes() {
 		return
@@ -807,7 +819,7 @@ func (s *Sender) takeLocked() (*messages.UpdateBatch, []staleTag) {
 // batch.
 func (s *Sender) ship(batch *messages.UpdateBatch, tags []staleTag) {
 	if tags != nil {
-		s.listing.mailbox.drops.tag(batch, tags) // before the pchannel can see it
+		s.drops.tag(batch, tags) // before the pchannel can see it
 	}
 	var gone bool
 	if s.listing != nil {
@@ -968,7 +980,7 @@ func (s *Sender) answer(rejected *messages.BatchError, gone error, consumed bool
 	s.wakeLocked()
 	s.mu.Unlock()
 	if untag != nil {
-		s.listing.mailbox.drops.untag(untag)
+		s.drops.untag(untag)
 	}
 	if next != nil {
 		s.ship(next, tags)

@@ -1112,11 +1112,11 @@ func TestAnUpdateMadeBeforeADropNeverReachesTheVChannelAddedAgain(t *testing.T) 
 	require.NoError(t, s.Flush(ctx10s(t)))
 	require.Equal(t, map[string]wal.MessageID{"v0": wal.KafkaID(10), "v1": wal.KafkaID(8)}, r.checkpoints(t))
 	// The marks are gone with their batch: a batch takes no lock for them.
-	require.Eventually(t, func() bool { return !s.listing.mailbox.drops.any.Load() }, 10*time.Second, time.Millisecond)
-	s.listing.mailbox.drops.mu.Lock()
-	require.Empty(t, s.listing.mailbox.drops.stale)
-	require.Empty(t, s.listing.mailbox.drops.posted)
-	s.listing.mailbox.drops.mu.Unlock()
+	require.Eventually(t, func() bool { return !s.drops.any.Load() }, 10*time.Second, time.Millisecond)
+	s.drops.mu.Lock()
+	require.Empty(t, s.drops.stale)
+	require.Empty(t, s.drops.posted)
+	s.drops.mu.Unlock()
 
 	// Made after the Drop and the Add: for the new vchannel.
 	r2, s2, release2 := heldOnRise(t)
@@ -1286,4 +1286,32 @@ func TestANewSenderRacesTheStopOfItsPChannel(t *testing.T) {
 		require.NoError(t, err)
 		<-stopped
 	}
+}
+
+// A Sender on a PID made anew (actor.NewPID, as a caller who holds only
+// the pchannel's name makes one) is the same pchannel's: an update made
+// before a Drop sent to it is kept from the vchannel added again.
+func TestADropCoversASenderOnAPIDMadeAnew(t *testing.T) {
+	r := newSenderRig(t, kafkaAt(2, 0))
+	held, free := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	sub := r.system.EventStream.Subscribe(func(ev any) {
+		if _, ok := ev.(*messages.MinimumAdvanced); ok {
+			once.Do(func() { close(held); <-free })
+		}
+	})
+	defer r.system.EventStream.Unsubscribe(sub)
+	anew := actor.NewPID(r.pchannel.Address, r.pchannel.Id)
+	s := newTestSender(t, r.system, anew)
+	require.Nil(t, s.listing)
+	require.NoError(t, s.Update("v1", wal.KafkaID(7)))
+	require.NoError(t, s.Flush(ctx10s(t)))
+	require.NoError(t, s.Update("v0", wal.KafkaID(5)))
+	<-held
+	require.NoError(t, s.Update("v0", wal.KafkaID(900)))
+	r.system.Root.Send(anew, &messages.DropVChannel{VChannel: "v0"})
+	r.system.Root.Send(anew, &messages.AddVChannel{VChannel: "v0", Checkpoint: wal.KafkaID(10)})
+	close(free)
+	require.NoError(t, s.Flush(ctx10s(t)))
+	require.Equal(t, map[string]wal.MessageID{"v0": wal.KafkaID(10), "v1": wal.KafkaID(7)}, r.checkpoints(t))
 }
