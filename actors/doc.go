@@ -106,8 +106,10 @@
 // lose more: a PoisonFuture is a hard stop, since only lowwater's mailbox
 // tells the actor a PoisonPill is coming; each rise of the minimum goes to
 // the persister at once, with no coalescing of a burst; forged lifecycle
-// messages are not refused, and a message sent during the spawn does not
-// wait for the actor's Started: see docs/bad-input.md in the module.)
+// messages are not refused, a message sent during the spawn does not
+// wait for the actor's Started, and a Drop lets a Sender's update made
+// before it take effect after it (see Sender): see docs/bad-input.md in
+// the module.)
 //
 // (A graceful stop of a fenced actor does not flush: the hard bound holds.)
 // The bounds do not cover the caller's own code on the actor's goroutine:

@@ -21,9 +21,13 @@ import (
 // after: made before the Drop, it counts as applied to the vchannel the
 // Drop ended. A Drop refused, the vchannel still there, leaves the update
 // to be applied, as it would have been. An update of the vchannel made
-// after the Drop was posted replaces the marked one, unmarked. Only the
-// post is looked at: a Drop given to an actor in between counts from when
-// that actor posts it.
+// after the Drop was posted replaces the marked one, unmarked, with no
+// rollback check against it: the actor judges it, and should the Drop be
+// refused, the marked update is lost, the vchannel kept lower (replayed,
+// not skipped). Only the post is looked at: a Drop given to an actor in
+// between counts from when that actor posts it, and one a middleware
+// hands on as a copy is not the one posted. A pchannel on a mailbox of
+// the caller's (actor.WithMailbox) has none of this.
 
 // dropMark is set once the pchannel has applied the Drop it stands for.
 type dropMark struct{ done atomic.Bool }
@@ -80,10 +84,21 @@ func (ds *senderDrops) posting(d *messages.DropVChannel) {
 	for _, s := range ds.senders {
 		mark = s.markDropped(d.VChannel, mark, ds)
 	}
-	if mark != nil {
-		ds.posted = append(ds.posted, postedDrop{msg: d, mark: mark})
+	// Every post takes its place in line, with a mark or none: handled
+	// matches the posts of one pointer in order, and a Drop sent twice,
+	// refused once, must not give its refusal to the other's mark. A
+	// Drop that never reaches the handler (a middleware of the caller's
+	// swallowed it) keeps its place; the oldest go past maxPosted.
+	if len(ds.posted) == maxPosted {
+		ds.posted = slices.Delete(ds.posted, 0, 1)
 	}
+	ds.posted = append(ds.posted, postedDrop{msg: d, mark: mark})
 }
+
+// maxPosted bounds the Drops posted and not yet handled that a mailbox
+// keeps: far more than a mailbox holds in any run, unless Drops are
+// swallowed on the way to the handler.
+const maxPosted = 4096
 
 // handled is the pchannel's word that it handled d: applied, or refused.
 func (ds *senderDrops) handled(d *messages.DropVChannel, applied bool) {
@@ -91,7 +106,9 @@ func (ds *senderDrops) handled(d *messages.DropVChannel, applied bool) {
 	defer ds.mu.Unlock()
 	for i, p := range ds.posted {
 		if p.msg == d {
-			p.mark.done.Store(applied)
+			if p.mark != nil {
+				p.mark.done.Store(applied)
+			}
 			ds.posted = slices.Delete(ds.posted, i, i+1)
 			return
 		}
@@ -168,8 +185,10 @@ func (s *Sender) markDropped(vchannel string, mark *dropMark, ds *senderDrops) *
 		e.dropped = append(e.dropped, mark)
 	}
 	if s.flyingMsg != nil && slices.ContainsFunc(s.flying, func(u messages.VChannelCheckpoint) bool { return u.VChannel == vchannel }) {
-		// In flight, or taken and on its way: either way its tags are
-		// looked at as the batch is handled, before it or after the Drop.
+		// Taken and on its way, or queued ahead of the Drop, or being
+		// handled: a batch handled after the Drop reads its tags as it
+		// begins; one already begun never does, and is rightly applied,
+		// ahead of the Drop (untag clears them).
 		if mark == nil {
 			mark = new(dropMark)
 		}

@@ -40,9 +40,9 @@ import (
 //     refused when anyone posts it (forged): see PostUserMessage. And no
 //     user message reaches an actor before its Started (awaitsStart).
 //  6. A Drop posted marks the update of its vchannel that each Sender of
-//     the pchannel still holds (drops.go): the post is the one moment in
-//     the Drop sender's order, which the Sender's buffer would otherwise
-//     let the update overtake.
+//     the pchannel still holds (drops.go): the post is where the Drop
+//     takes its place in its sender's order, and the Sender's buffer
+//     would otherwise let the Drop overtake an update made before it.
 type mailbox struct {
 	user mpsc[any]
 

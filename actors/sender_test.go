@@ -1315,3 +1315,20 @@ func TestADropCoversASenderOnAPIDMadeAnew(t *testing.T) {
 	require.NoError(t, s.Flush(ctx10s(t)))
 	require.Equal(t, map[string]wal.MessageID{"v0": wal.KafkaID(10), "v1": wal.KafkaID(7)}, r.checkpoints(t))
 }
+
+// The same Drop value sent twice, refused once and applied once, gives
+// each post its own outcome: the refusal of the first, which marked
+// nothing, is not taken for the second's, which marked an update made
+// before it.
+func TestADropSentTwiceGivesEachPostItsOwnOutcome(t *testing.T) {
+	r, s, release := heldOnRise(t) // kafka:5 of v0 in flight, the pchannel held
+	d := &messages.DropVChannel{VChannel: "x"}
+	r.system.Root.Send(r.pchannel, d) // x unknown: refused, marks nothing
+	r.system.Root.Send(r.pchannel, &messages.AddVChannel{VChannel: "x", Checkpoint: wal.KafkaID(10)})
+	require.NoError(t, s.Update("x", wal.KafkaID(900))) // made before the second post
+	r.system.Root.Send(r.pchannel, d)                   // applied: marks x's kafka:900
+	r.system.Root.Send(r.pchannel, &messages.AddVChannel{VChannel: "x", Checkpoint: wal.KafkaID(10)})
+	release()
+	require.NoError(t, s.Flush(ctx10s(t)))
+	require.Equal(t, map[string]wal.MessageID{"v0": wal.KafkaID(5), "v1": wal.KafkaID(7), "x": wal.KafkaID(10)}, r.checkpoints(t))
+}
