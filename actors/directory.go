@@ -111,15 +111,8 @@ func (d *directory) lookupID(sys *actor.ActorSystem, pid *actor.PID) *listing {
 // system's of the same id, is not known here, since a PID remembers the
 // process it was first sent to, which may be another system's.
 func (d *directory) lookup(sys *actor.ActorSystem, pid *actor.PID) *listing {
-	proc, ok := sys.ProcessRegistry.Get(pid)
-	if !ok {
-		return nil
+	if l := d.lookupID(sys, pid); l != nil && l.pid == pid {
+		return l
 	}
-	d.mu.Lock()
-	l := d.listed[pid.Id]
-	d.mu.Unlock()
-	if l == nil || l.pid != pid || l.process != proc {
-		return nil
-	}
-	return l
+	return nil
 }

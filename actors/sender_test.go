@@ -1068,22 +1068,7 @@ func TestSenderCountsTheBatchACloseGaveUpOnAsLeft(t *testing.T) {
 func heldOnRise(t *testing.T) (r *senderRig, s *Sender, release func()) {
 	t.Helper()
 	r = newSenderRig(t, kafkaAt(2, 0))
-	held, free := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	sub := r.system.EventStream.Subscribe(func(ev any) {
-		if _, ok := ev.(*messages.MinimumAdvanced); ok {
-			once.Do(func() {
-				close(held)
-				<-free
-			})
-		}
-	})
-	var freed sync.Once
-	release = func() { freed.Do(func() { close(free) }) }
-	t.Cleanup(func() {
-		release()
-		r.system.EventStream.Unsubscribe(sub)
-	})
+	held, release := holdOnFirstRise(t, r.system)
 	s = newTestSender(t, r.system, r.pchannel)
 	require.NoError(t, s.Update("v1", wal.KafkaID(7)))
 	require.NoError(t, s.Flush(ctx10s(t)))
@@ -1126,6 +1111,29 @@ func TestAnUpdateMadeBeforeADropNeverReachesTheVChannelAddedAgain(t *testing.T) 
 	release2()
 	require.NoError(t, s2.Flush(ctx10s(t)))
 	require.Equal(t, map[string]wal.MessageID{"v0": wal.KafkaID(50), "v1": wal.KafkaID(7)}, r2.checkpoints(t))
+}
+
+// holdOnFirstRise holds the pchannel that publishes the system's first
+// MinimumAdvanced, in a raw subscriber, until release is called; held is
+// closed once it does.
+func holdOnFirstRise(t *testing.T, system *actor.ActorSystem) (held <-chan struct{}, release func()) {
+	t.Helper()
+	h, free := make(chan struct{}), make(chan struct{})
+	var once, freed sync.Once
+	sub := system.EventStream.Subscribe(func(ev any) {
+		if _, ok := ev.(*messages.MinimumAdvanced); ok {
+			once.Do(func() {
+				close(h)
+				<-free
+			})
+		}
+	})
+	release = func() { freed.Do(func() { close(free) }) }
+	t.Cleanup(func() {
+		release()
+		system.EventStream.Unsubscribe(sub)
+	})
+	return h, release
 }
 
 // A Drop with no Add after it leaves nothing to reject: the update made
@@ -1179,14 +1187,7 @@ func TestAFlushOrCloseWaitingAcrossADropIsAnswered(t *testing.T) {
 // while the batch before it is answered and its post not yet returned.
 func TestADropOvertakesABatchTakenAndNotYetPosted(t *testing.T) {
 	r := newSenderRig(t, kafkaAt(2, 0))
-	held, free := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	sub := r.system.EventStream.Subscribe(func(ev any) {
-		if _, ok := ev.(*messages.MinimumAdvanced); ok {
-			once.Do(func() { close(held); <-free })
-		}
-	})
-	defer r.system.EventStream.Unsubscribe(sub)
+	held, release := holdOnFirstRise(t, r.system)
 	firstPosted, firstReturns := make(chan struct{}), make(chan struct{})
 	secondTaken, secondPosts := make(chan struct{}), make(chan struct{})
 	r.system.Root.WithSenderMiddleware(func(next actor.SenderFunc) actor.SenderFunc {
@@ -1218,7 +1219,7 @@ func TestADropOvertakesABatchTakenAndNotYetPosted(t *testing.T) {
 	<-firstPosted
 	<-held
 	require.NoError(t, s.Update("v0", wal.KafkaID(900))) // made before the Drop
-	close(free)                                          // kafka:5 answered: kafka:900 taken
+	release()                                            // kafka:5 answered: kafka:900 taken
 	<-secondTaken
 	close(firstReturns)
 	require.NoError(t, <-updated)
@@ -1247,14 +1248,7 @@ func TestARefusedDropLeavesTheUpdateMadeBeforeIt(t *testing.T) {
 	}))
 	pid := system.Root.Spawn(props)
 	defer func() { _ = system.Root.PoisonFuture(pid).Wait() }()
-	held, free := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	sub := system.EventStream.Subscribe(func(ev any) {
-		if _, ok := ev.(*messages.MinimumAdvanced); ok {
-			once.Do(func() { close(held); <-free })
-		}
-	})
-	defer system.EventStream.Unsubscribe(sub)
+	held, release := holdOnFirstRise(t, system)
 	s, err := NewSender(system, pid)
 	require.NoError(t, err)
 	defer func() { _ = s.Close(ctx10s(t)) }()
@@ -1264,7 +1258,7 @@ func TestARefusedDropLeavesTheUpdateMadeBeforeIt(t *testing.T) {
 	<-held
 	require.NoError(t, s.Update("v0", wal.KafkaID(6)))
 	system.Root.Send(pid, &messages.DropVChannel{VChannel: "v0"})
-	close(free)
+	release()
 	require.NoError(t, s.Flush(ctx10s(t)))
 	st, err := GetState(ctx10s(t), system.Root, pid, IncludeCheckpoints())
 	require.NoError(t, err)
@@ -1293,14 +1287,7 @@ func TestANewSenderRacesTheStopOfItsPChannel(t *testing.T) {
 // before a Drop sent to it is kept from the vchannel added again.
 func TestADropCoversASenderOnAPIDMadeAnew(t *testing.T) {
 	r := newSenderRig(t, kafkaAt(2, 0))
-	held, free := make(chan struct{}), make(chan struct{})
-	var once sync.Once
-	sub := r.system.EventStream.Subscribe(func(ev any) {
-		if _, ok := ev.(*messages.MinimumAdvanced); ok {
-			once.Do(func() { close(held); <-free })
-		}
-	})
-	defer r.system.EventStream.Unsubscribe(sub)
+	held, release := holdOnFirstRise(t, r.system)
 	anew := actor.NewPID(r.pchannel.Address, r.pchannel.Id)
 	s := newTestSender(t, r.system, anew)
 	require.Nil(t, s.listing)
@@ -1311,7 +1298,7 @@ func TestADropCoversASenderOnAPIDMadeAnew(t *testing.T) {
 	require.NoError(t, s.Update("v0", wal.KafkaID(900)))
 	r.system.Root.Send(anew, &messages.DropVChannel{VChannel: "v0"})
 	r.system.Root.Send(anew, &messages.AddVChannel{VChannel: "v0", Checkpoint: wal.KafkaID(10)})
-	close(free)
+	release()
 	require.NoError(t, s.Flush(ctx10s(t)))
 	require.Equal(t, map[string]wal.MessageID{"v0": wal.KafkaID(10), "v1": wal.KafkaID(7)}, r.checkpoints(t))
 }
