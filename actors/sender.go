@@ -247,13 +247,10 @@ func NewSender(system *actor.ActorSystem, pid *actor.PID, opts ...SenderOption) 
 		gen:      1,
 	}
 	// Before the watch: a Terminated that answers it at once reads it.
-	dir := directoryOf(system)
-	s.listing = dir.lookup(system, pid)
-	l := s.listing
-	if l == nil {
-		l = dir.lookupID(system, pid)
-	}
-	if l != nil {
+	if l := directoryOf(system).lookupID(system, pid); l != nil {
+		if l.pid == pid {
+			s.listing = l // as lookup finds it
+		}
 		s.drops = &l.mailbox.drops
 		s.drops.addSender(s)
 	}
