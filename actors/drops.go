@@ -46,7 +46,7 @@ type postedDrop struct {
 }
 
 // senderDrops is a pchannel mailbox's share of that: its Senders, the
-// Drops posted that marked an update, and the batches holding marked
+// Drops posted and not yet handled, and the batches holding marked
 // updates.
 type senderDrops struct {
 	mu      sync.Mutex
@@ -146,8 +146,11 @@ func (ds *senderDrops) take(batch *messages.UpdateBatch) []staleTag {
 // untag forgets the tags of batch once its Sender has its answer: a
 // batch never handled (refused as the pchannel stopped), or tagged by a
 // Drop posted as it was handled, after take, would keep any set, and
-// every batch would take the lock.
+// every batch would take the lock. With none set, it takes no lock.
 func (ds *senderDrops) untag(batch *messages.UpdateBatch) {
+	if !ds.any.Load() {
+		return
+	}
 	ds.mu.Lock()
 	ds.forgetLocked(batch)
 	ds.mu.Unlock()
@@ -193,7 +196,6 @@ func (s *Sender) markDropped(vchannel string, mark *dropMark, ds *senderDrops) *
 			mark = new(dropMark)
 		}
 		ds.tagLocked(s.flyingMsg, staleTag{vchannel: vchannel, mark: mark})
-		s.flyingTagged = true
 	}
 	return mark
 }

@@ -192,17 +192,15 @@ type Sender struct {
 	// that a caller who adds them up counts each once. left is what the
 	// end found buffered or in flight, which every later error says was
 	// counted, or was none.
-	// marked counts the waiting updates with a Drop's mark, and
-	// flyingTagged is set while the batch in flight has tags (drops.go).
-	marked       int
-	flyingTagged bool
-	rejected     []messages.Rejection
-	dropped      int
-	gone         error
-	lost         int
-	unanswered   int
-	left         int
-	closed       bool
+	rejected   []messages.Rejection
+	dropped    int
+	gone       error
+	lost       int
+	unanswered int
+	left       int
+	closed     bool
+	// marked counts the waiting updates with a Drop's mark (drops.go).
+	marked int
 	// detached is set once Close has stopped waiting: nobody waits for
 	// an answer any more, and one that still comes ships nothing.
 	// released is set once the reply process is to go (release), and
@@ -796,7 +794,6 @@ func (s *Sender) takeLocked() (*messages.UpdateBatch, []staleTag) {
 		s.entries = s.entries[:0]
 	}
 	s.flying, s.flyingMsg = batch, &messages.UpdateBatch{Updates: batch}
-	s.flyingTagged = tags != nil
 	s.shipped++
 	return s.flyingMsg, tags
 }
@@ -963,9 +960,7 @@ func (s *Sender) answer(rejected *messages.BatchError, gone error, consumed bool
 	var tags []staleTag
 	if s.flying != nil {
 		s.answered++
-		if s.flyingTagged {
-			untag, s.flyingTagged = s.flyingMsg, false
-		}
+		untag = s.flyingMsg
 		if consumed && rejected == nil && gone == nil {
 			clear(s.flying)
 			s.spare = s.flying[:0]
@@ -977,8 +972,8 @@ func (s *Sender) answer(rejected *messages.BatchError, gone error, consumed bool
 	}
 	s.wakeLocked()
 	s.mu.Unlock()
-	if untag != nil {
-		s.drops.untag(untag)
+	if untag != nil && s.drops != nil {
+		s.drops.untag(untag) // if any batch of the pchannel's has tags
 	}
 	if next != nil {
 		s.ship(next, tags)
