@@ -1249,7 +1249,7 @@ func (p *pchannel) loaded(ctx actor.Context, m *callDone) (time.Duration, bool) 
 		// the pchannel never recovers; its stop says why.
 		p.recovery.closed = err
 		p.publish(&messages.RecoveryFailed{Header: p.header(), Err: err, Attempt: p.recovery.attempt, Late: p.recovery.overdue != nil})
-		p.cfg.logger.Error("catalog closed: the stored checkpoint is never read; the pchannel does not recover",
+		p.cfg.logger.Error("catalog closed as the stored checkpoint was read: the pchannel does not recover",
 			zap.Int("attempt", p.recovery.attempt), errorField(err))
 		return 0, false
 	}

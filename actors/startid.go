@@ -86,7 +86,7 @@ func StartMessageID(ctx context.Context, system *actor.ActorSystem, pchannel *ac
 		w.watch(s.PChannel)
 		w.seed(s.RecoveryFailure) // a read that failed before the call
 		if s.RecoveryClosed {
-			return nil, fmt.Errorf("lowwater: pchannel %s never reads its stored checkpoint: its catalog was closed as it read: %w", name, s.RecoveryFailure)
+			return nil, fmt.Errorf("lowwater: pchannel %s does not recover: its catalog was closed as it read the stored checkpoint: %w", name, s.RecoveryFailure)
 		}
 		again.Reset(wait) // no stale tick is left to take since Go 1.23
 		select {

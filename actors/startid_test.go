@@ -325,7 +325,7 @@ func TestStartMessageIDOfAPChannelWhoseCatalogIsClosed(t *testing.T) {
 	_, err = actors.StartMessageID(within(t, 10*time.Second), f.system, pid)
 	require.ErrorIs(t, err, persistence.ErrClosed)
 	require.NotErrorIs(t, err, context.DeadlineExceeded)
-	require.EqualError(t, err, `lowwater: pchannel "orders-dml-0" never reads its stored checkpoint: its catalog was closed as it read: persistence: catalog closed`)
+	require.EqualError(t, err, `lowwater: pchannel "orders-dml-0" does not recover: its catalog was closed as it read the stored checkpoint: persistence: catalog closed`)
 
 	s, err := actors.GetState(within(t, 10*time.Second), f.system.Root, pid)
 	require.NoError(t, err)
