@@ -120,7 +120,9 @@ func WithFullWait(d time.Duration) SenderOption {
 // the vchannel dropped, and never reaches one added again under the name,
 // which it would raise to where the old one was (a checkpoint above the
 // data not yet consumed). A Drop refused leaves it to be applied, unless
-// an update of the vchannel made after the Drop replaced it. That
+// an update of the vchannel made after the Drop replaced it: an update
+// made after the Drop replaces the one held whatever its value, with no
+// rollback check against the dropped vchannel's checkpoint. That
 // holds for a Sender of a pchannel of this system's and a Drop sent to
 // the pchannel, not given to an actor in between, which posts it later;
 // through one, Flush before the Drop. Flush first, too, before a graceful

@@ -1113,6 +1113,26 @@ func TestAnUpdateMadeBeforeADropNeverReachesTheVChannelAddedAgain(t *testing.T) 
 	require.Equal(t, map[string]wal.MessageID{"v0": wal.KafkaID(50), "v1": wal.KafkaID(7)}, r2.checkpoints(t))
 }
 
+// The update a Sender holds is the dropped vchannel's once the Drop is
+// sent: one made after it replaces it whatever its value, where without
+// the Drop an update below the one held is a rollback, refused at once.
+func TestAnUpdateMadeAfterADropReplacesTheOneHeldWhateverItsValue(t *testing.T) {
+	_, s, release := heldOnRise(t)
+	require.NoError(t, s.Update("v0", wal.KafkaID(600))) // waits: a batch is in flight
+	require.ErrorIs(t, s.Update("v0", wal.KafkaID(150)), messages.ErrCheckpointRollback)
+	release()
+	require.NoError(t, s.Flush(ctx10s(t)))
+
+	r, s, release := heldOnRise(t)
+	require.NoError(t, s.Update("v0", wal.KafkaID(600)))
+	r.system.Root.Send(r.pchannel, &messages.DropVChannel{VChannel: "v0"})
+	r.system.Root.Send(r.pchannel, &messages.AddVChannel{VChannel: "v0", Checkpoint: wal.KafkaID(100)})
+	require.NoError(t, s.Update("v0", wal.KafkaID(150)))
+	release()
+	require.NoError(t, s.Flush(ctx10s(t)))
+	require.Equal(t, map[string]wal.MessageID{"v0": wal.KafkaID(150), "v1": wal.KafkaID(7)}, r.checkpoints(t))
+}
+
 // holdOnFirstRise holds the pchannel that publishes the system's first
 // MinimumAdvanced, in a raw subscriber, until release is called; held is
 // closed once it does.
