@@ -27,7 +27,9 @@ func Watch(system *actor.ActorSystem, run func()) error {
 		return err
 	}
 	read := make(chan struct{})
-	go func() { // or events.SubscribeFunc(system.EventStream, f): no loop; f's panic ends the process
+	// Or events.SubscribeFunc(system.EventStream, f): no loop, and a
+	// panic in f ends the process.
+	go func() {
 		defer close(read)
 		// The loop ends once sub.Close() has delivered the rest.
 		for ev := range sub.C() {
