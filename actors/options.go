@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/lowwater/lowwater/internal/core/saveplan"
+	"github.com/lowwater/lowwater/internal/promoted"
 	"github.com/lowwater/lowwater/internal/shorten"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/wal"
@@ -79,6 +80,9 @@ type config struct {
 	pchannel string
 	walName  wal.Name
 	catalog  persistence.Catalog
+	// starter starts the saves: the catalog, when it is a SaveStarter
+	// whose StartSave is its own wherever its Save is (see newConfig).
+	starter persistence.SaveStarter
 	// vchannels is WithVChannels' map; newConfig turns it into from,
 	// which NewProps hands to the actor's producer.
 	vchannels   map[string]wal.MessageID
@@ -344,6 +348,17 @@ func newConfig(pchannel string, walName wal.Name, catalog persistence.Catalog, o
 	// 25 lines of it under each failed save). A catalog's panic gives
 	// its own stack as a field.
 	c.logger = c.logger.With(zap.String("pchannel", pchannel)).WithOptions(noStack)
+	if starter, ok := catalog.(persistence.SaveStarter); ok {
+		if promoted.Split(catalog, "Save", "StartSave") {
+			// A wrapper that embeds a catalog (struct{ *persistence.Bolt })
+			// and changes its Save alone: started, its saves would never
+			// reach that Save.
+			c.logger.Warn("the catalog changes Save and keeps the StartSave it embeds: its saves go through its Save, each holding a goroutine while it waits; give it a StartSave too, to start them without one",
+				zap.String("catalog", fmt.Sprintf("%T", catalog)))
+		} else {
+			c.starter = starter
+		}
+	}
 	return c, nil
 }
 

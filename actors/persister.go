@@ -237,7 +237,7 @@ func (s *persister) gone() bool { return s.stoppedSeen }
 // persister knows its addresses and its mailbox.
 func (s *persister) ready() {
 	s.site = callSite{root: s.root, self: s.self, op: "Save", fn: s, timeout: s.cfg.saveTimeout, inbox: s.inbox}
-	if starter, ok := s.cfg.catalog.(persistence.SaveStarter); ok {
+	if starter := s.cfg.starter; starter != nil {
 		s.site.starter, s.site.pchannel = starter, s.cfg.pchannel
 		if c := s.cfg.counters; c != nil {
 			s.site.inFlight = &c.savesInFlight

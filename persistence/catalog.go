@@ -74,9 +74,11 @@ type Catalog interface {
 // not have StartSave itself hides it: the actors then hold a goroutine
 // per save in flight. A wrapper forwards it by implementing it, falling
 // back on errors.ErrUnsupported when the catalog it wraps has none. One
-// that embeds the catalog (struct{ *persistence.Bolt }) has its StartSave
-// unchanged: where that starts saves, the actors never call the
-// wrapper's own Save, and the wrapper overrides StartSave too.
+// that embeds the catalog (struct{ *persistence.Bolt }) and changes its
+// Save alone keeps the StartSave it embeds, which never calls that Save:
+// the actors, and catalogtest.Run, see that and save through its Save,
+// a goroutine per save in flight, and the actors say so at Warn. Give
+// such a wrapper a StartSave too.
 type SaveStarter interface {
 	Catalog
 
