@@ -96,7 +96,7 @@ func TestAWrapperThatChangesSaveAloneHasItsSaveCalled(t *testing.T) {
 	require.Equal(t, wal.KafkaID(7), saved.Value)
 	require.Equal(t, int32(2), catalog.saves.Load())
 
-	warned := logs.FilterMessageSnippet("keeps the StartSave it embeds").AllUntimed()
+	warned := logs.FilterMessageSnippet("keeps the StartSave of a catalog it embeds").AllUntimed()
 	require.Len(t, warned, 1)
 	require.Equal(t, "*actors_test.changesSave", warned[0].ContextMap()["catalog"])
 }

@@ -350,10 +350,10 @@ func newConfig(pchannel string, walName wal.Name, catalog persistence.Catalog, o
 	c.logger = c.logger.With(zap.String("pchannel", pchannel)).WithOptions(noStack)
 	if starter, ok := catalog.(persistence.SaveStarter); ok {
 		if promoted.Split(catalog, "Save", "StartSave") {
-			// A wrapper that embeds a catalog (struct{ *persistence.Bolt })
-			// and changes its Save alone: started, its saves would never
-			// reach that Save.
-			c.logger.Warn("the catalog changes Save and keeps the StartSave it embeds: its saves go through its Save, each holding a goroutine while it waits; give it a StartSave too, to start them without one",
+			// A wrapper that embeds a catalog (struct{ *persistence.Bolt }),
+			// at any depth, and changes its Save alone: started, its saves
+			// would never reach that Save.
+			c.logger.Warn("the catalog changes Save and keeps the StartSave of a catalog it embeds, which would not call that Save: its saves go through its Save, each holding a goroutine while it waits; give it a StartSave too, to start them without one",
 				zap.String("catalog", fmt.Sprintf("%T", catalog)))
 		} else {
 			c.starter = starter

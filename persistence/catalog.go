@@ -74,11 +74,14 @@ type Catalog interface {
 // not have StartSave itself hides it: the actors then hold a goroutine
 // per save in flight. A wrapper forwards it by implementing it, falling
 // back on errors.ErrUnsupported when the catalog it wraps has none. One
-// that embeds the catalog (struct{ *persistence.Bolt }) and changes its
-// Save alone keeps the StartSave it embeds, which never calls that Save:
-// the actors, and catalogtest.Run, see that and save through its Save,
-// a goroutine per save in flight, and the actors say so at Warn. Give
-// such a wrapper a StartSave too.
+// that embeds the catalog (struct{ *persistence.Bolt }, or a wrapper of
+// it, or an interface holding either) and changes its Save alone keeps
+// the StartSave it embeds, which never calls that Save: the actors, and
+// catalogtest.Run, see that and save through its Save, a goroutine per
+// save in flight, and the actors say so at Warn. Give such a wrapper a
+// StartSave too. What a wrapper forwards to a catalog it holds in a
+// named field, no one sees: forward StartSave to a catalog whose
+// StartSave calls no Save of a wrapper around it.
 type SaveStarter interface {
 	Catalog
 

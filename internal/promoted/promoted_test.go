@@ -1,32 +1,86 @@
 package promoted
 
-import "testing"
+import (
+	"fmt"
+	"testing"
+)
 
-type inner struct{}
+type store struct{}
 
-func (*inner) Save() error      { return nil }
-func (*inner) StartSave() error { return nil }
+func (*store) Save() error      { return nil }
+func (*store) StartSave() error { return nil }
 
-// overrides changes Save and keeps the StartSave it embeds.
-type overrides struct{ *inner }
+// saveOnly changes Save and keeps the StartSave it embeds.
+type saveOnly struct{ *store }
 
-func (*overrides) Save() error { return nil }
+func (*saveOnly) Save() error { return nil }
 
-// forwards changes both.
-type forwards struct{ *inner }
+// startOnly changes StartSave and keeps the Save it embeds.
+type startOnly struct{ *store }
 
-func (*forwards) Save() error      { return nil }
-func (*forwards) StartSave() error { return nil }
+func (*startOnly) StartSave() error { return nil }
 
-// generic changes Save, as overrides does, on a generic type.
-type generic[T any] struct{ *inner }
+// both changes both.
+type both struct{ *store }
+
+func (*both) Save() error      { return nil }
+func (*both) StartSave() error { return nil }
+
+// generic changes Save, as saveOnly does, on a generic type.
+type generic[T any] struct{ *store }
 
 func (*generic[T]) Save() error { return nil }
 
 // byValue changes Save on its value receiver.
-type byValue struct{ *inner }
+type byValue struct{ *store }
 
 func (byValue) Save() error { return nil }
+
+// mixed changes Save on its pointer receiver and StartSave on its value
+// receiver.
+type mixed struct{ *store }
+
+func (*mixed) Save() error     { return nil }
+func (mixed) StartSave() error { return nil }
+
+// above embeds saveOnly: the change is a field down.
+type above struct{ *saveOnly }
+
+// aboveByValue embeds it by value.
+type aboveByValue struct{ saveOnly }
+
+// overStart changes Save over startOnly, which changed StartSave.
+type overStart struct{ *startOnly }
+
+func (*overStart) Save() error { return nil }
+
+// audit declares Save alone; holder embeds the store.
+type audit struct{}
+
+func (*audit) Save() error { return nil }
+
+type holder struct{ *store }
+
+// beside takes Save from one field and StartSave from a deeper one.
+type beside struct {
+	*audit
+	holder
+}
+
+// starter is the interface an embedded catalog may be held by.
+type starter interface {
+	Save() error
+	StartSave() error
+}
+
+// decorator embeds the interface and changes neither.
+type decorator struct{ starter }
+
+// forwards holds the catalog in a named field, out of sight.
+type forwards struct{ held starter }
+
+func (f *forwards) Save() error      { return f.held.Save() }
+func (f *forwards) StartSave() error { return f.held.StartSave() }
 
 func TestSplit(t *testing.T) {
 	for _, c := range []struct {
@@ -34,15 +88,25 @@ func TestSplit(t *testing.T) {
 		v    any
 		want bool
 	}{
-		{"declares both", &inner{}, false},
-		{"embeds both", &struct{ *inner }{&inner{}}, false},
-		{"overrides Save, embeds StartSave", &overrides{}, true},
-		{"overrides both", &forwards{}, false},
-		{"generic, overrides Save", &generic[int]{}, true},
-		{"value receiver, given as a value", byValue{}, true},
-		// The limit its doc gives: through a pointer, a value receiver's
-		// method is a wrapper too.
-		{"value receiver, given by pointer", &byValue{}, false},
+		{"declares both", &store{}, false},
+		{"embeds both", &struct{ *store }{&store{}}, false},
+		{"changes Save, embeds StartSave", &saveOnly{&store{}}, true},
+		{"changes StartSave, embeds Save", &startOnly{&store{}}, false},
+		{"changes both", &both{&store{}}, false},
+		{"generic, changes Save", &generic[int]{&store{}}, true},
+		{"value receiver, given as a value", byValue{&store{}}, true},
+		{"value receiver, given by pointer", &byValue{&store{}}, true},
+		{"pointer Save, value StartSave", &mixed{&store{}}, false},
+		{"the change a field down", &above{&saveOnly{&store{}}}, true},
+		{"the change a field down, by value", &aboveByValue{saveOnly{&store{}}}, true},
+		{"Save changed over a changed StartSave", &overStart{&startOnly{&store{}}}, true},
+		{"Save beside, StartSave deeper", &beside{&audit{}, holder{&store{}}}, true},
+		{"an embedded interface holding the change", &decorator{&saveOnly{&store{}}}, true},
+		{"an embedded interface holding a store", &decorator{&store{}}, false},
+		// The limit its doc gives: a named field is out of sight.
+		{"a named field holding the change", &forwards{&saveOnly{&store{}}}, false},
+		{"a nil embedded pointer: its type tells", &saveOnly{}, true},
+		{"a nil embedded interface", &decorator{}, false},
 		{"no such method", 42, false},
 		{"nil", nil, false},
 	} {
@@ -50,4 +114,12 @@ func TestSplit(t *testing.T) {
 			t.Errorf("%s: Split(%T) = %v, want %v", c.name, c.v, got, c.want)
 		}
 	}
+}
+
+func ExampleSplit() {
+	fmt.Println(Split(&saveOnly{&store{}}, "Save", "StartSave"))
+	fmt.Println(Split(&both{&store{}}, "Save", "StartSave"))
+	// Output:
+	// true
+	// false
 }

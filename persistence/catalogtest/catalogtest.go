@@ -126,7 +126,7 @@ func Run(t *testing.T, newCatalog func(t *testing.T) persistence.Catalog) {
 		}
 		if promoted.Split(probe, "Save", "StartSave") {
 			// The actors call its Save, as Run did above.
-			t.Skipf("%T changes Save and keeps the StartSave it embeds: the actors save through its Save", probe)
+			t.Skipf("%T changes Save and keeps the StartSave of a catalog it embeds: the actors save through its Save", probe)
 		}
 		outer := newReporter(t, nil)
 		untold := new(atomic.Bool)
