@@ -11,10 +11,10 @@ import (
 // Logger), with clientv3's warning of a call cut short by its context
 // ("retrying of unary invoker failed", code Canceled) lowered to Debug.
 // The catalog sends a call with no answer again to the other members and
-// cuts the copies left short once one answers (the README's etcd
-// section), and clientv3 warns of each: in trials, a node beginning to
-// wait for 1,000 pchannels, every member answering, cut short a median of
-// 114 copies of its claims, and up to 1,634 (hedged). A deadline that
+// cuts the copies left short once one answers (docs/etcd.md), and
+// clientv3 warns of each: in trials, a node beginning to wait for 1,000
+// pchannels, every member answering, cut short a median of 114 copies of
+// its claims, and up to 1,634 (hedged). A deadline that
 // passed (DeadlineExceeded) is still a warning, and every other entry is
 // the wrapped core's to take or drop (its level, its sampling).
 //
