@@ -82,7 +82,18 @@ type forwards struct{ held starter }
 func (f *forwards) Save() error      { return f.held.Save() }
 func (f *forwards) StartSave() error { return f.held.StartSave() }
 
+// loop embeds itself: a value of it may point at itself.
+type loop struct {
+	*loop
+	*store
+}
+
+func (*loop) Save() error { return nil }
+
 func TestSplit(t *testing.T) {
+	self := &loop{store: &store{}}
+	self.loop = self
+
 	for _, c := range []struct {
 		name string
 		v    any
@@ -107,6 +118,8 @@ func TestSplit(t *testing.T) {
 		{"a named field holding the change", &forwards{&saveOnly{&store{}}}, false},
 		{"a nil embedded pointer: its type tells", &saveOnly{}, true},
 		{"a nil embedded interface", &decorator{}, false},
+		{"a value that embeds itself", self, true},
+		{"a nil pointer: its type tells", (*saveOnly)(nil), true},
 		{"no such method", 42, false},
 		{"nil", nil, false},
 	} {
