@@ -24,7 +24,7 @@ import (
 	"github.com/lowwater/lowwater/wal"
 )
 
-// The README's consumer-group recipe, run: two members of a group share
+// The consumer-group recipe of docs/kafka.md, run: two members of a group share
 // a catalog, and the second one's joining moves a partition. The first
 // flushes it as it is revoked, the second starts it at what was flushed,
 // and every record is processed once, by one member or the other.
