@@ -122,35 +122,40 @@ func nearest(t reflect.Type, name string, depth int) (int, bool) {
 }
 
 // staticDepth returns how deep, by types alone, a field of type t at
-// depth has the method name.
+// depth has the method name: the least deep, level by level, each struct
+// type looked into once (types that embed each other would otherwise
+// lead the search round, and branch at every turn).
 func staticDepth(t reflect.Type, name string, depth int) (int, bool) {
-	if depth > maxDepth {
-		return 0, false
-	}
-	if t.Kind() == reflect.Interface {
-		return depth, has(t, name)
-	}
-	base := t
-	if t.Kind() == reflect.Pointer {
-		base = t.Elem()
-	}
-	if declaresAny(base, name) {
-		return depth, true
-	}
-	if base.Kind() != reflect.Struct {
-		return 0, false
-	}
-	best, found := 0, false
-	for i := range base.NumField() {
-		f := base.Field(i)
-		if !f.Anonymous || !has(f.Type, name) {
-			continue
+	seen := make(map[reflect.Type]bool)
+	for level := []reflect.Type{t}; len(level) > 0 && depth <= maxDepth; depth++ {
+		var next []reflect.Type
+		for _, t := range level {
+			if t.Kind() == reflect.Interface {
+				if has(t, name) {
+					return depth, true
+				}
+				continue
+			}
+			base := t
+			if t.Kind() == reflect.Pointer {
+				base = t.Elem()
+			}
+			if declaresAny(base, name) {
+				return depth, true
+			}
+			if base.Kind() != reflect.Struct || seen[base] {
+				continue
+			}
+			seen[base] = true
+			for i := range base.NumField() {
+				if f := base.Field(i); f.Anonymous && has(f.Type, name) {
+					next = append(next, f.Type)
+				}
+			}
 		}
-		if d, ok := staticDepth(f.Type, name, depth+1); ok && (!found || d < best) {
-			best, found = d, true
-		}
+		level = next
 	}
-	return best, found
+	return 0, false
 }
 
 // staticOrigin is find for a nil pointer of type t: how deep its type
