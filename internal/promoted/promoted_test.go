@@ -110,6 +110,7 @@ func TestSplitEndsOnTypesThatEmbedEachOther(t *testing.T) {
 	k := &knotB{}
 	k.knotB = k
 	k.knotA = &knotA{knotB: k}
+	k.knotA.knotA = k.knotA
 	done := make(chan bool, 1)
 	go func() { done <- Split(k, "Save", "StartSave") }()
 	select {
