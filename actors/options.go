@@ -80,8 +80,9 @@ type config struct {
 	pchannel string
 	walName  wal.Name
 	catalog  persistence.Catalog
-	// starter starts the saves: the catalog, when it is a SaveStarter
-	// whose StartSave is its own wherever its Save is (see newConfig).
+	// starter starts the saves: the catalog, if it is a SaveStarter,
+	// unless its StartSave would skip a Save it changed (see newConfig).
+	// Nil: every save goes through Save.
 	starter persistence.SaveStarter
 	// vchannels is WithVChannels' map; newConfig turns it into from,
 	// which NewProps hands to the actor's producer.

@@ -105,7 +105,11 @@ func serve(ctx context.Context, system *actor.ActorSystem, endpoints []string,
 	}
 	select {
 	case <-ctx.Done():
-	case <-owned.Done(): // another node's now: the actor stops itself
+	case <-owned.Done():
+		// Another node's now: the actor stops itself, saving nothing
+		// more. Waited for, so that the defers close nothing under it,
+		// and a serve after this one can spawn the name again.
+		_ = system.Root.StopFuture(pid).Wait()
 		return nil, owned.Err()
 	}
 	// Flushes the last minimum: within WithStopFlushTimeout (3 s) and
