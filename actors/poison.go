@@ -29,7 +29,9 @@ import (
 //
 // The pill is sent at once, behind whatever the mailbox holds (a backlog
 // of raw Sends, a subscriber that holds the actor): a context that ends
-// first ends the wait, never the stop. That is for the PID Spawn returned
+// first ends the wait, never the stop, and so does one done already, so
+// that a shutdown whose deadline is spent still stops what it poisons
+// (Poison then returns at once). That is for the PID Spawn returned
 // (or ctx.Self()) of a pchannel spawned in system from NewProps's Props.
 // Any other in system's registry is asked for its state first, and sent
 // nothing if it does not answer in time: an actor that is no pchannel's,
@@ -103,7 +105,7 @@ func Poison(ctx context.Context, system *actor.ActorSystem, pchannel *actor.PID)
 		return nil, fmt.Errorf("lowwater: pchannel %s stopped before it took Poison's word (another stop overtook it?), "+
 			"and its Stopped event did not reach Poison: an EventStream subscriber before Poison's may have panicked on it: %w", name, ErrStoppedUnseen)
 	case <-ctx.Done():
-		return nil, fmt.Errorf("lowwater: pchannel %s has not stopped yet: %w", name, ctx.Err())
+		return nil, fmt.Errorf("lowwater: pchannel %s has not stopped yet, and its stop goes on: %w", name, ctx.Err())
 	}
 }
 

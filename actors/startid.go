@@ -51,6 +51,9 @@ func StartMessageID(ctx context.Context, system *actor.ActorSystem, pchannel *ac
 		return nil, err
 	}
 	defer cancel()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	w := &recoveryWatch{poke: make(chan struct{}, 1)}
 	var name string // the pchannel's, once known
 	if l := directoryOf(system).lookup(system, pchannel); l != nil {
@@ -102,15 +105,14 @@ func StartMessageID(ctx context.Context, system *actor.ActorSystem, pchannel *ac
 
 // waitWithin checks what StartMessageID and Poison are given, and bounds
 // ctx by DefaultRequestTimeout when it has no deadline, as Request does.
-// A context done already is returned its error, and nothing is asked.
+// A context done already is each caller's to judge: StartMessageID asks
+// nothing, Poison still stops the pchannel.
 func waitWithin(ctx context.Context, system *actor.ActorSystem, pchannel *actor.PID) (context.Context, context.CancelFunc, error) {
 	switch {
 	case ctx == nil:
 		return nil, nil, ErrNilContext
 	case system == nil || pchannel == nil:
 		return nil, nil, ErrNoPChannel
-	case ctx.Err() != nil:
-		return nil, nil, ctx.Err()
 	}
 	if _, ok := ctx.Deadline(); ok {
 		return ctx, func() {}, nil

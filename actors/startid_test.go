@@ -275,17 +275,28 @@ func TestStartMessageIDOfAnActorThatIsNoPChannel(t *testing.T) {
 }
 
 // A context done already is told so, not that the actor did not answer.
+// StartMessageID then asks nothing; Poison still stops the pchannel, as
+// a shutdown whose deadline is spent needs it to.
 func TestStartMessageIDAndPoisonWithADoneContext(t *testing.T) {
 	f := newPChannelFixture(t, nil)
-	pid := f.spawn(t, nil)
+	pid := f.spawn(t, map[string]wal.MessageID{"shard-a": wal.KafkaID(100)})
 	done, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, err := actors.StartMessageID(done, f.system, pid)
 	require.Equal(t, context.Canceled, err)
-	_, err = actors.Poison(done, f.system, pid)
-	require.Equal(t, context.Canceled, err)
 	_, err = actors.StartMessageID(within(t, 10*time.Second), f.system, pid) // still running: nothing was sent
 	require.NoError(t, err)
+	require.NoError(t, actors.Request(within(t, 10*time.Second), f.system.Root, pid,
+		&messages.UpdateCheckpoint{VChannel: "shard-a", Checkpoint: wal.KafkaID(150)}))
+
+	_, err = actors.Poison(done, f.system, pid)
+	require.ErrorIs(t, err, context.Canceled)
+	require.EqualError(t, err, `lowwater: pchannel "orders-dml-0" has not stopped yet, and its stop goes on: context canceled`)
+	stopped := waitFor[*messages.Stopped](t, f.events)
+	require.True(t, stopped.Flushed)
+	require.Equal(t, wal.KafkaID(150), stopped.LastPersisted)
+	_, err = actors.Poison(within(t, 10*time.Second), f.system, pid)
+	require.ErrorIs(t, err, actor.ErrDeadLetter)
 }
 
 // Added during recovery above the spawn's minimum, or moved up: the
