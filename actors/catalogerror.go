@@ -13,9 +13,11 @@ import (
 // ErrMalformedCatalogError matches the error of a catalog call that
 // returned (or told, or panicked with) an error lowwater could not safely
 // look into: one that holds a nil pointer (a nil *T returned as error, the
-// commonest of Go's error bugs), whose Error, Unwrap, Is or As panics, or
+// commonest of Go's error bugs), whose Error, Unwrap, Is or As panics,
 // whose chain of wrapped errors does not end (an Unwrap that returns its
-// own receiver). The call failed, and is retried on the backoff like any
+// own receiver), or whose Is or As claims an error no catalog can hold
+// (an Is that answers true whatever it is asked would pass for
+// persistence.ErrFenced, and stop the pchannel as fenced). The call failed, and is retried on the backoff like any
 // other failure; the catalog's error is replaced, since errors.Is or
 // errors.As on it, in lowwater or in a subscriber, could panic or never
 // return.
@@ -64,8 +66,12 @@ func checkPanicValue(r any) any {
 var isTargets = []error{
 	errors.ErrUnsupported, context.Canceled, context.DeadlineExceeded,
 	persistence.ErrCorruptRecord, persistence.ErrFenced, persistence.ErrStoredAhead, persistence.ErrClosed,
-	ErrCatalogOverdue, errors.New("lowwater: probe"),
+	ErrCatalogOverdue, errNoOnes,
 }
+
+// errNoOnes is an error no catalog's error can wrap: one whose Is
+// matches it matches anything.
+var errNoOnes = errors.New("lowwater: an error that is no one's")
 
 // malformed says what makes err unsafe to inspect, or "" if nothing does.
 // It calls Error on err, and Unwrap, Is and As on every error in its
@@ -97,14 +103,18 @@ func malformed(err error) (why string) {
 		}
 		if x, ok := e.err.(interface{ Is(error) bool }); ok {
 			for _, target := range isTargets {
-				_ = x.Is(target)
+				if x.Is(target) && target == errNoOnes {
+					return fmt.Sprintf("its %T's Is matches an error no catalog can hold, so it would pass for any", e.err)
+				}
 			}
 		}
 		if x, ok := e.err.(interface{ As(any) bool }); ok {
 			var stored *persistence.StoredAheadError // as the persister asks
 			_ = x.As(&stored)
 			var probe *malformedError
-			_ = x.As(&probe)
+			if x.As(&probe) {
+				return fmt.Sprintf("its %T's As takes the form of an error no catalog can hold, so it would pass for any", e.err)
+			}
 		}
 		switch u := e.err.(type) {
 		case interface{ Unwrap() error }:

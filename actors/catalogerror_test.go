@@ -72,6 +72,20 @@ type panickyAsError struct{}
 func (panickyAsError) Error() string { return "as" }
 func (panickyAsError) As(any) bool   { panic("as bug") }
 
+// isEverythingError's Is answers true whatever it is asked: it would pass
+// for persistence.ErrFenced and stop a pchannel as fenced.
+type isEverythingError struct{}
+
+func (isEverythingError) Error() string { return "everything" }
+func (isEverythingError) Is(error) bool { return true }
+
+// asEverythingError's As answers true whatever it is asked, and sets
+// nothing: the persister would take a nil *persistence.StoredAheadError.
+type asEverythingError struct{}
+
+func (asEverythingError) Error() string { return "anything" }
+func (asEverythingError) As(any) bool   { return true }
+
 // selfPanicError panics with itself when asked its message: formatting
 // what it panicked with panics again.
 type selfPanicError struct{}
@@ -115,6 +129,10 @@ func TestCheckCatalogError(t *testing.T) {
 		{err: chain(panickyIsError{}, 2), msg: "wrapped: wrapped: is", why: "a method of it panicked: is bug"},
 		{err: errors.Join(fs.ErrNotExist, panickyAsError{}), why: "a method of it panicked: as bug"},
 		{err: chain(choosyIsError{}, 1), msg: "wrapped: choosy", why: "a method of it panicked: is bug"},
+		{err: chain(isEverythingError{}, 1), msg: "wrapped: everything",
+			why: "its actors.isEverythingError's Is matches an error no catalog can hold, so it would pass for any"},
+		{err: errors.Join(fs.ErrNotExist, asEverythingError{}), msg: "anything",
+			why: "its actors.asEverythingError's As takes the form of an error no catalog can hold, so it would pass for any"},
 		{err: &selfPanicError{}, msg: "*actors.selfPanicError whose Error panicked: a *actors.selfPanicError that cannot be formatted",
 			why: "a method of it panicked: a *actors.selfPanicError that cannot be formatted"},
 	} {
@@ -206,6 +224,8 @@ func TestMalformedCatalogErrorsFailTheCall(t *testing.T) {
 		{"own tail", func() error { return &ownTailError{} }},
 		{"panicky Is", func() error { return panickyIsError{} }},
 		{"choosy Is", func() error { return choosyIsError{} }},
+		{"Is true to all", func() error { return isEverythingError{} }},
+		{"As true to all", func() error { return asEverythingError{} }},
 	} {
 		for _, where := range []string{"Load", "Save", "panic", "StartSave", "done"} {
 			t.Run(bad.name+"/"+where, func(t *testing.T) {
