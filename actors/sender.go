@@ -610,7 +610,9 @@ func (s *Sender) flush(ctx context.Context, done <-chan struct{}, hasDeadline bo
 }
 
 // Close ships what is buffered, waits for the answers as Flush does, and
-// stops the Sender's actor. Later calls fail with ErrSenderClosed. The
+// stops the Sender's actor. Later calls fail with ErrSenderClosed, and so
+// does an Update that waits for room as Close begins: its update is not
+// taken, since what Close ships is what was buffered before it. The
 // pchannel actor is not stopped: it is the caller's. If ctx ends first,
 // nothing more is sent: the error wraps ErrUpdatesAbandoned, and says how
 // many updates were never sent and how many were sent and not answered.
