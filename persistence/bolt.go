@@ -1031,9 +1031,19 @@ func (b *Bolt) placedHere() error {
 	}
 	// The path made absolute: a relative one says nothing once the
 	// working directory has changed.
+	advice := "stop the node, put the file back where it was (or restore the newest copy), and restart"
+	if what == "was deleted or renamed" && unlinked(b.file) {
+		// Deleted: the file this process holds open is the only copy of
+		// the saves, and goes when the process ends.
+		what, advice = "was deleted", "that file is gone once this process ends: copy it back before you stop the node"
+		if runtime.GOOS == "linux" {
+			advice += fmt.Sprintf(" (cp /proc/%d/fd/%d %s), then restart", os.Getpid(), b.file.Fd(), b.placedAt)
+		} else {
+			advice += ", from the descriptor this process holds, then restart; or restore the newest copy"
+		}
+	}
 	return b.markDamaged(fmt.Errorf("%w: %s %s while open: the saves since are in the file that was open, which no later open "+
-		"of this path finds; stop the node, put the file back where it was (or restore the newest copy), and restart",
-		ErrCorruptStore, b.placedAt, what))
+		"of this path finds; %s", ErrCorruptStore, b.placedAt, what, advice))
 }
 
 // reads checks that a transaction reads a commit, id, no earlier than

@@ -44,3 +44,14 @@ func lockFile(f *os.File, exclusive bool, timeout time.Duration) error {
 // lockedFiles reports whether lockFile locks files here: where it does
 // not, the file is checked only once bbolt has opened it.
 const lockedFiles = true
+
+// unlinked reports whether f has no name left in any directory: deleted,
+// where a file renamed keeps one.
+func unlinked(f *os.File) bool {
+	info, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	st, ok := info.Sys().(*syscall.Stat_t)
+	return ok && st.Nlink == 0
+}

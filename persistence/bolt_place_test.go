@@ -2,9 +2,12 @@ package persistence_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -28,7 +31,7 @@ func TestASaveAfterTheFileWasMovedFails(t *testing.T) {
 		do   func(t *testing.T, path, older string)
 		what string
 	}{
-		{"deleted", func(t *testing.T, path, _ string) { require.NoError(t, os.Remove(path)) }, "was deleted or renamed while open"},
+		{"deleted", func(t *testing.T, path, _ string) { require.NoError(t, os.Remove(path)) }, deletedWhileOpen},
 		{"renamed", func(t *testing.T, path, _ string) { require.NoError(t, os.Rename(path, path+".old")) }, "was deleted or renamed while open"},
 		{"replaced by an older copy", func(t *testing.T, path, older string) { require.NoError(t, os.Rename(older, path)) },
 			"was replaced by another file while open"},
@@ -56,6 +59,46 @@ func TestASaveAfterTheFileWasMovedFails(t *testing.T) {
 			})
 		}
 	}
+}
+
+// deletedWhileOpen is what a Bolt says of its file deleted: where the
+// system cannot tell a deleted file from one renamed, it says both.
+var deletedWhileOpen = map[bool]string{true: "was deleted while open", false: "was deleted or renamed while open"}[runtime.GOOS != "windows" && runtime.GOOS != "plan9"]
+
+// A file deleted under a running node is, until the node stops, still
+// whole in the file the process holds open, and only there: the error says
+// to copy it back before the stop, as a command that works. It said to
+// stop the node first, which lost every save since the last backup.
+func TestAFileDeletedWhileOpenIsToBeCopiedBackBeforeTheStop(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("the command given reads /proc")
+	}
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "checkpoints.db")
+	b, err := persistence.OpenBolt(path)
+	require.NoError(t, err)
+	defer b.Close()
+	require.NoError(t, b.Save(ctx, "p", wal.KafkaID(2)))
+	require.NoError(t, os.Remove(path))
+
+	err = b.Save(ctx, "p", wal.KafkaID(3))
+	require.ErrorIs(t, err, persistence.ErrCorruptStore)
+	cp := regexp.MustCompile(`\(cp (/proc/\d+/fd/\d+) (\S+)\), then restart$`).FindStringSubmatch(err.Error())
+	require.NotNil(t, cp, err.Error())
+	require.Equal(t, fmt.Sprintf("/proc/%d/fd/", os.Getpid()), cp[1][:len(fmt.Sprintf("/proc/%d/fd/", os.Getpid()))])
+	require.Equal(t, path, cp[2])
+	require.ErrorContains(t, err, "that file is gone once this process ends: copy it back before you stop the node")
+
+	copyFile(t, cp[1], cp[2])
+	require.NoError(t, b.Close())
+	b, err = persistence.OpenBolt(path)
+	require.NoError(t, err)
+	defer b.Close()
+	got, err := b.Load(ctx, "p")
+	require.NoError(t, err)
+	// The save refused was written all the same (its commit found the
+	// file gone): never below the one acknowledged.
+	require.Equal(t, wal.KafkaID(3), got)
 }
 
 // A Bolt whose path still leads to its file, through a link, saves on.
