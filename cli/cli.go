@@ -61,7 +61,7 @@ const (
 	// ExitNotFound: get found nothing stored for the pchannel.
 	ExitNotFound = 5
 	// ExitInterrupted is a command that failed once its context was
-	// cancelled (Ctrl-C, SIGTERM): cut short, as its message says.
+	// cancelled (Ctrl-C, SIGTERM, SIGHUP): cut short, as its message says.
 	ExitInterrupted = 130
 )
 
@@ -114,10 +114,11 @@ Commands:
                            without bbolt, for restore into a new file
   restore FILE             write the records of a dump (stdin: -); raises
                            only, as set; creates a bbolt file that does
-                           not exist. A dump holds 1 GiB at most. On
-                           bbolt the writes share commits; on etcd each
-                           record is one write, so a big dump needs a
-                           longer --timeout (run again, it goes on)
+                           not exist, whole or not at all. A dump holds
+                           1 GiB at most. On bbolt the writes share
+                           commits; on etcd each record is one write, so
+                           a big dump needs a longer --timeout (run
+                           again, it goes on)
   version                  the tool's lowwater version and Go (also
                            --version)
 
@@ -174,7 +175,7 @@ Exit codes:
      offset, a damaged meta page, a dump FILE that exists, a dump of
      an ID whose text does not read back, a dump over 1 GiB
   5  get: nothing stored
-  130  interrupted (Ctrl-C, SIGTERM): the command was cut short; its
+  130  interrupted (Ctrl-C, SIGTERM, SIGHUP): the command was cut short; its
        message says what, and what a write under way may have left
 `
 

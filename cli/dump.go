@@ -910,8 +910,10 @@ func restore(ctx context.Context, e *env, args []string) error {
 	defer s.close()
 	written := 0
 	defer func() {
-		if written == 0 {
-			s.discardCreated() // before close: the file is still locked
+		// Before close, the file still locked. A file built aside and
+		// not placed goes whatever was written to it.
+		if written == 0 || s.aside != "" {
+			s.discardCreated()
 		}
 	}()
 	byName, _, err := s.entries(ctx)
@@ -1012,15 +1014,40 @@ func restore(ctx context.Context, e *env, args []string) error {
 			fmt.Fprintln(&out, describe(acts[i], de.PChannel, en, ids[i], false))
 		}
 	}
+	if len(errs) > 0 && s.aside != "" {
+		cause := errs[0]
+		if ctx.Err() != nil && errors.Is(cause, ctx.Err()) {
+			cause = context.Cause(ctx)
+		}
+		// Named as the command named it, not by the name it was built
+		// under, which is gone.
+		return &renamedError{
+			msg: strings.ReplaceAll(cause.Error(), s.aside, s.url.Path) + "; the new file " + s.url.Path +
+				" was not made, and nothing was written: a rerun restores the whole dump",
+			err: cause,
+		}
+	}
 	if len(errs) > 0 {
 		err := reportFailures(ctx, e.stderr, errs, written, same, len(entries))
 		_, _ = e.stdout.Write(out.Bytes())
+		return err
+	}
+	if err := s.place(); err != nil {
 		return err
 	}
 	fmt.Fprintf(&out, "restored %s into %s (%d written)\n", count(len(entries), "checkpoint"), s.url, written)
 	_, err = e.stdout.Write(out.Bytes())
 	return err
 }
+
+// renamedError is err with its message rewritten.
+type renamedError struct {
+	msg string
+	err error
+}
+
+func (e *renamedError) Error() string { return e.msg }
+func (e *renamedError) Unwrap() error { return e.err }
 
 // reportFailures prints the failures of a restore's writes, written of
 // total having been written and same of them found stored as the dump has

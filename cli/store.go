@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/lowwater/lowwater/internal/catalogurl"
+	"github.com/lowwater/lowwater/internal/creation"
 	"github.com/lowwater/lowwater/internal/etcdaccess"
 	"github.com/lowwater/lowwater/internal/shorten"
 	"github.com/lowwater/lowwater/persistence"
@@ -80,6 +81,13 @@ type store struct {
 	// created is set when the command made the bbolt file (restore): one
 	// that ends writing nothing removes it (discardCreated).
 	created bool
+	// aside is where a new bbolt file is built, under a temporary name
+	// beside placeAt, the path it is for: restore links it there once
+	// every record is written (place), so that a restore killed part way
+	// (SIGKILL, the OOM killer) leaves no partial catalog that reads as
+	// whole, which a node would start on, replaying the pchannels left
+	// out. "" once placed or discarded, and when the file was there.
+	aside, placeAt string
 	// known, once set (knowOwners), is every owner key, read at once: a
 	// restore plans thousands of writes, and one read each ran its
 	// --timeout out before the first write, the same on every rerun.
@@ -156,7 +164,14 @@ func (e *env) open(ctx context.Context, m mode) (_ *store, err error) {
 				return nil, fmt.Errorf("bbolt file: %w", statErr)
 			}
 		}
-		b, err := openBolt(ctx, u.Path, e.opts.bucket, m == readOnly || m == dryCreate, m == createFile, e.opts.lockTimeout)
+		opened := u.Path
+		if m == createFile && errors.Is(statErr, os.ErrNotExist) {
+			s.aside, s.placeAt = asideOf(u.Path)
+			if s.aside != "" {
+				opened = s.aside
+			}
+		}
+		b, err := openBolt(ctx, opened, e.opts.bucket, m == readOnly || m == dryCreate, m == createFile, e.opts.lockTimeout)
 		if errors.Is(err, persistence.ErrLocked) && ctx.Err() == nil {
 			return nil, fmt.Errorf("%s is locked by another process, most likely a running "+
 				"lowwater node: stop it first (waited %v, see --lock-timeout)", u.Path, e.opts.lockTimeout)
@@ -189,7 +204,7 @@ func (e *env) open(ctx context.Context, m mode) (_ *store, err error) {
 			return nil, err
 		}
 		s.cat, s.bolt = b, b
-		s.created = m == createFile && errors.Is(statErr, os.ErrNotExist)
+		s.created = m == createFile && errors.Is(statErr, os.ErrNotExist) && s.aside == ""
 		if err := e.checkMeta(b, m); err != nil {
 			return nil, err
 		}
@@ -726,6 +741,10 @@ type namedOwner struct {
 // Through a symbolic link the operator made, the file made is the link's
 // target: it goes, and the link stays.
 func (s *store) discardCreated() {
+	if s.aside != "" {
+		_ = os.Remove(s.aside)
+		s.aside = ""
+	}
 	if s.created {
 		made := s.url.Path
 		if target, err := filepath.EvalSymlinks(made); err == nil {
@@ -734,6 +753,67 @@ func (s *store) discardCreated() {
 		_ = os.Remove(made)
 		s.created = false
 	}
+}
+
+// asideOf is a name free now beside the path a new bbolt file for path is
+// made at (creation.Path), under the prefix of the catalog's own
+// creations, so that a node's open of path removes one a killed restore
+// left; and that path. Both are "" where the file is made in place: a
+// directory that cannot be written to, or a path whose links cannot be
+// followed, is then named by the open's own error.
+func asideOf(path string) (aside, at string) {
+	at, ok := creation.Path(path)
+	if !ok {
+		return "", ""
+	}
+	f, err := os.CreateTemp(filepath.Dir(at), creation.TempPrefix(at))
+	if err != nil {
+		return "", ""
+	}
+	aside = f.Name()
+	_ = f.Close()
+	// The open makes the store whole there; an empty file it would
+	// refuse as a truncated catalog.
+	if err := os.Remove(aside); err != nil {
+		return "", ""
+	}
+	return aside, at
+}
+
+// place gives the new bbolt file built aside its path, once every record
+// is in it, and durably: the store is closed by then, or only reads. A
+// file that appeared at the path meanwhile is left as it is, and the new
+// one discarded.
+func (s *store) place() error {
+	if s.aside == "" {
+		return nil
+	}
+	err := os.Link(s.aside, s.placeAt)
+	if err != nil && !errors.Is(err, fs.ErrExist) {
+		// A file system without hard links: renamed, unless a file is
+		// there now.
+		if _, statErr := os.Lstat(s.placeAt); errors.Is(statErr, fs.ErrNotExist) {
+			err = os.Rename(s.aside, s.placeAt)
+		}
+	}
+	if err != nil {
+		s.discardCreated()
+		if errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("%s appeared while the restore wrote a new file for it: that file is left as it is, and the one "+
+				"restored discarded; nothing written", s.url.Path)
+		}
+		return fmt.Errorf("placing the restored file at %s: %w; nothing written", s.url.Path, err)
+	}
+	_ = os.Remove(s.aside)
+	s.aside = ""
+	if dir, err := os.Open(filepath.Dir(s.placeAt)); err == nil {
+		err = dir.Sync()
+		_ = dir.Close()
+		if err != nil {
+			return fmt.Errorf("placing the restored file at %s: syncing its directory: %w", s.url.Path, err)
+		}
+	}
+	return nil
 }
 
 // knowOwners reads every owner key at once, for owner to answer from:

@@ -23,6 +23,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
 
+	"github.com/lowwater/lowwater/internal/creation"
 	"github.com/lowwater/lowwater/persistence/internal/record"
 	"github.com/lowwater/lowwater/wal"
 )
@@ -312,7 +313,7 @@ func OpenBolt(path string, opts ...BoltOption) (*Bolt, error) {
 	}
 	// The bucket must be there already when reading, or when asked to on
 	// a file that exists: through a link, its target (a link to nothing
-	// yet is where a new store is made; see creationPath).
+	// yet is where a new store is made; see creation.Path).
 	_, statErr := os.Stat(path)
 	mustHaveBucket := o.readOnly || o.existing && !errors.Is(statErr, os.ErrNotExist)
 	db, file, err := openBoltDB(path, o)
@@ -554,7 +555,7 @@ func openError(path string, err error) error {
 func openBoltDB(path string, o boltOptions) (*bolt.DB, *os.File, error) {
 	// Not on Windows, where a file open elsewhere cannot lose a name.
 	if !o.readOnly && runtime.GOOS != "windows" {
-		if at, ok := creationPath(path); ok {
+		if at, ok := creation.Path(path); ok {
 			db, file, placed, err := createBoltDB(at, o)
 			if err != nil || placed {
 				if placed {
@@ -573,43 +574,6 @@ func openBoltDB(path string, o boltOptions) (*bolt.DB, *os.File, error) {
 	return db, file, err
 }
 
-// creationPath is where a new store for path is made: path itself when
-// nothing is there, or the target of a symbolic link to nothing yet (a
-// catalog kept on another disk, linked in before its first start), after
-// as many links as the kernel follows. Made at the link instead, the
-// store would never be placed there, and bbolt would lay out an empty
-// one at the target, without the bucket a later open asks for. ok is
-// false when a file is there, or the links cannot be followed: path is
-// then opened as bbolt would.
-func creationPath(path string) (at string, ok bool) {
-	at = path
-	for range 40 { // Linux's bound on the links a lookup follows
-		info, err := os.Lstat(at)
-		if errors.Is(err, fs.ErrNotExist) {
-			return at, true
-		}
-		if err != nil || info.Mode()&fs.ModeSymlink == 0 {
-			return "", false
-		}
-		target, err := os.Readlink(at)
-		if err != nil {
-			return "", false
-		}
-		if !filepath.IsAbs(target) {
-			// From the directory the link is in, as the kernel reads it:
-			// reached through another link, its ".." is not the one the
-			// path's text names.
-			dir, err := filepath.EvalSymlinks(filepath.Dir(at))
-			if err != nil {
-				return "", false
-			}
-			target = filepath.Join(dir, target)
-		}
-		at = target
-	}
-	return "", false
-}
-
 // createBoltDB makes a new store whole under a temporary name beside path,
 // then links it into place. No other process then ever finds the file
 // empty, which OpenBolt calls damaged (two nodes, or the tool, creating it
@@ -621,7 +585,7 @@ func creationPath(path string) (at string, ok bool) {
 // without hard links: the caller then opens path as bbolt would.
 func createBoltDB(path string, o boltOptions) (db *bolt.DB, file *os.File, placed bool, err error) {
 	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, tempPrefix(path))
+	f, err := os.CreateTemp(dir, creation.TempPrefix(path))
 	if err != nil {
 		// The temporary name is ours, not the caller's: name theirs.
 		var pe *fs.PathError
@@ -664,11 +628,6 @@ func createBoltDB(path string, o boltOptions) (db *bolt.DB, file *os.File, place
 	return db, file, true, nil
 }
 
-// tempPrefix begins the names of createBoltDB's temporary files for path:
-// one that no file of the user's beside it bears (a backup named
-// ".cp.db.new-20261204" was taken for one).
-func tempPrefix(path string) string { return "." + filepath.Base(path) + ".lowwater-new-" }
-
 // staleTempAge is how old a temporary file of createBoltDB must be for
 // removeStaleTemps to take it for one a killed creation left: a creation
 // takes milliseconds.
@@ -679,7 +638,7 @@ const staleTempAge = time.Minute
 // placed, or a second name of the one placed. A creation still running
 // owns a younger one.
 func removeStaleTemps(path string) {
-	dir, prefix := filepath.Dir(path), tempPrefix(path)
+	dir, prefix := filepath.Dir(path), creation.TempPrefix(path)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return

@@ -576,6 +576,7 @@ func TestLostOutputHidesNoFailure(t *testing.T) {
 	require.NoError(t, os.WriteFile(empty, []byte(`{"format":"lowwater-checkpoints/1","checkpoints":[]}`), 0o600))
 	dst := filepath.Join(dir, "dst.db")
 	wantCode(t, on(t, "bolt:"+dst, "restore", empty), cli.ExitOK)
+	makeBolt(t, dst) // a restore into a new file lists nothing it wrote: it made no file
 
 	r := lwWith(t, closedPipe(t), 64, "--catalog", "bolt:"+dst, "restore", big) // 64 blocks: the empty store's 32 KiB
 	require.NotEqual(t, cli.ExitOK, r.code)
@@ -590,6 +591,14 @@ func TestLostOutputHidesNoFailure(t *testing.T) {
 	wantCode(t, lwWith(t, closedPipe(t), -1, "--catalog", "bolt:"+dst, "restore", lower, "--dry-run"), cli.ExitRefused, "refused: ")
 }
 
+// makeBolt makes an empty catalog at path, as a node's first start does.
+func makeBolt(t *testing.T, path string) {
+	t.Helper()
+	b, err := persistence.OpenBolt(path)
+	require.NoError(t, err)
+	require.NoError(t, b.Close())
+}
+
 // A bbolt restore whose writes share commits, failing part way (the file
 // size limit stands in for a full disk), counts only the records it
 // wrote, whatever order they were written in: it lists them, each is in
@@ -600,6 +609,7 @@ func TestRestoreFailingPartWayResumes(t *testing.T) {
 	file := filepath.Join(dir, "dump.json")
 	writeDump(t, file, n)
 	dst := filepath.Join(dir, "dst.db")
+	makeBolt(t, dst)
 	r := lwWith(t, nil, 2048, "--catalog", "bolt:"+dst, "restore", file) // 1 MiB
 	require.Equal(t, cli.ExitFailed, r.code, "%s", r)
 	m := regexp.MustCompile(`after ([0-9]+) of 20000 checkpoints written: .*file too large; ` +
@@ -630,6 +640,59 @@ func TestRestoreFailingPartWayResumes(t *testing.T) {
 	wantCode(t, on(t, "bolt:"+dst, "restore", file), cli.ExitOK,
 		fmt.Sprintf("restored 20000 checkpoints into bbolt file %s (%d written)", dst, n-written))
 	got = stored(t, dst)
+	require.Len(t, got, n)
+	for i := range n {
+		require.Equal(t, wal.KafkaID(i+1), got[fmt.Sprintf("p%05d", i)])
+	}
+}
+
+// A restore into a new bbolt file builds it aside and places it once
+// every record is in it: one that fails part way, or is killed (SIGKILL,
+// the OOM killer, a dropped ssh session), leaves no file at the path. It
+// left one holding part of the dump, which verify passed and a node
+// started on, replaying the pchannels left out.
+func TestRestoreIntoANewFileMakesItWholeOrNotAtAll(t *testing.T) {
+	const n = 20000
+	dir := t.TempDir()
+	file := filepath.Join(dir, "dump.json")
+	writeDump(t, file, n)
+	data := filepath.Join(dir, "data")
+	require.NoError(t, os.Mkdir(data, 0o700))
+	dst := filepath.Join(data, "dst.db")
+	r := lwWith(t, nil, 2048, "--catalog", "bolt:"+dst, "restore", file) // 1 MiB
+	require.Equal(t, cli.ExitFailed, r.code, "%s", r)
+	require.Regexp(t, `^lowwater: .*file too large; the new file `+regexp.QuoteMeta(dst)+
+		` was not made, and nothing was written: a rerun restores the whole dump\n$`, r.stderr)
+	require.NotContains(t, r.stderr, ".lowwater-new-", "%s", r)
+	require.Equal(t, "", r.stdout)
+	left, err := os.ReadDir(data)
+	require.NoError(t, err)
+	require.Empty(t, left, "no file at the path, and no temporary one beside it")
+
+	// Killed part way, with records written: what is left is a
+	// temporary file, which the node's first open removes once it is a
+	// minute old.
+	many := filepath.Join(dir, "many.json")
+	writeDump(t, many, 100_000)
+	cmd := exec.Command(binary, "--catalog", "bolt:"+dst, "restore", many)
+	require.NoError(t, cmd.Start())
+	require.Eventually(t, func() bool {
+		entries, _ := os.ReadDir(data)
+		for _, e := range entries {
+			if info, err := e.Info(); err == nil && info.Size() > 1<<20 {
+				return true
+			}
+		}
+		return false
+	}, 30*time.Second, time.Millisecond, "the restore wrote no MiB")
+	require.NoError(t, cmd.Process.Kill())
+	_ = cmd.Wait()
+	_, err = os.Stat(dst)
+	require.ErrorIs(t, err, os.ErrNotExist, "a restore killed part way left a file at the path")
+
+	wantCode(t, on(t, "bolt:"+dst, "restore", file), cli.ExitOK,
+		fmt.Sprintf("restored 20000 checkpoints into bbolt file %s (%d written)", dst, n))
+	got := stored(t, dst)
 	require.Len(t, got, n)
 	for i := range n {
 		require.Equal(t, wal.KafkaID(i+1), got[fmt.Sprintf("p%05d", i)])
