@@ -111,7 +111,10 @@ Commands:
   dump [FILE]              write every record as JSON (stdout: no FILE, or -).
                            --salvage: of a damaged bbolt file, every
                            record its pages still hold whole, read
-                           without bbolt, for restore into a new file
+                           without bbolt, for restore into a new file.
+                           A file whose newest meta page is damaged is
+                           refused (what it reads as may be older than
+                           what was saved), unless --force
   restore FILE             write the records of a dump (stdin: -); raises
                            only, as set; creates a bbolt file that does
                            not exist, whole or not at all. A dump holds
@@ -250,7 +253,7 @@ var commands = map[string]command{
 	"set":     {flags: writeFlags, min: 2, max: 2, pchannel: true, argsHelp: "set [--dry-run] [--force] PCHANNEL ID", run: set},
 	"delete":  {flags: deleteFlags, min: 1, max: 1, pchannel: true, argsHelp: "delete [--dry-run] [--force] [--quoted] PCHANNEL", run: del},
 	"release": {flags: releaseFlags, min: 1, max: 1, pchannel: true, argsHelp: "release [--dry-run] [--quoted] PCHANNEL", run: release},
-	"dump":    {flags: salvageFlag, max: 1, argsHelp: "dump [--salvage] [FILE]", run: dump},
+	"dump":    {flags: dumpFlags, max: 1, argsHelp: "dump [--salvage] [--force] [FILE]", run: dump},
 	"restore": {flags: writeFlags, min: 1, max: 1, argsHelp: "restore [--dry-run] [--force] FILE|-", run: restore},
 }
 
@@ -258,8 +261,9 @@ func jsonFlag(fs *flag.FlagSet, o *options) {
 	fs.BoolVar(&o.json, "json", false, "print JSON")
 }
 
-func salvageFlag(fs *flag.FlagSet, o *options) {
+func dumpFlags(fs *flag.FlagSet, o *options) {
 	fs.BoolVar(&o.salvage, "salvage", false, "read a damaged bbolt file page by page, without bbolt")
+	fs.BoolVar(&o.force, "force", false, "dump a bbolt file whose newest meta page is damaged as it reads")
 }
 
 func writeFlags(fs *flag.FlagSet, o *options) {
@@ -770,7 +774,7 @@ func commandHelp(stdout, stderr io.Writer, name string) int {
 		usageLine = "lowwater [common flags] " + commands[name].argsHelp
 	}
 	text := "usage: " + usageLine + "\n\n" + usageBlock("  "+name+" ")
-	if strings.Contains(usageLine, "--force") {
+	if strings.Contains(usageLine, "--force") && name != "dump" { // dump's own --force is in its entry
 		text += "\n" + usageBlock("Write flags")
 	}
 	if strings.Contains(usageLine, "--quoted") {

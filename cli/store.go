@@ -277,6 +277,12 @@ func (e *env) checkMeta(b *persistence.Bolt, m mode) error {
 	case !write && d.Known && !d.Newer:
 		// As verify says: the page held the commit before the one read.
 		fmt.Fprintf(e.stderr, "warning: %s: %s: what is shown is the newest; run verify\n", path, d)
+	case !write && e.command == "dump" && !e.opts.force:
+		// What a dump holds is restored elsewhere, where no warning
+		// follows it: a checkpoint older than the one saved replays.
+		return refused("%s: %s: a dump would carry checkpoints that may be older than what was saved to wherever "+
+			"it is restored: run verify, and restore the file from a backup; or dump --salvage, whose HIGHER and "+
+			"HIDDEN lines name what the damaged page held; or give --force to dump what the file reads as", path, d)
 	case !write:
 		fmt.Fprintf(e.stderr, "warning: %s: %s: what is shown may be older than what was saved; run verify\n", path, d)
 	case d.Known && !d.Newer:

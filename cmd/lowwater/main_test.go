@@ -974,12 +974,18 @@ func TestVerifyFindsADamagedMetaPage(t *testing.T) {
 	flipByte(t, path, int64(newest)*pageSize+16+63)
 	damage := fmt.Sprintf("meta page %d is damaged; it held commit %d, newer than commit %d, which the file reads as", newest, txid, txid-1)
 
-	for _, read := range [][]string{{"get", "by-dev-rootcoord-dml_0"}, {"list"}, {"dump", "-"}} {
+	for _, read := range [][]string{{"get", "by-dev-rootcoord-dml_0"}, {"list"}, {"dump", "--force", "-"}} {
 		r := on(t, url, read...)
 		wantCode(t, r, cli.ExitOK, "kafka:1200") // the commit before
 		require.Contains(t, r.stderr, "warning: "+path+": "+damage+": what is shown may be older than what was saved; run verify", read[0])
 	}
-	r := on(t, url, "verify")
+	// A dump is restored elsewhere, where no warning follows it: it is
+	// refused unless forced. It exited 0, and a dump | restore carried
+	// the older checkpoint on.
+	r := on(t, url, "dump", "-")
+	wantCode(t, r, cli.ExitRefused, damage+": a dump would carry checkpoints that may be older than what was saved")
+	require.Equal(t, "", r.stdout)
+	r = on(t, url, "verify")
 	wantCode(t, r, cli.ExitCorrupt, "DAMAGED META  "+path+": "+damage, "a damaged meta page",
 		"DAMAGED META: a page newer than the one read may hide the file's last commit")
 	require.NotContains(t, r.stderr, "warning:")
