@@ -126,7 +126,7 @@ func list(ctx context.Context, e *env, _ []string) error {
 	}
 	var tw table
 	tw.row("PCHANNEL", "WAL", "CHECKPOINT", "TERM", "VERSION")
-	corrupt := 0
+	corrupt, sentinels := 0, 0
 	namesCut, idsCut := false, false
 	for i, en := range entries {
 		if i%4096 == 0 && ctx.Err() != nil {
@@ -139,6 +139,9 @@ func list(ctx context.Context, e *env, _ []string) error {
 			var cut bool
 			checkpoint, cut = tableID(en.Checkpoint)
 			idsCut = idsCut || cut
+			if wal.CheckPosition(en.Checkpoint) != nil {
+				sentinels++
+			}
 		} else {
 			checkpoint = unreadable(en)
 			corrupt++
@@ -162,6 +165,9 @@ func list(ctx context.Context, e *env, _ []string) error {
 	fmt.Fprint(e.stdout, count(len(entries), "pchannel"))
 	if corrupt > 0 {
 		fmt.Fprintf(e.stdout, ", %d unreadable (run verify)", corrupt)
+	}
+	if sentinels > 0 {
+		fmt.Fprintf(e.stdout, ", %d at a sentinel, not an offset (run verify)", sentinels)
 	}
 	fmt.Fprintln(e.stdout)
 	return nil
@@ -194,6 +200,9 @@ func get(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(e.stdout, "checkpoint  %s: %s\n", unreadable(en), cause(en))
 	} else {
 		fmt.Fprintf(e.stdout, "checkpoint  %s\n", shownID(en.Checkpoint))
+		if wal.CheckPosition(en.Checkpoint) != nil {
+			fmt.Fprintln(e.stdout, "            a sentinel, not an offset: no node recovers from it (see verify)")
+		}
 	}
 	term, version := header(en)
 	fmt.Fprintf(e.stdout, "term        %s\n", term)

@@ -303,7 +303,8 @@ func TestErrorsFromBelowAreEscaped(t *testing.T) {
 	stdout, stderr, code := runSplit(t, "--catalog=bolt:"+path, "list")
 	require.Equal(t, cli.ExitFailed, code, stderr)
 	require.Empty(t, stdout)
-	require.Equal(t, "lowwater: "+strconv.Quote("bbolt file: stat "+path+": no such file or directory")+"\n", stderr)
+	require.Equal(t, "lowwater: "+strconv.Quote("bbolt file: stat "+path+": no such file or directory: check the path "+
+		"(a node makes its file on its first start, and restore makes one from a dump)")+"\n", stderr)
 	require.Contains(t, stderr, `no\x1b[2J.db`)
 }
 

@@ -160,6 +160,9 @@ func (e *env) open(ctx context.Context, m mode) (_ *store, err error) {
 			case (m == readWrite || m == readOnly && e.opts.dryRun) && errors.Is(statErr, os.ErrNotExist):
 				return nil, fmt.Errorf("bbolt file: %w: a write goes to an existing catalog, "+
 					"so that a mistyped path is not made into an empty one; restore creates one", statErr)
+			case m != createFile && errors.Is(statErr, os.ErrNotExist):
+				return nil, fmt.Errorf("bbolt file: %w: check the path (a node makes its file on its first start, "+
+					"and restore makes one from a dump)", statErr)
 			case m != createFile:
 				return nil, fmt.Errorf("bbolt file: %w", statErr)
 			}

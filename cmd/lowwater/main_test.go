@@ -904,8 +904,11 @@ func TestANegativeKafkaOffsetIsRefused(t *testing.T) {
 	wantCode(t, on(t, url, "restore", dump), cli.ExitRefused, "q: kafka:-1 is not an offset")
 	wantCode(t, on(t, url, "get", "q"), cli.ExitNotFound)
 	wantCode(t, on(t, url, "set", "--force", "q", "kafka:-1"), cli.ExitOK)
-	wantCode(t, on(t, url, "get", "q"), cli.ExitOK, "kafka:-1")
 	// Stored all the same, it is a finding: no node recovers from it.
+	// get and list mark it; they showed it as any offset.
+	wantCode(t, on(t, url, "get", "q"), cli.ExitOK,
+		"checkpoint  kafka:-1\n            a sentinel, not an offset: no node recovers from it (see verify)\n")
+	wantCode(t, on(t, url, "list"), cli.ExitOK, "\n4 pchannels, 1 at a sentinel, not an offset (run verify)\n")
 	r := on(t, url, "verify")
 	wantCode(t, r, cli.ExitCorrupt, `SENTINEL  q: kafka:-1 is not an offset; no node recovers from it`)
 	require.Contains(t, r.stderr, "1 record holding a sentinel, not an offset")
