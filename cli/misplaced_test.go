@@ -46,6 +46,15 @@ func TestAMisplacedRecordIsToldAndRepaired(t *testing.T) {
 	require.Contains(t, stderr, "a node of the pchannel it was written for, with nothing stored, does not start")
 	require.Contains(t, stderr, "'set --force PCHANNEL ID' with the ID it holds, then 'delete' it (with --force when none is named)")
 
+	// Salvaged, it is dumped as the pchannel it was written for, and said
+	// to be found under another key.
+	stdout, stderr, code = runSplit(t, url, "dump", "--salvage", "-")
+	require.Equal(t, cli.ExitCorrupt, code, stderr)
+	require.Contains(t, stdout, `"pchannel": "orders-dml-0"`)
+	require.NotContains(t, stdout, "nrders")
+	require.Regexp(t, `(?m)^MISPLACED  orders-dml-0: kafka:120, stored under nrders-dml-0 on page \d+$`, stderr)
+	require.Contains(t, stderr, "1 record (MISPLACED above) found under a damaged key")
+
 	// It holds back orders-dml-0 alone: another pchannel is created as ever.
 	_, stderr, code = runSplit(t, url, "get", "payments-0")
 	require.Equal(t, cli.ExitNotFound, code, stderr)

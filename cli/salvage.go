@@ -88,11 +88,12 @@ const checkHighest = "the dump holds the highest found, which may be one deleted
 	"or one older than the last saved, whose record was on a damaged page: check them before restoring"
 
 // salvaged is the dump of what s holds, with a line on stderr for each
-// record that needs a look (FREED, UNSURE, HIGHER, AMBIGUOUS, UNFIT), and
+// record that needs a look (FREED, UNSURE, HIGHER, HIDDEN, MISPLACED,
+// AMBIGUOUS, UNFIT), and
 // the warnings that say what those lines mean and what else the file
 // told.
 func salvaged(e *env, s *persistence.Salvage) (good []dumpEntry, warnings []string) {
-	freed, unsure, higher, hidden, unfit := 0, 0, 0, 0, 0
+	freed, unsure, higher, hidden, unfit, misplaced := 0, 0, 0, 0, 0, 0
 	for _, r := range s.Records {
 		if err := persistence.ValidatePChannel(r.PChannel); err != nil {
 			unfit++
@@ -124,6 +125,10 @@ func salvaged(e *env, s *persistence.Salvage) (good []dumpEntry, warnings []stri
 		case r.Hidden != nil:
 			hidden++
 			fmt.Fprintf(e.stderr, "HIDDEN  %s: %s dumped, %s in the commit the damaged meta page held\n", typed(r.PChannel), shownID(r.Checkpoint), shownID(r.Hidden))
+		}
+		if r.StoredUnder != "" {
+			misplaced++
+			fmt.Fprintf(e.stderr, "MISPLACED  %s: %s, stored under %s on page %d\n", typed(r.PChannel), shownID(r.Checkpoint), typed(r.StoredUnder), r.Page)
 		}
 		if r.Higher != nil {
 			higher++
@@ -208,6 +213,11 @@ func salvaged(e *env, s *persistence.Salvage) (good []dumpEntry, warnings []stri
 	if s.LeftOut > 0 {
 		warnings = append(warnings, fmt.Sprintf("%s left out, found on live pages that no bucket's tree reaches "+
 			"in a file that holds other buckets (%s)", count(s.LeftOut, "record"), bucketNames(s.OtherBuckets)))
+	}
+	if misplaced > 0 {
+		warnings = append(warnings, fmt.Sprintf("%s (MISPLACED above) found under a damaged key: each record is whole, and "+
+			"its name check names the pchannel it is dumped as, one byte away from the key (as verify's MISPLACED)",
+			count(misplaced, "record")))
 	}
 	if unfit > 0 {
 		warnings = append(warnings, fmt.Sprintf("%s (UNFIT above) not dumped: restore could not read them back", count(unfit, "record")))

@@ -81,6 +81,11 @@ type SalvagedRecord struct {
 	// since), or not (its write torn by a crash).
 	Hidden        wal.MessageID
 	HiddenDeleted bool
+	// StoredUnder is the key the record was read under, where it is not
+	// the record's own name: its key was damaged, and the name is the one
+	// that damage of one byte turns into the key and that the record's
+	// name check names (as verify's MISPLACED). Empty otherwise.
+	StoredUnder string
 }
 
 // Ambiguity is a pchannel whose live pages hold more than one checkpoint,
@@ -161,7 +166,9 @@ type Salvage struct {
 // path, page by page, without bbolt: a file damaged where bbolt or
 // OpenBolt refuses it whole (a branch page, a meta page, the freelist)
 // still holds the records of its undamaged leaf pages, each of which
-// proves itself whole by its checksum and the name check of its key. Of
+// proves itself whole by its checksum and the name check of its key (a
+// record under a key damaged a byte away from the name its check names
+// is read as that name's: StoredUnder). Of
 // the options, WithBucket names the bucket (a bucket whose name is
 // damaged is known by its mark) and WithOpenTimeout bounds the wait for a
 // writer's lock (ErrLocked); the others mean nothing here. Nothing is
@@ -282,6 +289,9 @@ type salvageFind struct {
 	inline int
 	h      record.Header
 	id     wal.MessageID
+	// under is the key the record is stored under, where its key is
+	// damaged and key is the name it was written for; "" otherwise.
+	under string
 }
 
 // salvageScan is what one pass over every page finds.
@@ -588,7 +598,7 @@ func salvage(ctx context.Context, data, want []byte) (*Salvage, error) {
 		f := finds[best]
 		r := SalvagedRecord{
 			PChannel: name, WAL: f.h.WAL, Checkpoint: f.id, Term: f.h.Term,
-			Page: f.page, State: bestState, Versions: len(finds),
+			Page: f.page, State: bestState, Versions: len(finds), StoredUnder: f.under,
 		}
 		for _, o := range finds {
 			// In a whole file, a freed page is an earlier commit's for
@@ -740,6 +750,22 @@ func (sc *salvageScan) leaf(id uint64, page []byte, inline int) {
 		// 16 bytes (no record is shorter than 21), or a page of its own
 		// kept inline, and lowwater's buckets hold no bucket.
 		h, ok, mid, err := record.Decode(string(key), value)
+		name, under := string(key), ""
+		if errors.Is(err, record.ErrAnotherPChannel) {
+			// Whole but for its name, whose check names one name a byte
+			// away from its key: its key was damaged. Read as that
+			// name's, it is not left out for an older copy on a freed
+			// page, which restored would lower the pchannel.
+			if held, heldOK, heldID, idErr := record.DecodeMisplaced(value); heldOK {
+				if check, checked := record.NameCheck(value); checked {
+					if written := writtenFor(name, check); written != "" {
+						h, ok, mid, err = held, true, heldID, idErr
+						name, under = written, name
+						sc.damaged[id]++
+					}
+				}
+			}
+		}
 		whole := ok && err == nil
 		flaggedBucket := flags&bucketLeafFlag != 0
 		switch {
@@ -756,7 +782,7 @@ func (sc *salvageScan) leaf(id uint64, page []byte, inline int) {
 		switch {
 		case whole:
 			records = true
-			sc.finds = append(sc.finds, salvageFind{key: string(key), page: id, inline: inline, h: h, id: mid})
+			sc.finds = append(sc.finds, salvageFind{key: name, page: id, inline: inline, h: h, id: mid, under: under})
 		case inline < 0 && bucketHeader(value):
 			b := salvageBucket{name: bytes.Clone(key), root: le.Uint64(value), page: id}
 			switch seq := le.Uint64(value[8:]); {
