@@ -28,8 +28,8 @@ func salvageDump(ctx context.Context, e *env, args []string) error {
 	s, err := persistence.SalvageBolt(ctx, u.Path, persistence.WithBucket(e.opts.bucket), persistence.WithOpenTimeout(max(e.opts.lockTimeout, 1)))
 	switch {
 	case errors.Is(err, persistence.ErrLocked):
-		return fmt.Errorf("%s is locked by another process, most likely a running "+
-			"lowwater node: stop it first (waited %v, see --lock-timeout)", u.Path, e.opts.lockTimeout)
+		return fmt.Errorf("%s is locked by another process%s, most likely a running "+
+			"lowwater node: stop it first (waited %v, see --lock-timeout)", u.Path, lockHolder(u.Path), e.opts.lockTimeout)
 	case errors.Is(err, persistence.ErrNoBucket):
 		return usagef("--bucket %s: %v", shorten.Cut(e.opts.bucket, shorten.TextLen, shownText), err)
 	case errors.Is(err, persistence.ErrCorruptStore):

@@ -176,8 +176,8 @@ func (e *env) open(ctx context.Context, m mode) (_ *store, err error) {
 		}
 		b, err := openBolt(ctx, opened, e.opts.bucket, m == readOnly || m == dryCreate, m == createFile, e.opts.lockTimeout)
 		if errors.Is(err, persistence.ErrLocked) && ctx.Err() == nil {
-			return nil, fmt.Errorf("%s is locked by another process, most likely a running "+
-				"lowwater node: stop it first (waited %v, see --lock-timeout)", u.Path, e.opts.lockTimeout)
+			return nil, fmt.Errorf("%s is locked by another process%s, most likely a running "+
+				"lowwater node: stop it first (waited %v, see --lock-timeout)", u.Path, lockHolder(u.Path), e.opts.lockTimeout)
 		}
 		if errors.Is(err, persistence.ErrNoBucket) {
 			if e.opts.bucketGiven {
@@ -383,8 +383,8 @@ func openBolt(ctx context.Context, path, bucket string, readOnly, group bool, lo
 // command's end cut short: it says who holds the lock, as the end of
 // --lock-timeout does.
 func lockWaitCut(ctx context.Context, path string) error {
-	return fmt.Errorf("waiting for the lock of %s, which another process holds (most likely a running "+
-		"lowwater node: stop it first): %w", path, context.Cause(ctx))
+	return fmt.Errorf("waiting for the lock of %s, which another process%s holds (most likely a running "+
+		"lowwater node: stop it first): %w", path, lockHolder(path), context.Cause(ctx))
 }
 
 // openFile is persistence.OpenBolt; a test slows it down.

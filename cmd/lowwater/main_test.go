@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -343,16 +344,23 @@ func stored2(t *testing.T, path string) []persistence.Entry {
 }
 
 // TestLockedBolt: a running node holds the file; every command says so
-// within --lock-timeout, and nothing hangs.
+// within --lock-timeout, and nothing hangs. On Linux it names the
+// process that holds it, as /proc/locks tells it.
 func TestLockedBolt(t *testing.T) {
 	path := seedBolt(t, seed)
 	node, err := persistence.OpenBolt(path)
 	require.NoError(t, err)
 	defer node.Close()
+	holder := "is locked by another process"
+	if runtime.GOOS == "linux" {
+		comm, err := os.ReadFile("/proc/self/comm")
+		require.NoError(t, err)
+		holder += fmt.Sprintf(" (pid %d, %s), most likely", os.Getpid(), strings.TrimSpace(string(comm)))
+	}
 	for _, args := range [][]string{{"list"}, {"verify"}, {"set", "by-dev-rootcoord-dml_0", "kafka:9999"}, {"delete", "x"}} {
 		began := time.Now()
 		r := on(t, "bolt:"+path, append(args, "--lock-timeout", "200ms")...)
-		wantCode(t, r, cli.ExitFailed, "is locked by another process", "running lowwater node")
+		wantCode(t, r, cli.ExitFailed, holder, "running lowwater node")
 		assert.Less(t, time.Since(began), 10*time.Second, args)
 	}
 	require.NoError(t, node.Close())
