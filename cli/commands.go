@@ -471,7 +471,10 @@ func verifyHints(meta *persistence.MetaDamage, onBolt bool) []verifyHint {
 			"(with --force when none is named)"
 	}
 	return []verifyHint{
-		{"CORRUPT", "repair with 'set --force PCHANNEL ID' or 'delete PCHANNEL'"},
+		{"CORRUPT", "repair with 'set --force PCHANNEL ID' or 'delete PCHANNEL'; for ID, the last " +
+			"checkpoint the pchannel's consumers are known to have passed, or what 'dump --salvage' " +
+			"finds of it on a bbolt file's freed pages; deleted, a node starts from its vchannels' " +
+			"own checkpoints"},
 		{"MISPLACED", "a whole record under another name than the one it was written for: " +
 			"its key was damaged, or it was copied there (a name shown quoted takes --quoted); " +
 			misplacedHolds},
@@ -514,8 +517,10 @@ func metaHint(d *persistence.MetaDamage) string {
 	}
 	return "a page newer than the one read may hide the file's last commit: " +
 		"torn by a crash, it was never acknowledged; damaged since, its saves " +
-		"are lost: restore the file from a backup. The next write rewrites " +
-		"the page, and makes the loss permanent: the tool refuses to write"
+		"are lost: restore the file from a backup, or without one, 'dump " +
+		"--salvage', whose HIGHER and HIDDEN lines name what the page held, and " +
+		"restore that into a new file. The next write rewrites the page, and " +
+		"makes the loss permanent: the tool refuses to write"
 }
 
 // parseID reads the ID text of a set for the pchannel whose record is en

@@ -455,7 +455,7 @@ type MetaDamageError struct {
 }
 
 func (e *MetaDamageError) Error() string {
-	return fmt.Sprintf("%v: %s: %v", ErrCorruptStore, e.Path, e.Damage)
+	return fmt.Sprintf("%v: %s: %v (lowwater verify says what it may hide, and how to mend it)", ErrCorruptStore, e.Path, e.Damage)
 }
 
 // Is makes errors.Is(err, ErrCorruptStore) hold.
