@@ -327,6 +327,11 @@ func salvage(ctx context.Context, data, want []byte) (*Salvage, error) {
 	first, ok0 := metaAt(data, 0)
 	second, ok1 := metaAt(data, pageSize)
 	out.MetaDamage = metaDamageOf(data, first, ok0, second, ok1)
+	if !ok1 && second.at < 0 {
+		// Not damaged: cut off with the rest of the file, which Missing
+		// tells.
+		out.MetaDamage = nil
+	}
 	meta, metaErr := newestMeta(data)
 	if metaErr != nil && ok1 && int(second.pageSize) == pageSize {
 		meta, metaErr = second, nil // at a page size newestMeta does not guess
@@ -390,6 +395,8 @@ func salvage(ctx context.Context, data, want []byte) (*Salvage, error) {
 	switch {
 	case !ok0:
 		st.breaks("meta page 0 is damaged")
+	case !ok1 && second.at < 0:
+		st.breaks("meta page 1 is missing: the file is cut short")
 	case !ok1:
 		st.breaks("meta page 1 is damaged")
 	}

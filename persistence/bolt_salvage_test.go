@@ -771,3 +771,17 @@ func TestSalvageOfARecordUnderADamagedKey(t *testing.T) {
 	require.Equal(t, 1, s.Damaged)
 	require.False(t, s.Whole)
 }
+
+// A file cut short within its second page has lost that meta page, not
+// had it damaged: salvage says which.
+func TestSalvageOfAFileCutWithinItsSecondPage(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.db")
+	writeHealthyBolt(t, path)
+	require.NoError(t, os.Truncate(path, int64(bboltPageSize)))
+	s, err := persistence.SalvageBolt(context.Background(), path)
+	require.NoError(t, err)
+	require.Nil(t, s.MetaDamage, "said damaged, where it is gone")
+	require.Positive(t, s.Missing)
+	require.NotContains(t, s.Broken, "damaged")
+	require.Empty(t, s.Records)
+}
