@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"math/bits"
 	"os"
 	"runtime/debug"
 	"slices"
@@ -312,6 +313,40 @@ type salvageScan struct {
 	first, last map[uint64][]byte
 	pages       map[uint64]bool   // pages that read as leaf or branch pages
 	overflow    map[uint64]uint64 // how many pages after each of those it runs over
+	// flags are the type flags, as read, of the leaf pages read as such
+	// though that flag is damaged (damagedLeaf).
+	flags map[uint64]uint16
+}
+
+func newSalvageScan(want []byte) *salvageScan {
+	return &salvageScan{want: want, damaged: map[uint64]int{}, foreign: map[uint64]int{}, foreignInline: map[int]int{},
+		children: map[uint64][]uint64{}, keys: map[uint64][][]byte{},
+		first: map[uint64][]byte{}, last: map[uint64][]byte{}, pages: map[uint64]bool{}, overflow: map[uint64]uint64{},
+		flags: map[uint64]uint16{}}
+}
+
+// damagedLeaf reads page id, whose type flag is a bit away from a leaf
+// page's, as a leaf page, if it holds a whole record and no bucket: one
+// bit of its header damaged, its records are whole all the same, each
+// proved by its checksum and name check, and they are the live ones.
+// Read as no page, they were left for older copies on freed pages, which
+// restored would lower their pchannels. It reports whether it did.
+func (sc *salvageScan) damagedLeaf(id uint64, page []byte) bool {
+	t := newSalvageScan(sc.want)
+	t.leaf(id, page, -1)
+	if len(t.finds) == 0 || len(t.buckets) > 0 {
+		return false
+	}
+	sc.finds = append(sc.finds, t.finds...)
+	for page, n := range t.damaged {
+		sc.damaged[page] += n
+	}
+	for page, n := range t.foreign {
+		sc.foreign[page] += n
+	}
+	maps.Copy(sc.first, t.first)
+	maps.Copy(sc.last, t.last)
+	return true
 }
 
 // salvage reads the records of bucket want from a file's bytes.
@@ -337,9 +372,7 @@ func salvage(ctx context.Context, data, want []byte) (*Salvage, error) {
 		meta, metaErr = second, nil // at a page size newestMeta does not guess
 	}
 	out.NoMeta = metaErr != nil
-	sc := &salvageScan{want: want, damaged: map[uint64]int{}, foreign: map[uint64]int{}, foreignInline: map[int]int{},
-		children: map[uint64][]uint64{}, keys: map[uint64][][]byte{},
-		first: map[uint64][]byte{}, last: map[uint64][]byte{}, pages: map[uint64]bool{}, overflow: map[uint64]uint64{}}
+	sc := newSalvageScan(want)
 	lastPage := uint64(0) // the end of the last page that reads as one
 	covered := 0          // the pages up to it continue a page of several
 	var mismatched []uint64
@@ -368,6 +401,11 @@ func salvage(ctx context.Context, data, want []byte) (*Salvage, error) {
 		case branchPageFlag:
 			sc.pages[uint64(i)], sc.overflow[uint64(i)] = true, uint64(overflow)
 			sc.branch(uint64(i), page)
+		default:
+			if bits.OnesCount16(flags^leafPageFlag) == 1 && sc.damagedLeaf(uint64(i), page) {
+				sc.pages[uint64(i)], sc.overflow[uint64(i)] = true, uint64(overflow)
+				sc.flags[uint64(i)] = flags
+			}
 		}
 	}
 	// Pages at and above the high water mark were never written, or are
@@ -1062,6 +1100,8 @@ func (st *pageStates) treeBreak(sc *salvageScan, meta boltMeta, highWater uint64
 		switch {
 		case !sc.pages[id]:
 			return fmt.Sprintf("page %d, in the tree, reads as no page", id)
+		case sc.flags[id] != 0:
+			return fmt.Sprintf("page %d, in the tree, is a leaf page whose type flag is damaged (it reads %#x)", id, sc.flags[id])
 		case sc.damaged[id] > 0:
 			return fmt.Sprintf("page %d, in the tree, has %d damaged %s", id, sc.damaged[id], plural(sc.damaged[id], "element"))
 		case id >= highWater:

@@ -785,3 +785,52 @@ func TestSalvageOfAFileCutWithinItsSecondPage(t *testing.T) {
 	require.NotContains(t, s.Broken, "damaged")
 	require.Empty(t, s.Records)
 }
+
+// A live leaf page whose type flag is damaged by one bit holds its
+// records whole all the same: salvage reads them, and says what is wrong
+// with the page. It read the page as none, and dumped the older copies of
+// its records from freed pages.
+func TestSalvageOfALeafWhoseTypeFlagIsDamaged(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.db")
+	writeHealthyBolt(t, path)
+	commitRecords(t, path, func(i int) wal.MessageID { return wal.KafkaID(int64(9000 + i)) })
+	var leaf int
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, PreLoadFreelist: true})
+	require.NoError(t, err)
+	require.NoError(t, db.View(func(tx *bolt.Tx) error {
+		for id := 2; ; id++ {
+			info, err := tx.Page(id)
+			if err != nil || info == nil {
+				return err
+			}
+			if info.Type == "leaf" && info.Count > 1 { // not the root's, holding the bucket
+				leaf = id
+				return nil
+			}
+		}
+	}))
+	require.NoError(t, db.Close())
+	require.NotZero(t, leaf)
+	rewrite(t, path, func(t *testing.T, data []byte) []byte {
+		data[leaf*bboltPageSize+8] ^= 0x40 // 0x02, a leaf's, reads 0x42
+		return data
+	})
+
+	s, err := persistence.SalvageBolt(context.Background(), path)
+	require.NoError(t, err)
+	want := map[string]string{}
+	for i := range damagedRecords {
+		want[damagedName(i)] = wal.KafkaID(9000 + i).String()
+	}
+	onLeaf := 0
+	for _, r := range s.Records {
+		if r.Page == uint64(leaf) {
+			onLeaf++
+		}
+	}
+	require.Equal(t, want, salvaged(t, s, persistence.PageLive), "the live records, not their older copies")
+	require.Positive(t, onLeaf)
+	require.False(t, s.Whole)
+	require.Equal(t, fmt.Sprintf("page %d, in the tree, is a leaf page whose type flag is damaged (it reads 0x42)", leaf), s.Broken)
+	require.Zero(t, s.Unreadable)
+}
