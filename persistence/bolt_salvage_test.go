@@ -170,23 +170,7 @@ func TestSalvagePrefersTheLiveRecord(t *testing.T) {
 
 	// A live leaf page zeroed: its pchannels come back from the freed
 	// pages, as they were before the last commit, and say so.
-	var leaf int
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, PreLoadFreelist: true})
-	require.NoError(t, err)
-	require.NoError(t, db.View(func(tx *bolt.Tx) error {
-		for id := 2; ; id++ {
-			info, err := tx.Page(id)
-			if err != nil || info == nil {
-				return err
-			}
-			if info.Type == "leaf" && info.Count > 1 { // not the root's, holding the bucket
-				leaf = id
-				return nil
-			}
-		}
-	}))
-	require.NoError(t, db.Close())
-	require.NotZero(t, leaf)
+	leaf := liveLeafPage(t, path)
 	rewrite(t, path, func(t *testing.T, data []byte) []byte {
 		clear(data[leaf*bboltPageSize : (leaf+1)*bboltPageSize])
 		return data
@@ -210,6 +194,30 @@ func TestSalvagePrefersTheLiveRecord(t *testing.T) {
 	// zeroed page's, and is salvaged, from its freed page.
 	require.False(t, s.Whole)
 	require.Len(t, s.Records, damagedRecords, "none lost: each had a freed page")
+}
+
+// liveLeafPage is the first leaf page of records the newest commit of the
+// bbolt file at path holds: not the root's, which holds the bucket.
+func liveLeafPage(t *testing.T, path string) int {
+	t.Helper()
+	var leaf int
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, PreLoadFreelist: true})
+	require.NoError(t, err)
+	require.NoError(t, db.View(func(tx *bolt.Tx) error {
+		for id := 2; ; id++ {
+			info, err := tx.Page(id)
+			if err != nil || info == nil {
+				return err
+			}
+			if info.Type == "leaf" && info.Count > 1 {
+				leaf = id
+				return nil
+			}
+		}
+	}))
+	require.NoError(t, db.Close())
+	require.NotZero(t, leaf)
+	return leaf
 }
 
 // mustIndex is i of damagedName(i).
@@ -794,23 +802,7 @@ func TestSalvageOfALeafWhoseTypeFlagIsDamaged(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "c.db")
 	writeHealthyBolt(t, path)
 	commitRecords(t, path, func(i int) wal.MessageID { return wal.KafkaID(int64(9000 + i)) })
-	var leaf int
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, PreLoadFreelist: true})
-	require.NoError(t, err)
-	require.NoError(t, db.View(func(tx *bolt.Tx) error {
-		for id := 2; ; id++ {
-			info, err := tx.Page(id)
-			if err != nil || info == nil {
-				return err
-			}
-			if info.Type == "leaf" && info.Count > 1 { // not the root's, holding the bucket
-				leaf = id
-				return nil
-			}
-		}
-	}))
-	require.NoError(t, db.Close())
-	require.NotZero(t, leaf)
+	leaf := liveLeafPage(t, path)
 	rewrite(t, path, func(t *testing.T, data []byte) []byte {
 		data[leaf*bboltPageSize+8] ^= 0x40 // 0x02, a leaf's, reads 0x42
 		return data
