@@ -109,12 +109,12 @@ Commands:
                            PCHANNEL (get shows it); a node's is refused.
                            Takes --dry-run, not --force
   dump [FILE]              write every record as JSON (stdout: no FILE, or -).
+                           A bbolt file whose newest meta page is damaged
+                           is refused (what it reads as may be older than
+                           what was saved), unless --force.
                            --salvage: of a damaged bbolt file, every
                            record its pages still hold whole, read
-                           without bbolt, for restore into a new file.
-                           A file whose newest meta page is damaged is
-                           refused (what it reads as may be older than
-                           what was saved), unless --force
+                           without bbolt, for restore into a new file
   restore FILE             write the records of a dump (stdin: -); raises
                            only, as set; creates a bbolt file that does
                            not exist, whole or not at all. A dump holds

@@ -49,6 +49,9 @@ type dumpEntry struct {
 
 func dump(ctx context.Context, e *env, args []string) error {
 	if e.opts.salvage {
+		if e.opts.force {
+			return usagef("dump --salvage reads what a damaged file holds, refusing nothing: --force is for a dump without it")
+		}
 		return salvageDump(ctx, e, args)
 	}
 	s, _, entries, err := e.read(ctx)

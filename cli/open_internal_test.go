@@ -3,7 +3,9 @@ package cli
 import (
 	"context"
 	"io"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,17 +69,70 @@ func TestOpenOfABigFileEndsWithTheCommand(t *testing.T) {
 	require.NoError(t, b.Close())
 }
 
-// The commands a refusal suggests paste into a shell as they are shown.
-func TestShellWordReadsBackAsItWas(t *testing.T) {
-	for s, want := range map[string]string{
-		"bolt:/var/lib/lowwater/checkpoints.db": "bolt:/var/lib/lowwater/checkpoints.db",
-		"bolt:/data/my checkpoints.db":          `'bolt:/data/my checkpoints.db'`,
-		"bolt:/data/it's.db":                    `'bolt:/data/it'\''s.db'`,
-		"":                                      "''",
-		"$HOME":                                 "'$HOME'",
-	} {
-		if got := shellWord(s); got != want {
-			t.Errorf("shellWord(%q) = %s, want %s", s, got, want)
-		}
+// A restore into a new file cut short while its file is being made says
+// so of the path it was given, not of the name the file was built under,
+// and leaves nothing at the path; what the creation left running finishes
+// making goes with the next restore, once old enough that no restore
+// still writing can own it. It named the temporary file, and left it for
+// good.
+func TestARestoreCutWhileItMakesItsFileLeavesNothing(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "new.db")
+	reading := make(chan struct{})
+	release := make(chan struct{})
+	made := make(chan struct{})
+	openFile = func(path string, opts ...persistence.BoltOption) (*persistence.Bolt, error) {
+		close(reading)
+		<-release
+		defer close(made)
+		return persistence.OpenBolt(path, opts...)
 	}
+	t.Cleanup(func() { openFile = persistence.OpenBolt })
+
+	u, err := catalogurl.Parse("bolt:" + path)
+	require.NoError(t, err)
+	e := &env{opts: options{url: u, timeout: time.Minute, lockTimeout: time.Minute, bucket: persistence.DefaultBucket},
+		stdout: io.Discard, stderr: io.Discard}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	opened := make(chan error, 1)
+	go func() {
+		s, err := e.open(ctx, createFile)
+		if err == nil {
+			s.close()
+		}
+		opened <- err
+	}()
+	<-reading
+	cancel(context.Canceled)
+	select {
+	case err := <-opened:
+		require.ErrorIs(t, err, context.Canceled)
+		require.EqualError(t, err, "opening "+path+": context canceled; nothing written")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the open still waits 10 s after the command ended")
+	}
+	close(release)
+	<-made
+	openFile = persistence.OpenBolt
+	left, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, left, 1, "the file the creation left running made")
+	aside := filepath.Join(dir, left[0].Name())
+	require.True(t, strings.HasPrefix(left[0].Name(), ".new.db.lowwater-new-"), aside)
+	// Its Bolt, closed by the open left behind, lets go of the lock.
+	b, err := persistence.OpenBolt(aside, persistence.WithReadOnly(true), persistence.WithOpenTimeout(30*time.Second))
+	require.NoError(t, err)
+	require.NoError(t, b.Close())
+	old := time.Now().Add(-2 * time.Minute)
+	require.NoError(t, os.Chtimes(aside, old, old))
+
+	dump := filepath.Join(t.TempDir(), "dump.json")
+	require.NoError(t, os.WriteFile(dump, []byte(`{"format":"lowwater-checkpoints/1","checkpoints":[{"pchannel":"p","wal":"kafka","checkpoint":"kafka:7"}]}`), 0o600))
+	var stderr strings.Builder
+	code := Main(context.Background(), []string{"--catalog", "bolt:" + path, "restore", dump}, func(string) string { return "" }, nil, io.Discard, &stderr)
+	require.Equal(t, ExitOK, code, stderr.String())
+	left, err = os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, left, 1, "only the file restored")
+	require.Equal(t, "new.db", left[0].Name())
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/lowwater/lowwater/internal/catalogurl"
 	"github.com/lowwater/lowwater/internal/creation"
 	"github.com/lowwater/lowwater/internal/etcdaccess"
+	"github.com/lowwater/lowwater/internal/shell"
 	"github.com/lowwater/lowwater/internal/shorten"
 	"github.com/lowwater/lowwater/persistence"
 	"github.com/lowwater/lowwater/persistence/etcdcatalog"
@@ -175,6 +176,12 @@ func (e *env) open(ctx context.Context, m mode) (_ *store, err error) {
 			}
 		}
 		b, err := openBolt(ctx, opened, e.opts.bucket, m == readOnly || m == dryCreate, m == createFile, e.opts.lockTimeout)
+		if err != nil && s.aside != "" {
+			// Named as the command named it: the name it was to be built
+			// under goes with what its creation left.
+			s.discardCreated()
+			err = &renamedError{msg: strings.ReplaceAll(err.Error(), opened, u.Path) + "; nothing written", err: err}
+		}
 		if errors.Is(err, persistence.ErrLocked) && ctx.Err() == nil {
 			return nil, fmt.Errorf("%s is locked by another process%s, most likely a running "+
 				"lowwater node: stop it first (waited %v, see --lock-timeout)", u.Path, lockHolder(u.Path), e.opts.lockTimeout)
@@ -189,9 +196,9 @@ func (e *env) open(ctx context.Context, m mode) (_ *store, err error) {
 		if errors.Is(err, persistence.ErrCorruptStore) {
 			bucket := ""
 			if e.opts.bucketGiven {
-				bucket = " --bucket " + shellWord(e.opts.bucket)
+				bucket = " --bucket " + shell.Word(e.opts.bucket)
 			}
-			salvage := "or salvage the records its pages still hold into a dump (lowwater --catalog " + shellWord("bolt:"+u.Path) + bucket +
+			salvage := "or salvage the records its pages still hold into a dump (lowwater --catalog " + shell.Word("bolt:"+u.Path) + bucket +
 				" dump --salvage salvaged.json), check what it says, and restore the dump into a new file (lowwater --catalog bolt:NEW.db" +
 				bucket + " restore salvaged.json); this file is refused whole: no other command reads it"
 			if fi, serr := os.Stat(u.Path); serr == nil && fi.Size() == 0 {
@@ -752,6 +759,17 @@ type namedOwner struct {
 func (s *store) discardCreated() {
 	if s.aside != "" {
 		_ = os.Remove(s.aside)
+		// And the name its own creation made it under, if cut short
+		// there: a creation left running on its goroutine may still
+		// leave one, which creation.RemoveStale takes later.
+		dir, prefix := filepath.Dir(s.aside), creation.TempPrefix(s.aside)
+		if entries, err := os.ReadDir(dir); err == nil {
+			for _, e := range entries {
+				if strings.HasPrefix(e.Name(), prefix) {
+					_ = os.Remove(filepath.Join(dir, e.Name()))
+				}
+			}
+		}
 		s.aside = ""
 	}
 	if s.created {
@@ -775,6 +793,9 @@ func asideOf(path string) (aside, at string) {
 	if !ok {
 		return "", ""
 	}
+	// What restores killed before left: a node's first open would take
+	// it too, but there may be none for a while.
+	creation.RemoveStale(at)
 	f, err := os.CreateTemp(filepath.Dir(at), creation.TempPrefix(at))
 	if err != nil {
 		return "", ""
@@ -819,7 +840,8 @@ func (s *store) place() error {
 		err = dir.Sync()
 		_ = dir.Close()
 		if err != nil {
-			return fmt.Errorf("placing the restored file at %s: syncing its directory: %w", s.url.Path, err)
+			return fmt.Errorf("the restored file is at %s, but syncing its directory failed: %w; a crash before the "+
+				"system syncs it may lose the file's name: sync it (sync -f %s)", s.url.Path, err, shell.Word(filepath.Dir(s.placeAt)))
 		}
 	}
 	return nil
@@ -1083,7 +1105,7 @@ func leaseless(pchannel string, term uint64) string {
 // another name, whose owner the tool reported as none).
 func commandLine(verb, pchannel string) string {
 	if name := typed(pchannel); name != pchannel {
-		return verb + " --quoted " + shellQuote(name)
+		return verb + " --quoted " + shell.Quote(name)
 	}
 	if strings.HasPrefix(pchannel, "-") {
 		// Else the name reads as a flag.
@@ -1091,17 +1113,6 @@ func commandLine(verb, pchannel string) string {
 	}
 	return "'" + verb + " " + pchannel + "'"
 }
-
-// shellWord is s as a POSIX shell reads it back: as it is, or quoted.
-func shellWord(s string) string {
-	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:@%+=,-") == "" {
-		return s
-	}
-	return shellQuote(s)
-}
-
-// shellQuote puts s in single quotes, as a POSIX shell reads it back.
-func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // write runs fn with the catalog to write pchannel through. On etcd that
 // is an ownership taken for the call, so that no node takes the pchannel

@@ -24,6 +24,7 @@ import (
 	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/lowwater/lowwater/internal/creation"
+	"github.com/lowwater/lowwater/internal/shell"
 	"github.com/lowwater/lowwater/persistence/internal/record"
 	"github.com/lowwater/lowwater/wal"
 )
@@ -559,7 +560,7 @@ func openBoltDB(path string, o boltOptions) (*bolt.DB, *os.File, error) {
 			db, file, placed, err := createBoltDB(at, o)
 			if err != nil || placed {
 				if placed {
-					removeStaleTemps(at)
+					creation.RemoveStale(at)
 				}
 				return db, file, err
 			}
@@ -568,7 +569,7 @@ func openBoltDB(path string, o boltOptions) (*bolt.DB, *os.File, error) {
 	db, file, err := openBoltFile(path, o)
 	if err == nil && !o.readOnly {
 		if at, err := filepath.EvalSymlinks(path); err == nil {
-			removeStaleTemps(at)
+			creation.RemoveStale(at)
 		}
 	}
 	return db, file, err
@@ -626,45 +627,6 @@ func createBoltDB(path string, o boltOptions) (db *bolt.DB, file *os.File, place
 		return nil, nil, false, nil
 	}
 	return db, file, true, nil
-}
-
-// staleTempAge is how old a temporary file of createBoltDB must be for
-// removeStaleTemps to take it for one a killed creation left: a creation
-// takes milliseconds.
-const staleTempAge = time.Minute
-
-// removeStaleTemps removes the temporary files of createBoltDB that
-// creations of path killed before they ended left beside it: a file never
-// placed, or a second name of the one placed. A creation still running
-// owns a younger one.
-func removeStaleTemps(path string) {
-	dir, prefix := filepath.Dir(path), creation.TempPrefix(path)
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return
-	}
-	for _, e := range entries {
-		suffix, ok := strings.CutPrefix(e.Name(), prefix)
-		if !ok || suffix == "" || strings.Trim(suffix, "0123456789") != "" || !e.Type().IsRegular() {
-			continue // not a name os.CreateTemp gave
-		}
-		if info, err := e.Info(); err == nil && time.Since(info.ModTime()) > staleTempAge {
-			removeUnlocked(filepath.Join(dir, e.Name()))
-		}
-	}
-}
-
-// removeUnlocked removes the file at path unless a process holds its lock
-// (a store open under such a name, a user's). A try, not a wait.
-func removeUnlocked(path string) {
-	f, err := os.Open(path)
-	if err != nil {
-		return
-	}
-	defer func() { _ = f.Close() }()
-	if lockFile(f, true, time.Nanosecond) == nil {
-		_ = os.Remove(path)
-	}
 }
 
 // openBoltFile is bolt.Open with its panics (and faults reading the mapped
@@ -996,7 +958,7 @@ func (b *Bolt) placedHere() error {
 		// the saves, and goes when the process ends.
 		what, advice = "was deleted", "that file is gone once this process ends: copy it back before you stop the node"
 		if runtime.GOOS == "linux" {
-			advice += fmt.Sprintf(" (cp /proc/%d/fd/%d %s), then restart", os.Getpid(), b.file.Fd(), b.placedAt)
+			advice += fmt.Sprintf(" (cp -p /proc/%d/fd/%d %s), then restart", os.Getpid(), b.file.Fd(), shell.Word(b.placedAt))
 		} else {
 			advice += ", from the descriptor this process holds, then restart; or restore the newest copy"
 		}

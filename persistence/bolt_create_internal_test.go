@@ -7,6 +7,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/lowwater/lowwater/internal/creation"
 )
 
 // A new store is placed with its bucket in it: the file createBoltDB
@@ -57,7 +59,7 @@ func TestBoltRemovesWhatKilledCreationsLeft(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		old := time.Now().Add(-2 * staleTempAge)
+		old := time.Now().Add(-2 * creation.StaleAge)
 		files := map[string]bool{ // name: removed
 			".checkpoints.db.lowwater-new-1234567": true,
 			".checkpoints.db.lowwater-new-89":      true,
@@ -65,6 +67,11 @@ func TestBoltRemovesWhatKilledCreationsLeft(t *testing.T) {
 			".other.db.lowwater-new-1234567":       false,
 			"checkpoints.db.lowwater-new-1234567":  false,
 			".checkpoints.db.new-20261204":         false, // a backup of the user's
+			// A restore's file built aside, and the name its own creation
+			// was made under.
+			"..checkpoints.db.lowwater-new-123.lowwater-new-456": true,
+			"..checkpoints.db.lowwater-new-123.lowwater-new-x":   false,
+			"..other.db.lowwater-new-123.lowwater-new-456":       false,
 		}
 		for name := range files {
 			p := filepath.Join(dir, name)
@@ -74,6 +81,19 @@ func TestBoltRemovesWhatKilledCreationsLeft(t *testing.T) {
 			if err := os.Chtimes(p, old, old); err != nil {
 				t.Fatal(err)
 			}
+		}
+		if exists {
+			// A second name of the placed file, left by a kill between
+			// its link and the removal of the name it was made under:
+			// the open that holds it locked removes the name.
+			second := ".checkpoints.db.lowwater-new-777"
+			if err := os.Link(path, filepath.Join(dir, second)); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chtimes(path, old, old); err != nil {
+				t.Fatal(err)
+			}
+			files[second] = true
 		}
 		young := filepath.Join(dir, ".checkpoints.db.lowwater-new-42")
 		if err := os.WriteFile(young, []byte("x"), 0o600); err != nil {
@@ -117,7 +137,7 @@ func TestBoltRemovesNoLockedFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer other.Close()
-	old := time.Now().Add(-2 * staleTempAge)
+	old := time.Now().Add(-2 * creation.StaleAge)
 	if err := os.Chtimes(held, old, old); err != nil {
 		t.Fatal(err)
 	}

@@ -83,7 +83,7 @@ func TestAFileDeletedWhileOpenIsToBeCopiedBackBeforeTheStop(t *testing.T) {
 
 	err = b.Save(ctx, "p", wal.KafkaID(3))
 	require.ErrorIs(t, err, persistence.ErrCorruptStore)
-	cp := regexp.MustCompile(`\(cp (/proc/\d+/fd/\d+) (\S+)\), then restart$`).FindStringSubmatch(err.Error())
+	cp := regexp.MustCompile(`\(cp -p (/proc/\d+/fd/\d+) (\S+)\), then restart$`).FindStringSubmatch(err.Error())
 	require.NotNil(t, cp, err.Error())
 	require.Equal(t, fmt.Sprintf("/proc/%d/fd/", os.Getpid()), cp[1][:len(fmt.Sprintf("/proc/%d/fd/", os.Getpid()))])
 	require.Equal(t, path, cp[2])

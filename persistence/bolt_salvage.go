@@ -85,7 +85,8 @@ type SalvagedRecord struct {
 	// StoredUnder is the key the record was read under, where it is not
 	// the record's own name: its key was damaged, and the name is the one
 	// that damage of one byte turns into the key and that the record's
-	// name check names (as verify's MISPLACED). Empty otherwise.
+	// name check names (as verify's MISPLACED), and one the file holds a
+	// record of under its own key too (an older copy). Empty otherwise.
 	StoredUnder string
 }
 
@@ -408,6 +409,19 @@ func salvage(ctx context.Context, data, want []byte) (*Salvage, error) {
 			}
 		}
 	}
+	// A record under a damaged key is taken for the name its check names
+	// only where the file holds a record under that name too (an older
+	// copy on a freed page, say): of the names a byte from a key damaged
+	// in several bytes, one matches a check of 32 bits by chance now and
+	// then, and dumped, would make a pchannel that never was, while the
+	// one it was written for got an older copy.
+	known := map[string]bool{}
+	for _, f := range sc.finds {
+		if f.under == "" {
+			known[f.key] = true
+		}
+	}
+	sc.finds = slices.DeleteFunc(sc.finds, func(f salvageFind) bool { return f.under != "" && !known[f.key] })
 	// Pages at and above the high water mark were never written, or are
 	// left from a commit that did not end: none is unreadable. Without a
 	// whole meta page, the mark is taken to end with the last page.

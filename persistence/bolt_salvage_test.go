@@ -826,3 +826,22 @@ func TestSalvageOfALeafWhoseTypeFlagIsDamaged(t *testing.T) {
 	require.Equal(t, fmt.Sprintf("page %d, in the tree, is a leaf page whose type flag is damaged (it reads 0x42)", leaf), s.Broken)
 	require.Zero(t, s.Unreadable)
 }
+
+// A record under a damaged key whose name check names a name the file
+// holds nowhere else is not dumped under it: a key damaged in several
+// bytes may sit a byte from a name that matches the check by chance.
+func TestSalvageInventsNoNameForARecordUnderADamagedKey(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.db")
+	writeHealthyBolt(t, path)
+	boltUpdate(t, path, nil, func(tx *bolt.Tx) error {
+		rec, err := persistence.EncodeRecord("orders-dml-0", persistence.Record{Checkpoint: wal.KafkaID(120)})
+		if err != nil {
+			return err
+		}
+		return tx.Bucket([]byte(defaultBucket)).Put([]byte("nrders-dml-0"), rec)
+	})
+	s, err := persistence.SalvageBolt(context.Background(), path)
+	require.NoError(t, err)
+	require.Equal(t, healthy(), salvaged(t, s, persistence.PageLive), "neither the key nor the name it is a byte from")
+	require.Equal(t, 1, s.Damaged)
+}
