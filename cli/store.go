@@ -811,9 +811,10 @@ func asideOf(path string) (aside, at string) {
 }
 
 // place gives the new bbolt file built aside its path, once every record
-// is in it, and durably: the store is closed by then, or only reads. A
-// file that appeared at the path meanwhile is left as it is, and the new
-// one discarded.
+// is in it, and durably: every write has committed, and the store, still
+// open and locked, writes nothing more before it closes. A file that
+// appeared at the path meanwhile is left as it is, and the new one
+// discarded.
 func (s *store) place() error {
 	if s.aside == "" {
 		return nil
