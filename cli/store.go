@@ -822,9 +822,13 @@ func (s *store) place() error {
 	err := os.Link(s.aside, s.placeAt)
 	if err != nil && !errors.Is(err, fs.ErrExist) {
 		// A file system without hard links: renamed, unless a file is
-		// there now.
-		if _, statErr := os.Lstat(s.placeAt); errors.Is(statErr, fs.ErrNotExist) {
-			err = os.Rename(s.aside, s.placeAt)
+		// there, in one step where the system can, else after a look.
+		err = renameNoReplace(s.aside, s.placeAt)
+		if errors.Is(err, errNoReplace) {
+			err = fs.ErrExist
+			if _, statErr := os.Lstat(s.placeAt); errors.Is(statErr, fs.ErrNotExist) {
+				err = os.Rename(s.aside, s.placeAt)
+			}
 		}
 	}
 	if err != nil {
@@ -847,6 +851,10 @@ func (s *store) place() error {
 	}
 	return nil
 }
+
+// errNoReplace is renameNoReplace's where the system cannot rename
+// without replacing in one step.
+var errNoReplace = errors.New("no rename that refuses to replace")
 
 // knowOwners reads every owner key at once, for owner to answer from:
 // a node that takes a pchannel later is met by the write's own TryOwn.
