@@ -101,6 +101,29 @@ func TestAWrapperThatChangesSaveAloneHasItsSaveCalled(t *testing.T) {
 	require.Equal(t, "*actors_test.changesSave", warned[0].ContextMap()["catalog"])
 }
 
+// The Warn comes once for each type of such catalog and logger: a
+// thousand pchannels on one catalog gave a thousand lines. The later
+// spawns say it at Debug; another logger is told again.
+func TestASplitCatalogIsWarnedOfOncePerLogger(t *testing.T) {
+	catalog := &changesSave{Bolt: openBolt(t)}
+	core, logs := observer.New(zapcore.DebugLevel)
+	logger := zap.New(core)
+	for _, p := range []string{"p0", "p1", "p2"} {
+		_, err := actors.NewProps(p, wal.Kafka, catalog, actors.WithLogger(logger))
+		require.NoError(t, err)
+	}
+	said := logs.FilterMessageSnippet("keeps the StartSave of a catalog it embeds").AllUntimed()
+	require.Len(t, said, 3)
+	require.Equal(t, []zapcore.Level{zapcore.WarnLevel, zapcore.DebugLevel, zapcore.DebugLevel},
+		[]zapcore.Level{said[0].Level, said[1].Level, said[2].Level})
+	require.Equal(t, "p0", said[0].ContextMap()["pchannel"])
+
+	other, otherLogs := observer.New(zapcore.WarnLevel)
+	_, err := actors.NewProps("p3", wal.Kafka, catalog, actors.WithLogger(zap.New(other)))
+	require.NoError(t, err)
+	require.Equal(t, 1, otherLogs.FilterMessageSnippet("keeps the StartSave of a catalog it embeds").Len())
+}
+
 // One that changes StartSave too has its saves started, and no Warn.
 func TestAWrapperThatChangesStartSaveHasItsSavesStarted(t *testing.T) {
 	catalog := &changesBoth{changesSave: changesSave{Bolt: openBolt(t)}}

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
+	"weak"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -348,19 +351,63 @@ func newConfig(pchannel string, walName wal.Name, catalog persistence.Catalog, o
 	// mailbox loop's, the same on every line (a development logger put
 	// 25 lines of it under each failed save). A catalog's panic gives
 	// its own stack as a field.
+	base := c.logger
 	c.logger = c.logger.With(zap.String("pchannel", pchannel)).WithOptions(noStack)
 	if starter, ok := catalog.(persistence.SaveStarter); ok {
 		if promoted.Split(catalog, "Save", "StartSave") {
 			// A wrapper that embeds a catalog (struct{ *persistence.Bolt }),
 			// at any depth, and changes its Save alone: started, its saves
 			// would never reach that Save.
-			c.logger.Warn("the catalog changes Save and keeps the StartSave of a catalog it embeds, which would not call that Save: its saves go through its Save, each holding a goroutine while it waits; give it a StartSave too, to start them without one",
+			log := c.logger.Debug
+			if splitWarned.first(reflect.TypeOf(catalog), base) {
+				log = c.logger.Warn
+			}
+			log("the catalog changes Save and keeps the StartSave of a catalog it embeds, which would not call that Save: its saves go through its Save, each holding a goroutine while it waits; give it a StartSave too, to start them without one (at Warn once for each type of catalog and logger)",
 				zap.String("catalog", fmt.Sprintf("%T", catalog)))
 		} else {
 			c.starter = starter
 		}
 	}
 	return c, nil
+}
+
+// splitWarned is the types of split catalogs (promoted.Split) already
+// warned of, by logger: a thousand pchannels on one such catalog gave a
+// thousand Warns, where one says it.
+var splitWarned = &onceEach{seen: map[onceKey]struct{}{}}
+
+// onceEach tells the first time a catalog type meets a logger. It holds
+// the logger weakly, and forgets it once it is collected: a program that
+// gives each pchannel a logger of its own keeps no entry of those gone.
+type onceEach struct {
+	mu   sync.Mutex
+	seen map[onceKey]struct{} // guarded by mu
+}
+
+type onceKey struct {
+	catalog reflect.Type
+	logger  weak.Pointer[zap.Logger]
+}
+
+// first reports whether this is the first call for catalog and logger.
+func (o *onceEach) first(catalog reflect.Type, logger *zap.Logger) bool {
+	k := onceKey{catalog, weak.Make(logger)}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if _, ok := o.seen[k]; ok {
+		return false
+	}
+	o.seen[k] = struct{}{}
+	if logger != nil {
+		runtime.AddCleanup(logger, o.forget, k)
+	}
+	return true
+}
+
+func (o *onceEach) forget(k onceKey) {
+	o.mu.Lock()
+	delete(o.seen, k)
+	o.mu.Unlock()
 }
 
 // noStack makes a logger add no stack to any line.

@@ -78,7 +78,8 @@ type Catalog interface {
 // it, or an interface holding either) and changes its Save alone keeps
 // the StartSave it embeds, which never calls that Save: the actors, and
 // catalogtest.Run, see that and save through its Save, a goroutine per
-// save in flight, and the actors say so at Warn. Give such a wrapper a
+// save in flight, and the actors say so at Warn (once for each type of
+// catalog and logger, at Debug after). Give such a wrapper a
 // StartSave too. What a wrapper forwards to a catalog it holds in a
 // named field, no one sees: forward StartSave to a catalog whose
 // StartSave calls no Save of a wrapper around it.
