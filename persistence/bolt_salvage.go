@@ -632,7 +632,10 @@ func salvage(ctx context.Context, data, want []byte) (*Salvage, error) {
 		best, bestState := -1, PageFreed
 		for i, f := range finds {
 			s := state(f.page)
-			if best < 0 || s < bestState || s == bestState && salvageHigher(f.id, finds[best].id) {
+			// Of two alike, the one under its own key: a copy under a
+			// damaged key says nothing more.
+			if best < 0 || s < bestState || s == bestState && (salvageHigher(f.id, finds[best].id) ||
+				salvageSame(f.id, finds[best].id) && finds[best].under != "" && f.under == "") {
 				best, bestState = i, s
 			}
 		}

@@ -845,3 +845,26 @@ func TestSalvageInventsNoNameForARecordUnderADamagedKey(t *testing.T) {
 	require.Equal(t, healthy(), salvaged(t, s, persistence.PageLive), "neither the key nor the name it is a byte from")
 	require.Equal(t, 1, s.Damaged)
 }
+
+// A copy under a damaged key of a record its pchannel's own key holds
+// too, alike, says nothing more: the record dumped is the one under its
+// own key, with no MISPLACED line.
+func TestSalvagePrefersTheOwnKeyToAMisplacedCopyAlike(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.db")
+	writeHealthyBolt(t, path)
+	boltUpdate(t, path, nil, func(tx *bolt.Tx) error {
+		bk := tx.Bucket([]byte(defaultBucket))
+		if err := putRecord(bk, "orders-dml-0", wal.KafkaID(120)); err != nil {
+			return err
+		}
+		return bk.Put([]byte("nrders-dml-0"), bytes.Clone(bk.Get([]byte("orders-dml-0"))))
+	})
+	s, err := persistence.SalvageBolt(context.Background(), path)
+	require.NoError(t, err)
+	want := healthy()
+	want["orders-dml-0"] = "kafka:120"
+	require.Equal(t, want, salvaged(t, s, persistence.PageLive))
+	for _, r := range s.Records {
+		require.Empty(t, r.StoredUnder, r.PChannel)
+	}
+}
