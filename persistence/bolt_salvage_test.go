@@ -44,10 +44,13 @@ func putRecord(bk *bolt.Bucket, pchannel string, id wal.MessageID) error {
 }
 
 // healthy is what writeHealthyBolt stores.
-func healthy() map[string]string {
+func healthy() map[string]string { return savedFrom(1000) }
+
+// savedFrom is damagedRecords pchannels, pchannel i at kafka:base+i.
+func savedFrom(base int) map[string]string {
 	want := map[string]string{}
 	for i := range damagedRecords {
-		want[damagedName(i)] = wal.KafkaID(1000 + i).String()
+		want[damagedName(i)] = wal.KafkaID(int64(base + i)).String()
 	}
 	return want
 }
@@ -759,10 +762,7 @@ func TestSalvageOfARecordUnderADamagedKey(t *testing.T) {
 
 	s, err := persistence.SalvageBolt(context.Background(), path)
 	require.NoError(t, err)
-	want := map[string]string{}
-	for i := range damagedRecords {
-		want[damagedName(i)] = wal.KafkaID(9000 + i).String()
-	}
+	want := savedFrom(9000)
 	got := map[string]string{}
 	for _, r := range s.Records {
 		got[r.PChannel] = r.Checkpoint.String()
@@ -810,10 +810,7 @@ func TestSalvageOfALeafWhoseTypeFlagIsDamaged(t *testing.T) {
 
 	s, err := persistence.SalvageBolt(context.Background(), path)
 	require.NoError(t, err)
-	want := map[string]string{}
-	for i := range damagedRecords {
-		want[damagedName(i)] = wal.KafkaID(9000 + i).String()
-	}
+	want := savedFrom(9000)
 	onLeaf := 0
 	for _, r := range s.Records {
 		if r.Page == uint64(leaf) {
